@@ -1,0 +1,2 @@
+//! Admission benchmark (written with the admission module).
+fn main() {}

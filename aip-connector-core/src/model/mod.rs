@@ -1,0 +1,27 @@
+//! The AIP 1.0 wire model (`aip-model.md` §1–§4).
+//!
+//! Every type serializes with upstream's exact spellings and key order (declaration order), and
+//! follows its optional/skip rules: `Option` fields are left out when `None`, `Vec` fields when
+//! empty, and defaulted `bool` fields are always written. Unknown keys are ignored on input, as
+//! upstream; the published JSON Schemas are stricter and are checked by admission's callers.
+
+mod capability;
+mod contract;
+mod manifest;
+mod principal;
+mod support;
+
+pub use capability::{Binding, Capability, CapabilityKind, RiskLevel, Stability};
+pub use contract::{
+    ApprovalPolicy, ApprovalRule, ApproverSelector, CapabilityContract, CompensationContract,
+    CompensationMode, CredentialPolicy, DataContract, DataResidency, DataSensitivity,
+    DelegatedApprovalAuthority, DryRunFidelity, EvidenceRequirement, ExecutionContract,
+    ExpectedCompletionMode, IdempotencyCollisionBehavior, IdempotencyContract, IdempotencyKeyScope,
+    IdempotencyRequirement, RetentionPolicy, RetrySafety, SeparationOfDuties, ServiceLevelContract,
+    SideEffect, TransactionContract, TransactionMode,
+};
+pub use manifest::{
+    MANIFEST_VERSION_V1, Manifest, ManifestFilter, ManifestRequest, Resource, ResourceAccessPolicy,
+};
+pub use principal::{DelegatedAuthorityGrant, ExternalRef, Principal, PrincipalKind};
+pub use support::CapabilityImplementationSupport;

@@ -1,0 +1,4 @@
+//! # aip-connector-testkit
+//!
+//! Deterministic fixtures for AIP connectors and, in later releases, the conformance suite that
+//! drives a connector through the real host.
