@@ -18,5 +18,13 @@ pub use ids::{
     IdParseError, MessageId, PrincipalId, ProfileId, ReceiptId, SessionId, TransactionId,
 };
 pub mod issue;
+pub mod naming;
+pub mod parse;
+pub mod rules;
+pub mod schema;
+pub mod validation;
+
+#[cfg(feature = "schema-compiler")]
+pub mod admission;
 
 pub use issue::Issue;

@@ -1,16 +1,59 @@
 //! # aip-connector
 //!
-//! Write connectors for AIP (the Agent Interoperability Protocol) as annotated async functions.
+//! Write connectors for AIP (the Agent Interoperability Protocol 1.0) as annotated async
+//! functions.
 //!
-//! This facade re-exports the wire model, the contract rules and manifest admission of
-//! [`aip_connector_core`]; the `#[capability]`/`#[connector]` attributes, the host runtime, the
-//! stores and the provider client build on them.
+//! - [`macro@capability`] on a handler declares one capability: its contract is checked at compile
+//!   time by the same rules runtime admission uses, its schemas are derived from the handler's
+//!   types, and its implementation support is derived from the handler's signature.
+//! - [`macro@connector`] on an `impl` block assembles the connector: manifest, support map and
+//!   dispatch by capability id.
+//! - Handler parameters are the input plus [extractors](crate::extract): [`IdempotencyKey`],
+//!   [`Cancellation`], [`Deadline`], [`StreamSink`], [`Checkpoint`], [`Credential`], [`Tenant`],
+//!   [`Caller`], [`Approval`].
+//!
+//! The wire model, the contract rules and manifest admission come from
+//! [`aip_connector_core`], re-exported as [`core`](mod@crate::core).
+
+pub mod builder;
+pub mod codes;
+pub mod connector;
+pub mod extract;
+pub mod handler;
+pub mod invocation;
+pub mod schema;
+
+#[doc(hidden)]
+pub mod __private;
 
 pub use aip_connector_core as core;
-pub use aip_connector_core::{ids, model};
+pub use aip_connector_core::{admission, ids, model, rules};
+pub use aip_connector_macros::{capability, connector};
+
+pub use builder::{BuildError, BuiltConnector, ConnectorBuilder, FreeCapability};
+pub use connector::{
+    CancelRequest, CapabilityDefinition, Connector, ConnectorDefinition, ReconcileOutcome,
+    Reconciliation,
+};
+pub use extract::{
+    Approval, Caller, Cancellation, Checkpoint, Credential, Deadline, ExtractorKind,
+    IdempotencyKey, StreamSink, Tenant,
+};
+pub use handler::{CapabilityInput, HandlerResult};
+pub use invocation::{
+    CallerIdentity, CredentialHandle, InvocationContext, Secret, StaticInvocation,
+    VerifiedApprovals, VerifiedTenant,
+};
+pub use schema::SchemaDialect;
 
 /// Everything a connector author usually needs, in one import.
 pub mod prelude {
-    pub use aip_connector_core::ids::*;
-    pub use aip_connector_core::model::*;
+    pub use crate::{
+        Approval, Caller, Cancellation, Checkpoint, Connector, Credential, Deadline,
+        IdempotencyKey, ReconcileOutcome, Reconciliation, StreamSink, Tenant, capability,
+        connector,
+    };
+    pub use aip_connector_core::model::{ConnectorFailure, ErrorCategory};
+    pub use schemars::JsonSchema;
+    pub use serde::{Deserialize, Serialize};
 }

@@ -1,1 +1,110 @@
 //! Helpers shared by the workspace-level integration tests.
+//!
+//! The upstream JSON Schemas are BUSL-licensed and never copied into this repository: the
+//! wire-compatibility tests read them from the folder named by `AIP_UPSTREAM_SCHEMAS` (CI sets
+//! it), and skip with a message when the variable is unset.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+/// Environment variable naming the folder that holds upstream's `*.schema.json` files.
+pub const UPSTREAM_SCHEMAS_VAR: &str = "AIP_UPSTREAM_SCHEMAS";
+
+/// The JSON Schema dialect every upstream schema declares.
+const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
+
+/// Reads and parses `$AIP_UPSTREAM_SCHEMAS/<file_name>`.
+///
+/// Returns `None` (after printing why) when the variable is unset, so a local run without the
+/// schemas skips the check. Panics when the variable is set but the file is missing or is not
+/// JSON: in CI the check must fail loudly rather than pass by skipping. A relative folder is
+/// resolved against the workspace root, not the test's working directory.
+pub fn upstream_schema(file_name: &str) -> Option<Value> {
+    let Some(folder) = std::env::var_os(UPSTREAM_SCHEMAS_VAR) else {
+        eprintln!(
+            "skipped: AIP_UPSTREAM_SCHEMAS is not set, so the upstream wire-compatibility check did \
+             not run (CI sets it to ../shared/upstream-schemas)"
+        );
+        return None;
+    };
+    let path = workspace_relative(Path::new(&folder)).join(file_name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|error| {
+        panic!(
+            "{UPSTREAM_SCHEMAS_VAR} is set but the upstream schema {} cannot be read: {error}",
+            path.display()
+        )
+    });
+    let schema = serde_json::from_str(&text).unwrap_or_else(|error| {
+        panic!(
+            "{UPSTREAM_SCHEMAS_VAR} is set but the upstream schema {} is not valid JSON: {error}",
+            path.display()
+        )
+    });
+    Some(schema)
+}
+
+/// `folder` itself when absolute, otherwise `folder` under the workspace root, because cargo
+/// runs each test binary from its package folder rather than from where `cargo test` was typed.
+fn workspace_relative(folder: &Path) -> PathBuf {
+    if folder.is_absolute() {
+        return folder.to_path_buf();
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")))
+        .join(folder)
+}
+
+/// A standalone schema for one `$defs` entry of an upstream schema, e.g. `Capability` out of
+/// `manifest.schema.json`: a root `$ref` to the definition, carrying every definition along so
+/// that its internal `#/$defs/...` references still resolve.
+///
+/// Panics when `schema` has no `$defs/<definition>`, since that means the upstream file is not
+/// the one the test expects.
+pub fn schema_definition(schema: &Value, definition: &str) -> Value {
+    let definitions = schema.get("$defs").cloned().unwrap_or_default();
+    assert!(
+        definitions.get(definition).is_some(),
+        "the upstream schema {} has no $defs/{definition}",
+        schema
+            .get("$id")
+            .and_then(Value::as_str)
+            .unwrap_or("(without $id)")
+    );
+    json!({
+        "$schema": DRAFT_2020_12,
+        "$ref": format!("#/$defs/{definition}"),
+        "$defs": definitions,
+    })
+}
+
+/// Validates `instance` against `schema` with the Draft 2020-12 compiler, as upstream's runtime
+/// does, and panics listing every violation with its instance path (and the schema keyword that
+/// failed) when it is not valid.
+pub fn assert_valid_against(schema: &Value, instance: &Value) {
+    let validator = jsonschema::draft202012::new(schema)
+        .unwrap_or_else(|error| panic!("the schema does not compile as Draft 2020-12: {error}"));
+    let violations: Vec<String> = validator
+        .iter_errors(instance)
+        .map(|error| {
+            let instance_path = error.instance_path().as_str();
+            format!(
+                "  at `{}` (schema {}): {error}",
+                if instance_path.is_empty() {
+                    "/"
+                } else {
+                    instance_path
+                },
+                error.schema_path().as_str()
+            )
+        })
+        .collect();
+    assert!(
+        violations.is_empty(),
+        "instance is not valid against the schema ({} violation(s)):\n{}\ninstance: {}",
+        violations.len(),
+        violations.join("\n"),
+        serde_json::to_string_pretty(instance).unwrap_or_else(|_| instance.to_string())
+    );
+}

@@ -5,12 +5,23 @@
 //! empty, and defaulted `bool` fields are always written. Unknown keys are ignored on input, as
 //! upstream; the published JSON Schemas are stricter and are checked by admission's callers.
 
+mod action;
 mod capability;
 mod contract;
+mod error;
 mod manifest;
 mod principal;
+mod result;
 mod support;
+mod transaction;
 
+pub use action::{
+    Action, ActionMode, ActionTransaction, ApprovalConstraint, ApprovalDecision,
+    ApprovalDecisionKind, Callback, ComplianceContext, Conversation, ConversationPriority,
+    ConversationStatus, CredentialRef, DelegationEntry, EvidenceArtifact, ExternalAccountRef,
+    ExternalUserRef, FederationContext, IdentityContext, OAuthCredentialState,
+    ObservabilityContext, TenantRef,
+};
 pub use capability::{Binding, Capability, CapabilityKind, RiskLevel, Stability};
 pub use contract::{
     ApprovalPolicy, ApprovalRule, ApproverSelector, CapabilityContract, CompensationContract,
@@ -20,8 +31,19 @@ pub use contract::{
     IdempotencyRequirement, RetentionPolicy, RetrySafety, SeparationOfDuties, ServiceLevelContract,
     SideEffect, TransactionContract, TransactionMode,
 };
+pub use error::{
+    ConnectorFailure, ConnectorOperation, ErrorBody, ErrorCategory, ProtocolError, codes,
+};
 pub use manifest::{
     MANIFEST_VERSION_V1, Manifest, ManifestFilter, ManifestRequest, Resource, ResourceAccessPolicy,
 };
 pub use principal::{DelegatedAuthorityGrant, ExternalRef, Principal, PrincipalKind};
+pub use result::{
+    Ack, AckStatus, ActionLifecycleState, ActionResult, ActionResultStatus, MessagePart,
+    ReceiptRef, StreamChunk, StreamChunkKind, Usage,
+};
 pub use support::CapabilityImplementationSupport;
+pub use transaction::{
+    ProviderOperationRef, ReconciliationRequest, ReconciliationResult, TransactionPlan,
+    TransactionProtocolStatus,
+};

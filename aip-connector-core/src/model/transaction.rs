@@ -1,0 +1,277 @@
+//! Transaction wire types (`aip-model.md` §4.4) and the reconciliation request/answer of the
+//! connector layer (§9.3).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use super::{
+    ActionTransaction, ApprovalPolicy, CompensationContract, DryRunFidelity, IdentityContext,
+    Principal, SideEffect,
+};
+use crate::ids::{ActionId, CapabilityId, TransactionId};
+
+/// Status of a transaction as reported on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransactionProtocolStatus {
+    /// A dry run finished.
+    DryRunCompleted,
+    /// A durable plan exists.
+    Planned,
+    /// Execution was admitted and is about to call the provider.
+    Prepared,
+    /// A commit is in progress.
+    Committing,
+    /// The effect was committed.
+    Committed,
+    /// A compensation is in progress.
+    Compensating,
+    /// The effect was compensated.
+    Compensated,
+    /// A human must decide.
+    RequiresHuman,
+    /// The transaction was cancelled.
+    Cancelled,
+    /// The operation cannot be rolled back.
+    RollbackNotSupported,
+    /// The transaction failed.
+    Failed,
+    /// The provider may or may not have applied the effect.
+    OutcomeUnknown,
+    /// A reconciliation is in progress.
+    Reconciling,
+    /// Reconciliation settled the outcome.
+    Reconciled,
+}
+
+/// A provider-side operation, recorded so an uncertain outcome can be reconciled.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderOperationRef {
+    /// The provider, e.g. the connector id.
+    pub provider: String,
+    /// Durable operation id at the provider.
+    pub operation_id: String,
+    /// The provider's request id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+/// A durable plan produced by a `plan` action and claimed by a later `commit`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransactionPlan {
+    /// Plan id, carried by the committing action's `transaction.plan_id`.
+    pub plan_id: String,
+    /// The transaction the plan belongs to.
+    pub transaction_id: TransactionId,
+    /// The planning action.
+    pub action_id: ActionId,
+    /// The capability to commit.
+    pub capability_id: CapabilityId,
+    /// The planning action's transaction block.
+    pub transaction: ActionTransaction,
+    /// Who planned it.
+    pub planned_by: Principal,
+    /// Hash of the planned input; a commit must present the same input.
+    pub input_hash: String,
+    /// The commit needs approval.
+    pub approval_required: bool,
+    /// When the plan was made.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// The planned input (a hash instead of the value when redaction is required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_snapshot: Option<Value>,
+    /// Side effects the commit is expected to have.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub predicted_side_effects: Vec<SideEffect>,
+    /// The approval policy that applies to the commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_policy: Option<ApprovalPolicy>,
+    /// How the committed effect can be reversed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compensation: Option<CompensationContract>,
+    /// How faithful the plan's validation was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run_fidelity: Option<DryRunFidelity>,
+    /// Identity captured at planning time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<IdentityContext>,
+    /// When the plan can no longer be committed.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub expires_at: Option<OffsetDateTime>,
+    /// Free-form metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+}
+
+/// What a connector is asked when an outcome is unknown.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReconciliationRequest {
+    /// The transaction whose outcome is unknown.
+    pub transaction_id: TransactionId,
+    /// The durable provider operation to look up.
+    pub provider_operation_id: String,
+    /// Opaque cursor from an earlier, non-terminal answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+}
+
+/// A connector's answer to a [`ReconciliationRequest`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReconciliationResult {
+    /// The provider outcome is settled; false means "ask again later".
+    pub terminal: bool,
+    /// Whether the effect happened, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub committed: Option<bool>,
+    /// Opaque cursor to resume from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// What the connector saw at the provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use time::macros::datetime;
+
+    use super::*;
+    use crate::model::{
+        ApproverSelector, CompensationMode, PrincipalKind, TenantRef, TransactionMode,
+    };
+
+    fn full_plan() -> TransactionPlan {
+        TransactionPlan {
+            plan_id: "plan:txn_1".into(),
+            transaction_id: TransactionId::trusted("txn_1"),
+            action_id: ActionId::trusted("act_1"),
+            capability_id: "cap:calendar:booking:create".into(),
+            transaction: ActionTransaction {
+                mode: TransactionMode::Plan,
+                transaction_id: Some(TransactionId::trusted("txn_1")),
+                plan_id: None,
+                compensation_for: None,
+            },
+            planned_by: Principal::new("agent:planner", PrincipalKind::Agent),
+            input_hash: "sha256:ab".into(),
+            approval_required: true,
+            created_at: datetime!(2026-01-02 03:04:05 UTC),
+            input_snapshot: Some(json!({"slot": "09:00"})),
+            predicted_side_effects: vec![SideEffect::Write, SideEffect::ExternalNetwork],
+            approval_policy: Some(ApprovalPolicy {
+                required: true,
+                approver_selector: ApproverSelector::TenantPolicy,
+                ..ApprovalPolicy::default()
+            }),
+            compensation: Some(CompensationContract {
+                mode: CompensationMode::RollbackNotSupported,
+                compensation_capability_id: None,
+                compensation_window_ms: None,
+                requires_approval: false,
+            }),
+            dry_run_fidelity: Some(DryRunFidelity::PolicyAndSchema),
+            identity: Some(IdentityContext {
+                tenant: Some(TenantRef {
+                    id: "t1".into(),
+                    system: None,
+                }),
+                ..IdentityContext::default()
+            }),
+            expires_at: Some(datetime!(2026-01-02 04:04:05 UTC)),
+            metadata: Some(json!({"k": 1})),
+        }
+    }
+
+    #[test]
+    fn transaction_plan_round_trips_in_declaration_order() {
+        let plan = full_plan();
+        let text = serde_json::to_string(&plan).unwrap();
+        assert_eq!(
+            text,
+            concat!(
+                r#"{"plan_id":"plan:txn_1","transaction_id":"txn_1","action_id":"act_1","#,
+                r#""capability_id":"cap:calendar:booking:create","#,
+                r#""transaction":{"mode":"plan","transaction_id":"txn_1"},"#,
+                r#""planned_by":{"id":"agent:planner","kind":"agent"},"#,
+                r#""input_hash":"sha256:ab","approval_required":true,"#,
+                r#""created_at":"2026-01-02T03:04:05Z","input_snapshot":{"slot":"09:00"},"#,
+                r#""predicted_side_effects":["write","external_network"],"#,
+                r#""approval_policy":{"required":true,"approver_selector":{"type":"tenant_policy"},"#,
+                r#""minimum_distinct_principals":1,"separation_of_duties":{"requester_must_differ":false,"#,
+                r#""operator_must_differ":false,"allow_self_approval":false}},"#,
+                r#""compensation":{"mode":"rollback_not_supported","requires_approval":false},"#,
+                r#""dry_run_fidelity":"policy_and_schema","identity":{"tenant":{"id":"t1"}},"#,
+                r#""expires_at":"2026-01-02T04:04:05Z","metadata":{"k":1}}"#
+            )
+        );
+        let back: TransactionPlan = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, plan);
+    }
+
+    #[test]
+    fn transaction_plan_requires_approval_required_and_created_at() {
+        let mut value = serde_json::to_value(full_plan()).unwrap();
+        value.as_object_mut().unwrap().remove("approval_required");
+        assert!(serde_json::from_value::<TransactionPlan>(value).is_err());
+        let mut value = serde_json::to_value(full_plan()).unwrap();
+        value["created_at"] = json!("yesterday");
+        assert!(serde_json::from_value::<TransactionPlan>(value).is_err());
+    }
+
+    #[test]
+    fn status_spellings_are_snake_case() {
+        assert_eq!(
+            serde_json::to_string(&TransactionProtocolStatus::RollbackNotSupported).unwrap(),
+            r#""rollback_not_supported""#
+        );
+        assert_eq!(
+            serde_json::from_str::<TransactionProtocolStatus>(r#""outcome_unknown""#).unwrap(),
+            TransactionProtocolStatus::OutcomeUnknown
+        );
+    }
+
+    #[test]
+    fn reconciliation_types_skip_absent_fields() {
+        let request = ReconciliationRequest {
+            transaction_id: TransactionId::trusted("txn_1"),
+            provider_operation_id: "op-1".into(),
+            cursor: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&request).unwrap(),
+            r#"{"transaction_id":"txn_1","provider_operation_id":"op-1"}"#
+        );
+        let result = ReconciliationResult {
+            terminal: true,
+            committed: Some(true),
+            cursor: Some("c2".into()),
+            evidence: Some(json!({"booking": "b1"})),
+        };
+        let text = serde_json::to_string(&result).unwrap();
+        assert_eq!(
+            text,
+            r#"{"terminal":true,"committed":true,"cursor":"c2","evidence":{"booking":"b1"}}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<ReconciliationResult>(&text).unwrap(),
+            result
+        );
+        assert_eq!(
+            serde_json::to_string(&ReconciliationResult {
+                terminal: false,
+                committed: None,
+                cursor: None,
+                evidence: None,
+            })
+            .unwrap(),
+            r#"{"terminal":false}"#
+        );
+    }
+}

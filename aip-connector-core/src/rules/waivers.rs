@@ -1,0 +1,148 @@
+//! Connector-level rules: compensation targets, and the waivers a manifest publishes under
+//! `/governance/contract_waivers` so that every exemption from a lint is visible to callers.
+
+use serde_json::Value;
+
+use super::catalogue::rule_info;
+use super::codes::*;
+use super::{Reporter, Waiver, is_waived, own_issue};
+use crate::ids::CapabilityId;
+use crate::issue::Issue;
+use crate::model::Manifest;
+
+/// Where a manifest publishes its waivers, as a JSON Pointer.
+const WAIVERS_POINTER: &str = "/governance/contract_waivers";
+
+/// A compensation capability must be one this connector serves, unless a waiver says where the
+/// external one lives.
+pub fn compensation_targets(manifest: &Manifest, waivers: &[Waiver], out: &mut Vec<Issue>) {
+    for (i, capability) in manifest.capabilities.iter().enumerate() {
+        let target = capability
+            .contract
+            .as_ref()
+            .and_then(|contract| contract.compensation.as_ref())
+            .and_then(|compensation| compensation.compensation_capability_id.as_ref());
+        let Some(target) = target else {
+            continue;
+        };
+        if manifest.capability(target.as_str()).is_some()
+            || is_waived(
+                waivers,
+                &capability.id,
+                MANIFEST_COMPENSATION_CAPABILITY_UNKNOWN,
+            )
+        {
+            continue;
+        }
+        let base = format!("/capabilities/{i}");
+        Reporter::new(capability, &base, out).own(
+            MANIFEST_COMPENSATION_CAPABILITY_UNKNOWN,
+            "/contract/compensation/compensation_capability_id",
+            &format!("compensation capability `{target}` is not a capability of this manifest"),
+        );
+    }
+}
+
+/// The valid waivers published at `/governance/contract_waivers`. Each malformed or invalid entry
+/// gives one issue per problem and is left out, so an invalid waiver never suppresses a rule.
+pub fn waivers_from_manifest(manifest: &Manifest, out: &mut Vec<Issue>) -> Vec<Waiver> {
+    let Some(published) = manifest
+        .governance
+        .as_ref()
+        .and_then(|governance| governance.get("contract_waivers"))
+    else {
+        return Vec::new();
+    };
+    let Some(entries) = published.as_array() else {
+        out.push(own_issue(
+            MANIFEST_WAIVER_MALFORMED,
+            WAIVERS_POINTER.to_owned(),
+            "contract_waivers must be an array of waiver objects",
+        ));
+        return Vec::new();
+    };
+    let mut waivers = Vec::new();
+    for (k, entry) in entries.iter().enumerate() {
+        let before = out.len();
+        let path = format!("{WAIVERS_POINTER}/{k}");
+        let waiver = match serde_json::from_value::<Waiver>(entry.clone()) {
+            Ok(waiver) => waiver,
+            Err(error) => {
+                out.push(malformed_waiver(entry, path, &error));
+                continue;
+            }
+        };
+        waiver_has_reason(&waiver, &path, out);
+        waiver_names_waivable_rule(&waiver, &path, out);
+        waiver_names_declared_capability(&waiver, manifest, &path, out);
+        if out.len() == before {
+            waivers.push(waiver);
+        }
+    }
+    waivers
+}
+
+/// An entry that is not a `{capability_id, code, reason}` object cannot waive anything.
+fn malformed_waiver(entry: &Value, path: String, error: &serde_json::Error) -> Issue {
+    let issue = own_issue(
+        MANIFEST_WAIVER_MALFORMED,
+        path,
+        &format!("waiver is not a `{{capability_id, code, reason}}` object: {error}"),
+    );
+    match entry.get("capability_id").and_then(Value::as_str) {
+        Some(id) => issue.with_capability(&CapabilityId::from(id)),
+        None => issue,
+    }
+}
+
+/// An exemption must say why; a blank reason is no reason.
+fn waiver_has_reason(waiver: &Waiver, path: &str, out: &mut Vec<Issue>) {
+    if waiver.reason.trim().is_empty() {
+        out.push(
+            own_issue(
+                MANIFEST_WAIVER_REASON_EMPTY,
+                path.to_owned(),
+                &format!("the waiver of `{}` has a blank reason", waiver.code),
+            )
+            .with_capability(&waiver.capability_id),
+        );
+    }
+}
+
+/// Only lint rules may be waived; a waiver of anything else would hide a broken contract.
+fn waiver_names_waivable_rule(waiver: &Waiver, path: &str, out: &mut Vec<Issue>) {
+    let (code, problem) = match rule_info(&waiver.code) {
+        None => (
+            MANIFEST_WAIVER_CODE_UNKNOWN,
+            format!("`{}` is not a rule code", waiver.code),
+        ),
+        Some(rule) if !rule.waivable => (
+            MANIFEST_WAIVER_NOT_WAIVABLE,
+            format!("rule `{}` cannot be waived", waiver.code),
+        ),
+        Some(_) => return,
+    };
+    out.push(own_issue(code, path.to_owned(), &problem).with_capability(&waiver.capability_id));
+}
+
+/// A waiver for a capability that does not exist is stale or misspelled.
+fn waiver_names_declared_capability(
+    waiver: &Waiver,
+    manifest: &Manifest,
+    path: &str,
+    out: &mut Vec<Issue>,
+) {
+    if manifest.capability(waiver.capability_id.as_str()).is_none() {
+        out.push(
+            own_issue(
+                MANIFEST_WAIVER_CAPABILITY_UNKNOWN,
+                path.to_owned(),
+                &format!(
+                    "the waiver names capability `{}`, which the manifest does not declare",
+                    waiver.capability_id
+                ),
+            )
+            .with_capability(&waiver.capability_id),
+        );
+    }
+}

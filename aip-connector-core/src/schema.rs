@@ -1,0 +1,643 @@
+//! JSON Schema handling for capability `input_schema` / `output_schema` (admission Phase B).
+//!
+//! - [`check_complexity`]: the safety limits upstream enforces before compiling (depth, node count,
+//!   text bytes), as an iterative walk that stops at the first limit exceeded, so a hostile schema
+//!   costs bounded time and memory and cannot overflow the stack.
+//! - [`remote_references`]: the `$ref` scan behind `schema.remote_reference_forbidden`.
+//! - [`is_valid_root`]: the root-type rule behind `schema.invalid_root`.
+//! - `compile_draft202012` (feature `schema-compiler`): limits, then a Draft 2020-12 compile that
+//!   never fetches anything, giving a `CompiledSchema` that reports violations with JSON
+//!   Pointer instance paths.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::issue::escape_pointer_token;
+
+/// Deepest nesting a schema may have; the root value is level 1 (upstream's 128-level limit).
+pub const MAX_SCHEMA_DEPTH: usize = 128;
+/// Most JSON values (objects, arrays and scalars alike) a schema may contain.
+pub const MAX_SCHEMA_NODES: usize = 100_000;
+/// Most bytes of object keys plus string values a schema may contain (8 MiB).
+pub const MAX_SCHEMA_TEXT_BYTES: usize = 8 * 1024 * 1024;
+
+/// Complexity limits applied to a schema before it is compiled.
+///
+/// Depth counts every value on the path from the root, root included: `{}` and `12` have depth
+/// 1, `{"type": "string"}` has depth 2. With this reading any document `serde_json` parses with
+/// its default recursion limit (at most 127 nested containers, plus a scalar leaf) fits within
+/// 128 levels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SchemaLimits {
+    /// Deepest allowed nesting level (root = 1).
+    pub max_depth: usize,
+    /// Most JSON values allowed, root included.
+    pub max_nodes: usize,
+    /// Most bytes of object keys and string values allowed, summed over the whole schema.
+    pub max_text_bytes: usize,
+}
+
+impl Default for SchemaLimits {
+    /// Upstream's limits: 128 levels, 100 000 nodes, 8 MiB of text.
+    fn default() -> Self {
+        Self {
+            max_depth: MAX_SCHEMA_DEPTH,
+            max_nodes: MAX_SCHEMA_NODES,
+            max_text_bytes: MAX_SCHEMA_TEXT_BYTES,
+        }
+    }
+}
+
+/// Why a schema was rejected before or during compilation.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    /// A complexity limit was exceeded; the text names the limit, as upstream words it.
+    #[error("{0}")]
+    Limit(String),
+    /// The compiler rejected the schema (invalid keyword value, unresolvable `$ref`, …).
+    #[error("schema compile error: {0}")]
+    Compile(String),
+}
+
+/// One `$ref` whose value is not a same-document fragment (it does not start with `#`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteReference {
+    /// JSON Pointer of the `$ref` key inside the schema, e.g. `/properties/a/$ref`.
+    pub pointer: String,
+    /// The reference text as written.
+    pub reference: String,
+}
+
+/// The children of one container still to visit, for the iterative walks.
+enum PendingChildren<'a> {
+    Array(std::iter::Enumerate<std::slice::Iter<'a, Value>>),
+    Object(serde_json::map::Iter<'a>),
+}
+
+impl<'a> PendingChildren<'a> {
+    /// The children of `value` if it is a container, `None` for scalars.
+    fn of(value: &'a Value) -> Option<Self> {
+        match value {
+            Value::Array(items) => Some(Self::Array(items.iter().enumerate())),
+            Value::Object(map) => Some(Self::Object(map.iter())),
+            _ => None,
+        }
+    }
+
+    /// The next child: its key (objects) or index (arrays) as a pointer token, and its value.
+    fn next_child(&mut self) -> Option<(ChildKey<'a>, &'a Value)> {
+        match self {
+            Self::Array(items) => items
+                .next()
+                .map(|(index, item)| (ChildKey::Index(index), item)),
+            Self::Object(entries) => entries
+                .next()
+                .map(|(key, item)| (ChildKey::Key(key.as_str()), item)),
+        }
+    }
+}
+
+/// How a child hangs off its parent.
+enum ChildKey<'a> {
+    Index(usize),
+    Key(&'a str),
+}
+
+/// Running totals of the complexity walk, checked after every increment.
+struct ComplexityTally<'l> {
+    limits: &'l SchemaLimits,
+    nodes: usize,
+    text_bytes: usize,
+}
+
+impl ComplexityTally<'_> {
+    /// Counts one value found at `depth`; fails once depth, node or text limits are exceeded.
+    fn count_value(&mut self, value: &Value, depth: usize) -> Result<(), SchemaError> {
+        if depth > self.limits.max_depth {
+            return Err(SchemaError::Limit(format!(
+                "schema exceeds the {}-level nesting limit",
+                self.limits.max_depth
+            )));
+        }
+        self.nodes += 1;
+        if self.nodes > self.limits.max_nodes {
+            return Err(SchemaError::Limit(format!(
+                "schema exceeds the {}-node safety limit",
+                self.limits.max_nodes
+            )));
+        }
+        if let Value::String(text) = value {
+            self.count_text(text.len())?;
+        }
+        Ok(())
+    }
+
+    /// Adds key or string bytes; fails once the text limit is exceeded.
+    fn count_text(&mut self, bytes: usize) -> Result<(), SchemaError> {
+        self.text_bytes = self.text_bytes.saturating_add(bytes);
+        if self.text_bytes > self.limits.max_text_bytes {
+            return Err(SchemaError::Limit(format!(
+                "schema exceeds the {}-byte text safety limit",
+                self.limits.max_text_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Rejects schemas too deep, too large or too wordy to compile safely (upstream's pre-compile
+/// limits).
+///
+/// The walk keeps its own stack of at most `max_depth` open containers and stops at the first
+/// limit exceeded, so its cost is bounded by the limits, not by the size of `schema`.
+pub fn check_complexity(schema: &Value, limits: &SchemaLimits) -> Result<(), SchemaError> {
+    let mut tally = ComplexityTally {
+        limits,
+        nodes: 0,
+        text_bytes: 0,
+    };
+    tally.count_value(schema, 1)?;
+    let mut open: Vec<PendingChildren<'_>> = PendingChildren::of(schema).into_iter().collect();
+    while let Some(children) = open.last_mut() {
+        let Some((key, child)) = children.next_child() else {
+            open.pop();
+            continue;
+        };
+        if let ChildKey::Key(key) = key {
+            tally.count_text(key.len())?;
+        }
+        // `open` holds one entry per ancestor of `child`, the root included.
+        tally.count_value(child, open.len() + 1)?;
+        if let Some(grandchildren) = PendingChildren::of(child) {
+            open.push(grandchildren);
+        }
+    }
+    Ok(())
+}
+
+/// Finds every `$ref` that points outside the document, which admission forbids unless the
+/// policy allows remote schema references.
+///
+/// Like upstream this is not keyword-aware: any object key `"$ref"` with a string value not
+/// starting with `#` counts, even inside `const`, `enum` or `examples` data. Results are in
+/// depth-first pre-order, keys in document order. The walk is iterative, so any depth is safe.
+pub fn remote_references(schema: &Value) -> Vec<RemoteReference> {
+    let mut found = Vec::new();
+    // The pointer of the container on top of `open`; each entry remembers the pointer length
+    // to restore when it is closed.
+    let mut pointer = String::new();
+    let mut open: Vec<(PendingChildren<'_>, usize)> = PendingChildren::of(schema)
+        .map(|children| (children, 0))
+        .into_iter()
+        .collect();
+    while let Some((children, _)) = open.last_mut() {
+        let Some((key, child)) = children.next_child() else {
+            if let Some((_, parent_len)) = open.pop() {
+                pointer.truncate(parent_len);
+            }
+            continue;
+        };
+        if let (ChildKey::Key("$ref"), Value::String(reference)) = (&key, child)
+            && !reference.starts_with('#')
+        {
+            found.push(RemoteReference {
+                pointer: format!("{pointer}/{}", escape_pointer_token("$ref")),
+                reference: reference.clone(),
+            });
+        }
+        if let Some(grandchildren) = PendingChildren::of(child) {
+            let parent_len = pointer.len();
+            pointer.push('/');
+            match key {
+                ChildKey::Index(index) => pointer.push_str(&index.to_string()),
+                ChildKey::Key(key) => pointer.push_str(&escape_pointer_token(key)),
+            }
+            open.push((grandchildren, parent_len));
+        }
+    }
+    found
+}
+
+/// A JSON Schema root must be an object or a boolean (`schema.invalid_root`).
+pub fn is_valid_root(schema: &Value) -> bool {
+    matches!(schema, Value::Object(_) | Value::Bool(_))
+}
+
+#[cfg(feature = "schema-compiler")]
+pub use compiler::{CompiledSchema, SchemaViolation, compile_draft202012};
+
+#[cfg(feature = "schema-compiler")]
+mod compiler {
+    use std::fmt;
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Serialize};
+    use serde_json::Value;
+
+    use super::{SchemaError, SchemaLimits, check_complexity};
+
+    /// One way an instance fails its schema.
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct SchemaViolation {
+        /// JSON Pointer of the failing part of the instance (`""` for the whole instance).
+        pub instance_path: String,
+        /// JSON Pointer of the failing keyword inside the schema.
+        pub schema_path: String,
+        /// The validator's description of the failure.
+        pub message: String,
+    }
+
+    /// A compiled Draft 2020-12 schema; cheap to clone and shareable across threads.
+    #[derive(Clone)]
+    pub struct CompiledSchema {
+        validator: Arc<jsonschema::Validator>,
+    }
+
+    impl fmt::Debug for CompiledSchema {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.debug_struct("CompiledSchema").finish_non_exhaustive()
+        }
+    }
+
+    impl CompiledSchema {
+        /// Checks `instance`; on failure returns its violations in validator order, at most
+        /// `max_errors` of them but always at least one.
+        pub fn validate(
+            &self,
+            instance: &Value,
+            max_errors: usize,
+        ) -> Result<(), Vec<SchemaViolation>> {
+            let violations: Vec<SchemaViolation> = self
+                .validator
+                .iter_errors(instance)
+                .take(max_errors.max(1))
+                .map(|error| SchemaViolation {
+                    instance_path: error.instance_path().as_str().to_owned(),
+                    schema_path: error.schema_path().as_str().to_owned(),
+                    message: error.to_string(),
+                })
+                .collect();
+            if violations.is_empty() {
+                Ok(())
+            } else {
+                Err(violations)
+            }
+        }
+
+        /// Whether `instance` satisfies the schema.
+        pub fn is_valid(&self, instance: &Value) -> bool {
+            self.validator.is_valid(instance)
+        }
+    }
+
+    /// Compiles a capability schema as Draft 2020-12 after the complexity limits, the way
+    /// admission check 13 does.
+    ///
+    /// Remote retrieval is switched off explicitly (not just by leaving out jsonschema's HTTP
+    /// feature, which another crate in the build could switch back on): a `$ref` to anything
+    /// outside the document is a compile error, never a fetch. A panic inside the compiler is
+    /// reported as a compile error too, so bad input cannot take the caller down.
+    pub fn compile_draft202012(
+        schema: &Value,
+        limits: &SchemaLimits,
+    ) -> Result<CompiledSchema, SchemaError> {
+        check_complexity(schema, limits)?;
+        let options = jsonschema::draft202012::options().offline();
+        let built = catch_unwind(AssertUnwindSafe(|| options.build(schema)))
+            .map_err(|_| SchemaError::Compile("the schema compiler panicked".to_owned()))?;
+        let validator = built.map_err(|error| SchemaError::Compile(error.to_string()))?;
+        Ok(CompiledSchema {
+            validator: Arc::new(validator),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// Takes a value apart without recursion: serde_json's own `Drop` recurses once per level
+    /// and would overflow the test thread's stack on the 100 000-deep values below.
+    fn dismantle(value: Value) {
+        let mut pending = vec![value];
+        while let Some(mut value) = pending.pop() {
+            match &mut value {
+                Value::Array(items) => pending.append(items),
+                Value::Object(map) => {
+                    pending.extend(std::mem::take(map).into_iter().map(|(_, item)| item));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// `levels` values on the root-to-leaf path: nested `{"not": …}` objects ending in `true`.
+    fn nested_objects(levels: usize) -> Value {
+        let mut value = Value::Bool(true);
+        for _ in 1..levels {
+            value = json!({ "not": value });
+        }
+        value
+    }
+
+    fn limits(max_depth: usize, max_nodes: usize, max_text_bytes: usize) -> SchemaLimits {
+        SchemaLimits {
+            max_depth,
+            max_nodes,
+            max_text_bytes,
+        }
+    }
+
+    fn limit_message(schema: &Value, limits: &SchemaLimits) -> Option<String> {
+        check_complexity(schema, limits)
+            .err()
+            .map(|e| e.to_string())
+    }
+
+    #[test]
+    fn default_limits_are_upstreams() {
+        let limits = SchemaLimits::default();
+        assert_eq!(
+            (limits.max_depth, limits.max_nodes, limits.max_text_bytes),
+            (128, 100_000, 8_388_608)
+        );
+    }
+
+    #[test]
+    fn depth_limit_triggers_at_one_past_the_limit() {
+        let defaults = SchemaLimits::default();
+        assert_eq!(limit_message(&nested_objects(128), &defaults), None);
+        assert_eq!(
+            limit_message(&nested_objects(129), &defaults).as_deref(),
+            Some("schema exceeds the 128-level nesting limit")
+        );
+        assert_eq!(limit_message(&json!(12), &limits(1, 10, 10)), None);
+        assert_eq!(
+            limit_message(&json!([1]), &limits(1, 10, 10)).as_deref(),
+            Some("schema exceeds the 1-level nesting limit")
+        );
+    }
+
+    #[test]
+    fn deepest_document_serde_json_parses_fits_the_depth_limit() {
+        let text = format!("{}1{}", "[".repeat(127), "]".repeat(127));
+        let parsed: Value = serde_json::from_str(&text).expect("127 levels parse");
+        assert_eq!(check_complexity(&parsed, &SchemaLimits::default()), Ok(()));
+        let too_deep = format!("{}1{}", "[".repeat(128), "]".repeat(128));
+        assert!(serde_json::from_str::<Value>(&too_deep).is_err());
+    }
+
+    #[test]
+    fn node_limit_counts_every_value_and_triggers_at_one_past_the_limit() {
+        // Root object, array, three numbers, one string: six values.
+        let schema = json!({ "enum": [1, 2, 3], "title": "x" });
+        assert_eq!(limit_message(&schema, &limits(128, 6, 1_000)), None);
+        assert_eq!(
+            limit_message(&schema, &limits(128, 5, 1_000)).as_deref(),
+            Some("schema exceeds the 5-node safety limit")
+        );
+        let at_limit = Value::Array(vec![Value::Null; MAX_SCHEMA_NODES - 1]);
+        assert_eq!(limit_message(&at_limit, &SchemaLimits::default()), None);
+        let over_limit = Value::Array(vec![Value::Null; MAX_SCHEMA_NODES]);
+        assert_eq!(
+            limit_message(&over_limit, &SchemaLimits::default()).as_deref(),
+            Some("schema exceeds the 100000-node safety limit")
+        );
+    }
+
+    #[test]
+    fn text_limit_counts_keys_and_strings_and_triggers_at_one_past_the_limit() {
+        // Keys "ab" + "c" and strings "def" + "g": 7 bytes; numbers do not count.
+        let schema = json!({ "ab": "def", "c": ["g", 12345] });
+        assert_eq!(limit_message(&schema, &limits(128, 100, 7)), None);
+        assert_eq!(
+            limit_message(&schema, &limits(128, 100, 6)).as_deref(),
+            Some("schema exceeds the 6-byte text safety limit")
+        );
+        let half = "a".repeat(MAX_SCHEMA_TEXT_BYTES / 2);
+        let at_limit = json!([half, half]);
+        assert_eq!(limit_message(&at_limit, &SchemaLimits::default()), None);
+        let over_limit = json!([half, format!("{half}a")]);
+        assert_eq!(
+            limit_message(&over_limit, &SchemaLimits::default()).as_deref(),
+            Some("schema exceeds the 8388608-byte text safety limit")
+        );
+    }
+
+    #[test]
+    fn text_bytes_are_utf8_bytes_not_characters() {
+        // "é" is two bytes.
+        assert_eq!(limit_message(&json!("é"), &limits(128, 10, 2)), None);
+        assert!(limit_message(&json!("é"), &limits(128, 10, 1)).is_some());
+    }
+
+    #[test]
+    fn very_deep_value_is_rejected_without_recursion() {
+        let mut deep = Value::Null;
+        for _ in 0..100_000 {
+            deep = Value::Array(vec![deep]);
+        }
+        let started = std::time::Instant::now();
+        assert_eq!(
+            limit_message(&deep, &SchemaLimits::default()).as_deref(),
+            Some("schema exceeds the 128-level nesting limit")
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        dismantle(deep);
+    }
+
+    #[test]
+    fn remote_reference_scan_reports_pointers_in_pre_order() {
+        let schema = json!({
+            "$ref": "other.json",
+            "properties": {
+                "a": { "$ref": "https://example.com/a.json" },
+                "local": { "$ref": "#/$defs/x" },
+                "we/ird~": { "items": [{ "$ref": "" }, { "$ref": 5 }] }
+            },
+            "const": { "$ref": "data-not-a-keyword" },
+            "$defs": { "x": { "$ref": "urn:x" } }
+        });
+        let found: Vec<(String, String)> = remote_references(&schema)
+            .into_iter()
+            .map(|r| (r.pointer, r.reference))
+            .collect();
+        let expected = [
+            ("/$ref", "other.json"),
+            ("/properties/a/$ref", "https://example.com/a.json"),
+            ("/properties/we~1ird~0/items/0/$ref", ""),
+            ("/const/$ref", "data-not-a-keyword"),
+            ("/$defs/x/$ref", "urn:x"),
+        ];
+        let expected: Vec<(String, String)> = expected
+            .iter()
+            .map(|(p, r)| ((*p).to_owned(), (*r).to_owned()))
+            .collect();
+        assert_eq!(found, expected);
+    }
+
+    #[test]
+    fn remote_reference_scan_descends_into_non_string_refs_and_handles_any_depth() {
+        let schema = json!({ "$ref": { "$ref": "x.json" } });
+        let found = remote_references(&schema);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].pointer, "/$ref/$ref");
+
+        let mut deep = json!({ "$ref": "deep.json" });
+        for _ in 0..100_000 {
+            deep = Value::Array(vec![deep]);
+        }
+        let found = remote_references(&deep);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].pointer, format!("{}/$ref", "/0".repeat(100_000)));
+        dismantle(deep);
+    }
+
+    #[test]
+    fn remote_reference_scan_ignores_scalars_and_fragments() {
+        assert!(remote_references(&json!("$ref")).is_empty());
+        assert!(remote_references(&json!({ "$ref": "#" })).is_empty());
+    }
+
+    #[test]
+    fn only_objects_and_booleans_are_schema_roots() {
+        assert!(is_valid_root(&json!({})));
+        assert!(is_valid_root(&json!(false)));
+        for root in [json!(null), json!(1), json!("s"), json!([])] {
+            assert!(!is_valid_root(&root), "{root}");
+        }
+    }
+
+    #[test]
+    fn errors_display_as_upstream() {
+        assert_eq!(
+            SchemaError::Compile("bad".to_owned()).to_string(),
+            "schema compile error: bad"
+        );
+        assert_eq!(SchemaError::Limit("x".to_owned()).to_string(), "x");
+    }
+
+    #[cfg(feature = "schema-compiler")]
+    mod compiled {
+        use serde_json::json;
+
+        use super::*;
+
+        fn compile(schema: &Value) -> Result<CompiledSchema, SchemaError> {
+            compile_draft202012(schema, &SchemaLimits::default())
+        }
+
+        #[test]
+        fn compiled_schema_is_shareable() {
+            fn assert_shareable<T: Send + Sync + Clone + std::fmt::Debug>() {}
+            assert_shareable::<CompiledSchema>();
+        }
+
+        #[test]
+        fn limits_are_checked_before_compiling() {
+            let error = compile_draft202012(&json!({ "type": "string" }), &limits(1, 10, 100))
+                .expect_err("depth 2 exceeds a 1-level limit");
+            assert_eq!(
+                error,
+                SchemaError::Limit("schema exceeds the 1-level nesting limit".to_owned())
+            );
+        }
+
+        #[test]
+        fn invalid_keyword_value_is_a_compile_error() {
+            let error = compile(&json!({ "type": 12 })).expect_err("type must be a string");
+            assert!(matches!(error, SchemaError::Compile(_)), "{error:?}");
+            assert!(error.to_string().starts_with("schema compile error: "));
+        }
+
+        #[test]
+        fn non_schema_root_is_a_compile_error() {
+            let error = compile(&json!(12)).expect_err("a number is no schema");
+            assert!(matches!(error, SchemaError::Compile(_)), "{error:?}");
+        }
+
+        #[test]
+        fn external_reference_fails_without_fetching() {
+            let schema = json!({ "$ref": "https://example.com/x.json" });
+            let error = compile(&schema).expect_err("retrieval is disabled");
+            assert!(matches!(error, SchemaError::Compile(_)), "{error:?}");
+            let text = error.to_string();
+            assert!(text.contains("https://example.com/x.json"), "{text}");
+            // The offline retriever's wording: retrieval was refused, not merely unsupported
+            // by the features jsonschema happens to be built with.
+            assert!(text.contains("Retrieval is disabled"), "{text}");
+        }
+
+        #[test]
+        fn draft_2020_12_keywords_apply() {
+            // `prefixItems` exists only from Draft 2020-12 on.
+            let compiled =
+                compile(&json!({ "prefixItems": [{ "type": "integer" }] })).expect("valid schema");
+            assert!(compiled.is_valid(&json!([1, "x"])));
+            assert!(!compiled.is_valid(&json!(["x"])));
+        }
+
+        #[test]
+        fn violations_carry_pointers_and_are_truncated() {
+            let compiled = compile(&json!({
+                "type": "object",
+                "properties": {
+                    "a": { "type": "integer" },
+                    "b": { "type": "string" },
+                    "c": { "type": "boolean" }
+                },
+                "required": ["a"]
+            }))
+            .expect("valid schema");
+            assert_eq!(compiled.validate(&json!({ "a": 1, "b": "x" }), 16), Ok(()));
+            assert!(compiled.is_valid(&json!({ "a": 1 })));
+
+            let bad = json!({ "a": "no", "b": 2, "c": "no" });
+            let all = compiled.validate(&bad, 16).expect_err("three violations");
+            let paths: Vec<&str> = all.iter().map(|v| v.instance_path.as_str()).collect();
+            assert_eq!(paths, ["/a", "/b", "/c"]);
+            assert_eq!(all[0].schema_path, "/properties/a/type");
+            assert!(all[0].message.contains("integer"), "{}", all[0].message);
+
+            let first_two = compiled.validate(&bad, 2).expect_err("invalid");
+            assert_eq!(first_two, all[..2]);
+            let at_least_one = compiled.validate(&bad, 0).expect_err("invalid");
+            assert_eq!(at_least_one, all[..1]);
+
+            let missing = compiled
+                .validate(&json!({}), 16)
+                .expect_err("a is required");
+            assert_eq!(missing[0].instance_path, "");
+        }
+
+        #[test]
+        fn self_referential_schema_compiles_and_validation_terminates() {
+            // jsonschema compiles a bare `$ref` cycle (targets are compiled once, off the call
+            // stack) and the cycle constrains nothing, so every instance is valid.
+            let schema = json!({ "$defs": { "a": { "$ref": "#/$defs/a" } }, "$ref": "#/$defs/a" });
+            let compiled = compile(&schema).expect("jsonschema accepts a bare $ref cycle");
+            assert!(compiled.is_valid(&json!({ "anything": [1, 2] })));
+            assert_eq!(compiled.validate(&json!(null), 16), Ok(()));
+        }
+
+        #[test]
+        fn recursive_schema_validates_nested_instances() {
+            let schema = json!({
+                "$defs": { "node": {
+                    "type": "object",
+                    "properties": { "next": { "$ref": "#/$defs/node" } }
+                } },
+                "$ref": "#/$defs/node"
+            });
+            let compiled = compile(&schema).expect("valid recursive schema");
+            assert!(compiled.is_valid(&json!({ "next": { "next": {} } })));
+            let violations = compiled
+                .validate(&json!({ "next": { "next": 3 } }), 16)
+                .expect_err("3 is not an object");
+            assert_eq!(violations[0].instance_path, "/next/next");
+        }
+    }
+}

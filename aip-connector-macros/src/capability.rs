@@ -1,0 +1,147 @@
+//! One capability: attribute + handler → resolved capability, checked. Shared by the
+//! `#[connector]` path (methods) and the free-function path.
+
+use aip_connector_core::model::Capability;
+use aip_connector_core::rules::ImplementationFacts;
+use proc_macro2::{Span, TokenStream};
+use quote::quote;
+use syn::{Attribute, Expr, Signature};
+
+use crate::attr::{self, CapabilityAttr};
+use crate::ctxt::Ctxt;
+use crate::diagnostics;
+use crate::meta::MetaArgs;
+use crate::resolve;
+use crate::signature::{self, HandlerSignature};
+use crate::valid;
+
+/// A capability ready for code generation.
+pub(crate) struct CapabilityItem {
+    pub(crate) capability: Capability,
+    pub(crate) facts: ImplementationFacts,
+    pub(crate) sig: HandlerSignature,
+    pub(crate) examples: Vec<String>,
+    pub(crate) tags: Vec<String>,
+    pub(crate) waivers: Vec<(String, String)>,
+    pub(crate) reconcile: Option<Expr>,
+    pub(crate) validate: Option<Expr>,
+    pub(crate) cancel: Option<Expr>,
+    pub(crate) attr_span: Span,
+}
+
+/// Parses, resolves and checks one handler. `connector_id` is `Some` inside `#[connector]`.
+pub(crate) fn analyze(
+    cx: &Ctxt,
+    args: TokenStream,
+    attr_span: Span,
+    fn_attrs: &[Attribute],
+    sig: &Signature,
+    connector_id: Option<&str>,
+) -> Option<CapabilityItem> {
+    let items = match syn::parse2::<MetaArgs>(args) {
+        Ok(MetaArgs(items)) => items,
+        Err(error) => {
+            cx.syn_error(error);
+            return None;
+        }
+    };
+    let errors_before = cx.has_errors();
+    let attr = attr::parse_capability(cx, &items);
+    let handler = signature::read(cx, sig, connector_id.is_some());
+    valid::check_attribute(cx, &attr, attr_span);
+    let id = match (&attr.id, connector_id) {
+        (Some((id, _)), _) => id.clone(),
+        (None, Some(connector)) => format!(
+            "cap:{connector}:{}",
+            sig.ident.to_string().trim_start_matches("r#")
+        ),
+        (None, None) => {
+            cx.error_at(attr_span, diagnostics::FREE_ID_MISSING.message);
+            String::new()
+        }
+    };
+    let resolved = resolve::resolve(&attr, &handler, id, doc_comment(fn_attrs));
+    // Contract rules only run on an attribute that parsed cleanly: otherwise they would report
+    // consequences of the mistake already reported.
+    if !errors_before && !cx.has_errors() {
+        valid::check_contract(cx, &attr, &handler, &resolved, attr_span);
+    }
+    Some(item(attr, handler, resolved, attr_span))
+}
+
+fn item(
+    attr: CapabilityAttr,
+    sig: HandlerSignature,
+    resolved: resolve::ResolvedCapability,
+    attr_span: Span,
+) -> CapabilityItem {
+    CapabilityItem {
+        capability: resolved.capability,
+        facts: resolved.facts,
+        sig,
+        examples: attr
+            .examples
+            .iter()
+            .map(|(value, _)| value.to_string())
+            .collect(),
+        tags: attr.tags.clone(),
+        waivers: attr
+            .waivers
+            .iter()
+            .map(|w| (w.code.clone(), w.reason.clone()))
+            .collect(),
+        reconcile: attr.reconcile,
+        validate: attr.validate,
+        cancel: attr.cancel,
+        attr_span,
+    }
+}
+
+/// The doc comment, lines trimmed and joined; `None` when there is none.
+pub(crate) fn doc_comment(attrs: &[Attribute]) -> Option<String> {
+    let lines: Vec<String> = attrs
+        .iter()
+        .filter(|a| a.path().is_ident("doc"))
+        .filter_map(|a| match &a.meta {
+            syn::Meta::NameValue(nv) => crate::meta::as_str(&nv.value).map(|s| s.value()),
+            _ => None,
+        })
+        .map(|line| {
+            line.strip_prefix(' ')
+                .unwrap_or(&line)
+                .trim_end()
+                .to_owned()
+        })
+        .collect();
+    let text = lines.join("\n").trim().to_owned();
+    (!text.is_empty()).then_some(text)
+}
+
+/// `#[capability]` outside `#[connector]`: a free `async fn`.
+pub(crate) fn expand_free(args: TokenStream, item: TokenStream) -> TokenStream {
+    let cx = Ctxt::new();
+    let function = match syn::parse2::<syn::ItemFn>(item.clone()) {
+        Ok(function) => function,
+        Err(_) => {
+            cx.error_at(Span::call_site(), diagnostics::NOT_A_FUNCTION.message);
+            let errors = cx.check().err().map(|e| e.to_compile_error());
+            return quote! { #errors #item };
+        }
+    };
+    let analyzed = analyze(
+        &cx,
+        args,
+        Span::call_site(),
+        &function.attrs,
+        &function.sig,
+        None,
+    );
+    match (cx.check(), analyzed) {
+        (Ok(()), Some(capability)) => crate::expand::free_capability(&function, &capability),
+        (Err(errors), _) => {
+            let errors = errors.to_compile_error();
+            quote! { #errors #function }
+        }
+        (Ok(()), None) => quote! { #function },
+    }
+}

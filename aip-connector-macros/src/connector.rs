@@ -1,0 +1,290 @@
+//! `#[connector(...)]` on an impl block: every `#[capability]` method becomes a capability of
+//! one connector, with cross-capability checks the free form cannot make.
+
+use std::collections::{BTreeMap, HashSet};
+
+use aip_connector_core::model::Manifest;
+use aip_connector_core::naming::stable_profile_name;
+use aip_connector_core::rules::{self, Waiver};
+use proc_macro2::{Span, TokenStream};
+use quote::quote;
+use syn::spanned::Spanned;
+use syn::{ImplItem, ItemImpl};
+
+use crate::capability::{self, CapabilityItem};
+use crate::ctxt::Ctxt;
+use crate::keys;
+use crate::meta::{self, MetaArgs, MetaItem, MetaKind};
+
+/// What `#[connector(...)]` says.
+pub(crate) struct ConnectorAttr {
+    pub(crate) id: String,
+    pub(crate) display_name: Option<String>,
+    pub(crate) profiles: Vec<String>,
+    pub(crate) agent: Option<String>,
+    pub(crate) compatibility: Option<String>,
+}
+
+/// The profile a connector speaks when it names none.
+const DEFAULT_PROFILE: &str = "aip.native.http.v1";
+
+pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
+    let cx = Ctxt::new();
+    let mut block = match syn::parse2::<ItemImpl>(item.clone()) {
+        Ok(block) => block,
+        Err(_) => {
+            cx.error_at(Span::call_site(), "`#[connector]` goes on an inherent `impl` block whose methods carry `#[capability]`");
+            let errors = cx.check().err().map(|e| e.to_compile_error());
+            return quote! { #errors #item };
+        }
+    };
+    let attr = parse_args(&cx, args);
+    if let Some((_, path, _)) = &block.trait_ {
+        cx.error_spanned_by(
+            path,
+            "`#[connector]` goes on an inherent impl block, not a trait impl",
+        );
+    }
+    if !block.generics.params.is_empty() {
+        cx.error_spanned_by(&block.generics, "`#[connector]` does not support generic impl blocks yet: the manifest and schemas are computed once per connector type");
+    }
+    let mut capabilities = Vec::new();
+    for impl_item in &mut block.items {
+        let ImplItem::Fn(method) = impl_item else {
+            continue;
+        };
+        let Some(index) = method
+            .attrs
+            .iter()
+            .position(|a| a.path().is_ident("capability"))
+        else {
+            continue;
+        };
+        let attribute = method.attrs.remove(index);
+        let args = match &attribute.meta {
+            syn::Meta::List(list) => list.tokens.clone(),
+            syn::Meta::Path(_) => TokenStream::new(),
+            syn::Meta::NameValue(nv) => {
+                cx.error_spanned_by(nv, "write `#[capability(...)]`");
+                continue;
+            }
+        };
+        if let Some(capability) = capability::analyze(
+            &cx,
+            args,
+            attribute.span(),
+            &method.attrs,
+            &method.sig,
+            Some(&attr.id),
+        ) {
+            capabilities.push(capability);
+        }
+    }
+    if capabilities.is_empty() && !cx.has_errors() {
+        cx.error_at(
+            Span::call_site(),
+            "a connector needs at least one `#[capability]` method",
+        );
+    }
+    if !cx.has_errors() {
+        check_connector(&cx, &attr, &capabilities);
+    }
+    match cx.check() {
+        Ok(()) => crate::expand::connector(&block, &attr, &capabilities),
+        Err(errors) => {
+            let errors = errors.to_compile_error();
+            let fallback = crate::expand::fallback_connector(&block);
+            quote! { #errors #block #fallback }
+        }
+    }
+}
+
+fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
+    use keys::connector as k;
+    let mut attr = ConnectorAttr {
+        id: String::new(),
+        display_name: None,
+        profiles: Vec::new(),
+        agent: None,
+        compatibility: None,
+    };
+    let items = match syn::parse2::<MetaArgs>(args) {
+        Ok(MetaArgs(items)) => items,
+        Err(error) => {
+            cx.syn_error(error);
+            return attr;
+        }
+    };
+    let mut seen = HashSet::new();
+    let mut id_given = false;
+    for item in &items {
+        let name = item.name();
+        if !k::ALL.contains(&name.as_str()) {
+            cx.error_at(
+                item.key.span(),
+                format!(
+                    "unknown key `{name}` in #[connector]{}; expected one of {}",
+                    meta::suggestion(&name, k::ALL),
+                    meta::one_of(k::ALL)
+                ),
+            );
+            continue;
+        }
+        if !seen.insert(name.clone()) {
+            cx.error_at(
+                item.key.span(),
+                format!("duplicate key `{name}` in #[connector]"),
+            );
+            continue;
+        }
+        match name.as_str() {
+            k::ID => {
+                id_given = true;
+                if let Some(id) = string(cx, item) {
+                    if id.trim().is_empty() {
+                        cx.error_at(item.span(), "the connector `id` must not be empty");
+                    }
+                    attr.id = id;
+                }
+            }
+            k::NAME => attr.display_name = string(cx, item),
+            k::AGENT => attr.agent = string(cx, item),
+            k::COMPATIBILITY => {
+                if let Some(text) = string(cx, item) {
+                    match serde_json::from_str::<serde_json::Value>(&text) {
+                        Ok(value) if value.is_object() => attr.compatibility = Some(text),
+                        Ok(_) => cx.error_at(item.span(), "`compatibility` must be a JSON object"),
+                        Err(error) => cx.error_at(
+                            item.span(),
+                            format!("`compatibility` is not valid JSON: {error}"),
+                        ),
+                    }
+                }
+            }
+            k::PROFILES => {
+                let Some(expr) = value(cx, item) else {
+                    continue;
+                };
+                match meta::as_array(expr) {
+                    Some(elements) => {
+                        for element in elements {
+                            match meta::as_str(element) {
+                                Some(lit) if !lit.value().trim().is_empty() => attr.profiles.push(lit.value()),
+                                _ => cx.error_spanned_by(element, "a profile is a non-empty string literal, e.g. \"aip.native.http.v1\""),
+                            }
+                        }
+                    }
+                    None => cx.error_spanned_by(expr, "`profiles` takes an array of string literals: `profiles = [\"aip.native.http.v1\"]`"),
+                }
+                let mut unique = HashSet::new();
+                for profile in &attr.profiles {
+                    if !unique.insert(profile) {
+                        cx.error_spanned_by(expr, format!("profile `{profile}` is listed twice"));
+                    }
+                }
+            }
+            _ => unreachable!("checked against keys::connector::ALL"),
+        }
+    }
+    if !id_given {
+        cx.error_at(
+            Span::call_site(),
+            "missing `id`: `#[connector(id = \"calendar\")]` names the connector",
+        );
+    }
+    if attr.profiles.is_empty() && !seen.contains(k::PROFILES) {
+        attr.profiles.push(DEFAULT_PROFILE.to_owned());
+    } else if attr.profiles.is_empty() {
+        cx.error_at(
+            Span::call_site(),
+            "`profiles` must name at least one profile",
+        );
+    }
+    attr
+}
+
+fn value<'i>(cx: &Ctxt, item: &'i MetaItem) -> Option<&'i syn::Expr> {
+    match &item.kind {
+        MetaKind::Value(expr) => Some(expr),
+        _ => {
+            cx.error_at(
+                item.span(),
+                format!("`{}` takes a value: `{} = ...`", item.name(), item.name()),
+            );
+            None
+        }
+    }
+}
+
+fn string(cx: &Ctxt, item: &MetaItem) -> Option<String> {
+    let expr = value(cx, item)?;
+    let lit = meta::as_str(expr);
+    if lit.is_none() {
+        cx.error_spanned_by(expr, format!("`{}` takes a string literal", item.name()));
+    }
+    lit.map(|l| l.value())
+}
+
+/// Cross-capability rules: unique ids, bindings to declared profiles, projected names that do
+/// not collide, and compensation capabilities that exist (or are waived as external).
+fn check_connector(cx: &Ctxt, attr: &ConnectorAttr, capabilities: &[CapabilityItem]) {
+    let mut ids: BTreeMap<&str, Span> = BTreeMap::new();
+    for capability in capabilities {
+        let id = capability.capability.id.as_str();
+        if ids.insert(id, capability.attr_span).is_some() {
+            cx.error_at(capability.attr_span, format!("capability id `{id}` is declared twice in this connector (rule `manifest.capability.duplicate`)"));
+        }
+        for binding in &capability.capability.bindings {
+            if !attr.profiles.iter().any(|p| *p == binding.profile.as_str()) {
+                cx.error_at(capability.attr_span, format!("binding profile `{}` is not declared by the connector; add it to `#[connector(profiles = [...])]` (rule `manifest.binding.profile_undeclared`)", binding.profile));
+            }
+        }
+    }
+    for profile in &attr.profiles {
+        let mut names: BTreeMap<String, &str> = BTreeMap::new();
+        for capability in capabilities {
+            let raw = capability
+                .capability
+                .binding(profile)
+                .and_then(|b| b.projected_name())
+                .unwrap_or(capability.capability.id.as_str());
+            let projected = stable_profile_name(raw);
+            if let Some(earlier) =
+                names.insert(projected.clone(), capability.capability.id.as_str())
+            {
+                if earlier != capability.capability.id.as_str() {
+                    cx.error_at(capability.attr_span, format!("projected name `{projected}` under profile `{profile}` collides with capability `{earlier}`; give one of them a distinct binding name (rule `manifest.profile_name.collision`)"));
+                }
+            }
+        }
+    }
+    let mut manifest = Manifest::new(
+        aip_connector_core::model::Principal::new(
+            "agent",
+            aip_connector_core::model::PrincipalKind::Service,
+        ),
+        attr.profiles.iter().map(|p| p.as_str().into()),
+    );
+    manifest.capabilities = capabilities.iter().map(|c| c.capability.clone()).collect();
+    let waivers: Vec<Waiver> = capabilities
+        .iter()
+        .flat_map(|c| {
+            c.waivers.iter().map(|(code, reason)| Waiver {
+                capability_id: c.capability.id.clone(),
+                code: code.clone(),
+                reason: reason.clone(),
+            })
+        })
+        .collect();
+    let mut issues = Vec::new();
+    rules::compensation_targets(&manifest, &waivers, &mut issues);
+    for issue in issues {
+        let span = issue
+            .capability_id
+            .as_ref()
+            .and_then(|id| capabilities.iter().find(|c| c.capability.id == *id))
+            .map(|c| c.attr_span)
+            .unwrap_or_else(Span::call_site);
+        cx.error_at(span, format!("{} (rule `{}`)", issue.message, issue.code));
+    }
+}

@@ -1,0 +1,57 @@
+//! The macro's own diagnostics (grammar and item rules), each with a stable code listed in
+//! `docs/diagnostics.md` next to the shared contract rules of `aip_connector_core::rules`.
+
+/// One macro-only diagnostic.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Diagnostic {
+    #[allow(dead_code)] // read by the catalogue test and the docs check
+    pub(crate) code: &'static str,
+    pub(crate) message: &'static str,
+}
+
+pub(crate) const MISSING_SIDE_EFFECTS: Diagnostic = Diagnostic {
+    code: "attribute.side_effects_missing",
+    message: "missing required key `side_effects`: classification is never inferred; list every consequence, e.g. `side_effects = [read]` or `side_effects = [write, external_network]`",
+};
+
+pub(crate) const MISSING_RISK: Diagnostic = Diagnostic {
+    code: "attribute.risk_missing",
+    message: "missing required key `risk`: classification is never inferred; add `risk = low`, `medium`, `high` or `critical`",
+};
+
+pub(crate) const EMPTY_ID: Diagnostic = Diagnostic {
+    code: "attribute.id_empty",
+    message: "`id` must not be empty; by convention it reads `cap:<connector>:<operation>`",
+};
+
+pub(crate) const EMPTY_NAME: Diagnostic = Diagnostic {
+    code: "attribute.name_empty",
+    message: "`name` must not be empty; leave it out to derive it from the function name",
+};
+
+pub(crate) const RESOURCE_KIND: Diagnostic = Diagnostic {
+    code: "attribute.resource_kind",
+    message: "`kind = resource` cannot be a handler: resources are discovery-only; publish readable objects as manifest resources, or use `kind = tool`",
+};
+
+pub(crate) const NOT_A_FUNCTION: Diagnostic = Diagnostic {
+    code: "item.not_a_function",
+    message: "`#[capability]` goes on an `async fn` handler (a free function, or a method inside a `#[connector]` impl block)",
+};
+
+pub(crate) const FREE_ID_MISSING: Diagnostic = Diagnostic {
+    code: "attribute.id_missing",
+    message: "missing `id`: a free capability has no connector to derive its id from; add `id = \"cap:<connector>:<operation>\"`",
+};
+
+/// Every macro-only diagnostic, for the catalogue test.
+#[allow(dead_code)]
+pub(crate) const ALL: &[Diagnostic] = &[
+    MISSING_SIDE_EFFECTS,
+    MISSING_RISK,
+    EMPTY_ID,
+    EMPTY_NAME,
+    RESOURCE_KIND,
+    NOT_A_FUNCTION,
+    FREE_ID_MISSING,
+];

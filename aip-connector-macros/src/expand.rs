@@ -1,0 +1,290 @@
+//! Code generation. Everything generated refers to `::aip_connector::__private`, carries
+//! `#[automatically_derived]` where it is an impl, and keeps the user's spans on the user's
+//! types so rustc's own errors (a missing `Deserialize`, a wrong extractor) point at user code.
+
+use aip_connector_core::model::CapabilityImplementationSupport;
+use proc_macro2::{Ident, Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::ItemImpl;
+
+use crate::capability::CapabilityItem;
+use crate::connector::ConnectorAttr;
+use crate::signature::Role;
+
+/// The path every generated item goes through.
+fn private() -> TokenStream {
+    quote!(::aip_connector::__private)
+}
+
+/// `CapabilityImplementationSupport { ... }` as tokens.
+fn support_tokens(support: &CapabilityImplementationSupport) -> TokenStream {
+    let p = private();
+    let fields = support.flags().map(|(name, value)| {
+        let name = Ident::new(name, Span::call_site());
+        quote!(#name: #value)
+    });
+    quote!(#p::CapabilityImplementationSupport { #(#fields),* })
+}
+
+/// Compile-time assertions that every parameter the macro took for an extractor is that
+/// extractor (type-level backing of the derived support record).
+fn extractor_assertions(capability: &CapabilityItem) -> TokenStream {
+    let p = private();
+    let checks = capability
+        .sig
+        .params
+        .iter()
+        .filter_map(|param| match param.role {
+            Role::Extractor(kind) => {
+                let ty = &param.ty;
+                let variant = Ident::new(kind.name(), Span::call_site());
+                Some(quote_spanned! {param.span=>
+                    const _: () = #p::assert_extractor::<#ty>(#p::ExtractorKind::#variant);
+                })
+            }
+            Role::Input => None,
+        });
+    quote!(#(#checks)*)
+}
+
+/// The `CapabilityDefinition` expression of one capability.
+fn definition_expr(capability: &CapabilityItem) -> TokenStream {
+    let p = private();
+    let mut published = capability.capability.clone();
+    published.output_schema = None;
+    let json = serde_json::to_string(&published).unwrap_or_default();
+    let input_schema = match capability.sig.input() {
+        Some(ty) => quote_spanned!(syn::spanned::Spanned::span(ty)=> #p::input_schema::<#ty>()),
+        None => quote!(#p::empty_input_schema()),
+    };
+    let output_schema = match &capability.sig.output {
+        Some(ty) => quote_spanned!(syn::spanned::Spanned::span(ty)=> #p::output_schema::<#ty>()),
+        None => quote!(#p::empty_input_schema()),
+    };
+    let support = support_tokens(&capability.facts.support);
+    let validation = capability.facts.validation_handler;
+    let examples = &capability.examples;
+    let tags = &capability.tags;
+    let waivers = capability
+        .waivers
+        .iter()
+        .map(|(code, reason)| quote!((#code, #reason)));
+    quote! {
+        #p::capability_definition(
+            #json,
+            #input_schema,
+            #output_schema,
+            #support,
+            #validation,
+            &[#(#examples),*],
+            &[#(#tags),*],
+            &[#(#waivers),*],
+        )
+    }
+}
+
+/// The body that decodes, extracts, calls and encodes, as an `async move` block.
+fn call_block(capability: &CapabilityItem, callee: TokenStream, connector_id: &str) -> TokenStream {
+    let p = private();
+    let mut bindings = Vec::new();
+    let mut args = Vec::new();
+    for (index, param) in capability.sig.params.iter().enumerate() {
+        let name = format_ident!("__aip_arg{}", index);
+        let ty = &param.ty;
+        bindings.push(match param.role {
+            Role::Input => quote_spanned! {param.span=>
+                let #name = #p::decode_input::<#ty>(__aip_input, #connector_id)?;
+            },
+            Role::Extractor(_) => quote_spanned! {param.span=>
+                let #name = #p::extract::<#ty>(&__aip_context)?;
+            },
+        });
+        args.push(name);
+    }
+    let ignore_input = capability
+        .sig
+        .input()
+        .is_none()
+        .then(|| quote!(let _ = __aip_input;));
+    let output = match &capability.sig.output {
+        Some(ty) => quote!(#ty),
+        None => quote!(_),
+    };
+    quote! {
+        #p::Box::pin(async move {
+            #ignore_input
+            #(#bindings)*
+            #p::encode_output::<#output>(#callee(#(#args),*).await, #connector_id)
+        })
+    }
+}
+
+/// The impl block plus `impl Connector for Type`.
+pub(crate) fn connector(
+    block: &ItemImpl,
+    attr: &ConnectorAttr,
+    capabilities: &[CapabilityItem],
+) -> TokenStream {
+    let p = private();
+    let self_ty = &block.self_ty;
+    let id = &attr.id;
+    let agent_id = attr.agent.clone().unwrap_or_else(|| format!("agent:{id}"));
+    let display_name = match &attr.display_name {
+        Some(name) => quote!(#p::Option::Some(#p::String::from(#name))),
+        None => quote!(#p::Option::None),
+    };
+    let profiles = &attr.profiles;
+    let compatibility = match &attr.compatibility {
+        Some(text) => quote!(#p::Option::Some(#p::parse_json(#text))),
+        None => quote!(#p::Option::None),
+    };
+    let definitions = capabilities.iter().map(definition_expr);
+    let assertions = capabilities.iter().map(extractor_assertions);
+
+    let invoke_arms = capabilities.iter().map(|c| {
+        let cap_id = c.capability.id.as_str();
+        let ident = &c.sig.ident;
+        let callee = if c.sig.has_receiver {
+            quote!(self.#ident)
+        } else {
+            quote!(<#self_ty>::#ident)
+        };
+        let block = call_block(c, callee, id);
+        quote!(#cap_id => #block,)
+    });
+    let validate_arms = capabilities.iter().filter_map(|c| {
+        let path = c.validate.as_ref()?;
+        let cap_id = c.capability.id.as_str();
+        Some(quote! {
+            #cap_id => #p::Box::pin(async move {
+                let _ = &__aip_context;
+                #p::encode_validation(#path(self, #p::decode_input(__aip_input, #id)?).await, #id)
+            }),
+        })
+    });
+    let reconcile_arms = capabilities.iter().filter_map(|c| {
+        let path = c.reconcile.as_ref()?;
+        let cap_id = c.capability.id.as_str();
+        Some(quote!(#cap_id => #p::Box::pin(async move { #p::reconcile_result(#path(self, __aip_request).await) }),))
+    });
+    let cancel_arms = capabilities.iter().filter_map(|c| {
+        let path = c.cancel.as_ref()?;
+        let cap_id = c.capability.id.as_str();
+        Some(quote!(#cap_id => #p::Box::pin(async move { #p::cancel_result(#path(self, __aip_request).await) }),))
+    });
+    let has_validate = capabilities.iter().any(|c| c.validate.is_some());
+    let has_reconcile = capabilities.iter().any(|c| c.reconcile.is_some());
+    let has_cancel = capabilities.iter().any(|c| c.cancel.is_some());
+    let validate_fn = has_validate.then(|| quote! {
+        fn validate<'__aip>(&'__aip self, __aip_capability: &'__aip str, __aip_input: #p::Value, __aip_context: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'__aip, #p::Result<#p::Value, #p::ConnectorFailure>> {
+            match __aip_capability {
+                #(#validate_arms)*
+                _ => #p::unsupported_companion(#p::ConnectorOperation::TransactionPlan, #id),
+            }
+        }
+    });
+    let reconcile_fn = has_reconcile.then(|| quote! {
+        fn reconcile<'__aip>(&'__aip self, __aip_capability: &'__aip str, __aip_request: #p::Reconciliation) -> #p::BoxFuture<'__aip, #p::Result<#p::ReconcileOutcome, #p::ConnectorFailure>> {
+            match __aip_capability {
+                #(#reconcile_arms)*
+                _ => #p::unsupported_companion(#p::ConnectorOperation::Reconciliation, #id),
+            }
+        }
+    });
+    let cancel_fn = has_cancel.then(|| quote! {
+        fn cancel<'__aip>(&'__aip self, __aip_capability: &'__aip str, __aip_request: #p::CancelRequest) -> #p::BoxFuture<'__aip, #p::Result<(), #p::ConnectorFailure>> {
+            match __aip_capability {
+                #(#cancel_arms)*
+                _ => #p::unsupported_companion(#p::ConnectorOperation::Cancellation, #id),
+            }
+        }
+    });
+
+    quote! {
+        #block
+
+        #(#assertions)*
+
+        #[automatically_derived]
+        #[allow(unused_qualifications, clippy::needless_question_mark)]
+        impl #p::Connector for #self_ty {
+            fn definition(&self) -> &#p::ConnectorDefinition {
+                static DEFINITION: #p::OnceLock<#p::ConnectorDefinition> = #p::OnceLock::new();
+                DEFINITION.get_or_init(|| #p::ConnectorDefinition {
+                    id: #p::String::from(#id),
+                    agent: #p::agent(#agent_id, #display_name),
+                    profiles: #p::Vec::from([#(#p::ProfileId::from(#profiles)),*]),
+                    compatibility: #compatibility,
+                    capabilities: #p::Vec::from([#(#definitions),*]),
+                })
+            }
+
+            fn invoke<'__aip>(&'__aip self, __aip_capability: &'__aip str, __aip_input: #p::Value, __aip_context: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'__aip, #p::Result<#p::Value, #p::ConnectorFailure>> {
+                match __aip_capability {
+                    #(#invoke_arms)*
+                    _ => #p::Box::pin(::core::future::ready(#p::Result::Err(#p::unknown_capability(#id, __aip_capability)))),
+                }
+            }
+
+            #validate_fn
+            #reconcile_fn
+            #cancel_fn
+        }
+    }
+}
+
+/// After an error: the user's impl block (attributes stripped) and an `impl Connector` whose
+/// methods are never reached, because the crate does not compile. It exists so that code using
+/// the type as a connector reports nothing more than the real mistake.
+pub(crate) fn fallback_connector(block: &ItemImpl) -> TokenStream {
+    let p = private();
+    let self_ty = &block.self_ty;
+    if !block.generics.params.is_empty() || block.trait_.is_some() {
+        return TokenStream::new();
+    }
+    quote! {
+        #[automatically_derived]
+        impl #p::Connector for #self_ty {
+            fn definition(&self) -> &#p::ConnectorDefinition {
+                ::core::unreachable!("#[connector] reported a compile error")
+            }
+            fn invoke<'__aip>(&'__aip self, _: &'__aip str, _: #p::Value, _: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'__aip, #p::Result<#p::Value, #p::ConnectorFailure>> {
+                ::core::unreachable!("#[connector] reported a compile error")
+            }
+        }
+    }
+}
+
+/// A free `#[capability] async fn`: the function, plus a same-named type (in the type
+/// namespace only) implementing `FreeCapability`, for `ConnectorBuilder::capability::<name>()`.
+pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityItem) -> TokenStream {
+    let p = private();
+    let vis = &function.vis;
+    let ident = &function.sig.ident;
+    let definition = definition_expr(capability);
+    let assertions = extractor_assertions(capability);
+    let call = call_block(capability, quote!(#ident), "free");
+    let doc = format!(
+        "The `#[capability]` descriptor of [`{ident}()`]; pass it to `ConnectorBuilder::capability`."
+    );
+    quote! {
+        #function
+
+        #assertions
+
+        #[doc = #doc]
+        #[allow(non_camel_case_types)]
+        #vis struct #ident {}
+
+        #[automatically_derived]
+        impl #p::FreeCapability for #ident {
+            fn definition() -> #p::CapabilityDefinition {
+                #definition
+            }
+
+            fn invoke(__aip_input: #p::Value, __aip_context: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'static, #p::Result<#p::Value, #p::ConnectorFailure>> {
+                #call
+            }
+        }
+    }
+}

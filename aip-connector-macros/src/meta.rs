@@ -1,0 +1,197 @@
+//! A small attribute grammar: `key`, `key = <expr>`, `key(<items>)`, separated by commas.
+//!
+//! `syn::meta` cannot hold keyword keys such as `async` nor arbitrary expressions after `=`, so
+//! the attribute is parsed into this tree first and interpreted section by section (`attr.rs`).
+//! Every node keeps the user's tokens so errors land on what the user wrote.
+
+use proc_macro2::Span;
+use syn::ext::IdentExt;
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{Expr, ExprLit, Ident, Lit, LitStr, Token};
+
+/// One `key`, `key = value` or `key(...)` item.
+pub(crate) struct MetaItem {
+    pub(crate) key: Ident,
+    pub(crate) kind: MetaKind,
+}
+
+pub(crate) enum MetaKind {
+    /// `key`
+    Flag,
+    /// `key = <expr>`
+    Value(Expr),
+    /// `key(<items>)`
+    List(Vec<MetaItem>),
+}
+
+impl MetaItem {
+    /// The key as written.
+    pub(crate) fn name(&self) -> String {
+        self.key.unraw().to_string()
+    }
+
+    /// Span covering the key and its value, for errors about the whole item.
+    pub(crate) fn span(&self) -> Span {
+        match &self.kind {
+            MetaKind::Value(expr) => self.key.span().join(expr.span()).unwrap_or(self.key.span()),
+            _ => self.key.span(),
+        }
+    }
+}
+
+impl Parse for MetaItem {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let key = Ident::parse_any(input)?;
+        let kind = if input.peek(Token![=]) {
+            input.parse::<Token![=]>()?;
+            MetaKind::Value(input.parse()?)
+        } else if input.peek(syn::token::Paren) {
+            let content;
+            syn::parenthesized!(content in input);
+            MetaKind::List(parse_items(&content)?)
+        } else {
+            MetaKind::Flag
+        };
+        Ok(MetaItem { key, kind })
+    }
+}
+
+/// Parses a comma-separated list of items (trailing comma allowed).
+pub(crate) fn parse_items(input: ParseStream<'_>) -> syn::Result<Vec<MetaItem>> {
+    Ok(Punctuated::<MetaItem, Token![,]>::parse_terminated(input)?
+        .into_iter()
+        .collect())
+}
+
+/// The top-level attribute arguments.
+pub(crate) struct MetaArgs(pub(crate) Vec<MetaItem>);
+
+impl Parse for MetaArgs {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        parse_items(input).map(MetaArgs)
+    }
+}
+
+/// A string literal, if `expr` is one.
+pub(crate) fn as_str(expr: &Expr) -> Option<LitStr> {
+    match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) => Some(s.clone()),
+        Expr::Group(group) => as_str(&group.expr),
+        _ => None,
+    }
+}
+
+/// An unsigned integer literal, if `expr` is one that fits in `u64`.
+pub(crate) fn as_u64(expr: &Expr) -> Option<u64> {
+    match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) => i.base10_parse().ok(),
+        Expr::Group(group) => as_u64(&group.expr),
+        _ => None,
+    }
+}
+
+/// A boolean literal, if `expr` is one.
+pub(crate) fn as_bool(expr: &Expr) -> Option<bool> {
+    match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Bool(b), ..
+        }) => Some(b.value),
+        Expr::Group(group) => as_bool(&group.expr),
+        _ => None,
+    }
+}
+
+/// A bare identifier such as `medium` or `async`, if `expr` is one.
+pub(crate) fn as_ident(expr: &Expr) -> Option<Ident> {
+    match expr {
+        Expr::Path(path) if path.qself.is_none() && path.attrs.is_empty() => {
+            path.path.get_ident().cloned()
+        }
+        Expr::Group(group) => as_ident(&group.expr),
+        _ => None,
+    }
+}
+
+/// The elements of an array expression `[a, b]`, if `expr` is one.
+pub(crate) fn as_array(expr: &Expr) -> Option<Vec<&Expr>> {
+    match expr {
+        Expr::Array(array) => Some(array.elems.iter().collect()),
+        Expr::Group(group) => as_array(&group.expr),
+        _ => None,
+    }
+}
+
+/// Levenshtein distance, for "did you mean" suggestions.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != *cb);
+            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
+/// The closest of `candidates` to `given`, if it is close enough to be a plausible typo.
+pub(crate) fn did_you_mean<'a>(given: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|candidate| (edit_distance(given, candidate), *candidate))
+        .filter(|(distance, candidate)| *distance <= (candidate.len() / 3).max(2))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
+
+/// " (did you mean `x`?)" or nothing.
+pub(crate) fn suggestion(given: &str, candidates: &[&str]) -> String {
+    did_you_mean(given, candidates)
+        .map(|s| format!("; did you mean `{s}`?"))
+        .unwrap_or_default()
+}
+
+/// "`a`, `b`, `c`" for messages.
+pub(crate) fn one_of(candidates: &[&str]) -> String {
+    candidates
+        .iter()
+        .map(|c| format!("`{c}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggestions_catch_typos_only() {
+        assert_eq!(
+            did_you_mean("idempotncy", &["idempotency", "execution"]),
+            Some("idempotency")
+        );
+        assert_eq!(did_you_mean("zzz", &["idempotency", "execution"]), None);
+    }
+
+    #[test]
+    fn parses_keywords_values_and_lists() {
+        let args: MetaArgs = syn::parse_str(
+            "id = \"cap:x\", execution(sync, async, expected = sync), side_effects = [read], ttl_ms = 5",
+        )
+        .unwrap();
+        let names: Vec<_> = args.0.iter().map(MetaItem::name).collect();
+        assert_eq!(names, ["id", "execution", "side_effects", "ttl_ms"]);
+        let MetaKind::List(items) = &args.0[1].kind else {
+            panic!("list")
+        };
+        assert_eq!(items[1].name(), "async");
+    }
+}

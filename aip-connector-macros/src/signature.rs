@@ -1,0 +1,172 @@
+//! Reads a handler's signature: its receiver, its input parameter, its extractors and its
+//! return type.
+//!
+//! Extractors are recognised by the last segment of their type path. That is only the macro's
+//! view; the generated code asserts `<T as Extractor>::KIND` for each of them (see
+//! `aip_connector::__private::assert_extractor`), so the compiler confirms the classification and
+//! a shadowing or renamed type cannot make the derived support record lie.
+
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+use syn::{FnArg, Ident, ReturnType, Signature, Type};
+
+use crate::ctxt::Ctxt;
+
+/// The extractors of `aip_connector::extract`, mirrored for recognition and codegen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Extractor {
+    IdempotencyKey,
+    Cancellation,
+    Deadline,
+    StreamSink,
+    Checkpoint,
+    Credential,
+    Tenant,
+    Caller,
+    Approval,
+}
+
+impl Extractor {
+    const ALL: [Extractor; 9] = [
+        Extractor::IdempotencyKey,
+        Extractor::Cancellation,
+        Extractor::Deadline,
+        Extractor::StreamSink,
+        Extractor::Checkpoint,
+        Extractor::Credential,
+        Extractor::Tenant,
+        Extractor::Caller,
+        Extractor::Approval,
+    ];
+
+    /// The type name, which is also the `ExtractorKind` variant name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Extractor::IdempotencyKey => "IdempotencyKey",
+            Extractor::Cancellation => "Cancellation",
+            Extractor::Deadline => "Deadline",
+            Extractor::StreamSink => "StreamSink",
+            Extractor::Checkpoint => "Checkpoint",
+            Extractor::Credential => "Credential",
+            Extractor::Tenant => "Tenant",
+            Extractor::Caller => "Caller",
+            Extractor::Approval => "Approval",
+        }
+    }
+
+    fn from_type(ty: &Type) -> Option<Extractor> {
+        let Type::Path(path) = ty else { return None };
+        let last = path.path.segments.last()?;
+        Extractor::ALL.into_iter().find(|e| last.ident == e.name())
+    }
+}
+
+/// One handler parameter after the receiver.
+pub(crate) struct Param {
+    pub(crate) ty: Type,
+    pub(crate) role: Role,
+    pub(crate) span: Span,
+}
+
+pub(crate) enum Role {
+    Input,
+    Extractor(Extractor),
+}
+
+/// What the macro learned from a handler's signature.
+pub(crate) struct HandlerSignature {
+    pub(crate) ident: Ident,
+    pub(crate) has_receiver: bool,
+    pub(crate) params: Vec<Param>,
+    pub(crate) output: Option<Type>,
+}
+
+impl HandlerSignature {
+    /// The input parameter's type, if the handler takes one.
+    pub(crate) fn input(&self) -> Option<&Type> {
+        self.params
+            .iter()
+            .find(|p| matches!(p.role, Role::Input))
+            .map(|p| &p.ty)
+    }
+
+    /// Whether the handler takes extractor `kind`.
+    pub(crate) fn has(&self, kind: Extractor) -> bool {
+        self.extractor(kind).is_some()
+    }
+
+    /// The parameter of extractor `kind`, if taken.
+    pub(crate) fn extractor(&self, kind: Extractor) -> Option<&Param> {
+        self.params
+            .iter()
+            .find(|p| matches!(p.role, Role::Extractor(k) if k == kind))
+    }
+}
+
+/// Reads `sig`, recording every problem in `cx`. `in_impl` says whether a receiver is allowed.
+pub(crate) fn read(cx: &Ctxt, sig: &Signature, in_impl: bool) -> HandlerSignature {
+    if sig.asyncness.is_none() {
+        cx.error_spanned_by(sig.fn_token, "a capability handler must be an `async fn`");
+    }
+    if !sig.generics.params.is_empty() {
+        cx.error_spanned_by(&sig.generics, "a capability handler cannot be generic: its input and output types fix the published schemas");
+    }
+    if let Some(variadic) = &sig.variadic {
+        cx.error_spanned_by(variadic, "a capability handler cannot be variadic");
+    }
+    let mut has_receiver = false;
+    let mut params: Vec<Param> = Vec::new();
+    for arg in &sig.inputs {
+        match arg {
+            FnArg::Receiver(receiver) => {
+                has_receiver = true;
+                if !in_impl {
+                    cx.error_spanned_by(
+                        receiver,
+                        "`self` is only allowed on handlers inside a `#[connector]` impl block",
+                    );
+                } else if receiver.reference.is_none() || receiver.mutability.is_some() {
+                    cx.error_spanned_by(receiver, "a capability handler takes `&self`: the host calls handlers concurrently, so they cannot take `self` by value or `&mut self`");
+                }
+            }
+            FnArg::Typed(typed) => {
+                let ty = (*typed.ty).clone();
+                let span = typed.ty.span();
+                let role = match Extractor::from_type(&ty) {
+                    Some(kind) => {
+                        if params
+                            .iter()
+                            .any(|p| matches!(p.role, Role::Extractor(k) if k == kind))
+                        {
+                            cx.error_spanned_by(&typed.ty, format!("the handler already takes `{}`; take each extractor at most once", kind.name()));
+                        }
+                        Role::Extractor(kind)
+                    }
+                    None => {
+                        if params.iter().any(|p| matches!(p.role, Role::Input)) {
+                            cx.error_spanned_by(&typed.ty, "a capability handler takes one input parameter, and this is a second one; group the fields into one input type, or, if this is an aip-connector extractor imported under another name, import it under its own name");
+                        }
+                        Role::Input
+                    }
+                };
+                params.push(Param { ty, role, span });
+            }
+        }
+    }
+    let output = match &sig.output {
+        ReturnType::Type(_, ty) => Some((**ty).clone()),
+        ReturnType::Default => {
+            cx.error_spanned_by(
+                &sig.ident,
+                "a capability handler returns `Result<Output, ConnectorFailure>`",
+            );
+            None
+        }
+    };
+    HandlerSignature {
+        ident: sig.ident.clone(),
+        has_receiver,
+        params,
+        output,
+    }
+}

@@ -1,0 +1,245 @@
+//! The connector seam: what `#[connector]` (or [`ConnectorBuilder`](crate::ConnectorBuilder))
+//! produces and what a host drives.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use aip_connector_core::ids::{ActionId, CapabilityId, ProfileId, TransactionId};
+use aip_connector_core::model::{
+    Capability, CapabilityImplementationSupport, ConnectorFailure, ConnectorOperation, Manifest,
+    Principal, ProviderOperationRef, ReconciliationResult,
+};
+use aip_connector_core::rules::{ImplementationFacts, Waiver};
+use serde_json::{Value, json};
+
+use crate::codes;
+use crate::invocation::{BoxFuture, InvocationContext};
+
+/// Everything declared about one capability: the wire capability (with derived schemas and the
+/// compile-time contract), the implementation facts derived from the handler's signature, and
+/// the SDK metadata (examples, tags, waivers).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CapabilityDefinition {
+    /// The wire capability.
+    pub capability: Capability,
+    /// Support record and companion handlers, derived from the signature.
+    pub facts: ImplementationFacts,
+    /// Valid sample inputs, used by the testkit.
+    pub examples: Vec<Value>,
+    /// Free-form discovery tags.
+    pub tags: Vec<String>,
+    /// Reasoned exemptions from waivable lint rules.
+    pub waivers: Vec<Waiver>,
+}
+
+impl CapabilityDefinition {
+    /// The capability id.
+    pub fn id(&self) -> &CapabilityId {
+        &self.capability.id
+    }
+
+    /// The implementation support record.
+    pub fn support(&self) -> CapabilityImplementationSupport {
+        self.facts.support
+    }
+}
+
+/// A connector's static description: identity, profiles and capabilities.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConnectorDefinition {
+    /// Stable connector id.
+    pub id: String,
+    /// The provider identity published as the manifest's `agent`.
+    pub agent: Principal,
+    /// Profiles the connector speaks.
+    pub profiles: Vec<ProfileId>,
+    /// Per-profile compatibility metadata published in the manifest.
+    pub compatibility: Option<Value>,
+    /// The capabilities, in declaration order.
+    pub capabilities: Vec<CapabilityDefinition>,
+}
+
+impl ConnectorDefinition {
+    /// The manifest: agent, profiles, capabilities, compatibility (naming the connector), and
+    /// the SDK metadata — waivers under `/governance/contract_waivers`, tags and examples under
+    /// `/extensions/aip_connector/capabilities/<id>`.
+    pub fn manifest(&self) -> Manifest {
+        let mut manifest = Manifest::new(self.agent.clone(), self.profiles.iter().cloned());
+        manifest.capabilities = self
+            .capabilities
+            .iter()
+            .map(|c| c.capability.clone())
+            .collect();
+        let mut compatibility = self.compatibility.clone().unwrap_or_else(|| json!({}));
+        if let Some(object) = compatibility.as_object_mut() {
+            object
+                .entry("connector")
+                .or_insert_with(|| Value::String(self.id.clone()));
+        }
+        manifest.compatibility = Some(compatibility);
+        let waivers: Vec<&Waiver> = self.capabilities.iter().flat_map(|c| &c.waivers).collect();
+        if !waivers.is_empty() {
+            manifest.governance = Some(json!({ "contract_waivers": waivers }));
+        }
+        let metadata: serde_json::Map<String, Value> = self
+            .capabilities
+            .iter()
+            .filter(|c| !c.tags.is_empty() || !c.examples.is_empty())
+            .map(|c| {
+                (
+                    c.capability.id.to_string(),
+                    json!({ "tags": c.tags, "examples": c.examples }),
+                )
+            })
+            .collect();
+        if !metadata.is_empty() {
+            manifest.extensions = Some(json!({ "aip_connector": { "capabilities": metadata } }));
+        }
+        manifest
+    }
+
+    /// The implementation support map admission checks claims against.
+    pub fn implementation_support(&self) -> HashMap<CapabilityId, CapabilityImplementationSupport> {
+        self.capabilities
+            .iter()
+            .map(|c| (c.capability.id.clone(), c.facts.support))
+            .collect()
+    }
+
+    /// The definition of capability `id`.
+    pub fn capability(&self, id: &str) -> Option<&CapabilityDefinition> {
+        self.capabilities.iter().find(|c| c.capability.id == id)
+    }
+}
+
+/// What a reconcile handler is asked: the transaction whose outcome is unknown and the
+/// provider operation its handler checkpointed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reconciliation {
+    /// The transaction.
+    pub transaction_id: TransactionId,
+    /// The provider operation recorded by the handler's `Checkpoint`.
+    pub provider_operation: ProviderOperationRef,
+    /// Cursor from an earlier, non-terminal answer.
+    pub cursor: Option<String>,
+}
+
+/// A reconcile handler's answer. The host never turns `Committed` into a `committed`
+/// transaction; it records `reconciled`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReconcileOutcome {
+    /// The provider applied the effect.
+    Committed {
+        /// What was seen at the provider.
+        evidence: Option<Value>,
+    },
+    /// The provider did not apply the effect.
+    NotCommitted {
+        /// What was seen at the provider.
+        evidence: Option<Value>,
+    },
+    /// The provider has no final answer yet; ask again later.
+    Pending {
+        /// Where to resume.
+        cursor: Option<String>,
+    },
+}
+
+impl From<ReconcileOutcome> for ReconciliationResult {
+    fn from(outcome: ReconcileOutcome) -> Self {
+        match outcome {
+            ReconcileOutcome::Committed { evidence } => ReconciliationResult {
+                terminal: true,
+                committed: Some(true),
+                cursor: None,
+                evidence,
+            },
+            ReconcileOutcome::NotCommitted { evidence } => ReconciliationResult {
+                terminal: true,
+                committed: Some(false),
+                cursor: None,
+                evidence,
+            },
+            ReconcileOutcome::Pending { cursor } => ReconciliationResult {
+                terminal: false,
+                committed: None,
+                cursor,
+                evidence: None,
+            },
+        }
+    }
+}
+
+/// What a cancel handler is told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CancelRequest {
+    /// The action to cancel.
+    pub action_id: ActionId,
+    /// Its idempotency key, to find the provider operation.
+    pub idempotency_key: Option<String>,
+}
+
+/// A connector as a host drives it. Implemented by `#[connector]` and by
+/// [`BuiltConnector`](crate::BuiltConnector); object safe.
+pub trait Connector: Send + Sync + 'static {
+    /// The static description.
+    fn definition(&self) -> &ConnectorDefinition;
+
+    /// Runs capability `capability_id` on `input`.
+    fn invoke<'a>(
+        &'a self,
+        capability_id: &'a str,
+        input: Value,
+        context: Arc<dyn InvocationContext>,
+    ) -> BoxFuture<'a, Result<Value, ConnectorFailure>>;
+
+    /// Runs the downstream validation handler (`validate = ...`) of `capability_id`.
+    fn validate<'a>(
+        &'a self,
+        capability_id: &'a str,
+        input: Value,
+        context: Arc<dyn InvocationContext>,
+    ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
+        let _ = (capability_id, input, context);
+        unsupported(ConnectorOperation::TransactionPlan, &self.definition().id)
+    }
+
+    /// Runs the reconcile handler (`reconcile = ...`) of `capability_id`.
+    fn reconcile<'a>(
+        &'a self,
+        capability_id: &'a str,
+        request: Reconciliation,
+    ) -> BoxFuture<'a, Result<ReconcileOutcome, ConnectorFailure>> {
+        let _ = (capability_id, request);
+        unsupported(ConnectorOperation::Reconciliation, &self.definition().id)
+    }
+
+    /// Runs the cancel handler (`cancel = ...`) of `capability_id`.
+    fn cancel<'a>(
+        &'a self,
+        capability_id: &'a str,
+        request: CancelRequest,
+    ) -> BoxFuture<'a, Result<(), ConnectorFailure>> {
+        let _ = (capability_id, request);
+        unsupported(ConnectorOperation::Cancellation, &self.definition().id)
+    }
+}
+
+fn unsupported<'a, T: Send + 'a>(
+    operation: ConnectorOperation,
+    connector: &str,
+) -> BoxFuture<'a, Result<T, ConnectorFailure>> {
+    let failure = ConnectorFailure::unsupported(operation, connector);
+    Box::pin(std::future::ready(Err(failure)))
+}
+
+/// The failure for a capability id the connector does not have.
+pub fn unknown_capability(connector: &str, capability_id: &str) -> ConnectorFailure {
+    ConnectorFailure::new(
+        codes::CAPABILITY_UNKNOWN,
+        format!("connector `{connector}` has no capability `{capability_id}`"),
+        aip_connector_core::model::ErrorCategory::Permanent,
+        ConnectorOperation::Invocation,
+        connector,
+    )
+}

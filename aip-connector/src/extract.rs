@@ -1,0 +1,401 @@
+//! Extractors: typed handler parameters that are also evidence of what a handler supports.
+//!
+//! A handler asks for what it uses, axum style. Each extractor type carries an
+//! [`ExtractorKind`] as an associated constant; `#[capability]` recognises extractors by name to
+//! compute the `CapabilityImplementationSupport` record at compile time, and the code it
+//! generates asserts `<T as Extractor>::KIND` for every parameter, so a renamed or aliased import
+//! cannot make the macro's view and the compiler's view of the signature disagree.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aip_connector_core::ids::PrincipalId;
+use aip_connector_core::model::{
+    ConnectorFailure, ConnectorOperation, ErrorCategory, ProviderOperationRef, StreamChunkKind,
+};
+use serde::Serialize;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::codes;
+use crate::invocation::{
+    CheckpointRecorder, ChunkSink, CredentialHandle, InvocationContext, Secret, VerifiedApprovals,
+    VerifiedTenant,
+};
+
+/// What an extractor proves about a handler. The discriminants are stable: generated code
+/// compares them in constant evaluation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ExtractorKind {
+    /// [`IdempotencyKey`]: the handler forwards the key downstream → `retry` support.
+    IdempotencyKey = 1,
+    /// [`Cancellation`]: the handler observes cancellation → `cancellation` support.
+    Cancellation = 2,
+    /// [`Deadline`]: the handler knows its deadline (proves nothing by itself).
+    Deadline = 3,
+    /// [`StreamSink`]: the handler emits chunks → `streaming` support.
+    StreamSink = 4,
+    /// [`Checkpoint`]: the handler records the provider operation → `transaction` support.
+    Checkpoint = 5,
+    /// [`Credential`]: the handler uses a resolved credential → `credentials` support.
+    Credential = 6,
+    /// [`Tenant`]: the handler reads the verified tenant (proves nothing by itself).
+    Tenant = 7,
+    /// [`Caller`]: the handler reads the authenticated caller (proves nothing by itself).
+    Caller = 8,
+    /// [`Approval`]: the handler reads the verified approvals → `approval` support.
+    Approval = 9,
+}
+
+/// A handler parameter the host fills from the invocation, not from the input.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an aip-connector extractor",
+    label = "`#[capability]` took this parameter for an extractor because of its type name",
+    note = "extractors are `IdempotencyKey`, `Cancellation`, `Deadline`, `StreamSink<T>`, `Checkpoint`, `Credential`, `Tenant`, `Caller` and `Approval` from `aip_connector`; rename your own type if it shadows one of these names"
+)]
+pub trait Extractor: Sized + Send + 'static {
+    /// What this extractor proves about the handler.
+    const KIND: ExtractorKind;
+
+    /// Reads the value out of the invocation.
+    fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure>;
+}
+
+fn missing(what: &str, code: &str, category: ErrorCategory) -> ConnectorFailure {
+    ConnectorFailure::new(
+        code,
+        format!("the invocation carries no {what}"),
+        category,
+        ConnectorOperation::Invocation,
+        codes::SOURCE_COMPONENT,
+    )
+}
+
+/// The action's idempotency key. Forward it to the provider (for example as an
+/// `Idempotency-Key` header) so that a retried call does not repeat the effect.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct IdempotencyKey(String);
+
+impl IdempotencyKey {
+    /// The key as sent by the caller.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for IdempotencyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("IdempotencyKey").field(&self.0).finish()
+    }
+}
+
+impl fmt::Display for IdempotencyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Extractor for IdempotencyKey {
+    const KIND: ExtractorKind = ExtractorKind::IdempotencyKey;
+    fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure> {
+        context
+            .idempotency_key()
+            .map(|key| IdempotencyKey(key.to_owned()))
+            .ok_or_else(|| {
+                missing(
+                    "idempotency key",
+                    codes::IDEMPOTENCY_REQUIRED,
+                    ErrorCategory::Permanent,
+                )
+            })
+    }
+}
+
+/// Fires when the action is cancelled (or its deadline passes). Await
+/// [`cancelled`](Self::cancelled) alongside provider calls, or check
+/// [`is_cancelled`](Self::is_cancelled) between steps.
+#[derive(Clone, Debug)]
+pub struct Cancellation(CancellationToken);
+
+impl Cancellation {
+    /// Whether cancellation was requested.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.is_cancelled()
+    }
+
+    /// Completes when cancellation is requested.
+    pub async fn cancelled(&self) {
+        self.0.cancelled().await;
+    }
+
+    /// The underlying token, to hand to libraries that accept one.
+    pub fn token(&self) -> &CancellationToken {
+        &self.0
+    }
+}
+
+impl Extractor for Cancellation {
+    const KIND: ExtractorKind = ExtractorKind::Cancellation;
+    fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure> {
+        Ok(Cancellation(context.cancellation().clone()))
+    }
+}
+
+/// When the handler must be done: min(action timeout, SLA timeout, host default).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deadline(Instant);
+
+impl Deadline {
+    /// The instant the host gives up.
+    pub fn at(&self) -> Instant {
+        self.0
+    }
+
+    /// Time left (zero once passed), e.g. as a per-request timeout for the provider.
+    pub fn remaining(&self) -> Duration {
+        self.0.saturating_duration_since(Instant::now())
+    }
+}
+
+impl Extractor for Deadline {
+    const KIND: ExtractorKind = ExtractorKind::Deadline;
+    fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure> {
+        Ok(Deadline(context.deadline()))
+    }
+}
+
+/// Emits stream chunks of type `T`. `send` waits while the host's buffer is full
+/// (back-pressure); it fails once the stream is closed (cancelled or finished).
+pub struct StreamSink<T> {
+    sink: Arc<dyn ChunkSink>,
+    item: PhantomData<fn(T)>,
+}
+
+impl<T> fmt::Debug for StreamSink<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamSink").finish_non_exhaustive()
+    }
+}
+
+impl<T: Serialize> StreamSink<T> {
+    /// Sends one data chunk.
+    pub async fn send(&self, item: T) -> Result<(), ConnectorFailure> {
+        self.send_kind(StreamChunkKind::Data, &item).await
+    }
+
+    /// Sends one progress chunk (any serializable progress report).
+    pub async fn progress(&self, progress: impl Serialize) -> Result<(), ConnectorFailure> {
+        self.send_kind(StreamChunkKind::Progress, &progress).await
+    }
+
+    async fn send_kind(
+        &self,
+        kind: StreamChunkKind,
+        item: &impl Serialize,
+    ) -> Result<(), ConnectorFailure> {
+        let data = serde_json::to_value(item).map_err(|error| {
+            ConnectorFailure::new(
+                codes::STREAM_CHUNK_UNSERIALIZABLE,
+                format!("stream chunk could not be serialized: {error}"),
+                ErrorCategory::Connector,
+                ConnectorOperation::Streaming,
+                codes::SOURCE_COMPONENT,
+            )
+        })?;
+        self.sink.send(kind, data).await
+    }
+}
+
+impl<T: Send + 'static> Extractor for StreamSink<T> {
+    const KIND: ExtractorKind = ExtractorKind::StreamSink;
+    fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure> {
+        let sink = context.stream().ok_or_else(|| {
+            missing(
+                "stream (the action was not invoked in streaming mode)",
+                codes::EXECUTION_MODE_UNSUPPORTED,
+                ErrorCategory::Permanent,
+            )
+        })?;
+        Ok(StreamSink {
+            sink,
+            item: PhantomData,
+        })
+    }
+}
+
+/// Records the provider operation of a transactional call, durably, before the handler awaits
+/// the provider; a later attempt (or reconciliation) sees what was recorded.
+#[derive(Clone)]
+pub struct Checkpoint(Arc<dyn CheckpointRecorder>);
+
+impl fmt::Debug for Checkpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Checkpoint")
+            .field(&self.0.recorded())
+            .finish()
+    }
+}
+
+impl Checkpoint {
+    /// Records the provider operation (and an opaque cursor). A different operation than one
+    /// already recorded is refused.
+    pub async fn record(
+        &self,
+        operation: ProviderOperationRef,
+        cursor: Option<String>,
+    ) -> Result<(), ConnectorFailure> {
+        if operation.provider.trim().is_empty() || operation.operation_id.trim().is_empty() {
+            return Err(ConnectorFailure::new(
+                codes::TRANSACTION_CHECKPOINT_INVALID,
+                "a checkpoint needs a non-empty provider and operation id",
+                ErrorCategory::Connector,
+                ConnectorOperation::TransactionCommit,
+                codes::SOURCE_COMPONENT,
+            ));
+        }
+        self.0.record(operation, cursor).await
+    }
+
+    /// What an earlier attempt of this transaction recorded.
+    pub fn recorded(&self) -> Option<(ProviderOperationRef, Option<String>)> {
+        self.0.recorded()
+    }
+}
+
+impl Extractor for Checkpoint {
+    const KIND: ExtractorKind = ExtractorKind::Checkpoint;
+    fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure> {
+        context.checkpoint().map(Checkpoint).ok_or_else(|| {
+            missing(
+                "transaction checkpoint (the action is not transactional)",
+                codes::TRANSACTION_CONTEXT_MISSING,
+                ErrorCategory::Permanent,
+            )
+        })
+    }
+}
+
+/// The credential the deployment resolved for this call. Its secret is redacted in `Debug` and
+/// the type is not serializable.
+#[derive(Clone, Debug)]
+pub struct Credential(CredentialHandle);
+
+impl Credential {
+    /// Credential reference id (not secret).
+    pub fn id(&self) -> &str {
+        &self.0.id
+    }
+    /// Issuer.
+    pub fn issuer(&self) -> &str {
+        &self.0.issuer
+    }
+    /// Granted scopes.
+    pub fn scopes(&self) -> &[String] {
+        &self.0.scopes
+    }
+    /// The secret material, to put into the provider request.
+    pub fn secret(&self) -> &Secret {
+        &self.0.secret
+    }
+}
+
+impl Extractor for Credential {
+    const KIND: ExtractorKind = ExtractorKind::Credential;
+    fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure> {
+        context
+            .credential()
+            .cloned()
+            .map(Credential)
+            .ok_or_else(|| {
+                missing(
+                    "resolved credential",
+                    codes::CREDENTIAL_MISSING,
+                    ErrorCategory::Auth,
+                )
+            })
+    }
+}
+
+/// The verified tenant of the call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tenant(VerifiedTenant);
+
+impl Tenant {
+    /// Tenant id.
+    pub fn id(&self) -> &str {
+        &self.0.id
+    }
+    /// The system that owns the tenant id.
+    pub fn system(&self) -> Option<&str> {
+        self.0.system.as_deref()
+    }
+}
+
+impl Extractor for Tenant {
+    const KIND: ExtractorKind = ExtractorKind::Tenant;
+    fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure> {
+        context.tenant().cloned().map(Tenant).ok_or_else(|| {
+            missing(
+                "verified tenant",
+                codes::TENANT_MISSING,
+                ErrorCategory::Auth,
+            )
+        })
+    }
+}
+
+/// The transport-authenticated caller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    principal_id: PrincipalId,
+    issuer: String,
+}
+
+impl Caller {
+    /// Principal id.
+    pub fn principal_id(&self) -> &PrincipalId {
+        &self.principal_id
+    }
+    /// Who vouched for the identity.
+    pub fn issuer(&self) -> &str {
+        &self.issuer
+    }
+}
+
+impl Extractor for Caller {
+    const KIND: ExtractorKind = ExtractorKind::Caller;
+    fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure> {
+        let caller = context.caller();
+        Ok(Caller {
+            principal_id: caller.principal_id.clone(),
+            issuer: caller.issuer.clone(),
+        })
+    }
+}
+
+/// The verified approvals that released this action.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Approval(VerifiedApprovals);
+
+impl Approval {
+    /// The verified approval set.
+    pub fn approvals(&self) -> &VerifiedApprovals {
+        &self.0
+    }
+}
+
+impl Extractor for Approval {
+    const KIND: ExtractorKind = ExtractorKind::Approval;
+    fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure> {
+        context.approval().cloned().map(Approval).ok_or_else(|| {
+            missing(
+                "verified approval",
+                codes::APPROVAL_MISSING,
+                ErrorCategory::Policy,
+            )
+        })
+    }
+}

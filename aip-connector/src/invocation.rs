@@ -1,0 +1,330 @@
+//! What a host hands a handler for one call.
+//!
+//! [`InvocationContext`] is the seam between the host runtime and the code that
+//! `#[capability]` generates: the host implements it (from the transport-authenticated request,
+//! never from payload fields), extractors read from it. [`StaticInvocation`] is a plain
+//! implementation for tests and for driving handlers without a host.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aip_connector_core::ids::{ApprovalId, PrincipalId};
+use aip_connector_core::model::{
+    Action, ConnectorFailure, ConnectorOperation, ErrorCategory, ProviderOperationRef,
+    StreamChunkKind,
+};
+use serde_json::Value;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// A boxed, sendable future, as returned by the object-safe traits of this module.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Everything a handler may learn about the call it serves. Implemented by the host.
+pub trait InvocationContext: Send + Sync {
+    /// The action being executed (its `input` is decoded separately).
+    fn action(&self) -> &Action;
+    /// The transport-authenticated caller.
+    fn caller(&self) -> &CallerIdentity;
+    /// The verified tenant, if the deployment resolved one.
+    fn tenant(&self) -> Option<&VerifiedTenant>;
+    /// The idempotency key of the action, after scoping checks.
+    fn idempotency_key(&self) -> Option<&str>;
+    /// Fires when the action is cancelled or its deadline passes.
+    fn cancellation(&self) -> &CancellationToken;
+    /// When the handler must have finished.
+    fn deadline(&self) -> Instant;
+    /// The sink for streamed chunks, for streaming calls.
+    fn stream(&self) -> Option<Arc<dyn ChunkSink>>;
+    /// The durable provider-operation checkpoint, for transactional calls.
+    fn checkpoint(&self) -> Option<Arc<dyn CheckpointRecorder>>;
+    /// The resolved credential, when the contract requires one.
+    fn credential(&self) -> Option<&CredentialHandle>;
+    /// The verified approvals that released this action, if it needed approval.
+    fn approval(&self) -> Option<&VerifiedApprovals>;
+}
+
+/// Receives the chunks a streaming handler emits. `send` waits while the buffer is full
+/// (back-pressure) and fails once the stream is closed.
+pub trait ChunkSink: Send + Sync {
+    /// Sends one chunk.
+    fn send(
+        &self,
+        kind: StreamChunkKind,
+        data: Value,
+    ) -> BoxFuture<'_, Result<(), ConnectorFailure>>;
+}
+
+/// Durably records the provider operation of a transactional call before the handler awaits the
+/// provider, so a later attempt (or reconciliation) can find it.
+pub trait CheckpointRecorder: Send + Sync {
+    /// Records `operation` and an opaque `cursor`. Recording a different operation after one was
+    /// recorded is refused.
+    fn record(
+        &self,
+        operation: ProviderOperationRef,
+        cursor: Option<String>,
+    ) -> BoxFuture<'_, Result<(), ConnectorFailure>>;
+    /// What an earlier attempt recorded, if anything.
+    fn recorded(&self) -> Option<(ProviderOperationRef, Option<String>)>;
+}
+
+/// The caller as the transport authenticated it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallerIdentity {
+    /// Principal id.
+    pub principal_id: PrincipalId,
+    /// Who vouched for the identity.
+    pub issuer: String,
+}
+
+/// A tenant the deployment verified.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifiedTenant {
+    /// Tenant id.
+    pub id: String,
+    /// The system that owns the tenant id, if any.
+    pub system: Option<String>,
+}
+
+/// The approvals that released an action.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerifiedApprovals {
+    /// Approval request ids.
+    pub approval_ids: Vec<ApprovalId>,
+    /// Decision ids.
+    pub decision_ids: Vec<String>,
+    /// Hashes of the policy snapshots the decisions were checked against.
+    pub policy_hashes: Vec<String>,
+}
+
+/// Raw credential material. Never printed, serialized or compared in variable time.
+#[derive(Clone)]
+pub struct Secret(Arc<[u8]>);
+
+impl Secret {
+    /// Wraps credential bytes.
+    pub fn new(bytes: impl AsRef<[u8]>) -> Self {
+        Secret(Arc::from(bytes.as_ref()))
+    }
+
+    /// The raw bytes. Call this only where the provider request is built.
+    pub fn expose_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The raw bytes as UTF-8, for bearer tokens and API keys.
+    pub fn expose_str(&self) -> Result<&str, std::str::Utf8Error> {
+        std::str::from_utf8(&self.0)
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret([REDACTED])")
+    }
+}
+
+impl PartialEq for Secret {
+    /// Constant-time comparison, so equality checks do not leak the secret through timing.
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len()
+            && self
+                .0
+                .iter()
+                .zip(other.0.iter())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+    }
+}
+
+impl Eq for Secret {}
+
+/// A credential resolved by the deployment's credential provider.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CredentialHandle {
+    /// Credential reference id (not secret).
+    pub id: String,
+    /// Issuer.
+    pub issuer: String,
+    /// Granted scopes.
+    pub scopes: Vec<String>,
+    /// Expiry, if known.
+    pub expires_at: Option<Instant>,
+    /// The material itself; redacted in `Debug`.
+    pub secret: Secret,
+}
+
+/// A plain [`InvocationContext`] for tests and for running handlers outside a host.
+///
+/// Built with [`StaticInvocation::new`] and the `with_*` methods; it records streamed chunks and
+/// checkpoints in memory so a test can look at them afterwards.
+pub struct StaticInvocation {
+    action: Action,
+    caller: CallerIdentity,
+    tenant: Option<VerifiedTenant>,
+    cancellation: CancellationToken,
+    deadline: Instant,
+    stream: Option<Arc<RecordingSink>>,
+    checkpoint: Option<Arc<MemoryCheckpoint>>,
+    credential: Option<CredentialHandle>,
+    approval: Option<VerifiedApprovals>,
+}
+
+impl StaticInvocation {
+    /// An invocation of `action` by `caller`, with a 60-second deadline and nothing else.
+    pub fn new(action: Action, caller: CallerIdentity) -> Self {
+        Self {
+            action,
+            caller,
+            tenant: None,
+            cancellation: CancellationToken::new(),
+            deadline: Instant::now() + Duration::from_secs(60),
+            stream: None,
+            checkpoint: None,
+            credential: None,
+            approval: None,
+        }
+    }
+
+    /// Sets the verified tenant.
+    pub fn with_tenant(mut self, tenant: VerifiedTenant) -> Self {
+        self.tenant = Some(tenant);
+        self
+    }
+
+    /// Sets the deadline.
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Enables streaming into an in-memory sink.
+    pub fn with_stream(mut self) -> Self {
+        self.stream = Some(Arc::new(RecordingSink::default()));
+        self
+    }
+
+    /// Enables an in-memory checkpoint.
+    pub fn with_checkpoint(mut self) -> Self {
+        self.checkpoint = Some(Arc::new(MemoryCheckpoint::default()));
+        self
+    }
+
+    /// Sets the resolved credential.
+    pub fn with_credential(mut self, credential: CredentialHandle) -> Self {
+        self.credential = Some(credential);
+        self
+    }
+
+    /// Sets the verified approvals.
+    pub fn with_approval(mut self, approval: VerifiedApprovals) -> Self {
+        self.approval = Some(approval);
+        self
+    }
+
+    /// The chunks streamed so far.
+    pub fn streamed(&self) -> Vec<(StreamChunkKind, Value)> {
+        self.stream
+            .as_ref()
+            .map(|s| s.chunks.lock().expect("sink lock").clone())
+            .unwrap_or_default()
+    }
+
+    /// What the handler checkpointed.
+    pub fn checkpointed(&self) -> Option<(ProviderOperationRef, Option<String>)> {
+        self.checkpoint.as_ref().and_then(|c| c.recorded())
+    }
+}
+
+impl InvocationContext for StaticInvocation {
+    fn action(&self) -> &Action {
+        &self.action
+    }
+    fn caller(&self) -> &CallerIdentity {
+        &self.caller
+    }
+    fn tenant(&self) -> Option<&VerifiedTenant> {
+        self.tenant.as_ref()
+    }
+    fn idempotency_key(&self) -> Option<&str> {
+        self.action.idempotency_key.as_deref()
+    }
+    fn cancellation(&self) -> &CancellationToken {
+        &self.cancellation
+    }
+    fn deadline(&self) -> Instant {
+        self.deadline
+    }
+    fn stream(&self) -> Option<Arc<dyn ChunkSink>> {
+        self.stream.clone().map(|s| s as Arc<dyn ChunkSink>)
+    }
+    fn checkpoint(&self) -> Option<Arc<dyn CheckpointRecorder>> {
+        self.checkpoint
+            .clone()
+            .map(|c| c as Arc<dyn CheckpointRecorder>)
+    }
+    fn credential(&self) -> Option<&CredentialHandle> {
+        self.credential.as_ref()
+    }
+    fn approval(&self) -> Option<&VerifiedApprovals> {
+        self.approval.as_ref()
+    }
+}
+
+#[derive(Default)]
+struct RecordingSink {
+    chunks: Mutex<Vec<(StreamChunkKind, Value)>>,
+}
+
+impl ChunkSink for RecordingSink {
+    fn send(
+        &self,
+        kind: StreamChunkKind,
+        data: Value,
+    ) -> BoxFuture<'_, Result<(), ConnectorFailure>> {
+        self.chunks.lock().expect("sink lock").push((kind, data));
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+#[derive(Default)]
+struct MemoryCheckpoint {
+    recorded: Mutex<Option<(ProviderOperationRef, Option<String>)>>,
+}
+
+impl CheckpointRecorder for MemoryCheckpoint {
+    fn record(
+        &self,
+        operation: ProviderOperationRef,
+        cursor: Option<String>,
+    ) -> BoxFuture<'_, Result<(), ConnectorFailure>> {
+        let mut slot = self.recorded.lock().expect("checkpoint lock");
+        let result = match slot.as_ref() {
+            Some((existing, _)) if *existing != operation => Err(checkpoint_conflict()),
+            _ => {
+                *slot = Some((operation, cursor));
+                Ok(())
+            }
+        };
+        Box::pin(std::future::ready(result))
+    }
+
+    fn recorded(&self) -> Option<(ProviderOperationRef, Option<String>)> {
+        self.recorded.lock().expect("checkpoint lock").clone()
+    }
+}
+
+/// The failure for replacing a recorded provider operation with a different one.
+pub(crate) fn checkpoint_conflict() -> ConnectorFailure {
+    ConnectorFailure::new(
+        crate::codes::TRANSACTION_CHECKPOINT_CONFLICT,
+        "a different provider operation is already checkpointed for this transaction",
+        ErrorCategory::Permanent,
+        ConnectorOperation::TransactionCommit,
+        crate::codes::SOURCE_COMPONENT,
+    )
+}

@@ -1,0 +1,241 @@
+//! JSON Schemas of capability inputs and outputs, derived with schemars (Draft 2020-12).
+//!
+//! Inputs are described as they *deserialize* and outputs as they *serialize*, so optional
+//! fields with defaults are optional in the input schema but present in the output schema.
+//! Generated code caches each schema once per capability; these functions do the work.
+
+use schemars::JsonSchema;
+use schemars::generate::{Contract, SchemaSettings};
+use serde_json::{Map, Value};
+
+/// How a schema is rendered for a client.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SchemaDialect {
+    /// Draft 2020-12 exactly as schemars produces it: `$defs` and `$ref`, nullable fields as
+    /// `["T", "null"]` or `anyOf [T, null]`.
+    #[default]
+    Draft202012,
+    /// For clients that cannot follow `$ref` or read type unions (many LLM tool-callers):
+    /// every `$ref` is inlined (recursive types keep theirs), and nullable unions collapse to
+    /// the non-null type — an optional field is then left out rather than sent as `null`, which
+    /// the deserializer accepts the same way.
+    ClientCompatible,
+}
+
+/// The schema of an input type `T` (deserialize contract).
+pub fn input_schema<T: JsonSchema>() -> Value {
+    generate::<T>(Contract::Deserialize)
+}
+
+/// The schema of an output type `T` (serialize contract).
+pub fn output_schema<T: JsonSchema>() -> Value {
+    generate::<T>(Contract::Serialize)
+}
+
+fn generate<T: JsonSchema>(contract: Contract) -> Value {
+    let mut settings = SchemaSettings::draft2020_12();
+    settings.contract = contract;
+    settings
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value()
+}
+
+/// Renders `schema` in `dialect`.
+pub fn render(schema: &Value, dialect: SchemaDialect) -> Value {
+    match dialect {
+        SchemaDialect::Draft202012 => schema.clone(),
+        SchemaDialect::ClientCompatible => client_compatible(schema),
+    }
+}
+
+/// Inlines local `$defs` references and collapses nullable unions. A reference that is already
+/// being expanded (a recursive type) is left as a `$ref`, and the definitions it needs are kept.
+pub fn client_compatible(schema: &Value) -> Value {
+    let defs = schema
+        .get("$defs")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let mut expanding = Vec::new();
+    let mut kept = Map::new();
+    let mut out = rewrite(schema, &defs, &mut expanding, &mut kept);
+    if let Some(object) = out.as_object_mut() {
+        object.remove("$defs");
+        if !kept.is_empty() {
+            object.insert("$defs".to_owned(), Value::Object(kept));
+        }
+    }
+    out
+}
+
+const DEFS_PREFIX: &str = "#/$defs/";
+
+fn rewrite(
+    node: &Value,
+    defs: &Map<String, Value>,
+    expanding: &mut Vec<String>,
+    kept: &mut Map<String, Value>,
+) -> Value {
+    match node {
+        Value::Object(object) => {
+            if let Some(name) = object
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix(DEFS_PREFIX))
+            {
+                if let Some(target) = defs.get(name) {
+                    if expanding.iter().any(|n| n == name) {
+                        if !kept.contains_key(name) {
+                            kept.insert(name.to_owned(), Value::Null);
+                            let rendered = rewrite(target, defs, &mut Vec::new(), kept);
+                            kept.insert(name.to_owned(), rendered);
+                        }
+                        return node.clone();
+                    }
+                    expanding.push(name.to_owned());
+                    let mut inlined = rewrite(target, defs, expanding, kept);
+                    expanding.pop();
+                    // Keywords next to the `$ref` (descriptions, defaults) win over the target's.
+                    if let Value::Object(inlined_object) = &mut inlined {
+                        for (key, value) in object.iter().filter(|(k, _)| *k != "$ref") {
+                            inlined_object
+                                .insert(key.clone(), rewrite(value, defs, expanding, kept));
+                        }
+                    }
+                    return inlined;
+                }
+            }
+            let mut out = Map::new();
+            for (key, value) in object {
+                if key == "$defs" {
+                    continue;
+                }
+                out.insert(key.clone(), rewrite(value, defs, expanding, kept));
+            }
+            collapse_nullable(&mut out);
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|item| rewrite(item, defs, expanding, kept))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// `type: ["T", "null"]` → `type: "T"`; `anyOf: [S, {"type": "null"}]` → S merged in place.
+fn collapse_nullable(object: &mut Map<String, Value>) {
+    if let Some(Value::Array(types)) = object.get("type") {
+        let non_null: Vec<Value> = types
+            .iter()
+            .filter(|t| t.as_str() != Some("null"))
+            .cloned()
+            .collect();
+        if non_null.len() < types.len() {
+            let replacement = match non_null.len() {
+                1 => non_null.into_iter().next().unwrap_or(Value::Null),
+                _ => Value::Array(non_null),
+            };
+            object.insert("type".to_owned(), replacement);
+        }
+    }
+    for keyword in ["anyOf", "oneOf"] {
+        let Some(Value::Array(branches)) = object.get(keyword) else {
+            continue;
+        };
+        let is_null = |b: &Value| {
+            b.get("type").and_then(Value::as_str) == Some("null")
+                && b.as_object().is_some_and(|o| o.len() == 1)
+        };
+        if branches.len() == 2 && branches.iter().any(is_null) {
+            let Some(Value::Object(kept)) = branches.iter().find(|b| !is_null(b)).cloned() else {
+                continue;
+            };
+            object.remove(keyword);
+            for (key, value) in kept {
+                object.entry(key).or_insert(value);
+            }
+        }
+    }
+    if object.get("nullable") == Some(&Value::Bool(true)) {
+        object.remove("nullable");
+    }
+}
+
+/// Whether `schema` describes JSON objects at its root (what a capability input must be).
+pub fn has_object_root(schema: &Value) -> bool {
+    schema.get("type").and_then(Value::as_str) == Some("object")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+    use serde_json::json;
+
+    #[derive(Deserialize, Serialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Attendee {
+        email: String,
+    }
+
+    #[derive(Deserialize, Serialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Booking {
+        starts_at: String,
+        note: Option<String>,
+        attendee: Attendee,
+        backup: Option<Attendee>,
+    }
+
+    #[derive(Deserialize, Serialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Tree {
+        children: Vec<Tree>,
+    }
+
+    #[test]
+    fn input_schema_is_draft_2020_12_with_object_root() {
+        let schema = input_schema::<Booking>();
+        assert_eq!(
+            schema["$schema"],
+            "https://json-schema.org/draft/2020-12/schema"
+        );
+        assert!(has_object_root(&schema));
+        assert!(schema["$defs"]["Attendee"].is_object());
+    }
+
+    #[test]
+    fn client_compatible_inlines_refs_and_collapses_nullable_unions() {
+        let schema = client_compatible(&input_schema::<Booking>());
+        let text = schema.to_string();
+        assert!(!text.contains("$ref"), "{text}");
+        assert!(!text.contains("$defs"), "{text}");
+        assert!(!text.contains("\"null\""), "{text}");
+        assert_eq!(schema["properties"]["note"]["type"], json!("string"));
+        assert_eq!(
+            schema["properties"]["backup"]["properties"]["email"]["type"],
+            json!("string")
+        );
+        assert_eq!(
+            schema["properties"]["attendee"]["required"],
+            json!(["email"])
+        );
+    }
+
+    #[test]
+    fn client_compatible_keeps_recursive_definitions() {
+        let schema = client_compatible(&input_schema::<Tree>());
+        let text = schema.to_string();
+        // The recursion cannot be inlined, so its definition survives and the output is finite.
+        assert!(text.len() < 10_000, "{text}");
+        assert!(
+            text.contains("$ref") == schema.get("$defs").is_some(),
+            "{text}"
+        );
+    }
+}
