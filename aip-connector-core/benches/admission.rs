@@ -1,2 +1,228 @@
-//! Admission benchmark (written with the admission module).
-fn main() {}
+//! What admission costs on top of schema compilation.
+//!
+//! A manifest of 1,000 capabilities, each with a realistic 10-property input schema (patterns,
+//! formats, enums, bounded integers, a nested object, an array) and an output schema, under
+//! contracts that pass every SDK rule. The group measures:
+//!
+//! - `admit_manifest/strict`: full admission with [`AdmissionPolicy::strict`] and a claim for
+//!   every capability (all of phases A–F, every schema compiled once);
+//! - `compile_only/jsonschema`: the same 2,000 schemas compiled with
+//!   `jsonschema::draft202012::new` and nothing else, the floor admission cannot go below.
+//!
+//! Run with `cargo bench -p aip-connector-core --bench admission`; the README's Performance
+//! section records the figures.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use aip_connector_core::CapabilityId;
+use aip_connector_core::admission::{AdmissionPolicy, ImplementationSupportMap, admit_manifest};
+use aip_connector_core::model::{CapabilityImplementationSupport, Manifest};
+use criterion::{Criterion, Throughput};
+use serde_json::{Value, json};
+
+/// Capabilities in the benchmark manifest.
+const CAPABILITIES: usize = 1_000;
+
+/// A 10-property input schema, distinct per capability.
+fn input_schema(index: usize) -> Value {
+    json!({
+        "type": "object",
+        "description": format!("Input of operation {index}"),
+        "properties": {
+            "customer_id": { "type": "string", "pattern": "^cus_[A-Za-z0-9]{8,32}$" },
+            "email": { "type": "string", "format": "email", "maxLength": 254 },
+            "created_after": { "type": "string", "format": "date-time" },
+            "status": { "type": "string", "enum": ["open", "pending", "closed", format!("custom_{index}")] },
+            "priority": { "type": "integer", "minimum": 1, "maximum": 5 },
+            "amount_cents": { "type": "integer", "minimum": 0, "maximum": 10_000_000 + index },
+            "currency": { "type": "string", "pattern": "^[A-Z]{3}$" },
+            "address": {
+                "type": "object",
+                "properties": {
+                    "line1": { "type": "string", "minLength": 1, "maxLength": 200 },
+                    "city": { "type": "string", "maxLength": 100 },
+                    "postal_code": { "type": "string", "pattern": "^[0-9A-Z -]{3,10}$" },
+                    "country": { "type": "string", "enum": ["DE", "FR", "GB", "US"] }
+                },
+                "required": ["line1", "country"],
+                "additionalProperties": false
+            },
+            "tags": {
+                "type": "array",
+                "items": { "type": "string", "maxLength": 32 },
+                "maxItems": 20,
+                "uniqueItems": true
+            },
+            "note": { "type": "string", "maxLength": 2_000 }
+        },
+        "required": ["customer_id", "status"],
+        "additionalProperties": false
+    })
+}
+
+/// The output schema: a record with an id, a status, a timestamp and line items.
+fn output_schema(index: usize) -> Value {
+    json!({
+        "type": "object",
+        "description": format!("Output of operation {index}"),
+        "properties": {
+            "id": { "type": "string", "pattern": "^ord_[a-z0-9]{12}$" },
+            "status": { "type": "string", "enum": ["accepted", "rejected", "queued"] },
+            "updated_at": { "type": "string", "format": "date-time" },
+            "items": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "sku": { "type": "string" },
+                        "quantity": { "type": "integer", "minimum": 1 }
+                    },
+                    "required": ["sku", "quantity"]
+                }
+            }
+        },
+        "required": ["id", "status"]
+    })
+}
+
+/// A write contract using most sections (every SDK rule satisfied) or a plain read contract.
+fn contract(index: usize) -> Value {
+    if index % 2 == 0 {
+        return json!({
+            "side_effects": ["read"],
+            "idempotency": { "requirement": "optional", "collision_behavior": "return_original_result", "key_scope": "tenant" },
+            "execution": {
+                "supports_sync": true, "supports_async": false, "supports_streaming": false,
+                "supports_cancel": false, "supports_retry": false,
+                "expected_completion": "sync", "retry_safety": "safe"
+            },
+            "data": { "sensitivity": "internal", "contains_pii": false, "redaction_required": false }
+        });
+    }
+    json!({
+        "side_effects": ["write", "external_network"],
+        "idempotency": {
+            "requirement": "required",
+            "collision_behavior": "revalidate_input_hash",
+            "key_scope": "tenant",
+            "ttl_ms": 86_400_000
+        },
+        "execution": {
+            "supports_sync": true, "supports_async": true, "supports_streaming": false,
+            "supports_cancel": true, "supports_retry": true,
+            "expected_completion": "any", "retry_safety": "safe_with_idempotency_key"
+        },
+        "data": { "sensitivity": "confidential", "contains_pii": true, "redaction_required": true },
+        "credentials": { "required": true, "required_scopes": ["orders.write"], "allow_oauth_refresh": true },
+        "sla": { "timeout_ms": 30_000, "async_expected": false },
+        "transaction": {
+            "supported_modes": ["execute", "plan", "commit", "reconcile"],
+            "requires_plan_before_commit": true,
+            "dry_run_fidelity": "schema_only"
+        }
+    })
+}
+
+/// The benchmark manifest, speaking two profiles.
+fn manifest() -> Manifest {
+    let capabilities: Vec<Value> = (0..CAPABILITIES)
+        .map(|index| {
+            json!({
+                "id": format!("cap:bench:operation_{index}"),
+                "name": format!("Operation {index}"),
+                "kind": "tool",
+                "input_schema": input_schema(index),
+                "output_schema": output_schema(index),
+                "risk": "medium",
+                "bindings": [{ "profile": "aip.mcp.compat.v1", "tool_name": format!("operation_{index}") }],
+                "contract": contract(index)
+            })
+        })
+        .collect();
+    serde_json::from_value(json!({
+        "manifest_version": "aip-manifest/v1",
+        "agent": { "id": "agent:bench", "kind": "service" },
+        "capabilities": capabilities,
+        "profiles": ["aip.native.http.v1", "aip.mcp.compat.v1"]
+    }))
+    .expect("the benchmark manifest matches the wire model")
+}
+
+/// A claim for every capability that supports everything its contract declares.
+fn support(manifest: &Manifest) -> ImplementationSupportMap {
+    let everything = CapabilityImplementationSupport {
+        invocation: true,
+        cancellation: true,
+        streaming: false,
+        retry: true,
+        transaction: true,
+        reconciliation: true,
+        compensation: false,
+        approval: false,
+        credentials: true,
+    };
+    manifest
+        .capabilities
+        .iter()
+        .map(|capability| (CapabilityId::from(capability.id.as_str()), everything))
+        .collect()
+}
+
+fn bench_admission(c: &mut Criterion) {
+    let manifest = manifest();
+    let support = support(&manifest);
+    let policy = AdmissionPolicy::strict();
+    if let Err(report) = admit_manifest(&manifest, &policy, &support) {
+        panic!("the benchmark manifest must be admitted: {report}");
+    }
+
+    let mut group = c.benchmark_group("admission");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(2))
+        .measurement_time(Duration::from_secs(15))
+        .throughput(Throughput::Elements(CAPABILITIES as u64));
+    group.bench_function("admit_manifest/strict", |b| {
+        b.iter(|| admit_manifest(black_box(&manifest), &policy, &support).is_ok());
+    });
+    group.bench_function("compile_only/jsonschema", |b| {
+        b.iter(|| {
+            let mut compiled = 0usize;
+            for capability in &black_box(&manifest).capabilities {
+                let schemas =
+                    std::iter::once(&capability.input_schema).chain(&capability.output_schema);
+                for schema in schemas {
+                    compiled += usize::from(jsonschema::draft202012::new(schema).is_ok());
+                }
+            }
+            assert_eq!(compiled, 2 * CAPABILITIES);
+        });
+    });
+    group.finish();
+}
+
+fn main() {
+    use std::time::Instant;
+    use aip_connector_core::schema::{compile_draft202012, SchemaLimits, check_complexity, remote_references};
+    let manifest = manifest();
+    let support = support(&manifest);
+    let strict = AdmissionPolicy::strict();
+    let upstream = AdmissionPolicy { require_implementation_claims: true, ..AdmissionPolicy::upstream() };
+    let limits = SchemaLimits::default();
+    let mut best = std::collections::BTreeMap::<&str, f64>::new();
+    for _ in 0..8 {
+        let mut time = |name: &'static str, f: &mut dyn FnMut()| {
+            let t = Instant::now(); f(); let e = t.elapsed().as_secs_f64() * 1e3;
+            let b = best.entry(name).or_insert(f64::MAX); if e < *b { *b = e; }
+        };
+        time("admit strict", &mut || { black_box(admit_manifest(&manifest, &strict, &support).is_ok()); });
+        time("admit upstream", &mut || { black_box(admit_manifest(&manifest, &upstream, &support).is_ok()); });
+        time("jsonschema new", &mut || { for c in &manifest.capabilities { for s in std::iter::once(&c.input_schema).chain(&c.output_schema) { black_box(jsonschema::draft202012::new(s).is_ok()); } } });
+        time("offline build", &mut || { for c in &manifest.capabilities { for s in std::iter::once(&c.input_schema).chain(&c.output_schema) { black_box(jsonschema::draft202012::options().offline().build(s).is_ok()); } } });
+        time("compile_draft202012", &mut || { for c in &manifest.capabilities { for s in std::iter::once(&c.input_schema).chain(&c.output_schema) { black_box(compile_draft202012(s, &limits).is_ok()); } } });
+        time("complexity+refs", &mut || { for c in &manifest.capabilities { for s in std::iter::once(&c.input_schema).chain(&c.output_schema) { black_box(check_complexity(s, &limits).is_ok()); black_box(remote_references(s).len()); } } });
+        time("clone manifest", &mut || { black_box(manifest.clone()); });
+    }
+    for (k, v) in best { println!("{k:>22}: {v:8.2} ms"); }
+}

@@ -7,7 +7,8 @@
 //!
 //! Paths stop where serde buffers input before choosing a type: inside internally tagged enums
 //! (`MessagePart`, `ApproverSelector`, `ApprovalRule`) and flattened maps (`Binding`) the pointer
-//! names the enclosing value.
+//! names the enclosing value (for a missing field: the enclosing value plus the field's name,
+//! which for a nested `ApprovalRule` child is the outermost rule, not the child).
 
 use std::fmt;
 

@@ -165,6 +165,9 @@ const WORDS: &[&str] = &[
 fn config(cases: u32) -> ProptestConfig {
     ProptestConfig {
         cases,
+        // Integration tests have no lib.rs next to them for proptest's regression files; a
+        // failure prints its minimal input instead.
+        failure_persistence: None,
         ..ProptestConfig::default()
     }
 }
@@ -644,29 +647,44 @@ fn pointers(value: &Value) -> Vec<String> {
     found
 }
 
-/// One edit of a JSON document.
+/// One edit of a JSON document, at the node (or object) an index picks.
 #[derive(Clone, Debug)]
 enum Mutation {
-    /// Replace the node at the chosen pointer with a value.
+    /// Replace the node with an arbitrary value (usually breaks the wire types).
     Replace(Index, Value),
-    /// Remove the chosen key of the chosen object.
+    /// Replace the node with another value of the same JSON kind (usually still parses):
+    /// a vocabulary word for a string, the negation of a bool, a small number for a number,
+    /// an element dropped or repeated for an array, a key dropped for an object.
+    Tweak(Index, Index, i64),
+    /// Remove one key of an object.
     DeleteKey(Index, Index),
 }
 
 fn arb_mutation() -> impl Strategy<Value = Mutation> {
     prop_oneof![
-        (any::<Index>(), arb_json()).prop_map(|(at, value)| Mutation::Replace(at, value)),
-        (any::<Index>(), any::<Index>()).prop_map(|(at, key)| Mutation::DeleteKey(at, key)),
+        1 => (any::<Index>(), arb_json()).prop_map(|(at, value)| Mutation::Replace(at, value)),
+        6 => (any::<Index>(), any::<Index>(), -1i64..3).prop_map(|(at, pick, number)| Mutation::Tweak(at, pick, number)),
+        2 => (any::<Index>(), any::<Index>()).prop_map(|(at, key)| Mutation::DeleteKey(at, key)),
     ]
+}
+
+/// The pointer `at` picks among `candidates`, if there is any.
+fn pick(candidates: &[String], at: &Index) -> Option<String> {
+    (!candidates.is_empty()).then(|| at.get(candidates).clone())
 }
 
 fn apply(document: &mut Value, mutation: &Mutation) {
     match mutation {
         Mutation::Replace(at, value) => {
-            let all = pointers(document);
-            let pointer = at.get(&all).clone();
-            if let Some(node) = document.pointer_mut(&pointer) {
+            if let Some(node) = pick(&pointers(document), at).and_then(|p| document.pointer_mut(&p))
+            {
                 *node = value.clone();
+            }
+        }
+        Mutation::Tweak(at, choice, number) => {
+            if let Some(node) = pick(&pointers(document), at).and_then(|p| document.pointer_mut(&p))
+            {
+                tweak(node, choice, *number);
             }
         }
         Mutation::DeleteKey(at, key) => {
@@ -674,16 +692,41 @@ fn apply(document: &mut Value, mutation: &Mutation) {
                 .into_iter()
                 .filter(|pointer| document.pointer(pointer).is_some_and(Value::is_object))
                 .collect();
-            let pointer = at.get(&objects).clone();
-            if let Some(Value::Object(map)) = document.pointer_mut(&pointer)
-                && !map.is_empty()
+            if let Some(Value::Object(map)) =
+                pick(&objects, at).and_then(|p| document.pointer_mut(&p))
             {
-                let victim = map.keys().nth(key.index(map.len())).cloned();
-                if let Some(victim) = victim {
-                    map.shift_remove(&victim);
-                }
+                remove_key(map, key);
             }
         }
+    }
+}
+
+fn remove_key(map: &mut Map<String, Value>, key: &Index) {
+    if map.is_empty() {
+        return;
+    }
+    let victim = map.keys().nth(key.index(map.len())).cloned();
+    if let Some(victim) = victim {
+        map.shift_remove(&victim);
+    }
+}
+
+fn tweak(node: &mut Value, choice: &Index, number: i64) {
+    match node {
+        Value::String(text) => *text = choice.get(WORDS).to_string(),
+        Value::Bool(flag) => *flag = !*flag,
+        Value::Number(_) => *node = Value::from(number),
+        Value::Array(items) if !items.is_empty() => {
+            let k = choice.index(items.len());
+            if number > 0 {
+                let copy = items[k].clone();
+                items.push(copy);
+            } else {
+                items.remove(k);
+            }
+        }
+        Value::Object(map) => remove_key(map, choice),
+        Value::Array(_) | Value::Null => {}
     }
 }
 
@@ -724,7 +767,7 @@ fn admit_checked(
 }
 
 proptest! {
-    #![proptest_config(config(512))]
+    #![proptest_config(config(1024))]
 
     #[test]
     fn arbitrary_strings_never_panic_the_parser(text in ".{0,200}") {
@@ -747,7 +790,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(config(256))]
+    #![proptest_config(config(512))]
 
     #[test]
     fn arbitrary_json_never_panics(value in arb_json(), policy in arb_policy(), support in arb_support_map()) {
@@ -775,7 +818,7 @@ proptest! {
 
     #[test]
     fn mutated_valid_manifest_never_panics(
-        mutations in prop::collection::vec(arb_mutation(), 1..4),
+        mutations in prop::collection::vec(arb_mutation(), 1..5),
         policy in arb_policy(),
     ) {
         let mut document = valid_manifest();

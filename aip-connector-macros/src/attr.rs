@@ -421,10 +421,10 @@ impl Parser<'_> {
                 }
                 k::SELECTOR => {
                     self.record(format!("{BASE}/approver_selector"), inner.span());
-                    if let Some(expr) = self.value(inner) {
-                        if let Some(selector) = self.selector(expr) {
-                            policy.approver_selector = selector;
-                        }
+                    if let Some(expr) = self.value(inner)
+                        && let Some(selector) = self.selector(expr)
+                    {
+                        policy.approver_selector = selector;
                     }
                 }
                 k::RULE => {
@@ -534,10 +534,10 @@ impl Parser<'_> {
     /// `role("x")`, `group("x")`, `principal("id")`, `tenant_policy`, `external_system("s")`.
     fn selector(&mut self, expr: &Expr) -> Option<ApproverSelector> {
         use keys::approval as k;
-        if let Some(ident) = meta::as_ident(expr) {
-            if ident == k::TENANT_POLICY {
-                return Some(ApproverSelector::TenantPolicy);
-            }
+        if let Some(ident) = meta::as_ident(expr)
+            && ident == k::TENANT_POLICY
+        {
+            return Some(ApproverSelector::TenantPolicy);
         }
         let Some((name, args)) = call_parts(expr) else {
             self.cx.error_spanned_by(

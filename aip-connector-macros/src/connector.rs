@@ -53,11 +53,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         let ImplItem::Fn(method) = impl_item else {
             continue;
         };
-        let Some(index) = method
-            .attrs
-            .iter()
-            .position(|a| a.path().is_ident("capability"))
-        else {
+        let Some(index) = method.attrs.iter().position(is_capability_attribute) else {
             continue;
         };
         let attribute = method.attrs.remove(index);
@@ -251,8 +247,9 @@ fn check_connector(cx: &Ctxt, attr: &ConnectorAttr, capabilities: &[CapabilityIt
             let projected = stable_profile_name(raw);
             if let Some(earlier) =
                 names.insert(projected.clone(), capability.capability.id.as_str())
+                && earlier != capability.capability.id.as_str()
             {
-                if earlier != capability.capability.id.as_str() {
+                {
                     cx.error_at(capability.attr_span, format!("projected name `{projected}` under profile `{profile}` collides with capability `{earlier}`; give one of them a distinct binding name (rule `manifest.profile_name.collision`)"));
                 }
             }
@@ -287,4 +284,14 @@ fn check_connector(cx: &Ctxt, attr: &ConnectorAttr, capabilities: &[CapabilityIt
             .unwrap_or_else(Span::call_site);
         cx.error_at(span, format!("{} (rule `{}`)", issue.message, issue.code));
     }
+}
+
+/// `#[capability(...)]` however it is imported: `capability`, `aip_connector::capability`, or a
+/// renamed crate path (`aip::capability`).
+fn is_capability_attribute(attribute: &syn::Attribute) -> bool {
+    attribute
+        .path()
+        .segments
+        .last()
+        .is_some_and(|segment| segment.ident == "capability")
 }

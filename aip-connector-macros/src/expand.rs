@@ -47,18 +47,49 @@ fn extractor_assertions(capability: &CapabilityItem) -> TokenStream {
     quote!(#(#checks)*)
 }
 
-/// The `CapabilityDefinition` expression of one capability.
-fn definition_expr(capability: &CapabilityItem) -> TokenStream {
+/// Names of the generated codec functions of one capability.
+fn codec_idents(capability: &CapabilityItem) -> (Ident, Ident) {
+    let name = capability.sig.ident.to_string();
+    let name = name.trim_start_matches("r#");
+    (
+        format_ident!("__aip_input_{}", name),
+        format_ident!("__aip_output_{}", name),
+    )
+}
+
+/// The one place that requires the input and result bounds of a capability, so a type that
+/// lacks them produces one diagnostic on the user's type.
+fn codec_fns(capability: &CapabilityItem, vis: TokenStream) -> TokenStream {
     let p = private();
+    let (input_fn, output_fn) = codec_idents(capability);
+    let input = capability.sig.input().map(|ty| {
+        quote_spanned! {syn::spanned::Spanned::span(ty)=>
+            #[doc(hidden)]
+            #vis fn #input_fn() -> #p::InputCodec<#ty> { #p::input_codec::<#ty>() }
+        }
+    });
+    let output = capability.sig.output.as_ref().map(|ty| {
+        quote_spanned! {syn::spanned::Spanned::span(ty)=>
+            #[doc(hidden)]
+            #vis fn #output_fn() -> #p::OutputCodec<#ty> { #p::output_codec::<#ty>() }
+        }
+    });
+    quote!(#input #output)
+}
+
+/// The `CapabilityDefinition` expression of one capability; `scope` prefixes codec calls.
+fn definition_expr(capability: &CapabilityItem, scope: &TokenStream) -> TokenStream {
+    let p = private();
+    let (input_fn, output_fn) = codec_idents(capability);
     let mut published = capability.capability.clone();
     published.output_schema = None;
     let json = serde_json::to_string(&published).unwrap_or_default();
     let input_schema = match capability.sig.input() {
-        Some(ty) => quote_spanned!(syn::spanned::Spanned::span(ty)=> #p::input_schema::<#ty>()),
+        Some(_) => quote!((#scope #input_fn().schema)()),
         None => quote!(#p::empty_input_schema()),
     };
     let output_schema = match &capability.sig.output {
-        Some(ty) => quote_spanned!(syn::spanned::Spanned::span(ty)=> #p::output_schema::<#ty>()),
+        Some(_) => quote!((#scope #output_fn().schema)()),
         None => quote!(#p::empty_input_schema()),
     };
     let support = support_tokens(&capability.facts.support);
@@ -70,30 +101,36 @@ fn definition_expr(capability: &CapabilityItem) -> TokenStream {
         .iter()
         .map(|(code, reason)| quote!((#code, #reason)));
     quote! {
-        #p::capability_definition(
-            #json,
-            #input_schema,
-            #output_schema,
-            #support,
-            #validation,
-            &[#(#examples),*],
-            &[#(#tags),*],
-            &[#(#waivers),*],
-        )
+        #p::capability_definition(#p::GeneratedCapability {
+            capability_json: #json,
+            input_schema: #input_schema,
+            output_schema: #output_schema,
+            support: #support,
+            validation_handler: #validation,
+            examples: &[#(#examples),*],
+            tags: &[#(#tags),*],
+            waivers: &[#(#waivers),*],
+        })
     }
 }
 
 /// The body that decodes, extracts, calls and encodes, as an `async move` block.
-fn call_block(capability: &CapabilityItem, callee: TokenStream, connector_id: &str) -> TokenStream {
+fn call_block(
+    capability: &CapabilityItem,
+    callee: TokenStream,
+    connector_id: &str,
+    scope: &TokenStream,
+) -> TokenStream {
     let p = private();
+    let (input_fn, output_fn) = codec_idents(capability);
     let mut bindings = Vec::new();
     let mut args = Vec::new();
     for (index, param) in capability.sig.params.iter().enumerate() {
         let name = format_ident!("__aip_arg{}", index);
         let ty = &param.ty;
         bindings.push(match param.role {
-            Role::Input => quote_spanned! {param.span=>
-                let #name = #p::decode_input::<#ty>(__aip_input, #connector_id)?;
+            Role::Input => quote! {
+                let #name = (#scope #input_fn().decode)(__aip_input, #connector_id)?;
             },
             Role::Extractor(_) => quote_spanned! {param.span=>
                 let #name = #p::extract::<#ty>(&__aip_context)?;
@@ -106,15 +143,11 @@ fn call_block(capability: &CapabilityItem, callee: TokenStream, connector_id: &s
         .input()
         .is_none()
         .then(|| quote!(let _ = __aip_input;));
-    let output = match &capability.sig.output {
-        Some(ty) => quote!(#ty),
-        None => quote!(_),
-    };
     quote! {
         #p::Box::pin(async move {
             #ignore_input
             #(#bindings)*
-            #p::encode_output::<#output>(#callee(#(#args),*).await, #connector_id)
+            (#scope #output_fn().encode)(#callee(#(#args),*).await, #connector_id)
         })
     }
 }
@@ -138,7 +171,11 @@ pub(crate) fn connector(
         Some(text) => quote!(#p::Option::Some(#p::parse_json(#text))),
         None => quote!(#p::Option::None),
     };
-    let definitions = capabilities.iter().map(definition_expr);
+    let scope = quote!(<#self_ty>::);
+    let definitions = capabilities.iter().map(|c| definition_expr(c, &scope));
+    let codecs = capabilities
+        .iter()
+        .map(|c| codec_fns(c, TokenStream::new()));
     let assertions = capabilities.iter().map(extractor_assertions);
 
     let invoke_arms = capabilities.iter().map(|c| {
@@ -149,7 +186,7 @@ pub(crate) fn connector(
         } else {
             quote!(<#self_ty>::#ident)
         };
-        let block = call_block(c, callee, id);
+        let block = call_block(c, callee, id, &scope);
         quote!(#cap_id => #block,)
     });
     let validate_arms = capabilities.iter().filter_map(|c| {
@@ -204,6 +241,11 @@ pub(crate) fn connector(
         #block
 
         #(#assertions)*
+
+        #[automatically_derived]
+        impl #self_ty {
+            #(#codecs)*
+        }
 
         #[automatically_derived]
         #[allow(unused_qualifications, clippy::needless_question_mark)]
@@ -261,9 +303,16 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
     let p = private();
     let vis = &function.vis;
     let ident = &function.sig.ident;
-    let definition = definition_expr(capability);
+    let scope = TokenStream::new();
+    let definition = definition_expr(capability, &scope);
     let assertions = extractor_assertions(capability);
-    let call = call_block(capability, quote!(#ident), "free");
+    let codecs = codec_fns(capability, quote!(#vis));
+    let call = call_block(
+        capability,
+        quote!(#ident),
+        capability.capability.id.as_str(),
+        &scope,
+    );
     let doc = format!(
         "The `#[capability]` descriptor of [`{ident}()`]; pass it to `ConnectorBuilder::capability`."
     );
@@ -271,6 +320,8 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
         #function
 
         #assertions
+
+        #codecs
 
         #[doc = #doc]
         #[allow(non_camel_case_types)]

@@ -29,15 +29,15 @@ pub(crate) fn check_attribute(cx: &Ctxt, attr: &CapabilityAttr, attr_span: Span)
         attr_span,
         diagnostics::MISSING_RISK,
     );
-    if let Some((id, span)) = &attr.id {
-        if id.trim().is_empty() {
-            cx.error_at(*span, diagnostics::EMPTY_ID.message);
-        }
+    if let Some((id, span)) = &attr.id
+        && id.trim().is_empty()
+    {
+        cx.error_at(*span, diagnostics::EMPTY_ID.message);
     }
-    if let Some((name, span)) = &attr.name {
-        if name.trim().is_empty() {
-            cx.error_at(*span, diagnostics::EMPTY_NAME.message);
-        }
+    if let Some((name, span)) = &attr.name
+        && name.trim().is_empty()
+    {
+        cx.error_at(*span, diagnostics::EMPTY_NAME.message);
     }
     if let Some((CapabilityKind::Resource, span)) = attr.kind {
         cx.error_at(span, diagnostics::RESOURCE_KIND.message);
@@ -97,8 +97,8 @@ pub(crate) fn check_contract(
         if issue.code == codes::CAPABILITY_INPUT_SCHEMA_NOT_OBJECT {
             continue;
         }
-        let span = span_for(&issue.code, &issue.path, &issue.message, &attr.spans, sig)
-            .unwrap_or(attr_span);
+        let span =
+            span_for(&issue.code, &issue.path, &issue.message, attr, sig).unwrap_or(attr_span);
         cx.error_at(span, render(&issue.code, &issue.message));
     }
 }
@@ -114,12 +114,13 @@ fn render(code: &str, message: &str) -> String {
 }
 
 /// Where to report an issue: the parameter for contradictions about extractors, the contract
-/// key for unsupported claims, otherwise the most specific key that set the path.
+/// key for unsupported claims, otherwise the key that set the path or, when the path holds a
+/// default, the key that caused the problem (see [`cause`]).
 fn span_for(
     code: &str,
     path: &str,
     message: &str,
-    spans: &SpanMap,
+    attr: &CapabilityAttr,
     sig: &HandlerSignature,
 ) -> Option<Span> {
     let extractor = match code {
@@ -139,7 +140,59 @@ fn span_for(
     } else {
         path
     };
-    longest_prefix(spans, path)
+    let spans = &attr.spans;
+    let candidates = || std::iter::once(path).chain(cause(code).iter().copied());
+    // A key the author wrote for exactly this field (or for a cause) beats its whole section.
+    if let Some(span) = candidates().find_map(|pointer| spans.get(pointer).copied()) {
+        return Some(span);
+    }
+    if let Some(span) = companion_handler(code, attr) {
+        return Some(span);
+    }
+    candidates().find_map(|pointer| longest_prefix(spans, pointer))
+}
+
+/// Keys that cause an issue when its own path holds a default the author never wrote, in order
+/// of preference: e.g. a mutating lint is caused by the `side_effects` that mutate, and a
+/// retry-safety rule by the idempotency requirement that made the default retry-safe.
+fn cause(code: &str) -> &'static [&'static str] {
+    match code {
+        codes::CONTRACT_EXECUTION_NO_COMPLETION_MODE => &[
+            "/contract/execution/supports_sync",
+            "/contract/execution/supports_streaming",
+            "/contract/execution/supports_async",
+        ],
+        codes::CONTRACT_COMPENSATION_CAPABILITY_MISSING => &["/contract/compensation/mode"],
+        codes::CONTRACT_EXECUTION_KEY_RETRY_WITHOUT_IDEMPOTENCY => {
+            &["/contract/idempotency/requirement"]
+        }
+        codes::CONTRACT_EXECUTION_RETRY_UNSAFE => &["/contract/execution/retry_safety"],
+        codes::CONTRACT_EXECUTION_RETRY_SAFETY_WITHOUT_RETRY => &[
+            "/contract/execution/retry_safety",
+            "/contract/idempotency/requirement",
+        ],
+        codes::CONTRACT_COMPENSATION_MODE_WITHOUT_COMPENSATE => {
+            &["/contract/compensation/compensation_capability_id"]
+        }
+        codes::CONTRACT_LINT_MUTATING_WITHOUT_IDEMPOTENCY => &["/contract/side_effects"],
+        codes::CONTRACT_LINT_DATA_WITHOUT_REDACTION => {
+            &["/contract/data/contains_pii", "/contract/data/sensitivity"]
+        }
+        codes::CONTRACT_LINT_CREDENTIALS_WITHOUT_SCOPES => &["/contract/credentials/required"],
+        codes::CONTRACT_LINT_APPROVAL_WITHOUT_EVIDENCE => &["/contract/approval/required"],
+        _ => &[],
+    }
+}
+
+/// The companion handler (`reconcile = ...`, `cancel = ...`) behind a contradiction that no
+/// contract key explains.
+fn companion_handler(code: &str, attr: &CapabilityAttr) -> Option<Span> {
+    let handler = match code {
+        codes::IMPLEMENTATION_RECONCILIATION_UNDECLARED => attr.reconcile.as_ref(),
+        codes::IMPLEMENTATION_CANCELLATION_UNDECLARED => attr.cancel.as_ref(),
+        _ => None,
+    };
+    handler.map(syn::spanned::Spanned::span)
 }
 
 /// The contract key behind an unsupported claim ("capability claims `cancellation` ...").

@@ -40,14 +40,38 @@ pub fn extract<T: Extractor>(context: &Arc<dyn InvocationContext>) -> Result<T, 
     T::extract(context)
 }
 
-/// The input schema of `T`.
-pub fn input_schema<T: CapabilityInput>() -> Value {
-    crate::schema::input_schema::<T>()
+/// How to describe and decode one capability's input type. Built in exactly one place per
+/// capability (a generated function), so a type lacking `Deserialize`/`JsonSchema` gets one
+/// diagnostic, not one per use.
+pub struct InputCodec<T> {
+    /// The type's input schema.
+    pub schema: fn() -> Value,
+    /// Decodes `Action.input`.
+    pub decode: fn(Value, &str) -> Result<T, ConnectorFailure>,
 }
 
-/// The output schema of a handler returning `R`.
-pub fn output_schema<R: HandlerResult>() -> Value {
-    crate::schema::output_schema::<R::Output>()
+/// The codec of input type `T`.
+pub fn input_codec<T: CapabilityInput>() -> InputCodec<T> {
+    InputCodec {
+        schema: crate::schema::input_schema::<T>,
+        decode: decode_input::<T>,
+    }
+}
+
+/// How to describe and encode one handler's result type (see [`InputCodec`]).
+pub struct OutputCodec<R> {
+    /// The output schema.
+    pub schema: fn() -> Value,
+    /// Encodes the handler's result.
+    pub encode: fn(R, &str) -> Result<Value, ConnectorFailure>,
+}
+
+/// The codec of handler result type `R`.
+pub fn output_codec<R: HandlerResult>() -> OutputCodec<R> {
+    OutputCodec {
+        schema: crate::schema::output_schema::<R::Output>,
+        encode: encode_output::<R>,
+    }
 }
 
 /// The input schema of a handler that takes no input: an empty, closed object.
@@ -69,23 +93,43 @@ pub fn cancel_result<E: Into<ConnectorFailure>>(
     result.map_err(Into::into)
 }
 
-/// Assembles a capability definition from the compile-time JSON of the capability (without its
-/// schemas) and the schemas derived at run time.
+/// What the macro knows about one capability at compile time, plus its run-time schemas.
+pub struct GeneratedCapability<'a> {
+    /// The capability serialized at compile time, without its schemas.
+    pub capability_json: &'a str,
+    /// The input schema derived at run time.
+    pub input_schema: Value,
+    /// The output schema derived at run time.
+    pub output_schema: Value,
+    /// The support record derived from the signature.
+    pub support: CapabilityImplementationSupport,
+    /// Whether a `validate = ...` companion exists.
+    pub validation_handler: bool,
+    /// Example inputs (JSON checked at compile time).
+    pub examples: &'a [&'a str],
+    /// Tags.
+    pub tags: &'a [&'a str],
+    /// Waivers as `(code, reason)`.
+    pub waivers: &'a [(&'a str, &'a str)],
+}
+
+/// Assembles a capability definition.
 ///
 /// # Panics
 ///
 /// Panics if `capability_json` is not a capability, which would be a bug in the macro (the JSON
 /// is produced by serializing a `Capability` at compile time).
-pub fn capability_definition(
-    capability_json: &str,
-    input_schema: Value,
-    output_schema: Value,
-    support: CapabilityImplementationSupport,
-    validation_handler: bool,
-    examples: &[&str],
-    tags: &[&str],
-    waivers: &[(&str, &str)],
-) -> CapabilityDefinition {
+pub fn capability_definition(generated: GeneratedCapability<'_>) -> CapabilityDefinition {
+    let GeneratedCapability {
+        capability_json,
+        input_schema,
+        output_schema,
+        support,
+        validation_handler,
+        examples,
+        tags,
+        waivers,
+    } = generated;
     let mut capability: Capability = serde_json::from_str(capability_json)
         .expect("aip-connector-macros produced an invalid capability; please report this bug");
     capability.input_schema = input_schema;

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use aip_connector::prelude::*;
+use aip_connector::ids::*;
+use aip_connector::model::*;
 use aip_connector_testkit::fixtures::{
     capability, capability_contract, enterprise_capability, governed_financial_capability,
     manifest, principal, seed_booking_capability, seed_booking_capability_json,
@@ -21,12 +22,14 @@ const CONTRACT_SCHEMA: &str = "capability_contract.schema.json";
 const ACTION_SCHEMA: &str = "action.schema.json";
 
 /// One fixed instant, so the maximal fixtures serialize the same every run.
-const EXPIRES_AT: OffsetDateTime = datetime!(2030-01-31 12:00:00 UTC);
+const FIXED_INSTANT: OffsetDateTime = datetime!(2030-01-31 12:00:00 UTC);
 
+/// `value` as a JSON value.
 fn to_value(value: &impl Serialize) -> Value {
     serde_json::to_value(value).expect("wire types always serialize")
 }
 
+/// `value` as compact JSON text, keys in declaration order.
 fn to_text(value: &impl Serialize) -> String {
     serde_json::to_string(value).expect("wire types always serialize")
 }
@@ -251,7 +254,7 @@ fn maximal_contract(approver_selector: ApproverSelector) -> CapabilityContract {
             delegated_authority: Some(DelegatedApprovalAuthority {
                 principal: PrincipalId::from("human:deputy"),
                 scope: vec!["payments:approve".to_owned()],
-                expires_at: Some(EXPIRES_AT),
+                expires_at: Some(FIXED_INSTANT),
             }),
             rule: Some(nested_rule_with_every_leaf()),
             minimum_distinct_principals: 2,
@@ -338,7 +341,7 @@ fn maximal_principal() -> Principal {
     agent.delegated_authority = vec![DelegatedAuthorityGrant {
         principal_id: PrincipalId::from("tenant:acme"),
         scopes: vec!["payments:*".to_owned(), "*".to_owned()],
-        expires_at: Some(EXPIRES_AT),
+        expires_at: Some(FIXED_INSTANT),
         reason: Some("operates the treasury on behalf of the tenant".to_owned()),
     }];
     agent.auth_context = Some(json!({ "mtls": true }));
@@ -375,7 +378,7 @@ fn maximal_manifest() -> Manifest {
             required_scopes: vec!["statements:read".to_owned()],
             tenant_required: true,
         }),
-        expires_at: Some(EXPIRES_AT),
+        expires_at: Some(FIXED_INSTANT),
     }];
     manifest.channels = vec![
         json!({ "id": "chan:email", "kind": "email" }),
@@ -584,7 +587,7 @@ fn maximal_action() -> Action {
         from: principal("human:ada", PrincipalKind::Human),
         to: principal("agent:scheduler", PrincipalKind::Agent),
         scope: "calendar:write".to_owned(),
-        delegated_at: EXPIRES_AT,
+        delegated_at: FIXED_INSTANT,
     }];
     action.federation = Some(FederationContext {
         trust_domain: "calendar.example".to_owned(),
@@ -619,7 +622,7 @@ fn maximal_action() -> Action {
             system: "calendar".to_owned(),
         }),
         human_actor: Some(principal("human:ada", PrincipalKind::Human)),
-        service_account: Some(principal("svc:calendar", PrincipalKind::Service)),
+        service_account: Some(maximal_principal()),
         acted_on_behalf_of: Some(principal("customer:acme", PrincipalKind::Customer)),
         credential_ref: Some(CredentialRef {
             id: "vault:calendar:1".to_owned(),
@@ -630,7 +633,7 @@ fn maximal_action() -> Action {
             issuer: "https://idp.example".to_owned(),
             client_id: Some("client-1".to_owned()),
             scopes: vec!["calendar".to_owned()],
-            expires_at: Some(EXPIRES_AT),
+            expires_at: Some(FIXED_INSTANT),
             refresh_available: true,
         }),
     });
@@ -638,7 +641,7 @@ fn maximal_action() -> Action {
         approval_id: ApprovalId::trusted("appr_wire_compat"),
         decision: ApprovalDecisionKind::Approved,
         approver: principal("human:manager", PrincipalKind::Human),
-        decided_at: EXPIRES_AT,
+        decided_at: FIXED_INSTANT,
         reason: Some("within budget".to_owned()),
         constraints: vec![ApprovalConstraint {
             field: "/starts_at".to_owned(),

@@ -145,9 +145,18 @@ pub enum ConnectorOperation {
     Ingestion,
 }
 
-/// A structured failure returned by a connector.
+/// A structured failure returned by a connector (upstream `ConnectorFailure`, same JSON).
+///
+/// The fields live behind one allocation ([`ConnectorFailureData`], reached through `Deref`),
+/// so `Result<T, ConnectorFailure>` stays one pointer wide: handlers return it on every path,
+/// and a 264-byte error variant would bloat every future that carries it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ConnectorFailure(Box<ConnectorFailureData>);
+
+/// The fields of a [`ConnectorFailure`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConnectorFailure {
+pub struct ConnectorFailureData {
     /// Stable, namespaced machine code.
     pub code: String,
     /// Redacted summary; never carries credentials or payload.
@@ -190,7 +199,7 @@ impl ConnectorFailure {
         operation: ConnectorOperation,
         source_component: impl Into<String>,
     ) -> Self {
-        Self {
+        Self::from(ConnectorFailureData {
             code: code.into(),
             message: message.into(),
             category,
@@ -203,7 +212,7 @@ impl ConnectorFailure {
             redacted_details: None,
             source_component: source_component.into(),
             operation,
-        }
+        })
     }
 
     /// The failure for an operation the connector does not implement: permanent, not retryable.
@@ -249,7 +258,7 @@ impl ConnectorFailure {
     ) -> Self {
         let details = error.details.as_ref();
         let detail = |key: &str| details.and_then(|d| d.get(key));
-        Self {
+        Self::from(ConnectorFailureData {
             code: error.code.clone(),
             message: error.message.clone(),
             category: error.category,
@@ -269,7 +278,76 @@ impl ConnectorFailure {
             redacted_details: error.details.clone(),
             source_component: source_component.into(),
             operation,
-        }
+        })
+    }
+}
+
+impl ConnectorFailure {
+    /// Marks the failure as safe to retry under the capability's idempotency contract.
+    pub fn with_retryable(mut self, retryable: bool) -> Self {
+        self.0.retryable = retryable;
+        self
+    }
+
+    /// Sets the earliest useful retry delay.
+    pub fn with_retry_after_ms(mut self, retry_after_ms: u64) -> Self {
+        self.0.retry_after_ms = Some(retry_after_ms);
+        self
+    }
+
+    /// Records the provider's status (usually an HTTP status).
+    pub fn with_remote_status(mut self, status: u16) -> Self {
+        self.0.remote_status = Some(status);
+        self
+    }
+
+    /// Records the provider operation that may have been started.
+    pub fn with_provider_operation(mut self, operation: ProviderOperationRef) -> Self {
+        self.0.provider_operation = Some(operation);
+        self
+    }
+
+    /// Says a side effect may have happened: the host settles the action as an unknown outcome
+    /// to be reconciled, and refuses blind re-execution.
+    pub fn with_uncertain_outcome(mut self) -> Self {
+        self.0.uncertain_outcome = true;
+        self
+    }
+
+    /// Attaches redacted structured detail (never payloads or credentials).
+    pub fn with_redacted_details(mut self, details: Value) -> Self {
+        self.0.redacted_details = Some(details);
+        self
+    }
+
+    /// The fields, by value.
+    pub fn into_data(self) -> ConnectorFailureData {
+        *self.0
+    }
+}
+
+impl From<ConnectorFailureData> for ConnectorFailure {
+    fn from(data: ConnectorFailureData) -> Self {
+        ConnectorFailure(Box::new(data))
+    }
+}
+
+impl std::ops::Deref for ConnectorFailure {
+    type Target = ConnectorFailureData;
+    fn deref(&self) -> &ConnectorFailureData {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for ConnectorFailure {
+    fn deref_mut(&mut self) -> &mut ConnectorFailureData {
+        &mut self.0
+    }
+}
+
+impl fmt::Debug for ConnectorFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
     }
 }
 
@@ -292,7 +370,7 @@ mod tests {
     use super::*;
 
     fn full_failure() -> ConnectorFailure {
-        ConnectorFailure {
+        ConnectorFailure::from(ConnectorFailureData {
             code: "provider.timeout".into(),
             message: "provider did not answer".into(),
             category: ErrorCategory::Temporary,
@@ -309,7 +387,7 @@ mod tests {
             redacted_details: Some(json!({"attempt": 2})),
             source_component: "calendar".into(),
             operation: ConnectorOperation::TransactionCommit,
-        }
+        })
     }
 
     #[test]

@@ -32,7 +32,8 @@ pub use contract::{
     SideEffect, TransactionContract, TransactionMode,
 };
 pub use error::{
-    ConnectorFailure, ConnectorOperation, ErrorBody, ErrorCategory, ProtocolError, codes,
+    ConnectorFailure, ConnectorFailureData, ConnectorOperation, ErrorBody, ErrorCategory,
+    ProtocolError, codes,
 };
 pub use manifest::{
     MANIFEST_VERSION_V1, Manifest, ManifestFilter, ManifestRequest, Resource, ResourceAccessPolicy,

@@ -1,0 +1,313 @@
+//! Dispatch by capability id through the generated `Connector` impl: decoding, extractors,
+//! encoding, failures, and the companion handlers (validate, reconcile, cancel).
+
+use std::sync::Arc;
+
+use aip_connector::model::{Action, ProviderOperationRef, StreamChunkKind};
+use aip_connector::prelude::*;
+use aip_connector::{
+    CallerIdentity, CancelRequest, ConnectorBuilder, InvocationContext, StaticInvocation,
+};
+use serde_json::json;
+
+#[derive(Deserialize, JsonSchema)]
+struct CreateBooking {
+    starts_at: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Booking {
+    booking_id: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Preview {
+    would_book: String,
+}
+
+struct Calendar;
+
+#[connector(id = "calendar")]
+impl Calendar {
+    /// Create a booking.
+    #[capability(
+        id = "cap:calendar:booking:create",
+        risk = medium,
+        side_effects = [write, external_network],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal, pii),
+        transaction(modes = [execute, dry_run, plan, commit, reconcile], fidelity = downstream_validation),
+        reconcile = Self::find_booking,
+        validate = Self::check_booking,
+        cancel = Self::abort_booking,
+        examples = [r#"{"starts_at": "2026-12-01T09:00:00Z"}"#],
+        tags = ["calendar"],
+    )]
+    async fn create_booking(
+        &self,
+        input: CreateBooking,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Booking, ConnectorFailure> {
+        checkpoint
+            .record(
+                ProviderOperationRef {
+                    provider: "cal".into(),
+                    operation_id: format!("op-{}", key.as_str()),
+                    request_id: None,
+                },
+                Some("c1".into()),
+            )
+            .await?;
+        Ok(Booking {
+            booking_id: format!("bk-{}", input.starts_at),
+        })
+    }
+
+    async fn check_booking(&self, input: CreateBooking) -> Result<Preview, ConnectorFailure> {
+        Ok(Preview {
+            would_book: input.starts_at,
+        })
+    }
+
+    async fn find_booking(
+        &self,
+        request: Reconciliation,
+    ) -> Result<ReconcileOutcome, ConnectorFailure> {
+        Ok(ReconcileOutcome::Committed {
+            evidence: Some(json!({ "operation": request.provider_operation.operation_id })),
+        })
+    }
+
+    async fn abort_booking(&self, _request: CancelRequest) -> Result<(), ConnectorFailure> {
+        Ok(())
+    }
+
+    /// Streams search hits.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn search(
+        &self,
+        input: CreateBooking,
+        sink: StreamSink<Booking>,
+        cancel: Cancellation,
+    ) -> Result<Booking, ConnectorFailure> {
+        for n in 0..3 {
+            if cancel.is_cancelled() {
+                break;
+            }
+            sink.send(Booking {
+                booking_id: format!("{}-{n}", input.starts_at),
+            })
+            .await?;
+        }
+        Ok(Booking {
+            booking_id: "done".into(),
+        })
+    }
+}
+
+fn caller() -> CallerIdentity {
+    CallerIdentity {
+        principal_id: "user:ada".into(),
+        issuer: "test".into(),
+    }
+}
+
+fn invocation(capability: &str, input: serde_json::Value) -> StaticInvocation {
+    StaticInvocation::new(
+        Action::new(capability, input).with_idempotency_key("k-1"),
+        caller(),
+    )
+}
+
+#[tokio::test]
+async fn invoke_decodes_extracts_calls_and_encodes() {
+    let context = Arc::new(invocation("cap:calendar:booking:create", json!({})).with_checkpoint());
+    let dyn_context: Arc<dyn InvocationContext> = context.clone();
+    let output = Calendar
+        .invoke(
+            "cap:calendar:booking:create",
+            json!({ "starts_at": "9am" }),
+            dyn_context,
+        )
+        .await
+        .unwrap();
+    assert_eq!(output, json!({ "booking_id": "bk-9am" }));
+    let (operation, cursor) = context.checkpointed().unwrap();
+    assert_eq!(operation.operation_id, "op-k-1");
+    assert_eq!(cursor.as_deref(), Some("c1"));
+}
+
+#[tokio::test]
+async fn invalid_input_is_a_typed_permanent_failure_naming_the_field() {
+    let context: Arc<dyn InvocationContext> =
+        Arc::new(invocation("cap:calendar:booking:create", json!({})).with_checkpoint());
+    let failure = Calendar
+        .invoke(
+            "cap:calendar:booking:create",
+            json!({ "starts_at": 5 }),
+            context,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(failure.code, "action.invalid_input");
+    assert!(!failure.retryable);
+    assert!(
+        failure.message.contains("/starts_at"),
+        "{}",
+        failure.message
+    );
+}
+
+#[tokio::test]
+async fn missing_extractor_material_and_unknown_capabilities_fail_cleanly() {
+    // No checkpoint in the context: the extractor reports it instead of the handler running.
+    let context: Arc<dyn InvocationContext> =
+        Arc::new(invocation("cap:calendar:booking:create", json!({})));
+    let failure = Calendar
+        .invoke(
+            "cap:calendar:booking:create",
+            json!({ "starts_at": "9am" }),
+            context.clone(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(failure.code, "transaction.context_missing");
+    let failure = Calendar
+        .invoke("cap:calendar:nope", json!({}), context)
+        .await
+        .unwrap_err();
+    assert_eq!(failure.code, "capability.not_found");
+}
+
+#[tokio::test]
+async fn streaming_handler_emits_chunks_in_order() {
+    let context = Arc::new(invocation("cap:calendar:search", json!({})).with_stream());
+    let dyn_context: Arc<dyn InvocationContext> = context.clone();
+    let output = Calendar
+        .invoke(
+            "cap:calendar:search",
+            json!({ "starts_at": "x" }),
+            dyn_context,
+        )
+        .await
+        .unwrap();
+    assert_eq!(output, json!({ "booking_id": "done" }));
+    let chunks = context.streamed();
+    assert_eq!(chunks.len(), 3);
+    assert!(
+        chunks
+            .iter()
+            .all(|(kind, _)| *kind == StreamChunkKind::Data)
+    );
+    assert_eq!(chunks[2].1, json!({ "booking_id": "x-2" }));
+}
+
+#[tokio::test]
+async fn companion_handlers_are_dispatched_by_capability_id() {
+    let context: Arc<dyn InvocationContext> =
+        Arc::new(invocation("cap:calendar:booking:create", json!({})));
+    let preview = Calendar
+        .validate(
+            "cap:calendar:booking:create",
+            json!({ "starts_at": "9am" }),
+            context.clone(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(preview, json!({ "would_book": "9am" }));
+    let outcome = Calendar
+        .reconcile(
+            "cap:calendar:booking:create",
+            Reconciliation {
+                transaction_id: aip_connector::ids::TransactionId::new(),
+                provider_operation: ProviderOperationRef {
+                    provider: "cal".into(),
+                    operation_id: "op-1".into(),
+                    request_id: None,
+                },
+                cursor: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        ReconcileOutcome::Committed {
+            evidence: Some(json!({ "operation": "op-1" }))
+        }
+    );
+    Calendar
+        .cancel(
+            "cap:calendar:booking:create",
+            CancelRequest {
+                action_id: aip_connector::ids::ActionId::new(),
+                idempotency_key: None,
+            },
+        )
+        .await
+        .unwrap();
+    // A capability without companions answers "unsupported" for them.
+    let failure = Calendar
+        .validate("cap:calendar:search", json!({}), context)
+        .await
+        .unwrap_err();
+    assert_eq!(failure.code, "connector.operation_unsupported");
+}
+
+#[test]
+fn companions_and_metadata_are_reflected_in_the_definition() {
+    let definition = Calendar.definition();
+    let create = definition
+        .capability("cap:calendar:booking:create")
+        .unwrap();
+    assert!(create.facts.support.reconciliation);
+    assert!(
+        create.facts.support.cancellation,
+        "a cancel companion proves cancellation"
+    );
+    assert!(create.facts.support.transaction);
+    assert!(create.facts.validation_handler);
+    assert_eq!(
+        create.examples,
+        vec![json!({ "starts_at": "2026-12-01T09:00:00Z" })]
+    );
+    assert_eq!(create.tags, vec!["calendar".to_owned()]);
+    let manifest = definition.manifest();
+    let extension = &manifest.extensions.as_ref().unwrap()["aip_connector"]["capabilities"]["cap:calendar:booking:create"];
+    assert_eq!(extension["tags"], json!(["calendar"]));
+}
+
+/// A free capability, assembled with the builder.
+#[capability(id = "cap:tools:echo", risk = low, side_effects = [read], data(sensitivity = public))]
+async fn echo(input: CreateBooking) -> Result<Booking, ConnectorFailure> {
+    Ok(Booking {
+        booking_id: input.starts_at,
+    })
+}
+
+#[tokio::test]
+async fn free_capabilities_assemble_with_the_builder() {
+    let connector = ConnectorBuilder::new("tools")
+        .capability::<echo>()
+        .build()
+        .unwrap();
+    assert_eq!(
+        connector.definition().capabilities[0].capability.name,
+        "Echo"
+    );
+    let context: Arc<dyn InvocationContext> = Arc::new(invocation("cap:tools:echo", json!({})));
+    let output = connector
+        .invoke("cap:tools:echo", json!({ "starts_at": "now" }), context)
+        .await
+        .unwrap();
+    assert_eq!(output, json!({ "booking_id": "now" }));
+    let duplicate = ConnectorBuilder::new("tools")
+        .capability::<echo>()
+        .capability::<echo>()
+        .build();
+    assert!(matches!(
+        duplicate,
+        Err(aip_connector::BuildError::DuplicateCapability(_))
+    ));
+}

@@ -1,0 +1,94 @@
+//! Generated code stays clean under a user's strictest settings and does not rely on the
+//! prelude: `Result`, `Ok`, `Option`, `core` and `std` are all shadowed here.
+#![deny(warnings, missing_docs, unused_qualifications)]
+
+#[allow(dead_code)]
+struct Result;
+#[allow(dead_code)]
+struct Ok;
+#[allow(dead_code)]
+struct Option;
+#[allow(dead_code)]
+mod core {}
+#[allow(dead_code)]
+mod std {}
+
+use aip_connector::prelude::{
+    Cancellation, ConnectorFailure, Deserialize, IdempotencyKey, JsonSchema, Serialize, capability,
+    connector,
+};
+
+/// Input.
+#[derive(Deserialize, JsonSchema)]
+pub struct Lookup {
+    /// Query.
+    pub query: ::std::string::String,
+}
+
+/// Output.
+#[derive(Serialize, JsonSchema)]
+pub struct Found {
+    /// Hits.
+    pub hits: u32,
+}
+
+/// A connector compiled under `deny(warnings)`.
+pub struct Strict;
+
+#[connector(id = "strict")]
+impl Strict {
+    /// Looks something up.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    pub async fn lookup(
+        &self,
+        input: Lookup,
+        cancel: Cancellation,
+    ) -> ::core::result::Result<Found, ConnectorFailure> {
+        let _ = cancel.is_cancelled();
+        ::core::result::Result::Ok(Found {
+            hits: input.query.len() as u32,
+        })
+    }
+
+    /// Writes something, forwarding the key.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required),
+        data(sensitivity = internal)
+    )]
+    pub async fn store(
+        &self,
+        input: Lookup,
+        key: IdempotencyKey,
+    ) -> ::core::result::Result<Found, ConnectorFailure> {
+        ::core::result::Result::Ok(Found {
+            hits: (input.query.len() + key.as_str().len()) as u32,
+        })
+    }
+}
+
+/// A free capability compiled under `deny(warnings)`.
+#[capability(id = "cap:strict:ping", risk = low, side_effects = [read], data(sensitivity = public))]
+pub async fn ping(input: Lookup) -> ::core::result::Result<Found, ConnectorFailure> {
+    ::core::result::Result::Ok(Found {
+        hits: input.query.len() as u32,
+    })
+}
+
+#[test]
+fn strict_connector_compiles_and_describes_itself() {
+    use aip_connector::Connector as _;
+    let definition = Strict.definition();
+    assert_eq!(definition.capabilities.len(), 2);
+    assert_eq!(
+        definition.capabilities[0].capability.id.as_str(),
+        "cap:strict:lookup"
+    );
+    assert_eq!(
+        definition.capabilities[1].capability.id.as_str(),
+        "cap:strict:store"
+    );
+    let free = <ping as aip_connector::FreeCapability>::definition();
+    assert_eq!(free.capability.id.as_str(), "cap:strict:ping");
+}

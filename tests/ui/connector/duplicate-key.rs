@@ -1,0 +1,14 @@
+// A connector key may appear once.
+use aip_connector::prelude::*;
+
+struct Demo;
+
+#[connector(id = "demo", id = "other")]
+impl Demo {
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn look(&self) -> Result<(), ConnectorFailure> {
+        Ok(())
+    }
+}
+
+fn main() {}

@@ -1,0 +1,19 @@
+// Two ids project to the same name under one profile.
+use aip_connector::prelude::*;
+
+struct Demo;
+
+#[connector(id = "demo")]
+impl Demo {
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn look(&self) -> Result<(), ConnectorFailure> {
+        Ok(())
+    }
+
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public), id = "cap_demo_look")]
+    async fn look_too(&self) -> Result<(), ConnectorFailure> {
+        Ok(())
+    }
+}
+
+fn main() {}

@@ -1,0 +1,14 @@
+// `commit` always commits a plan.
+use aip_connector::prelude::*;
+
+struct Demo;
+
+#[connector(id = "demo")]
+impl Demo {
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public), transaction(modes = [execute, commit]))]
+    async fn look(&self, _checkpoint: Checkpoint) -> Result<(), ConnectorFailure> {
+        Ok(())
+    }
+}
+
+fn main() {}

@@ -1,0 +1,14 @@
+// The `compensate` mode needs compensation.
+use aip_connector::prelude::*;
+
+struct Demo;
+
+#[connector(id = "demo")]
+impl Demo {
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public), transaction(modes = [execute, compensate]))]
+    async fn look(&self, _checkpoint: Checkpoint) -> Result<(), ConnectorFailure> {
+        Ok(())
+    }
+}
+
+fn main() {}

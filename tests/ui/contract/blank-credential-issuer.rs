@@ -1,0 +1,14 @@
+// An accepted credential issuer is not blank.
+use aip_connector::prelude::*;
+
+struct Demo;
+
+#[connector(id = "demo")]
+impl Demo {
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public), credentials(optional, issuers = [""]))]
+    async fn look(&self) -> Result<(), ConnectorFailure> {
+        Ok(())
+    }
+}
+
+fn main() {}

@@ -1,0 +1,14 @@
+// The approver selector names a group.
+use aip_connector::prelude::*;
+
+struct Demo;
+
+#[connector(id = "demo")]
+impl Demo {
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public), approval(optional, selector = group("")))]
+    async fn look(&self) -> Result<(), ConnectorFailure> {
+        Ok(())
+    }
+}
+
+fn main() {}

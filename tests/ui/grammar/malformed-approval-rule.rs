@@ -1,0 +1,14 @@
+// Leaf approval rules take exactly one string literal.
+use aip_connector::prelude::*;
+
+struct Demo;
+
+#[connector(id = "demo")]
+impl Demo {
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public), approval(optional, rule = role("finance", "legal")))]
+    async fn look(&self) -> Result<(), ConnectorFailure> {
+        Ok(())
+    }
+}
+
+fn main() {}

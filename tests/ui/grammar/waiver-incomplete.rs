@@ -1,0 +1,14 @@
+// A waiver carries both a code and a reason.
+use aip_connector::prelude::*;
+
+struct Demo;
+
+#[connector(id = "demo")]
+impl Demo {
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public), waive(code = "contract.lint.risk_without_approval"))]
+    async fn look(&self) -> Result<(), ConnectorFailure> {
+        Ok(())
+    }
+}
+
+fn main() {}
