@@ -203,26 +203,74 @@ fn bench_admission(c: &mut Criterion) {
 }
 
 fn main() {
+    use aip_connector_core::schema::{
+        SchemaLimits, check_complexity, compile_draft202012, remote_references,
+    };
     use std::time::Instant;
-    use aip_connector_core::schema::{compile_draft202012, SchemaLimits, check_complexity, remote_references};
     let manifest = manifest();
     let support = support(&manifest);
     let strict = AdmissionPolicy::strict();
-    let upstream = AdmissionPolicy { require_implementation_claims: true, ..AdmissionPolicy::upstream() };
+    let upstream = AdmissionPolicy {
+        require_implementation_claims: true,
+        ..AdmissionPolicy::upstream()
+    };
     let limits = SchemaLimits::default();
     let mut best = std::collections::BTreeMap::<&str, f64>::new();
     for _ in 0..8 {
         let mut time = |name: &'static str, f: &mut dyn FnMut()| {
-            let t = Instant::now(); f(); let e = t.elapsed().as_secs_f64() * 1e3;
-            let b = best.entry(name).or_insert(f64::MAX); if e < *b { *b = e; }
+            let t = Instant::now();
+            f();
+            let e = t.elapsed().as_secs_f64() * 1e3;
+            let b = best.entry(name).or_insert(f64::MAX);
+            if e < *b {
+                *b = e;
+            }
         };
-        time("admit strict", &mut || { black_box(admit_manifest(&manifest, &strict, &support).is_ok()); });
-        time("admit upstream", &mut || { black_box(admit_manifest(&manifest, &upstream, &support).is_ok()); });
-        time("jsonschema new", &mut || { for c in &manifest.capabilities { for s in std::iter::once(&c.input_schema).chain(&c.output_schema) { black_box(jsonschema::draft202012::new(s).is_ok()); } } });
-        time("offline build", &mut || { for c in &manifest.capabilities { for s in std::iter::once(&c.input_schema).chain(&c.output_schema) { black_box(jsonschema::draft202012::options().offline().build(s).is_ok()); } } });
-        time("compile_draft202012", &mut || { for c in &manifest.capabilities { for s in std::iter::once(&c.input_schema).chain(&c.output_schema) { black_box(compile_draft202012(s, &limits).is_ok()); } } });
-        time("complexity+refs", &mut || { for c in &manifest.capabilities { for s in std::iter::once(&c.input_schema).chain(&c.output_schema) { black_box(check_complexity(s, &limits).is_ok()); black_box(remote_references(s).len()); } } });
-        time("clone manifest", &mut || { black_box(manifest.clone()); });
+        time("admit strict", &mut || {
+            black_box(admit_manifest(&manifest, &strict, &support).is_ok());
+        });
+        time("admit upstream", &mut || {
+            black_box(admit_manifest(&manifest, &upstream, &support).is_ok());
+        });
+        time("jsonschema new", &mut || {
+            for c in &manifest.capabilities {
+                for s in std::iter::once(&c.input_schema).chain(&c.output_schema) {
+                    black_box(jsonschema::draft202012::new(s).is_ok());
+                }
+            }
+        });
+        time("offline build", &mut || {
+            for c in &manifest.capabilities {
+                for s in std::iter::once(&c.input_schema).chain(&c.output_schema) {
+                    black_box(
+                        jsonschema::draft202012::options()
+                            .offline()
+                            .build(s)
+                            .is_ok(),
+                    );
+                }
+            }
+        });
+        time("compile_draft202012", &mut || {
+            for c in &manifest.capabilities {
+                for s in std::iter::once(&c.input_schema).chain(&c.output_schema) {
+                    black_box(compile_draft202012(s, &limits).is_ok());
+                }
+            }
+        });
+        time("complexity+refs", &mut || {
+            for c in &manifest.capabilities {
+                for s in std::iter::once(&c.input_schema).chain(&c.output_schema) {
+                    black_box(check_complexity(s, &limits).is_ok());
+                    black_box(remote_references(s).len());
+                }
+            }
+        });
+        time("clone manifest", &mut || {
+            black_box(manifest.clone());
+        });
     }
-    for (k, v) in best { println!("{k:>22}: {v:8.2} ms"); }
+    for (k, v) in best {
+        println!("{k:>22}: {v:8.2} ms");
+    }
 }

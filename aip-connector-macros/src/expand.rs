@@ -264,7 +264,7 @@ pub(crate) fn connector(
             fn invoke<'__aip>(&'__aip self, __aip_capability: &'__aip str, __aip_input: #p::Value, __aip_context: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'__aip, #p::Result<#p::Value, #p::ConnectorFailure>> {
                 match __aip_capability {
                     #(#invoke_arms)*
-                    _ => #p::Box::pin(::core::future::ready(#p::Result::Err(#p::unknown_capability(#id, __aip_capability)))),
+                    _ => #p::Box::pin(#p::ready(#p::Result::Err(#p::unknown_capability(#id, __aip_capability)))),
                 }
             }
 
@@ -288,10 +288,10 @@ pub(crate) fn fallback_connector(block: &ItemImpl) -> TokenStream {
         #[automatically_derived]
         impl #p::Connector for #self_ty {
             fn definition(&self) -> &#p::ConnectorDefinition {
-                ::core::unreachable!("#[connector] reported a compile error")
+                #p::unreachable!("#[connector] reported a compile error")
             }
             fn invoke<'__aip>(&'__aip self, _: &'__aip str, _: #p::Value, _: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'__aip, #p::Result<#p::Value, #p::ConnectorFailure>> {
-                ::core::unreachable!("#[connector] reported a compile error")
+                #p::unreachable!("#[connector] reported a compile error")
             }
         }
     }

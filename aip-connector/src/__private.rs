@@ -1,8 +1,10 @@
 //! Items used only by code that `#[capability]` and `#[connector]` generate. Not public API:
 //! names here may change in any release; the macro crate is pinned to this crate's exact version.
 
+pub use ::core::future::ready;
 pub use ::core::option::Option;
 pub use ::core::result::Result;
+pub use ::core::unreachable;
 pub use ::std::boxed::Box;
 pub use ::std::string::String;
 pub use ::std::sync::{Arc, OnceLock};

@@ -32,7 +32,7 @@ impl<T: DeserializeOwned + JsonSchema + Send + 'static> CapabilityInput for T {}
 )]
 pub trait HandlerResult: Send {
     /// The success type.
-    type Output: Serialize + JsonSchema;
+    type Output: Serialize + JsonSchema + 'static;
 
     /// Splits the result.
     fn into_result(self) -> Result<Self::Output, ConnectorFailure>;
@@ -40,7 +40,7 @@ pub trait HandlerResult: Send {
 
 impl<T, E> HandlerResult for Result<T, E>
 where
-    T: Serialize + JsonSchema + Send,
+    T: Serialize + JsonSchema + Send + 'static,
     E: Into<ConnectorFailure> + Send,
 {
     type Output = T;

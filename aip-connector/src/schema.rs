@@ -5,6 +5,10 @@
 //! Generated code caches each schema once per capability; these functions do the work.
 
 use schemars::JsonSchema;
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
 use schemars::generate::{Contract, SchemaSettings};
 use serde_json::{Map, Value};
 
@@ -22,14 +26,38 @@ pub enum SchemaDialect {
     ClientCompatible,
 }
 
-/// The schema of an input type `T` (deserialize contract).
-pub fn input_schema<T: JsonSchema>() -> Value {
-    generate::<T>(Contract::Deserialize)
+/// The schema of an input type `T` (deserialize contract), generated once per type.
+pub fn input_schema<T: JsonSchema + 'static>() -> Value {
+    cached::<T>(Contract::Deserialize)
 }
 
-/// The schema of an output type `T` (serialize contract).
-pub fn output_schema<T: JsonSchema>() -> Value {
-    generate::<T>(Contract::Serialize)
+/// The schema of an output type `T` (serialize contract), generated once per type.
+pub fn output_schema<T: JsonSchema + 'static>() -> Value {
+    cached::<T>(Contract::Serialize)
+}
+
+/// Schemas by (type, contract): generating a schema walks the whole type graph, and the same
+/// type often serves several capabilities or connectors.
+fn cached<T: JsonSchema + 'static>(contract: Contract) -> Value {
+    type Cache = Mutex<HashMap<(TypeId, bool), Value>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let key = (TypeId::of::<T>(), matches!(contract, Contract::Serialize));
+    let cache = CACHE.get_or_init(Cache::default);
+    if let Some(schema) = cache
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .get(&key)
+    {
+        return schema.clone();
+    }
+    // Generated outside the lock: schemars may call back into user `JsonSchema` impls.
+    let schema = generate::<T>(contract);
+    cache
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .entry(key)
+        .or_insert(schema)
+        .clone()
 }
 
 fn generate<T: JsonSchema>(contract: Contract) -> Value {

@@ -51,14 +51,31 @@ fn seed_capability_contract_matches_the_seed() {
         serde_json::to_value(capability.contract.as_ref().unwrap()).unwrap(),
         seed["contract"]
     );
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&definition.manifest()).unwrap()
-    );
+    for key in ["id", "name", "kind", "risk", "stability"] {
+        assert_eq!(
+            serde_json::to_value(capability).unwrap()[key],
+            seed[key],
+            "{key}"
+        );
+    }
+}
+
+#[test]
+fn generated_manifest_passes_strict_admission() {
+    let definition = Calendar.definition();
     let admitted = admit_manifest(
         &definition.manifest(),
         &AdmissionPolicy::strict(),
         &definition.implementation_support(),
     );
     assert!(admitted.is_ok(), "{}", admitted.err().unwrap());
+}
+
+#[test]
+fn generated_manifest_validates_against_the_upstream_schema() {
+    let Some(schema) = aip_connector_tests::upstream_schema("manifest.schema.json") else {
+        return;
+    };
+    let manifest = serde_json::to_value(Calendar.definition().manifest()).unwrap();
+    aip_connector_tests::assert_valid_against(&schema, &manifest);
 }
