@@ -202,75 +202,38 @@ fn bench_admission(c: &mut Criterion) {
     group.finish();
 }
 
+fn cpu() -> f64 {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
+    s.split_whitespace().next().unwrap().parse::<f64>().unwrap() / 1e6
+}
 fn main() {
-    use aip_connector_core::schema::{
-        SchemaLimits, check_complexity, compile_draft202012, remote_references,
-    };
-    use std::time::Instant;
     let manifest = manifest();
     let support = support(&manifest);
     let strict = AdmissionPolicy::strict();
-    let upstream = AdmissionPolicy {
-        require_implementation_claims: true,
-        ..AdmissionPolicy::upstream()
-    };
-    let limits = SchemaLimits::default();
-    let mut best = std::collections::BTreeMap::<&str, f64>::new();
-    for _ in 0..8 {
-        let mut time = |name: &'static str, f: &mut dyn FnMut()| {
-            let t = Instant::now();
-            f();
-            let e = t.elapsed().as_secs_f64() * 1e3;
-            let b = best.entry(name).or_insert(f64::MAX);
-            if e < *b {
-                *b = e;
+    let mut a = Vec::new();
+    let mut b = Vec::new();
+    let mut c = Vec::new();
+    for _ in 0..25 {
+        let t = cpu();
+        let keep = admit_manifest(&manifest, &strict, &support).ok();
+        a.push(cpu() - t);
+        drop(keep);
+        let t = cpu();
+        let mut v = Vec::with_capacity(2000);
+        for c in &manifest.capabilities {
+            for s in std::iter::once(&c.input_schema).chain(&c.output_schema) {
+                v.push(jsonschema::draft202012::new(s).ok());
             }
-        };
-        time("admit strict", &mut || {
-            black_box(admit_manifest(&manifest, &strict, &support).is_ok());
-        });
-        time("admit upstream", &mut || {
-            black_box(admit_manifest(&manifest, &upstream, &support).is_ok());
-        });
-        time("jsonschema new", &mut || {
-            for c in &manifest.capabilities {
-                for s in std::iter::once(&c.input_schema).chain(&c.output_schema) {
-                    black_box(jsonschema::draft202012::new(s).is_ok());
-                }
-            }
-        });
-        time("offline build", &mut || {
-            for c in &manifest.capabilities {
-                for s in std::iter::once(&c.input_schema).chain(&c.output_schema) {
-                    black_box(
-                        jsonschema::draft202012::options()
-                            .offline()
-                            .build(s)
-                            .is_ok(),
-                    );
-                }
-            }
-        });
-        time("compile_draft202012", &mut || {
-            for c in &manifest.capabilities {
-                for s in std::iter::once(&c.input_schema).chain(&c.output_schema) {
-                    black_box(compile_draft202012(s, &limits).is_ok());
-                }
-            }
-        });
-        time("complexity+refs", &mut || {
-            for c in &manifest.capabilities {
-                for s in std::iter::once(&c.input_schema).chain(&c.output_schema) {
-                    black_box(check_complexity(s, &limits).is_ok());
-                    black_box(remote_references(s).len());
-                }
-            }
-        });
-        time("clone manifest", &mut || {
-            black_box(manifest.clone());
-        });
+        }
+        b.push(cpu() - t);
+        drop(v);
+        let t = cpu();
+        let keep = manifest.clone();
+        c.push(cpu() - t);
+        drop(keep);
     }
-    for (k, v) in best {
-        println!("{k:>22}: {v:8.2} ms");
+    for (n, mut x) in [("admit", a), ("compile-keep", b), ("clone", c)] {
+        x.sort_by(|p, q| p.partial_cmp(q).unwrap());
+        println!("{n}: min {:.1} median {:.1}", x[0], x[x.len() / 2]);
     }
 }

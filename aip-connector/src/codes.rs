@@ -31,3 +31,104 @@ pub const STREAM_CHUNK_UNSERIALIZABLE: &str = "stream.chunk_unserializable";
 pub const OUTPUT_UNSERIALIZABLE: &str = "connector.output_unserializable";
 /// The connector has no capability with the requested id.
 pub const CAPABILITY_UNKNOWN: &str = "capability.not_found";
+
+// ---- Host pipeline (upstream codes; `docs/host-runtime.md` has the full table) ----------------
+
+/// The action names a capability no admitted connector exposes (permanent, not retryable).
+pub const RESOURCE_NOT_FOUND: &str = "resource.not_found";
+/// The action input violates the capability's input schema (permanent, not retryable).
+pub const ACTION_INPUT_SCHEMA_INVALID: &str = "action.input_schema_invalid";
+/// The action envelope itself is invalid (null input, empty key, zero timeout, ...).
+pub const ACTION_INVALID: &str = "action.invalid";
+/// The input is larger or deeper than the host's limits (permanent, not retryable).
+pub const ACTION_INPUT_TOO_LARGE: &str = "action.input_too_large";
+/// A completed result's output violates the output schema (permanent, not retryable).
+pub const ACTION_OUTPUT_SCHEMA_INVALID: &str = "action.output_schema_invalid";
+/// The action asks for a transaction mode the contract does not declare.
+pub const TRANSACTION_MODE_UNSUPPORTED: &str = "transaction.mode_unsupported";
+/// A commit needs a plan and the action carries no `plan_id`.
+pub const TRANSACTION_PLAN_REQUIRED: &str = "transaction.plan_required";
+/// The capability has no transaction contract and the action asks for a mode other than `execute`.
+pub const TRANSACTION_UNSUPPORTED: &str = "transaction.unsupported";
+/// `compensate` on a capability whose compensation is not `supported`/`best_effort`.
+pub const TRANSACTION_COMPENSATION_UNSUPPORTED: &str = "transaction.compensation_unsupported";
+/// The resolved credential lacks a required scope, or is expired.
+pub const CREDENTIAL_SCOPE_MISSING: &str = "credential.scope_missing";
+/// The resolved credential's issuer is not accepted.
+pub const CREDENTIAL_ISSUER_DENIED: &str = "credential.issuer_denied";
+/// The resolved credential belongs to another tenant.
+pub const CREDENTIAL_TENANT_MISMATCH: &str = "credential.tenant_mismatch";
+/// The caller is not authorized (principal kind refused, delegation too deep, ...).
+pub const AUTH_NOT_AUTHORIZED: &str = "auth.not_authorized";
+/// A tenant- or account-scoped key without the identity part to scope it.
+pub const IDEMPOTENCY_SCOPE_MISSING: &str = "idempotency.scope_missing";
+/// Another execution holds the key right now (temporary, retryable after `retry_after_ms`).
+pub const IDEMPOTENCY_IN_PROGRESS: &str = "idempotency.in_progress";
+/// The key was used before and the contract rejects reuse.
+pub const IDEMPOTENCY_CONFLICT: &str = "idempotency.conflict";
+/// The key was reused with a different input.
+pub const IDEMPOTENCY_INPUT_HASH_MISMATCH: &str = "idempotency.input_hash_mismatch";
+/// A stored pending-approval record could not be resumed atomically.
+pub const IDEMPOTENCY_PENDING_RESUME_DENIED: &str = "idempotency.pending_resume_denied";
+/// The action needs human approval; the result names the pending approval.
+pub const POLICY_HUMAN_APPROVAL_REQUIRED: &str = "policy.human_approval_required";
+/// The action carries an approval that is not granted.
+pub const POLICY_APPROVAL_NOT_GRANTED: &str = "policy.approval_not_granted";
+/// The action carries an approval the host has no matching record of.
+pub const POLICY_APPROVAL_UNVERIFIED: &str = "policy.approval_unverified";
+/// The approval was denied.
+pub const POLICY_APPROVAL_DENIED: &str = "policy.approval_denied";
+/// The approval expired before enough approvals arrived.
+pub const POLICY_APPROVAL_EXPIRED: &str = "policy.approval_expired";
+/// The approval was revoked.
+pub const POLICY_APPROVAL_REVOKED: &str = "policy.approval_revoked";
+/// A decision on an approval that is no longer pending.
+pub const POLICY_APPROVAL_NOT_PENDING: &str = "policy.approval_not_pending";
+/// A decision names another approval, action or capability than the record.
+pub const POLICY_APPROVAL_MISMATCH: &str = "policy.approval_mismatch";
+/// The decision's approver is not the authenticated principal.
+pub const POLICY_APPROVER_IDENTITY_MISMATCH: &str = "policy.approver_identity_mismatch";
+/// The approver belongs to another tenant.
+pub const POLICY_APPROVER_TENANT_MISMATCH: &str = "policy.approver_tenant_mismatch";
+/// The approver is the requester and separation of duties forbids it.
+pub const POLICY_SEPARATION_OF_DUTIES_REQUESTER: &str = "policy.separation_of_duties.requester";
+/// The approver is the operator and separation of duties forbids it.
+pub const POLICY_SEPARATION_OF_DUTIES_OPERATOR: &str = "policy.separation_of_duties.operator";
+/// The trusted authority does not vouch for the approver under the policy.
+pub const POLICY_APPROVER_UNAUTHORIZED: &str = "policy.approver_unauthorized";
+/// The decision lacks evidence the policy requires.
+pub const POLICY_APPROVAL_EVIDENCE_MISSING: &str = "policy.approval_evidence_missing";
+/// The approved action was already resumed (resume runs exactly once).
+pub const POLICY_APPROVAL_ALREADY_RESUMED: &str = "policy.approval_already_resumed";
+/// No approval with that id.
+pub const POLICY_APPROVAL_NOT_FOUND: &str = "policy.approval_not_found";
+/// The handler did not finish before the deadline.
+pub const SLA_TIMEOUT_EXCEEDED: &str = "sla.timeout_exceeded";
+/// The store failed (temporary, retryable).
+pub const STORAGE_UNAVAILABLE: &str = "storage.unavailable";
+/// The host has no handler for an admitted capability, or the handler failed outside the contract.
+pub const RUNTIME_HANDLER_FAILED: &str = "runtime.handler_failed";
+/// A connector's manifest was refused at host build time.
+pub const MANIFEST_ADMISSION_FAILED: &str = "manifest.admission_failed";
+/// The host is at its concurrency limit (temporary, retryable).
+pub const HOST_OVERLOADED: &str = "host.overloaded";
+/// A chunk was sent after the stream closed (terminal chunk sent, consumer gone).
+pub const STREAM_CLOSED: &str = "stream.closed";
+/// A handler tried to send a terminal chunk; only the host ends a stream.
+pub const STREAM_TERMINAL_RESERVED: &str = "stream.terminal_reserved";
+/// A decision is malformed: a blank reason, constraint or evidence field, a blank decision id, or
+/// an `expired` decision sent by an approver (expiry is decided by the host's clock).
+pub const POLICY_APPROVAL_DECISION_INVALID: &str = "policy.approval_decision_invalid";
+/// The decision names a policy hash other than the record's snapshot (upstream code).
+pub const POLICY_APPROVAL_HASH_MISMATCH: &str = "policy.approval_hash_mismatch";
+/// A revocation names no `target_decision_id` (upstream code).
+pub const POLICY_APPROVAL_REVOCATION_TARGET_REQUIRED: &str =
+    "policy.approval_revocation_target_required";
+/// A revocation's target is not an approving decision of the record (upstream code).
+pub const POLICY_APPROVAL_REVOCATION_TARGET_MISSING: &str =
+    "policy.approval_revocation_target_missing";
+/// An approval constraint names a field the action input does not have (upstream code).
+pub const POLICY_APPROVAL_CONSTRAINT_MISSING_FIELD: &str =
+    "policy.approval_constraint_missing_field";
+/// The action input does not satisfy an approval constraint (upstream code).
+pub const POLICY_APPROVAL_CONSTRAINT_FAILED: &str = "policy.approval_constraint_failed";

@@ -152,8 +152,10 @@ pub struct CredentialHandle {
     pub issuer: String,
     /// Granted scopes.
     pub scopes: Vec<String>,
-    /// Expiry, if known.
-    pub expires_at: Option<Instant>,
+    /// Expiry in milliseconds since the Unix epoch, if known.
+    pub expires_at_ms: Option<u64>,
+    /// The tenant the credential belongs to, if it is tenant-bound.
+    pub tenant_id: Option<String>,
     /// The material itself; redacted in `Debug`.
     pub secret: Secret,
 }

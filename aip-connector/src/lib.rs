@@ -20,8 +20,10 @@ pub mod codes;
 pub mod connector;
 pub mod extract;
 pub mod handler;
+pub mod host;
 pub mod invocation;
 pub mod schema;
+pub mod store;
 
 #[doc(hidden)]
 pub mod __private;

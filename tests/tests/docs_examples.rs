@@ -1,36 +1,541 @@
-//! scratch
-#![allow(missing_docs, dead_code)]
-use aip_connector::prelude::*;
+//! The code of `docs/getting-started.md` and `docs/side-by-side.md`, compiled and run.
+//!
+//! Every region between a `// docs:<file>#<name>` marker and the next `// docs:end` is a
+//! ```` ```rust ```` block of that doc, copied verbatim (after removing the indentation of the
+//! module it sits in). `docs_and_tests_cannot_drift` checks that each doc's Rust blocks are
+//! exactly these regions, in order, so an edit to either side without the other fails here.
+//! Illustrative snippets that are not meant to compile belong in ```` ```text ```` blocks.
 
-#[derive(Deserialize, JsonSchema)]
-struct In { a: String }
-#[derive(Serialize, JsonSchema)]
-struct Out { b: String }
+mod getting_started {
+    // docs:getting-started.md#connector
+    use aip_connector::prelude::*;
 
-struct C;
+    /// Who to greet.
+    #[derive(Deserialize, JsonSchema)]
+    struct Greet {
+        /// The name to put in the greeting.
+        name: String,
+    }
 
-#[connector(id = "c", profiles = ["aip.native.http.v1", "aip.mcp.compat.v1"])]
-impl C {
-    #[capability(risk = low, side_effects = [read], data(sensitivity = public),
-        execution(sync, r#async, expected = any),
-        bindings(mcp(profile = "zzz", tool_name = "x")))]
-    async fn one(&self, i: In) -> Result<Out, ConnectorFailure> { Ok(Out { b: i.a }) }
+    /// The greeting.
+    #[derive(Serialize, JsonSchema)]
+    struct Greeting {
+        text: String,
+    }
 
-    #[capability(risk = low, side_effects = [read], data(sensitivity = public), bindings(mcp, mcp))]
-    async fn two(&self, i: In) -> Result<Out, ConnectorFailure> { Ok(Out { b: i.a }) }
+    struct Hello;
 
-    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
-    async fn three(&self, i: String) -> Result<Out, ConnectorFailure> { Ok(Out { b: i }) }
+    #[connector(id = "hello")]
+    impl Hello {
+        /// Greets someone by name.
+        #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+        async fn greet(&self, input: Greet) -> Result<Greeting, ConnectorFailure> {
+            Ok(Greeting {
+                text: format!("Hello, {}!", input.name),
+            })
+        }
+    }
+    // docs:end
+
+    // docs:getting-started.md#admission
+    #[test]
+    fn hello_passes_strict_admission() {
+        use aip_connector::admission::{AdmissionPolicy, admit_manifest};
+
+        let definition = Hello.definition();
+        let manifest = definition.manifest();
+        println!("{}", serde_json::to_string_pretty(&manifest).unwrap());
+        let admitted = admit_manifest(
+            &manifest,
+            &AdmissionPolicy::strict(),
+            &definition.implementation_support(),
+        );
+        assert!(admitted.is_ok(), "{}", admitted.unwrap_err());
+    }
+    // docs:end
+
+    // docs:getting-started.md#invoke
+    #[tokio::test]
+    async fn greet_answers_and_rejects_bad_input() {
+        use std::sync::Arc;
+
+        use aip_connector::model::Action;
+        use aip_connector::{CallerIdentity, StaticInvocation};
+        use serde_json::json;
+
+        let action = Action::new("cap:hello:greet", json!({ "name": "Ada" }));
+        let caller = CallerIdentity {
+            principal_id: "user:ada".into(),
+            issuer: "test".into(),
+        };
+        let context = Arc::new(StaticInvocation::new(action.clone(), caller));
+
+        let output = Hello
+            .invoke("cap:hello:greet", action.input, context.clone())
+            .await
+            .expect("greet succeeds");
+        assert_eq!(output, json!({ "text": "Hello, Ada!" }));
+
+        let failure = Hello
+            .invoke("cap:hello:greet", json!({ "name": 5 }), context)
+            .await
+            .expect_err("a number is not a name");
+        assert_eq!(failure.code, "action.invalid_input");
+        assert!(!failure.retryable);
+    }
+    // docs:end
+
+    /// The manifest JSON shown in the guide is the one the connector publishes.
+    #[test]
+    fn the_manifest_shown_in_the_guide_is_the_real_one() {
+        let shown = super::json_block_after(
+            include_str!("../../docs/getting-started.md"),
+            "<!-- manifest -->",
+        );
+        let actual = serde_json::to_value(Hello.definition().manifest()).unwrap();
+        assert_eq!(
+            shown, actual,
+            "update the manifest in docs/getting-started.md"
+        );
+    }
 }
 
-#[capability(id = "cap:f:x", risk = low, side_effects = [read], data(sensitivity = public),
-    transaction(modes = [execute, reconcile]), reconcile = does_not_exist, cancel = nope::nope)]
-async fn freecap(i: In, _c: Checkpoint) -> Result<Out, ConnectorFailure> { Ok(Out { b: i.a }) }
+mod side_by_side {
+    // docs:side-by-side.md#attribute
+    use aip_connector::prelude::*;
+
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct CreateBooking {
+        #[schemars(extend("format" = "date-time"))]
+        starts_at: String,
+    }
+
+    #[derive(Serialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    struct Booking {
+        booking_id: String,
+    }
+
+    struct Calendar;
+
+    #[connector(id = "calendar")]
+    impl Calendar {
+        #[capability(
+            id = "cap:calendar:booking:create",
+            risk = medium,
+            stability = stable,
+            side_effects = [write, external_network],
+            data(sensitivity = internal, pii),
+        )]
+        async fn create_booking(
+            &self,
+            input: CreateBooking,
+            key: IdempotencyKey,
+        ) -> Result<Booking, ConnectorFailure> {
+            // Send `key` to the provider (e.g. as its `Idempotency-Key` header), so a retried
+            // call returns the first booking instead of booking twice.
+            let booking_id = format!("booking-{}-{key}", input.starts_at);
+            Ok(Booking { booking_id })
+        }
+    }
+    // docs:end
+
+    // docs:side-by-side.md#hand-written
+    use aip_connector::admission::ImplementationSupportMap;
+    use aip_connector::ids::CapabilityId;
+    use aip_connector::model::{
+        Capability, CapabilityContract, CapabilityImplementationSupport, CapabilityKind,
+        DataContract, DataSensitivity, ExecutionContract, ExpectedCompletionMode,
+        IdempotencyCollisionBehavior, IdempotencyContract, IdempotencyKeyScope,
+        IdempotencyRequirement, RetrySafety, RiskLevel, SideEffect, Stability,
+    };
+    use serde_json::json;
+
+    fn create_booking_capability() -> Capability {
+        Capability {
+            id: CapabilityId::from("cap:calendar:booking:create"),
+            name: "Create booking".to_owned(),
+            kind: CapabilityKind::Tool,
+            input_schema: json!({
+                "type": "object",
+                "required": ["starts_at"],
+                "properties": {
+                    "starts_at": { "type": "string", "format": "date-time" }
+                },
+                "additionalProperties": false
+            }),
+            output_schema: Some(json!({
+                "type": "object",
+                "required": ["booking_id"],
+                "properties": {
+                    "booking_id": { "type": "string" }
+                },
+                "additionalProperties": false
+            })),
+            description: None,
+            risk: Some(RiskLevel::Medium),
+            stability: Some(Stability::Stable),
+            cost: None,
+            auth: None,
+            bindings: Vec::new(),
+            requires_human_approval: None,
+            contract: Some(CapabilityContract {
+                side_effects: vec![SideEffect::Write, SideEffect::ExternalNetwork],
+                idempotency: IdempotencyContract {
+                    requirement: IdempotencyRequirement::Required,
+                    collision_behavior: IdempotencyCollisionBehavior::RevalidateInputHash,
+                    key_scope: IdempotencyKeyScope::Tenant,
+                    ttl_ms: Some(86_400_000),
+                },
+                execution: ExecutionContract {
+                    supports_sync: true,
+                    supports_async: false,
+                    supports_streaming: false,
+                    supports_cancel: false,
+                    supports_retry: true,
+                    expected_completion: ExpectedCompletionMode::Sync,
+                    retry_safety: RetrySafety::SafeWithIdempotencyKey,
+                },
+                data: DataContract {
+                    sensitivity: DataSensitivity::Internal,
+                    contains_pii: true,
+                    redaction_required: true,
+                    residency: None,
+                    retention: None,
+                },
+                credentials: None,
+                approval: None,
+                sla: None,
+                transaction: None,
+                compensation: None,
+            }),
+        }
+    }
+
+    fn create_booking_support() -> ImplementationSupportMap {
+        ImplementationSupportMap::from([(
+            CapabilityId::from("cap:calendar:booking:create"),
+            CapabilityImplementationSupport {
+                invocation: true,
+                cancellation: false,
+                streaming: false,
+                retry: true,
+                transaction: false,
+                reconciliation: false,
+                compensation: false,
+                approval: false,
+                credentials: false,
+            },
+        )])
+    }
+    // docs:end
+
+    use aip_connector::admission::{AdmissionPolicy, admit_manifest};
+    use aip_connector::model::{Manifest, Principal, PrincipalKind};
+    use aip_connector_testkit::fixtures::seed_booking_capability_json;
+
+    const ID: &str = "cap:calendar:booking:create";
+
+    fn generated() -> &'static Capability {
+        &Calendar.definition().capability(ID).unwrap().capability
+    }
+
+    #[test]
+    fn both_versions_publish_the_seed_contract() {
+        let generated = generated().contract.as_ref().unwrap();
+        let hand_written = create_booking_capability().contract.unwrap();
+        assert_eq!(*generated, hand_written);
+        assert_eq!(
+            serde_json::to_value(generated).unwrap(),
+            seed_booking_capability_json()["contract"]
+        );
+    }
+
+    #[test]
+    fn the_hand_written_literal_is_the_seed_capability() {
+        assert_eq!(
+            serde_json::to_value(create_booking_capability()).unwrap(),
+            seed_booking_capability_json()
+        );
+    }
+
+    /// Everything else matches too; the derived schemas only add schemars' `$schema` and
+    /// `title` annotations.
+    #[test]
+    fn the_attribute_publishes_the_seed_capability_up_to_schema_annotations() {
+        let mut generated = serde_json::to_value(generated()).unwrap();
+        for schema in ["input_schema", "output_schema"] {
+            let object = generated[schema].as_object_mut().unwrap();
+            assert!(object.remove("$schema").is_some());
+            assert!(object.remove("title").is_some());
+        }
+        assert_eq!(generated, seed_booking_capability_json());
+    }
+
+    #[test]
+    fn the_derived_support_record_equals_the_hand_written_one() {
+        assert_eq!(
+            Calendar.definition().implementation_support(),
+            create_booking_support()
+        );
+    }
+
+    #[test]
+    fn both_versions_pass_strict_admission() {
+        let definition = Calendar.definition();
+        let generated = admit_manifest(
+            &definition.manifest(),
+            &AdmissionPolicy::strict(),
+            &definition.implementation_support(),
+        );
+        assert!(generated.is_ok(), "{}", generated.unwrap_err());
+
+        let mut manifest = Manifest::new(
+            Principal::new("agent:calendar", PrincipalKind::Service),
+            ["aip.native.http.v1".into()],
+        );
+        manifest.capabilities = vec![create_booking_capability()];
+        let hand_written = admit_manifest(
+            &manifest,
+            &AdmissionPolicy::strict(),
+            &create_booking_support(),
+        );
+        assert!(hand_written.is_ok(), "{}", hand_written.unwrap_err());
+    }
+
+    /// The line counts stated in docs/side-by-side.md.
+    #[test]
+    fn the_stated_line_counts_are_true() {
+        let doc = include_str!("../../docs/side-by-side.md");
+        let source = include_str!("docs_examples.rs");
+        let attribute = super::region(source, "side-by-side.md#attribute");
+        let hand_written = super::region(source, "side-by-side.md#hand-written");
+        let attribute_only = attribute
+            .lines()
+            .skip_while(|line| !line.trim_start().starts_with("#[capability("))
+            .take_while(|line| !line.trim_start().starts_with("async fn"))
+            .count();
+        for (what, count) in [
+            ("the attribute", attribute_only),
+            ("the attribute version", non_blank(&attribute)),
+            ("the hand-written version", non_blank(&hand_written)),
+        ] {
+            let stated = format!("{what}: **{count} lines**");
+            assert!(
+                doc.contains(&stated),
+                "docs/side-by-side.md must say `{stated}`"
+            );
+        }
+        assert!(
+            attribute_only <= 15,
+            "the attribute must stay within 15 lines"
+        );
+    }
+
+    fn non_blank(code: &str) -> usize {
+        code.lines().filter(|line| !line.trim().is_empty()).count()
+    }
+}
+
+/// The text between `// docs:<name>` and the next `// docs:end` in `source`, with the common
+/// indentation removed.
+fn region(source: &str, name: &str) -> String {
+    let begin = format!("// docs:{name}");
+    let lines: Vec<&str> = source
+        .lines()
+        .skip_while(|line| line.trim() != begin)
+        .skip(1)
+        .take_while(|line| line.trim() != "// docs:end")
+        .collect();
+    assert!(!lines.is_empty(), "no region `{name}` in docs_examples.rs");
+    dedent(&lines)
+}
+
+/// `lines` joined with newlines, minus the indentation they all share.
+fn dedent(lines: &[&str]) -> String {
+    let indent = lines
+        .iter()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| line.len() - line.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    lines
+        .iter()
+        .map(|line| line.get(indent..).unwrap_or("").trim_end())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The names of the regions of `doc` (e.g. `side-by-side.md`) in `source`, in source order.
+fn region_names<'a>(source: &'a str, doc: &str) -> Vec<&'a str> {
+    let prefix = format!("// docs:{doc}#");
+    source
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix(prefix.as_str()))
+        .collect()
+}
+
+/// The bodies of the ```` ```rust ```` blocks of a markdown document, in order.
+fn rust_blocks(markdown: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<Vec<&str>> = None;
+    for line in markdown.lines() {
+        match current.as_mut() {
+            None if line.trim_end() == "```rust" => current = Some(Vec::new()),
+            None => {}
+            Some(block) if line.trim_end() == "```" => {
+                blocks.push(block.join("\n"));
+                current = None;
+            }
+            Some(block) => block.push(line.trim_end()),
+        }
+    }
+    blocks
+}
+
+/// The first ```` ```json ```` block after `marker` in `markdown`, parsed.
+fn json_block_after(markdown: &str, marker: &str) -> serde_json::Value {
+    let after = markdown
+        .split_once(marker)
+        .map(|(_, rest)| rest)
+        .unwrap_or_else(|| panic!("no `{marker}` in the doc"));
+    let body = after
+        .split_once("```json\n")
+        .and_then(|(_, rest)| rest.split_once("\n```"))
+        .map(|(body, _)| body)
+        .unwrap_or_else(|| panic!("no ```json block after `{marker}`"));
+    serde_json::from_str(body).expect("the JSON block parses")
+}
 
 #[test]
-fn scratch() {
-    let d = <freecap as aip_connector::FreeCapability>::definition();
-    println!("free support {:?}", d.facts.support);
-    let def = C.definition();
-    println!("{}", serde_json::to_string_pretty(&def.manifest()).unwrap());
+fn docs_and_tests_cannot_drift() {
+    let source = include_str!("docs_examples.rs");
+    let docs = [
+        (
+            "getting-started.md",
+            include_str!("../../docs/getting-started.md"),
+        ),
+        (
+            "side-by-side.md",
+            include_str!("../../docs/side-by-side.md"),
+        ),
+    ];
+    for (doc, markdown) in docs {
+        let expected: Vec<String> = region_names(source, doc)
+            .into_iter()
+            .map(|name| region(source, &format!("{doc}#{name}")))
+            .collect();
+        let actual = rust_blocks(markdown);
+        assert!(!expected.is_empty(), "no regions for docs/{doc}");
+        assert_eq!(
+            actual.len(),
+            expected.len(),
+            "docs/{doc} has {} ```rust blocks but docs_examples.rs tests {}; untested snippets go in ```text blocks",
+            actual.len(),
+            expected.len()
+        );
+        for (position, (shown, tested)) in actual.iter().zip(&expected).enumerate() {
+            assert_eq!(
+                shown,
+                tested,
+                "```rust block {} of docs/{doc} differs from its copy in tests/tests/docs_examples.rs",
+                position + 1
+            );
+        }
+    }
+}
+
+mod scratch_reference {
+    #![allow(dead_code)]
+    use aip_connector::CancelRequest;
+    use aip_connector::prelude::*;
+
+    #[derive(Deserialize, JsonSchema)]
+    struct In {
+        a: String,
+    }
+    #[derive(Serialize, JsonSchema)]
+    struct Out {
+        b: String,
+    }
+
+    struct P;
+
+    #[connector(id = "payments", name = "Payments", agent = "agent:calendar-prod",
+        profiles = ["aip.native.http.v1", "aip.mcp.compat.v1", "aip.x.v1", "aip.a2a.compat.v1", "aip.native.nats.v1", "aip.http.webhook.v1", "aip.sse.stream.v1"],
+        compatibility = r#"{"native_http": {"messages": "/aip/messages"}}"#)]
+    impl P {
+        /// Pays.
+        #[capability(
+            id = "cap:payments:pay", name = "Pay", kind = workflow, risk = high, stability = stable,
+            side_effects = [financial, external_network],
+            idempotency(required, collision = reject_conflict, scope = external_account, ttl_ms = 3_600_000),
+            data(sensitivity = confidential, pii, residency(allowed = ["eu"]), retention(delete_after_ms = 2_592_000_000)),
+            credentials(issuers = ["https://accounts.example.com"], scopes = ["calendar.write"]),
+            approval(
+                rule = all(
+                    quorum(2, role("finance"), role("treasury"), principal("user:cfo")),
+                    delegated_authority("payments", max_risk = high, max_value = 10_000),
+                    reuse = false,
+                ),
+                evidence = [reason],
+            ),
+            sla(latency_ms = 300, timeout_ms = 10_000, availability = "99.9%"),
+            transaction(modes = [execute, dry_run, plan, commit, compensate, reconcile], fidelity = downstream_validation),
+            compensation(supported, capability = "cap:payments:refund", window_ms = 86_400_000),
+            bindings(native_http(operation_id = "createBooking"), mcp(tool_name = "create_booking"), a2a(name = "create-booking"), profile(profile = "aip.x.v1", name = "book", version = 2)),
+            tags = ["calendar", "booking"],
+            examples = [r#"{"a": "2026-12-01T09:00:00Z"}"#],
+            cost = r#"{"unit": "call", "usd": 0.002}"#,
+            auth = r#"{"scopes": ["calendar.write"]}"#,
+            reconcile = Self::find_booking, validate = Self::check_booking, cancel = Self::abort_booking,
+        )]
+        async fn pay(
+            &self,
+            i: In,
+            _k: IdempotencyKey,
+            _c: Checkpoint,
+            _cr: Credential,
+            _ap: Approval,
+        ) -> Result<Out, ConnectorFailure> {
+            Ok(Out { b: i.a })
+        }
+        async fn find_booking(
+            &self,
+            _r: Reconciliation,
+        ) -> Result<ReconcileOutcome, ConnectorFailure> {
+            Ok(ReconcileOutcome::Pending { cursor: None })
+        }
+        async fn check_booking(&self, i: In) -> Result<Out, ConnectorFailure> {
+            Ok(Out { b: i.a })
+        }
+        async fn abort_booking(&self, _r: CancelRequest) -> Result<(), ConnectorFailure> {
+            Ok(())
+        }
+
+        #[capability(id = "cap:payments:refund", risk = medium, side_effects = [financial, write],
+            approval(reason = "moves money", selector = role("finance"), evidence = [reason, input_snapshot], separation(requester_must_differ)),
+            waive(code = "contract.lint.mutating_without_idempotency", reason = "the provider deduplicates appends by content hash"))]
+        async fn refund(&self, i: In, _a: Approval) -> Result<Out, ConnectorFailure> {
+            Ok(Out { b: i.a })
+        }
+
+        #[capability(risk = low, side_effects = [read], execution(async, sync = false, expected = r#async), bindings(native_nats, webhook, sse))]
+        async fn look(&self) -> Result<Out, ConnectorFailure> {
+            Ok(Out { b: String::new() })
+        }
+    }
+
+    #[test]
+    fn scratch_reference() {
+        let d = P.definition();
+        let r = aip_connector::admission::admit_manifest(
+            &d.manifest(),
+            &aip_connector::admission::AdmissionPolicy::strict(),
+            &d.implementation_support(),
+        );
+        println!("{:?}", r.err().map(|e| e.to_string()));
+        println!("{}", serde_json::to_string_pretty(&d.manifest()).unwrap());
+    }
 }

@@ -1,0 +1,441 @@
+#!/usr/bin/env python3
+"""Measures the build cost of `#[capability]` / `#[connector]`.
+
+Generates two fixture crates under target/build-cost/ (ignored by git) that share one target
+dir, so dependencies are compiled once:
+
+- with_attributes: 100 input/output type pairs and 100 `#[capability]` handlers in one
+  `#[connector]` impl, with contracts varied the way real connectors vary them;
+- without_attributes: the same types (same derives) and the same handlers with the same bodies
+  in a plain impl block.
+
+After one warm-up build it alternates, in one run, "touch lib.rs, `cargo build -p <fixture>`"
+between the two crates and prints the median wall time of each, the ratio, and the same for
+`cargo check`. Incremental compilation is off (CARGO_INCREMENTAL=0) so every timed build
+compiles the whole fixture crate rather than replaying cached queries.
+
+Run from the repository root:
+
+    python3 aip-connector-macros/scripts/build_cost.py --runs 5
+"""
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+WITH = "with_attributes"
+WITHOUT = "without_attributes"
+
+# Twenty nouns times the verbs below give 100 distinct handler names.
+ENTITIES = [
+    "account", "invoice", "ticket", "booking", "contact", "order", "payment", "document",
+    "user", "project", "message", "repository", "shipment", "subscription", "device",
+    "report", "calendar", "lead", "asset", "policy",
+]
+
+# The ten contract shapes, cycled: (verb, attribute, extractor parameters). Each one is a
+# consistent contract under the macro's defaults (aip-connector-macros/src/resolve.rs) and lints.
+KINDS = [
+    ("get",
+     "risk = low, side_effects = [read], data(sensitivity = public)",
+     []),
+    ("search",
+     "risk = low, side_effects = [read], data(sensitivity = internal), tags = [\"search\"]",
+     [("cancel", "Cancellation")]),
+    ("update",
+     "risk = medium, side_effects = [write], idempotency(required), data(sensitivity = internal)",
+     [("key", "IdempotencyKey")]),
+    ("stream",
+     "risk = low, side_effects = [read], data(sensitivity = public), tags = [\"streaming\"]",
+     [("sink", "StreamSink<{out}>"), ("cancel", "Cancellation")]),
+    ("sync",
+     "risk = medium, side_effects = [write, external_network], "
+     "idempotency(required, scope = tenant), data(sensitivity = internal, pii), "
+     "transaction(modes = [execute, dry_run])",
+     [("key", "IdempotencyKey"), ("checkpoint", "Checkpoint")]),
+    ("charge",
+     "risk = high, side_effects = [write, financial], idempotency(required), "
+     "data(sensitivity = confidential), approval(required, evidence = [reason, input_snapshot])",
+     [("key", "IdempotencyKey"), ("approval", "Approval")]),
+    ("fetch",
+     "risk = low, side_effects = [read], data(sensitivity = internal), "
+     "credentials(required, scopes = [\"{entity}.read\"])",
+     [("credential", "Credential"), ("deadline", "Deadline")]),
+    ("delete",
+     "risk = medium, side_effects = [delete], idempotency(required), "
+     "data(sensitivity = internal), approval(required, evidence = [reason])",
+     [("key", "IdempotencyKey"), ("approval", "Approval"), ("tenant", "Tenant")]),
+    ("book",
+     "risk = medium, side_effects = [write, external_network], idempotency(required), "
+     "data(sensitivity = internal, pii), "
+     "transaction(modes = [execute, dry_run, plan, commit, reconcile], "
+     "fidelity = downstream_validation), "
+     "reconcile = Self::reconcile_{name}, validate = Self::preview_{name}, "
+     "examples = [r#\"{example}\"#]",
+     [("key", "IdempotencyKey"), ("checkpoint", "Checkpoint")]),
+    ("notify",
+     "risk = medium, side_effects = [send_message], idempotency(required), "
+     "data(sensitivity = internal, pii), approval(required, evidence = [reason]), "
+     "credentials(required, scopes = [\"{entity}.send\"])",
+     [("key", "IdempotencyKey"), ("approval", "Approval"), ("credential", "Credential"),
+      ("caller", "Caller")]),
+]
+
+# Input field shapes, cycled so the types vary: (name, Rust type, expression turning the field
+# into the handler's u64 total, into its Option<String> note, into its Vec<String> entries).
+NUMBERS = [("limit", "u32", "u64::from(input.limit)"),
+           ("amount_cents", "u64", "input.amount_cents"),
+           ("offset", "i64", "input.offset.unsigned_abs()"),
+           ("weight", "f64", "input.weight.max(0.0) as u64")]
+OPTIONALS = [("note", "Option<String>", "input.note.clone()"),
+             ("page", "Option<u32>", "input.page.map(|page| page.to_string())")]
+LISTS = [("tags", "Vec<String>", "input.tags.clone()"),
+         ("ids", "Vec<u64>", "input.ids.iter().map(u64::to_string).collect()")]
+
+
+@dataclass
+class Handler:
+    """One generated capability: its name, contract shape and field shapes."""
+
+    index: int
+    verb: str
+    entity: str
+    attribute: str
+    extractors: list
+    number: tuple
+    optional: tuple
+    listing: tuple
+
+    @property
+    def name(self):
+        return f"{self.verb}_{self.entity}"
+
+    @property
+    def camel(self):
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+    @property
+    def input(self):
+        return f"{self.camel}Input"
+
+    @property
+    def output(self):
+        return f"{self.camel}Output"
+
+
+def handlers(count):
+    """The `count` handlers, contract shapes and field shapes cycled."""
+    out = []
+    for index in range(count):
+        verb, attribute, extractors = KINDS[index % len(KINDS)]
+        entity = ENTITIES[(index // 5) % len(ENTITIES)]
+        if index >= 5 * len(ENTITIES):
+            entity = f"{entity}{index // (5 * len(ENTITIES))}"
+        h = Handler(index, verb, entity, attribute, extractors,
+                    NUMBERS[index % len(NUMBERS)], OPTIONALS[(index // 2) % len(OPTIONALS)],
+                    LISTS[(index // 3) % len(LISTS)])
+        example = f'{{"{entity}_ref": "{entity}-1", "{h.number[0]}": 1, "dry": false, ' \
+                  f'"{h.optional[0]}": null, "{h.listing[0]}": []}}'
+        h.attribute = attribute.format(entity=entity, name=h.name, example=example)
+        h.extractors = [(p, t.format(out=h.output)) for p, t in extractors]
+        out.append(h)
+    names = [h.name for h in out]
+    assert len(set(names)) == len(names), "handler names must be distinct"
+    return out
+
+
+def render_types(h):
+    """The input and output types of one handler, with the derives both crates share."""
+    return f"""/// Input of `{h.name}`.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct {h.input} {{
+    /// The {h.entity} this call is about.
+    pub {h.entity}_ref: String,
+    /// A number the provider needs.
+    pub {h.number[0]}: {h.number[1]},
+    /// Only report what would happen.
+    pub dry: bool,
+    /// Optional extra detail.
+    pub {h.optional[0]}: {h.optional[1]},
+    /// Items the call works on.
+    pub {h.listing[0]}: {h.listing[1]},
+}}
+
+/// Output of `{h.name}`.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct {h.output} {{
+    /// Provider id of the {h.entity}.
+    pub {h.entity}_id: String,
+    /// Items counted or amount processed.
+    pub total: u64,
+    /// Whether the provider accepted the call.
+    pub accepted: bool,
+    /// Optional provider remark.
+    pub remark: Option<String>,
+    /// Provider entries.
+    pub entries: Vec<String>,
+}}
+"""
+
+
+def extractor_uses(h):
+    """Statements using each extractor, so every parameter does real work in the body."""
+    lines = []
+    for param, ty in h.extractors:
+        if ty == "IdempotencyKey":
+            lines.append(f"total += {param}.as_str().len() as u64;")
+        elif ty == "Cancellation":
+            lines.append(f"let accepted = accepted && !{param}.is_cancelled();")
+        elif ty == "Checkpoint":
+            lines.append(
+                f"{param}.record(ProviderOperationRef {{ provider: \"{h.entity}-api\".into(), "
+                f"operation_id: format!(\"op-{{id}}\"), request_id: None }}, None).await?;")
+        elif ty == "Approval":
+            lines.append(f"total += {param}.approvals().approval_ids.len() as u64;")
+        elif ty == "Credential":
+            lines.append(f"total += {param}.scopes().len() as u64;")
+        elif ty == "Deadline":
+            lines.append(f"let remark = remark.or_else(|| "
+                         f"Some(format!(\"{{}}ms left\", {param}.remaining().as_millis())));")
+        elif ty == "Tenant":
+            lines.append(f"let id = format!(\"{{}}/{{id}}\", {param}.id());")
+        elif ty == "Caller":
+            lines.append(f"let remark = remark.or_else(|| Some({param}.issuer().to_owned()));")
+        elif ty.startswith("StreamSink"):
+            lines.append(f"for (n, entry) in entries.iter().enumerate() {{")
+            lines.append(f"    {param}.send({h.output} {{ {h.entity}_id: format!(\"{{id}}-{{n}}\"), "
+                         f"total: n as u64, accepted, remark: None, entries: vec![entry.clone()] }}).await?;")
+            lines.append("}")
+        else:
+            raise ValueError(f"no use written for extractor {ty}")
+    return lines
+
+
+def render_handler(h, with_attributes):
+    """One handler (plus its companions), identical in both crates but for the attribute."""
+    params = ", ".join(["&self", f"input: {h.input}"] + [f"{p}: {t}" for p, t in h.extractors])
+    body = [
+        f"let id = format!(\"{h.entity}-{{}}\", input.{h.entity}_ref);",
+        f"let mut total = {h.number[2]};",
+        "let accepted = !input.dry;",
+        f"let remark: Option<String> = {h.optional[2]};",
+        f"let entries: Vec<String> = {h.listing[2]};",
+        "total += entries.len() as u64;",
+        *extractor_uses(h),
+        f"Ok({h.output} {{ {h.entity}_id: id, total, accepted, remark, entries }})",
+    ]
+    attribute = f"    #[capability({h.attribute})]\n" if with_attributes else ""
+    text = (f"    /// {h.verb.capitalize()} the {h.entity} at the provider.\n{attribute}"
+            f"    pub async fn {h.name}({params}) -> Result<{h.output}, ConnectorFailure> {{\n"
+            + "".join(f"        {line}\n" for line in body) + "    }\n")
+    if "reconcile = " in h.attribute:
+        text += f"""
+    /// Finds out whether an interrupted `{h.name}` committed.
+    pub async fn reconcile_{h.name}(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {{
+        Ok(ReconcileOutcome::Committed {{
+            evidence: Some(serde_json::json!({{ "operation": request.provider_operation.operation_id }})),
+        }})
+    }}
+
+    /// Previews `{h.name}` without side effects.
+    pub async fn preview_{h.name}(&self, input: {h.input}) -> Result<{h.output}, ConnectorFailure> {{
+        Ok({h.output} {{ {h.entity}_id: input.{h.entity}_ref, total: 0, accepted: false, remark: None, entries: Vec::new() }})
+    }}
+"""
+    return text
+
+
+def render_lib(specs, with_attributes):
+    """The whole lib.rs of one fixture crate."""
+    out = [
+        "//! GENERATED by aip-connector-macros/scripts/build_cost.py: a build-cost fixture.",
+        "#![allow(clippy::all)]",
+        "",
+        "use aip_connector::model::ProviderOperationRef;",
+        "use aip_connector::prelude::*;",
+        "",
+    ]
+    out += [render_types(h) for h in specs]
+    out += ["/// The fixture connector.", "pub struct Fixture;", ""]
+    if with_attributes:
+        out.append('#[connector(id = "fixture")]')
+    out.append("impl Fixture {")
+    out.append("\n".join(render_handler(h, with_attributes) for h in specs))
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def workspace_versions():
+    """Dependency requirements of the repository's workspace, so the fixtures use the same."""
+    manifest = tomllib.loads((REPO / "Cargo.toml").read_text())
+    deps = manifest["workspace"]["dependencies"]
+
+    def requirement(name):
+        dep = deps[name]
+        return dep if isinstance(dep, str) else dep["version"]
+
+    return {name: requirement(name) for name in ("serde", "serde_json", "schemars")}
+
+
+def write_fixtures(root, count):
+    """Writes the fixture workspace; returns the path of each crate's lib.rs."""
+    versions = workspace_versions()
+    root.mkdir(parents=True, exist_ok=True)
+    # A workspace of its own: the repository's workspace must not adopt (or reject) the fixtures.
+    write_if_changed(root / "Cargo.toml", f"""[workspace]
+resolver = "3"
+members = ["{WITH}", "{WITHOUT}"]
+""")
+    lock = root / "Cargo.lock"
+    if not lock.exists():
+        # The repository's lockfile pins the same dependency versions the workspace builds with.
+        lock.write_text((REPO / "Cargo.lock").read_text())
+    specs = handlers(count)
+    libs = {}
+    for crate, with_attributes in ((WITH, True), (WITHOUT, False)):
+        crate_dir = root / crate
+        (crate_dir / "src").mkdir(parents=True, exist_ok=True)
+        write_if_changed(crate_dir / "Cargo.toml", f"""[package]
+name = "{crate}"
+version = "0.0.0"
+edition = "2024"
+publish = false
+
+[dependencies]
+aip-connector = {{ path = "{REPO / 'aip-connector'}" }}
+serde = {{ version = "{versions['serde']}", features = ["derive"] }}
+serde_json = {{ version = "{versions['serde_json']}", features = ["preserve_order"] }}
+schemars = "{versions['schemars']}"
+""")
+        libs[crate] = crate_dir / "src" / "lib.rs"
+        write_if_changed(libs[crate], render_lib(specs, with_attributes))
+    return libs
+
+
+def write_if_changed(path, text):
+    """Leaves an unchanged file alone so cargo does not rebuild for nothing."""
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+def cargo(args, root, env, crates):
+    """Runs cargo in the fixture workspace. Returns wall seconds and whether anything besides
+    `crates` was recompiled (the repository's crates can change under a running measurement).
+    Stops on a failure or on a warning in a fixture: both must compile cleanly."""
+    start = time.perf_counter()
+    result = subprocess.run(["cargo", *args, "--message-format=json"], cwd=root, env=env,
+                            capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if result.returncode != 0:
+        sys.exit(f"`cargo {' '.join(args)}` failed:\n{result.stderr}\n{rendered(result.stdout)}")
+    others_rebuilt = False
+    for line in result.stdout.splitlines():
+        message = json.loads(line)
+        crate = message.get("target", {}).get("name")
+        if message.get("reason") == "compiler-artifact" and not message["fresh"]:
+            others_rebuilt |= crate not in crates
+        if (message.get("reason") == "compiler-message" and crate in (WITH, WITHOUT)
+                and message["message"]["level"] == "warning"):
+            sys.exit(f"`cargo {' '.join(args)}` warned; the fixtures must compile cleanly:\n"
+                     f"{rendered(result.stdout)}")
+    return elapsed, others_rebuilt
+
+
+def rendered(stdout):
+    """The human-readable diagnostics inside cargo's JSON messages."""
+    messages = (json.loads(line) for line in stdout.splitlines())
+    return "".join(m["message"]["rendered"] for m in messages
+                   if m.get("reason") == "compiler-message" and m["message"].get("rendered"))
+
+
+def timed(args, root, env, crate):
+    """Wall seconds of a cargo run that compiled `crate` and nothing else: a run during which
+    a dependency was recompiled is repeated."""
+    for _ in range(5):
+        elapsed, others_rebuilt = cargo(args, root, env, {crate})
+        if not others_rebuilt:
+            return elapsed
+        print("  a dependency changed during the run; repeating it", file=sys.stderr)
+    sys.exit("dependencies keep changing; rerun when the workspace is quiet")
+
+
+def measure(command, libs, root, env, runs):
+    """Alternates touch + `cargo <command> -p <crate>` between the fixtures, `runs` times each;
+    the order flips every run so drift in machine load hits both crates alike."""
+    samples = {WITH: [], WITHOUT: []}
+    noop = []
+    for run in range(runs):
+        order = (WITH, WITHOUT) if run % 2 == 0 else (WITHOUT, WITH)
+        for crate in order:
+            os.utime(libs[crate])
+            samples[crate].append(timed([command, "-p", crate], root, env, crate))
+        # Cargo's own fixed cost (fingerprints, no compilation), to read the medians against.
+        noop.append(timed([command, "-p", WITH], root, env, WITH))
+        print(f"  {command} run {run + 1}/{runs}: with {samples[WITH][-1]:.2f}s, "
+              f"without {samples[WITHOUT][-1]:.2f}s", file=sys.stderr)
+    return samples, statistics.median(noop)
+
+
+def rustc_version():
+    return subprocess.run(["rustc", "-V"], capture_output=True, text=True).stdout.strip()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5, help="timed builds per crate (default 5)")
+    parser.add_argument("--capabilities", type=int, default=100,
+                        help="capabilities in the fixture (default 100)")
+    parser.add_argument("--out", type=pathlib.Path, default=REPO / "target" / "build-cost",
+                        help="fixture workspace (default target/build-cost)")
+    parser.add_argument("--no-check", action="store_true", help="skip the `cargo check` figures")
+    parser.add_argument("--incremental", action="store_true",
+                        help="keep incremental compilation on (measures touch-and-rebuild)")
+    args = parser.parse_args()
+    if args.runs < 1 or args.capabilities < 1:
+        parser.error("--runs and --capabilities must be at least 1")
+
+    root = args.out.resolve()
+    libs = write_fixtures(root, args.capabilities)
+    env = dict(os.environ, CARGO_TARGET_DIR=str(root / "target"),
+               CARGO_INCREMENTAL="1" if args.incremental else "0", CARGO_TERM_COLOR="never")
+    commands = ["build"] + ([] if args.no_check else ["check"])
+
+    print(f"fixtures in {root}; warming up (dependencies compile once)", file=sys.stderr)
+    for command in commands:
+        cargo([command, "-p", WITH, "-p", WITHOUT], root, env, {WITH, WITHOUT})
+
+    load_before = os.getloadavg()[0]
+    rows = []
+    for command in commands:
+        samples, noop = measure(command, libs, root, env, args.runs)
+        with_median = statistics.median(samples[WITH])
+        without_median = statistics.median(samples[WITHOUT])
+        rows.append((command, with_median, without_median, noop, samples))
+    load_after = os.getloadavg()[0]
+
+    print(f"\n{args.capabilities} capabilities, {args.runs} alternating runs, "
+          f"CARGO_INCREMENTAL={env['CARGO_INCREMENTAL']}, {os.cpu_count()} cores, "
+          f"{rustc_version()}, {datetime.date.today().isoformat()}, "
+          f"load average {load_before:.1f} → {load_after:.1f}\n")
+    print("| `cargo` | with attributes (median) | without (median) | ratio | no-op cargo |")
+    print("|---|---|---|---|---|")
+    for command, with_median, without_median, noop, _ in rows:
+        print(f"| `{command} -p` | {with_median:.2f} s | {without_median:.2f} s | "
+              f"{with_median / without_median:.2f}× | {noop:.2f} s |")
+    print()
+    for command, _, _, _, samples in rows:
+        for crate in (WITH, WITHOUT):
+            print(f"{command} {crate}: " + ", ".join(f"{s:.2f}" for s in samples[crate]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1212 @@
+//! Human approval of gated actions: the durable request, the decisions recorded on it, who may
+//! decide, and the status the decisions add up to.
+//!
+//! # Trust
+//!
+//! Who may decide is never read from a payload. The approver is the transport-authenticated
+//! [`TrustedContext`]; what it is a member of comes from the deployment's [`ApprovalAuthority`]
+//! (default [`DenyAllApprovalAuthority`]: nobody may decide). Roles, groups or authority paths
+//! written inside a decision are ignored and overwritten.
+//!
+//! # Checks on one decision, in order
+//!
+//! Every refusal is a `policy` error, not retryable, with source
+//! `{"component":"aip-connector.approval"}` and `details.approval_id`:
+//!
+//! 1. the decision names another approval id → `policy.approval_mismatch`;
+//! 2. its approver is not the authenticated principal → `policy.approver_identity_mismatch`;
+//! 3. it is malformed (blank reason, constraint or evidence field, blank `decision_id`, or an
+//!    `expired` decision: expiry is the host clock's to decide) → `policy.approval_decision_invalid`;
+//! 4. its `decision_id` was recorded before: by the same approver with the same outcome it is a
+//!    replay and the record is returned unchanged; otherwise → `policy.approval_mismatch`;
+//! 5. the request is closed → `policy.approval_not_pending`. `approved` and `denied` need a
+//!    `pending` request; `revoked` also accepts an `approved` request that was not resumed yet.
+//!    A pending request whose TTL passed (`now >= expires_at_ms`) → `policy.approval_expired`,
+//!    and [`record_decision`] stores it as `expired`;
+//! 6. a `policy_hash` other than the record's → `policy.approval_hash_mismatch`;
+//! 7. the approver's tenant (the authority's `tenant_id`, else the context's verified tenant)
+//!    differs from the record's, or is unknown while the record has one →
+//!    `policy.approver_tenant_mismatch`;
+//! 8. separation of duties, for `approved` decisions only (denying or revoking never grants
+//!    anything): the requester may approve their own request only when `allow_self_approval` is
+//!    set **and** `requester_must_differ` is not — the stricter flag wins →
+//!    `policy.separation_of_duties.requester`; with `operator_must_differ`, the operator
+//!    (`action.identity.service_account`, which the host writes from the trusted context) may not
+//!    approve → `policy.separation_of_duties.operator`;
+//! 9. authority, for every kind of decision (an outsider may not deny either): the approver must
+//!    satisfy at least one leaf of the policy's `rule` (or of `approver_selector`, read as one
+//!    leaf) → else `policy.approver_unauthorized`;
+//! 10. evidence, for `approved` decisions only: `reason` needs a non-blank `reason`; every other
+//!     requirement needs an artifact whose `kind` is its wire name (`input_snapshot`,
+//!     `policy_decision`, `external_ticket`, `attachment`) → `policy.approval_evidence_missing`;
+//! 11. a `revoked` decision must name, in `target_decision_id`, an `approved` decision of the
+//!     record → `policy.approval_revocation_target_required` / `_missing`;
+//! 12. the constraints of an `approved` decision must hold on the stored input
+//!     ([`check_constraints`]) → `policy.approval_constraint_missing_field` / `_failed`. When the
+//!     input was redacted from the record they cannot be checked here; the resume of the
+//!     re-submitted action must check them.
+//!
+//! An accepted decision is stored with the trusted approver principal, `decided_at` from the host
+//! clock, the record's `policy_hash`, an `authority_path` listing every leaf the approver
+//! satisfies (e.g. `["role:finance"]`), and a fresh `decision_id` (`dec_…`) when it had none.
+//! A second vote by the same approver is recorded but counts once.
+//!
+//! # Leaves
+//!
+//! Every leaf needs the authority to vouch for the approver (memberships other than the
+//! default, empty ones). Then: `principal` — the approver is that principal; `role`, `group`,
+//! `tenant_policy{policy_id}`, `external_system` — the membership lists it; the
+//! `tenant_policy` selector (no fields) — the authority names the record's tenant as the
+//! approver's (any vouched approver when the record has no tenant); `delegated_authority` — the
+//! approver holds a [`DelegatedScope`] of that scope whose `max_risk` and `max_value` (absent:
+//! unbounded) cover the leaf's. Both sides are trusted values: the record carries no capability
+//! risk and input values are payload, so neither is compared here.
+//!
+//! # Status
+//!
+//! [`evaluate_status`]: any `revoked` decision → revoked; else TTL passed (or an `expired`
+//! decision) → expired; else any `denied` → denied; else approved when the distinct approving
+//! principals reach `minimum_distinct_principals` (at least one) **and** the rule is satisfied;
+//! else pending. A leaf is satisfied by an approving principal whose decisions' authority paths
+//! contain it; `any` needs one child; `all` needs every child and, without
+//! `allow_decision_reuse`, a different principal for each; `quorum` needs `required` children,
+//! by different principals when `distinct_principals`. Malformed rules (empty `all`/`any`,
+//! `quorum` with `required` 0 or above its children), which admission refuses, never approve.
+//! Matching considers the first 64 approving principals and a bounded amount of search; past
+//! either bound it fails closed (stays pending).
+
+use std::cell::Cell;
+use std::cmp::Ordering;
+use std::collections::{BTreeSet, HashMap};
+
+use aip_connector_core::ids::{ApprovalId, PrincipalId};
+use aip_connector_core::model::{
+    Action, ApprovalDecision, ApprovalDecisionKind, ApprovalPolicy, ApprovalRule, ApproverSelector,
+    Capability, ConnectorFailure, ErrorCategory, EvidenceRequirement, ProtocolError, RiskLevel,
+    SeparationOfDuties,
+};
+use aip_connector_core::validation::validate_approval_decision;
+use serde_json::{Number, Value, json};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::canonical::{canonical_json, sha256_hex};
+use super::context::TrustedContext;
+use crate::codes;
+use crate::invocation::BoxFuture;
+use crate::store::{ApprovalRecord, ApprovalStatus, ApprovalStore, Millis, StoreError};
+
+/// The `source` component of every error raised here.
+const APPROVAL_COMPONENT: &str = "aip-connector.approval";
+
+/// Compare-and-set attempts of one decision. Every lost race means another writer succeeded,
+/// so this bounds the concurrent writers one decision outlasts.
+const MAX_UPDATE_ATTEMPTS: usize = 32;
+
+/// Approving principals the rule matcher considers (one bit each in a `u64`).
+const MAX_MATCHED_PRINCIPALS: usize = 64;
+
+/// Steps the rule matcher may take before it gives up (and the request stays pending).
+const MATCH_BUDGET: u32 = 100_000;
+
+/// Memberships a trusted resolver vouches for; leaf predicates are evaluated only against
+/// these, never payload values. The default (all empty) vouches for nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApproverMemberships {
+    /// The approver's tenant, as the authority knows it (takes precedence over the transport's).
+    pub tenant_id: Option<String>,
+    /// Roles held (`role` leaves).
+    pub roles: BTreeSet<String>,
+    /// Groups belonged to (`group` leaves).
+    pub groups: BTreeSet<String>,
+    /// Tenant policies that name the approver (`tenant_policy` leaves, by `policy_id`).
+    pub tenant_policies: BTreeSet<String>,
+    /// External approval systems the approver decides through (`external_system` leaves).
+    pub external_systems: BTreeSet<String>,
+    /// Approval authority delegated to the approver (`delegated_authority` leaves).
+    pub delegated: Vec<DelegatedScope>,
+}
+
+/// Approval authority delegated to an approver within one scope.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DelegatedScope {
+    /// The delegated scope, matched against a leaf's `scope`.
+    pub scope: String,
+    /// Highest risk the delegation covers; `None` is unbounded.
+    pub max_risk: Option<RiskLevel>,
+    /// Highest value the delegation covers; `None` is unbounded.
+    pub max_value: Option<u64>,
+}
+
+/// Where the host learns what an approver is a member of. Implemented by the deployment
+/// (directory, IAM, ticketing system); the host never trusts memberships from a payload.
+pub trait ApprovalAuthority: Send + Sync {
+    /// The memberships of `approver`, for a request of `tenant`. Default memberships mean the
+    /// authority does not vouch for the approver.
+    fn memberships<'a>(
+        &'a self,
+        approver: &'a PrincipalId,
+        tenant: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<ApproverMemberships, ConnectorFailure>>;
+}
+
+/// The default authority: vouches for nobody, so no decision is accepted until the deployment
+/// configures a real one.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DenyAllApprovalAuthority;
+
+impl ApprovalAuthority for DenyAllApprovalAuthority {
+    fn memberships<'a>(
+        &'a self,
+        _approver: &'a PrincipalId,
+        _tenant: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<ApproverMemberships, ConnectorFailure>> {
+        Box::pin(std::future::ready(Ok(ApproverMemberships::default())))
+    }
+}
+
+/// A fixed table of approvers and their memberships (tests, small deployments). Principals not
+/// in the table are not vouched for; the requested tenant is not consulted.
+#[derive(Clone, Debug, Default)]
+pub struct StaticApprovalAuthority {
+    /// Memberships by approver.
+    members: HashMap<PrincipalId, ApproverMemberships>,
+}
+
+impl StaticApprovalAuthority {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) `principal` with `memberships`.
+    pub fn with(
+        mut self,
+        principal: impl Into<PrincipalId>,
+        memberships: ApproverMemberships,
+    ) -> Self {
+        self.members.insert(principal.into(), memberships);
+        self
+    }
+}
+
+impl ApprovalAuthority for StaticApprovalAuthority {
+    fn memberships<'a>(
+        &'a self,
+        approver: &'a PrincipalId,
+        _tenant: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<ApproverMemberships, ConnectorFailure>> {
+        let memberships = self.members.get(approver).cloned().unwrap_or_default();
+        Box::pin(std::future::ready(Ok(memberships)))
+    }
+}
+
+/// A fresh pending record for a gated action: the policy is snapshotted with its hash
+/// (SHA-256 hex of its canonical JSON), the TTL runs from `now`, and the input is replaced by
+/// `null` unless `retain_input` (a redacted action is resumed by re-submitting it).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn new_record(
+    mut action: Action,
+    input_hash: String,
+    retain_input: bool,
+    capability: &Capability,
+    policy: ApprovalPolicy,
+    requested_by: PrincipalId,
+    tenant_id: Option<String>,
+    idempotency_key: Option<String>,
+    now: Millis,
+) -> ApprovalRecord {
+    if !retain_input {
+        action.input = Value::Null;
+    }
+    ApprovalRecord {
+        approval_id: ApprovalId::new(),
+        action,
+        input_retained: retain_input,
+        input_hash,
+        capability_id: capability.id.clone(),
+        requested_by,
+        tenant_id,
+        policy_hash: policy_hash(&policy),
+        expires_at_ms: policy.ttl_ms.map(|ttl| now.saturating_add(ttl)),
+        policy,
+        idempotency_key,
+        status: ApprovalStatus::Pending,
+        decisions: Vec::new(),
+        created_at_ms: now,
+        resumed: false,
+        version: 0,
+    }
+}
+
+/// SHA-256 hex of the policy's canonical JSON, so decisions can name the exact policy they were
+/// checked against. A policy that cannot be serialized (only a Rust-built one with an
+/// out-of-range date can fail) is hashed from its debug text, which is still deterministic.
+fn policy_hash(policy: &ApprovalPolicy) -> String {
+    let text = serde_json::to_value(policy)
+        .map(|value| canonical_json(&value))
+        .unwrap_or_else(|_| format!("{policy:?}"));
+    sha256_hex(text.as_bytes())
+}
+
+/// Validates one decision by an authenticated approver and returns the updated record (status
+/// re-evaluated), without storing it. The checks and what is stamped on the decision are listed
+/// in the module documentation. A replayed decision returns the record unchanged (same
+/// `version`); the returned record otherwise keeps the loaded `version`, which is the one to
+/// compare-and-set against.
+pub(crate) fn apply_decision(
+    record: &ApprovalRecord,
+    mut decision: ApprovalDecision,
+    approver: &TrustedContext,
+    memberships: &ApproverMemberships,
+    now: Millis,
+) -> Result<ApprovalRecord, ProtocolError> {
+    check_names_record(record, &decision)?;
+    check_approver_identity(record, &decision, approver)?;
+    check_well_formed(record, &decision)?;
+    if is_replay(record, &decision)? {
+        return Ok(record.clone());
+    }
+    check_open(record, decision.decision, now)?;
+    check_policy_hash(record, &decision)?;
+    check_tenant(record, approver, memberships)?;
+    let approving = decision.decision == ApprovalDecisionKind::Approved;
+    if approving {
+        check_separation_of_duties(record, &approver.principal.id)?;
+    }
+    let authority_path = authority_path(record, &approver.principal.id, memberships);
+    if authority_path.is_empty() {
+        return Err(refusal(
+            &record.approval_id,
+            codes::POLICY_APPROVER_UNAUTHORIZED,
+            "the approval authority does not vouch for this approver under the policy",
+        ));
+    }
+    if approving {
+        check_evidence(record, &decision)?;
+    }
+    if decision.decision == ApprovalDecisionKind::Revoked {
+        check_revocation_target(record, &decision)?;
+    }
+    if approving && record.input_retained {
+        check_constraints(&decision, &record.action.input)?;
+    }
+    decision.approver = approver.principal.clone();
+    decision.decided_at = trusted_time(now).unwrap_or(decision.decided_at);
+    decision.authority_path = authority_path;
+    decision.policy_hash = Some(record.policy_hash.clone());
+    decision.decision_id.get_or_insert_with(new_decision_id);
+    let mut updated = record.clone();
+    updated.decisions.push(decision);
+    updated.status = evaluate_status(&updated.policy, &updated.decisions, false);
+    Ok(updated)
+}
+
+/// The full service: loads the record, resolves the approver's memberships through the
+/// authority (for the record's tenant), applies the decision and compare-and-sets the result,
+/// re-reading and re-applying on a lost race (up to 32 attempts, then `storage.unavailable`,
+/// retryable). Returns the stored record. A decision on a pending request whose TTL passed
+/// stores the request as `expired` and fails with `policy.approval_expired`. An unknown id is
+/// `policy.approval_not_found`; store failures are `storage.unavailable`; an authority failure
+/// is returned as its own wire error.
+pub(crate) async fn record_decision(
+    store: &dyn ApprovalStore,
+    authority: &dyn ApprovalAuthority,
+    now: Millis,
+    decision: ApprovalDecision,
+    approver: &TrustedContext,
+) -> Result<ApprovalRecord, ProtocolError> {
+    let id = decision.approval_id.clone();
+    let mut record = load(store, &id).await?;
+    let memberships = authority
+        .memberships(&approver.principal.id, record.tenant_id.as_deref())
+        .await
+        .map_err(|failure| failure.to_protocol_error())?;
+    for attempt in 0..MAX_UPDATE_ATTEMPTS {
+        if attempt > 0 {
+            tokio::task::yield_now().await;
+            record = load(store, &id).await?;
+        }
+        let (next, outcome) =
+            match apply_decision(&record, decision.clone(), approver, &memberships, now) {
+                Ok(updated) if updated == record => return Ok(record),
+                Ok(updated) => (updated, Ok(())),
+                Err(error)
+                    if error.code == codes::POLICY_APPROVAL_EXPIRED && is_due(&record, now) =>
+                {
+                    (expired(&record), Err(error))
+                }
+                Err(error) => return Err(error),
+            };
+        if store
+            .update_approval(&next, record.version)
+            .await
+            .map_err(|e| storage_failure(&e))?
+        {
+            let stored = ApprovalRecord {
+                version: record.version.saturating_add(1),
+                ..next
+            };
+            return outcome.map(|()| stored);
+        }
+    }
+    Err(contention(&id))
+}
+
+/// Expires the record if it is pending and its TTL passed (compare-and-set, retried on a lost
+/// race); returns the current record, `None` for an unknown id.
+pub(crate) async fn expire_if_due(
+    store: &dyn ApprovalStore,
+    id: &ApprovalId,
+    now: Millis,
+) -> Result<Option<ApprovalRecord>, ProtocolError> {
+    for _ in 0..MAX_UPDATE_ATTEMPTS {
+        let Some(record) = store.approval(id).await.map_err(|e| storage_failure(&e))? else {
+            return Ok(None);
+        };
+        if !is_due(&record, now) {
+            return Ok(Some(record));
+        }
+        let next = expired(&record);
+        if store
+            .update_approval(&next, record.version)
+            .await
+            .map_err(|e| storage_failure(&e))?
+        {
+            return Ok(Some(ApprovalRecord {
+                version: record.version.saturating_add(1),
+                ..next
+            }));
+        }
+        tokio::task::yield_now().await;
+    }
+    Err(contention(id))
+}
+
+/// The status `decisions` add up to under `policy`: revoked, then expired (`ttl_passed`, or an
+/// `expired` decision), then denied, then approved when enough distinct principals approved and
+/// the rule (or the selector) is satisfied, else pending.
+pub(crate) fn evaluate_status(
+    policy: &ApprovalPolicy,
+    decisions: &[ApprovalDecision],
+    ttl_passed: bool,
+) -> ApprovalStatus {
+    let any = |kind: ApprovalDecisionKind| decisions.iter().any(|d| d.decision == kind);
+    if any(ApprovalDecisionKind::Revoked) {
+        ApprovalStatus::Revoked
+    } else if ttl_passed || any(ApprovalDecisionKind::Expired) {
+        ApprovalStatus::Expired
+    } else if any(ApprovalDecisionKind::Denied) {
+        ApprovalStatus::Denied
+    } else if approvals_suffice(policy, decisions) {
+        ApprovalStatus::Approved
+    } else {
+        ApprovalStatus::Pending
+    }
+}
+
+/// Checks every constraint of a decision against an action input: `field` is a JSON pointer
+/// (or, without a leading `/`, a top-level key); operators `eq`, `neq`, `lt`, `lte`, `gt`,
+/// `gte` (numbers), `contains` (substring, or array element), `max_length`, `min_length`
+/// (characters of a string, items of an array) and `in` (the value is one of an array's items).
+/// An unknown operator fails, so a restriction the host cannot enforce never passes. Used on the
+/// stored input when a decision is recorded, and by a resume on a re-submitted input.
+pub(crate) fn check_constraints(
+    decision: &ApprovalDecision,
+    input: &Value,
+) -> Result<(), ProtocolError> {
+    for constraint in &decision.constraints {
+        let Some(actual) = constraint_target(input, &constraint.field) else {
+            return Err(refusal(
+                &decision.approval_id,
+                codes::POLICY_APPROVAL_CONSTRAINT_MISSING_FIELD,
+                format!(
+                    "approval constraint field `{}` is not in the action input",
+                    constraint.field
+                ),
+            ));
+        };
+        if !constraint_holds(&constraint.operator, actual, &constraint.value) {
+            return Err(refusal(
+                &decision.approval_id,
+                codes::POLICY_APPROVAL_CONSTRAINT_FAILED,
+                format!(
+                    "the action input does not satisfy approval constraint `{} {}`",
+                    constraint.field, constraint.operator
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+// ---- Checks on one decision ---------------------------------------------------------------
+
+/// A decision counts only on the request it names.
+fn check_names_record(
+    record: &ApprovalRecord,
+    decision: &ApprovalDecision,
+) -> Result<(), ProtocolError> {
+    if decision.approval_id == record.approval_id {
+        return Ok(());
+    }
+    Err(refusal(
+        &record.approval_id,
+        codes::POLICY_APPROVAL_MISMATCH,
+        "the decision names another approval",
+    ))
+}
+
+/// The approver named in the decision must be the one the transport authenticated.
+fn check_approver_identity(
+    record: &ApprovalRecord,
+    decision: &ApprovalDecision,
+    approver: &TrustedContext,
+) -> Result<(), ProtocolError> {
+    if decision.approver.id == approver.principal.id {
+        return Ok(());
+    }
+    Err(refusal(
+        &record.approval_id,
+        codes::POLICY_APPROVER_IDENTITY_MISMATCH,
+        "the decision's approver is not the authenticated principal",
+    ))
+}
+
+/// The audit trail records no unexplained restriction, unnamed evidence or blank id, and an
+/// approver cannot declare a request expired.
+fn check_well_formed(
+    record: &ApprovalRecord,
+    decision: &ApprovalDecision,
+) -> Result<(), ProtocolError> {
+    let invalid = |message: String| {
+        refusal(
+            &record.approval_id,
+            codes::POLICY_APPROVAL_DECISION_INVALID,
+            message,
+        )
+    };
+    validate_approval_decision(decision).map_err(|error| invalid(error.to_string()))?;
+    if decision.decision == ApprovalDecisionKind::Expired {
+        return Err(invalid(
+            "an approver cannot record an `expired` decision".to_owned(),
+        ));
+    }
+    if decision
+        .decision_id
+        .as_deref()
+        .is_some_and(|id| id.trim().is_empty())
+    {
+        return Err(invalid(
+            "approval_decision.decision_id must not be empty".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// A decision re-sent with a recorded `decision_id` is a replay when it is the same approver's
+/// same outcome (true); reusing the id for anything else is refused.
+fn is_replay(record: &ApprovalRecord, decision: &ApprovalDecision) -> Result<bool, ProtocolError> {
+    let Some(id) = decision.decision_id.as_deref() else {
+        return Ok(false);
+    };
+    match record
+        .decisions
+        .iter()
+        .find(|earlier| earlier.decision_id.as_deref() == Some(id))
+    {
+        None => Ok(false),
+        Some(earlier)
+            if earlier.approver.id == decision.approver.id
+                && earlier.decision == decision.decision =>
+        {
+            Ok(true)
+        }
+        Some(_) => Err(refusal(
+            &record.approval_id,
+            codes::POLICY_APPROVAL_MISMATCH,
+            "this decision id was already recorded for another decision",
+        )),
+    }
+}
+
+/// Decisions land only on an open request: pending and within its TTL, or — for a revocation —
+/// approved and not yet resumed (a resumed action already ran).
+fn check_open(
+    record: &ApprovalRecord,
+    kind: ApprovalDecisionKind,
+    now: Millis,
+) -> Result<(), ProtocolError> {
+    match record.status {
+        ApprovalStatus::Pending if is_due(record, now) => Err(refusal(
+            &record.approval_id,
+            codes::POLICY_APPROVAL_EXPIRED,
+            "the approval request expired",
+        )),
+        ApprovalStatus::Pending => Ok(()),
+        ApprovalStatus::Approved if kind == ApprovalDecisionKind::Revoked && !record.resumed => {
+            Ok(())
+        }
+        _ => Err(refusal(
+            &record.approval_id,
+            codes::POLICY_APPROVAL_NOT_PENDING,
+            "the approval request is no longer open for this decision",
+        )),
+    }
+}
+
+/// An approver who evaluated another policy than the record's snapshot decided something else.
+fn check_policy_hash(
+    record: &ApprovalRecord,
+    decision: &ApprovalDecision,
+) -> Result<(), ProtocolError> {
+    match decision.policy_hash.as_deref() {
+        Some(hash) if hash != record.policy_hash => Err(refusal(
+            &record.approval_id,
+            codes::POLICY_APPROVAL_HASH_MISMATCH,
+            "the decision was made against another policy than the request's",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A request of one tenant is decided only by that tenant's approvers.
+fn check_tenant(
+    record: &ApprovalRecord,
+    approver: &TrustedContext,
+    memberships: &ApproverMemberships,
+) -> Result<(), ProtocolError> {
+    let Some(required) = record.tenant_id.as_deref() else {
+        return Ok(());
+    };
+    let approver_tenant = memberships
+        .tenant_id
+        .as_deref()
+        .or_else(|| approver.tenant.as_ref().map(|tenant| tenant.id.as_str()));
+    if approver_tenant == Some(required) {
+        return Ok(());
+    }
+    Err(refusal(
+        &record.approval_id,
+        codes::POLICY_APPROVER_TENANT_MISMATCH,
+        "the approver does not belong to the request's tenant",
+    ))
+}
+
+/// Whoever asked (or operates the call) does not also grant it, unless the policy allows it.
+fn check_separation_of_duties(
+    record: &ApprovalRecord,
+    approver: &PrincipalId,
+) -> Result<(), ProtocolError> {
+    let duties = record.policy.separation_of_duties;
+    if *approver == record.requested_by && self_approval_forbidden(duties) {
+        return Err(refusal(
+            &record.approval_id,
+            codes::POLICY_SEPARATION_OF_DUTIES_REQUESTER,
+            "the requester may not approve their own request",
+        ));
+    }
+    if duties.operator_must_differ && operator_of(record) == Some(approver) {
+        return Err(refusal(
+            &record.approval_id,
+            codes::POLICY_SEPARATION_OF_DUTIES_OPERATOR,
+            "the operator of the action may not approve it",
+        ));
+    }
+    Ok(())
+}
+
+/// Self-approval needs an explicit allowance, and `requester_must_differ` overrides it.
+fn self_approval_forbidden(duties: SeparationOfDuties) -> bool {
+    duties.requester_must_differ || !duties.allow_self_approval
+}
+
+/// The operator of the gated action: its service account, which the host writes into the
+/// action's identity from the trusted context (the payload's identity is overwritten).
+fn operator_of(record: &ApprovalRecord) -> Option<&PrincipalId> {
+    record
+        .action
+        .identity
+        .as_ref()?
+        .service_account
+        .as_ref()
+        .map(|account| &account.id)
+}
+
+/// An approval carries every piece of evidence the policy asks for.
+fn check_evidence(
+    record: &ApprovalRecord,
+    decision: &ApprovalDecision,
+) -> Result<(), ProtocolError> {
+    let missing: Vec<&'static str> = record
+        .policy
+        .evidence_requirements
+        .iter()
+        .filter(|requirement| !evidence_present(**requirement, decision))
+        .map(|requirement| evidence_name(*requirement))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let mut error = refusal(
+        &record.approval_id,
+        codes::POLICY_APPROVAL_EVIDENCE_MISSING,
+        format!(
+            "the approval lacks required evidence: {}",
+            missing.join(", ")
+        ),
+    );
+    if let Some(Value::Object(details)) = error.details.as_mut() {
+        details.insert("missing_evidence".to_owned(), json!(missing));
+    }
+    Err(error)
+}
+
+/// `reason` is the decision's own reason; other evidence is an artifact of that kind.
+fn evidence_present(requirement: EvidenceRequirement, decision: &ApprovalDecision) -> bool {
+    match requirement {
+        EvidenceRequirement::Reason => decision
+            .reason
+            .as_deref()
+            .is_some_and(|reason| !reason.trim().is_empty()),
+        other => {
+            let kind = evidence_name(other);
+            decision
+                .evidence
+                .iter()
+                .any(|artifact| artifact.kind == kind)
+        }
+    }
+}
+
+/// The wire name of an evidence requirement, which is also the artifact `kind` that meets it.
+fn evidence_name(requirement: EvidenceRequirement) -> &'static str {
+    match requirement {
+        EvidenceRequirement::Reason => "reason",
+        EvidenceRequirement::InputSnapshot => "input_snapshot",
+        EvidenceRequirement::PolicyDecision => "policy_decision",
+        EvidenceRequirement::ExternalTicket => "external_ticket",
+        EvidenceRequirement::Attachment => "attachment",
+    }
+}
+
+/// A revocation says which approval it withdraws, and that approval must be on the record.
+fn check_revocation_target(
+    record: &ApprovalRecord,
+    decision: &ApprovalDecision,
+) -> Result<(), ProtocolError> {
+    let Some(target) = decision.target_decision_id.as_deref() else {
+        return Err(refusal(
+            &record.approval_id,
+            codes::POLICY_APPROVAL_REVOCATION_TARGET_REQUIRED,
+            "a revocation must name the decision it revokes in target_decision_id",
+        ));
+    };
+    let found = record.decisions.iter().any(|earlier| {
+        earlier.decision == ApprovalDecisionKind::Approved
+            && earlier.decision_id.as_deref() == Some(target)
+    });
+    if found {
+        return Ok(());
+    }
+    Err(refusal(
+        &record.approval_id,
+        codes::POLICY_APPROVAL_REVOCATION_TARGET_MISSING,
+        "the revoked decision is not an approval recorded on this request",
+    ))
+}
+
+/// The value a constraint restricts: a JSON pointer, or a top-level key.
+fn constraint_target<'v>(input: &'v Value, field: &str) -> Option<&'v Value> {
+    if field.starts_with('/') {
+        input.pointer(field)
+    } else {
+        input.get(field)
+    }
+}
+
+/// Whether `actual` satisfies `operator operand`; unknown operators never hold.
+fn constraint_holds(operator: &str, actual: &Value, operand: &Value) -> bool {
+    match operator {
+        "eq" => actual == operand,
+        "neq" => actual != operand,
+        "lt" => number_order(actual, operand) == Some(Ordering::Less),
+        "lte" => matches!(
+            number_order(actual, operand),
+            Some(Ordering::Less | Ordering::Equal)
+        ),
+        "gt" => number_order(actual, operand) == Some(Ordering::Greater),
+        "gte" => {
+            matches!(
+                number_order(actual, operand),
+                Some(Ordering::Greater | Ordering::Equal)
+            )
+        }
+        "contains" => match (actual, operand) {
+            (Value::String(text), Value::String(part)) => text.contains(part.as_str()),
+            (Value::Array(items), item) => items.contains(item),
+            _ => false,
+        },
+        "max_length" => length(actual)
+            .zip(operand.as_u64())
+            .is_some_and(|(len, max)| len <= max),
+        "min_length" => length(actual)
+            .zip(operand.as_u64())
+            .is_some_and(|(len, min)| len >= min),
+        "in" => operand
+            .as_array()
+            .is_some_and(|options| options.contains(actual)),
+        _ => false,
+    }
+}
+
+/// The order of two numbers: exact for integers, as `f64` otherwise; `None` for non-numbers.
+fn number_order(left: &Value, right: &Value) -> Option<Ordering> {
+    let (Value::Number(left), Value::Number(right)) = (left, right) else {
+        return None;
+    };
+    match (integer(left), integer(right)) {
+        (Some(left), Some(right)) => Some(left.cmp(&right)),
+        _ => left.as_f64()?.partial_cmp(&right.as_f64()?),
+    }
+}
+
+/// A JSON integer, widened so signed and unsigned compare exactly.
+fn integer(number: &Number) -> Option<i128> {
+    number
+        .as_i64()
+        .map(i128::from)
+        .or_else(|| number.as_u64().map(i128::from))
+}
+
+/// Characters of a string or items of an array.
+fn length(value: &Value) -> Option<u64> {
+    match value {
+        Value::String(text) => u64::try_from(text.chars().count()).ok(),
+        Value::Array(items) => u64::try_from(items.len()).ok(),
+        _ => None,
+    }
+}
+
+// ---- Authority ------------------------------------------------------------------------------
+
+/// One leaf predicate of a policy, from a rule or from the legacy selector.
+#[derive(Clone, Copy, Debug)]
+enum Leaf<'p> {
+    /// `principal`: that very principal.
+    Principal(&'p PrincipalId),
+    /// `role`.
+    Role(&'p str),
+    /// `group`.
+    Group(&'p str),
+    /// `tenant_policy` rule leaf, by policy id.
+    TenantPolicy(&'p str),
+    /// `tenant_policy` selector: a member of the request's tenant.
+    TenantMember,
+    /// `external_system`.
+    ExternalSystem(&'p str),
+    /// `delegated_authority`.
+    Delegated {
+        /// Delegated scope.
+        scope: &'p str,
+        /// Risk the delegation must cover.
+        max_risk: Option<RiskLevel>,
+        /// Value the delegation must cover.
+        max_value: Option<u64>,
+    },
+}
+
+impl Leaf<'_> {
+    /// The leaf's name in an authority path, e.g. `role:finance`.
+    fn label(&self) -> String {
+        match self {
+            Leaf::Principal(id) => format!("principal:{id}"),
+            Leaf::Role(name) => format!("role:{name}"),
+            Leaf::Group(name) => format!("group:{name}"),
+            Leaf::TenantPolicy(policy_id) => format!("tenant_policy:{policy_id}"),
+            Leaf::TenantMember => "tenant_policy".to_owned(),
+            Leaf::ExternalSystem(system) => format!("external_system:{system}"),
+            Leaf::Delegated {
+                scope,
+                max_risk,
+                max_value,
+            } => {
+                let mut label = format!("delegated_authority:{scope}");
+                if let Some(risk) = max_risk {
+                    label.push_str(";max_risk=");
+                    label.push_str(risk_name(*risk));
+                }
+                if let Some(value) = max_value {
+                    label.push_str(&format!(";max_value={value}"));
+                }
+                label
+            }
+        }
+    }
+
+    /// Whether a vouched-for approver satisfies the leaf, from trusted values only.
+    fn satisfied_by(
+        &self,
+        approver: &PrincipalId,
+        memberships: &ApproverMemberships,
+        record_tenant: Option<&str>,
+    ) -> bool {
+        match self {
+            Leaf::Principal(id) => approver == *id,
+            Leaf::Role(name) => memberships.roles.contains(*name),
+            Leaf::Group(name) => memberships.groups.contains(*name),
+            Leaf::TenantPolicy(policy_id) => memberships.tenant_policies.contains(*policy_id),
+            Leaf::TenantMember => {
+                record_tenant.is_none_or(|tenant| memberships.tenant_id.as_deref() == Some(tenant))
+            }
+            Leaf::ExternalSystem(system) => memberships.external_systems.contains(*system),
+            Leaf::Delegated {
+                scope,
+                max_risk,
+                max_value,
+            } => memberships.delegated.iter().any(|grant| {
+                grant.scope == *scope
+                    && covers(grant.max_risk, *max_risk)
+                    && covers(grant.max_value, *max_value)
+            }),
+        }
+    }
+}
+
+/// A grant bound covers a required bound when the grant is unbounded, nothing is required, or
+/// the grant reaches at least as far.
+fn covers<T: Ord>(granted: Option<T>, required: Option<T>) -> bool {
+    match (granted, required) {
+        (None, _) | (_, None) => true,
+        (Some(granted), Some(required)) => granted >= required,
+    }
+}
+
+/// The wire name of a risk level.
+fn risk_name(risk: RiskLevel) -> &'static str {
+    match risk {
+        RiskLevel::Low => "low",
+        RiskLevel::Medium => "medium",
+        RiskLevel::High => "high",
+        RiskLevel::Critical => "critical",
+    }
+}
+
+/// The leaf a rule node is, if it is one.
+fn rule_leaf(rule: &ApprovalRule) -> Option<Leaf<'_>> {
+    Some(match rule {
+        ApprovalRule::All { .. } | ApprovalRule::Any { .. } | ApprovalRule::Quorum { .. } => {
+            return None;
+        }
+        ApprovalRule::Principal { id } => Leaf::Principal(id),
+        ApprovalRule::Role { name } => Leaf::Role(name),
+        ApprovalRule::Group { name } => Leaf::Group(name),
+        ApprovalRule::TenantPolicy { policy_id } => Leaf::TenantPolicy(policy_id),
+        ApprovalRule::ExternalSystem { system } => Leaf::ExternalSystem(system),
+        ApprovalRule::DelegatedAuthority {
+            scope,
+            max_risk,
+            max_value,
+        } => Leaf::Delegated {
+            scope,
+            max_risk: *max_risk,
+            max_value: *max_value,
+        },
+    })
+}
+
+/// The legacy selector, read as one leaf.
+fn selector_leaf(selector: &ApproverSelector) -> Leaf<'_> {
+    match selector {
+        ApproverSelector::Principal { id } => Leaf::Principal(id),
+        ApproverSelector::Role { name } => Leaf::Role(name),
+        ApproverSelector::Group { name } => Leaf::Group(name),
+        ApproverSelector::TenantPolicy => Leaf::TenantMember,
+        ApproverSelector::ExternalSystem { system } => Leaf::ExternalSystem(system),
+    }
+}
+
+/// Every leaf of the policy, in rule order (iteratively: rule depth is not bounded by type).
+fn policy_leaves(policy: &ApprovalPolicy) -> Vec<Leaf<'_>> {
+    let Some(rule) = &policy.rule else {
+        return vec![selector_leaf(&policy.approver_selector)];
+    };
+    let mut leaves = Vec::new();
+    let mut pending = vec![rule];
+    while let Some(rule) = pending.pop() {
+        match rule {
+            ApprovalRule::All { rules, .. }
+            | ApprovalRule::Any { rules }
+            | ApprovalRule::Quorum { rules, .. } => pending.extend(rules.iter().rev()),
+            leaf => leaves.extend(rule_leaf(leaf)),
+        }
+    }
+    leaves
+}
+
+/// Whether the authority vouches for the approver at all.
+fn vouched(memberships: &ApproverMemberships) -> bool {
+    *memberships != ApproverMemberships::default()
+}
+
+/// The labels of every policy leaf the approver satisfies, without duplicates; empty when the
+/// authority does not vouch for the approver.
+fn authority_path(
+    record: &ApprovalRecord,
+    approver: &PrincipalId,
+    memberships: &ApproverMemberships,
+) -> Vec<String> {
+    if !vouched(memberships) {
+        return Vec::new();
+    }
+    let mut path: Vec<String> = Vec::new();
+    for leaf in policy_leaves(&record.policy) {
+        if leaf.satisfied_by(approver, memberships, record.tenant_id.as_deref()) {
+            let label = leaf.label();
+            if !path.contains(&label) {
+                path.push(label);
+            }
+        }
+    }
+    path
+}
+
+// ---- Status ---------------------------------------------------------------------------------
+
+/// Enough distinct principals approved and the rule (or the selector leaf) is satisfied.
+fn approvals_suffice(policy: &ApprovalPolicy, decisions: &[ApprovalDecision]) -> bool {
+    let approvers = approving_principals(decisions);
+    // `0` is refused by admission; it never lowers the bar below one approval.
+    let minimum = usize::try_from(policy.minimum_distinct_principals.max(1)).unwrap_or(usize::MAX);
+    if approvers.len() < minimum {
+        return false;
+    }
+    let matched = &approvers[..approvers.len().min(MAX_MATCHED_PRINCIPALS)];
+    match &policy.rule {
+        Some(rule) => {
+            let matcher = Matcher {
+                approvers: matched,
+                budget: Cell::new(MATCH_BUDGET),
+            };
+            matcher.satisfy(rule, 0, &mut |_| true)
+        }
+        None => {
+            let label = selector_leaf(&policy.approver_selector).label();
+            matched.iter().any(|labels| labels.contains(label.as_str()))
+        }
+    }
+}
+
+/// For each distinct approving principal (in order of first approval), the union of the
+/// authority paths of their approvals: a principal voting twice counts once.
+fn approving_principals(decisions: &[ApprovalDecision]) -> Vec<BTreeSet<&str>> {
+    let mut index: HashMap<&PrincipalId, usize> = HashMap::new();
+    let mut approvers: Vec<BTreeSet<&str>> = Vec::new();
+    for decision in decisions
+        .iter()
+        .filter(|d| d.decision == ApprovalDecisionKind::Approved)
+    {
+        let slot = *index.entry(&decision.approver.id).or_insert_with(|| {
+            approvers.push(BTreeSet::new());
+            approvers.len() - 1
+        });
+        approvers[slot].extend(decision.authority_path.iter().map(String::as_str));
+    }
+    approvers
+}
+
+/// Backtracking search for an assignment of approving principals to rule leaves.
+///
+/// Principals are bits of a `u64`. [`satisfy`](Self::satisfy) enumerates the ways a rule can be
+/// satisfied without the `forbidden` principals and hands the principals each way used to a
+/// continuation, stopping at the first one the continuation accepts. `all` without reuse and
+/// distinct `quorum` forbid, for each later child, the principals earlier children used.
+struct Matcher<'a, 'd> {
+    /// Authority-path labels of each approving principal.
+    approvers: &'a [BTreeSet<&'d str>],
+    /// Steps left; at zero every search fails (closed).
+    budget: Cell<u32>,
+}
+
+impl Matcher<'_, '_> {
+    /// Takes one step of the budget; false once it is spent.
+    fn spend(&self) -> bool {
+        let left = self.budget.get();
+        self.budget.set(left.saturating_sub(1));
+        left > 0
+    }
+
+    /// Whether `rule` can be satisfied, avoiding `forbidden`, in a way `then` accepts.
+    fn satisfy(
+        &self,
+        rule: &ApprovalRule,
+        forbidden: u64,
+        then: &mut dyn FnMut(u64) -> bool,
+    ) -> bool {
+        if !self.spend() {
+            return false;
+        }
+        match rule {
+            ApprovalRule::All {
+                rules,
+                allow_decision_reuse,
+            } => {
+                !rules.is_empty()
+                    && self.satisfy_all(rules, forbidden, 0, *allow_decision_reuse, then)
+            }
+            ApprovalRule::Any { rules } => rules
+                .iter()
+                .any(|child| self.satisfy(child, forbidden, &mut *then)),
+            ApprovalRule::Quorum {
+                required,
+                rules,
+                distinct_principals,
+            } => {
+                let required = usize::try_from(*required).unwrap_or(usize::MAX);
+                required > 0
+                    && required <= rules.len()
+                    && self.satisfy_some(rules, required, forbidden, 0, !distinct_principals, then)
+            }
+            leaf => match rule_leaf(leaf) {
+                Some(leaf) => self.satisfy_leaf(&leaf.label(), forbidden, then),
+                None => false,
+            },
+        }
+    }
+
+    /// A leaf: any allowed principal whose authority path names it.
+    fn satisfy_leaf(&self, label: &str, forbidden: u64, then: &mut dyn FnMut(u64) -> bool) -> bool {
+        self.approvers.iter().enumerate().any(|(position, labels)| {
+            let bit = 1u64 << position;
+            forbidden & bit == 0 && labels.contains(label) && self.spend() && then(bit)
+        })
+    }
+
+    /// Every one of `rules`, on top of the principals already `used` by earlier siblings.
+    fn satisfy_all(
+        &self,
+        rules: &[ApprovalRule],
+        forbidden: u64,
+        used: u64,
+        reuse: bool,
+        then: &mut dyn FnMut(u64) -> bool,
+    ) -> bool {
+        let Some((first, rest)) = rules.split_first() else {
+            return then(used);
+        };
+        let blocked = if reuse { forbidden } else { forbidden | used };
+        self.satisfy(first, blocked, &mut |principals| {
+            self.satisfy_all(rest, forbidden, used | principals, reuse, &mut *then)
+        })
+    }
+
+    /// `count` of `rules` (each combination once, in index order), on top of `used`.
+    fn satisfy_some(
+        &self,
+        rules: &[ApprovalRule],
+        count: usize,
+        forbidden: u64,
+        used: u64,
+        reuse: bool,
+        then: &mut dyn FnMut(u64) -> bool,
+    ) -> bool {
+        if count == 0 {
+            return then(used);
+        }
+        let blocked = if reuse { forbidden } else { forbidden | used };
+        (0..rules.len())
+            .take_while(|start| rules.len() - start >= count)
+            .any(|start| {
+                self.satisfy(&rules[start], blocked, &mut |principals| {
+                    self.satisfy_some(
+                        &rules[start + 1..],
+                        count - 1,
+                        forbidden,
+                        used | principals,
+                        reuse,
+                        &mut *then,
+                    )
+                })
+            })
+    }
+}
+
+// ---- Records and errors -----------------------------------------------------------------------
+
+/// Whether a pending request's TTL has passed (`now >= expires_at_ms`).
+fn is_due(record: &ApprovalRecord, now: Millis) -> bool {
+    record.status == ApprovalStatus::Pending
+        && record
+            .expires_at_ms
+            .is_some_and(|expires_at| now >= expires_at)
+}
+
+/// The record with its TTL applied.
+fn expired(record: &ApprovalRecord) -> ApprovalRecord {
+    ApprovalRecord {
+        status: evaluate_status(&record.policy, &record.decisions, true),
+        ..record.clone()
+    }
+}
+
+/// The host clock as a wire timestamp (`None` beyond the representable range).
+fn trusted_time(now: Millis) -> Option<OffsetDateTime> {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(now) * 1_000_000).ok()
+}
+
+/// A fresh decision id, so every stored decision can be named by a revocation.
+fn new_decision_id() -> String {
+    format!("dec_{}", Uuid::now_v7().simple())
+}
+
+/// The record, or `policy.approval_not_found`.
+async fn load(store: &dyn ApprovalStore, id: &ApprovalId) -> Result<ApprovalRecord, ProtocolError> {
+    store
+        .approval(id)
+        .await
+        .map_err(|e| storage_failure(&e))?
+        .ok_or_else(|| {
+            refusal(
+                id,
+                codes::POLICY_APPROVAL_NOT_FOUND,
+                "no approval with this id",
+            )
+        })
+}
+
+/// A refusal: policy category, not retryable, naming the approval.
+fn refusal(id: &ApprovalId, code: &str, message: impl Into<String>) -> ProtocolError {
+    let mut error = ProtocolError::new(code, message, ErrorCategory::Policy);
+    error.retryable = Some(false);
+    error.details = Some(json!({ "approval_id": id }));
+    error.source = Some(json!({ "component": APPROVAL_COMPONENT }));
+    error
+}
+
+/// A store failure: temporary and retryable when the backend is unreachable.
+fn storage_failure(failure: &StoreError) -> ProtocolError {
+    let retryable = matches!(failure, StoreError::Unavailable(_));
+    let mut error = ProtocolError::new(
+        codes::STORAGE_UNAVAILABLE,
+        failure.to_string(),
+        ErrorCategory::Temporary,
+    );
+    error.retryable = Some(retryable);
+    error.retry_after_ms = retryable.then_some(1_000);
+    error.source = Some(json!({ "component": APPROVAL_COMPONENT }));
+    error
+}
+
+/// Every compare-and-set attempt lost to another writer: temporary, retryable.
+fn contention(id: &ApprovalId) -> ProtocolError {
+    let mut error = ProtocolError::new(
+        codes::STORAGE_UNAVAILABLE,
+        "the approval record kept changing under concurrent updates",
+        ErrorCategory::Temporary,
+    );
+    error.retryable = Some(true);
+    error.retry_after_ms = Some(100);
+    error.details = Some(json!({ "approval_id": id }));
+    error.source = Some(json!({ "component": APPROVAL_COMPONENT }));
+    error
+}

@@ -1,0 +1,98 @@
+//! Who is calling, and what the deployment vouches for. Neither comes from the action payload.
+
+use std::sync::Arc;
+
+use aip_connector_core::ids::PrincipalId;
+use aip_connector_core::model::{Capability, ConnectorFailure, ExternalAccountRef, Principal};
+
+use crate::invocation::{BoxFuture, CredentialHandle, VerifiedTenant};
+
+/// The caller as the transport authenticated it. Payload identity (`Action.identity`) is never
+/// trusted: the host overwrites it from this context and the deployment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrustedContext {
+    /// The authenticated principal.
+    pub principal: Principal,
+    /// Who vouched for it (token issuer, mTLS CA, ...).
+    pub issuer: String,
+    /// The tenant the transport verified, if any (else the deployment's tenant applies).
+    pub tenant: Option<VerifiedTenant>,
+    /// The operator acting for the principal, if the transport says so (separation of duties).
+    pub operator: Option<PrincipalId>,
+    /// Trace id to correlate logs.
+    pub trace_id: Option<String>,
+}
+
+impl TrustedContext {
+    /// A context for `principal`, vouched for by `issuer`, with nothing else.
+    pub fn new(principal: Principal, issuer: impl Into<String>) -> Self {
+        Self {
+            principal,
+            issuer: issuer.into(),
+            tenant: None,
+            operator: None,
+            trace_id: None,
+        }
+    }
+
+    /// Sets the verified tenant.
+    pub fn with_tenant(mut self, tenant: VerifiedTenant) -> Self {
+        self.tenant = Some(tenant);
+        self
+    }
+
+    /// Sets the operator.
+    pub fn with_operator(mut self, operator: PrincipalId) -> Self {
+        self.operator = Some(operator);
+        self
+    }
+}
+
+/// Resolves the credential a capability needs, from the deployment's secret store.
+pub trait CredentialProvider: Send + Sync {
+    /// The credential for `capability` on behalf of `caller`, or `None` when there is none.
+    fn resolve<'a>(
+        &'a self,
+        capability: &'a Capability,
+        caller: &'a TrustedContext,
+    ) -> BoxFuture<'a, Result<Option<CredentialHandle>, ConnectorFailure>>;
+}
+
+/// A provider that always returns the same credential (tests, single-account deployments).
+#[derive(Clone, Debug)]
+pub struct StaticCredentialProvider(pub CredentialHandle);
+
+impl CredentialProvider for StaticCredentialProvider {
+    fn resolve<'a>(
+        &'a self,
+        _capability: &'a Capability,
+        _caller: &'a TrustedContext,
+    ) -> BoxFuture<'a, Result<Option<CredentialHandle>, ConnectorFailure>> {
+        Box::pin(std::future::ready(Ok(Some(self.0.clone()))))
+    }
+}
+
+/// What the deployment itself vouches for: its tenant, its external account and where its
+/// credentials come from. Tenant- and account-scoped idempotency keys are built from these.
+#[derive(Clone, Default)]
+pub struct Deployment {
+    /// The tenant this host serves, when it serves one.
+    pub tenant: Option<VerifiedTenant>,
+    /// The external account the connector acts as.
+    pub external_account: Option<ExternalAccountRef>,
+    /// The credential provider.
+    pub credentials: Option<Arc<dyn CredentialProvider>>,
+}
+
+impl std::fmt::Debug for Deployment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deployment")
+            .field("tenant", &self.tenant)
+            .field("external_account", &self.external_account)
+            .field(
+                "credentials",
+                &self.credentials.as_ref().map(|_| "<provider>"),
+            )
+            .finish()
+    }
+}

@@ -1,0 +1,42 @@
+//! Building the wire errors and failed results the pipeline returns.
+
+use aip_connector_core::ids::ActionId;
+use aip_connector_core::model::{ActionResult, ErrorCategory, ProtocolError};
+use serde_json::{Value, json};
+
+/// The `source` of errors raised by the host itself.
+pub(crate) const HOST_COMPONENT: &str = "aip-connector.host";
+
+/// A host error: code, message, category, retryability and optional details.
+pub(crate) fn error(
+    code: &str,
+    message: impl Into<String>,
+    category: ErrorCategory,
+    retryable: bool,
+) -> ProtocolError {
+    let mut error = ProtocolError::new(code, message, category);
+    error.retryable = Some(retryable);
+    error.source = Some(json!({ "component": HOST_COMPONENT }));
+    error
+}
+
+/// A permanent, non-retryable error.
+pub(crate) fn permanent(code: &str, message: impl Into<String>) -> ProtocolError {
+    error(code, message, ErrorCategory::Permanent, false)
+}
+
+/// A policy error (never retryable).
+pub(crate) fn policy(code: &str, message: impl Into<String>) -> ProtocolError {
+    error(code, message, ErrorCategory::Policy, false)
+}
+
+/// Attaches details.
+pub(crate) fn with_details(mut error: ProtocolError, details: Value) -> ProtocolError {
+    error.details = Some(details);
+    error
+}
+
+/// A failed result carrying `error`.
+pub(crate) fn failed(action_id: &ActionId, error: ProtocolError) -> ActionResult {
+    ActionResult::failed(action_id.clone(), error)
+}

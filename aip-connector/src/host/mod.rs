@@ -1,0 +1,322 @@
+//! The host runtime: admits connectors and enforces every capability's contract on every call.
+//!
+//! [`Host::builder`] takes connectors, a store, the deployment identity, an approval authority
+//! and limits; [`HostBuilder::build`] runs full admission (`require_implementation_claims`) and
+//! refuses duplicate capability ids. [`Host::invoke`] runs the pipeline of `docs/host-runtime.md`
+//! in upstream order; [`Host::invoke_stream`] does the same with a bounded chunk stream.
+
+pub(crate) mod approval;
+pub(crate) mod canonical;
+mod context;
+mod failure;
+mod idempotency;
+mod invocation;
+mod pipeline;
+mod stream;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use aip_connector_core::admission::{
+    AdmissionPolicy, AdmissionReport, AdmittedManifest, admit_manifest,
+};
+use aip_connector_core::ids::{ActionId, ApprovalId, CapabilityId};
+use aip_connector_core::model::{ActionResult, ApprovalDecision, ProtocolError};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+pub use approval::{
+    ApprovalAuthority, ApproverMemberships, DelegatedScope, DenyAllApprovalAuthority,
+    StaticApprovalAuthority,
+};
+pub use context::{CredentialProvider, Deployment, StaticCredentialProvider, TrustedContext};
+pub use stream::ChunkStream;
+
+use crate::connector::Connector;
+use crate::store::{ApprovalRecord, Clock, MemoryStore, SharedStore, SystemClock};
+
+/// Limits of one host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostLimits {
+    /// Deadline when neither the action nor the SLA sets one (upstream: 60 s).
+    pub default_timeout_ms: u64,
+    /// Largest accepted `Action.input`, in bytes of compact JSON.
+    pub max_input_bytes: usize,
+    /// Deepest accepted `Action.input` nesting.
+    pub max_input_depth: usize,
+    /// Schema violations reported per invalid input (upstream: 16).
+    pub max_violations: usize,
+    /// Chunks buffered between a streaming handler and its consumer (back-pressure beyond).
+    pub stream_buffer: usize,
+    /// Actions executing at once; further calls get `host.overloaded` (temporary, retryable).
+    pub max_concurrent_actions: usize,
+}
+
+impl Default for HostLimits {
+    fn default() -> Self {
+        Self {
+            default_timeout_ms: 60_000,
+            max_input_bytes: 1024 * 1024,
+            max_input_depth: 64,
+            max_violations: 16,
+            stream_buffer: 16,
+            max_concurrent_actions: 1024,
+        }
+    }
+}
+
+/// Why a host could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum HostBuildError {
+    /// A connector's manifest failed admission; every issue is listed.
+    #[error("connector `{connector}` failed admission: {report}")]
+    Admission {
+        /// The connector id.
+        connector: String,
+        /// Every issue.
+        report: AdmissionReport,
+    },
+    /// Two connectors expose the same capability id.
+    #[error("capability `{capability}` is exposed by both `{first}` and `{second}`")]
+    DuplicateCapability {
+        /// The capability id.
+        capability: CapabilityId,
+        /// The connector that exposed it first.
+        first: String,
+        /// The connector that exposed it again.
+        second: String,
+    },
+    /// The host has no connector.
+    #[error("a host needs at least one connector")]
+    NoConnector,
+}
+
+/// Builds a [`Host`].
+pub struct HostBuilder {
+    connectors: Vec<Arc<dyn Connector>>,
+    store: Option<SharedStore>,
+    deployment: Deployment,
+    authority: Arc<dyn ApprovalAuthority>,
+    limits: HostLimits,
+    clock: Arc<dyn Clock>,
+    policy: AdmissionPolicy,
+}
+
+impl HostBuilder {
+    /// Adds a connector.
+    pub fn connector(mut self, connector: impl Connector) -> Self {
+        self.connectors.push(Arc::new(connector));
+        self
+    }
+
+    /// Adds a shared connector.
+    pub fn shared_connector(mut self, connector: Arc<dyn Connector>) -> Self {
+        self.connectors.push(connector);
+        self
+    }
+
+    /// Sets the store (default: a fresh [`MemoryStore`]).
+    pub fn store(mut self, store: SharedStore) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Sets the deployment identity: tenant, external account, credential provider.
+    pub fn deployment(mut self, deployment: Deployment) -> Self {
+        self.deployment = deployment;
+        self
+    }
+
+    /// Sets the approval authority (default: [`DenyAllApprovalAuthority`]).
+    pub fn approval_authority(mut self, authority: impl ApprovalAuthority + 'static) -> Self {
+        self.authority = Arc::new(authority);
+        self
+    }
+
+    /// Sets the limits.
+    pub fn limits(mut self, limits: HostLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Sets the clock (tests use a manual one to exercise expiry).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Admits every connector (strict: every callable capability needs an implementation
+    /// claim) and builds the host.
+    pub fn build(self) -> Result<Host, HostBuildError> {
+        if self.connectors.is_empty() {
+            return Err(HostBuildError::NoConnector);
+        }
+        let mut capabilities: HashMap<CapabilityId, HostedCapability> = HashMap::new();
+        let mut manifests = Vec::new();
+        for (index, connector) in self.connectors.iter().enumerate() {
+            let definition = connector.definition();
+            let admitted = admit_manifest(
+                &definition.manifest(),
+                &self.policy,
+                &definition.implementation_support(),
+            )
+            .map_err(|report| HostBuildError::Admission {
+                connector: definition.id.clone(),
+                report,
+            })?;
+            let admitted = Arc::new(admitted);
+            for capability in &admitted.manifest().capabilities {
+                if let Some(existing) = capabilities.get(&capability.id) {
+                    return Err(HostBuildError::DuplicateCapability {
+                        capability: capability.id.clone(),
+                        first: self.connectors[existing.connector].definition().id.clone(),
+                        second: definition.id.clone(),
+                    });
+                }
+                capabilities.insert(
+                    capability.id.clone(),
+                    HostedCapability {
+                        connector: index,
+                        manifest: admitted.clone(),
+                    },
+                );
+            }
+            manifests.push(admitted);
+        }
+        Ok(Host {
+            inner: Arc::new(HostInner {
+                connectors: self.connectors,
+                capabilities,
+                manifests,
+                store: self
+                    .store
+                    .unwrap_or_else(|| Arc::new(MemoryStore::default())),
+                deployment: self.deployment,
+                authority: self.authority,
+                permits: Arc::new(Semaphore::new(self.limits.max_concurrent_actions)),
+                limits: self.limits,
+                clock: self.clock,
+                active: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+}
+
+/// Where a capability lives.
+struct HostedCapability {
+    connector: usize,
+    manifest: Arc<AdmittedManifest>,
+}
+
+struct HostInner {
+    connectors: Vec<Arc<dyn Connector>>,
+    capabilities: HashMap<CapabilityId, HostedCapability>,
+    manifests: Vec<Arc<AdmittedManifest>>,
+    store: SharedStore,
+    deployment: Deployment,
+    authority: Arc<dyn ApprovalAuthority>,
+    limits: HostLimits,
+    clock: Arc<dyn Clock>,
+    permits: Arc<Semaphore>,
+    /// Cancellation tokens of executing actions, by action id.
+    active: Mutex<HashMap<ActionId, CancellationToken>>,
+}
+
+/// A host: admitted connectors plus the store and policy that govern every call. Cheap to
+/// clone; clones share everything.
+#[derive(Clone)]
+pub struct Host {
+    inner: Arc<HostInner>,
+}
+
+/// What [`Host::cancel`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// The action was executing; its handler's cancellation token fired.
+    Cancelled,
+    /// The action is not executing (finished, never started, or unknown): nothing changed.
+    NotActive,
+}
+
+impl Host {
+    /// Starts building a host.
+    pub fn builder() -> HostBuilder {
+        HostBuilder {
+            connectors: Vec::new(),
+            store: None,
+            deployment: Deployment::default(),
+            authority: Arc::new(DenyAllApprovalAuthority),
+            limits: HostLimits::default(),
+            clock: Arc::new(SystemClock),
+            policy: AdmissionPolicy::strict(),
+        }
+    }
+
+    /// The admitted manifests, one per connector.
+    pub fn manifests(&self) -> impl Iterator<Item = &AdmittedManifest> {
+        self.inner.manifests.iter().map(|m| m.as_ref())
+    }
+
+    /// Runs `action` for the transport-authenticated `caller` through the whole pipeline.
+    /// Never panics on bad input: every refusal is a failed result with a typed error.
+    pub async fn invoke(
+        &self,
+        action: aip_connector_core::model::Action,
+        caller: &TrustedContext,
+    ) -> ActionResult {
+        pipeline::run(&self.inner, action, caller, pipeline::Options::default()).await
+    }
+
+    /// Like [`invoke`](Self::invoke), streaming: chunks in strictly increasing sequence, then
+    /// exactly one terminal chunk carrying the result.
+    pub fn invoke_stream(
+        &self,
+        action: aip_connector_core::model::Action,
+        caller: TrustedContext,
+    ) -> ChunkStream {
+        stream::start(self.inner.clone(), action, caller)
+    }
+
+    /// Cancels an executing action. A cancel after the terminal result changes nothing.
+    pub fn cancel(&self, action_id: &ActionId) -> CancelOutcome {
+        let active = self
+            .inner
+            .active
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match active.get(action_id) {
+            Some(token) => {
+                token.cancel();
+                CancelOutcome::Cancelled
+            }
+            None => CancelOutcome::NotActive,
+        }
+    }
+
+    /// Records an approval decision by the authenticated `approver` and returns the record.
+    pub async fn record_approval_decision(
+        &self,
+        decision: ApprovalDecision,
+        approver: &TrustedContext,
+    ) -> Result<ApprovalRecord, ProtocolError> {
+        approval::record_decision(
+            self.inner.store.as_ref(),
+            self.inner.authority.as_ref(),
+            self.inner.clock.now_ms(),
+            decision,
+            approver,
+        )
+        .await
+    }
+
+    /// The approval record, with expiry applied.
+    pub async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, ProtocolError> {
+        approval::expire_if_due(self.inner.store.as_ref(), id, self.inner.clock.now_ms()).await
+    }
+
+    /// Runs an approved action, exactly once, under its original idempotency key. Denied,
+    /// expired and revoked approvals give the matching `policy.*` failure.
+    pub async fn resume_approved(&self, id: &ApprovalId, caller: &TrustedContext) -> ActionResult {
+        pipeline::resume(&self.inner, id, caller).await
+    }
+}

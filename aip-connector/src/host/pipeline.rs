@@ -1,0 +1,1010 @@
+//! The invocation pipeline, in upstream order (`aip-runtime.md` §1.3):
+//!
+//! 0. envelope checks, input limits, trusted identity → 1. capability lookup → 2. input schema
+//! → 3. contract and mode checks → 4. credentials → 5. authorization → 6. idempotency claim →
+//! 7. reservation (replay / conflict / in progress) → 9. provided approval → 10. approval gate
+//! → 14. handler with deadline and cancellation → 15. output schema → 17. settle.
+//!
+//! Everything before the reservation fails without touching the store, so a duplicate with bad
+//! input fails validation again instead of replaying.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aip_connector_core::ids::ApprovalId;
+use aip_connector_core::model::{
+    Action, ActionMode, ActionResult, ActionResultStatus, Capability, CapabilityContract,
+    CompensationMode, ErrorCategory, ExternalAccountRef, IdentityContext, PrincipalKind,
+    ProtocolError, RiskLevel, TenantRef, TransactionMode,
+};
+use aip_connector_core::schema::SchemaViolation;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::context::TrustedContext;
+use super::idempotency::{self, RESERVATION_GRACE_MS};
+use super::invocation::HostInvocation;
+use super::{HostInner, HostedCapability, approval, failure};
+use crate::codes;
+use crate::invocation::{
+    CallerIdentity, ChunkSink, CredentialHandle, VerifiedApprovals, VerifiedTenant,
+};
+use crate::store::{
+    ApprovalRecord, ApprovalStatus, IdempotencyRecord, Reservation, ReserveOutcome, StoreError,
+};
+
+/// How [`run`] was entered.
+#[derive(Default)]
+pub(crate) struct Options {
+    /// The sink of a streaming call.
+    pub(crate) stream: Option<Arc<dyn ChunkSink>>,
+    /// The approval record of a resumed, approved action.
+    pub(crate) resume: Option<ApprovalRecord>,
+}
+
+/// Runs the pipeline and returns the result; never panics on bad input.
+pub(crate) async fn run(
+    host: &HostInner,
+    action: Action,
+    caller: &TrustedContext,
+    options: Options,
+) -> ActionResult {
+    let span = tracing::info_span!("aip.invoke", action_id = %action.id, capability_id = %action.capability_id);
+    async move {
+        let result = execute(host, action, caller, options).await;
+        match &result.error {
+            Some(error) => {
+                tracing::info!(status = ?result.status, code = %error.code, "action settled")
+            }
+            None => tracing::info!(status = ?result.status, "action settled"),
+        }
+        result
+    }
+    .instrument(span)
+    .await
+}
+
+async fn execute(
+    host: &HostInner,
+    mut action: Action,
+    caller: &TrustedContext,
+    options: Options,
+) -> ActionResult {
+    let Ok(_permit) = host.permits.clone().try_acquire_owned() else {
+        let mut error = failure::error(
+            codes::HOST_OVERLOADED,
+            "the host is at its concurrency limit",
+            ErrorCategory::Temporary,
+            true,
+        );
+        error.retry_after_ms = Some(100);
+        return failure::failed(&action.id, error);
+    };
+
+    // 0. The envelope, the input limits, and the identity the host vouches for.
+    if let Err(error) = aip_connector_core::validation::validate_action(&action) {
+        return failure::failed(
+            &action.id,
+            failure::permanent(codes::ACTION_INVALID, error.to_string()),
+        );
+    }
+    if let Err(message) = check_input_limits(
+        &action.input,
+        host.limits.max_input_bytes,
+        host.limits.max_input_depth,
+    ) {
+        return failure::failed(
+            &action.id,
+            failure::permanent(codes::ACTION_INPUT_TOO_LARGE, message),
+        );
+    }
+    let tenant = caller
+        .tenant
+        .clone()
+        .or_else(|| host.deployment.tenant.clone());
+    action.identity = Some(trusted_identity(
+        tenant.as_ref(),
+        host.deployment.external_account.as_ref(),
+    ));
+
+    // 1. Capability lookup.
+    let Some(hosted) = host.capabilities.get(&action.capability_id) else {
+        return failure::failed(
+            &action.id,
+            failure::permanent(
+                codes::RESOURCE_NOT_FOUND,
+                format!("capability `{}` is not hosted here", action.capability_id),
+            ),
+        );
+    };
+    let Some(capability) = hosted
+        .manifest
+        .manifest()
+        .capability(action.capability_id.as_str())
+    else {
+        return failure::failed(
+            &action.id,
+            failure::permanent(
+                codes::RESOURCE_NOT_FOUND,
+                "capability disappeared from its admitted manifest",
+            ),
+        );
+    };
+    let contract = capability.contract.as_ref();
+    let redact = contract
+        .is_some_and(|c| c.data.redaction_required || c.data.sensitivity.requires_redaction());
+    if redact {
+        tracing::debug!(input_hash = %idempotency::input_hash(&action.input), "redacted input");
+    }
+
+    // 2. Input schema.
+    if let Some(schema) = hosted.manifest.input_schema(action.capability_id.as_str())
+        && let Err(violations) = schema.validate(&action.input, host.limits.max_violations)
+    {
+        let error = schema_error(
+            codes::ACTION_INPUT_SCHEMA_INVALID,
+            "action input does not match the capability's input schema",
+            &action,
+            violations,
+            redact,
+        );
+        return failure::failed(&action.id, error);
+    }
+
+    // 3. Contract and mode checks.
+    if let Some(contract) = contract
+        && let Err(error) = contract_checks(contract, &action)
+    {
+        return failure::failed(&action.id, error);
+    }
+
+    // 4. Credentials.
+    let credential =
+        match credential_checks(host, capability, contract, caller, tenant.as_ref()).await {
+            Ok(credential) => credential,
+            Err(error) => return failure::failed(&action.id, error),
+        };
+
+    // 5. Authorization.
+    if let Err(error) = authorize(caller) {
+        return failure::failed(&action.id, error);
+    }
+
+    // 6. Idempotency claim.
+    let raw_key = action
+        .idempotency_key
+        .clone()
+        .filter(|k| !k.trim().is_empty());
+    let scope = contract
+        .map(|c| c.idempotency.key_scope)
+        .unwrap_or(aip_connector_core::model::IdempotencyKeyScope::Action);
+    let key = match raw_key.as_deref() {
+        Some(raw) => match idempotency::scoped_key(
+            scope,
+            raw,
+            &action,
+            caller,
+            tenant.as_ref(),
+            host.deployment.external_account.as_ref(),
+        ) {
+            Ok(key) => Some(key),
+            Err(error) => return failure::failed(&action.id, error),
+        },
+        None => None,
+    };
+
+    // 7. Reservation.
+    let timeout_ms = effective_timeout(&action, contract, host.limits.default_timeout_ms);
+    let fingerprint = idempotency::fingerprint(&action);
+    let now = host.clock.now_ms();
+    let resuming = options.resume.is_some() || action.approval.is_some();
+    let reservation = match &key {
+        None => None,
+        Some(key) => {
+            let reservation = Reservation {
+                key: key.clone(),
+                reservation_id: uuid::Uuid::now_v7().simple().to_string(),
+                action_id: action.id.clone(),
+                input_hash: fingerprint.clone(),
+                resume_pending: resuming,
+                expires_at_ms: now
+                    + timeout_ms
+                        .saturating_add(RESERVATION_GRACE_MS)
+                        .max(RESERVATION_GRACE_MS),
+            };
+            match host.store.reserve(&reservation, now).await {
+                Ok(ReserveOutcome::Acquired) => Some(reservation),
+                Ok(ReserveOutcome::Settled(record)) => {
+                    if resuming && crate::store::is_pending_approval(&record.result) {
+                        return failure::failed(
+                            &action.id,
+                            failure::policy(
+                                codes::IDEMPOTENCY_PENDING_RESUME_DENIED,
+                                "the pending approval stored under this key cannot be resumed by this action",
+                            ),
+                        );
+                    }
+                    let behavior = contract.map(|c| c.idempotency.collision_behavior).unwrap_or(aip_connector_core::model::IdempotencyCollisionBehavior::ReturnOriginalResult);
+                    return idempotency::collision(behavior, &record, &action, &fingerprint);
+                }
+                Ok(ReserveOutcome::InProgress(holder)) => {
+                    return idempotency::in_progress(&action, &holder, now);
+                }
+                Err(error) => return failure::failed(&action.id, storage_error(&error)),
+            }
+        }
+    };
+    let settlement = Settlement {
+        host,
+        reservation,
+        scope,
+        capability,
+        caller,
+        tenant: tenant.as_ref(),
+        fingerprint: &fingerprint,
+        now,
+    };
+
+    // 9–10. Approvals: a resumed action carries its verified approval; a re-submitted one must
+    // match an approved record; anything else that needs approval stops at the gate.
+    let verified = match (&options.resume, &action.approval) {
+        (Some(record), _) => Some(verified_from(record)),
+        (None, Some(decision)) => {
+            match provided_approval(host, &action, &decision.approval_id, &fingerprint).await {
+                Ok(verified) => Some(verified),
+                Err(error) => return settlement.settle(failure::failed(&action.id, error)).await,
+            }
+        }
+        (None, None) if approval_required(capability, contract) => {
+            return approval_gate(
+                host,
+                &action,
+                capability,
+                contract,
+                caller,
+                tenant.as_ref(),
+                key.clone(),
+                redact,
+                &fingerprint,
+                settlement,
+            )
+            .await;
+        }
+        (None, None) => None,
+    };
+
+    // 14. The handler, with deadline and cancellation.
+    let outcome = dispatch(
+        host,
+        hosted,
+        &action,
+        caller,
+        tenant.clone(),
+        raw_key,
+        timeout_ms,
+        credential,
+        verified,
+        options.stream,
+    )
+    .await;
+    let result = match outcome {
+        Outcome::Completed(output) => {
+            check_output(hosted, &action, output, host.limits.max_violations, redact)
+        }
+        Outcome::Failed(failure) => failure::failed(&action.id, failure.to_protocol_error()),
+        Outcome::TimedOut => {
+            let retryable = contract.is_some_and(|c| c.execution.supports_retry);
+            let error = failure::error(
+                codes::SLA_TIMEOUT_EXCEEDED,
+                format!("the handler did not finish within {timeout_ms} ms"),
+                ErrorCategory::Temporary,
+                retryable,
+            );
+            failure::failed(
+                &action.id,
+                failure::with_details(error, json!({ "timeout_ms": timeout_ms })),
+            )
+        }
+        Outcome::Cancelled => {
+            let mut result = ActionResult::new(action.id.clone(), ActionResultStatus::Cancelled);
+            result.output =
+                Some(json!({ "cancelled": true, "reason": "action cancellation requested" }));
+            result
+        }
+    };
+    settlement.settle(result).await
+}
+
+/// What the handler call ended with.
+enum Outcome {
+    Completed(Value),
+    Failed(aip_connector_core::model::ConnectorFailure),
+    TimedOut,
+    Cancelled,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn dispatch(
+    host: &HostInner,
+    hosted: &HostedCapability,
+    action: &Action,
+    caller: &TrustedContext,
+    tenant: Option<VerifiedTenant>,
+    idempotency_key: Option<String>,
+    timeout_ms: u64,
+    credential: Option<CredentialHandle>,
+    approval: Option<VerifiedApprovals>,
+    stream: Option<Arc<dyn ChunkSink>>,
+) -> Outcome {
+    let token = CancellationToken::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
+    let context = Arc::new(HostInvocation {
+        action: action.clone(),
+        caller: CallerIdentity {
+            principal_id: caller.principal.id.clone(),
+            issuer: caller.issuer.clone(),
+        },
+        tenant,
+        idempotency_key,
+        cancellation: token.clone(),
+        deadline,
+        stream,
+        checkpoint: None,
+        credential,
+        approval,
+    });
+    let _active = ActiveGuard::register(host, action, token.clone());
+    let connector = &host.connectors[hosted.connector];
+    let call = connector.invoke(action.capability_id.as_str(), action.input.clone(), context);
+    let outcome = tokio::select! {
+        biased;
+        () = token.cancelled() => Outcome::Cancelled,
+        result = tokio::time::timeout_at(deadline, call) => match result {
+            Ok(Ok(output)) => Outcome::Completed(output),
+            Ok(Err(failure)) => Outcome::Failed(failure),
+            Err(_) => Outcome::TimedOut,
+        },
+    };
+    // Whatever the handler spawned must learn that the action is over.
+    token.cancel();
+    outcome
+}
+
+/// Registers an executing action for [`Host::cancel`](super::Host::cancel) and unregisters it
+/// on drop, whatever the outcome.
+struct ActiveGuard<'a> {
+    host: &'a HostInner,
+    action_id: aip_connector_core::ids::ActionId,
+}
+
+impl<'a> ActiveGuard<'a> {
+    fn register(host: &'a HostInner, action: &Action, token: CancellationToken) -> Self {
+        host.active
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(action.id.clone(), token);
+        ActiveGuard {
+            host,
+            action_id: action.id.clone(),
+        }
+    }
+}
+
+impl Drop for ActiveGuard<'_> {
+    fn drop(&mut self) {
+        self.host
+            .active
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.action_id);
+    }
+}
+
+/// Stores or releases the idempotency reservation once a result exists: retryable failures
+/// release the key (the next attempt executes again); everything else is stored and replayed.
+struct Settlement<'a> {
+    host: &'a HostInner,
+    reservation: Option<Reservation>,
+    scope: aip_connector_core::model::IdempotencyKeyScope,
+    capability: &'a Capability,
+    caller: &'a TrustedContext,
+    tenant: Option<&'a VerifiedTenant>,
+    fingerprint: &'a str,
+    now: crate::store::Millis,
+}
+
+impl Settlement<'_> {
+    async fn settle(self, result: ActionResult) -> ActionResult {
+        let Some(reservation) = &self.reservation else {
+            return result;
+        };
+        let retryable = result
+            .error
+            .as_ref()
+            .and_then(|e| e.retryable)
+            .unwrap_or(false);
+        let outcome = if retryable {
+            self.host.store.release(reservation).await
+        } else {
+            let ttl = self
+                .capability
+                .contract
+                .as_ref()
+                .and_then(|c| c.idempotency.ttl_ms);
+            let record = IdempotencyRecord {
+                key: reservation.key.clone(),
+                key_scope: self.scope,
+                action_id: reservation.action_id.clone(),
+                capability_id: self.capability.id.clone(),
+                principal_id: self.caller.principal.id.clone(),
+                tenant_id: self.tenant.map(|t| t.id.clone()),
+                input_hash: self.fingerprint.to_owned(),
+                result: result.clone(),
+                created_at_ms: self.now,
+                expires_at_ms: ttl.map(|ttl| self.now + ttl.max(1)),
+            };
+            self.host.store.settle(reservation, &record).await
+        };
+        if let Err(error) = outcome {
+            // The result stands; a lost settlement only means a duplicate may execute again.
+            tracing::warn!(error = %error, "idempotency settlement failed");
+        }
+        result
+    }
+}
+
+fn storage_error(error: &StoreError) -> ProtocolError {
+    let mut error = failure::error(
+        codes::STORAGE_UNAVAILABLE,
+        error.to_string(),
+        ErrorCategory::Temporary,
+        true,
+    );
+    error.retry_after_ms = Some(1_000);
+    error
+}
+
+/// Rejects inputs larger or deeper than the limits, iteratively (no recursion on hostile input).
+fn check_input_limits(input: &Value, max_bytes: usize, max_depth: usize) -> Result<(), String> {
+    let mut stack = vec![(input, 1usize)];
+    let mut bytes = 0usize;
+    while let Some((value, depth)) = stack.pop() {
+        if depth > max_depth {
+            return Err(format!("action input nests deeper than {max_depth} levels"));
+        }
+        match value {
+            Value::Array(items) => {
+                bytes += 2 + items.len();
+                stack.extend(items.iter().map(|v| (v, depth + 1)));
+            }
+            Value::Object(map) => {
+                bytes += 2 + map.len();
+                for (key, v) in map {
+                    bytes += key.len() + 3;
+                    stack.push((v, depth + 1));
+                }
+            }
+            Value::String(s) => bytes += s.len() + 2,
+            other => bytes += other.to_string().len(),
+        }
+        if bytes > max_bytes {
+            return Err(format!("action input is larger than {max_bytes} bytes"));
+        }
+    }
+    Ok(())
+}
+
+/// The identity the host vouches for; whatever the payload said is discarded.
+fn trusted_identity(
+    tenant: Option<&VerifiedTenant>,
+    account: Option<&ExternalAccountRef>,
+) -> IdentityContext {
+    IdentityContext {
+        tenant: tenant.map(|t| TenantRef {
+            id: t.id.clone(),
+            system: t.system.clone(),
+        }),
+        external_account: account.cloned(),
+        ..IdentityContext::default()
+    }
+}
+
+/// A schema failure; with redaction, violation messages (which quote values) are dropped and
+/// the input hash is reported instead.
+fn schema_error(
+    code: &str,
+    message: &str,
+    action: &Action,
+    violations: Vec<SchemaViolation>,
+    redact: bool,
+) -> ProtocolError {
+    let violations: Vec<Value> = violations
+        .into_iter()
+        .map(|v| {
+            if redact {
+                json!({ "instance_path": v.instance_path, "schema_path": v.schema_path })
+            } else {
+                json!({ "instance_path": v.instance_path, "schema_path": v.schema_path, "message": v.message })
+            }
+        })
+        .collect();
+    let mut details = json!({ "capability_id": action.capability_id, "violations": violations });
+    if redact {
+        details["input_hash"] = Value::String(idempotency::input_hash(&action.input));
+    }
+    failure::with_details(failure::permanent(code, message), details)
+}
+
+/// Step 3, in upstream order.
+fn contract_checks(contract: &CapabilityContract, action: &Action) -> Result<(), ProtocolError> {
+    use aip_connector_core::model::IdempotencyRequirement;
+    if contract.idempotency.requirement == IdempotencyRequirement::Required
+        && action
+            .idempotency_key
+            .as_deref()
+            .is_none_or(|k| k.trim().is_empty())
+    {
+        return Err(failure::permanent(
+            codes::IDEMPOTENCY_REQUIRED,
+            "this capability requires an idempotency key",
+        ));
+    }
+    let mode = action.mode.unwrap_or(ActionMode::Sync);
+    let supported = match mode {
+        ActionMode::Sync => contract.execution.supports_sync,
+        ActionMode::Async => contract.execution.supports_async,
+        ActionMode::Streaming => contract.execution.supports_streaming,
+    };
+    if !supported {
+        return Err(failure::permanent(
+            codes::EXECUTION_MODE_UNSUPPORTED,
+            format!(
+                "the capability does not support `{}` execution",
+                wire(&mode)
+            ),
+        ));
+    }
+    if let Some(transaction) = &action.transaction {
+        let Some(declared) = &contract.transaction else {
+            if transaction.mode != TransactionMode::Execute {
+                return Err(failure::permanent(
+                    codes::TRANSACTION_UNSUPPORTED,
+                    "the capability declares no transaction contract; only `execute` is allowed",
+                ));
+            }
+            return Ok(());
+        };
+        if !declared.supports(transaction.mode) {
+            return Err(failure::permanent(
+                codes::TRANSACTION_MODE_UNSUPPORTED,
+                format!(
+                    "the capability does not declare transaction mode `{}`",
+                    wire(&transaction.mode)
+                ),
+            ));
+        }
+        if transaction.mode == TransactionMode::Commit
+            && declared.requires_plan_before_commit
+            && transaction.plan_id.is_none()
+        {
+            return Err(failure::permanent(
+                codes::TRANSACTION_PLAN_REQUIRED,
+                "this capability commits only a plan: send `transaction.plan_id`",
+            ));
+        }
+        if transaction.mode == TransactionMode::Compensate
+            && !contract.compensation.as_ref().is_some_and(|c| {
+                matches!(
+                    c.mode,
+                    CompensationMode::Supported | CompensationMode::BestEffort
+                )
+            })
+        {
+            return Err(failure::permanent(
+                codes::TRANSACTION_COMPENSATION_UNSUPPORTED,
+                "the capability declares no supported compensation",
+            ));
+        }
+        if transaction.mode != TransactionMode::Execute {
+            // Plans, commits, compensation and reconciliation run on the transaction store,
+            // which this host does not have yet: refuse them explicitly instead of executing.
+            return Err(failure::permanent(
+                codes::TRANSACTION_MODE_UNSUPPORTED,
+                format!(
+                    "this host does not run transaction mode `{}` yet",
+                    wire(&transaction.mode)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn wire(value: &impl serde::Serialize) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// Step 4: presence, expiry, issuer, tenant, scopes (`*` grants every scope).
+async fn credential_checks(
+    host: &HostInner,
+    capability: &Capability,
+    contract: Option<&CapabilityContract>,
+    caller: &TrustedContext,
+    tenant: Option<&VerifiedTenant>,
+) -> Result<Option<CredentialHandle>, ProtocolError> {
+    let Some(policy) = contract.and_then(|c| c.credentials.as_ref()) else {
+        return Ok(None);
+    };
+    let resolved = match &host.deployment.credentials {
+        Some(provider) => provider
+            .resolve(capability, caller)
+            .await
+            .map_err(|f| f.to_protocol_error())?,
+        None => None,
+    };
+    let auth =
+        |code: &str, message: String| failure::error(code, message, ErrorCategory::Auth, false);
+    let Some(handle) = resolved else {
+        if policy.required {
+            return Err(auth(
+                codes::CREDENTIAL_MISSING,
+                "the capability requires a credential and the deployment resolved none".to_owned(),
+            ));
+        }
+        return Ok(None);
+    };
+    if handle
+        .expires_at_ms
+        .is_some_and(|at| at <= host.clock.now_ms())
+    {
+        return Err(auth(
+            codes::CREDENTIAL_SCOPE_MISSING,
+            "the resolved credential is expired".to_owned(),
+        ));
+    }
+    if !policy.accepted_issuers.is_empty()
+        && !policy.accepted_issuers.iter().any(|i| *i == handle.issuer)
+    {
+        return Err(auth(
+            codes::CREDENTIAL_ISSUER_DENIED,
+            format!("credential issuer `{}` is not accepted", handle.issuer),
+        ));
+    }
+    if let (Some(bound), Some(tenant)) = (&handle.tenant_id, tenant)
+        && *bound != tenant.id
+    {
+        return Err(auth(
+            codes::CREDENTIAL_TENANT_MISMATCH,
+            "the resolved credential belongs to another tenant".to_owned(),
+        ));
+    }
+    let wildcard = handle.scopes.iter().any(|s| s == "*");
+    let missing: Vec<&String> = policy
+        .required_scopes
+        .iter()
+        .filter(|s| !wildcard && !handle.scopes.contains(s))
+        .collect();
+    if !missing.is_empty() {
+        let error = auth(
+            codes::CREDENTIAL_SCOPE_MISSING,
+            "the resolved credential lacks required scopes".to_owned(),
+        );
+        return Err(failure::with_details(
+            error,
+            json!({ "missing_scopes": missing }),
+        ));
+    }
+    Ok(Some(handle))
+}
+
+/// Step 5: principal kinds that may invoke (tenants, customers and contacts may not).
+fn authorize(caller: &TrustedContext) -> Result<(), ProtocolError> {
+    match caller.principal.kind {
+        PrincipalKind::Human
+        | PrincipalKind::Agent
+        | PrincipalKind::Service
+        | PrincipalKind::System => Ok(()),
+        kind => Err(failure::error(
+            codes::AUTH_NOT_AUTHORIZED,
+            format!(
+                "principal kind `{}` may not invoke capabilities",
+                wire(&kind)
+            ),
+            ErrorCategory::Auth,
+            false,
+        )),
+    }
+}
+
+/// Approval is needed when the contract says so, the legacy flag says so, or risk is above
+/// `medium` (the host's automatic-approval ceiling).
+fn approval_required(capability: &Capability, contract: Option<&CapabilityContract>) -> bool {
+    contract
+        .and_then(|c| c.approval.as_ref())
+        .is_some_and(|a| a.required)
+        || capability.requires_human_approval == Some(true)
+        || capability.risk.is_some_and(|r| r > RiskLevel::Medium)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn approval_gate(
+    host: &HostInner,
+    action: &Action,
+    capability: &Capability,
+    contract: Option<&CapabilityContract>,
+    caller: &TrustedContext,
+    tenant: Option<&VerifiedTenant>,
+    key: Option<String>,
+    redact: bool,
+    fingerprint: &str,
+    settlement: Settlement<'_>,
+) -> ActionResult {
+    let policy = contract
+        .and_then(|c| c.approval.clone())
+        .filter(|a| a.required)
+        .unwrap_or_else(default_approval_policy);
+    let record = approval::new_record(
+        action.clone(),
+        fingerprint.to_owned(),
+        !redact,
+        capability,
+        policy,
+        caller.principal.id.clone(),
+        tenant.map(|t| t.id.clone()),
+        key,
+        host.clock.now_ms(),
+    );
+    if let Err(error) = host.store.insert_approval(&record).await {
+        return settlement
+            .settle(failure::failed(&action.id, storage_error(&error)))
+            .await;
+    }
+    let mut result = ActionResult::new(action.id.clone(), ActionResultStatus::PendingApproval);
+    result.output = Some(json!({
+        "approval_id": record.approval_id,
+        "expires_at_ms": record.expires_at_ms,
+        "policy_hash": record.policy_hash,
+    }));
+    let error = failure::policy(
+        codes::POLICY_HUMAN_APPROVAL_REQUIRED,
+        "this action needs human approval before it runs",
+    );
+    result.error = Some(failure::with_details(
+        error,
+        json!({ "approval_id": record.approval_id }),
+    ));
+    settlement.settle(result).await
+}
+
+/// The policy applied when approval is forced by risk or the legacy flag rather than declared.
+fn default_approval_policy() -> aip_connector_core::model::ApprovalPolicy {
+    aip_connector_core::model::ApprovalPolicy {
+        required: true,
+        reason: Some(
+            "risk above the host's automatic-approval ceiling requires approval".to_owned(),
+        ),
+        evidence_requirements: vec![aip_connector_core::model::EvidenceRequirement::Reason],
+        policy_version: Some("aip.approval/v1".to_owned()),
+        ..aip_connector_core::model::ApprovalPolicy::default()
+    }
+}
+
+/// A re-submitted action carrying an approval decision must match an approved record.
+async fn provided_approval(
+    host: &HostInner,
+    action: &Action,
+    id: &ApprovalId,
+    fingerprint: &str,
+) -> Result<VerifiedApprovals, ProtocolError> {
+    let record = approval::expire_if_due(host.store.as_ref(), id, host.clock.now_ms())
+        .await?
+        .ok_or_else(|| {
+            failure::policy(
+                codes::POLICY_APPROVAL_UNVERIFIED,
+                "no approval with this id is known to the host",
+            )
+        })?;
+    if record.action.id != action.id
+        || record.capability_id != action.capability_id
+        || record.input_hash != fingerprint
+    {
+        return Err(failure::policy(
+            codes::POLICY_APPROVAL_UNVERIFIED,
+            "the approval was granted for another action or input",
+        ));
+    }
+    if record.status != ApprovalStatus::Approved {
+        return Err(status_error(record.status));
+    }
+    if !host
+        .store
+        .claim_resume(id)
+        .await
+        .map_err(|e| storage_error(&e))?
+    {
+        return Err(failure::policy(
+            codes::POLICY_APPROVAL_ALREADY_RESUMED,
+            "this approved action already ran",
+        ));
+    }
+    Ok(verified_from(&record))
+}
+
+fn verified_from(record: &ApprovalRecord) -> VerifiedApprovals {
+    VerifiedApprovals {
+        approval_ids: vec![record.approval_id.clone()],
+        decision_ids: record
+            .decisions
+            .iter()
+            .filter_map(|d| d.decision_id.clone())
+            .collect(),
+        policy_hashes: vec![record.policy_hash.clone()],
+    }
+}
+
+/// The failure for an approval in `status`.
+fn status_error(status: ApprovalStatus) -> ProtocolError {
+    match status {
+        ApprovalStatus::Denied => {
+            failure::policy(codes::POLICY_APPROVAL_DENIED, "the approval was denied")
+        }
+        ApprovalStatus::Expired => {
+            failure::policy(codes::POLICY_APPROVAL_EXPIRED, "the approval expired")
+        }
+        ApprovalStatus::Revoked => {
+            failure::policy(codes::POLICY_APPROVAL_REVOKED, "the approval was revoked")
+        }
+        ApprovalStatus::Pending => failure::policy(
+            codes::POLICY_APPROVAL_NOT_GRANTED,
+            "the approval is still pending",
+        ),
+        ApprovalStatus::Approved => failure::policy(
+            codes::POLICY_APPROVAL_NOT_GRANTED,
+            "the approval is granted",
+        ),
+    }
+}
+
+/// Resumes an approved action exactly once, as its requester.
+pub(crate) async fn resume(
+    host: &HostInner,
+    id: &ApprovalId,
+    caller: &TrustedContext,
+) -> ActionResult {
+    let record = match approval::expire_if_due(host.store.as_ref(), id, host.clock.now_ms()).await {
+        Ok(Some(record)) => record,
+        Ok(None) => {
+            return failure::failed(
+                &aip_connector_core::ids::ActionId::new(),
+                failure::policy(codes::POLICY_APPROVAL_NOT_FOUND, "no approval with this id"),
+            );
+        }
+        Err(error) => return failure::failed(&aip_connector_core::ids::ActionId::new(), error),
+    };
+    let action_id = record.action.id.clone();
+    if caller.principal.id != record.requested_by {
+        return failure::failed(
+            &action_id,
+            failure::error(
+                codes::AUTH_NOT_AUTHORIZED,
+                "only the requester resumes an approved action",
+                ErrorCategory::Auth,
+                false,
+            ),
+        );
+    }
+    if record.status != ApprovalStatus::Approved {
+        return failure::failed(&action_id, status_error(record.status));
+    }
+    if !record.input_retained {
+        return failure::failed(
+            &action_id,
+            failure::policy(
+                codes::POLICY_APPROVAL_NOT_GRANTED,
+                "the input of this action was redacted; re-submit the action with the approval decision attached",
+            ),
+        );
+    }
+    match host.store.claim_resume(id).await {
+        Ok(true) => {}
+        Ok(false) => {
+            return failure::failed(
+                &action_id,
+                failure::policy(
+                    codes::POLICY_APPROVAL_ALREADY_RESUMED,
+                    "this approved action already ran",
+                ),
+            );
+        }
+        Err(error) => return failure::failed(&action_id, storage_error(&error)),
+    }
+    let action = record.action.clone();
+    run(
+        host,
+        action,
+        caller,
+        Options {
+            stream: None,
+            resume: Some(record),
+        },
+    )
+    .await
+}
+
+/// Step 15: only completed results are checked; a violation replaces the result.
+fn check_output(
+    hosted: &HostedCapability,
+    action: &Action,
+    output: Value,
+    max_violations: usize,
+    redact: bool,
+) -> ActionResult {
+    if let Some(schema) = hosted.manifest.output_schema(action.capability_id.as_str())
+        && let Err(violations) = schema.validate(&output, max_violations)
+    {
+        let error = schema_error(
+            codes::ACTION_OUTPUT_SCHEMA_INVALID,
+            "the handler's output does not match the capability's output schema",
+            action,
+            violations,
+            redact,
+        );
+        return failure::failed(&action.id, error);
+    }
+    ActionResult::completed(action.id.clone(), output)
+}
+
+/// min(action timeout, SLA timeout), else the host default.
+fn effective_timeout(
+    action: &Action,
+    contract: Option<&CapabilityContract>,
+    default_ms: u64,
+) -> u64 {
+    let sla = contract
+        .and_then(|c| c.sla.as_ref())
+        .and_then(|s| s.timeout_ms);
+    match (action.timeout_ms, sla) {
+        (Some(a), Some(s)) => a.min(s),
+        (Some(a), None) => a,
+        (None, Some(s)) => s,
+        (None, None) => default_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_limits_are_checked_iteratively() {
+        let mut deep = json!(1);
+        for _ in 0..100 {
+            deep = json!([deep]);
+        }
+        assert!(
+            check_input_limits(&deep, 1 << 20, 64)
+                .unwrap_err()
+                .contains("deeper")
+        );
+        assert!(
+            check_input_limits(&json!({ "a": "x".repeat(100) }), 50, 64)
+                .unwrap_err()
+                .contains("larger")
+        );
+        assert!(check_input_limits(&json!({ "a": [1, 2, 3] }), 1 << 20, 64).is_ok());
+    }
+
+    #[test]
+    fn timeout_is_the_smallest_declared() {
+        let action = Action::new("cap:x", json!({})).with_timeout_ms(500);
+        assert_eq!(effective_timeout(&action, None, 60_000), 500);
+        assert_eq!(
+            effective_timeout(&Action::new("cap:x", json!({})), None, 60_000),
+            60_000
+        );
+    }
+}

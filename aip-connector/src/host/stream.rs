@@ -1,0 +1,146 @@
+//! Streaming: the handler's chunks in strictly increasing sequence, then exactly one terminal
+//! chunk. The channel is bounded, so a slow consumer slows the handler down (back-pressure), and
+//! the sink refuses everything after the terminal chunk.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use aip_connector_core::ids::ActionId;
+use aip_connector_core::model::{
+    Action, ActionMode, ActionResultStatus, ConnectorFailure, ConnectorOperation, ErrorCategory,
+    StreamChunk, StreamChunkKind,
+};
+use serde_json::Value;
+use tokio::sync::{Mutex, mpsc};
+
+use super::HostInner;
+use super::context::TrustedContext;
+use super::pipeline::{self, Options};
+use crate::codes;
+use crate::invocation::{BoxFuture, ChunkSink};
+
+/// The consumer side of a streaming invocation.
+#[derive(Debug)]
+pub struct ChunkStream {
+    receiver: mpsc::Receiver<StreamChunk>,
+}
+
+impl ChunkStream {
+    /// The next chunk, or `None` after the terminal chunk.
+    pub async fn next(&mut self) -> Option<StreamChunk> {
+        self.receiver.recv().await
+    }
+
+    /// Every remaining chunk, through the terminal one.
+    pub async fn collect(mut self) -> Vec<StreamChunk> {
+        let mut chunks = Vec::new();
+        while let Some(chunk) = self.next().await {
+            chunks.push(chunk);
+        }
+        chunks
+    }
+}
+
+/// The producer side: numbers chunks and closes after the terminal one.
+struct ChannelSink {
+    action_id: ActionId,
+    sender: Mutex<Option<mpsc::Sender<StreamChunk>>>,
+    sequence: AtomicU64,
+    closed: AtomicBool,
+}
+
+impl ChannelSink {
+    fn closed_failure() -> ConnectorFailure {
+        ConnectorFailure::new(
+            codes::STREAM_CLOSED,
+            "the stream is closed",
+            ErrorCategory::Permanent,
+            ConnectorOperation::Streaming,
+            codes::SOURCE_COMPONENT,
+        )
+    }
+
+    /// Sends one chunk; the lock keeps sequence order equal to delivery order.
+    async fn push(
+        &self,
+        kind: StreamChunkKind,
+        data: Option<Value>,
+        terminal: bool,
+    ) -> Result<(), ConnectorFailure> {
+        let mut sender = self.sender.lock().await;
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Self::closed_failure());
+        }
+        let Some(channel) = sender.as_ref() else {
+            return Err(Self::closed_failure());
+        };
+        let chunk = StreamChunk {
+            action_id: self.action_id.clone(),
+            sequence: self.sequence.fetch_add(1, Ordering::AcqRel),
+            kind,
+            data,
+            part: None,
+        };
+        let sent = channel.send(chunk).await;
+        if terminal {
+            self.closed.store(true, Ordering::Release);
+            *sender = None;
+        }
+        sent.map_err(|_| Self::closed_failure())
+    }
+}
+
+impl ChunkSink for ChannelSink {
+    fn send(
+        &self,
+        kind: StreamChunkKind,
+        data: Value,
+    ) -> BoxFuture<'_, Result<(), ConnectorFailure>> {
+        Box::pin(async move {
+            if matches!(kind, StreamChunkKind::Done | StreamChunkKind::Error) {
+                // Only the host ends a stream: exactly one terminal chunk.
+                return Err(ConnectorFailure::new(
+                    codes::STREAM_TERMINAL_RESERVED,
+                    "handlers cannot send terminal chunks; return the result instead",
+                    ErrorCategory::Connector,
+                    ConnectorOperation::Streaming,
+                    codes::SOURCE_COMPONENT,
+                ));
+            }
+            self.push(kind, Some(data), false).await
+        })
+    }
+}
+
+pub(crate) fn start(
+    host: Arc<HostInner>,
+    mut action: Action,
+    caller: TrustedContext,
+) -> ChunkStream {
+    let (sender, receiver) = mpsc::channel(host.limits.stream_buffer.max(1));
+    if action.mode.is_none() {
+        action.mode = Some(ActionMode::Streaming);
+    }
+    let sink = Arc::new(ChannelSink {
+        action_id: action.id.clone(),
+        sender: Mutex::new(Some(sender)),
+        sequence: AtomicU64::new(0),
+        closed: AtomicBool::new(false),
+    });
+    tokio::spawn(async move {
+        let options = Options {
+            stream: Some(sink.clone() as Arc<dyn ChunkSink>),
+            resume: None,
+        };
+        let result = pipeline::run(&host, action, &caller, options).await;
+        let kind = if result.status == ActionResultStatus::Failed {
+            StreamChunkKind::Error
+        } else {
+            StreamChunkKind::Done
+        };
+        let data = serde_json::to_value(&result).ok();
+        // A consumer that went away is not an error of the action.
+        let _ = sink.push(kind, data, true).await;
+    });
+    ChunkStream { receiver }
+}

@@ -1,0 +1,303 @@
+//! Durable state of the host: idempotency records and reservations, approval records.
+//!
+//! One trait per record family, every transition an atomic compare-and-set, so several hosts
+//! (or several tasks of one host) can share a store without a lost update. Backends:
+//! [`MemoryStore`] (tests, demos) and [`SqliteStore`] (the embedded, durable default). All of
+//! them pass the same conformance suite (`tests/store_conformance.rs` of the tests crate).
+//!
+//! Times are milliseconds since the Unix epoch, taken from the host's [`Clock`], so expiry is
+//! testable without sleeping.
+
+mod memory;
+mod sqlite;
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use aip_connector_core::ids::{ActionId, ApprovalId, CapabilityId, PrincipalId};
+use aip_connector_core::model::{
+    Action, ActionResult, ApprovalDecision, ApprovalPolicy, IdempotencyKeyScope,
+};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+pub use memory::MemoryStore;
+pub use sqlite::SqliteStore;
+
+/// Milliseconds since the Unix epoch.
+pub type Millis = u64;
+
+/// Where the host reads the time.
+pub trait Clock: Send + Sync {
+    /// Now, in milliseconds since the Unix epoch.
+    fn now_ms(&self) -> Millis;
+}
+
+/// The system clock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> Millis {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as Millis)
+            .unwrap_or(0)
+    }
+}
+
+/// A store failure. Never carries record contents (they may be sensitive).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The backend could not be reached or failed.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// A stored row could not be decoded.
+    #[error("stored record is corrupt: {0}")]
+    Corrupt(String),
+    /// The caller's reservation is no longer the live one (its fencing token changed).
+    #[error("reservation was taken over by another owner")]
+    Fenced,
+}
+
+/// A settled idempotency record: the first result for a scoped key, replayed to duplicates.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IdempotencyRecord {
+    /// Scoped key: `<Scope>:<partition>:<raw key>`.
+    pub key: String,
+    /// The scope the key was claimed in.
+    pub key_scope: IdempotencyKeyScope,
+    /// The action that produced the result.
+    pub action_id: ActionId,
+    /// Its capability.
+    pub capability_id: CapabilityId,
+    /// Its principal.
+    pub principal_id: PrincipalId,
+    /// Its tenant, if any.
+    pub tenant_id: Option<String>,
+    /// SHA-256 hex of the canonical `{capability_id, input, transaction without id}`.
+    pub input_hash: String,
+    /// The stored result (its input is never stored; outputs follow the redaction policy).
+    pub result: ActionResult,
+    /// When the key was claimed.
+    pub created_at_ms: Millis,
+    /// When the record stops being replayed; `None` keeps it forever.
+    pub expires_at_ms: Option<Millis>,
+}
+
+/// A live claim on a scoped key, held while the handler runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reservation {
+    /// Scoped key.
+    pub key: String,
+    /// Fencing token (UUIDv7): settlement and release succeed only with the live token.
+    pub reservation_id: String,
+    /// The owning action.
+    pub action_id: ActionId,
+    /// The owner's input hash.
+    pub input_hash: String,
+    /// Set when an approved action resumes under a key whose record is `pending_approval`.
+    pub resume_pending: bool,
+    /// When another caller may take the key over (crashed owner).
+    pub expires_at_ms: Millis,
+}
+
+/// What [`IdempotencyStore::reserve`] found.
+#[derive(Clone, Debug, PartialEq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "returned once per reserve and matched at once; a box would burden every caller"
+)]
+pub enum ReserveOutcome {
+    /// The caller now owns the key.
+    Acquired,
+    /// A settled, unexpired record exists.
+    Settled(IdempotencyRecord),
+    /// Another owner holds a live reservation.
+    InProgress(Reservation),
+}
+
+/// Idempotency records and reservations.
+#[async_trait]
+pub trait IdempotencyStore: Send + Sync {
+    /// Claims `reservation.key`:
+    /// - an unexpired record → `Settled` — except that a record whose result is
+    ///   `pending_approval`/`requires_human` is atomically replaced by the reservation when
+    ///   `reservation.resume_pending` is set and action id and input hash match;
+    /// - an expired record is deleted and ignored;
+    /// - a live reservation (expires after `now`) → `InProgress`; an expired one is taken over;
+    /// - otherwise the reservation is stored → `Acquired`.
+    async fn reserve(
+        &self,
+        reservation: &Reservation,
+        now: Millis,
+    ) -> Result<ReserveOutcome, StoreError>;
+
+    /// Replaces the live reservation with `record`. `Fenced` if the token is not the live one.
+    async fn settle(
+        &self,
+        reservation: &Reservation,
+        record: &IdempotencyRecord,
+    ) -> Result<(), StoreError>;
+
+    /// Drops the reservation if its token is the live one (no-op otherwise).
+    async fn release(&self, reservation: &Reservation) -> Result<(), StoreError>;
+
+    /// Extends the live reservation; false if the token is not the live one.
+    async fn renew(
+        &self,
+        reservation: &Reservation,
+        expires_at_ms: Millis,
+    ) -> Result<bool, StoreError>;
+
+    /// The unexpired record for `key`, if any.
+    async fn record(&self, key: &str, now: Millis)
+    -> Result<Option<IdempotencyRecord>, StoreError>;
+}
+
+/// The lifecycle of an approval request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalStatus {
+    /// Waiting for decisions.
+    Pending,
+    /// Enough approvals were recorded; the action may resume (once).
+    Approved,
+    /// A decision denied it.
+    Denied,
+    /// Its TTL passed.
+    Expired,
+    /// A decision revoked it.
+    Revoked,
+}
+
+/// A durable approval request and the decisions recorded on it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRecord {
+    /// Approval id (`appr_…`).
+    pub approval_id: ApprovalId,
+    /// The gated action. Its `input` is replaced by `null` when the data contract requires
+    /// redaction; such an action is resumed by re-submitting it (matching `input_hash`).
+    pub action: Action,
+    /// Whether `action.input` was kept.
+    pub input_retained: bool,
+    /// SHA-256 of the action input (canonical JSON), to match a re-submission.
+    pub input_hash: String,
+    /// The capability.
+    pub capability_id: CapabilityId,
+    /// Who asked.
+    pub requested_by: PrincipalId,
+    /// The tenant the request belongs to.
+    pub tenant_id: Option<String>,
+    /// The policy snapshot decisions are checked against.
+    pub policy: ApprovalPolicy,
+    /// SHA-256 of the canonical policy snapshot.
+    pub policy_hash: String,
+    /// The scoped idempotency key the pending result is stored under, if any.
+    pub idempotency_key: Option<String>,
+    /// Current status.
+    pub status: ApprovalStatus,
+    /// Decisions so far, in order.
+    pub decisions: Vec<ApprovalDecision>,
+    /// When the request was created.
+    pub created_at_ms: Millis,
+    /// When it expires, from the policy TTL.
+    pub expires_at_ms: Option<Millis>,
+    /// Set once, atomically, by the single resume of an approved action.
+    pub resumed: bool,
+    /// Optimistic-concurrency version, bumped by every update.
+    pub version: u64,
+}
+
+/// Approval records.
+#[async_trait]
+pub trait ApprovalStore: Send + Sync {
+    /// Stores a new record (`version` 0).
+    async fn insert_approval(&self, record: &ApprovalRecord) -> Result<(), StoreError>;
+
+    /// The record, if any.
+    async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError>;
+
+    /// Replaces the record if its stored version is `expected_version`; the stored version
+    /// becomes `expected_version + 1`. False when someone else updated it first.
+    async fn update_approval(
+        &self,
+        record: &ApprovalRecord,
+        expected_version: u64,
+    ) -> Result<bool, StoreError>;
+
+    /// Approved, not yet resumed → resumed; true for exactly one caller.
+    async fn claim_resume(&self, id: &ApprovalId) -> Result<bool, StoreError>;
+}
+
+/// Every store family a host needs.
+pub trait Store: IdempotencyStore + ApprovalStore {}
+
+impl<T: IdempotencyStore + ApprovalStore> Store for T {}
+
+/// A shared store.
+pub type SharedStore = Arc<dyn Store>;
+
+/// Whether a result is a stored approval gate that an approved resume may replace.
+pub fn is_pending_approval(result: &ActionResult) -> bool {
+    use aip_connector_core::model::ActionResultStatus;
+    matches!(
+        result.status,
+        ActionResultStatus::PendingApproval | ActionResultStatus::RequiresHuman
+    )
+}
+
+/// What a scoped key holds: a live claim or a settled record (never both).
+#[derive(Clone, Debug)]
+enum KeyEntry {
+    /// A reservation, live or expired.
+    Reserved(Reservation),
+    /// A settled record, live or expired (boxed: records are large, reservations small).
+    Settled(Box<IdempotencyRecord>),
+}
+
+/// What [`IdempotencyStore::reserve`] does with what it found under the key.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant, reason = "transient, never stored")]
+enum Claim {
+    /// Store the caller's reservation, replacing whatever the key held.
+    Take,
+    /// Leave the key as it is and answer with this outcome.
+    Refuse(ReserveOutcome),
+}
+
+/// The rules of [`IdempotencyStore::reserve`], shared by every backend so they cannot drift.
+fn claim(existing: Option<&KeyEntry>, reservation: &Reservation, now: Millis) -> Claim {
+    match existing {
+        None => Claim::Take,
+        Some(KeyEntry::Settled(record)) if !record_is_live(record, now) => Claim::Take,
+        Some(KeyEntry::Settled(record)) if resume_may_replace(record, reservation) => Claim::Take,
+        Some(KeyEntry::Settled(record)) => {
+            Claim::Refuse(ReserveOutcome::Settled(record.as_ref().clone()))
+        }
+        Some(KeyEntry::Reserved(current)) if reservation_is_live(current, now) => {
+            Claim::Refuse(ReserveOutcome::InProgress(current.clone()))
+        }
+        Some(KeyEntry::Reserved(_)) => Claim::Take,
+    }
+}
+
+/// A record is replayed until its expiry; `None` keeps it forever.
+fn record_is_live(record: &IdempotencyRecord, now: Millis) -> bool {
+    record
+        .expires_at_ms
+        .is_none_or(|expires_at_ms| expires_at_ms > now)
+}
+
+/// A reservation blocks other callers until its expiry, then it may be taken over.
+fn reservation_is_live(reservation: &Reservation, now: Millis) -> bool {
+    reservation.expires_at_ms > now
+}
+
+/// Only the approved resume of the very action that stored an approval gate may replace it.
+fn resume_may_replace(record: &IdempotencyRecord, reservation: &Reservation) -> bool {
+    reservation.resume_pending
+        && is_pending_approval(&record.result)
+        && record.action_id == reservation.action_id
+        && record.input_hash == reservation.input_hash
+}

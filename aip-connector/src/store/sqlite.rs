@@ -1,0 +1,903 @@
+//! [`SqliteStore`]: every family in one SQLite file, durable and shareable between processes.
+//!
+//! Records are stored as JSON text next to the few columns the compare-and-set statements test
+//! (key, fencing token, expiry, version, resumed flag). Every transition is one conditional
+//! `UPDATE`/`DELETE` or one `BEGIN IMMEDIATE` transaction, so it is atomic across every
+//! connection and process that opens the same file.
+
+use std::fmt;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use aip_connector_core::ids::ApprovalId;
+use async_trait::async_trait;
+use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::Semaphore;
+
+use super::{
+    ApprovalRecord, ApprovalStatus, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore,
+    KeyEntry, Millis, Reservation, ReserveOutcome, StoreError, claim, record_is_live,
+};
+
+/// How long a statement waits for another connection's write lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Schema migrations in order: entry `n` brings `PRAGMA user_version` from `n` to `n + 1`.
+const MIGRATIONS: &[&str] = &[MIGRATION_1];
+
+/// Migration 1: the idempotency and approval tables.
+const MIGRATION_1: &str = "
+CREATE TABLE idempotency_entries (
+    key            TEXT PRIMARY KEY NOT NULL,
+    kind           TEXT NOT NULL CHECK (kind IN ('reservation', 'record')),
+    reservation_id TEXT CHECK ((kind = 'reservation') = (reservation_id IS NOT NULL)),
+    expires_at_ms  INTEGER CHECK (kind = 'record' OR expires_at_ms IS NOT NULL),
+    body           TEXT NOT NULL
+);
+CREATE TABLE approval_records (
+    approval_id TEXT PRIMARY KEY NOT NULL,
+    status      TEXT NOT NULL,
+    resumed     INTEGER NOT NULL CHECK (resumed IN (0, 1)),
+    version     INTEGER NOT NULL CHECK (version >= 0),
+    body        TEXT NOT NULL
+);
+";
+
+/// The `user_version` this build creates and understands.
+const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// A store in one SQLite file (or in memory), the embedded durable default.
+///
+/// - Opening creates the file and the schema (`PRAGMA user_version` 1), and sets
+///   `journal_mode = WAL`, `synchronous = FULL` (every commit is fsynced, so a settled record
+///   survives a crash of the process and of the machine) and a 5 s busy timeout (several
+///   processes on one file wait for each other instead of failing).
+/// - Clones share one connection. Each call runs on tokio's blocking pool, one at a time per
+///   connection, so it works from any runtime flavour without blocking its workers.
+/// - Several `SqliteStore`s, in this process or others, may open the same file: every
+///   transition is atomic across all of them.
+#[derive(Clone)]
+pub struct SqliteStore {
+    shared: Arc<Shared>,
+}
+
+/// What the clones of one store share.
+struct Shared {
+    /// The connection; `rusqlite::Connection` is `Send` but not `Sync`.
+    connection: Mutex<Connection>,
+    /// One turn per connection, awaited before a blocking-pool thread is taken, so a burst of
+    /// calls queues as futures instead of parking hundreds of threads on the mutex.
+    turn: Arc<Semaphore>,
+    /// The file path, or `:memory:`, for `Debug`.
+    location: String,
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("location", &self.shared.location)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store file at `path` and brings its schema up to date.
+    ///
+    /// Blocks while SQLite opens the file (and waits up to the busy timeout if another process
+    /// is migrating it); call it at startup or from a blocking context.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref();
+        let connection =
+            Connection::open(path).map_err(|error| sqlite_error("open the store file", &error))?;
+        Self::prepare(connection, path.display().to_string())
+    }
+
+    /// A private in-memory database with the same schema and semantics (lost on drop).
+    pub fn open_in_memory() -> Result<Self, StoreError> {
+        let connection = Connection::open_in_memory()
+            .map_err(|error| sqlite_error("open an in-memory store", &error))?;
+        Self::prepare(connection, ":memory:".to_owned())
+    }
+
+    /// Configures a fresh connection and migrates its schema.
+    fn prepare(mut connection: Connection, location: String) -> Result<Self, StoreError> {
+        configure(&connection).map_err(|error| sqlite_error("configure the store", &error))?;
+        migrate(&mut connection)?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                connection: Mutex::new(connection),
+                turn: Arc::new(Semaphore::new(1)),
+                location,
+            }),
+        })
+    }
+
+    /// Runs `job` on the blocking pool with the connection; `operation` names it in errors.
+    async fn run<T, F>(&self, operation: &'static str, job: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, JobError> + Send + 'static,
+    {
+        let turn = Arc::clone(&self.shared.turn)
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Unavailable(format!("{operation}: the store is closed")))?;
+        let shared = Arc::clone(&self.shared);
+        let joined = tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            // A job that panicked mid-transaction rolled it back while unwinding (rusqlite's
+            // `Transaction` drop), so the connection is consistent and poison can be ignored.
+            let mut connection = shared
+                .connection
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            job(&mut connection)
+        })
+        .await;
+        match joined {
+            Ok(result) => result.map_err(|error| error.into_store_error(operation)),
+            Err(join_error) => Err(StoreError::Unavailable(format!(
+                "{operation}: the store task {}",
+                if join_error.is_panic() {
+                    "panicked"
+                } else {
+                    "was cancelled"
+                }
+            ))),
+        }
+    }
+}
+
+/// Busy timeout, WAL and full fsync on commit; must run outside any transaction.
+fn configure(connection: &Connection) -> rusqlite::Result<()> {
+    connection.busy_timeout(BUSY_TIMEOUT)?;
+    // `journal_mode` answers with the mode in force (`memory` for an in-memory database).
+    let _mode: String =
+        connection.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+    connection.pragma_update(None, "synchronous", "FULL")
+}
+
+/// Applies the migrations the file has not seen yet, in one write transaction, so two
+/// processes opening a new file at once cannot both create the tables.
+fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
+    let step = |error: rusqlite::Error| sqlite_error("migrate the store schema", &error);
+    let transaction = connection
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(step)?;
+    let version: i64 = transaction
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(step)?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::Unavailable(format!(
+            "the store file has schema version {version}, newer than the {SCHEMA_VERSION} this \
+             build understands"
+        )));
+    }
+    let applied = usize::try_from(version).map_err(|_| {
+        StoreError::Corrupt(format!(
+            "the store file has a negative schema version ({version})"
+        ))
+    })?;
+    for migration in &MIGRATIONS[applied..] {
+        transaction.execute_batch(migration).map_err(step)?;
+    }
+    transaction
+        .pragma_update(None, "user_version", SCHEMA_VERSION)
+        .map_err(step)?;
+    transaction.commit().map_err(step)
+}
+
+/// A failure inside one blocking job, named after its operation when it leaves [`SqliteStore::run`].
+#[derive(Debug)]
+enum JobError {
+    /// The driver failed.
+    Sqlite(rusqlite::Error),
+    /// Already a store error (fencing, corrupt JSON, …).
+    Store(StoreError),
+}
+
+impl From<rusqlite::Error> for JobError {
+    fn from(error: rusqlite::Error) -> Self {
+        JobError::Sqlite(error)
+    }
+}
+
+impl From<StoreError> for JobError {
+    fn from(error: StoreError) -> Self {
+        JobError::Store(error)
+    }
+}
+
+impl JobError {
+    /// The store error for `operation`.
+    fn into_store_error(self, operation: &str) -> StoreError {
+        match self {
+            JobError::Sqlite(error) => sqlite_error(operation, &error),
+            JobError::Store(error) => error,
+        }
+    }
+}
+
+/// Describes a driver failure by kind only: the driver's own messages and boxed conversion
+/// errors may quote stored values, which must never reach a [`StoreError`]. A stored value of
+/// the wrong type is `Corrupt`; anything else means the backend failed.
+fn sqlite_error(operation: &str, error: &rusqlite::Error) -> StoreError {
+    use rusqlite::Error as E;
+    match error {
+        // `ffi::Error` displays the extended result code and SQLite's fixed description of it.
+        E::SqliteFailure(code, _) => StoreError::Unavailable(format!("{operation}: {code}")),
+        E::InvalidColumnType(_, column, stored) => StoreError::Corrupt(format!(
+            "{operation}: column `{column}` holds an unexpected {stored} value"
+        )),
+        E::FromSqlConversionFailure(index, stored, _) => StoreError::Corrupt(format!(
+            "{operation}: column {index} holds an unreadable {stored} value"
+        )),
+        E::IntegralValueOutOfRange(index, _) => {
+            StoreError::Corrupt(format!("{operation}: column {index} is out of range"))
+        }
+        E::Utf8Error(index, _) => {
+            StoreError::Corrupt(format!("{operation}: column {index} is not valid UTF-8"))
+        }
+        _ => StoreError::Unavailable(format!("{operation}: SQLite driver error")),
+    }
+}
+
+/// A row body that is not the expected JSON; says where, never what (serde quotes values).
+fn corrupt_json(what: &str, error: &serde_json::Error) -> StoreError {
+    StoreError::Corrupt(format!(
+        "{what}: {:?} error at line {} column {}",
+        error.classify(),
+        error.line(),
+        error.column()
+    ))
+}
+
+/// Encodes a record as its JSON body.
+fn encode<T: Serialize>(what: &str, value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|error| {
+        StoreError::Unavailable(format!(
+            "could not encode {what}: {:?} error",
+            error.classify()
+        ))
+    })
+}
+
+/// Decodes a JSON body.
+fn decode<T: DeserializeOwned>(what: &str, body: &str) -> Result<T, StoreError> {
+    serde_json::from_str(body).map_err(|error| corrupt_json(what, &error))
+}
+
+/// Milliseconds as an SQLite integer; beyond `i64::MAX` (year 292,000,000) saturates.
+fn millis_to_sql(millis: Millis) -> i64 {
+    i64::try_from(millis).unwrap_or(i64::MAX)
+}
+
+/// A stored integer that must not be negative (an expiry or a version).
+fn unsigned_from_sql(what: &str, value: i64) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("{what} is negative")))
+}
+
+/// The `status` column value; equal to the status's JSON spelling.
+fn status_name(status: ApprovalStatus) -> &'static str {
+    match status {
+        ApprovalStatus::Pending => "pending",
+        ApprovalStatus::Approved => "approved",
+        ApprovalStatus::Denied => "denied",
+        ApprovalStatus::Expired => "expired",
+        ApprovalStatus::Revoked => "revoked",
+    }
+}
+
+/// The entry stored under `key`, if any.
+fn select_entry(connection: &Connection, key: &str) -> Result<Option<KeyEntry>, JobError> {
+    let row = connection
+        .query_row(
+            "SELECT kind, expires_at_ms, body FROM idempotency_entries WHERE key = ?1",
+            params![key],
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, Option<i64>>(1)?,
+                    row.get::<_, String>(2)?,
+                ))
+            },
+        )
+        .optional()?;
+    let Some((kind, expires_at_ms, body)) = row else {
+        return Ok(None);
+    };
+    match kind.as_str() {
+        "reservation" => {
+            let mut reservation: Reservation = decode("idempotency reservation row", &body)?;
+            // `renew` moves only the column, so the column is the authoritative expiry.
+            let expires_at_ms = expires_at_ms.ok_or_else(|| {
+                StoreError::Corrupt("idempotency reservation row has no expiry".to_owned())
+            })?;
+            reservation.expires_at_ms =
+                unsigned_from_sql("idempotency reservation expiry", expires_at_ms)?;
+            Ok(Some(KeyEntry::Reserved(reservation)))
+        }
+        "record" => Ok(Some(KeyEntry::Settled(decode(
+            "idempotency record row",
+            &body,
+        )?))),
+        _ => Err(StoreError::Corrupt("idempotency row has an unknown kind".to_owned()).into()),
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for SqliteStore {
+    async fn reserve(
+        &self,
+        reservation: &Reservation,
+        now: Millis,
+    ) -> Result<ReserveOutcome, StoreError> {
+        let reservation = reservation.clone();
+        let body = encode("the reservation", &reservation)?;
+        self.run("reserve an idempotency key", move |connection| {
+            let transaction =
+                connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let existing = select_entry(&transaction, &reservation.key)?;
+            let outcome = match claim(existing.as_ref(), &reservation, now) {
+                Claim::Take => {
+                    transaction.execute(
+                        "INSERT OR REPLACE INTO idempotency_entries \
+                         (key, kind, reservation_id, expires_at_ms, body) \
+                         VALUES (?1, 'reservation', ?2, ?3, ?4)",
+                        params![
+                            reservation.key,
+                            reservation.reservation_id,
+                            millis_to_sql(reservation.expires_at_ms),
+                            body
+                        ],
+                    )?;
+                    ReserveOutcome::Acquired
+                }
+                Claim::Refuse(outcome) => outcome,
+            };
+            transaction.commit()?;
+            Ok(outcome)
+        })
+        .await
+    }
+
+    async fn settle(
+        &self,
+        reservation: &Reservation,
+        record: &IdempotencyRecord,
+    ) -> Result<(), StoreError> {
+        let key = reservation.key.clone();
+        let token = reservation.reservation_id.clone();
+        let expires_at_ms = record.expires_at_ms.map(millis_to_sql);
+        let body = encode("the idempotency record", record)?;
+        self.run("settle an idempotency key", move |connection| {
+            let changed = connection.execute(
+                "UPDATE idempotency_entries \
+                 SET kind = 'record', reservation_id = NULL, expires_at_ms = ?3, body = ?4 \
+                 WHERE key = ?1 AND kind = 'reservation' AND reservation_id = ?2",
+                params![key, token, expires_at_ms, body],
+            )?;
+            if changed == 0 {
+                Err(StoreError::Fenced.into())
+            } else {
+                Ok(())
+            }
+        })
+        .await
+    }
+
+    async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {
+        let key = reservation.key.clone();
+        let token = reservation.reservation_id.clone();
+        self.run("release an idempotency key", move |connection| {
+            connection.execute(
+                "DELETE FROM idempotency_entries \
+                 WHERE key = ?1 AND kind = 'reservation' AND reservation_id = ?2",
+                params![key, token],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn renew(
+        &self,
+        reservation: &Reservation,
+        expires_at_ms: Millis,
+    ) -> Result<bool, StoreError> {
+        let key = reservation.key.clone();
+        let token = reservation.reservation_id.clone();
+        self.run("renew an idempotency reservation", move |connection| {
+            let changed = connection.execute(
+                "UPDATE idempotency_entries SET expires_at_ms = ?3 \
+                 WHERE key = ?1 AND kind = 'reservation' AND reservation_id = ?2",
+                params![key, token, millis_to_sql(expires_at_ms)],
+            )?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+
+    async fn record(
+        &self,
+        key: &str,
+        now: Millis,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let key = key.to_owned();
+        self.run("read an idempotency record", move |connection| {
+            let body = connection
+                .query_row(
+                    "SELECT body FROM idempotency_entries WHERE key = ?1 AND kind = 'record'",
+                    params![key],
+                    |row| row.get::<_, String>(0),
+                )
+                .optional()?;
+            let Some(body) = body else {
+                return Ok(None);
+            };
+            let record: IdempotencyRecord = decode("idempotency record row", &body)?;
+            Ok(record_is_live(&record, now).then_some(record))
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl ApprovalStore for SqliteStore {
+    async fn insert_approval(&self, record: &ApprovalRecord) -> Result<(), StoreError> {
+        let record = ApprovalRecord {
+            version: 0,
+            ..record.clone()
+        };
+        let body = encode("the approval record", &record)?;
+        self.run("insert an approval record", move |connection| {
+            let inserted = connection.execute(
+                "INSERT INTO approval_records (approval_id, status, resumed, version, body) \
+                 VALUES (?1, ?2, ?3, 0, ?4)",
+                params![
+                    record.approval_id.as_str(),
+                    status_name(record.status),
+                    record.resumed,
+                    body
+                ],
+            );
+            match inserted {
+                Ok(_) => Ok(()),
+                Err(error) if error.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) => {
+                    Err(StoreError::Unavailable(
+                        "an approval record with this id already exists".to_owned(),
+                    )
+                    .into())
+                }
+                Err(error) => Err(error.into()),
+            }
+        })
+        .await
+    }
+
+    async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
+        let id = id.clone();
+        self.run("read an approval record", move |connection| {
+            let row = connection
+                .query_row(
+                    "SELECT resumed, version, body FROM approval_records WHERE approval_id = ?1",
+                    params![id.as_str()],
+                    |row| {
+                        Ok((
+                            row.get::<_, bool>(0)?,
+                            row.get::<_, i64>(1)?,
+                            row.get::<_, String>(2)?,
+                        ))
+                    },
+                )
+                .optional()?;
+            let Some((resumed, version, body)) = row else {
+                return Ok(None);
+            };
+            let mut record: ApprovalRecord = decode("approval record row", &body)?;
+            // `claim_resume` moves only the columns, so they are authoritative.
+            record.resumed = resumed;
+            record.version = unsigned_from_sql("approval record version", version)?;
+            Ok(Some(record))
+        })
+        .await
+    }
+
+    async fn update_approval(
+        &self,
+        record: &ApprovalRecord,
+        expected_version: u64,
+    ) -> Result<bool, StoreError> {
+        let Ok(expected) = i64::try_from(expected_version) else {
+            return Ok(false);
+        };
+        let Some(next) = expected.checked_add(1) else {
+            return Ok(false);
+        };
+        let record = ApprovalRecord {
+            version: expected_version + 1,
+            ..record.clone()
+        };
+        let body = encode("the approval record", &record)?;
+        self.run("update an approval record", move |connection| {
+            // `resumed` only ever goes from 0 to 1: an update cannot re-arm a resume.
+            let changed = connection.execute(
+                "UPDATE approval_records \
+                 SET status = ?2, resumed = MAX(resumed, ?3), version = ?4, body = ?5 \
+                 WHERE approval_id = ?1 AND version = ?6",
+                params![
+                    record.approval_id.as_str(),
+                    status_name(record.status),
+                    record.resumed,
+                    next,
+                    body,
+                    expected
+                ],
+            )?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+
+    async fn claim_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+        let id = id.clone();
+        self.run("claim an approval resume", move |connection| {
+            // The claim bumps the version: a writer holding the pre-claim version must lose.
+            let changed = connection.execute(
+                "UPDATE approval_records SET resumed = 1, version = version + 1 \
+                 WHERE approval_id = ?1 AND status = 'approved' AND resumed = 0",
+                params![id.as_str()],
+            )?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use aip_connector_core::ids::{ActionId, CapabilityId, PrincipalId};
+    use aip_connector_core::model::{
+        Action, ActionResult, ActionResultStatus, ApprovalPolicy, IdempotencyKeyScope,
+    };
+    use serde_json::json;
+
+    use super::*;
+
+    /// A store file in the temp dir, removed (with its WAL files) on drop.
+    struct TempFile(PathBuf);
+
+    impl TempFile {
+        fn new(name: &str) -> Self {
+            static NEXT: AtomicUsize = AtomicUsize::new(0);
+            let unique = NEXT.fetch_add(1, Ordering::Relaxed);
+            Self(std::env::temp_dir().join(format!(
+                "aip-store-unit-{}-{unique}-{name}.db",
+                std::process::id()
+            )))
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            for suffix in ["", "-wal", "-shm"] {
+                let mut path = self.0.clone().into_os_string();
+                path.push(suffix);
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+
+    fn raw(store: &SqliteStore) -> std::sync::MutexGuard<'_, Connection> {
+        store.shared.connection.lock().unwrap()
+    }
+
+    fn reservation(key: &str) -> Reservation {
+        Reservation {
+            key: key.to_owned(),
+            reservation_id: "r1".to_owned(),
+            action_id: ActionId::trusted("act_1"),
+            input_hash: "h".to_owned(),
+            resume_pending: false,
+            expires_at_ms: 1_000,
+        }
+    }
+
+    fn record(key: &str) -> IdempotencyRecord {
+        IdempotencyRecord {
+            key: key.to_owned(),
+            key_scope: IdempotencyKeyScope::Action,
+            action_id: ActionId::trusted("act_1"),
+            capability_id: CapabilityId::from("cap:demo"),
+            principal_id: PrincipalId::from("user:1"),
+            tenant_id: None,
+            input_hash: "h".to_owned(),
+            result: ActionResult::completed(ActionId::trusted("act_1"), json!({"v": 1})),
+            created_at_ms: 0,
+            expires_at_ms: None,
+        }
+    }
+
+    fn approval(id: &str) -> ApprovalRecord {
+        ApprovalRecord {
+            approval_id: ApprovalId::trusted(id),
+            action: Action::new("cap:demo", json!({"secret": "hunter2"})),
+            input_retained: true,
+            input_hash: "h".to_owned(),
+            capability_id: CapabilityId::from("cap:demo"),
+            requested_by: PrincipalId::from("user:1"),
+            tenant_id: None,
+            policy: ApprovalPolicy::default(),
+            policy_hash: "p".to_owned(),
+            idempotency_key: None,
+            status: ApprovalStatus::Pending,
+            decisions: Vec::new(),
+            created_at_ms: 0,
+            expires_at_ms: None,
+            resumed: false,
+            version: 0,
+        }
+    }
+
+    /// A new file gets the tables, schema version 1, WAL and full fsync.
+    #[test]
+    fn open_creates_schema_and_sets_pragmas() {
+        let file = TempFile::new("schema");
+        let store = SqliteStore::open(&file.0).unwrap();
+        let connection = raw(&store);
+        let version: i64 = connection
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, 1);
+        let mode: String = connection
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let synchronous: i64 = connection
+            .pragma_query_value(None, "synchronous", |r| r.get(0))
+            .unwrap();
+        assert_eq!(synchronous, 2, "synchronous = FULL");
+        let mut tables: Vec<String> = connection
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        tables.sort();
+        assert_eq!(tables, ["approval_records", "idempotency_entries"]);
+    }
+
+    /// Reopening an existing file keeps its rows and does not re-run migration 1.
+    #[tokio::test]
+    async fn reopening_keeps_rows_and_schema() {
+        let file = TempFile::new("reopen");
+        let store = SqliteStore::open(&file.0).unwrap();
+        let claim = reservation("Action:act_1:k");
+        assert_eq!(store.reserve(&claim, 0).await, Ok(ReserveOutcome::Acquired));
+        store
+            .settle(&claim, &record("Action:act_1:k"))
+            .await
+            .unwrap();
+        drop(store);
+        let reopened = SqliteStore::open(&file.0).unwrap();
+        assert_eq!(
+            reopened.record("Action:act_1:k", 0).await,
+            Ok(Some(record("Action:act_1:k")))
+        );
+    }
+
+    /// A file written by a newer build is refused rather than misread.
+    #[test]
+    fn newer_schema_version_is_refused() {
+        let file = TempFile::new("newer");
+        let connection = Connection::open(&file.0).unwrap();
+        connection.pragma_update(None, "user_version", 7).unwrap();
+        drop(connection);
+        let error = SqliteStore::open(&file.0).unwrap_err();
+        assert!(
+            matches!(&error, StoreError::Unavailable(message) if message.contains("schema version 7")),
+            "{error:?}"
+        );
+    }
+
+    /// A directory that does not exist cannot hold the file.
+    #[test]
+    fn unreachable_path_is_unavailable() {
+        let path = std::env::temp_dir()
+            .join("aip-store-no-such-dir")
+            .join("x")
+            .join("store.db");
+        assert!(matches!(
+            SqliteStore::open(path),
+            Err(StoreError::Unavailable(_))
+        ));
+    }
+
+    /// Bad JSON in any row is `Corrupt`, and the message quotes none of the row's values.
+    #[tokio::test]
+    async fn corrupt_json_rows_read_as_corrupt_without_values() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        {
+            let connection = raw(&store);
+            connection
+                .execute(
+                    "INSERT INTO idempotency_entries (key, kind, expires_at_ms, body) \
+                     VALUES ('rec', 'record', NULL, ?1)",
+                    params![r#"{"key":"rec","key_scope":"s3cr3t-scope"}"#],
+                )
+                .unwrap();
+            connection
+                .execute(
+                    "INSERT INTO idempotency_entries (key, kind, reservation_id, expires_at_ms, body) \
+                     VALUES ('res', 'reservation', 'r1', 5, ?1)",
+                    params![r#"{"key":"res","reservation_id":["s3cr3t-token"]}"#],
+                )
+                .unwrap();
+            connection
+                .execute(
+                    "INSERT INTO approval_records (approval_id, status, resumed, version, body) \
+                     VALUES ('appr_1', 'pending', 0, 0, ?1)",
+                    params![r#"{"approval_id":"appr_1","action":"s3cr3t-action""#],
+                )
+                .unwrap();
+        }
+        let errors = [
+            store.record("rec", 0).await.unwrap_err(),
+            store.reserve(&reservation("rec"), 0).await.unwrap_err(),
+            store.reserve(&reservation("res"), 0).await.unwrap_err(),
+            store
+                .approval(&ApprovalId::trusted("appr_1"))
+                .await
+                .unwrap_err(),
+        ];
+        for error in errors {
+            assert!(matches!(error, StoreError::Corrupt(_)), "{error:?}");
+            eprintln!("MSG {error}");
+            assert!(!error.to_string().contains("s3cr3t"), "{error}");
+        }
+    }
+
+    /// A stored value of the wrong SQL type is `Corrupt` too, and names no value.
+    #[tokio::test]
+    async fn wrongly_typed_columns_read_as_corrupt() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        let body = serde_json::to_string(&approval("appr_1")).unwrap();
+        raw(&store)
+            .execute(
+                "INSERT INTO approval_records (approval_id, status, resumed, version, body) \
+                 VALUES ('appr_1', 'pending', 0, 0, CAST(?1 AS BLOB))",
+                params![body],
+            )
+            .unwrap();
+        let error = store
+            .approval(&ApprovalId::trusted("appr_1"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&error, StoreError::Corrupt(message) if !message.contains("hunter2")),
+            "{error:?}"
+        );
+    }
+
+    /// Inserting an existing approval id fails without quoting the record.
+    #[tokio::test]
+    async fn duplicate_approval_error_quotes_nothing() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        store.insert_approval(&approval("appr_1")).await.unwrap();
+        let error = store
+            .insert_approval(&approval("appr_1"))
+            .await
+            .unwrap_err();
+        assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
+        let message = error.to_string();
+        eprintln!("MSG {message}");
+        assert!(
+            !message.contains("hunter2") && !message.contains("appr_1"),
+            "{message}"
+        );
+    }
+
+    /// Driver failures are described by their result code, never by the driver's message text.
+    #[test]
+    fn driver_failures_drop_their_message_text() {
+        let failure = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT),
+            Some("CHECK constraint failed: value 's3cr3t'".to_owned()),
+        );
+        let error = sqlite_error("settle", &failure);
+        assert!(
+            matches!(&error, StoreError::Unavailable(message) if message.starts_with("settle: "))
+        );
+        assert!(!error.to_string().contains("s3cr3t"), "{error}");
+        let conversion = rusqlite::Error::FromSqlConversionFailure(
+            2,
+            rusqlite::types::Type::Text,
+            "s3cr3t is not a number".into(),
+        );
+        let error = sqlite_error("read", &conversion);
+        assert!(matches!(&error, StoreError::Corrupt(message) if !message.contains("s3cr3t")));
+    }
+
+    /// The `status` column is compared with `'approved'` in SQL, so it must spell statuses as
+    /// serde does.
+    #[test]
+    fn status_column_matches_json_spelling() {
+        for status in [
+            ApprovalStatus::Pending,
+            ApprovalStatus::Approved,
+            ApprovalStatus::Denied,
+            ApprovalStatus::Expired,
+            ApprovalStatus::Revoked,
+        ] {
+            assert_eq!(
+                serde_json::to_value(status).unwrap(),
+                json!(status_name(status))
+            );
+        }
+    }
+
+    /// `claim_resume` moves only the columns; reads must overlay them on the JSON body.
+    #[tokio::test]
+    async fn columns_override_body_after_claim_and_renew() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        store.insert_approval(&approval("appr_1")).await.unwrap();
+        let approved = ApprovalRecord {
+            status: ApprovalStatus::Approved,
+            ..approval("appr_1")
+        };
+        assert_eq!(store.update_approval(&approved, 0).await, Ok(true));
+        assert_eq!(
+            store.claim_resume(&ApprovalId::trusted("appr_1")).await,
+            Ok(true)
+        );
+        let stored = store
+            .approval(&ApprovalId::trusted("appr_1"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(stored.resumed);
+        assert_eq!(stored.version, 2);
+
+        let claim = reservation("k");
+        assert_eq!(store.reserve(&claim, 0).await, Ok(ReserveOutcome::Acquired));
+        assert_eq!(store.renew(&claim, 9_000).await, Ok(true));
+        let other = Reservation {
+            reservation_id: "r2".to_owned(),
+            ..reservation("k")
+        };
+        assert_eq!(
+            store.reserve(&other, 5_000).await,
+            Ok(ReserveOutcome::InProgress(Reservation {
+                expires_at_ms: 9_000,
+                ..claim
+            }))
+        );
+    }
+
+    /// `record` answers with settled records only, never with a reservation.
+    #[tokio::test]
+    async fn record_ignores_reservations() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        assert_eq!(
+            store.reserve(&reservation("k"), 0).await,
+            Ok(ReserveOutcome::Acquired)
+        );
+        assert_eq!(store.record("k", 0).await, Ok(None));
+        let pending = IdempotencyRecord {
+            result: ActionResult::new(
+                ActionId::trusted("act_1"),
+                ActionResultStatus::PendingApproval,
+            ),
+            ..record("k")
+        };
+        store.settle(&reservation("k"), &pending).await.unwrap();
+        assert_eq!(store.record("k", 0).await, Ok(Some(pending)));
+    }
+}

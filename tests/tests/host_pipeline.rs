@@ -1,0 +1,476 @@
+//! The host pipeline, stage by stage, with the error code each stage produces, and its order.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use aip_connector::codes;
+use aip_connector::host::{
+    CancelOutcome, Deployment, Host, HostLimits, StaticCredentialProvider, TrustedContext,
+};
+use aip_connector::model::{
+    Action, ActionMode, ActionResult, ActionResultStatus, ActionTransaction, Principal,
+    PrincipalKind, StreamChunkKind, TransactionMode,
+};
+use aip_connector::prelude::*;
+use aip_connector::store::MemoryStore;
+use aip_connector::{CredentialHandle, Secret, VerifiedTenant};
+use serde_json::json;
+
+#[derive(Deserialize, JsonSchema)]
+struct Order {
+    item: String,
+    #[serde(default)]
+    quantity: u32,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Receipt {
+    order_id: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Hit {
+    n: u32,
+}
+
+/// Counts handler executions so tests can prove "exactly once".
+#[derive(Clone, Default)]
+struct Shop {
+    executions: Arc<AtomicUsize>,
+}
+
+#[connector(id = "shop")]
+impl Shop {
+    /// Place an order.
+    #[capability(
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, collision = revalidate_input_hash, scope = tenant),
+        data(sensitivity = internal),
+    )]
+    async fn place(&self, order: Order, key: IdempotencyKey) -> Result<Receipt, ConnectorFailure> {
+        self.executions.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        Ok(Receipt {
+            order_id: format!("{}-{}-{}", order.item, order.quantity, key.as_str()),
+        })
+    }
+
+    /// Look an order up; returns the wrong shape when asked to.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn lookup(&self, order: Order) -> Result<Receipt, ConnectorFailure> {
+        if order.item == "break" {
+            // Violates the output schema on purpose: the host must catch it.
+            return Err(ConnectorFailure::new(
+                "shop.not_found",
+                "no such order",
+                ErrorCategory::Permanent,
+                aip_connector::model::ConnectorOperation::Invocation,
+                "shop",
+            ));
+        }
+        Ok(Receipt {
+            order_id: order.item,
+        })
+    }
+
+    /// Waits until cancelled or the deadline passes.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public), sla(timeout_ms = 200))]
+    async fn wait(&self, _order: Order, cancel: Cancellation) -> Result<Receipt, ConnectorFailure> {
+        cancel.cancelled().await;
+        Ok(Receipt {
+            order_id: "never".into(),
+        })
+    }
+
+    /// Streams three hits.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn hits(
+        &self,
+        _order: Order,
+        sink: StreamSink<Hit>,
+    ) -> Result<Receipt, ConnectorFailure> {
+        for n in 0..3 {
+            sink.send(Hit { n }).await?;
+        }
+        Ok(Receipt {
+            order_id: "streamed".into(),
+        })
+    }
+
+    /// Needs a credential with a scope.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public), credentials(required, issuers = ["vault"], scopes = ["orders.read"]))]
+    async fn secret_lookup(
+        &self,
+        order: Order,
+        credential: Credential,
+    ) -> Result<Receipt, ConnectorFailure> {
+        Ok(Receipt {
+            order_id: format!("{}@{}", order.item, credential.issuer()),
+        })
+    }
+}
+
+fn caller() -> TrustedContext {
+    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test").with_tenant(
+        VerifiedTenant {
+            id: "t1".into(),
+            system: None,
+        },
+    )
+}
+
+fn host_with(shop: Shop, credential: Option<CredentialHandle>) -> Host {
+    let mut deployment = Deployment::default();
+    deployment.credentials = credential.map(|c| Arc::new(StaticCredentialProvider(c)) as _);
+    Host::builder()
+        .connector(shop)
+        .store(Arc::new(MemoryStore::default()))
+        .deployment(deployment)
+        .build()
+        .expect("host builds")
+}
+
+fn code(result: &ActionResult) -> &str {
+    result
+        .error
+        .as_ref()
+        .map(|e| e.code.as_str())
+        .unwrap_or("<none>")
+}
+
+#[tokio::test]
+async fn unknown_capability_is_resource_not_found() {
+    let host = host_with(Shop::default(), None);
+    let result = host
+        .invoke(Action::new("cap:shop:nope", json!({})), &caller())
+        .await;
+    assert_eq!(code(&result), codes::RESOURCE_NOT_FOUND);
+}
+
+#[tokio::test]
+async fn invalid_input_fails_schema_validation_with_violations() {
+    let host = host_with(Shop::default(), None);
+    let result = host
+        .invoke(
+            Action::new("cap:shop:lookup", json!({ "item": 5 })),
+            &caller(),
+        )
+        .await;
+    assert_eq!(code(&result), codes::ACTION_INPUT_SCHEMA_INVALID);
+    let error = result.error.unwrap();
+    assert_eq!(error.retryable, Some(false));
+    assert_eq!(
+        error.details.unwrap()["violations"][0]["instance_path"],
+        "/item"
+    );
+}
+
+#[tokio::test]
+async fn envelope_and_size_limits_are_checked_first() {
+    let host = Host::builder()
+        .connector(Shop::default())
+        .limits(HostLimits {
+            max_input_bytes: 64,
+            ..HostLimits::default()
+        })
+        .build()
+        .unwrap();
+    let result = host
+        .invoke(Action::new("cap:shop:lookup", json!(null)), &caller())
+        .await;
+    assert_eq!(code(&result), codes::ACTION_INVALID);
+    let result = host
+        .invoke(
+            Action::new("cap:shop:lookup", json!({ "item": "x".repeat(100) })),
+            &caller(),
+        )
+        .await;
+    assert_eq!(code(&result), codes::ACTION_INPUT_TOO_LARGE);
+}
+
+#[tokio::test]
+async fn missing_key_and_unsupported_modes_are_contract_failures() {
+    let host = host_with(Shop::default(), None);
+    let result = host
+        .invoke(
+            Action::new("cap:shop:place", json!({ "item": "tea" })),
+            &caller(),
+        )
+        .await;
+    assert_eq!(code(&result), codes::IDEMPOTENCY_REQUIRED);
+    let mut streaming = Action::new("cap:shop:lookup", json!({ "item": "tea" }));
+    streaming.mode = Some(ActionMode::Streaming);
+    assert_eq!(
+        code(&host.invoke(streaming, &caller()).await),
+        codes::EXECUTION_MODE_UNSUPPORTED
+    );
+    let planned = Action::new("cap:shop:lookup", json!({ "item": "tea" }))
+        .with_transaction(ActionTransaction::new(TransactionMode::Plan));
+    assert_eq!(
+        code(&host.invoke(planned, &caller()).await),
+        codes::TRANSACTION_UNSUPPORTED
+    );
+}
+
+#[tokio::test]
+async fn duplicate_with_invalid_input_fails_validation_instead_of_replaying() {
+    let shop = Shop::default();
+    let host = host_with(shop.clone(), None);
+    let first = host
+        .invoke(
+            Action::new("cap:shop:place", json!({ "item": "tea" })).with_idempotency_key("k1"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(first.status, ActionResultStatus::Completed);
+    let bad = host
+        .invoke(
+            Action::new("cap:shop:place", json!({ "item": 1 })).with_idempotency_key("k1"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(code(&bad), codes::ACTION_INPUT_SCHEMA_INVALID);
+    assert_eq!(shop.executions.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn replay_mismatch_and_tenant_isolation() {
+    let shop = Shop::default();
+    let host = host_with(shop.clone(), None);
+    let first = host
+        .invoke(
+            Action::new("cap:shop:place", json!({ "item": "tea" })).with_idempotency_key("k"),
+            &caller(),
+        )
+        .await;
+    let replay = host
+        .invoke(
+            Action::new("cap:shop:place", json!({ "item": "tea" })).with_idempotency_key("k"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(replay.output.as_ref().unwrap()["idempotent_replay"], true);
+    assert_eq!(
+        replay.output.as_ref().unwrap()["order_id"],
+        first.output.as_ref().unwrap()["order_id"]
+    );
+    let changed = host
+        .invoke(
+            Action::new("cap:shop:place", json!({ "item": "coffee" })).with_idempotency_key("k"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(code(&changed), codes::IDEMPOTENCY_INPUT_HASH_MISMATCH);
+    // The same key in another tenant is another key.
+    let other = caller().with_tenant(VerifiedTenant {
+        id: "t2".into(),
+        system: None,
+    });
+    let elsewhere = host
+        .invoke(
+            Action::new("cap:shop:place", json!({ "item": "coffee" })).with_idempotency_key("k"),
+            &other,
+        )
+        .await;
+    assert_eq!(elsewhere.status, ActionResultStatus::Completed);
+    assert_eq!(shop.executions.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_thousand_concurrent_duplicates_execute_once() {
+    let shop = Shop::default();
+    let host = host_with(shop.clone(), None);
+    let mut tasks = Vec::new();
+    for _ in 0..1_000 {
+        let host = host.clone();
+        tasks.push(tokio::spawn(async move {
+            host.invoke(
+                Action::new("cap:shop:place", json!({ "item": "tea" }))
+                    .with_idempotency_key("same"),
+                &caller(),
+            )
+            .await
+        }));
+    }
+    let mut completed = 0;
+    for task in tasks {
+        let result = task.await.unwrap();
+        match result.status {
+            ActionResultStatus::Completed => completed += 1,
+            _ => assert_eq!(code(&result), codes::IDEMPOTENCY_IN_PROGRESS),
+        }
+    }
+    assert!(completed >= 1);
+    assert_eq!(
+        shop.executions.load(Ordering::SeqCst),
+        1,
+        "the handler ran exactly once"
+    );
+}
+
+#[tokio::test]
+async fn handler_failures_and_output_are_reported() {
+    let host = host_with(Shop::default(), None);
+    let result = host
+        .invoke(
+            Action::new("cap:shop:lookup", json!({ "item": "break" })),
+            &caller(),
+        )
+        .await;
+    assert_eq!(code(&result), "shop.not_found");
+    let result = host
+        .invoke(
+            Action::new("cap:shop:lookup", json!({ "item": "tea" })),
+            &caller(),
+        )
+        .await;
+    assert_eq!(result.output.unwrap()["order_id"], "tea");
+}
+
+#[tokio::test]
+async fn deadline_from_the_sla_times_out() {
+    let host = host_with(Shop::default(), None);
+    let result = host
+        .invoke(
+            Action::new("cap:shop:wait", json!({ "item": "x" })),
+            &caller(),
+        )
+        .await;
+    assert_eq!(code(&result), codes::SLA_TIMEOUT_EXCEEDED);
+    assert_eq!(result.error.unwrap().category, ErrorCategory::Temporary);
+}
+
+#[tokio::test]
+async fn cancellation_by_action_id_fires_the_handlers_token() {
+    let host = host_with(Shop::default(), None);
+    let action = Action::new("cap:shop:wait", json!({ "item": "x" })).with_timeout_ms(5_000);
+    let id = action.id.clone();
+    let running = tokio::spawn({
+        let host = host.clone();
+        async move { host.invoke(action, &caller()).await }
+    });
+    let mut outcome = CancelOutcome::NotActive;
+    for _ in 0..100 {
+        outcome = host.cancel(&id);
+        if outcome == CancelOutcome::Cancelled {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(outcome, CancelOutcome::Cancelled);
+    let result = running.await.unwrap();
+    assert_eq!(result.status, ActionResultStatus::Cancelled);
+    // A cancel after the terminal result changes nothing.
+    assert_eq!(host.cancel(&id), CancelOutcome::NotActive);
+}
+
+#[tokio::test]
+async fn streaming_yields_ordered_chunks_and_one_terminal() {
+    let host = host_with(Shop::default(), None);
+    let chunks = host
+        .invoke_stream(
+            Action::new("cap:shop:hits", json!({ "item": "x" })),
+            caller(),
+        )
+        .collect()
+        .await;
+    let sequences: Vec<u64> = chunks.iter().map(|c| c.sequence).collect();
+    assert_eq!(sequences, vec![0, 1, 2, 3]);
+    assert_eq!(
+        chunks
+            .iter()
+            .filter(|c| matches!(c.kind, StreamChunkKind::Done | StreamChunkKind::Error))
+            .count(),
+        1
+    );
+    assert_eq!(chunks[3].kind, StreamChunkKind::Done);
+    assert_eq!(chunks[1].data.as_ref().unwrap()["n"], 1);
+}
+
+fn credential(scopes: &[&str], issuer: &str) -> CredentialHandle {
+    CredentialHandle {
+        id: "cred-1".into(),
+        issuer: issuer.into(),
+        scopes: scopes.iter().map(|s| s.to_string()).collect(),
+        expires_at_ms: None,
+        tenant_id: Some("t1".into()),
+        secret: Secret::new("canary-secret-4f1a"),
+    }
+}
+
+#[tokio::test]
+async fn credentials_are_checked_before_the_handler() {
+    let input = json!({ "item": "tea" });
+    let missing = host_with(Shop::default(), None)
+        .invoke(
+            Action::new("cap:shop:secret_lookup", input.clone()),
+            &caller(),
+        )
+        .await;
+    assert_eq!(code(&missing), codes::CREDENTIAL_MISSING);
+    let wrong_issuer = host_with(Shop::default(), Some(credential(&["orders.read"], "other")))
+        .invoke(
+            Action::new("cap:shop:secret_lookup", input.clone()),
+            &caller(),
+        )
+        .await;
+    assert_eq!(code(&wrong_issuer), codes::CREDENTIAL_ISSUER_DENIED);
+    let no_scope = host_with(
+        Shop::default(),
+        Some(credential(&["orders.write"], "vault")),
+    )
+    .invoke(
+        Action::new("cap:shop:secret_lookup", input.clone()),
+        &caller(),
+    )
+    .await;
+    assert_eq!(code(&no_scope), codes::CREDENTIAL_SCOPE_MISSING);
+    let wildcard = host_with(Shop::default(), Some(credential(&["*"], "vault")))
+        .invoke(
+            Action::new("cap:shop:secret_lookup", input.clone()),
+            &caller(),
+        )
+        .await;
+    assert_eq!(wildcard.output.unwrap()["order_id"], "tea@vault");
+    let other_tenant = caller().with_tenant(VerifiedTenant {
+        id: "t9".into(),
+        system: None,
+    });
+    let mismatch = host_with(Shop::default(), Some(credential(&["*"], "vault")))
+        .invoke(Action::new("cap:shop:secret_lookup", input), &other_tenant)
+        .await;
+    assert_eq!(code(&mismatch), codes::CREDENTIAL_TENANT_MISMATCH);
+    assert!(!format!("{mismatch:?}").contains("canary-secret-4f1a"));
+}
+
+#[tokio::test]
+async fn tenants_customers_and_contacts_may_not_invoke() {
+    let host = host_with(Shop::default(), None);
+    let tenant = TrustedContext::new(Principal::new("tenant:acme", PrincipalKind::Tenant), "test");
+    let result = host
+        .invoke(
+            Action::new("cap:shop:lookup", json!({ "item": "x" })),
+            &tenant,
+        )
+        .await;
+    assert_eq!(code(&result), codes::AUTH_NOT_AUTHORIZED);
+}
+
+#[test]
+fn duplicate_capability_ids_across_connectors_are_refused() {
+    let error = Host::builder()
+        .connector(Shop::default())
+        .connector(Shop::default())
+        .build()
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(
+            error,
+            aip_connector::host::HostBuildError::DuplicateCapability { .. }
+        ),
+        "{error}"
+    );
+}
