@@ -142,8 +142,12 @@ fn span_for(
     };
     let spans = &attr.spans;
     let candidates = || std::iter::once(path).chain(cause(code).iter().copied());
-    // A key the author wrote for exactly this field (or for a cause) beats its whole section.
-    if let Some(span) = candidates().find_map(|pointer| spans.get(pointer).copied()) {
+    // A key the author wrote for exactly this field or for a cause beats a whole section; among
+    // those, the most specific pointer wins, and the issue's own path on a tie.
+    let written = candidates()
+        .filter_map(|pointer| Some((pointer.matches('/').count(), *spans.get(pointer)?)))
+        .min_by_key(|(depth, _)| std::cmp::Reverse(*depth));
+    if let Some((_, span)) = written {
         return Some(span);
     }
     if let Some(span) = companion_handler(code, attr) {

@@ -1210,3 +1210,1524 @@ fn contention(id: &ApprovalId) -> ProtocolError {
     error.source = Some(json!({ "component": APPROVAL_COMPONENT }));
     error
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+
+    use aip_connector_core::model::{
+        ApprovalConstraint, CapabilityKind, ConnectorOperation, EvidenceArtifact, IdentityContext,
+        Principal, PrincipalKind,
+    };
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::invocation::VerifiedTenant;
+    use crate::store::MemoryStore;
+
+    const TENANT: &str = "tenant_acme";
+    /// When the fixture record was created; its TTL is one minute.
+    const CREATED: Millis = 1_000_000;
+    /// A moment within the TTL.
+    const NOW: Millis = CREATED + 1;
+    /// The first moment past the TTL.
+    const EXPIRY: Millis = CREATED + 60_000;
+
+    use ApprovalDecisionKind::{Approved, Denied, Expired, Revoked};
+
+    fn capability() -> Capability {
+        let mut capability = Capability::new(
+            "cap:payments.send",
+            "Send payment",
+            CapabilityKind::Tool,
+            json!({ "type": "object" }),
+        );
+        capability.risk = Some(RiskLevel::High);
+        capability
+    }
+
+    fn role(name: &str) -> ApprovalRule {
+        ApprovalRule::Role {
+            name: name.to_owned(),
+        }
+    }
+
+    /// A one-minute policy whose selector is `role:finance`, with `rule`.
+    fn policy(rule: Option<ApprovalRule>) -> ApprovalPolicy {
+        ApprovalPolicy {
+            required: true,
+            approver_selector: ApproverSelector::Role {
+                name: "finance".to_owned(),
+            },
+            ttl_ms: Some(60_000),
+            rule,
+            ..ApprovalPolicy::default()
+        }
+    }
+
+    /// A pending request by `requester`, operated by `svc_operator`, in [`TENANT`].
+    fn record(policy: ApprovalPolicy) -> ApprovalRecord {
+        let mut action = Action::new(
+            "cap:payments.send",
+            json!({ "amount": 250, "currency": "EUR", "tags": ["q3"], "memo": "rent" }),
+        );
+        action.identity = Some(IdentityContext {
+            service_account: Some(Principal::new("svc_operator", PrincipalKind::Service)),
+            ..IdentityContext::default()
+        });
+        new_record(
+            action,
+            "input-hash".to_owned(),
+            true,
+            &capability(),
+            policy,
+            "requester".into(),
+            Some(TENANT.to_owned()),
+            Some("Tenant:tenant_acme:key-1".to_owned()),
+            CREATED,
+        )
+    }
+
+    fn context(id: &str) -> TrustedContext {
+        TrustedContext::new(
+            Principal::new(id, PrincipalKind::Human),
+            "https://idp.example",
+        )
+        .with_tenant(VerifiedTenant {
+            id: TENANT.to_owned(),
+            system: None,
+        })
+    }
+
+    /// Memberships in [`TENANT`] with `roles`.
+    fn member(roles: &[&str]) -> ApproverMemberships {
+        ApproverMemberships {
+            tenant_id: Some(TENANT.to_owned()),
+            roles: roles.iter().map(|role| (*role).to_owned()).collect(),
+            ..ApproverMemberships::default()
+        }
+    }
+
+    fn decision(
+        record: &ApprovalRecord,
+        approver: &str,
+        kind: ApprovalDecisionKind,
+    ) -> ApprovalDecision {
+        ApprovalDecision {
+            approval_id: record.approval_id.clone(),
+            decision: kind,
+            approver: Principal::new(approver, PrincipalKind::Human),
+            decided_at: OffsetDateTime::UNIX_EPOCH,
+            reason: Some("checked the invoice".to_owned()),
+            constraints: Vec::new(),
+            evidence: Vec::new(),
+            decision_id: None,
+            policy_hash: None,
+            authority_path: Vec::new(),
+            target_decision_id: None,
+        }
+    }
+
+    /// `approver` decides `kind` at [`NOW`] with `memberships`.
+    fn decide(
+        record: &ApprovalRecord,
+        approver: &str,
+        kind: ApprovalDecisionKind,
+        memberships: &ApproverMemberships,
+    ) -> Result<ApprovalRecord, ProtocolError> {
+        apply_decision(
+            record,
+            decision(record, approver, kind),
+            &context(approver),
+            memberships,
+            NOW,
+        )
+    }
+
+    fn approve(
+        record: &ApprovalRecord,
+        approver: &str,
+        memberships: &ApproverMemberships,
+    ) -> Result<ApprovalRecord, ProtocolError> {
+        decide(record, approver, Approved, memberships)
+    }
+
+    fn refused(result: Result<ApprovalRecord, ProtocolError>) -> String {
+        result.expect_err("the decision must be refused").code
+    }
+
+    fn accepted(result: Result<ApprovalRecord, ProtocolError>) -> ApprovalRecord {
+        result.expect("the decision must be accepted")
+    }
+
+    // ---- Records ----------------------------------------------------------------------------
+
+    #[test]
+    fn a_new_record_snapshots_the_policy_with_its_canonical_hash() {
+        let record = record(policy(Some(role("finance"))));
+        assert_eq!(record.status, ApprovalStatus::Pending);
+        assert_eq!(record.expires_at_ms, Some(EXPIRY));
+        assert_eq!(record.created_at_ms, CREATED);
+        assert_eq!(record.capability_id.as_str(), "cap:payments.send");
+        assert_eq!(
+            (record.version, record.resumed, record.decisions.len()),
+            (0, false, 0)
+        );
+        let value = serde_json::to_value(&record.policy).expect("policy serializes");
+        assert_eq!(
+            record.policy_hash,
+            sha256_hex(canonical_json(&value).as_bytes())
+        );
+        assert_eq!(record.policy_hash.len(), 64);
+        assert!(record.input_retained && record.action.input["amount"] == json!(250));
+    }
+
+    #[test]
+    fn a_redacted_record_keeps_no_input_and_no_ttl_means_no_expiry() {
+        let record = new_record(
+            Action::new("cap:payments.send", json!({ "secret": "x" })),
+            "h".to_owned(),
+            false,
+            &capability(),
+            ApprovalPolicy {
+                ttl_ms: None,
+                ..policy(None)
+            },
+            "requester".into(),
+            None,
+            None,
+            CREATED,
+        );
+        assert!(!record.input_retained);
+        assert_eq!(record.action.input, Value::Null);
+        assert_eq!(record.expires_at_ms, None);
+        assert!(!is_due(&record, Millis::MAX));
+    }
+
+    #[test]
+    fn the_policy_hash_changes_with_the_policy() {
+        let finance = record(policy(Some(role("finance"))));
+        let legal = record(policy(Some(role("legal"))));
+        assert_ne!(finance.policy_hash, legal.policy_hash);
+        assert_eq!(
+            finance.policy_hash,
+            record(policy(Some(role("finance")))).policy_hash
+        );
+    }
+
+    // ---- Rules --------------------------------------------------------------------------------
+
+    #[test]
+    fn a_quorum_of_two_needs_two_distinct_principals() {
+        let quorum = ApprovalRule::Quorum {
+            required: 2,
+            rules: vec![role("finance"), role("finance"), role("finance")],
+            distinct_principals: true,
+        };
+        let finance = member(&["finance"]);
+        let once = accepted(approve(&record(policy(Some(quorum))), "alice", &finance));
+        assert_eq!(once.status, ApprovalStatus::Pending);
+        let twice = accepted(approve(&once, "alice", &finance));
+        assert_eq!(twice.decisions.len(), 2, "a second vote is recorded");
+        assert_eq!(twice.status, ApprovalStatus::Pending, "but counts once");
+        let done = accepted(approve(&twice, "bob", &finance));
+        assert_eq!(done.status, ApprovalStatus::Approved);
+    }
+
+    #[test]
+    fn a_quorum_without_distinct_principals_accepts_one_principal_for_several_children() {
+        let quorum = ApprovalRule::Quorum {
+            required: 2,
+            rules: vec![role("finance"), role("legal")],
+            distinct_principals: false,
+        };
+        let both = accepted(approve(
+            &record(policy(Some(quorum))),
+            "alice",
+            &member(&["finance", "legal"]),
+        ));
+        assert_eq!(both.status, ApprovalStatus::Approved);
+    }
+
+    #[test]
+    fn minimum_distinct_principals_counts_principals_not_votes() {
+        let two = ApprovalPolicy {
+            minimum_distinct_principals: 2,
+            ..policy(None)
+        };
+        let finance = member(&["finance"]);
+        let once = accepted(approve(&record(two), "alice", &finance));
+        let twice = accepted(approve(&once, "alice", &finance));
+        assert_eq!(twice.status, ApprovalStatus::Pending);
+        assert_eq!(
+            accepted(approve(&twice, "bob", &finance)).status,
+            ApprovalStatus::Approved
+        );
+    }
+
+    #[test]
+    fn all_of_without_reuse_needs_a_principal_per_child() {
+        let all = ApprovalRule::All {
+            rules: vec![role("finance"), role("legal")],
+            allow_decision_reuse: false,
+        };
+        let alice = accepted(approve(
+            &record(policy(Some(all))),
+            "alice",
+            &member(&["finance", "legal"]),
+        ));
+        assert_eq!(
+            alice.decisions[0].authority_path,
+            ["role:finance", "role:legal"]
+        );
+        assert_eq!(
+            alice.status,
+            ApprovalStatus::Pending,
+            "one decision satisfies one child only"
+        );
+        let another_finance = accepted(approve(&alice, "bob", &member(&["finance"])));
+        assert_eq!(
+            another_finance.status,
+            ApprovalStatus::Approved,
+            "alice covers legal once bob covers finance (the matcher backtracks)"
+        );
+    }
+
+    #[test]
+    fn all_of_with_reuse_lets_one_decision_satisfy_every_child() {
+        let all = ApprovalRule::All {
+            rules: vec![role("finance"), role("legal")],
+            allow_decision_reuse: true,
+        };
+        let record = record(policy(Some(all)));
+        assert_eq!(
+            accepted(approve(&record, "alice", &member(&["finance", "legal"]))).status,
+            ApprovalStatus::Approved
+        );
+        assert_eq!(
+            accepted(approve(&record, "bob", &member(&["finance"]))).status,
+            ApprovalStatus::Pending
+        );
+    }
+
+    #[test]
+    fn any_of_needs_one_child() {
+        let any = ApprovalRule::Any {
+            rules: vec![
+                role("finance"),
+                ApprovalRule::Group {
+                    name: "ops".to_owned(),
+                },
+            ],
+        };
+        let ops = ApproverMemberships {
+            groups: BTreeSet::from(["ops".to_owned()]),
+            ..member(&[])
+        };
+        let approved = accepted(approve(&record(policy(Some(any))), "carol", &ops));
+        assert_eq!(approved.decisions[0].authority_path, ["group:ops"]);
+        assert_eq!(approved.status, ApprovalStatus::Approved);
+    }
+
+    #[test]
+    fn nested_rules_combine_disjoint_assignments() {
+        // (finance or treasury) and 2 of {legal, audit, risk} by distinct principals, no reuse.
+        let rule = ApprovalRule::All {
+            rules: vec![
+                ApprovalRule::Any {
+                    rules: vec![role("finance"), role("treasury")],
+                },
+                ApprovalRule::Quorum {
+                    required: 2,
+                    rules: vec![role("legal"), role("audit"), role("risk")],
+                    distinct_principals: true,
+                },
+            ],
+            allow_decision_reuse: false,
+        };
+        let mut record = record(policy(Some(rule)));
+        record = accepted(approve(&record, "ann", &member(&["treasury", "legal"])));
+        record = accepted(approve(&record, "ben", &member(&["legal"])));
+        assert_eq!(
+            record.status,
+            ApprovalStatus::Pending,
+            "ann cannot be treasury and legal at once"
+        );
+        record = accepted(approve(&record, "cid", &member(&["audit"])));
+        assert_eq!(record.status, ApprovalStatus::Approved);
+    }
+
+    /// Decisions approving with the given authority paths, one principal each.
+    fn votes(paths: &[&[&str]]) -> Vec<ApprovalDecision> {
+        let record = record(policy(None));
+        paths
+            .iter()
+            .enumerate()
+            .map(|(index, path)| ApprovalDecision {
+                authority_path: path.iter().map(|label| (*label).to_owned()).collect(),
+                ..decision(&record, &format!("p{index}"), Approved)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn malformed_rules_never_approve() {
+        let everyone = votes(&[&["role:finance"], &["role:finance"]]);
+        let malformed = [
+            ApprovalRule::All {
+                rules: Vec::new(),
+                allow_decision_reuse: true,
+            },
+            ApprovalRule::Any { rules: Vec::new() },
+            ApprovalRule::Quorum {
+                required: 0,
+                rules: vec![role("finance")],
+                distinct_principals: true,
+            },
+            ApprovalRule::Quorum {
+                required: 3,
+                rules: vec![role("finance"), role("finance")],
+                distinct_principals: false,
+            },
+        ];
+        for rule in malformed {
+            let status = evaluate_status(&policy(Some(rule.clone())), &everyone, false);
+            assert_eq!(status, ApprovalStatus::Pending, "{rule:?}");
+        }
+        let zero = ApprovalPolicy {
+            minimum_distinct_principals: 0,
+            ..policy(None)
+        };
+        assert_eq!(
+            evaluate_status(&zero, &[], false),
+            ApprovalStatus::Pending,
+            "0 still needs one approval"
+        );
+    }
+
+    #[test]
+    fn the_matcher_is_bounded_and_fails_closed() {
+        // 40 children needing 40 distinct principals among 39: unsatisfiable, and a naive search
+        // would try 39! assignments.
+        let hard = ApprovalRule::All {
+            rules: vec![role("x"); 40],
+            allow_decision_reuse: false,
+        };
+        let paths: Vec<&[&str]> = vec![&["role:x"]; 39];
+        let started = std::time::Instant::now();
+        assert_eq!(
+            evaluate_status(&policy(Some(hard)), &votes(&paths), false),
+            ApprovalStatus::Pending
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+
+        // 64 children and 64 principals: satisfiable within the bounds.
+        let wide = ApprovalRule::All {
+            rules: vec![role("x"); 64],
+            allow_decision_reuse: false,
+        };
+        let paths: Vec<&[&str]> = vec![&["role:x"]; 64];
+        assert_eq!(
+            evaluate_status(&policy(Some(wide)), &votes(&paths), false),
+            ApprovalStatus::Approved
+        );
+
+        // Only the first 64 principals are matched: a 65th distinct one is not considered.
+        let wider = ApprovalRule::All {
+            rules: vec![role("x"); 65],
+            allow_decision_reuse: false,
+        };
+        let paths: Vec<&[&str]> = vec![&["role:x"]; 70];
+        assert_eq!(
+            evaluate_status(&policy(Some(wider)), &votes(&paths), false),
+            ApprovalStatus::Pending
+        );
+    }
+
+    // ---- Leaves -------------------------------------------------------------------------------
+
+    /// The authority path `approver` gets under a single-leaf `rule`, or the refusal code.
+    fn path_under(
+        rule: ApprovalRule,
+        approver: &str,
+        memberships: &ApproverMemberships,
+    ) -> Result<Vec<String>, String> {
+        approve(&record(policy(Some(rule))), approver, memberships)
+            .map(|updated| updated.decisions[0].authority_path.clone())
+            .map_err(|error| error.code)
+    }
+
+    #[test]
+    fn every_leaf_kind_is_read_from_the_memberships_only() {
+        let unauthorized = Err(codes::POLICY_APPROVER_UNAUTHORIZED.to_owned());
+        let vouched = member(&[]);
+        let principal = || ApprovalRule::Principal { id: "alice".into() };
+        assert_eq!(
+            path_under(principal(), "alice", &vouched),
+            Ok(vec!["principal:alice".to_owned()])
+        );
+        assert_eq!(path_under(principal(), "bob", &vouched), unauthorized);
+        assert_eq!(
+            path_under(principal(), "alice", &ApproverMemberships::default()),
+            unauthorized,
+            "an identity the authority does not vouch for is not enough"
+        );
+
+        let group = ApproverMemberships {
+            groups: BTreeSet::from(["ops".to_owned()]),
+            ..member(&[])
+        };
+        assert_eq!(
+            path_under(ApprovalRule::Group { name: "ops".into() }, "a", &group),
+            Ok(vec!["group:ops".to_owned()])
+        );
+        assert_eq!(
+            path_under(ApprovalRule::Group { name: "dev".into() }, "a", &group),
+            unauthorized
+        );
+
+        let tenant_policy = ApproverMemberships {
+            tenant_policies: BTreeSet::from(["payments-approvers".to_owned()]),
+            ..member(&[])
+        };
+        let leaf = ApprovalRule::TenantPolicy {
+            policy_id: "payments-approvers".into(),
+        };
+        assert_eq!(
+            path_under(leaf, "a", &tenant_policy),
+            Ok(vec!["tenant_policy:payments-approvers".to_owned()])
+        );
+        assert_eq!(
+            path_under(
+                ApprovalRule::TenantPolicy {
+                    policy_id: "other".into()
+                },
+                "a",
+                &tenant_policy
+            ),
+            unauthorized
+        );
+
+        let external = ApproverMemberships {
+            external_systems: BTreeSet::from(["servicenow".to_owned()]),
+            ..member(&[])
+        };
+        let leaf = ApprovalRule::ExternalSystem {
+            system: "servicenow".into(),
+        };
+        assert_eq!(
+            path_under(leaf, "a", &external),
+            Ok(vec!["external_system:servicenow".to_owned()])
+        );
+        assert_eq!(
+            path_under(
+                ApprovalRule::ExternalSystem {
+                    system: "jira".into()
+                },
+                "a",
+                &external
+            ),
+            unauthorized
+        );
+
+        assert_eq!(
+            path_under(role("finance"), "a", &member(&["legal"])),
+            unauthorized
+        );
+    }
+
+    #[test]
+    fn a_delegated_leaf_needs_a_grant_of_its_scope_covering_its_bounds() {
+        let leaf = || ApprovalRule::DelegatedAuthority {
+            scope: "payments".into(),
+            max_risk: Some(RiskLevel::High),
+            max_value: Some(1_000),
+        };
+        let grant = |scope: &str, max_risk, max_value| ApproverMemberships {
+            delegated: vec![DelegatedScope {
+                scope: scope.to_owned(),
+                max_risk,
+                max_value,
+            }],
+            ..member(&[])
+        };
+        let label = "delegated_authority:payments;max_risk=high;max_value=1000".to_owned();
+        assert_eq!(
+            path_under(leaf(), "d", &grant("payments", None, None)),
+            Ok(vec![label.clone()])
+        );
+        assert_eq!(
+            path_under(
+                leaf(),
+                "d",
+                &grant("payments", Some(RiskLevel::High), Some(1_000))
+            ),
+            Ok(vec![label.clone()])
+        );
+        assert_eq!(
+            path_under(
+                leaf(),
+                "d",
+                &grant("payments", Some(RiskLevel::Critical), Some(5_000))
+            ),
+            Ok(vec![label])
+        );
+        let unauthorized = Err(codes::POLICY_APPROVER_UNAUTHORIZED.to_owned());
+        assert_eq!(
+            path_under(
+                leaf(),
+                "d",
+                &grant("payments", Some(RiskLevel::Medium), None)
+            ),
+            unauthorized,
+            "risk not covered"
+        );
+        assert_eq!(
+            path_under(leaf(), "d", &grant("payments", None, Some(500))),
+            unauthorized,
+            "value not covered"
+        );
+        assert_eq!(
+            path_under(leaf(), "d", &grant("refunds", None, None)),
+            unauthorized,
+            "other scope"
+        );
+
+        let unbounded = ApprovalRule::DelegatedAuthority {
+            scope: "payments".into(),
+            max_risk: None,
+            max_value: None,
+        };
+        assert_eq!(
+            path_under(
+                unbounded,
+                "d",
+                &grant("payments", Some(RiskLevel::Low), Some(1))
+            ),
+            Ok(vec!["delegated_authority:payments".to_owned()]),
+            "a leaf without bounds asks nothing of the grant's"
+        );
+    }
+
+    #[test]
+    fn the_tenant_policy_selector_means_a_vouched_member_of_the_request_tenant() {
+        let selector = ApprovalPolicy {
+            approver_selector: ApproverSelector::TenantPolicy,
+            ..policy(None)
+        };
+        let approved = accepted(approve(&record(selector.clone()), "alice", &member(&[])));
+        assert_eq!(approved.decisions[0].authority_path, ["tenant_policy"]);
+        assert_eq!(approved.status, ApprovalStatus::Approved);
+
+        let transport_only = ApproverMemberships {
+            roles: BTreeSet::from(["x".to_owned()]),
+            ..ApproverMemberships::default()
+        };
+        assert_eq!(
+            refused(approve(&record(selector.clone()), "alice", &transport_only)),
+            codes::POLICY_APPROVER_UNAUTHORIZED,
+            "the authority itself must name the tenant"
+        );
+
+        let mut untenanted = record(selector);
+        untenanted.tenant_id = None;
+        assert_eq!(
+            accepted(approve(&untenanted, "alice", &transport_only)).status,
+            ApprovalStatus::Approved
+        );
+        assert_eq!(
+            refused(approve(
+                &untenanted,
+                "alice",
+                &ApproverMemberships::default()
+            )),
+            codes::POLICY_APPROVER_UNAUTHORIZED
+        );
+    }
+
+    // ---- Checks -------------------------------------------------------------------------------
+
+    #[test]
+    fn self_approval_is_refused_unless_the_policy_allows_it() {
+        let finance = member(&["finance"]);
+        let with_duties = |duties: SeparationOfDuties| {
+            record(ApprovalPolicy {
+                separation_of_duties: duties,
+                ..policy(None)
+            })
+        };
+        let requester = codes::POLICY_SEPARATION_OF_DUTIES_REQUESTER;
+
+        assert_eq!(
+            refused(approve(
+                &with_duties(SeparationOfDuties::default()),
+                "requester",
+                &finance
+            )),
+            requester
+        );
+        let allowed = SeparationOfDuties {
+            allow_self_approval: true,
+            ..SeparationOfDuties::default()
+        };
+        assert_eq!(
+            accepted(approve(&with_duties(allowed), "requester", &finance)).status,
+            ApprovalStatus::Approved
+        );
+        let contradictory = SeparationOfDuties {
+            allow_self_approval: true,
+            requester_must_differ: true,
+            operator_must_differ: false,
+        };
+        assert_eq!(
+            refused(approve(&with_duties(contradictory), "requester", &finance)),
+            requester,
+            "the stricter flag wins"
+        );
+        assert_eq!(
+            accepted(decide(
+                &with_duties(contradictory),
+                "requester",
+                Denied,
+                &finance
+            ))
+            .status,
+            ApprovalStatus::Denied,
+            "a requester may still withdraw by denying"
+        );
+    }
+
+    #[test]
+    fn the_operator_may_not_approve_when_duties_say_so() {
+        let finance = member(&["finance"]);
+        let operator = SeparationOfDuties {
+            operator_must_differ: true,
+            ..SeparationOfDuties::default()
+        };
+        let strict = record(ApprovalPolicy {
+            separation_of_duties: operator,
+            ..policy(None)
+        });
+        assert_eq!(
+            refused(approve(&strict, "svc_operator", &finance)),
+            codes::POLICY_SEPARATION_OF_DUTIES_OPERATOR
+        );
+        assert_eq!(
+            accepted(approve(&strict, "alice", &finance)).status,
+            ApprovalStatus::Approved
+        );
+        assert_eq!(
+            accepted(approve(&record(policy(None)), "svc_operator", &finance)).status,
+            ApprovalStatus::Approved
+        );
+    }
+
+    #[test]
+    fn approvals_carry_the_required_evidence_and_denials_need_none() {
+        let evidence = ApprovalPolicy {
+            evidence_requirements: vec![
+                EvidenceRequirement::Reason,
+                EvidenceRequirement::ExternalTicket,
+            ],
+            ..policy(None)
+        };
+        let record = record(evidence);
+        let finance = member(&["finance"]);
+        let ticket = EvidenceArtifact {
+            id: "CHG-42".to_owned(),
+            kind: "external_ticket".to_owned(),
+            uri: None,
+            hash: None,
+            redacted: false,
+        };
+        let context = context("alice");
+
+        let error = apply_decision(
+            &record,
+            decision(&record, "alice", Approved),
+            &context,
+            &finance,
+            NOW,
+        )
+        .expect_err("no ticket");
+        assert_eq!(error.code, codes::POLICY_APPROVAL_EVIDENCE_MISSING);
+        assert_eq!(
+            error
+                .details
+                .as_ref()
+                .map(|d| d["missing_evidence"].clone()),
+            Some(json!(["external_ticket"]))
+        );
+
+        let no_reason = ApprovalDecision {
+            reason: None,
+            evidence: vec![ticket.clone()],
+            ..decision(&record, "alice", Approved)
+        };
+        let error =
+            apply_decision(&record, no_reason, &context, &finance, NOW).expect_err("no reason");
+        assert_eq!(
+            error
+                .details
+                .as_ref()
+                .map(|d| d["missing_evidence"].clone()),
+            Some(json!(["reason"]))
+        );
+
+        let wrong_kind = EvidenceArtifact {
+            kind: "attachment".to_owned(),
+            ..ticket.clone()
+        };
+        let mislabelled = ApprovalDecision {
+            evidence: vec![wrong_kind],
+            ..decision(&record, "alice", Approved)
+        };
+        assert_eq!(
+            refused(apply_decision(
+                &record,
+                mislabelled,
+                &context,
+                &finance,
+                NOW
+            )),
+            codes::POLICY_APPROVAL_EVIDENCE_MISSING
+        );
+
+        let complete = ApprovalDecision {
+            evidence: vec![ticket],
+            ..decision(&record, "alice", Approved)
+        };
+        assert_eq!(
+            accepted(apply_decision(&record, complete, &context, &finance, NOW)).status,
+            ApprovalStatus::Approved
+        );
+
+        let bare_denial = ApprovalDecision {
+            reason: None,
+            ..decision(&record, "alice", Denied)
+        };
+        assert_eq!(
+            accepted(apply_decision(
+                &record,
+                bare_denial,
+                &context,
+                &finance,
+                NOW
+            ))
+            .status,
+            ApprovalStatus::Denied
+        );
+    }
+
+    #[test]
+    fn the_approver_must_be_the_authenticated_principal() {
+        let record = record(policy(None));
+        let spoofed = decision(&record, "ceo", Approved);
+        let error = apply_decision(
+            &record,
+            spoofed,
+            &context("alice"),
+            &member(&["finance"]),
+            NOW,
+        )
+        .expect_err("identity mismatch");
+        assert_eq!(error.code, codes::POLICY_APPROVER_IDENTITY_MISMATCH);
+        assert_eq!(error.category, ErrorCategory::Policy);
+        assert_eq!(error.retryable, Some(false));
+        assert_eq!(
+            error.source,
+            Some(json!({ "component": "aip-connector.approval" }))
+        );
+        assert_eq!(
+            error.details,
+            Some(json!({ "approval_id": record.approval_id }))
+        );
+    }
+
+    #[test]
+    fn the_approver_must_belong_to_the_request_tenant() {
+        let record = record(policy(None));
+        let mismatch = codes::POLICY_APPROVER_TENANT_MISMATCH;
+        let roles_only = ApproverMemberships {
+            tenant_id: None,
+            ..member(&["finance"])
+        };
+
+        let elsewhere = context("alice").with_tenant(VerifiedTenant {
+            id: "tenant_other".to_owned(),
+            system: None,
+        });
+        let result = apply_decision(
+            &record,
+            decision(&record, "alice", Approved),
+            &elsewhere,
+            &roles_only,
+            NOW,
+        );
+        assert_eq!(refused(result), mismatch, "transport tenant differs");
+
+        let authority_elsewhere = ApproverMemberships {
+            tenant_id: Some("tenant_other".to_owned()),
+            ..member(&["finance"])
+        };
+        assert_eq!(
+            refused(approve(&record, "alice", &authority_elsewhere)),
+            mismatch,
+            "the authority's tenant wins"
+        );
+
+        let nowhere = TrustedContext::new(Principal::new("alice", PrincipalKind::Human), "idp");
+        let result = apply_decision(
+            &record,
+            decision(&record, "alice", Approved),
+            &nowhere,
+            &roles_only,
+            NOW,
+        );
+        assert_eq!(
+            refused(result),
+            mismatch,
+            "an unknown tenant is not the request's"
+        );
+
+        let result = apply_decision(
+            &record,
+            decision(&record, "alice", Approved),
+            &nowhere,
+            &member(&["finance"]),
+            NOW,
+        );
+        assert_eq!(
+            accepted(result).status,
+            ApprovalStatus::Approved,
+            "the authority vouches for the tenant"
+        );
+    }
+
+    #[test]
+    fn a_decision_for_another_request_is_refused() {
+        let record = record(policy(None));
+        let other = ApprovalDecision {
+            approval_id: ApprovalId::new(),
+            ..decision(&record, "alice", Approved)
+        };
+        let result = apply_decision(
+            &record,
+            other,
+            &context("alice"),
+            &member(&["finance"]),
+            NOW,
+        );
+        assert_eq!(refused(result), codes::POLICY_APPROVAL_MISMATCH);
+    }
+
+    #[test]
+    fn malformed_decisions_are_refused() {
+        let record = record(policy(None));
+        let finance = member(&["finance"]);
+        let invalid = codes::POLICY_APPROVAL_DECISION_INVALID;
+        assert_eq!(
+            refused(decide(&record, "alice", Expired, &finance)),
+            invalid
+        );
+        let blank_reason = ApprovalDecision {
+            reason: Some("  ".to_owned()),
+            ..decision(&record, "alice", Approved)
+        };
+        assert_eq!(
+            refused(apply_decision(
+                &record,
+                blank_reason,
+                &context("alice"),
+                &finance,
+                NOW
+            )),
+            invalid
+        );
+        let blank_id = ApprovalDecision {
+            decision_id: Some(String::new()),
+            ..decision(&record, "alice", Approved)
+        };
+        assert_eq!(
+            refused(apply_decision(
+                &record,
+                blank_id,
+                &context("alice"),
+                &finance,
+                NOW
+            )),
+            invalid
+        );
+    }
+
+    #[test]
+    fn a_decision_against_another_policy_is_refused() {
+        let record = record(policy(None));
+        let finance = member(&["finance"]);
+        let stale = ApprovalDecision {
+            policy_hash: Some("0".repeat(64)),
+            ..decision(&record, "alice", Approved)
+        };
+        let result = apply_decision(&record, stale, &context("alice"), &finance, NOW);
+        assert_eq!(refused(result), codes::POLICY_APPROVAL_HASH_MISMATCH);
+        let current = ApprovalDecision {
+            policy_hash: Some(record.policy_hash.clone()),
+            ..decision(&record, "alice", Approved)
+        };
+        assert!(apply_decision(&record, current, &context("alice"), &finance, NOW).is_ok());
+    }
+
+    #[test]
+    fn accepted_decisions_are_stamped_from_trusted_values() {
+        let record = record(policy(None));
+        let mut sent = decision(&record, "alice", Approved);
+        sent.approver.display_name = Some("The CEO".to_owned());
+        sent.authority_path = vec!["role:ceo".to_owned()];
+        let stored = accepted(apply_decision(
+            &record,
+            sent,
+            &context("alice"),
+            &member(&["finance"]),
+            NOW,
+        ));
+        let stamped = &stored.decisions[0];
+        assert_eq!(stamped.approver, context("alice").principal);
+        assert_eq!(stamped.authority_path, ["role:finance"]);
+        assert_eq!(
+            stamped.policy_hash.as_deref(),
+            Some(record.policy_hash.as_str())
+        );
+        assert_eq!(Some(stamped.decided_at), trusted_time(NOW));
+        assert!(
+            stamped
+                .decision_id
+                .as_deref()
+                .is_some_and(|id| id.starts_with("dec_") && id.len() == 36)
+        );
+        assert_eq!(
+            stored.version, record.version,
+            "apply_decision does not store"
+        );
+    }
+
+    #[test]
+    fn a_replayed_decision_changes_nothing_and_a_reused_id_is_refused() {
+        let record = record(ApprovalPolicy {
+            minimum_distinct_principals: 2,
+            ..policy(None)
+        });
+        let finance = member(&["finance"]);
+        let first = ApprovalDecision {
+            decision_id: Some("d-1".to_owned()),
+            ..decision(&record, "alice", Approved)
+        };
+        let once = accepted(apply_decision(
+            &record,
+            first.clone(),
+            &context("alice"),
+            &finance,
+            NOW,
+        ));
+        let again = accepted(apply_decision(
+            &once,
+            first.clone(),
+            &context("alice"),
+            &finance,
+            NOW + 5,
+        ));
+        assert_eq!(again, once);
+        let reused = ApprovalDecision {
+            decision: Denied,
+            ..first
+        };
+        assert_eq!(
+            refused(apply_decision(
+                &once,
+                reused,
+                &context("alice"),
+                &finance,
+                NOW
+            )),
+            codes::POLICY_APPROVAL_MISMATCH
+        );
+    }
+
+    #[test]
+    fn constraints_must_hold_on_the_stored_input() {
+        let record = record(policy(None));
+        let finance = member(&["finance"]);
+        let with = |field: &str, operator: &str, value: Value| ApprovalDecision {
+            constraints: vec![ApprovalConstraint {
+                field: field.to_owned(),
+                operator: operator.to_owned(),
+                value,
+            }],
+            ..decision(&record, "alice", Approved)
+        };
+        let run = |decision| apply_decision(&record, decision, &context("alice"), &finance, NOW);
+        assert!(run(with("/amount", "lte", json!(500))).is_ok());
+        assert!(run(with("currency", "in", json!(["EUR", "USD"]))).is_ok());
+        assert_eq!(
+            refused(run(with("/amount", "lte", json!(100)))),
+            codes::POLICY_APPROVAL_CONSTRAINT_FAILED
+        );
+        assert_eq!(
+            refused(run(with("/memo", "matches", json!("r.*")))),
+            codes::POLICY_APPROVAL_CONSTRAINT_FAILED
+        );
+        assert_eq!(
+            refused(run(with("/iban", "eq", json!("x")))),
+            codes::POLICY_APPROVAL_CONSTRAINT_MISSING_FIELD
+        );
+
+        let mut redacted = record.clone();
+        redacted.input_retained = false;
+        redacted.action.input = Value::Null;
+        let result = apply_decision(
+            &redacted,
+            with("/amount", "lte", json!(100)),
+            &context("alice"),
+            &finance,
+            NOW,
+        );
+        assert!(
+            result.is_ok(),
+            "a redacted input is checked at resume, not here"
+        );
+    }
+
+    #[test]
+    fn constraint_operators() {
+        let cases = [
+            ("eq", json!(1), json!(1), true),
+            ("eq", json!(1), json!(1.0), false),
+            ("neq", json!("a"), json!("b"), true),
+            ("lt", json!(1), json!(2), true),
+            ("lt", json!(2), json!(2), false),
+            ("lte", json!(2), json!(2.0), true),
+            ("gt", json!(u64::MAX), json!(i64::MAX), true),
+            ("gte", json!(-1), json!(0), false),
+            ("gt", json!("9"), json!(1), false),
+            ("contains", json!("invoice 42"), json!("42"), true),
+            ("contains", json!(["a", "b"]), json!("b"), true),
+            ("contains", json!({ "b": 1 }), json!("b"), false),
+            ("max_length", json!("héllo"), json!(5), true),
+            ("max_length", json!([1, 2, 3]), json!(2), false),
+            ("min_length", json!("ab"), json!(3), false),
+            ("min_length", json!(12), json!(1), false),
+            ("in", json!("EUR"), json!(["EUR"]), true),
+            ("in", json!("GBP"), json!(["EUR"]), false),
+            ("in", json!("EUR"), json!("EUR"), false),
+            ("matches", json!("x"), json!("x"), false),
+        ];
+        for (operator, actual, operand, expected) in cases {
+            assert_eq!(
+                constraint_holds(operator, &actual, &operand),
+                expected,
+                "{actual} {operator} {operand}"
+            );
+        }
+    }
+
+    // ---- Lifecycle ------------------------------------------------------------------------------
+
+    #[test]
+    fn a_denial_closes_the_request() {
+        let finance = member(&["finance"]);
+        let denied = accepted(decide(&record(policy(None)), "alice", Denied, &finance));
+        assert_eq!(denied.status, ApprovalStatus::Denied);
+        assert_eq!(
+            refused(approve(&denied, "bob", &finance)),
+            codes::POLICY_APPROVAL_NOT_PENDING
+        );
+    }
+
+    #[test]
+    fn a_revocation_names_an_approval_and_revokes_the_request() {
+        let finance = member(&["finance"]);
+        let approved = accepted(approve(&record(policy(None)), "alice", &finance));
+        assert_eq!(approved.status, ApprovalStatus::Approved);
+        assert_eq!(
+            refused(approve(&approved, "bob", &finance)),
+            codes::POLICY_APPROVAL_NOT_PENDING
+        );
+
+        assert_eq!(
+            refused(decide(&approved, "bob", Revoked, &finance)),
+            codes::POLICY_APPROVAL_REVOCATION_TARGET_REQUIRED
+        );
+        let revoke = |target: &str| ApprovalDecision {
+            target_decision_id: Some(target.to_owned()),
+            ..decision(&approved, "bob", Revoked)
+        };
+        let run = |decision| apply_decision(&approved, decision, &context("bob"), &finance, NOW);
+        assert_eq!(
+            refused(run(revoke("dec_unknown"))),
+            codes::POLICY_APPROVAL_REVOCATION_TARGET_MISSING
+        );
+        let target = approved.decisions[0]
+            .decision_id
+            .clone()
+            .unwrap_or_default();
+        let revoked = accepted(run(revoke(&target)));
+        assert_eq!(revoked.status, ApprovalStatus::Revoked);
+        assert_eq!(
+            refused(apply_decision(
+                &revoked,
+                revoke(&target),
+                &context("bob"),
+                &finance,
+                NOW
+            )),
+            codes::POLICY_APPROVAL_NOT_PENDING,
+            "a revoked request is closed"
+        );
+
+        let mut resumed = approved.clone();
+        resumed.resumed = true;
+        assert_eq!(
+            refused(apply_decision(
+                &resumed,
+                revoke(&target),
+                &context("bob"),
+                &finance,
+                NOW
+            )),
+            codes::POLICY_APPROVAL_NOT_PENDING,
+            "a resumed action already ran"
+        );
+    }
+
+    #[test]
+    fn a_decision_after_the_ttl_is_refused_as_expired() {
+        let record = record(policy(None));
+        let finance = member(&["finance"]);
+        let late = apply_decision(
+            &record,
+            decision(&record, "alice", Approved),
+            &context("alice"),
+            &finance,
+            EXPIRY,
+        );
+        assert_eq!(refused(late), codes::POLICY_APPROVAL_EXPIRED);
+        let just_in_time = apply_decision(
+            &record,
+            decision(&record, "alice", Approved),
+            &context("alice"),
+            &finance,
+            EXPIRY - 1,
+        );
+        assert_eq!(accepted(just_in_time).status, ApprovalStatus::Approved);
+    }
+
+    #[test]
+    fn status_precedence_is_revoked_expired_denied_approved_pending() {
+        let record = record(policy(None));
+        let vote = |kind| ApprovalDecision {
+            authority_path: vec!["role:finance".to_owned()],
+            ..decision(&record, "alice", kind)
+        };
+        let kinds = [Approved, Denied, Expired, Revoked];
+        for subset in 0u8..16 {
+            let decisions: Vec<ApprovalDecision> = (0..4)
+                .filter(|bit| subset & (1 << bit) != 0)
+                .map(|bit| vote(kinds[bit]))
+                .collect();
+            let has = |kind| decisions.iter().any(|d| d.decision == kind);
+            for ttl_passed in [false, true] {
+                let expected = if has(Revoked) {
+                    ApprovalStatus::Revoked
+                } else if ttl_passed || has(Expired) {
+                    ApprovalStatus::Expired
+                } else if has(Denied) {
+                    ApprovalStatus::Denied
+                } else if has(Approved) {
+                    ApprovalStatus::Approved
+                } else {
+                    ApprovalStatus::Pending
+                };
+                let status = evaluate_status(&record.policy, &decisions, ttl_passed);
+                assert_eq!(
+                    status, expected,
+                    "decisions {subset:04b}, ttl passed {ttl_passed}"
+                );
+            }
+        }
+        let unauthorized_vote = ApprovalDecision {
+            authority_path: vec!["role:legal".to_owned()],
+            ..vote(Approved)
+        };
+        assert_eq!(
+            evaluate_status(&record.policy, &[unauthorized_vote], false),
+            ApprovalStatus::Pending
+        );
+    }
+
+    // ---- Service ------------------------------------------------------------------------------
+
+    /// A memory store that yields after every read, so concurrent deciders interleave between
+    /// read and compare-and-set, and counts the updates that lost.
+    #[derive(Default)]
+    struct RacyStore {
+        inner: MemoryStore,
+        lost: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl ApprovalStore for RacyStore {
+        async fn insert_approval(&self, record: &ApprovalRecord) -> Result<(), StoreError> {
+            self.inner.insert_approval(record).await
+        }
+
+        async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
+            let record = self.inner.approval(id).await;
+            tokio::task::yield_now().await;
+            record
+        }
+
+        async fn update_approval(
+            &self,
+            record: &ApprovalRecord,
+            expected_version: u64,
+        ) -> Result<bool, StoreError> {
+            let updated = self.inner.update_approval(record, expected_version).await?;
+            if !updated {
+                self.lost.fetch_add(1, AtomicOrdering::SeqCst);
+            }
+            Ok(updated)
+        }
+
+        async fn claim_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+            self.inner.claim_resume(id).await
+        }
+    }
+
+    #[tokio::test]
+    async fn twenty_concurrent_approvers_all_land_through_compare_and_set() {
+        let store = Arc::new(RacyStore::default());
+        let stored = record(ApprovalPolicy {
+            minimum_distinct_principals: 20,
+            ..policy(None)
+        });
+        store.insert_approval(&stored).await.expect("insert");
+        let approvers: Vec<String> = (0..20).map(|n| format!("approver_{n}")).collect();
+        let authority = Arc::new(
+            approvers
+                .iter()
+                .fold(StaticApprovalAuthority::new(), |authority, id| {
+                    authority.with(id.as_str(), member(&["finance"]))
+                }),
+        );
+        let mut tasks = tokio::task::JoinSet::new();
+        for id in &approvers {
+            let (store, authority) = (store.clone(), authority.clone());
+            let decision = decision(&stored, id, Approved);
+            let context = context(id);
+            tasks.spawn(async move {
+                record_decision(store.as_ref(), authority.as_ref(), NOW, decision, &context).await
+            });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            joined.expect("task").expect("every decision lands");
+        }
+        let last = store
+            .approval(&stored.approval_id)
+            .await
+            .expect("read")
+            .expect("record");
+        assert_eq!(last.decisions.len(), 20);
+        assert_eq!(last.version, 20);
+        assert_eq!(last.status, ApprovalStatus::Approved);
+        assert!(
+            store.lost.load(AtomicOrdering::SeqCst) > 0,
+            "the races were real and retried"
+        );
+    }
+
+    #[tokio::test]
+    async fn record_decision_returns_the_stored_record_and_replays_idempotently() {
+        let store = MemoryStore::new();
+        let stored = record(policy(None));
+        store.insert_approval(&stored).await.expect("insert");
+        let authority = StaticApprovalAuthority::new().with("alice", member(&["finance"]));
+        let sent = ApprovalDecision {
+            decision_id: Some("d-1".to_owned()),
+            ..decision(&stored, "alice", Approved)
+        };
+        let first = record_decision(&store, &authority, NOW, sent.clone(), &context("alice"))
+            .await
+            .expect("decide");
+        assert_eq!((first.version, first.status), (1, ApprovalStatus::Approved));
+        assert_eq!(
+            store.approval(&stored.approval_id).await.expect("read"),
+            Some(first.clone())
+        );
+        let replay = record_decision(&store, &authority, NOW, sent, &context("alice"))
+            .await
+            .expect("replay");
+        assert_eq!(replay, first, "nothing written twice");
+    }
+
+    #[tokio::test]
+    async fn the_default_authority_vouches_for_nobody() {
+        let store = MemoryStore::new();
+        let stored = record(policy(None));
+        store.insert_approval(&stored).await.expect("insert");
+        let error = record_decision(
+            &store,
+            &DenyAllApprovalAuthority,
+            NOW,
+            decision(&stored, "alice", Approved),
+            &context("alice"),
+        )
+        .await
+        .expect_err("nobody is vouched for");
+        assert_eq!(error.code, codes::POLICY_APPROVER_UNAUTHORIZED);
+        let unchanged = store
+            .approval(&stored.approval_id)
+            .await
+            .expect("read")
+            .expect("record");
+        assert_eq!((unchanged.version, unchanged.decisions.len()), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn a_late_decision_stores_the_expiry() {
+        let store = MemoryStore::new();
+        let stored = record(policy(None));
+        store.insert_approval(&stored).await.expect("insert");
+        let authority = StaticApprovalAuthority::new().with("alice", member(&["finance"]));
+        let late = record_decision(
+            &store,
+            &authority,
+            EXPIRY,
+            decision(&stored, "alice", Approved),
+            &context("alice"),
+        )
+        .await;
+        assert_eq!(
+            late.expect_err("expired").code,
+            codes::POLICY_APPROVAL_EXPIRED
+        );
+        let after = store
+            .approval(&stored.approval_id)
+            .await
+            .expect("read")
+            .expect("record");
+        assert_eq!((after.status, after.version), (ApprovalStatus::Expired, 1));
+        let again = record_decision(
+            &store,
+            &authority,
+            EXPIRY,
+            decision(&stored, "alice", Approved),
+            &context("alice"),
+        )
+        .await;
+        assert_eq!(
+            again.expect_err("closed").code,
+            codes::POLICY_APPROVAL_NOT_PENDING
+        );
+    }
+
+    #[tokio::test]
+    async fn expire_if_due_expires_once_and_only_after_the_ttl() {
+        let store = MemoryStore::new();
+        let stored = record(policy(None));
+        store.insert_approval(&stored).await.expect("insert");
+        let id = &stored.approval_id;
+        let early = expire_if_due(&store, id, EXPIRY - 1)
+            .await
+            .expect("read")
+            .expect("record");
+        assert_eq!((early.status, early.version), (ApprovalStatus::Pending, 0));
+        let due = expire_if_due(&store, id, EXPIRY)
+            .await
+            .expect("expire")
+            .expect("record");
+        assert_eq!((due.status, due.version), (ApprovalStatus::Expired, 1));
+        assert_eq!(store.approval(id).await.expect("read"), Some(due.clone()));
+        let later = expire_if_due(&store, id, EXPIRY + 1)
+            .await
+            .expect("read")
+            .expect("record");
+        assert_eq!(later, due, "already expired: nothing written");
+        assert_eq!(
+            expire_if_due(&store, &ApprovalId::new(), EXPIRY).await,
+            Ok(None)
+        );
+    }
+
+    #[tokio::test]
+    async fn an_approved_request_does_not_expire() {
+        let store = MemoryStore::new();
+        let stored = record(policy(None));
+        store.insert_approval(&stored).await.expect("insert");
+        let authority = StaticApprovalAuthority::new().with("alice", member(&["finance"]));
+        record_decision(
+            &store,
+            &authority,
+            NOW,
+            decision(&stored, "alice", Approved),
+            &context("alice"),
+        )
+        .await
+        .expect("approve");
+        let later = expire_if_due(&store, &stored.approval_id, EXPIRY + 1)
+            .await
+            .expect("read")
+            .expect("record");
+        assert_eq!(later.status, ApprovalStatus::Approved);
+    }
+
+    #[tokio::test]
+    async fn unknown_requests_and_failing_authorities_are_reported() {
+        let store = MemoryStore::new();
+        let stored = record(policy(None));
+        let authority = StaticApprovalAuthority::new();
+        let missing = record_decision(
+            &store,
+            &authority,
+            NOW,
+            decision(&stored, "alice", Approved),
+            &context("alice"),
+        )
+        .await;
+        assert_eq!(
+            missing.expect_err("unknown").code,
+            codes::POLICY_APPROVAL_NOT_FOUND
+        );
+
+        struct Unreachable;
+        impl ApprovalAuthority for Unreachable {
+            fn memberships<'a>(
+                &'a self,
+                _: &'a PrincipalId,
+                _: Option<&'a str>,
+            ) -> BoxFuture<'a, Result<ApproverMemberships, ConnectorFailure>> {
+                let failure = ConnectorFailure::new(
+                    "directory.unavailable",
+                    "directory down",
+                    ErrorCategory::Temporary,
+                    ConnectorOperation::Invocation,
+                    "directory",
+                );
+                Box::pin(std::future::ready(Err(failure)))
+            }
+        }
+        store.insert_approval(&stored).await.expect("insert");
+        let down = record_decision(
+            &store,
+            &Unreachable,
+            NOW,
+            decision(&stored, "alice", Approved),
+            &context("alice"),
+        )
+        .await;
+        let error = down.expect_err("authority down");
+        assert_eq!(
+            (error.code.as_str(), error.category),
+            ("directory.unavailable", ErrorCategory::Temporary)
+        );
+    }
+}

@@ -3,7 +3,7 @@
 //! One trait per record family, every transition an atomic compare-and-set, so several hosts
 //! (or several tasks of one host) can share a store without a lost update. Backends:
 //! [`MemoryStore`] (tests, demos) and [`SqliteStore`] (the embedded, durable default). All of
-//! them pass the same conformance suite (`tests/store_conformance.rs` of the tests crate).
+//! them pass the same conformance suite (`tests/tests/store_conformance.rs` in the workspace).
 //!
 //! Times are milliseconds since the Unix epoch, taken from the host's [`Clock`], so expiry is
 //! testable without sleeping.

@@ -90,8 +90,9 @@ impl SqliteStore {
     /// is migrating it); call it at startup or from a blocking context.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let path = path.as_ref();
-        let connection =
-            Connection::open(path).map_err(|error| sqlite_error("open the store file", &error))?;
+        let connection = Connection::open(path).map_err(|error| {
+            sqlite_error(&format!("open the store file {}", path.display()), &error)
+        })?;
         Self::prepare(connection, path.display().to_string())
     }
 
@@ -181,7 +182,10 @@ fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
             "the store file has a negative schema version ({version})"
         ))
     })?;
-    for migration in &MIGRATIONS[applied..] {
+    if applied == MIGRATIONS.len() {
+        return Ok(());
+    }
+    for migration in MIGRATIONS.iter().skip(applied) {
         transaction.execute_batch(migration).map_err(step)?;
     }
     transaction
@@ -759,7 +763,6 @@ mod tests {
         ];
         for error in errors {
             assert!(matches!(error, StoreError::Corrupt(_)), "{error:?}");
-            eprintln!("MSG {error}");
             assert!(!error.to_string().contains("s3cr3t"), "{error}");
         }
     }
@@ -797,7 +800,6 @@ mod tests {
             .unwrap_err();
         assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
         let message = error.to_string();
-        eprintln!("MSG {message}");
         assert!(
             !message.contains("hunter2") && !message.contains("appr_1"),
             "{message}"

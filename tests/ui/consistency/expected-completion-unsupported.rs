@@ -5,7 +5,7 @@ struct Demo;
 
 #[connector(id = "demo")]
 impl Demo {
-    #[capability(risk = low, side_effects = [read], data(sensitivity = public), execution(expected = async))]
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public), execution(expected = streaming))]
     async fn look(&self) -> Result<(), ConnectorFailure> {
         Ok(())
     }

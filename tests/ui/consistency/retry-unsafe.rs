@@ -5,7 +5,7 @@ struct Demo;
 
 #[connector(id = "demo")]
 impl Demo {
-    #[capability(risk = low, side_effects = [read], data(sensitivity = public), execution(retry_safety = unsafe))]
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public), execution(retry_safety = unknown))]
     async fn look(&self, _key: IdempotencyKey) -> Result<(), ConnectorFailure> {
         Ok(())
     }

@@ -1,0 +1,299 @@
+//! The approval lifecycle through the host: gate, decisions with authority resolution, distinct
+//! principals, separation of duties, expiry, denial, and resume exactly once.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use aip_connector::VerifiedTenant;
+use aip_connector::codes;
+use aip_connector::host::{ApproverMemberships, Host, StaticApprovalAuthority, TrustedContext};
+use aip_connector::ids::ApprovalId;
+use aip_connector::model::{
+    Action, ActionResultStatus, ApprovalDecision, ApprovalDecisionKind, Principal, PrincipalKind,
+};
+use aip_connector::prelude::*;
+use aip_connector::store::{ApprovalStatus, Clock, MemoryStore, SystemClock};
+use serde_json::json;
+
+#[derive(Deserialize, JsonSchema)]
+struct Refund {
+    amount_cents: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Refunded {
+    refund_id: String,
+}
+
+#[derive(Clone, Default)]
+struct Payments {
+    executions: Arc<AtomicUsize>,
+}
+
+#[connector(id = "payments")]
+impl Payments {
+    /// Refund a payment; two distinct finance approvers, never the requester.
+    #[capability(
+        risk = high,
+        side_effects = [write, financial],
+        idempotency(required, scope = tenant),
+        data(sensitivity = confidential),
+        approval(required, selector = role("finance"), distinct_principals = 2, evidence = [reason], separation(requester_must_differ), ttl_ms = 60_000),
+    )]
+    async fn refund(
+        &self,
+        refund: Refund,
+        key: IdempotencyKey,
+        approval: Approval,
+    ) -> Result<Refunded, ConnectorFailure> {
+        self.executions.fetch_add(1, Ordering::SeqCst);
+        Ok(Refunded {
+            refund_id: format!(
+                "rf-{}-{}-{}",
+                refund.amount_cents,
+                key.as_str(),
+                approval.approvals().approval_ids.len()
+            ),
+        })
+    }
+}
+
+/// A clock tests move by hand.
+#[derive(Default)]
+struct ManualClock(AtomicU64);
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        SystemClock.now_ms() + self.0.load(Ordering::SeqCst)
+    }
+}
+
+fn finance() -> ApproverMemberships {
+    ApproverMemberships {
+        tenant_id: Some("t1".into()),
+        roles: BTreeSet::from(["finance".to_owned()]),
+        ..ApproverMemberships::default()
+    }
+}
+
+fn person(id: &str) -> TrustedContext {
+    TrustedContext::new(Principal::new(id, PrincipalKind::Human), "test").with_tenant(
+        VerifiedTenant {
+            id: "t1".into(),
+            system: None,
+        },
+    )
+}
+
+fn host(payments: Payments, clock: Arc<ManualClock>) -> Host {
+    let authority = StaticApprovalAuthority::new()
+        .with("user:alice", finance())
+        .with("user:bob", finance())
+        .with("user:req", finance());
+    Host::builder()
+        .connector(payments)
+        .store(Arc::new(MemoryStore::default()))
+        .approval_authority(authority)
+        .clock(clock)
+        .build()
+        .unwrap()
+}
+
+fn decision(id: &ApprovalId, approver: &str, kind: ApprovalDecisionKind) -> ApprovalDecision {
+    ApprovalDecision {
+        approval_id: id.clone(),
+        decision: kind,
+        approver: Principal::new(approver, PrincipalKind::Human),
+        decided_at: time::OffsetDateTime::now_utc(),
+        reason: Some("checked the order".into()),
+        constraints: vec![],
+        evidence: vec![],
+        decision_id: Some(format!("dec-{approver}")),
+        policy_hash: None,
+        authority_path: vec![],
+        target_decision_id: None,
+    }
+}
+
+fn refund_action() -> Action {
+    Action::new("cap:payments:refund", json!({ "amount_cents": 1200 }))
+        .with_idempotency_key("refund-1")
+}
+
+async fn gate(host: &Host) -> ApprovalId {
+    let pending = host.invoke(refund_action(), &person("user:req")).await;
+    assert_eq!(pending.status, ActionResultStatus::PendingApproval);
+    assert_eq!(
+        pending.error.as_ref().unwrap().code,
+        codes::POLICY_HUMAN_APPROVAL_REQUIRED
+    );
+    serde_json::from_value(pending.output.unwrap()["approval_id"].clone()).unwrap()
+}
+
+#[tokio::test]
+async fn quorum_of_two_distinct_approvers_then_resume_exactly_once() {
+    let payments = Payments::default();
+    let host = host(payments.clone(), Arc::default());
+    let id = gate(&host).await;
+
+    // A duplicate while pending replays the gate; the handler has not run.
+    let duplicate = host.invoke(refund_action(), &person("user:req")).await;
+    assert_eq!(duplicate.status, ActionResultStatus::PendingApproval);
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 0);
+
+    // The requester may not approve their own refund.
+    let own = host
+        .record_approval_decision(
+            decision(&id, "user:req", ApprovalDecisionKind::Approved),
+            &person("user:req"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(own.code, codes::POLICY_SEPARATION_OF_DUTIES_REQUESTER);
+
+    // One approver voting twice is still one distinct principal.
+    let first = host
+        .record_approval_decision(
+            decision(&id, "user:alice", ApprovalDecisionKind::Approved),
+            &person("user:alice"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(first.status, ApprovalStatus::Pending);
+    let again = host
+        .record_approval_decision(
+            decision(&id, "user:alice", ApprovalDecisionKind::Approved),
+            &person("user:alice"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(again.status, ApprovalStatus::Pending);
+
+    // Nobody can resume a pending approval.
+    assert_eq!(
+        host.resume_approved(&id, &person("user:req"))
+            .await
+            .error
+            .unwrap()
+            .code,
+        codes::POLICY_APPROVAL_NOT_GRANTED
+    );
+
+    let second = host
+        .record_approval_decision(
+            decision(&id, "user:bob", ApprovalDecisionKind::Approved),
+            &person("user:bob"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(second.status, ApprovalStatus::Approved);
+
+    // Only the requester resumes, and two racing resumes run the handler once.
+    assert_eq!(
+        host.resume_approved(&id, &person("user:alice"))
+            .await
+            .error
+            .unwrap()
+            .code,
+        codes::AUTH_NOT_AUTHORIZED
+    );
+    let requester = person("user:req");
+    let (a, b) = tokio::join!(
+        host.resume_approved(&id, &requester),
+        host.resume_approved(&id, &requester)
+    );
+    let statuses = [a.status, b.status];
+    assert!(
+        statuses.contains(&ActionResultStatus::Completed),
+        "{a:?} {b:?}"
+    );
+    let loser = if a.status == ActionResultStatus::Completed {
+        b
+    } else {
+        a
+    };
+    assert_eq!(
+        loser.error.unwrap().code,
+        codes::POLICY_APPROVAL_ALREADY_RESUMED
+    );
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
+
+    // The key now replays the completed refund.
+    let replay = host.invoke(refund_action(), &person("user:req")).await;
+    assert_eq!(replay.status, ActionResultStatus::Completed);
+    assert_eq!(replay.output.unwrap()["idempotent_replay"], true);
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn unvouched_approvers_and_missing_evidence_are_refused() {
+    let host = host(Payments::default(), Arc::default());
+    let id = gate(&host).await;
+    let stranger = host
+        .record_approval_decision(
+            decision(&id, "user:mallory", ApprovalDecisionKind::Approved),
+            &person("user:mallory"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(stranger.code, codes::POLICY_APPROVER_UNAUTHORIZED);
+    let impostor = host
+        .record_approval_decision(
+            decision(&id, "user:alice", ApprovalDecisionKind::Approved),
+            &person("user:bob"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(impostor.code, codes::POLICY_APPROVER_IDENTITY_MISMATCH);
+    let mut silent = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    silent.reason = None;
+    let no_reason = host
+        .record_approval_decision(silent, &person("user:alice"))
+        .await
+        .unwrap_err();
+    assert_eq!(no_reason.code, codes::POLICY_APPROVAL_EVIDENCE_MISSING);
+}
+
+#[tokio::test]
+async fn denial_and_expiry_end_the_request() {
+    let clock = Arc::new(ManualClock::default());
+    let host = host(Payments::default(), clock.clone());
+    let id = gate(&host).await;
+    let denied = host
+        .record_approval_decision(
+            decision(&id, "user:alice", ApprovalDecisionKind::Denied),
+            &person("user:alice"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(denied.status, ApprovalStatus::Denied);
+    assert_eq!(
+        host.resume_approved(&id, &person("user:req"))
+            .await
+            .error
+            .unwrap()
+            .code,
+        codes::POLICY_APPROVAL_DENIED
+    );
+
+    let host = self::host(Payments::default(), clock.clone());
+    let id = gate(&host).await;
+    clock.0.store(120_000, Ordering::SeqCst);
+    let late = host
+        .record_approval_decision(
+            decision(&id, "user:alice", ApprovalDecisionKind::Approved),
+            &person("user:alice"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(late.code, codes::POLICY_APPROVAL_EXPIRED);
+    assert_eq!(
+        host.resume_approved(&id, &person("user:req"))
+            .await
+            .error
+            .unwrap()
+            .code,
+        codes::POLICY_APPROVAL_EXPIRED
+    );
+}

@@ -1,0 +1,197 @@
+//! Redaction and secrets: with `redaction_required` (or restricted/regulated data) the host's
+//! errors, stored records and logs carry a hash of the input, never its values; credential
+//! material never appears in any Debug output, record, log line or error.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use aip_connector::codes;
+use aip_connector::host::{Deployment, Host, StaticCredentialProvider, TrustedContext};
+use aip_connector::model::{Action, Principal, PrincipalKind};
+use aip_connector::prelude::*;
+use aip_connector::store::{IdempotencyStore, MemoryStore};
+use aip_connector::{CredentialHandle, Secret, VerifiedTenant};
+use serde_json::json;
+
+const CANARY: &str = "canary-secret-7d3e91";
+const PII: &str = "SSN-123-45-6789";
+
+#[derive(Deserialize, JsonSchema)]
+struct Patient {
+    name: String,
+    age: u32,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Chart {
+    chart_id: String,
+}
+
+struct Clinic;
+
+#[connector(id = "clinic")]
+impl Clinic {
+    /// Opens a chart.
+    #[capability(
+        risk = medium,
+        side_effects = [write],
+        idempotency(required),
+        data(sensitivity = regulated, pii, redaction),
+        credentials(required, scopes = ["charts.write"]),
+    )]
+    async fn open_chart(
+        &self,
+        patient: Patient,
+        key: IdempotencyKey,
+        credential: Credential,
+    ) -> Result<Chart, ConnectorFailure> {
+        // The handler uses the secret; nothing it returns contains it.
+        let _material = credential.secret().expose_str().map_err(|_| {
+            ConnectorFailure::new(
+                "clinic.bad_secret",
+                "credential is not UTF-8",
+                ErrorCategory::Auth,
+                aip_connector::model::ConnectorOperation::Invocation,
+                "clinic",
+            )
+        })?;
+        Ok(Chart {
+            chart_id: format!(
+                "chart-{}-{}-{}",
+                patient.age,
+                patient.name.len(),
+                key.as_str().len()
+            ),
+        })
+    }
+}
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+fn host(store: Arc<MemoryStore>) -> Host {
+    let credential = CredentialHandle {
+        id: "cred-7".into(),
+        issuer: "vault".into(),
+        scopes: vec!["charts.write".into()],
+        expires_at_ms: None,
+        tenant_id: None,
+        secret: Secret::new(CANARY),
+    };
+    let deployment = Deployment {
+        credentials: Some(Arc::new(StaticCredentialProvider(credential))),
+        ..Deployment::default()
+    };
+    Host::builder()
+        .connector(Clinic)
+        .store(store)
+        .deployment(deployment)
+        .build()
+        .unwrap()
+}
+
+fn caller() -> TrustedContext {
+    TrustedContext::new(Principal::new("user:doc", PrincipalKind::Human), "test").with_tenant(
+        VerifiedTenant {
+            id: "t1".into(),
+            system: None,
+        },
+    )
+}
+
+#[tokio::test]
+async fn no_input_value_or_secret_reaches_errors_records_or_logs() {
+    let logs = Captured::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let store = Arc::new(MemoryStore::default());
+    let host = host(store.clone());
+
+    // A schema violation on a redacted capability: the error names paths and the input hash.
+    let invalid = host
+        .invoke(
+            Action::new(
+                "cap:clinic:open_chart",
+                json!({ "name": PII, "age": "forty" }),
+            )
+            .with_idempotency_key("k-1"),
+            &caller(),
+        )
+        .await;
+    let error = invalid.error.clone().unwrap();
+    assert_eq!(error.code, codes::ACTION_INPUT_SCHEMA_INVALID);
+    let error_text = serde_json::to_string(&error).unwrap();
+    assert!(
+        !error_text.contains(PII) && !error_text.contains("forty"),
+        "{error_text}"
+    );
+    assert!(
+        error.details.unwrap()["input_hash"]
+            .as_str()
+            .is_some_and(|h| h.len() == 64)
+    );
+
+    // A successful call: the stored record holds the result, not the input or the secret.
+    let ok = host
+        .invoke(
+            Action::new("cap:clinic:open_chart", json!({ "name": PII, "age": 40 }))
+                .with_idempotency_key("k-2"),
+            &caller(),
+        )
+        .await;
+    assert!(ok.error.is_none(), "{:?}", ok.error);
+    let record = store
+        .record("Tenant:t1:k-2", 0)
+        .await
+        .unwrap()
+        .expect("settled");
+    let record_text = format!("{record:?} {}", serde_json::to_string(&record).unwrap());
+    assert!(
+        !record_text.contains(PII) && !record_text.contains(CANARY),
+        "{record_text}"
+    );
+
+    // Debug output of the host's configuration and of handles redacts the secret.
+    let handle = CredentialHandle {
+        id: "c".into(),
+        issuer: "i".into(),
+        scopes: vec![],
+        expires_at_ms: None,
+        tenant_id: None,
+        secret: Secret::new(CANARY),
+    };
+    assert!(!format!("{handle:?}").contains(CANARY));
+    assert!(!format!("{:?} {:?}", ok, invalid).contains(CANARY));
+
+    let log_text = logs.text();
+    assert!(
+        log_text.contains("aip.invoke"),
+        "the pipeline logs its spans: {log_text}"
+    );
+    assert!(
+        !log_text.contains(PII) && !log_text.contains(CANARY),
+        "{log_text}"
+    );
+}
