@@ -106,8 +106,7 @@ fn rejected(
     support: &ImplementationSupportMap,
 ) -> Vec<Issue> {
     admit_manifest(&parse(value), policy, support)
-        .err()
-        .expect("admission must fail")
+        .expect_err("admission must fail")
         .issues
 }
 
@@ -1121,8 +1120,7 @@ fn report_display_joins_issues_and_is_an_error() {
     manifest["manifest_version"] = json!("");
     manifest["profiles"] = json!([]);
     let report = admit_manifest(&parse(manifest), &AdmissionPolicy::upstream(), &no_claims())
-        .err()
-        .expect("rejected");
+        .expect_err("rejected");
     assert_eq!(
         report.to_string(),
         "manifest.version.empty at /manifest_version: manifest_version must not be empty; \
@@ -1281,7 +1279,7 @@ fn only_compile_failure(
     elapsed: Duration,
 ) -> Issue {
     assert!(elapsed < BOUNDED, "took {elapsed:?}");
-    let issues = outcome.err().expect("rejected").issues;
+    let issues = outcome.expect_err("rejected").issues;
     assert_eq!(
         codes_of(&issues),
         [codes::SCHEMA_COMPILE_FAILED],
@@ -1380,7 +1378,7 @@ fn remote_reference_is_rejected_unless_allowed_and_never_fetched() {
     let schema = json!({ "type": "object", "properties": { "x": { "$ref": reference } } });
 
     let (forbidden, _) = admit_with_input_schema(schema.clone(), &AdmissionPolicy::default());
-    let issues = forbidden.err().expect("rejected").issues;
+    let issues = forbidden.expect_err("rejected").issues;
     assert_eq!(
         codes_of(&issues),
         [
@@ -1427,7 +1425,7 @@ fn allowed_absolute_reference_into_the_same_document_resolves_locally() {
     });
     let (forbidden, _) = admit_with_input_schema(schema.clone(), &AdmissionPolicy::default());
     assert_eq!(
-        forbidden.err().expect("rejected").codes(),
+        forbidden.expect_err("rejected").codes(),
         [codes::SCHEMA_REMOTE_REFERENCE_FORBIDDEN]
     );
 

@@ -2,7 +2,9 @@
 """Measures the build cost of `#[capability]` / `#[connector]`.
 
 Generates two fixture crates under target/build-cost/ (ignored by git) that share one target
-dir, so dependencies are compiled once:
+dir, so dependencies are compiled once. They depend by path on a snapshot of the workspace's
+aip-connector crates taken when the script starts, so edits made to the checkout while it
+measures cannot trigger a dependency rebuild inside a timed build:
 
 - with_attributes: 100 input/output type pairs and 100 `#[capability]` handlers in one
   `#[connector]` impl, with contracts varied the way real connectors vary them;
@@ -11,7 +13,8 @@ dir, so dependencies are compiled once:
 
 After one warm-up build it alternates, in one run, "touch lib.rs, `cargo build -p <fixture>`"
 between the two crates and prints the median wall time of each, the ratio, and the same for
-`cargo check`. Incremental compilation is off (CARGO_INCREMENTAL=0) so every timed build
+`cargo check`; CPU time (user + system of cargo and rustc) is printed alongside, because it is
+far less sensitive than wall time to other work on the machine. Incremental compilation is off (CARGO_INCREMENTAL=0) so every timed build
 compiles the whole fixture crate rather than replaying cached queries.
 
 Run from the repository root:
@@ -24,6 +27,8 @@ import datetime
 import json
 import os
 import pathlib
+import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -34,6 +39,8 @@ from dataclasses import dataclass
 REPO = pathlib.Path(__file__).resolve().parents[2]
 WITH = "with_attributes"
 WITHOUT = "without_attributes"
+# The workspace crates the fixtures need, copied into the snapshot.
+SNAPSHOT_CRATES = ["aip-connector", "aip-connector-core", "aip-connector-macros"]
 
 # Twenty nouns times the verbs below give 100 distinct handler names.
 ENTITIES = [
@@ -286,7 +293,33 @@ def workspace_versions():
     return {name: requirement(name) for name in ("serde", "serde_json", "schemars")}
 
 
-def write_fixtures(root, count):
+def snapshot_workspace(root):
+    """Copies the aip-connector crates and the workspace manifest (members cut down to them)
+    into `root`; unchanged files keep their timestamps, so an unchanged workspace means no
+    rebuild. Returns the snapshot's path."""
+    root.mkdir(parents=True, exist_ok=True)
+    manifest = (REPO / "Cargo.toml").read_text()
+    members = ", ".join(f'"{crate}"' for crate in SNAPSHOT_CRATES)
+    manifest, replaced = re.subn(r"members\s*=\s*\[[^\]]*\]", f"members = [{members}]",
+                                 manifest, count=1)
+    if replaced != 1:
+        sys.exit("could not find `members = [...]` in the workspace Cargo.toml")
+    write_if_changed(root / "Cargo.toml", manifest)
+    write_if_changed(root / "Cargo.lock", (REPO / "Cargo.lock").read_text())
+    for crate in SNAPSHOT_CRATES:
+        source, copy = REPO / crate, root / crate
+        wanted = {path.relative_to(source) for path in source.rglob("*")
+                  if path.is_file() and "target" not in path.relative_to(source).parts}
+        for relative in wanted:
+            (copy / relative).parent.mkdir(parents=True, exist_ok=True)
+            write_if_changed(copy / relative, (source / relative).read_bytes())
+        for stale in [p for p in copy.rglob("*") if p.is_file()]:
+            if stale.relative_to(copy) not in wanted:
+                stale.unlink()
+    return root
+
+
+def write_fixtures(root, count, snapshot):
     """Writes the fixture workspace; returns the path of each crate's lib.rs."""
     versions = workspace_versions()
     root.mkdir(parents=True, exist_ok=True)
@@ -311,7 +344,7 @@ edition = "2024"
 publish = false
 
 [dependencies]
-aip-connector = {{ path = "{REPO / 'aip-connector'}" }}
+aip-connector = {{ path = "{snapshot / 'aip-connector'}" }}
 serde = {{ version = "{versions['serde']}", features = ["derive"] }}
 serde_json = {{ version = "{versions['serde_json']}", features = ["preserve_order"] }}
 schemars = "{versions['schemars']}"
@@ -321,20 +354,24 @@ schemars = "{versions['schemars']}"
     return libs
 
 
-def write_if_changed(path, text):
+def write_if_changed(path, content):
     """Leaves an unchanged file alone so cargo does not rebuild for nothing."""
-    if not path.exists() or path.read_text() != text:
-        path.write_text(text)
+    data = content.encode() if isinstance(content, str) else content
+    if not path.exists() or path.read_bytes() != data:
+        path.write_bytes(data)
 
 
 def cargo(args, root, env, crates):
-    """Runs cargo in the fixture workspace. Returns wall seconds and whether anything besides
-    `crates` was recompiled (the repository's crates can change under a running measurement).
+    """Runs cargo in the fixture workspace. Returns wall seconds, CPU seconds (cargo and
+    rustc, user + system) and whether anything besides `crates` was recompiled.
     Stops on a failure or on a warning in a fixture: both must compile cleanly."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     result = subprocess.run(["cargo", *args, "--message-format=json"], cwd=root, env=env,
                             capture_output=True, text=True)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if result.returncode != 0:
         sys.exit(f"`cargo {' '.join(args)}` failed:\n{result.stderr}\n{rendered(result.stdout)}")
     others_rebuilt = False
@@ -347,7 +384,7 @@ def cargo(args, root, env, crates):
                 and message["message"]["level"] == "warning"):
             sys.exit(f"`cargo {' '.join(args)}` warned; the fixtures must compile cleanly:\n"
                      f"{rendered(result.stdout)}")
-    return elapsed, others_rebuilt
+    return elapsed, cpu, others_rebuilt
 
 
 def rendered(stdout):
@@ -357,32 +394,40 @@ def rendered(stdout):
                    if m.get("reason") == "compiler-message" and m["message"].get("rendered"))
 
 
-def timed(args, root, env, crate):
-    """Wall seconds of a cargo run that compiled `crate` and nothing else: a run during which
-    a dependency was recompiled is repeated."""
-    for _ in range(5):
-        elapsed, others_rebuilt = cargo(args, root, env, {crate})
+def timed(args, root, env, crate, touch):
+    """(wall, CPU) seconds of a cargo run that compiled `crate` and nothing else, after
+    touching `touch` (if given). A run that recompiled a dependency is repeated."""
+    for _ in range(3):
+        if touch is not None:
+            os.utime(touch)
+        elapsed, cpu, others_rebuilt = cargo(args, root, env, {crate})
         if not others_rebuilt:
-            return elapsed
-        print("  a dependency changed during the run; repeating it", file=sys.stderr)
-    sys.exit("dependencies keep changing; rerun when the workspace is quiet")
+            return elapsed, cpu
+        print("  a dependency was recompiled during the run; repeating it", file=sys.stderr)
+    sys.exit("dependencies keep being recompiled; is something else writing the target dir?")
 
 
 def measure(command, libs, root, env, runs):
     """Alternates touch + `cargo <command> -p <crate>` between the fixtures, `runs` times each;
-    the order flips every run so drift in machine load hits both crates alike."""
+    the order flips every run so drift in machine load hits both crates alike. Returns the
+    (wall, CPU) samples per crate and the median no-op run (cargo's fixed cost)."""
     samples = {WITH: [], WITHOUT: []}
     noop = []
     for run in range(runs):
         order = (WITH, WITHOUT) if run % 2 == 0 else (WITHOUT, WITH)
         for crate in order:
-            os.utime(libs[crate])
-            samples[crate].append(timed([command, "-p", crate], root, env, crate))
-        # Cargo's own fixed cost (fingerprints, no compilation), to read the medians against.
-        noop.append(timed([command, "-p", WITH], root, env, WITH))
-        print(f"  {command} run {run + 1}/{runs}: with {samples[WITH][-1]:.2f}s, "
-              f"without {samples[WITHOUT][-1]:.2f}s", file=sys.stderr)
+            samples[crate].append(timed([command, "-p", crate], root, env, crate, libs[crate]))
+        noop.append(timed([command, "-p", WITH], root, env, WITH, None)[0])
+        print(f"  {command} run {run + 1}/{runs}: "
+              f"with {samples[WITH][-1][0]:.2f}s (CPU {samples[WITH][-1][1]:.2f}s), "
+              f"without {samples[WITHOUT][-1][0]:.2f}s (CPU {samples[WITHOUT][-1][1]:.2f}s)",
+              file=sys.stderr)
     return samples, statistics.median(noop)
+
+
+def median(samples, which):
+    """Median wall (`which` = 0) or CPU (`which` = 1) seconds."""
+    return statistics.median(sample[which] for sample in samples)
 
 
 def rustc_version():
@@ -403,9 +448,11 @@ def main():
     if args.runs < 1 or args.capabilities < 1:
         parser.error("--runs and --capabilities must be at least 1")
 
-    root = args.out.resolve()
-    libs = write_fixtures(root, args.capabilities)
-    env = dict(os.environ, CARGO_TARGET_DIR=str(root / "target"),
+    out = args.out.resolve()
+    snapshot = snapshot_workspace(out / "snapshot")
+    root = out / "fixtures"
+    libs = write_fixtures(root, args.capabilities, snapshot)
+    env = dict(os.environ, CARGO_TARGET_DIR=str(out / "target"),
                CARGO_INCREMENTAL="1" if args.incremental else "0", CARGO_TERM_COLOR="never")
     commands = ["build"] + ([] if args.no_check else ["check"])
 
@@ -414,27 +461,26 @@ def main():
         cargo([command, "-p", WITH, "-p", WITHOUT], root, env, {WITH, WITHOUT})
 
     load_before = os.getloadavg()[0]
-    rows = []
-    for command in commands:
-        samples, noop = measure(command, libs, root, env, args.runs)
-        with_median = statistics.median(samples[WITH])
-        without_median = statistics.median(samples[WITHOUT])
-        rows.append((command, with_median, without_median, noop, samples))
+    rows = [(command, *measure(command, libs, root, env, args.runs)) for command in commands]
     load_after = os.getloadavg()[0]
 
     print(f"\n{args.capabilities} capabilities, {args.runs} alternating runs, "
           f"CARGO_INCREMENTAL={env['CARGO_INCREMENTAL']}, {os.cpu_count()} cores, "
           f"{rustc_version()}, {datetime.date.today().isoformat()}, "
           f"load average {load_before:.1f} → {load_after:.1f}\n")
-    print("| `cargo` | with attributes (median) | without (median) | ratio | no-op cargo |")
-    print("|---|---|---|---|---|")
-    for command, with_median, without_median, noop, _ in rows:
-        print(f"| `{command} -p` | {with_median:.2f} s | {without_median:.2f} s | "
-              f"{with_median / without_median:.2f}× | {noop:.2f} s |")
-    print()
-    for command, _, _, _, samples in rows:
+    print("| `cargo` | with attributes | without | ratio | CPU with | CPU without | CPU ratio "
+          "| no-op cargo |")
+    print("|---|---|---|---|---|---|---|---|")
+    for command, samples, noop in rows:
+        wall = median(samples[WITH], 0), median(samples[WITHOUT], 0)
+        cpu = median(samples[WITH], 1), median(samples[WITHOUT], 1)
+        print(f"| `{command} -p` | {wall[0]:.2f} s | {wall[1]:.2f} s | {wall[0] / wall[1]:.2f}× "
+              f"| {cpu[0]:.2f} s | {cpu[1]:.2f} s | {cpu[0] / cpu[1]:.2f}× | {noop:.2f} s |")
+    print("\nMedians of wall and CPU time per timed build. Samples (wall / CPU, seconds):")
+    for command, samples, _ in rows:
         for crate in (WITH, WITHOUT):
-            print(f"{command} {crate}: " + ", ".join(f"{s:.2f}" for s in samples[crate]))
+            print(f"- {command} {crate}: "
+                  + ", ".join(f"{wall:.2f}/{cpu:.2f}" for wall, cpu in samples[crate]))
 
 
 if __name__ == "__main__":

@@ -557,7 +557,10 @@ impl Parser<'_> {
             k::EXTERNAL_SYSTEM => {
                 text(self).map(|system| ApproverSelector::ExternalSystem { system })
             }
-            k::TENANT_POLICY => Some(ApproverSelector::TenantPolicy),
+            k::TENANT_POLICY => {
+                self.cx.error_spanned_by(expr, "the `tenant_policy` selector takes no argument; to name a policy write `rule = tenant_policy(\"<policy id>\")`");
+                None
+            }
             other => {
                 self.cx.error_spanned_by(
                     expr,
@@ -858,8 +861,7 @@ impl Parser<'_> {
         let Some(items) = self.list(item) else {
             return Vec::new();
         };
-        let mut bindings = Vec::new();
-        // Several custom `profile(...)` bindings may appear, so only aliases are de-duplicated.
+        let mut bindings: Vec<Binding> = Vec::new();
         for (j, inner) in items.iter().enumerate() {
             let name = inner.name();
             let alias = k::ALIASES
@@ -884,8 +886,19 @@ impl Parser<'_> {
             if let MetaKind::List(keys) = &inner.kind {
                 for key in keys {
                     let key_name = key.name();
-                    if key_name == k::PROFILE && alias.is_none() {
-                        profile = self.string(key);
+                    if key_name == k::PROFILE {
+                        if alias.is_some() {
+                            self.cx.error_at(key.key.span(), format!("`{name}(...)` already names its profile; remove `profile`, or write `profile(profile = \"...\", ...)` for another profile"));
+                        } else {
+                            profile = self.string(key);
+                        }
+                        continue;
+                    }
+                    if binding.metadata.contains_key(&key_name) {
+                        self.cx.error_at(
+                            key.key.span(),
+                            format!("duplicate binding key `{key_name}`"),
+                        );
                         continue;
                     }
                     if let Some(value) = self.literal_value(key) {
@@ -899,6 +912,9 @@ impl Parser<'_> {
                 );
             }
             match profile {
+                Some(profile) if bindings.iter().any(|b| b.profile == profile.as_str()) => {
+                    self.cx.error_at(inner.span(), format!("profile `{profile}` is bound twice; one capability has at most one binding per profile"));
+                }
                 Some(profile) => {
                     binding.profile = profile.into();
                     bindings.push(binding);

@@ -45,7 +45,7 @@ pub(crate) fn analyze(
             return None;
         }
     };
-    let errors_before = cx.has_errors();
+    let errors_before = cx.error_count();
     let attr = attr::parse_capability(cx, &items);
     let handler = signature::read(cx, sig, connector_id.is_some());
     valid::check_attribute(cx, &attr, attr_span);
@@ -60,10 +60,18 @@ pub(crate) fn analyze(
             String::new()
         }
     };
+    if connector_id.is_none() {
+        for companion in [&attr.reconcile, &attr.validate, &attr.cancel]
+            .into_iter()
+            .flatten()
+        {
+            cx.error_spanned_by(companion, "companion handlers (`reconcile`, `validate`, `cancel`) need a `#[connector]` impl block: move this capability into one, so the companion is dispatched and its signature checked");
+        }
+    }
     let resolved = resolve::resolve(&attr, &handler, id, doc_comment(fn_attrs));
     // Contract rules only run on an attribute that parsed cleanly: otherwise they would report
     // consequences of the mistake already reported.
-    if !errors_before && !cx.has_errors() {
+    if cx.error_count() == errors_before {
         valid::check_contract(cx, &attr, &handler, &resolved, attr_span);
     }
     Some(item(attr, handler, resolved, attr_span))

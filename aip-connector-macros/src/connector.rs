@@ -26,7 +26,7 @@ pub(crate) struct ConnectorAttr {
 }
 
 /// The profile a connector speaks when it names none.
-const DEFAULT_PROFILE: &str = "aip.native.http.v1";
+const DEFAULT_PROFILE: &str = aip_connector_core::ids::profiles::NATIVE_HTTP;
 
 pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let cx = Ctxt::new();

@@ -36,6 +36,11 @@ impl Ctxt {
         self.push(error);
     }
 
+    /// How many errors were recorded so far.
+    pub(crate) fn error_count(&self) -> usize {
+        self.errors.borrow().as_ref().map_or(0, Vec::len)
+    }
+
     /// Whether any error was recorded so far.
     pub(crate) fn has_errors(&self) -> bool {
         self.errors

@@ -6,7 +6,7 @@
 
 use proc_macro2::Span;
 use syn::ext::IdentExt;
-use syn::parse::{Parse, ParseStream};
+use syn::parse::{Parse, ParseStream, discouraged::Speculative};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, Ident, Lit, LitStr, Token};
@@ -46,7 +46,7 @@ impl Parse for MetaItem {
         let key = Ident::parse_any(input)?;
         let kind = if input.peek(Token![=]) {
             input.parse::<Token![=]>()?;
-            MetaKind::Value(input.parse()?)
+            MetaKind::Value(parse_value(input)?)
         } else if input.peek(syn::token::Paren) {
             let content;
             syn::parenthesized!(content in input);
@@ -56,6 +56,24 @@ impl Parse for MetaItem {
         };
         Ok(MetaItem { key, kind })
     }
+}
+
+/// A value: a bare keyword such as `async` (which is not an expression) becomes a path, so
+/// `expected = async` reads like every other enum value; anything else is an expression.
+fn parse_value(input: ParseStream<'_>) -> syn::Result<Expr> {
+    let fork = input.fork();
+    if let Ok(ident) = Ident::parse_any(&fork)
+        && (fork.is_empty() || fork.peek(Token![,]))
+        && !input.peek(syn::Lit)
+    {
+        input.advance_to(&fork);
+        return Ok(Expr::Path(syn::ExprPath {
+            attrs: Vec::new(),
+            qself: None,
+            path: ident.into(),
+        }));
+    }
+    input.parse()
 }
 
 /// Parses a comma-separated list of items (trailing comma allowed).
@@ -193,5 +211,17 @@ mod tests {
             panic!("list")
         };
         assert_eq!(items[1].name(), "async");
+        let args: MetaArgs = syn::parse_str("execution(expected = async), flag = true").unwrap();
+        let MetaKind::List(items) = &args.0[0].kind else {
+            panic!("list")
+        };
+        let MetaKind::Value(value) = &items[0].kind else {
+            panic!("value")
+        };
+        assert_eq!(as_ident(value).unwrap().to_string(), "async");
+        let MetaKind::Value(flag) = &args.0[1].kind else {
+            panic!("value")
+        };
+        assert_eq!(as_bool(flag), Some(true));
     }
 }

@@ -178,10 +178,16 @@ fn execution(
                 _ => ExpectedCompletionMode::Any,
             });
     let supports_retry = given.retry.unwrap_or(support.retry);
+    // Safe to retry only what the signature proves: a forwarded key, or a read that needs no
+    // key. A required key the handler never sees leaves retry safety unknown.
+    let key_required_but_unused = given_requirement(attr) == Some(IdempotencyRequirement::Required)
+        && !sig.has(Extractor::IdempotencyKey);
     let retry_safety = given
         .retry_safety
         .unwrap_or(if sig.has(Extractor::IdempotencyKey) {
             RetrySafety::SafeWithIdempotencyKey
+        } else if key_required_but_unused {
+            RetrySafety::Unknown
         } else if read_only {
             RetrySafety::Safe
         } else {
@@ -213,6 +219,10 @@ fn data(attr: &CapabilityAttr) -> DataContract {
         residency: given.residency.clone(),
         retention: given.retention.clone(),
     }
+}
+
+fn given_requirement(attr: &CapabilityAttr) -> Option<IdempotencyRequirement> {
+    attr.idempotency.requirement
 }
 
 /// `create_booking` → `Create booking`.

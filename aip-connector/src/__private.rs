@@ -160,7 +160,7 @@ pub fn capability_definition(generated: GeneratedCapability<'_>) -> CapabilityDe
 }
 
 /// The profile a connector speaks when it names none.
-pub const DEFAULT_PROFILE: &str = "aip.native.http.v1";
+pub const DEFAULT_PROFILE: &str = aip_connector_core::ids::profiles::NATIVE_HTTP;
 
 /// The provider principal of a connector.
 pub fn agent(id: &str, display_name: Option<String>) -> Principal {

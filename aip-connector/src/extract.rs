@@ -56,12 +56,27 @@ pub enum ExtractorKind {
     label = "`#[capability]` took this parameter for an extractor because of its type name",
     note = "extractors are `IdempotencyKey`, `Cancellation`, `Deadline`, `StreamSink<T>`, `Checkpoint`, `Credential`, `Tenant`, `Caller` and `Approval` from `aip_connector`; rename your own type if it shadows one of these names"
 )]
-pub trait Extractor: Sized + Send + 'static {
+pub trait Extractor: sealed::Sealed + Sized + Send + 'static {
     /// What this extractor proves about the handler.
     const KIND: ExtractorKind;
 
     /// Reads the value out of the invocation.
     fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure>;
+}
+
+/// Extractors are evidence of support, so only this crate defines them: a user type that shares
+/// an extractor's name cannot implement the trait and slip past the type-level check.
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::IdempotencyKey {}
+    impl Sealed for super::Cancellation {}
+    impl Sealed for super::Deadline {}
+    impl<T> Sealed for super::StreamSink<T> {}
+    impl Sealed for super::Checkpoint {}
+    impl Sealed for super::Credential {}
+    impl Sealed for super::Tenant {}
+    impl Sealed for super::Caller {}
+    impl Sealed for super::Approval {}
 }
 
 fn missing(what: &str, code: &str, category: ErrorCategory) -> ConnectorFailure {

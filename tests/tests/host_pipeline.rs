@@ -282,6 +282,29 @@ async fn replay_mismatch_and_tenant_isolation() {
 async fn a_thousand_concurrent_duplicates_execute_once() {
     let shop = Shop::default();
     let host = host_with(shop.clone(), None);
+    thousand_duplicates(host, shop).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_thousand_concurrent_duplicates_execute_once_on_sqlite() {
+    let path = std::env::temp_dir().join(format!(
+        "aip-host-dupes-{}.sqlite",
+        aip_connector::ids::ActionId::new()
+    ));
+    let store = aip_connector::store::SqliteStore::open(&path).expect("sqlite opens");
+    let shop = Shop::default();
+    let host = Host::builder()
+        .connector(shop.clone())
+        .store(Arc::new(store))
+        .build()
+        .unwrap();
+    thousand_duplicates(host, shop).await;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
+async fn thousand_duplicates(host: Host, shop: Shop) {
     let mut tasks = Vec::new();
     for _ in 0..1_000 {
         let host = host.clone();
@@ -470,6 +493,33 @@ fn duplicate_capability_ids_across_connectors_are_refused() {
         matches!(
             error,
             aip_connector::host::HostBuildError::DuplicateCapability { .. }
+        ),
+        "{error}"
+    );
+}
+
+struct Scalar;
+
+#[connector(id = "scalar")]
+impl Scalar {
+    /// Takes a bare string, which `Action.input` (an object) can never be.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn shout(&self, text: String) -> Result<String, ConnectorFailure> {
+        Ok(text.to_uppercase())
+    }
+}
+
+#[test]
+fn inputs_without_an_object_root_are_refused_at_build_time() {
+    let error = Host::builder()
+        .connector(Scalar)
+        .build()
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(
+            error,
+            aip_connector::host::HostBuildError::InputNotObject { .. }
         ),
         "{error}"
     );

@@ -60,7 +60,8 @@ use schemas::CapabilitySchemas;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AdmissionPolicy {
     /// Whether non-fragment JSON Schema `$ref`s are permitted (check 12). Even when they are,
-    /// compilation never fetches anything: a reference to another document fails check 13.
+    /// compilation never fetches anything: a reference that resolves inside the schema (to its
+    /// own `$id`) compiles, and one that needs another document fails check 13.
     pub allow_remote_schema_references: bool,
     /// Whether every callable capability must have an implementation claim (check 18).
     pub require_implementation_claims: bool,

@@ -5,6 +5,10 @@
 //! refuses duplicate capability ids. [`Host::invoke`] runs the pipeline of `docs/host-runtime.md`
 //! in upstream order; [`Host::invoke_stream`] does the same with a bounded chunk stream.
 
+// `ProtocolError` is the wire error (216 bytes); the host returns it on cold paths only, and
+// boxing it would change the public wire type every connector shares.
+#![allow(clippy::result_large_err)]
+
 pub(crate) mod approval;
 pub(crate) mod canonical;
 mod context;
@@ -89,6 +93,15 @@ pub enum HostBuildError {
     /// The host has no connector.
     #[error("a host needs at least one connector")]
     NoConnector,
+    /// A capability's input schema does not describe a JSON object (e.g. a `String` input):
+    /// `Action.input` is an object on the wire, so such a capability could never be called.
+    #[error(
+        "capability `{capability}` has an input schema whose root is not `{{\"type\": \"object\"}}`; use a struct as the handler input"
+    )]
+    InputNotObject {
+        /// The capability id.
+        capability: CapabilityId,
+    },
 }
 
 /// Builds a [`Host`].
@@ -166,6 +179,13 @@ impl HostBuilder {
             })?;
             let admitted = Arc::new(admitted);
             for capability in &admitted.manifest().capabilities {
+                if capability.is_callable()
+                    && !crate::schema::has_object_root(&capability.input_schema)
+                {
+                    return Err(HostBuildError::InputNotObject {
+                        capability: capability.id.clone(),
+                    });
+                }
                 if let Some(existing) = capabilities.get(&capability.id) {
                     return Err(HostBuildError::DuplicateCapability {
                         capability: capability.id.clone(),

@@ -1,9 +1,10 @@
 //! The invocation pipeline, in upstream order (`aip-runtime.md` §1.3):
 //!
-//! 0. envelope checks, input limits, trusted identity → 1. capability lookup → 2. input schema
-//! → 3. contract and mode checks → 4. credentials → 5. authorization → 6. idempotency claim →
-//! 7. reservation (replay / conflict / in progress) → 9. provided approval → 10. approval gate
-//! → 14. handler with deadline and cancellation → 15. output schema → 17. settle.
+//! 0. envelope checks, input limits, trusted identity;
+//! 1. capability lookup; 2. input schema; 3. contract and mode checks; 4. credentials;
+//! 5. authorization; 6. idempotency claim; 7. reservation (replay / conflict / in progress);
+//! 9. provided approval; 10. approval gate; 14. handler with deadline and cancellation;
+//! 15. output schema; 17. settle.
 //!
 //! Everything before the reservation fails without touching the store, so a duplicate with bad
 //! input fails validation again instead of replaying.
@@ -106,6 +107,7 @@ async fn execute(
     action.identity = Some(trusted_identity(
         tenant.as_ref(),
         host.deployment.external_account.as_ref(),
+        caller,
     ));
 
     // 1. Capability lookup.
@@ -158,6 +160,21 @@ async fn execute(
     {
         return failure::failed(&action.id, error);
     }
+    // Without a contract nothing declares transactions: only plain execution is allowed.
+    if contract.is_none()
+        && action
+            .transaction
+            .as_ref()
+            .is_some_and(|t| t.mode != TransactionMode::Execute)
+    {
+        return failure::failed(
+            &action.id,
+            failure::permanent(
+                codes::TRANSACTION_UNSUPPORTED,
+                "the capability declares no contract; only `execute` is allowed",
+            ),
+        );
+    }
 
     // 4. Credentials.
     let credential =
@@ -198,7 +215,36 @@ async fn execute(
     let timeout_ms = effective_timeout(&action, contract, host.limits.default_timeout_ms);
     let fingerprint = idempotency::fingerprint(&action);
     let now = host.clock.now_ms();
-    let resuming = options.resume.is_some() || action.approval.is_some();
+    // 9. Approvals are resolved before the reservation, so a refused re-submission touches no
+    // stored state: a resumed action brings its verified record; a re-submitted one must match
+    // an approved record of the same requester, action and input. The single resume is claimed
+    // here, before anything else can consume it.
+    let approved = match (&options.resume, &action.approval) {
+        (Some(record), _) => Some(record.clone()),
+        (None, Some(decision)) => {
+            match provided_approval(host, &action, caller, decision, &fingerprint).await {
+                Ok(record) => Some(record),
+                Err(error) => return failure::failed(&action.id, error),
+            }
+        }
+        (None, None) => None,
+    };
+    if let Some(record) = &approved {
+        match host.store.claim_resume(&record.approval_id).await {
+            Ok(true) => {}
+            Ok(false) => {
+                return failure::failed(
+                    &action.id,
+                    failure::policy(
+                        codes::POLICY_APPROVAL_ALREADY_RESUMED,
+                        "this approved action already ran",
+                    ),
+                );
+            }
+            Err(error) => return failure::failed(&action.id, storage_error(&error)),
+        }
+    }
+    let resuming = approved.is_some();
     let reservation = match &key {
         None => None,
         Some(key) => {
@@ -246,17 +292,10 @@ async fn execute(
         now,
     };
 
-    // 9–10. Approvals: a resumed action carries its verified approval; a re-submitted one must
-    // match an approved record; anything else that needs approval stops at the gate.
-    let verified = match (&options.resume, &action.approval) {
-        (Some(record), _) => Some(verified_from(record)),
-        (None, Some(decision)) => {
-            match provided_approval(host, &action, &decision.approval_id, &fingerprint).await {
-                Ok(verified) => Some(verified),
-                Err(error) => return settlement.settle(failure::failed(&action.id, error)).await,
-            }
-        }
-        (None, None) if approval_required(capability, contract) => {
+    // 10. The approval gate.
+    let verified = match &approved {
+        Some(record) => Some(verified_from(record)),
+        None if approval_required(capability, contract) => {
             return approval_gate(
                 host,
                 &action,
@@ -271,7 +310,7 @@ async fn execute(
             )
             .await;
         }
-        (None, None) => None,
+        None => None,
     };
 
     // 14. The handler, with deadline and cancellation.
@@ -495,10 +534,13 @@ fn check_input_limits(input: &Value, max_bytes: usize, max_depth: usize) -> Resu
     Ok(())
 }
 
-/// The identity the host vouches for; whatever the payload said is discarded.
+/// The identity the host vouches for; whatever the payload said is discarded. The operator
+/// acting for the caller is recorded as the service account, where separation of duties
+/// (`operator_must_differ`) looks for it.
 fn trusted_identity(
     tenant: Option<&VerifiedTenant>,
     account: Option<&ExternalAccountRef>,
+    caller: &TrustedContext,
 ) -> IdentityContext {
     IdentityContext {
         tenant: tenant.map(|t| TenantRef {
@@ -506,6 +548,10 @@ fn trusted_identity(
             system: t.system.clone(),
         }),
         external_account: account.cloned(),
+        service_account: caller
+            .operator
+            .clone()
+            .map(|id| aip_connector_core::model::Principal::new(id, PrincipalKind::Service)),
         ..IdentityContext::default()
     }
 }
@@ -666,9 +712,7 @@ async fn credential_checks(
             "the resolved credential is expired".to_owned(),
         ));
     }
-    if !policy.accepted_issuers.is_empty()
-        && !policy.accepted_issuers.iter().any(|i| *i == handle.issuer)
-    {
+    if !policy.accepted_issuers.is_empty() && !policy.accepted_issuers.contains(&handle.issuer) {
         return Err(auth(
             codes::CREDENTIAL_ISSUER_DENIED,
             format!("credential issuer `{}` is not accepted", handle.issuer),
@@ -793,21 +837,27 @@ fn default_approval_policy() -> aip_connector_core::model::ApprovalPolicy {
     }
 }
 
-/// A re-submitted action carrying an approval decision must match an approved record.
+/// A re-submitted action carrying an approval decision must match an approved record: same
+/// requester, action, capability and input, and the decision's constraints must hold.
 async fn provided_approval(
     host: &HostInner,
     action: &Action,
-    id: &ApprovalId,
+    caller: &TrustedContext,
+    decision: &aip_connector_core::model::ApprovalDecision,
     fingerprint: &str,
-) -> Result<VerifiedApprovals, ProtocolError> {
-    let record = approval::expire_if_due(host.store.as_ref(), id, host.clock.now_ms())
-        .await?
-        .ok_or_else(|| {
-            failure::policy(
-                codes::POLICY_APPROVAL_UNVERIFIED,
-                "no approval with this id is known to the host",
-            )
-        })?;
+) -> Result<ApprovalRecord, ProtocolError> {
+    let record = approval::expire_if_due(
+        host.store.as_ref(),
+        &decision.approval_id,
+        host.clock.now_ms(),
+    )
+    .await?
+    .ok_or_else(|| {
+        failure::policy(
+            codes::POLICY_APPROVAL_UNVERIFIED,
+            "no approval with this id is known to the host",
+        )
+    })?;
     if record.action.id != action.id
         || record.capability_id != action.capability_id
         || record.input_hash != fingerprint
@@ -817,21 +867,23 @@ async fn provided_approval(
             "the approval was granted for another action or input",
         ));
     }
+    if record.requested_by != caller.principal.id {
+        return Err(failure::policy(
+            codes::POLICY_APPROVAL_UNVERIFIED,
+            "only the requester may run an approved action",
+        ));
+    }
     if record.status != ApprovalStatus::Approved {
         return Err(status_error(record.status));
     }
-    if !host
-        .store
-        .claim_resume(id)
-        .await
-        .map_err(|e| storage_error(&e))?
+    for recorded in record
+        .decisions
+        .iter()
+        .filter(|d| d.decision == aip_connector_core::model::ApprovalDecisionKind::Approved)
     {
-        return Err(failure::policy(
-            codes::POLICY_APPROVAL_ALREADY_RESUMED,
-            "this approved action already ran",
-        ));
+        approval::check_constraints(recorded, &action.input)?;
     }
-    Ok(verified_from(&record))
+    Ok(record)
 }
 
 fn verified_from(record: &ApprovalRecord) -> VerifiedApprovals {
@@ -908,19 +960,6 @@ pub(crate) async fn resume(
                 "the input of this action was redacted; re-submit the action with the approval decision attached",
             ),
         );
-    }
-    match host.store.claim_resume(id).await {
-        Ok(true) => {}
-        Ok(false) => {
-            return failure::failed(
-                &action_id,
-                failure::policy(
-                    codes::POLICY_APPROVAL_ALREADY_RESUMED,
-                    "this approved action already ran",
-                ),
-            );
-        }
-        Err(error) => return failure::failed(&action_id, storage_error(&error)),
     }
     let action = record.action.clone();
     run(
