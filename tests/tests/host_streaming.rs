@@ -1,0 +1,136 @@
+//! Streaming back-pressure and retry release: a slow consumer holds a fast handler back at the
+//! buffer size, nothing is accepted after the terminal chunk, and a retryable failure releases
+//! the idempotency key so the next attempt executes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use aip_connector::host::{Host, HostLimits, TrustedContext};
+use aip_connector::model::{
+    Action, ActionResultStatus, ConnectorOperation, Principal, PrincipalKind, StreamChunkKind,
+};
+use aip_connector::prelude::*;
+use serde_json::json;
+
+#[derive(Deserialize, JsonSchema)]
+struct Query {
+    count: u32,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Summary {
+    sent: u32,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Hit {
+    n: u32,
+}
+
+#[derive(Clone, Default)]
+struct Feed {
+    sent: Arc<AtomicUsize>,
+    attempts: Arc<AtomicUsize>,
+}
+
+#[connector(id = "feed")]
+impl Feed {
+    /// Streams `count` hits as fast as the consumer allows.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn firehose(
+        &self,
+        query: Query,
+        sink: StreamSink<Hit>,
+    ) -> Result<Summary, ConnectorFailure> {
+        for n in 0..query.count {
+            sink.send(Hit { n }).await?;
+            self.sent.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(Summary { sent: query.count })
+    }
+
+    /// Fails retryably on the first attempt, then succeeds.
+    #[capability(risk = low, side_effects = [write], idempotency(required, scope = principal), data(sensitivity = internal), execution(sync, retry))]
+    async fn flaky(
+        &self,
+        _query: Query,
+        _key: IdempotencyKey,
+    ) -> Result<Summary, ConnectorFailure> {
+        if self.attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Err(ConnectorFailure::new(
+                "feed.busy",
+                "provider busy",
+                ErrorCategory::Temporary,
+                ConnectorOperation::Invocation,
+                "feed",
+            )
+            .with_retryable(true)
+            .with_retry_after_ms(10));
+        }
+        Ok(Summary { sent: 1 })
+    }
+}
+
+fn caller() -> TrustedContext {
+    TrustedContext::new(Principal::new("agent:reader", PrincipalKind::Agent), "test")
+}
+
+#[tokio::test]
+async fn a_slow_consumer_holds_the_handler_at_the_buffer_size() {
+    let feed = Feed::default();
+    let host = Host::builder()
+        .connector(feed.clone())
+        .limits(HostLimits {
+            stream_buffer: 2,
+            ..HostLimits::default()
+        })
+        .build()
+        .unwrap();
+    let mut stream = host.invoke_stream(
+        Action::new("cap:feed:firehose", json!({ "count": 50 })),
+        caller(),
+    );
+
+    // Nobody reads: the handler fills the buffer, then waits.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let sent_while_blocked = feed.sent.load(Ordering::SeqCst);
+    assert!(
+        sent_while_blocked <= 3,
+        "the handler ran ahead of the consumer: {sent_while_blocked} chunks"
+    );
+
+    // Reading drains everything, in order, ending with exactly one terminal chunk.
+    let mut sequences = Vec::new();
+    let mut terminal = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        sequences.push(chunk.sequence);
+        if matches!(chunk.kind, StreamChunkKind::Done | StreamChunkKind::Error) {
+            terminal.push(chunk);
+        }
+    }
+    assert_eq!(sequences, (0..51).collect::<Vec<u64>>());
+    assert_eq!(terminal.len(), 1);
+    assert_eq!(terminal[0].kind, StreamChunkKind::Done);
+    assert_eq!(terminal[0].data.as_ref().unwrap()["output"]["sent"], 50);
+    // The stream is closed after its terminal chunk.
+    assert!(stream.next().await.is_none());
+}
+
+#[tokio::test]
+async fn a_retryable_failure_releases_the_key_and_the_next_attempt_executes() {
+    let feed = Feed::default();
+    let host = Host::builder().connector(feed.clone()).build().unwrap();
+    let action =
+        || Action::new("cap:feed:flaky", json!({ "count": 1 })).with_idempotency_key("retry-1");
+    let first = host.invoke(action(), &caller()).await;
+    assert_eq!(first.error.as_ref().unwrap().code, "feed.busy");
+    assert_eq!(first.error.as_ref().unwrap().retryable, Some(true));
+    let second = host.invoke(action(), &caller()).await;
+    assert_eq!(second.status, ActionResultStatus::Completed, "{second:?}");
+    assert_eq!(feed.attempts.load(Ordering::SeqCst), 2);
+    // The success is stored: a third call replays it.
+    let third = host.invoke(action(), &caller()).await;
+    assert_eq!(third.output.unwrap()["idempotent_replay"], true);
+    assert_eq!(feed.attempts.load(Ordering::SeqCst), 2);
+}
