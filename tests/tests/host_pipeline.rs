@@ -122,8 +122,10 @@ fn caller() -> TrustedContext {
 }
 
 fn host_with(shop: Shop, credential: Option<CredentialHandle>) -> Host {
-    let mut deployment = Deployment::default();
-    deployment.credentials = credential.map(|c| Arc::new(StaticCredentialProvider(c)) as _);
+    let deployment = Deployment {
+        credentials: credential.map(|c| Arc::new(StaticCredentialProvider(c)) as _),
+        ..Deployment::default()
+    };
     Host::builder()
         .connector(shop)
         .store(Arc::new(MemoryStore::default()))

@@ -938,12 +938,19 @@ pub(crate) async fn resume(
         Err(error) => return failure::failed(&aip_connector_core::ids::ActionId::new(), error),
     };
     let action_id = record.action.id.clone();
-    if caller.principal.id != record.requested_by {
+    let caller_tenant = caller
+        .tenant
+        .as_ref()
+        .or(host.deployment.tenant.as_ref())
+        .map(|t| t.id.as_str());
+    if caller.principal.id != record.requested_by
+        || (record.tenant_id.is_some() && record.tenant_id.as_deref() != caller_tenant)
+    {
         return failure::failed(
             &action_id,
             failure::error(
                 codes::AUTH_NOT_AUTHORIZED,
-                "only the requester resumes an approved action",
+                "only the requester, in the tenant the approval was granted for, resumes an approved action",
                 ErrorCategory::Auth,
                 false,
             ),

@@ -1,0 +1,942 @@
+//! One behaviour test per host error code of the pipeline, idempotency, storage, streaming and
+//! transaction stages: each triggers the code through the public API and checks the category,
+//! the retryable flag and, where the host sets it, `retry_after_ms` (`docs/host-runtime.md` §3).
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use aip_connector::codes;
+use aip_connector::host::{
+    ApproverMemberships, Deployment, Host, HostBuildError, HostLimits, StaticApprovalAuthority,
+    TrustedContext,
+};
+use aip_connector::ids::{ActionId, ApprovalId};
+use aip_connector::invocation::BoxFuture;
+use aip_connector::model::{
+    Action, ActionResult, ActionResultStatus, ActionTransaction, ApprovalDecision,
+    ApprovalDecisionKind, ExternalAccountRef, Principal, PrincipalKind, ProtocolError,
+    StreamChunkKind, TransactionMode,
+};
+use aip_connector::prelude::*;
+use aip_connector::store::{
+    ApprovalRecord, ApprovalStore, IdempotencyRecord, IdempotencyStore, MemoryStore, Millis,
+    Reservation, ReserveOutcome, StoreError,
+};
+use aip_connector::{ConnectorDefinition, InvocationContext, VerifiedTenant};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+#[derive(Deserialize, JsonSchema)]
+struct Ticket {
+    seat: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Booked {
+    booking_id: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Seat {
+    n: u32,
+}
+
+/// Holds a handler in flight: it says it started, then waits until the test releases it.
+#[derive(Clone, Default)]
+struct Gate {
+    started: Arc<Notify>,
+    release: Arc<Notify>,
+}
+
+/// The connector most tests drive; counts executions so "did not run" can be asserted.
+#[derive(Clone, Default)]
+struct Theatre {
+    gate: Gate,
+    executions: Arc<AtomicUsize>,
+}
+
+impl Theatre {
+    fn booked(&self, seat: String) -> Result<Booked, ConnectorFailure> {
+        self.executions.fetch_add(1, Ordering::SeqCst);
+        Ok(Booked { booking_id: seat })
+    }
+}
+
+#[connector(id = "theatre")]
+impl Theatre {
+    /// Books a seat once per key and principal; another action reusing the key is refused.
+    #[capability(
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, collision = reject_conflict, scope = principal),
+        data(sensitivity = internal),
+    )]
+    async fn book(&self, ticket: Ticket, key: IdempotencyKey) -> Result<Booked, ConnectorFailure> {
+        self.booked(format!("{}-{}", ticket.seat, key.as_str()))
+    }
+
+    /// Books a seat once per key and tenant.
+    #[capability(
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+    )]
+    async fn book_for_tenant(
+        &self,
+        ticket: Ticket,
+        key: IdempotencyKey,
+    ) -> Result<Booked, ConnectorFailure> {
+        self.booked(format!("{}-{}", ticket.seat, key.as_str()))
+    }
+
+    /// Books a seat once per key and external account.
+    #[capability(
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = external_account),
+        data(sensitivity = internal),
+    )]
+    async fn book_for_account(
+        &self,
+        ticket: Ticket,
+        key: IdempotencyKey,
+    ) -> Result<Booked, ConnectorFailure> {
+        self.booked(format!("{}-{}", ticket.seat, key.as_str()))
+    }
+
+    /// Looks a seat up.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn lookup(&self, ticket: Ticket) -> Result<Booked, ConnectorFailure> {
+        self.booked(ticket.seat)
+    }
+
+    /// Waits until the test releases it.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn hold(&self, ticket: Ticket) -> Result<Booked, ConnectorFailure> {
+        self.gate.started.notify_one();
+        self.gate.release.notified().await;
+        self.booked(ticket.seat)
+    }
+
+    /// Streams seats until the stream refuses one, and fails with that refusal.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn seats(
+        &self,
+        _ticket: Ticket,
+        sink: StreamSink<Seat>,
+    ) -> Result<Booked, ConnectorFailure> {
+        for n in 0..1_000 {
+            sink.send(Seat { n }).await?;
+        }
+        self.booked("every seat".into())
+    }
+
+    /// Refunds a ticket after one box-office approval.
+    #[capability(
+        risk = high,
+        side_effects = [write, financial],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        approval(required, selector = role("box_office"), evidence = [reason], ttl_ms = 600_000),
+    )]
+    async fn refund(
+        &self,
+        ticket: Ticket,
+        key: IdempotencyKey,
+        _approval: Approval,
+    ) -> Result<Booked, ConnectorFailure> {
+        self.booked(format!("refund-{}-{}", ticket.seat, key.as_str()))
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Entry {
+    amount_cents: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Posted {
+    entry_id: String,
+}
+
+/// A transactional capability: plans, dry runs and commits are declared.
+struct Ledger;
+
+#[connector(id = "ledger")]
+impl Ledger {
+    /// Posts an entry; commits only a plan.
+    #[capability(
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+        transaction(modes = [execute, dry_run, plan, commit], requires_plan),
+    )]
+    async fn post(
+        &self,
+        entry: Entry,
+        key: IdempotencyKey,
+        _checkpoint: Checkpoint,
+    ) -> Result<Posted, ConnectorFailure> {
+        Ok(Posted {
+            entry_id: format!("{}-{}", entry.amount_cents, key.as_str()),
+        })
+    }
+}
+
+fn caller() -> TrustedContext {
+    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test").with_tenant(
+        VerifiedTenant {
+            id: "t1".into(),
+            system: None,
+        },
+    )
+}
+
+fn host(connector: impl Connector) -> Host {
+    Host::builder()
+        .connector(connector)
+        .store(Arc::new(MemoryStore::default()))
+        .build()
+        .expect("host builds")
+}
+
+/// The error of a failed result.
+fn failure(result: &ActionResult) -> &ProtocolError {
+    assert_eq!(result.status, ActionResultStatus::Failed, "{result:?}");
+    result.error.as_ref().expect("a failed result has an error")
+}
+
+/// Asserts code, category, retryability and `retry_after_ms` of `error`.
+fn assert_error(
+    error: &ProtocolError,
+    code: &str,
+    category: ErrorCategory,
+    retryable: bool,
+    retry_after_ms: Option<u64>,
+) {
+    assert_eq!(error.code, code, "{error:?}");
+    assert_eq!(error.category, category, "{error:?}");
+    assert_eq!(error.retryable, Some(retryable), "{error:?}");
+    assert_eq!(error.retry_after_ms, retry_after_ms, "{error:?}");
+}
+
+/// A connector behind a hand-edited definition.
+struct Redefined<C> {
+    inner: C,
+    definition: ConnectorDefinition,
+}
+
+impl<C: Connector> Connector for Redefined<C> {
+    fn definition(&self) -> &ConnectorDefinition {
+        &self.definition
+    }
+
+    fn invoke<'a>(
+        &'a self,
+        capability_id: &'a str,
+        input: Value,
+        context: Arc<dyn InvocationContext>,
+    ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
+        self.inner.invoke(capability_id, input, context)
+    }
+}
+
+// ---- host.overloaded --------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_beyond_the_concurrency_limit_is_overloaded() {
+    let theatre = Theatre::default();
+    let host = Host::builder()
+        .connector(theatre.clone())
+        .limits(HostLimits {
+            max_concurrent_actions: 1,
+            ..HostLimits::default()
+        })
+        .build()
+        .unwrap();
+    let started = theatre.gate.started.notified();
+    let in_flight = tokio::spawn({
+        let host = host.clone();
+        async move {
+            host.invoke(
+                Action::new("cap:theatre:hold", json!({ "seat": "a1" })),
+                &caller(),
+            )
+            .await
+        }
+    });
+    started.await;
+
+    let refused = host
+        .invoke(
+            Action::new("cap:theatre:lookup", json!({ "seat": "b2" })),
+            &caller(),
+        )
+        .await;
+    assert_error(
+        failure(&refused),
+        codes::HOST_OVERLOADED,
+        ErrorCategory::Temporary,
+        true,
+        Some(100),
+    );
+
+    theatre.gate.release.notify_one();
+    assert_eq!(
+        in_flight.await.unwrap().status,
+        ActionResultStatus::Completed
+    );
+    // The permit is back: the refused call succeeds when retried.
+    let retried = host
+        .invoke(
+            Action::new("cap:theatre:lookup", json!({ "seat": "b2" })),
+            &caller(),
+        )
+        .await;
+    assert_eq!(retried.status, ActionResultStatus::Completed);
+    assert_eq!(theatre.executions.load(Ordering::SeqCst), 2);
+}
+
+// ---- idempotency.scope_missing ----------------------------------------------------------------
+
+#[tokio::test]
+async fn a_tenant_scoped_key_without_any_tenant_is_scope_missing() {
+    let theatre = Theatre::default();
+    let host = host(theatre.clone());
+    let anonymous = TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test");
+    let action = || {
+        Action::new("cap:theatre:book_for_tenant", json!({ "seat": "c3" }))
+            .with_idempotency_key("k1")
+    };
+    let refused = host.invoke(action(), &anonymous).await;
+    assert_error(
+        failure(&refused),
+        codes::IDEMPOTENCY_SCOPE_MISSING,
+        ErrorCategory::Policy,
+        false,
+        None,
+    );
+    assert_eq!(theatre.executions.load(Ordering::SeqCst), 0);
+
+    // The deployment's tenant scopes the key when the caller has none.
+    let deployed = Host::builder()
+        .connector(theatre.clone())
+        .deployment(Deployment {
+            tenant: Some(VerifiedTenant {
+                id: "t1".into(),
+                system: None,
+            }),
+            ..Deployment::default()
+        })
+        .build()
+        .unwrap();
+    let completed = deployed.invoke(action(), &anonymous).await;
+    assert_eq!(completed.status, ActionResultStatus::Completed);
+}
+
+#[tokio::test]
+async fn an_account_scoped_key_without_the_deployments_account_is_scope_missing() {
+    let theatre = Theatre::default();
+    let action = || {
+        Action::new("cap:theatre:book_for_account", json!({ "seat": "d4" }))
+            .with_idempotency_key("k1")
+    };
+    let refused = host(theatre.clone()).invoke(action(), &caller()).await;
+    assert_error(
+        failure(&refused),
+        codes::IDEMPOTENCY_SCOPE_MISSING,
+        ErrorCategory::Policy,
+        false,
+        None,
+    );
+    assert_eq!(theatre.executions.load(Ordering::SeqCst), 0);
+
+    let deployed = Host::builder()
+        .connector(theatre)
+        .deployment(Deployment {
+            external_account: Some(ExternalAccountRef {
+                id: "acct_9".into(),
+                system: "stripe".into(),
+            }),
+            ..Deployment::default()
+        })
+        .build()
+        .unwrap();
+    assert_eq!(
+        deployed.invoke(action(), &caller()).await.status,
+        ActionResultStatus::Completed
+    );
+}
+
+// ---- idempotency.conflict ---------------------------------------------------------------------
+
+#[tokio::test]
+async fn reject_conflict_replays_an_exact_resend_and_refuses_another_action() {
+    let theatre = Theatre::default();
+    let host = host(theatre.clone());
+    let first = Action::new("cap:theatre:book", json!({ "seat": "e5" })).with_idempotency_key("k");
+    let original = host.invoke(first.clone(), &caller()).await;
+    assert_eq!(original.status, ActionResultStatus::Completed);
+
+    // Our documented choice (§4.3): the same action id resent is a transport retry, replayed.
+    let resend = host.invoke(first.clone(), &caller()).await;
+    assert_eq!(resend.status, ActionResultStatus::Completed);
+    let output = resend.output.unwrap();
+    assert_eq!(output["idempotent_replay"], true);
+    assert_eq!(output["booking_id"], original.output.unwrap()["booking_id"]);
+
+    // Another action with the same input and key is a conflict.
+    let second = Action::new("cap:theatre:book", json!({ "seat": "e5" })).with_idempotency_key("k");
+    let refused = host.invoke(second.clone(), &caller()).await;
+    let error = failure(&refused);
+    assert_error(
+        error,
+        codes::IDEMPOTENCY_CONFLICT,
+        ErrorCategory::Permanent,
+        false,
+        None,
+    );
+    let details = error.details.as_ref().unwrap();
+    assert_eq!(details["original_action_id"], json!(first.id));
+    assert_eq!(details["action_id"], json!(second.id));
+    assert_eq!(theatre.executions.load(Ordering::SeqCst), 1);
+}
+
+// ---- action.output_schema_invalid -------------------------------------------------------------
+
+/// The theatre behind a definition whose `lookup` output schema also requires an `audit_id` the
+/// handler never returns.
+fn strict_theatre() -> Redefined<Theatre> {
+    let inner = Theatre::default();
+    let mut definition = Connector::definition(&inner).clone();
+    let lookup = definition
+        .capabilities
+        .iter_mut()
+        .find(|c| c.capability.id == "cap:theatre:lookup")
+        .expect("theatre has lookup");
+    let schema = lookup
+        .capability
+        .output_schema
+        .as_mut()
+        .expect("lookup publishes an output schema");
+    schema["properties"]["audit_id"] = json!({ "type": "string" });
+    schema["required"] = json!(["booking_id", "audit_id"]);
+    Redefined { inner, definition }
+}
+
+#[tokio::test]
+async fn an_output_that_violates_the_output_schema_replaces_the_result() {
+    let host = host(strict_theatre());
+    let result = host
+        .invoke(
+            Action::new("cap:theatre:lookup", json!({ "seat": "f6" })),
+            &caller(),
+        )
+        .await;
+    let error = failure(&result);
+    assert_error(
+        error,
+        codes::ACTION_OUTPUT_SCHEMA_INVALID,
+        ErrorCategory::Permanent,
+        false,
+        None,
+    );
+    assert!(result.output.is_none(), "{result:?}");
+    let details = error.details.as_ref().unwrap();
+    assert_eq!(details["capability_id"], "cap:theatre:lookup");
+    let violation = &details["violations"][0];
+    assert_eq!(violation["instance_path"], "");
+    assert!(
+        violation["message"].as_str().unwrap().contains("audit_id"),
+        "{violation}"
+    );
+}
+
+// ---- storage.unavailable ----------------------------------------------------------------------
+
+/// A memory store that fails on demand.
+#[derive(Default)]
+struct FlakyStore {
+    inner: MemoryStore,
+    /// `reserve` fails while set.
+    reserve_fails: AtomicBool,
+    /// `approval` reads fail with this error while set.
+    approval_read_fails: Mutex<Option<StoreError>>,
+    /// `update_approval` always loses the compare-and-set while set.
+    updates_lose: AtomicBool,
+}
+
+impl FlakyStore {
+    fn fail_approval_reads(&self, error: Option<StoreError>) {
+        *self
+            .approval_read_fails
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = error;
+    }
+}
+
+#[async_trait::async_trait]
+impl IdempotencyStore for FlakyStore {
+    async fn reserve(
+        &self,
+        reservation: &Reservation,
+        now: Millis,
+    ) -> Result<ReserveOutcome, StoreError> {
+        if self.reserve_fails.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("the disk is gone".into()));
+        }
+        self.inner.reserve(reservation, now).await
+    }
+
+    async fn settle(
+        &self,
+        reservation: &Reservation,
+        record: &IdempotencyRecord,
+    ) -> Result<(), StoreError> {
+        self.inner.settle(reservation, record).await
+    }
+
+    async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {
+        self.inner.release(reservation).await
+    }
+
+    async fn renew(
+        &self,
+        reservation: &Reservation,
+        expires_at_ms: Millis,
+    ) -> Result<bool, StoreError> {
+        self.inner.renew(reservation, expires_at_ms).await
+    }
+
+    async fn record(
+        &self,
+        key: &str,
+        now: Millis,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.inner.record(key, now).await
+    }
+}
+
+#[async_trait::async_trait]
+impl ApprovalStore for FlakyStore {
+    async fn insert_approval(&self, record: &ApprovalRecord) -> Result<(), StoreError> {
+        self.inner.insert_approval(record).await
+    }
+
+    async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
+        let failing = self
+            .approval_read_fails
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        match failing {
+            Some(error) => Err(error),
+            None => self.inner.approval(id).await,
+        }
+    }
+
+    async fn update_approval(
+        &self,
+        record: &ApprovalRecord,
+        expected_version: u64,
+    ) -> Result<bool, StoreError> {
+        if self.updates_lose.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        self.inner.update_approval(record, expected_version).await
+    }
+
+    async fn claim_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+        self.inner.claim_resume(id).await
+    }
+}
+
+fn flaky_host(theatre: Theatre, store: Arc<FlakyStore>) -> Host {
+    let clerk = ApproverMemberships {
+        tenant_id: Some("t1".into()),
+        roles: BTreeSet::from(["box_office".to_owned()]),
+        ..ApproverMemberships::default()
+    };
+    Host::builder()
+        .connector(theatre)
+        .store(store)
+        .approval_authority(StaticApprovalAuthority::new().with("user:clerk", clerk))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_failing_reservation_is_storage_unavailable_and_nothing_runs() {
+    let theatre = Theatre::default();
+    let store = Arc::new(FlakyStore::default());
+    let host = flaky_host(theatre.clone(), store.clone());
+    let action = Action::new("cap:theatre:book", json!({ "seat": "g7" })).with_idempotency_key("k");
+    store.reserve_fails.store(true, Ordering::SeqCst);
+    let refused = host.invoke(action.clone(), &caller()).await;
+    let error = failure(&refused);
+    assert_error(
+        error,
+        codes::STORAGE_UNAVAILABLE,
+        ErrorCategory::Temporary,
+        true,
+        Some(1_000),
+    );
+    assert_eq!(
+        error.source,
+        Some(json!({ "component": "aip-connector.host" }))
+    );
+    assert_eq!(theatre.executions.load(Ordering::SeqCst), 0);
+
+    // Retrying once the store is back runs the action.
+    store.reserve_fails.store(false, Ordering::SeqCst);
+    let retried = host.invoke(action, &caller()).await;
+    assert_eq!(retried.status, ActionResultStatus::Completed);
+    assert_eq!(theatre.executions.load(Ordering::SeqCst), 1);
+}
+
+/// Gates a refund and returns the approval id.
+async fn gated_refund(host: &Host) -> ApprovalId {
+    let pending = host
+        .invoke(
+            Action::new("cap:theatre:refund", json!({ "seat": "h8" })).with_idempotency_key("r"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(pending.status, ActionResultStatus::PendingApproval);
+    serde_json::from_value(pending.output.unwrap()["approval_id"].clone()).unwrap()
+}
+
+fn clerk_approves(id: &ApprovalId) -> ApprovalDecision {
+    ApprovalDecision {
+        approval_id: id.clone(),
+        decision: ApprovalDecisionKind::Approved,
+        approver: Principal::new("user:clerk", PrincipalKind::Human),
+        decided_at: time::OffsetDateTime::now_utc(),
+        reason: Some("seat was double-booked".into()),
+        constraints: vec![],
+        evidence: vec![],
+        decision_id: None,
+        policy_hash: None,
+        authority_path: vec![],
+        target_decision_id: None,
+    }
+}
+
+fn clerk() -> TrustedContext {
+    TrustedContext::new(Principal::new("user:clerk", PrincipalKind::Human), "test")
+}
+
+#[tokio::test]
+async fn an_unreachable_approval_store_is_storage_unavailable_and_retryable() {
+    let store = Arc::new(FlakyStore::default());
+    let host = flaky_host(Theatre::default(), store.clone());
+    let id = gated_refund(&host).await;
+    store.fail_approval_reads(Some(StoreError::Unavailable("replica down".into())));
+
+    let decided = host
+        .record_approval_decision(clerk_approves(&id), &clerk())
+        .await
+        .unwrap_err();
+    assert_error(
+        &decided,
+        codes::STORAGE_UNAVAILABLE,
+        ErrorCategory::Temporary,
+        true,
+        Some(1_000),
+    );
+    assert_eq!(
+        decided.source,
+        Some(json!({ "component": "aip-connector.approval" }))
+    );
+    let read = host.approval(&id).await.unwrap_err();
+    assert_error(
+        &read,
+        codes::STORAGE_UNAVAILABLE,
+        ErrorCategory::Temporary,
+        true,
+        Some(1_000),
+    );
+    let resumed = host.resume_approved(&id, &caller()).await;
+    assert_error(
+        failure(&resumed),
+        codes::STORAGE_UNAVAILABLE,
+        ErrorCategory::Temporary,
+        true,
+        Some(1_000),
+    );
+}
+
+#[tokio::test]
+async fn a_corrupt_approval_row_is_storage_unavailable_but_not_retryable() {
+    let store = Arc::new(FlakyStore::default());
+    let host = flaky_host(Theatre::default(), store.clone());
+    let id = gated_refund(&host).await;
+    store.fail_approval_reads(Some(StoreError::Corrupt("bad json".into())));
+    let error = host
+        .record_approval_decision(clerk_approves(&id), &clerk())
+        .await
+        .unwrap_err();
+    assert_error(
+        &error,
+        codes::STORAGE_UNAVAILABLE,
+        ErrorCategory::Temporary,
+        false,
+        None,
+    );
+}
+
+#[tokio::test]
+async fn an_approval_update_that_always_loses_its_race_is_storage_unavailable() {
+    let store = Arc::new(FlakyStore::default());
+    let host = flaky_host(Theatre::default(), store.clone());
+    let id = gated_refund(&host).await;
+    store.updates_lose.store(true, Ordering::SeqCst);
+    let error = host
+        .record_approval_decision(clerk_approves(&id), &clerk())
+        .await
+        .unwrap_err();
+    assert_error(
+        &error,
+        codes::STORAGE_UNAVAILABLE,
+        ErrorCategory::Temporary,
+        true,
+        Some(100),
+    );
+    assert_eq!(error.details.as_ref().unwrap()["approval_id"], json!(id));
+
+    // Nothing was stored: once updates land, the same decision is accepted.
+    store.updates_lose.store(false, Ordering::SeqCst);
+    let record = host
+        .record_approval_decision(clerk_approves(&id), &clerk())
+        .await
+        .unwrap();
+    assert_eq!(record.decisions.len(), 1);
+}
+
+// ---- stream.closed / stream.terminal_reserved -------------------------------------------------
+
+#[tokio::test]
+async fn a_chunk_sent_after_the_consumer_left_is_stream_closed() {
+    let theatre = Theatre::default();
+    let host = host(theatre.clone());
+    let action =
+        Action::new("cap:theatre:seats", json!({ "seat": "i9" })).with_idempotency_key("s");
+    // The consumer goes away before the handler sends its first chunk.
+    drop(host.invoke_stream(action.clone(), caller()));
+
+    // The settled result is replayed to an exact resend of the same action.
+    let mut replayed = None;
+    for _ in 0..200 {
+        let chunks = host.invoke_stream(action.clone(), caller()).collect().await;
+        let [terminal] = chunks.as_slice() else {
+            panic!("a replay is one terminal chunk: {chunks:?}");
+        };
+        assert_eq!(terminal.kind, StreamChunkKind::Error);
+        let result: ActionResult =
+            serde_json::from_value(terminal.data.clone().expect("terminal data")).unwrap();
+        if failure(&result).code != codes::IDEMPOTENCY_IN_PROGRESS {
+            replayed = Some(result);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let result = replayed.expect("the first call settles");
+    assert_eq!(result.output.as_ref().unwrap()["idempotent_replay"], true);
+    assert_error(
+        failure(&result),
+        codes::STREAM_CLOSED,
+        ErrorCategory::Permanent,
+        false,
+        None,
+    );
+    assert_eq!(theatre.executions.load(Ordering::SeqCst), 0);
+}
+
+/// A hand-implemented streaming connector that tries to end the stream itself through the raw
+/// chunk sink (the typed `StreamSink` cannot send terminal kinds).
+struct EarlyFinisher {
+    definition: ConnectorDefinition,
+    refused: Arc<AtomicUsize>,
+}
+
+impl Connector for EarlyFinisher {
+    fn definition(&self) -> &ConnectorDefinition {
+        &self.definition
+    }
+
+    fn invoke<'a>(
+        &'a self,
+        _capability_id: &'a str,
+        _input: Value,
+        context: Arc<dyn InvocationContext>,
+    ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
+        Box::pin(async move {
+            let sink = context.stream().expect("a streamed call has a sink");
+            if sink.send(StreamChunkKind::Error, json!({})).await.is_err() {
+                self.refused.fetch_add(1, Ordering::SeqCst);
+            }
+            sink.send(StreamChunkKind::Done, json!({ "early": true }))
+                .await?;
+            Ok(json!({ "booking_id": "never" }))
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_handler_sending_a_terminal_chunk_is_terminal_reserved() {
+    let refused = Arc::new(AtomicUsize::new(0));
+    let finisher = EarlyFinisher {
+        definition: Connector::definition(&Theatre::default()).clone(),
+        refused: refused.clone(),
+    };
+    let host = host(finisher);
+    let chunks = host
+        .invoke_stream(
+            Action::new("cap:theatre:seats", json!({ "seat": "j10" })),
+            caller(),
+        )
+        .collect()
+        .await;
+    // Only the host's own terminal chunk reaches the consumer.
+    let [terminal] = chunks.as_slice() else {
+        panic!("exactly one chunk, the host's terminal one: {chunks:?}");
+    };
+    assert_eq!(terminal.kind, StreamChunkKind::Error);
+    assert_eq!(terminal.sequence, 0);
+    assert_eq!(
+        refused.load(Ordering::SeqCst),
+        1,
+        "an error chunk is refused too"
+    );
+    let result: ActionResult = serde_json::from_value(terminal.data.clone().unwrap()).unwrap();
+    assert_error(
+        failure(&result),
+        codes::STREAM_TERMINAL_RESERVED,
+        ErrorCategory::Connector,
+        false,
+        None,
+    );
+}
+
+// ---- transaction.* ----------------------------------------------------------------------------
+
+fn ledger_action(transaction: ActionTransaction) -> Action {
+    Action::new("cap:ledger:post", json!({ "amount_cents": 500 }))
+        .with_idempotency_key("p")
+        .with_transaction(transaction)
+}
+
+#[tokio::test]
+async fn a_transaction_mode_the_contract_does_not_declare_is_mode_unsupported() {
+    let host = host(Ledger);
+    let result = host
+        .invoke(
+            ledger_action(ActionTransaction::new(TransactionMode::Reconcile)),
+            &caller(),
+        )
+        .await;
+    assert_error(
+        failure(&result),
+        codes::TRANSACTION_MODE_UNSUPPORTED,
+        ErrorCategory::Permanent,
+        false,
+        None,
+    );
+    assert!(failure(&result).message.contains("does not declare"));
+}
+
+#[tokio::test]
+async fn declared_modes_other_than_execute_are_mode_unsupported_by_this_host() {
+    let host = host(Ledger);
+    let mut commit = ActionTransaction::new(TransactionMode::Commit);
+    commit.plan_id = Some("plan_1".into());
+    for transaction in [
+        ActionTransaction::new(TransactionMode::DryRun),
+        ActionTransaction::new(TransactionMode::Plan),
+        commit,
+    ] {
+        let result = host.invoke(ledger_action(transaction), &caller()).await;
+        let error = failure(&result);
+        assert_error(
+            error,
+            codes::TRANSACTION_MODE_UNSUPPORTED,
+            ErrorCategory::Permanent,
+            false,
+            None,
+        );
+        assert!(error.message.contains("does not run"), "{error:?}");
+    }
+}
+
+/// A commit without a plan never reaches the contract check for it: envelope validation (stage
+/// 0) refuses it first, so the contract's own code for it is unreachable through the host.
+#[tokio::test]
+async fn a_commit_without_a_plan_is_refused_by_envelope_validation_first() {
+    let host = host(Ledger);
+    let result = host
+        .invoke(
+            ledger_action(ActionTransaction::new(TransactionMode::Commit)),
+            &caller(),
+        )
+        .await;
+    let error = failure(&result);
+    assert_error(
+        error,
+        codes::ACTION_INVALID,
+        ErrorCategory::Permanent,
+        false,
+        None,
+    );
+    assert!(error.message.contains("plan_id is required"), "{error:?}");
+}
+
+/// `compensate` on a capability that does not declare it is `transaction.mode_unsupported`, and a
+/// capability that declares it without supported compensation is refused at build time, so the
+/// stage-3 compensation check has no admitted capability to refuse.
+#[tokio::test]
+async fn compensation_without_supported_compensation_never_reaches_the_pipeline() {
+    let mut compensate = ActionTransaction::new(TransactionMode::Compensate);
+    compensate.compensation_for = Some(ActionId::new());
+    let result = host(Ledger)
+        .invoke(ledger_action(compensate), &caller())
+        .await;
+    assert_error(
+        failure(&result),
+        codes::TRANSACTION_MODE_UNSUPPORTED,
+        ErrorCategory::Permanent,
+        false,
+        None,
+    );
+
+    let mut definition = Connector::definition(&Ledger).clone();
+    let transaction = definition.capabilities[0]
+        .capability
+        .contract
+        .as_mut()
+        .and_then(|c| c.transaction.as_mut())
+        .expect("post declares a transaction contract");
+    transaction
+        .supported_modes
+        .push(TransactionMode::Compensate);
+    let error = Host::builder()
+        .connector(Redefined {
+            inner: Ledger,
+            definition,
+        })
+        .build()
+        .err()
+        .expect("admission refuses compensate without compensation");
+    let HostBuildError::Admission { report, .. } = error else {
+        panic!("refused by admission: {error}");
+    };
+    assert!(
+        report
+            .codes()
+            .contains(&"contract.transaction.compensate_without_compensation"),
+        "{report}"
+    );
+}

@@ -1,0 +1,477 @@
+//! One behaviour test per approval error code: each is triggered through `Host::invoke`,
+//! `record_approval_decision` or `resume_approved`, and its category and retryability checked
+//! (every approval refusal is `policy`, not retryable; `docs/host-runtime.md` §3.1, §3.2).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use aip_connector::VerifiedTenant;
+use aip_connector::codes;
+use aip_connector::host::{ApproverMemberships, Host, StaticApprovalAuthority, TrustedContext};
+use aip_connector::ids::ApprovalId;
+use aip_connector::model::{
+    Action, ActionResult, ActionResultStatus, ApprovalConstraint, ApprovalDecision,
+    ApprovalDecisionKind, Principal, PrincipalKind, ProtocolError,
+};
+use aip_connector::prelude::*;
+use aip_connector::store::{ApprovalStatus, Clock, MemoryStore, SystemClock};
+use serde_json::{Value, json};
+
+#[derive(Deserialize, JsonSchema)]
+struct Payment {
+    amount_cents: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Paid {
+    payment_id: String,
+}
+
+/// Counts executions so "the handler did not run" can be asserted.
+#[derive(Clone, Default)]
+struct Treasury {
+    executions: Arc<AtomicUsize>,
+}
+
+#[connector(id = "treasury")]
+impl Treasury {
+    /// Pays out after one finance approval, by neither the requester nor the operator. The
+    /// settled key is replayed for one second, the approval lives ten minutes.
+    #[capability(
+        risk = high,
+        side_effects = [write, financial],
+        idempotency(required, scope = tenant, ttl_ms = 1_000),
+        data(sensitivity = confidential),
+        approval(
+            required,
+            selector = role("finance"),
+            evidence = [reason],
+            separation(requester_must_differ, operator_must_differ),
+            ttl_ms = 600_000,
+        ),
+    )]
+    async fn pay(
+        &self,
+        payment: Payment,
+        key: IdempotencyKey,
+        _approval: Approval,
+    ) -> Result<Paid, ConnectorFailure> {
+        self.executions.fetch_add(1, Ordering::SeqCst);
+        Ok(Paid {
+            payment_id: format!("pay-{}-{}", payment.amount_cents, key.as_str()),
+        })
+    }
+}
+
+/// A clock the tests move by hand.
+#[derive(Default)]
+struct ManualClock(AtomicU64);
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        SystemClock.now_ms() + self.0.load(Ordering::SeqCst)
+    }
+}
+
+fn finance(tenant: &str) -> ApproverMemberships {
+    ApproverMemberships {
+        tenant_id: Some(tenant.into()),
+        roles: BTreeSet::from(["finance".to_owned()]),
+        ..ApproverMemberships::default()
+    }
+}
+
+fn person(id: &str) -> TrustedContext {
+    TrustedContext::new(Principal::new(id, PrincipalKind::Human), "test").with_tenant(
+        VerifiedTenant {
+            id: "t1".into(),
+            system: None,
+        },
+    )
+}
+
+/// Alice, Bob and the operator are finance approvers of tenant `t1`; Eve is one of `t2`.
+fn host_with_clock(treasury: Treasury, clock: Arc<ManualClock>) -> Host {
+    let authority = StaticApprovalAuthority::new()
+        .with("user:alice", finance("t1"))
+        .with("user:bob", finance("t1"))
+        .with("user:op", finance("t1"))
+        .with("user:eve", finance("t2"));
+    Host::builder()
+        .connector(treasury)
+        .store(Arc::new(MemoryStore::default()))
+        .approval_authority(authority)
+        .clock(clock)
+        .build()
+        .unwrap()
+}
+
+fn host() -> Host {
+    host_with_clock(Treasury::default(), Arc::default())
+}
+
+fn payment() -> Action {
+    Action::new("cap:treasury:pay", json!({ "amount_cents": 1200 })).with_idempotency_key("pay-1")
+}
+
+/// Submits `action` as `requester` and returns the pending approval's id.
+async fn gate(host: &Host, action: Action, requester: &TrustedContext) -> ApprovalId {
+    let pending = host.invoke(action, requester).await;
+    assert_eq!(
+        pending.status,
+        ActionResultStatus::PendingApproval,
+        "{pending:?}"
+    );
+    serde_json::from_value(pending.output.unwrap()["approval_id"].clone()).unwrap()
+}
+
+fn decision(id: &ApprovalId, approver: &str, kind: ApprovalDecisionKind) -> ApprovalDecision {
+    ApprovalDecision {
+        approval_id: id.clone(),
+        decision: kind,
+        approver: Principal::new(approver, PrincipalKind::Human),
+        decided_at: time::OffsetDateTime::now_utc(),
+        reason: Some("checked the invoice".into()),
+        constraints: vec![],
+        evidence: vec![],
+        decision_id: Some(format!("dec-{approver}")),
+        policy_hash: None,
+        authority_path: vec![],
+        target_decision_id: None,
+    }
+}
+
+/// Records `decision` by its own approver and returns the refusal.
+async fn refused(host: &Host, decision: ApprovalDecision) -> ProtocolError {
+    let approver = person(decision.approver.id.as_str());
+    host.record_approval_decision(decision, &approver)
+        .await
+        .expect_err("the decision is refused")
+}
+
+/// Records `decision` by its own approver and returns the record's status.
+async fn accepted(host: &Host, decision: ApprovalDecision) -> ApprovalStatus {
+    let approver = person(decision.approver.id.as_str());
+    host.record_approval_decision(decision, &approver)
+        .await
+        .expect("the decision is accepted")
+        .status
+}
+
+/// Asserts `error` is the not-retryable policy refusal `code`.
+fn assert_policy(error: &ProtocolError, code: &str) {
+    assert_eq!(error.code, code, "{error:?}");
+    assert_eq!(error.category, ErrorCategory::Policy, "{error:?}");
+    assert_eq!(error.retryable, Some(false), "{error:?}");
+    assert_eq!(error.retry_after_ms, None, "{error:?}");
+}
+
+/// Asserts `error` is an approval-service refusal `code` naming approval `id`.
+fn assert_refusal(error: &ProtocolError, code: &str, id: &ApprovalId) {
+    assert_policy(error, code);
+    assert_eq!(error.details.as_ref().unwrap()["approval_id"], json!(id));
+    assert_eq!(
+        error.source,
+        Some(json!({ "component": "aip-connector.approval" }))
+    );
+}
+
+/// The error of a failed result.
+fn failure(result: &ActionResult) -> &ProtocolError {
+    assert_eq!(result.status, ActionResultStatus::Failed, "{result:?}");
+    result.error.as_ref().expect("a failed result has an error")
+}
+
+async fn status(host: &Host, id: &ApprovalId) -> ApprovalStatus {
+    host.approval(id)
+        .await
+        .unwrap()
+        .expect("known approval")
+        .status
+}
+
+// ---- Approval decisions -----------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_decision_or_resume_of_an_unknown_approval_is_not_found() {
+    let host = host();
+    let unknown = ApprovalId::new();
+    let error = refused(
+        &host,
+        decision(&unknown, "user:alice", ApprovalDecisionKind::Approved),
+    )
+    .await;
+    assert_refusal(&error, codes::POLICY_APPROVAL_NOT_FOUND, &unknown);
+
+    // From a resume it is the pipeline's refusal (no action is known, so no details).
+    let resumed = host.resume_approved(&unknown, &person("user:req")).await;
+    let error = failure(&resumed);
+    assert_policy(error, codes::POLICY_APPROVAL_NOT_FOUND);
+    assert_eq!(
+        error.source,
+        Some(json!({ "component": "aip-connector.host" }))
+    );
+}
+
+#[tokio::test]
+async fn reusing_a_recorded_decision_id_for_another_approver_is_a_mismatch() {
+    let host = host();
+    let id = gate(&host, payment(), &person("user:req")).await;
+    let mut first = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    first.decision_id = Some("dec-shared".into());
+    assert_eq!(
+        accepted(&host, first.clone()).await,
+        ApprovalStatus::Approved
+    );
+    // The same approver's same decision under the same id is a replay, not a refusal.
+    assert_eq!(accepted(&host, first).await, ApprovalStatus::Approved);
+
+    let mut reuse = decision(&id, "user:bob", ApprovalDecisionKind::Denied);
+    reuse.decision_id = Some("dec-shared".into());
+    let error = refused(&host, reuse).await;
+    assert_refusal(&error, codes::POLICY_APPROVAL_MISMATCH, &id);
+    assert_eq!(status(&host, &id).await, ApprovalStatus::Approved);
+}
+
+#[tokio::test]
+async fn a_malformed_decision_is_decision_invalid_and_changes_nothing() {
+    let host = host();
+    let id = gate(&host, payment(), &person("user:req")).await;
+    let mut blank_reason = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    blank_reason.reason = Some("  ".into());
+    let mut blank_id = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    blank_id.decision_id = Some(" ".into());
+    let mut blank_constraint = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    blank_constraint.constraints = vec![ApprovalConstraint {
+        field: "amount_cents".into(),
+        operator: "".into(),
+        value: json!(1),
+    }];
+    let expired = decision(&id, "user:alice", ApprovalDecisionKind::Expired);
+    for malformed in [blank_reason, blank_id, blank_constraint, expired] {
+        let error = refused(&host, malformed).await;
+        assert_refusal(&error, codes::POLICY_APPROVAL_DECISION_INVALID, &id);
+    }
+    let record = host.approval(&id).await.unwrap().unwrap();
+    assert_eq!(record.status, ApprovalStatus::Pending);
+    assert!(record.decisions.is_empty());
+}
+
+#[tokio::test]
+async fn a_decision_on_a_closed_request_is_not_pending() {
+    let host = host();
+    let id = gate(&host, payment(), &person("user:req")).await;
+    let denied = decision(&id, "user:alice", ApprovalDecisionKind::Denied);
+    assert_eq!(accepted(&host, denied).await, ApprovalStatus::Denied);
+    let late = refused(
+        &host,
+        decision(&id, "user:bob", ApprovalDecisionKind::Approved),
+    )
+    .await;
+    assert_refusal(&late, codes::POLICY_APPROVAL_NOT_PENDING, &id);
+    assert_eq!(status(&host, &id).await, ApprovalStatus::Denied);
+}
+
+#[tokio::test]
+async fn a_decision_against_another_policy_is_a_hash_mismatch() {
+    let host = host();
+    let pending = host.invoke(payment(), &person("user:req")).await;
+    let output = pending.output.unwrap();
+    let id: ApprovalId = serde_json::from_value(output["approval_id"].clone()).unwrap();
+    let mut stale = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    stale.policy_hash = Some("0".repeat(64));
+    let error = refused(&host, stale).await;
+    assert_refusal(&error, codes::POLICY_APPROVAL_HASH_MISMATCH, &id);
+
+    // The hash the gate published is the one that is accepted.
+    let mut current = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    current.policy_hash = output["policy_hash"].as_str().map(str::to_owned);
+    assert_eq!(accepted(&host, current).await, ApprovalStatus::Approved);
+}
+
+#[tokio::test]
+async fn an_approver_of_another_tenant_is_a_tenant_mismatch() {
+    let host = host();
+    let id = gate(&host, payment(), &person("user:req")).await;
+    // Eve's authority places her in `t2`, whatever tenant her transport claims.
+    let error = refused(
+        &host,
+        decision(&id, "user:eve", ApprovalDecisionKind::Approved),
+    )
+    .await;
+    assert_refusal(&error, codes::POLICY_APPROVER_TENANT_MISMATCH, &id);
+    assert_eq!(status(&host, &id).await, ApprovalStatus::Pending);
+}
+
+#[tokio::test]
+async fn the_operator_of_the_action_may_not_approve_it() {
+    let host = host();
+    let operated = person("user:req").with_operator("user:op".into());
+    let id = gate(&host, payment(), &operated).await;
+    let error = refused(
+        &host,
+        decision(&id, "user:op", ApprovalDecisionKind::Approved),
+    )
+    .await;
+    assert_refusal(&error, codes::POLICY_SEPARATION_OF_DUTIES_OPERATOR, &id);
+    // Another approver of the same standing may.
+    let approved = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    assert_eq!(accepted(&host, approved).await, ApprovalStatus::Approved);
+}
+
+#[tokio::test]
+async fn a_revocation_without_a_target_is_revocation_target_required() {
+    let host = host();
+    let id = gate(&host, payment(), &person("user:req")).await;
+    let approved = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    assert_eq!(accepted(&host, approved).await, ApprovalStatus::Approved);
+    let error = refused(
+        &host,
+        decision(&id, "user:bob", ApprovalDecisionKind::Revoked),
+    )
+    .await;
+    assert_refusal(
+        &error,
+        codes::POLICY_APPROVAL_REVOCATION_TARGET_REQUIRED,
+        &id,
+    );
+    assert_eq!(status(&host, &id).await, ApprovalStatus::Approved);
+}
+
+#[tokio::test]
+async fn a_revocation_of_no_recorded_approval_is_revocation_target_missing() {
+    let host = host();
+    let id = gate(&host, payment(), &person("user:req")).await;
+    let approved = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    assert_eq!(accepted(&host, approved).await, ApprovalStatus::Approved);
+    let mut revoke = decision(&id, "user:bob", ApprovalDecisionKind::Revoked);
+    revoke.target_decision_id = Some("dec-nobody".into());
+    let error = refused(&host, revoke).await;
+    assert_refusal(
+        &error,
+        codes::POLICY_APPROVAL_REVOCATION_TARGET_MISSING,
+        &id,
+    );
+    assert_eq!(status(&host, &id).await, ApprovalStatus::Approved);
+}
+
+#[tokio::test]
+async fn a_constraint_on_a_field_the_input_lacks_is_constraint_missing_field() {
+    let host = host();
+    let id = gate(&host, payment(), &person("user:req")).await;
+    let mut approved = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    approved.constraints = vec![ApprovalConstraint {
+        field: "/currency".into(),
+        operator: "eq".into(),
+        value: json!("EUR"),
+    }];
+    let error = refused(&host, approved).await;
+    assert_refusal(&error, codes::POLICY_APPROVAL_CONSTRAINT_MISSING_FIELD, &id);
+    assert_eq!(status(&host, &id).await, ApprovalStatus::Pending);
+}
+
+#[tokio::test]
+async fn a_constraint_the_input_does_not_satisfy_is_constraint_failed() {
+    let host = host();
+    let id = gate(&host, payment(), &person("user:req")).await;
+    let with_limit = |limit: u64| {
+        let mut approved = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+        approved.constraints = vec![ApprovalConstraint {
+            field: "amount_cents".into(),
+            operator: "lte".into(),
+            value: json!(limit),
+        }];
+        approved
+    };
+    let error = refused(&host, with_limit(1_000)).await;
+    assert_refusal(&error, codes::POLICY_APPROVAL_CONSTRAINT_FAILED, &id);
+    // The input (1200) satisfies a higher limit.
+    assert_eq!(
+        accepted(&host, with_limit(5_000)).await,
+        ApprovalStatus::Approved
+    );
+}
+
+// ---- Approvals through the pipeline -----------------------------------------------------------
+
+#[tokio::test]
+async fn a_revoked_approval_is_neither_resumed_nor_accepted_on_resubmission() {
+    let treasury = Treasury::default();
+    let host = host_with_clock(treasury.clone(), Arc::default());
+    let action = payment();
+    let requester = person("user:req");
+    let id = gate(&host, action.clone(), &requester).await;
+    let approved = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    assert_eq!(
+        accepted(&host, approved.clone()).await,
+        ApprovalStatus::Approved
+    );
+    let mut revoke = decision(&id, "user:bob", ApprovalDecisionKind::Revoked);
+    revoke.target_decision_id = Some("dec-user:alice".into());
+    assert_eq!(accepted(&host, revoke).await, ApprovalStatus::Revoked);
+
+    let resumed = host.resume_approved(&id, &requester).await;
+    assert_policy(failure(&resumed), codes::POLICY_APPROVAL_REVOKED);
+    let mut resubmitted = action;
+    resubmitted.approval = Some(approved);
+    let carried = host.invoke(resubmitted, &requester).await;
+    assert_policy(failure(&carried), codes::POLICY_APPROVAL_REVOKED);
+    assert_eq!(treasury.executions.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn an_approval_the_host_cannot_match_is_unverified() {
+    let treasury = Treasury::default();
+    let host = host_with_clock(treasury.clone(), Arc::default());
+    let requester = person("user:req");
+
+    let mut unknown = payment();
+    unknown.approval = Some(decision(
+        &ApprovalId::new(),
+        "user:alice",
+        ApprovalDecisionKind::Approved,
+    ));
+    let error = host.invoke(unknown, &requester).await;
+    assert_policy(failure(&error), codes::POLICY_APPROVAL_UNVERIFIED);
+
+    // A granted approval does not release another action with the same input.
+    let id = gate(&host, payment(), &requester).await;
+    let approved = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    assert_eq!(
+        accepted(&host, approved.clone()).await,
+        ApprovalStatus::Approved
+    );
+    let mut other = payment();
+    other.approval = Some(approved);
+    let error = host.invoke(other, &requester).await;
+    assert_policy(failure(&error), codes::POLICY_APPROVAL_UNVERIFIED);
+    assert_eq!(treasury.executions.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn resuming_onto_a_key_now_gating_another_action_is_pending_resume_denied() {
+    let treasury = Treasury::default();
+    let clock = Arc::new(ManualClock::default());
+    let host = host_with_clock(treasury.clone(), clock.clone());
+    let requester = person("user:req");
+    let first = gate(&host, payment(), &requester).await;
+
+    // The key's record (TTL 1 s) lapses while the approval (TTL 10 min) is still open, and a
+    // second action is gated under the same key.
+    clock.0.store(2_000, Ordering::SeqCst);
+    let second = gate(&host, payment(), &requester).await;
+    assert_ne!(first, second);
+
+    let approved = decision(&first, "user:alice", ApprovalDecisionKind::Approved);
+    assert_eq!(accepted(&host, approved).await, ApprovalStatus::Approved);
+    let resumed = host.resume_approved(&first, &requester).await;
+    assert_policy(failure(&resumed), codes::IDEMPOTENCY_PENDING_RESUME_DENIED);
+    assert_eq!(treasury.executions.load(Ordering::SeqCst), 0);
+
+    // The second action's gate is untouched: a duplicate still replays it.
+    let duplicate = host.invoke(payment(), &requester).await;
+    assert_eq!(duplicate.status, ActionResultStatus::PendingApproval);
+    let output: &Value = duplicate.output.as_ref().unwrap();
+    assert_eq!(output["approval_id"], json!(second));
+}
