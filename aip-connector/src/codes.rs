@@ -132,3 +132,51 @@ pub const POLICY_APPROVAL_CONSTRAINT_MISSING_FIELD: &str =
     "policy.approval_constraint_missing_field";
 /// The action input does not satisfy an approval constraint (upstream code).
 pub const POLICY_APPROVAL_CONSTRAINT_FAILED: &str = "policy.approval_constraint_failed";
+
+// ---- Transactions (upstream codes, `aip-runtime.md` §3) -------------------------------------
+
+/// `rollback_not_supported` mode: the capability cannot roll back; nothing runs.
+pub const TRANSACTION_ROLLBACK_NOT_SUPPORTED: &str = "transaction.rollback_not_supported";
+/// The plan's dry-run fidelity needs a validation handler the connector does not have.
+pub const TRANSACTION_PLAN_HANDLER_UNSUPPORTED: &str = "transaction.plan_handler_unsupported";
+/// No plan with the commit's `plan_id`.
+pub const TRANSACTION_PLAN_NOT_FOUND: &str = "transaction.plan_not_found";
+/// The plan is for another capability.
+pub const TRANSACTION_PLAN_CAPABILITY_MISMATCH: &str = "transaction.plan_capability_mismatch";
+/// The plan is not in the `planned` state.
+pub const TRANSACTION_PLAN_NOT_COMMITTABLE: &str = "transaction.plan_not_committable";
+/// The plan record carries no plan.
+pub const TRANSACTION_PLAN_MISSING_PAYLOAD: &str = "transaction.plan_missing_payload";
+/// Only the principal that planned may commit.
+pub const TRANSACTION_PLAN_PRINCIPAL_MISMATCH: &str = "transaction.plan_principal_mismatch";
+/// The plan's 15 minutes are over.
+pub const TRANSACTION_PLAN_EXPIRED: &str = "transaction.plan_expired";
+/// The commit names another transaction than its plan.
+pub const TRANSACTION_PLAN_TRANSACTION_MISMATCH: &str = "transaction.plan_transaction_mismatch";
+/// The commit input differs from the planned input.
+pub const TRANSACTION_PLAN_INPUT_HASH_MISMATCH: &str = "transaction.plan_input_hash_mismatch";
+/// The plan and the commit differ in whether they carry an identity.
+pub const TRANSACTION_PLAN_IDENTITY_MISSING: &str = "transaction.plan_identity_missing";
+/// The commit comes from another tenant than the plan.
+pub const TRANSACTION_PLAN_TENANT_MISMATCH: &str = "transaction.plan_tenant_mismatch";
+/// The commit acts for another external account than the plan.
+pub const TRANSACTION_PLAN_EXTERNAL_ACCOUNT_MISMATCH: &str =
+    "transaction.plan_external_account_mismatch";
+/// Another commit claimed the plan first (exactly one of racing commits wins).
+pub const TRANSACTION_PLAN_ALREADY_CLAIMED: &str = "transaction.plan_already_claimed";
+/// A direct commit of a transaction that was already committed.
+pub const TRANSACTION_COMMIT_ALREADY_CLAIMED: &str = "transaction.commit_already_claimed";
+/// The outcome is unknown: executing again is refused until reconciliation settles it.
+pub const TRANSACTION_RECONCILIATION_REQUIRED: &str = "transaction.reconciliation_required";
+/// A failed transaction that is not safe to execute again.
+pub const TRANSACTION_RETRY_DENIED: &str = "transaction.retry_denied";
+/// The transaction is in a state `execute` cannot run from.
+pub const TRANSACTION_EXECUTE_STATE_INVALID: &str = "transaction.execute_state_invalid";
+/// `reconcile` without a transaction id.
+pub const TRANSACTION_RECONCILIATION_ID_REQUIRED: &str = "transaction.reconciliation_id_required";
+/// No transaction with that id.
+pub const TRANSACTION_NOT_FOUND: &str = "transaction.not_found";
+/// `reconcile` of a transaction without a checkpointed provider operation.
+pub const TRANSACTION_PROVIDER_OPERATION_REQUIRED: &str = "transaction.provider_operation_required";
+/// `reconcile` of a transaction whose outcome is not unknown.
+pub const TRANSACTION_NOT_RECONCILABLE: &str = "transaction.not_reconcilable";

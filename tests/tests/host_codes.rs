@@ -522,6 +522,55 @@ impl IdempotencyStore for FlakyStore {
 }
 
 #[async_trait::async_trait]
+impl aip_connector::store::TransactionStore for FlakyStore {
+    async fn insert_transaction(
+        &self,
+        record: &aip_connector::store::TransactionRecord,
+    ) -> Result<bool, StoreError> {
+        self.inner.insert_transaction(record).await
+    }
+
+    async fn transaction(
+        &self,
+        id: &aip_connector::ids::TransactionId,
+    ) -> Result<Option<aip_connector::store::TransactionRecord>, StoreError> {
+        self.inner.transaction(id).await
+    }
+
+    async fn transaction_by_plan(
+        &self,
+        plan_id: &str,
+    ) -> Result<Option<aip_connector::store::TransactionRecord>, StoreError> {
+        self.inner.transaction_by_plan(plan_id).await
+    }
+
+    async fn transactions_by_action(
+        &self,
+        action_id: &aip_connector::ids::ActionId,
+    ) -> Result<Vec<aip_connector::store::TransactionRecord>, StoreError> {
+        self.inner.transactions_by_action(action_id).await
+    }
+
+    async fn transition(
+        &self,
+        id: &aip_connector::ids::TransactionId,
+        expected_revision: u64,
+        transition: &aip_connector::store::Transition,
+        now: u64,
+    ) -> Result<aip_connector::store::TransitionOutcome, StoreError> {
+        self.inner
+            .transition(id, expected_revision, transition, now)
+            .await
+    }
+
+    async fn recoverable(
+        &self,
+    ) -> Result<Vec<aip_connector::store::TransactionRecord>, StoreError> {
+        self.inner.recoverable().await
+    }
+}
+
+#[async_trait::async_trait]
 impl ApprovalStore for FlakyStore {
     async fn insert_approval(&self, record: &ApprovalRecord) -> Result<(), StoreError> {
         self.inner.insert_approval(record).await

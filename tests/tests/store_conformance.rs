@@ -1,20 +1,25 @@
 //! The store conformance suite: every check is written once against [`SharedStore`] and runs
 //! against every backend (`memory::*` and `sqlite::*`), so the backends cannot drift apart.
 //!
-//! Times are explicit milliseconds, so expiry is tested without sleeping.
+//! Times are explicit milliseconds, so expiry is tested without sleeping. A few checks race
+//! many tasks on a multi-thread runtime; the SQLite ones also run across two stores opened on
+//! one file.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use aip_connector::ids::{ActionId, ApprovalId, CapabilityId, PrincipalId};
+use aip_connector::ids::{ActionId, ApprovalId, CapabilityId, PrincipalId, TransactionId};
 use aip_connector::model::{
-    Action, ActionResult, ActionResultStatus, ApprovalDecision, ApprovalDecisionKind,
-    ApprovalPolicy, IdempotencyKeyScope, Principal, PrincipalKind,
+    Action, ActionResult, ActionResultStatus, ActionTransaction, ApprovalDecision,
+    ApprovalDecisionKind, ApprovalPolicy, ErrorCategory, IdempotencyKeyScope, Principal,
+    PrincipalKind, ProtocolError, ProviderOperationRef, TransactionMode, TransactionPlan,
+    TransactionProtocolStatus,
 };
 use aip_connector::store::{
     ApprovalRecord, ApprovalStatus, IdempotencyRecord, MemoryStore, Millis, Reservation,
-    ReserveOutcome, SharedStore, SqliteStore, StoreError,
+    ReserveOutcome, SharedStore, SqliteStore, StoreError, TransactionRecord, Transition,
+    TransitionOutcome,
 };
 use serde_json::json;
 
@@ -698,6 +703,615 @@ async fn check_hundred_concurrent_claim_resume(store: SharedStore) {
     assert_eq!(winners, 1);
 }
 
+// ---- transactions ------------------------------------------------------------------------------
+
+/// Every transaction status, in declaration order.
+const ALL_TRANSACTION_STATUSES: [TransactionProtocolStatus; 14] = {
+    use TransactionProtocolStatus as S;
+    [
+        S::DryRunCompleted,
+        S::Planned,
+        S::Prepared,
+        S::Committing,
+        S::Committed,
+        S::Compensating,
+        S::Compensated,
+        S::RequiresHuman,
+        S::Cancelled,
+        S::RollbackNotSupported,
+        S::Failed,
+        S::OutcomeUnknown,
+        S::Reconciling,
+        S::Reconciled,
+    ]
+};
+
+/// A transaction record `id` owned by `action` in `status`, with no plan, a non-zero revision
+/// the store must reset, and a stored error and cursor a transition may clear or keep.
+fn transaction(id: &str, action: &str, status: TransactionProtocolStatus) -> TransactionRecord {
+    TransactionRecord {
+        transaction_id: TransactionId::trusted(id),
+        action_id: ActionId::trusted(action),
+        capability_id: CapabilityId::from("cap:store:test"),
+        transaction: ActionTransaction {
+            transaction_id: Some(TransactionId::trusted(id)),
+            ..ActionTransaction::new(TransactionMode::Execute)
+        },
+        principal_id: PrincipalId::from("user:alice"),
+        identity: None,
+        status,
+        plan: None,
+        result: None,
+        provider_operation: None,
+        reconciliation_cursor: None,
+        reconcile_after_ms: None,
+        error: None,
+        revision: 9,
+        created_at_ms: NOW,
+        updated_at_ms: NOW,
+    }
+}
+
+/// A `planned` record whose plan (not its transaction block) carries `plan_id`.
+fn planned(id: &str, action: &str, plan_id: &str) -> TransactionRecord {
+    let mut record = transaction(id, action, TransactionProtocolStatus::Planned);
+    record.transaction.mode = TransactionMode::Plan;
+    record.plan = Some(TransactionPlan {
+        plan_id: plan_id.to_owned(),
+        transaction_id: record.transaction_id.clone(),
+        action_id: record.action_id.clone(),
+        capability_id: record.capability_id.clone(),
+        transaction: record.transaction.clone(),
+        planned_by: Principal::new("user:alice", PrincipalKind::Human),
+        input_hash: HASH.to_owned(),
+        approval_required: false,
+        created_at: time::OffsetDateTime::UNIX_EPOCH,
+        input_snapshot: Some(json!({"redacted": true, "hash": HASH})),
+        predicted_side_effects: Vec::new(),
+        approval_policy: None,
+        compensation: None,
+        dry_run_fidelity: None,
+        identity: None,
+        expires_at: None,
+        metadata: None,
+    });
+    record
+}
+
+/// A record whose transaction block (not a plan) names `plan_id`.
+fn naming_plan(id: &str, action: &str, plan_id: &str) -> TransactionRecord {
+    let mut record = transaction(id, action, TransactionProtocolStatus::Committing);
+    record.transaction.mode = TransactionMode::Commit;
+    record.transaction.plan_id = Some(plan_id.to_owned());
+    record
+}
+
+/// `record` as the store holds it after `insert_transaction` (revision 0).
+fn inserted(record: &TransactionRecord) -> TransactionRecord {
+    TransactionRecord {
+        revision: 0,
+        ..record.clone()
+    }
+}
+
+/// A provider operation `operation_id` at the test provider.
+fn operation(operation_id: &str) -> ProviderOperationRef {
+    ProviderOperationRef {
+        provider: "provider".to_owned(),
+        operation_id: operation_id.to_owned(),
+        request_id: Some(format!("req-{operation_id}")),
+    }
+}
+
+/// A temporary, retryable error with code `code`.
+fn temporary(code: &str) -> ProtocolError {
+    ProtocolError {
+        retryable: Some(true),
+        retry_after_ms: Some(5_000),
+        ..ProtocolError::new(code, "provider timed out", ErrorCategory::Temporary)
+    }
+}
+
+/// The plan claim of a commit action: `planned` → `committing`, rebound to `commit_action`.
+fn plan_claim(commit_action: &str) -> Transition {
+    Transition {
+        rebind_action: Some(ActionId::trusted(commit_action)),
+        ..Transition::new(
+            &[TransactionProtocolStatus::Planned],
+            TransactionProtocolStatus::Committing,
+        )
+    }
+}
+
+/// `records` in transaction-id order (the trait promises no order for lists).
+fn by_id(mut records: Vec<TransactionRecord>) -> Vec<TransactionRecord> {
+    records.sort_by(|a, b| a.transaction_id.cmp(&b.transaction_id));
+    records
+}
+
+/// Inserts `record`, which must be new.
+async fn insert_new(store: &SharedStore, record: &TransactionRecord) {
+    assert_eq!(
+        store.insert_transaction(record).await,
+        Ok(true),
+        "{:?} must be new",
+        record.transaction_id
+    );
+}
+
+/// Insert is insert-if-absent: a second record with the same id is refused and changes nothing.
+async fn check_transaction_insert_if_absent(store: SharedStore) {
+    let id = TransactionId::trusted("txn_insert");
+    assert_eq!(store.transaction(&id).await, Ok(None));
+    let record = transaction("txn_insert", "act_a", TransactionProtocolStatus::Committing);
+    insert_new(&store, &record).await;
+    assert_eq!(store.transaction(&id).await, Ok(Some(inserted(&record))));
+    let impostor = TransactionRecord {
+        status: TransactionProtocolStatus::Committed,
+        action_id: ActionId::trusted("act_impostor"),
+        ..record.clone()
+    };
+    assert_eq!(store.insert_transaction(&impostor).await, Ok(false));
+    assert_eq!(store.transaction(&id).await, Ok(Some(inserted(&record))));
+    assert_eq!(
+        store
+            .transactions_by_action(&ActionId::trusted("act_impostor"))
+            .await,
+        Ok(Vec::new())
+    );
+}
+
+/// One record per plan id: a second transaction naming a taken plan id is an error that quotes
+/// no value; the same transaction again is just "already there"; records without a plan id
+/// never collide.
+async fn check_transaction_plan_id_is_unique(store: SharedStore) {
+    let plan = planned("txn_plan", "act_plan", "plan:s3cr3t");
+    insert_new(&store, &plan).await;
+    for other in [
+        naming_plan("txn_other", "act_commit", "plan:s3cr3t"),
+        planned("txn_other", "act_plan_2", "plan:s3cr3t"),
+    ] {
+        let error = store.insert_transaction(&other).await.unwrap_err();
+        assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
+        let message = error.to_string();
+        for value in ["s3cr3t", "txn_", "act_"] {
+            assert!(!message.contains(value), "{message}");
+        }
+        assert_eq!(store.transaction(&other.transaction_id).await, Ok(None));
+    }
+    assert_eq!(
+        store.insert_transaction(&plan).await,
+        Ok(false),
+        "an existing id is reported as such, even though its plan id is taken too"
+    );
+    assert_eq!(
+        store.transaction_by_plan("plan:s3cr3t").await,
+        Ok(Some(inserted(&plan)))
+    );
+    for index in 0..3 {
+        let planless = transaction(
+            &format!("txn_planless_{index}"),
+            "act_a",
+            TransactionProtocolStatus::Prepared,
+        );
+        insert_new(&store, &planless).await;
+    }
+}
+
+/// Lookups by id, by plan id (from the plan or from the transaction block) and by action.
+async fn check_transaction_lookups(store: SharedStore) {
+    let from_plan = planned("txn_1", "act_a", "plan:one");
+    let from_block = naming_plan("txn_2", "act_a", "plan:two");
+    let planless = transaction("txn_3", "act_b", TransactionProtocolStatus::Prepared);
+    for record in [&from_plan, &from_block, &planless] {
+        insert_new(&store, record).await;
+    }
+    assert_eq!(
+        store.transaction(&TransactionId::trusted("txn_3")).await,
+        Ok(Some(inserted(&planless)))
+    );
+    assert_eq!(
+        store.transaction(&TransactionId::trusted("txn_4")).await,
+        Ok(None)
+    );
+    assert_eq!(
+        store.transaction_by_plan("plan:one").await,
+        Ok(Some(inserted(&from_plan)))
+    );
+    assert_eq!(
+        store.transaction_by_plan("plan:two").await,
+        Ok(Some(inserted(&from_block)))
+    );
+    assert_eq!(store.transaction_by_plan("plan:three").await, Ok(None));
+    assert_eq!(
+        store.transaction_by_plan("plan:").await,
+        Ok(None),
+        "a prefix of a plan id is another plan id"
+    );
+    let of_a = store
+        .transactions_by_action(&ActionId::trusted("act_a"))
+        .await
+        .map(by_id);
+    assert_eq!(of_a, Ok(vec![inserted(&from_plan), inserted(&from_block)]));
+    assert_eq!(
+        store
+            .transactions_by_action(&ActionId::trusted("act_b"))
+            .await,
+        Ok(vec![inserted(&planless)])
+    );
+    assert_eq!(
+        store
+            .transactions_by_action(&ActionId::trusted("act_c"))
+            .await,
+        Ok(Vec::new())
+    );
+}
+
+/// A transition at the stored revision from an expected status writes every field it names,
+/// bumps the revision by one and stamps the update time; the next one needs the new revision.
+async fn check_transition_applies_and_bumps_revision(store: SharedStore) {
+    let id = TransactionId::trusted("txn_apply");
+    let record = transaction("txn_apply", "act_a", TransactionProtocolStatus::Committing);
+    insert_new(&store, &record).await;
+    let unknown = Transition {
+        result: Some(ActionResult::new(
+            ActionId::trusted("act_a"),
+            ActionResultStatus::Failed,
+        )),
+        provider_operation: Some(operation("op-1")),
+        reconciliation_cursor: Some("cursor-1".to_owned()),
+        reconcile_after_ms: Some(NOW + 5_000),
+        error: Some(temporary("sla.timeout_exceeded")),
+        ..Transition::new(
+            &[
+                TransactionProtocolStatus::Prepared,
+                TransactionProtocolStatus::Committing,
+            ],
+            TransactionProtocolStatus::OutcomeUnknown,
+        )
+    };
+    let after_unknown = TransactionRecord {
+        status: TransactionProtocolStatus::OutcomeUnknown,
+        result: unknown.result.clone(),
+        provider_operation: Some(operation("op-1")),
+        reconciliation_cursor: Some("cursor-1".to_owned()),
+        reconcile_after_ms: Some(NOW + 5_000),
+        error: Some(temporary("sla.timeout_exceeded")),
+        revision: 1,
+        updated_at_ms: NOW + 10,
+        ..inserted(&record)
+    };
+    assert_eq!(
+        store.transition(&id, 0, &unknown, NOW + 10).await,
+        Ok(TransitionOutcome::Applied(after_unknown.clone()))
+    );
+    assert_eq!(
+        store.transaction(&id).await,
+        Ok(Some(after_unknown.clone()))
+    );
+
+    let reconciling = Transition::new(
+        &[TransactionProtocolStatus::OutcomeUnknown],
+        TransactionProtocolStatus::Reconciling,
+    );
+    let after_reconciling = TransactionRecord {
+        status: TransactionProtocolStatus::Reconciling,
+        result: None,
+        reconcile_after_ms: None,
+        error: None,
+        revision: 2,
+        updated_at_ms: NOW + 20,
+        ..after_unknown
+    };
+    assert_eq!(
+        store.transition(&id, 1, &reconciling, NOW + 20).await,
+        Ok(TransitionOutcome::Applied(after_reconciling.clone()))
+    );
+    assert_eq!(store.transaction(&id).await, Ok(Some(after_reconciling)));
+}
+
+/// A transition at any revision but the stored one loses and reports the current record, even
+/// when its status would not have matched either (the revision is checked first).
+async fn check_stale_revision_is_a_revision_conflict(store: SharedStore) {
+    let id = TransactionId::trusted("txn_stale");
+    insert_new(
+        &store,
+        &transaction("txn_stale", "act_a", TransactionProtocolStatus::Prepared),
+    )
+    .await;
+    let commit = Transition::new(
+        &[TransactionProtocolStatus::Prepared],
+        TransactionProtocolStatus::Committed,
+    );
+    let Ok(TransitionOutcome::Applied(current)) = store.transition(&id, 0, &commit, NOW + 1).await
+    else {
+        panic!("the first transition at revision 0 must apply");
+    };
+    let reopen = Transition::new(
+        &[TransactionProtocolStatus::Committed],
+        TransactionProtocolStatus::Prepared,
+    );
+    for stale in [0, 2, u64::MAX] {
+        assert_eq!(
+            store.transition(&id, stale, &reopen, NOW + 2).await,
+            Ok(TransitionOutcome::RevisionConflict(current.clone())),
+            "revision {stale}"
+        );
+    }
+    assert_eq!(
+        store.transition(&id, 0, &commit, NOW + 2).await,
+        Ok(TransitionOutcome::RevisionConflict(current.clone())),
+        "stale and in the wrong state: the revision conflict wins"
+    );
+    assert_eq!(store.transaction(&id).await, Ok(Some(current)));
+}
+
+/// A transition from a status it does not expect is refused with the current record, and
+/// changes nothing (not even the revision).
+async fn check_unexpected_status_is_a_state_conflict(store: SharedStore) {
+    let id = TransactionId::trusted("txn_state");
+    let record = transaction("txn_state", "act_a", TransactionProtocolStatus::Committed);
+    insert_new(&store, &record).await;
+    let reconcile = Transition {
+        rebind_action: Some(ActionId::trusted("act_b")),
+        ..Transition::new(
+            &[TransactionProtocolStatus::OutcomeUnknown],
+            TransactionProtocolStatus::Reconciling,
+        )
+    };
+    assert_eq!(
+        store.transition(&id, 0, &reconcile, NOW + 1).await,
+        Ok(TransitionOutcome::StateConflict(inserted(&record)))
+    );
+    assert_eq!(
+        store
+            .transition(
+                &id,
+                0,
+                &Transition::new(&[], TransactionProtocolStatus::Failed),
+                NOW + 1
+            )
+            .await,
+        Ok(TransitionOutcome::StateConflict(inserted(&record))),
+        "an empty expected list matches nothing"
+    );
+    assert_eq!(store.transaction(&id).await, Ok(Some(inserted(&record))));
+    assert_eq!(
+        store
+            .transactions_by_action(&ActionId::trusted("act_b"))
+            .await,
+        Ok(Vec::new())
+    );
+}
+
+/// A transition of an id that holds nothing is `NotFound`, and creates nothing.
+async fn check_transition_of_a_missing_record_is_not_found(store: SharedStore) {
+    let id = TransactionId::trusted("txn_missing");
+    insert_new(
+        &store,
+        &transaction(
+            "txn_missing_not",
+            "act_a",
+            TransactionProtocolStatus::Planned,
+        ),
+    )
+    .await;
+    assert_eq!(
+        store
+            .transition(&id, 0, &plan_claim("act_commit"), NOW)
+            .await,
+        Ok(TransitionOutcome::NotFound)
+    );
+    assert_eq!(store.transaction(&id).await, Ok(None));
+}
+
+/// `None` provider operation and cursor keep the stored ones; result, error and
+/// `reconcile_after` are always overwritten (`None` clears them).
+async fn check_transition_keeps_operation_and_cursor_but_overwrites_the_rest(store: SharedStore) {
+    let id = TransactionId::trusted("txn_keep");
+    insert_new(
+        &store,
+        &transaction("txn_keep", "act_a", TransactionProtocolStatus::Prepared),
+    )
+    .await;
+    let checkpoint = Transition {
+        result: Some(ActionResult::new(
+            ActionId::trusted("act_a"),
+            ActionResultStatus::Failed,
+        )),
+        provider_operation: Some(operation("op-1")),
+        reconciliation_cursor: Some("cursor-1".to_owned()),
+        reconcile_after_ms: Some(NOW + 5_000),
+        error: Some(temporary("provider.slow")),
+        ..Transition::new(
+            &[TransactionProtocolStatus::Prepared],
+            TransactionProtocolStatus::Prepared,
+        )
+    };
+    assert!(matches!(
+        store.transition(&id, 0, &checkpoint, NOW + 1).await,
+        Ok(TransitionOutcome::Applied(_))
+    ));
+    let bare = Transition::new(
+        &[TransactionProtocolStatus::Prepared],
+        TransactionProtocolStatus::Committing,
+    );
+    let Ok(TransitionOutcome::Applied(after_bare)) = store.transition(&id, 1, &bare, NOW + 2).await
+    else {
+        panic!("the bare transition must apply");
+    };
+    assert_eq!(after_bare.provider_operation, Some(operation("op-1")));
+    assert_eq!(
+        after_bare.reconciliation_cursor.as_deref(),
+        Some("cursor-1")
+    );
+    assert_eq!(after_bare.result, None);
+    assert_eq!(after_bare.error, None);
+    assert_eq!(after_bare.reconcile_after_ms, None);
+    assert_eq!(store.transaction(&id).await, Ok(Some(after_bare)));
+
+    let replaced = Transition {
+        provider_operation: Some(operation("op-2")),
+        reconciliation_cursor: Some("cursor-2".to_owned()),
+        ..Transition::new(
+            &[TransactionProtocolStatus::Committing],
+            TransactionProtocolStatus::Committing,
+        )
+    };
+    let Ok(TransitionOutcome::Applied(after_replace)) =
+        store.transition(&id, 2, &replaced, NOW + 3).await
+    else {
+        panic!("the checkpoint must apply");
+    };
+    assert_eq!(after_replace.provider_operation, Some(operation("op-2")));
+    assert_eq!(
+        after_replace.reconciliation_cursor.as_deref(),
+        Some("cursor-2")
+    );
+    assert_eq!(after_replace.revision, 3);
+}
+
+/// A claimed plan belongs to its commit action from then on; a transition without a rebind
+/// keeps the owner. The plan id stays the record's.
+async fn check_transition_rebinds_the_action(store: SharedStore) {
+    let id = TransactionId::trusted("txn_rebind");
+    let plan = planned("txn_rebind", "act_plan", "plan:rebind");
+    insert_new(&store, &plan).await;
+    let Ok(TransitionOutcome::Applied(claimed)) = store
+        .transition(&id, 0, &plan_claim("act_commit"), NOW + 1)
+        .await
+    else {
+        panic!("the plan claim must apply");
+    };
+    assert_eq!(claimed.action_id, ActionId::trusted("act_commit"));
+    assert_eq!(claimed.plan, plan.plan, "the plan itself is kept");
+    assert_eq!(
+        store
+            .transactions_by_action(&ActionId::trusted("act_plan"))
+            .await,
+        Ok(Vec::new())
+    );
+    assert_eq!(
+        store
+            .transactions_by_action(&ActionId::trusted("act_commit"))
+            .await,
+        Ok(vec![claimed.clone()])
+    );
+    assert_eq!(
+        store.transaction_by_plan("plan:rebind").await,
+        Ok(Some(claimed))
+    );
+    let committed = Transition::new(
+        &[TransactionProtocolStatus::Committing],
+        TransactionProtocolStatus::Committed,
+    );
+    let Ok(TransitionOutcome::Applied(done)) = store.transition(&id, 1, &committed, NOW + 2).await
+    else {
+        panic!("the commit result must apply");
+    };
+    assert_eq!(done.action_id, ActionId::trusted("act_commit"));
+}
+
+/// `recoverable` lists exactly the planned, prepared, committing, outcome-unknown and
+/// reconciling records, and follows them as they move in and out of those states.
+async fn check_recoverable_lists_exactly_the_recoverable_statuses(store: SharedStore) {
+    use TransactionProtocolStatus as S;
+    assert_eq!(store.recoverable().await, Ok(Vec::new()));
+    let mut expected = Vec::new();
+    for (index, status) in ALL_TRANSACTION_STATUSES.into_iter().enumerate() {
+        let record = transaction(&format!("txn_{index:02}"), "act_a", status);
+        insert_new(&store, &record).await;
+        if matches!(
+            status,
+            S::Planned | S::Prepared | S::Committing | S::OutcomeUnknown | S::Reconciling
+        ) {
+            expected.push(inserted(&record));
+        }
+    }
+    assert_eq!(store.recoverable().await.map(by_id), Ok(expected.clone()));
+
+    // A recoverable record that settles leaves the list; a failed one reopened joins it.
+    let committing = expected
+        .iter()
+        .position(|record| record.status == S::Committing)
+        .expect("a committing fixture");
+    let settled = expected.remove(committing);
+    let settle = Transition::new(&[S::Committing], S::Committed);
+    assert!(matches!(
+        store
+            .transition(&settled.transaction_id, 0, &settle, NOW + 1)
+            .await,
+        Ok(TransitionOutcome::Applied(_))
+    ));
+    let failed = ALL_TRANSACTION_STATUSES
+        .iter()
+        .position(|status| *status == S::Failed)
+        .expect("failed is a status");
+    let reopen = Transition::new(&[S::Failed], S::Prepared);
+    let Ok(TransitionOutcome::Applied(reopened)) = store
+        .transition(
+            &TransactionId::trusted(format!("txn_{failed:02}")),
+            0,
+            &reopen,
+            NOW + 1,
+        )
+        .await
+    else {
+        panic!("a failed record reopens");
+    };
+    expected.push(reopened);
+    assert_eq!(store.recoverable().await.map(by_id), Ok(by_id(expected)));
+}
+
+/// Runs one plan claim per entry of `stores` (taken in turn) concurrently on one `planned`
+/// record and checks that exactly one applied and every other one lost cleanly.
+async fn race_plan_claims(stores: &[SharedStore], claims: usize) {
+    let id = TransactionId::trusted("txn_race");
+    let plan = planned("txn_race", "act_plan", "plan:race");
+    insert_new(&stores[0], &plan).await;
+    let tasks: Vec<_> = (0..claims)
+        .map(|index| {
+            let store = Arc::clone(&stores[index % stores.len()]);
+            let id = id.clone();
+            let claim = plan_claim(&format!("act_commit_{index}"));
+            tokio::spawn(async move { store.transition(&id, 0, &claim, NOW + 1).await })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for task in tasks {
+        match task.await.expect("claim task").expect("transition") {
+            TransitionOutcome::Applied(record) => winners.push(record),
+            TransitionOutcome::RevisionConflict(current)
+            | TransitionOutcome::StateConflict(current) => {
+                assert_eq!(current.status, TransactionProtocolStatus::Committing);
+                assert_eq!(
+                    current.revision, 1,
+                    "a loser saw an unclaimed or re-claimed plan"
+                );
+            }
+            TransitionOutcome::NotFound => panic!("the plan vanished"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one claim must apply");
+    let winner = winners.remove(0);
+    assert_eq!(winner.revision, 1);
+    for store in stores {
+        assert_eq!(store.transaction(&id).await, Ok(Some(winner.clone())));
+        assert_eq!(
+            store
+                .transactions_by_action(&winner.action_id)
+                .await
+                .map(|records| records.len()),
+            Ok(1)
+        );
+    }
+}
+
+/// 200 commits racing to claim one plan: one wins, the others see a conflict.
+async fn check_two_hundred_concurrent_plan_claims(store: SharedStore) {
+    race_plan_claims(&[store], 200).await;
+}
+
 /// A fresh in-memory store.
 fn memory_store() -> SharedStore {
     Arc::new(MemoryStore::new())
@@ -774,4 +1388,24 @@ conformance!(
     check_concurrent_take_over_has_one_winner,
     check_different_keys_never_interfere,
     check_hundred_concurrent_claim_resume,
+    check_transaction_insert_if_absent,
+    check_transaction_plan_id_is_unique,
+    check_transaction_lookups,
+    check_transition_applies_and_bumps_revision,
+    check_stale_revision_is_a_revision_conflict,
+    check_unexpected_status_is_a_state_conflict,
+    check_transition_of_a_missing_record_is_not_found,
+    check_transition_keeps_operation_and_cursor_but_overwrites_the_rest,
+    check_transition_rebinds_the_action,
+    check_recoverable_lists_exactly_the_recoverable_statuses,
+    check_two_hundred_concurrent_plan_claims,
 );
+
+/// The plan-claim race across two stores (two connections) on one SQLite file: the file, not
+/// a connection's lock, must decide the winner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_plan_claims_race_across_two_stores_on_one_file() {
+    let file = TempStoreFile::new("plan_claims_two_stores");
+    let stores = [file.open(), file.open()];
+    race_plan_claims(&stores, 200).await;
+}

@@ -17,6 +17,7 @@ mod idempotency;
 mod invocation;
 mod pipeline;
 mod stream;
+mod transaction;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

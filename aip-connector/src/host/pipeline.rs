@@ -26,10 +26,11 @@ use tracing::Instrument;
 use super::context::TrustedContext;
 use super::idempotency::{self, RESERVATION_GRACE_MS};
 use super::invocation::HostInvocation;
-use super::{HostInner, HostedCapability, approval, failure};
+use super::{HostInner, HostedCapability, approval, failure, transaction};
 use crate::codes;
 use crate::invocation::{
-    CallerIdentity, ChunkSink, CredentialHandle, VerifiedApprovals, VerifiedTenant,
+    CallerIdentity, CheckpointRecorder, ChunkSink, CredentialHandle, VerifiedApprovals,
+    VerifiedTenant,
 };
 use crate::store::{
     ApprovalRecord, ApprovalStatus, IdempotencyRecord, Reservation, ReserveOutcome, StoreError,
@@ -109,6 +110,10 @@ async fn execute(
         host.deployment.external_account.as_ref(),
         caller,
     ));
+
+    if let Err(error) = transaction::normalize(&host.store, &mut action).await {
+        return failure::failed(&action.id, error);
+    }
 
     // 1. Capability lookup.
     let Some(hosted) = host.capabilities.get(&action.capability_id) else {
@@ -292,6 +297,33 @@ async fn execute(
         now,
     };
 
+    // 8. Transaction previews run before the approval gate.
+    let mode = action.transaction.as_ref().map(|t| t.mode);
+    if let (Some(TransactionMode::DryRun | TransactionMode::Plan), Some(contract)) =
+        (mode, contract)
+    {
+        let validation = match validate_downstream(
+            host,
+            hosted,
+            &action,
+            contract,
+            caller,
+            tenant.clone(),
+            timeout_ms,
+        )
+        .await
+        {
+            Ok(validation) => validation,
+            Err(error) => return settlement.settle(failure::failed(&action.id, error)).await,
+        };
+        let required = approval_required(capability, Some(contract));
+        let result = transaction::preview(
+            host, &action, capability, contract, caller, required, redact, validation,
+        )
+        .await;
+        return settlement.settle(result).await;
+    }
+
     // 10. The approval gate.
     let verified = match &approved {
         Some(record) => Some(verified_from(record)),
@@ -313,6 +345,32 @@ async fn execute(
         None => None,
     };
 
+    // 11. Transaction admission: plan claim or direct commit, the execute replay gate,
+    // reconciliation of an unknown outcome.
+    let admitted = match (mode, contract) {
+        (
+            Some(TransactionMode::Commit | TransactionMode::Execute | TransactionMode::Reconcile),
+            Some(contract),
+        ) => match transaction::admit(host, &action, contract, caller).await {
+            Ok(admitted) => {
+                if let Some(replay) = admitted.replay {
+                    return settlement.settle(replay).await;
+                }
+                Some(admitted.record)
+            }
+            Err(error) => return settlement.settle(failure::failed(&action.id, error)).await,
+        },
+        _ => None,
+    };
+    if let (Some(TransactionMode::Reconcile), Some(record)) = (mode, &admitted) {
+        let result = reconcile(host, hosted, &action, record, timeout_ms).await;
+        transaction::settle(host, record, TransactionMode::Reconcile, &result, false).await;
+        return settlement.settle(result).await;
+    }
+    let checkpoint = admitted.as_ref().map(|record| {
+        Arc::new(transaction::StoreCheckpoint::new(host, record)) as Arc<dyn CheckpointRecorder>
+    });
+
     // 14. The handler, with deadline and cancellation.
     let outcome = dispatch(
         host,
@@ -325,8 +383,10 @@ async fn execute(
         credential,
         verified,
         options.stream,
+        checkpoint,
     )
     .await;
+    let timed_out = matches!(outcome, Outcome::TimedOut);
     let result = match outcome {
         Outcome::Completed(output) => {
             check_output(hosted, &action, output, host.limits.max_violations, redact)
@@ -352,7 +412,128 @@ async fn execute(
             result
         }
     };
+    if let (Some(mode), Some(record)) = (mode, &admitted) {
+        transaction::settle(host, record, mode, &result, timed_out).await;
+    }
     settlement.settle(result).await
+}
+
+/// Runs the connector's validation handler when the contract's dry-run fidelity needs one.
+async fn validate_downstream(
+    host: &HostInner,
+    hosted: &HostedCapability,
+    action: &Action,
+    contract: &CapabilityContract,
+    caller: &TrustedContext,
+    tenant: Option<VerifiedTenant>,
+    timeout_ms: u64,
+) -> Result<Option<Value>, ProtocolError> {
+    let needs_handler = contract
+        .transaction
+        .as_ref()
+        .is_some_and(|t| t.dry_run_fidelity.needs_validation_handler());
+    if !needs_handler {
+        return Ok(None);
+    }
+    let connector = &host.connectors[hosted.connector];
+    let has_handler = connector
+        .definition()
+        .capability(action.capability_id.as_str())
+        .is_some_and(|d| d.facts.validation_handler);
+    if !has_handler {
+        return Err(failure::policy(
+            codes::TRANSACTION_PLAN_HANDLER_UNSUPPORTED,
+            "the dry-run fidelity needs a validation handler the connector does not have",
+        ));
+    }
+    let context = Arc::new(HostInvocation {
+        action: action.clone(),
+        caller: CallerIdentity {
+            principal_id: caller.principal.id.clone(),
+            issuer: caller.issuer.clone(),
+        },
+        tenant,
+        idempotency_key: None,
+        cancellation: CancellationToken::new(),
+        deadline: tokio::time::Instant::now() + Duration::from_millis(timeout_ms),
+        stream: None,
+        checkpoint: None,
+        credential: None,
+        approval: None,
+    });
+    let call = connector.validate(action.capability_id.as_str(), action.input.clone(), context);
+    match tokio::time::timeout(Duration::from_millis(timeout_ms), call).await {
+        Ok(Ok(value)) => Ok(Some(value)),
+        Ok(Err(failure)) => Err(failure.to_protocol_error()),
+        Err(_) => Err(failure::error(
+            codes::SLA_TIMEOUT_EXCEEDED,
+            format!("validation did not finish within {timeout_ms} ms"),
+            ErrorCategory::Temporary,
+            true,
+        )),
+    }
+}
+
+/// Asks the connector's reconcile handler about an unknown outcome. A terminal answer completes
+/// the action (`reconciled` — which never means `committed`; the output says whether it
+/// committed); a pending one fails retryably and leaves the outcome unknown.
+async fn reconcile(
+    host: &HostInner,
+    hosted: &HostedCapability,
+    action: &Action,
+    record: &crate::store::TransactionRecord,
+    timeout_ms: u64,
+) -> ActionResult {
+    let Some(operation) = record.provider_operation.clone() else {
+        return failure::failed(
+            &action.id,
+            failure::policy(
+                codes::TRANSACTION_PROVIDER_OPERATION_REQUIRED,
+                "reconciliation needs a provider operation",
+            ),
+        );
+    };
+    let request = crate::connector::Reconciliation {
+        transaction_id: record.transaction_id.clone(),
+        provider_operation: operation,
+        cursor: record.reconciliation_cursor.clone(),
+    };
+    let connector = &host.connectors[hosted.connector];
+    let call = connector.reconcile(action.capability_id.as_str(), request);
+    let answer = match tokio::time::timeout(Duration::from_millis(timeout_ms), call).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(failure)) => return failure::failed(&action.id, failure.to_protocol_error()),
+        Err(_) => {
+            return failure::failed(
+                &action.id,
+                failure::error(
+                    codes::SLA_TIMEOUT_EXCEEDED,
+                    format!("reconciliation did not finish within {timeout_ms} ms"),
+                    ErrorCategory::Temporary,
+                    true,
+                ),
+            );
+        }
+    };
+    let answer = aip_connector_core::model::ReconciliationResult::from(answer);
+    if answer.terminal {
+        let output = json!({ "reconciliation": { "terminal": true, "committed": answer.committed, "cursor": answer.cursor, "evidence": answer.evidence } });
+        return ActionResult::completed(action.id.clone(), output);
+    }
+    let mut error = failure::error(
+        codes::TRANSACTION_RECONCILIATION_PENDING,
+        "provider outcome is still pending reconciliation",
+        ErrorCategory::Temporary,
+        true,
+    );
+    error.retry_after_ms = Some(transaction::DEFAULT_RECONCILE_AFTER_MS);
+    failure::failed(
+        &action.id,
+        failure::with_details(
+            error,
+            json!({ "reconciliation_cursor": answer.cursor, "evidence": answer.evidence }),
+        ),
+    )
 }
 
 /// What the handler call ended with.
@@ -375,6 +556,7 @@ async fn dispatch(
     credential: Option<CredentialHandle>,
     approval: Option<VerifiedApprovals>,
     stream: Option<Arc<dyn ChunkSink>>,
+    checkpoint: Option<Arc<dyn CheckpointRecorder>>,
 ) -> Outcome {
     let token = CancellationToken::new();
     let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
@@ -389,7 +571,7 @@ async fn dispatch(
         cancellation: token.clone(),
         deadline,
         stream,
-        checkpoint: None,
+        checkpoint,
         credential,
         approval,
     });
@@ -652,16 +834,22 @@ fn contract_checks(contract: &CapabilityContract, action: &Action) -> Result<(),
                 "the capability declares no supported compensation",
             ));
         }
-        if transaction.mode != TransactionMode::Execute {
-            // Plans, commits, compensation and reconciliation run on the transaction store,
-            // which this host does not have yet: refuse them explicitly instead of executing.
-            return Err(failure::permanent(
-                codes::TRANSACTION_MODE_UNSUPPORTED,
-                format!(
-                    "this host does not run transaction mode `{}` yet",
-                    wire(&transaction.mode)
-                ),
-            ));
+        match transaction.mode {
+            TransactionMode::RollbackNotSupported => {
+                return Err(failure::policy(
+                    codes::TRANSACTION_ROLLBACK_NOT_SUPPORTED,
+                    "this capability cannot roll back; nothing was run",
+                ));
+            }
+            TransactionMode::Compensate => {
+                // Compensation (a new governed action routed to the compensating capability)
+                // is not run by this host yet: refuse it explicitly instead of executing.
+                return Err(failure::permanent(
+                    codes::TRANSACTION_MODE_UNSUPPORTED,
+                    "this host does not run transaction mode `compensate` yet",
+                ));
+            }
+            _ => {}
         }
     }
     Ok(())

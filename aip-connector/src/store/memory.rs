@@ -4,12 +4,13 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use aip_connector_core::ids::ApprovalId;
+use aip_connector_core::ids::{ActionId, ApprovalId, TransactionId};
 use async_trait::async_trait;
 
 use super::{
     ApprovalRecord, ApprovalStatus, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore,
-    KeyEntry, Millis, Reservation, ReserveOutcome, StoreError, claim, record_is_live,
+    KeyEntry, Millis, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
+    Transition, TransitionOutcome, claim, record_is_live,
 };
 
 /// A store that lives in this process's memory and is lost with it.
@@ -29,6 +30,32 @@ struct Families {
     idempotency: Mutex<HashMap<String, KeyEntry>>,
     /// Approval id → approval record.
     approvals: Mutex<HashMap<ApprovalId, ApprovalRecord>>,
+    /// Transaction records and their plan-id index.
+    transactions: Mutex<Transactions>,
+}
+
+/// Transaction records, with the plan-id index that keeps plan ids unique.
+#[derive(Debug, Default)]
+struct Transactions {
+    /// Transaction id → record.
+    by_id: HashMap<TransactionId, TransactionRecord>,
+    /// Plan id → the transaction that answers to it. A record's plan id never changes (no
+    /// transition touches the plan or the transaction block), so the index is written once.
+    by_plan: HashMap<String, TransactionId>,
+}
+
+impl Transactions {
+    /// The records matching `keep`, in transaction-id order (as the SQL backends list them).
+    fn matching(&self, keep: impl Fn(&TransactionRecord) -> bool) -> Vec<TransactionRecord> {
+        let mut records: Vec<TransactionRecord> = self
+            .by_id
+            .values()
+            .filter(|record| keep(record))
+            .cloned()
+            .collect();
+        records.sort_by(|a, b| a.transaction_id.cmp(&b.transaction_id));
+        records
+    }
 }
 
 impl MemoryStore {
@@ -50,6 +77,15 @@ impl MemoryStore {
     fn approvals(&self) -> MutexGuard<'_, HashMap<ApprovalId, ApprovalRecord>> {
         self.families
             .approvals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The transaction family, locked (poison recovered: every mutation below completes its
+    /// checks before it writes, and writes the record and its index without a fallible step).
+    fn transactions(&self) -> MutexGuard<'_, Transactions> {
+        self.families
+            .transactions
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
@@ -193,6 +229,92 @@ impl ApprovalStore for MemoryStore {
             }
             _ => Ok(false),
         }
+    }
+}
+
+#[async_trait]
+impl TransactionStore for MemoryStore {
+    async fn insert_transaction(&self, record: &TransactionRecord) -> Result<bool, StoreError> {
+        let mut transactions = self.transactions();
+        if transactions.by_id.contains_key(&record.transaction_id) {
+            return Ok(false);
+        }
+        let plan_id = record.plan_id().map(str::to_owned);
+        if let Some(plan_id) = &plan_id
+            && transactions.by_plan.contains_key(plan_id)
+        {
+            return Err(StoreError::Unavailable(
+                "a transaction with this plan id already exists".to_owned(),
+            ));
+        }
+        if let Some(plan_id) = plan_id {
+            transactions
+                .by_plan
+                .insert(plan_id, record.transaction_id.clone());
+        }
+        transactions.by_id.insert(
+            record.transaction_id.clone(),
+            TransactionRecord {
+                revision: 0,
+                ..record.clone()
+            },
+        );
+        Ok(true)
+    }
+
+    async fn transaction(
+        &self,
+        id: &TransactionId,
+    ) -> Result<Option<TransactionRecord>, StoreError> {
+        Ok(self.transactions().by_id.get(id).cloned())
+    }
+
+    async fn transaction_by_plan(
+        &self,
+        plan_id: &str,
+    ) -> Result<Option<TransactionRecord>, StoreError> {
+        let transactions = self.transactions();
+        Ok(transactions
+            .by_plan
+            .get(plan_id)
+            .and_then(|id| transactions.by_id.get(id))
+            .cloned())
+    }
+
+    async fn transactions_by_action(
+        &self,
+        action_id: &ActionId,
+    ) -> Result<Vec<TransactionRecord>, StoreError> {
+        Ok(self
+            .transactions()
+            .matching(|record| record.action_id == *action_id))
+    }
+
+    async fn transition(
+        &self,
+        id: &TransactionId,
+        expected_revision: u64,
+        transition: &Transition,
+        now: Millis,
+    ) -> Result<TransitionOutcome, StoreError> {
+        let mut transactions = self.transactions();
+        let Some(stored) = transactions.by_id.get_mut(id) else {
+            return Ok(TransitionOutcome::NotFound);
+        };
+        if stored.revision != expected_revision {
+            return Ok(TransitionOutcome::RevisionConflict(stored.clone()));
+        }
+        let Some(next) = transition.apply(stored, now) else {
+            return Ok(TransitionOutcome::StateConflict(stored.clone()));
+        };
+        *stored = next.clone();
+        Ok(TransitionOutcome::Applied(next))
+    }
+
+    async fn recoverable(&self) -> Result<Vec<TransactionRecord>, StoreError> {
+        Ok(self
+            .transactions()
+            .matching(TransactionRecord::is_recoverable))
     }
 }
 

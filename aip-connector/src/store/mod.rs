@@ -9,7 +9,9 @@
 //! testable without sleeping.
 
 mod memory;
+mod postgres;
 mod sqlite;
+mod transaction;
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -22,7 +24,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 pub use memory::MemoryStore;
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
+pub use transaction::{TransactionRecord, TransactionStore, Transition, TransitionOutcome};
 
 /// Milliseconds since the Unix epoch.
 pub type Millis = u64;
@@ -231,9 +235,9 @@ pub trait ApprovalStore: Send + Sync {
 }
 
 /// Every store family a host needs.
-pub trait Store: IdempotencyStore + ApprovalStore {}
+pub trait Store: IdempotencyStore + ApprovalStore + TransactionStore {}
 
-impl<T: IdempotencyStore + ApprovalStore> Store for T {}
+impl<T: IdempotencyStore + ApprovalStore + TransactionStore> Store for T {}
 
 /// A shared store.
 pub type SharedStore = Arc<dyn Store>;

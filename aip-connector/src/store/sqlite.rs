@@ -1,7 +1,8 @@
 //! [`SqliteStore`]: every family in one SQLite file, durable and shareable between processes.
 //!
 //! Records are stored as JSON text next to the few columns the compare-and-set statements test
-//! (key, fencing token, expiry, version, resumed flag). Every transition is one conditional
+//! or look up by (key, fencing token, expiry, version, resumed flag; transaction, action and plan
+//! ids, status, revision, recoverable flag). Every transition is one conditional
 //! `UPDATE`/`DELETE` or one `BEGIN IMMEDIATE` transaction, so it is atomic across every
 //! connection and process that opens the same file.
 
@@ -10,23 +11,27 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use aip_connector_core::ids::ApprovalId;
+use aip_connector_core::ids::{ActionId, ApprovalId, TransactionId};
+use aip_connector_core::model::TransactionProtocolStatus;
 use async_trait::async_trait;
-use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{
+    Connection, ErrorCode, OptionalExtension, Params, TransactionBehavior, ffi, params,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::Semaphore;
 
 use super::{
     ApprovalRecord, ApprovalStatus, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore,
-    KeyEntry, Millis, Reservation, ReserveOutcome, StoreError, claim, record_is_live,
+    KeyEntry, Millis, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
+    Transition, TransitionOutcome, claim, record_is_live,
 };
 
 /// How long a statement waits for another connection's write lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Schema migrations in order: entry `n` brings `PRAGMA user_version` from `n` to `n + 1`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2];
 
 /// Migration 1: the idempotency and approval tables.
 const MIGRATION_1: &str = "
@@ -46,12 +51,31 @@ CREATE TABLE approval_records (
 );
 ";
 
+/// Migration 2: transaction records. The body is the whole record; the other columns are derived
+/// from it on every write and serve the lookups, the recovery scan and the one-record-per-plan
+/// rule (SQLite's unique indexes let any number of rows hold a NULL plan id).
+const MIGRATION_2: &str = "
+CREATE TABLE transactions (
+    transaction_id TEXT PRIMARY KEY NOT NULL,
+    action_id      TEXT NOT NULL,
+    plan_id        TEXT,
+    status         TEXT NOT NULL,
+    revision       INTEGER NOT NULL CHECK (revision >= 0),
+    recoverable    INTEGER NOT NULL CHECK (recoverable IN (0, 1)),
+    body           TEXT NOT NULL
+);
+CREATE UNIQUE INDEX transactions_plan_id ON transactions (plan_id);
+CREATE INDEX transactions_action_id ON transactions (action_id);
+CREATE INDEX transactions_recoverable ON transactions (recoverable);
+";
+
 /// The `user_version` this build creates and understands.
 const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// A store in one SQLite file (or in memory), the embedded durable default.
 ///
-/// - Opening creates the file and the schema (`PRAGMA user_version` 1), and sets
+/// - Opening creates the file and the schema (`PRAGMA user_version` 2; a file at an older
+///   version is migrated in place), and sets
 ///   `journal_mode = WAL`, `synchronous = FULL` (every commit is fsynced, so a settled record
 ///   survives a crash of the process and of the machine) and a 5 s busy timeout (several
 ///   processes on one file wait for each other instead of failing).
@@ -293,6 +317,81 @@ fn status_name(status: ApprovalStatus) -> &'static str {
         ApprovalStatus::Expired => "expired",
         ApprovalStatus::Revoked => "revoked",
     }
+}
+
+/// The `status` column value of a transaction; equal to the status's JSON spelling.
+fn transaction_status_name(status: TransactionProtocolStatus) -> &'static str {
+    use TransactionProtocolStatus as S;
+    match status {
+        S::DryRunCompleted => "dry_run_completed",
+        S::Planned => "planned",
+        S::Prepared => "prepared",
+        S::Committing => "committing",
+        S::Committed => "committed",
+        S::Compensating => "compensating",
+        S::Compensated => "compensated",
+        S::RequiresHuman => "requires_human",
+        S::Cancelled => "cancelled",
+        S::RollbackNotSupported => "rollback_not_supported",
+        S::Failed => "failed",
+        S::OutcomeUnknown => "outcome_unknown",
+        S::Reconciling => "reconciling",
+        S::Reconciled => "reconciled",
+    }
+}
+
+/// A revision as an SQLite integer; one past `i64::MAX` cannot be stored.
+fn revision_to_sql(revision: u64) -> Result<i64, StoreError> {
+    i64::try_from(revision)
+        .map_err(|_| StoreError::Unavailable("transaction revision overflow".to_owned()))
+}
+
+/// The transaction rows selected by `filter` (an SQL condition on the `transactions` table),
+/// decoded, in transaction-id order.
+fn select_transactions(
+    connection: &Connection,
+    filter: &str,
+    params: impl Params,
+) -> Result<Vec<TransactionRecord>, JobError> {
+    let mut statement = connection.prepare_cached(&format!(
+        "SELECT body FROM transactions WHERE {filter} ORDER BY transaction_id"
+    ))?;
+    let bodies = statement
+        .query_map(params, |row| row.get::<_, String>(0))?
+        .collect::<Result<Vec<String>, _>>()?;
+    bodies
+        .iter()
+        .map(|body| decode("transaction record row", body).map_err(JobError::from))
+        .collect()
+}
+
+/// The one transaction row selected by `filter`, if any.
+fn select_transaction(
+    connection: &Connection,
+    filter: &str,
+    params: impl Params,
+) -> Result<Option<TransactionRecord>, JobError> {
+    let body = connection
+        .query_row(
+            &format!("SELECT body FROM transactions WHERE {filter}"),
+            params,
+            |row| row.get::<_, String>(0),
+        )
+        .optional()?;
+    match body {
+        Some(body) => Ok(Some(decode("transaction record row", &body)?)),
+        None => Ok(None),
+    }
+}
+
+/// Whether `error` is a unique index refusing a row (only the plan-id index can, once the
+/// insert has been told to skip an existing transaction id).
+fn is_unique_violation(error: &rusqlite::Error) -> bool {
+    matches!(
+        error,
+        rusqlite::Error::SqliteFailure(failure, _)
+            if failure.extended_code == ffi::SQLITE_CONSTRAINT_UNIQUE
+    )
 }
 
 /// The entry stored under `key`, if any.
@@ -561,6 +660,132 @@ impl ApprovalStore for SqliteStore {
     }
 }
 
+#[async_trait]
+impl TransactionStore for SqliteStore {
+    async fn insert_transaction(&self, record: &TransactionRecord) -> Result<bool, StoreError> {
+        let record = TransactionRecord {
+            revision: 0,
+            ..record.clone()
+        };
+        let body = encode("the transaction record", &record)?;
+        self.run("insert a transaction record", move |connection| {
+            // The conflict target is the transaction id only: an existing id is skipped, while
+            // a new id with a taken plan id still fails on the plan-id index.
+            let inserted = connection.execute(
+                "INSERT INTO transactions \
+                 (transaction_id, action_id, plan_id, status, revision, recoverable, body) \
+                 VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6) \
+                 ON CONFLICT (transaction_id) DO NOTHING",
+                params![
+                    record.transaction_id.as_str(),
+                    record.action_id.as_str(),
+                    record.plan_id(),
+                    transaction_status_name(record.status),
+                    record.is_recoverable(),
+                    body
+                ],
+            );
+            match inserted {
+                Ok(changed) => Ok(changed == 1),
+                Err(error) if is_unique_violation(&error) => Err(StoreError::Unavailable(
+                    "a transaction with this plan id already exists".to_owned(),
+                )
+                .into()),
+                Err(error) => Err(error.into()),
+            }
+        })
+        .await
+    }
+
+    async fn transaction(
+        &self,
+        id: &TransactionId,
+    ) -> Result<Option<TransactionRecord>, StoreError> {
+        let id = id.clone();
+        self.run("read a transaction record", move |connection| {
+            select_transaction(connection, "transaction_id = ?1", params![id.as_str()])
+        })
+        .await
+    }
+
+    async fn transaction_by_plan(
+        &self,
+        plan_id: &str,
+    ) -> Result<Option<TransactionRecord>, StoreError> {
+        let plan_id = plan_id.to_owned();
+        self.run("read a transaction record by plan", move |connection| {
+            select_transaction(connection, "plan_id = ?1", params![plan_id])
+        })
+        .await
+    }
+
+    async fn transactions_by_action(
+        &self,
+        action_id: &ActionId,
+    ) -> Result<Vec<TransactionRecord>, StoreError> {
+        let action_id = action_id.clone();
+        self.run(
+            "read the transaction records of an action",
+            move |connection| {
+                select_transactions(connection, "action_id = ?1", params![action_id.as_str()])
+            },
+        )
+        .await
+    }
+
+    async fn transition(
+        &self,
+        id: &TransactionId,
+        expected_revision: u64,
+        transition: &Transition,
+        now: Millis,
+    ) -> Result<TransitionOutcome, StoreError> {
+        let id = id.clone();
+        let transition = transition.clone();
+        self.run("transition a transaction record", move |connection| {
+            let transaction =
+                connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let Some(current) =
+                select_transaction(&transaction, "transaction_id = ?1", params![id.as_str()])?
+            else {
+                return Ok(TransitionOutcome::NotFound);
+            };
+            if current.revision != expected_revision {
+                return Ok(TransitionOutcome::RevisionConflict(current));
+            }
+            let Some(next) = transition.apply(&current, now) else {
+                return Ok(TransitionOutcome::StateConflict(current));
+            };
+            let body = encode("the transaction record", &next)?;
+            transaction.execute(
+                "UPDATE transactions \
+                 SET action_id = ?2, plan_id = ?3, status = ?4, revision = ?5, \
+                     recoverable = ?6, body = ?7 \
+                 WHERE transaction_id = ?1",
+                params![
+                    id.as_str(),
+                    next.action_id.as_str(),
+                    next.plan_id(),
+                    transaction_status_name(next.status),
+                    revision_to_sql(next.revision)?,
+                    next.is_recoverable(),
+                    body
+                ],
+            )?;
+            transaction.commit()?;
+            Ok(TransitionOutcome::Applied(next))
+        })
+        .await
+    }
+
+    async fn recoverable(&self) -> Result<Vec<TransactionRecord>, StoreError> {
+        self.run("list recoverable transaction records", |connection| {
+            select_transactions(connection, "recoverable = 1", [])
+        })
+        .await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
@@ -568,7 +793,8 @@ mod tests {
 
     use aip_connector_core::ids::{ActionId, CapabilityId, PrincipalId};
     use aip_connector_core::model::{
-        Action, ActionResult, ActionResultStatus, ApprovalPolicy, IdempotencyKeyScope,
+        Action, ActionResult, ActionResultStatus, ActionTransaction, ApprovalPolicy,
+        IdempotencyKeyScope, TransactionMode,
     };
     use serde_json::json;
 
@@ -649,7 +875,35 @@ mod tests {
         }
     }
 
-    /// A new file gets the tables, schema version 1, WAL and full fsync.
+    /// A planned transaction `id` whose block names `plan_id`, carrying a secret in its result.
+    fn planned(id: &str, plan_id: &str) -> TransactionRecord {
+        TransactionRecord {
+            transaction_id: TransactionId::trusted(id),
+            action_id: ActionId::trusted("act_plan"),
+            capability_id: CapabilityId::from("cap:demo"),
+            transaction: ActionTransaction {
+                plan_id: Some(plan_id.to_owned()),
+                ..ActionTransaction::new(TransactionMode::Plan)
+            },
+            principal_id: PrincipalId::from("user:1"),
+            identity: None,
+            status: TransactionProtocolStatus::Planned,
+            plan: None,
+            result: Some(ActionResult::completed(
+                ActionId::trusted("act_plan"),
+                json!({"secret": "hunter2"}),
+            )),
+            provider_operation: None,
+            reconciliation_cursor: None,
+            reconcile_after_ms: None,
+            error: None,
+            revision: 0,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+        }
+    }
+
+    /// A new file gets the tables, schema version 2, WAL and full fsync.
     #[test]
     fn open_creates_schema_and_sets_pragmas() {
         let file = TempFile::new("schema");
@@ -658,7 +912,7 @@ mod tests {
         let version: i64 = connection
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 1);
+        assert_eq!(version, 2);
         let mode: String = connection
             .pragma_query_value(None, "journal_mode", |r| r.get(0))
             .unwrap();
@@ -675,10 +929,13 @@ mod tests {
             .collect::<Result<_, _>>()
             .unwrap();
         tables.sort();
-        assert_eq!(tables, ["approval_records", "idempotency_entries"]);
+        assert_eq!(
+            tables,
+            ["approval_records", "idempotency_entries", "transactions"]
+        );
     }
 
-    /// Reopening an existing file keeps its rows and does not re-run migration 1.
+    /// Reopening an existing file keeps its rows and does not re-run the migrations.
     #[tokio::test]
     async fn reopening_keeps_rows_and_schema() {
         let file = TempFile::new("reopen");
@@ -694,6 +951,43 @@ mod tests {
         assert_eq!(
             reopened.record("Action:act_1:k", 0).await,
             Ok(Some(record("Action:act_1:k")))
+        );
+    }
+
+    /// A file created by a schema-1 build keeps its rows and gains the transaction table.
+    #[tokio::test]
+    async fn schema_1_file_upgrades_to_2() {
+        let file = TempFile::new("upgrade");
+        let request = approval("appr_1");
+        {
+            let connection = Connection::open(&file.0).unwrap();
+            connection.execute_batch(MIGRATION_1).unwrap();
+            connection.pragma_update(None, "user_version", 1).unwrap();
+            connection
+                .execute(
+                    "INSERT INTO approval_records (approval_id, status, resumed, version, body) \
+                     VALUES ('appr_1', 'pending', 0, 0, ?1)",
+                    params![serde_json::to_string(&request).unwrap()],
+                )
+                .unwrap();
+        }
+        let store = SqliteStore::open(&file.0).unwrap();
+        let version: i64 = raw(&store)
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, 2);
+        assert_eq!(
+            store.approval(&ApprovalId::trusted("appr_1")).await,
+            Ok(Some(request))
+        );
+        let record = planned("txn_1", "plan:1");
+        assert_eq!(store.insert_transaction(&record).await, Ok(true));
+        drop(store);
+        // Reopening the upgraded file must not run migration 2 again (its CREATE would fail).
+        let reopened = SqliteStore::open(&file.0).unwrap();
+        assert_eq!(
+            reopened.transaction_by_plan("plan:1").await,
+            Ok(Some(record))
         );
     }
 
@@ -842,6 +1136,129 @@ mod tests {
                 serde_json::to_value(status).unwrap(),
                 json!(status_name(status))
             );
+        }
+    }
+
+    /// The transaction `status` column spells statuses as serde does, so the two cannot drift.
+    #[test]
+    fn transaction_status_column_matches_json_spelling() {
+        use TransactionProtocolStatus as S;
+        for status in [
+            S::DryRunCompleted,
+            S::Planned,
+            S::Prepared,
+            S::Committing,
+            S::Committed,
+            S::Compensating,
+            S::Compensated,
+            S::RequiresHuman,
+            S::Cancelled,
+            S::RollbackNotSupported,
+            S::Failed,
+            S::OutcomeUnknown,
+            S::Reconciling,
+            S::Reconciled,
+        ] {
+            assert_eq!(
+                serde_json::to_value(status).unwrap(),
+                json!(transaction_status_name(status))
+            );
+        }
+    }
+
+    /// A second record for a taken plan id is refused, and the error quotes neither record.
+    #[tokio::test]
+    async fn duplicate_plan_error_quotes_nothing() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        assert_eq!(
+            store
+                .insert_transaction(&planned("txn_1", "plan:s3cr3t"))
+                .await,
+            Ok(true)
+        );
+        let error = store
+            .insert_transaction(&planned("txn_2", "plan:s3cr3t"))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error,
+            StoreError::Unavailable("a transaction with this plan id already exists".to_owned())
+        );
+        assert_eq!(
+            store.transaction(&TransactionId::trusted("txn_2")).await,
+            Ok(None)
+        );
+    }
+
+    /// Every write keeps the lookup columns equal to the body they are derived from.
+    #[tokio::test]
+    async fn transition_rewrites_the_lookup_columns() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        let id = TransactionId::trusted("txn_1");
+        store
+            .insert_transaction(&planned("txn_1", "plan:1"))
+            .await
+            .unwrap();
+        let claim = Transition {
+            rebind_action: Some(ActionId::trusted("act_commit")),
+            ..Transition::new(
+                &[TransactionProtocolStatus::Planned],
+                TransactionProtocolStatus::Committed,
+            )
+        };
+        assert!(matches!(
+            store.transition(&id, 0, &claim, 5).await,
+            Ok(TransitionOutcome::Applied(_))
+        ));
+        let columns: (String, Option<String>, String, i64, bool) = raw(&store)
+            .query_row(
+                "SELECT action_id, plan_id, status, revision, recoverable FROM transactions",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            columns,
+            (
+                "act_commit".to_owned(),
+                Some("plan:1".to_owned()),
+                "committed".to_owned(),
+                1,
+                false
+            )
+        );
+    }
+
+    /// A transaction row with a bad body reads as `Corrupt` everywhere, quoting nothing.
+    #[tokio::test]
+    async fn corrupt_transaction_rows_read_as_corrupt_without_values() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        raw(&store)
+            .execute(
+                "INSERT INTO transactions \
+                 (transaction_id, action_id, plan_id, status, revision, recoverable, body) \
+                 VALUES ('txn_1', 'act_1', 'plan:1', 'planned', 0, 1, ?1)",
+                params![r#"{"transaction_id":"txn_1","action_id":["s3cr3t"]}"#],
+            )
+            .unwrap();
+        let id = TransactionId::trusted("txn_1");
+        let bump = Transition::new(
+            &[TransactionProtocolStatus::Planned],
+            TransactionProtocolStatus::Committing,
+        );
+        let errors = [
+            store.transaction(&id).await.unwrap_err(),
+            store.transaction_by_plan("plan:1").await.unwrap_err(),
+            store
+                .transactions_by_action(&ActionId::trusted("act_1"))
+                .await
+                .unwrap_err(),
+            store.recoverable().await.unwrap_err(),
+            store.transition(&id, 0, &bump, 1).await.unwrap_err(),
+        ];
+        for error in errors {
+            assert!(matches!(error, StoreError::Corrupt(_)), "{error:?}");
+            assert!(!error.to_string().contains("s3cr3t"), "{error}");
         }
     }
 

@@ -5,7 +5,7 @@ struct Demo;
 
 #[connector(id = "demo")]
 impl Demo {
-    #[capability(risk = low, side_effects = [read], data(sensitivity = public), idempotency(required))]
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public), idempotency(required), execution(retry_safety = safe))]
     async fn look(&self) -> Result<(), ConnectorFailure> {
         Ok(())
     }

@@ -1,0 +1,725 @@
+//! Transactions in the pipeline (`aip-runtime.md` §3): previews (`dry_run`, `plan`) before the
+//! approval gate; admission of `commit` (plan claim or direct), `execute` (replay gate) and
+//! `reconcile` after it; the durable provider-operation checkpoint; and settlement, where a
+//! timeout or an uncertain failure of `commit`/`execute` becomes `outcome_unknown` — never
+//! retried blindly, never turned into `committed` by reconciliation.
+
+use std::sync::Arc;
+
+use aip_connector_core::ids::TransactionId;
+use aip_connector_core::model::{
+    Action, ActionResult, ActionResultStatus, Capability, CapabilityContract, ErrorCategory,
+    ProtocolError, ProviderOperationRef, TransactionMode, TransactionPlan,
+    TransactionProtocolStatus as Status,
+};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use super::canonical::{canonical_json, sha256_hex};
+use super::context::TrustedContext;
+use super::{HostInner, failure};
+use crate::codes;
+use crate::invocation::{BoxFuture, CheckpointRecorder};
+use crate::store::{
+    Millis, SharedStore, StoreError, TransactionRecord, Transition, TransitionOutcome,
+};
+
+/// Plans expire 15 minutes after they are made.
+pub(crate) const PLAN_TTL_MS: Millis = 15 * 60 * 1000;
+/// Reconcile no earlier than this after an unknown outcome, unless the failure says otherwise.
+pub(crate) const DEFAULT_RECONCILE_AFTER_MS: Millis = 5_000;
+
+fn policy(code: &str, message: impl Into<String>) -> ProtocolError {
+    failure::policy(code, message)
+}
+
+fn storage(error: &StoreError) -> ProtocolError {
+    let mut error = failure::error(
+        codes::STORAGE_UNAVAILABLE,
+        error.to_string(),
+        ErrorCategory::Temporary,
+        true,
+    );
+    error.retry_after_ms = Some(1_000);
+    error
+}
+
+/// SHA-256 of the canonical `{capability_id, input}`: what a commit must match of its plan.
+pub(crate) fn plan_input_hash(action: &Action) -> String {
+    sha256_hex(
+        canonical_json(&json!({ "capability_id": action.capability_id, "input": action.input }))
+            .as_bytes(),
+    )
+}
+
+/// Step 0: commits of a plan inherit the plan's transaction id; every other transactional mode
+/// but `rollback_not_supported` gets a fresh one when it has none.
+pub(crate) async fn normalize(
+    store: &SharedStore,
+    action: &mut Action,
+) -> Result<(), ProtocolError> {
+    let Some(transaction) = action.transaction.as_mut() else {
+        return Ok(());
+    };
+    if transaction.mode == TransactionMode::Commit
+        && transaction.transaction_id.is_none()
+        && let Some(plan_id) = transaction.plan_id.clone()
+        && let Some(record) = store
+            .transaction_by_plan(&plan_id)
+            .await
+            .map_err(|e| storage(&e))?
+    {
+        transaction.transaction_id = Some(record.transaction_id);
+    }
+    if transaction.transaction_id.is_none()
+        && transaction.mode != TransactionMode::RollbackNotSupported
+    {
+        transaction.transaction_id = Some(TransactionId::new());
+    }
+    Ok(())
+}
+
+fn new_record(
+    action: &Action,
+    caller: &TrustedContext,
+    status: Status,
+    now: Millis,
+) -> TransactionRecord {
+    let transaction = action.transaction.clone().expect("transactional action");
+    TransactionRecord {
+        transaction_id: transaction
+            .transaction_id
+            .clone()
+            .expect("normalized transaction id"),
+        action_id: action.id.clone(),
+        capability_id: action.capability_id.clone(),
+        transaction,
+        principal_id: caller.principal.id.clone(),
+        identity: action.identity.clone(),
+        status,
+        plan: None,
+        result: None,
+        provider_operation: None,
+        reconciliation_cursor: None,
+        reconcile_after_ms: None,
+        error: None,
+        revision: 0,
+        created_at_ms: now,
+        updated_at_ms: now,
+    }
+}
+
+/// `dry_run` and `plan`, which run before the approval gate. `validation` is the connector's
+/// validation result when the contract's fidelity needs one.
+pub(crate) async fn preview(
+    host: &HostInner,
+    action: &Action,
+    capability: &Capability,
+    contract: &CapabilityContract,
+    caller: &TrustedContext,
+    approval_required: bool,
+    redact: bool,
+    validation: Option<Value>,
+) -> ActionResult {
+    let transaction = action.transaction.as_ref().expect("transactional action");
+    let now = host.clock.now_ms();
+    let fidelity = contract.transaction.as_ref().map(|t| t.dry_run_fidelity);
+    let input_hash = plan_input_hash(action);
+    match transaction.mode {
+        TransactionMode::DryRun => {
+            let mut output = json!({
+                "transaction": "dry_run",
+                "transaction_id": transaction.transaction_id,
+                "action_id": action.id,
+                "capability_id": action.capability_id,
+                "input_hash": input_hash,
+                "requires_human_approval": approval_required,
+                "approval_policy": contract.approval,
+                "side_effects": contract.side_effects,
+                "idempotency": contract.idempotency,
+                "dry_run_fidelity": fidelity,
+                "compensation": contract.compensation,
+            });
+            if let Some(validation) = validation {
+                output["handler_result"] = validation;
+            }
+            let result = ActionResult::completed(action.id.clone(), output);
+            let mut record = new_record(action, caller, Status::DryRunCompleted, now);
+            record.result = Some(result.clone());
+            if let Err(error) = host.store.insert_transaction(&record).await {
+                return failure::failed(&action.id, storage(&error));
+            }
+            result
+        }
+        _ => {
+            let transaction_id = transaction
+                .transaction_id
+                .clone()
+                .expect("normalized transaction id");
+            let plan_id = transaction
+                .plan_id
+                .clone()
+                .unwrap_or_else(|| format!("plan:{transaction_id}"));
+            let snapshot = if redact {
+                json!({ "redacted": true, "hash": input_hash })
+            } else {
+                json!({ "redacted": false, "hash": input_hash, "value": action.input })
+            };
+            let mut planned_transaction = transaction.clone();
+            planned_transaction.plan_id = Some(plan_id.clone());
+            let created_at = OffsetDateTime::from_unix_timestamp_nanos(i128::from(now) * 1_000_000)
+                .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+            let plan = TransactionPlan {
+                plan_id,
+                transaction_id,
+                action_id: action.id.clone(),
+                capability_id: capability.id.clone(),
+                transaction: planned_transaction.clone(),
+                planned_by: caller.principal.clone(),
+                input_hash: input_hash.clone(),
+                approval_required,
+                created_at,
+                input_snapshot: Some(snapshot),
+                predicted_side_effects: contract.side_effects.clone(),
+                approval_policy: contract.approval.clone(),
+                compensation: contract.compensation.clone(),
+                dry_run_fidelity: fidelity,
+                identity: action.identity.clone(),
+                expires_at: Some(created_at + time::Duration::milliseconds(PLAN_TTL_MS as i64)),
+                metadata: Some(json!({
+                    "commit_requirements": { "matching_input_hash": input_hash, "matching_capability": capability.id, "planned_status": "planned" },
+                    "connector_validation": validation,
+                })),
+            };
+            let result = ActionResult::completed(
+                action.id.clone(),
+                json!({ "transaction": "plan", "plan": plan }),
+            );
+            let mut record = new_record(action, caller, Status::Planned, now);
+            record.transaction = planned_transaction;
+            record.plan = Some(plan);
+            record.result = Some(result.clone());
+            match host.store.insert_transaction(&record).await {
+                Ok(true) => result,
+                Ok(false) => failure::failed(
+                    &action.id,
+                    policy(
+                        codes::TRANSACTION_PLAN_ALREADY_CLAIMED,
+                        "a transaction with this id or plan id already exists",
+                    ),
+                ),
+                Err(error) => failure::failed(&action.id, storage(&error)),
+            }
+        }
+    }
+}
+
+/// What an admitted commit/execute/reconcile runs against.
+pub(crate) struct Admitted {
+    pub(crate) record: TransactionRecord,
+    /// A stored result to return instead of running (a committed execute replayed).
+    pub(crate) replay: Option<ActionResult>,
+}
+
+/// Commit, execute and reconcile admission (after the approval gate).
+pub(crate) async fn admit(
+    host: &HostInner,
+    action: &Action,
+    contract: &CapabilityContract,
+    caller: &TrustedContext,
+) -> Result<Admitted, ProtocolError> {
+    let transaction = action.transaction.as_ref().expect("transactional action");
+    let now = host.clock.now_ms();
+    let id = transaction.transaction_id.clone().ok_or_else(|| {
+        policy(
+            codes::TRANSACTION_RECONCILIATION_ID_REQUIRED,
+            "the action carries no transaction id",
+        )
+    })?;
+    let stored = host.store.transaction(&id).await.map_err(|e| storage(&e))?;
+    match transaction.mode {
+        TransactionMode::Commit => match &transaction.plan_id {
+            Some(plan_id) => commit_plan(host, action, caller, plan_id, stored, now).await,
+            None => {
+                if contract
+                    .transaction
+                    .as_ref()
+                    .is_some_and(|t| t.requires_plan_before_commit)
+                {
+                    return Err(policy(
+                        codes::TRANSACTION_PLAN_REQUIRED,
+                        "this capability commits only a plan: send `transaction.plan_id`",
+                    ));
+                }
+                let record = new_record(action, caller, Status::Committing, now);
+                match host
+                    .store
+                    .insert_transaction(&record)
+                    .await
+                    .map_err(|e| storage(&e))?
+                {
+                    true => Ok(Admitted {
+                        record,
+                        replay: None,
+                    }),
+                    false => Err(policy(
+                        codes::TRANSACTION_COMMIT_ALREADY_CLAIMED,
+                        "this transaction was already committed",
+                    )),
+                }
+            }
+        },
+        TransactionMode::Execute => execute_gate(host, action, caller, stored, now).await,
+        TransactionMode::Reconcile => {
+            let record = stored.ok_or_else(|| {
+                policy(codes::TRANSACTION_NOT_FOUND, "no transaction with this id")
+            })?;
+            if record.provider_operation.is_none() {
+                return Err(policy(
+                    codes::TRANSACTION_PROVIDER_OPERATION_REQUIRED,
+                    "reconciliation needs the provider operation the handler checkpointed",
+                ));
+            }
+            let transition = Transition::new(&[Status::OutcomeUnknown], Status::Reconciling);
+            let record = apply(
+                host,
+                &record,
+                &transition,
+                codes::TRANSACTION_NOT_RECONCILABLE,
+                "only a transaction whose outcome is unknown can be reconciled",
+            )
+            .await?;
+            Ok(Admitted {
+                record,
+                replay: None,
+            })
+        }
+        _ => Err(policy(
+            codes::TRANSACTION_MODE_UNSUPPORTED,
+            "this transaction mode is not admitted here",
+        )),
+    }
+}
+
+async fn apply(
+    host: &HostInner,
+    record: &TransactionRecord,
+    transition: &Transition,
+    state_code: &str,
+    state_message: &str,
+) -> Result<TransactionRecord, ProtocolError> {
+    match host
+        .store
+        .transition(
+            &record.transaction_id,
+            record.revision,
+            transition,
+            host.clock.now_ms(),
+        )
+        .await
+        .map_err(|e| storage(&e))?
+    {
+        TransitionOutcome::Applied(record) => Ok(record),
+        TransitionOutcome::NotFound => Err(policy(
+            codes::TRANSACTION_NOT_FOUND,
+            "no transaction with this id",
+        )),
+        TransitionOutcome::RevisionConflict(_) | TransitionOutcome::StateConflict(_) => {
+            Err(policy(state_code, state_message))
+        }
+    }
+}
+
+/// Every check of "what a planned commit rechecks", then the atomic claim.
+async fn commit_plan(
+    host: &HostInner,
+    action: &Action,
+    caller: &TrustedContext,
+    plan_id: &str,
+    stored: Option<TransactionRecord>,
+    now: Millis,
+) -> Result<Admitted, ProtocolError> {
+    let record = match stored {
+        Some(record) if record.plan_id() == Some(plan_id) => record,
+        _ => host
+            .store
+            .transaction_by_plan(plan_id)
+            .await
+            .map_err(|e| storage(&e))?
+            .ok_or_else(|| policy(codes::TRANSACTION_PLAN_NOT_FOUND, "no plan with this id"))?,
+    };
+    if record.capability_id != action.capability_id {
+        return Err(policy(
+            codes::TRANSACTION_PLAN_CAPABILITY_MISMATCH,
+            "the plan is for another capability",
+        ));
+    }
+    match record.status {
+        Status::Planned => {}
+        // A commit got there first: every other racing commit learns exactly that.
+        Status::Committing
+        | Status::Committed
+        | Status::OutcomeUnknown
+        | Status::Reconciling
+        | Status::Reconciled => {
+            return Err(policy(
+                codes::TRANSACTION_PLAN_ALREADY_CLAIMED,
+                "another commit claimed this plan first",
+            ));
+        }
+        _ => {
+            return Err(policy(
+                codes::TRANSACTION_PLAN_NOT_COMMITTABLE,
+                "the plan is not in the `planned` state",
+            ));
+        }
+    }
+    let plan = record.plan.as_ref().ok_or_else(|| {
+        policy(
+            codes::TRANSACTION_PLAN_MISSING_PAYLOAD,
+            "the plan record has no plan",
+        )
+    })?;
+    if plan.planned_by.id != caller.principal.id || plan.planned_by.kind != caller.principal.kind {
+        return Err(policy(
+            codes::TRANSACTION_PLAN_PRINCIPAL_MISMATCH,
+            "only the principal that planned may commit",
+        ));
+    }
+    if record.created_at_ms + PLAN_TTL_MS <= now {
+        return Err(policy(codes::TRANSACTION_PLAN_EXPIRED, "the plan expired"));
+    }
+    if action
+        .transaction
+        .as_ref()
+        .and_then(|t| t.transaction_id.as_ref())
+        != Some(&record.transaction_id)
+    {
+        return Err(policy(
+            codes::TRANSACTION_PLAN_TRANSACTION_MISMATCH,
+            "the commit names another transaction than the plan",
+        ));
+    }
+    let actual = plan_input_hash(action);
+    if actual != plan.input_hash {
+        let error = policy(
+            codes::TRANSACTION_PLAN_INPUT_HASH_MISMATCH,
+            "the commit input differs from the planned input",
+        );
+        return Err(failure::with_details(
+            error,
+            json!({ "expected_hash": plan.input_hash, "actual_hash": actual }),
+        ));
+    }
+    let (planned, current) = (plan.identity.as_ref(), action.identity.as_ref());
+    if planned.is_some() != current.is_some() {
+        return Err(policy(
+            codes::TRANSACTION_PLAN_IDENTITY_MISSING,
+            "the plan and the commit differ in whether they carry an identity",
+        ));
+    }
+    if let (Some(planned), Some(current)) = (planned, current) {
+        if planned.tenant.as_ref().map(|t| &t.id) != current.tenant.as_ref().map(|t| &t.id) {
+            return Err(policy(
+                codes::TRANSACTION_PLAN_TENANT_MISMATCH,
+                "the commit comes from another tenant than the plan",
+            ));
+        }
+        if planned.external_account != current.external_account {
+            return Err(policy(
+                codes::TRANSACTION_PLAN_EXTERNAL_ACCOUNT_MISMATCH,
+                "the commit acts for another external account than the plan",
+            ));
+        }
+    }
+    let mut claim = Transition::new(&[Status::Planned], Status::Committing);
+    claim.rebind_action = Some(action.id.clone());
+    let record = apply(
+        host,
+        &record,
+        &claim,
+        codes::TRANSACTION_PLAN_ALREADY_CLAIMED,
+        "another commit claimed this plan first",
+    )
+    .await?;
+    Ok(Admitted {
+        record,
+        replay: None,
+    })
+}
+
+/// The execute replay gate.
+async fn execute_gate(
+    host: &HostInner,
+    action: &Action,
+    caller: &TrustedContext,
+    stored: Option<TransactionRecord>,
+    now: Millis,
+) -> Result<Admitted, ProtocolError> {
+    let Some(record) = stored else {
+        let record = new_record(action, caller, Status::Prepared, now);
+        return match host
+            .store
+            .insert_transaction(&record)
+            .await
+            .map_err(|e| storage(&e))?
+        {
+            true => Ok(Admitted {
+                record,
+                replay: None,
+            }),
+            // Someone created it between our read and insert: run the gate on theirs.
+            false => Err(policy(
+                codes::TRANSACTION_EXECUTE_STATE_INVALID,
+                "the transaction was created concurrently; retry",
+            )),
+        };
+    };
+    if record.action_id != action.id || record.capability_id != action.capability_id {
+        return Err(failure::error(
+            codes::AUTH_NOT_AUTHORIZED,
+            "the transaction is already bound to a different execution",
+            ErrorCategory::Auth,
+            false,
+        ));
+    }
+    match record.status {
+        Status::Prepared => Ok(Admitted {
+            record,
+            replay: None,
+        }),
+        Status::Committed => Ok(Admitted {
+            replay: record.result.clone(),
+            record,
+        }),
+        Status::Failed => {
+            let safely_retryable = action.idempotency_key.is_some()
+                && record.provider_operation.is_none()
+                && record.reconciliation_cursor.is_none()
+                && record.reconcile_after_ms.is_none()
+                && record.error.as_ref().and_then(|e| e.retryable) == Some(true);
+            if safely_retryable {
+                let record = apply(
+                    host,
+                    &record,
+                    &Transition::new(&[Status::Failed], Status::Prepared),
+                    codes::TRANSACTION_RETRY_DENIED,
+                    "the failed transaction changed concurrently",
+                )
+                .await?;
+                return Ok(Admitted {
+                    record,
+                    replay: None,
+                });
+            }
+            match record.result.clone() {
+                Some(result) => Ok(Admitted {
+                    replay: Some(result),
+                    record,
+                }),
+                None => Err(policy(
+                    codes::TRANSACTION_RETRY_DENIED,
+                    "the failed transaction is not safe to execute again",
+                )),
+            }
+        }
+        Status::OutcomeUnknown | Status::Reconciling | Status::Committing => {
+            let error = policy(
+                codes::TRANSACTION_RECONCILIATION_REQUIRED,
+                "the outcome of this transaction is unknown: it is not safe to execute again and must be reconciled",
+            );
+            Err(failure::with_details(
+                error,
+                json!({ "status": record.status, "provider_operation": record.provider_operation, "cursor": record.reconciliation_cursor, "reconcile_after_ms": record.reconcile_after_ms }),
+            ))
+        }
+        _ => Err(policy(
+            codes::TRANSACTION_EXECUTE_STATE_INVALID,
+            "the transaction is in a state that cannot execute",
+        )),
+    }
+}
+
+/// Settles the record of an admitted commit/execute/reconcile with the action's result.
+pub(crate) async fn settle(
+    host: &HostInner,
+    admitted: &TransactionRecord,
+    mode: TransactionMode,
+    result: &ActionResult,
+    timed_out: bool,
+) {
+    // Reread: a checkpoint may have moved the revision while the handler ran.
+    let record = match host.store.transaction(&admitted.transaction_id).await {
+        Ok(Some(record)) => record,
+        Ok(None) | Err(_) => {
+            tracing::warn!(transaction_id = %admitted.transaction_id, "transaction record missing at settlement");
+            return;
+        }
+    };
+    let now = host.clock.now_ms();
+    let error = result.error.clone();
+    let uncertain = timed_out
+        || error
+            .as_ref()
+            .and_then(|e| e.details.as_ref())
+            .and_then(|d| d.get("uncertain_outcome"))
+            .and_then(Value::as_bool)
+            == Some(true);
+    let mut transition = match (mode, result.status) {
+        (TransactionMode::Reconcile, ActionResultStatus::Completed) => {
+            Transition::new(&[Status::Reconciling], Status::Reconciled)
+        }
+        (TransactionMode::Reconcile, _) => {
+            Transition::new(&[Status::Reconciling], Status::OutcomeUnknown)
+        }
+        (_, ActionResultStatus::Completed) => {
+            Transition::new(&[Status::Prepared, Status::Committing], Status::Committed)
+        }
+        (_, _) if uncertain => Transition::new(
+            &[Status::Prepared, Status::Committing],
+            Status::OutcomeUnknown,
+        ),
+        (_, _) => Transition::new(&[Status::Prepared, Status::Committing], Status::Failed),
+    };
+    transition.result = Some(result.clone());
+    transition.error = error.clone();
+    if transition.to == Status::OutcomeUnknown {
+        let after = error
+            .as_ref()
+            .and_then(|e| e.retry_after_ms)
+            .unwrap_or(DEFAULT_RECONCILE_AFTER_MS);
+        transition.reconcile_after_ms = Some(now + after);
+        transition.provider_operation = error
+            .as_ref()
+            .and_then(|e| e.details.as_ref())
+            .and_then(|d| d.get("provider_operation"))
+            .and_then(|op| serde_json::from_value::<ProviderOperationRef>(op.clone()).ok());
+    }
+    match host
+        .store
+        .transition(&record.transaction_id, record.revision, &transition, now)
+        .await
+    {
+        Ok(TransitionOutcome::Applied(_)) => {}
+        Ok(other) => {
+            tracing::warn!(transaction_id = %record.transaction_id, outcome = ?std::mem::discriminant(&other), "transaction settlement lost a race")
+        }
+        Err(error) => {
+            tracing::warn!(transaction_id = %record.transaction_id, error = %error, "transaction settlement failed")
+        }
+    }
+}
+
+/// The durable checkpoint of one admitted transaction.
+pub(crate) struct StoreCheckpoint {
+    store: SharedStore,
+    clock: Arc<dyn crate::store::Clock>,
+    transaction_id: TransactionId,
+    /// What is recorded, as of admission and this handler's own checkpoints.
+    last: std::sync::Mutex<Option<(ProviderOperationRef, Option<String>)>>,
+}
+
+impl StoreCheckpoint {
+    pub(crate) fn new(host: &HostInner, record: &TransactionRecord) -> Self {
+        let last = record
+            .provider_operation
+            .clone()
+            .map(|op| (op, record.reconciliation_cursor.clone()));
+        Self {
+            store: host.store.clone(),
+            clock: host.clock.clone(),
+            transaction_id: record.transaction_id.clone(),
+            last: std::sync::Mutex::new(last),
+        }
+    }
+}
+
+impl CheckpointRecorder for StoreCheckpoint {
+    fn record(
+        &self,
+        operation: ProviderOperationRef,
+        cursor: Option<String>,
+    ) -> BoxFuture<'_, Result<(), aip_connector_core::model::ConnectorFailure>> {
+        Box::pin(async move {
+            let failure = |code: &str, message: &str| {
+                aip_connector_core::model::ConnectorFailure::new(
+                    code,
+                    message,
+                    ErrorCategory::Temporary,
+                    aip_connector_core::model::ConnectorOperation::TransactionCommit,
+                    codes::SOURCE_COMPONENT,
+                )
+            };
+            for _ in 0..8 {
+                let record = match self.store.transaction(&self.transaction_id).await {
+                    Ok(Some(record)) => record,
+                    Ok(None) => {
+                        return Err(failure(
+                            codes::TRANSACTION_NOT_FOUND,
+                            "the transaction disappeared",
+                        ));
+                    }
+                    Err(_) => {
+                        return Err(failure(
+                            codes::STORAGE_UNAVAILABLE,
+                            "the checkpoint could not be stored",
+                        )
+                        .with_retryable(true));
+                    }
+                };
+                if record
+                    .provider_operation
+                    .as_ref()
+                    .is_some_and(|existing| *existing != operation)
+                {
+                    return Err(crate::invocation::checkpoint_conflict());
+                }
+                let mut transition = Transition::new(&[record.status], record.status);
+                transition.result = record.result.clone();
+                transition.error = record.error.clone();
+                transition.reconcile_after_ms = record.reconcile_after_ms;
+                transition.provider_operation = Some(operation.clone());
+                transition.reconciliation_cursor = cursor.clone();
+                match self
+                    .store
+                    .transition(
+                        &record.transaction_id,
+                        record.revision,
+                        &transition,
+                        self.clock.now_ms(),
+                    )
+                    .await
+                {
+                    Ok(TransitionOutcome::Applied(_)) => {
+                        *self.last.lock().unwrap_or_else(|p| p.into_inner()) =
+                            Some((operation, cursor));
+                        return Ok(());
+                    }
+                    Ok(TransitionOutcome::RevisionConflict(_)) => continue,
+                    Ok(_) => {
+                        return Err(failure(
+                            codes::TRANSACTION_NOT_FOUND,
+                            "the transaction changed state",
+                        ));
+                    }
+                    Err(_) => {
+                        return Err(failure(
+                            codes::STORAGE_UNAVAILABLE,
+                            "the checkpoint could not be stored",
+                        )
+                        .with_retryable(true));
+                    }
+                }
+            }
+            Err(failure(
+                codes::STORAGE_UNAVAILABLE,
+                "the checkpoint lost too many races",
+            )
+            .with_retryable(true))
+        })
+    }
+
+    fn recorded(&self) -> Option<(ProviderOperationRef, Option<String>)> {
+        self.last.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}

@@ -1,0 +1,1132 @@
+//! [`PostgresStore`]: every family in one PostgreSQL database, shared by several host replicas.
+//!
+//! Records are stored as JSON next to the few columns the compare-and-set statements test or
+//! look up by (key, fencing token, expiry; approval version, resumed flag; transaction, action and
+//! plan ids, revision, recoverable flag). Those columns are authoritative over the same fields in
+//! a body. Every transition is one conditional `UPDATE`/`DELETE`, or one short transaction that
+//! locks the row it reads (`SELECT … FOR UPDATE`), so it is atomic across every connection of
+//! every process that uses the database.
+//!
+//! The schema ships with the crate (`migrations/postgres/*.sql`) and is applied by
+//! [`PostgresStore::connect`], recorded in a `schema_migrations` table.
+
+use std::fmt;
+use std::time::Duration;
+
+use aip_connector_core::ids::{ActionId, ApprovalId, TransactionId};
+use async_trait::async_trait;
+use deadpool_postgres::{
+    Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, TimeoutType,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{FromSql, ToSql};
+use tokio_postgres::{NoTls, Row};
+
+use super::{
+    ApprovalRecord, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore, KeyEntry, Millis,
+    Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore, Transition,
+    TransitionOutcome, claim, record_is_live,
+};
+
+/// One schema migration shipped with the crate.
+struct Migration {
+    /// Its number in `schema_migrations`; migrations apply in increasing order.
+    version: i64,
+    /// A short name, recorded next to the version.
+    name: &'static str,
+    /// The statements.
+    sql: &'static str,
+}
+
+/// Every migration this build knows, oldest first.
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "initial",
+    sql: include_str!("../../migrations/postgres/0001_initial.sql"),
+}];
+
+/// The most connections one store opens; they are opened lazily, as concurrency needs them.
+const MAX_CONNECTIONS: usize = 16;
+
+/// How long a call waits for a free pooled connection before failing.
+const WAIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long opening one connection may take (also the TCP connect timeout, unless the URL sets
+/// `connect_timeout`).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long checking a pooled connection before reuse may take.
+const RECYCLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How often `reserve` retries when the row it saw conflicting vanished before it could lock it
+/// (its owner released it in between); each retry means another caller made progress.
+const RESERVE_ATTEMPTS: usize = 16;
+
+/// The longest PostgreSQL identifier, in bytes.
+const MAX_IDENTIFIER_BYTES: usize = 63;
+
+/// A store in a PostgreSQL database, for several host replicas sharing state.
+///
+/// - [`connect`](Self::connect) creates a connection pool (at most 16 connections, opened on
+///   demand, no TLS: `sslmode=require` fails) and brings the schema up to date. Two processes
+///   connecting to a new database at once are safe: migrations run under an advisory lock.
+/// - Clones share the pool. Several `PostgresStore`s, in this process or others, may use the
+///   same database and schema: every transition is atomic across all of them.
+/// - A call waits at most 30 s for a free connection, then fails with
+///   [`StoreError::Unavailable`]; errors never quote record contents or statement parameters.
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: Pool,
+    /// The schema given to [`connect_with_schema`](Self::connect_with_schema), for `Debug`.
+    schema: Option<String>,
+}
+
+impl fmt::Debug for PostgresStore {
+    // The URL is left out: it may carry a password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("schema", &self.schema)
+            .field("pool", &self.pool.status())
+            .finish()
+    }
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/database` or
+    /// `host=… user=… dbname=…`) and brings its schema up to date, in the first schema of the
+    /// connection's `search_path` (usually `public`).
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::open(url, None).await
+    }
+
+    /// Like [`connect`](Self::connect), but keeps every table in `schema`, created if needed
+    /// (lower-case ASCII letters, digits and `_`, not starting with a digit, at most 63 bytes).
+    /// Several independent stores can share one database this way, e.g. one per test.
+    pub async fn connect_with_schema(url: &str, schema: &str) -> Result<Self, StoreError> {
+        check_schema_name(schema)?;
+        Self::open(url, Some(schema)).await
+    }
+
+    /// Drops `schema` and everything in it, if it exists: the teardown of
+    /// [`connect_with_schema`](Self::connect_with_schema). Stores using it fail afterwards.
+    pub async fn drop_schema(url: &str, schema: &str) -> Result<(), StoreError> {
+        const OPERATION: &str = "drop a store schema";
+        check_schema_name(schema)?;
+        let pool = build_pool(url, None)?;
+        let client = pool
+            .get()
+            .await
+            .map_err(|error| pool_error(OPERATION, error))?;
+        // The name was checked to be a plain identifier, so it needs no quoting.
+        client
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+            .await
+            .during(OPERATION)
+    }
+
+    /// Builds the pool and migrates the schema.
+    async fn open(url: &str, schema: Option<&str>) -> Result<Self, StoreError> {
+        let pool = build_pool(url, schema)?;
+        let mut client = pool
+            .get()
+            .await
+            .map_err(|error| pool_error("connect to the store database", error))?;
+        migrate(&mut client, schema).await?;
+        drop(client);
+        Ok(Self {
+            pool,
+            schema: schema.map(str::to_owned),
+        })
+    }
+
+    /// A pooled connection.
+    async fn client(&self, operation: &str) -> Result<Object, StoreError> {
+        self.pool
+            .get()
+            .await
+            .map_err(|error| pool_error(operation, error))
+    }
+
+    /// Runs one statement; the number of rows it changed.
+    async fn execute(
+        &self,
+        operation: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, StoreError> {
+        let client = self.client(operation).await?;
+        let statement = client.prepare_cached(sql).await.during(operation)?;
+        client.execute(&statement, params).await.during(operation)
+    }
+
+    /// Runs one query expected to answer with at most one row.
+    async fn query_opt(
+        &self,
+        operation: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, StoreError> {
+        let client = self.client(operation).await?;
+        let statement = client.prepare_cached(sql).await.during(operation)?;
+        client.query_opt(&statement, params).await.during(operation)
+    }
+
+    /// Runs one query.
+    async fn query(
+        &self,
+        operation: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let client = self.client(operation).await?;
+        let statement = client.prepare_cached(sql).await.during(operation)?;
+        client.query(&statement, params).await.during(operation)
+    }
+}
+
+/// Only plain lower-case identifiers: they are spliced into DDL and a `search_path` option
+/// without quoting, so anything else is refused rather than escaped.
+fn check_schema_name(schema: &str) -> Result<(), StoreError> {
+    let mut bytes = schema.bytes();
+    let valid = schema.len() <= MAX_IDENTIFIER_BYTES
+        && bytes
+            .next()
+            .is_some_and(|first| first.is_ascii_lowercase() || first == b'_')
+        && bytes.all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'_');
+    if valid {
+        Ok(())
+    } else {
+        Err(StoreError::Unavailable(
+            "the store schema name must be a lower-case identifier ([a-z_][a-z0-9_]*, at most 63 \
+             bytes)"
+                .to_owned(),
+        ))
+    }
+}
+
+/// The connection pool for `url`, every connection's `search_path` set to `schema` if given.
+/// Opens no connection yet.
+fn build_pool(url: &str, schema: Option<&str>) -> Result<Pool, StoreError> {
+    // The parser's message may quote the URL, password included: only the kind is kept.
+    let mut config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|error| pg_error("parse the store database URL", &error))?;
+    if let Some(schema) = schema {
+        let options = match config.get_options() {
+            Some(existing) if !existing.is_empty() => {
+                format!("{existing} -c search_path={schema}")
+            }
+            _ => format!("-c search_path={schema}"),
+        };
+        config.options(options);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("aip-connector");
+    }
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    let manager = Manager::from_config(
+        config,
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(MAX_CONNECTIONS)
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(WAIT_TIMEOUT))
+        .create_timeout(Some(CONNECT_TIMEOUT))
+        .recycle_timeout(Some(RECYCLE_TIMEOUT))
+        .build()
+        .map_err(|_| {
+            StoreError::Unavailable("build the store connection pool: invalid settings".to_owned())
+        })
+}
+
+/// Applies the migrations the schema has not seen yet, in one transaction under an advisory
+/// lock: a second process starting at once waits for the first to commit, then finds every
+/// migration applied (`IF NOT EXISTS` alone would race on the system catalogs).
+async fn migrate(client: &mut Object, schema: Option<&str>) -> Result<(), StoreError> {
+    const OPERATION: &str = "migrate the store schema";
+    let transaction = client.transaction().await.during(OPERATION)?;
+    transaction
+        .execute(
+            "SELECT pg_advisory_xact_lock(hashtext('aip-connector schema migrations'), \
+             hashtext(coalesce($1::text, current_schema()::text, '')))",
+            &[&schema],
+        )
+        .await
+        .during(OPERATION)?;
+    if let Some(schema) = schema {
+        // `check_schema_name` made it a plain identifier.
+        transaction
+            .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+            .await
+            .during(OPERATION)?;
+        // The tables must land in the schema: a pooler that drops the connection's
+        // `search_path` option would otherwise put them somewhere else, silently.
+        let current: Option<String> = transaction
+            .query_one("SELECT current_schema()::text", &[])
+            .await
+            .during(OPERATION)?
+            .try_get(0)
+            .during(OPERATION)?;
+        if current.as_deref() != Some(schema) {
+            return Err(StoreError::Unavailable(format!(
+                "{OPERATION}: the connection's search_path does not start with the store \
+                 schema `{schema}` (does a connection pooler drop the `options` parameter?)"
+            )));
+        }
+    }
+    transaction
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (\
+                 version    BIGINT PRIMARY KEY, \
+                 name       TEXT NOT NULL, \
+                 applied_at TIMESTAMPTZ NOT NULL DEFAULT now()\
+             )",
+        )
+        .await
+        .during(OPERATION)?;
+    let applied: Vec<i64> = transaction
+        .query(
+            "SELECT version FROM schema_migrations ORDER BY version",
+            &[],
+        )
+        .await
+        .during(OPERATION)?
+        .iter()
+        .map(|row| row.try_get(0))
+        .collect::<Result<_, _>>()
+        .during(OPERATION)?;
+    let known = MIGRATIONS.last().map_or(0, |migration| migration.version);
+    if let Some(&newest) = applied.last()
+        && newest > known
+    {
+        return Err(StoreError::Unavailable(format!(
+            "the store database has schema version {newest}, newer than the {known} this build \
+             understands"
+        )));
+    }
+    for migration in MIGRATIONS
+        .iter()
+        .filter(|migration| !applied.contains(&migration.version))
+    {
+        transaction
+            .batch_execute(migration.sql)
+            .await
+            .during(OPERATION)?;
+        transaction
+            .execute(
+                "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                &[&migration.version, &migration.name],
+            )
+            .await
+            .during(OPERATION)?;
+    }
+    transaction.commit().await.during(OPERATION)
+}
+
+/// Names a driver failure after the operation that hit it.
+trait During<T> {
+    /// The store error for `operation`.
+    fn during(self, operation: &str) -> Result<T, StoreError>;
+}
+
+impl<T> During<T> for Result<T, tokio_postgres::Error> {
+    fn during(self, operation: &str) -> Result<T, StoreError> {
+        self.map_err(|error| pg_error(operation, &error))
+    }
+}
+
+/// Describes a driver failure without anything that may quote a value: tokio-postgres displays
+/// only the error's kind, and of a server error only the SQLSTATE and the constraint's name are
+/// kept (the server's message and detail may quote row values or parameters).
+fn pg_error(operation: &str, error: &tokio_postgres::Error) -> StoreError {
+    if let Some(db) = error.as_db_error() {
+        let constraint = db
+            .constraint()
+            .map(|name| format!(", constraint `{name}`"))
+            .unwrap_or_default();
+        return StoreError::Unavailable(format!(
+            "{operation}: server error, SQLSTATE {}{constraint}",
+            db.code().code()
+        ));
+    }
+    let io_kind = std::error::Error::source(error)
+        .and_then(|source| source.downcast_ref::<std::io::Error>())
+        .map(|io| format!(" ({})", io.kind()))
+        .unwrap_or_default();
+    StoreError::Unavailable(format!("{operation}: {error}{io_kind}"))
+}
+
+/// Describes a pool failure; a failed connection attempt is described as a driver failure.
+fn pool_error(operation: &str, error: PoolError) -> StoreError {
+    let reason = match error {
+        PoolError::Backend(error) => return pg_error(operation, &error),
+        PoolError::Timeout(TimeoutType::Wait) => "timed out waiting for a free connection",
+        PoolError::Timeout(TimeoutType::Create) => "timed out connecting to the database",
+        PoolError::Timeout(TimeoutType::Recycle) => "timed out checking a pooled connection",
+        PoolError::Closed => "the connection pool is closed",
+        PoolError::NoRuntimeSpecified => "the connection pool has no async runtime",
+        PoolError::PostCreateHook(_) => "a new connection could not be set up",
+    };
+    StoreError::Unavailable(format!("{operation}: {reason}"))
+}
+
+/// A row body that is not the expected JSON; says where, never what (serde quotes values).
+fn corrupt_json(what: &str, error: &serde_json::Error) -> StoreError {
+    StoreError::Corrupt(format!(
+        "{what}: {:?} error at line {} column {}",
+        error.classify(),
+        error.line(),
+        error.column()
+    ))
+}
+
+/// Encodes a record as its JSON body.
+fn encode<T: Serialize>(what: &str, value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|error| {
+        StoreError::Unavailable(format!(
+            "could not encode {what}: {:?} error",
+            error.classify()
+        ))
+    })
+}
+
+/// Decodes a JSON body.
+fn decode<T: DeserializeOwned>(what: &str, body: &str) -> Result<T, StoreError> {
+    serde_json::from_str(body).map_err(|error| corrupt_json(what, &error))
+}
+
+/// The value of column `name`; a value of another type is `Corrupt`, and is not quoted.
+fn column<'row, T: FromSql<'row>>(row: &'row Row, name: &str, what: &str) -> Result<T, StoreError> {
+    row.try_get(name).map_err(|_| {
+        StoreError::Corrupt(format!("{what}: column `{name}` holds an unexpected value"))
+    })
+}
+
+/// The JSON spelling of a status, which is also its `status` column value.
+fn status_text<T: Serialize>(status: &T) -> Result<String, StoreError> {
+    match serde_json::to_value(status) {
+        Ok(serde_json::Value::String(text)) => Ok(text),
+        _ => Err(StoreError::Unavailable(
+            "could not encode a status as text".to_owned(),
+        )),
+    }
+}
+
+/// Milliseconds as a `BIGINT`; beyond `i64::MAX` (year 292,000,000) saturates.
+fn millis_to_sql(millis: Millis) -> i64 {
+    i64::try_from(millis).unwrap_or(i64::MAX)
+}
+
+/// A stored `BIGINT` that must not be negative (an expiry, a version, a revision).
+fn unsigned_from_sql(what: &str, value: i64) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("{what} is negative")))
+}
+
+/// A version or revision as a `BIGINT`; one past `i64::MAX` cannot be stored.
+fn counter_to_sql(what: &str, counter: u64) -> Result<i64, StoreError> {
+    i64::try_from(counter).map_err(|_| StoreError::Unavailable(format!("{what} overflow")))
+}
+
+/// Decodes an `idempotency_entries` row (`kind`, `expires_at_ms`, `body`).
+fn entry_from_row(row: &Row) -> Result<KeyEntry, StoreError> {
+    const WHAT: &str = "idempotency row";
+    let kind: String = column(row, "kind", WHAT)?;
+    let body: String = column(row, "body", WHAT)?;
+    match kind.as_str() {
+        "reservation" => {
+            let mut reservation: Reservation = decode("idempotency reservation row", &body)?;
+            // `renew` moves only the column, so the column is the authoritative expiry.
+            let expires_at_ms: Option<i64> = column(row, "expires_at_ms", WHAT)?;
+            let expires_at_ms = expires_at_ms.ok_or_else(|| {
+                StoreError::Corrupt("idempotency reservation row has no expiry".to_owned())
+            })?;
+            reservation.expires_at_ms =
+                unsigned_from_sql("idempotency reservation expiry", expires_at_ms)?;
+            Ok(KeyEntry::Reserved(reservation))
+        }
+        "record" => Ok(KeyEntry::Settled(decode("idempotency record row", &body)?)),
+        _ => Err(StoreError::Corrupt(
+            "idempotency row has an unknown kind".to_owned(),
+        )),
+    }
+}
+
+/// Decodes an `approval_records` row (`resumed`, `version`, `body`).
+fn approval_from_row(row: &Row) -> Result<ApprovalRecord, StoreError> {
+    const WHAT: &str = "approval record row";
+    let body: String = column(row, "body", WHAT)?;
+    let mut record: ApprovalRecord = decode(WHAT, &body)?;
+    // `claim_resume` moves only the columns, so they are authoritative.
+    record.resumed = column(row, "resumed", WHAT)?;
+    record.version = unsigned_from_sql("approval record version", column(row, "version", WHAT)?)?;
+    Ok(record)
+}
+
+/// Decodes a `transactions` row (`revision`, `body`).
+fn transaction_from_row(row: &Row) -> Result<TransactionRecord, StoreError> {
+    const WHAT: &str = "transaction record row";
+    let body: String = column(row, "body", WHAT)?;
+    let mut record: TransactionRecord = decode(WHAT, &body)?;
+    // The revision the compare-and-set tests is the column's.
+    record.revision = unsigned_from_sql(
+        "transaction record revision",
+        column(row, "revision", WHAT)?,
+    )?;
+    Ok(record)
+}
+
+/// Claims a key that has no entry: the primary key lets exactly one concurrent insert through.
+const INSERT_RESERVATION: &str = "INSERT INTO idempotency_entries \
+     (key, kind, reservation_id, expires_at_ms, body) \
+     VALUES ($1, 'reservation', $2, $3, $4::text::json) \
+     ON CONFLICT (key) DO NOTHING";
+
+/// Reads and locks a key's entry until the end of the transaction.
+const LOCK_ENTRY: &str = "SELECT kind, expires_at_ms, body::text AS body \
+     FROM idempotency_entries WHERE key = $1 FOR UPDATE";
+
+/// Replaces a locked entry with the caller's reservation.
+const REPLACE_WITH_RESERVATION: &str = "UPDATE idempotency_entries \
+     SET kind = 'reservation', reservation_id = $2, expires_at_ms = $3, body = $4::text::json \
+     WHERE key = $1";
+
+#[async_trait]
+impl IdempotencyStore for PostgresStore {
+    async fn reserve(
+        &self,
+        reservation: &Reservation,
+        now: Millis,
+    ) -> Result<ReserveOutcome, StoreError> {
+        const OPERATION: &str = "reserve an idempotency key";
+        let body = encode("the reservation", reservation)?;
+        let expires_at_ms = millis_to_sql(reservation.expires_at_ms);
+        let params: [&(dyn ToSql + Sync); 4] = [
+            &reservation.key,
+            &reservation.reservation_id,
+            &expires_at_ms,
+            &body,
+        ];
+        let mut client = self.client(OPERATION).await?;
+        for _ in 0..RESERVE_ATTEMPTS {
+            let insert = client
+                .prepare_cached(INSERT_RESERVATION)
+                .await
+                .during(OPERATION)?;
+            if client.execute(&insert, &params).await.during(OPERATION)? == 1 {
+                return Ok(ReserveOutcome::Acquired);
+            }
+            // The key holds an entry: decide under its row lock, so a concurrent reserve of the
+            // same key waits for this decision and then sees its result.
+            let transaction = client.transaction().await.during(OPERATION)?;
+            let lock = transaction
+                .prepare_cached(LOCK_ENTRY)
+                .await
+                .during(OPERATION)?;
+            let Some(row) = transaction
+                .query_opt(&lock, &[&reservation.key])
+                .await
+                .during(OPERATION)?
+            else {
+                // Released since the insert saw it: try the free-key path again.
+                transaction.rollback().await.during(OPERATION)?;
+                continue;
+            };
+            let existing = entry_from_row(&row)?;
+            let outcome = match claim(Some(&existing), reservation, now) {
+                Claim::Take => {
+                    let replace = transaction
+                        .prepare_cached(REPLACE_WITH_RESERVATION)
+                        .await
+                        .during(OPERATION)?;
+                    transaction
+                        .execute(&replace, &params)
+                        .await
+                        .during(OPERATION)?;
+                    ReserveOutcome::Acquired
+                }
+                Claim::Refuse(outcome) => outcome,
+            };
+            transaction.commit().await.during(OPERATION)?;
+            return Ok(outcome);
+        }
+        Err(StoreError::Unavailable(format!(
+            "{OPERATION}: the key was claimed and released {RESERVE_ATTEMPTS} times in a row \
+             while this call tried to read it"
+        )))
+    }
+
+    async fn settle(
+        &self,
+        reservation: &Reservation,
+        record: &IdempotencyRecord,
+    ) -> Result<(), StoreError> {
+        let body = encode("the idempotency record", record)?;
+        let expires_at_ms = record.expires_at_ms.map(millis_to_sql);
+        let changed = self
+            .execute(
+                "settle an idempotency key",
+                "UPDATE idempotency_entries \
+                 SET kind = 'record', reservation_id = NULL, expires_at_ms = $3, \
+                     body = $4::text::json \
+                 WHERE key = $1 AND kind = 'reservation' AND reservation_id = $2",
+                &[
+                    &reservation.key,
+                    &reservation.reservation_id,
+                    &expires_at_ms,
+                    &body,
+                ],
+            )
+            .await?;
+        if changed == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::Fenced)
+        }
+    }
+
+    async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {
+        self.execute(
+            "release an idempotency key",
+            "DELETE FROM idempotency_entries \
+             WHERE key = $1 AND kind = 'reservation' AND reservation_id = $2",
+            &[&reservation.key, &reservation.reservation_id],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn renew(
+        &self,
+        reservation: &Reservation,
+        expires_at_ms: Millis,
+    ) -> Result<bool, StoreError> {
+        let changed = self
+            .execute(
+                "renew an idempotency reservation",
+                "UPDATE idempotency_entries SET expires_at_ms = $3 \
+                 WHERE key = $1 AND kind = 'reservation' AND reservation_id = $2",
+                &[
+                    &reservation.key,
+                    &reservation.reservation_id,
+                    &millis_to_sql(expires_at_ms),
+                ],
+            )
+            .await?;
+        Ok(changed == 1)
+    }
+
+    async fn record(
+        &self,
+        key: &str,
+        now: Millis,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        const WHAT: &str = "idempotency record row";
+        let Some(row) = self
+            .query_opt(
+                "read an idempotency record",
+                "SELECT body::text AS body FROM idempotency_entries \
+                 WHERE key = $1 AND kind = 'record'",
+                &[&key],
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
+        let body: String = column(&row, "body", WHAT)?;
+        let record: IdempotencyRecord = decode(WHAT, &body)?;
+        Ok(record_is_live(&record, now).then_some(record))
+    }
+}
+
+#[async_trait]
+impl ApprovalStore for PostgresStore {
+    async fn insert_approval(&self, record: &ApprovalRecord) -> Result<(), StoreError> {
+        let record = ApprovalRecord {
+            version: 0,
+            ..record.clone()
+        };
+        let body = encode("the approval record", &record)?;
+        let inserted = self
+            .execute(
+                "insert an approval record",
+                "INSERT INTO approval_records (approval_id, status, resumed, version, body) \
+                 VALUES ($1, $2, $3, 0, $4::text::json) \
+                 ON CONFLICT (approval_id) DO NOTHING",
+                &[
+                    &record.approval_id.as_str(),
+                    &status_text(&record.status)?,
+                    &record.resumed,
+                    &body,
+                ],
+            )
+            .await?;
+        if inserted == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::Unavailable(
+                "an approval record with this id already exists".to_owned(),
+            ))
+        }
+    }
+
+    async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
+        self.query_opt(
+            "read an approval record",
+            "SELECT resumed, version, body::text AS body FROM approval_records \
+             WHERE approval_id = $1",
+            &[&id.as_str()],
+        )
+        .await?
+        .map(|row| approval_from_row(&row))
+        .transpose()
+    }
+
+    async fn update_approval(
+        &self,
+        record: &ApprovalRecord,
+        expected_version: u64,
+    ) -> Result<bool, StoreError> {
+        let Ok(expected) = i64::try_from(expected_version) else {
+            return Ok(false);
+        };
+        let Some(next) = expected.checked_add(1) else {
+            return Ok(false);
+        };
+        let record = ApprovalRecord {
+            version: expected_version + 1,
+            ..record.clone()
+        };
+        let body = encode("the approval record", &record)?;
+        // `resumed` only ever goes from false to true: an update cannot re-arm a resume.
+        let changed = self
+            .execute(
+                "update an approval record",
+                "UPDATE approval_records \
+                 SET status = $2, resumed = resumed OR $3, version = $4, body = $5::text::json \
+                 WHERE approval_id = $1 AND version = $6",
+                &[
+                    &record.approval_id.as_str(),
+                    &status_text(&record.status)?,
+                    &record.resumed,
+                    &next,
+                    &body,
+                    &expected,
+                ],
+            )
+            .await?;
+        Ok(changed == 1)
+    }
+
+    async fn claim_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+        // The claim bumps the version: a writer holding the pre-claim version must lose.
+        let changed = self
+            .execute(
+                "claim an approval resume",
+                "UPDATE approval_records SET resumed = TRUE, version = version + 1 \
+                 WHERE approval_id = $1 AND status = 'approved' AND NOT resumed",
+                &[&id.as_str()],
+            )
+            .await?;
+        Ok(changed == 1)
+    }
+}
+
+#[async_trait]
+impl TransactionStore for PostgresStore {
+    async fn insert_transaction(&self, record: &TransactionRecord) -> Result<bool, StoreError> {
+        let record = TransactionRecord {
+            revision: 0,
+            ..record.clone()
+        };
+        const OPERATION: &str = "insert a transaction record";
+        let body = encode("the transaction record", &record)?;
+        let client = self.client(OPERATION).await?;
+        // The conflict target is the transaction id only: an existing id is skipped, while a new
+        // id with a taken plan id still fails on the plan-id constraint.
+        let statement = client
+            .prepare_cached(
+                "INSERT INTO transactions \
+                 (transaction_id, action_id, plan_id, status, revision, recoverable, body) \
+                 VALUES ($1, $2, $3, $4, 0, $5, $6::text::json) \
+                 ON CONFLICT (transaction_id) DO NOTHING",
+            )
+            .await
+            .during(OPERATION)?;
+        let inserted = client
+            .execute(
+                &statement,
+                &[
+                    &record.transaction_id.as_str(),
+                    &record.action_id.as_str(),
+                    &record.plan_id(),
+                    &status_text(&record.status)?,
+                    &record.is_recoverable(),
+                    &body,
+                ],
+            )
+            .await;
+        match inserted {
+            Ok(changed) => Ok(changed == 1),
+            Err(error) if error.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                Err(StoreError::Unavailable(
+                    "a transaction with this plan id already exists".to_owned(),
+                ))
+            }
+            Err(error) => Err(pg_error(OPERATION, &error)),
+        }
+    }
+
+    async fn transaction(
+        &self,
+        id: &TransactionId,
+    ) -> Result<Option<TransactionRecord>, StoreError> {
+        self.query_opt(
+            "read a transaction record",
+            "SELECT revision, body::text AS body FROM transactions WHERE transaction_id = $1",
+            &[&id.as_str()],
+        )
+        .await?
+        .map(|row| transaction_from_row(&row))
+        .transpose()
+    }
+
+    async fn transaction_by_plan(
+        &self,
+        plan_id: &str,
+    ) -> Result<Option<TransactionRecord>, StoreError> {
+        self.query_opt(
+            "read a transaction record by plan",
+            "SELECT revision, body::text AS body FROM transactions WHERE plan_id = $1",
+            &[&plan_id],
+        )
+        .await?
+        .map(|row| transaction_from_row(&row))
+        .transpose()
+    }
+
+    async fn transactions_by_action(
+        &self,
+        action_id: &ActionId,
+    ) -> Result<Vec<TransactionRecord>, StoreError> {
+        // Ids are `COLLATE "C"`: byte order, as the other backends sort.
+        self.query(
+            "read the transaction records of an action",
+            "SELECT revision, body::text AS body FROM transactions \
+             WHERE action_id = $1 ORDER BY transaction_id",
+            &[&action_id.as_str()],
+        )
+        .await?
+        .iter()
+        .map(transaction_from_row)
+        .collect()
+    }
+
+    async fn transition(
+        &self,
+        id: &TransactionId,
+        expected_revision: u64,
+        transition: &Transition,
+        now: Millis,
+    ) -> Result<TransitionOutcome, StoreError> {
+        const OPERATION: &str = "transition a transaction record";
+        let Some(current) = self.transaction(id).await? else {
+            return Ok(TransitionOutcome::NotFound);
+        };
+        if current.revision != expected_revision {
+            return Ok(TransitionOutcome::RevisionConflict(current));
+        }
+        let Some(next) = transition.apply(&current, now) else {
+            return Ok(TransitionOutcome::StateConflict(current));
+        };
+        let body = encode("the transaction record", &next)?;
+        // Every transition bumps the revision, so a row still at the revision that was read is
+        // still the row `next` was computed from (status included): the write is a plain
+        // compare-and-set, atomic across processes without holding a lock across round trips.
+        let changed = self
+            .execute(
+                OPERATION,
+                "UPDATE transactions \
+                 SET action_id = $3, plan_id = $4, status = $5, revision = $6, recoverable = $7, \
+                     body = $8::text::json \
+                 WHERE transaction_id = $1 AND revision = $2",
+                &[
+                    &id.as_str(),
+                    &counter_to_sql("transaction revision", expected_revision)?,
+                    &next.action_id.as_str(),
+                    &next.plan_id(),
+                    &status_text(&next.status)?,
+                    &counter_to_sql("transaction revision", next.revision)?,
+                    &next.is_recoverable(),
+                    &body,
+                ],
+            )
+            .await?;
+        if changed == 1 {
+            return Ok(TransitionOutcome::Applied(next));
+        }
+        // Another writer moved the record after it was read; revisions only grow, so the stored
+        // one is no longer the caller's.
+        Ok(match self.transaction(id).await? {
+            Some(latest) => TransitionOutcome::RevisionConflict(latest),
+            None => TransitionOutcome::NotFound,
+        })
+    }
+
+    async fn recoverable(&self) -> Result<Vec<TransactionRecord>, StoreError> {
+        self.query(
+            "list recoverable transaction records",
+            "SELECT revision, body::text AS body FROM transactions \
+             WHERE recoverable ORDER BY transaction_id",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(transaction_from_row)
+        .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use aip_connector_core::ids::ActionId;
+
+    use super::*;
+
+    /// A fresh schema on the server `AIP_TEST_POSTGRES_URL` names, dropped on drop.
+    struct TestSchema {
+        url: String,
+        name: String,
+    }
+
+    impl TestSchema {
+        /// `None` (after saying so) when no server is configured.
+        fn new() -> Option<Self> {
+            let Some(url) = std::env::var("AIP_TEST_POSTGRES_URL")
+                .ok()
+                .filter(|url| !url.is_empty())
+            else {
+                println!("skipped: AIP_TEST_POSTGRES_URL is not set (CI sets it; see .ci/run)");
+                return None;
+            };
+            static NEXT: AtomicUsize = AtomicUsize::new(0);
+            let name = format!(
+                "aip_unit_{}_{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            );
+            Some(Self { url, name })
+        }
+
+        async fn connect(&self) -> Result<PostgresStore, StoreError> {
+            PostgresStore::connect_with_schema(&self.url, &self.name).await
+        }
+    }
+
+    impl Drop for TestSchema {
+        fn drop(&mut self) {
+            let (url, name) = (self.url.clone(), self.name.clone());
+            let dropped = std::thread::spawn(move || {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|error| StoreError::Unavailable(error.to_string()))?
+                    .block_on(PostgresStore::drop_schema(&url, &name))
+            })
+            .join();
+            if !std::thread::panicking() {
+                assert!(matches!(dropped, Ok(Ok(()))), "{dropped:?}");
+            }
+        }
+    }
+
+    /// Runs `sql` on one of the store's connections.
+    async fn raw(store: &PostgresStore, sql: &str) {
+        let client = store.pool.get().await.unwrap();
+        client.batch_execute(sql).await.unwrap();
+    }
+
+    /// Stores starting together on a new schema apply each migration once, in that schema.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn migrations_apply_once_when_stores_start_together() {
+        let Some(schema) = TestSchema::new() else {
+            return;
+        };
+        let starts: Vec<_> = (0..6)
+            .map(|_| {
+                let (url, name) = (schema.url.clone(), schema.name.clone());
+                tokio::spawn(async move { PostgresStore::connect_with_schema(&url, &name).await })
+            })
+            .collect();
+        let mut stores = Vec::new();
+        for start in starts {
+            stores.push(start.await.unwrap().unwrap());
+        }
+        drop(schema.connect().await.unwrap());
+        let client = stores[0].pool.get().await.unwrap();
+        let migrations: Vec<(i64, String)> = client
+            .query("SELECT version, name FROM schema_migrations", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect();
+        assert_eq!(migrations, [(1, "initial".to_owned())]);
+        let tables: Vec<String> = client
+            .query(
+                "SELECT table_name::text FROM information_schema.tables \
+                 WHERE table_schema = $1 ORDER BY table_name",
+                &[&schema.name],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        assert_eq!(
+            tables,
+            [
+                "approval_records",
+                "idempotency_entries",
+                "schema_migrations",
+                "transactions"
+            ]
+        );
+    }
+
+    /// A database migrated by a newer build is refused rather than misread.
+    #[tokio::test]
+    async fn newer_schema_version_is_refused() {
+        let Some(schema) = TestSchema::new() else {
+            return;
+        };
+        let store = schema.connect().await.unwrap();
+        raw(
+            &store,
+            "INSERT INTO schema_migrations (version, name) VALUES (999, 'future')",
+        )
+        .await;
+        let error = schema.connect().await.unwrap_err();
+        assert!(
+            matches!(&error, StoreError::Unavailable(message) if message.contains("schema version 999")),
+            "{error:?}"
+        );
+    }
+
+    /// Rows whose bodies are not the expected records read as `Corrupt`, quoting no value.
+    #[tokio::test]
+    async fn corrupt_rows_read_as_corrupt_without_values() {
+        let Some(schema) = TestSchema::new() else {
+            return;
+        };
+        let store = schema.connect().await.unwrap();
+        raw(
+            &store,
+            r#"
+            INSERT INTO idempotency_entries (key, kind, expires_at_ms, body)
+                VALUES ('rec', 'record', NULL, '{"key":"rec","key_scope":"s3cr3t-scope"}');
+            INSERT INTO idempotency_entries (key, kind, reservation_id, expires_at_ms, body)
+                VALUES ('res', 'reservation', 'r1', 5, '{"key":"res","reservation_id":["s3cr3t"]}');
+            INSERT INTO idempotency_entries (key, kind, reservation_id, expires_at_ms, body)
+                VALUES ('neg', 'reservation', 'r1', -5, '{"key":"neg","reservation_id":"r1",
+                    "action_id":"act_1","input_hash":"h","resume_pending":false,"expires_at_ms":5}');
+            INSERT INTO approval_records (approval_id, status, resumed, version, body)
+                VALUES ('appr_1', 'pending', FALSE, 0, '{"approval_id":"appr_1","action":"s3cr3t"}');
+            INSERT INTO transactions
+                (transaction_id, action_id, plan_id, status, revision, recoverable, body)
+                VALUES ('txn_1', 'act_1', NULL, 'planned', 0, TRUE, '["s3cr3t"]');
+            "#,
+        )
+        .await;
+        let claim = |key: &str| Reservation {
+            key: key.to_owned(),
+            reservation_id: "r2".to_owned(),
+            action_id: ActionId::trusted("act_2"),
+            input_hash: "h".to_owned(),
+            resume_pending: false,
+            expires_at_ms: 10,
+        };
+        let errors = [
+            store.record("rec", 0).await.unwrap_err(),
+            store.reserve(&claim("rec"), 0).await.unwrap_err(),
+            store.reserve(&claim("res"), 0).await.unwrap_err(),
+            store.reserve(&claim("neg"), 0).await.unwrap_err(),
+            store
+                .approval(&ApprovalId::trusted("appr_1"))
+                .await
+                .unwrap_err(),
+            store
+                .transaction(&TransactionId::trusted("txn_1"))
+                .await
+                .unwrap_err(),
+            store.recoverable().await.unwrap_err(),
+        ];
+        for error in errors {
+            assert!(matches!(error, StoreError::Corrupt(_)), "{error:?}");
+            assert!(!error.to_string().contains("s3cr3t"), "{error}");
+        }
+    }
+
+    /// A server error whose message quotes a parameter is reported by SQLSTATE only.
+    #[tokio::test]
+    async fn server_errors_are_reported_without_their_message() {
+        let Some(schema) = TestSchema::new() else {
+            return;
+        };
+        let store = schema.connect().await.unwrap();
+        let client = store.pool.get().await.unwrap();
+        let failure = client
+            .query_one("SELECT $1::text::bigint", &[&"s3cr3t"])
+            .await
+            .unwrap_err();
+        assert!(
+            failure
+                .as_db_error()
+                .is_some_and(|db| db.message().contains("s3cr3t")),
+            "fixture sanity: the server quotes the value"
+        );
+        let error = pg_error("read", &failure);
+        assert_eq!(
+            error,
+            StoreError::Unavailable("read: server error, SQLSTATE 22P02".to_owned())
+        );
+    }
+
+    /// Connection failures quote neither the URL nor its password (no server needed).
+    #[tokio::test]
+    async fn connection_failures_quote_no_credentials() {
+        for url in [
+            // Nothing listens on port 1.
+            "postgres://user:s3cr3t@127.0.0.1:1/db",
+            "postgres://user:s3cr3t@127.0.0.1:not-a-port/db",
+            "host=127.0.0.1 port=1 user=user password=s3cr3t connect_timeout=s3cr3t",
+        ] {
+            let error = PostgresStore::connect(url).await.unwrap_err();
+            assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
+            assert!(!error.to_string().contains("s3cr3t"), "{error}");
+        }
+    }
+
+    /// Transaction statuses are stored under their JSON spelling, as approval statuses are.
+    #[test]
+    fn status_text_is_the_json_spelling() {
+        use aip_connector_core::model::TransactionProtocolStatus;
+        assert_eq!(
+            status_text(&TransactionProtocolStatus::OutcomeUnknown).as_deref(),
+            Ok("outcome_unknown")
+        );
+        assert_eq!(
+            status_text(&super::super::ApprovalStatus::Approved).as_deref(),
+            Ok("approved")
+        );
+    }
+}

@@ -1,0 +1,182 @@
+//! Transaction records (`aip-runtime.md` §3): plans, commits, unknown outcomes, reconciliation
+//! and compensation, with a revision fence on every transition.
+
+use aip_connector_core::ids::{ActionId, CapabilityId, PrincipalId, TransactionId};
+use aip_connector_core::model::{
+    ActionResult, ActionTransaction, IdentityContext, ProtocolError, ProviderOperationRef,
+    TransactionPlan, TransactionProtocolStatus,
+};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::{Millis, StoreError};
+
+/// The durable state of one transaction.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TransactionRecord {
+    /// Transaction id (`txn_…`).
+    pub transaction_id: TransactionId,
+    /// The action that owns it (rebound to the commit action when a plan is claimed).
+    pub action_id: ActionId,
+    /// The capability.
+    pub capability_id: CapabilityId,
+    /// The action's transaction block.
+    pub transaction: ActionTransaction,
+    /// The principal that created it.
+    pub principal_id: PrincipalId,
+    /// The trusted identity captured at creation.
+    pub identity: Option<IdentityContext>,
+    /// Current status.
+    pub status: TransactionProtocolStatus,
+    /// The plan, for planned transactions.
+    pub plan: Option<TransactionPlan>,
+    /// The settled result, if any.
+    pub result: Option<ActionResult>,
+    /// The provider operation the handler checkpointed.
+    pub provider_operation: Option<ProviderOperationRef>,
+    /// Opaque reconciliation cursor.
+    pub reconciliation_cursor: Option<String>,
+    /// Earliest time reconciliation is useful.
+    pub reconcile_after_ms: Option<Millis>,
+    /// The last error.
+    pub error: Option<ProtocolError>,
+    /// Compare-and-set counter, bumped by every transition.
+    pub revision: u64,
+    /// Creation time.
+    pub created_at_ms: Millis,
+    /// Last update time.
+    pub updated_at_ms: Millis,
+}
+
+impl TransactionRecord {
+    /// The plan id this record answers to: the plan's, else the transaction block's.
+    pub fn plan_id(&self) -> Option<&str> {
+        self.plan
+            .as_ref()
+            .map(|p| p.plan_id.as_str())
+            .or(self.transaction.plan_id.as_deref())
+    }
+
+    /// Whether a restarted host must look at this record (planned, prepared, committing,
+    /// outcome unknown, reconciling).
+    pub fn is_recoverable(&self) -> bool {
+        use TransactionProtocolStatus as S;
+        matches!(
+            self.status,
+            S::Planned | S::Prepared | S::Committing | S::OutcomeUnknown | S::Reconciling
+        )
+    }
+}
+
+/// One state change: allowed only from `expected` states, at the caller's revision.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transition {
+    /// States the record may be in.
+    pub expected: Vec<TransactionProtocolStatus>,
+    /// The new status.
+    pub to: TransactionProtocolStatus,
+    /// The result to store (`None` clears it).
+    pub result: Option<ActionResult>,
+    /// The provider operation to record (`None` keeps the stored one).
+    pub provider_operation: Option<ProviderOperationRef>,
+    /// The cursor to record (`None` keeps the stored one).
+    pub reconciliation_cursor: Option<String>,
+    /// Always overwritten.
+    pub reconcile_after_ms: Option<Millis>,
+    /// Always overwritten.
+    pub error: Option<ProtocolError>,
+    /// Rebinds the record to another action (a plan claimed by its commit action).
+    pub rebind_action: Option<ActionId>,
+}
+
+impl Transition {
+    /// A bare status change from `expected` to `to`.
+    pub fn new(expected: &[TransactionProtocolStatus], to: TransactionProtocolStatus) -> Self {
+        Self {
+            expected: expected.to_vec(),
+            to,
+            result: None,
+            provider_operation: None,
+            reconciliation_cursor: None,
+            reconcile_after_ms: None,
+            error: None,
+            rebind_action: None,
+        }
+    }
+
+    /// Applies the transition to `record` (status check and revision bump included), as every
+    /// backend must: returns `None` when the record is not in an expected state.
+    pub fn apply(&self, record: &TransactionRecord, now: Millis) -> Option<TransactionRecord> {
+        if !self.expected.contains(&record.status) {
+            return None;
+        }
+        let mut next = record.clone();
+        next.status = self.to;
+        next.result = self.result.clone();
+        if let Some(operation) = &self.provider_operation {
+            next.provider_operation = Some(operation.clone());
+        }
+        if let Some(cursor) = &self.reconciliation_cursor {
+            next.reconciliation_cursor = Some(cursor.clone());
+        }
+        next.reconcile_after_ms = self.reconcile_after_ms;
+        next.error = self.error.clone();
+        if let Some(action) = &self.rebind_action {
+            next.action_id = action.clone();
+        }
+        next.revision = record.revision + 1;
+        next.updated_at_ms = now;
+        Some(next)
+    }
+}
+
+/// What [`TransactionStore::transition`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TransitionOutcome {
+    /// Applied; the new record.
+    Applied(TransactionRecord),
+    /// No record with that id.
+    NotFound,
+    /// The stored revision is not the expected one (someone else moved first).
+    RevisionConflict(TransactionRecord),
+    /// The record is not in an expected state.
+    StateConflict(TransactionRecord),
+}
+
+/// Transaction records.
+#[async_trait]
+pub trait TransactionStore: Send + Sync {
+    /// Inserts `record` if no record has its id (revision stored as 0); false if one exists.
+    async fn insert_transaction(&self, record: &TransactionRecord) -> Result<bool, StoreError>;
+
+    /// The record, if any.
+    async fn transaction(
+        &self,
+        id: &TransactionId,
+    ) -> Result<Option<TransactionRecord>, StoreError>;
+
+    /// The record whose [`plan_id`](TransactionRecord::plan_id) is `plan_id`, if any.
+    async fn transaction_by_plan(
+        &self,
+        plan_id: &str,
+    ) -> Result<Option<TransactionRecord>, StoreError>;
+
+    /// Every record owned by `action_id`.
+    async fn transactions_by_action(
+        &self,
+        action_id: &ActionId,
+    ) -> Result<Vec<TransactionRecord>, StoreError>;
+
+    /// Applies `transition` atomically if the stored revision is `expected_revision` and the
+    /// status is expected (see [`Transition::apply`]).
+    async fn transition(
+        &self,
+        id: &TransactionId,
+        expected_revision: u64,
+        transition: &Transition,
+        now: Millis,
+    ) -> Result<TransitionOutcome, StoreError>;
+
+    /// Every recoverable record (see [`TransactionRecord::is_recoverable`]).
+    async fn recoverable(&self) -> Result<Vec<TransactionRecord>, StoreError>;
+}

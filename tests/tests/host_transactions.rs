@@ -1,0 +1,308 @@
+//! Transactions through the host: dry run and plan previews, plan claim by exactly one commit,
+//! direct commit, the execute replay gate, unknown outcomes refused until reconciled, and
+//! reconciliation that never turns `reconciled` into `committed`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use aip_connector::VerifiedTenant;
+use aip_connector::codes;
+use aip_connector::host::{Host, TrustedContext};
+use aip_connector::ids::TransactionId;
+use aip_connector::model::{
+    Action, ActionResultStatus, ActionTransaction, ConnectorOperation, Principal, PrincipalKind,
+    ProviderOperationRef, TransactionMode, TransactionProtocolStatus,
+};
+use aip_connector::prelude::*;
+use aip_connector::store::{MemoryStore, TransactionStore};
+use serde_json::json;
+
+#[derive(Deserialize, JsonSchema)]
+struct Booking {
+    slot: String,
+    /// `"timeout"` makes the provider call uncertain.
+    #[serde(default)]
+    behaviour: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Booked {
+    booking_id: String,
+}
+
+#[derive(Clone, Default)]
+struct Calendar {
+    effects: Arc<AtomicUsize>,
+}
+
+#[connector(id = "cal")]
+impl Calendar {
+    /// Book a slot.
+    #[capability(
+        id = "cap:cal:book",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+        transaction(modes = [execute, dry_run, plan, commit, reconcile], fidelity = policy_and_schema),
+        reconcile = Self::find,
+    )]
+    async fn book(
+        &self,
+        booking: Booking,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Booked, ConnectorFailure> {
+        let operation = ProviderOperationRef {
+            provider: "calendar".into(),
+            operation_id: format!("op-{}", key.as_str()),
+            request_id: None,
+        };
+        checkpoint
+            .record(operation.clone(), Some("cursor-1".into()))
+            .await?;
+        self.effects.fetch_add(1, Ordering::SeqCst);
+        if booking.behaviour == "uncertain" {
+            return Err(ConnectorFailure::new(
+                "cal.reset",
+                "connection reset after send",
+                ErrorCategory::Temporary,
+                ConnectorOperation::TransactionCommit,
+                "cal",
+            )
+            .with_retryable(true)
+            .with_uncertain_outcome()
+            .with_provider_operation(operation));
+        }
+        Ok(Booked {
+            booking_id: format!("bk-{}", booking.slot),
+        })
+    }
+
+    async fn find(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
+        Ok(ReconcileOutcome::Committed {
+            evidence: Some(json!({ "found": request.provider_operation.operation_id })),
+        })
+    }
+}
+
+fn caller() -> TrustedContext {
+    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test").with_tenant(
+        VerifiedTenant {
+            id: "t1".into(),
+            system: None,
+        },
+    )
+}
+
+fn host(calendar: Calendar, store: Arc<MemoryStore>) -> Host {
+    Host::builder()
+        .connector(calendar)
+        .store(store)
+        .build()
+        .unwrap()
+}
+
+fn action(mode: TransactionMode, key: &str, input: serde_json::Value) -> Action {
+    Action::new("cap:cal:book", input)
+        .with_idempotency_key(key)
+        .with_transaction(ActionTransaction::new(mode))
+}
+
+#[tokio::test]
+async fn plan_then_exactly_one_of_many_racing_commits_wins() {
+    let calendar = Calendar::default();
+    let store = Arc::new(MemoryStore::default());
+    let host = host(calendar.clone(), store.clone());
+    let planned = host
+        .invoke(
+            action(TransactionMode::Plan, "plan-1", json!({ "slot": "9am" })),
+            &caller(),
+        )
+        .await;
+    assert_eq!(planned.status, ActionResultStatus::Completed, "{planned:?}");
+    let plan = &planned.output.as_ref().unwrap()["plan"];
+    let plan_id = plan["plan_id"].as_str().unwrap().to_owned();
+    assert!(plan_id.starts_with("plan:txn_"), "{plan_id}");
+    assert_eq!(
+        calendar.effects.load(Ordering::SeqCst),
+        0,
+        "planning has no effect"
+    );
+
+    let mut commits = Vec::new();
+    for n in 0..20 {
+        let host = host.clone();
+        let mut transaction = ActionTransaction::new(TransactionMode::Commit);
+        transaction.plan_id = Some(plan_id.clone());
+        let commit = Action::new("cap:cal:book", json!({ "slot": "9am" }))
+            .with_idempotency_key(format!("commit-{n}"))
+            .with_transaction(transaction);
+        commits.push(tokio::spawn(
+            async move { host.invoke(commit, &caller()).await },
+        ));
+    }
+    let mut won = 0;
+    for commit in commits {
+        let result = commit.await.unwrap();
+        match result.status {
+            ActionResultStatus::Completed => won += 1,
+            _ => assert_eq!(
+                result.error.unwrap().code,
+                codes::TRANSACTION_PLAN_ALREADY_CLAIMED
+            ),
+        }
+    }
+    assert_eq!(won, 1);
+    assert_eq!(calendar.effects.load(Ordering::SeqCst), 1);
+    let record = store.transaction_by_plan(&plan_id).await.unwrap().unwrap();
+    assert_eq!(record.status, TransactionProtocolStatus::Committed);
+}
+
+#[tokio::test]
+async fn a_commit_must_match_its_plan() {
+    let host = host(Calendar::default(), Arc::new(MemoryStore::default()));
+    let planned = host
+        .invoke(
+            action(TransactionMode::Plan, "plan-2", json!({ "slot": "9am" })),
+            &caller(),
+        )
+        .await;
+    let plan_id = planned.output.unwrap()["plan"]["plan_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let commit = |input: serde_json::Value, who: TrustedContext, key: &str| {
+        let mut transaction = ActionTransaction::new(TransactionMode::Commit);
+        transaction.plan_id = Some(plan_id.clone());
+        (
+            Action::new("cap:cal:book", input)
+                .with_idempotency_key(key)
+                .with_transaction(transaction),
+            who,
+        )
+    };
+    let (changed, who) = commit(json!({ "slot": "10am" }), caller(), "c-a");
+    assert_eq!(
+        host.invoke(changed, &who).await.error.unwrap().code,
+        codes::TRANSACTION_PLAN_INPUT_HASH_MISMATCH
+    );
+    let (other, who) = commit(
+        json!({ "slot": "9am" }),
+        TrustedContext::new(Principal::new("user:eve", PrincipalKind::Human), "test").with_tenant(
+            VerifiedTenant {
+                id: "t1".into(),
+                system: None,
+            },
+        ),
+        "c-b",
+    );
+    assert_eq!(
+        host.invoke(other, &who).await.error.unwrap().code,
+        codes::TRANSACTION_PLAN_PRINCIPAL_MISMATCH
+    );
+    let mut missing = ActionTransaction::new(TransactionMode::Commit);
+    missing.plan_id = Some("plan:nope".into());
+    let result = host
+        .invoke(
+            Action::new("cap:cal:book", json!({ "slot": "9am" }))
+                .with_idempotency_key("c-c")
+                .with_transaction(missing),
+            &caller(),
+        )
+        .await;
+    assert_eq!(
+        result.error.unwrap().code,
+        codes::TRANSACTION_PLAN_NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn dry_run_previews_without_effect() {
+    let calendar = Calendar::default();
+    let host = host(calendar.clone(), Arc::new(MemoryStore::default()));
+    let preview = host
+        .invoke(
+            action(TransactionMode::DryRun, "dry-1", json!({ "slot": "9am" })),
+            &caller(),
+        )
+        .await;
+    assert_eq!(preview.status, ActionResultStatus::Completed);
+    assert_eq!(preview.output.unwrap()["transaction"], "dry_run");
+    assert_eq!(calendar.effects.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn an_unknown_outcome_is_refused_until_reconciled_and_never_becomes_committed() {
+    let calendar = Calendar::default();
+    let store = Arc::new(MemoryStore::default());
+    let host = host(calendar.clone(), store.clone());
+    let id = TransactionId::new();
+    let execute = |key: &str| {
+        let mut transaction = ActionTransaction::new(TransactionMode::Execute);
+        transaction.transaction_id = Some(id.clone());
+        Action::new(
+            "cap:cal:book",
+            json!({ "slot": "9am", "behaviour": "uncertain" }),
+        )
+        .with_idempotency_key(key)
+        .with_transaction(transaction)
+    };
+    let first = execute("exec-1");
+    let first_id = first.id.clone();
+    let uncertain = host.invoke(first, &caller()).await;
+    assert_eq!(uncertain.error.as_ref().unwrap().code, "cal.reset");
+    let record = store.transaction(&id).await.unwrap().unwrap();
+    assert_eq!(record.status, TransactionProtocolStatus::OutcomeUnknown);
+    assert_eq!(
+        record.provider_operation.as_ref().unwrap().operation_id,
+        "op-exec-1",
+        "the checkpoint was durable before the provider call"
+    );
+
+    // A blind re-execution of the same action is refused.
+    let mut again = execute("exec-1");
+    again.id = first_id;
+    let refused = host.invoke(again, &caller()).await;
+    assert_eq!(
+        refused.error.unwrap().code,
+        codes::TRANSACTION_RECONCILIATION_REQUIRED
+    );
+    assert_eq!(calendar.effects.load(Ordering::SeqCst), 1);
+
+    // Reconciliation asks the provider and settles `reconciled`, not `committed`.
+    let mut transaction = ActionTransaction::new(TransactionMode::Reconcile);
+    transaction.transaction_id = Some(id.clone());
+    let reconcile = Action::new("cap:cal:book", json!({ "slot": "9am" }))
+        .with_idempotency_key("rec-1")
+        .with_transaction(transaction);
+    let reconciled = host.invoke(reconcile, &caller()).await;
+    assert_eq!(
+        reconciled.status,
+        ActionResultStatus::Completed,
+        "{reconciled:?}"
+    );
+    assert_eq!(
+        reconciled.output.unwrap()["reconciliation"]["committed"],
+        true
+    );
+    let record = store.transaction(&id).await.unwrap().unwrap();
+    assert_eq!(record.status, TransactionProtocolStatus::Reconciled);
+    assert_eq!(calendar.effects.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn rollback_not_supported_and_reconcile_without_record_are_refused() {
+    let host = host(Calendar::default(), Arc::new(MemoryStore::default()));
+    let mut transaction = ActionTransaction::new(TransactionMode::Reconcile);
+    transaction.transaction_id = Some(TransactionId::new());
+    let result = host
+        .invoke(
+            Action::new("cap:cal:book", json!({ "slot": "x" }))
+                .with_idempotency_key("r-0")
+                .with_transaction(transaction),
+            &caller(),
+        )
+        .await;
+    assert_eq!(result.error.unwrap().code, codes::TRANSACTION_NOT_FOUND);
+}
