@@ -16,7 +16,10 @@
 //!
 //! Criterion reports each case; a summary at the end times every case again in interleaved
 //! rounds with a fixed call count (so a slow moment of the machine hits all cases alike) and
-//! prints the ratios and their targets. Run with
+//! prints the ratios and their targets. Next to wall-clock time it reads the CPU time of the
+//! working threads (Linux `schedstat`): on a machine busy with other work, the CPU-time ratio
+//! still measures the host's own cost, and "cores busy" shows whether the second worker got a
+//! core at all. Run with
 //! `cargo bench -p aip-connector --bench invoke`; `aip-connector/README.md` records the figures.
 
 use std::hint::black_box;
@@ -44,8 +47,11 @@ const THROUGHPUT_CALLS: usize = 20_000;
 /// Invocations spawned at once in a throughput run; the next batch waits for this one.
 const THROUGHPUT_BATCH: usize = 256;
 
-/// Calls per case per round of the in-memory latency summary.
-const SUMMARY_CALLS: usize = 20_000;
+/// Floor calls per round of the summary (a cheap call: enough to run for tens of milliseconds).
+const SUMMARY_FLOOR_CALLS: usize = 100_000;
+
+/// Host calls per case per round of the summary.
+const SUMMARY_HOST_CALLS: usize = 20_000;
 
 /// Calls per case per round of the SQLite summary (each commit is fsynced).
 const SUMMARY_SQLITE_CALLS: usize = 200;
@@ -172,43 +178,143 @@ fn expect_completed(result: &ActionResult) {
     );
 }
 
-/// Runs `count` direct typed calls and returns the time they took.
-fn time_floor(runtime: &Runtime, count: usize) -> Duration {
-    let inputs: Vec<Value> = (0..count).map(|_| input()).collect();
-    let directory = Directory;
-    runtime.block_on(async move {
-        let start = Instant::now();
-        for input in inputs {
-            let typed: LookupInput =
-                serde_json::from_value(input).expect("the benchmark input decodes");
-            let output = directory.lookup(typed).await.expect("the lookup succeeds");
-            black_box(serde_json::to_value(&output).expect("the output encodes"));
-        }
-        start.elapsed()
-    })
+/// What a timed section took: wall-clock time, and the CPU time of the threads that did the
+/// work when the platform tells it (Linux `schedstat`). On a busy machine the CPU time still
+/// measures the work; the wall time then also counts waiting for a core.
+#[derive(Clone, Copy, Debug, Default)]
+struct Sample {
+    wall: Duration,
+    cpu: Option<Duration>,
 }
 
-/// Runs `count` governed invocations on `host` and returns the time they took.
-fn time_invocations(runtime: &Runtime, host: &Host, count: usize, keyed: bool) -> Duration {
-    let actions = actions(count, keyed);
-    let caller = caller();
-    runtime.block_on(async {
-        let start = Instant::now();
-        for action in actions {
-            black_box(host.invoke(action, &caller).await);
+impl std::ops::Add for Sample {
+    type Output = Sample;
+
+    fn add(self, other: Sample) -> Sample {
+        Sample {
+            wall: self.wall + other.wall,
+            cpu: self.cpu.zip(other.cpu).map(|(a, b)| a + b),
         }
-        start.elapsed()
-    })
+    }
+}
+
+/// Whose CPU time a [`Stopwatch`] reads.
+#[derive(Clone, Copy)]
+enum CpuScope {
+    /// The calling thread (the single-threaded latency cases).
+    Thread,
+    /// Every thread of the process (the throughput cases).
+    Process,
+}
+
+/// Starts at construction; [`Stopwatch::stop`] gives the [`Sample`].
+struct Stopwatch {
+    scope: CpuScope,
+    wall: Instant,
+    cpu: Option<Duration>,
+}
+
+impl Stopwatch {
+    fn start(scope: CpuScope) -> Self {
+        Self {
+            scope,
+            cpu: cpu_time(scope),
+            wall: Instant::now(),
+        }
+    }
+
+    fn stop(self) -> Sample {
+        let wall = self.wall.elapsed();
+        let cpu = self
+            .cpu
+            .zip(cpu_time(self.scope))
+            .map(|(start, end)| end.saturating_sub(start));
+        Sample { wall, cpu }
+    }
+}
+
+/// CPU time consumed so far by the calling thread or the whole process; `None` off Linux.
+fn cpu_time(scope: CpuScope) -> Option<Duration> {
+    match scope {
+        CpuScope::Thread => schedstat_ns(Path::new("/proc/thread-self/schedstat")),
+        CpuScope::Process => {
+            let mut total = 0u64;
+            for task in std::fs::read_dir("/proc/self/task").ok()? {
+                total += schedstat_ns(&task.ok()?.path().join("schedstat"))?;
+            }
+            Some(total)
+        }
+    }
+    .map(Duration::from_nanos)
+}
+
+/// The first field of a `schedstat` file: nanoseconds spent on a CPU.
+fn schedstat_ns(path: &Path) -> Option<u64> {
+    std::fs::read_to_string(path)
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Calls prepared and timed at once; bounds the memory of prepared inputs.
+const CHUNK: usize = 10_000;
+
+/// Runs `count` direct typed calls, in chunks whose inputs are built before timing starts.
+fn time_floor(runtime: &Runtime, count: usize) -> Sample {
+    let mut total = Sample::default();
+    let mut remaining = count;
+    while remaining > 0 {
+        let size = remaining.min(CHUNK);
+        remaining -= size;
+        let inputs: Vec<Value> = (0..size).map(|_| input()).collect();
+        let directory = Directory;
+        total = total
+            + runtime.block_on(async move {
+                let watch = Stopwatch::start(CpuScope::Thread);
+                for input in inputs {
+                    let typed: LookupInput =
+                        serde_json::from_value(input).expect("the benchmark input decodes");
+                    let output = directory.lookup(typed).await.expect("the lookup succeeds");
+                    black_box(serde_json::to_value(&output).expect("the output encodes"));
+                }
+                watch.stop()
+            });
+    }
+    total
+}
+
+/// Runs `count` governed invocations on `host`, in chunks whose actions are built before timing
+/// starts.
+fn time_invocations(runtime: &Runtime, host: &Host, count: usize, keyed: bool) -> Sample {
+    let caller = caller();
+    let mut total = Sample::default();
+    let mut remaining = count;
+    while remaining > 0 {
+        let size = remaining.min(CHUNK);
+        remaining -= size;
+        let actions = actions(size, keyed);
+        total = total
+            + runtime.block_on(async {
+                let watch = Stopwatch::start(CpuScope::Thread);
+                for action in actions {
+                    black_box(host.invoke(action, &caller).await);
+                }
+                watch.stop()
+            });
+    }
+    total
 }
 
 /// Runs `count` keyed invocations spawned in batches on a runtime with `workers` workers.
-fn time_throughput(workers: usize, count: usize) -> Duration {
+fn time_throughput(workers: usize, count: usize) -> Sample {
     let runtime = multi_thread_runtime(workers);
     let host = memory_host();
     let caller = Arc::new(caller());
     let mut pending = actions(count, true);
+    let watch = Stopwatch::start(CpuScope::Process);
     let driver = runtime.spawn(async move {
-        let start = Instant::now();
         while !pending.is_empty() {
             let batch = pending.split_off(pending.len().saturating_sub(THROUGHPUT_BATCH));
             let mut tasks = JoinSet::new();
@@ -221,11 +327,11 @@ fn time_throughput(workers: usize, count: usize) -> Duration {
                 black_box(joined.expect("an invocation task does not panic"));
             }
         }
-        start.elapsed()
     });
     runtime
         .block_on(driver)
-        .expect("the throughput driver does not panic")
+        .expect("the throughput driver does not panic");
+    watch.stop()
 }
 
 /// A scratch directory for the SQLite files, removed on drop.
@@ -396,14 +502,18 @@ fn bench_latency(c: &mut Criterion) {
     let mut group = c.benchmark_group("latency");
     group.throughput(Throughput::Elements(1));
     group.bench_function("floor", |b| {
-        b.iter_custom(|iters| time_floor(&runtime, iters as usize));
+        b.iter_custom(|iters| time_floor(&runtime, iters as usize).wall);
     });
     // A fresh host per sample, so the key map grows only by the keys of one sample.
     group.bench_function("memory_keyed", |b| {
-        b.iter_custom(|iters| time_invocations(&runtime, &memory_host(), iters as usize, true));
+        b.iter_custom(|iters| {
+            time_invocations(&runtime, &memory_host(), iters as usize, true).wall
+        });
     });
     group.bench_function("memory_unkeyed", |b| {
-        b.iter_custom(|iters| time_invocations(&runtime, &memory_host(), iters as usize, false));
+        b.iter_custom(|iters| {
+            time_invocations(&runtime, &memory_host(), iters as usize, false).wall
+        });
     });
     group.finish();
 }
@@ -418,7 +528,7 @@ fn bench_throughput(c: &mut Criterion) {
         group.bench_function(format!("workers_{workers}"), |b| {
             b.iter_custom(|iters| {
                 (0..iters)
-                    .map(|_| time_throughput(workers, THROUGHPUT_CALLS))
+                    .map(|_| time_throughput(workers, THROUGHPUT_CALLS).wall)
                     .sum()
             });
         });
@@ -445,10 +555,10 @@ fn bench_sqlite(c: &mut Criterion, scratch: &ScratchDir) {
     group.finish();
 }
 
-/// The median of `samples`.
+/// The median of `samples` (`NaN` when there are none).
 fn median(mut samples: Vec<f64>) -> f64 {
     samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
+    samples.get(samples.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// Nanoseconds per call.
@@ -456,8 +566,57 @@ fn per_call_ns(elapsed: Duration, calls: usize) -> f64 {
     elapsed.as_nanos() as f64 / calls as f64
 }
 
-/// One line of the summary: the ratio, its target, and whether it is met.
-fn verdict(name: &str, ratio: f64, target: f64, at_most: bool) {
+/// Per-call wall and CPU nanoseconds of one case, one entry per round.
+#[derive(Default)]
+struct LatencySeries {
+    wall: Vec<f64>,
+    cpu: Vec<f64>,
+}
+
+impl LatencySeries {
+    fn push(&mut self, sample: Sample, calls: usize) {
+        self.wall.push(per_call_ns(sample.wall, calls));
+        if let Some(cpu) = sample.cpu {
+            self.cpu.push(per_call_ns(cpu, calls));
+        }
+    }
+
+    /// Median wall and CPU nanoseconds per call.
+    fn medians(self) -> (f64, f64) {
+        (median(self.wall), median(self.cpu))
+    }
+}
+
+/// Calls per wall second and cores kept busy, one entry per round.
+#[derive(Default)]
+struct ThroughputSeries {
+    rate: Vec<f64>,
+    cores: Vec<f64>,
+    rate_per_core: Vec<f64>,
+}
+
+impl ThroughputSeries {
+    fn push(&mut self, sample: Sample, calls: usize) {
+        self.rate.push(calls as f64 / sample.wall.as_secs_f64());
+        if let Some(cpu) = sample.cpu {
+            self.cores
+                .push(cpu.as_secs_f64() / sample.wall.as_secs_f64());
+            self.rate_per_core.push(calls as f64 / cpu.as_secs_f64());
+        }
+    }
+
+    /// Median calls per second, cores busy, and calls per CPU-second.
+    fn medians(self) -> (f64, f64, f64) {
+        (
+            median(self.rate),
+            median(self.cores),
+            median(self.rate_per_core),
+        )
+    }
+}
+
+/// One line of the summary: a ratio, its target, whether it is met, and a cross-check.
+fn verdict(name: &str, ratio: f64, target: f64, at_most: bool, cross_check: &str) {
     let met = if at_most {
         ratio <= target
     } else {
@@ -465,7 +624,7 @@ fn verdict(name: &str, ratio: f64, target: f64, at_most: bool) {
     };
     let bound = if at_most { "<=" } else { ">=" };
     println!(
-        "  {name:<34} {ratio:>6.2}x   target {bound} {target:.1}x   {}",
+        "  {name:<30} {ratio:>6.2}x  target {bound} {target:.1}x  {:<6}  {cross_check}",
         if met { "met" } else { "MISSED" }
     );
 }
@@ -473,31 +632,33 @@ fn verdict(name: &str, ratio: f64, target: f64, at_most: bool) {
 /// Times every case again in interleaved rounds and prints medians and ratios.
 fn summary(scratch: &ScratchDir) {
     let runtime = current_thread_runtime();
-    let (mut floor, mut keyed, mut unkeyed) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut one, mut two) = (Vec::new(), Vec::new());
+    let (mut floor, mut keyed, mut unkeyed) = (
+        LatencySeries::default(),
+        LatencySeries::default(),
+        LatencySeries::default(),
+    );
+    let (mut one, mut two) = (ThroughputSeries::default(), ThroughputSeries::default());
     let mut sqlite_case = SqliteCase::new(&scratch.file("summary-store.db"));
     sqlite_case.check();
     let body_len = record_body_len(&scratch.file("summary-store.db"));
     let mut baseline = UpsertBaseline::new(&scratch.file("summary-baseline.db"), body_len);
     let (mut upserts, mut sqlite) = (Vec::new(), Vec::new());
     for _ in 0..SUMMARY_ROUNDS {
-        floor.push(per_call_ns(
-            time_floor(&runtime, SUMMARY_CALLS),
-            SUMMARY_CALLS,
-        ));
+        floor.push(
+            time_floor(&runtime, SUMMARY_FLOOR_CALLS),
+            SUMMARY_FLOOR_CALLS,
+        );
         let host = memory_host();
-        keyed.push(per_call_ns(
-            time_invocations(&runtime, &host, SUMMARY_CALLS, true),
-            SUMMARY_CALLS,
-        ));
-        unkeyed.push(per_call_ns(
-            time_invocations(&runtime, &host, SUMMARY_CALLS, false),
-            SUMMARY_CALLS,
-        ));
-        for (workers, samples) in [(1, &mut one), (2, &mut two)] {
-            let elapsed = time_throughput(workers, THROUGHPUT_CALLS);
-            samples.push(THROUGHPUT_CALLS as f64 / elapsed.as_secs_f64());
-        }
+        keyed.push(
+            time_invocations(&runtime, &host, SUMMARY_HOST_CALLS, true),
+            SUMMARY_HOST_CALLS,
+        );
+        unkeyed.push(
+            time_invocations(&runtime, &host, SUMMARY_HOST_CALLS, false),
+            SUMMARY_HOST_CALLS,
+        );
+        one.push(time_throughput(1, THROUGHPUT_CALLS), THROUGHPUT_CALLS);
+        two.push(time_throughput(2, THROUGHPUT_CALLS), THROUGHPUT_CALLS);
         upserts.push(per_call_ns(
             baseline.time(SUMMARY_SQLITE_CALLS),
             SUMMARY_SQLITE_CALLS,
@@ -507,31 +668,74 @@ fn summary(scratch: &ScratchDir) {
             SUMMARY_SQLITE_CALLS,
         ));
     }
-    let (floor, keyed, unkeyed) = (median(floor), median(keyed), median(unkeyed));
-    let (one, two) = (median(one), median(two));
+    let (floor, floor_cpu) = floor.medians();
+    let (keyed, keyed_cpu) = keyed.medians();
+    let (unkeyed, unkeyed_cpu) = unkeyed.medians();
+    let (one, one_cores, one_per_core) = one.medians();
+    let (two, two_cores, two_per_core) = two.medians();
     let (upserts, sqlite) = (median(upserts), median(sqlite));
+    let future_size = {
+        let action = Action::new(CAPABILITY, input());
+        let host = memory_host();
+        let caller = caller();
+        std::mem::size_of_val(&host.invoke(action, &caller))
+    };
     println!();
     println!(
-        "summary: medians of {SUMMARY_ROUNDS} interleaved rounds \
-         ({SUMMARY_CALLS} calls per in-memory case, {SUMMARY_SQLITE_CALLS} per SQLite case, \
-         {THROUGHPUT_CALLS} per throughput run)"
+        "summary: medians of {SUMMARY_ROUNDS} interleaved rounds ({SUMMARY_FLOOR_CALLS} floor \
+         calls, {SUMMARY_HOST_CALLS} host calls, {THROUGHPUT_CALLS} calls per throughput run, \
+         {SUMMARY_SQLITE_CALLS} SQLite calls per round)"
     );
-    println!("  floor (typed call)                 {floor:>10.0} ns/call");
-    println!("  host, memory store, keyed          {keyed:>10.0} ns/call");
-    println!("  host, memory store, no key         {unkeyed:>10.0} ns/call");
-    println!("  throughput, 1 worker               {one:>10.0} calls/s");
-    println!("  throughput, 2 workers              {two:>10.0} calls/s");
-    println!("  sqlite baseline (two upserts)      {upserts:>10.0} ns/call");
-    println!("  host, sqlite store, keyed          {sqlite:>10.0} ns/call");
-    println!("ratios:");
-    verdict("keyed / floor", keyed / floor, TARGET_KEYED, true);
-    verdict("no key / floor", unkeyed / floor, TARGET_UNKEYED, true);
-    verdict("2 workers / 1 worker", two / one, TARGET_SCALING, false);
+    println!("  {:<34} {:>12} {:>12}", "case", "wall", "cpu");
+    let line = |name: &str, wall: f64, cpu: f64| {
+        println!("  {name:<34} {wall:>9.0} ns {cpu:>9.0} ns");
+    };
+    line("floor: typed call", floor, floor_cpu);
+    line("host, memory store, keyed", keyed, keyed_cpu);
+    line("host, memory store, no key", unkeyed, unkeyed_cpu);
+    println!("  {:<34} {upserts:>9.0} ns", "sqlite baseline: two upserts");
+    println!("  {:<34} {sqlite:>9.0} ns", "host, sqlite store, keyed");
+    println!(
+        "  {:<34} {one:>9.0}/s  ({one_cores:.2} cores busy, {one_per_core:.0} calls per CPU-second)",
+        "throughput, 1 worker"
+    );
+    println!(
+        "  {:<34} {two:>9.0}/s  ({two_cores:.2} cores busy, {two_per_core:.0} calls per CPU-second)",
+        "throughput, 2 workers"
+    );
+    println!("  Host::invoke future: {future_size} bytes");
+    println!("ratios (wall clock; CPU-time ratio alongside):");
+    verdict(
+        "keyed / floor",
+        keyed / floor,
+        TARGET_KEYED,
+        true,
+        &format!("cpu {:.2}x", keyed_cpu / floor_cpu),
+    );
+    verdict(
+        "no key / floor",
+        unkeyed / floor,
+        TARGET_UNKEYED,
+        true,
+        &format!("cpu {:.2}x", unkeyed_cpu / floor_cpu),
+    );
+    verdict(
+        "2 workers / 1 worker",
+        two / one,
+        TARGET_SCALING,
+        false,
+        &format!(
+            "cores busy {:.2}x, calls per CPU-second {:.2}x",
+            two_cores / one_cores,
+            two_per_core / one_per_core
+        ),
+    );
     verdict(
         "sqlite keyed / two upserts",
         sqlite / upserts,
         TARGET_SQLITE,
         true,
+        "",
     );
 }
 

@@ -111,6 +111,7 @@ fn new_record(
 
 /// `dry_run` and `plan`, which run before the approval gate. `validation` is the connector's
 /// validation result when the contract's fidelity needs one.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn preview(
     host: &HostInner,
     action: &Action,

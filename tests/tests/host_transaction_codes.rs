@@ -1,0 +1,1234 @@
+//! One behaviour test per transaction code the host raises (`docs/host-runtime.md` §3 and §7):
+//! each reaches the code through `Host::invoke` and checks the category, the retryable flag and,
+//! where the host sets them, `retry_after_ms` and `details`.
+//!
+//! Two codes need a record this host never writes (a planned record without its plan, a plan
+//! without an identity); their tests seed the shared store the way another implementation
+//! sharing it could. Codes no input can reach are listed, with the reason, in
+//! `tests/tests/error_codes.rs`. Tests marked `#[ignore = "bug: …"]` document the expected
+//! behaviour of a known defect.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use aip_connector::codes;
+use aip_connector::host::{Deployment, Host, TrustedContext};
+use aip_connector::ids::{ApprovalId, TransactionId};
+use aip_connector::invocation::BoxFuture;
+use aip_connector::model::{
+    Action, ActionResult, ActionResultStatus, ActionTransaction, ConnectorOperation,
+    DryRunFidelity, ExternalAccountRef, Principal, PrincipalKind, ProtocolError,
+    ProviderOperationRef, TransactionMode, TransactionPlan, TransactionProtocolStatus,
+};
+use aip_connector::prelude::*;
+use aip_connector::store::{
+    ApprovalRecord, ApprovalStore, Clock, IdempotencyRecord, IdempotencyStore, MemoryStore, Millis,
+    Reservation, ReserveOutcome, SharedStore, StoreError, TransactionRecord, TransactionStore,
+    Transition, TransitionOutcome,
+};
+use aip_connector::{ConnectorDefinition, InvocationContext, VerifiedTenant};
+use serde_json::{Value, json};
+
+// ---- the connector ----------------------------------------------------------------------------
+
+#[derive(Deserialize, JsonSchema)]
+struct Transfer {
+    amount: u32,
+    /// How the provider call goes: `""` succeeds; see [`Bank::transfer`] for the others.
+    #[serde(default)]
+    behaviour: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Receipt {
+    transfer_id: String,
+}
+
+/// A bank whose transfers fail on demand and whose reconciliation answers on demand.
+#[derive(Clone, Default)]
+struct Bank {
+    /// Handler calls, whatever their outcome.
+    calls: Arc<AtomicUsize>,
+    /// Provider calls that went out (after the checkpoint).
+    effects: Arc<AtomicUsize>,
+    /// While set, reconciliation answers `Pending` with cursor `cursor-2`.
+    still_pending: Arc<AtomicBool>,
+    /// The cursor each reconciliation was handed, in order.
+    cursors_seen: Arc<Mutex<Vec<Option<String>>>>,
+}
+
+impl Bank {
+    fn failure(code: &str, category: ErrorCategory) -> ConnectorFailure {
+        ConnectorFailure::new(
+            code,
+            "the bank said no",
+            category,
+            ConnectorOperation::TransactionCommit,
+            "bank",
+        )
+    }
+
+    fn operation(key: &IdempotencyKey) -> ProviderOperationRef {
+        ProviderOperationRef {
+            provider: "bank".into(),
+            operation_id: format!("op-{}", key.as_str()),
+            request_id: None,
+        }
+    }
+}
+
+#[connector(id = "bank")]
+impl Bank {
+    /// Moves money. Behaviours: `slow` never answers and `unrecorded` fails uncertainly, both
+    /// before any checkpoint; `retry` fails retryably before any checkpoint; after the
+    /// checkpoint, `uncertain` fails uncertainly (retry after 2 s), `fail` fails permanently,
+    /// `conflict` checkpoints a second, different operation.
+    #[capability(
+        id = "cap:bank:transfer",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+        transaction(modes = [execute, dry_run, plan, commit, reconcile], fidelity = policy_and_schema),
+        reconcile = Self::ask,
+    )]
+    async fn transfer(
+        &self,
+        transfer: Transfer,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Receipt, ConnectorFailure> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        match transfer.behaviour.as_str() {
+            "slow" => tokio::time::sleep(Duration::from_secs(30)).await,
+            "unrecorded" => {
+                return Err(Self::failure("bank.reset", ErrorCategory::Temporary)
+                    .with_retryable(true)
+                    .with_uncertain_outcome());
+            }
+            "retry" => {
+                return Err(
+                    Self::failure("bank.busy", ErrorCategory::Temporary).with_retryable(true)
+                );
+            }
+            _ => {}
+        }
+        let operation = Self::operation(&key);
+        checkpoint
+            .record(operation.clone(), Some("cursor-1".into()))
+            .await?;
+        if transfer.behaviour == "conflict" {
+            let mut other = operation.clone();
+            other.operation_id.push_str("-other");
+            checkpoint.record(other, None).await?;
+        }
+        self.effects.fetch_add(1, Ordering::SeqCst);
+        match transfer.behaviour.as_str() {
+            "uncertain" => Err(Self::failure("bank.reset", ErrorCategory::Temporary)
+                .with_retryable(true)
+                .with_retry_after_ms(2_000)
+                .with_uncertain_outcome()
+                .with_provider_operation(operation)),
+            "fail" => Err(Self::failure("bank.refused", ErrorCategory::Permanent)),
+            _ => Ok(Receipt {
+                transfer_id: format!("tr-{}", transfer.amount),
+            }),
+        }
+    }
+
+    async fn ask(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
+        self.cursors_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(request.cursor);
+        if self.still_pending.load(Ordering::SeqCst) {
+            return Ok(ReconcileOutcome::Pending {
+                cursor: Some("cursor-2".into()),
+            });
+        }
+        Ok(ReconcileOutcome::Committed {
+            evidence: Some(json!({ "found": request.provider_operation.operation_id })),
+        })
+    }
+
+    /// Refunds a transfer; plans and commits like a transfer.
+    #[capability(
+        id = "cap:bank:refund",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+        transaction(modes = [execute, plan, commit]),
+    )]
+    async fn refund(
+        &self,
+        transfer: Transfer,
+        _checkpoint: Checkpoint,
+    ) -> Result<Receipt, ConnectorFailure> {
+        Ok(Receipt {
+            transfer_id: format!("rf-{}", transfer.amount),
+        })
+    }
+
+    /// Closes an account; cannot be rolled back.
+    #[capability(
+        id = "cap:bank:close",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+        transaction(modes = [execute, rollback_not_supported]),
+    )]
+    async fn close(
+        &self,
+        transfer: Transfer,
+        _checkpoint: Checkpoint,
+    ) -> Result<Receipt, ConnectorFailure> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Ok(Receipt {
+            transfer_id: format!("cl-{}", transfer.amount),
+        })
+    }
+}
+
+/// A connector behind a hand-edited definition.
+struct Redefined<C> {
+    inner: C,
+    definition: ConnectorDefinition,
+}
+
+impl<C: Connector> Connector for Redefined<C> {
+    fn definition(&self) -> &ConnectorDefinition {
+        &self.definition
+    }
+
+    fn invoke<'a>(
+        &'a self,
+        capability_id: &'a str,
+        input: Value,
+        context: Arc<dyn InvocationContext>,
+    ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
+        self.inner.invoke(capability_id, input, context)
+    }
+}
+
+// ---- the host ---------------------------------------------------------------------------------
+
+/// When every test starts.
+const START: Millis = 1_750_000_000_000;
+/// A plan's lifetime.
+const FIFTEEN_MINUTES: Millis = 15 * 60 * 1000;
+
+/// A clock that moves only when told.
+struct FixedClock(AtomicU64);
+
+impl FixedClock {
+    fn new() -> Arc<Self> {
+        Arc::new(Self(AtomicU64::new(START)))
+    }
+
+    fn advance(&self, ms: Millis) {
+        self.0.fetch_add(ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for FixedClock {
+    fn now_ms(&self) -> Millis {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+fn host_on(
+    connector: impl Connector,
+    store: SharedStore,
+    clock: Arc<FixedClock>,
+    deployment: Deployment,
+) -> Host {
+    Host::builder()
+        .connector(connector)
+        .store(store)
+        .clock(clock)
+        .deployment(deployment)
+        .build()
+        .expect("host builds")
+}
+
+/// A bank host on its own memory store and fixed clock.
+struct Setup {
+    bank: Bank,
+    store: Arc<MemoryStore>,
+    clock: Arc<FixedClock>,
+    host: Host,
+}
+
+fn setup() -> Setup {
+    let bank = Bank::default();
+    let store = Arc::new(MemoryStore::default());
+    let clock = FixedClock::new();
+    let host = host_on(
+        bank.clone(),
+        store.clone(),
+        clock.clone(),
+        Deployment::default(),
+    );
+    Setup {
+        bank,
+        store,
+        clock,
+        host,
+    }
+}
+
+fn person(id: &str, kind: PrincipalKind, tenant: &str) -> TrustedContext {
+    TrustedContext::new(Principal::new(id, kind), "test").with_tenant(VerifiedTenant {
+        id: tenant.into(),
+        system: None,
+    })
+}
+
+fn ada() -> TrustedContext {
+    person("user:ada", PrincipalKind::Human, "t1")
+}
+
+fn action_on(capability: &str, transaction: ActionTransaction, key: &str, input: Value) -> Action {
+    Action::new(capability, input)
+        .with_idempotency_key(key)
+        .with_transaction(transaction)
+}
+
+/// A transfer in `mode`, with an optional transaction id.
+fn transfer(mode: TransactionMode, id: Option<&TransactionId>, key: &str, input: Value) -> Action {
+    let mut transaction = ActionTransaction::new(mode);
+    transaction.transaction_id = id.cloned();
+    action_on("cap:bank:transfer", transaction, key, input)
+}
+
+/// A commit of `plan_id` on `capability`.
+fn commit_on(capability: &str, plan_id: &str, key: &str, input: Value) -> Action {
+    let mut transaction = ActionTransaction::new(TransactionMode::Commit);
+    transaction.plan_id = Some(plan_id.to_owned());
+    action_on(capability, transaction, key, input)
+}
+
+fn commit(plan_id: &str, key: &str, input: Value) -> Action {
+    commit_on("cap:bank:transfer", plan_id, key, input)
+}
+
+fn reconcile(id: &TransactionId, key: &str) -> Action {
+    transfer(
+        TransactionMode::Reconcile,
+        Some(id),
+        key,
+        json!({ "amount": 1 }),
+    )
+}
+
+/// Plans `input` as `caller` and returns the plan.
+async fn plan_as(host: &Host, caller: &TrustedContext, key: &str, input: Value) -> TransactionPlan {
+    let result = host
+        .invoke(transfer(TransactionMode::Plan, None, key, input), caller)
+        .await;
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    let output = result.output.expect("a plan has output");
+    assert_eq!(output["transaction"], "plan");
+    serde_json::from_value(output["plan"].clone()).expect("the output carries a plan")
+}
+
+async fn plan(host: &Host, key: &str, input: Value) -> TransactionPlan {
+    plan_as(host, &ada(), key, input).await
+}
+
+/// The error of a failed result.
+fn failure(result: &ActionResult) -> &ProtocolError {
+    assert_eq!(result.status, ActionResultStatus::Failed, "{result:?}");
+    result.error.as_ref().expect("a failed result has an error")
+}
+
+/// Asserts code, category, retryability and `retry_after_ms` of an error the host raised.
+fn assert_host_error(
+    error: &ProtocolError,
+    code: &str,
+    category: ErrorCategory,
+    retryable: bool,
+    retry_after_ms: Option<u64>,
+) {
+    assert_eq!(error.code, code, "{error:?}");
+    assert_eq!(error.category, category, "{error:?}");
+    assert_eq!(error.retryable, Some(retryable), "{error:?}");
+    assert_eq!(error.retry_after_ms, retry_after_ms, "{error:?}");
+    assert_eq!(
+        error.source,
+        Some(json!({ "component": "aip-connector.host" })),
+        "{error:?}"
+    );
+}
+
+/// Asserts a policy refusal (category `policy`, never retryable) with code `code`.
+fn assert_policy(result: &ActionResult, code: &str) {
+    assert_host_error(failure(result), code, ErrorCategory::Policy, false, None);
+}
+
+async fn record(store: &MemoryStore, id: &TransactionId) -> TransactionRecord {
+    store
+        .transaction(id)
+        .await
+        .expect("the memory store answers")
+        .expect("the transaction is recorded")
+}
+
+/// Plans on a scratch host, lets `edit` change the planned record, and writes it into `store`:
+/// a record this host never writes, as another implementation sharing the store could.
+async fn seed_plan(store: &MemoryStore, edit: impl FnOnce(&mut TransactionRecord)) -> String {
+    let scratch = Arc::new(MemoryStore::default());
+    let host = host_on(
+        Bank::default(),
+        scratch.clone(),
+        FixedClock::new(),
+        Deployment::default(),
+    );
+    let planned = plan(&host, "seed", json!({ "amount": 5 })).await;
+    let mut record = record(&scratch, &planned.transaction_id).await;
+    edit(&mut record);
+    assert!(store.insert_transaction(&record).await.unwrap());
+    planned.plan_id
+}
+
+// ---- stage 3 ----------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn rollback_not_supported_is_refused_without_running_anything() {
+    let Setup { bank, host, .. } = setup();
+    let transaction = ActionTransaction::new(TransactionMode::RollbackNotSupported);
+    let result = host
+        .invoke(
+            action_on("cap:bank:close", transaction, "rb", json!({ "amount": 1 })),
+            &ada(),
+        )
+        .await;
+    assert_policy(&result, codes::TRANSACTION_ROLLBACK_NOT_SUPPORTED);
+    assert_eq!(bank.calls.load(Ordering::SeqCst), 0);
+}
+
+// ---- stage 8: previews ------------------------------------------------------------------------
+
+/// A definition that claims downstream fidelity without a validation handler passes admission
+/// (which cannot see handlers), so the host refuses the preview itself.
+#[tokio::test]
+async fn downstream_fidelity_without_a_validation_handler_is_plan_handler_unsupported() {
+    let bank = Bank::default();
+    let mut definition = Connector::definition(&bank).clone();
+    let transfer_definition = definition
+        .capabilities
+        .iter_mut()
+        .find(|c| c.capability.id == "cap:bank:transfer")
+        .expect("the bank transfers");
+    assert!(!transfer_definition.facts.validation_handler);
+    transfer_definition
+        .capability
+        .contract
+        .as_mut()
+        .and_then(|c| c.transaction.as_mut())
+        .expect("transfer declares transactions")
+        .dry_run_fidelity = DryRunFidelity::DownstreamValidation;
+    let store = Arc::new(MemoryStore::default());
+    let host = host_on(
+        Redefined {
+            inner: bank.clone(),
+            definition,
+        },
+        store.clone(),
+        FixedClock::new(),
+        Deployment::default(),
+    );
+    for (mode, key) in [(TransactionMode::Plan, "p"), (TransactionMode::DryRun, "d")] {
+        let id = TransactionId::new();
+        let result = host
+            .invoke(
+                transfer(mode, Some(&id), key, json!({ "amount": 5 })),
+                &ada(),
+            )
+            .await;
+        assert_policy(&result, codes::TRANSACTION_PLAN_HANDLER_UNSUPPORTED);
+        assert_eq!(
+            store.transaction(&id).await.unwrap(),
+            None,
+            "nothing is recorded"
+        );
+    }
+    assert_eq!(bank.calls.load(Ordering::SeqCst), 0);
+}
+
+// ---- stage 11: plan commits, in the order they are checked ------------------------------------
+
+#[tokio::test]
+async fn a_commit_of_an_unknown_plan_is_plan_not_found() {
+    let Setup { host, .. } = setup();
+    let result = host
+        .invoke(commit("plan:nope", "c", json!({ "amount": 5 })), &ada())
+        .await;
+    assert_policy(&result, codes::TRANSACTION_PLAN_NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_commit_through_another_capability_is_plan_capability_mismatch() {
+    let Setup { bank, host, .. } = setup();
+    let planned = plan(&host, "p", json!({ "amount": 5 })).await;
+    let result = host
+        .invoke(
+            commit_on(
+                "cap:bank:refund",
+                &planned.plan_id,
+                "c",
+                json!({ "amount": 5 }),
+            ),
+            &ada(),
+        )
+        .await;
+    assert_policy(&result, codes::TRANSACTION_PLAN_CAPABILITY_MISMATCH);
+    assert_eq!(bank.calls.load(Ordering::SeqCst), 0);
+}
+
+/// A plan whose commit failed is `failed`, not `planned`: it cannot be committed again.
+#[tokio::test]
+async fn a_commit_of_a_plan_whose_commit_failed_is_plan_not_committable() {
+    let Setup { store, host, .. } = setup();
+    let input = json!({ "amount": 5, "behaviour": "fail" });
+    let planned = plan(&host, "p", input.clone()).await;
+    let first = host
+        .invoke(commit(&planned.plan_id, "c1", input.clone()), &ada())
+        .await;
+    assert_eq!(failure(&first).code, "bank.refused");
+    assert_eq!(
+        record(&store, &planned.transaction_id).await.status,
+        TransactionProtocolStatus::Failed
+    );
+    let again = host
+        .invoke(commit(&planned.plan_id, "c2", input), &ada())
+        .await;
+    assert_policy(&again, codes::TRANSACTION_PLAN_NOT_COMMITTABLE);
+}
+
+/// This host always stores the plan with its planned record; only a record written by
+/// something else can be planned without one.
+#[tokio::test]
+async fn a_planned_record_without_its_plan_is_plan_missing_payload() {
+    let Setup {
+        bank, store, host, ..
+    } = setup();
+    let plan_id = seed_plan(&store, |record| record.plan = None).await;
+    let result = host
+        .invoke(commit(&plan_id, "c", json!({ "amount": 5 })), &ada())
+        .await;
+    assert_policy(&result, codes::TRANSACTION_PLAN_MISSING_PAYLOAD);
+    assert_eq!(bank.calls.load(Ordering::SeqCst), 0);
+}
+
+/// Only the planner commits: same principal id **and** kind.
+#[tokio::test]
+async fn a_commit_by_another_principal_is_plan_principal_mismatch() {
+    let Setup { bank, host, .. } = setup();
+    let planned = plan(&host, "p", json!({ "amount": 5 })).await;
+    let eve = person("user:eve", PrincipalKind::Human, "t1");
+    let ada_as_agent = person("user:ada", PrincipalKind::Agent, "t1");
+    for (who, key) in [(eve, "c1"), (ada_as_agent, "c2")] {
+        let result = host
+            .invoke(commit(&planned.plan_id, key, json!({ "amount": 5 })), &who)
+            .await;
+        assert_policy(&result, codes::TRANSACTION_PLAN_PRINCIPAL_MISMATCH);
+    }
+    assert_eq!(bank.calls.load(Ordering::SeqCst), 0);
+}
+
+/// A plan lives 15 minutes: one millisecond before, the commit is checked further; at 15
+/// minutes it is expired.
+#[tokio::test]
+async fn a_plan_expires_fifteen_minutes_after_it_is_made() {
+    let Setup {
+        bank,
+        store,
+        clock,
+        host,
+    } = setup();
+    let planned = plan(&host, "p", json!({ "amount": 5 })).await;
+    assert_eq!(
+        planned.expires_at,
+        Some(planned.created_at + time::Duration::minutes(15))
+    );
+    clock.advance(FIFTEEN_MINUTES - 1);
+    let changed = host
+        .invoke(
+            commit(&planned.plan_id, "c1", json!({ "amount": 6 })),
+            &ada(),
+        )
+        .await;
+    assert_policy(&changed, codes::TRANSACTION_PLAN_INPUT_HASH_MISMATCH);
+    clock.advance(1);
+    let late = host
+        .invoke(
+            commit(&planned.plan_id, "c2", json!({ "amount": 5 })),
+            &ada(),
+        )
+        .await;
+    assert_policy(&late, codes::TRANSACTION_PLAN_EXPIRED);
+    assert_eq!(
+        record(&store, &planned.transaction_id).await.status,
+        TransactionProtocolStatus::Planned
+    );
+    assert_eq!(bank.calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_commit_naming_another_transaction_is_plan_transaction_mismatch() {
+    let Setup { host, .. } = setup();
+    let planned = plan(&host, "p", json!({ "amount": 5 })).await;
+    let mut action = commit(&planned.plan_id, "c", json!({ "amount": 5 }));
+    action
+        .transaction
+        .as_mut()
+        .expect("a commit is transactional")
+        .transaction_id = Some(TransactionId::new());
+    let result = host.invoke(action, &ada()).await;
+    assert_policy(&result, codes::TRANSACTION_PLAN_TRANSACTION_MISMATCH);
+}
+
+/// The details name the planned hash and the hash of what was sent — the same hash a dry run
+/// of that input reports.
+#[tokio::test]
+async fn a_commit_with_other_input_is_plan_input_hash_mismatch() {
+    let Setup { host, .. } = setup();
+    let planned = plan(&host, "p", json!({ "amount": 5 })).await;
+    let result = host
+        .invoke(
+            commit(&planned.plan_id, "c", json!({ "amount": 9 })),
+            &ada(),
+        )
+        .await;
+    assert_policy(&result, codes::TRANSACTION_PLAN_INPUT_HASH_MISMATCH);
+    let preview = host
+        .invoke(
+            transfer(TransactionMode::DryRun, None, "d", json!({ "amount": 9 })),
+            &ada(),
+        )
+        .await;
+    let actual = &preview.output.expect("a dry run has output")["input_hash"];
+    assert_eq!(
+        failure(&result).details,
+        Some(json!({ "expected_hash": planned.input_hash, "actual_hash": actual }))
+    );
+    assert_ne!(actual, &json!(planned.input_hash));
+}
+
+/// This host stamps every action with the identity it vouches for, so its own plans always
+/// carry one; a plan without one comes from something else sharing the store.
+#[tokio::test]
+async fn a_plan_without_identity_is_plan_identity_missing() {
+    let Setup { store, host, .. } = setup();
+    let plan_id = seed_plan(&store, |record| {
+        record.plan.as_mut().expect("a planned record").identity = None;
+    })
+    .await;
+    let result = host
+        .invoke(commit(&plan_id, "c", json!({ "amount": 5 })), &ada())
+        .await;
+    assert_policy(&result, codes::TRANSACTION_PLAN_IDENTITY_MISSING);
+}
+
+#[tokio::test]
+async fn a_commit_from_another_tenant_is_plan_tenant_mismatch() {
+    let Setup { bank, host, .. } = setup();
+    let planned = plan(&host, "p", json!({ "amount": 5 })).await;
+    let ada_elsewhere = person("user:ada", PrincipalKind::Human, "t2");
+    let result = host
+        .invoke(
+            commit(&planned.plan_id, "c", json!({ "amount": 5 })),
+            &ada_elsewhere,
+        )
+        .await;
+    assert_policy(&result, codes::TRANSACTION_PLAN_TENANT_MISMATCH);
+    assert_eq!(bank.calls.load(Ordering::SeqCst), 0);
+}
+
+/// The external account is the deployment's, so it differs only between two hosts sharing one
+/// store.
+#[tokio::test]
+async fn a_commit_for_another_external_account_is_plan_external_account_mismatch() {
+    let bank = Bank::default();
+    let store = Arc::new(MemoryStore::default());
+    let clock = FixedClock::new();
+    let for_account = host_on(
+        bank.clone(),
+        store.clone(),
+        clock.clone(),
+        Deployment {
+            external_account: Some(ExternalAccountRef {
+                id: "acct_1".into(),
+                system: "bank".into(),
+            }),
+            ..Deployment::default()
+        },
+    );
+    let without_account = host_on(bank.clone(), store, clock, Deployment::default());
+    let planned = plan(&for_account, "p", json!({ "amount": 5 })).await;
+    let result = without_account
+        .invoke(
+            commit(&planned.plan_id, "c", json!({ "amount": 5 })),
+            &ada(),
+        )
+        .await;
+    assert_policy(&result, codes::TRANSACTION_PLAN_EXTERNAL_ACCOUNT_MISMATCH);
+    assert_eq!(bank.calls.load(Ordering::SeqCst), 0);
+}
+
+/// A committed plan is claimed; so is a transaction id a second plan reuses.
+#[tokio::test]
+async fn a_claimed_plan_is_plan_already_claimed() {
+    let Setup {
+        bank, store, host, ..
+    } = setup();
+    let planned = plan(&host, "p", json!({ "amount": 5 })).await;
+    let first = host
+        .invoke(
+            commit(&planned.plan_id, "c1", json!({ "amount": 5 })),
+            &ada(),
+        )
+        .await;
+    assert_eq!(first.status, ActionResultStatus::Completed, "{first:?}");
+    let second = host
+        .invoke(
+            commit(&planned.plan_id, "c2", json!({ "amount": 5 })),
+            &ada(),
+        )
+        .await;
+    assert_policy(&second, codes::TRANSACTION_PLAN_ALREADY_CLAIMED);
+    assert_eq!(bank.effects.load(Ordering::SeqCst), 1);
+    let committed = record(&store, &planned.transaction_id).await;
+    assert_eq!(committed.status, TransactionProtocolStatus::Committed);
+
+    let replanned = host
+        .invoke(
+            transfer(
+                TransactionMode::Plan,
+                Some(&planned.transaction_id),
+                "p2",
+                json!({ "amount": 5 }),
+            ),
+            &ada(),
+        )
+        .await;
+    assert_policy(&replanned, codes::TRANSACTION_PLAN_ALREADY_CLAIMED);
+    assert_eq!(
+        record(&store, &planned.transaction_id).await,
+        committed,
+        "the committed record is untouched"
+    );
+}
+
+/// A plan id the caller chose that another transaction already answers to is refused as a
+/// policy conflict, like a reused transaction id — not as a retryable storage failure, which
+/// would invite retries that can never succeed.
+#[tokio::test]
+#[ignore = "bug: a taken caller-supplied plan id fails `storage.unavailable` (temporary, retryable)"]
+async fn a_taken_plan_id_is_plan_already_claimed() {
+    let Setup { host, .. } = setup();
+    let named = |key: &str, amount: u32| {
+        let mut transaction = ActionTransaction::new(TransactionMode::Plan);
+        transaction.plan_id = Some("plan:mine".into());
+        action_on(
+            "cap:bank:transfer",
+            transaction,
+            key,
+            json!({ "amount": amount }),
+        )
+    };
+    let first = host.invoke(named("p1", 5), &ada()).await;
+    assert_eq!(first.status, ActionResultStatus::Completed, "{first:?}");
+    let second = host.invoke(named("p2", 6), &ada()).await;
+    assert_policy(&second, codes::TRANSACTION_PLAN_ALREADY_CLAIMED);
+}
+
+// ---- stage 11: the execute replay gate ---------------------------------------------------------
+
+/// An unknown outcome refuses re-execution; the details say what reconciliation will use, and
+/// the reconcile time honours the failure's `retry_after_ms`.
+#[tokio::test]
+async fn reexecuting_an_unknown_outcome_is_reconciliation_required() {
+    let Setup {
+        bank, store, host, ..
+    } = setup();
+    let id = TransactionId::new();
+    let input = json!({ "amount": 5, "behaviour": "uncertain" });
+    let first = transfer(TransactionMode::Execute, Some(&id), "e1", input.clone());
+    let action_id = first.id.clone();
+    let uncertain = host.invoke(first, &ada()).await;
+    assert_eq!(failure(&uncertain).code, "bank.reset");
+    let unknown = record(&store, &id).await;
+    assert_eq!(unknown.status, TransactionProtocolStatus::OutcomeUnknown);
+    assert_eq!(unknown.reconcile_after_ms, Some(START + 2_000));
+
+    let mut again = transfer(TransactionMode::Execute, Some(&id), "e1", input);
+    again.id = action_id;
+    let refused = host.invoke(again, &ada()).await;
+    assert_policy(&refused, codes::TRANSACTION_RECONCILIATION_REQUIRED);
+    assert_eq!(
+        failure(&refused).details,
+        Some(json!({
+            "status": "outcome_unknown",
+            "provider_operation": { "provider": "bank", "operation_id": "op-e1" },
+            "cursor": "cursor-1",
+            "reconcile_after_ms": START + 2_000,
+        }))
+    );
+    assert_eq!(bank.effects.load(Ordering::SeqCst), 1);
+}
+
+/// The memory store with `failed → prepared` transitions held until two callers attempt one,
+/// so two racing retries both read `failed` before either reopens it.
+struct RacingStore {
+    inner: MemoryStore,
+    reopen: tokio::sync::Barrier,
+}
+
+#[async_trait::async_trait]
+impl IdempotencyStore for RacingStore {
+    async fn reserve(
+        &self,
+        reservation: &Reservation,
+        now: Millis,
+    ) -> Result<ReserveOutcome, StoreError> {
+        self.inner.reserve(reservation, now).await
+    }
+
+    async fn settle(
+        &self,
+        reservation: &Reservation,
+        record: &IdempotencyRecord,
+    ) -> Result<(), StoreError> {
+        self.inner.settle(reservation, record).await
+    }
+
+    async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {
+        self.inner.release(reservation).await
+    }
+
+    async fn renew(
+        &self,
+        reservation: &Reservation,
+        expires_at_ms: Millis,
+    ) -> Result<bool, StoreError> {
+        self.inner.renew(reservation, expires_at_ms).await
+    }
+
+    async fn record(
+        &self,
+        key: &str,
+        now: Millis,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.inner.record(key, now).await
+    }
+}
+
+#[async_trait::async_trait]
+impl ApprovalStore for RacingStore {
+    async fn insert_approval(&self, record: &ApprovalRecord) -> Result<(), StoreError> {
+        self.inner.insert_approval(record).await
+    }
+
+    async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
+        self.inner.approval(id).await
+    }
+
+    async fn update_approval(
+        &self,
+        record: &ApprovalRecord,
+        expected_version: u64,
+    ) -> Result<bool, StoreError> {
+        self.inner.update_approval(record, expected_version).await
+    }
+
+    async fn claim_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+        self.inner.claim_resume(id).await
+    }
+}
+
+#[async_trait::async_trait]
+impl TransactionStore for RacingStore {
+    async fn insert_transaction(&self, record: &TransactionRecord) -> Result<bool, StoreError> {
+        self.inner.insert_transaction(record).await
+    }
+
+    async fn transaction(
+        &self,
+        id: &TransactionId,
+    ) -> Result<Option<TransactionRecord>, StoreError> {
+        self.inner.transaction(id).await
+    }
+
+    async fn transaction_by_plan(
+        &self,
+        plan_id: &str,
+    ) -> Result<Option<TransactionRecord>, StoreError> {
+        self.inner.transaction_by_plan(plan_id).await
+    }
+
+    async fn transactions_by_action(
+        &self,
+        action_id: &aip_connector::ids::ActionId,
+    ) -> Result<Vec<TransactionRecord>, StoreError> {
+        self.inner.transactions_by_action(action_id).await
+    }
+
+    async fn transition(
+        &self,
+        id: &TransactionId,
+        expected_revision: u64,
+        transition: &Transition,
+        now: Millis,
+    ) -> Result<TransitionOutcome, StoreError> {
+        if transition.expected == [TransactionProtocolStatus::Failed]
+            && transition.to == TransactionProtocolStatus::Prepared
+        {
+            self.reopen.wait().await;
+        }
+        self.inner
+            .transition(id, expected_revision, transition, now)
+            .await
+    }
+
+    async fn recoverable(&self) -> Result<Vec<TransactionRecord>, StoreError> {
+        self.inner.recoverable().await
+    }
+}
+
+/// A retryable failure before any provider call reopens for one retry; a second retry racing
+/// it loses the reopening and is denied rather than run twice.
+#[tokio::test]
+async fn racing_retries_of_a_failed_execution_leave_one_retry_denied() {
+    let bank = Bank::default();
+    let store = Arc::new(RacingStore {
+        inner: MemoryStore::default(),
+        reopen: tokio::sync::Barrier::new(2),
+    });
+    let host = host_on(
+        bank.clone(),
+        store.clone(),
+        FixedClock::new(),
+        Deployment::default(),
+    );
+    let id = TransactionId::new();
+    let input = json!({ "amount": 5, "behaviour": "retry" });
+    let first = transfer(TransactionMode::Execute, Some(&id), "e1", input.clone());
+    let retry = |key: &str| {
+        let mut action = transfer(TransactionMode::Execute, Some(&id), key, input.clone());
+        action.id = first.id.clone();
+        action
+    };
+    let (retry_a, retry_b) = (retry("e2"), retry("e3"));
+    assert_eq!(failure(&host.invoke(first, &ada()).await).code, "bank.busy");
+    let failed = store.transaction(&id).await.unwrap().unwrap();
+    assert_eq!(failed.status, TransactionProtocolStatus::Failed);
+
+    let (a, b) = tokio::join!(host.invoke(retry_a, &ada()), host.invoke(retry_b, &ada()));
+    let (denied, ran) = if a.error.as_ref().is_some_and(|e| e.code == "bank.busy") {
+        (b, a)
+    } else {
+        (a, b)
+    };
+    assert_eq!(failure(&ran).code, "bank.busy");
+    assert_policy(&denied, codes::TRANSACTION_RETRY_DENIED);
+    assert_eq!(
+        bank.calls.load(Ordering::SeqCst),
+        2,
+        "the first call and one retry"
+    );
+}
+
+/// `execute` runs only a new, prepared or safely retryable transaction: a plan is not executed,
+/// and a reconciled transaction is not re-run (reconciled is not committed, so nothing replays).
+#[tokio::test]
+async fn executing_a_planned_or_reconciled_transaction_is_execute_state_invalid() {
+    let Setup {
+        bank, store, host, ..
+    } = setup();
+    let planning = transfer(TransactionMode::Plan, None, "p", json!({ "amount": 5 }));
+    let planning_id = planning.id.clone();
+    let planned = host.invoke(planning, &ada()).await;
+    let plan: TransactionPlan =
+        serde_json::from_value(planned.output.expect("a plan")["plan"].clone()).unwrap();
+    let mut execute_plan = transfer(
+        TransactionMode::Execute,
+        Some(&plan.transaction_id),
+        "e0",
+        json!({ "amount": 5 }),
+    );
+    execute_plan.id = planning_id;
+    let refused = host.invoke(execute_plan, &ada()).await;
+    assert_policy(&refused, codes::TRANSACTION_EXECUTE_STATE_INVALID);
+
+    let id = TransactionId::new();
+    let input = json!({ "amount": 5, "behaviour": "uncertain" });
+    let first = transfer(TransactionMode::Execute, Some(&id), "e1", input.clone());
+    let action_id = first.id.clone();
+    host.invoke(first, &ada()).await;
+    let reconciled = host.invoke(reconcile(&id, "r1"), &ada()).await;
+    assert_eq!(
+        reconciled.status,
+        ActionResultStatus::Completed,
+        "{reconciled:?}"
+    );
+    assert_eq!(
+        record(&store, &id).await.status,
+        TransactionProtocolStatus::Reconciled
+    );
+    let mut again = transfer(TransactionMode::Execute, Some(&id), "e2", input);
+    again.id = action_id;
+    let refused = host.invoke(again, &ada()).await;
+    assert_policy(&refused, codes::TRANSACTION_EXECUTE_STATE_INVALID);
+    assert_eq!(bank.effects.load(Ordering::SeqCst), 1);
+}
+
+/// The gate binds a transaction to its execution contract, identity included (`aip-runtime.md`
+/// §3.5): the same action id sent from another tenant is not handed the stored result.
+#[tokio::test]
+#[ignore = "bug: the execute replay gate compares action and capability only, so a committed result replays to another tenant"]
+async fn an_execute_replay_from_another_tenant_is_not_authorized() {
+    let Setup { host, .. } = setup();
+    let id = TransactionId::new();
+    let first = transfer(
+        TransactionMode::Execute,
+        Some(&id),
+        "e1",
+        json!({ "amount": 5 }),
+    );
+    let action_id = first.id.clone();
+    let done = host.invoke(first, &ada()).await;
+    assert_eq!(done.status, ActionResultStatus::Completed, "{done:?}");
+    let mut replay = transfer(
+        TransactionMode::Execute,
+        Some(&id),
+        "e1",
+        json!({ "amount": 5 }),
+    );
+    replay.id = action_id;
+    let result = host
+        .invoke(replay, &person("user:eve", PrincipalKind::Human, "t2"))
+        .await;
+    assert_host_error(
+        failure(&result),
+        codes::AUTH_NOT_AUTHORIZED,
+        ErrorCategory::Auth,
+        false,
+        None,
+    );
+}
+
+// ---- stage 11: reconciliation -----------------------------------------------------------------
+
+#[tokio::test]
+async fn reconciling_an_unknown_transaction_is_not_found() {
+    let Setup { host, .. } = setup();
+    let result = host
+        .invoke(reconcile(&TransactionId::new(), "r"), &ada())
+        .await;
+    assert_policy(&result, codes::TRANSACTION_NOT_FOUND);
+}
+
+/// A timeout is an unknown outcome (reconcile no earlier than 5 s later), but a handler that
+/// timed out before checkpointing left nothing to reconcile against.
+#[tokio::test]
+async fn reconciling_without_a_checkpointed_operation_is_provider_operation_required() {
+    let Setup {
+        bank, store, host, ..
+    } = setup();
+    let id = TransactionId::new();
+    let slow = transfer(
+        TransactionMode::Execute,
+        Some(&id),
+        "e1",
+        json!({ "amount": 5, "behaviour": "slow" }),
+    )
+    .with_timeout_ms(20);
+    let timed_out = host.invoke(slow, &ada()).await;
+    assert_eq!(failure(&timed_out).code, codes::SLA_TIMEOUT_EXCEEDED);
+    let unknown = record(&store, &id).await;
+    assert_eq!(unknown.status, TransactionProtocolStatus::OutcomeUnknown);
+    assert_eq!(unknown.reconcile_after_ms, Some(START + 5_000));
+    assert_eq!(unknown.provider_operation, None);
+
+    let result = host.invoke(reconcile(&id, "r1"), &ada()).await;
+    assert_policy(&result, codes::TRANSACTION_PROVIDER_OPERATION_REQUIRED);
+    assert_eq!(bank.cursors_seen.lock().unwrap().len(), 0, "not asked");
+    assert_eq!(
+        record(&store, &id).await.status,
+        TransactionProtocolStatus::OutcomeUnknown
+    );
+}
+
+/// Only an unknown outcome is reconciled: not a committed transaction, and not one already
+/// reconciled.
+#[tokio::test]
+async fn reconciling_a_settled_transaction_is_not_reconcilable() {
+    let Setup {
+        bank, store, host, ..
+    } = setup();
+    let committed = TransactionId::new();
+    let done = host
+        .invoke(
+            transfer(
+                TransactionMode::Execute,
+                Some(&committed),
+                "e1",
+                json!({ "amount": 5 }),
+            ),
+            &ada(),
+        )
+        .await;
+    assert_eq!(done.status, ActionResultStatus::Completed, "{done:?}");
+    let record_before = record(&store, &committed).await;
+    assert_eq!(record_before.status, TransactionProtocolStatus::Committed);
+    assert!(record_before.provider_operation.is_some(), "checkpointed");
+    let result = host.invoke(reconcile(&committed, "r1"), &ada()).await;
+    assert_policy(&result, codes::TRANSACTION_NOT_RECONCILABLE);
+
+    let unknown = TransactionId::new();
+    host.invoke(
+        transfer(
+            TransactionMode::Execute,
+            Some(&unknown),
+            "e2",
+            json!({ "amount": 5, "behaviour": "uncertain" }),
+        ),
+        &ada(),
+    )
+    .await;
+    let first = host.invoke(reconcile(&unknown, "r2"), &ada()).await;
+    assert_eq!(first.status, ActionResultStatus::Completed, "{first:?}");
+    let second = host.invoke(reconcile(&unknown, "r3"), &ada()).await;
+    assert_policy(&second, codes::TRANSACTION_NOT_RECONCILABLE);
+    assert_eq!(bank.cursors_seen.lock().unwrap().len(), 1);
+}
+
+/// A `Pending` answer fails retryably (ask again in 5 s) and puts the record back to
+/// `outcome_unknown`; a later terminal answer settles it `reconciled`.
+#[tokio::test]
+async fn a_pending_reconcile_answer_is_reconciliation_pending() {
+    let Setup {
+        bank,
+        store,
+        clock,
+        host,
+    } = setup();
+    let id = TransactionId::new();
+    host.invoke(
+        transfer(
+            TransactionMode::Execute,
+            Some(&id),
+            "e1",
+            json!({ "amount": 5, "behaviour": "uncertain" }),
+        ),
+        &ada(),
+    )
+    .await;
+    bank.still_pending.store(true, Ordering::SeqCst);
+    clock.advance(3_000);
+    let pending = host.invoke(reconcile(&id, "r1"), &ada()).await;
+    let error = failure(&pending);
+    assert_host_error(
+        error,
+        codes::TRANSACTION_RECONCILIATION_PENDING,
+        ErrorCategory::Temporary,
+        true,
+        Some(5_000),
+    );
+    assert_eq!(
+        error.details,
+        Some(json!({ "reconciliation_cursor": "cursor-2", "evidence": null }))
+    );
+    let unknown = record(&store, &id).await;
+    assert_eq!(unknown.status, TransactionProtocolStatus::OutcomeUnknown);
+    assert_eq!(unknown.reconcile_after_ms, Some(START + 3_000 + 5_000));
+
+    bank.still_pending.store(false, Ordering::SeqCst);
+    let settled = host.invoke(reconcile(&id, "r1"), &ada()).await;
+    assert_eq!(settled.status, ActionResultStatus::Completed, "{settled:?}");
+    assert_eq!(
+        settled.output.expect("a reconciliation has output")["reconciliation"],
+        json!({ "terminal": true, "committed": true, "cursor": null, "evidence": { "found": "op-e1" } })
+    );
+    assert_eq!(
+        record(&store, &id).await.status,
+        TransactionProtocolStatus::Reconciled
+    );
+}
+
+/// `Reconciliation::cursor` is "the cursor from an earlier, non-terminal answer": after a
+/// `Pending { cursor }` answer, the next reconciliation resumes from that cursor.
+#[tokio::test]
+#[ignore = "bug: a Pending answer's cursor is not recorded; the next reconciliation gets the checkpoint's cursor again"]
+async fn the_next_reconciliation_resumes_from_the_pending_cursor() {
+    let Setup {
+        bank, store, host, ..
+    } = setup();
+    let id = TransactionId::new();
+    host.invoke(
+        transfer(
+            TransactionMode::Execute,
+            Some(&id),
+            "e1",
+            json!({ "amount": 5, "behaviour": "uncertain" }),
+        ),
+        &ada(),
+    )
+    .await;
+    bank.still_pending.store(true, Ordering::SeqCst);
+    host.invoke(reconcile(&id, "r1"), &ada()).await;
+    assert_eq!(
+        record(&store, &id).await.reconciliation_cursor.as_deref(),
+        Some("cursor-2")
+    );
+    host.invoke(reconcile(&id, "r1"), &ada()).await;
+    assert_eq!(
+        *bank.cursors_seen.lock().unwrap(),
+        [Some("cursor-1".to_owned()), Some("cursor-2".to_owned())]
+    );
+}
+
+// ---- stage 14: checkpoints under the host ------------------------------------------------------
+
+/// The host's checkpoint is durable and refuses to replace the recorded operation; a handler
+/// that takes a `Checkpoint` cannot run outside a transactional action.
+#[tokio::test]
+async fn checkpoints_are_durable_single_valued_and_need_a_transaction() {
+    let Setup { store, host, .. } = setup();
+    let id = TransactionId::new();
+    let conflict = host
+        .invoke(
+            transfer(
+                TransactionMode::Execute,
+                Some(&id),
+                "e1",
+                json!({ "amount": 5, "behaviour": "conflict" }),
+            ),
+            &ada(),
+        )
+        .await;
+    let error = failure(&conflict);
+    assert_eq!(error.code, codes::TRANSACTION_CHECKPOINT_CONFLICT);
+    assert_eq!(error.category, ErrorCategory::Permanent);
+    assert_eq!(error.retryable, Some(false));
+    let failed = record(&store, &id).await;
+    assert_eq!(failed.status, TransactionProtocolStatus::Failed);
+    assert_eq!(
+        failed.provider_operation.map(|op| op.operation_id),
+        Some("op-e1".to_owned()),
+        "the first checkpoint stands"
+    );
+    assert_eq!(failed.reconciliation_cursor.as_deref(), Some("cursor-1"));
+
+    let plain = Action::new("cap:bank:transfer", json!({ "amount": 5 })).with_idempotency_key("x");
+    let result = host.invoke(plain, &ada()).await;
+    let error = failure(&result);
+    assert_eq!(error.code, codes::TRANSACTION_CONTEXT_MISSING);
+    assert_eq!(error.category, ErrorCategory::Permanent);
+    assert_eq!(error.retryable, Some(false));
+}
