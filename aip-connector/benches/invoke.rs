@@ -181,10 +181,18 @@ fn expect_completed(result: &ActionResult) {
 /// What a timed section took: wall-clock time, and the CPU time of the threads that did the
 /// work when the platform tells it (Linux `schedstat`). On a busy machine the CPU time still
 /// measures the work; the wall time then also counts waiting for a core.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 struct Sample {
     wall: Duration,
     cpu: Option<Duration>,
+}
+
+impl Sample {
+    /// Nothing timed yet: the start of a sum.
+    const ZERO: Sample = Sample {
+        wall: Duration::ZERO,
+        cpu: Some(Duration::ZERO),
+    };
 }
 
 impl std::ops::Add for Sample {
@@ -263,7 +271,7 @@ const CHUNK: usize = 10_000;
 
 /// Runs `count` direct typed calls, in chunks whose inputs are built before timing starts.
 fn time_floor(runtime: &Runtime, count: usize) -> Sample {
-    let mut total = Sample::default();
+    let mut total = Sample::ZERO;
     let mut remaining = count;
     while remaining > 0 {
         let size = remaining.min(CHUNK);
@@ -289,7 +297,7 @@ fn time_floor(runtime: &Runtime, count: usize) -> Sample {
 /// starts.
 fn time_invocations(runtime: &Runtime, host: &Host, count: usize, keyed: bool) -> Sample {
     let caller = caller();
-    let mut total = Sample::default();
+    let mut total = Sample::ZERO;
     let mut remaining = count;
     while remaining > 0 {
         let size = remaining.min(CHUNK);

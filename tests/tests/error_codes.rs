@@ -17,13 +17,21 @@ use aip_connector::codes;
 /// as a test covers it (the test below fails while a covered code is still listed).
 const NOT_YET_COVERED: &[&str] = &[
     // Unreachable through the host: `compensate` outside `supported_modes` is refused earlier as
-    // `transaction.mode_unsupported`, and admission refuses a capability that declares the mode
-    // without supported compensation (`contract.transaction.compensate_without_compensation`);
-    // `tests/tests/host_codes.rs` proves both.
+    // `transaction.mode_unsupported`, admission refuses a capability that declares the mode
+    // without supported compensation (`contract.transaction.compensate_without_compensation`),
+    // and a declared `compensate` is refused as `transaction.mode_unsupported` (not run yet);
+    // `tests/tests/host_codes.rs` proves all three.
     "TRANSACTION_COMPENSATION_UNSUPPORTED",
-    // Unreachable through the host: envelope validation (stage 0) refuses every commit without
-    // `plan_id` as `action.invalid` before the contract check; `tests/tests/host_codes.rs` proves it.
+    // Unreachable through the host, at stage 3 and at stage 11 alike: envelope validation
+    // (stage 0) refuses every commit without `plan_id` as `action.invalid` first;
+    // `tests/tests/host_codes.rs` proves it.
     "TRANSACTION_PLAN_REQUIRED",
+    // Unreachable through the host: only the direct-commit branch (a commit without `plan_id`)
+    // raises it, and envelope validation refuses every such commit first, as above.
+    "TRANSACTION_COMMIT_ALREADY_CLAIMED",
+    // Unreachable through the host: stage 0 gives every `reconcile` without a transaction id a
+    // fresh one, so admission always has an id (and answers `transaction.not_found`).
+    "TRANSACTION_RECONCILIATION_ID_REQUIRED",
 ];
 
 /// The constant that is a `source` component, not an error code: it has a row but is never

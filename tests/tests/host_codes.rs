@@ -898,27 +898,72 @@ async fn a_transaction_mode_the_contract_does_not_declare_is_mode_unsupported() 
     assert!(failure(&result).message.contains("does not declare"));
 }
 
+/// Previews and commits now run, but `compensate` is still refused even where the contract
+/// declares it with best-effort compensation: this host does not run compensation yet. A mode
+/// the contract does not declare gets the same code, with its own message.
 #[tokio::test]
-async fn declared_modes_other_than_execute_are_mode_unsupported_by_this_host() {
-    let host = host(Ledger);
-    let mut commit = ActionTransaction::new(TransactionMode::Commit);
-    commit.plan_id = Some("plan_1".into());
-    for transaction in [
-        ActionTransaction::new(TransactionMode::DryRun),
-        ActionTransaction::new(TransactionMode::Plan),
-        commit,
-    ] {
-        let result = host.invoke(ledger_action(transaction), &caller()).await;
-        let error = failure(&result);
-        assert_error(
-            error,
-            codes::TRANSACTION_MODE_UNSUPPORTED,
-            ErrorCategory::Permanent,
-            false,
-            None,
-        );
-        assert!(error.message.contains("does not run"), "{error:?}");
+async fn declared_compensate_and_undeclared_modes_are_mode_unsupported_by_this_host() {
+    let mut definition = Connector::definition(&Ledger).clone();
+    let contract = definition.capabilities[0]
+        .capability
+        .contract
+        .as_mut()
+        .expect("post declares a contract");
+    contract
+        .transaction
+        .as_mut()
+        .expect("post declares a transaction contract")
+        .supported_modes
+        .push(TransactionMode::Compensate);
+    contract.compensation = Some(aip_connector::model::CompensationContract {
+        mode: aip_connector::model::CompensationMode::BestEffort,
+        compensation_capability_id: None,
+        compensation_window_ms: None,
+        requires_approval: false,
+    });
+    let host = host(Redefined {
+        inner: Ledger,
+        definition,
+    });
+    let with_key = |transaction: ActionTransaction, key: &str| {
+        ledger_action(transaction).with_idempotency_key(key)
+    };
+
+    for (mode, key) in [(TransactionMode::DryRun, "d"), (TransactionMode::Plan, "p")] {
+        let result = host
+            .invoke(with_key(ActionTransaction::new(mode), key), &caller())
+            .await;
+        assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
     }
+
+    let mut compensate = ActionTransaction::new(TransactionMode::Compensate);
+    compensate.compensation_for = Some(ActionId::new());
+    let refused = host.invoke(with_key(compensate, "c"), &caller()).await;
+    let error = failure(&refused);
+    assert_error(
+        error,
+        codes::TRANSACTION_MODE_UNSUPPORTED,
+        ErrorCategory::Permanent,
+        false,
+        None,
+    );
+    assert!(error.message.contains("does not run"), "{error:?}");
+
+    let undeclared = host
+        .invoke(
+            with_key(ActionTransaction::new(TransactionMode::Reconcile), "r"),
+            &caller(),
+        )
+        .await;
+    let error = failure(&undeclared);
+    assert_error(
+        error,
+        codes::TRANSACTION_MODE_UNSUPPORTED,
+        ErrorCategory::Permanent,
+        false,
+        None,
+    );
+    assert!(error.message.contains("does not declare"), "{error:?}");
 }
 
 /// A commit without a plan never reaches the contract check for it: envelope validation (stage

@@ -1,4 +1,4 @@
-//! One behaviour test per transaction code the host raises (`docs/host-runtime.md` §3 and §7):
+//! One behaviour test per transaction code the host raises (`docs/host-runtime.md` §3 and §6):
 //! each reaches the code through `Host::invoke` and checks the category, the retryable flag and,
 //! where the host sets them, `retry_after_ms` and `details`.
 //!
@@ -489,9 +489,10 @@ async fn a_commit_through_another_capability_is_plan_capability_mismatch() {
     assert_eq!(bank.calls.load(Ordering::SeqCst), 0);
 }
 
-/// A plan whose commit failed is `failed`, not `planned`: it cannot be committed again.
+/// A plan whose commit failed is `failed`, not `planned`: it cannot be committed again. Nor can
+/// the record of a dry run that carried a plan id.
 #[tokio::test]
-async fn a_commit_of_a_plan_whose_commit_failed_is_plan_not_committable() {
+async fn a_commit_of_a_record_no_commit_owns_is_plan_not_committable() {
     let Setup { store, host, .. } = setup();
     let input = json!({ "amount": 5, "behaviour": "fail" });
     let planned = plan(&host, "p", input.clone()).await;
@@ -507,6 +508,20 @@ async fn a_commit_of_a_plan_whose_commit_failed_is_plan_not_committable() {
         .invoke(commit(&planned.plan_id, "c2", input), &ada())
         .await;
     assert_policy(&again, codes::TRANSACTION_PLAN_NOT_COMMITTABLE);
+
+    let mut previewing = ActionTransaction::new(TransactionMode::DryRun);
+    previewing.plan_id = Some("plan:preview".into());
+    let preview = host
+        .invoke(
+            action_on("cap:bank:transfer", previewing, "d", json!({ "amount": 5 })),
+            &ada(),
+        )
+        .await;
+    assert_eq!(preview.status, ActionResultStatus::Completed, "{preview:?}");
+    let result = host
+        .invoke(commit("plan:preview", "c3", json!({ "amount": 5 })), &ada())
+        .await;
+    assert_policy(&result, codes::TRANSACTION_PLAN_NOT_COMMITTABLE);
 }
 
 /// This host always stores the plan with its planned record; only a record written by
@@ -728,7 +743,6 @@ async fn a_claimed_plan_is_plan_already_claimed() {
 /// policy conflict, like a reused transaction id — not as a retryable storage failure, which
 /// would invite retries that can never succeed.
 #[tokio::test]
-#[ignore = "bug: a taken caller-supplied plan id fails `storage.unavailable` (temporary, retryable)"]
 async fn a_taken_plan_id_is_plan_already_claimed() {
     let Setup { host, .. } = setup();
     let named = |key: &str, amount: u32| {
@@ -928,7 +942,8 @@ async fn racing_retries_of_a_failed_execution_leave_one_retry_denied() {
     let failed = store.transaction(&id).await.unwrap().unwrap();
     assert_eq!(failed.status, TransactionProtocolStatus::Failed);
 
-    let (a, b) = tokio::join!(host.invoke(retry_a, &ada()), host.invoke(retry_b, &ada()));
+    let caller = ada();
+    let (a, b) = tokio::join!(host.invoke(retry_a, &caller), host.invoke(retry_b, &caller));
     let (denied, ran) = if a.error.as_ref().is_some_and(|e| e.code == "bank.busy") {
         (b, a)
     } else {
@@ -990,7 +1005,6 @@ async fn executing_a_planned_or_reconciled_transaction_is_execute_state_invalid(
 /// The gate binds a transaction to its execution contract, identity included (`aip-runtime.md`
 /// §3.5): the same action id sent from another tenant is not handed the stored result.
 #[tokio::test]
-#[ignore = "bug: the execute replay gate compares action and capability only, so a committed result replays to another tenant"]
 async fn an_execute_replay_from_another_tenant_is_not_authorized() {
     let Setup { host, .. } = setup();
     let id = TransactionId::new();
@@ -1164,7 +1178,6 @@ async fn a_pending_reconcile_answer_is_reconciliation_pending() {
 /// `Reconciliation::cursor` is "the cursor from an earlier, non-terminal answer": after a
 /// `Pending { cursor }` answer, the next reconciliation resumes from that cursor.
 #[tokio::test]
-#[ignore = "bug: a Pending answer's cursor is not recorded; the next reconciliation gets the checkpoint's cursor again"]
 async fn the_next_reconciliation_resumes_from_the_pending_cursor() {
     let Setup {
         bank, store, host, ..

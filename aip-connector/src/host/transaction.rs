@@ -126,6 +126,33 @@ pub(crate) async fn preview(
     let now = host.clock.now_ms();
     let fidelity = contract.transaction.as_ref().map(|t| t.dry_run_fidelity);
     let input_hash = plan_input_hash(action);
+    // A plan id names one plan for good: reusing it is a policy refusal, not a storage fault.
+    let requested_plan = match transaction.mode {
+        TransactionMode::Plan => Some(transaction.plan_id.clone().unwrap_or_else(|| {
+            let id = transaction
+                .transaction_id
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            format!("plan:{id}")
+        })),
+        _ => transaction.plan_id.clone(),
+    };
+    if let Some(plan_id) = requested_plan {
+        match host.store.transaction_by_plan(&plan_id).await {
+            Ok(Some(_)) => {
+                return failure::failed(
+                    &action.id,
+                    policy(
+                        codes::TRANSACTION_PLAN_ALREADY_CLAIMED,
+                        "this plan id is already taken",
+                    ),
+                );
+            }
+            Ok(None) => {}
+            Err(error) => return failure::failed(&action.id, storage(&error)),
+        }
+    }
     match transaction.mode {
         TransactionMode::DryRun => {
             let mut output = json!({
@@ -476,7 +503,16 @@ async fn execute_gate(
             )),
         };
     };
-    if record.action_id != action.id || record.capability_id != action.capability_id {
+    let tenant_of = |identity: Option<&aip_connector_core::model::IdentityContext>| {
+        identity
+            .and_then(|i| i.tenant.as_ref())
+            .map(|t| t.id.clone())
+    };
+    if record.action_id != action.id
+        || record.capability_id != action.capability_id
+        || record.principal_id != caller.principal.id
+        || tenant_of(record.identity.as_ref()) != tenant_of(action.identity.as_ref())
+    {
         return Err(failure::error(
             codes::AUTH_NOT_AUTHORIZED,
             "the transaction is already bound to a different execution",
@@ -571,7 +607,15 @@ pub(crate) async fn settle(
             Transition::new(&[Status::Reconciling], Status::Reconciled)
         }
         (TransactionMode::Reconcile, _) => {
-            Transition::new(&[Status::Reconciling], Status::OutcomeUnknown)
+            let mut transition = Transition::new(&[Status::Reconciling], Status::OutcomeUnknown);
+            // The next reconciliation resumes where the provider's pending answer left off.
+            transition.reconciliation_cursor = error
+                .as_ref()
+                .and_then(|e| e.details.as_ref())
+                .and_then(|d| d.get("reconciliation_cursor"))
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            transition
         }
         (_, ActionResultStatus::Completed) => {
             Transition::new(&[Status::Prepared, Status::Committing], Status::Committed)

@@ -247,12 +247,25 @@ fn build_pool(url: &str, schema: Option<&str>) -> Result<Pool, StoreError> {
         })
 }
 
+/// What migrating the schema is called in errors.
+const MIGRATE: &str = "migrate the store schema";
+
 /// Applies the migrations the schema has not seen yet, in one transaction under an advisory
 /// lock: a second process starting at once waits for the first to commit, then finds every
 /// migration applied (`IF NOT EXISTS` alone would race on the system catalogs).
 async fn migrate(client: &mut Object, schema: Option<&str>) -> Result<(), StoreError> {
-    const OPERATION: &str = "migrate the store schema";
-    let transaction = client.transaction().await.during(OPERATION)?;
+    let transaction = client.transaction().await.during(MIGRATE)?;
+    match apply_migrations(&transaction, schema).await {
+        Ok(()) => transaction.commit().await.during(MIGRATE),
+        Err(error) => Err(abandon(transaction, error).await),
+    }
+}
+
+/// The steps of [`migrate`], inside its transaction.
+async fn apply_migrations(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    schema: Option<&str>,
+) -> Result<(), StoreError> {
     transaction
         .execute(
             "SELECT pg_advisory_xact_lock(hashtext('aip-connector schema migrations'), \
@@ -260,25 +273,25 @@ async fn migrate(client: &mut Object, schema: Option<&str>) -> Result<(), StoreE
             &[&schema],
         )
         .await
-        .during(OPERATION)?;
+        .during(MIGRATE)?;
     if let Some(schema) = schema {
         // `check_schema_name` made it a plain identifier.
         transaction
             .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
             .await
-            .during(OPERATION)?;
+            .during(MIGRATE)?;
         // The tables must land in the schema: a pooler that drops the connection's
         // `search_path` option would otherwise put them somewhere else, silently.
         let current: Option<String> = transaction
             .query_one("SELECT current_schema()::text", &[])
             .await
-            .during(OPERATION)?
+            .during(MIGRATE)?
             .try_get(0)
-            .during(OPERATION)?;
+            .during(MIGRATE)?;
         if current.as_deref() != Some(schema) {
             return Err(StoreError::Unavailable(format!(
-                "{OPERATION}: the connection's search_path does not start with the store \
-                 schema `{schema}` (does a connection pooler drop the `options` parameter?)"
+                "{MIGRATE}: the connection's search_path does not start with the store schema \
+                 `{schema}` (does a connection pooler drop the `options` parameter?)"
             )));
         }
     }
@@ -291,18 +304,15 @@ async fn migrate(client: &mut Object, schema: Option<&str>) -> Result<(), StoreE
              )",
         )
         .await
-        .during(OPERATION)?;
+        .during(MIGRATE)?;
     let applied: Vec<i64> = transaction
-        .query(
-            "SELECT version FROM schema_migrations ORDER BY version",
-            &[],
-        )
+        .query("SELECT version FROM schema_migrations ORDER BY version", &[])
         .await
-        .during(OPERATION)?
+        .during(MIGRATE)?
         .iter()
         .map(|row| row.try_get(0))
         .collect::<Result<_, _>>()
-        .during(OPERATION)?;
+        .during(MIGRATE)?;
     let known = MIGRATIONS.last().map_or(0, |migration| migration.version);
     if let Some(&newest) = applied.last()
         && newest > known
@@ -319,16 +329,24 @@ async fn migrate(client: &mut Object, schema: Option<&str>) -> Result<(), StoreE
         transaction
             .batch_execute(migration.sql)
             .await
-            .during(OPERATION)?;
+            .during(MIGRATE)?;
         transaction
             .execute(
                 "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
                 &[&migration.version, &migration.name],
             )
             .await
-            .during(OPERATION)?;
+            .during(MIGRATE)?;
     }
-    transaction.commit().await.during(OPERATION)
+    Ok(())
+}
+
+/// Rolls a failed transaction back before the call returns, so its locks are released now
+/// rather than whenever the connection task next runs, and answers with `error`. A failing
+/// rollback means a broken connection, which the pool discards; `error` says more.
+async fn abandon(transaction: deadpool_postgres::Transaction<'_>, error: StoreError) -> StoreError {
+    let _ = transaction.rollback().await;
+    error
 }
 
 /// Names a driver failure after the operation that hit it.
@@ -483,6 +501,9 @@ fn transaction_from_row(row: &Row) -> Result<TransactionRecord, StoreError> {
     Ok(record)
 }
 
+/// What reserving a key is called in errors.
+const RESERVE: &str = "reserve an idempotency key";
+
 /// Claims a key that has no entry: the primary key lets exactly one concurrent insert through.
 const INSERT_RESERVATION: &str = "INSERT INTO idempotency_entries \
      (key, kind, reservation_id, expires_at_ms, body) \
@@ -498,6 +519,39 @@ const REPLACE_WITH_RESERVATION: &str = "UPDATE idempotency_entries \
      SET kind = 'reservation', reservation_id = $2, expires_at_ms = $3, body = $4::text::json \
      WHERE key = $1";
 
+/// What reserving a key that held an entry when it was inserted does, decided and written with
+/// the entry's row locked; `None` when the entry is gone by the time it is locked.
+async fn decide_under_lock(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    reservation: &Reservation,
+    params: &[&(dyn ToSql + Sync); 4],
+    now: Millis,
+) -> Result<Option<ReserveOutcome>, StoreError> {
+    let lock = transaction
+        .prepare_cached(LOCK_ENTRY)
+        .await
+        .during(RESERVE)?;
+    let Some(row) = transaction
+        .query_opt(&lock, &[&reservation.key])
+        .await
+        .during(RESERVE)?
+    else {
+        return Ok(None);
+    };
+    let existing = entry_from_row(&row)?;
+    match claim(Some(&existing), reservation, now) {
+        Claim::Take => {
+            let replace = transaction
+                .prepare_cached(REPLACE_WITH_RESERVATION)
+                .await
+                .during(RESERVE)?;
+            transaction.execute(&replace, params).await.during(RESERVE)?;
+            Ok(Some(ReserveOutcome::Acquired))
+        }
+        Claim::Refuse(outcome) => Ok(Some(outcome)),
+    }
+}
+
 #[async_trait]
 impl IdempotencyStore for PostgresStore {
     async fn reserve(
@@ -505,7 +559,6 @@ impl IdempotencyStore for PostgresStore {
         reservation: &Reservation,
         now: Millis,
     ) -> Result<ReserveOutcome, StoreError> {
-        const OPERATION: &str = "reserve an idempotency key";
         let body = encode("the reservation", reservation)?;
         let expires_at_ms = millis_to_sql(reservation.expires_at_ms);
         let params: [&(dyn ToSql + Sync); 4] = [
@@ -514,51 +567,30 @@ impl IdempotencyStore for PostgresStore {
             &expires_at_ms,
             &body,
         ];
-        let mut client = self.client(OPERATION).await?;
+        let mut client = self.client(RESERVE).await?;
         for _ in 0..RESERVE_ATTEMPTS {
             let insert = client
                 .prepare_cached(INSERT_RESERVATION)
                 .await
-                .during(OPERATION)?;
-            if client.execute(&insert, &params).await.during(OPERATION)? == 1 {
+                .during(RESERVE)?;
+            if client.execute(&insert, &params).await.during(RESERVE)? == 1 {
                 return Ok(ReserveOutcome::Acquired);
             }
             // The key holds an entry: decide under its row lock, so a concurrent reserve of the
             // same key waits for this decision and then sees its result.
-            let transaction = client.transaction().await.during(OPERATION)?;
-            let lock = transaction
-                .prepare_cached(LOCK_ENTRY)
-                .await
-                .during(OPERATION)?;
-            let Some(row) = transaction
-                .query_opt(&lock, &[&reservation.key])
-                .await
-                .during(OPERATION)?
-            else {
-                // Released since the insert saw it: try the free-key path again.
-                transaction.rollback().await.during(OPERATION)?;
-                continue;
-            };
-            let existing = entry_from_row(&row)?;
-            let outcome = match claim(Some(&existing), reservation, now) {
-                Claim::Take => {
-                    let replace = transaction
-                        .prepare_cached(REPLACE_WITH_RESERVATION)
-                        .await
-                        .during(OPERATION)?;
-                    transaction
-                        .execute(&replace, &params)
-                        .await
-                        .during(OPERATION)?;
-                    ReserveOutcome::Acquired
+            let transaction = client.transaction().await.during(RESERVE)?;
+            match decide_under_lock(&transaction, reservation, &params, now).await {
+                Ok(Some(outcome)) => {
+                    transaction.commit().await.during(RESERVE)?;
+                    return Ok(outcome);
                 }
-                Claim::Refuse(outcome) => outcome,
-            };
-            transaction.commit().await.during(OPERATION)?;
-            return Ok(outcome);
+                // Released since the insert saw it: try the free-key path again.
+                Ok(None) => transaction.rollback().await.during(RESERVE)?,
+                Err(error) => return Err(abandon(transaction, error).await),
+            }
         }
         Err(StoreError::Unavailable(format!(
-            "{OPERATION}: the key was claimed and released {RESERVE_ATTEMPTS} times in a row \
+            "{RESERVE}: the key was claimed and released {RESERVE_ATTEMPTS} times in a row \
              while this call tried to read it"
         )))
     }
@@ -1004,7 +1036,7 @@ mod tests {
     }
 
     /// A database migrated by a newer build is refused rather than misread.
-    #[tokio::test]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn newer_schema_version_is_refused() {
         let Some(schema) = TestSchema::new() else {
             return;
@@ -1023,7 +1055,7 @@ mod tests {
     }
 
     /// Rows whose bodies are not the expected records read as `Corrupt`, quoting no value.
-    #[tokio::test]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn corrupt_rows_read_as_corrupt_without_values() {
         let Some(schema) = TestSchema::new() else {
             return;
@@ -1077,7 +1109,7 @@ mod tests {
     }
 
     /// A server error whose message quotes a parameter is reported by SQLSTATE only.
-    #[tokio::test]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn server_errors_are_reported_without_their_message() {
         let Some(schema) = TestSchema::new() else {
             return;
