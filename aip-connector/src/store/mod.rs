@@ -2,7 +2,8 @@
 //!
 //! One trait per record family, every transition an atomic compare-and-set, so several hosts
 //! (or several tasks of one host) can share a store without a lost update. Backends:
-//! [`MemoryStore`] (tests, demos) and [`SqliteStore`] (the embedded, durable default). All of
+//! [`MemoryStore`] (tests, demos), [`SqliteStore`] (the embedded, durable default) and
+//! [`PostgresStore`] (several host replicas sharing state). All of
 //! them pass the same conformance suite (`tests/tests/store_conformance.rs` in the workspace).
 //!
 //! Times are milliseconds since the Unix epoch, taken from the host's [`Clock`], so expiry is

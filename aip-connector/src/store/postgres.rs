@@ -60,6 +60,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long checking a pooled connection before reuse may take.
 const RECYCLE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long dropping a schema waits for its tables to be free.
+const DROP_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How often `reserve` retries when the row it saw conflicting vanished before it could lock it
 /// (its owner released it in between); each retry means another caller made progress.
 const RESERVE_ATTEMPTS: usize = 16;
@@ -76,8 +79,11 @@ const MAX_IDENTIFIER_BYTES: usize = 63;
 ///   same database and schema: every transition is atomic across all of them.
 /// - A call waits at most 30 s for a free connection, then fails with
 ///   [`StoreError::Unavailable`]; errors never quote record contents or statement parameters.
+/// - It needs a Tokio runtime (any flavour): each connection runs as a task on the runtime that
+///   opened it.
 #[derive(Clone)]
 pub struct PostgresStore {
+    /// The connections, shared by clones.
     pool: Pool,
     /// The schema given to [`connect_with_schema`](Self::connect_with_schema), for `Debug`.
     schema: Option<String>,
@@ -111,6 +117,8 @@ impl PostgresStore {
 
     /// Drops `schema` and everything in it, if it exists: the teardown of
     /// [`connect_with_schema`](Self::connect_with_schema). Stores using it fail afterwards.
+    /// Fails (SQLSTATE 55P03) rather than wait more than 10 s for a transaction that still
+    /// holds one of its tables.
     pub async fn drop_schema(url: &str, schema: &str) -> Result<(), StoreError> {
         const OPERATION: &str = "drop a store schema";
         check_schema_name(schema)?;
@@ -119,9 +127,13 @@ impl PostgresStore {
             .get()
             .await
             .map_err(|error| pool_error(OPERATION, error))?;
-        // The name was checked to be a plain identifier, so it needs no quoting.
+        // The name was checked to be a plain identifier, so it needs no quoting. The setting
+        // lives and dies with this connection.
         client
-            .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+            .batch_execute(&format!(
+                "SET lock_timeout = '{}s'; DROP SCHEMA IF EXISTS {schema} CASCADE",
+                DROP_LOCK_TIMEOUT.as_secs()
+            ))
             .await
             .during(OPERATION)
     }
@@ -306,7 +318,10 @@ async fn apply_migrations(
         .await
         .during(MIGRATE)?;
     let applied: Vec<i64> = transaction
-        .query("SELECT version FROM schema_migrations ORDER BY version", &[])
+        .query(
+            "SELECT version FROM schema_migrations ORDER BY version",
+            &[],
+        )
         .await
         .during(MIGRATE)?
         .iter()
@@ -545,7 +560,10 @@ async fn decide_under_lock(
                 .prepare_cached(REPLACE_WITH_RESERVATION)
                 .await
                 .during(RESERVE)?;
-            transaction.execute(&replace, params).await.during(RESERVE)?;
+            transaction
+                .execute(&replace, params)
+                .await
+                .during(RESERVE)?;
             Ok(Some(ReserveOutcome::Acquired))
         }
         Claim::Refuse(outcome) => Ok(Some(outcome)),
