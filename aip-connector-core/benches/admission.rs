@@ -308,70 +308,17 @@ fn bench_admission<M: Measurement>(
     group.finish();
 }
 
-fn paired(name: &str, manifest: &Manifest, mut f: impl FnMut() -> Box<dyn std::any::Any>) {
-    let mut ratios = Vec::new();
-    for round in 0..24 {
-        let (a, b);
-        if round % 2 == 0 {
-            let t = thread_cpu_nanos();
-            let keep = f();
-            a = thread_cpu_nanos() - t;
-            drop(keep);
-            let t = thread_cpu_nanos();
-            let keep = compile_all(manifest);
-            b = thread_cpu_nanos() - t;
-            drop(keep);
-        } else {
-            let t = thread_cpu_nanos();
-            let keep = compile_all(manifest);
-            b = thread_cpu_nanos() - t;
-            drop(keep);
-            let t = thread_cpu_nanos();
-            let keep = f();
-            a = thread_cpu_nanos() - t;
-            drop(keep);
-        }
-        ratios.push(a as f64 / b as f64);
-    }
-    ratios.sort_by(|x, y| x.partial_cmp(y).unwrap());
-    println!(
-        "{name:>24}: paired ratio median {:.3} q1 {:.3} q3 {:.3}",
-        ratios[12], ratios[6], ratios[18]
-    );
-}
 fn main() {
-    use aip_connector_core::schema::{SchemaLimits, compile_draft202012};
     let manifest = manifest();
     let support = support(&manifest);
-    let strict = AdmissionPolicy::strict();
-    let limits = SchemaLimits::default();
-    paired("baseline vs itself", &manifest, || {
-        Box::new(compile_all(&manifest))
-    });
-    paired("compile_draft202012", &manifest, || {
-        let mut v = Vec::new();
-        for c in &manifest.capabilities {
-            for s in std::iter::once(&c.input_schema).chain(&c.output_schema) {
-                v.push(compile_draft202012(s, &limits).ok());
-            }
-        }
-        Box::new(v)
-    });
-    paired("baseline + clone", &manifest, || {
-        Box::new((compile_all(&manifest), manifest.clone()))
-    });
-    paired("admit upstream", &manifest, || {
-        Box::new(admit_manifest(
-            &manifest,
-            &AdmissionPolicy {
-                require_implementation_claims: true,
-                ..AdmissionPolicy::upstream()
-            },
-            &support,
-        ))
-    });
-    paired("admit strict", &manifest, || {
-        Box::new(admit_manifest(&manifest, &strict, &support))
-    });
-    let _ = bench_admission::<criterion::measurement::WallTime>;
+    if let Err(report) = admit_manifest(&manifest, &AdmissionPolicy::strict(), &support) {
+        panic!("the benchmark manifest must be admitted: {report}");
+    }
+    let mut wall = Criterion::default().configure_from_args();
+    bench_admission(&mut wall, "admission", &manifest, &support);
+    let mut cpu = Criterion::default()
+        .with_measurement(ThreadCpuTime)
+        .configure_from_args();
+    bench_admission(&mut cpu, "admission_cpu", &manifest, &support);
+    wall.final_summary();
 }

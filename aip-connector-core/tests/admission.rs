@@ -1,5 +1,6 @@
 //! Manifest admission against `aip-model.md` §7.4: one failing manifest per upstream check, the
 //! phase order, the report format, this SDK's phase F, and hostile schemas.
+#![cfg(feature = "schema-compiler")]
 
 use std::collections::BTreeSet;
 use std::io::ErrorKind;

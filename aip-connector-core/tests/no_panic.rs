@@ -9,6 +9,7 @@
 //! 3. manifest-shaped values whose every field is drawn from the wire vocabulary (so they parse)
 //!    with arbitrary schemas, bindings, contracts, approval-rule trees, claims and policies;
 //! 4. a valid manifest with nodes replaced by arbitrary values and keys deleted.
+#![cfg(feature = "schema-compiler")]
 
 use std::collections::BTreeSet;
 

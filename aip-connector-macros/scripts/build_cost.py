@@ -12,10 +12,14 @@ measures cannot trigger a dependency rebuild inside a timed build:
   in a plain impl block.
 
 After one warm-up build it alternates, in one run, "touch lib.rs, `cargo build -p <fixture>`"
-between the two crates and prints the median wall time of each, the ratio, and the same for
-`cargo check`; CPU time (user + system of cargo and rustc) is printed alongside, because it is
-far less sensitive than wall time to other work on the machine. Incremental compilation is off (CARGO_INCREMENTAL=0) so every timed build
-compiles the whole fixture crate rather than replaying cached queries.
+between the crates and prints the median wall time of each, the ratio, and the same for
+`cargo check`. CPU time (user + system of cargo and rustc) is printed alongside: it is far
+less sensitive than wall time to other work on the machine. Incremental compilation is off
+(CARGO_INCREMENTAL=0), so every timed build compiles the whole fixture crate instead of
+replaying cached queries. `--hand-written` adds a third fixture, the plain handlers plus a
+hand-written dispatcher and schema table, to tell the macro's own cost from the cost of
+decoding, encoding and describing typed handlers at all; `--passes` adds rustc's per-pass
+times and the expanded source size of each fixture, to see where the time goes.
 
 Run from the repository root:
 
@@ -29,6 +33,7 @@ import os
 import pathlib
 import re
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -101,8 +106,8 @@ KINDS = [
       ("caller", "Caller")]),
 ]
 
-# Input field shapes, cycled so the types vary: (name, Rust type, expression turning the field
-# into the handler's u64 total, into its Option<String> note, into its Vec<String> entries).
+# Input field shapes, cycled so the types vary: (field name, Rust type, expression converting
+# the field into the handler's u64 total, Option<String> remark or Vec<String> entries).
 NUMBERS = [("limit", "u32", "u64::from(input.limit)"),
            ("amount_cents", "u64", "input.amount_cents"),
            ("offset", "i64", "input.offset.unsigned_abs()"),
@@ -384,10 +389,8 @@ def write_fixtures(root, count, snapshot, crates):
 resolver = "3"
 members = [{", ".join(f'"{crate}"' for crate in crates)}]
 """)
-    lock = root / "Cargo.lock"
-    if not lock.exists():
-        # The repository's lockfile pins the same dependency versions the workspace builds with.
-        lock.write_text((REPO / "Cargo.lock").read_text())
+    # The repository's lockfile pins the dependency versions the workspace builds with.
+    write_if_changed(root / "Cargo.lock", (REPO / "Cargo.lock").read_text())
     specs = handlers(count)
     libs = {}
     for crate in crates:
@@ -473,8 +476,6 @@ def measure(command, libs, root, env, runs):
     for run in range(runs):
         shift = run % len(crates)
         order = crates[shift:] + crates[:shift]
-        if run % 2:
-            order.reverse()
         for crate in order:
             samples[crate].append(timed([command, "-p", crate], root, env, crate, libs[crate]))
         noop.append(timed([command, "-p", WITH], root, env, WITH, None)[0])
@@ -489,7 +490,57 @@ def median(samples, which):
     return statistics.median(sample[which] for sample in samples)
 
 
+def rustc_command(crate, root, env):
+    """The rustc invocation cargo uses for `crate`, read from `cargo build -v` after a touch."""
+    os.utime(root / crate / "src" / "lib.rs")
+    result = subprocess.run(["cargo", "build", "-v", "-p", crate], cwd=root, env=env,
+                            capture_output=True, text=True)
+    for line in result.stderr.splitlines():
+        line = line.strip()
+        if line.startswith("Running `") and f"--crate-name {crate} " in line:
+            return shlex.split(line[len("Running `"):-1])
+    sys.exit(f"could not find the rustc command of {crate}:\n{result.stderr}")
+
+
+def compiler_passes(crates, root, env, scratch):
+    """Per-pass rustc time (`-Ztime-passes`) and expanded source size (`-Zunpretty=expanded`)
+    of each fixture. These are unstable flags, unlocked with RUSTC_BOOTSTRAP=1 on the direct
+    rustc call only, so cargo's fingerprints (and the timed builds) are untouched."""
+    passes = ["expand_crate", "type_check_crate", "MIR_borrow_checking",
+              "monomorphization_collector_graph_walk", "generate_crate_metadata",
+              "codegen_crate", "LLVM_passes", "total"]
+    bootstrap = dict(env, RUSTC_BOOTSTRAP="1")
+    table = {}
+    for crate in crates:
+        command = rustc_command(crate, root, env)
+        out_dir = scratch / crate
+        out_dir.mkdir(parents=True, exist_ok=True)
+        command[command.index("--out-dir") + 1] = str(out_dir)
+        command = [arg for arg in command
+                   if not arg.startswith(("--error-format", "--json"))]
+        timing = subprocess.run(command + ["-Ztime-passes"], cwd=root, env=bootstrap,
+                                capture_output=True, text=True)
+        expanded = subprocess.run(command + ["-Zunpretty=expanded"], cwd=root, env=bootstrap,
+                                  capture_output=True, text=True)
+        if timing.returncode != 0 or expanded.returncode != 0:
+            sys.exit(f"rustc -Z failed for {crate}:\n{timing.stderr}{expanded.stderr}")
+        times = {}
+        for line in timing.stderr.splitlines():
+            match = re.match(r"time:\s+([\d.]+);.*\t(\S+)$", line)
+            if match and match.group(2) in passes:
+                times[match.group(2)] = float(match.group(1))
+        table[crate] = (times, len(expanded.stdout.encode()))
+    print(f"\n| rustc pass (s, one run) | " + " | ".join(crates) + " |")
+    print("|---|" + "---|" * len(crates))
+    for name in passes:
+        print(f"| {name} | " + " | ".join(f"{table[c][0].get(name, 0.0):.2f}" for c in crates)
+              + " |")
+    print("| expanded source (KB) | "
+          + " | ".join(f"{table[c][1] / 1000:.0f}" for c in crates) + " |")
+
+
 def rustc_version():
+    """`rustc -V`, for the record."""
     return subprocess.run(["rustc", "-V"], capture_output=True, text=True).stdout.strip()
 
 
@@ -504,6 +555,9 @@ def main():
     parser.add_argument("--hand-written", action="store_true",
                         help=f"also measure `{HAND}`: the plain handlers plus a hand-written "
                              "dispatcher and schema table")
+    parser.add_argument("--passes", action="store_true",
+                        help="also print rustc's per-pass times and the expanded source size "
+                             "of each fixture (unstable -Z flags via RUSTC_BOOTSTRAP=1)")
     parser.add_argument("--incremental", action="store_true",
                         help="keep incremental compilation on (measures touch-and-rebuild)")
     args = parser.parse_args()
@@ -551,6 +605,8 @@ def main():
         for crate in crates:
             print(f"- {command} {crate}: "
                   + ", ".join(f"{wall:.2f}/{cpu:.2f}" for wall, cpu in samples[crate]))
+    if args.passes:
+        compiler_passes(crates, root, env, out / "passes")
 
 
 if __name__ == "__main__":
