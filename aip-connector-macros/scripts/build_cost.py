@@ -503,9 +503,10 @@ def rustc_command(crate, root, env):
 
 
 def compiler_passes(crates, root, env, scratch):
-    """Per-pass rustc time (`-Ztime-passes`) and expanded source size (`-Zunpretty=expanded`)
-    of each fixture. These are unstable flags, unlocked with RUSTC_BOOTSTRAP=1 on the direct
-    rustc call only, so cargo's fingerprints (and the timed builds) are untouched."""
+    """Per-pass rustc time (`-Ztime-passes`), expanded source size (`-Zunpretty=expanded`) and
+    monomorphization statistics (`-Zdump-mono-stats`) of each fixture. These are unstable
+    flags, unlocked with RUSTC_BOOTSTRAP=1 on the direct rustc call only, so cargo's
+    fingerprints (and the timed builds) are untouched."""
     passes = ["expand_crate", "type_check_crate", "MIR_borrow_checking",
               "monomorphization_collector_graph_walk", "generate_crate_metadata",
               "codegen_crate", "LLVM_passes", "total"]
@@ -522,14 +523,19 @@ def compiler_passes(crates, root, env, scratch):
                                 capture_output=True, text=True)
         expanded = subprocess.run(command + ["-Zunpretty=expanded"], cwd=root, env=bootstrap,
                                   capture_output=True, text=True)
-        if timing.returncode != 0 or expanded.returncode != 0:
-            sys.exit(f"rustc -Z failed for {crate}:\n{timing.stderr}{expanded.stderr}")
+        mono = subprocess.run(command + [f"-Zdump-mono-stats={out_dir}",
+                                         "-Zdump-mono-stats-format=json"],
+                              cwd=root, env=bootstrap, capture_output=True, text=True)
+        if timing.returncode != 0 or expanded.returncode != 0 or mono.returncode != 0:
+            sys.exit(f"rustc -Z failed for {crate}:\n"
+                     f"{timing.stderr}{expanded.stderr}{mono.stderr}")
+        items = json.loads((out_dir / f"{crate}.mono_items.json").read_text())
         times = {}
         for line in timing.stderr.splitlines():
             match = re.match(r"time:\s+([\d.]+);.*\t(\S+)$", line)
             if match and match.group(2) in passes:
                 times[match.group(2)] = float(match.group(1))
-        table[crate] = (times, len(expanded.stdout.encode()))
+        table[crate] = (times, len(expanded.stdout.encode()), items)
     print(f"\n| rustc pass (s, one run) | " + " | ".join(crates) + " |")
     print("|---|" + "---|" * len(crates))
     for name in passes:
@@ -537,6 +543,18 @@ def compiler_passes(crates, root, env, scratch):
               + " |")
     print("| expanded source (KB) | "
           + " | ".join(f"{table[c][1] / 1000:.0f}" for c in crates) + " |")
+    print("| mono items | " + " | ".join(
+        str(sum(i["instantiation_count"] for i in table[c][2])) for c in crates) + " |")
+    print("| mono size estimate | " + " | ".join(
+        str(sum(i["total_estimate"] for i in table[c][2])) for c in crates) + " |")
+    # Which generic functions the attributes instantiate most, beyond the plain crate.
+    plain = {i["name"]: i["total_estimate"] for i in table[WITHOUT][2]}
+    extra = sorted(((i["total_estimate"] - plain.get(i["name"], 0), i["instantiation_count"],
+                     i["name"]) for i in table[WITH][2]), reverse=True)
+    print(f"\nLargest monomorphized functions in {WITH} beyond {WITHOUT} "
+          "(size estimate, instances, function):")
+    for size, count, name in extra[:12]:
+        print(f"- {size} ({count}×) `{name}`")
 
 
 def rustc_version():
@@ -556,8 +574,9 @@ def main():
                         help=f"also measure `{HAND}`: the plain handlers plus a hand-written "
                              "dispatcher and schema table")
     parser.add_argument("--passes", action="store_true",
-                        help="also print rustc's per-pass times and the expanded source size "
-                             "of each fixture (unstable -Z flags via RUSTC_BOOTSTRAP=1)")
+                        help="also print rustc's per-pass times, the expanded source size and "
+                             "monomorphization statistics of each fixture (unstable -Z flags "
+                             "via RUSTC_BOOTSTRAP=1)")
     parser.add_argument("--incremental", action="store_true",
                         help="keep incremental compilation on (measures touch-and-rebuild)")
     args = parser.parse_args()
