@@ -9,7 +9,9 @@
 //!   per call (every call executes; input and output validated);
 //! - `latency/memory_unkeyed`: the same without a key;
 //! - `throughput/workers_1`, `throughput/workers_2`: [`THROUGHPUT_CALLS`] keyed invocations
-//!   spawned in batches on a multi-thread runtime with one, then two workers;
+//!   spawned in batches on a multi-thread runtime with one, then two workers; the summary runs
+//!   a control in the same harness (tasks of typed calls that share nothing), so a machine that
+//!   cannot give the second worker a core is told apart from a host that serializes;
 //! - `sqlite/two_upserts` against `sqlite/keyed`: a keyed invocation on a [`SqliteStore`]
 //!   against two bare upserts of a row the size of its idempotency record, in a file with the
 //!   store's settings (WAL, `synchronous = FULL`, 5 s busy timeout).
@@ -315,24 +317,26 @@ fn time_invocations(runtime: &Runtime, host: &Host, count: usize, keyed: bool) -
     total
 }
 
-/// Runs `count` keyed invocations spawned in batches on a runtime with `workers` workers.
-fn time_throughput(workers: usize, count: usize) -> Sample {
+/// Runs one task per item, spawned in batches of [`THROUGHPUT_BATCH`] on a runtime with
+/// `workers` workers (each batch is awaited before the next is spawned), and times the whole run.
+fn time_batches<T, F, Fut>(workers: usize, mut pending: Vec<T>, work: F) -> Sample
+where
+    T: Send + 'static,
+    F: Fn(T) -> Fut + Send + 'static,
+    Fut: Future + Send + 'static,
+    Fut::Output: Send + 'static,
+{
     let runtime = multi_thread_runtime(workers);
-    let host = memory_host();
-    let caller = Arc::new(caller());
-    let mut pending = actions(count, true);
     let watch = Stopwatch::start(CpuScope::Process);
     let driver = runtime.spawn(async move {
         while !pending.is_empty() {
             let batch = pending.split_off(pending.len().saturating_sub(THROUGHPUT_BATCH));
             let mut tasks = JoinSet::new();
-            for action in batch {
-                let host = host.clone();
-                let caller = Arc::clone(&caller);
-                tasks.spawn(async move { host.invoke(action, &caller).await });
+            for item in batch {
+                tasks.spawn(work(item));
             }
             while let Some(joined) = tasks.join_next().await {
-                black_box(joined.expect("an invocation task does not panic"));
+                black_box(joined.expect("a benchmark task does not panic"));
             }
         }
     });
@@ -340,6 +344,40 @@ fn time_throughput(workers: usize, count: usize) -> Sample {
         .block_on(driver)
         .expect("the throughput driver does not panic");
     watch.stop()
+}
+
+/// Runs `count` keyed invocations as concurrent tasks on `workers` workers.
+fn time_throughput(workers: usize, count: usize) -> Sample {
+    let host = memory_host();
+    let caller = Arc::new(caller());
+    time_batches(workers, actions(count, true), move |action| {
+        let host = host.clone();
+        let caller = Arc::clone(&caller);
+        async move { host.invoke(action, &caller).await }
+    })
+}
+
+/// Typed calls per control task: about the CPU work of one governed invocation.
+const CONTROL_CALLS_PER_TASK: usize = 16;
+
+/// The control for [`time_throughput`]: `count` tasks of [`CONTROL_CALLS_PER_TASK`] direct typed
+/// calls each, in the same harness. Nothing is shared between its tasks, so whatever keeps it
+/// from scaling is the machine (a core taken by other work), not the host.
+fn time_control_throughput(workers: usize, count: usize) -> Sample {
+    let template = input();
+    time_batches(workers, vec![(); count], move |()| {
+        let inputs: Vec<Value> = (0..CONTROL_CALLS_PER_TASK)
+            .map(|_| template.clone())
+            .collect();
+        async move {
+            for input in inputs {
+                let typed: LookupInput =
+                    serde_json::from_value(input).expect("the benchmark input decodes");
+                let output = Directory.lookup(typed).await.expect("the lookup succeeds");
+                black_box(serde_json::to_value(&output).expect("the output encodes"));
+            }
+        }
+    })
 }
 
 /// A scratch directory for the SQLite files, removed on drop.
@@ -646,6 +684,8 @@ fn summary(scratch: &ScratchDir) {
         LatencySeries::default(),
     );
     let (mut one, mut two) = (ThroughputSeries::default(), ThroughputSeries::default());
+    let (mut control_one, mut control_two) =
+        (ThroughputSeries::default(), ThroughputSeries::default());
     let mut sqlite_case = SqliteCase::new(&scratch.file("summary-store.db"));
     sqlite_case.check();
     let body_len = record_body_len(&scratch.file("summary-store.db"));
@@ -667,6 +707,14 @@ fn summary(scratch: &ScratchDir) {
         );
         one.push(time_throughput(1, THROUGHPUT_CALLS), THROUGHPUT_CALLS);
         two.push(time_throughput(2, THROUGHPUT_CALLS), THROUGHPUT_CALLS);
+        control_one.push(
+            time_control_throughput(1, THROUGHPUT_CALLS),
+            THROUGHPUT_CALLS,
+        );
+        control_two.push(
+            time_control_throughput(2, THROUGHPUT_CALLS),
+            THROUGHPUT_CALLS,
+        );
         upserts.push(per_call_ns(
             baseline.time(SUMMARY_SQLITE_CALLS),
             SUMMARY_SQLITE_CALLS,
@@ -681,6 +729,8 @@ fn summary(scratch: &ScratchDir) {
     let (unkeyed, unkeyed_cpu) = unkeyed.medians();
     let (one, one_cores, one_per_core) = one.medians();
     let (two, two_cores, two_per_core) = two.medians();
+    let (control_one, control_one_cores, _) = control_one.medians();
+    let (control_two, control_two_cores, _) = control_two.medians();
     let (upserts, sqlite) = (median(upserts), median(sqlite));
     let future_size = {
         let action = Action::new(CAPABILITY, input());
@@ -691,8 +741,9 @@ fn summary(scratch: &ScratchDir) {
     println!();
     println!(
         "summary: medians of {SUMMARY_ROUNDS} interleaved rounds ({SUMMARY_FLOOR_CALLS} floor \
-         calls, {SUMMARY_HOST_CALLS} host calls, {THROUGHPUT_CALLS} calls per throughput run, \
-         {SUMMARY_SQLITE_CALLS} SQLite calls per round)"
+         calls, {SUMMARY_HOST_CALLS} host calls, {THROUGHPUT_CALLS} tasks per throughput run, \
+         control tasks of {CONTROL_CALLS_PER_TASK} typed calls, {SUMMARY_SQLITE_CALLS} SQLite \
+         calls per round)"
     );
     println!("  {:<34} {:>12} {:>12}", "case", "wall", "cpu");
     let line = |name: &str, wall: f64, cpu: f64| {
@@ -710,6 +761,14 @@ fn summary(scratch: &ScratchDir) {
     println!(
         "  {:<34} {two:>9.0}/s  ({two_cores:.2} cores busy, {two_per_core:.0} calls per CPU-second)",
         "throughput, 2 workers"
+    );
+    println!(
+        "  {:<34} {control_one:>9.0}/s  ({control_one_cores:.2} cores busy)",
+        "control tasks, 1 worker"
+    );
+    println!(
+        "  {:<34} {control_two:>9.0}/s  ({control_two_cores:.2} cores busy)",
+        "control tasks, 2 workers"
     );
     println!("  Host::invoke future: {future_size} bytes");
     println!("ratios (wall clock; CPU-time ratio alongside):");
@@ -733,9 +792,10 @@ fn summary(scratch: &ScratchDir) {
         TARGET_SCALING,
         false,
         &format!(
-            "cores busy {:.2}x, calls per CPU-second {:.2}x",
+            "cores busy {:.2}x, calls per CPU-second {:.2}x; control tasks scale {:.2}x",
             two_cores / one_cores,
-            two_per_core / one_per_core
+            two_per_core / one_per_core,
+            control_two / control_one
         ),
     );
     verdict(
