@@ -65,7 +65,7 @@ pub(crate) fn canonical_json(value: &Value) -> String {
 }
 
 /// Writes `text` as a JSON string literal with `serde_json`'s escapes (short forms for `\b`,
-/// `\t`, `\n`, `\f`, `\r`, `\uXXXX` in lowercase hex for other control characters).
+/// `\t`, `\n`, `\f`, `\r`; other control characters as `\u` plus four lowercase hex digits).
 fn write_string(out: &mut String, text: &str) {
     out.push('"');
     for character in text.chars() {

@@ -40,3 +40,16 @@ pub(crate) fn with_details(mut error: ProtocolError, details: Value) -> Protocol
 pub(crate) fn failed(action_id: &ActionId, error: ProtocolError) -> ActionResult {
     ActionResult::failed(action_id.clone(), error)
 }
+
+/// The store failed: temporary, retryable after a second. The message never carries record
+/// contents (`StoreError` guarantees it).
+pub(crate) fn storage(error: &crate::store::StoreError) -> ProtocolError {
+    let mut error = self::error(
+        crate::codes::STORAGE_UNAVAILABLE,
+        error.to_string(),
+        ErrorCategory::Temporary,
+        true,
+    );
+    error.retry_after_ms = Some(1_000);
+    error
+}

@@ -33,7 +33,7 @@ use crate::invocation::{
     VerifiedTenant,
 };
 use crate::store::{
-    ApprovalRecord, ApprovalStatus, IdempotencyRecord, Reservation, ReserveOutcome, StoreError,
+    ApprovalRecord, ApprovalStatus, IdempotencyRecord, Reservation, ReserveOutcome,
 };
 
 /// How [`run`] was entered.
@@ -246,7 +246,7 @@ async fn execute(
                     ),
                 );
             }
-            Err(error) => return failure::failed(&action.id, storage_error(&error)),
+            Err(error) => return failure::failed(&action.id, failure::storage(&error)),
         }
     }
     let resuming = approved.is_some();
@@ -282,7 +282,7 @@ async fn execute(
                 Ok(ReserveOutcome::InProgress(holder)) => {
                     return idempotency::in_progress(&action, &holder, now);
                 }
-                Err(error) => return failure::failed(&action.id, storage_error(&error)),
+                Err(error) => return failure::failed(&action.id, failure::storage(&error)),
             }
         }
     };
@@ -675,17 +675,6 @@ impl Settlement<'_> {
     }
 }
 
-fn storage_error(error: &StoreError) -> ProtocolError {
-    let mut error = failure::error(
-        codes::STORAGE_UNAVAILABLE,
-        error.to_string(),
-        ErrorCategory::Temporary,
-        true,
-    );
-    error.retry_after_ms = Some(1_000);
-    error
-}
-
 /// Rejects inputs larger or deeper than the limits, iteratively (no recursion on hostile input).
 fn check_input_limits(input: &Value, max_bytes: usize, max_depth: usize) -> Result<(), String> {
     let mut stack = vec![(input, 1usize)];
@@ -992,7 +981,7 @@ async fn approval_gate(
     );
     if let Err(error) = host.store.insert_approval(&record).await {
         return settlement
-            .settle(failure::failed(&action.id, storage_error(&error)))
+            .settle(failure::failed(&action.id, failure::storage(&error)))
             .await;
     }
     let mut result = ActionResult::new(action.id.clone(), ActionResultStatus::PendingApproval);

@@ -20,9 +20,7 @@ use super::context::TrustedContext;
 use super::{HostInner, failure};
 use crate::codes;
 use crate::invocation::{BoxFuture, CheckpointRecorder};
-use crate::store::{
-    Millis, SharedStore, StoreError, TransactionRecord, Transition, TransitionOutcome,
-};
+use crate::store::{Millis, SharedStore, TransactionRecord, Transition, TransitionOutcome};
 
 /// Plans expire 15 minutes after they are made.
 pub(crate) const PLAN_TTL_MS: Millis = 15 * 60 * 1000;
@@ -31,17 +29,6 @@ pub(crate) const DEFAULT_RECONCILE_AFTER_MS: Millis = 5_000;
 
 fn policy(code: &str, message: impl Into<String>) -> ProtocolError {
     failure::policy(code, message)
-}
-
-fn storage(error: &StoreError) -> ProtocolError {
-    let mut error = failure::error(
-        codes::STORAGE_UNAVAILABLE,
-        error.to_string(),
-        ErrorCategory::Temporary,
-        true,
-    );
-    error.retry_after_ms = Some(1_000);
-    error
 }
 
 /// SHA-256 of the canonical `{capability_id, input}`: what a commit must match of its plan.
@@ -67,7 +54,7 @@ pub(crate) async fn normalize(
         && let Some(record) = store
             .transaction_by_plan(&plan_id)
             .await
-            .map_err(|e| storage(&e))?
+            .map_err(|e| failure::storage(&e))?
     {
         transaction.transaction_id = Some(record.transaction_id);
     }
@@ -150,7 +137,7 @@ pub(crate) async fn preview(
                 );
             }
             Ok(None) => {}
-            Err(error) => return failure::failed(&action.id, storage(&error)),
+            Err(error) => return failure::failed(&action.id, failure::storage(&error)),
         }
     }
     match transaction.mode {
@@ -175,7 +162,7 @@ pub(crate) async fn preview(
             let mut record = new_record(action, caller, Status::DryRunCompleted, now);
             record.result = Some(result.clone());
             if let Err(error) = host.store.insert_transaction(&record).await {
-                return failure::failed(&action.id, storage(&error));
+                return failure::failed(&action.id, failure::storage(&error));
             }
             result
         }
@@ -236,7 +223,7 @@ pub(crate) async fn preview(
                         "a transaction with this id or plan id already exists",
                     ),
                 ),
-                Err(error) => failure::failed(&action.id, storage(&error)),
+                Err(error) => failure::failed(&action.id, failure::storage(&error)),
             }
         }
     }
@@ -264,7 +251,11 @@ pub(crate) async fn admit(
             "the action carries no transaction id",
         )
     })?;
-    let stored = host.store.transaction(&id).await.map_err(|e| storage(&e))?;
+    let stored = host
+        .store
+        .transaction(&id)
+        .await
+        .map_err(|e| failure::storage(&e))?;
     match transaction.mode {
         TransactionMode::Commit => match &transaction.plan_id {
             Some(plan_id) => commit_plan(host, action, caller, plan_id, stored, now).await,
@@ -284,7 +275,7 @@ pub(crate) async fn admit(
                     .store
                     .insert_transaction(&record)
                     .await
-                    .map_err(|e| storage(&e))?
+                    .map_err(|e| failure::storage(&e))?
                 {
                     true => Ok(Admitted {
                         record,
@@ -345,7 +336,7 @@ async fn apply(
             host.clock.now_ms(),
         )
         .await
-        .map_err(|e| storage(&e))?
+        .map_err(|e| failure::storage(&e))?
     {
         TransitionOutcome::Applied(record) => Ok(record),
         TransitionOutcome::NotFound => Err(policy(
@@ -373,7 +364,7 @@ async fn commit_plan(
             .store
             .transaction_by_plan(plan_id)
             .await
-            .map_err(|e| storage(&e))?
+            .map_err(|e| failure::storage(&e))?
             .ok_or_else(|| policy(codes::TRANSACTION_PLAN_NOT_FOUND, "no plan with this id"))?,
     };
     if record.capability_id != action.capability_id {
@@ -490,7 +481,7 @@ async fn execute_gate(
             .store
             .insert_transaction(&record)
             .await
-            .map_err(|e| storage(&e))?
+            .map_err(|e| failure::storage(&e))?
         {
             true => Ok(Admitted {
                 record,
