@@ -7,7 +7,8 @@
 
 use crate::model::{
     Action, ActionResult, ActionResultStatus, ApprovalDecision, ApprovalDecisionKind,
-    IdentityContext, TransactionMode,
+    IdentityContext, TransactionMode, TransactionProtocolStatus, TransactionRequest,
+    TransactionResult,
 };
 
 /// Most hops a delegation chain may have.
@@ -72,6 +73,23 @@ pub enum ValidationError {
     /// A `failed` result carries no error.
     #[error("validation failed: failed action_result must include error")]
     FailedResultWithoutError,
+    /// A transaction request names another transaction than its action.
+    #[error(
+        "validation failed: transaction_request transaction_id must match action.transaction.transaction_id"
+    )]
+    TransactionRequestIdMismatch,
+    /// A transaction result's block names another transaction than the result.
+    #[error(
+        "validation failed: transaction_result transaction.transaction_id must match transaction_id"
+    )]
+    TransactionResultIdMismatch,
+    /// A `failed` transaction result carries neither an error nor a failed result with one.
+    #[error("validation failed: failed transaction_result must include error")]
+    FailedTransactionWithoutError,
+    /// A `planned` transaction result carries no plan, or a plan of another transaction,
+    /// action or capability.
+    #[error("validation failed: planned transaction_result must include a matching plan")]
+    PlannedTransactionWithoutPlan,
 }
 
 /// Runs every core action check in upstream's order and returns the first failure.
@@ -95,6 +113,52 @@ pub fn validate_action(action: &Action) -> Result<(), ValidationError> {
 pub fn validate_action_result(result: &ActionResult) -> Result<(), ValidationError> {
     if result.status == ActionResultStatus::Failed && result.error.is_none() {
         return Err(ValidationError::FailedResultWithoutError);
+    }
+    Ok(())
+}
+
+/// The checks of a `transaction_request` (`aip-model.md` §6.4): the action has a transaction
+/// block whose id, when present, is the request's; then every action check.
+pub fn validate_transaction_request(request: &TransactionRequest) -> Result<(), ValidationError> {
+    let Some(transaction) = &request.action.transaction else {
+        return Err(ValidationError::MissingField(
+            "transaction_request.action.transaction".to_owned(),
+        ));
+    };
+    if transaction
+        .transaction_id
+        .as_ref()
+        .is_some_and(|id| *id != request.transaction_id)
+    {
+        return Err(ValidationError::TransactionRequestIdMismatch);
+    }
+    validate_action(&request.action)
+}
+
+/// The checks of a `transaction_result` (`aip-model.md` §6.4).
+pub fn validate_transaction_result(result: &TransactionResult) -> Result<(), ValidationError> {
+    if result.transaction.transaction_id.as_ref() != Some(&result.transaction_id) {
+        return Err(ValidationError::TransactionResultIdMismatch);
+    }
+    if result.status == TransactionProtocolStatus::Failed
+        && result.error.is_none()
+        && !result
+            .result
+            .as_ref()
+            .is_some_and(|r| r.status == ActionResultStatus::Failed && r.error.is_some())
+    {
+        return Err(ValidationError::FailedTransactionWithoutError);
+    }
+    if result.status == TransactionProtocolStatus::Planned
+        && !result.plan.as_ref().is_some_and(|plan| {
+            plan.transaction_id == result.transaction_id
+                && result
+                    .result
+                    .as_ref()
+                    .is_none_or(|r| r.action_id == plan.action_id)
+        })
+    {
+        return Err(ValidationError::PlannedTransactionWithoutPlan);
     }
     Ok(())
 }

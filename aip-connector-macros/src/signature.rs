@@ -24,10 +24,11 @@ pub(crate) enum Extractor {
     Tenant,
     Caller,
     Approval,
+    Compensation,
 }
 
 impl Extractor {
-    const ALL: [Extractor; 9] = [
+    const ALL: [Extractor; 10] = [
         Extractor::IdempotencyKey,
         Extractor::Cancellation,
         Extractor::Deadline,
@@ -37,6 +38,7 @@ impl Extractor {
         Extractor::Tenant,
         Extractor::Caller,
         Extractor::Approval,
+        Extractor::Compensation,
     ];
 
     /// The type name, which is also the `ExtractorKind` variant name.
@@ -51,6 +53,7 @@ impl Extractor {
             Extractor::Tenant => "Tenant",
             Extractor::Caller => "Caller",
             Extractor::Approval => "Approval",
+            Extractor::Compensation => "Compensation",
         }
     }
 

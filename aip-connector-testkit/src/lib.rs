@@ -4,5 +4,18 @@
 //! drives a connector through the real host.
 //!
 //! - [`fixtures`]: principals, capabilities, contracts and manifests with fixed content.
+//! - [`provider_double`]: a real HTTP server on loopback that plays a provider — records
+//!   requests, counts effects per idempotency key, deduplicates (or not), injects faults and
+//!   answers operation lookups — scripted through a [`ProviderHandle`].
+//! - [`snapshot`]: a committed JSON snapshot of a connector's manifest and a drift check that
+//!   classifies every change as breaking or compatible ([`assert_manifest_snapshot!`]).
 
 pub mod fixtures;
+pub mod provider_double;
+pub mod snapshot;
+
+pub use provider_double::{Fault, ProviderDouble, ProviderHandle};
+pub use snapshot::{
+    ChangeClass, ChangeKind, ManifestChange, SnapshotDiff, SnapshotError, SnapshotMode,
+    SnapshotOutcome, diff_manifests,
+};

@@ -807,7 +807,74 @@ fn summary(scratch: &ScratchDir) {
     );
 }
 
+/// The environment variable that selects [`profile`] mode: `<case>:<calls>`, where the case is
+/// `floor`, `keyed` or `unkeyed`.
+const PROFILE_VAR: &str = "AIP_INVOKE_PROFILE";
+
+/// Runs `calls` calls of one case and nothing else, for an instruction-level profiler:
+///
+/// ```sh
+/// AIP_INVOKE_PROFILE=unkeyed:10000 valgrind --tool=callgrind --collect-atstart=no \
+///     --toggle-collect='*profiled_calls*' target/release/deps/invoke-<hash>
+/// ```
+///
+/// Only [`profiled_calls`] is collected, so the profile's total divided by `calls` is the cost
+/// of one call, setup excluded.
+fn profile(spec: &str) {
+    let (case, calls) = spec
+        .split_once(':')
+        .and_then(|(case, calls)| Some((case, calls.parse::<usize>().ok()?)))
+        .unwrap_or_else(|| panic!("{PROFILE_VAR} is `<floor|keyed|unkeyed>:<calls>`"));
+    let runtime = current_thread_runtime();
+    let host = memory_host();
+    let caller = caller();
+    // One call of each kind first, so one-time initialisation stays out of the profile.
+    check_setup();
+    let future_size =
+        std::mem::size_of_val(&host.invoke(Action::new(CAPABILITY, input()), &caller));
+    eprintln!("Host::invoke future: {future_size} bytes");
+    match case {
+        "floor" => {
+            let inputs: Vec<Value> = (0..calls).map(|_| input()).collect();
+            profiled_calls_floor(&runtime, inputs);
+        }
+        "keyed" | "unkeyed" => {
+            let actions = actions(calls, case == "keyed");
+            profiled_calls(&runtime, &host, &caller, actions);
+        }
+        other => panic!("unknown {PROFILE_VAR} case `{other}`"),
+    }
+}
+
+/// The profiled section of the host cases (synchronous and not inlined, so a profiler can
+/// select it by name).
+#[inline(never)]
+fn profiled_calls(runtime: &Runtime, host: &Host, caller: &TrustedContext, actions: Vec<Action>) {
+    runtime.block_on(async {
+        for action in actions {
+            black_box(host.invoke(action, caller).await);
+        }
+    });
+}
+
+/// The profiled section of the floor; its name matches the same `--toggle-collect` pattern.
+#[inline(never)]
+fn profiled_calls_floor(runtime: &Runtime, inputs: Vec<Value>) {
+    runtime.block_on(async {
+        for input in inputs {
+            let typed: LookupInput =
+                serde_json::from_value(input).expect("the benchmark input decodes");
+            let output = Directory.lookup(typed).await.expect("the lookup succeeds");
+            black_box(serde_json::to_value(&output).expect("the output encodes"));
+        }
+    });
+}
+
 fn main() {
+    if let Ok(spec) = std::env::var(PROFILE_VAR) {
+        profile(&spec);
+        return;
+    }
     check_setup();
     let scratch = ScratchDir::new();
     let mut criterion = Criterion::default().configure_from_args();

@@ -180,3 +180,45 @@ pub const TRANSACTION_NOT_FOUND: &str = "transaction.not_found";
 pub const TRANSACTION_PROVIDER_OPERATION_REQUIRED: &str = "transaction.provider_operation_required";
 /// `reconcile` of a transaction whose outcome is not unknown.
 pub const TRANSACTION_NOT_RECONCILABLE: &str = "transaction.not_reconcilable";
+/// `compensate` of an action that has no completed (or partially committed) durable
+/// transaction for this capability (upstream code).
+pub const TRANSACTION_COMPENSATION_TARGET_NOT_COMPLETED: &str =
+    "transaction.compensation_target_not_completed";
+/// `compensate` of an action whose transaction did not commit (upstream code).
+pub const TRANSACTION_COMPENSATION_TARGET_NOT_COMMITTED: &str =
+    "transaction.compensation_target_not_committed";
+/// `compensate` after the contract's compensation window closed (upstream code).
+pub const TRANSACTION_COMPENSATION_WINDOW_EXPIRED: &str = "transaction.compensation_window_expired";
+/// The target action was already compensated, or its compensation is running or ended in a
+/// way that is not safe to repeat: each action is compensated at most once.
+pub const TRANSACTION_COMPENSATION_ALREADY_CLAIMED: &str =
+    "transaction.compensation_already_claimed";
+/// A `compensate` action names a transaction id other than the one derived from its target.
+pub const TRANSACTION_COMPENSATION_TRANSACTION_MISMATCH: &str =
+    "transaction.compensation_transaction_mismatch";
+
+// ---- Provider client (`provider::ProviderClient`; `docs/provider-client.md`) ----------------
+
+/// The provider request could not be built (body or query not serializable, invalid header or
+/// idempotency key); nothing was sent.
+pub const PROVIDER_REQUEST_INVALID: &str = "provider.request_invalid";
+/// The provider could not be reached (connect, DNS or TLS failure; nothing was sent), answered
+/// 503, or lost the connection of a non-mutating request.
+pub const PROVIDER_UNAVAILABLE: &str = "provider.unavailable";
+/// The deadline passed before the request was sent, or before a non-mutating request was
+/// answered.
+pub const PROVIDER_TIMEOUT: &str = "provider.timeout";
+/// The action was cancelled before or during the provider call.
+pub const PROVIDER_CANCELLED: &str = "provider.cancelled";
+/// A mutating request was sent and no complete response arrived: it may have taken effect.
+pub const PROVIDER_OUTCOME_UNKNOWN: &str = "provider.outcome_unknown";
+/// The provider answered 429.
+pub const PROVIDER_RATE_LIMITED: &str = "provider.rate_limited";
+/// The provider answered a 5xx other than 503.
+pub const PROVIDER_SERVER_ERROR: &str = "provider.server_error";
+/// The provider answered 401 or 403.
+pub const PROVIDER_UNAUTHORIZED: &str = "provider.unauthorized";
+/// The provider answered a 4xx other than 401, 403 and 429.
+pub const PROVIDER_REJECTED: &str = "provider.rejected";
+/// A 2xx body that is not the expected JSON (or is too large), or a 1xx/3xx status.
+pub const PROVIDER_INVALID_RESPONSE: &str = "provider.invalid_response";

@@ -21,8 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::codes;
 use crate::invocation::{
-    CheckpointRecorder, ChunkSink, CredentialHandle, InvocationContext, Secret, VerifiedApprovals,
-    VerifiedTenant,
+    CheckpointRecorder, ChunkSink, CompensationTarget, CredentialHandle, InvocationContext, Secret,
+    VerifiedApprovals, VerifiedTenant,
 };
 
 /// What an extractor proves about a handler. The discriminants are stable: generated code
@@ -48,13 +48,16 @@ pub enum ExtractorKind {
     Caller = 8,
     /// [`Approval`]: the handler reads the verified approvals → `approval` support.
     Approval = 9,
+    /// [`Compensation`]: the handler compensates another action and reads its settled outcome
+    /// (proves nothing by itself; compensation support comes from the contract).
+    Compensation = 10,
 }
 
 /// A handler parameter the host fills from the invocation, not from the input.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not an aip-connector extractor",
     label = "`#[capability]` took this parameter for an extractor because of its type name",
-    note = "extractors are `IdempotencyKey`, `Cancellation`, `Deadline`, `StreamSink<T>`, `Checkpoint`, `Credential`, `Tenant`, `Caller` and `Approval` from `aip_connector`; rename your own type if it shadows one of these names"
+    note = "extractors are `IdempotencyKey`, `Cancellation`, `Deadline`, `StreamSink<T>`, `Checkpoint`, `Credential`, `Tenant`, `Caller`, `Approval` and `Compensation` from `aip_connector`; rename your own type if it shadows one of these names"
 )]
 pub trait Extractor: sealed::Sealed + Sized + Send + 'static {
     /// What this extractor proves about the handler.
@@ -77,6 +80,7 @@ mod sealed {
     impl Sealed for super::Tenant {}
     impl Sealed for super::Caller {}
     impl Sealed for super::Approval {}
+    impl Sealed for super::Compensation {}
 }
 
 fn missing(what: &str, code: &str, category: ErrorCategory) -> ConnectorFailure {
@@ -410,6 +414,43 @@ impl Extractor for Approval {
                 "verified approval",
                 codes::APPROVAL_MISSING,
                 ErrorCategory::Policy,
+            )
+        })
+    }
+}
+
+/// The settled action a compensating handler undoes: its ids, its output (or, for a partial
+/// side effect, its error) and the provider operation it checkpointed.
+///
+/// The host fills it only for an action in transaction mode `compensate`, after it checked
+/// that the target committed and is inside the compensation window; a handler that takes it is
+/// refused (`transaction.context_missing`) when called any other way.
+#[derive(Clone, Debug)]
+pub struct Compensation(Arc<CompensationTarget>);
+
+impl Compensation {
+    /// What is being compensated.
+    pub fn target(&self) -> &CompensationTarget {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Compensation {
+    type Target = CompensationTarget;
+
+    fn deref(&self) -> &CompensationTarget {
+        &self.0
+    }
+}
+
+impl Extractor for Compensation {
+    const KIND: ExtractorKind = ExtractorKind::Compensation;
+    fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure> {
+        context.compensation().map(Compensation).ok_or_else(|| {
+            missing(
+                "compensation target (the action is not a `compensate`)",
+                codes::TRANSACTION_CONTEXT_MISSING,
+                ErrorCategory::Permanent,
             )
         })
     }

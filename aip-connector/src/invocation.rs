@@ -11,10 +11,10 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aip_connector_core::ids::{ApprovalId, PrincipalId};
+use aip_connector_core::ids::{ActionId, ApprovalId, CapabilityId, PrincipalId, TransactionId};
 use aip_connector_core::model::{
-    Action, ConnectorFailure, ConnectorOperation, ErrorCategory, ProviderOperationRef,
-    StreamChunkKind,
+    Action, ConnectorFailure, ConnectorOperation, ErrorCategory, ProtocolError,
+    ProviderOperationRef, StreamChunkKind, TransactionProtocolStatus,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -45,6 +45,10 @@ pub trait InvocationContext: Send + Sync {
     fn credential(&self) -> Option<&CredentialHandle>;
     /// The verified approvals that released this action, if it needed approval.
     fn approval(&self) -> Option<&VerifiedApprovals>;
+    /// The action being compensated, for an action in transaction mode `compensate`.
+    fn compensation(&self) -> Option<Arc<CompensationTarget>> {
+        None
+    }
 }
 
 /// Receives the chunks a streaming handler emits. `send` waits while the buffer is full
@@ -160,6 +164,27 @@ pub struct CredentialHandle {
     pub secret: Secret,
 }
 
+/// The settled action a `compensate` undoes, as the host read it from the target's durable
+/// transaction record (see [`Compensation`](crate::extract::Compensation)).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompensationTarget {
+    /// The compensated action (`transaction.compensation_for`).
+    pub action_id: ActionId,
+    /// Its transaction.
+    pub transaction_id: TransactionId,
+    /// The capability it ran.
+    pub capability_id: CapabilityId,
+    /// Its durable status: `committed`, `reconciled` (the provider confirmed the commit), or
+    /// `failed` with side effects committed.
+    pub status: TransactionProtocolStatus,
+    /// Its output, when it completed (for `reconciled`, the reconciliation answer).
+    pub output: Option<Value>,
+    /// Its error, when it failed after committing side effects.
+    pub error: Option<ProtocolError>,
+    /// The provider operation it checkpointed.
+    pub provider_operation: Option<ProviderOperationRef>,
+}
+
 /// A plain [`InvocationContext`] for tests and for running handlers outside a host.
 ///
 /// Built with [`StaticInvocation::new`] and the `with_*` methods; it records streamed chunks and
@@ -174,6 +199,7 @@ pub struct StaticInvocation {
     checkpoint: Option<Arc<MemoryCheckpoint>>,
     credential: Option<CredentialHandle>,
     approval: Option<VerifiedApprovals>,
+    compensation: Option<Arc<CompensationTarget>>,
 }
 
 impl StaticInvocation {
@@ -189,6 +215,7 @@ impl StaticInvocation {
             checkpoint: None,
             credential: None,
             approval: None,
+            compensation: None,
         }
     }
 
@@ -225,6 +252,12 @@ impl StaticInvocation {
     /// Sets the verified approvals.
     pub fn with_approval(mut self, approval: VerifiedApprovals) -> Self {
         self.approval = Some(approval);
+        self
+    }
+
+    /// Sets the action being compensated.
+    pub fn with_compensation(mut self, target: CompensationTarget) -> Self {
+        self.compensation = Some(Arc::new(target));
         self
     }
 
@@ -274,6 +307,9 @@ impl InvocationContext for StaticInvocation {
     }
     fn approval(&self) -> Option<&VerifiedApprovals> {
         self.approval.as_ref()
+    }
+    fn compensation(&self) -> Option<Arc<CompensationTarget>> {
+        self.compensation.clone()
     }
 }
 

@@ -22,6 +22,7 @@ pub mod extract;
 pub mod handler;
 pub mod host;
 pub mod invocation;
+pub mod provider;
 pub mod schema;
 pub mod store;
 
@@ -38,22 +39,23 @@ pub use connector::{
     Reconciliation,
 };
 pub use extract::{
-    Approval, Caller, Cancellation, Checkpoint, Credential, Deadline, ExtractorKind,
+    Approval, Caller, Cancellation, Checkpoint, Compensation, Credential, Deadline, ExtractorKind,
     IdempotencyKey, StreamSink, Tenant,
 };
 pub use handler::{CapabilityInput, HandlerResult};
 pub use invocation::{
-    CallerIdentity, CredentialHandle, InvocationContext, Secret, StaticInvocation,
-    VerifiedApprovals, VerifiedTenant,
+    CallerIdentity, CompensationTarget, CredentialHandle, InvocationContext, Secret,
+    StaticInvocation, VerifiedApprovals, VerifiedTenant,
 };
+pub use provider::{ProviderClient, ProviderResponse};
 pub use schema::SchemaDialect;
 
 /// Everything a connector author usually needs, in one import.
 pub mod prelude {
     pub use crate::{
-        Approval, Caller, Cancellation, Checkpoint, Connector, Credential, Deadline,
-        IdempotencyKey, ReconcileOutcome, Reconciliation, StreamSink, Tenant, capability,
-        connector,
+        Approval, Caller, Cancellation, Checkpoint, Compensation, Connector, Credential, Deadline,
+        IdempotencyKey, ProviderClient, ReconcileOutcome, Reconciliation, StreamSink, Tenant,
+        capability, connector,
     };
     pub use aip_connector_core::model::{ConnectorFailure, ErrorCategory};
     pub use schemars::JsonSchema;

@@ -38,10 +38,17 @@ pub fn output_schema<T: JsonSchema + 'static>() -> Value {
 
 /// Schemas by (type, contract): generating a schema walks the whole type graph, and the same
 /// type often serves several capabilities or connectors.
+///
+/// Only this line is generic: the cache itself is one non-generic function, so a crate with a
+/// hundred input and output types instantiates the lookup once, not two hundred times.
 fn cached<T: JsonSchema + 'static>(contract: Contract) -> Value {
+    cached_by_type(TypeId::of::<T>(), contract, generate::<T>)
+}
+
+fn cached_by_type(type_id: TypeId, contract: Contract, generate: fn(Contract) -> Value) -> Value {
     type Cache = Mutex<HashMap<(TypeId, bool), Value>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
-    let key = (TypeId::of::<T>(), matches!(contract, Contract::Serialize));
+    let key = (type_id, matches!(contract, Contract::Serialize));
     let cache = CACHE.get_or_init(Cache::default);
     if let Some(schema) = cache
         .lock()
@@ -51,7 +58,7 @@ fn cached<T: JsonSchema + 'static>(contract: Contract) -> Value {
         return schema.clone();
     }
     // Generated outside the lock: schemars may call back into user `JsonSchema` impls.
-    let schema = generate::<T>(contract);
+    let schema = generate(contract);
     cache
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())

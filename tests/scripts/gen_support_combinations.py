@@ -12,7 +12,7 @@ EXTRACTORS = [
     ("Credential", "credentials", 'credentials(required, scopes = ["calendar.read"])'),
     ("Approval", "approval", "approval(required, evidence = [reason])"),
 ]
-NEUTRAL = ["Deadline", "Tenant", "Caller"]
+NEUTRAL = ["Deadline", "Tenant", "Caller", "Compensation"]
 
 out = []
 w = out.append

@@ -17,10 +17,9 @@ use aip_connector::codes;
 /// as a test covers it (the test below fails while a covered code is still listed).
 const NOT_YET_COVERED: &[&str] = &[
     // Unreachable through the host: `compensate` outside `supported_modes` is refused earlier as
-    // `transaction.mode_unsupported`, admission refuses a capability that declares the mode
-    // without supported compensation (`contract.transaction.compensate_without_compensation`),
-    // and a declared `compensate` is refused as `transaction.mode_unsupported` (not run yet);
-    // `tests/tests/host_codes.rs` proves all three.
+    // `transaction.mode_unsupported`, and admission refuses a capability that declares the mode
+    // without supported compensation (`contract.transaction.compensate_without_compensation`);
+    // `tests/tests/host_codes.rs` proves both.
     "TRANSACTION_COMPENSATION_UNSUPPORTED",
     // Unreachable through the host, at stage 3 and at stage 11 alike: envelope validation
     // (stage 0) refuses every commit without `plan_id` as `action.invalid` first;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aip_connector::VerifiedTenant;
 use aip_connector::codes;
@@ -13,7 +13,7 @@ use aip_connector::model::{
     Action, ActionResultStatus, ApprovalDecision, ApprovalDecisionKind, Principal, PrincipalKind,
 };
 use aip_connector::prelude::*;
-use aip_connector::store::{ApprovalStatus, Clock, MemoryStore, SystemClock};
+use aip_connector::store::{ApprovalStatus, ManualClock, MemoryStore};
 use serde_json::json;
 
 #[derive(Deserialize, JsonSchema)]
@@ -56,16 +56,6 @@ impl Payments {
                 approval.approvals().approval_ids.len()
             ),
         })
-    }
-}
-
-/// A clock tests move by hand.
-#[derive(Default)]
-struct ManualClock(AtomicU64);
-
-impl Clock for ManualClock {
-    fn now_ms(&self) -> u64 {
-        SystemClock.now_ms() + self.0.load(Ordering::SeqCst)
     }
 }
 
@@ -279,7 +269,7 @@ async fn denial_and_expiry_end_the_request() {
 
     let host = self::host(Payments::default(), clock.clone());
     let id = gate(&host).await;
-    clock.0.store(120_000, Ordering::SeqCst);
+    clock.advance(120_000);
     let late = host
         .record_approval_decision(
             decision(&id, "user:alice", ApprovalDecisionKind::Approved),

@@ -898,11 +898,11 @@ async fn a_transaction_mode_the_contract_does_not_declare_is_mode_unsupported() 
     assert!(failure(&result).message.contains("does not declare"));
 }
 
-/// Previews and commits now run, but `compensate` is still refused even where the contract
-/// declares it with best-effort compensation: this host does not run compensation yet. A mode
-/// the contract does not declare gets the same code, with its own message.
+/// A declared best-effort `compensate` passes the mode checks and reaches compensation
+/// admission (which refuses a target without a durable transaction); a mode the contract does
+/// not declare is `transaction.mode_unsupported`.
 #[tokio::test]
-async fn declared_compensate_and_undeclared_modes_are_mode_unsupported_by_this_host() {
+async fn declared_compensate_is_admitted_and_undeclared_modes_are_mode_unsupported() {
     let mut definition = Connector::definition(&Ledger).clone();
     let contract = definition.capabilities[0]
         .capability
@@ -942,12 +942,11 @@ async fn declared_compensate_and_undeclared_modes_are_mode_unsupported_by_this_h
     let error = failure(&refused);
     assert_error(
         error,
-        codes::TRANSACTION_MODE_UNSUPPORTED,
-        ErrorCategory::Permanent,
+        codes::TRANSACTION_COMPENSATION_TARGET_NOT_COMPLETED,
+        ErrorCategory::Policy,
         false,
         None,
     );
-    assert!(error.message.contains("does not run"), "{error:?}");
 
     let undeclared = host
         .invoke(

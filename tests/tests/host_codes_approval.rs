@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aip_connector::VerifiedTenant;
 use aip_connector::codes;
@@ -15,7 +15,7 @@ use aip_connector::model::{
     ApprovalDecisionKind, Principal, PrincipalKind, ProtocolError,
 };
 use aip_connector::prelude::*;
-use aip_connector::store::{ApprovalStatus, Clock, MemoryStore, SystemClock};
+use aip_connector::store::{ApprovalStatus, ManualClock, MemoryStore};
 use serde_json::{Value, json};
 
 #[derive(Deserialize, JsonSchema)]
@@ -61,16 +61,6 @@ impl Treasury {
         Ok(Paid {
             payment_id: format!("pay-{}-{}", payment.amount_cents, key.as_str()),
         })
-    }
-}
-
-/// A clock the tests move by hand.
-#[derive(Default)]
-struct ManualClock(AtomicU64);
-
-impl Clock for ManualClock {
-    fn now_ms(&self) -> u64 {
-        SystemClock.now_ms() + self.0.load(Ordering::SeqCst)
     }
 }
 
@@ -459,7 +449,7 @@ async fn resuming_onto_a_key_now_gating_another_action_is_pending_resume_denied(
 
     // The key's record (TTL 1 s) lapses while the approval (TTL 10 min) is still open, and a
     // second action is gated under the same key.
-    clock.0.store(2_000, Ordering::SeqCst);
+    clock.advance(2_000);
     let second = gate(&host, payment(), &requester).await;
     assert_ne!(first, second);
 

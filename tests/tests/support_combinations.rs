@@ -27,6 +27,7 @@ impl Combos {
         n0: Deadline,
         n1: Tenant,
         n2: Caller,
+        n3: Compensation,
     ) -> Result<Out, ConnectorFailure> {
         Ok(Out {})
     }
@@ -69,6 +70,7 @@ impl Combos {
         input: In,
         p0: IdempotencyKey,
         p2: StreamSink<Chunk>,
+        n3: Compensation,
     ) -> Result<Out, ConnectorFailure> {
         Ok(Out {})
     }
@@ -125,6 +127,7 @@ impl Combos {
         p1: Cancellation,
         p3: Checkpoint,
         n0: Deadline,
+        n3: Compensation,
     ) -> Result<Out, ConnectorFailure> {
         Ok(Out {})
     }
@@ -185,6 +188,7 @@ impl Combos {
         p2: StreamSink<Chunk>,
         p3: Checkpoint,
         n1: Tenant,
+        n3: Compensation,
     ) -> Result<Out, ConnectorFailure> {
         Ok(Out {})
     }
@@ -241,6 +245,7 @@ impl Combos {
         p4: Credential,
         n0: Deadline,
         n2: Caller,
+        n3: Compensation,
     ) -> Result<Out, ConnectorFailure> {
         Ok(Out {})
     }
@@ -301,6 +306,7 @@ impl Combos {
         p0: IdempotencyKey,
         p3: Checkpoint,
         p4: Credential,
+        n3: Compensation,
     ) -> Result<Out, ConnectorFailure> {
         Ok(Out {})
     }
@@ -365,6 +371,7 @@ impl Combos {
         p4: Credential,
         n0: Deadline,
         n1: Tenant,
+        n3: Compensation,
     ) -> Result<Out, ConnectorFailure> {
         Ok(Out {})
     }
@@ -422,6 +429,7 @@ impl Combos {
         p0: IdempotencyKey,
         p1: Cancellation,
         p5: Approval,
+        n3: Compensation,
     ) -> Result<Out, ConnectorFailure> {
         Ok(Out {})
     }
@@ -483,6 +491,7 @@ impl Combos {
         p5: Approval,
         n0: Deadline,
         n2: Caller,
+        n3: Compensation,
     ) -> Result<Out, ConnectorFailure> {
         Ok(Out {})
     }
@@ -545,6 +554,7 @@ impl Combos {
         p3: Checkpoint,
         p5: Approval,
         n1: Tenant,
+        n3: Compensation,
     ) -> Result<Out, ConnectorFailure> {
         Ok(Out {})
     }
@@ -607,6 +617,7 @@ impl Combos {
         p4: Credential,
         p5: Approval,
         n0: Deadline,
+        n3: Compensation,
     ) -> Result<Out, ConnectorFailure> {
         Ok(Out {})
     }
@@ -672,6 +683,7 @@ impl Combos {
         p2: StreamSink<Chunk>,
         p4: Credential,
         p5: Approval,
+        n3: Compensation,
     ) -> Result<Out, ConnectorFailure> {
         Ok(Out {})
     }
@@ -739,6 +751,7 @@ impl Combos {
         n0: Deadline,
         n1: Tenant,
         n2: Caller,
+        n3: Compensation,
     ) -> Result<Out, ConnectorFailure> {
         Ok(Out {})
     }

@@ -320,6 +320,26 @@ impl ConnectorFailure {
         self
     }
 
+    /// Says the operation failed *after* committing side effects that must be compensated
+    /// (a partial failure): sets `side_effects_committed` and `compensation_required` in the
+    /// redacted details, keeping any other detail. A host admits a `compensate` of such a
+    /// failure when it is not retryable.
+    pub fn with_committed_side_effects(mut self) -> Self {
+        let mut details = match self.0.redacted_details.take() {
+            Some(Value::Object(map)) => map,
+            Some(other) => {
+                let mut map = serde_json::Map::new();
+                map.insert("detail".to_owned(), other);
+                map
+            }
+            None => serde_json::Map::new(),
+        };
+        details.insert("side_effects_committed".to_owned(), Value::Bool(true));
+        details.insert("compensation_required".to_owned(), Value::Bool(true));
+        self.0.redacted_details = Some(Value::Object(details));
+        self
+    }
+
     /// The fields, by value.
     pub fn into_data(self) -> ConnectorFailureData {
         *self.0

@@ -45,6 +45,7 @@ pub use result::{
 };
 pub use support::CapabilityImplementationSupport;
 pub use transaction::{
-    ProviderOperationRef, ReconciliationRequest, ReconciliationResult, TransactionPlan,
-    TransactionProtocolStatus,
+    ProviderOperationRef, ReceiptKind, ReconciliationRequest, ReconciliationResult,
+    TransactionPlan, TransactionProtocolStatus, TransactionReceipt, TransactionRequest,
+    TransactionResult,
 };

@@ -6,10 +6,10 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::{
-    ActionTransaction, ApprovalPolicy, CompensationContract, DryRunFidelity, IdentityContext,
-    Principal, SideEffect,
+    Action, ActionResult, ActionResultStatus, ActionTransaction, ApprovalPolicy,
+    CompensationContract, DryRunFidelity, IdentityContext, Principal, ProtocolError, SideEffect,
 };
-use crate::ids::{ActionId, CapabilityId, TransactionId};
+use crate::ids::{ActionId, CapabilityId, ReceiptId, TransactionId};
 
 /// Status of a transaction as reported on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -135,6 +135,243 @@ pub struct ReconciliationResult {
     /// What the connector saw at the provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Value>,
+}
+
+/// The first-class transaction message (`aip.transaction.v1.request`): an action in a
+/// transaction mode, wrapped with the transaction it belongs to and who asks for it.
+///
+/// It is not a second transaction engine: the host runs the wrapped action through the ordinary
+/// pipeline and answers a [`TransactionResult`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TransactionRequest {
+    /// The transaction. Copied into `action.transaction.transaction_id` when that is absent;
+    /// must equal it when present.
+    pub transaction_id: TransactionId,
+    /// The action; it must carry a `transaction` block.
+    pub action: Action,
+    /// Who asks. Must be the transport-authenticated caller: a payload never names its own
+    /// identity.
+    pub requested_by: Principal,
+    /// Why, for the audit trail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Free-form metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+    /// The provider operation the requester knows of (informational: reconciliation reads the
+    /// operation the handler checkpointed durably).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_operation: Option<ProviderOperationRef>,
+    /// The reconciliation cursor the requester knows of (informational, as above).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconciliation_cursor: Option<String>,
+}
+
+/// The answer to a [`TransactionRequest`] (`aip.transaction.v1.result`), and the durable view of
+/// a transaction.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TransactionResult {
+    /// The transaction.
+    pub transaction_id: TransactionId,
+    /// Its transaction block (mode, ids, compensation target); `transaction_id` equals the
+    /// field above.
+    pub transaction: ActionTransaction,
+    /// The wire status: the durable status, except `requires_human` and `cancelled`, which are
+    /// projected from the action result.
+    pub status: TransactionProtocolStatus,
+    /// The action result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<ActionResult>,
+    /// The plan, for a planned transaction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<TransactionPlan>,
+    /// The provider operation a handler checkpointed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_operation: Option<ProviderOperationRef>,
+    /// Where reconciliation resumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconciliation_cursor: Option<String>,
+    /// Earliest time a reconciliation is useful.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "time::serde::rfc3339::option"
+    )]
+    pub reconcile_after: Option<OffsetDateTime>,
+    /// The last error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ProtocolError>,
+    /// The receipt chain `transaction:<transaction_id>`, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub receipts: Vec<TransactionReceipt>,
+}
+
+impl TransactionResult {
+    /// The wire status of a transaction whose durable status is `durable` and whose action
+    /// settled as `result`: a pending approval reads `requires_human`, a cancelled action
+    /// `cancelled`; everything else is the durable status.
+    pub fn project_status(
+        durable: TransactionProtocolStatus,
+        result: Option<&ActionResult>,
+    ) -> TransactionProtocolStatus {
+        match result.map(|r| r.status) {
+            Some(ActionResultStatus::PendingApproval | ActionResultStatus::RequiresHuman) => {
+                TransactionProtocolStatus::RequiresHuman
+            }
+            Some(ActionResultStatus::Cancelled) => TransactionProtocolStatus::Cancelled,
+            _ => durable,
+        }
+    }
+}
+
+/// What a transaction receipt records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReceiptKind {
+    /// A dry run finished.
+    DryRunCompleted,
+    /// A plan was stored.
+    Planned,
+    /// An `execute` was admitted.
+    ExecutionStarted,
+    /// A commit claimed its plan (or started directly).
+    CommitStarted,
+    /// The effect committed.
+    Committed,
+    /// A compensation was admitted.
+    CompensationStarted,
+    /// The compensation finished.
+    Compensated,
+    /// The transaction failed.
+    Failed,
+    /// The outcome is unknown; reconciliation is pending.
+    OutcomePending,
+    /// A reconciliation started.
+    ReconciliationStarted,
+    /// Reconciliation settled the outcome.
+    Reconciled,
+}
+
+impl ReceiptKind {
+    /// The receipt a transaction entering `status` gets, if any.
+    pub fn for_status(status: TransactionProtocolStatus) -> Option<Self> {
+        use TransactionProtocolStatus as S;
+        Some(match status {
+            S::DryRunCompleted => Self::DryRunCompleted,
+            S::Planned => Self::Planned,
+            S::Prepared => Self::ExecutionStarted,
+            S::Committing => Self::CommitStarted,
+            S::Committed => Self::Committed,
+            S::Compensating => Self::CompensationStarted,
+            S::Compensated => Self::Compensated,
+            S::Failed => Self::Failed,
+            S::OutcomeUnknown => Self::OutcomePending,
+            S::Reconciling => Self::ReconciliationStarted,
+            S::Reconciled => Self::Reconciled,
+            S::RequiresHuman | S::Cancelled | S::RollbackNotSupported => return None,
+        })
+    }
+
+    /// The wire name (`commit_started`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::DryRunCompleted => "dry_run_completed",
+            Self::Planned => "planned",
+            Self::ExecutionStarted => "execution_started",
+            Self::CommitStarted => "commit_started",
+            Self::Committed => "committed",
+            Self::CompensationStarted => "compensation_started",
+            Self::Compensated => "compensated",
+            Self::Failed => "failed",
+            Self::OutcomePending => "outcome_pending",
+            Self::ReconciliationStarted => "reconciliation_started",
+            Self::Reconciled => "reconciled",
+        }
+    }
+}
+
+/// One link of a transaction's receipt chain (`transaction:<transaction_id>`).
+///
+/// Ids are deterministic (`rcpt_<transaction_id>_<kind>`), so recording the same step twice is
+/// a no-op; each receipt's `hash` covers its own fields and the previous receipt's hash, so a
+/// removed or altered link breaks every later hash.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransactionReceipt {
+    /// `rcpt_<transaction_id>_<kind>`.
+    pub id: ReceiptId,
+    /// `transaction:<transaction_id>`.
+    pub chain: String,
+    /// What happened.
+    pub kind: ReceiptKind,
+    /// The transaction.
+    pub transaction_id: TransactionId,
+    /// The action that owned the transaction at that step.
+    pub action_id: ActionId,
+    /// The durable status entered.
+    pub status: TransactionProtocolStatus,
+    /// When, in milliseconds since the Unix epoch.
+    pub recorded_at_ms: u64,
+    /// The previous receipt's hash; `None` for the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_hash: Option<String>,
+    /// Lowercase hex SHA-256 over the fields above (serialized in this order, as JSON).
+    pub hash: String,
+}
+
+impl TransactionReceipt {
+    /// The receipt of `kind` for `transaction_id`, linked after `previous`.
+    pub fn new(
+        transaction_id: &TransactionId,
+        action_id: &ActionId,
+        kind: ReceiptKind,
+        status: TransactionProtocolStatus,
+        recorded_at_ms: u64,
+        previous: Option<&TransactionReceipt>,
+    ) -> Self {
+        let mut receipt = Self {
+            id: ReceiptId::trusted(format!("rcpt_{transaction_id}_{}", kind.as_str())),
+            chain: format!("transaction:{transaction_id}"),
+            kind,
+            transaction_id: transaction_id.clone(),
+            action_id: action_id.clone(),
+            status,
+            recorded_at_ms,
+            previous_hash: previous.map(|p| p.hash.clone()),
+            hash: String::new(),
+        };
+        receipt.hash = receipt.computed_hash();
+        receipt
+    }
+
+    /// The hash this receipt must carry, given its other fields.
+    pub fn computed_hash(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut unhashed = self.clone();
+        unhashed.hash = String::new();
+        let bytes = serde_json::to_vec(&unhashed).unwrap_or_default();
+        let digest = Sha256::digest(&bytes);
+        let mut hex = String::with_capacity(64);
+        for byte in digest {
+            hex.push(char::from_digit(u32::from(byte >> 4), 16).unwrap_or('0'));
+            hex.push(char::from_digit(u32::from(byte & 0xf), 16).unwrap_or('0'));
+        }
+        hex
+    }
+
+    /// Whether `receipts` form an unbroken chain: each hash right and linked to the one
+    /// before.
+    pub fn chain_is_intact(receipts: &[TransactionReceipt]) -> bool {
+        let mut previous: Option<&TransactionReceipt> = None;
+        for receipt in receipts {
+            if receipt.previous_hash.as_deref() != previous.map(|p| p.hash.as_str())
+                || receipt.hash != receipt.computed_hash()
+            {
+                return false;
+            }
+            previous = Some(receipt);
+        }
+        true
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 //! policy hashes) are taken over a canonical text, so they never depend on the key order a
 //! caller happened to send or on the `preserve_order` feature of `serde_json`.
 
+use std::io;
+
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -11,10 +13,156 @@ use sha2::{Digest, Sha256};
 enum Step<'a> {
     /// A value still to be written.
     Value(&'a Value),
-    /// An object key, written with its `:`.
-    Key(&'a str),
-    /// Fixed punctuation (`,`, `]`, `}`).
-    Punctuation(char),
+    /// An array item; `first` items have no `,` before them.
+    Item { value: &'a Value, first: bool },
+    /// An object member; `first` members have no `,` before them.
+    Member {
+        key: &'a str,
+        value: &'a Value,
+        first: bool,
+    },
+    /// Closing punctuation (`]` or `}`).
+    Close(&'static [u8]),
+}
+
+/// Where canonical text goes: a buffer that becomes a string, or a hash. Writing cannot fail.
+trait Sink {
+    /// Appends `bytes`.
+    fn put(&mut self, bytes: &[u8]);
+
+    /// Appends `text` between double quotes (the caller checked it needs no escapes).
+    fn put_quoted(&mut self, text: &[u8]) {
+        self.put(b"\"");
+        self.put(text);
+        self.put(b"\"");
+    }
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+/// Lets `serde_json` write into a [`Sink`] (for numbers and strings that need escapes).
+struct SinkWriter<'a, S>(&'a mut S);
+
+impl<S: Sink> io::Write for SinkWriter<'_, S> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.0.put(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Writes the canonical text of `value` to `out`: compact JSON with every object's keys sorted
+/// (byte order of their UTF-8 text), recursively; array order is kept. Strings and numbers are
+/// written as `serde_json` writes them, so the text of a value whose objects are already sorted
+/// equals `serde_json::to_string`. Iterative, so a deeply nested value cannot exhaust the stack,
+/// and the only allocation is the stack of pending steps.
+fn write_canonical<S: Sink>(out: &mut S, value: &Value) {
+    // Sized for an object of a few fields, so the common input never regrows the stack.
+    let mut pending = Vec::with_capacity(16);
+    pending.push(Step::Value(value));
+    while let Some(step) = pending.pop() {
+        let value = match step {
+            Step::Close(mark) => {
+                out.put(mark);
+                continue;
+            }
+            Step::Value(value) => value,
+            Step::Item { value, first } => {
+                if !first {
+                    out.put(b",");
+                }
+                value
+            }
+            Step::Member { key, value, first } => {
+                if !first {
+                    out.put(b",");
+                }
+                write_string(out, key);
+                out.put(b":");
+                value
+            }
+        };
+        match value {
+            Value::Array(items) => {
+                out.put(b"[");
+                pending.push(Step::Close(b"]"));
+                // Pushed last-first so they pop in order.
+                pending.extend(
+                    items
+                        .iter()
+                        .enumerate()
+                        .rev()
+                        .map(|(index, value)| Step::Item {
+                            value,
+                            first: index == 0,
+                        }),
+                );
+            }
+            Value::Object(map) => {
+                out.put(b"{");
+                pending.push(Step::Close(b"}"));
+                // The members are sorted where they lie on the stack, greatest key first, so
+                // they pop in ascending order and no per-object buffer is needed.
+                let start = pending.len();
+                pending.extend(map.iter().map(|(key, value)| Step::Member {
+                    key,
+                    value,
+                    first: false,
+                }));
+                let members = &mut pending[start..];
+                members.sort_unstable_by(|left, right| member_key(right).cmp(member_key(left)));
+                if let Some(Step::Member { first, .. }) = members.last_mut() {
+                    *first = true;
+                }
+            }
+            Value::String(text) => write_string(out, text),
+            Value::Null => out.put(b"null"),
+            Value::Bool(true) => out.put(b"true"),
+            Value::Bool(false) => out.put(b"false"),
+            // Exactly `serde_json`'s text of the number.
+            Value::Number(number) => serde_json::to_writer(SinkWriter(out), number)
+                .expect("a number serializes into a sink"),
+        }
+    }
+}
+
+/// Writes `text` as a JSON string literal, escaped exactly as `serde_json` escapes it. Text with
+/// nothing to escape (no `"`, `\` or control character) is copied as it is, without running
+/// the serializer; anything else goes through `serde_json`.
+fn write_string<S: Sink>(out: &mut S, text: &str) {
+    if !text.bytes().any(|byte| NEEDS_ESCAPE[usize::from(byte)]) {
+        out.put_quoted(text.as_bytes());
+    } else {
+        serde_json::to_writer(SinkWriter(out), text).expect("a string serializes into a sink");
+    }
+}
+
+/// The bytes a JSON string literal escapes: `"`, `\` and the control characters below 0x20.
+const NEEDS_ESCAPE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = true;
+        byte += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
+
+/// The key of a [`Step::Member`] (the empty string for other steps, which are never sorted).
+fn member_key<'a>(step: &Step<'a>) -> &'a str {
+    match step {
+        Step::Member { key, .. } => key,
+        _ => "",
+    }
 }
 
 /// Compact JSON with every object's keys sorted (byte order of their UTF-8 text), recursively;
@@ -22,76 +170,117 @@ enum Step<'a> {
 /// them, so the text of a value whose objects are already sorted equals `serde_json::to_string`.
 /// Iterative, so a deeply nested value cannot exhaust the stack.
 pub(crate) fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
-    let mut pending = vec![Step::Value(value)];
-    while let Some(step) = pending.pop() {
-        match step {
-            Step::Punctuation(mark) => out.push(mark),
-            Step::Key(key) => {
-                write_string(&mut out, key);
-                out.push(':');
-            }
-            Step::Value(Value::Null) => out.push_str("null"),
-            Step::Value(Value::Bool(flag)) => out.push_str(if *flag { "true" } else { "false" }),
-            Step::Value(Value::Number(number)) => out.push_str(&number.to_string()),
-            Step::Value(Value::String(text)) => write_string(&mut out, text),
-            Step::Value(Value::Array(items)) => {
-                out.push('[');
-                pending.push(Step::Punctuation(']'));
-                // Pushed last-first so they pop in order.
-                for (index, item) in items.iter().enumerate().rev() {
-                    pending.push(Step::Value(item));
-                    if index > 0 {
-                        pending.push(Step::Punctuation(','));
-                    }
-                }
-            }
-            Step::Value(Value::Object(map)) => {
-                out.push('{');
-                pending.push(Step::Punctuation('}'));
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                entries.sort_unstable_by(|left, right| left.0.cmp(right.0));
-                for (index, (key, item)) in entries.into_iter().enumerate().rev() {
-                    pending.push(Step::Value(item));
-                    pending.push(Step::Key(key));
-                    if index > 0 {
-                        pending.push(Step::Punctuation(','));
-                    }
-                }
-            }
-        }
-    }
-    out
+    let mut out = Vec::new();
+    write_canonical(&mut out, value);
+    String::from_utf8(out).expect("serde_json and ASCII punctuation write UTF-8")
 }
 
-/// Writes `text` as a JSON string literal with `serde_json`'s escapes (short forms for `\b`,
-/// `\t`, `\n`, `\f`, `\r`; other control characters as `\u` plus four lowercase hex digits).
-fn write_string(out: &mut String, text: &str) {
-    out.push('"');
-    for character in text.chars() {
-        match character {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{08}' => out.push_str("\\b"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\u{0C}' => out.push_str("\\f"),
-            '\r' => out.push_str("\\r"),
-            control if u32::from(control) < 0x20 => {
-                out.push_str(&format!("\\u{:04x}", u32::from(control)));
+/// SHA-256 over text fed piece by piece, so canonical JSON is hashed without being built as a
+/// string first. [`CanonicalHash::finish`] gives the same digest as [`sha256_hex`] of the
+/// concatenated text.
+pub(crate) struct CanonicalHash {
+    hasher: Sha256,
+    /// Text not yet handed to the hasher: canonical JSON arrives in many small pieces, and the
+    /// hasher's bookkeeping per call would cost more than the copy into this buffer.
+    buffer: [u8; HASH_BUFFER],
+    /// How much of `buffer` is filled.
+    filled: usize,
+}
+
+/// Bytes [`CanonicalHash`] buffers (a typical fingerprint's whole text).
+const HASH_BUFFER: usize = 256;
+
+impl Sink for CanonicalHash {
+    #[inline]
+    fn put_quoted(&mut self, text: &[u8]) {
+        let end = self.filled + text.len() + 2;
+        if end > HASH_BUFFER {
+            self.put(b"\"");
+            self.put(text);
+            self.put(b"\"");
+            return;
+        }
+        self.buffer[self.filled] = b'"';
+        self.buffer[self.filled + 1..end - 1].copy_from_slice(text);
+        self.buffer[end - 1] = b'"';
+        self.filled = end;
+    }
+
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        if bytes.len() > HASH_BUFFER - self.filled {
+            self.hasher.update(&self.buffer[..self.filled]);
+            self.filled = 0;
+            if bytes.len() > HASH_BUFFER {
+                self.hasher.update(bytes);
+                return;
             }
-            other => out.push(other),
+        }
+        self.buffer[self.filled..self.filled + bytes.len()].copy_from_slice(bytes);
+        self.filled += bytes.len();
+    }
+}
+
+impl CanonicalHash {
+    /// An empty hash.
+    pub(crate) fn new() -> Self {
+        Self {
+            hasher: Sha256::new(),
+            buffer: [0; HASH_BUFFER],
+            filled: 0,
         }
     }
-    out.push('"');
+
+    /// Appends `text` as it is (framing the caller writes itself: keys, punctuation).
+    pub(crate) fn raw(&mut self, text: &str) {
+        self.put(text.as_bytes());
+    }
+
+    /// Appends `text` as a JSON string literal, escaped as `serde_json` escapes it.
+    pub(crate) fn string(&mut self, text: &str) {
+        write_string(self, text);
+    }
+
+    /// Appends the canonical text of `value` (see [`canonical_json`]).
+    pub(crate) fn value(&mut self, value: &Value) {
+        write_canonical(self, value);
+    }
+
+    /// Lowercase hex of the digest.
+    pub(crate) fn finish(mut self) -> String {
+        self.hasher.update(&self.buffer[..self.filled]);
+        hex(&self.hasher.finalize())
+    }
+}
+
+/// Lowercase hex SHA-256 of the canonical text of `value`, hashed as it is written.
+pub(crate) fn canonical_sha256(value: &Value) -> String {
+    let mut hash = CanonicalHash::new();
+    hash.value(value);
+    hash.finish()
 }
 
 /// Lowercase hex SHA-256 of `bytes`.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    hex(&Sha256::digest(bytes))
+}
+
+/// Lowercase hex digits, by value.
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+/// Lowercase hex of `bytes`, two digits per byte.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    push_hex(&mut out, bytes);
+    out
+}
+
+/// Appends the lowercase hex of `bytes` to `out`, from a lookup table (no formatting machinery).
+pub(crate) fn push_hex(out: &mut String, bytes: &[u8]) {
+    for byte in bytes {
+        out.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(HEX_DIGITS[usize::from(byte & 0x0f)]));
+    }
 }
 
 #[cfg(test)]
@@ -157,6 +346,40 @@ mod tests {
             level = items.pop().unwrap_or(Value::Null);
         }
         assert_eq!(text, format!("{}0{}", "[".repeat(DEPTH), "]".repeat(DEPTH)));
+    }
+
+    #[test]
+    fn hashing_as_written_equals_hashing_the_text() {
+        let samples = [
+            json!({ "b": [1, 2.5, { "y": "\u{1}", "x": null }], "a": { "é": true, "Z": "q\"" } }),
+            json!("plain"),
+            json!([]),
+            json!({}),
+        ];
+        for sample in samples {
+            assert_eq!(
+                canonical_sha256(&sample),
+                sha256_hex(canonical_json(&sample).as_bytes()),
+                "sample {sample:?}"
+            );
+        }
+        let long = Value::String("x".repeat(3 * HASH_BUFFER));
+        let nested = json!({ "a": [long.clone(), "short", long.clone()], "b": long });
+        assert_eq!(
+            canonical_sha256(&nested),
+            sha256_hex(canonical_json(&nested).as_bytes())
+        );
+        let mut framed = CanonicalHash::new();
+        framed.raw("{\"k\":");
+        framed.string("a\"b");
+        framed.raw("}");
+        assert_eq!(framed.finish(), sha256_hex(br#"{"k":"a\"b"}"#));
+    }
+
+    #[test]
+    fn hex_uses_two_lowercase_digits_per_byte() {
+        assert_eq!(hex(&[0x00, 0x0f, 0xa0, 0xff]), "000fa0ff");
+        assert_eq!(hex(&[]), "");
     }
 
     #[test]

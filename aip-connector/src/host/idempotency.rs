@@ -1,11 +1,15 @@
 //! Idempotency: scoped keys, fingerprints and what a duplicate gets (`aip-runtime.md` §2).
 
+use std::cell::Cell;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use aip_connector_core::model::{
     Action, ActionResult, IdempotencyCollisionBehavior, IdempotencyKeyScope,
 };
 use serde_json::{Value, json};
 
-use super::canonical::{canonical_json, sha256_hex};
+use super::canonical::{CanonicalHash, canonical_sha256, push_hex};
 use super::context::TrustedContext;
 use super::failure;
 use crate::codes;
@@ -16,6 +20,40 @@ use crate::store::{IdempotencyRecord, Millis, Reservation};
 /// taken over while it still runs.
 pub(crate) const RESERVATION_GRACE_MS: Millis = 60_000;
 
+/// A fresh fencing token for a reservation: a UUIDv7 drawn once per process, in simple form,
+/// followed by 16 hex digits of a per-process counter.
+///
+/// The UUID (its millisecond time and 74 random bits) keeps the tokens of processes sharing a
+/// durable store apart; the counter keeps this process's tokens apart. Drawing a UUID for every
+/// reservation took `uuid`'s process-wide lock and a `getrandom` call on every keyed call. Each
+/// thread takes counter values in blocks, so concurrent calls do not contend for the counter
+/// either. (A process that forks would share its prefix and counter with the child; the host
+/// never forks.)
+pub(crate) fn reservation_id() -> String {
+    /// Counter values a thread takes at once.
+    const BLOCK: u64 = 1024;
+    static PREFIX: OnceLock<String> = OnceLock::new();
+    static NEXT_BLOCK: AtomicU64 = AtomicU64::new(0);
+    thread_local! {
+        /// This thread's next counter value and the end of its block.
+        static RANGE: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    }
+    let prefix = PREFIX.get_or_init(|| uuid::Uuid::now_v7().simple().to_string());
+    let count = RANGE.with(|range| {
+        let (mut next, mut end) = range.get();
+        if next == end {
+            next = NEXT_BLOCK.fetch_add(BLOCK, Ordering::Relaxed);
+            end = next + BLOCK;
+        }
+        range.set((next + 1, end));
+        next
+    });
+    let mut id = String::with_capacity(prefix.len() + 16);
+    id.push_str(prefix);
+    push_hex(&mut id, &count.to_be_bytes());
+    id
+}
+
 /// The scoped key `<Scope>:<partition>:<raw key>`, or the `idempotency.scope_missing` error.
 pub(crate) fn scoped_key(
     scope: IdempotencyKeyScope,
@@ -25,12 +63,13 @@ pub(crate) fn scoped_key(
     tenant: Option<&VerifiedTenant>,
     external_account: Option<&aip_connector_core::model::ExternalAccountRef>,
 ) -> Result<String, aip_connector_core::model::ProtocolError> {
-    let (name, partition) = match scope {
-        IdempotencyKeyScope::Action => ("Action", action.id.to_string()),
-        IdempotencyKeyScope::Capability => ("Capability", action.capability_id.to_string()),
-        IdempotencyKeyScope::Principal => ("Principal", caller.principal.id.to_string()),
+    // The account partition is `<system>:<id>`, hence up to two parts.
+    let (name, partition, account_id) = match scope {
+        IdempotencyKeyScope::Action => ("Action", action.id.as_str(), None),
+        IdempotencyKeyScope::Capability => ("Capability", action.capability_id.as_str(), None),
+        IdempotencyKeyScope::Principal => ("Principal", caller.principal.id.as_str(), None),
         IdempotencyKeyScope::Tenant => match tenant {
-            Some(tenant) => ("Tenant", tenant.id.clone()),
+            Some(tenant) => ("Tenant", tenant.id.as_str(), None),
             None => {
                 return Err(failure::policy(
                     codes::IDEMPOTENCY_SCOPE_MISSING,
@@ -41,7 +80,8 @@ pub(crate) fn scoped_key(
         IdempotencyKeyScope::ExternalAccount => match external_account {
             Some(account) => (
                 "ExternalAccount",
-                format!("{}:{}", account.system, account.id),
+                account.system.as_str(),
+                Some(account.id.as_str()),
             ),
             None => {
                 return Err(failure::policy(
@@ -51,26 +91,48 @@ pub(crate) fn scoped_key(
             }
         },
     };
-    Ok(format!("{name}:{partition}:{raw}"))
+    let parts = [Some(name), Some(partition), account_id, Some(raw)];
+    let mut key = String::with_capacity(parts.iter().flatten().map(|p| p.len() + 1).sum());
+    for (index, part) in parts.into_iter().flatten().enumerate() {
+        if index > 0 {
+            key.push(':');
+        }
+        key.push_str(part);
+    }
+    Ok(key)
 }
 
 /// SHA-256 of the canonical `{capability_id, input, transaction}` with the transaction id
-/// removed (the host may assign it before reserving).
+/// removed (the host may assign it before reserving); `transaction` is `null` without one.
+///
+/// The canonical text is hashed as it is written, never built: the framing below is that text
+/// (keys in byte order, compact), so the digest equals [`sha256_hex`](super::canonical::sha256_hex)
+/// of `canonical_json` of the subject object, and fingerprints stored by earlier versions still
+/// match. Only calls that need a fingerprint compute one: keyed calls, approvals.
 pub(crate) fn fingerprint(action: &Action) -> String {
-    let transaction = action.transaction.as_ref().map(|t| {
-        let mut value = serde_json::to_value(t).unwrap_or(Value::Null);
-        if let Some(object) = value.as_object_mut() {
-            object.remove("transaction_id");
+    let mut hash = CanonicalHash::new();
+    hash.raw("{\"capability_id\":");
+    hash.string(action.capability_id.as_str());
+    hash.raw(",\"input\":");
+    hash.value(&action.input);
+    hash.raw(",\"transaction\":");
+    match &action.transaction {
+        None => hash.raw("null"),
+        Some(transaction) => {
+            let mut value = serde_json::to_value(transaction).unwrap_or(Value::Null);
+            if let Some(object) = value.as_object_mut() {
+                object.remove("transaction_id");
+            }
+            hash.value(&value);
         }
-        value
-    });
-    let subject = json!({ "capability_id": action.capability_id, "input": action.input, "transaction": transaction });
-    sha256_hex(canonical_json(&subject).as_bytes())
+    }
+    hash.raw("}");
+    hash.finish()
 }
 
 /// SHA-256 of the canonical input alone (for redacted logs and records).
 pub(crate) fn input_hash(input: &Value) -> String {
-    sha256_hex(canonical_json(input).as_bytes())
+    canonical_sha256(input)
 }
 
 /// What a duplicate of a settled key gets.
@@ -141,4 +203,131 @@ pub(crate) fn in_progress(action: &Action, holder: &Reservation, now: Millis) ->
         json!({ "owner_action_id": holder.action_id, "reservation_expires_at_ms": holder.expires_at_ms }),
     );
     failure::failed(&action.id, error)
+}
+
+#[cfg(test)]
+mod tests {
+    use aip_connector_core::ids::TransactionId;
+    use aip_connector_core::model::{ActionTransaction, TransactionMode};
+    use serde_json::json;
+
+    use super::super::canonical::{canonical_json, sha256_hex};
+    use super::*;
+
+    /// The fingerprint as it was first defined: the canonical text of a `json!` subject. The
+    /// streamed fingerprint must keep every digest stored under that definition valid.
+    fn built_fingerprint(action: &Action) -> String {
+        let transaction = action.transaction.as_ref().map(|t| {
+            let mut value = serde_json::to_value(t).unwrap_or(Value::Null);
+            if let Some(object) = value.as_object_mut() {
+                object.remove("transaction_id");
+            }
+            value
+        });
+        let subject = json!({ "capability_id": action.capability_id, "input": action.input, "transaction": transaction });
+        sha256_hex(canonical_json(&subject).as_bytes())
+    }
+
+    #[test]
+    fn fingerprint_equals_the_hash_of_the_canonical_subject() {
+        let plain = Action::new(
+            "cap:a:b",
+            json!({ "z": [1, { "y": "\u{0}é", "b": null }], "a": 2.5 }),
+        );
+        let mut transactional = Action::new("cap:a:\"quoted\"", json!({}));
+        transactional.transaction = Some(ActionTransaction {
+            transaction_id: Some(TransactionId::new()),
+            plan_id: Some("plan_1".to_owned()),
+            ..ActionTransaction::new(TransactionMode::Plan)
+        });
+        for action in [plain, transactional] {
+            assert_eq!(fingerprint(&action), built_fingerprint(&action));
+        }
+    }
+
+    #[test]
+    fn scoped_keys_join_scope_partition_and_raw_key() {
+        let action = Action::new("cap:a:b", json!({}));
+        let caller = TrustedContext::new(
+            aip_connector_core::model::Principal::new(
+                "usr_1",
+                aip_connector_core::model::PrincipalKind::Human,
+            ),
+            "issuer",
+        );
+        let tenant = VerifiedTenant {
+            id: "t1".to_owned(),
+            system: None,
+        };
+        let account = aip_connector_core::model::ExternalAccountRef {
+            id: "acct".to_owned(),
+            system: "crm".to_owned(),
+        };
+        let key = |scope| {
+            scoped_key(scope, "k", &action, &caller, Some(&tenant), Some(&account))
+                .expect("every partition is present")
+        };
+        assert_eq!(
+            key(IdempotencyKeyScope::Action),
+            format!("Action:{}:k", action.id)
+        );
+        assert_eq!(key(IdempotencyKeyScope::Capability), "Capability:cap:a:b:k");
+        assert_eq!(key(IdempotencyKeyScope::Principal), "Principal:usr_1:k");
+        assert_eq!(key(IdempotencyKeyScope::Tenant), "Tenant:t1:k");
+        assert_eq!(
+            key(IdempotencyKeyScope::ExternalAccount),
+            "ExternalAccount:crm:acct:k"
+        );
+        assert!(
+            scoped_key(
+                IdempotencyKeyScope::Tenant,
+                "k",
+                &action,
+                &caller,
+                None,
+                None
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn reservation_ids_are_distinct_and_share_the_process_prefix() {
+        let first = reservation_id();
+        let second = reservation_id();
+        assert_ne!(first, second);
+        // Threads take disjoint blocks of the counter.
+        let others: Vec<String> = (0..4)
+            .map(|_| std::thread::spawn(|| (0..2000).map(|_| reservation_id()).collect::<Vec<_>>()))
+            .flat_map(|thread| thread.join().expect("the thread does not panic"))
+            .collect();
+        let mut all: std::collections::HashSet<&String> = others.iter().collect();
+        all.insert(&first);
+        all.insert(&second);
+        assert_eq!(all.len(), others.len() + 2);
+        assert_eq!(first.len(), 48);
+        assert_eq!(first[..32], second[..32]);
+        assert!(
+            first
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
+    }
+
+    #[test]
+    fn fingerprint_ignores_the_transaction_id_and_key_order() {
+        let mut first = Action::new("cap:a:b", json!({ "x": 1, "y": 2 }));
+        first.transaction = Some(ActionTransaction {
+            transaction_id: Some(TransactionId::new()),
+            ..ActionTransaction::new(TransactionMode::Execute)
+        });
+        let mut second = Action::new("cap:a:b", json!({ "y": 2, "x": 1 }));
+        second.transaction = Some(ActionTransaction {
+            transaction_id: Some(TransactionId::new()),
+            ..ActionTransaction::new(TransactionMode::Execute)
+        });
+        assert_eq!(fingerprint(&first), fingerprint(&second));
+        second.input = json!({ "y": 2, "x": 2 });
+        assert_ne!(fingerprint(&first), fingerprint(&second));
+    }
 }

@@ -7,22 +7,27 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::invocation::{
-    CallerIdentity, CheckpointRecorder, ChunkSink, CredentialHandle, InvocationContext,
-    VerifiedApprovals, VerifiedTenant,
+    CallerIdentity, CheckpointRecorder, ChunkSink, CompensationTarget, CredentialHandle,
+    InvocationContext, VerifiedApprovals, VerifiedTenant,
 };
 
 /// Built by the pipeline from trusted sources only.
 pub(crate) struct HostInvocation {
-    pub(crate) action: Action,
+    /// Shared with the pipeline, not copied.
+    pub(crate) action: Arc<Action>,
     pub(crate) caller: CallerIdentity,
     pub(crate) tenant: Option<VerifiedTenant>,
-    pub(crate) idempotency_key: Option<String>,
+    /// Whether the handler sees the action's idempotency key (the pipeline checked that it is
+    /// not blank); read from the action rather than copied.
+    pub(crate) expose_idempotency_key: bool,
     pub(crate) cancellation: CancellationToken,
     pub(crate) deadline: Instant,
     pub(crate) stream: Option<Arc<dyn ChunkSink>>,
     pub(crate) checkpoint: Option<Arc<dyn CheckpointRecorder>>,
     pub(crate) credential: Option<CredentialHandle>,
     pub(crate) approval: Option<VerifiedApprovals>,
+    /// The target of a `compensate`.
+    pub(crate) compensation: Option<Arc<CompensationTarget>>,
 }
 
 impl InvocationContext for HostInvocation {
@@ -36,7 +41,10 @@ impl InvocationContext for HostInvocation {
         self.tenant.as_ref()
     }
     fn idempotency_key(&self) -> Option<&str> {
-        self.idempotency_key.as_deref()
+        self.action
+            .idempotency_key
+            .as_deref()
+            .filter(|_| self.expose_idempotency_key)
     }
     fn cancellation(&self) -> &CancellationToken {
         &self.cancellation
@@ -55,5 +63,8 @@ impl InvocationContext for HostInvocation {
     }
     fn approval(&self) -> Option<&VerifiedApprovals> {
         self.approval.as_ref()
+    }
+    fn compensation(&self) -> Option<Arc<CompensationTarget>> {
+        self.compensation.clone()
     }
 }

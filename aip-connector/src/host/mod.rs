@@ -20,13 +20,13 @@ mod stream;
 mod transaction;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use aip_connector_core::admission::{
     AdmissionPolicy, AdmissionReport, AdmittedManifest, admit_manifest,
 };
 use aip_connector_core::ids::{ActionId, ApprovalId, CapabilityId};
-use aip_connector_core::model::{ActionResult, ApprovalDecision, ProtocolError};
+use aip_connector_core::model::{Action, ActionResult, ApprovalDecision, ProtocolError};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -36,6 +36,7 @@ pub use approval::{
 };
 pub use context::{CredentialProvider, Deployment, StaticCredentialProvider, TrustedContext};
 pub use stream::ChunkStream;
+pub use transaction::{TransactionSelector, compensation_transaction_of};
 
 use crate::connector::Connector;
 use crate::store::{ApprovalRecord, Clock, MemoryStore, SharedStore, SystemClock};
@@ -217,7 +218,7 @@ impl HostBuilder {
                 permits: Arc::new(Semaphore::new(self.limits.max_concurrent_actions)),
                 limits: self.limits,
                 clock: self.clock,
-                active: Mutex::new(HashMap::new()),
+                active: ActiveActions::default(),
             }),
         })
     }
@@ -240,7 +241,90 @@ struct HostInner {
     clock: Arc<dyn Clock>,
     permits: Arc<Semaphore>,
     /// Cancellation tokens of executing actions, by action id.
-    active: Mutex<HashMap<ActionId, CancellationToken>>,
+    active: ActiveActions,
+}
+
+/// How many registries the executing actions are spread over.
+const ACTIVE_SHARDS: usize = 16;
+
+/// The executing actions and their cancellation tokens, for [`Host::cancel`].
+///
+/// Every call registers and unregisters itself, while cancelling is rare. So registering costs
+/// no hashing: a call takes a free slot in one of several registries (picked by the address of
+/// its action, which spreads concurrent calls over them), each behind its own lock, and holds a
+/// reference to its action rather than a copy of the id. Cancelling scans every registry.
+#[derive(Default)]
+struct ActiveActions {
+    shards: [Mutex<ActiveSlots>; ACTIVE_SHARDS],
+}
+
+/// One registry: slots of executing actions, and the indices of the free ones.
+#[derive(Default)]
+struct ActiveSlots {
+    slots: Vec<Option<(Arc<Action>, CancellationToken)>>,
+    free: Vec<usize>,
+}
+
+/// Where a registration lives, to remove it.
+struct ActiveSlot {
+    shard: usize,
+    index: usize,
+}
+
+impl ActiveActions {
+    /// A registry, locked. A poisoned lock is recovered: every operation on a registry writes one
+    /// slot and one free-list entry, and cannot leave a slot half-written.
+    fn lock(&self, shard: usize) -> MutexGuard<'_, ActiveSlots> {
+        self.shards[shard % ACTIVE_SHARDS]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers `token` as the cancellation of the executing `action`.
+    fn register(&self, action: &Arc<Action>, token: CancellationToken) -> ActiveSlot {
+        // Allocations are at least 16-byte aligned; the bits above spread concurrent calls.
+        let shard = (Arc::as_ptr(action).addr() >> 6) % ACTIVE_SHARDS;
+        let entry = Some((Arc::clone(action), token));
+        let mut registry = self.lock(shard);
+        let index = match registry.free.pop() {
+            Some(index) => {
+                registry.slots[index] = entry;
+                index
+            }
+            None => {
+                registry.slots.push(entry);
+                registry.slots.len() - 1
+            }
+        };
+        ActiveSlot { shard, index }
+    }
+
+    /// Unregisters the action registered at `slot`.
+    fn unregister(&self, slot: &ActiveSlot) {
+        let mut registry = self.lock(slot.shard);
+        let taken = registry.slots.get_mut(slot.index).and_then(Option::take);
+        if taken.is_some() {
+            registry.free.push(slot.index);
+        }
+        drop(registry);
+        // The action and the token are released outside the lock.
+        drop(taken);
+    }
+
+    /// Fires the cancellation of every executing action with this id; false when none is.
+    fn cancel(&self, id: &ActionId) -> bool {
+        let mut found = false;
+        for shard in 0..ACTIVE_SHARDS {
+            let registry = self.lock(shard);
+            for (action, token) in registry.slots.iter().flatten() {
+                if action.id == *id {
+                    token.cancel();
+                    found = true;
+                }
+            }
+        }
+        found
+    }
 }
 
 /// A host: admitted connectors plus the store and policy that govern every call. Cheap to
@@ -280,37 +364,34 @@ impl Host {
 
     /// Runs `action` for the transport-authenticated `caller` through the whole pipeline.
     /// Never panics on bad input: every refusal is a failed result with a typed error.
-    pub async fn invoke(
-        &self,
-        action: aip_connector_core::model::Action,
-        caller: &TrustedContext,
-    ) -> ActionResult {
-        pipeline::run(&self.inner, action, caller, pipeline::Options::default()).await
+    ///
+    /// The action moves to the heap here, once: the returned future then carries a pointer to it
+    /// rather than the action itself, so moving or spawning the future copies little.
+    pub fn invoke<'a>(
+        &'a self,
+        action: Action,
+        caller: &'a TrustedContext,
+    ) -> impl Future<Output = ActionResult> + Send + 'a {
+        pipeline::run(
+            &self.inner,
+            Arc::new(action),
+            caller,
+            pipeline::Options::default(),
+        )
     }
 
     /// Like [`invoke`](Self::invoke), streaming: chunks in strictly increasing sequence, then
     /// exactly one terminal chunk carrying the result.
-    pub fn invoke_stream(
-        &self,
-        action: aip_connector_core::model::Action,
-        caller: TrustedContext,
-    ) -> ChunkStream {
+    pub fn invoke_stream(&self, action: Action, caller: TrustedContext) -> ChunkStream {
         stream::start(self.inner.clone(), action, caller)
     }
 
     /// Cancels an executing action. A cancel after the terminal result changes nothing.
     pub fn cancel(&self, action_id: &ActionId) -> CancelOutcome {
-        let active = self
-            .inner
-            .active
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        match active.get(action_id) {
-            Some(token) => {
-                token.cancel();
-                CancelOutcome::Cancelled
-            }
-            None => CancelOutcome::NotActive,
+        if self.inner.active.cancel(action_id) {
+            CancelOutcome::Cancelled
+        } else {
+            CancelOutcome::NotActive
         }
     }
 

@@ -29,8 +29,8 @@ use super::invocation::HostInvocation;
 use super::{HostInner, HostedCapability, approval, failure, transaction};
 use crate::codes;
 use crate::invocation::{
-    CallerIdentity, CheckpointRecorder, ChunkSink, CredentialHandle, VerifiedApprovals,
-    VerifiedTenant,
+    CallerIdentity, CheckpointRecorder, ChunkSink, CompensationTarget, CredentialHandle,
+    VerifiedApprovals, VerifiedTenant,
 };
 use crate::store::{
     ApprovalRecord, ApprovalStatus, IdempotencyRecord, Reservation, ReserveOutcome,
@@ -41,14 +41,17 @@ use crate::store::{
 pub(crate) struct Options {
     /// The sink of a streaming call.
     pub(crate) stream: Option<Arc<dyn ChunkSink>>,
-    /// The approval record of a resumed, approved action.
-    pub(crate) resume: Option<ApprovalRecord>,
+    /// The approval record of a resumed, approved action (boxed: it is large and rare).
+    pub(crate) resume: Option<Box<ApprovalRecord>>,
 }
 
 /// Runs the pipeline and returns the result; never panics on bad input.
+///
+/// The action arrives behind an [`Arc`]: the pipeline's futures carry a pointer instead of the
+/// action, and the handler's context shares it instead of copying it.
 pub(crate) async fn run(
     host: &HostInner,
-    action: Action,
+    action: Arc<Action>,
     caller: &TrustedContext,
     options: Options,
 ) -> ActionResult {
@@ -67,13 +70,17 @@ pub(crate) async fn run(
     .await
 }
 
+/// The pipeline. Steps that only some calls take (approvals, transactions, previews) are awaited
+/// through [`Box::pin`]: their state lives on the heap while they run, so the future of the common
+/// call stays small and cheap to move.
 async fn execute(
     host: &HostInner,
-    mut action: Action,
+    mut action: Arc<Action>,
     caller: &TrustedContext,
     options: Options,
 ) -> ActionResult {
-    let Ok(_permit) = host.permits.clone().try_acquire_owned() else {
+    let Options { stream, resume } = options;
+    let Ok(_permit) = host.permits.try_acquire() else {
         let mut error = failure::error(
             codes::HOST_OVERLOADED,
             "the host is at its concurrency limit",
@@ -101,18 +108,23 @@ async fn execute(
             failure::permanent(codes::ACTION_INPUT_TOO_LARGE, message),
         );
     }
-    let tenant = caller
-        .tenant
-        .clone()
-        .or_else(|| host.deployment.tenant.clone());
-    action.identity = Some(trusted_identity(
-        tenant.as_ref(),
+    let tenant = caller.tenant.as_ref().or(host.deployment.tenant.as_ref());
+    // The pipeline holds the only reference to the action until the handler runs, so these
+    // writes never copy it.
+    Arc::make_mut(&mut action).identity = Some(trusted_identity(
+        tenant,
         host.deployment.external_account.as_ref(),
         caller,
     ));
-
-    if let Err(error) = transaction::normalize(&host.store, &mut action).await {
-        return failure::failed(&action.id, error);
+    if action.transaction.is_some() {
+        let normalized = Box::pin(transaction::normalize(
+            &host.store,
+            Arc::make_mut(&mut action),
+        ))
+        .await;
+        if let Err(error) = normalized {
+            return failure::failed(&action.id, error);
+        }
     }
 
     // 1. Capability lookup.
@@ -139,6 +151,12 @@ async fn execute(
         );
     };
     let contract = capability.contract.as_ref();
+    // A `compensate` runs the compensating capability's handler (§6.8 of docs/host-runtime.md).
+    let (routed_hosted, routed) = match route_compensation(host, &action, contract) {
+        Ok(Some(routed)) => routed,
+        Ok(None) => (hosted, capability),
+        Err(error) => return failure::failed(&action.id, error),
+    };
     let redact = contract
         .is_some_and(|c| c.data.redaction_required || c.data.sensitivity.requires_redaction());
     if redact {
@@ -146,7 +164,7 @@ async fn execute(
     }
 
     // 2. Input schema.
-    if let Some(schema) = hosted.manifest.input_schema(action.capability_id.as_str())
+    if let Some(schema) = routed_hosted.manifest.input_schema(routed.id.as_str())
         && let Err(violations) = schema.validate(&action.input, host.limits.max_violations)
     {
         let error = schema_error(
@@ -181,12 +199,24 @@ async fn execute(
         );
     }
 
-    // 4. Credentials.
-    let credential =
-        match credential_checks(host, capability, contract, caller, tenant.as_ref()).await {
+    // 4. Credentials, when the contract has a credential policy (nothing to check otherwise).
+    let routed_contract = routed.contract.as_ref();
+    let credential = if routed_contract.is_some_and(|c| c.credentials.is_some()) {
+        match Box::pin(credential_checks(
+            host,
+            routed,
+            routed_contract,
+            caller,
+            tenant,
+        ))
+        .await
+        {
             Ok(credential) => credential,
             Err(error) => return failure::failed(&action.id, error),
-        };
+        }
+    } else {
+        None
+    };
 
     // 5. Authorization.
     if let Err(error) = authorize(caller) {
@@ -194,41 +224,52 @@ async fn execute(
     }
 
     // 6. Idempotency claim.
-    let raw_key = action
+    let has_key = action
         .idempotency_key
-        .clone()
-        .filter(|k| !k.trim().is_empty());
+        .as_deref()
+        .is_some_and(|k| !k.trim().is_empty());
     let scope = contract
         .map(|c| c.idempotency.key_scope)
         .unwrap_or(aip_connector_core::model::IdempotencyKeyScope::Action);
-    let key = match raw_key.as_deref() {
-        Some(raw) => match idempotency::scoped_key(
+    let key = match action.idempotency_key.as_deref() {
+        Some(raw) if has_key => match idempotency::scoped_key(
             scope,
             raw,
             &action,
             caller,
-            tenant.as_ref(),
+            tenant,
             host.deployment.external_account.as_ref(),
         ) {
             Ok(key) => Some(key),
             Err(error) => return failure::failed(&action.id, error),
         },
-        None => None,
+        _ => None,
     };
 
     // 7. Reservation.
     let timeout_ms = effective_timeout(&action, contract, host.limits.default_timeout_ms);
-    let fingerprint = idempotency::fingerprint(&action);
     let now = host.clock.now_ms();
+    // The fingerprint is computed only by the calls that need it: a provided approval (below),
+    // a reservation, the approval gate.
+    let mut fingerprint: Option<String> = None;
     // 9. Approvals are resolved before the reservation, so a refused re-submission touches no
     // stored state: a resumed action brings its verified record; a re-submitted one must match
     // an approved record of the same requester, action and input. The single resume is claimed
     // here, before anything else can consume it.
-    let approved = match (&options.resume, &action.approval) {
-        (Some(record), _) => Some(record.clone()),
+    let approved = match (resume, &action.approval) {
+        (Some(record), _) => Some(record),
         (None, Some(decision)) => {
-            match provided_approval(host, &action, caller, decision, &fingerprint).await {
-                Ok(record) => Some(record),
+            let fingerprint = fingerprint.insert(idempotency::fingerprint(&action));
+            match Box::pin(provided_approval(
+                host,
+                &action,
+                caller,
+                decision,
+                fingerprint,
+            ))
+            .await
+            {
+                Ok(record) => Some(Box::new(record)),
                 Err(error) => return failure::failed(&action.id, error),
             }
         }
@@ -250,14 +291,16 @@ async fn execute(
         }
     }
     let resuming = approved.is_some();
-    let reservation = match &key {
+    let reservation = match key {
         None => None,
         Some(key) => {
             let reservation = Reservation {
-                key: key.clone(),
-                reservation_id: uuid::Uuid::now_v7().simple().to_string(),
+                key,
+                reservation_id: idempotency::reservation_id(),
                 action_id: action.id.clone(),
-                input_hash: fingerprint.clone(),
+                input_hash: fingerprint
+                    .take()
+                    .unwrap_or_else(|| idempotency::fingerprint(&action)),
                 resume_pending: resuming,
                 expires_at_ms: now
                     + timeout_ms
@@ -277,7 +320,12 @@ async fn execute(
                         );
                     }
                     let behavior = contract.map(|c| c.idempotency.collision_behavior).unwrap_or(aip_connector_core::model::IdempotencyCollisionBehavior::ReturnOriginalResult);
-                    return idempotency::collision(behavior, &record, &action, &fingerprint);
+                    return idempotency::collision(
+                        behavior,
+                        &record,
+                        &action,
+                        &reservation.input_hash,
+                    );
                 }
                 Ok(ReserveOutcome::InProgress(holder)) => {
                     return idempotency::in_progress(&action, &holder, now);
@@ -292,137 +340,189 @@ async fn execute(
         scope,
         capability,
         caller,
-        tenant: tenant.as_ref(),
-        fingerprint: &fingerprint,
+        tenant,
         now,
     };
-
-    // 8. Transaction previews run before the approval gate.
     let mode = action.transaction.as_ref().map(|t| t.mode);
-    if let (Some(TransactionMode::DryRun | TransactionMode::Plan), Some(contract)) =
-        (mode, contract)
-    {
-        let validation = match validate_downstream(
-            host,
-            hosted,
-            &action,
-            contract,
-            caller,
-            tenant.clone(),
-            timeout_ms,
-        )
-        .await
-        {
-            Ok(validation) => validation,
-            Err(error) => return settlement.settle(failure::failed(&action.id, error)).await,
-        };
-        let required = approval_required(capability, Some(contract));
-        let result = transaction::preview(
-            host, &action, capability, contract, caller, required, redact, validation,
-        )
-        .await;
-        return settlement.settle(result).await;
-    }
-
-    // 10. The approval gate.
-    let verified = match &approved {
-        Some(record) => Some(verified_from(record)),
-        None if approval_required(capability, contract) => {
-            return approval_gate(
-                host,
-                &action,
-                capability,
-                contract,
-                caller,
-                tenant.as_ref(),
-                key.clone(),
-                redact,
-                &fingerprint,
-                settlement,
-            )
-            .await;
-        }
-        None => None,
-    };
-
-    // 11. Transaction admission: plan claim or direct commit, the execute replay gate,
-    // reconciliation of an unknown outcome.
-    let admitted = match (mode, contract) {
-        (
-            Some(TransactionMode::Commit | TransactionMode::Execute | TransactionMode::Reconcile),
-            Some(contract),
-        ) => match transaction::admit(host, &action, contract, caller).await {
-            Ok(admitted) => {
-                if let Some(replay) = admitted.replay {
-                    return settlement.settle(replay).await;
-                }
-                Some(admitted.record)
-            }
-            Err(error) => return settlement.settle(failure::failed(&action.id, error)).await,
-        },
-        _ => None,
-    };
-    if let (Some(TransactionMode::Reconcile), Some(record)) = (mode, &admitted) {
-        let result = reconcile(host, hosted, &action, record, timeout_ms).await;
-        transaction::settle(host, record, TransactionMode::Reconcile, &result, false).await;
-        return settlement.settle(result).await;
-    }
-    let checkpoint = admitted.as_ref().map(|record| {
-        Arc::new(transaction::StoreCheckpoint::new(host, record)) as Arc<dyn CheckpointRecorder>
-    });
-
-    // 14. The handler, with deadline and cancellation.
-    let outcome = dispatch(
+    let call = Call {
         host,
         hosted,
-        &action,
+        routed_hosted,
+        routed,
+        action: &action,
+        capability,
+        contract,
         caller,
-        tenant.clone(),
-        raw_key,
+        tenant,
         timeout_ms,
-        credential,
-        verified,
-        options.stream,
-        checkpoint,
-    )
-    .await;
-    let timed_out = matches!(outcome, Outcome::TimedOut);
-    let result = match outcome {
-        Outcome::Completed(output) => {
-            check_output(hosted, &action, output, host.limits.max_violations, redact)
-        }
-        Outcome::Failed(failure) => failure::failed(&action.id, failure.to_protocol_error()),
-        Outcome::TimedOut => {
-            let retryable = contract.is_some_and(|c| c.execution.supports_retry);
-            let error = failure::error(
-                codes::SLA_TIMEOUT_EXCEEDED,
-                format!("the handler did not finish within {timeout_ms} ms"),
-                ErrorCategory::Temporary,
-                retryable,
-            );
-            failure::failed(
-                &action.id,
-                failure::with_details(error, json!({ "timeout_ms": timeout_ms })),
-            )
-        }
-        Outcome::Cancelled => {
-            let mut result = ActionResult::new(action.id.clone(), ActionResultStatus::Cancelled);
-            result.output =
-                Some(json!({ "cancelled": true, "reason": "action cancellation requested" }));
-            result
+        redact,
+    };
+
+    // Every path ends in one settlement of the reservation.
+    let result = if let (Some(TransactionMode::DryRun | TransactionMode::Plan), Some(contract)) =
+        (mode, contract)
+    {
+        // 8. Transaction previews run before the approval gate.
+        Box::pin(preview(&call, contract)).await
+    } else if approved.is_none()
+        && (approval_required(capability, contract)
+            || (mode == Some(TransactionMode::Compensate)
+                && contract
+                    .and_then(|c| c.compensation.as_ref())
+                    .is_some_and(|c| c.requires_approval)))
+    {
+        // 10. The approval gate. A keyed call's fingerprint is the one its reservation carries.
+        let (key, fingerprint) = match &settlement.reservation {
+            Some(reservation) => (
+                Some(reservation.key.clone()),
+                reservation.input_hash.clone(),
+            ),
+            None => (
+                None,
+                fingerprint.unwrap_or_else(|| idempotency::fingerprint(&action)),
+            ),
+        };
+        Box::pin(approval_gate(&call, key, fingerprint)).await
+    } else {
+        let handler = Handler {
+            expose_idempotency_key: has_key,
+            credential,
+            approval: approved.as_deref().map(verified_from),
+            stream,
+            compensation: None,
+        };
+        match (mode, contract) {
+            (
+                Some(
+                    mode @ (TransactionMode::Commit
+                    | TransactionMode::Execute
+                    | TransactionMode::Reconcile
+                    | TransactionMode::Compensate),
+                ),
+                Some(contract),
+            ) => Box::pin(transactional(&call, contract, mode, handler)).await,
+            _ => run_handler(&call, handler, None).await.0,
         }
     };
-    if let (Some(mode), Some(record)) = (mode, &admitted) {
-        transaction::settle(host, record, mode, &result, timed_out).await;
+    if settlement.reservation.is_none() {
+        // Nothing to settle: the result goes back without passing through the settlement.
+        return result;
     }
     settlement.settle(result).await
+}
+
+/// What every later step of one call reads.
+struct Call<'a> {
+    host: &'a HostInner,
+    hosted: &'a HostedCapability,
+    /// Where the handler runs: the compensating capability for a `compensate`, else the
+    /// action's own.
+    routed_hosted: &'a HostedCapability,
+    routed: &'a Capability,
+    action: &'a Arc<Action>,
+    capability: &'a Capability,
+    contract: Option<&'a CapabilityContract>,
+    caller: &'a TrustedContext,
+    tenant: Option<&'a VerifiedTenant>,
+    timeout_ms: u64,
+    redact: bool,
+}
+
+/// What the handler gets besides the action, resolved by the earlier steps.
+struct Handler {
+    expose_idempotency_key: bool,
+    credential: Option<CredentialHandle>,
+    approval: Option<VerifiedApprovals>,
+    stream: Option<Arc<dyn ChunkSink>>,
+    compensation: Option<Arc<CompensationTarget>>,
+}
+
+/// Step 11 and the handler of a transactional call: plan claim or direct commit, the execute
+/// replay gate, reconciliation of an unknown outcome; then the transaction settles with the
+/// result (the caller settles the idempotency reservation).
+async fn transactional(
+    call: &Call<'_>,
+    contract: &CapabilityContract,
+    mode: TransactionMode,
+    handler: Handler,
+) -> ActionResult {
+    let Call {
+        host,
+        action,
+        caller,
+        timeout_ms,
+        ..
+    } = *call;
+    if mode == TransactionMode::Compensate {
+        let (record, target) =
+            match transaction::admit_compensation(host, action, contract, caller).await {
+                Ok(admitted) => admitted,
+                Err(error) => return failure::failed(&action.id, error),
+            };
+        let handler = Handler {
+            compensation: Some(Arc::new(target)),
+            ..handler
+        };
+        let checkpoint = Arc::new(transaction::StoreCheckpoint::new(host, &record));
+        let (result, timed_out) = run_handler(call, handler, Some(checkpoint)).await;
+        transaction::settle(host, &record, mode, &result, timed_out).await;
+        return result;
+    }
+    let admitted = match transaction::admit(host, action, contract, caller, timeout_ms).await {
+        Ok(admitted) => admitted,
+        Err(error) => return failure::failed(&action.id, error),
+    };
+    if let Some(replay) = admitted.replay {
+        return replay;
+    }
+    let record = admitted.record;
+    if mode == TransactionMode::Reconcile {
+        let result = reconcile(host, call.hosted, action, &record, timeout_ms).await;
+        transaction::settle(host, &record, TransactionMode::Reconcile, &result, false).await;
+        return result;
+    }
+    let checkpoint = Arc::new(transaction::StoreCheckpoint::new(host, &record));
+    let (result, timed_out) = run_handler(call, handler, Some(checkpoint)).await;
+    transaction::settle(host, &record, mode, &result, timed_out).await;
+    result
+}
+
+/// Step 8: `dry_run` and `plan`, with the connector's validation when the fidelity needs it.
+async fn preview(call: &Call<'_>, contract: &CapabilityContract) -> ActionResult {
+    let action = call.action;
+    let validation = match validate_downstream(
+        call.host,
+        call.hosted,
+        action,
+        contract,
+        call.caller,
+        call.tenant.cloned(),
+        call.timeout_ms,
+    )
+    .await
+    {
+        Ok(validation) => validation,
+        Err(error) => return failure::failed(&action.id, error),
+    };
+    let required = approval_required(call.capability, Some(contract));
+    transaction::preview(
+        call.host,
+        action,
+        call.capability,
+        contract,
+        call.caller,
+        required,
+        call.redact,
+        validation,
+    )
+    .await
 }
 
 /// Runs the connector's validation handler when the contract's dry-run fidelity needs one.
 async fn validate_downstream(
     host: &HostInner,
     hosted: &HostedCapability,
-    action: &Action,
+    action: &Arc<Action>,
     contract: &CapabilityContract,
     caller: &TrustedContext,
     tenant: Option<VerifiedTenant>,
@@ -447,19 +547,20 @@ async fn validate_downstream(
         ));
     }
     let context = Arc::new(HostInvocation {
-        action: action.clone(),
+        action: Arc::clone(action),
         caller: CallerIdentity {
             principal_id: caller.principal.id.clone(),
             issuer: caller.issuer.clone(),
         },
         tenant,
-        idempotency_key: None,
+        expose_idempotency_key: false,
         cancellation: CancellationToken::new(),
         deadline: tokio::time::Instant::now() + Duration::from_millis(timeout_ms),
         stream: None,
         checkpoint: None,
         credential: None,
         approval: None,
+        compensation: None,
     });
     let call = connector.validate(action.capability_id.as_str(), action.input.clone(), context);
     match tokio::time::timeout(Duration::from_millis(timeout_ms), call).await {
@@ -544,40 +645,89 @@ enum Outcome {
     Cancelled,
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Steps 14 and 15: the handler, then the check of its output. Also says whether the handler
+/// timed out (a transaction settles that as an unknown outcome).
+async fn run_handler(
+    call: &Call<'_>,
+    handler: Handler,
+    checkpoint: Option<Arc<dyn CheckpointRecorder>>,
+) -> (ActionResult, bool) {
+    let Call {
+        host,
+        action,
+        contract,
+        timeout_ms,
+        ..
+    } = *call;
+    let outcome = dispatch(call, handler, checkpoint).await;
+    let timed_out = matches!(outcome, Outcome::TimedOut);
+    let result = match outcome {
+        Outcome::Completed(output) => check_output(
+            call.routed_hosted,
+            call.routed,
+            action,
+            output,
+            host.limits.max_violations,
+            call.redact,
+        ),
+        Outcome::Failed(failure) => failure::failed(&action.id, failure.to_protocol_error()),
+        Outcome::TimedOut => {
+            let retryable = contract.is_some_and(|c| c.execution.supports_retry);
+            let error = failure::error(
+                codes::SLA_TIMEOUT_EXCEEDED,
+                format!("the handler did not finish within {timeout_ms} ms"),
+                ErrorCategory::Temporary,
+                retryable,
+            );
+            failure::failed(
+                &action.id,
+                failure::with_details(error, json!({ "timeout_ms": timeout_ms })),
+            )
+        }
+        Outcome::Cancelled => {
+            let mut result = ActionResult::new(action.id.clone(), ActionResultStatus::Cancelled);
+            result.output =
+                Some(json!({ "cancelled": true, "reason": "action cancellation requested" }));
+            result
+        }
+    };
+    (result, timed_out)
+}
+
+/// Step 14: the handler, racing its deadline and [`Host::cancel`](super::Host::cancel).
 async fn dispatch(
-    host: &HostInner,
-    hosted: &HostedCapability,
-    action: &Action,
-    caller: &TrustedContext,
-    tenant: Option<VerifiedTenant>,
-    idempotency_key: Option<String>,
-    timeout_ms: u64,
-    credential: Option<CredentialHandle>,
-    approval: Option<VerifiedApprovals>,
-    stream: Option<Arc<dyn ChunkSink>>,
+    call: &Call<'_>,
+    handler: Handler,
     checkpoint: Option<Arc<dyn CheckpointRecorder>>,
 ) -> Outcome {
+    let Call {
+        host,
+        action,
+        caller,
+        timeout_ms,
+        ..
+    } = *call;
     let token = CancellationToken::new();
     let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
     let context = Arc::new(HostInvocation {
-        action: action.clone(),
+        action: Arc::clone(action),
         caller: CallerIdentity {
             principal_id: caller.principal.id.clone(),
             issuer: caller.issuer.clone(),
         },
-        tenant,
-        idempotency_key,
+        tenant: call.tenant.cloned(),
+        expose_idempotency_key: handler.expose_idempotency_key,
         cancellation: token.clone(),
         deadline,
-        stream,
+        stream: handler.stream,
         checkpoint,
-        credential,
-        approval,
+        credential: handler.credential,
+        approval: handler.approval,
+        compensation: handler.compensation,
     });
     let _active = ActiveGuard::register(host, action, token.clone());
-    let connector = &host.connectors[hosted.connector];
-    let call = connector.invoke(action.capability_id.as_str(), action.input.clone(), context);
+    let connector = &host.connectors[call.routed_hosted.connector];
+    let call = connector.invoke(call.routed.id.as_str(), action.input.clone(), context);
     let outcome = tokio::select! {
         biased;
         () = token.cancelled() => Outcome::Cancelled,
@@ -596,34 +746,25 @@ async fn dispatch(
 /// on drop, whatever the outcome.
 struct ActiveGuard<'a> {
     host: &'a HostInner,
-    action_id: aip_connector_core::ids::ActionId,
+    slot: super::ActiveSlot,
 }
 
 impl<'a> ActiveGuard<'a> {
-    fn register(host: &'a HostInner, action: &Action, token: CancellationToken) -> Self {
-        host.active
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(action.id.clone(), token);
-        ActiveGuard {
-            host,
-            action_id: action.id.clone(),
-        }
+    fn register(host: &'a HostInner, action: &Arc<Action>, token: CancellationToken) -> Self {
+        let slot = host.active.register(action, token);
+        ActiveGuard { host, slot }
     }
 }
 
 impl Drop for ActiveGuard<'_> {
     fn drop(&mut self) {
-        self.host
-            .active
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.action_id);
+        self.host.active.unregister(&self.slot);
     }
 }
 
 /// Stores or releases the idempotency reservation once a result exists: retryable failures
 /// release the key (the next attempt executes again); everything else is stored and replayed.
+/// The stored record carries the reservation's fingerprint.
 struct Settlement<'a> {
     host: &'a HostInner,
     reservation: Option<Reservation>,
@@ -631,53 +772,82 @@ struct Settlement<'a> {
     capability: &'a Capability,
     caller: &'a TrustedContext,
     tenant: Option<&'a VerifiedTenant>,
-    fingerprint: &'a str,
     now: crate::store::Millis,
 }
 
+/// What settling still has to write once the result is known.
+enum Pending {
+    /// No reservation: nothing to write.
+    Nothing(ActionResult),
+    /// A retryable failure: the reservation is released.
+    Release(Reservation, ActionResult),
+    /// Anything else: the record (which carries the result) is stored under the reservation.
+    Store(Reservation, Box<IdempotencyRecord>),
+}
+
 impl Settlement<'_> {
-    async fn settle(self, result: ActionResult) -> ActionResult {
-        let Some(reservation) = &self.reservation else {
-            return result;
+    /// Decides what to write at once, and returns a future that writes it and gives the result
+    /// back. Only the store call waits, so the future holds just the pending write (not a copy
+    /// of the settlement and the result per step, as an `async fn` would).
+    fn settle(self, result: ActionResult) -> impl Future<Output = ActionResult> + Send {
+        let store = &self.host.store;
+        let pending = match self.reservation {
+            None => Pending::Nothing(result),
+            Some(reservation)
+                if result
+                    .error
+                    .as_ref()
+                    .and_then(|e| e.retryable)
+                    .unwrap_or(false) =>
+            {
+                Pending::Release(reservation, result)
+            }
+            Some(reservation) => {
+                let ttl = self
+                    .capability
+                    .contract
+                    .as_ref()
+                    .and_then(|c| c.idempotency.ttl_ms);
+                // The record takes the result and hands it back after the store copied what it
+                // keeps.
+                let record = IdempotencyRecord {
+                    key: reservation.key.clone(),
+                    key_scope: self.scope,
+                    action_id: reservation.action_id.clone(),
+                    capability_id: self.capability.id.clone(),
+                    principal_id: self.caller.principal.id.clone(),
+                    tenant_id: self.tenant.map(|t| t.id.clone()),
+                    input_hash: reservation.input_hash.clone(),
+                    result,
+                    created_at_ms: self.now,
+                    expires_at_ms: ttl.map(|ttl| self.now + ttl.max(1)),
+                };
+                Pending::Store(reservation, Box::new(record))
+            }
         };
-        let retryable = result
-            .error
-            .as_ref()
-            .and_then(|e| e.retryable)
-            .unwrap_or(false);
-        let outcome = if retryable {
-            self.host.store.release(reservation).await
-        } else {
-            let ttl = self
-                .capability
-                .contract
-                .as_ref()
-                .and_then(|c| c.idempotency.ttl_ms);
-            let record = IdempotencyRecord {
-                key: reservation.key.clone(),
-                key_scope: self.scope,
-                action_id: reservation.action_id.clone(),
-                capability_id: self.capability.id.clone(),
-                principal_id: self.caller.principal.id.clone(),
-                tenant_id: self.tenant.map(|t| t.id.clone()),
-                input_hash: self.fingerprint.to_owned(),
-                result: result.clone(),
-                created_at_ms: self.now,
-                expires_at_ms: ttl.map(|ttl| self.now + ttl.max(1)),
+        async move {
+            let written = match &pending {
+                Pending::Nothing(_) => Ok(()),
+                Pending::Release(reservation, _) => store.release(reservation).await,
+                Pending::Store(reservation, record) => store.settle(reservation, record).await,
             };
-            self.host.store.settle(reservation, &record).await
-        };
-        if let Err(error) = outcome {
-            // The result stands; a lost settlement only means a duplicate may execute again.
-            tracing::warn!(error = %error, "idempotency settlement failed");
+            if let Err(error) = written {
+                // The result stands; a lost settlement only means a duplicate may execute again.
+                tracing::warn!(error = %error, "idempotency settlement failed");
+            }
+            match pending {
+                Pending::Nothing(result) | Pending::Release(_, result) => result,
+                Pending::Store(_, record) => record.result,
+            }
         }
-        result
     }
 }
 
 /// Rejects inputs larger or deeper than the limits, iteratively (no recursion on hostile input).
 fn check_input_limits(input: &Value, max_bytes: usize, max_depth: usize) -> Result<(), String> {
-    let mut stack = vec![(input, 1usize)];
+    // Sized for a flat object of a few fields, so the common input never regrows the stack.
+    let mut stack = Vec::with_capacity(16);
+    stack.push((input, 1usize));
     let mut bytes = 0usize;
     while let Some((value, depth)) = stack.pop() {
         if depth > max_depth {
@@ -696,13 +866,42 @@ fn check_input_limits(input: &Value, max_bytes: usize, max_depth: usize) -> Resu
                 }
             }
             Value::String(s) => bytes += s.len() + 2,
-            other => bytes += other.to_string().len(),
+            Value::Number(number) => bytes += number_len(number),
+            Value::Bool(true) | Value::Null => bytes += 4,
+            Value::Bool(false) => bytes += 5,
         }
         if bytes > max_bytes {
             return Err(format!("action input is larger than {max_bytes} bytes"));
         }
     }
     Ok(())
+}
+
+/// The length of `number`'s JSON text, measured without writing it anywhere: integers by their
+/// digits, floats by counting what their formatting writes.
+fn number_len(number: &serde_json::Number) -> usize {
+    fn digits(value: u64) -> usize {
+        value.checked_ilog10().map_or(1, |log| log as usize + 1)
+    }
+    if let Some(value) = number.as_u64() {
+        return digits(value);
+    }
+    if let Some(value) = number.as_i64() {
+        // Not a u64, so negative: a sign and the digits.
+        return 1 + digits(value.unsigned_abs());
+    }
+    /// Counts the bytes written to it.
+    struct Counter(usize);
+    impl std::fmt::Write for Counter {
+        fn write_str(&mut self, text: &str) -> std::fmt::Result {
+            self.0 += text.len();
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    // Writing to a counter cannot fail.
+    let _ = std::fmt::Write::write_fmt(&mut counter, format_args!("{number}"));
+    counter.0
 }
 
 /// The identity the host vouches for; whatever the payload said is discarded. The operator
@@ -823,22 +1022,11 @@ fn contract_checks(contract: &CapabilityContract, action: &Action) -> Result<(),
                 "the capability declares no supported compensation",
             ));
         }
-        match transaction.mode {
-            TransactionMode::RollbackNotSupported => {
-                return Err(failure::policy(
-                    codes::TRANSACTION_ROLLBACK_NOT_SUPPORTED,
-                    "this capability cannot roll back; nothing was run",
-                ));
-            }
-            TransactionMode::Compensate => {
-                // Compensation (a new governed action routed to the compensating capability)
-                // is not run by this host yet: refuse it explicitly instead of executing.
-                return Err(failure::permanent(
-                    codes::TRANSACTION_MODE_UNSUPPORTED,
-                    "this host does not run transaction mode `compensate` yet",
-                ));
-            }
-            _ => {}
+        if transaction.mode == TransactionMode::RollbackNotSupported {
+            return Err(failure::policy(
+                codes::TRANSACTION_ROLLBACK_NOT_SUPPORTED,
+                "this capability cannot roll back; nothing was run",
+            ));
         }
     }
     Ok(())
@@ -951,26 +1139,36 @@ fn approval_required(capability: &Capability, contract: Option<&CapabilityContra
         || capability.risk.is_some_and(|r| r > RiskLevel::Medium)
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn approval_gate(
-    host: &HostInner,
-    action: &Action,
-    capability: &Capability,
-    contract: Option<&CapabilityContract>,
-    caller: &TrustedContext,
-    tenant: Option<&VerifiedTenant>,
-    key: Option<String>,
-    redact: bool,
-    fingerprint: &str,
-    settlement: Settlement<'_>,
-) -> ActionResult {
+/// Step 10: records a pending approval and answers `pending_approval` (the caller settles the
+/// reservation, so a duplicate replays the pending result).
+async fn approval_gate(call: &Call<'_>, key: Option<String>, fingerprint: String) -> ActionResult {
+    let Call {
+        host,
+        action,
+        capability,
+        contract,
+        caller,
+        tenant,
+        redact,
+        ..
+    } = *call;
+    let compensating = action
+        .transaction
+        .as_ref()
+        .is_some_and(|t| t.mode == TransactionMode::Compensate);
     let policy = contract
         .and_then(|c| c.approval.clone())
         .filter(|a| a.required)
-        .unwrap_or_else(default_approval_policy);
+        .unwrap_or_else(|| {
+            if compensating {
+                compensation_approval_policy()
+            } else {
+                default_approval_policy()
+            }
+        });
     let record = approval::new_record(
-        action.clone(),
-        fingerprint.to_owned(),
+        Action::clone(action),
+        fingerprint,
         !redact,
         capability,
         policy,
@@ -980,9 +1178,7 @@ async fn approval_gate(
         host.clock.now_ms(),
     );
     if let Err(error) = host.store.insert_approval(&record).await {
-        return settlement
-            .settle(failure::failed(&action.id, failure::storage(&error)))
-            .await;
+        return failure::failed(&action.id, failure::storage(&error));
     }
     let mut result = ActionResult::new(action.id.clone(), ActionResultStatus::PendingApproval);
     result.output = Some(json!({
@@ -998,7 +1194,7 @@ async fn approval_gate(
         error,
         json!({ "approval_id": record.approval_id }),
     ));
-    settlement.settle(result).await
+    result
 }
 
 /// The policy applied when approval is forced by risk or the legacy flag rather than declared.
@@ -1012,6 +1208,56 @@ fn default_approval_policy() -> aip_connector_core::model::ApprovalPolicy {
         policy_version: Some("aip.approval/v1".to_owned()),
         ..aip_connector_core::model::ApprovalPolicy::default()
     }
+}
+
+/// The policy applied when `compensation(requires_approval)` forces approval and the capability
+/// declares no approval policy of its own (upstream's default for compensation).
+fn compensation_approval_policy() -> aip_connector_core::model::ApprovalPolicy {
+    use aip_connector_core::model::{ApprovalPolicy, EvidenceRequirement};
+    ApprovalPolicy {
+        required: true,
+        reason: Some("compensation requires explicit approval".to_owned()),
+        evidence_requirements: vec![
+            EvidenceRequirement::Reason,
+            EvidenceRequirement::PolicyDecision,
+            EvidenceRequirement::InputSnapshot,
+        ],
+        policy_version: Some("aip.approval/v1".to_owned()),
+        ..ApprovalPolicy::default()
+    }
+}
+
+/// For a `compensate`, the hosted capability and capability whose handler runs: the contract's
+/// `compensation_capability_id` (refused as `resource.not_found` when this host does not host
+/// it). `None` for every other action, and for a compensation without a compensating capability
+/// (`best_effort`), which runs the capability's own handler.
+fn route_compensation<'a>(
+    host: &'a HostInner,
+    action: &Action,
+    contract: Option<&CapabilityContract>,
+) -> Result<Option<(&'a HostedCapability, &'a Capability)>, ProtocolError> {
+    if action.transaction.as_ref().map(|t| t.mode) != Some(TransactionMode::Compensate) {
+        return Ok(None);
+    }
+    let Some(target) = contract
+        .and_then(|c| c.compensation.as_ref())
+        .and_then(|c| c.compensation_capability_id.as_ref())
+    else {
+        return Ok(None);
+    };
+    let not_hosted = || {
+        failure::permanent(
+            codes::RESOURCE_NOT_FOUND,
+            format!("the compensating capability `{target}` is not hosted here"),
+        )
+    };
+    let hosted = host.capabilities.get(target).ok_or_else(not_hosted)?;
+    let capability = hosted
+        .manifest
+        .manifest()
+        .capability(target.as_str())
+        .ok_or_else(not_hosted)?;
+    Ok(Some((hosted, capability)))
 }
 
 /// A re-submitted action carrying an approval decision must match an approved record: same
@@ -1145,14 +1391,14 @@ pub(crate) async fn resume(
             ),
         );
     }
-    let action = record.action.clone();
+    let action = Arc::new(record.action.clone());
     run(
         host,
         action,
         caller,
         Options {
             stream: None,
-            resume: Some(record),
+            resume: Some(Box::new(record)),
         },
     )
     .await
@@ -1161,12 +1407,13 @@ pub(crate) async fn resume(
 /// Step 15: only completed results are checked; a violation replaces the result.
 fn check_output(
     hosted: &HostedCapability,
+    capability: &Capability,
     action: &Action,
     output: Value,
     max_violations: usize,
     redact: bool,
 ) -> ActionResult {
-    if let Some(schema) = hosted.manifest.output_schema(action.capability_id.as_str())
+    if let Some(schema) = hosted.manifest.output_schema(capability.id.as_str())
         && let Err(violations) = schema.validate(&output, max_violations)
     {
         let error = schema_error(
@@ -1219,6 +1466,39 @@ mod tests {
                 .contains("larger")
         );
         assert!(check_input_limits(&json!({ "a": [1, 2, 3] }), 1 << 20, 64).is_ok());
+    }
+
+    #[test]
+    fn number_lengths_equal_their_text() {
+        let samples = [
+            json!(0),
+            json!(9),
+            json!(10),
+            json!(u64::MAX),
+            json!(-1),
+            json!(-10),
+            json!(i64::MIN),
+            json!(0.5),
+            json!(-1.25e-7),
+            json!(1e300),
+            json!(f64::MAX),
+        ];
+        for sample in samples {
+            let Value::Number(number) = &sample else {
+                unreachable!("every sample is a number")
+            };
+            assert_eq!(number_len(number), sample.to_string().len(), "{sample}");
+        }
+    }
+
+    #[test]
+    fn scalars_count_as_their_text() {
+        // `{"a":true}` is 10 bytes by the limit's measure (2 + 1 member + 3 + 1 + 4).
+        assert!(check_input_limits(&json!({ "a": true }), 11, 64).is_ok());
+        assert!(check_input_limits(&json!({ "a": false }), 11, 64).is_err());
+        assert!(check_input_limits(&json!({ "a": null }), 11, 64).is_ok());
+        assert!(check_input_limits(&json!({ "a": -12.5 }), 12, 64).is_ok());
+        assert!(check_input_limits(&json!({ "a": -12.5 }), 11, 64).is_err());
     }
 
     #[test]

@@ -132,7 +132,7 @@ pub(crate) fn start(
             stream: Some(sink.clone() as Arc<dyn ChunkSink>),
             resume: None,
         };
-        let result = pipeline::run(&host, action, &caller, options).await;
+        let result = pipeline::run(&host, Arc::new(action), &caller, options).await;
         let kind = if result.status == ActionResultStatus::Failed {
             StreamChunkKind::Error
         } else {

@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
-use aip_connector_core::ids::TransactionId;
+use aip_connector_core::ids::{ActionId, TransactionId};
 use aip_connector_core::model::{
     Action, ActionResult, ActionResultStatus, Capability, CapabilityContract, ErrorCategory,
     ProtocolError, ProviderOperationRef, TransactionMode, TransactionPlan,
-    TransactionProtocolStatus as Status,
+    TransactionProtocolStatus as Status, TransactionRequest, TransactionResult,
 };
 use serde_json::{Value, json};
 use time::OffsetDateTime;
@@ -19,7 +19,7 @@ use super::canonical::{canonical_json, sha256_hex};
 use super::context::TrustedContext;
 use super::{HostInner, failure};
 use crate::codes;
-use crate::invocation::{BoxFuture, CheckpointRecorder};
+use crate::invocation::{BoxFuture, CheckpointRecorder, CompensationTarget};
 use crate::store::{Millis, SharedStore, TransactionRecord, Transition, TransitionOutcome};
 
 /// Plans expire 15 minutes after they are made.
@@ -59,11 +59,26 @@ pub(crate) async fn normalize(
         transaction.transaction_id = Some(record.transaction_id);
     }
     if transaction.transaction_id.is_none()
+        && transaction.mode == TransactionMode::Compensate
+        && let Some(target) = &transaction.compensation_for
+    {
+        transaction.transaction_id = Some(compensation_transaction_id(target));
+    }
+    if transaction.transaction_id.is_none()
         && transaction.mode != TransactionMode::RollbackNotSupported
     {
         transaction.transaction_id = Some(TransactionId::new());
     }
     Ok(())
+}
+
+/// The transaction id of the one compensation of action `target`: `txn_` and the first 32 hex
+/// digits of SHA-256 over `aip-connector/compensation:<target>`. Deriving it (instead of
+/// drawing a fresh one) is what makes "each action is compensated at most once" a single
+/// insert-if-absent in the store, across racing callers and host replicas.
+pub(crate) fn compensation_transaction_id(target: &ActionId) -> TransactionId {
+    let digest = sha256_hex(format!("aip-connector/compensation:{target}").as_bytes());
+    TransactionId::trusted(format!("{}{}", TransactionId::PREFIX, &digest[..32]))
 }
 
 fn new_record(
@@ -73,7 +88,7 @@ fn new_record(
     now: Millis,
 ) -> TransactionRecord {
     let transaction = action.transaction.clone().expect("transactional action");
-    TransactionRecord {
+    let mut record = TransactionRecord {
         transaction_id: transaction
             .transaction_id
             .clone()
@@ -93,7 +108,10 @@ fn new_record(
         revision: 0,
         created_at_ms: now,
         updated_at_ms: now,
-    }
+        receipts: Vec::new(),
+    };
+    record.record_receipt(now);
+    record
 }
 
 /// `dry_run` and `plan`, which run before the approval gate. `validation` is the connector's
@@ -236,15 +254,26 @@ pub(crate) struct Admitted {
     pub(crate) replay: Option<ActionResult>,
 }
 
-/// Commit, execute and reconcile admission (after the approval gate).
+/// When an attempt admitted at `now` with deadline `timeout_ms` is certainly over: a host that
+/// is still alive settles it by then. A `prepared` or `committing` record older than this was
+/// abandoned by a crashed host, and may be reconciled (§6.6 of docs/host-runtime.md).
+fn attempt_over_at(now: Millis, timeout_ms: u64) -> Millis {
+    now.saturating_add(timeout_ms)
+        .saturating_add(DEFAULT_RECONCILE_AFTER_MS)
+}
+
+/// Commit, execute and reconcile admission (after the approval gate). `timeout_ms` is the
+/// deadline the handler will run under.
 pub(crate) async fn admit(
     host: &HostInner,
     action: &Action,
     contract: &CapabilityContract,
     caller: &TrustedContext,
+    timeout_ms: u64,
 ) -> Result<Admitted, ProtocolError> {
     let transaction = action.transaction.as_ref().expect("transactional action");
     let now = host.clock.now_ms();
+    let over_at = attempt_over_at(now, timeout_ms);
     let id = transaction.transaction_id.clone().ok_or_else(|| {
         policy(
             codes::TRANSACTION_RECONCILIATION_ID_REQUIRED,
@@ -258,7 +287,7 @@ pub(crate) async fn admit(
         .map_err(|e| failure::storage(&e))?;
     match transaction.mode {
         TransactionMode::Commit => match &transaction.plan_id {
-            Some(plan_id) => commit_plan(host, action, caller, plan_id, stored, now).await,
+            Some(plan_id) => commit_plan(host, action, caller, plan_id, stored, now, over_at).await,
             None => {
                 if contract
                     .transaction
@@ -270,7 +299,8 @@ pub(crate) async fn admit(
                         "this capability commits only a plan: send `transaction.plan_id`",
                     ));
                 }
-                let record = new_record(action, caller, Status::Committing, now);
+                let mut record = new_record(action, caller, Status::Committing, now);
+                record.reconcile_after_ms = Some(over_at);
                 match host
                     .store
                     .insert_transaction(&record)
@@ -288,7 +318,7 @@ pub(crate) async fn admit(
                 }
             }
         },
-        TransactionMode::Execute => execute_gate(host, action, caller, stored, now).await,
+        TransactionMode::Execute => execute_gate(host, action, caller, stored, now, over_at).await,
         TransactionMode::Reconcile => {
             let record = stored.ok_or_else(|| {
                 policy(codes::TRANSACTION_NOT_FOUND, "no transaction with this id")
@@ -299,7 +329,26 @@ pub(crate) async fn admit(
                     "reconciliation needs the provider operation the handler checkpointed",
                 ));
             }
-            let transition = Transition::new(&[Status::OutcomeUnknown], Status::Reconciling);
+            // An attempt whose host died before settling (`prepared`/`committing` past its
+            // deadline) is reconciled like an unknown outcome; one that may still be running is
+            // not.
+            let abandoned = matches!(record.status, Status::Prepared | Status::Committing)
+                && record.reconcile_after_ms.is_some_and(|at| now >= at);
+            if matches!(record.status, Status::Prepared | Status::Committing) && !abandoned {
+                return Err(failure::with_details(
+                    policy(
+                        codes::TRANSACTION_NOT_RECONCILABLE,
+                        "the transaction's attempt may still be running; reconcile it after `reconcile_after_ms`",
+                    ),
+                    json!({ "status": record.status, "reconcile_after_ms": record.reconcile_after_ms }),
+                ));
+            }
+            let from: &[Status] = if abandoned {
+                &[Status::Prepared, Status::Committing]
+            } else {
+                &[Status::OutcomeUnknown]
+            };
+            let transition = Transition::new(from, Status::Reconciling);
             let record = apply(
                 host,
                 &record,
@@ -317,6 +366,202 @@ pub(crate) async fn admit(
             codes::TRANSACTION_MODE_UNSUPPORTED,
             "this transaction mode is not admitted here",
         )),
+    }
+}
+
+/// Compensation admission (`aip-runtime.md` §3.7, after the approval gate): the target must
+/// have a durable transaction of this capability that committed — `committed`, `reconciled`
+/// with the provider confirming the commit, or `failed` with evidence that side effects were
+/// committed and need compensating — inside the compensation window, for the same tenant.
+/// Then the compensation's own record is inserted as `compensating` under the id derived from
+/// the target, so exactly one of any number of racing compensations is admitted.
+///
+/// Unlike upstream, an action run without a transaction block cannot be compensated: nothing
+/// durable proves what it did.
+pub(crate) async fn admit_compensation(
+    host: &HostInner,
+    action: &Action,
+    contract: &CapabilityContract,
+    caller: &TrustedContext,
+) -> Result<(TransactionRecord, CompensationTarget), ProtocolError> {
+    let transaction = action.transaction.as_ref().expect("transactional action");
+    let now = host.clock.now_ms();
+    let Some(target_action) = transaction.compensation_for.as_ref() else {
+        // Envelope validation (stage 0) refuses a `compensate` without a target first.
+        return Err(failure::permanent(
+            codes::ACTION_INVALID,
+            "a `compensate` action must name `transaction.compensation_for`",
+        ));
+    };
+    let expected_id = compensation_transaction_id(target_action);
+    if transaction.transaction_id.as_ref() != Some(&expected_id) {
+        return Err(failure::with_details(
+            policy(
+                codes::TRANSACTION_COMPENSATION_TRANSACTION_MISMATCH,
+                "a compensation's transaction id is derived from the action it compensates; leave `transaction.transaction_id` out",
+            ),
+            json!({ "expected_transaction_id": expected_id }),
+        ));
+    }
+    let records = host
+        .store
+        .transactions_by_action(target_action)
+        .await
+        .map_err(|e| failure::storage(&e))?;
+    let candidates: Vec<&TransactionRecord> = records
+        .iter()
+        .filter(|r| {
+            r.capability_id == action.capability_id
+                && matches!(
+                    r.transaction.mode,
+                    TransactionMode::Execute | TransactionMode::Commit | TransactionMode::Plan
+                )
+        })
+        .collect();
+    if candidates.is_empty() {
+        return Err(policy(
+            codes::TRANSACTION_COMPENSATION_TARGET_NOT_COMPLETED,
+            "the target action has no durable transaction of this capability: only actions run in transaction mode `execute` or `commit` can be compensated",
+        ));
+    }
+    if !candidates.iter().any(|r| settled_with_effects(r)) {
+        return Err(policy(
+            codes::TRANSACTION_COMPENSATION_TARGET_NOT_COMPLETED,
+            "the target action did not complete, and nothing records side effects to compensate",
+        ));
+    }
+    let Some(target) = candidates.into_iter().find(|r| committed_effects(r)) else {
+        return Err(policy(
+            codes::TRANSACTION_COMPENSATION_TARGET_NOT_COMMITTED,
+            "the target action's transaction did not commit",
+        ));
+    };
+    let tenant_of = |identity: Option<&aip_connector_core::model::IdentityContext>| {
+        identity
+            .and_then(|i| i.tenant.as_ref())
+            .map(|t| t.id.clone())
+    };
+    if tenant_of(target.identity.as_ref()) != tenant_of(action.identity.as_ref()) {
+        return Err(failure::error(
+            codes::AUTH_NOT_AUTHORIZED,
+            "the target action belongs to another tenant",
+            ErrorCategory::Auth,
+            false,
+        ));
+    }
+    if let Some(window) = contract
+        .compensation
+        .as_ref()
+        .and_then(|c| c.compensation_window_ms)
+        && now > target.updated_at_ms.saturating_add(window)
+    {
+        return Err(failure::with_details(
+            policy(
+                codes::TRANSACTION_COMPENSATION_WINDOW_EXPIRED,
+                "the compensation window of the target action has closed",
+            ),
+            json!({ "compensation_window_ms": window, "settled_at_ms": target.updated_at_ms }),
+        ));
+    }
+    let compensation_target = CompensationTarget {
+        action_id: target_action.clone(),
+        transaction_id: target.transaction_id.clone(),
+        capability_id: target.capability_id.clone(),
+        status: target.status,
+        output: target.result.as_ref().and_then(|r| r.output.clone()),
+        error: target.error.clone(),
+        provider_operation: target.provider_operation.clone(),
+    };
+    let record = new_record(action, caller, Status::Compensating, now);
+    if host
+        .store
+        .insert_transaction(&record)
+        .await
+        .map_err(|e| failure::storage(&e))?
+    {
+        return Ok((record, compensation_target));
+    }
+    // A compensation of this target exists. Only one that failed retryably, before anything
+    // reached the provider, may run again.
+    let existing = host
+        .store
+        .transaction(&expected_id)
+        .await
+        .map_err(|e| failure::storage(&e))?
+        .ok_or_else(|| {
+            policy(
+                codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED,
+                "a compensation of this action changed concurrently",
+            )
+        })?;
+    let safely_retryable = existing.status == Status::Failed
+        && existing.provider_operation.is_none()
+        && existing.reconcile_after_ms.is_none()
+        && existing.error.as_ref().and_then(|e| e.retryable) == Some(true);
+    if !safely_retryable {
+        return Err(failure::with_details(
+            policy(
+                codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED,
+                "this action was already compensated, or its compensation is running or ended in a way that is not safe to repeat",
+            ),
+            json!({ "transaction_id": existing.transaction_id, "status": existing.status }),
+        ));
+    }
+    let mut reopen = Transition::new(&[Status::Failed], Status::Compensating);
+    reopen.rebind_action = Some(action.id.clone());
+    let record = apply(
+        host,
+        &existing,
+        &reopen,
+        codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED,
+        "another compensation of this action started first",
+    )
+    .await?;
+    Ok((record, compensation_target))
+}
+
+/// Whether `error` says side effects were committed and need compensating (a partial failure):
+/// both flags in `details` (upstream's place) or in `details.details` (where a connector's
+/// [`with_committed_side_effects`](aip_connector_core::model::ConnectorFailure::with_committed_side_effects)
+/// puts them).
+fn partial_side_effects(error: Option<&ProtocolError>) -> bool {
+    let flag = |name: &str| {
+        let details = error.and_then(|e| e.details.as_ref());
+        [details, details.and_then(|d| d.get("details"))]
+            .into_iter()
+            .flatten()
+            .any(|d| d.get(name).and_then(Value::as_bool) == Some(true))
+    };
+    error.is_some_and(|e| e.retryable != Some(true))
+        && flag("side_effects_committed")
+        && flag("compensation_required")
+}
+
+/// The target's lifecycle result completed, or durably records partial side effects.
+fn settled_with_effects(record: &TransactionRecord) -> bool {
+    let completed = record
+        .result
+        .as_ref()
+        .is_some_and(|r| r.status == ActionResultStatus::Completed);
+    completed || partial_side_effects(record.error.as_ref())
+}
+
+/// The target's transaction committed: `committed`, `reconciled` with the provider confirming
+/// the commit, or `failed` with partial side effects.
+fn committed_effects(record: &TransactionRecord) -> bool {
+    match record.status {
+        Status::Committed => true,
+        Status::Reconciled => {
+            record
+                .result
+                .as_ref()
+                .and_then(|r| r.output.as_ref())
+                .and_then(|o| o.pointer("/reconciliation/committed"))
+                .and_then(Value::as_bool)
+                == Some(true)
+        }
+        Status::Failed => partial_side_effects(record.error.as_ref()),
+        _ => false,
     }
 }
 
@@ -357,6 +602,7 @@ async fn commit_plan(
     plan_id: &str,
     stored: Option<TransactionRecord>,
     now: Millis,
+    over_at: Millis,
 ) -> Result<Admitted, ProtocolError> {
     let record = match stored {
         Some(record) if record.plan_id() == Some(plan_id) => record,
@@ -453,6 +699,7 @@ async fn commit_plan(
     }
     let mut claim = Transition::new(&[Status::Planned], Status::Committing);
     claim.rebind_action = Some(action.id.clone());
+    claim.reconcile_after_ms = Some(over_at);
     let record = apply(
         host,
         &record,
@@ -474,9 +721,11 @@ async fn execute_gate(
     caller: &TrustedContext,
     stored: Option<TransactionRecord>,
     now: Millis,
+    over_at: Millis,
 ) -> Result<Admitted, ProtocolError> {
     let Some(record) = stored else {
-        let record = new_record(action, caller, Status::Prepared, now);
+        let mut record = new_record(action, caller, Status::Prepared, now);
+        record.reconcile_after_ms = Some(over_at);
         return match host
             .store
             .insert_transaction(&record)
@@ -512,10 +761,30 @@ async fn execute_gate(
         ));
     }
     match record.status {
-        Status::Prepared => Ok(Admitted {
-            record,
-            replay: None,
-        }),
+        // An earlier attempt checkpointed a provider operation and never settled (its host
+        // died, or it is still running): the provider may have the effect, so only
+        // reconciliation can tell.
+        Status::Prepared if record.provider_operation.is_some() => {
+            Err(reconciliation_required(&record))
+        }
+        // An earlier attempt that never reached its checkpoint: this attempt takes the record
+        // over, and the compare-and-set lets exactly one of racing attempts do so.
+        Status::Prepared => {
+            let mut retake = Transition::new(&[Status::Prepared], Status::Prepared);
+            retake.reconcile_after_ms = Some(over_at);
+            let record = apply(
+                host,
+                &record,
+                &retake,
+                codes::TRANSACTION_EXECUTE_STATE_INVALID,
+                "another attempt of this transaction started concurrently; retry",
+            )
+            .await?;
+            Ok(Admitted {
+                record,
+                replay: None,
+            })
+        }
         Status::Committed => Ok(Admitted {
             replay: record.result.clone(),
             record,
@@ -527,10 +796,12 @@ async fn execute_gate(
                 && record.reconcile_after_ms.is_none()
                 && record.error.as_ref().and_then(|e| e.retryable) == Some(true);
             if safely_retryable {
+                let mut reopen = Transition::new(&[Status::Failed], Status::Prepared);
+                reopen.reconcile_after_ms = Some(over_at);
                 let record = apply(
                     host,
                     &record,
-                    &Transition::new(&[Status::Failed], Status::Prepared),
+                    &reopen,
                     codes::TRANSACTION_RETRY_DENIED,
                     "the failed transaction changed concurrently",
                 )
@@ -552,20 +823,24 @@ async fn execute_gate(
             }
         }
         Status::OutcomeUnknown | Status::Reconciling | Status::Committing => {
-            let error = policy(
-                codes::TRANSACTION_RECONCILIATION_REQUIRED,
-                "the outcome of this transaction is unknown: it is not safe to execute again and must be reconciled",
-            );
-            Err(failure::with_details(
-                error,
-                json!({ "status": record.status, "provider_operation": record.provider_operation, "cursor": record.reconciliation_cursor, "reconcile_after_ms": record.reconcile_after_ms }),
-            ))
+            Err(reconciliation_required(&record))
         }
         _ => Err(policy(
             codes::TRANSACTION_EXECUTE_STATE_INVALID,
             "the transaction is in a state that cannot execute",
         )),
     }
+}
+
+fn reconciliation_required(record: &TransactionRecord) -> ProtocolError {
+    let error = policy(
+        codes::TRANSACTION_RECONCILIATION_REQUIRED,
+        "the outcome of this transaction is unknown: it is not safe to execute again and must be reconciled",
+    );
+    failure::with_details(
+        error,
+        json!({ "status": record.status, "provider_operation": record.provider_operation, "cursor": record.reconciliation_cursor, "reconcile_after_ms": record.reconcile_after_ms }),
+    )
 }
 
 /// Settles the record of an admitted commit/execute/reconcile with the action's result.
@@ -594,6 +869,12 @@ pub(crate) async fn settle(
             .and_then(Value::as_bool)
             == Some(true);
     let mut transition = match (mode, result.status) {
+        (TransactionMode::Compensate, ActionResultStatus::Completed) => {
+            Transition::new(&[Status::Compensating], Status::Compensated)
+        }
+        (TransactionMode::Compensate, _) => {
+            Transition::new(&[Status::Compensating], Status::Failed)
+        }
         (TransactionMode::Reconcile, ActionResultStatus::Completed) => {
             Transition::new(&[Status::Reconciling], Status::Reconciled)
         }
@@ -619,6 +900,15 @@ pub(crate) async fn settle(
     };
     transition.result = Some(result.clone());
     transition.error = error.clone();
+    // An uncertain compensation may have reached the provider: marking it with a reconcile
+    // time keeps it from being retried blindly (see `admit_compensation`).
+    if mode == TransactionMode::Compensate && uncertain {
+        let after = error
+            .as_ref()
+            .and_then(|e| e.retry_after_ms)
+            .unwrap_or(DEFAULT_RECONCILE_AFTER_MS);
+        transition.reconcile_after_ms = Some(now + after);
+    }
     if transition.to == Status::OutcomeUnknown {
         let after = error
             .as_ref()
@@ -757,5 +1047,153 @@ impl CheckpointRecorder for StoreCheckpoint {
 
     fn recorded(&self) -> Option<(ProviderOperationRef, Option<String>)> {
         self.last.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Which transaction [`Host::transaction`](super::Host::transaction) reads: exactly one of
+/// transaction id, plan id or action id, as the seed's transaction view is selected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TransactionSelector {
+    /// By transaction id.
+    Transaction(TransactionId),
+    /// By plan id.
+    Plan(String),
+    /// By the action that owns it (for a claimed plan, the commit action).
+    Action(ActionId),
+}
+
+/// The transaction id a `compensate` of action `target` runs under. Callers of
+/// [`Host::transact`](super::Host::transact) need it for the request's `transaction_id`; plain
+/// actions may leave the id out and the host derives it.
+pub fn compensation_transaction_of(target: &ActionId) -> TransactionId {
+    compensation_transaction_id(target)
+}
+
+/// The wire view of a durable record; `result` is the action result to report (the record's
+/// own when `None`).
+fn view(record: TransactionRecord, result: Option<ActionResult>) -> TransactionResult {
+    let result = result.or(record.result);
+    let status = TransactionResult::project_status(record.status, result.as_ref());
+    let mut transaction = record.transaction;
+    transaction.transaction_id = Some(record.transaction_id.clone());
+    TransactionResult {
+        transaction_id: record.transaction_id,
+        transaction,
+        status,
+        result,
+        plan: record.plan,
+        provider_operation: record.provider_operation,
+        reconciliation_cursor: record.reconciliation_cursor,
+        reconcile_after: record.reconcile_after_ms.and_then(|ms| {
+            OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()
+        }),
+        error: record.error,
+        receipts: record.receipts,
+    }
+}
+
+/// The tenant a caller acts for on this host.
+fn caller_tenant(host: &HostInner, caller: &TrustedContext) -> Option<String> {
+    caller
+        .tenant
+        .as_ref()
+        .or(host.deployment.tenant.as_ref())
+        .map(|t| t.id.clone())
+}
+
+impl super::Host {
+    /// Runs a first-class transaction request (`aip.transaction.v1.request`).
+    ///
+    /// The request is checked as upstream's core validator does (the action has a transaction
+    /// block whose id, when present, is the request's), and `requested_by` must be the
+    /// authenticated caller (`auth.not_authorized` otherwise; a payload never names its own
+    /// identity). Those refusals are the `Err` case: nothing ran. Otherwise the request's
+    /// transaction id is copied into the action when absent, the action runs through the
+    /// ordinary pipeline of [`invoke`](Self::invoke) — every check, the approval gate,
+    /// idempotency and transaction admission included — and the answer is the durable view of
+    /// the transaction with this action's result and the receipt chain. Its status projects
+    /// `requires_human` (approval pending) and `cancelled` from the action result.
+    pub async fn transact(
+        &self,
+        request: TransactionRequest,
+        caller: &TrustedContext,
+    ) -> Result<TransactionResult, ProtocolError> {
+        aip_connector_core::validation::validate_transaction_request(&request)
+            .map_err(|error| failure::permanent(codes::ACTION_INVALID, error.to_string()))?;
+        if request.requested_by.id != caller.principal.id
+            || request.requested_by.kind != caller.principal.kind
+        {
+            return Err(failure::error(
+                codes::AUTH_NOT_AUTHORIZED,
+                "transaction_request.requested_by is not the authenticated caller",
+                ErrorCategory::Auth,
+                false,
+            ));
+        }
+        let TransactionRequest {
+            transaction_id,
+            mut action,
+            ..
+        } = request;
+        let block = action.transaction.as_mut().expect("validated above");
+        block.transaction_id = Some(transaction_id.clone());
+        let mut block = block.clone();
+        let result = self.invoke(action, caller).await;
+        let stored = self
+            .inner
+            .store
+            .transaction(&transaction_id)
+            .await
+            .map_err(|e| failure::storage(&e))?;
+        Ok(match stored {
+            Some(record) => view(record, Some(result)),
+            // Nothing durable yet: refused before admission, or waiting for approval.
+            None => {
+                block.transaction_id = Some(transaction_id.clone());
+                TransactionResult {
+                    status: TransactionResult::project_status(Status::Failed, Some(&result)),
+                    transaction_id,
+                    transaction: block,
+                    error: result.error.clone(),
+                    result: Some(result),
+                    plan: None,
+                    provider_operation: None,
+                    reconciliation_cursor: None,
+                    reconcile_after: None,
+                    receipts: Vec::new(),
+                }
+            }
+        })
+    }
+
+    /// The durable view of one transaction: status (projected as in
+    /// [`transact`](Self::transact)), plan, provider operation, cursor, result and receipt
+    /// chain. `None` when there is no such transaction *for the caller's tenant*: a record of
+    /// another tenant is not revealed.
+    pub async fn transaction(
+        &self,
+        selector: &TransactionSelector,
+        caller: &TrustedContext,
+    ) -> Result<Option<TransactionResult>, ProtocolError> {
+        let store = &self.inner.store;
+        let record = match selector {
+            TransactionSelector::Transaction(id) => store.transaction(id).await,
+            TransactionSelector::Plan(plan_id) => store.transaction_by_plan(plan_id).await,
+            TransactionSelector::Action(action_id) => store
+                .transactions_by_action(action_id)
+                .await
+                .map(|records| records.into_iter().max_by_key(|r| r.updated_at_ms)),
+        }
+        .map_err(|e| failure::storage(&e))?;
+        let tenant = caller_tenant(&self.inner, caller);
+        Ok(record
+            .filter(|r| {
+                r.identity
+                    .as_ref()
+                    .and_then(|i| i.tenant.as_ref())
+                    .map(|t| t.id.clone())
+                    == tenant
+            })
+            .map(|record| view(record, None)))
     }
 }

@@ -17,17 +17,22 @@ use super::{
 ///
 /// Clones share the same state. Each record family sits behind its own [`Mutex`], held only for
 /// the duration of one synchronous map operation (never across an `.await`), so every trait
-/// method is one atomic step.
+/// method is one atomic step. Idempotency keys, touched twice by every keyed call, are spread
+/// over several maps by a hash of the key, each behind its own lock, so concurrent calls rarely
+/// wait for each other; every operation on one key still takes exactly one lock.
 #[derive(Clone, Debug, Default)]
 pub struct MemoryStore {
     families: Arc<Families>,
 }
 
+/// How many maps the idempotency keys are spread over.
+const KEY_SHARDS: usize = 16;
+
 /// The record families, each behind its own lock.
 #[derive(Debug, Default)]
 struct Families {
-    /// Scoped idempotency key → reservation or settled record.
-    idempotency: Mutex<HashMap<String, KeyEntry>>,
+    /// Scoped idempotency key → reservation or settled record, in the shard [`key_shard`] picks.
+    idempotency: [Mutex<HashMap<String, KeyEntry>>; KEY_SHARDS],
     /// Approval id → approval record.
     approvals: Mutex<HashMap<ApprovalId, ApprovalRecord>>,
     /// Transaction records and their plan-id index.
@@ -64,11 +69,10 @@ impl MemoryStore {
         Self::default()
     }
 
-    /// The idempotency family, locked; a poisoned lock is recovered because every mutation
-    /// below is a single map operation that cannot leave an entry half-written.
-    fn idempotency(&self) -> MutexGuard<'_, HashMap<String, KeyEntry>> {
-        self.families
-            .idempotency
+    /// The idempotency shard holding `key`, locked; a poisoned lock is recovered because every
+    /// mutation below is a single map operation that cannot leave an entry half-written.
+    fn idempotency(&self, key: &str) -> MutexGuard<'_, HashMap<String, KeyEntry>> {
+        self.families.idempotency[key_shard(key)]
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
@@ -91,6 +95,19 @@ impl MemoryStore {
     }
 }
 
+/// The shard of `key`: FNV-1a of its bytes. The maps inside keep their keyed hashing, so keys
+/// crafted to share a shard only bring back the contention of a single map, never slow lookups;
+/// a cheap spread is all the choice of shard needs.
+fn key_shard(key: &str) -> usize {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0100_0000_01b3;
+    let hash = key.bytes().fold(OFFSET, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(PRIME)
+    });
+    // The remainder is below KEY_SHARDS, so the narrowing cannot truncate.
+    (hash % KEY_SHARDS as u64) as usize
+}
+
 /// Whether `entry` is a reservation carrying the caller's fencing token.
 fn holds_token(entry: &KeyEntry, reservation: &Reservation) -> bool {
     matches!(entry, KeyEntry::Reserved(live) if live.reservation_id == reservation.reservation_id)
@@ -103,13 +120,16 @@ impl IdempotencyStore for MemoryStore {
         reservation: &Reservation,
         now: Millis,
     ) -> Result<ReserveOutcome, StoreError> {
-        let mut entries = self.idempotency();
-        match claim(entries.get(&reservation.key), reservation, now) {
+        let mut entries = self.idempotency(&reservation.key);
+        // One lookup for the check and the write (a reservation usually takes a new key).
+        let entry = entries.entry(reservation.key.clone());
+        let current = match &entry {
+            Entry::Occupied(occupied) => Some(occupied.get()),
+            Entry::Vacant(_) => None,
+        };
+        match claim(current, reservation, now) {
             Claim::Take => {
-                entries.insert(
-                    reservation.key.clone(),
-                    KeyEntry::Reserved(reservation.clone()),
-                );
+                entry.insert_entry(KeyEntry::Reserved(reservation.clone()));
                 Ok(ReserveOutcome::Acquired)
             }
             Claim::Refuse(outcome) => Ok(outcome),
@@ -121,7 +141,7 @@ impl IdempotencyStore for MemoryStore {
         reservation: &Reservation,
         record: &IdempotencyRecord,
     ) -> Result<(), StoreError> {
-        let mut entries = self.idempotency();
+        let mut entries = self.idempotency(&reservation.key);
         match entries.get_mut(&reservation.key) {
             Some(entry) if holds_token(entry, reservation) => {
                 *entry = KeyEntry::Settled(Box::new(record.clone()));
@@ -132,11 +152,12 @@ impl IdempotencyStore for MemoryStore {
     }
 
     async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {
-        let mut entries = self.idempotency();
-        if let Entry::Occupied(entry) = entries.entry(reservation.key.clone())
-            && holds_token(entry.get(), reservation)
+        let mut entries = self.idempotency(&reservation.key);
+        if entries
+            .get(&reservation.key)
+            .is_some_and(|entry| holds_token(entry, reservation))
         {
-            entry.remove();
+            entries.remove(&reservation.key);
         }
         Ok(())
     }
@@ -146,7 +167,7 @@ impl IdempotencyStore for MemoryStore {
         reservation: &Reservation,
         expires_at_ms: Millis,
     ) -> Result<bool, StoreError> {
-        let mut entries = self.idempotency();
+        let mut entries = self.idempotency(&reservation.key);
         match entries.get_mut(&reservation.key) {
             Some(KeyEntry::Reserved(live)) if live.reservation_id == reservation.reservation_id => {
                 live.expires_at_ms = expires_at_ms;
@@ -161,7 +182,7 @@ impl IdempotencyStore for MemoryStore {
         key: &str,
         now: Millis,
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        let entries = self.idempotency();
+        let entries = self.idempotency(key);
         Ok(match entries.get(key) {
             Some(KeyEntry::Settled(record)) if record_is_live(record, now) => {
                 Some(record.as_ref().clone())
@@ -346,6 +367,16 @@ mod tests {
             store.reserve(&reservation("Action:act_1:k", "r2"), 0).await,
             Ok(ReserveOutcome::InProgress(first))
         );
+    }
+
+    /// Keys spread over every shard (the bench's keys differ only in their last digits).
+    #[test]
+    fn keys_spread_over_the_shards() {
+        let mut used = [false; KEY_SHARDS];
+        for index in 0..256 {
+            used[key_shard(&format!("Tenant:tenant_1:key-{index}"))] = true;
+        }
+        assert!(used.iter().all(|&u| u), "{used:?}");
     }
 
     /// Separate stores must not share state (a default store starts empty).

@@ -51,6 +51,34 @@ impl Clock for SystemClock {
     }
 }
 
+/// The system clock moved by a settable offset: lets tests and demos reach expiries (plans,
+/// approvals, compensation windows, reservations) without waiting.
+#[derive(Debug, Default)]
+pub struct ManualClock {
+    offset_ms: std::sync::atomic::AtomicU64,
+}
+
+impl ManualClock {
+    /// A clock that reads the system time until [`advance`](Self::advance)d.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Moves the clock forward by `ms` milliseconds (cumulative).
+    pub fn advance(&self, ms: Millis) {
+        self.offset_ms
+            .fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> Millis {
+        SystemClock
+            .now_ms()
+            .saturating_add(self.offset_ms.load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
 /// A store failure. Never carries record contents (they may be sensitive).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {

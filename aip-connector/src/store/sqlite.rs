@@ -900,6 +900,7 @@ mod tests {
             revision: 0,
             created_at_ms: 0,
             updated_at_ms: 0,
+            receipts: Vec::new(),
         }
     }
 

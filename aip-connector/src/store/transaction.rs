@@ -4,7 +4,7 @@
 use aip_connector_core::ids::{ActionId, CapabilityId, PrincipalId, TransactionId};
 use aip_connector_core::model::{
     ActionResult, ActionTransaction, IdentityContext, ProtocolError, ProviderOperationRef,
-    TransactionPlan, TransactionProtocolStatus,
+    ReceiptKind, TransactionPlan, TransactionProtocolStatus, TransactionReceipt,
 };
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -46,6 +46,11 @@ pub struct TransactionRecord {
     pub created_at_ms: Millis,
     /// Last update time.
     pub updated_at_ms: Millis,
+    /// The receipt chain `transaction:<transaction_id>`, one receipt per step taken (see
+    /// [`TransactionRecord::record_receipt`]). Records written before receipts existed read as
+    /// an empty chain.
+    #[serde(default)]
+    pub receipts: Vec<TransactionReceipt>,
 }
 
 impl TransactionRecord {
@@ -57,13 +62,39 @@ impl TransactionRecord {
             .or(self.transaction.plan_id.as_deref())
     }
 
+    /// Appends the receipt of the current status, linked to the last one, unless the chain
+    /// already holds that receipt (ids are deterministic, so repeating a step is a no-op).
+    /// Every backend's transition and the host's first insert call it.
+    pub fn record_receipt(&mut self, now: Millis) {
+        let Some(kind) = ReceiptKind::for_status(self.status) else {
+            return;
+        };
+        let receipt = TransactionReceipt::new(
+            &self.transaction_id,
+            &self.action_id,
+            kind,
+            self.status,
+            now,
+            self.receipts.last(),
+        );
+        if !self.receipts.iter().any(|r| r.id == receipt.id) {
+            self.receipts.push(receipt);
+        }
+    }
+
     /// Whether a restarted host must look at this record (planned, prepared, committing,
-    /// outcome unknown, reconciling).
+    /// compensating, outcome unknown, reconciling). Upstream leaves `compensating` out; a
+    /// compensation interrupted by a crash needs an operator as much as a commit does.
     pub fn is_recoverable(&self) -> bool {
         use TransactionProtocolStatus as S;
         matches!(
             self.status,
-            S::Planned | S::Prepared | S::Committing | S::OutcomeUnknown | S::Reconciling
+            S::Planned
+                | S::Prepared
+                | S::Committing
+                | S::Compensating
+                | S::OutcomeUnknown
+                | S::Reconciling
         )
     }
 }
@@ -126,6 +157,9 @@ impl Transition {
         }
         next.revision = record.revision + 1;
         next.updated_at_ms = now;
+        if self.to != record.status {
+            next.record_receipt(now);
+        }
         Some(next)
     }
 }
@@ -161,7 +195,7 @@ pub trait TransactionStore: Send + Sync {
         plan_id: &str,
     ) -> Result<Option<TransactionRecord>, StoreError>;
 
-    /// Every record owned by `action_id`.
+    /// Every record owned by `action_id`, in byte order of transaction id.
     async fn transactions_by_action(
         &self,
         action_id: &ActionId,
@@ -177,6 +211,7 @@ pub trait TransactionStore: Send + Sync {
         now: Millis,
     ) -> Result<TransitionOutcome, StoreError>;
 
-    /// Every recoverable record (see [`TransactionRecord::is_recoverable`]).
+    /// Every recoverable record (see [`TransactionRecord::is_recoverable`]), in byte order of
+    /// transaction id.
     async fn recoverable(&self) -> Result<Vec<TransactionRecord>, StoreError>;
 }

@@ -1,0 +1,1062 @@
+//! A provider double: a real HTTP server on loopback that behaves like a well-kept provider API
+//! until a test scripts it to misbehave.
+//!
+//! [`ProviderDouble::start`] binds `127.0.0.1` on an ephemeral port and returns the server (its
+//! base URL; it shuts down on drop) and a [`ProviderHandle`] that scripts and observes it, in the
+//! style of `tower-test`'s mock and handle. The server runs on its own thread and runtime, so it
+//! keeps serving while the test blocks, and it keeps its state while a client process that
+//! talks to it is killed: a crash test passes [`ProviderDouble::base_url`] to a child process and
+//! reads the effects from the handle afterwards.
+//!
+//! # Routes
+//!
+//! - **Effects** — any `POST`, `PUT`, `PATCH` or `DELETE` outside `/operations` commits one
+//!   effect on its path (the *route*) and answers `201` with
+//!   `{operation_id, route, idempotency_key, effect_sequence, request}` (`request` is the JSON
+//!   body, or `null`). The operation id is the request's [`OPERATION_ID_HEADER`] when present
+//!   (a client-chosen id, so a handler can checkpoint it before calling), else `op_<n>`.
+//!   With deduplication on (the default), a request carrying an `Idempotency-Key` that was
+//!   seen before gets the first answer again, with [`REPLAYED_HEADER`]` : true`, and commits
+//!   nothing; the same key with another method, route or body gets `422
+//!   {"error": "idempotency_key_reused"}`. With deduplication off every request commits.
+//! - **Reads** — `GET`/`HEAD` on any other path answers `200 {route, operation_ids}`: the
+//!   operations committed on that route.
+//! - **Operation lookups** — `GET /operations/{id}` and `GET /operations?idempotency_key=K`
+//!   answer `200 {operation_id, state, ...}` with `state` `committed` (plus `result`, the
+//!   effect's answer, and `effect_count`), `pending` (scripted with
+//!   [`ProviderHandle::lookups_pending`]) or `unknown`.
+//!
+//! Every response carries `x-request-id: req_<n>`, `n` being the request's sequence number.
+//!
+//! # Faults
+//!
+//! [`ProviderHandle::inject`] queues a [`Fault`] on a route: an exact path, a prefix pattern
+//! ending in `/*` (the prefix itself and every path below it), or `*` for every route. A fault applies to the next call (or the next `n`,
+//! or always), after the request is recorded; see [`Fault`] for whether the effect commits.
+
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::sync::{Notify, oneshot, watch};
+
+/// Request header carrying a client-chosen operation id for the effect.
+pub const OPERATION_ID_HEADER: &str = "x-operation-id";
+/// Response header set to `true` on an idempotent replay.
+pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+/// Request header the double reads the idempotency key from.
+pub const IDEMPOTENCY_HEADER: &str = "idempotency-key";
+/// Response header carrying the double's request id (`req_<sequence>`).
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+/// The body [`Fault::invalid_body`] answers with: not JSON.
+pub const INVALID_BODY: &[u8] = b"<html><body>provider maintenance page</body></html>";
+
+type ResponseBody = BoxBody<Bytes, std::io::Error>;
+
+/// A running provider double. Dropping it stops the server (the [`ProviderHandle`] keeps the
+/// recorded state readable).
+pub struct ProviderDouble {
+    addr: SocketAddr,
+    base_url: String,
+    handle: ProviderHandle,
+    shutdown: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl fmt::Debug for ProviderDouble {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProviderDouble")
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProviderDouble {
+    /// Starts a double on `127.0.0.1` with an ephemeral port, ready to accept connections when
+    /// this returns. Works from any runtime (the server has its own thread).
+    ///
+    /// # Panics
+    ///
+    /// When no loopback port can be bound or the server thread cannot start.
+    pub async fn start() -> (ProviderDouble, ProviderHandle) {
+        Self::start_blocking()
+    }
+
+    /// [`start`](Self::start) for synchronous code.
+    ///
+    /// # Panics
+    ///
+    /// When no loopback port can be bound or the server thread cannot start.
+    pub fn start_blocking() -> (ProviderDouble, ProviderHandle) {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+            .expect("the provider double binds an ephemeral loopback port");
+        listener
+            .set_nonblocking(true)
+            .expect("the provider double's listener becomes non-blocking");
+        let addr = listener
+            .local_addr()
+            .expect("the provider double's listener has an address");
+        let handle = ProviderHandle {
+            shared: Arc::new(Shared::new()),
+        };
+        let (shutdown, stop) = oneshot::channel();
+        let shared = Arc::clone(&handle.shared);
+        let thread = std::thread::Builder::new()
+            .name(format!("provider-double-{}", addr.port()))
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("the provider double's runtime starts");
+                runtime.block_on(serve(listener, shared, stop));
+            })
+            .expect("the provider double's thread starts");
+        let double = ProviderDouble {
+            addr,
+            base_url: format!("http://{addr}"),
+            handle: handle.clone(),
+            shutdown: Some(shutdown),
+            thread: Some(thread),
+        };
+        (double, handle)
+    }
+
+    /// `http://127.0.0.1:<port>`, without a trailing slash: pass it to a `ProviderClient` or to
+    /// another process.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The base URL joined with `path` (which should start with `/`).
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base_url)
+    }
+
+    /// The socket address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Another handle to script and observe this double.
+    pub fn handle(&self) -> ProviderHandle {
+        self.handle.clone()
+    }
+}
+
+impl Drop for ProviderDouble {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            // The server thread only drops its runtime after the signal; this returns promptly.
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Scripts and observes a [`ProviderDouble`]. Cheap to clone; every clone sees the same state.
+#[derive(Clone)]
+pub struct ProviderHandle {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for ProviderHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.shared.lock();
+        f.debug_struct("ProviderHandle")
+            .field("requests", &state.requests.len())
+            .field("effects", &state.effects.len())
+            .field("deduplicate", &state.deduplicate)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProviderHandle {
+    /// Every request received so far, in arrival order (faulted ones included).
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.lock().requests.clone()
+    }
+
+    /// How many requests arrived.
+    pub fn request_count(&self) -> usize {
+        self.shared.lock().requests.len()
+    }
+
+    /// Every committed effect, in commit order.
+    pub fn effects(&self) -> Vec<Effect> {
+        self.shared.lock().effects.clone()
+    }
+
+    /// How many effects were committed in total.
+    pub fn effect_total(&self) -> usize {
+        self.shared.lock().effects.len()
+    }
+
+    /// How many effects were committed under idempotency key `key`.
+    pub fn effect_count(&self, key: &str) -> usize {
+        self.shared
+            .lock()
+            .effects
+            .iter()
+            .filter(|e| e.idempotency_key.as_deref() == Some(key))
+            .count()
+    }
+
+    /// The effects committed on `route`.
+    pub fn effects_on(&self, route: &str) -> Vec<Effect> {
+        self.shared
+            .lock()
+            .effects
+            .iter()
+            .filter(|e| e.route == route)
+            .cloned()
+            .collect()
+    }
+
+    /// The first effect committed with operation id `operation_id`.
+    pub fn operation(&self, operation_id: &str) -> Option<Effect> {
+        self.shared
+            .lock()
+            .effects
+            .iter()
+            .find(|e| e.operation_id == operation_id)
+            .cloned()
+    }
+
+    /// Turns idempotency-key deduplication on (the default) or off. Off, every request commits
+    /// an effect: what a provider that ignores the key does.
+    pub fn set_deduplication(&self, deduplicate: bool) {
+        self.shared.lock().deduplicate = deduplicate;
+    }
+
+    /// Whether the double deduplicates by idempotency key.
+    pub fn deduplicates(&self) -> bool {
+        self.shared.lock().deduplicate
+    }
+
+    /// Queues `fault` on `route`: an exact path (`/bookings`), a prefix pattern
+    /// (`/operations/*`: `/operations` and every path below it) or `*`. Faults on one route apply in the order they were queued; a
+    /// more specific route wins over a pattern.
+    pub fn inject(&self, route: &str, fault: Fault) {
+        self.shared
+            .lock()
+            .faults
+            .entry(route.to_owned())
+            .or_default()
+            .push_back(fault);
+    }
+
+    /// Removes every queued fault.
+    pub fn clear_faults(&self) {
+        self.shared.lock().faults.clear();
+    }
+
+    /// The next `lookups` operation lookups answer `pending`, whatever the operation's state
+    /// (a provider that has not finished, or whose read side lags).
+    pub fn lookups_pending(&self, lookups: usize) {
+        self.shared.lock().pending_lookups = lookups;
+    }
+
+    /// Waits until at least `count` requests arrived; false if `within` passed first.
+    pub async fn wait_for_requests(&self, count: usize, within: Duration) -> bool {
+        self.wait_until(within, |state| state.requests.len() >= count)
+            .await
+    }
+
+    /// Waits until at least `count` effects were committed; false if `within` passed first.
+    pub async fn wait_for_effects(&self, count: usize, within: Duration) -> bool {
+        self.wait_until(within, |state| state.effects.len() >= count)
+            .await
+    }
+
+    async fn wait_until(&self, within: Duration, done: impl Fn(&State) -> bool) -> bool {
+        let mut changes = self.shared.changed.subscribe();
+        let wait = async {
+            loop {
+                if done(&self.shared.lock()) {
+                    return;
+                }
+                if changes.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        tokio::time::timeout(within, wait).await.is_ok() && done(&self.shared.lock())
+    }
+}
+
+/// One request as the double received it.
+#[derive(Clone, Debug)]
+pub struct RecordedRequest {
+    /// 1-based arrival order (also in the response's `x-request-id: req_<n>`).
+    pub sequence: u64,
+    /// The HTTP method.
+    pub method: String,
+    /// The URL path, as sent (percent-encoded).
+    pub path: String,
+    /// The raw query string, if any.
+    pub query: Option<String>,
+    /// Every header, lower-case names, values decoded lossily as UTF-8, in arrival order.
+    pub headers: Vec<(String, String)>,
+    /// The body bytes.
+    pub body: Vec<u8>,
+    /// Wall-clock arrival time.
+    pub received_at: SystemTime,
+    /// Arrival time since the double started.
+    pub since_start: Duration,
+}
+
+impl RecordedRequest {
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The `Idempotency-Key` header.
+    pub fn idempotency_key(&self) -> Option<&str> {
+        self.header(IDEMPOTENCY_HEADER)
+    }
+
+    /// The body as JSON, if it is JSON.
+    pub fn json(&self) -> Option<Value> {
+        serde_json::from_slice(&self.body).ok()
+    }
+}
+
+/// One committed effect.
+#[derive(Clone, Debug)]
+pub struct Effect {
+    /// 1-based commit order.
+    pub sequence: u64,
+    /// The operation id the effect answers to.
+    pub operation_id: String,
+    /// The method of the committing request.
+    pub method: String,
+    /// The route (path) it was committed on.
+    pub route: String,
+    /// The idempotency key of the committing request.
+    pub idempotency_key: Option<String>,
+    /// The request's JSON body (`null` when absent or not JSON).
+    pub request: Value,
+    /// The answer the double gives for it (and replays for its key).
+    pub answer: Value,
+    /// Wall-clock commit time.
+    pub committed_at: SystemTime,
+}
+
+/// A scripted misbehaviour for one route. Built with a constructor, then optionally
+/// [`times`](Self::times) / [`always`](Self::always) (default: once) and
+/// [`with_effect`](Self::with_effect) / [`without_effect`](Self::without_effect).
+///
+/// | Constructor | Effect committed? | What the client sees |
+/// |---|---|---|
+/// | [`status`](Self::status) | no (`with_effect` commits first) | the status, JSON error body, optional `Retry-After` |
+/// | [`delay`](Self::delay) | yes, before the wait | the normal answer after the delay |
+/// | [`delay_before_effect`](Self::delay_before_effect) | yes, after the wait (even if the client left) | the normal answer after the delay |
+/// | [`drop_connection`](Self::drop_connection) | yes (`without_effect` skips it) | the connection closes, no response |
+/// | [`truncated_body`](Self::truncated_body) | yes | the normal status and headers, half the body, then the connection closes |
+/// | [`invalid_body`](Self::invalid_body) | yes (`without_effect` skips it) | `201`, `content-type: application/json`, a body that is not JSON |
+/// | [`respond`](Self::respond) | for a 2xx status (either way with `with_effect`/`without_effect`) | exactly the given status and body |
+///
+/// On reads and lookups there is no effect; the flag decides nothing there.
+#[derive(Clone, Debug)]
+pub struct Fault {
+    kind: FaultKind,
+    effect: bool,
+    remaining: Remaining,
+}
+
+#[derive(Clone, Debug)]
+enum FaultKind {
+    Status {
+        status: u16,
+        retry_after: Option<String>,
+    },
+    Delay {
+        delay: Duration,
+        effect_first: bool,
+    },
+    DropConnection,
+    TruncatedBody,
+    Respond {
+        status: u16,
+        body: Vec<u8>,
+    },
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Remaining {
+    Times(usize),
+    Always,
+}
+
+impl Fault {
+    fn new(kind: FaultKind, effect: bool) -> Self {
+        Fault {
+            kind,
+            effect,
+            remaining: Remaining::Times(1),
+        }
+    }
+
+    /// Answers `status` with a JSON error body; no effect unless [`with_effect`](Self::with_effect).
+    pub fn status(status: u16) -> Self {
+        Self::new(
+            FaultKind::Status {
+                status,
+                retry_after: None,
+            },
+            false,
+        )
+    }
+
+    /// Adds `Retry-After: <seconds>` to a [`status`](Self::status) fault.
+    pub fn retry_after_secs(self, seconds: u64) -> Self {
+        self.retry_after(&seconds.to_string())
+    }
+
+    /// Adds `Retry-After: <value>` (seconds or an HTTP date) to a [`status`](Self::status) fault.
+    pub fn retry_after(mut self, value: &str) -> Self {
+        if let FaultKind::Status { retry_after, .. } = &mut self.kind {
+            *retry_after = Some(value.to_owned());
+        }
+        self
+    }
+
+    /// Commits the effect, waits `delay`, then answers normally: a client that gives up in
+    /// between leaves an effect behind.
+    pub fn delay(delay: Duration) -> Self {
+        Self::new(
+            FaultKind::Delay {
+                delay,
+                effect_first: true,
+            },
+            true,
+        )
+    }
+
+    /// Waits `delay`, then commits the effect and answers: the provider keeps working after a
+    /// client that gave up has left.
+    pub fn delay_before_effect(delay: Duration) -> Self {
+        Self::new(
+            FaultKind::Delay {
+                delay,
+                effect_first: false,
+            },
+            true,
+        )
+    }
+
+    /// Commits the effect, then closes the connection without answering.
+    pub fn drop_connection() -> Self {
+        Self::new(FaultKind::DropConnection, true)
+    }
+
+    /// Commits the effect, sends the status line, headers and half the body, then closes the
+    /// connection.
+    pub fn truncated_body() -> Self {
+        Self::new(FaultKind::TruncatedBody, true)
+    }
+
+    /// Commits the effect and answers `201` with [`INVALID_BODY`], declared as JSON.
+    pub fn invalid_body() -> Self {
+        Self::new(
+            FaultKind::Respond {
+                status: 201,
+                body: INVALID_BODY.to_vec(),
+            },
+            true,
+        )
+    }
+
+    /// Answers exactly `status` with `body` (declared as JSON); commits the effect when `status`
+    /// is 2xx. Use it for JSON of the wrong shape, or an error body to check it is never quoted.
+    pub fn respond(status: u16, body: impl Into<Vec<u8>>) -> Self {
+        Self::new(
+            FaultKind::Respond {
+                status,
+                body: body.into(),
+            },
+            (200..300).contains(&status),
+        )
+    }
+
+    /// Commits the effect before misbehaving.
+    pub fn with_effect(mut self) -> Self {
+        self.effect = true;
+        self
+    }
+
+    /// Misbehaves without committing the effect (for faults that commit by default).
+    pub fn without_effect(mut self) -> Self {
+        self.effect = false;
+        self
+    }
+
+    /// Applies to the next `calls` calls of the route.
+    pub fn times(mut self, calls: usize) -> Self {
+        self.remaining = Remaining::Times(calls);
+        self
+    }
+
+    /// Applies to every call of the route until [`ProviderHandle::clear_faults`].
+    pub fn always(mut self) -> Self {
+        self.remaining = Remaining::Always;
+        self
+    }
+}
+
+// ---- State ----------------------------------------------------------------------------------
+
+struct Shared {
+    state: Mutex<State>,
+    /// Bumped after every recorded request and committed effect, for the `wait_for_*` helpers.
+    changed: watch::Sender<u64>,
+}
+
+impl Shared {
+    fn new() -> Self {
+        Shared {
+            state: Mutex::new(State {
+                started: Instant::now(),
+                deduplicate: true,
+                requests: Vec::new(),
+                effects: Vec::new(),
+                keys: HashMap::new(),
+                faults: HashMap::new(),
+                pending_lookups: 0,
+            }),
+            changed: watch::Sender::new(0),
+        }
+    }
+
+    /// The state; a test that panicked while holding the lock must not hide later assertions.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn notify(&self) {
+        self.changed.send_modify(|version| *version += 1);
+    }
+}
+
+struct State {
+    started: Instant,
+    deduplicate: bool,
+    requests: Vec<RecordedRequest>,
+    effects: Vec<Effect>,
+    /// The first effect of each idempotency key, for deduplication.
+    keys: HashMap<String, FirstUse>,
+    faults: HashMap<String, VecDeque<Fault>>,
+    pending_lookups: usize,
+}
+
+/// What a key was first used for; a later request with the key must match it to be replayed.
+struct FirstUse {
+    method: String,
+    route: String,
+    body: BodyIdentity,
+    effect: usize,
+}
+
+/// Request bodies compare as JSON values when they are JSON (key order and spacing do not
+/// matter), else byte for byte.
+#[derive(PartialEq)]
+enum BodyIdentity {
+    Json(Value),
+    Bytes(Vec<u8>),
+}
+
+impl BodyIdentity {
+    fn of(body: &[u8]) -> Self {
+        match serde_json::from_slice(body) {
+            Ok(value) => BodyIdentity::Json(value),
+            Err(_) => BodyIdentity::Bytes(body.to_vec()),
+        }
+    }
+}
+
+impl State {
+    /// Takes the fault that applies to `path`, if any: the exact route, else the longest
+    /// matching `/*` pattern, else `*`.
+    fn take_fault(&mut self, path: &str) -> Option<Fault> {
+        let route = if self.faults.get(path).is_some_and(|q| !q.is_empty()) {
+            path.to_owned()
+        } else {
+            let pattern = self
+                .faults
+                .iter()
+                .filter(|(route, queue)| {
+                    !queue.is_empty()
+                        && route.strip_suffix("/*").is_some_and(|prefix| {
+                            path == prefix || path.starts_with(&format!("{prefix}/"))
+                        })
+                })
+                .map(|(route, _)| route.clone())
+                .max_by_key(String::len);
+            match pattern {
+                Some(pattern) => pattern,
+                None if self.faults.get("*").is_some_and(|q| !q.is_empty()) => "*".to_owned(),
+                None => return None,
+            }
+        };
+        let queue = self.faults.get_mut(&route)?;
+        let front = queue.front_mut()?;
+        let fault = front.clone();
+        match &mut front.remaining {
+            Remaining::Always => {}
+            Remaining::Times(left) if *left > 1 => *left -= 1,
+            Remaining::Times(_) => {
+                queue.pop_front();
+            }
+        }
+        match fault.remaining {
+            Remaining::Times(0) => None,
+            _ => Some(fault),
+        }
+    }
+}
+
+// ---- Server ---------------------------------------------------------------------------------
+
+async fn serve(
+    listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let listener = tokio::net::TcpListener::from_std(listener)
+        .expect("the provider double's listener joins the runtime");
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    tokio::spawn(connection(stream, Arc::clone(&shared)));
+                }
+                // Out of descriptors or similar: back off instead of spinning.
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            },
+        }
+    }
+}
+
+/// Serves one connection until the client closes it or a fault kills it.
+async fn connection(stream: tokio::net::TcpStream, shared: Arc<Shared>) {
+    let kill = Arc::new(Notify::new());
+    let service = {
+        let kill = Arc::clone(&kill);
+        hyper::service::service_fn(move |request| {
+            handle(Arc::clone(&shared), Arc::clone(&kill), request)
+        })
+    };
+    let served =
+        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+    tokio::select! {
+        _ = served => {}
+        // Dropping the connection closes the socket with no response written.
+        () = kill.notified() => {}
+    }
+}
+
+/// What the double does with one request.
+enum Reply {
+    Respond(Response<ResponseBody>),
+    DropConnection,
+}
+
+/// The parts of a request the responders need.
+struct Received {
+    sequence: u64,
+    method: Method,
+    path: String,
+    query: Option<String>,
+    idempotency_key: Option<String>,
+    operation_id: Option<String>,
+    body: Bytes,
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    kill: Arc<Notify>,
+    request: Request<Incoming>,
+) -> Result<Response<ResponseBody>, Infallible> {
+    let (parts, body) = request.into_parts();
+    let body = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        // The client went away mid-body: nothing to record or answer.
+        Err(_) => return Ok(json_response(StatusCode::BAD_REQUEST, &json!({}), 0)),
+    };
+    let header = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+    };
+    let (incoming, fault) = {
+        let mut state = shared.lock();
+        let sequence = state.requests.len() as u64 + 1;
+        let since_start = state.started.elapsed();
+        state.requests.push(RecordedRequest {
+            sequence,
+            method: parts.method.to_string(),
+            path: parts.uri.path().to_owned(),
+            query: parts.uri.query().map(str::to_owned),
+            headers: parts
+                .headers
+                .iter()
+                .map(|(n, v)| {
+                    (
+                        n.as_str().to_owned(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+            body: body.to_vec(),
+            received_at: SystemTime::now(),
+            since_start,
+        });
+        let fault = state.take_fault(parts.uri.path());
+        let incoming = Received {
+            sequence,
+            method: parts.method.clone(),
+            path: parts.uri.path().to_owned(),
+            query: parts.uri.query().map(str::to_owned),
+            idempotency_key: header(IDEMPOTENCY_HEADER),
+            operation_id: header(OPERATION_ID_HEADER),
+            body,
+        };
+        (incoming, fault)
+    };
+    shared.notify();
+    // The reply is computed on its own task, so a client that disconnects cannot stop an effect
+    // halfway (a real provider does not notice either).
+    let reply = tokio::spawn(respond(shared, incoming, fault)).await;
+    match reply {
+        Ok(Reply::Respond(response)) => Ok(response),
+        Ok(Reply::DropConnection) | Err(_) => {
+            kill.notify_one();
+            std::future::pending().await
+        }
+    }
+}
+
+async fn respond(shared: Arc<Shared>, incoming: Received, fault: Option<Fault>) -> Reply {
+    let Some(fault) = fault else {
+        return Reply::Respond(normal(&shared, &incoming));
+    };
+    let sequence = incoming.sequence;
+    match fault.kind {
+        FaultKind::Status {
+            status,
+            retry_after,
+        } => {
+            if fault.effect {
+                normal(&shared, &incoming);
+            }
+            let mut response = json_response(
+                status_code(status),
+                &json!({ "error": { "type": "injected_fault", "status": status } }),
+                sequence,
+            );
+            if let Some(value) = retry_after.and_then(|v| HeaderValue::from_str(&v).ok()) {
+                response.headers_mut().insert(RETRY_AFTER, value);
+            }
+            Reply::Respond(response)
+        }
+        FaultKind::Delay {
+            delay,
+            effect_first: true,
+        } => {
+            let response = normal(&shared, &incoming);
+            tokio::time::sleep(delay).await;
+            Reply::Respond(response)
+        }
+        FaultKind::Delay {
+            delay,
+            effect_first: false,
+        } => {
+            tokio::time::sleep(delay).await;
+            Reply::Respond(normal(&shared, &incoming))
+        }
+        FaultKind::DropConnection => {
+            if fault.effect {
+                normal(&shared, &incoming);
+            }
+            Reply::DropConnection
+        }
+        FaultKind::TruncatedBody => {
+            let (parts, body) = normal(&shared, &incoming).into_parts();
+            let full = match body.collect().await {
+                Ok(collected) => collected.to_bytes(),
+                Err(_) => Bytes::new(),
+            };
+            let mut response = Response::from_parts(
+                parts,
+                Truncated {
+                    sent: Some(full.slice(..full.len() / 2)),
+                    full_len: full.len() as u64,
+                    pause: Box::pin(tokio::time::sleep(TRUNCATION_PAUSE)),
+                }
+                .boxed(),
+            );
+            response
+                .headers_mut()
+                .insert(CONTENT_LENGTH, HeaderValue::from(full.len()));
+            Reply::Respond(response)
+        }
+        FaultKind::Respond { status, body } => {
+            if fault.effect {
+                normal(&shared, &incoming);
+            }
+            Reply::Respond(bytes_response(
+                status_code(status),
+                Bytes::from(body),
+                sequence,
+            ))
+        }
+    }
+}
+
+fn status_code(status: u16) -> StatusCode {
+    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+/// The well-behaved answer: an operation lookup, a read, or an effect (committed or replayed).
+fn normal(shared: &Shared, incoming: &Received) -> Response<ResponseBody> {
+    let sequence = incoming.sequence;
+    let path = incoming.path.as_str();
+    if path == "/operations" || path.starts_with("/operations/") {
+        return lookup(shared, incoming);
+    }
+    if matches!(incoming.method, Method::GET | Method::HEAD) {
+        let state = shared.lock();
+        let operation_ids: Vec<&str> = state
+            .effects
+            .iter()
+            .filter(|e| e.route == path)
+            .map(|e| e.operation_id.as_str())
+            .collect();
+        return json_response(
+            StatusCode::OK,
+            &json!({ "route": path, "operation_ids": operation_ids }),
+            sequence,
+        );
+    }
+    let committed = {
+        let mut state = shared.lock();
+        commit(&mut state, incoming)
+    };
+    match committed {
+        Committed::New(answer) => {
+            shared.notify();
+            json_response(StatusCode::CREATED, &answer, sequence)
+        }
+        Committed::Replayed(answer) => {
+            let mut response = json_response(StatusCode::CREATED, &answer, sequence);
+            response
+                .headers_mut()
+                .insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
+            response
+        }
+        Committed::KeyReused => json_response(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &json!({ "error": "idempotency_key_reused" }),
+            sequence,
+        ),
+    }
+}
+
+enum Committed {
+    New(Value),
+    Replayed(Value),
+    KeyReused,
+}
+
+fn commit(state: &mut State, incoming: &Received) -> Committed {
+    let method = incoming.method.as_str();
+    let route = incoming.path.as_str();
+    let identity = BodyIdentity::of(&incoming.body);
+    if let (true, Some(key)) = (state.deduplicate, &incoming.idempotency_key)
+        && let Some(first) = state.keys.get(key)
+    {
+        return if first.method == method && first.route == route && first.body == identity {
+            Committed::Replayed(state.effects[first.effect].answer.clone())
+        } else {
+            Committed::KeyReused
+        };
+    }
+    let sequence = state.effects.len() as u64 + 1;
+    let operation_id = incoming
+        .operation_id
+        .clone()
+        .unwrap_or_else(|| format!("op_{sequence}"));
+    let request = match &identity {
+        BodyIdentity::Json(value) => value.clone(),
+        BodyIdentity::Bytes(_) => Value::Null,
+    };
+    let answer = json!({
+        "operation_id": operation_id,
+        "route": route,
+        "idempotency_key": incoming.idempotency_key,
+        "effect_sequence": sequence,
+        "request": request,
+    });
+    if let Some(key) = &incoming.idempotency_key {
+        state.keys.entry(key.clone()).or_insert(FirstUse {
+            method: method.to_owned(),
+            route: route.to_owned(),
+            body: identity,
+            effect: state.effects.len(),
+        });
+    }
+    state.effects.push(Effect {
+        sequence,
+        operation_id,
+        method: method.to_owned(),
+        route: route.to_owned(),
+        idempotency_key: incoming.idempotency_key.clone(),
+        request,
+        answer: answer.clone(),
+        committed_at: SystemTime::now(),
+    });
+    Committed::New(answer)
+}
+
+/// `GET /operations/{id}` or `GET /operations?idempotency_key=K`.
+fn lookup(shared: &Shared, incoming: &Received) -> Response<ResponseBody> {
+    let sequence = incoming.sequence;
+    if incoming.method != Method::GET {
+        return json_response(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &json!({ "error": "method_not_allowed" }),
+            sequence,
+        );
+    }
+    enum By {
+        Operation(String),
+        Key(String),
+    }
+    let by = match incoming.path.strip_prefix("/operations/") {
+        Some(id) if !id.is_empty() => By::Operation(
+            percent_encoding::percent_decode_str(id)
+                .decode_utf8_lossy()
+                .into_owned(),
+        ),
+        _ => {
+            let key = incoming.query.as_deref().and_then(|query| {
+                form_urlencoded::parse(query.as_bytes())
+                    .find(|(name, _)| name == "idempotency_key")
+                    .map(|(_, value)| value.into_owned())
+            });
+            match key {
+                Some(key) => By::Key(key),
+                None => {
+                    return json_response(
+                        StatusCode::BAD_REQUEST,
+                        &json!({ "error": "operation_id_or_idempotency_key_required" }),
+                        sequence,
+                    );
+                }
+            }
+        }
+    };
+    let mut state = shared.lock();
+    let matching: Vec<&Effect> = state
+        .effects
+        .iter()
+        .filter(|e| match &by {
+            By::Operation(id) => &e.operation_id == id,
+            By::Key(key) => e.idempotency_key.as_ref() == Some(key),
+        })
+        .collect();
+    let mut answer = match matching.first() {
+        Some(first) => json!({
+            "operation_id": first.operation_id,
+            "state": "committed",
+            "result": first.answer,
+            "effect_count": matching.len(),
+        }),
+        None => json!({
+            "operation_id": match &by { By::Operation(id) => Some(id.as_str()), By::Key(_) => None },
+            "state": "unknown",
+        }),
+    };
+    if state.pending_lookups > 0 {
+        state.pending_lookups -= 1;
+        answer = json!({ "operation_id": answer["operation_id"], "state": "pending" });
+    }
+    if let By::Key(key) = &by {
+        answer["idempotency_key"] = json!(key);
+    }
+    drop(state);
+    json_response(StatusCode::OK, &answer, sequence)
+}
+
+fn json_response(status: StatusCode, body: &Value, sequence: u64) -> Response<ResponseBody> {
+    bytes_response(status, Bytes::from(body.to_string()), sequence)
+}
+
+fn bytes_response(status: StatusCode, body: Bytes, sequence: u64) -> Response<ResponseBody> {
+    let mut response = Response::new(Full::new(body).map_err(|never| match never {}).boxed());
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Ok(id) = HeaderValue::from_str(&format!("req_{sequence}")) {
+        headers.insert(REQUEST_ID_HEADER, id);
+    }
+    response
+}
+
+/// A body that sends its first part, waits until it has surely been flushed, then fails: hyper
+/// closes the connection mid-body, after the status line and headers went out.
+struct Truncated {
+    sent: Option<Bytes>,
+    full_len: u64,
+    pause: Pin<Box<tokio::time::Sleep>>,
+}
+
+/// How long a truncated body waits between its first part and the break.
+const TRUNCATION_PAUSE: Duration = Duration::from_millis(50);
+
+impl Body for Truncated {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        if let Some(part) = self.sent.take() {
+            return Poll::Ready(Some(Ok(Frame::data(part))));
+        }
+        match self.pause.as_mut().poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(()) => Poll::Ready(Some(Err(std::io::Error::other(
+                "truncated by the provider double",
+            )))),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.full_len)
+    }
+}

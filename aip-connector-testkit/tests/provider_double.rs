@@ -1,0 +1,544 @@
+//! The provider double, observed with a plain HTTP client: request recording, effects and
+//! deduplication, every fault, operation lookups, shutdown, and state that outlives a killed
+//! client process.
+
+use std::time::Duration;
+
+use aip_connector_testkit::provider_double::{
+    Fault, INVALID_BODY, OPERATION_ID_HEADER, ProviderDouble, REPLAYED_HEADER,
+};
+use serde_json::{Value, json};
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+async fn post(
+    double: &ProviderDouble,
+    path: &str,
+    key: Option<&str>,
+    body: &Value,
+) -> reqwest::Response {
+    let mut request = http().post(double.url(path)).json(body);
+    if let Some(key) = key {
+        request = request.header("idempotency-key", key);
+    }
+    request.send().await.unwrap()
+}
+
+async fn get_json(double: &ProviderDouble, path: &str) -> Value {
+    http()
+        .get(double.url(path))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn records_every_request_with_method_path_query_headers_body_and_time() {
+    let (double, handle) = ProviderDouble::start().await;
+    assert!(double.base_url().starts_with("http://127.0.0.1:"));
+    let response = http()
+        .put(double.url("/things/7?verbose=1"))
+        .header("x-custom", "yes")
+        .body("raw body")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    assert_eq!(response.headers()["x-request-id"], "req_1");
+    get_json(&double, "/things").await;
+
+    let requests = handle.requests();
+    assert_eq!(requests.len(), 2);
+    let first = &requests[0];
+    assert_eq!(first.sequence, 1);
+    assert_eq!(first.method, "PUT");
+    assert_eq!(first.path, "/things/7");
+    assert_eq!(first.query.as_deref(), Some("verbose=1"));
+    assert_eq!(first.header("X-Custom"), Some("yes"));
+    assert_eq!(first.body, b"raw body");
+    assert_eq!(first.json(), None);
+    assert!(first.received_at <= std::time::SystemTime::now());
+    assert!(requests[1].since_start >= first.since_start);
+    assert_eq!(requests[1].method, "GET");
+    assert_eq!(handle.request_count(), 2);
+}
+
+#[tokio::test]
+async fn an_effect_answers_its_operation_and_reads_list_the_route() {
+    let (double, handle) = ProviderDouble::start().await;
+    let response = post(&double, "/bookings", Some("k1"), &json!({"slot": "9am"})).await;
+    assert_eq!(response.status(), 201);
+    assert!(response.headers().get(REPLAYED_HEADER).is_none());
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(
+        answer,
+        json!({
+            "operation_id": "op_1",
+            "route": "/bookings",
+            "idempotency_key": "k1",
+            "effect_sequence": 1,
+            "request": {"slot": "9am"},
+        })
+    );
+    let effects = handle.effects();
+    assert_eq!(effects.len(), 1);
+    assert_eq!(effects[0].operation_id, "op_1");
+    assert_eq!(effects[0].method, "POST");
+    assert_eq!(effects[0].route, "/bookings");
+    assert_eq!(effects[0].answer, answer);
+    assert_eq!(handle.operation("op_1").unwrap().sequence, 1);
+    assert_eq!(handle.effects_on("/bookings").len(), 1);
+    assert!(handle.effects_on("/other").is_empty());
+
+    let read = get_json(&double, "/bookings").await;
+    assert_eq!(
+        read,
+        json!({"route": "/bookings", "operation_ids": ["op_1"]})
+    );
+    assert_eq!(handle.effect_total(), 1, "a read commits nothing");
+}
+
+#[tokio::test]
+async fn deduplication_replays_the_first_answer_and_commits_once() {
+    let (double, handle) = ProviderDouble::start().await;
+    assert!(handle.deduplicates());
+    let first: Value = post(&double, "/bookings", Some("k1"), &json!({"a": 1, "b": 2}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    // Same key, same JSON in another key order: a replay.
+    let response = http()
+        .post(double.url("/bookings"))
+        .header("idempotency-key", "k1")
+        .header("content-type", "application/json")
+        .body(r#"{ "b": 2, "a": 1 }"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    assert_eq!(response.headers()[REPLAYED_HEADER], "true");
+    assert_eq!(response.json::<Value>().await.unwrap(), first);
+    assert_eq!(handle.effect_count("k1"), 1);
+
+    // Same key, other body or other route: refused, nothing committed.
+    let reused = post(&double, "/bookings", Some("k1"), &json!({"a": 9})).await;
+    assert_eq!(reused.status(), 422);
+    assert_eq!(
+        reused.json::<Value>().await.unwrap(),
+        json!({"error": "idempotency_key_reused"})
+    );
+    let elsewhere = post(&double, "/refunds", Some("k1"), &json!({"a": 1, "b": 2})).await;
+    assert_eq!(elsewhere.status(), 422);
+
+    // Requests without a key always commit.
+    post(&double, "/bookings", None, &json!({})).await;
+    post(&double, "/bookings", None, &json!({})).await;
+    assert_eq!(handle.effect_total(), 3);
+    assert_eq!(handle.effect_count("k1"), 1);
+    assert_eq!(handle.request_count(), 6);
+}
+
+#[tokio::test]
+async fn without_deduplication_every_request_commits() {
+    let (double, handle) = ProviderDouble::start().await;
+    handle.set_deduplication(false);
+    let first: Value = post(&double, "/bookings", Some("k1"), &json!({}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let second = post(&double, "/bookings", Some("k1"), &json!({})).await;
+    assert!(second.headers().get(REPLAYED_HEADER).is_none());
+    let second: Value = second.json().await.unwrap();
+    assert_ne!(first["operation_id"], second["operation_id"]);
+    assert_eq!(handle.effect_count("k1"), 2);
+    assert_eq!(handle.effect_total(), 2);
+}
+
+#[tokio::test]
+async fn a_client_chosen_operation_id_names_the_effect() {
+    let (double, handle) = ProviderDouble::start().await;
+    let answer: Value = http()
+        .post(double.url("/bookings"))
+        .header(OPERATION_ID_HEADER, "bk-k1")
+        .header("idempotency-key", "k1")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["operation_id"], "bk-k1");
+    assert_eq!(
+        handle
+            .operation("bk-k1")
+            .unwrap()
+            .idempotency_key
+            .as_deref(),
+        Some("k1")
+    );
+}
+
+#[tokio::test]
+async fn lookups_answer_committed_unknown_and_scripted_pending() {
+    let (double, handle) = ProviderDouble::start().await;
+    let answer: Value = post(&double, "/bookings", Some("k1"), &json!({"slot": 1}))
+        .await
+        .json()
+        .await
+        .unwrap();
+
+    let committed = get_json(&double, "/operations/op_1").await;
+    assert_eq!(
+        committed,
+        json!({"operation_id": "op_1", "state": "committed", "result": answer, "effect_count": 1})
+    );
+    let by_key = get_json(&double, "/operations?idempotency_key=k1").await;
+    assert_eq!(by_key["state"], "committed");
+    assert_eq!(by_key["operation_id"], "op_1");
+    assert_eq!(by_key["idempotency_key"], "k1");
+
+    let unknown = get_json(&double, "/operations/op_404").await;
+    assert_eq!(
+        unknown,
+        json!({"operation_id": "op_404", "state": "unknown"})
+    );
+    let unknown_key = get_json(&double, "/operations?idempotency_key=nope").await;
+    assert_eq!(unknown_key["state"], "unknown");
+
+    handle.lookups_pending(2);
+    for _ in 0..2 {
+        let pending = get_json(&double, "/operations/op_1").await;
+        assert_eq!(pending, json!({"operation_id": "op_1", "state": "pending"}));
+    }
+    assert_eq!(
+        get_json(&double, "/operations/op_1").await["state"],
+        "committed"
+    );
+
+    // Percent-encoded ids are decoded.
+    http()
+        .post(double.url("/x"))
+        .header(OPERATION_ID_HEADER, "a b/c")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        get_json(&double, "/operations/a%20b%2Fc").await["state"],
+        "committed"
+    );
+
+    let missing = http().get(double.url("/operations")).send().await.unwrap();
+    assert_eq!(missing.status(), 400);
+    let wrong_method = http()
+        .post(double.url("/operations/op_1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong_method.status(), 405);
+    assert_eq!(handle.effect_total(), 2, "lookups commit nothing");
+}
+
+#[tokio::test]
+async fn status_faults_answer_without_effect_unless_asked_and_honour_counts() {
+    let (double, handle) = ProviderDouble::start().await;
+    handle.inject("/bookings", Fault::status(503).retry_after_secs(3).times(2));
+    for _ in 0..2 {
+        let response = post(&double, "/bookings", Some("k1"), &json!({})).await;
+        assert_eq!(response.status(), 503);
+        assert_eq!(response.headers()["retry-after"], "3");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["type"], "injected_fault");
+    }
+    assert_eq!(handle.effect_total(), 0);
+    let third = post(&double, "/bookings", Some("k1"), &json!({})).await;
+    assert_eq!(third.status(), 201, "the fault applied twice only");
+    assert_eq!(handle.effect_count("k1"), 1);
+
+    handle.inject("/bookings", Fault::status(500).with_effect());
+    let response = post(&double, "/bookings", Some("k2"), &json!({})).await;
+    assert_eq!(response.status(), 500);
+    assert!(response.headers().get("retry-after").is_none());
+    assert_eq!(handle.effect_count("k2"), 1, "committed, then failed");
+    // The retry with the same key finds the committed effect.
+    let retry = post(&double, "/bookings", Some("k2"), &json!({})).await;
+    assert_eq!(retry.status(), 201);
+    assert_eq!(retry.headers()[REPLAYED_HEADER], "true");
+    assert_eq!(handle.effect_count("k2"), 1);
+}
+
+#[tokio::test]
+async fn always_faults_last_until_cleared_and_routes_match_exact_then_pattern_then_star() {
+    let (double, handle) = ProviderDouble::start().await;
+    handle.inject("*", Fault::status(502).always());
+    handle.inject("/operations/*", Fault::status(429).always());
+    handle.inject("/operations/op_9", Fault::status(404));
+    let status = |path: &'static str| {
+        let url = double.url(path);
+        async move { http().get(url).send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(status("/operations/op_9").await, 404, "exact route first");
+    assert_eq!(status("/operations/op_9").await, 429, "then the pattern");
+    assert_eq!(status("/operations/op_1").await, 429);
+    assert_eq!(
+        status("/operations").await,
+        429,
+        "the prefix itself matches"
+    );
+    assert_eq!(status("/operationsx").await, 502, "a longer name does not");
+    assert_eq!(status("/bookings").await, 502);
+    assert_eq!(status("/bookings").await, 502, "always stays");
+    handle.clear_faults();
+    assert_eq!(status("/bookings").await, 200);
+    assert_eq!(status("/operations/op_1").await, 200);
+}
+
+#[tokio::test]
+async fn an_http_date_retry_after_is_sent_verbatim() {
+    let (double, handle) = ProviderDouble::start().await;
+    handle.inject(
+        "/x",
+        Fault::status(429).retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+    );
+    let response = http().get(double.url("/x")).send().await.unwrap();
+    assert_eq!(response.status(), 429);
+    assert_eq!(
+        response.headers()["retry-after"],
+        "Wed, 21 Oct 2015 07:28:00 GMT"
+    );
+}
+
+#[tokio::test]
+async fn a_delay_commits_first_so_a_client_that_gives_up_leaves_an_effect() {
+    let (double, handle) = ProviderDouble::start().await;
+    handle.inject("/bookings", Fault::delay(Duration::from_secs(5)));
+    let started = std::time::Instant::now();
+    let error = http()
+        .post(double.url("/bookings"))
+        .header("idempotency-key", "k1")
+        .json(&json!({}))
+        .timeout(Duration::from_millis(300))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(error.is_timeout());
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(handle.effect_count("k1"), 1);
+
+    // A delay that the client waits out answers normally.
+    handle.inject("/slow", Fault::delay(Duration::from_millis(200)));
+    let started = std::time::Instant::now();
+    let response = http().get(double.url("/slow")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(started.elapsed() >= Duration::from_millis(200));
+}
+
+#[tokio::test]
+async fn a_delay_before_effect_commits_after_the_client_left() {
+    let (double, handle) = ProviderDouble::start().await;
+    handle.inject(
+        "/bookings",
+        Fault::delay_before_effect(Duration::from_millis(400)),
+    );
+    let error = http()
+        .post(double.url("/bookings"))
+        .header("idempotency-key", "k1")
+        .json(&json!({}))
+        .timeout(Duration::from_millis(100))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(error.is_timeout());
+    assert_eq!(handle.effect_total(), 0, "not yet");
+    assert!(handle.wait_for_effects(1, Duration::from_secs(5)).await);
+    assert_eq!(handle.effect_count("k1"), 1);
+}
+
+#[tokio::test]
+async fn a_dropped_connection_gives_no_response_and_keeps_or_skips_the_effect() {
+    let (double, handle) = ProviderDouble::start().await;
+    handle.inject("/bookings", Fault::drop_connection());
+    let error = http()
+        .post(double.url("/bookings"))
+        .header("idempotency-key", "k1")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(!error.is_connect() && !error.is_timeout(), "{error:?}");
+    assert_eq!(handle.effect_count("k1"), 1, "committed before the drop");
+
+    handle.inject("/bookings", Fault::drop_connection().without_effect());
+    http()
+        .post(double.url("/bookings"))
+        .header("idempotency-key", "k2")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(handle.effect_count("k2"), 0);
+
+    // The double keeps serving new connections.
+    let replay = post(&double, "/bookings", Some("k1"), &json!({})).await;
+    assert_eq!(replay.headers()[REPLAYED_HEADER], "true");
+    assert_eq!(handle.effect_count("k1"), 1);
+}
+
+#[tokio::test]
+async fn a_truncated_body_sends_the_status_then_breaks_off() {
+    let (double, handle) = ProviderDouble::start().await;
+    handle.inject("/bookings", Fault::truncated_body());
+    let response = post(&double, "/bookings", Some("k1"), &json!({"slot": 1})).await;
+    assert_eq!(response.status(), 201);
+    let error = response.bytes().await.unwrap_err();
+    assert!(
+        error.is_body() || error.is_decode() || error.is_request(),
+        "{error:?}"
+    );
+    assert_eq!(handle.effect_count("k1"), 1);
+}
+
+#[tokio::test]
+async fn invalid_and_custom_bodies() {
+    let (double, handle) = ProviderDouble::start().await;
+    handle.inject("/bookings", Fault::invalid_body());
+    let response = post(&double, "/bookings", Some("k1"), &json!({})).await;
+    assert_eq!(response.status(), 201);
+    assert_eq!(response.headers()["content-type"], "application/json");
+    assert_eq!(response.bytes().await.unwrap(), INVALID_BODY);
+    assert_eq!(handle.effect_count("k1"), 1);
+
+    handle.inject("/bookings", Fault::respond(200, r#"{"unexpected":true}"#));
+    let response = post(&double, "/bookings", Some("k2"), &json!({})).await;
+    assert_eq!(
+        response.json::<Value>().await.unwrap(),
+        json!({"unexpected": true})
+    );
+    assert_eq!(handle.effect_count("k2"), 1, "a 2xx answer commits");
+
+    handle.inject("/bookings", Fault::respond(418, "teapot"));
+    let response = post(&double, "/bookings", Some("k3"), &json!({})).await;
+    assert_eq!(response.status(), 418);
+    assert_eq!(response.text().await.unwrap(), "teapot");
+    assert_eq!(handle.effect_count("k3"), 0, "a non-2xx answer does not");
+
+    handle.inject("/bookings", Fault::invalid_body().without_effect());
+    post(&double, "/bookings", Some("k4"), &json!({})).await;
+    assert_eq!(handle.effect_count("k4"), 0);
+}
+
+#[tokio::test]
+async fn wait_helpers_time_out_when_nothing_happens() {
+    let (_double, handle) = ProviderDouble::start().await;
+    assert!(!handle.wait_for_requests(1, Duration::from_millis(50)).await);
+    assert!(!handle.wait_for_effects(1, Duration::from_millis(50)).await);
+    assert!(handle.wait_for_effects(0, Duration::from_millis(50)).await);
+}
+
+#[tokio::test]
+async fn dropping_the_double_stops_the_server_and_keeps_the_record() {
+    let (double, handle) = ProviderDouble::start().await;
+    post(&double, "/bookings", Some("k1"), &json!({})).await;
+    let url = double.url("/bookings");
+    drop(double);
+    let error = http().post(url).json(&json!({})).send().await.unwrap_err();
+    assert!(error.is_connect(), "{error:?}");
+    assert_eq!(handle.effect_count("k1"), 1);
+    assert_eq!(handle.request_count(), 1);
+}
+
+#[test]
+fn works_from_synchronous_code_while_the_caller_blocks() {
+    let (double, handle) = ProviderDouble::start_blocking();
+    let url = double.url("/bookings");
+    // A blocking client on another thread, while this thread blocks on it.
+    let status = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            http()
+                .post(url)
+                .json(&json!({}))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        })
+    })
+    .join()
+    .unwrap();
+    assert_eq!(status, 201);
+    assert_eq!(handle.effect_total(), 1);
+}
+
+/// Set in the child process of [`state_survives_a_killed_client_process`]: the double's URL.
+const CHILD_URL: &str = "PROVIDER_DOUBLE_CHILD_URL";
+
+/// The child's role: post one booking and wait for an answer that the parent's double delays
+/// until the parent kills this process.
+async fn run_as_child(url: &str) -> ! {
+    let result = http()
+        .post(format!("{url}/bookings"))
+        .header("idempotency-key", "crash-k1")
+        .json(&json!({"slot": "9am"}))
+        .send()
+        .await;
+    panic!("the parent kills this process before an answer arrives, got {result:?}");
+}
+
+/// A client process that dies mid-request leaves the effect and the record in the parent's
+/// double. The test runs itself again as the child (this test binary, this test only, with
+/// [`CHILD_URL`] set).
+#[tokio::test]
+async fn state_survives_a_killed_client_process() {
+    if let Ok(url) = std::env::var(CHILD_URL) {
+        run_as_child(&url).await;
+    }
+    let (double, handle) = ProviderDouble::start().await;
+    handle.inject("/bookings", Fault::delay(Duration::from_secs(60)));
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "state_survives_a_killed_client_process",
+            "--nocapture",
+        ])
+        .env(CHILD_URL, double.base_url())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let committed = handle.wait_for_effects(1, Duration::from_secs(30)).await;
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert!(committed, "the child's request reached the double");
+    assert!(!status.success(), "the child was killed, not finished");
+
+    assert_eq!(handle.effect_count("crash-k1"), 1);
+    let recorded = handle.requests();
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(recorded[0].json(), Some(json!({"slot": "9am"})));
+    // The double still serves, and a retry under the same key finds the effect.
+    let retry = post(
+        &double,
+        "/bookings",
+        Some("crash-k1"),
+        &json!({"slot": "9am"}),
+    )
+    .await;
+    assert_eq!(retry.headers()[REPLAYED_HEADER], "true");
+    assert_eq!(handle.effect_count("crash-k1"), 1);
+    assert_eq!(
+        get_json(&double, "/operations/op_1").await["state"],
+        "committed"
+    );
+}

@@ -1,0 +1,602 @@
+//! Compensation through the host (`aip-runtime.md` §3.7): a `compensate` action is a new
+//! governed action, admitted only against a durable, committed target inside the window, routed
+//! to the compensating capability with the target's outcome in hand, run at most once per
+//! target, and settled `compensated` or `failed` with a receipt chain.
+
+use std::sync::{Arc, Mutex};
+
+use aip_connector::VerifiedTenant;
+use aip_connector::codes;
+use aip_connector::host::{Host, TransactionSelector, TrustedContext, compensation_transaction_of};
+use aip_connector::ids::{ActionId, TransactionId};
+use aip_connector::model::{
+    Action, ActionResult, ActionResultStatus, ActionTransaction, ConnectorOperation, Principal,
+    PrincipalKind, ProviderOperationRef, TransactionMode, TransactionProtocolStatus,
+    TransactionReceipt,
+};
+use aip_connector::prelude::*;
+use aip_connector::store::{ManualClock, MemoryStore};
+use serde_json::{Value, json};
+
+#[derive(Deserialize, JsonSchema)]
+struct Charge {
+    amount_cents: u64,
+    /// `"partial"`: the provider took the money but a later step failed; `"fail"`: nothing
+    /// happened.
+    #[serde(default)]
+    behaviour: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Charged {
+    charge_id: String,
+    amount_cents: u64,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct RefundRequest {
+    reason: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Refunded {
+    refunded_charge: Option<String>,
+    reason: String,
+}
+
+/// What the provider saw, in order.
+#[derive(Clone, Default)]
+struct Ledger(Arc<Mutex<Vec<String>>>);
+
+impl Ledger {
+    fn push(&self, entry: String) {
+        self.0.lock().unwrap().push(entry);
+    }
+    fn entries(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+    fn count(&self, prefix: &str) -> usize {
+        self.entries()
+            .iter()
+            .filter(|e| e.starts_with(prefix))
+            .count()
+    }
+}
+
+#[derive(Clone, Default)]
+struct Payments {
+    ledger: Ledger,
+}
+
+#[connector(id = "pay")]
+impl Payments {
+    /// Charge a card.
+    #[capability(
+        id = "cap:pay:charge",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+        transaction(modes = [execute, compensate, reconcile]),
+        compensation(supported, capability = "cap:pay:refund", window_ms = 60_000),
+        reconcile = Self::look_up,
+    )]
+    async fn charge(
+        &self,
+        charge: Charge,
+        key: IdempotencyKey,
+        _checkpoint: Checkpoint,
+    ) -> Result<Charged, ConnectorFailure> {
+        match charge.behaviour.as_str() {
+            "uncertain" => Err(ConnectorFailure::new(
+                "pay.reset",
+                "connection reset after the request was sent",
+                ErrorCategory::Temporary,
+                ConnectorOperation::Invocation,
+                "pay",
+            )
+            .with_uncertain_outcome()
+            .with_provider_operation(ProviderOperationRef {
+                provider: "cards".into(),
+                operation_id: format!("op-{}", key.as_str()),
+                request_id: None,
+            })),
+            "fail" => Err(ConnectorFailure::new(
+                "pay.declined",
+                "card declined",
+                ErrorCategory::Permanent,
+                ConnectorOperation::Invocation,
+                "pay",
+            )),
+            "partial" => {
+                self.ledger.push(format!("charge:{}", key.as_str()));
+                Err(ConnectorFailure::new(
+                    "pay.receipt_failed",
+                    "charged, but the receipt could not be issued",
+                    ErrorCategory::Permanent,
+                    ConnectorOperation::Invocation,
+                    "pay",
+                )
+                .with_committed_side_effects())
+            }
+            _ => {
+                self.ledger.push(format!("charge:{}", key.as_str()));
+                Ok(Charged {
+                    charge_id: format!("ch-{}", key.as_str()),
+                    amount_cents: charge.amount_cents,
+                })
+            }
+        }
+    }
+
+    /// The provider never saw uncertain charges.
+    async fn look_up(
+        &self,
+        _request: Reconciliation,
+    ) -> Result<ReconcileOutcome, ConnectorFailure> {
+        Ok(ReconcileOutcome::NotCommitted { evidence: None })
+    }
+
+    /// Refund a charge: the compensating capability.
+    #[capability(
+        id = "cap:pay:refund",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+    )]
+    async fn refund(
+        &self,
+        request: RefundRequest,
+        _key: IdempotencyKey,
+        compensation: Compensation,
+    ) -> Result<Refunded, ConnectorFailure> {
+        let charge = compensation
+            .output
+            .as_ref()
+            .and_then(|o| o.get("charge_id"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        self.ledger.push(format!(
+            "refund:{}:{}",
+            compensation.action_id,
+            charge.as_deref().unwrap_or("partial")
+        ));
+        Ok(Refunded {
+            refunded_charge: charge,
+            reason: request.reason,
+        })
+    }
+}
+
+/// The same capability, but compensation needs a human.
+#[derive(Clone, Default)]
+struct GuardedPayments;
+
+#[connector(id = "guarded")]
+impl GuardedPayments {
+    /// Charge a card.
+    #[capability(
+        id = "cap:guarded:charge",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+        transaction(modes = [execute, compensate]),
+        compensation(supported, capability = "cap:guarded:refund", requires_approval),
+    )]
+    async fn charge(
+        &self,
+        _charge: Charge,
+        key: IdempotencyKey,
+        _checkpoint: Checkpoint,
+    ) -> Result<Charged, ConnectorFailure> {
+        Ok(Charged {
+            charge_id: format!("ch-{}", key.as_str()),
+            amount_cents: 1,
+        })
+    }
+
+    /// Refund a charge.
+    #[capability(
+        id = "cap:guarded:refund",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+    )]
+    async fn refund(
+        &self,
+        request: RefundRequest,
+        _key: IdempotencyKey,
+        _compensation: Compensation,
+    ) -> Result<Refunded, ConnectorFailure> {
+        Ok(Refunded {
+            refunded_charge: None,
+            reason: request.reason,
+        })
+    }
+}
+
+fn caller_in(tenant: &str) -> TrustedContext {
+    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test").with_tenant(
+        VerifiedTenant {
+            id: tenant.into(),
+            system: None,
+        },
+    )
+}
+
+fn caller() -> TrustedContext {
+    caller_in("t1")
+}
+
+struct Fixture {
+    host: Host,
+    ledger: Ledger,
+    clock: Arc<ManualClock>,
+}
+
+fn fixture() -> Fixture {
+    let payments = Payments::default();
+    let ledger = payments.ledger.clone();
+    let clock = Arc::new(ManualClock::new());
+    let host = Host::builder()
+        .connector(payments)
+        .connector(GuardedPayments)
+        .store(Arc::new(MemoryStore::default()))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    Fixture {
+        host,
+        ledger,
+        clock,
+    }
+}
+
+/// Runs a charge in transaction mode `execute`.
+async fn charge(host: &Host, key: &str, behaviour: &str) -> (ActionId, ActionResult) {
+    let action = Action::new(
+        "cap:pay:charge",
+        json!({ "amount_cents": 1200, "behaviour": behaviour }),
+    )
+    .with_idempotency_key(key)
+    .with_transaction(ActionTransaction::new(TransactionMode::Execute));
+    let id = action.id.clone();
+    (id, host.invoke(action, &caller()).await)
+}
+
+fn compensate_action(capability: &str, target: &ActionId, key: &str) -> Action {
+    let mut transaction = ActionTransaction::new(TransactionMode::Compensate);
+    transaction.compensation_for = Some(target.clone());
+    Action::new(capability, json!({ "reason": "customer asked" }))
+        .with_idempotency_key(key)
+        .with_transaction(transaction)
+}
+
+fn error_code(result: &ActionResult) -> &str {
+    result
+        .error
+        .as_ref()
+        .map(|e| e.code.as_str())
+        .unwrap_or("<no error>")
+}
+
+#[tokio::test]
+async fn compensate_routes_to_the_compensating_capability_with_the_target_outcome() {
+    let f = fixture();
+    let (target, charged) = charge(&f.host, "c1", "").await;
+    assert_eq!(charged.status, ActionResultStatus::Completed, "{charged:?}");
+
+    let action = compensate_action("cap:pay:charge", &target, "r1");
+    let compensation_id = action.id.clone();
+    let result = f.host.invoke(action, &caller()).await;
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    assert_eq!(
+        result.output,
+        Some(json!({ "refunded_charge": "ch-c1", "reason": "customer asked" })),
+        "the refund handler read the charge's output through `Compensation`"
+    );
+    assert_eq!(
+        f.ledger.entries(),
+        vec!["charge:c1".to_owned(), format!("refund:{target}:ch-c1")]
+    );
+
+    let view = f
+        .host
+        .transaction(&TransactionSelector::Action(compensation_id), &caller())
+        .await
+        .unwrap()
+        .expect("the compensation has a durable record");
+    assert_eq!(view.status, TransactionProtocolStatus::Compensated);
+    assert_eq!(view.transaction_id, compensation_transaction_of(&target));
+    assert_eq!(view.transaction.compensation_for.as_ref(), Some(&target));
+    let kinds: Vec<&str> = view.receipts.iter().map(|r| r.kind.as_str()).collect();
+    assert_eq!(kinds, ["compensation_started", "compensated"]);
+    assert!(TransactionReceipt::chain_is_intact(&view.receipts));
+
+    // The target itself stays committed: compensation is a transaction of its own.
+    let target_view = f
+        .host
+        .transaction(&TransactionSelector::Action(target), &caller())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(target_view.status, TransactionProtocolStatus::Committed);
+}
+
+#[tokio::test]
+async fn each_action_is_compensated_at_most_once_even_when_compensations_race() {
+    let f = fixture();
+    let (target, _) = charge(&f.host, "c1", "").await;
+    let mut racing = Vec::new();
+    for n in 0..16 {
+        let host = f.host.clone();
+        let action = compensate_action("cap:pay:charge", &target, &format!("race-{n}"));
+        racing.push(tokio::spawn(
+            async move { host.invoke(action, &caller()).await },
+        ));
+    }
+    let mut completed = 0;
+    for task in racing {
+        let result = task.await.unwrap();
+        match result.status {
+            ActionResultStatus::Completed => completed += 1,
+            _ => assert_eq!(
+                error_code(&result),
+                codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED,
+                "{result:?}"
+            ),
+        }
+    }
+    assert_eq!(completed, 1);
+    assert_eq!(
+        f.ledger.count("refund:"),
+        1,
+        "exactly one refund reached the provider"
+    );
+
+    // A later, unrelated compensation of the same target is refused the same way.
+    let again = f
+        .host
+        .invoke(
+            compensate_action("cap:pay:charge", &target, "late"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(
+        error_code(&again),
+        codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED
+    );
+}
+
+#[tokio::test]
+async fn a_replayed_compensation_key_returns_the_first_result_without_running_again() {
+    let f = fixture();
+    let (target, _) = charge(&f.host, "c1", "").await;
+    let first = f
+        .host
+        .invoke(
+            compensate_action("cap:pay:charge", &target, "r1"),
+            &caller(),
+        )
+        .await;
+    let replay = f
+        .host
+        .invoke(
+            compensate_action("cap:pay:charge", &target, "r1"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(first.status, ActionResultStatus::Completed);
+    assert_eq!(
+        replay.output.as_ref().unwrap()["refunded_charge"],
+        first.output.as_ref().unwrap()["refunded_charge"]
+    );
+    assert_eq!(
+        replay.output.as_ref().unwrap()["idempotent_replay"],
+        true,
+        "{replay:?}"
+    );
+    assert_eq!(f.ledger.count("refund:"), 1);
+}
+
+#[tokio::test]
+async fn a_failure_with_committed_side_effects_can_be_compensated() {
+    let f = fixture();
+    let (target, charged) = charge(&f.host, "c1", "partial").await;
+    assert_eq!(charged.status, ActionResultStatus::Failed);
+    let result = f
+        .host
+        .invoke(
+            compensate_action("cap:pay:charge", &target, "r1"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    assert_eq!(
+        f.ledger.entries().last().unwrap(),
+        &format!("refund:{target}:partial")
+    );
+}
+
+#[tokio::test]
+async fn only_a_durably_completed_target_can_be_compensated() {
+    let f = fixture();
+    // Nothing happened: nothing to compensate.
+    let (declined, _) = charge(&f.host, "c1", "fail").await;
+    let result = f
+        .host
+        .invoke(
+            compensate_action("cap:pay:charge", &declined, "r1"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(
+        error_code(&result),
+        codes::TRANSACTION_COMPENSATION_TARGET_NOT_COMPLETED
+    );
+
+    // An action that never existed (or ran without a transaction block, which a `#[connector]`
+    // capability with a `Checkpoint` cannot): no durable record proves what it did.
+    let result = f
+        .host
+        .invoke(
+            compensate_action("cap:pay:charge", &ActionId::new(), "r3"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(
+        error_code(&result),
+        codes::TRANSACTION_COMPENSATION_TARGET_NOT_COMPLETED
+    );
+    assert_eq!(f.ledger.count("refund:"), 0);
+}
+
+#[tokio::test]
+async fn a_target_reconciled_as_not_committed_cannot_be_compensated() {
+    let f = fixture();
+    let (target, charged) = charge(&f.host, "c1", "uncertain").await;
+    assert_eq!(charged.status, ActionResultStatus::Failed);
+    let view = f
+        .host
+        .transaction(&TransactionSelector::Action(target.clone()), &caller())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(view.status, TransactionProtocolStatus::OutcomeUnknown);
+
+    let mut reconcile = ActionTransaction::new(TransactionMode::Reconcile);
+    reconcile.transaction_id = Some(view.transaction_id.clone());
+    let reconciled = f
+        .host
+        .invoke(
+            Action::new("cap:pay:charge", json!({ "amount_cents": 1200 }))
+                .with_idempotency_key("rec-1")
+                .with_transaction(reconcile),
+            &caller(),
+        )
+        .await;
+    assert_eq!(
+        reconciled.status,
+        ActionResultStatus::Completed,
+        "{reconciled:?}"
+    );
+
+    let result = f
+        .host
+        .invoke(
+            compensate_action("cap:pay:charge", &target, "r1"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(
+        error_code(&result),
+        codes::TRANSACTION_COMPENSATION_TARGET_NOT_COMMITTED,
+        "{result:?}"
+    );
+    assert_eq!(f.ledger.count("refund:"), 0);
+}
+
+#[tokio::test]
+async fn the_compensation_window_closes() {
+    let f = fixture();
+    let (target, _) = charge(&f.host, "c1", "").await;
+    f.clock.advance(60_001);
+    let result = f
+        .host
+        .invoke(
+            compensate_action("cap:pay:charge", &target, "r1"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(
+        error_code(&result),
+        codes::TRANSACTION_COMPENSATION_WINDOW_EXPIRED,
+        "{result:?}"
+    );
+    assert_eq!(f.ledger.count("refund:"), 0);
+}
+
+#[tokio::test]
+async fn another_tenant_cannot_compensate() {
+    let f = fixture();
+    let (target, _) = charge(&f.host, "c1", "").await;
+    let result = f
+        .host
+        .invoke(
+            compensate_action("cap:pay:charge", &target, "r1"),
+            &caller_in("t2"),
+        )
+        .await;
+    assert_eq!(error_code(&result), codes::AUTH_NOT_AUTHORIZED);
+    assert_eq!(f.ledger.count("refund:"), 0);
+    // Nor read the target's transaction.
+    assert!(
+        f.host
+            .transaction(&TransactionSelector::Action(target), &caller_in("t2"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn a_compensation_under_another_transaction_id_is_refused() {
+    let f = fixture();
+    let (target, _) = charge(&f.host, "c1", "").await;
+    let mut action = compensate_action("cap:pay:charge", &target, "r1");
+    action.transaction.as_mut().unwrap().transaction_id = Some(TransactionId::new());
+    let result = f.host.invoke(action, &caller()).await;
+    assert_eq!(
+        error_code(&result),
+        codes::TRANSACTION_COMPENSATION_TRANSACTION_MISMATCH
+    );
+    let expected = compensation_transaction_of(&target);
+    assert_eq!(
+        result.error.unwrap().details.unwrap()["expected_transaction_id"],
+        json!(expected)
+    );
+}
+
+#[tokio::test]
+async fn compensation_that_requires_approval_waits_for_a_human() {
+    let f = fixture();
+    let charge = Action::new("cap:guarded:charge", json!({ "amount_cents": 5 }))
+        .with_idempotency_key("g1")
+        .with_transaction(ActionTransaction::new(TransactionMode::Execute));
+    let target = charge.id.clone();
+    let charged = f.host.invoke(charge, &caller()).await;
+    assert_eq!(charged.status, ActionResultStatus::Completed, "{charged:?}");
+
+    let result = f
+        .host
+        .invoke(
+            compensate_action("cap:guarded:charge", &target, "r1"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(
+        result.status,
+        ActionResultStatus::PendingApproval,
+        "{result:?}"
+    );
+    assert_eq!(error_code(&result), codes::POLICY_HUMAN_APPROVAL_REQUIRED);
+}
+
+#[tokio::test]
+async fn the_compensation_extractor_is_refused_outside_a_compensate() {
+    let f = fixture();
+    let result = f
+        .host
+        .invoke(
+            Action::new("cap:pay:refund", json!({ "reason": "no target" }))
+                .with_idempotency_key("direct"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(result.status, ActionResultStatus::Failed);
+    assert_eq!(error_code(&result), codes::TRANSACTION_CONTEXT_MISSING);
+    assert_eq!(f.ledger.count("refund:"), 0);
+}
