@@ -3,6 +3,9 @@
 //! Deterministic fixtures for AIP connectors and, in later releases, the conformance suite that
 //! drives a connector through the real host.
 //!
+//! - [`conformance`]: the conformance suite — upstream's checks, the twelve behaviour scenarios
+//!   run through the real host and a provider double, a JSON report, and
+//!   [`conformance_tests!`] for one `#[test]` per check.
 //! - [`fixtures`]: principals, capabilities, contracts and manifests with fixed content.
 //! - [`provider_double`]: a real HTTP server on loopback that plays a provider — records
 //!   requests, counts effects per idempotency key, deduplicates (or not), injects faults and
@@ -10,6 +13,7 @@
 //! - [`snapshot`]: a committed JSON snapshot of a connector's manifest and a drift check that
 //!   classifies every change as breaking or compatible ([`assert_manifest_snapshot!`]).
 
+pub mod conformance;
 pub mod fixtures;
 pub mod provider_double;
 pub mod snapshot;

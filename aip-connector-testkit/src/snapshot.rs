@@ -31,8 +31,8 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use aip_connector::Connector;
 use aip_connector::model::Manifest;
+use aip_connector::{Connector, ConnectorDefinition};
 use serde_json::{Map, Value};
 
 pub use diff::{ChangeClass, ChangeKind, ManifestChange, SnapshotDiff, diff_manifests};
@@ -341,14 +341,34 @@ pub fn assert_connector_snapshot<C: Connector + ?Sized>(
     crate_dir: &Path,
     mode: SnapshotMode,
 ) {
-    let definition = connector.definition();
+    assert_definition_snapshot(connector.definition(), crate_dir, mode);
+}
+
+/// [`assert_manifest_snapshot_at`] for the manifest of `definition` at its
+/// [default path](default_snapshot_path) under `crate_dir`.
+#[track_caller]
+pub fn assert_definition_snapshot(
+    definition: &ConnectorDefinition,
+    crate_dir: &Path,
+    mode: SnapshotMode,
+) {
     let path = default_snapshot_path(crate_dir, &definition.id);
     assert_manifest_snapshot_at(&definition.manifest(), &path, mode);
 }
 
-/// The manifest `connector` publishes (what the snapshot records).
-pub fn connector_manifest<C: Connector + ?Sized>(connector: &C) -> Manifest {
-    connector.definition().manifest()
+/// How [`assert_manifest_snapshot!`](crate::assert_manifest_snapshot) reaches a connector's
+/// definition: by method call, so a connector, a reference to one, an `Arc` or a `Box` all
+/// work. Not meant to be used directly.
+#[doc(hidden)]
+pub trait DefinitionSource {
+    /// The connector's definition.
+    fn aip_snapshot_definition(&self) -> &ConnectorDefinition;
+}
+
+impl<C: Connector + ?Sized> DefinitionSource for C {
+    fn aip_snapshot_definition(&self) -> &ConnectorDefinition {
+        self.definition()
+    }
 }
 
 /// Writes through a temporary file in the same folder, so an interrupted run never leaves a
@@ -384,8 +404,8 @@ fn write_snapshot(path: &Path, text: &str) -> Result<(), SnapshotError> {
 /// - `assert_manifest_snapshot!(manifest = manifest_value, path = "...")` checks a
 ///   [`Manifest`](aip_connector::model::Manifest) built some other way.
 ///
-/// `connector` is any value implementing [`Connector`](aip_connector::Connector) (what
-/// `#[connector]` generates), taken by reference. The calling crate's root is captured with
+/// `connector` is a value implementing [`Connector`](aip_connector::Connector) (what
+/// `#[connector]` generates), or a reference, `Arc` or `Box` of one; it is only borrowed. The calling crate's root is captured with
 /// `env!("CARGO_MANIFEST_DIR")` at the call site. With `AIP_UPDATE_SNAPSHOTS=1` the snapshot is
 /// written instead of checked ([`SnapshotMode::from_env`]).
 #[macro_export]
@@ -397,18 +417,20 @@ macro_rules! assert_manifest_snapshot {
             $crate::snapshot::SnapshotMode::from_env(),
         )
     };
-    ($connector:expr, path = $path:expr $(,)?) => {
+    ($connector:expr, path = $path:expr $(,)?) => {{
+        use $crate::snapshot::DefinitionSource as _;
         $crate::snapshot::assert_manifest_snapshot_at(
-            &$crate::snapshot::connector_manifest(&$connector),
+            &($connector).aip_snapshot_definition().manifest(),
             &::std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join($path),
             $crate::snapshot::SnapshotMode::from_env(),
         )
-    };
-    ($connector:expr $(,)?) => {
-        $crate::snapshot::assert_connector_snapshot(
-            &$connector,
+    }};
+    ($connector:expr $(,)?) => {{
+        use $crate::snapshot::DefinitionSource as _;
+        $crate::snapshot::assert_definition_snapshot(
+            ($connector).aip_snapshot_definition(),
             ::std::path::Path::new(env!("CARGO_MANIFEST_DIR")),
             $crate::snapshot::SnapshotMode::from_env(),
         )
-    };
+    }};
 }

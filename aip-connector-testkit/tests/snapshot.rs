@@ -28,12 +28,16 @@ const PAY: usize = 2;
 /// and its refund.
 fn base() -> Value {
     let mut manifest = fixtures::manifest();
-    manifest.capabilities.push(fixtures::seed_booking_capability());
-    manifest.capabilities.push(fixtures::governed_financial_capability(
-        "cap:test:pay",
-        "Pay",
-        "cap:test:refund",
-    ));
+    manifest
+        .capabilities
+        .push(fixtures::seed_booking_capability());
+    manifest
+        .capabilities
+        .push(fixtures::governed_financial_capability(
+            "cap:test:pay",
+            "Pay",
+            "cap:test:refund",
+        ));
     manifest
         .capabilities
         .push(fixtures::enterprise_capability("cap:test:refund", "Refund"));
@@ -53,14 +57,14 @@ fn diff_after(edit: impl FnOnce(&mut Value)) -> SnapshotDiff {
 }
 
 fn kinds(diff: &SnapshotDiff) -> Vec<(ChangeKind, ChangeClass)> {
-    diff.changes().iter().map(|change| (change.kind, change.class)).collect()
+    diff.changes()
+        .iter()
+        .map(|change| (change.kind, change.class))
+        .collect()
 }
 
 /// The diff from [`base`] changed by `before` to that changed further by `after`.
-fn diff_between(
-    before: impl FnOnce(&mut Value),
-    after: impl FnOnce(&mut Value),
-) -> SnapshotDiff {
+fn diff_between(before: impl FnOnce(&mut Value), after: impl FnOnce(&mut Value)) -> SnapshotDiff {
     let mut old = base();
     before(&mut old);
     let mut new = old.clone();
@@ -70,7 +74,10 @@ fn diff_between(
 
 /// Asserts that `edit` produces exactly `expected` (kind, class) pairs, in order.
 #[track_caller]
-fn assert_changes(edit: impl FnOnce(&mut Value), expected: &[(ChangeKind, ChangeClass)]) -> SnapshotDiff {
+fn assert_changes(
+    edit: impl FnOnce(&mut Value),
+    expected: &[(ChangeKind, ChangeClass)],
+) -> SnapshotDiff {
     let diff = diff_after(edit);
     assert_eq!(kinds(&diff), expected, "{diff}");
     diff
@@ -104,7 +111,10 @@ fn a_new_capability_is_compatible() {
         },
         &[(ChangeKind::CapabilityAdded, Compatible)],
     );
-    assert_eq!(diff.changes()[0].capability.as_ref().unwrap().as_str(), "cap:test:echo2");
+    assert_eq!(
+        diff.changes()[0].capability.as_ref().unwrap().as_str(),
+        "cap:test:echo2"
+    );
 }
 
 #[test]
@@ -199,7 +209,10 @@ fn a_contract_added_or_removed_is_breaking() {
     );
     assert_changes(
         |m| {
-            capability(m, BOOKING).as_object_mut().unwrap().remove("contract");
+            capability(m, BOOKING)
+                .as_object_mut()
+                .unwrap()
+                .remove("contract");
         },
         &[(ChangeKind::ContractRemoved, Breaking)],
     );
@@ -246,11 +259,23 @@ fn a_newly_required_key_is_breaking_but_optional_support_is_compatible() {
         move |m: &mut Value| contract(m, BOOKING)["idempotency"]["requirement"] = json!(value)
     };
     let diff = diff_between(requirement("optional"), requirement("required"));
-    assert_eq!(kinds(&diff), [(ChangeKind::IdempotencyStrengthened, Breaking)], "{diff}");
-    assert!(diff.changes()[0].detail.contains("callers that send none are refused"));
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::IdempotencyStrengthened, Breaking)],
+        "{diff}"
+    );
+    assert!(
+        diff.changes()[0]
+            .detail
+            .contains("callers that send none are refused")
+    );
 
     let diff = diff_between(requirement("unsupported"), requirement("optional"));
-    assert_eq!(kinds(&diff), [(ChangeKind::IdempotencyStrengthened, Compatible)], "{diff}");
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::IdempotencyStrengthened, Compatible)],
+        "{diff}"
+    );
 }
 
 #[test]
@@ -283,7 +308,10 @@ fn key_retention_shorter_is_breaking_longer_compatible() {
     );
     assert_changes(
         |m| {
-            contract(m, BOOKING)["idempotency"].as_object_mut().unwrap().remove("ttl_ms");
+            contract(m, BOOKING)["idempotency"]
+                .as_object_mut()
+                .unwrap()
+                .remove("ttl_ms");
         },
         &[(ChangeKind::IdempotencyChanged, Breaking)],
     );
@@ -348,11 +376,17 @@ fn data_contract_changes_are_breaking_in_both_directions() {
 #[test]
 fn credential_policy_changes_are_breaking() {
     assert_changes(
-        |m| contract(m, PAY)["credentials"]["required_scopes"] = json!(["financial:write", "financial:read"]),
+        |m| {
+            contract(m, PAY)["credentials"]["required_scopes"] =
+                json!(["financial:write", "financial:read"])
+        },
         &[(ChangeKind::CredentialsChanged, Breaking)],
     );
     assert_changes(
-        |m| contract(m, BOOKING)["credentials"] = json!({"required": true, "allow_oauth_refresh": false}),
+        |m| {
+            contract(m, BOOKING)["credentials"] =
+                json!({"required": true, "allow_oauth_refresh": false})
+        },
         &[(ChangeKind::CredentialsChanged, Breaking)],
     );
 }
@@ -385,21 +419,36 @@ fn approval_no_longer_required_is_weaker() {
 
 #[test]
 fn fewer_approvers_or_less_evidence_is_weaker() {
-    let strict = |m: &mut Value| contract(m, PAY)["approval"]["minimum_distinct_principals"] = json!(2);
+    let strict =
+        |m: &mut Value| contract(m, PAY)["approval"]["minimum_distinct_principals"] = json!(2);
     let diff = {
         let mut old = base();
         strict(&mut old);
         diff_manifests(&manifest(old), &manifest(base()))
     };
-    assert_eq!(kinds(&diff), [(ChangeKind::ApprovalWeakened, Breaking)], "{diff}");
-    assert!(diff.changes()[0].detail.contains("fewer distinct approvers"));
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::ApprovalWeakened, Breaking)],
+        "{diff}"
+    );
+    assert!(
+        diff.changes()[0]
+            .detail
+            .contains("fewer distinct approvers")
+    );
 
     assert_changes(
-        |m| contract(m, PAY)["approval"]["evidence_requirements"] = json!(["reason", "input_snapshot"]),
+        |m| {
+            contract(m, PAY)["approval"]["evidence_requirements"] =
+                json!(["reason", "input_snapshot"])
+        },
         &[(ChangeKind::ApprovalWeakened, Breaking)],
     );
     assert_changes(
-        |m| contract(m, PAY)["approval"]["separation_of_duties"]["allow_self_approval"] = json!(true),
+        |m| {
+            contract(m, PAY)["approval"]["separation_of_duties"]["allow_self_approval"] =
+                json!(true)
+        },
         &[(ChangeKind::ApprovalWeakened, Breaking)],
     );
 }
@@ -407,7 +456,10 @@ fn fewer_approvers_or_less_evidence_is_weaker() {
 #[test]
 fn stricter_approval_is_breaking_too() {
     assert_changes(
-        |m| contract(m, BOOKING)["approval"] = json!({"required": true, "approver_selector": {"type": "tenant_policy"}}),
+        |m| {
+            contract(m, BOOKING)["approval"] =
+                json!({"required": true, "approver_selector": {"type": "tenant_policy"}})
+        },
         &[(ChangeKind::ApprovalStrengthened, Breaking)],
     );
     assert_changes(
@@ -437,13 +489,35 @@ fn a_higher_auto_approval_limit_is_weaker() {
         contract(&mut manifest, PAY)["approval"]["rule"] = rule(limit, quorum);
         manifest
     };
-    let diff = diff_manifests(&manifest(with_rule(1_000, 2)), &manifest(with_rule(50_000, 2)));
-    assert_eq!(kinds(&diff), [(ChangeKind::ApprovalWeakened, Breaking)], "{diff}");
-    assert!(diff.changes()[0].detail.contains("higher auto-approval limit"), "{diff}");
-    assert_eq!(diff.changes()[0].path, "/contract/approval/rule/rules/1/max_value");
+    let diff = diff_manifests(
+        &manifest(with_rule(1_000, 2)),
+        &manifest(with_rule(50_000, 2)),
+    );
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::ApprovalWeakened, Breaking)],
+        "{diff}"
+    );
+    assert!(
+        diff.changes()[0]
+            .detail
+            .contains("higher auto-approval limit"),
+        "{diff}"
+    );
+    assert_eq!(
+        diff.changes()[0].path,
+        "/contract/approval/rule/rules/1/max_value"
+    );
 
-    let diff = diff_manifests(&manifest(with_rule(1_000, 2)), &manifest(with_rule(1_000, 1)));
-    assert_eq!(kinds(&diff), [(ChangeKind::ApprovalWeakened, Breaking)], "{diff}");
+    let diff = diff_manifests(
+        &manifest(with_rule(1_000, 2)),
+        &manifest(with_rule(1_000, 1)),
+    );
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::ApprovalWeakened, Breaking)],
+        "{diff}"
+    );
     assert!(diff.changes()[0].detail.contains("quorum 2 → 1"), "{diff}");
 }
 
@@ -480,16 +554,37 @@ fn service_level_expectations_are_compatible_a_shorter_timeout_breaking() {
 #[test]
 fn transaction_modes_removed_are_breaking_added_compatible() {
     assert_changes(
-        |m| contract(m, PAY)["transaction"]["supported_modes"] = json!(["execute", "dry_run", "plan", "commit"]),
+        |m| {
+            contract(m, PAY)["transaction"]["supported_modes"] =
+                json!(["execute", "dry_run", "plan", "commit"])
+        },
         &[(ChangeKind::TransactionModeRemoved, Breaking)],
     );
     assert_changes(
-        |m| contract(m, PAY)["transaction"]["supported_modes"] = json!(["execute", "dry_run", "plan", "commit", "compensate", "reconcile"]),
+        |m| {
+            contract(m, PAY)["transaction"]["supported_modes"] = json!([
+                "execute",
+                "dry_run",
+                "plan",
+                "commit",
+                "compensate",
+                "reconcile"
+            ])
+        },
         &[(ChangeKind::TransactionModeAdded, Compatible)],
     );
     // Declaring that rollback is impossible is the opposite of an addition.
     assert_changes(
-        |m| contract(m, PAY)["transaction"]["supported_modes"] = json!(["execute", "dry_run", "plan", "commit", "compensate", "rollback_not_supported"]),
+        |m| {
+            contract(m, PAY)["transaction"]["supported_modes"] = json!([
+                "execute",
+                "dry_run",
+                "plan",
+                "commit",
+                "compensate",
+                "rollback_not_supported"
+            ])
+        },
         &[(ChangeKind::TransactionModeAdded, Breaking)],
     );
     assert_changes(
@@ -507,7 +602,10 @@ fn transaction_modes_removed_are_breaking_added_compatible() {
     );
     assert_changes(
         |m| {
-            contract(m, PAY).as_object_mut().unwrap().remove("transaction");
+            contract(m, PAY)
+                .as_object_mut()
+                .unwrap()
+                .remove("transaction");
         },
         &[(ChangeKind::TransactionModeRemoved, Breaking); 5],
     );
@@ -583,7 +681,10 @@ fn a_new_optional_input_property_is_compatible() {
 fn a_removed_input_property_is_breaking() {
     assert_changes(
         |m| {
-            booking_input(m)["properties"].as_object_mut().unwrap().remove("starts_at");
+            booking_input(m)["properties"]
+                .as_object_mut()
+                .unwrap()
+                .remove("starts_at");
             booking_input(m)["required"] = json!([]);
         },
         &[(ChangeKind::InputPropertyRemoved, Breaking)],
@@ -592,15 +693,24 @@ fn a_removed_input_property_is_breaking() {
 
 #[test]
 fn input_requiredness() {
-    let with_optional_note = |m: &mut Value| booking_input(m)["properties"]["note"] = json!({"type": "string"});
+    let with_optional_note =
+        |m: &mut Value| booking_input(m)["properties"]["note"] = json!({"type": "string"});
     let mut old = base();
     with_optional_note(&mut old);
     let mut new = old.clone();
     booking_input(&mut new)["required"] = json!(["starts_at", "note"]);
     let diff = diff_manifests(&manifest(old.clone()), &manifest(new.clone()));
-    assert_eq!(kinds(&diff), [(ChangeKind::InputSchemaNarrowed, Breaking)], "{diff}");
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::InputSchemaNarrowed, Breaking)],
+        "{diff}"
+    );
     let diff = diff_manifests(&manifest(new), &manifest(old));
-    assert_eq!(kinds(&diff), [(ChangeKind::InputSchemaWidened, Compatible)], "{diff}");
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::InputSchemaWidened, Compatible)],
+        "{diff}"
+    );
 }
 
 #[test]
@@ -621,8 +731,15 @@ fn tightened_input_types_and_enums_are_breaking_loosened_compatible() {
         ],
         "{diff}"
     );
-    assert!(diff.to_string().contains("enum values removed: null"), "{diff}");
-    assert!(diff.to_string().contains("type narrowed: string | null → string"), "{diff}");
+    assert!(
+        diff.to_string().contains("enum values removed: null"),
+        "{diff}"
+    );
+    assert!(
+        diff.to_string()
+            .contains("type narrowed: string | null → string"),
+        "{diff}"
+    );
     let diff = diff_between(tight, loose);
     assert_eq!(
         kinds(&diff),
@@ -636,7 +753,10 @@ fn tightened_input_types_and_enums_are_breaking_loosened_compatible() {
         |m| booking_input(m)["properties"]["starts_at"]["maxLength"] = json!(64),
         &[(ChangeKind::InputSchemaNarrowed, Breaking)],
     );
-    assert!(diff.changes()[0].detail.contains("`maxLength` 64 added"), "{diff}");
+    assert!(
+        diff.changes()[0].detail.contains("`maxLength` 64 added"),
+        "{diff}"
+    );
 }
 
 #[test]
@@ -665,12 +785,26 @@ fn integer_to_number_widens_and_bounds_move_both_ways() {
 #[test]
 fn closing_an_input_schema_is_breaking() {
     let mut open = base();
-    booking_input(&mut open).as_object_mut().unwrap().remove("additionalProperties");
+    booking_input(&mut open)
+        .as_object_mut()
+        .unwrap()
+        .remove("additionalProperties");
     let diff = diff_manifests(&manifest(open.clone()), &manifest(base()));
-    assert_eq!(kinds(&diff), [(ChangeKind::InputSchemaNarrowed, Breaking)], "{diff}");
-    assert!(diff.to_string().contains("undeclared properties are no longer allowed"));
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::InputSchemaNarrowed, Breaking)],
+        "{diff}"
+    );
+    assert!(
+        diff.to_string()
+            .contains("undeclared properties are no longer allowed")
+    );
     let diff = diff_manifests(&manifest(base()), &manifest(open));
-    assert_eq!(kinds(&diff), [(ChangeKind::InputSchemaWidened, Compatible)], "{diff}");
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::InputSchemaWidened, Compatible)],
+        "{diff}"
+    );
 }
 
 #[test]
@@ -690,7 +824,11 @@ fn input_annotations_are_documentation_but_a_new_default_is_breaking() {
     let mut new = old.clone();
     booking_input(&mut new)["properties"]["note"]["default"] = json!("none");
     let diff = diff_manifests(&manifest(old), &manifest(new));
-    assert_eq!(kinds(&diff), [(ChangeKind::InputSchemaChanged, Breaking)], "{diff}");
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::InputSchemaChanged, Breaking)],
+        "{diff}"
+    );
 }
 
 #[test]
@@ -699,15 +837,133 @@ fn an_unknown_input_keyword_is_breaking() {
         |m| booking_input(m)["x-vendor-rule"] = json!({"strict": true}),
         &[(ChangeKind::InputSchemaChanged, Breaking)],
     );
-    assert!(diff.changes()[0].detail.contains("not classified"), "{diff}");
+    assert!(
+        diff.changes()[0].detail.contains("not classified"),
+        "{diff}"
+    );
 }
 
 #[test]
-fn an_unreferenced_definition_is_reported_unclassified() {
-    // Nothing validates against it, but the check does not pretend to know that.
+fn renamed_or_unused_definitions_are_no_change() {
+    let referenced = |name: &'static str| {
+        move |m: &mut Value| {
+            let input = booking_input(m);
+            input["$defs"] = json!({ name: {"type": "string", "format": "date-time"} });
+            input["properties"]["starts_at"] = json!({"$ref": format!("#/$defs/{name}")});
+        }
+    };
+    let diff = diff_between(referenced("Instant"), referenced("Timestamp"));
+    assert!(diff.is_empty(), "{diff}");
     assert_changes(
         |m| booking_input(m)["$defs"] = json!({"Unused": {"type": "string"}}),
-        &[(ChangeKind::InputSchemaChanged, Breaking)],
+        &[],
+    );
+    // The same rename with a tightened definition is still seen through the reference.
+    let diff = diff_between(referenced("Instant"), |m| {
+        referenced("Timestamp")(m);
+        booking_input(m)["$defs"]["Timestamp"]["maxLength"] = json!(40);
+    });
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::InputSchemaNarrowed, Breaking)],
+        "{diff}"
+    );
+}
+
+#[test]
+fn a_renamed_recursive_definition_is_no_change() {
+    let recursive = |name: &'static str| {
+        move |m: &mut Value| {
+            let input = booking_input(m);
+            input["$defs"] = json!({ name: {
+                "type": "object",
+                "properties": {"child": {"$ref": format!("#/$defs/{name}")}},
+            }});
+            input["properties"]["tree"] = json!({"$ref": format!("#/$defs/{name}")});
+        }
+    };
+    let diff = diff_between(recursive("Node"), recursive("Tree"));
+    assert!(diff.is_empty(), "{diff}");
+    let diff = diff_between(recursive("Node"), |m| {
+        recursive("Tree")(m);
+        booking_input(m)["$defs"]["Tree"]["required"] = json!(["child"]);
+    });
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::InputSchemaNarrowed, Breaking)],
+        "{diff}"
+    );
+}
+
+#[test]
+fn a_schema_difference_the_comparison_cannot_read_is_breaking() {
+    // `required` must be an array; the comparison reads neither value, the safety net still
+    // sees that they differ.
+    let diff = diff_between(
+        |m| booking_input(m)["required"] = json!("starts_at"),
+        |m| booking_input(m)["required"] = json!("ends_at"),
+    );
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::InputSchemaChanged, Breaking)],
+        "{diff}"
+    );
+    assert!(
+        diff.changes()[0].detail.contains("does not classify"),
+        "{diff}"
+    );
+}
+
+#[test]
+fn documenting_enum_variants_is_documentation() {
+    // schemars renders a plain enum as `enum` and one with documented variants as a `oneOf`
+    // of constants: the same closed set of values.
+    let plain = |m: &mut Value| {
+        booking_input(m)["properties"]["room"] = json!({"type": "string", "enum": ["a", "b"]});
+    };
+    let documented = |values: &[&str]| {
+        let branches: Vec<Value> = values
+            .iter()
+            .map(|value| json!({"type": "string", "const": value, "description": format!("Room {value}.")}))
+            .collect();
+        move |m: &mut Value| booking_input(m)["properties"]["room"] = json!({"oneOf": branches})
+    };
+    let diff = diff_between(plain, documented(&["a", "b"]));
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::Documentation, Compatible)],
+        "{diff}"
+    );
+    let diff = diff_between(plain, documented(&["a", "b", "c"]));
+    assert_eq!(
+        kinds(&diff),
+        [
+            (ChangeKind::Documentation, Compatible),
+            (ChangeKind::InputSchemaWidened, Compatible)
+        ],
+        "{diff}"
+    );
+    let diff = diff_between(plain, documented(&["a"]));
+    assert_eq!(
+        kinds(&diff),
+        [
+            (ChangeKind::Documentation, Compatible),
+            (ChangeKind::InputSchemaNarrowed, Breaking)
+        ],
+        "{diff}"
+    );
+    // Overlapping `oneOf` branches are not a set of values: any change inside is breaking.
+    let overlapping = |extra: Value| {
+        move |m: &mut Value| {
+            booking_input(m)["properties"]["room"] =
+                json!({"oneOf": [{"type": "string"}, {"type": "string", "maxLength": extra}]});
+        }
+    };
+    let diff = diff_between(overlapping(json!(4)), overlapping(json!(8)));
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::InputSchemaChanged, Breaking)],
+        "{diff}"
     );
 }
 
@@ -717,7 +973,10 @@ fn an_unreferenced_definition_is_reported_unclassified() {
 fn a_removed_output_property_is_breaking() {
     assert_changes(
         |m| {
-            booking_output(m)["properties"].as_object_mut().unwrap().remove("booking_id");
+            booking_output(m)["properties"]
+                .as_object_mut()
+                .unwrap()
+                .remove("booking_id");
             booking_output(m)["required"] = json!([]);
         },
         &[(ChangeKind::OutputPropertyRemoved, Breaking)],
@@ -727,11 +986,18 @@ fn a_removed_output_property_is_breaking() {
 #[test]
 fn a_new_output_property_is_compatible_unless_the_old_schema_was_closed() {
     let mut open = base();
-    booking_output(&mut open).as_object_mut().unwrap().remove("additionalProperties");
+    booking_output(&mut open)
+        .as_object_mut()
+        .unwrap()
+        .remove("additionalProperties");
     let mut open_with_status = open.clone();
     booking_output(&mut open_with_status)["properties"]["status"] = json!({"type": "string"});
     let diff = diff_manifests(&manifest(open), &manifest(open_with_status));
-    assert_eq!(kinds(&diff), [(ChangeKind::OutputPropertyAdded, Compatible)], "{diff}");
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::OutputPropertyAdded, Compatible)],
+        "{diff}"
+    );
 
     // The seed's output schema is closed: a client validating against it rejects `status`.
     let diff = assert_changes(
@@ -757,7 +1023,10 @@ fn a_widened_output_is_breaking_a_narrowed_one_compatible() {
     );
     assert_changes(
         |m| {
-            capability(m, BOOKING).as_object_mut().unwrap().remove("output_schema");
+            capability(m, BOOKING)
+                .as_object_mut()
+                .unwrap()
+                .remove("output_schema");
         },
         &[(ChangeKind::OutputSchemaWidened, Breaking)],
     );
@@ -778,22 +1047,36 @@ fn profiles_added_are_compatible_removed_breaking() {
     let mut two = base();
     two["profiles"] = json!(["aip.native.http.v1", "aip.mcp.compat.v1"]);
     let diff = diff_manifests(&manifest(two), &manifest(base()));
-    assert_eq!(kinds(&diff), [(ChangeKind::ProfileRemoved, Breaking)], "{diff}");
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::ProfileRemoved, Breaking)],
+        "{diff}"
+    );
 }
 
 #[test]
 fn a_changed_projected_operation_name_is_breaking() {
     let diff = assert_changes(
-        |m| capability(m, 0)["bindings"] = json!([{"profile": "aip.native.http.v1", "tool_name": "echo"}]),
+        |m| {
+            capability(m, 0)["bindings"] =
+                json!([{"profile": "aip.native.http.v1", "tool_name": "echo"}])
+        },
         &[
             (ChangeKind::BindingAdded, Compatible),
             (ChangeKind::BindingChanged, Breaking),
         ],
     );
-    assert!(diff.to_string().contains("`cap.test.echo` → `echo`") || diff.to_string().contains("→ `echo`"), "{diff}");
+    assert!(
+        diff.to_string().contains("`cap.test.echo` → `echo`")
+            || diff.to_string().contains("→ `echo`"),
+        "{diff}"
+    );
     // A binding that projects the same name is only an addition.
     assert_changes(
-        |m| capability(m, 0)["bindings"] = json!([{"profile": "aip.mcp.compat.v1", "tool_name": "echo"}]),
+        |m| {
+            capability(m, 0)["bindings"] =
+                json!([{"profile": "aip.mcp.compat.v1", "tool_name": "echo"}])
+        },
         &[(ChangeKind::BindingAdded, Compatible)],
     );
 }
@@ -810,11 +1093,19 @@ fn waivers_added_are_breaking_removed_compatible_and_metadata_compatible() {
     let mut waived = base();
     waived["governance"] = waiver.clone();
     let diff = diff_manifests(&manifest(waived.clone()), &manifest(base()));
-    assert_eq!(kinds(&diff), [(ChangeKind::WaiverRemoved, Compatible)], "{diff}");
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::WaiverRemoved, Compatible)],
+        "{diff}"
+    );
     let mut reasoned = waived.clone();
     reasoned["governance"]["contract_waivers"][0]["reason"] = json!("a better reason");
     let diff = diff_manifests(&manifest(waived), &manifest(reasoned));
-    assert_eq!(kinds(&diff), [(ChangeKind::Documentation, Compatible)], "{diff}");
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::Documentation, Compatible)],
+        "{diff}"
+    );
 
     assert_changes(
         |m| {
@@ -822,7 +1113,10 @@ fn waivers_added_are_breaking_removed_compatible_and_metadata_compatible() {
                 "cap:test:echo": {"tags": ["demo"], "examples": [{"text": "hi"}]},
             }}});
         },
-        &[(ChangeKind::Metadata, Compatible), (ChangeKind::Metadata, Compatible)],
+        &[
+            (ChangeKind::Metadata, Compatible),
+            (ChangeKind::Metadata, Compatible),
+        ],
     );
 }
 
@@ -839,9 +1133,18 @@ fn free_form_sections_are_breaking_except_new_compatibility_entries() {
     let diff = diff_manifests(&manifest(with_endpoint), &manifest(moved));
     assert_eq!(kinds(&diff), [(ChangeKind::Other, Breaking)], "{diff}");
 
-    assert_changes(|m| m["security"] = json!({"signatures": "required"}), &[(ChangeKind::Other, Breaking)]);
-    assert_changes(|m| m["limits"] = json!({"max_input_bytes": 1024}), &[(ChangeKind::Other, Breaking)]);
-    assert_changes(|m| m["extensions"] = json!({"vendor": {"x": 1}}), &[(ChangeKind::Other, Breaking)]);
+    assert_changes(
+        |m| m["security"] = json!({"signatures": "required"}),
+        &[(ChangeKind::Other, Breaking)],
+    );
+    assert_changes(
+        |m| m["limits"] = json!({"max_input_bytes": 1024}),
+        &[(ChangeKind::Other, Breaking)],
+    );
+    assert_changes(
+        |m| m["extensions"] = json!({"vendor": {"x": 1}}),
+        &[(ChangeKind::Other, Breaking)],
+    );
     assert_changes(
         |m| capability(m, 0)["cost"] = json!({"per_call_usd": 0.01}),
         &[(ChangeKind::Other, Breaking)],
@@ -867,15 +1170,26 @@ fn the_agent_identity_is_breaking_its_display_name_documentation() {
 #[test]
 fn resources_and_channels_by_key() {
     let resource = json!({"id": "res:calendar", "name": "Calendar"});
-    assert_changes(|m| m["resources"] = json!([resource.clone()]), &[(ChangeKind::ResourceAdded, Compatible)]);
+    assert_changes(
+        |m| m["resources"] = json!([resource.clone()]),
+        &[(ChangeKind::ResourceAdded, Compatible)],
+    );
     let mut with_resource = base();
     with_resource["resources"] = json!([resource]);
     let mut renamed = with_resource.clone();
     renamed["resources"][0]["name"] = json!("Team calendar");
     let diff = diff_manifests(&manifest(with_resource.clone()), &manifest(renamed));
-    assert_eq!(kinds(&diff), [(ChangeKind::ResourceChanged, Breaking)], "{diff}");
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::ResourceChanged, Breaking)],
+        "{diff}"
+    );
     let diff = diff_manifests(&manifest(with_resource), &manifest(base()));
-    assert_eq!(kinds(&diff), [(ChangeKind::ResourceRemoved, Breaking)], "{diff}");
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::ResourceRemoved, Breaking)],
+        "{diff}"
+    );
     assert_changes(
         |m| m["channels"] = json!([{"id": "chan:alerts"}]),
         &[(ChangeKind::ChannelAdded, Compatible)],
@@ -906,7 +1220,10 @@ fn the_diff_lists_breaking_changes_first_with_a_summary() {
     assert_eq!(json["breaking"], json!(true));
     assert_eq!(json["changes"][0]["kind"], json!("side_effect_added"));
     assert_eq!(json["changes"][0]["class"], json!("breaking"));
-    assert_eq!(json["changes"][0]["capability"], json!("cap:calendar:booking:create"));
+    assert_eq!(
+        json["changes"][0]["capability"],
+        json!("cap:calendar:booking:create")
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -919,7 +1236,7 @@ mod v1 {
     /// A colour.
     #[derive(Deserialize, Serialize, JsonSchema)]
     #[serde(rename_all = "snake_case")]
-    pub enum Colour {
+    pub(super) enum Colour {
         /// Red.
         Red,
         /// Green.
@@ -928,23 +1245,23 @@ mod v1 {
 
     /// Where to paint.
     #[derive(Deserialize, JsonSchema)]
-    pub struct Wall {
-        pub room: String,
+    pub(super) struct Wall {
+        pub(super) room: String,
     }
 
     #[derive(Deserialize, JsonSchema)]
-    pub struct Paint {
-        pub colour: Colour,
-        pub wall: Option<Wall>,
-        pub walls: Vec<Wall>,
+    pub(super) struct Paint {
+        pub(super) colour: Colour,
+        pub(super) wall: Option<Wall>,
+        pub(super) walls: Vec<Wall>,
     }
 
     #[derive(Serialize, JsonSchema)]
-    pub struct Painted {
-        pub colour: Colour,
+    pub(super) struct Painted {
+        pub(super) colour: Colour,
     }
 
-    pub struct Palette;
+    pub(super) struct Palette;
 
     #[connector(id = "palette")]
     impl Palette {
@@ -952,7 +1269,9 @@ mod v1 {
         #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
         async fn paint(&self, input: Paint) -> Result<Painted, ConnectorFailure> {
             let _ = (input.wall.map(|wall| wall.room), input.walls.len());
-            Ok(Painted { colour: input.colour })
+            Ok(Painted {
+                colour: input.colour,
+            })
         }
     }
 }
@@ -964,7 +1283,7 @@ mod v2 {
     /// A colour.
     #[derive(Deserialize, Serialize, JsonSchema)]
     #[serde(rename_all = "snake_case")]
-    pub enum Colour {
+    pub(super) enum Colour {
         /// Red.
         Red,
         /// Green.
@@ -975,32 +1294,37 @@ mod v2 {
 
     /// Where to paint.
     #[derive(Deserialize, JsonSchema)]
-    pub struct Wall {
-        pub room: String,
-        pub side: String,
+    pub(super) struct Wall {
+        pub(super) room: String,
+        pub(super) side: String,
     }
 
     #[derive(Deserialize, JsonSchema)]
-    pub struct Paint {
-        pub colour: Colour,
-        pub wall: Option<Wall>,
-        pub walls: Vec<Wall>,
+    pub(super) struct Paint {
+        pub(super) colour: Colour,
+        pub(super) wall: Option<Wall>,
+        pub(super) walls: Vec<Wall>,
     }
 
     #[derive(Serialize, JsonSchema)]
-    pub struct Painted {
-        pub colour: Colour,
+    pub(super) struct Painted {
+        pub(super) colour: Colour,
     }
 
-    pub struct Palette;
+    pub(super) struct Palette;
 
     #[connector(id = "palette")]
     impl Palette {
         /// Paints walls.
         #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
         async fn paint(&self, input: Paint) -> Result<Painted, ConnectorFailure> {
-            let _ = (input.wall.map(|wall| (wall.room, wall.side)), input.walls.len());
-            Ok(Painted { colour: input.colour })
+            let _ = (
+                input.wall.map(|wall| (wall.room, wall.side)),
+                input.walls.len(),
+            );
+            Ok(Painted {
+                colour: input.colour,
+            })
         }
     }
 }
@@ -1019,13 +1343,25 @@ fn derived_schemas_are_compared_through_their_definitions() {
     assert_eq!(
         found,
         [
-            // A new variant of a documented enum (`oneOf` of constants) widens the input...
-            (ChangeKind::InputSchemaWidened, Compatible, "/input_schema/$defs/Colour/oneOf/2"),
-            // ...a new required field of a nested type narrows it, reported once at the
+            // A new required field of a nested type narrows the input, reported once at the
             // definition although two properties use it...
-            (ChangeKind::InputPropertyAdded, Breaking, "/input_schema/$defs/Wall/properties/side"),
+            (
+                ChangeKind::InputPropertyAdded,
+                Breaking,
+                "/input_schema/$defs/Wall/properties/side"
+            ),
+            // ...a new variant of a documented enum (`oneOf` of constants) widens it...
+            (
+                ChangeKind::InputSchemaWidened,
+                Compatible,
+                "/input_schema/$defs/Colour/oneOf/2"
+            ),
             // ...and the same new variant widens the output.
-            (ChangeKind::OutputSchemaWidened, Breaking, "/output_schema/$defs/Colour/oneOf/2"),
+            (
+                ChangeKind::OutputSchemaWidened,
+                Breaking,
+                "/output_schema/$defs/Colour/oneOf/2"
+            ),
         ],
         "{diff}"
     );
@@ -1040,10 +1376,8 @@ struct TempDir(PathBuf);
 
 impl TempDir {
     fn new(name: &str) -> Self {
-        let path = std::env::temp_dir().join(format!(
-            "aip-snapshot-test-{name}-{}",
-            std::process::id()
-        ));
+        let path =
+            std::env::temp_dir().join(format!("aip-snapshot-test-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).unwrap();
         TempDir(path)
@@ -1067,7 +1401,10 @@ fn a_missing_snapshot_fails_and_says_how_to_create_it() {
     let error = check_manifest_snapshot(&manifest(base()), &path, SnapshotMode::Check).unwrap_err();
     assert!(matches!(error, SnapshotError::Missing { .. }), "{error}");
     let message = error.to_string();
-    assert!(message.starts_with("no manifest snapshot yet at "), "{message}");
+    assert!(
+        message.starts_with("no manifest snapshot yet at "),
+        "{message}"
+    );
     assert!(message.contains(&path.display().to_string()), "{message}");
     assert!(message.contains("AIP_UPDATE_SNAPSHOTS=1"), "{message}");
     assert!(!path.exists(), "check mode never writes");
@@ -1121,7 +1458,8 @@ fn the_rendering_is_canonical() {
     assert!(echo < booking);
     // The same manifest, built again or with its keys shuffled, renders to the same bytes.
     assert_eq!(text, render_manifest(&manifest(base())));
-    let reparsed: Manifest = serde_json::from_str(&serde_json::to_string(&current).unwrap()).unwrap();
+    let reparsed: Manifest =
+        serde_json::from_str(&serde_json::to_string(&current).unwrap()).unwrap();
     assert_eq!(text, render_manifest(&reparsed));
 }
 
@@ -1135,7 +1473,8 @@ fn drift_fails_in_check_mode_and_leaves_the_file() {
     contract(&mut changed, BOOKING)["idempotency"]["requirement"] = json!("optional");
     booking_input(&mut changed)["properties"]["note"] = json!({"type": "string"});
 
-    let error = check_manifest_snapshot(&manifest(changed), &path, SnapshotMode::Check).unwrap_err();
+    let error =
+        check_manifest_snapshot(&manifest(changed), &path, SnapshotMode::Check).unwrap_err();
     let diff = error.diff().expect("a drift");
     assert_eq!(
         kinds(diff),
@@ -1145,8 +1484,14 @@ fn drift_fails_in_check_mode_and_leaves_the_file() {
         ]
     );
     let message = error.to_string();
-    assert!(message.contains("manifest drifted from the snapshot at"), "{message}");
-    assert!(message.contains("2 changes (1 breaking, 1 compatible)"), "{message}");
+    assert!(
+        message.contains("manifest drifted from the snapshot at"),
+        "{message}"
+    );
+    assert!(
+        message.contains("2 changes (1 breaking, 1 compatible)"),
+        "{message}"
+    );
     assert!(
         message.contains(
             "breaking: capability `cap:calendar:booking:create` /contract/idempotency/requirement: \
@@ -1160,7 +1505,10 @@ fn drift_fails_in_check_mode_and_leaves_the_file() {
     );
     assert!(message.contains("BREAKING"), "{message}");
     assert!(message.contains("AIP_UPDATE_SNAPSHOTS=1"), "{message}");
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), render_manifest(&manifest(base())));
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        render_manifest(&manifest(base()))
+    );
 }
 
 #[test]
@@ -1171,9 +1519,15 @@ fn compatible_drift_still_fails_but_says_so() {
     std::fs::write(&path, render_manifest(&manifest(base()))).unwrap();
     let mut changed = base();
     capability(&mut changed, 0)["description"] = json!("Repeats.");
-    let error = check_manifest_snapshot(&manifest(changed), &path, SnapshotMode::Check).unwrap_err();
+    let error =
+        check_manifest_snapshot(&manifest(changed), &path, SnapshotMode::Check).unwrap_err();
     assert!(!error.diff().unwrap().is_breaking());
-    assert!(error.to_string().contains("compatible: the changes can ship in a minor release"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("compatible: the changes can ship in a minor release"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -1183,7 +1537,8 @@ fn update_mode_rewrites_a_drifted_snapshot() {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, render_manifest(&manifest(base()))).unwrap();
     let mut changed = base();
-    contract(&mut changed, BOOKING)["side_effects"] = json!(["write", "external_network", "delete"]);
+    contract(&mut changed, BOOKING)["side_effects"] =
+        json!(["write", "external_network", "delete"]);
     let changed = manifest(changed);
 
     let outcome = check_manifest_snapshot(&changed, &path, SnapshotMode::Update).unwrap();
@@ -1191,7 +1546,10 @@ fn update_mode_rewrites_a_drifted_snapshot() {
         panic!("expected an update, got {outcome:?}");
     };
     assert_eq!(kinds(&diff), [(ChangeKind::SideEffectAdded, Breaking)]);
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), render_manifest(&changed));
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        render_manifest(&changed)
+    );
     assert_eq!(
         check_manifest_snapshot(&changed, &path, SnapshotMode::Check).unwrap(),
         SnapshotOutcome::Unchanged
@@ -1206,7 +1564,11 @@ fn a_snapshot_that_differs_only_in_formatting_is_reported_as_such() {
     let current = manifest(base());
     std::fs::write(&path, serde_json::to_string(&current).unwrap()).unwrap();
     let error = check_manifest_snapshot(&current, &path, SnapshotMode::Check).unwrap_err();
-    assert_eq!(kinds(error.diff().unwrap()), [(ChangeKind::Formatting, Compatible)], "{error}");
+    assert_eq!(
+        kinds(error.diff().unwrap()),
+        [(ChangeKind::Formatting, Compatible)],
+        "{error}"
+    );
 
     // Windows line endings from a `core.autocrlf` checkout are not drift.
     std::fs::write(&path, render_manifest(&current).replace('\n', "\r\n")).unwrap();
@@ -1225,10 +1587,19 @@ fn an_unreadable_snapshot_fails_in_check_mode_and_is_replaced_in_update_mode() {
     let current = manifest(base());
     let error = check_manifest_snapshot(&current, &path, SnapshotMode::Check).unwrap_err();
     assert!(matches!(error, SnapshotError::Unreadable { .. }), "{error}");
-    assert!(error.to_string().contains("cannot be read as a manifest"), "{error}");
+    assert!(
+        error.to_string().contains("cannot be read as a manifest"),
+        "{error}"
+    );
     let outcome = check_manifest_snapshot(&current, &path, SnapshotMode::Update).unwrap();
-    assert!(matches!(outcome, SnapshotOutcome::Replaced { .. }), "{outcome:?}");
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), render_manifest(&current));
+    assert!(
+        matches!(outcome, SnapshotOutcome::Replaced { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        render_manifest(&current)
+    );
 }
 
 #[test]
@@ -1241,7 +1612,10 @@ fn the_assertion_panics_with_the_message() {
     })
     .unwrap_err();
     let message = panic.downcast_ref::<String>().unwrap();
-    assert!(message.starts_with("no manifest snapshot yet at"), "{message}");
+    assert!(
+        message.starts_with("no manifest snapshot yet at"),
+        "{message}"
+    );
     assert_manifest_snapshot_at(&current, &path, SnapshotMode::Update);
     assert_manifest_snapshot_at(&current, &path, SnapshotMode::Check);
 }
@@ -1250,10 +1624,18 @@ fn the_assertion_panics_with_the_message() {
 fn the_update_variable_values() {
     assert_eq!(SnapshotMode::from_env_value(None), SnapshotMode::Check);
     for off in ["", "0", "false", "No", "OFF", " 0 "] {
-        assert_eq!(SnapshotMode::from_env_value(Some(off)), SnapshotMode::Check, "{off:?}");
+        assert_eq!(
+            SnapshotMode::from_env_value(Some(off)),
+            SnapshotMode::Check,
+            "{off:?}"
+        );
     }
     for on in ["1", "true", "yes", "always"] {
-        assert_eq!(SnapshotMode::from_env_value(Some(on)), SnapshotMode::Update, "{on:?}");
+        assert_eq!(
+            SnapshotMode::from_env_value(Some(on)),
+            SnapshotMode::Update,
+            "{on:?}"
+        );
     }
 }
 
@@ -1273,8 +1655,16 @@ fn snapshot_file_names_are_portable() {
 /// `AIP_UPDATE_SNAPSHOTS=1` this test rewrites it instead.
 #[test]
 fn the_macro_checks_the_committed_snapshot() {
-    aip_connector_testkit::assert_manifest_snapshot!(v1::Palette);
-    aip_connector_testkit::assert_manifest_snapshot!(v1::Palette, path = "tests/snapshots/palette.manifest.json");
+    use aip_connector_testkit::assert_manifest_snapshot;
+    let path = "tests/snapshots/palette.manifest.json";
+    assert_manifest_snapshot!(v1::Palette);
+    assert_manifest_snapshot!(v1::Palette, path = path);
+    // A reference, an `Arc` or a trait object works the same.
+    let palette = v1::Palette;
+    assert_manifest_snapshot!(&palette);
+    assert_manifest_snapshot!(std::sync::Arc::new(v1::Palette));
+    let boxed: Box<dyn Connector> = Box::new(v1::Palette);
+    assert_manifest_snapshot!(boxed, path = path);
     let manifest = v1::Palette.definition().manifest();
-    aip_connector_testkit::assert_manifest_snapshot!(manifest = manifest, path = "tests/snapshots/palette.manifest.json");
+    assert_manifest_snapshot!(manifest = manifest, path = path);
 }

@@ -204,7 +204,7 @@ pub enum ChangeKind {
     /// classify. Breaking, except keys added to `compatibility` (new endpoints: compatible).
     Other,
     /// The snapshot file differs from the canonical rendering, but not in meaning (formatting,
-    /// order of unordered lists). Compatible.
+    /// order of unordered lists, names or unused schema definitions). Compatible.
     Formatting,
 }
 
@@ -332,8 +332,8 @@ impl ManifestChange {
             kind: ChangeKind::Formatting,
             capability: None,
             path: String::new(),
-            detail: "the snapshot file differs from the canonical rendering only in formatting \
-                     or in the order of unordered lists"
+            detail: "the snapshot file differs from the canonical rendering, but not in meaning \
+                     (formatting, order of unordered lists, names or unused schema definitions)"
                 .to_owned(),
             before: None,
             after: None,
@@ -459,6 +459,9 @@ impl fmt::Display for SnapshotDiff {
 /// Lists whose order carries no meaning (profiles, side effects, transaction modes, enum values,
 /// `required`) are compared as sets; capabilities are matched by id (a changed id is a removal
 /// plus an addition), and a new order of the same capabilities is reported as compatible.
+/// Schemas are compared through their `$ref`s, so a renamed or unused definition is no change.
+/// Differences without meaning are not reported: the diff of two manifests that differ only
+/// in them is empty.
 pub fn diff_manifests(old: &Manifest, new: &Manifest) -> SnapshotDiff {
     let mut diff = Diff {
         out: SnapshotDiff::default(),

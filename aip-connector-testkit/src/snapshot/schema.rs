@@ -147,11 +147,83 @@ pub(crate) fn compare_schemas(old: &Value, new: &Value, side: Side) -> Vec<Schem
     comparison.findings
 }
 
-/// Whether `old` and `new` differ in something a reader of the schema could notice, ignoring
-/// the order of unordered lists (`required`, `type`, `enum`, combinator branches). Used as a
-/// safety net: a difference that [`compare_schemas`] did not report is reported as unclassified.
+/// Whether `old` and `new` differ in meaning, as far as a plain comparison can tell: local
+/// `$ref`s are inlined (so renamed or unused definitions do not count) and the order of
+/// unordered lists (`required`, `type`, `enum`, combinator branches) is ignored. Used as a
+/// safety net: a difference that [`compare_schemas`] did not report is reported as
+/// unclassified.
 pub(crate) fn differ_semantically(old: &Value, new: &Value) -> bool {
-    normalized(old) != normalized(new)
+    let inline = |schema: &Value| {
+        let mut budget = INLINE_BUDGET;
+        inlined(schema, schema, &mut Vec::new(), &mut budget)
+            .filter(|_| budget > 0)
+            .unwrap_or_else(|| schema.clone())
+    };
+    normalized(&inline(old)) != normalized(&inline(new))
+}
+
+/// Most nodes an inlined schema may have; beyond it the schema is compared as written.
+const INLINE_BUDGET: usize = 200_000;
+
+/// `value` with every pure local `$ref` replaced by its target (annotations of the reference
+/// laid over it) and definitions dropped. A reference to a definition already being inlined
+/// further up becomes `#enclosing/<n>` (`n` definitions up), so recursive definitions
+/// terminate. `None` when the budget runs out.
+fn inlined(
+    value: &Value,
+    root: &Value,
+    open: &mut Vec<String>,
+    budget: &mut usize,
+) -> Option<Value> {
+    *budget = budget.checked_sub(1)?;
+    match value {
+        Value::Object(map) => {
+            if let Some(reference) = pure_local_ref(value)
+                && let Some(depth) = open.iter().rev().position(|seen| seen == reference)
+            {
+                // A recursive reference, written relative to the definition it re-enters, so
+                // that renaming a recursive type changes nothing.
+                let mut marker = map.clone();
+                marker.insert(
+                    "$ref".to_owned(),
+                    Value::String(format!("#enclosing/{depth}")),
+                );
+                return Some(Value::Object(marker));
+            }
+            if let Some(reference) = pure_local_ref(value)
+                && let Some(target) = root.pointer(&reference[1..])
+            {
+                open.push(reference.to_owned());
+                let target = inlined(target, root, open, budget);
+                let merged = target.map(|target| match target {
+                    Value::Object(mut merged) => {
+                        for (key, value) in map {
+                            if key != "$ref" {
+                                merged.insert(key.clone(), value.clone());
+                            }
+                        }
+                        Value::Object(merged)
+                    }
+                    other => other,
+                });
+                open.pop();
+                return merged;
+            }
+            let mut out = Map::new();
+            for (key, value) in map {
+                if !DEFINITIONS.contains(&key.as_str()) {
+                    out.insert(key.clone(), inlined(value, root, open, budget)?);
+                }
+            }
+            Some(Value::Object(out))
+        }
+        Value::Array(items) => items
+            .iter()
+            .map(|item| inlined(item, root, open, budget))
+            .collect::<Option<Vec<_>>>()
+            .map(Value::Array),
+        other => Some(other.clone()),
+    }
 }
 
 fn normalized(value: &Value) -> Value {
@@ -332,13 +404,34 @@ impl Comparison<'_> {
     ) {
         self.annotations(old, new, path, exclusive);
         self.object_shape(old, new, path, exclusive);
+        // A closed set of values written once as `enum` and once as a `oneOf` of constants
+        // (what documenting an enum's variants does) is compared as the set it is.
+        let mut settled: &[&str] = &[];
+        if let (Some((old_form, old_values)), Some((new_form, new_values))) =
+            (finite_values(old), finite_values(new))
+            && old_form != new_form
+        {
+            let (before, after) = (Value::Array(old_values), Value::Array(new_values));
+            self.push(
+                path,
+                Effect::Annotation,
+                format!("closed set of values now written as `{new_form}` (was `{old_form}`)"),
+                old.get(old_form),
+                new.get(new_form),
+                exclusive,
+            );
+            self.value_sets(&before, &after, &format!("{path}/enum"), exclusive);
+            settled = &["type", "enum", "oneOf"];
+        }
         let mut keys: Vec<&String> = old.keys().chain(new.keys()).collect();
         keys.sort();
         keys.dedup();
         for key in keys {
             let key = key.as_str();
             let (before, after) = (old.get(key), new.get(key));
-            if before == after && before.is_none_or(|value| !contains_ref(value)) {
+            if settled.contains(&key)
+                || (before == after && before.is_none_or(|value| !contains_ref(value)))
+            {
                 continue;
             }
             let at = format!("{path}/{}", escape(key));
@@ -620,7 +713,7 @@ impl Comparison<'_> {
             before.and_then(Value::as_array),
             after.and_then(Value::as_array),
         );
-        let (Some(old_values), Some(new_values)) = (old_values, new_values) else {
+        if old_values.is_none() || new_values.is_none() {
             let effect = presence_effect(before, after);
             let detail = match (before, after) {
                 (None, Some(_)) => "values restricted by a new `enum`".to_owned(),
@@ -629,7 +722,18 @@ impl Comparison<'_> {
             };
             self.push(at, effect, detail, before, after, exclusive);
             return;
-        };
+        }
+        if let (Some(before), Some(after)) = (before, after) {
+            self.value_sets(before, after, at, exclusive);
+        }
+    }
+
+    /// Two closed sets of values (JSON arrays): values removed narrow, values added widen.
+    fn value_sets(&mut self, before: &Value, after: &Value, at: &str, exclusive: bool) {
+        let empty = Vec::new();
+        let old_values = before.as_array().unwrap_or(&empty);
+        let new_values = after.as_array().unwrap_or(&empty);
+        let (before, after) = (Some(before), Some(after));
         let removed: Vec<&Value> = old_values
             .iter()
             .filter(|v| !new_values.contains(v))
@@ -971,6 +1075,34 @@ fn boolean_detail(path: &str, now_valid: bool) -> String {
         }
         (_, true) => "schema that accepted nothing now accepts values".to_owned(),
         (_, false) => "schema now accepts nothing (`false`)".to_owned(),
+    }
+}
+
+/// The closed set of values a schema admits when it is written as an `enum` or as a `oneOf`
+/// of constants (branches with only `const`, `type` and annotations, no value twice), with the
+/// form it is written in.
+fn finite_values(schema: &Map<String, Value>) -> Option<(&'static str, Vec<Value>)> {
+    if let Some(Value::Array(branches)) = schema.get("oneOf") {
+        let constants_only = branches.iter().all(|branch| {
+            branch.get("const").is_some()
+                && branch.as_object().is_some_and(|map| {
+                    map.keys().all(|key| {
+                        key == "const" || key == "type" || ANNOTATIONS.contains(&key.as_str())
+                    })
+                })
+        });
+        if constants_only && disjoint_constants(branches) && !schema.contains_key("enum") {
+            let values = branches
+                .iter()
+                .filter_map(|branch| branch.get("const"))
+                .cloned();
+            return Some(("oneOf", values.collect()));
+        }
+        return None;
+    }
+    match schema.get("enum") {
+        Some(Value::Array(values)) => Some(("enum", values.clone())),
+        _ => None,
     }
 }
 

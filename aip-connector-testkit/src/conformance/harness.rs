@@ -1,0 +1,500 @@
+//! What every scenario runs on: a fresh provider double, the connector under test (probed),
+//! a host over an in-memory store with a canary credential and approvers able to satisfy every
+//! declared approval policy, and helpers that drive a capability to its settled result.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use aip_connector::host::{
+    ApproverMemberships, Deployment, Host, StaticApprovalAuthority, StaticCredentialProvider,
+    TrustedContext,
+};
+use aip_connector::ids::{ApprovalId, PrincipalId};
+use aip_connector::model::{
+    Action, ActionResult, ActionResultStatus, ActionTransaction, ApprovalDecision,
+    ApprovalDecisionKind, ApprovalPolicy, ApprovalRule, ApproverSelector, EvidenceArtifact,
+    Principal, PrincipalKind, StreamChunk, TransactionMode,
+};
+use aip_connector::store::{ApprovalStatus, MemoryStore, SharedStore};
+use aip_connector::{
+    CapabilityDefinition, Connector, ConnectorDefinition, CredentialHandle, Secret, VerifiedTenant,
+};
+use serde_json::Value;
+
+use super::Factory;
+use super::probe::ProbedConnector;
+use crate::provider_double::{ProviderDouble, ProviderHandle};
+
+/// The tenant the conformance host serves.
+pub const TENANT: &str = "tenant-conformance-a";
+/// A second tenant, for isolation checks.
+pub const OTHER_TENANT: &str = "tenant-conformance-b";
+/// The caller every scenario acts as.
+pub const CALLER: &str = "user:conformance-caller";
+/// The secret material of the canary credential: it must never appear in any output, error,
+/// record or log the suite can see.
+pub const CANARY_SECRET: &str = "canary-secret-3f9c1e7a-do-not-leak";
+
+/// What a connector factory gets: where the scenario's provider double listens.
+#[derive(Clone, Debug)]
+pub struct Environment {
+    provider_url: String,
+}
+
+impl Environment {
+    /// The provider double's base URL (`http://127.0.0.1:<port>`): point the connector's
+    /// `ProviderClient` at it.
+    pub fn provider_url(&self) -> &str {
+        &self.provider_url
+    }
+
+    /// An environment with no provider behind it, used to read the connector's definition.
+    pub(super) fn detached() -> Self {
+        Self {
+            provider_url: "http://127.0.0.1:9".to_owned(),
+        }
+    }
+}
+
+/// One scenario's world. Dropping it stops the provider double.
+pub struct Harness {
+    factory: Arc<Factory>,
+    double: ProviderDouble,
+    provider: ProviderHandle,
+    env: Environment,
+    probe: ProbedConnector,
+    store: SharedStore,
+    host: Host,
+}
+
+impl Harness {
+    pub(super) async fn start(factory: Arc<Factory>) -> Self {
+        let (double, provider) = ProviderDouble::start().await;
+        let env = Environment {
+            provider_url: double.base_url().to_owned(),
+        };
+        let probe = ProbedConnector::new(factory(&env));
+        let store: SharedStore = Arc::new(MemoryStore::new());
+        let host = build_host(&probe, Arc::clone(&store));
+        Self {
+            factory,
+            double,
+            provider,
+            env,
+            probe,
+            store,
+            host,
+        }
+    }
+
+    /// The host under test.
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
+    /// The store the host writes.
+    pub fn store(&self) -> &SharedStore {
+        &self.store
+    }
+
+    /// The provider double's handle.
+    pub fn provider(&self) -> &ProviderHandle {
+        &self.provider
+    }
+
+    /// The provider double.
+    pub fn double(&self) -> &ProviderDouble {
+        &self.double
+    }
+
+    /// The probe around the connector under test.
+    pub fn probe(&self) -> &ProbedConnector {
+        &self.probe
+    }
+
+    /// The connector's definition.
+    pub fn definition(&self) -> &ConnectorDefinition {
+        self.probe.definition()
+    }
+
+    /// A new host over the same store and provider, with a freshly built connector: what a
+    /// restarted process would have.
+    pub fn restarted(&self) -> (Host, ProbedConnector) {
+        let probe = ProbedConnector::new((self.factory)(&self.env));
+        let host = build_host(&probe, Arc::clone(&self.store));
+        (host, probe)
+    }
+
+    /// The caller every scenario acts as, in [`TENANT`].
+    pub fn caller(&self) -> TrustedContext {
+        caller_in(TENANT)
+    }
+
+    /// The same caller, as verified for another tenant.
+    pub fn caller_in(&self, tenant: &str) -> TrustedContext {
+        caller_in(tenant)
+    }
+
+    /// Capabilities with their first declared example, in declaration order.
+    pub fn examples(&self) -> Vec<(&CapabilityDefinition, Value)> {
+        self.definition()
+            .capabilities
+            .iter()
+            .filter_map(|c| c.examples.first().map(|e| (c, e.clone())))
+            .collect()
+    }
+
+    /// Capabilities with an example whose contract satisfies `filter`.
+    pub fn examples_where(
+        &self,
+        filter: impl Fn(&CapabilityDefinition) -> bool,
+    ) -> Vec<(&CapabilityDefinition, Value)> {
+        self.examples()
+            .into_iter()
+            .filter(|(c, _)| filter(c))
+            .collect()
+    }
+
+    /// An action for `capability` on `input` under idempotency key `key`, in the transaction
+    /// mode a single call can settle (`execute` when declared, else `plan`; none without a
+    /// transaction contract).
+    pub fn action(&self, capability: &CapabilityDefinition, input: Value, key: &str) -> Action {
+        let mut action = Action::new(capability.id().as_str(), input).with_idempotency_key(key);
+        if let Some(transaction) = capability
+            .capability
+            .contract
+            .as_ref()
+            .and_then(|c| c.transaction.as_ref())
+        {
+            let mode = if transaction
+                .supported_modes
+                .contains(&TransactionMode::Execute)
+            {
+                TransactionMode::Execute
+            } else {
+                TransactionMode::Plan
+            };
+            action = action.with_transaction(ActionTransaction::new(mode));
+        }
+        action
+    }
+
+    /// Whether `capability` can only stream (no synchronous result).
+    pub fn streams_only(capability: &CapabilityDefinition) -> bool {
+        capability
+            .capability
+            .contract
+            .as_ref()
+            .is_some_and(|c| c.execution.supports_streaming && !c.execution.supports_sync)
+    }
+
+    /// Runs `action` to its settled result on `host`: streams it when the capability only
+    /// streams (the result is rebuilt from the terminal chunk), approves and resumes it when it
+    /// waits for approval, and commits the plan when it was a `plan` whose capability cannot
+    /// `execute`. Returns the final result, the chunks streamed, and the approval id if any.
+    pub async fn settle(&self, host: &Host, action: Action) -> Settled {
+        let capability = self
+            .definition()
+            .capability(action.capability_id.as_str())
+            .cloned();
+        let streams = capability.as_ref().is_some_and(Self::streams_only);
+        let mut settled = Settled {
+            result: ActionResult::new(action.id.clone(), ActionResultStatus::Failed),
+            chunks: Vec::new(),
+            approval_id: None,
+            plan_id: None,
+        };
+        let mut result = if streams {
+            let chunks = host
+                .invoke_stream(action.clone(), self.caller())
+                .collect()
+                .await;
+            let result = result_of_stream(&action, &chunks);
+            settled.chunks = chunks;
+            result
+        } else {
+            host.invoke(action.clone(), &self.caller()).await
+        };
+        if result.status == ActionResultStatus::PendingApproval
+            && let Some(id) = approval_id_of(&result)
+        {
+            settled.approval_id = Some(id.clone());
+            self.approve(host, &id).await;
+            result = host.resume_approved(&id, &self.caller()).await;
+        }
+        let planned = action
+            .transaction
+            .as_ref()
+            .is_some_and(|t| t.mode == TransactionMode::Plan);
+        if planned
+            && result.status == ActionResultStatus::Completed
+            && let Some(plan_id) = result
+                .output
+                .as_ref()
+                .and_then(|o| o.pointer("/plan/plan_id"))
+                .and_then(Value::as_str)
+        {
+            let mut commit = ActionTransaction::new(TransactionMode::Commit);
+            commit.plan_id = Some(plan_id.to_owned());
+            let mut commit_action =
+                Action::new(action.capability_id.as_str(), action.input.clone())
+                    .with_transaction(commit);
+            commit_action.idempotency_key = action
+                .idempotency_key
+                .as_ref()
+                .map(|k| format!("{k}:commit"));
+            settled.plan_id = Some(plan_id.to_owned());
+            let committed = Box::pin(self.settle(host, commit_action)).await;
+            settled.approval_id = settled.approval_id.or(committed.approval_id);
+            settled.chunks.extend(committed.chunks);
+            result = committed.result;
+        }
+        settled.result = result;
+        settled
+    }
+
+    /// Approves `id` with as many distinct approvers as the policy needs (each holds every
+    /// membership the declared policies name, in [`TENANT`], with every kind of evidence).
+    pub async fn approve(&self, host: &Host, id: &ApprovalId) {
+        for approver in approvers(self.definition()) {
+            let Ok(Some(record)) = host.approval(id).await else {
+                return;
+            };
+            if record.status != ApprovalStatus::Pending {
+                return;
+            }
+            let decision = approval_decision(id, &approver);
+            let _ = host
+                .record_approval_decision(decision, &caller_as(&approver, TENANT))
+                .await;
+        }
+    }
+}
+
+/// A driven call: its settled result, and what happened on the way.
+#[derive(Clone, Debug)]
+pub struct Settled {
+    /// The final result (after approval, resume and commit).
+    pub result: ActionResult,
+    /// Chunks streamed, for a streaming capability.
+    pub chunks: Vec<StreamChunk>,
+    /// The approval the call waited for, if any.
+    pub approval_id: Option<ApprovalId>,
+    /// The plan committed, if the call went through plan and commit.
+    pub plan_id: Option<String>,
+}
+
+fn caller_in(tenant: &str) -> TrustedContext {
+    caller_as(&PrincipalId::from(CALLER), tenant)
+}
+
+fn caller_as(principal: &PrincipalId, tenant: &str) -> TrustedContext {
+    TrustedContext::new(
+        Principal::new(principal.as_str(), PrincipalKind::Human),
+        "aip-connector-testkit",
+    )
+    .with_tenant(VerifiedTenant {
+        id: tenant.to_owned(),
+        system: None,
+    })
+}
+
+/// A host over `store` for the probed connector, serving [`TENANT`], with the canary
+/// credential and approvers for every declared policy.
+fn build_host(probe: &ProbedConnector, store: SharedStore) -> Host {
+    let definition = probe.definition().clone();
+    let issuer = definition
+        .capabilities
+        .iter()
+        .filter_map(|c| c.capability.contract.as_ref()?.credentials.as_ref())
+        .flat_map(|p| p.accepted_issuers.iter().cloned())
+        .next()
+        .unwrap_or_else(|| "aip-connector-testkit".to_owned());
+    let credential = CredentialHandle {
+        id: "cred-conformance".to_owned(),
+        issuer,
+        scopes: vec!["*".to_owned()],
+        expires_at_ms: None,
+        tenant_id: Some(TENANT.to_owned()),
+        secret: Secret::new(CANARY_SECRET),
+    };
+    let mut authority = StaticApprovalAuthority::new();
+    for approver in approvers(&definition) {
+        authority = authority.with(approver, memberships(&definition));
+    }
+    Host::builder()
+        .shared_connector(Arc::new(probe.clone()))
+        .store(store)
+        .deployment(Deployment {
+            tenant: Some(VerifiedTenant {
+                id: TENANT.to_owned(),
+                system: None,
+            }),
+            external_account: None,
+            credentials: Some(Arc::new(StaticCredentialProvider(credential))),
+        })
+        .approval_authority(authority)
+        .build()
+        .unwrap_or_else(|error| panic!("the conformance host cannot be built: {error}"))
+}
+
+fn policies(definition: &ConnectorDefinition) -> impl Iterator<Item = &ApprovalPolicy> {
+    definition
+        .capabilities
+        .iter()
+        .filter_map(|c| c.capability.contract.as_ref()?.approval.as_ref())
+}
+
+/// The approvers: the principals the policies name, then enough generic ones for any quorum.
+fn approvers(definition: &ConnectorDefinition) -> Vec<PrincipalId> {
+    let mut named = BTreeSet::new();
+    let mut needed = 1_usize;
+    for policy in policies(definition) {
+        if let ApproverSelector::Principal { id } = &policy.approver_selector {
+            named.insert(id.clone());
+        }
+        if let Some(rule) = &policy.rule {
+            leaves(rule, &mut |leaf| {
+                if let ApprovalRule::Principal { id } = leaf {
+                    named.insert(id.clone());
+                }
+            });
+            needed = needed.max(rule_size(rule));
+        }
+        needed = needed.max(policy.minimum_distinct_principals as usize);
+    }
+    let mut all: Vec<PrincipalId> = named.into_iter().collect();
+    all.extend(
+        (1..=needed + 1).map(|n| PrincipalId::from(format!("user:conformance-approver-{n}"))),
+    );
+    all
+}
+
+/// Memberships covering every leaf the declared policies name.
+fn memberships(definition: &ConnectorDefinition) -> ApproverMemberships {
+    let mut m = ApproverMemberships {
+        tenant_id: Some(TENANT.to_owned()),
+        ..ApproverMemberships::default()
+    };
+    for policy in policies(definition) {
+        match &policy.approver_selector {
+            ApproverSelector::Role { name } => {
+                m.roles.insert(name.clone());
+            }
+            ApproverSelector::Group { name } => {
+                m.groups.insert(name.clone());
+            }
+            ApproverSelector::ExternalSystem { system } => {
+                m.external_systems.insert(system.clone());
+            }
+            ApproverSelector::Principal { .. } | ApproverSelector::TenantPolicy => {}
+        }
+        if let Some(rule) = &policy.rule {
+            leaves(rule, &mut |leaf| match leaf {
+                ApprovalRule::Role { name } => {
+                    m.roles.insert(name.clone());
+                }
+                ApprovalRule::Group { name } => {
+                    m.groups.insert(name.clone());
+                }
+                ApprovalRule::TenantPolicy { policy_id } => {
+                    m.tenant_policies.insert(policy_id.clone());
+                }
+                ApprovalRule::ExternalSystem { system } => {
+                    m.external_systems.insert(system.clone());
+                }
+                ApprovalRule::DelegatedAuthority { scope, .. } => {
+                    m.delegated.push(aip_connector::host::DelegatedScope {
+                        scope: scope.clone(),
+                        max_risk: None,
+                        max_value: None,
+                    });
+                }
+                _ => {}
+            });
+        }
+    }
+    m
+}
+
+fn leaves(rule: &ApprovalRule, visit: &mut impl FnMut(&ApprovalRule)) {
+    match rule {
+        ApprovalRule::All { rules, .. }
+        | ApprovalRule::Any { rules }
+        | ApprovalRule::Quorum { rules, .. } => {
+            for child in rules {
+                leaves(child, visit);
+            }
+        }
+        leaf => visit(leaf),
+    }
+}
+
+/// How many distinct decisions a rule can need at most.
+fn rule_size(rule: &ApprovalRule) -> usize {
+    match rule {
+        ApprovalRule::All { rules, .. } => rules.iter().map(rule_size).sum(),
+        ApprovalRule::Any { rules } => rules.iter().map(rule_size).max().unwrap_or(1),
+        ApprovalRule::Quorum { rules, .. } => rules.iter().map(rule_size).sum(),
+        _ => 1,
+    }
+}
+
+/// An `approved` decision by `approver`, with a reason and one artifact of every evidence kind.
+fn approval_decision(id: &ApprovalId, approver: &PrincipalId) -> ApprovalDecision {
+    let evidence = [
+        "input_snapshot",
+        "policy_decision",
+        "external_ticket",
+        "attachment",
+    ]
+    .into_iter()
+    .map(|kind| EvidenceArtifact {
+        id: format!("evidence-{kind}-{approver}"),
+        kind: kind.to_owned(),
+        uri: None,
+        hash: None,
+        redacted: false,
+    })
+    .collect();
+    ApprovalDecision {
+        approval_id: id.clone(),
+        decision: ApprovalDecisionKind::Approved,
+        approver: Principal::new(approver.as_str(), PrincipalKind::Human),
+        decided_at: time::OffsetDateTime::from_unix_timestamp(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or(0),
+        )
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH),
+        reason: Some("approved by the conformance suite".to_owned()),
+        constraints: Vec::new(),
+        evidence,
+        decision_id: None,
+        policy_hash: None,
+        authority_path: Vec::new(),
+        target_decision_id: None,
+    }
+}
+
+/// The approval id a `pending_approval` result names.
+pub fn approval_id_of(result: &ActionResult) -> Option<ApprovalId> {
+    result
+        .output
+        .as_ref()
+        .and_then(|o| o.get("approval_id"))
+        .and_then(Value::as_str)
+        .map(ApprovalId::trusted)
+}
+
+/// The result a stream settled with: the terminal chunk carries the whole `ActionResult`.
+fn result_of_stream(action: &Action, chunks: &[StreamChunk]) -> ActionResult {
+    chunks
+        .last()
+        .and_then(|last| last.data.clone())
+        .and_then(|data| serde_json::from_value(data).ok())
+        // No terminal chunk: a failed result without an error, which every check rejects.
+        .unwrap_or_else(|| ActionResult::new(action.id.clone(), ActionResultStatus::Failed))
+}

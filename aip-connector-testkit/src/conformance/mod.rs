@@ -1,0 +1,677 @@
+//! The conformance suite: proves, by behaviour, that a connector does what its manifest
+//! declares.
+//!
+//! [`ConformanceSuite`] drives a connector through the real [`Host`](aip_connector::host::Host)
+//! and a [`ProviderDouble`](crate::ProviderDouble) and reports upstream's checks
+//! (`aip-model.md` §8.1):
+//!
+//! - `connector.atomic_manifest_admission`: the manifest passes full admission with the
+//!   implementation support the handlers prove (`require_implementation_claims = true`);
+//! - `enterprise.capability_contract`: every contract passes the enterprise lints;
+//! - `connector.behavior.<scenario>` for the twelve [`Scenario`]s. A scenario the manifest
+//!   requires is executed, never skipped; one it does not require is "not applicable". An
+//!   executed scenario passes when every required assertion held and the evidence names at least
+//!   one artifact (a provider request, a transaction, an approval, an action).
+//!
+//! Claims are verified by behaviour: a capability that declares cancellation but ignores its
+//! token, or declares idempotency but produces two effects for one key, fails the matching
+//! check. Valid inputs come from the capabilities' declared `examples`.
+//!
+//! In a connector crate, one line expands to one `#[test]` per check and writes a JSON report
+//! under `target/aip-conformance/`:
+//!
+//! ```ignore
+//! aip_connector_testkit::conformance_tests!(|env| MyConnector::new(env.provider_url()));
+//! ```
+
+mod harness;
+mod probe;
+mod scenarios;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use aip_connector::Connector;
+use aip_connector::admission::{AdmissionPolicy, admit_manifest};
+use aip_connector::model::{Manifest, TransactionMode};
+use serde::Serialize;
+
+pub use harness::{
+    CALLER, CANARY_SECRET, Environment, Harness, OTHER_TENANT, Settled, TENANT, approval_id_of,
+};
+pub use probe::{ProbeRecord, ProbedConnector};
+
+/// The name of the admission check.
+pub const ATOMIC_MANIFEST_ADMISSION: &str = "connector.atomic_manifest_admission";
+/// The name of the enterprise contract check.
+pub const ENTERPRISE_CAPABILITY_CONTRACT: &str = "enterprise.capability_contract";
+
+/// One of upstream's connector conformance scenarios.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scenario {
+    /// The transport's actor is bound, tenants are isolated, credentials stay opaque.
+    IdentityCredentials,
+    /// Invalid inputs and outputs are rejected.
+    SchemaEnforcement,
+    /// Duplicates are suppressed and key collisions rejected.
+    IdempotencyDuplicates,
+    /// Retryable errors keep their fields, back-off is observed, exhaustion is recorded.
+    RetryExhaustion,
+    /// Cancellation before dispatch, in flight, and after settlement.
+    CancellationRaces,
+    /// Chunks in order, bounded buffering, one terminal chunk.
+    StreamingBackpressure,
+    /// Error fields preserved, uncertain outcomes reconciled, secrets redacted from errors.
+    ErrorsUncertainOutcomes,
+    /// Authority, quorum, evidence and resume-once of approvals.
+    ApprovalLifecycle,
+    /// Plan before commit, checkpoints, reconcile before retry, governed compensation.
+    TransactionLifecycle,
+    /// Receipts, correlation, redaction, no raw secret anywhere.
+    AuditRedaction,
+    /// Webhook signatures, clock skew and replays.
+    WebhookSecurity,
+    /// State survives a restart without duplicate effects.
+    RestartReconnect,
+}
+
+impl Scenario {
+    /// Every scenario, in upstream's order.
+    pub const ALL: [Scenario; 12] = [
+        Scenario::IdentityCredentials,
+        Scenario::SchemaEnforcement,
+        Scenario::IdempotencyDuplicates,
+        Scenario::RetryExhaustion,
+        Scenario::CancellationRaces,
+        Scenario::StreamingBackpressure,
+        Scenario::ErrorsUncertainOutcomes,
+        Scenario::ApprovalLifecycle,
+        Scenario::TransactionLifecycle,
+        Scenario::AuditRedaction,
+        Scenario::WebhookSecurity,
+        Scenario::RestartReconnect,
+    ];
+
+    /// Upstream's scenario id.
+    pub fn id(self) -> &'static str {
+        match self {
+            Scenario::IdentityCredentials => "identity_credentials",
+            Scenario::SchemaEnforcement => "schema_enforcement",
+            Scenario::IdempotencyDuplicates => "idempotency_duplicates",
+            Scenario::RetryExhaustion => "retry_exhaustion",
+            Scenario::CancellationRaces => "cancellation_races",
+            Scenario::StreamingBackpressure => "streaming_backpressure",
+            Scenario::ErrorsUncertainOutcomes => "errors_uncertain_outcomes",
+            Scenario::ApprovalLifecycle => "approval_lifecycle",
+            Scenario::TransactionLifecycle => "transaction_lifecycle",
+            Scenario::AuditRedaction => "audit_redaction",
+            Scenario::WebhookSecurity => "webhook_security",
+            Scenario::RestartReconnect => "restart_reconnect",
+        }
+    }
+
+    /// The check name: `connector.behavior.<id>`.
+    pub fn check_name(self) -> String {
+        format!("connector.behavior.{}", self.id())
+    }
+
+    /// The assertions an executed scenario must report, all true (upstream's names).
+    pub fn required_assertions(self) -> &'static [&'static str] {
+        match self {
+            Scenario::IdentityCredentials => &[
+                "transport_actor_bound",
+                "tenant_isolated",
+                "credential_handle_opaque",
+            ],
+            Scenario::SchemaEnforcement => &["invalid_input_rejected", "invalid_output_rejected"],
+            Scenario::IdempotencyDuplicates => &[
+                "duplicate_suppressed",
+                "collision_rejected",
+                "delivery_id_stable",
+            ],
+            Scenario::RetryExhaustion => &[
+                "retryable_error_preserved",
+                "backoff_observed",
+                "exhaustion_dead_lettered",
+            ],
+            Scenario::CancellationRaces => &[
+                "before_dispatch_cancelled",
+                "in_flight_cancelled",
+                "late_cancel_preserved_terminal",
+            ],
+            Scenario::StreamingBackpressure => &[
+                "ordered_chunks",
+                "bounded_backpressure",
+                "terminal_chunk_unique",
+            ],
+            Scenario::ErrorsUncertainOutcomes => &[
+                "protocol_fields_preserved",
+                "uncertain_outcome_reconciled",
+                "error_secrets_redacted",
+            ],
+            Scenario::ApprovalLifecycle => &[
+                "authority_verified",
+                "quorum_enforced",
+                "evidence_persisted",
+                "resume_once",
+            ],
+            Scenario::TransactionLifecycle => &[
+                "plan_before_commit",
+                "provider_operation_checkpointed",
+                "reconcile_before_retry",
+                "compensation_governed",
+            ],
+            Scenario::AuditRedaction => &[
+                "receipts_emitted",
+                "audit_correlated",
+                "sensitive_fields_redacted",
+                "raw_secret_absent",
+            ],
+            Scenario::WebhookSecurity => {
+                &["signature_verified", "skew_rejected", "replay_rejected"]
+            }
+            Scenario::RestartReconnect => &[
+                "state_recovered",
+                "duplicate_effect_prevented",
+                "reconnect_cursor_resumed",
+            ],
+        }
+    }
+
+    /// Whether `manifest` requires this scenario (upstream's table).
+    pub fn required_by(self, manifest: &Manifest) -> bool {
+        let contracts = || {
+            manifest
+                .capabilities
+                .iter()
+                .filter_map(|c| c.contract.as_ref())
+        };
+        let has_capabilities = !manifest.capabilities.is_empty();
+        match self {
+            Scenario::IdentityCredentials
+            | Scenario::SchemaEnforcement
+            | Scenario::ErrorsUncertainOutcomes
+            | Scenario::AuditRedaction
+            | Scenario::RestartReconnect => has_capabilities,
+            Scenario::IdempotencyDuplicates => contracts().any(|c| {
+                c.idempotency.requirement == aip_connector::model::IdempotencyRequirement::Required
+            }),
+            Scenario::RetryExhaustion => contracts().any(|c| c.execution.supports_retry),
+            Scenario::CancellationRaces => contracts().any(|c| c.execution.supports_cancel),
+            Scenario::StreamingBackpressure => contracts().any(|c| c.execution.supports_streaming),
+            Scenario::ApprovalLifecycle => {
+                contracts().any(|c| c.approval.as_ref().is_some_and(|a| a.required))
+            }
+            Scenario::TransactionLifecycle => contracts().any(|c| c.transaction.is_some()),
+            Scenario::WebhookSecurity => manifest
+                .profiles
+                .iter()
+                .any(|p| p.as_str() == aip_connector::ids::profiles::HTTP_WEBHOOK),
+        }
+    }
+}
+
+impl fmt::Display for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+/// What became of one check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckStatus {
+    /// Executed; every required assertion held.
+    Passed,
+    /// Executed; something did not hold (see `detail`).
+    Failed,
+    /// Not required by this manifest, so not executed.
+    NotApplicable,
+}
+
+/// One check of a [`ConformanceReport`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CheckResult {
+    /// `connector.atomic_manifest_admission`, `enterprise.capability_contract` or
+    /// `connector.behavior.<scenario>`.
+    pub name: String,
+    /// Pass, fail or not applicable.
+    pub status: CheckStatus,
+    /// What was found, in words: on failure, which assertion failed and why.
+    pub detail: String,
+    /// Each assertion the check made and whether it held.
+    pub assertions: BTreeMap<String, bool>,
+    /// Artifacts a failure points to: provider request ids (`req_…`), action, transaction and
+    /// approval ids.
+    pub artifacts: Vec<String>,
+}
+
+impl CheckResult {
+    /// Whether the check passed or did not apply.
+    pub fn passed(&self) -> bool {
+        self.status != CheckStatus::Failed
+    }
+}
+
+/// The outcome of a conformance run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ConformanceReport {
+    /// The connector checked.
+    pub connector_id: String,
+    /// Every check, admission first, then the contract lints, then the scenarios in order.
+    pub checks: Vec<CheckResult>,
+}
+
+impl ConformanceReport {
+    /// Whether every check passed or did not apply.
+    pub fn passed(&self) -> bool {
+        self.checks.iter().all(CheckResult::passed)
+    }
+
+    /// The check called `name`.
+    pub fn check(&self, name: &str) -> Option<&CheckResult> {
+        self.checks.iter().find(|c| c.name == name)
+    }
+
+    /// The report as pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// Writes the report as `<dir>/<connector id>.json`, creating `dir`; returns the path.
+    pub fn write_to(&self, dir: &Path) -> std::io::Result<PathBuf> {
+        std::fs::create_dir_all(dir)?;
+        let file: String = self
+            .connector_id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let path = dir.join(format!("{file}.json"));
+        std::fs::write(&path, self.to_json() + "\n")?;
+        Ok(path)
+    }
+
+    /// Panics with the check's detail unless `name` passed or did not apply.
+    ///
+    /// # Panics
+    ///
+    /// When the check failed or does not exist.
+    #[track_caller]
+    pub fn assert_check(&self, name: &str) {
+        let Some(check) = self.check(name) else {
+            panic!("conformance check `{name}` is not in the report");
+        };
+        assert!(
+            check.passed(),
+            "conformance check `{name}` failed for connector `{}`: {}\nassertions: {:?}\nartifacts: {:?}",
+            self.connector_id,
+            check.detail,
+            check.assertions,
+            check.artifacts
+        );
+    }
+}
+
+impl fmt::Display for ConformanceReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "conformance of `{}`:", self.connector_id)?;
+        for check in &self.checks {
+            let status = match check.status {
+                CheckStatus::Passed => "pass",
+                CheckStatus::Failed => "FAIL",
+                CheckStatus::NotApplicable => "n/a ",
+            };
+            writeln!(f, "  {status} {}: {}", check.name, check.detail)?;
+        }
+        Ok(())
+    }
+}
+
+/// What a scenario found: its assertions, the artifacts they rest on, and notes for the detail.
+#[derive(Clone, Debug, Default)]
+pub struct Evidence {
+    assertions: BTreeMap<String, bool>,
+    artifacts: Vec<String>,
+    notes: Vec<String>,
+}
+
+impl Evidence {
+    /// Records assertion `name`; a false one keeps `why` for the report.
+    pub fn assert(&mut self, name: &str, holds: bool, why: impl FnOnce() -> String) {
+        let entry = self.assertions.entry(name.to_owned()).or_insert(true);
+        *entry &= holds;
+        if !holds {
+            self.notes.push(format!("{name}: {}", why()));
+        }
+    }
+
+    /// Records an artifact id the assertions rest on.
+    pub fn artifact(&mut self, id: impl fmt::Display) {
+        let id = id.to_string();
+        if !id.trim().is_empty() && !self.artifacts.contains(&id) {
+            self.artifacts.push(id);
+        }
+    }
+
+    /// Adds a note to the report's detail.
+    pub fn note(&mut self, note: impl Into<String>) {
+        self.notes.push(note.into());
+    }
+
+    fn into_check(self, scenario: Scenario) -> CheckResult {
+        let mut problems: Vec<String> = scenario
+            .required_assertions()
+            .iter()
+            .filter(|name| !self.assertions.contains_key(**name))
+            .map(|name| format!("{name}: not asserted"))
+            .collect();
+        problems.extend(self.notes.iter().cloned());
+        let all_held = scenario
+            .required_assertions()
+            .iter()
+            .all(|name| self.assertions.get(*name) == Some(&true));
+        let has_artifact = !self.artifacts.is_empty();
+        if !has_artifact {
+            problems.push("the evidence names no artifact".to_owned());
+        }
+        let status = if all_held && has_artifact {
+            CheckStatus::Passed
+        } else {
+            CheckStatus::Failed
+        };
+        let detail = if status == CheckStatus::Passed {
+            let mut detail = format!("{} assertions held", scenario.required_assertions().len());
+            if !self.notes.is_empty() {
+                detail.push_str("; ");
+                detail.push_str(&self.notes.join("; "));
+            }
+            detail
+        } else {
+            problems.join("; ")
+        };
+        CheckResult {
+            name: scenario.check_name(),
+            status,
+            detail,
+            assertions: self.assertions,
+            artifacts: self.artifacts,
+        }
+    }
+}
+
+type Factory = dyn Fn(&Environment) -> Arc<dyn Connector> + Send + Sync;
+
+/// A conformance run over one connector type. The factory builds a fresh connector for each
+/// scenario, pointed at that scenario's provider double (`env.provider_url()`).
+#[derive(Clone)]
+pub struct ConformanceSuite {
+    factory: Arc<Factory>,
+}
+
+impl fmt::Debug for ConformanceSuite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConformanceSuite").finish_non_exhaustive()
+    }
+}
+
+impl ConformanceSuite {
+    /// A suite over the connectors `factory` builds.
+    pub fn new<C, F>(factory: F) -> Self
+    where
+        C: Connector,
+        F: Fn(&Environment) -> C + Send + Sync + 'static,
+    {
+        Self {
+            factory: Arc::new(move |env| Arc::new(factory(env)) as Arc<dyn Connector>),
+        }
+    }
+
+    /// Runs every check on a runtime of its own (call it from a plain `#[test]`).
+    ///
+    /// # Panics
+    ///
+    /// When no Tokio runtime can be started.
+    pub fn run(&self) -> ConformanceReport {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("the conformance runtime starts")
+            .block_on(self.run_async())
+    }
+
+    /// Runs every check.
+    pub async fn run_async(&self) -> ConformanceReport {
+        let probe_env = Environment::detached();
+        let connector = (self.factory)(&probe_env);
+        let definition = connector.definition().clone();
+        let manifest = definition.manifest();
+        let mut checks = vec![
+            admission_check(&definition, &manifest),
+            contract_check(&manifest),
+        ];
+        for scenario in Scenario::ALL {
+            checks.push(self.scenario_check(scenario, &manifest).await);
+        }
+        ConformanceReport {
+            connector_id: definition.id.clone(),
+            checks,
+        }
+    }
+
+    /// Runs one scenario (executed when required, else not applicable).
+    pub async fn scenario_check(&self, scenario: Scenario, manifest: &Manifest) -> CheckResult {
+        if !scenario.required_by(manifest) {
+            return CheckResult {
+                name: scenario.check_name(),
+                status: CheckStatus::NotApplicable,
+                detail: "not required by this manifest".to_owned(),
+                assertions: BTreeMap::new(),
+                artifacts: Vec::new(),
+            };
+        }
+        let harness = Harness::start(Arc::clone(&self.factory)).await;
+        let evidence = scenarios::run(scenario, &harness).await;
+        evidence.into_check(scenario)
+    }
+}
+
+fn admission_check(
+    definition: &aip_connector::ConnectorDefinition,
+    manifest: &Manifest,
+) -> CheckResult {
+    let policy = AdmissionPolicy {
+        require_implementation_claims: true,
+        ..AdmissionPolicy::upstream()
+    };
+    let support = definition.implementation_support();
+    let (status, detail) = match admit_manifest(manifest, &policy, &support) {
+        Ok(_) => (
+            CheckStatus::Passed,
+            "the manifest passes full admission with the derived implementation support".to_owned(),
+        ),
+        Err(report) => (CheckStatus::Failed, report.to_string()),
+    };
+    CheckResult {
+        name: ATOMIC_MANIFEST_ADMISSION.to_owned(),
+        status,
+        detail,
+        assertions: BTreeMap::new(),
+        artifacts: vec![format!("manifest:{}", definition.id)],
+    }
+}
+
+/// Upstream's enterprise contract rules: this SDK's contract invariants and governance lints
+/// (which cover them), honouring the waivers the manifest publishes with their reasons.
+fn contract_check(manifest: &Manifest) -> CheckResult {
+    let mut problems = Vec::new();
+    let mut issues = Vec::new();
+    let waivers = aip_connector::rules::waivers_from_manifest(manifest, &mut issues);
+    for capability in &manifest.capabilities {
+        aip_connector::rules::contract_invariants(capability, "", &mut issues);
+        aip_connector::rules::lints(capability, &waivers, "", &mut issues);
+        problems.extend(
+            issues
+                .drain(..)
+                .map(|issue| format!("{} ({}): {}", capability.id, issue.code, issue.message)),
+        );
+        if let Some(transaction) = capability
+            .contract
+            .as_ref()
+            .and_then(|c| c.transaction.as_ref())
+            && transaction
+                .supported_modes
+                .contains(&TransactionMode::Commit)
+            && !transaction.supported_modes.contains(&TransactionMode::Plan)
+        {
+            problems.push(format!(
+                "{}: commit support must also publish plan support",
+                capability.id
+            ));
+        }
+    }
+    problems.dedup();
+    CheckResult {
+        name: ENTERPRISE_CAPABILITY_CONTRACT.to_owned(),
+        status: if problems.is_empty() {
+            CheckStatus::Passed
+        } else {
+            CheckStatus::Failed
+        },
+        detail: if problems.is_empty() {
+            format!("{} capability contracts pass", manifest.capabilities.len())
+        } else {
+            problems.join("; ")
+        },
+        assertions: BTreeMap::new(),
+        artifacts: manifest
+            .capabilities
+            .iter()
+            .map(|c| format!("capability:{}", c.id))
+            .collect(),
+    }
+}
+
+/// The directory reports are written to: `<target dir>/aip-conformance`, found from the running
+/// test binary (`target/<profile>/deps/<test>`), else `CARGO_TARGET_DIR`, else `./target`.
+pub fn report_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("CARGO_TARGET_DIR") {
+        return PathBuf::from(dir).join("aip-conformance");
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            exe.ancestors()
+                .find(|dir| dir.file_name().is_some_and(|name| name == "target"))
+                .map(Path::to_path_buf)
+        })
+        .unwrap_or_else(|| PathBuf::from("target"))
+        .join("aip-conformance")
+}
+
+/// One line in a connector crate's tests: one `#[test]` per conformance check, sharing one run,
+/// plus the JSON report under [`report_dir`]. The argument is the connector factory given to
+/// [`ConformanceSuite::new`].
+///
+/// ```ignore
+/// aip_connector_testkit::conformance_tests!(|env| Calendar::new(env.provider_url()));
+/// ```
+#[macro_export]
+macro_rules! conformance_tests {
+    ($factory:expr $(,)?) => {
+        mod aip_conformance {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn report() -> &'static $crate::conformance::ConformanceReport {
+                static REPORT: ::std::sync::OnceLock<$crate::conformance::ConformanceReport> =
+                    ::std::sync::OnceLock::new();
+                REPORT.get_or_init(|| {
+                    let report = $crate::conformance::ConformanceSuite::new($factory).run();
+                    match report.write_to(&$crate::conformance::report_dir()) {
+                        Ok(path) => ::std::eprintln!("conformance report: {}", path.display()),
+                        Err(error) => ::std::eprintln!("conformance report not written: {error}"),
+                    }
+                    report
+                })
+            }
+
+            $crate::__conformance_test!(
+                connector_atomic_manifest_admission,
+                "connector.atomic_manifest_admission"
+            );
+            $crate::__conformance_test!(
+                enterprise_capability_contract,
+                "enterprise.capability_contract"
+            );
+            $crate::__conformance_test!(
+                behavior_identity_credentials,
+                "connector.behavior.identity_credentials"
+            );
+            $crate::__conformance_test!(
+                behavior_schema_enforcement,
+                "connector.behavior.schema_enforcement"
+            );
+            $crate::__conformance_test!(
+                behavior_idempotency_duplicates,
+                "connector.behavior.idempotency_duplicates"
+            );
+            $crate::__conformance_test!(
+                behavior_retry_exhaustion,
+                "connector.behavior.retry_exhaustion"
+            );
+            $crate::__conformance_test!(
+                behavior_cancellation_races,
+                "connector.behavior.cancellation_races"
+            );
+            $crate::__conformance_test!(
+                behavior_streaming_backpressure,
+                "connector.behavior.streaming_backpressure"
+            );
+            $crate::__conformance_test!(
+                behavior_errors_uncertain_outcomes,
+                "connector.behavior.errors_uncertain_outcomes"
+            );
+            $crate::__conformance_test!(
+                behavior_approval_lifecycle,
+                "connector.behavior.approval_lifecycle"
+            );
+            $crate::__conformance_test!(
+                behavior_transaction_lifecycle,
+                "connector.behavior.transaction_lifecycle"
+            );
+            $crate::__conformance_test!(
+                behavior_audit_redaction,
+                "connector.behavior.audit_redaction"
+            );
+            $crate::__conformance_test!(
+                behavior_webhook_security,
+                "connector.behavior.webhook_security"
+            );
+            $crate::__conformance_test!(
+                behavior_restart_reconnect,
+                "connector.behavior.restart_reconnect"
+            );
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_test {
+    ($test:ident, $check:literal) => {
+        #[test]
+        fn $test() {
+            report().assert_check($check);
+        }
+    };
+}

@@ -1,0 +1,152 @@
+//! A connector wrapper that records what each handler call saw and returned, and can replace a
+//! handler's output (to show the host rejects an invalid one).
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use aip_connector::connector::{CancelRequest, Reconciliation};
+use aip_connector::invocation::{BoxFuture, InvocationContext};
+use aip_connector::model::ConnectorFailure;
+use aip_connector::{Connector, ConnectorDefinition, ReconcileOutcome};
+use serde_json::Value;
+
+/// One handler call as the probe saw it.
+#[derive(Clone, Debug)]
+pub struct ProbeRecord {
+    /// The capability invoked.
+    pub capability_id: String,
+    /// The action id in the invocation context.
+    pub action_id: String,
+    /// The authenticated caller the context carried.
+    pub principal_id: String,
+    /// The verified tenant the context carried.
+    pub tenant_id: Option<String>,
+    /// The idempotency key the context exposed.
+    pub idempotency_key: Option<String>,
+    /// `Debug` of the credential handle the context carried, if any (must not show the secret).
+    pub credential_debug: Option<String>,
+    /// Whether the handler's cancellation token had fired when the call ended.
+    pub cancelled_at_end: bool,
+    /// The output, or the failure as JSON, once the call ended (`None` while running or when the
+    /// call was dropped).
+    pub outcome: Option<Result<Value, Value>>,
+}
+
+#[derive(Default)]
+struct ProbeState {
+    records: Vec<ProbeRecord>,
+    output_override: Option<Value>,
+}
+
+/// Wraps a connector; every `invoke` is recorded (see [`ProbeRecord`]).
+#[derive(Clone)]
+pub struct ProbedConnector {
+    inner: Arc<dyn Connector>,
+    state: Arc<Mutex<ProbeState>>,
+}
+
+impl ProbedConnector {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<dyn Connector>) -> Self {
+        Self {
+            inner,
+            state: Arc::default(),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, ProbeState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every call so far.
+    pub fn records(&self) -> Vec<ProbeRecord> {
+        self.state().records.clone()
+    }
+
+    /// How many handler calls capability `capability_id` received.
+    pub fn calls(&self, capability_id: &str) -> usize {
+        self.state()
+            .records
+            .iter()
+            .filter(|r| r.capability_id == capability_id)
+            .count()
+    }
+
+    /// From now on, a successful handler output is replaced by `output` (`None` stops it).
+    pub fn override_output(&self, output: Option<Value>) {
+        self.state().output_override = output;
+    }
+}
+
+impl Connector for ProbedConnector {
+    fn definition(&self) -> &ConnectorDefinition {
+        self.inner.definition()
+    }
+
+    fn invoke<'a>(
+        &'a self,
+        capability_id: &'a str,
+        input: Value,
+        context: Arc<dyn InvocationContext>,
+    ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
+        let index = {
+            let mut state = self.state();
+            state.records.push(ProbeRecord {
+                capability_id: capability_id.to_owned(),
+                action_id: context.action().id.to_string(),
+                principal_id: context.caller().principal_id.to_string(),
+                tenant_id: context.tenant().map(|t| t.id.clone()),
+                idempotency_key: context.idempotency_key().map(str::to_owned),
+                credential_debug: context.credential().map(|c| format!("{c:?}")),
+                cancelled_at_end: false,
+                outcome: None,
+            });
+            state.records.len() - 1
+        };
+        Box::pin(async move {
+            let result = self
+                .inner
+                .invoke(capability_id, input, Arc::clone(&context))
+                .await;
+            let mut state = self.state();
+            let result = match (result, state.output_override.clone()) {
+                (Ok(_), Some(replacement)) => Ok(replacement),
+                (other, _) => other,
+            };
+            if let Some(record) = state.records.get_mut(index) {
+                record.cancelled_at_end = context.cancellation().is_cancelled();
+                record.outcome =
+                    Some(match &result {
+                        Ok(output) => Ok(output.clone()),
+                        Err(failure) => Err(serde_json::to_value(failure.to_protocol_error())
+                            .unwrap_or(Value::Null)),
+                    });
+            }
+            result
+        })
+    }
+
+    fn validate<'a>(
+        &'a self,
+        capability_id: &'a str,
+        input: Value,
+        context: Arc<dyn InvocationContext>,
+    ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
+        self.inner.validate(capability_id, input, context)
+    }
+
+    fn reconcile<'a>(
+        &'a self,
+        capability_id: &'a str,
+        request: Reconciliation,
+    ) -> BoxFuture<'a, Result<ReconcileOutcome, ConnectorFailure>> {
+        self.inner.reconcile(capability_id, request)
+    }
+
+    fn cancel<'a>(
+        &'a self,
+        capability_id: &'a str,
+        request: CancelRequest,
+    ) -> BoxFuture<'a, Result<(), ConnectorFailure>> {
+        self.inner.cancel(capability_id, request)
+    }
+}

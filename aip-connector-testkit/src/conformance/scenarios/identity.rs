@@ -1,0 +1,130 @@
+//! `identity_credentials`: the host binds the transport's actor (a forged payload identity
+//! changes nothing the handler sees), tenants never share idempotency records, and the
+//! credential handle never shows its secret.
+
+use aip_connector::model::{IdentityContext, TenantRef};
+
+use super::is_replay;
+use crate::conformance::harness::{CALLER, CANARY_SECRET, OTHER_TENANT, TENANT};
+use crate::conformance::{Evidence, Harness};
+
+pub(super) async fn run(h: &Harness) -> Evidence {
+    let mut evidence = Evidence::default();
+    let examples = h.examples();
+    let Some((capability, input)) = examples.first() else {
+        evidence.note("no capability declares an example input: nothing can be invoked");
+        return evidence;
+    };
+
+    // transport_actor_bound: the payload claims another tenant and user.
+    let mut forged = h.action(capability, input.clone(), "conformance-identity-forged");
+    forged.identity = Some(IdentityContext {
+        tenant: Some(TenantRef {
+            id: "forged-tenant".into(),
+            system: None,
+        }),
+        human_actor: Some(aip_connector::model::Principal::new(
+            "user:forged",
+            aip_connector::model::PrincipalKind::Human,
+        )),
+        ..IdentityContext::default()
+    });
+    let forged_id = forged.id.to_string();
+    let settled = h.settle(h.host(), forged).await;
+    evidence.artifact(format!("action:{forged_id}"));
+    let records = h.probe().records();
+    let seen: Vec<_> = records
+        .iter()
+        .filter(|r| r.capability_id == capability.id().as_str())
+        .collect();
+    evidence.assert(
+        "transport_actor_bound",
+        !seen.is_empty()
+            && seen
+                .iter()
+                .all(|r| r.principal_id == CALLER && r.tenant_id.as_deref() == Some(TENANT)),
+        || {
+            format!(
+                "the handler of `{}` ran {} time(s) and saw {:?}; expected caller `{CALLER}` in tenant `{TENANT}` (result: {:?})",
+                capability.id(),
+                seen.len(),
+                seen.iter()
+                    .map(|r| (r.principal_id.clone(), r.tenant_id.clone()))
+                    .collect::<Vec<_>>(),
+                settled.result.status
+            )
+        },
+    );
+
+    // tenant_isolated: one key, two tenants; the second is never the first's replay.
+    let key = "conformance-identity-shared-key";
+    let first = h
+        .host()
+        .invoke(h.action(capability, input.clone(), key), &h.caller())
+        .await;
+    let other = h
+        .host()
+        .invoke(
+            h.action(capability, input.clone(), key),
+            &h.caller_in(OTHER_TENANT),
+        )
+        .await;
+    evidence.artifact(format!("action:{}", first.action_id));
+    evidence.artifact(format!("action:{}", other.action_id));
+    let leaked = is_replay(&other);
+    let foreign_record = h.probe().records().iter().any(|r| {
+        r.action_id == other.action_id.as_str() && r.tenant_id.as_deref() != Some(OTHER_TENANT)
+    });
+    evidence.assert("tenant_isolated", !leaked && !foreign_record, || {
+        format!(
+            "the same idempotency key from tenant `{OTHER_TENANT}` got tenant `{TENANT}`'s result (replay: {}, handler tenant mismatch: {foreign_record})",
+            is_replay(&other)
+        )
+    });
+
+    // credential_handle_opaque: no handle's Debug, result or error shows the secret.
+    let mut exposed = Vec::new();
+    for record in h.probe().records() {
+        if record
+            .credential_debug
+            .as_deref()
+            .is_some_and(|d| d.contains(CANARY_SECRET))
+        {
+            exposed.push(format!(
+                "Debug of the credential seen by `{}`",
+                record.capability_id
+            ));
+        }
+        if let Some(outcome) = &record.outcome {
+            let text = match outcome {
+                Ok(value) | Err(value) => value.to_string(),
+            };
+            if text.contains(CANARY_SECRET) {
+                exposed.push(format!("the outcome of `{}`", record.capability_id));
+            }
+        }
+    }
+    for result in [&settled.result, &first, &other] {
+        if serde_json::to_string(result)
+            .unwrap_or_default()
+            .contains(CANARY_SECRET)
+        {
+            exposed.push(format!("the result of action {}", result.action_id));
+        }
+    }
+    let handles_seen = h
+        .probe()
+        .records()
+        .iter()
+        .filter(|r| r.credential_debug.is_some())
+        .count();
+    if handles_seen == 0 {
+        evidence.note(
+            "no handler call received a credential; results and errors were checked for the canary",
+        );
+    }
+    evidence.assert("credential_handle_opaque", exposed.is_empty(), || {
+        format!("the canary secret appeared in: {}", exposed.join(", "))
+    });
+    evidence
+}

@@ -1,0 +1,49 @@
+//! One module per scenario; each returns the [`Evidence`] of its required assertions.
+
+mod approval;
+mod audit;
+mod cancellation;
+mod errors;
+mod idempotency;
+mod identity;
+mod restart;
+mod retry;
+mod schema;
+mod streaming;
+mod transaction;
+mod webhook;
+
+use super::{Evidence, Harness, Scenario};
+
+/// Runs `scenario` on `harness`.
+pub(super) async fn run(scenario: Scenario, harness: &Harness) -> Evidence {
+    match scenario {
+        Scenario::IdentityCredentials => identity::run(harness).await,
+        Scenario::SchemaEnforcement => schema::run(harness).await,
+        Scenario::IdempotencyDuplicates => idempotency::run(harness).await,
+        Scenario::RetryExhaustion => retry::run(harness).await,
+        Scenario::CancellationRaces => cancellation::run(harness).await,
+        Scenario::StreamingBackpressure => streaming::run(harness).await,
+        Scenario::ErrorsUncertainOutcomes => errors::run(harness).await,
+        Scenario::ApprovalLifecycle => approval::run(harness).await,
+        Scenario::TransactionLifecycle => transaction::run(harness).await,
+        Scenario::AuditRedaction => audit::run(harness).await,
+        Scenario::WebhookSecurity => webhook::run(harness).await,
+        Scenario::RestartReconnect => restart::run(harness).await,
+    }
+}
+
+/// The error code of a result, or `""`.
+fn code(result: &aip_connector::model::ActionResult) -> &str {
+    result.error.as_ref().map(|e| e.code.as_str()).unwrap_or("")
+}
+
+/// Whether `result` is an idempotent replay of an earlier one.
+fn is_replay(result: &aip_connector::model::ActionResult) -> bool {
+    result
+        .output
+        .as_ref()
+        .and_then(|o| o.get("idempotent_replay"))
+        .and_then(serde_json::Value::as_bool)
+        == Some(true)
+}

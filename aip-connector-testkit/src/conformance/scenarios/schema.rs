@@ -1,0 +1,174 @@
+//! `schema_enforcement`: inputs that violate the declared input schema never reach the handler
+//! (`action.input_schema_invalid`), and an output that violates the declared output schema is
+//! replaced by `action.output_schema_invalid`.
+
+use aip_connector::codes;
+use aip_connector::core::schema::{SchemaLimits, compile_draft202012};
+use serde_json::{Map, Value, json};
+
+use super::code;
+use crate::conformance::{Evidence, Harness};
+
+/// Inputs derived from `schema` and the valid `example` that the schema must reject: a
+/// required property removed, a property of the wrong type, an unknown property when
+/// additional properties are closed, and a non-object.
+fn invalid_inputs(schema: &Value, example: &Value) -> Vec<(String, Value)> {
+    let mut out = vec![("a JSON array instead of an object".to_owned(), json!([]))];
+    let Some(object) = example.as_object() else {
+        return out;
+    };
+    if let Some(required) = schema.get("required").and_then(Value::as_array)
+        && let Some(name) = required.iter().filter_map(Value::as_str).next()
+    {
+        let mut missing = object.clone();
+        missing.remove(name);
+        out.push((
+            format!("required property `{name}` removed"),
+            Value::Object(missing),
+        ));
+    }
+    if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+        for (name, property) in properties {
+            if let Some(wrong) = wrong_type(property) {
+                let mut changed = object.clone();
+                changed.insert(name.clone(), wrong);
+                out.push((
+                    format!("property `{name}` of the wrong type"),
+                    Value::Object(changed),
+                ));
+                break;
+            }
+        }
+    }
+    if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
+        let mut extra: Map<String, Value> = object.clone();
+        extra.insert("aip_conformance_unknown_property".to_owned(), json!(1));
+        out.push(("an undeclared property".to_owned(), Value::Object(extra)));
+    }
+    out
+}
+
+/// A value of another JSON type than the property's declared (single) type.
+fn wrong_type(property: &Value) -> Option<Value> {
+    let kind = match property.get("type") {
+        Some(Value::String(kind)) => kind.as_str(),
+        _ => return None,
+    };
+    Some(match kind {
+        "string" => json!(12345),
+        "integer" | "number" => json!("not a number"),
+        "boolean" => json!("not a boolean"),
+        "array" => json!({ "not": "an array" }),
+        "object" => json!("not an object"),
+        _ => return None,
+    })
+}
+
+/// An output the declared output schema rejects.
+fn invalid_output(schema: &Value) -> Option<Value> {
+    let compiled = compile_draft202012(schema, &SchemaLimits::default()).ok()?;
+    [
+        json!("aip-conformance: not the declared output"),
+        json!({}),
+        json!(null),
+        json!([{ "aip_conformance": true }]),
+    ]
+    .into_iter()
+    .find(|candidate| !compiled.is_valid(candidate))
+}
+
+pub(super) async fn run(h: &Harness) -> Evidence {
+    let mut evidence = Evidence::default();
+    let examples = h.examples();
+    if examples.is_empty() {
+        evidence.note("no capability declares an example input: nothing can be invoked");
+        return evidence;
+    }
+
+    // invalid_input_rejected, on every capability with an example.
+    let mut tried = 0;
+    for (capability, example) in &examples {
+        let calls_before = h.probe().calls(capability.id().as_str());
+        for (n, (what, input)) in invalid_inputs(&capability.capability.input_schema, example)
+            .into_iter()
+            .enumerate()
+        {
+            tried += 1;
+            let key = format!("conformance-schema-{}-{n}", capability.id());
+            let result = h
+                .host()
+                .invoke(h.action(capability, input, &key), &h.caller())
+                .await;
+            evidence.artifact(format!("action:{}", result.action_id));
+            evidence.assert(
+                "invalid_input_rejected",
+                code(&result) == codes::ACTION_INPUT_SCHEMA_INVALID,
+                || {
+                    format!(
+                        "`{}` with {what} answered {:?} `{}` instead of `{}`",
+                        capability.id(),
+                        result.status,
+                        code(&result),
+                        codes::ACTION_INPUT_SCHEMA_INVALID
+                    )
+                },
+            );
+        }
+        let calls_after = h.probe().calls(capability.id().as_str());
+        evidence.assert(
+            "invalid_input_rejected",
+            calls_after == calls_before,
+            || {
+                format!(
+                    "the handler of `{}` ran {} time(s) on invalid input",
+                    capability.id(),
+                    calls_after - calls_before
+                )
+            },
+        );
+    }
+    if tried == 0 {
+        evidence.assert("invalid_input_rejected", false, || {
+            "no invalid input could be derived from any input schema".to_owned()
+        });
+    }
+
+    // invalid_output_rejected: a handler's valid output replaced by one the schema rejects.
+    let target = examples.iter().find_map(|(capability, example)| {
+        let schema = capability.capability.output_schema.as_ref()?;
+        (!Harness::streams_only(capability))
+            .then(|| invalid_output(schema))
+            .flatten()
+            .map(|output| (*capability, example.clone(), output))
+    });
+    match target {
+        None => evidence.assert("invalid_output_rejected", false, || {
+            "no non-streaming capability has an output schema that rejects anything".to_owned()
+        }),
+        Some((capability, example, output)) => {
+            h.probe().override_output(Some(output.clone()));
+            let settled = h
+                .settle(
+                    h.host(),
+                    h.action(capability, example, "conformance-schema-output"),
+                )
+                .await;
+            h.probe().override_output(None);
+            evidence.artifact(format!("action:{}", settled.result.action_id));
+            evidence.assert(
+                "invalid_output_rejected",
+                code(&settled.result) == codes::ACTION_OUTPUT_SCHEMA_INVALID,
+                || {
+                    format!(
+                        "`{}` returning {output} answered {:?} `{}` instead of `{}`",
+                        capability.id(),
+                        settled.result.status,
+                        code(&settled.result),
+                        codes::ACTION_OUTPUT_SCHEMA_INVALID
+                    )
+                },
+            );
+        }
+    }
+    evidence
+}
