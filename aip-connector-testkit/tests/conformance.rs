@@ -75,3 +75,56 @@ fn a_well_behaved_read_connector_passes_every_required_check() {
         );
     }
 }
+
+/// An output whose published schema says `count` is an integer, while its hand-written
+/// `Serialize` sends a string: the schema the connector declares is not what it produces.
+#[derive(JsonSchema)]
+struct Counted {
+    count: u32,
+}
+
+impl Serialize for Counted {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut state = serializer.serialize_struct("Counted", 1)?;
+        state.serialize_field("count", &self.count.to_string())?;
+        state.end()
+    }
+}
+
+struct LyingCounter;
+
+#[connector(id = "lying-counter")]
+impl LyingCounter {
+    /// Count records.
+    #[capability(
+        id = "cap:lying:count",
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        examples = [r#"{"id": "rec-1"}"#],
+    )]
+    async fn count(&self, _lookup: Lookup) -> Result<Counted, ConnectorFailure> {
+        Ok(Counted { count: 3 })
+    }
+}
+
+#[test]
+fn a_connector_whose_output_does_not_match_its_schema_fails_schema_enforcement_only() {
+    let report = ConformanceSuite::new(|_env| LyingCounter).run();
+    let schema = report
+        .check(&Scenario::SchemaEnforcement.check_name())
+        .unwrap();
+    assert_eq!(schema.status, CheckStatus::Failed, "{report}");
+    assert_eq!(schema.assertions.get("declared_output_produced"), Some(&false));
+    assert!(schema.detail.contains("cap:lying:count"), "{}", schema.detail);
+    assert!(!schema.artifacts.is_empty());
+    // The lie is caught where it is, not everywhere.
+    for name in [
+        "connector.atomic_manifest_admission",
+        "enterprise.capability_contract",
+        "connector.behavior.identity_credentials",
+    ] {
+        assert!(report.check(name).unwrap().passed(), "{name}: {report}");
+    }
+}

@@ -375,10 +375,13 @@ impl Evidence {
             .map(|name| format!("{name}: not asserted"))
             .collect();
         problems.extend(self.notes.iter().cloned());
+        // Every required assertion must be present and true; so must any extra one a scenario
+        // makes (e.g. that example inputs produce the declared output).
         let all_held = scenario
             .required_assertions()
             .iter()
-            .all(|name| self.assertions.get(*name) == Some(&true));
+            .all(|name| self.assertions.get(*name) == Some(&true))
+            && self.assertions.values().all(|held| *held);
         let has_artifact = !self.artifacts.is_empty();
         if !has_artifact {
             problems.push("the evidence names no artifact".to_owned());

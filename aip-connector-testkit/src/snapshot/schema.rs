@@ -141,6 +141,7 @@ pub(crate) fn compare_schemas(old: &Value, new: &Value, side: Side) -> Vec<Schem
         side,
         findings: Vec::new(),
         compared_refs: HashSet::new(),
+        compared_ref_pairs: HashSet::new(),
         open_refs: Vec::new(),
     };
     comparison.node(old, new, "", false);
@@ -258,7 +259,10 @@ struct Comparison<'r> {
     /// Pairs of identical `$ref`s already compared: a definition used in many places is
     /// reported once, at its own location, and recursive definitions terminate.
     compared_refs: HashSet<String>,
-    /// Pairs of different `$ref`s being compared further up the stack (cycle guard).
+    /// Pairs of different `$ref`s already compared, for the same reason.
+    compared_ref_pairs: HashSet<(String, String)>,
+    /// Pairs of `$ref`s (or a `$ref` and an inline schema) being compared further up the
+    /// stack (cycle guard).
     open_refs: Vec<(Option<String>, Option<String>)>,
 }
 
@@ -355,8 +359,16 @@ impl Comparison<'_> {
         if self.open_refs.contains(&key) {
             return true;
         }
-        let old_effective = self.effective(old, old_ref, self.old_root);
-        let new_effective = self.effective(new, new_ref, self.new_root);
+        if let (Some(old_target), Some(new_target)) = (old_ref, new_ref)
+            && !self
+                .compared_ref_pairs
+                .insert((old_target.to_owned(), new_target.to_owned()))
+        {
+            // A renamed definition used in many places is compared (and reported) once.
+            return true;
+        }
+        let old_effective = Self::effective(old, old_ref, self.old_root);
+        let new_effective = Self::effective(new, new_ref, self.new_root);
         match (old_effective, new_effective) {
             (Some(old_effective), Some(new_effective)) => {
                 self.open_refs.push(key);
@@ -377,7 +389,7 @@ impl Comparison<'_> {
 
     /// The schema a node stands for: its `$ref` target with the node's annotations laid over
     /// it, or the node itself when it is no reference.
-    fn effective(&self, node: &Value, reference: Option<&str>, root: &Value) -> Option<Value> {
+    fn effective(node: &Value, reference: Option<&str>, root: &Value) -> Option<Value> {
         let Some(reference) = reference else {
             return Some(node.clone());
         };

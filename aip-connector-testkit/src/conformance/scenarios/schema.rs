@@ -133,6 +133,27 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         });
     }
 
+    // declared_output_produced: the examples run and their outputs match the declared output
+    // schema (a handler whose serialization disagrees with its published schema fails here).
+    for (capability, example) in &examples {
+        let key = format!("conformance-schema-example-{}", capability.id());
+        let settled = h
+            .settle(h.host(), h.action(capability, example.clone(), &key))
+            .await;
+        evidence.artifact(format!("action:{}", settled.result.action_id));
+        evidence.assert(
+            "declared_output_produced",
+            code(&settled.result) != codes::ACTION_OUTPUT_SCHEMA_INVALID,
+            || {
+                format!(
+                    "`{}` on its declared example produced an output its own output schema rejects: {:?}",
+                    capability.id(),
+                    settled.result.error.as_ref().map(|e| &e.details)
+                )
+            },
+        );
+    }
+
     // invalid_output_rejected: a handler's valid output replaced by one the schema rejects.
     let target = examples.iter().find_map(|(capability, example)| {
         let schema = capability.capability.output_schema.as_ref()?;
