@@ -116,8 +116,15 @@ fn a_connector_whose_output_does_not_match_its_schema_fails_schema_enforcement_o
         .check(&Scenario::SchemaEnforcement.check_name())
         .unwrap();
     assert_eq!(schema.status, CheckStatus::Failed, "{report}");
-    assert_eq!(schema.assertions.get("declared_output_produced"), Some(&false));
-    assert!(schema.detail.contains("cap:lying:count"), "{}", schema.detail);
+    assert_eq!(
+        schema.assertions.get("declared_output_produced"),
+        Some(&false)
+    );
+    assert!(
+        schema.detail.contains("cap:lying:count"),
+        "{}",
+        schema.detail
+    );
     assert!(!schema.artifacts.is_empty());
     // The lie is caught where it is, not everywhere.
     for name in [

@@ -362,17 +362,14 @@ const CONTROL_CALLS_PER_TASK: usize = 16;
 
 /// The control for [`time_throughput`]: `count` tasks of [`CONTROL_CALLS_PER_TASK`] direct typed
 /// calls each, in the same harness. Nothing is shared between its tasks, so whatever keeps it
-/// from scaling is the machine (a core taken by other work), not the host.
+/// from scaling is the machine (a core taken by other work), not the host. Each task builds its
+/// own inputs: built by the spawning task, they would be serial work the workers wait for.
 fn time_control_throughput(workers: usize, count: usize) -> Sample {
-    let template = input();
     time_batches(workers, vec![(); count], move |()| {
-        let inputs: Vec<Value> = (0..CONTROL_CALLS_PER_TASK)
-            .map(|_| template.clone())
-            .collect();
         async move {
-            for input in inputs {
+            for _ in 0..CONTROL_CALLS_PER_TASK {
                 let typed: LookupInput =
-                    serde_json::from_value(input).expect("the benchmark input decodes");
+                    serde_json::from_value(input()).expect("the benchmark input decodes");
                 let output = Directory.lookup(typed).await.expect("the lookup succeeds");
                 black_box(serde_json::to_value(&output).expect("the output encodes"));
             }
@@ -808,7 +805,8 @@ fn summary(scratch: &ScratchDir) {
 }
 
 /// The environment variable that selects [`profile`] mode: `<case>:<calls>`, where the case is
-/// `floor`, `keyed` or `unkeyed`.
+/// `floor`, `keyed`, `unkeyed` (for an instruction profiler) or `workers_1`, `workers_2` (the
+/// throughput run alone, for a sampling profiler such as `perf`).
 const PROFILE_VAR: &str = "AIP_INVOKE_PROFILE";
 
 /// Runs `calls` calls of one case and nothing else, for an instruction-level profiler:
@@ -824,7 +822,9 @@ fn profile(spec: &str) {
     let (case, calls) = spec
         .split_once(':')
         .and_then(|(case, calls)| Some((case, calls.parse::<usize>().ok()?)))
-        .unwrap_or_else(|| panic!("{PROFILE_VAR} is `<floor|keyed|unkeyed>:<calls>`"));
+        .unwrap_or_else(|| {
+            panic!("{PROFILE_VAR} is `<floor|keyed|unkeyed|workers_1|workers_2>:<calls>`")
+        });
     let runtime = current_thread_runtime();
     let host = memory_host();
     let caller = caller();
@@ -841,6 +841,14 @@ fn profile(spec: &str) {
         "keyed" | "unkeyed" => {
             let actions = actions(calls, case == "keyed");
             profiled_calls(&runtime, &host, &caller, actions);
+        }
+        "workers_1" | "workers_2" => {
+            let workers = if case == "workers_1" { 1 } else { 2 };
+            let sample = time_throughput(workers, calls);
+            eprintln!(
+                "{calls} keyed calls as tasks on {workers} worker(s): {:.0} calls/s",
+                calls as f64 / sample.wall.as_secs_f64()
+            );
         }
         other => panic!("unknown {PROFILE_VAR} case `{other}`"),
     }

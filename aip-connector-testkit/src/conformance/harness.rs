@@ -498,3 +498,328 @@ fn result_of_stream(action: &Action, chunks: &[StreamChunk]) -> ActionResult {
         // No terminal chunk: a failed result without an error, which every check rejects.
         .unwrap_or_else(|| ActionResult::new(action.id.clone(), ActionResultStatus::Failed))
 }
+
+// ---- Helpers of the idempotency, retry, errors and audit scenarios ---------------------------
+
+/// What one clean call of a capability did at the provider (see [`Harness::scout`]).
+pub(crate) struct Scouted {
+    /// The provider requests it made, in order.
+    pub(crate) requests: Vec<crate::provider_double::RecordedRequest>,
+    /// The provider effects it committed, in order.
+    pub(crate) effects: Vec<crate::provider_double::Effect>,
+}
+
+impl Scouted {
+    /// Where a fault must be injected to hit the call's first change at the provider: the path
+    /// of its first mutating request, else of its first request (a read); `None` when the call
+    /// never reached the provider.
+    pub(crate) fn route(&self) -> Option<&str> {
+        self.requests
+            .iter()
+            .find(|r| is_mutating(&r.method))
+            .or_else(|| self.requests.first())
+            .map(|r| r.path.as_str())
+    }
+}
+
+/// Whether an HTTP method may change provider state (the provider client's default reading).
+pub(crate) fn is_mutating(method: &str) -> bool {
+    !matches!(method, "GET" | "HEAD" | "OPTIONS" | "TRACE")
+}
+
+impl Harness {
+    /// A host over a new, empty store, with the same probed connector and provider double:
+    /// what a host whose idempotency settlement was lost sees when the same action is delivered
+    /// again (a failed settlement is logged and "a later duplicate may execute again", host
+    /// docs §2). Only the key the connector forwards to the provider then stands between the
+    /// redelivery and a second effect.
+    pub(crate) fn host_without_records(&self) -> Host {
+        build_host(&self.probe, Arc::new(MemoryStore::new()))
+    }
+
+    /// The scoped key (`<Scope>:<partition>:<raw key>`, host docs §4.1) under which this
+    /// harness's hosts keep the idempotency record of `action` called by [`CALLER`] in
+    /// [`TENANT`]. `None` without a non-blank key, or for the `external_account` scope (the
+    /// conformance deployment has no external account, so such a key is never stored).
+    pub(crate) fn scoped_key(&self, action: &Action) -> Option<String> {
+        use aip_connector::model::IdempotencyKeyScope;
+        let raw = action
+            .idempotency_key
+            .as_deref()
+            .filter(|k| !k.trim().is_empty())?;
+        let scope = self
+            .definition()
+            .capability(action.capability_id.as_str())
+            .and_then(|c| c.capability.contract.as_ref())
+            .map_or(IdempotencyKeyScope::Action, |c| c.idempotency.key_scope);
+        let (name, partition) = match scope {
+            IdempotencyKeyScope::Action => ("Action", action.id.to_string()),
+            IdempotencyKeyScope::Capability => ("Capability", action.capability_id.to_string()),
+            IdempotencyKeyScope::Principal => ("Principal", CALLER.to_owned()),
+            IdempotencyKeyScope::Tenant => ("Tenant", TENANT.to_owned()),
+            IdempotencyKeyScope::ExternalAccount => return None,
+        };
+        Some(format!("{name}:{partition}:{raw}"))
+    }
+
+    /// The live idempotency record this harness's store holds for `action`, if any.
+    pub(crate) async fn idempotency_record(
+        &self,
+        action: &Action,
+    ) -> Option<aip_connector::store::IdempotencyRecord> {
+        let key = self.scoped_key(action)?;
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        self.store.record(&key, now).await.ok().flatten()
+    }
+
+    /// Settles `action` on this harness's host and returns what it did at the provider.
+    pub(crate) async fn scout(&self, action: Action) -> Scouted {
+        let requests_before = self.provider.request_count();
+        let effects_before = self.provider.effect_total();
+        self.settle(&self.host, action).await;
+        Scouted {
+            requests: self
+                .provider
+                .requests()
+                .into_iter()
+                .skip(requests_before)
+                .collect(),
+            effects: self
+                .provider
+                .effects()
+                .into_iter()
+                .skip(effects_before)
+                .collect(),
+        }
+    }
+}
+
+// ---- Helpers of the cancellation, streaming, approval, transaction and restart scenarios -----
+
+/// A call driven to its end by [`Harness::drive`], keeping the action whose result is final.
+pub(crate) struct Driven {
+    /// The action that produced [`result`](Self::result): the commit of a planned call, else
+    /// the action driven. Re-sending it exactly is a duplicate of the settled call.
+    pub(crate) action: Action,
+    /// The final result (after approval, resume and commit).
+    pub(crate) result: ActionResult,
+    /// Chunks streamed on the way, for a streaming capability.
+    pub(crate) chunks: Vec<StreamChunk>,
+    /// The approval the final action waited for, if any.
+    pub(crate) approval_id: Option<ApprovalId>,
+    /// The plan committed, if the call went through plan and commit.
+    pub(crate) plan_id: Option<String>,
+}
+
+impl Harness {
+    /// A fresh connector from the factory, pointed at this scenario's provider double: what a
+    /// restarted process builds.
+    pub(crate) fn fresh_connector(&self) -> Arc<dyn Connector> {
+        (self.factory)(&self.env)
+    }
+
+    /// A host configured like [`host`](Self::host) — same store, tenant, canary credential and
+    /// approvers — around `connector` (a wrapper of the probe, or a restarted connector), with
+    /// `limits` (e.g. a small stream buffer).
+    pub(crate) fn host_for(
+        &self,
+        connector: Arc<dyn Connector>,
+        limits: aip_connector::host::HostLimits,
+    ) -> Host {
+        build_host_for(
+            connector,
+            self.definition(),
+            Arc::clone(&self.store),
+            limits,
+        )
+    }
+
+    /// The approvers the conformance authority vouches for, in the order
+    /// [`approve`](Self::approve) uses them.
+    pub(crate) fn approvers(&self) -> Vec<PrincipalId> {
+        approvers(self.definition())
+    }
+
+    /// Records one `approved` decision on `id` by `approver` (authenticated as itself, in
+    /// [`TENANT`], with a reason and one artifact of every evidence kind), whoever it is: the
+    /// authority decides whether it counts.
+    pub(crate) async fn approve_as(
+        &self,
+        host: &Host,
+        id: &ApprovalId,
+        approver: &PrincipalId,
+    ) -> Result<aip_connector::store::ApprovalRecord, aip_connector::model::ProtocolError> {
+        host.record_approval_decision(
+            approval_decision(id, approver),
+            &caller_as(approver, TENANT),
+        )
+        .await
+    }
+
+    /// Resumes the approved request `id` of `gated` as [`CALLER`], the way a client must: with
+    /// `resume_approved` when the record kept the input, else by re-submitting `gated` with an
+    /// approved decision attached (a redacted record cannot be resumed from the store, host
+    /// docs §5.5). Before any decision exists, the attached one is a well-formed decision that
+    /// was never recorded, so the host answers from the record's status.
+    pub(crate) async fn resume(
+        &self,
+        host: &Host,
+        id: &ApprovalId,
+        gated: &Action,
+    ) -> ActionResult {
+        let record = host.approval(id).await.ok().flatten();
+        if record.as_ref().is_none_or(|r| r.input_retained) {
+            let caller = self.caller();
+            return Box::pin(host.resume_approved(id, &caller)).await;
+        }
+        let decision = record
+            .and_then(|r| {
+                r.decisions
+                    .into_iter()
+                    .find(|d| d.decision == aip_connector::model::ApprovalDecisionKind::Approved)
+            })
+            .or_else(|| {
+                approvers(self.definition())
+                    .first()
+                    .map(|approver| approval_decision(id, approver))
+            });
+        let mut resubmitted = gated.clone();
+        resubmitted.approval = decision;
+        Box::pin(self.run_once(host, resubmitted)).await.0
+    }
+
+    /// Runs `action` once on `host` as [`CALLER`]: streamed (the result rebuilt from the terminal
+    /// chunk) when its capability only streams, else invoked.
+    pub(crate) async fn run_once(
+        &self,
+        host: &Host,
+        action: Action,
+    ) -> (ActionResult, Vec<StreamChunk>) {
+        let streams = self
+            .definition()
+            .capability(action.capability_id.as_str())
+            .is_some_and(Self::streams_only);
+        if streams {
+            let chunks = host
+                .invoke_stream(action.clone(), self.caller())
+                .collect()
+                .await;
+            (result_of_stream(&action, &chunks), chunks)
+        } else {
+            // Boxed: the pipeline's future is large, and scenarios await several at once.
+            let caller = self.caller();
+            (Box::pin(host.invoke(action, &caller)).await, Vec::new())
+        }
+    }
+
+    /// The commit of a completed `plan` action: same capability and input, the plan's id, and
+    /// the key `<key>:commit`. `None` when `planned` was not a plan or `plan_result` names none.
+    pub(crate) fn commit_for(
+        &self,
+        planned: &Action,
+        plan_result: &ActionResult,
+    ) -> Option<Action> {
+        let is_plan = planned
+            .transaction
+            .as_ref()
+            .is_some_and(|t| t.mode == TransactionMode::Plan);
+        let plan_id = plan_result
+            .output
+            .as_ref()
+            .and_then(|o| o.pointer("/plan/plan_id"))
+            .and_then(Value::as_str)
+            .filter(|_| is_plan && plan_result.status == ActionResultStatus::Completed)?;
+        let mut commit = ActionTransaction::new(TransactionMode::Commit);
+        commit.plan_id = Some(plan_id.to_owned());
+        let mut action = Action::new(planned.capability_id.as_str(), planned.input.clone())
+            .with_transaction(commit);
+        action.idempotency_key = planned
+            .idempotency_key
+            .as_ref()
+            .map(|k| format!("{k}:commit"));
+        Some(action)
+    }
+
+    /// [`settle`](Self::settle), keeping the final action: runs `action`, approves and resumes
+    /// it when it waits for approval, and commits it when it was a `plan`.
+    pub(crate) async fn drive(&self, host: &Host, action: Action) -> Driven {
+        let (mut result, chunks) = Box::pin(self.run_once(host, action.clone())).await;
+        let mut driven = Driven {
+            action,
+            result: ActionResult::new(
+                aip_connector::ids::ActionId::new(),
+                ActionResultStatus::Failed,
+            ),
+            chunks,
+            approval_id: None,
+            plan_id: None,
+        };
+        if result.status == ActionResultStatus::PendingApproval
+            && let Some(id) = approval_id_of(&result)
+        {
+            self.approve(host, &id).await;
+            result = Box::pin(self.resume(host, &id, &driven.action)).await;
+            driven.approval_id = Some(id);
+        }
+        if let Some(commit) = self.commit_for(&driven.action, &result) {
+            let committed = Box::pin(self.drive(host, commit)).await;
+            driven.plan_id = committed
+                .action
+                .transaction
+                .as_ref()
+                .and_then(|t| t.plan_id.clone());
+            driven.chunks.extend(committed.chunks);
+            driven.approval_id = committed.approval_id.or(driven.approval_id);
+            driven.action = committed.action;
+            result = committed.result;
+        }
+        driven.result = result;
+        driven
+    }
+}
+
+/// [`build_host`] for any connector and limits.
+fn build_host_for(
+    connector: Arc<dyn Connector>,
+    definition: &ConnectorDefinition,
+    store: SharedStore,
+    limits: aip_connector::host::HostLimits,
+) -> Host {
+    let issuer = definition
+        .capabilities
+        .iter()
+        .filter_map(|c| c.capability.contract.as_ref()?.credentials.as_ref())
+        .flat_map(|p| p.accepted_issuers.iter().cloned())
+        .next()
+        .unwrap_or_else(|| "aip-connector-testkit".to_owned());
+    let credential = CredentialHandle {
+        id: "cred-conformance".to_owned(),
+        issuer,
+        scopes: vec!["*".to_owned()],
+        expires_at_ms: None,
+        tenant_id: Some(TENANT.to_owned()),
+        secret: Secret::new(CANARY_SECRET),
+    };
+    let mut authority = StaticApprovalAuthority::new();
+    for approver in approvers(definition) {
+        authority = authority.with(approver, memberships(definition));
+    }
+    Host::builder()
+        .shared_connector(connector)
+        .store(store)
+        .deployment(Deployment {
+            tenant: Some(VerifiedTenant {
+                id: TENANT.to_owned(),
+                system: None,
+            }),
+            external_account: None,
+            credentials: Some(Arc::new(StaticCredentialProvider(credential))),
+        })
+        .approval_authority(authority)
+        .limits(limits)
+        .build()
+        .unwrap_or_else(|error| panic!("the conformance host cannot be built: {error}"))
+}

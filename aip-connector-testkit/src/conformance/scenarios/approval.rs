@@ -1,10 +1,360 @@
-//! Scenario `approval`: not written yet. It asserts nothing, so the scenario fails whenever a
-//! manifest requires it.
+//! `approval_lifecycle`: an approval-governed capability waits for the approvers its policy
+//! names, as many as its quorum needs, keeps the evidence of every decision, and runs exactly
+//! once when resumed.
+//!
+//! - `authority_verified`: a principal the approval authority does not vouch for is refused
+//!   (`policy.approver_unauthorized`); so is the requester approving its own request when the
+//!   policy's separation of duties forbids it (`policy.separation_of_duties.requester`). Neither
+//!   refused decision is stored.
+//! - `quorum_enforced`: decisions are recorded one approver at a time; while the policy is one
+//!   approval (or more) short the request stays `pending`, a resume is refused
+//!   (`policy.approval_not_granted`), and nothing ran — no handler call, no provider effect
+//!   since the call began (a connector that writes while validating a plan has acted before
+//!   anyone approved).
+//! - `evidence_persisted`: the approval record in the durable store holds every accepted
+//!   decision with its reason, evidence artifacts, authority path, decision id and the policy
+//!   hash it was checked against.
+//! - `resume_once`: two concurrent resumes of an approved request run the handler once; the
+//!   other is `policy.approval_already_resumed`; the provider sees as many effects as one
+//!   approved run makes.
+//!
+//! A connector cannot make the host resume twice — the resume is claimed in the store before the
+//! handler is dispatched — so `resume_once` is the host's promise, checked end to end; the
+//! connector's part is producing the effects of one run, once.
 
-use crate::conformance::{Evidence, Harness};
+use aip_connector::CapabilityDefinition;
+use aip_connector::codes;
+use aip_connector::host::Host;
+use aip_connector::ids::PrincipalId;
+use aip_connector::model::{Action, ActionResult, ActionResultStatus, ApprovalDecisionKind};
+use aip_connector::store::ApprovalStatus;
+use serde_json::Value;
 
-pub(super) async fn run(_harness: &Harness) -> Evidence {
+use super::code;
+use crate::conformance::harness::CALLER;
+use crate::conformance::{Evidence, Harness, approval_id_of};
+
+fn gated(capability: &CapabilityDefinition) -> bool {
+    capability
+        .capability
+        .contract
+        .as_ref()
+        .and_then(|c| c.approval.as_ref())
+        .is_some_and(|a| a.required)
+}
+
+/// Runs `action` up to its approval gate: the plan first when it is a plan, then its commit.
+/// Returns the gated action and what the gate answered.
+async fn until_gate(h: &Harness, host: &Host, action: Action) -> (Action, ActionResult) {
+    let (result, _) = h.run_once(host, action.clone()).await;
+    match h.commit_for(&action, &result) {
+        Some(commit) => {
+            let (result, _) = h.run_once(host, commit.clone()).await;
+            (commit, result)
+        }
+        None => (action, result),
+    }
+}
+
+pub(super) async fn run(h: &Harness) -> Evidence {
+    // On the heap: the suite polls every scenario from one future, and the host's pipeline
+    // futures awaited here are large in debug builds.
+    Box::pin(scenario(h)).await
+}
+
+async fn scenario(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
-    evidence.note("this scenario is not implemented by this version of the testkit");
+    let mut candidates = h.examples_where(gated);
+    candidates.sort_by_key(|(c, _)| Harness::streams_only(c));
+    let Some((capability, input)) = candidates.first().cloned() else {
+        evidence.note("no capability that requires approval declares an example input: nothing can be approved");
+        return evidence;
+    };
+    let id = capability.id().to_string();
+    let host = h.host();
+    let policy = capability
+        .capability
+        .contract
+        .as_ref()
+        .and_then(|c| c.approval.clone())
+        .expect("a gated capability has an approval policy");
+
+    // Request A: authority, quorum, evidence, and one ordinary resume (the baseline of effects).
+    let effects_start = h.provider().effect_total();
+    let calls_start = h.probe().calls(&id);
+    let (gated_action, gate) = until_gate(
+        h,
+        host,
+        h.action(capability, input.clone(), "conformance-approval-a"),
+    )
+    .await;
+    evidence.artifact(format!("action:{}", gated_action.id));
+    let Some(approval) =
+        approval_id_of(&gate).filter(|_| gate.status == ActionResultStatus::PendingApproval)
+    else {
+        let why = format!(
+            "`{id}` requires approval but answered `{:?}` ({}) instead of `pending_approval`",
+            gate.status,
+            code(&gate)
+        );
+        for name in [
+            "authority_verified",
+            "quorum_enforced",
+            "evidence_persisted",
+            "resume_once",
+        ] {
+            let why = why.clone();
+            evidence.assert(name, false, move || why);
+        }
+        return evidence;
+    };
+    evidence.artifact(format!("approval:{approval}"));
+
+    // authority_verified
+    let outsider = PrincipalId::from("user:conformance-outsider");
+    let refused = h.approve_as(host, &approval, &outsider).await;
+    evidence.assert(
+        "authority_verified",
+        refused
+            .as_ref()
+            .is_err_and(|e| e.code == codes::POLICY_APPROVER_UNAUTHORIZED),
+        || {
+            format!(
+                "a decision by `{outsider}`, whom the approval authority does not vouch for, answered {} instead of `{}`",
+                outcome(&refused),
+                codes::POLICY_APPROVER_UNAUTHORIZED
+            )
+        },
+    );
+    let separation = &policy.separation_of_duties;
+    let self_approval_allowed = separation.allow_self_approval && !separation.requester_must_differ;
+    if self_approval_allowed {
+        evidence.note(format!(
+            "the policy of `{id}` allows the requester to approve its own request; self-approval was not tried"
+        ));
+    } else {
+        let requester = PrincipalId::from(CALLER);
+        let refused = h.approve_as(host, &approval, &requester).await;
+        evidence.assert(
+            "authority_verified",
+            refused
+                .as_ref()
+                .is_err_and(|e| e.code == codes::POLICY_SEPARATION_OF_DUTIES_REQUESTER),
+            || {
+                format!(
+                    "the requester approving its own request of `{id}` answered {} instead of `{}`",
+                    outcome(&refused),
+                    codes::POLICY_SEPARATION_OF_DUTIES_REQUESTER
+                )
+            },
+        );
+    }
+
+    // quorum_enforced: one approver at a time; short of the quorum nothing may run.
+    let mut accepted: Vec<PrincipalId> = Vec::new();
+    let mut short_checks = 0_usize;
+    for approver in h.approvers() {
+        let status = host
+            .approval(&approval)
+            .await
+            .ok()
+            .flatten()
+            .map(|r| r.status);
+        if status != Some(ApprovalStatus::Pending) {
+            break;
+        }
+        short_checks += 1;
+        let early = h.resume(host, &approval, &gated_action).await;
+        let effects = h.provider().effect_total() - effects_start;
+        let calls = h.probe().calls(&id) - calls_start;
+        evidence.assert(
+            "quorum_enforced",
+            code(&early) == codes::POLICY_APPROVAL_NOT_GRANTED && calls == 0 && effects == 0,
+            || {
+                format!(
+                    "with {} of the approvals `{id}` needs, a resume answered `{:?}` ({}); the handler had run {calls} time(s) and the provider held {effects} effect(s)",
+                    accepted.len(),
+                    early.status,
+                    code(&early)
+                )
+            },
+        );
+        match h.approve_as(host, &approval, &approver).await {
+            Ok(_) => accepted.push(approver),
+            Err(error) => evidence.note(format!(
+                "approver `{approver}` was refused: {} ({})",
+                error.code, error.message
+            )),
+        }
+    }
+    let record = host.approval(&approval).await.ok().flatten();
+    let minimum = policy.minimum_distinct_principals.max(1) as usize;
+    evidence.assert(
+        "quorum_enforced",
+        short_checks >= 1
+            && record.as_ref().map(|r| r.status) == Some(ApprovalStatus::Approved)
+            && accepted.len() >= minimum,
+        || {
+            format!(
+                "after {} accepted approval(s) the request of `{id}` is {:?} (the policy needs at least {minimum} distinct approvers)",
+                accepted.len(),
+                record.as_ref().map(|r| r.status)
+            )
+        },
+    );
+    evidence.note(format!(
+        "`{id}` was approved by its {}th approver; it stayed pending through {short_checks} check(s)",
+        accepted.len()
+    ));
+
+    // evidence_persisted: read the durable record, not the host's view of it.
+    let stored = h.store().approval(&approval).await.ok().flatten();
+    match &stored {
+        None => evidence.assert("evidence_persisted", false, || {
+            format!("the store holds no approval record `{approval}`")
+        }),
+        Some(stored) => {
+            let deciders: Vec<&str> = stored
+                .decisions
+                .iter()
+                .map(|d| d.approver.id.as_str())
+                .collect();
+            evidence.assert(
+                "evidence_persisted",
+                !stored.policy_hash.trim().is_empty() && stored.policy == policy,
+                || format!("the stored request of `{id}` lost its policy snapshot or hash"),
+            );
+            evidence.assert(
+                "evidence_persisted",
+                accepted.iter().all(|a| deciders.contains(&a.as_str()))
+                    && !deciders.contains(&"user:conformance-outsider")
+                    && (self_approval_allowed || !deciders.contains(&CALLER)),
+                || {
+                    format!(
+                        "the stored decisions are by {deciders:?}; expected exactly the accepted approvers {accepted:?}"
+                    )
+                },
+            );
+            for decision in &stored.decisions {
+                let approver = decision.approver.id.to_string();
+                let complete = decision.decision == ApprovalDecisionKind::Approved
+                    && decision
+                        .reason
+                        .as_deref()
+                        .is_some_and(|r| !r.trim().is_empty())
+                    && !decision.evidence.is_empty()
+                    && decision
+                        .evidence
+                        .iter()
+                        .all(|e| e.id.ends_with(approver.as_str()))
+                    && !decision.authority_path.is_empty()
+                    && decision
+                        .decision_id
+                        .as_deref()
+                        .is_some_and(|d| !d.is_empty())
+                    && decision.policy_hash.as_deref() == Some(stored.policy_hash.as_str());
+                evidence.assert("evidence_persisted", complete, || {
+                    format!(
+                        "the stored decision of `{approver}` lacks its reason, evidence, authority path, decision id or policy hash: {}",
+                        serde_json::to_string(decision).unwrap_or_default()
+                    )
+                });
+            }
+        }
+    }
+
+    // The ordinary resume of request A: how much one approved run does at the provider.
+    let effects_before = h.provider().effect_total();
+    let calls_before = h.probe().calls(&id);
+    let resumed = h.resume(host, &approval, &gated_action).await;
+    evidence.artifact(format!("action:{}", resumed.action_id));
+    let one_run_effects = h.provider().effect_total() - effects_before;
+    let one_run_calls = h.probe().calls(&id) - calls_before;
+    if one_run_calls != 1 {
+        evidence.assert("resume_once", false, || {
+            format!(
+                "resuming the approved request of `{id}` ran its handler {one_run_calls} time(s) (result `{:?}`, {})",
+                resumed.status,
+                code(&resumed)
+            )
+        });
+    }
+
+    // resume_once: request B, approved, resumed twice at once.
+    resume_twice(h, capability, input, one_run_effects, &mut evidence).await;
     evidence
+}
+
+async fn resume_twice(
+    h: &Harness,
+    capability: &CapabilityDefinition,
+    input: Value,
+    one_run_effects: usize,
+    evidence: &mut Evidence,
+) {
+    let id = capability.id().to_string();
+    let host = h.host();
+    let (gated_action, gate) = until_gate(
+        h,
+        host,
+        h.action(capability, input, "conformance-approval-b"),
+    )
+    .await;
+    evidence.artifact(format!("action:{}", gated_action.id));
+    let Some(approval) = approval_id_of(&gate) else {
+        evidence.assert("resume_once", false, || {
+            format!(
+                "a second call of `{id}` answered `{:?}` ({}) instead of waiting for approval",
+                gate.status,
+                code(&gate)
+            )
+        });
+        return;
+    };
+    evidence.artifact(format!("approval:{approval}"));
+    h.approve(host, &approval).await;
+    let effects_before = h.provider().effect_total();
+    let calls_before = h.probe().calls(&id);
+    let (first, second) = tokio::join!(
+        h.resume(host, &approval, &gated_action),
+        h.resume(host, &approval, &gated_action)
+    );
+    let third = h.resume(host, &approval, &gated_action).await;
+    let calls = h.probe().calls(&id) - calls_before;
+    let effects = h.provider().effect_total() - effects_before;
+    let refused = [&first, &second]
+        .iter()
+        .filter(|r| code(r) == codes::POLICY_APPROVAL_ALREADY_RESUMED)
+        .count();
+    evidence.assert(
+        "resume_once",
+        calls == 1 && refused == 1 && code(&third) == codes::POLICY_APPROVAL_ALREADY_RESUMED,
+        || {
+            format!(
+                "two concurrent resumes of `{id}` ran its handler {calls} time(s) and answered {} and {}; a third answered {}",
+                code_or_status(&first),
+                code_or_status(&second),
+                code_or_status(&third)
+            )
+        },
+    );
+    evidence.assert("resume_once", effects == one_run_effects, || {
+        format!(
+            "two concurrent resumes of `{id}` left {effects} provider effect(s); one approved run leaves {one_run_effects}"
+        )
+    });
+}
+
+fn outcome<T>(result: &Result<T, aip_connector::model::ProtocolError>) -> String {
+    match result {
+        Ok(_) => "an accepted decision".to_owned(),
+        Err(error) => format!("`{}`", error.code),
+    }
+}
+
+fn code_or_status(result: &ActionResult) -> String {
+    match &result.error {
+        Some(error) => format!("`{}`", error.code),
+        None => format!("`{:?}`", result.status),
+    }
 }

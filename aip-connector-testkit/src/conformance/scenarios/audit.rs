@@ -1,10 +1,442 @@
-//! Scenario `audit`: not written yet. It asserts nothing, so the scenario fails whenever a
-//! manifest requires it.
+//! `audit_redaction`: every call leaves durable evidence that names it, sensitive inputs are
+//! kept as hashes, and the canary secret appears nowhere the suite can look.
+//!
+//! Each capability's example runs once, keyed, while the host's log lines are captured (a
+//! `tracing` subscriber attached to the call's future; a streaming call's spawned pipeline is
+//! not captured).
+//!
+//! - `receipts_emitted`: a transactional call's durable view holds a non-empty receipt chain
+//!   that [`TransactionReceipt::chain_is_intact`] accepts. This host keeps receipts only for
+//!   transactions; a call without a transaction contract leaves its idempotency record (and
+//!   its approval record, when it waited for one), which is the audit evidence such a call has.
+//! - `audit_correlated`: every receipt is on the chain of the call's transaction and the last
+//!   names the action that owns it; the idempotency record names the action, capability,
+//!   caller and tenant; an approval record names the action; a log line names the action id.
+//! - `sensitive_fields_redacted`: for a capability whose data contract requires redaction, the
+//!   idempotency record, the transaction view and the approval record (outputs aside: they are
+//!   the connector's declared data) hold none of the example's string values, a plan keeps its
+//!   input as `{redacted: true, hash}`, an approval record keeps no input, the error for an
+//!   invalid input carries `details.input_hash` and not the input, and no log line quotes an
+//!   input value. Without such a capability it holds vacuously, with a note.
+//! - `raw_secret_absent`: the canary secret is in no result, error, stored record, probe record
+//!   or captured log line.
+//!
+//! [`TransactionReceipt::chain_is_intact`]: aip_connector::model::TransactionReceipt::chain_is_intact
 
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use aip_connector::CapabilityDefinition;
+use aip_connector::host::TransactionSelector;
+use aip_connector::model::{DataSensitivity, TransactionReceipt};
+use serde_json::{Value, json};
+use tracing::instrument::WithSubscriber;
+
+use super::code;
+use crate::conformance::harness::{CALLER, CANARY_SECRET, TENANT};
 use crate::conformance::{Evidence, Harness};
 
-pub(super) async fn run(_harness: &Harness) -> Evidence {
+/// An invalid input's marker: with redaction it must not be quoted by the error or a log line.
+const INPUT_MARKER: &str = "aip-conformance-sensitive-input-5e0c";
+
+pub(super) async fn run(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
-    evidence.note("this scenario is not implemented by this version of the testkit");
+    let examples = h.examples();
+    if examples.is_empty() {
+        evidence.note("no capability declares an example input: nothing can be invoked");
+        return evidence;
+    }
+    let log = CapturedLog::default();
+    let dispatch = log.dispatch();
+    // Everything the secret must not appear in: (what, serialized text).
+    let mut seen: Vec<(String, String)> = Vec::new();
+    let mut redacted_values: Vec<(String, String)> = Vec::new();
+    let mut redacted_capabilities = 0;
+
+    for (capability, input) in &examples {
+        let id = capability.id().as_str();
+        let action = h.action(
+            capability,
+            input.clone(),
+            &format!("conformance-audit-{id}"),
+        );
+        let settled = h
+            .settle(h.host(), action.clone())
+            .with_subscriber(dispatch.clone())
+            .await;
+        let owner = settled.result.action_id.clone();
+        evidence.artifact(format!("action:{}", action.id));
+        seen.push((format!("the result of `{id}`"), to_text(&settled.result)));
+        if Harness::streams_only(capability) {
+            evidence.note(format!(
+                "`{id}` streams: its pipeline runs on a spawned task whose log lines are not captured"
+            ));
+        }
+
+        // The records the host keeps for the call.
+        let record = h.idempotency_record(&action).await;
+        if let Some(record) = &record {
+            evidence.artifact(format!("idempotency:{}", record.key));
+        }
+        let transactional = capability
+            .capability
+            .contract
+            .as_ref()
+            .is_some_and(|c| c.transaction.is_some());
+        let view = if transactional {
+            h.host()
+                .transaction(&TransactionSelector::Action(owner.clone()), &h.caller())
+                .await
+                .ok()
+                .flatten()
+        } else {
+            None
+        };
+        if let Some(view) = &view {
+            evidence.artifact(format!("transaction:{}", view.transaction_id));
+        }
+        let approval = match &settled.approval_id {
+            Some(approval_id) => {
+                evidence.artifact(format!("approval:{approval_id}"));
+                h.host().approval(approval_id).await.ok().flatten()
+            }
+            None => None,
+        };
+
+        // receipts_emitted
+        if transactional {
+            let receipts = view.as_ref().map(|v| v.receipts.as_slice()).unwrap_or(&[]);
+            evidence.assert(
+                "receipts_emitted",
+                !receipts.is_empty() && TransactionReceipt::chain_is_intact(receipts),
+                || match &view {
+                    None => format!(
+                        "`{id}` settled {:?} `{}` and its transaction has no durable view",
+                        settled.result.status,
+                        code(&settled.result)
+                    ),
+                    Some(view) => format!(
+                        "the transaction `{}` of `{id}` ({:?}) has {} receipt(s); chain intact: {}",
+                        view.transaction_id,
+                        view.status,
+                        receipts.len(),
+                        TransactionReceipt::chain_is_intact(receipts)
+                    ),
+                },
+            );
+        } else {
+            evidence.assert(
+                "receipts_emitted",
+                record.is_some() || approval.is_some(),
+                || {
+                    format!(
+                        "`{id}` has no transaction contract, and its keyed call settled {:?} `{}` without leaving an idempotency or approval record",
+                        settled.result.status,
+                        code(&settled.result)
+                    )
+                },
+            );
+        }
+
+        // audit_correlated
+        if let Some(view) = &view {
+            let chain = format!("transaction:{}", view.transaction_id);
+            let on_chain = view
+                .receipts
+                .iter()
+                .all(|r| r.transaction_id == view.transaction_id && r.chain == chain);
+            let last_owner = view.receipts.last().map(|r| r.action_id.clone());
+            evidence.assert(
+                "audit_correlated",
+                on_chain && last_owner.as_ref() == Some(&owner),
+                || {
+                    format!(
+                        "the receipts of `{id}`'s transaction `{}` are on its chain: {on_chain}; the last names action {last_owner:?}, the call was {owner}",
+                        view.transaction_id
+                    )
+                },
+            );
+        }
+        if let Some(record) = &record {
+            evidence.assert(
+                "audit_correlated",
+                record.action_id == action.id
+                    && record.capability_id == *capability.id()
+                    && record.principal_id.as_str() == CALLER
+                    && record.tenant_id.as_deref() == Some(TENANT),
+                || {
+                    format!(
+                        "the idempotency record `{}` names action {}, capability `{}`, principal `{}`, tenant {:?}; the call was action {} of `{id}` by `{CALLER}` in `{TENANT}`",
+                        record.key,
+                        record.action_id,
+                        record.capability_id,
+                        record.principal_id,
+                        record.tenant_id,
+                        action.id
+                    )
+                },
+            );
+        }
+        if let Some(approval) = &approval {
+            evidence.assert(
+                "audit_correlated",
+                approval.action.id == action.id && approval.capability_id == *capability.id(),
+                || {
+                    format!(
+                        "the approval record `{}` names action {} of `{}`; the call was action {} of `{id}`",
+                        approval.approval_id,
+                        approval.action.id,
+                        approval.capability_id,
+                        action.id
+                    )
+                },
+            );
+        }
+        if !Harness::streams_only(capability) {
+            let logged = log.lines().iter().any(|l| l.contains(owner.as_str()));
+            evidence.assert("audit_correlated", logged, || {
+                format!("no captured log line names action {owner} of `{id}`")
+            });
+        }
+
+        // Stored records, for the secret and the redaction checks (outputs are the
+        // connector's declared data, not the input, and are left out of the latter).
+        let mut stored = Vec::new();
+        if let Some(record) = &record {
+            seen.push((format!("the idempotency record of `{id}`"), to_text(record)));
+            let mut value = serde_json::to_value(record).unwrap_or(Value::Null);
+            drop_output(&mut value, "/result");
+            stored.push(("its idempotency record".to_owned(), value));
+        }
+        if let Some(view) = &view {
+            seen.push((format!("the transaction view of `{id}`"), to_text(view)));
+            let mut value = serde_json::to_value(view).unwrap_or(Value::Null);
+            drop_output(&mut value, "/result");
+            stored.push(("its transaction view".to_owned(), value));
+        }
+        if let Some(approval) = &approval {
+            seen.push((format!("the approval record of `{id}`"), to_text(approval)));
+            stored.push((
+                "its approval record".to_owned(),
+                serde_json::to_value(approval).unwrap_or(Value::Null),
+            ));
+        }
+
+        // sensitive_fields_redacted
+        if !requires_redaction(capability) {
+            continue;
+        }
+        redacted_capabilities += 1;
+        let values = sensitive_values(input);
+        redacted_values.extend(values.iter().map(|v| (id.to_owned(), v.clone())));
+        for (what, value) in &stored {
+            let text = value.to_string();
+            let quoted: Vec<&String> = values
+                .iter()
+                .filter(|v| text.contains(v.as_str()))
+                .collect();
+            evidence.assert("sensitive_fields_redacted", quoted.is_empty(), || {
+                format!("`{id}` requires redaction, but {what} quotes its input values {quoted:?}")
+            });
+        }
+        if let Some(snapshot) = view
+            .as_ref()
+            .and_then(|v| v.plan.as_ref())
+            .map(|p| serde_json::to_value(&p.input_snapshot).unwrap_or(Value::Null))
+        {
+            evidence.assert(
+                "sensitive_fields_redacted",
+                snapshot.get("redacted") == Some(&Value::Bool(true))
+                    && snapshot.get("hash").is_some_and(Value::is_string)
+                    && snapshot.get("value").is_none_or(Value::is_null),
+                || {
+                    format!(
+                        "`{id}` requires redaction, but its plan's input snapshot is {snapshot}"
+                    )
+                },
+            );
+        }
+        if let Some(approval) = &approval {
+            evidence.assert(
+                "sensitive_fields_redacted",
+                !approval.input_retained && approval.action.input.is_null(),
+                || {
+                    format!(
+                        "`{id}` requires redaction, but its approval record keeps the input (input_retained: {})",
+                        approval.input_retained
+                    )
+                },
+            );
+        }
+        let invalid = h.action(
+            capability,
+            json!([INPUT_MARKER]),
+            &format!("conformance-audit-invalid-{id}"),
+        );
+        let refused = h
+            .host()
+            .invoke(invalid, &h.caller())
+            .with_subscriber(dispatch.clone())
+            .await;
+        evidence.artifact(format!("action:{}", refused.action_id));
+        seen.push((
+            format!("the refusal of an invalid `{id}`"),
+            to_text(&refused),
+        ));
+        let error = refused
+            .error
+            .as_ref()
+            .and_then(|e| serde_json::to_value(e).ok())
+            .unwrap_or(Value::Null);
+        evidence.assert(
+            "sensitive_fields_redacted",
+            error.pointer("/details/input_hash").is_some_and(Value::is_string)
+                && !error.to_string().contains(INPUT_MARKER),
+            || {
+                format!(
+                    "`{id}` requires redaction; the error for an invalid input is {error}, which should carry details.input_hash and not quote the input"
+                )
+            },
+        );
+    }
+
+    let lines = log.lines();
+    if redacted_capabilities == 0 {
+        evidence.note(
+            "sensitive_fields_redacted holds vacuously: no capability's data contract requires redaction",
+        );
+        evidence.assert("sensitive_fields_redacted", true, String::new);
+    } else {
+        let quoted: Vec<String> = lines
+            .iter()
+            .filter_map(|line| {
+                redacted_values
+                    .iter()
+                    .map(|(id, v)| (id.as_str(), v.as_str()))
+                    .chain(std::iter::once(("an invalid input", INPUT_MARKER)))
+                    .find(|(_, v)| line.contains(v))
+                    .map(|(id, v)| format!("`{v}` of {id}"))
+            })
+            .collect();
+        evidence.assert("sensitive_fields_redacted", quoted.is_empty(), || {
+            format!(
+                "captured log lines quote redacted input values: {}",
+                quoted.join(", ")
+            )
+        });
+    }
+    if lines.is_empty() {
+        evidence.note("no log line was captured");
+    }
+    evidence.note(format!("DEBUG {} lines: {:?}", lines.len(), lines.iter().filter(|l| l.contains("settled")).collect::<Vec<_>>()));
+
+    // raw_secret_absent
+    for record in h.probe().records() {
+        if let Some(debug) = &record.credential_debug {
+            seen.push((
+                format!("the credential a handler of `{}` saw", record.capability_id),
+                debug.clone(),
+            ));
+        }
+        if let Some(outcome) = &record.outcome {
+            let (Ok(value) | Err(value)) = outcome;
+            seen.push((
+                format!(
+                    "the outcome of `{}` for action {}",
+                    record.capability_id, record.action_id
+                ),
+                value.to_string(),
+            ));
+        }
+    }
+    seen.extend(
+        lines
+            .iter()
+            .map(|line| ("a captured log line".to_owned(), line.clone())),
+    );
+    let mut leaks: Vec<String> = seen
+        .iter()
+        .filter(|(_, text)| text.contains(CANARY_SECRET))
+        .map(|(what, _)| what.clone())
+        .collect();
+    leaks.dedup();
+    evidence.assert("raw_secret_absent", leaks.is_empty(), || {
+        format!("the canary secret appeared in: {}", leaks.join(", "))
+    });
     evidence
+}
+
+/// Whether the host redacts the capability's inputs (host docs §7.3).
+fn requires_redaction(capability: &CapabilityDefinition) -> bool {
+    capability.capability.contract.as_ref().is_some_and(|c| {
+        c.data.redaction_required
+            || matches!(
+                c.data.sensitivity,
+                DataSensitivity::Restricted | DataSensitivity::Regulated
+            )
+    })
+}
+
+/// The string values of an input long enough to recognise (four characters or more).
+fn sensitive_values(input: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![input];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::String(text) if text.chars().count() >= 4 => out.push(text.clone()),
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => stack.extend(map.values()),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Removes the `output` of the result at `pointer` (the connector's data, not the input).
+fn drop_output(value: &mut Value, pointer: &str) {
+    if let Some(result) = value.pointer_mut(pointer).and_then(Value::as_object_mut) {
+        result.remove("output");
+    }
+}
+
+fn to_text(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+/// Log lines written by a `tracing` subscriber attached to the scenario's calls.
+#[derive(Clone, Default)]
+struct CapturedLog(Arc<Mutex<Vec<u8>>>);
+
+impl CapturedLog {
+    /// A dispatcher that formats every event (down to `trace`) into this log.
+    fn dispatch(&self) -> tracing::Dispatch {
+        let sink = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || sink.clone())
+            .finish();
+        tracing::Dispatch::new(subscriber)
+    }
+
+    fn lines(&self) -> Vec<String> {
+        let bytes = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+impl Write for CapturedLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

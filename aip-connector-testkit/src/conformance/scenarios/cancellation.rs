@@ -1,10 +1,414 @@
-//! Scenario `cancellation`: not written yet. It asserts nothing, so the scenario fails whenever a
-//! manifest requires it.
+//! `cancellation_races`: cancelling an action before its handler is dispatched, while the handler
+//! waits for the provider, and after the action settled.
+//!
+//! - `before_dispatch_cancelled`: a cancel sent before the action starts must keep it from
+//!   running (upstream records the cancel and never dispatches the queued action). **This host
+//!   has no such cancel**: `Host::cancel` only reaches an action whose handler is executing
+//!   (docs/host-runtime.md §7.2) and answers `NotActive` for anything else, so the assertion is
+//!   measured — cancel, then run — and fails, with a note, until the host can do it.
+//! - `in_flight_cancelled`: with every provider call slowed down, the action is cancelled once
+//!   the provider has its request. The result must be `cancelled`, the handler's token must have
+//!   fired, the handler must not run on to completion, nothing the handler started may keep
+//!   talking to the provider (or its sink) once the action is over, and the cancellation is the
+//!   stored result a duplicate replays. The host drops a cancelled handler's future, so a handler
+//!   that merely never looks at its token still stops; what it cannot stop is work the handler
+//!   handed to a task of its own — that is the lie this catches.
+//! - `late_cancel_preserved_terminal`: a cancel after the result answers `NotActive` and changes
+//!   nothing: the stored result, its replay and the transaction record stay as they were.
 
-use crate::conformance::{Evidence, Harness};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
-pub(super) async fn run(_harness: &Harness) -> Evidence {
+use aip_connector::host::{CancelOutcome, Host, HostLimits, TransactionSelector};
+use aip_connector::model::{Action, ActionResult, ActionResultStatus, SideEffect, TransactionMode};
+use aip_connector::{CapabilityDefinition, ids::ActionId};
+use serde_json::Value;
+
+use super::streaming::Tap;
+use super::{code, is_replay};
+use crate::Fault;
+use crate::conformance::{Evidence, Harness, approval_id_of};
+
+/// How long every provider call takes while the in-flight cancel is tried.
+const DELAY: Duration = Duration::from_millis(1500);
+/// Requests that reach the provider this long after the cancel were sent after it.
+const GRACE: Duration = Duration::from_millis(200);
+/// How long a handler that never calls the provider must have run before it is cancelled anyway.
+const NO_PROVIDER_AFTER: Duration = Duration::from_secs(2);
+/// How long anything in this scenario may take before it counts as stuck.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+fn supports_cancel(capability: &CapabilityDefinition) -> bool {
+    capability
+        .capability
+        .contract
+        .as_ref()
+        .is_some_and(|c| c.execution.supports_cancel)
+}
+
+/// Whether every declared side effect is a read: cancelling it leaves nothing behind.
+fn read_only(capability: &CapabilityDefinition) -> bool {
+    capability
+        .capability
+        .contract
+        .as_ref()
+        .is_some_and(|c| c.side_effects.iter().all(|e| *e == SideEffect::Read))
+}
+
+pub(super) async fn run(h: &Harness) -> Evidence {
+    // On the heap: the suite polls every scenario from one future, and the host's pipeline
+    // futures awaited here are large in debug builds.
+    Box::pin(scenario(h)).await
+}
+
+async fn scenario(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
-    evidence.note("this scenario is not implemented by this version of the testkit");
+    let mut candidates = h.examples_where(supports_cancel);
+    // A read is the safest thing to cancel half-way; a mutation cancelled in flight may still
+    // land at the provider.
+    candidates.sort_by_key(|(c, _)| !read_only(c));
+    let Some((capability, input)) = candidates.first().cloned() else {
+        evidence.note(
+            "no capability that supports cancellation declares an example input: nothing can be cancelled",
+        );
+        return evidence;
+    };
+    let tap = Tap::new(Arc::new(h.probe().clone()));
+    let host = h.host_for(Arc::new(tap.clone()), HostLimits::default());
+    before_dispatch(h, &host, capability, input.clone(), &mut evidence).await;
+    in_flight(h, &host, &tap, capability, input.clone(), &mut evidence).await;
+    late_cancel(h, &host, capability, input, &mut evidence).await;
     evidence
+}
+
+async fn before_dispatch(
+    h: &Harness,
+    host: &Host,
+    capability: &CapabilityDefinition,
+    input: Value,
+    evidence: &mut Evidence,
+) {
+    let id = capability.id().to_string();
+    let action = h.action(capability, input, "conformance-cancel-before");
+    evidence.artifact(format!("action:{}", action.id));
+    let calls_before = h.probe().calls(&id);
+    let early = host.cancel(&action.id);
+    let driven = h.drive(host, action).await;
+    let ran = h.probe().calls(&id) > calls_before;
+    let status = driven.result.status;
+    evidence.assert(
+        "before_dispatch_cancelled",
+        early == CancelOutcome::Cancelled && !ran && status == ActionResultStatus::Cancelled,
+        || {
+            format!(
+                "this host cannot cancel an action before its handler is dispatched: `Host::cancel` reaches only an executing handler (docs/host-runtime.md §7.2). A cancel sent for an action of `{id}` before it started answered {early:?}; the action then {}settled `{status:?}`. Upstream records such a cancel and never dispatches the action",
+                if ran { "ran its handler and " } else { "" }
+            )
+        },
+    );
+}
+
+/// What became of a call the scenario tried to cancel while its handler waited.
+enum Raced {
+    /// The call settled before anything showed it in flight.
+    Finished(ActionResult),
+    /// The cancel was sent.
+    Cancelled {
+        action_id: ActionId,
+        outcome: CancelOutcome,
+        result: ActionResult,
+        at: Instant,
+        at_wall: SystemTime,
+        provider_saw_it: bool,
+    },
+}
+
+async fn in_flight(
+    h: &Harness,
+    host: &Host,
+    tap: &Tap,
+    capability: &CapabilityDefinition,
+    input: Value,
+    evidence: &mut Evidence,
+) {
+    let id = capability.id().to_string();
+    let mut action = h.action(capability, input, "conformance-cancel-in-flight");
+    // A capability that only plans and commits runs its handler on the commit.
+    let plans = action
+        .transaction
+        .as_ref()
+        .is_some_and(|t| t.mode == TransactionMode::Plan);
+    if plans {
+        let (plan, _) = h.run_once(host, action.clone()).await;
+        if let Some(commit) = h.commit_for(&action, &plan) {
+            action = commit;
+        }
+    }
+    let requests_before = h.provider().request_count();
+    h.provider().inject("*", Fault::delay(DELAY).always());
+    let (action_id, outcome, result, at, at_wall, provider_saw_it) = match race(
+        h,
+        host,
+        tap,
+        action.clone(),
+    )
+    .await
+    {
+        Raced::Cancelled {
+            action_id,
+            outcome,
+            result,
+            at,
+            at_wall,
+            provider_saw_it,
+        } => (action_id, outcome, result, at, at_wall, provider_saw_it),
+        Raced::Finished(result) => {
+            h.provider().clear_faults();
+            evidence.artifact(format!("action:{}", result.action_id));
+            evidence.assert("in_flight_cancelled", false, || {
+                    format!(
+                        "`{id}` settled `{:?}` ({}) before it could be cancelled in flight: with every provider call slowed by {DELAY:?} it never waited for the provider",
+                        result.status,
+                        code(&result)
+                    )
+                });
+            return;
+        }
+    };
+    // Watch what happens once the slowed-down call would have answered.
+    tokio::time::sleep((at + DELAY + GRACE * 3).saturating_duration_since(Instant::now())).await;
+    h.provider().clear_faults();
+    evidence.artifact(format!("action:{action_id}"));
+    let requests = h.provider().requests();
+    for request in requests.iter().skip(requests_before) {
+        evidence.artifact(format!("req_{}", request.sequence));
+    }
+    let late_requests: Vec<String> = requests
+        .iter()
+        .skip(requests_before)
+        .filter(|r| {
+            r.received_at
+                .duration_since(at_wall)
+                .is_ok_and(|after| after > GRACE)
+        })
+        .map(|r| format!("{} {} (req_{})", r.method, r.path, r.sequence))
+        .collect();
+    let calls = tap.calls_of(action_id.as_str());
+    let call = calls.last();
+
+    evidence.assert(
+        "in_flight_cancelled",
+        outcome == CancelOutcome::Cancelled,
+        || format!("cancelling `{id}` while its handler ran answered {outcome:?}"),
+    );
+    evidence.assert(
+        "in_flight_cancelled",
+        result.status == ActionResultStatus::Cancelled,
+        || {
+            format!(
+                "`{id}` cancelled in flight settled `{:?}` ({}) instead of `cancelled`",
+                result.status,
+                code(&result)
+            )
+        },
+    );
+    evidence.assert(
+        "in_flight_cancelled",
+        call.is_some_and(|c| c.token_fired()),
+        || format!("the cancellation token the handler of `{id}` got never fired"),
+    );
+    evidence.assert(
+        "in_flight_cancelled",
+        call.is_some_and(|c| c.ended.is_none()),
+        || format!("the handler of `{id}` ran on to completion after it was cancelled"),
+    );
+    evidence.assert("in_flight_cancelled", late_requests.is_empty(), || {
+        format!(
+            "after `{id}` was cancelled, the provider still received {}: the connector keeps working for an action that is over (work handed to a task of its own does not watch the cancellation token)",
+            late_requests.join(", ")
+        )
+    });
+    let late_sends = call.map_or(0, |c| {
+        c.sends
+            .iter()
+            .filter(|s| s.started.saturating_duration_since(at) > GRACE)
+            .count()
+    });
+    evidence.assert("in_flight_cancelled", late_sends == 0, || {
+        format!("after `{id}` was cancelled, its handler still sent {late_sends} chunk(s)")
+    });
+    if !provider_saw_it {
+        evidence.note(format!(
+            "`{id}` made no provider request the suite could slow down; it was cancelled after its handler had run for {NO_PROVIDER_AFTER:?}"
+        ));
+    }
+
+    // The cancellation is the stored result: a duplicate replays it and runs nothing.
+    let calls_before = h.probe().calls(&id);
+    let mut duplicate = action;
+    duplicate.id = action_id;
+    let (replay, _) = h.run_once(host, duplicate).await;
+    evidence.assert(
+        "in_flight_cancelled",
+        replay.status == ActionResultStatus::Cancelled
+            && is_replay(&replay)
+            && h.probe().calls(&id) == calls_before,
+        || {
+            format!(
+                "a duplicate of the cancelled call of `{id}` answered `{:?}` (replay: {}) instead of replaying the cancellation",
+                replay.status,
+                is_replay(&replay)
+            )
+        },
+    );
+}
+
+/// Runs `action` (approving and resuming it if it waits for approval) and cancels it as soon as
+/// the provider has one of its requests, or its handler has run for a while without one.
+async fn race(h: &Harness, host: &Host, tap: &Tap, action: Action) -> Raced {
+    let action_id = action.id.clone();
+    let gated = action.clone();
+    let mut call = Box::pin(async { h.run_once(host, action).await.0 })
+        as std::pin::Pin<Box<dyn Future<Output = ActionResult> + Send + '_>>;
+    let mut resumed = false;
+    loop {
+        let requests_before = h.provider().request_count();
+        let started = async {
+            let waiting = Instant::now();
+            loop {
+                if h.provider().request_count() > requests_before {
+                    return true;
+                }
+                let running = tap
+                    .calls_of(action_id.as_str())
+                    .last()
+                    .is_some_and(|c| c.ended.is_none() && c.started.elapsed() > NO_PROVIDER_AFTER);
+                if running || waiting.elapsed() > PATIENCE {
+                    return false;
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        };
+        tokio::select! {
+            result = &mut call => {
+                if !resumed
+                    && result.status == ActionResultStatus::PendingApproval
+                    && let Some(approval) = approval_id_of(&result)
+                {
+                    h.approve(host, &approval).await;
+                    let gated = gated.clone();
+                    call = Box::pin(async move { h.resume(host, &approval, &gated).await });
+                    resumed = true;
+                    continue;
+                }
+                return Raced::Finished(result);
+            }
+            provider_saw_it = started => {
+                let at = Instant::now();
+                let at_wall = SystemTime::now();
+                let outcome = host.cancel(&action_id);
+                let result = tokio::time::timeout(PATIENCE, &mut call)
+                    .await
+                    .unwrap_or_else(|_| ActionResult::new(action_id.clone(), ActionResultStatus::Failed));
+                return Raced::Cancelled { action_id, outcome, result, at, at_wall, provider_saw_it };
+            }
+        }
+    }
+}
+
+async fn late_cancel(
+    h: &Harness,
+    host: &Host,
+    capability: &CapabilityDefinition,
+    input: Value,
+    evidence: &mut Evidence,
+) {
+    let id = capability.id().to_string();
+    let driven = h
+        .drive(host, h.action(capability, input, "conformance-cancel-late"))
+        .await;
+    let final_id = driven.action.id.clone();
+    evidence.artifact(format!("action:{final_id}"));
+    let settled = driven.result.error.as_ref().and_then(|e| e.retryable) != Some(true)
+        && driven.result.status != ActionResultStatus::PendingApproval;
+    if !settled {
+        evidence.assert("late_cancel_preserved_terminal", false, || {
+            format!(
+                "the example of `{id}` did not settle (`{:?}`, {}), so nothing stored could be checked",
+                driven.result.status,
+                code(&driven.result)
+            )
+        });
+        return;
+    }
+    let selector = TransactionSelector::Action(final_id.clone());
+    let view_before = host
+        .transaction(&selector, &h.caller())
+        .await
+        .ok()
+        .flatten();
+    let calls_before = h.probe().calls(&id);
+
+    let late = host.cancel(&final_id);
+
+    let (replay, _) = h.run_once(host, driven.action.clone()).await;
+    let view_after = host
+        .transaction(&selector, &h.caller())
+        .await
+        .ok()
+        .flatten();
+    evidence.assert(
+        "late_cancel_preserved_terminal",
+        late == CancelOutcome::NotActive,
+        || format!("a cancel after `{id}` settled answered {late:?} instead of NotActive"),
+    );
+    let same = replay.status == driven.result.status
+        && code(&replay) == code(&driven.result)
+        && without_replay_flag(replay.output.as_ref())
+            == without_replay_flag(driven.result.output.as_ref());
+    evidence.assert(
+        "late_cancel_preserved_terminal",
+        same && is_replay(&replay) && h.probe().calls(&id) == calls_before,
+        || {
+            format!(
+                "after a late cancel, a duplicate of `{id}` answered `{:?}` ({}; replay: {}) where the settled result was `{:?}` ({})",
+                replay.status,
+                code(&replay),
+                is_replay(&replay),
+                driven.result.status,
+                code(&driven.result)
+            )
+        },
+    );
+    if let Some(before) = &view_before {
+        evidence.artifact(format!("transaction:{}", before.transaction_id));
+    }
+    let unchanged = match (&view_before, &view_after) {
+        (Some(before), Some(after)) => {
+            before.status == after.status
+                && before.result == after.result
+                && before.receipts == after.receipts
+        }
+        (None, None) => true,
+        _ => false,
+    };
+    evidence.assert("late_cancel_preserved_terminal", unchanged, || {
+        format!(
+            "a late cancel changed the transaction of `{id}`: {:?} → {:?}",
+            view_before.as_ref().map(|v| v.status),
+            view_after.as_ref().map(|v| v.status)
+        )
+    });
+}
+
+/// An output without the host's `idempotent_replay` marker, to compare a replay with the original.
+fn without_replay_flag(output: Option<&Value>) -> Option<Value> {
+    let mut output = output?.clone();
+    if let Some(object) = output.as_object_mut() {
+        object.remove("idempotent_replay");
+        if object.is_empty() {
+            return None;
+        }
+    }
+    Some(output)
 }

@@ -1,10 +1,517 @@
-//! Scenario `errors`: not written yet. It asserts nothing, so the scenario fails whenever a
-//! manifest requires it.
+//! `errors_uncertain_outcomes`: the fields of a connector failure reach the action result
+//! unchanged, an effect whose answer was lost is reported as an unknown outcome that is
+//! reconciled (never executed again blindly), and no error carries a secret or a request or
+//! response body.
+//!
+//! - `protocol_fields_preserved`: the provider answers `503` with `Retry-After`, then `409`;
+//!   the result's error has the code, category, `retryable`, `retry_after_ms`, `remote_status`,
+//!   `provider_operation` and `uncertain_outcome` of the failure the handler returned (the probe
+//!   records it).
+//! - `uncertain_outcome_reconciled`: on a mutating capability with a transaction contract and a
+//!   reconcile handler, the provider commits the change and drops the connection. The
+//!   transaction must be `outcome_unknown`; executing it again (or committing its plan again) is
+//!   refused without running the handler; a `reconcile` settles it `reconciled`; and the
+//!   provider holds exactly the effects of one call. When no capability can be reconciled, the
+//!   assertion fails if some capability mutates (its lost answers could never be settled), and
+//!   holds with a note when every capability only reads (a read has no outcome to reconcile).
+//! - `error_secrets_redacted`: the provider answers `500` and `422` with bodies that quote the
+//!   canary secret and a marker; no result, error or probe record of the scenario contains the
+//!   secret, the marker, or the body of a request the connector sent.
 
+use aip_connector::CapabilityDefinition;
+use aip_connector::codes;
+use aip_connector::host::TransactionSelector;
+use aip_connector::model::{
+    Action, ActionResult, ActionResultStatus, ActionTransaction, SideEffect, TransactionMode,
+    TransactionProtocolStatus,
+};
+use serde_json::{Value, json};
+
+use super::code;
+use crate::conformance::harness::CANARY_SECRET;
 use crate::conformance::{Evidence, Harness};
+use crate::provider_double::Fault;
 
-pub(super) async fn run(_harness: &Harness) -> Evidence {
+/// A marker the provider's error bodies carry; it must never be quoted by an error.
+const RESPONSE_MARKER: &str = "provider-response-body-7d41b2";
+
+pub(super) async fn run(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
-    evidence.note("this scenario is not implemented by this version of the testkit");
+    let examples = h.examples();
+    if examples.is_empty() {
+        evidence.note("no capability declares an example input: nothing can be invoked");
+        return evidence;
+    }
+    let mut results = Vec::new();
+    let mut reached = 0;
+    for (capability, input) in &examples {
+        let id = capability.id().as_str();
+        let scouted = h
+            .scout(h.action(
+                capability,
+                input.clone(),
+                &format!("conformance-errors-scout-{id}"),
+            ))
+            .await;
+        let Some(route) = scouted.route().map(str::to_owned) else {
+            evidence.note(format!(
+                "`{id}` made no provider request on its example, so no provider failure can reach it"
+            ));
+            continue;
+        };
+        reached += 1;
+        let target = Target {
+            capability,
+            input,
+            route,
+        };
+        target.protocol_fields(h, &mut evidence, &mut results).await;
+        target.secrets(h, &mut evidence, &mut results).await;
+    }
+    if reached == 0 {
+        for name in ["protocol_fields_preserved", "error_secrets_redacted"] {
+            evidence.assert(name, false, || {
+                "no capability reached the provider, so no connector failure could be provoked"
+                    .to_owned()
+            });
+        }
+    }
+    uncertain_outcome(h, &mut evidence, &mut results).await;
+
+    // Whatever else happened in the scenario: no result or probe record shows the secret.
+    let mut leaks = Vec::new();
+    for result in &results {
+        if serde_json::to_string(result)
+            .unwrap_or_default()
+            .contains(CANARY_SECRET)
+        {
+            leaks.push(format!("the result of action {}", result.action_id));
+        }
+    }
+    for record in h.probe().records() {
+        if let Some(Err(failure)) = &record.outcome
+            && failure.to_string().contains(CANARY_SECRET)
+        {
+            leaks.push(format!(
+                "the failure `{}` returned by `{}` for action {}",
+                failure.get("code").and_then(Value::as_str).unwrap_or(""),
+                record.capability_id,
+                record.action_id
+            ));
+        }
+    }
+    leaks.dedup();
+    evidence.assert("error_secrets_redacted", leaks.is_empty(), || {
+        format!("the canary secret appeared in: {}", leaks.join(", "))
+    });
     evidence
+}
+
+/// One capability that reaches the provider, and where its provider calls go.
+struct Target<'a> {
+    capability: &'a CapabilityDefinition,
+    input: &'a Value,
+    route: String,
+}
+
+impl Target<'_> {
+    fn id(&self) -> &str {
+        self.capability.id().as_str()
+    }
+
+    /// Settles a call of this capability under `key` while the provider answers with `fault`.
+    async fn failing_call(&self, h: &Harness, key: &str, fault: Fault) -> (ActionResult, Vec<u64>) {
+        let action = h.action(self.capability, self.input.clone(), key);
+        h.provider().inject(&self.route, fault);
+        let requests_before = h.provider().request_count();
+        let settled = h.settle(h.host(), action).await;
+        h.provider().clear_faults();
+        let requests = h
+            .provider()
+            .requests()
+            .iter()
+            .skip(requests_before)
+            .map(|r| r.sequence)
+            .collect();
+        (settled.result, requests)
+    }
+
+    /// `protocol_fields_preserved`: a retryable `503` with `Retry-After` and a permanent `409`.
+    async fn protocol_fields(
+        &self,
+        h: &Harness,
+        evidence: &mut Evidence,
+        results: &mut Vec<ActionResult>,
+    ) {
+        let id = self.id();
+        for (status, fault) in [
+            (503, Fault::status(503).retry_after_secs(3)),
+            (409, Fault::status(409)),
+        ] {
+            let key = format!("conformance-errors-fields-{status}-{id}");
+            let (result, requests) = self.failing_call(h, &key, fault).await;
+            evidence.artifact(format!("action:{}", result.action_id));
+            for sequence in requests {
+                evidence.artifact(format!("req_{sequence}"));
+            }
+            let failure = connector_failure(h, result.action_id.as_str());
+            let Some(failure) = failure else {
+                evidence.assert("protocol_fields_preserved", false, || {
+                    format!(
+                        "`{id}` with the provider answering {status} settled {:?} `{}`, but its handler returned no failure",
+                        result.status,
+                        code(&result)
+                    )
+                });
+                results.push(result);
+                continue;
+            };
+            let error = result
+                .error
+                .as_ref()
+                .and_then(|e| serde_json::to_value(e).ok())
+                .unwrap_or(Value::Null);
+            let differing: Vec<String> = [
+                "/code",
+                "/category",
+                "/retryable",
+                "/retry_after_ms",
+                "/details/remote_status",
+                "/details/provider_operation",
+                "/details/provider_request_id",
+                "/details/uncertain_outcome",
+            ]
+            .into_iter()
+            .filter(|pointer| error.pointer(pointer) != failure.pointer(pointer))
+            .map(|pointer| {
+                format!(
+                    "{pointer}: the handler said {}, the result says {}",
+                    show(failure.pointer(pointer)),
+                    show(error.pointer(pointer))
+                )
+            })
+            .collect();
+            evidence.assert(
+                "protocol_fields_preserved",
+                result.status == ActionResultStatus::Failed && differing.is_empty(),
+                || {
+                    format!(
+                        "`{id}` with the provider answering {status} settled {:?}; fields lost between the connector failure and the action result: {}",
+                        result.status,
+                        differing.join("; ")
+                    )
+                },
+            );
+            if failure.pointer("/details/remote_status") != Some(&json!(status)) {
+                evidence.note(format!(
+                    "`{id}`'s failure for a provider {status} does not carry remote_status {status}"
+                ));
+            }
+            results.push(result);
+        }
+    }
+
+    /// `error_secrets_redacted` for provider error bodies that quote the secret.
+    async fn secrets(&self, h: &Harness, evidence: &mut Evidence, results: &mut Vec<ActionResult>) {
+        let id = self.id();
+        let body = json!({
+            "error": RESPONSE_MARKER,
+            "echoed_authorization": format!("Bearer {CANARY_SECRET}"),
+        })
+        .to_string();
+        for status in [500, 422] {
+            let key = format!("conformance-errors-secret-{status}-{id}");
+            let (result, requests) = self
+                .failing_call(h, &key, Fault::respond(status, body.clone()))
+                .await;
+            evidence.artifact(format!("action:{}", result.action_id));
+            let sent: Vec<String> = h
+                .provider()
+                .requests()
+                .iter()
+                .filter(|r| requests.contains(&r.sequence))
+                .filter_map(|r| String::from_utf8(r.body.clone()).ok())
+                .filter(|body| body.len() >= 8)
+                .collect();
+            for sequence in &requests {
+                evidence.artifact(format!("req_{sequence}"));
+            }
+            let mut texts = Vec::new();
+            strings(
+                &serde_json::to_value(&result).unwrap_or(Value::Null),
+                &mut texts,
+            );
+            for record in h.probe().records() {
+                if record.action_id == result.action_id.as_str()
+                    && let Some(Err(failure)) = &record.outcome
+                {
+                    strings(failure, &mut texts);
+                }
+            }
+            let mut found = Vec::new();
+            for text in &texts {
+                if text.contains(CANARY_SECRET) {
+                    found.push("the canary secret".to_owned());
+                }
+                if text.contains(RESPONSE_MARKER) {
+                    found.push("the provider's response body".to_owned());
+                }
+                if sent.iter().any(|body| text.contains(body.as_str())) {
+                    found.push("the request body".to_owned());
+                }
+            }
+            found.sort();
+            found.dedup();
+            evidence.assert("error_secrets_redacted", found.is_empty(), || {
+                format!(
+                    "`{id}` with the provider answering {status} and a body quoting the credential: its result or failure contains {}",
+                    found.join(" and ")
+                )
+            });
+            results.push(result);
+        }
+    }
+}
+
+/// A capability whose lost answers can be reconciled: it mutates, has a transaction contract
+/// with `reconcile` and `execute` or `commit`, and a reconcile handler.
+fn reconcilable(capability: &CapabilityDefinition) -> bool {
+    capability.support().reconciliation
+        && mutates(capability)
+        && capability
+            .capability
+            .contract
+            .as_ref()
+            .and_then(|c| c.transaction.as_ref())
+            .is_some_and(|t| {
+                t.supported_modes.contains(&TransactionMode::Reconcile)
+                    && (t.supported_modes.contains(&TransactionMode::Execute)
+                        || t.supported_modes.contains(&TransactionMode::Commit))
+            })
+}
+
+/// Whether a capability may change provider state (any side effect other than `read`; no
+/// contract counts as mutating, since nothing says otherwise).
+fn mutates(capability: &CapabilityDefinition) -> bool {
+    capability
+        .capability
+        .contract
+        .as_ref()
+        .is_none_or(|c| c.side_effects.iter().any(|e| *e != SideEffect::Read))
+}
+
+/// `uncertain_outcome_reconciled` (see the module docs).
+async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut Vec<ActionResult>) {
+    let Some((capability, input)) = h.examples_where(reconcilable).into_iter().next() else {
+        let mutating: Vec<String> = h
+            .definition()
+            .capabilities
+            .iter()
+            .filter(|c| mutates(c))
+            .map(|c| format!("`{}`", c.id()))
+            .collect();
+        if mutating.is_empty() {
+            evidence.note(
+                "uncertain_outcome_reconciled holds vacuously: every capability only reads, so no call can leave an unknown outcome",
+            );
+            evidence.assert("uncertain_outcome_reconciled", true, String::new);
+        } else {
+            evidence.assert("uncertain_outcome_reconciled", false, || {
+                format!(
+                    "no mutating capability with an example can be reconciled (a transaction contract with `reconcile` and `execute` or `commit`, and a reconcile handler), so a lost answer of {} could never be settled",
+                    mutating.join(", ")
+                )
+            });
+        }
+        return;
+    };
+    let id = capability.id().as_str();
+    let scouted = h
+        .scout(h.action(
+            capability,
+            input.clone(),
+            &format!("conformance-errors-uncertain-scout-{id}"),
+        ))
+        .await;
+    let clean_effects = scouted.effects.len();
+    let Some(route) = scouted.route().map(str::to_owned) else {
+        evidence.assert("uncertain_outcome_reconciled", false, || {
+            format!("`{id}` made no provider request on its example, so no answer could be lost")
+        });
+        return;
+    };
+    let calls_before = h.probe().calls(id);
+    let effects_before = h.provider().effect_total();
+    let key = format!("conformance-errors-uncertain-{id}");
+    let action = h.action(capability, input.clone(), &key);
+    h.provider().inject(&route, Fault::drop_connection());
+    let lost = h.settle(h.host(), action.clone()).await;
+    h.provider().clear_faults();
+    results.push(lost.result.clone());
+    evidence.artifact(format!("action:{}", lost.result.action_id));
+    let selector = match &lost.plan_id {
+        Some(plan) => TransactionSelector::Plan(plan.clone()),
+        None => TransactionSelector::Action(action.id.clone()),
+    };
+    let view = h
+        .host()
+        .transaction(&selector, &h.caller())
+        .await
+        .ok()
+        .flatten();
+    let Some(view) = view else {
+        evidence.assert("uncertain_outcome_reconciled", false, || {
+            format!(
+                "`{id}` with its answer lost after the provider committed settled {:?} `{}` and left no transaction record",
+                lost.result.status,
+                code(&lost.result)
+            )
+        });
+        return;
+    };
+    let transaction_id = view.transaction_id.clone();
+    evidence.artifact(format!("transaction:{transaction_id}"));
+    let unknown = view.status == TransactionProtocolStatus::OutcomeUnknown;
+    evidence.assert("uncertain_outcome_reconciled", unknown, || {
+        format!(
+            "`{id}` with its answer lost after the provider committed settled `{}` (uncertain: {}), and its transaction `{transaction_id}` is {:?}, not outcome_unknown",
+            code(&lost.result),
+            show(
+                lost.result
+                    .error
+                    .as_ref()
+                    .and_then(|e| e.details.as_ref())
+                    .and_then(|d| d.get("uncertain_outcome"))
+            ),
+            view.status
+        )
+    });
+    if !unknown {
+        return;
+    }
+
+    // Executing it again blindly (a new key, so idempotency does not answer first) is refused.
+    let (blind, expected) = match &lost.plan_id {
+        None => {
+            let mut again = action.clone();
+            again.idempotency_key = Some(format!("{key}-again"));
+            if let Some(transaction) = again.transaction.as_mut() {
+                transaction.transaction_id = Some(transaction_id.clone());
+            }
+            (again, codes::TRANSACTION_RECONCILIATION_REQUIRED)
+        }
+        Some(plan) => {
+            let mut commit = ActionTransaction::new(TransactionMode::Commit);
+            commit.plan_id = Some(plan.clone());
+            let again = Action::new(capability.id().as_str(), input.clone())
+                .with_transaction(commit)
+                .with_idempotency_key(format!("{key}-commit-again"));
+            (again, codes::TRANSACTION_PLAN_ALREADY_CLAIMED)
+        }
+    };
+    let refused = h.settle(h.host(), blind).await;
+    results.push(refused.result.clone());
+    evidence.artifact(format!("action:{}", refused.result.action_id));
+    evidence.assert(
+        "uncertain_outcome_reconciled",
+        code(&refused.result) == expected,
+        || {
+            format!(
+                "running `{id}`'s transaction `{transaction_id}` again after its unknown outcome answered {:?} `{}` instead of `{expected}`",
+                refused.result.status,
+                code(&refused.result)
+            )
+        },
+    );
+
+    // Reconciliation settles it.
+    let mut reconcile = ActionTransaction::new(TransactionMode::Reconcile);
+    reconcile.transaction_id = Some(transaction_id.clone());
+    let reconcile = Action::new(capability.id().as_str(), input.clone())
+        .with_transaction(reconcile)
+        .with_idempotency_key(format!("{key}-reconcile"));
+    let reconciled = h.settle(h.host(), reconcile).await;
+    results.push(reconciled.result.clone());
+    evidence.artifact(format!("action:{}", reconciled.result.action_id));
+    let after = h
+        .host()
+        .transaction(
+            &TransactionSelector::Transaction(transaction_id.clone()),
+            &h.caller(),
+        )
+        .await
+        .ok()
+        .flatten()
+        .map(|v| v.status);
+    let terminal = reconciled
+        .result
+        .output
+        .as_ref()
+        .and_then(|o| o.pointer("/reconciliation/terminal"))
+        == Some(&Value::Bool(true));
+    evidence.assert(
+        "uncertain_outcome_reconciled",
+        reconciled.result.status == ActionResultStatus::Completed
+            && terminal
+            && after == Some(TransactionProtocolStatus::Reconciled),
+        || {
+            format!(
+                "reconciling `{id}`'s transaction `{transaction_id}` answered {:?} `{}` (output {}), leaving it {after:?} instead of reconciled",
+                reconciled.result.status,
+                code(&reconciled.result),
+                show(reconciled.result.output.as_ref())
+            )
+        },
+    );
+
+    // One call's effects at the provider, and one handler run, whatever was retried.
+    let ran = h.probe().calls(id) - calls_before;
+    let effects: Vec<String> = h
+        .provider()
+        .effects()
+        .iter()
+        .skip(effects_before)
+        .map(|e| format!("{} {} (key {:?})", e.method, e.route, e.idempotency_key))
+        .collect();
+    evidence.assert(
+        "uncertain_outcome_reconciled",
+        ran == 1 && effects.len() == clean_effects,
+        || {
+            format!(
+                "through the lost answer, the refused retry and the reconciliation, `{id}`'s handler ran {ran} time(s) and the provider committed {} effect(s) where one call makes {clean_effects}: {}",
+                effects.len(),
+                effects.join(", ")
+            )
+        },
+    );
+}
+
+/// The failure the handler returned for `action_id`, as the wire error the probe recorded.
+fn connector_failure(h: &Harness, action_id: &str) -> Option<Value> {
+    h.probe()
+        .records()
+        .into_iter()
+        .rev()
+        .find(|r| r.action_id == action_id)
+        .and_then(|r| r.outcome)
+        .and_then(Result::err)
+}
+
+/// Every string in `value` (object keys included).
+fn strings(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(text) => out.push(text.clone()),
+        Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+        Value::Object(map) => {
+            for (key, value) in map {
+                out.push(key.clone());
+                strings(value, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn show(value: Option<&Value>) -> String {
+    value.map_or("nothing".to_owned(), Value::to_string)
 }

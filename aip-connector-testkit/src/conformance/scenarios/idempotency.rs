@@ -1,10 +1,315 @@
-//! Scenario `idempotency`: not written yet. It asserts nothing, so the scenario fails whenever a
-//! manifest requires it.
+//! `idempotency_duplicates`: for every capability whose contract requires an idempotency key,
+//! a duplicate is suppressed by the host (replayed, the handler runs once) **and** by the
+//! provider (the same action delivered again after its record was lost commits nothing new),
+//! a reused key with another input gets exactly what the declared collision behaviour
+//! documents, and every mutating provider request carries the action's key, the same on every
+//! delivery.
+//!
+//! The redelivery is what a host sees when a settlement was lost (host docs §2: "a later
+//! duplicate may execute again"): the same action reaches the handler a second time, and only
+//! the key the connector forwards lets the provider (the double deduplicates, as a well-kept
+//! provider does) recognise it. A connector that declares idempotency but forwards no key, or a
+//! fresh one, leaves two effects behind and fails `duplicate_suppressed` and
+//! `delivery_id_stable`.
 
+use aip_connector::CapabilityDefinition;
+use aip_connector::codes;
+use aip_connector::core::schema::{SchemaLimits, compile_draft202012};
+use aip_connector::model::{
+    IdempotencyCollisionBehavior, IdempotencyKeyScope, IdempotencyRequirement,
+};
+use serde_json::Value;
+
+use super::{code, is_replay};
+use crate::conformance::harness::is_mutating;
 use crate::conformance::{Evidence, Harness};
+use crate::provider_double::RecordedRequest;
 
-pub(super) async fn run(_harness: &Harness) -> Evidence {
+pub(super) async fn run(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
-    evidence.note("this scenario is not implemented by this version of the testkit");
+    let targets = h.examples_where(|c| {
+        c.capability
+            .contract
+            .as_ref()
+            .is_some_and(|c| c.idempotency.requirement == IdempotencyRequirement::Required)
+    });
+    if targets.is_empty() {
+        evidence.note(
+            "no capability that requires an idempotency key declares an example input: nothing can be invoked",
+        );
+        return evidence;
+    }
+    let mut keyed_requests = 0;
+    for (capability, input) in &targets {
+        keyed_requests += duplicates(h, capability, input, &mut evidence).await;
+        collision(h, capability, input, &mut evidence).await;
+    }
+    if keyed_requests == 0 {
+        evidence.note(
+            "no capability made a mutating provider request, so no provider-side key could be checked",
+        );
+    }
     evidence
+}
+
+/// `duplicate_suppressed` and `delivery_id_stable` for one capability; returns how many mutating
+/// provider requests were checked for their key.
+async fn duplicates(
+    h: &Harness,
+    capability: &CapabilityDefinition,
+    input: &Value,
+    evidence: &mut Evidence,
+) -> usize {
+    let id = capability.id().as_str();
+    let key = format!("conformance-idempotency-duplicate-{id}");
+    let action = h.action(capability, input.clone(), &key);
+    evidence.artifact(format!("action:{}", action.id));
+
+    // The same action twice on one host: the second is a replay, the handler ran once.
+    let calls_before = h.probe().calls(id);
+    let requests_before = h.provider().request_count();
+    let effects_before = h.provider().effect_total();
+    let first = h.settle(h.host(), action.clone()).await;
+    let first_requests = requests_since(h, requests_before);
+    let first_effects = h.provider().effect_total() - effects_before;
+    let second = h.settle(h.host(), action.clone()).await;
+    let calls = h.probe().calls(id) - calls_before;
+    let pair_effects = h.provider().effect_total() - effects_before;
+    for request in &first_requests {
+        evidence.artifact(format!("req_{}", request.sequence));
+    }
+    evidence.assert(
+        "duplicate_suppressed",
+        is_replay(&second.result) && calls == 1 && pair_effects == first_effects,
+        || {
+            format!(
+                "`{id}` sent twice with key `{key}`: the second answer was {:?} `{}` (idempotent replay: {}), the handler ran {calls} time(s), the provider committed {pair_effects} effect(s) where the first call alone committed {first_effects}",
+                second.result.status,
+                code(&second.result),
+                is_replay(&second.result)
+            )
+        },
+    );
+    if first.result.status != aip_connector::model::ActionResultStatus::Completed {
+        evidence.note(format!(
+            "`{id}` on its example answered {:?} `{}`",
+            first.result.status,
+            code(&first.result)
+        ));
+    }
+
+    // The same action delivered again after its record was lost: the handler runs again, and
+    // the key it forwards must keep the provider from committing anything new.
+    let fresh = h.host_without_records();
+    let requests_before = h.provider().request_count();
+    let effects_before = h.provider().effect_total();
+    let redelivered = h.settle(&fresh, action.clone()).await;
+    let redelivery_requests = requests_since(h, requests_before);
+    let new_effects = h.provider().effect_total() - effects_before;
+    for request in &redelivery_requests {
+        evidence.artifact(format!("req_{}", request.sequence));
+    }
+    evidence.assert("duplicate_suppressed", new_effects == 0, || {
+        let keys: Vec<String> = h
+            .provider()
+            .effects()
+            .iter()
+            .skip(effects_before)
+            .map(|e| format!("{} {} (key {:?})", e.method, e.route, e.idempotency_key))
+            .collect();
+        format!(
+            "`{id}` delivered again with key `{key}` after its record was lost committed {new_effects} new provider effect(s): {}",
+            keys.join(", ")
+        )
+    });
+    if first_effects == 0 {
+        evidence.note(format!(
+            "`{id}` committed no provider effect on its example, so the provider side of its duplicates is vacuous"
+        ));
+    }
+    if redelivered.result.status != aip_connector::model::ActionResultStatus::Completed
+        && first.result.status == aip_connector::model::ActionResultStatus::Completed
+    {
+        evidence.note(format!(
+            "`{id}` delivered again answered {:?} `{}` where the first delivery completed",
+            redelivered.result.status,
+            code(&redelivered.result)
+        ));
+    }
+
+    // delivery_id_stable: every mutating request of both deliveries carried the action's key
+    // (or a key derived from it), and the redelivery sent the same keys in the same order.
+    let first_keys = mutating_keys(&first_requests);
+    let redelivery_keys = mutating_keys(&redelivery_requests);
+    let unkeyed: Vec<String> = first_keys
+        .iter()
+        .chain(&redelivery_keys)
+        .filter(|(_, k)| !k.as_deref().is_some_and(|k| k.contains(key.as_str())))
+        .map(|(request, k)| format!("{request} carried {k:?}"))
+        .collect();
+    evidence.assert("delivery_id_stable", unkeyed.is_empty(), || {
+        format!(
+            "`{id}`: mutating provider requests without the action's idempotency key `{key}` in `Idempotency-Key`: {}",
+            unkeyed.join(", ")
+        )
+    });
+    let sent_first: Vec<&Option<String>> = first_keys.iter().map(|(_, k)| k).collect();
+    let sent_again: Vec<&Option<String>> = redelivery_keys.iter().map(|(_, k)| k).collect();
+    evidence.assert("delivery_id_stable", sent_first == sent_again, || {
+        format!(
+            "`{id}`: the first delivery sent the keys {sent_first:?}, the second {sent_again:?}"
+        )
+    });
+    first_keys.len() + redelivery_keys.len()
+}
+
+/// `collision_rejected` for one capability: the key reused with another valid input gets what
+/// the declared collision behaviour documents (host docs §4.3), and nothing runs.
+async fn collision(
+    h: &Harness,
+    capability: &CapabilityDefinition,
+    input: &Value,
+    evidence: &mut Evidence,
+) {
+    let id = capability.id().as_str();
+    let Some(contract) = capability.capability.contract.as_ref() else {
+        return;
+    };
+    let behavior = contract.idempotency.collision_behavior;
+    let Some(changed) = changed_input(capability, input) else {
+        evidence.assert("collision_rejected", false, || {
+            format!(
+                "no second valid input could be derived for `{id}` from its examples and input schema; declare a second example"
+            )
+        });
+        return;
+    };
+    let key = format!("conformance-idempotency-collision-{id}");
+    let original_action = h.action(capability, input.clone(), &key);
+    let original = h.settle(h.host(), original_action.clone()).await;
+    evidence.artifact(format!("action:{}", original_action.id));
+    let Some(stored) = h.idempotency_record(&original_action).await else {
+        evidence.assert("collision_rejected", false, || {
+            format!(
+                "`{id}` on its example answered {:?} `{}` and left no idempotency record under key `{key}`, so a reuse of the key has nothing to collide with",
+                original.result.status,
+                code(&original.result)
+            )
+        });
+        return;
+    };
+    evidence.artifact(format!("idempotency:{}", stored.key));
+
+    // The same action id with another input, and (when the scope is wider than the action) a
+    // new action with another input: both reuse the scoped key. The key is checked at the
+    // reservation (stage 7), before approvals and transactions, so one `invoke` shows it.
+    let mut attempts = Vec::new();
+    if contract.idempotency.key_scope == IdempotencyKeyScope::Action {
+        evidence.note(format!(
+            "`{id}` scopes keys to the action, so only a resend of the same action id collides"
+        ));
+    } else {
+        attempts.push((
+            "another action",
+            h.action(capability, changed.clone(), &key),
+        ));
+    }
+    let mut resent = original_action.clone();
+    resent.input = changed;
+    attempts.push(("the same action id", resent));
+
+    for (who, action) in attempts {
+        let calls_before = h.probe().calls(id);
+        let requests_before = h.provider().request_count();
+        let result = h.host().invoke(action, &h.caller()).await;
+        let ran = h.probe().calls(id) - calls_before;
+        let sent = h.provider().request_count() - requests_before;
+        evidence.artifact(format!("action:{}", result.action_id));
+        let (held, expected) = match behavior {
+            IdempotencyCollisionBehavior::RejectConflict => (
+                code(&result) == codes::IDEMPOTENCY_CONFLICT,
+                format!("`{}`", codes::IDEMPOTENCY_CONFLICT),
+            ),
+            IdempotencyCollisionBehavior::RevalidateInputHash => (
+                code(&result) == codes::IDEMPOTENCY_INPUT_HASH_MISMATCH,
+                format!("`{}`", codes::IDEMPOTENCY_INPUT_HASH_MISMATCH),
+            ),
+            // Documented (host docs §4.3): any reuse of the key, changed input included, gets
+            // the stored result replayed, and nothing runs.
+            IdempotencyCollisionBehavior::ReturnOriginalResult => (
+                is_replay(&result)
+                    && result.status == stored.result.status
+                    && without_replay_flag(result.output.as_ref())
+                        == without_replay_flag(stored.result.output.as_ref()),
+                "the original result, replayed".to_owned(),
+            ),
+        };
+        evidence.assert("collision_rejected", held && ran == 0 && sent == 0, || {
+            format!(
+                "`{id}` ({behavior:?}): {who} reusing key `{key}` with another input answered {:?} `{}` (replay: {}) instead of {expected}; the handler ran {ran} time(s), {sent} provider request(s)",
+                result.status,
+                code(&result),
+                is_replay(&result)
+            )
+        });
+    }
+}
+
+/// The output without the `idempotent_replay` marker a replay adds.
+fn without_replay_flag(output: Option<&Value>) -> Option<Value> {
+    output.cloned().map(|mut value| {
+        if let Some(object) = value.as_object_mut() {
+            object.remove("idempotent_replay");
+        }
+        value
+    })
+}
+
+/// Another input the input schema accepts: a different declared example, else the example with
+/// one string changed, one number incremented or one boolean flipped.
+pub(super) fn changed_input(capability: &CapabilityDefinition, input: &Value) -> Option<Value> {
+    let schema = compile_draft202012(
+        &capability.capability.input_schema,
+        &SchemaLimits::default(),
+    )
+    .ok()?;
+    let declared = capability.examples.iter().filter(|e| *e != input).cloned();
+    let object = input.as_object().cloned().unwrap_or_default();
+    let derived: Vec<Value> = object
+        .iter()
+        .filter_map(|(name, value)| {
+            let changed = match value {
+                Value::String(text) => Value::String(format!("{text}-aip-collision")),
+                Value::Number(n) if n.is_u64() => Value::from(n.as_u64()? + 1),
+                Value::Number(n) if n.is_i64() => Value::from(n.as_i64()? + 1),
+                Value::Number(n) => Value::from(n.as_f64()? + 1.0),
+                Value::Bool(b) => Value::Bool(!b),
+                _ => return None,
+            };
+            let mut candidate = object.clone();
+            candidate.insert(name.clone(), changed);
+            Some(Value::Object(candidate))
+        })
+        .collect();
+    declared
+        .chain(derived)
+        .find(|candidate| candidate != input && schema.is_valid(candidate))
+}
+
+fn requests_since(h: &Harness, before: usize) -> Vec<RecordedRequest> {
+    h.provider().requests().into_iter().skip(before).collect()
+}
+
+/// `(method path, Idempotency-Key)` of every mutating request.
+fn mutating_keys(requests: &[RecordedRequest]) -> Vec<(String, Option<String>)> {
+    requests
+        .iter()
+        .filter(|r| is_mutating(&r.method))
+        .map(|r| {
+            (
+                format!("{} {} (req_{})", r.method, r.path, r.sequence),
+                r.idempotency_key().map(str::to_owned),
+            )
+        })
+        .collect()
 }

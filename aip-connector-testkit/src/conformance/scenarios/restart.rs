@@ -1,10 +1,359 @@
-//! Scenario `restart`: not written yet. It asserts nothing, so the scenario fails whenever a
-//! manifest requires it.
+//! `restart_reconnect`: what one host settled, a restarted host — a new host and a freshly built
+//! connector over the same store, as a restarted process has — knows and honours.
+//!
+//! - `state_recovered`: the restarted host replays a keyed call the first host settled (the
+//!   handler does not run), reads the same transaction (status, provider operation, receipts)
+//!   and the same approval record.
+//! - `duplicate_effect_prevented`: re-sending that call to the restarted host — the same action,
+//!   and the same key under a new action id — adds no provider effect.
+//! - `reconnect_cursor_resumed`: a transaction left with an unknown outcome before the restart
+//!   (the provider committed and dropped the connection), after one reconciliation round the
+//!   provider answered `pending` (when the connector's reconciliation reports it), is reconciled
+//!   by the restarted host: its connector is asked about exactly the provider operation and
+//!   cursor recorded before the restart, and the outcome settles. Without a capability that
+//!   declares `reconcile` there is nothing to resume; it holds with a note.
 
-use crate::conformance::{Evidence, Harness};
+use std::sync::Arc;
 
-pub(super) async fn run(_harness: &Harness) -> Evidence {
+use aip_connector::CapabilityDefinition;
+use aip_connector::codes;
+use aip_connector::host::{Host, HostLimits, TransactionSelector};
+use aip_connector::model::{
+    ActionResultStatus, ActionTransaction, SideEffect, TransactionMode,
+    TransactionProtocolStatus as Status, TransactionResult,
+};
+use serde_json::Value;
+
+use super::streaming::Tap;
+use super::{code, is_replay};
+use crate::Fault;
+use crate::conformance::harness::is_mutating;
+use crate::conformance::{Evidence, Harness, ProbedConnector};
+
+fn mutating(capability: &CapabilityDefinition) -> bool {
+    capability
+        .capability
+        .contract
+        .as_ref()
+        .is_some_and(|c| c.side_effects.iter().any(|e| *e != SideEffect::Read))
+}
+
+fn modes(capability: &CapabilityDefinition) -> Vec<TransactionMode> {
+    capability
+        .capability
+        .contract
+        .as_ref()
+        .and_then(|c| c.transaction.as_ref())
+        .map(|t| t.supported_modes.clone())
+        .unwrap_or_default()
+}
+
+fn reconcilable(capability: &CapabilityDefinition) -> bool {
+    let modes = modes(capability);
+    modes.contains(&TransactionMode::Reconcile)
+        && (modes.contains(&TransactionMode::Execute) || modes.contains(&TransactionMode::Commit))
+}
+
+async fn view(
+    h: &Harness,
+    host: &Host,
+    selector: TransactionSelector,
+) -> Option<TransactionResult> {
+    host.transaction(&selector, &h.caller())
+        .await
+        .ok()
+        .flatten()
+}
+
+/// A restarted process: a freshly built connector (probed, tapped) and a new host over the
+/// same store.
+fn restart(h: &Harness) -> (Host, ProbedConnector, Tap) {
+    let probe = ProbedConnector::new(h.fresh_connector());
+    let tap = Tap::new(Arc::new(probe.clone()));
+    let host = h.host_for(Arc::new(tap.clone()), HostLimits::default());
+    (host, probe, tap)
+}
+
+pub(super) async fn run(h: &Harness) -> Evidence {
+    // On the heap: the suite polls every scenario from one future, and the host's pipeline
+    // futures awaited here are large in debug builds.
+    Box::pin(scenario(h)).await
+}
+
+async fn scenario(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
-    evidence.note("this scenario is not implemented by this version of the testkit");
+    let mut examples = h.examples();
+    // A mutating call is the one whose duplicate would do harm.
+    examples.sort_by_key(|(c, _)| !mutating(c));
+    let Some((capability, input)) = examples.first().cloned() else {
+        evidence.note("no capability declares an example input: nothing can be invoked");
+        return evidence;
+    };
+    let id = capability.id().to_string();
+
+    // Before the restart: one keyed call, settled.
+    let driven = h
+        .drive(h.host(), h.action(capability, input, "conformance-restart"))
+        .await;
+    evidence.artifact(format!("action:{}", driven.action.id));
+    let settled = driven.result.error.as_ref().and_then(|e| e.retryable) != Some(true)
+        && driven.result.status != ActionResultStatus::PendingApproval;
+    let selector = TransactionSelector::Action(driven.action.id.clone());
+    let view_before = view(h, h.host(), selector.clone()).await;
+    let approval_before = match &driven.approval_id {
+        Some(approval) => h.host().approval(approval).await.ok().flatten(),
+        None => None,
+    };
+    let effects_before = h.provider().effect_total();
+
+    let (restarted, probe, _) = restart(h);
+
+    // state_recovered
+    let (replay, _) = h.run_once(&restarted, driven.action.clone()).await;
+    let view_after = view(h, &restarted, selector).await;
+    if let Some(view) = &view_after {
+        evidence.artifact(format!("transaction:{}", view.transaction_id));
+    }
+    evidence.assert("state_recovered", settled, || {
+        format!(
+            "the example of `{id}` did not settle before the restart (`{:?}`, {})",
+            driven.result.status,
+            code(&driven.result)
+        )
+    });
+    evidence.assert(
+        "state_recovered",
+        is_replay(&replay)
+            && replay.status == driven.result.status
+            && code(&replay) == code(&driven.result)
+            && probe.calls(&id) == 0,
+        || {
+            format!(
+                "the restarted host answered a duplicate of the settled call of `{id}` with `{:?}` ({}; replay: {}) and ran the handler {} time(s); before the restart it was `{:?}` ({})",
+                replay.status,
+                code(&replay),
+                is_replay(&replay),
+                probe.calls(&id),
+                driven.result.status,
+                code(&driven.result)
+            )
+        },
+    );
+    let same_view = match (&view_before, &view_after) {
+        (Some(before), Some(after)) => {
+            before.status == after.status
+                && before.provider_operation == after.provider_operation
+                && before.receipts == after.receipts
+        }
+        (None, None) => true,
+        _ => false,
+    };
+    evidence.assert("state_recovered", same_view, || {
+        format!(
+            "the restarted host reads the transaction of `{id}` as {:?}; the first host read {:?}",
+            view_after.as_ref().map(|v| v.status),
+            view_before.as_ref().map(|v| v.status)
+        )
+    });
+    if let Some(approval) = &driven.approval_id {
+        evidence.artifact(format!("approval:{approval}"));
+        let approval_after = restarted.approval(approval).await.ok().flatten();
+        evidence.assert(
+            "state_recovered",
+            approval_after
+                .as_ref()
+                .map(|r| (r.status, r.resumed, r.decisions.len()))
+                == approval_before
+                    .as_ref()
+                    .map(|r| (r.status, r.resumed, r.decisions.len())),
+            || format!("the restarted host does not read approval `{approval}` as it was"),
+        );
+    }
+
+    // duplicate_effect_prevented: the same action, then the same key under a new action id.
+    let mut again = driven.action.clone();
+    again.id = aip_connector::ids::ActionId::new();
+    let (second, _) = h.run_once(&restarted, again).await;
+    evidence.artifact(format!("action:{}", second.action_id));
+    let added = h.provider().effect_total() - effects_before;
+    evidence.assert(
+        "duplicate_effect_prevented",
+        added == 0 && probe.calls(&id) == 0,
+        || {
+            format!(
+                "re-sent to the restarted host, the call of `{id}` ran the handler {} time(s) and added {added} provider effect(s) (the same key under a new action id answered `{:?}`, {})",
+                probe.calls(&id),
+                second.status,
+                code(&second)
+            )
+        },
+    );
+    if !mutating(capability) {
+        evidence.note(format!(
+            "duplicate_effect_prevented: no capability with an example declares a side effect other than `read`; `{id}` was re-sent instead"
+        ));
+    }
+
+    reconnect_cursor_resumed(h, &mut evidence).await;
     evidence
+}
+
+async fn reconnect_cursor_resumed(h: &Harness, evidence: &mut Evidence) {
+    let Some((capability, input)) = h.examples_where(reconcilable).first().cloned() else {
+        evidence.assert("reconnect_cursor_resumed", true, String::new);
+        evidence.note("reconnect_cursor_resumed: no capability declares `reconcile` together with `execute` or `commit`; there is no cursor to resume");
+        return;
+    };
+    let id = capability.id().to_string();
+    let host = h.host();
+    let scouted = h
+        .scout(h.action(capability, input.clone(), "conformance-restart-scout"))
+        .await;
+    let route = scouted
+        .requests
+        .iter()
+        .find(|r| is_mutating(&r.method))
+        .map(|r| r.path.clone())
+        .unwrap_or_else(|| "*".to_owned());
+
+    // Up to two unknown outcomes: the first gets a reconciliation round the provider answers
+    // `pending`; if the connector settles it at once instead, a second one is left for the
+    // restarted host untouched.
+    let mut pending_round = true;
+    let mut left = None;
+    for attempt in 0..2 {
+        h.provider().inject(&route, Fault::drop_connection());
+        let key = format!("conformance-restart-uncertain-{attempt}");
+        let uncertain = h
+            .drive(host, h.action(capability, input.clone(), &key))
+            .await;
+        h.provider().clear_faults();
+        evidence.artifact(format!("action:{}", uncertain.action.id));
+        let unknown = view(
+            h,
+            host,
+            TransactionSelector::Action(uncertain.action.id.clone()),
+        )
+        .await
+        .filter(|v| v.status == Status::OutcomeUnknown);
+        let Some(unknown) = unknown else {
+            evidence.assert("reconnect_cursor_resumed", false, || {
+                format!(
+                    "the provider committed `{id}` on `{route}` and dropped the connection, yet the call settled `{:?}` ({}) instead of an unknown outcome to reconcile",
+                    uncertain.result.status,
+                    code(&uncertain.result)
+                )
+            });
+            return;
+        };
+        let transaction_id = unknown.transaction_id.clone();
+        evidence.artifact(format!("transaction:{transaction_id}"));
+        if !pending_round {
+            left = Some(transaction_id);
+            break;
+        }
+        h.provider().lookups_pending(1);
+        let round = reconcile(h, host, capability, &input, &transaction_id, "pending").await;
+        h.provider().lookups_pending(0);
+        if code(&round) == codes::TRANSACTION_RECONCILIATION_PENDING {
+            left = Some(transaction_id);
+            break;
+        }
+        evidence.note(format!(
+            "the reconciliation of `{id}` answered `{:?}` ({}) while the provider said `pending`: no cursor was recorded before the restart",
+            round.status,
+            code(&round)
+        ));
+        pending_round = false;
+    }
+    let Some(transaction_id) = left else {
+        evidence.assert("reconnect_cursor_resumed", false, || {
+            format!("no unknown outcome of `{id}` was left for the restarted host")
+        });
+        return;
+    };
+    let recorded = view(
+        h,
+        host,
+        TransactionSelector::Transaction(transaction_id.clone()),
+    )
+    .await;
+    let operation = recorded.as_ref().and_then(|v| v.provider_operation.clone());
+    let cursor = recorded
+        .as_ref()
+        .and_then(|v| v.reconciliation_cursor.clone());
+
+    let (restarted, _, tap) = restart(h);
+    let result = reconcile(
+        h,
+        &restarted,
+        capability,
+        &input,
+        &transaction_id,
+        "restarted",
+    )
+    .await;
+    let asked = tap
+        .reconciliations()
+        .into_iter()
+        .filter(|(_, r)| r.transaction_id == transaction_id)
+        .map(|(_, r)| r)
+        .next();
+    let settled = view(
+        h,
+        &restarted,
+        TransactionSelector::Transaction(transaction_id),
+    )
+    .await;
+    evidence.assert(
+        "reconnect_cursor_resumed",
+        operation.is_some()
+            && asked.as_ref().is_some_and(|r| {
+                Some(&r.provider_operation) == operation.as_ref() && r.cursor == cursor
+            }),
+        || {
+            format!(
+                "before the restart `{id}` recorded operation {:?} and cursor {cursor:?}; the restarted host asked its connector about {:?}",
+                operation.as_ref().map(|o| &o.operation_id),
+                asked.as_ref().map(|r| (&r.provider_operation.operation_id, &r.cursor))
+            )
+        },
+    );
+    evidence.assert(
+        "reconnect_cursor_resumed",
+        result.status == ActionResultStatus::Completed
+            && settled.as_ref().map(|v| v.status) == Some(Status::Reconciled),
+        || {
+            format!(
+                "the restarted host's reconciliation of `{id}` answered `{:?}` ({}) and left the transaction {:?}",
+                result.status,
+                code(&result),
+                settled.as_ref().map(|v| v.status)
+            )
+        },
+    );
+    if pending_round {
+        evidence.note(format!(
+            "reconnect_cursor_resumed: the restarted host resumed `{id}` from cursor {cursor:?}"
+        ));
+    }
+}
+
+/// One `reconcile` of `transaction_id` on `host`, approved if it has to be.
+async fn reconcile(
+    h: &Harness,
+    host: &Host,
+    capability: &CapabilityDefinition,
+    input: &Value,
+    transaction_id: &aip_connector::ids::TransactionId,
+    round: &str,
+) -> aip_connector::model::ActionResult {
+    let mut block = ActionTransaction::new(TransactionMode::Reconcile);
+    block.transaction_id = Some(transaction_id.clone());
+    let action = aip_connector::model::Action::new(capability.id().as_str(), input.clone())
+        .with_idempotency_key(format!(
+            "conformance-restart-reconcile-{transaction_id}-{round}"
+        ))
+        .with_transaction(block);
+    h.drive(host, action).await.result
 }

@@ -1,10 +1,379 @@
-//! Scenario `retry`: not written yet. It asserts nothing, so the scenario fails whenever a
-//! manifest requires it.
+//! `retry_exhaustion`: for every capability that declares retry support, a provider that answers
+//! `503` or `429` with `Retry-After` yields a retryable, `temporary` error whose code is the
+//! connector's own and whose `retry_after_ms` comes from the header; the key is released so a
+//! retry executes; a retry after the provider had already applied the change (it answered `503`
+//! after committing) leaves no second effect when the contract declares retry safety; and after
+//! the attempts are exhausted something durable records it.
+//!
+//! The last assertion is measured, not assumed: after [`MAX_ATTEMPTS`] failed attempts under one
+//! key (upstream derives three attempts for a safe retry), the exhaustion counts as recorded
+//! only if the store holds a failed record under the key **and** a further attempt does not run
+//! the handler. This host has no retry budget and no dead-letter queue: it releases the key
+//! after every retryable failure (host docs §4.4), so the assertion fails, with a note saying
+//! exactly what was observed. It starts to hold once the SDK records exhausted retries.
 
-use crate::conformance::{Evidence, Harness};
+use aip_connector::CapabilityDefinition;
+use aip_connector::host::TransactionSelector;
+use aip_connector::model::{
+    Action, ActionResultStatus, ErrorCategory, RetrySafety, TransactionMode,
+};
+use serde_json::Value;
 
-pub(super) async fn run(_harness: &Harness) -> Evidence {
+use super::{code, is_replay};
+use crate::conformance::{Evidence, Harness, Settled};
+use crate::provider_double::Fault;
+
+/// Attempts before a retry counts as exhausted: upstream's `max_attempts` for a capability
+/// whose retry is `safe` or `safe_with_idempotency_key`.
+const MAX_ATTEMPTS: usize = 3;
+
+pub(super) async fn run(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
-    evidence.note("this scenario is not implemented by this version of the testkit");
+    let targets = h.examples_where(|c| {
+        c.capability
+            .contract
+            .as_ref()
+            .is_some_and(|c| c.execution.supports_retry)
+    });
+    if targets.is_empty() {
+        evidence.note(
+            "no capability that supports retry declares an example input: nothing can be invoked",
+        );
+        return evidence;
+    }
+    let mut observed = 0;
+    for (capability, input) in &targets {
+        let id = capability.id().as_str();
+        let scouted = h
+            .scout(h.action(
+                capability,
+                input.clone(),
+                &format!("conformance-retry-scout-{id}"),
+            ))
+            .await;
+        let Some(route) = scouted.route().map(str::to_owned) else {
+            evidence.note(format!(
+                "`{id}` made no provider request on its example, so no provider failure can reach it"
+            ));
+            continue;
+        };
+        observed += 1;
+        let target = Target {
+            capability,
+            input,
+            route,
+            same_key: retries_under_the_same_key(capability),
+        };
+        if !target.same_key {
+            evidence.note(format!(
+                "`{id}` only commits plans, and a failed commit ends its plan (host docs §6.3): its retries are new plans and commits"
+            ));
+        }
+        target.provider_failure(h, 503, 2, &mut evidence).await;
+        target.provider_failure(h, 429, 3, &mut evidence).await;
+        target
+            .retry_after_commit(h, scouted.effects.len(), &mut evidence)
+            .await;
+        target.exhaustion(h, &mut evidence).await;
+    }
+    if observed == 0 {
+        for name in [
+            "retryable_error_preserved",
+            "backoff_observed",
+            "exhaustion_dead_lettered",
+        ] {
+            evidence.assert(name, false, || {
+                "no capability that supports retry reached the provider, so no retryable failure could be provoked".to_owned()
+            });
+        }
+    }
     evidence
+}
+
+/// Whether a failed call of `capability` is retried by sending the same action again: it has
+/// no transaction contract, or it can `execute` (a failed commit ends its plan instead).
+fn retries_under_the_same_key(capability: &CapabilityDefinition) -> bool {
+    capability
+        .capability
+        .contract
+        .as_ref()
+        .and_then(|c| c.transaction.as_ref())
+        .is_none_or(|t| t.supported_modes.contains(&TransactionMode::Execute))
+}
+
+/// One capability under test and where its provider calls go.
+struct Target<'a> {
+    capability: &'a CapabilityDefinition,
+    input: &'a Value,
+    route: String,
+    same_key: bool,
+}
+
+impl Target<'_> {
+    fn id(&self) -> &str {
+        self.capability.id().as_str()
+    }
+
+    /// Attempt `n` (from 1) of the call under `key`: the same action again, or for a
+    /// plan-and-commit capability a new plan.
+    fn attempt(&self, h: &Harness, first: &Action, key: &str, n: usize) -> Action {
+        if self.same_key || n == 1 {
+            first.clone()
+        } else {
+            h.action(
+                self.capability,
+                self.input.clone(),
+                &format!("{key}-attempt-{n}"),
+            )
+        }
+    }
+
+    /// The action whose key the host settled last in `settled`: the commit of a plan (its key
+    /// is `<key>:commit`, its id the result's), else `sent`.
+    fn settled_action(sent: &Action, settled: &Settled) -> Action {
+        if settled.plan_id.is_none() {
+            return sent.clone();
+        }
+        let mut commit = sent.clone();
+        commit.id = settled.result.action_id.clone();
+        commit.idempotency_key = sent.idempotency_key.as_ref().map(|k| format!("{k}:commit"));
+        commit
+    }
+
+    /// `retryable_error_preserved` and `backoff_observed` for a provider answering `status`
+    /// with `Retry-After: <seconds>`.
+    async fn provider_failure(
+        &self,
+        h: &Harness,
+        status: u16,
+        seconds: u64,
+        evidence: &mut Evidence,
+    ) {
+        let id = self.id();
+        let key = format!("conformance-retry-{status}-{id}");
+        let action = h.action(self.capability, self.input.clone(), &key);
+        h.provider()
+            .inject(&self.route, Fault::status(status).retry_after_secs(seconds));
+        let requests_before = h.provider().request_count();
+        let settled = h.settle(h.host(), action.clone()).await;
+        h.provider().clear_faults();
+        let result = &settled.result;
+        evidence.artifact(format!("action:{}", result.action_id));
+        for request in h.provider().requests().iter().skip(requests_before) {
+            evidence.artifact(format!("req_{}", request.sequence));
+        }
+        let failure = connector_failure(h, result.action_id.as_str());
+        let connector_code = failure
+            .as_ref()
+            .and_then(|f| f.get("code"))
+            .and_then(Value::as_str);
+        let error = result.error.as_ref();
+        evidence.assert(
+            "retryable_error_preserved",
+            result.status == ActionResultStatus::Failed
+                && error.is_some_and(|e| {
+                    e.retryable == Some(true)
+                        && e.category == ErrorCategory::Temporary
+                        && Some(e.code.as_str()) == connector_code
+                }),
+            || {
+                format!(
+                    "`{id}` with the provider answering {status} (Retry-After: {seconds}) settled {:?} with error {}; the handler failed with {}",
+                    result.status,
+                    error.map_or("none".to_owned(), |e| format!(
+                        "`{}` (category {:?}, retryable {:?})",
+                        e.code, e.category, e.retryable
+                    )),
+                    failure.as_ref().map_or("no failure".to_owned(), Value::to_string)
+                )
+            },
+        );
+        let retry_after = error.and_then(|e| e.retry_after_ms);
+        let asked = seconds * 1000;
+        evidence.assert(
+            "backoff_observed",
+            retry_after.is_some_and(|ms| (asked..=2 * asked).contains(&ms)),
+            || {
+                format!(
+                    "`{id}` with the provider answering {status} (Retry-After: {seconds}) reported retry_after_ms {retry_after:?}; expected at least {asked} and at most {}",
+                    2 * asked
+                )
+            },
+        );
+
+        // The key is released, so the next attempt executes (without the fault, it succeeds).
+        let record = h
+            .idempotency_record(&Self::settled_action(&action, &settled))
+            .await;
+        let calls_before = h.probe().calls(id);
+        let retried = h.settle(h.host(), self.attempt(h, &action, &key, 2)).await;
+        let ran = h.probe().calls(id) - calls_before;
+        evidence.artifact(format!("action:{}", retried.result.action_id));
+        evidence.assert(
+            "backoff_observed",
+            record.is_none() && ran > 0 && !is_replay(&retried.result),
+            || {
+                format!(
+                    "after the retryable {status} of `{id}`, the key `{key}` was {} and a retry ran the handler {ran} time(s) (replay: {})",
+                    if record.is_none() { "released" } else { "still settled" },
+                    is_replay(&retried.result)
+                )
+            },
+        );
+        if retried.result.status != ActionResultStatus::Completed {
+            evidence.note(format!(
+                "`{id}` retried after a {status} answered {:?} `{}`",
+                retried.result.status,
+                code(&retried.result)
+            ));
+        }
+    }
+
+    /// `declared_retry_safety_held`: the provider applies the change and still answers `503`;
+    /// retrying what the connector called retryable must not apply it twice.
+    async fn retry_after_commit(&self, h: &Harness, clean_effects: usize, evidence: &mut Evidence) {
+        let id = self.id();
+        let safety = self
+            .capability
+            .capability
+            .contract
+            .as_ref()
+            .map(|c| c.execution.retry_safety);
+        if !matches!(
+            safety,
+            Some(RetrySafety::Safe | RetrySafety::SafeWithIdempotencyKey)
+        ) {
+            evidence.note(format!(
+                "`{id}` declares retry safety {safety:?}, so a retry after a committed change is not required to be safe"
+            ));
+            return;
+        }
+        if !self.same_key {
+            evidence.note(format!(
+                "`{id}` cannot be retried under the same key, so the safety of its retries is the transaction scenario's to show"
+            ));
+            return;
+        }
+        let key = format!("conformance-retry-committed-{id}");
+        let action = h.action(self.capability, self.input.clone(), &key);
+        h.provider().inject(
+            &self.route,
+            Fault::status(503).retry_after_secs(1).with_effect(),
+        );
+        let effects_before = h.provider().effect_total();
+        let first = h.settle(h.host(), action.clone()).await;
+        h.provider().clear_faults();
+        evidence.artifact(format!("action:{}", first.result.action_id));
+        let retryable = first.result.error.as_ref().and_then(|e| e.retryable) == Some(true);
+        if !retryable {
+            evidence.note(format!(
+                "`{id}` reported the 503 after a committed change as `{}`, not retryable: the host stored it and nothing was retried",
+                code(&first.result)
+            ));
+            return;
+        }
+        let second = h.settle(h.host(), action).await;
+        evidence.artifact(format!("action:{}", second.result.action_id));
+        let effects: Vec<String> = h
+            .provider()
+            .effects()
+            .iter()
+            .skip(effects_before)
+            .map(|e| {
+                format!(
+                    "{} {} (key {:?}, {})",
+                    e.method, e.route, e.idempotency_key, e.operation_id
+                )
+            })
+            .collect();
+        let committed = effects.len();
+        evidence.assert(
+            "declared_retry_safety_held",
+            committed <= clean_effects.max(1),
+            || {
+                format!(
+                    "`{id}` declares retry safety {safety:?}; the provider committed its change and answered 503, the connector called that retryable, and the retry left {committed} effect(s) where one call makes {clean_effects}: {}",
+                    effects.join(", ")
+                )
+            },
+        );
+    }
+
+    /// `exhaustion_dead_lettered`: after [`MAX_ATTEMPTS`] failures under one key, a failed
+    /// record is stored under it and a further attempt does not run.
+    async fn exhaustion(&self, h: &Harness, evidence: &mut Evidence) {
+        let id = self.id();
+        let key = format!("conformance-retry-exhausted-{id}");
+        let first = h.action(self.capability, self.input.clone(), &key);
+        h.provider()
+            .inject(&self.route, Fault::status(503).retry_after_secs(1).always());
+        let mut last_sent = first.clone();
+        let mut last = None;
+        for n in 1..=MAX_ATTEMPTS {
+            last_sent = self.attempt(h, &first, &key, n);
+            let settled = h.settle(h.host(), last_sent.clone()).await;
+            evidence.artifact(format!("action:{}", settled.result.action_id));
+            last = Some(settled);
+        }
+        let Some(last) = last else {
+            return;
+        };
+        let settled_action = Self::settled_action(&last_sent, &last);
+        let record = h.idempotency_record(&settled_action).await;
+        let calls_before = h.probe().calls(id);
+        let further = h
+            .settle(h.host(), self.attempt(h, &first, &key, MAX_ATTEMPTS + 1))
+            .await;
+        let ran = h.probe().calls(id) - calls_before;
+        h.provider().clear_faults();
+        evidence.artifact(format!("action:{}", further.result.action_id));
+        let view = h
+            .host()
+            .transaction(
+                &TransactionSelector::Action(last.result.action_id.clone()),
+                &h.caller(),
+            )
+            .await
+            .ok()
+            .flatten();
+        if let Some(view) = &view {
+            evidence.artifact(format!("transaction:{}", view.transaction_id));
+        }
+        let recorded = record
+            .as_ref()
+            .is_some_and(|r| r.result.status == ActionResultStatus::Failed);
+        evidence.assert("exhaustion_dead_lettered", recorded && ran == 0, || {
+            let stored = match (&record, h.scoped_key(&settled_action)) {
+                (Some(r), _) => format!(
+                    "the store holds a {:?} record under `{}`",
+                    r.result.status, r.key
+                ),
+                (None, Some(scoped)) => format!("no idempotency record under `{scoped}`"),
+                (None, None) => "no idempotency record".to_owned(),
+            };
+            let transaction = view.as_ref().map_or(String::new(), |v| {
+                format!(
+                    "; the last attempt's transaction `{}` is {:?} with its error, but it counts no attempts and a retry under the same transaction reopens it (host docs §6.4)",
+                    v.transaction_id, v.status
+                )
+            });
+            format!(
+                "after {MAX_ATTEMPTS} attempts of `{id}` under key `{key}`, each answered 503 by the provider and settled as `{}` (retryable {:?}), nothing durable records the exhaustion: {stored}, and attempt {} ran the handler {ran} time(s){transaction}. This host keeps no attempt count, retry budget or dead-letter record: every retryable failure releases the key (host docs §4.4)",
+                code(&last.result),
+                last.result.error.as_ref().and_then(|e| e.retryable),
+                MAX_ATTEMPTS + 1
+            )
+        });
+    }
+}
+
+/// The failure the handler returned for `action_id`, as the wire error the probe recorded.
+fn connector_failure(h: &Harness, action_id: &str) -> Option<Value> {
+    h.probe()
+        .records()
+        .into_iter()
+        .rev()
+        .find(|r| r.action_id == action_id)
+        .and_then(|r| r.outcome)
+        .and_then(Result::err)
 }

@@ -1,10 +1,586 @@
-//! Scenario `transaction`: not written yet. It asserts nothing, so the scenario fails whenever a
-//! manifest requires it.
+//! `transaction_lifecycle`: plans come before commits, every execute or commit checkpoints its
+//! provider operation, an unknown outcome is reconciled instead of retried, and compensation is a
+//! governed action that undoes a committed effect at most once.
+//!
+//! - `plan_before_commit` (capabilities that commit plans): a commit without a plan and a commit
+//!   of a plan nobody made are refused; a plan runs no handler and leaves no provider effect; its
+//!   commit runs the handler once; a second commit of the same plan is refused.
+//! - `provider_operation_checkpointed`: after each capability that can `execute` or `commit` ran
+//!   its example, its transaction view names the provider operation (the handler's `Checkpoint`).
+//! - `reconcile_before_retry`: the provider commits the effect and drops the connection; the
+//!   call must settle `outcome_unknown`; neither an exact resend nor a retry of the transaction
+//!   under a fresh key may run the handler again; a `reconcile` (when declared) settles it
+//!   `reconciled`, confirming the effect the provider holds, and still nothing ran twice.
+//! - `compensation_governed` (capabilities declaring compensation): a `compensate` of an action
+//!   that never committed is refused; one of a committed action is routed to the compensating
+//!   capability and settles `compensated`; a second one is refused.
+//!
+//! What a manifest does not declare (no plan/commit pair, no compensation) holds with a note.
 
+use aip_connector::CapabilityDefinition;
+use aip_connector::codes;
+use aip_connector::host::{Host, TransactionSelector, compensation_transaction_of};
+use aip_connector::ids::{ActionId, TransactionId};
+use aip_connector::model::{
+    Action, ActionResultStatus, ActionTransaction, CompensationMode, TransactionMode,
+    TransactionProtocolStatus as Status, TransactionResult,
+};
+use serde_json::Value;
+
+use super::code;
+use crate::Fault;
+use crate::conformance::harness::is_mutating;
 use crate::conformance::{Evidence, Harness};
 
-pub(super) async fn run(_harness: &Harness) -> Evidence {
+fn modes(capability: &CapabilityDefinition) -> Vec<TransactionMode> {
+    capability
+        .capability
+        .contract
+        .as_ref()
+        .and_then(|c| c.transaction.as_ref())
+        .map(|t| t.supported_modes.clone())
+        .unwrap_or_default()
+}
+
+/// Whether the capability's handler runs in a transaction (`execute` or `commit`).
+fn runs_handler(capability: &CapabilityDefinition) -> bool {
+    let modes = modes(capability);
+    modes.contains(&TransactionMode::Execute) || modes.contains(&TransactionMode::Commit)
+}
+
+fn commits_plans(capability: &CapabilityDefinition) -> bool {
+    let modes = modes(capability);
+    modes.contains(&TransactionMode::Plan)
+        && modes.contains(&TransactionMode::Commit)
+        && capability
+            .capability
+            .contract
+            .as_ref()
+            .and_then(|c| c.transaction.as_ref())
+            .is_some_and(|t| t.requires_plan_before_commit)
+}
+
+/// The compensating capability's id, when the capability declares compensation.
+fn compensated_by(capability: &CapabilityDefinition) -> Option<String> {
+    let compensation = capability
+        .capability
+        .contract
+        .as_ref()?
+        .compensation
+        .as_ref()?;
+    let declared = matches!(
+        compensation.mode,
+        CompensationMode::Supported | CompensationMode::BestEffort
+    );
+    (declared && modes(capability).contains(&TransactionMode::Compensate))
+        .then(|| compensation.compensation_capability_id.clone())
+        .flatten()
+        .map(|id| id.to_string())
+}
+
+async fn view(
+    h: &Harness,
+    host: &Host,
+    selector: TransactionSelector,
+) -> Option<TransactionResult> {
+    host.transaction(&selector, &h.caller())
+        .await
+        .ok()
+        .flatten()
+}
+
+fn transactional(capability_id: &str, input: Value, key: &str, block: ActionTransaction) -> Action {
+    Action::new(capability_id, input)
+        .with_idempotency_key(key)
+        .with_transaction(block)
+}
+
+pub(super) async fn run(h: &Harness) -> Evidence {
+    // On the heap: the suite polls every scenario from one future, and the host's pipeline
+    // futures awaited here are large in debug builds.
+    Box::pin(scenario(h)).await
+}
+
+async fn scenario(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
-    evidence.note("this scenario is not implemented by this version of the testkit");
+    if h.examples_where(|c| !modes(c).is_empty()).is_empty() {
+        evidence.note("no capability with a transaction contract declares an example input: nothing can be run");
+        return evidence;
+    }
+    plan_before_commit(h, &mut evidence).await;
+    provider_operation_checkpointed(h, &mut evidence).await;
+    reconcile_before_retry(h, &mut evidence).await;
+    compensation_governed(h, &mut evidence).await;
     evidence
+}
+
+async fn plan_before_commit(h: &Harness, evidence: &mut Evidence) {
+    let candidates = h.examples_where(commits_plans);
+    let Some((capability, input)) = candidates.first().cloned() else {
+        evidence.assert("plan_before_commit", true, String::new);
+        evidence.note("plan_before_commit: no capability commits plans (plan and commit with `requires_plan_before_commit`); nothing to check");
+        return;
+    };
+    let id = capability.id().to_string();
+    let host = h.host();
+    let calls = || h.probe().calls(&id);
+    let calls_start = calls();
+    let effects_start = h.provider().effect_total();
+
+    // A commit that names no plan, and one of a plan nobody made.
+    let unplanned = transactional(
+        &id,
+        input.clone(),
+        "conformance-txn-unplanned",
+        ActionTransaction::new(TransactionMode::Commit),
+    );
+    let refused = host.invoke(unplanned, &h.caller()).await;
+    evidence.artifact(format!("action:{}", refused.action_id));
+    evidence.assert(
+        "plan_before_commit",
+        refused.status == ActionResultStatus::Failed
+            && [codes::ACTION_INVALID, codes::TRANSACTION_PLAN_REQUIRED].contains(&code(&refused)),
+        || {
+            format!(
+                "a commit of `{id}` without a plan answered `{:?}` ({})",
+                refused.status,
+                code(&refused)
+            )
+        },
+    );
+    let mut block = ActionTransaction::new(TransactionMode::Commit);
+    block.plan_id = Some("plan:conformance-never-planned".to_owned());
+    let unknown = h
+        .drive(
+            host,
+            transactional(&id, input.clone(), "conformance-txn-unknown-plan", block),
+        )
+        .await;
+    evidence.artifact(format!("action:{}", unknown.action.id));
+    evidence.assert(
+        "plan_before_commit",
+        code(&unknown.result) == codes::TRANSACTION_PLAN_NOT_FOUND,
+        || {
+            format!(
+                "a commit of `{id}` naming a plan nobody made answered `{:?}` ({}) instead of `{}`",
+                unknown.result.status,
+                code(&unknown.result),
+                codes::TRANSACTION_PLAN_NOT_FOUND
+            )
+        },
+    );
+
+    // The plan: no handler, no effect.
+    let plan_action = transactional(
+        &id,
+        input.clone(),
+        "conformance-txn-plan",
+        ActionTransaction::new(TransactionMode::Plan),
+    );
+    let (planned, _) = h.run_once(host, plan_action.clone()).await;
+    evidence.artifact(format!("action:{}", planned.action_id));
+    let Some(commit) = h.commit_for(&plan_action, &planned) else {
+        evidence.assert("plan_before_commit", false, || {
+            format!(
+                "planning `{id}` answered `{:?}` ({}) without a plan",
+                planned.status,
+                code(&planned)
+            )
+        });
+        return;
+    };
+    let plan_id = commit
+        .transaction
+        .as_ref()
+        .and_then(|t| t.plan_id.clone())
+        .unwrap_or_default();
+    evidence.artifact(format!("plan:{plan_id}"));
+    let planned_view = view(h, host, TransactionSelector::Plan(plan_id.clone())).await;
+    let effects_planned = h.provider().effect_total() - effects_start;
+    evidence.assert(
+        "plan_before_commit",
+        calls() == calls_start
+            && effects_planned == 0
+            && planned_view.as_ref().map(|v| v.status) == Some(Status::Planned),
+        || {
+            format!(
+                "before its commit, the plan of `{id}` is {:?}, the handler ran {} time(s) and the provider holds {effects_planned} new effect(s)",
+                planned_view.as_ref().map(|v| v.status),
+                calls() - calls_start
+            )
+        },
+    );
+
+    // The commit runs the handler once; a second commit of the plan runs nothing.
+    let committed = h.drive(host, commit.clone()).await;
+    evidence.artifact(format!("action:{}", committed.action.id));
+    let committed_view = view(h, host, TransactionSelector::Plan(plan_id.clone())).await;
+    if let Some(view) = &committed_view {
+        evidence.artifact(format!("transaction:{}", view.transaction_id));
+    }
+    evidence.assert(
+        "plan_before_commit",
+        committed.result.status == ActionResultStatus::Completed
+            && calls() == calls_start + 1
+            && committed_view.as_ref().map(|v| v.status) == Some(Status::Committed),
+        || {
+            format!(
+                "committing the plan of `{id}` answered `{:?}` ({}), ran the handler {} time(s), left the transaction {:?}",
+                committed.result.status,
+                code(&committed.result),
+                calls() - calls_start,
+                committed_view.as_ref().map(|v| v.status)
+            )
+        },
+    );
+    let mut again = commit;
+    again.id = ActionId::new();
+    again.idempotency_key = Some("conformance-txn-plan:commit-again".to_owned());
+    let again = h.drive(host, again).await;
+    evidence.artifact(format!("action:{}", again.action.id));
+    evidence.assert(
+        "plan_before_commit",
+        code(&again.result) == codes::TRANSACTION_PLAN_ALREADY_CLAIMED
+            && calls() == calls_start + 1,
+        || {
+            format!(
+                "a second commit of the same plan of `{id}` answered `{:?}` ({}) instead of `{}`",
+                again.result.status,
+                code(&again.result),
+                codes::TRANSACTION_PLAN_ALREADY_CLAIMED
+            )
+        },
+    );
+    if let Some(view) = &committed_view {
+        evidence.assert(
+            "provider_operation_checkpointed",
+            view.provider_operation.is_some(),
+            || format!("the committed plan of `{id}` names no provider operation: its handler never recorded one with `Checkpoint`"),
+        );
+    }
+}
+
+async fn provider_operation_checkpointed(h: &Harness, evidence: &mut Evidence) {
+    let candidates = h.examples_where(runs_handler);
+    if candidates.is_empty() {
+        evidence.assert("provider_operation_checkpointed", true, String::new);
+        evidence.note("provider_operation_checkpointed: no capability can `execute` or `commit`; no handler runs in a transaction");
+        return;
+    }
+    let host = h.host();
+    for (capability, input) in candidates {
+        let id = capability.id().to_string();
+        let key = format!("conformance-txn-checkpoint-{id}");
+        let driven = h.drive(host, h.action(capability, input, &key)).await;
+        evidence.artifact(format!("action:{}", driven.action.id));
+        if driven.result.status != ActionResultStatus::Completed {
+            evidence.assert("provider_operation_checkpointed", false, || {
+                format!(
+                    "the example of `{id}` did not complete (`{:?}`, {}), so no settled transaction could be read",
+                    driven.result.status,
+                    code(&driven.result)
+                )
+            });
+            continue;
+        }
+        let view = view(
+            h,
+            host,
+            TransactionSelector::Action(driven.action.id.clone()),
+        )
+        .await;
+        if let Some(view) = &view {
+            evidence.artifact(format!("transaction:{}", view.transaction_id));
+        }
+        let operation = view.as_ref().and_then(|v| v.provider_operation.clone());
+        evidence.assert(
+            "provider_operation_checkpointed",
+            view.as_ref().map(|v| v.status) == Some(Status::Committed)
+                && operation
+                    .as_ref()
+                    .is_some_and(|o| !o.provider.trim().is_empty() && !o.operation_id.trim().is_empty()),
+            || {
+                format!(
+                    "after `{id}` committed, its transaction ({:?}) names no provider operation: its handler never recorded one with `Checkpoint`, so an unknown outcome of it could not be reconciled",
+                    view.as_ref().map(|v| v.status)
+                )
+            },
+        );
+    }
+}
+
+async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
+    let mut candidates = h.examples_where(runs_handler);
+    candidates.sort_by_key(|(c, _)| !modes(c).contains(&TransactionMode::Reconcile));
+    let Some((capability, input)) = candidates.first().cloned() else {
+        evidence.assert("reconcile_before_retry", true, String::new);
+        evidence.note("reconcile_before_retry: no capability can `execute` or `commit`; nothing can end in an unknown outcome");
+        return;
+    };
+    let id = capability.id().to_string();
+    let host = h.host();
+    let reconcilable = modes(capability).contains(&TransactionMode::Reconcile);
+
+    // Learn where the call changes the provider, then make that request's answer vanish after
+    // the provider committed it.
+    let scouted = h
+        .scout(h.action(capability, input.clone(), "conformance-txn-scout"))
+        .await;
+    let route = scouted
+        .requests
+        .iter()
+        .find(|r| is_mutating(&r.method))
+        .map(|r| r.path.clone())
+        .unwrap_or_else(|| "*".to_owned());
+    let effects_start = h.provider().effect_total();
+    h.provider().inject(&route, Fault::drop_connection());
+    let uncertain = h
+        .drive(
+            host,
+            h.action(capability, input.clone(), "conformance-txn-uncertain"),
+        )
+        .await;
+    h.provider().clear_faults();
+    evidence.artifact(format!("action:{}", uncertain.action.id));
+    let landed = h.provider().effect_total() - effects_start;
+    let before = view(
+        h,
+        host,
+        TransactionSelector::Action(uncertain.action.id.clone()),
+    )
+    .await;
+    let status = before.as_ref().map(|v| v.status);
+    let Some(before) = before.filter(|v| v.status == Status::OutcomeUnknown) else {
+        evidence.assert("reconcile_before_retry", false, || {
+            format!(
+                "the provider committed {landed} effect(s) for `{id}` on `{route}` and dropped the connection, yet the call settled `{:?}` ({}) and its transaction {:?} instead of `outcome_unknown`: a possibly applied effect reported as a definite outcome invites a blind retry",
+                uncertain.result.status,
+                code(&uncertain.result),
+                status
+            )
+        });
+        return;
+    };
+    let transaction_id = before.transaction_id.clone();
+    evidence.artifact(format!("transaction:{transaction_id}"));
+    let calls = || h.probe().calls(&id);
+    let calls_start = calls();
+    let effects_unknown = h.provider().effect_total();
+
+    // Blind retries: the exact resend, and the same action under a fresh key naming the
+    // transaction.
+    let (resent, _) = h.run_once(host, uncertain.action.clone()).await;
+    let mut retry = uncertain.action.clone();
+    retry.idempotency_key = Some("conformance-txn-uncertain:retry".to_owned());
+    if let Some(block) = retry.transaction.as_mut() {
+        block.transaction_id = Some(transaction_id.clone());
+    }
+    let retried = h.drive(host, retry).await;
+    let refusals = [
+        codes::TRANSACTION_RECONCILIATION_REQUIRED,
+        codes::TRANSACTION_PLAN_ALREADY_CLAIMED,
+    ];
+    evidence.assert(
+        "reconcile_before_retry",
+        calls() == calls_start
+            && h.provider().effect_total() == effects_unknown
+            && resent.status != ActionResultStatus::Completed
+            && refusals.contains(&code(&retried.result)),
+        || {
+            format!(
+                "after an unknown outcome of `{id}`, a resend answered `{:?}` ({}) and a retry under a fresh key `{:?}` ({}); the handler ran {} more time(s) and the provider got {} more effect(s)",
+                resent.status,
+                code(&resent),
+                retried.result.status,
+                code(&retried.result),
+                calls() - calls_start,
+                h.provider().effect_total() - effects_unknown
+            )
+        },
+    );
+    if !reconcilable {
+        evidence.note(format!(
+            "`{id}` declares no `reconcile` mode: its unknown outcomes were refused a blind retry but wait for an operator"
+        ));
+        return;
+    }
+
+    // Reconciliation settles it, confirming what the provider holds.
+    let mut block = ActionTransaction::new(TransactionMode::Reconcile);
+    block.transaction_id = Some(transaction_id.clone());
+    let reconciled = h
+        .drive(
+            host,
+            transactional(&id, input, "conformance-txn-uncertain:reconcile", block),
+        )
+        .await;
+    evidence.artifact(format!("action:{}", reconciled.action.id));
+    let after = view(
+        h,
+        host,
+        TransactionSelector::Transaction(transaction_id.clone()),
+    )
+    .await;
+    let answer = reconciled
+        .result
+        .output
+        .as_ref()
+        .and_then(|o| o.get("reconciliation"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let committed = answer.get("committed").and_then(Value::as_bool);
+    evidence.assert(
+        "reconcile_before_retry",
+        reconciled.result.status == ActionResultStatus::Completed
+            && after.as_ref().map(|v| v.status) == Some(Status::Reconciled)
+            && committed == Some(landed > 0),
+        || {
+            format!(
+                "reconciling the unknown outcome of `{id}` answered `{:?}` ({}) with {answer}, leaving the transaction {:?}; the provider holds {landed} effect(s) of it",
+                reconciled.result.status,
+                code(&reconciled.result),
+                after.as_ref().map(|v| v.status)
+            )
+        },
+    );
+    evidence.assert(
+        "reconcile_before_retry",
+        calls() == calls_start && h.provider().effect_total() == effects_unknown,
+        || {
+            format!(
+                "reconciling `{id}` ran its handler {} time(s) and added {} provider effect(s)",
+                calls() - calls_start,
+                h.provider().effect_total() - effects_unknown
+            )
+        },
+    );
+}
+
+async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
+    let candidates: Vec<_> = h
+        .examples_where(|c| compensated_by(c).is_some())
+        .into_iter()
+        .filter_map(|(c, input)| compensated_by(c).map(|by| (c, input, by)))
+        .collect();
+    let Some((capability, input, by)) = candidates.first().cloned() else {
+        evidence.assert("compensation_governed", true, String::new);
+        evidence.note(
+            "compensation_governed: no capability declares compensation; nothing to compensate",
+        );
+        return;
+    };
+    let id = capability.id().to_string();
+    let host = h.host();
+    let Some(compensating_input) = h
+        .definition()
+        .capability(&by)
+        .and_then(|c| c.examples.first().cloned())
+    else {
+        evidence.assert("compensation_governed", false, || {
+            format!("the compensating capability `{by}` of `{id}` declares no example input, so no compensation can be sent")
+        });
+        return;
+    };
+    let compensate = |target: ActionId, key: &str| {
+        let mut block = ActionTransaction::new(TransactionMode::Compensate);
+        block.compensation_for = Some(target);
+        transactional(&id, compensating_input.clone(), key, block)
+    };
+    let target = h
+        .drive(
+            host,
+            h.action(capability, input, "conformance-txn-comp-target"),
+        )
+        .await;
+    evidence.artifact(format!("action:{}", target.action.id));
+    if target.result.status != ActionResultStatus::Completed {
+        evidence.assert("compensation_governed", false, || {
+            format!(
+                "the example of `{id}` did not complete (`{:?}`, {}), so there is nothing to compensate",
+                target.result.status,
+                code(&target.result)
+            )
+        });
+        return;
+    }
+    let compensations = || h.probe().calls(&by);
+    let originals = || h.probe().calls(&id);
+    let (compensations_start, originals_start) = (compensations(), originals());
+
+    // A compensation needs a committed target.
+    let bogus = h
+        .drive(
+            host,
+            compensate(ActionId::new(), "conformance-txn-comp-bogus"),
+        )
+        .await;
+    evidence.artifact(format!("action:{}", bogus.action.id));
+    evidence.assert(
+        "compensation_governed",
+        code(&bogus.result).starts_with("transaction.compensation_target")
+            && compensations() == compensations_start,
+        || {
+            format!(
+                "a compensation of `{id}` naming an action that never ran answered `{:?}` ({}); `{by}` ran {} time(s)",
+                bogus.result.status,
+                code(&bogus.result),
+                compensations() - compensations_start
+            )
+        },
+    );
+
+    // It is routed to the compensating capability and settles `compensated`.
+    let first = h
+        .drive(
+            host,
+            compensate(target.action.id.clone(), "conformance-txn-comp-1"),
+        )
+        .await;
+    evidence.artifact(format!("action:{}", first.action.id));
+    let transaction_id: TransactionId = compensation_transaction_of(&target.action.id);
+    evidence.artifact(format!("transaction:{transaction_id}"));
+    let compensation = view(h, host, TransactionSelector::Transaction(transaction_id)).await;
+    evidence.assert(
+        "compensation_governed",
+        first.result.status == ActionResultStatus::Completed
+            && compensations() == compensations_start + 1
+            && originals() == originals_start
+            && compensation.as_ref().map(|v| v.status) == Some(Status::Compensated)
+            && compensation
+                .as_ref()
+                .and_then(|v| v.transaction.compensation_for.as_ref())
+                == Some(&target.action.id),
+        || {
+            format!(
+                "compensating `{id}` answered `{:?}` ({}); `{by}` ran {} time(s), `{id}` {} time(s); the compensation's transaction is {:?}",
+                first.result.status,
+                code(&first.result),
+                compensations() - compensations_start,
+                originals() - originals_start,
+                compensation.as_ref().map(|v| v.status)
+            )
+        },
+    );
+
+    // At most once.
+    let second = h
+        .drive(
+            host,
+            compensate(target.action.id.clone(), "conformance-txn-comp-2"),
+        )
+        .await;
+    evidence.artifact(format!("action:{}", second.action.id));
+    evidence.assert(
+        "compensation_governed",
+        code(&second.result) == codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED
+            && compensations() == compensations_start + 1,
+        || {
+            format!(
+                "a second compensation of the same action of `{id}` answered `{:?}` ({}) and `{by}` ran {} time(s) in all",
+                second.result.status,
+                code(&second.result),
+                compensations() - compensations_start
+            )
+        },
+    );
 }

@@ -1,0 +1,344 @@
+//! Connectors that lie, each caught by exactly the check that matches its lie: every other check
+//! of the idempotency, retry, errors and audit scenarios (and admission, the contract lints,
+//! identity and schema) passes or does not apply — except `exhaustion_dead_lettered`, which no
+//! connector passes on this SDK (see `conformance_positive_a.rs`).
+//!
+//! Each liar is the well-behaved booking connector of `conformance_positive_a.rs` with one thing
+//! changed. The provider double deduplicates by idempotency key throughout, as a well-kept
+//! provider does: the duplicate effects below are the connectors' doing.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use aip_connector::model::ProviderOperationRef;
+use aip_connector::prelude::*;
+use aip_connector_testkit::conformance::{
+    CheckResult, CheckStatus, ConformanceReport, ConformanceSuite, Scenario,
+};
+use aip_connector_testkit::provider_double::OPERATION_ID_HEADER;
+use serde_json::{Value, json};
+
+#[derive(Deserialize, JsonSchema)]
+struct Booking {
+    /// The slot to book.
+    slot: String,
+    /// Who the booking is for.
+    guest: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Booked {
+    /// The provider's operation for the booking.
+    booking_id: String,
+}
+
+fn client(url: &str) -> ProviderClient {
+    ProviderClient::builder(url)
+        .proxy_from_environment(false)
+        .build()
+        .expect("the double's URL is valid")
+}
+
+/// Looks a provider operation up (the reconcile handler every fixture shares).
+async fn look_up(
+    client: &ProviderClient,
+    request: Reconciliation,
+) -> Result<ReconcileOutcome, ConnectorFailure> {
+    let path = format!("/operations/{}", request.provider_operation.operation_id);
+    let answer: Value = client.get(&path).send_json().await?;
+    Ok(match answer["state"].as_str() {
+        Some("committed") => ReconcileOutcome::Committed {
+            evidence: Some(answer),
+        },
+        Some("pending") => ReconcileOutcome::Pending { cursor: None },
+        _ => ReconcileOutcome::NotCommitted {
+            evidence: Some(answer),
+        },
+    })
+}
+
+// ---- Lie 1: declares idempotency, forwards no key --------------------------------------------
+
+/// Declares `idempotency(required)` but never takes the key, so the provider cannot recognise a
+/// second delivery of the same booking.
+#[derive(Clone)]
+struct UnkeyedBookings {
+    client: ProviderClient,
+    operations: Arc<AtomicU64>,
+}
+
+#[connector(id = "unkeyed-bookings")]
+impl UnkeyedBookings {
+    /// Book a slot for a guest.
+    #[capability(
+        id = "cap:unkeyed-bookings:create",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required),
+        data(sensitivity = confidential, pii),
+        credentials(scopes = ["bookings.write"]),
+        transaction(modes = [execute, reconcile]),
+        reconcile = Self::look_up,
+        examples = [r#"{"slot": "2026-03-14T09:30", "guest": "Ada Lovelace"}"#],
+    )]
+    async fn create(
+        &self,
+        booking: Booking,
+        checkpoint: Checkpoint,
+        credential: Credential,
+    ) -> Result<Booked, ConnectorFailure> {
+        let operation = ProviderOperationRef {
+            provider: "double".into(),
+            operation_id: format!(
+                "op-unkeyed-{}",
+                self.operations.fetch_add(1, Ordering::Relaxed)
+            ),
+            request_id: None,
+        };
+        checkpoint.record(operation.clone(), None).await?;
+        // The lie: no `.idempotency(&key)`.
+        let answer: Value = self
+            .client
+            .post("/bookings")
+            .bearer_auth(credential.secret())
+            .header(OPERATION_ID_HEADER, &operation.operation_id)
+            .provider_operation(operation)
+            .json(&json!({ "slot": booking.slot, "guest": booking.guest }))
+            .send_json()
+            .await?;
+        Ok(Booked {
+            booking_id: answer["operation_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        })
+    }
+
+    async fn look_up(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
+        look_up(&self.client, request).await
+    }
+}
+
+// ---- Lies 2 and 3: a keyed connector that leaks, or that rotates its key ---------------------
+
+/// What a [`KeyedBookings`] gets wrong.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lie {
+    /// Puts the credential's secret into the message of every failure.
+    SecretInError,
+    /// Declares its retries safe with the key, but sends a new provider key after a failed
+    /// attempt (as if a failed request "burnt" its key): a retry of a change the provider had
+    /// already applied applies it again.
+    RotatesKeyAfterFailure,
+}
+
+#[derive(Clone)]
+struct KeyedBookings {
+    client: ProviderClient,
+    lie: Lie,
+    failures: Arc<Mutex<HashMap<String, u32>>>,
+}
+
+#[connector(id = "keyed-bookings")]
+impl KeyedBookings {
+    /// Book a slot for a guest.
+    #[capability(
+        id = "cap:keyed-bookings:create",
+        risk = medium,
+        side_effects = [write],
+        data(sensitivity = confidential, pii),
+        credentials(scopes = ["bookings.write"]),
+        transaction(modes = [execute, reconcile]),
+        reconcile = Self::look_up,
+        examples = [r#"{"slot": "2026-03-14T09:30", "guest": "Ada Lovelace"}"#],
+    )]
+    async fn create(
+        &self,
+        booking: Booking,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+        credential: Credential,
+    ) -> Result<Booked, ConnectorFailure> {
+        let operation = ProviderOperationRef {
+            provider: "double".into(),
+            operation_id: format!("op-{key}"),
+            request_id: None,
+        };
+        checkpoint.record(operation.clone(), None).await?;
+        let failed_before = self.failures().get(key.as_str()).copied().unwrap_or(0);
+        let provider_key = match (self.lie, failed_before) {
+            (Lie::RotatesKeyAfterFailure, n) if n > 0 => format!("{key}-attempt-{n}"),
+            _ => key.to_string(),
+        };
+        let answer: Result<Value, ConnectorFailure> = self
+            .client
+            .post("/bookings")
+            .idempotency_key(provider_key)
+            .bearer_auth(credential.secret())
+            .header(OPERATION_ID_HEADER, &operation.operation_id)
+            .provider_operation(operation)
+            .json(&json!({ "slot": booking.slot, "guest": booking.guest }))
+            .send_json()
+            .await;
+        let answer = answer.map_err(|mut failure| {
+            *self.failures().entry(key.to_string()).or_default() += 1;
+            if self.lie == Lie::SecretInError {
+                // The lie: the credential in a message that ends up in results and records.
+                failure.message = format!(
+                    "{} (called with credential {})",
+                    failure.message,
+                    credential.secret().expose_str().unwrap_or_default()
+                );
+            }
+            failure
+        })?;
+        Ok(Booked {
+            booking_id: answer["operation_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        })
+    }
+
+    async fn look_up(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
+        look_up(&self.client, request).await
+    }
+}
+
+impl KeyedBookings {
+    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
+        self.failures.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn keyed(lie: Lie) -> ConformanceSuite {
+    ConformanceSuite::new(move |env| KeyedBookings {
+        client: client(env.provider_url()),
+        lie,
+        failures: Arc::default(),
+    })
+}
+
+// ---- What each lie must trip ------------------------------------------------------------------
+
+/// The checks these fixtures are judged on: the framework's, and the four scenarios of this
+/// file's suite. (The other scenarios have fixtures of their own.)
+const JUDGED: [&str; 8] = [
+    "connector.atomic_manifest_admission",
+    "enterprise.capability_contract",
+    "connector.behavior.identity_credentials",
+    "connector.behavior.schema_enforcement",
+    "connector.behavior.idempotency_duplicates",
+    "connector.behavior.retry_exhaustion",
+    "connector.behavior.errors_uncertain_outcomes",
+    "connector.behavior.audit_redaction",
+];
+
+/// The assertion no connector can make hold on this SDK (no dead-letter record).
+const SDK_GAP: &str = "exhaustion_dead_lettered";
+
+fn failing(check: &CheckResult) -> Vec<&str> {
+    check
+        .assertions
+        .iter()
+        .filter(|(name, held)| !**held && name.as_str() != SDK_GAP)
+        .map(|(name, _)| name.as_str())
+        .collect()
+}
+
+/// Asserts that `scenario` failed on exactly the assertions `caught` and that every other
+/// judged check passed or did not apply (retry exhaustion's SDK gap aside).
+#[track_caller]
+fn assert_caught_only_by(report: &ConformanceReport, scenario: Scenario, caught: &[&str]) {
+    eprintln!("{report}");
+    for name in JUDGED {
+        let check = report
+            .check(name)
+            .unwrap_or_else(|| panic!("`{name}` is in the report"));
+        if name == scenario.check_name() {
+            assert_eq!(check.status, CheckStatus::Failed, "{report}");
+            assert_eq!(failing(check), caught, "{name}: {}", check.detail);
+            assert!(!check.artifacts.is_empty(), "{name} points at nothing");
+        } else {
+            // Retry exhaustion fails for every connector, on that one assertion alone.
+            let only_the_sdk_gap = name == Scenario::RetryExhaustion.check_name()
+                && failing(check).is_empty()
+                && check.assertions.get(SDK_GAP) == Some(&false);
+            assert!(
+                check.passed() || only_the_sdk_gap,
+                "`{name}` should not catch this lie: {}",
+                check.detail
+            );
+        }
+    }
+}
+
+#[test]
+fn forwarding_no_key_is_caught_by_idempotency_duplicates_only() {
+    let report = ConformanceSuite::new(|env| UnkeyedBookings {
+        client: client(env.provider_url()),
+        operations: Arc::default(),
+    })
+    .run();
+    assert_caught_only_by(
+        &report,
+        Scenario::IdempotencyDuplicates,
+        &["delivery_id_stable", "duplicate_suppressed"],
+    );
+    let check = report
+        .check(&Scenario::IdempotencyDuplicates.check_name())
+        .unwrap();
+    assert!(
+        check.detail.contains("committed 1 new provider effect"),
+        "{}",
+        check.detail
+    );
+    assert!(check.artifacts.iter().any(|a| a.starts_with("req_")));
+    // Without the key the handler cannot retry safely, so it claims no retry support at all.
+    assert_eq!(
+        report
+            .check(&Scenario::RetryExhaustion.check_name())
+            .unwrap()
+            .status,
+        CheckStatus::NotApplicable
+    );
+}
+
+#[test]
+fn a_secret_in_a_failure_message_is_caught_by_error_secrets_redacted_only() {
+    let report = keyed(Lie::SecretInError).run();
+    assert_caught_only_by(
+        &report,
+        Scenario::ErrorsUncertainOutcomes,
+        &["error_secrets_redacted"],
+    );
+    let check = report
+        .check(&Scenario::ErrorsUncertainOutcomes.check_name())
+        .unwrap();
+    assert!(check.detail.contains("canary secret"), "{}", check.detail);
+    // The report quotes where the secret was found, never the secret.
+    assert!(
+        !report
+            .to_json()
+            .contains(aip_connector_testkit::conformance::CANARY_SECRET)
+    );
+}
+
+#[test]
+fn retrying_with_a_new_key_is_caught_by_retry_exhaustion_only() {
+    let report = keyed(Lie::RotatesKeyAfterFailure).run();
+    assert_caught_only_by(
+        &report,
+        Scenario::RetryExhaustion,
+        &["declared_retry_safety_held"],
+    );
+    let check = report
+        .check(&Scenario::RetryExhaustion.check_name())
+        .unwrap();
+    assert!(
+        check.detail.contains("left 2 effect(s)"),
+        "{}",
+        check.detail
+    );
+}

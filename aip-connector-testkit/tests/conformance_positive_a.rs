@@ -1,0 +1,176 @@
+//! The idempotency, retry, errors and audit scenarios against a well-behaved keyed write
+//! connector: it forwards the action's key, sends the credential only to the provider,
+//! checkpoints its provider operation before calling, and reconciles a lost answer by looking
+//! the operation up.
+//!
+//! It passes every one of those checks except `exhaustion_dead_lettered`, which no connector can
+//! pass on this SDK: the host has no retry budget or dead-letter record (see the retry
+//! scenario's docs), and the suite says so instead of pretending.
+
+use aip_connector::model::ProviderOperationRef;
+use aip_connector::prelude::*;
+use aip_connector_testkit::conformance::{
+    CheckResult, CheckStatus, ConformanceReport, ConformanceSuite, Scenario,
+};
+use aip_connector_testkit::provider_double::OPERATION_ID_HEADER;
+use serde_json::{Value, json};
+
+#[derive(Deserialize, JsonSchema)]
+struct Booking {
+    /// The slot to book.
+    slot: String,
+    /// Who the booking is for.
+    guest: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Booked {
+    /// The provider's operation for the booking.
+    booking_id: String,
+}
+
+/// Bookings at a provider, done right.
+#[derive(Clone)]
+struct Bookings {
+    client: ProviderClient,
+}
+
+#[connector(id = "bookings")]
+impl Bookings {
+    /// Book a slot for a guest.
+    #[capability(
+        id = "cap:bookings:create",
+        risk = medium,
+        side_effects = [write],
+        data(sensitivity = confidential, pii),
+        credentials(scopes = ["bookings.write"]),
+        transaction(modes = [execute, reconcile]),
+        reconcile = Self::look_up,
+        examples = [r#"{"slot": "2026-03-14T09:30", "guest": "Ada Lovelace"}"#],
+    )]
+    async fn create(
+        &self,
+        booking: Booking,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+        credential: Credential,
+    ) -> Result<Booked, ConnectorFailure> {
+        let operation = ProviderOperationRef {
+            provider: "double".into(),
+            operation_id: format!("op-{key}"),
+            request_id: None,
+        };
+        // Durable before the provider is called: a lost answer can always be looked up.
+        checkpoint.record(operation.clone(), None).await?;
+        let answer: Value = self
+            .client
+            .post("/bookings")
+            .idempotency(&key)
+            .bearer_auth(credential.secret())
+            .header(OPERATION_ID_HEADER, &operation.operation_id)
+            .provider_operation(operation)
+            .json(&json!({ "slot": booking.slot, "guest": booking.guest }))
+            .send_json()
+            .await?;
+        Ok(Booked {
+            booking_id: answer["operation_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        })
+    }
+
+    async fn look_up(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
+        let path = format!("/operations/{}", request.provider_operation.operation_id);
+        let answer: Value = self.client.get(&path).send_json().await?;
+        Ok(match answer["state"].as_str() {
+            Some("committed") => ReconcileOutcome::Committed {
+                evidence: Some(answer),
+            },
+            Some("pending") => ReconcileOutcome::Pending { cursor: None },
+            _ => ReconcileOutcome::NotCommitted {
+                evidence: Some(answer),
+            },
+        })
+    }
+}
+
+fn client(url: &str) -> ProviderClient {
+    ProviderClient::builder(url)
+        .proxy_from_environment(false)
+        .build()
+        .expect("the double's URL is valid")
+}
+
+fn check(report: &ConformanceReport, scenario: Scenario) -> &CheckResult {
+    report
+        .check(&scenario.check_name())
+        .unwrap_or_else(|| panic!("{scenario} is in the report"))
+}
+
+#[test]
+fn a_keyed_transactional_write_connector_passes_idempotency_retry_errors_and_audit() {
+    let report = ConformanceSuite::new(|env| Bookings {
+        client: client(env.provider_url()),
+    })
+    .run();
+    eprintln!("{report}");
+    for name in [
+        "connector.atomic_manifest_admission",
+        "enterprise.capability_contract",
+    ] {
+        assert_eq!(
+            report.check(name).unwrap().status,
+            CheckStatus::Passed,
+            "{report}"
+        );
+    }
+    for scenario in [
+        Scenario::IdentityCredentials,
+        Scenario::SchemaEnforcement,
+        Scenario::IdempotencyDuplicates,
+        Scenario::ErrorsUncertainOutcomes,
+        Scenario::AuditRedaction,
+    ] {
+        let check = check(&report, scenario);
+        assert_eq!(check.status, CheckStatus::Passed, "{report}");
+        for name in scenario.required_assertions() {
+            assert_eq!(check.assertions.get(*name), Some(&true), "{name}: {report}");
+        }
+        assert!(!check.artifacts.is_empty());
+    }
+    // Not vacuous: this connector mutates, redacts and reconciles.
+    let errors = check(&report, Scenario::ErrorsUncertainOutcomes);
+    assert!(!errors.detail.contains("vacuously"), "{}", errors.detail);
+    assert!(
+        errors
+            .artifacts
+            .iter()
+            .any(|a| a.starts_with("transaction:"))
+    );
+    let audit = check(&report, Scenario::AuditRedaction);
+    assert!(!audit.detail.contains("vacuously"), "{}", audit.detail);
+
+    // Retry: everything the connector controls holds; exhaustion cannot be recorded by the host.
+    let retry = check(&report, Scenario::RetryExhaustion);
+    assert_eq!(retry.status, CheckStatus::Failed, "{report}");
+    let failing: Vec<&str> = retry
+        .assertions
+        .iter()
+        .filter(|(_, held)| !**held)
+        .map(|(name, _)| name.as_str())
+        .collect();
+    assert_eq!(failing, ["exhaustion_dead_lettered"], "{}", retry.detail);
+    assert_eq!(
+        retry.assertions.get("declared_retry_safety_held"),
+        Some(&true),
+        "{}",
+        retry.detail
+    );
+    assert!(retry.detail.contains("dead-letter"), "{}", retry.detail);
+    assert!(
+        retry.detail.contains("no idempotency record"),
+        "{}",
+        retry.detail
+    );
+}

@@ -1,0 +1,378 @@
+//! The payments example through a real host and the provider double: plan, a commit held for
+//! quorum approval, the credential sent as a bearer token, the charge compensated by the
+//! refund capability exactly once, and the customer's e-mail address kept out of everything
+//! the host stores.
+
+use std::sync::Arc;
+
+use aip_connector::codes;
+use aip_connector::host::{
+    ApproverMemberships, Deployment, Host, StaticApprovalAuthority, StaticCredentialProvider,
+    TrustedContext,
+};
+use aip_connector::ids::ApprovalId;
+use aip_connector::model::{
+    Action, ActionResult, ActionResultStatus, ActionTransaction, ApprovalDecision,
+    ApprovalDecisionKind, EvidenceArtifact, Principal, PrincipalKind, TransactionMode,
+};
+use aip_connector::store::{ApprovalStatus, MemoryStore};
+use aip_connector::{CredentialHandle, Secret, VerifiedTenant};
+use aip_connector_examples::loopback_client;
+use aip_connector_examples::payments::{self, Payments};
+use aip_connector_testkit::provider_double::{ProviderDouble, ProviderHandle};
+use serde_json::{Value, json};
+
+const TENANT: &str = "acme";
+const TOKEN: &str = "tok-payments-live-4f1c";
+const EMAIL: &str = "grace.hopper@example.com";
+
+fn principal(id: &str) -> Principal {
+    Principal::new(id, PrincipalKind::Human)
+}
+
+fn as_user(id: &str) -> TrustedContext {
+    TrustedContext::new(principal(id), "test").with_tenant(VerifiedTenant {
+        id: TENANT.into(),
+        system: None,
+    })
+}
+
+fn member(roles: &[&str]) -> ApproverMemberships {
+    ApproverMemberships {
+        tenant_id: Some(TENANT.into()),
+        roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+        ..ApproverMemberships::default()
+    }
+}
+
+struct World {
+    host: Host,
+    provider: ProviderHandle,
+    store: Arc<MemoryStore>,
+    _double: ProviderDouble,
+}
+
+async fn world(scopes: &[&str]) -> World {
+    let (double, provider) = ProviderDouble::start().await;
+    let store = Arc::new(MemoryStore::new());
+    let credential = CredentialHandle {
+        id: "cred-payments".into(),
+        issuer: payments::ISSUER.into(),
+        scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+        expires_at_ms: None,
+        tenant_id: Some(TENANT.into()),
+        secret: Secret::new(TOKEN),
+    };
+    let authority = StaticApprovalAuthority::new()
+        .with("user:fin", member(&["finance"]))
+        .with("user:lead", member(&["finance-lead"]))
+        .with("user:treasurer", member(&["treasury"]))
+        .with("user:clerk", member(&[]));
+    let host = Host::builder()
+        .connector(Payments::new(
+            loopback_client(double.base_url(), "payments").unwrap(),
+        ))
+        .store(store.clone())
+        .deployment(Deployment {
+            tenant: Some(VerifiedTenant {
+                id: TENANT.into(),
+                system: None,
+            }),
+            external_account: None,
+            credentials: Some(Arc::new(StaticCredentialProvider(credential))),
+        })
+        .approval_authority(authority)
+        .build()
+        .unwrap();
+    World {
+        host,
+        provider,
+        store,
+        _double: double,
+    }
+}
+
+fn charge_input() -> Value {
+    json!({ "amount_cents": 4200, "currency": "EUR", "customer_email": EMAIL, "description": "Conference ticket" })
+}
+
+fn action(input: Value, key: &str, block: ActionTransaction) -> Action {
+    Action::new(payments::CHARGE, input)
+        .with_idempotency_key(key)
+        .with_transaction(block)
+}
+
+fn approval_id(result: &ActionResult) -> ApprovalId {
+    assert_eq!(
+        result.status,
+        ActionResultStatus::PendingApproval,
+        "{result:?}"
+    );
+    ApprovalId::trusted(
+        result.output.as_ref().unwrap()["approval_id"]
+            .as_str()
+            .unwrap(),
+    )
+}
+
+fn decision(id: &ApprovalId, approver: &str) -> ApprovalDecision {
+    ApprovalDecision {
+        approval_id: id.clone(),
+        decision: ApprovalDecisionKind::Approved,
+        approver: principal(approver),
+        decided_at: time::OffsetDateTime::now_utc(),
+        reason: Some("invoice checked against the order".into()),
+        constraints: Vec::new(),
+        evidence: vec![EvidenceArtifact {
+            id: format!("snapshot-{approver}"),
+            kind: "input_snapshot".into(),
+            uri: None,
+            hash: None,
+            redacted: true,
+        }],
+        decision_id: None,
+        policy_hash: None,
+        authority_path: Vec::new(),
+        target_decision_id: None,
+    }
+}
+
+/// Records an approval of `id` by each of `approvers`, then re-submits `gated` with the last
+/// decision attached. A capability with PII keeps its input out of the approval record, so the
+/// host cannot resume the action from the store (`resume_approved`); the requester sends the
+/// same action again, carrying the approval (docs/host-runtime.md §5.5).
+async fn approve_and_resubmit(
+    w: &World,
+    gated: Action,
+    pending: &ActionResult,
+    approvers: &[&str],
+) -> (ActionResult, ApprovalId) {
+    let id = approval_id(pending);
+    let mut last = None;
+    for approver in approvers {
+        let decision = decision(&id, approver);
+        w.host
+            .record_approval_decision(decision.clone(), &as_user(approver))
+            .await
+            .unwrap_or_else(|e| panic!("{approver}'s decision: {e:?}"));
+        last = Some(decision);
+    }
+    let resumed = w.host.resume_approved(&id, &as_user("user:ada")).await;
+    assert_eq!(
+        resumed.error.as_ref().map(|e| e.code.as_str()),
+        Some(codes::POLICY_APPROVAL_NOT_GRANTED),
+        "a redacted action is never resumed from the store: {resumed:?}"
+    );
+    let resubmitted = Action {
+        approval: last,
+        ..gated
+    };
+    (w.host.invoke(resubmitted, &as_user("user:ada")).await, id)
+}
+
+/// Plans and commits a charge, approved by `approvers`; returns the commit's final result.
+async fn charge(w: &World, key: &str, approvers: &[&str]) -> (ActionResult, ApprovalId) {
+    let requester = as_user("user:ada");
+    let planned = w
+        .host
+        .invoke(
+            action(
+                charge_input(),
+                &format!("{key}-plan"),
+                ActionTransaction::new(TransactionMode::Plan),
+            ),
+            &requester,
+        )
+        .await;
+    assert_eq!(planned.status, ActionResultStatus::Completed, "{planned:?}");
+    let plan = &planned.output.as_ref().unwrap()["plan"];
+    assert_eq!(plan["approval_required"], true);
+    assert_eq!(
+        plan["input_snapshot"]["redacted"], true,
+        "PII: the plan keeps a hash, not the input"
+    );
+    assert!(!planned.output.as_ref().unwrap().to_string().contains(EMAIL));
+
+    let mut commit = ActionTransaction::new(TransactionMode::Commit);
+    commit.plan_id = Some(plan["plan_id"].as_str().unwrap().to_owned());
+    let gated = action(charge_input(), &format!("{key}-commit"), commit);
+    let pending = w.host.invoke(gated.clone(), &requester).await;
+    approve_and_resubmit(w, gated, &pending, approvers).await
+}
+
+#[tokio::test]
+async fn a_charge_needs_two_finance_approvers_and_sends_the_credential_as_a_bearer_token() {
+    let w = world(&[payments::CHARGE_SCOPE, payments::REFUND_SCOPE]).await;
+    let (result, approval) = charge(&w, "order-17", &["user:fin", "user:treasurer"]).await;
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    let output = result.output.as_ref().unwrap();
+    assert_eq!(output["amount_cents"], 4200);
+    assert_eq!(output["receipt_sent_to"], "g***@example.com");
+
+    let effects = w.provider.effects_on(payments::CHARGES_ROUTE);
+    assert_eq!(effects.len(), 1);
+    assert_eq!(output["charge_id"], effects[0].operation_id.as_str());
+    assert_eq!(effects[0].request["account"], TENANT);
+    assert_eq!(effects[0].request["customer_email"], EMAIL);
+    assert_eq!(
+        effects[0].request["approval_ids"],
+        json!([approval.as_str()]),
+        "the provider's audit trail names the approval"
+    );
+    let request = w
+        .provider
+        .requests()
+        .into_iter()
+        .find(|r| r.path == payments::CHARGES_ROUTE)
+        .unwrap();
+    assert_eq!(
+        request.header("authorization"),
+        Some(format!("Bearer {TOKEN}").as_str())
+    );
+    assert_eq!(
+        request.idempotency_key(),
+        Some(format!("{TENANT}:order-17-commit").as_str())
+    );
+
+    // The approval record holds neither the input nor the address.
+    let record = w.host.approval(&approval).await.unwrap().unwrap();
+    assert_eq!(record.status, ApprovalStatus::Approved);
+    assert!(!serde_json::to_string(&record).unwrap().contains(EMAIL));
+}
+
+#[tokio::test]
+async fn one_approver_is_not_a_quorum() {
+    let w = world(&[payments::CHARGE_SCOPE]).await;
+    let (result, approval) = charge(&w, "order-18", &["user:fin"]).await;
+    assert_eq!(result.status, ActionResultStatus::Failed);
+    assert_eq!(
+        result.error.as_ref().unwrap().code,
+        codes::POLICY_APPROVAL_NOT_GRANTED
+    );
+    assert_eq!(
+        w.host.approval(&approval).await.unwrap().unwrap().status,
+        ApprovalStatus::Pending
+    );
+    assert_eq!(w.provider.effect_total(), 0);
+
+    // Someone without a finance role does not count either.
+    let refused = w
+        .host
+        .record_approval_decision(decision(&approval, "user:clerk"), &as_user("user:clerk"))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, codes::POLICY_APPROVER_UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn a_credential_without_the_charge_scope_is_refused_before_anything_runs() {
+    let w = world(&[payments::REFUND_SCOPE]).await;
+    let result = w
+        .host
+        .invoke(
+            action(
+                charge_input(),
+                "order-19-plan",
+                ActionTransaction::new(TransactionMode::Plan),
+            ),
+            &as_user("user:ada"),
+        )
+        .await;
+    assert_eq!(
+        result.error.as_ref().unwrap().code,
+        codes::CREDENTIAL_SCOPE_MISSING
+    );
+    assert_eq!(w.provider.request_count(), 0);
+}
+
+#[tokio::test]
+async fn a_charge_cannot_be_executed_without_a_plan() {
+    let w = world(&[payments::CHARGE_SCOPE]).await;
+    let result = w
+        .host
+        .invoke(
+            action(
+                charge_input(),
+                "order-20",
+                ActionTransaction::new(TransactionMode::Execute),
+            ),
+            &as_user("user:ada"),
+        )
+        .await;
+    assert_eq!(
+        result.error.as_ref().unwrap().code,
+        codes::TRANSACTION_MODE_UNSUPPORTED
+    );
+}
+
+#[tokio::test]
+async fn the_refund_compensates_the_charge_once_after_approval() {
+    let w = world(&[payments::CHARGE_SCOPE, payments::REFUND_SCOPE]).await;
+    let (charged, _) = charge(&w, "order-21", &["user:fin", "user:lead"]).await;
+    assert_eq!(charged.status, ActionResultStatus::Completed, "{charged:?}");
+    let charge_id = charged.output.as_ref().unwrap()["charge_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let compensate = |key: &str| {
+        let mut block = ActionTransaction::new(TransactionMode::Compensate);
+        block.compensation_for = Some(charged.action_id.clone());
+        action(
+            json!({ "reason": "the conference was cancelled" }),
+            key,
+            block,
+        )
+    };
+    let requester = as_user("user:ada");
+    let gated = compensate("order-21-refund");
+    let pending = w.host.invoke(gated.clone(), &requester).await;
+    let (refunded, _) =
+        approve_and_resubmit(&w, gated, &pending, &["user:lead", "user:treasurer"]).await;
+    assert_eq!(
+        refunded.status,
+        ActionResultStatus::Completed,
+        "{refunded:?}"
+    );
+    let output = refunded.output.as_ref().unwrap();
+    assert_eq!(output["charge_id"], charge_id.as_str());
+    assert_eq!(output["compensated_action_id"], charged.action_id.as_str());
+
+    let refunds = w.provider.effects_on(payments::REFUNDS_ROUTE);
+    assert_eq!(refunds.len(), 1);
+    assert_eq!(refunds[0].request["charge_id"], charge_id.as_str());
+    assert_eq!(
+        refunds[0].idempotency_key.as_deref(),
+        Some(format!("refund:{}", charged.action_id).as_str()),
+        "the provider keys the refund by the charge it undoes"
+    );
+
+    // A second compensation of the same charge waits for approval like any compensation
+    // (the gate comes before transaction admission), and once approved it is refused: each
+    // action is compensated at most once. The provider refunded once.
+    let gated = compensate("order-21-refund-again");
+    let pending = w.host.invoke(gated.clone(), &requester).await;
+    let (again, _) =
+        approve_and_resubmit(&w, gated, &pending, &["user:lead", "user:treasurer"]).await;
+    assert_eq!(
+        again.error.as_ref().unwrap().code,
+        codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED,
+        "{again:?}"
+    );
+    assert_eq!(w.provider.effects_on(payments::REFUNDS_ROUTE).len(), 1);
+    drop(w.store);
+}
+
+#[tokio::test]
+async fn the_refund_runs_only_as_a_compensation() {
+    let w = world(&[payments::REFUND_SCOPE]).await;
+    let direct = Action::new(payments::REFUND, json!({ "reason": "goodwill" }))
+        .with_idempotency_key("goodwill-1");
+    let pending = w.host.invoke(direct.clone(), &as_user("user:ada")).await;
+    let (result, _) = approve_and_resubmit(&w, direct, &pending, &["user:lead"]).await;
+    assert_eq!(
+        result.error.as_ref().unwrap().code,
+        codes::TRANSACTION_CONTEXT_MISSING
+    );
+    assert_eq!(w.provider.effect_total(), 0);
+}
