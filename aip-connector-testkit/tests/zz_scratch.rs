@@ -240,14 +240,23 @@ fn records() -> ConformanceSuite {
     })
 }
 
-
 #[test]
 fn scratch_one_scenario() {
-    let Ok(which) = std::env::var("SCRATCH_SCENARIO") else { return };
+    let Ok(which) = std::env::var("SCRATCH_SCENARIO") else {
+        return;
+    };
     let scenario = Scenario::ALL.into_iter().find(|s| s.id() == which).unwrap();
     let suite = records();
-    let manifest = Records { client: ProviderClient::new("http://127.0.0.1:9").unwrap() }.definition().manifest();
-    let check = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+    let manifest = Records {
+        client: ProviderClient::new("http://127.0.0.1:9").unwrap(),
+    }
+    .definition()
+    .manifest();
+    let check = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
         .block_on(suite.scenario_check(scenario, &manifest));
     eprintln!("{check:?}");
 }

@@ -365,14 +365,12 @@ const CONTROL_CALLS_PER_TASK: usize = 16;
 /// from scaling is the machine (a core taken by other work), not the host. Each task builds its
 /// own inputs: built by the spawning task, they would be serial work the workers wait for.
 fn time_control_throughput(workers: usize, count: usize) -> Sample {
-    time_batches(workers, vec![(); count], move |()| {
-        async move {
-            for _ in 0..CONTROL_CALLS_PER_TASK {
-                let typed: LookupInput =
-                    serde_json::from_value(input()).expect("the benchmark input decodes");
-                let output = Directory.lookup(typed).await.expect("the lookup succeeds");
-                black_box(serde_json::to_value(&output).expect("the output encodes"));
-            }
+    time_batches(workers, vec![(); count], move |()| async move {
+        for _ in 0..CONTROL_CALLS_PER_TASK {
+            let typed: LookupInput =
+                serde_json::from_value(input()).expect("the benchmark input decodes");
+            let output = Directory.lookup(typed).await.expect("the lookup succeeds");
+            black_box(serde_json::to_value(&output).expect("the output encodes"));
         }
     })
 }

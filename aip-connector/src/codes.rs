@@ -44,6 +44,10 @@ pub const ACTION_INVALID: &str = "action.invalid";
 pub const ACTION_INPUT_TOO_LARGE: &str = "action.input_too_large";
 /// A completed result's output violates the output schema (permanent, not retryable).
 pub const ACTION_OUTPUT_SCHEMA_INVALID: &str = "action.output_schema_invalid";
+/// A keyed action failed retryably `HostLimits::max_attempts_per_key` times: its key is
+/// dead-lettered (permanent; upstream's default dead-letter code). Replayed to every later
+/// attempt with the key; `details {attempts, last_error}`.
+pub const ACTION_DEAD_LETTER: &str = "action.dead_letter";
 /// The action asks for a transaction mode the contract does not declare.
 pub const TRANSACTION_MODE_UNSUPPORTED: &str = "transaction.mode_unsupported";
 /// A commit needs a plan and the action carries no `plan_id`.

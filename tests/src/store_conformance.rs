@@ -344,6 +344,48 @@ pub async fn check_record_without_expiry_never_expires(store: SharedStore) {
     );
 }
 
+/// Retry attempts count up per key, independently per key, restart after their expiry, and
+/// never lose an increment when callers race.
+pub async fn check_retry_attempts_count_per_key_and_restart_after_expiry(store: SharedStore) {
+    assert_eq!(store.count_attempt("k", Some(NOW + 100), NOW).await, Ok(1));
+    assert_eq!(
+        store.count_attempt("k", Some(NOW + 100), NOW + 1).await,
+        Ok(2)
+    );
+    assert_eq!(store.count_attempt("other", None, NOW).await, Ok(1));
+    assert_eq!(
+        store.count_attempt("k", Some(NOW + 300), NOW + 2).await,
+        Ok(3)
+    );
+    // Past the stored expiry the count starts again.
+    assert_eq!(
+        store.count_attempt("k", Some(NOW + 900), NOW + 300).await,
+        Ok(1)
+    );
+    // A count without expiry never restarts.
+    assert_eq!(
+        store.count_attempt("other", None, Millis::MAX - 1).await,
+        Ok(2)
+    );
+
+    let racers: Vec<_> = (0..50)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { store.count_attempt("raced", None, NOW).await.unwrap() })
+        })
+        .collect();
+    let mut counts = Vec::new();
+    for racer in racers {
+        counts.push(racer.await.unwrap());
+    }
+    counts.sort_unstable();
+    assert_eq!(
+        counts,
+        (1..=50).collect::<Vec<u32>>(),
+        "every racer got its own count"
+    );
+}
+
 /// Only the approved resume of the gated action itself replaces a pending-approval record.
 pub async fn check_resume_pending_replaces_only_a_matching_pending_record(store: SharedStore) {
     for (key, gate) in [
@@ -1532,6 +1574,7 @@ macro_rules! for_each_store_check {
             check_resume_pending_replaces_only_a_matching_pending_record,
             check_resume_pending_never_replaces_a_final_record,
             check_renew_works_only_for_the_live_token,
+            check_retry_attempts_count_per_key_and_restart_after_expiry,
             check_replayed_results_keep_their_key_order,
             check_approval_insert_get_and_versioned_update,
             check_duplicate_approval_insert_fails,

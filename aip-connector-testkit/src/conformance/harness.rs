@@ -598,6 +598,13 @@ impl Harness {
 }
 
 // ---- Helpers of the cancellation, streaming, approval, transaction and restart scenarios -----
+//
+// The helpers that await the host return boxed futures: in debug builds every poll frame holds
+// room for the futures it creates, and the pipeline's futures are large, so a scenario built
+// from unboxed awaits needs megabytes of stack.
+
+/// A boxed future of a harness helper.
+pub(crate) type Boxed<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// A call driven to its end by [`Harness::drive`], keeping the action whose result is final.
 pub(crate) struct Driven {
@@ -643,20 +650,28 @@ impl Harness {
         approvers(self.definition())
     }
 
+    /// [`approve`](Self::approve), boxed.
+    pub(crate) fn approve_all<'a>(&'a self, host: &'a Host, id: &'a ApprovalId) -> Boxed<'a, ()> {
+        Box::pin(self.approve(host, id))
+    }
+
     /// Records one `approved` decision on `id` by `approver` (authenticated as itself, in
     /// [`TENANT`], with a reason and one artifact of every evidence kind), whoever it is: the
     /// authority decides whether it counts.
-    pub(crate) async fn approve_as(
-        &self,
-        host: &Host,
-        id: &ApprovalId,
-        approver: &PrincipalId,
-    ) -> Result<aip_connector::store::ApprovalRecord, aip_connector::model::ProtocolError> {
-        host.record_approval_decision(
-            approval_decision(id, approver),
-            &caller_as(approver, TENANT),
-        )
-        .await
+    pub(crate) fn approve_as<'a>(
+        &'a self,
+        host: &'a Host,
+        id: &'a ApprovalId,
+        approver: &'a PrincipalId,
+    ) -> Boxed<'a, Result<aip_connector::store::ApprovalRecord, aip_connector::model::ProtocolError>>
+    {
+        Box::pin(async move {
+            host.record_approval_decision(
+                approval_decision(id, approver),
+                &caller_as(approver, TENANT),
+            )
+            .await
+        })
     }
 
     /// Resumes the approved request `id` of `gated` as [`CALLER`], the way a client must: with
@@ -664,55 +679,58 @@ impl Harness {
     /// approved decision attached (a redacted record cannot be resumed from the store, host
     /// docs §5.5). Before any decision exists, the attached one is a well-formed decision that
     /// was never recorded, so the host answers from the record's status.
-    pub(crate) async fn resume(
-        &self,
-        host: &Host,
-        id: &ApprovalId,
-        gated: &Action,
-    ) -> ActionResult {
-        let record = host.approval(id).await.ok().flatten();
-        if record.as_ref().is_none_or(|r| r.input_retained) {
-            let caller = self.caller();
-            return Box::pin(host.resume_approved(id, &caller)).await;
-        }
-        let decision = record
-            .and_then(|r| {
-                r.decisions
-                    .into_iter()
-                    .find(|d| d.decision == aip_connector::model::ApprovalDecisionKind::Approved)
-            })
-            .or_else(|| {
-                approvers(self.definition())
-                    .first()
-                    .map(|approver| approval_decision(id, approver))
-            });
-        let mut resubmitted = gated.clone();
-        resubmitted.approval = decision;
-        Box::pin(self.run_once(host, resubmitted)).await.0
+    pub(crate) fn resume<'a>(
+        &'a self,
+        host: &'a Host,
+        id: &'a ApprovalId,
+        gated: &'a Action,
+    ) -> Boxed<'a, ActionResult> {
+        Box::pin(async move {
+            let record = host.approval(id).await.ok().flatten();
+            if record.as_ref().is_none_or(|r| r.input_retained) {
+                let caller = self.caller();
+                return Box::pin(host.resume_approved(id, &caller)).await;
+            }
+            let decision = record
+                .and_then(|r| {
+                    r.decisions.into_iter().find(|d| {
+                        d.decision == aip_connector::model::ApprovalDecisionKind::Approved
+                    })
+                })
+                .or_else(|| {
+                    approvers(self.definition())
+                        .first()
+                        .map(|approver| approval_decision(id, approver))
+                });
+            let mut resubmitted = gated.clone();
+            resubmitted.approval = decision;
+            self.run_once(host, resubmitted).await.0
+        })
     }
 
     /// Runs `action` once on `host` as [`CALLER`]: streamed (the result rebuilt from the terminal
     /// chunk) when its capability only streams, else invoked.
-    pub(crate) async fn run_once(
-        &self,
-        host: &Host,
+    pub(crate) fn run_once<'a>(
+        &'a self,
+        host: &'a Host,
         action: Action,
-    ) -> (ActionResult, Vec<StreamChunk>) {
-        let streams = self
-            .definition()
-            .capability(action.capability_id.as_str())
-            .is_some_and(Self::streams_only);
-        if streams {
-            let chunks = host
-                .invoke_stream(action.clone(), self.caller())
-                .collect()
-                .await;
-            (result_of_stream(&action, &chunks), chunks)
-        } else {
-            // Boxed: the pipeline's future is large, and scenarios await several at once.
-            let caller = self.caller();
-            (Box::pin(host.invoke(action, &caller)).await, Vec::new())
-        }
+    ) -> Boxed<'a, (ActionResult, Vec<StreamChunk>)> {
+        Box::pin(async move {
+            let streams = self
+                .definition()
+                .capability(action.capability_id.as_str())
+                .is_some_and(Self::streams_only);
+            if streams {
+                let chunks = host
+                    .invoke_stream(action.clone(), self.caller())
+                    .collect()
+                    .await;
+                (result_of_stream(&action, &chunks), chunks)
+            } else {
+                let caller = self.caller();
+                (Box::pin(host.invoke(action, &caller)).await, Vec::new())
+            }
+        })
     }
 
     /// The commit of a completed `plan` action: same capability and input, the plan's id, and
@@ -745,39 +763,67 @@ impl Harness {
 
     /// [`settle`](Self::settle), keeping the final action: runs `action`, approves and resumes
     /// it when it waits for approval, and commits it when it was a `plan`.
-    pub(crate) async fn drive(&self, host: &Host, action: Action) -> Driven {
-        let (mut result, chunks) = Box::pin(self.run_once(host, action.clone())).await;
-        let mut driven = Driven {
-            action,
-            result: ActionResult::new(
-                aip_connector::ids::ActionId::new(),
-                ActionResultStatus::Failed,
-            ),
-            chunks,
-            approval_id: None,
-            plan_id: None,
-        };
-        if result.status == ActionResultStatus::PendingApproval
-            && let Some(id) = approval_id_of(&result)
-        {
-            self.approve(host, &id).await;
-            result = Box::pin(self.resume(host, &id, &driven.action)).await;
-            driven.approval_id = Some(id);
-        }
-        if let Some(commit) = self.commit_for(&driven.action, &result) {
-            let committed = Box::pin(self.drive(host, commit)).await;
-            driven.plan_id = committed
-                .action
+    pub(crate) fn drive<'a>(&'a self, host: &'a Host, action: Action) -> Boxed<'a, Driven> {
+        Box::pin(async move {
+            let (mut result, chunks) = self.run_once(host, action.clone()).await;
+            let mut driven = Driven {
+                action,
+                result: ActionResult::new(
+                    aip_connector::ids::ActionId::new(),
+                    ActionResultStatus::Failed,
+                ),
+                chunks,
+                approval_id: None,
+                plan_id: None,
+            };
+            if result.status == ActionResultStatus::PendingApproval
+                && let Some(id) = approval_id_of(&result)
+            {
+                self.approve_all(host, &id).await;
+                result = self.resume(host, &id, &driven.action).await;
+                driven.approval_id = Some(id);
+            }
+            if let Some(commit) = self.commit_for(&driven.action, &result) {
+                let committed = self.drive(host, commit).await;
+                driven.plan_id = committed
+                    .action
+                    .transaction
+                    .as_ref()
+                    .and_then(|t| t.plan_id.clone());
+                driven.chunks.extend(committed.chunks);
+                driven.approval_id = committed.approval_id.or(driven.approval_id);
+                driven.action = committed.action;
+                result = committed.result;
+            }
+            driven.result = result;
+            driven
+        })
+    }
+
+    /// The action that runs `action`'s handler: `action` itself, or — when it is a `plan` — its
+    /// commit, after the plan was made on `host` (so a fault injected next hits the handler, not
+    /// the plan's validation). The plan's own result when it made no plan.
+    pub(crate) fn handler_call<'a>(
+        &'a self,
+        host: &'a Host,
+        action: Action,
+    ) -> Boxed<'a, Result<Action, ActionResult>> {
+        Box::pin(async move {
+            let plans = action
                 .transaction
                 .as_ref()
-                .and_then(|t| t.plan_id.clone());
-            driven.chunks.extend(committed.chunks);
-            driven.approval_id = committed.approval_id.or(driven.approval_id);
-            driven.action = committed.action;
-            result = committed.result;
-        }
-        driven.result = result;
-        driven
+                .is_some_and(|t| t.mode == TransactionMode::Plan);
+            if !plans {
+                return Ok(action);
+            }
+            let (planned, _) = self.run_once(host, action.clone()).await;
+            self.commit_for(&action, &planned).ok_or(planned)
+        })
+    }
+
+    /// [`scout`](Self::scout), boxed.
+    pub(crate) fn scout_boxed(&self, action: Action) -> Boxed<'_, Scouted> {
+        Box::pin(self.scout(action))
     }
 }
 

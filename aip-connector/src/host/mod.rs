@@ -56,6 +56,10 @@ pub struct HostLimits {
     pub stream_buffer: usize,
     /// Actions executing at once; further calls get `host.overloaded` (temporary, retryable).
     pub max_concurrent_actions: usize,
+    /// Retryable failures counted under one idempotency key before the key is dead-lettered:
+    /// its last failure is stored as `action.dead_letter` (permanent) and replayed, so no
+    /// further attempt runs the handler.
+    pub max_attempts_per_key: u32,
 }
 
 impl Default for HostLimits {
@@ -67,6 +71,7 @@ impl Default for HostLimits {
             max_violations: 16,
             stream_buffer: 16,
             max_concurrent_actions: 1024,
+            max_attempts_per_key: 5,
         }
     }
 }
@@ -386,7 +391,8 @@ impl Host {
         stream::start(self.inner.clone(), action, caller)
     }
 
-    /// Cancels an executing action. A cancel after the terminal result changes nothing.
+    /// Cancels an executing action (every execution of it, should the same action id run twice
+    /// at once). A cancel after the terminal result changes nothing.
     pub fn cancel(&self, action_id: &ActionId) -> CancelOutcome {
         if self.inner.active.cancel(action_id) {
             CancelOutcome::Cancelled

@@ -779,8 +779,9 @@ struct Settlement<'a> {
 enum Pending {
     /// No reservation: nothing to write.
     Nothing(ActionResult),
-    /// A retryable failure: the reservation is released.
-    Release(Reservation, ActionResult),
+    /// A retryable failure: the attempt is counted, then the reservation is released — or,
+    /// once `max_attempts_per_key` retryable failures were counted, the key is dead-lettered.
+    Release(Reservation, ActionResult, Box<IdempotencyRecord>),
     /// Anything else: the record (which carries the result) is stored under the reservation.
     Store(Reservation, Box<IdempotencyRecord>),
 }
@@ -789,9 +790,9 @@ impl Settlement<'_> {
     /// Decides what to write at once, and returns a future that writes it and gives the result
     /// back. Only the store call waits, so the future holds just the pending write (not a copy
     /// of the settlement and the result per step, as an `async fn` would).
-    fn settle(self, result: ActionResult) -> impl Future<Output = ActionResult> + Send {
+    fn settle(mut self, result: ActionResult) -> impl Future<Output = ActionResult> + Send {
         let store = &self.host.store;
-        let pending = match self.reservation {
+        let pending = match self.reservation.take() {
             None => Pending::Nothing(result),
             Some(reservation)
                 if result
@@ -800,35 +801,45 @@ impl Settlement<'_> {
                     .and_then(|e| e.retryable)
                     .unwrap_or(false) =>
             {
-                Pending::Release(reservation, result)
+                // The dead letter this failure becomes if it exhausts the key's attempts.
+                let dead_letter = self.record(
+                    &reservation,
+                    ActionResult::new(result.action_id.clone(), ActionResultStatus::Failed),
+                );
+                Pending::Release(reservation, result, Box::new(dead_letter))
             }
             Some(reservation) => {
-                let ttl = self
-                    .capability
-                    .contract
-                    .as_ref()
-                    .and_then(|c| c.idempotency.ttl_ms);
                 // The record takes the result and hands it back after the store copied what it
                 // keeps.
-                let record = IdempotencyRecord {
-                    key: reservation.key.clone(),
-                    key_scope: self.scope,
-                    action_id: reservation.action_id.clone(),
-                    capability_id: self.capability.id.clone(),
-                    principal_id: self.caller.principal.id.clone(),
-                    tenant_id: self.tenant.map(|t| t.id.clone()),
-                    input_hash: reservation.input_hash.clone(),
-                    result,
-                    created_at_ms: self.now,
-                    expires_at_ms: ttl.map(|ttl| self.now + ttl.max(1)),
-                };
+                let record = self.record(&reservation, result);
                 Pending::Store(reservation, Box::new(record))
             }
         };
+        let max_attempts = self.host.limits.max_attempts_per_key;
+        let now = self.now;
         async move {
+            let mut pending = pending;
+            if let Pending::Release(reservation, result, dead_letter) = &mut pending {
+                match store
+                    .count_attempt(&reservation.key, dead_letter.expires_at_ms, now)
+                    .await
+                {
+                    Ok(attempts) if attempts >= max_attempts => {
+                        dead_letter.result = dead_lettered(result, attempts);
+                        let record =
+                            std::mem::replace(dead_letter, Box::new(dead_letter.as_ref().clone()));
+                        let reservation = reservation.clone();
+                        pending = Pending::Store(reservation, record);
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        tracing::warn!(error = %error, "retry attempt could not be counted");
+                    }
+                }
+            }
             let written = match &pending {
                 Pending::Nothing(_) => Ok(()),
-                Pending::Release(reservation, _) => store.release(reservation).await,
+                Pending::Release(reservation, _, _) => store.release(reservation).await,
                 Pending::Store(reservation, record) => store.settle(reservation, record).await,
             };
             if let Err(error) = written {
@@ -836,11 +847,48 @@ impl Settlement<'_> {
                 tracing::warn!(error = %error, "idempotency settlement failed");
             }
             match pending {
-                Pending::Nothing(result) | Pending::Release(_, result) => result,
+                Pending::Nothing(result) | Pending::Release(_, result, _) => result,
                 Pending::Store(_, record) => record.result,
             }
         }
     }
+
+    /// The idempotency record of `result` under `reservation`.
+    fn record(&self, reservation: &Reservation, result: ActionResult) -> IdempotencyRecord {
+        let ttl = self
+            .capability
+            .contract
+            .as_ref()
+            .and_then(|c| c.idempotency.ttl_ms);
+        IdempotencyRecord {
+            key: reservation.key.clone(),
+            key_scope: self.scope,
+            action_id: reservation.action_id.clone(),
+            capability_id: self.capability.id.clone(),
+            principal_id: self.caller.principal.id.clone(),
+            tenant_id: self.tenant.map(|t| t.id.clone()),
+            input_hash: reservation.input_hash.clone(),
+            result,
+            created_at_ms: self.now,
+            expires_at_ms: ttl.map(|ttl| self.now + ttl.max(1)),
+        }
+    }
+}
+
+/// The final result of a key whose retryable failures exhausted its attempts: `action.dead_letter`
+/// (permanent, not retryable), naming the attempts and the last error. It is stored under the
+/// key and replayed, so no further attempt reaches the handler.
+fn dead_lettered(last: &ActionResult, attempts: u32) -> ActionResult {
+    let error = failure::with_details(
+        failure::permanent(
+            codes::ACTION_DEAD_LETTER,
+            format!(
+                "the action failed {attempts} times with retryable errors and was dead-lettered"
+            ),
+        ),
+        json!({ "attempts": attempts, "last_error": last.error }),
+    );
+    failure::failed(&last.action_id, error)
 }
 
 /// Rejects inputs larger or deeper than the limits, iteratively (no recursion on hostile input).

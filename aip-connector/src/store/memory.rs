@@ -35,6 +35,8 @@ struct Families {
     idempotency: [Mutex<HashMap<String, KeyEntry>>; KEY_SHARDS],
     /// Approval id → approval record.
     approvals: Mutex<HashMap<ApprovalId, ApprovalRecord>>,
+    /// Scoped idempotency key → retryable failures counted, and when the count expires.
+    attempts: Mutex<HashMap<String, (u32, Option<Millis>)>>,
     /// Transaction records and their plan-id index.
     transactions: Mutex<Transactions>,
 }
@@ -149,6 +151,26 @@ impl IdempotencyStore for MemoryStore {
             }
             _ => Err(StoreError::Fenced),
         }
+    }
+
+    async fn count_attempt(
+        &self,
+        key: &str,
+        expires_at_ms: Option<Millis>,
+        now: Millis,
+    ) -> Result<u32, StoreError> {
+        let mut attempts = self
+            .families
+            .attempts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let entry = attempts.entry(key.to_owned()).or_insert((0, expires_at_ms));
+        if entry.1.is_some_and(|at| now >= at) {
+            entry.0 = 0;
+        }
+        entry.0 = entry.0.saturating_add(1);
+        entry.1 = expires_at_ms;
+        Ok(entry.0)
     }
 
     async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {

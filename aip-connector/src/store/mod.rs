@@ -186,6 +186,17 @@ pub trait IdempotencyStore: Send + Sync {
     /// The unexpired record for `key`, if any.
     async fn record(&self, key: &str, now: Millis)
     -> Result<Option<IdempotencyRecord>, StoreError>;
+
+    /// Counts one more retryable failure under `key` and returns the count, atomically (racing
+    /// callers get distinct counts). A count whose expiry has passed (`now >= expires_at_ms`)
+    /// restarts at 1; `expires_at_ms` is stored with every count (`None`: never expires). The
+    /// host dead-letters the key when the count reaches `HostLimits::max_attempts_per_key`.
+    async fn count_attempt(
+        &self,
+        key: &str,
+        expires_at_ms: Option<Millis>,
+        now: Millis,
+    ) -> Result<u32, StoreError>;
 }
 
 /// The lifecycle of an approval request.

@@ -41,11 +41,18 @@ struct Migration {
 }
 
 /// Every migration this build knows, oldest first.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "initial",
-    sql: include_str!("../../migrations/postgres/0001_initial.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "initial",
+        sql: include_str!("../../migrations/postgres/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "retry_attempts",
+        sql: include_str!("../../migrations/postgres/0002_retry_attempts.sql"),
+    },
+];
 
 /// The most connections one store opens; they are opened lazily, as concurrency needs them.
 const MAX_CONNECTIONS: usize = 16;
@@ -640,6 +647,30 @@ impl IdempotencyStore for PostgresStore {
         } else {
             Err(StoreError::Fenced)
         }
+    }
+
+    async fn count_attempt(
+        &self,
+        key: &str,
+        expires_at_ms: Option<Millis>,
+        now: Millis,
+    ) -> Result<u32, StoreError> {
+        let expires = expires_at_ms.map(millis_to_sql);
+        let row = self
+            .query_opt(
+                "count a retry attempt",
+                "INSERT INTO retry_attempts (key, attempts, expires_at_ms) VALUES ($1, 1, $2) \
+                 ON CONFLICT (key) DO UPDATE SET \
+                   attempts = CASE WHEN retry_attempts.expires_at_ms IS NOT NULL \
+                                    AND retry_attempts.expires_at_ms <= $3 \
+                                   THEN 1 ELSE retry_attempts.attempts + 1 END, \
+                   expires_at_ms = $2 \
+                 RETURNING attempts",
+                &[&key, &expires, &millis_to_sql(now)],
+            )
+            .await?;
+        let attempts: i64 = row.map(|row| row.get(0)).unwrap_or(1);
+        Ok(u32::try_from(attempts).unwrap_or(u32::MAX))
     }
 
     async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {

@@ -31,7 +31,16 @@ use super::{
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Schema migrations in order: entry `n` brings `PRAGMA user_version` from `n` to `n + 1`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
+
+/// Migration 3: retryable failures counted per idempotency key, for dead-lettering.
+const MIGRATION_3: &str = "
+CREATE TABLE retry_attempts (
+    key           TEXT PRIMARY KEY,
+    attempts      INTEGER NOT NULL CHECK (attempts >= 1),
+    expires_at_ms INTEGER
+);
+";
 
 /// Migration 1: the idempotency and approval tables.
 const MIGRATION_1: &str = "
@@ -488,6 +497,32 @@ impl IdempotencyStore for SqliteStore {
             } else {
                 Ok(())
             }
+        })
+        .await
+    }
+
+    async fn count_attempt(
+        &self,
+        key: &str,
+        expires_at_ms: Option<Millis>,
+        now: Millis,
+    ) -> Result<u32, StoreError> {
+        let key = key.to_owned();
+        let expires = expires_at_ms.map(millis_to_sql);
+        let now = millis_to_sql(now);
+        self.run("count a retry attempt", move |connection| {
+            let attempts: i64 = connection.query_row(
+                "INSERT INTO retry_attempts (key, attempts, expires_at_ms) VALUES (?1, 1, ?2) \
+                 ON CONFLICT (key) DO UPDATE SET \
+                   attempts = CASE WHEN retry_attempts.expires_at_ms IS NOT NULL \
+                                    AND retry_attempts.expires_at_ms <= ?3 \
+                                   THEN 1 ELSE retry_attempts.attempts + 1 END, \
+                   expires_at_ms = ?2 \
+                 RETURNING attempts",
+                params![key, expires, now],
+                |row| row.get(0),
+            )?;
+            Ok(u32::try_from(attempts).unwrap_or(u32::MAX))
         })
         .await
     }

@@ -312,7 +312,7 @@ async fn resume_twice(
         return;
     };
     evidence.artifact(format!("approval:{approval}"));
-    h.approve(host, &approval).await;
+    h.approve_all(host, &approval).await;
     let effects_before = h.provider().effect_total();
     let calls_before = h.probe().calls(&id);
     let (first, second) = tokio::join!(

@@ -23,6 +23,7 @@
 //!
 //! [`TransactionReceipt::chain_is_intact`]: aip_connector::model::TransactionReceipt::chain_is_intact
 
+use std::future::Future;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
@@ -46,8 +47,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         evidence.note("no capability declares an example input: nothing can be invoked");
         return evidence;
     }
-    let log = CapturedLog::default();
-    let dispatch = log.dispatch();
+    let log = CapturedLog::new();
     // Everything the secret must not appear in: (what, serialized text).
     let mut seen: Vec<(String, String)> = Vec::new();
     let mut redacted_values: Vec<(String, String)> = Vec::new();
@@ -60,10 +60,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             input.clone(),
             &format!("conformance-audit-{id}"),
         );
-        let settled = h
-            .settle(h.host(), action.clone())
-            .with_subscriber(dispatch.clone())
-            .await;
+        let settled = log.capture(h.settle(h.host(), action.clone())).await;
         let owner = settled.result.action_id.clone();
         evidence.artifact(format!("action:{}", action.id));
         seen.push((format!("the result of `{id}`"), to_text(&settled.result)));
@@ -180,14 +177,13 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         if let Some(approval) = &approval {
             evidence.assert(
                 "audit_correlated",
-                approval.action.id == action.id && approval.capability_id == *capability.id(),
+                approval.action.id == owner && approval.capability_id == *capability.id(),
                 || {
                     format!(
-                        "the approval record `{}` names action {} of `{}`; the call was action {} of `{id}`",
+                        "the approval record `{}` names action {} of `{}`; the action that waited was {owner} of `{id}`",
                         approval.approval_id,
                         approval.action.id,
                         approval.capability_id,
-                        action.id
                     )
                 },
             );
@@ -273,11 +269,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             json!([INPUT_MARKER]),
             &format!("conformance-audit-invalid-{id}"),
         );
-        let refused = h
-            .host()
-            .invoke(invalid, &h.caller())
-            .with_subscriber(dispatch.clone())
-            .await;
+        let refused = log.capture(h.host().invoke(invalid, &h.caller())).await;
         evidence.artifact(format!("action:{}", refused.action_id));
         seen.push((
             format!("the refusal of an invalid `{id}`"),
@@ -328,7 +320,6 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     if lines.is_empty() {
         evidence.note("no log line was captured");
     }
-    evidence.note(format!("DEBUG {} lines: {:?}", lines.len(), lines.iter().filter(|l| l.contains("settled")).collect::<Vec<_>>()));
 
     // raw_secret_absent
     for record in h.probe().records() {
@@ -404,22 +395,48 @@ fn to_text(value: &impl serde::Serialize) -> String {
 }
 
 /// Log lines written by a `tracing` subscriber attached to the scenario's calls.
-#[derive(Clone, Default)]
-struct CapturedLog(Arc<Mutex<Vec<u8>>>);
+#[derive(Clone)]
+struct CapturedLog {
+    lines: Arc<Mutex<Vec<u8>>>,
+    dispatch: tracing::Dispatch,
+}
+
+/// Where the subscriber writes.
+#[derive(Clone)]
+struct Sink(Arc<Mutex<Vec<u8>>>);
 
 impl CapturedLog {
-    /// A dispatcher that formats every event (down to `trace`) into this log.
-    fn dispatch(&self) -> tracing::Dispatch {
-        let sink = self.clone();
+    /// A log whose subscriber formats every event, down to `trace`.
+    fn new() -> Self {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = Sink(Arc::clone(&lines));
         let subscriber = tracing_subscriber::fmt()
             .with_max_level(tracing::Level::TRACE)
             .with_writer(move || sink.clone())
             .finish();
-        tracing::Dispatch::new(subscriber)
+        Self {
+            lines,
+            dispatch: tracing::Dispatch::new(subscriber),
+        }
+    }
+
+    /// Runs `call` with this log's subscriber as the default while it is polled.
+    ///
+    /// `tracing` caches each callsite's interest process-wide, and when only one dispatcher is
+    /// registered it computes it from the dispatcher of whichever thread reaches the callsite
+    /// first: a callsite first reached on a thread without this subscriber (a spawned task)
+    /// would be cached as uninteresting and never reach it. Rebuilding the cache inside the
+    /// call, where this subscriber is the default, makes every callsite reach it again.
+    fn capture<F: Future>(&self, call: F) -> impl Future<Output = F::Output> {
+        async move {
+            tracing::callsite::rebuild_interest_cache();
+            call.await
+        }
+        .with_subscriber(self.dispatch.clone())
     }
 
     fn lines(&self) -> Vec<String> {
-        let bytes = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let bytes = self.lines.lock().unwrap_or_else(|p| p.into_inner()).clone();
         String::from_utf8_lossy(&bytes)
             .lines()
             .map(str::to_owned)
@@ -427,7 +444,7 @@ impl CapturedLog {
     }
 }
 
-impl Write for CapturedLog {
+impl Write for Sink {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.0
             .lock()

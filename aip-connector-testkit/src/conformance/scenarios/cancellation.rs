@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use aip_connector::host::{CancelOutcome, Host, HostLimits, TransactionSelector};
-use aip_connector::model::{Action, ActionResult, ActionResultStatus, SideEffect, TransactionMode};
+use aip_connector::model::{Action, ActionResult, ActionResultStatus, SideEffect};
 use aip_connector::{CapabilityDefinition, ids::ActionId};
 use serde_json::Value;
 
@@ -132,18 +132,26 @@ async fn in_flight(
     evidence: &mut Evidence,
 ) {
     let id = capability.id().to_string();
-    let mut action = h.action(capability, input, "conformance-cancel-in-flight");
-    // A capability that only plans and commits runs its handler on the commit.
-    let plans = action
-        .transaction
-        .as_ref()
-        .is_some_and(|t| t.mode == TransactionMode::Plan);
-    if plans {
-        let (plan, _) = h.run_once(host, action.clone()).await;
-        if let Some(commit) = h.commit_for(&action, &plan) {
-            action = commit;
+    let action = match h
+        .handler_call(
+            host,
+            h.action(capability, input, "conformance-cancel-in-flight"),
+        )
+        .await
+    {
+        Ok(action) => action,
+        Err(planned) => {
+            evidence.artifact(format!("action:{}", planned.action_id));
+            evidence.assert("in_flight_cancelled", false, || {
+                format!(
+                    "planning `{id}` answered `{:?}` ({}) without a plan",
+                    planned.status,
+                    code(&planned)
+                )
+            });
+            return;
         }
-    }
+    };
     let requests_before = h.provider().request_count();
     h.provider().inject("*", Fault::delay(DELAY).always());
     let (action_id, outcome, result, at, at_wall, provider_saw_it) = match race(
@@ -295,7 +303,7 @@ async fn race(h: &Harness, host: &Host, tap: &Tap, action: Action) -> Raced {
                     && result.status == ActionResultStatus::PendingApproval
                     && let Some(approval) = approval_id_of(&result)
                 {
-                    h.approve(host, &approval).await;
+                    h.approve_all(host, &approval).await;
                     let gated = gated.clone();
                     call = Box::pin(async move { h.resume(host, &approval, &gated).await });
                     resumed = true;

@@ -207,7 +207,7 @@ async fn reconnect_cursor_resumed(h: &Harness, evidence: &mut Evidence) {
     let id = capability.id().to_string();
     let host = h.host();
     let scouted = h
-        .scout(h.action(capability, input.clone(), "conformance-restart-scout"))
+        .scout_boxed(h.action(capability, input.clone(), "conformance-restart-scout"))
         .await;
     let route = scouted
         .requests
@@ -222,11 +222,25 @@ async fn reconnect_cursor_resumed(h: &Harness, evidence: &mut Evidence) {
     let mut pending_round = true;
     let mut left = None;
     for attempt in 0..2 {
-        h.provider().inject(&route, Fault::drop_connection());
         let key = format!("conformance-restart-uncertain-{attempt}");
-        let uncertain = h
-            .drive(host, h.action(capability, input.clone(), &key))
-            .await;
+        let call = match h
+            .handler_call(host, h.action(capability, input.clone(), &key))
+            .await
+        {
+            Ok(call) => call,
+            Err(planned) => {
+                evidence.assert("reconnect_cursor_resumed", false, || {
+                    format!(
+                        "planning `{id}` answered `{:?}` ({}) without a plan",
+                        planned.status,
+                        code(&planned)
+                    )
+                });
+                return;
+            }
+        };
+        h.provider().inject(&route, Fault::drop_connection());
+        let uncertain = h.drive(host, call).await;
         h.provider().clear_faults();
         evidence.artifact(format!("action:{}", uncertain.action.id));
         let unknown = view(

@@ -134,7 +134,7 @@ async fn plan_before_commit(h: &Harness, evidence: &mut Evidence) {
         "conformance-txn-unplanned",
         ActionTransaction::new(TransactionMode::Commit),
     );
-    let refused = host.invoke(unplanned, &h.caller()).await;
+    let (refused, _) = h.run_once(host, unplanned).await;
     evidence.artifact(format!("action:{}", refused.action_id));
     evidence.assert(
         "plan_before_commit",
@@ -324,7 +324,7 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
     // Learn where the call changes the provider, then make that request's answer vanish after
     // the provider committed it.
     let scouted = h
-        .scout(h.action(capability, input.clone(), "conformance-txn-scout"))
+        .scout_boxed(h.action(capability, input.clone(), "conformance-txn-scout"))
         .await;
     let route = scouted
         .requests
@@ -332,14 +332,28 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
         .find(|r| is_mutating(&r.method))
         .map(|r| r.path.clone())
         .unwrap_or_else(|| "*".to_owned());
-    let effects_start = h.provider().effect_total();
-    h.provider().inject(&route, Fault::drop_connection());
-    let uncertain = h
-        .drive(
+    let call = match h
+        .handler_call(
             host,
             h.action(capability, input.clone(), "conformance-txn-uncertain"),
         )
-        .await;
+        .await
+    {
+        Ok(call) => call,
+        Err(planned) => {
+            evidence.assert("reconcile_before_retry", false, || {
+                format!(
+                    "planning `{id}` answered `{:?}` ({}) without a plan",
+                    planned.status,
+                    code(&planned)
+                )
+            });
+            return;
+        }
+    };
+    let effects_start = h.provider().effect_total();
+    h.provider().inject(&route, Fault::drop_connection());
+    let uncertain = h.drive(host, call).await;
     h.provider().clear_faults();
     evidence.artifact(format!("action:{}", uncertain.action.id));
     let landed = h.provider().effect_total() - effects_start;

@@ -1,0 +1,452 @@
+//! Connectors that lie in ways the cancellation, streaming, approval and transaction scenarios
+//! catch — each by the assertion that states the broken promise, while the checks around it
+//! behave as they do for a well-behaved connector (`conformance_positive_b.rs`).
+//!
+//! | Fixture | The lie | Caught by |
+//! |---|---|---|
+//! | `DetachedSearch` | declares cancellation (it takes `Cancellation`) but hands its page fetches to a task of its own that never looks at the token | `cancellation_races` / `in_flight_cancelled` |
+//! | `ReversedSearch` | streams pages that carry their `index` newest first | `streaming_backpressure` / `ordered_chunks` |
+//! | `EagerWriter` | "validates" a planned, approval-governed write by performing it | `approval_lifecycle` / `quorum_enforced` and `transaction_lifecycle` / `plan_before_commit` |
+//! | `Hooks` | declares the webhook profile, which this SDK cannot check | `webhook_security` (every assertion) |
+//!
+//! Two lies the issue lists cannot be told through this host, so they have no fixture:
+//!
+//! - **Ignoring the token inside the handler.** On cancel the host drops the handler's future
+//!   (host docs §7.2), so a handler that simply never looks at its token stops anyway. What
+//!   survives a cancel is work the handler handed to a task of its own — `DetachedSearch`.
+//! - **Resuming an approval twice.** The resume is claimed in the store before the handler is
+//!   dispatched, so no connector can run twice for one approval; `resume_once` checks the host's
+//!   promise end to end. The nearest connector lie — acting before anyone approved — is
+//!   `EagerWriter`. It breaks two promises at once ("nothing happens at the provider before the
+//!   quorum" and "a plan leaves no effect until its commit"), and both checks say so.
+//!
+//! `DetachedSearch` fails `before_dispatch_cancelled` too, as every connector does on this host
+//! (see `conformance_positive_b.rs`); what tells the lie apart is `in_flight_cancelled`.
+
+use aip_connector::model::ConnectorOperation;
+use aip_connector::prelude::*;
+use aip_connector_testkit::conformance::{
+    CheckStatus, ConformanceReport, ConformanceSuite, Scenario,
+};
+use serde_json::{Value, json};
+
+#[derive(Deserialize, JsonSchema)]
+struct Search {
+    /// What to look for.
+    query: String,
+    /// How many result pages to stream.
+    pages: u32,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Page {
+    /// The page's position in the result.
+    index: u32,
+    /// The provider route the page came from.
+    route: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Searched {
+    pages: u32,
+}
+
+fn page(index: u32, answer: &Value) -> Page {
+    Page {
+        index,
+        route: answer["route"].as_str().unwrap_or_default().to_owned(),
+    }
+}
+
+fn client(env: &aip_connector_testkit::conformance::Environment) -> ProviderClient {
+    ProviderClient::new(env.provider_url()).expect("the double's URL is valid")
+}
+
+/// Asserts that `scenario` failed, that exactly the assertions in `broken` did not hold (the
+/// others did), and that every check in `fine` passed or did not apply.
+fn assert_caught(
+    report: &ConformanceReport,
+    scenario: Scenario,
+    broken: &[&str],
+    fine: &[Scenario],
+) {
+    let check = report.check(&scenario.check_name()).unwrap();
+    assert_eq!(check.status, CheckStatus::Failed, "{report}");
+    assert!(!check.artifacts.is_empty(), "{report}");
+    for name in scenario.required_assertions() {
+        let expected = !broken.contains(name);
+        assert_eq!(
+            check.assertions.get(*name),
+            Some(&expected),
+            "{}: {name}: {report}",
+            scenario.id()
+        );
+    }
+    for name in [
+        "connector.atomic_manifest_admission",
+        "enterprise.capability_contract",
+    ] {
+        assert!(report.check(name).unwrap().passed(), "{name}: {report}");
+    }
+    for other in fine {
+        assert!(
+            report.check(&other.check_name()).unwrap().passed(),
+            "{}: {report}",
+            other.id()
+        );
+    }
+}
+
+// ---- Ignored cancellation ----------------------------------------------------------------------
+
+/// A search whose page fetches run on a background task ("to keep the handler responsive"). The
+/// task never looks at the action's cancellation token and shrugs off a closed channel, so after
+/// a cancel it keeps fetching pages for an action that is over.
+#[derive(Clone)]
+struct DetachedSearch {
+    client: ProviderClient,
+}
+
+#[connector(id = "detached-search")]
+impl DetachedSearch {
+    /// How many pages a search would stream (no provider call).
+    #[capability(
+        id = "cap:detached:pages",
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        examples = [r#"{"query": "alpha", "pages": 2}"#],
+    )]
+    async fn pages(&self, search: Search) -> Result<Searched, ConnectorFailure> {
+        Ok(Searched {
+            pages: search.pages,
+        })
+    }
+
+    /// Search the records, one chunk per page.
+    #[capability(
+        id = "cap:detached:search",
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        examples = [r#"{"query": "alpha", "pages": 3}"#],
+    )]
+    async fn search(
+        &self,
+        search: Search,
+        sink: StreamSink<Page>,
+        _cancel: Cancellation,
+    ) -> Result<Searched, ConnectorFailure> {
+        let (pages, mut arrived) = tokio::sync::mpsc::channel(1);
+        let client = self.client.clone();
+        let query = search.query.clone();
+        let count = search.pages;
+        tokio::spawn(async move {
+            for index in 0..count {
+                let answer: Result<Value, ConnectorFailure> = client
+                    .get(&format!("/search/{query}/{index}"))
+                    .send_json()
+                    .await;
+                // The lie: nobody listening any more is no reason to stop.
+                let _ = pages.send((index, answer)).await;
+            }
+        });
+        while let Some((index, answer)) = arrived.recv().await {
+            sink.send(page(index, &answer?)).await?;
+        }
+        Ok(Searched { pages: count })
+    }
+}
+
+#[test]
+fn a_search_that_ignores_cancellation_in_a_task_of_its_own_fails_in_flight_cancellation() {
+    let report = ConformanceSuite::new(|env| DetachedSearch {
+        client: client(env),
+    })
+    .run();
+    eprintln!("{report}");
+    assert_caught(
+        &report,
+        Scenario::CancellationRaces,
+        &["before_dispatch_cancelled", "in_flight_cancelled"],
+        &[
+            Scenario::IdentityCredentials,
+            Scenario::SchemaEnforcement,
+            Scenario::StreamingBackpressure,
+            Scenario::RestartReconnect,
+        ],
+    );
+    let detail = &report
+        .check(&Scenario::CancellationRaces.check_name())
+        .unwrap()
+        .detail;
+    assert!(
+        detail.contains("the provider still received GET /search/alpha/1"),
+        "{detail}"
+    );
+}
+
+// ---- Out-of-order chunks -------------------------------------------------------------------------
+
+/// A search that lists the newest page first. Each page keeps its `index`, so the stream says
+/// page 2 comes before page 0: the data order contradicts the positions the chunks declare.
+#[derive(Clone)]
+struct ReversedSearch {
+    client: ProviderClient,
+}
+
+#[connector(id = "reversed-search")]
+impl ReversedSearch {
+    /// How many pages a search would stream (no provider call).
+    #[capability(
+        id = "cap:reversed:pages",
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        examples = [r#"{"query": "alpha", "pages": 2}"#],
+    )]
+    async fn pages(&self, search: Search) -> Result<Searched, ConnectorFailure> {
+        Ok(Searched {
+            pages: search.pages,
+        })
+    }
+
+    /// Search the records, one chunk per page, newest page first.
+    #[capability(
+        id = "cap:reversed:search",
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        examples = [r#"{"query": "alpha", "pages": 3}"#],
+    )]
+    async fn search(
+        &self,
+        search: Search,
+        sink: StreamSink<Page>,
+    ) -> Result<Searched, ConnectorFailure> {
+        let mut pages = Vec::new();
+        for index in 0..search.pages {
+            let answer: Value = self
+                .client
+                .get(&format!("/search/{}/{index}", search.query))
+                .send_json()
+                .await?;
+            pages.push(page(index, &answer));
+        }
+        for page in pages.into_iter().rev() {
+            sink.send(page).await?;
+        }
+        Ok(Searched {
+            pages: search.pages,
+        })
+    }
+}
+
+#[test]
+fn a_search_that_streams_its_pages_out_of_order_fails_ordered_chunks() {
+    let report = ConformanceSuite::new(|env| ReversedSearch {
+        client: client(env),
+    })
+    .run();
+    eprintln!("{report}");
+    assert_caught(
+        &report,
+        Scenario::StreamingBackpressure,
+        &["ordered_chunks"],
+        &[
+            Scenario::IdentityCredentials,
+            Scenario::SchemaEnforcement,
+            Scenario::RestartReconnect,
+        ],
+    );
+    let detail = &report
+        .check(&Scenario::StreamingBackpressure.check_name())
+        .unwrap()
+        .detail;
+    assert!(
+        detail.contains("chunk 1 carries `index: 1` after chunk 0 carried `index: 2`"),
+        "{detail}"
+    );
+    // It cannot be cancelled, so the cancellation scenario does not apply.
+    assert_eq!(
+        report
+            .check(&Scenario::CancellationRaces.check_name())
+            .unwrap()
+            .status,
+        CheckStatus::NotApplicable
+    );
+}
+
+// ---- Acting before approval ----------------------------------------------------------------------
+
+#[derive(Deserialize, JsonSchema)]
+struct Transfer {
+    /// Cents to move.
+    amount_cents: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Moved {
+    operation_id: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Checked {
+    accepted: bool,
+}
+
+/// A planned, approval-governed write whose "downstream validation" performs the write: the
+/// provider holds the effect as soon as the plan is made, before any approver decided and
+/// before the plan was committed.
+#[derive(Clone)]
+struct EagerWriter {
+    client: ProviderClient,
+}
+
+#[connector(id = "eager-writer")]
+impl EagerWriter {
+    /// Move money between two accounts of the tenant, once approved.
+    #[capability(
+        id = "cap:eager:transfer",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        approval(
+            reason = "moves money",
+            selector = role("treasury"),
+            distinct_principals = 2,
+            evidence = [reason],
+            separation(requester_must_differ),
+        ),
+        transaction(modes = [plan, commit], fidelity = downstream_validation),
+        validate = Self::check,
+        examples = [r#"{"amount_cents": 1200}"#],
+    )]
+    async fn transfer(
+        &self,
+        transfer: Transfer,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+        _approval: Approval,
+    ) -> Result<Moved, ConnectorFailure> {
+        let operation = aip_connector::model::ProviderOperationRef {
+            provider: "bank".to_owned(),
+            operation_id: format!("op-{}", key.as_str()),
+            request_id: None,
+        };
+        checkpoint.record(operation.clone(), None).await?;
+        let moved: Value = self
+            .client
+            .post("/transfers")
+            .idempotency(&key)
+            .header(
+                aip_connector_testkit::provider_double::OPERATION_ID_HEADER,
+                &operation.operation_id,
+            )
+            .provider_operation(operation)
+            .json(&json!({ "amount_cents": transfer.amount_cents }))
+            .send_json()
+            .await?;
+        Ok(Moved {
+            operation_id: moved["operation_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        })
+    }
+
+    /// The lie: "checks" the transfer by making it.
+    async fn check(&self, transfer: Transfer) -> Result<Checked, ConnectorFailure> {
+        let _: Value = self
+            .client
+            .post("/transfers")
+            .operation(ConnectorOperation::TransactionPlan)
+            .json(&json!({ "amount_cents": transfer.amount_cents }))
+            .send_json()
+            .await?;
+        Ok(Checked { accepted: true })
+    }
+}
+
+#[test]
+fn a_write_that_acts_while_it_plans_fails_quorum_and_plan_before_commit() {
+    let report = ConformanceSuite::new(|env| EagerWriter {
+        client: client(env),
+    })
+    .run();
+    eprintln!("{report}");
+    let fine = [Scenario::IdentityCredentials, Scenario::SchemaEnforcement];
+    assert_caught(
+        &report,
+        Scenario::ApprovalLifecycle,
+        &["quorum_enforced"],
+        &fine,
+    );
+    assert_caught(
+        &report,
+        Scenario::TransactionLifecycle,
+        &["plan_before_commit"],
+        &fine,
+    );
+    let approval = &report
+        .check(&Scenario::ApprovalLifecycle.check_name())
+        .unwrap()
+        .detail;
+    assert!(
+        approval.contains("the provider held 1 effect(s)"),
+        "{approval}"
+    );
+}
+
+// ---- A profile the SDK cannot check ---------------------------------------------------------------
+
+#[derive(Deserialize, JsonSchema)]
+struct Ping {
+    /// Anything.
+    note: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Pong {
+    note: String,
+}
+
+/// Declares the webhook profile. Nothing is wrong with it; the SDK simply cannot check webhook
+/// security, and the report must say so rather than pass.
+struct Hooks;
+
+#[connector(id = "hooks", profiles = ["aip.native.http.v1", "aip.http.webhook.v1"])]
+impl Hooks {
+    /// Echo a note.
+    #[capability(
+        id = "cap:hooks:ping",
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = public),
+        examples = [r#"{"note": "hello"}"#],
+    )]
+    async fn ping(&self, ping: Ping) -> Result<Pong, ConnectorFailure> {
+        Ok(Pong { note: ping.note })
+    }
+}
+
+#[test]
+fn a_webhook_profile_fails_webhook_security_with_a_clear_note() {
+    let report = ConformanceSuite::new(|_env| Hooks).run();
+    eprintln!("{report}");
+    assert_caught(
+        &report,
+        Scenario::WebhookSecurity,
+        &["signature_verified", "skew_rejected", "replay_rejected"],
+        &[Scenario::IdentityCredentials, Scenario::SchemaEnforcement],
+    );
+    let detail = &report
+        .check(&Scenario::WebhookSecurity.check_name())
+        .unwrap()
+        .detail;
+    assert!(
+        detail.contains("webhook profiles (`aip.http.webhook.v1`) are not supported by this version of aip-connector"),
+        "{detail}"
+    );
+}

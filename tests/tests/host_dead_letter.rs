@@ -1,0 +1,147 @@
+//! Retry exhaustion: a keyed action that keeps failing retryably is dead-lettered after
+//! `HostLimits::max_attempts_per_key` attempts — its last failure is stored as
+//! `action.dead_letter` and replayed, so no further attempt reaches the handler — on the memory
+//! and SQLite stores alike.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use aip_connector::codes;
+use aip_connector::host::{Host, HostLimits, TrustedContext};
+use aip_connector::model::{Action, ActionResultStatus, Principal, PrincipalKind};
+use aip_connector::prelude::*;
+use aip_connector::store::{MemoryStore, SharedStore, SqliteStore};
+use serde_json::json;
+
+#[derive(Deserialize, JsonSchema)]
+struct Send {
+    to: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Sent {
+    id: String,
+}
+
+#[derive(Clone, Default)]
+struct Mailer {
+    attempts: Arc<AtomicUsize>,
+    /// Attempts that fail retryably before one succeeds.
+    failures: usize,
+}
+
+#[connector(id = "mailer")]
+impl Mailer {
+    /// Send a message.
+    #[capability(
+        id = "cap:mailer:send",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+    )]
+    async fn send(&self, send: Send, _key: IdempotencyKey) -> Result<Sent, ConnectorFailure> {
+        let attempt = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
+        if attempt <= self.failures {
+            return Err(ConnectorFailure::new(
+                "mailer.unavailable",
+                "the mail provider answered 503",
+                ErrorCategory::Temporary,
+                aip_connector::model::ConnectorOperation::Invocation,
+                "mailer",
+            )
+            .with_retryable(true)
+            .with_retry_after_ms(50));
+        }
+        Ok(Sent {
+            id: format!("msg-{}-{attempt}", send.to),
+        })
+    }
+}
+
+fn caller() -> TrustedContext {
+    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test")
+}
+
+fn host(mailer: Mailer, store: SharedStore, max_attempts: u32) -> Host {
+    Host::builder()
+        .connector(mailer)
+        .store(store)
+        .limits(HostLimits {
+            max_attempts_per_key: max_attempts,
+            ..HostLimits::default()
+        })
+        .build()
+        .unwrap()
+}
+
+fn send(key: &str) -> Action {
+    Action::new("cap:mailer:send", json!({ "to": "ada" })).with_idempotency_key(key)
+}
+
+async fn exhaust_then_replay(store: SharedStore) {
+    let mailer = Mailer {
+        failures: usize::MAX,
+        ..Mailer::default()
+    };
+    let host = host(mailer.clone(), store, 3);
+    for attempt in 1..=2 {
+        let result = host.invoke(send("k1"), &caller()).await;
+        let error = result.error.as_ref().unwrap();
+        assert_eq!(error.code, "mailer.unavailable", "attempt {attempt}");
+        assert_eq!(
+            error.retryable,
+            Some(true),
+            "the key is released for a retry"
+        );
+    }
+    let third = host.invoke(send("k1"), &caller()).await;
+    assert_eq!(third.status, ActionResultStatus::Failed);
+    let error = third.error.as_ref().unwrap();
+    assert_eq!(error.code, codes::ACTION_DEAD_LETTER);
+    assert_eq!(error.retryable, Some(false));
+    let details = error.details.as_ref().unwrap();
+    assert_eq!(details["attempts"], 3);
+    assert_eq!(details["last_error"]["code"], "mailer.unavailable");
+    assert_eq!(mailer.attempts.load(Ordering::SeqCst), 3);
+
+    // Every later attempt gets the dead letter back; the handler does not run again.
+    let fourth = host.invoke(send("k1"), &caller()).await;
+    assert_eq!(
+        fourth.error.as_ref().unwrap().code,
+        codes::ACTION_DEAD_LETTER
+    );
+    assert_eq!(mailer.attempts.load(Ordering::SeqCst), 3);
+
+    // Another key starts its own count.
+    let other = host.invoke(send("k2"), &caller()).await;
+    assert_eq!(other.error.as_ref().unwrap().code, "mailer.unavailable");
+}
+
+#[tokio::test]
+async fn retryable_failures_exhaust_the_key_into_a_dead_letter_on_memory() {
+    exhaust_then_replay(Arc::new(MemoryStore::new())).await;
+}
+
+#[tokio::test]
+async fn retryable_failures_exhaust_the_key_into_a_dead_letter_on_sqlite() {
+    exhaust_then_replay(Arc::new(SqliteStore::open_in_memory().unwrap())).await;
+}
+
+#[tokio::test]
+async fn a_success_before_exhaustion_is_stored_as_usual() {
+    let mailer = Mailer {
+        failures: 2,
+        ..Mailer::default()
+    };
+    let host = host(mailer.clone(), Arc::new(MemoryStore::new()), 3);
+    for _ in 0..2 {
+        let failed = host.invoke(send("k1"), &caller()).await;
+        assert_eq!(failed.error.as_ref().unwrap().retryable, Some(true));
+    }
+    let sent = host.invoke(send("k1"), &caller()).await;
+    assert_eq!(sent.status, ActionResultStatus::Completed, "{sent:?}");
+    let replay = host.invoke(send("k1"), &caller()).await;
+    assert_eq!(replay.output.as_ref().unwrap()["id"], "msg-ada-3");
+    assert_eq!(mailer.attempts.load(Ordering::SeqCst), 3);
+}
