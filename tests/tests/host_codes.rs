@@ -519,6 +519,15 @@ impl IdempotencyStore for FlakyStore {
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
         self.inner.record(key, now).await
     }
+
+    async fn count_attempt(
+        &self,
+        key: &str,
+        expires_at_ms: Option<Millis>,
+        now: Millis,
+    ) -> Result<u32, StoreError> {
+        self.inner.count_attempt(key, expires_at_ms, now).await
+    }
 }
 
 #[async_trait::async_trait]
