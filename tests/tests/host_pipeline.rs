@@ -376,19 +376,39 @@ async fn cancellation_by_action_id_fires_the_handlers_token() {
         let host = host.clone();
         async move { host.invoke(action, &caller()).await }
     });
+    // Until the handler runs, a cancel is remembered (`Pending`) and fires when it starts.
     let mut outcome = CancelOutcome::NotActive;
     for _ in 0..100 {
         outcome = host.cancel(&id);
-        if outcome == CancelOutcome::Cancelled {
+        if outcome == CancelOutcome::Cancelled || running.is_finished() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(outcome, CancelOutcome::Cancelled);
+    assert_ne!(outcome, CancelOutcome::NotActive);
     let result = running.await.unwrap();
     assert_eq!(result.status, ActionResultStatus::Cancelled);
-    // A cancel after the terminal result changes nothing.
-    assert_eq!(host.cancel(&id), CancelOutcome::NotActive);
+    // A cancel after the terminal result is only remembered; it changes nothing.
+    assert_eq!(host.cancel(&id), CancelOutcome::Pending);
+}
+
+#[tokio::test]
+async fn a_cancel_before_dispatch_is_remembered_and_the_handler_never_runs() {
+    let shop = Shop::default();
+    let host = host_with(shop.clone(), None);
+    let action = Action::new("cap:shop:wait", json!({ "item": "x" })).with_timeout_ms(5_000);
+    assert_eq!(host.cancel(&action.id), CancelOutcome::Pending);
+    let result = host.invoke(action.clone(), &caller()).await;
+    assert_eq!(result.status, ActionResultStatus::Cancelled, "{result:?}");
+    // The pending cancellation is consumed: the same action sent again runs (and is cancelled
+    // in flight here only if asked again).
+    let other =
+        Action::new("cap:shop:place", json!({ "item": "tea" })).with_idempotency_key("pending");
+    assert_eq!(host.cancel(&other.id), CancelOutcome::Pending);
+    assert_eq!(
+        host.invoke(other, &caller()).await.status,
+        ActionResultStatus::Cancelled
+    );
 }
 
 #[tokio::test]

@@ -20,6 +20,7 @@ mod stream;
 mod transaction;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use aip_connector_core::admission::{
@@ -39,7 +40,7 @@ pub use stream::ChunkStream;
 pub use transaction::{TransactionSelector, compensation_transaction_of};
 
 use crate::connector::Connector;
-use crate::store::{ApprovalRecord, Clock, MemoryStore, SharedStore, SystemClock};
+use crate::store::{ApprovalRecord, Clock, MemoryStore, Millis, SharedStore, SystemClock};
 
 /// Limits of one host.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -261,7 +262,19 @@ const ACTIVE_SHARDS: usize = 16;
 #[derive(Default)]
 struct ActiveActions {
     shards: [Mutex<ActiveSlots>; ACTIVE_SHARDS],
+    /// Cancellations that arrived before their action ran: action id → when they lapse.
+    pending: Mutex<HashMap<ActionId, Millis>>,
+    /// Entries of `pending` plus cancellations being decided. Zero (the usual case) lets a call
+    /// skip the `pending` lock; see [`ActiveActions::cancel_or_remember`] for why it is safe.
+    pending_count: AtomicUsize,
 }
+
+/// How long a cancellation of an action that is not executing is remembered.
+pub const PENDING_CANCEL_TTL_MS: Millis = 60_000;
+
+/// The most cancellations remembered at once; beyond it, a cancel of an action that is not
+/// executing is not remembered (`CancelOutcome::NotActive`).
+const MAX_PENDING_CANCELS: usize = 10_000;
 
 /// One registry: slots of executing actions, and the indices of the free ones.
 #[derive(Default)]
@@ -285,8 +298,9 @@ impl ActiveActions {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Registers `token` as the cancellation of the executing `action`.
-    fn register(&self, action: &Arc<Action>, token: CancellationToken) -> ActiveSlot {
+    /// Registers `token` as the cancellation of the executing `action` (fired at once when a
+    /// cancellation of it is pending).
+    fn register(&self, action: &Arc<Action>, token: CancellationToken, now: Millis) -> ActiveSlot {
         // Allocations are at least 16-byte aligned; the bits above spread concurrent calls.
         let shard = (Arc::as_ptr(action).addr() >> 6) % ACTIVE_SHARDS;
         let entry = Some((Arc::clone(action), token));
@@ -301,7 +315,61 @@ impl ActiveActions {
                 registry.slots.len() - 1
             }
         };
+        drop(registry);
+        if self.take_pending(&action.id, now) {
+            if let Some((_, token)) = self.lock(shard).slots.get(index).and_then(Option::as_ref) {
+                token.cancel();
+            }
+        }
         ActiveSlot { shard, index }
+    }
+
+    /// Consumes a pending, unexpired cancellation of `id`; false when there is none.
+    fn take_pending(&self, id: &ActionId, now: Millis) -> bool {
+        if self.pending_count.load(Ordering::SeqCst) == 0 {
+            return false;
+        }
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        match pending.remove(id) {
+            Some(lapses_at) => {
+                self.pending_count.fetch_sub(1, Ordering::SeqCst);
+                lapses_at > now
+            }
+            None => false,
+        }
+    }
+
+    /// Cancels the executing action `id`, or remembers the cancellation for
+    /// [`PENDING_CANCEL_TTL_MS`] so the action is cancelled before dispatch if it starts.
+    ///
+    /// No cancellation is lost to a racing start: the count is raised *before* the scan, under
+    /// the `pending` lock. A starting call registers first and reads the count after; if it
+    /// reads zero, this scan had not begun, so it will find the registration.
+    fn cancel_or_remember(&self, id: &ActionId, now: Millis) -> CancelOutcome {
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        self.pending_count.fetch_add(1, Ordering::SeqCst);
+        let before = pending.len();
+        pending.retain(|_, lapses_at| *lapses_at > now);
+        let lapsed = before - pending.len();
+        if lapsed > 0 {
+            self.pending_count.fetch_sub(lapsed, Ordering::SeqCst);
+        }
+        if self.cancel(id) {
+            self.pending_count.fetch_sub(1, Ordering::SeqCst);
+            return CancelOutcome::Cancelled;
+        }
+        if pending.len() >= MAX_PENDING_CANCELS && !pending.contains_key(id) {
+            self.pending_count.fetch_sub(1, Ordering::SeqCst);
+            return CancelOutcome::NotActive;
+        }
+        if pending
+            .insert(id.clone(), now.saturating_add(PENDING_CANCEL_TTL_MS))
+            .is_some()
+        {
+            // Renewed, not added: the entry was already counted.
+            self.pending_count.fetch_sub(1, Ordering::SeqCst);
+        }
+        CancelOutcome::Pending
     }
 
     /// Unregisters the action registered at `slot`.
@@ -344,8 +412,14 @@ pub struct Host {
 pub enum CancelOutcome {
     /// The action was executing; its handler's cancellation token fired.
     Cancelled,
-    /// The action is not executing (finished, never started, or unknown): nothing changed.
+    /// The action is not executing and the cancellation could not be remembered (more than
+    /// 10,000 are pending): nothing changed.
     NotActive,
+    /// The action is not executing (not started yet, finished, or unknown). The cancellation is
+    /// remembered for 60 s: if the action starts in that time it is answered `cancelled` before
+    /// its handler runs. An action that already finished keeps its result, and a re-sent action
+    /// that replays a stored result replays it.
+    Pending,
 }
 
 impl Host {
@@ -391,14 +465,13 @@ impl Host {
         stream::start(self.inner.clone(), action, caller)
     }
 
-    /// Cancels an executing action (every execution of it, should the same action id run twice
-    /// at once). A cancel after the terminal result changes nothing.
+    /// Cancels an action: an executing one at once (every execution of it, should the same
+    /// action id run twice at once), one that has not started yet when it starts (see
+    /// [`CancelOutcome::Pending`]). A cancel after the terminal result changes nothing.
     pub fn cancel(&self, action_id: &ActionId) -> CancelOutcome {
-        if self.inner.active.cancel(action_id) {
-            CancelOutcome::Cancelled
-        } else {
-            CancelOutcome::NotActive
-        }
+        self.inner
+            .active
+            .cancel_or_remember(action_id, self.inner.clock.now_ms())
     }
 
     /// Records an approval decision by the authenticated `approver` and returns the record.

@@ -684,12 +684,7 @@ async fn run_handler(
                 failure::with_details(error, json!({ "timeout_ms": timeout_ms })),
             )
         }
-        Outcome::Cancelled => {
-            let mut result = ActionResult::new(action.id.clone(), ActionResultStatus::Cancelled);
-            result.output =
-                Some(json!({ "cancelled": true, "reason": "action cancellation requested" }));
-            result
-        }
+        Outcome::Cancelled => cancelled(&action.id, "action cancellation requested"),
     };
     (result, timed_out)
 }
@@ -751,7 +746,7 @@ struct ActiveGuard<'a> {
 
 impl<'a> ActiveGuard<'a> {
     fn register(host: &'a HostInner, action: &Arc<Action>, token: CancellationToken) -> Self {
-        let slot = host.active.register(action, token);
+        let slot = host.active.register(action, token, host.clock.now_ms());
         ActiveGuard { host, slot }
     }
 }
@@ -889,6 +884,13 @@ fn dead_lettered(last: &ActionResult, attempts: u32) -> ActionResult {
         json!({ "attempts": attempts, "last_error": last.error }),
     );
     failure::failed(&last.action_id, error)
+}
+
+/// A `cancelled` result (no error: a cancellation is not a failure).
+fn cancelled(action_id: &aip_connector_core::ids::ActionId, reason: &str) -> ActionResult {
+    let mut result = ActionResult::new(action_id.clone(), ActionResultStatus::Cancelled);
+    result.output = Some(json!({ "cancelled": true, "reason": reason }));
+    result
 }
 
 /// Rejects inputs larger or deeper than the limits, iteratively (no recursion on hostile input).

@@ -2,15 +2,18 @@
 //! `503` or `429` with `Retry-After` yields a retryable, `temporary` error whose code is the
 //! connector's own and whose `retry_after_ms` comes from the header; the key is released so a
 //! retry executes; a retry after the provider had already applied the change (it answered `503`
-//! after committing) leaves no second effect when the contract declares retry safety; and after
-//! the attempts are exhausted something durable records it.
+//! after committing) leaves no second effect when the contract declares retry safety; and once
+//! the attempts are exhausted the key is dead-lettered.
 //!
-//! The last assertion is measured, not assumed: after [`MAX_ATTEMPTS`] failed attempts under one
-//! key (upstream derives three attempts for a safe retry), the exhaustion counts as recorded
-//! only if the store holds a failed record under the key **and** a further attempt does not run
-//! the handler. This host has no retry budget and no dead-letter queue: it releases the key
-//! after every retryable failure (host docs §4.4), so the assertion fails, with a note saying
-//! exactly what was observed. It starts to hold once the SDK records exhausted retries.
+//! Exhaustion is the host's `max_attempts_per_key` (the conformance host runs with the default
+//! [`HostLimits`]): after that many retryable failures under one key, the last one must come back
+//! as `action.dead_letter` (permanent, not retryable, `details {attempts, last_error}` naming the
+//! connector's error), the store must hold it under the key, and a further attempt must not run
+//! the handler (host docs §4.4).
+//!
+//! A retry sends the same action again. A capability that only commits plans cannot do that (a
+//! failed commit ends its plan, host docs §6.3), so each of its attempts plans again under a key
+//! of its own and commits under the call's key.
 
 use aip_connector::CapabilityDefinition;
 use aip_connector::host::TransactionSelector;
