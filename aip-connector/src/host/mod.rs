@@ -316,10 +316,10 @@ impl ActiveActions {
             }
         };
         drop(registry);
-        if self.take_pending(&action.id, now) {
-            if let Some((_, token)) = self.lock(shard).slots.get(index).and_then(Option::as_ref) {
-                token.cancel();
-            }
+        if self.take_pending(&action.id, now)
+            && let Some((_, token)) = self.lock(shard).slots.get(index).and_then(Option::as_ref)
+        {
+            token.cancel();
         }
         ActiveSlot { shard, index }
     }

@@ -16,19 +16,17 @@
 //! of its own and commits under the call's key.
 
 use aip_connector::CapabilityDefinition;
-use aip_connector::host::TransactionSelector;
+use aip_connector::codes;
+use aip_connector::host::{HostLimits, TransactionSelector};
 use aip_connector::model::{
-    Action, ActionResultStatus, ErrorCategory, RetrySafety, TransactionMode,
+    Action, ActionResult, ActionResultStatus, ActionTransaction, ErrorCategory, RetrySafety,
+    TransactionMode,
 };
 use serde_json::Value;
 
 use super::{code, is_replay};
 use crate::conformance::{Evidence, Harness, Settled};
 use crate::provider_double::Fault;
-
-/// Attempts before a retry counts as exhausted: upstream's `max_attempts` for a capability
-/// whose retry is `safe` or `safe_with_idempotency_key`.
-const MAX_ATTEMPTS: usize = 3;
 
 pub(super) async fn run(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
@@ -69,7 +67,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         };
         if !target.same_key {
             evidence.note(format!(
-                "`{id}` only commits plans, and a failed commit ends its plan (host docs §6.3): its retries are new plans and commits"
+                "`{id}` only commits plans, and a failed commit ends its plan (host docs §6.3): each retry plans again and commits under the call's key"
             ));
         }
         target.provider_failure(h, 503, 2, &mut evidence).await;
@@ -104,6 +102,12 @@ fn retries_under_the_same_key(capability: &CapabilityDefinition) -> bool {
         .is_none_or(|t| t.supported_modes.contains(&TransactionMode::Execute))
 }
 
+/// One attempt of a call: how it settled, and the action whose key the host settled.
+struct Attempt {
+    settled: Settled,
+    keyed: Action,
+}
+
 /// One capability under test and where its provider calls go.
 struct Target<'a> {
     capability: &'a CapabilityDefinition,
@@ -117,30 +121,64 @@ impl Target<'_> {
         self.capability.id().as_str()
     }
 
-    /// Attempt `n` (from 1) of the call under `key`: the same action again, or for a
-    /// plan-and-commit capability a new plan.
-    fn attempt(&self, h: &Harness, first: &Action, key: &str, n: usize) -> Action {
-        if self.same_key || n == 1 {
-            first.clone()
-        } else {
-            h.action(
-                self.capability,
-                self.input.clone(),
-                &format!("{key}-attempt-{n}"),
+    /// Attempt `n` (from 1) of the call under `key`: the same action again; for a capability
+    /// that only commits plans, a new plan (under a key of its own) committed under `key`.
+    async fn attempt(&self, h: &Harness, key: &str, n: usize) -> Attempt {
+        let first = h.action(self.capability, self.input.clone(), key);
+        if self.same_key {
+            let first = self.first_action(h, key);
+            let settled = h.settle(h.host(), first.clone()).await;
+            return Attempt {
+                settled,
+                keyed: first,
+            };
+        }
+        let plan = h
+            .host()
+            .invoke(
+                h.action(
+                    self.capability,
+                    self.input.clone(),
+                    &format!("{key}-plan-{n}"),
+                ),
+                &h.caller(),
             )
+            .await;
+        let Some(plan_id) = plan
+            .output
+            .as_ref()
+            .and_then(|o| o.pointer("/plan/plan_id"))
+            .and_then(Value::as_str)
+        else {
+            return Attempt {
+                settled: settled_as(plan),
+                keyed: first,
+            };
+        };
+        let mut commit = ActionTransaction::new(TransactionMode::Commit);
+        commit.plan_id = Some(plan_id.to_owned());
+        let commit = Action::new(self.capability.id().as_str(), self.input.clone())
+            .with_transaction(commit)
+            .with_idempotency_key(key);
+        let mut settled = h.settle(h.host(), commit.clone()).await;
+        settled.plan_id = Some(plan_id.to_owned());
+        Attempt {
+            settled,
+            keyed: commit,
         }
     }
 
-    /// The action whose key the host settled last in `settled`: the commit of a plan (its key
-    /// is `<key>:commit`, its id the result's), else `sent`.
-    fn settled_action(sent: &Action, settled: &Settled) -> Action {
-        if settled.plan_id.is_none() {
-            return sent.clone();
-        }
-        let mut commit = sent.clone();
-        commit.id = settled.result.action_id.clone();
-        commit.idempotency_key = sent.idempotency_key.as_ref().map(|k| format!("{k}:commit"));
-        commit
+    /// The action every attempt of a same-key call sends: one per key, so every attempt has
+    /// the same action id (an `action`-scoped key is partitioned by it).
+    fn first_action(&self, h: &Harness, key: &str) -> Action {
+        let mut action = h.action(self.capability, self.input.clone(), key);
+        action.id = aip_connector::ids::ActionId::trusted(format!(
+            "act_conformance_{}",
+            key.bytes().fold(0u64, |hash, b| hash
+                .wrapping_mul(1_099_511_628_211)
+                .wrapping_add(u64::from(b)))
+        ));
+        action
     }
 
     /// `retryable_error_preserved` and `backoff_observed` for a provider answering `status`
@@ -154,13 +192,12 @@ impl Target<'_> {
     ) {
         let id = self.id();
         let key = format!("conformance-retry-{status}-{id}");
-        let action = h.action(self.capability, self.input.clone(), &key);
         h.provider()
             .inject(&self.route, Fault::status(status).retry_after_secs(seconds));
         let requests_before = h.provider().request_count();
-        let settled = h.settle(h.host(), action.clone()).await;
+        let first = self.attempt(h, &key, 1).await;
         h.provider().clear_faults();
-        let result = &settled.result;
+        let result = &first.settled.result;
         evidence.artifact(format!("action:{}", result.action_id));
         for request in h.provider().requests().iter().skip(requests_before) {
             evidence.artifact(format!("req_{}", request.sequence));
@@ -205,29 +242,27 @@ impl Target<'_> {
         );
 
         // The key is released, so the next attempt executes (without the fault, it succeeds).
-        let record = h
-            .idempotency_record(&Self::settled_action(&action, &settled))
-            .await;
+        let record = h.idempotency_record(&first.keyed).await;
         let calls_before = h.probe().calls(id);
-        let retried = h.settle(h.host(), self.attempt(h, &action, &key, 2)).await;
+        let retried = self.attempt(h, &key, 2).await;
         let ran = h.probe().calls(id) - calls_before;
-        evidence.artifact(format!("action:{}", retried.result.action_id));
+        evidence.artifact(format!("action:{}", retried.settled.result.action_id));
         evidence.assert(
             "backoff_observed",
-            record.is_none() && ran > 0 && !is_replay(&retried.result),
+            record.is_none() && ran > 0 && !is_replay(&retried.settled.result),
             || {
                 format!(
                     "after the retryable {status} of `{id}`, the key `{key}` was {} and a retry ran the handler {ran} time(s) (replay: {})",
                     if record.is_none() { "released" } else { "still settled" },
-                    is_replay(&retried.result)
+                    is_replay(&retried.settled.result)
                 )
             },
         );
-        if retried.result.status != ActionResultStatus::Completed {
+        if retried.settled.result.status != ActionResultStatus::Completed {
             evidence.note(format!(
                 "`{id}` retried after a {status} answered {:?} `{}`",
-                retried.result.status,
-                code(&retried.result)
+                retried.settled.result.status,
+                code(&retried.settled.result)
             ));
         }
     }
@@ -251,32 +286,31 @@ impl Target<'_> {
             ));
             return;
         }
-        if !self.same_key {
-            evidence.note(format!(
-                "`{id}` cannot be retried under the same key, so the safety of its retries is the transaction scenario's to show"
-            ));
-            return;
-        }
         let key = format!("conformance-retry-committed-{id}");
-        let action = h.action(self.capability, self.input.clone(), &key);
         h.provider().inject(
             &self.route,
             Fault::status(503).retry_after_secs(1).with_effect(),
         );
         let effects_before = h.provider().effect_total();
-        let first = h.settle(h.host(), action.clone()).await;
+        let first = self.attempt(h, &key, 1).await;
         h.provider().clear_faults();
-        evidence.artifact(format!("action:{}", first.result.action_id));
-        let retryable = first.result.error.as_ref().and_then(|e| e.retryable) == Some(true);
+        evidence.artifact(format!("action:{}", first.settled.result.action_id));
+        let retryable = first
+            .settled
+            .result
+            .error
+            .as_ref()
+            .and_then(|e| e.retryable)
+            == Some(true);
         if !retryable {
             evidence.note(format!(
                 "`{id}` reported the 503 after a committed change as `{}`, not retryable: the host stored it and nothing was retried",
-                code(&first.result)
+                code(&first.settled.result)
             ));
             return;
         }
-        let second = h.settle(h.host(), action).await;
-        evidence.artifact(format!("action:{}", second.result.action_id));
+        let second = self.attempt(h, &key, 2).await;
+        evidence.artifact(format!("action:{}", second.settled.result.action_id));
         let effects: Vec<String> = h
             .provider()
             .effects()
@@ -302,71 +336,100 @@ impl Target<'_> {
         );
     }
 
-    /// `exhaustion_dead_lettered`: after [`MAX_ATTEMPTS`] failures under one key, a failed
-    /// record is stored under it and a further attempt does not run.
+    /// `exhaustion_dead_lettered`: after `max_attempts_per_key` retryable failures under one
+    /// key, the last is the stored dead letter and a further attempt does not run.
     async fn exhaustion(&self, h: &Harness, evidence: &mut Evidence) {
         let id = self.id();
+        let limit = HostLimits::default().max_attempts_per_key;
         let key = format!("conformance-retry-exhausted-{id}");
-        let first = h.action(self.capability, self.input.clone(), &key);
         h.provider()
             .inject(&self.route, Fault::status(503).retry_after_secs(1).always());
-        let mut last_sent = first.clone();
-        let mut last = None;
-        for n in 1..=MAX_ATTEMPTS {
-            last_sent = self.attempt(h, &first, &key, n);
-            let settled = h.settle(h.host(), last_sent.clone()).await;
-            evidence.artifact(format!("action:{}", settled.result.action_id));
-            last = Some(settled);
+        let mut attempts = Vec::new();
+        for n in 1..=limit as usize {
+            let attempt = self.attempt(h, &key, n).await;
+            evidence.artifact(format!("action:{}", attempt.settled.result.action_id));
+            attempts.push(attempt);
         }
-        let Some(last) = last else {
+        let Some(last) = attempts.pop() else {
+            h.provider().clear_faults();
             return;
         };
-        let settled_action = Self::settled_action(&last_sent, &last);
-        let record = h.idempotency_record(&settled_action).await;
+        let record = h.idempotency_record(&last.keyed).await;
         let calls_before = h.probe().calls(id);
-        let further = h
-            .settle(h.host(), self.attempt(h, &first, &key, MAX_ATTEMPTS + 1))
-            .await;
+        let further = self.attempt(h, &key, limit as usize + 1).await;
         let ran = h.probe().calls(id) - calls_before;
         h.provider().clear_faults();
-        evidence.artifact(format!("action:{}", further.result.action_id));
-        let view = h
-            .host()
-            .transaction(
-                &TransactionSelector::Action(last.result.action_id.clone()),
-                &h.caller(),
-            )
-            .await
-            .ok()
-            .flatten();
-        if let Some(view) = &view {
-            evidence.artifact(format!("transaction:{}", view.transaction_id));
+        evidence.artifact(format!("action:{}", further.settled.result.action_id));
+        if let Some(record) = &record {
+            evidence.artifact(format!("idempotency:{}", record.key));
         }
-        let recorded = record
+
+        let result = &last.settled.result;
+        let connector_code = connector_failure(h, result.action_id.as_str())
+            .and_then(|f| f.get("code").and_then(Value::as_str).map(str::to_owned));
+        let details = result.error.as_ref().and_then(|e| e.details.as_ref());
+        let dead_letter = code(result) == codes::ACTION_DEAD_LETTER
+            && result.error.as_ref().and_then(|e| e.retryable) == Some(false)
+            && details
+                .and_then(|d| d.get("attempts"))
+                .and_then(Value::as_u64)
+                == Some(u64::from(limit))
+            && details
+                .and_then(|d| d.pointer("/last_error/code"))
+                .and_then(Value::as_str)
+                == connector_code.as_deref();
+        let stored = record
             .as_ref()
-            .is_some_and(|r| r.result.status == ActionResultStatus::Failed);
-        evidence.assert("exhaustion_dead_lettered", recorded && ran == 0, || {
-            let stored = match (&record, h.scoped_key(&settled_action)) {
-                (Some(r), _) => format!(
-                    "the store holds a {:?} record under `{}`",
-                    r.result.status, r.key
-                ),
-                (None, Some(scoped)) => format!("no idempotency record under `{scoped}`"),
-                (None, None) => "no idempotency record".to_owned(),
-            };
-            let transaction = view.as_ref().map_or(String::new(), |v| {
+            .is_some_and(|r| code(&r.result) == codes::ACTION_DEAD_LETTER);
+        let earlier: Vec<String> = attempts
+            .iter()
+            .map(|a| {
                 format!(
-                    "; the last attempt's transaction `{}` is {:?} with its error, but it counts no attempts and a retry under the same transaction reopens it (host docs §6.4)",
-                    v.transaction_id, v.status
+                    "`{}` (retryable {:?})",
+                    code(&a.settled.result),
+                    a.settled.result.error.as_ref().and_then(|e| e.retryable)
                 )
-            });
+            })
+            .collect();
+        evidence.assert("exhaustion_dead_lettered", dead_letter && stored && ran == 0, || {
+            let view = if self
+                .capability
+                .capability
+                .contract
+                .as_ref()
+                .is_some_and(|c| c.transaction.is_some())
+            {
+                format!("; the last attempt's transaction: {:?}", result.action_id)
+            } else {
+                String::new()
+            };
             format!(
-                "after {MAX_ATTEMPTS} attempts of `{id}` under key `{key}`, each answered 503 by the provider and settled as `{}` (retryable {:?}), nothing durable records the exhaustion: {stored}, and attempt {} ran the handler {ran} time(s){transaction}. This host keeps no attempt count, retry budget or dead-letter record: every retryable failure releases the key (host docs §4.4)",
-                code(&last.result),
-                last.result.error.as_ref().and_then(|e| e.retryable),
-                MAX_ATTEMPTS + 1
+                "`{id}` under key `{key}` with the provider answering 503 every time: attempts 1 to {} settled {}; attempt {limit} settled {:?} `{}` with details {} (expected `{}`, not retryable, {limit} attempts, last error `{}`); the store holds {} under the key; attempt {} ran the handler {ran} time(s) and answered `{}`{view}",
+                limit - 1,
+                earlier.join(", "),
+                result.status,
+                code(result),
+                details.map_or("none".to_owned(), Value::to_string),
+                codes::ACTION_DEAD_LETTER,
+                connector_code.as_deref().unwrap_or("?"),
+                record
+                    .as_ref()
+                    .map_or("nothing".to_owned(), |r| format!("a record with `{}`", code(&r.result))),
+                limit + 1,
+                code(&further.settled.result)
             )
         });
+        let _ = TransactionSelector::Action(result.action_id.clone());
+    }
+}
+
+/// A call that ended before it could be committed, as `settle` would report it.
+fn settled_as(result: ActionResult) -> Settled {
+    Settled {
+        result,
+        chunks: Vec::new(),
+        approval_id: None,
+        plan_id: None,
     }
 }
 
