@@ -1,7 +1,6 @@
 //! Connectors that lie, each caught by exactly the check that matches its lie: every other check
 //! of the idempotency, retry, errors and audit scenarios (and admission, the contract lints,
-//! identity and schema) passes or does not apply — except `exhaustion_dead_lettered`, which no
-//! connector passes on this SDK (see `conformance_positive_a.rs`).
+//! identity and schema) passes or does not apply.
 //!
 //! Each liar is the well-behaved booking connector of `conformance_positive_a.rs` with one thing
 //! changed. The provider double deduplicates by idempotency key throughout, as a well-kept
@@ -120,7 +119,7 @@ impl UnkeyedBookings {
     }
 }
 
-// ---- Lies 2 and 3: a keyed connector that leaks, or that rotates its key ---------------------
+// ---- Lies 2 to 5: a keyed connector that leaks, rotates its key, or stores an input --------
 
 /// What a [`KeyedBookings`] gets wrong.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -131,6 +130,11 @@ enum Lie {
     /// attempt (as if a failed request "burnt" its key): a retry of a change the provider had
     /// already applied applies it again.
     RotatesKeyAfterFailure,
+    /// Declares PII that must be redacted, then checkpoints a cursor that quotes the guest's
+    /// name: the host stores it in the transaction record.
+    InputInCheckpoint,
+    /// Logs the credential's secret.
+    LogsSecret,
 }
 
 #[derive(Clone)]
@@ -165,7 +169,15 @@ impl KeyedBookings {
             operation_id: format!("op-{key}"),
             request_id: None,
         };
-        checkpoint.record(operation.clone(), None).await?;
+        let cursor =
+            (self.lie == Lie::InputInCheckpoint).then(|| format!("guest={}", booking.guest));
+        checkpoint.record(operation.clone(), cursor).await?;
+        if self.lie == Lie::LogsSecret {
+            tracing::info!(
+                token = credential.secret().expose_str().unwrap_or_default(),
+                "calling the provider"
+            );
+        }
         let failed_before = self.failures().get(key.as_str()).copied().unwrap_or(0);
         let provider_key = match (self.lie, failed_before) {
             (Lie::RotatesKeyAfterFailure, n) if n > 0 => format!("{key}-attempt-{n}"),
@@ -235,20 +247,17 @@ const JUDGED: [&str; 8] = [
     "connector.behavior.audit_redaction",
 ];
 
-/// The assertion no connector can make hold on this SDK (no dead-letter record).
-const SDK_GAP: &str = "exhaustion_dead_lettered";
-
 fn failing(check: &CheckResult) -> Vec<&str> {
     check
         .assertions
         .iter()
-        .filter(|(name, held)| !**held && name.as_str() != SDK_GAP)
+        .filter(|(_, held)| !**held)
         .map(|(name, _)| name.as_str())
         .collect()
 }
 
 /// Asserts that `scenario` failed on exactly the assertions `caught` and that every other
-/// judged check passed or did not apply (retry exhaustion's SDK gap aside).
+/// judged check passed or did not apply.
 #[track_caller]
 fn assert_caught_only_by(report: &ConformanceReport, scenario: Scenario, caught: &[&str]) {
     eprintln!("{report}");
@@ -261,12 +270,8 @@ fn assert_caught_only_by(report: &ConformanceReport, scenario: Scenario, caught:
             assert_eq!(failing(check), caught, "{name}: {}", check.detail);
             assert!(!check.artifacts.is_empty(), "{name} points at nothing");
         } else {
-            // Retry exhaustion fails for every connector, on that one assertion alone.
-            let only_the_sdk_gap = name == Scenario::RetryExhaustion.check_name()
-                && failing(check).is_empty()
-                && check.assertions.get(SDK_GAP) == Some(&false);
             assert!(
-                check.passed() || only_the_sdk_gap,
+                check.passed(),
                 "`{name}` should not catch this lie: {}",
                 check.detail
             );
@@ -341,4 +346,32 @@ fn retrying_with_a_new_key_is_caught_by_retry_exhaustion_only() {
         "{}",
         check.detail
     );
+}
+
+#[test]
+fn an_input_value_in_a_stored_cursor_is_caught_by_sensitive_fields_redacted_only() {
+    let report = keyed(Lie::InputInCheckpoint).run();
+    assert_caught_only_by(
+        &report,
+        Scenario::AuditRedaction,
+        &["sensitive_fields_redacted"],
+    );
+    let check = report
+        .check(&Scenario::AuditRedaction.check_name())
+        .unwrap();
+    assert!(
+        check.detail.contains("transaction view"),
+        "{}",
+        check.detail
+    );
+}
+
+#[test]
+fn a_secret_in_a_log_line_is_caught_by_raw_secret_absent_only() {
+    let report = keyed(Lie::LogsSecret).run();
+    assert_caught_only_by(&report, Scenario::AuditRedaction, &["raw_secret_absent"]);
+    let check = report
+        .check(&Scenario::AuditRedaction.check_name())
+        .unwrap();
+    assert!(check.detail.contains("log line"), "{}", check.detail);
 }

@@ -19,9 +19,6 @@
 //!   promise end to end. The nearest connector lie — acting before anyone approved — is
 //!   `EagerWriter`. It breaks two promises at once ("nothing happens at the provider before the
 //!   quorum" and "a plan leaves no effect until its commit"), and both checks say so.
-//!
-//! `DetachedSearch` fails `before_dispatch_cancelled` too, as every connector does on this host
-//! (see `conformance_positive_b.rs`); what tells the lie apart is `in_flight_cancelled`.
 
 use aip_connector::model::ConnectorOperation;
 use aip_connector::prelude::*;
@@ -168,7 +165,7 @@ fn a_search_that_ignores_cancellation_in_a_task_of_its_own_fails_in_flight_cance
     assert_caught(
         &report,
         Scenario::CancellationRaces,
-        &["before_dispatch_cancelled", "in_flight_cancelled"],
+        &["in_flight_cancelled"],
         &[
             Scenario::IdentityCredentials,
             Scenario::SchemaEnforcement,

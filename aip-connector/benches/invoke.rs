@@ -16,13 +16,36 @@
 //!   against two bare upserts of a row the size of its idempotency record, in a file with the
 //!   store's settings (WAL, `synchronous = FULL`, 5 s busy timeout).
 //!
+//! A second, transactional capability (`cap:ledger:entry:post`, modes `execute`, `plan`,
+//! `commit`; its handler echoes one field and records no checkpoint) is measured on the durable
+//! stores, against the bare store writes each case needs:
+//!
+//! - `transactions_sqlite/execute` against `transactions_sqlite/bare_execute_writes`: one
+//!   `execute` with a fresh key and a fresh transaction per call, on a [`SqliteStore`], against
+//!   the four writes it makes (reserve the key, insert the transaction record, transition it to
+//!   `committed`, settle the key), each committed on its own, straight through `rusqlite` on a
+//!   file with the store's schema and settings;
+//! - `transactions_sqlite/plan_commit` against `transactions_sqlite/bare_plan_commit_writes`: a
+//!   `plan` and the `commit` that names its plan id, each with a fresh key, against their seven
+//!   writes (plan: reserve, insert the planned record, settle; commit: reserve, claim the plan,
+//!   transition to `committed`, settle);
+//! - `transactions_postgres/…`: the same on a [`PostgresStore`] in a fresh schema, against the
+//!   same statements sent one by one, each its own transaction, over a bare `tokio-postgres`
+//!   connection to another fresh schema of the same server. They run when
+//!   `AIP_TEST_POSTGRES_URL` names a server, and are skipped (saying so) otherwise.
+//!
+//! The write list is not taken on trust: before timing, one unit of each case runs on a host
+//! whose store logs every call ([`CensusStore`]); the bench stops if the writes differ from the
+//! list above, and the baseline writes the very bodies the host wrote (same JSON, same sizes).
+//!
 //! Criterion reports each case; a summary at the end times every case again in interleaved
 //! rounds with a fixed call count (so a slow moment of the machine hits all cases alike) and
 //! prints the ratios and their targets. Next to wall-clock time it reads the CPU time of the
 //! working threads (Linux `schedstat`): on a machine busy with other work, the CPU-time ratio
 //! still measures the host's own cost, and "cores busy" shows whether the second worker got a
 //! core at all. Run with
-//! `cargo bench -p aip-connector --bench invoke`; `aip-connector/README.md` records the figures.
+//! `AIP_TEST_POSTGRES_URL=postgres://… cargo bench -p aip-connector --bench invoke`;
+//! `aip-connector/README.md` records the figures.
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -31,9 +54,18 @@ use std::time::{Duration, Instant};
 
 use aip_connector::VerifiedTenant;
 use aip_connector::host::{Host, TrustedContext};
-use aip_connector::model::{Action, ActionResult, ActionResultStatus, Principal, PrincipalKind};
+use aip_connector::ids::{ActionId, ApprovalId, TransactionId};
+use aip_connector::model::{
+    Action, ActionResult, ActionResultStatus, ActionTransaction, Principal, PrincipalKind,
+    TransactionMode,
+};
 use aip_connector::prelude::*;
-use aip_connector::store::{MemoryStore, SharedStore, SqliteStore};
+use aip_connector::store::{
+    ApprovalRecord, ApprovalStore, IdempotencyRecord, IdempotencyStore, MemoryStore, Millis,
+    PostgresStore, Reservation, ReserveOutcome, SharedStore, SqliteStore, StoreError,
+    TransactionRecord, TransactionStore, Transition, TransitionOutcome,
+};
+use async_trait::async_trait;
 use criterion::{Criterion, Throughput};
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
@@ -67,6 +99,20 @@ const TARGET_KEYED: f64 = 4.0;
 const TARGET_UNKEYED: f64 = 2.5;
 const TARGET_SCALING: f64 = 1.7;
 const TARGET_SQLITE: f64 = 2.5;
+
+/// The transactional capability measured on the durable stores.
+const TRANSACTION_CAPABILITY: &str = "cap:ledger:entry:post";
+
+/// The environment variable naming the PostgreSQL server of the `transactions_postgres` cases.
+const POSTGRES_URL_VAR: &str = "AIP_TEST_POSTGRES_URL";
+
+/// Units (one `execute`, or one `plan` + `commit` pair) per case per round of the summary, on
+/// each durable store; every write is a committed, synced transaction.
+const SUMMARY_DURABLE_UNITS: usize = 100;
+
+/// Targets: a transactional case over the bare writes it needs, on SQLite and on PostgreSQL.
+const TARGET_TRANSACTION_SQLITE: f64 = 2.5;
+const TARGET_TRANSACTION_POSTGRES: f64 = 2.0;
 
 /// A customer lookup input with five fields of the usual kinds.
 #[derive(Deserialize, JsonSchema)]
@@ -527,6 +573,1002 @@ impl SqliteCase {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Transactions on durable stores.
+// ---------------------------------------------------------------------------------------------
+
+/// A ledger entry to post: five fields of the usual kinds, like [`LookupInput`].
+#[derive(Deserialize, JsonSchema)]
+#[allow(
+    dead_code,
+    reason = "every field is decoded to measure the input codec; the post echoes one of them"
+)]
+struct EntryInput {
+    account: String,
+    amount_cents: i64,
+    currency: String,
+    reference: String,
+    memo: String,
+}
+
+/// The posted entry: the reference it was posted under.
+#[derive(Serialize, JsonSchema)]
+struct EntryOutput {
+    entry_id: String,
+}
+
+/// A connector with one trivial transactional write.
+#[derive(Clone, Copy, Default)]
+struct Ledger;
+
+#[connector(id = "ledger")]
+impl Ledger {
+    /// Post an entry (echoes the reference).
+    ///
+    /// The handler records no checkpoint: a real one records the provider operation before it
+    /// calls out, which adds one more transition (a read and a compare-and-set) per `execute`
+    /// and `commit`. Leaving it out keeps the measured host work to what every transactional
+    /// call pays.
+    #[capability(
+        id = "cap:ledger:entry:post",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = public),
+        transaction(modes = [execute, plan, commit]),
+    )]
+    async fn post(
+        &self,
+        input: EntryInput,
+        _key: IdempotencyKey,
+        _checkpoint: Checkpoint,
+    ) -> Result<EntryOutput, ConnectorFailure> {
+        Ok(EntryOutput {
+            entry_id: input.reference,
+        })
+    }
+}
+
+/// The input every transactional call sends.
+fn entry_input() -> Value {
+    json!({
+        "account": "acct_0123456789abcdef",
+        "amount_cents": 125_000,
+        "currency": "EUR",
+        "reference": "inv-2026-000123",
+        "memo": "monthly subscription"
+    })
+}
+
+/// A host serving [`Ledger`] on `store`.
+fn ledger_host(store: SharedStore) -> Host {
+    Host::builder()
+        .connector(Ledger)
+        .store(store)
+        .build()
+        .expect("the benchmark ledger is admitted")
+}
+
+/// A runtime for the durable cases: one thread, timers and I/O (PostgreSQL connections).
+fn durable_runtime() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime starts")
+}
+
+/// The two transactional cases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TxnCase {
+    /// One `execute` with a fresh key and a fresh transaction.
+    Execute,
+    /// A `plan`, then the `commit` that names its plan id, each with a fresh key.
+    PlanCommit,
+}
+
+impl TxnCase {
+    const ALL: [TxnCase; 2] = [TxnCase::Execute, TxnCase::PlanCommit];
+
+    fn name(self) -> &'static str {
+        match self {
+            TxnCase::Execute => "execute",
+            TxnCase::PlanCommit => "plan_commit",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            TxnCase::Execute => "execute",
+            TxnCase::PlanCommit => "plan + commit",
+        }
+    }
+
+    /// The store writes the host makes for one unit, in order (see [`pipeline_writes`]).
+    fn expected_writes(self) -> &'static [WriteKind] {
+        use WriteKind::{InsertTransaction, Reserve, Settle, Transition};
+        match self {
+            // Reserve the key; admission inserts the record `prepared`; the handler runs;
+            // settlement moves the record to `committed`; the key is settled with the result.
+            TxnCase::Execute => &[Reserve, InsertTransaction, Transition, Settle],
+            // The plan: reserve, insert the record `planned`, settle. The commit: reserve,
+            // claim the plan (`planned` → `committing`), settle the record (`committed`),
+            // settle the key.
+            TxnCase::PlanCommit => &[
+                Reserve,
+                InsertTransaction,
+                Settle,
+                Reserve,
+                Transition,
+                Transition,
+                Settle,
+            ],
+        }
+    }
+
+    /// The actions of one unit named `unit` (keys and plan id unique per unit), in order.
+    fn actions(self, unit: &str) -> Vec<Action> {
+        let input = entry_input();
+        match self {
+            TxnCase::Execute => vec![
+                Action::new(TRANSACTION_CAPABILITY, input)
+                    .with_idempotency_key(format!("{unit}-execute"))
+                    .with_transaction(ActionTransaction::new(TransactionMode::Execute)),
+            ],
+            TxnCase::PlanCommit => {
+                let plan_id = format!("plan-{unit}");
+                let mut plan = ActionTransaction::new(TransactionMode::Plan);
+                plan.plan_id = Some(plan_id.clone());
+                let mut commit = ActionTransaction::new(TransactionMode::Commit);
+                commit.plan_id = Some(plan_id);
+                vec![
+                    Action::new(TRANSACTION_CAPABILITY, input.clone())
+                        .with_idempotency_key(format!("{unit}-plan"))
+                        .with_transaction(plan),
+                    Action::new(TRANSACTION_CAPABILITY, input)
+                        .with_idempotency_key(format!("{unit}-commit"))
+                        .with_transaction(commit),
+                ]
+            }
+        }
+    }
+}
+
+/// A store write the transactional cases make.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WriteKind {
+    /// `IdempotencyStore::reserve` of a free key: one insert.
+    Reserve,
+    /// `IdempotencyStore::settle`: the reservation row becomes the record.
+    Settle,
+    /// `TransactionStore::insert_transaction`.
+    InsertTransaction,
+    /// `TransactionStore::transition`: the record's row rewritten at the next revision.
+    Transition,
+}
+
+impl WriteKind {
+    fn label(self) -> &'static str {
+        match self {
+            WriteKind::Reserve => "reserve key",
+            WriteKind::Settle => "settle key",
+            WriteKind::InsertTransaction => "insert transaction",
+            WriteKind::Transition => "transition",
+        }
+    }
+}
+
+/// One write the host made, with what the baseline needs to make the same row.
+#[derive(Clone, Debug)]
+struct StoreWrite {
+    kind: WriteKind,
+    /// The row body as the stores encode it (the record's JSON).
+    body: String,
+    /// The idempotency row's expiry column (reservations and records).
+    expires_at_ms: Option<i64>,
+    /// The transaction row's status column (the status's JSON spelling).
+    status: String,
+    /// The transaction row's recoverable column.
+    recoverable: bool,
+    /// Whether the transaction row has a plan id.
+    has_plan: bool,
+}
+
+impl StoreWrite {
+    fn idempotency(kind: WriteKind, body: String, expires_at_ms: Option<Millis>) -> Self {
+        Self {
+            kind,
+            body,
+            expires_at_ms: expires_at_ms.map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
+            status: String::new(),
+            recoverable: false,
+            has_plan: false,
+        }
+    }
+
+    fn transaction(kind: WriteKind, record: &TransactionRecord) -> Self {
+        Self {
+            kind,
+            body: serde_json::to_string(record).expect("a transaction record encodes"),
+            expires_at_ms: None,
+            status: serde_json::to_value(record.status)
+                .ok()
+                .and_then(|status| status.as_str().map(str::to_owned))
+                .expect("a status encodes as a string"),
+            recoverable: record.is_recoverable(),
+            has_plan: record.plan_id().is_some(),
+        }
+    }
+}
+
+/// What one unit of a case did to its store.
+#[derive(Clone, Debug, Default)]
+struct Census {
+    /// The writes, in order.
+    writes: Vec<StoreWrite>,
+    /// The reads, in order (store calls that change nothing).
+    reads: Vec<&'static str>,
+    /// Writes of any other kind (releases, renewals, attempt counts, approvals): none expected.
+    other_writes: Vec<&'static str>,
+}
+
+/// A [`MemoryStore`] that logs every call: the writes the host really makes, and their bodies.
+/// Used once per case before timing, never in a timed run.
+#[derive(Default)]
+struct CensusStore {
+    inner: MemoryStore,
+    log: std::sync::Mutex<Census>,
+}
+
+impl CensusStore {
+    fn log(&self) -> std::sync::MutexGuard<'_, Census> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn read(&self, name: &'static str) {
+        self.log().reads.push(name);
+    }
+
+    fn other(&self, name: &'static str) {
+        self.log().other_writes.push(name);
+    }
+
+    fn take(&self) -> Census {
+        std::mem::take(&mut *self.log())
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for CensusStore {
+    async fn reserve(
+        &self,
+        reservation: &Reservation,
+        now: Millis,
+    ) -> Result<ReserveOutcome, StoreError> {
+        let outcome = self.inner.reserve(reservation, now).await?;
+        if outcome == ReserveOutcome::Acquired {
+            let body = serde_json::to_string(reservation).expect("a reservation encodes");
+            self.log().writes.push(StoreWrite::idempotency(
+                WriteKind::Reserve,
+                body,
+                Some(reservation.expires_at_ms),
+            ));
+        } else {
+            self.read("reserve (refused)");
+        }
+        Ok(outcome)
+    }
+
+    async fn settle(
+        &self,
+        reservation: &Reservation,
+        record: &IdempotencyRecord,
+    ) -> Result<(), StoreError> {
+        self.inner.settle(reservation, record).await?;
+        let body = serde_json::to_string(record).expect("an idempotency record encodes");
+        self.log().writes.push(StoreWrite::idempotency(
+            WriteKind::Settle,
+            body,
+            record.expires_at_ms,
+        ));
+        Ok(())
+    }
+
+    async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {
+        self.other("release");
+        self.inner.release(reservation).await
+    }
+
+    async fn renew(
+        &self,
+        reservation: &Reservation,
+        expires_at_ms: Millis,
+    ) -> Result<bool, StoreError> {
+        self.other("renew");
+        self.inner.renew(reservation, expires_at_ms).await
+    }
+
+    async fn record(
+        &self,
+        key: &str,
+        now: Millis,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.read("idempotency record");
+        self.inner.record(key, now).await
+    }
+
+    async fn count_attempt(
+        &self,
+        key: &str,
+        expires_at_ms: Option<Millis>,
+        now: Millis,
+    ) -> Result<u32, StoreError> {
+        self.other("count_attempt");
+        self.inner.count_attempt(key, expires_at_ms, now).await
+    }
+}
+
+#[async_trait]
+impl ApprovalStore for CensusStore {
+    async fn insert_approval(&self, record: &ApprovalRecord) -> Result<(), StoreError> {
+        self.other("insert_approval");
+        self.inner.insert_approval(record).await
+    }
+
+    async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
+        self.read("approval");
+        self.inner.approval(id).await
+    }
+
+    async fn update_approval(
+        &self,
+        record: &ApprovalRecord,
+        expected_version: u64,
+    ) -> Result<bool, StoreError> {
+        self.other("update_approval");
+        self.inner.update_approval(record, expected_version).await
+    }
+
+    async fn claim_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+        self.other("claim_resume");
+        self.inner.claim_resume(id).await
+    }
+}
+
+#[async_trait]
+impl TransactionStore for CensusStore {
+    async fn insert_transaction(&self, record: &TransactionRecord) -> Result<bool, StoreError> {
+        let inserted = self.inner.insert_transaction(record).await?;
+        if inserted {
+            // The stores write the record at revision 0, whatever the caller's says.
+            let stored = TransactionRecord {
+                revision: 0,
+                ..record.clone()
+            };
+            self.log().writes.push(StoreWrite::transaction(
+                WriteKind::InsertTransaction,
+                &stored,
+            ));
+        } else {
+            self.read("insert_transaction (refused)");
+        }
+        Ok(inserted)
+    }
+
+    async fn transaction(
+        &self,
+        id: &TransactionId,
+    ) -> Result<Option<TransactionRecord>, StoreError> {
+        self.read("transaction by id");
+        self.inner.transaction(id).await
+    }
+
+    async fn transaction_by_plan(
+        &self,
+        plan_id: &str,
+    ) -> Result<Option<TransactionRecord>, StoreError> {
+        self.read("transaction by plan id");
+        self.inner.transaction_by_plan(plan_id).await
+    }
+
+    async fn transactions_by_action(
+        &self,
+        action_id: &ActionId,
+    ) -> Result<Vec<TransactionRecord>, StoreError> {
+        self.read("transactions by action");
+        self.inner.transactions_by_action(action_id).await
+    }
+
+    async fn transition(
+        &self,
+        id: &TransactionId,
+        expected_revision: u64,
+        transition: &Transition,
+        now: Millis,
+    ) -> Result<TransitionOutcome, StoreError> {
+        let outcome = self
+            .inner
+            .transition(id, expected_revision, transition, now)
+            .await?;
+        match &outcome {
+            TransitionOutcome::Applied(next) => self
+                .log()
+                .writes
+                .push(StoreWrite::transaction(WriteKind::Transition, next)),
+            _ => self.read("transition (refused)"),
+        }
+        Ok(outcome)
+    }
+
+    async fn recoverable(&self) -> Result<Vec<TransactionRecord>, StoreError> {
+        self.read("recoverable");
+        self.inner.recoverable().await
+    }
+}
+
+/// Runs one unit of `case` on a host over a [`CensusStore`] and returns what it wrote. Panics
+/// if the writes are not [`TxnCase::expected_writes`]: the baselines and the README's write
+/// list would then be wrong.
+fn pipeline_writes(case: TxnCase) -> Census {
+    let store = Arc::new(CensusStore::default());
+    let host = ledger_host(Arc::clone(&store) as SharedStore);
+    let runtime = durable_runtime();
+    for action in case.actions("census") {
+        expect_completed(&runtime.block_on(host.invoke(action, &caller())));
+    }
+    let census = store.take();
+    let kinds: Vec<WriteKind> = census.writes.iter().map(|w| w.kind).collect();
+    assert_eq!(
+        kinds,
+        case.expected_writes(),
+        "the host's writes for `{}` changed: update `TxnCase::expected_writes` and the write \
+         list in aip-connector/README.md",
+        case.name()
+    );
+    assert!(
+        census.other_writes.is_empty(),
+        "unexpected writes for `{}`: {:?}",
+        case.name(),
+        census.other_writes
+    );
+    census
+}
+
+/// One bare write of a baseline unit, with every column value fixed before timing.
+enum BareWrite {
+    /// Insert a reservation row under a new key.
+    Reserve {
+        key: String,
+        token: String,
+        expires_at_ms: i64,
+        body: String,
+    },
+    /// Turn the reservation row into the record (compare-and-set on the token).
+    Settle {
+        key: String,
+        token: String,
+        expires_at_ms: Option<i64>,
+        body: String,
+    },
+    /// Insert a transaction row.
+    Insert {
+        id: String,
+        action_id: String,
+        plan_id: Option<String>,
+        status: String,
+        recoverable: bool,
+        body: String,
+    },
+    /// Rewrite the transaction row at the next revision (compare-and-set on the revision).
+    Transition {
+        id: String,
+        expected_revision: i64,
+        action_id: String,
+        plan_id: Option<String>,
+        status: String,
+        revision: i64,
+        recoverable: bool,
+        body: String,
+    },
+}
+
+/// The bare writes of one baseline unit named `unit`: the census's writes, in its order, on
+/// fresh keys and ids, with the host's bodies.
+fn bare_unit(census: &Census, unit: &str) -> Vec<BareWrite> {
+    let mut reserved: Vec<(String, String)> = Vec::new();
+    let mut reservations = 0;
+    let (id, action_id) = (format!("txn_{unit}"), format!("act_{unit}"));
+    let mut revision = 0i64;
+    census
+        .writes
+        .iter()
+        .map(|write| {
+            let plan_id = write.has_plan.then(|| format!("plan-{unit}"));
+            match write.kind {
+                WriteKind::Reserve => {
+                    reservations += 1;
+                    let key = format!("Tenant:tenant_bench:{unit}-{reservations}");
+                    let token = format!("{unit}-token-{reservations}");
+                    reserved.push((key.clone(), token.clone()));
+                    BareWrite::Reserve {
+                        key,
+                        token,
+                        expires_at_ms: write.expires_at_ms.expect("a reservation expires"),
+                        body: write.body.clone(),
+                    }
+                }
+                WriteKind::Settle => {
+                    let (key, token) = reserved.pop().expect("a settle follows its reserve");
+                    BareWrite::Settle {
+                        key,
+                        token,
+                        expires_at_ms: write.expires_at_ms,
+                        body: write.body.clone(),
+                    }
+                }
+                WriteKind::InsertTransaction => BareWrite::Insert {
+                    id: id.clone(),
+                    action_id: action_id.clone(),
+                    plan_id,
+                    status: write.status.clone(),
+                    recoverable: write.recoverable,
+                    body: write.body.clone(),
+                },
+                WriteKind::Transition => {
+                    revision += 1;
+                    BareWrite::Transition {
+                        id: id.clone(),
+                        expected_revision: revision - 1,
+                        action_id: action_id.clone(),
+                        plan_id,
+                        status: write.status.clone(),
+                        revision,
+                        recoverable: write.recoverable,
+                        body: write.body.clone(),
+                    }
+                }
+            }
+        })
+        .collect()
+}
+
+/// The statements of the bare writes on SQLite: the store's own write statements, each run on
+/// its own (autocommit), without the reads and the `BEGIN IMMEDIATE` around some of them.
+const SQLITE_RESERVE: &str = "INSERT OR REPLACE INTO idempotency_entries \
+     (key, kind, reservation_id, expires_at_ms, body) VALUES (?1, 'reservation', ?2, ?3, ?4)";
+const SQLITE_SETTLE: &str = "UPDATE idempotency_entries \
+     SET kind = 'record', reservation_id = NULL, expires_at_ms = ?3, body = ?4 \
+     WHERE key = ?1 AND kind = 'reservation' AND reservation_id = ?2";
+const SQLITE_INSERT_TRANSACTION: &str = "INSERT INTO transactions \
+     (transaction_id, action_id, plan_id, status, revision, recoverable, body) \
+     VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6) ON CONFLICT (transaction_id) DO NOTHING";
+const SQLITE_TRANSITION: &str = "UPDATE transactions \
+     SET action_id = ?3, plan_id = ?4, status = ?5, revision = ?6, recoverable = ?7, body = ?8 \
+     WHERE transaction_id = ?1 AND revision = ?2";
+
+/// Runs one bare write on SQLite; panics unless it changed exactly one row.
+fn sqlite_bare_write(connection: &Connection, write: &BareWrite) {
+    let run = |sql: &str, params: &[&dyn rusqlite::ToSql]| {
+        connection
+            .prepare_cached(sql)
+            .expect("a bare statement prepares")
+            .execute(params)
+            .expect("a bare write runs")
+    };
+    let changed = match write {
+        BareWrite::Reserve {
+            key,
+            token,
+            expires_at_ms,
+            body,
+        } => run(SQLITE_RESERVE, params![key, token, expires_at_ms, body]),
+        BareWrite::Settle {
+            key,
+            token,
+            expires_at_ms,
+            body,
+        } => run(SQLITE_SETTLE, params![key, token, expires_at_ms, body]),
+        BareWrite::Insert {
+            id,
+            action_id,
+            plan_id,
+            status,
+            recoverable,
+            body,
+        } => run(
+            SQLITE_INSERT_TRANSACTION,
+            params![id, action_id, plan_id, status, recoverable, body],
+        ),
+        BareWrite::Transition {
+            id,
+            expected_revision,
+            action_id,
+            plan_id,
+            status,
+            revision,
+            recoverable,
+            body,
+        } => run(
+            SQLITE_TRANSITION,
+            params![
+                id,
+                expected_revision,
+                action_id,
+                plan_id,
+                status,
+                revision,
+                recoverable,
+                body
+            ],
+        ),
+    };
+    assert_eq!(changed, 1, "a bare write changes one row");
+}
+
+/// The statements of the bare writes on PostgreSQL: the store's own write statements (its
+/// `reserve` of a free key is exactly the insert), each sent on its own (autocommit).
+const POSTGRES_RESERVE: &str = "INSERT INTO idempotency_entries \
+     (key, kind, reservation_id, expires_at_ms, body) \
+     VALUES ($1, 'reservation', $2, $3, $4::text::json) ON CONFLICT (key) DO NOTHING";
+const POSTGRES_SETTLE: &str = "UPDATE idempotency_entries \
+     SET kind = 'record', reservation_id = NULL, expires_at_ms = $3, body = $4::text::json \
+     WHERE key = $1 AND kind = 'reservation' AND reservation_id = $2";
+const POSTGRES_INSERT_TRANSACTION: &str = "INSERT INTO transactions \
+     (transaction_id, action_id, plan_id, status, revision, recoverable, body) \
+     VALUES ($1, $2, $3, $4, 0, $5, $6::text::json) ON CONFLICT (transaction_id) DO NOTHING";
+const POSTGRES_TRANSITION: &str = "UPDATE transactions \
+     SET action_id = $3, plan_id = $4, status = $5, revision = $6, recoverable = $7, \
+         body = $8::text::json \
+     WHERE transaction_id = $1 AND revision = $2";
+
+/// A bare `tokio-postgres` connection with the four write statements prepared.
+struct PostgresBare {
+    client: tokio_postgres::Client,
+    reserve: tokio_postgres::Statement,
+    settle: tokio_postgres::Statement,
+    insert: tokio_postgres::Statement,
+    transition: tokio_postgres::Statement,
+}
+
+impl PostgresBare {
+    /// Connects to `url` with `schema` first on the search path (as the store's pool does);
+    /// the connection's task runs on the runtime this is called on.
+    async fn connect(url: &str, schema: &str) -> Self {
+        let mut config: tokio_postgres::Config = url.parse().expect("the PostgreSQL URL parses");
+        config.options(format!("-c search_path={schema}"));
+        config.application_name("aip-connector-bench");
+        let (client, connection) = config
+            .connect(tokio_postgres::NoTls)
+            .await
+            .expect("the baseline connects to PostgreSQL");
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                eprintln!("the baseline's PostgreSQL connection failed: {error}");
+            }
+        });
+        let prepare = |sql: &'static str| {
+            let client = &client;
+            async move {
+                client
+                    .prepare(sql)
+                    .await
+                    .expect("a bare statement prepares")
+            }
+        };
+        Self {
+            reserve: prepare(POSTGRES_RESERVE).await,
+            settle: prepare(POSTGRES_SETTLE).await,
+            insert: prepare(POSTGRES_INSERT_TRANSACTION).await,
+            transition: prepare(POSTGRES_TRANSITION).await,
+            client,
+        }
+    }
+
+    /// Runs one bare write; panics unless it changed exactly one row.
+    async fn write(&self, write: &BareWrite) {
+        let changed = match write {
+            BareWrite::Reserve {
+                key,
+                token,
+                expires_at_ms,
+                body,
+            } => {
+                self.client
+                    .execute(&self.reserve, &[key, token, expires_at_ms, body])
+                    .await
+            }
+            BareWrite::Settle {
+                key,
+                token,
+                expires_at_ms,
+                body,
+            } => {
+                self.client
+                    .execute(&self.settle, &[key, token, expires_at_ms, body])
+                    .await
+            }
+            BareWrite::Insert {
+                id,
+                action_id,
+                plan_id,
+                status,
+                recoverable,
+                body,
+            } => {
+                self.client
+                    .execute(
+                        &self.insert,
+                        &[id, action_id, plan_id, status, recoverable, body],
+                    )
+                    .await
+            }
+            BareWrite::Transition {
+                id,
+                expected_revision,
+                action_id,
+                plan_id,
+                status,
+                revision,
+                recoverable,
+                body,
+            } => {
+                self.client
+                    .execute(
+                        &self.transition,
+                        &[
+                            id,
+                            expected_revision,
+                            action_id,
+                            plan_id,
+                            status,
+                            revision,
+                            recoverable,
+                            body,
+                        ],
+                    )
+                    .await
+            }
+        }
+        .expect("a bare write runs");
+        assert_eq!(changed, 1, "a bare write changes one row");
+    }
+}
+
+/// Where a baseline writes.
+enum Bare {
+    /// A bare `rusqlite` connection with the store's settings.
+    Sqlite(Connection),
+    /// A bare `tokio-postgres` connection.
+    Postgres(PostgresBare),
+}
+
+/// The schemas a PostgreSQL bench created, dropped with it.
+struct PostgresSchemas {
+    url: String,
+    names: Vec<String>,
+}
+
+/// The transactional cases on one durable store: a host on the store, the baseline next to
+/// it, and the write census of each case.
+struct DurableBench {
+    /// `sqlite` or `postgres`.
+    backend: &'static str,
+    runtime: Runtime,
+    host: Host,
+    bare: Bare,
+    /// The census of each case, in [`TxnCase::ALL`] order.
+    censuses: [Census; 2],
+    /// Unit names are unique per store and per baseline.
+    prefix: String,
+    next_unit: u64,
+    next_bare_unit: u64,
+    /// Set on PostgreSQL: dropped when the bench is.
+    schemas: Option<PostgresSchemas>,
+}
+
+impl DurableBench {
+    /// On SQLite: the store in `store_path`; the baseline in `bare_path`, whose schema the
+    /// store creates (then a bare connection opens it with the store's settings).
+    fn sqlite(store_path: &Path, bare_path: &Path, censuses: &[Census; 2]) -> Self {
+        let store = SqliteStore::open(store_path).expect("the store file opens");
+        drop(SqliteStore::open(bare_path).expect("the baseline file gets the store's schema"));
+        Self::new(
+            "sqlite",
+            durable_runtime(),
+            Arc::new(store),
+            Bare::Sqlite(baseline_connection(bare_path)),
+            censuses,
+            None,
+        )
+    }
+
+    /// On PostgreSQL at `url`: the store in the fresh schema `<tag>_store`, the baseline in
+    /// `<tag>_bare` (whose tables the store's migration creates).
+    fn postgres(url: &str, tag: &str, censuses: &[Census; 2]) -> Self {
+        let runtime = durable_runtime();
+        let pid = std::process::id();
+        let (store_schema, bare_schema) = (
+            format!("aip_bench_{pid}_{tag}_store"),
+            format!("aip_bench_{pid}_{tag}_bare"),
+        );
+        let (store, bare) = runtime.block_on(async {
+            let store = PostgresStore::connect_with_schema(url, &store_schema)
+                .await
+                .unwrap_or_else(|error| {
+                    panic!("{POSTGRES_URL_VAR} is set but the store cannot connect: {error}")
+                });
+            let migrated = PostgresStore::connect_with_schema(url, &bare_schema)
+                .await
+                .expect("the baseline schema gets the store's tables");
+            drop(migrated);
+            (store, PostgresBare::connect(url, &bare_schema).await)
+        });
+        Self::new(
+            "postgres",
+            runtime,
+            Arc::new(store),
+            Bare::Postgres(bare),
+            censuses,
+            Some(PostgresSchemas {
+                url: url.to_owned(),
+                names: vec![store_schema, bare_schema],
+            }),
+        )
+    }
+
+    fn new(
+        backend: &'static str,
+        runtime: Runtime,
+        store: SharedStore,
+        bare: Bare,
+        censuses: &[Census; 2],
+        schemas: Option<PostgresSchemas>,
+    ) -> Self {
+        let mut bench = Self {
+            backend,
+            runtime,
+            host: ledger_host(store),
+            bare,
+            censuses: censuses.clone(),
+            prefix: format!("{backend}-{}", std::process::id()),
+            next_unit: 0,
+            next_bare_unit: 0,
+            schemas,
+        };
+        // One unit of each case and of each baseline: every path works before it is timed.
+        for case in TxnCase::ALL {
+            bench.time_host(case, 1);
+            bench.time_bare(case, 1);
+        }
+        bench
+    }
+
+    fn census(&self, case: TxnCase) -> &Census {
+        &self.censuses[TxnCase::ALL
+            .iter()
+            .position(|c| *c == case)
+            .expect("every case has a census")]
+    }
+
+    /// Runs `count` units of `case` through the host, each call checked to complete.
+    fn time_host(&mut self, case: TxnCase, count: usize) -> Sample {
+        let units: Vec<Vec<Action>> = (0..count)
+            .map(|_| {
+                self.next_unit += 1;
+                case.actions(&format!("{}-u{}", self.prefix, self.next_unit))
+            })
+            .collect();
+        let caller = caller();
+        let host = &self.host;
+        self.runtime.block_on(async {
+            let watch = Stopwatch::start(CpuScope::Process);
+            for unit in units {
+                for action in unit {
+                    let result = host.invoke(action, &caller).await;
+                    expect_completed(&result);
+                }
+            }
+            watch.stop()
+        })
+    }
+
+    /// Runs the bare writes of `count` units of `case`.
+    fn time_bare(&mut self, case: TxnCase, count: usize) -> Sample {
+        let units: Vec<Vec<BareWrite>> = (0..count)
+            .map(|_| {
+                self.next_bare_unit += 1;
+                let unit = format!("{}-b{}", self.prefix, self.next_bare_unit);
+                bare_unit(self.census(case), &unit)
+            })
+            .collect();
+        match &self.bare {
+            Bare::Sqlite(connection) => {
+                let watch = Stopwatch::start(CpuScope::Process);
+                for write in units.iter().flatten() {
+                    sqlite_bare_write(connection, write);
+                }
+                watch.stop()
+            }
+            Bare::Postgres(bare) => self.runtime.block_on(async {
+                let watch = Stopwatch::start(CpuScope::Process);
+                for write in units.iter().flatten() {
+                    bare.write(write).await;
+                }
+                watch.stop()
+            }),
+        }
+    }
+}
+
+impl Drop for DurableBench {
+    fn drop(&mut self) {
+        let Some(schemas) = self.schemas.take() else {
+            return;
+        };
+        for name in &schemas.names {
+            if let Err(error) = self
+                .runtime
+                .block_on(PostgresStore::drop_schema(&schemas.url, name))
+            {
+                eprintln!("could not drop the bench schema {name}: {error}");
+            }
+        }
+    }
+}
+
+/// The PostgreSQL URL of the `transactions_postgres` cases, or why they are skipped.
+fn postgres_url() -> Result<String, String> {
+    match std::env::var(POSTGRES_URL_VAR) {
+        Ok(url) if !url.trim().is_empty() => Ok(url),
+        _ => Err(format!(
+            "PostgreSQL cases skipped: {POSTGRES_URL_VAR} is not set (set it to a server URL, \
+             e.g. postgres://postgres@127.0.0.1:5432/test, to measure them)"
+        )),
+    }
+}
+
+/// The durable benches of one phase (`tag`: `criterion` or `summary`, so each phase starts on
+/// fresh files and schemas): SQLite always, PostgreSQL when a server is configured.
+fn durable_benches(
+    scratch: &ScratchDir,
+    tag: &str,
+    censuses: &[Census; 2],
+    postgres: &Result<String, String>,
+) -> Vec<DurableBench> {
+    let mut benches = vec![DurableBench::sqlite(
+        &scratch.file(&format!("{tag}-txn-store.db")),
+        &scratch.file(&format!("{tag}-txn-bare.db")),
+        censuses,
+    )];
+    if let Ok(url) = postgres {
+        benches.push(DurableBench::postgres(url, tag, censuses));
+    }
+    benches
+}
+
+/// One line per write of a case: kind, target status for transitions, body size.
+fn describe_writes(census: &Census) -> String {
+    census
+        .writes
+        .iter()
+        .map(|write| match write.kind {
+            WriteKind::Transition => format!(
+                "{} to {} ({} B)",
+                write.kind.label(),
+                write.status,
+                write.body.len()
+            ),
+            WriteKind::InsertTransaction => format!(
+                "{} {} ({} B)",
+                write.kind.label(),
+                write.status,
+                write.body.len()
+            ),
+            _ => format!("{} ({} B)", write.kind.label(), write.body.len()),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Checks once that every benchmarked call completes.
 fn check_setup() {
     let runtime = current_thread_runtime();
@@ -594,6 +1636,155 @@ fn bench_sqlite(c: &mut Criterion, scratch: &ScratchDir) {
         b.iter_custom(|iters| keyed.time(iters as usize));
     });
     group.finish();
+}
+
+fn bench_durable(c: &mut Criterion, benches: &mut [DurableBench]) {
+    for bench in benches {
+        let mut group = c.benchmark_group(format!("transactions_{}", bench.backend));
+        group
+            .sample_size(10)
+            .measurement_time(Duration::from_secs(8))
+            .throughput(Throughput::Elements(1));
+        for case in TxnCase::ALL {
+            group.bench_function(format!("bare_{}_writes", case.name()), |b| {
+                b.iter_custom(|iters| bench.time_bare(case, iters as usize).wall);
+            });
+            group.bench_function(case.name(), |b| {
+                b.iter_custom(|iters| bench.time_host(case, iters as usize).wall);
+            });
+        }
+        group.finish();
+    }
+}
+
+/// The timed rounds of one transactional case on one store.
+#[derive(Default)]
+struct DurableSeries {
+    bare: Vec<Sample>,
+    host: Vec<Sample>,
+}
+
+impl DurableSeries {
+    /// Median wall and process-CPU microseconds per unit, of the baseline and of the host.
+    fn medians(&self, units: usize) -> [(f64, f64); 2] {
+        let per_unit = |samples: &[Sample]| {
+            let wall = median(
+                samples
+                    .iter()
+                    .map(|s| per_call_ns(s.wall, units) / 1e3)
+                    .collect(),
+            );
+            let cpu = median(
+                samples
+                    .iter()
+                    .filter_map(|s| s.cpu)
+                    .map(|cpu| per_call_ns(cpu, units) / 1e3)
+                    .collect(),
+            );
+            (wall, cpu)
+        };
+        [per_unit(&self.bare), per_unit(&self.host)]
+    }
+
+    /// The smallest and largest host/baseline wall ratio of one round.
+    fn ratio_range(&self) -> (f64, f64) {
+        self.bare.iter().zip(&self.host).fold(
+            (f64::INFINITY, f64::NEG_INFINITY),
+            |(low, high), (bare, host)| {
+                let ratio = host.wall.as_secs_f64() / bare.wall.as_secs_f64();
+                (low.min(ratio), high.max(ratio))
+            },
+        )
+    }
+}
+
+/// The reads of a census, counted by kind in first-seen order: `transaction by id ×2, …`.
+fn describe_reads(census: &Census) -> String {
+    let mut counted: Vec<(&str, usize)> = Vec::new();
+    for read in &census.reads {
+        match counted.iter_mut().find(|(name, _)| name == read) {
+            Some((_, count)) => *count += 1,
+            None => counted.push((read, 1)),
+        }
+    }
+    if counted.is_empty() {
+        return "none".to_owned();
+    }
+    counted
+        .iter()
+        .map(|(name, count)| format!("{name} x{count}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Prints the transactional cases of the summary: the write census, medians per unit, and the
+/// ratios with their targets.
+fn durable_summary(
+    benches: &[DurableBench],
+    series: &[[DurableSeries; 2]],
+    censuses: &[Census; 2],
+    postgres: &Result<String, String>,
+) {
+    println!();
+    println!(
+        "transactions on durable stores: medians of {SUMMARY_ROUNDS} interleaved rounds, \
+         {SUMMARY_DURABLE_UNITS} units per case per round (wall per unit; CPU of the bench \
+         process alongside, which leaves out the PostgreSQL server)"
+    );
+    for (case, census) in TxnCase::ALL.iter().zip(censuses) {
+        println!(
+            "  {} writes ({}): {}",
+            case.label(),
+            census.writes.len(),
+            describe_writes(census)
+        );
+        println!(
+            "  {} reads (host only, not in the baseline): {}",
+            case.label(),
+            describe_reads(census)
+        );
+    }
+    for (bench, series) in benches.iter().zip(series) {
+        for (case, series) in TxnCase::ALL.iter().zip(series) {
+            let [(bare, bare_cpu), (host, host_cpu)] = series.medians(SUMMARY_DURABLE_UNITS);
+            let writes = bench.census(*case).writes.len();
+            println!(
+                "  {:<8} {:<36} {bare:>9.0} us   cpu {bare_cpu:>6.0} us",
+                bench.backend,
+                format!("bare writes of {} ({writes} commits)", case.label()),
+            );
+            println!(
+                "  {:<8} {:<36} {host:>9.0} us   cpu {host_cpu:>6.0} us",
+                bench.backend,
+                format!("host {}", case.label()),
+            );
+        }
+    }
+    if let Err(skipped) = postgres {
+        println!("  {skipped}");
+    }
+    println!("ratios (wall clock; the range of the per-round ratios alongside):");
+    for (bench, series) in benches.iter().zip(series) {
+        let target = if bench.backend == "postgres" {
+            TARGET_TRANSACTION_POSTGRES
+        } else {
+            TARGET_TRANSACTION_SQLITE
+        };
+        for (case, series) in TxnCase::ALL.iter().zip(series) {
+            let [(bare, bare_cpu), (host, host_cpu)] = series.medians(SUMMARY_DURABLE_UNITS);
+            let (low, high) = series.ratio_range();
+            verdict(
+                &format!("{} {} / writes", bench.backend, case.label()),
+                host / bare,
+                target,
+                true,
+                &format!(
+                    "rounds {low:.2}-{high:.2}x; process cpu {:.2}x",
+                    host_cpu / bare_cpu
+                ),
+            );
+        }
+    }
 }
 
 /// The median of `samples` (`NaN` when there are none).
@@ -671,7 +1862,7 @@ fn verdict(name: &str, ratio: f64, target: f64, at_most: bool, cross_check: &str
 }
 
 /// Times every case again in interleaved rounds and prints medians and ratios.
-fn summary(scratch: &ScratchDir) {
+fn summary(scratch: &ScratchDir, censuses: &[Census; 2], postgres: &Result<String, String>) {
     let runtime = current_thread_runtime();
     let (mut floor, mut keyed, mut unkeyed) = (
         LatencySeries::default(),
@@ -686,6 +1877,9 @@ fn summary(scratch: &ScratchDir) {
     let body_len = record_body_len(&scratch.file("summary-store.db"));
     let mut baseline = UpsertBaseline::new(&scratch.file("summary-baseline.db"), body_len);
     let (mut upserts, mut sqlite) = (Vec::new(), Vec::new());
+    let mut durable = durable_benches(scratch, "summary", censuses, postgres);
+    let mut durable_series: Vec<[DurableSeries; 2]> =
+        durable.iter().map(|_| Default::default()).collect();
     for _ in 0..SUMMARY_ROUNDS {
         floor.push(
             time_floor(&runtime, SUMMARY_FLOOR_CALLS),
@@ -718,6 +1912,16 @@ fn summary(scratch: &ScratchDir) {
             sqlite_case.time(SUMMARY_SQLITE_CALLS),
             SUMMARY_SQLITE_CALLS,
         ));
+        for (bench, series) in durable.iter_mut().zip(&mut durable_series) {
+            for (case, series) in TxnCase::ALL.into_iter().zip(series.iter_mut()) {
+                series
+                    .bare
+                    .push(bench.time_bare(case, SUMMARY_DURABLE_UNITS));
+                series
+                    .host
+                    .push(bench.time_host(case, SUMMARY_DURABLE_UNITS));
+            }
+        }
     }
     let (floor, floor_cpu) = floor.medians();
     let (keyed, keyed_cpu) = keyed.medians();
@@ -800,6 +2004,7 @@ fn summary(scratch: &ScratchDir) {
         true,
         "",
     );
+    durable_summary(&durable, &durable_series, censuses, postgres);
 }
 
 /// The environment variable that selects [`profile`] mode: `<case>:<calls>`, where the case is
@@ -882,11 +2087,20 @@ fn main() {
         return;
     }
     check_setup();
+    let censuses = TxnCase::ALL.map(pipeline_writes);
+    let postgres = postgres_url();
+    if let Err(skipped) = &postgres {
+        println!("{skipped}");
+    }
     let scratch = ScratchDir::new();
     let mut criterion = Criterion::default().configure_from_args();
     bench_latency(&mut criterion);
     bench_throughput(&mut criterion);
     bench_sqlite(&mut criterion, &scratch);
+    {
+        let mut durable = durable_benches(&scratch, "criterion", &censuses, &postgres);
+        bench_durable(&mut criterion, &mut durable);
+    }
     criterion.final_summary();
     // `cargo test --benches` runs this binary without `--bench`: criterion then runs each case
     // once as a smoke test, and the timed summary would only slow the test run down; under
@@ -898,6 +2112,6 @@ fn main() {
             .iter()
             .any(|a| a == "--test" || a == "--list" || a.starts_with("--profile-time"));
     if benchmarking {
-        summary(&scratch);
+        summary(&scratch, &censuses, &postgres);
     }
 }

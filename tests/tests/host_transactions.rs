@@ -61,6 +61,10 @@ impl Calendar {
         checkpoint
             .record(operation.clone(), Some("cursor-1".into()))
             .await?;
+        if booking.behaviour == "hang" {
+            // Checkpointed, then the provider never answers.
+            std::future::pending::<()>().await;
+        }
         self.effects.fetch_add(1, Ordering::SeqCst);
         if booking.behaviour == "uncertain" {
             return Err(ConnectorFailure::new(
@@ -305,4 +309,46 @@ async fn rollback_not_supported_and_reconcile_without_record_are_refused() {
         )
         .await;
     assert_eq!(result.error.unwrap().code, codes::TRANSACTION_NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_cancel_after_the_checkpoint_leaves_an_unknown_outcome_to_reconcile() {
+    let calendar = Calendar::default();
+    let store = Arc::new(MemoryStore::default());
+    let host = host(calendar.clone(), store.clone());
+    let action = action(
+        TransactionMode::Execute,
+        "hang-1",
+        json!({ "slot": "9am", "behaviour": "hang" }),
+    );
+    let id = action.id.clone();
+    let running = tokio::spawn({
+        let host = host.clone();
+        async move { host.invoke(action, &caller()).await }
+    });
+    // Cancel until the handler has started (a cancel before that is remembered and fires when it
+    // starts; either way the checkpoint may or may not have been written yet, so wait for it).
+    let mut recorded = None;
+    for _ in 0..200 {
+        let records = store.transactions_by_action(&id).await.unwrap();
+        if let Some(record) = records.into_iter().find(|r| r.provider_operation.is_some()) {
+            recorded = Some(record);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let record = recorded.expect("the handler checkpointed");
+    host.cancel(&id);
+    let result = running.await.unwrap();
+    assert_eq!(result.status, ActionResultStatus::Cancelled);
+    let settled = store
+        .transaction(&record.transaction_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        settled.status,
+        TransactionProtocolStatus::OutcomeUnknown,
+        "a checkpointed attempt that was cancelled may have reached the provider"
+    );
 }

@@ -221,7 +221,8 @@ impl Harness {
         {
             settled.approval_id = Some(id.clone());
             self.approve(host, &id).await;
-            result = host.resume_approved(&id, &self.caller()).await;
+            // Re-submits the action when the record could not keep its (redacted) input.
+            result = self.resume(host, &id, &action).await;
         }
         let planned = action
             .transaction

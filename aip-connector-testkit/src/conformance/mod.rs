@@ -411,6 +411,9 @@ impl Evidence {
     }
 }
 
+/// Stack of the thread and the workers a conformance run uses (see [`ConformanceSuite::run`]).
+const RUN_STACK_BYTES: usize = 32 * 1024 * 1024;
+
 type Factory = dyn Fn(&Environment) -> Arc<dyn Connector> + Send + Sync;
 
 /// A conformance run over one connector type. The factory builds a fresh connector for each
@@ -444,12 +447,25 @@ impl ConformanceSuite {
     ///
     /// When no Tokio runtime can be started.
     pub fn run(&self) -> ConformanceReport {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("the conformance runtime starts")
-            .block_on(self.run_async())
+        // The scenarios drive the whole host pipeline; in debug builds their futures are large
+        // enough to overflow a test thread's default 2 MiB stack, so the run gets a thread (and
+        // worker threads) of its own with room to spare.
+        let suite = self.clone();
+        std::thread::Builder::new()
+            .name("aip-conformance".to_owned())
+            .stack_size(RUN_STACK_BYTES)
+            .spawn(move || {
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .thread_stack_size(RUN_STACK_BYTES)
+                    .enable_all()
+                    .build()
+                    .expect("the conformance runtime starts")
+                    .block_on(suite.run_async())
+            })
+            .expect("the conformance thread starts")
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     }
 
     /// Runs every check.

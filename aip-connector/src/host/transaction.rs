@@ -861,7 +861,13 @@ pub(crate) async fn settle(
     };
     let now = host.clock.now_ms();
     let error = result.error.clone();
+    // A commit or execute cancelled after its handler checkpointed a provider operation may
+    // have reached the provider: that is an unknown outcome too, to be reconciled.
+    let cancelled_after_checkpoint = result.status == ActionResultStatus::Cancelled
+        && record.provider_operation.is_some()
+        && matches!(mode, TransactionMode::Commit | TransactionMode::Execute);
     let uncertain = timed_out
+        || cancelled_after_checkpoint
         || error
             .as_ref()
             .and_then(|e| e.details.as_ref())

@@ -203,7 +203,7 @@ async fn scenario(h: &Harness) -> Evidence {
         },
     );
     evidence.note(format!(
-        "`{id}` was approved by its {}th approver; it stayed pending through {short_checks} check(s)",
+        "`{id}` was approved after {} accepted approval(s); it stayed pending through {short_checks} check(s)",
         accepted.len()
     ));
 

@@ -1,11 +1,10 @@
 //! `cancellation_races`: cancelling an action before its handler is dispatched, while the handler
 //! waits for the provider, and after the action settled.
 //!
-//! - `before_dispatch_cancelled`: a cancel sent before the action starts must keep it from
-//!   running (upstream records the cancel and never dispatches the queued action). **This host
-//!   has no such cancel**: `Host::cancel` only reaches an action whose handler is executing
-//!   (docs/host-runtime.md §7.2) and answers `NotActive` for anything else, so the assertion is
-//!   measured — cancel, then run — and fails, with a note, until the host can do it.
+//! - `before_dispatch_cancelled`: a cancel sent before the action starts is remembered
+//!   (`CancelOutcome::Pending`, docs/host-runtime.md §7.2), and the action, when it then
+//!   arrives, settles `cancelled` without its handler running (for a planned capability the
+//!   cancelled action is the commit, which is where the handler runs).
 //! - `in_flight_cancelled`: with every provider call slowed down, the action is cancelled once
 //!   the provider has its request. The result must be `cancelled`, the handler's token must have
 //!   fired, the handler must not run on to completion, nothing the handler started may keep
@@ -13,7 +12,8 @@
 //!   stored result a duplicate replays. The host drops a cancelled handler's future, so a handler
 //!   that merely never looks at its token still stops; what it cannot stop is work the handler
 //!   handed to a task of its own — that is the lie this catches.
-//! - `late_cancel_preserved_terminal`: a cancel after the result answers `NotActive` and changes
+//! - `late_cancel_preserved_terminal`: a cancel after the result cancels nothing (`NotActive`,
+//!   or `Pending` for a cancel the host remembers in case the id is sent again) and changes
 //!   nothing: the stored result, its replay and the transaction record stay as they were.
 
 use std::sync::Arc;
@@ -89,20 +89,39 @@ async fn before_dispatch(
     evidence: &mut Evidence,
 ) {
     let id = capability.id().to_string();
-    let action = h.action(capability, input, "conformance-cancel-before");
+    let action = match h
+        .handler_call(
+            host,
+            h.action(capability, input, "conformance-cancel-before"),
+        )
+        .await
+    {
+        Ok(action) => action,
+        Err(planned) => {
+            evidence.artifact(format!("action:{}", planned.action_id));
+            evidence.assert("before_dispatch_cancelled", false, || {
+                format!(
+                    "planning `{id}` answered `{:?}` ({}) without a plan",
+                    planned.status,
+                    code(&planned)
+                )
+            });
+            return;
+        }
+    };
     evidence.artifact(format!("action:{}", action.id));
     let calls_before = h.probe().calls(&id);
     let early = host.cancel(&action.id);
     let driven = h.drive(host, action).await;
-    let ran = h.probe().calls(&id) > calls_before;
+    let ran = h.probe().calls(&id) - calls_before;
     let status = driven.result.status;
     evidence.assert(
         "before_dispatch_cancelled",
-        early == CancelOutcome::Cancelled && !ran && status == ActionResultStatus::Cancelled,
+        early == CancelOutcome::Pending && ran == 0 && status == ActionResultStatus::Cancelled,
         || {
             format!(
-                "this host cannot cancel an action before its handler is dispatched: `Host::cancel` reaches only an executing handler (docs/host-runtime.md §7.2). A cancel sent for an action of `{id}` before it started answered {early:?}; the action then {}settled `{status:?}`. Upstream records such a cancel and never dispatches the action",
-                if ran { "ran its handler and " } else { "" }
+                "a cancel sent for an action of `{id}` before it started answered {early:?}; the action then ran its handler {ran} time(s) and settled `{status:?}` ({}) instead of `cancelled` without running",
+                code(&driven.result)
             )
         },
     );
@@ -367,8 +386,12 @@ async fn late_cancel(
         .flatten();
     evidence.assert(
         "late_cancel_preserved_terminal",
-        late == CancelOutcome::NotActive,
-        || format!("a cancel after `{id}` settled answered {late:?} instead of NotActive"),
+        late != CancelOutcome::Cancelled,
+        || {
+            format!(
+                "a cancel after `{id}` settled answered {late:?}: it reached a handler of an action that had finished"
+            )
+        },
     );
     let same = replay.status == driven.result.status
         && code(&replay) == code(&driven.result)

@@ -11,12 +11,24 @@
 //! provider does) recognise it. A connector that declares idempotency but forwards no key, or a
 //! fresh one, leaves two effects behind and fails `duplicate_suppressed` and
 //! `delivery_id_stable`.
+//!
+//! `delivery_id_stable` looks at mutating requests only (reads and operation lookups need no
+//! key). A request's `Idempotency-Key` must be the action's key or contain it (a key derived per
+//! provider call, as `ProviderClient::idempotency_key` allows), and the redelivery must send the
+//! same keys in the same order as the first delivery.
+//!
+//! `collision_rejected` reuses the key with another valid input (a second declared example, or
+//! the example with one value changed): `reject_conflict` must answer `idempotency.conflict`,
+//! `revalidate_input_hash` `idempotency.input_hash_mismatch`, and `return_original_result` —
+//! as documented (host docs §4.3) — the stored original result, replayed; in every case the
+//! handler does not run and the provider sees nothing. The resend of the same action id always
+//! collides; a new action with the key collides too unless keys are scoped to the action.
 
 use aip_connector::CapabilityDefinition;
 use aip_connector::codes;
 use aip_connector::core::schema::{SchemaLimits, compile_draft202012};
 use aip_connector::model::{
-    IdempotencyCollisionBehavior, IdempotencyKeyScope, IdempotencyRequirement,
+    ActionResultStatus, IdempotencyCollisionBehavior, IdempotencyKeyScope, IdempotencyRequirement,
 };
 use serde_json::Value;
 
@@ -90,7 +102,7 @@ async fn duplicates(
             )
         },
     );
-    if first.result.status != aip_connector::model::ActionResultStatus::Completed {
+    if first.result.status != ActionResultStatus::Completed {
         evidence.note(format!(
             "`{id}` on its example answered {:?} `{}`",
             first.result.status,
@@ -127,8 +139,8 @@ async fn duplicates(
             "`{id}` committed no provider effect on its example, so the provider side of its duplicates is vacuous"
         ));
     }
-    if redelivered.result.status != aip_connector::model::ActionResultStatus::Completed
-        && first.result.status == aip_connector::model::ActionResultStatus::Completed
+    if redelivered.result.status != ActionResultStatus::Completed
+        && first.result.status == ActionResultStatus::Completed
     {
         evidence.note(format!(
             "`{id}` delivered again answered {:?} `{}` where the first delivery completed",
@@ -267,7 +279,7 @@ fn without_replay_flag(output: Option<&Value>) -> Option<Value> {
 
 /// Another input the input schema accepts: a different declared example, else the example with
 /// one string changed, one number incremented or one boolean flipped.
-pub(super) fn changed_input(capability: &CapabilityDefinition, input: &Value) -> Option<Value> {
+fn changed_input(capability: &CapabilityDefinition, input: &Value) -> Option<Value> {
     let schema = compile_draft202012(
         &capability.capability.input_schema,
         &SchemaLimits::default(),

@@ -17,7 +17,7 @@
 
 use aip_connector::CapabilityDefinition;
 use aip_connector::codes;
-use aip_connector::host::{HostLimits, TransactionSelector};
+use aip_connector::host::HostLimits;
 use aip_connector::model::{
     Action, ActionResult, ActionResultStatus, ActionTransaction, ErrorCategory, RetrySafety,
     TransactionMode,
@@ -121,18 +121,16 @@ impl Target<'_> {
         self.capability.id().as_str()
     }
 
-    /// Attempt `n` (from 1) of the call under `key`: the same action again; for a capability
-    /// that only commits plans, a new plan (under a key of its own) committed under `key`.
-    async fn attempt(&self, h: &Harness, key: &str, n: usize) -> Attempt {
-        let first = h.action(self.capability, self.input.clone(), key);
+    /// Attempt `n` (from 1) of the call `first`: `first` again; for a capability that only
+    /// commits plans, a new plan (under a key of its own) committed under `first`'s key.
+    async fn attempt(&self, h: &Harness, first: &Action, n: usize) -> Attempt {
         if self.same_key {
-            let first = self.first_action(h, key);
-            let settled = h.settle(h.host(), first.clone()).await;
             return Attempt {
-                settled,
-                keyed: first,
+                settled: h.settle(h.host(), first.clone()).await,
+                keyed: first.clone(),
             };
         }
+        let key = first.idempotency_key.clone().unwrap_or_default();
         let plan = h
             .host()
             .invoke(
@@ -149,36 +147,24 @@ impl Target<'_> {
             .as_ref()
             .and_then(|o| o.pointer("/plan/plan_id"))
             .and_then(Value::as_str)
+            .map(str::to_owned)
         else {
             return Attempt {
                 settled: settled_as(plan),
-                keyed: first,
+                keyed: first.clone(),
             };
         };
         let mut commit = ActionTransaction::new(TransactionMode::Commit);
-        commit.plan_id = Some(plan_id.to_owned());
+        commit.plan_id = Some(plan_id.clone());
         let commit = Action::new(self.capability.id().as_str(), self.input.clone())
             .with_transaction(commit)
             .with_idempotency_key(key);
         let mut settled = h.settle(h.host(), commit.clone()).await;
-        settled.plan_id = Some(plan_id.to_owned());
+        settled.plan_id = Some(plan_id);
         Attempt {
             settled,
             keyed: commit,
         }
-    }
-
-    /// The action every attempt of a same-key call sends: one per key, so every attempt has
-    /// the same action id (an `action`-scoped key is partitioned by it).
-    fn first_action(&self, h: &Harness, key: &str) -> Action {
-        let mut action = h.action(self.capability, self.input.clone(), key);
-        action.id = aip_connector::ids::ActionId::trusted(format!(
-            "act_conformance_{}",
-            key.bytes().fold(0u64, |hash, b| hash
-                .wrapping_mul(1_099_511_628_211)
-                .wrapping_add(u64::from(b)))
-        ));
-        action
     }
 
     /// `retryable_error_preserved` and `backoff_observed` for a provider answering `status`
@@ -192,10 +178,11 @@ impl Target<'_> {
     ) {
         let id = self.id();
         let key = format!("conformance-retry-{status}-{id}");
+        let call = h.action(self.capability, self.input.clone(), &key);
         h.provider()
             .inject(&self.route, Fault::status(status).retry_after_secs(seconds));
         let requests_before = h.provider().request_count();
-        let first = self.attempt(h, &key, 1).await;
+        let first = self.attempt(h, &call, 1).await;
         h.provider().clear_faults();
         let result = &first.settled.result;
         evidence.artifact(format!("action:{}", result.action_id));
@@ -244,7 +231,7 @@ impl Target<'_> {
         // The key is released, so the next attempt executes (without the fault, it succeeds).
         let record = h.idempotency_record(&first.keyed).await;
         let calls_before = h.probe().calls(id);
-        let retried = self.attempt(h, &key, 2).await;
+        let retried = self.attempt(h, &call, 2).await;
         let ran = h.probe().calls(id) - calls_before;
         evidence.artifact(format!("action:{}", retried.settled.result.action_id));
         evidence.assert(
@@ -287,12 +274,13 @@ impl Target<'_> {
             return;
         }
         let key = format!("conformance-retry-committed-{id}");
+        let call = h.action(self.capability, self.input.clone(), &key);
         h.provider().inject(
             &self.route,
             Fault::status(503).retry_after_secs(1).with_effect(),
         );
         let effects_before = h.provider().effect_total();
-        let first = self.attempt(h, &key, 1).await;
+        let first = self.attempt(h, &call, 1).await;
         h.provider().clear_faults();
         evidence.artifact(format!("action:{}", first.settled.result.action_id));
         let retryable = first
@@ -309,7 +297,7 @@ impl Target<'_> {
             ));
             return;
         }
-        let second = self.attempt(h, &key, 2).await;
+        let second = self.attempt(h, &call, 2).await;
         evidence.artifact(format!("action:{}", second.settled.result.action_id));
         let effects: Vec<String> = h
             .provider()
@@ -342,11 +330,12 @@ impl Target<'_> {
         let id = self.id();
         let limit = HostLimits::default().max_attempts_per_key;
         let key = format!("conformance-retry-exhausted-{id}");
+        let call = h.action(self.capability, self.input.clone(), &key);
         h.provider()
             .inject(&self.route, Fault::status(503).retry_after_secs(1).always());
         let mut attempts = Vec::new();
         for n in 1..=limit as usize {
-            let attempt = self.attempt(h, &key, n).await;
+            let attempt = self.attempt(h, &call, n).await;
             evidence.artifact(format!("action:{}", attempt.settled.result.action_id));
             attempts.push(attempt);
         }
@@ -356,7 +345,7 @@ impl Target<'_> {
         };
         let record = h.idempotency_record(&last.keyed).await;
         let calls_before = h.probe().calls(id);
-        let further = self.attempt(h, &key, limit as usize + 1).await;
+        let further = self.attempt(h, &call, limit as usize + 1).await;
         let ran = h.probe().calls(id) - calls_before;
         h.provider().clear_faults();
         evidence.artifact(format!("action:{}", further.settled.result.action_id));
@@ -392,19 +381,8 @@ impl Target<'_> {
             })
             .collect();
         evidence.assert("exhaustion_dead_lettered", dead_letter && stored && ran == 0, || {
-            let view = if self
-                .capability
-                .capability
-                .contract
-                .as_ref()
-                .is_some_and(|c| c.transaction.is_some())
-            {
-                format!("; the last attempt's transaction: {:?}", result.action_id)
-            } else {
-                String::new()
-            };
             format!(
-                "`{id}` under key `{key}` with the provider answering 503 every time: attempts 1 to {} settled {}; attempt {limit} settled {:?} `{}` with details {} (expected `{}`, not retryable, {limit} attempts, last error `{}`); the store holds {} under the key; attempt {} ran the handler {ran} time(s) and answered `{}`{view}",
+                "`{id}` under key `{key}` with the provider answering 503 every time: attempts 1 to {} settled {}; attempt {limit} settled {:?} `{}` with details {} (expected `{}`, not retryable, {limit} attempts, last error `{}`); the store holds {} under the key; attempt {} ran the handler {ran} time(s) and answered `{}`",
                 limit - 1,
                 earlier.join(", "),
                 result.status,
@@ -419,7 +397,6 @@ impl Target<'_> {
                 code(&further.settled.result)
             )
         });
-        let _ = TransactionSelector::Action(result.action_id.clone());
     }
 }
 
