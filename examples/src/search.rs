@@ -178,10 +178,19 @@ pub struct DocumentRef {
     pub document_id: String,
 }
 
-/// The search connector over a [`DocumentIndex`].
+/// Documents per index page: the unit the backend is asked about.
+const PAGE_SIZE: usize = 8;
+
+/// The search connector over a [`DocumentIndex`], optionally backed by a search service.
+///
+/// With a backend, the connector asks it for each index page before scanning that page
+/// (`GET /index/pages/{n}`, the shard's freshness check a real search connector makes) and
+/// for each document it returns (`GET /documents/{id}`): provider failures reach the caller
+/// classified by the `ProviderClient`, and a slow backend is where cancellation matters.
 #[derive(Clone, Debug)]
 pub struct Search {
     index: Arc<DocumentIndex>,
+    backend: Option<ProviderClient>,
 }
 
 impl Search {
@@ -189,7 +198,14 @@ impl Search {
     pub fn new(index: DocumentIndex) -> Self {
         Self {
             index: Arc::new(index),
+            backend: None,
         }
+    }
+
+    /// The same connector, checking every index page and document with `backend`.
+    pub fn with_backend(mut self, backend: ProviderClient) -> Self {
+        self.backend = Some(backend);
+        self
     }
 
     /// A connector searching [`DocumentIndex::sample`].
@@ -278,12 +294,21 @@ impl Search {
             documents_scanned: 0,
             complete: false,
         };
-        for document in self.index.documents() {
+        for (position, document) in self.index.documents().iter().enumerate() {
             if summary.hits >= input.limit {
                 return Ok(summary);
             }
             if cancel.is_cancelled() {
                 return Err(cancelled());
+            }
+            if position % PAGE_SIZE == 0
+                && let Some(backend) = &self.backend
+            {
+                let _: serde_json::Value = backend
+                    .get(&format!("/index/pages/{}", position / PAGE_SIZE))
+                    .cancellation(&cancel)
+                    .send_json()
+                    .await?;
             }
             summary.documents_scanned += 1;
             let Some(hit) = score(document, &terms) else {
@@ -313,6 +338,12 @@ impl Search {
         examples = [r#"{"document_id": "doc-007"}"#],
     )]
     async fn get_document(&self, input: DocumentRef) -> Result<Document, ConnectorFailure> {
+        if let Some(backend) = &self.backend {
+            let _: serde_json::Value = backend
+                .get(&format!("/documents/{}", input.document_id))
+                .send_json()
+                .await?;
+        }
         self.index.get(&input.document_id).cloned().ok_or_else(|| {
             ConnectorFailure::new(
                 "search.document_not_found",
