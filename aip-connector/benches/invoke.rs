@@ -1471,6 +1471,23 @@ impl DurableBench {
         })
     }
 
+    /// Times `count` baseline units and `count` host units of `case` one at a time, in
+    /// alternating order (baseline first for even units, host first for odd ones): one sample
+    /// per unit and side.
+    fn time_paired(&mut self, case: TxnCase, count: usize) -> (Vec<Sample>, Vec<Sample>) {
+        let (mut bare, mut host) = (Vec::with_capacity(count), Vec::with_capacity(count));
+        for unit in 0..count {
+            if unit % 2 == 0 {
+                bare.push(self.time_bare(case, 1));
+                host.push(self.time_host(case, 1));
+            } else {
+                host.push(self.time_host(case, 1));
+                bare.push(self.time_bare(case, 1));
+            }
+        }
+        (bare, host)
+    }
+
     /// Runs the bare writes of `count` units of `case`.
     fn time_bare(&mut self, case: TxnCase, count: usize) -> Sample {
         let units: Vec<Vec<BareWrite>> = (0..count)
@@ -1657,41 +1674,54 @@ fn bench_durable(c: &mut Criterion, benches: &mut [DurableBench]) {
     }
 }
 
-/// The timed rounds of one transactional case on one store.
+/// The timed units of one transactional case on one store: one entry per round, holding one
+/// sample per unit. Baseline and host units alternate (see [`DurableBench::time_paired`]), so
+/// both sides see the same moments of a shared disk.
 #[derive(Default)]
 struct DurableSeries {
-    bare: Vec<Sample>,
-    host: Vec<Sample>,
+    bare: Vec<Vec<Sample>>,
+    host: Vec<Vec<Sample>>,
+}
+
+/// The statistics of one side of a [`DurableSeries`], in microseconds per unit.
+struct DurableStats {
+    /// Median wall time of a unit, over every unit of every round.
+    median: f64,
+    /// Mean wall time of a unit, over every unit of every round.
+    mean: f64,
+    /// Mean process CPU time of a unit.
+    cpu: f64,
 }
 
 impl DurableSeries {
-    /// Median wall and process-CPU microseconds per unit, of the baseline and of the host.
-    fn medians(&self, units: usize) -> [(f64, f64); 2] {
-        let per_unit = |samples: &[Sample]| {
-            let wall = median(
-                samples
-                    .iter()
-                    .map(|s| per_call_ns(s.wall, units) / 1e3)
-                    .collect(),
-            );
-            let cpu = median(
-                samples
-                    .iter()
-                    .filter_map(|s| s.cpu)
-                    .map(|cpu| per_call_ns(cpu, units) / 1e3)
-                    .collect(),
-            );
-            (wall, cpu)
-        };
-        [per_unit(&self.bare), per_unit(&self.host)]
+    fn push(&mut self, (bare, host): (Vec<Sample>, Vec<Sample>)) {
+        self.bare.push(bare);
+        self.host.push(host);
     }
 
-    /// The smallest and largest host/baseline wall ratio of one round.
+    /// Baseline and host statistics.
+    fn stats(&self) -> [DurableStats; 2] {
+        let stats = |rounds: &[Vec<Sample>]| {
+            let units: Vec<&Sample> = rounds.iter().flatten().collect();
+            let micros = |d: Duration| d.as_secs_f64() * 1e6;
+            let count = units.len() as f64;
+            DurableStats {
+                median: median(units.iter().map(|s| micros(s.wall)).collect()),
+                mean: units.iter().map(|s| micros(s.wall)).sum::<f64>() / count,
+                cpu: units.iter().filter_map(|s| s.cpu).map(micros).sum::<f64>() / count,
+            }
+        };
+        [stats(&self.bare), stats(&self.host)]
+    }
+
+    /// The smallest and largest ratio of the host's median unit to the baseline's, per round.
     fn ratio_range(&self) -> (f64, f64) {
+        let round_median =
+            |units: &[Sample]| median(units.iter().map(|s| s.wall.as_secs_f64()).collect());
         self.bare.iter().zip(&self.host).fold(
             (f64::INFINITY, f64::NEG_INFINITY),
             |(low, high), (bare, host)| {
-                let ratio = host.wall.as_secs_f64() / bare.wall.as_secs_f64();
+                let ratio = round_median(host) / round_median(bare);
                 (low.min(ratio), high.max(ratio))
             },
         )
@@ -1727,9 +1757,9 @@ fn durable_summary(
 ) {
     println!();
     println!(
-        "transactions on durable stores: medians of {SUMMARY_ROUNDS} interleaved rounds, \
-         {SUMMARY_DURABLE_UNITS} units per case per round (wall per unit; CPU of the bench \
-         process alongside, which leaves out the PostgreSQL server)"
+        "transactions on durable stores: {SUMMARY_ROUNDS} rounds of {SUMMARY_DURABLE_UNITS} \
+         units per case, baseline and host units alternating; per unit: median and mean wall \
+         time, mean CPU of the bench process (which leaves out the PostgreSQL server)"
     );
     for (case, census) in TxnCase::ALL.iter().zip(censuses) {
         println!(
@@ -1744,26 +1774,35 @@ fn durable_summary(
             describe_reads(census)
         );
     }
+    println!(
+        "  {:<8} {:<36} {:>12} {:>12} {:>12}",
+        "store", "case", "median", "mean", "cpu"
+    );
     for (bench, series) in benches.iter().zip(series) {
         for (case, series) in TxnCase::ALL.iter().zip(series) {
-            let [(bare, bare_cpu), (host, host_cpu)] = series.medians(SUMMARY_DURABLE_UNITS);
             let writes = bench.census(*case).writes.len();
-            println!(
-                "  {:<8} {:<36} {bare:>9.0} us   cpu {bare_cpu:>6.0} us",
-                bench.backend,
-                format!("bare writes of {} ({writes} commits)", case.label()),
-            );
-            println!(
-                "  {:<8} {:<36} {host:>9.0} us   cpu {host_cpu:>6.0} us",
-                bench.backend,
-                format!("host {}", case.label()),
-            );
+            let [bare, host] = series.stats();
+            for (name, stats) in [
+                (
+                    format!("bare writes of {} ({writes} commits)", case.label()),
+                    bare,
+                ),
+                (format!("host {}", case.label()), host),
+            ] {
+                println!(
+                    "  {:<8} {name:<36} {:>9.0} us {:>9.0} us {:>9.0} us",
+                    bench.backend, stats.median, stats.mean, stats.cpu
+                );
+            }
         }
     }
     if let Err(skipped) = postgres {
         println!("  {skipped}");
     }
-    println!("ratios (wall clock; the range of the per-round ratios alongside):");
+    println!(
+        "ratios (median unit over median unit; per-round range, ratio of means and of CPU \
+         alongside):"
+    );
     for (bench, series) in benches.iter().zip(series) {
         let target = if bench.backend == "postgres" {
             TARGET_TRANSACTION_POSTGRES
@@ -1771,16 +1810,17 @@ fn durable_summary(
             TARGET_TRANSACTION_SQLITE
         };
         for (case, series) in TxnCase::ALL.iter().zip(series) {
-            let [(bare, bare_cpu), (host, host_cpu)] = series.medians(SUMMARY_DURABLE_UNITS);
+            let [bare, host] = series.stats();
             let (low, high) = series.ratio_range();
             verdict(
                 &format!("{} {} / writes", bench.backend, case.label()),
-                host / bare,
+                host.median / bare.median,
                 target,
                 true,
                 &format!(
-                    "rounds {low:.2}-{high:.2}x; process cpu {:.2}x",
-                    host_cpu / bare_cpu
+                    "rounds {low:.2}-{high:.2}x; means {:.2}x; process cpu {:.2}x",
+                    host.mean / bare.mean,
+                    host.cpu / bare.cpu
                 ),
             );
         }
@@ -1914,12 +1954,7 @@ fn summary(scratch: &ScratchDir, censuses: &[Census; 2], postgres: &Result<Strin
         ));
         for (bench, series) in durable.iter_mut().zip(&mut durable_series) {
             for (case, series) in TxnCase::ALL.into_iter().zip(series.iter_mut()) {
-                series
-                    .bare
-                    .push(bench.time_bare(case, SUMMARY_DURABLE_UNITS));
-                series
-                    .host
-                    .push(bench.time_host(case, SUMMARY_DURABLE_UNITS));
+                series.push(bench.time_paired(case, SUMMARY_DURABLE_UNITS));
             }
         }
     }

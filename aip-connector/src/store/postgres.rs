@@ -1061,7 +1061,10 @@ mod tests {
             .iter()
             .map(|row| (row.get(0), row.get(1)))
             .collect();
-        assert_eq!(migrations, [(1, "initial".to_owned())]);
+        assert_eq!(
+            migrations,
+            [(1, "initial".to_owned()), (2, "retry_attempts".to_owned())]
+        );
         let tables: Vec<String> = client
             .query(
                 "SELECT table_name::text FROM information_schema.tables \
@@ -1078,6 +1081,7 @@ mod tests {
             [
                 "approval_records",
                 "idempotency_entries",
+                "retry_attempts",
                 "schema_migrations",
                 "transactions"
             ]

@@ -939,7 +939,7 @@ mod tests {
         }
     }
 
-    /// A new file gets the tables, schema version 2, WAL and full fsync.
+    /// A new file gets the tables, the latest schema version, WAL and full fsync.
     #[test]
     fn open_creates_schema_and_sets_pragmas() {
         let file = TempFile::new("schema");
@@ -948,7 +948,7 @@ mod tests {
         let version: i64 = connection
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 2);
+        assert_eq!(version, SCHEMA_VERSION);
         let mode: String = connection
             .pragma_query_value(None, "journal_mode", |r| r.get(0))
             .unwrap();
@@ -967,7 +967,12 @@ mod tests {
         tables.sort();
         assert_eq!(
             tables,
-            ["approval_records", "idempotency_entries", "transactions"]
+            [
+                "approval_records",
+                "idempotency_entries",
+                "retry_attempts",
+                "transactions"
+            ]
         );
     }
 
@@ -992,7 +997,7 @@ mod tests {
 
     /// A file created by a schema-1 build keeps its rows and gains the transaction table.
     #[tokio::test]
-    async fn schema_1_file_upgrades_to_2() {
+    async fn schema_1_file_upgrades_to_the_latest() {
         let file = TempFile::new("upgrade");
         let request = approval("appr_1");
         {
@@ -1011,15 +1016,19 @@ mod tests {
         let version: i64 = raw(&store)
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 2);
+        assert_eq!(version, SCHEMA_VERSION);
+        assert_eq!(SCHEMA_VERSION, 3);
         assert_eq!(
             store.approval(&ApprovalId::trusted("appr_1")).await,
             Ok(Some(request))
         );
         let record = planned("txn_1", "plan:1");
         assert_eq!(store.insert_transaction(&record).await, Ok(true));
+        // The retry counter of migration 3 works on the upgraded file.
+        assert_eq!(store.count_attempt("k", None, 0).await, Ok(1));
         drop(store);
-        // Reopening the upgraded file must not run migration 2 again (its CREATE would fail).
+        // Reopening the upgraded file must not run migrations 2 and 3 again (their CREATEs
+        // would fail).
         let reopened = SqliteStore::open(&file.0).unwrap();
         assert_eq!(
             reopened.transaction_by_plan("plan:1").await,
