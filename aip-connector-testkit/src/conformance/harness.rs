@@ -1,5 +1,5 @@
 //! What every scenario runs on: a fresh provider double, the connector under test (probed),
-//! a host over an in-memory store with a canary credential and approvers able to satisfy every
+//! a host over an embedded SQLite store (a temporary file) with a canary credential and approvers able to satisfy every
 //! declared approval policy, and helpers that drive a capability to its settled result.
 
 use std::collections::BTreeSet;
@@ -16,7 +16,7 @@ use aip_connector::model::{
     ApprovalDecisionKind, ApprovalPolicy, ApprovalRule, ApproverSelector, EvidenceArtifact,
     Principal, PrincipalKind, StreamChunk, TransactionMode,
 };
-use aip_connector::store::{ApprovalStatus, MemoryStore, SharedStore};
+use aip_connector::store::{ApprovalStatus, MemoryStore, SharedStore, SqliteStore};
 use aip_connector::{
     CapabilityDefinition, Connector, ConnectorDefinition, CredentialHandle, Secret, VerifiedTenant,
 };
@@ -66,6 +66,36 @@ pub struct Harness {
     probe: ProbedConnector,
     store: SharedStore,
     host: Host,
+    /// Last: removed after the host and the store that use it are gone.
+    store_file: StoreFile,
+}
+
+/// The SQLite file a scenario's host keeps its state in, removed (with its WAL) on drop.
+struct StoreFile(std::path::PathBuf);
+
+impl StoreFile {
+    fn new() -> Self {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self(std::env::temp_dir().join(format!("aip-conformance-{}-{n}.db", std::process::id())))
+    }
+
+    fn open(&self) -> SharedStore {
+        Arc::new(
+            SqliteStore::open(&self.0)
+                .unwrap_or_else(|error| panic!("the conformance store cannot be opened: {error}")),
+        )
+    }
+}
+
+impl Drop for StoreFile {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut path = self.0.clone().into_os_string();
+            path.push(suffix);
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 impl Harness {
@@ -75,9 +105,12 @@ impl Harness {
             provider_url: double.base_url().to_owned(),
         };
         let probe = ProbedConnector::new(factory(&env));
-        let store: SharedStore = Arc::new(MemoryStore::new());
+        // The embedded durable store, so that a restart reopens the file like a new process.
+        let store_file = StoreFile::new();
+        let store = store_file.open();
         let host = build_host(&probe, Arc::clone(&store));
         Self {
+            store_file,
             factory,
             double,
             provider,
@@ -122,7 +155,7 @@ impl Harness {
     /// restarted process would have.
     pub fn restarted(&self) -> (Host, ProbedConnector) {
         let probe = ProbedConnector::new((self.factory)(&self.env));
-        let host = build_host(&probe, Arc::clone(&self.store));
+        let host = build_host(&probe, self.store_file.open());
         (host, probe)
     }
 
@@ -304,40 +337,12 @@ fn caller_as(principal: &PrincipalId, tenant: &str) -> TrustedContext {
 /// A host over `store` for the probed connector, serving [`TENANT`], with the canary
 /// credential and approvers for every declared policy.
 fn build_host(probe: &ProbedConnector, store: SharedStore) -> Host {
-    let definition = probe.definition().clone();
-    let issuer = definition
-        .capabilities
-        .iter()
-        .filter_map(|c| c.capability.contract.as_ref()?.credentials.as_ref())
-        .flat_map(|p| p.accepted_issuers.iter().cloned())
-        .next()
-        .unwrap_or_else(|| "aip-connector-testkit".to_owned());
-    let credential = CredentialHandle {
-        id: "cred-conformance".to_owned(),
-        issuer,
-        scopes: vec!["*".to_owned()],
-        expires_at_ms: None,
-        tenant_id: Some(TENANT.to_owned()),
-        secret: Secret::new(CANARY_SECRET),
-    };
-    let mut authority = StaticApprovalAuthority::new();
-    for approver in approvers(&definition) {
-        authority = authority.with(approver, memberships(&definition));
-    }
-    Host::builder()
-        .shared_connector(Arc::new(probe.clone()))
-        .store(store)
-        .deployment(Deployment {
-            tenant: Some(VerifiedTenant {
-                id: TENANT.to_owned(),
-                system: None,
-            }),
-            external_account: None,
-            credentials: Some(Arc::new(StaticCredentialProvider(credential))),
-        })
-        .approval_authority(authority)
-        .build()
-        .unwrap_or_else(|error| panic!("the conformance host cannot be built: {error}"))
+    build_host_for(
+        Arc::new(probe.clone()),
+        probe.definition(),
+        store,
+        aip_connector::host::HostLimits::default(),
+    )
 }
 
 fn policies(definition: &ConnectorDefinition) -> impl Iterator<Item = &ApprovalPolicy> {
