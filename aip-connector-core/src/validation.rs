@@ -6,9 +6,9 @@
 //! upstream's exactly, so a peer sees the same message from either implementation.
 
 use crate::model::{
-    Action, ActionResult, ActionResultStatus, ApprovalDecision, ApprovalDecisionKind,
-    IdentityContext, TransactionMode, TransactionProtocolStatus, TransactionRequest,
-    TransactionResult,
+    AIP_VERSION, Action, ActionResult, ActionResultStatus, ApprovalDecision, ApprovalDecisionKind,
+    Envelope, IdentityContext, MessageBody, MessageType, TransactionMode,
+    TransactionProtocolStatus, TransactionQueryRequest, TransactionRequest, TransactionResult,
 };
 
 /// Most hops a delegation chain may have.
@@ -90,6 +90,82 @@ pub enum ValidationError {
     /// action or capability.
     #[error("validation failed: planned transaction_result must include a matching plan")]
     PlannedTransactionWithoutPlan,
+    /// The envelope speaks another protocol version than [`AIP_VERSION`].
+    #[error("unsupported AIP version `{0}`")]
+    UnsupportedVersion(String),
+    /// The body is not the one the message type declares.
+    #[error("message body does not match declared message type `{0}`")]
+    MessageTypeMismatch(MessageType),
+    /// The envelope's own idempotency key is `""`.
+    #[error("validation failed: envelope idempotency_key must not be empty")]
+    EmptyEnvelopeIdempotencyKey,
+    /// A manifest request's filter lists a blank resource kind.
+    #[error(
+        "validation failed: manifest_request.filter.resource_kinds must not contain empty values"
+    )]
+    BlankResourceKind,
+    /// A transaction query names no selector, or more than one.
+    #[error(
+        "validation failed: transaction_query_request must name exactly one of transaction_id, plan_id, action_id"
+    )]
+    TransactionQuerySelector,
+}
+
+/// The envelope checks of `aip-model.md` §6.1 in upstream's order (version, message type
+/// against body, message id, idempotency key), then the checks of the body: action, action
+/// result, transaction request and result, manifest request, transaction query.
+pub fn validate_envelope(envelope: &Envelope) -> Result<(), ValidationError> {
+    if envelope.aip_version != AIP_VERSION {
+        return Err(ValidationError::UnsupportedVersion(
+            envelope.aip_version.clone(),
+        ));
+    }
+    if envelope.body.key() != envelope.message_type.body_key() {
+        return Err(ValidationError::MessageTypeMismatch(envelope.message_type));
+    }
+    if envelope.message_id.as_str().is_empty() {
+        return Err(ValidationError::MissingField("message_id".to_owned()));
+    }
+    if envelope.idempotency_key.as_deref() == Some("") {
+        return Err(ValidationError::EmptyEnvelopeIdempotencyKey);
+    }
+    match &envelope.body {
+        MessageBody::Action(action) => validate_action(action),
+        MessageBody::ActionResult(result) => validate_action_result(result),
+        MessageBody::TransactionRequest(request) => validate_transaction_request(request),
+        MessageBody::TransactionResult(result) | MessageBody::TransactionView(result) => {
+            validate_transaction_result(result)
+        }
+        MessageBody::ManifestRequest(request) => {
+            if request
+                .filter
+                .as_ref()
+                .is_some_and(|f| f.resource_kinds.iter().any(|k| k.trim().is_empty()))
+            {
+                return Err(ValidationError::BlankResourceKind);
+            }
+            Ok(())
+        }
+        MessageBody::TransactionQueryRequest(query) => validate_transaction_query(query),
+        _ => Ok(()),
+    }
+}
+
+/// A transaction query names exactly one selector.
+pub fn validate_transaction_query(query: &TransactionQueryRequest) -> Result<(), ValidationError> {
+    let named = usize::from(query.transaction_id.is_some())
+        + usize::from(
+            query
+                .plan_id
+                .as_deref()
+                .is_some_and(|p| !p.trim().is_empty()),
+        )
+        + usize::from(query.action_id.is_some());
+    if named == 1 {
+        Ok(())
+    } else {
+        Err(ValidationError::TransactionQuerySelector)
+    }
 }
 
 /// Runs every core action check in upstream's order and returns the first failure.

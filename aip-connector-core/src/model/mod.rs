@@ -8,6 +8,7 @@
 mod action;
 mod capability;
 mod contract;
+mod envelope;
 mod error;
 mod manifest;
 mod principal;
@@ -30,6 +31,10 @@ pub use contract::{
     ExpectedCompletionMode, IdempotencyCollisionBehavior, IdempotencyContract, IdempotencyKeyScope,
     IdempotencyRequirement, RetentionPolicy, RetrySafety, SeparationOfDuties, ServiceLevelContract,
     SideEffect, TransactionContract, TransactionMode,
+};
+pub use envelope::{
+    AIP_VERSION, ApprovalQueryRequest, ApprovalRecordView, ApprovalState, Cancel, CancelTarget,
+    Envelope, MessageBody, MessageType, TransactionQueryRequest,
 };
 pub use error::{
     ConnectorFailure, ConnectorFailureData, ConnectorOperation, ErrorBody, ErrorCategory,
