@@ -226,3 +226,29 @@ pub const PROVIDER_UNAUTHORIZED: &str = "provider.unauthorized";
 pub const PROVIDER_REJECTED: &str = "provider.rejected";
 /// A 2xx body that is not the expected JSON (or is too large), or a 1xx/3xx status.
 pub const PROVIDER_INVALID_RESPONSE: &str = "provider.invalid_response";
+
+// ---- Serving (`serve`: the native HTTP binding and the MCP projection) -------------------------
+
+/// The request carries no credentials, or credentials no authenticator accepts (auth, not
+/// retryable; HTTP 401).
+pub const AUTH_UNAUTHENTICATED: &str = "auth.unauthenticated";
+/// The request body is not a JSON envelope, or the envelope breaks a core rule (version,
+/// message type against body, ...) (permanent, not retryable; HTTP 400).
+pub const TRANSPORT_INVALID_ENVELOPE: &str = "transport.invalid_envelope";
+/// The envelope is valid but this endpoint does not accept its message type (permanent, not
+/// retryable; HTTP 400).
+pub const TRANSPORT_UNSUPPORTED_MESSAGE: &str = "transport.unsupported_message";
+/// The request body exceeds the server's body limit (permanent, not retryable; HTTP 413).
+pub const TRANSPORT_PAYLOAD_TOO_LARGE: &str = "transport.payload_too_large";
+/// Every concurrency slot is taken (temporary, retryable after `retry_after_ms`; HTTP 503).
+pub const TRANSPORT_OVERLOADED: &str = "transport.overloaded";
+/// The request did not finish within the server's per-request timeout (temporary, retryable;
+/// HTTP 504). The action itself was cancelled.
+pub const TRANSPORT_TIMEOUT: &str = "transport.timeout";
+/// The server is draining for shutdown and takes no new work (temporary, retryable; HTTP 503).
+pub const TRANSPORT_SHUTTING_DOWN: &str = "transport.shutting_down";
+/// The peer answered with something that is not a valid AIP envelope of the expected type
+/// (client side; temporary, retryable).
+pub const TRANSPORT_UNEXPECTED_RESPONSE: &str = "transport.unexpected_response";
+/// The peer could not be reached, or the connection broke (client side; transport, retryable).
+pub const TRANSPORT_UNREACHABLE: &str = "transport.unreachable";

@@ -24,6 +24,8 @@ pub mod host;
 pub mod invocation;
 pub mod provider;
 pub mod schema;
+#[cfg(feature = "http")]
+pub mod serve;
 pub mod store;
 
 #[doc(hidden)]

@@ -412,6 +412,45 @@ async fn a_cancel_before_dispatch_is_remembered_and_the_handler_never_runs() {
 }
 
 #[tokio::test]
+async fn a_caller_cancels_only_its_own_actions() {
+    let host = host_with(Shop::default(), None);
+    let stranger = TrustedContext::new(Principal::new("user:eve", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant {
+            id: "t1".into(),
+            system: None,
+        });
+    let same_principal_other_tenant = caller().with_tenant(VerifiedTenant {
+        id: "t2".into(),
+        system: None,
+    });
+    let action = Action::new("cap:shop:wait", json!({ "item": "x" })).with_timeout_ms(2_000);
+    let id = action.id.clone();
+    // A stranger's pending cancellation does not apply to the owner's action...
+    assert_eq!(host.cancel_as(&id, &stranger), CancelOutcome::Pending);
+    let running = tokio::spawn({
+        let host = host.clone();
+        async move { host.invoke(action, &caller()).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // ...nor does a live one, from another principal or from the same principal elsewhere.
+    assert_eq!(host.cancel_as(&id, &stranger), CancelOutcome::Pending);
+    assert_eq!(
+        host.cancel_as(&id, &same_principal_other_tenant),
+        CancelOutcome::Pending
+    );
+    assert!(!running.is_finished());
+    assert_eq!(host.cancel_as(&id, &caller()), CancelOutcome::Cancelled);
+    let result = running.await.unwrap();
+    assert_eq!(result.status, ActionResultStatus::Cancelled);
+
+    // The owner's own pending cancellation applies before dispatch.
+    let early = Action::new("cap:shop:wait", json!({ "item": "y" })).with_timeout_ms(2_000);
+    assert_eq!(host.cancel_as(&early.id, &caller()), CancelOutcome::Pending);
+    let result = host.invoke(early, &caller()).await;
+    assert_eq!(result.status, ActionResultStatus::Cancelled);
+}
+
+#[tokio::test]
 async fn streaming_yields_ordered_chunks_and_one_terminal() {
     let host = host_with(Shop::default(), None);
     let chunks = host

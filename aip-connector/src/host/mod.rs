@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use aip_connector_core::admission::{
     AdmissionPolicy, AdmissionReport, AdmittedManifest, admit_manifest,
 };
-use aip_connector_core::ids::{ActionId, ApprovalId, CapabilityId};
+use aip_connector_core::ids::{ActionId, ApprovalId, CapabilityId, PrincipalId};
 use aip_connector_core::model::{Action, ActionResult, ApprovalDecision, ProtocolError};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -262,8 +262,9 @@ const ACTIVE_SHARDS: usize = 16;
 #[derive(Default)]
 struct ActiveActions {
     shards: [Mutex<ActiveSlots>; ACTIVE_SHARDS],
-    /// Cancellations that arrived before their action ran: action id → when they lapse.
-    pending: Mutex<HashMap<ActionId, Millis>>,
+    /// Cancellations that arrived before their action ran: action id → when they lapse and,
+    /// for a caller's cancellation, whose action it may cancel.
+    pending: Mutex<HashMap<ActionId, (Millis, Option<ActionOwner>)>>,
     /// Entries of `pending` plus cancellations being decided. Zero (the usual case) lets a call
     /// skip the `pending` lock; see [`ActiveActions::cancel_or_remember`] for why it is safe.
     pending_count: AtomicUsize,
@@ -276,10 +277,34 @@ pub const PENDING_CANCEL_TTL_MS: Millis = 60_000;
 /// executing is not remembered (`CancelOutcome::NotActive`).
 const MAX_PENDING_CANCELS: usize = 10_000;
 
+/// Who runs an executing action: the authenticated principal and the tenant the host resolved.
+/// A caller may cancel only its own actions ([`Host::cancel_as`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ActionOwner {
+    principal: PrincipalId,
+    tenant: Option<String>,
+}
+
+impl ActionOwner {
+    /// Whether `action`, run by `principal`, is this owner's. The action's tenant is the one the
+    /// host wrote into its identity.
+    fn owns(&self, action: &Action, principal: &PrincipalId) -> bool {
+        let tenant = action
+            .identity
+            .as_ref()
+            .and_then(|identity| identity.tenant.as_ref())
+            .map(|tenant| tenant.id.as_str());
+        self.principal == *principal && self.tenant.as_deref() == tenant
+    }
+}
+
+/// One executing action: the action, its cancellation, and the principal running it.
+type ActiveEntry = (Arc<Action>, CancellationToken, PrincipalId);
+
 /// One registry: slots of executing actions, and the indices of the free ones.
 #[derive(Default)]
 struct ActiveSlots {
-    slots: Vec<Option<(Arc<Action>, CancellationToken)>>,
+    slots: Vec<Option<ActiveEntry>>,
     free: Vec<usize>,
 }
 
@@ -300,10 +325,16 @@ impl ActiveActions {
 
     /// Registers `token` as the cancellation of the executing `action` (fired at once when a
     /// cancellation of it is pending).
-    fn register(&self, action: &Arc<Action>, token: CancellationToken, now: Millis) -> ActiveSlot {
+    fn register(
+        &self,
+        action: &Arc<Action>,
+        token: CancellationToken,
+        principal: PrincipalId,
+        now: Millis,
+    ) -> ActiveSlot {
         // Allocations are at least 16-byte aligned; the bits above spread concurrent calls.
         let shard = (Arc::as_ptr(action).addr() >> 6) % ACTIVE_SHARDS;
-        let entry = Some((Arc::clone(action), token));
+        let entry = Some((Arc::clone(action), token, principal));
         let mut registry = self.lock(shard);
         let index = match registry.free.pop() {
             Some(index) => {
@@ -316,22 +347,39 @@ impl ActiveActions {
             }
         };
         drop(registry);
-        if self.take_pending(&action.id, now)
-            && let Some((_, token)) = self.lock(shard).slots.get(index).and_then(Option::as_ref)
+        // The `pending` lock is never taken under a registry lock: cancelling takes them the
+        // other way round.
+        // The count is read after registering; see `cancel_or_remember`.
+        let principal = if self.pending_count.load(Ordering::SeqCst) > 0 {
+            self.lock(shard)
+                .slots
+                .get(index)
+                .and_then(Option::as_ref)
+                .map(|(_, _, principal)| principal.clone())
+        } else {
+            None
+        };
+        if let Some(principal) = principal
+            && self.take_pending(action, &principal, now)
+            && let Some((_, token, _)) = self.lock(shard).slots.get(index).and_then(Option::as_ref)
         {
             token.cancel();
         }
         ActiveSlot { shard, index }
     }
 
-    /// Consumes a pending, unexpired cancellation of `id`; false when there is none.
-    fn take_pending(&self, id: &ActionId, now: Millis) -> bool {
+    /// Consumes a pending, unexpired cancellation of `action` (run by `principal`);
+    /// false when there is none. Another caller's pending cancellation is left alone.
+    fn take_pending(&self, action: &Action, principal: &PrincipalId, now: Millis) -> bool {
         if self.pending_count.load(Ordering::SeqCst) == 0 {
             return false;
         }
+        let id = &action.id;
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        match pending.remove(id) {
-            Some(lapses_at) => {
+        match pending.get(id) {
+            Some((_, Some(canceller))) if !canceller.owns(action, principal) => false,
+            Some(&(lapses_at, _)) => {
+                pending.remove(id);
                 self.pending_count.fetch_sub(1, Ordering::SeqCst);
                 lapses_at > now
             }
@@ -345,16 +393,21 @@ impl ActiveActions {
     /// No cancellation is lost to a racing start: the count is raised *before* the scan, under
     /// the `pending` lock. A starting call registers first and reads the count after; if it
     /// reads zero, this scan had not begun, so it will find the registration.
-    fn cancel_or_remember(&self, id: &ActionId, now: Millis) -> CancelOutcome {
+    fn cancel_or_remember(
+        &self,
+        id: &ActionId,
+        owner: Option<&ActionOwner>,
+        now: Millis,
+    ) -> CancelOutcome {
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
         self.pending_count.fetch_add(1, Ordering::SeqCst);
         let before = pending.len();
-        pending.retain(|_, lapses_at| *lapses_at > now);
+        pending.retain(|_, (lapses_at, _)| *lapses_at > now);
         let lapsed = before - pending.len();
         if lapsed > 0 {
             self.pending_count.fetch_sub(lapsed, Ordering::SeqCst);
         }
-        if self.cancel(id) {
+        if self.cancel(id, owner) {
             self.pending_count.fetch_sub(1, Ordering::SeqCst);
             return CancelOutcome::Cancelled;
         }
@@ -363,7 +416,10 @@ impl ActiveActions {
             return CancelOutcome::NotActive;
         }
         if pending
-            .insert(id.clone(), now.saturating_add(PENDING_CANCEL_TTL_MS))
+            .insert(
+                id.clone(),
+                (now.saturating_add(PENDING_CANCEL_TTL_MS), owner.cloned()),
+            )
             .is_some()
         {
             // Renewed, not added: the entry was already counted.
@@ -384,13 +440,14 @@ impl ActiveActions {
         drop(taken);
     }
 
-    /// Fires the cancellation of every executing action with this id; false when none is.
-    fn cancel(&self, id: &ActionId) -> bool {
+    /// Fires the cancellation of every executing action with this id (of `owner`, when given);
+    /// false when none is.
+    fn cancel(&self, id: &ActionId, owner: Option<&ActionOwner>) -> bool {
         let mut found = false;
         for shard in 0..ACTIVE_SHARDS {
             let registry = self.lock(shard);
-            for (action, token) in registry.slots.iter().flatten() {
-                if action.id == *id {
+            for (action, token, principal) in registry.slots.iter().flatten() {
+                if action.id == *id && owner.is_none_or(|owner| owner.owns(action, principal)) {
                     token.cancel();
                     found = true;
                 }
@@ -465,13 +522,33 @@ impl Host {
         stream::start(self.inner.clone(), action, caller)
     }
 
-    /// Cancels an action: an executing one at once (every execution of it, should the same
-    /// action id run twice at once), one that has not started yet when it starts (see
-    /// [`CancelOutcome::Pending`]). A cancel after the terminal result changes nothing.
+    /// Cancels an action whoever runs it, as an operator would: an executing one at once
+    /// (every execution of it, should the same action id run twice at once), one that has not
+    /// started yet when it starts (see [`CancelOutcome::Pending`]). A cancel after the terminal
+    /// result changes nothing. Servers use [`cancel_as`](Self::cancel_as) instead.
     pub fn cancel(&self, action_id: &ActionId) -> CancelOutcome {
         self.inner
             .active
-            .cancel_or_remember(action_id, self.inner.clock.now_ms())
+            .cancel_or_remember(action_id, None, self.inner.clock.now_ms())
+    }
+
+    /// Cancels an action on behalf of `caller`: like [`cancel`](Self::cancel), but only an
+    /// action the same principal runs in the same tenant is affected. Another caller's action
+    /// with that id is left running and the answer is as if it were not executing, so a caller
+    /// cannot probe or disturb other callers' actions.
+    pub fn cancel_as(&self, action_id: &ActionId, caller: &TrustedContext) -> CancelOutcome {
+        let tenant = caller
+            .tenant
+            .as_ref()
+            .or(self.inner.deployment.tenant.as_ref())
+            .map(|t| t.id.as_str());
+        let owner = ActionOwner {
+            principal: caller.principal.id.clone(),
+            tenant: tenant.map(str::to_owned),
+        };
+        self.inner
+            .active
+            .cancel_or_remember(action_id, Some(&owner), self.inner.clock.now_ms())
     }
 
     /// Records an approval decision by the authenticated `approver` and returns the record.

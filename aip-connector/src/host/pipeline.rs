@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aip_connector_core::ids::ApprovalId;
+use aip_connector_core::ids::{ApprovalId, PrincipalId};
 use aip_connector_core::model::{
     Action, ActionMode, ActionResult, ActionResultStatus, Capability, CapabilityContract,
     CompensationMode, ErrorCategory, ExternalAccountRef, IdentityContext, PrincipalKind,
@@ -720,7 +720,7 @@ async fn dispatch(
         approval: handler.approval,
         compensation: handler.compensation,
     });
-    let _active = ActiveGuard::register(host, action, token.clone());
+    let _active = ActiveGuard::register(host, action, token.clone(), caller.principal.id.clone());
     let connector = &host.connectors[call.routed_hosted.connector];
     let call = connector.invoke(call.routed.id.as_str(), action.input.clone(), context);
     let outcome = tokio::select! {
@@ -745,8 +745,15 @@ struct ActiveGuard<'a> {
 }
 
 impl<'a> ActiveGuard<'a> {
-    fn register(host: &'a HostInner, action: &Arc<Action>, token: CancellationToken) -> Self {
-        let slot = host.active.register(action, token, host.clock.now_ms());
+    fn register(
+        host: &'a HostInner,
+        action: &Arc<Action>,
+        token: CancellationToken,
+        principal: PrincipalId,
+    ) -> Self {
+        let slot = host
+            .active
+            .register(action, token, principal, host.clock.now_ms());
         ActiveGuard { host, slot }
     }
 }

@@ -1,0 +1,17 @@
+//! Serving a [`Host`](crate::host::Host) to the agents and gateways that call it.
+//!
+//! - [`server`]: the native AIP HTTP binding (`GET /aip/v1/manifest`, `POST /aip/v1/messages`,
+//!   `GET /health`, `GET /ready`) on axum, with body, time and concurrency limits and graceful
+//!   shutdown.
+//! - [`client`]: a typed reqwest client for that binding.
+//! - [`auth`]: how a request becomes a trusted caller. Payload identity is never trusted.
+//! - `mcp` (feature `mcp`): the admitted manifest projected as MCP tools, served over
+//!   streamable HTTP and stdio with rmcp.
+//!
+//! Enable with the `http` feature (and `mcp` for the projection). `docs/serving.md` is the guide.
+
+pub mod auth;
+#[cfg(feature = "mcp")]
+pub mod mcp;
+
+pub use auth::{Authenticator, BearerTokens};
