@@ -27,7 +27,9 @@ use aip_connector_core::admission::{
     AdmissionPolicy, AdmissionReport, AdmittedManifest, admit_manifest,
 };
 use aip_connector_core::ids::{ActionId, ApprovalId, CapabilityId, PrincipalId};
-use aip_connector_core::model::{Action, ActionResult, ApprovalDecision, ProtocolError};
+use aip_connector_core::model::{
+    Action, ActionResult, ApprovalDecision, ApprovalRecordView, ProtocolError,
+};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -570,6 +572,25 @@ impl Host {
     /// The approval record, with expiry applied.
     pub async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, ProtocolError> {
         approval::expire_if_due(self.inner.store.as_ref(), id, self.inner.clock.now_ms()).await
+    }
+
+    /// The approval as `caller` may see it: `None` when there is none *in the caller's tenant*
+    /// (another tenant's approval is not revealed). Expiry is applied first.
+    pub async fn approval_view(
+        &self,
+        id: &ApprovalId,
+        caller: &TrustedContext,
+    ) -> Result<Option<ApprovalRecordView>, ProtocolError> {
+        let tenant = caller
+            .tenant
+            .as_ref()
+            .or(self.inner.deployment.tenant.as_ref())
+            .map(|t| t.id.as_str());
+        Ok(self
+            .approval(id)
+            .await?
+            .filter(|record| record.tenant_id.as_deref() == tenant)
+            .map(|record| record.view()))
     }
 
     /// Runs an approved action, exactly once, under its original idempotency key. Denied,

@@ -11,7 +11,11 @@
 //! Enable with the `http` feature (and `mcp` for the projection). `docs/serving.md` is the guide.
 
 pub mod auth;
+pub mod client;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+pub mod server;
 
 pub use auth::{Authenticator, BearerTokens};
+pub use client::{AipClient, CancelReply, ChunkReceiver, ClientError};
+pub use server::{AipServer, ServerConfig};

@@ -253,6 +253,33 @@ pub struct ApprovalRecord {
     pub version: u64,
 }
 
+impl ApprovalRecord {
+    /// The wire view: who asked for what, where it stands, the decisions. Never the input.
+    pub fn view(&self) -> aip_connector_core::model::ApprovalRecordView {
+        use aip_connector_core::model::{ApprovalRecordView, ApprovalState};
+        let at = |ms: Millis| {
+            time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+                .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
+        };
+        ApprovalRecordView {
+            approval_id: self.approval_id.clone(),
+            status: match self.status {
+                ApprovalStatus::Pending => ApprovalState::Pending,
+                ApprovalStatus::Approved => ApprovalState::Approved,
+                ApprovalStatus::Denied => ApprovalState::Denied,
+                ApprovalStatus::Expired => ApprovalState::Expired,
+                ApprovalStatus::Revoked => ApprovalState::Revoked,
+            },
+            action_id: self.action.id.clone(),
+            capability_id: self.capability_id.clone(),
+            requested_by: self.requested_by.clone(),
+            decisions: self.decisions.clone(),
+            created_at: at(self.created_at_ms),
+            expires_at: self.expires_at_ms.map(at),
+        }
+    }
+}
+
 /// Approval records.
 #[async_trait]
 pub trait ApprovalStore: Send + Sync {

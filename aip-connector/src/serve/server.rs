@@ -1,0 +1,775 @@
+//! The native AIP HTTP binding: an axum server around a [`Host`].
+//!
+//! | Route | What |
+//! |---|---|
+//! | `GET /aip/v1/manifest` | the admitted manifest as an `aip.discovery.v1.manifest_response` envelope (`?connector=<agent id>` picks one of several) |
+//! | `POST /aip/v1/messages` | one envelope in, the matching envelope out; an action with `Accept: text/event-stream` streams `aip.core.v1.stream_chunk` envelopes as server-sent events |
+//! | `GET /health` | the process is up (no authentication) |
+//! | `GET /ready` | the server takes work: `503` while draining for shutdown (no authentication) |
+//!
+//! Every request is authenticated by the [`Authenticator`] before its body is read; identity in
+//! the payload is never trusted. Bodies over [`ServerConfig::max_body_bytes`] are refused
+//! (`413`), a request over [`ServerConfig::request_timeout`] is answered `504` after its action
+//! is cancelled, and when [`ServerConfig::max_in_flight`] requests run, the next one gets a
+//! retryable `503` at once rather than a queue. An action runs on its own task: a client that
+//! disconnects does not abort it halfway, so its result is stored and a retry with the same
+//! idempotency key replays it.
+
+// A refusal is built once per request and answered at once; boxing it would buy nothing.
+#![allow(clippy::result_large_err)]
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use aip_connector_core::ids::ActionId;
+use aip_connector_core::model::{
+    Ack, AckStatus, ActionResult, ActionResultStatus, Cancel, CancelTarget, Envelope,
+    ErrorCategory, Manifest, ManifestRequest, MessageBody, ProtocolError, StreamChunk,
+    StreamChunkKind, TransactionQueryRequest,
+};
+use aip_connector_core::validation::validate_envelope;
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, Request, State};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures_util::Stream;
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use serde::Deserialize;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use super::auth::Authenticator;
+use crate::codes;
+use crate::host::{CancelOutcome, ChunkStream, Host, TransactionSelector, TrustedContext};
+
+/// `GET` the manifest.
+pub const MANIFEST_PATH: &str = "/aip/v1/manifest";
+/// `POST` envelopes.
+pub const MESSAGES_PATH: &str = "/aip/v1/messages";
+/// `GET` liveness.
+pub const HEALTH_PATH: &str = "/health";
+/// `GET` readiness.
+pub const READY_PATH: &str = "/ready";
+/// The media type that asks for a streamed action.
+pub const EVENT_STREAM: &str = "text/event-stream";
+/// The server-sent event name of each streamed chunk.
+pub const STREAM_CHUNK_EVENT: &str = "stream_chunk";
+
+/// Limits and timings of an [`AipServer`]. Every field has a production default.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ServerConfig {
+    /// Largest request body read, in bytes (default 1 MiB). The host's own input limits apply
+    /// after it.
+    pub max_body_bytes: usize,
+    /// How long one request may take before it is answered `transport.timeout` and its action
+    /// cancelled (default 90 s, above the host's 60 s default deadline so the host's own
+    /// `sla.timeout_exceeded` normally answers first). Streams are bounded by the host's
+    /// deadline instead.
+    pub request_timeout: Duration,
+    /// Requests served at once (default 256); the next one is refused `transport.overloaded`.
+    pub max_in_flight: usize,
+    /// The `retry_after_ms` advertised when overloaded or draining (default 1 s).
+    pub retry_after: Duration,
+    /// After the shutdown signal, how long in-flight actions may run before they are cancelled
+    /// (default 30 s).
+    pub drain_timeout: Duration,
+    /// After a timeout or a drain cancels an action, how long to wait for it to settle
+    /// (default 2 s).
+    pub cancel_grace: Duration,
+    /// Serve `GET /aip/v1/manifest` without authentication (default `false`).
+    pub public_manifest: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 1 << 20,
+            request_timeout: Duration::from_secs(90),
+            max_in_flight: 256,
+            retry_after: Duration::from_secs(1),
+            drain_timeout: Duration::from_secs(30),
+            cancel_grace: Duration::from_secs(2),
+            public_manifest: false,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Sets [`max_body_bytes`](Self::max_body_bytes).
+    pub fn max_body_bytes(mut self, bytes: usize) -> Self {
+        self.max_body_bytes = bytes;
+        self
+    }
+
+    /// Sets [`request_timeout`](Self::request_timeout).
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets [`max_in_flight`](Self::max_in_flight) (at least 1).
+    pub fn max_in_flight(mut self, requests: usize) -> Self {
+        self.max_in_flight = requests.max(1);
+        self
+    }
+
+    /// Sets [`retry_after`](Self::retry_after).
+    pub fn retry_after(mut self, delay: Duration) -> Self {
+        self.retry_after = delay;
+        self
+    }
+
+    /// Sets [`drain_timeout`](Self::drain_timeout).
+    pub fn drain_timeout(mut self, timeout: Duration) -> Self {
+        self.drain_timeout = timeout;
+        self
+    }
+
+    /// Sets [`cancel_grace`](Self::cancel_grace).
+    pub fn cancel_grace(mut self, grace: Duration) -> Self {
+        self.cancel_grace = grace;
+        self
+    }
+
+    /// Sets [`public_manifest`](Self::public_manifest).
+    pub fn public_manifest(mut self, public: bool) -> Self {
+        self.public_manifest = public;
+        self
+    }
+}
+
+/// What every request handler shares.
+struct Shared {
+    host: Host,
+    authenticator: Arc<dyn Authenticator>,
+    config: ServerConfig,
+    permits: Arc<Semaphore>,
+    draining: AtomicBool,
+    /// Fired when the drain timeout passes: in-flight actions are cancelled.
+    drain_expired: CancellationToken,
+}
+
+/// The native AIP HTTP server around a [`Host`]. Cheap to clone.
+#[derive(Clone)]
+pub struct AipServer {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for AipServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AipServer")
+            .field("config", &self.shared.config)
+            .field("draining", &self.shared.draining.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl AipServer {
+    /// A server for `host` whose callers `authenticator` identifies.
+    pub fn new(host: Host, authenticator: impl Authenticator, config: ServerConfig) -> Self {
+        Self::with_shared_authenticator(host, Arc::new(authenticator), config)
+    }
+
+    /// Like [`new`](Self::new), with an authenticator shared with other servers (the MCP
+    /// projection, say).
+    pub fn with_shared_authenticator(
+        host: Host,
+        authenticator: Arc<dyn Authenticator>,
+        config: ServerConfig,
+    ) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                host,
+                authenticator,
+                permits: Arc::new(Semaphore::new(config.max_in_flight)),
+                config,
+                draining: AtomicBool::new(false),
+                drain_expired: CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// The routes, to serve as they are or to merge into an application's router.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route(MANIFEST_PATH, get(manifest))
+            .route(MESSAGES_PATH, post(messages))
+            .route(HEALTH_PATH, get(health))
+            .route(READY_PATH, get(ready))
+            .with_state(Arc::clone(&self.shared))
+    }
+
+    /// Whether the server takes new work (false once draining).
+    pub fn is_ready(&self) -> bool {
+        !self.shared.draining.load(Ordering::Acquire)
+    }
+
+    /// Starts draining: readiness turns `503` and new messages are refused
+    /// `transport.shutting_down`, while in-flight ones finish. [`serve`](Self::serve) calls it
+    /// when its shutdown signal fires.
+    pub fn begin_drain(&self) {
+        self.shared.draining.store(true, Ordering::Release);
+    }
+
+    /// Serves on `listener` until `shutdown` completes, then drains: no new connections or
+    /// messages; in-flight requests and streams finish, and any still running after
+    /// [`ServerConfig::drain_timeout`] have their actions cancelled and answered `cancelled`.
+    /// Returns once every in-flight action has settled.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let drained = CancellationToken::new();
+        let signal = {
+            let server = self.clone();
+            let drained = drained.clone();
+            async move {
+                shutdown.await;
+                server.begin_drain();
+                drained.cancel();
+            }
+        };
+        // The drain clock starts with the signal and cancels what is still running when it ends.
+        let expiry = {
+            let shared = Arc::clone(&self.shared);
+            let drained = drained.clone();
+            tokio::spawn(async move {
+                drained.cancelled().await;
+                tokio::time::sleep(shared.config.drain_timeout).await;
+                shared.drain_expired.cancel();
+            })
+        };
+        let outcome = axum::serve(listener, self.router())
+            .with_graceful_shutdown(signal)
+            .await;
+        // Actions run on their own tasks; each holds a permit until it settles.
+        let all = u32::try_from(self.shared.config.max_in_flight).unwrap_or(u32::MAX);
+        let _ = self.shared.permits.acquire_many(all).await;
+        expiry.abort();
+        outcome
+    }
+}
+
+// ---- Routes ---------------------------------------------------------------------------------
+
+async fn health() -> Response {
+    json_response(StatusCode::OK, &json!({ "status": "ok" }))
+}
+
+async fn ready(State(shared): State<Arc<Shared>>) -> Response {
+    if shared.draining.load(Ordering::Acquire) {
+        json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({ "status": "draining" }),
+        )
+    } else {
+        json_response(StatusCode::OK, &json!({ "status": "ready" }))
+    }
+}
+
+#[derive(Deserialize)]
+struct ManifestQuery {
+    connector: Option<String>,
+}
+
+async fn manifest(
+    State(shared): State<Arc<Shared>>,
+    Query(query): Query<ManifestQuery>,
+    request: Request,
+) -> Response {
+    if !shared.config.public_manifest {
+        let (parts, _) = request.into_parts();
+        if let Err(error) = shared.authenticator.authenticate(&parts).await {
+            return error_response(&error, None);
+        }
+    }
+    match pick_manifest(&shared.host, query.connector.as_deref(), None) {
+        Ok(manifest) => envelope_response(
+            StatusCode::OK,
+            &Envelope::new(MessageBody::Manifest(Box::new(manifest))),
+        ),
+        Err(error) => error_response(&error, None),
+    }
+}
+
+/// The manifest named by agent id, or holding every requested capability, or the only one.
+fn pick_manifest(
+    host: &Host,
+    agent: Option<&str>,
+    request: Option<&ManifestRequest>,
+) -> Result<Manifest, ProtocolError> {
+    let wanted = request
+        .and_then(|r| r.filter.as_ref())
+        .map(|f| f.capability_ids.as_slice())
+        .unwrap_or_default();
+    let candidates: Vec<&Manifest> = host
+        .manifests()
+        .map(|admitted| admitted.manifest())
+        .filter(|m| agent.is_none_or(|agent| m.agent.id.as_str() == agent))
+        .filter(|m| wanted.iter().all(|id| m.capability(id.as_str()).is_some()))
+        .collect();
+    match candidates.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => Err(refusal(
+            codes::RESOURCE_NOT_FOUND,
+            "no admitted manifest matches the request",
+        )),
+        several => Err(refusal(
+            codes::TRANSPORT_UNSUPPORTED_MESSAGE,
+            format!(
+                "this server hosts {} connectors; name one with `?connector=<agent id>` ({})",
+                several.len(),
+                several
+                    .iter()
+                    .map(|m| m.agent.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+    }
+}
+
+async fn messages(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    if shared.draining.load(Ordering::Acquire) {
+        return error_response(
+            &temporary(
+                &shared,
+                codes::TRANSPORT_SHUTTING_DOWN,
+                "the server is shutting down",
+            ),
+            None,
+        );
+    }
+    let (parts, body) = request.into_parts();
+    let caller = match shared.authenticator.authenticate(&parts).await {
+        Ok(caller) => caller,
+        Err(error) => return error_response(&error, None),
+    };
+    let Ok(permit) = Arc::clone(&shared.permits).try_acquire_owned() else {
+        return error_response(
+            &temporary(
+                &shared,
+                codes::TRANSPORT_OVERLOADED,
+                "every request slot is taken; retry later",
+            ),
+            None,
+        );
+    };
+    let bytes = match read_body(&parts.headers, body, shared.config.max_body_bytes).await {
+        Ok(bytes) => bytes,
+        Err(error) => return error_response(&error, None),
+    };
+    let envelope: Envelope = match serde_json::from_slice(&bytes) {
+        Ok(envelope) => envelope,
+        Err(error) => {
+            return error_response(
+                &refusal(
+                    codes::TRANSPORT_INVALID_ENVELOPE,
+                    format!("the body is not an AIP envelope: {error}"),
+                ),
+                None,
+            );
+        }
+    };
+    if let Err(error) = validate_envelope(&envelope) {
+        return error_response(
+            &refusal(codes::TRANSPORT_INVALID_ENVELOPE, error.to_string()),
+            Some(&envelope),
+        );
+    }
+    let wants_stream = accepts_event_stream(&parts.headers);
+    dispatch(shared, caller, envelope, wants_stream, permit).await
+}
+
+/// Reads at most `limit` bytes; a declared or actual larger body is `413`.
+async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ProtocolError> {
+    let too_large = || {
+        refusal(
+            codes::TRANSPORT_PAYLOAD_TOO_LARGE,
+            format!("the request body exceeds {limit} bytes"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Err(too_large());
+    }
+    axum::body::to_bytes(body, limit).await.map_err(|error| {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+        while let Some(cause) = source {
+            if cause.is::<http_body_util::LengthLimitError>() {
+                return too_large();
+            }
+            source = cause.source();
+        }
+        refusal(
+            codes::TRANSPORT_INVALID_ENVELOPE,
+            format!("the request body could not be read: {error}"),
+        )
+    })
+}
+
+fn accepts_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|m| m.trim().starts_with(EVENT_STREAM)))
+}
+
+async fn dispatch(
+    shared: Arc<Shared>,
+    caller: TrustedContext,
+    envelope: Envelope,
+    wants_stream: bool,
+    permit: OwnedSemaphorePermit,
+) -> Response {
+    let host = &shared.host;
+    let body = match &envelope.body {
+        MessageBody::Action(action) if wants_stream => {
+            return stream_action(&shared, &envelope, (**action).clone(), caller, permit);
+        }
+        MessageBody::Action(action) => {
+            let action = (**action).clone();
+            let id = action.id.clone();
+            let task = {
+                let host = host.clone();
+                let caller = caller.clone();
+                async move { host.invoke(action, &caller).await }
+            };
+            match run_bounded(&shared, &caller, &id, task, permit).await {
+                Ok(result) => MessageBody::ActionResult(Box::new(result)),
+                Err(error) => return error_response(&error, Some(&envelope)),
+            }
+        }
+        MessageBody::TransactionRequest(request) => {
+            let request = (**request).clone();
+            let id = request.action.id.clone();
+            let task = {
+                let host = host.clone();
+                let caller = caller.clone();
+                async move { host.transact(request, &caller).await }
+            };
+            match run_bounded(&shared, &caller, &id, task, permit).await {
+                Ok(Ok(result)) => MessageBody::TransactionResult(Box::new(result)),
+                Ok(Err(error)) | Err(error) => return error_response(&error, Some(&envelope)),
+            }
+        }
+        MessageBody::Cancel(Cancel {
+            target: CancelTarget::Action(id),
+            ..
+        }) => match host.cancel_as(id, &caller) {
+            CancelOutcome::Cancelled => {
+                let mut result = ActionResult::new(id.clone(), ActionResultStatus::Cancelled);
+                result.output = Some(json!({ "cancelled": true }));
+                MessageBody::ActionResult(Box::new(result))
+            }
+            CancelOutcome::Pending => MessageBody::Ack(Ack {
+                action_id: id.clone(),
+                status: AckStatus::Accepted,
+                reason: Some(
+                    "the action is not executing here; the cancellation is remembered for 60 s \
+                     and a finished action keeps its result"
+                        .to_owned(),
+                ),
+                retry_after_ms: None,
+                queue: None,
+            }),
+            CancelOutcome::NotActive => {
+                let error = temporary(
+                    &shared,
+                    codes::TRANSPORT_OVERLOADED,
+                    "too many cancellations are pending; retry later",
+                );
+                return error_response(&error, Some(&envelope));
+            }
+        },
+        MessageBody::Cancel(Cancel {
+            target: CancelTarget::Session(_),
+            ..
+        }) => {
+            let error = refusal(
+                codes::TRANSPORT_UNSUPPORTED_MESSAGE,
+                "this server has no sessions; cancel an action instead",
+            );
+            return error_response(&error, Some(&envelope));
+        }
+        MessageBody::ApprovalDecision(decision) => {
+            match host
+                .record_approval_decision((**decision).clone(), &caller)
+                .await
+            {
+                Ok(record) => MessageBody::ApprovalRecordView(Box::new(record.view())),
+                Err(error) => return error_response(&error, Some(&envelope)),
+            }
+        }
+        MessageBody::ApprovalQueryRequest(query) => {
+            match host.approval_view(&query.approval_id, &caller).await {
+                Ok(Some(view)) => MessageBody::ApprovalRecordView(Box::new(view)),
+                Ok(None) => {
+                    let error = refusal(
+                        codes::POLICY_APPROVAL_NOT_FOUND,
+                        format!("no approval `{}` for this caller", query.approval_id),
+                    );
+                    return error_response(&error, Some(&envelope));
+                }
+                Err(error) => return error_response(&error, Some(&envelope)),
+            }
+        }
+        MessageBody::TransactionQueryRequest(query) => {
+            match host.transaction(&selector(query), &caller).await {
+                Ok(Some(view)) => MessageBody::TransactionView(Box::new(view)),
+                Ok(None) => {
+                    let error = refusal(
+                        codes::TRANSACTION_NOT_FOUND,
+                        "no such transaction for this caller",
+                    );
+                    return error_response(&error, Some(&envelope));
+                }
+                Err(error) => return error_response(&error, Some(&envelope)),
+            }
+        }
+        MessageBody::ManifestRequest(request) => match pick_manifest(host, None, Some(request)) {
+            Ok(manifest) => MessageBody::Manifest(Box::new(manifest)),
+            Err(error) => return error_response(&error, Some(&envelope)),
+        },
+        _ => {
+            let error = refusal(
+                codes::TRANSPORT_UNSUPPORTED_MESSAGE,
+                format!(
+                    "`{}` is not accepted here; send an action, transaction request, cancel, \
+                     approval decision or query, or manifest request",
+                    envelope.message_type
+                ),
+            );
+            return error_response(&error, Some(&envelope));
+        }
+    };
+    envelope_response(StatusCode::OK, &Envelope::reply_to(&envelope, body))
+}
+
+fn selector(query: &TransactionQueryRequest) -> TransactionSelector {
+    // Validation admitted exactly one selector.
+    if let Some(id) = &query.transaction_id {
+        TransactionSelector::Transaction(id.clone())
+    } else if let Some(id) = &query.action_id {
+        TransactionSelector::Action(id.clone())
+    } else {
+        TransactionSelector::Plan(query.plan_id.clone().unwrap_or_default())
+    }
+}
+
+/// Runs `task` on its own task, so a client that disconnects does not abort it halfway. Past
+/// the request timeout, or once the drain expires, the action is cancelled; a timeout is then
+/// answered `transport.timeout` after at most the cancel grace, a drain with the `cancelled`
+/// result.
+async fn run_bounded<T: Send + 'static>(
+    shared: &Arc<Shared>,
+    caller: &TrustedContext,
+    action_id: &ActionId,
+    task: impl Future<Output = T> + Send + 'static,
+    permit: OwnedSemaphorePermit,
+) -> Result<T, ProtocolError> {
+    let mut handle = tokio::spawn(async move {
+        let outcome = task.await;
+        drop(permit);
+        outcome
+    });
+    let joined = |outcome: Result<T, tokio::task::JoinError>| {
+        outcome.map_err(|_| {
+            ProtocolError::new(
+                codes::CONNECTOR_RUNTIME_FAILURE,
+                "the action's task ended abnormally",
+                ErrorCategory::Connector,
+            )
+        })
+    };
+    tokio::select! {
+        outcome = &mut handle => joined(outcome),
+        () = tokio::time::sleep(shared.config.request_timeout) => {
+            shared.host.cancel_as(action_id, caller);
+            let _ = tokio::time::timeout(shared.config.cancel_grace, handle).await;
+            let mut error = ProtocolError::new(
+                codes::TRANSPORT_TIMEOUT,
+                format!(
+                    "the request took longer than {} ms; the action was cancelled",
+                    shared.config.request_timeout.as_millis()
+                ),
+                ErrorCategory::Temporary,
+            );
+            error.retryable = Some(true);
+            Err(error)
+        }
+        () = shared.drain_expired.cancelled() => {
+            shared.host.cancel_as(action_id, caller);
+            joined(handle.await)
+        }
+    }
+}
+
+// ---- Streaming ------------------------------------------------------------------------------
+
+/// Cancels the streamed action if the stream is dropped before its terminal chunk (the client
+/// went away), and holds the request's concurrency slot until then.
+struct StreamGuard {
+    host: Host,
+    caller: TrustedContext,
+    action_id: ActionId,
+    finished: bool,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.host.cancel_as(&self.action_id, &self.caller);
+        }
+    }
+}
+
+struct StreamState {
+    chunks: ChunkStream,
+    guard: StreamGuard,
+    drain_expired: CancellationToken,
+    request: Envelope,
+}
+
+fn stream_action(
+    shared: &Arc<Shared>,
+    request: &Envelope,
+    action: aip_connector_core::model::Action,
+    caller: TrustedContext,
+    permit: OwnedSemaphorePermit,
+) -> Response {
+    let action_id = action.id.clone();
+    let chunks = shared.host.invoke_stream(action, caller.clone());
+    let state = StreamState {
+        chunks,
+        guard: StreamGuard {
+            host: shared.host.clone(),
+            caller,
+            action_id,
+            finished: false,
+            _permit: permit,
+        },
+        drain_expired: shared.drain_expired.clone(),
+        request: request.clone(),
+    };
+    Sse::new(chunk_events(state))
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+fn chunk_events(state: StreamState) -> impl Stream<Item = Result<Event, Infallible>> + Send {
+    futures_util::stream::unfold(state, |mut state| async move {
+        if state.guard.finished {
+            return None;
+        }
+        let chunk: StreamChunk = tokio::select! {
+            chunk = state.chunks.next() => chunk?,
+            () = state.drain_expired.cancelled(), if !state.drain_expired.is_cancelled() => {
+                state.guard.host.cancel_as(&state.guard.action_id, &state.guard.caller);
+                state.chunks.next().await?
+            }
+        };
+        if matches!(chunk.kind, StreamChunkKind::Done | StreamChunkKind::Error) {
+            state.guard.finished = true;
+        }
+        let envelope = Envelope::reply_to(&state.request, MessageBody::StreamChunk(chunk));
+        let event = Event::default()
+            .event(STREAM_CHUNK_EVENT)
+            .data(serde_json::to_string(&envelope).unwrap_or_default());
+        Some((Ok(event), state))
+    })
+}
+
+// ---- Responses ------------------------------------------------------------------------------
+
+fn refusal(code: &str, message: impl Into<String>) -> ProtocolError {
+    let mut error = ProtocolError::new(code, message, ErrorCategory::Permanent);
+    error.retryable = Some(false);
+    error
+}
+
+fn temporary(shared: &Shared, code: &str, message: impl Into<String>) -> ProtocolError {
+    let mut error = ProtocolError::new(code, message, ErrorCategory::Temporary);
+    error.retryable = Some(true);
+    error.retry_after_ms =
+        Some(u64::try_from(shared.config.retry_after.as_millis()).unwrap_or(u64::MAX));
+    error
+}
+
+/// The HTTP status an error envelope travels with.
+pub fn status_for(error: &ProtocolError) -> StatusCode {
+    match error.code.as_str() {
+        codes::AUTH_UNAUTHENTICATED => StatusCode::UNAUTHORIZED,
+        codes::TRANSPORT_PAYLOAD_TOO_LARGE => StatusCode::PAYLOAD_TOO_LARGE,
+        codes::TRANSPORT_OVERLOADED | codes::TRANSPORT_SHUTTING_DOWN => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        codes::TRANSPORT_TIMEOUT => StatusCode::GATEWAY_TIMEOUT,
+        codes::RESOURCE_NOT_FOUND
+        | codes::POLICY_APPROVAL_NOT_FOUND
+        | codes::TRANSACTION_NOT_FOUND => StatusCode::NOT_FOUND,
+        _ => match error.category {
+            ErrorCategory::Auth | ErrorCategory::Policy => StatusCode::FORBIDDEN,
+            ErrorCategory::Temporary => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCategory::Economic => StatusCode::PAYMENT_REQUIRED,
+            ErrorCategory::Connector | ErrorCategory::Transport => StatusCode::BAD_GATEWAY,
+            _ => StatusCode::BAD_REQUEST,
+        },
+    }
+}
+
+fn error_response(error: &ProtocolError, request: Option<&Envelope>) -> Response {
+    let body = MessageBody::Error(aip_connector_core::model::ErrorBody {
+        error: error.clone(),
+    });
+    let envelope = match request {
+        Some(request) => Envelope::reply_to(request, body),
+        None => Envelope::new(body),
+    };
+    let mut response = envelope_response(status_for(error), &envelope);
+    if let Some(ms) = error.retry_after_ms {
+        let seconds = ms.div_ceil(1000).max(1);
+        if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+    }
+    if error.code == codes::AUTH_UNAUTHENTICATED {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    response
+}
+
+fn envelope_response(status: StatusCode, envelope: &Envelope) -> Response {
+    json_response(status, envelope)
+}
+
+fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(bytes) => (
+            status,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            bytes,
+        )
+            .into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}

@@ -1,0 +1,797 @@
+//! The native AIP HTTP binding end to end: the typed client against the axum server over
+//! loopback, through the real host pipeline.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use aip_connector::VerifiedTenant;
+use aip_connector::codes;
+use aip_connector::host::{ApproverMemberships, Host, StaticApprovalAuthority, TrustedContext};
+use aip_connector::ids::ApprovalId;
+use aip_connector::model::{
+    Action, ActionResultStatus, ActionTransaction, ApprovalDecision, ApprovalDecisionKind,
+    ApprovalState, Envelope, ErrorCategory, ManifestFilter, ManifestRequest, MessageBody,
+    Principal, PrincipalKind, StreamChunkKind, TransactionMode, TransactionProtocolStatus,
+    TransactionQueryRequest, TransactionRequest,
+};
+use aip_connector::prelude::*;
+use aip_connector::serve::server::{MESSAGES_PATH, READY_PATH};
+use aip_connector::serve::{
+    AipClient, AipServer, BearerTokens, CancelReply, ClientError, ServerConfig,
+};
+use aip_connector::store::MemoryStore;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+#[derive(Deserialize, JsonSchema)]
+struct Note {
+    text: String,
+    #[serde(default)]
+    delay_ms: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Echo {
+    text: String,
+    caller: String,
+    tenant: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Tick {
+    n: u32,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Refund {
+    amount_cents: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Refunded {
+    refund_id: String,
+}
+
+#[derive(Clone, Default)]
+struct Desk {
+    cancelled: Arc<AtomicUsize>,
+    refunds: Arc<AtomicUsize>,
+}
+
+#[connector(id = "desk")]
+impl Desk {
+    /// Echoes the text with who asked, after an optional delay.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn echo(
+        &self,
+        note: Note,
+        caller: Caller,
+        tenant: Tenant,
+    ) -> Result<Echo, ConnectorFailure> {
+        tokio::time::sleep(Duration::from_millis(note.delay_ms)).await;
+        Ok(Echo {
+            text: note.text,
+            caller: caller.principal_id().to_string(),
+            tenant: tenant.id().to_owned(),
+        })
+    }
+
+    /// Waits until cancelled, and counts the cancellation.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public), sla(timeout_ms = 20_000))]
+    async fn wait(&self, _note: Note, cancel: Cancellation) -> Result<Echo, ConnectorFailure> {
+        let _dropped = CountOnDrop(Arc::clone(&self.cancelled));
+        cancel.cancelled().await;
+        Err(ConnectorFailure::new(
+            "desk.cancelled",
+            "cancelled",
+            ErrorCategory::Temporary,
+            aip_connector::model::ConnectorOperation::Invocation,
+            "desk",
+        ))
+    }
+
+    /// Streams three ticks, then waits for cancellation when the text says so.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public), sla(timeout_ms = 20_000))]
+    async fn ticks(
+        &self,
+        note: Note,
+        sink: StreamSink<Tick>,
+        cancel: Cancellation,
+    ) -> Result<Tick, ConnectorFailure> {
+        for n in 0..3 {
+            sink.send(Tick { n }).await?;
+        }
+        if note.text == "hang" {
+            let _dropped = CountOnDrop(Arc::clone(&self.cancelled));
+            cancel.cancelled().await;
+        }
+        Ok(Tick { n: 3 })
+    }
+
+    /// Refunds, with a finance approval.
+    #[capability(
+        risk = high,
+        side_effects = [write, financial],
+        idempotency(required, scope = tenant),
+        data(sensitivity = confidential),
+        approval(required, selector = role("finance"), evidence = [reason], separation(requester_must_differ)),
+    )]
+    async fn refund(
+        &self,
+        refund: Refund,
+        _approval: Approval,
+    ) -> Result<Refunded, ConnectorFailure> {
+        self.refunds.fetch_add(1, Ordering::SeqCst);
+        Ok(Refunded {
+            refund_id: format!("rf-{}", refund.amount_cents),
+        })
+    }
+
+    /// Books in two steps.
+    #[capability(
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        transaction(modes = [execute]),
+    )]
+    async fn book(
+        &self,
+        note: Note,
+        _key: IdempotencyKey,
+        _checkpoint: Checkpoint,
+    ) -> Result<Echo, ConnectorFailure> {
+        Ok(Echo {
+            text: note.text,
+            caller: String::new(),
+            tenant: String::new(),
+        })
+    }
+}
+
+/// Counts the handlers that were stopped while waiting for cancellation: the host drops a
+/// cancelled handler's future, so the count moves when the wait ends either way.
+struct CountOnDrop(Arc<AtomicUsize>);
+
+impl Drop for CountOnDrop {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn person(id: &str, tenant: &str) -> TrustedContext {
+    TrustedContext::new(Principal::new(id, PrincipalKind::Human), "bearer").with_tenant(
+        VerifiedTenant {
+            id: tenant.into(),
+            system: None,
+        },
+    )
+}
+
+fn tokens() -> BearerTokens {
+    BearerTokens::new()
+        .with("tok-ada", person("user:ada", "t1"))
+        .with("tok-eve", person("user:eve", "t1"))
+        .with("tok-alice", person("user:alice", "t1"))
+        .with("tok-mallory", person("user:mallory", "t2"))
+}
+
+fn host(desk: Desk) -> Host {
+    let finance = ApproverMemberships {
+        tenant_id: Some("t1".into()),
+        roles: BTreeSet::from(["finance".to_owned()]),
+        ..ApproverMemberships::default()
+    };
+    Host::builder()
+        .connector(desk)
+        .store(Arc::new(MemoryStore::default()))
+        .approval_authority(StaticApprovalAuthority::new().with("user:alice", finance))
+        .build()
+        .expect("host builds")
+}
+
+/// A running server: its base URL, the shutdown trigger, and the task serving it.
+struct Running {
+    base: String,
+    server: AipServer,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    fn client(&self, token: &str) -> AipClient {
+        AipClient::new(&self.base).bearer_token(token)
+    }
+
+    async fn stop(mut self) {
+        let _ = self.shutdown.take().unwrap().send(());
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+async fn start(desk: Desk, config: ServerConfig) -> Running {
+    let server = AipServer::new(host(desk), tokens(), config);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (shutdown, signal) = oneshot::channel::<()>();
+    let task = tokio::spawn(server.clone().serve(listener, async move {
+        let _ = signal.await;
+    }));
+    Running {
+        base,
+        server,
+        shutdown: Some(shutdown),
+        task,
+    }
+}
+
+fn remote(error: ClientError) -> aip_connector::model::ProtocolError {
+    match error {
+        ClientError::Remote(error) => *error,
+        other => panic!("expected a remote AIP error, got {other:?}"),
+    }
+}
+
+async fn raw_post(base: &str, token: Option<&str>, body: impl Into<reqwest::Body>) -> (u16, Value) {
+    let mut request = reqwest::Client::new()
+        .post(format!("{base}{MESSAGES_PATH}"))
+        .header("content-type", "application/json")
+        .body(body);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn the_manifest_is_served_as_an_envelope_and_by_request() {
+    let running = start(Desk::default(), ServerConfig::default()).await;
+    let client = running.client("tok-ada");
+    let manifest = client.manifest(None).await.unwrap();
+    assert_eq!(manifest.agent.id.as_str(), "agent:desk");
+    assert_eq!(client.manifest(Some("agent:desk")).await.unwrap(), manifest);
+    assert!(manifest.capability("cap:desk:echo").is_some());
+    let by_request = client
+        .manifest_request(ManifestRequest {
+            profiles: vec![],
+            filter: Some(ManifestFilter {
+                capability_ids: vec!["cap:desk:refund".into()],
+                ..ManifestFilter::default()
+            }),
+        })
+        .await
+        .unwrap();
+    assert_eq!(by_request, manifest);
+    let missing = client.manifest(Some("nobody")).await.unwrap_err();
+    assert_eq!(remote(missing).code, codes::RESOURCE_NOT_FOUND);
+    // The manifest is not public unless configured so.
+    let anonymous = AipClient::new(&running.base)
+        .manifest(None)
+        .await
+        .unwrap_err();
+    assert_eq!(remote(anonymous).code, codes::AUTH_UNAUTHENTICATED);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn an_action_runs_as_the_authenticated_caller_never_the_payload() {
+    let running = start(Desk::default(), ServerConfig::default()).await;
+    let mut action = Action::new("cap:desk:echo", json!({ "text": "hi" }));
+    // The payload claims another tenant; the host overwrites it.
+    action.identity = serde_json::from_value(json!({ "tenant": { "id": "t2" } })).unwrap();
+    let mut envelope = Envelope::new(MessageBody::Action(Box::new(action.clone())));
+    envelope.from = Some(Principal::new("user:mallory", PrincipalKind::Human));
+    let answer = running.client("tok-ada").send(&envelope).await.unwrap();
+    assert_eq!(
+        answer.in_response_to.as_deref(),
+        Some(envelope.message_id.as_str())
+    );
+    let MessageBody::ActionResult(result) = answer.body else {
+        panic!("not a result: {answer:?}");
+    };
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    assert_eq!(
+        result.output.unwrap(),
+        json!({ "text": "hi", "caller": "user:ada", "tenant": "t1" })
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn schema_violations_and_unknown_capabilities_are_failed_results() {
+    let running = start(Desk::default(), ServerConfig::default()).await;
+    let client = running.client("tok-ada");
+    let invalid = client
+        .invoke(Action::new("cap:desk:echo", json!({ "text": 5 })))
+        .await
+        .unwrap();
+    assert_eq!(invalid.status, ActionResultStatus::Failed);
+    assert_eq!(
+        invalid.error.unwrap().code,
+        codes::ACTION_INPUT_SCHEMA_INVALID
+    );
+    let unknown = client
+        .invoke(Action::new("cap:desk:nothing", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(unknown.error.unwrap().code, codes::RESOURCE_NOT_FOUND);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn bad_requests_get_typed_errors_with_the_right_status() {
+    let running = start(
+        Desk::default(),
+        ServerConfig::default().max_body_bytes(4 * 1024),
+    )
+    .await;
+    let base = &running.base;
+
+    let (status, body) = raw_post(base, None, "{}").await;
+    assert_eq!(status, 401);
+    assert_eq!(
+        body["body"]["error"]["error"]["code"],
+        codes::AUTH_UNAUTHENTICATED
+    );
+    let (status, _) = raw_post(base, Some("tok-wrong"), "{}").await;
+    assert_eq!(status, 401);
+
+    let (status, body) = raw_post(base, Some("tok-ada"), "{not json").await;
+    assert_eq!(status, 400);
+    assert_eq!(body["message_type"], "aip.core.v1.error");
+    assert_eq!(
+        body["body"]["error"]["error"]["code"],
+        codes::TRANSPORT_INVALID_ENVELOPE
+    );
+
+    let action = Envelope::new(MessageBody::Action(Box::new(Action::new(
+        "cap:desk:echo",
+        json!({ "text": "x" }),
+    ))));
+    let mut mismatched = serde_json::to_value(&action).unwrap();
+    mismatched["message_type"] = json!("aip.core.v1.cancel");
+    let (status, body) = raw_post(base, Some("tok-ada"), mismatched.to_string()).await;
+    assert_eq!(status, 400);
+    let error = &body["body"]["error"]["error"];
+    assert_eq!(error["code"], codes::TRANSPORT_INVALID_ENVELOPE);
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not match"),
+        "{error}"
+    );
+    assert_eq!(body["in_response_to"], mismatched["message_id"]);
+
+    let mut old = serde_json::to_value(&action).unwrap();
+    old["aip_version"] = json!("0.9");
+    let (status, body) = raw_post(base, Some("tok-ada"), old.to_string()).await;
+    assert_eq!(status, 400);
+    assert!(
+        body["body"]["error"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unsupported AIP version")
+    );
+
+    let heartbeat = json!({
+        "aip_version": "1.0", "message_type": "aip.core.v1.heartbeat", "message_id": "msg_h",
+        "sent_at": "2026-11-30T00:00:00Z", "body": { "heartbeat": {} }
+    });
+    let (status, body) = raw_post(base, Some("tok-ada"), heartbeat.to_string()).await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        body["body"]["error"]["error"]["code"],
+        codes::TRANSPORT_UNSUPPORTED_MESSAGE
+    );
+
+    // Over the body limit, declared or streamed.
+    let big = json!({ "text": "x".repeat(8 * 1024) });
+    let oversized = Envelope::new(MessageBody::Action(Box::new(Action::new(
+        "cap:desk:echo",
+        big,
+    ))));
+    let (status, body) = raw_post(
+        base,
+        Some("tok-ada"),
+        serde_json::to_vec(&oversized).unwrap(),
+    )
+    .await;
+    assert_eq!(status, 413);
+    assert_eq!(
+        body["body"]["error"]["error"]["code"],
+        codes::TRANSPORT_PAYLOAD_TOO_LARGE
+    );
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        vec![Ok(serde_json::to_vec(&oversized).unwrap())];
+    let streamed = reqwest::Body::wrap_stream(futures_util::stream::iter(chunks));
+    let (status, _) = raw_post(base, Some("tok-ada"), streamed).await;
+    assert_eq!(status, 413);
+
+    // Nesting deeper than the parser allows is refused, not a crash.
+    let deep = format!(
+        "{{\"aip_version\":\"1.0\",\"message_type\":\"aip.core.v1.action\",\"message_id\":\"msg_d\",\
+         \"sent_at\":\"2026-11-30T00:00:00Z\",\"body\":{{\"action\":{{\"id\":\"act_d\",\
+         \"capability_id\":\"cap:desk:echo\",\"input\":{}x{}}}}}}}",
+        "[".repeat(600),
+        "]".repeat(600)
+    );
+    let (status, body) = raw_post(base, Some("tok-ada"), deep).await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        body["body"]["error"]["error"]["code"],
+        codes::TRANSPORT_INVALID_ENVELOPE
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_stream_arrives_in_order_with_one_terminal_chunk() {
+    let running = start(Desk::default(), ServerConfig::default()).await;
+    let chunks = running
+        .client("tok-ada")
+        .invoke_stream(Action::new("cap:desk:ticks", json!({ "text": "go" })))
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(chunks.len(), 4, "{chunks:?}");
+    for (i, chunk) in chunks.iter().enumerate() {
+        assert_eq!(chunk.sequence, i as u64);
+    }
+    assert_eq!(
+        chunks
+            .iter()
+            .filter(|c| c.kind == StreamChunkKind::Done)
+            .count(),
+        1
+    );
+    assert_eq!(chunks[1].data, Some(json!({ "n": 1 })));
+    let result: aip_connector::model::ActionResult =
+        serde_json::from_value(chunks[3].data.clone().unwrap()).unwrap();
+    assert_eq!(result.output, Some(json!({ "n": 3 })));
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_that_drops_a_stream_cancels_its_action() {
+    let desk = Desk::default();
+    let running = start(desk.clone(), ServerConfig::default()).await;
+    let mut stream = running
+        .client("tok-ada")
+        .invoke_stream(Action::new("cap:desk:ticks", json!({ "text": "hang" })))
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        assert!(stream.next().await.unwrap().is_some());
+    }
+    drop(stream);
+    wait_until(|| desk.cancelled.load(Ordering::SeqCst) == 1).await;
+    running.stop().await;
+}
+
+async fn wait_until(condition: impl Fn() -> bool) {
+    for _ in 0..500 {
+        if condition() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the condition never held");
+}
+
+#[tokio::test]
+async fn cancel_over_http_reaches_only_the_callers_own_action() {
+    let desk = Desk::default();
+    let running = start(desk.clone(), ServerConfig::default()).await;
+    let action = Action::new("cap:desk:wait", json!({ "text": "x" }));
+    let id = action.id.clone();
+    let client = running.client("tok-ada");
+    let call = tokio::spawn({
+        let client = client.clone();
+        async move { client.invoke(action).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Another principal of the same tenant cannot cancel it.
+    let stranger = running.client("tok-eve").cancel(&id).await.unwrap();
+    assert!(
+        matches!(stranger, CancelReply::Remembered(_)),
+        "{stranger:?}"
+    );
+    assert!(!call.is_finished());
+    let own = client.cancel(&id).await.unwrap();
+    let CancelReply::Cancelled(reply) = own else {
+        panic!("expected a cancelled result, got {own:?}");
+    };
+    assert_eq!(reply.output, Some(json!({ "cancelled": true })));
+    let result = call.await.unwrap().unwrap();
+    assert_eq!(result.status, ActionResultStatus::Cancelled);
+    assert_eq!(desk.cancelled.load(Ordering::SeqCst), 1);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_full_server_refuses_at_once_with_a_retryable_error() {
+    let running = start(Desk::default(), ServerConfig::default().max_in_flight(1)).await;
+    let client = running.client("tok-ada");
+    let busy = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .invoke(Action::new(
+                    "cap:desk:echo",
+                    json!({ "text": "a", "delay_ms": 400 }),
+                ))
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let refused = remote(
+        client
+            .invoke(Action::new("cap:desk:echo", json!({ "text": "b" })))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(refused.code, codes::TRANSPORT_OVERLOADED);
+    assert_eq!(refused.category, ErrorCategory::Temporary);
+    assert_eq!(refused.retryable, Some(true));
+    assert!(refused.retry_after_ms.is_some());
+    let response = reqwest::Client::new()
+        .post(format!("{}{MESSAGES_PATH}", running.base))
+        .bearer_auth("tok-ada")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 503);
+    assert_eq!(response.headers()["retry-after"], "1");
+    assert_eq!(
+        busy.await.unwrap().unwrap().status,
+        ActionResultStatus::Completed
+    );
+    // The slot is free again.
+    let again = client
+        .invoke(Action::new("cap:desk:echo", json!({ "text": "c" })))
+        .await
+        .unwrap();
+    assert_eq!(again.status, ActionResultStatus::Completed);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_request_over_the_timeout_is_answered_and_its_action_cancelled() {
+    let desk = Desk::default();
+    let running = start(
+        desk.clone(),
+        ServerConfig::default().request_timeout(Duration::from_millis(200)),
+    )
+    .await;
+    let error = remote(
+        running
+            .client("tok-ada")
+            .invoke(Action::new("cap:desk:wait", json!({ "text": "x" })))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(error.code, codes::TRANSPORT_TIMEOUT);
+    assert_eq!(error.retryable, Some(true));
+    wait_until(|| desk.cancelled.load(Ordering::SeqCst) == 1).await;
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_drains_in_flight_actions_then_cancels_stragglers() {
+    let desk = Desk::default();
+    let running = start(
+        desk.clone(),
+        ServerConfig::default().drain_timeout(Duration::from_millis(300)),
+    )
+    .await;
+    let client = running.client("tok-ada");
+    let finishing = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .invoke(Action::new(
+                    "cap:desk:echo",
+                    json!({ "text": "a", "delay_ms": 150 }),
+                ))
+                .await
+        }
+    });
+    let straggler = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .invoke(Action::new("cap:desk:wait", json!({ "text": "b" })))
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(client.ready().await.unwrap());
+    running.server.begin_drain();
+    assert!(!running.server.is_ready());
+    let response = reqwest::get(format!("{}{READY_PATH}", running.base))
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 503);
+    let refused = remote(
+        client
+            .invoke(Action::new("cap:desk:echo", json!({ "text": "late" })))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(refused.code, codes::TRANSPORT_SHUTTING_DOWN);
+    running.stop().await;
+    assert_eq!(
+        finishing.await.unwrap().unwrap().status,
+        ActionResultStatus::Completed
+    );
+    assert_eq!(
+        straggler.await.unwrap().unwrap().status,
+        ActionResultStatus::Cancelled
+    );
+    assert_eq!(desk.cancelled.load(Ordering::SeqCst), 1);
+}
+
+fn approve(id: &ApprovalId) -> ApprovalDecision {
+    ApprovalDecision {
+        approval_id: id.clone(),
+        decision: ApprovalDecisionKind::Approved,
+        approver: Principal::new("user:alice", PrincipalKind::Human),
+        decided_at: time::OffsetDateTime::now_utc(),
+        reason: Some("checked".into()),
+        constraints: vec![],
+        evidence: vec![],
+        decision_id: Some("dec-alice".into()),
+        policy_hash: None,
+        authority_path: vec![],
+        target_decision_id: None,
+    }
+}
+
+#[tokio::test]
+async fn approvals_are_decided_and_read_over_http_within_the_tenant() {
+    let desk = Desk::default();
+    let running = start(desk.clone(), ServerConfig::default()).await;
+    let requester = running.client("tok-ada");
+    let refund =
+        Action::new("cap:desk:refund", json!({ "amount_cents": 900 })).with_idempotency_key("r-1");
+    let pending = requester.invoke(refund.clone()).await.unwrap();
+    assert_eq!(pending.status, ActionResultStatus::PendingApproval);
+    let id: ApprovalId =
+        serde_json::from_value(pending.output.unwrap()["approval_id"].clone()).unwrap();
+
+    let view = requester.approval(&id).await.unwrap();
+    assert_eq!(view.status, ApprovalState::Pending);
+    assert_eq!(view.capability_id.as_str(), "cap:desk:refund");
+    // Another tenant does not see it.
+    let hidden = remote(
+        running
+            .client("tok-mallory")
+            .approval(&id)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(hidden.code, codes::POLICY_APPROVAL_NOT_FOUND);
+    // The requester cannot approve their own refund.
+    let mut own = approve(&id);
+    own.approver = Principal::new("user:ada", PrincipalKind::Human);
+    let refused = remote(requester.decide(own).await.unwrap_err());
+    assert_eq!(refused.category, ErrorCategory::Policy);
+
+    let approved = running
+        .client("tok-alice")
+        .decide(approve(&id))
+        .await
+        .unwrap();
+    assert_eq!(approved.status, ApprovalState::Approved);
+    assert_eq!(desk.refunds.load(Ordering::SeqCst), 0);
+
+    // The requester re-sends the action with the approval; it runs once.
+    let mut resumed = refund.clone();
+    resumed.approval = Some(approve(&id));
+    let done = requester.invoke(resumed).await.unwrap();
+    assert_eq!(done.status, ActionResultStatus::Completed, "{done:?}");
+    assert_eq!(desk.refunds.load(Ordering::SeqCst), 1);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn transactions_run_and_are_read_back_over_http() {
+    let running = start(Desk::default(), ServerConfig::default()).await;
+    let client = running.client("tok-ada");
+    let transaction_id = aip_connector::ids::TransactionId::new();
+    let action = Action::new("cap:desk:book", json!({ "text": "room" }))
+        .with_idempotency_key("book-1")
+        .with_transaction(ActionTransaction::new(TransactionMode::Execute));
+    let result = client
+        .transact(TransactionRequest {
+            transaction_id: transaction_id.clone(),
+            action,
+            requested_by: Principal::new("user:ada", PrincipalKind::Human),
+            reason: None,
+            metadata: None,
+            provider_operation: None,
+            reconciliation_cursor: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        result.status,
+        TransactionProtocolStatus::Committed,
+        "{result:?}"
+    );
+    let view = client
+        .transaction(TransactionQueryRequest {
+            transaction_id: Some(transaction_id.clone()),
+            ..TransactionQueryRequest::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(view.transaction_id, transaction_id);
+    assert!(!view.receipts.is_empty());
+    let hidden = remote(
+        running
+            .client("tok-mallory")
+            .transaction(TransactionQueryRequest {
+                transaction_id: Some(transaction_id),
+                ..TransactionQueryRequest::default()
+            })
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(hidden.code, codes::TRANSACTION_NOT_FOUND);
+    // Identity in the request is checked against the authenticated caller.
+    let forged = remote(
+        client
+            .transact(TransactionRequest {
+                transaction_id: aip_connector::ids::TransactionId::new(),
+                action: Action::new("cap:desk:book", json!({ "text": "x" }))
+                    .with_idempotency_key("book-2")
+                    .with_transaction(ActionTransaction::new(TransactionMode::Execute)),
+                requested_by: Principal::new("user:eve", PrincipalKind::Human),
+                reason: None,
+                metadata: None,
+                provider_operation: None,
+                reconciliation_cursor: None,
+            })
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(forged.code, codes::AUTH_NOT_AUTHORIZED);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn health_answers_without_credentials() {
+    let running = start(Desk::default(), ServerConfig::default()).await;
+    let anonymous = AipClient::new(&running.base);
+    assert!(anonymous.health().await.unwrap());
+    assert!(anonymous.ready().await.unwrap());
+    running.stop().await;
+}
+
+#[test]
+fn the_client_never_shows_its_token() {
+    let client = AipClient::new("http://127.0.0.1:1").bearer_token("tok-canary-secret");
+    let shown = format!("{client:?}");
+    assert!(!shown.contains("canary"), "{shown}");
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_a_retryable_transport_error() {
+    let error = AipClient::new("http://127.0.0.1:9")
+        .invoke(Action::new("cap:desk:echo", json!({ "text": "x" })))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ClientError::Unreachable(_)));
+    let protocol = error.to_protocol_error();
+    assert_eq!(protocol.code, codes::TRANSPORT_UNREACHABLE);
+    assert_eq!(protocol.retryable, Some(true));
+}
