@@ -57,6 +57,7 @@ struct Refunded {
 #[derive(Clone, Default)]
 struct Desk {
     cancelled: Arc<AtomicUsize>,
+    echoes: Arc<AtomicUsize>,
     refunds: Arc<AtomicUsize>,
 }
 
@@ -70,7 +71,9 @@ impl Desk {
         caller: Caller,
         tenant: Tenant,
     ) -> Result<Echo, ConnectorFailure> {
+        assert_ne!(note.text, "panic", "the handler panics when asked to");
         tokio::time::sleep(Duration::from_millis(note.delay_ms)).await;
+        self.echoes.fetch_add(1, Ordering::SeqCst);
         Ok(Echo {
             text: note.text,
             caller: caller.principal_id().to_string(),
@@ -794,4 +797,77 @@ async fn an_unreachable_server_is_a_retryable_transport_error() {
     let protocol = error.to_protocol_error();
     assert_eq!(protocol.code, codes::TRANSPORT_UNREACHABLE);
     assert_eq!(protocol.retryable, Some(true));
+}
+
+#[tokio::test]
+async fn an_answer_that_is_not_an_envelope_is_an_unexpected_response() {
+    let impostor = axum::Router::new().route(
+        MESSAGES_PATH,
+        axum::routing::post(|| async { "hello, not AIP" }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, impostor).await });
+    let error = AipClient::new(base)
+        .invoke(Action::new("cap:desk:echo", json!({ "text": "x" })))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, ClientError::UnexpectedResponse(_)),
+        "{error:?}"
+    );
+    let protocol = error.to_protocol_error();
+    assert_eq!(protocol.code, codes::TRANSPORT_UNEXPECTED_RESPONSE);
+    assert_eq!(protocol.retryable, Some(true));
+}
+
+#[tokio::test]
+async fn a_panicking_handler_is_a_connector_runtime_failure_and_the_server_lives_on() {
+    let running = start(Desk::default(), ServerConfig::default()).await;
+    let client = running.client("tok-ada");
+    let error = remote(
+        client
+            .invoke(Action::new("cap:desk:echo", json!({ "text": "panic" })))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(error.code, codes::CONNECTOR_RUNTIME_FAILURE);
+    assert_eq!(error.category, ErrorCategory::Connector);
+    assert_eq!(error.retryable, Some(false));
+    let next = client
+        .invoke(Action::new("cap:desk:echo", json!({ "text": "fine" })))
+        .await
+        .unwrap();
+    assert_eq!(next.status, ActionResultStatus::Completed);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_that_disconnects_does_not_abort_its_action_halfway() {
+    let desk = Desk::default();
+    let running = start(desk.clone(), ServerConfig::default()).await;
+    let impatient = AipClient::with_http_client(
+        &running.base,
+        reqwest::Client::builder()
+            .timeout(Duration::from_millis(50))
+            .build()
+            .unwrap(),
+    )
+    .bearer_token("tok-ada");
+    let gave_up = impatient
+        .invoke(Action::new(
+            "cap:desk:echo",
+            json!({ "text": "x", "delay_ms": 300 }),
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(gave_up, ClientError::Unreachable(_)),
+        "{gave_up:?}"
+    );
+    assert_eq!(desk.echoes.load(Ordering::SeqCst), 0);
+    // The action runs to its end on the server, so its result is settled (and, with a key,
+    // stored for the retry).
+    wait_until(|| desk.echoes.load(Ordering::SeqCst) == 1).await;
+    running.stop().await;
 }

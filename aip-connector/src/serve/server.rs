@@ -431,17 +431,23 @@ fn accepts_event_stream(headers: &HeaderMap) -> bool {
 async fn dispatch(
     shared: Arc<Shared>,
     caller: TrustedContext,
-    envelope: Envelope,
+    mut envelope: Envelope,
     wants_stream: bool,
     permit: OwnedSemaphorePermit,
 ) -> Response {
     let host = &shared.host;
-    let body = match &envelope.body {
+    // The body moves out (an action is never copied); what stays is what a reply needs.
+    let placeholder = MessageBody::Other {
+        key: String::new(),
+        value: serde_json::Value::Null,
+    };
+    let message_type = envelope.message_type;
+    let body = match std::mem::replace(&mut envelope.body, placeholder) {
         MessageBody::Action(action) if wants_stream => {
-            return stream_action(&shared, &envelope, (**action).clone(), caller, permit);
+            return stream_action(&shared, &envelope, *action, caller, permit);
         }
         MessageBody::Action(action) => {
-            let action = (**action).clone();
+            let action = *action;
             let id = action.id.clone();
             let task = {
                 let host = host.clone();
@@ -454,7 +460,7 @@ async fn dispatch(
             }
         }
         MessageBody::TransactionRequest(request) => {
-            let request = (**request).clone();
+            let request = *request;
             let id = request.action.id.clone();
             let task = {
                 let host = host.clone();
@@ -469,14 +475,14 @@ async fn dispatch(
         MessageBody::Cancel(Cancel {
             target: CancelTarget::Action(id),
             ..
-        }) => match host.cancel_as(id, &caller) {
+        }) => match host.cancel_as(&id, &caller) {
             CancelOutcome::Cancelled => {
-                let mut result = ActionResult::new(id.clone(), ActionResultStatus::Cancelled);
+                let mut result = ActionResult::new(id, ActionResultStatus::Cancelled);
                 result.output = Some(json!({ "cancelled": true }));
                 MessageBody::ActionResult(Box::new(result))
             }
             CancelOutcome::Pending => MessageBody::Ack(Ack {
-                action_id: id.clone(),
+                action_id: id,
                 status: AckStatus::Accepted,
                 reason: Some(
                     "the action is not executing here; the cancellation is remembered for 60 s \
@@ -506,10 +512,7 @@ async fn dispatch(
             return error_response(&error, Some(&envelope));
         }
         MessageBody::ApprovalDecision(decision) => {
-            match host
-                .record_approval_decision((**decision).clone(), &caller)
-                .await
-            {
+            match host.record_approval_decision(*decision, &caller).await {
                 Ok(record) => MessageBody::ApprovalRecordView(Box::new(record.view())),
                 Err(error) => return error_response(&error, Some(&envelope)),
             }
@@ -528,7 +531,7 @@ async fn dispatch(
             }
         }
         MessageBody::TransactionQueryRequest(query) => {
-            match host.transaction(&selector(query), &caller).await {
+            match host.transaction(&selector(&query), &caller).await {
                 Ok(Some(view)) => MessageBody::TransactionView(Box::new(view)),
                 Ok(None) => {
                     let error = refusal(
@@ -540,7 +543,7 @@ async fn dispatch(
                 Err(error) => return error_response(&error, Some(&envelope)),
             }
         }
-        MessageBody::ManifestRequest(request) => match pick_manifest(host, None, Some(request)) {
+        MessageBody::ManifestRequest(request) => match pick_manifest(host, None, Some(&request)) {
             Ok(manifest) => MessageBody::Manifest(Box::new(manifest)),
             Err(error) => return error_response(&error, Some(&envelope)),
         },
@@ -550,7 +553,7 @@ async fn dispatch(
                 format!(
                     "`{}` is not accepted here; send an action, transaction request, cancel, \
                      approval decision or query, or manifest request",
-                    envelope.message_type
+                    message_type
                 ),
             );
             return error_response(&error, Some(&envelope));
@@ -588,11 +591,13 @@ async fn run_bounded<T: Send + 'static>(
     });
     let joined = |outcome: Result<T, tokio::task::JoinError>| {
         outcome.map_err(|_| {
-            ProtocolError::new(
+            let mut error = ProtocolError::new(
                 codes::CONNECTOR_RUNTIME_FAILURE,
-                "the action's task ended abnormally",
+                "the action's task ended abnormally (its handler panicked); its outcome is unknown",
                 ErrorCategory::Connector,
-            )
+            );
+            error.retryable = Some(false);
+            error
         })
     };
     tokio::select! {
