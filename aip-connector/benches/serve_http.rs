@@ -172,6 +172,19 @@ fn main() {
         .build()
         .unwrap();
     let servers = runtime.block_on(Servers::start());
+    // `AIP_BENCH_PROFILE=plain|governed` only loops that case, for a profiler.
+    if let Ok(case) = std::env::var("AIP_BENCH_PROFILE") {
+        let calls = 50 * ROUND_CALLS;
+        let elapsed = match case.as_str() {
+            "plain" => time_round_n(&runtime, calls, || servers.plain()),
+            _ => time_round_n(&runtime, calls, || servers.governed()),
+        };
+        println!(
+            "{case}: {:.1} µs/call",
+            elapsed.as_secs_f64() * 1e6 / calls as f64
+        );
+        return;
+    }
     let mut criterion = Criterion::default()
         .configure_from_args()
         .measurement_time(Duration::from_secs(3))
@@ -191,9 +204,17 @@ fn main() {
 }
 
 fn time_round<F: std::future::Future>(runtime: &Runtime, call: impl Fn() -> F) -> Duration {
+    time_round_n(runtime, ROUND_CALLS, call)
+}
+
+fn time_round_n<F: std::future::Future>(
+    runtime: &Runtime,
+    calls: usize,
+    call: impl Fn() -> F,
+) -> Duration {
     runtime.block_on(async {
         let start = Instant::now();
-        for _ in 0..ROUND_CALLS {
+        for _ in 0..calls {
             std::hint::black_box(call().await);
         }
         start.elapsed()

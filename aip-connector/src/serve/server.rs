@@ -446,30 +446,25 @@ async fn dispatch(
         MessageBody::Action(action) if wants_stream => {
             return stream_action(&shared, &envelope, *action, caller, permit);
         }
+        // Each awaited branch is boxed, so the request future stays small: it is moved a few
+        // times on its way into the connection task, and a large one costs a copy each time.
         MessageBody::Action(action) => {
-            let action = *action;
-            let id = action.id.clone();
-            let task = {
-                let host = host.clone();
-                let caller = caller.clone();
-                async move { host.invoke(action, &caller).await }
-            };
-            match run_bounded(&shared, &caller, &id, task, permit).await {
+            match Box::pin(run_action(Arc::clone(&shared), caller, *action, permit)).await {
                 Ok(result) => MessageBody::ActionResult(Box::new(result)),
                 Err(error) => return error_response(&error, Some(&envelope)),
             }
         }
         MessageBody::TransactionRequest(request) => {
-            let request = *request;
-            let id = request.action.id.clone();
-            let task = {
-                let host = host.clone();
-                let caller = caller.clone();
-                async move { host.transact(request, &caller).await }
-            };
-            match run_bounded(&shared, &caller, &id, task, permit).await {
-                Ok(Ok(result)) => MessageBody::TransactionResult(Box::new(result)),
-                Ok(Err(error)) | Err(error) => return error_response(&error, Some(&envelope)),
+            match Box::pin(run_transaction(
+                Arc::clone(&shared),
+                caller,
+                *request,
+                permit,
+            ))
+            .await
+            {
+                Ok(result) => MessageBody::TransactionResult(Box::new(result)),
+                Err(error) => return error_response(&error, Some(&envelope)),
             }
         }
         MessageBody::Cancel(Cancel {
@@ -512,13 +507,13 @@ async fn dispatch(
             return error_response(&error, Some(&envelope));
         }
         MessageBody::ApprovalDecision(decision) => {
-            match host.record_approval_decision(*decision, &caller).await {
+            match Box::pin(host.record_approval_decision(*decision, &caller)).await {
                 Ok(record) => MessageBody::ApprovalRecordView(Box::new(record.view())),
                 Err(error) => return error_response(&error, Some(&envelope)),
             }
         }
         MessageBody::ApprovalQueryRequest(query) => {
-            match host.approval_view(&query.approval_id, &caller).await {
+            match Box::pin(host.approval_view(&query.approval_id, &caller)).await {
                 Ok(Some(view)) => MessageBody::ApprovalRecordView(Box::new(view)),
                 Ok(None) => {
                     let error = refusal(
@@ -531,7 +526,7 @@ async fn dispatch(
             }
         }
         MessageBody::TransactionQueryRequest(query) => {
-            match host.transaction(&selector(&query), &caller).await {
+            match Box::pin(host.transaction(&selector(&query), &caller)).await {
                 Ok(Some(view)) => MessageBody::TransactionView(Box::new(view)),
                 Ok(None) => {
                     let error = refusal(
@@ -560,6 +555,36 @@ async fn dispatch(
         }
     };
     envelope_response(StatusCode::OK, &Envelope::reply_to(&envelope, body))
+}
+
+async fn run_action(
+    shared: Arc<Shared>,
+    caller: TrustedContext,
+    action: aip_connector_core::model::Action,
+    permit: OwnedSemaphorePermit,
+) -> Result<ActionResult, ProtocolError> {
+    let id = action.id.clone();
+    let host = shared.host.clone();
+    let task = {
+        let caller = caller.clone();
+        async move { host.invoke(action, &caller).await }
+    };
+    run_bounded(&shared, &caller, &id, task, permit).await
+}
+
+async fn run_transaction(
+    shared: Arc<Shared>,
+    caller: TrustedContext,
+    request: aip_connector_core::model::TransactionRequest,
+    permit: OwnedSemaphorePermit,
+) -> Result<aip_connector_core::model::TransactionResult, ProtocolError> {
+    let id = request.action.id.clone();
+    let host = shared.host.clone();
+    let task = {
+        let caller = caller.clone();
+        async move { host.transact(request, &caller).await }
+    };
+    run_bounded(&shared, &caller, &id, task, permit).await?
 }
 
 fn selector(query: &TransactionQueryRequest) -> TransactionSelector {
@@ -776,5 +801,23 @@ fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response 
         )
             .into_response(),
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn future_size<A, B, C, D, E, F: Future>(_: impl FnOnce(A, B, C, D, E) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// Every request moves its future a few times on the way into its connection task; the
+    /// rare, large branches (approvals, transactions) are boxed so a plain action does not pay
+    /// for them. It was 26 KiB before they were.
+    #[test]
+    fn the_request_future_stays_small() {
+        let size = future_size(dispatch);
+        assert!(size <= 8 * 1024, "dispatch future is {size} bytes");
     }
 }

@@ -1,0 +1,1041 @@
+//! The MCP projection of a [`Host`]: every admitted callable capability becomes one MCP tool,
+//! and every `tools/call` runs through [`Host::invoke`], the same governed pipeline as any other
+//! caller (schemas, contract checks, idempotency, approvals, deadline, output schema).
+//!
+//! [`McpProjection`] implements [`rmcp::ServerHandler`] by hand and is served either
+//!
+//! - over streamable HTTP with [`McpProjection::router`]: rmcp's `StreamableHttpService` at
+//!   [`MCP_PATH`], behind a middleware that asks an [`Authenticator`] who the caller is and
+//!   answers `401` when nobody is; or
+//! - over stdio (or any byte pipe) with [`McpProjection::serve_stdio`] /
+//!   [`McpProjection::serve_io`], for one fixed local caller given at startup.
+//!
+//! The caller is never read from the MCP payload. `docs/mcp.md` is the guide: the tool
+//! projection (names, schemas, annotations), the result mapping and what MCP cannot express.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use aip_connector_core::admission::AdmittedManifest;
+use aip_connector_core::ids::CapabilityId;
+use aip_connector_core::model::{
+    Action, ActionResult, ActionResultStatus, ActionTransaction, Binding, Capability,
+    CapabilityContract, Envelope, IdempotencyRequirement, ProtocolError, RetrySafety, RiskLevel,
+    SideEffect, TransactionMode,
+};
+use aip_connector_core::naming::stable_profile_name;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use http::request::Parts;
+use http::{HeaderValue, StatusCode, header};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, MetaObject, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::{RequestContext, RunningService, ServerInitializeError};
+use rmcp::transport::IntoTransport;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+
+use super::auth::Authenticator;
+use crate::host::{Host, TrustedContext};
+use crate::schema::{self, SchemaDialect};
+
+/// The MCP compatibility profile: a capability's binding for it names the tool.
+pub const MCP_PROFILE: &str = "aip.mcp.compat.v1";
+
+/// The request `_meta` key that carries an idempotency key for `tools/call`
+/// (`{"_meta": {"aip/idempotency_key": "order-42"}}`).
+pub const IDEMPOTENCY_KEY_META: &str = "aip/idempotency_key";
+
+/// Where [`McpProjection::router`] mounts the streamable HTTP endpoint.
+pub const MCP_PATH: &str = "/mcp";
+
+/// Result and tool `_meta` keys this projection writes.
+pub mod meta {
+    /// Result: the id of the AIP action the call ran as (also what `Host::cancel` takes).
+    pub const ACTION_ID: &str = "aip/action_id";
+    /// Result: the AIP result status (`completed`, `failed`, `cancelled`, `pending_approval`,
+    /// `requires_human`).
+    pub const STATUS: &str = "aip/status";
+    /// Result: the AIP error of a result that is not `completed`, as the wire `ProtocolError`.
+    pub const ERROR: &str = "aip/error";
+    /// Result: the pending approval of a gated call (`approval_id`, `expires_at_ms`,
+    /// `policy_hash`).
+    pub const APPROVAL: &str = "aip/approval";
+    /// Result: `true` when the host replayed the stored result of an earlier call with the same
+    /// idempotency key (the handler did not run again).
+    pub const IDEMPOTENT_REPLAY: &str = "aip/idempotent_replay";
+    /// Tool: the capability id the tool runs.
+    pub const CAPABILITY_ID: &str = "aip/capability_id";
+    /// Tool: the capability's risk level, when declared.
+    pub const RISK: &str = "aip/risk";
+    /// Tool: the contract's side effects.
+    pub const SIDE_EFFECTS: &str = "aip/side_effects";
+    /// Tool: the contract's idempotency requirement (`required`, `optional`, `unsupported`).
+    pub const IDEMPOTENCY: &str = "aip/idempotency";
+    /// Tool: whether the host gates every call behind a human approval.
+    pub const APPROVAL_REQUIRED: &str = "aip/approval_required";
+}
+
+/// Why a host cannot be projected.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum McpProjectionError {
+    /// Two capabilities of different connectors project to the same tool name (admission only
+    /// checks names inside one manifest).
+    #[error("capabilities `{first}` and `{second}` both project to the MCP tool name `{name}`")]
+    NameCollision {
+        /// The tool name.
+        name: String,
+        /// The capability that took the name first.
+        first: CapabilityId,
+        /// The capability that collides with it.
+        second: CapabilityId,
+    },
+}
+
+/// Why [`McpProjection::serve_stdio`] stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum McpServeError {
+    /// The MCP handshake failed.
+    #[error("the MCP handshake failed: {0}")]
+    Initialize(Box<ServerInitializeError>),
+    /// The service task panicked or was aborted.
+    #[error("the MCP service task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+impl From<ServerInitializeError> for McpServeError {
+    fn from(error: ServerInitializeError) -> Self {
+        Self::Initialize(Box::new(error))
+    }
+}
+
+/// One projected capability.
+struct ProjectedTool {
+    tool: Tool,
+    capability: CapabilityId,
+    /// The tool declares an `outputSchema`: completed results carry `structuredContent`.
+    structured: bool,
+    /// The contract requires an idempotency key.
+    key_required: bool,
+    /// The contract's transaction section supports `execute`: calls run as durable `execute`
+    /// transactions (the handler gets its `Checkpoint`).
+    execute_transaction: bool,
+    /// The output schema does not declare `idempotent_replay`: the host's replay marker is
+    /// moved from `structuredContent` to the result's `_meta`.
+    strip_replay_marker: bool,
+}
+
+struct Projection {
+    host: Host,
+    tools: Vec<ProjectedTool>,
+    by_name: HashMap<String, usize>,
+}
+
+/// Where a call's caller comes from.
+#[derive(Clone)]
+enum CallerSource {
+    /// The `TrustedContext` an authenticating layer put into the HTTP request's extensions.
+    Transport,
+    /// One fixed caller (stdio: the local user).
+    Fixed(Arc<TrustedContext>),
+}
+
+/// A host's admitted manifests projected as MCP tools; an [`rmcp::ServerHandler`].
+///
+/// Cheap to clone (clones share the host and the tool list). Built by [`McpProjection::new`],
+/// it takes each call's caller from the HTTP request (see [`McpProjection::router`]); a call
+/// that carries no authenticated caller is refused. [`McpProjection::with_local_caller`] gives
+/// it one fixed caller instead, for stdio.
+#[derive(Clone)]
+pub struct McpProjection {
+    inner: Arc<Projection>,
+    info: Arc<ServerConfig>,
+    caller: CallerSource,
+}
+
+impl fmt::Debug for McpProjection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let caller = match &self.caller {
+            CallerSource::Transport => "transport",
+            CallerSource::Fixed(_) => "fixed",
+        };
+        f.debug_struct("McpProjection")
+            .field(
+                "tools",
+                &self
+                    .inner
+                    .tools
+                    .iter()
+                    .map(|t| t.tool.name.as_ref())
+                    .collect::<Vec<_>>(),
+            )
+            .field("caller", &caller)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpProjection {
+    /// Projects every callable capability of every manifest `host` admitted (every kind but
+    /// `resource`), in manifest order.
+    ///
+    /// Fails when two connectors' capabilities project to the same tool name.
+    pub fn new(host: Host) -> Result<Self, McpProjectionError> {
+        let mut tools = Vec::new();
+        let mut by_name: HashMap<String, usize> = HashMap::new();
+        for admitted in host.manifests() {
+            for capability in admitted
+                .manifest()
+                .capabilities
+                .iter()
+                .filter(|c| c.is_callable())
+            {
+                let projected = project_capability(admitted, capability);
+                let name = projected.tool.name.to_string();
+                if let Some(&first) = by_name.get(&name) {
+                    let first: &ProjectedTool = &tools[first];
+                    return Err(McpProjectionError::NameCollision {
+                        name,
+                        first: first.capability.clone(),
+                        second: capability.id.clone(),
+                    });
+                }
+                by_name.insert(name, tools.len());
+                tools.push(projected);
+            }
+        }
+        let info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                "aip-connector",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(
+                "Each tool is an AIP capability run by a governed host. Send \
+                 `_meta[\"aip/idempotency_key\"]` with a tools/call to make a retry of it safe; \
+                 a gated call answers with the pending approval id and does not run.",
+            );
+        Ok(Self {
+            inner: Arc::new(Projection {
+                host,
+                tools,
+                by_name,
+            }),
+            info: Arc::new(info),
+            caller: CallerSource::Transport,
+        })
+    }
+
+    /// The same projection announcing `server_info` (name, version) in `initialize`.
+    pub fn with_server_info(self, server_info: Implementation) -> Self {
+        self.map_info(|info| info.with_server_info(server_info))
+    }
+
+    /// The same projection sending `instructions` in `initialize`.
+    pub fn with_instructions(self, instructions: impl Into<String>) -> Self {
+        let instructions = instructions.into();
+        self.map_info(|info| info.with_instructions(instructions))
+    }
+
+    fn map_info(self, change: impl FnOnce(ServerConfig) -> ServerConfig) -> Self {
+        Self {
+            info: Arc::new(change(ServerConfig::clone(&self.info))),
+            ..self
+        }
+    }
+
+    /// The same projection running every call as `caller` (stdio: the local user the process
+    /// runs for). Never serve such a projection to more than that one user.
+    pub fn with_local_caller(self, caller: TrustedContext) -> Self {
+        Self {
+            caller: CallerSource::Fixed(Arc::new(caller)),
+            ..self
+        }
+    }
+
+    /// The host the calls run on.
+    pub fn host(&self) -> &Host {
+        &self.inner.host
+    }
+
+    /// The projected tools, in manifest order.
+    pub fn tools(&self) -> impl Iterator<Item = &Tool> {
+        self.inner.tools.iter().map(|t| &t.tool)
+    }
+
+    /// The tool named `name`, if projected.
+    pub fn tool(&self, name: &str) -> Option<&Tool> {
+        let index = *self.inner.by_name.get(name)?;
+        Some(&self.inner.tools[index].tool)
+    }
+
+    /// The name of the tool that runs capability `id`, if projected.
+    pub fn tool_name(&self, id: &str) -> Option<&str> {
+        self.inner
+            .tools
+            .iter()
+            .find(|t| t.capability == id)
+            .map(|t| t.tool.name.as_ref())
+    }
+
+    /// An axum router serving the projection over streamable HTTP at [`MCP_PATH`], with rmcp's
+    /// default server configuration (sessions; only loopback `Host` headers are accepted, so a
+    /// public deployment must use [`router_with_config`](Self::router_with_config) and list
+    /// its host names).
+    ///
+    /// Every request to [`MCP_PATH`] (POST, GET and DELETE) is first authenticated by
+    /// `authenticator`; a refusal is answered `401` with the error as an `aip.core.v1.error`
+    /// envelope and `WWW-Authenticate: Bearer`, and reaches no MCP code. An accepted request
+    /// carries its [`TrustedContext`] in its extensions, and each `tools/call` runs as that
+    /// caller. A projection made by [`with_local_caller`](Self::with_local_caller) serves HTTP
+    /// with per-request callers all the same.
+    pub fn router(self, authenticator: Arc<dyn Authenticator>) -> Router {
+        self.router_with_config(authenticator, StreamableHttpServerConfig::default())
+    }
+
+    /// [`router`](Self::router) with an explicit rmcp server configuration (allowed hosts and
+    /// origins, stateless or session mode, JSON responses, keep-alive, body limit, shutdown
+    /// token).
+    pub fn router_with_config(
+        self,
+        authenticator: Arc<dyn Authenticator>,
+        config: StreamableHttpServerConfig,
+    ) -> Router {
+        let projection = Self {
+            caller: CallerSource::Transport,
+            ..self
+        };
+        let service = StreamableHttpService::new(
+            move || Ok(projection.clone()),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+        Router::new()
+            .route_service(MCP_PATH, service)
+            .route_layer(middleware::from_fn_with_state(authenticator, authenticate))
+    }
+
+    /// Serves [`router_with_config`](Self::router_with_config) on `listener` until `shutdown`
+    /// completes. Shutdown cancels `config.cancellation_token`, which ends every MCP session:
+    /// open SSE streams close, and a tool call still running is cancelled (its action through
+    /// [`Host::cancel`]). Then no connection is accepted, and the call returns once the open
+    /// ones have closed.
+    pub async fn serve_http(
+        self,
+        listener: tokio::net::TcpListener,
+        authenticator: Arc<dyn Authenticator>,
+        config: StreamableHttpServerConfig,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let sessions = config.cancellation_token.clone();
+        let router = self.router_with_config(authenticator, config);
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                sessions.cancel();
+            })
+            .await
+    }
+
+    /// Serves the projection over `transport` (any rmcp transport: a pair of byte streams, a
+    /// `tokio::io::duplex` end, ...) with every call run as `caller`. Returns once the client
+    /// has initialized the session; [`RunningService::waiting`] waits for it to end.
+    pub async fn serve_io<T, E, A>(
+        self,
+        transport: T,
+        caller: TrustedContext,
+    ) -> Result<RunningService<RoleServer, Self>, ServerInitializeError>
+    where
+        T: IntoTransport<RoleServer, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        self.with_local_caller(caller).serve(transport).await
+    }
+
+    /// Serves the projection on this process's stdin and stdout, every call run as `caller`
+    /// (the local user), until the client closes stdin. Nothing else may write to stdout.
+    pub async fn serve_stdio(self, caller: TrustedContext) -> Result<(), McpServeError> {
+        let running = self.serve_io(rmcp::transport::io::stdio(), caller).await?;
+        running.waiting().await?;
+        Ok(())
+    }
+
+    /// The caller of one request, or the JSON-RPC error refusing it.
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Result<TrustedContext, ErrorData> {
+        match &self.caller {
+            CallerSource::Fixed(caller) => Ok(TrustedContext::clone(caller)),
+            CallerSource::Transport => context
+                .extensions
+                .get::<Parts>()
+                .and_then(|parts| parts.extensions.get::<TrustedContext>())
+                .cloned()
+                .ok_or_else(|| {
+                    let error = super::auth::unauthenticated(
+                        "the MCP request carries no authenticated caller; serve the projection \
+                         with McpProjection::router or McpProjection::serve_io",
+                    );
+                    ErrorData::invalid_request(error.message.clone(), Some(json!(error)))
+                }),
+        }
+    }
+
+    /// One `tools/call`: the action, its run on the host (cancelled when the request is), and
+    /// the projected result.
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let Some(&index) = self.inner.by_name.get(request.name.as_ref()) else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{}`", request.name),
+                None,
+            ));
+        };
+        let tool = &self.inner.tools[index];
+        let caller = self.caller(&context)?;
+        let key = idempotency_key(&request, &context)?;
+        let input = Value::Object(request.arguments.unwrap_or_default());
+        let key = key.or_else(|| {
+            tool.key_required
+                .then(|| derived_key(&tool.capability, &input))
+        });
+        let mut action = Action::new(tool.capability.clone(), input);
+        action.idempotency_key = key;
+        if tool.execute_transaction {
+            action.transaction = Some(ActionTransaction::new(TransactionMode::Execute));
+        }
+        let action_id = action.id.clone();
+        let host = &self.inner.host;
+        let mut invocation = std::pin::pin!(host.invoke(action, &caller));
+        let result = tokio::select! {
+            biased;
+            result = &mut invocation => result,
+            () = context.ct.cancelled() => {
+                // `notifications/cancelled`, a closed session or a dropped HTTP request: the
+                // host cancels the handler (or remembers the cancel if it has not started) and
+                // answers `cancelled`, unless the action already finished.
+                host.cancel_as(&action_id, &caller);
+                invocation.await
+            }
+        };
+        Ok(project_result(tool, result))
+    }
+}
+
+/// The key of a call to a capability that requires one when the client sent none: derived from
+/// the capability and the canonical JSON of the arguments, so calling the tool again with the
+/// same arguments replays the first result (within the key's TTL and scope) instead of running
+/// again. That is what `idempotentHint` promises, and what makes an MCP client's blind retry of
+/// a timed-out call safe. A client that means "do it again" sends its own key.
+fn derived_key(capability: &CapabilityId, input: &Value) -> String {
+    let mut canonical = crate::host::canonical::canonical_json(input);
+    canonical.insert(0, '\n');
+    canonical.insert_str(0, capability.as_str());
+    format!(
+        "mcp-args-{}",
+        crate::host::canonical::sha256_hex(canonical.as_bytes())
+    )
+}
+
+/// The idempotency key of a `tools/call`: `_meta["aip/idempotency_key"]`, a string.
+fn idempotency_key(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Result<Option<String>, ErrorData> {
+    let value = context
+        .meta
+        .get(IDEMPOTENCY_KEY_META)
+        .or_else(|| request.meta.as_ref()?.get(IDEMPOTENCY_KEY_META));
+    match value {
+        None => Ok(None),
+        Some(Value::String(key)) => Ok(Some(key.clone())),
+        Some(_) => Err(ErrorData::invalid_params(
+            format!("`_meta[\"{IDEMPOTENCY_KEY_META}\"]` must be a string"),
+            None,
+        )),
+    }
+}
+
+/// The axum middleware in front of the MCP endpoint.
+async fn authenticate(
+    State(authenticator): State<Arc<dyn Authenticator>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (mut parts, body) = request.into_parts();
+    match authenticator.authenticate(&parts).await {
+        Ok(caller) => {
+            parts.extensions.insert(caller);
+            next.run(Request::from_parts(parts, body)).await
+        }
+        Err(error) => unauthorized(error),
+    }
+}
+
+/// `401` with the error as an `aip.core.v1.error` envelope.
+fn unauthorized(error: ProtocolError) -> Response {
+    let body = serde_json::to_vec(&Envelope::error(error)).unwrap_or_default();
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = StatusCode::UNAUTHORIZED;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
+impl ServerHandler for McpProjection {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::clone(&self.info)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(
+            self.tools().cloned().collect(),
+        ))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tool(name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.call(request, context)
+            .await
+            .map(CallToolResponse::from)
+    }
+}
+
+// ---- The tool projection ----------------------------------------------------------------------
+
+fn project_capability(admitted: &AdmittedManifest, capability: &Capability) -> ProjectedTool {
+    let name = admitted
+        .projected_name(MCP_PROFILE, capability.id.as_str())
+        .map(str::to_owned)
+        .unwrap_or_else(|| {
+            // The manifest does not speak the MCP profile: project the name admission would.
+            stable_profile_name(
+                capability
+                    .binding(MCP_PROFILE)
+                    .and_then(Binding::projected_name)
+                    .unwrap_or(capability.id.as_str()),
+            )
+        });
+    let description = capability
+        .description
+        .clone()
+        .filter(|d| !d.trim().is_empty())
+        .unwrap_or_else(|| capability.name.clone());
+    let mut tool = Tool::new(
+        name,
+        description,
+        schema_object(input_schema(&capability.input_schema)),
+    )
+    .with_title(capability.name.clone())
+    .with_annotations(tool_annotations(capability))
+    .with_meta(tool_meta(capability));
+    let output = capability.output_schema.as_ref().and_then(output_schema);
+    let structured = output.is_some();
+    let strip_replay_marker = output
+        .as_ref()
+        .is_some_and(|schema| schema.pointer(REPLAY_MARKER_PROPERTY).is_none());
+    if let Some(output) = output {
+        tool = tool.with_raw_output_schema(Arc::new(schema_object(output)));
+    }
+    let contract = capability.contract.as_ref();
+    let key_required =
+        contract.is_some_and(|c| c.idempotency.requirement == IdempotencyRequirement::Required);
+    let execute_transaction = contract
+        .and_then(|c| c.transaction.as_ref())
+        .is_some_and(|t| t.supports(TransactionMode::Execute));
+    ProjectedTool {
+        tool,
+        capability: capability.id.clone(),
+        structured,
+        key_required,
+        execute_transaction,
+        strip_replay_marker,
+    }
+}
+
+/// The marker `Host` adds to a replayed output (`docs/host-runtime.md` §4).
+const REPLAY_MARKER: &str = "idempotent_replay";
+const REPLAY_MARKER_PROPERTY: &str = "/properties/idempotent_replay";
+
+/// The `inputSchema` of a capability: client-compatible (local `$ref`s inlined, nullable
+/// unions collapsed; an optional field is then left out rather than sent as `null`, which
+/// deserializes alike), without `$schema` (MCP's default dialect is 2020-12, and some
+/// validators refuse a schema that names it).
+pub fn input_schema(schema: &Value) -> Value {
+    without_dialect(schema::render(schema, SchemaDialect::ClientCompatible))
+}
+
+/// The `outputSchema` of a capability, or `None` when its root is not an object (MCP's
+/// `structuredContent` of current clients is an object).
+///
+/// Client-compatible when that changes nothing the output can be: a schema with a nullable
+/// union (`["T", "null"]`, `anyOf [T, {"type": "null"}]`) keeps its Draft 2020-12 form,
+/// because a serialized `Option` field is `null` and collapsing the union would make every
+/// strict client reject a conforming result. Never carries `$schema`.
+pub fn output_schema(schema: &Value) -> Option<Value> {
+    if !schema::has_object_root(schema) {
+        return None;
+    }
+    let dialect = if has_nullable_union(schema) {
+        SchemaDialect::Draft202012
+    } else {
+        SchemaDialect::ClientCompatible
+    };
+    Some(without_dialect(schema::render(schema, dialect)))
+}
+
+fn without_dialect(mut schema: Value) -> Value {
+    if let Some(object) = schema.as_object_mut() {
+        object.remove("$schema");
+    }
+    schema
+}
+
+/// Whether any node of `schema` accepts `null` next to another type.
+fn has_nullable_union(schema: &Value) -> bool {
+    match schema {
+        Value::Object(object) => {
+            let union = object
+                .get("type")
+                .and_then(Value::as_array)
+                .is_some_and(|types| types.iter().any(|t| t == "null"));
+            let branch = ["anyOf", "oneOf"].iter().any(|keyword| {
+                object
+                    .get(*keyword)
+                    .and_then(Value::as_array)
+                    .is_some_and(|branches| {
+                        branches
+                            .iter()
+                            .any(|b| b.get("type").and_then(Value::as_str) == Some("null"))
+                    })
+            });
+            union
+                || branch
+                || object.get("nullable") == Some(&Value::Bool(true))
+                || object.values().any(has_nullable_union)
+        }
+        Value::Array(items) => items.iter().any(has_nullable_union),
+        _ => false,
+    }
+}
+
+fn schema_object(schema: Value) -> JsonObject {
+    match schema {
+        Value::Object(object) => object,
+        // Admission only admits object schemas; a boolean `true` schema accepts anything.
+        _ => JsonObject::new(),
+    }
+}
+
+/// The MCP annotations of a capability, from its contract (`docs/mcp.md` has the table).
+///
+/// The title is the capability's name. Without a contract only the title is set, so MCP's
+/// conservative defaults apply (not read-only, destructive, not idempotent, open world).
+///
+/// - `readOnlyHint`: every side effect is `read` (or there is none);
+/// - `destructiveHint`: not read-only, and some effect may overwrite or destroy existing
+///   state: `write`, `delete`, `financial`, `identity`, `medical`, `legal`, `code_execution`.
+///   `send_message` only adds (a new message) and `external_network` says where, not what;
+/// - `idempotentHint`: idempotency is required, or retry safety is `safe`. A required key
+///   that the client does not send is derived from the arguments, so repeating a call with the
+///   same arguments replays its result;
+/// - `openWorldHint`: an `external_network` side effect.
+pub fn tool_annotations(capability: &Capability) -> ToolAnnotations {
+    let annotations = ToolAnnotations::with_title(capability.name.clone());
+    let Some(contract) = &capability.contract else {
+        return annotations;
+    };
+    let effects = &contract.side_effects;
+    let read_only = effects.iter().all(|e| *e == SideEffect::Read);
+    let destructive = !read_only && effects.iter().any(|e| overwrites(*e));
+    annotations
+        .read_only(read_only)
+        .destructive(destructive)
+        .idempotent(
+            contract.idempotency.requirement == IdempotencyRequirement::Required
+                || contract.execution.retry_safety == RetrySafety::Safe,
+        )
+        .open_world(effects.contains(&SideEffect::ExternalNetwork))
+}
+
+/// Whether a side effect may change or destroy state that existed before the call.
+fn overwrites(effect: SideEffect) -> bool {
+    match effect {
+        SideEffect::Write
+        | SideEffect::Delete
+        | SideEffect::Financial
+        | SideEffect::Identity
+        | SideEffect::Medical
+        | SideEffect::Legal
+        | SideEffect::CodeExecution => true,
+        SideEffect::Read | SideEffect::SendMessage | SideEffect::ExternalNetwork => false,
+    }
+}
+
+/// Whether the host gates every call of the capability behind an approval (stage 10).
+fn approval_required(capability: &Capability, contract: Option<&CapabilityContract>) -> bool {
+    contract
+        .and_then(|c| c.approval.as_ref())
+        .is_some_and(|a| a.required)
+        || capability.requires_human_approval == Some(true)
+        || capability.risk.is_some_and(|risk| risk > RiskLevel::Medium)
+}
+
+fn tool_meta(capability: &Capability) -> MetaObject {
+    let contract = capability.contract.as_ref();
+    let mut meta = MetaObject::new();
+    meta.insert(meta::CAPABILITY_ID.to_owned(), json!(capability.id));
+    if let Some(risk) = capability.risk {
+        meta.insert(meta::RISK.to_owned(), json!(risk));
+    }
+    if let Some(contract) = contract {
+        meta.insert(meta::SIDE_EFFECTS.to_owned(), json!(contract.side_effects));
+        meta.insert(
+            meta::IDEMPOTENCY.to_owned(),
+            json!(contract.idempotency.requirement),
+        );
+    }
+    meta.insert(
+        meta::APPROVAL_REQUIRED.to_owned(),
+        json!(approval_required(capability, contract)),
+    );
+    meta
+}
+
+// ---- The result projection --------------------------------------------------------------------
+
+/// Maps an AIP result to an MCP tool result. Only `completed` is a success; everything else is
+/// `isError: true` without `structuredContent`, so no client validates a refusal against the
+/// tool's `outputSchema`.
+fn project_result(tool: &ProjectedTool, result: ActionResult) -> CallToolResult {
+    let mut meta = MetaObject::new();
+    meta.insert(meta::ACTION_ID.to_owned(), json!(result.action_id));
+    meta.insert(meta::STATUS.to_owned(), json!(result.status));
+    if let Some(error) = &result.error {
+        meta.insert(meta::ERROR.to_owned(), json!(error));
+    }
+    let projected = match result.status {
+        ActionResultStatus::Completed => {
+            let mut output = result.output.unwrap_or(Value::Null);
+            if tool.strip_replay_marker
+                && let Some(object) = output.as_object_mut()
+                && let Some(marker) = object.remove(REPLAY_MARKER)
+            {
+                // A replay of a stored result: the schema does not allow the marker (it may
+                // forbid additional properties), so it travels in `_meta`.
+                meta.insert(meta::IDEMPOTENT_REPLAY.to_owned(), marker);
+            }
+            let mut success = CallToolResult::success(vec![ContentBlock::text(output.to_string())]);
+            if tool.structured {
+                success.structured_content = Some(output);
+            }
+            success
+        }
+        ActionResultStatus::Failed => {
+            CallToolResult::error(error_blocks("the action failed", result.error.as_ref()))
+        }
+        ActionResultStatus::Cancelled => {
+            let reason = result
+                .output
+                .as_ref()
+                .and_then(|o| o.get("reason"))
+                .and_then(Value::as_str)
+                .unwrap_or("cancellation requested");
+            let fallback =
+                format!("cancelled: the action was cancelled before it finished ({reason})");
+            CallToolResult::error(error_blocks(&fallback, result.error.as_ref()))
+        }
+        ActionResultStatus::PendingApproval | ActionResultStatus::RequiresHuman => {
+            let approval = result.output.clone().unwrap_or(Value::Null);
+            let approval_id = approval
+                .get("approval_id")
+                .and_then(Value::as_str)
+                .or_else(|| {
+                    result
+                        .error
+                        .as_ref()?
+                        .details
+                        .as_ref()?
+                        .get("approval_id")?
+                        .as_str()
+                })
+                .unwrap_or("(none)")
+                .to_owned();
+            if !approval.is_null() {
+                meta.insert(meta::APPROVAL.to_owned(), approval.clone());
+            }
+            let what = if result.status == ActionResultStatus::PendingApproval {
+                "needs human approval"
+            } else {
+                "needs a human"
+            };
+            let mut blocks = vec![ContentBlock::text(format!(
+                "Not executed: `{}` {what} before it runs; nothing ran. Pending approval id: \
+                 {approval_id}. Once the approval is granted, the host's operator resumes the \
+                 action; calling this tool again does not resume it.",
+                tool.capability
+            ))];
+            if !approval.is_null() {
+                blocks.push(ContentBlock::text(approval.to_string()));
+            }
+            CallToolResult::error(blocks)
+        }
+    };
+    projected.with_meta(Some(meta))
+}
+
+/// `code: message` and the whole error as JSON text.
+fn error_blocks(fallback: &str, error: Option<&ProtocolError>) -> Vec<ContentBlock> {
+    match error {
+        Some(error) => vec![
+            ContentBlock::text(format!("{}: {}", error.code, error.message)),
+            ContentBlock::text(json!(error).to_string()),
+        ],
+        None => vec![ContentBlock::text(fallback.to_owned())],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use aip_connector_core::model::{
+        CapabilityKind, DataContract, DataSensitivity, ExecutionContract, ExpectedCompletionMode,
+        IdempotencyCollisionBehavior, IdempotencyContract, IdempotencyKeyScope,
+    };
+
+    use super::*;
+
+    fn capability(effects: &[SideEffect], retry_safety: RetrySafety) -> Capability {
+        let mut capability = Capability::new(
+            "cap:t:x",
+            "X",
+            CapabilityKind::Tool,
+            json!({"type": "object"}),
+        );
+        capability.contract = Some(CapabilityContract {
+            side_effects: effects.to_vec(),
+            idempotency: IdempotencyContract {
+                // A key is required exactly when retry safety depends on one.
+                requirement: if retry_safety == RetrySafety::SafeWithIdempotencyKey {
+                    IdempotencyRequirement::Required
+                } else {
+                    IdempotencyRequirement::Optional
+                },
+                collision_behavior: IdempotencyCollisionBehavior::RevalidateInputHash,
+                key_scope: IdempotencyKeyScope::Tenant,
+                ttl_ms: Some(1000),
+            },
+            execution: ExecutionContract {
+                supports_sync: true,
+                supports_async: false,
+                supports_streaming: false,
+                supports_cancel: false,
+                supports_retry: true,
+                expected_completion: ExpectedCompletionMode::Sync,
+                retry_safety,
+            },
+            data: DataContract {
+                sensitivity: DataSensitivity::Public,
+                contains_pii: false,
+                redaction_required: false,
+                residency: None,
+                retention: None,
+            },
+            credentials: None,
+            approval: None,
+            sla: None,
+            transaction: None,
+            compensation: None,
+        });
+        capability
+    }
+
+    fn hints(annotations: &ToolAnnotations) -> [Option<bool>; 4] {
+        [
+            annotations.read_only_hint,
+            annotations.destructive_hint,
+            annotations.idempotent_hint,
+            annotations.open_world_hint,
+        ]
+    }
+
+    /// Side effects, retry safety, and `[readOnly, destructive, idempotent, openWorld]`.
+    type Row = (&'static [SideEffect], RetrySafety, [Option<bool>; 4]);
+
+    #[test]
+    fn annotation_table() {
+        use SideEffect::*;
+        let t = Some(true);
+        let f = Some(false);
+        let key = RetrySafety::SafeWithIdempotencyKey;
+        let cases: &[Row] = &[
+            (&[], RetrySafety::Safe, [t, f, t, f]),
+            (&[Read], RetrySafety::Safe, [t, f, t, f]),
+            (&[Read, ExternalNetwork], RetrySafety::Safe, [f, f, t, t]),
+            // A required key (derived from the arguments when the client sends none) makes a
+            // repeated call with the same arguments a replay: idempotent.
+            (&[Write], key, [f, t, t, f]),
+            (&[Write, ExternalNetwork], RetrySafety::Safe, [f, t, t, t]),
+            (&[Delete], RetrySafety::Unsafe, [f, t, f, f]),
+            (&[SendMessage], key, [f, f, t, f]),
+            (&[SendMessage, ExternalNetwork], key, [f, f, t, t]),
+            (&[Financial], key, [f, t, t, f]),
+            (&[Identity], key, [f, t, t, f]),
+            (&[Medical], key, [f, t, t, f]),
+            (&[Legal], key, [f, t, t, f]),
+            (&[CodeExecution], RetrySafety::Unknown, [f, t, f, f]),
+        ];
+        for (effects, safety, expected) in cases {
+            let annotations = tool_annotations(&capability(effects, *safety));
+            assert_eq!(hints(&annotations), *expected, "{effects:?} {safety:?}");
+            assert_eq!(annotations.title.as_deref(), Some("X"));
+        }
+    }
+
+    #[test]
+    fn a_derived_key_names_the_capability_and_the_canonical_arguments() {
+        let cap = CapabilityId::from("cap:x:y");
+        let a: Value = serde_json::from_str(r#"{"b": 1, "a": [true, null]}"#).unwrap();
+        let reordered: Value = serde_json::from_str(r#"{"a": [true, null], "b": 1}"#).unwrap();
+        assert_eq!(derived_key(&cap, &a), derived_key(&cap, &reordered));
+        assert_ne!(derived_key(&cap, &a), derived_key(&cap, &json!({"b": 2})));
+        assert_ne!(
+            derived_key(&cap, &a),
+            derived_key(&CapabilityId::from("cap:x:z"), &a)
+        );
+        assert!(derived_key(&cap, &a).starts_with("mcp-args-"));
+    }
+
+    #[test]
+    fn without_a_contract_only_the_title_is_set() {
+        let mut bare = capability(&[SideEffect::Read], RetrySafety::Safe);
+        bare.contract = None;
+        let annotations = tool_annotations(&bare);
+        assert_eq!(hints(&annotations), [None; 4]);
+        assert_eq!(annotations.title.as_deref(), Some("X"));
+    }
+
+    #[test]
+    fn output_schemas_keep_nullable_unions_and_drop_the_dialect() {
+        let plain = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {"inner": {"$ref": "#/$defs/Inner"}},
+            "$defs": {"Inner": {"type": "object", "properties": {"n": {"type": "integer"}}}},
+        });
+        let rendered = output_schema(&plain).unwrap();
+        assert!(!rendered.to_string().contains("$ref"), "{rendered}");
+        assert!(rendered.get("$schema").is_none());
+        assert_eq!(
+            rendered["properties"]["inner"]["properties"]["n"]["type"],
+            "integer"
+        );
+
+        let nullable = json!({
+            "type": "object",
+            "properties": {"note": {"type": ["string", "null"]}},
+            "required": ["note"],
+        });
+        let rendered = output_schema(&nullable).unwrap();
+        assert_eq!(
+            rendered["properties"]["note"]["type"],
+            json!(["string", "null"])
+        );
+
+        assert_eq!(output_schema(&json!({"type": "array"})), None);
+    }
+
+    fn projected() -> ProjectedTool {
+        ProjectedTool {
+            tool: Tool::new("x", "X", JsonObject::new()),
+            capability: "cap:t:x".into(),
+            structured: true,
+            key_required: false,
+            execute_transaction: false,
+            strip_replay_marker: true,
+        }
+    }
+
+    fn text(result: &CallToolResult, block: usize) -> &str {
+        &result.content[block].as_text().unwrap().text
+    }
+
+    #[test]
+    fn only_completed_results_are_successes_with_structured_content() {
+        use aip_connector_core::ids::ActionId;
+        use aip_connector_core::model::ErrorCategory;
+
+        let tool = projected();
+        let id = ActionId::new();
+        let done = project_result(&tool, ActionResult::completed(id.clone(), json!({"n": 1})));
+        assert_eq!(done.is_error, Some(false));
+        assert_eq!(done.structured_content, Some(json!({"n": 1})));
+        assert_eq!(text(&done, 0), r#"{"n":1}"#);
+
+        let replay = json!({"n": 1, "idempotent_replay": true});
+        let replayed = project_result(&tool, ActionResult::completed(id.clone(), replay));
+        assert_eq!(replayed.structured_content, Some(json!({"n": 1})));
+        assert_eq!(
+            replayed.meta.unwrap().get(meta::IDEMPOTENT_REPLAY),
+            Some(&json!(true))
+        );
+
+        let error = ProtocolError::new("x.failed", "it broke", ErrorCategory::Connector);
+        let failed = project_result(&tool, ActionResult::failed(id.clone(), error));
+        assert_eq!(failed.is_error, Some(true));
+        assert_eq!(failed.structured_content, None);
+        assert_eq!(text(&failed, 0), "x.failed: it broke");
+        let meta = failed.meta.as_ref().unwrap();
+        assert_eq!(meta.get(meta::STATUS), Some(&json!("failed")));
+        assert_eq!(meta[meta::ERROR]["code"], "x.failed");
+
+        let mut cancelled = ActionResult::new(id.clone(), ActionResultStatus::Cancelled);
+        cancelled.output = Some(json!({"cancelled": true, "reason": "operator said so"}));
+        let cancelled = project_result(&tool, cancelled);
+        assert_eq!(cancelled.is_error, Some(true));
+        assert_eq!(cancelled.structured_content, None);
+        assert!(text(&cancelled, 0).contains("operator said so"));
+
+        let mut human = ActionResult::new(id, ActionResultStatus::RequiresHuman);
+        human.output = Some(json!({"approval_id": "appr_1"}));
+        let human = project_result(&tool, human);
+        assert_eq!(human.is_error, Some(true));
+        assert_eq!(human.structured_content, None);
+        assert!(text(&human, 0).contains("appr_1"));
+        assert!(text(&human, 0).contains("nothing ran"));
+    }
+
+    #[test]
+    fn input_schemas_are_client_compatible() {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {"note": {"type": ["string", "null"]}},
+        });
+        let rendered = input_schema(&schema);
+        assert_eq!(rendered["properties"]["note"]["type"], "string");
+        assert!(rendered.get("$schema").is_none());
+    }
+}

@@ -1,0 +1,906 @@
+//! The MCP projection of a host, driven by the real rmcp client: over streamable HTTP on a
+//! loopback port (tool list, annotations, schemas, structured results, schema rejection,
+//! approval gate, idempotency through `_meta`, cancellation, authentication) and over a byte
+//! pipe as stdio would carry it (a fixed local caller).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use aip_connector::VerifiedTenant;
+use aip_connector::codes;
+use aip_connector::host::{ApproverMemberships, Host, StaticApprovalAuthority, TrustedContext};
+use aip_connector::ids::ApprovalId;
+use aip_connector::model::{
+    ActionResultStatus, ApprovalDecision, ApprovalDecisionKind, Principal, PrincipalKind,
+    ProviderOperationRef,
+};
+use aip_connector::prelude::*;
+use aip_connector::serve::BearerTokens;
+use aip_connector::serve::mcp::{IDEMPOTENCY_KEY_META, McpProjection, McpProjectionError, meta};
+use aip_connector::store::MemoryStore;
+use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject, Tool};
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use tokio::sync::{Notify, oneshot};
+
+// ---- The connector ---------------------------------------------------------------------------
+
+/// A postal address.
+#[derive(Deserialize, JsonSchema)]
+struct Address {
+    /// The city.
+    city: String,
+    /// The postal code: five digits.
+    #[schemars(length(min = 5, max = 5))]
+    zip: String,
+}
+
+/// Who to look up.
+#[derive(Deserialize, JsonSchema)]
+struct Lookup {
+    /// The person's name.
+    name: String,
+    /// Where they live.
+    address: Address,
+}
+
+/// Where an entry lives.
+#[derive(Serialize, JsonSchema)]
+struct Location {
+    city: String,
+    zip: String,
+}
+
+/// A directory entry.
+#[derive(Serialize, JsonSchema)]
+struct Entry {
+    id: String,
+    location: Location,
+    /// Who asked.
+    looked_up_by: String,
+}
+
+/// An entry id.
+#[derive(Deserialize, JsonSchema)]
+struct EntryRef {
+    id: String,
+}
+
+/// A removed entry.
+#[derive(Serialize, JsonSchema)]
+struct Removed {
+    id: String,
+}
+
+/// A profile to push.
+#[derive(Deserialize, JsonSchema)]
+struct Profile {
+    handle: String,
+}
+
+/// A pushed profile.
+#[derive(Serialize, JsonSchema)]
+struct Synced {
+    handle: String,
+    /// Which execution of the handler produced this result.
+    run: usize,
+    /// Always sent, `null` when there is nothing to say.
+    note: Option<String>,
+}
+
+/// A search query.
+#[derive(Deserialize, JsonSchema)]
+struct Query {
+    q: String,
+}
+
+/// Search hits.
+#[derive(Serialize, JsonSchema)]
+struct Hits {
+    hits: Vec<String>,
+}
+
+/// Money to move.
+#[derive(Deserialize, JsonSchema)]
+struct Transfer {
+    amount_cents: u64,
+}
+
+/// A transfer made.
+#[derive(Serialize, JsonSchema)]
+struct Transferred {
+    transfer_id: String,
+}
+
+/// A slot to book.
+#[derive(Deserialize, JsonSchema)]
+struct Slot {
+    slot: String,
+}
+
+/// A booked slot.
+#[derive(Serialize, JsonSchema)]
+struct Booked {
+    slot: String,
+    /// The provider operation checkpointed before booking.
+    operation_id: String,
+}
+
+/// Nothing.
+#[derive(Deserialize, JsonSchema)]
+struct Nothing {}
+
+/// Whether the wait ran to its end.
+#[derive(Serialize, JsonSchema)]
+struct Waited {
+    finished: bool,
+}
+
+#[derive(Clone, Default)]
+struct Directory {
+    syncs: Arc<AtomicUsize>,
+    transfers: Arc<AtomicUsize>,
+    wait_started: Arc<Notify>,
+    wait_cancelled: Arc<Notify>,
+}
+
+#[connector(id = "directory", profiles = ["aip.native.http.v1", "aip.mcp.compat.v1"])]
+impl Directory {
+    /// Looks up a directory entry by name and address.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn lookup(&self, input: Lookup, caller: Caller) -> Result<Entry, ConnectorFailure> {
+        Ok(Entry {
+            id: format!("e-{}", input.name.to_lowercase()),
+            location: Location {
+                city: input.address.city,
+                zip: input.address.zip,
+            },
+            looked_up_by: caller.principal_id().to_string(),
+        })
+    }
+
+    /// Removes a directory entry.
+    #[capability(
+        risk = medium,
+        side_effects = [delete],
+        idempotency(required),
+        data(sensitivity = internal),
+        approval(required, evidence = [reason]),
+    )]
+    async fn remove(
+        &self,
+        input: EntryRef,
+        _key: IdempotencyKey,
+        _approval: Approval,
+    ) -> Result<Removed, ConnectorFailure> {
+        Ok(Removed { id: input.id })
+    }
+
+    /// Pushes a profile to the partner directory: the same push twice changes nothing.
+    #[capability(
+        risk = low,
+        side_effects = [write, external_network],
+        idempotency(required),
+        execution(retry_safety = safe),
+        data(sensitivity = public),
+    )]
+    async fn sync_profile(
+        &self,
+        input: Profile,
+        _key: IdempotencyKey,
+    ) -> Result<Synced, ConnectorFailure> {
+        let run = self.syncs.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(Synced {
+            handle: input.handle,
+            run,
+            note: None,
+        })
+    }
+
+    /// Searches the public web for a name.
+    #[capability(
+        risk = low,
+        side_effects = [read, external_network],
+        idempotency(required),
+        execution(retry_safety = safe),
+        data(sensitivity = public),
+        bindings(mcp(tool_name = "web_search")),
+    )]
+    async fn search(&self, input: Query, _key: IdempotencyKey) -> Result<Hits, ConnectorFailure> {
+        Ok(Hits {
+            hits: vec![format!("https://example.com/?q={}", input.q)],
+        })
+    }
+
+    /// Moves money out of the directory's account.
+    #[capability(
+        risk = high,
+        side_effects = [write, financial],
+        idempotency(required),
+        data(sensitivity = confidential),
+        approval(required, selector = role("finance"), evidence = [reason]),
+    )]
+    async fn transfer(
+        &self,
+        input: Transfer,
+        key: IdempotencyKey,
+        _approval: Approval,
+    ) -> Result<Transferred, ConnectorFailure> {
+        self.transfers.fetch_add(1, Ordering::SeqCst);
+        Ok(Transferred {
+            transfer_id: format!("tr-{}-{}", input.amount_cents, key.as_str()),
+        })
+    }
+
+    /// Books a slot at the provider, checkpointing the provider operation first.
+    #[capability(
+        risk = low,
+        side_effects = [write, external_network],
+        idempotency(required),
+        data(sensitivity = public),
+        transaction(modes = [execute]),
+    )]
+    async fn book(
+        &self,
+        input: Slot,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Booked, ConnectorFailure> {
+        let operation_id = format!("op-{}", key.as_str());
+        let operation = ProviderOperationRef {
+            provider: "calendar".into(),
+            operation_id: operation_id.clone(),
+            request_id: None,
+        };
+        checkpoint.record(operation, None).await?;
+        Ok(Booked {
+            slot: input.slot,
+            operation_id,
+        })
+    }
+
+    /// Waits until cancelled (or 30 s).
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn wait(
+        &self,
+        _input: Nothing,
+        cancel: Cancellation,
+    ) -> Result<Waited, ConnectorFailure> {
+        let token = cancel.token().clone();
+        let cancelled = self.wait_cancelled.clone();
+        tokio::spawn(async move {
+            token.cancelled().await;
+            cancelled.notify_one();
+        });
+        self.wait_started.notify_one();
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        Ok(Waited { finished: true })
+    }
+}
+
+// ---- Fixtures --------------------------------------------------------------------------------
+
+const TOKEN: &str = "mcp-test-token";
+
+fn person(id: &str) -> TrustedContext {
+    TrustedContext::new(Principal::new(id, PrincipalKind::Human), "test").with_tenant(
+        VerifiedTenant {
+            id: "t1".into(),
+            system: None,
+        },
+    )
+}
+
+fn host(directory: Directory) -> Host {
+    let finance = ApproverMemberships {
+        tenant_id: Some("t1".into()),
+        roles: BTreeSet::from(["finance".to_owned()]),
+        ..ApproverMemberships::default()
+    };
+    Host::builder()
+        .connector(directory)
+        .store(Arc::new(MemoryStore::default()))
+        .approval_authority(StaticApprovalAuthority::new().with("user:fin", finance))
+        .build()
+        .unwrap()
+}
+
+/// A projection served on a loopback port; the server shuts down when this is dropped.
+struct Served {
+    url: String,
+    _shutdown: oneshot::Sender<()>,
+}
+
+async fn serve(projection: McpProjection) -> Served {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let tokens = BearerTokens::new().with(TOKEN, person("user:ana"));
+    let (shutdown, stop) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        projection
+            .serve_http(
+                listener,
+                Arc::new(tokens),
+                StreamableHttpServerConfig::default(),
+                async move {
+                    let _ = stop.await;
+                },
+            )
+            .await
+            .unwrap();
+    });
+    Served {
+        url,
+        _shutdown: shutdown,
+    }
+}
+
+type Client = RunningService<RoleClient, ()>;
+
+async fn client(served: &Served) -> Client {
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(served.url.as_str()).auth_header(TOKEN),
+    );
+    ().serve(transport).await.unwrap()
+}
+
+fn call(name: &str, arguments: Value) -> CallToolRequestParams {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments must be an object")
+    };
+    CallToolRequestParams::new(name.to_owned()).with_arguments(arguments)
+}
+
+fn with_key(mut params: CallToolRequestParams, key: &str) -> CallToolRequestParams {
+    let mut meta = RequestMetaObject::new();
+    meta.insert(IDEMPOTENCY_KEY_META.to_owned(), json!(key));
+    params.meta = Some(meta);
+    params
+}
+
+fn texts(result: &CallToolResult) -> Vec<String> {
+    result
+        .content
+        .iter()
+        .map(|block| block.as_text().expect("text content").text.clone())
+        .collect()
+}
+
+fn result_meta<'r>(result: &'r CallToolResult, key: &str) -> &'r Value {
+    result
+        .meta
+        .as_ref()
+        .and_then(|m| m.get(key))
+        .unwrap_or_else(|| panic!("result _meta has no {key}: {result:?}"))
+}
+
+fn tool<'t>(tools: &'t [Tool], name: &str) -> &'t Tool {
+    tools
+        .iter()
+        .find(|t| t.name == name)
+        .unwrap_or_else(|| panic!("no tool {name}"))
+}
+
+fn hints(tool: &Tool) -> [Option<bool>; 4] {
+    let a = tool.annotations.as_ref().expect("annotations");
+    [
+        a.read_only_hint,
+        a.destructive_hint,
+        a.idempotent_hint,
+        a.open_world_hint,
+    ]
+}
+
+fn lookup_arguments() -> Value {
+    json!({ "name": "Ana", "address": { "city": "Lisbon", "zip": "10001" } })
+}
+
+// ---- Streamable HTTP ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn tools_list_projects_names_annotations_and_schemas() {
+    let served = serve(McpProjection::new(host(Directory::default())).unwrap()).await;
+    let client = client(&served).await;
+    let tools = client.list_all_tools().await.unwrap();
+
+    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "cap_directory_book",
+            "cap_directory_lookup",
+            "cap_directory_remove",
+            "cap_directory_sync_profile",
+            "cap_directory_transfer",
+            "cap_directory_wait",
+            "web_search",
+        ]
+    );
+
+    let (t, f) = (Some(true), Some(false));
+    // [readOnly, destructive, idempotent, openWorld]
+    assert_eq!(hints(tool(&tools, "cap_directory_lookup")), [t, f, t, f]);
+    assert_eq!(hints(tool(&tools, "cap_directory_remove")), [f, t, t, f]);
+    assert_eq!(
+        hints(tool(&tools, "cap_directory_sync_profile")),
+        [f, t, t, t]
+    );
+    assert_eq!(hints(tool(&tools, "web_search")), [f, f, t, t]);
+    assert_eq!(hints(tool(&tools, "cap_directory_transfer")), [f, t, t, f]);
+
+    let lookup = tool(&tools, "cap_directory_lookup");
+    assert_eq!(lookup.title.as_deref(), Some("Lookup"));
+    assert_eq!(
+        lookup.annotations.as_ref().unwrap().title.as_deref(),
+        Some("Lookup")
+    );
+    assert_eq!(
+        lookup.description.as_deref(),
+        Some("Looks up a directory entry by name and address.")
+    );
+    let meta = lookup.meta.as_ref().unwrap();
+    assert_eq!(
+        meta.get(meta::CAPABILITY_ID),
+        Some(&json!("cap:directory:lookup"))
+    );
+    assert_eq!(meta.get(meta::APPROVAL_REQUIRED), Some(&json!(false)));
+    let transfer = tool(&tools, "cap_directory_transfer")
+        .meta
+        .as_ref()
+        .unwrap();
+    assert_eq!(transfer.get(meta::APPROVAL_REQUIRED), Some(&json!(true)));
+    assert_eq!(transfer.get(meta::IDEMPOTENCY), Some(&json!("required")));
+
+    // The input schema is client-compatible: the nested type is inlined.
+    let input = Value::Object(lookup.input_schema.as_ref().clone());
+    let text = input.to_string();
+    assert!(!text.contains("$ref") && !text.contains("$defs"), "{text}");
+    assert!(input.get("$schema").is_none(), "{text}");
+    assert_eq!(input["type"], "object");
+    assert_eq!(input["required"], json!(["name", "address"]));
+    assert_eq!(input["properties"]["address"]["type"], "object");
+    assert_eq!(
+        input["properties"]["address"]["properties"]["zip"]["minLength"],
+        5
+    );
+
+    // The output schema too, since it has no nullable field.
+    let output = Value::Object(
+        lookup
+            .output_schema
+            .as_deref()
+            .expect("outputSchema")
+            .clone(),
+    );
+    let text = output.to_string();
+    assert!(!text.contains("$ref") && !text.contains("$defs"), "{text}");
+    assert_eq!(output["properties"]["location"]["type"], "object");
+    assert_eq!(
+        output["required"],
+        json!(["id", "location", "looked_up_by"])
+    );
+
+    // A nullable output field keeps `["string", "null"]`: the result really carries `null`.
+    let synced = tool(&tools, "cap_directory_sync_profile");
+    let output = Value::Object(synced.output_schema.as_deref().unwrap().clone());
+    assert_eq!(
+        output["properties"]["note"]["type"],
+        json!(["string", "null"])
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_call_returns_structured_content_that_matches_the_output_schema() {
+    let served = serve(McpProjection::new(host(Directory::default())).unwrap()).await;
+    let client = client(&served).await;
+    let tools = client.list_all_tools().await.unwrap();
+
+    let result = client
+        .call_tool(call("cap_directory_lookup", lookup_arguments()))
+        .await
+        .unwrap();
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    let structured = result
+        .structured_content
+        .clone()
+        .expect("structuredContent");
+    assert_eq!(
+        structured,
+        json!({
+            "id": "e-ana",
+            "location": { "city": "Lisbon", "zip": "10001" },
+            "looked_up_by": "user:ana",
+        })
+    );
+    // The text copy is the same JSON.
+    let text: Value = serde_json::from_str(&texts(&result)[0]).unwrap();
+    assert_eq!(text, structured);
+    assert_eq!(result_meta(&result, meta::STATUS), "completed");
+    assert!(
+        result_meta(&result, meta::ACTION_ID)
+            .as_str()
+            .unwrap()
+            .starts_with("act_")
+    );
+
+    // What a strict client does: validate structuredContent against the advertised schema.
+    for (name, arguments) in [
+        ("cap_directory_lookup", lookup_arguments()),
+        ("cap_directory_sync_profile", json!({ "handle": "ana" })),
+    ] {
+        let result = client.call_tool(call(name, arguments)).await.unwrap();
+        let schema = Value::Object(tool(&tools, name).output_schema.as_deref().unwrap().clone());
+        let validator = jsonschema::draft202012::new(&schema).unwrap();
+        let structured = result.structured_content.unwrap();
+        assert!(validator.is_valid(&structured), "{name}: {structured}");
+    }
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn schema_violations_and_unknown_tools_are_rejected_visibly() {
+    let served = serve(McpProjection::new(host(Directory::default())).unwrap()).await;
+    let client = client(&served).await;
+
+    // `zip` too short and `name` missing: the host's schema check refuses; a tool error the
+    // model can read and correct.
+    let result = client
+        .call_tool(call(
+            "cap_directory_lookup",
+            json!({ "address": { "city": "Lisbon", "zip": "1" } }),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    assert!(result.structured_content.is_none());
+    let blocks = texts(&result);
+    assert!(
+        blocks[0].starts_with(&format!("{}: ", codes::ACTION_INPUT_SCHEMA_INVALID)),
+        "{blocks:?}"
+    );
+    let error: Value = serde_json::from_str(&blocks[1]).unwrap();
+    assert_eq!(error["code"], codes::ACTION_INPUT_SCHEMA_INVALID);
+    assert_eq!(error["retryable"], false);
+    let violations = error["details"]["violations"].as_array().unwrap();
+    assert_eq!(violations.len(), 2, "{error}");
+    assert_eq!(result_meta(&result, meta::STATUS), "failed");
+    assert_eq!(
+        result_meta(&result, meta::ERROR)["code"],
+        codes::ACTION_INPUT_SCHEMA_INVALID
+    );
+
+    // Missing arguments are `{}`, which the schema refuses too.
+    let result = client
+        .call_tool(CallToolRequestParams::new("cap_directory_lookup"))
+        .await
+        .unwrap();
+    assert_eq!(result.is_error, Some(true));
+    assert!(texts(&result)[0].starts_with(codes::ACTION_INPUT_SCHEMA_INVALID));
+
+    // An unknown tool is a JSON-RPC error (invalid params), not a tool result.
+    let error = client
+        .call_tool(call("no_such_tool", json!({})))
+        .await
+        .unwrap_err();
+    let rmcp::ServiceError::McpError(error) = error else {
+        panic!("expected a JSON-RPC error, got {error:?}");
+    };
+    assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+    assert!(error.message.contains("no_such_tool"), "{}", error.message);
+
+    // A non-string idempotency key in `_meta` is a malformed request.
+    let mut params = call("cap_directory_sync_profile", json!({ "handle": "x" }));
+    let mut bad = RequestMetaObject::new();
+    bad.insert(IDEMPOTENCY_KEY_META.to_owned(), json!(42));
+    params.meta = Some(bad);
+    let error = client.call_tool(params).await.unwrap_err();
+    let rmcp::ServiceError::McpError(error) = error else {
+        panic!("expected a JSON-RPC error, got {error:?}");
+    };
+    assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_approval_gated_call_names_the_pending_approval_and_does_not_run() {
+    let directory = Directory::default();
+    let host = host(directory.clone());
+    let served = serve(McpProjection::new(host.clone()).unwrap()).await;
+    let client = client(&served).await;
+
+    let result = client
+        .call_tool(with_key(
+            call("cap_directory_transfer", json!({ "amount_cents": 1200 })),
+            "transfer-1",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    assert!(result.structured_content.is_none());
+    assert_eq!(directory.transfers.load(Ordering::SeqCst), 0);
+    assert_eq!(result_meta(&result, meta::STATUS), "pending_approval");
+    let approval_id = result_meta(&result, meta::APPROVAL)["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(approval_id.starts_with("appr_"), "{approval_id}");
+    let text = &texts(&result)[0];
+    assert!(text.contains("Not executed"), "{text}");
+    assert!(text.contains("nothing ran"), "{text}");
+    assert!(text.contains(&approval_id), "{text}");
+    assert_eq!(
+        result_meta(&result, meta::ERROR)["code"],
+        codes::POLICY_HUMAN_APPROVAL_REQUIRED
+    );
+
+    // The same key again replays the gate; still nothing ran.
+    let again = client
+        .call_tool(with_key(
+            call("cap_directory_transfer", json!({ "amount_cents": 1200 })),
+            "transfer-1",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        result_meta(&again, meta::APPROVAL)["approval_id"],
+        approval_id.as_str()
+    );
+    assert_eq!(directory.transfers.load(Ordering::SeqCst), 0);
+
+    // The pending request is the host's, requested by the authenticated caller; once a finance
+    // approver grants it, the requester resumes it out of band and it runs once.
+    let id: ApprovalId = serde_json::from_value(json!(approval_id)).unwrap();
+    let decision = ApprovalDecision {
+        approval_id: id.clone(),
+        decision: ApprovalDecisionKind::Approved,
+        approver: Principal::new("user:fin", PrincipalKind::Human),
+        decided_at: time::OffsetDateTime::now_utc(),
+        reason: Some("checked".into()),
+        constraints: vec![],
+        evidence: vec![],
+        decision_id: Some("dec-1".into()),
+        policy_hash: None,
+        authority_path: vec![],
+        target_decision_id: None,
+    };
+    host.record_approval_decision(decision, &person("user:fin"))
+        .await
+        .unwrap();
+    let resumed = host.resume_approved(&id, &person("user:ana")).await;
+    assert_eq!(resumed.status, ActionResultStatus::Completed, "{resumed:?}");
+    assert_eq!(directory.transfers.load(Ordering::SeqCst), 1);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_meta_idempotency_key_dedupes_and_without_one_the_arguments_do() {
+    let directory = Directory::default();
+    let served = serve(McpProjection::new(host(directory.clone())).unwrap()).await;
+    let client = client(&served).await;
+    let push = || call("cap_directory_sync_profile", json!({ "handle": "ana" }));
+
+    let first = client.call_tool(with_key(push(), "k-1")).await.unwrap();
+    let second = client.call_tool(with_key(push(), "k-1")).await.unwrap();
+    // The replay is the stored result; the host's replay marker travels in `_meta`, so the
+    // structured content still matches the output schema.
+    assert_eq!(first.structured_content, second.structured_content);
+    assert_eq!(first.structured_content.as_ref().unwrap()["run"], 1);
+    assert_eq!(result_meta(&second, meta::IDEMPOTENT_REPLAY), &json!(true));
+    assert!(
+        first
+            .meta
+            .as_ref()
+            .unwrap()
+            .get(meta::IDEMPOTENT_REPLAY)
+            .is_none()
+    );
+    assert_eq!(directory.syncs.load(Ordering::SeqCst), 1);
+
+    // Without a key the contract's required key is derived from the arguments: a repeated
+    // call with the same arguments (a client's blind retry) replays, as `idempotentHint`
+    // promises; other arguments run.
+    let third = client.call_tool(push()).await.unwrap();
+    let fourth = client.call_tool(push()).await.unwrap();
+    assert_eq!(third.structured_content.unwrap()["run"], 2);
+    assert_eq!(fourth.structured_content.as_ref().unwrap()["run"], 2);
+    assert_eq!(result_meta(&fourth, meta::IDEMPOTENT_REPLAY), &json!(true));
+    assert_eq!(directory.syncs.load(Ordering::SeqCst), 2);
+    let other = client
+        .call_tool(call(
+            "cap_directory_sync_profile",
+            json!({ "handle": "bo" }),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(other.structured_content.unwrap()["run"], 3);
+    assert_eq!(directory.syncs.load(Ordering::SeqCst), 3);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_transactional_capability_runs_as_a_durable_execute() {
+    let served = serve(McpProjection::new(host(Directory::default())).unwrap()).await;
+    let client = client(&served).await;
+    // The handler takes `Checkpoint`, which only an admitted transaction provides: the call is
+    // sent as an `execute` transaction, so it completes.
+    let result = client
+        .call_tool(with_key(
+            call("cap_directory_book", json!({ "slot": "mon-9" })),
+            "book-1",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    assert_eq!(
+        result.structured_content.unwrap(),
+        json!({ "slot": "mon-9", "operation_id": "op-book-1" })
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn cancelling_the_mcp_request_cancels_the_action() {
+    let directory = Directory::default();
+    let served = serve(McpProjection::new(host(directory.clone())).unwrap()).await;
+    let client = client(&served).await;
+
+    // Dropping the call sends `notifications/cancelled`; the host cancels the handler.
+    let started = directory.wait_started.notified();
+    let cancelled = directory.wait_cancelled.notified();
+    tokio::select! {
+        result = client.call_tool(call("cap_directory_wait", json!({}))) => {
+            panic!("the wait returned: {result:?}")
+        }
+        () = started => {}
+    }
+    tokio::time::timeout(Duration::from_secs(10), cancelled)
+        .await
+        .expect("the handler's cancellation token fired");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn unauthenticated_requests_get_401_and_reach_no_mcp_code() {
+    let served = serve(McpProjection::new(host(Directory::default())).unwrap()).await;
+    let initialize = json!({
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": { "name": "raw", "version": "0" },
+        },
+    });
+    let http = reqwest::Client::new();
+    for token in [None, Some("wrong-token")] {
+        let mut request = http
+            .post(&served.url)
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 401, "{token:?}");
+        assert_eq!(
+            response.headers()["www-authenticate"].to_str().unwrap(),
+            "Bearer"
+        );
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["message_type"], "aip.core.v1.error");
+        assert_eq!(
+            body["body"]["error"]["error"]["code"],
+            codes::AUTH_UNAUTHENTICATED,
+            "{body}"
+        );
+    }
+
+    // The rmcp client with a wrong token cannot even initialize.
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(served.url.as_str()).auth_header("nope"),
+    );
+    assert!(().serve(transport).await.is_err());
+
+    // The right token gets through the same endpoint.
+    let response = http
+        .post(&served.url)
+        .header("accept", "application/json, text/event-stream")
+        .bearer_auth(TOKEN)
+        .json(&initialize)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+}
+
+#[test]
+fn two_connectors_projecting_the_same_tool_name_are_refused() {
+    #[derive(Clone, Default)]
+    struct Other;
+
+    #[connector(id = "other")]
+    impl Other {
+        /// Also a lookup.
+        #[capability(
+            id = "cap:directory:lookup_",
+            risk = low,
+            side_effects = [read],
+            data(sensitivity = public),
+        )]
+        async fn lookup(&self, input: Query) -> Result<Hits, ConnectorFailure> {
+            Ok(Hits {
+                hits: vec![input.q],
+            })
+        }
+    }
+
+    let host = Host::builder()
+        .connector(Directory::default())
+        .connector(Other)
+        .build()
+        .unwrap();
+    let error = McpProjection::new(host).unwrap_err();
+    assert_eq!(
+        error,
+        McpProjectionError::NameCollision {
+            name: "cap_directory_lookup".into(),
+            first: "cap:directory:lookup".into(),
+            second: "cap:directory:lookup_".into(),
+        }
+    );
+}
+
+// ---- stdio (a byte pipe) -----------------------------------------------------------------------
+
+#[tokio::test]
+async fn over_a_byte_pipe_every_call_runs_as_the_local_user() {
+    let projection = McpProjection::new(host(Directory::default())).unwrap();
+    let (server_io, client_io) = tokio::io::duplex(1 << 16);
+    let server = tokio::spawn(projection.serve_io(server_io, person("user:local")));
+    let client = ().serve(client_io).await.unwrap();
+    let running = server.await.unwrap().unwrap();
+
+    let tools = client.list_all_tools().await.unwrap();
+    assert_eq!(tools.len(), 7);
+    let result = client
+        .call_tool(call("cap_directory_lookup", lookup_arguments()))
+        .await
+        .unwrap();
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    assert_eq!(
+        result.structured_content.unwrap()["looked_up_by"],
+        "user:local"
+    );
+
+    let result = client
+        .call_tool(call("cap_directory_lookup", json!({ "name": 7 })))
+        .await
+        .unwrap();
+    assert_eq!(result.is_error, Some(true));
+    assert!(texts(&result)[0].starts_with(codes::ACTION_INPUT_SCHEMA_INVALID));
+
+    client.cancel().await.unwrap();
+    running.waiting().await.unwrap();
+}
+
+#[test]
+fn the_projection_is_inspectable_without_serving_it() {
+    let projection = McpProjection::new(host(Directory::default())).unwrap();
+    assert_eq!(
+        projection.tool_name("cap:directory:search"),
+        Some("web_search")
+    );
+    assert!(projection.tool("web_search").is_some());
+    assert_eq!(projection.tools().count(), 7);
+    let shown = format!("{projection:?}");
+    assert!(shown.contains("web_search"), "{shown}");
+}
