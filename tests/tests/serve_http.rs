@@ -871,3 +871,29 @@ async fn a_client_that_disconnects_does_not_abort_its_action_halfway() {
     wait_until(|| desk.echoes.load(Ordering::SeqCst) == 1).await;
     running.stop().await;
 }
+
+#[tokio::test]
+async fn what_crosses_the_wire_validates_against_upstreams_schemas() {
+    let Some(manifest_schema) = aip_connector_tests::upstream_schema("manifest.schema.json") else {
+        return;
+    };
+    let action_schema = aip_connector_tests::upstream_schema("action.schema.json")
+        .expect("the folder holds every upstream schema");
+    let running = start(Desk::default(), ServerConfig::default()).await;
+    let response = reqwest::Client::new()
+        .get(format!("{}/aip/v1/manifest", running.base))
+        .bearer_auth("tok-ada")
+        .send()
+        .await
+        .unwrap();
+    let envelope: Value = response.json().await.unwrap();
+    assert_eq!(
+        envelope["message_type"],
+        "aip.discovery.v1.manifest_response"
+    );
+    aip_connector_tests::assert_valid_against(&manifest_schema, &envelope["body"]["manifest"]);
+    let action = Action::new("cap:desk:echo", json!({ "text": "hi" }));
+    let sent = serde_json::to_value(Envelope::new(MessageBody::Action(Box::new(action)))).unwrap();
+    aip_connector_tests::assert_valid_against(&action_schema, &sent["body"]["action"]);
+    running.stop().await;
+}
