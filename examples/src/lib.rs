@@ -19,6 +19,7 @@ pub mod calendar;
 pub mod demo;
 pub mod payments;
 pub mod search;
+pub mod serving;
 
 mod provider_api;
 

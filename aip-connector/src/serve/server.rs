@@ -228,6 +228,18 @@ impl AipServer {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        self.serve_with_routes(listener, Router::new(), shutdown)
+            .await
+    }
+
+    /// Like [`serve`](Self::serve), with `extra` routes merged into the AIP ones on the same
+    /// listener (the MCP projection's `/mcp`, an application's own), under the same drain.
+    pub async fn serve_with_routes(
+        self,
+        listener: TcpListener,
+        extra: Router,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
         let drained = CancellationToken::new();
         let signal = {
             let server = self.clone();
@@ -248,7 +260,7 @@ impl AipServer {
                 shared.drain_expired.cancel();
             })
         };
-        let outcome = axum::serve(listener, self.router())
+        let outcome = axum::serve(listener, self.router().merge(extra))
             .with_graceful_shutdown(signal)
             .await;
         // Actions run on their own tasks; each holds a permit until it settles.

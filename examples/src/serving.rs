@@ -1,0 +1,63 @@
+//! Serving the search connector: one host behind the native AIP HTTP binding and the MCP
+//! projection, sharing one authenticator (`examples/serve.rs` runs it).
+
+use std::sync::Arc;
+
+use aip_connector::host::{Host, TrustedContext};
+use aip_connector::model::{Principal, PrincipalKind};
+use aip_connector::serve::mcp::McpProjection;
+use aip_connector::serve::{AipServer, Authenticator, BearerTokens, ServerConfig};
+use aip_connector::store::MemoryStore;
+
+use crate::search::Search;
+
+/// Why serving stopped.
+pub type ServeError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The host: the sample search index on an in-memory store (search only reads).
+pub fn host() -> Result<Host, ServeError> {
+    Ok(Host::builder()
+        .connector(Search::sample())
+        .store(Arc::new(MemoryStore::new()))
+        .build()?)
+}
+
+/// The agent a bearer token stands for.
+pub fn agent() -> TrustedContext {
+    TrustedContext::new(
+        Principal::new("agent:example", PrincipalKind::Agent),
+        "static-bearer",
+    )
+}
+
+/// The AIP server and the MCP routes for `host`, both accepting `token`.
+pub fn app(host: Host, token: &str) -> Result<(AipServer, axum::Router), ServeError> {
+    let authenticator: Arc<dyn Authenticator> = Arc::new(BearerTokens::new().with(token, agent()));
+    let mcp = McpProjection::new(host.clone())?.router(Arc::clone(&authenticator));
+    let server = AipServer::with_shared_authenticator(host, authenticator, ServerConfig::default());
+    Ok((server, mcp))
+}
+
+/// Serves on `AIP_SERVE_ADDR` (default `127.0.0.1:8080`) with the bearer token
+/// `AIP_SERVE_TOKEN`, until Ctrl-C.
+pub async fn serve_http_from_env() -> Result<(), ServeError> {
+    let address = std::env::var("AIP_SERVE_ADDR").unwrap_or_else(|_| "127.0.0.1:8080".to_owned());
+    let token = std::env::var("AIP_SERVE_TOKEN")
+        .map_err(|_| "set AIP_SERVE_TOKEN to the bearer token callers must send")?;
+    let (server, mcp) = app(host()?, &token)?;
+    let listener = tokio::net::TcpListener::bind(&address).await?;
+    println!("serving AIP on http://{address}/aip/v1/messages and MCP on http://{address}/mcp");
+    server
+        .serve_with_routes(listener, mcp, async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(())
+}
+
+/// Serves MCP on stdin/stdout as the local user.
+pub async fn serve_stdio() -> Result<(), ServeError> {
+    let local = TrustedContext::new(Principal::new("user:local", PrincipalKind::Human), "stdio");
+    McpProjection::new(host()?)?.serve_stdio(local).await?;
+    Ok(())
+}
