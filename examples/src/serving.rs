@@ -8,6 +8,8 @@ use aip_connector::model::{Principal, PrincipalKind};
 use aip_connector::serve::mcp::McpProjection;
 use aip_connector::serve::{AipServer, Authenticator, BearerTokens, ServerConfig};
 use aip_connector::store::MemoryStore;
+use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
+use tokio_util::sync::CancellationToken;
 
 use crate::search::Search;
 
@@ -30,12 +32,50 @@ pub fn agent() -> TrustedContext {
     )
 }
 
+/// The served application: the AIP server, the MCP routes, and the token that ends the MCP
+/// sessions (their event streams stay open until it fires, so shutdown must fire it).
+pub struct App {
+    /// The native AIP HTTP binding.
+    pub server: AipServer,
+    /// The MCP projection's routes (`/mcp`).
+    pub mcp: axum::Router,
+    /// Cancelling it closes every MCP session.
+    pub mcp_sessions: CancellationToken,
+}
+
 /// The AIP server and the MCP routes for `host`, both accepting `token`.
-pub fn app(host: Host, token: &str) -> Result<(AipServer, axum::Router), ServeError> {
+pub fn app(host: Host, token: &str) -> Result<App, ServeError> {
     let authenticator: Arc<dyn Authenticator> = Arc::new(BearerTokens::new().with(token, agent()));
-    let mcp = McpProjection::new(host.clone())?.router(Arc::clone(&authenticator));
+    let mcp_sessions = CancellationToken::new();
+    let mcp = McpProjection::new(host.clone())?.router_with_config(
+        Arc::clone(&authenticator),
+        StreamableHttpServerConfig::default().with_cancellation_token(mcp_sessions.clone()),
+    );
     let server = AipServer::with_shared_authenticator(host, authenticator, ServerConfig::default());
-    Ok((server, mcp))
+    Ok(App {
+        server,
+        mcp,
+        mcp_sessions,
+    })
+}
+
+/// Serves `app` on `listener` until `shutdown`, then drains both protocols.
+pub async fn serve(
+    app: App,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let App {
+        server,
+        mcp,
+        mcp_sessions,
+    } = app;
+    server
+        .serve_with_routes(listener, mcp, async move {
+            shutdown.await;
+            mcp_sessions.cancel();
+        })
+        .await
 }
 
 /// Serves on `AIP_SERVE_ADDR` (default `127.0.0.1:8080`) with the bearer token
@@ -44,14 +84,13 @@ pub async fn serve_http_from_env() -> Result<(), ServeError> {
     let address = std::env::var("AIP_SERVE_ADDR").unwrap_or_else(|_| "127.0.0.1:8080".to_owned());
     let token = std::env::var("AIP_SERVE_TOKEN")
         .map_err(|_| "set AIP_SERVE_TOKEN to the bearer token callers must send")?;
-    let (server, mcp) = app(host()?, &token)?;
+    let app = app(host()?, &token)?;
     let listener = tokio::net::TcpListener::bind(&address).await?;
     println!("serving AIP on http://{address}/aip/v1/messages and MCP on http://{address}/mcp");
-    server
-        .serve_with_routes(listener, mcp, async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
+    serve(app, listener, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await?;
     Ok(())
 }
 

@@ -9,11 +9,11 @@ use serde_json::json;
 
 #[tokio::test]
 async fn the_aip_binding_and_the_mcp_routes_share_one_listener_and_one_token() {
-    let (server, mcp) = serving::app(serving::host().unwrap(), "example-token").unwrap();
+    let app = serving::app(serving::host().unwrap(), "example-token").unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(server.serve_with_routes(listener, mcp, async {
+    let serving = tokio::spawn(serving::serve(app, listener, async {
         let _ = stopped.await;
     }));
 
@@ -56,9 +56,32 @@ async fn the_aip_binding_and_the_mcp_routes_share_one_listener_and_one_token() {
         .await
         .unwrap();
     assert!(accepted.status().is_success(), "{}", accepted.status());
+    let session = accepted
+        .headers()
+        .get("mcp-session-id")
+        .expect("a session")
+        .to_str()
+        .unwrap()
+        .to_owned();
     let body = accepted.text().await.unwrap();
     assert!(body.contains("serverInfo"), "{body}");
+    // An open MCP event stream must not hold shutdown forever.
+    let events = http
+        .get(format!("{base}/mcp"))
+        .bearer_auth("example-token")
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap();
+    let _ = events.status();
 
     stop.send(()).unwrap();
-    serving.await.unwrap().unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(10), serving)
+        .await
+        .expect("shutdown drains within 10 s")
+        .unwrap()
+        .unwrap();
+    drop(events);
 }
