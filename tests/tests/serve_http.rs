@@ -897,3 +897,73 @@ async fn what_crosses_the_wire_validates_against_upstreams_schemas() {
     aip_connector_tests::assert_valid_against(&action_schema, &sent["body"]["action"]);
     running.stop().await;
 }
+
+#[tokio::test]
+async fn a_stalled_request_cannot_hold_shutdown_past_the_drain_and_grace() {
+    use tokio::io::AsyncWriteExt;
+    let running = start(
+        Desk::default(),
+        ServerConfig::default()
+            .drain_timeout(Duration::from_millis(200))
+            .cancel_grace(Duration::from_millis(200)),
+    )
+    .await;
+    // Headers promise 100 bytes of body; 10 arrive, then nothing.
+    let address = running.base.trim_start_matches("http://").to_owned();
+    let mut stalled = tokio::net::TcpStream::connect(address).await.unwrap();
+    stalled
+        .write_all(
+            b"POST /aip/v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-ada\r\n\
+              Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"aip_vers",
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), running.stop())
+        .await
+        .expect("serve returns after drain_timeout + cancel_grace");
+    assert!(
+        started.elapsed() >= Duration::from_millis(350),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(stalled);
+}
+
+#[tokio::test]
+async fn a_body_that_never_arrives_times_out_and_frees_its_slot() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let running = start(
+        Desk::default(),
+        ServerConfig::default()
+            .request_timeout(Duration::from_millis(200))
+            .max_in_flight(1),
+    )
+    .await;
+    let address = running.base.trim_start_matches("http://").to_owned();
+    let mut stalled = tokio::net::TcpStream::connect(address).await.unwrap();
+    stalled
+        .write_all(
+            b"POST /aip/v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-ada\r\n\
+              Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"aip_vers",
+        )
+        .await
+        .unwrap();
+    let mut answer = vec![0; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(5), stalled.read(&mut answer))
+        .await
+        .expect("answered")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..read]);
+    assert!(answer.starts_with("HTTP/1.1 504"), "{answer}");
+    assert!(answer.contains(codes::TRANSPORT_TIMEOUT), "{answer}");
+    // The only slot is free again.
+    let next = running
+        .client("tok-ada")
+        .invoke(Action::new("cap:desk:echo", json!({ "text": "x" })))
+        .await
+        .unwrap();
+    assert_eq!(next.status, ActionResultStatus::Completed);
+    running.stop().await;
+}

@@ -19,7 +19,7 @@
 #![allow(clippy::result_large_err)]
 
 use std::convert::Infallible;
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -69,9 +69,10 @@ pub struct ServerConfig {
     /// Largest request body read, in bytes (default 1 MiB). The host's own input limits apply
     /// after it.
     pub max_body_bytes: usize,
-    /// How long one request may take before it is answered `transport.timeout` and its action
-    /// cancelled (default 90 s, above the host's 60 s default deadline so the host's own
-    /// `sla.timeout_exceeded` normally answers first). Streams are bounded by the host's
+    /// How long the request body may take to arrive, and then how long its action may run,
+    /// before the request is answered `transport.timeout` (an action is cancelled first).
+    /// Default 90 s: above the host's 60 s default deadline, so the host's own
+    /// `sla.timeout_exceeded` normally answers first. Streams are bounded by the host's
     /// deadline instead.
     pub request_timeout: Duration,
     /// Requests served at once (default 256); the next one is refused `transport.overloaded`.
@@ -222,7 +223,9 @@ impl AipServer {
     /// Serves on `listener` until `shutdown` completes, then drains: no new connections or
     /// messages; in-flight requests and streams finish, and any still running after
     /// [`ServerConfig::drain_timeout`] have their actions cancelled and answered `cancelled`.
-    /// Returns once every in-flight action has settled.
+    /// Returns once every in-flight action has settled, and at the latest
+    /// `drain_timeout + cancel_grace` after the signal (connections still open then, such as a
+    /// stalled upload, are dropped).
     pub async fn serve(
         self,
         listener: TcpListener,
@@ -260,12 +263,33 @@ impl AipServer {
                 shared.drain_expired.cancel();
             })
         };
-        let outcome = axum::serve(listener, self.router().merge(extra))
+        // A connection that never finishes its request (a stalled upload, a stream nobody reads)
+        // must not hold shutdown forever: once the drain has expired and cancelled what ran,
+        // the cancel grace is the last wait, then the remaining connections are dropped.
+        let hard_stop = {
+            let expired = self.shared.drain_expired.clone();
+            let grace = self.shared.config.cancel_grace;
+            async move {
+                expired.cancelled().await;
+                tokio::time::sleep(grace).await;
+            }
+        };
+        tokio::pin!(hard_stop);
+        let serving = axum::serve(listener, self.router().merge(extra))
             .with_graceful_shutdown(signal)
-            .await;
+            .into_future();
+        let (outcome, stopped_hard) = tokio::select! {
+            outcome = serving => (outcome, false),
+            () = &mut hard_stop => (Ok(()), true),
+        };
         // Actions run on their own tasks; each holds a permit until it settles.
-        let all = u32::try_from(self.shared.config.max_in_flight).unwrap_or(u32::MAX);
-        let _ = self.shared.permits.acquire_many(all).await;
+        if !stopped_hard {
+            let all = u32::try_from(self.shared.config.max_in_flight).unwrap_or(u32::MAX);
+            tokio::select! {
+                _ = self.shared.permits.acquire_many(all) => {}
+                () = &mut hard_stop => {}
+            }
+        }
         expiry.abort();
         outcome
     }
@@ -376,9 +400,23 @@ async fn messages(State(shared): State<Arc<Shared>>, request: Request) -> Respon
             None,
         );
     };
-    let bytes = match read_body(&parts.headers, body, shared.config.max_body_bytes).await {
-        Ok(bytes) => bytes,
-        Err(error) => return error_response(&error, None),
+    // A body that trickles in (or stops) must not hold a slot forever.
+    let reading = read_body(&parts.headers, body, shared.config.max_body_bytes);
+    let bytes = match tokio::time::timeout(shared.config.request_timeout, reading).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(error)) => return error_response(&error, None),
+        Err(_) => {
+            let mut error = ProtocolError::new(
+                codes::TRANSPORT_TIMEOUT,
+                format!(
+                    "the request body did not arrive within {} ms",
+                    shared.config.request_timeout.as_millis()
+                ),
+                ErrorCategory::Temporary,
+            );
+            error.retryable = Some(true);
+            return error_response(&error, None);
+        }
     };
     let envelope: Envelope = match serde_json::from_slice(&bytes) {
         Ok(envelope) => envelope,
