@@ -139,9 +139,10 @@ impl Servers {
         );
     }
 
-    async fn plain(&self) -> bytes::Bytes {
-        self.client
-            .post(&self.plain_url)
+    /// Posts a fresh action envelope (a new action id per call, as a real caller sends) and
+    /// reads the answer's bytes.
+    async fn post(&self, request: reqwest::RequestBuilder) -> bytes::Bytes {
+        request
             .header("content-type", "application/json")
             .body(Self::action_body())
             .send()
@@ -152,19 +153,13 @@ impl Servers {
             .unwrap()
     }
 
+    async fn plain(&self) -> bytes::Bytes {
+        self.post(self.client.post(&self.plain_url)).await
+    }
+
     async fn governed(&self) -> bytes::Bytes {
-        // A fresh action id per call, as a real caller sends.
-        self.client
-            .post(&self.aip_url)
-            .bearer_auth(TOKEN)
-            .header("content-type", "application/json")
-            .body(Self::action_body())
-            .send()
+        self.post(self.client.post(&self.aip_url).bearer_auth(TOKEN))
             .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap()
     }
 }
 

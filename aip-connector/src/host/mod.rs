@@ -252,6 +252,16 @@ struct HostInner {
     active: ActiveActions,
 }
 
+impl HostInner {
+    /// The tenant `caller` acts for here: the one its transport verified, else the deployment's.
+    fn tenant_of<'a>(
+        &'a self,
+        caller: &'a TrustedContext,
+    ) -> Option<&'a crate::invocation::VerifiedTenant> {
+        caller.tenant.as_ref().or(self.deployment.tenant.as_ref())
+    }
+}
+
 /// How many registries the executing actions are spread over.
 const ACTIVE_SHARDS: usize = 16;
 
@@ -539,14 +549,9 @@ impl Host {
     /// with that id is left running and the answer is as if it were not executing, so a caller
     /// cannot probe or disturb other callers' actions.
     pub fn cancel_as(&self, action_id: &ActionId, caller: &TrustedContext) -> CancelOutcome {
-        let tenant = caller
-            .tenant
-            .as_ref()
-            .or(self.inner.deployment.tenant.as_ref())
-            .map(|t| t.id.as_str());
         let owner = ActionOwner {
             principal: caller.principal.id.clone(),
-            tenant: tenant.map(str::to_owned),
+            tenant: self.inner.tenant_of(caller).map(|t| t.id.clone()),
         };
         self.inner
             .active
@@ -581,11 +586,7 @@ impl Host {
         id: &ApprovalId,
         caller: &TrustedContext,
     ) -> Result<Option<ApprovalRecordView>, ProtocolError> {
-        let tenant = caller
-            .tenant
-            .as_ref()
-            .or(self.inner.deployment.tenant.as_ref())
-            .map(|t| t.id.as_str());
+        let tenant = self.inner.tenant_of(caller).map(|t| t.id.as_str());
         Ok(self
             .approval(id)
             .await?

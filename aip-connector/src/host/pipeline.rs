@@ -108,7 +108,7 @@ async fn execute(
             failure::permanent(codes::ACTION_INPUT_TOO_LARGE, message),
         );
     }
-    let tenant = caller.tenant.as_ref().or(host.deployment.tenant.as_ref());
+    let tenant = host.tenant_of(caller);
     // The pipeline holds the only reference to the action until the handler runs, so these
     // writes never copy it.
     Arc::make_mut(&mut action).identity = Some(trusted_identity(
@@ -1418,11 +1418,7 @@ pub(crate) async fn resume(
         Err(error) => return failure::failed(&aip_connector_core::ids::ActionId::new(), error),
     };
     let action_id = record.action.id.clone();
-    let caller_tenant = caller
-        .tenant
-        .as_ref()
-        .or(host.deployment.tenant.as_ref())
-        .map(|t| t.id.as_str());
+    let caller_tenant = host.tenant_of(caller).map(|t| t.id.as_str());
     if caller.principal.id != record.requested_by
         || (record.tenant_id.is_some() && record.tenant_id.as_deref() != caller_tenant)
     {

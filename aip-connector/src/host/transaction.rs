@@ -1100,11 +1100,7 @@ fn view(record: TransactionRecord, result: Option<ActionResult>) -> TransactionR
 
 /// The tenant a caller acts for on this host.
 fn caller_tenant(host: &HostInner, caller: &TrustedContext) -> Option<String> {
-    caller
-        .tenant
-        .as_ref()
-        .or(host.deployment.tenant.as_ref())
-        .map(|t| t.id.clone())
+    host.tenant_of(caller).map(|t| t.id.clone())
 }
 
 impl super::Host {

@@ -28,9 +28,12 @@ pub trait Authenticator: Send + Sync + 'static {
 
 /// The `auth.unauthenticated` error (category `auth`, not retryable), with `message`.
 pub fn unauthenticated(message: impl Into<String>) -> ProtocolError {
-    let mut error = ProtocolError::new(codes::AUTH_UNAUTHENTICATED, message, ErrorCategory::Auth);
-    error.retryable = Some(false);
-    error
+    super::error(
+        codes::AUTH_UNAUTHENTICATED,
+        message,
+        ErrorCategory::Auth,
+        false,
+    )
 }
 
 /// Static bearer tokens, each standing for one trusted context: `Authorization: Bearer <token>`.

@@ -47,9 +47,7 @@ impl ClientError {
                 ErrorCategory::Temporary,
             ),
         };
-        let mut error = ProtocolError::new(code, self.to_string(), category);
-        error.retryable = Some(true);
-        error
+        super::error(code, self.to_string(), category, true)
     }
 
     /// The server's error code, for a [`Remote`](Self::Remote) error.

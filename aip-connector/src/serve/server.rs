@@ -329,7 +329,7 @@ async fn manifest(
         }
     }
     match pick_manifest(&shared.host, query.connector.as_deref(), None) {
-        Ok(manifest) => envelope_response(
+        Ok(manifest) => json_response(
             StatusCode::OK,
             &Envelope::new(MessageBody::Manifest(Box::new(manifest))),
         ),
@@ -406,15 +406,7 @@ async fn messages(State(shared): State<Arc<Shared>>, request: Request) -> Respon
         Ok(Ok(bytes)) => bytes,
         Ok(Err(error)) => return error_response(&error, None),
         Err(_) => {
-            let mut error = ProtocolError::new(
-                codes::TRANSPORT_TIMEOUT,
-                format!(
-                    "the request body did not arrive within {} ms",
-                    shared.config.request_timeout.as_millis()
-                ),
-                ErrorCategory::Temporary,
-            );
-            error.retryable = Some(true);
+            let error = timed_out(&shared, "the request body did not arrive");
             return error_response(&error, None);
         }
     };
@@ -604,7 +596,7 @@ async fn dispatch(
             return error_response(&error, Some(&envelope));
         }
     };
-    envelope_response(StatusCode::OK, &Envelope::reply_to(&envelope, body))
+    json_response(StatusCode::OK, &Envelope::reply_to(&envelope, body))
 }
 
 async fn run_action(
@@ -666,13 +658,12 @@ async fn run_bounded<T: Send + 'static>(
     });
     let joined = |outcome: Result<T, tokio::task::JoinError>| {
         outcome.map_err(|_| {
-            let mut error = ProtocolError::new(
+            super::error(
                 codes::CONNECTOR_RUNTIME_FAILURE,
                 "the action's task ended abnormally (its handler panicked); its outcome is unknown",
                 ErrorCategory::Connector,
-            );
-            error.retryable = Some(false);
-            error
+                false,
+            )
         })
     };
     tokio::select! {
@@ -680,16 +671,7 @@ async fn run_bounded<T: Send + 'static>(
         () = tokio::time::sleep(shared.config.request_timeout) => {
             shared.host.cancel_as(action_id, caller);
             let _ = tokio::time::timeout(shared.config.cancel_grace, handle).await;
-            let mut error = ProtocolError::new(
-                codes::TRANSPORT_TIMEOUT,
-                format!(
-                    "the request took longer than {} ms; the action was cancelled",
-                    shared.config.request_timeout.as_millis()
-                ),
-                ErrorCategory::Temporary,
-            );
-            error.retryable = Some(true);
-            Err(error)
+            Err(timed_out(shared, "the action did not finish; it was cancelled"))
         }
         () = shared.drain_expired.cancelled() => {
             shared.host.cancel_as(action_id, caller);
@@ -777,14 +759,22 @@ fn chunk_events(state: StreamState) -> impl Stream<Item = Result<Event, Infallib
 // ---- Responses ------------------------------------------------------------------------------
 
 fn refusal(code: &str, message: impl Into<String>) -> ProtocolError {
-    let mut error = ProtocolError::new(code, message, ErrorCategory::Permanent);
-    error.retryable = Some(false);
-    error
+    super::error(code, message, ErrorCategory::Permanent, false)
+}
+
+/// `transport.timeout`: `what` did not happen within the request timeout.
+fn timed_out(shared: &Shared, what: &str) -> ProtocolError {
+    let limit = shared.config.request_timeout.as_millis();
+    super::error(
+        codes::TRANSPORT_TIMEOUT,
+        format!("{what} within the request timeout of {limit} ms"),
+        ErrorCategory::Temporary,
+        true,
+    )
 }
 
 fn temporary(shared: &Shared, code: &str, message: impl Into<String>) -> ProtocolError {
-    let mut error = ProtocolError::new(code, message, ErrorCategory::Temporary);
-    error.retryable = Some(true);
+    let mut error = super::error(code, message, ErrorCategory::Temporary, true);
     error.retry_after_ms =
         Some(u64::try_from(shared.config.retry_after.as_millis()).unwrap_or(u64::MAX));
     error
@@ -820,7 +810,7 @@ fn error_response(error: &ProtocolError, request: Option<&Envelope>) -> Response
         Some(request) => Envelope::reply_to(request, body),
         None => Envelope::new(body),
     };
-    let mut response = envelope_response(status_for(error), &envelope);
+    let mut response = json_response(status_for(error), &envelope);
     if let Some(ms) = error.retry_after_ms {
         let seconds = ms.div_ceil(1000).max(1);
         if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
@@ -833,10 +823,6 @@ fn error_response(error: &ProtocolError, request: Option<&Envelope>) -> Response
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     }
     response
-}
-
-fn envelope_response(status: StatusCode, envelope: &Envelope) -> Response {
-    json_response(status, envelope)
 }
 
 fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response {
