@@ -447,7 +447,7 @@ mod tests {
 
     fn identity_error(identity: IdentityContext) -> String {
         let mut action = action();
-        action.identity = Some(identity);
+        action.identity = Some(Box::new(identity));
         message(&action)
     }
 
@@ -666,23 +666,23 @@ mod tests {
     #[test]
     fn action_approval_must_be_approved_after_the_decision_checks() {
         let mut denied = action();
-        denied.approval = Some(approval(ApprovalDecisionKind::Denied));
+        denied.approval = Some(Box::new(approval(ApprovalDecisionKind::Denied)));
         assert_eq!(
             message(&denied),
             "validation failed: action.approval must contain an approved decision"
         );
         // The decision's own checks come first.
         let mut blank_and_denied = action();
-        blank_and_denied.approval = Some(ApprovalDecision {
+        blank_and_denied.approval = Some(Box::new(ApprovalDecision {
             reason: Some("".into()),
             ..approval(ApprovalDecisionKind::Revoked)
-        });
+        }));
         assert_eq!(
             validate_action(&blank_and_denied),
             Err(ValidationError::BlankApprovalReason)
         );
         let mut approved = action();
-        approved.approval = Some(approval(ApprovalDecisionKind::Approved));
+        approved.approval = Some(Box::new(approval(ApprovalDecisionKind::Approved)));
         assert_eq!(validate_action(&approved), Ok(()));
     }
 

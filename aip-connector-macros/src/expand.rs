@@ -123,19 +123,27 @@ fn call_block(
 ) -> TokenStream {
     let p = private();
     let (input_fn, output_fn) = codec_idents(capability);
+    // The input is decoded before the future is built: the future then owns the typed value
+    // instead of borrowing (or copying) the JSON, and a decode error costs no future at all.
+    let mut decode = TokenStream::new();
     let mut bindings = Vec::new();
     let mut args = Vec::new();
     for (index, param) in capability.sig.params.iter().enumerate() {
         let name = format_ident!("__aip_arg{}", index);
         let ty = &param.ty;
-        bindings.push(match param.role {
-            Role::Input => quote! {
-                let #name = (#scope #input_fn().decode)(__aip_input, #connector_id)?;
-            },
-            Role::Extractor(_) => quote_spanned! {param.span=>
+        match param.role {
+            Role::Input => {
+                decode = quote! {
+                    let #name = match (#scope #input_fn().decode)(__aip_input, #connector_id) {
+                        #p::Result::Ok(decoded) => decoded,
+                        #p::Result::Err(failure) => return #p::failed_future(failure),
+                    };
+                };
+            }
+            Role::Extractor(_) => bindings.push(quote_spanned! {param.span=>
                 let #name = #p::extract::<#ty>(&__aip_context)?;
-            },
-        });
+            }),
+        }
         args.push(name);
     }
     let ignore_input = capability
@@ -144,11 +152,14 @@ fn call_block(
         .is_none()
         .then(|| quote!(let _ = __aip_input;));
     quote! {
-        #p::Box::pin(async move {
+        {
             #ignore_input
-            #(#bindings)*
-            (#scope #output_fn().encode)(#callee(#(#args),*).await, #connector_id)
-        })
+            #decode
+            #p::Box::pin(async move {
+                #(#bindings)*
+                (#scope #output_fn().encode)(#callee(#(#args),*).await, #connector_id)
+            })
+        }
     }
 }
 
@@ -193,10 +204,14 @@ pub(crate) fn connector(
         let path = c.validate.as_ref()?;
         let cap_id = c.capability.id.as_str();
         Some(quote! {
-            #cap_id => #p::Box::pin(async move {
+            #cap_id => {
                 let _ = &__aip_context;
-                #p::encode_validation(#path(self, #p::decode_input(__aip_input, #id)?).await, #id)
-            }),
+                let input = match #p::decode_input(__aip_input, #id) {
+                    #p::Result::Ok(decoded) => decoded,
+                    #p::Result::Err(failure) => return #p::failed_future(failure),
+                };
+                #p::Box::pin(async move { #p::encode_validation(#path(self, input).await, #id) })
+            }
         })
     });
     let reconcile_arms = capabilities.iter().filter_map(|c| {
@@ -213,7 +228,7 @@ pub(crate) fn connector(
     let has_reconcile = capabilities.iter().any(|c| c.reconcile.is_some());
     let has_cancel = capabilities.iter().any(|c| c.cancel.is_some());
     let validate_fn = has_validate.then(|| quote! {
-        fn validate<'__aip>(&'__aip self, __aip_capability: &'__aip str, __aip_input: #p::Value, __aip_context: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'__aip, #p::Result<#p::Value, #p::ConnectorFailure>> {
+        fn validate<'__aip>(&'__aip self, __aip_capability: &'__aip str, __aip_input: &'__aip #p::Value, __aip_context: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'__aip, #p::Result<#p::Value, #p::ConnectorFailure>> {
             match __aip_capability {
                 #(#validate_arms)*
                 _ => #p::unsupported_companion(#p::ConnectorOperation::TransactionPlan, #id),
@@ -261,7 +276,7 @@ pub(crate) fn connector(
                 })
             }
 
-            fn invoke<'__aip>(&'__aip self, __aip_capability: &'__aip str, __aip_input: #p::Value, __aip_context: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'__aip, #p::Result<#p::Value, #p::ConnectorFailure>> {
+            fn invoke<'__aip>(&'__aip self, __aip_capability: &'__aip str, __aip_input: &'__aip #p::Value, __aip_context: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'__aip, #p::Result<#p::Value, #p::ConnectorFailure>> {
                 match __aip_capability {
                     #(#invoke_arms)*
                     _ => #p::Box::pin(#p::ready(#p::Result::Err(#p::unknown_capability(#id, __aip_capability)))),
@@ -290,7 +305,7 @@ pub(crate) fn fallback_connector(block: &ItemImpl) -> TokenStream {
             fn definition(&self) -> &#p::ConnectorDefinition {
                 #p::unreachable!("#[connector] reported a compile error")
             }
-            fn invoke<'__aip>(&'__aip self, _: &'__aip str, _: #p::Value, _: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'__aip, #p::Result<#p::Value, #p::ConnectorFailure>> {
+            fn invoke<'__aip>(&'__aip self, _: &'__aip str, _: &'__aip #p::Value, _: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'__aip, #p::Result<#p::Value, #p::ConnectorFailure>> {
                 #p::unreachable!("#[connector] reported a compile error")
             }
         }
@@ -333,7 +348,7 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
                 #definition
             }
 
-            fn invoke(__aip_input: #p::Value, __aip_context: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'static, #p::Result<#p::Value, #p::ConnectorFailure>> {
+            fn invoke(__aip_input: &#p::Value, __aip_context: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'static, #p::Result<#p::Value, #p::ConnectorFailure>> {
                 #call
             }
         }

@@ -49,7 +49,7 @@ pub struct InputCodec<T> {
     /// The type's input schema.
     pub schema: fn() -> Value,
     /// Decodes `Action.input`.
-    pub decode: fn(Value, &str) -> Result<T, ConnectorFailure>,
+    pub decode: fn(&Value, &str) -> Result<T, ConnectorFailure>,
 }
 
 /// The codec of input type `T`.
@@ -184,6 +184,14 @@ pub fn encode_validation<R: HandlerResult>(
     connector: &str,
 ) -> Result<Value, ConnectorFailure> {
     encode_output(result, connector)
+}
+
+/// The future of a call that failed before its handler ran (the input did not decode).
+/// Not generic: one copy serves every capability.
+pub fn failed_future(
+    failure: ConnectorFailure,
+) -> BoxFuture<'static, Result<Value, ConnectorFailure>> {
+    Box::pin(::core::future::ready(Err(failure)))
 }
 
 /// A companion handler this capability does not have.

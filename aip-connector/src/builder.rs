@@ -22,15 +22,16 @@ use crate::invocation::{BoxFuture, InvocationContext};
 pub trait FreeCapability: 'static {
     /// The capability's definition.
     fn definition() -> CapabilityDefinition;
-    /// Runs the handler.
+    /// Runs the handler. The input is decoded before the future is returned, so the future
+    /// does not borrow it.
     fn invoke(
-        input: Value,
+        input: &Value,
         context: Arc<dyn InvocationContext>,
     ) -> BoxFuture<'static, Result<Value, ConnectorFailure>>;
 }
 
 type Invoker =
-    fn(Value, Arc<dyn InvocationContext>) -> BoxFuture<'static, Result<Value, ConnectorFailure>>;
+    fn(&Value, Arc<dyn InvocationContext>) -> BoxFuture<'static, Result<Value, ConnectorFailure>>;
 
 /// Why a builder could not produce a connector.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -148,7 +149,7 @@ impl Connector for BuiltConnector {
     fn invoke<'a>(
         &'a self,
         capability_id: &'a str,
-        input: Value,
+        input: &'a Value,
         context: Arc<dyn InvocationContext>,
     ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
         match self.invokers.get(capability_id) {

@@ -186,10 +186,15 @@ pub trait Connector: Send + Sync + 'static {
     fn definition(&self) -> &ConnectorDefinition;
 
     /// Runs capability `capability_id` on `input`.
+    ///
+    /// The input is borrowed: the host keeps the action (its context's
+    /// [`action`](crate::InvocationContext::action) shares it), so dispatch copies nothing.
+    /// Generated connectors decode it before they return the future, which therefore does not
+    /// borrow it.
     fn invoke<'a>(
         &'a self,
         capability_id: &'a str,
-        input: Value,
+        input: &'a Value,
         context: Arc<dyn InvocationContext>,
     ) -> BoxFuture<'a, Result<Value, ConnectorFailure>>;
 
@@ -197,7 +202,7 @@ pub trait Connector: Send + Sync + 'static {
     fn validate<'a>(
         &'a self,
         capability_id: &'a str,
-        input: Value,
+        input: &'a Value,
         context: Arc<dyn InvocationContext>,
     ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
         let _ = (capability_id, input, context);

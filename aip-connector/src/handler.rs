@@ -57,14 +57,14 @@ where
 /// Only the decode call is generic; everything that builds the error is not, because this
 /// function is instantiated once per capability input type and its size is build time.
 pub fn decode_input<T: CapabilityInput>(
-    input: Value,
+    input: &Value,
     connector: &str,
 ) -> Result<T, ConnectorFailure> {
-    match T::deserialize(&input) {
+    match T::deserialize(input) {
         Ok(decoded) => Ok(decoded),
         Err(error) => Err(invalid_input(
             &error,
-            &input,
+            input,
             crate::schema::input_schema::<T>,
             connector,
         )),

@@ -164,7 +164,7 @@ async fn approve_and_resubmit(
         "a redacted action is never resumed from the store: {resumed:?}"
     );
     let resubmitted = Action {
-        approval: last,
+        approval: last.map(Box::new),
         ..gated
     };
     (w.host.invoke(resubmitted, &as_user("user:ada")).await, id)

@@ -127,7 +127,7 @@ async fn invoke_decodes_extracts_calls_and_encodes() {
     let output = Calendar
         .invoke(
             "cap:calendar:booking:create",
-            json!({ "starts_at": "9am" }),
+            &json!({ "starts_at": "9am" }),
             dyn_context,
         )
         .await
@@ -145,7 +145,7 @@ async fn invalid_input_is_a_typed_permanent_failure_naming_the_field() {
     let failure = Calendar
         .invoke(
             "cap:calendar:booking:create",
-            json!({ "starts_at": 5 }),
+            &json!({ "starts_at": 5 }),
             context,
         )
         .await
@@ -167,14 +167,14 @@ async fn missing_extractor_material_and_unknown_capabilities_fail_cleanly() {
     let failure = Calendar
         .invoke(
             "cap:calendar:booking:create",
-            json!({ "starts_at": "9am" }),
+            &json!({ "starts_at": "9am" }),
             context.clone(),
         )
         .await
         .unwrap_err();
     assert_eq!(failure.code, "transaction.context_missing");
     let failure = Calendar
-        .invoke("cap:calendar:nope", json!({}), context)
+        .invoke("cap:calendar:nope", &json!({}), context)
         .await
         .unwrap_err();
     assert_eq!(failure.code, "capability.not_found");
@@ -187,7 +187,7 @@ async fn streaming_handler_emits_chunks_in_order() {
     let output = Calendar
         .invoke(
             "cap:calendar:search",
-            json!({ "starts_at": "x" }),
+            &json!({ "starts_at": "x" }),
             dyn_context,
         )
         .await
@@ -210,7 +210,7 @@ async fn companion_handlers_are_dispatched_by_capability_id() {
     let preview = Calendar
         .validate(
             "cap:calendar:booking:create",
-            json!({ "starts_at": "9am" }),
+            &json!({ "starts_at": "9am" }),
             context.clone(),
         )
         .await
@@ -249,7 +249,7 @@ async fn companion_handlers_are_dispatched_by_capability_id() {
         .unwrap();
     // A capability without companions answers "unsupported" for them.
     let failure = Calendar
-        .validate("cap:calendar:search", json!({}), context)
+        .validate("cap:calendar:search", &json!({}), context)
         .await
         .unwrap_err();
     assert_eq!(failure.code, "connector.operation_unsupported");
@@ -298,7 +298,7 @@ async fn free_capabilities_assemble_with_the_builder() {
     );
     let context: Arc<dyn InvocationContext> = Arc::new(invocation("cap:tools:echo", json!({})));
     let output = connector
-        .invoke("cap:tools:echo", json!({ "starts_at": "now" }), context)
+        .invoke("cap:tools:echo", &json!({ "starts_at": "now" }), context)
         .await
         .unwrap();
     assert_eq!(output, json!({ "booking_id": "now" }));

@@ -71,13 +71,13 @@ mod getting_started {
         let context = Arc::new(StaticInvocation::new(action.clone(), caller));
 
         let output = Hello
-            .invoke("cap:hello:greet", action.input, context.clone())
+            .invoke("cap:hello:greet", &action.input, context.clone())
             .await
             .expect("greet succeeds");
         assert_eq!(output, json!({ "text": "Hello, Ada!" }));
 
         let failure = Hello
-            .invoke("cap:hello:greet", json!({ "name": 5 }), context)
+            .invoke("cap:hello:greet", &json!({ "name": 5 }), context)
             .await
             .expect_err("a number is not a name");
         assert_eq!(failure.code, "action.invalid_input");

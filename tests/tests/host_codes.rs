@@ -238,7 +238,7 @@ impl<C: Connector> Connector for Redefined<C> {
     fn invoke<'a>(
         &'a self,
         capability_id: &'a str,
-        input: Value,
+        input: &'a Value,
         context: Arc<dyn InvocationContext>,
     ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
         self.inner.invoke(capability_id, input, context)
@@ -829,7 +829,7 @@ impl Connector for EarlyFinisher {
     fn invoke<'a>(
         &'a self,
         _capability_id: &'a str,
-        _input: Value,
+        _input: &'a Value,
         context: Arc<dyn InvocationContext>,
     ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
         Box::pin(async move {

@@ -404,7 +404,7 @@ async fn a_revoked_approval_is_neither_resumed_nor_accepted_on_resubmission() {
     let resumed = host.resume_approved(&id, &requester).await;
     assert_policy(failure(&resumed), codes::POLICY_APPROVAL_REVOKED);
     let mut resubmitted = action;
-    resubmitted.approval = Some(approved);
+    resubmitted.approval = Some(Box::new(approved));
     let carried = host.invoke(resubmitted, &requester).await;
     assert_policy(failure(&carried), codes::POLICY_APPROVAL_REVOKED);
     assert_eq!(treasury.executions.load(Ordering::SeqCst), 0);
@@ -417,11 +417,11 @@ async fn an_approval_the_host_cannot_match_is_unverified() {
     let requester = person("user:req");
 
     let mut unknown = payment();
-    unknown.approval = Some(decision(
+    unknown.approval = Some(Box::new(decision(
         &ApprovalId::new(),
         "user:alice",
         ApprovalDecisionKind::Approved,
-    ));
+    )));
     let error = host.invoke(unknown, &requester).await;
     assert_policy(failure(&error), codes::POLICY_APPROVAL_UNVERIFIED);
 
@@ -433,7 +433,7 @@ async fn an_approval_the_host_cannot_match_is_unverified() {
         ApprovalStatus::Approved
     );
     let mut other = payment();
-    other.approval = Some(approved);
+    other.approval = Some(Box::new(approved));
     let error = host.invoke(other, &requester).await;
     assert_policy(failure(&error), codes::POLICY_APPROVAL_UNVERIFIED);
     assert_eq!(treasury.executions.load(Ordering::SeqCst), 0);

@@ -206,7 +206,7 @@ impl<C: Connector> Connector for Redefined<C> {
     fn invoke<'a>(
         &'a self,
         capability_id: &'a str,
-        input: Value,
+        input: &'a Value,
         context: Arc<dyn InvocationContext>,
     ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
         self.inner.invoke(capability_id, input, context)

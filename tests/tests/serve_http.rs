@@ -708,7 +708,7 @@ async fn approvals_are_decided_and_read_over_http_within_the_tenant() {
 
     // The requester re-sends the action with the approval; it runs once.
     let mut resumed = refund.clone();
-    resumed.approval = Some(approve(&id));
+    resumed.approval = Some(Box::new(approve(&id)));
     let done = requester.invoke(resumed).await.unwrap();
     assert_eq!(done.status, ActionResultStatus::Completed, "{done:?}");
     assert_eq!(desk.refunds.load(Ordering::SeqCst), 1);

@@ -567,7 +567,7 @@ fn maximal_action() -> Action {
     action.mode = Some(ActionMode::Streaming);
     action.idempotency_key = Some("booking-2030-01-31".to_owned());
     action.timeout_ms = Some(30_000);
-    action.conversation = Some(Conversation {
+    action.conversation = Some(Box::new(Conversation {
         id: ConversationId::trusted("conv_wire_compat"),
         channel: json!({ "kind": "email" }),
         status: ConversationStatus::Pending,
@@ -581,7 +581,7 @@ fn maximal_action() -> Action {
         priority: Some(ConversationPriority::High),
         labels: vec!["vip".to_owned()],
         metadata: Some(json!({ "source": "inbox" })),
-    });
+    }));
     action.memory_context = Some(json!({ "summary": "prefers mornings" }));
     action.delegation_chain = vec![DelegationEntry {
         from: principal("human:ada", PrincipalKind::Human),
@@ -593,22 +593,22 @@ fn maximal_action() -> Action {
         trust_domain: "calendar.example".to_owned(),
         hops: vec!["gateway.example".to_owned()],
     });
-    action.callback = Some(Callback {
+    action.callback = Some(Box::new(Callback {
         profile: ProfileId::from(profiles::HTTP_WEBHOOK),
         target: "https://callbacks.example/aip".to_owned(),
         metadata: Some(json!({ "signing_key": "ref:key-1" })),
-    });
-    action.observability = Some(ObservabilityContext {
+    }));
+    action.observability = Some(Box::new(ObservabilityContext {
         trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".to_owned()),
         span_id: Some("00f067aa0ba902b7".to_owned()),
         fields: Some(json!({ "tenant": "acme" })),
-    });
-    action.compliance = Some(ComplianceContext {
+    }));
+    action.compliance = Some(Box::new(ComplianceContext {
         regimes: vec!["gdpr".to_owned()],
         data_classification: Some("internal".to_owned()),
         metadata: Some(json!({ "dpa": "v2" })),
-    });
-    action.identity = Some(IdentityContext {
+    }));
+    action.identity = Some(Box::new(IdentityContext {
         tenant: Some(TenantRef {
             id: "tenant:acme".to_owned(),
             system: Some("aip".to_owned()),
@@ -636,8 +636,8 @@ fn maximal_action() -> Action {
             expires_at: Some(FIXED_INSTANT),
             refresh_available: true,
         }),
-    });
-    action.approval = Some(ApprovalDecision {
+    }));
+    action.approval = Some(Box::new(ApprovalDecision {
         approval_id: ApprovalId::trusted("appr_wire_compat"),
         decision: ApprovalDecisionKind::Approved,
         approver: principal("human:manager", PrincipalKind::Human),
@@ -659,7 +659,7 @@ fn maximal_action() -> Action {
         policy_hash: Some("sha256:11".to_owned()),
         authority_path: vec!["role:manager".to_owned()],
         target_decision_id: Some("decision:0".to_owned()),
-    });
+    }));
     action.transaction = Some(ActionTransaction {
         mode: TransactionMode::Compensate,
         transaction_id: Some(TransactionId::trusted("txn_wire_compat")),

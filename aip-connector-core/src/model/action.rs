@@ -8,6 +8,11 @@ use super::{ExternalRef, Principal, TransactionMode};
 use crate::ids::{ActionId, ApprovalId, CapabilityId, ConversationId, ProfileId, TransactionId};
 
 /// A capability invocation.
+///
+/// The context blocks most calls leave out (conversation, callback, observability, compliance,
+/// identity, approval) are boxed: an action stays a few hundred bytes instead of almost 3 KB, so
+/// moving, sharing and freeing one on every call stays cheap. Serde reads and writes them as
+/// plain objects, so the wire form is unchanged.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Action {
     /// Stable action id.
@@ -27,7 +32,7 @@ pub struct Action {
     pub timeout_ms: Option<u64>,
     /// Conversation the action belongs to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conversation: Option<Conversation>,
+    pub conversation: Option<Box<Conversation>>,
     /// Shared memory or context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_context: Option<Value>,
@@ -39,19 +44,19 @@ pub struct Action {
     pub federation: Option<FederationContext>,
     /// Where an asynchronous result is delivered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub callback: Option<Callback>,
+    pub callback: Option<Box<Callback>>,
     /// Trace and span metadata.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observability: Option<ObservabilityContext>,
+    pub observability: Option<Box<ObservabilityContext>>,
     /// Policy and compliance context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compliance: Option<ComplianceContext>,
+    pub compliance: Option<Box<ComplianceContext>>,
     /// Tenant, account, user and credential context; hosts overwrite it with the trusted one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub identity: Option<IdentityContext>,
+    pub identity: Option<Box<IdentityContext>>,
     /// Approval decision authorizing the call; must be `approved`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval: Option<ApprovalDecision>,
+    pub approval: Option<Box<ApprovalDecision>>,
     /// Transactional execution context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transaction: Option<ActionTransaction>,
@@ -89,6 +94,12 @@ impl Action {
     /// Sets the transaction block.
     pub fn with_transaction(mut self, transaction: ActionTransaction) -> Self {
         self.transaction = Some(transaction);
+        self
+    }
+
+    /// Sets the approval decision that authorizes the call (a re-submission after approval).
+    pub fn with_approval(mut self, decision: ApprovalDecision) -> Self {
+        self.approval = Some(Box::new(decision));
         self
     }
 
@@ -456,7 +467,7 @@ mod tests {
             mode: Some(ActionMode::Async),
             idempotency_key: Some("k1".into()),
             timeout_ms: Some(5000),
-            conversation: Some(Conversation {
+            conversation: Some(Box::new(Conversation {
                 id: ConversationId::trusted("conv_1"),
                 channel: json!({"kind": "email"}),
                 status: ConversationStatus::Snoozed,
@@ -470,7 +481,7 @@ mod tests {
                 priority: Some(ConversationPriority::Urgent),
                 labels: vec!["vip".into()],
                 metadata: Some(json!({"m": true})),
-            }),
+            })),
             memory_context: Some(json!(["note"])),
             delegation_chain: vec![DelegationEntry {
                 from: principal("human:ada"),
@@ -482,23 +493,23 @@ mod tests {
                 trust_domain: "example.org".into(),
                 hops: vec!["a.example".into()],
             }),
-            callback: Some(Callback {
+            callback: Some(Box::new(Callback {
                 profile: "aip.http.webhook.v1".into(),
                 target: "https://cb.example/x".into(),
                 metadata: Some(json!({"auth": "ref:1"})),
-            }),
-            observability: Some(ObservabilityContext {
+            })),
+            observability: Some(Box::new(ObservabilityContext {
                 trace_id: Some("t".into()),
                 span_id: Some("s".into()),
                 fields: Some(json!({"f": 1})),
-            }),
-            compliance: Some(ComplianceContext {
+            })),
+            compliance: Some(Box::new(ComplianceContext {
                 regimes: vec!["gdpr".into()],
                 data_classification: Some("internal".into()),
                 metadata: Some(json!({"c": 1})),
-            }),
-            identity: Some(full_identity()),
-            approval: Some(full_approval()),
+            })),
+            identity: Some(Box::new(full_identity())),
+            approval: Some(Box::new(full_approval())),
             transaction: Some(ActionTransaction {
                 mode: TransactionMode::Compensate,
                 transaction_id: Some(TransactionId::trusted("txn_1")),

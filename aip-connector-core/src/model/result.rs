@@ -7,6 +7,10 @@ use super::ProtocolError;
 use crate::ids::{ActionId, ReceiptId};
 
 /// The outcome of an action.
+///
+/// `usage` and `error` are boxed: a result is moved several times on its way back from a
+/// handler, and keeping it small (a completed result carries neither) keeps those moves cheap.
+/// The wire form is unchanged.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ActionResult {
     /// The action this result is for.
@@ -24,13 +28,13 @@ pub struct ActionResult {
     pub memory_update: Option<Value>,
     /// Resource usage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
+    pub usage: Option<Box<Usage>>,
     /// Audit receipt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receipt: Option<ReceiptRef>,
     /// The error; required when `status` is `failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<ProtocolError>,
+    pub error: Option<Box<ProtocolError>>,
 }
 
 impl ActionResult {
@@ -59,7 +63,7 @@ impl ActionResult {
     /// A failed result carrying `error`.
     pub fn failed(action_id: ActionId, error: ProtocolError) -> Self {
         Self {
-            error: Some(error),
+            error: Some(Box::new(error)),
             ..Self::new(action_id, ActionResultStatus::Failed)
         }
     }
@@ -342,17 +346,21 @@ mod tests {
             output: Some(json!({"partial": true})),
             message: vec![MessagePart::text("sorry")],
             memory_update: Some(json!({"seen": 1})),
-            usage: Some(Usage {
+            usage: Some(Box::new(Usage {
                 tokens: Some(json!({"in": 3})),
                 tools: Some(json!(["search"])),
                 latency_ms: Some(12),
                 cost: Some(json!(0.5)),
-            }),
+            })),
             receipt: Some(ReceiptRef {
                 id: ReceiptId::trusted("rcpt_1"),
                 hash: "sha256:ff".into(),
             }),
-            error: Some(ProtocolError::new("x.y", "m", ErrorCategory::Connector)),
+            error: Some(Box::new(ProtocolError::new(
+                "x.y",
+                "m",
+                ErrorCategory::Connector,
+            ))),
         };
         round_trip(
             &result,
@@ -379,7 +387,10 @@ mod tests {
             ProtocolError::invalid_input("x"),
         );
         assert_eq!(failed.status, ActionResultStatus::Failed);
-        assert_eq!(failed.error, Some(ProtocolError::invalid_input("x")));
+        assert_eq!(
+            failed.error,
+            Some(Box::new(ProtocolError::invalid_input("x")))
+        );
     }
 
     #[test]

@@ -709,7 +709,7 @@ impl Harness {
                         .map(|approver| approval_decision(id, approver))
                 });
             let mut resubmitted = gated.clone();
-            resubmitted.approval = decision;
+            resubmitted.approval = decision.map(Box::new);
             self.run_once(host, resubmitted).await.0
         })
     }

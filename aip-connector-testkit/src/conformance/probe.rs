@@ -85,7 +85,7 @@ impl Connector for ProbedConnector {
     fn invoke<'a>(
         &'a self,
         capability_id: &'a str,
-        input: Value,
+        input: &'a Value,
         context: Arc<dyn InvocationContext>,
     ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
         let index = {
@@ -128,7 +128,7 @@ impl Connector for ProbedConnector {
     fn validate<'a>(
         &'a self,
         capability_id: &'a str,
-        input: Value,
+        input: &'a Value,
         context: Arc<dyn InvocationContext>,
     ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
         self.inner.validate(capability_id, input, context)

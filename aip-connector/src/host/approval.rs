@@ -1277,10 +1277,10 @@ mod tests {
             "cap:payments.send",
             json!({ "amount": 250, "currency": "EUR", "tags": ["q3"], "memo": "rent" }),
         );
-        action.identity = Some(IdentityContext {
+        action.identity = Some(Box::new(IdentityContext {
             service_account: Some(Principal::new("svc_operator", PrincipalKind::Service)),
             ..IdentityContext::default()
-        });
+        }));
         new_record(
             action,
             "input-hash".to_owned(),

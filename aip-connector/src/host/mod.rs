@@ -28,8 +28,9 @@ use aip_connector_core::admission::{
 };
 use aip_connector_core::ids::{ActionId, ApprovalId, CapabilityId, PrincipalId};
 use aip_connector_core::model::{
-    Action, ActionResult, ApprovalDecision, ApprovalRecordView, ProtocolError,
+    Action, ActionResult, ApprovalDecision, ApprovalRecordView, Capability, ProtocolError,
 };
+use aip_connector_core::schema::CompiledSchema;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -174,7 +175,7 @@ impl HostBuilder {
         if self.connectors.is_empty() {
             return Err(HostBuildError::NoConnector);
         }
-        let mut capabilities: HashMap<CapabilityId, HostedCapability> = HashMap::new();
+        let mut capabilities = CapabilityMap::default();
         let mut manifests = Vec::new();
         for (index, connector) in self.connectors.iter().enumerate() {
             let definition = connector.definition();
@@ -188,7 +189,7 @@ impl HostBuilder {
                 report,
             })?;
             let admitted = Arc::new(admitted);
-            for capability in &admitted.manifest().capabilities {
+            for (position, capability) in admitted.manifest().capabilities.iter().enumerate() {
                 if capability.is_callable()
                     && !crate::schema::has_object_root(&capability.input_schema)
                 {
@@ -207,6 +208,9 @@ impl HostBuilder {
                     capability.id.clone(),
                     HostedCapability {
                         connector: index,
+                        position,
+                        input_schema: admitted.input_schema(capability.id.as_str()).cloned(),
+                        output_schema: admitted.output_schema(capability.id.as_str()).cloned(),
                         manifest: admitted.clone(),
                     },
                 );
@@ -233,14 +237,35 @@ impl HostBuilder {
 }
 
 /// Where a capability lives.
+/// A hosted capability, resolved once when the host is built so that a call finds everything
+/// it needs with one map lookup.
 struct HostedCapability {
+    /// Index into [`HostInner::connectors`].
     connector: usize,
+    /// The admitted manifest that declares it.
     manifest: Arc<AdmittedManifest>,
+    /// Its position in that manifest's capabilities.
+    position: usize,
+    /// Its compiled input schema (absent only for a capability admission did not compile).
+    input_schema: Option<CompiledSchema>,
+    /// Its compiled output schema, when it declares one.
+    output_schema: Option<CompiledSchema>,
 }
+
+impl HostedCapability {
+    /// The admitted declaration.
+    fn capability(&self) -> &Capability {
+        &self.manifest.manifest().capabilities[self.position]
+    }
+}
+
+/// Hosted capabilities by id. The keys come from admitted manifests, never from callers (a
+/// caller only looks up), so a fast non-keyed hash is safe here and spares SipHash on every call.
+type CapabilityMap = HashMap<CapabilityId, HostedCapability, rustc_hash::FxBuildHasher>;
 
 struct HostInner {
     connectors: Vec<Arc<dyn Connector>>,
-    capabilities: HashMap<CapabilityId, HostedCapability>,
+    capabilities: CapabilityMap,
     manifests: Vec<Arc<AdmittedManifest>>,
     store: SharedStore,
     deployment: Deployment,

@@ -19,6 +19,7 @@ use aip_connector_core::model::{
     ProtocolError, RiskLevel, TenantRef, TransactionMode,
 };
 use aip_connector_core::schema::SchemaViolation;
+use futures_util::FutureExt;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -57,7 +58,10 @@ pub(crate) async fn run(
 ) -> ActionResult {
     let span = tracing::info_span!("aip.invoke", action_id = %action.id, capability_id = %action.capability_id);
     async move {
-        let result = execute(host, action, caller, options).await;
+        // The pipeline's state lives on the heap: the futures of `Host::invoke` and of whoever
+        // awaits it stay a few words, so moving them (every caller does, at least once) copies
+        // a pointer instead of the pipeline's state.
+        let result = Box::pin(execute(host, action, caller, options)).await;
         match &result.error {
             Some(error) => {
                 tracing::info!(status = ?result.status, code = %error.code, "action settled")
@@ -111,11 +115,11 @@ async fn execute(
     let tenant = host.tenant_of(caller);
     // The pipeline holds the only reference to the action until the handler runs, so these
     // writes never copy it.
-    Arc::make_mut(&mut action).identity = Some(trusted_identity(
+    Arc::make_mut(&mut action).identity = Some(Box::new(trusted_identity(
         tenant,
         host.deployment.external_account.as_ref(),
         caller,
-    ));
+    )));
     if action.transaction.is_some() {
         let normalized = Box::pin(transaction::normalize(
             &host.store,
@@ -137,19 +141,7 @@ async fn execute(
             ),
         );
     };
-    let Some(capability) = hosted
-        .manifest
-        .manifest()
-        .capability(action.capability_id.as_str())
-    else {
-        return failure::failed(
-            &action.id,
-            failure::permanent(
-                codes::RESOURCE_NOT_FOUND,
-                "capability disappeared from its admitted manifest",
-            ),
-        );
-    };
+    let capability = hosted.capability();
     let contract = capability.contract.as_ref();
     // A `compensate` runs the compensating capability's handler (§6.8 of docs/host-runtime.md).
     let (routed_hosted, routed) = match route_compensation(host, &action, contract) {
@@ -164,7 +156,7 @@ async fn execute(
     }
 
     // 2. Input schema.
-    if let Some(schema) = routed_hosted.manifest.input_schema(routed.id.as_str())
+    if let Some(schema) = &routed_hosted.input_schema
         && let Err(violations) = schema.validate(&action.input, host.limits.max_violations)
     {
         let error = schema_error(
@@ -211,7 +203,9 @@ async fn execute(
         ))
         .await
         {
-            Ok(credential) => credential,
+            // Boxed while the later steps run: it is rare, and inline it would grow every
+            // call's pipeline state.
+            Ok(credential) => credential.map(Box::new),
             Err(error) => return failure::failed(&action.id, error),
         }
     } else {
@@ -355,6 +349,7 @@ async fn execute(
         caller,
         tenant,
         timeout_ms,
+        now,
         redact,
     };
 
@@ -386,7 +381,7 @@ async fn execute(
     } else {
         let handler = Handler {
             expose_idempotency_key: has_key,
-            credential,
+            credential: credential.map(|credential| *credential),
             approval: approved.as_deref().map(verified_from),
             stream,
             compensation: None,
@@ -425,6 +420,9 @@ struct Call<'a> {
     caller: &'a TrustedContext,
     tenant: Option<&'a VerifiedTenant>,
     timeout_ms: u64,
+    /// The host clock when the call was admitted (read once per call: a clock read costs as
+    /// much as a small step of the pipeline).
+    now: crate::store::Millis,
     redact: bool,
 }
 
@@ -562,7 +560,7 @@ async fn validate_downstream(
         approval: None,
         compensation: None,
     });
-    let call = connector.validate(action.capability_id.as_str(), action.input.clone(), context);
+    let call = connector.validate(action.capability_id.as_str(), &action.input, context);
     match tokio::time::timeout(Duration::from_millis(timeout_ms), call).await {
         Ok(Ok(value)) => Ok(Some(value)),
         Ok(Err(failure)) => Err(failure.to_protocol_error()),
@@ -647,11 +645,25 @@ enum Outcome {
 
 /// Steps 14 and 15: the handler, then the check of its output. Also says whether the handler
 /// timed out (a transaction settles that as an unknown outcome).
-async fn run_handler(
-    call: &Call<'_>,
+///
+/// Not an `async fn`: the handler is started (its context built, its input decoded) before the
+/// future is returned, so the future holds only what the wait needs, not the [`Handler`]. Every
+/// byte of it is copied whenever the pipeline's futures move.
+fn run_handler<'c>(
+    call: &'c Call<'c>,
     handler: Handler,
     checkpoint: Option<Arc<dyn CheckpointRecorder>>,
-) -> (ActionResult, bool) {
+) -> impl Future<Output = (ActionResult, bool)> + Send + 'c {
+    // A combinator, not an `async` block: an `async` block would keep the dispatch future twice
+    // (the captured value and the awaited copy).
+    dispatch(call, handler, checkpoint).map(move |outcome| {
+        let timed_out = matches!(outcome, Outcome::TimedOut);
+        (settle_outcome(call, outcome), timed_out)
+    })
+}
+
+/// Step 15 and the failures of step 14 as a result.
+fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
     let Call {
         host,
         action,
@@ -659,12 +671,9 @@ async fn run_handler(
         timeout_ms,
         ..
     } = *call;
-    let outcome = dispatch(call, handler, checkpoint).await;
-    let timed_out = matches!(outcome, Outcome::TimedOut);
-    let result = match outcome {
+    match outcome {
         Outcome::Completed(output) => check_output(
             call.routed_hosted,
-            call.routed,
             action,
             output,
             host.limits.max_violations,
@@ -685,16 +694,17 @@ async fn run_handler(
             )
         }
         Outcome::Cancelled => cancelled(&action.id, "action cancellation requested"),
-    };
-    (result, timed_out)
+    }
 }
 
-/// Step 14: the handler, racing its deadline and [`Host::cancel`](super::Host::cancel).
-async fn dispatch(
-    call: &Call<'_>,
+/// Step 14: starts the handler and returns the race of its future against its deadline and
+/// [`Host::cancel`](super::Host::cancel). The action is registered for cancellation from here
+/// until the returned future is dropped.
+fn dispatch<'c>(
+    call: &'c Call<'c>,
     handler: Handler,
     checkpoint: Option<Arc<dyn CheckpointRecorder>>,
-) -> Outcome {
+) -> impl Future<Output = Outcome> + Send + 'c {
     let Call {
         host,
         action,
@@ -720,21 +730,30 @@ async fn dispatch(
         approval: handler.approval,
         compensation: handler.compensation,
     });
-    let _active = ActiveGuard::register(host, action, token.clone(), caller.principal.id.clone());
+    let active = ActiveGuard::register(
+        host,
+        action,
+        token.clone(),
+        caller.principal.id.clone(),
+        call.now,
+    );
     let connector = &host.connectors[call.routed_hosted.connector];
-    let call = connector.invoke(call.routed.id.as_str(), action.input.clone(), context);
-    let outcome = tokio::select! {
-        biased;
-        () = token.cancelled() => Outcome::Cancelled,
-        result = tokio::time::timeout_at(deadline, call) => match result {
-            Ok(Ok(output)) => Outcome::Completed(output),
-            Ok(Err(failure)) => Outcome::Failed(failure),
-            Err(_) => Outcome::TimedOut,
-        },
-    };
-    // Whatever the handler spawned must learn that the action is over.
-    token.cancel();
-    outcome
+    let running = connector.invoke(call.routed.id.as_str(), &action.input, context);
+    async move {
+        let _active = active;
+        let outcome = tokio::select! {
+            biased;
+            () = token.cancelled() => Outcome::Cancelled,
+            result = tokio::time::timeout_at(deadline, running) => match result {
+                Ok(Ok(output)) => Outcome::Completed(output),
+                Ok(Err(failure)) => Outcome::Failed(failure),
+                Err(_) => Outcome::TimedOut,
+            },
+        };
+        // Whatever the handler spawned must learn that the action is over.
+        token.cancel();
+        outcome
+    }
 }
 
 /// Registers an executing action for [`Host::cancel`](super::Host::cancel) and unregisters it
@@ -750,10 +769,9 @@ impl<'a> ActiveGuard<'a> {
         action: &Arc<Action>,
         token: CancellationToken,
         principal: PrincipalId,
+        now: crate::store::Millis,
     ) -> Self {
-        let slot = host
-            .active
-            .register(action, token, principal, host.clock.now_ms());
+        let slot = host.active.register(action, token, principal, now);
         ActiveGuard { host, slot }
     }
 }
@@ -819,8 +837,9 @@ impl Settlement<'_> {
         };
         let max_attempts = self.host.limits.max_attempts_per_key;
         let now = self.now;
+        // Mutated in place inside the future (rebinding it there would store it twice).
+        let mut pending = pending;
         async move {
-            let mut pending = pending;
             if let Pending::Release(reservation, result, dead_letter) = &mut pending {
                 match store
                     .count_attempt(&reservation.key, dead_letter.expires_at_ms, now)
@@ -1247,10 +1266,10 @@ async fn approval_gate(call: &Call<'_>, key: Option<String>, fingerprint: String
         codes::POLICY_HUMAN_APPROVAL_REQUIRED,
         "this action needs human approval before it runs",
     );
-    result.error = Some(failure::with_details(
+    result.error = Some(Box::new(failure::with_details(
         error,
         json!({ "approval_id": record.approval_id }),
-    ));
+    )));
     result
 }
 
@@ -1309,12 +1328,7 @@ fn route_compensation<'a>(
         )
     };
     let hosted = host.capabilities.get(target).ok_or_else(not_hosted)?;
-    let capability = hosted
-        .manifest
-        .manifest()
-        .capability(target.as_str())
-        .ok_or_else(not_hosted)?;
-    Ok(Some((hosted, capability)))
+    Ok(Some((hosted, hosted.capability())))
 }
 
 /// A re-submitted action carrying an approval decision must match an approved record: same
@@ -1460,13 +1474,12 @@ pub(crate) async fn resume(
 /// Step 15: only completed results are checked; a violation replaces the result.
 fn check_output(
     hosted: &HostedCapability,
-    capability: &Capability,
     action: &Action,
     output: Value,
     max_violations: usize,
     redact: bool,
 ) -> ActionResult {
-    if let Some(schema) = hosted.manifest.output_schema(capability.id.as_str())
+    if let Some(schema) = &hosted.output_schema
         && let Err(violations) = schema.validate(&output, max_violations)
     {
         let error = schema_error(
@@ -1501,6 +1514,27 @@ fn effective_timeout(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn future_size<A, B, C, D, F: Future>(_: impl FnOnce(A, B, C, D) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// `run` boxes the pipeline, so its own future (and the future of `Host::invoke`, which every
+    /// caller moves at least once) is a few words.
+    #[test]
+    fn the_invoke_future_is_a_few_words() {
+        let size = future_size(run);
+        assert!(size <= 256, "the run future is {size} bytes");
+    }
+
+    /// The boxed pipeline state fits glibc's per-thread cache (allocations up to 1,032 bytes):
+    /// larger ones take malloc's slow path on every call. It was 1,672 bytes while the handler's
+    /// context was built inside the awaited future.
+    #[test]
+    fn the_pipeline_state_fits_the_allocator_fast_path() {
+        let size = future_size(execute);
+        assert!(size <= 1024, "the pipeline future is {size} bytes");
+    }
 
     #[test]
     fn input_limits_are_checked_iteratively() {

@@ -97,7 +97,7 @@ fn new_record(
         capability_id: action.capability_id.clone(),
         transaction,
         principal_id: caller.principal.id.clone(),
-        identity: action.identity.clone(),
+        identity: action.identity.as_deref().cloned(),
         status,
         plan: None,
         result: None,
@@ -217,7 +217,7 @@ pub(crate) async fn preview(
                 approval_policy: contract.approval.clone(),
                 compensation: contract.compensation.clone(),
                 dry_run_fidelity: fidelity,
-                identity: action.identity.clone(),
+                identity: action.identity.as_deref().cloned(),
                 expires_at: Some(created_at + time::Duration::milliseconds(PLAN_TTL_MS as i64)),
                 metadata: Some(json!({
                     "commit_requirements": { "matching_input_hash": input_hash, "matching_capability": capability.id, "planned_status": "planned" },
@@ -441,7 +441,7 @@ pub(crate) async fn admit_compensation(
             .and_then(|i| i.tenant.as_ref())
             .map(|t| t.id.clone())
     };
-    if tenant_of(target.identity.as_ref()) != tenant_of(action.identity.as_ref()) {
+    if tenant_of(target.identity.as_ref()) != tenant_of(action.identity.as_deref()) {
         return Err(failure::error(
             codes::AUTH_NOT_AUTHORIZED,
             "the target action belongs to another tenant",
@@ -751,7 +751,7 @@ async fn execute_gate(
     if record.action_id != action.id
         || record.capability_id != action.capability_id
         || record.principal_id != caller.principal.id
-        || tenant_of(record.identity.as_ref()) != tenant_of(action.identity.as_ref())
+        || tenant_of(record.identity.as_ref()) != tenant_of(action.identity.as_deref())
     {
         return Err(failure::error(
             codes::AUTH_NOT_AUTHORIZED,
@@ -905,7 +905,7 @@ pub(crate) async fn settle(
         (_, _) => Transition::new(&[Status::Prepared, Status::Committing], Status::Failed),
     };
     transition.result = Some(result.clone());
-    transition.error = error.clone();
+    transition.error = error.as_deref().cloned();
     // An uncertain compensation may have reached the provider: marking it with a reconcile
     // time keeps it from being retried blindly (see `admit_compensation`).
     if mode == TransactionMode::Compensate && uncertain {
@@ -1156,7 +1156,7 @@ impl super::Host {
                     status: TransactionResult::project_status(Status::Failed, Some(&result)),
                     transaction_id,
                     transaction: block,
-                    error: result.error.clone(),
+                    error: result.error.as_deref().cloned(),
                     result: Some(result),
                     plan: None,
                     provider_operation: None,

@@ -755,7 +755,7 @@ fn project_result(tool: &ProjectedTool, result: ActionResult) -> CallToolResult 
             success
         }
         ActionResultStatus::Failed => {
-            CallToolResult::error(error_blocks("the action failed", result.error.as_ref()))
+            CallToolResult::error(error_blocks("the action failed", result.error.as_deref()))
         }
         ActionResultStatus::Cancelled => {
             let reason = result
@@ -766,7 +766,7 @@ fn project_result(tool: &ProjectedTool, result: ActionResult) -> CallToolResult 
                 .unwrap_or("cancellation requested");
             let fallback =
                 format!("cancelled: the action was cancelled before it finished ({reason})");
-            CallToolResult::error(error_blocks(&fallback, result.error.as_ref()))
+            CallToolResult::error(error_blocks(&fallback, result.error.as_deref()))
         }
         ActionResultStatus::PendingApproval | ActionResultStatus::RequiresHuman => {
             let approval = result.output.clone().unwrap_or(Value::Null);

@@ -18,7 +18,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
 
     // transport_actor_bound: the payload claims another tenant and user.
     let mut forged = h.action(capability, input.clone(), "conformance-identity-forged");
-    forged.identity = Some(IdentityContext {
+    forged.identity = Some(Box::new(IdentityContext {
         tenant: Some(TenantRef {
             id: "forged-tenant".into(),
             system: None,
@@ -28,7 +28,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             aip_connector::model::PrincipalKind::Human,
         )),
         ..IdentityContext::default()
-    });
+    }));
     let forged_id = forged.id.to_string();
     let settled = h.settle(h.host(), forged).await;
     evidence.artifact(format!("action:{forged_id}"));

@@ -143,7 +143,7 @@ impl Connector for Tap {
     fn invoke<'a>(
         &'a self,
         capability_id: &'a str,
-        input: Value,
+        input: &'a Value,
         context: Arc<dyn InvocationContext>,
     ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
         let token = context.cancellation().clone();
@@ -181,7 +181,7 @@ impl Connector for Tap {
     fn validate<'a>(
         &'a self,
         capability_id: &'a str,
-        input: Value,
+        input: &'a Value,
         context: Arc<dyn InvocationContext>,
     ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
         self.inner.validate(capability_id, input, context)
