@@ -15,6 +15,7 @@ mod context;
 mod failure;
 mod idempotency;
 mod invocation;
+use invocation::HostInvocation;
 mod pipeline;
 mod stream;
 mod transaction;
@@ -32,7 +33,6 @@ use aip_connector_core::model::{
 };
 use aip_connector_core::schema::CompiledSchema;
 use tokio::sync::Semaphore;
-use tokio_util::sync::CancellationToken;
 
 pub use approval::{
     ApprovalAuthority, ApproverMemberships, DelegatedScope, DenyAllApprovalAuthority,
@@ -335,8 +335,9 @@ impl ActionOwner {
     }
 }
 
-/// One executing action: the action, its cancellation, and the principal running it.
-type ActiveEntry = (Arc<Action>, CancellationToken, PrincipalId);
+/// One executing action: its handler's context, which holds the action, its cancellation and
+/// the principal running it (one reference instead of a copy of each).
+type ActiveEntry = Arc<HostInvocation>;
 
 /// One registry: slots of executing actions, and the indices of the free ones.
 #[derive(Default)]
@@ -362,16 +363,10 @@ impl ActiveActions {
 
     /// Registers `token` as the cancellation of the executing `action` (fired at once when a
     /// cancellation of it is pending).
-    fn register(
-        &self,
-        action: &Arc<Action>,
-        token: CancellationToken,
-        principal: PrincipalId,
-        now: Millis,
-    ) -> ActiveSlot {
+    fn register(&self, context: &Arc<HostInvocation>, now: Millis) -> ActiveSlot {
         // Allocations are at least 16-byte aligned; the bits above spread concurrent calls.
-        let shard = (Arc::as_ptr(action).addr() >> 6) % ACTIVE_SHARDS;
-        let entry = Some((Arc::clone(action), token, principal));
+        let shard = (Arc::as_ptr(&context.action).addr() >> 6) % ACTIVE_SHARDS;
+        let entry = Some(Arc::clone(context));
         let mut registry = self.lock(shard);
         let index = match registry.free.pop() {
             Some(index) => {
@@ -385,22 +380,9 @@ impl ActiveActions {
         };
         drop(registry);
         // The `pending` lock is never taken under a registry lock: cancelling takes them the
-        // other way round.
-        // The count is read after registering; see `cancel_or_remember`.
-        let principal = if self.pending_count.load(Ordering::SeqCst) > 0 {
-            self.lock(shard)
-                .slots
-                .get(index)
-                .and_then(Option::as_ref)
-                .map(|(_, _, principal)| principal.clone())
-        } else {
-            None
-        };
-        if let Some(principal) = principal
-            && self.take_pending(action, &principal, now)
-            && let Some((_, token, _)) = self.lock(shard).slots.get(index).and_then(Option::as_ref)
-        {
-            token.cancel();
+        // other way round. The count is read after registering; see `cancel_or_remember`.
+        if self.take_pending(&context.action, &context.caller.principal_id, now) {
+            context.cancellation.cancel();
         }
         ActiveSlot { shard, index }
     }
@@ -473,7 +455,7 @@ impl ActiveActions {
             registry.free.push(slot.index);
         }
         drop(registry);
-        // The action and the token are released outside the lock.
+        // The context (action, token, credential) is released outside the lock.
         drop(taken);
     }
 
@@ -483,9 +465,10 @@ impl ActiveActions {
         let mut found = false;
         for shard in 0..ACTIVE_SHARDS {
             let registry = self.lock(shard);
-            for (action, token, principal) in registry.slots.iter().flatten() {
+            for context in registry.slots.iter().flatten() {
+                let (action, principal) = (&context.action, &context.caller.principal_id);
                 if action.id == *id && owner.is_none_or(|owner| owner.owns(action, principal)) {
-                    token.cancel();
+                    context.cancellation.cancel();
                     found = true;
                 }
             }

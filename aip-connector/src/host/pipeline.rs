@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aip_connector_core::ids::{ApprovalId, PrincipalId};
+use aip_connector_core::ids::ApprovalId;
 use aip_connector_core::model::{
     Action, ActionMode, ActionResult, ActionResultStatus, Capability, CapabilityContract,
     CompensationMode, ErrorCategory, ExternalAccountRef, IdentityContext, PrincipalKind,
@@ -730,13 +730,7 @@ fn dispatch<'c>(
         approval: handler.approval,
         compensation: handler.compensation,
     });
-    let active = ActiveGuard::register(
-        host,
-        action,
-        token.clone(),
-        caller.principal.id.clone(),
-        call.now,
-    );
+    let active = ActiveGuard::register(host, &context, call.now);
     let connector = &host.connectors[call.routed_hosted.connector];
     let running = connector.invoke(call.routed.id.as_str(), &action.input, context);
     async move {
@@ -766,12 +760,10 @@ struct ActiveGuard<'a> {
 impl<'a> ActiveGuard<'a> {
     fn register(
         host: &'a HostInner,
-        action: &Arc<Action>,
-        token: CancellationToken,
-        principal: PrincipalId,
+        context: &Arc<HostInvocation>,
         now: crate::store::Millis,
     ) -> Self {
-        let slot = host.active.register(action, token, principal, now);
+        let slot = host.active.register(context, now);
         ActiveGuard { host, slot }
     }
 }
