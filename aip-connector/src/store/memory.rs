@@ -25,6 +25,11 @@ pub struct MemoryStore {
     families: Arc<Families>,
 }
 
+/// Scoped idempotency keys and their entries. Every keyed call hashes its key here; foldhash
+/// (randomly seeded, the hasher `hashbrown` uses by default) costs a fraction of SipHash on
+/// keys of this length, and its per-map seed keeps callers from predicting collisions.
+type KeyMap = HashMap<String, KeyEntry, foldhash::quality::RandomState>;
+
 /// How many maps the idempotency keys are spread over.
 const KEY_SHARDS: usize = 16;
 
@@ -32,7 +37,7 @@ const KEY_SHARDS: usize = 16;
 #[derive(Debug, Default)]
 struct Families {
     /// Scoped idempotency key → reservation or settled record, in the shard [`key_shard`] picks.
-    idempotency: [Mutex<HashMap<String, KeyEntry>>; KEY_SHARDS],
+    idempotency: [Mutex<KeyMap>; KEY_SHARDS],
     /// Approval id → approval record.
     approvals: Mutex<HashMap<ApprovalId, ApprovalRecord>>,
     /// Scoped idempotency key → retryable failures counted, and when the count expires.
@@ -73,7 +78,7 @@ impl MemoryStore {
 
     /// The idempotency shard holding `key`, locked; a poisoned lock is recovered because every
     /// mutation below is a single map operation that cannot leave an entry half-written.
-    fn idempotency(&self, key: &str) -> MutexGuard<'_, HashMap<String, KeyEntry>> {
+    fn idempotency(&self, key: &str) -> MutexGuard<'_, KeyMap> {
         self.families.idempotency[key_shard(key)]
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -131,7 +136,7 @@ impl IdempotencyStore for MemoryStore {
         };
         match claim(current, reservation, now) {
             Claim::Take => {
-                entry.insert_entry(KeyEntry::Reserved(reservation.clone()));
+                entry.insert_entry(KeyEntry::Reserved(Box::new(reservation.clone())));
                 Ok(ReserveOutcome::Acquired)
             }
             Claim::Refuse(outcome) => Ok(outcome),

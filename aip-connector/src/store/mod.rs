@@ -321,9 +321,10 @@ pub fn is_pending_approval(result: &ActionResult) -> bool {
 /// What a scoped key holds: a live claim or a settled record (never both).
 #[derive(Clone, Debug)]
 enum KeyEntry {
-    /// A reservation, live or expired.
-    Reserved(Reservation),
-    /// A settled record, live or expired (boxed: records are large, reservations small).
+    /// A reservation, live or expired (boxed, like the record, so that an in-memory map of
+    /// entries stays compact when it grows).
+    Reserved(Box<Reservation>),
+    /// A settled record, live or expired.
     Settled(Box<IdempotencyRecord>),
 }
 
@@ -347,7 +348,7 @@ fn claim(existing: Option<&KeyEntry>, reservation: &Reservation, now: Millis) ->
             Claim::Refuse(ReserveOutcome::Settled(record.as_ref().clone()))
         }
         Some(KeyEntry::Reserved(current)) if reservation_is_live(current, now) => {
-            Claim::Refuse(ReserveOutcome::InProgress(current.clone()))
+            Claim::Refuse(ReserveOutcome::InProgress(current.as_ref().clone()))
         }
         Some(KeyEntry::Reserved(_)) => Claim::Take,
     }

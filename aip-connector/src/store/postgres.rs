@@ -490,7 +490,7 @@ fn entry_from_row(row: &Row) -> Result<KeyEntry, StoreError> {
             })?;
             reservation.expires_at_ms =
                 unsigned_from_sql("idempotency reservation expiry", expires_at_ms)?;
-            Ok(KeyEntry::Reserved(reservation))
+            Ok(KeyEntry::Reserved(Box::new(reservation)))
         }
         "record" => Ok(KeyEntry::Settled(decode("idempotency record row", &body)?)),
         _ => Err(StoreError::Corrupt(

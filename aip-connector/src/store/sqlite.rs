@@ -430,7 +430,7 @@ fn select_entry(connection: &Connection, key: &str) -> Result<Option<KeyEntry>, 
             })?;
             reservation.expires_at_ms =
                 unsigned_from_sql("idempotency reservation expiry", expires_at_ms)?;
-            Ok(Some(KeyEntry::Reserved(reservation)))
+            Ok(Some(KeyEntry::Reserved(Box::new(reservation))))
         }
         "record" => Ok(Some(KeyEntry::Settled(decode(
             "idempotency record row",
