@@ -32,7 +32,6 @@ use aip_connector_core::model::{
     Action, ActionResult, ApprovalDecision, ApprovalRecordView, Capability, ProtocolError,
 };
 use aip_connector_core::schema::CompiledSchema;
-use tokio::sync::Semaphore;
 
 pub use approval::{
     ApprovalAuthority, ApproverMemberships, DelegatedScope, DenyAllApprovalAuthority,
@@ -227,7 +226,7 @@ impl HostBuilder {
                     .unwrap_or_else(|| Arc::new(MemoryStore::default())),
                 deployment: self.deployment,
                 authority: self.authority,
-                permits: Arc::new(Semaphore::new(self.limits.max_concurrent_actions)),
+                permits: ConcurrencyLimit::new(self.limits.max_concurrent_actions),
                 limits: self.limits,
                 clock: self.clock,
                 active: ActiveActions::default(),
@@ -272,9 +271,46 @@ struct HostInner {
     authority: Arc<dyn ApprovalAuthority>,
     limits: HostLimits,
     clock: Arc<dyn Clock>,
-    permits: Arc<Semaphore>,
+    permits: ConcurrencyLimit,
     /// Cancellation tokens of executing actions, by action id.
     active: ActiveActions,
+}
+
+/// The actions executing at once, against [`HostLimits::max_concurrent_actions`]. A call that
+/// finds the limit reached is refused at once (`host.overloaded`), never queued, so a counter is
+/// enough. A semaphore would do the same, but tokio's takes a lock whenever a permit is
+/// returned: one lock shared by every call of every worker.
+struct ConcurrencyLimit {
+    in_flight: AtomicUsize,
+    max: usize,
+}
+
+impl ConcurrencyLimit {
+    fn new(max: usize) -> Self {
+        Self {
+            in_flight: AtomicUsize::new(0),
+            max,
+        }
+    }
+
+    /// A slot until the guard drops, or `None` at the limit.
+    fn try_acquire(&self) -> Option<ConcurrencySlot<'_>> {
+        self.in_flight
+            .fetch_update(Ordering::Acquire, Ordering::Relaxed, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| ConcurrencySlot(self))
+    }
+}
+
+/// One executing action's place under the [`ConcurrencyLimit`].
+struct ConcurrencySlot<'a>(&'a ConcurrencyLimit);
+
+impl Drop for ConcurrencySlot<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Release);
+    }
 }
 
 impl HostInner {

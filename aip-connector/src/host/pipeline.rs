@@ -84,7 +84,7 @@ async fn execute(
     options: Options,
 ) -> ActionResult {
     let Options { stream, resume } = options;
-    let Ok(_permit) = host.permits.try_acquire() else {
+    let Some(_slot) = host.permits.try_acquire() else {
         let mut error = failure::error(
             codes::HOST_OVERLOADED,
             "the host is at its concurrency limit",
