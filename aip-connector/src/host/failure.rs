@@ -7,8 +7,9 @@ use serde_json::{Value, json};
 /// The `source` of errors raised by the host itself.
 pub(crate) const HOST_COMPONENT: &str = "aip-connector.host";
 
-/// A host error: code, message, category, retryability and optional details.
-pub(crate) fn error(
+/// An error with code, message, category and retryability, and no `source`. The serving layer
+/// raises these as they are; the host marks its own with [`error`].
+pub(crate) fn classified(
     code: &str,
     message: impl Into<String>,
     category: ErrorCategory,
@@ -16,6 +17,17 @@ pub(crate) fn error(
 ) -> ProtocolError {
     let mut error = ProtocolError::new(code, message, category);
     error.retryable = Some(retryable);
+    error
+}
+
+/// A host error: code, message, category, retryability and optional details.
+pub(crate) fn error(
+    code: &str,
+    message: impl Into<String>,
+    category: ErrorCategory,
+    retryable: bool,
+) -> ProtocolError {
+    let mut error = classified(code, message, category, retryable);
     error.source = Some(json!({ "component": HOST_COMPONENT }));
     error
 }

@@ -12,7 +12,7 @@
 pub(crate) mod approval;
 pub(crate) mod canonical;
 mod context;
-mod failure;
+pub(crate) mod failure;
 mod idempotency;
 mod invocation;
 use invocation::HostInvocation;

@@ -804,7 +804,8 @@ impl Settlement<'_> {
     /// of the settlement and the result per step, as an `async fn` would).
     fn settle(mut self, result: ActionResult) -> impl Future<Output = ActionResult> + Send {
         let store = &self.host.store;
-        let pending = match self.reservation.take() {
+        // Mutated in place inside the future below (rebinding it there would store it twice).
+        let mut pending = match self.reservation.take() {
             None => Pending::Nothing(result),
             Some(reservation)
                 if result
@@ -829,8 +830,6 @@ impl Settlement<'_> {
         };
         let max_attempts = self.host.limits.max_attempts_per_key;
         let now = self.now;
-        // Mutated in place inside the future (rebinding it there would store it twice).
-        let mut pending = pending;
         async move {
             if let Pending::Release(reservation, result, dead_letter) = &mut pending {
                 match store

@@ -18,18 +18,7 @@ pub mod server;
 
 pub use auth::{Authenticator, BearerTokens};
 
-use aip_connector_core::model::{ErrorCategory, ProtocolError};
-
 /// An error raised by the serving layer itself: code, message, category and retryability.
-pub(crate) fn error(
-    code: &str,
-    message: impl Into<String>,
-    category: ErrorCategory,
-    retryable: bool,
-) -> ProtocolError {
-    let mut error = ProtocolError::new(code, message, category);
-    error.retryable = Some(retryable);
-    error
-}
+pub(crate) use crate::host::failure::classified as error;
 pub use client::{AipClient, CancelReply, ChunkReceiver, ClientError};
 pub use server::{AipServer, ServerConfig};
