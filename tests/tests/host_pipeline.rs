@@ -38,6 +38,8 @@ struct Hit {
 #[derive(Clone, Default)]
 struct Shop {
     executions: Arc<AtomicUsize>,
+    /// The cancellation a `keep` handler handed out (as a task it spawned would hold it).
+    kept: Arc<std::sync::Mutex<Option<Cancellation>>>,
 }
 
 #[connector(id = "shop")]
@@ -81,6 +83,25 @@ impl Shop {
         cancel.cancelled().await;
         Ok(Receipt {
             order_id: "never".into(),
+        })
+    }
+
+    /// Sleeps past any test's patience without watching for cancellation.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn pause(&self, _order: Order) -> Result<Receipt, ConnectorFailure> {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        Ok(Receipt {
+            order_id: "slept".into(),
+        })
+    }
+
+    /// Hands its cancellation out and returns at once.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn keep(&self, _order: Order, cancel: Cancellation) -> Result<Receipt, ConnectorFailure> {
+        assert!(!cancel.is_cancelled(), "a running action is not cancelled");
+        *self.kept.lock().unwrap() = Some(cancel);
+        Ok(Receipt {
+            order_id: "kept".into(),
         })
     }
 
@@ -390,6 +411,44 @@ async fn cancellation_by_action_id_fires_the_handlers_token() {
     assert_eq!(result.status, ActionResultStatus::Cancelled);
     // A cancel after the terminal result is only remembered; it changes nothing.
     assert_eq!(host.cancel(&id), CancelOutcome::Pending);
+}
+
+#[tokio::test]
+async fn cancellation_ends_a_handler_that_never_looks_at_it() {
+    let host = host_with(Shop::default(), None);
+    let action = Action::new("cap:shop:pause", json!({ "item": "x" })).with_timeout_ms(60_000);
+    let id = action.id.clone();
+    let running = tokio::spawn({
+        let host = host.clone();
+        async move { host.invoke(action, &caller()).await }
+    });
+    let started = std::time::Instant::now();
+    // A cancel before the handler starts is remembered and fires when it starts.
+    while host.cancel(&id) != CancelOutcome::Cancelled && !running.is_finished() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let result = running.await.unwrap();
+    assert_eq!(result.status, ActionResultStatus::Cancelled, "{result:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the race ended at the cancel"
+    );
+}
+
+#[tokio::test]
+async fn the_handlers_token_fires_when_its_action_ends() {
+    let shop = Shop::default();
+    let host = host_with(shop.clone(), None);
+    let result = host
+        .invoke(
+            Action::new("cap:shop:keep", json!({ "item": "x" })),
+            &caller(),
+        )
+        .await;
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    let kept = shop.kept.lock().unwrap().take().expect("the handler ran");
+    // Whatever the handler spawned with its token learns that the action is over.
+    assert!(kept.is_cancelled());
 }
 
 #[tokio::test]

@@ -1,8 +1,11 @@
 //! The host's [`InvocationContext`]: what extractors read during one execution.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering, fence};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 
 use aip_connector_core::model::Action;
+use futures_util::task::AtomicWaker;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -20,7 +23,7 @@ pub(crate) struct HostInvocation {
     /// Whether the handler sees the action's idempotency key (the pipeline checked that it is
     /// not blank); read from the action rather than copied.
     pub(crate) expose_idempotency_key: bool,
-    pub(crate) cancellation: CancellationToken,
+    pub(crate) cancellation: CancelSignal,
     pub(crate) deadline: Instant,
     pub(crate) stream: Option<Arc<dyn ChunkSink>>,
     pub(crate) checkpoint: Option<Arc<dyn CheckpointRecorder>>,
@@ -47,7 +50,7 @@ impl InvocationContext for HostInvocation {
             .filter(|_| self.expose_idempotency_key)
     }
     fn cancellation(&self) -> &CancellationToken {
-        &self.cancellation
+        self.cancellation.token()
     }
     fn deadline(&self) -> Instant {
         self.deadline
@@ -66,5 +69,123 @@ impl InvocationContext for HostInvocation {
     }
     fn compensation(&self) -> Option<Arc<CompensationTarget>> {
         self.compensation.clone()
+    }
+}
+
+/// The cancellation of one execution: fired by [`Host::cancel`](super::Host::cancel) and when
+/// the execution ends (whatever the handler spawned must learn that the action is over).
+///
+/// The pipeline races the handler against [`CancelSignal::poll_fired`], a flag and a waker. The
+/// [`CancellationToken`] handlers see is created only when a handler asks for it: most handlers
+/// never do, and a token costs an allocation plus a lock on every clone, wait, fire and drop,
+/// which together cost more than the rest of the race.
+#[derive(Default)]
+pub(crate) struct CancelSignal {
+    fired: AtomicBool,
+    waker: AtomicWaker,
+    token: OnceLock<CancellationToken>,
+}
+
+impl CancelSignal {
+    /// Fires the signal: the race ends with `Cancelled` and the handler's token, if it has one
+    /// or asks for one later, is cancelled. Idempotent.
+    pub(crate) fn fire(&self) {
+        self.fired.store(true, Ordering::SeqCst);
+        // Pairs with the fence in `token`: either this load sees the token, or `token` sees the
+        // flag, so a token created while the signal fires is still cancelled.
+        fence(Ordering::SeqCst);
+        self.waker.wake();
+        if let Some(token) = self.token.get() {
+            token.cancel();
+        }
+    }
+
+    /// Whether the signal has fired.
+    pub(crate) fn is_fired(&self) -> bool {
+        self.fired.load(Ordering::SeqCst)
+    }
+
+    /// Ready once the signal has fired; otherwise registers `cx`'s waker to be woken by
+    /// [`CancelSignal::fire`].
+    pub(crate) fn poll_fired(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.is_fired() {
+            return Poll::Ready(());
+        }
+        self.waker.register(cx.waker());
+        // Checked again after registering: a fire between the two checks woke no one.
+        if self.is_fired() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
+    /// The handler's token, created on first use (already cancelled if the signal fired).
+    pub(crate) fn token(&self) -> &CancellationToken {
+        let token = self.token.get_or_init(CancellationToken::new);
+        fence(Ordering::SeqCst);
+        if self.fired.load(Ordering::Relaxed) {
+            token.cancel();
+        }
+        token
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::task::{Wake, Waker};
+
+    use super::*;
+
+    /// Counts its wakes.
+    #[derive(Default)]
+    struct CountingWaker(AtomicUsize);
+
+    impl Wake for CountingWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn firing_wakes_the_race_and_cancels_the_handlers_token() {
+        let signal = CancelSignal::default();
+        let counter = Arc::new(CountingWaker::default());
+        let waker = Waker::from(Arc::clone(&counter));
+        let mut cx = Context::from_waker(&waker);
+        assert!(signal.poll_fired(&mut cx).is_pending());
+        let token = signal.token().clone();
+        assert!(!token.is_cancelled());
+        signal.fire();
+        assert_eq!(counter.0.load(Ordering::SeqCst), 1);
+        assert!(token.is_cancelled());
+        assert!(signal.poll_fired(&mut cx).is_ready());
+        // Firing again is harmless.
+        signal.fire();
+        assert!(signal.is_fired());
+    }
+
+    #[test]
+    fn a_token_asked_for_after_the_signal_fired_is_already_cancelled() {
+        let signal = CancelSignal::default();
+        signal.fire();
+        assert!(signal.token().is_cancelled());
+    }
+
+    #[test]
+    fn a_token_created_while_the_signal_fires_is_cancelled() {
+        // The two sides race on separate threads many times; the token must end up cancelled
+        // every time, whichever side wins.
+        for _ in 0..2_000 {
+            let signal = Arc::new(CancelSignal::default());
+            let firing = std::thread::spawn({
+                let signal = Arc::clone(&signal);
+                move || signal.fire()
+            });
+            let token = signal.token().clone();
+            firing.join().unwrap();
+            assert!(token.is_cancelled());
+        }
     }
 }

@@ -418,7 +418,7 @@ impl ActiveActions {
         // The `pending` lock is never taken under a registry lock: cancelling takes them the
         // other way round. The count is read after registering; see `cancel_or_remember`.
         if self.take_pending(&context.action, &context.caller.principal_id, now) {
-            context.cancellation.cancel();
+            context.cancellation.fire();
         }
         ActiveSlot { shard, index }
     }
@@ -504,7 +504,7 @@ impl ActiveActions {
             for context in registry.slots.iter().flatten() {
                 let (action, principal) = (&context.action, &context.caller.principal_id);
                 if action.id == *id && owner.is_none_or(|owner| owner.owns(action, principal)) {
-                    context.cancellation.cancel();
+                    context.cancellation.fire();
                     found = true;
                 }
             }

@@ -21,12 +21,11 @@ use aip_connector_core::model::{
 use aip_connector_core::schema::SchemaViolation;
 use futures_util::FutureExt;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::context::TrustedContext;
 use super::idempotency::{self, RESERVATION_GRACE_MS};
-use super::invocation::HostInvocation;
+use super::invocation::{CancelSignal, HostInvocation};
 use super::{HostInner, HostedCapability, approval, failure, transaction};
 use crate::codes;
 use crate::invocation::{
@@ -552,7 +551,7 @@ async fn validate_downstream(
         },
         tenant,
         expose_idempotency_key: false,
-        cancellation: CancellationToken::new(),
+        cancellation: CancelSignal::default(),
         deadline: tokio::time::Instant::now() + Duration::from_millis(timeout_ms),
         stream: None,
         checkpoint: None,
@@ -712,7 +711,6 @@ fn dispatch<'c>(
         timeout_ms,
         ..
     } = *call;
-    let token = CancellationToken::new();
     let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
     let context = Arc::new(HostInvocation {
         action: Arc::clone(action),
@@ -722,7 +720,7 @@ fn dispatch<'c>(
         },
         tenant: call.tenant.cloned(),
         expose_idempotency_key: handler.expose_idempotency_key,
-        cancellation: token.clone(),
+        cancellation: CancelSignal::default(),
         deadline,
         stream: handler.stream,
         checkpoint,
@@ -732,21 +730,75 @@ fn dispatch<'c>(
     });
     let active = ActiveGuard::register(host, &context, call.now);
     let connector = &host.connectors[call.routed_hosted.connector];
-    let running = connector.invoke(call.routed.id.as_str(), &action.input, context);
-    async move {
-        let _active = active;
-        let outcome = tokio::select! {
-            biased;
-            () = token.cancelled() => Outcome::Cancelled,
-            result = tokio::time::timeout_at(deadline, running) => match result {
-                Ok(Ok(output)) => Outcome::Completed(output),
-                Ok(Err(failure)) => Outcome::Failed(failure),
-                Err(_) => Outcome::TimedOut,
-            },
-        };
-        // Whatever the handler spawned must learn that the action is over.
-        token.cancel();
-        outcome
+    let running = connector.invoke(
+        call.routed.id.as_str(),
+        &action.input,
+        Arc::clone(&context) as Arc<dyn crate::invocation::InvocationContext>,
+    );
+    Supervised {
+        _active: active,
+        context,
+        running,
+        deadline,
+        timer: None,
+    }
+}
+
+/// The race of a running handler against its cancellation and its deadline, in that order of
+/// precedence. Fires the cancellation when it ends, however it ends (a drop included), so that
+/// whatever the handler spawned learns that the action is over.
+///
+/// Written out rather than with `select!` and `timeout_at`: the deadline's timer is created only
+/// if the handler does not finish on its first poll (most calls never touch the timer wheel),
+/// and the cancellation is a flag and a waker rather than a token (see [`CancelSignal`]).
+struct Supervised<'c> {
+    /// Unregistered when the race ends.
+    _active: ActiveGuard<'c>,
+    context: Arc<HostInvocation>,
+    running: crate::invocation::BoxFuture<
+        'c,
+        Result<Value, aip_connector_core::model::ConnectorFailure>,
+    >,
+    deadline: tokio::time::Instant,
+    /// Boxed and created on the first poll that leaves the handler pending.
+    timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Future for Supervised<'_> {
+    type Output = Outcome;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Outcome> {
+        use std::task::Poll;
+        let this = &mut *self;
+        if this.context.cancellation.is_fired() {
+            return Poll::Ready(Outcome::Cancelled);
+        }
+        if let Poll::Ready(result) = this.running.as_mut().poll(cx) {
+            return Poll::Ready(match result {
+                Ok(output) => Outcome::Completed(output),
+                Err(failure) => Outcome::Failed(failure),
+            });
+        }
+        if this.context.cancellation.poll_fired(cx).is_ready() {
+            return Poll::Ready(Outcome::Cancelled);
+        }
+        let deadline = this.deadline;
+        let timer = this
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Outcome::TimedOut),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for Supervised<'_> {
+    fn drop(&mut self) {
+        self.context.cancellation.fire();
     }
 }
 
