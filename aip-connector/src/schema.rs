@@ -4,10 +4,13 @@
 //! fields with defaults are optional in the input schema but present in the output schema.
 //! Generated code caches each schema once per capability; these functions do the work.
 
-use schemars::JsonSchema;
 use std::any::TypeId;
+use std::borrow::Cow;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
+
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 
 use schemars::generate::{Contract, SchemaSettings};
 use serde_json::{Map, Value};
@@ -42,10 +45,10 @@ pub fn output_schema<T: JsonSchema + 'static>() -> Value {
 /// Only this line is generic: the cache itself is one non-generic function, so a crate with a
 /// hundred input and output types instantiates the lookup once, not two hundred times.
 fn cached<T: JsonSchema + 'static>(contract: Contract) -> Value {
-    cached_by_type(TypeId::of::<T>(), contract, generate::<T>)
+    cached_by_type(TypeId::of::<T>(), contract, SchemaFns::of::<T>())
 }
 
-fn cached_by_type(type_id: TypeId, contract: Contract, generate: fn(Contract) -> Value) -> Value {
+fn cached_by_type(type_id: TypeId, contract: Contract, fns: SchemaFns) -> Value {
     type Cache = Mutex<HashMap<(TypeId, bool), Value>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
     let key = (type_id, matches!(contract, Contract::Serialize));
@@ -58,7 +61,7 @@ fn cached_by_type(type_id: TypeId, contract: Contract, generate: fn(Contract) ->
         return schema.clone();
     }
     // Generated outside the lock: schemars may call back into user `JsonSchema` impls.
-    let schema = generate(contract);
+    let schema = generate(fns, contract);
     cache
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -67,12 +70,76 @@ fn cached_by_type(type_id: TypeId, contract: Contract, generate: fn(Contract) ->
         .clone()
 }
 
-fn generate<T: JsonSchema>(contract: Contract) -> Value {
+/// The `JsonSchema` functions of one type that a root schema needs, as function pointers.
+///
+/// They are the functions the type's derive already compiled; a generic root-schema call per
+/// type (`into_root_schema_for::<T>`, which inlines the generator's bookkeeping and its drop)
+/// would compile all of that again for every input and output type of every connector.
+#[derive(Clone, Copy)]
+struct SchemaFns {
+    name: fn() -> Cow<'static, str>,
+    id: fn() -> Cow<'static, str>,
+    json_schema: fn(&mut SchemaGenerator) -> Schema,
+}
+
+impl SchemaFns {
+    fn of<T: JsonSchema>() -> Self {
+        Self {
+            name: T::schema_name,
+            id: T::schema_id,
+            json_schema: T::json_schema,
+        }
+    }
+}
+
+thread_local! {
+    /// The type [`ErasedRoot`] stands for while [`generate`] runs on this thread.
+    static ROOT: Cell<Option<SchemaFns>> = const { Cell::new(None) };
+}
+
+/// The one root type schemars is instantiated with: it answers with the functions of the type
+/// being generated ([`ROOT`]). Its schema id is that type's, so a recursive type still refers
+/// to the root as `#`, exactly as with `into_root_schema_for::<T>`.
+struct ErasedRoot;
+
+impl ErasedRoot {
+    fn fns() -> SchemaFns {
+        ROOT.with(Cell::get)
+            .expect("ErasedRoot is only asked for its schema inside `generate`")
+    }
+}
+
+impl JsonSchema for ErasedRoot {
+    fn schema_name() -> Cow<'static, str> {
+        (Self::fns().name)()
+    }
+
+    fn schema_id() -> Cow<'static, str> {
+        (Self::fns().id)()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        (Self::fns().json_schema)(generator)
+    }
+}
+
+/// Restores the previous [`ROOT`] when generation ends, by return or by panic (a user's
+/// `JsonSchema` impl may generate another root schema while this one is being generated).
+struct RootGuard(Option<SchemaFns>);
+
+impl Drop for RootGuard {
+    fn drop(&mut self) {
+        ROOT.with(|root| root.set(self.0));
+    }
+}
+
+fn generate(fns: SchemaFns, contract: Contract) -> Value {
+    let _restore = RootGuard(ROOT.with(|root| root.replace(Some(fns))));
     let mut settings = SchemaSettings::draft2020_12();
     settings.contract = contract;
     settings
         .into_generator()
-        .into_root_schema_for::<T>()
+        .into_root_schema_for::<ErasedRoot>()
         .to_value()
 }
 
@@ -229,6 +296,80 @@ mod tests {
     #[allow(dead_code)]
     struct Tree {
         children: Vec<Tree>,
+    }
+
+    /// An enum with a default, a renamed field and a nested, optional, recursive part: every
+    /// shape whose schema differs between the contracts or needs `$defs`.
+    #[derive(Deserialize, Serialize, JsonSchema)]
+    #[allow(dead_code)]
+    #[serde(tag = "kind", rename_all = "snake_case")]
+    enum Step {
+        Wait {
+            #[serde(default)]
+            seconds: u32,
+        },
+        Branch {
+            #[serde(rename = "then")]
+            next: Box<Step>,
+            fallback: Option<Tree>,
+        },
+    }
+
+    /// What schemars generates for `T` through its own generic entry point.
+    fn schemars_root<T: JsonSchema>(contract: Contract) -> Value {
+        let mut settings = SchemaSettings::draft2020_12();
+        settings.contract = contract;
+        settings
+            .into_generator()
+            .into_root_schema_for::<T>()
+            .to_value()
+    }
+
+    #[test]
+    fn the_erased_root_generates_what_schemars_generates_for_the_type() {
+        fn same<T: JsonSchema>() {
+            for contract in [Contract::Deserialize, Contract::Serialize] {
+                let expected = schemars_root::<T>(contract.clone());
+                let erased = generate(SchemaFns::of::<T>(), contract);
+                assert_eq!(erased, expected, "{}", T::schema_name());
+                // The key order is kept too (the published manifest shows it).
+                assert_eq!(erased.to_string(), expected.to_string());
+            }
+        }
+        same::<Attendee>();
+        same::<Booking>();
+        same::<Tree>();
+        same::<Step>();
+        same::<Vec<Booking>>();
+        // A recursive root still refers to itself as the root.
+        assert_eq!(
+            generate(SchemaFns::of::<Tree>(), Contract::Deserialize)["properties"]["children"]["items"]
+                ["$ref"],
+            "#"
+        );
+        // The stand-in is only answered for inside `generate`.
+        assert!(ROOT.with(Cell::get).is_none());
+    }
+
+    #[test]
+    fn a_panicking_schema_leaves_no_stand_in_behind() {
+        struct Broken;
+        impl JsonSchema for Broken {
+            fn schema_name() -> Cow<'static, str> {
+                "Broken".into()
+            }
+            fn json_schema(_: &mut SchemaGenerator) -> Schema {
+                panic!("a user impl that fails");
+            }
+        }
+        let outcome =
+            std::panic::catch_unwind(|| generate(SchemaFns::of::<Broken>(), Contract::Deserialize));
+        assert!(outcome.is_err());
+        assert!(ROOT.with(Cell::get).is_none());
+        assert_eq!(
+            generate(SchemaFns::of::<Tree>(), Contract::Serialize),
+            schemars_root::<Tree>(Contract::Serialize)
+        );
     }
 
     #[test]
