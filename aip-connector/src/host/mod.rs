@@ -399,7 +399,7 @@ impl ActiveActions {
 
     /// Registers `token` as the cancellation of the executing `action` (fired at once when a
     /// cancellation of it is pending).
-    fn register(&self, context: &Arc<HostInvocation>, now: Millis) -> ActiveSlot {
+    fn register(&self, context: &Arc<HostInvocation>, clock: &dyn Clock) -> ActiveSlot {
         // Allocations are at least 16-byte aligned; the bits above spread concurrent calls.
         let shard = (Arc::as_ptr(&context.action).addr() >> 6) % ACTIVE_SHARDS;
         let entry = Some(Arc::clone(context));
@@ -417,7 +417,7 @@ impl ActiveActions {
         drop(registry);
         // The `pending` lock is never taken under a registry lock: cancelling takes them the
         // other way round. The count is read after registering; see `cancel_or_remember`.
-        if self.take_pending(&context.action, &context.caller.principal_id, now) {
+        if self.take_pending(&context.action, &context.caller.principal_id, clock) {
             context.cancellation.fire();
         }
         ActiveSlot { shard, index }
@@ -425,10 +425,12 @@ impl ActiveActions {
 
     /// Consumes a pending, unexpired cancellation of `action` (run by `principal`);
     /// false when there is none. Another caller's pending cancellation is left alone.
-    fn take_pending(&self, action: &Action, principal: &PrincipalId, now: Millis) -> bool {
+    fn take_pending(&self, action: &Action, principal: &PrincipalId, clock: &dyn Clock) -> bool {
         if self.pending_count.load(Ordering::SeqCst) == 0 {
             return false;
         }
+        // Read only here: with no cancellation pending (the usual case) no clock is read.
+        let now = clock.now_ms();
         let id = &action.id;
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
         match pending.get(id) {

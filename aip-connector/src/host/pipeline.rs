@@ -241,7 +241,9 @@ async fn execute(
 
     // 7. Reservation.
     let timeout_ms = effective_timeout(&action, contract, host.limits.default_timeout_ms);
-    let now = host.clock.now_ms();
+    // The host clock is read once, by the calls that write a time: a keyed call, when it
+    // reserves its key (a clock read costs as much as a small step of the pipeline).
+    let mut now: Option<crate::store::Millis> = None;
     // The fingerprint is computed only by the calls that need it: a provided approval (below),
     // a reservation, the approval gate.
     let mut fingerprint: Option<String> = None;
@@ -287,6 +289,7 @@ async fn execute(
     let reservation = match key {
         None => None,
         Some(key) => {
+            let now = *now.get_or_insert_with(|| host.clock.now_ms());
             let reservation = Reservation {
                 key,
                 reservation_id: idempotency::reservation_id(),
@@ -334,7 +337,8 @@ async fn execute(
         capability,
         caller,
         tenant,
-        now,
+        // Read whenever a key was reserved; a settlement without a reservation writes nothing.
+        now: now.unwrap_or_default(),
     };
     let mode = action.transaction.as_ref().map(|t| t.mode);
     let call = Call {
@@ -348,7 +352,6 @@ async fn execute(
         caller,
         tenant,
         timeout_ms,
-        now,
         redact,
     };
 
@@ -419,9 +422,6 @@ struct Call<'a> {
     caller: &'a TrustedContext,
     tenant: Option<&'a VerifiedTenant>,
     timeout_ms: u64,
-    /// The host clock when the call was admitted (read once per call: a clock read costs as
-    /// much as a small step of the pipeline).
-    now: crate::store::Millis,
     redact: bool,
 }
 
@@ -728,7 +728,7 @@ fn dispatch<'c>(
         approval: handler.approval,
         compensation: handler.compensation,
     });
-    let active = ActiveGuard::register(host, &context, call.now);
+    let active = ActiveGuard::register(host, &context);
     let connector = &host.connectors[call.routed_hosted.connector];
     let running = connector.invoke(
         call.routed.id.as_str(),
@@ -810,12 +810,8 @@ struct ActiveGuard<'a> {
 }
 
 impl<'a> ActiveGuard<'a> {
-    fn register(
-        host: &'a HostInner,
-        context: &Arc<HostInvocation>,
-        now: crate::store::Millis,
-    ) -> Self {
-        let slot = host.active.register(context, now);
+    fn register(host: &'a HostInner, context: &Arc<HostInvocation>) -> Self {
+        let slot = host.active.register(context, host.clock.as_ref());
         ActiveGuard { host, slot }
     }
 }
