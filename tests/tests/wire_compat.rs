@@ -582,17 +582,17 @@ fn maximal_action() -> Action {
         labels: vec!["vip".to_owned()],
         metadata: Some(json!({ "source": "inbox" })),
     }));
-    action.memory_context = Some(json!({ "summary": "prefers mornings" }));
+    action.memory_context = Some(Box::new(json!({ "summary": "prefers mornings" })));
     action.delegation_chain = vec![DelegationEntry {
         from: principal("human:ada", PrincipalKind::Human),
         to: principal("agent:scheduler", PrincipalKind::Agent),
         scope: "calendar:write".to_owned(),
         delegated_at: FIXED_INSTANT,
     }];
-    action.federation = Some(FederationContext {
+    action.federation = Some(Box::new(FederationContext {
         trust_domain: "calendar.example".to_owned(),
         hops: vec!["gateway.example".to_owned()],
-    });
+    }));
     action.callback = Some(Box::new(Callback {
         profile: ProfileId::from(profiles::HTTP_WEBHOOK),
         target: "https://callbacks.example/aip".to_owned(),
@@ -660,12 +660,12 @@ fn maximal_action() -> Action {
         authority_path: vec!["role:manager".to_owned()],
         target_decision_id: Some("decision:0".to_owned()),
     }));
-    action.transaction = Some(ActionTransaction {
+    action.transaction = Some(Box::new(ActionTransaction {
         mode: TransactionMode::Compensate,
         transaction_id: Some(TransactionId::trusted("txn_wire_compat")),
         plan_id: Some("plan:1".to_owned()),
         compensation_for: Some(ActionId::trusted("act_wire_compat_original")),
-    });
+    }));
     action
 }
 

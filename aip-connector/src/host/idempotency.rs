@@ -235,11 +235,11 @@ mod tests {
             json!({ "z": [1, { "y": "\u{0}é", "b": null }], "a": 2.5 }),
         );
         let mut transactional = Action::new("cap:a:\"quoted\"", json!({}));
-        transactional.transaction = Some(ActionTransaction {
+        transactional.transaction = Some(Box::new(ActionTransaction {
             transaction_id: Some(TransactionId::new()),
             plan_id: Some("plan_1".to_owned()),
             ..ActionTransaction::new(TransactionMode::Plan)
-        });
+        }));
         for action in [plain, transactional] {
             assert_eq!(fingerprint(&action), built_fingerprint(&action));
         }
@@ -317,15 +317,15 @@ mod tests {
     #[test]
     fn fingerprint_ignores_the_transaction_id_and_key_order() {
         let mut first = Action::new("cap:a:b", json!({ "x": 1, "y": 2 }));
-        first.transaction = Some(ActionTransaction {
+        first.transaction = Some(Box::new(ActionTransaction {
             transaction_id: Some(TransactionId::new()),
             ..ActionTransaction::new(TransactionMode::Execute)
-        });
+        }));
         let mut second = Action::new("cap:a:b", json!({ "y": 2, "x": 1 }));
-        second.transaction = Some(ActionTransaction {
+        second.transaction = Some(Box::new(ActionTransaction {
             transaction_id: Some(TransactionId::new()),
             ..ActionTransaction::new(TransactionMode::Execute)
-        });
+        }));
         assert_eq!(fingerprint(&first), fingerprint(&second));
         second.input = json!({ "y": 2, "x": 2 });
         assert_ne!(fingerprint(&first), fingerprint(&second));

@@ -27,8 +27,10 @@ pub(crate) struct HostInvocation {
     pub(crate) deadline: Instant,
     pub(crate) stream: Option<Arc<dyn ChunkSink>>,
     pub(crate) checkpoint: Option<Arc<dyn CheckpointRecorder>>,
-    pub(crate) credential: Option<CredentialHandle>,
-    pub(crate) approval: Option<VerifiedApprovals>,
+    /// Boxed, like the approvals: most calls have neither, and inline they would double the
+    /// context every call builds.
+    pub(crate) credential: Option<Box<CredentialHandle>>,
+    pub(crate) approval: Option<Box<VerifiedApprovals>>,
     /// The target of a `compensate`.
     pub(crate) compensation: Option<Arc<CompensationTarget>>,
 }
@@ -62,10 +64,10 @@ impl InvocationContext for HostInvocation {
         self.checkpoint.clone()
     }
     fn credential(&self) -> Option<&CredentialHandle> {
-        self.credential.as_ref()
+        self.credential.as_deref()
     }
     fn approval(&self) -> Option<&VerifiedApprovals> {
-        self.approval.as_ref()
+        self.approval.as_deref()
     }
     fn compensation(&self) -> Option<Arc<CompensationTarget>> {
         self.compensation.clone()

@@ -87,7 +87,11 @@ fn new_record(
     status: Status,
     now: Millis,
 ) -> TransactionRecord {
-    let transaction = action.transaction.clone().expect("transactional action");
+    let transaction = action
+        .transaction
+        .as_deref()
+        .cloned()
+        .expect("transactional action");
     let mut record = TransactionRecord {
         transaction_id: transaction
             .transaction_id
@@ -198,7 +202,8 @@ pub(crate) async fn preview(
             } else {
                 json!({ "redacted": false, "hash": input_hash, "value": action.input })
             };
-            let mut planned_transaction = transaction.clone();
+            let mut planned_transaction =
+                aip_connector_core::model::ActionTransaction::clone(transaction);
             planned_transaction.plan_id = Some(plan_id.clone());
             let created_at = OffsetDateTime::from_unix_timestamp_nanos(i128::from(now) * 1_000_000)
                 .unwrap_or(OffsetDateTime::UNIX_EPOCH);
@@ -1139,7 +1144,7 @@ impl super::Host {
         } = request;
         let block = action.transaction.as_mut().expect("validated above");
         block.transaction_id = Some(transaction_id.clone());
-        let mut block = block.clone();
+        let mut block = aip_connector_core::model::ActionTransaction::clone(block);
         let result = self.invoke(action, caller).await;
         let stored = self
             .inner

@@ -410,7 +410,7 @@ impl McpProjection {
         let mut action = Action::new(tool.capability.clone(), input);
         action.idempotency_key = key;
         if tool.execute_transaction {
-            action.transaction = Some(ActionTransaction::new(TransactionMode::Execute));
+            action.transaction = Some(Box::new(ActionTransaction::new(TransactionMode::Execute)));
         }
         let action_id = action.id.clone();
         let host = &self.inner.host;
