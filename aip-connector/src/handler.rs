@@ -6,8 +6,8 @@ use aip_connector_core::model::{
 use aip_connector_core::parse::{ParseError, ParseErrorCategory};
 use schemars::JsonSchema;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde::de::{DeserializeOwned, Deserializer, Unexpected, Visitor};
+use serde_json::{Map, Value};
 
 use crate::codes;
 
@@ -60,7 +60,11 @@ pub fn decode_input<T: CapabilityInput>(
     input: &Value,
     connector: &str,
 ) -> Result<T, ConnectorFailure> {
-    match T::deserialize(input) {
+    let decoded = match input {
+        Value::Object(members) => T::deserialize(ObjectInput(members)),
+        other => Err(not_an_object(other)),
+    };
+    match decoded {
         Ok(decoded) => Ok(decoded),
         Err(error) => Err(invalid_input(
             &error,
@@ -69,6 +73,66 @@ pub fn decode_input<T: CapabilityInput>(
             connector,
         )),
     }
+}
+
+/// `Action.input` as the deserializer of an input type: the members of an object.
+///
+/// Capability inputs have object roots. Decoding from `&Value` would also compile, for every
+/// input type, the path that reads a struct from a JSON array (serde accepts one), which no valid
+/// input takes; offering serde only the object keeps that code out of every connector crate.
+/// Newtype wrappers and `Option` see the object through them, as they would through `&Value`.
+struct ObjectInput<'de>(&'de Map<String, Value>);
+
+impl<'de> Deserializer<'de> for ObjectInput<'de> {
+    type Error = serde_json::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        self.0.deserialize_any(visitor)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.0.deserialize_enum(name, variants, visitor)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        visitor.visit_unit()
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct identifier
+    }
+}
+
+/// The decode error of an input that is not an object.
+#[cold]
+fn not_an_object(input: &Value) -> serde_json::Error {
+    let found = match input {
+        Value::Null => Unexpected::Unit,
+        Value::Bool(value) => Unexpected::Bool(*value),
+        Value::Number(_) => Unexpected::Other("number"),
+        Value::String(text) => Unexpected::Str(text),
+        Value::Array(_) => Unexpected::Seq,
+        Value::Object(_) => Unexpected::Map,
+    };
+    serde::de::Error::invalid_type(found, &"a JSON object (capability inputs are objects)")
 }
 
 /// The `action.invalid_input` failure of a decode error.
@@ -125,4 +189,110 @@ fn output_unserializable(error: &serde_json::Error, connector: &str) -> Connecto
         ConnectorOperation::Invocation,
         connector,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde::Deserialize;
+    use serde_json::json;
+
+    use super::*;
+
+    #[derive(Debug, Deserialize, JsonSchema, PartialEq)]
+    struct Booking {
+        room: String,
+        #[serde(default)]
+        guests: u32,
+    }
+
+    #[derive(Debug, Deserialize, JsonSchema, PartialEq)]
+    struct Wrapped(Booking);
+
+    #[derive(Debug, Deserialize, JsonSchema, PartialEq)]
+    #[serde(rename_all = "snake_case")]
+    enum External {
+        Cancel { reason: String },
+    }
+
+    #[derive(Debug, Deserialize, JsonSchema, PartialEq)]
+    #[serde(tag = "kind", rename_all = "snake_case")]
+    enum Internal {
+        Hold { minutes: u32 },
+    }
+
+    #[derive(Debug, Deserialize, JsonSchema, PartialEq)]
+    struct Flattened {
+        #[serde(flatten)]
+        booking: Booking,
+        note: Option<String>,
+    }
+
+    fn decode<T: CapabilityInput>(input: Value) -> Result<T, ConnectorFailure> {
+        decode_input::<T>(&input, "test")
+    }
+
+    #[test]
+    fn every_object_shaped_input_type_decodes() {
+        let booking = Booking {
+            room: "a".into(),
+            guests: 2,
+        };
+        let object = json!({ "room": "a", "guests": 2 });
+        assert_eq!(decode::<Booking>(object.clone()).unwrap(), booking);
+        assert_eq!(
+            decode::<Wrapped>(object.clone()).unwrap(),
+            Wrapped(Booking {
+                room: "a".into(),
+                guests: 2
+            })
+        );
+        assert_eq!(
+            decode::<Option<Booking>>(object.clone()).unwrap(),
+            Some(booking)
+        );
+        assert_eq!(
+            decode::<External>(json!({ "cancel": { "reason": "rain" } })).unwrap(),
+            External::Cancel {
+                reason: "rain".into()
+            }
+        );
+        assert_eq!(
+            decode::<Internal>(json!({ "kind": "hold", "minutes": 5 })).unwrap(),
+            Internal::Hold { minutes: 5 }
+        );
+        assert_eq!(
+            decode::<Flattened>(json!({ "room": "b", "note": "late" })).unwrap(),
+            Flattened {
+                booking: Booking {
+                    room: "b".into(),
+                    guests: 0
+                },
+                note: Some("late".into())
+            }
+        );
+        assert_eq!(
+            decode::<BTreeMap<String, u32>>(json!({ "x": 1 })).unwrap(),
+            BTreeMap::from([("x".to_owned(), 1)])
+        );
+        assert_eq!(decode::<Value>(object.clone()).unwrap(), object);
+    }
+
+    #[test]
+    fn decode_errors_are_invalid_input_naming_the_problem() {
+        let missing = decode::<Booking>(json!({ "guests": 1 })).unwrap_err();
+        assert_eq!(missing.code, codes::ACTION_INVALID_INPUT);
+        assert!(
+            missing.message.contains("missing field `room`"),
+            "{}",
+            missing.message
+        );
+        // A struct is not read from an array, whatever serde would allow from a `&Value`.
+        let array = decode::<Booking>(json!(["a", 2])).unwrap_err();
+        assert_eq!(array.code, codes::ACTION_INVALID_INPUT);
+        assert!(array.message.contains("a JSON object"), "{}", array.message);
+        let null = decode::<Option<Booking>>(Value::Null).unwrap_err();
+        assert!(null.message.contains("a JSON object"), "{}", null.message);
+    }
 }

@@ -962,36 +962,62 @@ fn cancelled(action_id: &aip_connector_core::ids::ActionId, reason: &str) -> Act
 
 /// Rejects inputs larger or deeper than the limits, iteratively (no recursion on hostile input).
 fn check_input_limits(input: &Value, max_bytes: usize, max_depth: usize) -> Result<(), String> {
-    // Sized for a flat object of a few fields, so the common input never regrows the stack.
-    let mut stack = Vec::with_capacity(16);
-    stack.push((input, 1usize));
+    // Containers still to visit. Scalars are counted where they are found, so a flat object
+    // (the usual input) never pushes anything and the check allocates nothing.
+    let mut pending: Vec<(&Value, usize)> = Vec::new();
     let mut bytes = 0usize;
-    while let Some((value, depth)) = stack.pop() {
+    let mut next = Some((input, 1usize));
+    while let Some((value, depth)) = next.take().or_else(|| pending.pop()) {
         if depth > max_depth {
             return Err(format!("action input nests deeper than {max_depth} levels"));
         }
-        match value {
+        let children = match value {
             Value::Array(items) => {
                 bytes += 2 + items.len();
-                stack.extend(items.iter().map(|v| (v, depth + 1)));
+                for item in items {
+                    match scalar_len(item) {
+                        Some(len) => bytes += len,
+                        None => pending.push((item, depth + 1)),
+                    }
+                }
+                items.len()
             }
             Value::Object(map) => {
                 bytes += 2 + map.len();
-                for (key, v) in map {
+                for (key, item) in map {
                     bytes += key.len() + 3;
-                    stack.push((v, depth + 1));
+                    match scalar_len(item) {
+                        Some(len) => bytes += len,
+                        None => pending.push((item, depth + 1)),
+                    }
                 }
+                map.len()
             }
-            Value::String(s) => bytes += s.len() + 2,
-            Value::Number(number) => bytes += number_len(number),
-            Value::Bool(true) | Value::Null => bytes += 4,
-            Value::Bool(false) => bytes += 5,
+            scalar => {
+                bytes += scalar_len(scalar).unwrap_or_default();
+                0
+            }
+        };
+        // The members counted above sit one level down.
+        if children > 0 && depth + 1 > max_depth {
+            return Err(format!("action input nests deeper than {max_depth} levels"));
         }
         if bytes > max_bytes {
             return Err(format!("action input is larger than {max_bytes} bytes"));
         }
     }
     Ok(())
+}
+
+/// The length of a scalar's JSON text; `None` for arrays and objects.
+fn scalar_len(value: &Value) -> Option<usize> {
+    match value {
+        Value::String(s) => Some(s.len() + 2),
+        Value::Number(number) => Some(number_len(number)),
+        Value::Bool(true) | Value::Null => Some(4),
+        Value::Bool(false) => Some(5),
+        Value::Array(_) | Value::Object(_) => None,
+    }
 }
 
 /// The length of `number`'s JSON text, measured without writing it anywhere: integers by their
@@ -1603,6 +1629,26 @@ mod tests {
                 .contains("larger")
         );
         assert!(check_input_limits(&json!({ "a": [1, 2, 3] }), 1 << 20, 64).is_ok());
+    }
+
+    #[test]
+    fn input_limits_are_exact_at_their_boundaries() {
+        // Depth counts the root as level 1, scalars included.
+        let nested = json!({ "a": [{ "b": 1 }] });
+        assert!(check_input_limits(&nested, 1 << 20, 4).is_ok());
+        assert!(check_input_limits(&nested, 1 << 20, 3).is_err());
+        // Empty containers have nothing one level down.
+        assert!(check_input_limits(&json!([[]]), 1 << 20, 2).is_ok());
+        assert!(check_input_limits(&json!([[]]), 1 << 20, 1).is_err());
+        assert!(check_input_limits(&json!("scalar root"), 1 << 20, 1).is_ok());
+        // {"a":"xy"}: braces and one member (3), the key with quotes and colon (4), the value (4).
+        let flat = json!({ "a": "xy" });
+        assert!(check_input_limits(&flat, 11, 64).is_ok());
+        assert!(check_input_limits(&flat, 10, 64).is_err());
+        // The same member one level down adds the array's brackets and its one item.
+        let wrapped = json!([{ "a": "xy" }]);
+        assert!(check_input_limits(&wrapped, 14, 64).is_ok());
+        assert!(check_input_limits(&wrapped, 13, 64).is_err());
     }
 
     #[test]
