@@ -16,6 +16,7 @@
 //! [`aip_connector_core`], re-exported as [`core`](mod@crate::core).
 
 pub mod builder;
+mod cache_line;
 pub mod codes;
 pub mod connector;
 pub mod extract;

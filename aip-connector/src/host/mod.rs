@@ -41,6 +41,7 @@ pub use context::{CredentialProvider, Deployment, StaticCredentialProvider, Trus
 pub use stream::ChunkStream;
 pub use transaction::{TransactionSelector, compensation_transaction_of};
 
+use crate::cache_line::CacheAligned;
 use crate::connector::Connector;
 use crate::store::{ApprovalRecord, Clock, MemoryStore, Millis, SharedStore, SystemClock};
 
@@ -281,14 +282,15 @@ struct HostInner {
 /// enough. A semaphore would do the same, but tokio's takes a lock whenever a permit is
 /// returned: one lock shared by every call of every worker.
 struct ConcurrencyLimit {
-    in_flight: AtomicUsize,
+    /// Written by every call of every worker: on a line of its own.
+    in_flight: CacheAligned<AtomicUsize>,
     max: usize,
 }
 
 impl ConcurrencyLimit {
     fn new(max: usize) -> Self {
         Self {
-            in_flight: AtomicUsize::new(0),
+            in_flight: CacheAligned(AtomicUsize::new(0)),
             max,
         }
     }
@@ -334,7 +336,7 @@ const ACTIVE_SHARDS: usize = 16;
 /// reference to its action rather than a copy of the id. Cancelling scans every registry.
 #[derive(Default)]
 struct ActiveActions {
-    shards: [Mutex<ActiveSlots>; ACTIVE_SHARDS],
+    shards: [CacheAligned<Mutex<ActiveSlots>>; ACTIVE_SHARDS],
     /// Cancellations that arrived before their action ran: action id → when they lapse and,
     /// for a caller's cancellation, whose action it may cancel.
     pending: Mutex<HashMap<ActionId, (Millis, Option<ActionOwner>)>>,

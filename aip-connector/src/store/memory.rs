@@ -7,6 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use aip_connector_core::ids::{ActionId, ApprovalId, TransactionId};
 use async_trait::async_trait;
 
+use crate::cache_line::CacheAligned;
+
 use super::{
     ApprovalRecord, ApprovalStatus, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore,
     KeyEntry, Millis, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
@@ -37,7 +39,7 @@ const KEY_SHARDS: usize = 16;
 #[derive(Debug, Default)]
 struct Families {
     /// Scoped idempotency key → reservation or settled record, in the shard [`key_shard`] picks.
-    idempotency: [Mutex<KeyMap>; KEY_SHARDS],
+    idempotency: [CacheAligned<Mutex<KeyMap>>; KEY_SHARDS],
     /// Approval id → approval record.
     approvals: Mutex<HashMap<ApprovalId, ApprovalRecord>>,
     /// Scoped idempotency key → retryable failures counted, and when the count expires.
