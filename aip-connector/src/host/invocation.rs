@@ -122,6 +122,11 @@ impl CancelSignal {
         }
     }
 
+    /// Whether a handler asked for its token (someone may hold a clone of it).
+    pub(crate) fn has_token(&self) -> bool {
+        self.token.get().is_some()
+    }
+
     /// The handler's token, created on first use (already cancelled if the signal fired).
     pub(crate) fn token(&self) -> &CancellationToken {
         let token = self.token.get_or_init(CancellationToken::new);

@@ -330,8 +330,9 @@ const ACTIVE_SHARDS: usize = 16;
 
 /// The executing actions and their cancellation tokens, for [`Host::cancel`].
 ///
-/// Every call registers and unregisters itself, while cancelling is rare. So registering costs
-/// no hashing: a call takes a free slot in one of several registries (picked by the address of
+/// Every call whose handler waits registers and unregisters itself (one that finishes on its
+/// first poll never does; the pipeline's race explains why no cancellation is lost), while
+/// cancelling is rare. So registering costs no hashing: a call takes a free slot in one of several registries (picked by the address of
 /// its action, which spreads concurrent calls over them), each behind its own lock, and holds a
 /// reference to its action rather than a copy of the id. Cancelling scans every registry.
 #[derive(Default)]
@@ -450,8 +451,10 @@ impl ActiveActions {
     /// [`PENDING_CANCEL_TTL_MS`] so the action is cancelled before dispatch if it starts.
     ///
     /// No cancellation is lost to a racing start: the count is raised *before* the scan, under
-    /// the `pending` lock. A starting call registers first and reads the count after; if it
-    /// reads zero, this scan had not begun, so it will find the registration.
+    /// the `pending` lock. A handler that waits registers first and reads the count after; if
+    /// it reads zero, this scan had not begun, so it will find the registration. (A call reads
+    /// the count once more before its handler's first poll; a cancellation that lands during a
+    /// first poll that finishes the handler is remembered and lapses unused.)
     fn cancel_or_remember(
         &self,
         id: &ActionId,

@@ -699,8 +699,8 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
 }
 
 /// Step 14: starts the handler and returns the race of its future against its deadline and
-/// [`Host::cancel`](super::Host::cancel). The action is registered for cancellation from here
-/// until the returned future is dropped.
+/// [`Host::cancel`](super::Host::cancel) (see [`Supervised`] for when the action is registered
+/// for cancellation).
 fn dispatch<'c>(
     call: &'c Call<'c>,
     handler: Handler,
@@ -730,7 +730,6 @@ fn dispatch<'c>(
         approval: handler.approval,
         compensation: handler.compensation,
     });
-    let active = ActiveGuard::register(host, &context);
     let connector = &host.connectors[call.routed_hosted.connector];
     let running = connector.invoke(
         call.routed.id.as_str(),
@@ -738,9 +737,11 @@ fn dispatch<'c>(
         Arc::clone(&context) as Arc<dyn crate::invocation::InvocationContext>,
     );
     Supervised {
-        _active: active,
+        host,
+        started: false,
+        active: None,
         context,
-        running,
+        running: Some(running),
         deadline,
         timer: None,
     }
@@ -750,16 +751,27 @@ fn dispatch<'c>(
 /// precedence. Fires the cancellation when it ends, however it ends (a drop included), so that
 /// whatever the handler spawned learns that the action is over.
 ///
-/// Written out rather than with `select!` and `timeout_at`: the deadline's timer is created only
-/// if the handler does not finish on its first poll (most calls never touch the timer wheel),
-/// and the cancellation is a flag and a waker rather than a token (see [`CancelSignal`]).
+/// Written out rather than with `select!` and `timeout_at`, so that a handler that finishes on
+/// its first poll (a cache hit, a computation) pays for none of the waiting machinery: the
+/// deadline's timer and the registration that [`Host::cancel`](super::Host::cancel) scans are
+/// made only when the handler first waits, and the cancellation is a flag and a waker rather
+/// than a token (see [`CancelSignal`]). A cancellation that arrives before the first poll is
+/// remembered by the host and found then; one that arrives during a first poll that finishes
+/// the handler is remembered the same way (the handler could not have observed it anyway).
 struct Supervised<'c> {
-    /// Unregistered when the race ends.
-    _active: ActiveGuard<'c>,
+    host: &'c HostInner,
+    /// Whether the first poll (and its check for a remembered cancellation) happened.
+    started: bool,
+    /// The registration for `Host::cancel`, from the handler's first wait; unregistered when the
+    /// race ends.
+    active: Option<ActiveGuard<'c>>,
     context: Arc<HostInvocation>,
-    running: crate::invocation::BoxFuture<
-        'c,
-        Result<Value, aip_connector_core::model::ConnectorFailure>,
+    /// Taken only by `drop`, to drop the handler before the signal is looked at.
+    running: Option<
+        crate::invocation::BoxFuture<
+            'c,
+            Result<Value, aip_connector_core::model::ConnectorFailure>,
+        >,
     >,
     deadline: tokio::time::Instant,
     /// Boxed and created on the first poll that leaves the handler pending.
@@ -775,16 +787,39 @@ impl Future for Supervised<'_> {
     ) -> std::task::Poll<Outcome> {
         use std::task::Poll;
         let this = &mut *self;
-        if this.context.cancellation.is_fired() {
+        let signal = &this.context.cancellation;
+        if signal.is_fired() {
             return Poll::Ready(Outcome::Cancelled);
         }
-        if let Poll::Ready(result) = this.running.as_mut().poll(cx) {
+        if !this.started {
+            this.started = true;
+            // A cancellation that arrived before the handler started.
+            let (action, principal) = (&this.context.action, &this.context.caller.principal_id);
+            if this
+                .host
+                .active
+                .take_pending(action, principal, this.host.clock.as_ref())
+            {
+                signal.fire();
+                return Poll::Ready(Outcome::Cancelled);
+            }
+        }
+        let Some(running) = this.running.as_mut() else {
+            // Only `drop` takes the handler.
+            return Poll::Pending;
+        };
+        if let Poll::Ready(result) = running.as_mut().poll(cx) {
             return Poll::Ready(match result {
                 Ok(output) => Outcome::Completed(output),
                 Err(failure) => Outcome::Failed(failure),
             });
         }
-        if this.context.cancellation.poll_fired(cx).is_ready() {
+        // The handler waits: from now on `Host::cancel` must find it. Registering also fires
+        // the signal for a cancellation remembered since the check above.
+        if this.active.is_none() {
+            this.active = Some(ActiveGuard::register(this.host, &this.context));
+        }
+        if signal.poll_fired(cx).is_ready() {
             return Poll::Ready(Outcome::Cancelled);
         }
         let deadline = this.deadline;
@@ -800,6 +835,20 @@ impl Future for Supervised<'_> {
 
 impl Drop for Supervised<'_> {
     fn drop(&mut self) {
+        // The handler's future first (it holds the extractors, and with them any clone of the
+        // context), then the registration.
+        self.running = None;
+        self.active = None;
+        // Nobody else holds the context and no token was handed out: nothing can observe the
+        // signal any more, so firing it would only cost a fence and a wake.
+        if Arc::strong_count(&self.context) == 1 {
+            // Pairs with the release of the last other holder's reference, so a token it
+            // created before letting go is seen below.
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            if !self.context.cancellation.has_token() {
+                return;
+            }
+        }
         self.context.cancellation.fire();
     }
 }
