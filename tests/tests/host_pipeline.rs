@@ -451,6 +451,53 @@ async fn the_handlers_token_fires_when_its_action_ends() {
     assert!(kept.is_cancelled());
 }
 
+/// A hand-written connector that keeps its invocation context past the call, as a task it
+/// spawned would, and answers at once.
+struct Keeper {
+    definition: aip_connector::ConnectorDefinition,
+    kept: Arc<std::sync::Mutex<Option<Arc<dyn aip_connector::InvocationContext>>>>,
+}
+
+impl aip_connector::Connector for Keeper {
+    fn definition(&self) -> &aip_connector::ConnectorDefinition {
+        &self.definition
+    }
+
+    fn invoke<'a>(
+        &'a self,
+        _capability_id: &'a str,
+        _input: &'a serde_json::Value,
+        context: Arc<dyn aip_connector::InvocationContext>,
+    ) -> aip_connector::invocation::BoxFuture<'a, Result<serde_json::Value, ConnectorFailure>> {
+        *self.kept.lock().unwrap() = Some(context);
+        Box::pin(std::future::ready(Ok(json!({ "order_id": "kept" }))))
+    }
+}
+
+#[tokio::test]
+async fn a_context_kept_past_its_action_sees_the_action_over() {
+    let kept = Arc::new(std::sync::Mutex::new(None));
+    let keeper = Keeper {
+        definition: aip_connector::Connector::definition(&Shop::default()).clone(),
+        kept: Arc::clone(&kept),
+    };
+    let host = Host::builder()
+        .connector(keeper)
+        .store(Arc::new(MemoryStore::default()))
+        .build()
+        .expect("host builds");
+    let result = host
+        .invoke(
+            Action::new("cap:shop:lookup", json!({ "item": "x" })),
+            &caller(),
+        )
+        .await;
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    let context = kept.lock().unwrap().take().expect("the connector ran");
+    // Its token did not exist while the action ran; asked for afterwards, it has fired.
+    assert!(context.cancellation().is_cancelled());
+}
+
 #[tokio::test]
 async fn a_cancel_before_dispatch_is_remembered_and_the_handler_never_runs() {
     let shop = Shop::default();
