@@ -742,7 +742,6 @@ fn dispatch<'c>(
         active: None,
         context,
         running: Some(running),
-        deadline,
         timer: None,
     }
 }
@@ -773,8 +772,8 @@ struct Supervised<'c> {
             Result<Value, aip_connector_core::model::ConnectorFailure>,
         >,
     >,
-    deadline: tokio::time::Instant,
-    /// Boxed and created on the first poll that leaves the handler pending.
+    /// Boxed and created (for the context's deadline) on the first poll that leaves the handler
+    /// pending.
     timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
 }
 
@@ -822,7 +821,7 @@ impl Future for Supervised<'_> {
         if signal.poll_fired(cx).is_ready() {
             return Poll::Ready(Outcome::Cancelled);
         }
-        let deadline = this.deadline;
+        let deadline = this.context.deadline;
         let timer = this
             .timer
             .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
