@@ -112,7 +112,7 @@ impl<'de> Deserializer<'de> for ObjectInput<'de> {
     }
 
     fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
-        visitor.visit_unit()
+        self.0.deserialize_ignored_any(visitor)
     }
 
     serde::forward_to_deserialize_any! {

@@ -420,10 +420,18 @@ impl ActiveActions {
         drop(registry);
         // The `pending` lock is never taken under a registry lock: cancelling takes them the
         // other way round. The count is read after registering; see `cancel_or_remember`.
-        if self.take_pending(&context.action, &context.caller.principal_id, clock) {
+        self.fire_pending(context, clock);
+        ActiveSlot { shard, index }
+    }
+
+    /// Fires `context`'s signal if a cancellation of its action is pending (consuming it); true
+    /// when it did.
+    fn fire_pending(&self, context: &HostInvocation, clock: &dyn Clock) -> bool {
+        let fired = self.take_pending(&context.action, &context.caller.principal_id, clock);
+        if fired {
             context.cancellation.fire();
         }
-        ActiveSlot { shard, index }
+        fired
     }
 
     /// Consumes a pending, unexpired cancellation of `action` (run by `principal`);

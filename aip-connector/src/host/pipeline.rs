@@ -793,13 +793,11 @@ impl Future for Supervised<'_> {
         if !this.started {
             this.started = true;
             // A cancellation that arrived before the handler started.
-            let (action, principal) = (&this.context.action, &this.context.caller.principal_id);
             if this
                 .host
                 .active
-                .take_pending(action, principal, this.host.clock.as_ref())
+                .fire_pending(&this.context, this.host.clock.as_ref())
             {
-                signal.fire();
                 return Poll::Ready(Outcome::Cancelled);
             }
         }
