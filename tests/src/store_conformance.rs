@@ -176,7 +176,7 @@ async fn reserve_and_settle(store: &SharedStore, owner: &Reservation, record: &I
         store.reserve(owner, NOW).await,
         Ok(ReserveOutcome::Acquired)
     );
-    assert_eq!(store.settle(owner, record).await, Ok(()));
+    assert_eq!(store.settle(owner, record.clone()).await, Ok(()));
 }
 
 /// A free key is claimed by the first caller.
@@ -223,7 +223,7 @@ pub async fn check_expired_reservation_is_taken_over_and_old_owner_is_fenced(sto
         Ok(ReserveOutcome::Acquired)
     );
     assert_eq!(
-        store.settle(&old, &completed(&old)).await,
+        store.settle(&old, completed(&old)).await,
         Err(StoreError::Fenced)
     );
     assert_eq!(store.release(&old).await, Ok(()));
@@ -234,7 +234,7 @@ pub async fn check_expired_reservation_is_taken_over_and_old_owner_is_fenced(sto
         Ok(ReserveOutcome::InProgress(new.clone())),
         "the old owner's release must not free the new owner's key"
     );
-    assert_eq!(store.settle(&new, &completed(&new)).await, Ok(()));
+    assert_eq!(store.settle(&new, completed(&new)).await, Ok(()));
     assert_eq!(
         store.record("k", NOW + 200).await,
         Ok(Some(completed(&new)))
@@ -291,7 +291,7 @@ pub async fn check_settled_record_is_replayed(store: SharedStore) {
 pub async fn check_settle_without_the_live_token_is_fenced(store: SharedStore) {
     let owner = reservation("k", "a", NOW + 100);
     assert_eq!(
-        store.settle(&owner, &completed(&owner)).await,
+        store.settle(&owner, completed(&owner)).await,
         Err(StoreError::Fenced)
     );
     assert_eq!(
@@ -302,7 +302,10 @@ pub async fn check_settle_without_the_live_token_is_fenced(store: SharedStore) {
     let first = completed(&owner);
     reserve_and_settle(&store, &owner, &first).await;
     let second = record_for(&owner, ActionResultStatus::Failed, None);
-    assert_eq!(store.settle(&owner, &second).await, Err(StoreError::Fenced));
+    assert_eq!(
+        store.settle(&owner, second.clone()).await,
+        Err(StoreError::Fenced)
+    );
     assert_eq!(store.record("k", NOW).await, Ok(Some(first)));
 }
 
@@ -324,7 +327,7 @@ pub async fn check_expired_record_is_ignored_and_reservable(store: SharedStore) 
         Ok(ReserveOutcome::Acquired)
     );
     let fresh = completed(&late);
-    assert_eq!(store.settle(&late, &fresh).await, Ok(()));
+    assert_eq!(store.settle(&late, fresh.clone()).await, Ok(()));
     assert_eq!(store.record("k", NOW + 500).await, Ok(Some(fresh)));
 }
 
@@ -436,7 +439,7 @@ pub async fn check_resume_pending_replaces_only_a_matching_pending_record(store:
             Ok(ReserveOutcome::InProgress(resume.clone()))
         );
         let done = completed(&resume);
-        assert_eq!(store.settle(&resume, &done).await, Ok(()));
+        assert_eq!(store.settle(&resume, done.clone()).await, Ok(()));
         let again = Reservation {
             reservation_id: "resume-again".to_owned(),
             ..resume.clone()
@@ -503,7 +506,7 @@ pub async fn check_renew_works_only_for_the_live_token(store: SharedStore) {
         store.reserve(&c, NOW + 1_001).await,
         Ok(ReserveOutcome::InProgress(b.clone()))
     );
-    assert_eq!(store.settle(&b, &completed(&b)).await, Ok(()));
+    assert_eq!(store.settle(&b, completed(&b)).await, Ok(()));
     assert_eq!(
         store.renew(&b, NOW + 9_000).await,
         Ok(false),
@@ -715,7 +718,7 @@ pub async fn race_take_over(stores: &[SharedStore], key: &str, count: usize) {
     assert_single_winner(&outcomes);
     assert_eq!(
         stores[stores.len() - 1]
-            .settle(&crashed, &completed(&crashed))
+            .settle(&crashed, completed(&crashed))
             .await,
         Err(StoreError::Fenced)
     );
@@ -750,7 +753,10 @@ pub async fn check_different_keys_never_interfere(store: SharedStore) {
     }
     let owner = |key: &str| reservation(key, &format!("owner-{key}"), NOW + 100);
     let settled = completed(&owner(&keys[0]));
-    assert_eq!(store.settle(&owner(&keys[0]), &settled).await, Ok(()));
+    assert_eq!(
+        store.settle(&owner(&keys[0]), settled.clone()).await,
+        Ok(())
+    );
     assert_eq!(store.release(&owner(&keys[1])).await, Ok(()));
     // A key that is a prefix of another is still another key.
     let prefix = reservation("Action:act_1", "prefix", NOW + 100);

@@ -495,7 +495,7 @@ impl IdempotencyStore for FlakyStore {
     async fn settle(
         &self,
         reservation: &Reservation,
-        record: &IdempotencyRecord,
+        record: IdempotencyRecord,
     ) -> Result<(), StoreError> {
         self.inner.settle(reservation, record).await
     }

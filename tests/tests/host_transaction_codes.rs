@@ -816,7 +816,7 @@ impl IdempotencyStore for RacingStore {
     async fn settle(
         &self,
         reservation: &Reservation,
-        record: &IdempotencyRecord,
+        record: IdempotencyRecord,
     ) -> Result<(), StoreError> {
         self.inner.settle(reservation, record).await
     }

@@ -203,7 +203,7 @@ async fn replicas_starting_at_once_share_one_schema() {
             .await,
         Ok(ReserveOutcome::InProgress(owner.clone()))
     );
-    assert_eq!(replicas[3].settle(&owner, &completed(&owner)).await, Ok(()));
+    assert_eq!(replicas[3].settle(&owner, completed(&owner)).await, Ok(()));
     assert_eq!(
         replicas[5].record("k", NOW).await,
         Ok(Some(completed(&owner)))

@@ -152,7 +152,7 @@ async fn child_settles_then_aborts() {
         Ok(ReserveOutcome::Acquired)
     );
     store
-        .settle(&owner, &completed(&owner))
+        .settle(&owner, completed(&owner))
         .await
         .expect("child settles");
     println!("{SETTLED_MARKER}");
@@ -321,7 +321,7 @@ async fn two_stores_on_one_file_behave_as_one() {
     );
 
     // Settled through one connection, replayed through the other.
-    assert_eq!(stores[1].settle(&winner, &completed(&winner)).await, Ok(()));
+    assert_eq!(stores[1].settle(&winner, completed(&winner)).await, Ok(()));
     assert_eq!(
         stores[0].record(RACE_KEY, NOW).await,
         Ok(Some(completed(&winner)))
@@ -342,7 +342,7 @@ async fn two_stores_on_one_file_behave_as_one() {
         Ok(ReserveOutcome::Acquired)
     );
     assert_eq!(
-        stores[0].settle(&old, &completed(&old)).await,
+        stores[0].settle(&old, completed(&old)).await,
         Err(StoreError::Fenced)
     );
     assert_eq!(stores[0].renew(&old, NOW + 100_000).await, Ok(false));

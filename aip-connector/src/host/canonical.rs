@@ -276,10 +276,18 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 }
 
 /// Appends the lowercase hex of `bytes` to `out`, from a lookup table (no formatting machinery).
+/// The digits of up to 32 bytes are written into a stack buffer and appended at once: pushing
+/// them one `char` at a time checked the capacity and encoded UTF-8 for every digit.
 pub(crate) fn push_hex(out: &mut String, bytes: &[u8]) {
-    for byte in bytes {
-        out.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(HEX_DIGITS[usize::from(byte & 0x0f)]));
+    const CHUNK: usize = 32;
+    let mut digits = [0u8; 2 * CHUNK];
+    for chunk in bytes.chunks(CHUNK) {
+        let written = &mut digits[..2 * chunk.len()];
+        for (pair, byte) in written.chunks_exact_mut(2).zip(chunk) {
+            pair[0] = HEX_DIGITS[usize::from(byte >> 4)];
+            pair[1] = HEX_DIGITS[usize::from(byte & 0x0f)];
+        }
+        out.push_str(std::str::from_utf8(written).expect("hex digits are ASCII"));
     }
 }
 
@@ -380,6 +388,13 @@ mod tests {
     fn hex_uses_two_lowercase_digits_per_byte() {
         assert_eq!(hex(&[0x00, 0x0f, 0xa0, 0xff]), "000fa0ff");
         assert_eq!(hex(&[]), "");
+        // Longer than one stack chunk: every byte, in order, across the chunk boundary.
+        let bytes: Vec<u8> = (0..=255).collect();
+        let expected: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+        assert_eq!(hex(&bytes), expected);
+        let mut appended = String::from("prefix-");
+        push_hex(&mut appended, &bytes[..33]);
+        assert_eq!(appended, format!("prefix-{}", &expected[..66]));
     }
 
     #[test]

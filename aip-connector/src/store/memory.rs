@@ -2,10 +2,12 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use aip_connector_core::ids::{ActionId, ApprovalId, TransactionId};
 use async_trait::async_trait;
+use hashbrown::{HashTable, hash_table};
 
 use crate::cache_line::CacheAligned;
 
@@ -27,19 +29,65 @@ pub struct MemoryStore {
     families: Arc<Families>,
 }
 
-/// Scoped idempotency keys and their entries. Every keyed call hashes its key here; foldhash
-/// (randomly seeded, the hasher `hashbrown` uses by default) costs a fraction of SipHash on
-/// keys of this length, and its per-map seed keeps callers from predicting collisions.
-type KeyMap = HashMap<String, KeyEntry, foldhash::quality::RandomState>;
+/// Scoped idempotency keys and their entries, in one shard, each next to its key's hash. An
+/// entry carries its own key (a reservation's or a record's `key`), so the table stores no
+/// second copy of it; a lookup reuses the hash [`KeyShards::locate`] computed to pick the shard,
+/// and a growing table moves entries by their stored hash without reading a key.
+type KeyTable = HashTable<(u64, KeyEntry)>;
 
-/// How many maps the idempotency keys are spread over.
+/// How many tables the idempotency keys are spread over.
 const KEY_SHARDS: usize = 16;
+
+/// The idempotency keys, spread over [`KEY_SHARDS`] tables by their hash, each behind its own
+/// lock: every keyed call touches its key twice, and concurrent calls rarely share a shard.
+///
+/// One hash per operation picks the shard and finds the entry. foldhash (randomly seeded per
+/// store) costs a fraction of SipHash on keys of this length, and the seed keeps callers from
+/// predicting collisions.
+#[derive(Debug, Default)]
+struct KeyShards {
+    hasher: foldhash::quality::RandomState,
+    shards: [CacheAligned<Mutex<KeyTable>>; KEY_SHARDS],
+}
+
+/// Bits of a key's hash that pick its shard: bits 50 to 53. hashbrown indexes buckets with the
+/// low bits and tags them with the top 7, so a shard's keys still differ in both.
+const SHARD_SHIFT: u32 = 50;
+
+impl KeyShards {
+    /// The hash of `key` and its shard, locked; a poisoned lock is recovered because every
+    /// mutation below is a single table operation that cannot leave an entry half-written.
+    fn locate(&self, key: &str) -> (u64, MutexGuard<'_, KeyTable>) {
+        let hash = self.hasher.hash_one(key);
+        let shard = shard_of(hash);
+        let table = self.shards[shard]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        (hash, table)
+    }
+}
+
+/// The hash a table entry is stored under (what a table asks for when it grows).
+fn stored_hash(entry: &(u64, KeyEntry)) -> u64 {
+    entry.0
+}
+
+/// Whether a table entry is the one stored under `key` (whose hash is `hash`).
+fn is_key<'k>(hash: u64, key: &'k str) -> impl Fn(&(u64, KeyEntry)) -> bool + 'k {
+    move |(stored, entry)| *stored == hash && entry.key() == key
+}
+
+/// The shard of a key hash (see [`SHARD_SHIFT`]).
+fn shard_of(hash: u64) -> usize {
+    // Masked to four bits, so the narrowing cannot truncate.
+    ((hash >> SHARD_SHIFT) as usize) & (KEY_SHARDS - 1)
+}
 
 /// The record families, each behind its own lock.
 #[derive(Debug, Default)]
 struct Families {
-    /// Scoped idempotency key → reservation or settled record, in the shard [`key_shard`] picks.
-    idempotency: [CacheAligned<Mutex<KeyMap>>; KEY_SHARDS],
+    /// Scoped idempotency key → reservation or settled record.
+    idempotency: KeyShards,
     /// Approval id → approval record.
     approvals: Mutex<HashMap<ApprovalId, ApprovalRecord>>,
     /// Scoped idempotency key → retryable failures counted, and when the count expires.
@@ -78,15 +126,8 @@ impl MemoryStore {
         Self::default()
     }
 
-    /// The idempotency shard holding `key`, locked; a poisoned lock is recovered because every
-    /// mutation below is a single map operation that cannot leave an entry half-written.
-    fn idempotency(&self, key: &str) -> MutexGuard<'_, KeyMap> {
-        self.families.idempotency[key_shard(key)]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The approval family, locked (poison recovered for the same reason).
+    /// The approval family, locked (poison recovered: every mutation below is a single map
+    /// operation that cannot leave a record half-written).
     fn approvals(&self) -> MutexGuard<'_, HashMap<ApprovalId, ApprovalRecord>> {
         self.families
             .approvals
@@ -104,19 +145,6 @@ impl MemoryStore {
     }
 }
 
-/// The shard of `key`: FNV-1a of its bytes. The maps inside keep their keyed hashing, so keys
-/// crafted to share a shard only bring back the contention of a single map, never slow lookups;
-/// a cheap spread is all the choice of shard needs.
-fn key_shard(key: &str) -> usize {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0100_0000_01b3;
-    let hash = key.bytes().fold(OFFSET, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(PRIME)
-    });
-    // The remainder is below KEY_SHARDS, so the narrowing cannot truncate.
-    (hash % KEY_SHARDS as u64) as usize
-}
-
 /// Whether `entry` is a reservation carrying the caller's fencing token.
 fn holds_token(entry: &KeyEntry, reservation: &Reservation) -> bool {
     matches!(entry, KeyEntry::Reserved(live) if live.reservation_id == reservation.reservation_id)
@@ -129,16 +157,16 @@ impl IdempotencyStore for MemoryStore {
         reservation: &Reservation,
         now: Millis,
     ) -> Result<ReserveOutcome, StoreError> {
-        let mut entries = self.idempotency(&reservation.key);
-        // One lookup for the check and the write (a reservation usually takes a new key).
-        let entry = entries.entry(reservation.key.clone());
+        let (hash, mut table) = self.families.idempotency.locate(&reservation.key);
+        // One probe for the check and the write (a reservation usually takes a new key).
+        let entry = table.entry(hash, is_key(hash, &reservation.key), stored_hash);
         let current = match &entry {
-            Entry::Occupied(occupied) => Some(occupied.get()),
-            Entry::Vacant(_) => None,
+            hash_table::Entry::Occupied(occupied) => Some(&occupied.get().1),
+            hash_table::Entry::Vacant(_) => None,
         };
         match claim(current, reservation, now) {
             Claim::Take => {
-                entry.insert_entry(KeyEntry::Reserved(Box::new(reservation.clone())));
+                entry.insert((hash, KeyEntry::Reserved(Box::new(reservation.clone()))));
                 Ok(ReserveOutcome::Acquired)
             }
             Claim::Refuse(outcome) => Ok(outcome),
@@ -148,12 +176,16 @@ impl IdempotencyStore for MemoryStore {
     async fn settle(
         &self,
         reservation: &Reservation,
-        record: &IdempotencyRecord,
+        mut record: IdempotencyRecord,
     ) -> Result<(), StoreError> {
-        let mut entries = self.idempotency(&reservation.key);
-        match entries.get_mut(&reservation.key) {
-            Some(entry) if holds_token(entry, reservation) => {
-                *entry = KeyEntry::Settled(Box::new(record.clone()));
+        let (hash, mut table) = self.families.idempotency.locate(&reservation.key);
+        match table.find_mut(hash, is_key(hash, &reservation.key)) {
+            Some((_, entry)) if holds_token(entry, reservation) => {
+                // The record is stored under the reservation's key, whatever key it names.
+                if record.key != reservation.key {
+                    record.key.clone_from(&reservation.key);
+                }
+                *entry = KeyEntry::Settled(Box::new(record));
                 Ok(())
             }
             _ => Err(StoreError::Fenced),
@@ -181,12 +213,11 @@ impl IdempotencyStore for MemoryStore {
     }
 
     async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {
-        let mut entries = self.idempotency(&reservation.key);
-        if entries
-            .get(&reservation.key)
-            .is_some_and(|entry| holds_token(entry, reservation))
+        let (hash, mut table) = self.families.idempotency.locate(&reservation.key);
+        if let Ok(entry) = table.find_entry(hash, is_key(hash, &reservation.key))
+            && holds_token(&entry.get().1, reservation)
         {
-            entries.remove(&reservation.key);
+            entry.remove();
         }
         Ok(())
     }
@@ -196,9 +227,11 @@ impl IdempotencyStore for MemoryStore {
         reservation: &Reservation,
         expires_at_ms: Millis,
     ) -> Result<bool, StoreError> {
-        let mut entries = self.idempotency(&reservation.key);
-        match entries.get_mut(&reservation.key) {
-            Some(KeyEntry::Reserved(live)) if live.reservation_id == reservation.reservation_id => {
+        let (hash, mut table) = self.families.idempotency.locate(&reservation.key);
+        match table.find_mut(hash, is_key(hash, &reservation.key)) {
+            Some((_, KeyEntry::Reserved(live)))
+                if live.reservation_id == reservation.reservation_id =>
+            {
                 live.expires_at_ms = expires_at_ms;
                 Ok(true)
             }
@@ -211,9 +244,9 @@ impl IdempotencyStore for MemoryStore {
         key: &str,
         now: Millis,
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        let entries = self.idempotency(key);
-        Ok(match entries.get(key) {
-            Some(KeyEntry::Settled(record)) if record_is_live(record, now) => {
+        let (hash, table) = self.families.idempotency.locate(key);
+        Ok(match table.find(hash, is_key(hash, key)) {
+            Some((_, KeyEntry::Settled(record))) if record_is_live(record, now) => {
                 Some(record.as_ref().clone())
             }
             _ => None,
@@ -401,11 +434,41 @@ mod tests {
     /// Keys spread over every shard (the bench's keys differ only in their last digits).
     #[test]
     fn keys_spread_over_the_shards() {
+        let shards = KeyShards::default();
         let mut used = [false; KEY_SHARDS];
         for index in 0..256 {
-            used[key_shard(&format!("Tenant:tenant_1:key-{index}"))] = true;
+            used[shard_of(
+                shards
+                    .hasher
+                    .hash_one(format!("Tenant:tenant_1:key-{index}")),
+            )] = true;
         }
         assert!(used.iter().all(|&u| u), "{used:?}");
+    }
+
+    /// Keys survive the tables' growth: every entry is found again, under its own key, after
+    /// thousands of inserts regrew every shard.
+    #[tokio::test]
+    async fn entries_are_found_after_the_tables_grow() {
+        let store = MemoryStore::new();
+        let keys: Vec<String> = (0..5_000)
+            .map(|index| format!("Action:act_1:{index}"))
+            .collect();
+        for key in &keys {
+            assert_eq!(
+                store.reserve(&reservation(key, "r1"), 0).await,
+                Ok(ReserveOutcome::Acquired)
+            );
+        }
+        for key in &keys {
+            assert!(
+                matches!(
+                    store.reserve(&reservation(key, "r2"), 0).await,
+                    Ok(ReserveOutcome::InProgress(holder)) if holder.key == *key
+                ),
+                "{key} lost its reservation"
+            );
+        }
     }
 
     /// Separate stores must not share state (a default store starts empty).

@@ -166,11 +166,15 @@ pub trait IdempotencyStore: Send + Sync {
         now: Millis,
     ) -> Result<ReserveOutcome, StoreError>;
 
-    /// Replaces the live reservation with `record`. `Fenced` if the token is not the live one.
+    /// Replaces the live reservation with `record`, stored under `reservation.key`. `Fenced` if
+    /// the token is not the live one.
+    ///
+    /// The record is handed over, not lent: a store that keeps records as they are (the
+    /// in-memory one) keeps this one without copying it.
     async fn settle(
         &self,
         reservation: &Reservation,
-        record: &IdempotencyRecord,
+        record: IdempotencyRecord,
     ) -> Result<(), StoreError>;
 
     /// Drops the reservation if its token is the live one (no-op otherwise).
@@ -326,6 +330,16 @@ enum KeyEntry {
     Reserved(Box<Reservation>),
     /// A settled record, live or expired.
     Settled(Box<IdempotencyRecord>),
+}
+
+impl KeyEntry {
+    /// The scoped key the entry is stored under.
+    fn key(&self) -> &str {
+        match self {
+            KeyEntry::Reserved(reservation) => &reservation.key,
+            KeyEntry::Settled(record) => &record.key,
+        }
+    }
 }
 
 /// What [`IdempotencyStore::reserve`] does with what it found under the key.

@@ -623,9 +623,9 @@ impl IdempotencyStore for PostgresStore {
     async fn settle(
         &self,
         reservation: &Reservation,
-        record: &IdempotencyRecord,
+        record: IdempotencyRecord,
     ) -> Result<(), StoreError> {
-        let body = encode("the idempotency record", record)?;
+        let body = encode("the idempotency record", &record)?;
         let expires_at_ms = record.expires_at_ms.map(millis_to_sql);
         let changed = self
             .execute(

@@ -521,12 +521,12 @@ impl IdempotencyStore for SqliteStore {
     async fn settle(
         &self,
         reservation: &Reservation,
-        record: &IdempotencyRecord,
+        record: IdempotencyRecord,
     ) -> Result<(), StoreError> {
         let key = reservation.key.clone();
         let token = reservation.reservation_id.clone();
         let expires_at_ms = record.expires_at_ms.map(millis_to_sql);
-        let body = encode("the idempotency record", record)?;
+        let body = encode("the idempotency record", &record)?;
         self.run("settle an idempotency key", move |connection| {
             let changed = connection.execute(
                 "UPDATE idempotency_entries \
@@ -1055,7 +1055,7 @@ mod tests {
         let claim = reservation("Action:act_1:k");
         assert_eq!(store.reserve(&claim, 0).await, Ok(ReserveOutcome::Acquired));
         store
-            .settle(&claim, &record("Action:act_1:k"))
+            .settle(&claim, record("Action:act_1:k"))
             .await
             .unwrap();
         drop(store);
@@ -1432,7 +1432,10 @@ mod tests {
             ),
             ..record("k")
         };
-        store.settle(&reservation("k"), &pending).await.unwrap();
+        store
+            .settle(&reservation("k"), pending.clone())
+            .await
+            .unwrap();
         assert_eq!(store.record("k", 0).await, Ok(Some(pending)));
     }
 }
