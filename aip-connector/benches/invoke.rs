@@ -9,9 +9,9 @@
 //!   per call (every call executes; input and output validated);
 //! - `latency/memory_unkeyed`: the same without a key;
 //! - `throughput/workers_1`, `throughput/workers_2`: [`THROUGHPUT_CALLS`] keyed invocations, in
-//!   tasks of [`THROUGHPUT_CALLS_PER_TASK`] spawned in batches on a multi-thread runtime with one,
-//!   then two workers; the summary runs
-//!   a control in the same harness (tasks of typed calls that share nothing), so a machine that
+//!   units of [`THROUGHPUT_CALLS_PER_TASK`] run by [`THROUGHPUT_CALLERS`] caller tasks on a
+//!   multi-thread runtime with one, then two workers; the summary runs
+//!   a control in the same harness (units of typed calls that share nothing), so a machine that
 //!   cannot give the second worker a core is told apart from a host that serializes;
 //! - `sqlite/two_upserts` against `sqlite/keyed`: a keyed invocation on a [`SqliteStore`]
 //!   against two bare upserts of a row the size of its idempotency record, in a file with the
@@ -72,16 +72,12 @@ use criterion::{Criterion, Throughput};
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
-use tokio::task::JoinSet;
 
 /// The benchmarked capability.
 const CAPABILITY: &str = "cap:directory:lookup";
 
 /// Invocations per throughput run.
 const THROUGHPUT_CALLS: usize = 20_000;
-
-/// Invocations spawned at once in a throughput run; the next batch waits for this one.
-const THROUGHPUT_BATCH: usize = 256;
 
 /// Floor calls per round of the summary (a cheap call: enough to run for tens of milliseconds).
 const SUMMARY_FLOOR_CALLS: usize = 100_000;
@@ -372,56 +368,70 @@ fn time_invocations(runtime: &Runtime, host: &Host, count: usize, keyed: bool) -
     total
 }
 
-/// Runs one task per item, spawned in batches of [`THROUGHPUT_BATCH`] on a runtime with
-/// `workers` workers (each batch is awaited before the next is spawned), and times the whole run.
-fn time_batches<T, F, Fut>(workers: usize, mut pending: Vec<T>, work: F) -> Sample
+/// Concurrent callers in a throughput run: long-lived tasks, like the connections of a server.
+const THROUGHPUT_CALLERS: usize = 64;
+
+/// Runs `units` units of work on a runtime with `workers` workers and times the whole run. The
+/// work is done by [`THROUGHPUT_CALLERS`] caller tasks, spawned once, each claiming the next
+/// unit from a shared counter and running it before it claims another.
+///
+/// The harness spawned a task per unit, in batches, from a driver task that joined them. Each
+/// finished task was then freed by the driver into the glibc arena of the thread that had
+/// spawned it while the workers freed into it too, and the driver slept on that arena's lock:
+/// in a two-worker run, 98 % of the waits on a glibc lock (perf, `sched:sched_switch`) were the
+/// driver's, and they left a worker idle. A counter claimed once per unit costs nothing like it.
+fn time_callers<F, Fut>(workers: usize, units: usize, work: F) -> Sample
 where
-    T: Send + 'static,
-    F: Fn(T) -> Fut + Send + 'static,
-    Fut: Future + Send + 'static,
-    Fut::Output: Send + 'static,
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
 {
     let runtime = multi_thread_runtime(workers);
+    let work = Arc::new(work);
+    let next = Arc::new(AtomicUsize::new(0));
     let watch = Stopwatch::start(CpuScope::Process);
-    let driver = runtime.spawn(async move {
-        while !pending.is_empty() {
-            let batch = pending.split_off(pending.len().saturating_sub(THROUGHPUT_BATCH));
-            let mut tasks = JoinSet::new();
-            for item in batch {
-                tasks.spawn(work(item));
-            }
-            while let Some(joined) = tasks.join_next().await {
-                black_box(joined.expect("a benchmark task does not panic"));
-            }
+    let callers: Vec<_> = (0..THROUGHPUT_CALLERS)
+        .map(|_| {
+            let work = Arc::clone(&work);
+            let next = Arc::clone(&next);
+            runtime.spawn(async move {
+                loop {
+                    let unit = next.fetch_add(1, Ordering::Relaxed);
+                    if unit >= units {
+                        break;
+                    }
+                    work(unit).await;
+                }
+            })
+        })
+        .collect();
+    runtime.block_on(async {
+        for caller in callers {
+            caller.await.expect("a benchmark caller does not panic");
         }
     });
-    runtime
-        .block_on(driver)
-        .expect("the throughput driver does not panic");
     watch.stop()
 }
 
-/// Invocations per task in a throughput run: a task is a caller (a connection, a session)
-/// sending its actions one after another. One task per invocation would measure the driver
-/// task that spawns and joins them, whose work is serial, more than the host.
+/// Invocations per unit of a throughput run: a caller sends them one after another.
 const THROUGHPUT_CALLS_PER_TASK: usize = 16;
 
-/// Runs `count` keyed invocations as concurrent tasks of [`THROUGHPUT_CALLS_PER_TASK`] calls
-/// each on `workers` workers. Each task builds its own actions, as a server builds each action
-/// from the request on the worker that runs it: actions built by the spawning thread would be
-/// freed by another, and glibc then returns every one of them to the spawning thread's arena,
-/// under that arena's lock, which is contention of the harness and not of the host.
+/// Runs `count` keyed invocations in units of [`THROUGHPUT_CALLS_PER_TASK`] calls on `workers`
+/// workers (see [`time_callers`]). Each unit builds its own actions, as a server builds each
+/// action from the request on the worker that runs it: actions built by another thread would be
+/// freed by this one, and glibc returns such memory to the allocating thread's arena, under
+/// that arena's lock, which is contention of the harness and not of the host.
 fn time_throughput(workers: usize, count: usize) -> Sample {
     let host = memory_host();
     let caller = Arc::new(caller());
     let input = Arc::new(input());
-    let tasks: Vec<usize> = (0..count).step_by(THROUGHPUT_CALLS_PER_TASK).collect();
-    time_batches(workers, tasks, move |first| {
+    let units = count.div_ceil(THROUGHPUT_CALLS_PER_TASK);
+    time_callers(workers, units, move |unit| {
         let host = host.clone();
         let caller = Arc::clone(&caller);
         let input = Arc::clone(&input);
         async move {
             // Unique within the run (one fresh host), and no shared counter between workers.
+            let first = unit * THROUGHPUT_CALLS_PER_TASK;
             for index in first..(first + THROUGHPUT_CALLS_PER_TASK).min(count) {
                 let action = Action::new(CAPABILITY, Value::clone(&input))
                     .with_idempotency_key(format!("key-{index}"));
@@ -431,15 +441,15 @@ fn time_throughput(workers: usize, count: usize) -> Sample {
     })
 }
 
-/// Typed calls per control task: about the CPU work of one governed invocation.
+/// Typed calls per control unit: about the CPU work of one governed invocation.
 const CONTROL_CALLS_PER_TASK: usize = 16;
 
-/// The control for [`time_throughput`]: `count` tasks of [`CONTROL_CALLS_PER_TASK`] direct typed
-/// calls each, in the same harness. Nothing is shared between its tasks, so whatever keeps it
-/// from scaling is the machine (a core taken by other work), not the host. Each task builds its
-/// own inputs: built by the spawning task, they would be serial work the workers wait for.
+/// The control for [`time_throughput`]: `count` units of [`CONTROL_CALLS_PER_TASK`] direct typed
+/// calls each, in the same harness. Nothing is shared between its units, so whatever keeps it
+/// from scaling is the machine (a core taken by other work), not the host. Each unit builds its
+/// own inputs.
 fn time_control_throughput(workers: usize, count: usize) -> Sample {
-    time_batches(workers, vec![(); count], move |()| async move {
+    time_callers(workers, count, move |_| async move {
         for _ in 0..CONTROL_CALLS_PER_TASK {
             let typed: LookupInput =
                 serde_json::from_value(input()).expect("the benchmark input decodes");
@@ -2006,8 +2016,9 @@ fn summary(scratch: &ScratchDir, censuses: &[Census; 2], postgres: &Result<Strin
     println!();
     println!(
         "summary: medians of {SUMMARY_ROUNDS} interleaved rounds ({SUMMARY_FLOOR_CALLS} floor \
-         calls, {SUMMARY_HOST_CALLS} host calls, {THROUGHPUT_CALLS} keyed calls in tasks of \
-         {THROUGHPUT_CALLS_PER_TASK} per throughput run, {THROUGHPUT_CALLS} control tasks of \
+         calls, {SUMMARY_HOST_CALLS} host calls, {THROUGHPUT_CALLS} keyed calls in units of \
+         {THROUGHPUT_CALLS_PER_TASK} by {THROUGHPUT_CALLERS} callers per throughput run, \
+         {THROUGHPUT_CALLS} control units of \
          {CONTROL_CALLS_PER_TASK} typed calls, {SUMMARY_SQLITE_CALLS} SQLite calls per round)"
     );
     println!("  {:<34} {:>12} {:>12}", "case", "wall", "cpu");
@@ -2029,11 +2040,11 @@ fn summary(scratch: &ScratchDir, censuses: &[Census; 2], postgres: &Result<Strin
     );
     println!(
         "  {:<34} {control_one:>9.0}/s  ({control_one_cores:.2} cores busy)",
-        "control tasks, 1 worker"
+        "control units, 1 worker"
     );
     println!(
         "  {:<34} {control_two:>9.0}/s  ({control_two_cores:.2} cores busy)",
-        "control tasks, 2 workers"
+        "control units, 2 workers"
     );
     println!("  Host::invoke future: {future_size} bytes");
     println!("ratios (wall clock; CPU-time ratio alongside):");
@@ -2057,7 +2068,7 @@ fn summary(scratch: &ScratchDir, censuses: &[Census; 2], postgres: &Result<Strin
         TARGET_SCALING,
         false,
         &format!(
-            "cores busy {:.2}x, calls per CPU-second {:.2}x; control tasks scale {:.2}x",
+            "cores busy {:.2}x, calls per CPU-second {:.2}x; control units scale {:.2}x",
             two_cores / one_cores,
             two_per_core / one_per_core,
             control_two / control_one

@@ -157,6 +157,9 @@ impl IdempotencyStore for MemoryStore {
         reservation: &Reservation,
         now: Millis,
     ) -> Result<ReserveOutcome, StoreError> {
+        // Allocated before the lock is taken (and wasted on the rare refusal): another worker
+        // waiting for this shard should not wait for the allocator too.
+        let claimed = KeyEntry::Reserved(Box::new(reservation.clone()));
         let (hash, mut table) = self.families.idempotency.locate(&reservation.key);
         // One probe for the check and the write (a reservation usually takes a new key).
         let entry = table.entry(hash, is_key(hash, &reservation.key), stored_hash);
@@ -164,13 +167,22 @@ impl IdempotencyStore for MemoryStore {
             hash_table::Entry::Occupied(occupied) => Some(&occupied.get().1),
             hash_table::Entry::Vacant(_) => None,
         };
-        match claim(current, reservation, now) {
-            Claim::Take => {
-                entry.insert((hash, KeyEntry::Reserved(Box::new(reservation.clone()))));
-                Ok(ReserveOutcome::Acquired)
-            }
-            Claim::Refuse(outcome) => Ok(outcome),
-        }
+        let replaced = match claim(current, reservation, now) {
+            Claim::Take => match entry {
+                hash_table::Entry::Occupied(mut occupied) => {
+                    Some(std::mem::replace(&mut occupied.get_mut().1, claimed))
+                }
+                hash_table::Entry::Vacant(vacant) => {
+                    vacant.insert((hash, claimed));
+                    None
+                }
+            },
+            Claim::Refuse(outcome) => return Ok(outcome),
+        };
+        // An expired entry taken over is freed once the shard is unlocked.
+        drop(table);
+        drop(replaced);
+        Ok(ReserveOutcome::Acquired)
     }
 
     async fn settle(
@@ -178,18 +190,22 @@ impl IdempotencyStore for MemoryStore {
         reservation: &Reservation,
         mut record: IdempotencyRecord,
     ) -> Result<(), StoreError> {
-        let (hash, mut table) = self.families.idempotency.locate(&reservation.key);
-        match table.find_mut(hash, is_key(hash, &reservation.key)) {
-            Some((_, entry)) if holds_token(entry, reservation) => {
-                // The record is stored under the reservation's key, whatever key it names.
-                if record.key != reservation.key {
-                    record.key.clone_from(&reservation.key);
-                }
-                *entry = KeyEntry::Settled(Box::new(record));
-                Ok(())
-            }
-            _ => Err(StoreError::Fenced),
+        // The record is stored under the reservation's key, whatever key it names.
+        if record.key != reservation.key {
+            record.key.clone_from(&reservation.key);
         }
+        let settled = KeyEntry::Settled(Box::new(record));
+        let (hash, mut table) = self.families.idempotency.locate(&reservation.key);
+        let reserved = match table.find_mut(hash, is_key(hash, &reservation.key)) {
+            Some((_, entry)) if holds_token(entry, reservation) => {
+                std::mem::replace(entry, settled)
+            }
+            _ => return Err(StoreError::Fenced),
+        };
+        // The reservation is freed once the shard is unlocked (as is a fenced record, above).
+        drop(table);
+        drop(reserved);
+        Ok(())
     }
 
     async fn count_attempt(
