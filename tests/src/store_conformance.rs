@@ -287,6 +287,35 @@ pub async fn check_settled_record_is_replayed(store: SharedStore) {
     assert_eq!(store.record("k", NOW).await, Ok(Some(record)));
 }
 
+/// A record is stored under its reservation's key: one naming another key is found under the
+/// reservation's key, names that key when read back, and leaves the key it named free.
+pub async fn check_settle_stores_the_record_under_the_reservation_key(store: SharedStore) {
+    let owner = reservation("k", "a", NOW + 100);
+    let mut record = completed(&owner);
+    record.key = "other".to_owned();
+    assert_eq!(
+        store.reserve(&owner, NOW).await,
+        Ok(ReserveOutcome::Acquired)
+    );
+    assert_eq!(store.settle(&owner, record.clone()).await, Ok(()));
+    let stored = IdempotencyRecord {
+        key: "k".to_owned(),
+        ..record
+    };
+    assert_eq!(store.record("k", NOW).await, Ok(Some(stored.clone())));
+    assert_eq!(
+        store.reserve(&reservation("k", "b", NOW + 100), NOW).await,
+        Ok(ReserveOutcome::Settled(stored))
+    );
+    assert_eq!(store.record("other", NOW).await, Ok(None));
+    assert_eq!(
+        store
+            .reserve(&reservation("other", "c", NOW + 100), NOW)
+            .await,
+        Ok(ReserveOutcome::Acquired)
+    );
+}
+
 /// Settling needs the live token: no reservation, or a second settle, is fenced.
 pub async fn check_settle_without_the_live_token_is_fenced(store: SharedStore) {
     let owner = reservation("k", "a", NOW + 100);
@@ -1574,6 +1603,7 @@ macro_rules! for_each_store_check {
             check_expired_reservation_is_taken_over_and_old_owner_is_fenced,
             check_release_frees_the_key_for_its_owner_only,
             check_settled_record_is_replayed,
+            check_settle_stores_the_record_under_the_reservation_key,
             check_settle_without_the_live_token_is_fenced,
             check_expired_record_is_ignored_and_reservable,
             check_record_without_expiry_never_expires,

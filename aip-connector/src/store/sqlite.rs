@@ -521,8 +521,12 @@ impl IdempotencyStore for SqliteStore {
     async fn settle(
         &self,
         reservation: &Reservation,
-        record: IdempotencyRecord,
+        mut record: IdempotencyRecord,
     ) -> Result<(), StoreError> {
+        // The record is stored under the reservation's key, whatever key it names.
+        if record.key != reservation.key {
+            record.key.clone_from(&reservation.key);
+        }
         let key = reservation.key.clone();
         let token = reservation.reservation_id.clone();
         let expires_at_ms = record.expires_at_ms.map(millis_to_sql);
