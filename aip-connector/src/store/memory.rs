@@ -19,6 +19,10 @@ use super::{
 
 /// A store that lives in this process's memory and is lost with it.
 ///
+/// Idempotency keys whose records or reservations have expired are dropped when their table
+/// would otherwise grow, so a store whose contracts set an idempotency TTL stays bounded by its
+/// live keys. Records without a TTL are kept for the life of the store.
+///
 /// Clones share the same state. Each record family sits behind its own [`Mutex`], held only for
 /// the duration of one synchronous map operation (never across an `.await`), so every trait
 /// method is one atomic step. Idempotency keys, touched twice by every keyed call, are spread
@@ -29,11 +33,37 @@ pub struct MemoryStore {
     families: Arc<Families>,
 }
 
-/// Scoped idempotency keys and their entries, in one shard, each next to its key's hash. An
-/// entry carries its own key (a reservation's or a record's `key`), so the table stores no
-/// second copy of it; a lookup reuses the hash [`KeyShards::locate`] computed to pick the shard,
-/// and a growing table moves entries by their stored hash without reading a key.
-type KeyTable = HashTable<(u64, KeyEntry)>;
+/// Scoped idempotency keys and their entries, in one shard.
+type KeyTable = HashTable<Slot>;
+
+/// A table entry, with what the table reads without following the entry's pointer. The entry
+/// carries its own key (a reservation's or a record's `key`), so the table stores no second copy
+/// of it; a lookup reuses the hash [`KeyShards::locate`] computed to pick the shard, a growing
+/// table moves entries by their stored hash, and the sweep of expired entries reads the expiry
+/// kept here.
+#[derive(Debug)]
+struct Slot {
+    /// The key's hash.
+    hash: u64,
+    /// The entry's expiry ([`Millis::MAX`] for a record kept forever): it binds its key while
+    /// this is after `now`.
+    live_until_ms: Millis,
+    entry: KeyEntry,
+}
+
+impl Slot {
+    fn new(hash: u64, entry: KeyEntry) -> Self {
+        let live_until_ms = match &entry {
+            KeyEntry::Reserved(reservation) => reservation.expires_at_ms,
+            KeyEntry::Settled(record) => record.expires_at_ms.unwrap_or(Millis::MAX),
+        };
+        Slot {
+            hash,
+            live_until_ms,
+            entry,
+        }
+    }
+}
 
 /// How many tables the idempotency keys are spread over.
 const KEY_SHARDS: usize = 16;
@@ -68,13 +98,13 @@ impl KeyShards {
 }
 
 /// The hash a table entry is stored under (what a table asks for when it grows).
-fn stored_hash(entry: &(u64, KeyEntry)) -> u64 {
-    entry.0
+fn stored_hash(slot: &Slot) -> u64 {
+    slot.hash
 }
 
 /// Whether a table entry is the one stored under `key` (whose hash is `hash`).
-fn is_key<'k>(hash: u64, key: &'k str) -> impl Fn(&(u64, KeyEntry)) -> bool + 'k {
-    move |(stored, entry)| *stored == hash && entry.key() == key
+fn is_key<'k>(hash: u64, key: &'k str) -> impl Fn(&Slot) -> bool + 'k {
+    move |slot| slot.hash == hash && slot.entry.key() == key
 }
 
 /// The shard of a key hash (see [`SHARD_SHIFT`]).
@@ -161,19 +191,31 @@ impl IdempotencyStore for MemoryStore {
         // waiting for this shard should not wait for the allocator too.
         let claimed = KeyEntry::Reserved(Box::new(reservation.clone()));
         let (hash, mut table) = self.families.idempotency.locate(&reservation.key);
+        if table.len() == table.capacity() {
+            // The table would grow: drop what has expired first, so a long-running store holds
+            // its live keys and a bounded share of expired ones, not every key it ever saw.
+            table.retain(|slot| slot.live_until_ms > now);
+            // If that freed less than a quarter, grow now: a sweep then comes at most once per
+            // quarter of the capacity inserted, which keeps it O(1) per insert amortized.
+            let capacity = table.capacity();
+            if table.len() > capacity - capacity / 4 {
+                table.reserve(capacity / 4 + 1, stored_hash);
+            }
+        }
         // One probe for the check and the write (a reservation usually takes a new key).
         let entry = table.entry(hash, is_key(hash, &reservation.key), stored_hash);
         let current = match &entry {
-            hash_table::Entry::Occupied(occupied) => Some(&occupied.get().1),
+            hash_table::Entry::Occupied(occupied) => Some(&occupied.get().entry),
             hash_table::Entry::Vacant(_) => None,
         };
         let replaced = match claim(current, reservation, now) {
             Claim::Take => match entry {
-                hash_table::Entry::Occupied(mut occupied) => {
-                    Some(std::mem::replace(&mut occupied.get_mut().1, claimed))
-                }
+                hash_table::Entry::Occupied(mut occupied) => Some(std::mem::replace(
+                    occupied.get_mut(),
+                    Slot::new(hash, claimed),
+                )),
                 hash_table::Entry::Vacant(vacant) => {
-                    vacant.insert((hash, claimed));
+                    vacant.insert(Slot::new(hash, claimed));
                     None
                 }
             },
@@ -197,8 +239,8 @@ impl IdempotencyStore for MemoryStore {
         let settled = KeyEntry::Settled(Box::new(record));
         let (hash, mut table) = self.families.idempotency.locate(&reservation.key);
         let reserved = match table.find_mut(hash, is_key(hash, &reservation.key)) {
-            Some((_, entry)) if holds_token(entry, reservation) => {
-                std::mem::replace(entry, settled)
+            Some(slot) if holds_token(&slot.entry, reservation) => {
+                std::mem::replace(slot, Slot::new(hash, settled))
             }
             _ => return Err(StoreError::Fenced),
         };
@@ -231,7 +273,7 @@ impl IdempotencyStore for MemoryStore {
     async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {
         let (hash, mut table) = self.families.idempotency.locate(&reservation.key);
         if let Ok(entry) = table.find_entry(hash, is_key(hash, &reservation.key))
-            && holds_token(&entry.get().1, reservation)
+            && holds_token(&entry.get().entry, reservation)
         {
             entry.remove();
         }
@@ -245,10 +287,13 @@ impl IdempotencyStore for MemoryStore {
     ) -> Result<bool, StoreError> {
         let (hash, mut table) = self.families.idempotency.locate(&reservation.key);
         match table.find_mut(hash, is_key(hash, &reservation.key)) {
-            Some((_, KeyEntry::Reserved(live)))
-                if live.reservation_id == reservation.reservation_id =>
-            {
+            Some(Slot {
+                live_until_ms,
+                entry: KeyEntry::Reserved(live),
+                ..
+            }) if live.reservation_id == reservation.reservation_id => {
                 live.expires_at_ms = expires_at_ms;
+                *live_until_ms = expires_at_ms;
                 Ok(true)
             }
             _ => Ok(false),
@@ -262,9 +307,10 @@ impl IdempotencyStore for MemoryStore {
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
         let (hash, table) = self.families.idempotency.locate(key);
         Ok(match table.find(hash, is_key(hash, key)) {
-            Some((_, KeyEntry::Settled(record))) if record_is_live(record, now) => {
-                Some(record.as_ref().clone())
-            }
+            Some(Slot {
+                entry: KeyEntry::Settled(record),
+                ..
+            }) if record_is_live(record, now) => Some(record.as_ref().clone()),
             _ => None,
         })
     }
@@ -483,6 +529,78 @@ mod tests {
                     Ok(ReserveOutcome::InProgress(holder)) if holder.key == *key
                 ),
                 "{key} lost its reservation"
+            );
+        }
+    }
+
+    /// Expired records and reservations are dropped when a shard would grow, so a store whose
+    /// keys expire stays bounded; live entries survive the sweep.
+    #[tokio::test]
+    async fn expired_entries_are_dropped_instead_of_growing_the_tables() {
+        let store = MemoryStore::new();
+        let held = |store: &MemoryStore| -> usize {
+            store
+                .families
+                .idempotency
+                .shards
+                .iter()
+                .map(|shard| shard.lock().unwrap().len())
+                .sum()
+        };
+        // 200 live reservations that never expire within the test.
+        for index in 0..200 {
+            let claim = Reservation {
+                expires_at_ms: Millis::MAX,
+                ..reservation(&format!("live-{index}"), "r")
+            };
+            assert_eq!(store.reserve(&claim, 0).await, Ok(ReserveOutcome::Acquired));
+        }
+        // One reservation that would expire with the first wave, renewed to outlive them all:
+        // the sweep must read the renewed expiry.
+        let renewed = Reservation {
+            expires_at_ms: 5_000,
+            ..reservation("renewed", "r")
+        };
+        assert_eq!(
+            store.reserve(&renewed, 0).await,
+            Ok(ReserveOutcome::Acquired)
+        );
+        assert_eq!(store.renew(&renewed, Millis::MAX).await, Ok(true));
+        // 20 waves of 1,000 keys, each wave expired by the time the next one arrives.
+        for wave in 0..20u64 {
+            let now = wave * 10_000;
+            for index in 0..1_000 {
+                let claim = Reservation {
+                    expires_at_ms: now + 5_000,
+                    ..reservation(&format!("wave-{wave}-{index}"), "r")
+                };
+                assert_eq!(
+                    store.reserve(&claim, now).await,
+                    Ok(ReserveOutcome::Acquired)
+                );
+            }
+        }
+        let held = held(&store);
+        assert!(
+            held < 3_000,
+            "the store holds {held} entries of 20,201 reserved"
+        );
+        assert!(
+            matches!(
+                store.reserve(&reservation("renewed", "other"), 190_000).await,
+                Ok(ReserveOutcome::InProgress(holder)) if holder.expires_at_ms == Millis::MAX
+            ),
+            "the renewed reservation was dropped"
+        );
+        for index in 0..200 {
+            assert!(
+                matches!(
+                    store
+                        .reserve(&reservation(&format!("live-{index}"), "other"), 190_000)
+                        .await,
+                    Ok(ReserveOutcome::InProgress(_))
+                ),
+                "live-{index} was dropped"
             );
         }
     }
