@@ -14,7 +14,7 @@ use crate::cache_line::CacheAligned;
 use super::{
     ApprovalRecord, ApprovalStatus, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore,
     KeyEntry, Millis, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
-    Transition, TransitionOutcome, claim, record_is_live,
+    Transition, TransitionOutcome, claim, record_is_live, stored_under,
 };
 
 /// A store that lives in this process's memory and is lost with it.
@@ -230,12 +230,9 @@ impl IdempotencyStore for MemoryStore {
     async fn settle(
         &self,
         reservation: &Reservation,
-        mut record: IdempotencyRecord,
+        record: IdempotencyRecord,
     ) -> Result<(), StoreError> {
-        // The record is stored under the reservation's key, whatever key it names.
-        if record.key != reservation.key {
-            record.key.clone_from(&reservation.key);
-        }
+        let record = stored_under(record, reservation);
         let settled = KeyEntry::Settled(Box::new(record));
         let (hash, mut table) = self.families.idempotency.locate(&reservation.key);
         let reserved = match table.find_mut(hash, is_key(hash, &reservation.key)) {

@@ -368,6 +368,15 @@ fn claim(existing: Option<&KeyEntry>, reservation: &Reservation, now: Millis) ->
     }
 }
 
+/// `record` as [`IdempotencyStore::settle`] stores it: under the reservation's key, whatever
+/// key it names. Shared by every backend, like [`claim`].
+fn stored_under(mut record: IdempotencyRecord, reservation: &Reservation) -> IdempotencyRecord {
+    if record.key != reservation.key {
+        record.key.clone_from(&reservation.key);
+    }
+    record
+}
+
 /// A record is replayed until its expiry; `None` keeps it forever.
 fn record_is_live(record: &IdempotencyRecord, now: Millis) -> bool {
     record

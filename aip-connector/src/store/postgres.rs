@@ -27,7 +27,7 @@ use tokio_postgres::{NoTls, Row};
 use super::{
     ApprovalRecord, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore, KeyEntry, Millis,
     Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore, Transition,
-    TransitionOutcome, claim, record_is_live,
+    TransitionOutcome, claim, record_is_live, stored_under,
 };
 
 /// One schema migration shipped with the crate.
@@ -623,12 +623,9 @@ impl IdempotencyStore for PostgresStore {
     async fn settle(
         &self,
         reservation: &Reservation,
-        mut record: IdempotencyRecord,
+        record: IdempotencyRecord,
     ) -> Result<(), StoreError> {
-        // The record is stored under the reservation's key, whatever key it names.
-        if record.key != reservation.key {
-            record.key.clone_from(&reservation.key);
-        }
+        let record = stored_under(record, reservation);
         let body = encode("the idempotency record", &record)?;
         let expires_at_ms = record.expires_at_ms.map(millis_to_sql);
         let changed = self

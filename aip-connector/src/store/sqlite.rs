@@ -24,7 +24,7 @@ use tokio::sync::Semaphore;
 use super::{
     ApprovalRecord, ApprovalStatus, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore,
     KeyEntry, Millis, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
-    Transition, TransitionOutcome, claim, record_is_live,
+    Transition, TransitionOutcome, claim, record_is_live, stored_under,
 };
 
 /// How long a statement waits for another connection's write lock before failing.
@@ -521,12 +521,9 @@ impl IdempotencyStore for SqliteStore {
     async fn settle(
         &self,
         reservation: &Reservation,
-        mut record: IdempotencyRecord,
+        record: IdempotencyRecord,
     ) -> Result<(), StoreError> {
-        // The record is stored under the reservation's key, whatever key it names.
-        if record.key != reservation.key {
-            record.key.clone_from(&reservation.key);
-        }
+        let record = stored_under(record, reservation);
         let key = reservation.key.clone();
         let token = reservation.reservation_id.clone();
         let expires_at_ms = record.expires_at_ms.map(millis_to_sql);
