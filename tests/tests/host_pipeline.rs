@@ -691,3 +691,72 @@ fn inputs_without_an_object_root_are_refused_at_build_time() {
         "{error}"
     );
 }
+
+/// Reports the tenant its handler was given.
+#[derive(Clone, Default)]
+struct Whoami;
+
+#[derive(Deserialize, JsonSchema)]
+struct Nothing {}
+
+#[derive(Serialize, JsonSchema)]
+struct TenantSeen {
+    tenant: String,
+    system: Option<String>,
+}
+
+#[connector(id = "whoami")]
+impl Whoami {
+    /// Name the tenant the host verified.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn tenant(
+        &self,
+        _input: Nothing,
+        tenant: Tenant,
+    ) -> Result<TenantSeen, ConnectorFailure> {
+        Ok(TenantSeen {
+            tenant: tenant.id().to_owned(),
+            system: tenant.system().map(str::to_owned),
+        })
+    }
+}
+
+/// The handler's tenant is the caller's verified one, else the deployment's; a tenant the
+/// payload claims is never it.
+#[tokio::test]
+async fn the_handler_sees_the_verified_tenant_never_the_payloads() {
+    let host = Host::builder()
+        .connector(Whoami)
+        .store(Arc::new(MemoryStore::new()))
+        .deployment(Deployment {
+            tenant: Some(VerifiedTenant {
+                id: "deployment_tenant".into(),
+                system: Some("erp".into()),
+            }),
+            ..Deployment::default()
+        })
+        .build()
+        .unwrap();
+    let spoofed = || {
+        let mut action = Action::new("cap:whoami:tenant", json!({}));
+        action.identity =
+            serde_json::from_value(json!({ "tenant": { "id": "spoofed", "system": "x" } }))
+                .unwrap();
+        action
+    };
+    let anonymous = TrustedContext::new(Principal::new("user:bo", PrincipalKind::Human), "test");
+    let result = host.invoke(spoofed(), &anonymous).await;
+    assert_eq!(
+        result.output,
+        Some(json!({ "tenant": "deployment_tenant", "system": "erp" })),
+        "{:?}",
+        result.error
+    );
+    let result = host.invoke(spoofed(), &caller()).await;
+    assert_eq!(
+        result.output,
+        Some(json!({ "tenant": "t1", "system": null })),
+        "{:?}",
+        result.error
+    );
+}

@@ -19,7 +19,10 @@ pub(crate) struct HostInvocation {
     /// Shared with the pipeline, not copied.
     pub(crate) action: Arc<Action>,
     pub(crate) caller: CallerIdentity,
-    pub(crate) tenant: Option<VerifiedTenant>,
+    /// The verified tenant, copied from the action's trusted identity (which the pipeline set
+    /// from the same tenant) the first time a handler asks: most handlers never do, and every
+    /// call would otherwise pay for a copy.
+    pub(crate) tenant: OnceLock<Option<VerifiedTenant>>,
     /// Whether the handler sees the action's idempotency key (the pipeline checked that it is
     /// not blank); read from the action rather than copied.
     pub(crate) expose_idempotency_key: bool,
@@ -43,7 +46,15 @@ impl InvocationContext for HostInvocation {
         &self.caller
     }
     fn tenant(&self) -> Option<&VerifiedTenant> {
-        self.tenant.as_ref()
+        self.tenant
+            .get_or_init(|| {
+                let tenant = self.action.identity.as_ref()?.tenant.as_ref()?;
+                Some(VerifiedTenant {
+                    id: tenant.id.clone(),
+                    system: tenant.system.clone(),
+                })
+            })
+            .as_ref()
     }
     fn idempotency_key(&self) -> Option<&str> {
         self.action

@@ -296,13 +296,21 @@ impl ConcurrencyLimit {
     }
 
     /// A slot until the guard drops, or `None` at the limit.
+    ///
+    /// One unconditional increment, undone at the limit: a compare-and-swap loop would read
+    /// the counter first, and the counter's line, written by every call of every worker, is
+    /// rarely in this core's cache. (A call refused at the limit holds its increment for a
+    /// moment, so a racing call may be refused too: both are told to retry, and both were
+    /// racing for the last slot.)
     fn try_acquire(&self) -> Option<ConcurrencySlot<'_>> {
-        self.in_flight
-            .fetch_update(Ordering::Acquire, Ordering::Relaxed, |n| {
-                (n < self.max).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| ConcurrencySlot(self))
+        let slot = ConcurrencySlot(self);
+        if self.in_flight.fetch_add(1, Ordering::Acquire) < self.max {
+            Some(slot)
+        } else {
+            // Dropping the slot takes the increment back.
+            drop(slot);
+            None
+        }
     }
 }
 

@@ -13,8 +13,8 @@ use crate::cache_line::CacheAligned;
 
 use super::{
     ApprovalRecord, ApprovalStatus, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore,
-    KeyEntry, Millis, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
-    Transition, TransitionOutcome, claim, record_is_live, stored_under,
+    Millis, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
+    Transition, TransitionOutcome, claim_settled, record_is_live, stored_under,
 };
 
 /// A store that lives in this process's memory and is lost with it.
@@ -46,22 +46,132 @@ struct Slot {
     /// The key's hash.
     hash: u64,
     /// The entry's expiry ([`Millis::MAX`] for a record kept forever): it binds its key while
-    /// this is after `now`.
+    /// this is after `now`. A reservation's expiry is kept here only.
     live_until_ms: Millis,
-    entry: KeyEntry,
+    entry: Held,
 }
 
 impl Slot {
-    fn new(hash: u64, entry: KeyEntry) -> Self {
-        let live_until_ms = match &entry {
-            KeyEntry::Reserved(reservation) => reservation.expires_at_ms,
-            KeyEntry::Settled(record) => record.expires_at_ms.unwrap_or(Millis::MAX),
-        };
+    /// A slot for the caller's reservation.
+    fn reserved(hash: u64, reservation: &Reservation) -> Self {
         Slot {
             hash,
-            live_until_ms,
-            entry,
+            live_until_ms: reservation.expires_at_ms,
+            entry: Held::Reserved(HeldReservation::new(reservation)),
         }
+    }
+
+    /// A slot for a settled record.
+    fn settled(hash: u64, record: Box<IdempotencyRecord>) -> Self {
+        Slot {
+            hash,
+            live_until_ms: record.expires_at_ms.unwrap_or(Millis::MAX),
+            entry: Held::Settled(record),
+        }
+    }
+}
+
+/// What a key holds in this store: a live claim or a settled record (never both).
+#[derive(Debug)]
+enum Held {
+    Reserved(HeldReservation),
+    Settled(Box<IdempotencyRecord>),
+}
+
+impl Held {
+    /// The key the entry is stored under.
+    fn key(&self) -> &[u8] {
+        match self {
+            Held::Reserved(reservation) => reservation.part(KEY),
+            Held::Settled(record) => record.key.as_bytes(),
+        }
+    }
+}
+
+/// A reservation as this store keeps it while its owner runs: its four strings in one
+/// allocation, behind a header of their lengths (its expiry is the slot's).
+///
+/// Every keyed call stores one and frees it when the call settles. As a [`Reservation`] that
+/// was five allocations and five frees (the box and four strings), interleaved with the
+/// records that stay; as one block it is one of each.
+struct HeldReservation(Box<[u8]>);
+
+/// The parts of a [`HeldReservation`], in order.
+const KEY: usize = 0;
+const TOKEN: usize = 1;
+const ACTION_ID: usize = 2;
+const INPUT_HASH: usize = 3;
+
+/// Bytes before the parts: `resume_pending`, then the lengths of the first three parts as
+/// little-endian `u32`s (the last part runs to the end).
+const HELD_HEADER: usize = 1 + 3 * 4;
+
+impl HeldReservation {
+    fn new(reservation: &Reservation) -> Self {
+        let parts = [
+            reservation.key.as_bytes(),
+            reservation.reservation_id.as_bytes(),
+            reservation.action_id.as_str().as_bytes(),
+            reservation.input_hash.as_bytes(),
+        ];
+        let mut block =
+            Vec::with_capacity(HELD_HEADER + parts.iter().map(|p| p.len()).sum::<usize>());
+        block.push(u8::from(reservation.resume_pending));
+        for part in &parts[..INPUT_HASH] {
+            // A part longer than 4 GiB cannot be an idempotency key, token, id or hash; such a
+            // length would wrap, and the parts then read back garbled rather than overflow.
+            block.extend_from_slice(&(part.len() as u32).to_le_bytes());
+        }
+        for part in parts {
+            block.extend_from_slice(part);
+        }
+        HeldReservation(block.into_boxed_slice())
+    }
+
+    /// The length of part `index` (< [`INPUT_HASH`]) from the header.
+    fn len_of(&self, index: usize) -> usize {
+        let at = 1 + index * 4;
+        let mut bytes = [0; 4];
+        bytes.copy_from_slice(&self.0[at..at + 4]);
+        u32::from_le_bytes(bytes) as usize
+    }
+
+    /// Part `index` of the block.
+    fn part(&self, index: usize) -> &[u8] {
+        let start = HELD_HEADER + (0..index).map(|i| self.len_of(i)).sum::<usize>();
+        let end = if index == INPUT_HASH {
+            self.0.len()
+        } else {
+            start + self.len_of(index)
+        };
+        &self.0[start..end]
+    }
+
+    /// Part `index` as text (every part was a `str`).
+    fn text(&self, index: usize) -> String {
+        String::from_utf8_lossy(self.part(index)).into_owned()
+    }
+
+    /// The reservation again, with the slot's expiry (for an `InProgress` answer, which is rare).
+    fn to_reservation(&self, expires_at_ms: Millis) -> Reservation {
+        Reservation {
+            key: self.text(KEY),
+            reservation_id: self.text(TOKEN),
+            action_id: aip_connector_core::ids::ActionId::trusted(self.text(ACTION_ID)),
+            input_hash: self.text(INPUT_HASH),
+            resume_pending: self.0[0] != 0,
+            expires_at_ms,
+        }
+    }
+}
+
+impl std::fmt::Debug for HeldReservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeldReservation")
+            .field("key", &self.text(KEY))
+            .field("reservation_id", &self.text(TOKEN))
+            .field("action_id", &self.text(ACTION_ID))
+            .finish_non_exhaustive()
     }
 }
 
@@ -104,7 +214,7 @@ fn stored_hash(slot: &Slot) -> u64 {
 
 /// Whether a table entry is the one stored under `key` (whose hash is `hash`).
 fn is_key<'k>(hash: u64, key: &'k str) -> impl Fn(&Slot) -> bool + 'k {
-    move |slot| slot.hash == hash && slot.entry.key() == key
+    move |slot| slot.hash == hash && slot.entry.key() == key.as_bytes()
 }
 
 /// The shard of a key hash (see [`SHARD_SHIFT`]).
@@ -176,8 +286,29 @@ impl MemoryStore {
 }
 
 /// Whether `entry` is a reservation carrying the caller's fencing token.
-fn holds_token(entry: &KeyEntry, reservation: &Reservation) -> bool {
-    matches!(entry, KeyEntry::Reserved(live) if live.reservation_id == reservation.reservation_id)
+fn holds_token(entry: &Held, reservation: &Reservation) -> bool {
+    matches!(entry, Held::Reserved(live) if live.part(TOKEN) == reservation.reservation_id.as_bytes())
+}
+
+/// What [`IdempotencyStore::reserve`] does with the slot found under the key: the rules of
+/// `claim` in the parent module, applied to this store's form of a reservation.
+fn claim_slot(slot: Option<&Slot>, reservation: &Reservation, now: Millis) -> Claim {
+    match slot {
+        None => Claim::Take,
+        Some(Slot {
+            entry: Held::Settled(record),
+            ..
+        }) => claim_settled(record, reservation, now),
+        // A live reservation (one that expires after `now`) blocks the key.
+        Some(Slot {
+            entry: Held::Reserved(current),
+            live_until_ms,
+            ..
+        }) if *live_until_ms > now => Claim::Refuse(ReserveOutcome::InProgress(
+            current.to_reservation(*live_until_ms),
+        )),
+        Some(_) => Claim::Take,
+    }
 }
 
 #[async_trait]
@@ -189,7 +320,7 @@ impl IdempotencyStore for MemoryStore {
     ) -> Result<ReserveOutcome, StoreError> {
         // Allocated before the lock is taken (and wasted on the rare refusal): another worker
         // waiting for this shard should not wait for the allocator too.
-        let claimed = KeyEntry::Reserved(Box::new(reservation.clone()));
+        let claimed = Slot::reserved(0, reservation);
         let (hash, mut table) = self.families.idempotency.locate(&reservation.key);
         if table.len() == table.capacity() {
             // The table would grow: drop what has expired first, so a long-running store holds
@@ -205,17 +336,17 @@ impl IdempotencyStore for MemoryStore {
         // One probe for the check and the write (a reservation usually takes a new key).
         let entry = table.entry(hash, is_key(hash, &reservation.key), stored_hash);
         let current = match &entry {
-            hash_table::Entry::Occupied(occupied) => Some(&occupied.get().entry),
+            hash_table::Entry::Occupied(occupied) => Some(occupied.get()),
             hash_table::Entry::Vacant(_) => None,
         };
-        let replaced = match claim(current, reservation, now) {
+        let claimed = Slot { hash, ..claimed };
+        let replaced = match claim_slot(current, reservation, now) {
             Claim::Take => match entry {
-                hash_table::Entry::Occupied(mut occupied) => Some(std::mem::replace(
-                    occupied.get_mut(),
-                    Slot::new(hash, claimed),
-                )),
+                hash_table::Entry::Occupied(mut occupied) => {
+                    Some(std::mem::replace(occupied.get_mut(), claimed))
+                }
                 hash_table::Entry::Vacant(vacant) => {
-                    vacant.insert(Slot::new(hash, claimed));
+                    vacant.insert(claimed);
                     None
                 }
             },
@@ -233,11 +364,11 @@ impl IdempotencyStore for MemoryStore {
         record: IdempotencyRecord,
     ) -> Result<(), StoreError> {
         let record = stored_under(record, reservation);
-        let settled = KeyEntry::Settled(Box::new(record));
+        let settled = Box::new(record);
         let (hash, mut table) = self.families.idempotency.locate(&reservation.key);
         let reserved = match table.find_mut(hash, is_key(hash, &reservation.key)) {
             Some(slot) if holds_token(&slot.entry, reservation) => {
-                std::mem::replace(slot, Slot::new(hash, settled))
+                std::mem::replace(slot, Slot::settled(hash, settled))
             }
             _ => return Err(StoreError::Fenced),
         };
@@ -284,13 +415,8 @@ impl IdempotencyStore for MemoryStore {
     ) -> Result<bool, StoreError> {
         let (hash, mut table) = self.families.idempotency.locate(&reservation.key);
         match table.find_mut(hash, is_key(hash, &reservation.key)) {
-            Some(Slot {
-                live_until_ms,
-                entry: KeyEntry::Reserved(live),
-                ..
-            }) if live.reservation_id == reservation.reservation_id => {
-                live.expires_at_ms = expires_at_ms;
-                *live_until_ms = expires_at_ms;
+            Some(slot) if holds_token(&slot.entry, reservation) => {
+                slot.live_until_ms = expires_at_ms;
                 Ok(true)
             }
             _ => Ok(false),
@@ -305,7 +431,7 @@ impl IdempotencyStore for MemoryStore {
         let (hash, table) = self.families.idempotency.locate(key);
         Ok(match table.find(hash, is_key(hash, key)) {
             Some(Slot {
-                entry: KeyEntry::Settled(record),
+                entry: Held::Settled(record),
                 ..
             }) if record_is_live(record, now) => Some(record.as_ref().clone()),
             _ => None,
@@ -488,6 +614,33 @@ mod tests {
             store.reserve(&reservation("Action:act_1:k", "r2"), 0).await,
             Ok(ReserveOutcome::InProgress(first))
         );
+    }
+
+    /// A reservation kept as one block reads back whole: empty parts, multi-byte text, the
+    /// resume flag, and the expiry the slot keeps.
+    #[test]
+    fn a_held_reservation_reads_back_whole() {
+        let cases = [
+            reservation("Action:act_1:k", "r1"),
+            Reservation {
+                key: "Tenant:t:clé:ключ".to_owned(),
+                reservation_id: String::new(),
+                action_id: ActionId::trusted(""),
+                input_hash: "ü".repeat(40),
+                resume_pending: true,
+                expires_at_ms: 7,
+            },
+            Reservation {
+                input_hash: String::new(),
+                ..reservation("", "token")
+            },
+        ];
+        for original in cases {
+            let held = HeldReservation::new(&original);
+            assert_eq!(held.part(KEY), original.key.as_bytes());
+            assert_eq!(held.part(TOKEN), original.reservation_id.as_bytes());
+            assert_eq!(held.to_reservation(original.expires_at_ms), original);
+        }
     }
 
     /// Keys spread over every shard (the bench's keys differ only in their last digits).

@@ -322,24 +322,14 @@ pub fn is_pending_approval(result: &ActionResult) -> bool {
     )
 }
 
-/// What a scoped key holds: a live claim or a settled record (never both).
+/// What a scoped key holds in a SQL store's row: a live claim or a settled record (never both).
+/// (The in-memory store keeps its entries in a form of its own.)
 #[derive(Clone, Debug)]
 enum KeyEntry {
-    /// A reservation, live or expired (boxed, like the record, so that an in-memory map of
-    /// entries stays compact when it grows).
+    /// A reservation, live or expired (boxed, like the record: the two differ much in size).
     Reserved(Box<Reservation>),
     /// A settled record, live or expired.
     Settled(Box<IdempotencyRecord>),
-}
-
-impl KeyEntry {
-    /// The scoped key the entry is stored under.
-    fn key(&self) -> &str {
-        match self {
-            KeyEntry::Reserved(reservation) => &reservation.key,
-            KeyEntry::Settled(record) => &record.key,
-        }
-    }
 }
 
 /// What [`IdempotencyStore::reserve`] does with what it found under the key.
@@ -356,15 +346,21 @@ enum Claim {
 fn claim(existing: Option<&KeyEntry>, reservation: &Reservation, now: Millis) -> Claim {
     match existing {
         None => Claim::Take,
-        Some(KeyEntry::Settled(record)) if !record_is_live(record, now) => Claim::Take,
-        Some(KeyEntry::Settled(record)) if resume_may_replace(record, reservation) => Claim::Take,
-        Some(KeyEntry::Settled(record)) => {
-            Claim::Refuse(ReserveOutcome::Settled(record.as_ref().clone()))
-        }
+        Some(KeyEntry::Settled(record)) => claim_settled(record, reservation, now),
         Some(KeyEntry::Reserved(current)) if reservation_is_live(current, now) => {
             Claim::Refuse(ReserveOutcome::InProgress(current.as_ref().clone()))
         }
         Some(KeyEntry::Reserved(_)) => Claim::Take,
+    }
+}
+
+/// The part of [`claim`] for a key that holds a settled record (a store that keeps
+/// reservations in a form of its own applies the reservation rules itself).
+fn claim_settled(record: &IdempotencyRecord, reservation: &Reservation, now: Millis) -> Claim {
+    if !record_is_live(record, now) || resume_may_replace(record, reservation) {
+        Claim::Take
+    } else {
+        Claim::Refuse(ReserveOutcome::Settled(record.clone()))
     }
 }
 
