@@ -52,12 +52,12 @@ struct Slot {
 }
 
 impl Slot {
-    /// A slot for the caller's reservation.
-    fn reserved(hash: u64, reservation: &Reservation) -> Self {
+    /// A slot for a reservation, held until `expires_at_ms`.
+    fn reserved(hash: u64, expires_at_ms: Millis, held: HeldReservation) -> Self {
         Slot {
             hash,
-            live_until_ms: reservation.expires_at_ms,
-            entry: Held::Reserved(HeldReservation::new(reservation)),
+            live_until_ms: expires_at_ms,
+            entry: Held::Reserved(held),
         }
     }
 
@@ -320,7 +320,7 @@ impl IdempotencyStore for MemoryStore {
     ) -> Result<ReserveOutcome, StoreError> {
         // Allocated before the lock is taken (and wasted on the rare refusal): another worker
         // waiting for this shard should not wait for the allocator too.
-        let claimed = Slot::reserved(0, reservation);
+        let held = HeldReservation::new(reservation);
         let (hash, mut table) = self.families.idempotency.locate(&reservation.key);
         if table.len() == table.capacity() {
             // The table would grow: drop what has expired first, so a long-running store holds
@@ -339,7 +339,7 @@ impl IdempotencyStore for MemoryStore {
             hash_table::Entry::Occupied(occupied) => Some(occupied.get()),
             hash_table::Entry::Vacant(_) => None,
         };
-        let claimed = Slot { hash, ..claimed };
+        let claimed = Slot::reserved(hash, reservation.expires_at_ms, held);
         let replaced = match claim_slot(current, reservation, now) {
             Claim::Take => match entry {
                 hash_table::Entry::Occupied(mut occupied) => {
