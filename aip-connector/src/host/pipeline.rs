@@ -1650,11 +1650,12 @@ mod tests {
     }
 
     /// Every call builds the handler's context; the rare parts are boxed. It was 416 bytes with
-    /// the credential and the approvals inline.
+    /// the credential and the approvals inline. The tenant, copied only when a handler asks for
+    /// it, takes 8 bytes more than a plain copy would (its `OnceLock`): 240 with it.
     #[test]
     fn the_handlers_context_stays_small() {
         let size = std::mem::size_of::<HostInvocation>();
-        assert!(size <= 232, "HostInvocation is {size} bytes");
+        assert!(size <= 240, "HostInvocation is {size} bytes");
     }
 
     #[test]
