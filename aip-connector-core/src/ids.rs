@@ -27,6 +27,30 @@ pub enum IdParseError {
     },
 }
 
+/// `prefix` followed by a fresh UUIDv7 in simple form.
+///
+/// The UUID comes from a per-thread context (`uuid`'s [`ThreadLocalContext`]): `Uuid::now_v7`
+/// takes one process-wide lock for every id, so threads creating actions at the same time wait
+/// for each other and pass that lock's cache line around. Ids stay monotonic within a thread,
+/// and ids of different threads in the same millisecond differ by their 74 random and counter
+/// bits, as `now_v7`'s do between processes.
+///
+/// [`ThreadLocalContext`]: uuid::timestamp::context::ThreadLocalContext
+fn prefixed_uuid_v7(prefix: &str) -> String {
+    use uuid::timestamp::context::{ContextV7, ThreadLocalContext};
+    thread_local! {
+        static CONTEXT: ContextV7 = const { ContextV7::new() };
+    }
+    static PER_THREAD: ThreadLocalContext<ContextV7> = ThreadLocalContext::new(&CONTEXT);
+    let uuid = uuid::Uuid::new_v7(uuid::Timestamp::now(&PER_THREAD));
+    let mut buffer = uuid::Uuid::encode_buffer();
+    let hex = uuid.simple().encode_lower(&mut buffer);
+    let mut id = String::with_capacity(prefix.len() + hex.len());
+    id.push_str(prefix);
+    id.push_str(hex);
+    id
+}
+
 /// Shared surface of every id newtype: string access, `Display`, `Borrow<str>`, comparisons.
 macro_rules! id_common {
     ($name:ident) => {
@@ -90,7 +114,7 @@ macro_rules! prefixed_id {
             /// (32 lowercase hex digits), so ids sort by creation time.
             #[allow(clippy::new_without_default)]
             pub fn new() -> Self {
-                Self(format!("{}{}", $prefix, uuid::Uuid::now_v7().simple()))
+                Self(prefixed_uuid_v7($prefix))
             }
 
             /// Checks that `value` is non-empty and carries the type prefix.
@@ -251,6 +275,20 @@ mod tests {
         // Version nibble of a UUIDv7 is the 13th hex digit.
         assert_eq!(&hex[12..13], "7");
         assert!(ActionId::parse(id.as_str()).is_ok());
+    }
+
+    /// Ids from racing threads are distinct, and each thread's ids sort in creation order.
+    #[test]
+    fn generated_ids_are_unique_across_threads_and_ordered_within_one() {
+        let per_thread: Vec<Vec<ActionId>> = (0..4)
+            .map(|_| std::thread::spawn(|| (0..5_000).map(|_| ActionId::new()).collect()))
+            .map(|thread| thread.join().expect("the thread does not panic"))
+            .collect();
+        for ids in &per_thread {
+            assert!(ids.windows(2).all(|pair| pair[0] < pair[1]));
+        }
+        let all: std::collections::HashSet<&ActionId> = per_thread.iter().flatten().collect();
+        assert_eq!(all.len(), 4 * 5_000);
     }
 
     #[test]
