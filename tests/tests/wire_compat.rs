@@ -621,9 +621,12 @@ fn maximal_action() -> Action {
             id: "user-9".to_owned(),
             system: "calendar".to_owned(),
         }),
-        human_actor: Some(principal("human:ada", PrincipalKind::Human)),
-        service_account: Some(maximal_principal()),
-        acted_on_behalf_of: Some(principal("customer:acme", PrincipalKind::Customer)),
+        human_actor: Some(Box::new(principal("human:ada", PrincipalKind::Human))),
+        service_account: Some(Box::new(maximal_principal())),
+        acted_on_behalf_of: Some(Box::new(principal(
+            "customer:acme",
+            PrincipalKind::Customer,
+        ))),
         credential_ref: Some(CredentialRef {
             id: "vault:calendar:1".to_owned(),
             issuer: "vault:primary".to_owned(),

@@ -220,6 +220,10 @@ pub struct ComplianceContext {
 }
 
 /// Tenant, account, user and credential context of an action. Never carries token material.
+///
+/// The three principals are boxed: a host writes a trusted identity into every action it runs,
+/// and with them inline the context was 984 bytes to allocate and copy for a tenant and an
+/// account; boxed, it is a third of that. (Boxing the credential blocks too measured no better.)
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdentityContext {
     /// Tenant boundary.
@@ -233,13 +237,13 @@ pub struct IdentityContext {
     pub external_user: Option<ExternalUserRef>,
     /// Human who started or owns the work.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub human_actor: Option<Principal>,
+    pub human_actor: Option<Box<Principal>>,
     /// Service account executing the call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service_account: Option<Principal>,
+    pub service_account: Option<Box<Principal>>,
     /// Principal on whose behalf the call is made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub acted_on_behalf_of: Option<Principal>,
+    pub acted_on_behalf_of: Option<Box<Principal>>,
     /// Reference to credential material stored elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential_ref: Option<CredentialRef>,
@@ -459,6 +463,8 @@ mod tests {
     /// `federation` and `transaction` still inline, 440.
     #[test]
     fn an_action_stays_small() {
+        let identity = std::mem::size_of::<IdentityContext>();
+        assert!(identity <= 336, "IdentityContext is {identity} bytes");
         let size = std::mem::size_of::<Action>();
         assert!(size <= 264, "Action is {size} bytes");
     }
@@ -542,9 +548,9 @@ mod tests {
                 id: "u".into(),
                 system: "cal".into(),
             }),
-            human_actor: Some(principal("human:ada")),
-            service_account: Some(Principal::new("svc:cal", PrincipalKind::Service)),
-            acted_on_behalf_of: Some(principal("human:bob")),
+            human_actor: Some(Box::new(principal("human:ada"))),
+            service_account: Some(Box::new(Principal::new("svc:cal", PrincipalKind::Service))),
+            acted_on_behalf_of: Some(Box::new(principal("human:bob"))),
             credential_ref: Some(CredentialRef {
                 id: "vault:1".into(),
                 issuer: "vault".into(),

@@ -1278,7 +1278,10 @@ mod tests {
             json!({ "amount": 250, "currency": "EUR", "tags": ["q3"], "memo": "rent" }),
         );
         action.identity = Some(Box::new(IdentityContext {
-            service_account: Some(Principal::new("svc_operator", PrincipalKind::Service)),
+            service_account: Some(Box::new(Principal::new(
+                "svc_operator",
+                PrincipalKind::Service,
+            ))),
             ..IdentityContext::default()
         }));
         new_record(

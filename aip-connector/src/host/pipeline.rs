@@ -1092,10 +1092,12 @@ fn trusted_identity(
             system: t.system.clone(),
         }),
         external_account: account.cloned(),
-        service_account: caller
-            .operator
-            .clone()
-            .map(|id| aip_connector_core::model::Principal::new(id, PrincipalKind::Service)),
+        service_account: caller.operator.clone().map(|id| {
+            Box::new(aip_connector_core::model::Principal::new(
+                id,
+                PrincipalKind::Service,
+            ))
+        }),
         ..IdentityContext::default()
     }
 }

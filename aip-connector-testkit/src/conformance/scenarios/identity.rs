@@ -23,10 +23,10 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             id: "forged-tenant".into(),
             system: None,
         }),
-        human_actor: Some(aip_connector::model::Principal::new(
+        human_actor: Some(Box::new(aip_connector::model::Principal::new(
             "user:forged",
             aip_connector::model::PrincipalKind::Human,
-        )),
+        ))),
         ..IdentityContext::default()
     }));
     let forged_id = forged.id.to_string();
