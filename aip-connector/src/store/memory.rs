@@ -14,7 +14,8 @@ use crate::cache_line::CacheAligned;
 use super::{
     ApprovalRecord, ApprovalStatus, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore,
     Millis, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
-    Transition, TransitionOutcome, claim_settled, record_is_live, stored_under,
+    Transition, TransitionOutcome, claim_settled, record_is_live, reservation_live_until,
+    stored_under,
 };
 
 /// A store that lives in this process's memory and is lost with it.
@@ -299,14 +300,13 @@ fn claim_slot(slot: Option<&Slot>, reservation: &Reservation, now: Millis) -> Cl
             entry: Held::Settled(record),
             ..
         }) => claim_settled(record, reservation, now),
-        // A live reservation (one that expires after `now`) blocks the key.
         Some(Slot {
             entry: Held::Reserved(current),
             live_until_ms,
             ..
-        }) if *live_until_ms > now => Claim::Refuse(ReserveOutcome::InProgress(
-            current.to_reservation(*live_until_ms),
-        )),
+        }) if reservation_live_until(*live_until_ms, now) => Claim::Refuse(
+            ReserveOutcome::InProgress(current.to_reservation(*live_until_ms)),
+        ),
         Some(_) => Claim::Take,
     }
 }

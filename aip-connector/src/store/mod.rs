@@ -382,7 +382,13 @@ fn record_is_live(record: &IdempotencyRecord, now: Millis) -> bool {
 
 /// A reservation blocks other callers until its expiry, then it may be taken over.
 fn reservation_is_live(reservation: &Reservation, now: Millis) -> bool {
-    reservation.expires_at_ms > now
+    reservation_live_until(reservation.expires_at_ms, now)
+}
+
+/// Whether a reservation expiring at `expires_at_ms` still blocks its key at `now` (for a store
+/// that keeps the expiry apart from the rest of the reservation).
+fn reservation_live_until(expires_at_ms: Millis, now: Millis) -> bool {
+    expires_at_ms > now
 }
 
 /// Only the approved resume of the very action that stored an approval gate may replace it.
