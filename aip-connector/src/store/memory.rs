@@ -14,8 +14,7 @@ use crate::cache_line::CacheAligned;
 use super::{
     ApprovalRecord, ApprovalStatus, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore,
     Millis, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
-    Transition, TransitionOutcome, claim_settled, record_is_live, reservation_live_until,
-    stored_under,
+    Transition, TransitionOutcome, claim_settled, live_at, record_is_live, stored_under,
 };
 
 /// A store that lives in this process's memory and is lost with it.
@@ -60,6 +59,11 @@ impl Slot {
             live_until_ms: expires_at_ms,
             entry: Held::Reserved(held),
         }
+    }
+
+    /// Whether the entry still binds its key at `now`.
+    fn is_live(&self, now: Millis) -> bool {
+        live_at(self.live_until_ms, now)
     }
 
     /// A slot for a settled record.
@@ -300,13 +304,14 @@ fn claim_slot(slot: Option<&Slot>, reservation: &Reservation, now: Millis) -> Cl
             entry: Held::Settled(record),
             ..
         }) => claim_settled(record, reservation, now),
-        Some(Slot {
-            entry: Held::Reserved(current),
-            live_until_ms,
-            ..
-        }) if reservation_live_until(*live_until_ms, now) => Claim::Refuse(
-            ReserveOutcome::InProgress(current.to_reservation(*live_until_ms)),
-        ),
+        Some(
+            slot @ Slot {
+                entry: Held::Reserved(current),
+                ..
+            },
+        ) if slot.is_live(now) => Claim::Refuse(ReserveOutcome::InProgress(
+            current.to_reservation(slot.live_until_ms),
+        )),
         Some(_) => Claim::Take,
     }
 }
@@ -325,7 +330,7 @@ impl IdempotencyStore for MemoryStore {
         if table.len() == table.capacity() {
             // The table would grow: drop what has expired first, so a long-running store holds
             // its live keys and a bounded share of expired ones, not every key it ever saw.
-            table.retain(|slot| slot.live_until_ms > now);
+            table.retain(|slot| slot.is_live(now));
             // If that freed less than a quarter, grow now: a sweep then comes at most once per
             // quarter of the capacity inserted, which keeps it O(1) per insert amortized.
             let capacity = table.capacity();
@@ -390,7 +395,7 @@ impl IdempotencyStore for MemoryStore {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let entry = attempts.entry(key.to_owned()).or_insert((0, expires_at_ms));
-        if entry.1.is_some_and(|at| now >= at) {
+        if entry.1.is_some_and(|at| !live_at(at, now)) {
             entry.0 = 0;
         }
         entry.0 = entry.0.saturating_add(1);

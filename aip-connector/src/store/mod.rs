@@ -377,18 +377,18 @@ fn stored_under(mut record: IdempotencyRecord, reservation: &Reservation) -> Ide
 fn record_is_live(record: &IdempotencyRecord, now: Millis) -> bool {
     record
         .expires_at_ms
-        .is_none_or(|expires_at_ms| expires_at_ms > now)
+        .is_none_or(|expires_at_ms| live_at(expires_at_ms, now))
 }
 
 /// A reservation blocks other callers until its expiry, then it may be taken over.
 fn reservation_is_live(reservation: &Reservation, now: Millis) -> bool {
-    reservation_live_until(reservation.expires_at_ms, now)
+    live_at(reservation.expires_at_ms, now)
 }
 
-/// Whether a reservation expiring at `expires_at_ms` still blocks its key at `now` (for a store
-/// that keeps the expiry apart from the rest of the reservation).
-fn reservation_live_until(expires_at_ms: Millis, now: Millis) -> bool {
-    expires_at_ms > now
+/// Whether an entry that binds its key until `until_ms` still binds it at `now`: the one expiry
+/// rule of records, reservations, and a store that keeps the expiry apart from the entry.
+fn live_at(until_ms: Millis, now: Millis) -> bool {
+    until_ms > now
 }
 
 /// Only the approved resume of the very action that stored an approval gate may replace it.
