@@ -42,6 +42,9 @@ pub const ACTION_INPUT_SCHEMA_INVALID: &str = "action.input_schema_invalid";
 pub const ACTION_INVALID: &str = "action.invalid";
 /// The input is larger or deeper than the host's limits (permanent, not retryable).
 pub const ACTION_INPUT_TOO_LARGE: &str = "action.input_too_large";
+/// The idempotency key is longer than `HostLimits::max_idempotency_key_bytes` (permanent, not
+/// retryable); `details {key_bytes, max_key_bytes}`, never the key itself.
+pub const ACTION_IDEMPOTENCY_KEY_TOO_LONG: &str = "action.idempotency_key_too_long";
 /// A completed result's output violates the output schema (permanent, not retryable).
 pub const ACTION_OUTPUT_SCHEMA_INVALID: &str = "action.output_schema_invalid";
 /// A keyed action failed retryably `HostLimits::max_attempts_per_key` times: its key is

@@ -214,6 +214,69 @@ async fn envelope_and_size_limits_are_checked_first() {
 }
 
 #[tokio::test]
+async fn an_idempotency_key_longer_than_the_limit_is_refused_before_the_store() {
+    use aip_connector::store::IdempotencyStore;
+
+    let shop = Shop::default();
+    let store = MemoryStore::default();
+    let host = Host::builder()
+        .connector(shop.clone())
+        .store(Arc::new(store.clone()))
+        .limits(HostLimits {
+            max_idempotency_key_bytes: 8,
+            ..HostLimits::default()
+        })
+        .build()
+        .unwrap();
+    let place = |key: &str| {
+        Action::new("cap:shop:place", json!({ "item": "tea" })).with_idempotency_key(key)
+    };
+
+    // Exactly the limit is accepted; the limit counts bytes, so four two-byte characters fit.
+    let at_limit = host.invoke(place("12345678"), &caller()).await;
+    assert_eq!(
+        at_limit.status,
+        ActionResultStatus::Completed,
+        "{at_limit:?}"
+    );
+    let multibyte = host.invoke(place("éééé"), &caller()).await;
+    assert_eq!(
+        multibyte.status,
+        ActionResultStatus::Completed,
+        "{multibyte:?}"
+    );
+
+    // One byte over is refused, with the lengths and without the key.
+    for over in ["123456789", "éééé1"] {
+        let result = host.invoke(place(over), &caller()).await;
+        assert_eq!(code(&result), codes::ACTION_IDEMPOTENCY_KEY_TOO_LONG);
+        let error = result.error.expect("a refusal carries an error");
+        assert_eq!(error.retryable, Some(false));
+        assert_eq!(
+            error.details,
+            Some(json!({ "key_bytes": 9, "max_key_bytes": 8 }))
+        );
+        assert!(!error.message.contains(over), "{}", error.message);
+        // Nothing was reserved or stored under the key.
+        let stored = store
+            .record(&format!("Tenant:t1:{over}"), 0)
+            .await
+            .expect("the memory store answers");
+        assert!(stored.is_none());
+    }
+    assert_eq!(shop.executions.load(Ordering::SeqCst), 2);
+
+    // The default limit is generous for generated keys (a UUID, a SHA-256 hex digest).
+    assert_eq!(HostLimits::default().max_idempotency_key_bytes, 255);
+    let default_host = host_with(Shop::default(), None);
+    let long = "k".repeat(256);
+    assert_eq!(
+        code(&default_host.invoke(place(&long), &caller()).await),
+        codes::ACTION_IDEMPOTENCY_KEY_TOO_LONG
+    );
+}
+
+#[tokio::test]
 async fn missing_key_and_unsupported_modes_are_contract_failures() {
     let host = host_with(Shop::default(), None);
     let result = host

@@ -54,6 +54,9 @@ pub struct HostLimits {
     pub max_input_bytes: usize,
     /// Deepest accepted `Action.input` nesting.
     pub max_input_depth: usize,
+    /// Longest accepted `Action.idempotency_key`, in bytes of UTF-8. A key is stored with every
+    /// reservation and record it claims, so its length is bounded like the input's.
+    pub max_idempotency_key_bytes: usize,
     /// Schema violations reported per invalid input (upstream: 16).
     pub max_violations: usize,
     /// Chunks buffered between a streaming handler and its consumer (back-pressure beyond).
@@ -72,6 +75,7 @@ impl Default for HostLimits {
             default_timeout_ms: 60_000,
             max_input_bytes: 1024 * 1024,
             max_input_depth: 64,
+            max_idempotency_key_bytes: 255,
             max_violations: 16,
             stream_buffer: 16,
             max_concurrent_actions: 1024,

@@ -111,6 +111,12 @@ async fn execute(
             failure::permanent(codes::ACTION_INPUT_TOO_LARGE, message),
         );
     }
+    if let Some(error) = check_key_length(
+        action.idempotency_key.as_deref(),
+        host.limits.max_idempotency_key_bytes,
+    ) {
+        return failure::failed(&action.id, error);
+    }
     let tenant = host.tenant_of(caller);
     // The pipeline holds the only reference to the action until the handler runs, so these
     // writes never copy it.
@@ -989,6 +995,23 @@ fn cancelled(action_id: &aip_connector_core::ids::ActionId, reason: &str) -> Act
     let mut result = ActionResult::new(action_id.clone(), ActionResultStatus::Cancelled);
     result.output = Some(json!({ "cancelled": true, "reason": reason }));
     result
+}
+
+/// The `action.idempotency_key_too_long` error for a key longer than `max_bytes`. The key is
+/// not echoed: it may be as long as the caller liked, and the lengths say what to fix.
+fn check_key_length(key: Option<&str>, max_bytes: usize) -> Option<ProtocolError> {
+    let key_bytes = key.map_or(0, str::len);
+    (key_bytes > max_bytes).then(|| {
+        failure::with_details(
+            failure::permanent(
+                codes::ACTION_IDEMPOTENCY_KEY_TOO_LONG,
+                format!(
+                    "idempotency key is {key_bytes} bytes; this host accepts at most {max_bytes}"
+                ),
+            ),
+            json!({ "key_bytes": key_bytes, "max_key_bytes": max_bytes }),
+        )
+    })
 }
 
 /// Rejects inputs larger or deeper than the limits, iteratively (no recursion on hostile input).

@@ -123,8 +123,10 @@ impl HeldReservation {
             Vec::with_capacity(HELD_HEADER + parts.iter().map(|p| p.len()).sum::<usize>());
         block.push(u8::from(reservation.resume_pending));
         for part in &parts[..INPUT_HASH] {
-            // A part longer than 4 GiB cannot be an idempotency key, token, id or hash; such a
-            // length would wrap, and the parts then read back garbled rather than overflow.
+            // No part comes near 4 GiB: the host refuses raw keys above
+            // `HostLimits::max_idempotency_key_bytes`, and tokens, ids and hashes are short. A
+            // longer part from another caller of the store would wrap its length and read back
+            // garbled rather than overflow.
             block.extend_from_slice(&(part.len() as u32).to_le_bytes());
         }
         for part in parts {
