@@ -191,7 +191,8 @@ struct RelaxedSync<'c>(&'c mut Connection);
 
 impl<'c> RelaxedSync<'c> {
     fn enter(connection: &'c mut Connection) -> rusqlite::Result<Self> {
-        connection.pragma_update(None, "synchronous", "NORMAL")?;
+        // Cached: `pragma_update` would parse the pragma on every reserve.
+        execute_cached(connection, "PRAGMA synchronous = NORMAL", [])?;
         Ok(Self(connection))
     }
 }
@@ -214,15 +215,42 @@ impl Drop for RelaxedSync<'_> {
     fn drop(&mut self) {
         // Outside any transaction (the job's transaction ended before this guard). Should it
         // fail, the next commits are unsynced until the store is reopened: logged, not hidden.
-        if let Err(error) = self.0.pragma_update(None, "synchronous", "FULL") {
+        if let Err(error) = execute_cached(self.0, "PRAGMA synchronous = FULL", []) {
             tracing::error!(error = %error, "could not restore synchronous = FULL on the SQLite store");
         }
     }
 }
 
+/// Statements a connection keeps prepared. The store runs about thirty distinct statements (the
+/// transaction lookups are built from a handful of filters); rusqlite's default of 16 would
+/// evict some of them on every call that alternates families.
+const STATEMENT_CACHE_CAPACITY: usize = 64;
+
+/// `Connection::execute` through the connection's statement cache: `execute` parses and plans
+/// its SQL on every call, which for the store's short statements cost more CPU than running
+/// them.
+fn execute_cached(
+    connection: &Connection,
+    sql: &str,
+    params: impl Params,
+) -> rusqlite::Result<usize> {
+    connection.prepare_cached(sql)?.execute(params)
+}
+
+/// `Connection::query_row` through the connection's statement cache (see [`execute_cached`]).
+fn query_row_cached<T>(
+    connection: &Connection,
+    sql: &str,
+    params: impl Params,
+    map: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    connection.prepare_cached(sql)?.query_row(params, map)
+}
+
 /// Busy timeout, WAL and full fsync on commit; must run outside any transaction.
 fn configure(connection: &Connection) -> rusqlite::Result<()> {
     connection.busy_timeout(BUSY_TIMEOUT)?;
+    connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
     // `journal_mode` answers with the mode in force (`memory` for an in-memory database).
     let _mode: String =
         connection.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
@@ -415,13 +443,13 @@ fn select_transaction(
     filter: &str,
     params: impl Params,
 ) -> Result<Option<TransactionRecord>, JobError> {
-    let body = connection
-        .query_row(
-            &format!("SELECT body FROM transactions WHERE {filter}"),
-            params,
-            |row| row.get::<_, String>(0),
-        )
-        .optional()?;
+    let body = query_row_cached(
+        connection,
+        &format!("SELECT body FROM transactions WHERE {filter}"),
+        params,
+        |row| row.get::<_, String>(0),
+    )
+    .optional()?;
     match body {
         Some(body) => Ok(Some(decode("transaction record row", &body)?)),
         None => Ok(None),
@@ -440,19 +468,19 @@ fn is_unique_violation(error: &rusqlite::Error) -> bool {
 
 /// The entry stored under `key`, if any.
 fn select_entry(connection: &Connection, key: &str) -> Result<Option<KeyEntry>, JobError> {
-    let row = connection
-        .query_row(
-            "SELECT kind, expires_at_ms, body FROM idempotency_entries WHERE key = ?1",
-            params![key],
-            |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, Option<i64>>(1)?,
-                    row.get::<_, String>(2)?,
-                ))
-            },
-        )
-        .optional()?;
+    let row = query_row_cached(
+        connection,
+        "SELECT kind, expires_at_ms, body FROM idempotency_entries WHERE key = ?1",
+        params![key],
+        |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, Option<i64>>(1)?,
+                row.get::<_, String>(2)?,
+            ))
+        },
+    )
+    .optional()?;
     let Some((kind, expires_at_ms, body)) = row else {
         return Ok(None);
     };
@@ -497,7 +525,8 @@ impl IdempotencyStore for SqliteStore {
             let existing = select_entry(&transaction, &reservation.key)?;
             let outcome = match claim(existing.as_ref(), &reservation, now) {
                 Claim::Take => {
-                    transaction.execute(
+                    execute_cached(
+                        &transaction,
                         "INSERT OR REPLACE INTO idempotency_entries \
                          (key, kind, reservation_id, expires_at_ms, body) \
                          VALUES (?1, 'reservation', ?2, ?3, ?4)",
@@ -529,7 +558,8 @@ impl IdempotencyStore for SqliteStore {
         let expires_at_ms = record.expires_at_ms.map(millis_to_sql);
         let body = encode("the idempotency record", &record)?;
         self.run("settle an idempotency key", move |connection| {
-            let changed = connection.execute(
+            let changed = execute_cached(
+                connection,
                 "UPDATE idempotency_entries \
                  SET kind = 'record', reservation_id = NULL, expires_at_ms = ?3, body = ?4 \
                  WHERE key = ?1 AND kind = 'reservation' AND reservation_id = ?2",
@@ -554,7 +584,8 @@ impl IdempotencyStore for SqliteStore {
         let expires = expires_at_ms.map(millis_to_sql);
         let now = millis_to_sql(now);
         self.run("count a retry attempt", move |connection| {
-            let attempts: i64 = connection.query_row(
+            let attempts: i64 = query_row_cached(
+                connection,
                 "INSERT INTO retry_attempts (key, attempts, expires_at_ms) VALUES (?1, 1, ?2) \
                  ON CONFLICT (key) DO UPDATE SET \
                    attempts = CASE WHEN retry_attempts.expires_at_ms IS NOT NULL \
@@ -574,7 +605,8 @@ impl IdempotencyStore for SqliteStore {
         let key = reservation.key.clone();
         let token = reservation.reservation_id.clone();
         self.run("release an idempotency key", move |connection| {
-            connection.execute(
+            execute_cached(
+                connection,
                 "DELETE FROM idempotency_entries \
                  WHERE key = ?1 AND kind = 'reservation' AND reservation_id = ?2",
                 params![key, token],
@@ -592,7 +624,8 @@ impl IdempotencyStore for SqliteStore {
         let key = reservation.key.clone();
         let token = reservation.reservation_id.clone();
         self.run("renew an idempotency reservation", move |connection| {
-            let changed = connection.execute(
+            let changed = execute_cached(
+                connection,
                 "UPDATE idempotency_entries SET expires_at_ms = ?3 \
                  WHERE key = ?1 AND kind = 'reservation' AND reservation_id = ?2",
                 params![key, token, millis_to_sql(expires_at_ms)],
@@ -609,13 +642,13 @@ impl IdempotencyStore for SqliteStore {
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
         let key = key.to_owned();
         self.run("read an idempotency record", move |connection| {
-            let body = connection
-                .query_row(
-                    "SELECT body FROM idempotency_entries WHERE key = ?1 AND kind = 'record'",
-                    params![key],
-                    |row| row.get::<_, String>(0),
-                )
-                .optional()?;
+            let body = query_row_cached(
+                connection,
+                "SELECT body FROM idempotency_entries WHERE key = ?1 AND kind = 'record'",
+                params![key],
+                |row| row.get::<_, String>(0),
+            )
+            .optional()?;
             let Some(body) = body else {
                 return Ok(None);
             };
@@ -635,7 +668,8 @@ impl ApprovalStore for SqliteStore {
         };
         let body = encode("the approval record", &record)?;
         self.run("insert an approval record", move |connection| {
-            let inserted = connection.execute(
+            let inserted = execute_cached(
+                connection,
                 "INSERT INTO approval_records (approval_id, status, resumed, version, body) \
                  VALUES (?1, ?2, ?3, 0, ?4)",
                 params![
@@ -662,19 +696,19 @@ impl ApprovalStore for SqliteStore {
     async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
         let id = id.clone();
         self.run("read an approval record", move |connection| {
-            let row = connection
-                .query_row(
-                    "SELECT resumed, version, body FROM approval_records WHERE approval_id = ?1",
-                    params![id.as_str()],
-                    |row| {
-                        Ok((
-                            row.get::<_, bool>(0)?,
-                            row.get::<_, i64>(1)?,
-                            row.get::<_, String>(2)?,
-                        ))
-                    },
-                )
-                .optional()?;
+            let row = query_row_cached(
+                connection,
+                "SELECT resumed, version, body FROM approval_records WHERE approval_id = ?1",
+                params![id.as_str()],
+                |row| {
+                    Ok((
+                        row.get::<_, bool>(0)?,
+                        row.get::<_, i64>(1)?,
+                        row.get::<_, String>(2)?,
+                    ))
+                },
+            )
+            .optional()?;
             let Some((resumed, version, body)) = row else {
                 return Ok(None);
             };
@@ -705,7 +739,8 @@ impl ApprovalStore for SqliteStore {
         let body = encode("the approval record", &record)?;
         self.run("update an approval record", move |connection| {
             // `resumed` only ever goes from 0 to 1: an update cannot re-arm a resume.
-            let changed = connection.execute(
+            let changed = execute_cached(
+                connection,
                 "UPDATE approval_records \
                  SET status = ?2, resumed = MAX(resumed, ?3), version = ?4, body = ?5 \
                  WHERE approval_id = ?1 AND version = ?6",
@@ -727,7 +762,8 @@ impl ApprovalStore for SqliteStore {
         let id = id.clone();
         self.run("claim an approval resume", move |connection| {
             // The claim bumps the version: a writer holding the pre-claim version must lose.
-            let changed = connection.execute(
+            let changed = execute_cached(
+                connection,
                 "UPDATE approval_records SET resumed = 1, version = version + 1 \
                  WHERE approval_id = ?1 AND status = 'approved' AND resumed = 0",
                 params![id.as_str()],
@@ -749,7 +785,8 @@ impl TransactionStore for SqliteStore {
         self.run("insert a transaction record", move |connection| {
             // The conflict target is the transaction id only: an existing id is skipped, while
             // a new id with a taken plan id still fails on the plan-id index.
-            let inserted = connection.execute(
+            let inserted = execute_cached(
+                connection,
                 "INSERT INTO transactions \
                  (transaction_id, action_id, plan_id, status, revision, recoverable, body) \
                  VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6) \
@@ -835,7 +872,8 @@ impl TransactionStore for SqliteStore {
                 return Ok(TransitionOutcome::StateConflict(current));
             };
             let body = encode("the transaction record", &next)?;
-            transaction.execute(
+            execute_cached(
+                &transaction,
                 "UPDATE transactions \
                  SET action_id = ?2, plan_id = ?3, status = ?4, revision = ?5, \
                      recoverable = ?6, body = ?7 \
