@@ -528,9 +528,15 @@ fn record_body_len(store_path: &Path) -> usize {
 }
 
 /// The two-upsert baseline: a new key inserted, then updated, each its own fsynced commit.
+///
+/// The update writes a different body of the same length. SQLite skips a write that would
+/// store a row's current content again (the b-tree compares the new cell with the old one), and
+/// that commit then writes nothing and syncs nothing: with one body for both upserts, as until
+/// the fifth session of 2026-12-01, the baseline made one fsync per pair, not two.
 struct UpsertBaseline {
     connection: Connection,
-    body: String,
+    /// The inserted body, then the body that replaces it.
+    bodies: [String; 2],
     next_key: u64,
 }
 
@@ -538,7 +544,7 @@ impl UpsertBaseline {
     fn new(path: &Path, body_len: usize) -> Self {
         Self {
             connection: baseline_connection(path),
-            body: "x".repeat(body_len),
+            bodies: ["x".repeat(body_len), "y".repeat(body_len)],
             next_key: 0,
         }
     }
@@ -551,13 +557,13 @@ impl UpsertBaseline {
         self.next_key += count as u64;
         let start = Instant::now();
         for key in &keys {
-            for _ in 0..2 {
+            for body in &self.bodies {
                 let mut statement = self
                     .connection
                     .prepare_cached(BASELINE_UPSERT)
                     .expect("the upsert prepares");
                 statement
-                    .execute(params![key, self.body])
+                    .execute(params![key, body])
                     .expect("the upsert runs");
             }
         }
@@ -2085,8 +2091,10 @@ fn summary(scratch: &ScratchDir, censuses: &[Census; 2], postgres: &Result<Strin
 }
 
 /// The environment variable that selects [`profile`] mode: `<case>:<calls>`, where the case is
-/// `floor`, `keyed`, `unkeyed` (for an instruction profiler) or `workers_1`, `workers_2` (the
-/// throughput run alone, for a sampling profiler such as `perf`).
+/// `floor`, `keyed`, `unkeyed` (for an instruction profiler), `workers_1`, `workers_2` (the
+/// throughput run alone, for a sampling profiler such as `perf`), or `sqlite`,
+/// `sqlite_baseline` (keyed invocations on a [`SqliteStore`], or the pairs of bare upserts they
+/// are compared with, timed and printed per call; for `perf` or `strace`).
 const PROFILE_VAR: &str = "AIP_INVOKE_PROFILE";
 
 /// Runs `calls` calls of one case and nothing else, for an instruction-level profiler:
@@ -2103,7 +2111,9 @@ fn profile(spec: &str) {
         .split_once(':')
         .and_then(|(case, calls)| Some((case, calls.parse::<usize>().ok()?)))
         .unwrap_or_else(|| {
-            panic!("{PROFILE_VAR} is `<floor|keyed|unkeyed|workers_1|workers_2>:<calls>`")
+            panic!(
+                "{PROFILE_VAR} is `<floor|keyed|unkeyed|workers_1|workers_2|sqlite|sqlite_baseline>:<calls>`"
+            )
         });
     let runtime = current_thread_runtime();
     let host = memory_host();
@@ -2130,6 +2140,20 @@ fn profile(spec: &str) {
                 calls as f64 / sample.wall.as_secs_f64()
             );
         }
+        "sqlite" | "sqlite_baseline" => {
+            let scratch = ScratchDir::new();
+            let mut keyed = SqliteCase::new(&scratch.file("profile-store.db"));
+            keyed.check();
+            let took = if case == "sqlite" {
+                profiled_calls_sqlite(&mut keyed, calls)
+            } else {
+                let body_len = record_body_len(&scratch.file("profile-store.db"));
+                let mut baseline =
+                    UpsertBaseline::new(&scratch.file("profile-baseline.db"), body_len);
+                profiled_calls_sqlite_baseline(&mut baseline, calls)
+            };
+            eprintln!("{calls} {case} calls: {:?} per call", took / calls as u32);
+        }
         other => panic!("unknown {PROFILE_VAR} case `{other}`"),
     }
 }
@@ -2143,6 +2167,18 @@ fn profiled_calls(runtime: &Runtime, host: &Host, caller: &TrustedContext, actio
             black_box(host.invoke(action, caller).await);
         }
     });
+}
+
+/// The profiled section of the SQLite case: keyed invocations on a [`SqliteStore`].
+#[inline(never)]
+fn profiled_calls_sqlite(case: &mut SqliteCase, calls: usize) -> Duration {
+    case.time(calls)
+}
+
+/// The profiled section of the SQLite baseline: pairs of bare upserts.
+#[inline(never)]
+fn profiled_calls_sqlite_baseline(baseline: &mut UpsertBaseline, calls: usize) -> Duration {
+    baseline.time(calls)
 }
 
 /// The profiled section of the floor; its name matches the same `--toggle-collect` pattern.
