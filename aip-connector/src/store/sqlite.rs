@@ -221,7 +221,7 @@ impl Drop for RelaxedSync<'_> {
     }
 }
 
-/// Statements a connection keeps prepared. The store runs about thirty distinct statements (the
+/// Statements a connection keeps prepared. The store runs some twenty-five distinct statements (the
 /// transaction lookups are built from a handful of filters); rusqlite's default of 16 would
 /// evict some of them on every call that alternates families.
 const STATEMENT_CACHE_CAPACITY: usize = 64;
