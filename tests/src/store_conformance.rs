@@ -1041,7 +1041,7 @@ pub async fn check_transaction_plan_id_is_unique(store: SharedStore) {
         planned("txn_other", "act_plan_2", "plan:s3cr3t"),
     ] {
         let error = store.insert_transaction(&other).await.unwrap_err();
-        assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
+        assert_eq!(error, StoreError::PlanIdTaken);
         let message = error.to_string();
         for value in ["s3cr3t", "txn_", "act_"] {
             assert!(!message.contains(value), "{message}");

@@ -761,6 +761,33 @@ async fn a_taken_plan_id_is_plan_already_claimed() {
     assert_policy(&second, codes::TRANSACTION_PLAN_ALREADY_CLAIMED);
 }
 
+/// An `execute` naming a plan id another transaction answers to meets the store's one-record-
+/// per-plan rule when its record is inserted: that is the same refusal, not a storage fault
+/// (until 2026-12-01 it was `storage.unavailable`, retryable, so a caller retried forever).
+#[tokio::test]
+async fn an_execute_naming_a_taken_plan_id_is_plan_already_claimed() {
+    let Setup {
+        bank, store, host, ..
+    } = setup();
+    let planned = plan(&host, "p", json!({ "amount": 5 })).await;
+    let mut transaction = ActionTransaction::new(TransactionMode::Execute);
+    transaction.plan_id = Some(planned.plan_id.clone());
+    let execute = action_on(
+        "cap:bank:transfer",
+        transaction,
+        "e1",
+        json!({ "amount": 5 }),
+    );
+    let refused = host.invoke(execute, &ada()).await;
+    assert_policy(&refused, codes::TRANSACTION_PLAN_ALREADY_CLAIMED);
+    assert_eq!(bank.effects.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        record(&store, &planned.transaction_id).await.status,
+        TransactionProtocolStatus::Planned,
+        "the plan is untouched"
+    );
+}
+
 // ---- stage 11: the execute replay gate ---------------------------------------------------------
 
 /// An unknown outcome refuses re-execution; the details say what reconciliation will use, and

@@ -53,9 +53,20 @@ pub(crate) fn failed(action_id: &ActionId, error: ProtocolError) -> ActionResult
     ActionResult::failed(action_id.clone(), error)
 }
 
-/// The store failed: temporary, retryable after a second. The message never carries record
-/// contents (`StoreError` guarantees it).
+/// The failure for a store error: the store failed, temporary and retryable after a second. The
+/// message never carries record contents (`StoreError` guarantees it).
+///
+/// The one refusal a store reports, a plan id another transaction already answers to, is
+/// `transaction.plan_already_claimed` instead (policy, not retryable): the host checks plan ids
+/// before it inserts, and this is the race that check cannot close, or a stage that has no such
+/// check (an `execute` naming a taken plan id).
 pub(crate) fn storage(error: &crate::store::StoreError) -> ProtocolError {
+    if let crate::store::StoreError::PlanIdTaken = error {
+        return policy(
+            crate::codes::TRANSACTION_PLAN_ALREADY_CLAIMED,
+            "another transaction already answers to this plan id",
+        );
+    }
     let mut error = self::error(
         crate::codes::STORAGE_UNAVAILABLE,
         error.to_string(),

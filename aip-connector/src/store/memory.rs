@@ -518,9 +518,7 @@ impl TransactionStore for MemoryStore {
         if let Some(plan_id) = &plan_id
             && transactions.by_plan.contains_key(plan_id)
         {
-            return Err(StoreError::Unavailable(
-                "a transaction with this plan id already exists".to_owned(),
-            ));
+            return Err(StoreError::PlanIdTaken);
         }
         if let Some(plan_id) = plan_id {
             transactions

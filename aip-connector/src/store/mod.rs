@@ -91,6 +91,11 @@ pub enum StoreError {
     /// The caller's reservation is no longer the live one (its fencing token changed).
     #[error("reservation was taken over by another owner")]
     Fenced,
+    /// A transaction record names a plan id another transaction already answers to (one record
+    /// per plan id). A refusal, not a fault: the same insert can never succeed, so the host
+    /// answers `transaction.plan_already_claimed` rather than a retryable storage failure.
+    #[error("a transaction with this plan id already exists")]
+    PlanIdTaken,
 }
 
 /// A settled idempotency record: the first result for a scoped key, replayed to duplicates.

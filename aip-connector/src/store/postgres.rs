@@ -858,9 +858,7 @@ impl TransactionStore for PostgresStore {
         match inserted {
             Ok(changed) => Ok(changed == 1),
             Err(error) if error.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
-                Err(StoreError::Unavailable(
-                    "a transaction with this plan id already exists".to_owned(),
-                ))
+                Err(StoreError::PlanIdTaken)
             }
             Err(error) => Err(pg_error(OPERATION, &error)),
         }

@@ -802,10 +802,7 @@ impl TransactionStore for SqliteStore {
             );
             match inserted {
                 Ok(changed) => Ok(changed == 1),
-                Err(error) if is_unique_violation(&error) => Err(StoreError::Unavailable(
-                    "a transaction with this plan id already exists".to_owned(),
-                )
-                .into()),
+                Err(error) if is_unique_violation(&error) => Err(StoreError::PlanIdTaken.into()),
                 Err(error) => Err(error.into()),
             }
         })
@@ -1335,10 +1332,7 @@ mod tests {
             .insert_transaction(&planned("txn_2", "plan:s3cr3t"))
             .await
             .unwrap_err();
-        assert_eq!(
-            error,
-            StoreError::Unavailable("a transaction with this plan id already exists".to_owned())
-        );
+        assert_eq!(error, StoreError::PlanIdTaken);
         assert_eq!(
             store.transaction(&TransactionId::trusted("txn_2")).await,
             Ok(None)

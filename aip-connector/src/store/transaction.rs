@@ -181,6 +181,8 @@ pub enum TransitionOutcome {
 #[async_trait]
 pub trait TransactionStore: Send + Sync {
     /// Inserts `record` if no record has its id (revision stored as 0); false if one exists.
+    /// [`StoreError::PlanIdTaken`] if another record already answers to its plan id (checked
+    /// after the id: an existing id is `false` even when its plan id is taken too).
     async fn insert_transaction(&self, record: &TransactionRecord) -> Result<bool, StoreError>;
 
     /// The record, if any.
