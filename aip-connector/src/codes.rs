@@ -45,6 +45,10 @@ pub const ACTION_INPUT_TOO_LARGE: &str = "action.input_too_large";
 /// The idempotency key is longer than `HostLimits::max_idempotency_key_bytes` (permanent, not
 /// retryable); `details {key_bytes, max_key_bytes}`, never the key itself.
 pub const ACTION_IDEMPOTENCY_KEY_TOO_LONG: &str = "action.idempotency_key_too_long";
+/// A caller-chosen id the host would store (`Action.id`, or the transaction block's
+/// `transaction_id`, `plan_id` or `compensation_for`) is longer than `HostLimits::max_id_bytes`
+/// (permanent, not retryable); `details {field, id_bytes, max_id_bytes}`, never the id itself.
+pub const ACTION_ID_TOO_LONG: &str = "action.id_too_long";
 /// A completed result's output violates the output schema (permanent, not retryable).
 pub const ACTION_OUTPUT_SCHEMA_INVALID: &str = "action.output_schema_invalid";
 /// A keyed action failed retryably `HostLimits::max_attempts_per_key` times: its key is

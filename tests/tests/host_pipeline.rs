@@ -213,21 +213,27 @@ async fn envelope_and_size_limits_are_checked_first() {
     assert_eq!(code(&result), codes::ACTION_INPUT_TOO_LARGE);
 }
 
-#[tokio::test]
-async fn an_idempotency_key_longer_than_the_limit_is_refused_before_the_store() {
-    use aip_connector::store::IdempotencyStore;
-
+/// A host with `limits` over a fresh shop and memory store, both returned for inspection.
+fn limited_host(limits: HostLimits) -> (Shop, MemoryStore, Host) {
     let shop = Shop::default();
     let store = MemoryStore::default();
     let host = Host::builder()
         .connector(shop.clone())
         .store(Arc::new(store.clone()))
-        .limits(HostLimits {
-            max_idempotency_key_bytes: 8,
-            ..HostLimits::default()
-        })
+        .limits(limits)
         .build()
-        .unwrap();
+        .expect("host builds");
+    (shop, store, host)
+}
+
+#[tokio::test]
+async fn an_idempotency_key_longer_than_the_limit_is_refused_before_the_store() {
+    use aip_connector::store::IdempotencyStore;
+
+    let (shop, store, host) = limited_host(HostLimits {
+        max_idempotency_key_bytes: 8,
+        ..HostLimits::default()
+    });
     let place = |key: &str| {
         Action::new("cap:shop:place", json!({ "item": "tea" })).with_idempotency_key(key)
     };
@@ -274,6 +280,87 @@ async fn an_idempotency_key_longer_than_the_limit_is_refused_before_the_store() 
         code(&default_host.invoke(place(&long), &caller()).await),
         codes::ACTION_IDEMPOTENCY_KEY_TOO_LONG
     );
+}
+
+#[tokio::test]
+async fn an_id_longer_than_the_limit_is_refused_before_the_store() {
+    use aip_connector::ids::{ActionId, TransactionId};
+    use aip_connector::store::IdempotencyStore;
+
+    let (shop, store, host) = limited_host(HostLimits {
+        max_id_bytes: 12,
+        ..HostLimits::default()
+    });
+    let action_id = |suffix: &str| ActionId::parse(format!("act_{suffix}")).unwrap();
+    let place = |id: ActionId, key: &str| {
+        let mut action =
+            Action::new("cap:shop:place", json!({ "item": "tea" })).with_idempotency_key(key);
+        action.id = id;
+        action
+    };
+
+    // Exactly the limit is accepted (`act_` and eight bytes).
+    let at_limit = host
+        .invoke(place(action_id("12345678"), "k1"), &caller())
+        .await;
+    assert_eq!(
+        at_limit.status,
+        ActionResultStatus::Completed,
+        "{at_limit:?}"
+    );
+
+    // One byte over is refused with the field and the lengths; the result still names the
+    // action, as the wire requires, and nothing is reserved under the key.
+    let over = action_id("123456789");
+    let result = host.invoke(place(over.clone(), "k2"), &caller()).await;
+    assert_eq!(code(&result), codes::ACTION_ID_TOO_LONG);
+    assert_eq!(result.action_id, over);
+    let error = result.error.expect("a refusal carries an error");
+    assert_eq!(error.retryable, Some(false));
+    assert_eq!(
+        error.details,
+        Some(json!({ "field": "id", "id_bytes": 13, "max_id_bytes": 12 }))
+    );
+    assert!(!error.message.contains(over.as_str()), "{}", error.message);
+    let stored = store
+        .record("Tenant:t1:k2", 0)
+        .await
+        .expect("the memory store answers");
+    assert!(stored.is_none());
+    assert_eq!(shop.executions.load(Ordering::SeqCst), 1);
+
+    // The transaction block's ids are bounded the same way, each named in the details.
+    let long = "p".repeat(13);
+    let mut transactions = Vec::new();
+    let mut commit = ActionTransaction::new(TransactionMode::Commit);
+    commit.plan_id = Some(long.clone());
+    transactions.push(("transaction.plan_id", commit));
+    let mut execute = ActionTransaction::new(TransactionMode::Execute);
+    execute.transaction_id = Some(TransactionId::parse(format!("txn_{long}")).unwrap());
+    transactions.push(("transaction.transaction_id", execute));
+    let mut compensate = ActionTransaction::new(TransactionMode::Compensate);
+    compensate.compensation_for = Some(action_id(&long));
+    transactions.push(("transaction.compensation_for", compensate));
+    for (field, transaction) in transactions {
+        let mut action = Action::new("cap:shop:lookup", json!({ "item": "tea" }));
+        action.id = action_id("short");
+        action.transaction = Some(Box::new(transaction));
+        let result = host.invoke(action, &caller()).await;
+        assert_eq!(code(&result), codes::ACTION_ID_TOO_LONG, "{field}");
+        let details = result.error.and_then(|e| e.details).expect("details");
+        assert_eq!(details["field"], field);
+        assert!(details["id_bytes"].as_u64().unwrap() > 12, "{details}");
+    }
+
+    // The default limit is generous for generated ids (`act_` and 32 hex digits).
+    assert_eq!(HostLimits::default().max_id_bytes, 255);
+    let default_host = host_with(Shop::default(), None);
+    let result = default_host
+        .invoke(place(action_id(&"x".repeat(252)), "k3"), &caller())
+        .await;
+    assert_eq!(code(&result), codes::ACTION_ID_TOO_LONG);
+    let generated = Action::new("cap:shop:lookup", json!({ "item": "tea" }));
+    assert!(generated.id.as_str().len() <= 255);
 }
 
 #[tokio::test]

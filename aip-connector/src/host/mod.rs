@@ -57,6 +57,10 @@ pub struct HostLimits {
     /// Longest accepted `Action.idempotency_key`, in bytes of UTF-8. A key is stored with every
     /// reservation and record it claims, so its length is bounded like the input's.
     pub max_idempotency_key_bytes: usize,
+    /// Longest accepted caller-chosen id the host stores (`Action.id` and the transaction
+    /// block's `transaction_id`, `plan_id` and `compensation_for`), in bytes of UTF-8. Each is
+    /// written into reservations, records and transactions, so it is bounded like the key.
+    pub max_id_bytes: usize,
     /// Schema violations reported per invalid input (upstream: 16).
     pub max_violations: usize,
     /// Chunks buffered between a streaming handler and its consumer (back-pressure beyond).
@@ -76,6 +80,7 @@ impl Default for HostLimits {
             max_input_bytes: 1024 * 1024,
             max_input_depth: 64,
             max_idempotency_key_bytes: 255,
+            max_id_bytes: 255,
             max_violations: 16,
             stream_buffer: 16,
             max_concurrent_actions: 1024,

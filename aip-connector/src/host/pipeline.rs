@@ -117,6 +117,9 @@ async fn execute(
     ) {
         return failure::failed(&action.id, error);
     }
+    if let Some(error) = check_id_lengths(&action, host.limits.max_id_bytes) {
+        return failure::failed(&action.id, error);
+    }
     let tenant = host.tenant_of(caller);
     // The pipeline holds the only reference to the action until the handler runs, so these
     // writes never copy it.
@@ -1012,6 +1015,44 @@ fn check_key_length(key: Option<&str>, max_bytes: usize) -> Option<ProtocolError
             json!({ "key_bytes": key_bytes, "max_key_bytes": max_bytes }),
         )
     })
+}
+
+/// The `action.id_too_long` error for the first caller-chosen id the host would store that is
+/// longer than `max_bytes`. The result still names the action by its id (the wire requires it),
+/// but nothing is stored under it and the error itself gives only the field and the lengths.
+fn check_id_lengths(action: &Action, max_bytes: usize) -> Option<ProtocolError> {
+    let transaction = action.transaction.as_ref();
+    let stored_ids = [
+        ("id", Some(action.id.as_str())),
+        (
+            "transaction.transaction_id",
+            transaction
+                .and_then(|t| t.transaction_id.as_ref())
+                .map(|id| id.as_str()),
+        ),
+        (
+            "transaction.plan_id",
+            transaction.and_then(|t| t.plan_id.as_deref()),
+        ),
+        (
+            "transaction.compensation_for",
+            transaction
+                .and_then(|t| t.compensation_for.as_ref())
+                .map(|id| id.as_str()),
+        ),
+    ];
+    let (field, id_bytes) = stored_ids.into_iter().find_map(|(field, id)| {
+        id.map(str::len)
+            .filter(|&len| len > max_bytes)
+            .map(|len| (field, len))
+    })?;
+    Some(failure::with_details(
+        failure::permanent(
+            codes::ACTION_ID_TOO_LONG,
+            format!("`{field}` is {id_bytes} bytes; this host accepts ids of at most {max_bytes}"),
+        ),
+        json!({ "field": field, "id_bytes": id_bytes, "max_id_bytes": max_bytes }),
+    ))
 }
 
 /// Rejects inputs larger or deeper than the limits, iteratively (no recursion on hostile input).

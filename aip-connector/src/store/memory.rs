@@ -124,7 +124,8 @@ impl HeldReservation {
         block.push(u8::from(reservation.resume_pending));
         for part in &parts[..INPUT_HASH] {
             // No part comes near 4 GiB: the host refuses raw keys above
-            // `HostLimits::max_idempotency_key_bytes`, and tokens, ids and hashes are short. A
+            // `HostLimits::max_idempotency_key_bytes` and action ids above
+            // `HostLimits::max_id_bytes`, and tokens and hashes are short. A
             // longer part from another caller of the store would wrap its length and read back
             // garbled rather than overflow.
             block.extend_from_slice(&(part.len() as u32).to_le_bytes());
