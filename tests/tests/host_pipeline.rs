@@ -352,6 +352,12 @@ async fn an_id_longer_than_the_limit_is_refused_before_the_store() {
         assert!(details["id_bytes"].as_u64().unwrap() > 12, "{details}");
     }
 
+    // A cancel naming such an id is not remembered (no action with it can start here); one
+    // at the limit is.
+    assert_eq!(host.cancel(&over), CancelOutcome::NotActive);
+    assert_eq!(host.cancel_as(&over, &caller()), CancelOutcome::NotActive);
+    assert_eq!(host.cancel(&action_id("87654321")), CancelOutcome::Pending);
+
     // The default limit is generous for generated ids (`act_` and 32 hex digits).
     assert_eq!(HostLimits::default().max_id_bytes, 255);
     let default_host = host_with(Shop::default(), None);

@@ -558,7 +558,8 @@ pub enum CancelOutcome {
     /// The action was executing; its handler's cancellation token fired.
     Cancelled,
     /// The action is not executing and the cancellation could not be remembered (more than
-    /// 10,000 are pending): nothing changed.
+    /// 10,000 are pending, or the id is longer than [`HostLimits::max_id_bytes`], so no action
+    /// with it can run here): nothing changed.
     NotActive,
     /// The action is not executing (not started yet, finished, or unknown). The cancellation is
     /// remembered for 60 s: if the action starts in that time it is answered `cancelled` before
@@ -615,9 +616,7 @@ impl Host {
     /// started yet when it starts (see [`CancelOutcome::Pending`]). A cancel after the terminal
     /// result changes nothing. Servers use [`cancel_as`](Self::cancel_as) instead.
     pub fn cancel(&self, action_id: &ActionId) -> CancelOutcome {
-        self.inner
-            .active
-            .cancel_or_remember(action_id, None, self.inner.clock.now_ms())
+        self.cancel_owned_by(action_id, None)
     }
 
     /// Cancels an action on behalf of `caller`: like [`cancel`](Self::cancel), but only an
@@ -629,9 +628,19 @@ impl Host {
             principal: caller.principal.id.clone(),
             tenant: self.inner.tenant_of(caller).map(|t| t.id.clone()),
         };
+        self.cancel_owned_by(action_id, Some(&owner))
+    }
+
+    /// Cancels or remembers the cancellation of `action_id` when `owner` (if any) runs it.
+    fn cancel_owned_by(&self, action_id: &ActionId, owner: Option<&ActionOwner>) -> CancelOutcome {
+        // No action with a longer id passes stage 0, so there is nothing to cancel; remembering
+        // the id would only hold the caller's bytes for a minute.
+        if action_id.as_str().len() > self.inner.limits.max_id_bytes {
+            return CancelOutcome::NotActive;
+        }
         self.inner
             .active
-            .cancel_or_remember(action_id, Some(&owner), self.inner.clock.now_ms())
+            .cancel_or_remember(action_id, owner, self.inner.clock.now_ms())
     }
 
     /// Records an approval decision by the authenticated `approver` and returns the record.
