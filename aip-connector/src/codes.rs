@@ -130,6 +130,9 @@ pub const STREAM_TERMINAL_RESERVED: &str = "stream.terminal_reserved";
 /// A decision is malformed: a blank reason, constraint or evidence field, a blank decision id, or
 /// an `expired` decision sent by an approver (expiry is decided by the host's clock).
 pub const POLICY_APPROVAL_DECISION_INVALID: &str = "policy.approval_decision_invalid";
+/// The approval decision's compact JSON is larger than `HostLimits::max_decision_bytes`;
+/// `details {approval_id, decision_bytes, max_decision_bytes}`. Checked before the record is read.
+pub const POLICY_APPROVAL_DECISION_TOO_LARGE: &str = "policy.approval_decision_too_large";
 /// The decision names a policy hash other than the record's snapshot (upstream code).
 pub const POLICY_APPROVAL_HASH_MISMATCH: &str = "policy.approval_hash_mismatch";
 /// A revocation names no `target_decision_id` (upstream code).

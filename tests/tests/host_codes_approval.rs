@@ -249,6 +249,30 @@ async fn a_malformed_decision_is_decision_invalid_and_changes_nothing() {
 }
 
 #[tokio::test]
+async fn a_decision_larger_than_the_limit_is_too_large_and_changes_nothing() {
+    let host = host();
+    let id = gate(&host, payment(), &person("user:req")).await;
+    let max = aip_connector::host::HostLimits::default().max_decision_bytes;
+    assert_eq!(max, 64 * 1024);
+    let mut bloated = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    bloated.reason = Some("x".repeat(max));
+    let error = refused(&host, bloated.clone()).await;
+    assert_refusal(&error, codes::POLICY_APPROVAL_DECISION_TOO_LARGE, &id);
+    let details = error.details.expect("details");
+    let bytes = serde_json::to_vec(&bloated).unwrap().len();
+    assert_eq!(details["decision_bytes"], json!(bytes));
+    assert_eq!(details["max_decision_bytes"], json!(max));
+    assert!(!error.message.contains("xxxx"), "{}", error.message);
+    let record = host.approval(&id).await.unwrap().unwrap();
+    assert!(record.decisions.is_empty());
+
+    // Under the limit the same approver's decision is recorded as usual.
+    let mut fitting = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    fitting.reason = Some("x".repeat(max / 2));
+    assert_eq!(accepted(&host, fitting).await, ApprovalStatus::Approved);
+}
+
+#[tokio::test]
 async fn a_decision_on_a_closed_request_is_not_pending() {
     let host = host();
     let id = gate(&host, payment(), &person("user:req")).await;

@@ -49,7 +49,11 @@
 //! An accepted decision is stored with the trusted approver principal, `decided_at` from the host
 //! clock, the record's `policy_hash`, an `authority_path` listing every leaf the approver
 //! satisfies (e.g. `["role:finance"]`), and a fresh `decision_id` (`dec_…`) when it had none.
-//! A second vote by the same approver is recorded but counts once.
+//! A second approval by the same approver counts once, so it is recorded only when it carries a
+//! leaf the approver's earlier approvals lack; otherwise the record comes back unchanged, as for
+//! a replay, and one approver cannot grow a pending record without bound. A decision larger than
+//! `HostLimits::max_decision_bytes` is refused before the record is read
+//! ([`check_decision_size`]).
 //!
 //! # Leaves
 //!
@@ -296,6 +300,12 @@ pub(crate) fn apply_decision(
     if approving && record.input_retained {
         check_constraints(&decision, &record.action.input)?;
     }
+    if approving && adds_no_authority(record, &approver.principal.id, &authority_path) {
+        // The principal's earlier approvals already carry every leaf this one would: it could
+        // not change the status, and storing it would let one approver grow the record without
+        // bound while it waits for others.
+        return Ok(record.clone());
+    }
     decision.approver = approver.principal.clone();
     decision.decided_at = trusted_time(now).unwrap_or(decision.decided_at);
     decision.authority_path = authority_path;
@@ -305,6 +315,55 @@ pub(crate) fn apply_decision(
     updated.decisions.push(decision);
     updated.status = evaluate_status(&updated.policy, &updated.decisions, false);
     Ok(updated)
+}
+
+/// Whether `approver` already approved `record` under every leaf of `authority_path`. Status
+/// evaluation unions a principal's approvals (a principal voting twice counts once), so such an
+/// approval adds nothing.
+fn adds_no_authority(
+    record: &ApprovalRecord,
+    approver: &PrincipalId,
+    authority_path: &[String],
+) -> bool {
+    let mut earlier = record
+        .decisions
+        .iter()
+        .filter(|d| d.decision == ApprovalDecisionKind::Approved && d.approver.id == *approver)
+        .peekable();
+    if earlier.peek().is_none() {
+        return false;
+    }
+    let covered: BTreeSet<&str> = earlier
+        .flat_map(|d| d.authority_path.iter().map(String::as_str))
+        .collect();
+    authority_path
+        .iter()
+        .all(|label| covered.contains(label.as_str()))
+}
+
+/// The `policy.approval_decision_too_large` refusal for a decision whose compact JSON exceeds
+/// `max_bytes`: every accepted decision is stored in its record, and rewritten with it on every
+/// later decision.
+pub(crate) fn check_decision_size(
+    decision: &ApprovalDecision,
+    max_bytes: usize,
+) -> Result<(), ProtocolError> {
+    // Serializing a decision fails only for an out-of-range date, which nothing stores either.
+    let bytes = serde_json::to_vec(decision).map_or(usize::MAX, |text| text.len());
+    if bytes <= max_bytes {
+        return Ok(());
+    }
+    let mut error = refusal(
+        &decision.approval_id,
+        codes::POLICY_APPROVAL_DECISION_TOO_LARGE,
+        format!("the decision is {bytes} bytes of JSON; this host accepts at most {max_bytes}"),
+    );
+    error.details = Some(json!({
+        "approval_id": decision.approval_id,
+        "decision_bytes": bytes,
+        "max_decision_bytes": max_bytes,
+    }));
+    Err(error)
 }
 
 /// The full service: loads the record, resolves the approver's memberships through the
@@ -1437,10 +1496,53 @@ mod tests {
         let once = accepted(approve(&record(policy(Some(quorum))), "alice", &finance));
         assert_eq!(once.status, ApprovalStatus::Pending);
         let twice = accepted(approve(&once, "alice", &finance));
-        assert_eq!(twice.decisions.len(), 2, "a second vote is recorded");
-        assert_eq!(twice.status, ApprovalStatus::Pending, "but counts once");
+        assert_eq!(
+            twice, once,
+            "a second vote with no new authority changes nothing"
+        );
         let done = accepted(approve(&twice, "bob", &finance));
         assert_eq!(done.status, ApprovalStatus::Approved);
+    }
+
+    #[test]
+    fn a_repeat_approval_is_recorded_only_when_it_brings_new_authority() {
+        let all = ApprovalRule::All {
+            rules: vec![role("finance"), role("legal")],
+            allow_decision_reuse: true,
+        };
+        let pending = record(policy(Some(all)));
+        let as_finance = accepted(approve(&pending, "alice", &member(&["finance"])));
+        assert_eq!(as_finance.status, ApprovalStatus::Pending);
+        // However often she repeats it, the record does not grow.
+        let mut repeated = as_finance.clone();
+        for _ in 0..100 {
+            repeated = accepted(approve(&repeated, "alice", &member(&["finance"])));
+        }
+        assert_eq!(repeated, as_finance);
+        // Granted `legal` since, her next approval carries a leaf her first did not: recorded,
+        // and it completes the rule.
+        let as_both = accepted(approve(&repeated, "alice", &member(&["finance", "legal"])));
+        assert_eq!(as_both.decisions.len(), 2);
+        assert_eq!(as_both.status, ApprovalStatus::Approved);
+    }
+
+    #[test]
+    fn a_repeat_approval_does_not_hide_a_later_denial() {
+        let quorum = ApprovalRule::Quorum {
+            required: 2,
+            rules: vec![role("finance"), role("finance")],
+            distinct_principals: true,
+        };
+        let finance = member(&["finance"]);
+        let once = accepted(approve(&record(policy(Some(quorum))), "alice", &finance));
+        let denied = accepted(decide(
+            &once,
+            "alice",
+            ApprovalDecisionKind::Denied,
+            &finance,
+        ));
+        assert_eq!(denied.decisions.len(), 2);
+        assert_eq!(denied.status, ApprovalStatus::Denied);
     }
 
     #[test]

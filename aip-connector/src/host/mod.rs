@@ -61,6 +61,10 @@ pub struct HostLimits {
     /// block's `transaction_id`, `plan_id` and `compensation_for`), in bytes of UTF-8. Each is
     /// written into reservations, records and transactions, so it is bounded like the key.
     pub max_id_bytes: usize,
+    /// Largest accepted approval decision (`Host::record_approval_decision`), in bytes of
+    /// compact JSON. A decision is stored in its approval record, and the record is rewritten
+    /// whole by every later decision.
+    pub max_decision_bytes: usize,
     /// Schema violations reported per invalid input (upstream: 16).
     pub max_violations: usize,
     /// Chunks buffered between a streaming handler and its consumer (back-pressure beyond).
@@ -81,6 +85,7 @@ impl Default for HostLimits {
             max_input_depth: 64,
             max_idempotency_key_bytes: 255,
             max_id_bytes: 255,
+            max_decision_bytes: 64 * 1024,
             max_violations: 16,
             stream_buffer: 16,
             max_concurrent_actions: 1024,
@@ -649,6 +654,7 @@ impl Host {
         decision: ApprovalDecision,
         approver: &TrustedContext,
     ) -> Result<ApprovalRecord, ProtocolError> {
+        approval::check_decision_size(&decision, self.inner.limits.max_decision_bytes)?;
         approval::record_decision(
             self.inner.store.as_ref(),
             self.inner.authority.as_ref(),
