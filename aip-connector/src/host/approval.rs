@@ -325,20 +325,15 @@ fn adds_no_authority(
     approver: &PrincipalId,
     authority_path: &[String],
 ) -> bool {
-    let mut earlier = record
+    let earlier: Vec<&ApprovalDecision> = record
         .decisions
         .iter()
         .filter(|d| d.decision == ApprovalDecisionKind::Approved && d.approver.id == *approver)
-        .peekable();
-    if earlier.peek().is_none() {
-        return false;
-    }
-    let covered: BTreeSet<&str> = earlier
-        .flat_map(|d| d.authority_path.iter().map(String::as_str))
         .collect();
-    authority_path
-        .iter()
-        .all(|label| covered.contains(label.as_str()))
+    !earlier.is_empty()
+        && authority_path
+            .iter()
+            .all(|label| earlier.iter().any(|d| d.authority_path.contains(label)))
 }
 
 /// The `policy.approval_decision_too_large` refusal for a decision whose compact JSON exceeds
