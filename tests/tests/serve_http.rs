@@ -706,6 +706,24 @@ async fn approvals_are_decided_and_read_over_http_within_the_tenant() {
     assert_eq!(approved.status, ApprovalState::Approved);
     assert_eq!(desk.refunds.load(Ordering::SeqCst), 0);
 
+    // A decision over the host's `max_decision_bytes` (64 KiB) but under the body limit is
+    // refused for its size: 413, not the policy category's 403.
+    let mut bloated = approve(&id);
+    bloated.decision_id = Some("dec-bloated".into());
+    bloated.reason = Some("x".repeat(100 * 1024));
+    let envelope = Envelope::new(MessageBody::ApprovalDecision(Box::new(bloated)));
+    let (status, body) = raw_post(
+        &running.base,
+        Some("tok-alice"),
+        serde_json::to_string(&envelope).unwrap(),
+    )
+    .await;
+    assert_eq!(status, 413, "{body}");
+    assert_eq!(
+        body["body"]["error"]["error"]["code"],
+        codes::POLICY_APPROVAL_DECISION_TOO_LARGE
+    );
+
     // The requester re-sends the action with the approval; it runs once.
     let mut resumed = refund.clone();
     resumed.approval = Some(Box::new(approve(&id)));

@@ -784,7 +784,11 @@ fn temporary(shared: &Shared, code: &str, message: impl Into<String>) -> Protoco
 pub fn status_for(error: &ProtocolError) -> StatusCode {
     match error.code.as_str() {
         codes::AUTH_UNAUTHENTICATED => StatusCode::UNAUTHORIZED,
-        codes::TRANSPORT_PAYLOAD_TOO_LARGE => StatusCode::PAYLOAD_TOO_LARGE,
+        // A decision over `HostLimits::max_decision_bytes` is refused for its size, not for
+        // who sent it: 413 tells the client what to change where the category's 403 would not.
+        codes::TRANSPORT_PAYLOAD_TOO_LARGE | codes::POLICY_APPROVAL_DECISION_TOO_LARGE => {
+            StatusCode::PAYLOAD_TOO_LARGE
+        }
         codes::TRANSPORT_OVERLOADED | codes::TRANSPORT_SHUTTING_DOWN => {
             StatusCode::SERVICE_UNAVAILABLE
         }
