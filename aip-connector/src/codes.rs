@@ -49,6 +49,10 @@ pub const ACTION_IDEMPOTENCY_KEY_TOO_LONG: &str = "action.idempotency_key_too_lo
 /// `transaction_id`, `plan_id` or `compensation_for`) is longer than `HostLimits::max_id_bytes`
 /// (permanent, not retryable); `details {field, id_bytes, max_id_bytes}`, never the id itself.
 pub const ACTION_ID_TOO_LONG: &str = "action.id_too_long";
+/// The action's context blocks (every field but `input`, `identity`, its ids, key, mode and
+/// timeout) exceed `HostLimits::max_context_bytes` of compact JSON together (permanent, not
+/// retryable); `details {field, max_context_bytes}` names the block that crossed the limit.
+pub const ACTION_CONTEXT_TOO_LARGE: &str = "action.context_too_large";
 /// A completed result's output violates the output schema (permanent, not retryable).
 pub const ACTION_OUTPUT_SCHEMA_INVALID: &str = "action.output_schema_invalid";
 /// A keyed action failed retryably `HostLimits::max_attempts_per_key` times: its key is

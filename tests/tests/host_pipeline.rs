@@ -370,6 +370,77 @@ async fn an_id_longer_than_the_limit_is_refused_before_the_store() {
 }
 
 #[tokio::test]
+async fn context_blocks_larger_than_the_limit_are_refused_before_the_store() {
+    use aip_connector::model::{Callback, ComplianceContext};
+    use aip_connector::store::IdempotencyStore;
+
+    let (shop, store, host) = limited_host(HostLimits {
+        max_context_bytes: 1024,
+        ..HostLimits::default()
+    });
+    let place = |key: &str| {
+        Action::new("cap:shop:place", json!({ "item": "tea" })).with_idempotency_key(key)
+    };
+
+    // Blocks that fit together are accepted.
+    let mut fits = place("k1");
+    fits.memory_context = Some(Box::new(json!({ "notes": "n".repeat(400) })));
+    let result = host.invoke(fits, &caller()).await;
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+
+    // Two blocks each under the limit but over it together: the second is named, nothing is
+    // reserved under the key, the handler does not run, and the bytes are not echoed.
+    let mut over = place("k2");
+    over.memory_context = Some(Box::new(json!({ "notes": "n".repeat(600) })));
+    over.compliance = Some(Box::new(ComplianceContext {
+        metadata: Some(json!({ "secret_looking": "s".repeat(600) })),
+        ..ComplianceContext::default()
+    }));
+    let result = host.invoke(over, &caller()).await;
+    assert_eq!(code(&result), codes::ACTION_CONTEXT_TOO_LARGE);
+    let error = result.error.expect("a refusal carries an error");
+    assert_eq!(error.retryable, Some(false));
+    assert_eq!(
+        error.details,
+        Some(json!({ "field": "compliance", "max_context_bytes": 1024 }))
+    );
+    assert!(!error.message.contains("sss"), "{}", error.message);
+    assert!(store.record("Tenant:t1:k2", 0).await.unwrap().is_none());
+    assert_eq!(shop.executions.load(Ordering::SeqCst), 1);
+
+    // One huge block is refused at that block.
+    let mut huge = place("k3");
+    huge.callback = Some(Box::new(Callback {
+        profile: aip_connector::ids::profiles::HTTP_WEBHOOK.into(),
+        target: "https://example.test/hook".into(),
+        metadata: Some(json!({ "blob": "b".repeat(1 << 20) })),
+    }));
+    let result = host.invoke(huge, &caller()).await;
+    assert_eq!(code(&result), codes::ACTION_CONTEXT_TOO_LARGE);
+    assert_eq!(result.error.unwrap().details.unwrap()["field"], "callback");
+
+    // The caller's `identity` block does not count: the host replaces it with its own.
+    let mut with_identity = place("k5");
+    with_identity.identity = Some(Box::new(aip_connector::model::IdentityContext {
+        human_actor: Some(Box::new(Principal::new(
+            format!("user:{}", "h".repeat(2000)),
+            PrincipalKind::Human,
+        ))),
+        ..Default::default()
+    }));
+    let result = host.invoke(with_identity, &caller()).await;
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+
+    // The default leaves room for a sizeable memory context.
+    assert_eq!(HostLimits::default().max_context_bytes, 256 * 1024);
+    let default_host = host_with(Shop::default(), None);
+    let mut within_default = place("k4");
+    within_default.memory_context = Some(Box::new(json!({ "notes": "n".repeat(200_000) })));
+    let result = default_host.invoke(within_default, &caller()).await;
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+}
+
+#[tokio::test]
 async fn missing_key_and_unsupported_modes_are_contract_failures() {
     let host = host_with(Shop::default(), None);
     let result = host

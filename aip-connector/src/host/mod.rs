@@ -61,6 +61,12 @@ pub struct HostLimits {
     /// block's `transaction_id`, `plan_id` and `compensation_for`), in bytes of UTF-8. Each is
     /// written into reservations, records and transactions, so it is bounded like the key.
     pub max_id_bytes: usize,
+    /// Largest accepted set of the action's context blocks (`conversation`, `memory_context`,
+    /// `delegation_chain`, `federation`, `callback`, `observability`, `compliance`, `approval`,
+    /// `transaction`), in bytes of compact JSON together. The input has its own limits, the
+    /// ids and key theirs, and `identity` is replaced by the host. A pending approval stores
+    /// the whole action, so every part of it is bounded.
+    pub max_context_bytes: usize,
     /// Largest accepted approval decision (`Host::record_approval_decision`), in bytes of
     /// compact JSON. A decision is stored in its approval record, and the record is rewritten
     /// whole by every later decision.
@@ -85,6 +91,7 @@ impl Default for HostLimits {
             max_input_depth: 64,
             max_idempotency_key_bytes: 255,
             max_id_bytes: 255,
+            max_context_bytes: 256 * 1024,
             max_decision_bytes: 64 * 1024,
             max_violations: 16,
             stream_buffer: 16,

@@ -120,6 +120,9 @@ async fn execute(
     if let Some(error) = check_id_lengths(&action, host.limits.max_id_bytes) {
         return failure::failed(&action.id, error);
     }
+    if let Some(error) = check_context_size(&action, host.limits.max_context_bytes) {
+        return failure::failed(&action.id, error);
+    }
     let tenant = host.tenant_of(caller);
     // The pipeline holds the only reference to the action until the handler runs, so these
     // writes never copy it.
@@ -1053,6 +1056,78 @@ fn check_id_lengths(action: &Action, max_bytes: usize) -> Option<ProtocolError> 
         ),
         json!({ "field": field, "id_bytes": id_bytes, "max_id_bytes": max_bytes }),
     ))
+}
+
+/// The `action.context_too_large` error when the action's context blocks together take more
+/// than `max_bytes` of compact JSON. An action without context blocks (the usual one) costs a
+/// test per field; a present block is serialized into a counter that stops at the limit, so a
+/// hostile block costs no more than `max_bytes` of writing.
+fn check_context_size(action: &Action, max_bytes: usize) -> Option<ProtocolError> {
+    let mut budget = ContextBudget {
+        remaining: max_bytes,
+        exceeded: false,
+    };
+    let delegation_chain =
+        (!action.delegation_chain.is_empty()).then_some(&action.delegation_chain);
+    let field = budget
+        .spend("conversation", action.conversation.as_deref())
+        .or_else(|| budget.spend("memory_context", action.memory_context.as_deref()))
+        .or_else(|| budget.spend("delegation_chain", delegation_chain))
+        .or_else(|| budget.spend("federation", action.federation.as_deref()))
+        .or_else(|| budget.spend("callback", action.callback.as_deref()))
+        .or_else(|| budget.spend("observability", action.observability.as_deref()))
+        .or_else(|| budget.spend("compliance", action.compliance.as_deref()))
+        .or_else(|| budget.spend("approval", action.approval.as_deref()))
+        .or_else(|| budget.spend("transaction", action.transaction.as_deref()))?;
+    Some(failure::with_details(
+        failure::permanent(
+            codes::ACTION_CONTEXT_TOO_LARGE,
+            format!(
+                "the action's context blocks take more than {max_bytes} bytes of JSON \
+                 (the limit was crossed at `{field}`)"
+            ),
+        ),
+        json!({ "field": field, "max_context_bytes": max_bytes }),
+    ))
+}
+
+/// The bytes the context blocks may still take, as an `io::Write` that refuses to go over.
+struct ContextBudget {
+    remaining: usize,
+    exceeded: bool,
+}
+
+impl ContextBudget {
+    /// Spends `block`'s compact JSON; `Some(field)` when that crosses the limit.
+    fn spend<T: serde::Serialize + ?Sized>(
+        &mut self,
+        field: &'static str,
+        block: Option<&T>,
+    ) -> Option<&'static str> {
+        // Serializing fails on its own only for a block nothing could store either (a date out
+        // of range); that is not a size problem, and the store reports it where it occurs.
+        let _ = serde_json::to_writer(&mut *self, block?);
+        self.exceeded.then_some(field)
+    }
+}
+
+impl std::io::Write for ContextBudget {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        match self.remaining.checked_sub(bytes.len()) {
+            Some(remaining) => {
+                self.remaining = remaining;
+                Ok(bytes.len())
+            }
+            None => {
+                self.exceeded = true;
+                Err(std::io::Error::other("context budget exceeded"))
+            }
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Rejects inputs larger or deeper than the limits, iteratively (no recursion on hostile input).
