@@ -85,6 +85,19 @@ impl Captured {
     }
 }
 
+/// Every log line of this thread's tasks (the tests run on the current-thread runtime), at every
+/// level, until the guard drops.
+fn capture_logs() -> (Captured, tracing::subscriber::DefaultGuard) {
+    let logs = Captured::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    (logs, tracing::subscriber::set_default(subscriber))
+}
+
 fn host(store: Arc<MemoryStore>) -> Host {
     let credential = CredentialHandle {
         id: "cred-7".into(),
@@ -117,14 +130,7 @@ fn caller() -> TrustedContext {
 
 #[tokio::test]
 async fn no_input_value_or_secret_reaches_errors_records_or_logs() {
-    let logs = Captured::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (logs, _guard) = capture_logs();
 
     let store = Arc::new(MemoryStore::default());
     let host = host(store.clone());
@@ -193,5 +199,46 @@ async fn no_input_value_or_secret_reaches_errors_records_or_logs() {
     assert!(
         !log_text.contains(PII) && !log_text.contains(CANARY),
         "{log_text}"
+    );
+}
+
+#[tokio::test]
+async fn oversized_ids_reach_logs_and_errors_cut_to_the_id_limit() {
+    let (logs, _guard) = capture_logs();
+    let host = host(Arc::new(MemoryStore::default()));
+
+    // An unknown capability id of 100 KB (the served path accepts bodies up to 1 MiB): the
+    // error and the logs show its first `max_id_bytes` (255) and its length.
+    let long_capability = format!("cap:{}", "c".repeat(100_000));
+    let unknown = host
+        .invoke(Action::new(long_capability.as_str(), json!({})), &caller())
+        .await;
+    let error = unknown.error.expect("an unknown capability is an error");
+    assert_eq!(error.code, codes::RESOURCE_NOT_FOUND);
+    assert!(
+        error.message.contains("(100004 bytes)"),
+        "{}",
+        error.message
+    );
+    assert!(error.message.len() < 400, "{}", error.message);
+
+    // An action id over the limit is refused at stage 0, and the span that logged the call
+    // before the check carries a clipped copy too.
+    let mut long_id = Action::new("cap:clinic:open_chart", json!({ "name": "n", "age": 4 }));
+    long_id.id =
+        aip_connector::ids::ActionId::parse(format!("act_{}", "a".repeat(100_000))).unwrap();
+    let refused = host.invoke(long_id, &caller()).await;
+    assert_eq!(refused.error.unwrap().code, codes::ACTION_ID_TOO_LONG);
+
+    let log_text = logs.text();
+    assert!(log_text.contains("(100004 bytes)"), "{log_text}");
+    assert!(
+        !log_text.contains(&"c".repeat(300)) && !log_text.contains(&"a".repeat(300)),
+        "a log line carries an unclipped id"
+    );
+    assert!(
+        log_text.len() < 8 * 1024,
+        "{} bytes of logs",
+        log_text.len()
     );
 }

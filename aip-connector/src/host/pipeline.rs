@@ -55,7 +55,14 @@ pub(crate) async fn run(
     caller: &TrustedContext,
     options: Options,
 ) -> ActionResult {
-    let span = tracing::info_span!("aip.invoke", action_id = %action.id, capability_id = %action.capability_id);
+    // The span is entered before stage 0 bounds the ids, so it clips them itself: a served
+    // request could otherwise put a megabyte-long id into every log line of its call.
+    let max_id_bytes = host.limits.max_id_bytes;
+    let span = tracing::info_span!(
+        "aip.invoke",
+        action_id = %Clipped::new(action.id.as_str(), max_id_bytes),
+        capability_id = %Clipped::new(action.capability_id.as_str(), max_id_bytes),
+    );
     async move {
         // The pipeline's state lives on the heap: the futures of `Host::invoke` and of whoever
         // awaits it stay a few words, so moving them (every caller does, at least once) copies
@@ -148,7 +155,10 @@ async fn execute(
             &action.id,
             failure::permanent(
                 codes::RESOURCE_NOT_FOUND,
-                format!("capability `{}` is not hosted here", action.capability_id),
+                format!(
+                    "capability `{}` is not hosted here",
+                    Clipped::new(action.capability_id.as_str(), host.limits.max_id_bytes)
+                ),
             ),
         );
     };
@@ -1003,6 +1013,33 @@ fn cancelled(action_id: &aip_connector_core::ids::ActionId, reason: &str) -> Act
     result
 }
 
+/// Caller-chosen text shown in a log line or an error message before (or without) a length
+/// check: at most `max_bytes` of it, cut at a character boundary, then how long it was.
+struct Clipped<'a> {
+    text: &'a str,
+    max_bytes: usize,
+}
+
+impl<'a> Clipped<'a> {
+    fn new(text: &'a str, max_bytes: usize) -> Self {
+        Self { text, max_bytes }
+    }
+}
+
+impl std::fmt::Display for Clipped<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.text.len() <= self.max_bytes {
+            return f.write_str(self.text);
+        }
+        // `str::floor_char_boundary` is newer than the crates' MSRV (1.88).
+        let cut = (0..=self.max_bytes)
+            .rev()
+            .find(|&at| self.text.is_char_boundary(at))
+            .unwrap_or(0);
+        write!(f, "{}… ({} bytes)", &self.text[..cut], self.text.len())
+    }
+}
+
 /// The `action.idempotency_key_too_long` error for a key longer than `max_bytes`. The key is
 /// not echoed: it may be as long as the caller liked, and the lengths say what to fix.
 fn check_key_length(key: Option<&str>, max_bytes: usize) -> Option<ProtocolError> {
@@ -1753,6 +1790,15 @@ fn effective_timeout(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clipped_text_keeps_short_text_and_cuts_long_text_at_a_character() {
+        assert_eq!(Clipped::new("act_1", 5).to_string(), "act_1");
+        assert_eq!(Clipped::new("act_12", 5).to_string(), "act_1… (6 bytes)");
+        // `é` is two bytes: a cut inside it falls back to the boundary before it.
+        assert_eq!(Clipped::new("abcdé", 5).to_string(), "abcd… (6 bytes)");
+        assert_eq!(Clipped::new("éé", 0).to_string(), "… (4 bytes)");
+    }
 
     fn future_size<A, B, C, D, F: Future>(_: impl FnOnce(A, B, C, D) -> F) -> usize {
         std::mem::size_of::<F>()
