@@ -350,6 +350,20 @@ async fn client(served: &Served) -> Client {
     ().serve(transport).await.unwrap()
 }
 
+/// A raw MCP `initialize` request, for tests that speak HTTP without the rmcp client.
+fn initialize_request() -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": { "name": "raw", "version": "0" },
+        },
+    })
+}
+
 fn call(name: &str, arguments: Value) -> CallToolRequestParams {
     let Value::Object(arguments) = arguments else {
         panic!("arguments must be an object")
@@ -770,16 +784,7 @@ async fn cancelling_the_mcp_request_cancels_the_action() {
 #[tokio::test]
 async fn unauthenticated_requests_get_401_and_reach_no_mcp_code() {
     let served = serve(McpProjection::new(host(Directory::default())).unwrap()).await;
-    let initialize = json!({
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": { "name": "raw", "version": "0" },
-        },
-    });
+    let initialize = initialize_request();
     let http = reqwest::Client::new();
     for token in [None, Some("wrong-token")] {
         let mut request = http
@@ -820,6 +825,82 @@ async fn unauthenticated_requests_get_401_and_reach_no_mcp_code() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
+}
+
+#[tokio::test]
+async fn sessions_beyond_the_limit_get_503_until_one_closes() {
+    let served = serve(
+        McpProjection::new(host(Directory::default()))
+            .unwrap()
+            .with_max_sessions(2),
+    )
+    .await;
+    let initialize = initialize_request();
+    let http = reqwest::Client::new();
+    let open = || {
+        http.post(&served.url)
+            .header("accept", "application/json, text/event-stream")
+            .bearer_auth(TOKEN)
+            .json(&initialize)
+            .send()
+    };
+    let session_of = |response: &reqwest::Response| {
+        response.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+
+    let first = open().await.unwrap();
+    assert_eq!(first.status(), 200);
+    let first = session_of(&first);
+    // The rmcp client holds the second session and keeps using it.
+    let client = client(&served).await;
+
+    let refused = open().await.unwrap();
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(
+        body["body"]["error"]["error"]["code"],
+        codes::TRANSPORT_OVERLOADED,
+        "{body}"
+    );
+    assert_eq!(body["body"]["error"]["error"]["retryable"], true);
+    // Authentication comes first: an unknown caller learns nothing about the server's load.
+    let anonymous = http
+        .post(&served.url)
+        .header("accept", "application/json, text/event-stream")
+        .json(&initialize)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+    // An open session is still served while the limit is reached.
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(!tools.is_empty());
+
+    // Deleting a session frees its slot.
+    let deleted = http
+        .delete(&served.url)
+        .bearer_auth(TOKEN)
+        .header("mcp-session-id", &first)
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    let mut admitted = None;
+    for _ in 0..50 {
+        let response = open().await.unwrap();
+        if response.status() == 200 {
+            admitted = Some(session_of(&response));
+            break;
+        }
+        // rmcp closes the session's worker on its own task.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(admitted.is_some_and(|id| id != first));
+    client.cancel().await.unwrap();
 }
 
 #[test]

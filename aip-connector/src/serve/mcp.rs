@@ -44,9 +44,12 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
+use self::sessions::{BoundedSessions, SessionLimit};
 use super::auth::Authenticator;
 use crate::host::{Host, TrustedContext};
 use crate::schema::{self, SchemaDialect};
+
+mod sessions;
 
 /// The MCP compatibility profile: a capability's binding for it names the tool.
 pub const MCP_PROFILE: &str = "aip.mcp.compat.v1";
@@ -57,6 +60,10 @@ pub const IDEMPOTENCY_KEY_META: &str = "aip/idempotency_key";
 
 /// Where [`McpProjection::router`] mounts the streamable HTTP endpoint.
 pub const MCP_PATH: &str = "/mcp";
+
+/// How many MCP sessions one router keeps open at once unless
+/// [`McpProjection::with_max_sessions`] says otherwise.
+pub const DEFAULT_MAX_SESSIONS: usize = 1024;
 
 /// Result and tool `_meta` keys this projection writes.
 pub mod meta {
@@ -160,6 +167,7 @@ pub struct McpProjection {
     inner: Arc<Projection>,
     info: Arc<ServerConfig>,
     caller: CallerSource,
+    max_sessions: usize,
 }
 
 impl fmt::Debug for McpProjection {
@@ -179,6 +187,7 @@ impl fmt::Debug for McpProjection {
                     .collect::<Vec<_>>(),
             )
             .field("caller", &caller)
+            .field("max_sessions", &self.max_sessions)
             .finish_non_exhaustive()
     }
 }
@@ -230,6 +239,7 @@ impl McpProjection {
             }),
             info: Arc::new(info),
             caller: CallerSource::Transport,
+            max_sessions: DEFAULT_MAX_SESSIONS,
         })
     }
 
@@ -247,6 +257,19 @@ impl McpProjection {
     fn map_info(self, change: impl FnOnce(ServerConfig) -> ServerConfig) -> Self {
         Self {
             info: Arc::new(change(ServerConfig::clone(&self.info))),
+            ..self
+        }
+    }
+
+    /// The same projection served over HTTP with at most `max_sessions` MCP sessions open at
+    /// once (default [`DEFAULT_MAX_SESSIONS`]). A session lasts until its client deletes it or
+    /// it has been idle for the keep-alive of the rmcp configuration (5 minutes by default);
+    /// while the limit is reached, a request that would open another is answered
+    /// `503 transport.overloaded` with `Retry-After`, and requests of open sessions still pass.
+    /// Stateless mode opens no sessions, so the limit does not apply to it.
+    pub fn with_max_sessions(self, max_sessions: usize) -> Self {
+        Self {
+            max_sessions,
             ..self
         }
     }
@@ -308,17 +331,27 @@ impl McpProjection {
         authenticator: Arc<dyn Authenticator>,
         config: StreamableHttpServerConfig,
     ) -> Router {
+        let limit = Arc::new(SessionLimit::new(self.max_sessions));
         let projection = Self {
             caller: CallerSource::Transport,
             ..self
         };
         let service = StreamableHttpService::new(
             move || Ok(projection.clone()),
-            Arc::new(LocalSessionManager::default()),
+            Arc::new(BoundedSessions::new(
+                LocalSessionManager::default(),
+                Arc::clone(&limit),
+            )),
             config,
         );
+        // The last layer runs first: authentication, then the session limit, so an unknown
+        // caller learns nothing about the server's load.
         Router::new()
             .route_service(MCP_PATH, service)
+            .route_layer(middleware::from_fn_with_state(
+                limit,
+                sessions::refuse_when_full,
+            ))
             .route_layer(middleware::from_fn_with_state(authenticator, authenticate))
     }
 
@@ -482,15 +515,23 @@ async fn authenticate(
 
 /// `401` with the error as an `aip.core.v1.error` envelope.
 fn unauthorized(error: ProtocolError) -> Response {
+    let mut response = error_response(StatusCode::UNAUTHORIZED, error);
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
+/// A refusal the MCP endpoint answers itself, before rmcp: `status` with the error as an
+/// `aip.core.v1.error` envelope.
+fn error_response(status: StatusCode, error: ProtocolError) -> Response {
     let body = serde_json::to_vec(&Envelope::error(error)).unwrap_or_default();
     let mut response = Response::new(Body::from(body));
-    *response.status_mut() = StatusCode::UNAUTHORIZED;
-    let headers = response.headers_mut();
-    headers.insert(
+    *response.status_mut() = status;
+    response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     response
 }
 
