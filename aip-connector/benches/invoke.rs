@@ -950,6 +950,15 @@ impl IdempotencyStore for CensusStore {
         self.other("count_attempt");
         self.inner.count_attempt(key, expires_at_ms, now).await
     }
+
+    async fn purge_expired(
+        &self,
+        now: Millis,
+        max_entries: usize,
+    ) -> Result<aip_connector::store::Purged, StoreError> {
+        self.other("purge_expired");
+        self.inner.purge_expired(now, max_entries).await
+    }
 }
 
 #[async_trait]

@@ -376,6 +376,65 @@ pub async fn check_record_without_expiry_never_expires(store: SharedStore) {
     );
 }
 
+/// A purge deletes expired records and attempt counts, at most `max_entries` of each per pass,
+/// and leaves live records, records without an expiry, counts without one and reservations
+/// (even expired ones) alone.
+pub async fn check_purge_deletes_only_expired_records_and_counts(store: SharedStore) {
+    let mut settled = Vec::new();
+    for (key, expires_at_ms) in [
+        ("a", Some(NOW + 100)),
+        ("b", Some(NOW + 200)),
+        ("c", None),
+        ("d", Some(NOW + 100)),
+    ] {
+        let owner = reservation(key, key, NOW + 50);
+        let record = record_for(&owner, ActionResultStatus::Completed, expires_at_ms);
+        reserve_and_settle(&store, &owner, &record).await;
+        settled.push(record);
+    }
+    let running = reservation("r", "r", NOW + 50);
+    assert_eq!(
+        store.reserve(&running, NOW).await,
+        Ok(ReserveOutcome::Acquired)
+    );
+    for (key, expires_at_ms) in [
+        ("x", Some(NOW + 100)),
+        ("y", None),
+        ("z", Some(NOW + 1_000)),
+    ] {
+        assert_eq!(store.count_attempt(key, expires_at_ms, NOW).await, Ok(1));
+    }
+
+    // One of each per pass, then the rest; a third pass finds nothing.
+    let first = store.purge_expired(NOW + 150, 1).await.unwrap();
+    assert_eq!((first.records, first.attempt_counts), (1, 1));
+    assert!(first.reached(1));
+    let second = store.purge_expired(NOW + 150, 10).await.unwrap();
+    assert_eq!((second.records, second.attempt_counts), (1, 0));
+    assert!(!second.reached(10));
+    assert_eq!(
+        store.purge_expired(NOW + 150, 10).await,
+        Ok(aip_connector::store::Purged::default())
+    );
+
+    // Deleted, not merely expired: read at a time when they were still live, they are gone.
+    assert_eq!(store.record("a", NOW).await, Ok(None));
+    assert_eq!(store.record("d", NOW).await, Ok(None));
+    assert_eq!(store.record("b", NOW).await, Ok(Some(settled[1].clone())));
+    assert_eq!(
+        store.record("c", Millis::MAX).await,
+        Ok(Some(settled[2].clone()))
+    );
+    assert_eq!(store.count_attempt("x", Some(NOW + 100), NOW).await, Ok(1));
+    assert_eq!(store.count_attempt("y", None, NOW).await, Ok(2));
+    assert_eq!(
+        store.count_attempt("z", Some(NOW + 1_000), NOW).await,
+        Ok(2)
+    );
+    // The expired reservation is still its owner's to settle.
+    assert_eq!(store.settle(&running, completed(&running)).await, Ok(()));
+}
+
 /// Retry attempts count up per key, independently per key, restart after their expiry, and
 /// never lose an increment when callers race.
 pub async fn check_retry_attempts_count_per_key_and_restart_after_expiry(store: SharedStore) {
@@ -1611,6 +1670,7 @@ macro_rules! for_each_store_check {
             check_resume_pending_never_replaces_a_final_record,
             check_renew_works_only_for_the_live_token,
             check_retry_attempts_count_per_key_and_restart_after_expiry,
+            check_purge_deletes_only_expired_records_and_counts,
             check_replayed_results_keep_their_key_order,
             check_approval_insert_get_and_versioned_update,
             check_duplicate_approval_insert_fails,

@@ -59,6 +59,20 @@ impl Shop {
         })
     }
 
+    /// Hold an item for a minute: the settled key is replayed for that minute only.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant, ttl_ms = 60_000),
+        data(sensitivity = internal),
+    )]
+    async fn hold(&self, order: Order, key: IdempotencyKey) -> Result<Receipt, ConnectorFailure> {
+        self.executions.fetch_add(1, Ordering::SeqCst);
+        Ok(Receipt {
+            order_id: format!("hold-{}-{}", order.item, key.as_str()),
+        })
+    }
+
     /// Look an order up; returns the wrong shape when asked to.
     #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
     async fn lookup(&self, order: Order) -> Result<Receipt, ConnectorFailure> {
@@ -438,6 +452,70 @@ async fn context_blocks_larger_than_the_limit_are_refused_before_the_store() {
     within_default.memory_context = Some(Box::new(json!({ "notes": "n".repeat(200_000) })));
     let result = default_host.invoke(within_default, &caller()).await;
     assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+}
+
+#[tokio::test]
+async fn purging_deletes_expired_records_in_batches_and_keeps_live_ones() {
+    use aip_connector::store::{Clock, IdempotencyStore, ManualClock, Purged, SqliteStore};
+
+    let clock = Arc::new(ManualClock::new());
+    let store = SqliteStore::open_in_memory().expect("open SQLite in memory");
+    let shop = Shop::default();
+    let host = Host::builder()
+        .connector(shop.clone())
+        .store(Arc::new(store.clone()))
+        .clock(clock.clone())
+        .build()
+        .expect("host builds");
+    let hold = |key: &str| {
+        Action::new("cap:shop:hold", json!({ "item": "tea" })).with_idempotency_key(key)
+    };
+    for key in ["h1", "h2", "h3"] {
+        let result = host.invoke(hold(key), &caller()).await;
+        assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    }
+    // `place` keeps its records forever (no TTL): never purged.
+    let place =
+        Action::new("cap:shop:place", json!({ "item": "tea" })).with_idempotency_key("forever");
+    let placed = host.invoke(place, &caller()).await;
+    assert_eq!(placed.status, ActionResultStatus::Completed, "{placed:?}");
+    let stored_at = clock.now_ms();
+
+    // Nothing has expired yet.
+    assert_eq!(host.purge_expired(2).await, Ok(Purged::default()));
+    assert!(
+        store
+            .record("Tenant:t1:h1", stored_at)
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // A minute later the three holds have expired: two passes of two delete them.
+    clock.advance(60_000);
+    assert_eq!(
+        host.purge_expired(2).await,
+        Ok(Purged {
+            records: 3,
+            attempt_counts: 0
+        })
+    );
+    // Deleted, not only expired: read at the time they were stored, they are gone.
+    for key in ["Tenant:t1:h1", "Tenant:t1:h2", "Tenant:t1:h3"] {
+        assert_eq!(store.record(key, stored_at).await, Ok(None), "{key}");
+    }
+    assert!(
+        store
+            .record("Tenant:t1:forever", clock.now_ms())
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // A purged key runs again, as an expired one would.
+    let before = shop.executions.load(Ordering::SeqCst);
+    let again = host.invoke(hold("h1"), &caller()).await;
+    assert_eq!(again.status, ActionResultStatus::Completed, "{again:?}");
+    assert_eq!(shop.executions.load(Ordering::SeqCst), before + 1);
 }
 
 #[tokio::test]

@@ -876,6 +876,14 @@ impl IdempotencyStore for RacingStore {
     ) -> Result<u32, StoreError> {
         self.inner.count_attempt(key, expires_at_ms, now).await
     }
+
+    async fn purge_expired(
+        &self,
+        now: Millis,
+        max_entries: usize,
+    ) -> Result<aip_connector::store::Purged, StoreError> {
+        self.inner.purge_expired(now, max_entries).await
+    }
 }
 
 #[async_trait::async_trait]

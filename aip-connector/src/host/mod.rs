@@ -43,7 +43,9 @@ pub use transaction::{TransactionSelector, compensation_transaction_of};
 
 use crate::cache_line::CacheAligned;
 use crate::connector::Connector;
-use crate::store::{ApprovalRecord, Clock, MemoryStore, Millis, SharedStore, SystemClock};
+use crate::store::{
+    ApprovalRecord, Clock, MemoryStore, Millis, Purged, SharedStore, StoreError, SystemClock,
+};
 
 /// Limits of one host.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -653,6 +655,41 @@ impl Host {
         self.inner
             .active
             .cancel_or_remember(action_id, owner, self.inner.clock.now_ms())
+    }
+
+    /// Deletes the idempotency records and retry-attempt counts of the host's store whose expiry
+    /// has passed on the host clock, in passes of at most `batch` entries of each kind (at
+    /// least one), until a pass deletes fewer; returns the totals.
+    ///
+    /// Expired entries already read as absent, so no call answers differently after a purge;
+    /// without one, a store keeps an expired entry until its key is used again
+    /// ([`IdempotencyStore::purge_expired`](crate::store::IdempotencyStore::purge_expired)).
+    /// Between passes other writers get the store (SQLite's write lock is released), so a
+    /// long-running host calls this periodically:
+    ///
+    /// ```no_run
+    /// # async fn run(host: aip_connector::host::Host) {
+    /// let mut every = tokio::time::interval(std::time::Duration::from_secs(600));
+    /// loop {
+    ///     every.tick().await;
+    ///     if let Err(error) = host.purge_expired(1_000).await {
+    ///         tracing::warn!(%error, "purging expired idempotency entries failed");
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub async fn purge_expired(&self, batch: usize) -> Result<Purged, StoreError> {
+        let batch = batch.max(1);
+        let mut total = Purged::default();
+        loop {
+            let now = self.inner.clock.now_ms();
+            let pass = self.inner.store.purge_expired(now, batch).await?;
+            total.records += pass.records;
+            total.attempt_counts += pass.attempt_counts;
+            if !pass.reached(batch) {
+                return Ok(total);
+            }
+        }
     }
 
     /// Records an approval decision by the authenticated `approver` and returns the record.

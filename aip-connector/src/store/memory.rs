@@ -13,7 +13,7 @@ use crate::cache_line::CacheAligned;
 
 use super::{
     ApprovalRecord, ApprovalStatus, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore,
-    Millis, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
+    Millis, Purged, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
     Transition, TransitionOutcome, claim_settled, live_at, record_is_live, stored_under,
 };
 
@@ -21,7 +21,8 @@ use super::{
 ///
 /// Idempotency keys whose records or reservations have expired are dropped when their table
 /// would otherwise grow, so a store whose contracts set an idempotency TTL stays bounded by its
-/// live keys. Records without a TTL are kept for the life of the store.
+/// live keys; [`IdempotencyStore::purge_expired`] drops expired records (and retry-attempt
+/// counts) at once. Records without a TTL are kept for the life of the store.
 ///
 /// Clones share the same state. Each record family sits behind its own [`Mutex`], held only for
 /// the duration of one synchronous map operation (never across an `.await`), so every trait
@@ -404,6 +405,39 @@ impl IdempotencyStore for MemoryStore {
         entry.0 = entry.0.saturating_add(1);
         entry.1 = expires_at_ms;
         Ok(entry.0)
+    }
+
+    async fn purge_expired(&self, now: Millis, max_entries: usize) -> Result<Purged, StoreError> {
+        let mut purged = Purged::default();
+        for shard in &self.families.idempotency.shards {
+            if purged.records >= max_entries {
+                break;
+            }
+            // Taken out under the lock, freed after it (as everywhere in this store).
+            let mut expired = Vec::new();
+            let mut table = shard.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut entries = table
+                .extract_if(|slot| matches!(slot.entry, Held::Settled(_)) && !slot.is_live(now));
+            while purged.records + expired.len() < max_entries {
+                let Some(slot) = entries.next() else { break };
+                expired.push(slot);
+            }
+            drop(entries);
+            drop(table);
+            purged.records += expired.len();
+        }
+        let mut attempts = self
+            .families
+            .attempts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        attempts.retain(|_, (_, expires_at_ms)| {
+            let expired = purged.attempt_counts < max_entries
+                && expires_at_ms.is_some_and(|at| !live_at(at, now));
+            purged.attempt_counts += usize::from(expired);
+            !expired
+        });
+        Ok(purged)
     }
 
     async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {

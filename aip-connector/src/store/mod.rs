@@ -155,6 +155,22 @@ pub enum ReserveOutcome {
     InProgress(Reservation),
 }
 
+/// What [`IdempotencyStore::purge_expired`] deleted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Purged {
+    /// Settled records whose expiry had passed.
+    pub records: usize,
+    /// Retry-attempt counts whose expiry had passed.
+    pub attempt_counts: usize,
+}
+
+impl Purged {
+    /// Whether a pass deleted as many of either kind as it was allowed to, so more may be left.
+    pub fn reached(&self, max_entries: usize) -> bool {
+        self.records >= max_entries || self.attempt_counts >= max_entries
+    }
+}
+
 /// Idempotency records and reservations.
 #[async_trait]
 pub trait IdempotencyStore: Send + Sync {
@@ -206,6 +222,17 @@ pub trait IdempotencyStore: Send + Sync {
         expires_at_ms: Option<Millis>,
         now: Millis,
     ) -> Result<u32, StoreError>;
+
+    /// Deletes up to `max_entries` settled records and up to `max_entries` retry-attempt counts
+    /// whose expiry is at or before `now`, and says how many of each went.
+    ///
+    /// An expired record already reads as absent, and an expired count restarts at 1, so this
+    /// changes no answer of the store: it only frees what nothing will read again. A store
+    /// keeps such entries until the same key is used again, and a key that never is would stay
+    /// forever without a purge. Entries without an expiry (a contract without an idempotency
+    /// TTL) are never purged. Reservations are left alone: each is replaced by the next claim
+    /// of its key, and only a host that stopped mid-call leaves one behind.
+    async fn purge_expired(&self, now: Millis, max_entries: usize) -> Result<Purged, StoreError>;
 }
 
 /// The lifecycle of an approval request.

@@ -26,8 +26,8 @@ use tokio_postgres::{NoTls, Row};
 
 use super::{
     ApprovalRecord, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore, KeyEntry, Millis,
-    Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore, Transition,
-    TransitionOutcome, claim, record_is_live, stored_under,
+    Purged, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
+    Transition, TransitionOutcome, claim, record_is_live, stored_under,
 };
 
 /// One schema migration shipped with the crate.
@@ -51,6 +51,11 @@ const MIGRATIONS: &[Migration] = &[
         version: 2,
         name: "retry_attempts",
         sql: include_str!("../../migrations/postgres/0002_retry_attempts.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "expiry_indexes",
+        sql: include_str!("../../migrations/postgres/0003_expiry_indexes.sql"),
     },
 ];
 
@@ -705,6 +710,36 @@ impl IdempotencyStore for PostgresStore {
         Ok(changed == 1)
     }
 
+    async fn purge_expired(&self, now: Millis, max_entries: usize) -> Result<Purged, StoreError> {
+        let now = millis_to_sql(now);
+        let limit = i64::try_from(max_entries).unwrap_or(i64::MAX);
+        // `expires_at_ms <= $1` is false for NULL: records kept forever are never chosen. A
+        // record settled again meanwhile has a new expiry and no longer matches the outer test.
+        let records = self
+            .execute(
+                "purge expired idempotency records",
+                "DELETE FROM idempotency_entries WHERE key IN ( \
+                   SELECT key FROM idempotency_entries \
+                   WHERE kind = 'record' AND expires_at_ms <= $1 LIMIT $2) \
+                 AND kind = 'record' AND expires_at_ms <= $1",
+                &[&now, &limit],
+            )
+            .await?;
+        let attempt_counts = self
+            .execute(
+                "purge expired retry-attempt counts",
+                "DELETE FROM retry_attempts WHERE key IN ( \
+                   SELECT key FROM retry_attempts WHERE expires_at_ms <= $1 LIMIT $2) \
+                 AND expires_at_ms <= $1",
+                &[&now, &limit],
+            )
+            .await?;
+        Ok(Purged {
+            records: usize::try_from(records).unwrap_or(usize::MAX),
+            attempt_counts: usize::try_from(attempt_counts).unwrap_or(usize::MAX),
+        })
+    }
+
     async fn record(
         &self,
         key: &str,
@@ -1062,7 +1097,11 @@ mod tests {
             .collect();
         assert_eq!(
             migrations,
-            [(1, "initial".to_owned()), (2, "retry_attempts".to_owned())]
+            [
+                (1, "initial".to_owned()),
+                (2, "retry_attempts".to_owned()),
+                (3, "expiry_indexes".to_owned())
+            ]
         );
         let tables: Vec<String> = client
             .query(

@@ -23,15 +23,23 @@ use tokio::sync::Semaphore;
 
 use super::{
     ApprovalRecord, ApprovalStatus, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore,
-    KeyEntry, Millis, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
-    Transition, TransitionOutcome, claim, record_is_live, stored_under,
+    KeyEntry, Millis, Purged, Reservation, ReserveOutcome, StoreError, TransactionRecord,
+    TransactionStore, Transition, TransitionOutcome, claim, record_is_live, stored_under,
 };
 
 /// How long a statement waits for another connection's write lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Schema migrations in order: entry `n` brings `PRAGMA user_version` from `n` to `n + 1`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4];
+
+/// Migration 4: the expiries `IdempotencyStore::purge_expired` deletes by, indexed so a purge
+/// reads only what it deletes. Only records are indexed: reservations are never purged.
+const MIGRATION_4: &str = "
+CREATE INDEX idempotency_entries_record_expiry ON idempotency_entries (expires_at_ms)
+    WHERE kind = 'record';
+CREATE INDEX retry_attempts_expiry ON retry_attempts (expires_at_ms);
+";
 
 /// Migration 3: retryable failures counted per idempotency key, for dead-lettering.
 const MIGRATION_3: &str = "
@@ -83,7 +91,7 @@ const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// A store in one SQLite file (or in memory), the embedded durable default.
 ///
-/// - Opening creates the file and the schema (`PRAGMA user_version` 2; a file at an older
+/// - Opening creates the file and the schema (`PRAGMA user_version` 4; a file at an older
 ///   version is migrated in place), and sets
 ///   `journal_mode = WAL`, `synchronous = FULL` (every commit is fsynced, so a settled record
 ///   survives a crash of the process and of the machine) and a 5 s busy timeout (several
@@ -635,6 +643,32 @@ impl IdempotencyStore for SqliteStore {
         .await
     }
 
+    async fn purge_expired(&self, now: Millis, max_entries: usize) -> Result<Purged, StoreError> {
+        let now = millis_to_sql(now);
+        let limit = i64::try_from(max_entries).unwrap_or(i64::MAX);
+        self.run("purge expired idempotency entries", move |connection| {
+            // `expires_at_ms <= ?1` is false for NULL: records kept forever are never chosen.
+            let records = execute_cached(
+                connection,
+                "DELETE FROM idempotency_entries WHERE rowid IN ( \
+                   SELECT rowid FROM idempotency_entries \
+                   WHERE kind = 'record' AND expires_at_ms <= ?1 LIMIT ?2)",
+                params![now, limit],
+            )?;
+            let attempt_counts = execute_cached(
+                connection,
+                "DELETE FROM retry_attempts WHERE rowid IN ( \
+                   SELECT rowid FROM retry_attempts WHERE expires_at_ms <= ?1 LIMIT ?2)",
+                params![now, limit],
+            )?;
+            Ok(Purged {
+                records,
+                attempt_counts,
+            })
+        })
+        .await
+    }
+
     async fn record(
         &self,
         key: &str,
@@ -1124,17 +1158,36 @@ mod tests {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(version, SCHEMA_VERSION);
-        assert_eq!(SCHEMA_VERSION, 3);
+        assert_eq!(SCHEMA_VERSION, 4);
         assert_eq!(
             store.approval(&ApprovalId::trusted("appr_1")).await,
             Ok(Some(request))
         );
         let record = planned("txn_1", "plan:1");
         assert_eq!(store.insert_transaction(&record).await, Ok(true));
-        // The retry counter of migration 3 works on the upgraded file.
-        assert_eq!(store.count_attempt("k", None, 0).await, Ok(1));
+        // The retry counter of migration 3 and the purge of migration 4's indexes work on the
+        // upgraded file.
+        assert_eq!(store.count_attempt("k", Some(5), 0).await, Ok(1));
+        assert_eq!(
+            store.purge_expired(5, 10).await,
+            Ok(Purged {
+                records: 0,
+                attempt_counts: 1
+            })
+        );
+        let indexes: Vec<String> = raw(&store)
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE '%expiry'")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            indexes,
+            ["idempotency_entries_record_expiry", "retry_attempts_expiry"]
+        );
         drop(store);
-        // Reopening the upgraded file must not run migrations 2 and 3 again (their CREATEs
+        // Reopening the upgraded file must not run migrations 2 to 4 again (their CREATEs
         // would fail).
         let reopened = SqliteStore::open(&file.0).unwrap();
         assert_eq!(
