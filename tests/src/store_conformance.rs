@@ -19,8 +19,8 @@ use aip_connector::model::{
     TransactionPlan, TransactionProtocolStatus, TransactionReceipt,
 };
 use aip_connector::store::{
-    ApprovalRecord, ApprovalStatus, IdempotencyRecord, Millis, Reservation, ReserveOutcome,
-    SharedStore, StoreError, TransactionRecord, Transition, TransitionOutcome,
+    ApprovalRecord, ApprovalStatus, IdempotencyRecord, IdempotencyStore, Millis, Reservation,
+    ReserveOutcome, SharedStore, StoreError, TransactionRecord, Transition, TransitionOutcome,
 };
 use serde_json::json;
 
@@ -64,6 +64,16 @@ fn record_for(
         created_at_ms: NOW,
         expires_at_ms,
     }
+}
+
+/// Leaves a completed record under `key` that expired 1 ms after the epoch, as an earlier
+/// process would have: for tests of purging.
+pub async fn settle_expired_record(store: &dyn IdempotencyStore, key: &str) {
+    let owner = reservation(key, "expired", 1);
+    assert_eq!(store.reserve(&owner, 0).await, Ok(ReserveOutcome::Acquired));
+    let record = record_for(&owner, ActionResultStatus::Completed, Some(1));
+    assert_eq!(store.settle(&owner, record).await, Ok(()));
+    assert!(store.record(key, 0).await.unwrap().is_some());
 }
 
 /// A completed, never-expiring record settled by `owner`.

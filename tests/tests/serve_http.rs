@@ -989,3 +989,55 @@ async fn a_body_that_never_arrives_times_out_and_frees_its_slot() {
     assert_eq!(next.status, ActionResultStatus::Completed);
     running.stop().await;
 }
+
+#[tokio::test]
+async fn serving_purges_expired_idempotency_records_periodically() {
+    use aip_connector::store::IdempotencyStore;
+    use aip_connector_tests::store_conformance::settle_expired_record;
+
+    async fn store_with_expired_record() -> MemoryStore {
+        let store = MemoryStore::default();
+        settle_expired_record(&store, "Tenant:t1:old").await;
+        store
+    }
+
+    async fn serve_for(store: &MemoryStore, config: ServerConfig, wait: Duration) -> bool {
+        let host = Host::builder()
+            .connector(Desk::default())
+            .store(Arc::new(store.clone()))
+            .build()
+            .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (stop, signal) = oneshot::channel::<()>();
+        let serving = tokio::spawn(
+            AipServer::new(host, tokens(), config).serve(listener, async {
+                let _ = signal.await;
+            }),
+        );
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut purged = false;
+        while tokio::time::Instant::now() < deadline {
+            if store.record("Tenant:t1:old", 0).await.unwrap().is_none() {
+                purged = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let _ = stop.send(());
+        serving.await.unwrap().unwrap();
+        purged
+    }
+
+    // The default purges when serving starts.
+    let store = store_with_expired_record().await;
+    assert_eq!(
+        ServerConfig::default().purge_interval,
+        Some(Duration::from_secs(600))
+    );
+    assert!(serve_for(&store, ServerConfig::default(), Duration::from_secs(5)).await);
+
+    // Without an interval, the application purges: the record stays.
+    let store = store_with_expired_record().await;
+    let config = ServerConfig::default().purge_interval(None);
+    assert!(!serve_for(&store, config, Duration::from_millis(200)).await);
+}

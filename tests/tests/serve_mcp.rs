@@ -897,10 +897,47 @@ async fn sessions_beyond_the_limit_get_503_until_one_closes() {
             break;
         }
         // rmcp closes the session's worker on its own task.
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(admitted.is_some_and(|id| id != first));
     client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn serving_over_http_purges_expired_idempotency_records() {
+    use aip_connector::store::IdempotencyStore;
+    use aip_connector_tests::store_conformance::settle_expired_record;
+
+    let store = MemoryStore::default();
+    settle_expired_record(&store, "Tenant:t1:old").await;
+    let host = Host::builder()
+        .connector(Directory::default())
+        .store(Arc::new(store.clone()))
+        .build()
+        .unwrap();
+    let projection = McpProjection::new(host).unwrap();
+    assert!(format!("{projection:?}").contains("purge_interval: Some(600s)"));
+    let _served = serve(projection).await;
+    let mut purged = false;
+    for _ in 0..500 {
+        if store.record("Tenant:t1:old", 0).await.unwrap().is_none() {
+            purged = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(purged, "serving did not purge the expired record");
+    // Turned off, nothing is purged.
+    let kept = MemoryStore::default();
+    settle_expired_record(&kept, "Tenant:t1:old").await;
+    let host = Host::builder()
+        .connector(Directory::default())
+        .store(Arc::new(kept.clone()))
+        .build()
+        .unwrap();
+    let _served = serve(McpProjection::new(host).unwrap().with_purge_interval(None)).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(kept.record("Tenant:t1:old", 0).await.unwrap().is_some());
 }
 
 #[test]

@@ -168,6 +168,7 @@ pub struct McpProjection {
     info: Arc<ServerConfig>,
     caller: CallerSource,
     max_sessions: usize,
+    purge_interval: Option<std::time::Duration>,
 }
 
 impl fmt::Debug for McpProjection {
@@ -188,6 +189,7 @@ impl fmt::Debug for McpProjection {
             )
             .field("caller", &caller)
             .field("max_sessions", &self.max_sessions)
+            .field("purge_interval", &self.purge_interval)
             .finish_non_exhaustive()
     }
 }
@@ -240,6 +242,7 @@ impl McpProjection {
             info: Arc::new(info),
             caller: CallerSource::Transport,
             max_sessions: DEFAULT_MAX_SESSIONS,
+            purge_interval: Some(super::server::DEFAULT_PURGE_INTERVAL),
         })
     }
 
@@ -270,6 +273,17 @@ impl McpProjection {
     pub fn with_max_sessions(self, max_sessions: usize) -> Self {
         Self {
             max_sessions,
+            ..self
+        }
+    }
+
+    /// The same projection whose [`serve_http`](Self::serve_http) purges the host store's
+    /// expired idempotency entries ([`Host::purge_expired`]) when it starts and then every
+    /// `interval` (default [`DEFAULT_PURGE_INTERVAL`](super::server::DEFAULT_PURGE_INTERVAL),
+    /// as the native server does); `None` leaves purging to the application.
+    pub fn with_purge_interval(self, interval: Option<std::time::Duration>) -> Self {
+        Self {
+            purge_interval: interval,
             ..self
         }
     }
@@ -356,7 +370,8 @@ impl McpProjection {
     }
 
     /// Serves [`router_with_config`](Self::router_with_config) on `listener` until `shutdown`
-    /// completes. Shutdown cancels `config.cancellation_token`, which ends every MCP session:
+    /// completes, purging the host's expired idempotency entries meanwhile (see
+    /// [`with_purge_interval`](Self::with_purge_interval)). Shutdown cancels `config.cancellation_token`, which ends every MCP session:
     /// open SSE streams close, and a tool call still running is cancelled (its action through
     /// [`Host::cancel`]). Then no connection is accepted, and the call returns once the open
     /// ones have closed.
@@ -368,13 +383,23 @@ impl McpProjection {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let sessions = config.cancellation_token.clone();
+        let purger = self.purge_interval.map(|interval| {
+            tokio::spawn(super::server::purge_periodically(
+                self.host().clone(),
+                interval,
+            ))
+        });
         let router = self.router_with_config(authenticator, config);
-        axum::serve(listener, router)
+        let served = axum::serve(listener, router)
             .with_graceful_shutdown(async move {
                 shutdown.await;
                 sessions.cancel();
             })
-            .await
+            .await;
+        if let Some(purger) = purger {
+            purger.abort();
+        }
+        served
     }
 
     /// Serves the projection over `transport` (any rmcp transport: a pair of byte streams, a

@@ -87,6 +87,10 @@ pub struct ServerConfig {
     pub cancel_grace: Duration,
     /// Serve `GET /aip/v1/manifest` without authentication (default `false`).
     pub public_manifest: bool,
+    /// How often [`AipServer::serve`] purges the host store's expired idempotency records and
+    /// retry-attempt counts ([`Host::purge_expired`]), first when serving starts; `None` leaves
+    /// purging to the application (default 10 minutes).
+    pub purge_interval: Option<Duration>,
 }
 
 impl Default for ServerConfig {
@@ -99,6 +103,7 @@ impl Default for ServerConfig {
             drain_timeout: Duration::from_secs(30),
             cancel_grace: Duration::from_secs(2),
             public_manifest: false,
+            purge_interval: Some(DEFAULT_PURGE_INTERVAL),
         }
     }
 }
@@ -145,7 +150,20 @@ impl ServerConfig {
         self.public_manifest = public;
         self
     }
+
+    /// Sets [`purge_interval`](Self::purge_interval).
+    pub fn purge_interval(mut self, interval: Option<Duration>) -> Self {
+        self.purge_interval = interval;
+        self
+    }
 }
+
+/// How often a server purges its host's expired idempotency entries unless told otherwise.
+pub const DEFAULT_PURGE_INTERVAL: Duration = Duration::from_secs(600);
+
+/// Entries of each kind one purge pass deletes: small enough that a pass holds SQLite's write
+/// lock briefly, large enough that a backlog clears in few passes.
+const PURGE_BATCH: usize = 1_000;
 
 /// What every request handler shares.
 struct Shared {
@@ -275,6 +293,10 @@ impl AipServer {
             }
         };
         tokio::pin!(hard_stop);
+        let purger =
+            self.shared.config.purge_interval.map(|interval| {
+                tokio::spawn(purge_periodically(self.shared.host.clone(), interval))
+            });
         let serving = axum::serve(listener, self.router().merge(extra))
             .with_graceful_shutdown(signal)
             .into_future();
@@ -291,7 +313,28 @@ impl AipServer {
             }
         }
         expiry.abort();
+        if let Some(purger) = purger {
+            purger.abort();
+        }
         outcome
+    }
+}
+
+/// Purges `host`'s expired idempotency entries every `interval`, the first time at once. A
+/// failed purge is logged and tried again at the next tick: nothing depends on it but space.
+pub(crate) async fn purge_periodically(host: Host, interval: Duration) {
+    let mut ticks = tokio::time::interval(interval.max(Duration::from_millis(1)));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        match host.purge_expired(PURGE_BATCH).await {
+            Ok(purged) => tracing::debug!(
+                records = purged.records,
+                attempt_counts = purged.attempt_counts,
+                "purged expired idempotency entries"
+            ),
+            Err(error) => tracing::warn!(%error, "purging expired idempotency entries failed"),
+        }
     }
 }
 
