@@ -829,6 +829,11 @@ async fn unauthenticated_requests_get_401_and_reach_no_mcp_code() {
 
 #[tokio::test]
 async fn sessions_beyond_the_limit_get_503_until_one_closes() {
+    // A limit of 0 would refuse every session (and every stateless request): it means 1.
+    let at_least_one = McpProjection::new(host(Directory::default()))
+        .unwrap()
+        .with_max_sessions(0);
+    assert!(format!("{at_least_one:?}").contains("max_sessions: 1"));
     let served = serve(
         McpProjection::new(host(Directory::default()))
             .unwrap()

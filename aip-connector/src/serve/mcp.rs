@@ -269,10 +269,10 @@ impl McpProjection {
     /// it has been idle for the keep-alive of the rmcp configuration (5 minutes by default);
     /// while the limit is reached, a request that would open another is answered
     /// `503 transport.overloaded` with `Retry-After`, and requests of open sessions still pass.
-    /// Stateless mode opens no sessions, so the limit does not apply to it.
+    /// Stateless mode opens no sessions, so the limit does not apply to it. At least 1.
     pub fn with_max_sessions(self, max_sessions: usize) -> Self {
         Self {
-            max_sessions,
+            max_sessions: max_sessions.max(1),
             ..self
         }
     }
