@@ -287,6 +287,8 @@ impl Directory {
 // ---- Fixtures --------------------------------------------------------------------------------
 
 const TOKEN: &str = "mcp-test-token";
+/// A second caller of the same tenant (`user:ben`).
+const OTHER_TOKEN: &str = "mcp-test-token-ben";
 
 fn person(id: &str) -> TrustedContext {
     TrustedContext::new(Principal::new(id, PrincipalKind::Human), "test").with_tenant(
@@ -320,7 +322,9 @@ struct Served {
 async fn serve(projection: McpProjection) -> Served {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let tokens = BearerTokens::new().with(TOKEN, person("user:ana"));
+    let tokens = BearerTokens::new()
+        .with(TOKEN, person("user:ana"))
+        .with(OTHER_TOKEN, person("user:ben"));
     let (shutdown, stop) = oneshot::channel::<()>();
     tokio::spawn(async move {
         projection
@@ -906,6 +910,43 @@ async fn sessions_beyond_the_limit_get_503_until_one_closes() {
     }
     assert!(admitted.is_some_and(|id| id != first));
     client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn one_caller_cannot_take_every_session() {
+    let served = serve(
+        McpProjection::new(host(Directory::default()))
+            .unwrap()
+            .with_max_sessions(10)
+            .with_max_sessions_per_caller(2),
+    )
+    .await;
+    let initialize = initialize_request();
+    let http = reqwest::Client::new();
+    let open = |token: &'static str| {
+        http.post(&served.url)
+            .header("accept", "application/json, text/event-stream")
+            .bearer_auth(token)
+            .json(&initialize)
+            .send()
+    };
+    // Ana opens her two sessions at once; a third is refused for her alone.
+    let (first, second) = tokio::join!(open(TOKEN), open(TOKEN));
+    assert_eq!(first.unwrap().status(), 200);
+    assert_eq!(second.unwrap().status(), 200);
+    let refused = open(TOKEN).await.unwrap();
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let body: Value = refused.json().await.unwrap();
+    let error = &body["body"]["error"]["error"];
+    assert_eq!(error["code"], codes::TRANSPORT_OVERLOADED, "{body}");
+    assert!(
+        error["message"].as_str().unwrap().contains("this caller"),
+        "{body}"
+    );
+    // Ben, another principal of the same tenant, still gets his.
+    let other = open(OTHER_TOKEN).await.unwrap();
+    assert_eq!(other.status(), 200);
 }
 
 #[tokio::test]

@@ -65,6 +65,10 @@ pub const MCP_PATH: &str = "/mcp";
 /// [`McpProjection::with_max_sessions`] says otherwise.
 pub const DEFAULT_MAX_SESSIONS: usize = 1024;
 
+/// How many of those one caller (a principal of a tenant) may hold unless
+/// [`McpProjection::with_max_sessions_per_caller`] says otherwise.
+pub const DEFAULT_MAX_SESSIONS_PER_CALLER: usize = 64;
+
 /// Result and tool `_meta` keys this projection writes.
 pub mod meta {
     /// Result: the id of the AIP action the call ran as (also what `Host::cancel` takes).
@@ -168,6 +172,7 @@ pub struct McpProjection {
     info: Arc<ServerConfig>,
     caller: CallerSource,
     max_sessions: usize,
+    max_sessions_per_caller: usize,
     purge_interval: Option<std::time::Duration>,
 }
 
@@ -189,6 +194,7 @@ impl fmt::Debug for McpProjection {
             )
             .field("caller", &caller)
             .field("max_sessions", &self.max_sessions)
+            .field("max_sessions_per_caller", &self.max_sessions_per_caller)
             .field("purge_interval", &self.purge_interval)
             .finish_non_exhaustive()
     }
@@ -242,6 +248,7 @@ impl McpProjection {
             info: Arc::new(info),
             caller: CallerSource::Transport,
             max_sessions: DEFAULT_MAX_SESSIONS,
+            max_sessions_per_caller: DEFAULT_MAX_SESSIONS_PER_CALLER,
             purge_interval: Some(super::server::DEFAULT_PURGE_INTERVAL),
         })
     }
@@ -273,6 +280,19 @@ impl McpProjection {
     pub fn with_max_sessions(self, max_sessions: usize) -> Self {
         Self {
             max_sessions: max_sessions.max(1),
+            ..self
+        }
+    }
+
+    /// The same projection served over HTTP with at most `max_sessions` MCP sessions held by one
+    /// caller (a principal of a tenant) at once (default [`DEFAULT_MAX_SESSIONS_PER_CALLER`]), so
+    /// one client cannot take every session of [`with_max_sessions`](Self::with_max_sessions).
+    /// A caller at its limit is answered `503 transport.overloaded` with `Retry-After` when it
+    /// tries to open another; closing one (HTTP DELETE) or letting it idle out frees a slot.
+    /// At least 1.
+    pub fn with_max_sessions_per_caller(self, max_sessions: usize) -> Self {
+        Self {
+            max_sessions_per_caller: max_sessions.max(1),
             ..self
         }
     }
@@ -345,7 +365,10 @@ impl McpProjection {
         authenticator: Arc<dyn Authenticator>,
         config: StreamableHttpServerConfig,
     ) -> Router {
-        let limit = Arc::new(SessionLimit::new(self.max_sessions));
+        let limit = Arc::new(SessionLimit::new(
+            self.max_sessions,
+            self.max_sessions_per_caller,
+        ));
         let projection = Self {
             caller: CallerSource::Transport,
             ..self

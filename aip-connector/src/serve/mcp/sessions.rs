@@ -7,7 +7,7 @@
 //! while fewer than the limit are live, and [`refuse_when_full`] answers a request that would
 //! open one `503 transport.overloaded` before it reaches rmcp.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::extract::{Request, State};
@@ -20,9 +20,11 @@ use rmcp::transport::streamable_http_server::session::{
     EventStore, RestoreOutcome, ServerSseMessage, SessionId, SessionManager,
 };
 
+use aip_connector_core::ids::PrincipalId;
 use aip_connector_core::model::ErrorCategory;
 
 use crate::codes;
+use crate::host::TrustedContext;
 
 /// The header that names the session of a request; a POST without it opens a session.
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -30,43 +32,130 @@ const SESSION_HEADER: &str = "mcp-session-id";
 /// Seconds a client refused for a full session table is told to wait (`Retry-After`).
 const RETRY_AFTER_SECONDS: &str = "1";
 
-/// The live sessions of one router and how many it admits.
+/// The live sessions of one router, who opened them, and how many it admits.
 #[derive(Debug)]
 pub(super) struct SessionLimit {
     max_sessions: usize,
-    live: Mutex<HashSet<SessionId>>,
+    max_per_caller: usize,
+    state: Mutex<Sessions>,
+}
+
+#[derive(Debug, Default)]
+struct Sessions {
+    live: HashSet<SessionId>,
+    /// Sessions each caller holds or is opening right now.
+    per_caller: HashMap<CallerKey, usize>,
+    /// The caller that opened each live session (sessions the middleware saw open).
+    owners: HashMap<SessionId, CallerKey>,
+}
+
+impl Sessions {
+    fn forget_one_of(&mut self, caller: &CallerKey) {
+        if let Some(count) = self.per_caller.get_mut(caller) {
+            *count -= 1;
+            if *count == 0 {
+                self.per_caller.remove(caller);
+            }
+        }
+    }
+}
+
+/// Whose sessions are counted together: one principal of one tenant.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct CallerKey {
+    tenant: Option<String>,
+    principal: PrincipalId,
+}
+
+impl CallerKey {
+    fn of(caller: &TrustedContext) -> Self {
+        Self {
+            tenant: caller.tenant.as_ref().map(|tenant| tenant.id.clone()),
+            principal: caller.principal.id.clone(),
+        }
+    }
+}
+
+/// Why a request may not open a session now.
+#[derive(Debug, PartialEq, Eq)]
+enum Refusal {
+    /// The router holds its limit of sessions.
+    ServerFull { max_sessions: usize },
+    /// This caller holds its limit of sessions.
+    CallerFull { max_per_caller: usize },
 }
 
 impl SessionLimit {
-    pub(super) fn new(max_sessions: usize) -> Self {
+    pub(super) fn new(max_sessions: usize, max_per_caller: usize) -> Self {
         Self {
             max_sessions,
-            live: Mutex::new(HashSet::new()),
+            max_per_caller,
+            state: Mutex::new(Sessions::default()),
         }
     }
 
-    fn live(&self) -> std::sync::MutexGuard<'_, HashSet<SessionId>> {
-        // The set is consistent after every operation, so a panic elsewhere cannot leave it
-        // half-written.
-        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    fn state(&self) -> std::sync::MutexGuard<'_, Sessions> {
+        // Every operation below leaves the state consistent before it can panic, so a panic
+        // elsewhere cannot leave it half-written.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn is_full(&self) -> bool {
-        self.live().len() >= self.max_sessions
+        self.state().live.len() >= self.max_sessions
     }
 
     /// Counts `id` as live; `false` (and nothing counted) when the limit is reached.
     fn admit(&self, id: &SessionId) -> bool {
-        let mut live = self.live();
-        if live.len() >= self.max_sessions {
+        let mut state = self.state();
+        if state.live.len() >= self.max_sessions {
             return false;
         }
-        live.insert(id.clone());
+        state.live.insert(id.clone());
         true
     }
 
+    /// Forgets `id`, and frees its caller's slot. Releasing twice (a DELETE and the worker's
+    /// own close) frees once.
     fn release(&self, id: &SessionId) {
-        self.live().remove(id);
+        let mut state = self.state();
+        state.live.remove(id);
+        if let Some(owner) = state.owners.remove(id) {
+            state.forget_one_of(&owner);
+        }
+    }
+
+    /// Takes one of `caller`'s slots for a session about to be opened, or says why not. Taken
+    /// before the session exists, so a caller's concurrent requests cannot overshoot its limit.
+    fn claim(&self, caller: Option<&CallerKey>) -> Result<(), Refusal> {
+        let mut state = self.state();
+        if state.live.len() >= self.max_sessions {
+            return Err(Refusal::ServerFull {
+                max_sessions: self.max_sessions,
+            });
+        }
+        if let Some(caller) = caller {
+            let count = state.per_caller.entry(caller.clone()).or_default();
+            if *count >= self.max_per_caller {
+                return Err(Refusal::CallerFull {
+                    max_per_caller: self.max_per_caller,
+                });
+            }
+            *count += 1;
+        }
+        Ok(())
+    }
+
+    /// Binds the session a claimed request opened (`opened`) to `caller`, or gives the slot
+    /// back when none was opened or it has already ended.
+    fn settle_claim(&self, caller: Option<CallerKey>, opened: Option<SessionId>) {
+        let Some(caller) = caller else { return };
+        let mut state = self.state();
+        match opened {
+            Some(id) if state.live.contains(&id) && !state.owners.contains_key(&id) => {
+                state.owners.insert(id, caller);
+            }
+            _ => state.forget_one_of(&caller),
+        }
     }
 }
 
@@ -217,9 +306,10 @@ impl<M: SessionManager> SessionManager for BoundedSessions<M> {
     }
 }
 
-/// Middleware: a POST that would open a session while the limit is reached is answered
-/// `503 transport.overloaded` with `Retry-After`, as an `aip.core.v1.error` envelope. Requests
-/// of open sessions pass.
+/// Middleware: a POST that would open a session while the router, or its caller, holds its
+/// limit of sessions is answered `503 transport.overloaded` with `Retry-After`, as an
+/// `aip.core.v1.error` envelope. Requests of open sessions pass. Runs after authentication,
+/// so the caller is the one the authenticator put into the request.
 pub(super) async fn refuse_when_full(
     State(limit): State<Arc<SessionLimit>>,
     request: Request,
@@ -227,15 +317,41 @@ pub(super) async fn refuse_when_full(
 ) -> Response {
     let opens_session =
         request.method() == Method::POST && !request.headers().contains_key(SESSION_HEADER);
-    if !(opens_session && limit.is_full()) {
+    if !opens_session {
         return next.run(request).await;
     }
+    let caller = request
+        .extensions()
+        .get::<TrustedContext>()
+        .map(CallerKey::of);
+    if let Err(refusal) = limit.claim(caller.as_ref()) {
+        return overloaded(&refusal);
+    }
+    let response = next.run(request).await;
+    let opened = response
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .map(SessionId::from);
+    limit.settle_claim(caller, opened);
+    response
+}
+
+fn overloaded(refusal: &Refusal) -> Response {
+    let message = match refusal {
+        Refusal::ServerFull { max_sessions } => {
+            format!(
+                "this server already holds its limit of {max_sessions} MCP sessions; retry later"
+            )
+        }
+        Refusal::CallerFull { max_per_caller } => format!(
+            "this caller already holds its limit of {max_per_caller} MCP sessions; close one \
+             (HTTP DELETE) or retry later"
+        ),
+    };
     let mut error = crate::serve::error(
         codes::TRANSPORT_OVERLOADED,
-        format!(
-            "this server already holds its limit of {} MCP sessions; retry later",
-            limit.max_sessions
-        ),
+        message,
         ErrorCategory::Temporary,
         true,
     );
@@ -254,7 +370,7 @@ mod tests {
 
     #[test]
     fn the_limit_admits_up_to_its_size_and_frees_a_slot_on_release() {
-        let limit = SessionLimit::new(2);
+        let limit = SessionLimit::new(2, 2);
         let (a, b, c): (SessionId, SessionId, SessionId) = ("a".into(), "b".into(), "c".into());
         assert!(limit.admit(&a) && limit.admit(&b));
         assert!(limit.is_full());
@@ -264,5 +380,60 @@ mod tests {
         limit.release(&a);
         assert!(limit.admit(&c));
         assert!(!limit.admit(&a));
+    }
+
+    fn caller(principal: &str) -> CallerKey {
+        CallerKey {
+            tenant: Some("t1".into()),
+            principal: PrincipalId::from(principal),
+        }
+    }
+
+    #[test]
+    fn a_caller_holds_at_most_its_share_and_gets_it_back_when_a_session_ends() {
+        let limit = SessionLimit::new(10, 2);
+        let (ada, bob) = (caller("user:ada"), caller("user:bob"));
+        // Two claims in flight at once take both of ada's slots before either session exists.
+        assert_eq!(limit.claim(Some(&ada)), Ok(()));
+        assert_eq!(limit.claim(Some(&ada)), Ok(()));
+        assert_eq!(
+            limit.claim(Some(&ada)),
+            Err(Refusal::CallerFull { max_per_caller: 2 })
+        );
+        assert_eq!(limit.claim(Some(&bob)), Ok(()));
+        // One of ada's requests opened session s1; the other opened none (a refused
+        // initialize) and gives its slot back.
+        let s1: SessionId = "s1".into();
+        assert!(limit.admit(&s1));
+        limit.settle_claim(Some(ada.clone()), Some(s1.clone()));
+        limit.settle_claim(Some(ada.clone()), None);
+        assert_eq!(limit.claim(Some(&ada)), Ok(()));
+        assert_eq!(
+            limit.claim(Some(&ada)),
+            Err(Refusal::CallerFull { max_per_caller: 2 })
+        );
+        // A session that ended before its request settled frees the slot too.
+        let gone: SessionId = "gone".into();
+        limit.settle_claim(Some(ada.clone()), Some(gone));
+        // Closing s1 frees another.
+        limit.release(&s1);
+        limit.release(&s1);
+        assert_eq!(limit.claim(Some(&ada)), Ok(()));
+        assert_eq!(limit.claim(Some(&ada)), Ok(()));
+        assert_eq!(
+            limit.claim(Some(&ada)),
+            Err(Refusal::CallerFull { max_per_caller: 2 })
+        );
+        // The server's own limit comes first, and an unidentified request counts only there.
+        let full = SessionLimit::new(1, 5);
+        assert!(full.admit(&"x".into()));
+        assert_eq!(
+            full.claim(None),
+            Err(Refusal::ServerFull { max_sessions: 1 })
+        );
+        assert_eq!(
+            full.claim(Some(&bob)),
+            Err(Refusal::ServerFull { max_sessions: 1 })
+        );
     }
 }
