@@ -954,14 +954,19 @@ async fn serving_over_http_purges_expired_idempotency_records() {
     use aip_connector::store::IdempotencyStore;
     use aip_connector_tests::store_conformance::settle_expired_record;
 
-    let store = MemoryStore::default();
-    settle_expired_record(&store, "Tenant:t1:old").await;
-    let host = Host::builder()
-        .connector(Directory::default())
-        .store(Arc::new(store.clone()))
-        .build()
-        .unwrap();
-    let projection = McpProjection::new(host).unwrap();
+    /// A projection on a fresh store holding one expired record, and the store.
+    async fn projection_with_expired_record() -> (McpProjection, MemoryStore) {
+        let store = MemoryStore::default();
+        settle_expired_record(&store, "Tenant:t1:old").await;
+        let host = Host::builder()
+            .connector(Directory::default())
+            .store(Arc::new(store.clone()))
+            .build()
+            .unwrap();
+        (McpProjection::new(host).unwrap(), store)
+    }
+
+    let (projection, store) = projection_with_expired_record().await;
     assert!(format!("{projection:?}").contains("purge_interval: Some(600s)"));
     let _served = serve(projection).await;
     let mut purged = false;
@@ -974,14 +979,8 @@ async fn serving_over_http_purges_expired_idempotency_records() {
     }
     assert!(purged, "serving did not purge the expired record");
     // Turned off, nothing is purged.
-    let kept = MemoryStore::default();
-    settle_expired_record(&kept, "Tenant:t1:old").await;
-    let host = Host::builder()
-        .connector(Directory::default())
-        .store(Arc::new(kept.clone()))
-        .build()
-        .unwrap();
-    let _served = serve(McpProjection::new(host).unwrap().with_purge_interval(None)).await;
+    let (projection, kept) = projection_with_expired_record().await;
+    let _served = serve(projection.with_purge_interval(None)).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(kept.record("Tenant:t1:old", 0).await.unwrap().is_some());
 }

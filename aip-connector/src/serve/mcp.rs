@@ -394,10 +394,10 @@ impl McpProjection {
 
     /// Serves [`router_with_config`](Self::router_with_config) on `listener` until `shutdown`
     /// completes, purging the host's expired idempotency entries meanwhile (see
-    /// [`with_purge_interval`](Self::with_purge_interval)). Shutdown cancels `config.cancellation_token`, which ends every MCP session:
-    /// open SSE streams close, and a tool call still running is cancelled (its action through
-    /// [`Host::cancel`]). Then no connection is accepted, and the call returns once the open
-    /// ones have closed.
+    /// [`with_purge_interval`](Self::with_purge_interval)). Shutdown cancels
+    /// `config.cancellation_token`, which ends every MCP session: open SSE streams close, and a
+    /// tool call still running is cancelled (its action through [`Host::cancel`]). Then no
+    /// connection is accepted, and the call returns once the open ones have closed.
     pub async fn serve_http(
         self,
         listener: tokio::net::TcpListener,
@@ -406,23 +406,14 @@ impl McpProjection {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let sessions = config.cancellation_token.clone();
-        let purger = self.purge_interval.map(|interval| {
-            tokio::spawn(super::server::purge_periodically(
-                self.host().clone(),
-                interval,
-            ))
-        });
+        let _purger = super::server::PeriodicPurge::start(self.host(), self.purge_interval);
         let router = self.router_with_config(authenticator, config);
-        let served = axum::serve(listener, router)
+        axum::serve(listener, router)
             .with_graceful_shutdown(async move {
                 shutdown.await;
                 sessions.cancel();
             })
-            .await;
-        if let Some(purger) = purger {
-            purger.abort();
-        }
-        served
+            .await
     }
 
     /// Serves the projection over `transport` (any rmcp transport: a pair of byte streams, a

@@ -293,10 +293,7 @@ impl AipServer {
             }
         };
         tokio::pin!(hard_stop);
-        let purger =
-            self.shared.config.purge_interval.map(|interval| {
-                tokio::spawn(purge_periodically(self.shared.host.clone(), interval))
-            });
+        let _purger = PeriodicPurge::start(&self.shared.host, self.shared.config.purge_interval);
         let serving = axum::serve(listener, self.router().merge(extra))
             .with_graceful_shutdown(signal)
             .into_future();
@@ -313,16 +310,32 @@ impl AipServer {
             }
         }
         expiry.abort();
-        if let Some(purger) = purger {
-            purger.abort();
-        }
         outcome
+    }
+}
+
+/// The task that purges a served host's expired idempotency entries ([`purge_periodically`]),
+/// stopped when this is dropped: with the serving call, however it ends.
+pub(crate) struct PeriodicPurge(Option<tokio::task::JoinHandle<()>>);
+
+impl PeriodicPurge {
+    /// Starts purging `host` every `interval`; `None` starts nothing.
+    pub(crate) fn start(host: &Host, interval: Option<Duration>) -> Self {
+        Self(interval.map(|interval| tokio::spawn(purge_periodically(host.clone(), interval))))
+    }
+}
+
+impl Drop for PeriodicPurge {
+    fn drop(&mut self) {
+        if let Some(task) = &self.0 {
+            task.abort();
+        }
     }
 }
 
 /// Purges `host`'s expired idempotency entries every `interval`, the first time at once. A
 /// failed purge is logged and tried again at the next tick: nothing depends on it but space.
-pub(crate) async fn purge_periodically(host: Host, interval: Duration) {
+async fn purge_periodically(host: Host, interval: Duration) {
     let mut ticks = tokio::time::interval(interval.max(Duration::from_millis(1)));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -5,7 +5,8 @@
 //! not bound how many sessions an authenticated client can open inside that window, so the
 //! router counts them: [`BoundedSessions`] wraps the session manager and admits a session only
 //! while fewer than the limit are live, and [`refuse_when_full`] answers a request that would
-//! open one `503 transport.overloaded` before it reaches rmcp.
+//! open one beyond the router's or its caller's limit `503 transport.overloaded` before it
+//! reaches rmcp.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -192,9 +193,13 @@ impl<M: SessionManager> BoundedSessions<M> {
         }
         // Already refusing: a failure to close is the inner manager's to report, not ours.
         let _ = self.inner.close_session(id).await;
-        Err(BoundedSessionsError::Full {
+        Err(self.full())
+    }
+
+    fn full(&self) -> BoundedSessionsError<M::Error> {
+        BoundedSessionsError::Full {
             max_sessions: self.limit.max_sessions,
-        })
+        }
     }
 }
 
@@ -204,9 +209,7 @@ impl<M: SessionManager> SessionManager for BoundedSessions<M> {
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         if self.limit.is_full() {
-            return Err(BoundedSessionsError::Full {
-                max_sessions: self.limit.max_sessions,
-            });
+            return Err(self.full());
         }
         let (id, transport) = self
             .inner
