@@ -986,6 +986,18 @@ impl ApprovalStore for CensusStore {
         self.other("claim_resume");
         self.inner.claim_resume(id).await
     }
+
+    async fn purge_closed_approvals(
+        &self,
+        created_before: Millis,
+        now: Millis,
+        max_entries: usize,
+    ) -> Result<usize, StoreError> {
+        self.other("purge_closed_approvals");
+        self.inner
+            .purge_closed_approvals(created_before, now, max_entries)
+            .await
+    }
 }
 
 #[async_trait]
@@ -1056,6 +1068,17 @@ impl TransactionStore for CensusStore {
     async fn recoverable(&self) -> Result<Vec<TransactionRecord>, StoreError> {
         self.read("recoverable");
         self.inner.recoverable().await
+    }
+
+    async fn purge_finished_transactions(
+        &self,
+        updated_before: Millis,
+        max_entries: usize,
+    ) -> Result<usize, StoreError> {
+        self.other("purge_finished_transactions");
+        self.inner
+            .purge_finished_transactions(updated_before, max_entries)
+            .await
     }
 }
 

@@ -19,8 +19,9 @@ use aip_connector::model::{
     TransactionPlan, TransactionProtocolStatus, TransactionReceipt,
 };
 use aip_connector::store::{
-    ApprovalRecord, ApprovalStatus, IdempotencyRecord, IdempotencyStore, Millis, Reservation,
-    ReserveOutcome, SharedStore, StoreError, TransactionRecord, Transition, TransitionOutcome,
+    ApprovalRecord, ApprovalStatus, ApprovalStore, IdempotencyRecord, IdempotencyStore, Millis,
+    Reservation, ReserveOutcome, SharedStore, StoreError, TransactionRecord, Transition,
+    TransitionOutcome,
 };
 use serde_json::json;
 
@@ -74,6 +75,17 @@ pub async fn settle_expired_record(store: &dyn IdempotencyStore, key: &str) {
     let record = record_for(&owner, ActionResultStatus::Completed, Some(1));
     assert_eq!(store.settle(&owner, record).await, Ok(()));
     assert!(store.record(key, 0).await.unwrap().is_some());
+}
+
+/// Leaves an approval `id` denied 1 ms after the epoch, as an earlier process would have: for
+/// tests of retention.
+pub async fn insert_closed_approval(store: &dyn ApprovalStore, id: &str) {
+    let record = ApprovalRecord {
+        status: ApprovalStatus::Denied,
+        created_at_ms: 1,
+        ..approval(id)
+    };
+    assert_eq!(store.insert_approval(&record).await, Ok(()));
 }
 
 /// A completed, never-expiring record settled by `owner`.
@@ -641,6 +653,79 @@ pub async fn check_replayed_results_keep_their_key_order(store: SharedStore) {
     assert_eq!(output_text(&read), OUTPUT);
 }
 
+/// Retention of approvals: `purge_closed_approvals` deletes exactly the records that are closed
+/// at `now` and were created before the cutoff, at most `max_entries` per call; a record closed
+/// by a later update goes with the next purge.
+pub async fn check_purge_closed_approvals_deletes_only_closed_records_created_before_the_cutoff(
+    store: SharedStore,
+) {
+    let old = |id: &str, status: ApprovalStatus, expires_at_ms: Option<Millis>| ApprovalRecord {
+        status,
+        created_at_ms: NOW - 10,
+        expires_at_ms,
+        ..approval(id)
+    };
+    let ttl = Some(NOW + 60_000);
+    let kept = [
+        old("appr_open", ApprovalStatus::Pending, ttl),
+        old("appr_no_ttl", ApprovalStatus::Pending, None),
+        old("appr_approved", ApprovalStatus::Approved, ttl),
+        ApprovalRecord {
+            created_at_ms: NOW,
+            ..old("appr_young", ApprovalStatus::Denied, ttl)
+        },
+    ];
+    let closed = [
+        old("appr_ttl_passed", ApprovalStatus::Pending, Some(NOW)),
+        old("appr_resumed", ApprovalStatus::Approved, ttl),
+        old("appr_denied", ApprovalStatus::Denied, ttl),
+        old("appr_expired", ApprovalStatus::Expired, ttl),
+        old("appr_revoked", ApprovalStatus::Revoked, None),
+    ];
+    for record in kept.iter().chain(&closed) {
+        assert_eq!(store.insert_approval(record).await, Ok(()));
+    }
+    assert_eq!(
+        store.claim_resume(&closed[1].approval_id).await,
+        Ok(true),
+        "resumed through the store, as the host does"
+    );
+    assert_eq!(
+        store.purge_closed_approvals(NOW - 10, NOW, 100).await,
+        Ok(0),
+        "nothing was created before the cutoff"
+    );
+    assert_eq!(store.purge_closed_approvals(NOW, NOW, 2).await, Ok(2));
+    assert_eq!(store.purge_closed_approvals(NOW, NOW, 2).await, Ok(2));
+    assert_eq!(store.purge_closed_approvals(NOW, NOW, 2).await, Ok(1));
+    assert_eq!(store.purge_closed_approvals(NOW, NOW, 2).await, Ok(0));
+    for record in &closed {
+        assert_eq!(
+            store.approval(&record.approval_id).await,
+            Ok(None),
+            "{:?} is closed and old",
+            record.approval_id
+        );
+    }
+    for record in &kept {
+        assert_eq!(
+            store.approval(&record.approval_id).await,
+            Ok(Some(stored(record, 0, false))),
+            "{:?} is open or young",
+            record.approval_id
+        );
+    }
+
+    // A decision closes the open request: the next purge takes it.
+    let denied = ApprovalRecord {
+        status: ApprovalStatus::Denied,
+        ..kept[0].clone()
+    };
+    assert_eq!(store.update_approval(&denied, 0).await, Ok(true));
+    assert_eq!(store.purge_closed_approvals(NOW, NOW, 100).await, Ok(1));
+    assert_eq!(store.approval(&denied.approval_id).await, Ok(None));
+}
+
 /// Approvals: insert at version 0, read back, compare-and-set updates.
 pub async fn check_approval_insert_get_and_versioned_update(store: SharedStore) {
     let id = ApprovalId::trusted("appr_cas");
@@ -1075,6 +1160,102 @@ async fn insert_new(store: &SharedStore, record: &TransactionRecord) {
         "{:?} must be new",
         record.transaction_id
     );
+}
+
+/// Retention of transactions: `purge_finished_transactions` deletes exactly the finished records
+/// last updated before the cutoff, at most `max_entries` per call; a record that finishes or
+/// reopens through a transition is judged by its new status and time, and a purged plan's id is
+/// free again.
+pub async fn check_purge_finished_transactions_deletes_only_finished_records_past_the_cutoff(
+    store: SharedStore,
+) {
+    use TransactionProtocolStatus as S;
+    let mut finished = Vec::new();
+    let mut kept = Vec::new();
+    for (index, status) in ALL_TRANSACTION_STATUSES.into_iter().enumerate() {
+        let record = TransactionRecord {
+            updated_at_ms: NOW - 10,
+            ..transaction(&format!("txn_{index:02}"), "act_a", status)
+        };
+        insert_new(&store, &record).await;
+        if record.is_finished() {
+            finished.push(record);
+        } else {
+            kept.push(inserted(&record));
+        }
+    }
+    assert_eq!(finished.len(), 7, "the finished statuses");
+    // Finished, but at the cutoff itself: kept.
+    let young = TransactionRecord {
+        updated_at_ms: NOW,
+        ..transaction("txn_young", "act_a", S::Committed)
+    };
+    insert_new(&store, &young).await;
+    kept.push(inserted(&young));
+    // A plan committed before the cutoff finishes through the transition.
+    let plan = planned("txn_plan", "act_p", "plan:retention");
+    insert_new(&store, &plan).await;
+    let committed = Transition::new(&[S::Planned], S::Committed);
+    assert!(matches!(
+        store
+            .transition(&plan.transaction_id, 0, &committed, NOW - 5)
+            .await,
+        Ok(TransitionOutcome::Applied(_))
+    ));
+    // A failed record reopened before the cutoff is no longer finished.
+    let reopened = TransactionRecord {
+        updated_at_ms: NOW - 10,
+        ..transaction("txn_reopened", "act_a", S::Failed)
+    };
+    insert_new(&store, &reopened).await;
+    let reopen = Transition::new(&[S::Failed], S::Prepared);
+    let Ok(TransitionOutcome::Applied(reopened)) = store
+        .transition(&reopened.transaction_id, 0, &reopen, NOW - 5)
+        .await
+    else {
+        panic!("the failed record reopens");
+    };
+    kept.push(reopened);
+
+    assert_eq!(
+        store.purge_finished_transactions(NOW - 10, 100).await,
+        Ok(0)
+    );
+    let mut purged = 0;
+    loop {
+        let pass = store
+            .purge_finished_transactions(NOW, 3)
+            .await
+            .expect("purge");
+        assert!(pass <= 3, "at most max_entries per call");
+        purged += pass;
+        if pass == 0 {
+            break;
+        }
+    }
+    assert_eq!(
+        purged,
+        finished.len() + 1,
+        "the finished records and the plan"
+    );
+    for record in &finished {
+        assert_eq!(store.transaction(&record.transaction_id).await, Ok(None));
+    }
+    assert_eq!(store.transaction(&plan.transaction_id).await, Ok(None));
+    assert_eq!(store.transaction_by_plan("plan:retention").await, Ok(None));
+    for record in &kept {
+        assert_eq!(
+            store.transaction(&record.transaction_id).await,
+            Ok(Some(record.clone())),
+            "{:?} is not finished, or finished at the cutoff",
+            record.transaction_id
+        );
+    }
+    insert_new(
+        &store,
+        &planned("txn_plan_again", "act_q", "plan:retention"),
+    )
+    .await;
 }
 
 /// Insert is insert-if-absent: a second record with the same id is refused and changes nothing.
@@ -1687,6 +1868,7 @@ macro_rules! for_each_store_check {
             check_store_errors_quote_no_record_contents,
             check_every_approval_status_is_storable,
             check_claim_resume_succeeds_once_and_only_when_approved,
+            check_purge_closed_approvals_deletes_only_closed_records_created_before_the_cutoff,
             check_thousand_concurrent_reserves_on_one_key,
             check_concurrent_take_over_has_one_winner,
             check_different_keys_never_interfere,
@@ -1702,6 +1884,7 @@ macro_rules! for_each_store_check {
             check_transition_rebinds_the_action,
             check_transitions_append_a_hash_chained_receipt_per_status,
             check_recoverable_lists_exactly_the_recoverable_statuses,
+            check_purge_finished_transactions_deletes_only_finished_records_past_the_cutoff,
             check_two_hundred_concurrent_plan_claims,
         );
     };

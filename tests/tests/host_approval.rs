@@ -287,3 +287,89 @@ async fn denial_and_expiry_end_the_request() {
         codes::POLICY_APPROVAL_EXPIRED
     );
 }
+
+/// Retention deletes a closed approval once it is older than the period, never an open one
+/// (an approved request not yet resumed), and the deleted id is unknown afterwards.
+#[tokio::test]
+async fn retention_deletes_closed_approvals_once_old_and_keeps_open_ones() {
+    use aip_connector::host::{PurgedRecords, Retention};
+
+    const HOUR: std::time::Duration = std::time::Duration::from_secs(3600);
+    let clock = Arc::new(ManualClock::default());
+    let authority = StaticApprovalAuthority::new()
+        .with("user:alice", finance())
+        .with("user:bob", finance());
+    let payments = Payments::default();
+    let host = Host::builder()
+        .connector(payments.clone())
+        .store(Arc::new(MemoryStore::default()))
+        .approval_authority(authority)
+        .clock(clock.clone())
+        .retention(Retention::KEEP_FOREVER.approvals_for(HOUR))
+        .build()
+        .unwrap();
+    let gate_with_key = |key: &'static str| {
+        let host = host.clone();
+        async move {
+            let action = Action::new("cap:payments:refund", json!({ "amount_cents": 1200 }))
+                .with_idempotency_key(key);
+            let pending = host.invoke(action, &person("user:req")).await;
+            assert_eq!(pending.status, ActionResultStatus::PendingApproval);
+            serde_json::from_value::<ApprovalId>(pending.output.unwrap()["approval_id"].clone())
+                .unwrap()
+        }
+    };
+    let denied = gate_with_key("refund-denied").await;
+    host.record_approval_decision(
+        decision(&denied, "user:alice", ApprovalDecisionKind::Denied),
+        &person("user:alice"),
+    )
+    .await
+    .unwrap();
+    let approved = gate_with_key("refund-approved").await;
+    for approver in ["user:alice", "user:bob"] {
+        host.record_approval_decision(
+            decision(&approved, approver, ApprovalDecisionKind::Approved),
+            &person(approver),
+        )
+        .await
+        .unwrap();
+    }
+
+    // Within the period nothing goes, closed or not.
+    assert_eq!(host.purge_closed(10).await, Ok(PurgedRecords::default()));
+    assert!(host.approval(&denied).await.unwrap().is_some());
+
+    clock.advance(HOUR.as_millis() as u64 + 1);
+    let purged = host.purge_closed(10).await.unwrap();
+    assert_eq!((purged.approvals, purged.transactions), (1, 0));
+    assert_eq!(host.approval(&denied).await.unwrap(), None);
+    let refused = host.resume_approved(&denied, &person("user:req")).await;
+    assert_eq!(refused.status, ActionResultStatus::Failed, "{refused:?}");
+
+    // The approved request stayed open, so it still resumes; resumed, it is closed and goes.
+    let resumed = host.resume_approved(&approved, &person("user:req")).await;
+    assert_eq!(resumed.status, ActionResultStatus::Completed, "{resumed:?}");
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
+    let purged = host.purge_closed(10).await.unwrap();
+    assert_eq!(purged.approvals, 1);
+    assert_eq!(host.approval(&approved).await.unwrap(), None);
+}
+
+/// By default the host keeps every approval record: a purge deletes nothing.
+#[tokio::test]
+async fn without_retention_closed_approvals_are_kept() {
+    let clock = Arc::new(ManualClock::default());
+    let host = host(Payments::default(), clock.clone());
+    let id = gate(&host).await;
+    host.record_approval_decision(
+        decision(&id, "user:alice", ApprovalDecisionKind::Denied),
+        &person("user:alice"),
+    )
+    .await
+    .unwrap();
+    clock.advance(10 * 365 * 24 * 3600 * 1000);
+    let purged = host.purge_closed(10).await.unwrap();
+    assert_eq!((purged.approvals, purged.transactions), (0, 0));
+    assert!(host.approval(&id).await.unwrap().is_some());
+}

@@ -585,6 +585,16 @@ impl aip_connector::store::TransactionStore for FlakyStore {
     ) -> Result<Vec<aip_connector::store::TransactionRecord>, StoreError> {
         self.inner.recoverable().await
     }
+
+    async fn purge_finished_transactions(
+        &self,
+        updated_before: Millis,
+        max_entries: usize,
+    ) -> Result<usize, StoreError> {
+        self.inner
+            .purge_finished_transactions(updated_before, max_entries)
+            .await
+    }
 }
 
 #[async_trait::async_trait]
@@ -618,6 +628,17 @@ impl ApprovalStore for FlakyStore {
 
     async fn claim_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
         self.inner.claim_resume(id).await
+    }
+
+    async fn purge_closed_approvals(
+        &self,
+        created_before: Millis,
+        now: Millis,
+        max_entries: usize,
+    ) -> Result<usize, StoreError> {
+        self.inner
+            .purge_closed_approvals(created_before, now, max_entries)
+            .await
     }
 }
 

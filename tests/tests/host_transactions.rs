@@ -352,3 +352,65 @@ async fn a_cancel_after_the_checkpoint_leaves_an_unknown_outcome_to_reconcile() 
         "a checkpointed attempt that was cancelled may have reached the provider"
     );
 }
+
+/// Retention deletes a finished transaction once it was last updated longer ago than the
+/// period, never one that still waits for reconciliation, and only when the host has one.
+#[tokio::test]
+async fn retention_deletes_finished_transactions_once_old_and_keeps_unfinished_ones() {
+    use aip_connector::host::Retention;
+    use aip_connector::store::ManualClock;
+
+    const DAY: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+    let clock = Arc::new(ManualClock::default());
+    let store = Arc::new(MemoryStore::default());
+    let host = Host::builder()
+        .connector(Calendar::default())
+        .store(store.clone())
+        .clock(clock.clone())
+        .retention(Retention::KEEP_FOREVER.transactions_for(DAY))
+        .build()
+        .unwrap();
+    let execute = |key: &str, behaviour: &str| {
+        let id = TransactionId::new();
+        let mut transaction = ActionTransaction::new(TransactionMode::Execute);
+        transaction.transaction_id = Some(id.clone());
+        let action = Action::new(
+            "cap:cal:book",
+            json!({ "slot": "9am", "behaviour": behaviour }),
+        )
+        .with_idempotency_key(key)
+        .with_transaction(transaction);
+        (id, action)
+    };
+    let (committed, action) = execute("exec-ok", "");
+    let result = host.invoke(action, &caller()).await;
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    let (unknown, action) = execute("exec-uncertain", "uncertain");
+    host.invoke(action, &caller()).await;
+    let status = |id: &TransactionId| {
+        let store = store.clone();
+        let id = id.clone();
+        async move { store.transaction(&id).await.unwrap().map(|r| r.status) }
+    };
+    assert_eq!(
+        status(&committed).await,
+        Some(TransactionProtocolStatus::Committed)
+    );
+    assert_eq!(
+        status(&unknown).await,
+        Some(TransactionProtocolStatus::OutcomeUnknown)
+    );
+
+    // A day exactly is not past the period.
+    clock.advance(DAY.as_millis() as u64);
+    assert_eq!(host.purge_closed(10).await.unwrap().transactions, 0);
+    clock.advance(1);
+    let purged = host.purge_closed(10).await.unwrap();
+    assert_eq!((purged.approvals, purged.transactions), (0, 1));
+    assert_eq!(status(&committed).await, None);
+    assert_eq!(
+        status(&unknown).await,
+        Some(TransactionProtocolStatus::OutcomeUnknown),
+        "an unknown outcome waits for reconciliation, however old"
+    );
+}

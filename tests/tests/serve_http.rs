@@ -990,14 +990,19 @@ async fn a_body_that_never_arrives_times_out_and_frees_its_slot() {
     running.stop().await;
 }
 
+/// The periodic purge deletes expired idempotency records and, with the host's retention,
+/// closed approval records past it.
 #[tokio::test]
 async fn serving_purges_expired_idempotency_records_periodically() {
-    use aip_connector::store::IdempotencyStore;
-    use aip_connector_tests::store_conformance::settle_expired_record;
+    use aip_connector::host::Retention;
+    use aip_connector::ids::ApprovalId;
+    use aip_connector::store::{ApprovalStore, IdempotencyStore};
+    use aip_connector_tests::store_conformance::{insert_closed_approval, settle_expired_record};
 
     async fn store_with_expired_record() -> MemoryStore {
         let store = MemoryStore::default();
         settle_expired_record(&store, "Tenant:t1:old").await;
+        insert_closed_approval(&store, "appr_old").await;
         store
     }
 
@@ -1005,6 +1010,7 @@ async fn serving_purges_expired_idempotency_records_periodically() {
         let host = Host::builder()
             .connector(Desk::default())
             .store(Arc::new(store.clone()))
+            .retention(Retention::KEEP_FOREVER.approvals_for(Duration::from_millis(1)))
             .build()
             .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -1016,8 +1022,11 @@ async fn serving_purges_expired_idempotency_records_periodically() {
         );
         let deadline = tokio::time::Instant::now() + wait;
         let mut purged = false;
+        let approval = ApprovalId::trusted("appr_old");
         while tokio::time::Instant::now() < deadline {
-            if store.record("Tenant:t1:old", 0).await.unwrap().is_none() {
+            if store.record("Tenant:t1:old", 0).await.unwrap().is_none()
+                && store.approval(&approval).await.unwrap().is_none()
+            {
                 purged = true;
                 break;
             }

@@ -2606,6 +2606,17 @@ mod tests {
         async fn claim_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
             self.inner.claim_resume(id).await
         }
+
+        async fn purge_closed_approvals(
+            &self,
+            created_before: Millis,
+            now: Millis,
+            max_entries: usize,
+        ) -> Result<usize, StoreError> {
+            self.inner
+                .purge_closed_approvals(created_before, now, max_entries)
+                .await
+        }
     }
 
     #[tokio::test]

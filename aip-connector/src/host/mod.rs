@@ -103,6 +103,73 @@ impl Default for HostLimits {
     }
 }
 
+/// How long the host keeps approval and transaction records once nothing can change them.
+/// The default keeps every record forever. [`Host::purge_closed`] applies it, and so do the
+/// servers' periodic purges.
+///
+/// ```
+/// use std::time::Duration;
+/// use aip_connector::host::Retention;
+///
+/// const DAY: Duration = Duration::from_secs(24 * 60 * 60);
+/// // Decided approvals kept 90 days for audit; finished transactions 30 days, which is also how
+/// // long a committed transaction can be compensated through the host.
+/// let retention = Retention::KEEP_FOREVER
+///     .approvals_for(90 * DAY)
+///     .transactions_for(30 * DAY);
+/// assert_eq!(retention.transactions, Some(30 * DAY));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Retention {
+    /// A closed approval record ([`ApprovalRecord::is_closed`]: denied, revoked, expired, or
+    /// approved and resumed) is deleted once it was created this long ago; `None` keeps it.
+    /// Open records are always kept. Counted from creation, so set it longer than your
+    /// approvals' TTLs: a request decided late in a long TTL is otherwise kept for less.
+    pub approvals: Option<std::time::Duration>,
+    /// A finished transaction record
+    /// ([`TransactionRecord::is_finished`](crate::store::TransactionRecord::is_finished)) is
+    /// deleted once it was last updated this long ago; `None` keeps it. Recoverable records and
+    /// `requires_human` ones are always kept. A deleted committed transaction can no longer be
+    /// compensated through the host, so this is also the compensation window.
+    pub transactions: Option<std::time::Duration>,
+}
+
+impl Retention {
+    /// Every record kept forever (the default).
+    pub const KEEP_FOREVER: Self = Self {
+        approvals: None,
+        transactions: None,
+    };
+
+    /// Keeps closed approval records for `period` after their creation.
+    pub const fn approvals_for(mut self, period: std::time::Duration) -> Self {
+        self.approvals = Some(period);
+        self
+    }
+
+    /// Keeps finished transaction records for `period` after their last update.
+    pub const fn transactions_for(mut self, period: std::time::Duration) -> Self {
+        self.transactions = Some(period);
+        self
+    }
+}
+
+/// `period` in milliseconds, saturating (a retention beyond `u64::MAX` ms keeps forever).
+fn millis(period: std::time::Duration) -> Millis {
+    Millis::try_from(period.as_millis()).unwrap_or(Millis::MAX)
+}
+
+/// What [`Host::purge_closed`] deleted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PurgedRecords {
+    /// Closed approval records past their retention.
+    pub approvals: usize,
+    /// Finished transaction records past their retention.
+    pub transactions: usize,
+}
+
 /// Why a host could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum HostBuildError {
@@ -147,6 +214,7 @@ pub struct HostBuilder {
     limits: HostLimits,
     clock: Arc<dyn Clock>,
     policy: AdmissionPolicy,
+    retention: Retention,
 }
 
 impl HostBuilder {
@@ -183,6 +251,13 @@ impl HostBuilder {
     /// Sets the limits.
     pub fn limits(mut self, limits: HostLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Sets how long closed approval and finished transaction records are kept (default:
+    /// [`Retention::KEEP_FOREVER`]); see [`Host::purge_closed`].
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
         self
     }
 
@@ -253,6 +328,7 @@ impl HostBuilder {
                 permits: ConcurrencyLimit::new(self.limits.max_concurrent_actions),
                 limits: self.limits,
                 clock: self.clock,
+                retention: self.retention,
                 active: ActiveActions::default(),
             }),
         })
@@ -295,6 +371,7 @@ struct HostInner {
     authority: Arc<dyn ApprovalAuthority>,
     limits: HostLimits,
     clock: Arc<dyn Clock>,
+    retention: Retention,
     permits: ConcurrencyLimit,
     /// Cancellation tokens of executing actions, by action id.
     active: ActiveActions,
@@ -593,6 +670,7 @@ impl Host {
             limits: HostLimits::default(),
             clock: Arc::new(SystemClock),
             policy: AdmissionPolicy::strict(),
+            retention: Retention::KEEP_FOREVER,
         }
     }
 
@@ -690,6 +768,52 @@ impl Host {
                 return Ok(total);
             }
         }
+    }
+
+    /// Deletes the approval and transaction records the host's [`Retention`] no longer keeps,
+    /// in passes of at most `batch` records of each family (at least one), until a pass
+    /// deletes fewer; returns the totals. With [`Retention::KEEP_FOREVER`] (the default) it
+    /// deletes nothing and does not touch the store.
+    ///
+    /// Only records nothing can change any more are deleted: approvals that are closed
+    /// ([`ApprovalRecord::is_closed`]) and transactions that are finished
+    /// ([`TransactionRecord::is_finished`](crate::store::TransactionRecord::is_finished)).
+    /// Afterwards their ids are unknown: a decision on a deleted approval, or the re-submission
+    /// of its action, is refused as for an id never issued. Keep approvals at least as long as
+    /// the idempotency TTL of the capabilities they gate, so a replayed `pending_approval`
+    /// result never names a deleted approval. `AipServer::serve` and the MCP `serve_http` run
+    /// this with [`purge_expired`](Self::purge_expired) at every purge interval.
+    pub async fn purge_closed(&self, batch: usize) -> Result<PurgedRecords, StoreError> {
+        let batch = batch.max(1);
+        let retention = self.inner.retention;
+        let store = &self.inner.store;
+        let mut total = PurgedRecords::default();
+        if let Some(period) = retention.approvals {
+            loop {
+                let now = self.inner.clock.now_ms();
+                let created_before = now.saturating_sub(millis(period));
+                let pass = store
+                    .purge_closed_approvals(created_before, now, batch)
+                    .await?;
+                total.approvals += pass;
+                if pass < batch {
+                    break;
+                }
+            }
+        }
+        if let Some(period) = retention.transactions {
+            loop {
+                let updated_before = self.inner.clock.now_ms().saturating_sub(millis(period));
+                let pass = store
+                    .purge_finished_transactions(updated_before, batch)
+                    .await?;
+                total.transactions += pass;
+                if pass < batch {
+                    break;
+                }
+            }
+        }
+        Ok(total)
     }
 
     /// Records an approval decision by the authenticated `approver` and returns the record.

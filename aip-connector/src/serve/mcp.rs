@@ -71,7 +71,7 @@ pub const DEFAULT_MAX_SESSIONS_PER_CALLER: usize = 64;
 
 /// Result and tool `_meta` keys this projection writes.
 pub mod meta {
-    /// Result: the id of the AIP action the call ran as (also what `Host::cancel` takes).
+    /// Result: the id of the AIP action the call ran as (also what `Host::cancel` and `Host::cancel_as` take).
     pub const ACTION_ID: &str = "aip/action_id";
     /// Result: the AIP result status (`completed`, `failed`, `cancelled`, `pending_approval`,
     /// `requires_human`).
@@ -298,7 +298,8 @@ impl McpProjection {
     }
 
     /// The same projection whose [`serve_http`](Self::serve_http) purges the host store's
-    /// expired idempotency entries ([`Host::purge_expired`]) when it starts and then every
+    /// expired idempotency entries ([`Host::purge_expired`]) and the records the host's
+    /// retention no longer keeps ([`Host::purge_closed`]) when it starts and then every
     /// `interval` (default [`DEFAULT_PURGE_INTERVAL`](super::server::DEFAULT_PURGE_INTERVAL),
     /// as the native server does); `None` leaves purging to the application.
     pub fn with_purge_interval(self, interval: Option<std::time::Duration>) -> Self {
@@ -396,7 +397,7 @@ impl McpProjection {
     /// completes, purging the host's expired idempotency entries meanwhile (see
     /// [`with_purge_interval`](Self::with_purge_interval)). Shutdown cancels
     /// `config.cancellation_token`, which ends every MCP session: open SSE streams close, and a
-    /// tool call still running is cancelled (its action through [`Host::cancel`]). Then no
+    /// tool call still running is cancelled (its action through [`Host::cancel_as`]). Then no
     /// connection is accepted, and the call returns once the open ones have closed.
     pub async fn serve_http(
         self,

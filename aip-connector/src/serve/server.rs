@@ -88,8 +88,9 @@ pub struct ServerConfig {
     /// Serve `GET /aip/v1/manifest` without authentication (default `false`).
     pub public_manifest: bool,
     /// How often [`AipServer::serve`] purges the host store's expired idempotency records and
-    /// retry-attempt counts ([`Host::purge_expired`]), first when serving starts; `None` leaves
-    /// purging to the application (default 10 minutes).
+    /// retry-attempt counts ([`Host::purge_expired`]) and the approval and transaction records
+    /// the host's retention no longer keeps ([`Host::purge_closed`]), first when serving
+    /// starts; `None` leaves purging to the application (default 10 minutes).
     pub purge_interval: Option<Duration>,
 }
 
@@ -314,8 +315,9 @@ impl AipServer {
     }
 }
 
-/// The task that purges a served host's expired idempotency entries ([`purge_periodically`]),
-/// stopped when this is dropped: with the serving call, however it ends.
+/// The task that purges a served host's expired idempotency entries and the records its
+/// retention no longer keeps ([`purge_periodically`]), stopped when this is dropped: with the
+/// serving call, however it ends.
 pub(crate) struct PeriodicPurge(Option<tokio::task::JoinHandle<()>>);
 
 impl PeriodicPurge {
@@ -333,8 +335,9 @@ impl Drop for PeriodicPurge {
     }
 }
 
-/// Purges `host`'s expired idempotency entries every `interval`, the first time at once. A
-/// failed purge is logged and tried again at the next tick: nothing depends on it but space.
+/// Purges `host`'s expired idempotency entries ([`Host::purge_expired`]) and the records its
+/// retention no longer keeps ([`Host::purge_closed`]) every `interval`, the first time at once.
+/// A failed purge is logged and tried again at the next tick: nothing depends on it but space.
 async fn purge_periodically(host: Host, interval: Duration) {
     let mut ticks = tokio::time::interval(interval.max(Duration::from_millis(1)));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -347,6 +350,14 @@ async fn purge_periodically(host: Host, interval: Duration) {
                 "purged expired idempotency entries"
             ),
             Err(error) => tracing::warn!(%error, "purging expired idempotency entries failed"),
+        }
+        match host.purge_closed(PURGE_BATCH).await {
+            Ok(purged) => tracing::debug!(
+                approvals = purged.approvals,
+                transactions = purged.transactions,
+                "purged records past their retention"
+            ),
+            Err(error) => tracing::warn!(%error, "purging records past their retention failed"),
         }
     }
 }

@@ -540,6 +540,27 @@ impl ApprovalStore for MemoryStore {
             _ => Ok(false),
         }
     }
+
+    async fn purge_closed_approvals(
+        &self,
+        created_before: Millis,
+        now: Millis,
+        max_entries: usize,
+    ) -> Result<usize, StoreError> {
+        let mut left = max_entries;
+        // Taken out under the lock, freed after it.
+        let purged: Vec<ApprovalRecord> = self
+            .approvals()
+            .extract_if(|_, record| {
+                let purge =
+                    left > 0 && record.created_at_ms < created_before && record.is_closed(now);
+                left -= usize::from(purge);
+                purge
+            })
+            .map(|(_, record)| record)
+            .collect();
+        Ok(purged.len())
+    }
 }
 
 #[async_trait]
@@ -623,6 +644,35 @@ impl TransactionStore for MemoryStore {
         Ok(self
             .transactions()
             .matching(TransactionRecord::is_recoverable))
+    }
+
+    async fn purge_finished_transactions(
+        &self,
+        updated_before: Millis,
+        max_entries: usize,
+    ) -> Result<usize, StoreError> {
+        let mut left = max_entries;
+        let mut transactions = self.transactions();
+        // Taken out under the lock, freed after it.
+        let purged: Vec<TransactionRecord> = transactions
+            .by_id
+            .extract_if(|_, record| {
+                let purge = left > 0
+                    && record
+                        .finished_at_ms()
+                        .is_some_and(|at| at < updated_before);
+                left -= usize::from(purge);
+                purge
+            })
+            .map(|(_, record)| record)
+            .collect();
+        for record in &purged {
+            if let Some(plan_id) = record.plan_id() {
+                transactions.by_plan.remove(plan_id);
+            }
+        }
+        drop(transactions);
+        Ok(purged.len())
     }
 }
 

@@ -9,6 +9,8 @@
 //! Times are milliseconds since the Unix epoch, taken from the host's [`Clock`], so expiry is
 //! testable without sleeping.
 
+#[cfg(test)]
+mod fixtures;
 mod memory;
 mod postgres;
 mod sqlite;
@@ -290,6 +292,17 @@ pub struct ApprovalRecord {
 }
 
 impl ApprovalRecord {
+    /// Whether nothing can change the record any more at `now`: denied, revoked or expired;
+    /// approved and resumed; or pending past its TTL (which reads as expired). An approved
+    /// record not yet resumed is open: its action may still resume, or a decision revoke it.
+    pub fn is_closed(&self, now: Millis) -> bool {
+        match self.status {
+            ApprovalStatus::Denied | ApprovalStatus::Expired | ApprovalStatus::Revoked => true,
+            ApprovalStatus::Approved => self.resumed,
+            ApprovalStatus::Pending => self.expires_at_ms.is_some_and(|at| !live_at(at, now)),
+        }
+    }
+
     /// The wire view: who asked for what, where it stands, the decisions. Never the input.
     pub fn view(&self) -> aip_connector_core::model::ApprovalRecordView {
         use aip_connector_core::model::{ApprovalRecordView, ApprovalState};
@@ -335,6 +348,19 @@ pub trait ApprovalStore: Send + Sync {
 
     /// Approved, not yet resumed → resumed; true for exactly one caller.
     async fn claim_resume(&self, id: &ApprovalId) -> Result<bool, StoreError>;
+
+    /// Deletes up to `max_entries` records that are closed at `now`
+    /// ([`ApprovalRecord::is_closed`]) and were created before `created_before`, and says how
+    /// many went. Open records are never deleted, however old.
+    ///
+    /// This is the approvals' retention (see `Retention` in the host module): after it, the
+    /// approval id is unknown to every reader, as if it had never been issued.
+    async fn purge_closed_approvals(
+        &self,
+        created_before: Millis,
+        now: Millis,
+        max_entries: usize,
+    ) -> Result<usize, StoreError>;
 }
 
 /// Every store family a host needs.

@@ -57,6 +57,11 @@ const MIGRATIONS: &[Migration] = &[
         name: "expiry_indexes",
         sql: include_str!("../../migrations/postgres/0003_expiry_indexes.sql"),
     },
+    Migration {
+        version: 4,
+        name: "retention",
+        sql: include_str!("../../migrations/postgres/0004_retention.sql"),
+    },
 ];
 
 /// The most connections one store opens; they are opened lazily, as concurrency needs them.
@@ -774,14 +779,17 @@ impl ApprovalStore for PostgresStore {
         let inserted = self
             .execute(
                 "insert an approval record",
-                "INSERT INTO approval_records (approval_id, status, resumed, version, body) \
-                 VALUES ($1, $2, $3, 0, $4::text::json) \
+                "INSERT INTO approval_records \
+                 (approval_id, status, resumed, version, body, created_at_ms, expires_at_ms) \
+                 VALUES ($1, $2, $3, 0, $4::text::json, $5, $6) \
                  ON CONFLICT (approval_id) DO NOTHING",
                 &[
                     &record.approval_id.as_str(),
                     &status_text(&record.status)?,
                     &record.resumed,
                     &body,
+                    &millis_to_sql(record.created_at_ms),
+                    &record.expires_at_ms.map(millis_to_sql),
                 ],
             )
             .await?;
@@ -827,7 +835,8 @@ impl ApprovalStore for PostgresStore {
             .execute(
                 "update an approval record",
                 "UPDATE approval_records \
-                 SET status = $2, resumed = resumed OR $3, version = $4, body = $5::text::json \
+                 SET status = $2, resumed = resumed OR $3, version = $4, body = $5::text::json, \
+                     created_at_ms = $7, expires_at_ms = $8 \
                  WHERE approval_id = $1 AND version = $6",
                 &[
                     &record.approval_id.as_str(),
@@ -836,6 +845,8 @@ impl ApprovalStore for PostgresStore {
                     &next,
                     &body,
                     &expected,
+                    &millis_to_sql(record.created_at_ms),
+                    &record.expires_at_ms.map(millis_to_sql),
                 ],
             )
             .await?;
@@ -854,6 +865,37 @@ impl ApprovalStore for PostgresStore {
             .await?;
         Ok(changed == 1)
     }
+
+    async fn purge_closed_approvals(
+        &self,
+        created_before: Millis,
+        now: Millis,
+        max_entries: usize,
+    ) -> Result<usize, StoreError> {
+        let (created_before, now) = (millis_to_sql(created_before), millis_to_sql(now));
+        let limit = i64::try_from(max_entries).unwrap_or(i64::MAX);
+        // `ApprovalRecord::is_closed` in SQL; the conformance suite holds the two together. The
+        // test is repeated outside the subquery, for a row another writer changed meanwhile.
+        let purged = self
+            .execute(
+                "purge closed approval records",
+                "WITH closed AS ( \
+                   SELECT approval_id FROM approval_records \
+                   WHERE created_at_ms < $1 \
+                     AND (status IN ('denied', 'expired', 'revoked') \
+                          OR (status = 'approved' AND resumed) \
+                          OR (status = 'pending' AND expires_at_ms <= $2)) \
+                   LIMIT $3) \
+                 DELETE FROM approval_records WHERE approval_id IN (SELECT approval_id FROM closed) \
+                   AND created_at_ms < $1 \
+                   AND (status IN ('denied', 'expired', 'revoked') \
+                        OR (status = 'approved' AND resumed) \
+                        OR (status = 'pending' AND expires_at_ms <= $2))",
+                &[&created_before, &now, &limit],
+            )
+            .await?;
+        Ok(usize::try_from(purged).unwrap_or(usize::MAX))
+    }
 }
 
 #[async_trait]
@@ -871,8 +913,9 @@ impl TransactionStore for PostgresStore {
         let statement = client
             .prepare_cached(
                 "INSERT INTO transactions \
-                 (transaction_id, action_id, plan_id, status, revision, recoverable, body) \
-                 VALUES ($1, $2, $3, $4, 0, $5, $6::text::json) \
+                 (transaction_id, action_id, plan_id, status, revision, recoverable, body, \
+                  finished_at_ms) \
+                 VALUES ($1, $2, $3, $4, 0, $5, $6::text::json, $7) \
                  ON CONFLICT (transaction_id) DO NOTHING",
             )
             .await
@@ -887,6 +930,7 @@ impl TransactionStore for PostgresStore {
                     &status_text(&record.status)?,
                     &record.is_recoverable(),
                     &body,
+                    &record.finished_at_ms().map(millis_to_sql),
                 ],
             )
             .await;
@@ -970,7 +1014,7 @@ impl TransactionStore for PostgresStore {
                 OPERATION,
                 "UPDATE transactions \
                  SET action_id = $3, plan_id = $4, status = $5, revision = $6, recoverable = $7, \
-                     body = $8::text::json \
+                     body = $8::text::json, finished_at_ms = $9 \
                  WHERE transaction_id = $1 AND revision = $2",
                 &[
                     &id.as_str(),
@@ -981,6 +1025,7 @@ impl TransactionStore for PostgresStore {
                     &counter_to_sql("transaction revision", next.revision)?,
                     &next.is_recoverable(),
                     &body,
+                    &next.finished_at_ms().map(millis_to_sql),
                 ],
             )
             .await?;
@@ -1006,6 +1051,27 @@ impl TransactionStore for PostgresStore {
         .iter()
         .map(transaction_from_row)
         .collect()
+    }
+
+    async fn purge_finished_transactions(
+        &self,
+        updated_before: Millis,
+        max_entries: usize,
+    ) -> Result<usize, StoreError> {
+        let updated_before = millis_to_sql(updated_before);
+        let limit = i64::try_from(max_entries).unwrap_or(i64::MAX);
+        // NULL (not finished) is never below anything. The test is repeated outside the
+        // subquery: a record reopened meanwhile (a failed one retried) is no longer finished.
+        let purged = self
+            .execute(
+                "purge finished transaction records",
+                "DELETE FROM transactions WHERE transaction_id IN ( \
+                   SELECT transaction_id FROM transactions WHERE finished_at_ms < $1 LIMIT $2) \
+                 AND finished_at_ms < $1",
+                &[&updated_before, &limit],
+            )
+            .await?;
+        Ok(usize::try_from(purged).unwrap_or(usize::MAX))
     }
 }
 
@@ -1100,7 +1166,8 @@ mod tests {
             [
                 (1, "initial".to_owned()),
                 (2, "retry_attempts".to_owned()),
-                (3, "expiry_indexes".to_owned())
+                (3, "expiry_indexes".to_owned()),
+                (4, "retention".to_owned())
             ]
         );
         let tables: Vec<String> = client
@@ -1124,6 +1191,66 @@ mod tests {
                 "transactions"
             ]
         );
+    }
+
+    /// Migration 4 fills the retention columns in from the bodies of the rows already there,
+    /// so records written before it are purged like new ones.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rows_from_before_migration_4_gain_their_retention_columns() {
+        use super::super::fixtures::RetentionRows;
+
+        let Some(schema) = TestSchema::new() else {
+            return;
+        };
+        let store = schema.connect().await.unwrap();
+        // Back to the schema migration 3 left.
+        raw(
+            &store,
+            "DROP INDEX approval_records_created;
+             DROP INDEX transactions_finished;
+             ALTER TABLE approval_records DROP COLUMN created_at_ms, DROP COLUMN expires_at_ms;
+             ALTER TABLE transactions DROP COLUMN finished_at_ms;
+             DELETE FROM schema_migrations WHERE version = 4;",
+        )
+        .await;
+        let rows = RetentionRows::new();
+        // Written as a migration-3 build wrote them.
+        let client = store.pool.get().await.unwrap();
+        for record in rows.approvals() {
+            client
+                .execute(
+                    "INSERT INTO approval_records (approval_id, status, resumed, version, body) \
+                     VALUES ($1, $2, FALSE, 0, $3::text::json)",
+                    &[
+                        &record.approval_id.as_str(),
+                        &status_text(&record.status).unwrap(),
+                        &serde_json::to_string(record).unwrap(),
+                    ],
+                )
+                .await
+                .unwrap();
+        }
+        for record in rows.transactions() {
+            client
+                .execute(
+                    "INSERT INTO transactions \
+                     (transaction_id, action_id, plan_id, status, revision, recoverable, body) \
+                     VALUES ($1, $2, $3, $4, 0, $5, $6::text::json)",
+                    &[
+                        &record.transaction_id.as_str(),
+                        &record.action_id.as_str(),
+                        &record.plan_id(),
+                        &status_text(&record.status).unwrap(),
+                        &record.is_recoverable(),
+                        &serde_json::to_string(record).unwrap(),
+                    ],
+                )
+                .await
+                .unwrap();
+        }
+        drop(client);
+        rows.assert_purged_like_new_rows(&schema.connect().await.unwrap())
+            .await;
     }
 
     /// A database migrated by a newer build is refused rather than misread.

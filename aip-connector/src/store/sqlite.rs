@@ -31,7 +31,32 @@ use super::{
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Schema migrations in order: entry `n` brings `PRAGMA user_version` from `n` to `n + 1`.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4];
+const MIGRATIONS: &[&str] = &[
+    MIGRATION_1,
+    MIGRATION_2,
+    MIGRATION_3,
+    MIGRATION_4,
+    MIGRATION_5,
+];
+
+/// Migration 5: what retention deletes by (`ApprovalStore::purge_closed_approvals`,
+/// `TransactionStore::purge_finished_transactions`), filled in from the bodies of the rows
+/// already there. `finished_at_ms` is a transaction's `updated_at_ms` once it is finished
+/// (`TransactionRecord::is_finished`, whose statuses the `IN` list spells), else NULL.
+const MIGRATION_5: &str = "
+ALTER TABLE approval_records ADD COLUMN created_at_ms INTEGER;
+ALTER TABLE approval_records ADD COLUMN expires_at_ms INTEGER;
+UPDATE approval_records SET
+    created_at_ms = json_extract(body, '$.created_at_ms'),
+    expires_at_ms = json_extract(body, '$.expires_at_ms');
+CREATE INDEX approval_records_created ON approval_records (created_at_ms);
+ALTER TABLE transactions ADD COLUMN finished_at_ms INTEGER;
+UPDATE transactions SET finished_at_ms = json_extract(body, '$.updated_at_ms')
+    WHERE status IN ('dry_run_completed', 'committed', 'compensated', 'cancelled',
+                     'rollback_not_supported', 'failed', 'reconciled');
+CREATE INDEX transactions_finished ON transactions (finished_at_ms)
+    WHERE finished_at_ms IS NOT NULL;
+";
 
 /// Migration 4: the expiries `IdempotencyStore::purge_expired` deletes by, indexed so a purge
 /// reads only what it deletes. Only records are indexed: reservations are never purged.
@@ -91,7 +116,7 @@ const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// A store in one SQLite file (or in memory), the embedded durable default.
 ///
-/// - Opening creates the file and the schema (`PRAGMA user_version` 4; a file at an older
+/// - Opening creates the file and the schema (`PRAGMA user_version` 5; a file at an older
 ///   version is migrated in place), and sets
 ///   `journal_mode = WAL`, `synchronous = FULL` (every commit is fsynced, so a settled record
 ///   survives a crash of the process and of the machine) and a 5 s busy timeout (several
@@ -704,13 +729,16 @@ impl ApprovalStore for SqliteStore {
         self.run("insert an approval record", move |connection| {
             let inserted = execute_cached(
                 connection,
-                "INSERT INTO approval_records (approval_id, status, resumed, version, body) \
-                 VALUES (?1, ?2, ?3, 0, ?4)",
+                "INSERT INTO approval_records \
+                 (approval_id, status, resumed, version, body, created_at_ms, expires_at_ms) \
+                 VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6)",
                 params![
                     record.approval_id.as_str(),
                     status_name(record.status),
                     record.resumed,
-                    body
+                    body,
+                    millis_to_sql(record.created_at_ms),
+                    record.expires_at_ms.map(millis_to_sql)
                 ],
             );
             match inserted {
@@ -776,7 +804,8 @@ impl ApprovalStore for SqliteStore {
             let changed = execute_cached(
                 connection,
                 "UPDATE approval_records \
-                 SET status = ?2, resumed = MAX(resumed, ?3), version = ?4, body = ?5 \
+                 SET status = ?2, resumed = MAX(resumed, ?3), version = ?4, body = ?5, \
+                     created_at_ms = ?7, expires_at_ms = ?8 \
                  WHERE approval_id = ?1 AND version = ?6",
                 params![
                     record.approval_id.as_str(),
@@ -784,7 +813,9 @@ impl ApprovalStore for SqliteStore {
                     record.resumed,
                     next,
                     body,
-                    expected
+                    expected,
+                    millis_to_sql(record.created_at_ms),
+                    record.expires_at_ms.map(millis_to_sql)
                 ],
             )?;
             Ok(changed == 1)
@@ -806,6 +837,31 @@ impl ApprovalStore for SqliteStore {
         })
         .await
     }
+
+    async fn purge_closed_approvals(
+        &self,
+        created_before: Millis,
+        now: Millis,
+        max_entries: usize,
+    ) -> Result<usize, StoreError> {
+        let (created_before, now) = (millis_to_sql(created_before), millis_to_sql(now));
+        let limit = i64::try_from(max_entries).unwrap_or(i64::MAX);
+        self.run("purge closed approval records", move |connection| {
+            // `ApprovalRecord::is_closed` in SQL; the conformance suite holds the two together.
+            Ok(execute_cached(
+                connection,
+                "DELETE FROM approval_records WHERE rowid IN ( \
+                   SELECT rowid FROM approval_records \
+                   WHERE created_at_ms < ?1 \
+                     AND (status IN ('denied', 'expired', 'revoked') \
+                          OR (status = 'approved' AND resumed = 1) \
+                          OR (status = 'pending' AND expires_at_ms <= ?2)) \
+                   LIMIT ?3)",
+                params![created_before, now, limit],
+            )?)
+        })
+        .await
+    }
 }
 
 #[async_trait]
@@ -822,8 +878,9 @@ impl TransactionStore for SqliteStore {
             let inserted = execute_cached(
                 connection,
                 "INSERT INTO transactions \
-                 (transaction_id, action_id, plan_id, status, revision, recoverable, body) \
-                 VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6) \
+                 (transaction_id, action_id, plan_id, status, revision, recoverable, body, \
+                  finished_at_ms) \
+                 VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?7) \
                  ON CONFLICT (transaction_id) DO NOTHING",
                 params![
                     record.transaction_id.as_str(),
@@ -831,7 +888,8 @@ impl TransactionStore for SqliteStore {
                     record.plan_id(),
                     transaction_status_name(record.status),
                     record.is_recoverable(),
-                    body
+                    body,
+                    record.finished_at_ms().map(millis_to_sql)
                 ],
             );
             match inserted {
@@ -907,7 +965,7 @@ impl TransactionStore for SqliteStore {
                 &transaction,
                 "UPDATE transactions \
                  SET action_id = ?2, plan_id = ?3, status = ?4, revision = ?5, \
-                     recoverable = ?6, body = ?7 \
+                     recoverable = ?6, body = ?7, finished_at_ms = ?8 \
                  WHERE transaction_id = ?1",
                 params![
                     id.as_str(),
@@ -916,7 +974,8 @@ impl TransactionStore for SqliteStore {
                     transaction_status_name(next.status),
                     revision_to_sql(next.revision)?,
                     next.is_recoverable(),
-                    body
+                    body,
+                    next.finished_at_ms().map(millis_to_sql)
                 ],
             )?;
             transaction.commit()?;
@@ -931,6 +990,25 @@ impl TransactionStore for SqliteStore {
         })
         .await
     }
+
+    async fn purge_finished_transactions(
+        &self,
+        updated_before: Millis,
+        max_entries: usize,
+    ) -> Result<usize, StoreError> {
+        let updated_before = millis_to_sql(updated_before);
+        let limit = i64::try_from(max_entries).unwrap_or(i64::MAX);
+        self.run("purge finished transaction records", move |connection| {
+            // NULL (not finished) is never below anything.
+            Ok(execute_cached(
+                connection,
+                "DELETE FROM transactions WHERE rowid IN ( \
+                   SELECT rowid FROM transactions WHERE finished_at_ms < ?1 LIMIT ?2)",
+                params![updated_before, limit],
+            )?)
+        })
+        .await
+    }
 }
 
 #[cfg(test)]
@@ -939,12 +1017,10 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use aip_connector_core::ids::{ActionId, CapabilityId, PrincipalId};
-    use aip_connector_core::model::{
-        Action, ActionResult, ActionResultStatus, ActionTransaction, ApprovalPolicy,
-        IdempotencyKeyScope, TransactionMode,
-    };
+    use aip_connector_core::model::{ActionResult, ActionResultStatus, IdempotencyKeyScope};
     use serde_json::json;
 
+    use super::super::fixtures::{RetentionRows, approval, planned};
     use super::*;
 
     /// A store file in the temp dir, removed (with its WAL files) on drop.
@@ -998,56 +1074,6 @@ mod tests {
             result: ActionResult::completed(ActionId::trusted("act_1"), json!({"v": 1})),
             created_at_ms: 0,
             expires_at_ms: None,
-        }
-    }
-
-    fn approval(id: &str) -> ApprovalRecord {
-        ApprovalRecord {
-            approval_id: ApprovalId::trusted(id),
-            action: Action::new("cap:demo", json!({"secret": "hunter2"})),
-            input_retained: true,
-            input_hash: "h".to_owned(),
-            capability_id: CapabilityId::from("cap:demo"),
-            requested_by: PrincipalId::from("user:1"),
-            tenant_id: None,
-            policy: ApprovalPolicy::default(),
-            policy_hash: "p".to_owned(),
-            idempotency_key: None,
-            status: ApprovalStatus::Pending,
-            decisions: Vec::new(),
-            created_at_ms: 0,
-            expires_at_ms: None,
-            resumed: false,
-            version: 0,
-        }
-    }
-
-    /// A planned transaction `id` whose block names `plan_id`, carrying a secret in its result.
-    fn planned(id: &str, plan_id: &str) -> TransactionRecord {
-        TransactionRecord {
-            transaction_id: TransactionId::trusted(id),
-            action_id: ActionId::trusted("act_plan"),
-            capability_id: CapabilityId::from("cap:demo"),
-            transaction: ActionTransaction {
-                plan_id: Some(plan_id.to_owned()),
-                ..ActionTransaction::new(TransactionMode::Plan)
-            },
-            principal_id: PrincipalId::from("user:1"),
-            identity: None,
-            status: TransactionProtocolStatus::Planned,
-            plan: None,
-            result: Some(ActionResult::completed(
-                ActionId::trusted("act_plan"),
-                json!({"secret": "hunter2"}),
-            )),
-            provider_operation: None,
-            reconciliation_cursor: None,
-            reconcile_after_ms: None,
-            error: None,
-            revision: 0,
-            created_at_ms: 0,
-            updated_at_ms: 0,
-            receipts: Vec::new(),
         }
     }
 
@@ -1158,7 +1184,7 @@ mod tests {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(version, SCHEMA_VERSION);
-        assert_eq!(SCHEMA_VERSION, 4);
+        assert_eq!(SCHEMA_VERSION, 5);
         assert_eq!(
             store.approval(&ApprovalId::trusted("appr_1")).await,
             Ok(Some(request))
@@ -1194,6 +1220,53 @@ mod tests {
             reopened.transaction_by_plan("plan:1").await,
             Ok(Some(record))
         );
+    }
+
+    /// Migration 5 fills the retention columns in from the bodies of the rows already there,
+    /// so records written before it are purged like new ones.
+    #[tokio::test]
+    async fn schema_4_rows_gain_their_retention_columns() {
+        let file = TempFile::new("upgrade-retention");
+        let rows = RetentionRows::new();
+        {
+            let connection = Connection::open(&file.0).unwrap();
+            for migration in &MIGRATIONS[..4] {
+                connection.execute_batch(migration).unwrap();
+            }
+            connection.pragma_update(None, "user_version", 4).unwrap();
+            for record in rows.approvals() {
+                connection
+                    .execute(
+                        "INSERT INTO approval_records (approval_id, status, resumed, version, body) \
+                         VALUES (?1, ?2, 0, 0, ?3)",
+                        params![
+                            record.approval_id.as_str(),
+                            status_name(record.status),
+                            serde_json::to_string(record).unwrap()
+                        ],
+                    )
+                    .unwrap();
+            }
+            for record in rows.transactions() {
+                connection
+                    .execute(
+                        "INSERT INTO transactions \
+                         (transaction_id, action_id, plan_id, status, revision, recoverable, body) \
+                         VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6)",
+                        params![
+                            record.transaction_id.as_str(),
+                            record.action_id.as_str(),
+                            record.plan_id(),
+                            transaction_status_name(record.status),
+                            record.is_recoverable(),
+                            serde_json::to_string(record).unwrap()
+                        ],
+                    )
+                    .unwrap();
+            }
+        }
+        rows.assert_purged_like_new_rows(&SqliteStore::open(&file.0).unwrap())
+            .await;
     }
 
     /// A file written by a newer build is refused rather than misread.

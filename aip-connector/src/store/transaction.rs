@@ -82,6 +82,36 @@ impl TransactionRecord {
         }
     }
 
+    /// Whether the transaction has ended in a status only a new action could follow up on:
+    /// dry run completed, committed, compensated, cancelled, rollback not supported, failed or
+    /// reconciled. Recoverable records and `requires_human` (which waits for an operator) are
+    /// not finished. Retention deletes only finished records.
+    pub fn is_finished(&self) -> bool {
+        use TransactionProtocolStatus as S;
+        match self.status {
+            S::DryRunCompleted
+            | S::Committed
+            | S::Compensated
+            | S::Cancelled
+            | S::RollbackNotSupported
+            | S::Failed
+            | S::Reconciled => true,
+            S::Planned
+            | S::Prepared
+            | S::Committing
+            | S::Compensating
+            | S::RequiresHuman
+            | S::OutcomeUnknown
+            | S::Reconciling => false,
+        }
+    }
+
+    /// When the record finished: its last update once [`is_finished`](Self::is_finished), else
+    /// `None`. Retention counts from it; the SQL stores keep it in a column.
+    pub fn finished_at_ms(&self) -> Option<Millis> {
+        self.is_finished().then_some(self.updated_at_ms)
+    }
+
     /// Whether a restarted host must look at this record (planned, prepared, committing,
     /// compensating, outcome unknown, reconciling). Upstream leaves `compensating` out; a
     /// compensation interrupted by a crash needs an operator as much as a commit does.
@@ -216,4 +246,17 @@ pub trait TransactionStore: Send + Sync {
     /// Every recoverable record (see [`TransactionRecord::is_recoverable`]), in byte order of
     /// transaction id.
     async fn recoverable(&self) -> Result<Vec<TransactionRecord>, StoreError>;
+
+    /// Deletes up to `max_entries` finished records ([`TransactionRecord::is_finished`]) last
+    /// updated before `updated_before`, and says how many went. Other records are never
+    /// deleted, however old.
+    ///
+    /// This is the transactions' retention (see `Retention` in the host module): after it, the
+    /// transaction and its plan id are unknown to every reader, so a committed transaction can
+    /// no longer be compensated through the host.
+    async fn purge_finished_transactions(
+        &self,
+        updated_before: Millis,
+        max_entries: usize,
+    ) -> Result<usize, StoreError>;
 }
