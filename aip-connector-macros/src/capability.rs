@@ -128,7 +128,7 @@ pub(crate) fn doc_comment(attrs: &[Attribute]) -> Option<String> {
 /// `#[capability]` outside `#[connector]`: a free `async fn`.
 pub(crate) fn expand_free(args: TokenStream, item: TokenStream) -> TokenStream {
     let cx = Ctxt::new();
-    let function = match syn::parse2::<syn::ItemFn>(item.clone()) {
+    let mut function = match syn::parse2::<syn::ItemFn>(item.clone()) {
         Ok(function) => function,
         Err(_) => {
             cx.error_at(Span::call_site(), diagnostics::NOT_A_FUNCTION.message);
@@ -144,6 +144,7 @@ pub(crate) fn expand_free(args: TokenStream, item: TokenStream) -> TokenStream {
         &function.sig,
         None,
     );
+    crate::signature::strip_refused_parameters(&mut function.sig, false);
     match (cx.check(), analyzed) {
         (Ok(()), Some(capability)) => crate::expand::free_capability(&function, &capability),
         (Err(errors), _) => {

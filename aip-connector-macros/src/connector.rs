@@ -75,6 +75,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         ) {
             capabilities.push(capability);
         }
+        crate::signature::strip_refused_parameters(&mut method.sig, true);
     }
     if capabilities.is_empty() && !cx.has_errors() {
         cx.error_at(

@@ -107,6 +107,19 @@ impl HandlerSignature {
 }
 
 /// Reads `sig`, recording every problem in `cx`. `in_impl` says whether a receiver is allowed.
+/// Removes from `sig` what [`read`] refused and rustc would refuse again (a variadic `...`, and
+/// `self` outside an impl block), so the item emitted after the error compiles as far as it can
+/// and the mistake yields one diagnostic, not one per compiler pass.
+pub(crate) fn strip_refused_parameters(sig: &mut Signature, in_impl: bool) {
+    sig.variadic = None;
+    if !in_impl {
+        sig.inputs = std::mem::take(&mut sig.inputs)
+            .into_pairs()
+            .filter(|pair| !matches!(pair.value(), FnArg::Receiver(_)))
+            .collect();
+    }
+}
+
 pub(crate) fn read(cx: &Ctxt, sig: &Signature, in_impl: bool) -> HandlerSignature {
     if sig.asyncness.is_none() {
         cx.error_spanned_by(sig.fn_token, "a capability handler must be an `async fn`");

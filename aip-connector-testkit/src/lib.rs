@@ -1,7 +1,7 @@
 //! # aip-connector-testkit
 //!
-//! Deterministic fixtures for AIP connectors and, in later releases, the conformance suite that
-//! drives a connector through the real host.
+//! The conformance suite that drives an AIP connector through the real host, deterministic
+//! fixtures, a provider double and manifest snapshots.
 //!
 //! - [`conformance`]: the conformance suite — upstream's checks, the twelve behaviour scenarios
 //!   run through the real host and a provider double, a JSON report, and

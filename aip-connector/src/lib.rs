@@ -10,7 +10,7 @@
 //!   dispatch by capability id.
 //! - Handler parameters are the input plus [extractors](crate::extract): [`IdempotencyKey`],
 //!   [`Cancellation`], [`Deadline`], [`StreamSink`], [`Checkpoint`], [`Credential`], [`Tenant`],
-//!   [`Caller`], [`Approval`].
+//!   [`Caller`], [`Approval`], [`Compensation`].
 //!
 //! The wire model, the contract rules and manifest admission come from
 //! [`aip_connector_core`], re-exported as [`core`](mod@crate::core).
