@@ -113,6 +113,8 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
         }
     };
     let mut seen = HashSet::new();
+    // Whether `profiles` was written in a form already reported.
+    let mut profiles_malformed = false;
     let mut id_given = false;
     for item in &items {
         let name = item.name();
@@ -166,12 +168,20 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
                     Some(elements) => {
                         for element in elements {
                             match meta::as_str(element) {
-                                Some(lit) if !lit.value().trim().is_empty() => attr.profiles.push(lit.value()),
-                                _ => cx.error_spanned_by(element, "a profile is a non-empty string literal, e.g. \"aip.native.http.v1\""),
+                                Some(lit) if !lit.value().trim().is_empty() => {
+                                    attr.profiles.push(lit.value())
+                                }
+                                _ => {
+                                    profiles_malformed = true;
+                                    cx.error_spanned_by(element, "a profile is a non-empty string literal, e.g. \"aip.native.http.v1\"");
+                                }
                             }
                         }
                     }
-                    None => cx.error_spanned_by(expr, "`profiles` takes an array of string literals: `profiles = [\"aip.native.http.v1\"]`"),
+                    None => {
+                        profiles_malformed = true;
+                        cx.error_spanned_by(expr, "`profiles` takes an array of string literals: `profiles = [\"aip.native.http.v1\"]`");
+                    }
                 }
                 let mut unique = HashSet::new();
                 for profile in &attr.profiles {
@@ -191,7 +201,8 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
     }
     if attr.profiles.is_empty() && !seen.contains(k::PROFILES) {
         attr.profiles.push(DEFAULT_PROFILE.to_owned());
-    } else if attr.profiles.is_empty() {
+    } else if attr.profiles.is_empty() && !profiles_malformed {
+        // (A malformed list was reported where it was written; it is not also empty.)
         cx.error_at(
             Span::call_site(),
             "`profiles` must name at least one profile",

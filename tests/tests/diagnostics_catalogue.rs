@@ -162,3 +162,165 @@ fn every_ui_test_is_documented() {
         "UI tests missing from docs/diagnostics.md: {undocumented:?}"
     );
 }
+
+/// The literal pieces of every message the macros report with a string literal
+/// (`cx.error_spanned_by(span, "...")`, `cx.error_at(span, format!("...", ..))`), each with the
+/// file and line it is written at. A message's `{...}` placeholders split it into pieces; a
+/// message held in a constant or variable is not read here (the macro codes are, above).
+fn literal_macro_messages() -> Vec<(String, Vec<String>)> {
+    let root = workspace_root().join("aip-connector-macros/src");
+    let mut messages = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(&root)
+        .unwrap_or_else(|error| panic!("cannot list {}: {error}", root.display()))
+        .map(|entry| entry.expect("readable directory entry").path())
+        .filter(|path| path.extension().is_some_and(|extension| extension == "rs"))
+        .collect();
+    files.sort();
+    for path in files {
+        let source = std::fs::read_to_string(&path)
+            .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()));
+        for call in [".error_spanned_by(", ".error_at("] {
+            for (at, _) in source.match_indices(call) {
+                let arguments = &source[at + call.len()..];
+                let Some(message) = second_argument_literal(arguments) else {
+                    continue;
+                };
+                let line = source[..at].lines().count();
+                let name = path.file_name().unwrap_or_default().to_string_lossy();
+                messages.push((format!("{name}:{line}"), pieces(&message)));
+            }
+        }
+    }
+    messages
+}
+
+/// The string literal that starts the second argument of a call whose arguments begin at
+/// `arguments`, directly or as the format string of `format!`; `None` when it is something
+/// else. The first argument (a span or a tokens value) holds no comma outside brackets.
+fn second_argument_literal(arguments: &str) -> Option<String> {
+    let mut depth = 0usize;
+    let mut comma = None;
+    for (index, c) in arguments.char_indices() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' if depth == 0 => return None,
+            ')' | ']' | '}' => depth -= 1,
+            ',' if depth == 0 => {
+                comma = Some(index);
+                break;
+            }
+            _ => {}
+        }
+    }
+    let rest = arguments[comma? + 1..].trim_start();
+    let rest = rest.strip_prefix('&').unwrap_or(rest);
+    let rest = rest.strip_prefix("format!(").map_or(rest, str::trim_start);
+    let body = rest.strip_prefix('"')?;
+    let mut text = String::new();
+    let mut chars = body.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return Some(text),
+            '\\' => match chars.next()? {
+                'n' => text.push('\n'),
+                other => text.push(other),
+            },
+            other => text.push(other),
+        }
+    }
+    None
+}
+
+/// The literal pieces of a format string, split at its `{...}` placeholders (`{{` and `}}` are
+/// literal braces).
+fn pieces(format: &str) -> Vec<String> {
+    let mut pieces = vec![String::new()];
+    let mut chars = format.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, chars.peek()) {
+            ('{', Some('{')) | ('}', Some('}')) => {
+                chars.next();
+                pieces.last_mut().expect("never empty").push(c);
+            }
+            ('{', _) => {
+                for skipped in chars.by_ref() {
+                    if skipped == '}' {
+                        break;
+                    }
+                }
+                pieces.push(String::new());
+            }
+            _ => pieces.last_mut().expect("never empty").push(c),
+        }
+    }
+    pieces.retain(|piece| !piece.is_empty());
+    pieces
+}
+
+/// Every message the macros can report is pinned by a UI test: some `error` line of a
+/// `tests/ui/**/*.stderr` snapshot holds its literal pieces, in order.
+#[test]
+fn every_literal_macro_message_has_a_ui_test() {
+    let root = workspace_root();
+    let snapshots: Vec<String> = ui_test_files()
+        .iter()
+        .map(|test| root.join(test.replace(".rs", ".stderr")))
+        .filter(|path| path.is_file())
+        .map(|path| std::fs::read_to_string(path).expect("readable snapshot"))
+        .collect();
+    let error_lines: Vec<&str> = snapshots
+        .iter()
+        .flat_map(|snapshot| snapshot.lines())
+        .filter(|line| line.starts_with("error"))
+        .collect();
+    let messages = literal_macro_messages();
+    assert!(
+        messages.len() >= 50,
+        "only {} literal messages found in aip-connector-macros/src: has the call syntax changed?",
+        messages.len()
+    );
+    let pinned = |pieces: &[String]| {
+        error_lines.iter().any(|line| {
+            let mut rest = *line;
+            pieces.iter().all(|piece| match rest.find(piece.as_str()) {
+                Some(at) => {
+                    rest = &rest[at + piece.len()..];
+                    true
+                }
+                None => false,
+            })
+        })
+    };
+    let unpinned: Vec<String> = messages
+        .iter()
+        .filter(|(_, pieces)| !pinned(pieces))
+        .map(|(at, pieces)| format!("{at}: {}", pieces.join("…")))
+        .collect();
+    assert!(
+        unpinned.is_empty(),
+        "macro messages no UI test shows (add `tests/ui/<category>/<name>.rs` and its entry in \
+         docs/diagnostics.md):\n{}",
+        unpinned.join("\n")
+    );
+}
+
+#[test]
+fn message_pieces_split_at_placeholders() {
+    assert_eq!(
+        pieces("`{key}` takes `true` or `false`"),
+        ["`", "` takes `true` or `false`"]
+    );
+    assert_eq!(pieces("a {{literal}} brace"), ["a {literal} brace"]);
+    assert_eq!(
+        second_argument_literal("expr, format!(\"unknown `{other}`\", other)"),
+        Some("unknown `{other}`".to_owned())
+    );
+    assert_eq!(
+        second_argument_literal("span, diagnostics::FREE_ID_MISSING.message)"),
+        None
+    );
+    assert_eq!(
+        second_argument_literal("item.span(), \"say \\\"hi\\\"\")"),
+        Some("say \"hi\"".to_owned())
+    );
+}
