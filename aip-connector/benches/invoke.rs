@@ -987,6 +987,11 @@ impl ApprovalStore for CensusStore {
         self.inner.claim_resume(id).await
     }
 
+    async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+        self.other("release_resume");
+        self.inner.release_resume(id).await
+    }
+
     async fn purge_closed_approvals(
         &self,
         created_before: Millis,

@@ -653,6 +653,60 @@ pub async fn check_replayed_results_keep_their_key_order(store: SharedStore) {
     assert_eq!(output_text(&read), OUTPUT);
 }
 
+/// `release_resume` gives a claimed resume back (bumping the version, so a writer holding the
+/// claimed version loses), and changes nothing on a record that is not approved and resumed.
+pub async fn check_release_resume_gives_back_only_a_claimed_resume(store: SharedStore) {
+    let id = ApprovalId::trusted("appr_release");
+    assert_eq!(store.release_resume(&id).await, Ok(false), "no such record");
+    let request = approval("appr_release");
+    assert_eq!(store.insert_approval(&request).await, Ok(()));
+    assert_eq!(store.release_resume(&id).await, Ok(false), "pending");
+    let approved = ApprovalRecord {
+        status: ApprovalStatus::Approved,
+        ..request.clone()
+    };
+    assert_eq!(store.update_approval(&approved, 0).await, Ok(true));
+    assert_eq!(store.release_resume(&id).await, Ok(false), "not resumed");
+    assert_eq!(
+        store.approval(&id).await,
+        Ok(Some(stored(&approved, 1, false)))
+    );
+
+    assert_eq!(store.claim_resume(&id).await, Ok(true));
+    assert_eq!(store.release_resume(&id).await, Ok(true));
+    assert_eq!(
+        store.approval(&id).await,
+        Ok(Some(stored(&approved, 3, false)))
+    );
+    assert_eq!(
+        store.release_resume(&id).await,
+        Ok(false),
+        "given back once"
+    );
+    assert_eq!(
+        store.update_approval(&approved, 2).await,
+        Ok(false),
+        "the claimed version is stale"
+    );
+    assert_eq!(
+        store.claim_resume(&id).await,
+        Ok(true),
+        "the resume can be claimed again"
+    );
+
+    let denied = ApprovalRecord {
+        status: ApprovalStatus::Denied,
+        resumed: true,
+        ..approval("appr_release_denied")
+    };
+    assert_eq!(store.insert_approval(&denied).await, Ok(()));
+    assert_eq!(
+        store.release_resume(&denied.approval_id).await,
+        Ok(false),
+        "only an approved record is given back"
+    );
+}
+
 /// Retention of approvals: `purge_closed_approvals` deletes exactly the records that are closed
 /// at `now` and were created before the cutoff, at most `max_entries` per call; a record closed
 /// by a later update goes with the next purge.
@@ -1869,6 +1923,7 @@ macro_rules! for_each_store_check {
             check_every_approval_status_is_storable,
             check_claim_resume_succeeds_once_and_only_when_approved,
             check_purge_closed_approvals_deletes_only_closed_records_created_before_the_cutoff,
+            check_release_resume_gives_back_only_a_claimed_resume,
             check_thousand_concurrent_reserves_on_one_key,
             check_concurrent_take_over_has_one_winner,
             check_different_keys_never_interfere,

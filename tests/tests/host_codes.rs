@@ -21,8 +21,8 @@ use aip_connector::model::{
 };
 use aip_connector::prelude::*;
 use aip_connector::store::{
-    ApprovalRecord, ApprovalStore, IdempotencyRecord, IdempotencyStore, MemoryStore, Millis,
-    Reservation, ReserveOutcome, StoreError,
+    ApprovalRecord, ApprovalStatus, ApprovalStore, IdempotencyRecord, IdempotencyStore,
+    MemoryStore, Millis, Reservation, ReserveOutcome, StoreError,
 };
 use aip_connector::{ConnectorDefinition, InvocationContext, VerifiedTenant};
 use serde_json::{Value, json};
@@ -630,6 +630,10 @@ impl ApprovalStore for FlakyStore {
         self.inner.claim_resume(id).await
     }
 
+    async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+        self.inner.release_resume(id).await
+    }
+
     async fn purge_closed_approvals(
         &self,
         created_before: Millis,
@@ -715,6 +719,42 @@ fn clerk_approves(id: &ApprovalId) -> ApprovalDecision {
 
 fn clerk() -> TrustedContext {
     TrustedContext::new(Principal::new("user:clerk", PrincipalKind::Human), "test")
+}
+
+/// A resume whose key cannot be reserved gives its claim back: retried once the store is back,
+/// the approved action runs (once), instead of reading as already resumed.
+#[tokio::test]
+async fn a_resume_whose_reservation_fails_can_be_retried() {
+    let theatre = Theatre::default();
+    let store = Arc::new(FlakyStore::default());
+    let host = flaky_host(theatre.clone(), store.clone());
+    let id = gated_refund(&host).await;
+    let approved = host
+        .record_approval_decision(clerk_approves(&id), &clerk())
+        .await
+        .unwrap();
+    assert_eq!(approved.status, ApprovalStatus::Approved);
+
+    store.reserve_fails.store(true, Ordering::SeqCst);
+    let failed = host.resume_approved(&id, &caller()).await;
+    assert_error(
+        failure(&failed),
+        codes::STORAGE_UNAVAILABLE,
+        ErrorCategory::Temporary,
+        true,
+        Some(1_000),
+    );
+    assert_eq!(theatre.executions.load(Ordering::SeqCst), 0);
+    let record = host.approval(&id).await.unwrap().unwrap();
+    assert!(!record.resumed, "the claim was given back: {record:?}");
+
+    store.reserve_fails.store(false, Ordering::SeqCst);
+    let resumed = host.resume_approved(&id, &caller()).await;
+    assert_eq!(resumed.status, ActionResultStatus::Completed, "{resumed:?}");
+    assert_eq!(theatre.executions.load(Ordering::SeqCst), 1);
+    let again = host.resume_approved(&id, &caller()).await;
+    assert_eq!(failure(&again).code, codes::POLICY_APPROVAL_ALREADY_RESUMED);
+    assert_eq!(theatre.executions.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]

@@ -908,6 +908,10 @@ impl ApprovalStore for RacingStore {
         self.inner.claim_resume(id).await
     }
 
+    async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+        self.inner.release_resume(id).await
+    }
+
     async fn purge_closed_approvals(
         &self,
         created_before: Millis,

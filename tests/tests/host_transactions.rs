@@ -401,10 +401,10 @@ async fn retention_deletes_finished_transactions_once_old_and_keeps_unfinished_o
         Some(TransactionProtocolStatus::OutcomeUnknown)
     );
 
-    // A day exactly is not past the period.
-    clock.advance(DAY.as_millis() as u64);
+    // A second short of a day is within the period (the clock also runs in real time).
+    clock.advance(DAY.as_millis() as u64 - 1_000);
     assert_eq!(host.purge_closed(10).await.unwrap().transactions, 0);
-    clock.advance(1);
+    clock.advance(2_000);
     let purged = host.purge_closed(10).await.unwrap();
     assert_eq!((purged.approvals, purged.transactions), (0, 1));
     assert_eq!(status(&committed).await, None);

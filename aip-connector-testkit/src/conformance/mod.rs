@@ -580,8 +580,9 @@ fn contract_check(manifest: &Manifest) -> CheckResult {
     }
 }
 
-/// The directory reports are written to: `<target dir>/aip-conformance`, found from the running
-/// test binary (`target/<profile>/deps/<test>`), else `CARGO_TARGET_DIR`, else `./target`.
+/// The directory reports are written to: `<target dir>/aip-conformance`, where the target dir
+/// is `CARGO_TARGET_DIR` when set, else the `target` directory the running test binary sits in
+/// (`target/<profile>/deps/<test>`), else `./target`.
 pub fn report_dir() -> PathBuf {
     if let Ok(dir) = std::env::var("CARGO_TARGET_DIR") {
         return PathBuf::from(dir).join("aip-conformance");

@@ -2607,6 +2607,10 @@ mod tests {
             self.inner.claim_resume(id).await
         }
 
+        async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+            self.inner.release_resume(id).await
+        }
+
         async fn purge_closed_approvals(
             &self,
             created_before: Millis,

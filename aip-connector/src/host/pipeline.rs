@@ -325,7 +325,15 @@ async fn execute(
                         .saturating_add(RESERVATION_GRACE_MS)
                         .max(RESERVATION_GRACE_MS),
             };
-            match host.store.reserve(&reservation, now).await {
+            let reserved = host.store.reserve(&reservation, now).await;
+            if let Some(record) = &approved
+                && !matches!(reserved, Ok(ReserveOutcome::Acquired))
+            {
+                // The resume cannot start under its key: the claim above is given back, so a
+                // later resume runs the approved action instead of finding it already resumed.
+                give_back_resume(host, &record.approval_id).await;
+            }
+            match reserved {
                 Ok(ReserveOutcome::Acquired) => Some(reservation),
                 Ok(ReserveOutcome::Settled(record)) => {
                     if resuming && crate::store::is_pending_approval(&record.result) {
@@ -1654,6 +1662,19 @@ async fn provided_approval(
         approval::check_constraints(recorded, &action.input)?;
     }
     Ok(record)
+}
+
+/// Undoes this call's claim of the resume of approval `id` (see
+/// [`ApprovalStore::release_resume`](crate::store::ApprovalStore::release_resume)). A store that
+/// fails here leaves the approval reading as resumed: logged, as nothing else can be done.
+async fn give_back_resume(host: &HostInner, id: &ApprovalId) {
+    if let Err(error) = host.store.release_resume(id).await {
+        tracing::warn!(
+            error = %error,
+            approval_id = %id,
+            "a resume that could not start was not given back; the approval reads as resumed"
+        );
+    }
 }
 
 fn verified_from(record: &ApprovalRecord) -> VerifiedApprovals {

@@ -541,6 +541,18 @@ impl ApprovalStore for MemoryStore {
         }
     }
 
+    async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+        let mut approvals = self.approvals();
+        match approvals.get_mut(id) {
+            Some(stored) if stored.status == ApprovalStatus::Approved && stored.resumed => {
+                stored.resumed = false;
+                stored.version = stored.version.saturating_add(1);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     async fn purge_closed_approvals(
         &self,
         created_before: Millis,

@@ -349,6 +349,13 @@ pub trait ApprovalStore: Send + Sync {
     /// Approved, not yet resumed → resumed; true for exactly one caller.
     async fn claim_resume(&self, id: &ApprovalId) -> Result<bool, StoreError>;
 
+    /// Approved and resumed → not resumed (the version is bumped); true when it changed. The
+    /// host calls it only after its own [`claim_resume`](Self::claim_resume) returned true, for
+    /// a resume that could not start (the reservation of its idempotency key failed or was
+    /// refused), so the approved action can be resumed again instead of being stranded. Nobody
+    /// else can claim in between, so it undoes no one else's claim.
+    async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError>;
+
     /// Deletes up to `max_entries` records that are closed at `now`
     /// ([`ApprovalRecord::is_closed`]) and were created before `created_before`, and says how
     /// many went. Open records are never deleted, however old.

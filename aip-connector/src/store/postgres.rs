@@ -866,6 +866,18 @@ impl ApprovalStore for PostgresStore {
         Ok(changed == 1)
     }
 
+    async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+        let changed = self
+            .execute(
+                "release an approval resume",
+                "UPDATE approval_records SET resumed = FALSE, version = version + 1 \
+                 WHERE approval_id = $1 AND status = 'approved' AND resumed",
+                &[&id.as_str()],
+            )
+            .await?;
+        Ok(changed == 1)
+    }
+
     async fn purge_closed_approvals(
         &self,
         created_before: Millis,

@@ -838,6 +838,20 @@ impl ApprovalStore for SqliteStore {
         .await
     }
 
+    async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+        let id = id.clone();
+        self.run("release an approval resume", move |connection| {
+            let changed = execute_cached(
+                connection,
+                "UPDATE approval_records SET resumed = 0, version = version + 1 \
+                 WHERE approval_id = ?1 AND status = 'approved' AND resumed = 1",
+                params![id.as_str()],
+            )?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+
     async fn purge_closed_approvals(
         &self,
         created_before: Millis,
