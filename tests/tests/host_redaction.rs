@@ -159,6 +159,43 @@ async fn no_input_value_or_secret_reaches_errors_records_or_logs() {
             .is_some_and(|h| h.len() == 64)
     );
 
+    // An input the schema accepts but the input type does not (schemars publishes `u32` as an
+    // unbounded non-negative integer): serde's decode error quotes the value, so with redaction
+    // neither the answer nor the stored record nor the logs carry it.
+    const TOO_OLD: u64 = 4_294_967_296;
+    let undecodable = host
+        .invoke(
+            Action::new(
+                "cap:clinic:open_chart",
+                json!({ "name": PII, "age": TOO_OLD }),
+            )
+            .with_idempotency_key("k-decode"),
+            &caller(),
+        )
+        .await;
+    let error = undecodable.error.clone().unwrap();
+    assert_eq!(error.code, "action.invalid_input", "{error:?}");
+    assert!(
+        error.details.as_ref().unwrap()["input_hash"]
+            .as_str()
+            .is_some_and(|h| h.len() == 64),
+        "{error:?}"
+    );
+    let stored = store
+        .record("Tenant:t1:k-decode", 0)
+        .await
+        .unwrap()
+        .expect("a permanent failure is stored");
+    let decode_text = format!(
+        "{} {}",
+        serde_json::to_string(&error).unwrap(),
+        serde_json::to_string(&stored).unwrap()
+    );
+    assert!(
+        !decode_text.contains(&TOO_OLD.to_string()) && !decode_text.contains(PII),
+        "{decode_text}"
+    );
+
     // A successful call: the stored record holds the result, not the input or the secret.
     let ok = host
         .invoke(
@@ -197,7 +234,9 @@ async fn no_input_value_or_secret_reaches_errors_records_or_logs() {
         "the pipeline logs its spans: {log_text}"
     );
     assert!(
-        !log_text.contains(PII) && !log_text.contains(CANARY),
+        !log_text.contains(PII)
+            && !log_text.contains(CANARY)
+            && !log_text.contains(&TOO_OLD.to_string()),
         "{log_text}"
     );
 }

@@ -187,8 +187,13 @@ async fn execute(
         Ok(None) => (hosted, capability),
         Err(error) => return failure::failed(&action.id, error),
     };
-    let redact = contract
-        .is_some_and(|c| c.data.redaction_required || c.data.sensitivity.requires_redaction());
+    // A `compensate` validates and runs the compensating capability's input too: either
+    // capability's data contract can require redaction.
+    let requires_redaction = |contract: Option<&CapabilityContract>| {
+        contract
+            .is_some_and(|c| c.data.redaction_required || c.data.sensitivity.requires_redaction())
+    };
+    let redact = requires_redaction(contract) || requires_redaction(routed.contract.as_ref());
     if redact {
         tracing::debug!(input_hash = %idempotency::input_hash(&action.input), "redacted input");
     }
@@ -531,17 +536,7 @@ async fn transactional(
 /// Step 8: `dry_run` and `plan`, with the connector's validation when the fidelity needs it.
 async fn preview(call: &Call<'_>, contract: &CapabilityContract) -> ActionResult {
     let action = call.action;
-    let validation = match validate_downstream(
-        call.host,
-        call.hosted,
-        action,
-        contract,
-        call.caller,
-        call.tenant.cloned(),
-        call.timeout_ms,
-    )
-    .await
-    {
+    let validation = match validate_downstream(call, contract).await {
         Ok(validation) => validation,
         Err(error) => return failure::failed(&action.id, error),
     };
@@ -561,14 +556,19 @@ async fn preview(call: &Call<'_>, contract: &CapabilityContract) -> ActionResult
 
 /// Runs the connector's validation handler when the contract's dry-run fidelity needs one.
 async fn validate_downstream(
-    host: &HostInner,
-    hosted: &HostedCapability,
-    action: &Arc<Action>,
+    call: &Call<'_>,
     contract: &CapabilityContract,
-    caller: &TrustedContext,
-    tenant: Option<VerifiedTenant>,
-    timeout_ms: u64,
 ) -> Result<Option<Value>, ProtocolError> {
+    let Call {
+        host,
+        hosted,
+        action,
+        caller,
+        timeout_ms,
+        redact,
+        ..
+    } = *call;
+    let tenant = call.tenant.cloned();
     let needs_handler = contract
         .transaction
         .as_ref()
@@ -606,7 +606,7 @@ async fn validate_downstream(
     let call = connector.validate(action.capability_id.as_str(), &action.input, context);
     match tokio::time::timeout(Duration::from_millis(timeout_ms), call).await {
         Ok(Ok(value)) => Ok(Some(value)),
-        Ok(Err(failure)) => Err(failure.to_protocol_error()),
+        Ok(Err(failure)) => Err(connector_error(&failure, action, redact)),
         Err(_) => Err(failure::error(
             codes::SLA_TIMEOUT_EXCEEDED,
             format!("validation did not finish within {timeout_ms} ms"),
@@ -722,7 +722,9 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
             host.limits.max_violations,
             call.redact,
         ),
-        Outcome::Failed(failure) => failure::failed(&action.id, failure.to_protocol_error()),
+        Outcome::Failed(failure) => {
+            failure::failed(&action.id, connector_error(&failure, action, call.redact))
+        }
         Outcome::TimedOut => {
             let retryable = contract.is_some_and(|c| c.execution.supports_retry);
             let error = failure::error(
@@ -1322,6 +1324,28 @@ fn schema_error(
         details["input_hash"] = Value::String(idempotency::input_hash(&action.input));
     }
     failure::with_details(failure::permanent(code, message), details)
+}
+
+/// A connector's failure as the wire error. With redaction, the SDK's own input-decoding
+/// failure (`action.invalid_input`, raised when the input passed the schema but not the input
+/// type's `Deserialize`, e.g. an integer above `u32::MAX`) loses its message and details, which
+/// are serde's and may quote an input value; the input hash is reported instead.
+fn connector_error(
+    failure: &crate::model::ConnectorFailure,
+    action: &Action,
+    redact: bool,
+) -> ProtocolError {
+    let error = failure.to_protocol_error();
+    if !redact || error.code != aip_connector_core::model::codes::ACTION_INVALID_INPUT {
+        return error;
+    }
+    ProtocolError {
+        message: "the action input does not decode into the capability's input type (the input \
+                  is redacted, so the decoder's message is withheld)"
+            .to_owned(),
+        details: Some(json!({ "input_hash": idempotency::input_hash(&action.input) })),
+        ..error
+    }
 }
 
 /// Step 3, in upstream order.
