@@ -760,7 +760,8 @@ async fn a_retry_with_the_same_key_finds_the_effect_only_at_a_deduplicating_prov
 
 #[tokio::test]
 async fn no_failure_or_debug_output_carries_bodies_credentials_or_queries() {
-    const CANARIES: [&str; 6] = [
+    const CANARIES: [&str; 7] = [
+        "canary-base-path",
         "canary-bearer",
         "canary-api-key",
         "canary-query",
@@ -769,7 +770,8 @@ async fn no_failure_or_debug_output_carries_bodies_credentials_or_queries() {
         "canary-basic",
     ];
     let (double, handle) = ProviderDouble::start().await;
-    let client = ProviderClient::builder(double.base_url())
+    // A base path holding a credential, as a webhook URL does.
+    let client = ProviderClient::builder(format!("{}/hooks/canary-base-path", double.base_url()))
         .secret_header("x-api-key", Secret::new("canary-api-key"))
         .basic_auth("user", Secret::new("canary-basic"))
         .proxy_from_environment(false)
@@ -792,10 +794,13 @@ async fn no_failure_or_debug_output_carries_bodies_credentials_or_queries() {
         Fault::drop_connection(),
         Fault::truncated_body(),
     ] {
-        handle.inject("/bookings", fault);
+        handle.inject("/hooks/canary-base-path/bookings", fault);
         failures.push(call().send_json::<Created>().await.unwrap_err());
     }
-    handle.inject("/bookings", Fault::delay(Duration::from_secs(5)));
+    handle.inject(
+        "/hooks/canary-base-path/bookings",
+        Fault::delay(Duration::from_secs(5)),
+    );
     failures.push(
         call()
             .timeout(Duration::from_millis(100))

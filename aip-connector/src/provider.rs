@@ -196,7 +196,6 @@ fn header_name(name: &str) -> Result<HeaderName, ProviderClientError> {
 }
 
 /// Configures a [`ProviderClient`]; start with [`ProviderClient::builder`].
-#[derive(Debug)]
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct ProviderClientBuilder {
     base_url: String,
@@ -211,6 +210,22 @@ pub struct ProviderClientBuilder {
     server_errors_uncertain: bool,
     user_agent: String,
     proxy_from_environment: bool,
+}
+
+impl fmt::Debug for ProviderClientBuilder {
+    /// Lengths and names, never the base URL (it may carry user info, a query or a token in
+    /// its path until `build` refuses or keeps it) or header values.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let header_names: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("ProviderClientBuilder")
+            .field("base_url_bytes", &self.base_url.len())
+            .field("headers", &header_names)
+            .field("secrets", &self.secrets)
+            .field("idempotency_header", &self.idempotency_header)
+            .field("default_timeout", &self.default_timeout)
+            .field("source_component", &self.source_component)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A secret header as configured, before its name is validated.
@@ -429,8 +444,10 @@ struct ClientInner {
 impl fmt::Debug for ProviderClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let inner = &self.inner;
+        // The origin only: the base path may hold a credential (a webhook URL's token).
         f.debug_struct("ProviderClient")
-            .field("base_url", &inner.base.as_str())
+            .field("origin", &inner.base.origin().ascii_serialization())
+            .field("base_path_bytes", &inner.base_path.len())
             .field("secret_headers", &inner.secrets)
             .field("idempotency_header", &inner.idempotency_header)
             .field("default_timeout", &inner.default_timeout)
@@ -723,7 +740,13 @@ impl ProviderRequest {
         url.set_query(self.query.as_deref());
         let call = CallInfo {
             method: self.method.clone(),
-            path: url.path().to_owned(),
+            // The call's own path, without the base URL's: a base path may hold a credential
+            // (a webhook URL's token), and failures are stored and returned to callers.
+            path: if self.path.starts_with('/') {
+                self.path.clone()
+            } else {
+                format!("/{}", self.path)
+            },
             mutating: self.is_mutating(),
             operation: self.operation,
             provider_operation: self.provider_operation.clone(),
@@ -1414,8 +1437,19 @@ mod tests {
         let request = client
             .post("/x?token=q_000")
             .bearer_auth(&Secret::new("tok_call"));
-        let text = format!("{client:?} {request:?}");
-        for secret in ["tok_live_123", "pw_456", "key_789", "tok_call", "q_000"] {
+        let builder = ProviderClient::builder("https://user:pw_111@api.example.com/hooks/tok_222")
+            .header("x-plain", "plain_333");
+        let text = format!("{client:?} {request:?} {builder:?}");
+        for secret in [
+            "tok_live_123",
+            "pw_456",
+            "key_789",
+            "tok_call",
+            "q_000",
+            "pw_111",
+            "tok_222",
+            "plain_333",
+        ] {
             assert!(!text.contains(secret), "{text}");
         }
         assert!(text.contains("x-api-key: [REDACTED]"), "{text}");
