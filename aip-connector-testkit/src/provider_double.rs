@@ -301,8 +301,11 @@ impl ProviderHandle {
     }
 }
 
-/// One request as the double received it.
-#[derive(Clone, Debug)]
+/// One request as the double received it. Its `Debug` shows the values of credential headers
+/// (`authorization`, `proxy-authorization`, `cookie`, and names containing `key`, `token` or
+/// `secret`) as `[REDACTED]`, so a failing assertion does not print them into a CI log;
+/// [`header`](Self::header) reads them.
+#[derive(Clone)]
 pub struct RecordedRequest {
     /// 1-based arrival order (also in the response's `x-request-id: req_<n>`).
     pub sequence: u64,
@@ -320,6 +323,43 @@ pub struct RecordedRequest {
     pub received_at: SystemTime,
     /// Arrival time since the double started.
     pub since_start: Duration,
+}
+
+/// Whether a header's value is a credential, kept out of `Debug`.
+fn is_credential_header(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    matches!(
+        name.as_str(),
+        "authorization" | "proxy-authorization" | "cookie" | "set-cookie"
+    ) || ["key", "token", "secret"]
+        .iter()
+        .any(|part| name.contains(part))
+}
+
+impl std::fmt::Debug for RecordedRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let headers: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .map(|(name, value)| {
+                let shown = if is_credential_header(name) {
+                    "[REDACTED]"
+                } else {
+                    value.as_str()
+                };
+                (name.as_str(), shown)
+            })
+            .collect();
+        f.debug_struct("RecordedRequest")
+            .field("sequence", &self.sequence)
+            .field("method", &self.method)
+            .field("path", &self.path)
+            .field("query", &self.query)
+            .field("headers", &headers)
+            .field("body", &String::from_utf8_lossy(&self.body))
+            .field("since_start", &self.since_start)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RecordedRequest {

@@ -68,6 +68,35 @@ async fn records_every_request_with_method_path_query_headers_body_and_time() {
     assert_eq!(handle.request_count(), 2);
 }
 
+/// A recorded request's `Debug` (what a failing assertion prints) hides credential headers;
+/// `header` still reads them.
+#[tokio::test]
+async fn debug_of_a_recorded_request_hides_credential_headers() {
+    let (double, handle) = ProviderDouble::start().await;
+    http()
+        .post(double.url("/things"))
+        .header("authorization", "Bearer canary-bearer")
+        .header("x-api-key", "canary-api-key")
+        .header("x-custom", "shown")
+        .send()
+        .await
+        .unwrap();
+    let request = &handle.requests()[0];
+    let debug = format!("{request:?}");
+    assert!(
+        !debug.contains("canary-bearer") && !debug.contains("canary-api-key"),
+        "{debug}"
+    );
+    assert!(
+        debug.contains("[REDACTED]") && debug.contains("shown"),
+        "{debug}"
+    );
+    assert_eq!(
+        request.header("authorization"),
+        Some("Bearer canary-bearer")
+    );
+}
+
 #[tokio::test]
 async fn an_effect_answers_its_operation_and_reads_list_the_route() {
     let (double, handle) = ProviderDouble::start().await;
