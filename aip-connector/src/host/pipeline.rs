@@ -207,7 +207,7 @@ async fn execute(
             "action input does not match the capability's input schema",
             &action,
             violations,
-            redact,
+            redact.then_some(&routed.input_schema),
         );
         return failure::failed(&action.id, error);
     }
@@ -1300,20 +1300,27 @@ fn trusted_identity(
     }
 }
 
-/// A schema failure; with redaction, violation messages (which quote values) are dropped and
-/// the input hash is reported instead.
+/// A schema failure. With redaction (`redacted_by` is the schema the value was checked
+/// against), violation messages (which quote values) are dropped, instance paths keep only the
+/// property names the schema declares (a map's keys are data, and an index can be one too: a
+/// numeric key looks the same), and the input hash is reported instead.
 fn schema_error(
     code: &str,
     message: &str,
     action: &Action,
     violations: Vec<SchemaViolation>,
-    redact: bool,
+    redacted_by: Option<&Value>,
 ) -> ProtocolError {
+    let redact = redacted_by.is_some();
+    let declared = redacted_by.map(declared_property_names).unwrap_or_default();
     let violations: Vec<Value> = violations
         .into_iter()
         .map(|v| {
             if redact {
-                json!({ "instance_path": v.instance_path, "schema_path": v.schema_path })
+                json!({
+                    "instance_path": masked_pointer(&v.instance_path, &declared),
+                    "schema_path": v.schema_path,
+                })
             } else {
                 json!({ "instance_path": v.instance_path, "schema_path": v.schema_path, "message": v.message })
             }
@@ -1324,6 +1331,44 @@ fn schema_error(
         details["input_hash"] = Value::String(idempotency::input_hash(&action.input));
     }
     failure::with_details(failure::permanent(code, message), details)
+}
+
+/// Every property name `schema` declares (the keys of each `properties` object, at any depth,
+/// `$defs` included).
+fn declared_property_names(schema: &Value) -> std::collections::HashSet<String> {
+    let mut names = std::collections::HashSet::new();
+    let mut pending = vec![schema];
+    while let Some(value) = pending.pop() {
+        match value {
+            Value::Object(map) => {
+                if let Some(Value::Object(properties)) = map.get("properties") {
+                    names.extend(properties.keys().cloned());
+                }
+                pending.extend(map.values());
+            }
+            Value::Array(items) => pending.extend(items),
+            _ => {}
+        }
+    }
+    names
+}
+
+/// `pointer` (a JSON Pointer into a redacted value) with every segment that is not a declared
+/// property name replaced by `*`.
+fn masked_pointer(pointer: &str, declared: &std::collections::HashSet<String>) -> String {
+    pointer
+        .split('/')
+        .enumerate()
+        .map(|(index, segment)| {
+            let name = segment.replace("~1", "/").replace("~0", "~");
+            if index == 0 || declared.contains(&name) {
+                segment
+            } else {
+                "*"
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// A connector's failure as the wire error. With redaction, the SDK's own input-decoding
@@ -1827,7 +1872,9 @@ fn check_output(
             "the handler's output does not match the capability's output schema",
             action,
             violations,
-            redact,
+            redact
+                .then(|| hosted.capability().output_schema.as_ref())
+                .flatten(),
         );
         return failure::failed(&action.id, error);
     }
@@ -1854,6 +1901,32 @@ fn effective_timeout(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redacted_paths_keep_only_declared_property_names() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "accounts": {
+                    "type": "object",
+                    "additionalProperties": { "$ref": "#/$defs/Account" }
+                },
+                "a/b": { "type": "string" }
+            },
+            "$defs": { "Account": { "properties": { "balance": { "type": "integer" } } } }
+        });
+        let declared = declared_property_names(&schema);
+        assert_eq!(
+            masked_pointer("/accounts/12345678/balance", &declared),
+            "/accounts/*/balance"
+        );
+        assert_eq!(
+            masked_pointer("/accounts/ssn~1123/x", &declared),
+            "/accounts/*/*"
+        );
+        assert_eq!(masked_pointer("/a~1b", &declared), "/a~1b");
+        assert_eq!(masked_pointer("", &declared), "");
+    }
 
     #[test]
     fn clipped_text_keeps_short_text_and_cuts_long_text_at_a_character() {
