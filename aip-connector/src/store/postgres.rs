@@ -24,6 +24,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{FromSql, ToSql};
 use tokio_postgres::{NoTls, Row};
 
+use super::transaction::finished_statuses_sql;
 use super::{
     ApprovalRecord, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore, KeyEntry, Millis,
     Purged, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
@@ -76,6 +77,16 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long checking a pooled connection before reuse may take.
 const RECYCLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a statement waits for a row another connection holds locked before it fails
+/// (SQLSTATE 55P03, reported as [`StoreError::Unavailable`]), as SQLite's busy timeout does: a
+/// replica that hangs inside a transaction must not hang every call on the keys it locked.
+const LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long the server keeps a session that sits idle inside a transaction before ending it
+/// (and releasing its locks). The store's transactions are a few statements long; one that
+/// idles this long belongs to a client that hung or lost its connection.
+const IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long dropping a schema waits for its tables to be free.
 const DROP_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -242,15 +253,23 @@ fn build_pool(url: &str, schema: Option<&str>) -> Result<Pool, StoreError> {
     let mut config: tokio_postgres::Config = url
         .parse()
         .map_err(|error| pg_error("parse the store database URL", &error))?;
+    // Settings the URL's own `options` name are left as it sets them.
+    let existing = config.get_options().unwrap_or_default().to_owned();
+    let mut options = vec![existing.clone()];
     if let Some(schema) = schema {
-        let options = match config.get_options() {
-            Some(existing) if !existing.is_empty() => {
-                format!("{existing} -c search_path={schema}")
-            }
-            _ => format!("-c search_path={schema}"),
-        };
-        config.options(options);
+        options.push(format!("-c search_path={schema}"));
     }
+    if !existing.contains("lock_timeout") {
+        options.push(format!("-c lock_timeout={}", LOCK_TIMEOUT.as_millis()));
+    }
+    if !existing.contains("idle_in_transaction_session_timeout") {
+        options.push(format!(
+            "-c idle_in_transaction_session_timeout={}",
+            IDLE_IN_TRANSACTION_TIMEOUT.as_millis()
+        ));
+    }
+    options.retain(|option| !option.is_empty());
+    config.options(options.join(" "));
     if config.get_application_name().is_none() {
         config.application_name("aip-connector");
     }
@@ -295,6 +314,12 @@ async fn apply_migrations(
     transaction: &deadpool_postgres::Transaction<'_>,
     schema: Option<&str>,
 ) -> Result<(), StoreError> {
+    // A migration may rewrite a large table, and a second process waits for it on the advisory
+    // lock below: neither is bounded by the connection's lock timeout.
+    transaction
+        .batch_execute("SET LOCAL lock_timeout = 0")
+        .await
+        .during(MIGRATE)?;
     transaction
         .execute(
             "SELECT pg_advisory_xact_lock(hashtext('aip-connector schema migrations'), \
@@ -1077,9 +1102,14 @@ impl TransactionStore for PostgresStore {
         let purged = self
             .execute(
                 "purge finished transaction records",
-                "DELETE FROM transactions WHERE transaction_id IN ( \
-                   SELECT transaction_id FROM transactions WHERE finished_at_ms < $1 LIMIT $2) \
-                 AND finished_at_ms < $1",
+                concat!(
+                    "DELETE FROM transactions WHERE transaction_id IN ( \
+                       SELECT transaction_id FROM transactions \
+                       WHERE finished_at_ms < $1 AND status IN ",
+                    finished_statuses_sql!(),
+                    " LIMIT $2) AND finished_at_ms < $1 AND status IN ",
+                    finished_statuses_sql!()
+                ),
                 &[&updated_before, &limit],
             )
             .await?;
@@ -1263,6 +1293,51 @@ mod tests {
         drop(client);
         rows.assert_purged_like_new_rows(&schema.connect().await.unwrap())
             .await;
+    }
+
+    /// A reserve that finds its key's row locked by a connection that hangs inside its
+    /// transaction fails after the lock timeout instead of waiting for it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_row_locked_by_a_hung_transaction_times_out_as_unavailable() {
+        let Some(schema) = TestSchema::new() else {
+            return;
+        };
+        let store = schema.connect().await.unwrap();
+        let claim = |token: &str| Reservation {
+            key: "k".to_owned(),
+            reservation_id: token.to_owned(),
+            action_id: ActionId::trusted("act_1"),
+            input_hash: "h".to_owned(),
+            resume_pending: false,
+            expires_at_ms: 1_000,
+        };
+        assert_eq!(
+            store.reserve(&claim("r1"), 0).await,
+            Ok(ReserveOutcome::Acquired)
+        );
+        // Another replica locks the row and then hangs, its transaction open.
+        let mut hung = store.pool.get().await.unwrap();
+        let transaction = hung.transaction().await.unwrap();
+        transaction
+            .batch_execute("SELECT 1 FROM idempotency_entries WHERE key = 'k' FOR UPDATE")
+            .await
+            .unwrap();
+        let started = std::time::Instant::now();
+        let outcome =
+            tokio::time::timeout(Duration::from_secs(30), store.reserve(&claim("r2"), 2_000))
+                .await
+                .expect("the reserve returns instead of waiting for the lock");
+        assert!(
+            matches!(&outcome, Err(StoreError::Unavailable(message)) if message.contains("55P03")),
+            "{outcome:?}"
+        );
+        assert!(started.elapsed() >= LOCK_TIMEOUT, "{:?}", started.elapsed());
+        drop(transaction);
+        // Once the lock is gone, the expired reservation is taken over as usual.
+        assert_eq!(
+            store.reserve(&claim("r3"), 2_000).await,
+            Ok(ReserveOutcome::Acquired)
+        );
     }
 
     /// A database migrated by a newer build is refused rather than misread.

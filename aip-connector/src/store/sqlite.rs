@@ -21,6 +21,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::Semaphore;
 
+use super::transaction::finished_statuses_sql;
 use super::{
     ApprovalRecord, ApprovalStatus, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore,
     KeyEntry, Millis, Purged, Reservation, ReserveOutcome, StoreError, TransactionRecord,
@@ -1016,8 +1017,12 @@ impl TransactionStore for SqliteStore {
             // NULL (not finished) is never below anything.
             Ok(execute_cached(
                 connection,
-                "DELETE FROM transactions WHERE rowid IN ( \
-                   SELECT rowid FROM transactions WHERE finished_at_ms < ?1 LIMIT ?2)",
+                concat!(
+                    "DELETE FROM transactions WHERE rowid IN ( \
+                       SELECT rowid FROM transactions WHERE finished_at_ms < ?1 AND status IN ",
+                    finished_statuses_sql!(),
+                    " LIMIT ?2)"
+                ),
                 params![updated_before, limit],
             )?)
         })

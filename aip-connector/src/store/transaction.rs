@@ -11,6 +11,17 @@ use serde::{Deserialize, Serialize};
 
 use super::{Millis, StoreError};
 
+/// The `status` column values of the finished statuses ([`TransactionRecord::is_finished`]) as
+/// an SQL list, for the SQL stores' retention statements: the purge tests the status as well as
+/// `finished_at_ms`, which a host of an older build does not clear when it reopens a record.
+macro_rules! finished_statuses_sql {
+    () => {
+        "('dry_run_completed', 'committed', 'compensated', 'cancelled', \
+          'rollback_not_supported', 'failed', 'reconciled')"
+    };
+}
+pub(super) use finished_statuses_sql;
+
 /// The durable state of one transaction.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TransactionRecord {
@@ -259,4 +270,63 @@ pub trait TransactionStore: Send + Sync {
         updated_before: Millis,
         max_entries: usize,
     ) -> Result<usize, StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use aip_connector_core::model::TransactionProtocolStatus as S;
+
+    use super::*;
+
+    /// The SQL list names exactly the statuses `is_finished` accepts, in their JSON spelling.
+    #[test]
+    fn the_sql_list_of_finished_statuses_matches_is_finished() {
+        let all = [
+            S::DryRunCompleted,
+            S::Planned,
+            S::Prepared,
+            S::Committing,
+            S::Committed,
+            S::Compensating,
+            S::Compensated,
+            S::RequiresHuman,
+            S::Cancelled,
+            S::RollbackNotSupported,
+            S::Failed,
+            S::OutcomeUnknown,
+            S::Reconciling,
+            S::Reconciled,
+        ];
+        let listed: Vec<String> = finished_statuses_sql!()
+            .trim_matches(|c| c == '(' || c == ')')
+            .split(',')
+            .map(|name| name.trim().trim_matches('\'').to_owned())
+            .collect();
+        let finished: Vec<String> = all
+            .into_iter()
+            .filter(|status| {
+                let record: TransactionRecord = serde_json::from_value(serde_json::json!({
+                    "transaction_id": "txn_1",
+                    "action_id": "act_1",
+                    "capability_id": "cap:x",
+                    "transaction": { "mode": "execute" },
+                    "principal_id": "user:1",
+                    "status": status,
+                    "revision": 0,
+                    "created_at_ms": 0,
+                    "updated_at_ms": 0
+                }))
+                .expect("a minimal record");
+                record.is_finished()
+            })
+            .map(|status| {
+                serde_json::to_value(status)
+                    .unwrap()
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(listed, finished);
+    }
 }
