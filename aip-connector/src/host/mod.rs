@@ -160,6 +160,23 @@ fn millis(period: std::time::Duration) -> Millis {
     Millis::try_from(period.as_millis()).unwrap_or(Millis::MAX)
 }
 
+/// Runs `pass` (one bounded purge of at most `batch` records) until a pass deletes fewer, and
+/// returns the total. Between passes other writers get the store.
+async fn in_passes<F, Pass>(batch: usize, mut pass: F) -> Result<usize, StoreError>
+where
+    F: FnMut() -> Pass,
+    Pass: std::future::Future<Output = Result<usize, StoreError>>,
+{
+    let mut total = 0;
+    loop {
+        let deleted = pass().await?;
+        total += deleted;
+        if deleted < batch {
+            return Ok(total);
+        }
+    }
+}
+
 /// What [`Host::purge_closed`] deleted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -787,31 +804,21 @@ impl Host {
         let batch = batch.max(1);
         let retention = self.inner.retention;
         let store = &self.inner.store;
+        let clock = &self.inner.clock;
         let mut total = PurgedRecords::default();
         if let Some(period) = retention.approvals {
-            loop {
-                let now = self.inner.clock.now_ms();
-                let created_before = now.saturating_sub(millis(period));
-                let pass = store
-                    .purge_closed_approvals(created_before, now, batch)
-                    .await?;
-                total.approvals += pass;
-                if pass < batch {
-                    break;
-                }
-            }
+            total.approvals = in_passes(batch, || {
+                let now = clock.now_ms();
+                store.purge_closed_approvals(now.saturating_sub(millis(period)), now, batch)
+            })
+            .await?;
         }
         if let Some(period) = retention.transactions {
-            loop {
-                let updated_before = self.inner.clock.now_ms().saturating_sub(millis(period));
-                let pass = store
-                    .purge_finished_transactions(updated_before, batch)
-                    .await?;
-                total.transactions += pass;
-                if pass < batch {
-                    break;
-                }
-            }
+            total.transactions = in_passes(batch, || {
+                let updated_before = clock.now_ms().saturating_sub(millis(period));
+                store.purge_finished_transactions(updated_before, batch)
+            })
+            .await?;
         }
         Ok(total)
     }
