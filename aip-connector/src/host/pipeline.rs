@@ -2,9 +2,10 @@
 //!
 //! 0. envelope checks, input limits, trusted identity;
 //! 1. capability lookup; 2. input schema; 3. contract and mode checks; 4. credentials;
-//! 5. authorization; 6. idempotency claim; 9. provided or resumed approval (before the
-//! reservation: it claims the single resume); 7. reservation (replay / conflict / in progress);
-//! 10. approval gate; 14. handler with deadline and cancellation; 15. output schema; 17. settle.
+//! 5. authorization; 6. idempotency claim;
+//! 9. provided or resumed approval, before the reservation: it claims the single resume;
+//! 7. reservation (replay / conflict / in progress); 10. approval gate;
+//! 14. handler with deadline and cancellation; 15. output schema; 17. settle.
 //!
 //! Everything before the reservation fails without writing the store (but for stage 9's claim,
 //! which `run` gives back when the result is retryable), so a duplicate with bad input fails
