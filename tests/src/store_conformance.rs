@@ -1060,27 +1060,6 @@ pub async fn check_hundred_concurrent_claim_resume(store: SharedStore) {
 
 // ---- transactions ------------------------------------------------------------------------------
 
-/// Every transaction status, in declaration order.
-const ALL_TRANSACTION_STATUSES: [TransactionProtocolStatus; 14] = {
-    use TransactionProtocolStatus as S;
-    [
-        S::DryRunCompleted,
-        S::Planned,
-        S::Prepared,
-        S::Committing,
-        S::Committed,
-        S::Compensating,
-        S::Compensated,
-        S::RequiresHuman,
-        S::Cancelled,
-        S::RollbackNotSupported,
-        S::Failed,
-        S::OutcomeUnknown,
-        S::Reconciling,
-        S::Reconciled,
-    ]
-};
-
 /// A transaction record `id` owned by `action` in `status`, with no plan, an empty receipt
 /// chain and a non-zero revision the store must reset.
 fn transaction(id: &str, action: &str, status: TransactionProtocolStatus) -> TransactionRecord {
@@ -1226,7 +1205,7 @@ pub async fn check_purge_finished_transactions_deletes_only_finished_records_pas
     use TransactionProtocolStatus as S;
     let mut finished = Vec::new();
     let mut kept = Vec::new();
-    for (index, status) in ALL_TRANSACTION_STATUSES.into_iter().enumerate() {
+    for (index, status) in TransactionProtocolStatus::ALL.into_iter().enumerate() {
         let record = TransactionRecord {
             updated_at_ms: NOW - 10,
             ..transaction(&format!("txn_{index:02}"), "act_a", status)
@@ -1773,7 +1752,7 @@ pub async fn check_recoverable_lists_exactly_the_recoverable_statuses(store: Sha
     use TransactionProtocolStatus as S;
     assert_eq!(store.recoverable().await, Ok(Vec::new()));
     let mut expected = Vec::new();
-    for (index, status) in ALL_TRANSACTION_STATUSES.into_iter().enumerate() {
+    for (index, status) in TransactionProtocolStatus::ALL.into_iter().enumerate() {
         let record = transaction(&format!("txn_{index:02}"), "act_a", status);
         insert_new(&store, &record).await;
         if matches!(
@@ -1803,7 +1782,7 @@ pub async fn check_recoverable_lists_exactly_the_recoverable_statuses(store: Sha
             .await,
         Ok(TransitionOutcome::Applied(_))
     ));
-    let failed = ALL_TRANSACTION_STATUSES
+    let failed = TransactionProtocolStatus::ALL
         .iter()
         .position(|status| *status == S::Failed)
         .expect("failed is a status");

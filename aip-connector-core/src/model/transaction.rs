@@ -45,6 +45,26 @@ pub enum TransactionProtocolStatus {
     Reconciled,
 }
 
+impl TransactionProtocolStatus {
+    /// Every status, in declaration order (for exhaustive checks and tests).
+    pub const ALL: [Self; 14] = [
+        Self::DryRunCompleted,
+        Self::Planned,
+        Self::Prepared,
+        Self::Committing,
+        Self::Committed,
+        Self::Compensating,
+        Self::Compensated,
+        Self::RequiresHuman,
+        Self::Cancelled,
+        Self::RollbackNotSupported,
+        Self::Failed,
+        Self::OutcomeUnknown,
+        Self::Reconciling,
+        Self::Reconciled,
+    ];
+}
+
 /// A provider-side operation, recorded so an uncertain outcome can be reconciled.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProviderOperationRef {

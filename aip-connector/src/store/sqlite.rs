@@ -1439,23 +1439,7 @@ mod tests {
     /// The transaction `status` column spells statuses as serde does, so the two cannot drift.
     #[test]
     fn transaction_status_column_matches_json_spelling() {
-        use TransactionProtocolStatus as S;
-        for status in [
-            S::DryRunCompleted,
-            S::Planned,
-            S::Prepared,
-            S::Committing,
-            S::Committed,
-            S::Compensating,
-            S::Compensated,
-            S::RequiresHuman,
-            S::Cancelled,
-            S::RollbackNotSupported,
-            S::Failed,
-            S::OutcomeUnknown,
-            S::Reconciling,
-            S::Reconciled,
-        ] {
+        for status in TransactionProtocolStatus::ALL {
             assert_eq!(
                 serde_json::to_value(status).unwrap(),
                 json!(transaction_status_name(status))

@@ -274,50 +274,27 @@ pub trait TransactionStore: Send + Sync {
 
 #[cfg(test)]
 mod tests {
-    use aip_connector_core::model::TransactionProtocolStatus as S;
+    use aip_connector_core::model::TransactionProtocolStatus;
 
+    use super::super::fixtures::planned;
     use super::*;
 
     /// The SQL list names exactly the statuses `is_finished` accepts, in their JSON spelling.
     #[test]
     fn the_sql_list_of_finished_statuses_matches_is_finished() {
-        let all = [
-            S::DryRunCompleted,
-            S::Planned,
-            S::Prepared,
-            S::Committing,
-            S::Committed,
-            S::Compensating,
-            S::Compensated,
-            S::RequiresHuman,
-            S::Cancelled,
-            S::RollbackNotSupported,
-            S::Failed,
-            S::OutcomeUnknown,
-            S::Reconciling,
-            S::Reconciled,
-        ];
         let listed: Vec<String> = finished_statuses_sql!()
             .trim_matches(|c| c == '(' || c == ')')
             .split(',')
             .map(|name| name.trim().trim_matches('\'').to_owned())
             .collect();
-        let finished: Vec<String> = all
+        let finished: Vec<String> = TransactionProtocolStatus::ALL
             .into_iter()
-            .filter(|status| {
-                let record: TransactionRecord = serde_json::from_value(serde_json::json!({
-                    "transaction_id": "txn_1",
-                    "action_id": "act_1",
-                    "capability_id": "cap:x",
-                    "transaction": { "mode": "execute" },
-                    "principal_id": "user:1",
-                    "status": status,
-                    "revision": 0,
-                    "created_at_ms": 0,
-                    "updated_at_ms": 0
-                }))
-                .expect("a minimal record");
-                record.is_finished()
+            .filter(|&status| {
+                TransactionRecord {
+                    status,
+                    ..planned("txn_1", "plan:1")
+                }
+                .is_finished()
             })
             .map(|status| {
                 serde_json::to_value(status)
