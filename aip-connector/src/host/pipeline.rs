@@ -195,7 +195,8 @@ async fn execute(
         contract
             .is_some_and(|c| c.data.redaction_required || c.data.sensitivity.requires_redaction())
     };
-    let redact = requires_redaction(contract) || requires_redaction(routed.contract.as_ref());
+    let redact = requires_redaction(contract)
+        || (!std::ptr::eq(routed, capability) && requires_redaction(routed.contract.as_ref()));
     if redact {
         tracing::debug!(input_hash = %idempotency::input_hash(&action.input), "redacted input");
     }

@@ -291,6 +291,22 @@ pub struct ApprovalRecord {
     pub version: u64,
 }
 
+/// [`ApprovalRecord::is_closed`] as an SQL condition on the `approval_records` columns, `now`
+/// being the statement's placeholder for the time (`"?2"`, `"$2"`): the SQL stores' retention
+/// spells the rule once, here, beside the Rust one (the conformance suite holds them together).
+macro_rules! closed_approval_sql {
+    ($now:literal) => {
+        concat!(
+            "(status IN ('denied', 'expired', 'revoked') \
+              OR (status = 'approved' AND resumed = TRUE) \
+              OR (status = 'pending' AND expires_at_ms <= ",
+            $now,
+            "))"
+        )
+    };
+}
+pub(crate) use closed_approval_sql;
+
 impl ApprovalRecord {
     /// Whether nothing can change the record any more at `now`: denied, revoked or expired;
     /// approved and resumed; or pending past its TTL (which reads as expired). An approved

@@ -24,6 +24,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{FromSql, ToSql};
 use tokio_postgres::{NoTls, Row};
 
+use super::closed_approval_sql;
 use super::transaction::finished_statuses_sql;
 use super::{
     ApprovalRecord, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore, KeyEntry, Millis,
@@ -916,18 +917,16 @@ impl ApprovalStore for PostgresStore {
         let purged = self
             .execute(
                 "purge closed approval records",
-                "WITH closed AS ( \
-                   SELECT approval_id FROM approval_records \
-                   WHERE created_at_ms < $1 \
-                     AND (status IN ('denied', 'expired', 'revoked') \
-                          OR (status = 'approved' AND resumed) \
-                          OR (status = 'pending' AND expires_at_ms <= $2)) \
-                   LIMIT $3) \
-                 DELETE FROM approval_records WHERE approval_id IN (SELECT approval_id FROM closed) \
-                   AND created_at_ms < $1 \
-                   AND (status IN ('denied', 'expired', 'revoked') \
-                        OR (status = 'approved' AND resumed) \
-                        OR (status = 'pending' AND expires_at_ms <= $2))",
+                concat!(
+                    "WITH closed AS ( \
+                       SELECT approval_id FROM approval_records WHERE created_at_ms < $1 AND ",
+                    closed_approval_sql!("$2"),
+                    " LIMIT $3) \
+                     DELETE FROM approval_records \
+                     WHERE approval_id IN (SELECT approval_id FROM closed) \
+                       AND created_at_ms < $1 AND ",
+                    closed_approval_sql!("$2")
+                ),
                 &[&created_before, &now, &limit],
             )
             .await?;

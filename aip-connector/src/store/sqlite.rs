@@ -21,6 +21,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::Semaphore;
 
+use super::closed_approval_sql;
 use super::transaction::finished_statuses_sql;
 use super::{
     ApprovalRecord, ApprovalStatus, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore,
@@ -151,6 +152,21 @@ impl fmt::Debug for SqliteStore {
 }
 
 impl SqliteStore {
+    /// Runs `statement`, an update of the approval record `?1` = `id`, and says whether it
+    /// changed that record.
+    async fn update_one_approval(
+        &self,
+        operation: &'static str,
+        statement: &'static str,
+        id: &ApprovalId,
+    ) -> Result<bool, StoreError> {
+        let id = id.clone();
+        self.run(operation, move |connection| {
+            Ok(execute_cached(connection, statement, params![id.as_str()])? == 1)
+        })
+        .await
+    }
+
     /// Opens (creating if needed) the store file at `path` and brings its schema up to date.
     ///
     /// Blocks while SQLite opens the file (and waits up to the busy timeout if another process
@@ -825,31 +841,23 @@ impl ApprovalStore for SqliteStore {
     }
 
     async fn claim_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
-        let id = id.clone();
-        self.run("claim an approval resume", move |connection| {
-            // The claim bumps the version: a writer holding the pre-claim version must lose.
-            let changed = execute_cached(
-                connection,
-                "UPDATE approval_records SET resumed = 1, version = version + 1 \
-                 WHERE approval_id = ?1 AND status = 'approved' AND resumed = 0",
-                params![id.as_str()],
-            )?;
-            Ok(changed == 1)
-        })
+        // The claim bumps the version: a writer holding the pre-claim version must lose.
+        self.update_one_approval(
+            "claim an approval resume",
+            "UPDATE approval_records SET resumed = 1, version = version + 1 \
+             WHERE approval_id = ?1 AND status = 'approved' AND resumed = 0",
+            id,
+        )
         .await
     }
 
     async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
-        let id = id.clone();
-        self.run("release an approval resume", move |connection| {
-            let changed = execute_cached(
-                connection,
-                "UPDATE approval_records SET resumed = 0, version = version + 1 \
-                 WHERE approval_id = ?1 AND status = 'approved' AND resumed = 1",
-                params![id.as_str()],
-            )?;
-            Ok(changed == 1)
-        })
+        self.update_one_approval(
+            "release an approval resume",
+            "UPDATE approval_records SET resumed = 0, version = version + 1 \
+             WHERE approval_id = ?1 AND status = 'approved' AND resumed = 1",
+            id,
+        )
         .await
     }
 
@@ -865,13 +873,12 @@ impl ApprovalStore for SqliteStore {
             // `ApprovalRecord::is_closed` in SQL; the conformance suite holds the two together.
             Ok(execute_cached(
                 connection,
-                "DELETE FROM approval_records WHERE rowid IN ( \
-                   SELECT rowid FROM approval_records \
-                   WHERE created_at_ms < ?1 \
-                     AND (status IN ('denied', 'expired', 'revoked') \
-                          OR (status = 'approved' AND resumed = 1) \
-                          OR (status = 'pending' AND expires_at_ms <= ?2)) \
-                   LIMIT ?3)",
+                concat!(
+                    "DELETE FROM approval_records WHERE rowid IN ( \
+                       SELECT rowid FROM approval_records WHERE created_at_ms < ?1 AND ",
+                    closed_approval_sql!("?2"),
+                    " LIMIT ?3)"
+                ),
                 params![created_before, now, limit],
             )?)
         })
