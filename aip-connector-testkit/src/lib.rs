@@ -7,6 +7,8 @@
 //!   run through the real host and a provider double, a JSON report, and
 //!   [`conformance_tests!`] for one `#[test]` per check.
 //! - [`fixtures`]: principals, capabilities, contracts and manifests with fixed content.
+//! - [`logs`]: [`LogCapture`](logs::LogCapture), the `tracing` log lines of one test, captured
+//!   reliably while other tests of the same binary run in parallel.
 //! - [`provider_double`]: a real HTTP server on loopback that plays a provider — records
 //!   requests, counts effects per idempotency key, deduplicates (or not), injects faults and
 //!   answers operation lookups — scripted through a [`ProviderHandle`].
@@ -15,6 +17,7 @@
 
 pub mod conformance;
 pub mod fixtures;
+pub mod logs;
 pub mod provider_double;
 pub mod snapshot;
 

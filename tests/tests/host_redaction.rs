@@ -2,8 +2,7 @@
 //! errors, stored records and logs carry a hash of the input, never its values; credential
 //! material never appears in any Debug output, record, log line or error.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use aip_connector::codes;
 use aip_connector::host::{Deployment, Host, StaticCredentialProvider, TrustedContext};
@@ -11,6 +10,7 @@ use aip_connector::model::{Action, Principal, PrincipalKind};
 use aip_connector::prelude::*;
 use aip_connector::store::{IdempotencyStore, MemoryStore};
 use aip_connector::{CredentialHandle, Secret, VerifiedTenant};
+use aip_connector_testkit::logs::LogCapture;
 use serde_json::json;
 
 const CANARY: &str = "canary-secret-7d3e91";
@@ -66,36 +66,13 @@ impl Clinic {
     }
 }
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
 /// Every log line of this thread's tasks (the tests run on the current-thread runtime), at every
-/// level, until the guard drops.
-fn capture_logs() -> (Captured, tracing::subscriber::DefaultGuard) {
-    let logs = Captured::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    (logs, tracing::subscriber::set_default(subscriber))
+/// level, until the guard drops. [`LogCapture`] keeps a parallel test's thread from switching
+/// a callsite off for this one.
+fn capture_logs() -> (LogCapture, tracing::dispatcher::DefaultGuard) {
+    let logs = LogCapture::new();
+    let guard = logs.set_default();
+    (logs, guard)
 }
 
 fn host(store: Arc<MemoryStore>) -> Host {

@@ -2,8 +2,8 @@
 //! kept as hashes, and the canary secret appears nowhere the suite can look.
 //!
 //! Each capability's example runs once, keyed, while the host's log lines are captured (a
-//! `tracing` subscriber attached to the call's future; a streaming call's spawned pipeline is
-//! not captured).
+//! [`LogCapture`] attached to the call's future; a streaming call's spawned pipeline is not
+//! captured).
 //!
 //! - `receipts_emitted`: a transactional call's durable view holds a non-empty receipt chain
 //!   that [`TransactionReceipt::chain_is_intact`] accepts. This host keeps receipts only for
@@ -23,19 +23,15 @@
 //!
 //! [`TransactionReceipt::chain_is_intact`]: aip_connector::model::TransactionReceipt::chain_is_intact
 
-use std::future::Future;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use aip_connector::CapabilityDefinition;
 use aip_connector::host::TransactionSelector;
 use aip_connector::model::{DataSensitivity, TransactionReceipt};
 use serde_json::{Value, json};
-use tracing::instrument::WithSubscriber;
 
 use super::code;
 use crate::conformance::harness::{CALLER, CANARY_SECRET, TENANT};
 use crate::conformance::{Evidence, Harness};
+use crate::logs::LogCapture;
 
 /// An invalid input's marker: with redaction it must not be quoted by the error or a log line.
 const INPUT_MARKER: &str = "aip-conformance-sensitive-input-5e0c";
@@ -47,7 +43,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         evidence.note("no capability declares an example input: nothing can be invoked");
         return evidence;
     }
-    let log = CapturedLog::new();
+    let log = LogCapture::new();
     // Everything the secret must not appear in: (what, serialized text).
     let mut seen: Vec<(String, String)> = Vec::new();
     let mut redacted_values: Vec<(String, String)> = Vec::new();
@@ -392,68 +388,4 @@ fn drop_output(value: &mut Value, pointer: &str) {
 
 fn to_text(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).unwrap_or_default()
-}
-
-/// Log lines written by a `tracing` subscriber attached to the scenario's calls.
-#[derive(Clone)]
-struct CapturedLog {
-    lines: Arc<Mutex<Vec<u8>>>,
-    dispatch: tracing::Dispatch,
-}
-
-/// Where the subscriber writes.
-#[derive(Clone)]
-struct Sink(Arc<Mutex<Vec<u8>>>);
-
-impl CapturedLog {
-    /// A log whose subscriber formats every event, down to `trace`.
-    fn new() -> Self {
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = Sink(Arc::clone(&lines));
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_writer(move || sink.clone())
-            .finish();
-        Self {
-            lines,
-            dispatch: tracing::Dispatch::new(subscriber),
-        }
-    }
-
-    /// Runs `call` with this log's subscriber as the default while it is polled.
-    ///
-    /// `tracing` caches each callsite's interest process-wide, and when only one dispatcher is
-    /// registered it computes it from the dispatcher of whichever thread reaches the callsite
-    /// first: a callsite first reached on a thread without this subscriber (a spawned task)
-    /// would be cached as uninteresting and never reach it. Rebuilding the cache inside the
-    /// call, where this subscriber is the default, makes every callsite reach it again.
-    fn capture<F: Future>(&self, call: F) -> impl Future<Output = F::Output> {
-        async move {
-            tracing::callsite::rebuild_interest_cache();
-            call.await
-        }
-        .with_subscriber(self.dispatch.clone())
-    }
-
-    fn lines(&self) -> Vec<String> {
-        let bytes = self.lines.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        String::from_utf8_lossy(&bytes)
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-}
-
-impl Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
