@@ -126,7 +126,10 @@ impl DetachedSearch {
         risk = low,
         side_effects = [read],
         data(sensitivity = internal),
-        examples = [r#"{"query": "alpha", "pages": 3}"#],
+        // Two pages: both are fetched before the handler parks in its second `send`, so no
+        // request can land in `streaming_backpressure`'s pause however slowly the machine
+        // runs (with a third, the prefetch of page 2 raced the start of the pause).
+        examples = [r#"{"query": "alpha", "pages": 2}"#],
     )]
     async fn search(
         &self,

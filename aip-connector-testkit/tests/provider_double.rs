@@ -360,6 +360,9 @@ async fn a_delay_commits_first_so_a_client_that_gives_up_leaves_an_effect() {
         .unwrap_err();
     assert!(error.is_timeout());
     assert!(started.elapsed() < Duration::from_secs(3));
+    // Committed before the delay, not after it: the effect is there well before the 5 s
+    // (the wait only covers a loaded machine that had not scheduled the double's thread yet).
+    assert!(handle.wait_for_effects(1, Duration::from_secs(3)).await);
     assert_eq!(handle.effect_count("k1"), 1);
 
     // A delay that the client waits out answers normally.

@@ -220,8 +220,13 @@ impl Drop for KillOnDrop {
 
 fn unique(prefix: &str) -> String {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
+    // The time keeps what a killed run left behind (same pid, same counter: a file, a
+    // schema with rows) from being reused.
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
     format!(
-        "{prefix}_{}_{}",
+        "{prefix}_{}_{millis:x}_{}",
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     )

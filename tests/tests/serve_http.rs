@@ -927,7 +927,8 @@ async fn a_stalled_request_cannot_hold_shutdown_past_the_drain_and_grace() {
         Desk::default(),
         ServerConfig::default()
             .drain_timeout(Duration::from_millis(200))
-            .cancel_grace(Duration::from_millis(200)),
+            .cancel_grace(Duration::from_millis(200))
+            .max_in_flight(1),
     )
     .await;
     // Headers promise 100 bytes of body; 10 arrive, then nothing.
@@ -940,7 +941,26 @@ async fn a_stalled_request_cannot_hold_shutdown_past_the_drain_and_grace() {
         )
         .await
         .unwrap();
+    // Shut down only once the stalled request holds the server's only slot (a fixed sleep
+    // could end before a loaded machine accepted it, and the test would prove nothing).
+    // The head start keeps the first probe from taking the slot before the stalled request.
     tokio::time::sleep(Duration::from_millis(50)).await;
+    let client = running.client("tok-ada");
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match client
+                .invoke(Action::new("cap:desk:echo", json!({ "text": "probe" })))
+                .await
+            {
+                Err(ClientError::Remote(error)) if error.code == codes::TRANSPORT_OVERLOADED => {
+                    break;
+                }
+                _ => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+    })
+    .await
+    .expect("the stalled request takes the only slot");
     let started = std::time::Instant::now();
     tokio::time::timeout(Duration::from_secs(5), running.stop())
         .await

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aip_connector::store::{
-    IdempotencyStore, PostgresStore, ReserveOutcome, SharedStore, StoreError,
+    IdempotencyStore, PostgresOptions, PostgresStore, ReserveOutcome, SharedStore, StoreError,
 };
 use aip_connector_tests::store_conformance::{
     NOW, assert_single_winner, completed, race_claim_resume, race_plan_claims, race_take_over,
@@ -25,6 +25,9 @@ const URL_VARIABLE: &str = "AIP_TEST_POSTGRES_URL";
 
 /// How many independently connected stores the race tests use, as separate host replicas.
 const REPLICAS: usize = 4;
+
+/// The most connections one test store opens.
+const TEST_POOL: usize = 4;
 
 /// A schema of its own for one test, dropped (with everything in it) when the test ends, even
 /// when it fails.
@@ -44,8 +47,13 @@ impl TestSchema {
             return None;
         };
         static NEXT: AtomicUsize = AtomicUsize::new(0);
+        // The time keeps a schema a killed run left behind (same pid, same counter) from
+        // being reused with its rows.
+        let millis = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
         let name = format!(
-            "aip_test_{}_{}",
+            "aip_test_{}_{millis:x}_{}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
@@ -54,9 +62,16 @@ impl TestSchema {
 
     /// A new store (with a pool of its own) on this schema, creating the schema if needed.
     async fn connect(&self) -> PostgresStore {
-        PostgresStore::connect_with_schema(&self.url, &self.name)
-            .await
-            .expect("connect to the test schema")
+        // Four connections per store: the racing tests open several replicas at once, and the
+        // server's default `max_connections` (100) is shared with every other test binary.
+        PostgresStore::connect_with(
+            &self.url,
+            PostgresOptions::new()
+                .schema(&self.name)
+                .max_connections(TEST_POOL),
+        )
+        .await
+        .expect("connect to the test schema")
     }
 
     /// `count` independently connected stores on this schema.
@@ -231,4 +246,50 @@ async fn schema_names_must_be_plain_identifiers() {
             "{name:?}"
         );
     }
+}
+
+#[tokio::test]
+async fn the_pool_is_bounded_by_max_connections() {
+    let Some(schema) = TestSchema::new() else {
+        return;
+    };
+    // 64 concurrent reservations through a store of two connections: all are served, by two
+    // connections at most.
+    let store = Arc::new(
+        PostgresStore::connect_with(
+            &schema.url,
+            PostgresOptions::new()
+                .schema(&schema.name)
+                .max_connections(2),
+        )
+        .await
+        .unwrap(),
+    );
+    let tasks: Vec<_> = (0..64)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                store
+                    .reserve(&reservation(&format!("k{i}"), "a", NOW + 100), NOW)
+                    .await
+            })
+        })
+        .collect();
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), Ok(ReserveOutcome::Acquired));
+    }
+    let debug = format!("{store:?}");
+    assert!(debug.contains("max_size: 2"), "{debug}");
+    let size: usize = debug
+        .split("size: ")
+        .nth(2)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .expect("the pool status shows its size");
+    assert!(size <= 2, "{debug}");
+    // Zero is taken as one.
+    assert_eq!(
+        PostgresOptions::new().max_connections(0),
+        PostgresOptions::new().max_connections(1)
+    );
 }

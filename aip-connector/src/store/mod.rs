@@ -27,7 +27,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 pub use memory::MemoryStore;
-pub use postgres::PostgresStore;
+pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::SqliteStore;
 pub use transaction::{TransactionRecord, TransactionStore, Transition, TransitionOutcome};
 

@@ -66,9 +66,6 @@ const MIGRATIONS: &[Migration] = &[
     },
 ];
 
-/// The most connections one store opens; they are opened lazily, as concurrency needs them.
-const MAX_CONNECTIONS: usize = 16;
-
 /// How long a call waits for a free pooled connection before failing.
 const WAIT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -101,9 +98,12 @@ const MAX_IDENTIFIER_BYTES: usize = 63;
 
 /// A store in a PostgreSQL database, for several host replicas sharing state.
 ///
-/// - [`connect`](Self::connect) creates a connection pool (at most 16 connections, opened on
-///   demand, no TLS: `sslmode=require` fails) and brings the schema up to date. Two processes
-///   connecting to a new database at once are safe: migrations run under an advisory lock.
+/// - [`connect`](Self::connect) creates a connection pool (at most
+///   [`PostgresOptions::DEFAULT_MAX_CONNECTIONS`] connections, opened on demand, no TLS: `sslmode=require` fails)
+///   and brings the schema up to date. Two processes connecting to a new database at once are
+///   safe: migrations run under an advisory lock. [`connect_with`](Self::connect_with) takes
+///   [`PostgresOptions`]: a schema of its own, and fewer (or more) connections, so that N
+///   replicas times the pool stay under the server's `max_connections`.
 /// - Clones share the pool. Several `PostgresStore`s, in this process or others, may use the
 ///   same database and schema: every transition is atomic across all of them.
 /// - A call waits at most 30 s for a free connection, then fails with
@@ -116,6 +116,48 @@ pub struct PostgresStore {
     pool: Pool,
     /// The schema given to [`connect_with_schema`](Self::connect_with_schema), for `Debug`.
     schema: Option<String>,
+}
+
+/// How [`PostgresStore::connect_with`] connects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PostgresOptions {
+    schema: Option<String>,
+    max_connections: usize,
+}
+
+impl PostgresOptions {
+    /// The most connections one store opens unless [`max_connections`](Self::max_connections)
+    /// says otherwise; they are opened lazily, as concurrency needs them.
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
+
+    /// The defaults: the first schema of the connection's `search_path`, at most
+    /// [`DEFAULT_MAX_CONNECTIONS`](Self::DEFAULT_MAX_CONNECTIONS) connections.
+    pub fn new() -> Self {
+        Self {
+            schema: None,
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+
+    /// Keeps every table in `schema`, created if needed (lower-case ASCII letters, digits and
+    /// `_`, not starting with a digit, at most 63 bytes; checked when connecting).
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = Some(schema.into());
+        self
+    }
+
+    /// Opens at most `max_connections` connections (at least 1), on demand. A call that finds
+    /// them all busy waits up to 30 s for one, then fails with [`StoreError::Unavailable`].
+    pub fn max_connections(mut self, max_connections: usize) -> Self {
+        self.max_connections = max_connections.max(1);
+        self
+    }
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl fmt::Debug for PostgresStore {
@@ -133,15 +175,35 @@ impl PostgresStore {
     /// `host=… user=… dbname=…`) and brings its schema up to date, in the first schema of the
     /// connection's `search_path` (usually `public`).
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        Self::open(url, None).await
+        Self::connect_with(url, PostgresOptions::new()).await
+    }
+
+    /// Like [`connect`](Self::connect), with `options`:
+    ///
+    /// ```no_run
+    /// # async fn replica() -> Result<(), aip_connector::store::StoreError> {
+    /// use aip_connector::store::{PostgresOptions, PostgresStore};
+    ///
+    /// // Twelve replicas of 8 connections stay under PostgreSQL's default of 100.
+    /// let store = PostgresStore::connect_with(
+    ///     "postgres://aip@db.internal/aip",
+    ///     PostgresOptions::new().schema("bookings").max_connections(8),
+    /// )
+    /// .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_with(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
+        if let Some(schema) = &options.schema {
+            check_schema_name(schema)?;
+        }
+        Self::open(url, options.schema.as_deref(), options.max_connections).await
     }
 
     /// Like [`connect`](Self::connect), but keeps every table in `schema`, created if needed
     /// (lower-case ASCII letters, digits and `_`, not starting with a digit, at most 63 bytes).
     /// Several independent stores can share one database this way, e.g. one per test.
     pub async fn connect_with_schema(url: &str, schema: &str) -> Result<Self, StoreError> {
-        check_schema_name(schema)?;
-        Self::open(url, Some(schema)).await
+        Self::connect_with(url, PostgresOptions::new().schema(schema)).await
     }
 
     /// Drops `schema` and everything in it, if it exists: the teardown of
@@ -151,7 +213,7 @@ impl PostgresStore {
     pub async fn drop_schema(url: &str, schema: &str) -> Result<(), StoreError> {
         const OPERATION: &str = "drop a store schema";
         check_schema_name(schema)?;
-        let pool = build_pool(url, None)?;
+        let pool = build_pool(url, None, 1)?;
         let client = pool
             .get()
             .await
@@ -168,8 +230,12 @@ impl PostgresStore {
     }
 
     /// Builds the pool and migrates the schema.
-    async fn open(url: &str, schema: Option<&str>) -> Result<Self, StoreError> {
-        let pool = build_pool(url, schema)?;
+    async fn open(
+        url: &str,
+        schema: Option<&str>,
+        max_connections: usize,
+    ) -> Result<Self, StoreError> {
+        let pool = build_pool(url, schema, max_connections)?;
         let mut client = pool
             .get()
             .await
@@ -247,9 +313,9 @@ fn check_schema_name(schema: &str) -> Result<(), StoreError> {
     }
 }
 
-/// The connection pool for `url`, every connection's `search_path` set to `schema` if given.
-/// Opens no connection yet.
-fn build_pool(url: &str, schema: Option<&str>) -> Result<Pool, StoreError> {
+/// The connection pool for `url`, every connection's `search_path` set to `schema` if given,
+/// at most `max_connections` connections. Opens no connection yet.
+fn build_pool(url: &str, schema: Option<&str>, max_connections: usize) -> Result<Pool, StoreError> {
     // The parser's message may quote the URL, password included: only the kind is kept.
     let mut config: tokio_postgres::Config = url
         .parse()
@@ -285,7 +351,7 @@ fn build_pool(url: &str, schema: Option<&str>) -> Result<Pool, StoreError> {
         },
     );
     Pool::builder(manager)
-        .max_size(MAX_CONNECTIONS)
+        .max_size(max_connections.max(1))
         .runtime(Runtime::Tokio1)
         .wait_timeout(Some(WAIT_TIMEOUT))
         .create_timeout(Some(CONNECT_TIMEOUT))
@@ -1141,8 +1207,13 @@ mod tests {
                 return None;
             };
             static NEXT: AtomicUsize = AtomicUsize::new(0);
+            // The time keeps a schema a killed run left behind (same pid, same counter) from
+            // being reused with its rows.
+            let millis = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis());
             let name = format!(
-                "aip_unit_{}_{}",
+                "aip_unit_{}_{millis:x}_{}",
                 std::process::id(),
                 NEXT.fetch_add(1, Ordering::Relaxed)
             );

@@ -202,8 +202,10 @@ async fn in_flight(
             return;
         }
     };
-    // Watch what happens once the slowed-down call would have answered.
-    tokio::time::sleep((at + DELAY + GRACE * 3).saturating_duration_since(Instant::now())).await;
+    // Watch what happens once the slowed-down call would have answered: a connector that
+    // ignores the cancel sends its next request right after that answer, so the watch runs a
+    // second past it (a loaded machine can take hundreds of milliseconds to get there).
+    tokio::time::sleep((at + DELAY + GRACE * 5).saturating_duration_since(Instant::now())).await;
     h.provider().clear_faults();
     evidence.artifact(format!("action:{action_id}"));
     let requests = h.provider().requests();
