@@ -288,6 +288,104 @@ async fn denial_and_expiry_end_the_request() {
     );
 }
 
+/// A resend under the key of an action whose approval closed without a resume answers how it
+/// closed (the stored record still says `pending_approval`); an open approval, pending or
+/// approved but not yet resumed, keeps the pending replay.
+#[tokio::test]
+async fn a_resend_after_the_approval_closed_answers_how_it_closed() {
+    use aip_connector::host::Retention;
+
+    let resend =
+        |host: Host| async move { host.invoke(refund_action(), &person("user:req")).await };
+    let assert_closed =
+        |result: aip_connector::model::ActionResult, code: &str, id: &ApprovalId| {
+            assert_eq!(result.status, ActionResultStatus::Failed, "{result:?}");
+            let error = result.error.as_ref().unwrap();
+            assert_eq!(error.code, code, "{result:?}");
+            assert_eq!(error.retryable, Some(false));
+            assert_eq!(error.details.as_ref().unwrap()["approval_id"], json!(id));
+            assert_eq!(result.output, Some(json!({ "idempotent_replay": true })));
+        };
+
+    // Open: pending, then approved but not resumed.
+    let clock = Arc::new(ManualClock::default());
+    let payments = Payments::default();
+    let host = host(payments.clone(), clock.clone());
+    let id = gate(&host).await;
+    let replay = resend(host.clone()).await;
+    assert_eq!(replay.status, ActionResultStatus::PendingApproval);
+    assert_eq!(replay.output.as_ref().unwrap()["idempotent_replay"], true);
+    for approver in ["user:alice", "user:bob"] {
+        host.record_approval_decision(
+            decision(&id, approver, ApprovalDecisionKind::Approved),
+            &person(approver),
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(
+        resend(host.clone()).await.status,
+        ActionResultStatus::PendingApproval
+    );
+    // Resumed, the key holds the real result.
+    let resumed = host.resume_approved(&id, &person("user:req")).await;
+    assert_eq!(resumed.status, ActionResultStatus::Completed);
+    let replay = resend(host.clone()).await;
+    assert_eq!(replay.status, ActionResultStatus::Completed);
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
+
+    // Denied.
+    let host = self::host(Payments::default(), clock.clone());
+    let id = gate(&host).await;
+    host.record_approval_decision(
+        decision(&id, "user:alice", ApprovalDecisionKind::Denied),
+        &person("user:alice"),
+    )
+    .await
+    .unwrap();
+    assert_closed(
+        resend(host.clone()).await,
+        codes::POLICY_APPROVAL_DENIED,
+        &id,
+    );
+
+    // Expired: nobody decided within the approval's TTL (60 s; the key lives a day).
+    let host = self::host(Payments::default(), clock.clone());
+    let id = gate(&host).await;
+    clock.advance(60_001);
+    assert_closed(
+        resend(host.clone()).await,
+        codes::POLICY_APPROVAL_EXPIRED,
+        &id,
+    );
+
+    // Denied, then deleted by retention while the key still lives.
+    let payments = Payments::default();
+    let host = Host::builder()
+        .connector(payments.clone())
+        .store(Arc::new(MemoryStore::default()))
+        .approval_authority(StaticApprovalAuthority::new().with("user:alice", finance()))
+        .clock(clock.clone())
+        .retention(Retention::KEEP_FOREVER.approvals_for(std::time::Duration::from_secs(60)))
+        .build()
+        .unwrap();
+    let id = gate(&host).await;
+    host.record_approval_decision(
+        decision(&id, "user:alice", ApprovalDecisionKind::Denied),
+        &person("user:alice"),
+    )
+    .await
+    .unwrap();
+    clock.advance(60_001);
+    assert_eq!(host.purge_closed(10).await.unwrap().approvals, 1);
+    assert_closed(
+        resend(host.clone()).await,
+        codes::POLICY_APPROVAL_NOT_FOUND,
+        &id,
+    );
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 0);
+}
+
 /// Retention deletes a closed approval once it is older than the period, never an open one
 /// (an approved request not yet resumed), and the deleted id is unknown afterwards.
 #[tokio::test]

@@ -74,11 +74,16 @@ pub(crate) async fn run(
         let claimed = OnceLock::new();
         // Moved, never borrowed: a borrowed local keeps its place in this future across the
         // await below, which would enlarge it by a whole result.
-        let (result, retryable) =
-            with_retryability(Box::pin(execute(host, action, caller, options, &claimed)).await);
-        let result = match claimed.get() {
-            Some(id) if retryable => Box::pin(give_back_retryable_resume(host, id, result)).await,
-            _ => result,
+        let (result, retryable, pending_replay) =
+            classified(Box::pin(execute(host, action, caller, options, &claimed)).await);
+        // Two rare results need the store once more, in one boxed step so that this future
+        // stays a few words: a retryable resume gives its claim back, and a replayed
+        // `pending_approval` is brought up to date with its approval.
+        let give_back = claimed.get().filter(|_| retryable);
+        let result = if give_back.is_some() || pending_replay {
+            Box::pin(follow_up(host, give_back, result)).await
+        } else {
+            result
         };
         match &result.error {
             Some(error) => {
@@ -92,10 +97,12 @@ pub(crate) async fn run(
     .await
 }
 
-/// `result` and whether it is retryable.
-fn with_retryability(result: ActionResult) -> (ActionResult, bool) {
+/// `result`, whether it is retryable, and whether it replays a `pending_approval`. (Read here,
+/// not in `run`: a local `run` borrowed would keep its place in `run`'s future.)
+fn classified(result: ActionResult) -> (ActionResult, bool, bool) {
     let retryable = result.error.as_ref().and_then(|e| e.retryable) == Some(true);
-    (result, retryable)
+    let pending_replay = is_pending_replay(&result);
+    (result, retryable, pending_replay)
 }
 
 /// The pipeline. Steps that only some calls take (approvals, transactions, previews) are awaited
@@ -366,6 +373,7 @@ async fn execute(
                         );
                     }
                     let behavior = contract.map(|c| c.idempotency.collision_behavior).unwrap_or(aip_connector_core::model::IdempotencyCollisionBehavior::ReturnOriginalResult);
+                    // A replayed `pending_approval` is brought up to date in `run`.
                     return idempotency::collision(
                         behavior,
                         &record,
@@ -1641,6 +1649,61 @@ async fn approval_gate(call: &Call<'_>, key: Option<String>, fingerprint: String
     result
 }
 
+/// Whether `result` replays a `pending_approval` stored under the key (stage 7).
+fn is_pending_replay(result: &ActionResult) -> bool {
+    result.status == ActionResultStatus::PendingApproval
+        && result
+            .output
+            .as_ref()
+            .and_then(|o| o.get("idempotent_replay"))
+            .and_then(Value::as_bool)
+            == Some(true)
+}
+
+/// A replayed `pending_approval` result, brought up to date with its approval.
+///
+/// The record under the key keeps `pending_approval` until a resume replaces it, so without
+/// this a resend after a denial (or an expiry, a revocation, or retention deleting the closed
+/// approval) would keep answering "pending" for an action that can no longer run. Those answer
+/// the matching `policy.*` failure instead, as a resume would; a pending or approved (not yet
+/// resumed) approval keeps the replay. A store failure keeps it too (logged): it is what the
+/// key holds, and the caller learns the rest from the approval.
+async fn refresh_pending_replay(host: &HostInner, replayed: ActionResult) -> ActionResult {
+    let now = host.clock.now_ms();
+    let Some(approval_id) = replayed
+        .error
+        .as_ref()
+        .and_then(|e| e.details.as_ref())
+        .and_then(|d| d.get("approval_id"))
+        .and_then(Value::as_str)
+        .map(ApprovalId::trusted)
+    else {
+        return replayed;
+    };
+    let error = match approval::expire_if_due(host.store.as_ref(), &approval_id, now).await {
+        Ok(Some(record)) => match record.status {
+            ApprovalStatus::Pending | ApprovalStatus::Approved => return replayed,
+            status @ (ApprovalStatus::Denied
+            | ApprovalStatus::Expired
+            | ApprovalStatus::Revoked) => status_error(status),
+        },
+        Ok(None) => failure::policy(
+            codes::POLICY_APPROVAL_NOT_FOUND,
+            "the approval this action waited for no longer exists (it closed without a resume and was purged)",
+        ),
+        Err(error) => {
+            tracing::warn!(error = %error, "the approval of a replayed pending result could not be read");
+            return replayed;
+        }
+    };
+    let mut result = failure::failed(
+        &replayed.action_id,
+        failure::with_details(error, json!({ "approval_id": approval_id })),
+    );
+    result.output = Some(json!({ "idempotent_replay": true }));
+    result
+}
+
 /// The policy applied when approval is forced by risk or the legacy flag rather than declared.
 fn default_approval_policy() -> aip_connector_core::model::ApprovalPolicy {
     aip_connector_core::model::ApprovalPolicy {
@@ -1748,16 +1811,20 @@ async fn provided_approval(
     Ok(record)
 }
 
-/// `result`, after giving back the claim this call took on the resume of approval `id`
+/// `result` brought up to date by [`refresh_pending_replay`], or, with `give_back`, `result`
+/// after giving back the claim this call took on the resume of approval `id`
 /// ([`ApprovalStore::release_resume`](crate::store::ApprovalStore::release_resume)) when the
 /// result is retryable: its key was left free for the next attempt (or never reserved), and the
 /// approval must let that attempt run too, instead of answering it "already resumed". A store
 /// that fails here leaves the approval reading as resumed: logged, as nothing else can be done.
-async fn give_back_retryable_resume(
+async fn follow_up(
     host: &HostInner,
-    id: &ApprovalId,
+    give_back: Option<&ApprovalId>,
     result: ActionResult,
 ) -> ActionResult {
+    let Some(id) = give_back else {
+        return refresh_pending_replay(host, result).await;
+    };
     if let Err(error) = host.store.release_resume(id).await {
         tracing::warn!(
             error = %error,
