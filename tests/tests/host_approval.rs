@@ -121,6 +121,15 @@ async fn gate(host: &Host) -> ApprovalId {
     serde_json::from_value(pending.output.unwrap()["approval_id"].clone()).unwrap()
 }
 
+/// Records the same decision by each of `approvers`, each authenticated as themselves.
+async fn decide(host: &Host, id: &ApprovalId, approvers: &[&str], kind: ApprovalDecisionKind) {
+    for approver in approvers {
+        host.record_approval_decision(decision(id, approver, kind), &person(approver))
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test]
 async fn quorum_of_two_distinct_approvers_then_resume_exactly_once() {
     let payments = Payments::default();
@@ -315,14 +324,13 @@ async fn a_resend_after_the_approval_closed_answers_how_it_closed() {
     let replay = resend(host.clone()).await;
     assert_eq!(replay.status, ActionResultStatus::PendingApproval);
     assert_eq!(replay.output.as_ref().unwrap()["idempotent_replay"], true);
-    for approver in ["user:alice", "user:bob"] {
-        host.record_approval_decision(
-            decision(&id, approver, ApprovalDecisionKind::Approved),
-            &person(approver),
-        )
-        .await
-        .unwrap();
-    }
+    decide(
+        &host,
+        &id,
+        &["user:alice", "user:bob"],
+        ApprovalDecisionKind::Approved,
+    )
+    .await;
     assert_eq!(
         resend(host.clone()).await.status,
         ActionResultStatus::PendingApproval
@@ -337,12 +345,7 @@ async fn a_resend_after_the_approval_closed_answers_how_it_closed() {
     // Denied.
     let host = self::host(Payments::default(), clock.clone());
     let id = gate(&host).await;
-    host.record_approval_decision(
-        decision(&id, "user:alice", ApprovalDecisionKind::Denied),
-        &person("user:alice"),
-    )
-    .await
-    .unwrap();
+    decide(&host, &id, &["user:alice"], ApprovalDecisionKind::Denied).await;
     assert_closed(
         resend(host.clone()).await,
         codes::POLICY_APPROVAL_DENIED,
@@ -370,12 +373,7 @@ async fn a_resend_after_the_approval_closed_answers_how_it_closed() {
         .build()
         .unwrap();
     let id = gate(&host).await;
-    host.record_approval_decision(
-        decision(&id, "user:alice", ApprovalDecisionKind::Denied),
-        &person("user:alice"),
-    )
-    .await
-    .unwrap();
+    decide(&host, &id, &["user:alice"], ApprovalDecisionKind::Denied).await;
     clock.advance(60_001);
     assert_eq!(host.purge_closed(10).await.unwrap().approvals, 1);
     assert_closed(
@@ -418,21 +416,21 @@ async fn retention_deletes_closed_approvals_once_old_and_keeps_open_ones() {
         }
     };
     let denied = gate_with_key("refund-denied").await;
-    host.record_approval_decision(
-        decision(&denied, "user:alice", ApprovalDecisionKind::Denied),
-        &person("user:alice"),
+    decide(
+        &host,
+        &denied,
+        &["user:alice"],
+        ApprovalDecisionKind::Denied,
     )
-    .await
-    .unwrap();
+    .await;
     let approved = gate_with_key("refund-approved").await;
-    for approver in ["user:alice", "user:bob"] {
-        host.record_approval_decision(
-            decision(&approved, approver, ApprovalDecisionKind::Approved),
-            &person(approver),
-        )
-        .await
-        .unwrap();
-    }
+    decide(
+        &host,
+        &approved,
+        &["user:alice", "user:bob"],
+        ApprovalDecisionKind::Approved,
+    )
+    .await;
 
     // Within the period nothing goes, closed or not.
     assert_eq!(host.purge_closed(10).await, Ok(PurgedRecords::default()));
@@ -460,12 +458,7 @@ async fn without_retention_closed_approvals_are_kept() {
     let clock = Arc::new(ManualClock::default());
     let host = host(Payments::default(), clock.clone());
     let id = gate(&host).await;
-    host.record_approval_decision(
-        decision(&id, "user:alice", ApprovalDecisionKind::Denied),
-        &person("user:alice"),
-    )
-    .await
-    .unwrap();
+    decide(&host, &id, &["user:alice"], ApprovalDecisionKind::Denied).await;
     clock.advance(10 * 365 * 24 * 3600 * 1000);
     let purged = host.purge_closed(10).await.unwrap();
     assert_eq!((purged.approvals, purged.transactions), (0, 0));
