@@ -982,9 +982,9 @@ impl ApprovalStore for CensusStore {
         self.inner.update_approval(record, expected_version).await
     }
 
-    async fn claim_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+    async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError> {
         self.other("claim_resume");
-        self.inner.claim_resume(id).await
+        self.inner.claim_resume(id, now).await
     }
 
     async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {

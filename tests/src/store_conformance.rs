@@ -113,6 +113,7 @@ fn approval(id: &str) -> ApprovalRecord {
         created_at_ms: NOW,
         expires_at_ms: Some(NOW + 60_000),
         resumed: false,
+        resumed_at_ms: None,
         version: 7,
     }
 }
@@ -135,10 +136,12 @@ fn approve(id: &str) -> ApprovalDecision {
 }
 
 /// `record` with the version and resume flag the store is expected to report.
+/// `record` as the store reads it back at `version`; a resumed one was claimed at [`NOW`].
 fn stored(record: &ApprovalRecord, version: u64, resumed: bool) -> ApprovalRecord {
     ApprovalRecord {
         version,
         resumed,
+        resumed_at_ms: resumed.then_some(NOW),
         ..record.clone()
     }
 }
@@ -672,7 +675,7 @@ pub async fn check_release_resume_gives_back_only_a_claimed_resume(store: Shared
         Ok(Some(stored(&approved, 1, false)))
     );
 
-    assert_eq!(store.claim_resume(&id).await, Ok(true));
+    assert_eq!(store.claim_resume(&id, NOW).await, Ok(true));
     assert_eq!(store.release_resume(&id).await, Ok(true));
     assert_eq!(
         store.approval(&id).await,
@@ -689,7 +692,7 @@ pub async fn check_release_resume_gives_back_only_a_claimed_resume(store: Shared
         "the claimed version is stale"
     );
     assert_eq!(
-        store.claim_resume(&id).await,
+        store.claim_resume(&id, NOW).await,
         Ok(true),
         "the resume can be claimed again"
     );
@@ -697,6 +700,7 @@ pub async fn check_release_resume_gives_back_only_a_claimed_resume(store: Shared
     let denied = ApprovalRecord {
         status: ApprovalStatus::Denied,
         resumed: true,
+        resumed_at_ms: None,
         ..approval("appr_release_denied")
     };
     assert_eq!(store.insert_approval(&denied).await, Ok(()));
@@ -708,8 +712,9 @@ pub async fn check_release_resume_gives_back_only_a_claimed_resume(store: Shared
 }
 
 /// Retention of approvals: `purge_closed_approvals` deletes exactly the records that are closed
-/// at `now` and were created before the cutoff, at most `max_entries` per call; a record closed
-/// by a later update goes with the next purge.
+/// at `now` and were created before the cutoff (and, once resumed, resumed before it), at most
+/// `max_entries` per call; a record closed by a later update goes with the next purge. The
+/// records are judged by `ApprovalRecord::is_purgeable` too, so the SQL and Rust rules agree.
 pub async fn check_purge_closed_approvals_deletes_only_closed_records_created_before_the_cutoff(
     store: SharedStore,
 ) {
@@ -736,14 +741,29 @@ pub async fn check_purge_closed_approvals_deletes_only_closed_records_created_be
         old("appr_expired", ApprovalStatus::Expired, ttl),
         old("appr_revoked", ApprovalStatus::Revoked, None),
     ];
-    for record in kept.iter().chain(&closed) {
+    // Approved long ago, resumed just now: its resume may still be running.
+    let resumed_late = old("appr_resumed_late", ApprovalStatus::Approved, ttl);
+    for record in kept.iter().chain(&closed).chain([&resumed_late]) {
         assert_eq!(store.insert_approval(record).await, Ok(()));
     }
     assert_eq!(
-        store.claim_resume(&closed[1].approval_id).await,
+        store.claim_resume(&closed[1].approval_id, NOW - 5).await,
         Ok(true),
         "resumed through the store, as the host does"
     );
+    assert_eq!(
+        store.claim_resume(&resumed_late.approval_id, NOW).await,
+        Ok(true)
+    );
+    for record in kept.iter().chain(&closed).chain([&resumed_late]) {
+        let read = store.approval(&record.approval_id).await.unwrap().unwrap();
+        assert_eq!(
+            read.is_purgeable(NOW, NOW),
+            closed.contains(record),
+            "{:?}: the Rust rule",
+            record.approval_id
+        );
+    }
     assert_eq!(
         store.purge_closed_approvals(NOW - 10, NOW, 100).await,
         Ok(0),
@@ -778,6 +798,12 @@ pub async fn check_purge_closed_approvals_deletes_only_closed_records_created_be
     assert_eq!(store.update_approval(&denied, 0).await, Ok(true));
     assert_eq!(store.purge_closed_approvals(NOW, NOW, 100).await, Ok(1));
     assert_eq!(store.approval(&denied.approval_id).await, Ok(None));
+
+    // The late resume is kept until the cutoff passes its resume (with the young denial).
+    let read = store.approval(&resumed_late.approval_id).await.unwrap();
+    assert_eq!(read.map(|r| r.resumed_at_ms), Some(Some(NOW)));
+    assert_eq!(store.purge_closed_approvals(NOW + 1, NOW, 100).await, Ok(2));
+    assert_eq!(store.approval(&resumed_late.approval_id).await, Ok(None));
 }
 
 /// Approvals: insert at version 0, read back, compare-and-set updates.
@@ -886,19 +912,27 @@ pub async fn check_every_approval_status_is_storable(store: SharedStore) {
 /// An approved action is resumed exactly once, and the claim fences stale writers.
 pub async fn check_claim_resume_succeeds_once_and_only_when_approved(store: SharedStore) {
     let id = ApprovalId::trusted("appr_resume");
-    assert_eq!(store.claim_resume(&id).await, Ok(false), "no such record");
+    assert_eq!(
+        store.claim_resume(&id, NOW).await,
+        Ok(false),
+        "no such record"
+    );
     let request = approval("appr_resume");
     assert_eq!(store.insert_approval(&request).await, Ok(()));
-    assert_eq!(store.claim_resume(&id).await, Ok(false), "still pending");
+    assert_eq!(
+        store.claim_resume(&id, NOW).await,
+        Ok(false),
+        "still pending"
+    );
 
     let approved = ApprovalRecord {
         status: ApprovalStatus::Approved,
         ..request.clone()
     };
     assert_eq!(store.update_approval(&approved, 0).await, Ok(true));
-    assert_eq!(store.claim_resume(&id).await, Ok(true));
+    assert_eq!(store.claim_resume(&id, NOW).await, Ok(true));
     assert_eq!(
-        store.claim_resume(&id).await,
+        store.claim_resume(&id, NOW).await,
         Ok(false),
         "a resume is claimed once"
     );
@@ -912,6 +946,7 @@ pub async fn check_claim_resume_succeeds_once_and_only_when_approved(store: Shar
     // …and a current writer cannot re-arm the resume by writing `resumed: false`.
     let rewritten = ApprovalRecord {
         resumed: false,
+        resumed_at_ms: None,
         ..approved.clone()
     };
     assert_eq!(store.update_approval(&rewritten, 2).await, Ok(true));
@@ -919,7 +954,7 @@ pub async fn check_claim_resume_succeeds_once_and_only_when_approved(store: Shar
         store.approval(&id).await,
         Ok(Some(stored(&approved, 3, true)))
     );
-    assert_eq!(store.claim_resume(&id).await, Ok(false));
+    assert_eq!(store.claim_resume(&id, NOW).await, Ok(false));
 
     for status in [
         ApprovalStatus::Denied,
@@ -934,7 +969,7 @@ pub async fn check_claim_resume_succeeds_once_and_only_when_approved(store: Shar
         };
         assert_eq!(store.update_approval(&decided, 0).await, Ok(true));
         assert_eq!(
-            store.claim_resume(&other.approval_id).await,
+            store.claim_resume(&other.approval_id, NOW).await,
             Ok(false),
             "{status:?}"
         );
@@ -1035,7 +1070,7 @@ pub async fn race_claim_resume(stores: &[SharedStore], claims: usize) {
         .map(|index| {
             let store = Arc::clone(&stores[index % stores.len()]);
             let id = request.approval_id.clone();
-            tokio::spawn(async move { store.claim_resume(&id).await })
+            tokio::spawn(async move { store.claim_resume(&id, NOW).await })
         })
         .collect();
     let mut winners = 0;

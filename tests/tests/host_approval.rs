@@ -443,12 +443,16 @@ async fn retention_deletes_closed_approvals_once_old_and_keeps_open_ones() {
     let refused = host.resume_approved(&denied, &person("user:req")).await;
     assert_eq!(refused.status, ActionResultStatus::Failed, "{refused:?}");
 
-    // The approved request stayed open, so it still resumes; resumed, it is closed and goes.
+    // The approved request stayed open, so it still resumes; resumed, it is closed, and goes
+    // once the period has passed since the resume (not since its creation: a resume still
+    // running keeps its approval).
     let resumed = host.resume_approved(&approved, &person("user:req")).await;
     assert_eq!(resumed.status, ActionResultStatus::Completed, "{resumed:?}");
     assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
-    let purged = host.purge_closed(10).await.unwrap();
-    assert_eq!(purged.approvals, 1);
+    assert_eq!(host.purge_closed(10).await.unwrap().approvals, 0);
+    assert!(host.approval(&approved).await.unwrap().is_some());
+    clock.advance(HOUR.as_millis() as u64 + 1);
+    assert_eq!(host.purge_closed(10).await.unwrap().approvals, 1);
     assert_eq!(host.approval(&approved).await.unwrap(), None);
 }
 

@@ -626,8 +626,8 @@ impl ApprovalStore for FlakyStore {
         self.inner.update_approval(record, expected_version).await
     }
 
-    async fn claim_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
-        self.inner.claim_resume(id).await
+    async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError> {
+        self.inner.claim_resume(id, now).await
     }
 
     async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {

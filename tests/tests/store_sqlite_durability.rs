@@ -82,6 +82,7 @@ fn approved(id: &str) -> ApprovalRecord {
         created_at_ms: NOW,
         expires_at_ms: None,
         resumed: false,
+        resumed_at_ms: None,
         version: 0,
     }
 }
@@ -354,7 +355,7 @@ async fn two_stores_on_one_file_behave_as_one() {
         .map(|index| {
             let store = Arc::clone(&stores[index % 2]);
             let id = request.approval_id.clone();
-            tokio::spawn(async move { store.claim_resume(&id).await })
+            tokio::spawn(async move { store.claim_resume(&id, 1).await })
         })
         .collect();
     let mut claimed = 0;

@@ -244,6 +244,7 @@ pub(crate) fn new_record(
         decisions: Vec::new(),
         created_at_ms: now,
         resumed: false,
+        resumed_at_ms: None,
         version: 0,
     }
 }
@@ -2603,8 +2604,8 @@ mod tests {
             Ok(updated)
         }
 
-        async fn claim_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
-            self.inner.claim_resume(id).await
+        async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError> {
+            self.inner.claim_resume(id, now).await
         }
 
         async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {

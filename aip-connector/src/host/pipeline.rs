@@ -325,7 +325,12 @@ async fn execute(
         (None, None) => None,
     };
     if let Some(record) = &approved {
-        match host.store.claim_resume(&record.approval_id).await {
+        let claimed_at = *now.get_or_insert_with(|| host.clock.now_ms());
+        match host
+            .store
+            .claim_resume(&record.approval_id, claimed_at)
+            .await
+        {
             Ok(true) => {
                 // Told to `run`, which gives the claim back if the result is retryable.
                 let _ = claimed.set(record.approval_id.clone());

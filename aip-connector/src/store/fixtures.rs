@@ -27,6 +27,7 @@ pub(super) fn approval(id: &str) -> ApprovalRecord {
         created_at_ms: 0,
         expires_at_ms: None,
         resumed: false,
+        resumed_at_ms: None,
         version: 0,
     }
 }

@@ -518,21 +518,28 @@ impl ApprovalStore for MemoryStore {
         if stored.version != expected_version {
             return Ok(false);
         }
-        // `resumed` only ever goes from false to true: an update cannot re-arm a resume.
+        // `resumed` only ever goes from false to true: an update cannot re-arm a resume (nor
+        // forget when it was claimed).
         let resumed = stored.resumed || record.resumed;
+        let resumed_at_ms = stored
+            .resumed_at_ms
+            .or(record.resumed_at_ms)
+            .filter(|_| resumed);
         *stored = ApprovalRecord {
             version: next_version,
             resumed,
+            resumed_at_ms,
             ..record.clone()
         };
         Ok(true)
     }
 
-    async fn claim_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+    async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError> {
         let mut approvals = self.approvals();
         match approvals.get_mut(id) {
             Some(stored) if stored.status == ApprovalStatus::Approved && !stored.resumed => {
                 stored.resumed = true;
+                stored.resumed_at_ms = Some(now);
                 // The claim is an update: a writer holding the pre-claim version must lose.
                 stored.version = stored.version.saturating_add(1);
                 Ok(true)
@@ -546,6 +553,7 @@ impl ApprovalStore for MemoryStore {
         match approvals.get_mut(id) {
             Some(stored) if stored.status == ApprovalStatus::Approved && stored.resumed => {
                 stored.resumed = false;
+                stored.resumed_at_ms = None;
                 stored.version = stored.version.saturating_add(1);
                 Ok(true)
             }
@@ -564,8 +572,7 @@ impl ApprovalStore for MemoryStore {
         let purged: Vec<ApprovalRecord> = self
             .approvals()
             .extract_if(|_, record| {
-                let purge =
-                    left > 0 && record.created_at_ms < created_before && record.is_closed(now);
+                let purge = left > 0 && record.is_purgeable(created_before, now);
                 left -= usize::from(purge);
                 purge
             })

@@ -287,25 +287,36 @@ pub struct ApprovalRecord {
     pub expires_at_ms: Option<Millis>,
     /// Set once, atomically, by the single resume of an approved action.
     pub resumed: bool,
+    /// When that resume claimed it ([`ApprovalStore::claim_resume`]); `None` while not
+    /// resumed, and for records resumed before the store kept the time. Retention keeps a
+    /// resumed approval for its whole period after the resume, not after its creation, so that
+    /// a resume still running cannot lose its approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_at_ms: Option<Millis>,
     /// Optimistic-concurrency version, bumped by every update.
     pub version: u64,
 }
 
-/// [`ApprovalRecord::is_closed`] as an SQL condition on the `approval_records` columns, `now`
-/// being the statement's placeholder for the time (`"?2"`, `"$2"`): the SQL stores' retention
-/// spells the rule once, here, beside the Rust one (the conformance suite holds them together).
-macro_rules! closed_approval_sql {
-    ($now:literal) => {
+/// [`ApprovalRecord::is_purgeable`] as an SQL condition on the `approval_records` columns,
+/// `cutoff` and `now` being the statement's placeholders (`"?1"`, `"?2"`; `"$1"`, `"$2"`): the SQL
+/// stores' retention spells the rule once, here, beside the Rust one (the conformance suite
+/// holds them together).
+macro_rules! purgeable_approval_sql {
+    ($cutoff:literal, $now:literal) => {
         concat!(
-            "(status IN ('denied', 'expired', 'revoked') \
-              OR (status = 'approved' AND resumed = TRUE) \
-              OR (status = 'pending' AND expires_at_ms <= ",
+            "(created_at_ms < ",
+            $cutoff,
+            " AND (status IN ('denied', 'expired', 'revoked') \
+              OR (status = 'approved' AND resumed = TRUE \
+                  AND COALESCE(resumed_at_ms, created_at_ms) < ",
+            $cutoff,
+            ") OR (status = 'pending' AND expires_at_ms <= ",
             $now,
-            "))"
+            ")))"
         )
     };
 }
-pub(crate) use closed_approval_sql;
+pub(crate) use purgeable_approval_sql;
 
 impl ApprovalRecord {
     /// Whether nothing can change the record any more at `now`: denied, revoked or expired;
@@ -317,6 +328,17 @@ impl ApprovalRecord {
             ApprovalStatus::Approved => self.resumed,
             ApprovalStatus::Pending => self.expires_at_ms.is_some_and(|at| !live_at(at, now)),
         }
+    }
+
+    /// Whether retention may delete the record, `cutoff` being the oldest time it keeps:
+    /// closed at `now` ([`is_closed`](Self::is_closed)), created before `cutoff`, and, once
+    /// resumed, resumed before `cutoff` too (a resume may still be running, and one that ends
+    /// retryably gives its claim back to the record).
+    pub fn is_purgeable(&self, cutoff: Millis, now: Millis) -> bool {
+        self.created_at_ms < cutoff
+            && self.is_closed(now)
+            && (self.status != ApprovalStatus::Approved
+                || self.resumed_at_ms.unwrap_or(self.created_at_ms) < cutoff)
     }
 
     /// The wire view: who asked for what, where it stands, the decisions. Never the input.
@@ -362,19 +384,22 @@ pub trait ApprovalStore: Send + Sync {
         expected_version: u64,
     ) -> Result<bool, StoreError>;
 
-    /// Approved, not yet resumed → resumed; true for exactly one caller.
-    async fn claim_resume(&self, id: &ApprovalId) -> Result<bool, StoreError>;
+    /// Approved, not yet resumed → resumed at `now` ([`ApprovalRecord::resumed_at_ms`]); true
+    /// for exactly one caller.
+    async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError>;
 
-    /// Approved and resumed → not resumed (the version is bumped); true when it changed. The
+    /// Approved and resumed → not resumed, `resumed_at_ms` cleared (the version is bumped); true
+    /// when it changed. The
     /// host calls it only after its own [`claim_resume`](Self::claim_resume) returned true, for
     /// a resume that could not start (the reservation of its idempotency key failed or was
     /// refused), so the approved action can be resumed again instead of being stranded. Nobody
     /// else can claim in between, so it undoes no one else's claim.
     async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError>;
 
-    /// Deletes up to `max_entries` records that are closed at `now`
-    /// ([`ApprovalRecord::is_closed`]) and were created before `created_before`, and says how
-    /// many went. Open records are never deleted, however old.
+    /// Deletes up to `max_entries` records that retention may delete
+    /// ([`ApprovalRecord::is_purgeable`] with `created_before` as the cutoff): closed at `now`,
+    /// created before `created_before`, and resumed before it when resumed. Says how many went.
+    /// Open records are never deleted, however old.
     ///
     /// This is the approvals' retention (see `Retention` in the host module): after it, the
     /// approval id is unknown to every reader, as if it had never been issued.

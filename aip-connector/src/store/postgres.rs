@@ -24,7 +24,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{FromSql, ToSql};
 use tokio_postgres::{NoTls, Row};
 
-use super::closed_approval_sql;
+use super::purgeable_approval_sql;
 use super::transaction::finished_statuses_sql;
 use super::{
     ApprovalRecord, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore, KeyEntry, Millis,
@@ -63,6 +63,11 @@ const MIGRATIONS: &[Migration] = &[
         version: 4,
         name: "retention",
         sql: include_str!("../../migrations/postgres/0004_retention.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "resumed_at",
+        sql: include_str!("../../migrations/postgres/0005_resumed_at.sql"),
     },
 ];
 
@@ -601,13 +606,16 @@ fn entry_from_row(row: &Row) -> Result<KeyEntry, StoreError> {
     }
 }
 
-/// Decodes an `approval_records` row (`resumed`, `version`, `body`).
+/// Decodes an `approval_records` row (`resumed`, `resumed_at_ms`, `version`, `body`).
 fn approval_from_row(row: &Row) -> Result<ApprovalRecord, StoreError> {
     const WHAT: &str = "approval record row";
     let body: String = column(row, "body", WHAT)?;
     let mut record: ApprovalRecord = decode(WHAT, &body)?;
     // `claim_resume` moves only the columns, so they are authoritative.
     record.resumed = column(row, "resumed", WHAT)?;
+    record.resumed_at_ms = column::<Option<i64>>(row, "resumed_at_ms", WHAT)?
+        .map(|ms| unsigned_from_sql("approval resume time", ms))
+        .transpose()?;
     record.version = unsigned_from_sql("approval record version", column(row, "version", WHAT)?)?;
     Ok(record)
 }
@@ -872,8 +880,9 @@ impl ApprovalStore for PostgresStore {
             .execute(
                 "insert an approval record",
                 "INSERT INTO approval_records \
-                 (approval_id, status, resumed, version, body, created_at_ms, expires_at_ms) \
-                 VALUES ($1, $2, $3, 0, $4::text::json, $5, $6) \
+                 (approval_id, status, resumed, version, body, created_at_ms, expires_at_ms, \
+                  resumed_at_ms) \
+                 VALUES ($1, $2, $3, 0, $4::text::json, $5, $6, $7) \
                  ON CONFLICT (approval_id) DO NOTHING",
                 &[
                     &record.approval_id.as_str(),
@@ -882,6 +891,7 @@ impl ApprovalStore for PostgresStore {
                     &body,
                     &millis_to_sql(record.created_at_ms),
                     &record.expires_at_ms.map(millis_to_sql),
+                    &record.resumed_at_ms.map(millis_to_sql),
                 ],
             )
             .await?;
@@ -897,7 +907,7 @@ impl ApprovalStore for PostgresStore {
     async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
         self.query_opt(
             "read an approval record",
-            "SELECT resumed, version, body::text AS body FROM approval_records \
+            "SELECT resumed, resumed_at_ms, version, body::text AS body FROM approval_records \
              WHERE approval_id = $1",
             &[&id.as_str()],
         )
@@ -922,13 +932,16 @@ impl ApprovalStore for PostgresStore {
             ..record.clone()
         };
         let body = encode("the approval record", &record)?;
-        // `resumed` only ever goes from false to true: an update cannot re-arm a resume.
+        // `resumed` only ever goes from false to true: an update cannot re-arm a resume (nor
+        // forget when it was claimed). SET reads the row's old values.
         let changed = self
             .execute(
                 "update an approval record",
                 "UPDATE approval_records \
                  SET status = $2, resumed = resumed OR $3, version = $4, body = $5::text::json, \
-                     created_at_ms = $7, expires_at_ms = $8 \
+                     created_at_ms = $7, expires_at_ms = $8, \
+                     resumed_at_ms = CASE WHEN resumed OR $3 \
+                                     THEN COALESCE(resumed_at_ms, $9) END \
                  WHERE approval_id = $1 AND version = $6",
                 &[
                     &record.approval_id.as_str(),
@@ -939,20 +952,22 @@ impl ApprovalStore for PostgresStore {
                     &expected,
                     &millis_to_sql(record.created_at_ms),
                     &record.expires_at_ms.map(millis_to_sql),
+                    &record.resumed_at_ms.map(millis_to_sql),
                 ],
             )
             .await?;
         Ok(changed == 1)
     }
 
-    async fn claim_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+    async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError> {
         // The claim bumps the version: a writer holding the pre-claim version must lose.
         let changed = self
             .execute(
                 "claim an approval resume",
-                "UPDATE approval_records SET resumed = TRUE, version = version + 1 \
+                "UPDATE approval_records \
+                 SET resumed = TRUE, resumed_at_ms = $2, version = version + 1 \
                  WHERE approval_id = $1 AND status = 'approved' AND NOT resumed",
-                &[&id.as_str()],
+                &[&id.as_str(), &millis_to_sql(now)],
             )
             .await?;
         Ok(changed == 1)
@@ -962,7 +977,8 @@ impl ApprovalStore for PostgresStore {
         let changed = self
             .execute(
                 "release an approval resume",
-                "UPDATE approval_records SET resumed = FALSE, version = version + 1 \
+                "UPDATE approval_records \
+                 SET resumed = FALSE, resumed_at_ms = NULL, version = version + 1 \
                  WHERE approval_id = $1 AND status = 'approved' AND resumed",
                 &[&id.as_str()],
             )
@@ -978,20 +994,20 @@ impl ApprovalStore for PostgresStore {
     ) -> Result<usize, StoreError> {
         let (created_before, now) = (millis_to_sql(created_before), millis_to_sql(now));
         let limit = i64::try_from(max_entries).unwrap_or(i64::MAX);
-        // `ApprovalRecord::is_closed` in SQL; the conformance suite holds the two together. The
-        // test is repeated outside the subquery, for a row another writer changed meanwhile.
+        // `ApprovalRecord::is_purgeable` in SQL; the conformance suite holds the two together.
+        // The test is repeated outside the subquery, for a row another writer changed
+        // meanwhile.
         let purged = self
             .execute(
                 "purge closed approval records",
                 concat!(
                     "WITH closed AS ( \
-                       SELECT approval_id FROM approval_records WHERE created_at_ms < $1 AND ",
-                    closed_approval_sql!("$2"),
+                       SELECT approval_id FROM approval_records WHERE ",
+                    purgeable_approval_sql!("$1", "$2"),
                     " LIMIT $3) \
                      DELETE FROM approval_records \
-                     WHERE approval_id IN (SELECT approval_id FROM closed) \
-                       AND created_at_ms < $1 AND ",
-                    closed_approval_sql!("$2")
+                     WHERE approval_id IN (SELECT approval_id FROM closed) AND ",
+                    purgeable_approval_sql!("$1", "$2")
                 ),
                 &[&created_before, &now, &limit],
             )
@@ -1279,7 +1295,8 @@ mod tests {
                 (1, "initial".to_owned()),
                 (2, "retry_attempts".to_owned()),
                 (3, "expiry_indexes".to_owned()),
-                (4, "retention".to_owned())
+                (4, "retention".to_owned()),
+                (5, "resumed_at".to_owned())
             ]
         );
         let tables: Vec<String> = client

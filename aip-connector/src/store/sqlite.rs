@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::Semaphore;
 
-use super::closed_approval_sql;
+use super::purgeable_approval_sql;
 use super::transaction::finished_statuses_sql;
 use super::{
     ApprovalRecord, ApprovalStatus, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore,
@@ -39,7 +39,15 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_3,
     MIGRATION_4,
     MIGRATION_5,
+    MIGRATION_6,
 ];
+
+/// Migration 6: when an approval's single resume claimed it, so that retention keeps a resumed
+/// approval for its period after the resume (`ApprovalRecord::is_purgeable`). Rows resumed
+/// before it keep NULL, read as their creation time.
+const MIGRATION_6: &str = "
+ALTER TABLE approval_records ADD COLUMN resumed_at_ms INTEGER;
+";
 
 /// Migration 5: what retention deletes by (`ApprovalStore::purge_closed_approvals`,
 /// `TransactionStore::purge_finished_transactions`), filled in from the bodies of the rows
@@ -118,7 +126,7 @@ const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// A store in one SQLite file (or in memory), the embedded durable default.
 ///
-/// - Opening creates the file and the schema (`PRAGMA user_version` 5; a file at an older
+/// - Opening creates the file and the schema (`PRAGMA user_version` 6; a file at an older
 ///   version is migrated in place), and sets
 ///   `journal_mode = WAL`, `synchronous = FULL` (every commit is fsynced, so a settled record
 ///   survives a crash of the process and of the machine) and a 5 s busy timeout (several
@@ -152,17 +160,19 @@ impl fmt::Debug for SqliteStore {
 }
 
 impl SqliteStore {
-    /// Runs `statement`, an update of the approval record `?1` = `id`, and says whether it
-    /// changed that record.
+    /// Runs `statement`, an update of the approval record `?1` = `id` that sets its resume time
+    /// to `?2` = `resumed_at_ms`, and says whether it changed that record.
     async fn update_one_approval(
         &self,
         operation: &'static str,
         statement: &'static str,
         id: &ApprovalId,
+        resumed_at_ms: Option<Millis>,
     ) -> Result<bool, StoreError> {
         let id = id.clone();
+        let resumed_at_ms = resumed_at_ms.map(millis_to_sql);
         self.run(operation, move |connection| {
-            Ok(execute_cached(connection, statement, params![id.as_str()])? == 1)
+            Ok(execute_cached(connection, statement, params![id.as_str(), resumed_at_ms])? == 1)
         })
         .await
     }
@@ -747,15 +757,17 @@ impl ApprovalStore for SqliteStore {
             let inserted = execute_cached(
                 connection,
                 "INSERT INTO approval_records \
-                 (approval_id, status, resumed, version, body, created_at_ms, expires_at_ms) \
-                 VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6)",
+                 (approval_id, status, resumed, version, body, created_at_ms, expires_at_ms, \
+                  resumed_at_ms) \
+                 VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7)",
                 params![
                     record.approval_id.as_str(),
                     status_name(record.status),
                     record.resumed,
                     body,
                     millis_to_sql(record.created_at_ms),
-                    record.expires_at_ms.map(millis_to_sql)
+                    record.expires_at_ms.map(millis_to_sql),
+                    record.resumed_at_ms.map(millis_to_sql)
                 ],
             );
             match inserted {
@@ -777,23 +789,28 @@ impl ApprovalStore for SqliteStore {
         self.run("read an approval record", move |connection| {
             let row = query_row_cached(
                 connection,
-                "SELECT resumed, version, body FROM approval_records WHERE approval_id = ?1",
+                "SELECT resumed, version, body, resumed_at_ms FROM approval_records \
+                 WHERE approval_id = ?1",
                 params![id.as_str()],
                 |row| {
                     Ok((
                         row.get::<_, bool>(0)?,
                         row.get::<_, i64>(1)?,
                         row.get::<_, String>(2)?,
+                        row.get::<_, Option<i64>>(3)?,
                     ))
                 },
             )
             .optional()?;
-            let Some((resumed, version, body)) = row else {
+            let Some((resumed, version, body, resumed_at_ms)) = row else {
                 return Ok(None);
             };
             let mut record: ApprovalRecord = decode("approval record row", &body)?;
             // `claim_resume` moves only the columns, so they are authoritative.
             record.resumed = resumed;
+            record.resumed_at_ms = resumed_at_ms
+                .map(|ms| unsigned_from_sql("approval resume time", ms))
+                .transpose()?;
             record.version = unsigned_from_sql("approval record version", version)?;
             Ok(Some(record))
         })
@@ -817,12 +834,15 @@ impl ApprovalStore for SqliteStore {
         };
         let body = encode("the approval record", &record)?;
         self.run("update an approval record", move |connection| {
-            // `resumed` only ever goes from 0 to 1: an update cannot re-arm a resume.
+            // `resumed` only ever goes from 0 to 1: an update cannot re-arm a resume (nor
+            // forget when it was claimed). SET reads the row's old values.
             let changed = execute_cached(
                 connection,
                 "UPDATE approval_records \
                  SET status = ?2, resumed = MAX(resumed, ?3), version = ?4, body = ?5, \
-                     created_at_ms = ?7, expires_at_ms = ?8 \
+                     created_at_ms = ?7, expires_at_ms = ?8, \
+                     resumed_at_ms = CASE WHEN MAX(resumed, ?3) = 1 \
+                                     THEN COALESCE(resumed_at_ms, ?9) END \
                  WHERE approval_id = ?1 AND version = ?6",
                 params![
                     record.approval_id.as_str(),
@@ -832,7 +852,8 @@ impl ApprovalStore for SqliteStore {
                     body,
                     expected,
                     millis_to_sql(record.created_at_ms),
-                    record.expires_at_ms.map(millis_to_sql)
+                    record.expires_at_ms.map(millis_to_sql),
+                    record.resumed_at_ms.map(millis_to_sql)
                 ],
             )?;
             Ok(changed == 1)
@@ -840,13 +861,14 @@ impl ApprovalStore for SqliteStore {
         .await
     }
 
-    async fn claim_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+    async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError> {
         // The claim bumps the version: a writer holding the pre-claim version must lose.
         self.update_one_approval(
             "claim an approval resume",
-            "UPDATE approval_records SET resumed = 1, version = version + 1 \
+            "UPDATE approval_records SET resumed = 1, resumed_at_ms = ?2, version = version + 1 \
              WHERE approval_id = ?1 AND status = 'approved' AND resumed = 0",
             id,
+            Some(now),
         )
         .await
     }
@@ -854,9 +876,10 @@ impl ApprovalStore for SqliteStore {
     async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
         self.update_one_approval(
             "release an approval resume",
-            "UPDATE approval_records SET resumed = 0, version = version + 1 \
+            "UPDATE approval_records SET resumed = 0, resumed_at_ms = ?2, version = version + 1 \
              WHERE approval_id = ?1 AND status = 'approved' AND resumed = 1",
             id,
+            None,
         )
         .await
     }
@@ -870,13 +893,14 @@ impl ApprovalStore for SqliteStore {
         let (created_before, now) = (millis_to_sql(created_before), millis_to_sql(now));
         let limit = i64::try_from(max_entries).unwrap_or(i64::MAX);
         self.run("purge closed approval records", move |connection| {
-            // `ApprovalRecord::is_closed` in SQL; the conformance suite holds the two together.
+            // `ApprovalRecord::is_purgeable` in SQL; the conformance suite holds the two
+            // together.
             Ok(execute_cached(
                 connection,
                 concat!(
                     "DELETE FROM approval_records WHERE rowid IN ( \
-                       SELECT rowid FROM approval_records WHERE created_at_ms < ?1 AND ",
-                    closed_approval_sql!("?2"),
+                       SELECT rowid FROM approval_records WHERE ",
+                    purgeable_approval_sql!("?1", "?2"),
                     " LIMIT ?3)"
                 ),
                 params![created_before, now, limit],
@@ -1210,7 +1234,7 @@ mod tests {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(version, SCHEMA_VERSION);
-        assert_eq!(SCHEMA_VERSION, 5);
+        assert_eq!(SCHEMA_VERSION, 6);
         assert_eq!(
             store.approval(&ApprovalId::trusted("appr_1")).await,
             Ok(Some(request))
@@ -1558,7 +1582,7 @@ mod tests {
         };
         assert_eq!(store.update_approval(&approved, 0).await, Ok(true));
         assert_eq!(
-            store.claim_resume(&ApprovalId::trusted("appr_1")).await,
+            store.claim_resume(&ApprovalId::trusted("appr_1"), 1).await,
             Ok(true)
         );
         let stored = store
