@@ -28,7 +28,9 @@
 //! two dispatchers registered, tracing computes interest from all of them; the anchor answers
 //! "sometimes" for every callsite, so no callsite is ever cached as "never" (or "always"), and
 //! each event asks the subscriber of the thread that emits it. The anchor enables nothing and
-//! records nothing; its cost is one `enabled` call per event in the test process.
+//! records nothing (being nobody's default, it is never asked). Its cost, for the rest of the
+//! test process: every event calls its thread's default subscriber's `enabled` instead of
+//! using a cached answer, and the process-wide maximum level stays at `trace`.
 
 use std::future::Future;
 use std::io::Write;

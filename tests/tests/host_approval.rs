@@ -384,6 +384,104 @@ async fn a_resend_after_the_approval_closed_answers_how_it_closed() {
     assert_eq!(payments.executions.load(Ordering::SeqCst), 0);
 }
 
+/// An approved action that ran through a re-submission under another key: a resend under the
+/// key that still holds its pending result says it already ran, not that it waits.
+#[tokio::test]
+async fn a_resend_after_a_resubmission_under_another_key_says_it_already_ran() {
+    let payments = Payments::default();
+    let host = host(payments.clone(), Arc::default());
+    let original = refund_action();
+    let pending = host.invoke(original.clone(), &person("user:req")).await;
+    let id: ApprovalId =
+        serde_json::from_value(pending.output.unwrap()["approval_id"].clone()).unwrap();
+    decide(
+        &host,
+        &id,
+        &["user:alice", "user:bob"],
+        ApprovalDecisionKind::Approved,
+    )
+    .await;
+    let mut resubmitted = original.clone().with_idempotency_key("refund-1-again");
+    resubmitted.approval = Some(Box::new(decision(
+        &id,
+        "user:alice",
+        ApprovalDecisionKind::Approved,
+    )));
+    let ran = host.invoke(resubmitted, &person("user:req")).await;
+    assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
+
+    let resend = host.invoke(original, &person("user:req")).await;
+    assert_eq!(resend.status, ActionResultStatus::Failed, "{resend:?}");
+    let error = resend.error.unwrap();
+    assert_eq!(error.code, codes::POLICY_APPROVAL_ALREADY_RESUMED);
+    assert_eq!(error.details.unwrap()["approval_id"], json!(id));
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
+}
+
+#[derive(Clone, Default)]
+struct Ledger;
+
+#[connector(id = "ledger")]
+impl Ledger {
+    /// Post an entry; one key space for every tenant.
+    #[capability(
+        risk = high,
+        side_effects = [write],
+        idempotency(required, scope = capability),
+        data(sensitivity = internal),
+        approval(required, selector = role("finance"), evidence = [reason], ttl_ms = 60_000),
+    )]
+    async fn post(
+        &self,
+        refund: Refund,
+        key: IdempotencyKey,
+        _approval: Approval,
+    ) -> Result<Refunded, ConnectorFailure> {
+        Ok(Refunded {
+            refund_id: format!("{}-{}", refund.amount_cents, key.as_str()),
+        })
+    }
+}
+
+/// A capability-scoped key is shared across tenants: another tenant's resend replays the
+/// pending result as it is, and does not learn how the approval ended.
+#[tokio::test]
+async fn another_tenants_resend_does_not_learn_how_the_approval_ended() {
+    let host = Host::builder()
+        .connector(Ledger)
+        .store(Arc::new(MemoryStore::default()))
+        .approval_authority(StaticApprovalAuthority::new().with("user:alice", finance()))
+        .build()
+        .unwrap();
+    let post = || {
+        Action::new("cap:ledger:post", json!({ "amount_cents": 5 })).with_idempotency_key("entry-1")
+    };
+    let pending = host.invoke(post(), &person("user:req")).await;
+    assert_eq!(pending.status, ActionResultStatus::PendingApproval);
+    let id: ApprovalId =
+        serde_json::from_value(pending.output.unwrap()["approval_id"].clone()).unwrap();
+    decide(&host, &id, &["user:alice"], ApprovalDecisionKind::Denied).await;
+
+    let elsewhere = TrustedContext::new(Principal::new("user:eve", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant {
+            id: "t2".into(),
+            system: None,
+        });
+    let replay = host.invoke(post(), &elsewhere).await;
+    assert_eq!(
+        replay.status,
+        ActionResultStatus::PendingApproval,
+        "{replay:?}"
+    );
+    let own = host.invoke(post(), &person("user:req")).await;
+    assert_eq!(
+        own.error.unwrap().code,
+        codes::POLICY_APPROVAL_DENIED,
+        "the requester's tenant learns it"
+    );
+}
+
 /// Retention deletes a closed approval once it is older than the period, never an open one
 /// (an approved request not yet resumed), and the deleted id is unknown afterwards.
 #[tokio::test]

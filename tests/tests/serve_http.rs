@@ -932,22 +932,26 @@ async fn a_stalled_request_cannot_hold_shutdown_past_the_drain_and_grace() {
     )
     .await;
     // Headers promise 100 bytes of body; 10 arrive, then nothing.
+    async fn stall(address: &str) -> tokio::net::TcpStream {
+        let mut stalled = tokio::net::TcpStream::connect(address).await.unwrap();
+        stalled
+            .write_all(
+                b"POST /aip/v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-ada\r\n\
+                  Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"aip_vers",
+            )
+            .await
+            .unwrap();
+        stalled
+    }
     let address = running.base.trim_start_matches("http://").to_owned();
-    let mut stalled = tokio::net::TcpStream::connect(address).await.unwrap();
-    stalled
-        .write_all(
-            b"POST /aip/v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-ada\r\n\
-              Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"aip_vers",
-        )
-        .await
-        .unwrap();
+    let mut stalled = stall(&address).await;
     // Shut down only once the stalled request holds the server's only slot (a fixed sleep
-    // could end before a loaded machine accepted it, and the test would prove nothing).
-    // The head start keeps the first probe from taking the slot before the stalled request.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // could end before a loaded machine accepted it, and the test would prove nothing): a probe
+    // refused as overloaded proves it.
     let client = running.client("tok-ada");
-    tokio::time::timeout(Duration::from_secs(5), async {
+    tokio::time::timeout(Duration::from_secs(10), async {
         loop {
+            tokio::time::sleep(Duration::from_millis(20)).await;
             match client
                 .invoke(Action::new("cap:desk:echo", json!({ "text": "probe" })))
                 .await
@@ -955,7 +959,13 @@ async fn a_stalled_request_cannot_hold_shutdown_past_the_drain_and_grace() {
                 Err(ClientError::Remote(error)) if error.code == codes::TRANSPORT_OVERLOADED => {
                     break;
                 }
-                _ => tokio::time::sleep(Duration::from_millis(10)).await,
+                _ => {
+                    // A probe the server took first gets the stalled request refused instead:
+                    // answered (or closed), it holds nothing, so stall again.
+                    if stalled.try_read(&mut [0; 1]).is_ok() {
+                        stalled = stall(&address).await;
+                    }
+                }
             }
         }
     })

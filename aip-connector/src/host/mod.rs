@@ -123,9 +123,11 @@ impl Default for HostLimits {
 #[non_exhaustive]
 pub struct Retention {
     /// A closed approval record ([`ApprovalRecord::is_closed`]: denied, revoked, expired, or
-    /// approved and resumed) is deleted once it was created this long ago; `None` keeps it.
-    /// Open records are always kept. Counted from creation, so set it longer than your
-    /// approvals' TTLs: a request decided late in a long TTL is otherwise kept for less.
+    /// approved and resumed) is deleted once it was created this long ago and, if resumed,
+    /// resumed this long ago ([`ApprovalRecord::is_purgeable`]);
+    /// `None` keeps it. Open records are always kept. Otherwise counted from creation, so set
+    /// it longer than your approvals' TTLs: a request decided late in a long TTL is otherwise
+    /// kept for less.
     pub approvals: Option<std::time::Duration>,
     /// A finished transaction record
     /// ([`TransactionRecord::is_finished`](crate::store::TransactionRecord::is_finished)) is
@@ -142,7 +144,8 @@ impl Retention {
         transactions: None,
     };
 
-    /// Keeps closed approval records for `period` after their creation.
+    /// Keeps closed approval records for `period` after their creation (and after their
+    /// resume, for resumed ones).
     pub const fn approvals_for(mut self, period: std::time::Duration) -> Self {
         self.approvals = Some(period);
         self
@@ -797,8 +800,9 @@ impl Host {
     /// ([`TransactionRecord::is_finished`](crate::store::TransactionRecord::is_finished)).
     /// Afterwards their ids are unknown: a decision on a deleted approval, or the re-submission
     /// of its action, is refused as for an id never issued. Keep approvals at least as long as
-    /// the idempotency TTL of the capabilities they gate, so a replayed `pending_approval`
-    /// result never names a deleted approval. `AipServer::serve` and the MCP `serve_http` run
+    /// the idempotency TTL of the capabilities they gate: a resend under the key of an action
+    /// whose approval was deleted answers `policy.approval_not_found`, no longer how the
+    /// approval ended. `AipServer::serve` and the MCP `serve_http` run
     /// this with [`purge_expired`](Self::purge_expired) at every purge interval.
     pub async fn purge_closed(&self, batch: usize) -> Result<PurgedRecords, StoreError> {
         let batch = batch.max(1);

@@ -81,7 +81,7 @@ pub(crate) async fn run(
         // `pending_approval` is brought up to date with its approval.
         let give_back = claimed.get().filter(|_| retryable);
         let result = if give_back.is_some() || pending_replay {
-            Box::pin(follow_up(host, give_back, result)).await
+            Box::pin(follow_up(host, caller, give_back, result)).await
         } else {
             result
         };
@@ -1670,10 +1670,17 @@ fn is_pending_replay(result: &ActionResult) -> bool {
 /// The record under the key keeps `pending_approval` until a resume replaces it, so without
 /// this a resend after a denial (or an expiry, a revocation, or retention deleting the closed
 /// approval) would keep answering "pending" for an action that can no longer run. Those answer
-/// the matching `policy.*` failure instead, as a resume would; a pending or approved (not yet
-/// resumed) approval keeps the replay. A store failure keeps it too (logged): it is what the
-/// key holds, and the caller learns the rest from the approval.
-async fn refresh_pending_replay(host: &HostInner, replayed: ActionResult) -> ActionResult {
+/// the matching `policy.*` failure instead, as a resume would; an approval whose action ran
+/// through a re-submission (under another key, so this key still holds the pending result)
+/// answers `policy.approval_already_resumed`. A pending approval, or an approved one not yet
+/// resumed, keeps the replay; so does an approval of another tenant (a capability-scoped key
+/// is shared across tenants; its approval's fate is not theirs to learn), and a store failure
+/// (logged): it is what the key holds, and the caller learns the rest from the approval.
+async fn refresh_pending_replay(
+    host: &HostInner,
+    caller: &TrustedContext,
+    replayed: ActionResult,
+) -> ActionResult {
     let now = host.clock.now_ms();
     let Some(approval_id) = replayed
         .error
@@ -1686,7 +1693,16 @@ async fn refresh_pending_replay(host: &HostInner, replayed: ActionResult) -> Act
         return replayed;
     };
     let error = match approval::expire_if_due(host.store.as_ref(), &approval_id, now).await {
+        Ok(Some(record))
+            if record.tenant_id.as_deref() != host.tenant_of(caller).map(|t| t.id.as_str()) =>
+        {
+            return replayed;
+        }
         Ok(Some(record)) => match record.status {
+            ApprovalStatus::Approved if record.resumed => failure::policy(
+                codes::POLICY_APPROVAL_ALREADY_RESUMED,
+                "this approved action already ran (re-submitted under another key)",
+            ),
             ApprovalStatus::Pending | ApprovalStatus::Approved => return replayed,
             status @ (ApprovalStatus::Denied
             | ApprovalStatus::Expired
@@ -1694,7 +1710,7 @@ async fn refresh_pending_replay(host: &HostInner, replayed: ActionResult) -> Act
         },
         Ok(None) => failure::policy(
             codes::POLICY_APPROVAL_NOT_FOUND,
-            "the approval this action waited for no longer exists (it closed without a resume and was purged)",
+            "the approval this action waited for no longer exists (retention deleted it after it closed)",
         ),
         Err(error) => {
             tracing::warn!(error = %error, "the approval of a replayed pending result could not be read");
@@ -1824,11 +1840,12 @@ async fn provided_approval(
 /// that fails here leaves the approval reading as resumed: logged, as nothing else can be done.
 async fn follow_up(
     host: &HostInner,
+    caller: &TrustedContext,
     give_back: Option<&ApprovalId>,
     result: ActionResult,
 ) -> ActionResult {
     let Some(id) = give_back else {
-        return refresh_pending_replay(host, result).await;
+        return refresh_pending_replay(host, caller, result).await;
     };
     if let Err(error) = host.store.release_resume(id).await {
         tracing::warn!(

@@ -389,11 +389,11 @@ pub trait ApprovalStore: Send + Sync {
     async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError>;
 
     /// Approved and resumed → not resumed, `resumed_at_ms` cleared (the version is bumped); true
-    /// when it changed. The
-    /// host calls it only after its own [`claim_resume`](Self::claim_resume) returned true, for
-    /// a resume that could not start (the reservation of its idempotency key failed or was
-    /// refused), so the approved action can be resumed again instead of being stranded. Nobody
-    /// else can claim in between, so it undoes no one else's claim.
+    /// when it changed. The host calls it only after its own
+    /// [`claim_resume`](Self::claim_resume) returned true, for a resume whose result is
+    /// retryable (the reservation of its idempotency key failed or found the key busy, or the
+    /// run failed retryably), so the approved action can be resumed again instead of being
+    /// stranded. Nobody else can claim in between, so it undoes no one else's claim.
     async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError>;
 
     /// Deletes up to `max_entries` records that retention may delete
