@@ -121,6 +121,9 @@ async fn gate(host: &Host) -> ApprovalId {
     serde_json::from_value(pending.output.unwrap()["approval_id"].clone()).unwrap()
 }
 
+/// Two distinct finance approvers: the refund's quorum.
+const QUORUM: [&str; 2] = ["user:alice", "user:bob"];
+
 /// Records the same decision by each of `approvers`, each authenticated as themselves.
 async fn decide(host: &Host, id: &ApprovalId, approvers: &[&str], kind: ApprovalDecisionKind) {
     for approver in approvers {
@@ -324,13 +327,7 @@ async fn a_resend_after_the_approval_closed_answers_how_it_closed() {
     let replay = resend(host.clone()).await;
     assert_eq!(replay.status, ActionResultStatus::PendingApproval);
     assert_eq!(replay.output.as_ref().unwrap()["idempotent_replay"], true);
-    decide(
-        &host,
-        &id,
-        &["user:alice", "user:bob"],
-        ApprovalDecisionKind::Approved,
-    )
-    .await;
+    decide(&host, &id, &QUORUM, ApprovalDecisionKind::Approved).await;
     assert_eq!(
         resend(host.clone()).await.status,
         ActionResultStatus::PendingApproval
@@ -394,13 +391,7 @@ async fn a_resend_after_a_resubmission_under_another_key_says_it_already_ran() {
     let pending = host.invoke(original.clone(), &person("user:req")).await;
     let id: ApprovalId =
         serde_json::from_value(pending.output.unwrap()["approval_id"].clone()).unwrap();
-    decide(
-        &host,
-        &id,
-        &["user:alice", "user:bob"],
-        ApprovalDecisionKind::Approved,
-    )
-    .await;
+    decide(&host, &id, &QUORUM, ApprovalDecisionKind::Approved).await;
     let mut resubmitted = original.clone().with_idempotency_key("refund-1-again");
     resubmitted.approval = Some(Box::new(decision(
         &id,
@@ -522,13 +513,7 @@ async fn retention_deletes_closed_approvals_once_old_and_keeps_open_ones() {
     )
     .await;
     let approved = gate_with_key("refund-approved").await;
-    decide(
-        &host,
-        &approved,
-        &["user:alice", "user:bob"],
-        ApprovalDecisionKind::Approved,
-    )
-    .await;
+    decide(&host, &approved, &QUORUM, ApprovalDecisionKind::Approved).await;
 
     // Within the period nothing goes, closed or not.
     assert_eq!(host.purge_closed(10).await, Ok(PurgedRecords::default()));

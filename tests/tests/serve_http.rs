@@ -241,6 +241,21 @@ async fn start(desk: Desk, config: ServerConfig) -> Running {
     }
 }
 
+/// A connection whose request never finishes: its headers promise 100 bytes of body, 10 arrive,
+/// then nothing.
+async fn stall(address: &str) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let mut stalled = tokio::net::TcpStream::connect(address).await.unwrap();
+    stalled
+        .write_all(
+            b"POST /aip/v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-ada\r\n\
+              Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"aip_vers",
+        )
+        .await
+        .unwrap();
+    stalled
+}
+
 fn remote(error: ClientError) -> aip_connector::model::ProtocolError {
     match error {
         ClientError::Remote(error) => *error,
@@ -922,7 +937,6 @@ async fn what_crosses_the_wire_validates_against_upstreams_schemas() {
 
 #[tokio::test]
 async fn a_stalled_request_cannot_hold_shutdown_past_the_drain_and_grace() {
-    use tokio::io::AsyncWriteExt;
     let running = start(
         Desk::default(),
         ServerConfig::default()
@@ -931,18 +945,6 @@ async fn a_stalled_request_cannot_hold_shutdown_past_the_drain_and_grace() {
             .max_in_flight(1),
     )
     .await;
-    // Headers promise 100 bytes of body; 10 arrive, then nothing.
-    async fn stall(address: &str) -> tokio::net::TcpStream {
-        let mut stalled = tokio::net::TcpStream::connect(address).await.unwrap();
-        stalled
-            .write_all(
-                b"POST /aip/v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-ada\r\n\
-                  Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"aip_vers",
-            )
-            .await
-            .unwrap();
-        stalled
-    }
     let address = running.base.trim_start_matches("http://").to_owned();
     let mut stalled = stall(&address).await;
     // Shut down only once the stalled request holds the server's only slot (a fixed sleep
@@ -985,7 +987,7 @@ async fn a_stalled_request_cannot_hold_shutdown_past_the_drain_and_grace() {
 
 #[tokio::test]
 async fn a_body_that_never_arrives_times_out_and_frees_its_slot() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncReadExt;
     let running = start(
         Desk::default(),
         ServerConfig::default()
@@ -994,14 +996,7 @@ async fn a_body_that_never_arrives_times_out_and_frees_its_slot() {
     )
     .await;
     let address = running.base.trim_start_matches("http://").to_owned();
-    let mut stalled = tokio::net::TcpStream::connect(address).await.unwrap();
-    stalled
-        .write_all(
-            b"POST /aip/v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-ada\r\n\
-              Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"aip_vers",
-        )
-        .await
-        .unwrap();
+    let mut stalled = stall(&address).await;
     let mut answer = vec![0; 4096];
     let read = tokio::time::timeout(Duration::from_secs(5), stalled.read(&mut answer))
         .await
