@@ -46,7 +46,8 @@
 //! still measures the host's own cost, and "cores busy" shows whether the second worker got a
 //! core at all. Run with
 //! `AIP_TEST_POSTGRES_URL=postgres://… cargo bench -p aip-connector --bench invoke`;
-//! `aip-connector/README.md` records the figures.
+//! `aip-connector/README.md` has the latest figures, `docs/performance.md` the method and every
+//! run.
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -1103,7 +1104,7 @@ fn pipeline_writes(case: TxnCase) -> Census {
         kinds,
         case.expected_writes(),
         "the host's writes for `{}` changed: update `TxnCase::expected_writes` and the write \
-         list in aip-connector/README.md",
+         list in docs/performance.md",
         case.name()
     );
     assert!(

@@ -14,7 +14,7 @@
 //!
 //! Criterion reports each; the summary then times both again in interleaved rounds with a fixed
 //! call count and prints the median ratio and its target (at most 1.5×). Run with
-//! `cargo bench -p aip-connector --features http --bench serve_http`; `aip-connector/README.md`
+//! `cargo bench -p aip-connector --features http --bench serve_http`; `docs/performance.md`
 //! records the figures.
 
 use std::sync::Arc;

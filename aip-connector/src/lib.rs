@@ -32,6 +32,11 @@ pub mod store;
 #[doc(hidden)]
 pub mod __private;
 
+/// The crate README's example, compiled and run as a doctest so that it cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub use aip_connector_core as core;
 pub use aip_connector_core::{admission, ids, model, rules};
 pub use aip_connector_macros::{capability, connector};
