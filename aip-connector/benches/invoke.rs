@@ -2091,7 +2091,9 @@ fn summary(scratch: &ScratchDir, censuses: &[Census; 2], postgres: &Result<Strin
         "control units, 2 workers"
     );
     println!("  Host::invoke future: {future_size} bytes");
-    println!("ratios (wall clock; CPU-time ratio and the host's own cost, its median minus the floor's, alongside):");
+    println!(
+        "ratios (wall clock; CPU-time ratio and the host's own cost, its median minus the floor's, alongside):"
+    );
     verdict(
         "keyed / floor",
         keyed / floor,
