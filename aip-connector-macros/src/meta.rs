@@ -173,7 +173,7 @@ pub(crate) fn did_you_mean<'a>(given: &str, candidates: &[&'a str]) -> Option<&'
 /// " (did you mean `x`?)" or nothing.
 pub(crate) fn suggestion(given: &str, candidates: &[&str]) -> String {
     did_you_mean(given, candidates)
-        .map(|s| format!("; did you mean `{s}`?"))
+        .map(|s| format!(" (did you mean `{s}`?)"))
         .unwrap_or_default()
 }
 

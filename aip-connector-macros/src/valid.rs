@@ -17,15 +17,16 @@ use crate::signature::{Extractor, HandlerSignature};
 
 /// Rules about the attribute itself that the shared checker cannot see.
 pub(crate) fn check_attribute(cx: &Ctxt, attr: &CapabilityAttr, attr_span: Span) {
+    // A key written with a value that did not parse already has its error; it is not missing.
     required_key(
         cx,
-        attr.side_effects.is_some(),
+        attr.side_effects.is_some() || attr.spans.contains_key("/contract/side_effects"),
         attr_span,
         diagnostics::MISSING_SIDE_EFFECTS,
     );
     required_key(
         cx,
-        attr.risk.is_some(),
+        attr.risk.is_some() || attr.spans.contains_key("/risk"),
         attr_span,
         diagnostics::MISSING_RISK,
     );
@@ -103,12 +104,16 @@ pub(crate) fn check_contract(
     }
 }
 
-/// "message (rule `code`)", with the catalogue's fix appended when the message lacks one.
+/// "message. Fix. (rule `code`)": the catalogue's fix is appended when the message lacks one;
+/// an unsupported claim gets the fix for that claim rather than the rule's list of all of them.
 fn render(code: &str, message: &str) -> String {
-    match rules::rule_info(code) {
-        Some(info) if !message.contains(info.fix) => {
-            format!("{message}; {} (rule `{code}`)", info.fix)
-        }
+    let fix = if code == codes::IMPLEMENTATION_CLAIM_UNSUPPORTED {
+        claim(message).map(|claim| claim.fix)
+    } else {
+        None
+    };
+    match fix.or_else(|| rules::rule_info(code).map(|info| info.fix)) {
+        Some(fix) if !message.contains(fix) => format!("{message}. {fix} (rule `{code}`)"),
         _ => format!("{message} (rule `{code}`)"),
     }
 }
@@ -199,23 +204,71 @@ fn companion_handler(code: &str, attr: &CapabilityAttr) -> Option<Span> {
     handler.map(syn::spanned::Spanned::span)
 }
 
-/// The contract key behind an unsupported claim ("capability claims `cancellation` ...").
-fn claim_path(message: &str) -> &'static str {
-    const CLAIMS: &[(&str, &str)] = &[
-        ("`cancellation`", "/contract/execution/supports_cancel"),
-        ("`streaming`", "/contract/execution/supports_streaming"),
-        ("`retry`", "/contract/execution/supports_retry"),
-        ("`transaction`", "/contract/transaction"),
-        ("`reconciliation`", "/contract/transaction/supported_modes"),
-        ("`compensation`", "/contract/compensation/mode"),
-        ("`approval`", "/contract/approval/required"),
-        ("`credentials`", "/contract/credentials/required"),
-    ];
+/// A behaviour a contract can claim, as upstream's `implementation.claim_unsupported` message
+/// names it: the key that claims it and what implements it.
+struct Claim {
+    /// The operation in upstream's message, quoted as it is there.
+    operation: &'static str,
+    /// The JSON Pointer of the key that claims it.
+    path: &'static str,
+    /// How to implement it, or how to stop claiming it.
+    fix: &'static str,
+}
+
+/// Every claim upstream checks (checks 20–27), in its order.
+const CLAIMS: &[Claim] = &[
+    Claim {
+        operation: "`cancellation`",
+        path: "/contract/execution/supports_cancel",
+        fix: "Add a `Cancellation` parameter to the handler (or name a cancel handler with `cancel = ...`), or remove `cancel` from `execution(...)`.",
+    },
+    Claim {
+        operation: "`streaming`",
+        path: "/contract/execution/supports_streaming",
+        fix: "Add a `StreamSink<T>` parameter to the handler, or remove `streaming` from `execution(...)`.",
+    },
+    Claim {
+        operation: "`retry`",
+        path: "/contract/execution/supports_retry",
+        fix: "Add an `IdempotencyKey` parameter to the handler (a retry re-sends the same key), or remove `retry` from `execution(...)`.",
+    },
+    Claim {
+        operation: "`transaction`",
+        path: "/contract/transaction",
+        fix: "Add a `Checkpoint` parameter to the handler, or remove the `transaction(...)` section.",
+    },
+    Claim {
+        operation: "`reconciliation`",
+        path: "/contract/transaction/supported_modes",
+        fix: "Name the handler that asks the provider with `reconcile = Self::<method>`, or remove `reconcile` from the transaction's `modes`.",
+    },
+    Claim {
+        operation: "`compensation`",
+        path: "/contract/compensation/mode",
+        fix: "Name the compensating capability, `compensation(supported, capability = \"cap:...\")`, or do not declare compensation `supported`.",
+    },
+    Claim {
+        operation: "`approval`",
+        path: "/contract/approval/required",
+        fix: "Add an `Approval` parameter to the handler (it receives the verified decisions), or stop requiring approval (`approval(optional, ...)`).",
+    },
+    Claim {
+        operation: "`credentials`",
+        path: "/contract/credentials/required",
+        fix: "Add a `Credential` parameter to the handler, or stop requiring a credential (`credentials(optional, ...)`).",
+    },
+];
+
+/// The claim an `implementation.claim_unsupported` message names.
+fn claim(message: &str) -> Option<&'static Claim> {
     CLAIMS
         .iter()
-        .find(|(op, _)| message.contains(op))
-        .map(|(_, path)| *path)
-        .unwrap_or("")
+        .find(|claim| message.contains(claim.operation))
+}
+
+/// The contract key behind an `implementation.claim_unsupported` message ("" when unknown).
+fn claim_path(message: &str) -> &'static str {
+    claim(message).map_or("", |claim| claim.path)
 }
 
 /// The span of the longest recorded pointer that is `path` or one of its ancestors.

@@ -71,7 +71,7 @@ fn mutating_requires_idempotency(contract: &CapabilityContract, report: &mut Rep
             CONTRACT_LINT_MUTATING_WITHOUT_IDEMPOTENCY,
             "/contract/idempotency/requirement",
             &format!(
-                "mutating contract must require idempotency: side effect `{}` changes state but idempotency is `{}`",
+                "mutating contract must require idempotency: side effect `{}` is mutating (every side effect but `read` is), but idempotency is `{}`",
                 wire_name(effect),
                 wire_name(&requirement),
             ),

@@ -19,7 +19,7 @@ fn mutating_side_effect_needs_required_idempotency() {
         &bad,
     );
     assert!(issues[0].message.starts_with(
-        "mutating contract must require idempotency: side effect `write` changes state but idempotency is `optional`. "
+        "mutating contract must require idempotency: side effect `write` is mutating (every side effect but `read` is), but idempotency is `optional`. "
     ));
     assert!(
         issues[0]
