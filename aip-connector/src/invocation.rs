@@ -94,6 +94,22 @@ pub struct VerifiedTenant {
     pub system: Option<String>,
 }
 
+impl VerifiedTenant {
+    /// The tenant `id`, owned by no named system.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            system: None,
+        }
+    }
+
+    /// Names the system that owns the tenant id.
+    pub fn with_system(mut self, system: impl Into<String>) -> Self {
+        self.system = Some(system.into());
+        self
+    }
+}
+
 /// The approvals that released an action.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VerifiedApprovals {
@@ -162,6 +178,39 @@ pub struct CredentialHandle {
     pub tenant_id: Option<String>,
     /// The material itself; redacted in `Debug`.
     pub secret: Secret,
+}
+
+impl CredentialHandle {
+    /// The credential `id` from `issuer`, carrying `secret`; no scopes, no expiry, bound to no
+    /// tenant until the `with_*` methods say otherwise.
+    pub fn new(id: impl Into<String>, issuer: impl Into<String>, secret: Secret) -> Self {
+        Self {
+            id: id.into(),
+            issuer: issuer.into(),
+            scopes: Vec::new(),
+            expires_at_ms: None,
+            tenant_id: None,
+            secret,
+        }
+    }
+
+    /// Sets the granted scopes.
+    pub fn with_scopes<S: Into<String>>(mut self, scopes: impl IntoIterator<Item = S>) -> Self {
+        self.scopes = scopes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets the expiry, in milliseconds since the Unix epoch.
+    pub fn with_expiry_ms(mut self, expires_at_ms: u64) -> Self {
+        self.expires_at_ms = Some(expires_at_ms);
+        self
+    }
+
+    /// Binds the credential to a tenant.
+    pub fn with_tenant(mut self, tenant_id: impl Into<String>) -> Self {
+        self.tenant_id = Some(tenant_id.into());
+        self
+    }
 }
 
 /// The settled action a `compensate` undoes, as the host read it from the target's durable

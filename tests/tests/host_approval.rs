@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aip_connector::VerifiedTenant;
 use aip_connector::codes;
-use aip_connector::host::{ApproverMemberships, Host, StaticApprovalAuthority, TrustedContext};
+use aip_connector::host::{
+    ApproverMemberships, Deployment, Host, StaticApprovalAuthority, TrustedContext,
+};
 use aip_connector::ids::ApprovalId;
 use aip_connector::model::{
     Action, ActionResultStatus, ApprovalDecision, ApprovalDecisionKind, Principal, PrincipalKind,
@@ -550,4 +552,70 @@ async fn without_retention_closed_approvals_are_kept() {
     let purged = host.purge_closed(10).await.unwrap();
     assert_eq!((purged.approvals, purged.transactions), (0, 0));
     assert!(host.approval(&id).await.unwrap().is_some());
+}
+
+/// A single-tenant deployment: the transport verifies no tenant, the deployment vouches for one,
+/// and the authority names roles only. Approvers belong to the deployment's tenant, as the
+/// requester does, so their decisions count; an approver whose transport verified another
+/// tenant is still refused.
+#[tokio::test]
+async fn approvers_of_a_single_tenant_deployment_belong_to_its_tenant() {
+    let payments = Payments::default();
+    let roles_only = ApproverMemberships {
+        roles: BTreeSet::from(["finance".to_owned()]),
+        ..ApproverMemberships::default()
+    };
+    let authority = StaticApprovalAuthority::new()
+        .with("user:alice", roles_only.clone())
+        .with("user:bob", roles_only.clone())
+        .with("user:mallory", roles_only);
+    let host = Host::builder()
+        .connector(payments.clone())
+        .deployment(Deployment::default().with_tenant(VerifiedTenant::new("t1")))
+        .approval_authority(authority)
+        .build()
+        .unwrap();
+    let untenanted =
+        |id: &str| TrustedContext::new(Principal::new(id, PrincipalKind::Human), "test");
+
+    let pending = host.invoke(refund_action(), &untenanted("user:req")).await;
+    assert_eq!(pending.status, ActionResultStatus::PendingApproval);
+    let id = pending.approval_id().expect("the gate names its approval");
+    assert_eq!(
+        host.approval(&id)
+            .await
+            .unwrap()
+            .unwrap()
+            .tenant_id
+            .as_deref(),
+        Some("t1")
+    );
+
+    let elsewhere =
+        TrustedContext::new(Principal::new("user:mallory", PrincipalKind::Human), "test")
+            .with_tenant(VerifiedTenant {
+                id: "t2".into(),
+                system: None,
+            });
+    let refused = host
+        .record_approval_decision(
+            decision(&id, "user:mallory", ApprovalDecisionKind::Approved),
+            &elsewhere,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, codes::POLICY_APPROVER_TENANT_MISMATCH);
+
+    for approver in QUORUM {
+        let approval =
+            ApprovalDecision::approve(id.clone(), Principal::new(approver, PrincipalKind::Human))
+                .with_reason("checked the order")
+                .with_decision_id(format!("dec-{approver}"));
+        host.record_approval_decision(approval, &untenanted(approver))
+            .await
+            .unwrap();
+    }
+    let resumed = host.resume_approved(&id, &untenanted("user:req")).await;
+    assert_eq!(resumed.status, ActionResultStatus::Completed, "{resumed:?}");
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
 }

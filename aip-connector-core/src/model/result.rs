@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::ProtocolError;
-use crate::ids::{ActionId, ReceiptId};
+use crate::ids::{ActionId, ApprovalId, ReceiptId};
 
 /// The outcome of an action.
 ///
@@ -66,6 +66,20 @@ impl ActionResult {
             error: Some(Box::new(error)),
             ..Self::new(action_id, ActionResultStatus::Failed)
         }
+    }
+
+    /// The approval request a `pending_approval` (or `requires_human`) result waits for: its
+    /// `output.approval_id`, where the approval gate puts it. `None` for any other status, or
+    /// when the output names no well-formed approval id.
+    pub fn approval_id(&self) -> Option<ApprovalId> {
+        if !matches!(
+            self.status,
+            ActionResultStatus::PendingApproval | ActionResultStatus::RequiresHuman
+        ) {
+            return None;
+        }
+        let id = self.output.as_ref()?.get("approval_id")?.as_str()?;
+        ApprovalId::parse(id).ok()
     }
 }
 
@@ -330,6 +344,35 @@ mod tests {
 
     /// A result is moved several times on its way back from a handler. Before `usage` and
     /// `error` were boxed it was 696 bytes; with `memory_update` and `receipt` inline, 264.
+    #[test]
+    fn approval_id_is_read_from_a_waiting_result_only() {
+        let id = "appr_0190f2a6c8d47b21a5e3d9c0f1b2a3c4";
+        let mut pending = ActionResult::new(ActionId::new(), ActionResultStatus::PendingApproval);
+        pending.output = Some(json!({ "approval_id": id, "request": {} }));
+        assert_eq!(
+            pending.approval_id().map(|a| a.to_string()).as_deref(),
+            Some(id)
+        );
+
+        let mut human = pending.clone();
+        human.status = ActionResultStatus::RequiresHuman;
+        assert!(human.approval_id().is_some());
+
+        let completed = ActionResult::completed(ActionId::new(), json!({ "approval_id": id }));
+        assert_eq!(
+            completed.approval_id(),
+            None,
+            "a completed output is the handler's"
+        );
+
+        let mut malformed = pending.clone();
+        malformed.output = Some(json!({ "approval_id": "not an id" }));
+        assert_eq!(malformed.approval_id(), None);
+        let mut absent = pending;
+        absent.output = None;
+        assert_eq!(absent.approval_id(), None);
+    }
+
     #[test]
     fn a_result_stays_small() {
         let size = std::mem::size_of::<ActionResult>();

@@ -84,6 +84,32 @@ pub struct Deployment {
     pub credentials: Option<Arc<dyn CredentialProvider>>,
 }
 
+impl Deployment {
+    /// Serves `tenant`: callers whose transport verified no tenant act for it, and tenant-scoped
+    /// keys and approvals are partitioned by it.
+    pub fn with_tenant(mut self, tenant: VerifiedTenant) -> Self {
+        self.tenant = Some(tenant);
+        self
+    }
+
+    /// Acts as `account` at the provider (account-scoped idempotency keys use it).
+    pub fn with_external_account(mut self, account: ExternalAccountRef) -> Self {
+        self.external_account = Some(account);
+        self
+    }
+
+    /// Resolves credentials with `provider`.
+    pub fn with_credentials(mut self, provider: impl CredentialProvider + 'static) -> Self {
+        self.credentials = Some(Arc::new(provider));
+        self
+    }
+
+    /// Hands every call the same credential ([`StaticCredentialProvider`]).
+    pub fn with_static_credential(self, credential: CredentialHandle) -> Self {
+        self.with_credentials(StaticCredentialProvider(credential))
+    }
+}
+
 impl std::fmt::Debug for Deployment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Deployment")
@@ -94,5 +120,46 @@ impl std::fmt::Debug for Deployment {
                 &self.credentials.as_ref().map(|_| "<provider>"),
             )
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::invocation::Secret;
+
+    #[test]
+    fn a_deployment_is_built_from_its_parts_and_never_shows_its_secret() {
+        let credential = CredentialHandle::new(
+            "cred-1",
+            "https://issuer.example",
+            Secret::new("canary-7f3a"),
+        )
+        .with_scopes(["notes.read", "notes.write"])
+        .with_expiry_ms(1_900_000_000_000)
+        .with_tenant("t1");
+        assert_eq!(credential.scopes, ["notes.read", "notes.write"]);
+        assert_eq!(
+            (credential.expires_at_ms, credential.tenant_id.as_deref()),
+            (Some(1_900_000_000_000), Some("t1"))
+        );
+        let deployment = Deployment::default()
+            .with_tenant(VerifiedTenant::new("t1").with_system("crm"))
+            .with_external_account(ExternalAccountRef {
+                id: "acct".into(),
+                system: "crm".into(),
+            })
+            .with_static_credential(credential.clone());
+        assert_eq!(
+            deployment.tenant,
+            Some(VerifiedTenant {
+                id: "t1".into(),
+                system: Some("crm".into())
+            })
+        );
+        assert!(deployment.external_account.is_some() && deployment.credentials.is_some());
+        for text in [format!("{deployment:?}"), format!("{credential:?}")] {
+            assert!(!text.contains("canary-7f3a"), "{text}");
+        }
     }
 }

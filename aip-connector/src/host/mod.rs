@@ -41,11 +41,15 @@ pub use context::{CredentialProvider, Deployment, StaticCredentialProvider, Trus
 pub use stream::ChunkStream;
 pub use transaction::{TransactionSelector, compensation_transaction_of};
 
+// What a deployment writes next to the builder, so that hosting needs this one module: the
+// identity and credential types (defined with the invocation context the handler sees) and the
+// status of the approval records the host returns.
+pub use crate::invocation::{CredentialHandle, Secret, VerifiedTenant};
+pub use crate::store::{ApprovalRecord, ApprovalStatus};
+
 use crate::cache_line::CacheAligned;
 use crate::connector::Connector;
-use crate::store::{
-    ApprovalRecord, Clock, MemoryStore, Millis, Purged, SharedStore, StoreError, SystemClock,
-};
+use crate::store::{Clock, MemoryStore, Millis, Purged, SharedStore, StoreError, SystemClock};
 
 /// Limits of one host.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -828,18 +832,28 @@ impl Host {
     }
 
     /// Records an approval decision by the authenticated `approver` and returns the record.
+    ///
+    /// The approver belongs to the tenant its transport verified, else to the deployment's
+    /// tenant, as every caller does; an authority that names the approver's tenant
+    /// (`ApproverMemberships::tenant_id`) decides instead (docs/host-runtime.md §5.3).
     pub async fn record_approval_decision(
         &self,
         decision: ApprovalDecision,
         approver: &TrustedContext,
     ) -> Result<ApprovalRecord, ProtocolError> {
         approval::check_decision_size(&decision, self.inner.limits.max_decision_bytes)?;
+        let approver = match (&approver.tenant, self.inner.tenant_of(approver)) {
+            (None, Some(deployment)) => {
+                std::borrow::Cow::Owned(approver.clone().with_tenant(deployment.clone()))
+            }
+            _ => std::borrow::Cow::Borrowed(approver),
+        };
         approval::record_decision(
             self.inner.store.as_ref(),
             self.inner.authority.as_ref(),
             self.inner.clock.now_ms(),
             decision,
-            approver,
+            &approver,
         )
         .await
     }

@@ -17,6 +17,11 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
+/// The `rmcp` this module is built on, so that a host configures and serves the projection with
+/// rmcp's own types (`rmcp::transport::StreamableHttpServerConfig`, transports for
+/// [`McpProjection::serve_io`]) without depending on rmcp itself at exactly the same version.
+pub use rmcp;
+
 use aip_connector_core::admission::AdmittedManifest;
 use aip_connector_core::ids::CapabilityId;
 use aip_connector_core::model::{
