@@ -1089,8 +1089,8 @@ impl TransactionStore for CensusStore {
 }
 
 /// Runs one unit of `case` on a host over a [`CensusStore`] and returns what it wrote. Panics
-/// if the writes are not [`TxnCase::expected_writes`]: the baselines and the README's write
-/// list would then be wrong.
+/// if the writes are not [`TxnCase::expected_writes`]: the baselines and the write list in
+/// `docs/performance.md` would then be wrong.
 fn pipeline_writes(case: TxnCase) -> Census {
     let store = Arc::new(CensusStore::default());
     let host = ledger_host(Arc::clone(&store) as SharedStore);

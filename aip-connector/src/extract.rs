@@ -289,7 +289,7 @@ impl Extractor for Checkpoint {
     fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure> {
         context.checkpoint().map(Checkpoint).ok_or_else(|| {
             missing(
-                "transaction checkpoint (the action has no admitted transaction: send it with a `transaction` block, mode `execute`, or `commit` after a plan)",
+                "transaction checkpoint (the action has no admitted transaction: send it with a `transaction` block whose mode is `execute`, or `commit` after a `plan`)",
                 codes::TRANSACTION_CONTEXT_MISSING,
                 ErrorCategory::Permanent,
             )

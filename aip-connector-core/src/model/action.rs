@@ -506,9 +506,6 @@ mod tests {
     use super::*;
     use crate::model::PrincipalKind;
 
-    /// Hosts move, share and free an action on every call, and every move copies all of it.
-    /// Before the rare blocks were boxed an action was 2,848 bytes; with `memory_context`,
-    /// `federation` and `transaction` still inline, 440.
     #[test]
     fn a_decision_built_by_its_constructors_has_only_what_was_said() {
         let id = ApprovalId::trusted("appr_0190f2a6c8d47b21a5e3d9c0f1b2a3c4");
@@ -537,6 +534,9 @@ mod tests {
         );
     }
 
+    /// Hosts move, share and free an action on every call, and every move copies all of it.
+    /// Before the rare blocks were boxed an action was 2,848 bytes; with `memory_context`,
+    /// `federation` and `transaction` still inline, 440.
     #[test]
     fn an_action_stays_small() {
         let identity = std::mem::size_of::<IdentityContext>();

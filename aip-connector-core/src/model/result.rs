@@ -342,8 +342,6 @@ mod tests {
     use super::*;
     use crate::model::ErrorCategory;
 
-    /// A result is moved several times on its way back from a handler. Before `usage` and
-    /// `error` were boxed it was 696 bytes; with `memory_update` and `receipt` inline, 264.
     #[test]
     fn approval_id_is_read_from_a_waiting_result_only() {
         let id = "appr_0190f2a6c8d47b21a5e3d9c0f1b2a3c4";
@@ -373,6 +371,8 @@ mod tests {
         assert_eq!(absent.approval_id(), None);
     }
 
+    /// A result is moved several times on its way back from a handler. Before `usage` and
+    /// `error` were boxed it was 696 bytes; with `memory_update` and `receipt` inline, 264.
     #[test]
     fn a_result_stays_small() {
         let size = std::mem::size_of::<ActionResult>();

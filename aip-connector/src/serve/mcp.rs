@@ -17,10 +17,12 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-/// The `rmcp` this module is built on, so that a host configures and serves the projection with
-/// rmcp's own types (`rmcp::transport::StreamableHttpServerConfig`, transports for
-/// [`McpProjection::serve_io`]) without depending on rmcp itself at exactly the same version.
-pub use rmcp;
+/// rmcp's configuration of the streamable HTTP server, re-exported so that a host configures
+/// [`McpProjection::serve_http`] and [`McpProjection::router_with_config`] without depending on
+/// rmcp itself at exactly the version this crate is built on. (Re-exporting all of rmcp would
+/// make rustc spell serde's traits by longer paths in the diagnostics of every crate using this
+/// feature.)
+pub use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 
 use aip_connector_core::admission::AdmittedManifest;
 use aip_connector_core::ids::CapabilityId;
@@ -44,8 +46,8 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RunningService, ServerInitializeError};
 use rmcp::transport::IntoTransport;
+use rmcp::transport::streamable_http_server::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
