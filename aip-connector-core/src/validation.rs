@@ -412,17 +412,12 @@ mod tests {
 
     fn approval(decision: ApprovalDecisionKind) -> ApprovalDecision {
         ApprovalDecision {
-            approval_id: ApprovalId::trusted("appr_1"),
-            decision,
-            approver: Principal::new("human:boss", PrincipalKind::Human),
             decided_at: datetime!(2026-01-02 03:00:00 UTC),
-            reason: None,
-            constraints: Vec::new(),
-            evidence: Vec::new(),
-            decision_id: None,
-            policy_hash: None,
-            authority_path: Vec::new(),
-            target_decision_id: None,
+            ..ApprovalDecision::new(
+                ApprovalId::trusted("appr_1"),
+                decision,
+                Principal::new("human:boss", PrincipalKind::Human),
+            )
         }
     }
 

@@ -13,7 +13,7 @@ use aip_connector::host::{
 use aip_connector::ids::ApprovalId;
 use aip_connector::model::{
     Action, ActionResult, ActionResultStatus, ActionTransaction, ApprovalDecision,
-    ApprovalDecisionKind, EvidenceArtifact, Principal, PrincipalKind, TransactionMode,
+    EvidenceArtifact, Principal, PrincipalKind, TransactionMode,
 };
 use aip_connector::store::{ApprovalStatus, MemoryStore};
 use aip_connector::{CredentialHandle, Secret, VerifiedTenant};
@@ -117,12 +117,6 @@ fn approval_id(result: &ActionResult) -> ApprovalId {
 
 fn decision(id: &ApprovalId, approver: &str) -> ApprovalDecision {
     ApprovalDecision {
-        approval_id: id.clone(),
-        decision: ApprovalDecisionKind::Approved,
-        approver: principal(approver),
-        decided_at: time::OffsetDateTime::now_utc(),
-        reason: Some("invoice checked against the order".into()),
-        constraints: Vec::new(),
         evidence: vec![EvidenceArtifact {
             id: format!("snapshot-{approver}"),
             kind: "input_snapshot".into(),
@@ -130,10 +124,8 @@ fn decision(id: &ApprovalId, approver: &str) -> ApprovalDecision {
             hash: None,
             redacted: true,
         }],
-        decision_id: None,
-        policy_hash: None,
-        authority_path: Vec::new(),
-        target_decision_id: None,
+        ..ApprovalDecision::approve(id.clone(), principal(approver))
+            .with_reason("invoice checked against the order")
     }
 }
 

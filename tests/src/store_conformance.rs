@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use aip_connector::ids::{ActionId, ApprovalId, CapabilityId, PrincipalId, TransactionId};
 use aip_connector::model::{
-    Action, ActionResult, ActionResultStatus, ActionTransaction, ApprovalDecision,
-    ApprovalDecisionKind, ApprovalPolicy, ErrorCategory, IdempotencyKeyScope, Principal,
-    PrincipalKind, ProtocolError, ProviderOperationRef, ReceiptKind, TransactionMode,
-    TransactionPlan, TransactionProtocolStatus, TransactionReceipt,
+    Action, ActionResult, ActionResultStatus, ActionTransaction, ApprovalDecision, ApprovalPolicy,
+    ErrorCategory, IdempotencyKeyScope, Principal, PrincipalKind, ProtocolError,
+    ProviderOperationRef, ReceiptKind, TransactionMode, TransactionPlan, TransactionProtocolStatus,
+    TransactionReceipt,
 };
 use aip_connector::store::{
     ApprovalRecord, ApprovalStatus, ApprovalStore, IdempotencyRecord, IdempotencyStore, Millis,
@@ -121,17 +121,14 @@ fn approval(id: &str) -> ApprovalRecord {
 /// An approving decision on `id`.
 fn approve(id: &str) -> ApprovalDecision {
     ApprovalDecision {
-        approval_id: ApprovalId::trusted(id),
-        decision: ApprovalDecisionKind::Approved,
-        approver: Principal::new("user:bob", PrincipalKind::Human),
         decided_at: time::OffsetDateTime::UNIX_EPOCH,
-        reason: Some("fine".to_owned()),
-        constraints: Vec::new(),
-        evidence: Vec::new(),
-        decision_id: Some("dec-1".to_owned()),
         policy_hash: Some("policy-hash".to_owned()),
-        authority_path: Vec::new(),
-        target_decision_id: None,
+        ..ApprovalDecision::approve(
+            ApprovalId::trusted(id),
+            Principal::new("user:bob", PrincipalKind::Human),
+        )
+        .with_reason("fine")
+        .with_decision_id("dec-1")
     }
 }
 

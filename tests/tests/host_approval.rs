@@ -93,19 +93,13 @@ fn host(payments: Payments, clock: Arc<ManualClock>) -> Host {
 }
 
 fn decision(id: &ApprovalId, approver: &str, kind: ApprovalDecisionKind) -> ApprovalDecision {
-    ApprovalDecision {
-        approval_id: id.clone(),
-        decision: kind,
-        approver: Principal::new(approver, PrincipalKind::Human),
-        decided_at: time::OffsetDateTime::now_utc(),
-        reason: Some("checked the order".into()),
-        constraints: vec![],
-        evidence: vec![],
-        decision_id: Some(format!("dec-{approver}")),
-        policy_hash: None,
-        authority_path: vec![],
-        target_decision_id: None,
-    }
+    ApprovalDecision::new(
+        id.clone(),
+        kind,
+        Principal::new(approver, PrincipalKind::Human),
+    )
+    .with_reason("checked the order")
+    .with_decision_id(format!("dec-{approver}"))
 }
 
 fn refund_action() -> Action {

@@ -16,8 +16,7 @@ use aip_connector::ids::{ActionId, ApprovalId};
 use aip_connector::invocation::BoxFuture;
 use aip_connector::model::{
     Action, ActionResult, ActionResultStatus, ActionTransaction, ApprovalDecision,
-    ApprovalDecisionKind, ExternalAccountRef, Principal, PrincipalKind, ProtocolError,
-    StreamChunkKind, TransactionMode,
+    ExternalAccountRef, Principal, PrincipalKind, ProtocolError, StreamChunkKind, TransactionMode,
 };
 use aip_connector::prelude::*;
 use aip_connector::store::{
@@ -702,19 +701,11 @@ async fn gated_refund(host: &Host) -> ApprovalId {
 }
 
 fn clerk_approves(id: &ApprovalId) -> ApprovalDecision {
-    ApprovalDecision {
-        approval_id: id.clone(),
-        decision: ApprovalDecisionKind::Approved,
-        approver: Principal::new("user:clerk", PrincipalKind::Human),
-        decided_at: time::OffsetDateTime::now_utc(),
-        reason: Some("seat was double-booked".into()),
-        constraints: vec![],
-        evidence: vec![],
-        decision_id: None,
-        policy_hash: None,
-        authority_path: vec![],
-        target_decision_id: None,
-    }
+    ApprovalDecision::approve(
+        id.clone(),
+        Principal::new("user:clerk", PrincipalKind::Human),
+    )
+    .with_reason("seat was double-booked")
 }
 
 fn clerk() -> TrustedContext {

@@ -117,19 +117,13 @@ async fn gate(host: &Host, action: Action, requester: &TrustedContext) -> Approv
 }
 
 fn decision(id: &ApprovalId, approver: &str, kind: ApprovalDecisionKind) -> ApprovalDecision {
-    ApprovalDecision {
-        approval_id: id.clone(),
-        decision: kind,
-        approver: Principal::new(approver, PrincipalKind::Human),
-        decided_at: time::OffsetDateTime::now_utc(),
-        reason: Some("checked the invoice".into()),
-        constraints: vec![],
-        evidence: vec![],
-        decision_id: Some(format!("dec-{approver}")),
-        policy_hash: None,
-        authority_path: vec![],
-        target_decision_id: None,
-    }
+    ApprovalDecision::new(
+        id.clone(),
+        kind,
+        Principal::new(approver, PrincipalKind::Human),
+    )
+    .with_reason("checked the invoice")
+    .with_decision_id(format!("dec-{approver}"))
 }
 
 /// Records `decision` by its own approver and returns the refusal.

@@ -1378,17 +1378,13 @@ mod tests {
         kind: ApprovalDecisionKind,
     ) -> ApprovalDecision {
         ApprovalDecision {
-            approval_id: record.approval_id.clone(),
-            decision: kind,
-            approver: Principal::new(approver, PrincipalKind::Human),
             decided_at: OffsetDateTime::UNIX_EPOCH,
-            reason: Some("checked the invoice".to_owned()),
-            constraints: Vec::new(),
-            evidence: Vec::new(),
-            decision_id: None,
-            policy_hash: None,
-            authority_path: Vec::new(),
-            target_decision_id: None,
+            ..ApprovalDecision::new(
+                record.approval_id.clone(),
+                kind,
+                Principal::new(approver, PrincipalKind::Human),
+            )
+            .with_reason("checked the invoice")
         }
     }
 
