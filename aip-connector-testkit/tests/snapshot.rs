@@ -1090,6 +1090,19 @@ fn waivers_added_are_breaking_removed_compatible_and_metadata_compatible() {
         |m| m["governance"] = waiver.clone(),
         &[(ChangeKind::WaiverAdded, Breaking)],
     );
+    // A new capability's waiver is part of the (compatible) addition: it never met the rule.
+    assert_changes(
+        |m| {
+            let mut added = capability(m, 0).clone();
+            added["id"] = json!("cap:test:added");
+            m["capabilities"].as_array_mut().unwrap().push(added);
+            m["governance"] = json!({"contract_waivers": [{
+                "capability_id": "cap:test:added", "code": "contract.lint.example",
+                "reason": "because",
+            }]});
+        },
+        &[(ChangeKind::CapabilityAdded, Compatible)],
+    );
     let mut waived = base();
     waived["governance"] = waiver.clone();
     let diff = diff_manifests(&manifest(waived.clone()), &manifest(base()));

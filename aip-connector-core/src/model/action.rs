@@ -153,6 +153,19 @@ impl ActionTransaction {
             compensation_for: None,
         }
     }
+
+    /// Names the transaction: a caller that assigns the id itself can `reconcile` it later by
+    /// that id without looking it up.
+    pub fn with_transaction_id(mut self, id: TransactionId) -> Self {
+        self.transaction_id = Some(id);
+        self
+    }
+
+    /// Names the plan a `commit` executes.
+    pub fn with_plan_id(mut self, plan_id: impl Into<String>) -> Self {
+        self.plan_id = Some(plan_id.into());
+        self
+    }
 }
 
 /// One hop of a delegation chain.
@@ -505,6 +518,23 @@ mod tests {
 
     use super::*;
     use crate::model::PrincipalKind;
+
+    #[test]
+    fn a_transaction_block_is_built_from_its_parts() {
+        let id = TransactionId::new();
+        let block = ActionTransaction::new(TransactionMode::Commit)
+            .with_transaction_id(id.clone())
+            .with_plan_id("plan:1");
+        assert_eq!(
+            block,
+            ActionTransaction {
+                mode: TransactionMode::Commit,
+                transaction_id: Some(id),
+                plan_id: Some("plan:1".to_owned()),
+                compensation_for: None,
+            }
+        );
+    }
 
     #[test]
     fn a_decision_built_by_its_constructors_has_only_what_was_said() {

@@ -568,7 +568,7 @@ impl Diff {
             ],
         );
         self.free_form(security.as_ref(), new.security.as_ref(), "/security", false);
-        self.governance(governance.as_ref(), new.governance.as_ref());
+        self.governance(governance.as_ref(), new.governance.as_ref(), old, new);
         self.free_form(limits.as_ref(), new.limits.as_ref(), "/limits", false);
         self.free_form(
             compatibility.as_ref(),
@@ -683,8 +683,21 @@ impl Diff {
         }
     }
 
-    /// `/governance`: contract waivers by (capability, rule); anything else free-form.
-    fn governance(&mut self, old: Option<&Value>, new: Option<&Value>) {
+    /// `/governance`: contract waivers by (capability, rule); anything else free-form. The
+    /// waivers of a capability that was added or removed belong to that change (a new
+    /// capability never met the rule its waiver names), so only waivers of capabilities in
+    /// both manifests are compared.
+    fn governance(
+        &mut self,
+        old: Option<&Value>,
+        new: Option<&Value>,
+        old_manifest: &Manifest,
+        new_manifest: &Manifest,
+    ) {
+        let in_both = |capability: &str| {
+            old_manifest.capability(capability).is_some()
+                && new_manifest.capability(capability).is_some()
+        };
         let waivers = |governance: Option<&Value>| -> Vec<(String, String, Value)> {
             governance
                 .and_then(|value| value.get("contract_waivers"))
@@ -706,7 +719,11 @@ impl Diff {
                 })
                 .unwrap_or_default()
         };
-        let (old_waivers, new_waivers) = (waivers(old), waivers(new));
+        let kept = |mut entries: Vec<(String, String, Value)>| {
+            entries.retain(|(capability, _, _)| in_both(capability));
+            entries
+        };
+        let (old_waivers, new_waivers) = (kept(waivers(old)), kept(waivers(new)));
         let at = "/governance/contract_waivers";
         for (capability, code, entry) in &old_waivers {
             match new_waivers
