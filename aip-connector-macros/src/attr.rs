@@ -28,6 +28,11 @@ use crate::meta::{self, MetaItem, MetaKind};
 /// JSON Pointer (into the capability) → span of the key that set it.
 pub(crate) type SpanMap = BTreeMap<String, Span>;
 
+/// Where `risk` is recorded in the [`SpanMap`], whether or not its value parsed.
+pub(crate) const RISK_POINTER: &str = "/risk";
+/// Where `side_effects` is recorded in the [`SpanMap`], whether or not its value parsed.
+pub(crate) const SIDE_EFFECTS_POINTER: &str = "/contract/side_effects";
+
 /// Everything `#[capability(...)]` said, before signature-derived defaults are applied.
 #[derive(Default)]
 pub(crate) struct CapabilityAttr {
@@ -189,7 +194,7 @@ impl Parser<'_> {
             }
             k::RISK => {
                 attr.risk = self.enum_item(item, keys::values::RISKS, "risk level");
-                self.record("/risk", item.span());
+                self.record(RISK_POINTER, item.span());
             }
             k::STABILITY => {
                 attr.stability = self.enum_item(item, keys::values::STABILITIES, "stability");
@@ -198,7 +203,7 @@ impl Parser<'_> {
             k::SIDE_EFFECTS => {
                 attr.side_effects =
                     self.enum_list_item(item, keys::values::SIDE_EFFECTS, "side effect");
-                self.record("/contract/side_effects", item.span());
+                self.record(SIDE_EFFECTS_POINTER, item.span());
             }
             k::IDEMPOTENCY => self.idempotency(&mut attr.idempotency, item),
             k::EXECUTION => self.execution(&mut attr.execution, item),

@@ -9,7 +9,7 @@ use aip_connector_core::model::CapabilityKind;
 use aip_connector_core::rules::{self, CheckOptions, Waiver, codes};
 use proc_macro2::Span;
 
-use crate::attr::{CapabilityAttr, SpanMap};
+use crate::attr::{CapabilityAttr, RISK_POINTER, SIDE_EFFECTS_POINTER, SpanMap};
 use crate::ctxt::Ctxt;
 use crate::diagnostics;
 use crate::resolve::ResolvedCapability;
@@ -20,13 +20,13 @@ pub(crate) fn check_attribute(cx: &Ctxt, attr: &CapabilityAttr, attr_span: Span)
     // A key written with a value that did not parse already has its error; it is not missing.
     required_key(
         cx,
-        attr.side_effects.is_some() || attr.spans.contains_key("/contract/side_effects"),
+        attr.side_effects.is_some() || attr.spans.contains_key(SIDE_EFFECTS_POINTER),
         attr_span,
         diagnostics::MISSING_SIDE_EFFECTS,
     );
     required_key(
         cx,
-        attr.risk.is_some() || attr.spans.contains_key("/risk"),
+        attr.risk.is_some() || attr.spans.contains_key(RISK_POINTER),
         attr_span,
         diagnostics::MISSING_RISK,
     );

@@ -108,11 +108,9 @@ fn approval_id(result: &ActionResult) -> ApprovalId {
         ActionResultStatus::PendingApproval,
         "{result:?}"
     );
-    ApprovalId::trusted(
-        result.output.as_ref().unwrap()["approval_id"]
-            .as_str()
-            .unwrap(),
-    )
+    result
+        .approval_id()
+        .expect("a pending result names its approval")
 }
 
 fn decision(id: &ApprovalId, approver: &str) -> ApprovalDecision {

@@ -114,7 +114,7 @@ async fn gate(host: &Host) -> ApprovalId {
         pending.error.as_ref().unwrap().code,
         codes::POLICY_HUMAN_APPROVAL_REQUIRED
     );
-    serde_json::from_value(pending.output.unwrap()["approval_id"].clone()).unwrap()
+    pending.approval_id().expect("the gate names its approval")
 }
 
 /// Two distinct finance approvers: the refund's quorum.
@@ -385,8 +385,7 @@ async fn a_resend_after_a_resubmission_under_another_key_says_it_already_ran() {
     let host = host(payments.clone(), Arc::default());
     let original = refund_action();
     let pending = host.invoke(original.clone(), &person("user:req")).await;
-    let id: ApprovalId =
-        serde_json::from_value(pending.output.unwrap()["approval_id"].clone()).unwrap();
+    let id: ApprovalId = pending.approval_id().expect("the gate names its approval");
     decide(&host, &id, &QUORUM, ApprovalDecisionKind::Approved).await;
     let mut resubmitted = original.clone().with_idempotency_key("refund-1-again");
     resubmitted.approval = Some(Box::new(decision(
@@ -446,8 +445,7 @@ async fn another_tenants_resend_does_not_learn_how_the_approval_ended() {
     };
     let pending = host.invoke(post(), &person("user:req")).await;
     assert_eq!(pending.status, ActionResultStatus::PendingApproval);
-    let id: ApprovalId =
-        serde_json::from_value(pending.output.unwrap()["approval_id"].clone()).unwrap();
+    let id: ApprovalId = pending.approval_id().expect("the gate names its approval");
     decide(&host, &id, &["user:alice"], ApprovalDecisionKind::Denied).await;
 
     let elsewhere = TrustedContext::new(Principal::new("user:eve", PrincipalKind::Human), "test")

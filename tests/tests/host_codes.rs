@@ -697,7 +697,7 @@ async fn gated_refund(host: &Host) -> ApprovalId {
         )
         .await;
     assert_eq!(pending.status, ActionResultStatus::PendingApproval);
-    serde_json::from_value(pending.output.unwrap()["approval_id"].clone()).unwrap()
+    pending.approval_id().expect("the gate names its approval")
 }
 
 fn clerk_approves(id: &ApprovalId) -> ApprovalDecision {

@@ -113,7 +113,7 @@ async fn gate(host: &Host, action: Action, requester: &TrustedContext) -> Approv
         ActionResultStatus::PendingApproval,
         "{pending:?}"
     );
-    serde_json::from_value(pending.output.unwrap()["approval_id"].clone()).unwrap()
+    pending.approval_id().expect("the gate names its approval")
 }
 
 fn decision(id: &ApprovalId, approver: &str, kind: ApprovalDecisionKind) -> ApprovalDecision {

@@ -485,14 +485,9 @@ fn approval_decision(id: &ApprovalId, approver: &PrincipalId) -> ApprovalDecisio
     }
 }
 
-/// The approval id a `pending_approval` result names.
+/// The approval id a `pending_approval` result names ([`ActionResult::approval_id`]).
 pub fn approval_id_of(result: &ActionResult) -> Option<ApprovalId> {
-    result
-        .output
-        .as_ref()
-        .and_then(|o| o.get("approval_id"))
-        .and_then(Value::as_str)
-        .map(ApprovalId::trusted)
+    result.approval_id()
 }
 
 /// The result a stream settled with: the terminal chunk carries the whole `ActionResult`.
