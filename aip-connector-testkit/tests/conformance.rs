@@ -76,6 +76,57 @@ fn a_well_behaved_read_connector_passes_every_required_check() {
     }
 }
 
+/// The same directory, saying that its lookup leaves the host (`external_network`) and waiving
+/// the mutating lint because the lookup changes nothing.
+#[derive(Clone)]
+struct NetworkDirectory {
+    client: ProviderClient,
+}
+
+#[connector(id = "network-directory")]
+impl NetworkDirectory {
+    /// Look a record up at the provider.
+    #[capability(
+        id = "cap:network-directory:lookup",
+        risk = low,
+        side_effects = [read, external_network],
+        execution(retry_safety = safe),
+        data(sensitivity = internal),
+        waive(
+            code = "contract.lint.mutating_without_idempotency",
+            reason = "a lookup changes nothing at the provider"
+        ),
+        examples = [r#"{"id": "rec-1"}"#],
+    )]
+    async fn lookup(&self, lookup: Lookup) -> Result<Found, ConnectorFailure> {
+        Directory {
+            client: self.client.clone(),
+        }
+        .lookup(lookup)
+        .await
+    }
+}
+
+#[test]
+fn a_network_lookup_whose_mutating_lint_is_waived_needs_no_reconcilable_write() {
+    let report = ConformanceSuite::new(|env| NetworkDirectory {
+        client: ProviderClient::new(env.provider_url()).expect("the double's URL is valid"),
+    })
+    .run();
+    assert!(report.passed(), "{report}");
+    let errors = report
+        .check(&Scenario::ErrorsUncertainOutcomes.check_name())
+        .unwrap();
+    assert_eq!(errors.status, CheckStatus::Passed, "{report}");
+    assert!(
+        errors
+            .detail
+            .contains("uncertain_outcome_reconciled holds vacuously"),
+        "{}",
+        errors.detail
+    );
+}
+
 /// An output whose published schema says `count` is an integer, while its hand-written
 /// `Serialize` sends a string: the schema the connector declares is not what it produces.
 #[derive(JsonSchema)]

@@ -14,8 +14,9 @@ use aip_connector::ids::{ApprovalId, PrincipalId};
 use aip_connector::model::{
     Action, ActionResult, ActionResultStatus, ActionTransaction, ApprovalDecision,
     ApprovalDecisionKind, ApprovalPolicy, ApprovalRule, ApproverSelector, EvidenceArtifact,
-    Principal, PrincipalKind, StreamChunk, TransactionMode,
+    Principal, PrincipalKind, SideEffect, StreamChunk, TransactionMode,
 };
+use aip_connector::rules::codes::CONTRACT_LINT_MUTATING_WITHOUT_IDEMPOTENCY;
 use aip_connector::store::{ApprovalStatus, MemoryStore, SharedStore, SqliteStore};
 use aip_connector::{
     CapabilityDefinition, Connector, ConnectorDefinition, CredentialHandle, Secret, VerifiedTenant,
@@ -523,6 +524,29 @@ impl Scouted {
     }
 }
 
+/// Whether a capability declares that it may change provider state: a side effect other than
+/// `read`, unless it is a lookup over the network (`read` and `external_network` only) whose
+/// author waived `contract.lint.mutating_without_idempotency` (docs/attribute-reference.md: the
+/// waiver's reason states the lookup changes nothing). Without a contract nothing is declared,
+/// so it counts as mutating.
+pub(crate) fn declares_mutation(capability: &CapabilityDefinition) -> bool {
+    let Some(contract) = capability.capability.contract.as_ref() else {
+        return true;
+    };
+    if contract.side_effects.iter().all(|e| *e == SideEffect::Read) {
+        return false;
+    }
+    let network_lookup = contract
+        .side_effects
+        .iter()
+        .all(|e| matches!(e, SideEffect::Read | SideEffect::ExternalNetwork));
+    let waived = capability
+        .waivers
+        .iter()
+        .any(|w| w.covers(capability.id(), CONTRACT_LINT_MUTATING_WITHOUT_IDEMPOTENCY));
+    !(network_lookup && waived)
+}
+
 /// Whether an HTTP method may change provider state (the provider client's default reading).
 pub(crate) fn is_mutating(method: &str) -> bool {
     !matches!(method, "GET" | "HEAD" | "OPTIONS" | "TRACE")
@@ -869,4 +893,86 @@ fn build_host_for(
         .limits(limits)
         .build()
         .unwrap_or_else(|error| panic!("the conformance host cannot be built: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use aip_connector::ids::CapabilityId;
+    use aip_connector::rules::{ImplementationFacts, Waiver};
+
+    use super::*;
+    use crate::fixtures;
+
+    fn definition(side_effects: &[SideEffect], waived: bool) -> CapabilityDefinition {
+        let mut capability = fixtures::capability("cap:test:lookup", "lookup");
+        capability.contract = Some(fixtures::capability_contract(side_effects));
+        let waivers = if waived {
+            vec![Waiver {
+                capability_id: CapabilityId::from("cap:test:lookup"),
+                code: CONTRACT_LINT_MUTATING_WITHOUT_IDEMPOTENCY.to_owned(),
+                reason: "the lookup changes nothing".to_owned(),
+            }]
+        } else {
+            Vec::new()
+        };
+        CapabilityDefinition {
+            capability,
+            facts: ImplementationFacts {
+                support: Default::default(),
+                validation_handler: false,
+            },
+            examples: Vec::new(),
+            tags: Vec::new(),
+            waivers,
+        }
+    }
+
+    #[test]
+    fn a_read_declares_no_mutation() {
+        assert!(!declares_mutation(&definition(&[SideEffect::Read], false)));
+    }
+
+    #[test]
+    fn a_network_lookup_with_the_mutating_lint_waived_declares_no_mutation() {
+        let lookup = [SideEffect::Read, SideEffect::ExternalNetwork];
+        assert!(!declares_mutation(&definition(&lookup, true)));
+        assert!(!declares_mutation(&definition(
+            &[SideEffect::ExternalNetwork],
+            true
+        )));
+        // Without the waiver the author stated nothing: the network call may change state.
+        assert!(declares_mutation(&definition(&lookup, false)));
+    }
+
+    #[test]
+    fn a_waiver_does_not_make_a_write_a_lookup() {
+        let write = [
+            SideEffect::Read,
+            SideEffect::Write,
+            SideEffect::ExternalNetwork,
+        ];
+        assert!(declares_mutation(&definition(&write, true)));
+        assert!(declares_mutation(&definition(
+            &[SideEffect::SendMessage],
+            true
+        )));
+    }
+
+    #[test]
+    fn a_waiver_of_another_rule_or_capability_does_not_count() {
+        let lookup = [SideEffect::Read, SideEffect::ExternalNetwork];
+        let mut other_rule = definition(&lookup, true);
+        other_rule.waivers[0].code = "contract.lint.some_other_rule".to_owned();
+        assert!(declares_mutation(&other_rule));
+        let mut other_capability = definition(&lookup, true);
+        other_capability.waivers[0].capability_id = CapabilityId::from("cap:test:other");
+        assert!(declares_mutation(&other_capability));
+    }
+
+    #[test]
+    fn no_contract_counts_as_mutating() {
+        let mut bare = definition(&[SideEffect::Read], false);
+        bare.capability.contract = None;
+        assert!(declares_mutation(&bare));
+    }
 }

@@ -723,6 +723,9 @@ impl Host {
 
     /// Like [`invoke`](Self::invoke), streaming: chunks in strictly increasing sequence, then
     /// exactly one terminal chunk carrying the result.
+    ///
+    /// Unlike `invoke`, it takes the caller by value: the call runs on a task of its own, which
+    /// outlives this borrow of the host, so it must own what it reads (clone a caller you keep).
     pub fn invoke_stream(&self, action: Action, caller: TrustedContext) -> ChunkStream {
         stream::start(self.inner.clone(), action, caller)
     }

@@ -20,13 +20,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use aip_connector::host::{CancelOutcome, Host, HostLimits, TransactionSelector};
-use aip_connector::model::{Action, ActionResult, ActionResultStatus, SideEffect};
+use aip_connector::model::{Action, ActionResult, ActionResultStatus};
 use aip_connector::{CapabilityDefinition, ids::ActionId};
 use serde_json::Value;
 
 use super::streaming::Tap;
 use super::{code, is_replay};
 use crate::Fault;
+use crate::conformance::harness::declares_mutation;
 use crate::conformance::{Evidence, Harness, approval_id_of};
 
 /// How long every provider call takes while the in-flight cancel is tried.
@@ -46,15 +47,6 @@ fn supports_cancel(capability: &CapabilityDefinition) -> bool {
         .is_some_and(|c| c.execution.supports_cancel)
 }
 
-/// Whether every declared side effect is a read: cancelling it leaves nothing behind.
-fn read_only(capability: &CapabilityDefinition) -> bool {
-    capability
-        .capability
-        .contract
-        .as_ref()
-        .is_some_and(|c| c.side_effects.iter().all(|e| *e == SideEffect::Read))
-}
-
 pub(super) async fn run(h: &Harness) -> Evidence {
     // On the heap: the suite polls every scenario from one future, and the host's pipeline
     // futures awaited here are large in debug builds.
@@ -66,7 +58,7 @@ async fn scenario(h: &Harness) -> Evidence {
     let mut candidates = h.examples_where(supports_cancel);
     // A read is the safest thing to cancel half-way; a mutation cancelled in flight may still
     // land at the provider.
-    candidates.sort_by_key(|(c, _)| !read_only(c));
+    candidates.sort_by_key(|(c, _)| declares_mutation(c));
     let Some((capability, input)) = candidates.first().cloned() else {
         evidence.note(
             "no capability that supports cancellation declares an example input: nothing can be cancelled",

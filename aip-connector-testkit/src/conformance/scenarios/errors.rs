@@ -13,7 +13,8 @@
 //!   refused without running the handler; a `reconcile` settles it `reconciled`; and the
 //!   provider holds exactly the effects of one call. When no capability can be reconciled, the
 //!   assertion fails if some capability mutates (its lost answers could never be settled), and
-//!   holds with a note when every capability only reads (a read has no outcome to reconcile).
+//!   holds with a note when every capability only reads (a read has no outcome to reconcile; a
+//!   network lookup whose author waived the mutating lint counts as a read).
 //! - `error_secrets_redacted`: the provider answers `500` and `422` with bodies that quote the
 //!   canary secret and a marker; no result, error or probe record of the scenario contains the
 //!   secret, the marker, or the body of a request the connector sent.
@@ -22,13 +23,13 @@ use aip_connector::CapabilityDefinition;
 use aip_connector::codes;
 use aip_connector::host::TransactionSelector;
 use aip_connector::model::{
-    Action, ActionResult, ActionResultStatus, ActionTransaction, SideEffect, TransactionMode,
+    Action, ActionResult, ActionResultStatus, ActionTransaction, TransactionMode,
     TransactionProtocolStatus,
 };
 use serde_json::{Value, json};
 
 use super::code;
-use crate::conformance::harness::CANARY_SECRET;
+use crate::conformance::harness::{CANARY_SECRET, declares_mutation};
 use crate::conformance::{Evidence, Harness};
 use crate::provider_double::Fault;
 
@@ -277,7 +278,7 @@ impl Target<'_> {
 /// with `reconcile` and `execute` or `commit`, and a reconcile handler.
 fn reconcilable(capability: &CapabilityDefinition) -> bool {
     capability.support().reconciliation
-        && mutates(capability)
+        && declares_mutation(capability)
         && capability
             .capability
             .contract
@@ -290,16 +291,6 @@ fn reconcilable(capability: &CapabilityDefinition) -> bool {
             })
 }
 
-/// Whether a capability may change provider state (any side effect other than `read`; no
-/// contract counts as mutating, since nothing says otherwise).
-fn mutates(capability: &CapabilityDefinition) -> bool {
-    capability
-        .capability
-        .contract
-        .as_ref()
-        .is_none_or(|c| c.side_effects.iter().any(|e| *e != SideEffect::Read))
-}
-
 /// `uncertain_outcome_reconciled` (see the module docs).
 async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut Vec<ActionResult>) {
     let Some((capability, input)) = h.examples_where(reconcilable).into_iter().next() else {
@@ -307,12 +298,12 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
             .definition()
             .capabilities
             .iter()
-            .filter(|c| mutates(c))
+            .filter(|c| declares_mutation(c))
             .map(|c| format!("`{}`", c.id()))
             .collect();
         if mutating.is_empty() {
             evidence.note(
-                "uncertain_outcome_reconciled holds vacuously: every capability only reads, so no call can leave an unknown outcome",
+                "uncertain_outcome_reconciled holds vacuously: every capability only reads (or is a network lookup whose mutating lint is waived), so no call can leave an unknown outcome",
             );
             evidence.assert("uncertain_outcome_reconciled", true, String::new);
         } else {

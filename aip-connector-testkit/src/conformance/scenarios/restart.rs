@@ -19,24 +19,16 @@ use aip_connector::CapabilityDefinition;
 use aip_connector::codes;
 use aip_connector::host::{Host, HostLimits, TransactionSelector};
 use aip_connector::model::{
-    ActionResultStatus, ActionTransaction, SideEffect, TransactionMode,
-    TransactionProtocolStatus as Status, TransactionResult,
+    ActionResultStatus, ActionTransaction, TransactionMode, TransactionProtocolStatus as Status,
+    TransactionResult,
 };
 use serde_json::Value;
 
 use super::streaming::Tap;
 use super::{code, is_replay};
 use crate::Fault;
-use crate::conformance::harness::is_mutating;
+use crate::conformance::harness::{declares_mutation, is_mutating};
 use crate::conformance::{Evidence, Harness, ProbedConnector};
-
-fn mutating(capability: &CapabilityDefinition) -> bool {
-    capability
-        .capability
-        .contract
-        .as_ref()
-        .is_some_and(|c| c.side_effects.iter().any(|e| *e != SideEffect::Read))
-}
 
 fn modes(capability: &CapabilityDefinition) -> Vec<TransactionMode> {
     capability
@@ -84,7 +76,7 @@ async fn scenario(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
     let mut examples = h.examples();
     // A mutating call is the one whose duplicate would do harm.
-    examples.sort_by_key(|(c, _)| !mutating(c));
+    examples.sort_by_key(|(c, _)| !declares_mutation(c));
     let Some((capability, input)) = examples.first().cloned() else {
         evidence.note("no capability declares an example input: nothing can be invoked");
         return evidence;
@@ -188,9 +180,9 @@ async fn scenario(h: &Harness) -> Evidence {
             )
         },
     );
-    if !mutating(capability) {
+    if !declares_mutation(capability) {
         evidence.note(format!(
-            "duplicate_effect_prevented: no capability with an example declares a side effect other than `read`; `{id}` was re-sent instead"
+            "duplicate_effect_prevented: no capability with an example declares a side effect other than `read` (a network lookup whose mutating lint is waived counts as a read); `{id}` was re-sent instead"
         ));
     }
 
