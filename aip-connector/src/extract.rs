@@ -93,27 +93,43 @@ fn missing(what: &str, code: &str, category: ErrorCategory) -> ConnectorFailure 
     )
 }
 
-/// The action's idempotency key. Forward it to the provider (for example as an
-/// `Idempotency-Key` header) so that a retried call does not repeat the effect.
+/// The action's idempotency key. Forward it to the provider with
+/// [`ProviderRequest::idempotency`](crate::provider::ProviderRequest::idempotency) so that a retried call
+/// does not repeat the effect: that sends [`scoped`](Self::scoped), the key as the host
+/// deduplicates it, so two tenants (or principals, per the contract's key scope) that both send
+/// `invoice-42` reach the provider as two operations.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct IdempotencyKey(String);
+pub struct IdempotencyKey {
+    key: String,
+    scoped: Option<String>,
+}
 
 impl IdempotencyKey {
-    /// The key as sent by the caller.
+    /// The key as sent by the caller. Two tenants may send the same one for different intents:
+    /// to name an operation at a provider, use [`scoped`](Self::scoped).
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.key
+    }
+
+    /// The key as the host deduplicates it, `<Scope>:<partition>:<key>` for the contract's key
+    /// scope (`Tenant:acme:invoice-42` under `key_scope = tenant`). It is unique wherever the
+    /// host's idempotency records are, so a provider that deduplicates on it merges exactly
+    /// the calls the host would replay. Outside a host (a
+    /// [`StaticInvocation`](crate::StaticInvocation)) it is the caller's key.
+    pub fn scoped(&self) -> &str {
+        self.scoped.as_deref().unwrap_or(&self.key)
     }
 }
 
 impl fmt::Debug for IdempotencyKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("IdempotencyKey").field(&self.0).finish()
+        f.debug_tuple("IdempotencyKey").field(&self.key).finish()
     }
 }
 
 impl fmt::Display for IdempotencyKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.key)
     }
 }
 
@@ -122,7 +138,13 @@ impl Extractor for IdempotencyKey {
     fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure> {
         context
             .idempotency_key()
-            .map(|key| IdempotencyKey(key.to_owned()))
+            .map(|key| IdempotencyKey {
+                key: key.to_owned(),
+                scoped: context
+                    .scoped_idempotency_key()
+                    .filter(|scoped| *scoped != key)
+                    .map(std::borrow::Cow::into_owned),
+            })
             .ok_or_else(|| {
                 missing(
                     "idempotency key",

@@ -5,6 +5,7 @@
 //! never from payload fields), extractors read from it. [`StaticInvocation`] is a plain
 //! implementation for tests and for driving handlers without a host.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -31,8 +32,15 @@ pub trait InvocationContext: Send + Sync {
     fn caller(&self) -> &CallerIdentity;
     /// The verified tenant, if the deployment resolved one.
     fn tenant(&self) -> Option<&VerifiedTenant>;
-    /// The idempotency key of the action, after scoping checks.
+    /// The idempotency key of the action, as the caller sent it, after scoping checks.
     fn idempotency_key(&self) -> Option<&str>;
+    /// The same key as the host deduplicates it, `<Scope>:<partition>:<key>` for the contract's
+    /// key scope (e.g. `Tenant:acme:invoice-42`): what a provider must deduplicate on, so that
+    /// two actions the host keeps apart (two tenants' `invoice-42`) stay apart there too.
+    /// Contexts that scope nothing, such as [`StaticInvocation`], answer the caller's key.
+    fn scoped_idempotency_key(&self) -> Option<Cow<'_, str>> {
+        self.idempotency_key().map(Cow::Borrowed)
+    }
     /// Fires when the action is cancelled or its deadline passes.
     fn cancellation(&self) -> &CancellationToken;
     /// When the handler must have finished.

@@ -164,7 +164,7 @@ impl Calendar {
         let effect: ProviderEffect = self
             .api
             .post(BOOKINGS_ROUTE)
-            .idempotency_key(provider_api::tenant_scoped_key(&tenant, &key))
+            .idempotency(&key)
             .header(OPERATION_ID_HEADER, &operation.operation_id)
             .provider_operation(operation)
             .deadline(&deadline)

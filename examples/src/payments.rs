@@ -210,7 +210,7 @@ impl Payments {
             .api
             .post(CHARGES_ROUTE)
             .bearer_auth(credential.secret())
-            .idempotency_key(provider_api::tenant_scoped_key(&tenant, &key))
+            .idempotency(&key)
             .header(OPERATION_ID_HEADER, &operation.operation_id)
             .provider_operation(operation)
             .operation(ConnectorOperation::TransactionCommit)

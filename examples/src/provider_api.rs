@@ -42,13 +42,6 @@ pub(crate) fn operation_for(
     }
 }
 
-/// The idempotency key sent to the provider. The contracts scope keys by tenant, so two tenants
-/// may use the same key for different intents; these connectors reach one provider account for
-/// every tenant, so the key is namespaced by the tenant before it leaves.
-pub(crate) fn tenant_scoped_key(tenant: &Tenant, key: &IdempotencyKey) -> String {
-    format!("{}:{}", tenant.id(), key.as_str())
-}
-
 /// What the provider knows about an operation.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum OperationState {

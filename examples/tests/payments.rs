@@ -38,11 +38,11 @@ fn as_user(id: &str) -> TrustedContext {
 }
 
 fn member(roles: &[&str]) -> ApproverMemberships {
-    ApproverMemberships {
-        tenant_id: Some(TENANT.into()),
-        roles: roles.iter().map(|r| (*r).to_owned()).collect(),
-        ..ApproverMemberships::default()
-    }
+    roles
+        .iter()
+        .fold(ApproverMemberships::new().with_tenant(TENANT), |m, role| {
+            m.with_role(*role)
+        })
 }
 
 struct World {

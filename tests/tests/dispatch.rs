@@ -53,7 +53,8 @@ impl Calendar {
             .record(
                 ProviderOperationRef {
                     provider: "cal".into(),
-                    operation_id: format!("op-{}", key.as_str()),
+                    // Outside a host nothing scopes the key: `scoped()` is the caller's key.
+                    operation_id: format!("op-{}", key.scoped()),
                     request_id: None,
                 },
                 Some("c1".into()),

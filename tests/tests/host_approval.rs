@@ -377,16 +377,49 @@ async fn a_resend_after_the_approval_closed_answers_how_it_closed() {
     assert_eq!(payments.executions.load(Ordering::SeqCst), 0);
 }
 
+/// The refund action, gated and then approved by the quorum; not yet resumed.
+async fn approved_refund(host: &Host) -> (Action, ApprovalId) {
+    let original = refund_action();
+    let pending = host.invoke(original.clone(), &person("user:req")).await;
+    let id: ApprovalId = pending.approval_id().expect("the gate names its approval");
+    decide(host, &id, &QUORUM, ApprovalDecisionKind::Approved).await;
+    (original, id)
+}
+
+/// A client that lost the answer to its re-submission sends the very same action again (same
+/// id, input, key and approval): it gets the stored result, replayed, and nothing runs twice.
+#[tokio::test]
+async fn an_exact_resend_of_a_resubmission_that_ran_replays_its_result() {
+    let payments = Payments::default();
+    let host = host(payments.clone(), Arc::default());
+    let (original, id) = approved_refund(&host).await;
+    let resubmitted =
+        original.with_approval(decision(&id, "user:alice", ApprovalDecisionKind::Approved));
+    let ran = host.invoke(resubmitted.clone(), &person("user:req")).await;
+    assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+
+    let resent = host.invoke(resubmitted.clone(), &person("user:req")).await;
+    assert_eq!(resent.status, ActionResultStatus::Completed, "{resent:?}");
+    let output = resent.output.unwrap();
+    assert_eq!(output["idempotent_replay"], true);
+    assert_eq!(output["refund_id"], ran.output.unwrap()["refund_id"]);
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
+
+    // Another action reusing the approval is still refused: the approval ran its action once.
+    let mut other = resubmitted;
+    other.id = aip_connector::ids::ActionId::new();
+    let refused = host.invoke(other, &person("user:req")).await;
+    assert_eq!(refused.status, ActionResultStatus::Failed, "{refused:?}");
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
+}
+
 /// An approved action that ran through a re-submission under another key: a resend under the
 /// key that still holds its pending result says it already ran, not that it waits.
 #[tokio::test]
 async fn a_resend_after_a_resubmission_under_another_key_says_it_already_ran() {
     let payments = Payments::default();
     let host = host(payments.clone(), Arc::default());
-    let original = refund_action();
-    let pending = host.invoke(original.clone(), &person("user:req")).await;
-    let id: ApprovalId = pending.approval_id().expect("the gate names its approval");
-    decide(&host, &id, &QUORUM, ApprovalDecisionKind::Approved).await;
+    let (original, id) = approved_refund(&host).await;
     let mut resubmitted = original.clone().with_idempotency_key("refund-1-again");
     resubmitted.approval = Some(Box::new(decision(
         &id,

@@ -88,7 +88,8 @@ impl Theatre {
         ticket: Ticket,
         key: IdempotencyKey,
     ) -> Result<Booked, ConnectorFailure> {
-        self.booked(format!("{}-{}", ticket.seat, key.as_str()))
+        // The key a provider would get (`ProviderRequest::idempotency` sends `scoped()`).
+        self.booked(format!("{}@{}", ticket.seat, key.scoped()))
     }
 
     /// Books a seat once per key and external account.
@@ -103,7 +104,7 @@ impl Theatre {
         ticket: Ticket,
         key: IdempotencyKey,
     ) -> Result<Booked, ConnectorFailure> {
-        self.booked(format!("{}-{}", ticket.seat, key.as_str()))
+        self.booked(format!("{}@{}", ticket.seat, key.scoped()))
     }
 
     /// Looks a seat up.
@@ -335,6 +336,34 @@ async fn a_tenant_scoped_key_without_any_tenant_is_scope_missing() {
         .unwrap();
     let completed = deployed.invoke(action(), &anonymous).await;
     assert_eq!(completed.status, ActionResultStatus::Completed);
+    assert_eq!(completed.output.unwrap()["booking_id"], "c3@Tenant:t1:k1");
+}
+
+/// Two tenants sending the same key are two operations for the host, and the key the handler
+/// forwards to the provider keeps them apart there too.
+#[tokio::test]
+async fn the_handler_forwards_the_key_as_the_host_scoped_it() {
+    let theatre = Theatre::default();
+    let host = host(theatre.clone());
+    let action = || {
+        Action::new("cap:theatre:book_for_tenant", json!({ "seat": "c3" }))
+            .with_idempotency_key("invoice-42")
+    };
+    let in_tenant = |id: &str| {
+        TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test")
+            .with_tenant(VerifiedTenant::new(id))
+    };
+    let acme = host.invoke(action(), &in_tenant("acme")).await;
+    let globex = host.invoke(action(), &in_tenant("globex")).await;
+    assert_eq!(
+        acme.output.unwrap()["booking_id"],
+        "c3@Tenant:acme:invoice-42"
+    );
+    assert_eq!(
+        globex.output.unwrap()["booking_id"],
+        "c3@Tenant:globex:invoice-42"
+    );
+    assert_eq!(theatre.executions.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]
@@ -365,9 +394,11 @@ async fn an_account_scoped_key_without_the_deployments_account_is_scope_missing(
         })
         .build()
         .unwrap();
+    let completed = deployed.invoke(action(), &caller()).await;
+    assert_eq!(completed.status, ActionResultStatus::Completed);
     assert_eq!(
-        deployed.invoke(action(), &caller()).await.status,
-        ActionResultStatus::Completed
+        completed.output.unwrap()["booking_id"],
+        "d4@ExternalAccount:stripe:acct_9:k1"
     );
 }
 

@@ -136,6 +136,49 @@ pub struct ApproverMemberships {
     pub delegated: Vec<DelegatedScope>,
 }
 
+impl ApproverMemberships {
+    /// Vouches for nothing yet; add memberships with the `with_*` methods.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The approver's tenant, as the authority knows it.
+    pub fn with_tenant(mut self, tenant_id: impl Into<String>) -> Self {
+        self.tenant_id = Some(tenant_id.into());
+        self
+    }
+
+    /// Adds a role (`role` leaves).
+    pub fn with_role(mut self, role: impl Into<String>) -> Self {
+        self.roles.insert(role.into());
+        self
+    }
+
+    /// Adds a group (`group` leaves).
+    pub fn with_group(mut self, group: impl Into<String>) -> Self {
+        self.groups.insert(group.into());
+        self
+    }
+
+    /// Adds a tenant policy that names the approver (`tenant_policy` leaves).
+    pub fn with_tenant_policy(mut self, policy_id: impl Into<String>) -> Self {
+        self.tenant_policies.insert(policy_id.into());
+        self
+    }
+
+    /// Adds an external approval system the approver decides through.
+    pub fn with_external_system(mut self, system: impl Into<String>) -> Self {
+        self.external_systems.insert(system.into());
+        self
+    }
+
+    /// Adds authority delegated within one scope.
+    pub fn with_delegated(mut self, scope: DelegatedScope) -> Self {
+        self.delegated.push(scope);
+        self
+    }
+}
+
 /// Approval authority delegated to an approver within one scope.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DelegatedScope {
@@ -1285,6 +1328,27 @@ mod tests {
     use super::*;
     use crate::invocation::VerifiedTenant;
     use crate::store::MemoryStore;
+
+    #[test]
+    fn memberships_are_built_one_membership_at_a_time() {
+        let built = ApproverMemberships::new()
+            .with_tenant("acme")
+            .with_role("finance")
+            .with_role("finance")
+            .with_group("treasury")
+            .with_tenant_policy("pol-1")
+            .with_external_system("servicenow");
+        assert_eq!(built.tenant_id.as_deref(), Some("acme"));
+        assert_eq!(built.roles, BTreeSet::from(["finance".to_owned()]));
+        assert_eq!(built.groups, BTreeSet::from(["treasury".to_owned()]));
+        assert_eq!(built.tenant_policies, BTreeSet::from(["pol-1".to_owned()]));
+        assert_eq!(
+            built.external_systems,
+            BTreeSet::from(["servicenow".to_owned()])
+        );
+        assert!(built.delegated.is_empty());
+        assert_eq!(ApproverMemberships::new(), ApproverMemberships::default());
+    }
 
     const TENANT: &str = "tenant_acme";
     /// When the fixture record was created; its TTL is one minute.

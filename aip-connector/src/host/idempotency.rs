@@ -63,13 +63,34 @@ pub(crate) fn scoped_key(
     tenant: Option<&VerifiedTenant>,
     external_account: Option<&aip_connector_core::model::ExternalAccountRef>,
 ) -> Result<String, aip_connector_core::model::ProtocolError> {
+    scoped_key_of(
+        scope,
+        raw,
+        action,
+        caller.principal.id.as_str(),
+        tenant.map(|t| t.id.as_str()),
+        external_account,
+    )
+}
+
+/// [`scoped_key`] from the parts it reads: the handler's context rebuilds the key from the
+/// action (whose trusted identity carries the tenant and the external account the pipeline
+/// scoped with) and the caller's principal id, so it need not keep a copy.
+pub(crate) fn scoped_key_of(
+    scope: IdempotencyKeyScope,
+    raw: &str,
+    action: &Action,
+    principal_id: &str,
+    tenant_id: Option<&str>,
+    external_account: Option<&aip_connector_core::model::ExternalAccountRef>,
+) -> Result<String, aip_connector_core::model::ProtocolError> {
     // The account partition is `<system>:<id>`, hence up to two parts.
     let (name, partition, account_id) = match scope {
         IdempotencyKeyScope::Action => ("Action", action.id.as_str(), None),
         IdempotencyKeyScope::Capability => ("Capability", action.capability_id.as_str(), None),
-        IdempotencyKeyScope::Principal => ("Principal", caller.principal.id.as_str(), None),
-        IdempotencyKeyScope::Tenant => match tenant {
-            Some(tenant) => ("Tenant", tenant.id.as_str(), None),
+        IdempotencyKeyScope::Principal => ("Principal", principal_id, None),
+        IdempotencyKeyScope::Tenant => match tenant_id {
+            Some(tenant) => ("Tenant", tenant, None),
             None => {
                 return Err(failure::policy(
                     codes::IDEMPOTENCY_SCOPE_MISSING,

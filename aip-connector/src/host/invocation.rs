@@ -1,10 +1,11 @@
 //! The host's [`InvocationContext`]: what extractors read during one execution.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering, fence};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
-use aip_connector_core::model::Action;
+use aip_connector_core::model::{Action, IdempotencyKeyScope};
 use futures_util::task::AtomicWaker;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -23,9 +24,10 @@ pub(crate) struct HostInvocation {
     /// from the same tenant) the first time a handler asks: most handlers never do, and every
     /// call would otherwise pay for a copy.
     pub(crate) tenant: OnceLock<Option<VerifiedTenant>>,
-    /// Whether the handler sees the action's idempotency key (the pipeline checked that it is
-    /// not blank); read from the action rather than copied.
-    pub(crate) expose_idempotency_key: bool,
+    /// The scope the pipeline reserved the action's key in, present exactly when the handler
+    /// sees that key (the pipeline checked that it is not blank). The key is read from the
+    /// action rather than copied, and its scoped form is rebuilt only when a handler asks.
+    pub(crate) idempotency_scope: Option<IdempotencyKeyScope>,
     pub(crate) cancellation: CancelSignal,
     pub(crate) deadline: Instant,
     pub(crate) stream: Option<Arc<dyn ChunkSink>>,
@@ -60,7 +62,26 @@ impl InvocationContext for HostInvocation {
         self.action
             .idempotency_key
             .as_deref()
-            .filter(|_| self.expose_idempotency_key)
+            .filter(|_| self.idempotency_scope.is_some())
+    }
+    fn scoped_idempotency_key(&self) -> Option<Cow<'_, str>> {
+        let scope = self.idempotency_scope?;
+        let raw = self.action.idempotency_key.as_deref()?;
+        let identity = self.action.identity.as_deref();
+        // The pipeline reserved this key with the same parts, so it cannot be missing here;
+        // were it, the caller's key is what the handler would forward anyway.
+        super::idempotency::scoped_key_of(
+            scope,
+            raw,
+            &self.action,
+            self.caller.principal_id.as_str(),
+            identity
+                .and_then(|i| i.tenant.as_ref())
+                .map(|t| t.id.as_str()),
+            identity.and_then(|i| i.external_account.as_ref()),
+        )
+        .ok()
+        .map(Cow::Owned)
     }
     fn cancellation(&self) -> &CancellationToken {
         self.cancellation.token()

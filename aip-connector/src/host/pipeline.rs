@@ -305,6 +305,8 @@ async fn execute(
     // stored state: a resumed action brings its verified record; a re-submitted one must match
     // an approved record of the same requester, action and input. The single resume is claimed
     // here, before anything else can consume it.
+    // A re-submission carries its approval; `resume_approved` brings the stored record instead.
+    let resubmitted = resume.is_none();
     let approved = match (resume, &action.approval) {
         (Some(record), _) => Some(record),
         (None, Some(decision)) => {
@@ -336,6 +338,27 @@ async fn execute(
                 let _ = claimed.set(record.approval_id.clone());
             }
             Ok(false) => {
+                // An exact resend of the re-submission that ran (same id and input, its key's
+                // record settled) is a transport retry: it gets the stored result, as any keyed
+                // resend does, rather than a refusal the caller cannot tell from a lost answer.
+                // A second `resume_approved` still says the action already ran (§5.5).
+                if let (true, Some(key)) = (resubmitted, &key) {
+                    let fingerprint =
+                        fingerprint.get_or_insert_with(|| idempotency::fingerprint(&action));
+                    match host.store.record(key, claimed_at).await {
+                        Ok(Some(record))
+                            if record.action_id == action.id
+                                && record.input_hash == *fingerprint
+                                && !crate::store::is_pending_approval(&record.result) =>
+                        {
+                            return idempotency::replay(&record, &action);
+                        }
+                        Ok(_) => {}
+                        Err(error) => {
+                            return failure::failed(&action.id, failure::storage(&error));
+                        }
+                    }
+                }
                 return failure::failed(
                     &action.id,
                     failure::policy(
@@ -445,7 +468,9 @@ async fn execute(
         Box::pin(approval_gate(&call, key, fingerprint)).await
     } else {
         let handler = Handler {
-            expose_idempotency_key: has_key,
+            // The handler sees the key only when the call reserved one; its context rebuilds the
+            // scoped form on demand (`ProviderRequest::idempotency` sends it).
+            idempotency_scope: settlement.reservation.is_some().then_some(scope),
             credential,
             approval: approved.as_deref().map(verified_from).map(Box::new),
             stream,
@@ -492,7 +517,8 @@ struct Call<'a> {
 
 /// What the handler gets besides the action, resolved by the earlier steps.
 struct Handler {
-    expose_idempotency_key: bool,
+    /// The key scope of the reserved key, when the handler may see the action's key.
+    idempotency_scope: Option<aip_connector_core::model::IdempotencyKeyScope>,
     credential: Option<Box<CredentialHandle>>,
     approval: Option<Box<VerifiedApprovals>>,
     stream: Option<Arc<dyn ChunkSink>>,
@@ -610,7 +636,7 @@ async fn validate_downstream(
             issuer: caller.issuer.clone(),
         },
         tenant: std::sync::OnceLock::from(tenant),
-        expose_idempotency_key: false,
+        idempotency_scope: None,
         cancellation: CancelSignal::default(),
         deadline: tokio::time::Instant::now() + Duration::from_millis(timeout_ms),
         stream: None,
@@ -781,7 +807,7 @@ fn dispatch<'c>(
             issuer: caller.issuer.clone(),
         },
         tenant: std::sync::OnceLock::new(),
-        expose_idempotency_key: handler.expose_idempotency_key,
+        idempotency_scope: handler.idempotency_scope,
         cancellation: CancelSignal::default(),
         deadline,
         stream: handler.stream,

@@ -13,9 +13,11 @@
 //! `delivery_id_stable`.
 //!
 //! `delivery_id_stable` looks at mutating requests only (reads and operation lookups need no
-//! key). A request's `Idempotency-Key` must be the action's key or contain it (a key derived per
-//! provider call, as `ProviderClient::idempotency_key` allows), and the redelivery must send the
-//! same keys in the same order as the first delivery.
+//! key). A request's `Idempotency-Key` must be the action's key as the host scopes it
+//! (`IdempotencyKey::scoped`, e.g. `Tenant:<tenant>:<key>`) or contain it (a key derived per
+//! provider call, as `ProviderRequest::idempotency_key` allows): the caller's key alone would let
+//! the provider merge two tenants' `invoice-42`. The redelivery must send the same keys in the
+//! same order as the first delivery.
 //!
 //! `collision_rejected` reuses the key with another valid input (a second declared example, or
 //! the example with one value changed): `reject_conflict` must answer `idempotency.conflict`,
@@ -149,19 +151,21 @@ async fn duplicates(
         ));
     }
 
-    // delivery_id_stable: every mutating request of both deliveries carried the action's key
-    // (or a key derived from it), and the redelivery sent the same keys in the same order.
+    // delivery_id_stable: every mutating request of both deliveries carried the action's key as
+    // the host scoped it (or a key derived from that), and the redelivery sent the same keys in
+    // the same order.
+    let scoped = h.scoped_key(&action).unwrap_or_else(|| key.clone());
     let first_keys = mutating_keys(&first_requests);
     let redelivery_keys = mutating_keys(&redelivery_requests);
     let unkeyed: Vec<String> = first_keys
         .iter()
         .chain(&redelivery_keys)
-        .filter(|(_, k)| !k.as_deref().is_some_and(|k| k.contains(key.as_str())))
+        .filter(|(_, k)| !k.as_deref().is_some_and(|k| k.contains(scoped.as_str())))
         .map(|(request, k)| format!("{request} carried {k:?}"))
         .collect();
     evidence.assert("delivery_id_stable", unkeyed.is_empty(), || {
         format!(
-            "`{id}`: mutating provider requests without the action's idempotency key `{key}` in `Idempotency-Key`: {}",
+            "`{id}`: mutating provider requests without the action's idempotency key as the host scopes it, `{scoped}`, in `Idempotency-Key` (the caller's key alone is shared by every tenant or principal of the scope; send `IdempotencyKey::scoped`, as `ProviderRequest::idempotency` does): {}",
             unkeyed.join(", ")
         )
     });

@@ -226,6 +226,9 @@ impl InvocationContext for TapContext {
     fn idempotency_key(&self) -> Option<&str> {
         self.inner.idempotency_key()
     }
+    fn scoped_idempotency_key(&self) -> Option<std::borrow::Cow<'_, str>> {
+        self.inner.scoped_idempotency_key()
+    }
     fn cancellation(&self) -> &CancellationToken {
         self.inner.cancellation()
     }
