@@ -32,6 +32,9 @@ pub(crate) type SpanMap = BTreeMap<String, Span>;
 pub(crate) const RISK_POINTER: &str = "/risk";
 /// Where `side_effects` is recorded in the [`SpanMap`], whether or not its value parsed.
 pub(crate) const SIDE_EFFECTS_POINTER: &str = "/contract/side_effects";
+/// Where `compensation(capability = ...)` is recorded in the [`SpanMap`].
+pub(crate) const COMPENSATION_TARGET_POINTER: &str =
+    "/contract/compensation/compensation_capability_id";
 
 /// Everything `#[capability(...)]` said, before signature-derived defaults are applied.
 #[derive(Default)]
@@ -830,7 +833,7 @@ impl Parser<'_> {
             match name.as_str() {
                 k::CAPABILITY => {
                     out.capability = self.string(inner);
-                    self.record(format!("{BASE}/compensation_capability_id"), inner.span());
+                    self.record(COMPENSATION_TARGET_POINTER, inner.span());
                 }
                 k::WINDOW_MS => {
                     out.window_ms = self.u64(inner);

@@ -27,6 +27,9 @@ pub(crate) struct CapabilityItem {
     pub(crate) validate: Option<Expr>,
     pub(crate) cancel: Option<Expr>,
     pub(crate) attr_span: Span,
+    /// Where `compensation(capability = "...")` names its target, for the connector-level check
+    /// that the target exists.
+    pub(crate) compensation_target_span: Option<Span>,
 }
 
 /// Parses, resolves and checks one handler. `connector_id` is `Some` inside `#[connector]`.
@@ -98,6 +101,10 @@ fn item(
             .iter()
             .map(|w| (w.code.clone(), w.reason.clone()))
             .collect(),
+        compensation_target_span: attr
+            .spans
+            .get(crate::attr::COMPENSATION_TARGET_POINTER)
+            .copied(),
         reconcile: attr.reconcile,
         validate: attr.validate,
         cancel: attr.cancel,

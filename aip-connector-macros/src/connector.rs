@@ -77,6 +77,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         }
         crate::signature::strip_refused_parameters(&mut method.sig, true);
     }
+    misspelt_companions(&cx, &block, &capabilities);
     if capabilities.is_empty() && !cx.has_errors() {
         cx.error_at(
             Span::call_site(),
@@ -92,6 +93,48 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             let errors = errors.to_compile_error();
             let fallback = crate::expand::fallback_connector(&block);
             quote! { #errors #block #fallback }
+        }
+    }
+}
+
+/// A companion (`reconcile = Self::find`) naming no method of this impl block but close to one
+/// is a typo: reported on the name with the method meant. rustc's own error for it ("no function
+/// or associated item named ...") suggests unrelated trait methods in scope. A name close to
+/// none is left to rustc, since the method may live in another impl block of the type.
+fn misspelt_companions(cx: &Ctxt, block: &ItemImpl, capabilities: &[CapabilityItem]) {
+    let methods: Vec<String> = block
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            ImplItem::Fn(method) => Some(method.sig.ident.to_string()),
+            _ => None,
+        })
+        .collect();
+    let candidates: Vec<&str> = methods.iter().map(String::as_str).collect();
+    for capability in capabilities {
+        let companions = [
+            ("reconcile", &capability.reconcile),
+            ("validate", &capability.validate),
+            ("cancel", &capability.cancel),
+        ];
+        for (key, companion) in companions {
+            let Some(syn::Expr::Path(path)) = companion else {
+                continue;
+            };
+            let segments = &path.path.segments;
+            if segments.len() != 2 || segments[0].ident != "Self" {
+                continue;
+            }
+            let name = segments[1].ident.to_string();
+            if candidates.contains(&name.as_str()) {
+                continue;
+            }
+            if let Some(meant) = crate::meta::did_you_mean(&name, &candidates) {
+                cx.error_spanned_by(
+                    &segments[1].ident,
+                    format!("no method `{name}` in this `#[connector]` impl block for `{key} = Self::{name}` (did you mean `{meant}`?)"),
+                );
+            }
         }
     }
 }
@@ -287,14 +330,50 @@ fn check_connector(cx: &Ctxt, attr: &ConnectorAttr, capabilities: &[CapabilityIt
         .collect();
     let mut issues = Vec::new();
     rules::compensation_targets(&manifest, &waivers, &mut issues);
+    let ids: Vec<&str> = capabilities
+        .iter()
+        .map(|c| c.capability.id.as_str())
+        .collect();
     for issue in issues {
-        let span = issue
+        let Some(capability) = issue
             .capability_id
             .as_ref()
             .and_then(|id| capabilities.iter().find(|c| c.capability.id == *id))
-            .map(|c| c.attr_span)
-            .unwrap_or_else(Span::call_site);
-        cx.error_at(span, format!("{} (rule `{}`)", issue.message, issue.code));
+        else {
+            cx.error_at(
+                Span::call_site(),
+                format!("{} (rule `{}`)", issue.message, issue.code),
+            );
+            continue;
+        };
+        // The only issue of this check: an unknown compensation target, spanned on the name
+        // and matched against this connector's ids.
+        let target = capability
+            .capability
+            .contract
+            .as_ref()
+            .and_then(|c| c.compensation.as_ref())
+            .and_then(|c| c.compensation_capability_id.as_ref())
+            .map(|id| id.as_str())
+            .unwrap_or_default();
+        cx.error_at(
+            capability
+                .compensation_target_span
+                .unwrap_or(capability.attr_span),
+            format!(
+                "compensation capability `{target}` is not a capability of this connector{}. {} (rule `{}`)",
+                // A capability does not compensate itself: its own id is no suggestion.
+                crate::meta::suggestion(
+                    target,
+                    &ids.iter()
+                        .copied()
+                        .filter(|id| *id != capability.capability.id.as_str())
+                        .collect::<Vec<_>>()
+                ),
+                rules::rule_info(&issue.code).map_or("", |info| info.fix),
+                issue.code
+            ),
+        );
     }
 }
 

@@ -8,7 +8,7 @@
 
 use proc_macro2::Span;
 use syn::spanned::Spanned;
-use syn::{FnArg, Ident, ReturnType, Signature, Type};
+use syn::{FnArg, GenericArgument, Ident, PathArguments, ReturnType, Signature, Type};
 
 use crate::ctxt::Ctxt;
 
@@ -62,6 +62,56 @@ impl Extractor {
         let last = path.path.segments.last()?;
         Extractor::ALL.into_iter().find(|e| last.ident == e.name())
     }
+}
+
+/// Wrappers an author may put around an extractor, expecting it to work as in other frameworks.
+const EXTRACTOR_WRAPPERS: [&str; 5] = ["Option", "Box", "Arc", "Rc", "Vec"];
+
+/// An extractor written inside a reference or a wrapper (`&Checkpoint`, `Option<IdempotencyKey>`):
+/// the extractor and how it was wrapped (`&` or the wrapper's name). Extractors are taken by
+/// value, and such a parameter would otherwise be read as the capability's input.
+fn wrapped_extractor(ty: &Type) -> Option<(Extractor, String)> {
+    match ty {
+        Type::Reference(reference) => {
+            let (kind, _) = Extractor::from_type(&reference.elem)
+                .map(|kind| (kind, String::new()))
+                .or_else(|| wrapped_extractor(&reference.elem))?;
+            Some((kind, "&".to_owned()))
+        }
+        Type::Paren(paren) => wrapped_extractor(&paren.elem),
+        Type::Path(path) => {
+            let last = path.path.segments.last()?;
+            let wrapper = EXTRACTOR_WRAPPERS.into_iter().find(|w| last.ident == w)?;
+            let PathArguments::AngleBracketed(args) = &last.arguments else {
+                return None;
+            };
+            args.args.iter().find_map(|arg| match arg {
+                GenericArgument::Type(inner) => {
+                    Extractor::from_type(inner).map(|kind| (kind, wrapper.to_owned()))
+                }
+                _ => None,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The error for an extractor taken inside `wrapper` (see [`wrapped_extractor`]).
+fn wrapped_extractor_message(kind: Extractor, wrapper: &str) -> String {
+    let name = kind.name();
+    let written = if wrapper == "&" {
+        format!("&{name}")
+    } else {
+        format!("{wrapper}<{name}>")
+    };
+    let why = if wrapper == "Option" {
+        format!(
+            "taking `{name}` is what declares the behaviour it stands for, so a handler that can do without it leaves it out"
+        )
+    } else {
+        "each extractor is an owned handle the host builds per call".to_owned()
+    };
+    format!("`{written}` is not an extractor; take `{name}` by value: {why}")
 }
 
 /// One handler parameter after the receiver.
@@ -158,12 +208,22 @@ pub(crate) fn read(cx: &Ctxt, sig: &Signature, in_impl: bool) -> HandlerSignatur
                         }
                         Role::Extractor(kind)
                     }
-                    None => {
-                        if params.iter().any(|p| matches!(p.role, Role::Input)) {
-                            cx.error_spanned_by(&typed.ty, "a capability handler takes one input parameter, and this is a second one; group the fields into one input type, or, if this is an aip-connector extractor imported under another name, import it under its own name");
+                    None => match wrapped_extractor(&ty) {
+                        // Reported as what it was meant to be, so it is not also a second input.
+                        Some((kind, wrapper)) => {
+                            cx.error_spanned_by(
+                                &typed.ty,
+                                wrapped_extractor_message(kind, &wrapper),
+                            );
+                            Role::Extractor(kind)
                         }
-                        Role::Input
-                    }
+                        None => {
+                            if params.iter().any(|p| matches!(p.role, Role::Input)) {
+                                cx.error_spanned_by(&typed.ty, "a capability handler takes one input parameter, and this is a second one; group the fields into one input type, or, if this is an aip-connector extractor imported under another name, import it under its own name");
+                            }
+                            Role::Input
+                        }
+                    },
                 };
                 params.push(Param { ty, role, span });
             }

@@ -93,9 +93,18 @@ pub(crate) fn check_contract(
         implementation: Some(&resolved.facts),
         waivers: &waivers,
     };
-    for issue in rules::check_capability(&resolved.capability, &options) {
+    let issues = rules::check_capability(&resolved.capability, &options);
+    // One cause, one diagnostic: a regulated side effect at high risk breaks both approval lints,
+    // and requiring approval settles both, so the side effect's lint speaks for the two.
+    let side_effect_needs_approval = issues
+        .iter()
+        .any(|i| i.code == codes::CONTRACT_LINT_SIDE_EFFECT_WITHOUT_APPROVAL);
+    for issue in issues {
         // The input schema is derived at run time; its object root is checked there.
-        if issue.code == codes::CAPABILITY_INPUT_SCHEMA_NOT_OBJECT {
+        if issue.code == codes::CAPABILITY_INPUT_SCHEMA_NOT_OBJECT
+            || (side_effect_needs_approval
+                && issue.code == codes::CONTRACT_LINT_RISK_WITHOUT_APPROVAL)
+        {
             continue;
         }
         let span =

@@ -180,8 +180,8 @@ impl KeyedBookings {
         }
         let failed_before = self.failures().get(key.as_str()).copied().unwrap_or(0);
         let provider_key = match (self.lie, failed_before) {
-            (Lie::RotatesKeyAfterFailure, n) if n > 0 => format!("{key}-attempt-{n}"),
-            _ => key.to_string(),
+            (Lie::RotatesKeyAfterFailure, n) if n > 0 => format!("{}-attempt-{n}", key.scoped()),
+            _ => key.scoped().to_owned(),
         };
         let answer: Result<Value, ConnectorFailure> = self
             .client

@@ -65,7 +65,9 @@ pub mod prelude {
         IdempotencyKey, ProviderClient, ReconcileOutcome, Reconciliation, StreamSink, Tenant,
         capability, connector,
     };
-    pub use aip_connector_core::model::{ConnectorFailure, ErrorCategory};
+    pub use aip_connector_core::model::{
+        ConnectorFailure, ConnectorOperation, ErrorCategory, ProviderOperationRef,
+    };
     pub use schemars::JsonSchema;
     pub use serde::{Deserialize, Serialize};
 }

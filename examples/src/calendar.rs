@@ -149,11 +149,9 @@ impl Calendar {
         if OffsetDateTime::parse(&input.starts_at, &Rfc3339).is_err() {
             // The schema's `format` is an annotation, not an assertion; the provider must never
             // see a start time it would have to guess at. The value is not quoted: it is PII.
-            return Err(ConnectorFailure::new(
+            return Err(ConnectorFailure::permanent(
                 "calendar.starts_at_invalid",
                 "starts_at is not an RFC 3339 date-time",
-                ErrorCategory::Permanent,
-                ConnectorOperation::Invocation,
                 CONNECTOR_ID,
             ));
         }

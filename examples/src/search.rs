@@ -281,11 +281,9 @@ impl Search {
     ) -> Result<SearchSummary, ConnectorFailure> {
         let terms: BTreeSet<String> = words(&input.query).collect();
         if terms.is_empty() {
-            return Err(ConnectorFailure::new(
+            return Err(ConnectorFailure::permanent(
                 "search.query_empty",
                 "the query contains no letters or digits",
-                ErrorCategory::Permanent,
-                ConnectorOperation::Invocation,
                 CONNECTOR_ID,
             ));
         }
@@ -345,11 +343,9 @@ impl Search {
                 .await?;
         }
         self.index.get(&input.document_id).cloned().ok_or_else(|| {
-            ConnectorFailure::new(
+            ConnectorFailure::permanent(
                 "search.document_not_found",
                 "no document has this id",
-                ErrorCategory::Permanent,
-                ConnectorOperation::Invocation,
                 CONNECTOR_ID,
             )
         })

@@ -221,7 +221,7 @@ async fn a_charge_needs_two_finance_approvers_and_sends_the_credential_as_a_bear
     );
     assert_eq!(
         request.idempotency_key(),
-        Some(format!("{TENANT}:order-17-commit").as_str())
+        Some(format!("Tenant:{TENANT}:order-17-commit").as_str())
     );
 
     // The approval record holds neither the input nor the address.

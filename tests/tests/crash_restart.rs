@@ -341,7 +341,8 @@ async fn crash_then_recover(spec: StoreSpec) {
         .await;
     assert_eq!(after.status, ActionResultStatus::Failed);
     assert_eq!(provider.effect_total(), 1, "{:?}", provider.effects());
-    assert_eq!(provider.effect_count("crash-1"), 1);
+    // The key as the host scoped it (`scope = principal`), which the handler forwards.
+    assert_eq!(provider.effect_count("Principal:user:ada:crash-1"), 1);
 
     drop(host);
     drop(store);

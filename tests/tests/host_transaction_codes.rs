@@ -814,6 +814,7 @@ async fn reexecuting_an_unknown_outcome_is_reconciliation_required() {
     assert_eq!(
         failure(&refused).details,
         Some(json!({
+            "transaction_id": id,
             "status": "outcome_unknown",
             "provider_operation": { "provider": "bank", "operation_id": "op-e1" },
             "cursor": "cursor-1",

@@ -256,6 +256,11 @@ async fn an_unknown_outcome_is_refused_until_reconciled_and_never_becomes_commit
     let first_id = first.id.clone();
     let uncertain = host.invoke(first, &caller()).await;
     assert_eq!(uncertain.error.as_ref().unwrap().code, "cal.reset");
+    // The failure names the transaction to reconcile.
+    assert_eq!(
+        uncertain.error.as_ref().unwrap().details.as_ref().unwrap()["transaction_id"],
+        json!(id)
+    );
     let record = store.transaction(&id).await.unwrap().unwrap();
     assert_eq!(record.status, TransactionProtocolStatus::OutcomeUnknown);
     assert_eq!(
@@ -268,10 +273,9 @@ async fn an_unknown_outcome_is_refused_until_reconciled_and_never_becomes_commit
     let mut again = execute("exec-1");
     again.id = first_id;
     let refused = host.invoke(again, &caller()).await;
-    assert_eq!(
-        refused.error.unwrap().code,
-        codes::TRANSACTION_RECONCILIATION_REQUIRED
-    );
+    let refusal = refused.error.unwrap();
+    assert_eq!(refusal.code, codes::TRANSACTION_RECONCILIATION_REQUIRED);
+    assert_eq!(refusal.details.unwrap()["transaction_id"], json!(id));
     assert_eq!(calendar.effects.load(Ordering::SeqCst), 1);
 
     // Reconciliation asks the provider and settles `reconciled`, not `committed`.

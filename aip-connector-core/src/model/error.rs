@@ -215,6 +215,36 @@ impl ConnectorFailure {
         })
     }
 
+    /// A connector's own refusal of an invocation: category `permanent`, not retryable,
+    /// operation `invocation`. The short form of [`new`](Self::new) for the common case:
+    /// `ConnectorFailure::permanent("ledger.currency_unsupported", "the ledger books EUR only", "acme-ledger")`.
+    pub fn permanent(
+        code: impl Into<String>,
+        message: impl Into<String>,
+        source_component: impl Into<String>,
+    ) -> Self {
+        Self::new(
+            code,
+            message,
+            ErrorCategory::Permanent,
+            ConnectorOperation::Invocation,
+            source_component,
+        )
+    }
+
+    /// A passing failure of an invocation that is safe to try again (a lock held, a provider
+    /// asking to slow down): category `temporary`, retryable, operation `invocation`. Add
+    /// [`with_retry_after_ms`](Self::with_retry_after_ms) when the provider said when.
+    pub fn temporary(
+        code: impl Into<String>,
+        message: impl Into<String>,
+        source_component: impl Into<String>,
+    ) -> Self {
+        let mut failure = Self::permanent(code, message, source_component);
+        failure.category = ErrorCategory::Temporary;
+        failure.with_retryable(true)
+    }
+
     /// The failure for an operation the connector does not implement: permanent, not retryable.
     pub fn unsupported(operation: ConnectorOperation, source_component: impl Into<String>) -> Self {
         Self::new(
@@ -388,6 +418,27 @@ impl From<ConnectorFailure> for ProtocolError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn permanent_and_temporary_are_invocation_failures_of_their_category() {
+        let refused = ConnectorFailure::permanent("ledger.currency", "EUR only", "acme-ledger");
+        assert_eq!(
+            refused,
+            ConnectorFailure::new(
+                "ledger.currency",
+                "EUR only",
+                ErrorCategory::Permanent,
+                ConnectorOperation::Invocation,
+                "acme-ledger",
+            )
+        );
+        assert!(!refused.retryable);
+        let busy = ConnectorFailure::temporary("ledger.locked", "account locked", "acme-ledger");
+        assert_eq!(busy.category, ErrorCategory::Temporary);
+        assert_eq!(busy.operation, ConnectorOperation::Invocation);
+        assert!(busy.retryable);
+        assert_eq!(busy.source_component, "acme-ledger");
+    }
 
     fn full_failure() -> ConnectorFailure {
         ConnectorFailure::from(ConnectorFailureData {

@@ -233,19 +233,19 @@ pub const RULES: &[RuleInfo] = &[
         CONTRACT_LINT_MUTATING_WITHOUT_IDEMPOTENCY,
         "a mutating side effect without required idempotency",
         true,
-        "Require idempotency keys (`idempotency(required, ...)`), or waive `contract.lint.mutating_without_idempotency` with a reason.",
+        "Take an `IdempotencyKey` parameter and forward it to the provider (the key is then required), or waive `contract.lint.mutating_without_idempotency` with a reason.",
     ),
     rule(
         CONTRACT_LINT_SIDE_EFFECT_WITHOUT_APPROVAL,
         "a financial, legal, medical, identity, delete or send_message effect without required approval",
         true,
-        "Require approval (`approval.required = true`, with evidence requirements), or waive `contract.lint.side_effect_without_approval` with a reason.",
+        "Require approval (`approval(required, selector = ..., evidence = [reason])` and an `Approval` parameter), or waive `contract.lint.side_effect_without_approval` with a reason.",
     ),
     rule(
         CONTRACT_LINT_RISK_WITHOUT_APPROVAL,
         "`high` or `critical` risk without an approval policy that requires approval",
         true,
-        "Require approval in the contract (hosts demand it for this risk anyway), lower the risk, or waive `contract.lint.risk_without_approval` with a reason.",
+        "Require approval (`approval(required, ...)` and an `Approval` parameter; hosts demand it for this risk anyway), lower the risk, or waive `contract.lint.risk_without_approval` with a reason.",
     ),
     rule(
         CONTRACT_LINT_POLICY_WITHOUT_CONTRACT,

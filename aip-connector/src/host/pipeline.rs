@@ -328,46 +328,22 @@ async fn execute(
     };
     if let Some(record) = &approved {
         let claimed_at = *now.get_or_insert_with(|| host.clock.now_ms());
-        match host
-            .store
-            .claim_resume(&record.approval_id, claimed_at)
-            .await
-        {
-            Ok(true) => {
+        // Boxed: its state (a rare replay included) would otherwise grow every call's pipeline.
+        let claim = Box::pin(claim_resume(ResumeClaim {
+            host,
+            action: &action,
+            approval_id: &record.approval_id,
+            resubmitted,
+            key: key.as_deref(),
+            fingerprint: &mut fingerprint,
+            now: claimed_at,
+        }));
+        match claim.await {
+            Ok(()) => {
                 // Told to `run`, which gives the claim back if the result is retryable.
                 let _ = claimed.set(record.approval_id.clone());
             }
-            Ok(false) => {
-                // An exact resend of the re-submission that ran (same id and input, its key's
-                // record settled) is a transport retry: it gets the stored result, as any keyed
-                // resend does, rather than a refusal the caller cannot tell from a lost answer.
-                // A second `resume_approved` still says the action already ran (§5.5).
-                if let (true, Some(key)) = (resubmitted, &key) {
-                    let fingerprint =
-                        fingerprint.get_or_insert_with(|| idempotency::fingerprint(&action));
-                    match host.store.record(key, claimed_at).await {
-                        Ok(Some(record))
-                            if record.action_id == action.id
-                                && record.input_hash == *fingerprint
-                                && !crate::store::is_pending_approval(&record.result) =>
-                        {
-                            return idempotency::replay(&record, &action);
-                        }
-                        Ok(_) => {}
-                        Err(error) => {
-                            return failure::failed(&action.id, failure::storage(&error));
-                        }
-                    }
-                }
-                return failure::failed(
-                    &action.id,
-                    failure::policy(
-                        codes::POLICY_APPROVAL_ALREADY_RESUMED,
-                        "this approved action already ran",
-                    ),
-                );
-            }
-            Err(error) => return failure::failed(&action.id, failure::storage(&error)),
+            Err(refused) => return refused,
         }
     }
     let resuming = approved.is_some();
@@ -498,6 +474,65 @@ async fn execute(
     Box::pin(settlement.settle(result)).await
 }
 
+/// What [`claim_resume`] needs.
+struct ResumeClaim<'a> {
+    host: &'a HostInner,
+    action: &'a Action,
+    approval_id: &'a ApprovalId,
+    /// The action carried its approval (a re-submission), rather than being resumed from the
+    /// stored request by `resume_approved`.
+    resubmitted: bool,
+    /// The scoped key, if the action has one.
+    key: Option<&'a str>,
+    /// The action's fingerprint, computed here if no earlier step needed it.
+    fingerprint: &'a mut Option<String>,
+    now: crate::store::Millis,
+}
+
+/// Claims the single resume of an approved action (stage 9). When it already ran, an exact
+/// resend of the re-submission that ran (same action id and fingerprint, its key's record
+/// settled) is a transport retry the caller cannot tell from a lost answer: it gets the stored
+/// result replayed, as any keyed resend does (§5.5). Anything else that finds the resume taken —
+/// another action carrying the approval, a second `resume_approved`, a resend while the first
+/// still runs — gets `policy.approval_already_resumed`.
+async fn claim_resume(claim: ResumeClaim<'_>) -> Result<(), ActionResult> {
+    let ResumeClaim {
+        host,
+        action,
+        approval_id,
+        resubmitted,
+        key,
+        fingerprint,
+        now,
+    } = claim;
+    match host.store.claim_resume(approval_id, now).await {
+        Ok(true) => return Ok(()),
+        Ok(false) => {}
+        Err(error) => return Err(failure::failed(&action.id, failure::storage(&error))),
+    }
+    if let (true, Some(key)) = (resubmitted, key) {
+        let fingerprint = fingerprint.get_or_insert_with(|| idempotency::fingerprint(action));
+        match host.store.record(key, now).await {
+            Ok(Some(record))
+                if record.action_id == action.id
+                    && record.input_hash == *fingerprint
+                    && !crate::store::is_pending_approval(&record.result) =>
+            {
+                return Err(idempotency::replay(&record, action));
+            }
+            Ok(_) => {}
+            Err(error) => return Err(failure::failed(&action.id, failure::storage(&error))),
+        }
+    }
+    Err(failure::failed(
+        &action.id,
+        failure::policy(
+            codes::POLICY_APPROVAL_ALREADY_RESUMED,
+            "this approved action already ran",
+        ),
+    ))
+}
+
 /// What every later step of one call reads.
 struct Call<'a> {
     host: &'a HostInner,
@@ -570,8 +605,10 @@ async fn transactional(
         return result;
     }
     let checkpoint = Arc::new(transaction::StoreCheckpoint::new(host, &record));
-    let (result, timed_out) = run_handler(call, handler, Some(checkpoint)).await;
-    transaction::settle(host, &record, mode, &result, timed_out).await;
+    let (mut result, timed_out) = run_handler(call, handler, Some(checkpoint)).await;
+    if transaction::settle(host, &record, mode, &result, timed_out).await {
+        transaction::name_unknown_outcome(&mut result, &record.transaction_id);
+    }
     result
 }
 

@@ -844,24 +844,26 @@ fn reconciliation_required(record: &TransactionRecord) -> ProtocolError {
     );
     failure::with_details(
         error,
-        json!({ "status": record.status, "provider_operation": record.provider_operation, "cursor": record.reconciliation_cursor, "reconcile_after_ms": record.reconcile_after_ms }),
+        json!({ "transaction_id": record.transaction_id, "status": record.status, "provider_operation": record.provider_operation, "cursor": record.reconciliation_cursor, "reconcile_after_ms": record.reconcile_after_ms }),
     )
 }
 
-/// Settles the record of an admitted commit/execute/reconcile with the action's result.
+/// Settles the record of an admitted commit/execute/reconcile with the action's result. Says
+/// whether the transaction now has an unknown outcome (the caller names it in the result, see
+/// [`name_unknown_outcome`]).
 pub(crate) async fn settle(
     host: &HostInner,
     admitted: &TransactionRecord,
     mode: TransactionMode,
     result: &ActionResult,
     timed_out: bool,
-) {
+) -> bool {
     // Reread: a checkpoint may have moved the revision while the handler ran.
     let record = match host.store.transaction(&admitted.transaction_id).await {
         Ok(Some(record)) => record,
         Ok(None) | Err(_) => {
             tracing::warn!(transaction_id = %admitted.transaction_id, "transaction record missing at settlement");
-            return;
+            return false;
         }
     };
     let now = host.clock.now_ms();
@@ -937,13 +939,29 @@ pub(crate) async fn settle(
         .transition(&record.transaction_id, record.revision, &transition, now)
         .await
     {
-        Ok(TransitionOutcome::Applied(_)) => {}
+        Ok(TransitionOutcome::Applied(_)) => transition.to == Status::OutcomeUnknown,
         Ok(other) => {
-            tracing::warn!(transaction_id = %record.transaction_id, outcome = ?std::mem::discriminant(&other), "transaction settlement lost a race")
+            tracing::warn!(transaction_id = %record.transaction_id, outcome = ?std::mem::discriminant(&other), "transaction settlement lost a race");
+            false
         }
         Err(error) => {
-            tracing::warn!(transaction_id = %record.transaction_id, error = %error, "transaction settlement failed")
+            tracing::warn!(transaction_id = %record.transaction_id, error = %error, "transaction settlement failed");
+            false
         }
+    }
+}
+
+/// Names the transaction in the error of a result whose outcome is unknown
+/// (`details.transaction_id`), so the caller can send `reconcile` without looking it up.
+pub(crate) fn name_unknown_outcome(result: &mut ActionResult, transaction_id: &TransactionId) {
+    let Some(error) = result.error.as_mut() else {
+        return;
+    };
+    let details = error.details.get_or_insert_with(|| json!({}));
+    if let Some(details) = details.as_object_mut() {
+        details
+            .entry("transaction_id")
+            .or_insert_with(|| json!(transaction_id));
     }
 }
 

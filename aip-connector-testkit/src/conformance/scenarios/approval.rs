@@ -15,8 +15,9 @@
 //!   decision with its reason, evidence artifacts, authority path, decision id and the policy
 //!   hash it was checked against.
 //! - `resume_once`: two concurrent resumes of an approved request run the handler once; the
-//!   other is `policy.approval_already_resumed`; the provider sees as many effects as one
-//!   approved run makes.
+//!   other, and a third resume after them, is `policy.approval_already_resumed` (or, for an
+//!   exact re-submission of the action that ran, its stored result replayed); the provider sees
+//!   as many effects as one approved run makes.
 //!
 //! A connector cannot make the host resume twice — the resume is claimed in the store before the
 //! handler is dispatched — so `resume_once` is the host's promise, checked end to end; the
@@ -30,7 +31,7 @@ use aip_connector::model::{Action, ActionResult, ActionResultStatus, ApprovalDec
 use aip_connector::store::ApprovalStatus;
 use serde_json::Value;
 
-use super::code;
+use super::{code, is_replay};
 use crate::conformance::harness::CALLER;
 use crate::conformance::{Evidence, Harness, approval_id_of};
 
@@ -322,13 +323,15 @@ async fn resume_twice(
     let third = h.resume(host, &approval, &gated_action).await;
     let calls = h.probe().calls(&id) - calls_before;
     let effects = h.provider().effect_total() - effects_before;
-    let refused = [&first, &second]
-        .iter()
-        .filter(|r| code(r) == codes::POLICY_APPROVAL_ALREADY_RESUMED)
-        .count();
+    // A resume that did not run either learns the action already ran or, when it re-sent the
+    // very action that ran (a redacted request is resumed by re-submission), gets its stored
+    // result replayed (host docs §5.5).
+    let did_not_run =
+        |r: &ActionResult| code(r) == codes::POLICY_APPROVAL_ALREADY_RESUMED || is_replay(r);
+    let refused = [&first, &second].iter().filter(|r| did_not_run(r)).count();
     evidence.assert(
         "resume_once",
-        calls == 1 && refused == 1 && code(&third) == codes::POLICY_APPROVAL_ALREADY_RESUMED,
+        calls == 1 && refused == 1 && did_not_run(&third),
         || {
             format!(
                 "two concurrent resumes of `{id}` ran its handler {calls} time(s) and answered {} and {}; a third answered {}",
