@@ -131,6 +131,20 @@ pub(crate) fn parse_capability(cx: &Ctxt, items: &[MetaItem]) -> CapabilityAttr 
     for item in parser.unique(items, keys::capability::ALL, "#[capability]") {
         parser.capability_key(&mut attr, item);
     }
+    // A misspelt required key (`side_effect = [read]`) already has its error, with the key
+    // meant: it is not also missing.
+    for item in items {
+        let name = item.name();
+        if keys::capability::ALL.contains(&name.as_str()) {
+            continue;
+        }
+        let meant = match meta::did_you_mean(&name, keys::capability::ALL) {
+            Some(keys::capability::SIDE_EFFECTS) => SIDE_EFFECTS_POINTER,
+            Some(keys::capability::RISK) => RISK_POINTER,
+            _ => continue,
+        };
+        parser.spans.entry(meant.to_owned()).or_insert(item.key.span());
+    }
     attr.spans = parser.spans;
     attr
 }

@@ -67,16 +67,16 @@ impl Extractor {
 /// Wrappers an author may put around an extractor, expecting it to work as in other frameworks.
 const EXTRACTOR_WRAPPERS: [&str; 5] = ["Option", "Box", "Arc", "Rc", "Vec"];
 
-/// An extractor written inside a reference or a wrapper (`&Checkpoint`, `Option<IdempotencyKey>`):
-/// the extractor and how it was wrapped (`&` or the wrapper's name). Extractors are taken by
-/// value, and such a parameter would otherwise be read as the capability's input.
+/// An extractor written inside references or wrappers (`&Checkpoint`, `Option<IdempotencyKey>`,
+/// `&Option<Deadline>`): the extractor and the type as written, for the message. Extractors are
+/// taken by value, and such a parameter would otherwise be read as the capability's input.
 fn wrapped_extractor(ty: &Type) -> Option<(Extractor, String)> {
     match ty {
         Type::Reference(reference) => {
-            let (kind, _) = Extractor::from_type(&reference.elem)
-                .map(|kind| (kind, String::new()))
+            let (kind, inner) = Extractor::from_type(&reference.elem)
+                .map(|kind| (kind, kind.name().to_owned()))
                 .or_else(|| wrapped_extractor(&reference.elem))?;
-            Some((kind, "&".to_owned()))
+            Some((kind, format!("&{inner}")))
         }
         Type::Paren(paren) => wrapped_extractor(&paren.elem),
         Type::Path(path) => {
@@ -86,9 +86,10 @@ fn wrapped_extractor(ty: &Type) -> Option<(Extractor, String)> {
                 return None;
             };
             args.args.iter().find_map(|arg| match arg {
-                GenericArgument::Type(inner) => {
-                    Extractor::from_type(inner).map(|kind| (kind, wrapper.to_owned()))
-                }
+                GenericArgument::Type(inner) => Extractor::from_type(inner)
+                    .map(|kind| (kind, kind.name().to_owned()))
+                    .or_else(|| wrapped_extractor(inner))
+                    .map(|(kind, inner)| (kind, format!("{wrapper}<{inner}>"))),
                 _ => None,
             })
         }
@@ -96,15 +97,10 @@ fn wrapped_extractor(ty: &Type) -> Option<(Extractor, String)> {
     }
 }
 
-/// The error for an extractor taken inside `wrapper` (see [`wrapped_extractor`]).
-fn wrapped_extractor_message(kind: Extractor, wrapper: &str) -> String {
+/// The error for an extractor taken as `written` (see [`wrapped_extractor`]).
+fn wrapped_extractor_message(kind: Extractor, written: &str) -> String {
     let name = kind.name();
-    let written = if wrapper == "&" {
-        format!("&{name}")
-    } else {
-        format!("{wrapper}<{name}>")
-    };
-    let why = if wrapper == "Option" {
+    let why = if written.contains("Option<") {
         format!(
             "taking `{name}` is what declares the behaviour it stands for, so a handler that can do without it leaves it out"
         )
@@ -209,13 +205,14 @@ pub(crate) fn read(cx: &Ctxt, sig: &Signature, in_impl: bool) -> HandlerSignatur
                         Role::Extractor(kind)
                     }
                     None => match wrapped_extractor(&ty) {
-                        // Reported as what it was meant to be, so it is not also a second input.
-                        Some((kind, wrapper)) => {
+                        // Reported as what it was meant to be and left out, so it is neither a
+                        // second input nor a duplicate of the extractor taken by value.
+                        Some((kind, written)) => {
                             cx.error_spanned_by(
                                 &typed.ty,
-                                wrapped_extractor_message(kind, &wrapper),
+                                wrapped_extractor_message(kind, &written),
                             );
-                            Role::Extractor(kind)
+                            continue;
                         }
                         None => {
                             if params.iter().any(|p| matches!(p.role, Role::Input)) {

@@ -14,6 +14,11 @@
 //! # });
 //! ```
 //!
+//! It sees what the test's own thread emits: run the test on the current-thread runtime with
+//! the host in process. Lines written on other threads (a multi-thread runtime's workers, a
+//! served host's request tasks) are not captured, so pair every absence check with a presence
+//! check of the same call.
+//!
 //! # Why not a plain scoped subscriber
 //!
 //! `tracing` caches, per callsite and for the whole process, whether any subscriber is

@@ -135,6 +135,9 @@ enum Lie {
     InputInCheckpoint,
     /// Logs the credential's secret.
     LogsSecret,
+    /// Forwards the caller's raw key (`key.as_str()`) instead of the scoped one, so two tenants'
+    /// equal keys would be one operation at the provider.
+    ForwardsRawKey,
 }
 
 #[derive(Clone)]
@@ -180,8 +183,11 @@ impl KeyedBookings {
         }
         let failed_before = self.failures().get(key.as_str()).copied().unwrap_or(0);
         let provider_key = match (self.lie, failed_before) {
-            (Lie::RotatesKeyAfterFailure, n) if n > 0 => format!("{}-attempt-{n}", key.scoped()),
-            _ => key.scoped().to_owned(),
+            (Lie::RotatesKeyAfterFailure, n) if n > 0 => {
+                format!("{}-attempt-{n}", key.for_provider())
+            }
+            (Lie::ForwardsRawKey, _) => key.as_str().to_owned(),
+            _ => key.for_provider().to_owned(),
         };
         let answer: Result<Value, ConnectorFailure> = self
             .client
@@ -346,6 +352,20 @@ fn retrying_with_a_new_key_is_caught_by_retry_exhaustion_only() {
         "{}",
         check.detail
     );
+}
+
+#[test]
+fn forwarding_the_raw_key_is_caught_by_delivery_id_stable_only() {
+    let report = keyed(Lie::ForwardsRawKey).run();
+    assert_caught_only_by(
+        &report,
+        Scenario::IdempotencyDuplicates,
+        &["delivery_id_stable"],
+    );
+    let check = report
+        .check(&Scenario::IdempotencyDuplicates.check_name())
+        .unwrap();
+    assert!(check.detail.contains("aip1_"), "{}", check.detail);
 }
 
 #[test]

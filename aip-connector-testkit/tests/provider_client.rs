@@ -171,8 +171,12 @@ async fn the_handler_extractors_drive_key_deadline_and_cancellation() {
         .send_json()
         .await
         .unwrap();
-    assert_eq!(created.idempotency_key.as_deref(), Some("action-key"));
-    assert_eq!(handle.requests()[0].idempotency_key(), Some("action-key"));
+    // A static invocation scopes nothing: the provider gets the digest of the caller's key.
+    let sent = IdempotencyKey::provider_key_of("action-key");
+    assert_eq!(key.for_provider(), sent);
+    assert!(sent.starts_with(IdempotencyKey::PROVIDER_KEY_PREFIX) && sent.len() == 69);
+    assert_eq!(created.idempotency_key.as_deref(), Some(sent.as_str()));
+    assert_eq!(handle.requests()[0].idempotency_key(), Some(sent.as_str()));
 
     // The action's deadline bounds the call.
     handle.inject("/bookings", Fault::delay(Duration::from_secs(10)));

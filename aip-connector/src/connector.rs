@@ -13,7 +13,7 @@ use aip_connector_core::rules::{ImplementationFacts, Waiver};
 use serde_json::{Value, json};
 
 use crate::codes;
-use crate::invocation::{BoxFuture, InvocationContext};
+use crate::invocation::{BoxFuture, CredentialHandle, InvocationContext, VerifiedTenant};
 
 /// Everything declared about one capability: the wire capability (with derived schemas and the
 /// compile-time contract), the implementation facts derived from the handler's signature, and
@@ -122,6 +122,44 @@ pub struct Reconciliation {
     pub provider_operation: ProviderOperationRef,
     /// Cursor from an earlier, non-terminal answer.
     pub cursor: Option<String>,
+    /// The verified tenant of the `reconcile` action, to pick the tenant's provider account.
+    pub tenant: Option<VerifiedTenant>,
+    /// The credential resolved for the `reconcile` action, when the contract declares a
+    /// credential policy: the lookup authenticates like the call it settles. (Its `Debug` never
+    /// shows the secret.)
+    pub credential: Option<CredentialHandle>,
+}
+
+impl Reconciliation {
+    /// A reconciliation of `transaction_id`'s `provider_operation`, with no cursor, tenant or
+    /// credential (for unit tests of a reconcile handler; the host fills in all of them).
+    pub fn new(transaction_id: TransactionId, provider_operation: ProviderOperationRef) -> Self {
+        Self {
+            transaction_id,
+            provider_operation,
+            cursor: None,
+            tenant: None,
+            credential: None,
+        }
+    }
+
+    /// With the cursor of an earlier, non-terminal answer.
+    pub fn with_cursor(mut self, cursor: impl Into<String>) -> Self {
+        self.cursor = Some(cursor.into());
+        self
+    }
+
+    /// With the tenant of the `reconcile` action.
+    pub fn with_tenant(mut self, tenant: VerifiedTenant) -> Self {
+        self.tenant = Some(tenant);
+        self
+    }
+
+    /// With the credential resolved for the `reconcile` action.
+    pub fn with_credential(mut self, credential: CredentialHandle) -> Self {
+        self.credential = Some(credential);
+        self
+    }
 }
 
 /// A reconcile handler's answer. The host never turns `Committed` into a `committed`
@@ -175,7 +213,9 @@ impl From<ReconcileOutcome> for ReconciliationResult {
 pub struct CancelRequest {
     /// The action to cancel.
     pub action_id: ActionId,
-    /// Its idempotency key, to find the provider operation.
+    /// Its idempotency key, to find the provider operation: the key a handler sent with
+    /// `ProviderRequest::idempotency` (its [`IdempotencyKey::for_provider`](crate::IdempotencyKey::for_provider)),
+    /// since the caller's raw key is not unique at the provider.
     pub idempotency_key: Option<String>,
 }
 

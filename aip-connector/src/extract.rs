@@ -94,30 +94,54 @@ fn missing(what: &str, code: &str, category: ErrorCategory) -> ConnectorFailure 
 }
 
 /// The action's idempotency key. Forward it to the provider with
-/// [`ProviderRequest::idempotency`](crate::provider::ProviderRequest::idempotency) so that a retried call
-/// does not repeat the effect: that sends [`scoped`](Self::scoped), the key as the host
-/// deduplicates it, so two tenants (or principals, per the contract's key scope) that both send
-/// `invoice-42` reach the provider as two operations.
+/// [`ProviderRequest::idempotency`](crate::provider::ProviderRequest::idempotency) so that a
+/// retried call does not repeat the effect: that sends [`for_provider`](Self::for_provider), a
+/// digest of the key as the host deduplicates it, so two tenants (or principals, per the
+/// contract's key scope) that both send `invoice-42` reach the provider as two operations.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct IdempotencyKey {
     key: String,
     scoped: Option<String>,
+    provider: String,
 }
 
 impl IdempotencyKey {
+    /// Prefix of [`for_provider`](Self::for_provider) keys; the `1` names the derivation, so a
+    /// later one can be told apart.
+    pub const PROVIDER_KEY_PREFIX: &'static str = "aip1_";
+
     /// The key as sent by the caller. Two tenants may send the same one for different intents:
-    /// to name an operation at a provider, use [`scoped`](Self::scoped).
+    /// to name an operation at a provider, use [`for_provider`](Self::for_provider).
     pub fn as_str(&self) -> &str {
         &self.key
     }
 
     /// The key as the host deduplicates it, `<Scope>:<partition>:<key>` for the contract's key
     /// scope (`Tenant:acme:invoice-42` under `key_scope = tenant`). It is unique wherever the
-    /// host's idempotency records are, so a provider that deduplicates on it merges exactly
-    /// the calls the host would replay. Outside a host (a
+    /// host's idempotency records are. Outside a host (a
     /// [`StaticInvocation`](crate::StaticInvocation)) it is the caller's key.
     pub fn scoped(&self) -> &str {
         self.scoped.as_deref().unwrap_or(&self.key)
+    }
+
+    /// The key to give a provider: `aip1_` and the SHA-256 (lowercase hex) of
+    /// [`scoped`](Self::scoped), 69 ASCII characters whatever the key and ids. A provider that
+    /// deduplicates on it merges exactly the calls the host would replay, and it learns neither
+    /// the tenant nor the principal, fits the usual 255-character limits and is always a valid
+    /// header value. Keys derived per provider call (`format!("{}-refund", key.for_provider())`)
+    /// go through [`ProviderRequest::idempotency_key`](crate::provider::ProviderRequest::idempotency_key).
+    pub fn for_provider(&self) -> &str {
+        &self.provider
+    }
+
+    /// [`for_provider`](Self::for_provider) of a scoped key: what a provider receives for it,
+    /// for tests and tools that check the provider's side.
+    pub fn provider_key_of(scoped: &str) -> String {
+        let digest = crate::host::canonical::sha256_hex(scoped.as_bytes());
+        let mut key = String::with_capacity(Self::PROVIDER_KEY_PREFIX.len() + digest.len());
+        key.push_str(Self::PROVIDER_KEY_PREFIX);
+        key.push_str(&digest);
+        key
     }
 }
 
@@ -138,19 +162,28 @@ impl Extractor for IdempotencyKey {
     fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure> {
         context
             .idempotency_key()
-            .map(|key| IdempotencyKey {
-                key: key.to_owned(),
-                scoped: context
-                    .scoped_idempotency_key()
-                    .filter(|scoped| *scoped != key)
-                    .map(std::borrow::Cow::into_owned),
-            })
             .ok_or_else(|| {
                 missing(
                     "idempotency key",
                     codes::IDEMPOTENCY_REQUIRED,
                     ErrorCategory::Permanent,
                 )
+            })
+            .and_then(|key| {
+                // Fail closed: a key the context cannot scope would reach the provider unscoped
+                // and merge with another tenant's equal key.
+                let scoped = context.scoped_idempotency_key().ok_or_else(|| {
+                    missing(
+                        "scoped idempotency key",
+                        codes::IDEMPOTENCY_SCOPE_MISSING,
+                        ErrorCategory::Policy,
+                    )
+                })?;
+                Ok(IdempotencyKey {
+                    key: key.to_owned(),
+                    provider: IdempotencyKey::provider_key_of(&scoped),
+                    scoped: (scoped != key).then(|| scoped.into_owned()),
+                })
             })
     }
 }

@@ -37,10 +37,10 @@ pub trait InvocationContext: Send + Sync {
     /// The same key as the host deduplicates it, `<Scope>:<partition>:<key>` for the contract's
     /// key scope (e.g. `Tenant:acme:invoice-42`): what a provider must deduplicate on, so that
     /// two actions the host keeps apart (two tenants' `invoice-42`) stay apart there too.
-    /// Contexts that scope nothing, such as [`StaticInvocation`], answer the caller's key.
-    fn scoped_idempotency_key(&self) -> Option<Cow<'_, str>> {
-        self.idempotency_key().map(Cow::Borrowed)
-    }
+    /// `None` exactly when [`idempotency_key`](Self::idempotency_key) is `None`; contexts that
+    /// scope nothing, such as [`StaticInvocation`], answer the caller's key. Required, so a
+    /// wrapper context cannot forget to forward it and send the unscoped key.
+    fn scoped_idempotency_key(&self) -> Option<Cow<'_, str>>;
     /// Fires when the action is cancelled or its deadline passes.
     fn cancellation(&self) -> &CancellationToken;
     /// When the handler must have finished.
@@ -344,6 +344,9 @@ impl InvocationContext for StaticInvocation {
     }
     fn idempotency_key(&self) -> Option<&str> {
         self.action.idempotency_key.as_deref()
+    }
+    fn scoped_idempotency_key(&self) -> Option<Cow<'_, str>> {
+        self.idempotency_key().map(Cow::Borrowed)
     }
     fn cancellation(&self) -> &CancellationToken {
         &self.cancellation

@@ -587,20 +587,18 @@ impl ProviderRequest {
         self
     }
 
-    /// Sends the action's idempotency key in the client's idempotency header, in its scoped
-    /// form ([`IdempotencyKey::scoped`], e.g. `Tenant:acme:invoice-42`): the provider then
-    /// deduplicates exactly the calls the host would replay, and two tenants' `invoice-42` stay
-    /// two operations. A provider that limits the key's length or characters needs a key
-    /// derived from the scoped one (a hash, say) through
-    /// [`idempotency_key`](Self::idempotency_key).
+    /// Sends the action's idempotency key in the client's idempotency header, as
+    /// [`IdempotencyKey::for_provider`]: a digest of the key as the host scopes it, so the
+    /// provider deduplicates exactly the calls the host would replay, two tenants' `invoice-42`
+    /// stay two operations, and the provider learns no tenant or principal id.
     pub fn idempotency(self, key: &IdempotencyKey) -> Self {
-        self.idempotency_key(key.scoped())
+        self.idempotency_key(key.for_provider())
     }
 
     /// Sends `key` in the client's idempotency header (for keys derived from the action's, e.g.
     /// one per provider call of a multi-step handler). Derive them from
-    /// [`IdempotencyKey::scoped`], not the caller's key alone, so that the provider keeps apart
-    /// what the host keeps apart.
+    /// [`IdempotencyKey::for_provider`], not the caller's key alone, so that the provider keeps
+    /// apart what the host keeps apart.
     pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
         self.idempotency_key = Some(key.into());
         self

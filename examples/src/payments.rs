@@ -294,7 +294,9 @@ impl Payments {
             .api
             .post(REFUNDS_ROUTE)
             .bearer_auth(credential.secret())
-            .idempotency_key(format!("refund:{}", compensation.action_id))
+            // One refund per charge: the provider's own charge id is unique at the provider,
+            // where the compensated action's id is the caller's choice.
+            .idempotency_key(format!("refund:{charge_id}"))
             .header(OPERATION_ID_HEADER, &operation.operation_id)
             .provider_operation(operation)
             .operation(ConnectorOperation::Compensation)

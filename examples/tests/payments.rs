@@ -16,7 +16,7 @@ use aip_connector::model::{
     EvidenceArtifact, Principal, PrincipalKind, TransactionMode,
 };
 use aip_connector::store::{ApprovalStatus, MemoryStore};
-use aip_connector::{CredentialHandle, Secret, VerifiedTenant};
+use aip_connector::{CredentialHandle, IdempotencyKey, Secret, VerifiedTenant};
 use aip_connector_examples::loopback_client;
 use aip_connector_examples::payments::{self, Payments};
 use aip_connector_testkit::provider_double::{ProviderDouble, ProviderHandle};
@@ -221,7 +221,7 @@ async fn a_charge_needs_two_finance_approvers_and_sends_the_credential_as_a_bear
     );
     assert_eq!(
         request.idempotency_key(),
-        Some(format!("Tenant:{TENANT}:order-17-commit").as_str())
+        Some(IdempotencyKey::provider_key_of(&format!("Tenant:{TENANT}:order-17-commit")).as_str())
     );
 
     // The approval record holds neither the input nor the address.
@@ -333,7 +333,7 @@ async fn the_refund_compensates_the_charge_once_after_approval() {
     assert_eq!(refunds[0].request["charge_id"], charge_id.as_str());
     assert_eq!(
         refunds[0].idempotency_key.as_deref(),
-        Some(format!("refund:{}", charged.action_id).as_str()),
+        Some(format!("refund:{charge_id}").as_str()),
         "the provider keys the refund by the charge it undoes"
     );
 

@@ -220,15 +220,14 @@ async fn companion_handlers_are_dispatched_by_capability_id() {
     let outcome = Calendar
         .reconcile(
             "cap:calendar:booking:create",
-            Reconciliation {
-                transaction_id: aip_connector::ids::TransactionId::new(),
-                provider_operation: ProviderOperationRef {
+            Reconciliation::new(
+                aip_connector::ids::TransactionId::new(),
+                ProviderOperationRef {
                     provider: "cal".into(),
                     operation_id: "op-1".into(),
                     request_id: None,
                 },
-                cursor: None,
-            },
+            ),
         )
         .await
         .unwrap();

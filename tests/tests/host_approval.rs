@@ -405,6 +405,17 @@ async fn an_exact_resend_of_a_resubmission_that_ran_replays_its_result() {
     assert_eq!(output["refund_id"], ran.output.unwrap()["refund_id"]);
     assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
 
+    // The same principal id in another tenant is another requester: no replay, no run.
+    let elsewhere = TrustedContext::new(Principal::new("user:req", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new("t2"));
+    let foreign = host.invoke(resubmitted.clone(), &elsewhere).await;
+    assert_eq!(foreign.status, ActionResultStatus::Failed, "{foreign:?}");
+    assert_eq!(
+        foreign.error.unwrap().code,
+        codes::POLICY_APPROVAL_UNVERIFIED
+    );
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
+
     // Another action reusing the approval is still refused: the approval ran its action once.
     let mut other = resubmitted;
     other.id = aip_connector::ids::ActionId::new();
@@ -629,7 +640,8 @@ async fn approvers_of_a_single_tenant_deployment_belong_to_its_tenant() {
         )
         .await
         .unwrap_err();
-    assert_eq!(refused.code, codes::POLICY_APPROVER_TENANT_MISMATCH);
+    // Another tenant's approver is told nothing about the request, as any reader of it is.
+    assert_eq!(refused.code, codes::POLICY_APPROVAL_NOT_FOUND);
 
     for approver in QUORUM {
         let approval =

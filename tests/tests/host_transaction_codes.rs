@@ -1308,10 +1308,20 @@ async fn checkpoints_are_durable_single_valued_and_need_a_transaction() {
     );
     assert_eq!(failed.reconciliation_cursor.as_deref(), Some("cursor-1"));
 
+    // A plain action on a capability that offers `execute` runs as one: its checkpoint has a
+    // transaction to record into.
     let plain = Action::new("cap:bank:transfer", json!({ "amount": 5 })).with_idempotency_key("x");
+    let plain_id = plain.id.clone();
     let result = host.invoke(plain, &ada()).await;
-    let error = failure(&result);
-    assert_eq!(error.code, codes::TRANSACTION_CONTEXT_MISSING);
-    assert_eq!(error.category, ErrorCategory::Permanent);
-    assert_eq!(error.retryable, Some(false));
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    let view = host
+        .transaction(
+            &aip_connector::host::TransactionSelector::Action(plain_id),
+            &ada(),
+        )
+        .await
+        .unwrap()
+        .expect("the plain action ran as an `execute` transaction");
+    assert_eq!(view.status, TransactionProtocolStatus::Committed);
+    assert_eq!(view.transaction.mode, TransactionMode::Execute);
 }

@@ -418,3 +418,108 @@ async fn retention_deletes_finished_transactions_once_old_and_keeps_unfinished_o
         "an unknown outcome waits for reconciliation, however old"
     );
 }
+
+/// What one reconciliation was given: the tenant id and the credential's secret.
+type Given = (Option<String>, Option<String>);
+
+/// A provider account per tenant, reached with a bearer credential: the reconcile companion
+/// must authenticate like the write it settles.
+#[derive(Clone, Default)]
+struct Vault {
+    reconciled_with: Arc<std::sync::Mutex<Vec<Given>>>,
+}
+
+#[connector(id = "vault")]
+impl Vault {
+    /// Store a slot; the provider's answer is always lost.
+    #[capability(
+        id = "cap:vault:store",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        credentials(required, scopes = ["vault.write"]),
+        transaction(modes = [execute, reconcile]),
+        reconcile = Self::look_up,
+    )]
+    async fn store(
+        &self,
+        _booking: Booking,
+        key: IdempotencyKey,
+        _credential: Credential,
+        checkpoint: Checkpoint,
+    ) -> Result<Booked, ConnectorFailure> {
+        let operation = ProviderOperationRef {
+            provider: "vault".into(),
+            operation_id: format!("op-{}", key.as_str()),
+            request_id: None,
+        };
+        checkpoint.record(operation.clone(), None).await?;
+        Err(
+            ConnectorFailure::temporary("vault.reset", "connection reset", "vault")
+                .with_provider_operation(operation)
+                .with_uncertain_outcome(),
+        )
+    }
+
+    async fn look_up(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
+        let secret = request
+            .credential
+            .as_ref()
+            .and_then(|c| c.secret.expose_str().ok().map(str::to_owned));
+        self.reconciled_with
+            .lock()
+            .unwrap()
+            .push((request.tenant.map(|t| t.id), secret));
+        Ok(ReconcileOutcome::Committed { evidence: None })
+    }
+}
+
+#[tokio::test]
+async fn the_reconcile_companion_gets_the_tenant_and_credential_of_the_reconcile_action() {
+    let vault = Vault::default();
+    let host = Host::builder()
+        .connector(vault.clone())
+        .store(Arc::new(MemoryStore::default()))
+        .deployment(
+            aip_connector::host::Deployment::default().with_static_credential(
+                aip_connector::CredentialHandle::new(
+                    "cred-1",
+                    "vault",
+                    aip_connector::Secret::new("tok_reconcile"),
+                )
+                .with_scopes(["vault.write"])
+                .with_tenant("t1"),
+            ),
+        )
+        .build()
+        .unwrap();
+    let id = TransactionId::new();
+    let mut execute = ActionTransaction::new(TransactionMode::Execute);
+    execute.transaction_id = Some(id.clone());
+    let lost = host
+        .invoke(
+            Action::new("cap:vault:store", json!({ "slot": "9am" }))
+                .with_idempotency_key("s-1")
+                .with_transaction(execute),
+            &caller(),
+        )
+        .await;
+    assert_eq!(lost.error.as_ref().unwrap().code, "vault.reset", "{lost:?}");
+
+    let mut reconcile = ActionTransaction::new(TransactionMode::Reconcile);
+    reconcile.transaction_id = Some(id);
+    let settled = host
+        .invoke(
+            Action::new("cap:vault:store", json!({ "slot": "9am" }))
+                .with_idempotency_key("r-1")
+                .with_transaction(reconcile),
+            &caller(),
+        )
+        .await;
+    assert_eq!(settled.status, ActionResultStatus::Completed, "{settled:?}");
+    assert_eq!(
+        *vault.reconciled_with.lock().unwrap(),
+        vec![(Some("t1".to_owned()), Some("tok_reconcile".to_owned()))]
+    );
+}

@@ -22,6 +22,9 @@ pub struct ProbeRecord {
     pub tenant_id: Option<String>,
     /// The idempotency key the context exposed.
     pub idempotency_key: Option<String>,
+    /// The same key as the host scoped it (`InvocationContext::scoped_idempotency_key`): what
+    /// the provider should receive, digested (`IdempotencyKey::for_provider`).
+    pub scoped_idempotency_key: Option<String>,
     /// `Debug` of the credential handle the context carried, if any (must not show the secret).
     pub credential_debug: Option<String>,
     /// Whether the handler's cancellation token had fired when the call ended.
@@ -96,6 +99,9 @@ impl Connector for ProbedConnector {
                 principal_id: context.caller().principal_id.to_string(),
                 tenant_id: context.tenant().map(|t| t.id.clone()),
                 idempotency_key: context.idempotency_key().map(str::to_owned),
+                scoped_idempotency_key: context
+                    .scoped_idempotency_key()
+                    .map(std::borrow::Cow::into_owned),
                 credential_debug: context.credential().map(|c| format!("{c:?}")),
                 cancelled_at_end: false,
                 outcome: None,

@@ -17,16 +17,18 @@
 //! 2. its approver is not the authenticated principal → `policy.approver_identity_mismatch`;
 //! 3. it is malformed (blank reason, constraint or evidence field, blank `decision_id`, or an
 //!    `expired` decision: expiry is the host clock's to decide) → `policy.approval_decision_invalid`;
-//! 4. its `decision_id` was recorded before: by the same approver with the same outcome it is a
+//! 4. the approver's tenant (the authority's `tenant_id`, else the context's verified tenant)
+//!    differs from the record's, or is unknown while the record has one: when the context's
+//!    verified tenant is another one → `policy.approval_not_found` (another tenant learns
+//!    nothing about the request, so this comes before every check that reads its state),
+//!    otherwise → `policy.approver_tenant_mismatch`;
+//! 5. its `decision_id` was recorded before: by the same approver with the same outcome it is a
 //!    replay and the record is returned unchanged; otherwise → `policy.approval_mismatch`;
-//! 5. the request is closed → `policy.approval_not_pending`. `approved` and `denied` need a
+//! 6. the request is closed → `policy.approval_not_pending`. `approved` and `denied` need a
 //!    `pending` request; `revoked` also accepts an `approved` request that was not resumed yet.
 //!    A pending request whose TTL passed (`now >= expires_at_ms`) → `policy.approval_expired`,
 //!    and [`record_decision`] stores it as `expired`;
-//! 6. a `policy_hash` other than the record's → `policy.approval_hash_mismatch`;
-//! 7. the approver's tenant (the authority's `tenant_id`, else the context's verified tenant)
-//!    differs from the record's, or is unknown while the record has one →
-//!    `policy.approver_tenant_mismatch`;
+//! 7. a `policy_hash` other than the record's → `policy.approval_hash_mismatch`;
 //! 8. separation of duties, for `approved` decisions only (denying or revoking never grants
 //!    anything): the requester may approve their own request only when `allow_self_approval` is
 //!    set **and** `requester_must_differ` is not — the stricter flag wins →
@@ -317,12 +319,14 @@ pub(crate) fn apply_decision(
     check_names_record(record, &decision)?;
     check_approver_identity(record, &decision, approver)?;
     check_well_formed(record, &decision)?;
+    // Before anything that reads the record's state: another tenant's approver learns nothing
+    // about it, not even that it exists.
+    check_tenant(record, approver, memberships)?;
     if is_replay(record, &decision)? {
         return Ok(record.clone());
     }
     check_open(record, decision.decision, now)?;
     check_policy_hash(record, &decision)?;
-    check_tenant(record, approver, memberships)?;
     let approving = decision.decision == ApprovalDecisionKind::Approved;
     if approving {
         check_separation_of_duties(record, &approver.principal.id)?;
@@ -673,7 +677,11 @@ fn check_policy_hash(
     }
 }
 
-/// A request of one tenant is decided only by that tenant's approvers.
+/// A request of one tenant is decided only by that tenant's approvers. An approver whose
+/// transport verified another tenant is told the approval does not exist, as every read of
+/// another tenant's approval is (docs/serving.md): an existence or state oracle across tenants
+/// would leak. One in the request's tenant (or in none) whom the authority places in another
+/// tenant is told so: `policy.approver_tenant_mismatch`.
 fn check_tenant(
     record: &ApprovalRecord,
     approver: &TrustedContext,
@@ -682,12 +690,17 @@ fn check_tenant(
     let Some(required) = record.tenant_id.as_deref() else {
         return Ok(());
     };
-    let approver_tenant = memberships
-        .tenant_id
-        .as_deref()
-        .or_else(|| approver.tenant.as_ref().map(|tenant| tenant.id.as_str()));
+    let transport_tenant = approver.tenant.as_ref().map(|tenant| tenant.id.as_str());
+    let approver_tenant = memberships.tenant_id.as_deref().or(transport_tenant);
     if approver_tenant == Some(required) {
         return Ok(());
+    }
+    if transport_tenant.is_some_and(|tenant| tenant != required) {
+        return Err(refusal(
+            &record.approval_id,
+            codes::POLICY_APPROVAL_NOT_FOUND,
+            "no approval with this id",
+        ));
     }
     Err(refusal(
         &record.approval_id,
@@ -2231,7 +2244,24 @@ mod tests {
             &roles_only,
             NOW,
         );
-        assert_eq!(refused(result), mismatch, "transport tenant differs");
+        assert_eq!(
+            refused(result),
+            codes::POLICY_APPROVAL_NOT_FOUND,
+            "an approver of another tenant learns nothing about the request"
+        );
+        // Not even its state: a closed request answers the same.
+        let closed = ApprovalRecord {
+            status: ApprovalStatus::Denied,
+            ..record.clone()
+        };
+        let result = apply_decision(
+            &closed,
+            decision(&closed, "alice", Approved),
+            &elsewhere,
+            &roles_only,
+            NOW,
+        );
+        assert_eq!(refused(result), codes::POLICY_APPROVAL_NOT_FOUND);
 
         let authority_elsewhere = ApproverMemberships {
             tenant_id: Some("tenant_other".to_owned()),

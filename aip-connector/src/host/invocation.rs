@@ -68,8 +68,9 @@ impl InvocationContext for HostInvocation {
         let scope = self.idempotency_scope?;
         let raw = self.action.idempotency_key.as_deref()?;
         let identity = self.action.identity.as_deref();
-        // The pipeline reserved this key with the same parts, so it cannot be missing here;
-        // were it, the caller's key is what the handler would forward anyway.
+        // The pipeline reserved this key with the same parts (the tenant and account it wrote
+        // into the action's identity, the caller's principal), so this cannot fail; were it to,
+        // `None` makes the extractor fail closed rather than forward the unscoped key.
         super::idempotency::scoped_key_of(
             scope,
             raw,

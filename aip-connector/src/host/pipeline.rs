@@ -190,6 +190,21 @@ async fn execute(
     };
     let capability = hosted.capability();
     let contract = capability.contract.as_ref();
+    // A plain action on a capability whose contract executes in one step is an `execute` (as
+    // the MCP projection sends it): its handler's `Checkpoint` then has a transaction to record
+    // into, where a plain run would fail `transaction.context_missing` and store that failure
+    // under the caller's key (docs/host-runtime.md §6.1).
+    if action.transaction.is_none()
+        && contract
+            .and_then(|c| c.transaction.as_ref())
+            .is_some_and(|t| t.supports(TransactionMode::Execute))
+    {
+        // Stage 0's normalization of an `execute` without an id: a fresh one.
+        Arc::make_mut(&mut action).transaction = Some(Box::new(
+            aip_connector_core::model::ActionTransaction::new(TransactionMode::Execute)
+                .with_transaction_id(aip_connector_core::ids::TransactionId::new()),
+        ));
+    }
     // A `compensate` runs the compensating capability's handler (§6.8 of docs/host-runtime.md).
     let (routed_hosted, routed) = match route_compensation(host, &action, contract) {
         Ok(Some(routed)) => routed,
@@ -600,7 +615,16 @@ async fn transactional(
     }
     let record = admitted.record;
     if mode == TransactionMode::Reconcile {
-        let result = reconcile(host, call.hosted, action, &record, timeout_ms).await;
+        let result = reconcile(
+            host,
+            call.hosted,
+            action,
+            &record,
+            timeout_ms,
+            call.tenant.cloned(),
+            handler.credential.map(|c| *c),
+        )
+        .await;
         transaction::settle(host, &record, TransactionMode::Reconcile, &result, false).await;
         return result;
     }
@@ -698,12 +722,17 @@ async fn validate_downstream(
 /// Asks the connector's reconcile handler about an unknown outcome. A terminal answer completes
 /// the action (`reconciled` — which never means `committed`; the output says whether it
 /// committed); a pending one fails retryably and leaves the outcome unknown.
+/// Step 14 of a `reconcile`: the connector's reconcile handler asked about the checkpointed
+/// operation, under the tenant and credential of the `reconcile` action (the lookup
+/// authenticates like the call it settles).
 async fn reconcile(
     host: &HostInner,
     hosted: &HostedCapability,
     action: &Action,
     record: &crate::store::TransactionRecord,
     timeout_ms: u64,
+    tenant: Option<VerifiedTenant>,
+    credential: Option<CredentialHandle>,
 ) -> ActionResult {
     let Some(operation) = record.provider_operation.clone() else {
         return failure::failed(
@@ -718,6 +747,8 @@ async fn reconcile(
         transaction_id: record.transaction_id.clone(),
         provider_operation: operation,
         cursor: record.reconciliation_cursor.clone(),
+        tenant,
+        credential,
     };
     let connector = &host.connectors[hosted.connector];
     let call = connector.reconcile(action.capability_id.as_str(), request);
@@ -1876,10 +1907,15 @@ async fn provided_approval(
             "the approval was granted for another action or input",
         ));
     }
-    if record.requested_by != caller.principal.id {
+    // The same checks as `resume_approved`: a principal of the same name in another tenant is
+    // another requester.
+    let caller_tenant = host.tenant_of(caller).map(|t| t.id.as_str());
+    if record.requested_by != caller.principal.id
+        || (record.tenant_id.is_some() && record.tenant_id.as_deref() != caller_tenant)
+    {
         return Err(failure::policy(
             codes::POLICY_APPROVAL_UNVERIFIED,
-            "only the requester may run an approved action",
+            "only the requester, in the tenant the approval was granted for, may run an approved action",
         ));
     }
     if record.status != ApprovalStatus::Approved {

@@ -21,6 +21,16 @@ impl Demo {
     }
 
     #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn maybe_deadline(
+        &self,
+        _entry: Entry,
+        _deadline: &Option<Deadline>,
+        _cancel: Cancellation,
+    ) -> Result<(), ConnectorFailure> {
+        Ok(())
+    }
+
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
     async fn borrowed(&self, _entry: Entry, _checkpoint: &Checkpoint) -> Result<(), ConnectorFailure> {
         Ok(())
     }

@@ -13,10 +13,11 @@
 //! `delivery_id_stable`.
 //!
 //! `delivery_id_stable` looks at mutating requests only (reads and operation lookups need no
-//! key). A request's `Idempotency-Key` must be the action's key as the host scopes it
-//! (`IdempotencyKey::scoped`, e.g. `Tenant:<tenant>:<key>`) or contain it (a key derived per
-//! provider call, as `ProviderRequest::idempotency_key` allows): the caller's key alone would let
-//! the provider merge two tenants' `invoice-42`. The redelivery must send the same keys in the
+//! key). A request's `Idempotency-Key` must contain the action's key as the host scopes it:
+//! `IdempotencyKey::for_provider` (what `ProviderRequest::idempotency` sends, a digest of the
+//! scoped key) or the scoped key itself (`Tenant:<tenant>:<key>`), alone or in a key derived
+//! per provider call. The caller's key alone would let the provider merge two tenants'
+//! `invoice-42`. The redelivery must send the same keys in the
 //! same order as the first delivery.
 //!
 //! `collision_rejected` reuses the key with another valid input (a second declared example, or
@@ -26,12 +27,12 @@
 //! handler does not run and the provider sees nothing. The resend of the same action id always
 //! collides; a new action with the key collides too unless keys are scoped to the action.
 
-use aip_connector::CapabilityDefinition;
 use aip_connector::codes;
 use aip_connector::core::schema::{SchemaLimits, compile_draft202012};
 use aip_connector::model::{
     ActionResultStatus, IdempotencyCollisionBehavior, IdempotencyKeyScope, IdempotencyRequirement,
 };
+use aip_connector::{CapabilityDefinition, IdempotencyKey};
 use serde_json::Value;
 
 use super::{code, is_replay};
@@ -81,6 +82,7 @@ async fn duplicates(
 
     // The same action twice on one host: the second is a replay, the handler ran once.
     let calls_before = h.probe().calls(id);
+    let records_before = h.probe().records().len();
     let requests_before = h.provider().request_count();
     let effects_before = h.provider().effect_total();
     let first = h.settle(h.host(), action.clone()).await;
@@ -154,18 +156,32 @@ async fn duplicates(
     // delivery_id_stable: every mutating request of both deliveries carried the action's key as
     // the host scoped it (or a key derived from that), and the redelivery sent the same keys in
     // the same order.
-    let scoped = h.scoped_key(&action).unwrap_or_else(|| key.clone());
+    // The keys the handler calls of both deliveries were given, as the host scoped them (a
+    // `plan` delivers through its commit, under the commit's own key), in both accepted forms.
+    let accepted: Vec<String> = h
+        .probe()
+        .records()
+        .iter()
+        .skip(records_before)
+        .filter_map(|r| r.scoped_idempotency_key.clone())
+        .flat_map(|scoped| [IdempotencyKey::provider_key_of(&scoped), scoped])
+        .collect();
     let first_keys = mutating_keys(&first_requests);
     let redelivery_keys = mutating_keys(&redelivery_requests);
     let unkeyed: Vec<String> = first_keys
         .iter()
         .chain(&redelivery_keys)
-        .filter(|(_, k)| !k.as_deref().is_some_and(|k| k.contains(scoped.as_str())))
+        .filter(|(_, k)| {
+            !k.as_deref()
+                .is_some_and(|k| accepted.iter().any(|a| k.contains(a.as_str())))
+        })
         .map(|(request, k)| format!("{request} carried {k:?}"))
         .collect();
     evidence.assert("delivery_id_stable", unkeyed.is_empty(), || {
+        let scoped = h.scoped_key(&action).unwrap_or_else(|| key.clone());
         format!(
-            "`{id}`: mutating provider requests without the action's idempotency key as the host scopes it, `{scoped}`, in `Idempotency-Key` (the caller's key alone is shared by every tenant or principal of the scope; send `IdempotencyKey::scoped`, as `ProviderRequest::idempotency` does): {}",
+            "`{id}`: mutating provider requests without the action's key as the host scopes it in `Idempotency-Key` (`IdempotencyKey::for_provider`, `{}` for this action, which `ProviderRequest::idempotency` sends; or the scoped key `{scoped}` itself); the caller's key alone is shared by every tenant or principal of the scope: {}",
+            IdempotencyKey::provider_key_of(&scoped),
             unkeyed.join(", ")
         )
     });
