@@ -143,7 +143,10 @@ pub(crate) fn parse_capability(cx: &Ctxt, items: &[MetaItem]) -> CapabilityAttr 
             Some(keys::capability::RISK) => RISK_POINTER,
             _ => continue,
         };
-        parser.spans.entry(meant.to_owned()).or_insert(item.key.span());
+        parser
+            .spans
+            .entry(meant.to_owned())
+            .or_insert(item.key.span());
     }
     attr.spans = parser.spans;
     attr

@@ -283,7 +283,9 @@ impl<T: Serialize> StreamSink<T> {
     }
 }
 
-impl<T: Send + 'static> Extractor for StreamSink<T> {
+// `Serialize` here, not only on `send`: a handler whose items cannot be serialized is then
+// refused at its `StreamSink<T>` parameter, where the macro's extractor check is spanned.
+impl<T: Serialize + Send + 'static> Extractor for StreamSink<T> {
     const KIND: ExtractorKind = ExtractorKind::StreamSink;
     fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure> {
         let sink = context.stream().ok_or_else(|| {
