@@ -337,13 +337,14 @@ async fn the_refund_compensates_the_charge_once_after_approval() {
         "the provider keys the refund by the charge it undoes"
     );
 
-    // A second compensation of the same charge waits for approval like any compensation
-    // (the gate comes before transaction admission), and once approved it is refused: each
-    // action is compensated at most once. The provider refunded once.
-    let gated = compensate("order-21-refund-again");
-    let pending = w.host.invoke(gated.clone(), &requester).await;
-    let (again, _) =
-        approve_and_resubmit(&w, gated, &pending, &["user:lead", "user:treasurer"]).await;
+    // A second compensation of the same charge is refused before its approval gate: each
+    // action is compensated at most once, so no approver is asked to release it. The provider
+    // refunded once.
+    let again = w
+        .host
+        .invoke(compensate("order-21-refund-again"), &requester)
+        .await;
+    assert_eq!(again.status, ActionResultStatus::Failed, "{again:?}");
     assert_eq!(
         again.error.as_ref().unwrap().code,
         codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED,

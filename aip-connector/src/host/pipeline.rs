@@ -1693,6 +1693,18 @@ fn approval_required(capability: &Capability, contract: Option<&CapabilityContra
 /// Step 10: records a pending approval and answers `pending_approval` (the caller settles the
 /// reservation, so a duplicate replays the pending result).
 async fn approval_gate(call: &Call<'_>, key: Option<String>, fingerprint: String) -> ActionResult {
+    // A compensation whose target was already compensated cannot run: say so before an
+    // approver is asked to release it (admission would refuse it after the approval).
+    if call
+        .action
+        .transaction
+        .as_ref()
+        .is_some_and(|t| t.mode == TransactionMode::Compensate)
+        && let Some(error) =
+            transaction::compensation_claimed_before_gate(call.host, call.action).await
+    {
+        return failure::failed(&call.action.id, error);
+    }
     let Call {
         host,
         action,

@@ -72,6 +72,54 @@ pub(crate) async fn normalize(
     Ok(())
 }
 
+/// Whether the existing compensation of a target may run again: only one that failed retryably,
+/// before anything reached the provider.
+fn compensation_may_run_again(existing: &TransactionRecord) -> bool {
+    existing.status == Status::Failed
+        && existing.provider_operation.is_none()
+        && existing.reconcile_after_ms.is_none()
+        && existing.error.as_ref().and_then(|e| e.retryable) == Some(true)
+}
+
+/// `transaction.compensation_already_claimed` for the target of `existing`.
+fn compensation_claimed(existing: &TransactionRecord) -> ProtocolError {
+    failure::with_details(
+        policy(
+            codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED,
+            "this action was already compensated, or its compensation is running or ended in a way that is not safe to repeat",
+        ),
+        json!({ "transaction_id": existing.transaction_id, "status": existing.status }),
+    )
+}
+
+/// Before the approval gate of a `compensate`: the refusal admission would give because the
+/// target's one compensation already ran (or runs), so no approver is asked to release an
+/// action that cannot run. Only for a compensation of the caller's own tenant (another
+/// tenant's learns nothing here; admission refuses it for its target). A store failure defers
+/// to admission.
+pub(crate) async fn compensation_claimed_before_gate(
+    host: &HostInner,
+    action: &Action,
+) -> Option<ProtocolError> {
+    let target = action.transaction.as_ref()?.compensation_for.as_ref()?;
+    let existing = host
+        .store
+        .transaction(&compensation_transaction_id(target))
+        .await
+        .ok()??;
+    let tenant = |identity: Option<&aip_connector_core::model::IdentityContext>| {
+        identity
+            .and_then(|i| i.tenant.as_ref())
+            .map(|t| t.id.clone())
+    };
+    if tenant(existing.identity.as_ref()) != tenant(action.identity.as_deref())
+        || compensation_may_run_again(&existing)
+    {
+        return None;
+    }
+    Some(compensation_claimed(&existing))
+}
+
 /// The transaction id of the one compensation of action `target`: `txn_` and the first 32 hex
 /// digits of SHA-256 over `aip-connector/compensation:<target>`. Deriving it (instead of
 /// drawing a fresh one) is what makes "each action is compensated at most once" a single
@@ -499,18 +547,8 @@ pub(crate) async fn admit_compensation(
                 "a compensation of this action changed concurrently",
             )
         })?;
-    let safely_retryable = existing.status == Status::Failed
-        && existing.provider_operation.is_none()
-        && existing.reconcile_after_ms.is_none()
-        && existing.error.as_ref().and_then(|e| e.retryable) == Some(true);
-    if !safely_retryable {
-        return Err(failure::with_details(
-            policy(
-                codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED,
-                "this action was already compensated, or its compensation is running or ended in a way that is not safe to repeat",
-            ),
-            json!({ "transaction_id": existing.transaction_id, "status": existing.status }),
-        ));
+    if !compensation_may_run_again(&existing) {
+        return Err(compensation_claimed(&existing));
     }
     let mut reopen = Transition::new(&[Status::Failed], Status::Compensating);
     reopen.rebind_action = Some(action.id.clone());
