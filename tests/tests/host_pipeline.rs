@@ -1065,3 +1065,53 @@ async fn the_handler_sees_the_verified_tenant_never_the_payloads() {
         result.error
     );
 }
+
+/// The per-tenant credential provider of docs/host-runtime.md ("Deployment identity"): one
+/// token per tenant, looked up by the caller's verified tenant.
+struct PerTenantTokens(std::collections::HashMap<String, CredentialHandle>);
+
+impl aip_connector::host::CredentialProvider for PerTenantTokens {
+    fn resolve<'a>(
+        &'a self,
+        _capability: &'a aip_connector::model::Capability,
+        caller: &'a TrustedContext,
+    ) -> aip_connector::invocation::BoxFuture<'a, Result<Option<CredentialHandle>, ConnectorFailure>>
+    {
+        let handle = caller
+            .tenant
+            .as_ref()
+            .and_then(|tenant| self.0.get(&tenant.id))
+            .cloned();
+        Box::pin(async move { Ok(handle) })
+    }
+}
+
+#[tokio::test]
+async fn a_credential_provider_resolves_one_credential_per_tenant() {
+    let acme = CredentialHandle::new("cred-acme", "vault", Secret::new("tok_acme"))
+        .with_scopes(["orders.read"])
+        .with_tenant("acme");
+    let tokens = PerTenantTokens([("acme".to_owned(), acme)].into_iter().collect());
+    let host = Host::builder()
+        .connector(Shop::default())
+        .store(Arc::new(MemoryStore::default()))
+        .deployment(Deployment::default().with_credentials(tokens))
+        .build()
+        .expect("host builds");
+    let in_tenant = |id: &str| {
+        TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test")
+            .with_tenant(VerifiedTenant::new(id))
+    };
+    let lookup = || {
+        Action::new(
+            "cap:shop:secret_lookup",
+            json!({ "item": "tea", "quantity": 1 }),
+        )
+    };
+
+    let served = host.invoke(lookup(), &in_tenant("acme")).await;
+    assert_eq!(served.status, ActionResultStatus::Completed, "{served:?}");
+    // A tenant without a token has no credential: the contract requires one.
+    let refused = host.invoke(lookup(), &in_tenant("globex")).await;
+    assert_eq!(code(&refused), codes::CREDENTIAL_MISSING, "{refused:?}");
+}
