@@ -72,6 +72,13 @@ pub(crate) async fn normalize(
     Ok(())
 }
 
+/// The tenant an identity names, for comparing a stored record's tenant with an action's.
+fn tenant_id_of(identity: Option<&aip_connector_core::model::IdentityContext>) -> Option<&str> {
+    identity
+        .and_then(|i| i.tenant.as_ref())
+        .map(|t| t.id.as_str())
+}
+
 /// Whether the existing compensation of a target may run again: only one that failed retryably,
 /// before anything reached the provider.
 fn compensation_may_run_again(existing: &TransactionRecord) -> bool {
@@ -107,12 +114,7 @@ pub(crate) async fn compensation_claimed_before_gate(
         .transaction(&compensation_transaction_id(target))
         .await
         .ok()??;
-    let tenant = |identity: Option<&aip_connector_core::model::IdentityContext>| {
-        identity
-            .and_then(|i| i.tenant.as_ref())
-            .map(|t| t.id.clone())
-    };
-    if tenant(existing.identity.as_ref()) != tenant(action.identity.as_deref())
+    if tenant_id_of(existing.identity.as_ref()) != tenant_id_of(action.identity.as_deref())
         || compensation_may_run_again(&existing)
     {
         return None;
@@ -489,12 +491,7 @@ pub(crate) async fn admit_compensation(
             "the target action's transaction did not commit",
         ));
     };
-    let tenant_of = |identity: Option<&aip_connector_core::model::IdentityContext>| {
-        identity
-            .and_then(|i| i.tenant.as_ref())
-            .map(|t| t.id.clone())
-    };
-    if tenant_of(target.identity.as_ref()) != tenant_of(action.identity.as_deref()) {
+    if tenant_id_of(target.identity.as_ref()) != tenant_id_of(action.identity.as_deref()) {
         return Err(failure::error(
             codes::AUTH_NOT_AUTHORIZED,
             "the target action belongs to another tenant",
@@ -786,15 +783,10 @@ async fn execute_gate(
             )),
         };
     };
-    let tenant_of = |identity: Option<&aip_connector_core::model::IdentityContext>| {
-        identity
-            .and_then(|i| i.tenant.as_ref())
-            .map(|t| t.id.clone())
-    };
     if record.action_id != action.id
         || record.capability_id != action.capability_id
         || record.principal_id != caller.principal.id
-        || tenant_of(record.identity.as_ref()) != tenant_of(action.identity.as_deref())
+        || tenant_id_of(record.identity.as_ref()) != tenant_id_of(action.identity.as_deref())
     {
         return Err(failure::error(
             codes::AUTH_NOT_AUTHORIZED,
