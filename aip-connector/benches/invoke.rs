@@ -942,6 +942,11 @@ impl IdempotencyStore for CensusStore {
         self.inner.record(key, now).await
     }
 
+    async fn reservation(&self, key: &str, now: Millis) -> Result<Option<Reservation>, StoreError> {
+        self.read("idempotency reservation");
+        self.inner.reservation(key, now).await
+    }
+
     async fn count_attempt(
         &self,
         key: &str,

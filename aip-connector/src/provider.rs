@@ -797,11 +797,17 @@ impl ProviderRequest {
 
         // Nothing has been sent yet: a passed deadline or a fired token costs nothing.
         let now = Instant::now();
+        // A timeout too long for the clock (`Duration::MAX`, say) is a deadline that never
+        // comes (about 30 years, as tokio's own timers), not a panic.
+        let after = |timeout: Duration| {
+            now.checked_add(timeout)
+                .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365 * 30))
+        };
         let give_up_at = match (self.deadline, self.timeout) {
-            (Some(deadline), Some(timeout)) => deadline.min(now + timeout),
+            (Some(deadline), Some(timeout)) => deadline.min(after(timeout)),
             (Some(deadline), None) => deadline,
-            (None, Some(timeout)) => now + timeout,
-            (None, None) => now + inner.default_timeout,
+            (None, Some(timeout)) => after(timeout),
+            (None, None) => after(inner.default_timeout),
         };
         if self.cancellation.as_ref().is_some_and(|t| t.is_cancelled()) {
             return Err(call.interrupted(Interruption::Cancelled, Sent::No, None));

@@ -234,6 +234,32 @@ pub async fn check_second_reserve_while_live_is_in_progress(store: SharedStore) 
     );
 }
 
+/// `reservation` reads the live owner of a key, with its renewed expiry, and nothing else: not a
+/// free key, not an expired reservation, not a settled record.
+pub async fn check_reservation_reads_only_the_live_owner(store: SharedStore) {
+    assert_eq!(store.reservation("k", NOW).await, Ok(None));
+    let owner = reservation("k", "a", NOW + 100);
+    assert_eq!(
+        store.reserve(&owner, NOW).await,
+        Ok(ReserveOutcome::Acquired)
+    );
+    assert_eq!(store.reservation("k", NOW).await, Ok(Some(owner.clone())));
+    assert_eq!(store.reservation("other", NOW).await, Ok(None));
+    // Expiry is exclusive, as for `reserve`.
+    assert_eq!(store.reservation("k", NOW + 100).await, Ok(None));
+
+    assert_eq!(store.renew(&owner, NOW + 500).await, Ok(true));
+    let renewed = Reservation {
+        expires_at_ms: NOW + 500,
+        ..owner.clone()
+    };
+    assert_eq!(store.reservation("k", NOW + 100).await, Ok(Some(renewed)));
+
+    store.settle(&owner, completed(&owner)).await.unwrap();
+    assert_eq!(store.reservation("k", NOW + 100).await, Ok(None));
+    assert!(store.record("k", NOW + 100).await.unwrap().is_some());
+}
+
 /// A crashed owner's expired reservation is taken over, and the old owner is fenced out.
 pub async fn check_expired_reservation_is_taken_over_and_old_owner_is_fenced(store: SharedStore) {
     let old = reservation("k", "old", NOW + 100);
@@ -1915,6 +1941,7 @@ macro_rules! for_each_store_check {
         $callback!(
             check_reserve_on_a_free_key_acquires,
             check_second_reserve_while_live_is_in_progress,
+            check_reservation_reads_only_the_live_owner,
             check_expired_reservation_is_taken_over_and_old_owner_is_fenced,
             check_release_frees_the_key_for_its_owner_only,
             check_settled_record_is_replayed,

@@ -31,6 +31,15 @@ struct Refunded {
 #[derive(Clone, Default)]
 struct Payments {
     executions: Arc<AtomicUsize>,
+    /// When set, the refund waits inside the handler until the test releases it.
+    hold: Option<Arc<Hold>>,
+}
+
+/// Keeps a refund running: `entered` fires when the handler starts, `release` lets it finish.
+#[derive(Default)]
+struct Hold {
+    entered: tokio::sync::Notify,
+    release: tokio::sync::Notify,
 }
 
 #[connector(id = "payments")]
@@ -50,6 +59,10 @@ impl Payments {
         approval: Approval,
     ) -> Result<Refunded, ConnectorFailure> {
         self.executions.fetch_add(1, Ordering::SeqCst);
+        if let Some(hold) = &self.hold {
+            hold.entered.notify_one();
+            hold.release.notified().await;
+        }
         Ok(Refunded {
             refund_id: format!(
                 "rf-{}-{}-{}",
@@ -421,6 +434,56 @@ async fn an_exact_resend_of_a_resubmission_that_ran_replays_its_result() {
     other.id = aip_connector::ids::ActionId::new();
     let refused = host.invoke(other, &person("user:req")).await;
     assert_eq!(refused.status, ActionResultStatus::Failed, "{refused:?}");
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
+}
+
+/// A client that resends its re-submission while the first one still runs (its answer is late,
+/// not lost) is told to come back (`idempotency.in_progress`, retryable), not that the approval
+/// already ran; coming back once the first finished replays its result. Another action carrying
+/// the approval meanwhile is refused for good.
+#[tokio::test]
+async fn a_resend_while_the_resubmission_runs_is_told_to_retry() {
+    let hold = Arc::new(Hold::default());
+    let payments = Payments {
+        hold: Some(hold.clone()),
+        ..Payments::default()
+    };
+    let host = host(payments.clone(), Arc::default());
+    let (original, id) = approved_refund(&host).await;
+    let resubmitted =
+        original.with_approval(decision(&id, "user:alice", ApprovalDecisionKind::Approved));
+    let first = tokio::spawn({
+        let host = host.clone();
+        let resubmitted = resubmitted.clone();
+        async move { host.invoke(resubmitted, &person("user:req")).await }
+    });
+    hold.entered.notified().await;
+
+    let resend = host.invoke(resubmitted.clone(), &person("user:req")).await;
+    assert_eq!(resend.status, ActionResultStatus::Failed, "{resend:?}");
+    let error = resend.error.unwrap();
+    assert_eq!(error.code, codes::IDEMPOTENCY_IN_PROGRESS, "{error:?}");
+    assert_eq!(error.retryable, Some(true));
+    assert_eq!(
+        error.details.unwrap()["owner_action_id"],
+        json!(resubmitted.id)
+    );
+
+    let mut other = resubmitted.clone();
+    other.id = aip_connector::ids::ActionId::new();
+    let refused = host.invoke(other, &person("user:req")).await;
+    // The approval names the first action: another one carrying it is not the requester's.
+    assert_eq!(
+        refused.error.unwrap().code,
+        codes::POLICY_APPROVAL_UNVERIFIED
+    );
+
+    hold.release.notify_one();
+    let ran = first.await.unwrap();
+    assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+    let again = host.invoke(resubmitted, &person("user:req")).await;
+    assert_eq!(again.status, ActionResultStatus::Completed, "{again:?}");
+    assert_eq!(again.output.unwrap()["idempotent_replay"], true);
     assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
 }
 

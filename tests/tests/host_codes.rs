@@ -550,6 +550,10 @@ impl IdempotencyStore for FlakyStore {
         self.inner.record(key, now).await
     }
 
+    async fn reservation(&self, key: &str, now: Millis) -> Result<Option<Reservation>, StoreError> {
+        self.inner.reservation(key, now).await
+    }
+
     async fn count_attempt(
         &self,
         key: &str,

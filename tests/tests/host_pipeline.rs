@@ -693,6 +693,42 @@ async fn deadline_from_the_sla_times_out() {
     assert_eq!(result.error.unwrap().category, ErrorCategory::Temporary);
 }
 
+/// `timeout_ms` is the caller's, any u64. The largest one runs (a deadline that never comes),
+/// and the key stays reserved for the whole run: the expiry saturates instead of wrapping into
+/// the past, where a duplicate could take the key over and run the handler a second time.
+#[tokio::test]
+async fn the_largest_timeout_runs_and_keeps_its_key_reserved() {
+    let shop = Shop::default();
+    let host = host_with(shop.clone(), None);
+    let order = || {
+        Action::new("cap:shop:place", json!({ "item": "x", "quantity": 1 }))
+            .with_idempotency_key("k-max")
+            .with_timeout_ms(u64::MAX)
+    };
+    let first = tokio::spawn({
+        let host = host.clone();
+        let action = order();
+        async move { host.invoke(action, &caller()).await }
+    });
+    while shop.executions.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    let duplicate = host.invoke(order(), &caller()).await;
+    assert_eq!(
+        code(&duplicate),
+        codes::IDEMPOTENCY_IN_PROGRESS,
+        "{duplicate:?}"
+    );
+    let details = duplicate.error.unwrap().details.unwrap();
+    assert_eq!(details["reservation_expires_at_ms"], json!(u64::MAX));
+
+    let ran = first.await.unwrap();
+    assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+    let replay = host.invoke(order(), &caller()).await;
+    assert_eq!(replay.output.unwrap()["idempotent_replay"], true);
+    assert_eq!(shop.executions.load(Ordering::SeqCst), 1);
+}
+
 #[tokio::test]
 async fn cancellation_by_action_id_fires_the_handlers_token() {
     let host = host_with(Shop::default(), None);

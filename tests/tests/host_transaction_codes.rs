@@ -869,6 +869,10 @@ impl IdempotencyStore for RacingStore {
         self.inner.record(key, now).await
     }
 
+    async fn reservation(&self, key: &str, now: Millis) -> Result<Option<Reservation>, StoreError> {
+        self.inner.reservation(key, now).await
+    }
+
     async fn count_attempt(
         &self,
         key: &str,

@@ -142,9 +142,21 @@ struct Waited {
     finished: bool,
 }
 
+#[derive(Deserialize, JsonSchema)]
+struct Fee {
+    cents: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Posted {
+    cents: u64,
+    run: usize,
+}
+
 #[derive(Clone, Default)]
 struct Directory {
     syncs: Arc<AtomicUsize>,
+    fees: Arc<AtomicUsize>,
     transfers: Arc<AtomicUsize>,
     wait_started: Arc<Notify>,
     wait_cancelled: Arc<Notify>,
@@ -200,6 +212,21 @@ impl Directory {
             handle: input.handle,
             run,
             note: None,
+        })
+    }
+
+    /// Posts a fee to the tenant's ledger; a key names one posting for the whole tenant.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+    )]
+    async fn post_fee(&self, input: Fee, _key: IdempotencyKey) -> Result<Posted, ConnectorFailure> {
+        let run = self.fees.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(Posted {
+            cents: input.cents,
+            run,
         })
     }
 
@@ -348,8 +375,13 @@ async fn serve(projection: McpProjection) -> Served {
 type Client = RunningService<RoleClient, ()>;
 
 async fn client(served: &Served) -> Client {
+    client_as(served, TOKEN).await
+}
+
+/// A client authenticated by `token` (`TOKEN`: ana, `OTHER_TOKEN`: ben, both of tenant t1).
+async fn client_as(served: &Served, token: &str) -> Client {
     let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(served.url.as_str()).auth_header(TOKEN),
+        StreamableHttpClientTransportConfig::with_uri(served.url.as_str()).auth_header(token),
     );
     ().serve(transport).await.unwrap()
 }
@@ -434,6 +466,7 @@ async fn tools_list_projects_names_annotations_and_schemas() {
         [
             "cap_directory_book",
             "cap_directory_lookup",
+            "cap_directory_post_fee",
             "cap_directory_remove",
             "cap_directory_sync_profile",
             "cap_directory_transfer",
@@ -740,7 +773,43 @@ async fn the_meta_idempotency_key_dedupes_and_without_one_the_arguments_do() {
         .unwrap();
     assert_eq!(other.structured_content.unwrap()["run"], 3);
     assert_eq!(directory.syncs.load(Ordering::SeqCst), 3);
+
+    // The derived key is the caller's own: ben, of the same tenant, sending ana's arguments is
+    // another push, not a replay of hers.
+    let ben = client_as(&served, OTHER_TOKEN).await;
+    let bens = ben.call_tool(push()).await.unwrap();
+    assert_eq!(bens.structured_content.as_ref().unwrap()["run"], 4);
+    assert!(
+        bens.meta
+            .as_ref()
+            .is_none_or(|meta| meta.get(meta::IDEMPOTENT_REPLAY).is_none()),
+        "{bens:?}"
+    );
+    assert_eq!(directory.syncs.load(Ordering::SeqCst), 4);
+    ben.cancel().await.unwrap();
     client.cancel().await.unwrap();
+}
+
+/// Under `key_scope = tenant` a derived key still belongs to its caller: two people of one
+/// tenant who send the same arguments without a key each get their own charge.
+#[tokio::test]
+async fn a_derived_key_never_merges_two_callers_of_one_tenant() {
+    let directory = Directory::default();
+    let served = serve(McpProjection::new(host(directory.clone())).unwrap()).await;
+    let (ana, ben) = (client(&served).await, client_as(&served, OTHER_TOKEN).await);
+    let post = || call("cap_directory_post_fee", json!({ "cents": 700 }));
+
+    let anas = ana.call_tool(post()).await.unwrap();
+    let bens = ben.call_tool(post()).await.unwrap();
+    assert_eq!(anas.structured_content.unwrap()["run"], 1);
+    assert_eq!(bens.structured_content.unwrap()["run"], 2);
+    // Ana's blind retry still replays her own.
+    let retry = ana.call_tool(post()).await.unwrap();
+    assert_eq!(retry.structured_content.as_ref().unwrap()["run"], 1);
+    assert_eq!(result_meta(&retry, meta::IDEMPOTENT_REPLAY), &json!(true));
+    assert_eq!(directory.fees.load(Ordering::SeqCst), 2);
+    ana.cancel().await.unwrap();
+    ben.cancel().await.unwrap();
 }
 
 #[tokio::test]
@@ -1033,7 +1102,7 @@ async fn over_a_byte_pipe_every_call_runs_as_the_local_user() {
     let running = server.await.unwrap().unwrap();
 
     let tools = client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 7);
+    assert_eq!(tools.len(), 8);
     let result = client
         .call_tool(call("cap_directory_lookup", lookup_arguments()))
         .await
@@ -1063,7 +1132,7 @@ fn the_projection_is_inspectable_without_serving_it() {
         Some("web_search")
     );
     assert!(projection.tool("web_search").is_some());
-    assert_eq!(projection.tools().count(), 7);
+    assert_eq!(projection.tools().count(), 8);
     let shown = format!("{projection:?}");
     assert!(shown.contains("web_search"), "{shown}");
 }

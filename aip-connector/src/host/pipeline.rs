@@ -374,10 +374,13 @@ async fn execute(
                     .take()
                     .unwrap_or_else(|| idempotency::fingerprint(&action)),
                 resume_pending: resuming,
-                expires_at_ms: now
-                    + timeout_ms
+                // Saturating: `timeout_ms` is the caller's (any u64), and a wrapped expiry
+                // would be in the past, letting a duplicate take the key over mid-run.
+                expires_at_ms: now.saturating_add(
+                    timeout_ms
                         .saturating_add(RESERVATION_GRACE_MS)
                         .max(RESERVATION_GRACE_MS),
+                ),
             };
             match host.store.reserve(&reservation, now).await {
                 Ok(ReserveOutcome::Acquired) => Some(reservation),
@@ -507,9 +510,10 @@ struct ResumeClaim<'a> {
 /// Claims the single resume of an approved action (stage 9). When it already ran, an exact
 /// resend of the re-submission that ran (same action id and fingerprint, its key's record
 /// settled) is a transport retry the caller cannot tell from a lost answer: it gets the stored
-/// result replayed, as any keyed resend does (§5.5). Anything else that finds the resume taken —
-/// another action carrying the approval, a second `resume_approved`, a resend while the first
-/// still runs — gets `policy.approval_already_resumed`.
+/// result replayed, as any keyed resend does (§5.5); one that arrives while that re-submission
+/// still holds its key gets the retryable `idempotency.in_progress`. Anything else that finds the
+/// resume taken — another action carrying the approval, a second `resume_approved` — gets
+/// `policy.approval_already_resumed`.
 async fn claim_resume(claim: ResumeClaim<'_>) -> Result<(), ActionResult> {
     let ResumeClaim {
         host,
@@ -534,6 +538,17 @@ async fn claim_resume(claim: ResumeClaim<'_>) -> Result<(), ActionResult> {
                     && !crate::store::is_pending_approval(&record.result) =>
             {
                 return Err(idempotency::replay(&record, action));
+            }
+            Ok(_) => {}
+            Err(error) => return Err(failure::failed(&action.id, failure::storage(&error))),
+        }
+        // Not settled yet: a resend that arrives while the re-submission it repeats still runs
+        // is told to come back (retryable), as a keyed duplicate is; it then gets the replay.
+        match host.store.reservation(key, now).await {
+            Ok(Some(holder))
+                if holder.action_id == action.id && holder.input_hash == *fingerprint =>
+            {
+                return Err(idempotency::in_progress(action, &holder, now));
             }
             Ok(_) => {}
             Err(error) => return Err(failure::failed(&action.id, failure::storage(&error))),
@@ -699,7 +714,7 @@ async fn validate_downstream(
         tenant: std::sync::OnceLock::from(tenant),
         idempotency_scope: None,
         cancellation: CancelSignal::default(),
-        deadline: tokio::time::Instant::now() + Duration::from_millis(timeout_ms),
+        deadline: deadline_in(timeout_ms),
         stream: None,
         checkpoint: None,
         credential: None,
@@ -867,7 +882,7 @@ fn dispatch<'c>(
         timeout_ms,
         ..
     } = *call;
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
+    let deadline = deadline_in(timeout_ms);
     let context = Arc::new(HostInvocation {
         action: Arc::clone(action),
         caller: CallerIdentity {
@@ -1109,7 +1124,7 @@ impl Settlement<'_> {
             input_hash: reservation.input_hash.clone(),
             result,
             created_at_ms: self.now,
-            expires_at_ms: ttl.map(|ttl| self.now + ttl.max(1)),
+            expires_at_ms: ttl.map(|ttl| self.now.saturating_add(ttl.max(1))),
         }
     }
 }
@@ -2085,6 +2100,17 @@ fn check_output(
 }
 
 /// min(action timeout, SLA timeout), else the host default.
+/// The instant `timeout_ms` from now. The timeout may be the caller's (any u64): a sum past
+/// what the clock can represent is a deadline that never comes, as for `tokio::time::timeout`.
+fn deadline_in(timeout_ms: u64) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(Duration::from_millis(timeout_ms))
+        .unwrap_or_else(|| now + FAR_FUTURE)
+}
+
+/// A deadline that never comes (about 30 years), as tokio's own timers use.
+const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
+
 fn effective_timeout(
     action: &Action,
     contract: Option<&CapabilityContract>,

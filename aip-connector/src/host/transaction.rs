@@ -691,7 +691,7 @@ async fn commit_plan(
             "only the principal that planned may commit",
         ));
     }
-    if record.created_at_ms + PLAN_TTL_MS <= now {
+    if record.created_at_ms.saturating_add(PLAN_TTL_MS) <= now {
         return Err(policy(codes::TRANSACTION_PLAN_EXPIRED, "the plan expired"));
     }
     if action
@@ -950,14 +950,14 @@ pub(crate) async fn settle(
             .as_ref()
             .and_then(|e| e.retry_after_ms)
             .unwrap_or(DEFAULT_RECONCILE_AFTER_MS);
-        transition.reconcile_after_ms = Some(now + after);
+        transition.reconcile_after_ms = Some(now.saturating_add(after));
     }
     if transition.to == Status::OutcomeUnknown {
         let after = error
             .as_ref()
             .and_then(|e| e.retry_after_ms)
             .unwrap_or(DEFAULT_RECONCILE_AFTER_MS);
-        transition.reconcile_after_ms = Some(now + after);
+        transition.reconcile_after_ms = Some(now.saturating_add(after));
         transition.provider_operation = error
             .as_ref()
             .and_then(|e| e.details.as_ref())

@@ -485,7 +485,7 @@ impl McpProjection {
         let input = Value::Object(request.arguments.unwrap_or_default());
         let key = key.or_else(|| {
             tool.key_required
-                .then(|| derived_key(&tool.capability, &input))
+                .then(|| derived_key(&tool.capability, &caller, &input))
         });
         let mut action = Action::new(tool.capability.clone(), input);
         action.idempotency_key = key;
@@ -511,14 +511,27 @@ impl McpProjection {
 }
 
 /// The key of a call to a capability that requires one when the client sent none: derived from
-/// the capability and the canonical JSON of the arguments, so calling the tool again with the
-/// same arguments replays the first result (within the key's TTL and scope) instead of running
-/// again. That is what `idempotentHint` promises, and what makes an MCP client's blind retry of
-/// a timed-out call safe. A client that means "do it again" sends its own key.
-fn derived_key(capability: &CapabilityId, input: &Value) -> String {
-    let mut canonical = crate::host::canonical::canonical_json(input);
-    canonical.insert(0, '\n');
-    canonical.insert_str(0, capability.as_str());
+/// the capability, the caller and the canonical JSON of the arguments, so the same caller
+/// calling the tool again with the same arguments replays the first result (within the key's
+/// TTL) instead of running again. That is what `idempotentHint` promises, and what makes an MCP
+/// client's blind retry of a timed-out call safe. A client that means "do it again" sends its
+/// own key.
+///
+/// The caller is part of the key because a derived key is not a statement that two calls are
+/// one operation: under `key_scope = tenant` (or `global`), two people who happen to send the
+/// same arguments would otherwise share one key, and the second would get the first one's
+/// result while their own call never ran.
+fn derived_key(capability: &CapabilityId, caller: &TrustedContext, input: &Value) -> String {
+    // Each part as JSON text, so no separator inside an id can make two callers' parts agree.
+    let quoted = |text: &str| Value::String(text.to_owned()).to_string();
+    let tenant = caller.tenant.as_ref().map(|tenant| tenant.id.as_str());
+    let canonical = format!(
+        "{}\n{}\n{}\n{}",
+        quoted(capability.as_str()),
+        quoted(caller.principal.id.as_str()),
+        tenant.map_or_else(|| "null".to_owned(), quoted),
+        crate::host::canonical::canonical_json(input)
+    );
     format!(
         "mcp-args-{}",
         crate::host::canonical::sha256_hex(canonical.as_bytes())
@@ -1003,17 +1016,32 @@ mod tests {
     }
 
     #[test]
-    fn a_derived_key_names_the_capability_and_the_canonical_arguments() {
+    fn a_derived_key_names_the_capability_the_caller_and_the_canonical_arguments() {
+        use aip_connector_core::model::{Principal, PrincipalKind};
+
+        let person = |id: &str| TrustedContext::new(Principal::new(id, PrincipalKind::Human), "t");
+        let ana = person("user:ana").with_tenant(crate::VerifiedTenant::new("t1"));
         let cap = CapabilityId::from("cap:x:y");
         let a: Value = serde_json::from_str(r#"{"b": 1, "a": [true, null]}"#).unwrap();
         let reordered: Value = serde_json::from_str(r#"{"a": [true, null], "b": 1}"#).unwrap();
-        assert_eq!(derived_key(&cap, &a), derived_key(&cap, &reordered));
-        assert_ne!(derived_key(&cap, &a), derived_key(&cap, &json!({"b": 2})));
+        let key = derived_key(&cap, &ana, &a);
+        assert_eq!(key, derived_key(&cap, &ana, &reordered));
+        assert_ne!(key, derived_key(&cap, &ana, &json!({"b": 2})));
+        assert_ne!(key, derived_key(&CapabilityId::from("cap:x:z"), &ana, &a));
+        // Another person, the same person in another tenant or without one: another key.
+        let ben = person("user:ben").with_tenant(crate::VerifiedTenant::new("t1"));
+        assert_ne!(key, derived_key(&cap, &ben, &a));
+        let elsewhere = person("user:ana").with_tenant(crate::VerifiedTenant::new("t2"));
+        assert_ne!(key, derived_key(&cap, &elsewhere, &a));
+        assert_ne!(key, derived_key(&cap, &person("user:ana"), &a));
+        // A tenant literally named `null` is not the absence of one.
+        let named_null = person("user:ana").with_tenant(crate::VerifiedTenant::new("null"));
         assert_ne!(
-            derived_key(&cap, &a),
-            derived_key(&CapabilityId::from("cap:x:z"), &a)
+            derived_key(&cap, &named_null, &a),
+            derived_key(&cap, &person("user:ana"), &a)
         );
-        assert!(derived_key(&cap, &a).starts_with("mcp-args-"));
+        assert!(key.starts_with("mcp-args-"));
+        assert_eq!(key.len(), "mcp-args-".len() + 64);
     }
 
     #[test]

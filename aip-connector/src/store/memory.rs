@@ -479,6 +479,19 @@ impl IdempotencyStore for MemoryStore {
             _ => None,
         })
     }
+
+    async fn reservation(&self, key: &str, now: Millis) -> Result<Option<Reservation>, StoreError> {
+        let (hash, table) = self.families.idempotency.locate(key);
+        Ok(match table.find(hash, is_key(hash, key)) {
+            Some(
+                slot @ Slot {
+                    entry: Held::Reserved(held),
+                    ..
+                },
+            ) if slot.is_live(now) => Some(held.to_reservation(slot.live_until_ms)),
+            _ => None,
+        })
+    }
 }
 
 #[async_trait]

@@ -214,6 +214,13 @@ pub trait IdempotencyStore: Send + Sync {
     async fn record(&self, key: &str, now: Millis)
     -> Result<Option<IdempotencyRecord>, StoreError>;
 
+    /// The live reservation of `key` (one that expires after `now`), if any: who is running the
+    /// call that holds the key. A settled record or an expired reservation reads as `None`.
+    ///
+    /// The host reads it to answer a resend of an approved re-submission that arrives while the
+    /// first one still runs with the retryable `idempotency.in_progress`.
+    async fn reservation(&self, key: &str, now: Millis) -> Result<Option<Reservation>, StoreError>;
+
     /// Counts one more retryable failure under `key` and returns the count, atomically (racing
     /// callers get distinct counts). A count whose expiry has passed (`now >= expires_at_ms`)
     /// restarts at 1; `expires_at_ms` is stored with every count (`None`: never expires). The

@@ -29,7 +29,7 @@ use super::transaction::finished_statuses_sql;
 use super::{
     ApprovalRecord, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore, KeyEntry, Millis,
     Purged, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
-    Transition, TransitionOutcome, claim, record_is_live, stored_under,
+    Transition, TransitionOutcome, claim, record_is_live, reservation_is_live, stored_under,
 };
 
 /// One schema migration shipped with the crate.
@@ -865,6 +865,26 @@ impl IdempotencyStore for PostgresStore {
         let body: String = column(&row, "body", WHAT)?;
         let record: IdempotencyRecord = decode(WHAT, &body)?;
         Ok(record_is_live(&record, now).then_some(record))
+    }
+
+    async fn reservation(&self, key: &str, now: Millis) -> Result<Option<Reservation>, StoreError> {
+        let Some(row) = self
+            .query_opt(
+                "read an idempotency reservation",
+                "SELECT kind, expires_at_ms, body::text AS body FROM idempotency_entries \
+                 WHERE key = $1 AND kind = 'reservation'",
+                &[&key],
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(match entry_from_row(&row)? {
+            KeyEntry::Reserved(reservation) if reservation_is_live(&reservation, now) => {
+                Some(*reservation)
+            }
+            _ => None,
+        })
     }
 }
 

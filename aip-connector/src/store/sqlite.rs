@@ -26,7 +26,8 @@ use super::transaction::finished_statuses_sql;
 use super::{
     ApprovalRecord, ApprovalStatus, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore,
     KeyEntry, Millis, Purged, Reservation, ReserveOutcome, StoreError, TransactionRecord,
-    TransactionStore, Transition, TransitionOutcome, claim, record_is_live, stored_under,
+    TransactionStore, Transition, TransitionOutcome, claim, record_is_live, reservation_is_live,
+    stored_under,
 };
 
 /// How long a statement waits for another connection's write lock before failing.
@@ -740,6 +741,19 @@ impl IdempotencyStore for SqliteStore {
             };
             let record: IdempotencyRecord = decode("idempotency record row", &body)?;
             Ok(record_is_live(&record, now).then_some(record))
+        })
+        .await
+    }
+
+    async fn reservation(&self, key: &str, now: Millis) -> Result<Option<Reservation>, StoreError> {
+        let key = key.to_owned();
+        self.run("read an idempotency reservation", move |connection| {
+            Ok(match select_entry(connection, &key)? {
+                Some(KeyEntry::Reserved(reservation)) if reservation_is_live(&reservation, now) => {
+                    Some(*reservation)
+                }
+                _ => None,
+            })
         })
         .await
     }
