@@ -454,6 +454,59 @@ async fn context_blocks_larger_than_the_limit_are_refused_before_the_store() {
     assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
 }
 
+/// `depth` arrays nested in one another, built without recursion.
+fn nested_arrays(depth: usize) -> serde_json::Value {
+    // Not `json!([inner])`: the macro serializes its expressions, recursively.
+    (1..depth).fold(serde_json::Value::Array(Vec::new()), |inner, _| {
+        serde_json::Value::Array(vec![inner])
+    })
+}
+
+/// A context block built in process (nothing parsed it, so no parser bounded its depth) is
+/// refused for nesting deeper than 128 levels, as deep as serde_json parses, before anything
+/// walks it recursively; at 128 it runs. Thousands of levels used to overflow the stack while the
+/// size check serialized the block.
+#[tokio::test]
+async fn context_blocks_nested_too_deep_are_refused_without_recursing() {
+    let (shop, _store, host) = limited_host(HostLimits::default());
+    let with_memory = |depth: usize| {
+        let mut action = Action::new("cap:shop:place", json!({ "item": "tea" }))
+            .with_idempotency_key(format!("deep-{depth}"));
+        action.memory_context = Some(Box::new(nested_arrays(depth)));
+        action
+    };
+
+    let result = host.invoke(with_memory(128), &caller()).await;
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+
+    let result = host.invoke(with_memory(129), &caller()).await;
+    assert_eq!(code(&result), codes::ACTION_CONTEXT_TOO_LARGE, "{result:?}");
+    let error = result.error.unwrap();
+    assert_eq!(
+        error.details,
+        Some(json!({ "field": "memory_context", "max_context_depth": 128 }))
+    );
+    assert_eq!(shop.executions.load(Ordering::SeqCst), 1);
+
+    // Ten thousand levels on a thread with an 8 MiB stack: refused, no crash. (Dropping such a
+    // value recurses too, in serde_json, with smaller frames than serializing it: the stack
+    // must hold the drop, which the host cannot avoid, but not a walk of the host's own.)
+    let deep = with_memory(10_000);
+    let refused = std::thread::Builder::new()
+        .stack_size(8 << 20)
+        .spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap()
+                .block_on(host.invoke(deep, &caller()))
+        })
+        .unwrap()
+        .join()
+        .expect("the host refuses the block without overflowing the stack");
+    assert_eq!(code(&refused), codes::ACTION_CONTEXT_TOO_LARGE);
+    assert_eq!(shop.executions.load(Ordering::SeqCst), 1);
+}
+
 #[tokio::test]
 async fn purging_deletes_expired_records_in_batches_and_keeps_live_ones() {
     use aip_connector::store::{Clock, IdempotencyStore, ManualClock, Purged, SqliteStore};
@@ -1151,3 +1204,4 @@ async fn a_credential_provider_resolves_one_credential_per_tenant() {
     let refused = host.invoke(lookup(), &in_tenant("globex")).await;
     assert_eq!(code(&refused), codes::CREDENTIAL_MISSING, "{refused:?}");
 }
+

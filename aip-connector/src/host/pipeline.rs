@@ -1242,14 +1242,23 @@ fn check_id_lengths(action: &Action, max_bytes: usize) -> Option<ProtocolError> 
     ))
 }
 
+/// How deep an action's context blocks may nest, counting their own structure: as deep as
+/// serde_json's parser lets any JSON document nest, so no action read from the wire is refused
+/// for its depth. The bound is for actions built in process (`Host::invoke` from the
+/// application's own code), whose blocks nothing parsed: serializing one nested thousands of
+/// levels deep would overflow the stack.
+pub(crate) const MAX_CONTEXT_DEPTH: usize = 128;
+
 /// The `action.context_too_large` error when the action's context blocks together take more
-/// than `max_bytes` of compact JSON. An action without context blocks (the usual one) costs a
-/// test per field; a present block is serialized into a counter that stops at the limit, so a
-/// hostile block costs no more than `max_bytes` of writing.
+/// than `max_bytes` of compact JSON, or one nests deeper than [`MAX_CONTEXT_DEPTH`]. An action
+/// without context blocks (the usual one) costs a test per field; a present block is
+/// serialized into a counter that stops at the limit, so a hostile block costs no more than
+/// `max_bytes` of writing, and at most `MAX_CONTEXT_DEPTH` levels of recursion.
 fn check_context_size(action: &Action, max_bytes: usize) -> Option<ProtocolError> {
     let mut budget = ContextBudget {
         remaining: max_bytes,
         exceeded: false,
+        too_deep: false,
     };
     let delegation_chain =
         (!action.delegation_chain.is_empty()).then_some(&action.delegation_chain);
@@ -1263,6 +1272,18 @@ fn check_context_size(action: &Action, max_bytes: usize) -> Option<ProtocolError
         .or_else(|| budget.spend("compliance", action.compliance.as_deref()))
         .or_else(|| budget.spend("approval", action.approval.as_deref()))
         .or_else(|| budget.spend("transaction", action.transaction.as_deref()))?;
+    if budget.too_deep {
+        return Some(failure::with_details(
+            failure::permanent(
+                codes::ACTION_CONTEXT_TOO_LARGE,
+                format!(
+                    "the action's context block `{field}` nests deeper than \
+                     {MAX_CONTEXT_DEPTH} levels"
+                ),
+            ),
+            json!({ "field": field, "max_context_depth": MAX_CONTEXT_DEPTH }),
+        ));
+    }
     Some(failure::with_details(
         failure::permanent(
             codes::ACTION_CONTEXT_TOO_LARGE,
@@ -1279,19 +1300,70 @@ fn check_context_size(action: &Action, max_bytes: usize) -> Option<ProtocolError
 struct ContextBudget {
     remaining: usize,
     exceeded: bool,
+    /// A block nested deeper than [`MAX_CONTEXT_DEPTH`].
+    too_deep: bool,
 }
 
 impl ContextBudget {
-    /// Spends `block`'s compact JSON; `Some(field)` when that crosses the limit.
+    /// Spends `block`'s compact JSON; `Some(field)` when that crosses the size or depth limit.
     fn spend<T: serde::Serialize + ?Sized>(
         &mut self,
         field: &'static str,
         block: Option<&T>,
     ) -> Option<&'static str> {
+        let block = block?;
+        let mut depth = DepthLimit {
+            depth: 0,
+            too_deep: false,
+        };
         // Serializing fails on its own only for a block nothing could store either (a date out
         // of range); that is not a size problem, and the store reports it where it occurs.
-        let _ = serde_json::to_writer(&mut *self, block?);
-        self.exceeded.then_some(field)
+        let _ = serde::Serialize::serialize(block, &mut serde_json::Serializer::with_formatter(
+            &mut *self,
+            &mut depth,
+        ));
+        self.too_deep = depth.too_deep;
+        (self.exceeded || self.too_deep).then_some(field)
+    }
+}
+
+/// serde_json's compact output that fails as soon as an array or object opens deeper than
+/// [`MAX_CONTEXT_DEPTH`]: the serializer returns at that level instead of recursing further.
+struct DepthLimit {
+    depth: usize,
+    too_deep: bool,
+}
+
+impl DepthLimit {
+    fn open(&mut self) -> std::io::Result<()> {
+        self.depth += 1;
+        if self.depth > MAX_CONTEXT_DEPTH {
+            self.too_deep = true;
+            return Err(std::io::Error::other("context block nests too deep"));
+        }
+        Ok(())
+    }
+}
+
+impl serde_json::ser::Formatter for &mut DepthLimit {
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        self.open()?;
+        writer.write_all(b"[")
+    }
+
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        self.depth -= 1;
+        writer.write_all(b"]")
+    }
+
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        self.open()?;
+        writer.write_all(b"{")
+    }
+
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+        self.depth -= 1;
+        writer.write_all(b"}")
     }
 }
 
