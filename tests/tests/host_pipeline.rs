@@ -368,8 +368,9 @@ async fn an_id_longer_than_the_limit_is_refused_before_the_store() {
 
     // A cancel naming such an id is not remembered (no action with it can start here); one
     // at the limit is.
-    assert_eq!(host.cancel(&over), CancelOutcome::NotActive);
-    assert_eq!(host.cancel_as(&over, &caller()), CancelOutcome::NotActive);
+    let too_long = CancelOutcome::IdTooLong { max_id_bytes: 12 };
+    assert_eq!(host.cancel(&over), too_long);
+    assert_eq!(host.cancel_as(&over, &caller()), too_long);
     assert_eq!(host.cancel(&action_id("87654321")), CancelOutcome::Pending);
 
     // The default limit is generous for generated ids (`act_` and 32 hex digits).
@@ -950,6 +951,58 @@ async fn a_caller_cancels_only_its_own_actions() {
     assert_eq!(result.status, ActionResultStatus::Cancelled);
 }
 
+/// One caller cannot fill the host's table of remembered cancellations: past its own share
+/// (`MAX_PENDING_CANCELS_PER_CALLER`) its cancels are not remembered (`NotActive`, retryable
+/// over HTTP), while another caller's and an operator's still are. A renewal takes no room.
+#[tokio::test]
+async fn one_caller_cannot_fill_the_remembered_cancellations() {
+    use aip_connector::host::MAX_PENDING_CANCELS_PER_CALLER;
+    use aip_connector::ids::ActionId;
+
+    let host = host_with(Shop::default(), None);
+    let flooder = TrustedContext::new(Principal::new("user:mal", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new("t2"));
+    let id = |n: usize| ActionId::parse(format!("act_flood_{n}")).unwrap();
+    for n in 0..MAX_PENDING_CANCELS_PER_CALLER {
+        assert_eq!(host.cancel_as(&id(n), &flooder), CancelOutcome::Pending);
+    }
+    assert_eq!(
+        host.cancel_as(&id(MAX_PENDING_CANCELS_PER_CALLER), &flooder),
+        CancelOutcome::NotActive
+    );
+    assert_eq!(host.cancel_as(&id(0), &flooder), CancelOutcome::Pending);
+
+    // Ada still cancels her action before it starts; an operator's cancel is remembered too.
+    let action = Action::new("cap:shop:wait", json!({ "item": "x" })).with_timeout_ms(2_000);
+    assert_eq!(
+        host.cancel_as(&action.id, &caller()),
+        CancelOutcome::Pending
+    );
+    assert_eq!(host.cancel(&id(10_000)), CancelOutcome::Pending);
+    let result = host.invoke(action, &caller()).await;
+    assert_eq!(result.status, ActionResultStatus::Cancelled);
+}
+
+/// Each caller's cancellation of an id is remembered apart: a stranger cancelling the same id
+/// after the owner does not replace (and so void) the owner's.
+#[tokio::test]
+async fn a_strangers_cancel_of_the_same_id_leaves_the_owners_in_place() {
+    let host = host_with(Shop::default(), None);
+    let stranger = TrustedContext::new(Principal::new("user:eve", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new("t1"));
+    let action = Action::new("cap:shop:wait", json!({ "item": "x" })).with_timeout_ms(2_000);
+    assert_eq!(
+        host.cancel_as(&action.id, &caller()),
+        CancelOutcome::Pending
+    );
+    assert_eq!(
+        host.cancel_as(&action.id, &stranger),
+        CancelOutcome::Pending
+    );
+    let result = host.invoke(action, &caller()).await;
+    assert_eq!(result.status, ActionResultStatus::Cancelled, "{result:?}");
+}
+
 #[tokio::test]
 async fn streaming_yields_ordered_chunks_and_one_terminal() {
     let host = host_with(Shop::default(), None);
@@ -1204,4 +1257,3 @@ async fn a_credential_provider_resolves_one_credential_per_tenant() {
     let refused = host.invoke(lookup(), &in_tenant("globex")).await;
     assert_eq!(code(&refused), codes::CREDENTIAL_MISSING, "{refused:?}");
 }
-

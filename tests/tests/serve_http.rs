@@ -544,6 +544,22 @@ async fn cancel_over_http_reaches_only_the_callers_own_action() {
     running.stop().await;
 }
 
+/// A cancel naming an id no action can have on this host (longer than `max_id_bytes`) is a
+/// permanent `action.id_too_long`, not a retryable overload: retrying it can never succeed.
+#[tokio::test]
+async fn a_cancel_of_an_id_too_long_for_any_action_is_refused_for_good() {
+    let running = start(Desk::default(), ServerConfig::default()).await;
+    let id = aip_connector::ids::ActionId::parse(format!("act_{}", "x".repeat(300))).unwrap();
+    let error = remote(running.client("tok-ada").cancel(&id).await.unwrap_err());
+    assert_eq!(error.code, codes::ACTION_ID_TOO_LONG, "{error:?}");
+    assert_eq!(error.retryable, Some(false));
+    assert_eq!(
+        error.details,
+        Some(json!({ "field": "id", "id_bytes": 304, "max_id_bytes": 255 }))
+    );
+    running.stop().await;
+}
+
 #[tokio::test]
 async fn a_full_server_refuses_at_once_with_a_retryable_error() {
     let desk = Desk::default();

@@ -470,9 +470,9 @@ const ACTIVE_SHARDS: usize = 16;
 #[derive(Default)]
 struct ActiveActions {
     shards: [CacheAligned<Mutex<ActiveSlots>>; ACTIVE_SHARDS],
-    /// Cancellations that arrived before their action ran: action id → when they lapse and,
-    /// for a caller's cancellation, whose action it may cancel.
-    pending: Mutex<HashMap<ActionId, (Millis, Option<ActionOwner>)>>,
+    /// Cancellations that arrived before their action ran → when they lapse. Each caller's
+    /// cancellation of an id is an entry of its own, so no caller can replace another's.
+    pending: Mutex<HashMap<PendingCancel, Millis>>,
     /// Entries of `pending` plus cancellations being decided. Zero (the usual case) lets a call
     /// skip the `pending` lock; see [`ActiveActions::cancel_or_remember`] for why it is safe.
     pending_count: AtomicUsize,
@@ -483,11 +483,24 @@ pub const PENDING_CANCEL_TTL_MS: Millis = 60_000;
 
 /// The most cancellations remembered at once; beyond it, a cancel of an action that is not
 /// executing is not remembered (`CancelOutcome::NotActive`).
-const MAX_PENDING_CANCELS: usize = 10_000;
+pub const MAX_PENDING_CANCELS: usize = 10_000;
+
+/// The most cancellations one caller (principal and tenant, through [`Host::cancel_as`]) may
+/// have remembered at once, so that one caller cannot fill [`MAX_PENDING_CANCELS`] and leave
+/// every other caller's cancels unremembered.
+pub const MAX_PENDING_CANCELS_PER_CALLER: usize = 100;
+
+/// A remembered cancellation: of which action id, and for a caller's cancellation
+/// ([`Host::cancel_as`]), whose action it may cancel (`None`: an operator's, any action).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct PendingCancel {
+    id: ActionId,
+    owner: Option<ActionOwner>,
+}
 
 /// Who runs an executing action: the authenticated principal and the tenant the host resolved.
 /// A caller may cancel only its own actions ([`Host::cancel_as`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct ActionOwner {
     principal: PrincipalId,
     tenant: Option<String>,
@@ -497,13 +510,25 @@ impl ActionOwner {
     /// Whether `action`, run by `principal`, is this owner's. The action's tenant is the one the
     /// host wrote into its identity.
     fn owns(&self, action: &Action, principal: &PrincipalId) -> bool {
-        let tenant = action
-            .identity
-            .as_ref()
-            .and_then(|identity| identity.tenant.as_ref())
-            .map(|tenant| tenant.id.as_str());
-        self.principal == *principal && self.tenant.as_deref() == tenant
+        self.principal == *principal && self.tenant.as_deref() == tenant_of_action(action)
     }
+
+    /// The owner of `action`, run by `principal`.
+    fn of(action: &Action, principal: &PrincipalId) -> Self {
+        ActionOwner {
+            principal: principal.clone(),
+            tenant: tenant_of_action(action).map(str::to_owned),
+        }
+    }
+}
+
+/// The tenant the host wrote into `action`'s identity.
+fn tenant_of_action(action: &Action) -> Option<&str> {
+    action
+        .identity
+        .as_ref()
+        .and_then(|identity| identity.tenant.as_ref())
+        .map(|tenant| tenant.id.as_str())
 }
 
 /// One executing action: its handler's context, which holds the action, its cancellation and
@@ -566,25 +591,28 @@ impl ActiveActions {
         fired
     }
 
-    /// Consumes a pending, unexpired cancellation of `action` (run by `principal`);
-    /// false when there is none. Another caller's pending cancellation is left alone.
+    /// Consumes the pending cancellations of `action` (run by `principal`) that apply to it:
+    /// an operator's and its owner's; true when one of them had not lapsed. Another caller's
+    /// pending cancellation of the same id is left alone.
     fn take_pending(&self, action: &Action, principal: &PrincipalId, clock: &dyn Clock) -> bool {
         if self.pending_count.load(Ordering::SeqCst) == 0 {
             return false;
         }
         // Read only here: with no cancellation pending (the usual case) no clock is read.
         let now = clock.now_ms();
-        let id = &action.id;
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        match pending.get(id) {
-            Some((_, Some(canceller))) if !canceller.owns(action, principal) => false,
-            Some(&(lapses_at, _)) => {
-                pending.remove(id);
+        let mut fired = false;
+        for owner in [None, Some(ActionOwner::of(action, principal))] {
+            let key = PendingCancel {
+                id: action.id.clone(),
+                owner,
+            };
+            if let Some(lapses_at) = pending.remove(&key) {
                 self.pending_count.fetch_sub(1, Ordering::SeqCst);
-                lapses_at > now
+                fired |= lapses_at > now;
             }
-            None => false,
         }
+        fired
     }
 
     /// Cancels the executing action `id`, or remembers the cancellation for
@@ -604,7 +632,7 @@ impl ActiveActions {
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
         self.pending_count.fetch_add(1, Ordering::SeqCst);
         let before = pending.len();
-        pending.retain(|_, (lapses_at, _)| *lapses_at > now);
+        pending.retain(|_, lapses_at| *lapses_at > now);
         let lapsed = before - pending.len();
         if lapsed > 0 {
             self.pending_count.fetch_sub(lapsed, Ordering::SeqCst);
@@ -613,15 +641,26 @@ impl ActiveActions {
             self.pending_count.fetch_sub(1, Ordering::SeqCst);
             return CancelOutcome::Cancelled;
         }
-        if pending.len() >= MAX_PENDING_CANCELS && !pending.contains_key(id) {
+        let key = PendingCancel {
+            id: id.clone(),
+            owner: owner.cloned(),
+        };
+        // A renewal takes no room; a new entry must fit the host's and the caller's share.
+        let full = !pending.contains_key(&key)
+            && (pending.len() >= MAX_PENDING_CANCELS
+                || owner.is_some_and(|owner| {
+                    pending
+                        .keys()
+                        .filter(|held| held.owner.as_ref() == Some(owner))
+                        .count()
+                        >= MAX_PENDING_CANCELS_PER_CALLER
+                }));
+        if full {
             self.pending_count.fetch_sub(1, Ordering::SeqCst);
             return CancelOutcome::NotActive;
         }
         if pending
-            .insert(
-                id.clone(),
-                (now.saturating_add(PENDING_CANCEL_TTL_MS), owner.cloned()),
-            )
+            .insert(key, now.saturating_add(PENDING_CANCEL_TTL_MS))
             .is_some()
         {
             // Renewed, not added: the entry was already counted.
@@ -672,10 +711,16 @@ pub struct Host {
 pub enum CancelOutcome {
     /// The action was executing; its handler's cancellation token fired.
     Cancelled,
-    /// The action is not executing and the cancellation could not be remembered (more than
-    /// 10,000 are pending, or the id is longer than [`HostLimits::max_id_bytes`], so no action
-    /// with it can run here): nothing changed.
+    /// The action is not executing and the cancellation could not be remembered: the host
+    /// holds [`MAX_PENDING_CANCELS`] already, or this caller [`MAX_PENDING_CANCELS_PER_CALLER`]
+    /// ([`Host::cancel_as`]). Nothing changed; a later cancel may be remembered.
     NotActive,
+    /// The id is longer than [`HostLimits::max_id_bytes`]: no action with it passes stage 0,
+    /// so there is nothing to cancel, now or later. Nothing was remembered.
+    IdTooLong {
+        /// The host's [`HostLimits::max_id_bytes`].
+        max_id_bytes: usize,
+    },
     /// The action is not executing (not started yet, finished, or unknown). The cancellation is
     /// remembered for 60 s: if the action starts in that time it is answered `cancelled` before
     /// its handler runs. An action that already finished keeps its result, and a re-sent action
@@ -755,7 +800,9 @@ impl Host {
         // No action with a longer id passes stage 0, so there is nothing to cancel; remembering
         // the id would only hold the caller's bytes for a minute.
         if action_id.as_str().len() > self.inner.limits.max_id_bytes {
-            return CancelOutcome::NotActive;
+            return CancelOutcome::IdTooLong {
+                max_id_bytes: self.inner.limits.max_id_bytes,
+            };
         }
         self.inner
             .active

@@ -1318,10 +1318,10 @@ impl ContextBudget {
         };
         // Serializing fails on its own only for a block nothing could store either (a date out
         // of range); that is not a size problem, and the store reports it where it occurs.
-        let _ = serde::Serialize::serialize(block, &mut serde_json::Serializer::with_formatter(
-            &mut *self,
-            &mut depth,
-        ));
+        let _ = serde::Serialize::serialize(
+            block,
+            &mut serde_json::Serializer::with_formatter(&mut *self, &mut depth),
+        );
         self.too_deep = depth.too_deep;
         (self.exceeded || self.too_deep).then_some(field)
     }

@@ -600,8 +600,25 @@ async fn dispatch(
                 let error = temporary(
                     &shared,
                     codes::TRANSPORT_OVERLOADED,
-                    "too many cancellations are pending; retry later",
+                    "too many cancellations are pending, on this server or for this caller; \
+                     retry later",
                 );
+                return error_response(&error, Some(&envelope));
+            }
+            CancelOutcome::IdTooLong { max_id_bytes } => {
+                let mut error = refusal(
+                    codes::ACTION_ID_TOO_LONG,
+                    format!(
+                        "no action with an id of {} bytes can run here (at most \
+                             {max_id_bytes}); there is nothing to cancel",
+                        id.as_str().len()
+                    ),
+                );
+                error.details = Some(json!({
+                    "field": "id",
+                    "id_bytes": id.as_str().len(),
+                    "max_id_bytes": max_id_bytes,
+                }));
                 return error_response(&error, Some(&envelope));
             }
         },
