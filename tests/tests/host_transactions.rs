@@ -83,6 +83,27 @@ impl Calendar {
         })
     }
 
+    /// Book the board room: the same booking, released by an approver.
+    #[capability(
+        id = "cap:cal:book_board_room",
+        risk = high,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+        approval(required, evidence = [reason]),
+        transaction(modes = [execute, reconcile], fidelity = policy_and_schema),
+        reconcile = Self::find,
+    )]
+    async fn book_board_room(
+        &self,
+        booking: Booking,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+        _approval: Approval,
+    ) -> Result<Booked, ConnectorFailure> {
+        self.book(booking, key, checkpoint).await
+    }
+
     async fn find(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
         Ok(ReconcileOutcome::Committed {
             evidence: Some(json!({ "found": request.provider_operation.operation_id })),
@@ -296,6 +317,70 @@ async fn an_unknown_outcome_is_refused_until_reconciled_and_never_becomes_commit
     );
     let record = store.transaction(&id).await.unwrap().unwrap();
     assert_eq!(record.status, TransactionProtocolStatus::Reconciled);
+    assert_eq!(calendar.effects.load(Ordering::SeqCst), 1);
+}
+
+/// A retry of an approval-gated `execute` whose outcome is unknown is refused at once, before
+/// its approval gate: no approver is asked to release an action that admission then refuses.
+/// So is an `execute` of that transaction by another action.
+#[tokio::test]
+async fn a_gated_execute_that_must_be_reconciled_is_refused_before_its_gate() {
+    use aip_connector::host::{ApproverMemberships, StaticApprovalAuthority};
+    use aip_connector::model::ApprovalDecision;
+
+    let calendar = Calendar::default();
+    let store = Arc::new(MemoryStore::default());
+    let host = Host::builder()
+        .connector(calendar.clone())
+        .store(store.clone())
+        .approval_authority(
+            StaticApprovalAuthority::new()
+                .with("user:boss", ApproverMemberships::new().with_tenant("t1")),
+        )
+        .build()
+        .unwrap();
+    let boss = TrustedContext::new(Principal::new("user:boss", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new("t1"));
+    let id = TransactionId::new();
+    let mut transaction = ActionTransaction::new(TransactionMode::Execute);
+    transaction.transaction_id = Some(id.clone());
+    let booking = Action::new(
+        "cap:cal:book_board_room",
+        json!({ "slot": "9am", "behaviour": "uncertain" }),
+    )
+    .with_idempotency_key("board-1")
+    .with_transaction(transaction);
+
+    let pending = host.invoke(booking.clone(), &caller()).await;
+    let approval = pending
+        .approval_id()
+        .expect("the booking waits for approval");
+    host.record_approval_decision(
+        ApprovalDecision::approve(approval.clone(), boss.principal.clone())
+            .with_reason("the board room is free"),
+        &boss,
+    )
+    .await
+    .unwrap();
+    let uncertain = host.resume_approved(&approval, &caller()).await;
+    assert_eq!(uncertain.error.unwrap().code, "cal.reset");
+    let record = store.transaction(&id).await.unwrap().unwrap();
+    assert_eq!(record.status, TransactionProtocolStatus::OutcomeUnknown);
+
+    // The same action retried under a new key: reconcile first, no new approval request.
+    let retry = host
+        .invoke(booking.clone().with_idempotency_key("board-2"), &caller())
+        .await;
+    assert_eq!(retry.status, ActionResultStatus::Failed, "{retry:?}");
+    let refusal = retry.error.unwrap();
+    assert_eq!(refusal.code, codes::TRANSACTION_RECONCILIATION_REQUIRED);
+    assert_eq!(refusal.details.unwrap()["transaction_id"], json!(id));
+
+    // Another action naming the transaction: not its execution, also before any approval.
+    let mut other = booking.with_idempotency_key("board-3");
+    other.id = aip_connector::ids::ActionId::new();
+    let refused = host.invoke(other, &caller()).await;
+    assert_eq!(refused.error.unwrap().code, codes::AUTH_NOT_AUTHORIZED);
     assert_eq!(calendar.effects.load(Ordering::SeqCst), 1);
 }
 

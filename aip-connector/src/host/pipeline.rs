@@ -1780,15 +1780,12 @@ fn approval_required(capability: &Capability, contract: Option<&CapabilityContra
 /// Step 10: records a pending approval and answers `pending_approval` (the caller settles the
 /// reservation, so a duplicate replays the pending result).
 async fn approval_gate(call: &Call<'_>, key: Option<String>, fingerprint: String) -> ActionResult {
-    // A compensation whose target was already compensated cannot run: say so before an
-    // approver is asked to release it (admission would refuse it after the approval).
-    if call
-        .action
-        .transaction
-        .as_ref()
-        .is_some_and(|t| t.mode == TransactionMode::Compensate)
+    // An execute that must first be reconciled, or a compensation whose target was already
+    // compensated, cannot run: say so before an approver is asked to release it (admission
+    // would refuse it after the approval).
+    if call.action.transaction.is_some()
         && let Some(error) =
-            transaction::compensation_claimed_before_gate(call.host, call.action).await
+            transaction::refusal_before_gate(call.host, call.action, call.caller).await
     {
         return failure::failed(&call.action.id, error);
     }

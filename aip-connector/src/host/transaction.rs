@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use aip_connector_core::ids::{ActionId, TransactionId};
+use aip_connector_core::ids::{ActionId, PrincipalId, TransactionId};
 use aip_connector_core::model::{
     Action, ActionResult, ActionResultStatus, Capability, CapabilityContract, ErrorCategory,
     ProtocolError, ProviderOperationRef, TransactionMode, TransactionPlan,
@@ -99,12 +99,44 @@ fn compensation_claimed(existing: &TransactionRecord) -> ProtocolError {
     )
 }
 
-/// Before the approval gate of a `compensate`: the refusal admission would give because the
-/// target's one compensation already ran (or runs), so no approver is asked to release an
-/// action that cannot run. Only for a compensation of the caller's own tenant (another
-/// tenant's learns nothing here; admission refuses it for its target). A store failure defers
-/// to admission.
-pub(crate) async fn compensation_claimed_before_gate(
+/// Before the approval gate: the refusal admission would give, whatever an approver decides, to
+/// a transactional action whose stored state already rules it out, so no approver is asked to
+/// release an action that cannot run.
+///
+/// - an `execute` of a transaction bound to another execution (`auth.not_authorized`) or whose
+///   outcome must first be reconciled (`transaction.reconciliation_required`);
+/// - a `compensate` whose target's one compensation already ran, or runs
+///   (`transaction.compensation_already_claimed`).
+///
+/// Only for stored state of the caller's own tenant: another tenant's learns nothing here, and
+/// admission refuses it after the gate. A store failure defers to admission, as does every
+/// refusal that depends on when the action runs (an expired plan, an attempt that may still
+/// be running).
+pub(crate) async fn refusal_before_gate(
+    host: &HostInner,
+    action: &Action,
+    caller: &TrustedContext,
+) -> Option<ProtocolError> {
+    let transaction = action.transaction.as_ref()?;
+    match transaction.mode {
+        TransactionMode::Execute => {
+            let id = transaction.transaction_id.as_ref()?;
+            let record = host.store.transaction(id).await.ok()??;
+            if tenant_id_of(record.identity.as_ref()) != tenant_id_of(action.identity.as_deref()) {
+                return None;
+            }
+            if bound_elsewhere(&record, action, &caller.principal.id) {
+                return Some(bound_elsewhere_error());
+            }
+            needs_reconciliation_to_execute(&record).then(|| reconciliation_required(&record))
+        }
+        TransactionMode::Compensate => compensation_claimed_before_gate(host, action).await,
+        _ => None,
+    }
+}
+
+/// The `compensate` part of [`refusal_before_gate`].
+async fn compensation_claimed_before_gate(
     host: &HostInner,
     action: &Action,
 ) -> Option<ProtocolError> {
@@ -783,25 +815,13 @@ async fn execute_gate(
             )),
         };
     };
-    if record.action_id != action.id
-        || record.capability_id != action.capability_id
-        || record.principal_id != caller.principal.id
-        || tenant_id_of(record.identity.as_ref()) != tenant_id_of(action.identity.as_deref())
-    {
-        return Err(failure::error(
-            codes::AUTH_NOT_AUTHORIZED,
-            "the transaction is already bound to a different execution",
-            ErrorCategory::Auth,
-            false,
-        ));
+    if bound_elsewhere(&record, action, &caller.principal.id) {
+        return Err(bound_elsewhere_error());
+    }
+    if needs_reconciliation_to_execute(&record) {
+        return Err(reconciliation_required(&record));
     }
     match record.status {
-        // An earlier attempt checkpointed a provider operation and never settled (its host
-        // died, or it is still running): the provider may have the effect, so only
-        // reconciliation can tell.
-        Status::Prepared if record.provider_operation.is_some() => {
-            Err(reconciliation_required(&record))
-        }
         // An earlier attempt that never reached its checkpoint: this attempt takes the record
         // over, and the compare-and-set lets exactly one of racing attempts do so.
         Status::Prepared => {
@@ -857,13 +877,41 @@ async fn execute_gate(
                 )),
             }
         }
-        Status::OutcomeUnknown | Status::Reconciling | Status::Committing => {
-            Err(reconciliation_required(&record))
-        }
         _ => Err(policy(
             codes::TRANSACTION_EXECUTE_STATE_INVALID,
             "the transaction is in a state that cannot execute",
         )),
+    }
+}
+
+/// Whether `record` belongs to another execution than `action` run by `principal`: another
+/// action, capability, principal or tenant. An `execute` may only retry its own transaction.
+fn bound_elsewhere(record: &TransactionRecord, action: &Action, principal: &PrincipalId) -> bool {
+    record.action_id != action.id
+        || record.capability_id != action.capability_id
+        || record.principal_id != *principal
+        || tenant_id_of(record.identity.as_ref()) != tenant_id_of(action.identity.as_deref())
+}
+
+fn bound_elsewhere_error() -> ProtocolError {
+    failure::error(
+        codes::AUTH_NOT_AUTHORIZED,
+        "the transaction is already bound to a different execution",
+        ErrorCategory::Auth,
+        false,
+    )
+}
+
+/// Whether an `execute` of `record` must wait for a reconciliation: an earlier attempt may have
+/// reached the provider and nobody knows whether it took effect — its outcome is unknown, it is
+/// being reconciled, or it checkpointed a provider operation and never settled (its host died,
+/// or it is still running). Only reconciliation can tell, so running again could repeat the
+/// effect.
+fn needs_reconciliation_to_execute(record: &TransactionRecord) -> bool {
+    match record.status {
+        Status::Prepared => record.provider_operation.is_some(),
+        Status::OutcomeUnknown | Status::Reconciling | Status::Committing => true,
+        _ => false,
     }
 }
 
