@@ -258,3 +258,37 @@ async fn oversized_ids_reach_logs_and_errors_cut_to_the_id_limit() {
         log_text.len()
     );
 }
+
+/// Ids are the caller's text: in a log line or an error message their control characters are
+/// escaped, so an id cannot forge a log line of its own or carry terminal escapes.
+#[tokio::test]
+async fn control_characters_of_ids_reach_logs_and_errors_escaped() {
+    let (logs, _guard) = capture_logs();
+    let host = host(Arc::new(MemoryStore::default()));
+    let forged = "\n2026-01-01T00:00:00Z  INFO forged: admin logged in\u{1b}[31m";
+
+    let mut action = Action::new("cap:clinic:open_chart", json!({ "name": "n", "age": 4 }));
+    action.id = aip_connector::ids::ActionId::parse(format!("act_evil{forged}")).unwrap();
+    host.invoke(action, &caller()).await;
+    let unknown = host
+        .invoke(
+            Action::new(format!("cap:nowhere{forged}").as_str(), json!({})),
+            &caller(),
+        )
+        .await;
+    let message = unknown
+        .error
+        .expect("an unknown capability is an error")
+        .message;
+    assert!(!message.chars().any(char::is_control), "{message:?}");
+    assert!(message.contains("cap:nowhere\\n2026"), "{message:?}");
+
+    let log_text = logs.text();
+    assert!(log_text.contains("act_evil\\n2026"), "{log_text}");
+    assert!(log_text.contains("\\u{1b}[31m"), "{log_text}");
+    assert!(!log_text.contains('\u{1b}'), "{log_text:?}");
+    assert!(
+        !log_text.lines().any(|line| line.starts_with("2026-01-01")),
+        "an id forged a log line: {log_text}"
+    );
+}

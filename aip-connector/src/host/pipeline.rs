@@ -1162,13 +1162,15 @@ fn cancelled(action_id: &aip_connector_core::ids::ActionId, reason: &str) -> Act
 
 /// Caller-chosen text shown in a log line or an error message before (or without) a length
 /// check: at most `max_bytes` of it, cut at a character boundary, then how long it was.
-struct Clipped<'a> {
+/// Control characters are shown escaped (`\n`, `\u{1b}`), so an id cannot forge a log line of
+/// its own or send terminal escapes to whoever reads the log.
+pub(crate) struct Clipped<'a> {
     text: &'a str,
     max_bytes: usize,
 }
 
 impl<'a> Clipped<'a> {
-    fn new(text: &'a str, max_bytes: usize) -> Self {
+    pub(crate) fn new(text: &'a str, max_bytes: usize) -> Self {
         Self { text, max_bytes }
     }
 }
@@ -1176,15 +1178,28 @@ impl<'a> Clipped<'a> {
 impl std::fmt::Display for Clipped<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.text.len() <= self.max_bytes {
-            return f.write_str(self.text);
+            return write_escaped(f, self.text);
         }
         // `str::floor_char_boundary` is newer than the crates' MSRV (1.88).
         let cut = (0..=self.max_bytes)
             .rev()
             .find(|&at| self.text.is_char_boundary(at))
             .unwrap_or(0);
-        write!(f, "{}… ({} bytes)", &self.text[..cut], self.text.len())
+        write_escaped(f, &self.text[..cut])?;
+        write!(f, "… ({} bytes)", self.text.len())
     }
+}
+
+/// Writes `text` with its control characters escaped; text without any (the usual id) is
+/// written as it is, in one piece.
+fn write_escaped(f: &mut std::fmt::Formatter<'_>, mut text: &str) -> std::fmt::Result {
+    while let Some(at) = text.find(char::is_control) {
+        f.write_str(&text[..at])?;
+        let control = text[at..].chars().next().unwrap_or_default();
+        write!(f, "{}", control.escape_default())?;
+        text = &text[at + control.len_utf8()..];
+    }
+    f.write_str(text)
 }
 
 /// The `action.idempotency_key_too_long` error for a key longer than `max_bytes`. The key is
@@ -2233,6 +2248,20 @@ mod tests {
         // `é` is two bytes: a cut inside it falls back to the boundary before it.
         assert_eq!(Clipped::new("abcdé", 5).to_string(), "abcd… (6 bytes)");
         assert_eq!(Clipped::new("éé", 0).to_string(), "… (4 bytes)");
+    }
+
+    #[test]
+    fn clipped_text_escapes_control_characters() {
+        let forged = "act_evil\n2026-01-01T00:00:00Z  INFO forged\u{1b}[31m";
+        let shown = Clipped::new(forged, 255).to_string();
+        assert_eq!(
+            shown,
+            "act_evil\\n2026-01-01T00:00:00Z  INFO forged\\u{1b}[31m"
+        );
+        assert!(!shown.chars().any(char::is_control), "{shown}");
+        // Escaping happens after the cut, on what is shown.
+        assert_eq!(Clipped::new("a\tbc", 2).to_string(), "a\\t… (4 bytes)");
+        assert_eq!(Clipped::new("ééé", 255).to_string(), "ééé");
     }
 
     fn future_size<A, B, C, D, F: Future>(_: impl FnOnce(A, B, C, D) -> F) -> usize {

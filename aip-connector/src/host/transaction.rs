@@ -17,6 +17,7 @@ use time::OffsetDateTime;
 
 use super::canonical::{canonical_json, sha256_hex};
 use super::context::TrustedContext;
+use super::pipeline::Clipped;
 use super::{HostInner, failure};
 use crate::codes;
 use crate::invocation::{BoxFuture, CheckpointRecorder, CompensationTarget};
@@ -915,6 +916,11 @@ fn needs_reconciliation_to_execute(record: &TransactionRecord) -> bool {
     }
 }
 
+/// A caller-chosen id as a log field: its control characters escaped (see [`Clipped`]).
+fn escaped(id: &str) -> Clipped<'_> {
+    Clipped::new(id, usize::MAX)
+}
+
 fn reconciliation_required(record: &TransactionRecord) -> ProtocolError {
     let error = policy(
         codes::TRANSACTION_RECONCILIATION_REQUIRED,
@@ -940,7 +946,7 @@ pub(crate) async fn settle(
     let record = match host.store.transaction(&admitted.transaction_id).await {
         Ok(Some(record)) => record,
         Ok(None) | Err(_) => {
-            tracing::warn!(transaction_id = %admitted.transaction_id, "transaction record missing at settlement");
+            tracing::warn!(transaction_id = %escaped(admitted.transaction_id.as_str()), "transaction record missing at settlement");
             return false;
         }
     };
@@ -1019,11 +1025,11 @@ pub(crate) async fn settle(
     {
         Ok(TransitionOutcome::Applied(_)) => transition.to == Status::OutcomeUnknown,
         Ok(other) => {
-            tracing::warn!(transaction_id = %record.transaction_id, outcome = ?std::mem::discriminant(&other), "transaction settlement lost a race");
+            tracing::warn!(transaction_id = %escaped(record.transaction_id.as_str()), outcome = ?std::mem::discriminant(&other), "transaction settlement lost a race");
             false
         }
         Err(error) => {
-            tracing::warn!(transaction_id = %record.transaction_id, error = %error, "transaction settlement failed");
+            tracing::warn!(transaction_id = %escaped(record.transaction_id.as_str()), error = %error, "transaction settlement failed");
             false
         }
     }
