@@ -254,6 +254,9 @@ pub const TRANSPORT_INVALID_ENVELOPE: &str = "transport.invalid_envelope";
 pub const TRANSPORT_UNSUPPORTED_MESSAGE: &str = "transport.unsupported_message";
 /// The request body exceeds the server's body limit (permanent, not retryable; HTTP 413).
 pub const TRANSPORT_PAYLOAD_TOO_LARGE: &str = "transport.payload_too_large";
+/// The request body is not declared as JSON: its `Content-Type` is missing or is not
+/// `application/json` (or `application/<type>+json`) (permanent, not retryable; HTTP 415).
+pub const TRANSPORT_UNSUPPORTED_MEDIA_TYPE: &str = "transport.unsupported_media_type";
 /// Every concurrency slot is taken (temporary, retryable after `retry_after_ms`; HTTP 503).
 pub const TRANSPORT_OVERLOADED: &str = "transport.overloaded";
 /// The request did not finish within the server's per-request timeout (temporary, retryable;

@@ -544,6 +544,53 @@ async fn cancel_over_http_reaches_only_the_callers_own_action() {
     running.stop().await;
 }
 
+/// An envelope must be declared as JSON. A body sent as `text/plain`, a form, or without a type
+/// (what a page on another origin can make a browser send without a CORS preflight) is refused
+/// with `415 transport.unsupported_media_type`, and the action does not run.
+#[tokio::test]
+async fn a_body_not_declared_as_json_is_refused_and_nothing_runs() {
+    let desk = Desk::default();
+    let running = start(desk.clone(), ServerConfig::default()).await;
+    let envelope = Envelope::new(MessageBody::Action(Box::new(Action::new(
+        "cap:desk:echo",
+        json!({ "text": "x" }),
+    ))));
+    let body = serde_json::to_vec(&envelope).unwrap();
+    let post = |content_type: Option<&'static str>| {
+        let mut request = reqwest::Client::new()
+            .post(format!("{}{MESSAGES_PATH}", running.base))
+            .bearer_auth("tok-ada")
+            .body(body.clone());
+        if let Some(content_type) = content_type {
+            request = request.header("content-type", content_type);
+        }
+        request.send()
+    };
+    for content_type in [
+        None,
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        Some("multipart/form-data; boundary=x"),
+    ] {
+        let response = post(content_type).await.unwrap();
+        assert_eq!(response.status().as_u16(), 415, "{content_type:?}");
+        let answer: Value = response.json().await.unwrap();
+        let error = &answer["body"]["error"]["error"];
+        assert_eq!(
+            error["code"],
+            codes::TRANSPORT_UNSUPPORTED_MEDIA_TYPE,
+            "{answer}"
+        );
+        assert_eq!(error["retryable"], false);
+    }
+    assert_eq!(desk.echoes.load(Ordering::SeqCst), 0);
+
+    let accepted = post(Some("application/json; charset=utf-8")).await.unwrap();
+    assert_eq!(accepted.status().as_u16(), 200);
+    assert_eq!(desk.echoes.load(Ordering::SeqCst), 1);
+    running.stop().await;
+}
+
 /// A cancel naming an id no action can have on this host (longer than `max_id_bytes`) is a
 /// permanent `action.id_too_long`, not a retryable overload: retrying it can never succeed.
 #[tokio::test]

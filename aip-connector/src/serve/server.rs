@@ -467,6 +467,15 @@ async fn messages(State(shared): State<Arc<Shared>>, request: Request) -> Respon
             None,
         );
     };
+    if !declares_json(&parts.headers) {
+        return error_response(
+            &refusal(
+                codes::TRANSPORT_UNSUPPORTED_MEDIA_TYPE,
+                "send the envelope with `Content-Type: application/json`",
+            ),
+            None,
+        );
+    }
     // A body that trickles in (or stops) must not hold a slot forever.
     let reading = read_body(&parts.headers, body, shared.config.max_body_bytes);
     let bytes = match tokio::time::timeout(shared.config.request_timeout, reading).await {
@@ -527,6 +536,31 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Byte
             format!("the request body could not be read: {error}"),
         )
     })
+}
+
+/// Whether the body is declared as JSON: `application/json` or `application/<type>+json`, with
+/// any parameters (`; charset=utf-8`), in any case.
+///
+/// Required, not just tolerated, because a browser sends a cross-site `POST` without asking the
+/// server first (no CORS preflight) only when its type is `text/plain`, a form type, or absent.
+/// Refusing those keeps a page on another origin from making a signed-in browser send an
+/// envelope, should an `Authenticator` accept cookies.
+fn declares_json(headers: &HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = value.split(';').next().unwrap_or_default().trim();
+    let Some((kind, subtype)) = essence.split_once('/') else {
+        return false;
+    };
+    kind.eq_ignore_ascii_case("application")
+        && (subtype.eq_ignore_ascii_case("json")
+            || subtype.len() > 5
+                && subtype.is_char_boundary(subtype.len() - 5)
+                && subtype[subtype.len() - 5..].eq_ignore_ascii_case("+json"))
 }
 
 fn accepts_event_stream(headers: &HeaderMap) -> bool {
@@ -873,6 +907,7 @@ pub fn status_for(error: &ProtocolError) -> StatusCode {
         codes::TRANSPORT_PAYLOAD_TOO_LARGE | codes::POLICY_APPROVAL_DECISION_TOO_LARGE => {
             StatusCode::PAYLOAD_TOO_LARGE
         }
+        codes::TRANSPORT_UNSUPPORTED_MEDIA_TYPE => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         codes::TRANSPORT_OVERLOADED | codes::TRANSPORT_SHUTTING_DOWN => {
             StatusCode::SERVICE_UNAVAILABLE
         }
@@ -943,5 +978,39 @@ mod tests {
     fn the_request_future_stays_small() {
         let size = future_size(dispatch);
         assert!(size <= 8 * 1024, "dispatch future is {size} bytes");
+    }
+
+    #[test]
+    fn only_json_content_types_are_declared_json() {
+        let declared = |value: Option<&str>| {
+            let mut headers = HeaderMap::new();
+            if let Some(value) = value {
+                headers.insert(header::CONTENT_TYPE, value.parse().unwrap());
+            }
+            declares_json(&headers)
+        };
+        for json in [
+            "application/json",
+            "Application/JSON",
+            "application/json; charset=utf-8",
+            "application/aip+json",
+            "application/vnd.aip.envelope+JSON ; v=1",
+        ] {
+            assert!(declared(Some(json)), "{json}");
+        }
+        for other in [
+            "text/plain",
+            "text/plain; charset=utf-8",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "application/jsonx",
+            "application/+json",
+            "text/json",
+            "json",
+            "",
+        ] {
+            assert!(!declared(Some(other)), "{other}");
+        }
+        assert!(!declared(None));
     }
 }
