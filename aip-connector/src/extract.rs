@@ -283,9 +283,23 @@ impl<T: Serialize> StreamSink<T> {
     }
 }
 
-// `Serialize` here, not only on `send`: a handler whose items cannot be serialized is then
-// refused at its `StreamSink<T>` parameter, where the macro's extractor check is spanned.
-impl<T: Serialize + Send + 'static> Extractor for StreamSink<T> {
+/// A type a [`StreamSink`] can send: each item is serialized into a data chunk.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the item of a `StreamSink`",
+    label = "each item of this stream is serialized into a data chunk",
+    note = "derive `serde::Serialize` for `{Self}`: `#[derive(Serialize)]`"
+)]
+pub trait StreamItem: Serialize + Send + 'static {}
+
+// `do_not_recommend`: a missing bound is reported with the fix above, instead of rustc's list
+// of every type that implements `Serialize`.
+#[diagnostic::do_not_recommend]
+impl<T: Serialize + Send + 'static> StreamItem for T {}
+
+// `StreamItem` here, not only `Serialize` on `send`: a handler whose items cannot be
+// serialized is then refused at its `StreamSink<T>` parameter, where the macro's extractor
+// check is spanned.
+impl<T: StreamItem> Extractor for StreamSink<T> {
     const KIND: ExtractorKind = ExtractorKind::StreamSink;
     fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure> {
         let sink = context.stream().ok_or_else(|| {

@@ -21,6 +21,9 @@ use crate::codes;
 )]
 pub trait CapabilityInput: DeserializeOwned + JsonSchema + Send + 'static {}
 
+// `do_not_recommend`: the note above names what to derive; without it rustc appends the list of
+// every type that implements the missing trait.
+#[diagnostic::do_not_recommend]
 impl<T: DeserializeOwned + JsonSchema + Send + 'static> CapabilityInput for T {}
 
 /// A handler's return type: `Result<T, E>` where `T` is the output (serialized into
@@ -41,13 +44,49 @@ pub trait HandlerResult: Send {
 
 impl<T, E> HandlerResult for Result<T, E>
 where
-    T: Serialize + JsonSchema + Send + 'static,
-    E: Into<ConnectorFailure> + Send,
+    T: CapabilityOutput,
+    E: HandlerError,
 {
     type Output = T;
 
     fn into_result(self) -> Result<T, ConnectorFailure> {
-        self.map_err(Into::into)
+        self.map_err(HandlerError::into_failure)
+    }
+}
+
+/// A type that can be a capability's output: it serializes into `ActionResult.output` and has
+/// a JSON Schema (published as `output_schema`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the output of a capability",
+    label = "the handler's `Ok` type is the capability output",
+    note = "derive `serde::Serialize` and `schemars::JsonSchema` for `{Self}`: `#[derive(Serialize, JsonSchema)]`"
+)]
+pub trait CapabilityOutput: Serialize + JsonSchema + Send + 'static {}
+
+// `do_not_recommend`: a type that misses a bound is reported as "cannot be the output" with the
+// fix above, instead of rustc's list of every type that implements `JsonSchema`.
+#[diagnostic::do_not_recommend]
+impl<T: Serialize + JsonSchema + Send + 'static> CapabilityOutput for T {}
+
+/// A handler's error type: anything that converts into a [`ConnectorFailure`], which carries
+/// the code, category and retry flag the host answers with.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the error of a capability handler",
+    label = "the handler's `Err` type must convert into `ConnectorFailure`",
+    note = "a failure needs a code, a category and a retry flag, which `{Self}` does not say: return `ConnectorFailure` (`ConnectorFailure::permanent(code, message, component)` or `::temporary(..)`), e.g. `.map_err(|e| ConnectorFailure::permanent(\"acme.lookup_failed\", e.to_string(), \"acme\"))?`",
+    note = "or use an error type of your own crate with `impl From<YourError> for ConnectorFailure`"
+)]
+pub trait HandlerError: Send {
+    /// The failure the host reports.
+    fn into_failure(self) -> ConnectorFailure;
+}
+
+// `do_not_recommend`: rustc then reports "cannot be the error" with the fix above, not the
+// missing `From<E> for ConnectorFailure` and the unrelated `From` impls it found.
+#[diagnostic::do_not_recommend]
+impl<E: Into<ConnectorFailure> + Send> HandlerError for E {
+    fn into_failure(self) -> ConnectorFailure {
+        self.into()
     }
 }
 

@@ -48,9 +48,9 @@ pub use connector::{
 };
 pub use extract::{
     Approval, Caller, Cancellation, Checkpoint, Compensation, Credential, Deadline, ExtractorKind,
-    IdempotencyKey, StreamSink, Tenant,
+    IdempotencyKey, StreamItem, StreamSink, Tenant,
 };
-pub use handler::{CapabilityInput, HandlerResult};
+pub use handler::{CapabilityInput, CapabilityOutput, HandlerError, HandlerResult};
 pub use invocation::{
     CallerIdentity, CompensationTarget, CredentialHandle, InvocationContext, Secret,
     StaticInvocation, VerifiedApprovals, VerifiedTenant,
