@@ -107,9 +107,13 @@ struct ProviderChargeRequest<'a> {
     customer_email: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     description: Option<&'a str>,
-    /// The approvals that released the charge, for the provider's audit trail.
-    approval_ids: Vec<&'a str>,
 }
+
+/// Request header naming the approvals that released a charge, for the provider's audit trail.
+/// A header, not a body field: a resumed approval and a re-submission carry different approval
+/// ids, and the provider rejects a second request under the same idempotency key whose body
+/// differs from the first.
+pub const APPROVAL_IDS_HEADER: &str = "x-approval-ids";
 
 /// The body of `POST /refunds`.
 #[derive(Serialize)]
@@ -205,13 +209,20 @@ impl Payments {
         // Durable before the request leaves: a lost answer is reconciled against this
         // operation, never charged again.
         checkpoint.record(operation.clone(), None).await?;
-        let approvals = approval.approvals();
+        let approval_ids = approval
+            .approvals()
+            .approval_ids
+            .iter()
+            .map(|id| id.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
         let effect: ProviderEffect = self
             .api
             .post(CHARGES_ROUTE)
             .bearer_auth(credential.secret())
             .idempotency(&key)
             .header(OPERATION_ID_HEADER, &operation.operation_id)
+            .header(APPROVAL_IDS_HEADER, &approval_ids)
             .provider_operation(operation)
             .operation(ConnectorOperation::TransactionCommit)
             .deadline(&deadline)
@@ -221,11 +232,6 @@ impl Payments {
                 currency: &input.currency,
                 customer_email: &input.customer_email,
                 description: input.description.as_deref(),
-                approval_ids: approvals
-                    .approval_ids
-                    .iter()
-                    .map(|id| id.as_str())
-                    .collect(),
             })
             .send_json()
             .await?;

@@ -230,6 +230,12 @@ impl Directory {
         })
     }
 
+    /// Streams the directory's entries: streaming only, so no `tools/call` could run it.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn export(&self, sink: StreamSink<Posted>) -> Result<(), ConnectorFailure> {
+        sink.send(Posted { cents: 0, run: 0 }).await
+    }
+
     /// Searches the public web for a name.
     #[capability(
         risk = low,
@@ -1132,6 +1138,8 @@ fn the_projection_is_inspectable_without_serving_it() {
         Some("web_search")
     );
     assert!(projection.tool("web_search").is_some());
+    // A streaming-only capability is not a tool: every `tools/call` of it would be refused.
+    assert_eq!(projection.tool_name("cap:directory:export"), None);
     assert_eq!(projection.tools().count(), 8);
     let shown = format!("{projection:?}");
     assert!(shown.contains("web_search"), "{shown}");

@@ -220,7 +220,7 @@ impl McpProjection {
                 .manifest()
                 .capabilities
                 .iter()
-                .filter(|c| c.is_callable())
+                .filter(|c| c.is_callable() && runs_synchronously(c))
             {
                 let projected = project_capability(admitted, capability);
                 let name = projected.tool.name.to_string();
@@ -508,6 +508,16 @@ impl McpProjection {
         };
         Ok(project_result(tool, result))
     }
+}
+
+/// Whether a `tools/call` can run `capability`: the projection sends synchronous actions, which
+/// a streaming-only contract refuses (`execution.mode_unsupported`) every time. Such a tool
+/// would only mislead a client (a model picks tools by their description), so it is not listed.
+fn runs_synchronously(capability: &Capability) -> bool {
+    capability
+        .contract
+        .as_ref()
+        .is_none_or(|contract| contract.execution.supports_sync)
 }
 
 /// The key of a call to a capability that requires one when the client sent none: derived from

@@ -16,8 +16,9 @@
 //!   hash it was checked against.
 //! - `resume_once`: two concurrent resumes of an approved request run the handler once; the
 //!   other, and a third resume after them, is `policy.approval_already_resumed` (or, for an
-//!   exact re-submission of the action that ran, its stored result replayed); the provider sees
-//!   as many effects as one approved run makes.
+//!   exact re-submission of the action that ran, its stored result replayed, or, while that
+//!   action still runs, the retryable `idempotency.in_progress`); the provider sees as many
+//!   effects as one approved run makes.
 //!
 //! A connector cannot make the host resume twice — the resume is claimed in the store before the
 //! handler is dispatched — so `resume_once` is the host's promise, checked end to end; the
@@ -328,7 +329,12 @@ async fn resume_twice(
     // result replayed (host docs §5.5).
     let did_not_run =
         |r: &ActionResult| code(r) == codes::POLICY_APPROVAL_ALREADY_RESUMED || is_replay(r);
-    let refused = [&first, &second].iter().filter(|r| did_not_run(r)).count();
+    // The concurrent one may instead be told to come back while the exact re-submission it
+    // repeats still runs (host docs §5.5); the third comes after both ended.
+    let refused = [&first, &second]
+        .iter()
+        .filter(|r| did_not_run(r) || code(r) == codes::IDEMPOTENCY_IN_PROGRESS)
+        .count();
     evidence.assert(
         "resume_once",
         calls == 1 && refused == 1 && did_not_run(&third),
