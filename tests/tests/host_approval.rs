@@ -477,6 +477,17 @@ async fn a_resend_while_the_resubmission_runs_is_told_to_retry() {
         refused.error.unwrap().code,
         codes::POLICY_APPROVAL_UNVERIFIED
     );
+    // The same re-submission under another key is not a resend of the one that runs.
+    let elsewhere = host
+        .invoke(
+            resubmitted.clone().with_idempotency_key("refund-1-other"),
+            &person("user:req"),
+        )
+        .await;
+    assert_eq!(
+        elsewhere.error.unwrap().code,
+        codes::POLICY_APPROVAL_ALREADY_RESUMED
+    );
 
     hold.release.notify_one();
     let ran = first.await.unwrap();

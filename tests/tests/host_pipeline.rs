@@ -464,8 +464,8 @@ fn nested_arrays(depth: usize) -> serde_json::Value {
 }
 
 /// A context block built in process (nothing parsed it, so no parser bounded its depth) is
-/// refused for nesting deeper than 128 levels, as deep as serde_json parses, before anything
-/// walks it recursively; at 128 it runs. Thousands of levels used to overflow the stack while the
+/// refused for nesting deeper than 64 levels before anything walks it recursively; at 64 it
+/// runs. Thousands of levels used to overflow the stack while the
 /// size check serialized the block.
 #[tokio::test]
 async fn context_blocks_nested_too_deep_are_refused_without_recursing() {
@@ -477,15 +477,15 @@ async fn context_blocks_nested_too_deep_are_refused_without_recursing() {
         action
     };
 
-    let result = host.invoke(with_memory(128), &caller()).await;
+    let result = host.invoke(with_memory(64), &caller()).await;
     assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
 
-    let result = host.invoke(with_memory(129), &caller()).await;
+    let result = host.invoke(with_memory(65), &caller()).await;
     assert_eq!(code(&result), codes::ACTION_CONTEXT_TOO_LARGE, "{result:?}");
     let error = result.error.unwrap();
     assert_eq!(
         error.details,
-        Some(json!({ "field": "memory_context", "max_context_depth": 128 }))
+        Some(json!({ "field": "memory_context", "max_context_depth": 64 }))
     );
     assert_eq!(shop.executions.load(Ordering::SeqCst), 1);
 
@@ -747,9 +747,10 @@ async fn deadline_from_the_sla_times_out() {
     assert_eq!(result.error.unwrap().category, ErrorCategory::Temporary);
 }
 
-/// `timeout_ms` is the caller's, any u64. The largest one runs (a deadline that never comes),
-/// and the key stays reserved for the whole run: the expiry saturates instead of wrapping into
-/// the past, where a duplicate could take the key over and run the handler a second time.
+/// `timeout_ms` is the caller's, any u64. The largest one is clamped to the host's
+/// `max_action_timeout_ms` (1 hour by default): the call runs, and its key stays reserved for
+/// that hour (plus the grace), not for ever should the host die mid-call, and not for a wrapped
+/// expiry in the past, where a duplicate could take the key over and run the handler again.
 #[tokio::test]
 async fn the_largest_timeout_runs_and_keeps_its_key_reserved() {
     let shop = Shop::default();
@@ -773,8 +774,12 @@ async fn the_largest_timeout_runs_and_keeps_its_key_reserved() {
         codes::IDEMPOTENCY_IN_PROGRESS,
         "{duplicate:?}"
     );
-    let details = duplicate.error.unwrap().details.unwrap();
-    assert_eq!(details["reservation_expires_at_ms"], json!(u64::MAX));
+    let error = duplicate.error.unwrap();
+    let retry_after_ms = error.retry_after_ms.unwrap();
+    assert!(
+        (3_590_000..=3_600_000 + 60_000).contains(&retry_after_ms),
+        "the key is held for the clamped hour, not {retry_after_ms} ms"
+    );
 
     let ran = first.await.unwrap();
     assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");

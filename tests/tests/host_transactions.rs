@@ -377,10 +377,29 @@ async fn a_gated_execute_that_must_be_reconciled_is_refused_before_its_gate() {
     assert_eq!(refusal.details.unwrap()["transaction_id"], json!(id));
 
     // Another action naming the transaction: not its execution, also before any approval.
-    let mut other = booking.with_idempotency_key("board-3");
+    let mut other = booking.clone().with_idempotency_key("board-3");
     other.id = aip_connector::ids::ActionId::new();
     let refused = host.invoke(other, &caller()).await;
     assert_eq!(refused.error.unwrap().code, codes::AUTH_NOT_AUTHORIZED);
+    // So is another principal of the tenant sending the very action.
+    let colleague = TrustedContext::new(Principal::new("user:bo", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new("t1"));
+    let refused = host
+        .invoke(booking.clone().with_idempotency_key("board-4"), &colleague)
+        .await;
+    assert_eq!(refused.error.unwrap().code, codes::AUTH_NOT_AUTHORIZED);
+    // Another tenant learns nothing before the gate: its call waits for approval like any
+    // other (admission refuses it after, should an approver release it).
+    let elsewhere = TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new("t2"));
+    let gated = host
+        .invoke(booking.with_idempotency_key("board-5"), &elsewhere)
+        .await;
+    assert_eq!(
+        gated.status,
+        ActionResultStatus::PendingApproval,
+        "{gated:?}"
+    );
     assert_eq!(calendar.effects.load(Ordering::SeqCst), 1);
 }
 

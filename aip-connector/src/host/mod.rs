@@ -56,6 +56,11 @@ use crate::store::{Clock, MemoryStore, Millis, Purged, SharedStore, StoreError, 
 pub struct HostLimits {
     /// Deadline when neither the action nor the SLA sets one (upstream: 60 s).
     pub default_timeout_ms: u64,
+    /// Longest `Action.timeout_ms` honoured; a longer one is clamped to it (the deadline is
+    /// still the smaller of that and the SLA's). The caller chooses the timeout, and it also
+    /// sets how long a keyed call's reservation binds its key should the host die mid-call, so
+    /// without a bound a caller could lock a key for good. Default 1 hour.
+    pub max_action_timeout_ms: u64,
     /// Largest accepted `Action.input`, in bytes of compact JSON.
     pub max_input_bytes: usize,
     /// Deepest accepted `Action.input` nesting.
@@ -93,6 +98,7 @@ impl Default for HostLimits {
     fn default() -> Self {
         Self {
             default_timeout_ms: 60_000,
+            max_action_timeout_ms: 60 * 60 * 1000,
             max_input_bytes: 1024 * 1024,
             max_input_depth: 64,
             max_idempotency_key_bytes: 255,
@@ -470,9 +476,9 @@ const ACTIVE_SHARDS: usize = 16;
 #[derive(Default)]
 struct ActiveActions {
     shards: [CacheAligned<Mutex<ActiveSlots>>; ACTIVE_SHARDS],
-    /// Cancellations that arrived before their action ran → when they lapse. Each caller's
-    /// cancellation of an id is an entry of its own, so no caller can replace another's.
-    pending: Mutex<HashMap<PendingCancel, Millis>>,
+    /// Cancellations that arrived before their action ran. Each caller's cancellation of an id
+    /// is an entry of its own, so no caller can replace another's.
+    pending: Mutex<PendingCancels>,
     /// Entries of `pending` plus cancellations being decided. Zero (the usual case) lets a call
     /// skip the `pending` lock; see [`ActiveActions::cancel_or_remember`] for why it is safe.
     pending_count: AtomicUsize,
@@ -489,6 +495,74 @@ pub const MAX_PENDING_CANCELS: usize = 10_000;
 /// have remembered at once, so that one caller cannot fill [`MAX_PENDING_CANCELS`] and leave
 /// every other caller's cancels unremembered.
 pub const MAX_PENDING_CANCELS_PER_CALLER: usize = 100;
+
+/// The remembered cancellations → when each lapses, and how many each caller holds (kept with
+/// them, so the per-caller limit costs a lookup, not a scan of the table).
+#[derive(Default)]
+struct PendingCancels {
+    lapse_at: HashMap<PendingCancel, Millis>,
+    per_caller: HashMap<ActionOwner, usize>,
+}
+
+impl PendingCancels {
+    fn len(&self) -> usize {
+        self.lapse_at.len()
+    }
+
+    fn contains(&self, key: &PendingCancel) -> bool {
+        self.lapse_at.contains_key(key)
+    }
+
+    /// How many cancellations `owner` has remembered.
+    fn held_by(&self, owner: &ActionOwner) -> usize {
+        self.per_caller.get(owner).copied().unwrap_or(0)
+    }
+
+    /// Remembers `key` until `lapses_at`; true when it was already remembered (renewed).
+    fn insert(&mut self, key: PendingCancel, lapses_at: Millis) -> bool {
+        let owner = key.owner.clone();
+        let renewed = self.lapse_at.insert(key, lapses_at).is_some();
+        if !renewed && let Some(owner) = owner {
+            *self.per_caller.entry(owner).or_default() += 1;
+        }
+        renewed
+    }
+
+    /// Forgets `key`; its lapse time if it was remembered.
+    fn remove(&mut self, key: &PendingCancel) -> Option<Millis> {
+        let lapses_at = self.lapse_at.remove(key)?;
+        if let Some(owner) = &key.owner {
+            self.release(owner);
+        }
+        Some(lapses_at)
+    }
+
+    /// Forgets every cancellation that lapsed by `now`; how many went.
+    fn drop_lapsed(&mut self, now: Millis) -> usize {
+        let before = self.len();
+        let mut lapsed_owners = Vec::new();
+        self.lapse_at.retain(|key, lapses_at| {
+            let live = *lapses_at > now;
+            if !live && let Some(owner) = &key.owner {
+                lapsed_owners.push(owner.clone());
+            }
+            live
+        });
+        for owner in &lapsed_owners {
+            self.release(owner);
+        }
+        before - self.len()
+    }
+
+    fn release(&mut self, owner: &ActionOwner) {
+        if let Some(held) = self.per_caller.get_mut(owner) {
+            *held -= 1;
+            if *held == 0 {
+                self.per_caller.remove(owner);
+            }
+        }
+    }
+}
 
 /// A remembered cancellation: of which action id, and for a caller's cancellation
 /// ([`Host::cancel_as`]), whose action it may cancel (`None`: an operator's, any action).
@@ -631,9 +705,7 @@ impl ActiveActions {
     ) -> CancelOutcome {
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
         self.pending_count.fetch_add(1, Ordering::SeqCst);
-        let before = pending.len();
-        pending.retain(|_, lapses_at| *lapses_at > now);
-        let lapsed = before - pending.len();
+        let lapsed = pending.drop_lapsed(now);
         if lapsed > 0 {
             self.pending_count.fetch_sub(lapsed, Ordering::SeqCst);
         }
@@ -646,23 +718,15 @@ impl ActiveActions {
             owner: owner.cloned(),
         };
         // A renewal takes no room; a new entry must fit the host's and the caller's share.
-        let full = !pending.contains_key(&key)
+        let full = !pending.contains(&key)
             && (pending.len() >= MAX_PENDING_CANCELS
-                || owner.is_some_and(|owner| {
-                    pending
-                        .keys()
-                        .filter(|held| held.owner.as_ref() == Some(owner))
-                        .count()
-                        >= MAX_PENDING_CANCELS_PER_CALLER
-                }));
+                || owner
+                    .is_some_and(|owner| pending.held_by(owner) >= MAX_PENDING_CANCELS_PER_CALLER));
         if full {
             self.pending_count.fetch_sub(1, Ordering::SeqCst);
             return CancelOutcome::NotActive;
         }
-        if pending
-            .insert(key, now.saturating_add(PENDING_CANCEL_TTL_MS))
-            .is_some()
-        {
+        if pending.insert(key, now.saturating_add(PENDING_CANCEL_TTL_MS)) {
             // Renewed, not added: the entry was already counted.
             self.pending_count.fetch_sub(1, Ordering::SeqCst);
         }
@@ -932,5 +996,52 @@ impl Host {
     /// expired and revoked approvals give the matching `policy.*` failure.
     pub async fn resume_approved(&self, id: &ApprovalId, caller: &TrustedContext) -> ActionResult {
         pipeline::resume(&self.inner, id, caller).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(id: &str, owner: Option<&str>) -> PendingCancel {
+        PendingCancel {
+            id: ActionId::trusted(id),
+            owner: owner.map(|principal| ActionOwner {
+                principal: PrincipalId::from(principal),
+                tenant: Some("t1".to_owned()),
+            }),
+        }
+    }
+
+    fn owner(principal: &str) -> ActionOwner {
+        key("act_x", Some(principal)).owner.unwrap()
+    }
+
+    /// Every way an entry comes and goes keeps the per-caller counts equal to the entries.
+    #[test]
+    fn pending_cancels_count_each_callers_entries() {
+        let mut pending = PendingCancels::default();
+        assert!(!pending.insert(key("act_1", Some("ada")), 100));
+        assert!(!pending.insert(key("act_2", Some("ada")), 200));
+        assert!(!pending.insert(key("act_1", Some("eve")), 100));
+        assert!(!pending.insert(key("act_1", None), 100));
+        // A renewal is not a new entry.
+        assert!(pending.insert(key("act_2", Some("ada")), 300));
+        assert_eq!(pending.len(), 4);
+        assert_eq!(pending.held_by(&owner("ada")), 2);
+        assert_eq!(pending.held_by(&owner("eve")), 1);
+
+        assert_eq!(pending.remove(&key("act_1", Some("ada"))), Some(100));
+        assert_eq!(pending.remove(&key("act_1", Some("ada"))), None);
+        assert_eq!(pending.held_by(&owner("ada")), 1);
+
+        // At 100 the entries lapsing then go, with their callers' counts.
+        assert_eq!(pending.drop_lapsed(100), 2);
+        assert_eq!(pending.held_by(&owner("eve")), 0);
+        assert!(!pending.per_caller.contains_key(&owner("eve")));
+        assert_eq!(pending.held_by(&owner("ada")), 1);
+        assert_eq!(pending.drop_lapsed(300), 1);
+        assert_eq!(pending.len(), 0);
+        assert!(pending.per_caller.is_empty());
     }
 }

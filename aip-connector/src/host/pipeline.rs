@@ -28,7 +28,7 @@ use tracing::Instrument;
 use super::context::TrustedContext;
 use super::idempotency::{self, RESERVATION_GRACE_MS};
 use super::invocation::{CancelSignal, HostInvocation};
-use super::{HostInner, HostedCapability, approval, failure, transaction};
+use super::{HostInner, HostLimits, HostedCapability, approval, failure, transaction};
 use crate::codes;
 use crate::invocation::{
     CallerIdentity, CheckpointRecorder, ChunkSink, CompensationTarget, CredentialHandle,
@@ -309,7 +309,7 @@ async fn execute(
     };
 
     // 7. Reservation.
-    let timeout_ms = effective_timeout(&action, contract, host.limits.default_timeout_ms);
+    let timeout_ms = effective_timeout(&action, contract, &host.limits);
     // The host clock is read once, by the calls that write a time: a keyed call, when it
     // reserves its key (a clock read costs as much as a small step of the pipeline).
     let mut now: Option<crate::store::Millis> = None;
@@ -1161,9 +1161,11 @@ fn cancelled(action_id: &aip_connector_core::ids::ActionId, reason: &str) -> Act
 }
 
 /// Caller-chosen text shown in a log line or an error message before (or without) a length
-/// check: at most `max_bytes` of it, cut at a character boundary, then how long it was.
-/// Control characters are shown escaped (`\n`, `\u{1b}`), so an id cannot forge a log line of
-/// its own or send terminal escapes to whoever reads the log.
+/// check: at most `max_bytes` of it as shown, cut at a character, then how long it was.
+/// Control characters, line and paragraph separators, bidirectional overrides and the backslash
+/// are shown escaped (`\n`, `\u{1b}`, `\u{202e}`, `\\`), so an id cannot forge a log line of
+/// its own, reorder what a reader sees, or send terminal escapes; the escapes count towards
+/// `max_bytes`.
 pub(crate) struct Clipped<'a> {
     text: &'a str,
     max_bytes: usize,
@@ -1177,29 +1179,45 @@ impl<'a> Clipped<'a> {
 
 impl std::fmt::Display for Clipped<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.text.len() <= self.max_bytes {
-            return write_escaped(f, self.text);
+        use std::fmt::Write as _;
+        // The usual id: short and plain, written in one piece.
+        if self.text.len() <= self.max_bytes && !self.text.contains(shown_escaped) {
+            return f.write_str(self.text);
         }
-        // `str::floor_char_boundary` is newer than the crates' MSRV (1.88).
-        let cut = (0..=self.max_bytes)
-            .rev()
-            .find(|&at| self.text.is_char_boundary(at))
-            .unwrap_or(0);
-        write_escaped(f, &self.text[..cut])?;
-        write!(f, "… ({} bytes)", self.text.len())
+        let mut shown = 0usize;
+        let mut consumed = 0usize;
+        for character in self.text.chars() {
+            let escaped = shown_escaped(character).then(|| character.escape_default());
+            let width = escaped
+                .as_ref()
+                .map_or(character.len_utf8(), ExactSizeIterator::len);
+            if shown + width > self.max_bytes {
+                break;
+            }
+            match escaped {
+                Some(escaped) => write!(f, "{escaped}")?,
+                None => f.write_char(character)?,
+            }
+            shown += width;
+            consumed += character.len_utf8();
+        }
+        if consumed < self.text.len() {
+            write!(f, "… ({} bytes)", self.text.len())?;
+        }
+        Ok(())
     }
 }
 
-/// Writes `text` with its control characters escaped; text without any (the usual id) is
-/// written as it is, in one piece.
-fn write_escaped(f: &mut std::fmt::Formatter<'_>, mut text: &str) -> std::fmt::Result {
-    while let Some(at) = text.find(char::is_control) {
-        f.write_str(&text[..at])?;
-        let control = text[at..].chars().next().unwrap_or_default();
-        write!(f, "{}", control.escape_default())?;
-        text = &text[at + control.len_utf8()..];
-    }
-    f.write_str(text)
+/// Whether [`Clipped`] shows `character` escaped: controls, the separators and bidirectional
+/// formatting characters that change how a line reads, and the backslash (so an escape in the
+/// output always stands for an escaped character, never for the id's own text).
+fn shown_escaped(character: char) -> bool {
+    character.is_control()
+        || matches!(
+            character,
+            '\\' | '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+        )
 }
 
 /// The `action.idempotency_key_too_long` error for a key longer than `max_bytes`. The key is
@@ -1257,12 +1275,14 @@ fn check_id_lengths(action: &Action, max_bytes: usize) -> Option<ProtocolError> 
     ))
 }
 
-/// How deep an action's context blocks may nest, counting their own structure: as deep as
-/// serde_json's parser lets any JSON document nest, so no action read from the wire is refused
-/// for its depth. The bound is for actions built in process (`Host::invoke` from the
-/// application's own code), whose blocks nothing parsed: serializing one nested thousands of
-/// levels deep would overflow the stack.
-pub(crate) const MAX_CONTEXT_DEPTH: usize = 128;
+/// How deep an action's context blocks may nest, counting their own structure (as deep as an
+/// input may by default, `HostLimits::max_input_depth`). Actions read from the wire are bounded
+/// by serde_json's parser (127 levels for the whole envelope); actions built in process
+/// (`Host::invoke` from the application's own code) are not, and serializing a block nested
+/// thousands of levels deep would overflow the stack. The bound also leaves room for the
+/// records that embed the action (a pending approval stores it two levels down), which the SQL
+/// stores read back with that same parser.
+pub(crate) const MAX_CONTEXT_DEPTH: usize = 64;
 
 /// The `action.context_too_large` error when the action's context blocks together take more
 /// than `max_bytes` of compact JSON, or one nests deeper than [`MAX_CONTEXT_DEPTH`]. An action
@@ -2183,7 +2203,6 @@ fn check_output(
     ActionResult::completed(action.id.clone(), output)
 }
 
-/// min(action timeout, SLA timeout), else the host default.
 /// The instant `timeout_ms` from now. The timeout may be the caller's (any u64): a sum past
 /// what the clock can represent is a deadline that never comes, as for `tokio::time::timeout`.
 fn deadline_in(timeout_ms: u64) -> tokio::time::Instant {
@@ -2195,15 +2214,22 @@ fn deadline_in(timeout_ms: u64) -> tokio::time::Instant {
 /// A deadline that never comes (about 30 years), as tokio's own timers use.
 const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 
+/// min(action timeout, SLA timeout), else the host default. The action's timeout is the
+/// caller's, so it is first clamped to the host's `max_action_timeout_ms`: it also sets how long
+/// the call's idempotency reservation binds its key should the host die mid-call.
 fn effective_timeout(
     action: &Action,
     contract: Option<&CapabilityContract>,
-    default_ms: u64,
+    limits: &HostLimits,
 ) -> u64 {
     let sla = contract
         .and_then(|c| c.sla.as_ref())
         .and_then(|s| s.timeout_ms);
-    match (action.timeout_ms, sla) {
+    let asked = action
+        .timeout_ms
+        .map(|asked| asked.min(limits.max_action_timeout_ms));
+    let default_ms = limits.default_timeout_ms;
+    match (asked, sla) {
         (Some(a), Some(s)) => a.min(s),
         (Some(a), None) => a,
         (None, Some(s)) => s,
@@ -2259,8 +2285,18 @@ mod tests {
             "act_evil\\n2026-01-01T00:00:00Z  INFO forged\\u{1b}[31m"
         );
         assert!(!shown.chars().any(char::is_control), "{shown}");
-        // Escaping happens after the cut, on what is shown.
-        assert_eq!(Clipped::new("a\tbc", 2).to_string(), "a\\t… (4 bytes)");
+        // Escapes count towards the limit: what is shown never exceeds it.
+        assert_eq!(Clipped::new("a\tbc", 4).to_string(), "a\\tb… (4 bytes)");
+        assert_eq!(Clipped::new("a\tbc", 3).to_string(), "a\\t… (4 bytes)");
+        assert_eq!(Clipped::new("a\tbc", 2).to_string(), "a… (4 bytes)");
+        let hostile = "\u{1b}".repeat(100);
+        let shown = Clipped::new(&hostile, 60).to_string();
+        assert_eq!(shown, format!("{}… (100 bytes)", "\\u{1b}".repeat(10)));
+        // Reordering and line-breaking characters, and the backslash itself.
+        assert_eq!(
+            Clipped::new("a\u{202e}b\u{2028}c\\n", 255).to_string(),
+            "a\\u{202e}b\\u{2028}c\\\\n"
+        );
         assert_eq!(Clipped::new("ééé", 255).to_string(), "ééé");
     }
 
@@ -2387,11 +2423,24 @@ mod tests {
 
     #[test]
     fn timeout_is_the_smallest_declared() {
+        let limits = HostLimits::default();
         let action = Action::new("cap:x", json!({})).with_timeout_ms(500);
-        assert_eq!(effective_timeout(&action, None, 60_000), 500);
+        assert_eq!(effective_timeout(&action, None, &limits), 500);
         assert_eq!(
-            effective_timeout(&Action::new("cap:x", json!({})), None, 60_000),
+            effective_timeout(&Action::new("cap:x", json!({})), None, &limits),
             60_000
         );
+    }
+
+    #[test]
+    fn the_callers_timeout_is_clamped_to_the_hosts_maximum() {
+        let limits = HostLimits {
+            max_action_timeout_ms: 10_000,
+            ..HostLimits::default()
+        };
+        let asked = |ms| Action::new("cap:x", json!({})).with_timeout_ms(ms);
+        assert_eq!(effective_timeout(&asked(u64::MAX), None, &limits), 10_000);
+        assert_eq!(effective_timeout(&asked(9_000), None, &limits), 9_000);
+        assert_eq!(HostLimits::default().max_action_timeout_ms, 3_600_000);
     }
 }

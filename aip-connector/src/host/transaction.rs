@@ -109,10 +109,11 @@ fn compensation_claimed(existing: &TransactionRecord) -> ProtocolError {
 /// - a `compensate` whose target's one compensation already ran, or runs
 ///   (`transaction.compensation_already_claimed`).
 ///
-/// Only for stored state of the caller's own tenant: another tenant's learns nothing here, and
-/// admission refuses it after the gate. A store failure defers to admission, as does every
-/// refusal that depends on when the action runs (an expired plan, an attempt that may still
-/// be running).
+/// These are exactly admission's refusals for the stored state as it is now (an `execute` of
+/// a `prepared` attempt with a checkpointed operation is refused whether or not that attempt
+/// still runs, here as there). Only for stored state of the caller's own tenant: another
+/// tenant's learns nothing here, and admission refuses it after the gate. A store failure
+/// defers to admission, as do the commit checks (a plan's expiry depends on when it runs).
 pub(crate) async fn refusal_before_gate(
     host: &HostInner,
     action: &Action,

@@ -209,7 +209,8 @@ impl fmt::Debug for McpProjection {
 
 impl McpProjection {
     /// Projects every callable capability of every manifest `host` admitted (every kind but
-    /// `resource`), in manifest order.
+    /// `resource`), in manifest order, except streaming-only ones: a `tools/call` runs
+    /// synchronously, so each call of them would be refused.
     ///
     /// Fails when two connectors' capabilities project to the same tool name.
     pub fn new(host: Host) -> Result<Self, McpProjectionError> {
