@@ -449,6 +449,12 @@ async fn a_cancel_after_the_checkpoint_leaves_an_unknown_outcome_to_reconcile() 
     host.cancel(&id);
     let result = running.await.unwrap();
     assert_eq!(result.status, ActionResultStatus::Cancelled);
+    // `cancelled` alone would say nothing happened: the output says the outcome is unknown and
+    // names the transaction to reconcile.
+    let output = result.output.unwrap();
+    assert_eq!(output["cancelled"], true);
+    assert_eq!(output["outcome_unknown"], true);
+    assert_eq!(output["transaction_id"], json!(record.transaction_id));
     let settled = store
         .transaction(&record.transaction_id)
         .await
@@ -459,6 +465,27 @@ async fn a_cancel_after_the_checkpoint_leaves_an_unknown_outcome_to_reconcile() 
         TransactionProtocolStatus::OutcomeUnknown,
         "a checkpointed attempt that was cancelled may have reached the provider"
     );
+    // The view reads the durable status, not the cancelled result's.
+    let view = host
+        .transaction(
+            &aip_connector::host::TransactionSelector::Action(id.clone()),
+            &caller(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(view.status, TransactionProtocolStatus::OutcomeUnknown);
+    // A resend under the key replays the same answer.
+    let mut again = self::action(
+        TransactionMode::Execute,
+        "hang-1",
+        json!({ "slot": "9am", "behaviour": "hang" }),
+    );
+    again.id = id;
+    let replayed = host.invoke(again, &caller()).await;
+    let output = replayed.output.unwrap();
+    assert_eq!(output["outcome_unknown"], true);
+    assert_eq!(output["idempotent_replay"], true);
 }
 
 /// Retention deletes a finished transaction once it was last updated longer ago than the

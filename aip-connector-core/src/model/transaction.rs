@@ -230,15 +230,28 @@ impl TransactionResult {
     /// The wire status of a transaction whose durable status is `durable` and whose action
     /// settled as `result`: a pending approval reads `requires_human`, a cancelled action
     /// `cancelled`; everything else is the durable status.
+    ///
+    /// Unlike upstream, a cancelled action whose transaction is `outcome_unknown` (it was
+    /// cancelled after checkpointing a provider operation, so the effect may have happened),
+    /// or is being or was reconciled, reads as that durable status: `cancelled` would tell the
+    /// caller nothing happened when only a reconciliation can say.
     pub fn project_status(
         durable: TransactionProtocolStatus,
         result: Option<&ActionResult>,
     ) -> TransactionProtocolStatus {
+        use TransactionProtocolStatus as Status;
         match result.map(|r| r.status) {
             Some(ActionResultStatus::PendingApproval | ActionResultStatus::RequiresHuman) => {
-                TransactionProtocolStatus::RequiresHuman
+                Status::RequiresHuman
             }
-            Some(ActionResultStatus::Cancelled) => TransactionProtocolStatus::Cancelled,
+            Some(ActionResultStatus::Cancelled)
+                if !matches!(
+                    durable,
+                    Status::OutcomeUnknown | Status::Reconciling | Status::Reconciled
+                ) =>
+            {
+                Status::Cancelled
+            }
             _ => durable,
         }
     }
@@ -529,6 +542,38 @@ mod tests {
             })
             .unwrap(),
             r#"{"terminal":false}"#
+        );
+    }
+
+    #[test]
+    fn a_cancelled_result_reads_cancelled_unless_the_outcome_is_unknown() {
+        use TransactionProtocolStatus as Status;
+        let result = |status| ActionResult::new(crate::ids::ActionId::trusted("act_1"), status);
+        let cancelled = result(ActionResultStatus::Cancelled);
+        for durable in [Status::Failed, Status::Prepared, Status::Committed] {
+            assert_eq!(
+                TransactionResult::project_status(durable, Some(&cancelled)),
+                Status::Cancelled
+            );
+        }
+        for durable in [
+            Status::OutcomeUnknown,
+            Status::Reconciling,
+            Status::Reconciled,
+        ] {
+            assert_eq!(
+                TransactionResult::project_status(durable, Some(&cancelled)),
+                durable
+            );
+        }
+        let pending = result(ActionResultStatus::PendingApproval);
+        assert_eq!(
+            TransactionResult::project_status(Status::Failed, Some(&pending)),
+            Status::RequiresHuman
+        );
+        assert_eq!(
+            TransactionResult::project_status(Status::Committed, None),
+            Status::Committed
         );
     }
 }

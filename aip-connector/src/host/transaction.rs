@@ -1036,10 +1036,16 @@ pub(crate) async fn settle(
     }
 }
 
-/// Names the transaction in the error of a result whose outcome is unknown
-/// (`details.transaction_id`), so the caller can send `reconcile` without looking it up.
+/// Names the transaction of a result whose outcome is unknown, so the caller can send
+/// `reconcile` without looking it up: in the error's `details.transaction_id`, or, for a
+/// cancellation (which carries no error), in its output, with `outcome_unknown: true`, since
+/// `cancelled` alone would say that nothing happened.
 pub(crate) fn name_unknown_outcome(result: &mut ActionResult, transaction_id: &TransactionId) {
     let Some(error) = result.error.as_mut() else {
+        if let Some(output) = result.output.as_mut().and_then(Value::as_object_mut) {
+            output.insert("outcome_unknown".to_owned(), Value::Bool(true));
+            output.insert("transaction_id".to_owned(), json!(transaction_id));
+        }
         return;
     };
     let details = error.details.get_or_insert_with(|| json!({}));
