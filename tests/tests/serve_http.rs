@@ -1138,3 +1138,99 @@ async fn serving_purges_expired_idempotency_records_periodically() {
     let config = ServerConfig::default().purge_interval(None);
     assert!(!serve_for(&store, config, Duration::from_millis(200)).await);
 }
+
+/// The `X-Api-Key` authenticator of docs/serving.md ("Identity"), written only against what
+/// `aip_connector::serve` re-exports.
+mod api_keys {
+    use std::collections::HashMap;
+
+    use aip_connector::host::TrustedContext;
+    use aip_connector::model::ProtocolError;
+    use aip_connector::serve::auth::unauthenticated;
+    use aip_connector::serve::{Authenticator, BoxFuture, http};
+
+    /// `X-Api-Key: <key>` → the principal and tenant the key was issued to.
+    pub(super) struct ApiKeys(pub(super) HashMap<String, TrustedContext>);
+
+    impl Authenticator for ApiKeys {
+        fn authenticate<'a>(
+            &'a self,
+            request: &'a http::request::Parts,
+        ) -> BoxFuture<'a, Result<TrustedContext, ProtocolError>> {
+            let caller = request
+                .headers
+                .get("x-api-key")
+                .and_then(|key| key.to_str().ok())
+                .and_then(|key| self.0.get(key))
+                .cloned()
+                .ok_or_else(|| unauthenticated("missing or unknown X-Api-Key"));
+            Box::pin(std::future::ready(caller))
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_custom_authenticator_maps_a_header_to_the_caller() {
+    let desk = Desk::default();
+    let keys = api_keys::ApiKeys(std::collections::HashMap::from([(
+        "key-ada".to_owned(),
+        person("user:ada", "t1"),
+    )]));
+    let server = AipServer::new(host(desk.clone()), keys, ServerConfig::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, signal) = oneshot::channel::<()>();
+    let task = tokio::spawn(server.serve(listener, async move {
+        let _ = signal.await;
+    }));
+    let envelope = Envelope::new(MessageBody::Action(Box::new(Action::new(
+        "cap:desk:echo",
+        json!({ "text": "hi" }),
+    ))));
+    let post = |key: Option<&'static str>| {
+        let mut request = reqwest::Client::new()
+            .post(format!("{base}{MESSAGES_PATH}"))
+            .json(&envelope);
+        if let Some(key) = key {
+            request = request.header("x-api-key", key);
+        }
+        request.send()
+    };
+    let accepted: Value = post(Some("key-ada")).await.unwrap().json().await.unwrap();
+    let result = &accepted["body"]["action_result"];
+    assert_eq!(result["status"], "completed", "{accepted}");
+    assert_eq!(result["output"]["caller"], "user:ada");
+    assert_eq!(result["output"]["tenant"], "t1");
+    for key in [None, Some("key-nobody")] {
+        let refused = post(key).await.unwrap();
+        assert_eq!(refused.status().as_u16(), 401, "{key:?}");
+    }
+    assert_eq!(desk.echoes.load(Ordering::SeqCst), 1);
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+}
+
+/// The action envelope of docs/serving.md ("Messages"), posted as it stands in the doc.
+#[tokio::test]
+async fn the_documented_wire_envelope_runs() {
+    let doc = include_str!("../../docs/serving.md");
+    let (_, after) = doc
+        .split_once("<!-- wire-example: action envelope -->")
+        .expect("the doc marks its wire example");
+    let body = after
+        .split_once("```json\n")
+        .and_then(|(_, rest)| rest.split_once("\n```"))
+        .map(|(body, _)| body)
+        .expect("a json block follows the marker");
+    let desk = Desk::default();
+    let running = start(desk.clone(), ServerConfig::default()).await;
+    let (status, answer) = raw_post(&running.base, Some("tok-ada"), body.to_owned()).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["message_type"], "aip.core.v1.action_result");
+    assert_eq!(answer["in_response_to"], "msg_01");
+    let result = &answer["body"]["action_result"];
+    assert_eq!(result["status"], "completed", "{answer}");
+    assert_eq!(result["output"]["text"], "hello");
+    assert_eq!(desk.echoes.load(Ordering::SeqCst), 1);
+    running.stop().await;
+}

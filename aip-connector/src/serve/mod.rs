@@ -18,6 +18,15 @@ pub mod server;
 
 pub use auth::{Authenticator, BearerTokens};
 
+// What an `Authenticator` and a shutdown hook are written against, so a deployment does not
+// have to pin versions of its own that match ours.
+pub use crate::invocation::BoxFuture;
+/// The `http` crate the serving layer speaks (`http::request::Parts` for an [`Authenticator`]).
+pub use http;
+/// The token that stops the MCP routes' sessions on shutdown
+/// (`StreamableHttpServerConfig::with_cancellation_token`).
+pub use tokio_util::sync::CancellationToken;
+
 /// An error raised by the serving layer itself: code, message, category and retryability.
 pub(crate) use crate::host::failure::classified as error;
 pub use client::{AipClient, CancelReply, ChunkReceiver, ClientError};

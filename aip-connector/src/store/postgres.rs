@@ -499,9 +499,12 @@ fn pg_error(operation: &str, error: &tokio_postgres::Error) -> StoreError {
             .constraint()
             .map(|name| format!(", constraint `{name}`"))
             .unwrap_or_default();
+        let code = db.code().code();
+        let meaning = sqlstate_meaning(code)
+            .map(|meaning| format!(" ({meaning})"))
+            .unwrap_or_default();
         return StoreError::Unavailable(format!(
-            "{operation}: server error, SQLSTATE {}{constraint}",
-            db.code().code()
+            "{operation}: server error, SQLSTATE {code}{meaning}{constraint}"
         ));
     }
     let io_kind = std::error::Error::source(error)
@@ -509,6 +512,25 @@ fn pg_error(operation: &str, error: &tokio_postgres::Error) -> StoreError {
         .map(|io| format!(" ({})", io.kind()))
         .unwrap_or_default();
     StoreError::Unavailable(format!("{operation}: {error}{io_kind}"))
+}
+
+/// What an operator should know about the SQLSTATEs a deployment mistake produces: our own
+/// words, since the server's message may quote values.
+fn sqlstate_meaning(code: &str) -> Option<&'static str> {
+    Some(match code {
+        "3D000" => "the database does not exist",
+        "3F000" => "the schema does not exist",
+        "28000" => "the role is not allowed to connect (unknown role, or refused by pg_hba.conf)",
+        "28P01" => "the password was refused",
+        "42501" => "the role lacks a privilege this store needs",
+        "53300" => {
+            "the server has no connection slot left (lower the pool or raise max_connections)"
+        }
+        "57P01" | "57P02" | "57P03" => "the server is shutting down or starting up",
+        "55P03" => "a row stayed locked by another connection past the lock timeout",
+        "25P03" => "an idle transaction was ended by the server's timeout",
+        _ => return None,
+    })
 }
 
 /// Describes a pool failure; a failed connection attempt is described as a driver failure.
@@ -1543,6 +1565,36 @@ mod tests {
             error,
             StoreError::Unavailable("read: server error, SQLSTATE 22P02".to_owned())
         );
+    }
+
+    /// A deployment mistake reads as what it is, not as a bare SQLSTATE.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_missing_database_is_named_in_plain_words() {
+        let Ok(url) = std::env::var("AIP_TEST_POSTGRES_URL") else {
+            println!("skipped: AIP_TEST_POSTGRES_URL is not set (CI sets it; see .ci/run)");
+            return;
+        };
+        let Some((server, _database)) = url.rsplit_once('/') else {
+            panic!("AIP_TEST_POSTGRES_URL names no database: {url}");
+        };
+        let missing = format!("{server}/aip_no_such_database_{}", std::process::id());
+        let error = PostgresStore::connect(&missing).await.unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("SQLSTATE 3D000 (the database does not exist)"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn common_sqlstates_have_a_meaning_and_others_none() {
+        assert_eq!(
+            sqlstate_meaning("3D000"),
+            Some("the database does not exist")
+        );
+        assert!(sqlstate_meaning("28P01").is_some());
+        assert_eq!(sqlstate_meaning("22P02"), None);
     }
 
     /// Connection failures quote neither the URL nor its password (no server needed).
