@@ -598,11 +598,7 @@ impl ActionOwner {
 
 /// The tenant the host wrote into `action`'s identity.
 fn tenant_of_action(action: &Action) -> Option<&str> {
-    action
-        .identity
-        .as_ref()
-        .and_then(|identity| identity.tenant.as_ref())
-        .map(|tenant| tenant.id.as_str())
+    transaction::tenant_id_of(action.identity.as_deref())
 }
 
 /// One executing action: its handler's context, which holds the action, its cancellation and

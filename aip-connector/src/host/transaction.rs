@@ -74,7 +74,9 @@ pub(crate) async fn normalize(
 }
 
 /// The tenant an identity names, for comparing a stored record's tenant with an action's.
-fn tenant_id_of(identity: Option<&aip_connector_core::model::IdentityContext>) -> Option<&str> {
+pub(crate) fn tenant_id_of(
+    identity: Option<&aip_connector_core::model::IdentityContext>,
+) -> Option<&str> {
     identity
         .and_then(|i| i.tenant.as_ref())
         .map(|t| t.id.as_str())
