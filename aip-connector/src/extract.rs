@@ -218,6 +218,14 @@ impl Extractor for Cancellation {
     }
 }
 
+/// The instant `after` past `now`. A duration past what the clock can represent (a caller's
+/// `timeout_ms` of `u64::MAX`, a `Duration::MAX` timeout) is a deadline that never comes (about
+/// 30 years, as tokio's own timers), not a panic.
+pub(crate) fn instant_after(now: Instant, after: std::time::Duration) -> Instant {
+    const FAR_FUTURE: std::time::Duration = std::time::Duration::from_secs(86_400 * 365 * 30);
+    now.checked_add(after).unwrap_or_else(|| now + FAR_FUTURE)
+}
+
 /// When the handler must be done: min(action timeout, SLA timeout, host default).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Deadline(Instant);

@@ -797,12 +797,8 @@ impl ProviderRequest {
 
         // Nothing has been sent yet: a passed deadline or a fired token costs nothing.
         let now = Instant::now();
-        // A timeout too long for the clock (`Duration::MAX`, say) is a deadline that never
-        // comes (about 30 years, as tokio's own timers), not a panic.
-        let after = |timeout: Duration| {
-            now.checked_add(timeout)
-                .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365 * 30))
-        };
+        // A timeout too long for the clock (`Duration::MAX`, say) never comes, not a panic.
+        let after = |timeout: Duration| crate::extract::instant_after(now, timeout);
         let give_up_at = match (self.deadline, self.timeout) {
             (Some(deadline), Some(timeout)) => deadline.min(after(timeout)),
             (Some(deadline), None) => deadline,

@@ -156,6 +156,12 @@ fn caller() -> TrustedContext {
     )
 }
 
+/// Another person than `caller()`, of `tenant`.
+fn person(id: &str, tenant: &str) -> TrustedContext {
+    TrustedContext::new(Principal::new(id, PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new(tenant))
+}
+
 fn host_with(shop: Shop, credential: Option<CredentialHandle>) -> Host {
     let deployment = Deployment {
         credentials: credential.map(|c| Arc::new(StaticCredentialProvider(c)) as _),
@@ -965,8 +971,7 @@ async fn one_caller_cannot_fill_the_remembered_cancellations() {
     use aip_connector::ids::ActionId;
 
     let host = host_with(Shop::default(), None);
-    let flooder = TrustedContext::new(Principal::new("user:mal", PrincipalKind::Human), "test")
-        .with_tenant(VerifiedTenant::new("t2"));
+    let flooder = person("user:mal", "t2");
     let id = |n: usize| ActionId::parse(format!("act_flood_{n}")).unwrap();
     for n in 0..MAX_PENDING_CANCELS_PER_CALLER {
         assert_eq!(host.cancel_as(&id(n), &flooder), CancelOutcome::Pending);
@@ -993,8 +998,7 @@ async fn one_caller_cannot_fill_the_remembered_cancellations() {
 #[tokio::test]
 async fn a_strangers_cancel_of_the_same_id_leaves_the_owners_in_place() {
     let host = host_with(Shop::default(), None);
-    let stranger = TrustedContext::new(Principal::new("user:eve", PrincipalKind::Human), "test")
-        .with_tenant(VerifiedTenant::new("t1"));
+    let stranger = person("user:eve", "t1");
     let action = Action::new("cap:shop:wait", json!({ "item": "x" })).with_timeout_ms(2_000);
     assert_eq!(
         host.cancel_as(&action.id, &caller()),

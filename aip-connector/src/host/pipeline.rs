@@ -1370,35 +1370,45 @@ struct DepthLimit {
 }
 
 impl DepthLimit {
-    fn open(&mut self) -> std::io::Result<()> {
+    /// Opens an array or object one level down, or fails past the limit.
+    fn open<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        bracket: &[u8],
+    ) -> std::io::Result<()> {
         self.depth += 1;
         if self.depth > MAX_CONTEXT_DEPTH {
             self.too_deep = true;
             return Err(std::io::Error::other("context block nests too deep"));
         }
-        Ok(())
+        writer.write_all(bracket)
+    }
+
+    fn close<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        bracket: &[u8],
+    ) -> std::io::Result<()> {
+        self.depth -= 1;
+        writer.write_all(bracket)
     }
 }
 
 impl serde_json::ser::Formatter for &mut DepthLimit {
     fn begin_array<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
-        self.open()?;
-        writer.write_all(b"[")
+        self.open(writer, b"[")
     }
 
     fn end_array<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
-        self.depth -= 1;
-        writer.write_all(b"]")
+        self.close(writer, b"]")
     }
 
     fn begin_object<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
-        self.open()?;
-        writer.write_all(b"{")
+        self.open(writer, b"{")
     }
 
     fn end_object<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
-        self.depth -= 1;
-        writer.write_all(b"}")
+        self.close(writer, b"}")
     }
 }
 
@@ -2203,16 +2213,13 @@ fn check_output(
     ActionResult::completed(action.id.clone(), output)
 }
 
-/// The instant `timeout_ms` from now. The timeout may be the caller's (any u64): a sum past
-/// what the clock can represent is a deadline that never comes, as for `tokio::time::timeout`.
+/// The instant `timeout_ms` from now (the timeout may be the caller's, any u64).
 fn deadline_in(timeout_ms: u64) -> tokio::time::Instant {
-    let now = tokio::time::Instant::now();
-    now.checked_add(Duration::from_millis(timeout_ms))
-        .unwrap_or_else(|| now + FAR_FUTURE)
+    crate::extract::instant_after(
+        tokio::time::Instant::now(),
+        Duration::from_millis(timeout_ms),
+    )
 }
-
-/// A deadline that never comes (about 30 years), as tokio's own timers use.
-const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 
 /// min(action timeout, SLA timeout), else the host default. The action's timeout is the
 /// caller's, so it is first clamped to the host's `max_action_timeout_ms`: it also sets how long
