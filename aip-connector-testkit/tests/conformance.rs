@@ -74,6 +74,29 @@ fn a_well_behaved_read_connector_passes_every_required_check() {
             "{report}"
         );
     }
+    // The summary `conformance_tests!` prints counts them and says why each did not apply.
+    let summary = report.summary();
+    let (counts, lines) = summary.split_once('\n').unwrap();
+    let not_applicable = report
+        .checks
+        .iter()
+        .filter(|c| c.status == CheckStatus::NotApplicable)
+        .collect::<Vec<_>>();
+    assert_eq!(
+        counts,
+        format!(
+            "conformance of `directory`: {} passed, 0 failed, {} not applicable",
+            report.checks.len() - not_applicable.len(),
+            not_applicable.len()
+        )
+    );
+    assert_eq!(lines.lines().count(), not_applicable.len(), "{summary}");
+    for check in not_applicable {
+        assert!(
+            lines.contains(&format!("  n/a  {}: {}", check.name, check.detail)),
+            "{summary}"
+        );
+    }
 }
 
 /// The same directory, saying that its lookup leaves the host (`external_network`) and waiving

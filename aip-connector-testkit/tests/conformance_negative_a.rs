@@ -273,6 +273,13 @@ fn assert_caught_only_by(report: &ConformanceReport, scenario: Scenario, caught:
             .unwrap_or_else(|| panic!("`{name}` is in the report"));
         if name == scenario.check_name() {
             assert_eq!(check.status, CheckStatus::Failed, "{report}");
+            assert!(
+                report
+                    .summary()
+                    .contains(&format!("  FAIL {name}: {}\n", check.detail)),
+                "the summary names the failure: {}",
+                report.summary()
+            );
             assert_eq!(failing(check), caught, "{name}: {}", check.detail);
             assert!(!check.artifacts.is_empty(), "{name} points at nothing");
         } else {

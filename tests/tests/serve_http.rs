@@ -13,13 +13,14 @@ use aip_connector::ids::ApprovalId;
 use aip_connector::model::{
     Action, ActionResultStatus, ActionTransaction, ApprovalDecision, ApprovalDecisionKind,
     ApprovalState, Envelope, ErrorCategory, ManifestFilter, ManifestRequest, MessageBody,
-    Principal, PrincipalKind, StreamChunkKind, TransactionMode, TransactionProtocolStatus,
-    TransactionQueryRequest, TransactionRequest,
+    Principal, PrincipalKind, ProtocolError, StreamChunkKind, TransactionMode,
+    TransactionProtocolStatus, TransactionQueryRequest, TransactionRequest,
 };
 use aip_connector::prelude::*;
 use aip_connector::serve::server::{MESSAGES_PATH, READY_PATH};
 use aip_connector::serve::{
-    AipClient, AipServer, BearerTokens, CancelReply, ClientError, ServerConfig,
+    AipClient, AipServer, Authenticator, BearerTokens, BoxFuture, CancelReply, ClientError,
+    ServerConfig, http,
 };
 use aip_connector::store::MemoryStore;
 use serde_json::{Value, json};
@@ -1166,6 +1167,136 @@ mod api_keys {
                 .ok_or_else(|| unauthenticated("missing or unknown X-Api-Key"));
             Box::pin(std::future::ready(caller))
         }
+
+        /// Sent as `WWW-Authenticate` with every `401` (the default is `Bearer`).
+        fn challenge(&self) -> Option<http::HeaderValue> {
+            Some(http::HeaderValue::from_static(
+                r#"ApiKey header="X-Api-Key""#,
+            ))
+        }
+    }
+}
+
+/// An authenticator that refuses every request with `refusal`, challenging with `challenge`.
+struct Refusing {
+    refusal: ProtocolError,
+    challenge: Option<&'static str>,
+}
+
+impl Authenticator for Refusing {
+    fn authenticate<'a>(
+        &'a self,
+        _request: &'a http::request::Parts,
+    ) -> BoxFuture<'a, Result<TrustedContext, ProtocolError>> {
+        Box::pin(std::future::ready(Err(self.refusal.clone())))
+    }
+
+    fn challenge(&self) -> Option<http::HeaderValue> {
+        self.challenge.map(http::HeaderValue::from_static)
+    }
+}
+
+/// Status, `WWW-Authenticate`, `Retry-After` and error code of a refused envelope post and of a
+/// refused manifest read.
+async fn refusals_of(authenticator: Refusing) -> Vec<(u16, Option<String>, Option<String>, Value)> {
+    let server = AipServer::new(
+        host(Desk::default()),
+        authenticator,
+        ServerConfig::default(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, signal) = oneshot::channel::<()>();
+    let task = tokio::spawn(server.serve(listener, async move {
+        let _ = signal.await;
+    }));
+    let envelope = Envelope::new(MessageBody::Action(Box::new(Action::new(
+        "cap:desk:echo",
+        json!({ "text": "hi" }),
+    ))));
+    let http = reqwest::Client::new();
+    let mut seen = Vec::new();
+    for request in [
+        http.post(format!("{base}{MESSAGES_PATH}")).json(&envelope),
+        http.get(format!("{base}/aip/v1/manifest")),
+    ] {
+        let response = request.send().await.unwrap();
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .map(|value| value.to_str().unwrap().to_owned())
+        };
+        let (authenticate, retry_after) = (header("www-authenticate"), header("retry-after"));
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["message_type"], "aip.core.v1.error", "{body}");
+        seen.push((
+            status,
+            authenticate,
+            retry_after,
+            body["body"]["error"]["error"]["code"].clone(),
+        ));
+    }
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+    seen
+}
+
+#[tokio::test]
+async fn an_authenticator_refusal_is_401_with_its_challenge_whatever_its_code() {
+    // A code of the authenticator's own, category `auth`: still 401 (not the 403 of an
+    // authorization refusal), with the authenticator's challenge.
+    let expired = ProtocolError::new(
+        "auth.token_expired",
+        "the token expired",
+        ErrorCategory::Auth,
+    );
+    let seen = refusals_of(Refusing {
+        refusal: expired.clone(),
+        challenge: Some(r#"Bearer error="invalid_token""#),
+    })
+    .await;
+    for (status, authenticate, retry_after, code) in seen {
+        assert_eq!(status, 401);
+        assert_eq!(
+            authenticate.as_deref(),
+            Some(r#"Bearer error="invalid_token""#)
+        );
+        assert_eq!(retry_after, None);
+        assert_eq!(code, "auth.token_expired");
+    }
+    // No challenge: no header.
+    for (status, authenticate, _, _) in refusals_of(Refusing {
+        refusal: expired,
+        challenge: None,
+    })
+    .await
+    {
+        assert_eq!(status, 401);
+        assert_eq!(authenticate, None);
+    }
+}
+
+#[tokio::test]
+async fn a_temporary_authenticator_refusal_is_503_with_retry_after_and_no_challenge() {
+    let mut unreachable = ProtocolError::new(
+        "auth.identity_provider_unavailable",
+        "the key set could not be fetched",
+        ErrorCategory::Temporary,
+    );
+    unreachable.retryable = Some(true);
+    unreachable.retry_after_ms = Some(2_500);
+    for (status, authenticate, retry_after, code) in refusals_of(Refusing {
+        refusal: unreachable,
+        challenge: Some("Bearer"),
+    })
+    .await
+    {
+        assert_eq!(status, 503);
+        assert_eq!(authenticate, None);
+        assert_eq!(retry_after.as_deref(), Some("3"));
+        assert_eq!(code, "auth.identity_provider_unavailable");
     }
 }
 
@@ -1204,6 +1335,10 @@ async fn a_custom_authenticator_maps_a_header_to_the_caller() {
     for key in [None, Some("key-nobody")] {
         let refused = post(key).await.unwrap();
         assert_eq!(refused.status().as_u16(), 401, "{key:?}");
+        assert_eq!(
+            refused.headers()["www-authenticate"],
+            r#"ApiKey header="X-Api-Key""#
+        );
     }
     assert_eq!(desk.echoes.load(Ordering::SeqCst), 1);
     let _ = stop.send(());

@@ -13,12 +13,12 @@ use aip_connector::codes;
 use aip_connector::host::{ApproverMemberships, Host, StaticApprovalAuthority, TrustedContext};
 use aip_connector::ids::ApprovalId;
 use aip_connector::model::{
-    ActionResultStatus, ApprovalDecision, ApprovalDecisionKind, Principal, PrincipalKind,
-    ProviderOperationRef,
+    ActionResultStatus, ApprovalDecision, ApprovalDecisionKind, ErrorCategory, Principal,
+    PrincipalKind, ProtocolError, ProviderOperationRef,
 };
 use aip_connector::prelude::*;
-use aip_connector::serve::BearerTokens;
 use aip_connector::serve::mcp::{IDEMPOTENCY_KEY_META, McpProjection, McpProjectionError, meta};
+use aip_connector::serve::{Authenticator, BearerTokens, BoxFuture, http};
 use aip_connector::store::MemoryStore;
 use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject, Tool};
 use rmcp::service::RunningService;
@@ -353,17 +353,22 @@ struct Served {
 }
 
 async fn serve(projection: McpProjection) -> Served {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let tokens = BearerTokens::new()
         .with(TOKEN, person("user:ana"))
         .with(OTHER_TOKEN, person("user:ben"));
+    serve_with(projection, Arc::new(tokens)).await
+}
+
+/// Like [`serve`], with `authenticator` in front of the endpoint.
+async fn serve_with(projection: McpProjection, authenticator: Arc<dyn Authenticator>) -> Served {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let (shutdown, stop) = oneshot::channel::<()>();
     tokio::spawn(async move {
         projection
             .serve_http(
                 listener,
-                Arc::new(tokens),
+                authenticator,
                 StreamableHttpServerConfig::default(),
                 async move {
                     let _ = stop.await;
@@ -904,6 +909,68 @@ async fn unauthenticated_requests_get_401_and_reach_no_mcp_code() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
+}
+
+/// Refuses every request: temporarily (identity provider down) or for good, with no challenge.
+struct Refusing {
+    temporary: bool,
+}
+
+impl Authenticator for Refusing {
+    fn authenticate<'a>(
+        &'a self,
+        _request: &'a http::request::Parts,
+    ) -> BoxFuture<'a, Result<TrustedContext, ProtocolError>> {
+        let mut error = if self.temporary {
+            ProtocolError::new(
+                "auth.identity_provider_unavailable",
+                "the key set could not be fetched",
+                ErrorCategory::Temporary,
+            )
+        } else {
+            ProtocolError::new(
+                "auth.peer_unknown",
+                "no client certificate",
+                ErrorCategory::Auth,
+            )
+        };
+        error.retry_after_ms = self.temporary.then_some(1_000);
+        Box::pin(std::future::ready(Err(error)))
+    }
+
+    fn challenge(&self) -> Option<http::HeaderValue> {
+        None
+    }
+}
+
+#[tokio::test]
+async fn refusals_follow_the_authenticator_as_on_the_aip_server() {
+    for (temporary, status, retry_after) in [(false, 401, None), (true, 503, Some("1"))] {
+        let served = serve_with(
+            McpProjection::new(host(Directory::default())).unwrap(),
+            Arc::new(Refusing { temporary }),
+        )
+        .await;
+        let response = reqwest::Client::new()
+            .post(&served.url)
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize_request())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status, "temporary: {temporary}");
+        // No challenge: this scheme cannot be answered in the request.
+        assert!(response.headers().get("www-authenticate").is_none());
+        assert_eq!(
+            response
+                .headers()
+                .get("retry-after")
+                .map(|value| value.to_str().unwrap()),
+            retry_after
+        );
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["message_type"], "aip.core.v1.error", "{body}");
+    }
 }
 
 #[tokio::test]

@@ -181,6 +181,33 @@ impl Scenario {
         }
     }
 
+    /// What in a manifest requires this scenario ([`required_by`](Self::required_by)), in
+    /// words: the detail of a check that did not apply.
+    pub fn required_when(self) -> &'static str {
+        match self {
+            Scenario::IdentityCredentials
+            | Scenario::SchemaEnforcement
+            | Scenario::ErrorsUncertainOutcomes
+            | Scenario::AuditRedaction
+            | Scenario::RestartReconnect => "the manifest declares at least one capability",
+            Scenario::IdempotencyDuplicates => {
+                "a capability requires an idempotency key (`idempotency.requirement = required`)"
+            }
+            Scenario::RetryExhaustion => {
+                "a capability supports retries (`execution.supports_retry`)"
+            }
+            Scenario::CancellationRaces => {
+                "a capability supports cancellation (`execution.supports_cancel`)"
+            }
+            Scenario::StreamingBackpressure => {
+                "a capability supports streaming (`execution.supports_streaming`)"
+            }
+            Scenario::ApprovalLifecycle => "a capability requires approval (`approval.required`)",
+            Scenario::TransactionLifecycle => "a capability declares a `transaction` contract",
+            Scenario::WebhookSecurity => "the manifest lists the `aip.http.webhook.v1` profile",
+        }
+    }
+
     /// Whether `manifest` requires this scenario (upstream's table).
     pub fn required_by(self, manifest: &Manifest) -> bool {
         let contracts = || {
@@ -274,6 +301,33 @@ impl ConformanceReport {
     /// The check called `name`.
     pub fn check(&self, name: &str) -> Option<&CheckResult> {
         self.checks.iter().find(|c| c.name == name)
+    }
+
+    /// A few lines for a test run's output: how many checks passed, failed and did not apply,
+    /// then one line per check that failed or did not apply, with its detail (why it did not
+    /// apply: the manifest declares nothing the scenario exercises).
+    ///
+    /// [`conformance_tests!`](crate::conformance_tests) prints it once per run, outside the
+    /// test harness's output capture, so a check that did not apply is visible in `cargo test`
+    /// even though its `#[test]` reports `ok`.
+    pub fn summary(&self) -> String {
+        let count = |status| self.checks.iter().filter(|c| c.status == status).count();
+        let mut summary = format!(
+            "conformance of `{}`: {} passed, {} failed, {} not applicable\n",
+            self.connector_id,
+            count(CheckStatus::Passed),
+            count(CheckStatus::Failed),
+            count(CheckStatus::NotApplicable),
+        );
+        for check in &self.checks {
+            let mark = match check.status {
+                CheckStatus::Passed => continue,
+                CheckStatus::Failed => "FAIL",
+                CheckStatus::NotApplicable => "n/a ",
+            };
+            summary.push_str(&format!("  {mark} {}: {}\n", check.name, check.detail));
+        }
+        summary
     }
 
     /// The report as pretty JSON.
@@ -493,7 +547,10 @@ impl ConformanceSuite {
             return CheckResult {
                 name: scenario.check_name(),
                 status: CheckStatus::NotApplicable,
-                detail: "not required by this manifest".to_owned(),
+                detail: format!(
+                    "not required by this manifest: it runs when {}",
+                    scenario.required_when()
+                ),
                 assertions: BTreeMap::new(),
                 artifacts: Vec::new(),
             };
@@ -617,10 +674,17 @@ macro_rules! conformance_tests {
                     ::std::sync::OnceLock::new();
                 REPORT.get_or_init(|| {
                     let report = $crate::conformance::ConformanceSuite::new($factory).run();
-                    match report.write_to(&$crate::conformance::report_dir()) {
-                        Ok(path) => ::std::eprintln!("conformance report: {}", path.display()),
-                        Err(error) => ::std::eprintln!("conformance report not written: {error}"),
-                    }
+                    let written = match report.write_to(&$crate::conformance::report_dir()) {
+                        Ok(path) => ::std::format!("  report: {}\n", path.display()),
+                        Err(error) => ::std::format!("  report not written: {error}\n"),
+                    };
+                    // Written to the process's stderr, not through `eprintln!`, which the test
+                    // harness captures: a check that did not apply passes as `ok`, and this is
+                    // where an author sees that it did not run.
+                    let _ = ::std::io::Write::write_all(
+                        &mut ::std::io::stderr(),
+                        (report.summary() + &written).as_bytes(),
+                    );
                     report
                 })
             }

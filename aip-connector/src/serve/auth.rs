@@ -7,6 +7,7 @@ use std::fmt;
 
 use aip_connector_core::model::{ErrorCategory, ProtocolError};
 use http::request::Parts;
+use http::{HeaderMap, HeaderValue, StatusCode, header};
 use sha2::{Digest, Sha256};
 
 use crate::codes;
@@ -16,14 +17,55 @@ use crate::invocation::BoxFuture;
 /// Maps an incoming request to the principal and tenant it is authenticated as.
 ///
 /// Implement it for your deployment's scheme (JWT validation, mTLS peer certificates, a gateway
-/// header behind a trusted proxy, ...). An `Err` is answered `401` with the error as an
-/// `aip.core.v1.error` envelope; use [`unauthenticated`] to build it.
+/// header behind a trusted proxy, ...). An `Err` is answered with the error as an
+/// `aip.core.v1.error` envelope, by both the AIP server and the MCP routes:
+///
+/// - `401 Unauthorized` with the [`challenge`](Self::challenge) in `WWW-Authenticate`; use
+///   [`unauthenticated`] to build the error;
+/// - `503 Service Unavailable` when the error's category is `temporary` (the identity provider
+///   or its key set could not be reached), with `Retry-After` when the error sets
+///   `retry_after_ms`: the caller's credentials were not judged, so it should retry rather than
+///   ask its user for new ones.
 pub trait Authenticator: Send + Sync + 'static {
     /// Authenticates `request` (method, URI, headers and extensions; never the body).
     fn authenticate<'a>(
         &'a self,
         request: &'a Parts,
     ) -> BoxFuture<'a, Result<TrustedContext, ProtocolError>>;
+
+    /// The `WWW-Authenticate` challenge of a `401` (RFC 9110 §11.6.1): the scheme, and any
+    /// parameters, a client must answer with. `Bearer` unless overridden (for example
+    /// `Basic realm="acme"`, or `Bearer error="invalid_token"`); `None` sends no header, for
+    /// schemes a client cannot answer in the request (mTLS, an identity header a trusted
+    /// gateway sets).
+    fn challenge(&self) -> Option<HeaderValue> {
+        Some(HeaderValue::from_static("Bearer"))
+    }
+}
+
+/// The status and headers answering a request `authenticator` refused with `error` (see
+/// [`Authenticator`]). Shared by the AIP server and the MCP routes, so both answer alike.
+pub(crate) fn refusal_head(
+    authenticator: &dyn Authenticator,
+    error: &ProtocolError,
+) -> (StatusCode, HeaderMap) {
+    let mut headers = HeaderMap::new();
+    if error.category == ErrorCategory::Temporary {
+        if let Some(seconds) = retry_after(error) {
+            headers.insert(header::RETRY_AFTER, seconds);
+        }
+        return (StatusCode::SERVICE_UNAVAILABLE, headers);
+    }
+    if let Some(challenge) = authenticator.challenge() {
+        headers.insert(header::WWW_AUTHENTICATE, challenge);
+    }
+    (StatusCode::UNAUTHORIZED, headers)
+}
+
+/// `Retry-After` in whole seconds (at least one) for an error that sets `retry_after_ms`.
+pub(crate) fn retry_after(error: &ProtocolError) -> Option<HeaderValue> {
+    let seconds = error.retry_after_ms?.div_ceil(1000).max(1);
+    HeaderValue::from_str(&seconds.to_string()).ok()
 }
 
 /// The `auth.unauthenticated` error (category `auth`, not retryable), with `message`.

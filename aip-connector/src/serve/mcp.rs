@@ -580,17 +580,14 @@ async fn authenticate(
             parts.extensions.insert(caller);
             next.run(Request::from_parts(parts, body)).await
         }
-        Err(error) => unauthorized(error),
+        Err(error) => {
+            // `401` with the authenticator's challenge, or `503` for a temporary refusal.
+            let (status, headers) = super::auth::refusal_head(authenticator.as_ref(), &error);
+            let mut response = error_response(status, error);
+            response.headers_mut().extend(headers);
+            response
+        }
     }
-}
-
-/// `401` with the error as an `aip.core.v1.error` envelope.
-fn unauthorized(error: ProtocolError) -> Response {
-    let mut response = error_response(StatusCode::UNAUTHORIZED, error);
-    response
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    response
 }
 
 /// A refusal the MCP endpoint answers itself, before rmcp: `status` with the error as an

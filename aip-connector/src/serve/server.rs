@@ -392,7 +392,7 @@ async fn manifest(
     if !shared.config.public_manifest {
         let (parts, _) = request.into_parts();
         if let Err(error) = shared.authenticator.authenticate(&parts).await {
-            return error_response(&error, None);
+            return refused(&shared, &error);
         }
     }
     match pick_manifest(&shared.host, query.connector.as_deref(), None) {
@@ -455,7 +455,7 @@ async fn messages(State(shared): State<Arc<Shared>>, request: Request) -> Respon
     let (parts, body) = request.into_parts();
     let caller = match shared.authenticator.authenticate(&parts).await {
         Ok(caller) => caller,
-        Err(error) => return error_response(&error, None),
+        Err(error) => return refused(&shared, &error),
     };
     let Ok(permit) = Arc::clone(&shared.permits).try_acquire_owned() else {
         return error_response(
@@ -934,17 +934,19 @@ fn error_response(error: &ProtocolError, request: Option<&Envelope>) -> Response
         None => Envelope::new(body),
     };
     let mut response = json_response(status_for(error), &envelope);
-    if let Some(ms) = error.retry_after_ms {
-        let seconds = ms.div_ceil(1000).max(1);
-        if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
-            response.headers_mut().insert(header::RETRY_AFTER, value);
-        }
+    if let Some(seconds) = super::auth::retry_after(error) {
+        response.headers_mut().insert(header::RETRY_AFTER, seconds);
     }
-    if error.code == codes::AUTH_UNAUTHENTICATED {
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    }
+    response
+}
+
+/// A request the authenticator refused: `401` with its challenge, or `503` for a temporary
+/// refusal (see [`Authenticator`]), whatever code the authenticator chose.
+fn refused(shared: &Shared, error: &ProtocolError) -> Response {
+    let (status, headers) = super::auth::refusal_head(shared.authenticator.as_ref(), error);
+    let mut response = error_response(error, None);
+    *response.status_mut() = status;
+    response.headers_mut().extend(headers);
     response
 }
 
