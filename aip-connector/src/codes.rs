@@ -190,6 +190,9 @@ pub const TRANSACTION_RECONCILIATION_REQUIRED: &str = "transaction.reconciliatio
 pub const TRANSACTION_RETRY_DENIED: &str = "transaction.retry_denied";
 /// The transaction is in a state `execute` cannot run from.
 pub const TRANSACTION_EXECUTE_STATE_INVALID: &str = "transaction.execute_state_invalid";
+/// An earlier attempt of the same execution may still be running (temporary, retryable after
+/// `retry_after_ms`, when its deadline has passed).
+pub const TRANSACTION_ATTEMPT_IN_PROGRESS: &str = "transaction.attempt_in_progress";
 /// `reconcile` without a transaction id.
 pub const TRANSACTION_RECONCILIATION_ID_REQUIRED: &str = "transaction.reconciliation_id_required";
 /// No transaction with that id.

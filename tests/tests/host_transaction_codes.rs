@@ -54,6 +54,8 @@ struct Bank {
     effects: Arc<AtomicUsize>,
     /// While set, reconciliation answers `Pending` with cursor `cursor-2`.
     still_pending: Arc<AtomicBool>,
+    /// While set, reconciliation never answers.
+    reconciliation_hangs: Arc<AtomicBool>,
     /// The cursor each reconciliation was handed, in order.
     cursors_seen: Arc<Mutex<Vec<Option<String>>>>,
 }
@@ -142,6 +144,9 @@ impl Bank {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(request.cursor);
+        if self.reconciliation_hangs.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        }
         if self.still_pending.load(Ordering::SeqCst) {
             return Ok(ReconcileOutcome::Pending {
                 cursor: Some("cursor-2".into()),
@@ -649,19 +654,54 @@ async fn a_plan_without_identity_is_plan_identity_missing() {
     assert_policy(&result, codes::TRANSACTION_PLAN_IDENTITY_MISSING);
 }
 
+/// The same principal id without a tenant is another tenant's caller.
 #[tokio::test]
-async fn a_commit_from_another_tenant_is_plan_tenant_mismatch() {
+async fn a_commit_without_the_plans_tenant_is_plan_tenant_mismatch() {
     let Setup { bank, host, .. } = setup();
     let planned = plan(&host, "p", json!({ "amount": 5 })).await;
-    let ada_elsewhere = person("user:ada", PrincipalKind::Human, "t2");
+    let ada_untenanted =
+        TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test");
     let result = host
         .invoke(
             commit(&planned.plan_id, "c", json!({ "amount": 5 })),
-            &ada_elsewhere,
+            &ada_untenanted,
         )
         .await;
     assert_policy(&result, codes::TRANSACTION_PLAN_TENANT_MISMATCH);
     assert_eq!(bank.calls.load(Ordering::SeqCst), 0);
+}
+
+/// Another tenant's plan is not there for this caller: the answer must not tell that it exists,
+/// let alone whose it is (`plan_principal_mismatch` did).
+#[tokio::test]
+async fn a_commit_of_another_tenants_plan_is_plan_not_found() {
+    let Setup { bank, host, .. } = setup();
+    let planned = plan(&host, "p", json!({ "amount": 5 })).await;
+    for caller in [
+        person("user:ada", PrincipalKind::Human, "t2"),
+        person("user:eve", PrincipalKind::Human, "t2"),
+    ] {
+        let result = host
+            .invoke(
+                commit(&planned.plan_id, "c", json!({ "amount": 5 })),
+                &caller,
+            )
+            .await;
+        assert_policy(&result, codes::TRANSACTION_PLAN_NOT_FOUND);
+    }
+    assert_eq!(bank.calls.load(Ordering::SeqCst), 0);
+    // Its own tenant still commits it.
+    let committed = host
+        .invoke(
+            commit(&planned.plan_id, "c1", json!({ "amount": 5 })),
+            &ada(),
+        )
+        .await;
+    assert_eq!(
+        committed.status,
+        ActionResultStatus::Completed,
+        "{committed:?}"
+    );
 }
 
 /// The external account is the deployment's, so it differs only between two hosts sharing one
@@ -1110,7 +1150,200 @@ async fn an_execute_replay_from_another_tenant_is_not_authorized() {
     );
 }
 
+/// The same action sent again under another idempotency key while its first attempt still runs
+/// (before its checkpoint) must not run the handler a second time.
+#[tokio::test]
+async fn an_execute_while_an_earlier_attempt_runs_is_attempt_in_progress() {
+    let Setup {
+        bank,
+        store,
+        clock,
+        host,
+    } = setup();
+    let host = Arc::new(host);
+    let id = TransactionId::new();
+    let first = transfer(
+        TransactionMode::Execute,
+        Some(&id),
+        "e1",
+        json!({ "amount": 5, "behaviour": "slow" }),
+    )
+    .with_timeout_ms(10_000);
+    let again = |key: &str| {
+        let mut action = transfer(
+            TransactionMode::Execute,
+            Some(&id),
+            key,
+            json!({ "amount": 5 }),
+        );
+        action.id = first.id.clone();
+        action
+    };
+    let (second, third) = (again("e2"), again("e3"));
+    let running = tokio::spawn({
+        let host = Arc::clone(&host);
+        async move { host.invoke(first, &ada()).await }
+    });
+    while bank.calls.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let attempt_over_at = START + 10_000 + 5_000;
+    assert_eq!(
+        record(&store, &id).await.reconcile_after_ms,
+        Some(attempt_over_at)
+    );
+    clock.advance(4_000);
+    let refused = host.invoke(second, &ada()).await;
+    let error = failure(&refused);
+    assert_host_error(
+        error,
+        codes::TRANSACTION_ATTEMPT_IN_PROGRESS,
+        ErrorCategory::Temporary,
+        true,
+        Some(attempt_over_at - START - 4_000),
+    );
+    assert_eq!(
+        error.details,
+        Some(json!({ "transaction_id": id, "reconcile_after_ms": attempt_over_at }))
+    );
+    assert_eq!(bank.calls.load(Ordering::SeqCst), 1, "the handler ran once");
+
+    // The first attempt's host dies; once its deadline has passed, a retry takes it over.
+    running.abort();
+    let _ = running.await;
+    clock.advance(attempt_over_at - START - 4_000);
+    let retried = host.invoke(third, &ada()).await;
+    assert_eq!(retried.status, ActionResultStatus::Completed, "{retried:?}");
+    assert_eq!(bank.calls.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        record(&store, &id).await.status,
+        TransactionProtocolStatus::Committed
+    );
+}
+
 // ---- stage 11: reconciliation -----------------------------------------------------------------
+
+/// Another tenant's transaction is not there for a reconciliation: its handler would be asked,
+/// with this caller's tenant and credential, about another tenant's provider operation, and the
+/// answer would settle the other tenant's record.
+#[tokio::test]
+async fn reconciling_another_tenants_transaction_is_not_found() {
+    let Setup {
+        bank, store, host, ..
+    } = setup();
+    let id = TransactionId::new();
+    host.invoke(
+        transfer(
+            TransactionMode::Execute,
+            Some(&id),
+            "e1",
+            json!({ "amount": 5, "behaviour": "uncertain" }),
+        ),
+        &ada(),
+    )
+    .await;
+    let result = host
+        .invoke(
+            reconcile(&id, "r1"),
+            &person("user:mallory", PrincipalKind::Human, "t2"),
+        )
+        .await;
+    assert_policy(&result, codes::TRANSACTION_NOT_FOUND);
+    assert!(bank.cursors_seen.lock().unwrap().is_empty(), "not asked");
+    assert_eq!(
+        record(&store, &id).await.status,
+        TransactionProtocolStatus::OutcomeUnknown
+    );
+    // Anyone of its own tenant may look the outcome up.
+    let result = host
+        .invoke(
+            reconcile(&id, "r2"),
+            &person("user:ops", PrincipalKind::Human, "t1"),
+        )
+        .await;
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+}
+
+/// Only the capability that checkpointed the operation reconciles it (its connector's reconcile
+/// handler knows the operation).
+#[tokio::test]
+async fn reconciling_another_capabilitys_transaction_is_not_reconcilable() {
+    let Setup { bank, host, .. } = setup();
+    let id = TransactionId::new();
+    let closed = host
+        .invoke(
+            action_on(
+                "cap:bank:close",
+                ActionTransaction::new(TransactionMode::Execute).with_transaction_id(id.clone()),
+                "e1",
+                json!({ "amount": 5 }),
+            ),
+            &ada(),
+        )
+        .await;
+    assert_eq!(closed.status, ActionResultStatus::Completed, "{closed:?}");
+    let result = host.invoke(reconcile(&id, "r1"), &ada()).await;
+    assert_policy(&result, codes::TRANSACTION_NOT_RECONCILABLE);
+    assert_eq!(
+        failure(&result).details,
+        Some(json!({ "capability_id": "cap:bank:close" }))
+    );
+    assert!(bank.cursors_seen.lock().unwrap().is_empty(), "not asked");
+}
+
+/// A reconciliation whose host died during the lookup is not a dead end: once its deadline has
+/// passed, the transaction is reconciled again.
+#[tokio::test]
+async fn an_abandoned_reconciliation_is_reconciled_again_after_its_deadline() {
+    let Setup {
+        bank,
+        store,
+        clock,
+        host,
+    } = setup();
+    let host = Arc::new(host);
+    let id = TransactionId::new();
+    host.invoke(
+        transfer(
+            TransactionMode::Execute,
+            Some(&id),
+            "e1",
+            json!({ "amount": 5, "behaviour": "uncertain" }),
+        ),
+        &ada(),
+    )
+    .await;
+    bank.reconciliation_hangs.store(true, Ordering::SeqCst);
+    let lookup = tokio::spawn({
+        let host = Arc::clone(&host);
+        let action = reconcile(&id, "r1").with_timeout_ms(1_000);
+        async move { host.invoke(action, &ada()).await }
+    });
+    while bank.cursors_seen.lock().unwrap().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    lookup.abort();
+    let _ = lookup.await;
+    bank.reconciliation_hangs.store(false, Ordering::SeqCst);
+    let stuck = record(&store, &id).await;
+    assert_eq!(stuck.status, TransactionProtocolStatus::Reconciling);
+    assert_eq!(stuck.reconcile_after_ms, Some(START + 1_000 + 5_000));
+
+    // It may still be running until then.
+    let early = host.invoke(reconcile(&id, "r2"), &ada()).await;
+    assert_policy(&early, codes::TRANSACTION_NOT_RECONCILABLE);
+    assert_eq!(
+        failure(&early).details,
+        Some(json!({ "status": "reconciling", "reconcile_after_ms": START + 6_000 }))
+    );
+    clock.advance(6_000);
+    let settled = host.invoke(reconcile(&id, "r3"), &ada()).await;
+    assert_eq!(settled.status, ActionResultStatus::Completed, "{settled:?}");
+    assert_eq!(
+        record(&store, &id).await.status,
+        TransactionProtocolStatus::Reconciled
+    );
+}
 
 #[tokio::test]
 async fn reconciling_an_unknown_transaction_is_not_found() {

@@ -411,9 +411,27 @@ pub(crate) async fn admit(
         },
         TransactionMode::Execute => execute_gate(host, action, caller, stored, now, over_at).await,
         TransactionMode::Reconcile => {
-            let record = stored.ok_or_else(|| {
-                policy(codes::TRANSACTION_NOT_FOUND, "no transaction with this id")
-            })?;
+            // Another tenant's transaction is not there for this caller (as for
+            // `Host::transaction`): its handler would otherwise be asked, with this caller's
+            // tenant and credential, about another tenant's provider operation.
+            let record = stored
+                .filter(|record| {
+                    tenant_id_of(record.identity.as_ref())
+                        == tenant_id_of(action.identity.as_deref())
+                })
+                .ok_or_else(|| {
+                    policy(codes::TRANSACTION_NOT_FOUND, "no transaction with this id")
+                })?;
+            // Its connector's reconcile handler is the one that knows the operation.
+            if record.capability_id != action.capability_id {
+                return Err(failure::with_details(
+                    policy(
+                        codes::TRANSACTION_NOT_RECONCILABLE,
+                        "the transaction belongs to another capability; reconcile it with that capability",
+                    ),
+                    json!({ "capability_id": record.capability_id }),
+                ));
+            }
             if record.provider_operation.is_none() {
                 return Err(policy(
                     codes::TRANSACTION_PROVIDER_OPERATION_REQUIRED,
@@ -421,25 +439,31 @@ pub(crate) async fn admit(
                 ));
             }
             // An attempt whose host died before settling (`prepared`/`committing` past its
-            // deadline) is reconciled like an unknown outcome; one that may still be running is
-            // not.
-            let abandoned = matches!(record.status, Status::Prepared | Status::Committing)
-                && record.reconcile_after_ms.is_some_and(|at| now >= at);
-            if matches!(record.status, Status::Prepared | Status::Committing) && !abandoned {
+            // deadline), or a reconciliation that never settled (`reconciling` past its
+            // deadline: the lookup is safe to repeat), is reconciled like an unknown outcome;
+            // one that may still be running is not.
+            let unsettled = matches!(
+                record.status,
+                Status::Prepared | Status::Committing | Status::Reconciling
+            );
+            let abandoned = unsettled && record.reconcile_after_ms.is_some_and(|at| now >= at);
+            if unsettled && !abandoned {
                 return Err(failure::with_details(
                     policy(
                         codes::TRANSACTION_NOT_RECONCILABLE,
-                        "the transaction's attempt may still be running; reconcile it after `reconcile_after_ms`",
+                        "the transaction's attempt or reconciliation may still be running; reconcile it after `reconcile_after_ms`",
                     ),
                     json!({ "status": record.status, "reconcile_after_ms": record.reconcile_after_ms }),
                 ));
             }
             let from: &[Status] = if abandoned {
-                &[Status::Prepared, Status::Committing]
+                &[Status::Prepared, Status::Committing, Status::Reconciling]
             } else {
                 &[Status::OutcomeUnknown]
             };
-            let transition = Transition::new(from, Status::Reconciling);
+            let mut transition = Transition::new(from, Status::Reconciling);
+            // When this reconciliation is certainly over, should its host die before settling.
+            transition.reconcile_after_ms = Some(over_at);
             let record = apply(
                 host,
                 &record,
@@ -689,6 +713,18 @@ async fn commit_plan(
             .map_err(|e| failure::storage(&e))?
             .ok_or_else(|| policy(codes::TRANSACTION_PLAN_NOT_FOUND, "no plan with this id"))?,
     };
+    // A plan of another tenant is not there for this caller: the checks below would tell that
+    // it exists (and whose it is).
+    if let (Some(planned), Some(committing)) = (
+        tenant_id_of(record.identity.as_ref()),
+        tenant_id_of(action.identity.as_deref()),
+    ) && planned != committing
+    {
+        return Err(policy(
+            codes::TRANSACTION_PLAN_NOT_FOUND,
+            "no plan with this id",
+        ));
+    }
     if record.capability_id != action.capability_id {
         return Err(policy(
             codes::TRANSACTION_PLAN_CAPABILITY_MISMATCH,
@@ -826,8 +862,14 @@ async fn execute_gate(
         return Err(reconciliation_required(&record));
     }
     match record.status {
-        // An earlier attempt that never reached its checkpoint: this attempt takes the record
-        // over, and the compare-and-set lets exactly one of racing attempts do so.
+        // An earlier attempt that never reached its checkpoint and may still be running (its
+        // deadline has not passed): running this one too would run the handler twice.
+        Status::Prepared if record.reconcile_after_ms.is_some_and(|at| now < at) => {
+            Err(attempt_in_progress(&record, now))
+        }
+        // An earlier attempt that never reached its checkpoint and is certainly over (its host
+        // died): this attempt takes the record over, and the compare-and-set lets exactly one
+        // of racing attempts do so.
         Status::Prepared => {
             let mut retake = Transition::new(&[Status::Prepared], Status::Prepared);
             retake.reconcile_after_ms = Some(over_at);
@@ -895,6 +937,23 @@ fn bound_elsewhere(record: &TransactionRecord, action: &Action, principal: &Prin
         || record.capability_id != action.capability_id
         || record.principal_id != *principal
         || tenant_id_of(record.identity.as_ref()) != tenant_id_of(action.identity.as_deref())
+}
+
+/// `transaction.attempt_in_progress`: an earlier attempt of this execution may still be running;
+/// retryable once its deadline (`reconcile_after_ms`) has passed.
+fn attempt_in_progress(record: &TransactionRecord, now: Millis) -> ProtocolError {
+    let at = record.reconcile_after_ms.unwrap_or(now);
+    let mut error = failure::with_details(
+        failure::error(
+            codes::TRANSACTION_ATTEMPT_IN_PROGRESS,
+            "an earlier attempt of this transaction may still be running; retry after `retry_after_ms`",
+            ErrorCategory::Temporary,
+            true,
+        ),
+        json!({ "transaction_id": record.transaction_id, "reconcile_after_ms": at }),
+    );
+    error.retry_after_ms = Some(at.saturating_sub(now).max(1));
+    error
 }
 
 fn bound_elsewhere_error() -> ProtocolError {
