@@ -390,6 +390,43 @@ async fn an_id_longer_than_the_limit_is_refused_before_the_store() {
     assert!(generated.id.as_str().len() <= 255);
 }
 
+/// PostgreSQL's `text` cannot hold a NUL character: every write of such an id failed there as a
+/// retryable outage. Every store refuses it alike, permanently, before anything is stored.
+#[tokio::test]
+async fn an_id_or_key_with_a_nul_character_is_refused_before_the_store() {
+    use aip_connector::ids::{ActionId, TransactionId};
+    use aip_connector::store::IdempotencyStore;
+
+    let (shop, store, host) = limited_host(HostLimits::default());
+    let place = || Action::new("cap:shop:place", json!({ "item": "tea" }));
+    let mut cases = vec![
+        ("idempotency_key", place().with_idempotency_key("k\0ey")),
+        ("id", {
+            let mut action = place().with_idempotency_key("k1");
+            action.id = ActionId::parse("act_a\0b").unwrap();
+            action
+        }),
+    ];
+    let mut execute = ActionTransaction::new(TransactionMode::Execute);
+    execute.transaction_id = Some(TransactionId::parse("txn_a\0b").unwrap());
+    cases.push(("transaction.transaction_id", {
+        let mut action = Action::new("cap:shop:lookup", json!({ "item": "tea" }));
+        action.transaction = Some(Box::new(execute));
+        action
+    }));
+    for (field, action) in cases {
+        let result = host.invoke(action, &caller()).await;
+        assert_eq!(code(&result), codes::ACTION_INVALID, "{field}: {result:?}");
+        let error = result.error.expect("an error");
+        assert_eq!(error.retryable, Some(false), "{field}");
+        assert_eq!(error.details, Some(json!({ "field": field })));
+    }
+    assert_eq!(shop.executions.load(Ordering::SeqCst), 0);
+    for key in ["Tenant:t1:k\0ey", "Tenant:t1:k1"] {
+        assert!(store.record(key, 0).await.unwrap().is_none(), "{key:?}");
+    }
+}
+
 #[tokio::test]
 async fn context_blocks_larger_than_the_limit_are_refused_before_the_store() {
     use aip_connector::model::{Callback, ComplianceContext};

@@ -153,6 +153,9 @@ async fn execute(
     if let Some(error) = check_id_lengths(&action, host.limits.max_id_bytes) {
         return failure::failed(&action.id, error);
     }
+    if let Some(error) = check_nul_characters(&action) {
+        return failure::failed(&action.id, error);
+    }
     if let Some(error) = check_context_size(&action, host.limits.max_context_bytes) {
         return failure::failed(&action.id, error);
     }
@@ -1241,8 +1244,41 @@ fn check_key_length(key: Option<&str>, max_bytes: usize) -> Option<ProtocolError
 /// longer than `max_bytes`. The result still names the action by its id (the wire requires it),
 /// but nothing is stored under it and the error itself gives only the field and the lengths.
 fn check_id_lengths(action: &Action, max_bytes: usize) -> Option<ProtocolError> {
+    let (field, id_bytes) = stored_ids(action).into_iter().find_map(|(field, id)| {
+        id.map(str::len)
+            .filter(|&len| len > max_bytes)
+            .map(|len| (field, len))
+    })?;
+    Some(failure::with_details(
+        failure::permanent(
+            codes::ACTION_ID_TOO_LONG,
+            format!("`{field}` is {id_bytes} bytes; this host accepts ids of at most {max_bytes}"),
+        ),
+        json!({ "field": field, "id_bytes": id_bytes, "max_id_bytes": max_bytes }),
+    ))
+}
+
+/// The `action.invalid` error for the first caller-chosen id or key the host would store that
+/// holds a NUL character. PostgreSQL's `text` cannot hold one (every write failed, reported as a
+/// retryable outage the caller would retry for ever), so every store refuses it alike, before
+/// anything is stored.
+fn check_nul_characters(action: &Action) -> Option<ProtocolError> {
+    let field = std::iter::once(("idempotency_key", action.idempotency_key.as_deref()))
+        .chain(stored_ids(action))
+        .find_map(|(field, text)| text.filter(|text| text.contains('\0')).map(|_| field))?;
+    Some(failure::with_details(
+        failure::permanent(
+            codes::ACTION_INVALID,
+            format!("`{field}` contains a NUL character, which ids and keys may not hold"),
+        ),
+        json!({ "field": field }),
+    ))
+}
+
+/// The caller-chosen ids the host stores, by field name.
+fn stored_ids(action: &Action) -> [(&'static str, Option<&str>); 4] {
     let transaction = action.transaction.as_ref();
-    let stored_ids = [
+    [
         ("id", Some(action.id.as_str())),
         (
             "transaction.transaction_id",
@@ -1260,19 +1296,7 @@ fn check_id_lengths(action: &Action, max_bytes: usize) -> Option<ProtocolError> 
                 .and_then(|t| t.compensation_for.as_ref())
                 .map(|id| id.as_str()),
         ),
-    ];
-    let (field, id_bytes) = stored_ids.into_iter().find_map(|(field, id)| {
-        id.map(str::len)
-            .filter(|&len| len > max_bytes)
-            .map(|len| (field, len))
-    })?;
-    Some(failure::with_details(
-        failure::permanent(
-            codes::ACTION_ID_TOO_LONG,
-            format!("`{field}` is {id_bytes} bytes; this host accepts ids of at most {max_bytes}"),
-        ),
-        json!({ "field": field, "id_bytes": id_bytes, "max_id_bytes": max_bytes }),
-    ))
+    ]
 }
 
 /// How deep an action's context blocks may nest, counting their own structure (as deep as an
