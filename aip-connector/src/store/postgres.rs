@@ -268,9 +268,10 @@ impl PostgresStore {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<u64, StoreError> {
-        let client = self.client(operation).await?;
-        let statement = client.prepare_cached(sql).await.during(operation)?;
-        client.execute(&statement, params).await.during(operation)
+        self.statement(operation, sql, params, |client, statement, params| {
+            Box::pin(client.execute(statement, params))
+        })
+        .await
     }
 
     /// Runs one query expected to answer with at most one row.
@@ -280,9 +281,10 @@ impl PostgresStore {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<Row>, StoreError> {
-        let client = self.client(operation).await?;
-        let statement = client.prepare_cached(sql).await.during(operation)?;
-        client.query_opt(&statement, params).await.during(operation)
+        self.statement(operation, sql, params, |client, statement, params| {
+            Box::pin(client.query_opt(statement, params))
+        })
+        .await
     }
 
     /// Runs one query.
@@ -292,10 +294,68 @@ impl PostgresStore {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
-        let client = self.client(operation).await?;
-        let statement = client.prepare_cached(sql).await.during(operation)?;
-        client.query(&statement, params).await.during(operation)
+        self.statement(operation, sql, params, |client, statement, params| {
+            Box::pin(client.query(statement, params))
+        })
+        .await
     }
+
+    /// Prepares `sql` (cached per connection) and runs it with `run`, once more on a fresh
+    /// connection when the first one died under it ([`lost_connection`]): a server restart, a
+    /// failover or an idle-connection reaper ends every pooled session at once, and the pool
+    /// hands out a dead one until its reader notices. Without the second try, one such event
+    /// lost both settlements of the call in flight (its transaction and its key).
+    ///
+    /// Sending a statement twice is safe for every statement this store runs alone: each is a
+    /// compare-and-set (on a revision or a fencing token), a delete, or an insert that does
+    /// nothing when the row exists. If the first one did commit before its answer was lost, the
+    /// second finds its change made and answers as a lost race would (no row changed), never
+    /// applying anything twice; the one exception, a retry attempt's counter, may count one
+    /// attempt twice.
+    async fn statement<T>(
+        &self,
+        operation: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        run: impl for<'c> Fn(
+            &'c Object,
+            &'c tokio_postgres::Statement,
+            &'c [&'c (dyn ToSql + Sync)],
+        )
+            -> futures_util::future::BoxFuture<'c, Result<T, tokio_postgres::Error>>,
+    ) -> Result<T, StoreError> {
+        let mut tries_left = 2;
+        loop {
+            tries_left -= 1;
+            let client = self.client(operation).await?;
+            let outcome = match client.prepare_cached(sql).await {
+                Ok(statement) => run(&client, &statement, params).await,
+                Err(error) => Err(error),
+            };
+            match outcome {
+                Ok(value) => return Ok(value),
+                Err(error) if tries_left > 0 && lost_connection(&error) => {
+                    // Out of the pool for good: a recycled dead session fails the next call too.
+                    drop(Object::take(client));
+                }
+                Err(error) => return Err(pg_error(operation, &error)),
+            }
+        }
+    }
+}
+
+/// Whether `error` says the session itself is gone, so the statement did not complete on it:
+/// the connection is closed, or the server ended the session (SQLSTATE class 57P: an
+/// administrator's `pg_terminate_backend`, a shutdown or a crash) or refused it as a connection
+/// failure (class 08).
+fn lost_connection(error: &tokio_postgres::Error) -> bool {
+    if error.is_closed() {
+        return true;
+    }
+    error.as_db_error().is_some_and(|db| {
+        let code = db.code().code();
+        code.starts_with("57P") || code.starts_with("08")
+    })
 }
 
 /// Only plain lower-case identifiers: they are spliced into DDL and a `search_path` option
@@ -526,7 +586,11 @@ fn sqlstate_meaning(code: &str) -> Option<&'static str> {
         "53300" => {
             "the server has no connection slot left (lower the pool or raise max_connections)"
         }
-        "57P01" | "57P02" | "57P03" => "the server is shutting down or starting up",
+        "57P01" => {
+            "the server ended the session (a shutdown, a restart or an administrator's \
+             pg_terminate_backend)"
+        }
+        "57P02" | "57P03" => "the server is shutting down or starting up",
         "55P03" => "a row stayed locked by another connection past the lock timeout",
         "25P03" => "an idle transaction was ended by the server's timeout",
         _ => return None,
@@ -1467,6 +1531,68 @@ mod tests {
             store.reserve(&claim("r3"), 2_000).await,
             Ok(ReserveOutcome::Acquired)
         );
+    }
+
+    /// A server that ends the session under a statement (a restart, a failover, an operator's
+    /// `pg_terminate_backend`) does not lose the write: it is sent once more on a fresh
+    /// connection. Without that, a settlement in flight was lost with its connection.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_statement_whose_session_is_ended_is_sent_again_on_a_fresh_connection() {
+        use super::super::fixtures::planned;
+        use aip_connector_core::model::TransactionProtocolStatus as Status;
+
+        let Some(schema) = TestSchema::new() else {
+            return;
+        };
+        let store = schema.connect().await.unwrap();
+        let record = planned("txn_ended", "plan_ended");
+        assert!(store.insert_transaction(&record).await.unwrap());
+        // Another replica locks the row, so the transition's UPDATE waits on it.
+        let other = schema.connect().await.unwrap();
+        let mut locker = other.pool.get().await.unwrap();
+        let lock = locker.transaction().await.unwrap();
+        lock.batch_execute(
+            "SELECT 1 FROM transactions WHERE transaction_id = 'txn_ended' FOR UPDATE",
+        )
+        .await
+        .unwrap();
+        let writing = tokio::spawn({
+            let store = store.clone();
+            let id = record.transaction_id.clone();
+            async move {
+                let claim = Transition::new(&[Status::Planned], Status::Committing);
+                store.transition(&id, 0, &claim, 1).await
+            }
+        });
+        // End exactly the sessions waiting on this lock: the transition's.
+        let mut ended = 0;
+        for _ in 0..200 {
+            let row = lock
+                .query_one(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                     WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))",
+                    &[],
+                )
+                .await
+                .unwrap();
+            ended = row.get::<_, i64>(0);
+            if ended > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(ended, 1, "the transition's session waited on the lock");
+        lock.rollback().await.unwrap();
+        let outcome = tokio::time::timeout(Duration::from_secs(30), writing)
+            .await
+            .expect("the transition returns")
+            .unwrap();
+        assert!(
+            matches!(&outcome, Ok(TransitionOutcome::Applied(next)) if next.status == Status::Committing),
+            "{outcome:?}"
+        );
+        let stored = store.transaction(&record.transaction_id).await.unwrap();
+        assert_eq!(stored.map(|r| r.status), Some(Status::Committing));
     }
 
     /// A database migrated by a newer build is refused rather than misread.
