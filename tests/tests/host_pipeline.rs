@@ -1110,6 +1110,28 @@ async fn credentials_are_checked_before_the_handler() {
     )
     .await;
     assert_eq!(code(&no_scope), codes::CREDENTIAL_SCOPE_MISSING);
+    assert_eq!(
+        no_scope.error.as_ref().and_then(|e| e.details.clone()),
+        Some(json!({ "missing_scopes": ["orders.read"] }))
+    );
+    // Upstream's code for an expired credential is `scope_missing` too; the details say which.
+    let expired = host_with(
+        Shop::default(),
+        Some(CredentialHandle {
+            expires_at_ms: Some(1_000),
+            ..credential(&["*"], "vault")
+        }),
+    )
+    .invoke(
+        Action::new("cap:shop:secret_lookup", input.clone()),
+        &caller(),
+    )
+    .await;
+    assert_eq!(code(&expired), codes::CREDENTIAL_SCOPE_MISSING);
+    assert_eq!(
+        expired.error.as_ref().and_then(|e| e.details.clone()),
+        Some(json!({ "expired": true, "expired_at_ms": 1_000 }))
+    );
     let wildcard = host_with(Shop::default(), Some(credential(&["*"], "vault")))
         .invoke(
             Action::new("cap:shop:secret_lookup", input.clone()),

@@ -1775,13 +1775,15 @@ async fn credential_checks(
         }
         return Ok(None);
     };
-    if handle
-        .expires_at_ms
-        .is_some_and(|at| at <= host.clock.now_ms())
-    {
-        return Err(auth(
-            codes::CREDENTIAL_SCOPE_MISSING,
-            "the resolved credential is expired".to_owned(),
+    if let Some(expired_at_ms) = handle.expires_at_ms.filter(|&at| at <= host.clock.now_ms()) {
+        // Upstream's code for an expired credential is `scope_missing`; the details say which
+        // it is, so a client refreshes the credential instead of asking for more scopes.
+        return Err(failure::with_details(
+            auth(
+                codes::CREDENTIAL_SCOPE_MISSING,
+                "the resolved credential is expired".to_owned(),
+            ),
+            json!({ "expired": true, "expired_at_ms": expired_at_ms }),
         ));
     }
     if !policy.accepted_issuers.is_empty() && !policy.accepted_issuers.contains(&handle.issuer) {
