@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use aip_connector_core::ids::{ActionId, ApprovalId, CapabilityId, PrincipalId, TransactionId};
 use aip_connector_core::model::{
-    Action, ConnectorFailure, ConnectorOperation, ErrorCategory, ProtocolError,
-    ProviderOperationRef, StreamChunkKind, TransactionProtocolStatus,
+    Action, ConnectorFailure, ConnectorOperation, ErrorCategory, ExternalAccountRef,
+    IdempotencyKeyScope, ProtocolError, ProviderOperationRef, StreamChunkKind,
+    TransactionProtocolStatus,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -38,7 +39,8 @@ pub trait InvocationContext: Send + Sync {
     /// key scope (e.g. `Tenant:acme:invoice-42`): what a provider must deduplicate on, so that
     /// two actions the host keeps apart (two tenants' `invoice-42`) stay apart there too.
     /// `None` exactly when [`idempotency_key`](Self::idempotency_key) is `None`; contexts that
-    /// scope nothing, such as [`StaticInvocation`], answer the caller's key. Required, so a
+    /// scope nothing answer the caller's key ([`StaticInvocation`] does, unless
+    /// [`StaticInvocation::with_idempotency_scope`] names the contract's scope). Required, so a
     /// wrapper context cannot forget to forward it and send the unscoped key.
     fn scoped_idempotency_key(&self) -> Option<Cow<'_, str>>;
     /// Fires when the action is cancelled or its deadline passes.
@@ -246,10 +248,18 @@ pub struct CompensationTarget {
 ///
 /// Built with [`StaticInvocation::new`] and the `with_*` methods; it records streamed chunks and
 /// checkpoints in memory so a test can look at them afterwards.
+///
+/// Its [`scoped_idempotency_key`](InvocationContext::scoped_idempotency_key) is the caller's
+/// key as it is, unless [`with_idempotency_scope`](Self::with_idempotency_scope) names the
+/// contract's key scope: then it is the key the host would hand the handler
+/// (`Tenant:acme:invoice-42`), so a handler driven directly sends its provider the same key it
+/// sends under a host.
 pub struct StaticInvocation {
     action: Action,
     caller: CallerIdentity,
     tenant: Option<VerifiedTenant>,
+    idempotency_scope: Option<IdempotencyKeyScope>,
+    external_account: Option<ExternalAccountRef>,
     cancellation: CancellationToken,
     deadline: Instant,
     stream: Option<Arc<RecordingSink>>,
@@ -266,6 +276,8 @@ impl StaticInvocation {
             action,
             caller,
             tenant: None,
+            idempotency_scope: None,
+            external_account: None,
             cancellation: CancellationToken::new(),
             deadline: Instant::now() + Duration::from_secs(60),
             stream: None,
@@ -279,6 +291,25 @@ impl StaticInvocation {
     /// Sets the verified tenant.
     pub fn with_tenant(mut self, tenant: VerifiedTenant) -> Self {
         self.tenant = Some(tenant);
+        self
+    }
+
+    /// Scopes the action's idempotency key as the host does for a contract with this
+    /// `idempotency(scope = ...)`, so [`scoped_idempotency_key`] is the key the host would hand
+    /// the handler. The scope's partition must be set: the tenant
+    /// ([`with_tenant`](Self::with_tenant)) for `tenant`, the account
+    /// ([`with_external_account`](Self::with_external_account)) for `external_account`.
+    ///
+    /// [`scoped_idempotency_key`]: InvocationContext::scoped_idempotency_key
+    pub fn with_idempotency_scope(mut self, scope: IdempotencyKeyScope) -> Self {
+        self.idempotency_scope = Some(scope);
+        self
+    }
+
+    /// Sets the deployment's external account (the partition of `external_account`-scoped
+    /// keys, see [`with_idempotency_scope`](Self::with_idempotency_scope)).
+    pub fn with_external_account(mut self, account: ExternalAccountRef) -> Self {
+        self.external_account = Some(account);
         self
     }
 
@@ -345,8 +376,30 @@ impl InvocationContext for StaticInvocation {
     fn idempotency_key(&self) -> Option<&str> {
         self.action.idempotency_key.as_deref()
     }
+    /// # Panics
+    ///
+    /// When [`StaticInvocation::with_idempotency_scope`] named a scope whose partition was not
+    /// set (a tenant scope without a tenant, an account scope without an account): under a host
+    /// that action is refused with `idempotency.scope_missing` before its handler runs.
     fn scoped_idempotency_key(&self) -> Option<Cow<'_, str>> {
-        self.idempotency_key().map(Cow::Borrowed)
+        let raw = self.idempotency_key()?;
+        let Some(scope) = self.idempotency_scope else {
+            return Some(Cow::Borrowed(raw));
+        };
+        match crate::host::idempotency::scoped_key_of(
+            scope,
+            raw,
+            &self.action,
+            self.caller.principal_id.as_str(),
+            self.tenant.as_ref().map(|t| t.id.as_str()),
+            self.external_account.as_ref(),
+        ) {
+            Ok(scoped) => Some(Cow::Owned(scoped)),
+            Err(error) => panic!(
+                "StaticInvocation: {} (set it with `with_tenant` or `with_external_account`)",
+                error.message
+            ),
+        }
     }
     fn cancellation(&self) -> &CancellationToken {
         &self.cancellation

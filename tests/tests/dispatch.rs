@@ -139,6 +139,61 @@ async fn invoke_decodes_extracts_calls_and_encodes() {
     assert_eq!(cursor.as_deref(), Some("c1"));
 }
 
+/// Scoped like the contract (`scope = tenant`), the static context hands the handler the key a
+/// host would: `Tenant:<tenant>:<key>`, so the provider sees the same key in a unit test as in
+/// production.
+#[tokio::test]
+async fn a_static_invocation_scopes_the_key_as_the_host_does() {
+    use aip_connector::VerifiedTenant;
+    use aip_connector::model::IdempotencyKeyScope;
+
+    let context = Arc::new(
+        invocation("cap:calendar:booking:create", json!({}))
+            .with_checkpoint()
+            .with_tenant(VerifiedTenant::new("acme"))
+            .with_idempotency_scope(IdempotencyKeyScope::Tenant),
+    );
+    assert_eq!(
+        context.scoped_idempotency_key().as_deref(),
+        Some("Tenant:acme:k-1")
+    );
+    let dyn_context: Arc<dyn InvocationContext> = context.clone();
+    Calendar
+        .invoke(
+            "cap:calendar:booking:create",
+            &json!({ "starts_at": "9am" }),
+            dyn_context,
+        )
+        .await
+        .unwrap();
+    let (operation, _) = context.checkpointed().unwrap();
+    assert_eq!(operation.operation_id, "op-Tenant:acme:k-1");
+
+    // The account scope takes the deployment's account as its partition.
+    let account = invocation("cap:calendar:booking:create", json!({}))
+        .with_external_account(aip_connector::model::ExternalAccountRef {
+            id: "acct_1".into(),
+            system: "cal".into(),
+        })
+        .with_idempotency_scope(IdempotencyKeyScope::ExternalAccount);
+    assert_eq!(
+        account.scoped_idempotency_key().as_deref(),
+        Some("ExternalAccount:cal:acct_1:k-1")
+    );
+}
+
+/// A scope whose partition is missing is a mistake in the test's setup, said at once (a host
+/// refuses such an action with `idempotency.scope_missing` before its handler runs).
+#[test]
+#[should_panic(expected = "tenant-scoped idempotency requires a verified tenant")]
+fn a_static_invocation_scoped_by_a_missing_tenant_panics() {
+    use aip_connector::model::IdempotencyKeyScope;
+
+    let context = invocation("cap:calendar:booking:create", json!({}))
+        .with_idempotency_scope(IdempotencyKeyScope::Tenant);
+    let _ = context.scoped_idempotency_key();
+}
+
 #[tokio::test]
 async fn invalid_input_is_a_typed_permanent_failure_naming_the_field() {
     let context: Arc<dyn InvocationContext> =

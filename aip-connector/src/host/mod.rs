@@ -13,7 +13,7 @@ pub(crate) mod approval;
 pub(crate) mod canonical;
 mod context;
 pub(crate) mod failure;
-mod idempotency;
+pub(crate) mod idempotency;
 mod invocation;
 use invocation::HostInvocation;
 mod pipeline;
@@ -46,6 +46,7 @@ pub use transaction::{TransactionSelector, compensation_transaction_of};
 // status of the approval records the host returns.
 pub use crate::invocation::{CredentialHandle, Secret, VerifiedTenant};
 pub use crate::store::{ApprovalRecord, ApprovalStatus};
+pub use aip_connector_core::model::ExternalAccountRef;
 
 use crate::cache_line::CacheAligned;
 use crate::connector::Connector;
