@@ -257,6 +257,10 @@ impl Payments {
     /// checks the window and that the charge is compensated at most once). The refund is keyed
     /// at the provider by the charge's action, so however often the compensation is attempted,
     /// the provider refunds the charge at most once.
+    ///
+    /// A `compensate` action names the charge, so it is approved under the *charge's* approval
+    /// policy (two of finance, finance-lead and treasury); the `approval(...)` below governs only
+    /// a direct call to the refund (docs/attribute-reference.md, "compensation").
     #[capability(
         id = "cap:payments:refund",
         name = "Refund charge",

@@ -134,3 +134,33 @@ async fn a_retryable_failure_releases_the_key_and_the_next_attempt_executes() {
     assert_eq!(third.output.unwrap()["idempotent_replay"], true);
     assert_eq!(feed.attempts.load(Ordering::SeqCst), 2);
 }
+
+/// `ChunkStream::result` reads to the terminal chunk and decodes the result it carries, for a
+/// completed stream and for one refused before its handler.
+#[tokio::test]
+async fn the_result_of_a_stream_is_its_terminal_chunk_decoded() {
+    let feed = Feed::default();
+    let host = Host::builder().connector(feed.clone()).build().unwrap();
+    let completed = host
+        .invoke_stream(
+            Action::new("cap:feed:firehose", json!({ "count": 3 })),
+            caller(),
+        )
+        .result()
+        .await
+        .expect("a terminal chunk");
+    assert_eq!(completed.status, ActionResultStatus::Completed);
+    assert_eq!(completed.output.unwrap()["sent"], 3);
+
+    let refused = host
+        .invoke_stream(
+            Action::new("cap:feed:firehose", json!({ "count": "many" })),
+            caller(),
+        )
+        .result()
+        .await
+        .expect("a terminal chunk");
+    assert_eq!(refused.status, ActionResultStatus::Failed);
+    assert_eq!(refused.error.unwrap().code, "action.input_schema_invalid");
+    assert_eq!(feed.sent.load(Ordering::SeqCst), 3);
+}

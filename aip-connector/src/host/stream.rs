@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use aip_connector_core::ids::ActionId;
 use aip_connector_core::model::{
-    Action, ActionMode, ActionResultStatus, ConnectorFailure, ConnectorOperation, ErrorCategory,
-    StreamChunk, StreamChunkKind,
+    Action, ActionMode, ActionResult, ActionResultStatus, ConnectorFailure, ConnectorOperation,
+    ErrorCategory, StreamChunk, StreamChunkKind,
 };
 use serde_json::Value;
 use tokio::sync::{Mutex, mpsc};
@@ -38,6 +38,19 @@ impl ChunkStream {
             chunks.push(chunk);
         }
         chunks
+    }
+
+    /// The action result the terminal chunk carries, reading (and dropping) the chunks before
+    /// it, as `serve::ChunkReceiver::result` does over HTTP.
+    /// `None` only if the stream ended without a terminal chunk (the host's task was aborted).
+    pub async fn result(mut self) -> Option<ActionResult> {
+        let mut last = None;
+        while let Some(chunk) = self.next().await {
+            last = Some(chunk);
+        }
+        last.filter(|chunk| matches!(chunk.kind, StreamChunkKind::Done | StreamChunkKind::Error))
+            .and_then(|chunk| chunk.data)
+            .and_then(|data| serde_json::from_value(data).ok())
     }
 }
 
