@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use aip_connector::host::{
-    ApproverMemberships, Deployment, Host, StaticApprovalAuthority, StaticCredentialProvider,
-    TrustedContext,
+    ApproverMemberships, Deployment, ExternalAccountRef, Host, StaticApprovalAuthority,
+    StaticCredentialProvider, TrustedContext,
 };
 use aip_connector::ids::{ApprovalId, PrincipalId};
 use aip_connector::model::{
@@ -36,11 +36,29 @@ pub const CALLER: &str = "user:conformance-caller";
 /// The secret material of the canary credential: it must never appear in any output, error,
 /// record or log the suite can see.
 pub const CANARY_SECRET: &str = "canary-secret-3f9c1e7a-do-not-leak";
+/// The system of the external account the conformance host acts as unless the suite is given
+/// another ([`ConformanceSuite::with_external_account`](super::ConformanceSuite::with_external_account)).
+pub const EXTERNAL_ACCOUNT_SYSTEM: &str = "conformance";
+/// The id of the external account the conformance host acts as by default: keys of an
+/// `external_account`-scoped capability are stored as
+/// `ExternalAccount:conformance:acct-conformance:<key>`.
+pub const EXTERNAL_ACCOUNT_ID: &str = "acct-conformance";
 
-/// What a connector factory gets: where the scenario's provider double listens.
+/// The external account the conformance host acts as by default: [`EXTERNAL_ACCOUNT_ID`] in
+/// [`EXTERNAL_ACCOUNT_SYSTEM`].
+pub fn default_external_account() -> ExternalAccountRef {
+    ExternalAccountRef {
+        id: EXTERNAL_ACCOUNT_ID.to_owned(),
+        system: EXTERNAL_ACCOUNT_SYSTEM.to_owned(),
+    }
+}
+
+/// What a connector factory gets: where the scenario's provider double listens, and the
+/// external account the host acts as.
 #[derive(Clone, Debug)]
 pub struct Environment {
     provider_url: String,
+    external_account: ExternalAccountRef,
 }
 
 impl Environment {
@@ -50,10 +68,19 @@ impl Environment {
         &self.provider_url
     }
 
+    /// The external account the conformance host acts as (its `Deployment.external_account`):
+    /// [`default_external_account`] unless the suite was given another with
+    /// [`ConformanceSuite::with_external_account`](super::ConformanceSuite::with_external_account).
+    /// A connector configured per account (a merchant id sent in a header, say) is built for it.
+    pub fn external_account(&self) -> &ExternalAccountRef {
+        &self.external_account
+    }
+
     /// An environment with no provider behind it, used to read the connector's definition.
-    pub(super) fn detached() -> Self {
+    pub(super) fn detached(external_account: ExternalAccountRef) -> Self {
         Self {
             provider_url: "http://127.0.0.1:9".to_owned(),
+            external_account,
         }
     }
 }
@@ -100,16 +127,17 @@ impl Drop for StoreFile {
 }
 
 impl Harness {
-    pub(super) async fn start(factory: Arc<Factory>) -> Self {
+    pub(super) async fn start(factory: Arc<Factory>, external_account: ExternalAccountRef) -> Self {
         let (double, provider) = ProviderDouble::start().await;
         let env = Environment {
             provider_url: double.base_url().to_owned(),
+            external_account,
         };
         let probe = ProbedConnector::new(factory(&env));
         // The embedded durable store, so that a restart reopens the file like a new process.
         let store_file = StoreFile::new();
         let store = store_file.open();
-        let host = build_host(&probe, Arc::clone(&store));
+        let host = build_host(&probe, Arc::clone(&store), &env.external_account);
         Self {
             store_file,
             factory,
@@ -156,8 +184,13 @@ impl Harness {
     /// restarted process would have.
     pub fn restarted(&self) -> (Host, ProbedConnector) {
         let probe = ProbedConnector::new((self.factory)(&self.env));
-        let host = build_host(&probe, self.store_file.open());
+        let host = build_host(&probe, self.store_file.open(), &self.env.external_account);
         (host, probe)
+    }
+
+    /// The external account the host acts as (its deployment's).
+    pub fn external_account(&self) -> &ExternalAccountRef {
+        &self.env.external_account
     }
 
     /// The caller every scenario acts as, in [`TENANT`].
@@ -335,14 +368,15 @@ fn caller_as(principal: &PrincipalId, tenant: &str) -> TrustedContext {
     })
 }
 
-/// A host over `store` for the probed connector, serving [`TENANT`], with the canary
-/// credential and approvers for every declared policy.
-fn build_host(probe: &ProbedConnector, store: SharedStore) -> Host {
+/// A host over `store` for the probed connector, serving [`TENANT`] as `account`, with the
+/// canary credential and approvers for every declared policy.
+fn build_host(probe: &ProbedConnector, store: SharedStore, account: &ExternalAccountRef) -> Host {
     build_host_for(
         Arc::new(probe.clone()),
         probe.definition(),
         store,
         aip_connector::host::HostLimits::default(),
+        (TENANT, account),
     )
 }
 
@@ -559,13 +593,40 @@ impl Harness {
     /// docs §2). Only the key the connector forwards to the provider then stands between the
     /// redelivery and a second effect.
     pub(crate) fn host_without_records(&self) -> Host {
-        build_host(&self.probe, Arc::new(MemoryStore::new()))
+        build_host(
+            &self.probe,
+            Arc::new(MemoryStore::new()),
+            &self.env.external_account,
+        )
+    }
+
+    /// The external account a deployment serving [`OTHER_TENANT`] acts as: the harness's
+    /// [account](Self::external_account) with `-other` appended to its id, in the same system.
+    pub(crate) fn other_tenant_account(&self) -> ExternalAccountRef {
+        let account = self.external_account();
+        ExternalAccountRef {
+            id: format!("{}-other", account.id),
+            system: account.system.clone(),
+        }
+    }
+
+    /// A host over the same store, probed connector and provider double, deployed for `tenant`
+    /// as `account` (its canary credential bound to `tenant`): another tenant's deployment
+    /// sharing this one's store.
+    pub(crate) fn host_deployed_for(&self, tenant: &str, account: &ExternalAccountRef) -> Host {
+        build_host_for(
+            Arc::new(self.probe.clone()),
+            self.definition(),
+            Arc::clone(&self.store),
+            aip_connector::host::HostLimits::default(),
+            (tenant, account),
+        )
     }
 
     /// The scoped key (`<Scope>:<partition>:<raw key>`, host docs §4.1) under which this
     /// harness's hosts keep the idempotency record of `action` called by [`CALLER`] in
-    /// [`TENANT`]. `None` without a non-blank key, or for the `external_account` scope (the
-    /// conformance deployment has no external account, so such a key is never stored).
+    /// [`TENANT`], acting as the harness's [external account](Self::external_account)
+    /// (`ExternalAccount:<system>:<id>:<raw key>`). `None` without a non-blank key.
     pub(crate) fn scoped_key(&self, action: &Action) -> Option<String> {
         use aip_connector::model::IdempotencyKeyScope;
         let raw = action
@@ -582,7 +643,13 @@ impl Harness {
             IdempotencyKeyScope::Capability => ("Capability", action.capability_id.to_string()),
             IdempotencyKeyScope::Principal => ("Principal", CALLER.to_owned()),
             IdempotencyKeyScope::Tenant => ("Tenant", TENANT.to_owned()),
-            IdempotencyKeyScope::ExternalAccount => return None,
+            IdempotencyKeyScope::ExternalAccount => {
+                let account = self.external_account();
+                (
+                    "ExternalAccount",
+                    format!("{}:{}", account.system, account.id),
+                )
+            }
         };
         Some(format!("{name}:{partition}:{raw}"))
     }
@@ -666,6 +733,7 @@ impl Harness {
             self.definition(),
             Arc::clone(&self.store),
             limits,
+            (TENANT, &self.env.external_account),
         )
     }
 
@@ -852,12 +920,13 @@ impl Harness {
     }
 }
 
-/// [`build_host`] for any connector and limits.
+/// [`build_host`] for any connector and limits, deployed for `tenant` as `account`.
 fn build_host_for(
     connector: Arc<dyn Connector>,
     definition: &ConnectorDefinition,
     store: SharedStore,
     limits: aip_connector::host::HostLimits,
+    (tenant, account): (&str, &ExternalAccountRef),
 ) -> Host {
     let issuer = definition
         .capabilities
@@ -871,7 +940,7 @@ fn build_host_for(
         issuer,
         scopes: vec!["*".to_owned()],
         expires_at_ms: None,
-        tenant_id: Some(TENANT.to_owned()),
+        tenant_id: Some(tenant.to_owned()),
         secret: Secret::new(CANARY_SECRET),
     };
     let mut authority = StaticApprovalAuthority::new();
@@ -883,10 +952,10 @@ fn build_host_for(
         .store(store)
         .deployment(Deployment {
             tenant: Some(VerifiedTenant {
-                id: TENANT.to_owned(),
+                id: tenant.to_owned(),
                 system: None,
             }),
-            external_account: None,
+            external_account: Some(account.clone()),
             credentials: Some(Arc::new(StaticCredentialProvider(credential))),
         })
         .approval_authority(authority)

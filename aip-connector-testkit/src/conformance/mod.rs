@@ -23,6 +23,12 @@
 //! ```ignore
 //! aip_connector_testkit::conformance_tests!(|env| MyConnector::new(env.provider_url()));
 //! ```
+//!
+//! The host the scenarios run acts as the external account [`default_external_account`]
+//! (`conformance`/`acct-conformance`), so a capability whose idempotency keys are scoped to the
+//! external account (`idempotency(required, scope = external_account)`) runs as it would in a
+//! deployment; [`ConformanceSuite::with_external_account`] picks another account, and
+//! `conformance_tests!(suite = …)` takes the configured suite.
 
 mod harness;
 mod probe;
@@ -35,11 +41,13 @@ use std::sync::Arc;
 
 use aip_connector::Connector;
 use aip_connector::admission::{AdmissionPolicy, admit_manifest};
+use aip_connector::host::ExternalAccountRef;
 use aip_connector::model::{Manifest, TransactionMode};
 use serde::Serialize;
 
 pub use harness::{
-    CALLER, CANARY_SECRET, Environment, Harness, OTHER_TENANT, Settled, TENANT, approval_id_of,
+    CALLER, CANARY_SECRET, EXTERNAL_ACCOUNT_ID, EXTERNAL_ACCOUNT_SYSTEM, Environment, Harness,
+    OTHER_TENANT, Settled, TENANT, approval_id_of, default_external_account,
 };
 pub use probe::{ProbeRecord, ProbedConnector};
 
@@ -472,14 +480,21 @@ type Factory = dyn Fn(&Environment) -> Arc<dyn Connector> + Send + Sync;
 
 /// A conformance run over one connector type. The factory builds a fresh connector for each
 /// scenario, pointed at that scenario's provider double (`env.provider_url()`).
+///
+/// Every scenario's host serves the tenant [`TENANT`] and acts as an external account:
+/// [`default_external_account`] unless [`with_external_account`](Self::with_external_account)
+/// names another.
 #[derive(Clone)]
 pub struct ConformanceSuite {
     factory: Arc<Factory>,
+    external_account: ExternalAccountRef,
 }
 
 impl fmt::Debug for ConformanceSuite {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ConformanceSuite").finish_non_exhaustive()
+        f.debug_struct("ConformanceSuite")
+            .field("external_account", &self.external_account)
+            .finish_non_exhaustive()
     }
 }
 
@@ -492,7 +507,32 @@ impl ConformanceSuite {
     {
         Self {
             factory: Arc::new(move |env| Arc::new(factory(env)) as Arc<dyn Connector>),
+            external_account: default_external_account(),
         }
+    }
+
+    /// Runs the scenarios on hosts that act as `account` (their `Deployment.external_account`)
+    /// instead of [`default_external_account`]: the partition of `external_account`-scoped
+    /// idempotency keys (`ExternalAccount:<system>:<id>:<key>`, hence the keys the provider
+    /// receives) and the account the handlers see in the action's trusted identity. The factory
+    /// reads it as [`Environment::external_account`].
+    ///
+    /// ```ignore
+    /// let suite = ConformanceSuite::new(|env| Payments::new(env.provider_url()))
+    ///     .with_external_account(ExternalAccountRef {
+    ///         id: "acct_test_9".to_owned(),
+    ///         system: "stripe".to_owned(),
+    ///     });
+    /// ```
+    #[must_use]
+    pub fn with_external_account(mut self, account: ExternalAccountRef) -> Self {
+        self.external_account = account;
+        self
+    }
+
+    /// The external account the scenarios' hosts act as.
+    pub fn external_account(&self) -> &ExternalAccountRef {
+        &self.external_account
     }
 
     /// Runs every check on a runtime of its own (call it from a plain `#[test]`).
@@ -524,7 +564,7 @@ impl ConformanceSuite {
 
     /// Runs every check.
     pub async fn run_async(&self) -> ConformanceReport {
-        let probe_env = Environment::detached();
+        let probe_env = Environment::detached(self.external_account.clone());
         let connector = (self.factory)(&probe_env);
         let definition = connector.definition().clone();
         let manifest = definition.manifest();
@@ -555,7 +595,8 @@ impl ConformanceSuite {
                 artifacts: Vec::new(),
             };
         }
-        let harness = Harness::start(Arc::clone(&self.factory)).await;
+        let harness =
+            Harness::start(Arc::clone(&self.factory), self.external_account.clone()).await;
         let evidence = scenarios::run(scenario, &harness).await;
         evidence.into_check(scenario)
     }
@@ -657,14 +698,27 @@ pub fn report_dir() -> PathBuf {
 
 /// One line in a connector crate's tests: one `#[test]` per conformance check, sharing one run,
 /// plus the JSON report under [`report_dir`]. The argument is the connector factory given to
-/// [`ConformanceSuite::new`].
+/// [`ConformanceSuite::new`]:
 ///
 /// ```ignore
 /// aip_connector_testkit::conformance_tests!(|env| Calendar::new(env.provider_url()));
 /// ```
+///
+/// or, after `suite =`, a configured [`ConformanceSuite`] (evaluated inside the generated
+/// module, which imports the enclosing one):
+///
+/// ```ignore
+/// aip_connector_testkit::conformance_tests!(
+///     suite = ConformanceSuite::new(|env| Payments::new(env.provider_url()))
+///         .with_external_account(ExternalAccountRef {
+///             id: "acct_test_9".to_owned(),
+///             system: "stripe".to_owned(),
+///         })
+/// );
+/// ```
 #[macro_export]
 macro_rules! conformance_tests {
-    ($factory:expr $(,)?) => {
+    (suite = $suite:expr $(,)?) => {
         mod aip_conformance {
             #[allow(unused_imports)]
             use super::*;
@@ -673,7 +727,8 @@ macro_rules! conformance_tests {
                 static REPORT: ::std::sync::OnceLock<$crate::conformance::ConformanceReport> =
                     ::std::sync::OnceLock::new();
                 REPORT.get_or_init(|| {
-                    let report = $crate::conformance::ConformanceSuite::new($factory).run();
+                    let suite: $crate::conformance::ConformanceSuite = $suite;
+                    let report = suite.run();
                     let written = match report.write_to(&$crate::conformance::report_dir()) {
                         Ok(path) => ::std::format!("  report: {}\n", path.display()),
                         Err(error) => ::std::format!("  report not written: {error}\n"),
@@ -746,6 +801,9 @@ macro_rules! conformance_tests {
                 "connector.behavior.restart_reconnect"
             );
         }
+    };
+    ($factory:expr $(,)?) => {
+        $crate::conformance_tests!(suite = $crate::conformance::ConformanceSuite::new($factory));
     };
 }
 

@@ -1,8 +1,14 @@
 //! `identity_credentials`: the host binds the transport's actor (a forged payload identity
 //! changes nothing the handler sees), tenants never share idempotency records, and the
 //! credential handle never shows its secret.
+//!
+//! `tenant_isolated` sends one key from two tenants. Under `key_scope = external_account` the
+//! key belongs to the external account the deployment acts as, which every tenant served by that
+//! deployment shares by declaration; a second tenant is then served by a deployment of its own,
+//! acting as its own account ([`Harness::other_tenant_account`]) over the same store, and must
+//! not get the first tenant's record either.
 
-use aip_connector::model::{IdentityContext, TenantRef};
+use aip_connector::model::{IdempotencyKeyScope, IdentityContext, TenantRef};
 
 use super::is_replay;
 use crate::conformance::harness::{CALLER, CANARY_SECRET, OTHER_TENANT, TENANT};
@@ -62,13 +68,30 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         .host()
         .invoke(h.action(capability, input.clone(), key), &h.caller())
         .await;
-    let other = h
-        .host()
+    let account_scoped = capability
+        .capability
+        .contract
+        .as_ref()
+        .is_some_and(|c| c.idempotency.key_scope == IdempotencyKeyScope::ExternalAccount);
+    let other_deployment =
+        account_scoped.then(|| h.host_deployed_for(OTHER_TENANT, &h.other_tenant_account()));
+    let other = other_deployment
+        .as_ref()
+        .unwrap_or(h.host())
         .invoke(
             h.action(capability, input.clone(), key),
             &h.caller_in(OTHER_TENANT),
         )
         .await;
+    if account_scoped {
+        let account = h.other_tenant_account();
+        evidence.note(format!(
+            "`{}` scopes keys to the external account, so tenant `{OTHER_TENANT}` was served by a deployment of its own acting as `{}:{}`",
+            capability.id(),
+            account.system,
+            account.id
+        ));
+    }
     evidence.artifact(format!("action:{}", first.action_id));
     evidence.artifact(format!("action:{}", other.action_id));
     let leaked = is_replay(&other);
