@@ -14,6 +14,9 @@
 //!
 //! The wire model, the contract rules and manifest admission come from
 //! [`aip_connector_core`], re-exported as [`core`](mod@crate::core).
+//!
+//! Features: `sqlite` and `postgres` (on by default) add the durable stores, `http` the AIP
+//! HTTP server and client, `mcp` the MCP projection (the crate README has the table).
 
 pub mod builder;
 mod cache_line;

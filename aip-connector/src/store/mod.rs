@@ -12,7 +12,9 @@
 #[cfg(test)]
 mod fixtures;
 mod memory;
+#[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 mod transaction;
 
@@ -27,7 +29,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};
+#[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use transaction::{TransactionRecord, TransactionStore, Transition, TransitionOutcome};
 
@@ -308,6 +312,7 @@ pub struct ApprovalRecord {
 /// `cutoff` and `now` being the statement's placeholders (`"?1"`, `"?2"`; `"$1"`, `"$2"`): the SQL
 /// stores' retention spells the rule once, here, beside the Rust one (the conformance suite
 /// holds them together).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 macro_rules! purgeable_approval_sql {
     ($cutoff:literal, $now:literal) => {
         concat!(
@@ -323,6 +328,7 @@ macro_rules! purgeable_approval_sql {
         )
     };
 }
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use purgeable_approval_sql;
 
 impl ApprovalRecord {
@@ -437,6 +443,7 @@ pub fn is_pending_approval(result: &ActionResult) -> bool {
 
 /// What a scoped key holds in a SQL store's row: a live claim or a settled record (never both).
 /// (The in-memory store keeps its entries in a form of its own.)
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[derive(Clone, Debug)]
 enum KeyEntry {
     /// A reservation, live or expired (boxed, like the record: the two differ much in size).
@@ -456,6 +463,7 @@ enum Claim {
 }
 
 /// The rules of [`IdempotencyStore::reserve`], shared by every backend so they cannot drift.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 fn claim(existing: Option<&KeyEntry>, reservation: &Reservation, now: Millis) -> Claim {
     match existing {
         None => Claim::Take,
@@ -494,6 +502,7 @@ fn record_is_live(record: &IdempotencyRecord, now: Millis) -> bool {
 }
 
 /// A reservation blocks other callers until its expiry, then it may be taken over.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 fn reservation_is_live(reservation: &Reservation, now: Millis) -> bool {
     live_at(reservation.expires_at_ms, now)
 }

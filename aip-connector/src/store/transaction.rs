@@ -14,12 +14,14 @@ use super::{Millis, StoreError};
 /// The `status` column values of the finished statuses ([`TransactionRecord::is_finished`]) as
 /// an SQL list, for the SQL stores' retention statements: the purge tests the status as well as
 /// `finished_at_ms`, which a host of an older build does not clear when it reopens a record.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 macro_rules! finished_statuses_sql {
     () => {
         "('dry_run_completed', 'committed', 'compensated', 'cancelled', \
           'rollback_not_supported', 'failed', 'reconciled')"
     };
 }
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(super) use finished_statuses_sql;
 
 /// The durable state of one transaction.
