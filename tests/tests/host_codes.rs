@@ -301,6 +301,42 @@ async fn a_call_beyond_the_concurrency_limit_is_overloaded() {
     assert_eq!(theatre.executions.load(Ordering::SeqCst), 2);
 }
 
+/// Under a key scope that is not partitioned by tenant, the same principal id in two tenants
+/// reaches one scoped key: the second tenant must not be handed the first one's stored result.
+#[tokio::test]
+async fn a_record_of_another_tenant_is_never_replayed() {
+    let theatre = Theatre::default();
+    let host = host(theatre.clone());
+    let ada_in = |tenant: &str| {
+        TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test")
+            .with_tenant(VerifiedTenant::new(tenant))
+    };
+    let action =
+        || Action::new("cap:theatre:book", json!({ "seat": "a1" })).with_idempotency_key("k1");
+    let first = action();
+    let first_id = first.id.clone();
+    let booked = host.invoke(first, &ada_in("t1")).await;
+    assert_eq!(booked.status, ActionResultStatus::Completed, "{booked:?}");
+    let elsewhere = host.invoke(action(), &ada_in("t2")).await;
+    let error = failure(&elsewhere);
+    assert_error(
+        error,
+        codes::IDEMPOTENCY_CONFLICT,
+        ErrorCategory::Permanent,
+        false,
+        None,
+    );
+    assert_eq!(error.details, None, "names nothing of the original");
+    assert!(elsewhere.output.is_none());
+    assert!(!format!("{elsewhere:?}").contains(first_id.as_str()));
+    // Its own tenant's resend of the same action still replays.
+    let mut resend = action();
+    resend.id = first_id;
+    let replayed = host.invoke(resend, &ada_in("t1")).await;
+    assert_eq!(replayed.output.unwrap()["idempotent_replay"], true);
+    assert_eq!(theatre.executions.load(Ordering::SeqCst), 1);
+}
+
 // ---- idempotency.scope_missing ----------------------------------------------------------------
 
 #[tokio::test]

@@ -397,6 +397,19 @@ async fn execute(
                             ),
                         );
                     }
+                    // Never replayed to another tenant: under a scope that is not partitioned
+                    // by tenant (`principal`, `capability`, `action`, `external_account`), the
+                    // same scoped key can come from two tenants, and the stored result may hold
+                    // the first one's data.
+                    if record.tenant_id.as_deref() != tenant.map(|t| t.id.as_str()) {
+                        return failure::failed(
+                            &action.id,
+                            failure::permanent(
+                                codes::IDEMPOTENCY_CONFLICT,
+                                "the idempotency key was used by another tenant's action; use another key",
+                            ),
+                        );
+                    }
                     let behavior = contract.map(|c| c.idempotency.collision_behavior).unwrap_or(aip_connector_core::model::IdempotencyCollisionBehavior::ReturnOriginalResult);
                     // A replayed `pending_approval` is brought up to date in `run`.
                     return idempotency::collision(
