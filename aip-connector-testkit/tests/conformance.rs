@@ -209,3 +209,45 @@ fn a_connector_whose_output_does_not_match_its_schema_fails_schema_enforcement_o
         assert!(report.check(name).unwrap().passed(), "{name}: {report}");
     }
 }
+
+/// A failed check panics with one problem per line, the failed assertions and the artifacts,
+/// rather than one long line.
+#[test]
+fn a_failed_check_panics_with_one_problem_per_line() {
+    use aip_connector_testkit::conformance::{CheckResult, ConformanceReport};
+
+    let report = ConformanceReport {
+        connector_id: "directory".to_owned(),
+        checks: vec![CheckResult {
+            name: "connector.behavior.idempotency_duplicates".to_owned(),
+            status: CheckStatus::Failed,
+            detail: "duplicate_suppressed: two effects for one key; the evidence names no artifact"
+                .to_owned(),
+            assertions: [
+                ("delivery_id_stable".to_owned(), true),
+                ("duplicate_suppressed".to_owned(), false),
+            ]
+            .into(),
+            artifacts: vec!["act_1".to_owned(), "req_2".to_owned()],
+        }],
+    };
+    let panicked = std::panic::catch_unwind(|| {
+        report.assert_check("connector.behavior.idempotency_duplicates");
+    })
+    .expect_err("a failed check panics");
+    let message = panicked
+        .downcast_ref::<String>()
+        .expect("a formatted message");
+    let lines: Vec<&str> = message.lines().collect();
+    assert_eq!(
+        lines[..5],
+        [
+            "conformance check `connector.behavior.idempotency_duplicates` failed for connector `directory`:",
+            "  - duplicate_suppressed: two effects for one key",
+            "  - the evidence names no artifact",
+            "failed assertions: duplicate_suppressed",
+            "artifacts: act_1, req_2",
+        ],
+        "{message}"
+    );
+}

@@ -372,14 +372,34 @@ impl ConformanceReport {
         let Some(check) = self.check(name) else {
             panic!("conformance check `{name}` is not in the report");
         };
-        assert!(
-            check.passed(),
-            "conformance check `{name}` failed for connector `{}`: {}\nassertions: {:?}\nartifacts: {:?}",
-            self.connector_id,
-            check.detail,
-            check.assertions,
-            check.artifacts
+        if check.passed() {
+            return;
+        }
+        // One problem per line: a failed check often has several, and one long line of them
+        // is hard to read in a test's output.
+        let mut message = format!(
+            "conformance check `{name}` failed for connector `{}`:\n",
+            self.connector_id
         );
+        for problem in check.detail.split("; ") {
+            message.push_str(&format!("  - {problem}\n"));
+        }
+        let failed: Vec<&str> = check
+            .assertions
+            .iter()
+            .filter(|(_, held)| !**held)
+            .map(|(assertion, _)| assertion.as_str())
+            .collect();
+        if !failed.is_empty() {
+            message.push_str(&format!("failed assertions: {}\n", failed.join(", ")));
+        }
+        if !check.artifacts.is_empty() {
+            message.push_str(&format!("artifacts: {}\n", check.artifacts.join(", ")));
+        }
+        message.push_str(
+            "the whole report: `ConformanceReport::to_json`, or the file under `report_dir()`",
+        );
+        panic!("{message}");
     }
 }
 
