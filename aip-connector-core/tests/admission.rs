@@ -1225,6 +1225,45 @@ fn sdk_rules_check_consistency_lints_and_compensation_targets() {
 }
 
 #[test]
+fn sdk_rules_refuse_a_capability_that_compensates_itself() {
+    let mut itself = claiming("compensation");
+    itself["contract"]["compensation"]["compensation_capability_id"] = json!("cap:a");
+    itself["contract"]["transaction"] = json!({
+        "supported_modes": ["execute", "compensate"],
+        "requires_plan_before_commit": false,
+        "dry_run_fidelity": "schema_only"
+    });
+    let manifest = manifest_json(vec![itself]);
+    let support = claims(&[("cap:a", full_support())]);
+
+    // Upstream admits it: the target exists, and upstream has no such rule.
+    admitted(manifest.clone(), &AdmissionPolicy::upstream(), &support);
+    for policy in [AdmissionPolicy::default(), AdmissionPolicy::strict()] {
+        let issues = rejected(manifest.clone(), &policy, &support);
+        assert_eq!(
+            issues,
+            [issue(
+                rule_codes::CONTRACT_COMPENSATION_SELF_REFERENCE,
+                "/capabilities/0/contract/compensation/compensation_capability_id",
+                "compensation capability `cap:a` is this capability itself: a `compensate` would run its own handler again instead of undoing its effect. Name a separate capability that undoes this one's effect, one whose handler takes `Compensation`, or declare compensation `not_required` and remove the `compensate` mode."
+            )
+            .with_capability(&cap("cap:a"))]
+        );
+    }
+
+    // Naming another capability of the manifest is admitted.
+    let mut other = manifest;
+    other["capabilities"][0]["contract"]["compensation"]["compensation_capability_id"] =
+        json!("cap:undo");
+    other["capabilities"]
+        .as_array_mut()
+        .expect("capabilities")
+        .push(read_capability("cap:undo"));
+    let support = claims(&[("cap:a", full_support()), ("cap:undo", full_support())]);
+    admitted(other, &AdmissionPolicy::strict(), &support);
+}
+
+#[test]
 fn a_published_waiver_suppresses_its_lint() {
     let mut unredacted = read_capability("cap:b");
     unredacted["contract"]["data"]["contains_pii"] = json!(true);

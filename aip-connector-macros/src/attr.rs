@@ -850,7 +850,13 @@ impl Parser<'_> {
             match name.as_str() {
                 k::CAPABILITY => {
                     out.capability = self.string(inner);
-                    self.record(COMPENSATION_TARGET_POINTER, inner.span());
+                    // Errors about the target (unknown, the capability itself, not compensating)
+                    // point at the id it names.
+                    let span = match &inner.kind {
+                        MetaKind::Value(value) => value.span(),
+                        _ => inner.span(),
+                    };
+                    self.record(COMPENSATION_TARGET_POINTER, span);
                 }
                 k::WINDOW_MS => {
                     out.window_ms = self.u64(inner);

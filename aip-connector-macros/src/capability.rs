@@ -27,8 +27,8 @@ pub(crate) struct CapabilityItem {
     pub(crate) validate: Option<Expr>,
     pub(crate) cancel: Option<Expr>,
     pub(crate) attr_span: Span,
-    /// Where `compensation(capability = "...")` names its target, for the connector-level check
-    /// that the target exists.
+    /// The id `compensation(capability = "...")` names, for the connector-level checks that the
+    /// target exists and takes `Compensation`.
     pub(crate) compensation_target_span: Option<Span>,
 }
 

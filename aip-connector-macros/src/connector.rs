@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use aip_connector_core::model::Manifest;
 use aip_connector_core::naming::stable_profile_name;
-use aip_connector_core::rules::{self, Waiver};
+use aip_connector_core::rules::{self, Waiver, codes};
 use proc_macro2::{Span, TokenStream};
 use quote::quote;
 use syn::spanned::Spanned;
@@ -15,6 +15,7 @@ use crate::capability::{self, CapabilityItem};
 use crate::ctxt::Ctxt;
 use crate::keys;
 use crate::meta::{self, MetaArgs, MetaItem, MetaKind};
+use crate::signature::Extractor;
 
 /// What `#[connector(...)]` says.
 pub(crate) struct ConnectorAttr {
@@ -277,7 +278,8 @@ fn string(cx: &Ctxt, item: &MetaItem) -> Option<String> {
 }
 
 /// Cross-capability rules: unique ids, bindings to declared profiles, projected names that do
-/// not collide, and compensation capabilities that exist (or are waived as external).
+/// not collide, and compensation capabilities that exist (or are waived as external) and whose
+/// handlers take `Compensation`.
 fn check_connector(cx: &Ctxt, attr: &ConnectorAttr, capabilities: &[CapabilityItem]) {
     let mut ids: BTreeMap<&str, Span> = BTreeMap::new();
     for capability in capabilities {
@@ -330,6 +332,18 @@ fn check_connector(cx: &Ctxt, attr: &ConnectorAttr, capabilities: &[CapabilityIt
         .collect();
     let mut issues = Vec::new();
     rules::compensation_targets(&manifest, &waivers, &mut issues);
+    // The macro sees every handler of the block, so it knows whether a compensating capability
+    // can read what it compensates (admission cannot).
+    rules::compensating_handlers(
+        &manifest,
+        |id| {
+            capabilities
+                .iter()
+                .find(|c| c.capability.id == *id)
+                .map(|c| c.sig.has(Extractor::Compensation))
+        },
+        &mut issues,
+    );
     let ids: Vec<&str> = capabilities
         .iter()
         .map(|c| c.capability.id.as_str())
@@ -346,8 +360,15 @@ fn check_connector(cx: &Ctxt, attr: &ConnectorAttr, capabilities: &[CapabilityIt
             );
             continue;
         };
-        // The only issue of this check: an unknown compensation target, spanned on the name
-        // and matched against this connector's ids.
+        // Both rules are about the compensation target: spanned on its name.
+        let span = capability
+            .compensation_target_span
+            .unwrap_or(capability.attr_span);
+        if issue.code != codes::MANIFEST_COMPENSATION_CAPABILITY_UNKNOWN {
+            cx.error_at(span, crate::valid::render(&issue.code, &issue.message));
+            continue;
+        }
+        // An unknown target is matched against this connector's ids.
         let target = capability
             .capability
             .contract
@@ -357,9 +378,7 @@ fn check_connector(cx: &Ctxt, attr: &ConnectorAttr, capabilities: &[CapabilityIt
             .map(|id| id.as_str())
             .unwrap_or_default();
         cx.error_at(
-            capability
-                .compensation_target_span
-                .unwrap_or(capability.attr_span),
+            span,
             format!(
                 "compensation capability `{target}` is not a capability of this connector{}. {} (rule `{}`)",
                 // A capability does not compensate itself: its own id is no suggestion.

@@ -115,7 +115,7 @@ pub(crate) fn check_contract(
 
 /// "message. Fix. (rule `code`)": the catalogue's fix is appended when the message lacks one;
 /// an unsupported claim gets the fix for that claim rather than the rule's list of all of them.
-fn render(code: &str, message: &str) -> String {
+pub(crate) fn render(code: &str, message: &str) -> String {
     let fix = if code == codes::IMPLEMENTATION_CLAIM_UNSUPPORTED {
         claim(message).map(|claim| claim.fix)
     } else {

@@ -223,6 +223,12 @@ pub const RULES: &[RuleInfo] = &[
         "Add `compensate` to the transaction modes, or declare compensation `not_required`/`rollback_not_supported`.",
     ),
     rule(
+        CONTRACT_COMPENSATION_SELF_REFERENCE,
+        "the compensation capability id names the capability itself",
+        false,
+        "Name a separate capability that undoes this one's effect, one whose handler takes `Compensation`, or declare compensation `not_required` and remove the `compensate` mode.",
+    ),
+    rule(
         CONTRACT_TRANSACTION_FIDELITY_WITHOUT_VALIDATION,
         "downstream or simulated dry-run fidelity without a validation handler",
         false,
@@ -326,6 +332,13 @@ pub const RULES: &[RuleInfo] = &[
         "the handler takes a verified approval but approval is not required",
         false,
         "Require approval in the contract, or remove the `Approval` parameter.",
+    ),
+    // Compensating handlers (connector level, macro only: admission sees no handler).
+    rule(
+        IMPLEMENTATION_COMPENSATION_TARGET_UNSUPPORTED,
+        "the compensating capability's handler does not take `Compensation`",
+        false,
+        "Add a `Compensation` parameter to the compensating capability's handler and undo the action it names, or name a capability whose handler takes it.",
     ),
     // Connector level.
     rule(

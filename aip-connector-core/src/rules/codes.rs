@@ -84,6 +84,8 @@ pub const CONTRACT_TRANSACTION_COMPENSATE_WITHOUT_COMPENSATION: &str =
 /// Compensation `supported` or `best_effort` without the `compensate` mode.
 pub const CONTRACT_COMPENSATION_MODE_WITHOUT_COMPENSATE: &str =
     "contract.compensation.compensate_mode_missing";
+/// The compensation capability id names the capability itself.
+pub const CONTRACT_COMPENSATION_SELF_REFERENCE: &str = "contract.compensation.self_reference";
 /// Dry-run fidelity `downstream_validation`/`full_simulation` for dry runs or plans, without a
 /// validation handler.
 pub const CONTRACT_TRANSACTION_FIDELITY_WITHOUT_VALIDATION: &str =
@@ -134,6 +136,10 @@ pub const IMPLEMENTATION_RECONCILIATION_UNDECLARED: &str =
 pub const IMPLEMENTATION_CREDENTIALS_UNDECLARED: &str = "implementation.credentials_undeclared";
 /// The handler takes a verified approval but the contract does not require approval.
 pub const IMPLEMENTATION_APPROVAL_UNDECLARED: &str = "implementation.approval_undeclared";
+/// The compensating capability's handler does not take `Compensation` (connector level; only the
+/// macro sees handlers).
+pub const IMPLEMENTATION_COMPENSATION_TARGET_UNSUPPORTED: &str =
+    "implementation.compensation_target_unsupported";
 
 // --- Connector level ---
 

@@ -42,6 +42,7 @@ pub fn consistency(
             contract.transaction.as_ref(),
             &mut report,
         );
+        compensation_names_another_capability(capability, compensation, &mut report);
     }
     if let (Some(transaction), Some(facts)) = (&contract.transaction, implementation) {
         fidelity_needs_validation_handler(transaction, facts, &mut report);
@@ -172,6 +173,29 @@ fn compensation_needs_compensate_mode(
             "/contract/compensation/mode",
             &format!(
                 "compensation is `{mode}` but the transaction modes do not include `compensate`"
+            ),
+        );
+    }
+}
+
+/// Compensation is a separate governed action that undoes this one: a `compensate` routed to the
+/// capability itself would run its own handler (the effect, not its undoing) again.
+fn compensation_names_another_capability(
+    capability: &Capability,
+    compensation: &CompensationContract,
+    report: &mut Reporter<'_>,
+) {
+    if compensation
+        .compensation_capability_id
+        .as_ref()
+        .is_some_and(|target| *target == capability.id)
+    {
+        report.own(
+            CONTRACT_COMPENSATION_SELF_REFERENCE,
+            "/contract/compensation/compensation_capability_id",
+            &format!(
+                "compensation capability `{}` is this capability itself: a `compensate` would run its own handler again instead of undoing its effect",
+                capability.id
             ),
         );
     }

@@ -11,7 +11,9 @@
 //! - [`lints`]: governance rules a connector may waive with a published reason;
 //! - [`implementation_claims`] and [`implementation_contradictions`]: the contract against the
 //!   implementation behind it, in both directions;
-//! - [`compensation_targets`] and [`waivers_from_manifest`]: connector-level rules.
+//! - [`compensation_targets`], [`compensating_handlers`] and [`waivers_from_manifest`]:
+//!   connector-level rules (the macro alone runs [`compensating_handlers`], since admission sees
+//!   no handler).
 //!
 //! [`check_capability`] runs every capability-level group in that order. Every code is a
 //! constant in [`codes`] and has an entry in [`RULES`]. Upstream codes keep upstream's messages;
@@ -38,7 +40,7 @@ pub use core_validation::core_validation;
 pub use implementation::{implementation_claims, implementation_contradictions};
 pub use invariants::contract_invariants;
 pub use lints::lints;
-pub use waivers::{compensation_targets, waivers_from_manifest};
+pub use waivers::{compensating_handlers, compensation_targets, waivers_from_manifest};
 
 use crate::ids::CapabilityId;
 use crate::issue::Issue;

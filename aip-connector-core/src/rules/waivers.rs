@@ -1,5 +1,6 @@
-//! Connector-level rules: compensation targets, and the waivers a manifest publishes under
-//! `/governance/contract_waivers` so that every exemption from a lint is visible to callers.
+//! Connector-level rules: compensation targets and the handlers behind them, and the waivers a
+//! manifest publishes under `/governance/contract_waivers` so that every exemption from a lint is
+//! visible to callers.
 
 use serde_json::Value;
 
@@ -39,6 +40,44 @@ pub fn compensation_targets(manifest: &Manifest, waivers: &[Waiver], out: &mut V
             MANIFEST_COMPENSATION_CAPABILITY_UNKNOWN,
             "/contract/compensation/compensation_capability_id",
             &format!("compensation capability `{target}` is not a capability of this manifest"),
+        );
+    }
+}
+
+/// A compensating capability must read what it undoes: the host hands it the committed target
+/// (ids, output, provider operation) only through the `Compensation` extractor, so a handler
+/// without it cannot tell which effect to undo.
+///
+/// Admission sees support records, not handlers, so only the macro runs this rule:
+/// `takes_compensation` says whether a capability's handler takes `Compensation` (`None` when
+/// its handler is unknown, which skips it). A target that is not in the manifest, or that is the
+/// capability itself, is left to [`compensation_targets`] and the consistency rules.
+pub fn compensating_handlers(
+    manifest: &Manifest,
+    takes_compensation: impl Fn(&CapabilityId) -> Option<bool>,
+    out: &mut Vec<Issue>,
+) {
+    for (i, capability) in manifest.capabilities.iter().enumerate() {
+        let target = capability
+            .contract
+            .as_ref()
+            .and_then(|contract| contract.compensation.as_ref())
+            .and_then(|compensation| compensation.compensation_capability_id.as_ref());
+        let Some(target) = target.filter(|target| **target != capability.id) else {
+            continue;
+        };
+        if manifest.capability(target.as_str()).is_none()
+            || takes_compensation(target) != Some(false)
+        {
+            continue;
+        }
+        let base = format!("/capabilities/{i}");
+        Reporter::new(capability, &base, out).own(
+            IMPLEMENTATION_COMPENSATION_TARGET_UNSUPPORTED,
+            "/contract/compensation/compensation_capability_id",
+            &format!(
+                "compensation capability `{target}` cannot compensate: its handler does not take `Compensation`, so it cannot read which action it undoes"
+            ),
         );
     }
 }

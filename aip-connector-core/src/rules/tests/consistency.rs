@@ -178,6 +178,30 @@ fn compensation_needs_compensate_mode() {
 }
 
 #[test]
+fn compensation_must_name_another_capability() {
+    let bad = governed_financial_capability(FINANCIAL_ID);
+    let issues = check(&bad);
+    assert_single(
+        &issues,
+        CONTRACT_COMPENSATION_SELF_REFERENCE,
+        "/contract/compensation/compensation_capability_id",
+        &bad,
+    );
+    assert!(issues[0].message.starts_with(
+        "compensation capability `cap:test:payment` is this capability itself: a `compensate` would run its own handler again instead of undoing its effect. "
+    ));
+    // With the implementation known, the self-reference is still the only issue: naming a
+    // capability is the compensation claim, and the claim is implemented.
+    assert_single(
+        &check_with(&bad, &exact_facts(&bad)),
+        CONTRACT_COMPENSATION_SELF_REFERENCE,
+        "/contract/compensation/compensation_capability_id",
+        &bad,
+    );
+    assert_clean(&check(&governed_financial_capability(REFUND_ID)));
+}
+
+#[test]
 fn downstream_fidelity_needs_a_validation_handler() {
     let bad = enterprise_with(|c| {
         if let Some(t) = c.transaction.as_mut() {

@@ -3,9 +3,10 @@
 use serde_json::json;
 
 use super::fixtures::*;
+use crate::ids::CapabilityId;
 use crate::model::{Manifest, Principal, PrincipalKind};
 use crate::rules::codes::*;
-use crate::rules::{compensation_targets, waivers_from_manifest};
+use crate::rules::{compensating_handlers, compensation_targets, waivers_from_manifest};
 
 /// A manifest holding the enterprise and financial fixtures, plus `extra`.
 fn manifest_with(extra: Vec<crate::model::Capability>) -> Manifest {
@@ -62,6 +63,46 @@ fn external_compensation_target_can_be_waived() {
     let mut issues = Vec::new();
     compensation_targets(&manifest, &wrong_capability, &mut issues);
     assert_eq!(issues.len(), 1);
+}
+
+#[test]
+fn compensating_handler_must_take_compensation() {
+    let manifest = manifest_with(vec![capability(REFUND_ID, "refund")]);
+    let handlers = |takes: Option<bool>| {
+        move |id: &CapabilityId| (id.as_str() == REFUND_ID).then_some(takes).flatten()
+    };
+    let mut issues = Vec::new();
+    compensating_handlers(&manifest, handlers(Some(false)), &mut issues);
+    assert_single(
+        &issues,
+        IMPLEMENTATION_COMPENSATION_TARGET_UNSUPPORTED,
+        "/capabilities/1/contract/compensation/compensation_capability_id",
+        &manifest.capabilities[1],
+    );
+    assert!(issues[0].message.starts_with(
+        "compensation capability `cap:test:refund` cannot compensate: its handler does not take `Compensation`, so it cannot read which action it undoes. "
+    ));
+
+    // A handler that takes it, or one the caller does not know, passes.
+    for takes in [Some(true), None] {
+        let mut issues = Vec::new();
+        compensating_handlers(&manifest, handlers(takes), &mut issues);
+        assert_clean(&issues);
+    }
+}
+
+#[test]
+fn compensating_handlers_leave_unknown_and_self_targets_to_their_rules() {
+    // The target is not in the manifest: `manifest.compensation.capability_unknown` reports it.
+    let mut issues = Vec::new();
+    compensating_handlers(&manifest_with(Vec::new()), |_| Some(false), &mut issues);
+    assert_clean(&issues);
+
+    // The capability names itself: `contract.compensation.self_reference` reports it.
+    let mut manifest = manifest_with(Vec::new());
+    manifest.capabilities[1] = governed_financial_capability(FINANCIAL_ID);
+    compensating_handlers(&manifest, |_| Some(false), &mut issues);
+    assert_clean(&issues);
 }
 
 /// A manifest of the two fixtures publishing `waivers` under governance.
