@@ -548,8 +548,8 @@ impl Ledger {
     }
 }
 
-/// A capability-scoped key is shared across tenants: another tenant's resend replays the
-/// pending result as it is, and does not learn how the approval ended.
+/// A capability-scoped key is shared across tenants: another tenant's resend is refused, and
+/// learns neither the pending request nor how the approval ended.
 #[tokio::test]
 async fn another_tenants_resend_does_not_learn_how_the_approval_ended() {
     let host = Host::builder()
@@ -571,12 +571,13 @@ async fn another_tenants_resend_does_not_learn_how_the_approval_ended() {
             id: "t2".into(),
             system: None,
         });
+    // Another tenant's record is never replayed (not even as the stale pending request): the
+    // refusal names nothing of it.
     let replay = host.invoke(post(), &elsewhere).await;
-    assert_eq!(
-        replay.status,
-        ActionResultStatus::PendingApproval,
-        "{replay:?}"
-    );
+    let error = replay.error.as_ref().expect("refused");
+    assert_eq!(error.code, codes::IDEMPOTENCY_CONFLICT, "{replay:?}");
+    assert_eq!(error.details, None);
+    assert!(!format!("{replay:?}").contains(id.as_str()), "{replay:?}");
     let own = host.invoke(post(), &person("user:req")).await;
     assert_eq!(
         own.error.unwrap().code,
