@@ -94,6 +94,7 @@ fn definition_expr(capability: &CapabilityItem, scope: &TokenStream) -> TokenStr
     };
     let support = support_tokens(&capability.facts.support);
     let validation = capability.facts.validation_handler;
+    let compensation_handler = capability.facts.compensation_handler;
     let examples = &capability.examples;
     let tags = &capability.tags;
     let waivers = capability
@@ -107,6 +108,7 @@ fn definition_expr(capability: &CapabilityItem, scope: &TokenStream) -> TokenStr
             output_schema: #output_schema,
             support: #support,
             validation_handler: #validation,
+            compensation_handler: #compensation_handler,
             examples: &[#(#examples),*],
             tags: &[#(#tags),*],
             waivers: &[#(#waivers),*],

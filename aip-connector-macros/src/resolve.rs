@@ -94,6 +94,7 @@ pub(crate) fn resolve(
     let facts = ImplementationFacts {
         support: with_compensation(support, &capability),
         validation_handler: attr.validate.is_some(),
+        compensation_handler: sig.has(Extractor::Compensation),
     };
     ResolvedCapability { capability, facts }
 }

@@ -107,6 +107,8 @@ pub struct GeneratedCapability<'a> {
     pub support: CapabilityImplementationSupport,
     /// Whether a `validate = ...` companion exists.
     pub validation_handler: bool,
+    /// Whether the handler takes `Compensation`.
+    pub compensation_handler: bool,
     /// Example inputs (JSON checked at compile time).
     pub examples: &'a [&'a str],
     /// Tags.
@@ -128,6 +130,7 @@ pub fn capability_definition(generated: GeneratedCapability<'_>) -> CapabilityDe
         output_schema,
         support,
         validation_handler,
+        compensation_handler,
         examples,
         tags,
         waivers,
@@ -148,6 +151,7 @@ pub fn capability_definition(generated: GeneratedCapability<'_>) -> CapabilityDe
         facts: ImplementationFacts {
             support,
             validation_handler,
+            compensation_handler,
         },
         examples: examples
             .iter()

@@ -197,18 +197,20 @@ impl GuardedPayments {
         })
     }
 
-    /// Refund a charge.
+    /// Refund a charge. Called by its own id it would need approval; it never gets that far.
     #[capability(
         id = "cap:guarded:refund",
         risk = medium,
         side_effects = [write],
         idempotency(required, scope = principal),
         data(sensitivity = internal),
+        approval(required, selector = role("finance"), evidence = [reason], ttl_ms = 60_000),
     )]
     async fn refund(
         &self,
         request: RefundRequest,
         _key: IdempotencyKey,
+        _approval: Approval,
         _compensation: Compensation,
     ) -> Result<Refunded, ConnectorFailure> {
         Ok(Refunded {
@@ -599,4 +601,32 @@ async fn the_compensation_extractor_is_refused_outside_a_compensate() {
     assert_eq!(result.status, ActionResultStatus::Failed);
     assert_eq!(error_code(&result), codes::TRANSACTION_CONTEXT_MISSING);
     assert_eq!(f.ledger.count("refund:"), 0);
+}
+
+/// A compensating capability named directly is refused before the approval gate: no approver is
+/// asked to release an action that cannot run (it would fail for want of the compensation
+/// context afterwards), and nothing is stored.
+#[tokio::test]
+async fn a_gated_compensating_capability_named_directly_asks_no_approver() {
+    let f = fixture();
+    assert!(f.host.compensates_only("cap:guarded:refund"));
+    assert!(!f.host.compensates_only("cap:guarded:charge"));
+    let result = f
+        .host
+        .invoke(
+            Action::new("cap:guarded:refund", json!({ "reason": "no target" }))
+                .with_idempotency_key("direct"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(result.status, ActionResultStatus::Failed, "{result:?}");
+    assert_eq!(error_code(&result), codes::TRANSACTION_CONTEXT_MISSING);
+    assert!(result.approval_id().is_none());
+    assert!(
+        result
+            .error
+            .as_ref()
+            .is_some_and(|e| e.message.contains("compensation of another capability")),
+        "{result:?}"
+    );
 }

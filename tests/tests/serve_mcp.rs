@@ -1211,3 +1211,70 @@ fn the_projection_is_inspectable_without_serving_it() {
     let shown = format!("{projection:?}");
     assert!(shown.contains("web_search"), "{shown}");
 }
+
+/// A till whose refund only compensates a sale.
+struct Till;
+
+#[derive(Deserialize, JsonSchema)]
+struct Sale {
+    cents: u32,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Sold {
+    sale_id: String,
+}
+
+#[connector(id = "till")]
+impl Till {
+    /// Records a sale.
+    #[capability(
+        id = "cap:till:sell",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+        transaction(modes = [execute, compensate]),
+        compensation(supported, capability = "cap:till:refund"),
+    )]
+    async fn sell(
+        &self,
+        sale: Sale,
+        _key: IdempotencyKey,
+        _checkpoint: Checkpoint,
+    ) -> Result<Sold, ConnectorFailure> {
+        Ok(Sold {
+            sale_id: format!("sale-{}", sale.cents),
+        })
+    }
+
+    /// Refunds a sale: runs only as its compensation.
+    #[capability(
+        id = "cap:till:refund",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+    )]
+    async fn refund(
+        &self,
+        sale: Sale,
+        _key: IdempotencyKey,
+        compensation: Compensation,
+    ) -> Result<Sold, ConnectorFailure> {
+        Ok(Sold {
+            sale_id: format!("refund-{}-{}", sale.cents, compensation.action_id),
+        })
+    }
+}
+
+/// A compensating capability is not a tool: it runs only routed from a `compensate` of the
+/// capability it undoes, so every `tools/call` of it would fail.
+#[test]
+fn a_compensating_capability_is_not_projected() {
+    let host = Host::builder().connector(Till).build().unwrap();
+    let projection = McpProjection::new(host).unwrap();
+    assert_eq!(projection.tool_name("cap:till:sell"), Some("cap_till_sell"));
+    assert_eq!(projection.tool_name("cap:till:refund"), None);
+    assert_eq!(projection.tools().count(), 1);
+}

@@ -57,6 +57,11 @@ pub struct ImplementationFacts {
     pub support: CapabilityImplementationSupport,
     /// A downstream validation handler (`validate = ...`) backs dry runs and plans.
     pub validation_handler: bool,
+    /// The handler takes `Compensation`: it runs only as the compensation of another
+    /// capability (routed from a `compensate` action of the capability it undoes), never when
+    /// an action names it. A host refuses such actions before any approver is asked, and the
+    /// MCP projection does not list it as a tool.
+    pub compensation_handler: bool,
 }
 
 /// A published, reasoned exemption from one waivable rule for one capability.

@@ -989,6 +989,7 @@ mod tests {
             facts: ImplementationFacts {
                 support: Default::default(),
                 validation_handler: false,
+                compensation_handler: false,
             },
             examples: Vec::new(),
             tags: Vec::new(),

@@ -340,6 +340,9 @@ impl HostBuilder {
                         position,
                         input_schema: admitted.input_schema(capability.id.as_str()).cloned(),
                         output_schema: admitted.output_schema(capability.id.as_str()).cloned(),
+                        compensation_only: definition
+                            .capability(capability.id.as_str())
+                            .is_some_and(|d| d.facts.compensation_handler),
                         manifest: admitted.clone(),
                     },
                 );
@@ -380,6 +383,9 @@ struct HostedCapability {
     input_schema: Option<CompiledSchema>,
     /// Its compiled output schema, when it declares one.
     output_schema: Option<CompiledSchema>,
+    /// Its handler takes `Compensation`: it runs only routed from a `compensate` action of the
+    /// capability it undoes (`ImplementationFacts::compensation_handler`).
+    compensation_only: bool,
 }
 
 impl HostedCapability {
@@ -807,6 +813,15 @@ impl Host {
     /// The admitted manifests, one per connector.
     pub fn manifests(&self) -> impl Iterator<Item = &AdmittedManifest> {
         self.inner.manifests.iter().map(|m| m.as_ref())
+    }
+
+    /// Whether `capability` runs only as the compensation of another capability (its handler
+    /// takes `Compensation`): an action naming it is refused (`transaction.context_missing`).
+    pub fn compensates_only(&self, capability: &str) -> bool {
+        self.inner
+            .capabilities
+            .get(capability)
+            .is_some_and(|hosted| hosted.compensation_only)
     }
 
     /// Runs `action` for the transport-authenticated `caller` through the whole pipeline.

@@ -246,6 +246,21 @@ async fn execute(
     {
         return failure::failed(&action.id, error);
     }
+    // A compensating handler runs only routed from a `compensate` of the capability it undoes
+    // (`hosted` is the capability the action names): named directly, it would fail for want of
+    // the compensation context after the approval gate asked someone to release it.
+    if hosted.compensation_only {
+        return failure::failed(
+            &action.id,
+            failure::permanent(
+                codes::TRANSACTION_CONTEXT_MISSING,
+                format!(
+                    "capability `{}` only runs as the compensation of another capability: send a `compensate` action naming the capability it undoes",
+                    Clipped::new(action.capability_id.as_str(), 128)
+                ),
+            ),
+        );
+    }
     // Without a contract nothing declares transactions: only plain execution is allowed.
     if contract.is_none()
         && action

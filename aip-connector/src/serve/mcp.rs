@@ -209,20 +209,18 @@ impl fmt::Debug for McpProjection {
 
 impl McpProjection {
     /// Projects every callable capability of every manifest `host` admitted (every kind but
-    /// `resource`), in manifest order, except streaming-only ones: a `tools/call` runs
-    /// synchronously, so each call of them would be refused.
+    /// `resource`), in manifest order, except streaming-only ones (a `tools/call` runs
+    /// synchronously, so each call of them would be refused) and compensating ones (they run
+    /// only as the compensation of another capability, never by their own name).
     ///
     /// Fails when two connectors' capabilities project to the same tool name.
     pub fn new(host: Host) -> Result<Self, McpProjectionError> {
         let mut tools = Vec::new();
         let mut by_name: HashMap<String, usize> = HashMap::new();
         for admitted in host.manifests() {
-            for capability in admitted
-                .manifest()
-                .capabilities
-                .iter()
-                .filter(|c| c.is_callable() && runs_synchronously(c))
-            {
+            for capability in admitted.manifest().capabilities.iter().filter(|c| {
+                c.is_callable() && runs_synchronously(c) && !host.compensates_only(c.id.as_str())
+            }) {
                 let projected = project_capability(admitted, capability);
                 let name = projected.tool.name.to_string();
                 if let Some(&first) = by_name.get(&name) {

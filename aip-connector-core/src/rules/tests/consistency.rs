@@ -210,6 +210,7 @@ fn downstream_fidelity_needs_a_validation_handler() {
     });
     let without_handler = ImplementationFacts {
         validation_handler: false,
+        compensation_handler: false,
         ..exact_facts(&bad)
     };
     assert_single(
@@ -236,6 +237,7 @@ fn fidelity_matters_only_for_dry_runs_and_plans() {
     let mut issues = Vec::new();
     let facts = ImplementationFacts {
         validation_handler: false,
+        compensation_handler: false,
         ..exact_facts(&execute_only)
     };
     consistency(&execute_only, Some(&facts), "", &mut issues);

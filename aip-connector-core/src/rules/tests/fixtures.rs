@@ -228,6 +228,7 @@ pub(super) fn exact_facts(capability: &Capability) -> ImplementationFacts {
     ImplementationFacts {
         support: exact_support(capability),
         validation_handler: true,
+        compensation_handler: false,
     }
 }
 

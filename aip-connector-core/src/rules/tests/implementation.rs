@@ -12,6 +12,7 @@ fn facts(support: CapabilityImplementationSupport) -> ImplementationFacts {
     ImplementationFacts {
         support,
         validation_handler: true,
+        compensation_handler: false,
     }
 }
 

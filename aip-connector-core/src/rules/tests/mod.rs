@@ -45,6 +45,7 @@ fn check_capability_runs_the_groups_in_order() {
     let facts = crate::rules::ImplementationFacts {
         support,
         validation_handler: true,
+        compensation_handler: false,
     };
     let options = crate::rules::CheckOptions {
         base_path: "/capabilities/4",
