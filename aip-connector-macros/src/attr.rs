@@ -32,6 +32,8 @@ pub(crate) type SpanMap = BTreeMap<String, Span>;
 pub(crate) const RISK_POINTER: &str = "/risk";
 /// Where `side_effects` is recorded in the [`SpanMap`], whether or not its value parsed.
 pub(crate) const SIDE_EFFECTS_POINTER: &str = "/contract/side_effects";
+/// Where the binding of a profile is recorded in the [`SpanMap`]: this prefix and the profile id.
+pub(crate) const BINDING_OF_PROFILE: &str = "/bindings/by_profile/";
 /// Where `compensation(capability = ...)` is recorded in the [`SpanMap`].
 pub(crate) const COMPENSATION_TARGET_POINTER: &str =
     "/contract/compensation/compensation_capability_id";
@@ -947,6 +949,7 @@ impl Parser<'_> {
                     self.cx.error_at(inner.span(), format!("profile `{profile}` is bound twice; one capability has at most one binding per profile"));
                 }
                 Some(profile) => {
+                    self.record(format!("{BINDING_OF_PROFILE}{profile}"), inner.span());
                     binding.profile = profile.into();
                     bindings.push(binding);
                 }

@@ -30,6 +30,22 @@ pub(crate) struct CapabilityItem {
     /// The id `compensation(capability = "...")` names, for the connector-level checks that the
     /// target exists and takes `Compensation`.
     pub(crate) compensation_target_span: Option<Span>,
+    /// The `id = "..."` value, when written.
+    pub(crate) id_span: Option<Span>,
+    /// Each binding by profile id, for the connector-level checks of bindings and names.
+    pub(crate) binding_spans: std::collections::BTreeMap<String, Span>,
+}
+
+impl CapabilityItem {
+    /// Where an error about the capability's name under `profile` points: its binding for that
+    /// profile, else its `id = "..."`, else the attribute.
+    pub(crate) fn name_span(&self, profile: &str) -> Span {
+        self.binding_spans
+            .get(profile)
+            .or(self.id_span.as_ref())
+            .copied()
+            .unwrap_or(self.attr_span)
+    }
 }
 
 /// Parses, resolves and checks one handler. `connector_id` is `Some` inside `#[connector]`.
@@ -105,6 +121,15 @@ fn item(
             .spans
             .get(crate::attr::COMPENSATION_TARGET_POINTER)
             .copied(),
+        id_span: attr.id.as_ref().map(|(_, span)| *span),
+        binding_spans: attr
+            .spans
+            .iter()
+            .filter_map(|(path, span)| {
+                path.strip_prefix(crate::attr::BINDING_OF_PROFILE)
+                    .map(|profile| (profile.to_owned(), *span))
+            })
+            .collect(),
         reconcile: attr.reconcile,
         validate: attr.validate,
         cancel: attr.cancel,

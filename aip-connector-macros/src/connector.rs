@@ -285,11 +285,11 @@ fn check_connector(cx: &Ctxt, attr: &ConnectorAttr, capabilities: &[CapabilityIt
     for capability in capabilities {
         let id = capability.capability.id.as_str();
         if ids.insert(id, capability.attr_span).is_some() {
-            cx.error_at(capability.attr_span, format!("capability id `{id}` is declared twice in this connector (rule `manifest.capability.duplicate`)"));
+            cx.error_at(capability.id_span.unwrap_or(capability.attr_span), format!("capability id `{id}` is declared twice in this connector (rule `manifest.capability.duplicate`)"));
         }
         for binding in &capability.capability.bindings {
             if !attr.profiles.iter().any(|p| *p == binding.profile.as_str()) {
-                cx.error_at(capability.attr_span, format!("binding profile `{}` is not declared by the connector; add it to `#[connector(profiles = [...])]` (rule `manifest.binding.profile_undeclared`)", binding.profile));
+                cx.error_at(capability.name_span(binding.profile.as_str()), format!("binding profile `{}` is not declared by the connector; add it to `#[connector(profiles = [...])]` (rule `manifest.binding.profile_undeclared`)", binding.profile));
             }
         }
     }
@@ -307,7 +307,7 @@ fn check_connector(cx: &Ctxt, attr: &ConnectorAttr, capabilities: &[CapabilityIt
                 && earlier != capability.capability.id.as_str()
             {
                 {
-                    cx.error_at(capability.attr_span, format!("projected name `{projected}` under profile `{profile}` collides with capability `{earlier}`; give one of them a distinct binding name (rule `manifest.profile_name.collision`)"));
+                    cx.error_at(capability.name_span(profile.as_str()), format!("projected name `{projected}` under profile `{profile}` collides with capability `{earlier}`; give one of them a distinct binding name (rule `manifest.profile_name.collision`)"));
                 }
             }
         }
