@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use aip_connector::codes;
-use aip_connector::host::{Deployment, Host, TrustedContext};
+use aip_connector::host::{Deployment, Host, HostLimits, TrustedContext};
 use aip_connector::ids::{ApprovalId, TransactionId};
 use aip_connector::invocation::BoxFuture;
 use aip_connector::model::{
@@ -654,9 +654,10 @@ async fn a_plan_without_identity_is_plan_identity_missing() {
     assert_policy(&result, codes::TRANSACTION_PLAN_IDENTITY_MISSING);
 }
 
-/// The same principal id without a tenant is another tenant's caller.
+/// The same principal id without a tenant is another tenant's caller: the plan is not there
+/// for it either (`plan_tenant_mismatch` would tell that it exists).
 #[tokio::test]
-async fn a_commit_without_the_plans_tenant_is_plan_tenant_mismatch() {
+async fn a_commit_without_the_plans_tenant_is_plan_not_found() {
     let Setup { bank, host, .. } = setup();
     let planned = plan(&host, "p", json!({ "amount": 5 })).await;
     let ada_untenanted =
@@ -667,7 +668,7 @@ async fn a_commit_without_the_plans_tenant_is_plan_tenant_mismatch() {
             &ada_untenanted,
         )
         .await;
-    assert_policy(&result, codes::TRANSACTION_PLAN_TENANT_MISMATCH);
+    assert_policy(&result, codes::TRANSACTION_PLAN_NOT_FOUND);
     assert_eq!(bank.calls.load(Ordering::SeqCst), 0);
 }
 
@@ -1169,6 +1170,7 @@ async fn an_execute_while_an_earlier_attempt_runs_is_attempt_in_progress() {
         json!({ "amount": 5, "behaviour": "slow" }),
     )
     .with_timeout_ms(10_000);
+    let first_id = first.id.clone();
     let again = |key: &str| {
         let mut action = transfer(
             TransactionMode::Execute,
@@ -1176,10 +1178,10 @@ async fn an_execute_while_an_earlier_attempt_runs_is_attempt_in_progress() {
             key,
             json!({ "amount": 5 }),
         );
-        action.id = first.id.clone();
+        action.id = first_id.clone();
         action
     };
-    let (second, third) = (again("e2"), again("e3"));
+    let (second, third) = (again("e2"), again("e2"));
     let running = tokio::spawn({
         let host = Arc::clone(&host);
         async move { host.invoke(first, &ada()).await }
@@ -1193,6 +1195,15 @@ async fn an_execute_while_an_earlier_attempt_runs_is_attempt_in_progress() {
         Some(attempt_over_at)
     );
     clock.advance(4_000);
+    // Waiting is not an attempt: resends beyond the key's attempt limit are not dead-lettered,
+    // and the same key runs once the earlier attempt is over.
+    for _ in 0..HostLimits::default().max_attempts_per_key + 1 {
+        let refused = host.invoke(again("e2"), &ada()).await;
+        assert_eq!(
+            failure(&refused).code,
+            codes::TRANSACTION_ATTEMPT_IN_PROGRESS
+        );
+    }
     let refused = host.invoke(second, &ada()).await;
     let error = failure(&refused);
     assert_host_error(

@@ -268,3 +268,35 @@ async fn a_pending_approval_projects_requires_human_and_a_refusal_failed() {
     assert!(refused.receipts.is_empty());
     validate_transaction_result(&refused).unwrap();
 }
+
+/// The view `transact` answers with is the caller's tenant's: another tenant naming a planned
+/// transaction's id is refused, and its answer carries nothing of the plan (it showed the plan,
+/// its input snapshot and status).
+#[tokio::test]
+async fn another_tenants_request_does_not_see_the_transaction() {
+    let host = host();
+    let plan = request("cap:cal:book", TransactionMode::Plan, "p1");
+    let transaction_id = plan.transaction_id.clone();
+    let planned = host.transact(plan, &caller()).await.unwrap();
+    let plan_id = planned.plan.as_ref().unwrap().plan_id.clone();
+
+    let mut commit = request("cap:cal:book", TransactionMode::Commit, "c1");
+    commit.transaction_id = transaction_id.clone();
+    commit.action.transaction.as_mut().unwrap().plan_id = Some(plan_id);
+    let elsewhere = host.transact(commit, &caller_in("t2")).await.unwrap();
+    assert_eq!(elsewhere.status, TransactionProtocolStatus::Failed);
+    assert_eq!(
+        elsewhere.error.as_ref().map(|e| e.code.as_str()),
+        Some("transaction.plan_not_found")
+    );
+    assert!(elsewhere.plan.is_none(), "{elsewhere:?}");
+    assert!(elsewhere.receipts.is_empty());
+    assert!(!format!("{elsewhere:?}").contains("9am"), "{elsewhere:?}");
+    // The plan is untouched: its own tenant still sees it planned.
+    let own = host
+        .transaction(&TransactionSelector::Transaction(transaction_id), &caller())
+        .await
+        .unwrap()
+        .expect("visible to its tenant");
+    assert_eq!(own.status, TransactionProtocolStatus::Planned);
+}

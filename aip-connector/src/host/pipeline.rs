@@ -134,6 +134,9 @@ async fn execute(
             failure::permanent(codes::ACTION_INVALID, error.to_string()),
         );
     }
+    if let Some(error) = check_nul_characters(&action) {
+        return failure::failed(&action.id, error);
+    }
     if let Err(message) = check_input_limits(
         &action.input,
         host.limits.max_input_bytes,
@@ -151,9 +154,6 @@ async fn execute(
         return failure::failed(&action.id, error);
     }
     if let Some(error) = check_id_lengths(&action, host.limits.max_id_bytes) {
-        return failure::failed(&action.id, error);
-    }
-    if let Some(error) = check_nul_characters(&action) {
         return failure::failed(&action.id, error);
     }
     if let Some(error) = check_context_size(&action, host.limits.max_context_bytes) {
@@ -1110,10 +1110,20 @@ impl Settlement<'_> {
         });
         let max_attempts = self.host.limits.max_attempts_per_key;
         let now = self.now;
+        // A call told to wait for an earlier attempt of its transaction did not attempt
+        // anything: its key is released without counting towards the dead letter.
+        let waited = result
+            .error
+            .as_ref()
+            .is_some_and(|e| e.code == codes::TRANSACTION_ATTEMPT_IN_PROGRESS);
         async move {
             let (Some(reservation), Some(mut record)) = (reservation, record) else {
                 return result;
             };
+            if waited {
+                written(store.release(&reservation).await);
+                return result;
+            }
             if retryable {
                 match store
                     .count_attempt(&reservation.key, record.expires_at_ms, now)

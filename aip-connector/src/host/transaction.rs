@@ -108,6 +108,10 @@ fn compensation_claimed(existing: &TransactionRecord) -> ProtocolError {
 ///
 /// - an `execute` of a transaction bound to another execution (`auth.not_authorized`) or whose
 ///   outcome must first be reconciled (`transaction.reconciliation_required`);
+/// - a `reconcile` of a transaction that is not there for this caller (another tenant's, or
+///   none), of another capability, or without a checkpointed operation
+///   (`transaction.not_found`, `transaction.not_reconcilable`,
+///   `transaction.provider_operation_required`);
 /// - a `compensate` whose target's one compensation already ran, or runs
 ///   (`transaction.compensation_already_claimed`).
 ///
@@ -126,7 +130,7 @@ pub(crate) async fn refusal_before_gate(
         TransactionMode::Execute => {
             let id = transaction.transaction_id.as_ref()?;
             let record = host.store.transaction(id).await.ok()??;
-            if tenant_id_of(record.identity.as_ref()) != tenant_id_of(action.identity.as_deref()) {
+            if !belongs_to(&record, tenant_id_of(action.identity.as_deref())) {
                 return None;
             }
             if bound_elsewhere(&record, action, &caller.principal.id) {
@@ -134,9 +138,45 @@ pub(crate) async fn refusal_before_gate(
             }
             needs_reconciliation_to_execute(&record).then(|| reconciliation_required(&record))
         }
+        TransactionMode::Reconcile => {
+            let id = transaction.transaction_id.as_ref()?;
+            let stored = host.store.transaction(id).await.ok()?;
+            reconcile_target(stored, action).err()
+        }
         TransactionMode::Compensate => compensation_claimed_before_gate(host, action).await,
         _ => None,
     }
+}
+
+/// The record a `reconcile` action may reconcile, whatever its status: one of the caller's
+/// tenant (another tenant's is not there for this caller, as for `Host::transaction`: its
+/// provider operation would otherwise be looked up with this caller's tenant and credential),
+/// of the action's capability (only the connector that checkpointed the operation knows it),
+/// with a checkpointed provider operation. Checked before the approval gate and again at
+/// admission.
+fn reconcile_target(
+    stored: Option<TransactionRecord>,
+    action: &Action,
+) -> Result<TransactionRecord, ProtocolError> {
+    let record = stored
+        .filter(|record| belongs_to(record, tenant_id_of(action.identity.as_deref())))
+        .ok_or_else(|| policy(codes::TRANSACTION_NOT_FOUND, "no transaction with this id"))?;
+    if record.capability_id != action.capability_id {
+        return Err(failure::with_details(
+            policy(
+                codes::TRANSACTION_NOT_RECONCILABLE,
+                "the transaction belongs to another capability; reconcile it with that capability",
+            ),
+            json!({ "capability_id": record.capability_id }),
+        ));
+    }
+    if record.provider_operation.is_none() {
+        return Err(policy(
+            codes::TRANSACTION_PROVIDER_OPERATION_REQUIRED,
+            "reconciliation needs the provider operation the handler checkpointed",
+        ));
+    }
+    Ok(record)
 }
 
 /// The `compensate` part of [`refusal_before_gate`].
@@ -411,33 +451,7 @@ pub(crate) async fn admit(
         },
         TransactionMode::Execute => execute_gate(host, action, caller, stored, now, over_at).await,
         TransactionMode::Reconcile => {
-            // Another tenant's transaction is not there for this caller (as for
-            // `Host::transaction`): its handler would otherwise be asked, with this caller's
-            // tenant and credential, about another tenant's provider operation.
-            let record = stored
-                .filter(|record| {
-                    tenant_id_of(record.identity.as_ref())
-                        == tenant_id_of(action.identity.as_deref())
-                })
-                .ok_or_else(|| {
-                    policy(codes::TRANSACTION_NOT_FOUND, "no transaction with this id")
-                })?;
-            // Its connector's reconcile handler is the one that knows the operation.
-            if record.capability_id != action.capability_id {
-                return Err(failure::with_details(
-                    policy(
-                        codes::TRANSACTION_NOT_RECONCILABLE,
-                        "the transaction belongs to another capability; reconcile it with that capability",
-                    ),
-                    json!({ "capability_id": record.capability_id }),
-                ));
-            }
-            if record.provider_operation.is_none() {
-                return Err(policy(
-                    codes::TRANSACTION_PROVIDER_OPERATION_REQUIRED,
-                    "reconciliation needs the provider operation the handler checkpointed",
-                ));
-            }
+            let record = reconcile_target(stored, action)?;
             // An attempt whose host died before settling (`prepared`/`committing` past its
             // deadline), or a reconciliation that never settled (`reconciling` past its
             // deadline: the lookup is safe to repeat), is reconciled like an unknown outcome;
@@ -715,11 +729,7 @@ async fn commit_plan(
     };
     // A plan of another tenant is not there for this caller: the checks below would tell that
     // it exists (and whose it is).
-    if let (Some(planned), Some(committing)) = (
-        tenant_id_of(record.identity.as_ref()),
-        tenant_id_of(action.identity.as_deref()),
-    ) && planned != committing
-    {
+    if !belongs_to(&record, tenant_id_of(action.identity.as_deref())) {
         return Err(policy(
             codes::TRANSACTION_PLAN_NOT_FOUND,
             "no plan with this id",
@@ -1278,6 +1288,12 @@ fn caller_tenant(host: &HostInner, caller: &TrustedContext) -> Option<String> {
     host.tenant_of(caller).map(|t| t.id.clone())
 }
 
+/// Whether `record` belongs to `tenant` (both without one included): the one rule by which a
+/// transaction record is visible to, or acted on by, a caller.
+fn belongs_to(record: &TransactionRecord, tenant: Option<&str>) -> bool {
+    tenant_id_of(record.identity.as_ref()) == tenant
+}
+
 impl super::Host {
     /// Runs a first-class transaction request (`aip.transaction.v1.request`).
     ///
@@ -1316,12 +1332,16 @@ impl super::Host {
         block.transaction_id = Some(transaction_id.clone());
         let mut block = aip_connector_core::model::ActionTransaction::clone(block);
         let result = self.invoke(action, caller).await;
+        let tenant = caller_tenant(&self.inner, caller);
+        // Another tenant's record under this id is not this caller's to see (as for
+        // `Host::transaction`): the refused action is answered as if nothing were stored.
         let stored = self
             .inner
             .store
             .transaction(&transaction_id)
             .await
-            .map_err(|e| failure::storage(&e))?;
+            .map_err(|e| failure::storage(&e))?
+            .filter(|record| belongs_to(record, tenant.as_deref()));
         Ok(match stored {
             Some(record) => view(record, Some(result)),
             // Nothing durable yet: refused before admission, or waiting for approval.
@@ -1364,13 +1384,7 @@ impl super::Host {
         .map_err(|e| failure::storage(&e))?;
         let tenant = caller_tenant(&self.inner, caller);
         Ok(record
-            .filter(|r| {
-                r.identity
-                    .as_ref()
-                    .and_then(|i| i.tenant.as_ref())
-                    .map(|t| t.id.clone())
-                    == tenant
-            })
+            .filter(|record| belongs_to(record, tenant.as_deref()))
             .map(|record| view(record, None)))
     }
 }

@@ -2,14 +2,15 @@
 //!
 //! One trait per record family, every transition an atomic compare-and-set, so several hosts
 //! (or several tasks of one host) can share a store without a lost update. Backends:
-//! [`MemoryStore`] (tests, demos), [`SqliteStore`] (the embedded, durable default) and
-//! [`PostgresStore`] (several host replicas sharing state). All of
+//! [`MemoryStore`] (tests, demos), `SqliteStore` (the embedded, durable default; feature
+//! `sqlite`) and `PostgresStore` (several host replicas sharing state; feature `postgres`). All of
 //! them pass the same conformance suite (`tests/tests/store_conformance.rs` in the workspace).
 //!
 //! Times are milliseconds since the Unix epoch, taken from the host's [`Clock`], so expiry is
 //! testable without sleeping.
 
-#[cfg(test)]
+// Records the SQL stores' own unit tests share.
+#[cfg(all(test, any(feature = "sqlite", feature = "postgres")))]
 mod fixtures;
 mod memory;
 #[cfg(feature = "postgres")]

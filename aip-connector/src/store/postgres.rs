@@ -301,17 +301,18 @@ impl PostgresStore {
     }
 
     /// Prepares `sql` (cached per connection) and runs it with `run`, once more on a fresh
-    /// connection when the first one died under it ([`lost_connection`]): a server restart, a
-    /// failover or an idle-connection reaper ends every pooled session at once, and the pool
-    /// hands out a dead one until its reader notices. Without the second try, one such event
-    /// lost both settlements of the call in flight (its transaction and its key).
+    /// connection when the first one was gone before the statement could run on it
+    /// ([`session_ended`]): a server restart, a failover or an idle-connection reaper ends every
+    /// pooled session at once, and the pool hands out a dead one until its reader notices.
+    /// Without the second try, one such event lost both settlements of the call in flight (its
+    /// transaction and its key).
     ///
-    /// Sending a statement twice is safe for every statement this store runs alone: each is a
-    /// compare-and-set (on a revision or a fencing token), a delete, or an insert that does
-    /// nothing when the row exists. If the first one did commit before its answer was lost, the
-    /// second finds its change made and answers as a lost race would (no row changed), never
-    /// applying anything twice; the one exception, a retry attempt's counter, may count one
-    /// attempt twice.
+    /// A connection that closed after the statement was sent is not retried: the statement may
+    /// have committed, and a repeat would answer as a lost race (no row changed) for the
+    /// caller's own change. A session the server ended under the statement (SQLSTATE 57P01…)
+    /// rolled it back. Every statement this store runs alone is a compare-and-set (on a
+    /// revision or a fencing token), a delete, or an insert that does nothing when the row
+    /// exists, so even a repeat of one that did commit never applies anything twice.
     async fn statement<T>(
         &self,
         operation: &str,
@@ -328,13 +329,13 @@ impl PostgresStore {
         loop {
             tries_left -= 1;
             let client = self.client(operation).await?;
-            let outcome = match client.prepare_cached(sql).await {
-                Ok(statement) => run(&client, &statement, params).await,
-                Err(error) => Err(error),
+            let (outcome, sent) = match client.prepare_cached(sql).await {
+                Ok(statement) => (run(&client, &statement, params).await, true),
+                Err(error) => (Err(error), false),
             };
             match outcome {
                 Ok(value) => return Ok(value),
-                Err(error) if tries_left > 0 && lost_connection(&error) => {
+                Err(error) if tries_left > 0 && session_ended(&error, sent) => {
                     // Out of the pool for good: a recycled dead session fails the next call too.
                     drop(Object::take(client));
                 }
@@ -344,13 +345,13 @@ impl PostgresStore {
     }
 }
 
-/// Whether `error` says the session itself is gone, so the statement did not complete on it:
-/// the connection is closed, or the server ended the session (SQLSTATE class 57P: an
-/// administrator's `pg_terminate_backend`, a shutdown or a crash) or refused it as a connection
-/// failure (class 08).
-fn lost_connection(error: &tokio_postgres::Error) -> bool {
+/// Whether `error` says the statement did not run because its session is gone: the server ended
+/// the session (SQLSTATE class 57P: an administrator's `pg_terminate_backend`, a shutdown or a
+/// crash; the statement's transaction was rolled back) or reported a connection failure (class
+/// 08), or the connection was found closed before the statement was `sent`.
+fn session_ended(error: &tokio_postgres::Error, sent: bool) -> bool {
     if error.is_closed() {
-        return true;
+        return !sent;
     }
     error.as_db_error().is_some_and(|db| {
         let code = db.code().code();
