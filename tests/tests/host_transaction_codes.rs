@@ -1573,3 +1573,67 @@ async fn checkpoints_are_durable_single_valued_and_need_a_transaction() {
     assert_eq!(view.status, TransactionProtocolStatus::Committed);
     assert_eq!(view.transaction.mode, TransactionMode::Execute);
 }
+
+/// A vault whose moves need approval and can be reconciled.
+#[derive(Clone, Default)]
+struct Vault {
+    asked: Arc<AtomicUsize>,
+}
+
+#[connector(id = "vault")]
+impl Vault {
+    /// Moves gold between vaults; an approver must release each move.
+    #[capability(
+        id = "cap:vault:move",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        transaction(modes = [execute, reconcile]),
+        reconcile = Self::ask,
+        approval(required, selector = role("finance"), evidence = [reason], ttl_ms = 60_000),
+    )]
+    async fn move_gold(
+        &self,
+        transfer: Transfer,
+        _key: IdempotencyKey,
+        _checkpoint: Checkpoint,
+        _approval: Approval,
+    ) -> Result<Receipt, ConnectorFailure> {
+        Ok(Receipt {
+            transfer_id: format!("gold-{}", transfer.amount),
+        })
+    }
+
+    async fn ask(&self, _request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        Ok(ReconcileOutcome::Committed { evidence: None })
+    }
+}
+
+/// A gated `reconcile` that admission would refuse whatever an approver decides is refused
+/// before the approval gate: no approver is asked to release a lookup of nothing.
+#[tokio::test]
+async fn a_gated_reconcile_of_nothing_is_refused_before_the_gate() {
+    let vault = Vault::default();
+    let host = Host::builder()
+        .connector(vault.clone())
+        .store(Arc::new(MemoryStore::default()))
+        .build()
+        .expect("host builds");
+    let result = host
+        .invoke(
+            action_on(
+                "cap:vault:move",
+                ActionTransaction::new(TransactionMode::Reconcile)
+                    .with_transaction_id(TransactionId::new()),
+                "r1",
+                json!({ "amount": 1 }),
+            ),
+            &ada(),
+        )
+        .await;
+    assert_policy(&result, codes::TRANSACTION_NOT_FOUND);
+    assert!(result.approval_id().is_none());
+    assert_eq!(vault.asked.load(Ordering::SeqCst), 0);
+}
