@@ -362,11 +362,12 @@ async fn the_refund_runs_only_as_a_compensation() {
     let w = world(&[payments::REFUND_SCOPE]).await;
     let direct = Action::new(payments::REFUND, json!({ "reason": "goodwill" }))
         .with_idempotency_key("goodwill-1");
-    let pending = w.host.invoke(direct.clone(), &as_user("user:ada")).await;
-    let (result, _) = approve_and_resubmit(&w, direct, &pending, &["user:lead"]).await;
+    // Refused at once: no approver is asked to release a refund of nothing.
+    let result = w.host.invoke(direct, &as_user("user:ada")).await;
     assert_eq!(
         result.error.as_ref().unwrap().code,
         codes::TRANSACTION_CONTEXT_MISSING
     );
+    assert!(result.approval_id().is_none());
     assert_eq!(w.provider.effect_total(), 0);
 }

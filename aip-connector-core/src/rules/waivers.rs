@@ -9,21 +9,25 @@ use super::codes::*;
 use super::{Reporter, Waiver, is_waived, own_issue};
 use crate::ids::CapabilityId;
 use crate::issue::Issue;
-use crate::model::Manifest;
+use crate::model::{Capability, Manifest};
 
 /// Where a manifest publishes its waivers, as a JSON Pointer.
 const WAIVERS_POINTER: &str = "/governance/contract_waivers";
+
+/// The capability `capability`'s contract names as its compensation, if any.
+fn compensation_target(capability: &Capability) -> Option<&CapabilityId> {
+    capability
+        .contract
+        .as_ref()
+        .and_then(|contract| contract.compensation.as_ref())
+        .and_then(|compensation| compensation.compensation_capability_id.as_ref())
+}
 
 /// A compensation capability must be one this connector serves, unless a waiver says where the
 /// external one lives.
 pub fn compensation_targets(manifest: &Manifest, waivers: &[Waiver], out: &mut Vec<Issue>) {
     for (i, capability) in manifest.capabilities.iter().enumerate() {
-        let target = capability
-            .contract
-            .as_ref()
-            .and_then(|contract| contract.compensation.as_ref())
-            .and_then(|compensation| compensation.compensation_capability_id.as_ref());
-        let Some(target) = target else {
+        let Some(target) = compensation_target(capability) else {
             continue;
         };
         if manifest.capability(target.as_str()).is_some()
@@ -58,12 +62,9 @@ pub fn compensating_handlers(
     out: &mut Vec<Issue>,
 ) {
     for (i, capability) in manifest.capabilities.iter().enumerate() {
-        let target = capability
-            .contract
-            .as_ref()
-            .and_then(|contract| contract.compensation.as_ref())
-            .and_then(|compensation| compensation.compensation_capability_id.as_ref());
-        let Some(target) = target.filter(|target| **target != capability.id) else {
+        let Some(target) =
+            compensation_target(capability).filter(|target| **target != capability.id)
+        else {
             continue;
         };
         if manifest.capability(target.as_str()).is_none()

@@ -203,11 +203,14 @@ impl Harness {
         caller_in(tenant)
     }
 
-    /// Capabilities with their first declared example, in declaration order.
+    /// Capabilities with their first declared example, in declaration order. A compensating
+    /// capability is left out: it runs only routed from a `compensate` of the capability it
+    /// undoes, and the host refuses an action naming it (`transaction.context_missing`).
     pub fn examples(&self) -> Vec<(&CapabilityDefinition, Value)> {
         self.definition()
             .capabilities
             .iter()
+            .filter(|c| !c.facts.compensation_handler)
             .filter_map(|c| c.examples.first().map(|e| (c, e.clone())))
             .collect()
     }
