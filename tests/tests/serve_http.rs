@@ -225,8 +225,17 @@ impl Running {
 }
 
 async fn start(desk: Desk, config: ServerConfig) -> Running {
+    start_with(desk, tokens(), config).await
+}
+
+/// Like [`start`], with `authenticator` in front of the server.
+async fn start_with(
+    desk: Desk,
+    authenticator: impl Authenticator,
+    config: ServerConfig,
+) -> Running {
     let host = host(desk);
-    let server = AipServer::new(host.clone(), tokens(), config);
+    let server = AipServer::new(host.clone(), authenticator, config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (shutdown, signal) = oneshot::channel::<()>();
@@ -1199,17 +1208,8 @@ impl Authenticator for Refusing {
 /// Status, `WWW-Authenticate`, `Retry-After` and error code of a refused envelope post and of a
 /// refused manifest read.
 async fn refusals_of(authenticator: Refusing) -> Vec<(u16, Option<String>, Option<String>, Value)> {
-    let server = AipServer::new(
-        host(Desk::default()),
-        authenticator,
-        ServerConfig::default(),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, signal) = oneshot::channel::<()>();
-    let task = tokio::spawn(server.serve(listener, async move {
-        let _ = signal.await;
-    }));
+    let running = start_with(Desk::default(), authenticator, ServerConfig::default()).await;
+    let base = &running.base;
     let envelope = Envelope::new(MessageBody::Action(Box::new(Action::new(
         "cap:desk:echo",
         json!({ "text": "hi" }),
@@ -1238,8 +1238,7 @@ async fn refusals_of(authenticator: Refusing) -> Vec<(u16, Option<String>, Optio
             body["body"]["error"]["error"]["code"].clone(),
         ));
     }
-    let _ = stop.send(());
-    task.await.unwrap().unwrap();
+    running.stop().await;
     seen
 }
 
@@ -1307,13 +1306,8 @@ async fn a_custom_authenticator_maps_a_header_to_the_caller() {
         "key-ada".to_owned(),
         person("user:ada", "t1"),
     )]));
-    let server = AipServer::new(host(desk.clone()), keys, ServerConfig::default());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, signal) = oneshot::channel::<()>();
-    let task = tokio::spawn(server.serve(listener, async move {
-        let _ = signal.await;
-    }));
+    let running = start_with(desk.clone(), keys, ServerConfig::default()).await;
+    let base = &running.base;
     let envelope = Envelope::new(MessageBody::Action(Box::new(Action::new(
         "cap:desk:echo",
         json!({ "text": "hi" }),
@@ -1341,8 +1335,7 @@ async fn a_custom_authenticator_maps_a_header_to_the_caller() {
         );
     }
     assert_eq!(desk.echoes.load(Ordering::SeqCst), 1);
-    let _ = stop.send(());
-    task.await.unwrap().unwrap();
+    running.stop().await;
 }
 
 /// The action envelope of docs/serving.md ("Messages"), posted as it stands in the doc.
