@@ -130,7 +130,7 @@ pub(crate) async fn refusal_before_gate(
         TransactionMode::Execute => {
             let id = transaction.transaction_id.as_ref()?;
             let record = host.store.transaction(id).await.ok()??;
-            if !belongs_to(&record, tenant_id_of(action.identity.as_deref())) {
+            if !of_actions_tenant(&record, action) {
                 return None;
             }
             if bound_elsewhere(&record, action, &caller.principal.id) {
@@ -159,7 +159,7 @@ fn reconcile_target(
     action: &Action,
 ) -> Result<TransactionRecord, ProtocolError> {
     let record = stored
-        .filter(|record| belongs_to(record, tenant_id_of(action.identity.as_deref())))
+        .filter(|record| of_actions_tenant(record, action))
         .ok_or_else(|| policy(codes::TRANSACTION_NOT_FOUND, "no transaction with this id"))?;
     if record.capability_id != action.capability_id {
         return Err(failure::with_details(
@@ -190,9 +190,7 @@ async fn compensation_claimed_before_gate(
         .transaction(&compensation_transaction_id(target))
         .await
         .ok()??;
-    if tenant_id_of(existing.identity.as_ref()) != tenant_id_of(action.identity.as_deref())
-        || compensation_may_run_again(&existing)
-    {
+    if !of_actions_tenant(&existing, action) || compensation_may_run_again(&existing) {
         return None;
     }
     Some(compensation_claimed(&existing))
@@ -565,7 +563,7 @@ pub(crate) async fn admit_compensation(
             "the target action's transaction did not commit",
         ));
     };
-    if tenant_id_of(target.identity.as_ref()) != tenant_id_of(action.identity.as_deref()) {
+    if !of_actions_tenant(target, action) {
         return Err(failure::error(
             codes::AUTH_NOT_AUTHORIZED,
             "the target action belongs to another tenant",
@@ -729,7 +727,7 @@ async fn commit_plan(
     };
     // A plan of another tenant is not there for this caller: the checks below would tell that
     // it exists (and whose it is).
-    if !belongs_to(&record, tenant_id_of(action.identity.as_deref())) {
+    if !of_actions_tenant(&record, action) {
         return Err(policy(
             codes::TRANSACTION_PLAN_NOT_FOUND,
             "no plan with this id",
@@ -946,7 +944,7 @@ fn bound_elsewhere(record: &TransactionRecord, action: &Action, principal: &Prin
     record.action_id != action.id
         || record.capability_id != action.capability_id
         || record.principal_id != *principal
-        || tenant_id_of(record.identity.as_ref()) != tenant_id_of(action.identity.as_deref())
+        || !of_actions_tenant(record, action)
 }
 
 /// `transaction.attempt_in_progress`: an earlier attempt of this execution may still be running;
@@ -1292,6 +1290,11 @@ fn caller_tenant(host: &HostInner, caller: &TrustedContext) -> Option<String> {
 /// transaction record is visible to, or acted on by, a caller.
 fn belongs_to(record: &TransactionRecord, tenant: Option<&str>) -> bool {
     tenant_id_of(record.identity.as_ref()) == tenant
+}
+
+/// [`belongs_to`] the tenant `action` runs for (its trusted identity's).
+fn of_actions_tenant(record: &TransactionRecord, action: &Action) -> bool {
+    belongs_to(record, tenant_id_of(action.identity.as_deref()))
 }
 
 impl super::Host {
