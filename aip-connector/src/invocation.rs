@@ -288,10 +288,20 @@ impl StaticInvocation {
         }
     }
 
-    /// Sets the verified tenant.
+    /// Sets the verified tenant, and writes it into the action's identity
+    /// (`action().identity.tenant`), as a host writes the tenant it verified.
     pub fn with_tenant(mut self, tenant: VerifiedTenant) -> Self {
+        self.identity_mut().tenant = Some(aip_connector_core::model::TenantRef {
+            id: tenant.id.clone(),
+            system: tenant.system.clone(),
+        });
         self.tenant = Some(tenant);
         self
+    }
+
+    /// The action's identity block, created empty if the action has none.
+    fn identity_mut(&mut self) -> &mut aip_connector_core::model::IdentityContext {
+        self.action.identity.get_or_insert_default()
     }
 
     /// Scopes the action's idempotency key as the host does for a contract with this
@@ -307,8 +317,10 @@ impl StaticInvocation {
     }
 
     /// Sets the deployment's external account (the partition of `external_account`-scoped
-    /// keys, see [`with_idempotency_scope`](Self::with_idempotency_scope)).
+    /// keys, see [`with_idempotency_scope`](Self::with_idempotency_scope)), and writes it into
+    /// the action's identity (`action().identity.external_account`), as a host does.
     pub fn with_external_account(mut self, account: ExternalAccountRef) -> Self {
+        self.identity_mut().external_account = Some(account.clone());
         self.external_account = Some(account);
         self
     }

@@ -37,6 +37,7 @@ pub fn reservation(key: &str, token: &str, expires_at_ms: Millis) -> Reservation
         key: key.to_owned(),
         reservation_id: token.to_owned(),
         action_id: ActionId::trusted(format!("act_{token}")),
+        tenant_id: None,
         input_hash: HASH.to_owned(),
         resume_pending: false,
         expires_at_ms,
@@ -217,7 +218,12 @@ pub async fn check_reserve_on_a_free_key_acquires(store: SharedStore) {
 
 /// A duplicate while the owner runs learns who owns the key and until when.
 pub async fn check_second_reserve_while_live_is_in_progress(store: SharedStore) {
-    let owner = reservation("k", "a", NOW + 100);
+    // The holder comes back whole, its tenant included (the host names the holder's action
+    // only to a duplicate of the same tenant).
+    let owner = Reservation {
+        tenant_id: Some("tenant-1".to_owned()),
+        ..reservation("k", "a", NOW + 100)
+    };
     assert_eq!(
         store.reserve(&owner, NOW).await,
         Ok(ReserveOutcome::Acquired)
@@ -547,6 +553,7 @@ pub async fn check_resume_pending_replaces_only_a_matching_pending_record(store:
             },
             Reservation {
                 action_id: ActionId::trusted("act_other"),
+                tenant_id: None,
                 ..resume.clone()
             },
             Reservation {
@@ -1466,6 +1473,43 @@ pub async fn check_transaction_lookups(store: SharedStore) {
     );
 }
 
+/// A lookup by a key or id holding a NUL character finds nothing, on every backend: no such
+/// row can exist (PostgreSQL's `text` cannot hold one), and a failure would read as a
+/// retryable storage error that a caller retries for ever.
+pub async fn check_lookups_by_a_selector_with_nul_find_nothing(store: SharedStore) {
+    let owner = reservation("k", "a", NOW + 100);
+    store.reserve(&owner, NOW).await.unwrap();
+    store.settle(&owner, completed(&owner)).await.unwrap();
+    insert_closed_approval(store.as_ref(), "appr_1").await;
+    insert_new(&store, &planned("txn_1", "act_a", "plan:one")).await;
+
+    assert_eq!(store.record("k\0", NOW).await, Ok(None));
+    assert_eq!(store.reservation("k\0", NOW).await, Ok(None));
+    let nul_approval = ApprovalId::trusted("appr_1\0");
+    assert_eq!(store.approval(&nul_approval).await, Ok(None));
+    assert_eq!(store.claim_resume(&nul_approval, NOW).await, Ok(false));
+    assert_eq!(store.release_resume(&nul_approval).await, Ok(false));
+    assert_eq!(
+        store.update_approval(&approval("appr_1\0"), 0).await,
+        Ok(false)
+    );
+    let nul_transaction = TransactionId::trusted("txn_1\0");
+    assert_eq!(store.transaction(&nul_transaction).await, Ok(None));
+    assert_eq!(store.transaction_by_plan("plan:one\0").await, Ok(None));
+    assert_eq!(
+        store
+            .transactions_by_action(&ActionId::trusted("act_a\0"))
+            .await,
+        Ok(Vec::new())
+    );
+    assert_eq!(
+        store
+            .transition(&nul_transaction, 0, &plan_claim("act_commit"), NOW)
+            .await,
+        Ok(TransitionOutcome::NotFound)
+    );
+}
+
 /// A transition at the stored revision from an expected status writes every field it names,
 /// bumps the revision by one, stamps the update time and appends the receipt of the status it
 /// enters; the next one needs the new revision.
@@ -1969,6 +2013,7 @@ macro_rules! for_each_store_check {
             check_transaction_insert_if_absent,
             check_transaction_plan_id_is_unique,
             check_transaction_lookups,
+            check_lookups_by_a_selector_with_nul_find_nothing,
             check_transition_applies_and_bumps_revision,
             check_stale_revision_is_a_revision_conflict,
             check_unexpected_status_is_a_state_conflict,

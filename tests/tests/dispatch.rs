@@ -180,6 +180,17 @@ async fn a_static_invocation_scopes_the_key_as_the_host_does() {
         account.scoped_idempotency_key().as_deref(),
         Some("ExternalAccount:cal:acct_1:k-1")
     );
+    // The handler reads the tenant and the account from the action, where a host writes them.
+    let identity = account.action().identity.as_deref().expect("an identity");
+    assert_eq!(
+        identity.external_account.as_ref().map(|a| a.id.as_str()),
+        Some("acct_1")
+    );
+    let identity = context.action().identity.as_deref().expect("an identity");
+    assert_eq!(
+        identity.tenant.as_ref().map(|t| t.id.as_str()),
+        Some("acme")
+    );
 }
 
 /// A scope whose partition is missing is a mistake in the test's setup, said at once (a host

@@ -107,6 +107,23 @@ impl Theatre {
         self.booked(format!("{}@{}", ticket.seat, key.scoped()))
     }
 
+    /// Books a seat once per key and principal, once the test releases it.
+    #[capability(
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+    )]
+    async fn book_when_released(
+        &self,
+        ticket: Ticket,
+        key: IdempotencyKey,
+    ) -> Result<Booked, ConnectorFailure> {
+        self.gate.started.notify_one();
+        self.gate.release.notified().await;
+        self.booked(format!("{}-{}", ticket.seat, key.as_str()))
+    }
+
     /// Looks a seat up.
     #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
     async fn lookup(&self, ticket: Ticket) -> Result<Booked, ConnectorFailure> {
@@ -334,6 +351,55 @@ async fn a_record_of_another_tenant_is_never_replayed() {
     resend.id = first_id;
     let replayed = host.invoke(resend, &ada_in("t1")).await;
     assert_eq!(replayed.output.unwrap()["idempotent_replay"], true);
+    assert_eq!(theatre.executions.load(Ordering::SeqCst), 1);
+}
+
+/// A key held by another tenant's running action (the same principal id in two tenants, under
+/// a principal scope) is in use for the second tenant too, but its answer does not name the
+/// other tenant's action; its own tenant's duplicate is told which action holds the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_held_by_another_tenant_is_in_progress_without_naming_its_action() {
+    let theatre = Theatre::default();
+    let host = host(theatre.clone());
+    let ada_in = |tenant: &str| {
+        TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test")
+            .with_tenant(VerifiedTenant::new(tenant))
+    };
+    let action = || {
+        Action::new("cap:theatre:book_when_released", json!({ "seat": "a1" }))
+            .with_idempotency_key("k1")
+    };
+    let first = action();
+    let first_id = first.id.clone();
+    let started = theatre.gate.started.notified();
+    let running = tokio::spawn({
+        let host = host.clone();
+        let caller = ada_in("t1");
+        async move { host.invoke(first, &caller).await }
+    });
+    started.await;
+
+    let elsewhere = host.invoke(action(), &ada_in("t2")).await;
+    let error = failure(&elsewhere);
+    assert_eq!(error.code, codes::IDEMPOTENCY_IN_PROGRESS, "{error:?}");
+    let details = error.details.as_ref().expect("the reservation's expiry");
+    assert!(
+        details.get("reservation_expires_at_ms").is_some(),
+        "{details}"
+    );
+    assert_eq!(details.get("owner_action_id"), None, "{details}");
+    assert!(!format!("{elsewhere:?}").contains(first_id.as_str()));
+
+    let same_tenant = host.invoke(action(), &ada_in("t1")).await;
+    let error = failure(&same_tenant);
+    assert_eq!(error.code, codes::IDEMPOTENCY_IN_PROGRESS, "{error:?}");
+    assert_eq!(
+        error.details.as_ref().unwrap()["owner_action_id"],
+        json!(first_id)
+    );
+
+    theatre.gate.release.notify_one();
+    assert_eq!(running.await.unwrap().status, ActionResultStatus::Completed);
     assert_eq!(theatre.executions.load(Ordering::SeqCst), 1);
 }
 

@@ -1356,6 +1356,68 @@ async fn an_abandoned_reconciliation_is_reconciled_again_after_its_deadline() {
     );
 }
 
+/// A record left `reconciling` without a deadline (as builds from before deadlines were stored
+/// wrote them) is not stuck for good: it is given the longest deadline the host allows a
+/// handler, from its last update, and reconciled again after it.
+#[tokio::test]
+async fn a_reconciliation_without_a_stored_deadline_is_reconciled_after_the_longest_one() {
+    let Setup {
+        bank,
+        store,
+        clock,
+        host,
+    } = setup();
+    let host = Arc::new(host);
+    let id = TransactionId::new();
+    host.invoke(
+        transfer(
+            TransactionMode::Execute,
+            Some(&id),
+            "e1",
+            json!({ "amount": 5, "behaviour": "uncertain" }),
+        ),
+        &ada(),
+    )
+    .await;
+    bank.reconciliation_hangs.store(true, Ordering::SeqCst);
+    let lookup = tokio::spawn({
+        let host = Arc::clone(&host);
+        let action = reconcile(&id, "r1").with_timeout_ms(1_000);
+        async move { host.invoke(action, &ada()).await }
+    });
+    while bank.cursors_seen.lock().unwrap().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    lookup.abort();
+    let _ = lookup.await;
+    bank.reconciliation_hangs.store(false, Ordering::SeqCst);
+    // What an older build left: the same status, no deadline.
+    let stuck = record(&store, &id).await;
+    let legacy = Transition::new(
+        &[TransactionProtocolStatus::Reconciling],
+        TransactionProtocolStatus::Reconciling,
+    );
+    assert!(matches!(
+        store.transition(&id, stuck.revision, &legacy, START).await,
+        Ok(TransitionOutcome::Applied(ref record)) if record.reconcile_after_ms.is_none()
+    ));
+
+    let longest = START + HostLimits::default().max_action_timeout_ms + 5_000;
+    let early = host.invoke(reconcile(&id, "r2"), &ada()).await;
+    assert_policy(&early, codes::TRANSACTION_NOT_RECONCILABLE);
+    assert_eq!(
+        failure(&early).details,
+        Some(json!({ "status": "reconciling", "reconcile_after_ms": longest }))
+    );
+    clock.advance(longest - START);
+    let settled = host.invoke(reconcile(&id, "r3"), &ada()).await;
+    assert_eq!(settled.status, ActionResultStatus::Completed, "{settled:?}");
+    assert_eq!(
+        record(&store, &id).await.status,
+        TransactionProtocolStatus::Reconciled
+    );
+}
+
 #[tokio::test]
 async fn reconciling_an_unknown_transaction_is_not_found() {
     let Setup { host, .. } = setup();

@@ -44,6 +44,7 @@ fn reservation(key: &str, token: &str) -> Reservation {
         key: key.to_owned(),
         reservation_id: token.to_owned(),
         action_id: ActionId::trusted(format!("act_{token}")),
+        tenant_id: None,
         input_hash: "hash-1".to_owned(),
         resume_pending: false,
         expires_at_ms: NOW + 60_000,

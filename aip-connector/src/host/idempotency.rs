@@ -212,7 +212,16 @@ pub(crate) fn replay(record: &IdempotencyRecord, action: &Action) -> ActionResul
 }
 
 /// The failure for a key another execution holds.
-pub(crate) fn in_progress(action: &Action, holder: &Reservation, now: Millis) -> ActionResult {
+///
+/// The holder's action id is named only to a caller of the holder's tenant: under a scope that
+/// is not partitioned by tenant, a duplicate from another tenant learns that the key is in use
+/// (it could not use it either way), not which action of another tenant holds it.
+pub(crate) fn in_progress(
+    action: &Action,
+    holder: &Reservation,
+    tenant: Option<&VerifiedTenant>,
+    now: Millis,
+) -> ActionResult {
     let mut error = failure::error(
         codes::IDEMPOTENCY_IN_PROGRESS,
         "another execution holds this idempotency key",
@@ -220,9 +229,12 @@ pub(crate) fn in_progress(action: &Action, holder: &Reservation, now: Millis) ->
         true,
     );
     error.retry_after_ms = Some(holder.expires_at_ms.saturating_sub(now).max(1));
-    error.details = Some(
-        json!({ "owner_action_id": holder.action_id, "reservation_expires_at_ms": holder.expires_at_ms }),
-    );
+    let same_tenant = holder.tenant_id.as_deref() == tenant.map(|t| t.id.as_str());
+    error.details = Some(if same_tenant {
+        json!({ "owner_action_id": holder.action_id, "reservation_expires_at_ms": holder.expires_at_ms })
+    } else {
+        json!({ "reservation_expires_at_ms": holder.expires_at_ms })
+    });
     failure::failed(&action.id, error)
 }
 

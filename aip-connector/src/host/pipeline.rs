@@ -368,6 +368,7 @@ async fn execute(
             approval_id: &record.approval_id,
             resubmitted,
             key: key.as_deref(),
+            tenant,
             fingerprint: &mut fingerprint,
             now: claimed_at,
         }));
@@ -388,6 +389,7 @@ async fn execute(
                 key,
                 reservation_id: idempotency::reservation_id(),
                 action_id: action.id.clone(),
+                tenant_id: tenant.map(|t| t.id.clone()),
                 input_hash: fingerprint
                     .take()
                     .unwrap_or_else(|| idempotency::fingerprint(&action)),
@@ -435,7 +437,7 @@ async fn execute(
                     );
                 }
                 Ok(ReserveOutcome::InProgress(holder)) => {
-                    return idempotency::in_progress(&action, &holder, now);
+                    return idempotency::in_progress(&action, &holder, tenant, now);
                 }
                 Err(error) => return failure::failed(&action.id, failure::storage(&error)),
             }
@@ -533,13 +535,15 @@ struct ResumeClaim<'a> {
     resubmitted: bool,
     /// The scoped key, if the action has one.
     key: Option<&'a str>,
+    /// The caller's tenant: a replay or an in-progress answer is only of this tenant's action.
+    tenant: Option<&'a VerifiedTenant>,
     /// The action's fingerprint, computed here if no earlier step needed it.
     fingerprint: &'a mut Option<String>,
     now: crate::store::Millis,
 }
 
 /// Claims the single resume of an approved action (stage 9). When it already ran, an exact
-/// resend of the re-submission that ran (same action id and fingerprint, its key's record
+/// resend of the re-submission that ran (same action id, fingerprint and tenant, its key's record
 /// settled) is a transport retry the caller cannot tell from a lost answer: it gets the stored
 /// result replayed, as any keyed resend does (§5.5); one that arrives while that re-submission
 /// still holds its key gets the retryable `idempotency.in_progress`. Anything else that finds the
@@ -552,9 +556,11 @@ async fn claim_resume(claim: ResumeClaim<'_>) -> Result<(), ActionResult> {
         approval_id,
         resubmitted,
         key,
+        tenant,
         fingerprint,
         now,
     } = claim;
+    let of_callers_tenant = |owner: Option<&str>| owner == tenant.map(|t| t.id.as_str());
     match host.store.claim_resume(approval_id, now).await {
         Ok(true) => return Ok(()),
         Ok(false) => {}
@@ -566,6 +572,7 @@ async fn claim_resume(claim: ResumeClaim<'_>) -> Result<(), ActionResult> {
             Ok(Some(record))
                 if record.action_id == action.id
                     && record.input_hash == *fingerprint
+                    && of_callers_tenant(record.tenant_id.as_deref())
                     && !crate::store::is_pending_approval(&record.result) =>
             {
                 return Err(idempotency::replay(&record, action));
@@ -577,9 +584,11 @@ async fn claim_resume(claim: ResumeClaim<'_>) -> Result<(), ActionResult> {
         // is told to come back (retryable), as a keyed duplicate is; it then gets the replay.
         match host.store.reservation(key, now).await {
             Ok(Some(holder))
-                if holder.action_id == action.id && holder.input_hash == *fingerprint =>
+                if holder.action_id == action.id
+                    && holder.input_hash == *fingerprint
+                    && of_callers_tenant(holder.tenant_id.as_deref()) =>
             {
-                return Err(idempotency::in_progress(action, &holder, now));
+                return Err(idempotency::in_progress(action, &holder, tenant, now));
             }
             Ok(_) => {}
             Err(error) => return Err(failure::failed(&action.id, failure::storage(&error))),

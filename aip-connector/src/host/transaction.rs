@@ -391,6 +391,16 @@ fn attempt_over_at(now: Millis, timeout_ms: u64) -> Millis {
         .saturating_add(DEFAULT_RECONCILE_AFTER_MS)
 }
 
+/// When the attempt or reconciliation that a `prepared`, `committing` or `reconciling` record
+/// stands for is certainly over: its stored deadline. A record written without one (by a build
+/// from before deadlines were stored) is given the longest deadline this host allows a handler,
+/// counted from its last update; without this rule such a record could never be reconciled.
+fn certainly_over_at(record: &TransactionRecord, max_action_timeout_ms: u64) -> Millis {
+    record
+        .reconcile_after_ms
+        .unwrap_or_else(|| attempt_over_at(record.updated_at_ms, max_action_timeout_ms))
+}
+
 /// Commit, execute and reconcile admission (after the approval gate). `timeout_ms` is the
 /// deadline the handler will run under.
 pub(crate) async fn admit(
@@ -458,14 +468,15 @@ pub(crate) async fn admit(
                 record.status,
                 Status::Prepared | Status::Committing | Status::Reconciling
             );
-            let abandoned = unsettled && record.reconcile_after_ms.is_some_and(|at| now >= at);
+            let over_at_latest = certainly_over_at(&record, host.limits.max_action_timeout_ms);
+            let abandoned = unsettled && now >= over_at_latest;
             if unsettled && !abandoned {
                 return Err(failure::with_details(
                     policy(
                         codes::TRANSACTION_NOT_RECONCILABLE,
                         "the transaction's attempt or reconciliation may still be running; reconcile it after `reconcile_after_ms`",
                     ),
-                    json!({ "status": record.status, "reconcile_after_ms": record.reconcile_after_ms }),
+                    json!({ "status": record.status, "reconcile_after_ms": over_at_latest }),
                 ));
             }
             let from: &[Status] = if abandoned {
@@ -869,11 +880,12 @@ async fn execute_gate(
     if needs_reconciliation_to_execute(&record) {
         return Err(reconciliation_required(&record));
     }
+    let earlier_attempt_over_at = certainly_over_at(&record, host.limits.max_action_timeout_ms);
     match record.status {
         // An earlier attempt that never reached its checkpoint and may still be running (its
         // deadline has not passed): running this one too would run the handler twice.
-        Status::Prepared if record.reconcile_after_ms.is_some_and(|at| now < at) => {
-            Err(attempt_in_progress(&record, now))
+        Status::Prepared if now < earlier_attempt_over_at => {
+            Err(attempt_in_progress(&record, earlier_attempt_over_at, now))
         }
         // An earlier attempt that never reached its checkpoint and is certainly over (its host
         // died): this attempt takes the record over, and the compare-and-set lets exactly one
@@ -949,8 +961,7 @@ fn bound_elsewhere(record: &TransactionRecord, action: &Action, principal: &Prin
 
 /// `transaction.attempt_in_progress`: an earlier attempt of this execution may still be running;
 /// retryable once its deadline (`reconcile_after_ms`) has passed.
-fn attempt_in_progress(record: &TransactionRecord, now: Millis) -> ProtocolError {
-    let at = record.reconcile_after_ms.unwrap_or(now);
+fn attempt_in_progress(record: &TransactionRecord, at: Millis, now: Millis) -> ProtocolError {
     let mut error = failure::with_details(
         failure::error(
             codes::TRANSACTION_ATTEMPT_IN_PROGRESS,

@@ -94,11 +94,11 @@ impl Held {
     }
 }
 
-/// A reservation as this store keeps it while its owner runs: its four strings in one
-/// allocation, behind a header of their lengths (its expiry is the slot's).
+/// A reservation as this store keeps it while its owner runs: its strings in one allocation,
+/// behind a header of their lengths (its expiry is the slot's).
 ///
 /// Every keyed call stores one and frees it when the call settles. As a [`Reservation`] that
-/// was five allocations and five frees (the box and four strings), interleaved with the
+/// was up to six allocations and six frees (the box and five strings), interleaved with the
 /// records that stay; as one block it is one of each.
 struct HeldReservation(Box<[u8]>);
 
@@ -106,11 +106,12 @@ struct HeldReservation(Box<[u8]>);
 const KEY: usize = 0;
 const TOKEN: usize = 1;
 const ACTION_ID: usize = 2;
-const INPUT_HASH: usize = 3;
+const TENANT_ID: usize = 3;
+const INPUT_HASH: usize = 4;
 
-/// Bytes before the parts: `resume_pending`, then the lengths of the first three parts as
-/// little-endian `u32`s (the last part runs to the end).
-const HELD_HEADER: usize = 1 + 3 * 4;
+/// Bytes before the parts: `resume_pending`, whether a tenant is present, then the lengths of
+/// the parts before the last as little-endian `u32`s (the last part runs to the end).
+const HELD_HEADER: usize = 2 + INPUT_HASH * 4;
 
 impl HeldReservation {
     fn new(reservation: &Reservation) -> Self {
@@ -118,17 +119,22 @@ impl HeldReservation {
             reservation.key.as_bytes(),
             reservation.reservation_id.as_bytes(),
             reservation.action_id.as_str().as_bytes(),
+            reservation
+                .tenant_id
+                .as_deref()
+                .unwrap_or_default()
+                .as_bytes(),
             reservation.input_hash.as_bytes(),
         ];
         let mut block =
             Vec::with_capacity(HELD_HEADER + parts.iter().map(|p| p.len()).sum::<usize>());
         block.push(u8::from(reservation.resume_pending));
+        block.push(u8::from(reservation.tenant_id.is_some()));
         for part in &parts[..INPUT_HASH] {
             // No part comes near 4 GiB: the host refuses raw keys above
-            // `HostLimits::max_idempotency_key_bytes` and action ids above
-            // `HostLimits::max_id_bytes`, and tokens and hashes are short. A
-            // longer part from another caller of the store would wrap its length and read back
-            // garbled rather than overflow.
+            // `HostLimits::max_idempotency_key_bytes` and ids above `HostLimits::max_id_bytes`,
+            // and tokens and hashes are short. A longer part from another caller of the store
+            // would wrap its length and read back garbled rather than overflow.
             block.extend_from_slice(&(part.len() as u32).to_le_bytes());
         }
         for part in parts {
@@ -139,7 +145,7 @@ impl HeldReservation {
 
     /// The length of part `index` (< [`INPUT_HASH`]) from the header.
     fn len_of(&self, index: usize) -> usize {
-        let at = 1 + index * 4;
+        let at = 2 + index * 4;
         let mut bytes = [0; 4];
         bytes.copy_from_slice(&self.0[at..at + 4]);
         u32::from_le_bytes(bytes) as usize
@@ -167,6 +173,7 @@ impl HeldReservation {
             key: self.text(KEY),
             reservation_id: self.text(TOKEN),
             action_id: aip_connector_core::ids::ActionId::trusted(self.text(ACTION_ID)),
+            tenant_id: (self.0[1] != 0).then(|| self.text(TENANT_ID)),
             input_hash: self.text(INPUT_HASH),
             resume_pending: self.0[0] != 0,
             expires_at_ms,
@@ -719,6 +726,7 @@ mod tests {
             key: key.to_owned(),
             reservation_id: token.to_owned(),
             action_id: ActionId::trusted("act_1"),
+            tenant_id: None,
             input_hash: "h".to_owned(),
             resume_pending: false,
             expires_at_ms: 1_000,
@@ -739,7 +747,7 @@ mod tests {
     }
 
     /// A reservation kept as one block reads back whole: empty parts, multi-byte text, the
-    /// resume flag, and the expiry the slot keeps.
+    /// resume flag, the tenant (absent or empty), and the expiry the slot keeps.
     #[test]
     fn a_held_reservation_reads_back_whole() {
         let cases = [
@@ -748,6 +756,7 @@ mod tests {
                 key: "Tenant:t:clé:ключ".to_owned(),
                 reservation_id: String::new(),
                 action_id: ActionId::trusted(""),
+                tenant_id: Some("tenant_é".to_owned()),
                 input_hash: "ü".repeat(40),
                 resume_pending: true,
                 expires_at_ms: 7,
@@ -755,6 +764,11 @@ mod tests {
             Reservation {
                 input_hash: String::new(),
                 ..reservation("", "token")
+            },
+            // An empty tenant id is still a tenant.
+            Reservation {
+                tenant_id: Some(String::new()),
+                ..reservation("k", "token")
             },
         ];
         for original in cases {

@@ -139,6 +139,11 @@ pub struct Reservation {
     pub reservation_id: String,
     /// The owning action.
     pub action_id: ActionId,
+    /// The owner's tenant, if any. A duplicate from another tenant (under a scope that is not
+    /// partitioned by tenant) is told the key is in use, but not which action holds it.
+    /// Reservations written before this field read as `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<String>,
     /// The owner's input hash.
     pub input_hash: String,
     /// Set when an approved action resumes under a key whose record is `pending_approval`.

@@ -345,6 +345,16 @@ impl PostgresStore {
     }
 }
 
+/// Whether a key or id used to select rows holds a NUL character. PostgreSQL's `text` cannot
+/// hold one, so no row has such a key or id: a lookup by one finds nothing, as it does on the
+/// other backends, instead of failing with SQLSTATE 22021, which reads as a retryable
+/// [`StoreError::Unavailable`] that a caller would retry for ever. (The host refuses such ids
+/// and keys in actions before anything is written; these are the lookups by a caller-chosen
+/// selector: an approval id, a transaction or plan id.)
+fn unstorable(selector: &str) -> bool {
+    selector.contains('\0')
+}
+
 /// Whether `error` says the statement did not run because its session is gone: the server ended
 /// the session (SQLSTATE class 57P: an administrator's `pg_terminate_backend`, a shutdown or a
 /// crash; the statement's transaction was rolled back) or reported a connection failure (class
@@ -938,6 +948,9 @@ impl IdempotencyStore for PostgresStore {
         now: Millis,
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
         const WHAT: &str = "idempotency record row";
+        if unstorable(key) {
+            return Ok(None);
+        }
         let Some(row) = self
             .query_opt(
                 "read an idempotency record",
@@ -955,6 +968,9 @@ impl IdempotencyStore for PostgresStore {
     }
 
     async fn reservation(&self, key: &str, now: Millis) -> Result<Option<Reservation>, StoreError> {
+        if unstorable(key) {
+            return Ok(None);
+        }
         let Some(row) = self
             .query_opt(
                 "read an idempotency reservation",
@@ -1012,6 +1028,9 @@ impl ApprovalStore for PostgresStore {
     }
 
     async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
+        if unstorable(id.as_str()) {
+            return Ok(None);
+        }
         self.query_opt(
             "read an approval record",
             "SELECT resumed, resumed_at_ms, version, body::text AS body FROM approval_records \
@@ -1031,6 +1050,9 @@ impl ApprovalStore for PostgresStore {
         let Ok(expected) = i64::try_from(expected_version) else {
             return Ok(false);
         };
+        if unstorable(record.approval_id.as_str()) {
+            return Ok(false);
+        }
         let Some(next) = expected.checked_add(1) else {
             return Ok(false);
         };
@@ -1067,6 +1089,9 @@ impl ApprovalStore for PostgresStore {
     }
 
     async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError> {
+        if unstorable(id.as_str()) {
+            return Ok(false);
+        }
         // The claim bumps the version: a writer holding the pre-claim version must lose.
         let changed = self
             .execute(
@@ -1081,6 +1106,9 @@ impl ApprovalStore for PostgresStore {
     }
 
     async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+        if unstorable(id.as_str()) {
+            return Ok(false);
+        }
         let changed = self
             .execute(
                 "release an approval resume",
@@ -1172,6 +1200,9 @@ impl TransactionStore for PostgresStore {
         &self,
         id: &TransactionId,
     ) -> Result<Option<TransactionRecord>, StoreError> {
+        if unstorable(id.as_str()) {
+            return Ok(None);
+        }
         self.query_opt(
             "read a transaction record",
             "SELECT revision, body::text AS body FROM transactions WHERE transaction_id = $1",
@@ -1186,6 +1217,9 @@ impl TransactionStore for PostgresStore {
         &self,
         plan_id: &str,
     ) -> Result<Option<TransactionRecord>, StoreError> {
+        if unstorable(plan_id) {
+            return Ok(None);
+        }
         self.query_opt(
             "read a transaction record by plan",
             "SELECT revision, body::text AS body FROM transactions WHERE plan_id = $1",
@@ -1200,6 +1234,9 @@ impl TransactionStore for PostgresStore {
         &self,
         action_id: &ActionId,
     ) -> Result<Vec<TransactionRecord>, StoreError> {
+        if unstorable(action_id.as_str()) {
+            return Ok(Vec::new());
+        }
         // Ids are `COLLATE "C"`: byte order, as the other backends sort.
         self.query(
             "read the transaction records of an action",
@@ -1501,6 +1538,7 @@ mod tests {
             key: "k".to_owned(),
             reservation_id: token.to_owned(),
             action_id: ActionId::trusted("act_1"),
+            tenant_id: None,
             input_hash: "h".to_owned(),
             resume_pending: false,
             expires_at_ms: 1_000,
@@ -1644,6 +1682,7 @@ mod tests {
             key: key.to_owned(),
             reservation_id: "r2".to_owned(),
             action_id: ActionId::trusted("act_2"),
+            tenant_id: None,
             input_hash: "h".to_owned(),
             resume_pending: false,
             expires_at_ms: 10,

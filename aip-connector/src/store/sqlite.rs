@@ -1120,6 +1120,7 @@ mod tests {
             key: key.to_owned(),
             reservation_id: "r1".to_owned(),
             action_id: ActionId::trusted("act_1"),
+            tenant_id: None,
             input_hash: "h".to_owned(),
             resume_pending: false,
             expires_at_ms: 1_000,
