@@ -1302,17 +1302,9 @@ async fn reconciling_another_capabilitys_transaction_is_not_reconcilable() {
     assert!(bank.cursors_seen.lock().unwrap().is_empty(), "not asked");
 }
 
-/// A reconciliation whose host died during the lookup is not a dead end: once its deadline has
-/// passed, the transaction is reconciled again.
-#[tokio::test]
-async fn an_abandoned_reconciliation_is_reconciled_again_after_its_deadline() {
-    let Setup {
-        bank,
-        store,
-        clock,
-        host,
-    } = setup();
-    let host = Arc::new(host);
+/// An uncertain `execute` whose reconciliation (1 s deadline) is abandoned mid-lookup, as a
+/// host that dies would leave it: the record stays `reconciling`.
+async fn abandon_a_reconciliation(bank: &Bank, host: &Arc<Host>) -> TransactionId {
     let id = TransactionId::new();
     host.invoke(
         transfer(
@@ -1326,7 +1318,7 @@ async fn an_abandoned_reconciliation_is_reconciled_again_after_its_deadline() {
     .await;
     bank.reconciliation_hangs.store(true, Ordering::SeqCst);
     let lookup = tokio::spawn({
-        let host = Arc::clone(&host);
+        let host = Arc::clone(host);
         let action = reconcile(&id, "r1").with_timeout_ms(1_000);
         async move { host.invoke(action, &ada()).await }
     });
@@ -1336,6 +1328,21 @@ async fn an_abandoned_reconciliation_is_reconciled_again_after_its_deadline() {
     lookup.abort();
     let _ = lookup.await;
     bank.reconciliation_hangs.store(false, Ordering::SeqCst);
+    id
+}
+
+/// A reconciliation whose host died during the lookup is not a dead end: once its deadline has
+/// passed, the transaction is reconciled again.
+#[tokio::test]
+async fn an_abandoned_reconciliation_is_reconciled_again_after_its_deadline() {
+    let Setup {
+        bank,
+        store,
+        clock,
+        host,
+    } = setup();
+    let host = Arc::new(host);
+    let id = abandon_a_reconciliation(&bank, &host).await;
     let stuck = record(&store, &id).await;
     assert_eq!(stuck.status, TransactionProtocolStatus::Reconciling);
     assert_eq!(stuck.reconcile_after_ms, Some(START + 1_000 + 5_000));
@@ -1368,29 +1375,7 @@ async fn a_reconciliation_without_a_stored_deadline_is_reconciled_after_the_long
         host,
     } = setup();
     let host = Arc::new(host);
-    let id = TransactionId::new();
-    host.invoke(
-        transfer(
-            TransactionMode::Execute,
-            Some(&id),
-            "e1",
-            json!({ "amount": 5, "behaviour": "uncertain" }),
-        ),
-        &ada(),
-    )
-    .await;
-    bank.reconciliation_hangs.store(true, Ordering::SeqCst);
-    let lookup = tokio::spawn({
-        let host = Arc::clone(&host);
-        let action = reconcile(&id, "r1").with_timeout_ms(1_000);
-        async move { host.invoke(action, &ada()).await }
-    });
-    while bank.cursors_seen.lock().unwrap().is_empty() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    lookup.abort();
-    let _ = lookup.await;
-    bank.reconciliation_hangs.store(false, Ordering::SeqCst);
+    let id = abandon_a_reconciliation(&bank, &host).await;
     // What an older build left: the same status, no deadline.
     let stuck = record(&store, &id).await;
     let legacy = Transition::new(
