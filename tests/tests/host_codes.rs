@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use aip_connector::codes;
 use aip_connector::host::{
-    ApproverMemberships, Deployment, Host, HostBuildError, HostLimits, StaticApprovalAuthority,
-    TrustedContext,
+    ApproverMemberships, CancelOutcome, Deployment, Host, HostBuildError, HostLimits,
+    StaticApprovalAuthority, TrustedContext,
 };
 use aip_connector::ids::{ActionId, ApprovalId};
 use aip_connector::invocation::BoxFuture;
@@ -40,6 +40,53 @@ struct Booked {
 #[derive(Serialize, JsonSchema)]
 struct Seat {
     n: u32,
+}
+
+/// A connector whose write requires a key scoped to the deployment's external account.
+#[derive(Clone, Default)]
+struct AccountDesk;
+
+#[connector(id = "desk")]
+impl AccountDesk {
+    /// Books a seat once per key and external account.
+    #[capability(
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = external_account),
+        data(sensitivity = internal),
+    )]
+    async fn book_for_account(
+        &self,
+        ticket: Ticket,
+        key: IdempotencyKey,
+    ) -> Result<Booked, ConnectorFailure> {
+        Ok(Booked {
+            booking_id: format!("{}@{}", ticket.seat, key.scoped()),
+        })
+    }
+}
+
+/// A connector whose read takes an optional key scoped to the external account.
+#[derive(Clone, Default)]
+struct AccountLookup {
+    executions: Arc<AtomicUsize>,
+}
+
+#[connector(id = "lookup")]
+impl AccountLookup {
+    /// Looks a seat up; a keyed lookup is answered once per key and external account.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        idempotency(scope = external_account),
+        data(sensitivity = public),
+    )]
+    async fn seat(&self, ticket: Ticket) -> Result<Booked, ConnectorFailure> {
+        self.executions.fetch_add(1, Ordering::SeqCst);
+        Ok(Booked {
+            booking_id: ticket.seat,
+        })
+    }
 }
 
 /// Holds a handler in flight: it says it started, then waits until the test releases it.
@@ -89,21 +136,6 @@ impl Theatre {
         key: IdempotencyKey,
     ) -> Result<Booked, ConnectorFailure> {
         // The key a provider would get (`ProviderRequest::idempotency` sends `scoped()`).
-        self.booked(format!("{}@{}", ticket.seat, key.scoped()))
-    }
-
-    /// Books a seat once per key and external account.
-    #[capability(
-        risk = medium,
-        side_effects = [write],
-        idempotency(required, scope = external_account),
-        data(sensitivity = internal),
-    )]
-    async fn book_for_account(
-        &self,
-        ticket: Ticket,
-        key: IdempotencyKey,
-    ) -> Result<Booked, ConnectorFailure> {
         self.booked(format!("{}@{}", ticket.seat, key.scoped()))
     }
 
@@ -403,6 +435,85 @@ async fn a_key_held_by_another_tenant_is_in_progress_without_naming_its_action()
     assert_eq!(theatre.executions.load(Ordering::SeqCst), 1);
 }
 
+// ---- action.abandoned --------------------------------------------------------------------------
+
+/// The transport giving up on an executing action (`abandon_as`) cancels its handler like a
+/// cancel, but the result is the retryable `action.abandoned` and the key is released: the
+/// retry with the same key runs the action again. A cancel asked for wins over an abandonment
+/// (its `cancelled` is stored and replayed), and an action that is not executing is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_action_releases_its_key_for_the_retry() {
+    let theatre = Theatre::default();
+    let host = host(theatre.clone());
+    let action = || {
+        Action::new("cap:theatre:book_when_released", json!({ "seat": "a1" }))
+            .with_idempotency_key("k1")
+    };
+    let first = action();
+    let first_id = first.id.clone();
+    assert_eq!(
+        host.abandon_as(&first_id, &caller()),
+        CancelOutcome::NotActive,
+        "not executing: nothing is remembered"
+    );
+    let started = theatre.gate.started.notified();
+    let running = tokio::spawn({
+        let host = host.clone();
+        async move { host.invoke(first, &caller()).await }
+    });
+    started.await;
+    // Another caller cannot abandon it.
+    let stranger = TrustedContext::new(Principal::new("user:eve", PrincipalKind::Human), "test");
+    assert_eq!(
+        host.abandon_as(&first_id, &stranger),
+        CancelOutcome::NotActive
+    );
+    // The handler registers for cancellation when its first poll leaves it waiting, just
+    // after it said it started: an abandonment before that finds nothing executing.
+    while host.abandon_as(&first_id, &caller()) != CancelOutcome::Cancelled {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let abandoned = running.await.unwrap();
+    assert_error(
+        failure(&abandoned),
+        codes::ACTION_ABANDONED,
+        ErrorCategory::Temporary,
+        true,
+        None,
+    );
+
+    // The retry runs (the key was released), and completes once released.
+    let started = theatre.gate.started.notified();
+    let retry = tokio::spawn({
+        let host = host.clone();
+        async move { host.invoke(action(), &caller()).await }
+    });
+    started.await;
+    theatre.gate.release.notify_one();
+    let retried = retry.await.unwrap();
+    assert_eq!(retried.status, ActionResultStatus::Completed, "{retried:?}");
+    assert_eq!(theatre.executions.load(Ordering::SeqCst), 1);
+
+    // A cancel asked for wins over an abandonment: its `cancelled` is kept under the key.
+    let third = Action::new("cap:theatre:book_when_released", json!({ "seat": "b2" }))
+        .with_idempotency_key("k2");
+    let third_id = third.id.clone();
+    let started = theatre.gate.started.notified();
+    let running = tokio::spawn({
+        let host = host.clone();
+        let third = third.clone();
+        async move { host.invoke(third, &caller()).await }
+    });
+    started.await;
+    // Remembered if the handler has not registered yet: it fires when it does.
+    assert_ne!(host.cancel_as(&third_id, &caller()), CancelOutcome::NotActive);
+    host.abandon_as(&third_id, &caller());
+    assert_eq!(running.await.unwrap().status, ActionResultStatus::Cancelled);
+    let replayed = host.invoke(third, &caller()).await;
+    assert_eq!(replayed.status, ActionResultStatus::Cancelled);
+    assert_eq!(replayed.output.unwrap()["idempotent_replay"], true);
+}
+
 // ---- idempotency.scope_missing ----------------------------------------------------------------
 
 #[tokio::test]
@@ -468,14 +579,19 @@ async fn the_handler_forwards_the_key_as_the_host_scoped_it() {
     assert_eq!(theatre.executions.load(Ordering::SeqCst), 2);
 }
 
+/// A keyed call scoped to the external account on a deployment that acts as none: the key has
+/// no partition. (Only an optional key can get here: a capability that requires one is refused
+/// when the host is built, see below.)
 #[tokio::test]
 async fn an_account_scoped_key_without_the_deployments_account_is_scope_missing() {
-    let theatre = Theatre::default();
-    let action = || {
-        Action::new("cap:theatre:book_for_account", json!({ "seat": "d4" }))
-            .with_idempotency_key("k1")
-    };
-    let refused = host(theatre.clone()).invoke(action(), &caller()).await;
+    let lookup = AccountLookup::default();
+    let host = host(lookup.clone());
+    let refused = host
+        .invoke(
+            Action::new("cap:lookup:seat", json!({ "seat": "d4" })).with_idempotency_key("k1"),
+            &caller(),
+        )
+        .await;
     assert_error(
         failure(&refused),
         codes::IDEMPOTENCY_SCOPE_MISSING,
@@ -483,20 +599,53 @@ async fn an_account_scoped_key_without_the_deployments_account_is_scope_missing(
         false,
         None,
     );
-    assert_eq!(theatre.executions.load(Ordering::SeqCst), 0);
+    assert_eq!(lookup.executions.load(Ordering::SeqCst), 0);
+    // Without a key there is nothing to partition.
+    let unkeyed = host
+        .invoke(
+            Action::new("cap:lookup:seat", json!({ "seat": "d4" })),
+            &caller(),
+        )
+        .await;
+    assert_eq!(unkeyed.status, ActionResultStatus::Completed, "{unkeyed:?}");
+}
+
+/// A capability that requires a key scoped to the external account could never be called on a
+/// deployment that acts as no account: the host is not built, and the error says what to set.
+#[tokio::test]
+async fn a_required_account_scoped_key_without_the_deployments_account_fails_the_build() {
+    let error = Host::builder()
+        .connector(AccountDesk)
+        .build()
+        .expect_err("no account to scope the required key by");
+    assert!(
+        matches!(&error, HostBuildError::ExternalAccountMissing { capability } if capability.as_str() == "cap:desk:book_for_account"),
+        "{error:?}"
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("Deployment::with_external_account"),
+        "{error}"
+    );
 
     let deployed = Host::builder()
-        .connector(theatre)
-        .deployment(Deployment {
-            external_account: Some(ExternalAccountRef {
+        .connector(AccountDesk)
+        .deployment(
+            Deployment::default().with_external_account(ExternalAccountRef {
                 id: "acct_9".into(),
                 system: "stripe".into(),
             }),
-            ..Deployment::default()
-        })
+        )
         .build()
         .unwrap();
-    let completed = deployed.invoke(action(), &caller()).await;
+    let completed = deployed
+        .invoke(
+            Action::new("cap:desk:book_for_account", json!({ "seat": "d4" }))
+                .with_idempotency_key("k1"),
+            &caller(),
+        )
+        .await;
     assert_eq!(completed.status, ActionResultStatus::Completed);
     assert_eq!(
         completed.output.unwrap()["booking_id"],
@@ -1227,8 +1376,7 @@ async fn compensation_without_supported_compensation_never_reaches_the_pipeline(
             definition,
         })
         .build()
-        .err()
-        .expect("admission refuses compensate without compensation");
+        .expect_err("admission refuses compensate without compensation");
     let HostBuildError::Admission { report, .. } = error else {
         panic!("refused by admission: {error}");
     };

@@ -1150,6 +1150,17 @@ async fn credentials_are_checked_before_the_handler() {
     assert!(!format!("{mismatch:?}").contains("canary-secret-4f1a"));
 }
 
+/// A host's Debug says what it serves and how it is deployed, and never the credential its
+/// deployment hands out.
+#[test]
+fn a_host_shows_its_connectors_and_deployment_but_no_secret_in_debug() {
+    let host = host_with(Shop::default(), Some(credential(&["*"], "vault")));
+    let shown = format!("{host:?}");
+    assert!(shown.contains("connectors: [\"shop\"]"), "{shown}");
+    assert!(shown.contains("max_concurrent_actions"), "{shown}");
+    assert!(!shown.contains("canary-secret-4f1a"), "{shown}");
+}
+
 #[tokio::test]
 async fn tenants_customers_and_contacts_may_not_invoke() {
     let host = host_with(Shop::default(), None);
@@ -1169,8 +1180,7 @@ fn duplicate_capability_ids_across_connectors_are_refused() {
         .connector(Shop::default())
         .connector(Shop::default())
         .build()
-        .err()
-        .expect("refused");
+        .expect_err("refused");
     assert!(
         matches!(
             error,
@@ -1196,8 +1206,7 @@ fn inputs_without_an_object_root_are_refused_at_build_time() {
     let error = Host::builder()
         .connector(Scalar)
         .build()
-        .err()
-        .expect("refused");
+        .expect_err("refused");
     assert!(
         matches!(
             error,

@@ -664,6 +664,9 @@ async fn a_full_server_refuses_at_once_with_a_retryable_error() {
     running.stop().await;
 }
 
+/// A request over the timeout is answered `transport.timeout` (retryable) and its action is
+/// abandoned: the handler is cancelled and the key released, so the retry the answer invites,
+/// with the same key, runs the action again rather than replaying an interruption.
 #[tokio::test]
 async fn a_request_over_the_timeout_is_answered_and_its_action_cancelled() {
     let desk = Desk::default();
@@ -672,21 +675,29 @@ async fn a_request_over_the_timeout_is_answered_and_its_action_cancelled() {
         ServerConfig::default().request_timeout(Duration::from_millis(200)),
     )
     .await;
-    let error = remote(
-        running
-            .client("tok-ada")
-            .invoke(Action::new("cap:desk:wait", json!({ "text": "x" })))
-            .await
-            .unwrap_err(),
+    let action = Action::new("cap:desk:wait", json!({ "text": "x" })).with_idempotency_key("k");
+    for attempt in 1..=2 {
+        let error = remote(
+            running
+                .client("tok-ada")
+                .invoke(action.clone())
+                .await
+                .unwrap_err(),
+        );
+        assert_eq!(error.code, codes::TRANSPORT_TIMEOUT, "attempt {attempt}");
+        assert_eq!(error.retryable, Some(true));
+        wait_until(|| desk.cancelled.load(Ordering::SeqCst) == attempt).await;
+    }
+    assert_eq!(
+        desk.started.load(Ordering::SeqCst),
+        2,
+        "the retry ran again"
     );
-    assert_eq!(error.code, codes::TRANSPORT_TIMEOUT);
-    assert_eq!(error.retryable, Some(true));
-    wait_until(|| desk.cancelled.load(Ordering::SeqCst) == 1).await;
     running.stop().await;
 }
 
 #[tokio::test]
-async fn shutdown_drains_in_flight_actions_then_cancels_stragglers() {
+async fn shutdown_drains_in_flight_actions_then_abandons_stragglers() {
     let desk = Desk::default();
     let running = start(
         desk.clone(),
@@ -733,10 +744,12 @@ async fn shutdown_drains_in_flight_actions_then_cancels_stragglers() {
         finishing.await.unwrap().unwrap().status,
         ActionResultStatus::Completed
     );
-    assert_eq!(
-        straggler.await.unwrap().unwrap().status,
-        ActionResultStatus::Cancelled
-    );
+    // The straggler is abandoned: a retryable failure, for the client to retry elsewhere.
+    let straggler = straggler.await.unwrap().unwrap();
+    assert_eq!(straggler.status, ActionResultStatus::Failed);
+    let error = straggler.error.expect("an abandoned action's error");
+    assert_eq!(error.code, codes::ACTION_ABANDONED);
+    assert_eq!(error.retryable, Some(true));
     assert_eq!(desk.cancelled.load(Ordering::SeqCst), 1);
 }
 

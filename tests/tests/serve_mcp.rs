@@ -298,11 +298,17 @@ impl Directory {
         })
     }
 
-    /// Waits until cancelled (or 30 s).
-    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    /// Waits until cancelled (or 30 s). Keyed, so a call made again gets the same derived key.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        idempotency(required, scope = tenant),
+        data(sensitivity = public)
+    )]
     async fn wait(
         &self,
         _input: Nothing,
+        _key: IdempotencyKey,
         cancel: Cancellation,
     ) -> Result<Waited, ConnectorFailure> {
         let token = cancel.token().clone();
@@ -844,24 +850,29 @@ async fn a_transactional_capability_runs_as_a_durable_execute() {
     client.cancel().await.unwrap();
 }
 
+/// Dropping a call abandons its action: the handler's cancellation fires, and the key derived
+/// from the arguments is released, so the same call made again runs again instead of
+/// replaying an interruption for the key's TTL.
 #[tokio::test]
 async fn cancelling_the_mcp_request_cancels_the_action() {
     let directory = Directory::default();
     let served = serve(McpProjection::new(host(directory.clone())).unwrap()).await;
     let client = client(&served).await;
 
-    // Dropping the call sends `notifications/cancelled`; the host cancels the handler.
-    let started = directory.wait_started.notified();
-    let cancelled = directory.wait_cancelled.notified();
-    tokio::select! {
-        result = client.call_tool(call("cap_directory_wait", json!({}))) => {
-            panic!("the wait returned: {result:?}")
+    for attempt in 1..=2 {
+        // Dropping the call sends `notifications/cancelled`; the host abandons the handler.
+        let started = directory.wait_started.notified();
+        let cancelled = directory.wait_cancelled.notified();
+        tokio::select! {
+            result = client.call_tool(call("cap_directory_wait", json!({}))) => {
+                panic!("attempt {attempt}: the wait returned: {result:?}")
+            }
+            () = started => {}
         }
-        () = started => {}
+        tokio::time::timeout(Duration::from_secs(10), cancelled)
+            .await
+            .unwrap_or_else(|_| panic!("attempt {attempt}: the handler's cancellation fired"));
     }
-    tokio::time::timeout(Duration::from_secs(10), cancelled)
-        .await
-        .expect("the handler's cancellation token fired");
     client.cancel().await.unwrap();
 }
 

@@ -117,11 +117,27 @@ impl InvocationContext for HostInvocation {
 #[derive(Default)]
 pub(crate) struct CancelSignal {
     fired: AtomicBool,
+    /// Someone asked for the cancellation ([`Host::cancel`](super::Host::cancel), a `Cancel`
+    /// message), rather than only the transport giving up on the action
+    /// ([`Host::abandon_as`](super::Host::abandon_as)). A request wins over an abandonment:
+    /// it decides whether the result is kept under the action's key.
+    requested: AtomicBool,
     waker: AtomicWaker,
     token: OnceLock<CancellationToken>,
 }
 
 impl CancelSignal {
+    /// Fires the signal because someone asked for the cancellation (see `requested`).
+    pub(crate) fn fire_requested(&self) {
+        self.requested.store(true, Ordering::SeqCst);
+        self.fire();
+    }
+
+    /// Whether the cancellation was asked for, rather than only the transport giving up.
+    pub(crate) fn was_requested(&self) -> bool {
+        self.requested.load(Ordering::SeqCst)
+    }
+
     /// Fires the signal: the race ends with `Cancelled` and the handler's token, if it has one
     /// or asks for one later, is cancelled. Idempotent.
     pub(crate) fn fire(&self) {

@@ -29,7 +29,8 @@ use aip_connector_core::admission::{
 };
 use aip_connector_core::ids::{ActionId, ApprovalId, CapabilityId, PrincipalId};
 use aip_connector_core::model::{
-    Action, ActionResult, ApprovalDecision, ApprovalRecordView, Capability, ProtocolError,
+    Action, ActionResult, ApprovalDecision, ApprovalRecordView, Capability, IdempotencyKeyScope,
+    IdempotencyRequirement, ProtocolError,
 };
 use aip_connector_core::schema::CompiledSchema;
 
@@ -234,6 +235,17 @@ pub enum HostBuildError {
         /// The capability id.
         capability: CapabilityId,
     },
+    /// A capability requires an idempotency key scoped to the external account, and the
+    /// deployment acts as no external account: every call of it would fail with
+    /// `idempotency.scope_missing`. The account is the deployment's
+    /// ([`Deployment::with_external_account`]); nothing a caller sends can supply it.
+    #[error(
+        "capability `{capability}` requires an idempotency key scoped to the external account, but the deployment acts as no external account; set one with `Deployment::with_external_account`"
+    )]
+    ExternalAccountMissing {
+        /// The capability id.
+        capability: CapabilityId,
+    },
 }
 
 /// Builds a [`Host`].
@@ -323,6 +335,17 @@ impl HostBuilder {
                     && !crate::schema::has_object_root(&capability.input_schema)
                 {
                     return Err(HostBuildError::InputNotObject {
+                        capability: capability.id.clone(),
+                    });
+                }
+                if capability.is_callable()
+                    && self.deployment.external_account.is_none()
+                    && capability.contract.as_ref().is_some_and(|c| {
+                        c.idempotency.requirement == IdempotencyRequirement::Required
+                            && c.idempotency.key_scope == IdempotencyKeyScope::ExternalAccount
+                    })
+                {
+                    return Err(HostBuildError::ExternalAccountMissing {
                         capability: capability.id.clone(),
                     });
                 }
@@ -663,7 +686,7 @@ impl ActiveActions {
     fn fire_pending(&self, context: &HostInvocation, clock: &dyn Clock) -> bool {
         let fired = self.take_pending(&context.action, &context.caller.principal_id, clock);
         if fired {
-            context.cancellation.fire();
+            context.cancellation.fire_requested();
         }
         fired
     }
@@ -712,7 +735,7 @@ impl ActiveActions {
         if lapsed > 0 {
             self.pending_count.fetch_sub(lapsed, Ordering::SeqCst);
         }
-        if self.cancel(id, owner) {
+        if self.cancel(id, owner, true) {
             self.pending_count.fetch_sub(1, Ordering::SeqCst);
             return CancelOutcome::Cancelled;
         }
@@ -748,16 +771,20 @@ impl ActiveActions {
         drop(taken);
     }
 
-    /// Fires the cancellation of every executing action with this id (of `owner`, when given);
-    /// false when none is.
-    fn cancel(&self, id: &ActionId, owner: Option<&ActionOwner>) -> bool {
+    /// Fires the cancellation of every executing action with this id (of `owner`, when given),
+    /// as asked for (`requested`) or as abandoned by its transport; false when none is.
+    fn cancel(&self, id: &ActionId, owner: Option<&ActionOwner>, requested: bool) -> bool {
         let mut found = false;
         for shard in 0..ACTIVE_SHARDS {
             let registry = self.lock(shard);
             for context in registry.slots.iter().flatten() {
                 let (action, principal) = (&context.action, &context.caller.principal_id);
                 if action.id == *id && owner.is_none_or(|owner| owner.owns(action, principal)) {
-                    context.cancellation.fire();
+                    if requested {
+                        context.cancellation.fire_requested();
+                    } else {
+                        context.cancellation.fire();
+                    }
                     found = true;
                 }
             }
@@ -771,6 +798,29 @@ impl ActiveActions {
 #[derive(Clone)]
 pub struct Host {
     inner: Arc<HostInner>,
+}
+
+/// Shows what the host serves and under which deployment and limits (the deployment's Debug
+/// shows no credential); the store, the authority and the clock are trait objects and are
+/// not shown.
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = &self.inner;
+        f.debug_struct("Host")
+            .field(
+                "connectors",
+                &inner
+                    .connectors
+                    .iter()
+                    .map(|c| c.definition().id.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .field("capabilities", &inner.capabilities.len())
+            .field("deployment", &inner.deployment)
+            .field("limits", &inner.limits)
+            .field("retention", &inner.retention)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What [`Host::cancel`] did.
@@ -869,6 +919,33 @@ impl Host {
             tenant: self.inner.tenant_of(caller).map(|t| t.id.clone()),
         };
         self.cancel_owned_by(action_id, Some(&owner))
+    }
+
+    /// Gives up on an action on behalf of its transport: the request carrying it timed out, its
+    /// caller went away (a dropped connection, a closed MCP session, an MCP
+    /// `notifications/cancelled`), or the server is draining. Like
+    /// [`cancel_as`](Self::cancel_as) for the executing action of `caller` (its handler's
+    /// cancellation fires), but nobody asked for the cancellation, so its result is not the
+    /// `cancelled` that a duplicate replays: it is the retryable failure `action.abandoned`,
+    /// and the action's idempotency key is released, so the caller's retry with the same key
+    /// runs the action again (a handler forwards the key to its provider, which answers the
+    /// retry with the first attempt's outcome). A commit or execute abandoned after its
+    /// checkpoint is an unknown outcome, as a timed-out one is.
+    ///
+    /// An action that is not executing (not started yet, or finished) is left alone and
+    /// [`CancelOutcome::NotActive`] is answered: it runs to its own end, and its result is kept
+    /// under its key as usual, for the caller's retry to find. Servers built on the host call
+    /// this; [`cancel_as`](Self::cancel_as) is for a caller's explicit cancellation.
+    pub fn abandon_as(&self, action_id: &ActionId, caller: &TrustedContext) -> CancelOutcome {
+        let owner = ActionOwner {
+            principal: caller.principal.id.clone(),
+            tenant: self.inner.tenant_of(caller).map(|t| t.id.clone()),
+        };
+        if self.inner.active.cancel(action_id, Some(&owner), false) {
+            CancelOutcome::Cancelled
+        } else {
+            CancelOutcome::NotActive
+        }
     }
 
     /// Cancels or remembers the cancellation of `action_id` when `owner` (if any) runs it.

@@ -1033,9 +1033,14 @@ pub(crate) async fn settle(
     };
     let now = host.clock.now_ms();
     let error = result.error.clone();
-    // A commit or execute cancelled after its handler checkpointed a provider operation may
-    // have reached the provider: that is an unknown outcome too, to be reconciled.
-    let cancelled_after_checkpoint = result.status == ActionResultStatus::Cancelled
+    // A commit or execute cancelled (or abandoned by its transport) after its handler
+    // checkpointed a provider operation may have reached the provider: that is an unknown
+    // outcome too, to be reconciled.
+    let interrupted = result.status == ActionResultStatus::Cancelled
+        || error
+            .as_ref()
+            .is_some_and(|e| e.code == codes::ACTION_ABANDONED);
+    let cancelled_after_checkpoint = interrupted
         && record.provider_operation.is_some()
         && matches!(mode, TransactionMode::Commit | TransactionMode::Execute);
     let uncertain = timed_out

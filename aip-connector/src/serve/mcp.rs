@@ -403,7 +403,7 @@ impl McpProjection {
     /// completes, purging the host's expired idempotency entries meanwhile (see
     /// [`with_purge_interval`](Self::with_purge_interval)). Shutdown cancels
     /// `config.cancellation_token`, which ends every MCP session: open SSE streams close, and a
-    /// tool call still running is cancelled (its action through [`Host::cancel_as`]). Then no
+    /// tool call still running is abandoned (its action through [`Host::abandon_as`]). Then no
     /// connection is accepted, and the call returns once the open ones have closed.
     pub async fn serve_http(
         self,
@@ -499,9 +499,11 @@ impl McpProjection {
             result = &mut invocation => result,
             () = context.ct.cancelled() => {
                 // `notifications/cancelled`, a closed session or a dropped HTTP request: the
-                // host cancels the handler (or remembers the cancel if it has not started) and
-                // answers `cancelled`, unless the action already finished.
-                host.cancel_as(&action_id, &caller);
+                // client is no longer waiting for this call. The host abandons the executing
+                // handler (`action.abandoned`, retryable, its key released) rather than storing
+                // a `cancelled` that the same call (same arguments, so the same derived key)
+                // would replay for the key's TTL; an action not executing yet runs to its end.
+                host.abandon_as(&action_id, &caller);
                 invocation.await
             }
         };

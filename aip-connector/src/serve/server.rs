@@ -759,9 +759,10 @@ fn selector(query: &TransactionQueryRequest) -> TransactionSelector {
 }
 
 /// Runs `task` on its own task, so a client that disconnects does not abort it halfway. Past
-/// the request timeout, or once the drain expires, the action is cancelled; a timeout is then
-/// answered `transport.timeout` after at most the cancel grace, a drain with the `cancelled`
-/// result.
+/// the request timeout, or once the drain expires, the action is abandoned (`Host::abandon_as`:
+/// its handler is cancelled and its key released, so a retry runs it again); a timeout is then
+/// answered `transport.timeout` after at most the cancel grace, a drain with the action's
+/// result (`action.abandoned`, retryable, when it was abandoned).
 async fn run_bounded<T: Send + 'static>(
     shared: &Arc<Shared>,
     caller: &TrustedContext,
@@ -787,12 +788,12 @@ async fn run_bounded<T: Send + 'static>(
     tokio::select! {
         outcome = &mut handle => joined(outcome),
         () = tokio::time::sleep(shared.config.request_timeout) => {
-            shared.host.cancel_as(action_id, caller);
+            shared.host.abandon_as(action_id, caller);
             let _ = tokio::time::timeout(shared.config.cancel_grace, handle).await;
             Err(timed_out(shared, "the action did not finish; it was cancelled"))
         }
         () = shared.drain_expired.cancelled() => {
-            shared.host.cancel_as(action_id, caller);
+            shared.host.abandon_as(action_id, caller);
             joined(handle.await)
         }
     }
@@ -800,7 +801,7 @@ async fn run_bounded<T: Send + 'static>(
 
 // ---- Streaming ------------------------------------------------------------------------------
 
-/// Cancels the streamed action if the stream is dropped before its terminal chunk (the client
+/// Abandons the streamed action if the stream is dropped before its terminal chunk (the client
 /// went away), and holds the request's concurrency slot until then.
 struct StreamGuard {
     host: Host,
@@ -813,7 +814,7 @@ struct StreamGuard {
 impl Drop for StreamGuard {
     fn drop(&mut self) {
         if !self.finished {
-            self.host.cancel_as(&self.action_id, &self.caller);
+            self.host.abandon_as(&self.action_id, &self.caller);
         }
     }
 }
@@ -859,7 +860,7 @@ fn chunk_events(state: StreamState) -> impl Stream<Item = Result<Event, Infallib
         let chunk: StreamChunk = tokio::select! {
             chunk = state.chunks.next() => chunk?,
             () = state.drain_expired.cancelled(), if !state.drain_expired.is_cancelled() => {
-                state.guard.host.cancel_as(&state.guard.action_id, &state.guard.caller);
+                state.guard.host.abandon_as(&state.guard.action_id, &state.guard.caller);
                 state.chunks.next().await?
             }
         };
