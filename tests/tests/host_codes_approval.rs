@@ -312,6 +312,33 @@ async fn an_approver_of_another_tenant_is_a_tenant_mismatch() {
     assert_eq!(status(&host, &id).await, ApprovalStatus::Pending);
 }
 
+/// The authority looks approvers up by principal id alone, so `user:alice` of tenant `t2` gets
+/// the memberships of `t1`'s Alice. The transport's tenant decides first: she is told the
+/// approval does not exist, and cannot approve it.
+#[tokio::test]
+async fn a_namesake_in_another_tenant_cannot_decide_the_request() {
+    let host = host();
+    let id = gate(&host, payment(), &person("user:req")).await;
+    let namesake =
+        TrustedContext::new(Principal::new("user:alice", PrincipalKind::Human), "test")
+            .with_tenant(VerifiedTenant {
+                id: "t2".into(),
+                system: None,
+            });
+    let error = host
+        .record_approval_decision(
+            decision(&id, "user:alice", ApprovalDecisionKind::Approved),
+            &namesake,
+        )
+        .await
+        .expect_err("another tenant's namesake is refused");
+    assert_refusal(&error, codes::POLICY_APPROVAL_NOT_FOUND, &id);
+    assert_eq!(status(&host, &id).await, ApprovalStatus::Pending);
+    // The real Alice, in `t1`, may.
+    let approved = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    assert_eq!(accepted(&host, approved).await, ApprovalStatus::Approved);
+}
+
 #[tokio::test]
 async fn the_operator_of_the_action_may_not_approve_it() {
     let host = host();

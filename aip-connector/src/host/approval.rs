@@ -691,16 +691,19 @@ fn check_tenant(
         return Ok(());
     };
     let transport_tenant = approver.tenant.as_ref().map(|tenant| tenant.id.as_str());
-    let approver_tenant = memberships.tenant_id.as_deref().or(transport_tenant);
-    if approver_tenant == Some(required) {
-        return Ok(());
-    }
+    // The transport's word comes first, whatever the authority says: an authority that looks
+    // principals up by id alone would otherwise place another tenant's `user:alice` in this
+    // one, and let them decide (and read) its requests.
     if transport_tenant.is_some_and(|tenant| tenant != required) {
         return Err(refusal(
             &record.approval_id,
             codes::POLICY_APPROVAL_NOT_FOUND,
             "no approval with this id",
         ));
+    }
+    let approver_tenant = memberships.tenant_id.as_deref().or(transport_tenant);
+    if approver_tenant == Some(required) {
+        return Ok(());
     }
     Err(refusal(
         &record.approval_id,
