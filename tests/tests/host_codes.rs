@@ -156,6 +156,24 @@ impl Theatre {
         self.booked(format!("{}-{}", ticket.seat, key.as_str()))
     }
 
+    /// Panics (a handler bug).
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn crash(&self, ticket: Ticket) -> Result<Booked, ConnectorFailure> {
+        tokio::task::yield_now().await;
+        panic!("the handler of {} has a bug", ticket.seat);
+    }
+
+    /// Panics after streaming one seat.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn crash_streaming(
+        &self,
+        ticket: Ticket,
+        sink: StreamSink<Seat>,
+    ) -> Result<Booked, ConnectorFailure> {
+        sink.send(Seat { n: 1 }).await?;
+        panic!("the handler of {} has a bug", ticket.seat);
+    }
+
     /// Looks a seat up.
     #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
     async fn lookup(&self, ticket: Ticket) -> Result<Booked, ConnectorFailure> {
@@ -435,6 +453,60 @@ async fn a_key_held_by_another_tenant_is_in_progress_without_naming_its_action()
     assert_eq!(theatre.executions.load(Ordering::SeqCst), 1);
 }
 
+// ---- connector.runtime_failure ---------------------------------------------------------------
+
+/// A handler that panics ends its action like any outcome: a failed result (the outcome is
+/// unknown, so not retryable), a terminal chunk for a stream, and the caller's task goes on.
+#[tokio::test]
+async fn a_panicking_handler_is_a_runtime_failure_and_its_stream_ends() {
+    let host = host(Theatre::default());
+    let expect_panic = |result: &ActionResult| {
+        assert_error(
+            failure(result),
+            codes::CONNECTOR_RUNTIME_FAILURE,
+            ErrorCategory::Connector,
+            false,
+            None,
+        );
+        assert_eq!(
+            failure(result).details,
+            Some(json!({ "uncertain_outcome": true }))
+        );
+        assert!(
+            !format!("{result:?}").contains("has a bug"),
+            "no panic text"
+        );
+    };
+    let invoked = host
+        .invoke(
+            Action::new("cap:theatre:crash", json!({ "seat": "p1" })),
+            &caller(),
+        )
+        .await;
+    expect_panic(&invoked);
+    // The host carries on.
+    let next = host
+        .invoke(
+            Action::new("cap:theatre:lookup", json!({ "seat": "p1" })),
+            &caller(),
+        )
+        .await;
+    assert_eq!(next.status, ActionResultStatus::Completed);
+
+    let chunks = host
+        .invoke_stream(
+            Action::new("cap:theatre:crash_streaming", json!({ "seat": "p2" })),
+            caller(),
+        )
+        .collect()
+        .await;
+    let kinds: Vec<_> = chunks.iter().map(|c| c.kind).collect();
+    assert_eq!(kinds, [StreamChunkKind::Data, StreamChunkKind::Error]);
+    let result: ActionResult =
+        serde_json::from_value(chunks[1].data.clone().expect("terminal data")).unwrap();
+    expect_panic(&result);
+}
+
 // ---- action.abandoned --------------------------------------------------------------------------
 
 /// The transport giving up on an executing action (`abandon_as`) cancels its handler like a
@@ -506,7 +578,10 @@ async fn an_abandoned_action_releases_its_key_for_the_retry() {
     });
     started.await;
     // Remembered if the handler has not registered yet: it fires when it does.
-    assert_ne!(host.cancel_as(&third_id, &caller()), CancelOutcome::NotActive);
+    assert_ne!(
+        host.cancel_as(&third_id, &caller()),
+        CancelOutcome::NotActive
+    );
     host.abandon_as(&third_id, &caller());
     assert_eq!(running.await.unwrap().status, ActionResultStatus::Cancelled);
     let replayed = host.invoke(third, &caller()).await;

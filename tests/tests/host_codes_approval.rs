@@ -319,12 +319,11 @@ async fn an_approver_of_another_tenant_is_a_tenant_mismatch() {
 async fn a_namesake_in_another_tenant_cannot_decide_the_request() {
     let host = host();
     let id = gate(&host, payment(), &person("user:req")).await;
-    let namesake =
-        TrustedContext::new(Principal::new("user:alice", PrincipalKind::Human), "test")
-            .with_tenant(VerifiedTenant {
-                id: "t2".into(),
-                system: None,
-            });
+    let namesake = TrustedContext::new(Principal::new("user:alice", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant {
+            id: "t2".into(),
+            system: None,
+        });
     let error = host
         .record_approval_decision(
             decision(&id, "user:alice", ApprovalDecisionKind::Approved),

@@ -954,15 +954,16 @@ async fn an_answer_that_is_not_an_envelope_is_an_unexpected_response() {
 async fn a_panicking_handler_is_a_connector_runtime_failure_and_the_server_lives_on() {
     let running = start(Desk::default(), ServerConfig::default()).await;
     let client = running.client("tok-ada");
-    let error = remote(
-        client
-            .invoke(Action::new("cap:desk:echo", json!({ "text": "panic" })))
-            .await
-            .unwrap_err(),
-    );
+    let failed = client
+        .invoke(Action::new("cap:desk:echo", json!({ "text": "panic" })))
+        .await
+        .unwrap();
+    assert_eq!(failed.status, ActionResultStatus::Failed);
+    let error = failed.error.expect("the panic's error");
     assert_eq!(error.code, codes::CONNECTOR_RUNTIME_FAILURE);
     assert_eq!(error.category, ErrorCategory::Connector);
     assert_eq!(error.retryable, Some(false));
+    assert_eq!(error.details, Some(json!({ "uncertain_outcome": true })));
     let next = client
         .invoke(Action::new("cap:desk:echo", json!({ "text": "fine" })))
         .await

@@ -167,6 +167,7 @@ impl Directory {
     /// Looks up a directory entry by name and address.
     #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
     async fn lookup(&self, input: Lookup, caller: Caller) -> Result<Entry, ConnectorFailure> {
+        assert_ne!(input.name, "panic", "the handler panics when asked to");
         Ok(Entry {
             id: format!("e-{}", input.name.to_lowercase()),
             location: Location {
@@ -610,6 +611,35 @@ async fn a_call_returns_structured_content_that_matches_the_output_schema() {
         let structured = result.structured_content.unwrap();
         assert!(validator.is_valid(&structured), "{name}: {structured}");
     }
+    client.cancel().await.unwrap();
+}
+
+/// A handler that panics is answered (a tool error saying the outcome is unknown), and the
+/// session goes on serving: the panic does not take the session's task with it.
+#[tokio::test]
+async fn a_panicking_handler_is_a_tool_error_and_the_session_goes_on() {
+    let served = serve(McpProjection::new(host(Directory::default())).unwrap()).await;
+    let client = client(&served).await;
+    let mut arguments = lookup_arguments();
+    arguments["name"] = json!("panic");
+    let result = tokio::time::timeout(
+        Duration::from_secs(10),
+        client.call_tool(call("cap_directory_lookup", arguments)),
+    )
+    .await
+    .expect("the call is answered")
+    .unwrap();
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    let blocks = texts(&result);
+    assert!(
+        blocks[0].starts_with(&format!("{}: ", codes::CONNECTOR_RUNTIME_FAILURE)),
+        "{blocks:?}"
+    );
+    let next = client
+        .call_tool(call("cap_directory_lookup", lookup_arguments()))
+        .await
+        .unwrap();
+    assert_eq!(next.is_error, Some(false), "{next:?}");
     client.cancel().await.unwrap();
 }
 

@@ -851,6 +851,8 @@ enum Outcome {
     Cancelled,
     /// The transport gave up on the action ([`Host::abandon_as`](super::Host::abandon_as)).
     Abandoned,
+    /// The handler panicked (while starting or while polled).
+    Panicked,
 }
 
 /// Steps 14 and 15: the handler, then the check of its output. Also says whether the handler
@@ -908,6 +910,28 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
         Outcome::Cancelled => cancelled(&action.id, "action cancellation requested"),
         // Retryable, so the key is released (§7.2): nobody asked for this cancellation, and
         // the caller's retry must run the action rather than replay its interruption.
+        Outcome::Panicked => {
+            // The panic hook has printed the message; it may quote data, so the result and
+            // this line do not.
+            tracing::error!(
+                action_id = %Clipped::new(action.id.as_str(), 128),
+                capability_id = %call.routed.id,
+                "the handler panicked; its outcome is unknown"
+            );
+            failure::failed(
+                &action.id,
+                failure::with_details(
+                    failure::error(
+                        codes::CONNECTOR_RUNTIME_FAILURE,
+                        "the handler panicked; its outcome is unknown",
+                        ErrorCategory::Connector,
+                        false,
+                    ),
+                    // A commit or execute is then settled as an unknown outcome (§6.5).
+                    json!({ "uncertain_outcome": true }),
+                ),
+            )
+        }
         Outcome::Abandoned => failure::failed(
             &action.id,
             failure::error(
@@ -953,17 +977,26 @@ fn dispatch<'c>(
         compensation: handler.compensation,
     });
     let connector = &host.connectors[call.routed_hosted.connector];
-    let running = connector.invoke(
-        call.routed.id.as_str(),
-        &action.input,
-        Arc::clone(&context) as Arc<dyn crate::invocation::InvocationContext>,
-    );
+    // Generated code decodes the input and starts the handler before returning its future: a
+    // panic there is the handler's, answered like one while it runs.
+    let running = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        connector.invoke(
+            call.routed.id.as_str(),
+            &action.input,
+            Arc::clone(&context) as Arc<dyn crate::invocation::InvocationContext>,
+        )
+    }));
+    let (running, panicked) = match running {
+        Ok(running) => (Some(running), false),
+        Err(_) => (None, true),
+    };
     Supervised {
         host,
         started: false,
+        panicked,
         active: None,
         context,
-        running: Some(running),
+        running,
         timer: None,
     }
 }
@@ -983,6 +1016,8 @@ struct Supervised<'c> {
     host: &'c HostInner,
     /// Whether the first poll (and its check for a remembered cancellation) happened.
     started: bool,
+    /// The handler panicked; its future (if it had one) is dropped.
+    panicked: bool,
     /// The registration for `Host::cancel`, from the handler's first wait; unregistered when the
     /// race ends.
     active: Option<ActiveGuard<'c>>,
@@ -1008,6 +1043,9 @@ impl Future for Supervised<'_> {
     ) -> std::task::Poll<Outcome> {
         use std::task::Poll;
         let this = &mut *self;
+        if this.panicked {
+            return Poll::Ready(Outcome::Panicked);
+        }
         let signal = &this.context.cancellation;
         let interrupted = || {
             if signal.was_requested() {
@@ -1034,11 +1072,22 @@ impl Future for Supervised<'_> {
             // Only `drop` takes the handler.
             return Poll::Pending;
         };
-        if let Poll::Ready(result) = running.as_mut().poll(cx) {
-            return Poll::Ready(match result {
-                Ok(output) => Outcome::Completed(output),
-                Err(failure) => Outcome::Failed(failure),
-            });
+        // A panicking handler must not take the caller's task with it (a server's request, an
+        // MCP session, a stream's producer): it ends the race like any outcome. The handler's
+        // state may be broken, so its future is dropped at once and never polled again.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| running.as_mut().poll(cx))) {
+            Ok(Poll::Ready(result)) => {
+                return Poll::Ready(match result {
+                    Ok(output) => Outcome::Completed(output),
+                    Err(failure) => Outcome::Failed(failure),
+                });
+            }
+            Ok(Poll::Pending) => {}
+            Err(_) => {
+                this.running = None;
+                this.panicked = true;
+                return Poll::Ready(Outcome::Panicked);
+            }
         }
         // The handler waits: from now on `Host::cancel` must find it. Registering also fires
         // the signal for a cancellation remembered since the check above.
