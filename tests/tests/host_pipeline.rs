@@ -427,6 +427,29 @@ async fn an_id_or_key_with_a_nul_character_is_refused_before_the_store() {
     }
 }
 
+/// An empty id (serde reads one; upstream's parsing would refuse it) is refused at stage 0.
+#[tokio::test]
+async fn an_empty_id_is_refused_before_the_store() {
+    use aip_connector::ids::ActionId;
+
+    let (shop, _store, host) = limited_host(HostLimits::default());
+    let mut action = Action::new("cap:shop:place", json!({ "item": "tea" }));
+    action.id = ActionId::trusted("");
+    let result = host.invoke(action, &caller()).await;
+    assert_eq!(code(&result), codes::ACTION_INVALID, "{result:?}");
+    assert_eq!(
+        result.error.and_then(|e| e.details),
+        Some(json!({ "field": "id" }))
+    );
+    let mut plan = ActionTransaction::new(TransactionMode::Plan);
+    plan.plan_id = Some(String::new());
+    let mut action = Action::new("cap:shop:lookup", json!({ "item": "tea" }));
+    action.transaction = Some(Box::new(plan));
+    let result = host.invoke(action, &caller()).await;
+    assert_eq!(code(&result), codes::ACTION_INVALID, "{result:?}");
+    assert_eq!(shop.executions.load(Ordering::SeqCst), 0);
+}
+
 #[tokio::test]
 async fn context_blocks_larger_than_the_limit_are_refused_before_the_store() {
     use aip_connector::model::{Callback, ComplianceContext};

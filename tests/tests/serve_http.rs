@@ -793,6 +793,9 @@ async fn approvals_are_decided_and_read_over_http_within_the_tenant() {
             .unwrap_err(),
     );
     assert_eq!(hidden.code, codes::POLICY_APPROVAL_NOT_FOUND);
+    // The category the host gives the same code (docs/host-runtime.md §3).
+    assert_eq!(hidden.category, ErrorCategory::Policy);
+    assert!(!hidden.message.contains(id.as_str()), "{}", hidden.message);
     // The requester cannot approve their own refund.
     let mut own = approve(&id);
     own.approver = Principal::new("user:ada", PrincipalKind::Human);
@@ -879,6 +882,7 @@ async fn transactions_run_and_are_read_back_over_http() {
             .unwrap_err(),
     );
     assert_eq!(hidden.code, codes::TRANSACTION_NOT_FOUND);
+    assert_eq!(hidden.category, ErrorCategory::Policy);
     // Identity in the request is checked against the authenticated caller.
     let forged = remote(
         client

@@ -1378,17 +1378,32 @@ fn check_id_lengths(action: &Action, max_bytes: usize) -> Option<ProtocolError> 
 /// holds a NUL character. PostgreSQL's `text` cannot hold one (every write failed, reported as a
 /// retryable outage the caller would retry for ever), so every store refuses it alike, before
 /// anything is stored.
+///
+/// An id that is present but empty is refused the same way: upstream's parsing refuses an
+/// empty id, but serde does not, and an action stored, logged and cancelled under `""` cannot
+/// be told apart from any other such action.
 fn check_nul_characters(action: &Action) -> Option<ProtocolError> {
-    let field = std::iter::once(("idempotency_key", action.idempotency_key.as_deref()))
+    let with_nul = std::iter::once(("idempotency_key", action.idempotency_key.as_deref()))
         .chain(stored_ids(action))
-        .find_map(|(field, text)| text.filter(|text| text.contains('\0')).map(|_| field))?;
-    Some(failure::with_details(
-        failure::permanent(
-            codes::ACTION_INVALID,
+        .find_map(|(field, text)| text.filter(|text| text.contains('\0')).map(|_| field));
+    if let Some(field) = with_nul {
+        return Some(invalid_field(
+            field,
             format!("`{field}` contains a NUL character, which ids and keys may not hold"),
-        ),
+        ));
+    }
+    let empty = stored_ids(action)
+        .into_iter()
+        .find_map(|(field, text)| text.filter(|text| text.is_empty()).map(|_| field))?;
+    Some(invalid_field(empty, format!("`{empty}` is empty")))
+}
+
+/// `action.invalid` naming the offending `field`.
+fn invalid_field(field: &str, message: String) -> ProtocolError {
+    failure::with_details(
+        failure::permanent(codes::ACTION_INVALID, message),
         json!({ "field": field }),
-    ))
+    )
 }
 
 /// The caller-chosen ids the host stores, by field name.

@@ -676,9 +676,13 @@ async fn dispatch(
             match Box::pin(host.approval_view(&query.approval_id, &caller)).await {
                 Ok(Some(view)) => MessageBody::ApprovalRecordView(Box::new(view)),
                 Ok(None) => {
-                    let error = refusal(
+                    // The category the host's own `approval_not_found` has; the id is not
+                    // echoed (the caller has it, and it may be any length).
+                    let error = super::error(
                         codes::POLICY_APPROVAL_NOT_FOUND,
-                        format!("no approval `{}` for this caller", query.approval_id),
+                        "no approval with this id for this caller",
+                        ErrorCategory::Policy,
+                        false,
                     );
                     return error_response(&error, Some(&envelope));
                 }
@@ -689,9 +693,11 @@ async fn dispatch(
             match Box::pin(host.transaction(&selector(&query), &caller)).await {
                 Ok(Some(view)) => MessageBody::TransactionView(Box::new(view)),
                 Ok(None) => {
-                    let error = refusal(
+                    let error = super::error(
                         codes::TRANSACTION_NOT_FOUND,
                         "no such transaction for this caller",
+                        ErrorCategory::Policy,
+                        false,
                     );
                     return error_response(&error, Some(&envelope));
                 }
