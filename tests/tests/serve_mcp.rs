@@ -1289,6 +1289,26 @@ impl Till {
         })
     }
 
+    /// Closes the till: only by committing a plan.
+    #[capability(
+        id = "cap:till:close",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+        transaction(modes = [dry_run, plan, commit]),
+    )]
+    async fn close(
+        &self,
+        sale: Sale,
+        _key: IdempotencyKey,
+        _checkpoint: Checkpoint,
+    ) -> Result<Sold, ConnectorFailure> {
+        Ok(Sold {
+            sale_id: format!("close-{}", sale.cents),
+        })
+    }
+
     /// Refunds a sale: runs only as its compensation.
     #[capability(
         id = "cap:till:refund",
@@ -1310,12 +1330,23 @@ impl Till {
 }
 
 /// A compensating capability is not a tool: it runs only routed from a `compensate` of the
-/// capability it undoes, so every `tools/call` of it would fail.
-#[test]
-fn a_compensating_capability_is_not_projected() {
+/// capability it undoes, so every `tools/call` of it would fail. Nor is one that changes state
+/// only by committing a plan: a tool call has no plan step, and its plain action is refused.
+#[tokio::test]
+async fn compensating_and_plan_only_capabilities_are_not_projected() {
     let host = Host::builder().connector(Till).build().unwrap();
-    let projection = McpProjection::new(host).unwrap();
+    let projection = McpProjection::new(host.clone()).unwrap();
     assert_eq!(projection.tool_name("cap:till:sell"), Some("cap_till_sell"));
     assert_eq!(projection.tool_name("cap:till:refund"), None);
+    assert_eq!(projection.tool_name("cap:till:close"), None);
     assert_eq!(projection.tools().count(), 1);
+    // What the projection would send for it is refused every time.
+    let plain = host
+        .invoke(
+            aip_connector::model::Action::new("cap:till:close", json!({ "cents": 5 }))
+                .with_idempotency_key("k"),
+            &person("user:ana"),
+        )
+        .await;
+    assert_eq!(plain.status, ActionResultStatus::Failed, "{plain:?}");
 }

@@ -210,8 +210,10 @@ impl fmt::Debug for McpProjection {
 impl McpProjection {
     /// Projects every callable capability of every manifest `host` admitted (every kind but
     /// `resource`), in manifest order, except streaming-only ones (a `tools/call` runs
-    /// synchronously, so each call of them would be refused) and compensating ones (they run
-    /// only as the compensation of another capability, never by their own name).
+    /// synchronously, so each call of them would be refused), transactional ones that do not
+    /// `execute` in one step (they change state only by committing a plan, which a tool call
+    /// has no step for) and compensating ones (they run only as the compensation of another
+    /// capability, never by their own name).
     ///
     /// Fails when two connectors' capabilities project to the same tool name.
     pub fn new(host: Host) -> Result<Self, McpProjectionError> {
@@ -219,7 +221,10 @@ impl McpProjection {
         let mut by_name: HashMap<String, usize> = HashMap::new();
         for admitted in host.manifests() {
             for capability in admitted.manifest().capabilities.iter().filter(|c| {
-                c.is_callable() && runs_synchronously(c) && !host.compensates_only(c.id.as_str())
+                c.is_callable()
+                    && runs_synchronously(c)
+                    && runs_without_a_plan(c)
+                    && !host.compensates_only(c.id.as_str())
             }) {
                 let projected = project_capability(admitted, capability);
                 let name = projected.tool.name.to_string();
@@ -509,6 +514,19 @@ impl McpProjection {
         };
         Ok(project_result(tool, result))
     }
+}
+
+/// Whether a `tools/call` can run `capability` without a plan: the projection sends a plain
+/// action, which the host runs as an `execute` when the contract's transaction supports it. A
+/// transaction that commits only through a plan (`dry_run`/`plan`/`commit`) has no step a tool
+/// call could take, and its handler's `Checkpoint` would refuse every call
+/// (`transaction.context_missing`), so such a tool is not listed.
+fn runs_without_a_plan(capability: &Capability) -> bool {
+    capability
+        .contract
+        .as_ref()
+        .and_then(|contract| contract.transaction.as_ref())
+        .is_none_or(|transaction| transaction.supports(TransactionMode::Execute))
 }
 
 /// Whether a `tools/call` can run `capability`: the projection sends synchronous actions, which
