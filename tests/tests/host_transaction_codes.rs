@@ -780,6 +780,42 @@ async fn a_claimed_plan_is_plan_already_claimed() {
     );
 }
 
+/// The planner's commit whose outcome is unknown, sent again (under another key, as a client
+/// retrying a failure does), is told to reconcile, as an `execute` in that state is; another
+/// principal learns only that the plan was claimed.
+#[tokio::test]
+async fn a_retried_commit_of_an_unknown_outcome_is_reconciliation_required() {
+    let Setup {
+        bank, store, host, ..
+    } = setup();
+    let input = json!({ "amount": 5, "behaviour": "uncertain" });
+    let planned = plan(&host, "p", input.clone()).await;
+    let first = host
+        .invoke(commit(&planned.plan_id, "c1", input.clone()), &ada())
+        .await;
+    assert_eq!(
+        record(&store, &planned.transaction_id).await.status,
+        TransactionProtocolStatus::OutcomeUnknown,
+        "{first:?}"
+    );
+    let retried = host
+        .invoke(commit(&planned.plan_id, "c2", input.clone()), &ada())
+        .await;
+    assert_policy(&retried, codes::TRANSACTION_RECONCILIATION_REQUIRED);
+    assert_eq!(
+        failure(&retried).details.as_ref().unwrap()["transaction_id"],
+        json!(planned.transaction_id)
+    );
+    let stranger = host
+        .invoke(
+            commit(&planned.plan_id, "c3", input),
+            &person("user:bob", PrincipalKind::Human, "t1"),
+        )
+        .await;
+    assert_policy(&stranger, codes::TRANSACTION_PLAN_ALREADY_CLAIMED);
+    assert_eq!(bank.effects.load(Ordering::SeqCst), 1);
+}
+
 /// A plan id the caller chose that another transaction already answers to is refused as a
 /// policy conflict, like a reused transaction id — not as a retryable storage failure, which
 /// would invite retries that can never succeed.

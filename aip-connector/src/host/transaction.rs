@@ -752,6 +752,17 @@ async fn commit_plan(
     }
     match record.status {
         Status::Planned => {}
+        // The planner's own commit whose outcome is unknown (or being reconciled), sent again:
+        // what it needs is a `reconcile`, as an `execute` retried in that state is told. Anyone
+        // else learns only that the plan was claimed.
+        Status::OutcomeUnknown | Status::Reconciling
+            if record.plan.as_ref().is_some_and(|plan| {
+                plan.planned_by.id == caller.principal.id
+                    && plan.planned_by.kind == caller.principal.kind
+            }) =>
+        {
+            return Err(reconciliation_required(&record));
+        }
         // A commit got there first: every other racing commit learns exactly that.
         Status::Committing
         | Status::Committed
