@@ -78,6 +78,22 @@ impl ProtocolError {
             )
         }
     }
+
+    /// Whether the sender said the same request may succeed if sent again. `retryable` is
+    /// optional on the wire; an error that does not say is not retryable (whether to retry
+    /// such an error blindly is exactly what it did not promise).
+    ///
+    /// ```
+    /// use aip_connector_core::model::{ErrorCategory, ProtocolError};
+    ///
+    /// let mut error = ProtocolError::new("provider.timeout", "no answer", ErrorCategory::Temporary);
+    /// assert!(!error.is_retryable());
+    /// error.retryable = Some(true);
+    /// assert!(error.is_retryable());
+    /// ```
+    pub fn is_retryable(&self) -> bool {
+        self.retryable == Some(true)
+    }
 }
 
 impl fmt::Display for ProtocolError {

@@ -864,6 +864,13 @@ fn project_result(tool: &ProjectedTool, result: ActionResult) -> CallToolResult 
     if let Some(error) = &result.error {
         meta.insert(meta::ERROR.to_owned(), json!(error));
     }
+    // A replayed failure, cancellation or pending approval is an error to MCP, whose content
+    // does not carry the output: the marker goes to `_meta`, as a replayed success's does.
+    if result.status != ActionResultStatus::Completed
+        && let Some(marker) = result.output.as_ref().and_then(|o| o.get(REPLAY_MARKER))
+    {
+        meta.insert(meta::IDEMPOTENT_REPLAY.to_owned(), marker.clone());
+    }
     let projected = match result.status {
         ActionResultStatus::Completed => {
             let mut output = result.output.unwrap_or(Value::Null);
@@ -1159,6 +1166,24 @@ mod tests {
         assert_eq!(cancelled.is_error, Some(true));
         assert_eq!(cancelled.structured_content, None);
         assert!(text(&cancelled, 0).contains("operator said so"));
+        assert_eq!(cancelled.meta.unwrap().get(meta::IDEMPOTENT_REPLAY), None);
+
+        // Replayed results that are not successes say so in `_meta` too.
+        let mut replayed_cancel = ActionResult::new(id.clone(), ActionResultStatus::Cancelled);
+        replayed_cancel.output = Some(json!({"cancelled": true, "idempotent_replay": true}));
+        let mut replayed_failure = ActionResult::failed(
+            id.clone(),
+            ProtocolError::new("x.failed", "it broke", ErrorCategory::Connector),
+        );
+        replayed_failure.output = Some(json!({"idempotent_replay": true}));
+        for replayed in [replayed_cancel, replayed_failure] {
+            let projected = project_result(&tool, replayed);
+            assert_eq!(projected.is_error, Some(true));
+            assert_eq!(
+                projected.meta.unwrap().get(meta::IDEMPOTENT_REPLAY),
+                Some(&json!(true))
+            );
+        }
 
         let mut human = ActionResult::new(id, ActionResultStatus::RequiresHuman);
         human.output = Some(json!({"approval_id": "appr_1"}));

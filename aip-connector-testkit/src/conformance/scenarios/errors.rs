@@ -381,23 +381,24 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
         return;
     }
 
-    // Executing it again blindly (a new key, so idempotency does not answer first) is refused.
-    let (blind, expected) = match &lost.plan_id {
+    // Executing it again blindly (a new key, so idempotency does not answer first) is refused:
+    // the same `execute`, or the planner's commit of the same plan, must be reconciled first.
+    let expected = codes::TRANSACTION_RECONCILIATION_REQUIRED;
+    let blind = match &lost.plan_id {
         None => {
             let mut again = action.clone();
             again.idempotency_key = Some(format!("{key}-again"));
             if let Some(transaction) = again.transaction.as_mut() {
                 transaction.transaction_id = Some(transaction_id.clone());
             }
-            (again, codes::TRANSACTION_RECONCILIATION_REQUIRED)
+            again
         }
         Some(plan) => {
             let mut commit = ActionTransaction::new(TransactionMode::Commit);
             commit.plan_id = Some(plan.clone());
-            let again = Action::new(capability.id().as_str(), input.clone())
+            Action::new(capability.id().as_str(), input.clone())
                 .with_transaction(commit)
-                .with_idempotency_key(format!("{key}-commit-again"));
-            (again, codes::TRANSACTION_PLAN_ALREADY_CLAIMED)
+                .with_idempotency_key(format!("{key}-commit-again"))
         }
     };
     let refused = h.settle(h.host(), blind).await;
