@@ -1014,6 +1014,54 @@ async fn refusals_follow_the_authenticator_as_on_the_aip_server() {
     }
 }
 
+/// A session belongs to the caller that opened it: another caller naming it (to delete it, to
+/// call a tool in it) is answered as for a session that does not exist, and the owner's
+/// session goes on.
+#[tokio::test]
+async fn another_callers_session_is_not_found() {
+    let served = serve(McpProjection::new(host(Directory::default())).unwrap()).await;
+    let http = reqwest::Client::new();
+    let opened = http
+        .post(&served.url)
+        .header("accept", "application/json, text/event-stream")
+        .bearer_auth(TOKEN)
+        .json(&initialize_request())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(opened.status(), 200);
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let as_ben = |request: reqwest::RequestBuilder| {
+        request
+            .bearer_auth(OTHER_TOKEN)
+            .header("mcp-session-id", &session)
+            .header("accept", "application/json, text/event-stream")
+    };
+    let deleted = as_ben(http.delete(&served.url)).send().await.unwrap();
+    assert_eq!(deleted.status(), 404);
+    let call = json!({
+        "jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}
+    });
+    let listed = as_ben(http.post(&served.url))
+        .json(&call)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.status(), 404);
+    // The owner's session is still there: its owner may close it.
+    let closed = http
+        .delete(&served.url)
+        .bearer_auth(TOKEN)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+}
+
 #[tokio::test]
 async fn sessions_beyond_the_limit_get_503_until_one_closes() {
     // A limit of 0 would refuse every session (and every stateless request): it means 1.

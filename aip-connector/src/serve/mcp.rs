@@ -399,7 +399,7 @@ impl McpProjection {
             .route_service(MCP_PATH, service)
             .route_layer(middleware::from_fn_with_state(
                 limit,
-                sessions::refuse_when_full,
+                sessions::guard_sessions,
             ))
             .route_layer(middleware::from_fn_with_state(authenticator, authenticate))
     }

@@ -4,7 +4,7 @@
 //! deletes it or it has been idle for its keep-alive (5 minutes by default). Time alone does
 //! not bound how many sessions an authenticated client can open inside that window, so the
 //! router counts them: [`BoundedSessions`] wraps the session manager and admits a session only
-//! while fewer than the limit are live, and [`refuse_when_full`] answers a request that would
+//! while fewer than the limit are live, and [`guard_sessions`] answers a request that would
 //! open one beyond the router's or its caller's limit `503 transport.overloaded` before it
 //! reaches rmcp.
 
@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
 use http::{HeaderValue, Method, StatusCode, header};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
@@ -125,6 +125,16 @@ impl SessionLimit {
         }
     }
 
+    /// Whether `caller` may use the session `id`: a session opened by a known caller is theirs
+    /// alone. A session the middleware did not see open (none such is live here) is left to
+    /// rmcp, which knows whether it exists.
+    fn may_use(&self, id: &SessionId, caller: Option<&CallerKey>) -> bool {
+        match self.state().owners.get(id) {
+            Some(owner) => caller == Some(owner),
+            None => true,
+        }
+    }
+
     /// Takes one of `caller`'s slots for a session about to be opened, or says why not. Taken
     /// before the session exists, so a caller's concurrent requests cannot overshoot its limit.
     fn claim(&self, caller: Option<&CallerKey>) -> Result<(), Refusal> {
@@ -186,7 +196,7 @@ impl<M: SessionManager> BoundedSessions<M> {
     }
 
     /// Counts a session the inner manager just made, or closes it again when the limit was
-    /// reached meanwhile (a race [`refuse_when_full`] could not see).
+    /// reached meanwhile (a race [`guard_sessions`] could not see).
     async fn admit_or_close(&self, id: &SessionId) -> Result<(), BoundedSessionsError<M::Error>> {
         if self.limit.admit(id) {
             return Ok(());
@@ -311,22 +321,34 @@ impl<M: SessionManager> SessionManager for BoundedSessions<M> {
 
 /// Middleware: a POST that would open a session while the router, or its caller, holds its
 /// limit of sessions is answered `503 transport.overloaded` with `Retry-After`, as an
-/// `aip.core.v1.error` envelope. Requests of open sessions pass. Runs after authentication,
-/// so the caller is the one the authenticator put into the request.
-pub(super) async fn refuse_when_full(
+/// `aip.core.v1.error` envelope. A request naming another caller's session is answered `404`,
+/// as rmcp answers an unknown session. Requests of the caller's own open sessions pass. Runs
+/// after authentication, so the caller is the one the authenticator put into the request.
+pub(super) async fn guard_sessions(
     State(limit): State<Arc<SessionLimit>>,
     request: Request,
     next: Next,
 ) -> Response {
-    let opens_session =
-        request.method() == Method::POST && !request.headers().contains_key(SESSION_HEADER);
-    if !opens_session {
-        return next.run(request).await;
-    }
     let caller = request
         .extensions()
         .get::<TrustedContext>()
         .map(CallerKey::of);
+    if let Some(session) = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|value| value.to_str().ok())
+    {
+        // Another caller's session (to call tools in, to read its stream, to DELETE it) is
+        // answered as a session that does not exist, as rmcp answers an unknown one: knowing
+        // a session id does not make it yours.
+        if !limit.may_use(&SessionId::from(session), caller.as_ref()) {
+            return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
+        }
+        return next.run(request).await;
+    }
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
     if let Err(refusal) = limit.claim(caller.as_ref()) {
         return overloaded(&refusal);
     }
@@ -370,6 +392,35 @@ fn overloaded(refusal: &Refusal) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_is_used_only_by_the_caller_that_opened_it() {
+        let limit = SessionLimit::new(4, 4);
+        let ada = CallerKey {
+            tenant: Some("t1".into()),
+            principal: PrincipalId::from("user:ada"),
+        };
+        let namesake = CallerKey {
+            tenant: Some("t2".into()),
+            ..ada.clone()
+        };
+        let id: SessionId = "s1".into();
+        assert!(limit.claim(Some(&ada)).is_ok() && limit.admit(&id));
+        limit.settle_claim(Some(ada.clone()), Some(id.clone()));
+        assert!(limit.may_use(&id, Some(&ada)));
+        assert!(
+            !limit.may_use(&id, Some(&namesake)),
+            "same principal, other tenant"
+        );
+        assert!(!limit.may_use(&id, None));
+        // A session this router did not see open is rmcp's to answer for.
+        assert!(limit.may_use(&"unknown".into(), Some(&namesake)));
+        limit.release(&id);
+        assert!(
+            limit.may_use(&id, Some(&namesake)),
+            "gone: rmcp answers 404"
+        );
+    }
 
     #[test]
     fn the_limit_admits_up_to_its_size_and_frees_a_slot_on_release() {
