@@ -56,6 +56,8 @@ struct Bank {
     still_pending: Arc<AtomicBool>,
     /// While set, reconciliation never answers.
     reconciliation_hangs: Arc<AtomicBool>,
+    /// While set, reconciliation panics.
+    reconciliation_panics: Arc<AtomicBool>,
     /// The cursor each reconciliation was handed, in order.
     cursors_seen: Arc<Mutex<Vec<Option<String>>>>,
 }
@@ -133,6 +135,7 @@ impl Bank {
                 .with_uncertain_outcome()
                 .with_provider_operation(operation)),
             "fail" => Err(Self::failure("bank.refused", ErrorCategory::Permanent)),
+            "panic" => panic!("the bank's handler has a bug"),
             _ => Ok(Receipt {
                 transfer_id: format!("tr-{}", transfer.amount),
             }),
@@ -147,6 +150,10 @@ impl Bank {
         if self.reconciliation_hangs.load(Ordering::SeqCst) {
             tokio::time::sleep(Duration::from_secs(30)).await;
         }
+        assert!(
+            !self.reconciliation_panics.load(Ordering::SeqCst),
+            "the bank's reconciliation has a bug"
+        );
         if self.still_pending.load(Ordering::SeqCst) {
             return Ok(ReconcileOutcome::Pending {
                 cursor: Some("cursor-2".into()),
@@ -1437,6 +1444,49 @@ async fn a_reconciliation_without_a_stored_deadline_is_reconciled_after_the_long
         record(&store, &id).await.status,
         TransactionProtocolStatus::Reconciled
     );
+}
+
+/// A handler that panics after its checkpoint leaves an unknown outcome (the provider may have
+/// acted); a reconcile handler that panics leaves it unknown too, to be asked again.
+#[tokio::test]
+async fn a_panic_after_the_checkpoint_or_in_reconciliation_leaves_the_outcome_unknown() {
+    let Setup {
+        bank, store, host, ..
+    } = setup();
+    let id = TransactionId::new();
+    let panicked = host
+        .invoke(
+            transfer(
+                TransactionMode::Execute,
+                Some(&id),
+                "e1",
+                json!({ "amount": 5, "behaviour": "panic" }),
+            ),
+            &ada(),
+        )
+        .await;
+    assert_host_error(
+        failure(&panicked),
+        codes::CONNECTOR_RUNTIME_FAILURE,
+        ErrorCategory::Connector,
+        false,
+        None,
+    );
+    assert_eq!(
+        record(&store, &id).await.status,
+        TransactionProtocolStatus::OutcomeUnknown
+    );
+
+    bank.reconciliation_panics.store(true, Ordering::SeqCst);
+    let asked = host.invoke(reconcile(&id, "r1"), &ada()).await;
+    assert_eq!(failure(&asked).code, codes::CONNECTOR_RUNTIME_FAILURE);
+    assert_eq!(
+        record(&store, &id).await.status,
+        TransactionProtocolStatus::OutcomeUnknown
+    );
+    bank.reconciliation_panics.store(false, Ordering::SeqCst);
+    let settled = host.invoke(reconcile(&id, "r2"), &ada()).await;
+    assert_eq!(settled.status, ActionResultStatus::Completed, "{settled:?}");
 }
 
 #[tokio::test]

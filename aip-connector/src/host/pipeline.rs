@@ -762,10 +762,10 @@ async fn validate_downstream(
         compensation: None,
     });
     let call = connector.validate(action.capability_id.as_str(), &action.input, context);
-    match tokio::time::timeout(Duration::from_millis(timeout_ms), call).await {
-        Ok(Ok(value)) => Ok(Some(value)),
-        Ok(Err(failure)) => Err(connector_error(&failure, action, redact)),
-        Err(_) => Err(failure::error(
+    match companion(action, timeout_ms, call).await? {
+        Some(Ok(value)) => Ok(Some(value)),
+        Some(Err(failure)) => Err(connector_error(&failure, action, redact)),
+        None => Err(failure::error(
             codes::SLA_TIMEOUT_EXCEEDED,
             format!("validation did not finish within {timeout_ms} ms"),
             ErrorCategory::Temporary,
@@ -807,10 +807,11 @@ async fn reconcile(
     };
     let connector = &host.connectors[hosted.connector];
     let call = connector.reconcile(action.capability_id.as_str(), request);
-    let answer = match tokio::time::timeout(Duration::from_millis(timeout_ms), call).await {
-        Ok(Ok(answer)) => answer,
-        Ok(Err(failure)) => return failure::failed(&action.id, failure.to_protocol_error()),
-        Err(_) => {
+    let answer = match companion(action, timeout_ms, call).await {
+        Ok(Some(Ok(answer))) => answer,
+        Ok(Some(Err(failure))) => return failure::failed(&action.id, failure.to_protocol_error()),
+        Err(panicked) => return failure::failed(&action.id, panicked),
+        Ok(None) => {
             return failure::failed(
                 &action.id,
                 failure::error(
@@ -841,6 +842,43 @@ async fn reconcile(
             json!({ "reconciliation_cursor": answer.cursor, "evidence": answer.evidence }),
         ),
     )
+}
+
+/// `connector.runtime_failure` for a handler (or a validation or reconcile handler) that
+/// panicked: its outcome is unknown, so not retryable, and a commit or execute is settled as an
+/// unknown outcome (§6.5). The panic hook has printed the message; it may quote data, so the
+/// error and the log line here do not.
+fn handler_panicked(action: &Action, capability_id: &str) -> ProtocolError {
+    tracing::error!(
+        action_id = %Clipped::new(action.id.as_str(), 128),
+        capability_id = %Clipped::new(capability_id, 128),
+        "the handler panicked; its outcome is unknown"
+    );
+    failure::with_details(
+        failure::error(
+            codes::CONNECTOR_RUNTIME_FAILURE,
+            "the handler panicked; its outcome is unknown",
+            ErrorCategory::Connector,
+            false,
+        ),
+        json!({ "uncertain_outcome": true }),
+    )
+}
+
+/// Runs a companion handler's future (validation, reconciliation) under `timeout_ms`, a panic
+/// of it included: `Ok(None)` when the deadline passed, `Err` with the panic's error.
+async fn companion<T>(
+    action: &Action,
+    timeout_ms: u64,
+    call: impl Future<Output = T>,
+) -> Result<Option<T>, ProtocolError> {
+    use futures_util::FutureExt as _;
+    let guarded = std::panic::AssertUnwindSafe(call).catch_unwind();
+    match tokio::time::timeout(Duration::from_millis(timeout_ms), guarded).await {
+        Ok(Ok(output)) => Ok(Some(output)),
+        Ok(Err(_)) => Err(handler_panicked(action, action.capability_id.as_str())),
+        Err(_) => Ok(None),
+    }
 }
 
 /// What the handler call ended with.
@@ -910,28 +948,10 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
         Outcome::Cancelled => cancelled(&action.id, "action cancellation requested"),
         // Retryable, so the key is released (§7.2): nobody asked for this cancellation, and
         // the caller's retry must run the action rather than replay its interruption.
-        Outcome::Panicked => {
-            // The panic hook has printed the message; it may quote data, so the result and
-            // this line do not.
-            tracing::error!(
-                action_id = %Clipped::new(action.id.as_str(), 128),
-                capability_id = %call.routed.id,
-                "the handler panicked; its outcome is unknown"
-            );
-            failure::failed(
-                &action.id,
-                failure::with_details(
-                    failure::error(
-                        codes::CONNECTOR_RUNTIME_FAILURE,
-                        "the handler panicked; its outcome is unknown",
-                        ErrorCategory::Connector,
-                        false,
-                    ),
-                    // A commit or execute is then settled as an unknown outcome (§6.5).
-                    json!({ "uncertain_outcome": true }),
-                ),
-            )
-        }
+        Outcome::Panicked => failure::failed(
+            &action.id,
+            handler_panicked(action, call.routed.id.as_str()),
+        ),
         Outcome::Abandoned => failure::failed(
             &action.id,
             failure::error(
