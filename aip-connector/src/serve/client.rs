@@ -176,7 +176,7 @@ impl AipClient {
 
     /// Runs `action` streaming: the chunks as the server sends them, through the terminal one.
     /// Dropping the stream before the terminal chunk closes the connection, and the server
-    /// cancels the action.
+    /// abandons the action (its key is released for a retry).
     pub async fn invoke_stream(&self, action: Action) -> Result<ChunkReceiver, ClientError> {
         let response = self
             .request(reqwest::Method::POST, MESSAGES_PATH)

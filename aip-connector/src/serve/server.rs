@@ -10,7 +10,8 @@
 //! Every request is authenticated by the [`Authenticator`] before its body is read; identity in
 //! the payload is never trusted. Bodies over [`ServerConfig::max_body_bytes`] are refused
 //! (`413`), a request over [`ServerConfig::request_timeout`] is answered `504` after its action
-//! is cancelled, and when [`ServerConfig::max_in_flight`] requests run, the next one gets a
+//! is abandoned (`Host::abandon_as`: cancelled, its key released for the retry), and when
+//! [`ServerConfig::max_in_flight`] requests run, the next one gets a
 //! retryable `503` at once rather than a queue. An action runs on its own task: a client that
 //! disconnects does not abort it halfway, so its result is stored and a retry with the same
 //! idempotency key replays it.
@@ -70,7 +71,8 @@ pub struct ServerConfig {
     /// after it.
     pub max_body_bytes: usize,
     /// How long the request body may take to arrive, and then how long its action may run,
-    /// before the request is answered `transport.timeout` (an action is cancelled first).
+    /// before the request is answered `transport.timeout` (an action is abandoned first:
+    /// [`Host::abandon_as`](crate::host::Host::abandon_as)).
     /// Default 90 s: above the host's 60 s default deadline, so the host's own
     /// `sla.timeout_exceeded` normally answers first. Streams are bounded by the host's
     /// deadline instead.
@@ -79,10 +81,10 @@ pub struct ServerConfig {
     pub max_in_flight: usize,
     /// The `retry_after_ms` advertised when overloaded or draining (default 1 s).
     pub retry_after: Duration,
-    /// After the shutdown signal, how long in-flight actions may run before they are cancelled
-    /// (default 30 s).
+    /// After the shutdown signal, how long in-flight actions may run before they are abandoned
+    /// (default 30 s; each is answered the retryable `action.abandoned`).
     pub drain_timeout: Duration,
-    /// After a timeout or a drain cancels an action, how long to wait for it to settle
+    /// After a timeout or a drain abandons an action, how long to wait for it to settle
     /// (default 2 s).
     pub cancel_grace: Duration,
     /// Serve `GET /aip/v1/manifest` without authentication (default `false`).
@@ -173,7 +175,7 @@ struct Shared {
     config: ServerConfig,
     permits: Arc<Semaphore>,
     draining: AtomicBool,
-    /// Fired when the drain timeout passes: in-flight actions are cancelled.
+    /// Fired when the drain timeout passes: in-flight actions are abandoned.
     drain_expired: CancellationToken,
 }
 
@@ -241,7 +243,8 @@ impl AipServer {
 
     /// Serves on `listener` until `shutdown` completes, then drains: no new connections or
     /// messages; in-flight requests and streams finish, and any still running after
-    /// [`ServerConfig::drain_timeout`] have their actions cancelled and answered `cancelled`.
+    /// [`ServerConfig::drain_timeout`] have their actions abandoned and answered
+    /// `action.abandoned` (retryable).
     /// Returns once every in-flight action has settled, and at the latest
     /// `drain_timeout + cancel_grace` after the signal (connections still open then, such as a
     /// stalled upload, are dropped).
