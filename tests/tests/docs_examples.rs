@@ -1,4 +1,5 @@
-//! The code of `docs/getting-started.md` and `docs/side-by-side.md`, compiled and run.
+//! The code of `docs/getting-started.md`, `docs/side-by-side.md` and `docs/mcp.md`, compiled and
+//! run.
 //!
 //! Every region between a `// docs:<file>#<name>` marker and the next `// docs:end` is a
 //! ```` ```rust ```` block of that doc, copied verbatim (after removing the indentation of the
@@ -84,6 +85,74 @@ mod getting_started {
         assert!(!failure.retryable);
     }
     // docs:end
+
+    /// The MCP client snippet of docs/mcp.md, against this guide's connector served over MCP.
+    #[tokio::test]
+    async fn the_mcp_client_snippet_calls_a_served_projection()
+    -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        use std::sync::Arc;
+
+        use aip_connector::host::{Host, TrustedContext};
+        use aip_connector::model::{Principal, PrincipalKind};
+        use aip_connector::serve::BearerTokens;
+        use aip_connector::serve::mcp::{McpProjection, StreamableHttpServerConfig};
+
+        let projection = McpProjection::new(Host::builder().connector(Hello).build()?)?;
+        let token = "docs-token";
+        let ada = TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "docs")
+            .with_tenant(aip_connector::VerifiedTenant::new("acme"));
+        let tokens = BearerTokens::new().with(token, ada);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}/mcp", listener.local_addr()?);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(projection.serve_http(
+            listener,
+            Arc::new(tokens),
+            StreamableHttpServerConfig::default(),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+
+        // docs:mcp.md#client
+        use rmcp::ServiceExt as _;
+        use rmcp::model::{CallToolRequestParams, RequestMetaObject};
+        use rmcp::transport::StreamableHttpClientTransport;
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        use serde_json::json;
+
+        // `url` is the projection's endpoint (`http://…/mcp`), `token` a bearer token the server's
+        // authenticator accepts.
+        let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(token);
+        let client = ().serve(StreamableHttpClientTransport::from_config(config)).await?;
+
+        // A call with an idempotency key of the client's own, in the request's `_meta`.
+        let arguments = json!({ "name": "Ada" })
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let mut call = CallToolRequestParams::new("cap_hello_greet").with_arguments(arguments);
+        let mut meta = RequestMetaObject::new();
+        meta.insert("aip/idempotency_key".to_owned(), json!("greet-ada-1"));
+        call.meta = Some(meta);
+
+        let result = client.call_tool(call).await?;
+        assert_eq!(result.is_error, Some(false));
+        assert_eq!(
+            result.structured_content,
+            Some(json!({ "text": "Hello, Ada!" }))
+        );
+        // What the host did, in the result's `_meta`: the action's id and status, and
+        // `aip/idempotent_replay` when the answer was the stored one.
+        let status = result.meta.as_ref().and_then(|meta| meta.get("aip/status"));
+        assert_eq!(status, Some(&json!("completed")));
+        client.cancel().await?;
+        // docs:end
+
+        drop(stop);
+        server.await??;
+        Ok(())
+    }
 
     /// The manifest JSON shown in the guide is the one the connector publishes.
     #[test]
@@ -420,6 +489,7 @@ fn docs_and_tests_cannot_drift() {
             "side-by-side.md",
             include_str!("../../docs/side-by-side.md"),
         ),
+        ("mcp.md", include_str!("../../docs/mcp.md")),
     ];
     for (doc, markdown) in docs {
         let expected: Vec<String> = region_names(source, doc)
