@@ -404,6 +404,17 @@ async fn client_as(served: &Served, token: &str) -> Client {
     ().serve(transport).await.unwrap()
 }
 
+/// Ends `session` with an HTTP DELETE sent with `token`.
+async fn delete_session(served: &Served, token: &str, session: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .delete(&served.url)
+        .bearer_auth(token)
+        .header("mcp-session-id", session)
+        .send()
+        .await
+        .unwrap()
+}
+
 /// A raw MCP `initialize` request, for tests that speak HTTP without the rmcp client.
 fn initialize_request() -> Value {
     json!({
@@ -1040,7 +1051,7 @@ async fn another_callers_session_is_not_found() {
             .header("mcp-session-id", &session)
             .header("accept", "application/json, text/event-stream")
     };
-    let deleted = as_ben(http.delete(&served.url)).send().await.unwrap();
+    let deleted = delete_session(&served, OTHER_TOKEN, &session).await;
     assert_eq!(deleted.status(), 404);
     let call = json!({
         "jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}
@@ -1052,13 +1063,7 @@ async fn another_callers_session_is_not_found() {
         .unwrap();
     assert_eq!(listed.status(), 404);
     // The owner's session is still there: its owner may close it.
-    let closed = http
-        .delete(&served.url)
-        .bearer_auth(TOKEN)
-        .header("mcp-session-id", &session)
-        .send()
-        .await
-        .unwrap();
+    let closed = delete_session(&served, TOKEN, &session).await;
     assert!(closed.status().is_success(), "{}", closed.status());
 }
 
@@ -1121,13 +1126,7 @@ async fn sessions_beyond_the_limit_get_503_until_one_closes() {
     assert!(!tools.is_empty());
 
     // Deleting a session frees its slot.
-    let deleted = http
-        .delete(&served.url)
-        .bearer_auth(TOKEN)
-        .header("mcp-session-id", &first)
-        .send()
-        .await
-        .unwrap();
+    let deleted = delete_session(&served, TOKEN, &first).await;
     assert!(deleted.status().is_success(), "{}", deleted.status());
     let mut admitted = None;
     for _ in 0..50 {
