@@ -12,6 +12,8 @@
 //! - [`provider_double`]: a real HTTP server on loopback that plays a provider — records
 //!   requests, counts effects per idempotency key, deduplicates (or not), injects faults and
 //!   answers operation lookups — scripted through a [`ProviderHandle`].
+//! - [`test_host`]: [`TestHost`], a host over the memory store for a connector's own tests,
+//!   with callers of a test tenant, approvers, a canary credential and the store to look into.
 //! - [`snapshot`]: a committed JSON snapshot of a connector's manifest and a drift check that
 //!   classifies every change as breaking or compatible ([`assert_manifest_snapshot!`]).
 
@@ -20,9 +22,11 @@ pub mod fixtures;
 pub mod logs;
 pub mod provider_double;
 pub mod snapshot;
+pub mod test_host;
 
 pub use provider_double::{Fault, ProviderDouble, ProviderHandle};
 pub use snapshot::{
     ChangeClass, ChangeKind, ManifestChange, SnapshotDiff, SnapshotError, SnapshotMode,
     SnapshotOutcome, diff_manifests,
 };
+pub use test_host::{TestHost, TestHostBuilder};

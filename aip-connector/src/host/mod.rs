@@ -1037,8 +1037,10 @@ impl Host {
     /// Records an approval decision by the authenticated `approver` and returns the record.
     ///
     /// The approver belongs to the tenant its transport verified, else to the deployment's
-    /// tenant, as every caller does; an authority that names the approver's tenant
-    /// (`ApproverMemberships::tenant_id`) decides instead (docs/host-runtime.md §5.3).
+    /// tenant, as every caller does: an approver of another tenant than the request's is told
+    /// the approval does not exist, whatever the authority says. Within that, an authority
+    /// that names the approver's tenant (`ApproverMemberships::tenant_id`) must name the
+    /// request's (docs/host-runtime.md §5.3).
     pub async fn record_approval_decision(
         &self,
         decision: ApprovalDecision,

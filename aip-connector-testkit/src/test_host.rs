@@ -1,0 +1,284 @@
+//! A host for a connector's own tests, with the callers, approvers and credential a test
+//! needs: [`TestHost`] is the host under test, and the handle that names callers, records
+//! approvals and reads the store.
+//!
+//! ```
+//! use aip_connector::model::{Action, ActionResultStatus};
+//! use aip_connector::prelude::*;
+//! use aip_connector_testkit::TestHost;
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! struct Greet {
+//!     name: String,
+//! }
+//!
+//! #[derive(Serialize, JsonSchema)]
+//! struct Greeting {
+//!     text: String,
+//! }
+//!
+//! struct Hello;
+//!
+//! #[connector(id = "hello")]
+//! impl Hello {
+//!     /// Greets someone by name.
+//!     #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+//!     async fn greet(&self, input: Greet) -> Result<Greeting, ConnectorFailure> {
+//!         Ok(Greeting { text: format!("Hello, {}!", input.name) })
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let test = TestHost::builder(Hello).build().expect("the connector is admitted");
+//! let action = Action::new("cap:hello:greet", serde_json::json!({ "name": "Ada" }));
+//! let result = test.invoke("user:ada", action).await;
+//! assert_eq!(result.status, ActionResultStatus::Completed);
+//! # }
+//! ```
+
+use std::sync::Arc;
+
+use aip_connector::Connector;
+use aip_connector::host::{
+    ApprovalRecord, ApproverMemberships, CredentialHandle, Deployment, ExternalAccountRef, Host,
+    HostBuildError, HostLimits, Secret, StaticApprovalAuthority, TrustedContext, VerifiedTenant,
+};
+use aip_connector::ids::ApprovalId;
+use aip_connector::model::{
+    Action, ActionResult, ApprovalDecision, Principal, PrincipalKind, ProtocolError,
+};
+use aip_connector::store::MemoryStore;
+
+/// The tenant a [`TestHost`]'s callers belong to unless [`TestHostBuilder::tenant`] names
+/// another.
+pub const TEST_TENANT: &str = "tenant-test";
+
+/// The issuer of the [`TestHost`]'s callers and of its credential.
+pub const TEST_ISSUER: &str = "aip-connector-testkit";
+
+/// The secret of the credential [`TestHostBuilder::credential`] hands out. It is a canary:
+/// a test can assert that it appears in no output, error or log line.
+pub const TEST_CREDENTIAL_SECRET: &str = "testkit-canary-secret-7d2c";
+
+/// The reason every decision [`TestHost::approve`] and [`TestHost::deny`] record carries
+/// (approval policies often require `reason` evidence).
+pub const TEST_DECISION_REASON: &str = "decided in a test";
+
+/// A [`Host`] over a [`MemoryStore`] for a connector's tests, and the handle that drives it:
+/// callers of the test tenant by principal id, approvals recorded by the approvers the builder
+/// named, and the store to look into.
+#[derive(Clone, Debug)]
+pub struct TestHost {
+    host: Host,
+    store: Arc<MemoryStore>,
+    tenant: VerifiedTenant,
+}
+
+/// Builds a [`TestHost`]; see [`TestHost::builder`].
+pub struct TestHostBuilder {
+    connectors: Vec<Arc<dyn Connector>>,
+    tenant: String,
+    approvers: Vec<(String, ApproverMemberships)>,
+    scopes: Option<Vec<String>>,
+    external_account: Option<ExternalAccountRef>,
+    limits: HostLimits,
+}
+
+impl TestHost {
+    /// A builder hosting `connector` (more with [`TestHostBuilder::connector`]), for callers
+    /// of tenant [`TEST_TENANT`], with no approver, no credential and no external account.
+    pub fn builder(connector: impl Connector) -> TestHostBuilder {
+        TestHostBuilder {
+            connectors: vec![Arc::new(connector)],
+            tenant: TEST_TENANT.to_owned(),
+            approvers: Vec::new(),
+            scopes: None,
+            external_account: None,
+            limits: HostLimits::default(),
+        }
+    }
+
+    /// The host under test.
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
+    /// The store the host keeps its idempotency, approval and transaction records in.
+    pub fn store(&self) -> &Arc<MemoryStore> {
+        &self.store
+    }
+
+    /// The tenant the callers belong to.
+    pub fn tenant(&self) -> &VerifiedTenant {
+        &self.tenant
+    }
+
+    /// A human caller `principal` of the test tenant, as an authenticator would vouch for it.
+    pub fn caller(&self, principal: &str) -> TrustedContext {
+        self.caller_in(&self.tenant.id, principal)
+    }
+
+    /// A human caller `principal` of another tenant (for isolation tests).
+    pub fn caller_in(&self, tenant: &str, principal: &str) -> TrustedContext {
+        TrustedContext::new(Principal::new(principal, PrincipalKind::Human), TEST_ISSUER)
+            .with_tenant(VerifiedTenant::new(tenant))
+    }
+
+    /// Runs `action` as [`caller(principal)`](Self::caller).
+    pub async fn invoke(&self, principal: &str, action: Action) -> ActionResult {
+        self.host.invoke(action, &self.caller(principal)).await
+    }
+
+    /// Records `approver`'s approval of `approval_id` (with the reason
+    /// [`TEST_DECISION_REASON`]), authenticated as [`caller(approver)`](Self::caller).
+    pub async fn approve(
+        &self,
+        approval_id: &ApprovalId,
+        approver: &str,
+    ) -> Result<ApprovalRecord, ProtocolError> {
+        let decision = ApprovalDecision::approve(
+            approval_id.clone(),
+            Principal::new(approver, PrincipalKind::Human),
+        );
+        self.decide(decision, approver).await
+    }
+
+    /// Records `approver`'s denial of `approval_id`, as [`approve`](Self::approve) does.
+    pub async fn deny(
+        &self,
+        approval_id: &ApprovalId,
+        approver: &str,
+    ) -> Result<ApprovalRecord, ProtocolError> {
+        let decision = ApprovalDecision::deny(
+            approval_id.clone(),
+            Principal::new(approver, PrincipalKind::Human),
+        );
+        self.decide(decision, approver).await
+    }
+
+    async fn decide(
+        &self,
+        decision: ApprovalDecision,
+        approver: &str,
+    ) -> Result<ApprovalRecord, ProtocolError> {
+        let decision = decision
+            .with_reason(TEST_DECISION_REASON)
+            .with_decision_id(format!("decision-{approver}"));
+        self.host
+            .record_approval_decision(decision, &self.caller(approver))
+            .await
+    }
+
+    /// Runs the approved action of `approval_id` once, as its requester `principal` would.
+    pub async fn resume(&self, approval_id: &ApprovalId, principal: &str) -> ActionResult {
+        self.host
+            .resume_approved(approval_id, &self.caller(principal))
+            .await
+    }
+}
+
+impl std::fmt::Debug for TestHostBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestHostBuilder")
+            .field(
+                "connectors",
+                &self
+                    .connectors
+                    .iter()
+                    .map(|c| c.definition().id.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .field("tenant", &self.tenant)
+            .field("approvers", &self.approvers)
+            .field("scopes", &self.scopes)
+            .field("external_account", &self.external_account)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TestHostBuilder {
+    /// Hosts another connector too.
+    pub fn connector(mut self, connector: impl Connector) -> Self {
+        self.connectors.push(Arc::new(connector));
+        self
+    }
+
+    /// The tenant the callers belong to (default [`TEST_TENANT`]).
+    pub fn tenant(mut self, tenant: impl Into<String>) -> Self {
+        self.tenant = tenant.into();
+        self
+    }
+
+    /// Lets `principal` decide approvals with `memberships` (the roles, groups and other
+    /// memberships the capabilities' approval selectors name); it is placed in the test tenant
+    /// unless `memberships` names another.
+    pub fn approver(mut self, principal: &str, memberships: ApproverMemberships) -> Self {
+        self.approvers.push((principal.to_owned(), memberships));
+        self
+    }
+
+    /// Hands every call a credential with `scopes` (`*` grants every scope), issued by
+    /// [`TEST_ISSUER`], bound to the test tenant, whose secret is [`TEST_CREDENTIAL_SECRET`].
+    pub fn credential<S: Into<String>>(mut self, scopes: impl IntoIterator<Item = S>) -> Self {
+        self.scopes = Some(scopes.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Acts as `account` (the partition of `external_account`-scoped keys).
+    pub fn external_account(mut self, account: ExternalAccountRef) -> Self {
+        self.external_account = Some(account);
+        self
+    }
+
+    /// The host's limits (default [`HostLimits::default`]).
+    pub fn limits(mut self, limits: HostLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Builds the host: full admission of every connector, as [`Host::builder`] does, so a
+    /// test fails here on what a deployment would refuse.
+    pub fn build(self) -> Result<TestHost, HostBuildError> {
+        let store = Arc::new(MemoryStore::default());
+        let authority = self.approvers.into_iter().fold(
+            StaticApprovalAuthority::new(),
+            |authority, (principal, memberships)| {
+                let memberships = if memberships.tenant_id.is_some() {
+                    memberships
+                } else {
+                    memberships.with_tenant(self.tenant.clone())
+                };
+                authority.with(principal.as_str(), memberships)
+            },
+        );
+        let mut deployment = Deployment::default();
+        if let Some(scopes) = self.scopes {
+            deployment = deployment.with_static_credential(
+                CredentialHandle::new(
+                    "testkit-credential",
+                    TEST_ISSUER,
+                    Secret::new(TEST_CREDENTIAL_SECRET),
+                )
+                .with_scopes(scopes)
+                .with_tenant(self.tenant.clone()),
+            );
+        }
+        if let Some(account) = self.external_account {
+            deployment = deployment.with_external_account(account);
+        }
+        let builder = self.connectors.into_iter().fold(
+            Host::builder()
+                .store(store.clone())
+                .deployment(deployment)
+                .approval_authority(authority)
+                .limits(self.limits),
+            |builder, connector| builder.shared_connector(connector),
+        );
+        Ok(TestHost {
+            host: builder.build()?,
+            store,
+            tenant: VerifiedTenant::new(self.tenant),
+        })
+    }
+}

@@ -1,0 +1,192 @@
+//! `TestHost`: a connector's approvals, credentials and tenants driven through the real host
+//! with a few lines of set-up.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use aip_connector::codes;
+use aip_connector::host::{ApproverMemberships, ExternalAccountRef, HostBuildError};
+use aip_connector::model::{Action, ActionResultStatus};
+use aip_connector::prelude::*;
+use aip_connector::store::ApprovalStatus;
+use aip_connector_testkit::TestHost;
+use aip_connector_testkit::test_host::{TEST_CREDENTIAL_SECRET, TEST_TENANT};
+use serde_json::json;
+
+#[derive(Deserialize, JsonSchema)]
+struct Payment {
+    cents: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Paid {
+    payment_id: String,
+}
+
+#[derive(Clone, Default)]
+struct Payroll {
+    payments: Arc<AtomicUsize>,
+}
+
+#[connector(id = "payroll")]
+impl Payroll {
+    /// Pays out after a finance approval by someone other than the requester.
+    #[capability(
+        risk = high,
+        side_effects = [write, financial],
+        idempotency(required, scope = tenant),
+        data(sensitivity = confidential),
+        approval(required, selector = role("finance"), evidence = [reason], separation(requester_must_differ)),
+    )]
+    async fn pay(
+        &self,
+        payment: Payment,
+        key: IdempotencyKey,
+        _approval: Approval,
+    ) -> Result<Paid, ConnectorFailure> {
+        self.payments.fetch_add(1, Ordering::SeqCst);
+        Ok(Paid {
+            payment_id: format!("pay-{}-{}", payment.cents, key.as_str()),
+        })
+    }
+
+    /// Reads the balance with the deployment's credential.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        credentials(required, scopes = ["payroll.read"]),
+    )]
+    async fn balance(
+        &self,
+        _payment: Payment,
+        credential: Credential,
+    ) -> Result<Paid, ConnectorFailure> {
+        Ok(Paid {
+            payment_id: format!("balance-for-{}", credential.id()),
+        })
+    }
+}
+
+/// A connector whose write is keyed by the external account.
+struct Ledger;
+
+#[connector(id = "ledger")]
+impl Ledger {
+    /// Posts once per key and account.
+    #[capability(
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = external_account),
+        data(sensitivity = internal),
+    )]
+    async fn post(&self, payment: Payment, key: IdempotencyKey) -> Result<Paid, ConnectorFailure> {
+        Ok(Paid {
+            payment_id: format!("{}@{}", payment.cents, key.scoped()),
+        })
+    }
+}
+
+fn finance() -> ApproverMemberships {
+    ApproverMemberships::new().with_role("finance")
+}
+
+#[tokio::test]
+async fn an_approval_is_granted_by_a_named_approver_and_resumed_once() {
+    let payroll = Payroll::default();
+    let test = TestHost::builder(payroll.clone())
+        .approver("user:alice", finance())
+        .build()
+        .unwrap();
+    let pending = test
+        .invoke(
+            "user:ada",
+            Action::new("cap:payroll:pay", json!({ "cents": 500 })).with_idempotency_key("p1"),
+        )
+        .await;
+    assert_eq!(pending.status, ActionResultStatus::PendingApproval);
+    let id = pending.approval_id().expect("the gate names its approval");
+
+    // The requester may not approve, another tenant does not see the request.
+    let own = test.approve(&id, "user:ada").await.unwrap_err();
+    assert_eq!(own.code, codes::POLICY_SEPARATION_OF_DUTIES_REQUESTER);
+    let elsewhere = test
+        .host()
+        .approval_view(&id, &test.caller_in("tenant-other", "user:alice"))
+        .await
+        .unwrap();
+    assert!(elsewhere.is_none());
+
+    let record = test.approve(&id, "user:alice").await.unwrap();
+    assert_eq!(record.status, ApprovalStatus::Approved);
+    let paid = test.resume(&id, "user:ada").await;
+    assert_eq!(paid.status, ActionResultStatus::Completed, "{paid:?}");
+    let again = test.resume(&id, "user:ada").await;
+    assert_ne!(again.status, ActionResultStatus::Completed);
+    assert_eq!(payroll.payments.load(Ordering::SeqCst), 1);
+    assert_eq!(test.tenant().id, TEST_TENANT);
+}
+
+#[tokio::test]
+async fn a_denial_closes_the_request() {
+    let test = TestHost::builder(Payroll::default())
+        .tenant("acme")
+        .approver("user:alice", finance())
+        .build()
+        .unwrap();
+    let pending = test
+        .invoke(
+            "user:ada",
+            Action::new("cap:payroll:pay", json!({ "cents": 5 })).with_idempotency_key("p1"),
+        )
+        .await;
+    let id = pending.approval_id().unwrap();
+    let record = test.deny(&id, "user:alice").await.unwrap();
+    assert_eq!(record.status, ApprovalStatus::Denied);
+    assert_eq!(record.tenant_id.as_deref(), Some("acme"));
+}
+
+#[tokio::test]
+async fn the_credential_is_handed_out_only_when_asked_for_and_never_shown() {
+    let action = || Action::new("cap:payroll:balance", json!({ "cents": 0 }));
+    let without = TestHost::builder(Payroll::default()).build().unwrap();
+    let refused = without.invoke("user:ada", action()).await;
+    assert_eq!(
+        refused.error.as_ref().map(|e| e.code.as_str()),
+        Some(codes::CREDENTIAL_MISSING)
+    );
+
+    let with = TestHost::builder(Payroll::default())
+        .credential(["payroll.read"])
+        .build()
+        .unwrap();
+    let read = with.invoke("user:ada", action()).await;
+    assert_eq!(read.status, ActionResultStatus::Completed, "{read:?}");
+    assert!(!format!("{read:?} {with:?}").contains(TEST_CREDENTIAL_SECRET));
+}
+
+#[tokio::test]
+async fn an_account_scoped_key_needs_the_account() {
+    let refused = TestHost::builder(Ledger).build().unwrap_err();
+    assert!(matches!(
+        refused,
+        HostBuildError::ExternalAccountMissing { .. }
+    ));
+    let test = TestHost::builder(Ledger)
+        .external_account(ExternalAccountRef {
+            id: "acct-1".into(),
+            system: "bank".into(),
+        })
+        .build()
+        .unwrap();
+    let posted = test
+        .invoke(
+            "user:ada",
+            Action::new("cap:ledger:post", json!({ "cents": 7 })).with_idempotency_key("k"),
+        )
+        .await;
+    assert_eq!(
+        posted.output.unwrap()["payment_id"],
+        "7@ExternalAccount:bank:acct-1:k"
+    );
+}
