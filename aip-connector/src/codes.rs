@@ -60,9 +60,10 @@ pub const ACTION_OUTPUT_SCHEMA_INVALID: &str = "action.output_schema_invalid";
 /// attempt with the key; `details {attempts, last_error}`.
 pub const ACTION_DEAD_LETTER: &str = "action.dead_letter";
 /// The transport gave up on an executing action (its request timed out, its caller went away,
-/// the server drained) and its handler was cancelled (`Host::abandon_as`). Temporary and
-/// retryable: the key is released, and a retry with it runs the action again. Not upstream's:
-/// upstream has only the `cancelled` status, whose result a duplicate replays.
+/// the server drained) and its handler was cancelled (`Host::abandon_as`). Temporary;
+/// retryable when the contract's `retry_safety` allows a retry (then the key is released, and a
+/// retry with it runs the action again), else stored like a permanent failure. Not upstream's: upstream has
+/// only the `cancelled` status, whose result a duplicate replays.
 pub const ACTION_ABANDONED: &str = "action.abandoned";
 /// The action asks for a transaction mode the contract does not declare.
 pub const TRANSACTION_MODE_UNSUPPORTED: &str = "transaction.mode_unsupported";

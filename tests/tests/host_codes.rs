@@ -156,6 +156,19 @@ impl Theatre {
         self.booked(format!("{}-{}", ticket.seat, key.as_str()))
     }
 
+    /// Writes without taking the key, so it cannot forward it: not retried once interrupted.
+    #[capability(
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+    )]
+    async fn hold_without_key(&self, ticket: Ticket) -> Result<Booked, ConnectorFailure> {
+        self.gate.started.notify_one();
+        self.gate.release.notified().await;
+        self.booked(ticket.seat)
+    }
+
     /// Panics (a handler bug).
     #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
     async fn crash(&self, ticket: Ticket) -> Result<Booked, ConnectorFailure> {
@@ -587,6 +600,39 @@ async fn an_abandoned_action_releases_its_key_for_the_retry() {
     let replayed = host.invoke(third, &caller()).await;
     assert_eq!(replayed.status, ActionResultStatus::Cancelled);
     assert_eq!(replayed.output.unwrap()["idempotent_replay"], true);
+}
+
+/// Without retry support (the handler does not take the key, so its provider cannot
+/// deduplicate a second run), an abandoned action is not retryable: its failure is stored and
+/// replayed, as a timed-out one is, and the handler never runs twice under the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_action_without_retry_support_keeps_its_key() {
+    let theatre = Theatre::default();
+    let host = host(theatre.clone());
+    let action = Action::new("cap:theatre:hold_without_key", json!({ "seat": "c1" }))
+        .with_idempotency_key("k1");
+    let started = theatre.gate.started.notified();
+    let running = tokio::spawn({
+        let host = host.clone();
+        let action = action.clone();
+        async move { host.invoke(action, &caller()).await }
+    });
+    started.await;
+    while host.abandon_as(&action.id, &caller()) != CancelOutcome::Cancelled {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let abandoned = running.await.unwrap();
+    assert_error(
+        failure(&abandoned),
+        codes::ACTION_ABANDONED,
+        ErrorCategory::Temporary,
+        false,
+        None,
+    );
+    let replayed = host.invoke(action, &caller()).await;
+    assert_eq!(failure(&replayed).code, codes::ACTION_ABANDONED);
+    assert_eq!(replayed.output.unwrap()["idempotent_replay"], true);
+    assert_eq!(theatre.executions.load(Ordering::SeqCst), 0);
 }
 
 // ---- idempotency.scope_missing ----------------------------------------------------------------

@@ -17,11 +17,12 @@
 //! 2. its approver is not the authenticated principal → `policy.approver_identity_mismatch`;
 //! 3. it is malformed (blank reason, constraint or evidence field, blank `decision_id`, or an
 //!    `expired` decision: expiry is the host clock's to decide) → `policy.approval_decision_invalid`;
-//! 4. the approver's tenant (the authority's `tenant_id`, else the context's verified tenant)
-//!    differs from the record's, or is unknown while the record has one: when the context's
-//!    verified tenant is another one → `policy.approval_not_found` (another tenant learns
-//!    nothing about the request, so this comes before every check that reads its state),
-//!    otherwise → `policy.approver_tenant_mismatch`;
+//! 4. the context's verified tenant is another one than the record's →
+//!    `policy.approval_not_found`, whatever the authority says (another tenant learns nothing
+//!    about the request, so this comes before every check that reads its state); otherwise the
+//!    approver's tenant (the authority's `tenant_id`, else the context's verified tenant)
+//!    differs from the record's, or is unknown while the record has one →
+//!    `policy.approver_tenant_mismatch`;
 //! 5. its `decision_id` was recorded before: by the same approver with the same outcome it is a
 //!    replay and the record is returned unchanged; otherwise → `policy.approval_mismatch`;
 //! 6. the request is closed → `policy.approval_not_pending`. `approved` and `denied` need a
@@ -124,7 +125,9 @@ const MATCH_BUDGET: u32 = 100_000;
 /// these, never payload values. The default (all empty) vouches for nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ApproverMemberships {
-    /// The approver's tenant, as the authority knows it (takes precedence over the transport's).
+    /// The approver's tenant, as the authority knows it. A transport that verified another
+    /// tenant than a request's still decides first (the approver is told the approval does not
+    /// exist); this places an approver the transport gave no tenant, or must agree with it.
     pub tenant_id: Option<String>,
     /// Roles held (`role` leaves).
     pub roles: BTreeSet<String>,

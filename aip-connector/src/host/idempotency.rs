@@ -211,6 +211,14 @@ pub(crate) fn replay(record: &IdempotencyRecord, action: &Action) -> ActionResul
     result
 }
 
+/// Whether something stored for `owner` (a record's or a reservation's tenant) is of the
+/// caller's `tenant`: "no tenant" matches only "no tenant". Under a key scope not partitioned by
+/// tenant, two tenants can reach one scoped key; what is stored under it is only ever answered
+/// to its own tenant.
+pub(crate) fn of_tenant(owner: Option<&str>, tenant: Option<&VerifiedTenant>) -> bool {
+    owner == tenant.map(|t| t.id.as_str())
+}
+
 /// The failure for a key another execution holds.
 ///
 /// The holder's action id is named only to a caller of the holder's tenant: under a scope that
@@ -229,8 +237,7 @@ pub(crate) fn in_progress(
         true,
     );
     error.retry_after_ms = Some(holder.expires_at_ms.saturating_sub(now).max(1));
-    let same_tenant = holder.tenant_id.as_deref() == tenant.map(|t| t.id.as_str());
-    error.details = Some(if same_tenant {
+    error.details = Some(if of_tenant(holder.tenant_id.as_deref(), tenant) {
         json!({ "owner_action_id": holder.action_id, "reservation_expires_at_ms": holder.expires_at_ms })
     } else {
         json!({ "reservation_expires_at_ms": holder.expires_at_ms })

@@ -914,11 +914,7 @@ impl Host {
     /// with that id is left running and the answer is as if it were not executing, so a caller
     /// cannot probe or disturb other callers' actions.
     pub fn cancel_as(&self, action_id: &ActionId, caller: &TrustedContext) -> CancelOutcome {
-        let owner = ActionOwner {
-            principal: caller.principal.id.clone(),
-            tenant: self.inner.tenant_of(caller).map(|t| t.id.clone()),
-        };
-        self.cancel_owned_by(action_id, Some(&owner))
+        self.cancel_owned_by(action_id, Some(&self.owner_of(caller)))
     }
 
     /// Gives up on an action on behalf of its transport: the request carrying it timed out, its
@@ -926,25 +922,35 @@ impl Host {
     /// `notifications/cancelled`), or the server is draining. Like
     /// [`cancel_as`](Self::cancel_as) for the executing action of `caller` (its handler's
     /// cancellation fires), but nobody asked for the cancellation, so its result is not the
-    /// `cancelled` that a duplicate replays: it is the retryable failure `action.abandoned`,
-    /// and the action's idempotency key is released, so the caller's retry with the same key
-    /// runs the action again (a handler forwards the key to its provider, which answers the
-    /// retry with the first attempt's outcome). A commit or execute abandoned after its
-    /// checkpoint is an unknown outcome, as a timed-out one is.
+    /// `cancelled` that a duplicate replays: it is the failure `action.abandoned`, retryable
+    /// when the contract's `retry_safety` allows a retry (a read, or a handler that takes the
+    /// key and can forward it to its provider, which answers the retry with the first attempt's
+    /// outcome), so the action's idempotency key is released and the caller's retry with the
+    /// same key runs the action again. Otherwise it is stored, as a permanent failure is. A commit or execute
+    /// abandoned after its checkpoint is an unknown outcome, as a timed-out one is.
     ///
-    /// An action that is not executing (not started yet, or finished) is left alone and
-    /// [`CancelOutcome::NotActive`] is answered: it runs to its own end, and its result is kept
-    /// under its key as usual, for the caller's retry to find. Servers built on the host call
-    /// this; [`cancel_as`](Self::cancel_as) is for a caller's explicit cancellation.
+    /// An action that is not executing (its handler not started, or not yet waiting, or
+    /// finished) is left alone and [`CancelOutcome::NotActive`] is answered; nothing is
+    /// remembered. Call again until it answers [`CancelOutcome::Cancelled`] or the action
+    /// ends, as the servers built on the host do (every 5 ms);
+    /// [`cancel_as`](Self::cancel_as) is for a caller's explicit cancellation.
     pub fn abandon_as(&self, action_id: &ActionId, caller: &TrustedContext) -> CancelOutcome {
-        let owner = ActionOwner {
-            principal: caller.principal.id.clone(),
-            tenant: self.inner.tenant_of(caller).map(|t| t.id.clone()),
-        };
-        if self.inner.active.cancel(action_id, Some(&owner), false) {
+        if self
+            .inner
+            .active
+            .cancel(action_id, Some(&self.owner_of(caller)), false)
+        {
             CancelOutcome::Cancelled
         } else {
             CancelOutcome::NotActive
+        }
+    }
+
+    /// The owner `caller` is of the actions it runs: its principal in its tenant.
+    fn owner_of(&self, caller: &TrustedContext) -> ActionOwner {
+        ActionOwner {
+            principal: caller.principal.id.clone(),
+            tenant: self.inner.tenant_of(caller).map(|t| t.id.clone()),
         }
     }
 

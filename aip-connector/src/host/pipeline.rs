@@ -100,7 +100,7 @@ pub(crate) async fn run(
 /// `result`, whether it is retryable, and whether it replays a `pending_approval`. (Read here,
 /// not in `run`: a local `run` borrowed would keep its place in `run`'s future.)
 fn classified(result: ActionResult) -> (ActionResult, bool, bool) {
-    let retryable = result.error.as_ref().and_then(|e| e.retryable) == Some(true);
+    let retryable = result.error.as_ref().is_some_and(|e| e.is_retryable());
     let pending_replay = is_pending_replay(&result);
     (result, retryable, pending_replay)
 }
@@ -418,7 +418,7 @@ async fn execute(
                     // by tenant (`principal`, `capability`, `action`, `external_account`), the
                     // same scoped key can come from two tenants, and the stored result may hold
                     // the first one's data.
-                    if record.tenant_id.as_deref() != tenant.map(|t| t.id.as_str()) {
+                    if !idempotency::of_tenant(record.tenant_id.as_deref(), tenant) {
                         return failure::failed(
                             &action.id,
                             failure::permanent(
@@ -560,7 +560,6 @@ async fn claim_resume(claim: ResumeClaim<'_>) -> Result<(), ActionResult> {
         fingerprint,
         now,
     } = claim;
-    let of_callers_tenant = |owner: Option<&str>| owner == tenant.map(|t| t.id.as_str());
     match host.store.claim_resume(approval_id, now).await {
         Ok(true) => return Ok(()),
         Ok(false) => {}
@@ -572,7 +571,7 @@ async fn claim_resume(claim: ResumeClaim<'_>) -> Result<(), ActionResult> {
             Ok(Some(record))
                 if record.action_id == action.id
                     && record.input_hash == *fingerprint
-                    && of_callers_tenant(record.tenant_id.as_deref())
+                    && idempotency::of_tenant(record.tenant_id.as_deref(), tenant)
                     && !crate::store::is_pending_approval(&record.result) =>
             {
                 return Err(idempotency::replay(&record, action));
@@ -586,7 +585,7 @@ async fn claim_resume(claim: ResumeClaim<'_>) -> Result<(), ActionResult> {
             Ok(Some(holder))
                 if holder.action_id == action.id
                     && holder.input_hash == *fingerprint
-                    && of_callers_tenant(holder.tenant_id.as_deref()) =>
+                    && idempotency::of_tenant(holder.tenant_id.as_deref(), tenant) =>
             {
                 return Err(idempotency::in_progress(action, &holder, tenant, now));
             }
@@ -657,8 +656,8 @@ async fn transactional(
             ..handler
         };
         let checkpoint = Arc::new(transaction::StoreCheckpoint::new(host, &record));
-        let (result, timed_out) = run_handler(call, handler, Some(checkpoint)).await;
-        transaction::settle(host, &record, mode, &result, timed_out).await;
+        let (result, interruption) = run_handler(call, handler, Some(checkpoint)).await;
+        transaction::settle(host, &record, mode, &result, interruption).await;
         return result;
     }
     let admitted = match transaction::admit(host, action, contract, caller, timeout_ms).await {
@@ -680,12 +679,19 @@ async fn transactional(
             handler.credential.map(|c| *c),
         )
         .await;
-        transaction::settle(host, &record, TransactionMode::Reconcile, &result, false).await;
+        transaction::settle(
+            host,
+            &record,
+            TransactionMode::Reconcile,
+            &result,
+            transaction::Interruption::None,
+        )
+        .await;
         return result;
     }
     let checkpoint = Arc::new(transaction::StoreCheckpoint::new(host, &record));
-    let (mut result, timed_out) = run_handler(call, handler, Some(checkpoint)).await;
-    if transaction::settle(host, &record, mode, &result, timed_out).await {
+    let (mut result, interruption) = run_handler(call, handler, Some(checkpoint)).await;
+    if transaction::settle(host, &record, mode, &result, interruption).await {
         transaction::name_unknown_outcome(&mut result, &record.transaction_id);
     }
     result
@@ -894,7 +900,8 @@ enum Outcome {
 }
 
 /// Steps 14 and 15: the handler, then the check of its output. Also says whether the handler
-/// timed out (a transaction settles that as an unknown outcome).
+/// timed out or was cancelled (a transaction settles either as an unknown outcome when the
+/// handler had checkpointed).
 ///
 /// Not an `async fn`: the handler is started (its context built, its input decoded) before the
 /// future is returned, so the future holds only what the wait needs, not the [`Handler`]. Every
@@ -903,12 +910,18 @@ fn run_handler<'c>(
     call: &'c Call<'c>,
     handler: Handler,
     checkpoint: Option<Arc<dyn CheckpointRecorder>>,
-) -> impl Future<Output = (ActionResult, bool)> + Send + 'c {
+) -> impl Future<Output = (ActionResult, transaction::Interruption)> + Send + 'c {
     // A combinator, not an `async` block: an `async` block would keep the dispatch future twice
     // (the captured value and the awaited copy).
     dispatch(call, handler, checkpoint).map(move |outcome| {
-        let timed_out = matches!(outcome, Outcome::TimedOut);
-        (settle_outcome(call, outcome), timed_out)
+        let interruption = match outcome {
+            Outcome::TimedOut => transaction::Interruption::TimedOut,
+            Outcome::Cancelled | Outcome::Abandoned => transaction::Interruption::Cancelled,
+            Outcome::Completed(_) | Outcome::Failed(_) | Outcome::Panicked => {
+                transaction::Interruption::None
+            }
+        };
+        (settle_outcome(call, outcome), interruption)
     })
 }
 
@@ -952,15 +965,23 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
             &action.id,
             handler_panicked(action, call.routed.id.as_str()),
         ),
-        Outcome::Abandoned => failure::failed(
-            &action.id,
-            failure::error(
-                codes::ACTION_ABANDONED,
-                "the transport gave up on the action (its request timed out, or its caller went away), and its handler was cancelled; a retry with the same idempotency key runs it again",
-                ErrorCategory::Temporary,
-                true,
-            ),
-        ),
+        // Nobody asked for this cancellation: when the contract says a retry is safe (a read,
+        // or a handler that takes the key and can forward it), the failure is retryable, so
+        // the key is released and the caller's retry runs the action rather than replaying
+        // its interruption (§7.2). Otherwise it is stored: running it again under the same key
+        // could do twice what the first run may have done.
+        Outcome::Abandoned => {
+            let retryable = contract.is_some_and(|c| c.execution.retry_safety.allows_retry());
+            failure::failed(
+                &action.id,
+                failure::error(
+                    codes::ACTION_ABANDONED,
+                    "the transport gave up on the action (its request timed out, or its caller went away), and its handler was cancelled",
+                    ErrorCategory::Temporary,
+                    retryable,
+                ),
+            )
+        }
     }
 }
 
@@ -1063,9 +1084,6 @@ impl Future for Supervised<'_> {
     ) -> std::task::Poll<Outcome> {
         use std::task::Poll;
         let this = &mut *self;
-        if this.panicked {
-            return Poll::Ready(Outcome::Panicked);
-        }
         let signal = &this.context.cancellation;
         let interrupted = || {
             if signal.was_requested() {
@@ -1087,6 +1105,11 @@ impl Future for Supervised<'_> {
             {
                 return Poll::Ready(Outcome::Cancelled);
             }
+        }
+        // After the remembered cancellation is consumed: a handler that panicked while starting
+        // must not leave it behind for a later action with the same id.
+        if this.panicked {
+            return Poll::Ready(Outcome::Panicked);
         }
         let Some(running) = this.running.as_mut() else {
             // Only `drop` takes the handler.
@@ -1188,11 +1211,7 @@ impl Settlement<'_> {
     fn settle(mut self, result: ActionResult) -> impl Future<Output = ActionResult> + Send {
         let store = &self.host.store;
         let reservation = self.reservation.take();
-        let retryable = result
-            .error
-            .as_ref()
-            .and_then(|e| e.retryable)
-            .unwrap_or(false);
+        let retryable = result.error.as_ref().is_some_and(|e| e.is_retryable());
         // Boxed, so the boxed settlement stays on the allocator's fast path (see the test).
         let record = reservation.as_ref().map(|reservation| {
             Box::new(if retryable {
@@ -2106,7 +2125,7 @@ async fn refresh_pending_replay(
     };
     let error = match approval::expire_if_due(host.store.as_ref(), &approval_id, now).await {
         Ok(Some(record))
-            if record.tenant_id.as_deref() != host.tenant_of(caller).map(|t| t.id.as_str()) =>
+            if !idempotency::of_tenant(record.tenant_id.as_deref(), host.tenant_of(caller)) =>
         {
             return replayed;
         }

@@ -88,7 +88,7 @@ fn compensation_may_run_again(existing: &TransactionRecord) -> bool {
     existing.status == Status::Failed
         && existing.provider_operation.is_none()
         && existing.reconcile_after_ms.is_none()
-        && existing.error.as_ref().and_then(|e| e.retryable) == Some(true)
+        && existing.error.as_ref().is_some_and(|e| e.is_retryable())
 }
 
 /// `transaction.compensation_already_claimed` for the target of `existing`.
@@ -655,7 +655,7 @@ fn partial_side_effects(error: Option<&ProtocolError>) -> bool {
             .flatten()
             .any(|d| d.get(name).and_then(Value::as_bool) == Some(true))
     };
-    error.is_some_and(|e| e.retryable != Some(true))
+    error.is_some_and(|e| !e.is_retryable())
         && flag("side_effects_committed")
         && flag("compensation_required")
 }
@@ -926,7 +926,7 @@ async fn execute_gate(
                 && record.provider_operation.is_none()
                 && record.reconciliation_cursor.is_none()
                 && record.reconcile_after_ms.is_none()
-                && record.error.as_ref().and_then(|e| e.retryable) == Some(true);
+                && record.error.as_ref().is_some_and(|e| e.is_retryable());
             if safely_retryable {
                 let mut reopen = Transition::new(&[Status::Failed], Status::Prepared);
                 reopen.reconcile_after_ms = Some(over_at);
@@ -1024,6 +1024,17 @@ fn reconciliation_required(record: &TransactionRecord) -> ProtocolError {
     )
 }
 
+/// How a handler's run ended, besides its result: settling a transaction reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Interruption {
+    /// The handler answered (or panicked).
+    None,
+    /// Its deadline passed.
+    TimedOut,
+    /// It was cancelled, or abandoned by its transport.
+    Cancelled,
+}
+
 /// Settles the record of an admitted commit/execute/reconcile with the action's result. Says
 /// whether the transaction now has an unknown outcome (the caller names it in the result, see
 /// [`name_unknown_outcome`]).
@@ -1032,7 +1043,7 @@ pub(crate) async fn settle(
     admitted: &TransactionRecord,
     mode: TransactionMode,
     result: &ActionResult,
-    timed_out: bool,
+    interruption: Interruption,
 ) -> bool {
     // Reread: a checkpoint may have moved the revision while the handler ran.
     let record = match host.store.transaction(&admitted.transaction_id).await {
@@ -1047,14 +1058,10 @@ pub(crate) async fn settle(
     // A commit or execute cancelled (or abandoned by its transport) after its handler
     // checkpointed a provider operation may have reached the provider: that is an unknown
     // outcome too, to be reconciled.
-    let interrupted = result.status == ActionResultStatus::Cancelled
-        || error
-            .as_ref()
-            .is_some_and(|e| e.code == codes::ACTION_ABANDONED);
-    let cancelled_after_checkpoint = interrupted
+    let cancelled_after_checkpoint = interruption == Interruption::Cancelled
         && record.provider_operation.is_some()
         && matches!(mode, TransactionMode::Commit | TransactionMode::Execute);
-    let uncertain = timed_out
+    let uncertain = interruption == Interruption::TimedOut
         || cancelled_after_checkpoint
         || error
             .as_ref()

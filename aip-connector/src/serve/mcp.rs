@@ -504,12 +504,11 @@ impl McpProjection {
             result = &mut invocation => result,
             () = context.ct.cancelled() => {
                 // `notifications/cancelled`, a closed session or a dropped HTTP request: the
-                // client is no longer waiting for this call. The host abandons the executing
-                // handler (`action.abandoned`, retryable, its key released) rather than storing
-                // a `cancelled` that the same call (same arguments, so the same derived key)
-                // would replay for the key's TTL; an action not executing yet runs to its end.
-                host.abandon_as(&action_id, &caller);
-                invocation.await
+                // client is no longer waiting for this call. The host abandons the handler once
+                // it runs (`action.abandoned`, its key released when the contract says a retry
+                // is safe) rather than storing a `cancelled` that the same call (same arguments,
+                // so the same derived key) would replay for the key's TTL.
+                super::abandon_once_running(host, &action_id, &caller, &mut invocation).await
             }
         };
         Ok(project_result(tool, result))

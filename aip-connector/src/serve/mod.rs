@@ -31,3 +31,32 @@ pub use tokio_util::sync::CancellationToken;
 pub(crate) use crate::host::failure::classified as error;
 pub use client::{AipClient, CancelReply, ChunkReceiver, ClientError};
 pub use server::{AipServer, ServerConfig};
+
+/// How often [`abandon_once_running`] tries again while the action is not executing yet.
+const ABANDON_RETRY: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// Abandons `action_id` ([`Host::abandon_as`](crate::host::Host::abandon_as)) once it executes,
+/// then waits for `running`, the future that runs it, and returns its output.
+///
+/// `abandon_as` reaches only an action whose handler is registered for cancellation, which
+/// happens when its first poll leaves it waiting: an action still in the pipeline's earlier
+/// stages, or in that first poll, is not found. Rather than remember the abandonment (a
+/// remembered one would outlive an action that never reaches its handler and hit the client's
+/// retry of the same action id), this tries again every few milliseconds until it lands or
+/// `running` ends on its own.
+pub(crate) async fn abandon_once_running<F: std::future::Future + Unpin>(
+    host: &crate::host::Host,
+    action_id: &aip_connector_core::ids::ActionId,
+    caller: &crate::host::TrustedContext,
+    running: &mut F,
+) -> F::Output {
+    loop {
+        if host.abandon_as(action_id, caller) == crate::host::CancelOutcome::Cancelled {
+            return running.await;
+        }
+        tokio::select! {
+            output = &mut *running => return output,
+            () = tokio::time::sleep(ABANDON_RETRY) => {}
+        }
+    }
+}

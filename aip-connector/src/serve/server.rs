@@ -797,13 +797,12 @@ async fn run_bounded<T: Send + 'static>(
     tokio::select! {
         outcome = &mut handle => joined(outcome),
         () = tokio::time::sleep(shared.config.request_timeout) => {
-            shared.host.abandon_as(action_id, caller);
-            let _ = tokio::time::timeout(shared.config.cancel_grace, handle).await;
-            Err(timed_out(shared, "the action did not finish; it was cancelled"))
+            let abandoned = super::abandon_once_running(&shared.host, action_id, caller, &mut handle);
+            let _ = tokio::time::timeout(shared.config.cancel_grace, abandoned).await;
+            Err(timed_out(shared, "the action did not finish; it was abandoned"))
         }
         () = shared.drain_expired.cancelled() => {
-            shared.host.abandon_as(action_id, caller);
-            joined(handle.await)
+            joined(super::abandon_once_running(&shared.host, action_id, caller, &mut handle).await)
         }
     }
 }
