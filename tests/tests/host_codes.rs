@@ -89,6 +89,55 @@ impl AccountLookup {
     }
 }
 
+/// A string that panics when it decodes `"boom"`: a bug in an input type's `Deserialize`.
+#[derive(JsonSchema)]
+struct Trap(#[allow(dead_code, reason = "decoded, never read")] String);
+
+impl<'de> Deserialize<'de> for Trap {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        assert_ne!(text, "boom", "the input type's decoding has a bug");
+        Ok(Trap(text))
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Probe {
+    value: Trap,
+}
+
+/// A connector whose previews run a validation handler.
+struct Lab;
+
+#[connector(id = "lab")]
+impl Lab {
+    /// Previews through a validation handler, then commits a plan.
+    #[capability(
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+        transaction(modes = [dry_run, plan, commit], fidelity = downstream_validation),
+        validate = Self::check,
+    )]
+    async fn change(
+        &self,
+        _probe: Probe,
+        _key: IdempotencyKey,
+        _checkpoint: Checkpoint,
+    ) -> Result<Booked, ConnectorFailure> {
+        Ok(Booked {
+            booking_id: "changed".into(),
+        })
+    }
+
+    async fn check(&self, _probe: Probe) -> Result<Booked, ConnectorFailure> {
+        Ok(Booked {
+            booking_id: "would change".into(),
+        })
+    }
+}
+
 /// Holds a handler in flight: it says it started, then waits until the test releases it.
 #[derive(Clone, Default)]
 struct Gate {
@@ -518,6 +567,24 @@ async fn a_panicking_handler_is_a_runtime_failure_and_its_stream_ends() {
     let result: ActionResult =
         serde_json::from_value(chunks[1].data.clone().expect("terminal data")).unwrap();
     expect_panic(&result);
+}
+
+/// A validation handler that panics while its input is decoded (generated code decodes it
+/// before returning the handler's future) is a runtime failure too, and the key is settled:
+/// a resend replays it instead of finding the key held until its lease ends.
+#[tokio::test]
+async fn a_validation_handler_that_panics_while_starting_settles_its_key() {
+    let host = host(Lab);
+    let preview = || {
+        Action::new("cap:lab:change", json!({ "value": "boom" }))
+            .with_idempotency_key("k1")
+            .with_transaction(ActionTransaction::new(TransactionMode::DryRun))
+    };
+    let first = host.invoke(preview(), &caller()).await;
+    assert_eq!(failure(&first).code, codes::CONNECTOR_RUNTIME_FAILURE);
+    let again = host.invoke(preview(), &caller()).await;
+    assert_eq!(failure(&again).code, codes::CONNECTOR_RUNTIME_FAILURE);
+    assert_eq!(again.output.unwrap()["idempotent_replay"], true);
 }
 
 // ---- action.abandoned --------------------------------------------------------------------------

@@ -333,6 +333,23 @@ async fn a_namesake_in_another_tenant_cannot_decide_the_request() {
         .expect_err("another tenant's namesake is refused");
     assert_refusal(&error, codes::POLICY_APPROVAL_NOT_FOUND, &id);
     assert_eq!(status(&host, &id).await, ApprovalStatus::Pending);
+    // Nor does a decision another tenant's caller could only get wrong on a real request
+    // (naming someone else as approver, or malformed) tell that the request exists.
+    let mallory = TrustedContext::new(Principal::new("user:mallory", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant {
+            id: "t2".into(),
+            system: None,
+        });
+    for probe in [
+        decision(&id, "user:alice", ApprovalDecisionKind::Approved),
+        decision(&id, "user:mallory", ApprovalDecisionKind::Expired),
+    ] {
+        let error = host
+            .record_approval_decision(probe, &mallory)
+            .await
+            .expect_err("refused");
+        assert_refusal(&error, codes::POLICY_APPROVAL_NOT_FOUND, &id);
+    }
     // The real Alice, in `t1`, may.
     let approved = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
     assert_eq!(accepted(&host, approved).await, ApprovalStatus::Approved);

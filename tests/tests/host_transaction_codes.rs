@@ -891,7 +891,24 @@ async fn reexecuting_an_unknown_outcome_is_reconciliation_required() {
     assert_eq!(unknown.status, TransactionProtocolStatus::OutcomeUnknown);
     assert_eq!(unknown.reconcile_after_ms, Some(START + 2_000));
 
-    let mut again = transfer(TransactionMode::Execute, Some(&id), "e1", input);
+    // The unknown outcome is kept under the key, not retryable: the exact resend replays it
+    // (naming the transaction), and so does a resend without the transaction id, which would
+    // otherwise start a second transaction (an MCP tool call's shape).
+    let mut exact = transfer(TransactionMode::Execute, Some(&id), "e1", input.clone());
+    exact.id = action_id.clone();
+    let mut without_id = transfer(TransactionMode::Execute, None, "e1", input.clone());
+    without_id.id = action_id.clone();
+    for resend in [exact, without_id] {
+        let replayed = host.invoke(resend, &ada()).await;
+        let error = failure(&replayed);
+        assert_eq!(error.code, "bank.reset");
+        assert_eq!(error.retryable, Some(false));
+        assert_eq!(error.details.as_ref().unwrap()["transaction_id"], json!(id));
+        assert_eq!(replayed.output.unwrap()["idempotent_replay"], true);
+    }
+
+    // The same action under another key, naming the transaction: reconcile first.
+    let mut again = transfer(TransactionMode::Execute, Some(&id), "e2", input);
     again.id = action_id;
     let refused = host.invoke(again, &ada()).await;
     assert_policy(&refused, codes::TRANSACTION_RECONCILIATION_REQUIRED);

@@ -290,8 +290,14 @@ async fn an_unknown_outcome_is_refused_until_reconciled_and_never_becomes_commit
         "the checkpoint was durable before the provider call"
     );
 
-    // A blind re-execution of the same action is refused.
-    let mut again = execute("exec-1");
+    // Resent under its key, the unknown outcome is replayed (not retryable, so it was kept).
+    let mut resent = execute("exec-1");
+    resent.id = first_id.clone();
+    let replayed = host.invoke(resent, &caller()).await;
+    assert_eq!(replayed.error.as_ref().unwrap().code, "cal.reset");
+    assert_eq!(replayed.output.unwrap()["idempotent_replay"], true);
+    // A blind re-execution of the same action under another key is refused.
+    let mut again = execute("exec-2");
     again.id = first_id;
     let refused = host.invoke(again, &caller()).await;
     let refusal = refused.error.unwrap();

@@ -13,14 +13,14 @@
 //! Every refusal is a `policy` error, not retryable, with source
 //! `{"component":"aip-connector.approval"}` and `details.approval_id`:
 //!
+//! 0. the context's verified tenant is another one than the record's →
+//!    `policy.approval_not_found`, whatever the authority says: another tenant learns nothing
+//!    about the request, not even that it exists, so this comes before every other check;
 //! 1. the decision names another approval id → `policy.approval_mismatch`;
 //! 2. its approver is not the authenticated principal → `policy.approver_identity_mismatch`;
 //! 3. it is malformed (blank reason, constraint or evidence field, blank `decision_id`, or an
 //!    `expired` decision: expiry is the host clock's to decide) → `policy.approval_decision_invalid`;
-//! 4. the context's verified tenant is another one than the record's →
-//!    `policy.approval_not_found`, whatever the authority says (another tenant learns nothing
-//!    about the request, so this comes before every check that reads its state); otherwise the
-//!    approver's tenant (the authority's `tenant_id`, else the context's verified tenant)
+//! 4. the approver's tenant (the authority's `tenant_id`, else the context's verified tenant)
 //!    differs from the record's, or is unknown while the record has one →
 //!    `policy.approver_tenant_mismatch`;
 //! 5. its `decision_id` was recorded before: by the same approver with the same outcome it is a
@@ -319,11 +319,12 @@ pub(crate) fn apply_decision(
     memberships: &ApproverMemberships,
     now: Millis,
 ) -> Result<ApprovalRecord, ProtocolError> {
+    // Before anything else: another tenant's approver learns nothing about the request, not
+    // even that it exists (a check that only a real request reaches would tell it).
+    check_transport_tenant(record, approver)?;
     check_names_record(record, &decision)?;
     check_approver_identity(record, &decision, approver)?;
     check_well_formed(record, &decision)?;
-    // Before anything that reads the record's state: another tenant's approver learns nothing
-    // about it, not even that it exists.
     check_tenant(record, approver, memberships)?;
     if is_replay(record, &decision)? {
         return Ok(record.clone());
@@ -680,11 +681,29 @@ fn check_policy_hash(
     }
 }
 
-/// A request of one tenant is decided only by that tenant's approvers. An approver whose
-/// transport verified another tenant is told the approval does not exist, as every read of
-/// another tenant's approval is (docs/serving.md): an existence or state oracle across tenants
-/// would leak. One in the request's tenant (or in none) whom the authority places in another
-/// tenant is told so: `policy.approver_tenant_mismatch`.
+/// An approver whose transport verified another tenant than the request's is told the approval
+/// does not exist, as every read of another tenant's approval is (docs/serving.md): an
+/// existence or state oracle across tenants would leak. The transport's word comes first,
+/// whatever the authority says: an authority that looks principals up by id alone would
+/// otherwise place another tenant's `user:alice` in this one, and let them decide its requests.
+fn check_transport_tenant(
+    record: &ApprovalRecord,
+    approver: &TrustedContext,
+) -> Result<(), ProtocolError> {
+    match (record.tenant_id.as_deref(), approver.tenant.as_ref()) {
+        (Some(required), Some(tenant)) if tenant.id != required => Err(refusal(
+            &record.approval_id,
+            codes::POLICY_APPROVAL_NOT_FOUND,
+            "no approval with this id",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A request of one tenant is decided only by that tenant's approvers: one in the request's
+/// tenant (or in none) whom the authority places in another tenant, or in none while the
+/// request has one, is told so: `policy.approver_tenant_mismatch`. (An approver whose
+/// transport verified another tenant was refused first, by [`check_transport_tenant`].)
 fn check_tenant(
     record: &ApprovalRecord,
     approver: &TrustedContext,
@@ -694,16 +713,6 @@ fn check_tenant(
         return Ok(());
     };
     let transport_tenant = approver.tenant.as_ref().map(|tenant| tenant.id.as_str());
-    // The transport's word comes first, whatever the authority says: an authority that looks
-    // principals up by id alone would otherwise place another tenant's `user:alice` in this
-    // one, and let them decide (and read) its requests.
-    if transport_tenant.is_some_and(|tenant| tenant != required) {
-        return Err(refusal(
-            &record.approval_id,
-            codes::POLICY_APPROVAL_NOT_FOUND,
-            "no approval with this id",
-        ));
-    }
     let approver_tenant = memberships.tenant_id.as_deref().or(transport_tenant);
     if approver_tenant == Some(required) {
         return Ok(());

@@ -767,8 +767,8 @@ async fn validate_downstream(
         approval: None,
         compensation: None,
     });
-    let call = connector.validate(action.capability_id.as_str(), &action.input, context);
-    match companion(action, timeout_ms, call).await? {
+    let start = || connector.validate(action.capability_id.as_str(), &action.input, context);
+    match companion(action, timeout_ms, start).await? {
         Some(Ok(value)) => Ok(Some(value)),
         Some(Err(failure)) => Err(connector_error(&failure, action, redact)),
         None => Err(failure::error(
@@ -812,8 +812,8 @@ async fn reconcile(
         credential,
     };
     let connector = &host.connectors[hosted.connector];
-    let call = connector.reconcile(action.capability_id.as_str(), request);
-    let answer = match companion(action, timeout_ms, call).await {
+    let start = || connector.reconcile(action.capability_id.as_str(), request);
+    let answer = match companion(action, timeout_ms, start).await {
         Ok(Some(Ok(answer))) => answer,
         Ok(Some(Err(failure))) => return failure::failed(&action.id, failure.to_protocol_error()),
         Err(panicked) => return failure::failed(&action.id, panicked),
@@ -871,14 +871,17 @@ fn handler_panicked(action: &Action, capability_id: &str) -> ProtocolError {
     )
 }
 
-/// Runs a companion handler's future (validation, reconciliation) under `timeout_ms`, a panic
-/// of it included: `Ok(None)` when the deadline passed, `Err` with the panic's error.
-async fn companion<T>(
+/// Starts a companion handler (validation, reconciliation) and runs its future under
+/// `timeout_ms`, a panic of either included (generated code decodes the input while starting):
+/// `Ok(None)` when the deadline passed, `Err` with the panic's error.
+async fn companion<T, F: Future<Output = T>>(
     action: &Action,
     timeout_ms: u64,
-    call: impl Future<Output = T>,
+    start: impl FnOnce() -> F,
 ) -> Result<Option<T>, ProtocolError> {
     use futures_util::FutureExt as _;
+    let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(start))
+        .map_err(|_| handler_panicked(action, action.capability_id.as_str()))?;
     let guarded = std::panic::AssertUnwindSafe(call).catch_unwind();
     match tokio::time::timeout(Duration::from_millis(timeout_ms), guarded).await {
         Ok(Ok(output)) => Ok(Some(output)),

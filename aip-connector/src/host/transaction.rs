@@ -1151,6 +1151,12 @@ pub(crate) fn name_unknown_outcome(result: &mut ActionResult, transaction_id: &T
         }
         return;
     };
+    // Whatever the handler said, sending the same request again is not the next step: the
+    // transaction must be reconciled first. Not retryable, so the key keeps this answer and a
+    // resend under it replays it (naming the transaction) instead of starting a new
+    // transaction that could do the same thing twice.
+    error.retryable = Some(false);
+    error.retry_after_ms = None;
     let details = error.details.get_or_insert_with(|| json!({}));
     if let Some(details) = details.as_object_mut() {
         details
