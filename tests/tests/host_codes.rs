@@ -103,6 +103,7 @@ impl<'de> Deserialize<'de> for Trap {
 
 #[derive(Deserialize, JsonSchema)]
 struct Probe {
+    #[allow(dead_code, reason = "decoded, never read")]
     value: Trap,
 }
 
