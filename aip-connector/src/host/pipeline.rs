@@ -962,8 +962,6 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
             )
         }
         Outcome::Cancelled => cancelled(&action.id, "action cancellation requested"),
-        // Retryable, so the key is released (§7.2): nobody asked for this cancellation, and
-        // the caller's retry must run the action rather than replay its interruption.
         Outcome::Panicked => failure::failed(
             &action.id,
             handler_panicked(action, call.routed.id.as_str()),

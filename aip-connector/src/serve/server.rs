@@ -10,9 +10,9 @@
 //! Every request is authenticated by the [`Authenticator`] before its body is read; identity in
 //! the payload is never trusted. Bodies over [`ServerConfig::max_body_bytes`] are refused
 //! (`413`), a request over [`ServerConfig::request_timeout`] is answered `504` after its action
-//! is abandoned (`Host::abandon_as`: cancelled, its key released for the retry), and when
-//! [`ServerConfig::max_in_flight`] requests run, the next one gets a
-//! retryable `503` at once rather than a queue. An action runs on its own task: a client that
+//! is abandoned (`Host::abandon_as`: cancelled, its key released for the retry when its
+//! contract says a retry is safe), and when [`ServerConfig::max_in_flight`] requests run, the
+//! next one gets a retryable `503` at once rather than a queue. An action runs on its own task: a client that
 //! disconnects does not abort it halfway, so its result is stored and a retry with the same
 //! idempotency key replays it.
 
@@ -82,7 +82,7 @@ pub struct ServerConfig {
     /// The `retry_after_ms` advertised when overloaded or draining (default 1 s).
     pub retry_after: Duration,
     /// After the shutdown signal, how long in-flight actions may run before they are abandoned
-    /// (default 30 s; each is answered the retryable `action.abandoned`).
+    /// (default 30 s; each is answered `action.abandoned`).
     pub drain_timeout: Duration,
     /// After a timeout or a drain abandons an action, how long to wait for it to settle
     /// (default 2 s).
@@ -244,7 +244,7 @@ impl AipServer {
     /// Serves on `listener` until `shutdown` completes, then drains: no new connections or
     /// messages; in-flight requests and streams finish, and any still running after
     /// [`ServerConfig::drain_timeout`] have their actions abandoned and answered
-    /// `action.abandoned` (retryable).
+    /// `action.abandoned`.
     /// Returns once every in-flight action has settled, and at the latest
     /// `drain_timeout + cancel_grace` after the signal (connections still open then, such as a
     /// stalled upload, are dropped).
