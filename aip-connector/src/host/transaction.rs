@@ -717,6 +717,11 @@ async fn apply(
     }
 }
 
+/// Whether `caller` is the principal (id and kind) that made `plan`.
+fn planned_by(plan: &TransactionPlan, caller: &TrustedContext) -> bool {
+    plan.planned_by.id == caller.principal.id && plan.planned_by.kind == caller.principal.kind
+}
+
 /// Every check of "what a planned commit rechecks", then the atomic claim.
 async fn commit_plan(
     host: &HostInner,
@@ -756,10 +761,10 @@ async fn commit_plan(
         // what it needs is a `reconcile`, as an `execute` retried in that state is told. Anyone
         // else learns only that the plan was claimed.
         Status::OutcomeUnknown | Status::Reconciling
-            if record.plan.as_ref().is_some_and(|plan| {
-                plan.planned_by.id == caller.principal.id
-                    && plan.planned_by.kind == caller.principal.kind
-            }) =>
+            if record
+                .plan
+                .as_ref()
+                .is_some_and(|plan| planned_by(plan, caller)) =>
         {
             return Err(reconciliation_required(&record));
         }
@@ -787,7 +792,7 @@ async fn commit_plan(
             "the plan record has no plan",
         )
     })?;
-    if plan.planned_by.id != caller.principal.id || plan.planned_by.kind != caller.principal.kind {
+    if !planned_by(plan, caller) {
         return Err(policy(
             codes::TRANSACTION_PLAN_PRINCIPAL_MISMATCH,
             "only the principal that planned may commit",
