@@ -1357,3 +1357,90 @@ async fn a_credential_provider_resolves_one_credential_per_tenant() {
     let refused = host.invoke(lookup(), &in_tenant("globex")).await;
     assert_eq!(code(&refused), codes::CREDENTIAL_MISSING, "{refused:?}");
 }
+
+/// A keyed write whose output is a list, and one whose output type denies unknown fields.
+#[derive(Clone, Default)]
+struct Labels {
+    executions: Arc<AtomicUsize>,
+}
+
+#[derive(Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Labelled {
+    labels: Vec<String>,
+}
+
+#[connector(id = "labels")]
+impl Labels {
+    /// Adds a label and answers every label the item now has.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+    )]
+    async fn add(
+        &self,
+        order: Order,
+        _key: IdempotencyKey,
+    ) -> Result<Vec<String>, ConnectorFailure> {
+        let n = self.executions.fetch_add(1, Ordering::SeqCst);
+        Ok(vec![order.item, format!("run-{n}")])
+    }
+
+    /// The same, answered as a closed object.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+    )]
+    async fn add_closed(
+        &self,
+        order: Order,
+        _key: IdempotencyKey,
+    ) -> Result<Labelled, ConnectorFailure> {
+        let n = self.executions.fetch_add(1, Ordering::SeqCst);
+        Ok(Labelled {
+            labels: vec![order.item, format!("run-{n}")],
+        })
+    }
+}
+
+/// A replay gives the first answer back whatever its shape: upstream replaces an output that is
+/// not an object by the bare marker, so a client that lost the first answer lost it for good.
+#[tokio::test]
+async fn a_replay_keeps_an_output_that_is_not_an_object() {
+    let labels = Labels::default();
+    let host = aip_connector_testkit::TestHost::builder(labels.clone())
+        .build()
+        .unwrap();
+    let action =
+        || Action::new("cap:labels:add", json!({"item": "urgent"})).with_idempotency_key("k");
+    let first = host.invoke("ana", action()).await;
+    let replay = host.invoke("ana", action()).await;
+    assert_eq!(labels.executions.load(Ordering::SeqCst), 1);
+    assert!(!first.is_idempotent_replay());
+    assert!(replay.is_idempotent_replay());
+    assert_eq!(
+        replay.output,
+        Some(json!({"idempotent_replay": true, "original_output": ["urgent", "run-0"]}))
+    );
+    assert_eq!(
+        replay.output_as::<Vec<String>>().unwrap(),
+        first.output_as::<Vec<String>>().unwrap()
+    );
+
+    // A closed output type decodes the replay as it decoded the first answer.
+    let action =
+        || Action::new("cap:labels:add_closed", json!({"item": "vip"})).with_idempotency_key("c");
+    let first = host
+        .invoke("ana", action())
+        .await
+        .output_as::<Labelled>()
+        .unwrap();
+    let replay = host.invoke("ana", action()).await;
+    assert!(replay.is_idempotent_replay());
+    assert_eq!(replay.output_as::<Labelled>().unwrap(), first);
+    assert_eq!(labels.executions.load(Ordering::SeqCst), 2);
+}

@@ -45,8 +45,9 @@ pub use manifest::{
 };
 pub use principal::{DelegatedAuthorityGrant, ExternalRef, Principal, PrincipalKind};
 pub use result::{
-    Ack, AckStatus, ActionLifecycleState, ActionResult, ActionResultStatus, MessagePart,
-    ReceiptRef, StreamChunk, StreamChunkKind, Usage,
+    Ack, AckStatus, ActionLifecycleState, ActionResult, ActionResultStatus, IDEMPOTENT_REPLAY,
+    MessagePart, ORIGINAL_OUTPUT, OutputError, ReceiptRef, StreamChunk, StreamChunkKind, Usage,
+    unmark_idempotent_replay,
 };
 pub use support::CapabilityImplementationSupport;
 pub use transaction::{

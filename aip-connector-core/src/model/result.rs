@@ -1,7 +1,8 @@
 //! `ActionResult`, message parts, stream chunks and acknowledgements (`aip-model.md` §4.2).
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::ProtocolError;
 use crate::ids::{ActionId, ApprovalId, ReceiptId};
@@ -81,6 +82,166 @@ impl ActionResult {
         let id = self.output.as_ref()?.get("approval_id")?.as_str()?;
         ApprovalId::parse(id).ok()
     }
+}
+
+/// The field a host adds to the `output` of a replayed result, set to `true`
+/// (`aip-runtime.md` §2.4): the result was stored under the action's idempotency key by an
+/// earlier execution and answered again without running the handler.
+pub const IDEMPOTENT_REPLAY: &str = "idempotent_replay";
+
+/// Where a replay keeps an output that cannot carry [`IDEMPOTENT_REPLAY`] itself.
+///
+/// Upstream replaces an output that is not an object (a list, a string, a number) by
+/// `{"idempotent_replay": true}`, so a client that lost the first answer can never get it
+/// back. Our host keeps it: `{"idempotent_replay": true, "original_output": <the output>}`. An
+/// object whose only keys are `original_output` (and `idempotent_replay`) is wrapped the same
+/// way, so the two forms cannot be mistaken for each other.
+/// [`ActionResult::original_output`] undoes either form.
+pub const ORIGINAL_OUTPUT: &str = "original_output";
+
+impl ActionResult {
+    /// Marks this result as a replay of a stored one (what a host does before answering a
+    /// duplicate with it): an object output gets `idempotent_replay: true`, any other output is
+    /// kept under [`ORIGINAL_OUTPUT`] beside the marker, and no output becomes
+    /// `{"idempotent_replay": true}`.
+    pub fn mark_idempotent_replay(&mut self) {
+        let marker = || (IDEMPOTENT_REPLAY.to_owned(), Value::Bool(true));
+        self.output = Some(match self.output.take() {
+            None => Value::Object(Map::from_iter([marker()])),
+            Some(Value::Object(mut object)) if !looks_wrapped(&object) => {
+                object.insert(IDEMPOTENT_REPLAY.to_owned(), Value::Bool(true));
+                Value::Object(object)
+            }
+            Some(original) => Value::Object(Map::from_iter([
+                marker(),
+                (ORIGINAL_OUTPUT.to_owned(), original),
+            ])),
+        });
+    }
+
+    /// Whether this result is a replay of a stored one: its output carries
+    /// `idempotent_replay: true`.
+    pub fn is_idempotent_replay(&self) -> bool {
+        self.output
+            .as_ref()
+            .and_then(|output| output.get(IDEMPOTENT_REPLAY))
+            .and_then(Value::as_bool)
+            == Some(true)
+    }
+
+    /// The output as the execution that produced it returned it: for a replay, without the
+    /// replay marker and with a wrapped output unwrapped ([`ORIGINAL_OUTPUT`]). `None` when the
+    /// result has no output, or is a replay of one that had none (a replayed failure carries
+    /// only the marker). A completed replay of an empty object is the empty object.
+    pub fn original_output(&self) -> Option<Value> {
+        let mut output = self.output.clone()?;
+        let (marked, had_output) = unmark_idempotent_replay(&mut output);
+        match (marked, had_output) {
+            (true, false) if self.status != ActionResultStatus::Completed => None,
+            _ => Some(output),
+        }
+    }
+
+    /// The output of a completed result decoded as `T`, the capability's output type; for a
+    /// replay, the original output ([`ActionResult::original_output`]), so a type that denies
+    /// unknown fields, or one that is not an object, decodes a replay as it decodes the first
+    /// answer. Use [`ActionResult::is_idempotent_replay`] to learn which one it was.
+    ///
+    /// # Errors
+    ///
+    /// [`OutputError::NotCompleted`] when the result is not `completed` (it carries the
+    /// result's error, if any), [`OutputError::Decode`] when the output is not a `T`. A
+    /// completed result without output decodes from `null` (the output of a handler returning
+    /// `()`).
+    ///
+    /// ```
+    /// use aip_connector_core::ids::ActionId;
+    /// use aip_connector_core::model::ActionResult;
+    /// use serde_json::json;
+    ///
+    /// let first = ActionResult::completed(ActionId::new(), json!(["urgent", "vip"]));
+    /// let mut replay = first.clone();
+    /// replay.mark_idempotent_replay(); // what the host does for a duplicate
+    ///
+    /// assert_eq!(replay.output, Some(json!({"idempotent_replay": true, "original_output": ["urgent", "vip"]})));
+    /// assert!(replay.is_idempotent_replay());
+    /// assert_eq!(replay.output_as::<Vec<String>>()?, ["urgent", "vip"]);
+    /// assert_eq!(first.output_as::<Vec<String>>()?, ["urgent", "vip"]);
+    /// # Ok::<(), aip_connector_core::model::OutputError>(())
+    /// ```
+    pub fn output_as<T: DeserializeOwned>(&self) -> Result<T, OutputError> {
+        if self.status != ActionResultStatus::Completed {
+            return Err(OutputError::NotCompleted {
+                status: self.status,
+                error: self.error.clone(),
+            });
+        }
+        let output = self.original_output().unwrap_or(Value::Null);
+        serde_json::from_value(output).map_err(OutputError::Decode)
+    }
+}
+
+/// Removes a replay's marker from `output` in place, unwrapping an output kept under
+/// [`ORIGINAL_OUTPUT`]. Returns whether `output` was marked, and whether anything is left of
+/// it: `(true, false)` for a bare `{"idempotent_replay": true}`, which a host writes for a
+/// replayed result without output (and for a completed output that was an empty object).
+/// An output that is not marked is left alone: `(false, true)`.
+pub fn unmark_idempotent_replay(output: &mut Value) -> (bool, bool) {
+    let Some(object) = output.as_object_mut() else {
+        return (false, true);
+    };
+    if object.get(IDEMPOTENT_REPLAY) != Some(&Value::Bool(true)) {
+        return (false, true);
+    }
+    if looks_wrapped(object) {
+        *output = object.remove(ORIGINAL_OUTPUT).unwrap_or(Value::Null);
+        return (true, true);
+    }
+    object.remove(IDEMPOTENT_REPLAY);
+    let had_output = !object.is_empty();
+    (true, had_output)
+}
+
+/// Whether `object` has the shape of a wrapped replay: `original_output` and nothing else but
+/// the marker.
+fn looks_wrapped(object: &Map<String, Value>) -> bool {
+    object.contains_key(ORIGINAL_OUTPUT)
+        && object
+            .keys()
+            .all(|key| key == ORIGINAL_OUTPUT || key == IDEMPOTENT_REPLAY)
+}
+
+/// Why [`ActionResult::output_as`] has no `T` to give.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OutputError {
+    /// The result is not `completed`, so it carries no output of the capability.
+    #[error("the action did not complete: its result is {}{}", status_name(*.status), error_suffix(.error.as_deref()))]
+    NotCompleted {
+        /// The result's status.
+        status: ActionResultStatus,
+        /// The result's error, when it has one.
+        error: Option<Box<ProtocolError>>,
+    },
+    /// The output is not a value of the requested type.
+    #[error("the output does not decode into the requested type: {0}")]
+    Decode(#[source] serde_json::Error),
+}
+
+fn status_name(status: ActionResultStatus) -> &'static str {
+    match status {
+        ActionResultStatus::Completed => "`completed`",
+        ActionResultStatus::Failed => "`failed`",
+        ActionResultStatus::Cancelled => "`cancelled`",
+        ActionResultStatus::PendingApproval => "`pending_approval`",
+        ActionResultStatus::RequiresHuman => "`requires_human`",
+    }
+}
+
+fn error_suffix(error: Option<&ProtocolError>) -> String {
+    error.map_or_else(String::new, |error| {
+        format!(" ({}: {})", error.code, error.message)
+    })
 }
 
 /// Outcome of an action.
@@ -581,5 +742,136 @@ mod tests {
             r#"{"action_id":"act_1","status":"cached","reason":"replay","retry_after_ms":10,"queue":"q"}"#,
         );
         round_trip(&ActionLifecycleState::DeadLettered, r#""dead_lettered""#);
+    }
+
+    fn replayed(status: ActionResultStatus, output: Option<Value>) -> ActionResult {
+        let mut result = ActionResult::new(ActionId::new(), status);
+        result.output = output;
+        result.mark_idempotent_replay();
+        result
+    }
+
+    #[test]
+    fn a_replay_marks_an_object_output_in_place() {
+        let result = replayed(ActionResultStatus::Completed, Some(json!({"n": 1})));
+        assert_eq!(
+            result.output,
+            Some(json!({"n": 1, "idempotent_replay": true}))
+        );
+        assert!(result.is_idempotent_replay());
+        assert_eq!(result.original_output(), Some(json!({"n": 1})));
+    }
+
+    #[test]
+    fn a_replay_keeps_an_output_that_is_not_an_object() {
+        for original in [
+            json!([1, 2]),
+            json!("tkt_1"),
+            json!(7),
+            json!(null),
+            json!(false),
+        ] {
+            let result = replayed(ActionResultStatus::Completed, Some(original.clone()));
+            assert_eq!(
+                result.output,
+                Some(json!({"idempotent_replay": true, "original_output": original}))
+            );
+            assert!(result.is_idempotent_replay());
+            assert_eq!(result.original_output(), Some(original));
+        }
+    }
+
+    #[test]
+    fn an_object_shaped_like_the_wrapper_is_wrapped_too() {
+        for original in [
+            json!({"original_output": 1}),
+            json!({"original_output": 1, "idempotent_replay": false}),
+        ] {
+            let result = replayed(ActionResultStatus::Completed, Some(original.clone()));
+            assert_eq!(result.output.as_ref().unwrap()["original_output"], original);
+            assert_eq!(result.original_output(), Some(original));
+        }
+        // With another key beside it, the object is not mistaken for the wrapper.
+        let original = json!({"original_output": 1, "other": 2});
+        let result = replayed(ActionResultStatus::Completed, Some(original.clone()));
+        assert_eq!(result.output.as_ref().unwrap()["other"], 2);
+        assert_eq!(result.original_output(), Some(original));
+    }
+
+    #[test]
+    fn a_replay_without_output_has_none_to_give_back() {
+        let failed = replayed(ActionResultStatus::Failed, None);
+        assert_eq!(failed.output, Some(json!({"idempotent_replay": true})));
+        assert!(failed.is_idempotent_replay());
+        assert_eq!(failed.original_output(), None);
+        // A completed empty object stays one.
+        let empty = replayed(ActionResultStatus::Completed, Some(json!({})));
+        assert_eq!(empty.original_output(), Some(json!({})));
+    }
+
+    #[test]
+    fn an_output_without_the_marker_is_left_alone() {
+        let mut output = json!({"idempotent_replay": false, "original_output": [1]});
+        assert_eq!(unmark_idempotent_replay(&mut output), (false, true));
+        assert_eq!(
+            output,
+            json!({"idempotent_replay": false, "original_output": [1]})
+        );
+        let mut list = json!([1]);
+        assert_eq!(unmark_idempotent_replay(&mut list), (false, true));
+        let live = ActionResult::completed(ActionId::new(), json!({"n": 1}));
+        assert!(!live.is_idempotent_replay());
+        assert_eq!(live.original_output(), Some(json!({"n": 1})));
+    }
+
+    #[derive(Debug, PartialEq, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Ticket {
+        id: String,
+    }
+
+    #[test]
+    fn output_as_decodes_a_replay_as_the_first_answer() {
+        let first = ActionResult::completed(ActionId::new(), json!({"id": "t1"}));
+        let expected = Ticket { id: "t1".into() };
+        assert_eq!(first.output_as::<Ticket>().unwrap(), expected);
+        let mut replay = first.clone();
+        replay.mark_idempotent_replay();
+        // The marker alone would break a type that denies unknown fields.
+        assert!(serde_json::from_value::<Ticket>(replay.output.clone().unwrap()).is_err());
+        assert_eq!(replay.output_as::<Ticket>().unwrap(), expected);
+
+        let mut ids = ActionResult::completed(ActionId::new(), json!(["a", "b"]));
+        ids.mark_idempotent_replay();
+        assert_eq!(ids.output_as::<Vec<String>>().unwrap(), ["a", "b"]);
+
+        let unit = ActionResult::new(ActionId::new(), ActionResultStatus::Completed);
+        unit.output_as::<()>().unwrap();
+    }
+
+    #[test]
+    fn output_as_says_why_there_is_no_output() {
+        let error = ProtocolError::new("x.failed", "it broke", ErrorCategory::Connector);
+        let failed = ActionResult::failed(ActionId::new(), error);
+        let refused = failed.output_as::<Ticket>().unwrap_err();
+        assert!(matches!(
+            &refused,
+            OutputError::NotCompleted { status: ActionResultStatus::Failed, error: Some(e) }
+                if e.code == "x.failed"
+        ));
+        assert_eq!(
+            refused.to_string(),
+            "the action did not complete: its result is `failed` (x.failed: it broke)"
+        );
+        let pending = ActionResult::new(ActionId::new(), ActionResultStatus::PendingApproval);
+        assert_eq!(
+            pending.output_as::<Ticket>().unwrap_err().to_string(),
+            "the action did not complete: its result is `pending_approval`"
+        );
+        let wrong = ActionResult::completed(ActionId::new(), json!({"id": 5}));
+        let OutputError::Decode(source) = wrong.output_as::<Ticket>().unwrap_err() else {
+            panic!("a wrong type is a decode error");
+        };
+        assert!(source.to_string().contains("invalid type"), "{source}");
     }
 }

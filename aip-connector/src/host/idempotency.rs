@@ -198,16 +198,12 @@ pub(crate) fn collision(
     }
 }
 
-/// The stored result, marked `idempotent_replay: true` (a non-object output is replaced).
+/// The stored result, marked as a replay (`idempotent_replay: true`; an output that is not an
+/// object is kept beside the marker, see [`ActionResult::mark_idempotent_replay`]).
 pub(crate) fn replay(record: &IdempotencyRecord, action: &Action) -> ActionResult {
     let mut result = record.result.clone();
     result.action_id = action.id.clone();
-    match result.output.as_mut().and_then(Value::as_object_mut) {
-        Some(object) => {
-            object.insert("idempotent_replay".to_owned(), Value::Bool(true));
-        }
-        None => result.output = Some(json!({ "idempotent_replay": true })),
-    }
+    result.mark_idempotent_replay();
     result
 }
 

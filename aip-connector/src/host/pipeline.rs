@@ -2088,13 +2088,7 @@ async fn approval_gate(call: &Call<'_>, key: Option<String>, fingerprint: String
 
 /// Whether `result` replays a `pending_approval` stored under the key (stage 7).
 fn is_pending_replay(result: &ActionResult) -> bool {
-    result.status == ActionResultStatus::PendingApproval
-        && result
-            .output
-            .as_ref()
-            .and_then(|o| o.get("idempotent_replay"))
-            .and_then(Value::as_bool)
-            == Some(true)
+    result.status == ActionResultStatus::PendingApproval && result.is_idempotent_replay()
 }
 
 /// A replayed `pending_approval` result, brought up to date with its approval.
@@ -2153,7 +2147,7 @@ async fn refresh_pending_replay(
         &replayed.action_id,
         failure::with_details(error, json!({ "approval_id": approval_id })),
     );
-    result.output = Some(json!({ "idempotent_replay": true }));
+    result.mark_idempotent_replay();
     result
 }
 

@@ -29,7 +29,7 @@ use aip_connector_core::ids::CapabilityId;
 use aip_connector_core::model::{
     Action, ActionResult, ActionResultStatus, ActionTransaction, Binding, Capability,
     CapabilityContract, Envelope, IdempotencyRequirement, ProtocolError, RetrySafety, RiskLevel,
-    SideEffect, TransactionMode,
+    SideEffect, TransactionMode, unmark_idempotent_replay,
 };
 use aip_connector_core::naming::stable_profile_name;
 use axum::Router;
@@ -147,8 +147,9 @@ struct ProjectedTool {
     /// The contract's transaction section supports `execute`: calls run as durable `execute`
     /// transactions (the handler gets its `Checkpoint`).
     execute_transaction: bool,
-    /// The output schema does not declare `idempotent_replay`: the host's replay marker is
-    /// moved from `structuredContent` to the result's `_meta`.
+    /// The output schema does not declare `idempotent_replay` (or there is no output schema):
+    /// the host's replay marker is moved from the output to the result's `_meta`, and an
+    /// output the host kept beside it (`original_output`) is unwrapped.
     strip_replay_marker: bool,
 }
 
@@ -682,7 +683,7 @@ fn project_capability(admitted: &AdmittedManifest, capability: &Capability) -> P
     let structured = output.is_some();
     let strip_replay_marker = output
         .as_ref()
-        .is_some_and(|schema| schema.pointer(REPLAY_MARKER_PROPERTY).is_none());
+        .is_none_or(|schema| schema.pointer(REPLAY_MARKER_PROPERTY).is_none());
     if let Some(output) = output {
         tool = tool.with_raw_output_schema(Arc::new(schema_object(output)));
     }
@@ -702,8 +703,8 @@ fn project_capability(admitted: &AdmittedManifest, capability: &Capability) -> P
     }
 }
 
-/// The marker `Host` adds to a replayed output (`docs/host-runtime.md` §4).
-const REPLAY_MARKER: &str = "idempotent_replay";
+/// Where an output schema would declare the marker `Host` adds to a replayed output
+/// (`idempotent_replay`, `docs/host-runtime.md` §4).
 const REPLAY_MARKER_PROPERTY: &str = "/properties/idempotent_replay";
 
 /// The `inputSchema` of a capability: client-compatible (local `$ref`s inlined, nullable
@@ -865,21 +866,17 @@ fn project_result(tool: &ProjectedTool, result: ActionResult) -> CallToolResult 
     }
     // A replayed failure, cancellation or pending approval is an error to MCP, whose content
     // does not carry the output: the marker goes to `_meta`, as a replayed success's does.
-    if result.status != ActionResultStatus::Completed
-        && let Some(marker) = result.output.as_ref().and_then(|o| o.get(REPLAY_MARKER))
-    {
-        meta.insert(meta::IDEMPOTENT_REPLAY.to_owned(), marker.clone());
+    if result.status != ActionResultStatus::Completed && result.is_idempotent_replay() {
+        meta.insert(meta::IDEMPOTENT_REPLAY.to_owned(), Value::Bool(true));
     }
     let projected = match result.status {
         ActionResultStatus::Completed => {
             let mut output = result.output.unwrap_or(Value::Null);
-            if tool.strip_replay_marker
-                && let Some(object) = output.as_object_mut()
-                && let Some(marker) = object.remove(REPLAY_MARKER)
-            {
-                // A replay of a stored result: the schema does not allow the marker (it may
-                // forbid additional properties), so it travels in `_meta`.
-                meta.insert(meta::IDEMPOTENT_REPLAY.to_owned(), marker);
+            // A replay of a stored result: the schema does not allow the marker (it may forbid
+            // additional properties, or the output is not an object), so it travels in `_meta`
+            // and the content is the output as first answered.
+            if tool.strip_replay_marker && unmark_idempotent_replay(&mut output).0 {
+                meta.insert(meta::IDEMPOTENT_REPLAY.to_owned(), Value::Bool(true));
             }
             let mut success = CallToolResult::success(vec![ContentBlock::text(output.to_string())]);
             if tool.structured {
@@ -1145,6 +1142,22 @@ mod tests {
         let replay = json!({"n": 1, "idempotent_replay": true});
         let replayed = project_result(&tool, ActionResult::completed(id.clone(), replay));
         assert_eq!(replayed.structured_content, Some(json!({"n": 1})));
+        assert_eq!(
+            replayed.meta.unwrap().get(meta::IDEMPOTENT_REPLAY),
+            Some(&json!(true))
+        );
+
+        // A tool without `outputSchema` (its output is not an object): the replay's content is
+        // the list first answered, not the host's wrapper around it.
+        let unstructured = ProjectedTool {
+            structured: false,
+            ..projected()
+        };
+        let mut replay = ActionResult::completed(id.clone(), json!([1, 2]));
+        replay.mark_idempotent_replay();
+        let replayed = project_result(&unstructured, replay);
+        assert_eq!(replayed.structured_content, None);
+        assert_eq!(text(&replayed, 0), "[1,2]");
         assert_eq!(
             replayed.meta.unwrap().get(meta::IDEMPOTENT_REPLAY),
             Some(&json!(true))

@@ -32,7 +32,7 @@ use aip_connector::model::{Action, ActionResult, ActionResultStatus, ApprovalDec
 use aip_connector::store::ApprovalStatus;
 use serde_json::Value;
 
-use super::{code, is_replay};
+use super::code;
 use crate::conformance::harness::CALLER;
 use crate::conformance::{Evidence, Harness, approval_id_of};
 
@@ -334,8 +334,9 @@ async fn resume_twice(
     // A resume that did not run either learns the action already ran or, when it re-sent the
     // very action that ran (a redacted request is resumed by re-submission), gets its stored
     // result replayed (host docs §5.5).
-    let did_not_run =
-        |r: &ActionResult| code(r) == codes::POLICY_APPROVAL_ALREADY_RESUMED || is_replay(r);
+    let did_not_run = |r: &ActionResult| {
+        code(r) == codes::POLICY_APPROVAL_ALREADY_RESUMED || r.is_idempotent_replay()
+    };
     // A concurrent re-submission may instead be told to come back while the exact one it
     // repeats still runs (host docs §5.5); `resume_approved` never is. The third comes after
     // both ended.

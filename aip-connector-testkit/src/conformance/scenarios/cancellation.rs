@@ -24,8 +24,8 @@ use aip_connector::model::{Action, ActionResult, ActionResultStatus};
 use aip_connector::{CapabilityDefinition, ids::ActionId};
 use serde_json::Value;
 
+use super::code;
 use super::streaming::Tap;
-use super::{code, is_replay};
 use crate::Fault;
 use crate::conformance::harness::declares_mutation;
 use crate::conformance::{Evidence, Harness, approval_id_of};
@@ -272,13 +272,13 @@ async fn in_flight(
     evidence.assert(
         "in_flight_cancelled",
         replay.status == ActionResultStatus::Cancelled
-            && is_replay(&replay)
+            && replay.is_idempotent_replay()
             && h.probe().calls(&id) == calls_before,
         || {
             format!(
                 "a duplicate of the cancelled call of `{id}` answered `{:?}` (replay: {}) instead of replaying the cancellation",
                 replay.status,
-                is_replay(&replay)
+                replay.is_idempotent_replay()
             )
         },
     );
@@ -389,17 +389,16 @@ async fn late_cancel(
     );
     let same = replay.status == driven.result.status
         && code(&replay) == code(&driven.result)
-        && without_replay_flag(replay.output.as_ref())
-            == without_replay_flag(driven.result.output.as_ref());
+        && replay.original_output() == driven.result.original_output();
     evidence.assert(
         "late_cancel_preserved_terminal",
-        same && is_replay(&replay) && h.probe().calls(&id) == calls_before,
+        same && replay.is_idempotent_replay() && h.probe().calls(&id) == calls_before,
         || {
             format!(
                 "after a late cancel, a duplicate of `{id}` answered `{:?}` ({}; replay: {}) where the settled result was `{:?}` ({})",
                 replay.status,
                 code(&replay),
-                is_replay(&replay),
+                replay.is_idempotent_replay(),
                 driven.result.status,
                 code(&driven.result)
             )
@@ -424,16 +423,4 @@ async fn late_cancel(
             view_after.as_ref().map(|v| v.status)
         )
     });
-}
-
-/// An output without the host's `idempotent_replay` marker, to compare a replay with the original.
-fn without_replay_flag(output: Option<&Value>) -> Option<Value> {
-    let mut output = output?.clone();
-    if let Some(object) = output.as_object_mut() {
-        object.remove("idempotent_replay");
-        if object.is_empty() {
-            return None;
-        }
-    }
-    Some(output)
 }

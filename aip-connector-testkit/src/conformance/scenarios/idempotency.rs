@@ -35,7 +35,7 @@ use aip_connector::model::{
 use aip_connector::{CapabilityDefinition, IdempotencyKey};
 use serde_json::Value;
 
-use super::{code, is_replay};
+use super::code;
 use crate::conformance::harness::is_mutating;
 use crate::conformance::{Evidence, Harness};
 use crate::provider_double::RecordedRequest;
@@ -96,13 +96,13 @@ async fn duplicates(
     }
     evidence.assert(
         "duplicate_suppressed",
-        is_replay(&second.result) && calls == 1 && pair_effects == first_effects,
+        second.result.is_idempotent_replay() && calls == 1 && pair_effects == first_effects,
         || {
             format!(
                 "`{id}` sent twice with key `{key}`: the second answer was {:?} `{}` (idempotent replay: {}), the handler ran {calls} time(s), the provider committed {pair_effects} effect(s) where the first call alone committed {first_effects}",
                 second.result.status,
                 code(&second.result),
-                is_replay(&second.result)
+                second.result.is_idempotent_replay()
             )
         },
     );
@@ -269,10 +269,9 @@ async fn collision(
             // Documented (host docs §4.3): any reuse of the key, changed input included, gets
             // the stored result replayed, and nothing runs.
             IdempotencyCollisionBehavior::ReturnOriginalResult => (
-                is_replay(&result)
+                result.is_idempotent_replay()
                     && result.status == stored.result.status
-                    && without_replay_flag(result.output.as_ref())
-                        == without_replay_flag(stored.result.output.as_ref()),
+                    && result.original_output() == stored.result.original_output(),
                 "the original result, replayed".to_owned(),
             ),
         };
@@ -281,20 +280,10 @@ async fn collision(
                 "`{id}` ({behavior:?}): {who} reusing key `{key}` with another input answered {:?} `{}` (replay: {}) instead of {expected}; the handler ran {ran} time(s), {sent} provider request(s)",
                 result.status,
                 code(&result),
-                is_replay(&result)
+                result.is_idempotent_replay()
             )
         });
     }
-}
-
-/// The output without the `idempotent_replay` marker a replay adds.
-fn without_replay_flag(output: Option<&Value>) -> Option<Value> {
-    output.cloned().map(|mut value| {
-        if let Some(object) = value.as_object_mut() {
-            object.remove("idempotent_replay");
-        }
-        value
-    })
 }
 
 /// Another input the input schema accepts: a different declared example, else the example with

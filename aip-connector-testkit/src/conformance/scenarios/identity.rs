@@ -10,7 +10,6 @@
 
 use aip_connector::model::{IdempotencyKeyScope, IdentityContext, TenantRef};
 
-use super::is_replay;
 use crate::conformance::harness::{CALLER, CANARY_SECRET, OTHER_TENANT, TENANT};
 use crate::conformance::{Evidence, Harness};
 
@@ -94,14 +93,14 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     }
     evidence.artifact(format!("action:{}", first.action_id));
     evidence.artifact(format!("action:{}", other.action_id));
-    let leaked = is_replay(&other);
+    let leaked = other.is_idempotent_replay();
     let foreign_record = h.probe().records().iter().any(|r| {
         r.action_id == other.action_id.as_str() && r.tenant_id.as_deref() != Some(OTHER_TENANT)
     });
     evidence.assert("tenant_isolated", !leaked && !foreign_record, || {
         format!(
             "the same idempotency key from tenant `{OTHER_TENANT}` got tenant `{TENANT}`'s result (replay: {}, handler tenant mismatch: {foreign_record})",
-            is_replay(&other)
+            other.is_idempotent_replay()
         )
     });
 

@@ -37,13 +37,3 @@ pub(super) async fn run(scenario: Scenario, harness: &Harness) -> Evidence {
 fn code(result: &aip_connector::model::ActionResult) -> &str {
     result.error.as_ref().map(|e| e.code.as_str()).unwrap_or("")
 }
-
-/// Whether `result` is an idempotent replay of an earlier one.
-fn is_replay(result: &aip_connector::model::ActionResult) -> bool {
-    result
-        .output
-        .as_ref()
-        .and_then(|o| o.get("idempotent_replay"))
-        .and_then(serde_json::Value::as_bool)
-        == Some(true)
-}

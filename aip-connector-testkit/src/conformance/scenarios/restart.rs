@@ -24,8 +24,8 @@ use aip_connector::model::{
 };
 use serde_json::Value;
 
+use super::code;
 use super::streaming::Tap;
-use super::{code, is_replay};
 use crate::Fault;
 use crate::conformance::harness::{declares_mutation, is_mutating};
 use crate::conformance::{Evidence, Harness, ProbedConnector};
@@ -115,7 +115,7 @@ async fn scenario(h: &Harness) -> Evidence {
     });
     evidence.assert(
         "state_recovered",
-        is_replay(&replay)
+        replay.is_idempotent_replay()
             && replay.status == driven.result.status
             && code(&replay) == code(&driven.result)
             && probe.calls(&id) == 0,
@@ -124,7 +124,7 @@ async fn scenario(h: &Harness) -> Evidence {
                 "the restarted host answered a duplicate of the settled call of `{id}` with `{:?}` ({}; replay: {}) and ran the handler {} time(s); before the restart it was `{:?}` ({})",
                 replay.status,
                 code(&replay),
-                is_replay(&replay),
+                replay.is_idempotent_replay(),
                 probe.calls(&id),
                 driven.result.status,
                 code(&driven.result)

@@ -24,7 +24,7 @@ use aip_connector::model::{
 };
 use serde_json::Value;
 
-use super::{code, is_replay};
+use super::code;
 use crate::conformance::{Evidence, Harness, Settled};
 use crate::provider_double::Fault;
 
@@ -236,12 +236,12 @@ impl Target<'_> {
         evidence.artifact(format!("action:{}", retried.settled.result.action_id));
         evidence.assert(
             "backoff_observed",
-            record.is_none() && ran > 0 && !is_replay(&retried.settled.result),
+            record.is_none() && ran > 0 && !retried.settled.result.is_idempotent_replay(),
             || {
                 format!(
                     "after the retryable {status} of `{id}`, the key `{key}` was {} and a retry ran the handler {ran} time(s) (replay: {})",
                     if record.is_none() { "released" } else { "still settled" },
-                    is_replay(&retried.settled.result)
+                    retried.settled.result.is_idempotent_replay()
                 )
             },
         );
