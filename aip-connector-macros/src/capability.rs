@@ -34,6 +34,10 @@ pub(crate) struct CapabilityItem {
     pub(crate) id_span: Option<Span>,
     /// Each binding by profile id, for the connector-level checks of bindings and names.
     pub(crate) binding_spans: std::collections::BTreeMap<String, Span>,
+    /// The handler's `#[cfg(...)]` attributes: everything generated for the capability (its
+    /// dispatch arms, codecs, assertions and definition) is compiled under the same conditions,
+    /// so a handler configured out takes its capability with it.
+    pub(crate) cfgs: Vec<Attribute>,
 }
 
 impl CapabilityItem {
@@ -93,7 +97,12 @@ pub(crate) fn analyze(
     if cx.error_count() == errors_before {
         valid::check_contract(cx, &attr, &handler, &resolved, attr_span);
     }
-    Some(item(attr, handler, resolved, attr_span))
+    let cfgs = fn_attrs
+        .iter()
+        .filter(|a| a.path().is_ident("cfg"))
+        .cloned()
+        .collect();
+    Some(item(attr, handler, resolved, attr_span, cfgs))
 }
 
 fn item(
@@ -101,8 +110,10 @@ fn item(
     sig: HandlerSignature,
     resolved: resolve::ResolvedCapability,
     attr_span: Span,
+    cfgs: Vec<Attribute>,
 ) -> CapabilityItem {
     CapabilityItem {
+        cfgs,
         capability: resolved.capability,
         facts: resolved.facts,
         sig,
@@ -157,6 +168,13 @@ pub(crate) fn doc_comment(attrs: &[Attribute]) -> Option<String> {
     (!text.is_empty()).then_some(text)
 }
 
+/// Adds `#[allow(clippy::unused_async)]` to a handler (or companion) the macro re-emits: the
+/// macro requires `async`, so pedantic clippy's advice to drop it on a handler that awaits
+/// nothing would only trade the lint for a compile error.
+pub(crate) fn allow_unused_async(attrs: &mut Vec<Attribute>) {
+    attrs.push(syn::parse_quote!(#[allow(clippy::unused_async)]));
+}
+
 /// `#[capability]` outside `#[connector]`: a free `async fn`.
 pub(crate) fn expand_free(args: TokenStream, item: TokenStream) -> TokenStream {
     let cx = Ctxt::new();
@@ -177,6 +195,7 @@ pub(crate) fn expand_free(args: TokenStream, item: TokenStream) -> TokenStream {
         None,
     );
     crate::signature::strip_refused_parameters(&mut function.sig, false);
+    allow_unused_async(&mut function.attrs);
     match (cx.check(), analyzed) {
         (Ok(()), Some(capability)) => crate::expand::free_capability(&function, &capability),
         (Err(errors), _) => {

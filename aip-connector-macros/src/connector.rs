@@ -77,7 +77,9 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             capabilities.push(capability);
         }
         crate::signature::strip_refused_parameters(&mut method.sig, true);
+        capability::allow_unused_async(&mut method.attrs);
     }
+    allow_unused_async_in_companions(&mut block, &capabilities);
     misspelt_companions(&cx, &block, &capabilities);
     if capabilities.is_empty() && !cx.has_errors() {
         cx.error_at(
@@ -94,6 +96,26 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             let errors = errors.to_compile_error();
             let fallback = crate::expand::fallback_connector(&block);
             quote! { #errors #block #fallback }
+        }
+    }
+}
+
+/// The companions this block defines (`reconcile = Self::find`, …) get the handlers'
+/// `unused_async` allowance: they must be `async` too.
+fn allow_unused_async_in_companions(block: &mut ItemImpl, capabilities: &[CapabilityItem]) {
+    let companions: HashSet<String> = capabilities
+        .iter()
+        .flat_map(|c| [&c.reconcile, &c.validate, &c.cancel])
+        .filter_map(|companion| match companion {
+            Some(syn::Expr::Path(path)) => path.path.segments.last().map(|s| s.ident.to_string()),
+            _ => None,
+        })
+        .collect();
+    for item in &mut block.items {
+        if let ImplItem::Fn(method) = item
+            && companions.contains(&method.sig.ident.to_string())
+        {
+            capability::allow_unused_async(&mut method.attrs);
         }
     }
 }

@@ -30,6 +30,7 @@ fn support_tokens(support: &CapabilityImplementationSupport) -> TokenStream {
 /// extractor (type-level backing of the derived support record).
 fn extractor_assertions(capability: &CapabilityItem) -> TokenStream {
     let p = private();
+    let cfgs = &capability.cfgs;
     let checks = capability
         .sig
         .params
@@ -39,6 +40,7 @@ fn extractor_assertions(capability: &CapabilityItem) -> TokenStream {
                 let ty = &param.ty;
                 let variant = Ident::new(kind.name(), Span::call_site());
                 Some(quote_spanned! {param.span=>
+                    #(#cfgs)*
                     const _: () = #p::assert_extractor::<#ty>(#p::ExtractorKind::#variant);
                 })
             }
@@ -59,18 +61,26 @@ fn codec_idents(capability: &CapabilityItem) -> (Ident, Ident) {
 
 /// The one place that requires the input and result bounds of a capability, so a type that
 /// lacks them produces one diagnostic on the user's type.
+///
+/// `must_use_candidate` is allowed: a pub free capability's codecs are public, pedantic clippy
+/// would ask the author for `#[must_use]` on functions they never wrote.
 fn codec_fns(capability: &CapabilityItem, vis: TokenStream) -> TokenStream {
     let p = private();
+    let cfgs = &capability.cfgs;
     let (input_fn, output_fn) = codec_idents(capability);
     let input = capability.sig.input().map(|ty| {
         quote_spanned! {syn::spanned::Spanned::span(ty)=>
+            #(#cfgs)*
             #[doc(hidden)]
+            #[allow(clippy::must_use_candidate)]
             #vis fn #input_fn() -> #p::InputCodec<#ty> { #p::input_codec::<#ty>() }
         }
     });
     let output = capability.sig.output.as_ref().map(|ty| {
         quote_spanned! {syn::spanned::Spanned::span(ty)=>
+            #(#cfgs)*
             #[doc(hidden)]
+            #[allow(clippy::must_use_candidate)]
             #vis fn #output_fn() -> #p::OutputCodec<#ty> { #p::output_codec::<#ty>() }
         }
     });
@@ -185,7 +195,12 @@ pub(crate) fn connector(
         None => quote!(#p::Option::None),
     };
     let scope = quote!(<#self_ty>::);
-    let definitions = capabilities.iter().map(|c| definition_expr(c, &scope));
+    // Pushed one by one, so each entry can carry its handler's `#[cfg]`.
+    let definitions = capabilities.iter().map(|c| {
+        let cfgs = &c.cfgs;
+        let definition = definition_expr(c, &scope);
+        quote!(#(#cfgs)* __aip_capabilities.push(#definition);)
+    });
     let codecs = capabilities
         .iter()
         .map(|c| codec_fns(c, TokenStream::new()));
@@ -200,12 +215,15 @@ pub(crate) fn connector(
             quote!(<#self_ty>::#ident)
         };
         let block = call_block(c, callee, id, &scope);
-        quote!(#cap_id => #block,)
+        let cfgs = &c.cfgs;
+        quote!(#(#cfgs)* #cap_id => #block,)
     });
     let validate_arms = capabilities.iter().filter_map(|c| {
         let path = c.validate.as_ref()?;
         let cap_id = c.capability.id.as_str();
+        let cfgs = &c.cfgs;
         Some(quote! {
+            #(#cfgs)*
             #cap_id => {
                 let _ = &__aip_context;
                 let input = match #p::decode_input(__aip_input, #id) {
@@ -219,12 +237,14 @@ pub(crate) fn connector(
     let reconcile_arms = capabilities.iter().filter_map(|c| {
         let path = c.reconcile.as_ref()?;
         let cap_id = c.capability.id.as_str();
-        Some(quote!(#cap_id => #p::Box::pin(async move { #p::reconcile_result(#path(self, __aip_request).await) }),))
+        let cfgs = &c.cfgs;
+        Some(quote!(#(#cfgs)* #cap_id => #p::Box::pin(async move { #p::reconcile_result(#path(self, __aip_request).await) }),))
     });
     let cancel_arms = capabilities.iter().filter_map(|c| {
         let path = c.cancel.as_ref()?;
         let cap_id = c.capability.id.as_str();
-        Some(quote!(#cap_id => #p::Box::pin(async move { #p::cancel_result(#path(self, __aip_request).await) }),))
+        let cfgs = &c.cfgs;
+        Some(quote!(#(#cfgs)* #cap_id => #p::Box::pin(async move { #p::cancel_result(#path(self, __aip_request).await) }),))
     });
     let has_validate = capabilities.iter().any(|c| c.validate.is_some());
     let has_reconcile = capabilities.iter().any(|c| c.reconcile.is_some());
@@ -265,7 +285,9 @@ pub(crate) fn connector(
         }
 
         #[automatically_derived]
-        #[allow(unused_qualifications, clippy::needless_question_mark)]
+        // `deprecated`: a handler may be `#[deprecated]` (with `stability = deprecated`), and the
+        // dispatch calling it must not break a crate that denies warnings.
+        #[allow(unused_qualifications, deprecated, clippy::needless_question_mark)]
         impl #p::Connector for #self_ty {
             fn definition(&self) -> &#p::ConnectorDefinition {
                 static DEFINITION: #p::OnceLock<#p::ConnectorDefinition> = #p::OnceLock::new();
@@ -274,7 +296,11 @@ pub(crate) fn connector(
                     agent: #p::agent(#agent_id, #display_name),
                     profiles: #p::Vec::from([#(#p::ProfileId::from(#profiles)),*]),
                     compatibility: #compatibility,
-                    capabilities: #p::Vec::from([#(#definitions),*]),
+                    capabilities: {
+                        let mut __aip_capabilities = #p::Vec::new();
+                        #(#definitions)*
+                        __aip_capabilities
+                    },
                 })
             }
 
@@ -333,6 +359,7 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
     let doc = format!(
         "The `#[capability]` descriptor of [`{ident}()`]; pass it to `ConnectorBuilder::capability`."
     );
+    let cfgs = &capability.cfgs;
     quote! {
         #function
 
@@ -340,11 +367,14 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
 
         #codecs
 
+        #(#cfgs)*
         #[doc = #doc]
         #[allow(non_camel_case_types)]
         #vis struct #ident {}
 
+        #(#cfgs)*
         #[automatically_derived]
+        #[allow(deprecated)]
         impl #p::FreeCapability for #ident {
             fn definition() -> #p::CapabilityDefinition {
                 #definition

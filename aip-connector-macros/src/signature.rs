@@ -110,6 +110,78 @@ fn wrapped_extractor_message(kind: Extractor, written: &str) -> String {
     format!("`{written}` is not an extractor; take `{name}` by value: {why}")
 }
 
+/// Types whose JSON Schema is never an object, by the last segment of their path: a
+/// capability's input is one JSON object (`Host::build` refuses any other schema root). Names an
+/// author would not give an input struct of their own; `serde_json::Value` is recognised only
+/// by its full path, since `Value` alone may well be the author's struct.
+const NON_OBJECT_INPUTS: [&str; 22] = [
+    "String", "str", "bool", "char", "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16",
+    "u32", "u64", "u128", "usize", "f32", "f64", "Vec", "VecDeque", "HashSet", "BTreeSet",
+];
+
+/// Why `ty` cannot be a capability's input, if the macro can tell from the type as written:
+/// a borrowed type (a reference, a lifetime argument), an `impl Trait`, or a type whose schema
+/// is not an object (a scalar, a string, a sequence, a tuple, `Option`, `serde_json::Value`).
+/// Anything else is left to the type checks of the generated code and to admission.
+pub(crate) fn unfit_input(ty: &Type) -> Option<String> {
+    const OWNED: &str = "the input is decoded into an owned value for every call: take the input type by value, with owned fields (`String`, not `&str`), and no lifetime parameters";
+    const OBJECT: &str =
+        "a capability's input is one JSON object (its schema's root is `{\"type\": \"object\"}`)";
+    match ty {
+        Type::Reference(_) => Some(OWNED.to_owned()),
+        Type::Paren(paren) => unfit_input(&paren.elem),
+        Type::Group(group) => unfit_input(&group.elem),
+        Type::ImplTrait(_) => Some(
+            "a capability handler cannot be generic (`impl Trait` is a type parameter): its input and output types fix the published schemas".to_owned(),
+        ),
+        Type::Tuple(_) | Type::Array(_) | Type::Slice(_) => Some(format!(
+            "{OBJECT}; a tuple or an array is a JSON array: name its parts as the fields of a `#[derive(Deserialize, JsonSchema)] struct`"
+        )),
+        Type::Path(path) if has_lifetime(path) => Some(OWNED.to_owned()),
+        Type::Path(path) => {
+            let segments = &path.path.segments;
+            let last = segments.last()?;
+            let json_value = last.ident == "Value"
+                && segments.len() >= 2
+                && segments[segments.len() - 2].ident == "serde_json";
+            if json_value {
+                return Some(format!(
+                    "{OBJECT}, and `serde_json::Value` may be anything: declare the input's fields in a `#[derive(Deserialize, JsonSchema)] struct` (a `serde_json::Value` field can hold what is free-form)"
+                ));
+            }
+            if last.ident == "Option" {
+                return Some(format!(
+                    "{OBJECT}, and always present; make the fields of the input struct optional (`Option<T>` fields with `#[serde(default)]`) instead"
+                ));
+            }
+            NON_OBJECT_INPUTS
+                .iter()
+                .any(|name| last.ident == name)
+                .then(|| format!(
+                    "{OBJECT}, and `{}` is not one: wrap it in a `#[derive(Deserialize, JsonSchema)] struct` with a named field",
+                    last.ident
+                ))
+        }
+        _ => None,
+    }
+}
+
+/// Whether a lifetime appears in the generic arguments of `path`, at any depth.
+fn has_lifetime(path: &syn::TypePath) -> bool {
+    path.path
+        .segments
+        .iter()
+        .any(|segment| match &segment.arguments {
+            PathArguments::AngleBracketed(args) => args.args.iter().any(|arg| match arg {
+                GenericArgument::Lifetime(_) => true,
+                GenericArgument::Type(Type::Path(inner)) => has_lifetime(inner),
+                GenericArgument::Type(Type::Reference(_)) => true,
+                _ => false,
+            }),
+            _ => false,
+        })
+}
+
 /// One handler parameter after the receiver.
 pub(crate) struct Param {
     pub(crate) ty: Type,
@@ -225,6 +297,16 @@ pub(crate) fn read(cx: &Ctxt, sig: &Signature, in_impl: bool) -> HandlerSignatur
                 params.push(Param { ty, role, span });
             }
         }
+    }
+    // The input's own type, checked once there is exactly one (two inputs are one mistake,
+    // reported above). Reported here, on the parameter: otherwise rustc reports it inside the
+    // generated decoder ("missing lifetime specifier", "`impl Trait` is not allowed in paths"),
+    // or, for a type that is not an object, nothing does until `Host::build`.
+    let mut inputs = params.iter().filter(|p| matches!(p.role, Role::Input));
+    if let (Some(input), None) = (inputs.next(), inputs.next())
+        && let Some(message) = unfit_input(&input.ty)
+    {
+        cx.error_spanned_by(&input.ty, message);
     }
     let output = match &sig.output {
         ReturnType::Type(_, ty) => Some((**ty).clone()),

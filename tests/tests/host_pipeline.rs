@@ -1197,8 +1197,41 @@ async fn tenants_customers_and_contacts_may_not_invoke() {
     assert_eq!(code(&result), codes::AUTH_NOT_AUTHORIZED);
 }
 
+/// Another connector claiming one of the shop's capability ids.
+struct Rival;
+
+#[connector(id = "rival")]
+impl Rival {
+    /// Looks an order up, under the shop's id.
+    #[capability(id = "cap:shop:lookup", risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn lookup(&self, order: Order) -> Result<Receipt, ConnectorFailure> {
+        Ok(Receipt {
+            order_id: order.item,
+        })
+    }
+}
+
 #[test]
 fn duplicate_capability_ids_across_connectors_are_refused() {
+    let error = Host::builder()
+        .connector(Shop::default())
+        .connector(Rival)
+        .build()
+        .expect_err("refused");
+    assert!(
+        matches!(
+            &error,
+            aip_connector::host::HostBuildError::DuplicateCapability { capability, first, second }
+                if capability.as_str() == "cap:shop:lookup" && first == "shop" && second == "rival"
+        ),
+        "{error}"
+    );
+}
+
+/// Found by an author trial: one macro invocation cannot see another, so two connectors with
+/// one id compiled, and a host took both.
+#[test]
+fn duplicate_connector_ids_are_refused() {
     let error = Host::builder()
         .connector(Shop::default())
         .connector(Shop::default())
@@ -1206,21 +1239,31 @@ fn duplicate_capability_ids_across_connectors_are_refused() {
         .expect_err("refused");
     assert!(
         matches!(
-            error,
-            aip_connector::host::HostBuildError::DuplicateCapability { .. }
+            &error,
+            aip_connector::host::HostBuildError::DuplicateConnector { connector } if connector == "shop"
         ),
         "{error}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "two connectors have the id `shop`; give each connector of a host its own id"
     );
 }
 
 struct Scalar;
 
+/// A string under a struct's name: the macro cannot see through it (a bare `String` input is a
+/// compile error, `tests/ui/grammar/input-not-object.rs`), so `Host::build` is what refuses it.
+#[derive(Deserialize, JsonSchema)]
+#[serde(transparent)]
+struct Text(String);
+
 #[connector(id = "scalar")]
 impl Scalar {
     /// Takes a bare string, which `Action.input` (an object) can never be.
     #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
-    async fn shout(&self, text: String) -> Result<String, ConnectorFailure> {
-        Ok(text.to_uppercase())
+    async fn shout(&self, text: Text) -> Result<String, ConnectorFailure> {
+        Ok(text.0.to_uppercase())
     }
 }
 

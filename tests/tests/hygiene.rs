@@ -1,6 +1,10 @@
 //! Generated code stays clean under a user's strictest settings and does not rely on the
-//! prelude: `Result`, `Ok`, `Option`, `core` and `std` are all shadowed here.
+//! prelude: `Result`, `Ok`, `Option`, `core` and `std` are all shadowed here. The two pedantic
+//! clippy lints generated code used to trip (`must_use_candidate` on a pub free capability's
+//! codecs, `unused_async` on handlers that await nothing, like these) are denied too: the
+//! workspace's `cargo clippy -- -D warnings` checks this file.
 #![deny(warnings, missing_docs, unused_qualifications)]
+#![deny(clippy::must_use_candidate, clippy::unused_async)]
 
 #[allow(dead_code)]
 struct Result;

@@ -213,6 +213,14 @@ pub enum HostBuildError {
         /// Every issue.
         report: AdmissionReport,
     },
+    /// Two connectors have the same id (the same connector added twice, or two
+    /// `#[connector(id = ...)]` with one id): manifest requests, logs and stored records name a
+    /// connector by its id, so the host could not tell them apart.
+    #[error("two connectors have the id `{connector}`; give each connector of a host its own id")]
+    DuplicateConnector {
+        /// The connector id.
+        connector: String,
+    },
     /// Two connectors expose the same capability id.
     #[error("capability `{capability}` is exposed by both `{first}` and `{second}`")]
     DuplicateCapability {
@@ -318,8 +326,14 @@ impl HostBuilder {
         }
         let mut capabilities = CapabilityMap::default();
         let mut manifests = Vec::new();
+        let mut connector_ids = std::collections::HashSet::new();
         for (index, connector) in self.connectors.iter().enumerate() {
             let definition = connector.definition();
+            if !connector_ids.insert(definition.id.as_str()) {
+                return Err(HostBuildError::DuplicateConnector {
+                    connector: definition.id.clone(),
+                });
+            }
             let admitted = admit_manifest(
                 &definition.manifest(),
                 &self.policy,
