@@ -1312,41 +1312,82 @@ async fn an_approval_update_that_always_loses_its_race_is_storage_unavailable() 
 
 // ---- stream.closed / stream.terminal_reserved -------------------------------------------------
 
+/// A hand-implemented streaming connector that sends until the sink refuses a chunk, and
+/// remembers the refusal.
+struct Leaver {
+    definition: ConnectorDefinition,
+    refusal: Arc<std::sync::Mutex<Option<ConnectorFailure>>>,
+    runs: Arc<AtomicUsize>,
+}
+
+impl Connector for Leaver {
+    fn definition(&self) -> &ConnectorDefinition {
+        &self.definition
+    }
+
+    fn invoke<'a>(
+        &'a self,
+        _capability_id: &'a str,
+        _input: &'a Value,
+        context: Arc<dyn InvocationContext>,
+    ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
+        Box::pin(async move {
+            self.runs.fetch_add(1, Ordering::SeqCst);
+            let sink = context.stream().expect("a streamed call has a sink");
+            loop {
+                if let Err(refusal) = sink.send(StreamChunkKind::Data, json!({ "n": 1 })).await {
+                    *self.refusal.lock().unwrap() = Some(refusal.clone());
+                    return Err(refusal);
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+    }
+}
+
+/// The handler's send fails with `stream.closed` once the consumer is gone; the action itself
+/// is abandoned (`action.abandoned`, host-runtime §7.1), so for this read the key is released
+/// and the resend runs it again rather than replaying the sink's refusal.
 #[tokio::test]
 async fn a_chunk_sent_after_the_consumer_left_is_stream_closed() {
-    let theatre = Theatre::default();
-    let host = host(theatre.clone());
+    let leaver = Leaver {
+        definition: Connector::definition(&Theatre::default()).clone(),
+        refusal: Arc::default(),
+        runs: Arc::default(),
+    };
+    let (refusal, runs) = (leaver.refusal.clone(), leaver.runs.clone());
+    let host = host(leaver);
     let action =
         Action::new("cap:theatre:seats", json!({ "seat": "i9" })).with_idempotency_key("s");
-    // The consumer goes away before the handler sends its first chunk.
-    drop(host.invoke_stream(action.clone(), caller()));
-
-    // The settled result is replayed to an exact resend of the same action.
-    let mut replayed = None;
+    let mut stream = host.invoke_stream(action.clone(), caller());
+    assert_eq!(stream.next().await.unwrap().kind, StreamChunkKind::Data);
+    drop(stream);
     for _ in 0..200 {
-        let chunks = host.invoke_stream(action.clone(), caller()).collect().await;
-        let [terminal] = chunks.as_slice() else {
-            panic!("a replay is one terminal chunk: {chunks:?}");
-        };
-        assert_eq!(terminal.kind, StreamChunkKind::Error);
-        let result: ActionResult =
-            serde_json::from_value(terminal.data.clone().expect("terminal data")).unwrap();
-        if failure(&result).code != codes::IDEMPOTENCY_IN_PROGRESS {
-            replayed = Some(result);
+        if refusal.lock().unwrap().is_some() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let result = replayed.expect("the first call settles");
-    assert_eq!(result.output.as_ref().unwrap()["idempotent_replay"], true);
-    assert_error(
-        failure(&result),
-        codes::STREAM_CLOSED,
-        ErrorCategory::Permanent,
-        false,
-        None,
-    );
-    assert_eq!(theatre.executions.load(Ordering::SeqCst), 0);
+    let refused = refusal
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the sink refused a chunk");
+    assert_eq!(refused.code, codes::STREAM_CLOSED);
+    assert_eq!(refused.category, ErrorCategory::Permanent);
+    assert!(!refused.retryable);
+
+    // Not stored: the resend runs the handler again.
+    for _ in 0..200 {
+        let mut resent = host.invoke_stream(action.clone(), caller());
+        let first = resent.next().await.unwrap();
+        if first.kind == StreamChunkKind::Data {
+            assert_eq!(runs.load(Ordering::SeqCst), 2);
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the first run never released its key");
 }
 
 /// A hand-implemented streaming connector that tries to end the stream itself through the raw

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use aip_connector::codes;
 use aip_connector::host::{Host, HostLimits, TrustedContext};
 use aip_connector::model::{
     Action, ActionResultStatus, ConnectorOperation, Principal, PrincipalKind, StreamChunkKind,
@@ -32,6 +33,8 @@ struct Hit {
 struct Feed {
     sent: Arc<AtomicUsize>,
     attempts: Arc<AtomicUsize>,
+    /// Runs of `export` begun.
+    exports: Arc<AtomicUsize>,
 }
 
 #[connector(id = "feed")]
@@ -46,6 +49,37 @@ impl Feed {
         for n in 0..query.count {
             sink.send(Hit { n }).await?;
             self.sent.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(Summary { sent: query.count })
+    }
+
+    /// A keyed export: each run writes an export job, then streams its rows.
+    #[capability(risk = low, side_effects = [write], idempotency(required, scope = principal), data(sensitivity = internal))]
+    async fn export(
+        &self,
+        query: Query,
+        _key: IdempotencyKey,
+        sink: StreamSink<Hit>,
+    ) -> Result<Summary, ConnectorFailure> {
+        self.exports.fetch_add(1, Ordering::SeqCst);
+        for n in 0..query.count {
+            sink.send(Hit { n }).await?;
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        Ok(Summary { sent: query.count })
+    }
+
+    /// The same export without the key: its retry safety is `unknown`.
+    #[capability(risk = low, side_effects = [write], idempotency(required, scope = principal), data(sensitivity = internal))]
+    async fn export_once(
+        &self,
+        query: Query,
+        sink: StreamSink<Hit>,
+    ) -> Result<Summary, ConnectorFailure> {
+        self.exports.fetch_add(1, Ordering::SeqCst);
+        for n in 0..query.count {
+            sink.send(Hit { n }).await?;
+            tokio::time::sleep(Duration::from_millis(2)).await;
         }
         Ok(Summary { sent: query.count })
     }
@@ -163,4 +197,84 @@ async fn the_result_of_a_stream_is_its_terminal_chunk_decoded() {
     assert_eq!(refused.status, ActionResultStatus::Failed);
     assert_eq!(refused.error.unwrap().code, "action.input_schema_invalid");
     assert_eq!(feed.sent.load(Ordering::SeqCst), 3);
+}
+
+/// Found by a hostile audit: a consumer that dropped the stream left `stream.closed` (permanent)
+/// stored under the key, replayed for the key's lifetime, where a transport's give-up releases a
+/// retry-safe action's key. The sink now abandons the action: the resend runs it again.
+#[tokio::test]
+async fn a_consumer_that_goes_away_abandons_the_action_and_releases_a_retry_safe_key() {
+    let feed = Feed::default();
+    let host = Host::builder()
+        .connector(feed.clone())
+        .limits(HostLimits {
+            stream_buffer: 1,
+            ..HostLimits::default()
+        })
+        .build()
+        .unwrap();
+    let action =
+        || Action::new("cap:feed:export", json!({ "count": 20 })).with_idempotency_key("export-1");
+    let mut stream = host.invoke_stream(action(), caller());
+    assert_eq!(stream.next().await.unwrap().kind, StreamChunkKind::Data);
+    drop(stream);
+
+    // The resend, once the first run has settled, runs the export again to its end.
+    let mut resent = None;
+    for _ in 0..200 {
+        let result = host
+            .invoke_stream(action(), caller())
+            .result()
+            .await
+            .unwrap();
+        if result.error.as_ref().map(|e| e.code.as_str()) != Some(codes::IDEMPOTENCY_IN_PROGRESS) {
+            resent = Some(result);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let resent = resent.expect("the first run settled");
+    assert_eq!(resent.status, ActionResultStatus::Completed, "{resent:?}");
+    assert!(!resent.is_idempotent_replay(), "{resent:?}");
+    assert_eq!(feed.exports.load(Ordering::SeqCst), 2);
+}
+
+/// Without a safe retry the abandonment is stored under the key and replayed: `action.abandoned`
+/// (not retryable), not the sink's `stream.closed`, and the export does not run again.
+#[tokio::test]
+async fn an_abandoned_stream_that_is_unsafe_to_retry_is_replayed_as_abandoned() {
+    let feed = Feed::default();
+    let host = Host::builder()
+        .connector(feed.clone())
+        .limits(HostLimits {
+            stream_buffer: 1,
+            ..HostLimits::default()
+        })
+        .build()
+        .unwrap();
+    let action = || {
+        Action::new("cap:feed:export_once", json!({ "count": 20 })).with_idempotency_key("export-2")
+    };
+    let mut stream = host.invoke_stream(action(), caller());
+    assert_eq!(stream.next().await.unwrap().kind, StreamChunkKind::Data);
+    drop(stream);
+    let mut replayed = None;
+    for _ in 0..200 {
+        let result = host
+            .invoke_stream(action(), caller())
+            .result()
+            .await
+            .unwrap();
+        if result.error.as_ref().map(|e| e.code.as_str()) != Some(codes::IDEMPOTENCY_IN_PROGRESS) {
+            replayed = Some(result);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let replayed = replayed.expect("the first run settled");
+    assert!(replayed.is_idempotent_replay(), "{replayed:?}");
+    let error = replayed.error.as_deref().unwrap();
+    assert_eq!(error.code, codes::ACTION_ABANDONED, "{replayed:?}");
+    assert_eq!(error.retryable, Some(false));
+    assert_eq!(feed.exports.load(Ordering::SeqCst), 1);
 }

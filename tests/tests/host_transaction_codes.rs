@@ -1177,6 +1177,42 @@ async fn executing_a_planned_or_reconciled_transaction_is_execute_state_invalid(
     assert_eq!(bank.effects.load(Ordering::SeqCst), 1);
 }
 
+/// Found by a hostile audit: the gate's answer with the stored result of a committed execute (the
+/// same action and transaction, resent under another key) was not marked as a replay, though
+/// nothing ran; nor was the copy stored under the new key.
+#[tokio::test]
+async fn an_execute_answered_by_the_gate_is_a_marked_replay() {
+    let Setup { host, bank, .. } = setup();
+    let id = TransactionId::new();
+    let first = transfer(
+        TransactionMode::Execute,
+        Some(&id),
+        "e1",
+        json!({ "amount": 5 }),
+    );
+    let action_id = first.id.clone();
+    let done = host.invoke(first, &ada()).await;
+    assert_eq!(done.status, ActionResultStatus::Completed, "{done:?}");
+    assert!(!done.is_idempotent_replay());
+    let again = || {
+        let mut action = transfer(
+            TransactionMode::Execute,
+            Some(&id),
+            "e2",
+            json!({ "amount": 5 }),
+        );
+        action.id = action_id.clone();
+        action
+    };
+    let gated = host.invoke(again(), &ada()).await;
+    assert!(gated.is_idempotent_replay(), "{gated:?}");
+    assert_eq!(gated.original_output(), done.original_output());
+    // Replayed again under the second key: still one marker, same output.
+    let keyed = host.invoke(again(), &ada()).await;
+    assert_eq!(keyed.output, gated.output);
+    assert_eq!(bank.effects.load(Ordering::SeqCst), 1);
+}
+
 /// The gate binds a transaction to its execution contract, identity included (`aip-runtime.md`
 /// §3.5): the same action id sent from another tenant is not handed the stored result.
 #[tokio::test]

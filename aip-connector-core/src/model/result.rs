@@ -94,21 +94,32 @@ pub const IDEMPOTENT_REPLAY: &str = "idempotent_replay";
 /// Upstream replaces an output that is not an object (a list, a string, a number) by
 /// `{"idempotent_replay": true}`, so a client that lost the first answer can never get it
 /// back. Our host keeps it: `{"idempotent_replay": true, "original_output": <the output>}`. An
-/// object whose only keys are `original_output` (and `idempotent_replay`) is wrapped the same
-/// way, so the two forms cannot be mistaken for each other.
+/// object that has an `idempotent_replay` key of its own (the marker would overwrite the
+/// handler's value), or whose only key is `original_output`, is wrapped the same way, so the
+/// two forms cannot be mistaken for each other.
 /// [`ActionResult::original_output`] undoes either form.
 pub const ORIGINAL_OUTPUT: &str = "original_output";
 
 impl ActionResult {
     /// Marks this result as a replay of a stored one (what a host does before answering a
-    /// duplicate with it): an object output gets `idempotent_replay: true`, any other output is
-    /// kept under [`ORIGINAL_OUTPUT`] beside the marker, and no output becomes
-    /// `{"idempotent_replay": true}`.
+    /// duplicate with it): an object output gets `idempotent_replay: true`, any other output
+    /// (and an object with an `idempotent_replay` key of its own) is kept under
+    /// [`ORIGINAL_OUTPUT`] beside the marker, and no output becomes
+    /// `{"idempotent_replay": true}`. Marking a marked result changes nothing.
     pub fn mark_idempotent_replay(&mut self) {
         let marker = || (IDEMPOTENT_REPLAY.to_owned(), Value::Bool(true));
         self.output = Some(match self.output.take() {
             None => Value::Object(Map::from_iter([marker()])),
-            Some(Value::Object(mut object)) if !looks_wrapped(&object) => {
+            // Already marked (a replay replayed again, e.g. a result stored under a second key),
+            // or a handler's own `true`, which says the same: left as it is.
+            Some(Value::Object(object))
+                if object.get(IDEMPOTENT_REPLAY) == Some(&Value::Bool(true)) =>
+            {
+                Value::Object(object)
+            }
+            Some(Value::Object(mut object))
+                if !object.contains_key(IDEMPOTENT_REPLAY) && !looks_wrapped(&object) =>
+            {
                 object.insert(IDEMPOTENT_REPLAY.to_owned(), Value::Bool(true));
                 Value::Object(object)
             }
@@ -796,6 +807,35 @@ mod tests {
         let result = replayed(ActionResultStatus::Completed, Some(original.clone()));
         assert_eq!(result.output.as_ref().unwrap()["other"], 2);
         assert_eq!(result.original_output(), Some(original));
+    }
+
+    /// Found by a hostile audit: the marker overwrote a handler's own `idempotent_replay`
+    /// value, and `original_output` then deleted the field.
+    #[test]
+    fn an_output_with_its_own_marker_field_is_wrapped() {
+        let original = json!({"charge_id": "ch_1", "idempotent_replay": false});
+        let result = replayed(ActionResultStatus::Completed, Some(original.clone()));
+        assert_eq!(
+            result.output,
+            Some(json!({"idempotent_replay": true, "original_output": original}))
+        );
+        assert!(result.is_idempotent_replay());
+        assert_eq!(result.original_output(), Some(original));
+    }
+
+    #[test]
+    fn marking_twice_is_marking_once() {
+        for original in [
+            json!({"n": 1}),
+            json!([1]),
+            json!({"idempotent_replay": false}),
+        ] {
+            let once = replayed(ActionResultStatus::Completed, Some(original.clone()));
+            let mut twice = once.clone();
+            twice.mark_idempotent_replay();
+            assert_eq!(twice, once);
+            assert_eq!(twice.original_output(), Some(original));
+        }
     }
 
     #[test]

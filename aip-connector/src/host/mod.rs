@@ -505,6 +505,14 @@ impl HostInner {
     ) -> Option<&'a crate::invocation::VerifiedTenant> {
         caller.tenant.as_ref().or(self.deployment.tenant.as_ref())
     }
+
+    /// The owner `caller` is of the actions it runs: its principal in its tenant.
+    fn owner_of(&self, caller: &TrustedContext) -> ActionOwner {
+        ActionOwner {
+            principal: caller.principal.id.clone(),
+            tenant: self.tenant_of(caller).map(|t| t.id.clone()),
+        }
+    }
 }
 
 /// How many registries the executing actions are spread over.
@@ -962,10 +970,7 @@ impl Host {
 
     /// The owner `caller` is of the actions it runs: its principal in its tenant.
     fn owner_of(&self, caller: &TrustedContext) -> ActionOwner {
-        ActionOwner {
-            principal: caller.principal.id.clone(),
-            tenant: self.inner.tenant_of(caller).map(|t| t.id.clone()),
-        }
+        self.inner.owner_of(caller)
     }
 
     /// Cancels or remembers the cancellation of `action_id` when `owner` (if any) runs it.

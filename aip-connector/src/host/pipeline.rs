@@ -664,7 +664,11 @@ async fn transactional(
         Ok(admitted) => admitted,
         Err(error) => return failure::failed(&action.id, error),
     };
-    if let Some(replay) = admitted.replay {
+    if let Some(mut replay) = admitted.replay {
+        // The execute gate answers the stored result of the transaction's earlier run: a
+        // replay, marked as one (stored under this key as such, and marking it again when the
+        // key replays it changes nothing).
+        replay.mark_idempotent_replay();
         return replay;
     }
     let record = admitted.record;
@@ -1123,6 +1127,11 @@ impl Future for Supervised<'_> {
             Ok(Poll::Ready(result)) => {
                 return Poll::Ready(match result {
                     Ok(output) => Outcome::Completed(output),
+                    // The stream's consumer went away and the handler gave up with the sink's
+                    // failure: the action was abandoned by its transport, not failed by its
+                    // connector (the sink fired the abandonment, which a handler that returns
+                    // at once never waits to see).
+                    Err(failure) if consumer_gone(&this.context, &failure) => Outcome::Abandoned,
                     Err(failure) => Outcome::Failed(failure),
                 });
             }
@@ -1150,6 +1159,18 @@ impl Future for Supervised<'_> {
             Poll::Pending => Poll::Pending,
         }
     }
+}
+
+/// Whether `failure` is the host's stream sink refusing a chunk because the consumer went
+/// away. While the handler runs, the sink sends no terminal chunk, so its `stream.closed` means
+/// only that.
+fn consumer_gone(
+    context: &HostInvocation,
+    failure: &aip_connector_core::model::ConnectorFailure,
+) -> bool {
+    context.stream.is_some()
+        && failure.code == codes::STREAM_CLOSED
+        && failure.source_component == codes::SOURCE_COMPONENT
 }
 
 impl Drop for Supervised<'_> {

@@ -13,9 +13,9 @@ use aip_connector_core::model::{
 use serde_json::Value;
 use tokio::sync::{Mutex, mpsc};
 
-use super::HostInner;
 use super::context::TrustedContext;
 use super::pipeline::{self, Options};
+use super::{ActionOwner, HostInner};
 use crate::codes;
 use crate::invocation::{BoxFuture, ChunkSink};
 
@@ -56,6 +56,10 @@ impl ChunkStream {
 
 /// The producer side: numbers chunks and closes after the terminal one.
 struct ChannelSink {
+    host: Arc<HostInner>,
+    /// Who runs the action, to abandon it (and nothing of another caller) when the consumer
+    /// goes away.
+    owner: ActionOwner,
     action_id: ActionId,
     sender: Mutex<Option<mpsc::Sender<StreamChunk>>>,
     sequence: AtomicU64,
@@ -98,6 +102,16 @@ impl ChannelSink {
         if terminal {
             self.closed.store(true, Ordering::Release);
             *sender = None;
+        } else if sent.is_err() {
+            // The consumer went away while the handler runs: nobody reads the rest, so the
+            // action is abandoned as a transport that gave up on it would abandon it
+            // (`Host::abandon_as`). A handler that ignores the failure and keeps going is
+            // cancelled; one that returns it is `action.abandoned` (the pipeline maps the
+            // failure), so a retry-safe action's key is released for the caller's retry
+            // instead of storing `stream.closed` under it.
+            self.host
+                .active
+                .cancel(&self.action_id, Some(&self.owner), false);
         }
         sent.map_err(|_| Self::closed_failure())
     }
@@ -135,6 +149,8 @@ pub(crate) fn start(
         action.mode = Some(ActionMode::Streaming);
     }
     let sink = Arc::new(ChannelSink {
+        host: host.clone(),
+        owner: host.owner_of(&caller),
         action_id: action.id.clone(),
         sender: Mutex::new(Some(sender)),
         sequence: AtomicU64::new(0),

@@ -28,8 +28,8 @@ use aip_connector_core::admission::AdmittedManifest;
 use aip_connector_core::ids::CapabilityId;
 use aip_connector_core::model::{
     Action, ActionResult, ActionResultStatus, ActionTransaction, Binding, Capability,
-    CapabilityContract, Envelope, IdempotencyRequirement, ProtocolError, RetrySafety, RiskLevel,
-    SideEffect, TransactionMode, unmark_idempotent_replay,
+    CapabilityContract, Envelope, IdempotencyRequirement, ORIGINAL_OUTPUT, ProtocolError,
+    RetrySafety, RiskLevel, SideEffect, TransactionMode, unmark_idempotent_replay,
 };
 use aip_connector_core::naming::stable_profile_name;
 use axum::Router;
@@ -875,7 +875,11 @@ fn project_result(tool: &ProjectedTool, result: ActionResult) -> CallToolResult 
             // A replay of a stored result: the schema does not allow the marker (it may forbid
             // additional properties, or the output is not an object), so it travels in `_meta`
             // and the content is the output as first answered.
-            if tool.strip_replay_marker && unmark_idempotent_replay(&mut output).0 {
+            // A schema that declares the property keeps a bare marker; an output the host kept
+            // beside it (`original_output`: one with its own `idempotent_replay`) is unwrapped
+            // either way.
+            let wrapped = output.get(ORIGINAL_OUTPUT).is_some();
+            if (tool.strip_replay_marker || wrapped) && unmark_idempotent_replay(&mut output).0 {
                 meta.insert(meta::IDEMPOTENT_REPLAY.to_owned(), Value::Bool(true));
             }
             let mut success = CallToolResult::success(vec![ContentBlock::text(output.to_string())]);
@@ -1162,6 +1166,25 @@ mod tests {
             replayed.meta.unwrap().get(meta::IDEMPOTENT_REPLAY),
             Some(&json!(true))
         );
+
+        // A schema that declares `idempotent_replay`: the handler's own value is what the
+        // structured content shows on a replay, and `_meta` says it was one.
+        let declaring = ProjectedTool {
+            strip_replay_marker: false,
+            ..projected()
+        };
+        let own = json!({"charge_id": "ch_1", "idempotent_replay": false});
+        let mut replay = ActionResult::completed(id.clone(), own.clone());
+        replay.mark_idempotent_replay();
+        let replayed = project_result(&declaring, replay);
+        assert_eq!(replayed.structured_content, Some(own.clone()));
+        assert_eq!(
+            replayed.meta.unwrap().get(meta::IDEMPOTENT_REPLAY),
+            Some(&json!(true))
+        );
+        let live = project_result(&declaring, ActionResult::completed(id.clone(), own.clone()));
+        assert_eq!(live.structured_content, Some(own));
+        assert_eq!(live.meta.unwrap().get(meta::IDEMPOTENT_REPLAY), None);
 
         let error = ProtocolError::new("x.failed", "it broke", ErrorCategory::Connector);
         let failed = project_result(&tool, ActionResult::failed(id.clone(), error));
