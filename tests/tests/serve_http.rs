@@ -118,6 +118,21 @@ impl Desk {
         Ok(Tick { n: 3 })
     }
 
+    /// Streams `delay_ms` chunks of 64 KiB each (the field's name is borrowed), as fast as the
+    /// client reads.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn flood(&self, note: Note, sink: StreamSink<Echo>) -> Result<Tick, ConnectorFailure> {
+        for _ in 0..note.delay_ms {
+            sink.send(Echo {
+                text: "x".repeat(64 * 1024),
+                caller: String::new(),
+                tenant: String::new(),
+            })
+            .await?;
+        }
+        Ok(Tick { n: 0 })
+    }
+
     /// Refunds, with a finance approval.
     #[capability(
         risk = high,
@@ -1378,5 +1393,59 @@ async fn the_documented_wire_envelope_runs() {
     assert_eq!(result["status"], "completed", "{answer}");
     assert_eq!(result["output"]["text"], "hello");
     assert_eq!(desk.echoes.load(Ordering::SeqCst), 1);
+    running.stop().await;
+}
+
+/// Found by a hostile audit: a client that asks for a stream and never reads stops the server
+/// from polling the stream (the socket is full), so its slot was held for as long as the
+/// connection stayed open, and `max_in_flight` such connections refused every other request.
+/// The slot is freed once the action settled and the client had the request timeout to read.
+#[tokio::test]
+async fn a_stream_nobody_reads_frees_its_slot_after_the_request_timeout() {
+    use tokio::io::AsyncWriteExt;
+    let config = ServerConfig::default()
+        .max_in_flight(1)
+        .request_timeout(Duration::from_millis(300));
+    let running = start(Desk::default(), config).await;
+    let address = running.base.trim_start_matches("http://").to_owned();
+    let action = Action::new("cap:desk:flood", json!({ "text": "x", "delay_ms": 1_000 }))
+        .with_timeout_ms(500);
+    let body =
+        serde_json::to_string(&Envelope::new(MessageBody::Action(Box::new(action)))).unwrap();
+    let mut reader_that_never_reads = tokio::net::TcpStream::connect(&address).await.unwrap();
+    reader_that_never_reads
+        .write_all(
+            format!(
+                "POST {MESSAGES_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-ada\r\n\
+                 Content-Type: application/json\r\nAccept: text/event-stream\r\n\
+                 Content-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let client = running.client("tok-ada");
+    let echo = || Action::new("cap:desk:echo", json!({ "text": "hi" }));
+    // While the flood runs, its request holds the only slot.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let refused = remote(client.invoke(echo()).await.unwrap_err());
+    assert_eq!(refused.code, codes::TRANSPORT_OVERLOADED);
+    // Its action ends at its deadline (500 ms); 300 ms later the slot is free again, though the
+    // connection is still open and unread.
+    let mut answered = None;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        match client.invoke(echo()).await {
+            Ok(result) => {
+                answered = Some(result);
+                break;
+            }
+            Err(error) => assert_eq!(remote(error).code, codes::TRANSPORT_OVERLOADED),
+        }
+    }
+    let answered = answered.expect("the slot was freed");
+    assert_eq!(answered.status, ActionResultStatus::Completed);
+    drop(reader_that_never_reads);
     running.stop().await;
 }

@@ -11,7 +11,7 @@ use aip_connector_core::model::{
     ErrorCategory, StreamChunk, StreamChunkKind,
 };
 use serde_json::Value;
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::{Mutex, mpsc, watch};
 
 use super::context::TrustedContext;
 use super::pipeline::{self, Options};
@@ -23,9 +23,21 @@ use crate::invocation::{BoxFuture, ChunkSink};
 #[derive(Debug)]
 pub struct ChunkStream {
     receiver: mpsc::Receiver<StreamChunk>,
+    /// Turns `true` once the action has its result (before the terminal chunk is queued,
+    /// which waits for the consumer).
+    settled: watch::Receiver<bool>,
 }
 
 impl ChunkStream {
+    /// Resolves once the action has its result, whether or not the consumer has read the
+    /// chunks up to its terminal one (or when the host's task is gone).
+    pub(crate) fn settled(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut settled = self.settled.clone();
+        async move {
+            let _ = settled.wait_for(|settled| *settled).await;
+        }
+    }
+
     /// The next chunk, or `None` after the terminal chunk.
     pub async fn next(&mut self) -> Option<StreamChunk> {
         self.receiver.recv().await
@@ -145,6 +157,7 @@ pub(crate) fn start(
     caller: TrustedContext,
 ) -> ChunkStream {
     let (sender, receiver) = mpsc::channel(host.limits.stream_buffer.max(1));
+    let (settle, settled) = watch::channel(false);
     if action.mode.is_none() {
         action.mode = Some(ActionMode::Streaming);
     }
@@ -162,6 +175,7 @@ pub(crate) fn start(
             resume: None,
         };
         let result = pipeline::run(&host, Arc::new(action), &caller, options).await;
+        settle.send_replace(true);
         let kind = if result.status == ActionResultStatus::Failed {
             StreamChunkKind::Error
         } else {
@@ -171,5 +185,5 @@ pub(crate) fn start(
         // A consumer that went away is not an error of the action.
         let _ = sink.push(kind, data, true).await;
     });
-    ChunkStream { receiver }
+    ChunkStream { receiver, settled }
 }

@@ -810,13 +810,16 @@ async fn run_bounded<T: Send + 'static>(
 // ---- Streaming ------------------------------------------------------------------------------
 
 /// Abandons the streamed action if the stream is dropped before its terminal chunk (the client
-/// went away), and holds the request's concurrency slot until then.
+/// went away), and holds the request's concurrency slot until then, or until the client has had
+/// the request timeout to read the rest after the action settled ([`slot_watchdog`]).
 struct StreamGuard {
     host: Host,
     caller: TrustedContext,
     action_id: ActionId,
     finished: bool,
-    _permit: OwnedSemaphorePermit,
+    /// The request's slot; taken by whichever comes first, this guard's drop or the watchdog.
+    slot: Arc<std::sync::Mutex<Option<OwnedSemaphorePermit>>>,
+    watchdog: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for StreamGuard {
@@ -824,6 +827,13 @@ impl Drop for StreamGuard {
         if !self.finished {
             self.host.abandon_as(&self.action_id, &self.caller);
         }
+        self.watchdog.abort();
+        drop(
+            self.slot
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take(),
+        );
     }
 }
 
@@ -831,7 +841,37 @@ struct StreamState {
     chunks: ChunkStream,
     guard: StreamGuard,
     drain_expired: CancellationToken,
+    /// Fired by the watchdog: the client did not read the stream to its end within the request
+    /// timeout after the action settled; the stream ends when next polled.
+    overdue: CancellationToken,
     request: Envelope,
+}
+
+/// Frees a stream's slot once its action has settled and the client has had the request
+/// timeout to read what is left. A client that asks for a stream and never reads stops the
+/// server from polling the stream's body (the socket is full), so nothing the body does can
+/// free the slot: without this, each such connection held one of `max_in_flight` for good.
+fn slot_watchdog(
+    settled: impl std::future::Future<Output = ()> + Send + 'static,
+    read_time: Duration,
+    slot: Arc<std::sync::Mutex<Option<OwnedSemaphorePermit>>>,
+    overdue: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        settled.await;
+        tokio::time::sleep(read_time).await;
+        let freed = slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if freed.is_some() {
+            tracing::warn!(
+                read_time_ms = read_time.as_millis() as u64,
+                "a streamed action settled and its client did not read the rest within the request timeout; its slot is freed and the stream ends"
+            );
+            overdue.cancel();
+        }
+    })
 }
 
 fn stream_action(
@@ -843,6 +883,14 @@ fn stream_action(
 ) -> Response {
     let action_id = action.id.clone();
     let chunks = shared.host.invoke_stream(action, caller.clone());
+    let slot = Arc::new(std::sync::Mutex::new(Some(permit)));
+    let overdue = CancellationToken::new();
+    let watchdog = slot_watchdog(
+        chunks.settled(),
+        shared.config.request_timeout,
+        slot.clone(),
+        overdue.clone(),
+    );
     let state = StreamState {
         chunks,
         guard: StreamGuard {
@@ -850,9 +898,11 @@ fn stream_action(
             caller,
             action_id,
             finished: false,
-            _permit: permit,
+            slot,
+            watchdog,
         },
         drain_expired: shared.drain_expired.clone(),
+        overdue,
         request: request.clone(),
     };
     Sse::new(chunk_events(state))
@@ -862,11 +912,12 @@ fn stream_action(
 
 fn chunk_events(state: StreamState) -> impl Stream<Item = Result<Event, Infallible>> + Send {
     futures_util::stream::unfold(state, |mut state| async move {
-        if state.guard.finished {
+        if state.guard.finished || state.overdue.is_cancelled() {
             return None;
         }
         let chunk: StreamChunk = tokio::select! {
             chunk = state.chunks.next() => chunk?,
+            () = state.overdue.cancelled() => return None,
             () = state.drain_expired.cancelled(), if !state.drain_expired.is_cancelled() => {
                 state.guard.host.abandon_as(&state.guard.action_id, &state.guard.caller);
                 state.chunks.next().await?
