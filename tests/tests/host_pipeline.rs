@@ -1487,3 +1487,47 @@ async fn a_replay_keeps_an_output_that_is_not_an_object() {
     assert_eq!(replay.output_as::<Labelled>().unwrap(), first);
     assert_eq!(labels.executions.load(Ordering::SeqCst), 2);
 }
+
+/// A connector whose declared example misspells its input's field.
+struct Misexampled;
+
+#[connector(id = "misexampled")]
+impl Misexampled {
+    /// Looks an order up.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = public),
+        examples = [r#"{"item": "tea"}"#, r#"{"itme": "tea"}"#]
+    )]
+    async fn lookup(&self, order: Order) -> Result<Receipt, ConnectorFailure> {
+        Ok(Receipt {
+            order_id: order.item,
+        })
+    }
+}
+
+/// Found by an author trial: an example the input schema refuses was published in the manifest
+/// as a valid call, and the conformance scenarios then failed invoking it.
+#[test]
+fn an_example_that_does_not_match_the_input_schema_is_refused_at_build_time() {
+    let error = Host::builder()
+        .connector(Misexampled)
+        .build()
+        .expect_err("refused");
+    let aip_connector::host::HostBuildError::ExampleInvalid {
+        capability,
+        index,
+        violations,
+    } = &error
+    else {
+        panic!("wanted ExampleInvalid, got {error}");
+    };
+    assert_eq!(capability.as_str(), "cap:misexampled:lookup");
+    assert_eq!(*index, 1);
+    assert!(!violations.is_empty());
+    assert!(
+        error.to_string().contains("example 1 of capability"),
+        "{error}"
+    );
+}

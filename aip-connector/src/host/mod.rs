@@ -221,6 +221,22 @@ pub enum HostBuildError {
         /// The connector id.
         connector: String,
     },
+    /// A capability's declared example input (`#[capability(examples = [...])]`) does not
+    /// match its input schema: it is published in the manifest as a valid call, and the
+    /// conformance scenarios invoke it, so it would teach callers a call that fails
+    /// `action.input_schema_invalid`.
+    #[error(
+        "example {index} of capability `{capability}` does not match its input schema: {}",
+        .violations.iter().map(|v| format!("{} (at `{}`)", v.message, v.instance_path)).collect::<Vec<_>>().join("; ")
+    )]
+    ExampleInvalid {
+        /// The capability id.
+        capability: CapabilityId,
+        /// The example's position in the declared list, from 0.
+        index: usize,
+        /// What the schema refused.
+        violations: Vec<aip_connector_core::schema::SchemaViolation>,
+    },
     /// Two connectors expose the same capability id.
     #[error("capability `{capability}` is exposed by both `{first}` and `{second}`")]
     DuplicateCapability {
@@ -362,6 +378,22 @@ impl HostBuilder {
                     return Err(HostBuildError::ExternalAccountMissing {
                         capability: capability.id.clone(),
                     });
+                }
+                if let (Some(schema), Some(declared)) = (
+                    admitted.input_schema(capability.id.as_str()),
+                    definition.capability(capability.id.as_str()),
+                ) {
+                    for (index, example) in declared.examples.iter().enumerate() {
+                        if let Err(violations) =
+                            schema.validate(example, self.limits.max_violations)
+                        {
+                            return Err(HostBuildError::ExampleInvalid {
+                                capability: capability.id.clone(),
+                                index,
+                                violations,
+                            });
+                        }
+                    }
                 }
                 if let Some(existing) = capabilities.get(&capability.id) {
                     return Err(HostBuildError::DuplicateCapability {

@@ -24,13 +24,15 @@ use crate::invocation::{BoxFuture, ChunkSink};
 pub struct ChunkStream {
     receiver: mpsc::Receiver<StreamChunk>,
     /// Turns `true` once the action has its result (before the terminal chunk is queued,
-    /// which waits for the consumer).
+    /// which waits for the consumer). Read by the HTTP binding only.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     settled: watch::Receiver<bool>,
 }
 
 impl ChunkStream {
     /// Resolves once the action has its result, whether or not the consumer has read the
     /// chunks up to its terminal one (or when the host's task is gone).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn settled(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
         let mut settled = self.settled.clone();
         async move {
