@@ -79,7 +79,12 @@ pub(crate) fn analyze(
             sig.ident.to_string().trim_start_matches("r#")
         ),
         (None, None) => {
-            cx.error_at(attr_span, diagnostics::FREE_ID_MISSING.message);
+            // A free function with `self` is a method whose impl block lacks `#[connector]`
+            // (the error on `self` says so); asking it for an `id` would be a second error for
+            // the same mistake.
+            if !handler.has_receiver {
+                cx.error_at(attr_span, diagnostics::FREE_ID_MISSING.message);
+            }
             String::new()
         }
     };

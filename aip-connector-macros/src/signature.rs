@@ -257,7 +257,7 @@ pub(crate) fn read(cx: &Ctxt, sig: &Signature, in_impl: bool) -> HandlerSignatur
                 if !in_impl {
                     cx.error_spanned_by(
                         receiver,
-                        "`self` is only allowed on handlers inside a `#[connector]` impl block",
+                        "`self` is only allowed on handlers inside a `#[connector]` impl block: put `#[connector(id = \"...\")]` on the impl block this method is in (a free capability function takes no `self`)",
                     );
                 } else if receiver.reference.is_none() || receiver.mutability.is_some() {
                     cx.error_spanned_by(receiver, "a capability handler takes `&self`: the host calls handlers concurrently, so they cannot take `self` by value or `&mut self`");
