@@ -81,6 +81,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     }
     allow_unused_async_in_companions(&mut block, &capabilities);
     misspelt_companions(&cx, &block, &capabilities);
+    companion_signatures(&cx, &block, &capabilities);
     if capabilities.is_empty() && !cx.has_errors() {
         cx.error_at(
             Span::call_site(),
@@ -116,6 +117,67 @@ fn allow_unused_async_in_companions(block: &mut ItemImpl, capabilities: &[Capabi
             && companions.contains(&method.sig.ident.to_string())
         {
             capability::allow_unused_async(&mut method.attrs);
+        }
+    }
+}
+
+/// What a companion takes besides `&self`, by its key, for [`companion_signatures`].
+fn companion_argument(key: &str) -> &'static str {
+    match key {
+        "reconcile" => "a `Reconciliation`",
+        "cancel" => "a `CancelRequest`",
+        _ => "the capability's input",
+    }
+}
+
+/// A companion of this block (`reconcile = Self::find`, ...) is an `async fn` taking `&self` and
+/// one argument: checked on the method itself, since rustc's errors about the generated call
+/// (a future expected, an argument count) point at `#[connector]` instead. The argument's type
+/// is left to rustc, whose mismatch names both types.
+fn companion_signatures(cx: &Ctxt, block: &ItemImpl, capabilities: &[CapabilityItem]) {
+    let mut checked = HashSet::new();
+    for capability in capabilities {
+        let companions = [
+            ("reconcile", &capability.reconcile),
+            ("validate", &capability.validate),
+            ("cancel", &capability.cancel),
+        ];
+        for (key, companion) in companions {
+            let Some(syn::Expr::Path(path)) = companion else {
+                continue;
+            };
+            let segments = &path.path.segments;
+            if segments.len() != 2 || segments[0].ident != "Self" {
+                continue;
+            }
+            let name = &segments[1].ident;
+            let Some(method) = block.items.iter().find_map(|item| match item {
+                ImplItem::Fn(method) if method.sig.ident == *name => Some(method),
+                _ => None,
+            }) else {
+                continue;
+            };
+            if !checked.insert((key, name.to_string())) {
+                continue;
+            }
+            let sig = &method.sig;
+            if sig.asyncness.is_none() {
+                cx.error_spanned_by(
+                    sig.fn_token,
+                    format!("`{name}` is the `{key}` companion of a capability and must be an `async fn` (`async fn {name}(&self, ...)`)"),
+                );
+            }
+            let takes_ref_self = matches!(
+                sig.inputs.first(),
+                Some(syn::FnArg::Receiver(receiver))
+                    if receiver.reference.is_some() && receiver.mutability.is_none()
+            );
+            if !takes_ref_self || sig.inputs.len() != 2 {
+                cx.error_spanned_by(
+                    &sig.inputs,
+                    format!("the `{key}` companion `{name}` takes `&self` and {}, nothing else (docs/attribute-reference.md, companion handlers)", companion_argument(key)),
+                );
+            }
         }
     }
 }
