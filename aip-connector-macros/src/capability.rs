@@ -38,6 +38,9 @@ pub(crate) struct CapabilityItem {
     /// dispatch arms, codecs, assertions and definition) is compiled under the same conditions,
     /// so a handler configured out takes its capability with it.
     pub(crate) cfgs: Vec<Attribute>,
+    /// The doc comment's parts when one is an expression: the description is joined from them
+    /// at run time.
+    pub(crate) description_parts: Option<Vec<Expr>>,
 }
 
 impl CapabilityItem {
@@ -96,7 +99,11 @@ pub(crate) fn analyze(
             cx.error_spanned_by(companion, "companion handlers (`reconcile`, `validate`, `cancel`) need a `#[connector]` impl block: move this capability into one, so the companion is dispatched and its signature checked");
         }
     }
-    let resolved = resolve::resolve(&attr, &handler, id, doc_comment(fn_attrs));
+    let (description, description_parts) = match doc_comment(fn_attrs) {
+        DocComment::Text(text) => (text, None),
+        DocComment::Parts(parts) => (None, Some(parts)),
+    };
+    let resolved = resolve::resolve(&attr, &handler, id, description);
     // Contract rules only run on an attribute that parsed cleanly: otherwise they would report
     // consequences of the mistake already reported.
     if cx.error_count() == errors_before {
@@ -107,7 +114,9 @@ pub(crate) fn analyze(
         .filter(|a| a.path().is_ident("cfg"))
         .cloned()
         .collect();
-    Some(item(attr, handler, resolved, attr_span, cfgs))
+    let mut item = item(attr, handler, resolved, attr_span, cfgs);
+    item.description_parts = description_parts;
+    Some(item)
 }
 
 fn item(
@@ -119,6 +128,7 @@ fn item(
 ) -> CapabilityItem {
     CapabilityItem {
         cfgs,
+        description_parts: None,
         capability: resolved.capability,
         facts: resolved.facts,
         sig,
@@ -153,24 +163,35 @@ fn item(
     }
 }
 
-/// The doc comment, lines trimmed and joined; `None` when there is none.
-pub(crate) fn doc_comment(attrs: &[Attribute]) -> Option<String> {
-    let lines: Vec<String> = attrs
+/// The handler's doc comment as the macro reads it.
+pub(crate) enum DocComment {
+    /// Every `#[doc]` is a string literal (`///` lines): the description, known now.
+    Text(Option<String>),
+    /// Some `#[doc]` is an expression (`#[doc = include_str!("look.md")]`): every part, in
+    /// order, to be joined at run time by the same rule.
+    Parts(Vec<Expr>),
+}
+
+/// The doc comment of a handler (see [`Capability::description_from_doc`] for the rule).
+pub(crate) fn doc_comment(attrs: &[Attribute]) -> DocComment {
+    let values: Vec<&Expr> = attrs
         .iter()
         .filter(|a| a.path().is_ident("doc"))
         .filter_map(|a| match &a.meta {
-            syn::Meta::NameValue(nv) => crate::meta::as_str(&nv.value).map(|s| s.value()),
+            syn::Meta::NameValue(nv) => Some(&nv.value),
             _ => None,
         })
-        .map(|line| {
-            line.strip_prefix(' ')
-                .unwrap_or(&line)
-                .trim_end()
-                .to_owned()
-        })
         .collect();
-    let text = lines.join("\n").trim().to_owned();
-    (!text.is_empty()).then_some(text)
+    let literals: Option<Vec<String>> = values
+        .iter()
+        .map(|value| crate::meta::as_str(value).map(|s| s.value()))
+        .collect();
+    match literals {
+        Some(lines) => DocComment::Text(Capability::description_from_doc(
+            lines.iter().map(String::as_str),
+        )),
+        None => DocComment::Parts(values.into_iter().cloned().collect()),
+    }
 }
 
 /// Adds `#[allow(clippy::unused_async)]` to a handler (or companion) the macro re-emits: the

@@ -107,6 +107,10 @@ fn definition_expr(capability: &CapabilityItem, scope: &TokenStream) -> TokenStr
     let compensation_handler = capability.facts.compensation_handler;
     let examples = &capability.examples;
     let tags = &capability.tags;
+    let description_parts = match &capability.description_parts {
+        Some(parts) => quote!(#p::Option::Some(&[#(#parts),*])),
+        None => quote!(#p::Option::None),
+    };
     let waivers = capability
         .waivers
         .iter()
@@ -122,6 +126,7 @@ fn definition_expr(capability: &CapabilityItem, scope: &TokenStream) -> TokenStr
             examples: &[#(#examples),*],
             tags: &[#(#tags),*],
             waivers: &[#(#waivers),*],
+            description_parts: #description_parts,
         })
     }
 }

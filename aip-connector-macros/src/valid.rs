@@ -94,6 +94,7 @@ pub(crate) fn check_contract(
         waivers: &waivers,
     };
     let issues = rules::check_capability(&resolved.capability, &options);
+    stale_waivers(cx, attr, resolved);
     // One cause, one diagnostic: a regulated side effect at high risk breaks both approval lints,
     // and requiring approval settles both, so the side effect's lint speaks for the two.
     let side_effect_needs_approval = issues
@@ -112,6 +113,49 @@ pub(crate) fn check_contract(
         cx.error_at(span, render(&issue.code, &issue.message));
     }
 }
+
+/// A waiver of a lint that does not fire for this capability waives nothing, yet it is
+/// published in the manifest as a gap the contract admits to (and hides the lint should the
+/// contract change later). Only the capability's own lints are judged here; a waiver of a
+/// connector-level rule (`manifest.*`) is checked where that rule runs.
+fn stale_waivers(cx: &Ctxt, attr: &CapabilityAttr, resolved: &ResolvedCapability) {
+    let lints: Vec<_> = attr
+        .waivers
+        .iter()
+        // A waiver refused above for its code or reason is not judged again.
+        .filter(|w| {
+            w.code.starts_with(LINT_PREFIX)
+                && rules::rule_info(&w.code).is_some_and(|info| info.waivable)
+                && !w.reason.trim().is_empty()
+        })
+        .collect();
+    if lints.is_empty() {
+        return;
+    }
+    let unwaived = CheckOptions {
+        base_path: "",
+        implementation: Some(&resolved.facts),
+        waivers: &[],
+    };
+    let fired: Vec<String> = rules::check_capability(&resolved.capability, &unwaived)
+        .into_iter()
+        .map(|issue| issue.code)
+        .collect();
+    for waiver in lints {
+        if !fired.contains(&waiver.code) {
+            cx.error_at(
+                waiver.span,
+                format!(
+                    "this waiver waives nothing: `{}` does not fire for this capability. Remove it: a waiver is published in the manifest as a gap the contract admits to",
+                    waiver.code
+                ),
+            );
+        }
+    }
+}
+
+/// The codes of the capability lints, the rules a capability's waiver may name.
+const LINT_PREFIX: &str = "contract.lint.";
 
 /// "message. Fix. (rule `code`)": the catalogue's fix is appended when the message lacks one;
 /// an unsupported claim gets the fix for that claim rather than the rule's list of all of them.

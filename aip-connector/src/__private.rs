@@ -115,6 +115,9 @@ pub struct GeneratedCapability<'a> {
     pub tags: &'a [&'a str],
     /// Waivers as `(code, reason)`.
     pub waivers: &'a [(&'a str, &'a str)],
+    /// The doc comment's parts when one of them is an expression (`#[doc = include_str!(..)]`),
+    /// which the macro cannot read: the description is joined from them here.
+    pub description_parts: Option<&'a [&'a str]>,
 }
 
 /// Assembles a capability definition.
@@ -134,11 +137,15 @@ pub fn capability_definition(generated: GeneratedCapability<'_>) -> CapabilityDe
         examples,
         tags,
         waivers,
+        description_parts,
     } = generated;
     let mut capability: Capability = serde_json::from_str(capability_json)
         .expect("aip-connector-macros produced an invalid capability; please report this bug");
     capability.input_schema = input_schema;
     capability.output_schema = Some(output_schema);
+    if let Some(parts) = description_parts {
+        capability.description = Capability::description_from_doc(parts.iter().copied());
+    }
     let waivers = waivers
         .iter()
         .map(|(code, reason)| Waiver {

@@ -1531,3 +1531,40 @@ fn an_example_that_does_not_match_the_input_schema_is_refused_at_build_time() {
         "{error}"
     );
 }
+
+/// A connector whose handler's doc comment is partly an expression.
+struct Documented;
+
+#[connector(id = "documented")]
+impl Documented {
+    /// Looks an order up.
+    #[doc = concat!("Answers within ", "one second.")]
+    ///
+    /// Reads only.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn lookup(&self, order: Order) -> Result<Receipt, ConnectorFailure> {
+        Ok(Receipt {
+            order_id: order.item,
+        })
+    }
+}
+
+/// Found by an author trial: a `#[doc = include_str!(..)]` or `concat!` doc attribute was
+/// dropped, and with it the whole description, silently. Such parts are joined at run time by
+/// the rule `///` lines follow at compile time.
+#[test]
+fn a_doc_comment_with_expressions_is_the_description() {
+    use aip_connector::Connector;
+    let definition = Documented.definition();
+    assert_eq!(
+        definition.capabilities[0].capability.description.as_deref(),
+        Some("Looks an order up.\nAnswers within one second.\n\nReads only.")
+    );
+    assert_eq!(
+        Shop::default().definition().capabilities[0]
+            .capability
+            .description
+            .as_deref(),
+        Some("Place an order.")
+    );
+}

@@ -47,6 +47,21 @@ pub struct Capability {
 }
 
 impl Capability {
+    /// The description a handler's doc comment gives: the text of each `#[doc]` attribute (one
+    /// per `///` line) with one leading space removed and trailing blanks trimmed, joined by
+    /// newlines, trimmed; `None` when nothing is left. The `#[capability]` macro applies it at
+    /// compile time to `///` lines, and at run time when a doc attribute is an expression
+    /// (`#[doc = include_str!("look.md")]`), so both give the same text.
+    pub fn description_from_doc<'a>(parts: impl IntoIterator<Item = &'a str>) -> Option<String> {
+        let lines: Vec<&str> = parts
+            .into_iter()
+            .map(|part| part.strip_prefix(' ').unwrap_or(part).trim_end())
+            .collect();
+        let text = lines.join("\n");
+        let text = text.trim();
+        (!text.is_empty()).then(|| text.to_owned())
+    }
+
     /// A capability with the given identity and input schema and nothing else declared.
     pub fn new(
         id: impl Into<CapabilityId>,
