@@ -647,7 +647,12 @@ impl Parser<'_> {
                     return None;
                 };
                 let Some(required) = meta::as_u64(first).and_then(|n| u32::try_from(n).ok()) else {
-                    self.cx.error_spanned_by(first, "the first argument of `quorum` is the number of child rules that must be satisfied");
+                    let message = if meta::is_int_literal(first) {
+                        "this count is too large: `quorum` counts its child rules"
+                    } else {
+                        "the first argument of `quorum` is the number of child rules that must be satisfied"
+                    };
+                    self.cx.error_spanned_by(first, message);
                     return None;
                 };
                 Some(ApprovalRule::Quorum {
@@ -1103,8 +1108,12 @@ impl Parser<'_> {
     fn u64_expr(&self, expr: &Expr) -> Option<u64> {
         let value = meta::as_u64(expr);
         if value.is_none() {
-            self.cx
-                .error_spanned_by(expr, "expected a non-negative integer literal");
+            let message = if meta::is_int_literal(expr) {
+                "this integer is too large (the largest is 18446744073709551615, `u64::MAX`)"
+            } else {
+                "expected a non-negative integer literal"
+            };
+            self.cx.error_spanned_by(expr, message);
         }
         value
     }

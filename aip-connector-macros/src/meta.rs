@@ -43,6 +43,12 @@ impl MetaItem {
 
 impl Parse for MetaItem {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        // syn's own "expected ident" / "expected `,`" name no fix.
+        if !input.peek(Ident::peek_any) {
+            return Err(input.error(
+                "expected a key: items are `key = value`, `key(...)` or a bare `key`, separated by commas, e.g. `id = \"orders\"`",
+            ));
+        }
         let key = Ident::parse_any(input)?;
         let kind = if input.peek(Token![=]) {
             input.parse::<Token![=]>()?;
@@ -52,6 +58,11 @@ impl Parse for MetaItem {
             syn::parenthesized!(content in input);
             MetaKind::List(parse_items(&content)?)
         } else {
+            if !(input.is_empty() || input.peek(Token![,])) {
+                return Err(input.error(format!(
+                    "after `{key}`, write `= value` or `(...)`; items are separated by commas"
+                )));
+            }
             MetaKind::Flag
         };
         Ok(MetaItem { key, kind })
@@ -100,6 +111,17 @@ pub(crate) fn as_str(expr: &Expr) -> Option<LitStr> {
         }) => Some(s.clone()),
         Expr::Group(group) => as_str(&group.expr),
         _ => None,
+    }
+}
+
+/// Whether `expr` is an integer literal (whatever its value: it may not fit any type).
+pub(crate) fn is_int_literal(expr: &Expr) -> bool {
+    match expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(_), ..
+        }) => true,
+        Expr::Group(group) => is_int_literal(&group.expr),
+        _ => false,
     }
 }
 
