@@ -18,7 +18,7 @@ struct Payment {
     cents: u64,
 }
 
-#[derive(Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 struct Paid {
     payment_id: String,
 }
@@ -121,6 +121,8 @@ async fn an_approval_is_granted_by_a_named_approver_and_resumed_once() {
     assert_eq!(record.status, ApprovalStatus::Approved);
     let paid = test.resume(&id, "user:ada").await;
     assert_eq!(paid.status, ActionResultStatus::Completed, "{paid:?}");
+    let paid: Paid = paid.output_as().unwrap();
+    assert!(paid.payment_id.starts_with("pay-"), "{paid:?}");
     let again = test.resume(&id, "user:ada").await;
     assert_ne!(again.status, ActionResultStatus::Completed);
     assert_eq!(payroll.payments.load(Ordering::SeqCst), 1);
