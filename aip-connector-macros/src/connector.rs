@@ -102,21 +102,41 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 /// The companions this block defines (`reconcile = Self::find`, …) get the handlers'
-/// `unused_async` allowance: they must be `async` too.
+/// `unused_async` allowance: they must be `async` too. A companion of a capability under
+/// `#[cfg]` is also allowed to be dead: configured out with its capability, nothing calls it.
 fn allow_unused_async_in_companions(block: &mut ItemImpl, capabilities: &[CapabilityItem]) {
-    let companions: HashSet<String> = capabilities
+    let companions: Vec<(String, bool)> = capabilities
         .iter()
-        .flat_map(|c| [&c.reconcile, &c.validate, &c.cancel])
-        .filter_map(|companion| match companion {
-            Some(syn::Expr::Path(path)) => path.path.segments.last().map(|s| s.ident.to_string()),
+        .flat_map(|c| {
+            [&c.reconcile, &c.validate, &c.cancel]
+                .into_iter()
+                .map(move |companion| (companion, !c.cfgs.is_empty()))
+        })
+        .filter_map(|(companion, configured)| match companion {
+            Some(syn::Expr::Path(path)) => path
+                .path
+                .segments
+                .last()
+                .map(|s| (s.ident.to_string(), configured)),
             _ => None,
         })
         .collect();
     for item in &mut block.items {
-        if let ImplItem::Fn(method) = item
-            && companions.contains(&method.sig.ident.to_string())
-        {
-            capability::allow_unused_async(&mut method.attrs);
+        let ImplItem::Fn(method) = item else {
+            continue;
+        };
+        let name = method.sig.ident.to_string();
+        let uses: Vec<bool> = companions
+            .iter()
+            .filter(|(companion, _)| *companion == name)
+            .map(|(_, configured)| *configured)
+            .collect();
+        if uses.is_empty() {
+            continue;
+        }
+        capability::allow_unused_async(&mut method.attrs);
+        if uses.iter().all(|configured| *configured) {
+            method.attrs.push(syn::parse_quote!(#[allow(dead_code)]));
         }
     }
 }
@@ -161,16 +181,21 @@ fn companion_signatures(cx: &Ctxt, block: &ItemImpl, capabilities: &[CapabilityI
                 continue;
             }
             let sig = &method.sig;
-            if sig.asyncness.is_none() {
+            let returns_future = matches!(&sig.output, syn::ReturnType::Type(_, ty)
+                if matches!(&**ty, syn::Type::ImplTrait(_)));
+            if sig.asyncness.is_none() && !returns_future {
                 cx.error_spanned_by(
                     sig.fn_token,
                     format!("`{name}` is the `{key}` companion of a capability and must be an `async fn` (`async fn {name}(&self, ...)`)"),
                 );
             }
+            // `&self`, or `self: &Self` (syn gives that one no `reference`, only its type).
             let takes_ref_self = matches!(
                 sig.inputs.first(),
                 Some(syn::FnArg::Receiver(receiver))
-                    if receiver.reference.is_some() && receiver.mutability.is_none()
+                    if receiver.mutability.is_none()
+                        && (receiver.reference.is_some()
+                            || matches!(&*receiver.ty, syn::Type::Reference(r) if r.mutability.is_none()))
             );
             if !takes_ref_self || sig.inputs.len() != 2 {
                 cx.error_spanned_by(

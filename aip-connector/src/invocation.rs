@@ -70,6 +70,13 @@ pub trait ChunkSink: Send + Sync {
         kind: StreamChunkKind,
         data: Value,
     ) -> BoxFuture<'_, Result<(), ConnectorFailure>>;
+
+    /// Whether the consumer went away before the stream ended (a send then fails). The host
+    /// abandons an action whose consumer is gone, whatever its handler makes of the failed
+    /// send. `false` unless a sink knows better.
+    fn consumer_gone(&self) -> bool {
+        false
+    }
 }
 
 /// Durably records the provider operation of a transactional call before the handler awaits the

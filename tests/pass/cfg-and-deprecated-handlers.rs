@@ -31,6 +31,17 @@ impl Demo {
         Ok(day.day)
     }
 
+    #[cfg(any())]
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public), cancel = Self::abort)]
+    async fn never_built_cancellable(&self, day: Day) -> Result<String, ConnectorFailure> {
+        Ok(day.day)
+    }
+
+    // The companion of a capability configured out: nothing calls it, and that is no warning.
+    async fn abort(&self, _request: aip_connector::CancelRequest) -> Result<(), ConnectorFailure> {
+        Ok(())
+    }
+
     #[deprecated(note = "use `look`")]
     #[capability(
         risk = low,

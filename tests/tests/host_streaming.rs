@@ -9,7 +9,8 @@ use std::time::Duration;
 use aip_connector::codes;
 use aip_connector::host::{Host, HostLimits, TrustedContext};
 use aip_connector::model::{
-    Action, ActionResultStatus, ConnectorOperation, Principal, PrincipalKind, StreamChunkKind,
+    Action, ActionResult, ActionResultStatus, ConnectorOperation, Principal, PrincipalKind,
+    StreamChunkKind,
 };
 use aip_connector::prelude::*;
 use serde_json::json;
@@ -67,6 +68,48 @@ impl Feed {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         Ok(Summary { sent: query.count })
+    }
+
+    /// The export, turning a refused send into a failure of its own.
+    #[capability(risk = low, side_effects = [write], idempotency(required, scope = principal), data(sensitivity = internal))]
+    async fn export_mapped(
+        &self,
+        query: Query,
+        _key: IdempotencyKey,
+        sink: StreamSink<Hit>,
+    ) -> Result<Summary, ConnectorFailure> {
+        self.exports.fetch_add(1, Ordering::SeqCst);
+        for n in 0..query.count {
+            sink.send(Hit { n }).await.map_err(|_| {
+                ConnectorFailure::new(
+                    "feed.export_failed",
+                    "the export could not be delivered",
+                    ErrorCategory::Permanent,
+                    ConnectorOperation::Streaming,
+                    "feed",
+                )
+            })?;
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        Ok(Summary { sent: query.count })
+    }
+
+    /// The export, ignoring refused sends and never finishing on its own.
+    #[capability(risk = low, side_effects = [write], idempotency(required, scope = principal), data(sensitivity = internal))]
+    async fn export_forever(
+        &self,
+        _query: Query,
+        _key: IdempotencyKey,
+        sink: StreamSink<Hit>,
+    ) -> Result<Summary, ConnectorFailure> {
+        self.exports.fetch_add(1, Ordering::SeqCst);
+        let mut n = 0;
+        loop {
+            let _ignored = sink.send(Hit { n }).await;
+            n += 1;
+            self.sent.fetch_add(1, Ordering::SeqCst);
+            tokio::task::yield_now().await;
+        }
     }
 
     /// The same export without the key: its retry safety is `unknown`.
@@ -277,4 +320,72 @@ async fn an_abandoned_stream_that_is_unsafe_to_retry_is_replayed_as_abandoned() 
     assert_eq!(error.code, codes::ACTION_ABANDONED, "{replayed:?}");
     assert_eq!(error.retryable, Some(false));
     assert_eq!(feed.exports.load(Ordering::SeqCst), 1);
+}
+
+/// Drops the stream of `capability` after its first chunk, then resends under the same key
+/// until the first run has settled; returns the resend's result.
+async fn resend_after_dropping(host: &Host, capability: &str, key: &str) -> ActionResult {
+    let action = || Action::new(capability, json!({ "count": 20 })).with_idempotency_key(key);
+    let mut stream = host.invoke_stream(action(), caller());
+    assert_eq!(stream.next().await.unwrap().kind, StreamChunkKind::Data);
+    drop(stream);
+    for _ in 0..200 {
+        let mut resent = host.invoke_stream(action(), caller());
+        let first = resent.next().await.unwrap();
+        if first.kind == StreamChunkKind::Data {
+            // It runs again: the first run's key was released.
+            drop(resent);
+            return ActionResult::completed(first.action_id, json!("ran again"));
+        }
+        let result: ActionResult = serde_json::from_value(first.data.unwrap()).unwrap();
+        if result.error.as_ref().map(|e| e.code.as_str()) != Some(codes::IDEMPOTENCY_IN_PROGRESS) {
+            return result;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the first run never settled");
+}
+
+/// Found by a review: a handler that turns the refused send into a failure of its own had that
+/// failure stored under the key; the consumer's going away is what ended the action.
+#[tokio::test]
+async fn a_handler_that_maps_the_refused_send_is_abandoned_too() {
+    let feed = Feed::default();
+    let host = Host::builder()
+        .connector(feed.clone())
+        .limits(HostLimits {
+            stream_buffer: 1,
+            ..HostLimits::default()
+        })
+        .build()
+        .unwrap();
+    let resent = resend_after_dropping(&host, "cap:feed:export_mapped", "mapped-1").await;
+    assert_eq!(resent.output, Some(json!("ran again")), "{resent:?}");
+    assert_eq!(feed.exports.load(Ordering::SeqCst), 2);
+}
+
+/// Found by a review: a handler that ignores refused sends kept running; it is stopped, and its
+/// key released.
+#[tokio::test]
+async fn a_handler_that_ignores_the_refused_send_is_stopped() {
+    let feed = Feed::default();
+    let host = Host::builder()
+        .connector(feed.clone())
+        .limits(HostLimits {
+            stream_buffer: 1,
+            ..HostLimits::default()
+        })
+        .build()
+        .unwrap();
+    let resent = resend_after_dropping(&host, "cap:feed:export_forever", "forever-1").await;
+    assert_eq!(resent.output, Some(json!("ran again")), "{resent:?}");
+    // Both runs have ended (the resend's consumer went away too): nothing sends any more.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let settled = feed.sent.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        feed.sent.load(Ordering::SeqCst),
+        settled,
+        "a run kept sending"
+    );
 }

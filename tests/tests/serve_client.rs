@@ -287,6 +287,13 @@ async fn a_unary_call_ends_at_the_call_timeout() {
         ClientError::Unreachable(source) => assert!(source.is_timeout(), "{source:?}"),
         other => panic!("wanted a timeout, got {other:?}"),
     }
+    // The same code and category as the server's own timeout, and the stream's.
+    let protocol = error.to_protocol_error();
+    assert_eq!(protocol.code, codes::TRANSPORT_TIMEOUT);
+    assert_eq!(
+        protocol.category,
+        aip_connector::model::ErrorCategory::Temporary
+    );
 }
 
 #[test]
@@ -295,4 +302,23 @@ fn the_client_never_shows_a_password_in_its_url() {
     let shown = format!("{client:?}");
     assert!(!shown.contains("pw-canary"), "{shown}");
     assert!(shown.contains("127.0.0.1:1"), "{shown}");
+}
+
+/// Found by a review: the stream timeout did not cover the wait for the response's headers.
+#[tokio::test]
+async fn the_stream_timeout_covers_a_server_that_never_answers() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let error = AipClient::new(silent)
+        .stream_timeout(Some(Duration::from_millis(200)))
+        .invoke_stream(action())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ClientError::TimedOut(_)), "{error:?}");
 }

@@ -132,6 +132,10 @@ impl ActionResult {
 
     /// Whether this result is a replay of a stored one: its output carries
     /// `idempotent_replay: true`.
+    ///
+    /// The marker shares the output's namespace (upstream's wire): an output type with a field
+    /// of that name that is `true` reads as a replay, and [`original_output`](Self::original_output)
+    /// removes it. Name output fields otherwise.
     pub fn is_idempotent_replay(&self) -> bool {
         self.output
             .as_ref()

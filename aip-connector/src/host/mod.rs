@@ -204,6 +204,7 @@ pub struct PurgedRecords {
 
 /// Why a host could not be built.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HostBuildError {
     /// A connector's manifest failed admission; every issue is listed.
     #[error("connector `{connector}` failed admission: {report}")]

@@ -1127,11 +1127,10 @@ impl Future for Supervised<'_> {
             Ok(Poll::Ready(result)) => {
                 return Poll::Ready(match result {
                     Ok(output) => Outcome::Completed(output),
-                    // The stream's consumer went away and the handler gave up with the sink's
-                    // failure: the action was abandoned by its transport, not failed by its
-                    // connector (the sink fired the abandonment, which a handler that returns
-                    // at once never waits to see).
-                    Err(failure) if consumer_gone(&this.context, &failure) => Outcome::Abandoned,
+                    // The stream's consumer went away and the handler failed, with the sink's
+                    // failure or one of its own making: the action was abandoned by its
+                    // transport, not failed by its connector.
+                    Err(_) if consumer_gone(&this.context) => Outcome::Abandoned,
                     Err(failure) => Outcome::Failed(failure),
                 });
             }
@@ -1150,6 +1149,12 @@ impl Future for Supervised<'_> {
         if signal.poll_fired(cx).is_ready() {
             return Poll::Ready(interrupted());
         }
+        // A handler that carries on after its stream's consumer went away (the sink's
+        // cancellation reaches only a registered handler, and one that failed a send in its
+        // first poll was not yet): abandoned here, its future dropped with the race.
+        if consumer_gone(&this.context) {
+            return Poll::Ready(Outcome::Abandoned);
+        }
         let deadline = this.context.deadline;
         let timer = this
             .timer
@@ -1161,16 +1166,12 @@ impl Future for Supervised<'_> {
     }
 }
 
-/// Whether `failure` is the host's stream sink refusing a chunk because the consumer went
-/// away. While the handler runs, the sink sends no terminal chunk, so its `stream.closed` means
-/// only that.
-fn consumer_gone(
-    context: &HostInvocation,
-    failure: &aip_connector_core::model::ConnectorFailure,
-) -> bool {
-    context.stream.is_some()
-        && failure.code == codes::STREAM_CLOSED
-        && failure.source_component == codes::SOURCE_COMPONENT
+/// Whether the action's stream lost its consumer (a send failed for want of one).
+fn consumer_gone(context: &HostInvocation) -> bool {
+    context
+        .stream
+        .as_ref()
+        .is_some_and(|sink| sink.consumer_gone())
 }
 
 impl Drop for Supervised<'_> {

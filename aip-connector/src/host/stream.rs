@@ -12,6 +12,7 @@ use aip_connector_core::model::{
 };
 use serde_json::Value;
 use tokio::sync::{Mutex, mpsc, watch};
+use tokio_util::sync::CancellationToken;
 
 use super::context::TrustedContext;
 use super::pipeline::{self, Options};
@@ -27,6 +28,9 @@ pub struct ChunkStream {
     /// which waits for the consumer). Read by the HTTP binding only.
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     settled: watch::Receiver<bool>,
+    /// Ends the host's task if it still waits to queue the terminal chunk.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    give_up: CancellationToken,
 }
 
 impl ChunkStream {
@@ -38,6 +42,14 @@ impl ChunkStream {
         async move {
             let _ = settled.wait_for(|settled| *settled).await;
         }
+    }
+
+    /// A handle that ends the host's task when it still waits for room to queue the terminal
+    /// chunk: for a consumer that will not read the rest (the HTTP binding's watchdog). The
+    /// action has its result by then; only the chunks still queued are given up.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn give_up_handle(&self) -> CancellationToken {
+        self.give_up.clone()
     }
 
     /// The next chunk, or `None` after the terminal chunk.
@@ -78,6 +90,8 @@ struct ChannelSink {
     sender: Mutex<Option<mpsc::Sender<StreamChunk>>>,
     sequence: AtomicU64,
     closed: AtomicBool,
+    /// A send failed because the consumer dropped the stream.
+    consumer_gone: AtomicBool,
 }
 
 impl ChannelSink {
@@ -117,6 +131,7 @@ impl ChannelSink {
             self.closed.store(true, Ordering::Release);
             *sender = None;
         } else if sent.is_err() {
+            self.consumer_gone.store(true, Ordering::Release);
             // The consumer went away while the handler runs: nobody reads the rest, so the
             // action is abandoned as a transport that gave up on it would abandon it
             // (`Host::abandon_as`). A handler that ignores the failure and keeps going is
@@ -151,6 +166,10 @@ impl ChunkSink for ChannelSink {
             self.push(kind, Some(data), false).await
         })
     }
+
+    fn consumer_gone(&self) -> bool {
+        self.consumer_gone.load(Ordering::Acquire)
+    }
 }
 
 pub(crate) fn start(
@@ -170,7 +189,10 @@ pub(crate) fn start(
         sender: Mutex::new(Some(sender)),
         sequence: AtomicU64::new(0),
         closed: AtomicBool::new(false),
+        consumer_gone: AtomicBool::new(false),
     });
+    let give_up = CancellationToken::new();
+    let given_up = give_up.clone();
     tokio::spawn(async move {
         let options = Options {
             stream: Some(sink.clone() as Arc<dyn ChunkSink>),
@@ -184,8 +206,16 @@ pub(crate) fn start(
             StreamChunkKind::Done
         };
         let data = serde_json::to_value(&result).ok();
-        // A consumer that went away is not an error of the action.
-        let _ = sink.push(kind, data, true).await;
+        // A consumer that went away is not an error of the action; one that will not read the
+        // rest (`give_up_handle`) does not keep this task waiting for room.
+        tokio::select! {
+            _ = sink.push(kind, data, true) => {}
+            () = given_up.cancelled() => {}
+        }
     });
-    ChunkStream { receiver, settled }
+    ChunkStream {
+        receiver,
+        settled,
+        give_up,
+    }
 }

@@ -51,18 +51,23 @@ pub enum ClientError {
 }
 
 impl ClientError {
-    /// The error as an AIP [`ProtocolError`]: the server's own for [`Remote`](Self::Remote),
-    /// `transport.unreachable` (retryable) or `transport.unexpected_response` (retryable)
-    /// otherwise.
+    /// The error as an AIP [`ProtocolError`]: the server's own for [`Remote`](Self::Remote);
+    /// otherwise retryable `transport.timeout` (category `temporary`, as the server sends it)
+    /// for a call or stream over its timeout, `transport.unreachable` for a connection that
+    /// failed or broke, `transport.unexpected_response` for an answer that is not the one the
+    /// binding promises.
     pub fn to_protocol_error(&self) -> ProtocolError {
         let (code, category) = match self {
             ClientError::Remote(error) => return (**error).clone(),
+            ClientError::Unreachable(error) if error.is_timeout() => {
+                (codes::TRANSPORT_TIMEOUT, ErrorCategory::Temporary)
+            }
             ClientError::Unreachable(_) => (codes::TRANSPORT_UNREACHABLE, ErrorCategory::Transport),
             ClientError::UnexpectedResponse(_) => (
                 codes::TRANSPORT_UNEXPECTED_RESPONSE,
                 ErrorCategory::Temporary,
             ),
-            ClientError::TimedOut(_) => (codes::TRANSPORT_TIMEOUT, ErrorCategory::Transport),
+            ClientError::TimedOut(_) => (codes::TRANSPORT_TIMEOUT, ErrorCategory::Temporary),
         };
         super::error(code, self.to_string(), category, true)
     }
@@ -282,13 +287,14 @@ impl AipClient {
         let deadline = self
             .stream_timeout
             .map(|timeout| (tokio::time::Instant::now() + timeout, timeout));
-        let response = self
+        let sent = self
             .request(reqwest::Method::POST, MESSAGES_PATH)
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::ACCEPT, EVENT_STREAM)
             .json(&Envelope::new(MessageBody::Action(Box::new(action))))
-            .send()
-            .await
+            .send();
+        let response = within(deadline, sent)
+            .await?
             .map_err(ClientError::Unreachable)?;
         let is_stream = response
             .headers()
@@ -311,7 +317,7 @@ impl AipClient {
             let response = std::mem::replace(&mut receiver.bytes, ByteStream::empty())
                 .into_response()
                 .expect("the receiver was just built on the response");
-            let envelope = self.answer(Ok(response)).await?;
+            let envelope = within(deadline, self.answer(Ok(response))).await??;
             let result = match envelope.body {
                 MessageBody::ActionResult(result) => of_action(*result, &receiver.action_id)?,
                 other => return Err(unexpected("a stream of chunks", &other)),
@@ -457,6 +463,19 @@ impl AipClient {
     }
 }
 
+/// `future`, unless `deadline` (and its timeout) passes first: [`ClientError::TimedOut`].
+async fn within<T>(
+    deadline: Option<(tokio::time::Instant, Duration)>,
+    future: impl std::future::Future<Output = T>,
+) -> Result<T, ClientError> {
+    match deadline {
+        Some((deadline, timeout)) => tokio::time::timeout_at(deadline, future)
+            .await
+            .map_err(|_| ClientError::TimedOut(timeout)),
+        None => Ok(future.await),
+    }
+}
+
 fn too_large(status: http::StatusCode, limit: usize) -> ClientError {
     ClientError::UnexpectedResponse(format!(
         "HTTP {status} with a body over the client's limit of {limit} bytes"
@@ -509,13 +528,7 @@ impl ChunkReceiver {
             if self.finished {
                 return Ok(None);
             }
-            let read = self.bytes.next();
-            let read = match self.deadline {
-                Some((deadline, timeout)) => tokio::time::timeout_at(deadline, read)
-                    .await
-                    .map_err(|_| ClientError::TimedOut(timeout))?,
-                None => read.await,
-            };
+            let read = within(self.deadline, self.bytes.next()).await?;
             let Some(bytes) = read.map_err(ClientError::Unreachable)? else {
                 return Err(ClientError::UnexpectedResponse(
                     "the stream ended before its terminal chunk".to_owned(),

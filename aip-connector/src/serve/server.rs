@@ -848,14 +848,18 @@ struct StreamState {
 }
 
 /// Frees a stream's slot once its action has settled and the client has had the request
-/// timeout to read what is left. A client that asks for a stream and never reads stops the
-/// server from polling the stream's body (the socket is full), so nothing the body does can
-/// free the slot: without this, each such connection held one of `max_in_flight` for good.
+/// timeout to read what is left, and ends the host's task if it still waits to queue the
+/// terminal chunk. A client that asks for a stream and never reads stops the server from
+/// polling the stream's body (the socket is full), so nothing the body does can free the slot:
+/// without this, each such connection held one of `max_in_flight` for good. The connection
+/// itself, and the chunks already queued for it, stay until the client closes it or reads
+/// again (the body then ends at once).
 fn slot_watchdog(
     settled: impl std::future::Future<Output = ()> + Send + 'static,
     read_time: Duration,
     slot: Arc<std::sync::Mutex<Option<OwnedSemaphorePermit>>>,
     overdue: CancellationToken,
+    give_up: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         settled.await;
@@ -870,6 +874,7 @@ fn slot_watchdog(
                 "a streamed action settled and its client did not read the rest within the request timeout; its slot is freed and the stream ends"
             );
             overdue.cancel();
+            give_up.cancel();
         }
     })
 }
@@ -890,6 +895,7 @@ fn stream_action(
         shared.config.request_timeout,
         slot.clone(),
         overdue.clone(),
+        chunks.give_up_handle(),
     );
     let state = StreamState {
         chunks,
