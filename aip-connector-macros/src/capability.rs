@@ -44,6 +44,25 @@ pub(crate) struct CapabilityItem {
 }
 
 impl CapabilityItem {
+    /// The companions named as `Self::method` (`reconcile = Self::find`, ...): each key with
+    /// the method's name as written. Other paths (a free function, a method elsewhere) are
+    /// left to rustc.
+    pub(crate) fn self_companions(&self) -> impl Iterator<Item = (&'static str, &syn::Ident)> {
+        [
+            ("reconcile", &self.reconcile),
+            ("validate", &self.validate),
+            ("cancel", &self.cancel),
+        ]
+        .into_iter()
+        .filter_map(|(key, companion)| {
+            let Some(Expr::Path(path)) = companion else {
+                return None;
+            };
+            let segments = &path.path.segments;
+            (segments.len() == 2 && segments[0].ident == "Self").then(|| (key, &segments[1].ident))
+        })
+    }
+
     /// Where an error about the capability's name under `profile` points: its binding for that
     /// profile, else its `id = "..."`, else the attribute.
     pub(crate) fn name_span(&self, profile: &str) -> Span {

@@ -108,17 +108,8 @@ fn allow_unused_async_in_companions(block: &mut ItemImpl, capabilities: &[Capabi
     let companions: Vec<(String, bool)> = capabilities
         .iter()
         .flat_map(|c| {
-            [&c.reconcile, &c.validate, &c.cancel]
-                .into_iter()
-                .map(move |companion| (companion, !c.cfgs.is_empty()))
-        })
-        .filter_map(|(companion, configured)| match companion {
-            Some(syn::Expr::Path(path)) => path
-                .path
-                .segments
-                .last()
-                .map(|s| (s.ident.to_string(), configured)),
-            _ => None,
+            c.self_companions()
+                .map(move |(_, name)| (name.to_string(), !c.cfgs.is_empty()))
         })
         .collect();
     for item in &mut block.items {
@@ -157,20 +148,7 @@ fn companion_argument(key: &str) -> &'static str {
 fn companion_signatures(cx: &Ctxt, block: &ItemImpl, capabilities: &[CapabilityItem]) {
     let mut checked = HashSet::new();
     for capability in capabilities {
-        let companions = [
-            ("reconcile", &capability.reconcile),
-            ("validate", &capability.validate),
-            ("cancel", &capability.cancel),
-        ];
-        for (key, companion) in companions {
-            let Some(syn::Expr::Path(path)) = companion else {
-                continue;
-            };
-            let segments = &path.path.segments;
-            if segments.len() != 2 || segments[0].ident != "Self" {
-                continue;
-            }
-            let name = &segments[1].ident;
+        for (key, name) in capability.self_companions() {
             let Some(method) = block.items.iter().find_map(|item| match item {
                 ImplItem::Fn(method) if method.sig.ident == *name => Some(method),
                 _ => None,
@@ -222,26 +200,14 @@ fn misspelt_companions(cx: &Ctxt, block: &ItemImpl, capabilities: &[CapabilityIt
         .collect();
     let candidates: Vec<&str> = methods.iter().map(String::as_str).collect();
     for capability in capabilities {
-        let companions = [
-            ("reconcile", &capability.reconcile),
-            ("validate", &capability.validate),
-            ("cancel", &capability.cancel),
-        ];
-        for (key, companion) in companions {
-            let Some(syn::Expr::Path(path)) = companion else {
-                continue;
-            };
-            let segments = &path.path.segments;
-            if segments.len() != 2 || segments[0].ident != "Self" {
-                continue;
-            }
-            let name = segments[1].ident.to_string();
+        for (key, ident) in capability.self_companions() {
+            let name = ident.to_string();
             if candidates.contains(&name.as_str()) {
                 continue;
             }
             if let Some(meant) = crate::meta::did_you_mean(&name, &candidates) {
                 cx.error_spanned_by(
-                    &segments[1].ident,
+                    ident,
                     format!("no method `{name}` in this `#[connector]` impl block for `{key} = Self::{name}` (did you mean `{meant}`?)"),
                 );
             }

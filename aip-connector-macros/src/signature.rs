@@ -174,7 +174,7 @@ fn has_lifetime(path: &syn::TypePath) -> bool {
         .any(|segment| match &segment.arguments {
             PathArguments::AngleBracketed(args) => args.args.iter().any(|arg| match arg {
                 // `'static` borrows nothing from the request (a `Cow<'static, str>` field is owned).
-            GenericArgument::Lifetime(lifetime) => lifetime.ident != "static",
+                GenericArgument::Lifetime(lifetime) => lifetime.ident != "static",
                 GenericArgument::Type(Type::Path(inner)) => has_lifetime(inner),
                 GenericArgument::Type(Type::Reference(_)) => true,
                 _ => false,

@@ -248,37 +248,9 @@ async fn the_result_of_a_stream_is_its_terminal_chunk_decoded() {
 #[tokio::test]
 async fn a_consumer_that_goes_away_abandons_the_action_and_releases_a_retry_safe_key() {
     let feed = Feed::default();
-    let host = Host::builder()
-        .connector(feed.clone())
-        .limits(HostLimits {
-            stream_buffer: 1,
-            ..HostLimits::default()
-        })
-        .build()
-        .unwrap();
-    let action =
-        || Action::new("cap:feed:export", json!({ "count": 20 })).with_idempotency_key("export-1");
-    let mut stream = host.invoke_stream(action(), caller());
-    assert_eq!(stream.next().await.unwrap().kind, StreamChunkKind::Data);
-    drop(stream);
-
-    // The resend, once the first run has settled, runs the export again to its end.
-    let mut resent = None;
-    for _ in 0..200 {
-        let result = host
-            .invoke_stream(action(), caller())
-            .result()
-            .await
-            .unwrap();
-        if result.error.as_ref().map(|e| e.code.as_str()) != Some(codes::IDEMPOTENCY_IN_PROGRESS) {
-            resent = Some(result);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let resent = resent.expect("the first run settled");
-    assert_eq!(resent.status, ActionResultStatus::Completed, "{resent:?}");
-    assert!(!resent.is_idempotent_replay(), "{resent:?}");
+    let host = one_chunk_buffer_host(&feed);
+    let resent = resend_after_dropping(&host, "cap:feed:export", "export-1").await;
+    assert_eq!(resent.output, Some(json!("ran again")), "{resent:?}");
     assert_eq!(feed.exports.load(Ordering::SeqCst), 2);
 }
 
@@ -287,39 +259,25 @@ async fn a_consumer_that_goes_away_abandons_the_action_and_releases_a_retry_safe
 #[tokio::test]
 async fn an_abandoned_stream_that_is_unsafe_to_retry_is_replayed_as_abandoned() {
     let feed = Feed::default();
-    let host = Host::builder()
+    let host = one_chunk_buffer_host(&feed);
+    let replayed = resend_after_dropping(&host, "cap:feed:export_once", "export-2").await;
+    assert!(replayed.is_idempotent_replay(), "{replayed:?}");
+    let error = replayed.error.as_deref().unwrap();
+    assert_eq!(error.code, codes::ACTION_ABANDONED, "{replayed:?}");
+    assert_eq!(error.retryable, Some(false));
+    assert_eq!(feed.exports.load(Ordering::SeqCst), 1);
+}
+
+/// A host of `feed` whose streams buffer one chunk, so a handler soon waits for its consumer.
+fn one_chunk_buffer_host(feed: &Feed) -> Host {
+    Host::builder()
         .connector(feed.clone())
         .limits(HostLimits {
             stream_buffer: 1,
             ..HostLimits::default()
         })
         .build()
-        .unwrap();
-    let action = || {
-        Action::new("cap:feed:export_once", json!({ "count": 20 })).with_idempotency_key("export-2")
-    };
-    let mut stream = host.invoke_stream(action(), caller());
-    assert_eq!(stream.next().await.unwrap().kind, StreamChunkKind::Data);
-    drop(stream);
-    let mut replayed = None;
-    for _ in 0..200 {
-        let result = host
-            .invoke_stream(action(), caller())
-            .result()
-            .await
-            .unwrap();
-        if result.error.as_ref().map(|e| e.code.as_str()) != Some(codes::IDEMPOTENCY_IN_PROGRESS) {
-            replayed = Some(result);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let replayed = replayed.expect("the first run settled");
-    assert!(replayed.is_idempotent_replay(), "{replayed:?}");
-    let error = replayed.error.as_deref().unwrap();
-    assert_eq!(error.code, codes::ACTION_ABANDONED, "{replayed:?}");
-    assert_eq!(error.retryable, Some(false));
-    assert_eq!(feed.exports.load(Ordering::SeqCst), 1);
+        .unwrap()
 }
 
 /// Drops the stream of `capability` after its first chunk, then resends under the same key
@@ -351,14 +309,7 @@ async fn resend_after_dropping(host: &Host, capability: &str, key: &str) -> Acti
 #[tokio::test]
 async fn a_handler_that_maps_the_refused_send_is_abandoned_too() {
     let feed = Feed::default();
-    let host = Host::builder()
-        .connector(feed.clone())
-        .limits(HostLimits {
-            stream_buffer: 1,
-            ..HostLimits::default()
-        })
-        .build()
-        .unwrap();
+    let host = one_chunk_buffer_host(&feed);
     let resent = resend_after_dropping(&host, "cap:feed:export_mapped", "mapped-1").await;
     assert_eq!(resent.output, Some(json!("ran again")), "{resent:?}");
     assert_eq!(feed.exports.load(Ordering::SeqCst), 2);
@@ -369,14 +320,7 @@ async fn a_handler_that_maps_the_refused_send_is_abandoned_too() {
 #[tokio::test]
 async fn a_handler_that_ignores_the_refused_send_is_stopped() {
     let feed = Feed::default();
-    let host = Host::builder()
-        .connector(feed.clone())
-        .limits(HostLimits {
-            stream_buffer: 1,
-            ..HostLimits::default()
-        })
-        .build()
-        .unwrap();
+    let host = one_chunk_buffer_host(&feed);
     let resent = resend_after_dropping(&host, "cap:feed:export_forever", "forever-1").await;
     assert_eq!(resent.output, Some(json!("ran again")), "{resent:?}");
     // Both runs have ended (the resend's consumer went away too): nothing sends any more.
