@@ -40,6 +40,19 @@ fn posted_id(envelope: &Value) -> ActionId {
     serde_json::from_value(envelope["body"]["action"]["id"].clone()).unwrap()
 }
 
+/// A server that accepts connections and never answers; its base URL.
+async fn silent_server() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    base
+}
+
 fn json_response(status: StatusCode, body: &Envelope) -> Response {
     (
         status,
@@ -269,16 +282,7 @@ async fn a_stream_of_keep_alives_ends_at_the_stream_timeout() {
 
 #[tokio::test]
 async fn a_unary_call_ends_at_the_call_timeout() {
-    // A server that accepts and never answers.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let silent = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((socket, _)) = listener.accept().await {
-            held.push(socket);
-        }
-    });
-    let error = AipClient::new(silent)
+    let error = AipClient::new(silent_server().await)
         .call_timeout(Some(Duration::from_millis(200)))
         .invoke(action())
         .await
@@ -307,15 +311,7 @@ fn the_client_never_shows_a_password_in_its_url() {
 /// Found by a review: the stream timeout did not cover the wait for the response's headers.
 #[tokio::test]
 async fn the_stream_timeout_covers_a_server_that_never_answers() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let silent = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((socket, _)) = listener.accept().await {
-            held.push(socket);
-        }
-    });
-    let error = AipClient::new(silent)
+    let error = AipClient::new(silent_server().await)
         .stream_timeout(Some(Duration::from_millis(200)))
         .invoke_stream(action())
         .await
