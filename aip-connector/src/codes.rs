@@ -17,6 +17,10 @@ pub const EXECUTION_MODE_UNSUPPORTED: &str = "execution.mode_unsupported";
 pub const CREDENTIAL_MISSING: &str = "credential.required";
 /// A handler asked for the verified tenant and none was resolved.
 pub const TENANT_MISSING: &str = "identity.tenant_missing";
+/// The identity the host vouches for (the authenticated principal, operator or verified tenant,
+/// or the deployment's external account) holds a NUL character, which stores refuse to write
+/// (auth, not retryable: the authenticator's answer, not the caller's request, must change).
+pub const IDENTITY_INVALID: &str = "identity.invalid";
 /// A handler asked for verified approvals and the action was not approved.
 pub const APPROVAL_MISSING: &str = "approval.required";
 /// A handler asked for a checkpoint outside a transactional action.

@@ -7,6 +7,10 @@
 pub mod store_conformance;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use aip_connector::store::{SharedStore, SqliteStore};
 
 use serde_json::{Value, json};
 
@@ -109,4 +113,44 @@ pub fn assert_valid_against(schema: &Value, instance: &Value) {
         violations.join("\n"),
         serde_json::to_string_pretty(instance).unwrap_or_else(|_| instance.to_string())
     );
+}
+
+/// A SQLite store file in the temp dir, removed (with its WAL and shared-memory files) on drop.
+pub struct TempStoreFile(PathBuf);
+
+impl TempStoreFile {
+    /// A fresh path, unique in this process; `name` says which test it belongs to.
+    pub fn new(name: &str) -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let unique = NEXT.fetch_add(1, Ordering::Relaxed);
+        Self(std::env::temp_dir().join(format!(
+            "aip-store-test-{}-{unique}-{name}.db",
+            std::process::id()
+        )))
+    }
+
+    /// The database file's path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// The path of the file SQLite keeps beside the database, e.g. `-wal`.
+    pub fn sibling(&self, suffix: &str) -> PathBuf {
+        let mut path = self.0.clone().into_os_string();
+        path.push(suffix);
+        PathBuf::from(path)
+    }
+
+    /// Opens (creating on first use) a store on the file.
+    pub fn open(&self) -> SharedStore {
+        Arc::new(SqliteStore::open(&self.0).expect("open the SQLite store"))
+    }
+}
+
+impl Drop for TempStoreFile {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(self.sibling(suffix));
+        }
+    }
 }

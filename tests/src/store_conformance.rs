@@ -295,6 +295,29 @@ pub async fn check_expired_reservation_is_taken_over_and_old_owner_is_fenced(sto
     );
 }
 
+/// An expired reservation that nobody took over still belongs to its owner, however many keys
+/// are reserved meanwhile (the memory store sweeps expired entries when its table would grow):
+/// a slow handler finishing after its deadline settles its result rather than losing it.
+pub async fn check_expired_reservation_not_taken_over_is_settled_by_its_owner(store: SharedStore) {
+    let slow = reservation("slow", "slow-owner", NOW + 100);
+    assert_eq!(
+        store.reserve(&slow, NOW).await,
+        Ok(ReserveOutcome::Acquired)
+    );
+    for n in 0..2_000 {
+        let other = reservation(&format!("other-{n}"), "other", NOW + 10_000);
+        assert_eq!(
+            store.reserve(&other, NOW + 500).await,
+            Ok(ReserveOutcome::Acquired)
+        );
+    }
+    assert_eq!(store.settle(&slow, completed(&slow)).await, Ok(()));
+    assert_eq!(
+        store.record("slow", NOW + 500).await,
+        Ok(Some(completed(&slow)))
+    );
+}
+
 /// Release frees the key for its owner only; anyone else's release is a no-op.
 pub async fn check_release_frees_the_key_for_its_owner_only(store: SharedStore) {
     let owner = reservation("k", "a", NOW + 100);
@@ -1987,6 +2010,7 @@ macro_rules! for_each_store_check {
             check_second_reserve_while_live_is_in_progress,
             check_reservation_reads_only_the_live_owner,
             check_expired_reservation_is_taken_over_and_old_owner_is_fenced,
+            check_expired_reservation_not_taken_over_is_settled_by_its_owner,
             check_release_frees_the_key_for_its_owner_only,
             check_settled_record_is_replayed,
             check_settle_stores_the_record_under_the_reservation_key,

@@ -343,7 +343,7 @@ async fn crash_then_recover(spec: StoreSpec) {
     assert_eq!(provider.effect_total(), 1, "{:?}", provider.effects());
     // The key as the host scoped it (`scope = principal`), which the handler forwards.
     // Digested, as `ProviderRequest::idempotency` sends it.
-    let sent = IdempotencyKey::provider_key_of("Principal:user:ada:crash-1");
+    let sent = IdempotencyKey::provider_key_of("Principal:user%3Aada:crash-1");
     assert_eq!(provider.effect_count(&sent), 1);
 
     drop(host);

@@ -5,10 +5,9 @@
 //! environment variable that tells the child test to act; without the variable a child test
 //! returns at once, so a normal run of the suite only runs the parents.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aip_connector::ids::{ActionId, ApprovalId, CapabilityId, PrincipalId};
@@ -17,6 +16,7 @@ use aip_connector::store::{
     ApprovalRecord, ApprovalStatus, IdempotencyRecord, IdempotencyStore, Millis, Reservation,
     ReserveOutcome, SharedStore, SqliteStore, StoreError,
 };
+use aip_connector_tests::TempStoreFile;
 use serde_json::json;
 
 /// Set (to the store file) for `child_settles_then_aborts` to act.
@@ -88,34 +88,6 @@ fn approved(id: &str) -> ApprovalRecord {
     }
 }
 
-/// A store file in the temp dir, removed (with its WAL and shared-memory files) on drop.
-struct TempStoreFile(PathBuf);
-
-impl TempStoreFile {
-    fn new(name: &str) -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let unique = NEXT.fetch_add(1, Ordering::Relaxed);
-        Self(std::env::temp_dir().join(format!(
-            "aip-store-durability-{}-{unique}-{name}.db",
-            std::process::id()
-        )))
-    }
-
-    fn sibling(&self, suffix: &str) -> PathBuf {
-        let mut path = self.0.clone().into_os_string();
-        path.push(suffix);
-        PathBuf::from(path)
-    }
-}
-
-impl Drop for TempStoreFile {
-    fn drop(&mut self) {
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(self.sibling(suffix));
-        }
-    }
-}
-
 /// Re-runs this test binary for the single test `child`, with `env` set, and waits for it.
 async fn run_child(child: &'static str, env: Vec<(&'static str, String)>) -> Output {
     tokio::task::spawn_blocking(move || {
@@ -168,7 +140,7 @@ async fn record_settled_by_an_aborting_child_survives() {
     let file = TempStoreFile::new("abort");
     let output = run_child(
         "child_settles_then_aborts",
-        vec![(ABORT_CHILD_DB, path_string(&file.0))],
+        vec![(ABORT_CHILD_DB, path_string(file.path()))],
     )
     .await;
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -194,7 +166,7 @@ async fn record_settled_by_an_aborting_child_survives() {
         .unwrap_or(0);
     assert!(wal_len > 0, "the aborted child left no write-ahead log");
 
-    let reopened = SqliteStore::open(&file.0).expect("parent reopens the store");
+    let reopened = SqliteStore::open(file.path()).expect("parent reopens the store");
     let owner = reservation(ABORT_KEY, "child");
     assert_eq!(
         reopened.record(ABORT_KEY, NOW).await,
@@ -267,11 +239,11 @@ fn race_tally(output: &Output) -> (usize, usize) {
 async fn two_processes_racing_on_one_key_admit_one_owner() {
     let file = TempStoreFile::new("race");
     // Create the schema up front so the children only race on the key.
-    drop(SqliteStore::open(&file.0).expect("create the store"));
+    drop(SqliteStore::open(file.path()).expect("create the store"));
     let start = (wall_clock_ms() + 500).to_string();
     let env = || {
         vec![
-            (RACE_CHILD_DB, path_string(&file.0)),
+            (RACE_CHILD_DB, path_string(file.path())),
             (RACE_START_MS, start.clone()),
         ]
     };
@@ -295,8 +267,8 @@ async fn two_processes_racing_on_one_key_admit_one_owner() {
 async fn two_stores_on_one_file_behave_as_one() {
     let file = TempStoreFile::new("two-stores");
     let stores: [SharedStore; 2] = [
-        Arc::new(SqliteStore::open(&file.0).expect("open the first store")),
-        Arc::new(SqliteStore::open(&file.0).expect("open the second store")),
+        Arc::new(SqliteStore::open(file.path()).expect("open the first store")),
+        Arc::new(SqliteStore::open(file.path()).expect("open the second store")),
     ];
 
     let tasks: Vec<_> = (0..200)

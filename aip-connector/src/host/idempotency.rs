@@ -112,15 +112,44 @@ pub(crate) fn scoped_key_of(
             }
         },
     };
-    let parts = [Some(name), Some(partition), account_id, Some(raw)];
-    let mut key = String::with_capacity(parts.iter().flatten().map(|p| p.len() + 1).sum());
-    for (index, part) in parts.into_iter().flatten().enumerate() {
-        if index > 0 {
-            key.push(':');
-        }
-        key.push_str(part);
+    // Upstream joins the parts with bare ':', which ids containing ':' make ambiguous
+    // (principal `user` + key `1:k` and principal `user:1` + key `k` would share a record, a
+    // cross-principal replay). The partition parts are percent-encoded (`%` → `%25`, `:` → `%3A`)
+    // so the key reads back left to right in one way; the raw key, last, is kept as sent.
+    let partitions = [Some(partition), account_id];
+    let mut key = String::with_capacity(
+        name.len()
+            + raw.len()
+            + partitions
+                .iter()
+                .flatten()
+                .map(|p| p.len() + 1)
+                .sum::<usize>()
+            + 1,
+    );
+    key.push_str(name);
+    for part in partitions.into_iter().flatten() {
+        key.push(':');
+        push_partition(&mut key, part);
     }
+    key.push(':');
+    key.push_str(raw);
     Ok(key)
+}
+
+/// Appends one partition part of a scoped key with `%` and `:` percent-encoded.
+fn push_partition(key: &mut String, part: &str) {
+    for (index, piece) in part.split(':').enumerate() {
+        if index > 0 {
+            key.push_str("%3A");
+        }
+        for (index, piece) in piece.split('%').enumerate() {
+            if index > 0 {
+                key.push_str("%25");
+            }
+            key.push_str(piece);
+        }
+    }
 }
 
 /// SHA-256 of the canonical `{capability_id, input, transaction}` with the transaction id
@@ -307,7 +336,10 @@ mod tests {
             key(IdempotencyKeyScope::Action),
             format!("Action:{}:k", action.id)
         );
-        assert_eq!(key(IdempotencyKeyScope::Capability), "Capability:cap:a:b:k");
+        assert_eq!(
+            key(IdempotencyKeyScope::Capability),
+            "Capability:cap%3Aa%3Ab:k"
+        );
         assert_eq!(key(IdempotencyKeyScope::Principal), "Principal:usr_1:k");
         assert_eq!(key(IdempotencyKeyScope::Tenant), "Tenant:t1:k");
         assert_eq!(
@@ -324,6 +356,68 @@ mod tests {
                 None
             )
             .is_err()
+        );
+    }
+
+    #[test]
+    fn scoped_keys_of_ids_with_separators_never_collide() {
+        let action = Action::new("cap:a:b", json!({}));
+        let key =
+            |scope, principal: &str, tenant: Option<&str>, account: Option<(&str, &str)>, raw| {
+                let account =
+                    account.map(
+                        |(system, id)| aip_connector_core::model::ExternalAccountRef {
+                            id: id.to_owned(),
+                            system: system.to_owned(),
+                        },
+                    );
+                scoped_key_of(scope, raw, &action, principal, tenant, account.as_ref())
+                    .expect("every partition is present")
+            };
+        // Each pair split one text differently between the partition and the raw key; upstream's
+        // bare ':' join gave both halves of every pair one record.
+        let pairs = [
+            (
+                key(IdempotencyKeyScope::Principal, "user", None, None, "1:k"),
+                key(IdempotencyKeyScope::Principal, "user:1", None, None, "k"),
+            ),
+            (
+                key(IdempotencyKeyScope::Tenant, "p", Some("acme"), None, "eu:k"),
+                key(IdempotencyKeyScope::Tenant, "p", Some("acme:eu"), None, "k"),
+            ),
+            (
+                key(
+                    IdempotencyKeyScope::ExternalAccount,
+                    "p",
+                    None,
+                    Some(("crm", "a:b")),
+                    "k",
+                ),
+                key(
+                    IdempotencyKeyScope::ExternalAccount,
+                    "p",
+                    None,
+                    Some(("crm:a", "b")),
+                    "k",
+                ),
+            ),
+            (
+                key(IdempotencyKeyScope::Principal, "a%3Ab", None, None, "k"),
+                key(IdempotencyKeyScope::Principal, "a:b", None, None, "k"),
+            ),
+        ];
+        for (first, second) in pairs {
+            assert_ne!(first, second);
+        }
+        assert_eq!(
+            key(
+                IdempotencyKeyScope::Principal,
+                "user:ana%",
+                None,
+                None,
+                "k:1"
+            ),
+            "Principal:user%3Aana%25:k:1"
         );
     }
 

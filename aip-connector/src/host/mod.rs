@@ -53,6 +53,16 @@ use crate::cache_line::CacheAligned;
 use crate::connector::Connector;
 use crate::store::{Clock, MemoryStore, Millis, Purged, SharedStore, StoreError, SystemClock};
 
+/// Deepest nesting of a handler's output, a connector failure's `details`, and (as the upper
+/// bound of [`HostLimits::max_input_depth`]) an action's input.
+///
+/// Stores write records as JSON and read them back with `serde_json`, whose parser refuses
+/// more than 128 levels; a record holds its output a few levels down (record, result, replay
+/// wrapper, JSON-RPC envelope), so a value nested deeper than this would be written and then
+/// never read again: its idempotency key would answer `storage.unavailable` forever. A deeper
+/// output fails the call with `action.output_schema_invalid` before anything is stored.
+pub const MAX_STORED_DEPTH: usize = 100;
+
 /// Limits of one host.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostLimits {
@@ -65,7 +75,9 @@ pub struct HostLimits {
     pub max_action_timeout_ms: u64,
     /// Largest accepted `Action.input`, in bytes of compact JSON.
     pub max_input_bytes: usize,
-    /// Deepest accepted `Action.input` nesting.
+    /// Deepest accepted `Action.input` nesting; at most [`MAX_STORED_DEPTH`] (a pending
+    /// approval stores the input, and a record that could not be read back would bind its key
+    /// for good), else [`HostBuildError::LimitOutOfRange`].
     pub max_input_depth: usize,
     /// Longest accepted `Action.idempotency_key`, in bytes of UTF-8. A key is stored with every
     /// reservation and record it claims, so its length is bounded like the input's.
@@ -271,6 +283,16 @@ pub enum HostBuildError {
         /// The capability id.
         capability: CapabilityId,
     },
+    /// A [`HostLimits`] field is beyond what the host can honour.
+    #[error("host limit `{limit}` is {value}, above its maximum {max}")]
+    LimitOutOfRange {
+        /// The field of [`HostLimits`].
+        limit: &'static str,
+        /// The configured value.
+        value: u64,
+        /// The largest accepted value.
+        max: u64,
+    },
 }
 
 /// Builds a [`Host`].
@@ -340,6 +362,13 @@ impl HostBuilder {
     pub fn build(self) -> Result<Host, HostBuildError> {
         if self.connectors.is_empty() {
             return Err(HostBuildError::NoConnector);
+        }
+        if self.limits.max_input_depth > MAX_STORED_DEPTH {
+            return Err(HostBuildError::LimitOutOfRange {
+                limit: "max_input_depth",
+                value: self.limits.max_input_depth as u64,
+                max: MAX_STORED_DEPTH as u64,
+            });
         }
         let mut capabilities = CapabilityMap::default();
         let mut manifests = Vec::new();

@@ -160,6 +160,11 @@ async fn execute(
         return failure::failed(&action.id, error);
     }
     let tenant = host.tenant_of(caller);
+    if let Some(error) =
+        check_identity_text(caller, tenant, host.deployment.external_account.as_ref())
+    {
+        return failure::failed(&action.id, error);
+    }
     // The pipeline holds the only reference to the action until the handler runs, so these
     // writes never copy it.
     Arc::make_mut(&mut action).identity = Some(Box::new(trusted_identity(
@@ -950,7 +955,28 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
             call.redact,
         ),
         Outcome::Failed(failure) => {
-            failure::failed(&action.id, connector_error(&failure, action, call.redact))
+            let mut error = connector_error(&failure, action, call.redact);
+            // Details are the connector's, stored with the result: too deep to read back, they
+            // would bind the key for good (see `MAX_STORED_DEPTH`).
+            if let Some(details) = error
+                .details
+                .as_mut()
+                .filter(|details| nests_deeper_than(details, super::MAX_STORED_DEPTH))
+            {
+                let withheld = json!({
+                    "details_withheld": format!(
+                        "the connector's details nest deeper than {} levels",
+                        super::MAX_STORED_DEPTH
+                    )
+                });
+                // The connector's own details sit under the failure's `details` key; the rest
+                // (operation, provider references) is the SDK's and shallow.
+                match details.get_mut("details") {
+                    Some(own) => *own = withheld,
+                    None => *details = withheld,
+                }
+            }
+            failure::failed(&action.id, error)
         }
         Outcome::TimedOut => {
             let retryable = contract.is_some_and(|c| c.execution.supports_retry);
@@ -1460,6 +1486,42 @@ fn check_nul_characters(action: &Action) -> Option<ProtocolError> {
     Some(invalid_field(empty, format!("`{empty}` is empty")))
 }
 
+/// `identity.invalid` when an id the host vouches for, and stores with the action, holds a NUL
+/// character. The authenticator (or the deployment) supplied it, so the caller cannot fix it by
+/// resending: without this check PostgreSQL would refuse the row, and the call would fail
+/// `storage.unavailable`, retryable, for as long as the caller retried.
+fn check_identity_text(
+    caller: &TrustedContext,
+    tenant: Option<&VerifiedTenant>,
+    account: Option<&ExternalAccountRef>,
+) -> Option<ProtocolError> {
+    let fields = [
+        ("principal.id", Some(caller.principal.id.as_str())),
+        ("operator", caller.operator.as_ref().map(|id| id.as_str())),
+        ("tenant.id", tenant.map(|t| t.id.as_str())),
+        ("tenant.system", tenant.and_then(|t| t.system.as_deref())),
+        (
+            "external_account.system",
+            account.map(|a| a.system.as_str()),
+        ),
+        ("external_account.id", account.map(|a| a.id.as_str())),
+    ];
+    let field = fields
+        .into_iter()
+        .find_map(|(field, text)| text.filter(|text| text.contains('\0')).map(|_| field))?;
+    Some(failure::with_details(
+        failure::error(
+            codes::IDENTITY_INVALID,
+            format!(
+                "the trusted identity's `{field}` contains a NUL character, which stored ids may not hold; the authenticator must not vouch for it"
+            ),
+            ErrorCategory::Auth,
+            false,
+        ),
+        json!({ "field": field }),
+    ))
+}
+
 /// `action.invalid` naming the offending `field`.
 fn invalid_field(field: &str, message: String) -> ProtocolError {
     failure::with_details(
@@ -1646,6 +1708,11 @@ impl std::io::Write for ContextBudget {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// Whether `value` nests deeper than `max_depth` levels (a scalar is one level), iteratively.
+fn nests_deeper_than(value: &Value, max_depth: usize) -> bool {
+    check_input_limits(value, usize::MAX, max_depth).is_err()
 }
 
 /// Rejects inputs larger or deeper than the limits, iteratively (no recursion on hostile input).
@@ -2409,6 +2476,21 @@ fn check_output(
     max_violations: usize,
     redact: bool,
 ) -> ActionResult {
+    if nests_deeper_than(&output, super::MAX_STORED_DEPTH) {
+        return failure::failed(
+            &action.id,
+            failure::with_details(
+                failure::permanent(
+                    codes::ACTION_OUTPUT_SCHEMA_INVALID,
+                    format!(
+                        "the handler's output nests deeper than {} levels, more than the host can store and read back",
+                        super::MAX_STORED_DEPTH
+                    ),
+                ),
+                json!({ "max_output_depth": super::MAX_STORED_DEPTH }),
+            ),
+        );
+    }
     if let Some(schema) = &hosted.output_schema
         && let Err(violations) = schema.validate(&output, max_violations)
     {

@@ -37,6 +37,10 @@ pub struct MemoryStore {
 /// Scoped idempotency keys and their entries, in one shard.
 type KeyTable = HashTable<Slot>;
 
+/// How long past its expiry a reservation nobody took over survives the sweep of a growing
+/// table (the host's reservations already outlive their call's deadline by a minute).
+const EXPIRED_RESERVATION_KEPT_MS: Millis = 10 * 60_000;
+
 /// A table entry, with what the table reads without following the entry's pointer. The entry
 /// carries its own key (a reservation's or a record's `key`), so the table stores no second copy
 /// of it; a lookup reuses the hash [`KeyShards::locate`] computed to pick the shard, a growing
@@ -340,8 +344,18 @@ impl IdempotencyStore for MemoryStore {
         let (hash, mut table) = self.families.idempotency.locate(&reservation.key);
         if table.len() == table.capacity() {
             // The table would grow: drop what has expired first, so a long-running store holds
-            // its live keys and a bounded share of expired ones, not every key it ever saw.
-            table.retain(|slot| slot.is_live(now));
+            // its live keys and a bounded share of expired ones, not every key it ever saw. An
+            // expired reservation nobody took over is kept a while longer: its owner may still
+            // settle it (as on the SQL stores, which keep it until taken over), and dropping it
+            // would fence that settle and lose the owner's result.
+            table.retain(|slot| match slot.entry {
+                Held::Reserved(_) => live_at(
+                    slot.live_until_ms
+                        .saturating_add(EXPIRED_RESERVATION_KEPT_MS),
+                    now,
+                ),
+                Held::Settled(_) => slot.is_live(now),
+            });
             // If that freed less than a quarter, grow now: a sweep then comes at most once per
             // quarter of the capacity inserted, which keeps it O(1) per insert amortized.
             let capacity = table.capacity();
@@ -819,8 +833,9 @@ mod tests {
         }
     }
 
-    /// Expired records and reservations are dropped when a shard would grow, so a store whose
-    /// keys expire stays bounded; live entries survive the sweep.
+    /// Expired records, and reservations expired for longer than `EXPIRED_RESERVATION_KEPT_MS`,
+    /// are dropped when a shard would grow, so a store whose keys expire stays bounded; live
+    /// entries survive the sweep.
     #[tokio::test]
     async fn expired_entries_are_dropped_instead_of_growing_the_tables() {
         let store = MemoryStore::new();
@@ -852,9 +867,11 @@ mod tests {
             Ok(ReserveOutcome::Acquired)
         );
         assert_eq!(store.renew(&renewed, Millis::MAX).await, Ok(true));
-        // 20 waves of 1,000 keys, each wave expired by the time the next one arrives.
+        // 20 waves of 1,000 keys, each wave expired (and past the kept window) by the time the
+        // next one arrives.
+        const WAVE_MS: Millis = EXPIRED_RESERVATION_KEPT_MS + 10_000;
         for wave in 0..20u64 {
-            let now = wave * 10_000;
+            let now = wave * WAVE_MS;
             for index in 0..1_000 {
                 let claim = Reservation {
                     expires_at_ms: now + 5_000,
@@ -873,7 +890,7 @@ mod tests {
         );
         assert!(
             matches!(
-                store.reserve(&reservation("renewed", "other"), 190_000).await,
+                store.reserve(&reservation("renewed", "other"), 19 * WAVE_MS).await,
                 Ok(ReserveOutcome::InProgress(holder)) if holder.expires_at_ms == Millis::MAX
             ),
             "the renewed reservation was dropped"
@@ -882,7 +899,10 @@ mod tests {
             assert!(
                 matches!(
                     store
-                        .reserve(&reservation(&format!("live-{index}"), "other"), 190_000)
+                        .reserve(
+                            &reservation(&format!("live-{index}"), "other"),
+                            19 * WAVE_MS
+                        )
                         .await,
                     Ok(ReserveOutcome::InProgress(_))
                 ),
