@@ -346,3 +346,28 @@ async fn two_stores_on_one_file_behave_as_one() {
     assert!(stored.resumed);
     assert_eq!(stored.version, 1);
 }
+
+/// Stores opened at once on a new file (replicas or workers starting together) all open: the
+/// switch to WAL needs the file to itself, and SQLite answers a contended switch with
+/// `SQLITE_BUSY` at once, without waiting out the busy timeout.
+#[test]
+fn stores_opened_at_once_on_a_new_file_all_open() {
+    for round in 0..5 {
+        let file = TempStoreFile::new(&format!("open-at-once-{round}"));
+        let start = std::sync::Barrier::new(8);
+        std::thread::scope(|scope| {
+            let openers: Vec<_> = (0..8)
+                .map(|_| {
+                    scope.spawn(|| {
+                        start.wait();
+                        SqliteStore::open(file.path()).map(drop)
+                    })
+                })
+                .collect();
+            for opener in openers {
+                let opened = opener.join().expect("the opener does not panic");
+                assert!(opened.is_ok(), "round {round}: {opened:?}");
+            }
+        });
+    }
+}

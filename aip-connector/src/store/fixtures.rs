@@ -7,7 +7,9 @@ use aip_connector_core::model::{
 };
 use serde_json::json;
 
-use super::{ApprovalRecord, ApprovalStatus, ApprovalStore, TransactionRecord, TransactionStore};
+use super::{
+    ApprovalRecord, ApprovalStatus, ApprovalStore, Millis, TransactionRecord, TransactionStore,
+};
 
 /// A pending approval request `id` without a TTL, created at 0, carrying a secret in its input.
 pub(super) fn approval(id: &str) -> ApprovalRecord {
@@ -79,13 +81,21 @@ impl RetentionRows {
                 created_at_ms: 10,
                 ..approval("appr_closed")
             },
+            // Never expires (the host saturates `created + ttl`), and holds a NUL in its input:
+            // PostgreSQL's JSON operators refuse both when reading them back as text or BIGINT.
             open: ApprovalRecord {
                 created_at_ms: 10,
+                expires_at_ms: Some(Millis::MAX),
+                action: Action::new("cap:demo", json!({"secret": "hunter2", "note": "a\u{0}b"})),
                 ..approval("appr_open")
             },
             finished: TransactionRecord {
                 status: TransactionProtocolStatus::Committed,
                 updated_at_ms: 20,
+                result: Some(ActionResult::completed(
+                    ActionId::trusted("act_plan"),
+                    json!({"note": "a\u{0}b"}),
+                )),
                 ..planned("txn_done", "plan:done")
             },
             running: TransactionRecord {

@@ -8,7 +8,8 @@
 //! every process that uses the database.
 //!
 //! The schema ships with the crate (`migrations/postgres/*.sql`) and is applied by
-//! [`PostgresStore::connect`], recorded in a `schema_migrations` table.
+//! [`PostgresStore::connect`], recorded in an `aip_connector_schema_migrations` table (earlier
+//! builds used `schema_migrations`, which is adopted once).
 
 use std::fmt;
 use std::time::Duration;
@@ -34,7 +35,7 @@ use super::{
 
 /// One schema migration shipped with the crate.
 struct Migration {
-    /// Its number in `schema_migrations`; migrations apply in increasing order.
+    /// Its number in [`MIGRATIONS_TABLE`]; migrations apply in increasing order.
     version: i64,
     /// A short name, recorded next to the version.
     name: &'static str,
@@ -438,6 +439,46 @@ fn build_pool(url: &str, schema: Option<&str>, max_connections: usize) -> Result
         })
 }
 
+/// Where the applied migrations are recorded. Named for the crate: `schema_migrations` is also
+/// the table of golang-migrate, dbmate and Rails, which an application may keep in the same
+/// schema.
+pub(crate) const MIGRATIONS_TABLE: &str = "aip_connector_schema_migrations";
+
+/// The table earlier builds recorded migrations in.
+const LEGACY_MIGRATIONS_TABLE: &str = "schema_migrations";
+
+/// Moves the migrations an earlier build recorded in `schema_migrations` to
+/// [`MIGRATIONS_TABLE`], once (while the new table is empty), and drops the old table when
+/// every row of it was ours. A `schema_migrations` of another tool (no `name` column, or rows
+/// this crate never wrote) is left as it is. Built from [`MIGRATIONS`], which hold no input.
+fn adopt_legacy_migrations_sql() -> String {
+    let ours = MIGRATIONS
+        .iter()
+        .map(|migration| format!("({}, '{}')", migration.version, migration.name))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "DO $adopt$ BEGIN
+            IF to_regclass('{LEGACY_MIGRATIONS_TABLE}') IS NOT NULL
+               AND to_regclass('{LEGACY_MIGRATIONS_TABLE}')
+                   = to_regclass(current_schema() || '.{LEGACY_MIGRATIONS_TABLE}')
+               AND (SELECT count(*) FROM pg_attribute
+                    WHERE attrelid = to_regclass('{LEGACY_MIGRATIONS_TABLE}') AND NOT attisdropped
+                      AND ((attname = 'version' AND atttypid = 'bigint'::regtype)
+                           OR (attname = 'name' AND atttypid = 'text'::regtype))) = 2
+               AND NOT EXISTS (SELECT 1 FROM {MIGRATIONS_TABLE}) THEN
+                INSERT INTO {MIGRATIONS_TABLE} (version, name, applied_at)
+                    SELECT version, name, applied_at FROM {LEGACY_MIGRATIONS_TABLE}
+                    WHERE (version, name) IN ({ours});
+                IF NOT EXISTS (SELECT 1 FROM {LEGACY_MIGRATIONS_TABLE}
+                               WHERE (version, name) NOT IN ({ours})) THEN
+                    DROP TABLE {LEGACY_MIGRATIONS_TABLE};
+                END IF;
+            END IF;
+        END $adopt$"
+    )
+}
+
 /// What migrating the schema is called in errors.
 const MIGRATE: &str = "migrate the store schema";
 
@@ -493,18 +534,22 @@ async fn apply_migrations(
         }
     }
     transaction
-        .batch_execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (\
+        .batch_execute(&format!(
+            "CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (\
                  version    BIGINT PRIMARY KEY, \
                  name       TEXT NOT NULL, \
                  applied_at TIMESTAMPTZ NOT NULL DEFAULT now()\
-             )",
-        )
+             )"
+        ))
+        .await
+        .during(MIGRATE)?;
+    transaction
+        .batch_execute(&adopt_legacy_migrations_sql())
         .await
         .during(MIGRATE)?;
     let applied: Vec<i64> = transaction
         .query(
-            "SELECT version FROM schema_migrations ORDER BY version",
+            &format!("SELECT version FROM {MIGRATIONS_TABLE} ORDER BY version"),
             &[],
         )
         .await
@@ -532,7 +577,7 @@ async fn apply_migrations(
             .during(MIGRATE)?;
         transaction
             .execute(
-                "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                &format!("INSERT INTO {MIGRATIONS_TABLE} (version, name) VALUES ($1, $2)"),
                 &[&migration.version, &migration.name],
             )
             .await
@@ -1427,7 +1472,10 @@ mod tests {
         drop(schema.connect().await.unwrap());
         let client = stores[0].pool.get().await.unwrap();
         let migrations: Vec<(i64, String)> = client
-            .query("SELECT version, name FROM schema_migrations", &[])
+            .query(
+                &format!("SELECT version, name FROM {MIGRATIONS_TABLE}"),
+                &[],
+            )
             .await
             .unwrap()
             .iter()
@@ -1457,10 +1505,10 @@ mod tests {
         assert_eq!(
             tables,
             [
+                "aip_connector_schema_migrations",
                 "approval_records",
                 "idempotency_entries",
                 "retry_attempts",
-                "schema_migrations",
                 "transactions"
             ]
         );
@@ -1483,7 +1531,7 @@ mod tests {
              DROP INDEX transactions_finished;
              ALTER TABLE approval_records DROP COLUMN created_at_ms, DROP COLUMN expires_at_ms;
              ALTER TABLE transactions DROP COLUMN finished_at_ms;
-             DELETE FROM schema_migrations WHERE version = 4;",
+             DELETE FROM aip_connector_schema_migrations WHERE version = 4;",
         )
         .await;
         let rows = RetentionRows::new();
@@ -1634,6 +1682,86 @@ mod tests {
         assert_eq!(stored.map(|r| r.status), Some(Status::Committing));
     }
 
+    /// Migrations an earlier build recorded in `schema_migrations` are adopted once, not
+    /// applied again, and the old table (all ours) is dropped.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn migrations_recorded_by_an_earlier_build_are_adopted() {
+        let Some(schema) = TestSchema::new() else {
+            return;
+        };
+        let store = schema.connect().await.unwrap();
+        // As an earlier build left the schema.
+        raw(
+            &store,
+            "ALTER TABLE aip_connector_schema_migrations RENAME TO schema_migrations",
+        )
+        .await;
+        drop(store);
+        let store = schema.connect().await.unwrap();
+        let client = store.pool.get().await.unwrap();
+        let versions: Vec<i64> = client
+            .query(
+                &format!("SELECT version FROM {MIGRATIONS_TABLE} ORDER BY version"),
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        let known: Vec<i64> = MIGRATIONS.iter().map(|m| m.version).collect();
+        assert_eq!(versions, known);
+        let legacy: Option<String> = client
+            .query_one("SELECT to_regclass('schema_migrations')::text", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(legacy, None, "the old table, all ours, is dropped");
+    }
+
+    /// Another tool's `schema_migrations` in the store's schema (golang-migrate's shape) is
+    /// neither used nor changed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn another_tools_schema_migrations_table_is_left_alone() {
+        let Some(schema) = TestSchema::new() else {
+            return;
+        };
+        drop(schema.connect().await.unwrap());
+        let store = schema.connect().await.unwrap();
+        raw(
+            &store,
+            "DROP TABLE approval_records, idempotency_entries, retry_attempts, transactions, \
+                        aip_connector_schema_migrations;
+             CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY, dirty BOOLEAN NOT NULL);
+             INSERT INTO schema_migrations VALUES (20240101120000, FALSE);",
+        )
+        .await;
+        drop(store);
+        let store = schema
+            .connect()
+            .await
+            .expect("the store migrates its own table");
+        let claim = Reservation {
+            key: "k".to_owned(),
+            reservation_id: "r".to_owned(),
+            action_id: ActionId::trusted("act_1"),
+            tenant_id: None,
+            input_hash: "h".to_owned(),
+            resume_pending: false,
+            expires_at_ms: 1_000,
+        };
+        assert_eq!(store.reserve(&claim, 0).await, Ok(ReserveOutcome::Acquired));
+        let client = store.pool.get().await.unwrap();
+        let theirs: Vec<(i64, bool)> = client
+            .query("SELECT version, dirty FROM schema_migrations", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect();
+        assert_eq!(theirs, [(20240101120000, false)]);
+    }
+
     /// A database migrated by a newer build is refused rather than misread.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn newer_schema_version_is_refused() {
@@ -1643,7 +1771,7 @@ mod tests {
         let store = schema.connect().await.unwrap();
         raw(
             &store,
-            "INSERT INTO schema_migrations (version, name) VALUES (999, 'future')",
+            "INSERT INTO aip_connector_schema_migrations (version, name) VALUES (999, 'future')",
         )
         .await;
         let error = schema.connect().await.unwrap_err();

@@ -312,10 +312,37 @@ fn query_row_cached<T>(
 fn configure(connection: &Connection) -> rusqlite::Result<()> {
     connection.busy_timeout(BUSY_TIMEOUT)?;
     connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
-    // `journal_mode` answers with the mode in force (`memory` for an in-memory database).
-    let _mode: String =
-        connection.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+    switch_to_wal(connection)?;
     connection.pragma_update(None, "synchronous", "FULL")
+}
+
+/// Puts the file in WAL mode (it stays so: the mode is recorded in the file).
+///
+/// Switching needs the file to itself, and SQLite answers a contended switch with
+/// `SQLITE_BUSY` at once instead of calling the busy handler, so stores opened together on a
+/// new file (replicas starting at once) would fail. The switch is retried until
+/// [`BUSY_TIMEOUT`], and skipped once another connection has made it.
+fn switch_to_wal(connection: &Connection) -> rusqlite::Result<()> {
+    let started = std::time::Instant::now();
+    loop {
+        // `journal_mode` answers with the mode in force (`memory` for an in-memory database).
+        let mode: String = connection.pragma_query_value(None, "journal_mode", |row| row.get(0))?;
+        if mode.eq_ignore_ascii_case("wal") || mode.eq_ignore_ascii_case("memory") {
+            return Ok(());
+        }
+        match connection
+            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))
+        {
+            Ok(_) => return Ok(()),
+            Err(error)
+                if error.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && started.elapsed() < BUSY_TIMEOUT =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(error) => return Err(error),
+        }
+    }
 }
 
 /// Applies the migrations the file has not seen yet, in one write transaction, so two
