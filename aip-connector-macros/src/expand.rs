@@ -5,7 +5,8 @@
 use aip_connector_core::model::CapabilityImplementationSupport;
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
-use syn::ItemImpl;
+use syn::spanned::Spanned;
+use syn::{Expr, ItemImpl};
 
 use crate::capability::CapabilityItem;
 use crate::connector::ConnectorAttr;
@@ -243,13 +244,25 @@ pub(crate) fn connector(
         let path = c.reconcile.as_ref()?;
         let cap_id = c.capability.id.as_str();
         let cfgs = &c.cfgs;
-        Some(quote!(#(#cfgs)* #cap_id => #p::Box::pin(async move { #p::reconcile_result(#path(self, __aip_request).await) }),))
+        // Every token of the call carries the span: rustc reports an unmet bound at the call.
+        let call =
+            quote_spanned!(companion_result_span(block, path)=> #p::reconcile_result(__aip_result));
+        Some(quote!(#(#cfgs)* #cap_id => #p::Box::pin(async move {
+            let __aip_result = #path(self, __aip_request).await;
+            #call
+        }),))
     });
     let cancel_arms = capabilities.iter().filter_map(|c| {
         let path = c.cancel.as_ref()?;
         let cap_id = c.capability.id.as_str();
         let cfgs = &c.cfgs;
-        Some(quote!(#(#cfgs)* #cap_id => #p::Box::pin(async move { #p::cancel_result(#path(self, __aip_request).await) }),))
+        // Every token of the call carries the span: rustc reports an unmet bound at the call.
+        let call =
+            quote_spanned!(companion_result_span(block, path)=> #p::cancel_result(__aip_result));
+        Some(quote!(#(#cfgs)* #cap_id => #p::Box::pin(async move {
+            let __aip_result = #path(self, __aip_request).await;
+            #call
+        }),))
     });
     let has_validate = capabilities.iter().any(|c| c.validate.is_some());
     let has_reconcile = capabilities.iter().any(|c| c.reconcile.is_some());
@@ -389,5 +402,28 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
                 #call
             }
         }
+    }
+}
+
+/// Where rustc reports a companion's result type (an error type that does not convert into
+/// `ConnectorFailure`): the return type of the method `Self::name` in this block, where the fix
+/// goes, else the companion as named in the attribute. Without it, the error pointed at
+/// `#[connector]`.
+fn companion_result_span(block: &ItemImpl, companion: &Expr) -> Span {
+    let Expr::Path(path) = companion else {
+        return companion.span();
+    };
+    let segments = &path.path.segments;
+    let method = (segments.len() == 2 && segments[0].ident == "Self")
+        .then(|| {
+            block.items.iter().find_map(|item| match item {
+                syn::ImplItem::Fn(method) if method.sig.ident == segments[1].ident => Some(method),
+                _ => None,
+            })
+        })
+        .flatten();
+    match method.map(|method| &method.sig.output) {
+        Some(syn::ReturnType::Type(_, ty)) => ty.span(),
+        _ => companion.span(),
     }
 }

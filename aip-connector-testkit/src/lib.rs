@@ -13,7 +13,8 @@
 //!   requests, counts effects per idempotency key, deduplicates (or not), injects faults and
 //!   answers operation lookups — scripted through a [`ProviderHandle`].
 //! - [`test_host`]: [`TestHost`], a host over the memory store for a connector's own tests,
-//!   with callers of a test tenant, approvers, a canary credential and the store to look into.
+//!   with callers of a test tenant, approvers, a canary credential and the store to look into;
+//!   its constants ([`TEST_TENANT`], [`TEST_CREDENTIAL_SECRET`], …) are re-exported here.
 //! - [`snapshot`]: a committed JSON snapshot of a connector's manifest and a drift check that
 //!   classifies every change as breaking or compatible ([`assert_manifest_snapshot!`]).
 
@@ -29,4 +30,7 @@ pub use snapshot::{
     ChangeClass, ChangeKind, ManifestChange, SnapshotDiff, SnapshotError, SnapshotMode,
     SnapshotOutcome, diff_manifests,
 };
-pub use test_host::{TestHost, TestHostBuilder};
+pub use test_host::{
+    TEST_CREDENTIAL_SECRET, TEST_DECISION_REASON, TEST_ISSUER, TEST_TENANT, TestHost,
+    TestHostBuilder,
+};

@@ -273,13 +273,17 @@ impl ProviderHandle {
         self.shared.lock().pending_lookups = lookups;
     }
 
-    /// Waits until at least `count` requests arrived; false if `within` passed first.
+    /// Waits until at least `count` requests arrived in total since the double started (the
+    /// [`request_count`](Self::request_count), not `count` more than now); false if `within`
+    /// passed first.
     pub async fn wait_for_requests(&self, count: usize, within: Duration) -> bool {
         self.wait_until(within, |state| state.requests.len() >= count)
             .await
     }
 
-    /// Waits until at least `count` effects were committed; false if `within` passed first.
+    /// Waits until at least `count` effects were committed in total since the double started
+    /// (the [`effect_total`](Self::effect_total), not `count` more than now); false if `within`
+    /// passed first.
     pub async fn wait_for_effects(&self, count: usize, within: Duration) -> bool {
         self.wait_until(within, |state| state.effects.len() >= count)
             .await
@@ -528,8 +532,9 @@ impl Fault {
         )
     }
 
-    /// Answers exactly `status` with `body` (declared as JSON); commits the effect when `status`
-    /// is 2xx. Use it for JSON of the wrong shape, or an error body to check it is never quoted.
+    /// Answers exactly `status` with `body`, raw bytes (a `&str`, `String` or byte slice; pass
+    /// JSON as text) declared as `application/json`; commits the effect when `status` is 2xx.
+    /// Use it for JSON of the wrong shape, or an error body to check it is never quoted.
     pub fn respond(status: u16, body: impl Into<Vec<u8>>) -> Self {
         Self::new(
             FaultKind::Respond {

@@ -38,6 +38,7 @@
 //! ```
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use aip_connector::Connector;
 use aip_connector::host::{
@@ -46,7 +47,8 @@ use aip_connector::host::{
 };
 use aip_connector::ids::ApprovalId;
 use aip_connector::model::{
-    Action, ActionResult, ApprovalDecision, Principal, PrincipalKind, ProtocolError,
+    Action, ActionResult, ApprovalDecision, ApprovalDecisionKind, Principal, PrincipalKind,
+    ProtocolError,
 };
 use aip_connector::store::MemoryStore;
 
@@ -61,8 +63,8 @@ pub const TEST_ISSUER: &str = "aip-connector-testkit";
 /// a test can assert that it appears in no output, error or log line.
 pub const TEST_CREDENTIAL_SECRET: &str = "testkit-canary-secret-7d2c";
 
-/// The reason every decision [`TestHost::approve`] and [`TestHost::deny`] record carries
-/// (approval policies often require `reason` evidence).
+/// The reason every decision [`TestHost::approve`], [`TestHost::deny`] and
+/// [`TestHost::revoke`] record carries (approval policies often require `reason` evidence).
 pub const TEST_DECISION_REASON: &str = "decided in a test";
 
 /// A [`Host`] over a [`MemoryStore`] for a connector's tests, and the handle that drives it:
@@ -73,6 +75,9 @@ pub struct TestHost {
     host: Host,
     store: Arc<MemoryStore>,
     tenant: VerifiedTenant,
+    /// Numbers the decisions this host records (shared by its clones), so every decision gets
+    /// its own `decision_id`.
+    decisions: Arc<AtomicU64>,
 }
 
 /// Builds a [`TestHost`]; see [`TestHost::builder`].
@@ -132,6 +137,13 @@ impl TestHost {
 
     /// Records `approver`'s approval of `approval_id` (with the reason
     /// [`TEST_DECISION_REASON`]), authenticated as [`caller(approver)`](Self::caller).
+    ///
+    /// Every call is a new decision with its own `decision_id` (`decision-<approver>-<n>`,
+    /// numbered per test host), never a resend of an earlier one: an approver may approve and
+    /// later deny (while the request is pending) or [`revoke`](Self::revoke), and the host
+    /// judges each decision on its own. The stored id is in the returned record's `decisions`.
+    /// To test the replay of a resent decision, send the same [`ApprovalDecision`] twice
+    /// through [`host()`](Self::host)`.record_approval_decision`.
     pub async fn approve(
         &self,
         approval_id: &ApprovalId,
@@ -144,7 +156,8 @@ impl TestHost {
         self.decide(decision, approver).await
     }
 
-    /// Records `approver`'s denial of `approval_id`, as [`approve`](Self::approve) does.
+    /// Records `approver`'s denial of `approval_id`, as [`approve`](Self::approve) does (a new
+    /// decision with its own id).
     pub async fn deny(
         &self,
         approval_id: &ApprovalId,
@@ -157,14 +170,34 @@ impl TestHost {
         self.decide(decision, approver).await
     }
 
+    /// Records `approver`'s revocation of the approval `target_decision_id` (the
+    /// `decision_id` of an `approved` decision in the record), as [`approve`](Self::approve)
+    /// does. The host accepts it while the request is pending, or approved and not yet
+    /// resumed; the request is then `revoked`.
+    pub async fn revoke(
+        &self,
+        approval_id: &ApprovalId,
+        approver: &str,
+        target_decision_id: &str,
+    ) -> Result<ApprovalRecord, ProtocolError> {
+        let mut decision = ApprovalDecision::new(
+            approval_id.clone(),
+            ApprovalDecisionKind::Revoked,
+            Principal::new(approver, PrincipalKind::Human),
+        );
+        decision.target_decision_id = Some(target_decision_id.to_owned());
+        self.decide(decision, approver).await
+    }
+
     async fn decide(
         &self,
         decision: ApprovalDecision,
         approver: &str,
     ) -> Result<ApprovalRecord, ProtocolError> {
+        let n = self.decisions.fetch_add(1, Ordering::Relaxed) + 1;
         let decision = decision
             .with_reason(TEST_DECISION_REASON)
-            .with_decision_id(format!("decision-{approver}"));
+            .with_decision_id(format!("decision-{approver}-{n}"));
         self.host
             .record_approval_decision(decision, &self.caller(approver))
             .await
@@ -279,6 +312,7 @@ impl TestHostBuilder {
             host: builder.build()?,
             store,
             tenant: VerifiedTenant::new(self.tenant),
+            decisions: Arc::new(AtomicU64::new(0)),
         })
     }
 }

@@ -6,11 +6,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aip_connector::codes;
 use aip_connector::host::{ApproverMemberships, ExternalAccountRef, HostBuildError};
-use aip_connector::model::{Action, ActionResultStatus};
+use aip_connector::model::{Action, ActionResultStatus, ApprovalDecisionKind};
 use aip_connector::prelude::*;
 use aip_connector::store::ApprovalStatus;
-use aip_connector_testkit::TestHost;
-use aip_connector_testkit::test_host::{TEST_CREDENTIAL_SECRET, TEST_TENANT};
+use aip_connector_testkit::{TEST_CREDENTIAL_SECRET, TEST_TENANT, TestHost};
 use serde_json::json;
 
 #[derive(Deserialize, JsonSchema)]
@@ -47,6 +46,26 @@ impl Payroll {
         self.payments.fetch_add(1, Ordering::SeqCst);
         Ok(Paid {
             payment_id: format!("pay-{}-{}", payment.cents, key.as_str()),
+        })
+    }
+
+    /// Pays out a large sum after two finance approvers.
+    #[capability(
+        risk = high,
+        side_effects = [write, financial],
+        idempotency(required, scope = tenant),
+        data(sensitivity = confidential),
+        approval(required, selector = role("finance"), evidence = [reason], distinct_principals = 2, separation(requester_must_differ)),
+    )]
+    async fn pay_large(
+        &self,
+        payment: Payment,
+        key: IdempotencyKey,
+        _approval: Approval,
+    ) -> Result<Paid, ConnectorFailure> {
+        self.payments.fetch_add(1, Ordering::SeqCst);
+        Ok(Paid {
+            payment_id: format!("large-{}-{}", payment.cents, key.as_str()),
         })
     }
 
@@ -146,6 +165,61 @@ async fn a_denial_closes_the_request() {
     let record = test.deny(&id, "user:alice").await.unwrap();
     assert_eq!(record.status, ApprovalStatus::Denied);
     assert_eq!(record.tenant_id.as_deref(), Some("acme"));
+}
+
+/// Each `approve`/`deny`/`revoke` is a decision of its own, not a resend of the approver's
+/// earlier one: an approver who approved may deny while the request is pending, and revoke
+/// an approval that completed the request, without `policy.approval_mismatch`.
+#[tokio::test]
+async fn an_approver_may_deny_or_revoke_after_approving() {
+    let payroll = Payroll::default();
+    let test = TestHost::builder(payroll.clone())
+        .approver("user:alice", finance())
+        .approver("user:bob", finance())
+        .build()
+        .unwrap();
+    let request = |capability: &str, key: &str| {
+        Action::new(capability, json!({ "cents": 900 })).with_idempotency_key(key)
+    };
+
+    // Two approvers needed: alice's approval leaves the request pending, her denial closes it.
+    let pending = test
+        .invoke("user:ada", request("cap:payroll:pay_large", "large-1"))
+        .await;
+    let id = pending.approval_id().expect("gated");
+    let approved = test.approve(&id, "user:alice").await.unwrap();
+    assert_eq!(approved.status, ApprovalStatus::Pending);
+    let denied = test.deny(&id, "user:alice").await.unwrap();
+    assert_eq!(denied.status, ApprovalStatus::Denied);
+    let kinds: Vec<_> = denied.decisions.iter().map(|d| d.decision).collect();
+    assert_eq!(
+        kinds,
+        [ApprovalDecisionKind::Approved, ApprovalDecisionKind::Denied]
+    );
+    assert_ne!(
+        denied.decisions[0].decision_id,
+        denied.decisions[1].decision_id
+    );
+
+    // One approver needed: once approved the request is closed to a denial (the truthful
+    // `not_pending`), and the approver revokes her approval by its decision id instead.
+    let pending = test
+        .invoke("user:ada", request("cap:payroll:pay", "small-1"))
+        .await;
+    let id = pending.approval_id().expect("gated");
+    let approved = test.approve(&id, "user:alice").await.unwrap();
+    assert_eq!(approved.status, ApprovalStatus::Approved);
+    let late = test.deny(&id, "user:alice").await.unwrap_err();
+    assert_eq!(late.code, codes::POLICY_APPROVAL_NOT_PENDING, "{late:?}");
+    let approval = approved.decisions[0]
+        .decision_id
+        .as_deref()
+        .expect("every decision is stored with an id");
+    let revoked = test.revoke(&id, "user:alice", approval).await.unwrap();
+    assert_eq!(revoked.status, ApprovalStatus::Revoked);
+    let resumed = test.resume(&id, "user:ada").await;
+    assert_ne!(resumed.status, ActionResultStatus::Completed, "{resumed:?}");
+    assert_eq!(payroll.payments.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]

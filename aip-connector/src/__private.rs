@@ -24,7 +24,9 @@ pub use crate::connector::{
     Reconciliation, unknown_capability,
 };
 pub use crate::extract::{Extractor, ExtractorKind};
-pub use crate::handler::{CapabilityInput, HandlerResult, decode_input, encode_output};
+pub use crate::handler::{
+    CapabilityInput, HandlerError, HandlerResult, decode_input, encode_output,
+};
 pub use crate::invocation::{BoxFuture, InvocationContext};
 
 /// Fails the build when the macro took a parameter for extractor `expected` but the type's
@@ -82,17 +84,18 @@ pub fn empty_input_schema() -> Value {
 }
 
 /// The output of a reconcile handler: `Result<ReconcileOutcome, E>`.
-pub fn reconcile_result<E: Into<ConnectorFailure>>(
+///
+/// `E: HandlerError` (any `Into<ConnectorFailure>`) so that a wrong error type is reported with
+/// the handler's fix, on the companion's return type.
+pub fn reconcile_result<E: HandlerError>(
     result: Result<ReconcileOutcome, E>,
 ) -> Result<ReconcileOutcome, ConnectorFailure> {
-    result.map_err(Into::into)
+    result.map_err(HandlerError::into_failure)
 }
 
-/// The output of a cancel handler: `Result<(), E>`.
-pub fn cancel_result<E: Into<ConnectorFailure>>(
-    result: Result<(), E>,
-) -> Result<(), ConnectorFailure> {
-    result.map_err(Into::into)
+/// The output of a cancel handler: `Result<(), E>` (see [`reconcile_result`]).
+pub fn cancel_result<E: HandlerError>(result: Result<(), E>) -> Result<(), ConnectorFailure> {
+    result.map_err(HandlerError::into_failure)
 }
 
 /// What the macro knows about one capability at compile time, plus its run-time schemas.

@@ -270,11 +270,9 @@ async fn charge(host: &Host, key: &str, behaviour: &str) -> (ActionId, ActionRes
 }
 
 fn compensate_action(capability: &str, target: &ActionId, key: &str) -> Action {
-    let mut transaction = ActionTransaction::new(TransactionMode::Compensate);
-    transaction.compensation_for = Some(target.clone());
     Action::new(capability, json!({ "reason": "customer asked" }))
         .with_idempotency_key(key)
-        .with_transaction(transaction)
+        .with_transaction(ActionTransaction::compensate(target.clone()))
 }
 
 fn error_code(result: &ActionResult) -> &str {

@@ -158,11 +158,9 @@ async fn plan_then_exactly_one_of_many_racing_commits_wins() {
     let mut commits = Vec::new();
     for n in 0..20 {
         let host = host.clone();
-        let mut transaction = ActionTransaction::new(TransactionMode::Commit);
-        transaction.plan_id = Some(plan_id.clone());
         let commit = Action::new("cap:cal:book", json!({ "slot": "9am" }))
             .with_idempotency_key(format!("commit-{n}"))
-            .with_transaction(transaction);
+            .with_transaction(ActionTransaction::commit(plan_id.clone()));
         commits.push(tokio::spawn(
             async move { host.invoke(commit, &caller()).await },
         ));

@@ -166,6 +166,30 @@ impl ActionTransaction {
         self.plan_id = Some(plan_id.into());
         self
     }
+
+    /// A `commit` of the plan `plan_id` (the `plan_id` of a `plan` action's result).
+    pub fn commit(plan_id: impl Into<String>) -> Self {
+        Self::new(TransactionMode::Commit).with_plan_id(plan_id)
+    }
+
+    /// A `compensate` of the action `target`: sent with the target's capability id and the
+    /// compensating handler's input, it runs the capability's compensation once per target.
+    ///
+    /// ```
+    /// # use aip_connector_core::model::{Action, ActionTransaction};
+    /// # use aip_connector_core::ids::ActionId;
+    /// # let charge = ActionId::new();
+    /// let refund = Action::new("cap:payments:charge", serde_json::json!({ "reason": "duplicate" }))
+    ///     .with_idempotency_key("refund-order-17")
+    ///     .with_transaction(ActionTransaction::compensate(charge));
+    /// # assert_eq!(refund.transaction.unwrap().compensation_for.unwrap().as_str().len(), 36);
+    /// ```
+    pub fn compensate(target: ActionId) -> Self {
+        Self {
+            compensation_for: Some(target),
+            ..Self::new(TransactionMode::Compensate)
+        }
+    }
 }
 
 /// One hop of a delegation chain.

@@ -629,7 +629,9 @@ impl Harness {
     /// The scoped key (`<Scope>:<partition>:<raw key>`, host docs §4.1) under which this
     /// harness's hosts keep the idempotency record of `action` called by [`CALLER`] in
     /// [`TENANT`], acting as the harness's [external account](Self::external_account)
-    /// (`ExternalAccount:<system>:<id>:<raw key>`). `None` without a non-blank key.
+    /// (`ExternalAccount:<system>:<id>:<raw key>`), as the host builds it
+    /// ([`scoped_idempotency_key`](aip_connector::host::scoped_idempotency_key)). `None` without
+    /// a non-blank key.
     pub(crate) fn scoped_key(&self, action: &Action) -> Option<String> {
         use aip_connector::model::IdempotencyKeyScope;
         let raw = action
@@ -641,20 +643,15 @@ impl Harness {
             .capability(action.capability_id.as_str())
             .and_then(|c| c.capability.contract.as_ref())
             .map_or(IdempotencyKeyScope::Action, |c| c.idempotency.key_scope);
-        let (name, partition) = match scope {
-            IdempotencyKeyScope::Action => ("Action", action.id.to_string()),
-            IdempotencyKeyScope::Capability => ("Capability", action.capability_id.to_string()),
-            IdempotencyKeyScope::Principal => ("Principal", CALLER.to_owned()),
-            IdempotencyKeyScope::Tenant => ("Tenant", TENANT.to_owned()),
-            IdempotencyKeyScope::ExternalAccount => {
-                let account = self.external_account();
-                (
-                    "ExternalAccount",
-                    format!("{}:{}", account.system, account.id),
-                )
-            }
-        };
-        Some(format!("{name}:{partition}:{raw}"))
+        aip_connector::host::scoped_idempotency_key(
+            scope,
+            raw,
+            action,
+            CALLER,
+            Some(TENANT),
+            Some(self.external_account()),
+        )
+        .ok()
     }
 
     /// The live idempotency record this harness's store holds for `action`, if any.

@@ -42,6 +42,30 @@ pub use context::{CredentialProvider, Deployment, StaticCredentialProvider, Trus
 pub use stream::ChunkStream;
 pub use transaction::{TransactionSelector, compensation_transaction_of};
 
+/// The key under which a host stores the idempotency record of `action` with the raw key `raw`
+/// (docs/host-runtime.md §4.1): `<Scope>:<partition>:<raw key>`, each partition part with `%`
+/// and `:` percent-encoded. For tools and tests that inspect a store; a handler reads it from
+/// its `IdempotencyKey` (`scoped()`). The partition is the action id, the capability id, the
+/// principal id, the tenant id or the external account, as `scope` says; a tenant or account
+/// scope without one is the `idempotency.scope_missing` error the host would answer.
+pub fn scoped_idempotency_key(
+    scope: aip_connector_core::model::IdempotencyKeyScope,
+    raw: &str,
+    action: &aip_connector_core::model::Action,
+    principal_id: &str,
+    tenant_id: Option<&str>,
+    external_account: Option<&ExternalAccountRef>,
+) -> Result<String, aip_connector_core::model::ProtocolError> {
+    idempotency::scoped_key_of(
+        scope,
+        raw,
+        action,
+        principal_id,
+        tenant_id,
+        external_account,
+    )
+}
+
 // What a deployment writes next to the builder, so that hosting needs this one module: the
 // identity and credential types (defined with the invocation context the handler sees) and the
 // status of the approval records the host returns.
