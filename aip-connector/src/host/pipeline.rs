@@ -1471,9 +1471,10 @@ fn check_id_lengths(action: &Action, max_bytes: usize) -> Option<ProtocolError> 
 /// empty id, but serde does not, and an action stored, logged and cancelled under `""` cannot
 /// be told apart from any other such action.
 fn check_nul_characters(action: &Action) -> Option<ProtocolError> {
-    let with_nul = std::iter::once(("idempotency_key", action.idempotency_key.as_deref()))
-        .chain(stored_ids(action))
-        .find_map(|(field, text)| text.filter(|text| text.contains('\0')).map(|_| field));
+    let with_nul = first_field_with_nul(
+        std::iter::once(("idempotency_key", action.idempotency_key.as_deref()))
+            .chain(stored_ids(action)),
+    );
     if let Some(field) = with_nul {
         return Some(invalid_field(
             field,
@@ -1506,9 +1507,7 @@ fn check_identity_text(
         ),
         ("external_account.id", account.map(|a| a.id.as_str())),
     ];
-    let field = fields
-        .into_iter()
-        .find_map(|(field, text)| text.filter(|text| text.contains('\0')).map(|_| field))?;
+    let field = first_field_with_nul(fields)?;
     Some(failure::with_details(
         failure::error(
             codes::IDENTITY_INVALID,
@@ -1708,6 +1707,15 @@ impl std::io::Write for ContextBudget {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// The name of the first present text that holds a NUL character (stores refuse them).
+fn first_field_with_nul<'t>(
+    fields: impl IntoIterator<Item = (&'static str, Option<&'t str>)>,
+) -> Option<&'static str> {
+    fields
+        .into_iter()
+        .find_map(|(field, text)| text.filter(|text| text.contains('\0')).map(|_| field))
 }
 
 /// Whether `value` nests deeper than `max_depth` levels (a scalar is one level), iteratively.
