@@ -228,6 +228,9 @@ pub(crate) fn connector(
         let path = c.validate.as_ref()?;
         let cap_id = c.capability.id.as_str();
         let cfgs = &c.cfgs;
+        // Every token of the call carries the span: rustc reports an unmet bound at the call.
+        let call = quote_spanned!(companion_result_span(block, path)=>
+            #p::encode_validation(__aip_result, #id));
         Some(quote! {
             #(#cfgs)*
             #cap_id => {
@@ -236,7 +239,10 @@ pub(crate) fn connector(
                     #p::Result::Ok(decoded) => decoded,
                     #p::Result::Err(failure) => return #p::failed_future(failure),
                 };
-                #p::Box::pin(async move { #p::encode_validation(#path(self, input).await, #id) })
+                #p::Box::pin(async move {
+                    let __aip_result = #path(self, input).await;
+                    #call
+                })
             }
         })
     });

@@ -18,7 +18,8 @@ impl Demo {
         data(sensitivity = internal),
         transaction(modes = [execute, reconcile]),
         reconcile = Self::find,
-        cancel = Self::stop
+        cancel = Self::stop,
+        validate = Self::preview
     )]
     async fn book(
         &self,
@@ -36,6 +37,11 @@ impl Demo {
     }
 
     async fn stop(&self, _request: aip_connector::CancelRequest) -> Result<(), std::io::Error> {
+        Ok(())
+    }
+
+    async fn preview(&self, booking: Booking) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let _ = booking.day;
         Ok(())
     }
 }
