@@ -352,16 +352,31 @@ fn string(cx: &Ctxt, item: &MetaItem) -> Option<String> {
     lit.map(|l| l.value())
 }
 
+/// Whether two declarations of one capability id may be alternatives: both under `#[cfg]`, and
+/// not the same ones. The macro cannot evaluate a cfg, so it leaves such pairs to the marker
+/// types of `expand::cfg_alternative_markers`, which collide only when both are compiled in.
+pub(crate) fn cfg_alternatives(a: &CapabilityItem, b: &CapabilityItem) -> bool {
+    let (a, b) = (&a.cfgs, &b.cfgs);
+    !a.is_empty()
+        && !b.is_empty()
+        && quote::quote!(#(#a)*).to_string() != quote::quote!(#(#b)*).to_string()
+}
+
 /// Cross-capability rules: unique ids, bindings to declared profiles, projected names that do
 /// not collide, and compensation capabilities that exist (or are waived as external) and whose
 /// handlers take `Compensation`.
 fn check_connector(cx: &Ctxt, attr: &ConnectorAttr, capabilities: &[CapabilityItem]) {
-    let mut ids: BTreeMap<&str, Span> = BTreeMap::new();
+    let mut ids: BTreeMap<&str, Vec<&CapabilityItem>> = BTreeMap::new();
     for capability in capabilities {
         let id = capability.capability.id.as_str();
-        if ids.insert(id, capability.attr_span).is_some() {
+        let earlier = ids.entry(id).or_default();
+        if earlier
+            .iter()
+            .any(|other| !cfg_alternatives(other, capability))
+        {
             cx.error_at(capability.id_span.unwrap_or(capability.attr_span), format!("capability id `{id}` is declared twice in this connector (rule `manifest.capability.duplicate`)"));
         }
+        earlier.push(capability);
         for binding in &capability.capability.bindings {
             if !attr.profiles.iter().any(|p| *p == binding.profile.as_str()) {
                 cx.error_at(capability.name_span(binding.profile.as_str()), format!("binding profile `{}` is not declared by the connector; add it to `#[connector(profiles = [...])]` (rule `manifest.binding.profile_undeclared`)", binding.profile));

@@ -2,6 +2,8 @@
 //! `#[automatically_derived]` where it is an impl, and keeps the user's spans on the user's
 //! types so rustc's own errors (a missing `Deserialize`, a wrong extractor) point at user code.
 
+use std::collections::BTreeMap;
+
 use aip_connector_core::model::CapabilityImplementationSupport;
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
@@ -298,10 +300,14 @@ pub(crate) fn connector(
         }
     });
 
+    let markers = cfg_alternative_markers(capabilities);
+
     quote! {
         #block
 
         #(#assertions)*
+
+        #markers
 
         #[automatically_derived]
         impl #self_ty {
@@ -311,7 +317,9 @@ pub(crate) fn connector(
         #[automatically_derived]
         // `deprecated`: a handler may be `#[deprecated]` (with `stability = deprecated`), and the
         // dispatch calling it must not break a crate that denies warnings.
-        #[allow(unused_qualifications, deprecated, clippy::needless_question_mark)]
+        // `unreachable_patterns`: alternatives of one capability under different `#[cfg]`s each
+        // have an arm; when both are compiled in, the markers' error says so, once.
+        #[allow(unused_qualifications, deprecated, clippy::needless_question_mark, unreachable_patterns)]
         impl #p::Connector for #self_ty {
             fn definition(&self) -> &#p::ConnectorDefinition {
                 static DEFINITION: #p::OnceLock<#p::ConnectorDefinition> = #p::OnceLock::new();
@@ -409,6 +417,55 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
             }
         }
     }
+}
+
+/// One marker type per declaration of a capability id that is declared more than once under
+/// different `#[cfg]`s (alternatives, e.g. `feature = "v2"` and `not(feature = "v2")`), under its
+/// declaration's cfgs, all in one scope. The macro cannot tell which cfgs hold; rustc can: when
+/// two declarations of one id are compiled in, their markers collide (E0428) on the second `id`.
+fn cfg_alternative_markers(capabilities: &[CapabilityItem]) -> TokenStream {
+    let mut declarations: BTreeMap<&str, usize> = BTreeMap::new();
+    for capability in capabilities {
+        *declarations
+            .entry(capability.capability.id.as_str())
+            .or_default() += 1;
+    }
+    // Marker names must stay distinct for distinct ids (`cap.a` and `cap-a` read alike).
+    let mut names: BTreeMap<String, &str> = BTreeMap::new();
+    let markers = capabilities
+        .iter()
+        .filter(|c| declarations[c.capability.id.as_str()] > 1)
+        .map(|c| {
+            let id = c.capability.id.as_str();
+            let readable: String = id
+                .chars()
+                .map(|ch| {
+                    if ch.is_ascii_alphanumeric() {
+                        ch.to_ascii_lowercase()
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            let mut name = format!("capability_{readable}_declared_twice_under_enabled_cfgs");
+            let mut n = 1;
+            while names.get(&name).is_some_and(|owner| *owner != id) {
+                n += 1;
+                name = format!("capability_{readable}_{n}_declared_twice_under_enabled_cfgs");
+            }
+            names.insert(name.clone(), id);
+            // The whole item carries the `id`'s span: rustc reports a redefinition on the item.
+            let span = c.id_span.unwrap_or(c.attr_span);
+            let marker = Ident::new(&name, span);
+            let cfgs = &c.cfgs;
+            let item = quote_spanned!(span=> struct #marker;);
+            quote!(#(#cfgs)* #[allow(dead_code, non_camel_case_types)] #item)
+        })
+        .collect::<Vec<_>>();
+    if markers.is_empty() {
+        return TokenStream::new();
+    }
+    quote!(const _: () = { #(#markers)* };)
 }
 
 /// Where rustc reports a companion's result type (an error type that does not convert into

@@ -377,3 +377,35 @@ async fn free_capabilities_assemble_with_the_builder() {
         Err(aip_connector::BuildError::DuplicateCapability(_))
     ));
 }
+
+/// Alternatives of one capability id under different `#[cfg]`s: the one compiled in answers.
+struct Versioned;
+
+#[connector(id = "versioned")]
+impl Versioned {
+    #[cfg(not(test))]
+    #[capability(id = "cap:versioned:echo", risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn echo_release(&self) -> Result<String, ConnectorFailure> {
+        Ok("release".into())
+    }
+
+    #[cfg(test)]
+    #[capability(id = "cap:versioned:echo", risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn echo_test(&self) -> Result<String, ConnectorFailure> {
+        Ok("test".into())
+    }
+}
+
+#[tokio::test]
+async fn the_cfg_alternative_compiled_in_is_the_capability() {
+    assert_eq!(Versioned.definition().capabilities.len(), 1);
+    let context: Arc<dyn InvocationContext> = Arc::new(StaticInvocation::new(
+        Action::new("cap:versioned:echo", json!({})),
+        caller(),
+    ));
+    let output = Versioned
+        .invoke("cap:versioned:echo", &json!({}), context)
+        .await
+        .unwrap();
+    assert_eq!(output, json!("test"));
+}
