@@ -171,14 +171,22 @@ fn call_block(
         .input()
         .is_none()
         .then(|| quote!(let _ = __aip_input;));
+    // Spanned on the handler's name: a future that is not `Send` (an `Rc` or a `MutexGuard` held
+    // across an `.await`) is reported where it is boxed, which is then the handler, not
+    // `#[connector]`; rustc's note still points at the `.await`.
+    let span = capability.sig.ident.span();
+    let spanned_private = quote_spanned!(span=> ::aip_connector::__private);
+    let future = quote_spanned! {span=>
+        #spanned_private::Box::pin(async move {
+            #(#bindings)*
+            (#scope #output_fn().encode)(#callee(#(#args),*).await, #connector_id)
+        })
+    };
     quote! {
         {
             #ignore_input
             #decode
-            #p::Box::pin(async move {
-                #(#bindings)*
-                (#scope #output_fn().encode)(#callee(#(#args),*).await, #connector_id)
-            })
+            #future
         }
     }
 }
