@@ -25,7 +25,7 @@ pub mod provider_double;
 pub mod snapshot;
 pub mod test_host;
 
-pub use provider_double::{Fault, ProviderDouble, ProviderHandle};
+pub use provider_double::{AnswerRequest, Fault, ProviderDouble, ProviderHandle};
 pub use snapshot::{
     ChangeClass, ChangeKind, ManifestChange, SnapshotDiff, SnapshotError, SnapshotMode,
     SnapshotOutcome, diff_manifests,

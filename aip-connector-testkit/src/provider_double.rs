@@ -28,6 +28,14 @@
 //!
 //! Every response carries `x-request-id: req_<n>`, `n` being the request's sequence number.
 //!
+//! # Answers in the provider's own shape
+//!
+//! A connector that decodes the real API's responses strictly (`{"id": …}` for a created
+//! ticket) cannot read the generic answers above. [`ProviderHandle::answer`] shapes the answers
+//! of a route (same route patterns as faults) with a function of the request, the committed
+//! effect and the effects so far; an effect stores its shaped answer, so a replay of its key and
+//! an operation lookup's `result` return that shape too.
+//!
 //! # Faults
 //!
 //! [`ProviderHandle::inject`] queues a [`Fault`] on a route: an exact path, a prefix pattern
@@ -267,6 +275,47 @@ impl ProviderHandle {
         self.shared.lock().faults.clear();
     }
 
+    /// Answers the well-behaved requests on `route` (an exact path, a `/prefix/*` pattern or
+    /// `*`, matched like [`inject`](Self::inject)'s) with `shape`'s JSON instead of the generic
+    /// answer, so a connector that decodes the real API's responses can run against the double.
+    ///
+    /// Writes still commit one effect each (status `201`) and store the shaped answer: a replay
+    /// of the key and the operation lookup's `result` return it. Reads answer `200` with it.
+    /// Operation lookups (`/operations`) and faulted answers are not shaped. A later call for the
+    /// same route replaces the shape.
+    ///
+    /// ```no_run
+    /// # use aip_connector_testkit::ProviderDouble;
+    /// # use serde_json::json;
+    /// # async fn demo() {
+    /// let (_double, provider) = ProviderDouble::start().await;
+    /// // POST /tickets answers {"id": …, "title": …} like the real API.
+    /// provider.answer("/tickets", |request| match request.operation_id() {
+    ///     Some(id) => json!({ "id": id, "title": request.body()["title"] }),
+    ///     // GET /tickets lists what was created.
+    ///     None => json!({ "tickets": request.effects().iter()
+    ///         .filter(|e| e.route == "/tickets")
+    ///         .map(|e| e.answer.clone())
+    ///         .collect::<Vec<_>>() }),
+    /// });
+    /// # }
+    /// ```
+    pub fn answer(
+        &self,
+        route: &str,
+        shape: impl Fn(&AnswerRequest<'_>) -> Value + Send + Sync + 'static,
+    ) {
+        self.shared
+            .lock()
+            .answers
+            .insert(route.to_owned(), Arc::new(shape));
+    }
+
+    /// Removes every answer shape: the routes answer generically again.
+    pub fn clear_answers(&self) {
+        self.shared.lock().answers.clear();
+    }
+
     /// The next `lookups` operation lookups answer `pending`, whatever the operation's state
     /// (a provider that has not finished, or whose read side lags).
     pub fn lookups_pending(&self, lookups: usize) {
@@ -405,6 +454,103 @@ pub struct Effect {
     pub answer: Value,
     /// Wall-clock commit time.
     pub committed_at: SystemTime,
+}
+
+/// What an answer shape (see [`ProviderHandle::answer`]) is computed from.
+#[derive(Debug)]
+pub struct AnswerRequest<'a> {
+    method: &'a str,
+    path: &'a str,
+    query: Option<&'a str>,
+    body: &'a Value,
+    idempotency_key: Option<&'a str>,
+    operation_id: Option<&'a str>,
+    effects: &'a [Effect],
+    generic: &'a Value,
+}
+
+impl<'a> AnswerRequest<'a> {
+    /// The request's method (`POST`, `GET`, …).
+    pub fn method(&self) -> &'a str {
+        self.method
+    }
+
+    /// The request's path (the route).
+    pub fn path(&self) -> &'a str {
+        self.path
+    }
+
+    /// The request's query string, without the `?`.
+    pub fn query(&self) -> Option<&'a str> {
+        self.query
+    }
+
+    /// The request's JSON body (`null` when absent or not JSON).
+    pub fn body(&self) -> &'a Value {
+        self.body
+    }
+
+    /// The request's idempotency key.
+    pub fn idempotency_key(&self) -> Option<&'a str> {
+        self.idempotency_key
+    }
+
+    /// For a write, the operation id of the effect it commits; `None` for a read.
+    pub fn operation_id(&self) -> Option<&'a str> {
+        self.operation_id
+    }
+
+    /// Whether the request is a write (it commits an effect).
+    pub fn is_write(&self) -> bool {
+        self.operation_id.is_some()
+    }
+
+    /// The effects committed before this request, in commit order (a read lists or finds what
+    /// earlier writes created; `effect.answer` is their shaped answer).
+    pub fn effects(&self) -> &'a [Effect] {
+        self.effects
+    }
+
+    /// The answer the double would give unshaped.
+    pub fn generic_answer(&self) -> &'a Value {
+        self.generic
+    }
+}
+
+/// An answer shape, shared by the handle and the server.
+type AnswerShape = Arc<dyn Fn(&AnswerRequest<'_>) -> Value + Send + Sync>;
+
+/// The most specific of `routes` that applies to `path`: the exact path, else the longest
+/// `/prefix/*` pattern it falls under, else `*` (the rule of faults and answer shapes).
+fn best_route<'r>(routes: impl Iterator<Item = &'r str>, path: &str) -> Option<&'r str> {
+    let mut best: Option<&'r str> = None;
+    let rank = |route: &str| -> Option<usize> {
+        if route == path {
+            Some(usize::MAX)
+        } else if route == "*" {
+            Some(0)
+        } else {
+            route
+                .strip_suffix("/*")
+                .filter(|prefix| {
+                    path == *prefix
+                        || path
+                            .strip_prefix(*prefix)
+                            .is_some_and(|rest| rest.starts_with('/'))
+                })
+                .map(|prefix| prefix.len() + 1)
+        }
+    };
+    let mut best_rank = None;
+    for route in routes {
+        if let Some(r) = rank(route)
+            && best_rank.is_none_or(|b| r > b)
+        {
+            best_rank = Some(r);
+            best = Some(route);
+        }
+    }
+    best
 }
 
 /// A scripted misbehaviour for one route. Built with a constructor, then optionally
@@ -588,6 +734,7 @@ impl Shared {
                 effects: Vec::new(),
                 keys: HashMap::new(),
                 faults: HashMap::new(),
+                answers: HashMap::new(),
                 pending_lookups: 0,
             }),
             changed: watch::Sender::new(0),
@@ -612,6 +759,7 @@ struct State {
     /// The first effect of each idempotency key, for deduplication.
     keys: HashMap<String, FirstUse>,
     faults: HashMap<String, VecDeque<Fault>>,
+    answers: HashMap<String, AnswerShape>,
     pending_lookups: usize,
 }
 
@@ -641,29 +789,37 @@ impl BodyIdentity {
 }
 
 impl State {
+    /// The answer the shape of `incoming`'s route gives, if the route has one.
+    fn shaped(
+        &self,
+        incoming: &Received,
+        operation_id: Option<&str>,
+        generic: &Value,
+    ) -> Option<Value> {
+        let route = best_route(self.answers.keys().map(String::as_str), &incoming.path)?;
+        let shape = &self.answers[route];
+        let body = serde_json::from_slice(&incoming.body).unwrap_or(Value::Null);
+        Some(shape(&AnswerRequest {
+            method: incoming.method.as_str(),
+            path: &incoming.path,
+            query: incoming.query.as_deref(),
+            body: &body,
+            idempotency_key: incoming.idempotency_key.as_deref(),
+            operation_id,
+            effects: &self.effects,
+            generic,
+        }))
+    }
+
     /// Takes the fault that applies to `path`, if any: the exact route, else the longest
     /// matching `/*` pattern, else `*`.
     fn take_fault(&mut self, path: &str) -> Option<Fault> {
-        let route = if self.faults.get(path).is_some_and(|q| !q.is_empty()) {
-            path.to_owned()
-        } else {
-            let pattern = self
-                .faults
-                .iter()
-                .filter(|(route, queue)| {
-                    !queue.is_empty()
-                        && route.strip_suffix("/*").is_some_and(|prefix| {
-                            path == prefix || path.starts_with(&format!("{prefix}/"))
-                        })
-                })
-                .map(|(route, _)| route.clone())
-                .max_by_key(String::len);
-            match pattern {
-                Some(pattern) => pattern,
-                None if self.faults.get("*").is_some_and(|q| !q.is_empty()) => "*".to_owned(),
-                None => return None,
-            }
-        };
+        let queued = self
+            .faults
+            .iter()
+            .filter(|(_, queue)| !queue.is_empty())
+            .map(|(route, _)| route.as_str());
+        let route = best_route(queued, path)?.to_owned();
         let queue = self.faults.get_mut(&route)?;
         let front = queue.front_mut()?;
         let fault = front.clone();
@@ -900,11 +1056,10 @@ fn normal(shared: &Shared, incoming: &Received) -> Response<ResponseBody> {
             .filter(|e| e.route == path)
             .map(|e| e.operation_id.as_str())
             .collect();
-        return json_response(
-            StatusCode::OK,
-            &json!({ "route": path, "operation_ids": operation_ids }),
-            sequence,
-        );
+        let generic = json!({ "route": path, "operation_ids": operation_ids });
+        let answer = state.shaped(incoming, None, &generic).unwrap_or(generic);
+        drop(state);
+        return json_response(StatusCode::OK, &answer, sequence);
     }
     let committed = {
         let mut state = shared.lock();
@@ -958,13 +1113,16 @@ fn commit(state: &mut State, incoming: &Received) -> Committed {
         BodyIdentity::Json(value) => value.clone(),
         BodyIdentity::Bytes(_) => Value::Null,
     };
-    let answer = json!({
+    let generic = json!({
         "operation_id": operation_id,
         "route": route,
         "idempotency_key": incoming.idempotency_key,
         "effect_sequence": sequence,
         "request": request,
     });
+    let answer = state
+        .shaped(incoming, Some(&operation_id), &generic)
+        .unwrap_or(generic);
     if let Some(key) = &incoming.idempotency_key {
         state.keys.entry(key.clone()).or_insert(FirstUse {
             method: method.to_owned(),

@@ -132,6 +132,82 @@ async fn an_effect_answers_its_operation_and_reads_list_the_route() {
     assert_eq!(handle.effect_total(), 1, "a read commits nothing");
 }
 
+/// Answer shapes: a write stores its shaped answer (replays and lookups return it), a read is
+/// shaped from the effects so far, the most specific route wins, and clearing restores the
+/// generic answers.
+#[tokio::test]
+async fn answers_take_the_shape_of_the_real_api() {
+    let (double, handle) = ProviderDouble::start().await;
+    handle.answer("/tickets", |request| {
+        assert_eq!(request.generic_answer()["route"], "/tickets");
+        match request.operation_id() {
+            Some(id) => json!({ "id": id, "title": request.body()["title"], "method": request.method() }),
+            None => json!({ "tickets": request.effects().iter().map(|e| e.answer.clone()).collect::<Vec<_>>() }),
+        }
+    });
+    handle.answer("/tickets/*", |request| {
+        let id = request.path().trim_start_matches("/tickets/");
+        json!({ "found": request.effects().iter().any(|e| e.operation_id == id), "query": request.query() })
+    });
+    handle.answer("*", |_| json!({ "everything": "else" }));
+
+    let response = post(
+        &double,
+        "/tickets",
+        Some("k1"),
+        &json!({"title": "Printer"}),
+    )
+    .await;
+    assert_eq!(response.status(), 201);
+    let created: Value = response.json().await.unwrap();
+    assert_eq!(
+        created,
+        json!({"id": "op_1", "title": "Printer", "method": "POST"})
+    );
+    assert_eq!(handle.effects()[0].answer, created);
+
+    // A replay of the key returns the shaped answer and commits nothing.
+    let replay = post(
+        &double,
+        "/tickets",
+        Some("k1"),
+        &json!({"title": "Printer"}),
+    )
+    .await;
+    assert!(replay.headers().get(REPLAYED_HEADER).is_some());
+    assert_eq!(replay.json::<Value>().await.unwrap(), created);
+    assert_eq!(handle.effect_total(), 1);
+
+    // Reads: the exact route lists, the pattern finds, `*` catches the rest.
+    assert_eq!(
+        get_json(&double, "/tickets").await,
+        json!({"tickets": [created]})
+    );
+    assert_eq!(
+        get_json(&double, "/tickets/op_1?full=1").await,
+        json!({"found": true, "query": "full=1"})
+    );
+    assert_eq!(
+        get_json(&double, "/tickets/op_9").await,
+        json!({"found": false, "query": null})
+    );
+    assert_eq!(
+        get_json(&double, "/elsewhere").await,
+        json!({"everything": "else"})
+    );
+
+    // Operation lookups keep the double's own shape, with the shaped answer as `result`.
+    let lookup = get_json(&double, "/operations/op_1").await;
+    assert_eq!(lookup["state"], "committed");
+    assert_eq!(lookup["result"], created);
+
+    handle.clear_answers();
+    assert_eq!(
+        get_json(&double, "/tickets").await,
+        json!({"route": "/tickets", "operation_ids": ["op_1"]})
+    );
+}
+
 #[tokio::test]
 async fn deduplication_replays_the_first_answer_and_commits_once() {
     let (double, handle) = ProviderDouble::start().await;

@@ -23,8 +23,8 @@ use aip_connector::{
 };
 use serde_json::Value;
 
-use super::Factory;
 use super::probe::ProbedConnector;
+use super::{Factory, ProviderSetup};
 use crate::provider_double::{ProviderDouble, ProviderHandle};
 
 /// The tenant the conformance host serves.
@@ -127,8 +127,15 @@ impl Drop for StoreFile {
 }
 
 impl Harness {
-    pub(super) async fn start(factory: Arc<Factory>, external_account: ExternalAccountRef) -> Self {
+    pub(super) async fn start(
+        factory: Arc<Factory>,
+        external_account: ExternalAccountRef,
+        provider_setup: Option<&ProviderSetup>,
+    ) -> Self {
         let (double, provider) = ProviderDouble::start().await;
+        if let Some(setup) = provider_setup {
+            setup(&provider);
+        }
         let env = Environment {
             provider_url: double.base_url().to_owned(),
             external_account,

@@ -45,6 +45,8 @@ use aip_connector::host::ExternalAccountRef;
 use aip_connector::model::{Manifest, TransactionMode};
 use serde::Serialize;
 
+use crate::provider_double::ProviderHandle;
+
 pub use harness::{
     CALLER, CANARY_SECRET, EXTERNAL_ACCOUNT_ID, EXTERNAL_ACCOUNT_SYSTEM, Environment, Harness,
     OTHER_TENANT, Settled, TENANT, approval_id_of, default_external_account,
@@ -481,7 +483,11 @@ impl Evidence {
             }
             detail
         } else {
-            problems.join("; ")
+            let mut detail = problems.join("; ");
+            if detail.contains(aip_connector::codes::PROVIDER_INVALID_RESPONSE) {
+                detail.push_str(INVALID_RESPONSE_HINT);
+            }
+            detail
         };
         CheckResult {
             name: scenario.check_name(),
@@ -493,10 +499,20 @@ impl Evidence {
     }
 }
 
+/// Appended to a failed check whose calls ended `provider.invalid_response`: most often the
+/// connector decodes the real API's responses and cannot read the double's generic answers.
+const INVALID_RESPONSE_HINT: &str = " (hint: `provider.invalid_response` here usually means the \
+     connector could not decode the provider double's generic answer `{operation_id, route, …}`; \
+     answer in the real API's shape with `ConformanceSuite::with_provider_setup(|provider| \
+     provider.answer(route, …))`)";
+
 /// Stack of the thread and the workers a conformance run uses (see [`ConformanceSuite::run`]).
 const RUN_STACK_BYTES: usize = 32 * 1024 * 1024;
 
 type Factory = dyn Fn(&Environment) -> Arc<dyn Connector> + Send + Sync;
+
+/// What [`ConformanceSuite::with_provider_setup`] runs on each scenario's provider double.
+type ProviderSetup = dyn Fn(&ProviderHandle) + Send + Sync;
 
 /// A conformance run over one connector type. The factory builds a fresh connector for each
 /// scenario, pointed at that scenario's provider double (`env.provider_url()`).
@@ -508,6 +524,7 @@ type Factory = dyn Fn(&Environment) -> Arc<dyn Connector> + Send + Sync;
 pub struct ConformanceSuite {
     factory: Arc<Factory>,
     external_account: ExternalAccountRef,
+    provider_setup: Option<Arc<ProviderSetup>>,
 }
 
 impl fmt::Debug for ConformanceSuite {
@@ -528,7 +545,28 @@ impl ConformanceSuite {
         Self {
             factory: Arc::new(move |env| Arc::new(factory(env)) as Arc<dyn Connector>),
             external_account: default_external_account(),
+            provider_setup: None,
         }
+    }
+
+    /// Runs `setup` on each scenario's provider double when it starts, before the connector is
+    /// built: typically [`ProviderHandle::answer`], so that a connector that decodes the real
+    /// API's responses strictly reads answers in that shape instead of the double's generic
+    /// `{operation_id, route, …}`. The scenarios still script their faults on top.
+    ///
+    /// ```ignore
+    /// let suite = ConformanceSuite::new(|env| Tickets::new(env.provider_url()))
+    ///     .with_provider_setup(|provider| {
+    ///         provider.answer("/tickets", |request| json!({ "id": request.operation_id() }));
+    ///     });
+    /// ```
+    #[must_use]
+    pub fn with_provider_setup(
+        mut self,
+        setup: impl Fn(&ProviderHandle) + Send + Sync + 'static,
+    ) -> Self {
+        self.provider_setup = Some(Arc::new(setup));
+        self
     }
 
     /// Runs the scenarios on hosts that act as `account` (their `Deployment.external_account`)
@@ -615,8 +653,12 @@ impl ConformanceSuite {
                 artifacts: Vec::new(),
             };
         }
-        let harness =
-            Harness::start(Arc::clone(&self.factory), self.external_account.clone()).await;
+        let harness = Harness::start(
+            Arc::clone(&self.factory),
+            self.external_account.clone(),
+            self.provider_setup.as_deref(),
+        )
+        .await;
         let evidence = scenarios::run(scenario, &harness).await;
         evidence.into_check(scenario)
     }

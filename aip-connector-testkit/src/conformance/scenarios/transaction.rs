@@ -29,7 +29,6 @@ use serde_json::Value;
 
 use super::code;
 use crate::Fault;
-use crate::conformance::harness::is_mutating;
 use crate::conformance::{Evidence, Harness};
 
 fn modes(capability: &CapabilityDefinition) -> Vec<TransactionMode> {
@@ -326,12 +325,12 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
     let scouted = h
         .scout_boxed(h.action(capability, input.clone(), "conformance-txn-scout"))
         .await;
-    let route = scouted
-        .requests
-        .iter()
-        .find(|r| is_mutating(&r.method))
-        .map(|r| r.path.clone())
-        .unwrap_or_else(|| "*".to_owned());
+    let Some(route) = scouted.route().map(str::to_owned) else {
+        evidence.assert("reconcile_before_retry", false, || {
+            format!("`{id}` made no provider request on its example, so no answer could be lost")
+        });
+        return;
+    };
     let call = match h
         .handler_call(
             host,

@@ -1,0 +1,193 @@
+//! What the provider double must be for the suite to drive a connector. A connector that
+//! decodes the real API's responses strictly (`{"id": …}`) cannot read the double's generic
+//! answers: the suite fails it with a hint, and passes it once `with_provider_setup` answers in
+//! the API's shape. A connector that never calls a provider (an in-memory fake) is told so.
+
+use aip_connector::model::ProviderOperationRef;
+use aip_connector::prelude::*;
+use aip_connector_testkit::conformance::{CheckStatus, ConformanceSuite};
+use aip_connector_testkit::provider_double::OPERATION_ID_HEADER;
+use serde_json::json;
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+struct CreateTicket {
+    /// The ticket's title.
+    title: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Created {
+    /// The provider's ticket id.
+    id: String,
+}
+
+/// The real API's answer to `POST /tickets`, decoded strictly.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApiTicket {
+    id: String,
+    title: String,
+}
+
+/// The real API's answer to `GET /tickets/{id}`.
+#[derive(Deserialize)]
+struct ApiLookup {
+    found: bool,
+}
+
+struct Tickets {
+    api: ProviderClient,
+}
+
+#[connector(id = "tickets")]
+impl Tickets {
+    /// Create a ticket.
+    #[capability(
+        risk = medium,
+        side_effects = [write],
+        data(sensitivity = internal),
+        transaction(modes = [execute, reconcile]),
+        reconcile = Self::find,
+        examples = [r#"{"title": "Printer on fire"}"#],
+    )]
+    async fn create_ticket(
+        &self,
+        input: CreateTicket,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Created, ConnectorFailure> {
+        let operation = ProviderOperationRef {
+            provider: "tickets".into(),
+            operation_id: format!("tk-{key}"),
+            request_id: None,
+        };
+        checkpoint.record(operation.clone(), None).await?;
+        let ticket: ApiTicket = self
+            .api
+            .post("/tickets")
+            .idempotency(&key)
+            .header(OPERATION_ID_HEADER, &operation.operation_id)
+            .provider_operation(operation)
+            .json(&input)
+            .send_json()
+            .await?;
+        debug_assert_eq!(ticket.title, input.title);
+        Ok(Created { id: ticket.id })
+    }
+
+    async fn find(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
+        let path = format!("/tickets/{}", request.provider_operation.operation_id);
+        let lookup: ApiLookup = self.api.get(&path).send_json().await?;
+        Ok(if lookup.found {
+            ReconcileOutcome::Committed { evidence: None }
+        } else {
+            ReconcileOutcome::NotCommitted { evidence: None }
+        })
+    }
+}
+
+fn suite() -> ConformanceSuite {
+    ConformanceSuite::new(|env| Tickets {
+        api: ProviderClient::builder(env.provider_url())
+            .proxy_from_environment(false)
+            .build()
+            .expect("the double's URL is valid"),
+    })
+}
+
+#[test]
+fn generic_answers_fail_a_strict_connector_with_a_hint() {
+    let report = suite().run();
+    eprintln!("{report}");
+    assert!(!report.passed(), "{report}");
+    let failed: Vec<_> = report
+        .checks
+        .iter()
+        .filter(|c| c.status == CheckStatus::Failed)
+        .collect();
+    assert!(
+        failed
+            .iter()
+            .any(|c| c.detail.contains("provider.invalid_response")
+                && c.detail.contains("with_provider_setup")),
+        "{report}"
+    );
+}
+
+#[test]
+fn answers_in_the_api_shape_pass_a_strict_connector() {
+    let report = suite()
+        .with_provider_setup(|provider| {
+            // POST /tickets answers the created ticket; GET /tickets/{id} says whether it exists.
+            provider.answer(
+                "/tickets",
+                |request| json!({ "id": request.operation_id(), "title": request.body()["title"] }),
+            );
+            provider.answer("/tickets/*", |request| {
+                let id = request.path().trim_start_matches("/tickets/");
+                json!({ "found": request.effects().iter().any(|e| e.operation_id == id) })
+            });
+        })
+        .run();
+    eprintln!("{report}");
+    assert!(report.passed(), "{report}");
+}
+
+/// A transactional write against an in-memory fake: nothing reaches the provider double.
+struct Offline;
+
+#[connector(id = "offline")]
+impl Offline {
+    /// Create a ticket in memory.
+    #[capability(
+        risk = medium,
+        side_effects = [write],
+        data(sensitivity = internal),
+        transaction(modes = [execute, reconcile]),
+        reconcile = Self::find,
+        examples = [r#"{"title": "Printer on fire"}"#],
+    )]
+    async fn create_ticket(
+        &self,
+        input: CreateTicket,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Created, ConnectorFailure> {
+        let operation = ProviderOperationRef {
+            provider: "memory".into(),
+            operation_id: format!("tk-{key}"),
+            request_id: None,
+        };
+        checkpoint.record(operation.clone(), None).await?;
+        let _ = input.title;
+        Ok(Created {
+            id: operation.operation_id,
+        })
+    }
+
+    async fn find(&self, _request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
+        Ok(ReconcileOutcome::Committed { evidence: None })
+    }
+}
+
+#[test]
+fn a_connector_that_never_calls_its_provider_is_told_so() {
+    let report = ConformanceSuite::new(|_| Offline).run();
+    eprintln!("{report}");
+    let transaction = report
+        .check("connector.behavior.transaction_lifecycle")
+        .expect("the transaction check ran");
+    assert_eq!(transaction.status, CheckStatus::Failed, "{report}");
+    assert!(
+        transaction
+            .detail
+            .contains("`cap:offline:create_ticket` made no provider request on its example"),
+        "{}",
+        transaction.detail
+    );
+    assert!(
+        !transaction.detail.contains("dropped the connection"),
+        "{}",
+        transaction.detail
+    );
+}
