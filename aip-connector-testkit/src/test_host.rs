@@ -37,13 +37,15 @@
 //! # }
 //! ```
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use aip_connector::Connector;
 use aip_connector::host::{
-    ApprovalRecord, ApproverMemberships, CredentialHandle, Deployment, ExternalAccountRef, Host,
-    HostBuildError, HostLimits, Secret, StaticApprovalAuthority, TrustedContext, VerifiedTenant,
+    ApprovalRecord, ApproverMemberships, ChunkStream, CredentialHandle, Deployment,
+    ExternalAccountRef, Host, HostBuildError, HostLimits, Secret, StaticApprovalAuthority,
+    TrustedContext, VerifiedTenant,
 };
 use aip_connector::ids::ApprovalId;
 use aip_connector::model::{
@@ -78,6 +80,9 @@ pub struct TestHost {
     /// Numbers the decisions this host records (shared by its clones), so every decision gets
     /// its own `decision_id`.
     decisions: Arc<AtomicU64>,
+    /// The actions [`invoke`](Self::invoke) saw gated, by approval id: [`resume`](Self::resume)
+    /// re-submits one whose record could not keep its input (a redacted capability).
+    gated: Arc<Mutex<HashMap<ApprovalId, Action>>>,
 }
 
 /// Builds a [`TestHost`]; see [`TestHost::builder`].
@@ -131,8 +136,29 @@ impl TestHost {
     }
 
     /// Runs `action` as [`caller(principal)`](Self::caller).
+    ///
+    /// An action the approval gate holds (`pending_approval`) is remembered under its approval
+    /// id, for [`resume`](Self::resume).
     pub async fn invoke(&self, principal: &str, action: Action) -> ActionResult {
-        self.host.invoke(action, &self.caller(principal)).await
+        let gated = action.clone();
+        let result = self.host.invoke(action, &self.caller(principal)).await;
+        if let Some(approval_id) = result.approval_id() {
+            self.gated_actions().insert(approval_id, gated);
+        }
+        result
+    }
+
+    /// Runs `action` streaming, as [`caller(principal)`](Self::caller): the chunks of
+    /// `Host::invoke_stream`, in order, ending with exactly one terminal chunk
+    /// (`.collect().await` gathers them).
+    pub fn invoke_stream(&self, principal: &str, action: Action) -> ChunkStream {
+        self.host.invoke_stream(action, self.caller(principal))
+    }
+
+    fn gated_actions(&self) -> std::sync::MutexGuard<'_, HashMap<ApprovalId, Action>> {
+        self.gated
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Records `approver`'s approval of `approval_id` (with the reason
@@ -204,10 +230,33 @@ impl TestHost {
     }
 
     /// Runs the approved action of `approval_id` once, as its requester `principal` would.
+    ///
+    /// Usually that is `Host::resume_approved`, which runs the action the approval record
+    /// kept. A redacted capability's record keeps no input (`input_retained: false`;
+    /// `data(pii)`, `restricted` or `regulated`, or `redaction_required`), and `resume_approved`
+    /// answers `policy.approval_resubmission_required`: then, as a client must
+    /// (docs/host-runtime.md §5.5), this re-submits the action [`invoke`](Self::invoke) saw
+    /// gated, with the record's approved decision attached. Either way the host checks the
+    /// approval and runs the action at most once.
     pub async fn resume(&self, approval_id: &ApprovalId, principal: &str) -> ActionResult {
-        self.host
-            .resume_approved(approval_id, &self.caller(principal))
-            .await
+        let caller = self.caller(principal);
+        if let Some(resubmission) = self.resubmission(approval_id).await {
+            return self.host.invoke(resubmission, &caller).await;
+        }
+        self.host.resume_approved(approval_id, &caller).await
+    }
+
+    /// The gated action of `approval_id` with the record's approved decision attached, when the
+    /// record is approved but kept no input and `invoke` saw the action.
+    async fn resubmission(&self, approval_id: &ApprovalId) -> Option<Action> {
+        let record = self.host.approval(approval_id).await.ok().flatten()?;
+        if record.input_retained {
+            return None;
+        }
+        let decision = approved_decision(&record)?;
+        let mut action = self.gated_actions().get(approval_id)?.clone();
+        action.approval = Some(Box::new(decision));
+        Some(action)
     }
 }
 
@@ -313,6 +362,17 @@ impl TestHostBuilder {
             store,
             tenant: VerifiedTenant::new(self.tenant),
             decisions: Arc::new(AtomicU64::new(0)),
+            gated: Arc::default(),
         })
     }
+}
+
+/// The first approving decision of `record`: what a client attaches to the re-submission of a
+/// redacted action (docs/host-runtime.md §5.5).
+pub(crate) fn approved_decision(record: &ApprovalRecord) -> Option<ApprovalDecision> {
+    record
+        .decisions
+        .iter()
+        .find(|d| d.decision == ApprovalDecisionKind::Approved)
+        .cloned()
 }

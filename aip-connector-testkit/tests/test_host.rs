@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aip_connector::codes;
 use aip_connector::host::{ApproverMemberships, ExternalAccountRef, HostBuildError};
-use aip_connector::model::{Action, ActionResultStatus, ApprovalDecisionKind};
+use aip_connector::model::{Action, ActionResultStatus, ApprovalDecisionKind, StreamChunkKind};
 use aip_connector::prelude::*;
 use aip_connector::store::ApprovalStatus;
 use aip_connector_testkit::{TEST_CREDENTIAL_SECRET, TEST_TENANT, TestHost};
@@ -102,6 +102,41 @@ impl Ledger {
     async fn post(&self, payment: Payment, key: IdempotencyKey) -> Result<Paid, ConnectorFailure> {
         Ok(Paid {
             payment_id: format!("{}@{}", payment.cents, key.scoped()),
+        })
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Erasure {
+    email: String,
+}
+
+/// A connector whose gated capability handles personal data: its approval record keeps no
+/// input, so an approved action is re-submitted rather than resumed from the store.
+#[derive(Clone, Default)]
+struct Privacy {
+    erasures: Arc<AtomicUsize>,
+}
+
+#[connector(id = "privacy")]
+impl Privacy {
+    /// Erases a reporter after a data-protection officer approves.
+    #[capability(
+        risk = high,
+        side_effects = [delete],
+        idempotency(required),
+        data(sensitivity = internal, pii),
+        approval(selector = role("dpo"), evidence = [reason]),
+    )]
+    async fn erase(
+        &self,
+        erasure: Erasure,
+        _key: IdempotencyKey,
+        _approval: Approval,
+    ) -> Result<Paid, ConnectorFailure> {
+        self.erasures.fetch_add(1, Ordering::SeqCst);
+        Ok(Paid {
+            payment_id: format!("erased-{}", erasure.email.len()),
         })
     }
 }
@@ -264,5 +299,91 @@ async fn an_account_scoped_key_needs_the_account() {
     assert_eq!(
         posted.output.unwrap()["payment_id"],
         "7@ExternalAccount:bank:acct-1:k"
+    );
+}
+
+/// `resume` works for a redacted capability too: the record kept no input, so `resume_approved`
+/// refuses with `policy.approval_resubmission_required`, and `TestHost::resume` re-submits the
+/// gated action with the approval attached, once.
+#[tokio::test]
+async fn a_redacted_action_is_resumed_by_resubmitting_it() {
+    let privacy = Privacy::default();
+    let test = TestHost::builder(privacy.clone())
+        .approver("user:dpo", ApproverMemberships::new().with_role("dpo"))
+        .build()
+        .unwrap();
+    let pending = test
+        .invoke(
+            "user:ada",
+            Action::new("cap:privacy:erase", json!({ "email": "ada@example.com" }))
+                .with_idempotency_key("e1"),
+        )
+        .await;
+    let id = pending.approval_id().expect("the gate names its approval");
+    let record = test.approve(&id, "user:dpo").await.unwrap();
+    assert!(
+        !record.input_retained,
+        "PII keeps the input out of the record"
+    );
+
+    let from_store = test
+        .host()
+        .resume_approved(&id, &test.caller("user:ada"))
+        .await;
+    let error = from_store.error.as_ref().expect("refused");
+    assert_eq!(error.code, codes::POLICY_APPROVAL_RESUBMISSION_REQUIRED);
+    assert_eq!(error.retryable, Some(false));
+    assert_eq!(error.details.as_ref().unwrap()["approval_id"], id.as_str());
+    assert_eq!(privacy.erasures.load(Ordering::SeqCst), 0);
+
+    let erased = test.resume(&id, "user:ada").await;
+    assert_eq!(erased.status, ActionResultStatus::Completed, "{erased:?}");
+    let again = test.resume(&id, "user:ada").await;
+    assert!(
+        again.is_idempotent_replay() || again.status != ActionResultStatus::Completed,
+        "{again:?}"
+    );
+    assert_eq!(privacy.erasures.load(Ordering::SeqCst), 1);
+}
+
+/// A streaming capability, for `TestHost::invoke_stream`.
+struct Countdown;
+
+#[connector(id = "countdown")]
+impl Countdown {
+    /// Counts down from `cents`, one chunk per step.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn count(
+        &self,
+        payment: Payment,
+        steps: StreamSink<u64>,
+    ) -> Result<u64, ConnectorFailure> {
+        for step in (1..=payment.cents).rev() {
+            steps.send(step).await?;
+        }
+        Ok(0)
+    }
+}
+
+#[tokio::test]
+async fn a_streaming_capability_streams_through_the_test_host() {
+    let test = TestHost::builder(Countdown).build().unwrap();
+    let chunks = test
+        .invoke_stream(
+            "user:ada",
+            Action::new("cap:countdown:count", json!({ "cents": 3 })),
+        )
+        .collect()
+        .await;
+    let data: Vec<_> = chunks
+        .iter()
+        .filter(|c| c.kind == StreamChunkKind::Data)
+        .filter_map(|c| c.data.clone())
+        .collect();
+    assert_eq!(data, [json!(3), json!(2), json!(1)]);
+    assert_eq!(
+        chunks.last().map(|c| c.kind),
+        Some(StreamChunkKind::Done),
+        "{chunks:?}"
     );
 }

@@ -99,6 +99,10 @@ pub const IDEMPOTENCY_PENDING_RESUME_DENIED: &str = "idempotency.pending_resume_
 pub const POLICY_HUMAN_APPROVAL_REQUIRED: &str = "policy.human_approval_required";
 /// The action carries an approval that is not granted.
 pub const POLICY_APPROVAL_NOT_GRANTED: &str = "policy.approval_not_granted";
+/// `resume_approved` of an approved action whose input was redacted: the record keeps no input
+/// to run, so the requester re-submits the action with the approval decision attached
+/// (docs/host-runtime.md §5.5).
+pub const POLICY_APPROVAL_RESUBMISSION_REQUIRED: &str = "policy.approval_resubmission_required";
 /// The action carries an approval the host has no matching record of.
 pub const POLICY_APPROVAL_UNVERIFIED: &str = "policy.approval_unverified";
 /// The approval was denied.

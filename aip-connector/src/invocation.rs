@@ -198,6 +198,12 @@ pub struct CredentialHandle {
 }
 
 impl CredentialHandle {
+    /// The material, as the `Credential` extractor's `secret()` gives it (the same as the
+    /// `secret` field): `call.bearer_auth(credential.secret())`.
+    pub fn secret(&self) -> &Secret {
+        &self.secret
+    }
+
     /// The credential `id` from `issuer`, carrying `secret`; no scopes, no expiry, bound to no
     /// tenant until the `with_*` methods say otherwise.
     pub fn new(id: impl Into<String>, issuer: impl Into<String>, secret: Secret) -> Self {

@@ -65,8 +65,8 @@ pub use schema::SchemaDialect;
 pub mod prelude {
     pub use crate::{
         Approval, Caller, Cancellation, Checkpoint, Compensation, Connector, Credential, Deadline,
-        IdempotencyKey, ProviderClient, ReconcileOutcome, Reconciliation, StreamSink, Tenant,
-        capability, connector,
+        IdempotencyKey, ProviderClient, ReconcileOutcome, Reconciliation, Secret, StreamSink,
+        Tenant, capability, connector,
     };
     pub use aip_connector_core::model::{
         ConnectorFailure, ConnectorOperation, ErrorCategory, ProviderOperationRef,

@@ -148,11 +148,20 @@ async fn approve_and_resubmit(
         last = Some(decision);
     }
     let resumed = w.host.resume_approved(&id, &as_user("user:ada")).await;
+    let approved = w.host.approval(&id).await.unwrap().unwrap().status == ApprovalStatus::Approved;
     assert_eq!(
         resumed.error.as_ref().map(|e| e.code.as_str()),
-        Some(codes::POLICY_APPROVAL_NOT_GRANTED),
+        Some(if approved {
+            codes::POLICY_APPROVAL_RESUBMISSION_REQUIRED
+        } else {
+            codes::POLICY_APPROVAL_NOT_GRANTED
+        }),
         "a redacted action is never resumed from the store: {resumed:?}"
     );
+    if approved {
+        let details = resumed.error.as_ref().and_then(|e| e.details.as_ref());
+        assert_eq!(details.unwrap()["approval_id"], id.as_str(), "{resumed:?}");
+    }
     let resubmitted = Action {
         approval: last.map(Box::new),
         ..gated

@@ -62,6 +62,26 @@ impl Treasury {
             payment_id: format!("pay-{}-{}", payment.amount_cents, key.as_str()),
         })
     }
+
+    /// Pays a person: personal data, so the approval record keeps no input.
+    #[capability(
+        risk = high,
+        side_effects = [write, financial],
+        idempotency(required, scope = tenant),
+        data(sensitivity = confidential, pii),
+        approval(required, selector = role("finance"), evidence = [reason]),
+    )]
+    async fn pay_person(
+        &self,
+        payment: Payment,
+        _key: IdempotencyKey,
+        _approval: Approval,
+    ) -> Result<Paid, ConnectorFailure> {
+        self.executions.fetch_add(1, Ordering::SeqCst);
+        Ok(Paid {
+            payment_id: format!("person-{}", payment.amount_cents),
+        })
+    }
 }
 
 fn finance(tenant: &str) -> ApproverMemberships {
@@ -525,4 +545,36 @@ async fn resuming_onto_a_key_now_gating_another_action_is_pending_resume_denied(
     assert_eq!(duplicate.status, ActionResultStatus::PendingApproval);
     let output: &Value = duplicate.output.as_ref().unwrap();
     assert_eq!(output["approval_id"], json!(second));
+}
+
+/// An approved action whose input was redacted cannot run from the store: `resume_approved`
+/// answers `policy.approval_resubmission_required` (naming the approval) and claims nothing, so
+/// the re-submission with the decision attached still runs, once.
+#[tokio::test]
+async fn resuming_a_redacted_action_from_the_store_requires_a_resubmission() {
+    let treasury = Treasury::default();
+    let host = host_with_clock(treasury.clone(), Arc::default());
+    let gated = Action::new("cap:treasury:pay_person", json!({ "amount_cents": 700 }))
+        .with_idempotency_key("person-1");
+    let requester = person("user:req");
+    let id = gate(&host, gated.clone(), &requester).await;
+    let approval = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    assert_eq!(
+        accepted(&host, approval.clone()).await,
+        ApprovalStatus::Approved
+    );
+
+    let resumed = host.resume_approved(&id, &requester).await;
+    let error = failure(&resumed);
+    assert_policy(error, codes::POLICY_APPROVAL_RESUBMISSION_REQUIRED);
+    assert_eq!(error.details.as_ref().unwrap()["approval_id"], id.as_str());
+    assert_eq!(treasury.executions.load(Ordering::SeqCst), 0);
+
+    let resubmitted = host.invoke(gated.with_approval(approval), &requester).await;
+    assert_eq!(
+        resubmitted.status,
+        ActionResultStatus::Completed,
+        "{resubmitted:?}"
+    );
+    assert_eq!(treasury.executions.load(Ordering::SeqCst), 1);
 }

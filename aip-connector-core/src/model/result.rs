@@ -82,6 +82,20 @@ impl ActionResult {
         let id = self.output.as_ref()?.get("approval_id")?.as_str()?;
         ApprovalId::parse(id).ok()
     }
+
+    /// The plan id of a completed `plan` (its output is `{"transaction": "plan", "plan":
+    /// {"plan_id": …, …}}`), for the `commit` that follows:
+    /// `ActionTransaction::commit(planned.plan_id().unwrap())`. `None` for any other result.
+    pub fn plan_id(&self) -> Option<&str> {
+        if self.status != ActionResultStatus::Completed {
+            return None;
+        }
+        let output = self.output.as_ref()?;
+        if output.get("transaction")?.as_str()? != "plan" {
+            return None;
+        }
+        output.get("plan")?.get("plan_id")?.as_str()
+    }
 }
 
 /// The field a host adds to the `output` of a replayed result, set to `true`
@@ -517,6 +531,24 @@ mod tests {
 
     use super::*;
     use crate::model::ErrorCategory;
+
+    #[test]
+    fn plan_id_is_read_from_a_completed_plan_only() {
+        let planned = ActionResult::completed(
+            ActionId::new(),
+            json!({"transaction": "plan", "plan": {"plan_id": "plan_1", "capability_id": "cap:x"}}),
+        );
+        assert_eq!(planned.plan_id(), Some("plan_1"));
+        let mut replayed = planned.clone();
+        replayed.mark_idempotent_replay();
+        assert_eq!(replayed.plan_id(), Some("plan_1"));
+        let other =
+            ActionResult::completed(ActionId::new(), json!({"plan": {"plan_id": "plan_1"}}));
+        assert_eq!(other.plan_id(), None, "not a plan's output");
+        let mut failed = planned.clone();
+        failed.status = ActionResultStatus::Failed;
+        assert_eq!(failed.plan_id(), None);
+    }
 
     #[test]
     fn approval_id_is_read_from_a_waiting_result_only() {

@@ -792,11 +792,8 @@ impl Harness {
                 return Box::pin(host.resume_approved(id, &caller)).await;
             }
             let decision = record
-                .and_then(|r| {
-                    r.decisions.into_iter().find(|d| {
-                        d.decision == aip_connector::model::ApprovalDecisionKind::Approved
-                    })
-                })
+                .as_ref()
+                .and_then(crate::test_host::approved_decision)
                 .or_else(|| {
                     approvers(self.definition())
                         .first()

@@ -2457,9 +2457,12 @@ pub(crate) async fn resume(
     if !record.input_retained {
         return failure::failed(
             &action_id,
-            failure::policy(
-                codes::POLICY_APPROVAL_NOT_GRANTED,
-                "the input of this action was redacted; re-submit the action with the approval decision attached",
+            failure::with_details(
+                failure::policy(
+                    codes::POLICY_APPROVAL_RESUBMISSION_REQUIRED,
+                    "the action is approved, but its input was redacted and is not stored: re-submit the same action (same action id and input) with the approval decision attached",
+                ),
+                json!({ "approval_id": record.approval_id }),
             ),
         );
     }
