@@ -1,7 +1,8 @@
 //! What the provider double must be for the suite to drive a connector. A connector that
 //! decodes the real API's responses strictly (`{"id": …}`) cannot read the double's generic
 //! answers: the suite fails it with a hint, and passes it once `with_provider_setup` answers in
-//! the API's shape. A connector that never calls a provider (an in-memory fake) is told so.
+//! the API's shape. A connector that never calls a provider (an in-memory fake) is told so, and
+//! one that declares no example input is told how to declare one.
 
 use aip_connector::model::ProviderOperationRef;
 use aip_connector::prelude::*;
@@ -190,4 +191,52 @@ fn a_connector_that_never_calls_its_provider_is_told_so() {
         "{}",
         transaction.detail
     );
+}
+
+/// The strict connector's capability without `examples`: nothing can be invoked.
+struct Unexampled {
+    api: ProviderClient,
+}
+
+#[connector(id = "unexampled")]
+impl Unexampled {
+    /// Create a ticket.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = internal))]
+    async fn look(&self, input: CreateTicket) -> Result<Created, ConnectorFailure> {
+        let ticket: ApiTicket = self.api.get("/tickets").send_json().await?;
+        Ok(Created {
+            id: format!("{}-{}", ticket.id, input.title),
+        })
+    }
+}
+
+#[test]
+fn a_connector_without_examples_is_told_how_to_declare_them() {
+    let report = ConformanceSuite::new(|env| Unexampled {
+        api: ProviderClient::builder(env.provider_url())
+            .proxy_from_environment(false)
+            .build()
+            .expect("the double's URL is valid"),
+    })
+    .run();
+    eprintln!("{report}");
+    let failed: Vec<_> = report
+        .checks
+        .iter()
+        .filter(|c| c.status == CheckStatus::Failed)
+        .collect();
+    assert!(!failed.is_empty(), "{report}");
+    let hinted = failed
+        .iter()
+        .filter(|c| c.detail.contains("declares an example input"))
+        .collect::<Vec<_>>();
+    assert!(!hinted.is_empty(), "{report}");
+    for check in hinted {
+        assert!(
+            check.detail.contains("#[capability(examples = ["),
+            "{}: {}",
+            check.name,
+            check.detail
+        );
+    }
 }

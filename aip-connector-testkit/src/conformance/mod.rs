@@ -426,6 +426,8 @@ pub struct Evidence {
     assertions: BTreeMap<String, bool>,
     artifacts: Vec<String>,
     notes: Vec<String>,
+    /// A scenario found no example input to run: a failed check then says how to add one.
+    missing_examples: bool,
 }
 
 impl Evidence {
@@ -449,6 +451,13 @@ impl Evidence {
     /// Adds a note to the report's detail.
     pub fn note(&mut self, note: impl Into<String>) {
         self.notes.push(note.into());
+    }
+
+    /// Notes that no capability the scenario needs declares an example input (`what` says
+    /// which and why that stops it); a failed check then ends with how to declare one.
+    pub fn no_example(&mut self, what: impl Into<String>) {
+        self.missing_examples = true;
+        self.notes.push(what.into());
     }
 
     fn into_check(self, scenario: Scenario) -> CheckResult {
@@ -484,6 +493,9 @@ impl Evidence {
             detail
         } else {
             let mut detail = problems.join("; ");
+            if self.missing_examples {
+                detail.push_str(MISSING_EXAMPLES_HINT);
+            }
             if detail.contains(aip_connector::codes::PROVIDER_INVALID_RESPONSE) {
                 detail.push_str(INVALID_RESPONSE_HINT);
             }
@@ -498,6 +510,11 @@ impl Evidence {
         }
     }
 }
+
+/// Appended to a failed check that found no example input to run.
+const MISSING_EXAMPLES_HINT: &str = " (hint: the suite invokes each capability with the inputs \
+     its `#[capability(examples = [r#\"{…}\"#])]` declares; declare at least one valid input \
+     per capability)";
 
 /// Appended to a failed check whose calls ended `provider.invalid_response`: most often the
 /// connector decodes the real API's responses and cannot read the double's generic answers.

@@ -69,7 +69,7 @@ async fn scenario(h: &Harness) -> Evidence {
     let mut candidates = h.examples_where(gated);
     candidates.sort_by_key(|(c, _)| Harness::streams_only(c));
     let Some((capability, input)) = candidates.first().cloned() else {
-        evidence.note("no capability that requires approval declares an example input: nothing can be approved");
+        evidence.no_example("no capability that requires approval declares an example input: nothing can be approved");
         return evidence;
     };
     let id = capability.id().to_string();

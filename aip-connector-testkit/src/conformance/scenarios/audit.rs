@@ -40,7 +40,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
     let examples = h.examples();
     if examples.is_empty() {
-        evidence.note("no capability declares an example input: nothing can be invoked");
+        evidence.no_example("no capability declares an example input: nothing can be invoked");
         return evidence;
     }
     let log = LogCapture::new();

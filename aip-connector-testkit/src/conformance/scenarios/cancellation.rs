@@ -60,7 +60,7 @@ async fn scenario(h: &Harness) -> Evidence {
     // land at the provider.
     candidates.sort_by_key(|(c, _)| declares_mutation(c));
     let Some((capability, input)) = candidates.first().cloned() else {
-        evidence.note(
+        evidence.no_example(
             "no capability that supports cancellation declares an example input: nothing can be cancelled",
         );
         return evidence;

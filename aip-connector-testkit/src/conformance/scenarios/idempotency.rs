@@ -49,7 +49,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             .is_some_and(|c| c.idempotency.requirement == IdempotencyRequirement::Required)
     });
     if targets.is_empty() {
-        evidence.note(
+        evidence.no_example(
             "no capability that requires an idempotency key declares an example input: nothing can be invoked",
         );
         return evidence;

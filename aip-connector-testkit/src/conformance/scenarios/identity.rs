@@ -17,7 +17,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
     let examples = h.examples();
     let Some((capability, input)) = examples.first() else {
-        evidence.note("no capability declares an example input: nothing can be invoked");
+        evidence.no_example("no capability declares an example input: nothing can be invoked");
         return evidence;
     };
 

@@ -78,7 +78,7 @@ async fn scenario(h: &Harness) -> Evidence {
     // A mutating call is the one whose duplicate would do harm.
     examples.sort_by_key(|(c, _)| !declares_mutation(c));
     let Some((capability, input)) = examples.first().cloned() else {
-        evidence.note("no capability declares an example input: nothing can be invoked");
+        evidence.no_example("no capability declares an example input: nothing can be invoked");
         return evidence;
     };
     let id = capability.id().to_string();

@@ -37,7 +37,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             .is_some_and(|c| c.execution.supports_retry)
     });
     if targets.is_empty() {
-        evidence.note(
+        evidence.no_example(
             "no capability that supports retry declares an example input: nothing can be invoked",
         );
         return evidence;

@@ -331,7 +331,7 @@ async fn scenario(h: &Harness) -> Evidence {
     // An approval-gated stream answers `pending_approval` first; prefer one that streams at once.
     candidates.sort_by_key(|(c, _)| needs_approval(c));
     let Some((capability, input)) = candidates.first().cloned() else {
-        evidence.note("no capability that supports streaming declares an example input: nothing can be streamed");
+        evidence.no_example("no capability that supports streaming declares an example input: nothing can be streamed");
         return evidence;
     };
     let id = capability.id().to_string();

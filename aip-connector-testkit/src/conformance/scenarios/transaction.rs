@@ -103,7 +103,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
 async fn scenario(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
     if h.examples_where(|c| !modes(c).is_empty()).is_empty() {
-        evidence.note("no capability with a transaction contract declares an example input: nothing can be run");
+        evidence.no_example("no capability with a transaction contract declares an example input: nothing can be run");
         return evidence;
     }
     plan_before_commit(h, &mut evidence).await;
