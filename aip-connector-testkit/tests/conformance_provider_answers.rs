@@ -87,12 +87,17 @@ impl Tickets {
     }
 }
 
+/// A client of the scenario's provider double.
+fn client(url: &str) -> ProviderClient {
+    ProviderClient::builder(url)
+        .proxy_from_environment(false)
+        .build()
+        .expect("the double's URL is valid")
+}
+
 fn suite() -> ConformanceSuite {
     ConformanceSuite::new(|env| Tickets {
-        api: ProviderClient::builder(env.provider_url())
-            .proxy_from_environment(false)
-            .build()
-            .expect("the double's URL is valid"),
+        api: client(env.provider_url()),
     })
 }
 
@@ -213,10 +218,7 @@ impl Unexampled {
 #[test]
 fn a_connector_without_examples_is_told_how_to_declare_them() {
     let report = ConformanceSuite::new(|env| Unexampled {
-        api: ProviderClient::builder(env.provider_url())
-            .proxy_from_environment(false)
-            .build()
-            .expect("the double's URL is valid"),
+        api: client(env.provider_url()),
     })
     .run();
     eprintln!("{report}");
