@@ -523,34 +523,26 @@ type AnswerShape = Arc<dyn Fn(&AnswerRequest<'_>) -> Value + Send + Sync>;
 /// The most specific of `routes` that applies to `path`: the exact path, else the longest
 /// `/prefix/*` pattern it falls under, else `*` (the rule of faults and answer shapes).
 fn best_route<'r>(routes: impl Iterator<Item = &'r str>, path: &str) -> Option<&'r str> {
-    let mut best: Option<&'r str> = None;
-    let rank = |route: &str| -> Option<usize> {
-        if route == path {
-            Some(usize::MAX)
-        } else if route == "*" {
-            Some(0)
-        } else {
-            route
-                .strip_suffix("/*")
-                .filter(|prefix| {
-                    path == *prefix
-                        || path
-                            .strip_prefix(*prefix)
-                            .is_some_and(|rest| rest.starts_with('/'))
-                })
-                .map(|prefix| prefix.len() + 1)
-        }
-    };
-    let mut best_rank = None;
-    for route in routes {
-        if let Some(r) = rank(route)
-            && best_rank.is_none_or(|b| r > b)
-        {
-            best_rank = Some(r);
-            best = Some(route);
-        }
+    routes
+        .filter_map(|route| route_specificity(route, path).map(|rank| (rank, route)))
+        .max_by_key(|(rank, _)| *rank)
+        .map(|(_, route)| route)
+}
+
+/// How specifically `route` names `path`, if it applies at all: `*` least, a `/prefix/*`
+/// pattern by the length of its prefix, the exact path most.
+fn route_specificity(route: &str, path: &str) -> Option<usize> {
+    if route == path {
+        return Some(usize::MAX);
     }
-    best
+    if route == "*" {
+        return Some(0);
+    }
+    let prefix = route.strip_suffix("/*")?;
+    let below = path
+        .strip_prefix(prefix)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+    below.then_some(prefix.len() + 1)
 }
 
 /// A scripted misbehaviour for one route. Built with a constructor, then optionally
