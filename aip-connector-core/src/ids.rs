@@ -66,6 +66,15 @@ macro_rules! id_common {
             }
         }
 
+        /// `"act_…".parse::<ActionId>()`: the same check as `parse`.
+        impl std::str::FromStr for $name {
+            type Err = IdParseError;
+
+            fn from_str(value: &str) -> Result<Self, Self::Err> {
+                Self::parse(value)
+            }
+        }
+
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str(&self.0)
@@ -262,6 +271,24 @@ pub mod profiles {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_parse_from_str_with_the_same_checks() {
+        let id: ActionId = "act_0190f2a6c8d47b21a5e3d9c0f1b2a3c4".parse().unwrap();
+        assert_eq!(id.as_str(), "act_0190f2a6c8d47b21a5e3d9c0f1b2a3c4");
+        assert!(matches!(
+            "appr_1".parse::<ActionId>(),
+            Err(IdParseError::InvalidPrefix {
+                expected: "act_",
+                ..
+            })
+        ));
+        assert!(matches!(
+            "".parse::<CapabilityId>(),
+            Err(IdParseError::Empty)
+        ));
+        assert_eq!("cap:x".parse::<CapabilityId>().unwrap().as_str(), "cap:x");
+    }
 
     #[test]
     fn generated_ids_are_prefix_plus_simple_uuid_v7() {

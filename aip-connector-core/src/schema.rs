@@ -235,7 +235,10 @@ mod compiler {
     use serde::{Deserialize, Serialize};
     use serde_json::Value;
 
+    use jsonschema::error::ValidationErrorKind;
+
     use super::{SchemaError, SchemaLimits, check_complexity};
+    use crate::issue::escape_pointer_token;
 
     /// One way an instance fails its schema.
     #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -308,13 +311,83 @@ mod compiler {
         limits: &SchemaLimits,
     ) -> Result<CompiledSchema, SchemaError> {
         check_complexity(schema, limits)?;
-        let options = jsonschema::draft202012::options().offline();
-        let built = catch_unwind(AssertUnwindSafe(|| options.build(schema)))
-            .map_err(|_| SchemaError::Compile("the schema compiler panicked".to_owned()))?;
-        let validator = built.map_err(|error| SchemaError::Compile(error.to_string()))?;
+        let validator = match build_offline(schema)? {
+            Ok(validator) => validator,
+            Err(error) if matches!(error.kind(), ValidationErrorKind::Referencing(_)) => {
+                let message = first_unresolvable_reference(schema)?.unwrap_or(error.to_string());
+                return Err(SchemaError::Compile(message));
+            }
+            Err(error) => return Err(SchemaError::Compile(error.to_string())),
+        };
         Ok(CompiledSchema {
             validator: Arc::new(validator),
         })
+    }
+
+    /// Builds `schema` as Draft 2020-12 with remote retrieval refused; a panic inside the compiler
+    /// is a compile error.
+    fn build_offline(
+        schema: &Value,
+    ) -> Result<Result<jsonschema::Validator, jsonschema::ValidationError<'static>>, SchemaError>
+    {
+        let options = jsonschema::draft202012::options().offline();
+        catch_unwind(AssertUnwindSafe(|| options.build(schema)))
+            .map_err(|_| SchemaError::Compile("the schema compiler panicked".to_owned()))
+    }
+
+    /// At most this many `$ref`s are probed one by one for [`first_unresolvable_reference`].
+    const MAX_REFERENCE_PROBES: usize = 64;
+
+    /// The compile error of the first `$ref`, in document order, that cannot be resolved.
+    ///
+    /// The compiler resolves a schema's references in no fixed order, so with two unresolvable
+    /// ones its error named either, and the same schema could be refused with two different
+    /// messages. Each non-fragment `$ref` is compiled on its own (the others pointed at the root)
+    /// until one fails: the message is then a function of the schema. `None` when no single
+    /// reference fails alone (or there are too many to probe): the caller keeps the compiler's.
+    fn first_unresolvable_reference(schema: &Value) -> Result<Option<String>, SchemaError> {
+        let mut pointers = Vec::new();
+        collect_external_references(schema, String::new(), &mut pointers);
+        if pointers.len() > MAX_REFERENCE_PROBES {
+            return Ok(None);
+        }
+        for keep in &pointers {
+            let mut probe = schema.clone();
+            for other in pointers.iter().filter(|p| *p != keep) {
+                if let Some(reference) = probe.pointer_mut(other) {
+                    *reference = Value::String("#".to_owned());
+                }
+            }
+            if let Err(error) = build_offline(&probe)?
+                && matches!(error.kind(), ValidationErrorKind::Referencing(_))
+            {
+                return Ok(Some(error.to_string()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// JSON Pointers (in document order) to the `$ref` values of `value` that do not start with
+    /// `#`, i.e. that name a resource rather than a place in this one.
+    fn collect_external_references(value: &Value, at: String, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                for (key, item) in map {
+                    let pointer = format!("{at}/{}", escape_pointer_token(key));
+                    if key == "$ref" && item.as_str().is_some_and(|r| !r.starts_with('#')) {
+                        out.push(pointer);
+                    } else {
+                        collect_external_references(item, pointer, out);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    collect_external_references(item, format!("{at}/{index}"), out);
+                }
+            }
+            _ => {}
+        }
     }
 }
 
@@ -574,6 +647,34 @@ mod tests {
             // The offline retriever's wording: retrieval was refused, not merely unsupported
             // by the features jsonschema happens to be built with.
             assert!(text.contains("Retrieval is disabled"), "{text}");
+        }
+
+        /// Two unresolvable references: the compiler resolves them in no fixed order, the
+        /// error always names the first in document order.
+        #[test]
+        fn the_first_unresolvable_reference_is_reported_every_time() {
+            let schema = json!({
+                "type": "object",
+                "properties": {
+                    "p": { "$ref": "other.json" },
+                    "q": { "$ref": "quorum" },
+                    "r": { "$ref": "#/$defs/x" }
+                },
+                "$defs": { "x": { "type": "string" } }
+            });
+            for _ in 0..20 {
+                let text = compile(&schema).expect_err("unresolvable").to_string();
+                assert!(text.contains("other.json"), "{text}");
+                assert!(!text.contains("quorum"), "{text}");
+            }
+            // A resolvable reference is never the one reported.
+            let text = compile(&json!({
+                "properties": { "a": { "$ref": "#/$defs/x" }, "b": { "$ref": "https://example.com/y" } },
+                "$defs": { "x": {} }
+            }))
+            .expect_err("unresolvable")
+            .to_string();
+            assert!(text.contains("https://example.com/y"), "{text}");
         }
 
         #[test]

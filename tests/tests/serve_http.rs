@@ -562,9 +562,14 @@ async fn cancel_over_http_reaches_only_the_callers_own_action() {
     let CancelReply::Cancelled(reply) = own else {
         panic!("expected a cancelled result, got {own:?}");
     };
-    assert_eq!(reply.output, Some(json!({ "cancelled": true })));
     let result = call.await.unwrap().unwrap();
     assert_eq!(result.status, ActionResultStatus::Cancelled);
+    // The cancel request is answered with the very result the action ends with.
+    assert_eq!(
+        reply.output,
+        Some(json!({ "cancelled": true, "reason": "action cancellation requested" }))
+    );
+    assert_eq!(reply.output, result.output);
     assert_eq!(desk.cancelled.load(Ordering::SeqCst), 1);
     running.stop().await;
 }

@@ -789,6 +789,157 @@ async fn an_approval_gated_call_names_the_pending_approval_and_does_not_run() {
     client.cancel().await.unwrap();
 }
 
+fn finance_decision(id: &ApprovalId, decision_id: &str) -> ApprovalDecision {
+    ApprovalDecision::approve(id.clone(), Principal::new("user:fin", PrincipalKind::Human))
+        .with_reason("checked")
+        .with_decision_id(decision_id)
+}
+
+/// The MCP way back to an approved request: the same call again (same arguments, so the same
+/// derived key) runs the action once the approval is granted, and replays its result after.
+#[tokio::test]
+async fn calling_a_gated_tool_again_after_approval_runs_it_once() {
+    let directory = Directory::default();
+    let host = host(directory.clone());
+    let served = serve(McpProjection::new(host.clone()).unwrap()).await;
+    let client = client(&served).await;
+    let transfer = || call("cap_directory_transfer", json!({ "amount_cents": 900 }));
+
+    let pending = client.call_tool(transfer()).await.unwrap();
+    assert_eq!(result_meta(&pending, meta::STATUS), "pending_approval");
+    let text = &texts(&pending)[0];
+    assert!(
+        text.contains("call this tool again with the same arguments"),
+        "{text}"
+    );
+    let id: ApprovalId =
+        serde_json::from_value(result_meta(&pending, meta::APPROVAL)["approval_id"].clone())
+            .unwrap();
+
+    // Before a decision the call again is the same pending request.
+    let early = client.call_tool(transfer()).await.unwrap();
+    assert_eq!(result_meta(&early, meta::STATUS), "pending_approval");
+    assert_eq!(directory.transfers.load(Ordering::SeqCst), 0);
+
+    host.record_approval_decision(finance_decision(&id, "dec-recall"), &person("user:fin"))
+        .await
+        .unwrap();
+    // Another caller's identical call is not the requester's request: it never runs it.
+    let ben = client_as(&served, OTHER_TOKEN).await;
+    let other = ben.call_tool(transfer()).await.unwrap();
+    assert_ne!(result_meta(&other, meta::STATUS), "completed", "{other:?}");
+    assert_eq!(directory.transfers.load(Ordering::SeqCst), 0);
+
+    let ran = client.call_tool(transfer()).await.unwrap();
+    assert_eq!(ran.is_error, Some(false), "{ran:?}");
+    assert_eq!(result_meta(&ran, meta::STATUS), "completed");
+    assert!(
+        ran.structured_content.as_ref().unwrap()["transfer_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("tr-900-")
+    );
+    assert_eq!(directory.transfers.load(Ordering::SeqCst), 1);
+
+    let replayed = client.call_tool(transfer()).await.unwrap();
+    assert_eq!(
+        result_meta(&replayed, meta::IDEMPOTENT_REPLAY),
+        &json!(true)
+    );
+    assert_eq!(replayed.structured_content, ran.structured_content);
+    assert_eq!(directory.transfers.load(Ordering::SeqCst), 1);
+    ben.cancel().await.unwrap();
+    client.cancel().await.unwrap();
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Erasure {
+    email: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Erased {
+    erased: bool,
+}
+
+/// A gated capability with personal data: its approval record keeps no input.
+#[derive(Clone, Default)]
+struct Registry {
+    erasures: Arc<AtomicUsize>,
+}
+
+#[connector(id = "registry", profiles = ["aip.mcp.compat.v1"])]
+impl Registry {
+    /// Erases a person's entry.
+    #[capability(
+        risk = high,
+        side_effects = [delete],
+        idempotency(required),
+        data(sensitivity = internal, pii),
+        approval(required, selector = role("finance"), evidence = [reason]),
+    )]
+    async fn erase(
+        &self,
+        input: Erasure,
+        _key: IdempotencyKey,
+        _approval: Approval,
+    ) -> Result<Erased, ConnectorFailure> {
+        self.erasures.fetch_add(1, Ordering::SeqCst);
+        Ok(Erased {
+            erased: !input.email.is_empty(),
+        })
+    }
+}
+
+/// A redacted request is re-submitted with the call's arguments (the record kept none): the
+/// same call again runs it once, and other arguments under the same key do not.
+#[tokio::test]
+async fn calling_a_redacted_gated_tool_again_after_approval_runs_it_once() {
+    let registry = Registry::default();
+    let finance = ApproverMemberships {
+        tenant_id: Some("t1".into()),
+        roles: BTreeSet::from(["finance".to_owned()]),
+        ..ApproverMemberships::default()
+    };
+    let host = Host::builder()
+        .connector(registry.clone())
+        .store(Arc::new(MemoryStore::default()))
+        .approval_authority(StaticApprovalAuthority::new().with("user:fin", finance))
+        .build()
+        .unwrap();
+    let served = serve(McpProjection::new(host.clone()).unwrap()).await;
+    let client = client(&served).await;
+    let erase = |email: &str| {
+        with_key(
+            call("cap_registry_erase", json!({ "email": email })),
+            "erase-1",
+        )
+    };
+
+    let pending = client.call_tool(erase("ana@example.com")).await.unwrap();
+    let id: ApprovalId =
+        serde_json::from_value(result_meta(&pending, meta::APPROVAL)["approval_id"].clone())
+            .unwrap();
+    let record = host
+        .record_approval_decision(finance_decision(&id, "dec-erase"), &person("user:fin"))
+        .await
+        .unwrap();
+    assert!(!record.input_retained);
+
+    // Other arguments under the key are another input: refused, nothing runs.
+    let other = client.call_tool(erase("ben@example.com")).await.unwrap();
+    assert_eq!(other.is_error, Some(true), "{other:?}");
+    assert_eq!(registry.erasures.load(Ordering::SeqCst), 0);
+
+    let ran = client.call_tool(erase("ana@example.com")).await.unwrap();
+    assert_eq!(result_meta(&ran, meta::STATUS), "completed", "{ran:?}");
+    assert_eq!(registry.erasures.load(Ordering::SeqCst), 1);
+    let again = client.call_tool(erase("ana@example.com")).await.unwrap();
+    assert_eq!(result_meta(&again, meta::IDEMPOTENT_REPLAY), &json!(true));
+    assert_eq!(registry.erasures.load(Ordering::SeqCst), 1);
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn the_meta_idempotency_key_dedupes_and_without_one_the_arguments_do() {
     let directory = Directory::default();

@@ -991,7 +991,7 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
                 failure::with_details(error, json!({ "timeout_ms": timeout_ms })),
             )
         }
-        Outcome::Cancelled => cancelled(&action.id, "action cancellation requested"),
+        Outcome::Cancelled => cancelled_by_request(&action.id),
         Outcome::Panicked => failure::failed(
             &action.id,
             handler_panicked(action, call.routed.id.as_str()),
@@ -1360,10 +1360,11 @@ fn dead_lettered(last: &ActionResult, attempts: u32) -> ActionResult {
     failure::failed(&last.action_id, error)
 }
 
-/// A `cancelled` result (no error: a cancellation is not a failure).
-fn cancelled(action_id: &aip_connector_core::ids::ActionId, reason: &str) -> ActionResult {
+/// The `cancelled` result of an action a cancel request stopped (no error: a cancellation is
+/// not a failure), as stored, streamed, and answered to the cancel request itself.
+pub(crate) fn cancelled_by_request(action_id: &aip_connector_core::ids::ActionId) -> ActionResult {
     let mut result = ActionResult::new(action_id.clone(), ActionResultStatus::Cancelled);
-    result.output = Some(json!({ "cancelled": true, "reason": reason }));
+    result.output = Some(json!({ "cancelled": true, "reason": "action cancellation requested" }));
     result
 }
 

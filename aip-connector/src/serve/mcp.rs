@@ -24,12 +24,16 @@ use std::sync::Arc;
 /// feature.)
 pub use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 
+/// The token `StreamableHttpServerConfig::with_cancellation_token` takes (tokio-util's), so a
+/// deployment that ends its MCP sessions on shutdown needs no `tokio-util` of its own.
+pub use super::CancellationToken;
+
 use aip_connector_core::admission::AdmittedManifest;
-use aip_connector_core::ids::CapabilityId;
+use aip_connector_core::ids::{ActionId, CapabilityId};
 use aip_connector_core::model::{
-    Action, ActionResult, ActionResultStatus, ActionTransaction, Binding, Capability,
-    CapabilityContract, Envelope, IdempotencyRequirement, ORIGINAL_OUTPUT, ProtocolError,
-    RetrySafety, RiskLevel, SideEffect, TransactionMode, unmark_idempotent_replay,
+    Action, ActionResult, ActionResultStatus, ActionTransaction, ApprovalDecisionKind, Binding,
+    Capability, CapabilityContract, Envelope, IdempotencyRequirement, ORIGINAL_OUTPUT,
+    ProtocolError, RetrySafety, RiskLevel, SideEffect, TransactionMode, unmark_idempotent_replay,
 };
 use aip_connector_core::naming::stable_profile_name;
 use axum::Router;
@@ -55,6 +59,7 @@ use self::sessions::{BoundedSessions, SessionLimit};
 use super::auth::Authenticator;
 use crate::host::{Host, TrustedContext};
 use crate::schema::{self, SchemaDialect};
+use crate::store::ApprovalStatus;
 
 mod sessions;
 
@@ -151,6 +156,9 @@ struct ProjectedTool {
     /// the host's replay marker is moved from the output to the result's `_meta`, and an
     /// output the host kept beside it (`original_output`) is unwrapped.
     strip_replay_marker: bool,
+    /// The host gates every call behind an approval: a keyed call again after the approval
+    /// was granted resumes the gated action (§7 of docs/mcp.md).
+    gated: bool,
 }
 
 struct Projection {
@@ -492,27 +500,101 @@ impl McpProjection {
             tool.key_required
                 .then(|| derived_key(&tool.capability, &caller, &input))
         });
+        // A gated keyed call may come back once its approval is granted; a redacted
+        // capability's approval record keeps no input, so its resumption needs this one.
+        let resubmitted_input = (tool.gated && key.is_some()).then(|| input.clone());
         let mut action = Action::new(tool.capability.clone(), input);
         action.idempotency_key = key;
         if tool.execute_transaction {
             action.transaction = Some(Box::new(ActionTransaction::new(TransactionMode::Execute)));
         }
-        let action_id = action.id.clone();
         let host = &self.inner.host;
-        let mut invocation = std::pin::pin!(host.invoke(action, &caller));
-        let result = tokio::select! {
-            biased;
-            result = &mut invocation => result,
-            () = context.ct.cancelled() => {
-                // `notifications/cancelled`, a closed session or a dropped HTTP request: the
-                // client is no longer waiting for this call. The host abandons the handler once
-                // it runs (`action.abandoned`, its key released when the contract says a retry
-                // is safe) rather than storing a `cancelled` that the same call (same arguments,
-                // so the same derived key) would replay for the key's TTL.
-                super::abandon_once_running(host, &action_id, &caller, &mut invocation).await
+        let action_id = action.id.clone();
+        let result = run_abandonable(
+            host,
+            &action_id,
+            &caller,
+            &context,
+            host.invoke(action, &caller),
+        )
+        .await;
+        let result = match resubmitted_input {
+            Some(input) => {
+                self.resume_if_approved(result, input, &caller, &context)
+                    .await
             }
+            None => result,
         };
         Ok(project_result(tool, result))
+    }
+
+    /// A gated call made again (its key replays the stored `pending_approval`) once its approval
+    /// was granted: the gated action runs, exactly once, as its requester. An approval record
+    /// that kept the input is resumed from the store; a redacted one (no input kept) is
+    /// re-submitted with this call's input and the approving decision, which the host checks
+    /// against the record's fingerprint (docs/host-runtime.md §5.5). Anything else (still
+    /// pending, denied, another caller's request) keeps the replayed answer.
+    async fn resume_if_approved(
+        &self,
+        result: ActionResult,
+        input: Value,
+        caller: &TrustedContext,
+        context: &RequestContext<RoleServer>,
+    ) -> ActionResult {
+        if result.status != ActionResultStatus::PendingApproval || !result.is_idempotent_replay() {
+            return result;
+        }
+        let Some(approval_id) = result.approval_id() else {
+            return result;
+        };
+        let host = &self.inner.host;
+        let Ok(Some(record)) = host.approval(&approval_id).await else {
+            return result;
+        };
+        if record.status != ApprovalStatus::Approved || record.requested_by != caller.principal.id {
+            return result;
+        }
+        let gated_id = record.action.id.clone();
+        if record.input_retained {
+            let resumed = host.resume_approved(&approval_id, caller);
+            return run_abandonable(host, &gated_id, caller, context, resumed).await;
+        }
+        let Some(decision) = record
+            .decisions
+            .iter()
+            .find(|d| d.decision == ApprovalDecisionKind::Approved)
+            .cloned()
+        else {
+            return result;
+        };
+        let mut resubmission = record.action;
+        resubmission.input = input;
+        resubmission.approval = Some(Box::new(decision));
+        let resubmitted = host.invoke(resubmission, caller);
+        run_abandonable(host, &gated_id, caller, context, resubmitted).await
+    }
+}
+
+/// Runs `call` (the host running `action_id` for `caller`) until it ends or the MCP request is
+/// cancelled: `notifications/cancelled`, a closed session or a dropped HTTP request mean the
+/// client is no longer waiting. The host then abandons the handler once it runs
+/// (`action.abandoned`, its key released when the contract says a retry is safe) rather than
+/// storing a `cancelled` that the same call (same arguments, so the same derived key) would
+/// replay for the key's TTL.
+async fn run_abandonable(
+    host: &Host,
+    action_id: &ActionId,
+    caller: &TrustedContext,
+    context: &RequestContext<RoleServer>,
+    call: impl Future<Output = ActionResult>,
+) -> ActionResult {
+    let mut call = std::pin::pin!(call);
+    tokio::select! {
+        biased;
+        result = &mut call => result,
+        () = context.ct.cancelled() => {
+            super::abandon_once_running(host, action_id, caller, &mut call).await
+        }
     }
 }
 
@@ -700,6 +782,7 @@ fn project_capability(admitted: &AdmittedManifest, capability: &Capability) -> P
         key_required,
         execute_transaction,
         strip_replay_marker,
+        gated: approval_required(capability, contract),
     }
 }
 
@@ -926,10 +1009,20 @@ fn project_result(tool: &ProjectedTool, result: ActionResult) -> CallToolResult 
             } else {
                 "needs a human"
             };
+            // A keyed call again finds this request (the key replays it) and, once approved,
+            // runs the action; without a key it would be a new request.
+            let how_to_resume = if tool.key_required {
+                "call this tool again with the same arguments to run it (once)".to_owned()
+            } else {
+                format!(
+                    "call this tool again with the same arguments and the same \
+                     `_meta[\"{IDEMPOTENCY_KEY_META}\"]` to run it (once); a call without a key \
+                     is a new request"
+                )
+            };
             let mut blocks = vec![ContentBlock::text(format!(
                 "Not executed: `{}` {what} before it runs; nothing ran. Pending approval id: \
-                 {approval_id}. Once the approval is granted, the host's operator resumes the \
-                 action; calling this tool again does not resume it.",
+                 {approval_id}. Once the approval is granted, {how_to_resume}.",
                 tool.capability
             ))];
             if !approval.is_null() {
@@ -1124,6 +1217,7 @@ mod tests {
             key_required: false,
             execute_transaction: false,
             strip_replay_marker: true,
+            gated: false,
         }
     }
 

@@ -27,9 +27,9 @@ use std::time::Duration;
 
 use aip_connector_core::ids::ActionId;
 use aip_connector_core::model::{
-    Ack, AckStatus, ActionResult, ActionResultStatus, Cancel, CancelTarget, Envelope,
-    ErrorCategory, Manifest, ManifestRequest, MessageBody, ProtocolError, StreamChunk,
-    StreamChunkKind, TransactionQueryRequest,
+    Ack, AckStatus, ActionResult, Cancel, CancelTarget, Envelope, ErrorCategory, Manifest,
+    ManifestRequest, MessageBody, ProtocolError, StreamChunk, StreamChunkKind,
+    TransactionQueryRequest,
 };
 use aip_connector_core::validation::validate_envelope;
 use axum::Router;
@@ -617,10 +617,9 @@ async fn dispatch(
             target: CancelTarget::Action(id),
             ..
         }) => match host.cancel_as(&id, &caller) {
+            // The result the action itself ends with (and a resend replays).
             CancelOutcome::Cancelled => {
-                let mut result = ActionResult::new(id, ActionResultStatus::Cancelled);
-                result.output = Some(json!({ "cancelled": true }));
-                MessageBody::ActionResult(Box::new(result))
+                MessageBody::ActionResult(Box::new(crate::host::cancelled_by_request(&id)))
             }
             CancelOutcome::Pending => MessageBody::Ack(Ack {
                 action_id: id,
