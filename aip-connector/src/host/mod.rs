@@ -17,6 +17,7 @@ pub(crate) mod idempotency;
 mod invocation;
 use invocation::HostInvocation;
 mod pipeline;
+#[cfg(feature = "http")]
 pub(crate) use pipeline::cancelled_by_request;
 mod stream;
 mod transaction;
