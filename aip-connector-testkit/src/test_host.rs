@@ -253,7 +253,7 @@ impl TestHost {
         if record.input_retained {
             return None;
         }
-        let decision = approved_decision(&record)?;
+        let decision = record.approving_decision()?.clone();
         let mut action = self.gated_actions().get(approval_id)?.clone();
         action.approval = Some(Box::new(decision));
         Some(action)
@@ -365,14 +365,4 @@ impl TestHostBuilder {
             gated: Arc::default(),
         })
     }
-}
-
-/// The first approving decision of `record`: what a client attaches to the re-submission of a
-/// redacted action (docs/host-runtime.md §5.5).
-pub(crate) fn approved_decision(record: &ApprovalRecord) -> Option<ApprovalDecision> {
-    record
-        .decisions
-        .iter()
-        .find(|d| d.decision == ApprovalDecisionKind::Approved)
-        .cloned()
 }

@@ -793,7 +793,7 @@ impl Harness {
             }
             let decision = record
                 .as_ref()
-                .and_then(crate::test_host::approved_decision)
+                .and_then(|r| r.approving_decision().cloned())
                 .or_else(|| {
                     approvers(self.definition())
                         .first()

@@ -31,9 +31,9 @@ pub use super::CancellationToken;
 use aip_connector_core::admission::AdmittedManifest;
 use aip_connector_core::ids::{ActionId, CapabilityId};
 use aip_connector_core::model::{
-    Action, ActionResult, ActionResultStatus, ActionTransaction, ApprovalDecisionKind, Binding,
-    Capability, CapabilityContract, Envelope, IdempotencyRequirement, ORIGINAL_OUTPUT,
-    ProtocolError, RetrySafety, RiskLevel, SideEffect, TransactionMode, unmark_idempotent_replay,
+    Action, ActionResult, ActionResultStatus, ActionTransaction, Binding, Capability,
+    CapabilityContract, Envelope, IdempotencyRequirement, ORIGINAL_OUTPUT, ProtocolError,
+    RetrySafety, RiskLevel, SideEffect, TransactionMode, unmark_idempotent_replay,
 };
 use aip_connector_core::naming::stable_profile_name;
 use axum::Router;
@@ -559,12 +559,7 @@ impl McpProjection {
             let resumed = host.resume_approved(&approval_id, caller);
             return run_abandonable(host, &gated_id, caller, context, resumed).await;
         }
-        let Some(decision) = record
-            .decisions
-            .iter()
-            .find(|d| d.decision == ApprovalDecisionKind::Approved)
-            .cloned()
-        else {
+        let Some(decision) = record.approving_decision().cloned() else {
             return result;
         };
         let mut resubmission = record.action;

@@ -338,6 +338,14 @@ macro_rules! purgeable_approval_sql {
 pub(crate) use purgeable_approval_sql;
 
 impl ApprovalRecord {
+    /// The first approving decision: what a client attaches to the re-submission of an action
+    /// whose record kept no input (docs/host-runtime.md §5.5).
+    pub fn approving_decision(&self) -> Option<&aip_connector_core::model::ApprovalDecision> {
+        self.decisions
+            .iter()
+            .find(|d| d.decision == aip_connector_core::model::ApprovalDecisionKind::Approved)
+    }
+
     /// Whether nothing can change the record any more at `now`: denied, revoked or expired;
     /// approved and resumed; or pending past its TTL (which reads as expired). An approved
     /// record not yet resumed is open: its action may still resume, or a decision revoke it.
