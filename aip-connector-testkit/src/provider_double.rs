@@ -782,20 +782,22 @@ impl BodyIdentity {
 
 impl State {
     /// The answer the shape of `incoming`'s route gives, if the route has one.
+    /// `body` is the request's JSON body (`null` when absent or not JSON), parsed once by the
+    /// caller.
     fn shaped(
         &self,
         incoming: &Received,
+        body: &Value,
         operation_id: Option<&str>,
         generic: &Value,
     ) -> Option<Value> {
         let route = best_route(self.answers.keys().map(String::as_str), &incoming.path)?;
         let shape = &self.answers[route];
-        let body = serde_json::from_slice(&incoming.body).unwrap_or(Value::Null);
         Some(shape(&AnswerRequest {
             method: incoming.method.as_str(),
             path: &incoming.path,
             query: incoming.query.as_deref(),
-            body: &body,
+            body,
             idempotency_key: incoming.idempotency_key.as_deref(),
             operation_id,
             effects: &self.effects,
@@ -1049,7 +1051,10 @@ fn normal(shared: &Shared, incoming: &Received) -> Response<ResponseBody> {
             .map(|e| e.operation_id.as_str())
             .collect();
         let generic = json!({ "route": path, "operation_ids": operation_ids });
-        let answer = state.shaped(incoming, None, &generic).unwrap_or(generic);
+        let body = serde_json::from_slice(&incoming.body).unwrap_or(Value::Null);
+        let answer = state
+            .shaped(incoming, &body, None, &generic)
+            .unwrap_or(generic);
         drop(state);
         return json_response(StatusCode::OK, &answer, sequence);
     }
@@ -1113,7 +1118,7 @@ fn commit(state: &mut State, incoming: &Received) -> Committed {
         "request": request,
     });
     let answer = state
-        .shaped(incoming, Some(&operation_id), &generic)
+        .shaped(incoming, &request, Some(&operation_id), &generic)
         .unwrap_or(generic);
     if let Some(key) = &incoming.idempotency_key {
         state.keys.entry(key.clone()).or_insert(FirstUse {
