@@ -32,7 +32,6 @@ fn support_tokens(support: &CapabilityImplementationSupport) -> TokenStream {
 /// Compile-time assertions that every parameter the macro took for an extractor is that
 /// extractor (type-level backing of the derived support record).
 fn extractor_assertions(capability: &CapabilityItem) -> TokenStream {
-    let p = private();
     let cfgs = &capability.cfgs;
     let checks = capability
         .sig
@@ -42,14 +41,37 @@ fn extractor_assertions(capability: &CapabilityItem) -> TokenStream {
             Role::Extractor(kind) => {
                 let ty = &param.ty;
                 let variant = Ident::new(kind.name(), Span::call_site());
-                Some(quote_spanned! {param.span=>
+                // Only the assertion carries the parameter's span: were the `const` item spanned
+                // there too, rustc would suggest generics for it inside the user's type when
+                // that type does not resolve.
+                // The path is spelled here, not taken from `private()`, so that its tokens carry
+                // the parameter's span too and a failed kind check points at the parameter.
+                let assertion = quote_spanned! {param.span=>
+                    {
+                        let _ = ::aip_connector::__private::extractor::<#ty>(
+                            ::aip_connector::__private::ExtractorKind::#variant,
+                        );
+                    }
+                };
+                Some(quote! {
                     #(#cfgs)*
-                    const _: () = #p::assert_extractor::<#ty>(#p::ExtractorKind::#variant);
+                    const _: () = #assertion;
                 })
             }
             Role::Input => None,
         });
     quote!(#(#checks)*)
+}
+
+/// The spans of the first and last tokens of `ty`, for a generated path that rustc should span
+/// over the whole type (on stable, a proc macro cannot join two spans itself).
+fn first_and_last_span(ty: &syn::Type) -> (Span, Span) {
+    let mut tokens = quote::ToTokens::to_token_stream(ty).into_iter();
+    let first = tokens
+        .next()
+        .map_or_else(Span::call_site, |token| token.span());
+    let last = tokens.last().map_or(first, |token| token.span());
+    (first, last)
 }
 
 /// Names of the generated codec functions of one capability.
@@ -150,7 +172,6 @@ fn call_block(
     let mut args = Vec::new();
     for (index, param) in capability.sig.params.iter().enumerate() {
         let name = format_ident!("__aip_arg{}", index);
-        let ty = &param.ty;
         match param.role {
             Role::Input => {
                 decode = quote! {
@@ -160,9 +181,22 @@ fn call_block(
                     };
                 };
             }
-            Role::Extractor(_) => bindings.push(quote_spanned! {param.span=>
-                let #name = #p::extract::<#ty>(&__aip_context)?;
-            }),
+            Role::Extractor(kind) => {
+                // The extractor's type is inferred from the handler's parameter, so a type that
+                // does not resolve is reported where the user wrote it and by the assertion only.
+                // The path's first and last tokens carry the type's first and last spans, so
+                // rustc spans an unmet `Extractor` bound over the whole type, as in the
+                // assertion, and reports the two as one.
+                let variant = Ident::new(kind.name(), Span::call_site());
+                let (first, last) = first_and_last_span(&param.ty);
+                let root = quote_spanned!(first=> ::aip_connector);
+                let function = quote_spanned!(last=> extractor);
+                bindings.push(quote_spanned! {param.span=>
+                    let #name = (#root::__private::#function(#p::ExtractorKind::#variant).extract)(
+                        &__aip_context,
+                    )?;
+                });
+            }
         }
         args.push(name);
     }

@@ -3,7 +3,7 @@
 //!
 //! Extractors are recognised by the last segment of their type path. That is only the macro's
 //! view; the generated code asserts `<T as Extractor>::KIND` for each of them (see
-//! `aip_connector::__private::assert_extractor`), so the compiler confirms the classification and
+//! `aip_connector::__private::extractor`), so the compiler confirms the classification and
 //! a shadowing or renamed type cannot make the derived support record lie.
 
 use proc_macro2::Span;
@@ -57,6 +57,14 @@ impl Extractor {
         }
     }
 
+    /// The extractor as an author writes it, with its type parameter: `StreamSink<T>`.
+    fn written(self) -> &'static str {
+        match self {
+            Extractor::StreamSink => "StreamSink<T>",
+            other => other.name(),
+        }
+    }
+
     fn from_type(ty: &Type) -> Option<Extractor> {
         let Type::Path(path) = ty else { return None };
         let last = path.path.segments.last()?;
@@ -74,7 +82,7 @@ fn wrapped_extractor(ty: &Type) -> Option<(Extractor, String)> {
     match ty {
         Type::Reference(reference) => {
             let (kind, inner) = Extractor::from_type(&reference.elem)
-                .map(|kind| (kind, kind.name().to_owned()))
+                .map(|kind| (kind, kind.written().to_owned()))
                 .or_else(|| wrapped_extractor(&reference.elem))?;
             Some((kind, format!("&{inner}")))
         }
@@ -87,7 +95,7 @@ fn wrapped_extractor(ty: &Type) -> Option<(Extractor, String)> {
             };
             args.args.iter().find_map(|arg| match arg {
                 GenericArgument::Type(inner) => Extractor::from_type(inner)
-                    .map(|kind| (kind, kind.name().to_owned()))
+                    .map(|kind| (kind, kind.written().to_owned()))
                     .or_else(|| wrapped_extractor(inner))
                     .map(|(kind, inner)| (kind, format!("{wrapper}<{inner}>"))),
                 _ => None,
@@ -99,7 +107,7 @@ fn wrapped_extractor(ty: &Type) -> Option<(Extractor, String)> {
 
 /// The error for an extractor taken as `written` (see [`wrapped_extractor`]).
 fn wrapped_extractor_message(kind: Extractor, written: &str) -> String {
-    let name = kind.name();
+    let name = kind.written();
     let why = if written.contains("Option<") {
         format!(
             "taking `{name}` is what declares the behaviour it stands for, so a handler that can do without it leaves it out"

@@ -100,11 +100,17 @@ pub(crate) fn check_contract(
     let side_effect_needs_approval = issues
         .iter()
         .any(|i| i.code == codes::CONTRACT_LINT_SIDE_EFFECT_WITHOUT_APPROVAL);
+    // Likewise, `compensation(supported)` without a compensating capability is one mistake that
+    // breaks a contract invariant and the compensation claim; naming the capability fixes both.
+    let compensation_capability_missing = issues
+        .iter()
+        .any(|i| i.code == codes::CONTRACT_COMPENSATION_CAPABILITY_MISSING);
     for issue in issues {
         // The input schema is derived at run time; its object root is checked there.
         if issue.code == codes::CAPABILITY_INPUT_SCHEMA_NOT_OBJECT
             || (side_effect_needs_approval
                 && issue.code == codes::CONTRACT_LINT_RISK_WITHOUT_APPROVAL)
+            || (compensation_capability_missing && is_compensation_claim(&issue))
         {
             continue;
         }
@@ -112,6 +118,12 @@ pub(crate) fn check_contract(
             span_for(&issue.code, &issue.path, &issue.message, attr, sig).unwrap_or(attr_span);
         cx.error_at(span, render(&issue.code, &issue.message));
     }
+}
+
+/// Whether `issue` is the `implementation.claim_unsupported` of the compensation claim.
+fn is_compensation_claim(issue: &aip_connector_core::Issue) -> bool {
+    issue.code == codes::IMPLEMENTATION_CLAIM_UNSUPPORTED
+        && claim(&issue.message).is_some_and(|claim| claim.operation == "`compensation`")
 }
 
 /// A waiver of a lint that does not fire for this capability waives nothing, yet it is

@@ -7,6 +7,7 @@
 //! | `DetachedSearch` | declares cancellation (it takes `Cancellation`) but hands its page fetches to a task of its own that never looks at the token | `cancellation_races` / `in_flight_cancelled` |
 //! | `ReversedSearch` | streams pages that carry their `index` newest first | `streaming_backpressure` / `ordered_chunks` |
 //! | `EagerWriter` | "validates" a planned, approval-governed write by performing it | `approval_lifecycle` / `quorum_enforced` and `transaction_lifecycle` / `plan_before_commit` |
+//! | `LateCheckpoint` | checkpoints its provider operation once the provider answered, not before the request | `transaction_lifecycle` / `provider_operation_checkpointed` and `reconcile_before_retry` |
 //! | `Hooks` | declares the webhook profile, which this SDK cannot check | `webhook_security` (every assertion) |
 //!
 //! Two lies the issue lists cannot be told through this host, so they have no fixture:
@@ -396,6 +397,112 @@ fn a_write_that_acts_while_it_plans_fails_quorum_and_plan_before_commit() {
     assert!(
         approval.contains("the provider held 1 effect(s)"),
         "{approval}"
+    );
+}
+
+// ---- Checkpointing after the provider answered ----------------------------------------------------
+
+/// A ledger write that records its provider operation only once the provider answered ("so the
+/// checkpoint holds the provider's own id"). After a successful call the transaction names the
+/// operation; when the answer is lost, nothing does, and the unknown outcome cannot be reconciled.
+#[derive(Clone)]
+struct LateCheckpoint {
+    client: ProviderClient,
+}
+
+#[connector(id = "late-checkpoint")]
+impl LateCheckpoint {
+    /// Post a ledger entry.
+    #[capability(
+        id = "cap:late:post",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        transaction(modes = [execute, reconcile]),
+        reconcile = Self::find,
+        examples = [r#"{"amount_cents": 1200}"#],
+    )]
+    async fn post(
+        &self,
+        transfer: Transfer,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Moved, ConnectorFailure> {
+        let operation_id = format!("op-{}", key.as_str());
+        let moved: Value = self
+            .client
+            .post("/entries")
+            .idempotency(&key)
+            .header(
+                aip_connector_testkit::provider_double::OPERATION_ID_HEADER,
+                &operation_id,
+            )
+            .json(&json!({ "amount_cents": transfer.amount_cents }))
+            .send_json()
+            .await?;
+        // The lie: recorded once the answer is in hand.
+        let operation = aip_connector::model::ProviderOperationRef {
+            provider: "ledger".to_owned(),
+            operation_id,
+            request_id: None,
+        };
+        checkpoint.record(operation.clone(), None).await?;
+        Ok(Moved {
+            operation_id: moved["operation_id"]
+                .as_str()
+                .unwrap_or(&operation.operation_id)
+                .to_owned(),
+        })
+    }
+
+    async fn find(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
+        let answer: Value = self
+            .client
+            .get(&format!(
+                "/operations/{}",
+                request.provider_operation.operation_id
+            ))
+            .operation(ConnectorOperation::Reconciliation)
+            .send_json()
+            .await?;
+        Ok(match answer["state"].as_str() {
+            Some("committed") => ReconcileOutcome::Committed {
+                evidence: Some(answer),
+            },
+            _ => ReconcileOutcome::NotCommitted {
+                evidence: Some(answer),
+            },
+        })
+    }
+}
+
+#[test]
+fn a_checkpoint_recorded_after_the_provider_answered_fails_provider_operation_checkpointed() {
+    let report = ConformanceSuite::new(|env| LateCheckpoint {
+        client: client(env),
+    })
+    .run();
+    eprintln!("{report}");
+    assert_caught(
+        &report,
+        Scenario::TransactionLifecycle,
+        &["provider_operation_checkpointed", "reconcile_before_retry"],
+        &[Scenario::IdentityCredentials, Scenario::SchemaEnforcement],
+    );
+    let detail = &report
+        .check(&Scenario::TransactionLifecycle.check_name())
+        .unwrap()
+        .detail;
+    assert!(
+        detail.contains(
+            "record the `Checkpoint` (`checkpoint.record(...)`) before sending the provider request"
+        ),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("record it before sending the request"),
+        "{detail}"
     );
 }
 

@@ -29,19 +29,30 @@ pub use crate::handler::{
 };
 pub use crate::invocation::{BoxFuture, InvocationContext};
 
-/// Fails the build when the macro took a parameter for extractor `expected` but the type's
-/// `Extractor::KIND` says otherwise (a type that merely shares an extractor's name).
-pub const fn assert_extractor<T: Extractor>(expected: ExtractorKind) {
+/// How the generated code reads one extractor: built by [`extractor`], the one place that requires
+/// the `Extractor` bound.
+pub struct ExtractorOf<T> {
+    /// Reads the extractor out of the invocation.
+    pub extract: fn(&Arc<dyn InvocationContext>) -> Result<T, ConnectorFailure>,
+}
+
+/// The reader of extractor `T`, failing the build (in a `const`) when the macro took a parameter
+/// for extractor `expected` but the type's `Extractor::KIND` says otherwise (a type that merely
+/// shares an extractor's name).
+///
+/// The generated code calls it twice per extractor parameter: naming the type, in a `const` that
+/// checks the kind at compile time, and with the type inferred from the handler's parameter, to
+/// read the value. A type that is no extractor (a `StreamSink` of a non-`Serialize` item) then
+/// fails the same bound at the same span twice, and rustc reports it once.
+pub const fn extractor<T: Extractor>(expected: ExtractorKind) -> ExtractorOf<T> {
     if T::KIND as u8 != expected as u8 {
         panic!(
             "#[capability] recognised this parameter as an aip-connector extractor by its name, but its type is a different extractor; import extractors under their own names"
         );
     }
-}
-
-/// Reads one extractor out of the invocation.
-pub fn extract<T: Extractor>(context: &Arc<dyn InvocationContext>) -> Result<T, ConnectorFailure> {
-    T::extract(context)
+    ExtractorOf {
+        extract: T::extract,
+    }
 }
 
 /// How to describe and decode one capability's input type. Built in exactly one place per

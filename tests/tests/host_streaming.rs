@@ -127,6 +127,38 @@ impl Feed {
         Ok(Summary { sent: query.count })
     }
 
+    /// A bulk post that streams its progress inside a transaction: it checkpoints the provider
+    /// operation, then streams a row per entry.
+    #[capability(
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+        transaction(modes = [execute])
+    )]
+    async fn bulk_post(
+        &self,
+        query: Query,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+        sink: StreamSink<Hit>,
+    ) -> Result<Summary, ConnectorFailure> {
+        checkpoint
+            .record(
+                aip_connector::model::ProviderOperationRef {
+                    provider: "feed".to_owned(),
+                    operation_id: format!("bulk-{}", key.as_str()),
+                    request_id: None,
+                },
+                None,
+            )
+            .await?;
+        for n in 0..query.count {
+            sink.send(Hit { n }).await?;
+        }
+        Ok(Summary { sent: query.count })
+    }
+
     /// Fails retryably on the first attempt, then succeeds.
     #[capability(risk = low, side_effects = [write], idempotency(required, scope = principal), data(sensitivity = internal), execution(sync, retry))]
     async fn flaky(
@@ -240,6 +272,43 @@ async fn the_result_of_a_stream_is_its_terminal_chunk_decoded() {
     assert_eq!(refused.status, ActionResultStatus::Failed);
     assert_eq!(refused.error.unwrap().code, "action.input_schema_invalid");
     assert_eq!(feed.sent.load(Ordering::SeqCst), 3);
+}
+
+/// A streaming handler may run in a transaction: `invoke_stream` of an `execute` streams its rows
+/// and settles the transaction, checkpoint included, as a plain `execute` does.
+#[tokio::test]
+async fn a_streaming_execute_streams_and_settles_its_transaction() {
+    let feed = Feed::default();
+    let host = Host::builder().connector(feed.clone()).build().unwrap();
+    let action = Action::new("cap:feed:bulk_post", json!({ "count": 2 }))
+        .with_idempotency_key("bulk-1")
+        .with_transaction(aip_connector::model::ActionTransaction::new(
+            aip_connector::model::TransactionMode::Execute,
+        ));
+    let action_id = action.id.clone();
+    let chunks = host.invoke_stream(action, caller()).collect().await;
+    let kinds: Vec<_> = chunks.iter().map(|c| c.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            StreamChunkKind::Data,
+            StreamChunkKind::Data,
+            StreamChunkKind::Done
+        ]
+    );
+    let view = host
+        .transaction(
+            &aip_connector::host::TransactionSelector::Action(action_id),
+            &caller(),
+        )
+        .await
+        .unwrap()
+        .expect("the execute's transaction");
+    assert_eq!(
+        view.status,
+        aip_connector::model::TransactionProtocolStatus::Committed
+    );
+    assert_eq!(view.provider_operation.unwrap().operation_id, "bulk-bulk-1");
 }
 
 /// Found by a hostile audit: a consumer that dropped the stream left `stream.closed` (permanent)

@@ -122,7 +122,7 @@ pub const RULES: &[RuleInfo] = &[
         CONTRACT_COMPENSATION_INVALID_WINDOW,
         "the compensation window is zero",
         false,
-        "Give `compensation_window_ms` a positive value, or leave it out.",
+        "Give the compensation window (`window_ms` in `compensation(...)`, `compensation_window_ms` in JSON) a positive value, or leave it out.",
     ),
     // Core validation.
     rule(

@@ -31,6 +31,15 @@ impl Demo {
     }
 
     #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn maybe_streamed(
+        &self,
+        _entry: Entry,
+        _sink: Option<StreamSink<Entry>>,
+    ) -> Result<(), ConnectorFailure> {
+        Ok(())
+    }
+
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
     async fn borrowed(&self, _entry: Entry, _checkpoint: &Checkpoint) -> Result<(), ConnectorFailure> {
         Ok(())
     }

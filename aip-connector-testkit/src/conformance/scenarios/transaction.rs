@@ -6,7 +6,9 @@
 //!   of a plan nobody made are refused; a plan runs no handler and leaves no provider effect; its
 //!   commit runs the handler once; a second commit of the same plan is refused.
 //! - `provider_operation_checkpointed`: after each capability that can `execute` or `commit` ran
-//!   its example, its transaction view names the provider operation (the handler's `Checkpoint`).
+//!   its example, its transaction view names the provider operation (the handler's `Checkpoint`);
+//!   so does the unknown outcome of `reconcile_before_retry`, which catches a checkpoint
+//!   recorded only after the provider answered.
 //! - `reconcile_before_retry`: the provider commits the effect and drops the connection; the
 //!   call must settle `outcome_unknown`; neither an exact resend nor a retry of the transaction
 //!   under a fresh key may run the handler again; a `reconcile` (when declared) settles it
@@ -376,6 +378,17 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
     };
     let transaction_id = before.transaction_id.clone();
     evidence.artifact(format!("transaction:{transaction_id}"));
+    // A checkpoint recorded once the provider answered is there after a successful call (the
+    // check above) and missing exactly when it matters: when the answer is lost.
+    evidence.assert(
+        "provider_operation_checkpointed",
+        before.provider_operation.is_some(),
+        || {
+            format!(
+                "the provider committed {landed} effect(s) for `{id}` on `{route}` and dropped the connection; the unknown outcome's transaction names no provider operation, so it cannot be reconciled: record the `Checkpoint` (`checkpoint.record(...)`) before sending the provider request, not after its answer"
+            )
+        },
+    );
     let calls = || h.probe().calls(&id);
     let calls_start = calls();
     let effects_unknown = h.provider().effect_total();
@@ -448,8 +461,13 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
             && after.as_ref().map(|v| v.status) == Some(Status::Reconciled)
             && committed == Some(landed > 0),
         || {
+            let hint = if code(&reconciled.result) == codes::TRANSACTION_PROVIDER_OPERATION_REQUIRED {
+                " (the handler recorded its `Checkpoint` after the provider request, or not at all: record it before sending the request)"
+            } else {
+                ""
+            };
             format!(
-                "reconciling the unknown outcome of `{id}` answered `{:?}` ({}) with {answer}, leaving the transaction {:?}; the provider holds {landed} effect(s) of it",
+                "reconciling the unknown outcome of `{id}` answered `{:?}` ({}) with {answer}, leaving the transaction {:?}; the provider holds {landed} effect(s) of it{hint}",
                 reconciled.result.status,
                 code(&reconciled.result),
                 after.as_ref().map(|v| v.status)
