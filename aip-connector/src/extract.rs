@@ -7,7 +7,6 @@
 //! cannot make the macro's view and the compiler's view of the signature disagree.
 
 use std::fmt;
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -253,7 +252,11 @@ impl Extractor for Deadline {
 /// (back-pressure); it fails once the stream is closed (cancelled or finished).
 pub struct StreamSink<T> {
     sink: Arc<dyn ChunkSink>,
-    item: PhantomData<fn(T)>,
+    /// How an item becomes a chunk's data, fixed where the sink is extracted (which requires
+    /// `T: StreamItem`). `send` needs no bound of its own, so an item type that cannot be
+    /// serialized is reported once, at the handler's `StreamSink<T>` parameter, and not again
+    /// at every `send`.
+    encode: fn(&T) -> serde_json::Result<serde_json::Value>,
 }
 
 impl<T> fmt::Debug for StreamSink<T> {
@@ -262,33 +265,29 @@ impl<T> fmt::Debug for StreamSink<T> {
     }
 }
 
-impl<T: Serialize> StreamSink<T> {
+impl<T> StreamSink<T> {
     /// Sends one data chunk.
     pub async fn send(&self, item: T) -> Result<(), ConnectorFailure> {
-        self.send_kind(StreamChunkKind::Data, &item).await
+        let data = (self.encode)(&item).map_err(unserializable)?;
+        self.sink.send(StreamChunkKind::Data, data).await
     }
 
     /// Sends one progress chunk (any serializable progress report).
     pub async fn progress(&self, progress: impl Serialize) -> Result<(), ConnectorFailure> {
-        self.send_kind(StreamChunkKind::Progress, &progress).await
+        let data = serde_json::to_value(&progress).map_err(unserializable)?;
+        self.sink.send(StreamChunkKind::Progress, data).await
     }
+}
 
-    async fn send_kind(
-        &self,
-        kind: StreamChunkKind,
-        item: &impl Serialize,
-    ) -> Result<(), ConnectorFailure> {
-        let data = serde_json::to_value(item).map_err(|error| {
-            ConnectorFailure::new(
-                codes::STREAM_CHUNK_UNSERIALIZABLE,
-                format!("stream chunk could not be serialized: {error}"),
-                ErrorCategory::Connector,
-                ConnectorOperation::Streaming,
-                codes::SOURCE_COMPONENT,
-            )
-        })?;
-        self.sink.send(kind, data).await
-    }
+/// `stream.chunk_unserializable`: an item or progress report that serde could not encode.
+fn unserializable(error: serde_json::Error) -> ConnectorFailure {
+    ConnectorFailure::new(
+        codes::STREAM_CHUNK_UNSERIALIZABLE,
+        format!("stream chunk could not be serialized: {error}"),
+        ErrorCategory::Connector,
+        ConnectorOperation::Streaming,
+        codes::SOURCE_COMPONENT,
+    )
 }
 
 /// A type a [`StreamSink`] can send: each item is serialized into a data chunk.
@@ -304,9 +303,9 @@ pub trait StreamItem: Serialize + Send + 'static {}
 #[diagnostic::do_not_recommend]
 impl<T: Serialize + Send + 'static> StreamItem for T {}
 
-// `StreamItem` here, not only `Serialize` on `send`: a handler whose items cannot be
-// serialized is then refused at its `StreamSink<T>` parameter, where the macro's extractor
-// check is spanned.
+// The one `StreamItem` bound of a sink: a handler whose items cannot be serialized is refused
+// at its `StreamSink<T>` parameter, where the macro's extractor check is spanned, and its
+// `send` calls (which carry no bound) add no errors of their own.
 impl<T: StreamItem> Extractor for StreamSink<T> {
     const KIND: ExtractorKind = ExtractorKind::StreamSink;
     fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure> {
@@ -319,7 +318,7 @@ impl<T: StreamItem> Extractor for StreamSink<T> {
         })?;
         Ok(StreamSink {
             sink,
-            item: PhantomData,
+            encode: |item| serde_json::to_value(item),
         })
     }
 }

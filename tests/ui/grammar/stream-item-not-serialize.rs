@@ -1,4 +1,5 @@
-// The items of a `StreamSink` must be serializable: refused at the parameter, not at `send`.
+// The items of a `StreamSink` must be serializable: refused once, at the parameter, not again
+// at each `send`.
 use aip_connector::prelude::*;
 
 struct Page {
@@ -11,8 +12,8 @@ struct Demo;
 impl Demo {
     #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
     async fn search(&self, sink: StreamSink<Page>) -> Result<(), ConnectorFailure> {
-        let _ = sink;
-        Ok(())
+        sink.send(Page { hits: 1 }).await?;
+        sink.send(Page { hits: 2 }).await
     }
 }
 
