@@ -8,7 +8,7 @@ use aip_connector_core::model::CapabilityImplementationSupport;
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{Expr, ItemImpl};
+use syn::{Expr, FnArg, ItemImpl};
 
 use crate::capability::CapabilityItem;
 use crate::connector::ConnectorAttr;
@@ -297,8 +297,9 @@ pub(crate) fn connector(
         // Every token of the call carries the span: rustc reports an unmet bound at the call.
         let call =
             quote_spanned!(companion_result_span(block, path)=> #p::reconcile_result(__aip_result));
+        let request = Ident::new("__aip_request", companion_argument_span(block, path));
         Some(quote!(#(#cfgs)* #cap_id => #p::Box::pin(async move {
-            let __aip_result = #path(self, __aip_request).await;
+            let __aip_result = #path(self, #request).await;
             #call
         }),))
     });
@@ -309,8 +310,9 @@ pub(crate) fn connector(
         // Every token of the call carries the span: rustc reports an unmet bound at the call.
         let call =
             quote_spanned!(companion_result_span(block, path)=> #p::cancel_result(__aip_result));
+        let request = Ident::new("__aip_request", companion_argument_span(block, path));
         Some(quote!(#(#cfgs)* #cap_id => #p::Box::pin(async move {
-            let __aip_result = #path(self, __aip_request).await;
+            let __aip_result = #path(self, #request).await;
             #call
         }),))
     });
@@ -510,25 +512,42 @@ fn cfg_alternative_markers(capabilities: &[CapabilityItem]) -> TokenStream {
     quote!(const _: () = { #(#markers)* };)
 }
 
+/// The method `Self::name` of this block that `companion` names, if it is one.
+fn companion_method<'b>(block: &'b ItemImpl, companion: &Expr) -> Option<&'b syn::ImplItemFn> {
+    let Expr::Path(path) = companion else {
+        return None;
+    };
+    let segments = &path.path.segments;
+    if segments.len() != 2 || segments[0].ident != "Self" {
+        return None;
+    }
+    block.items.iter().find_map(|item| match item {
+        syn::ImplItem::Fn(method) if method.sig.ident == segments[1].ident => Some(method),
+        _ => None,
+    })
+}
+
 /// Where rustc reports a companion's result type (an error type that does not convert into
 /// `ConnectorFailure`): the return type of the method `Self::name` in this block, where the fix
 /// goes, else the companion as named in the attribute. Without it, the error pointed at
 /// `#[connector]`.
 fn companion_result_span(block: &ItemImpl, companion: &Expr) -> Span {
-    let Expr::Path(path) = companion else {
-        return companion.span();
-    };
-    let segments = &path.path.segments;
-    let method = (segments.len() == 2 && segments[0].ident == "Self")
-        .then(|| {
-            block.items.iter().find_map(|item| match item {
-                syn::ImplItem::Fn(method) if method.sig.ident == segments[1].ident => Some(method),
-                _ => None,
-            })
-        })
-        .flatten();
-    match method.map(|method| &method.sig.output) {
+    match companion_method(block, companion).map(|method| &method.sig.output) {
         Some(syn::ReturnType::Type(_, ty)) => ty.span(),
         _ => companion.span(),
     }
+}
+
+/// Where rustc reports the argument the host passes a companion (a `reconcile` companion taking
+/// the capability's input instead of a `Reconciliation`): the type of the method's parameter,
+/// where the fix goes, else the companion as named in the attribute.
+fn companion_argument_span(block: &ItemImpl, companion: &Expr) -> Span {
+    companion_method(block, companion)
+        .and_then(|method| {
+            method.sig.inputs.iter().find_map(|input| match input {
+                FnArg::Typed(typed) => Some(typed.ty.span()),
+                FnArg::Receiver(_) => None,
+            })
+        })
+        .unwrap_or_else(|| companion.span())
 }
