@@ -106,7 +106,10 @@ fn support(attr: &CapabilityAttr, sig: &HandlerSignature) -> CapabilityImplement
         cancellation: sig.has(Extractor::Cancellation) || attr.cancel.is_some(),
         streaming: sig.has(Extractor::StreamSink),
         retry: sig.has(Extractor::IdempotencyKey),
-        transaction: sig.has(Extractor::Checkpoint),
+        // A compensating handler's `Checkpoint` records on the compensation transaction of the
+        // capability it undoes (whose contract declares `compensate`), never on a transaction of
+        // its own: it claims none.
+        transaction: sig.has(Extractor::Checkpoint) && !sig.has(Extractor::Compensation),
         reconciliation: attr.reconcile.is_some(),
         compensation: false,
         approval: sig.has(Extractor::Approval),

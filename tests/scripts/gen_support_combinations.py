@@ -50,7 +50,11 @@ for mask in range(1 << len(EXTRACTORS)):
             if key:
                 keys.append(key)
     # Neutral extractors ride along on some handlers: they must not change the record.
+    # `Compensation` is neutral except beside `Checkpoint`, whose checkpoint it turns into the
+    # compensation's (no transaction claimed; tests/tests/host_compensation.rs covers that pair).
     for n, ty in enumerate(NEUTRAL):
+        if ty == "Compensation" and mask & (1 << 3):
+            continue
         if mask % (n + 2) == 0:
             params.append(f"n{n}: {ty}")
     w(f"    #[capability({', '.join(keys)})]")

@@ -150,7 +150,19 @@ impl Payments {
         request: RefundRequest,
         _key: IdempotencyKey,
         compensation: Compensation,
+        checkpoint: Checkpoint,
     ) -> Result<Refunded, ConnectorFailure> {
+        // The refund's own provider call, recorded on the compensation's transaction.
+        checkpoint
+            .record(
+                ProviderOperationRef {
+                    provider: "pay".to_owned(),
+                    operation_id: format!("refund-{}", compensation.action_id),
+                    request_id: None,
+                },
+                None,
+            )
+            .await?;
         let charge = compensation
             .output
             .as_ref()
@@ -311,6 +323,13 @@ async fn compensate_routes_to_the_compensating_capability_with_the_target_outcom
         .expect("the compensation has a durable record");
     assert_eq!(view.status, TransactionProtocolStatus::Compensated);
     assert_eq!(view.transaction_id, compensation_transaction_of(&target));
+    assert_eq!(
+        view.provider_operation
+            .as_ref()
+            .map(|o| o.operation_id.as_str()),
+        Some(format!("refund-{target}").as_str()),
+        "the compensating handler's `Checkpoint` recorded on the compensation"
+    );
     assert_eq!(view.transaction.compensation_for.as_ref(), Some(&target));
     let kinds: Vec<&str> = view.receipts.iter().map(|r| r.kind.as_str()).collect();
     assert_eq!(kinds, ["compensation_started", "compensated"]);
@@ -324,6 +343,25 @@ async fn compensate_routes_to_the_compensating_capability_with_the_target_outcom
         .unwrap()
         .unwrap();
     assert_eq!(target_view.status, TransactionProtocolStatus::Committed);
+}
+
+/// A compensating handler's `Checkpoint` claims no transaction of its own: the capability
+/// declares none (it runs only inside the compensation of `cap:pay:charge`), and its support
+/// record agrees, so admission has nothing to refuse.
+#[test]
+fn a_compensating_handler_that_checkpoints_claims_no_transaction() {
+    let payments = Payments::default();
+    let definition = aip_connector::Connector::definition(&payments);
+    let refund = definition.capability("cap:pay:refund").unwrap();
+    assert!(refund.facts.compensation_handler);
+    assert!(!refund.facts.support.transaction);
+    assert!(
+        refund
+            .capability
+            .contract
+            .as_ref()
+            .is_some_and(|c| c.transaction.is_none())
+    );
 }
 
 #[tokio::test]

@@ -127,7 +127,6 @@ impl Combos {
         p1: Cancellation,
         p3: Checkpoint,
         n0: Deadline,
-        n3: Compensation,
     ) -> Result<Out, ConnectorFailure> {
         Ok(Out {})
     }
@@ -188,7 +187,6 @@ impl Combos {
         p2: StreamSink<Chunk>,
         p3: Checkpoint,
         n1: Tenant,
-        n3: Compensation,
     ) -> Result<Out, ConnectorFailure> {
         Ok(Out {})
     }
@@ -306,7 +304,6 @@ impl Combos {
         p0: IdempotencyKey,
         p3: Checkpoint,
         p4: Credential,
-        n3: Compensation,
     ) -> Result<Out, ConnectorFailure> {
         Ok(Out {})
     }
@@ -371,7 +368,6 @@ impl Combos {
         p4: Credential,
         n0: Deadline,
         n1: Tenant,
-        n3: Compensation,
     ) -> Result<Out, ConnectorFailure> {
         Ok(Out {})
     }
@@ -491,7 +487,6 @@ impl Combos {
         p5: Approval,
         n0: Deadline,
         n2: Caller,
-        n3: Compensation,
     ) -> Result<Out, ConnectorFailure> {
         Ok(Out {})
     }
@@ -554,7 +549,6 @@ impl Combos {
         p3: Checkpoint,
         p5: Approval,
         n1: Tenant,
-        n3: Compensation,
     ) -> Result<Out, ConnectorFailure> {
         Ok(Out {})
     }
@@ -751,7 +745,6 @@ impl Combos {
         n0: Deadline,
         n1: Tenant,
         n2: Caller,
-        n3: Compensation,
     ) -> Result<Out, ConnectorFailure> {
         Ok(Out {})
     }
