@@ -43,9 +43,9 @@ fn extractor_assertions(capability: &CapabilityItem) -> TokenStream {
                 let variant = Ident::new(kind.name(), Span::call_site());
                 // Only the assertion carries the parameter's span: were the `const` item spanned
                 // there too, rustc would suggest generics for it inside the user's type when
-                // that type does not resolve.
-                // The path is spelled here, not taken from `private()`, so that its tokens carry
-                // the parameter's span too and a failed kind check points at the parameter.
+                // that type does not resolve. Its path is spelled here, not taken from
+                // `private()`, so that every token carries the span and a failed kind check
+                // points at the parameter.
                 let assertion = quote_spanned! {param.span=>
                     {
                         let _ = ::aip_connector::__private::extractor::<#ty>(
