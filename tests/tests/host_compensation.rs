@@ -666,3 +666,66 @@ async fn a_gated_compensating_capability_named_directly_asks_no_approver() {
         "{result:?}"
     );
 }
+
+/// A write assembled from free capabilities, naming a compensating capability whose handler does
+/// not take `Compensation`: no `#[connector]` block saw both, so the macro could not refuse it.
+#[capability(
+    id = "cap:loose:post",
+    risk = medium,
+    side_effects = [write],
+    idempotency(required, scope = principal),
+    data(sensitivity = internal),
+    transaction(modes = [execute, compensate]),
+    compensation(supported, capability = "cap:loose:undo"),
+)]
+async fn loose_post(
+    request: RefundRequest,
+    _key: IdempotencyKey,
+    _checkpoint: Checkpoint,
+) -> Result<Refunded, ConnectorFailure> {
+    Ok(Refunded {
+        refunded_charge: None,
+        reason: request.reason,
+    })
+}
+
+/// The "compensation": it cannot tell which post it undoes.
+#[capability(
+    id = "cap:loose:undo",
+    risk = medium,
+    side_effects = [write],
+    idempotency(required, scope = principal),
+    data(sensitivity = internal),
+)]
+async fn loose_undo(
+    request: RefundRequest,
+    _key: IdempotencyKey,
+) -> Result<Refunded, ConnectorFailure> {
+    Ok(Refunded {
+        refunded_charge: None,
+        reason: request.reason,
+    })
+}
+
+/// The host holds every connector to the rule the macro checks in a `#[connector]` block.
+#[test]
+fn a_host_refuses_a_compensating_capability_that_cannot_read_its_target() {
+    let connector = aip_connector::ConnectorBuilder::new("loose")
+        .capability::<loose_post>()
+        .capability::<loose_undo>()
+        .build()
+        .unwrap();
+    let error = Host::builder().connector(connector).build().unwrap_err();
+    let aip_connector::host::HostBuildError::Admission { report, .. } = error else {
+        panic!("expected an admission failure, got {error:?}");
+    };
+    assert_eq!(
+        report.codes(),
+        ["implementation.compensation_target_unsupported"],
+        "{report}"
+    );
+    assert_eq!(
+        report.issues[0].path,
+        "/capabilities/0/contract/compensation/compensation_capability_id"
+    );
+}

@@ -50,7 +50,7 @@ pub const RULES: &[RuleInfo] = &[
         CONTRACT_IDEMPOTENCY_INVALID_TTL,
         "idempotency `ttl_ms` is zero",
         false,
-        "Give `ttl_ms` a positive value, or leave it out to keep keys without expiry.",
+        "Give `ttl_ms` a positive value, or leave it out (`#[capability]` then publishes one day; a contract without one keeps keys without expiry).",
     ),
     rule(
         CONTRACT_APPROVAL_INVALID_DISTINCT_PRINCIPALS,

@@ -415,6 +415,26 @@ impl HostBuilder {
                 connector: definition.id.clone(),
                 report,
             })?;
+            // Manifest admission sees support records, not handlers; the host has the handlers'
+            // facts, so it holds every connector (not only a `#[connector]` block, whose macro
+            // checks this at compile time) to the rule that a compensating capability reads its
+            // target.
+            let mut issues = Vec::new();
+            aip_connector_core::rules::compensating_handlers(
+                admitted.manifest(),
+                |id| {
+                    definition
+                        .capability(id.as_str())
+                        .map(|d| d.facts.compensation_handler)
+                },
+                &mut issues,
+            );
+            if !issues.is_empty() {
+                return Err(HostBuildError::Admission {
+                    connector: definition.id.clone(),
+                    report: AdmissionReport { issues },
+                });
+            }
             let admitted = Arc::new(admitted);
             for (position, capability) in admitted.manifest().capabilities.iter().enumerate() {
                 if capability.is_callable()
