@@ -339,8 +339,25 @@ impl Parser<'_> {
         for inner in self.unique(items, k::ALL, "data(...)") {
             match inner.name().as_str() {
                 k::SENSITIVITY => {
-                    out.sensitivity =
-                        self.enum_item(inner, keys::values::SENSITIVITIES, "data sensitivity");
+                    // Personal data is a flag beside the level, not a level: say so instead of
+                    // listing the levels.
+                    if let Some(value) = self.value(inner) {
+                        if meta::as_ident(value).is_some_and(|ident| ident == k::PII) {
+                            self.cx.error_spanned_by(
+                                value,
+                                format!(
+                                    "`pii` is not a sensitivity level but a flag of its own: `data(sensitivity = restricted, pii)`; the levels are {}",
+                                    meta::one_of(keys::values::SENSITIVITIES)
+                                ),
+                            );
+                        } else {
+                            out.sensitivity = self.enum_expr(
+                                value,
+                                keys::values::SENSITIVITIES,
+                                "data sensitivity",
+                            );
+                        }
+                    }
                     self.record(format!("{BASE}/sensitivity"), inner.span());
                 }
                 k::PII => {
@@ -494,6 +511,7 @@ impl Parser<'_> {
                 k::SEPARATION => {
                     self.record(format!("{BASE}/separation_of_duties"), inner.span());
                     let mut separation = SeparationOfDuties::default();
+                    let mut self_approval = None;
                     if let Some(list) = self.list(inner) {
                         for key in self.unique(list, k::SEPARATION_ALL, "separation(...)") {
                             let value = self.flag(key).unwrap_or(false);
@@ -502,9 +520,22 @@ impl Parser<'_> {
                                     separation.requester_must_differ = value
                                 }
                                 k::OPERATOR_MUST_DIFFER => separation.operator_must_differ = value,
-                                _ => separation.allow_self_approval = value,
+                                _ => {
+                                    separation.allow_self_approval = value;
+                                    self_approval = Some(key.key.span());
+                                }
                             }
                         }
+                    }
+                    // The host lets the stricter flag win; written together, one of them is
+                    // not what the author meant.
+                    if let Some(span) = self_approval.filter(|_| {
+                        separation.requester_must_differ && separation.allow_self_approval
+                    }) {
+                        self.cx.error_at(
+                            span,
+                            "`allow_self_approval` contradicts `requester_must_differ`: the requester could not approve anyway. Keep the one you mean",
+                        );
                     }
                     policy.separation_of_duties = separation;
                 }

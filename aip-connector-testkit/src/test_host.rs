@@ -41,7 +41,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use aip_connector::Connector;
 use aip_connector::host::{
     ApprovalRecord, ApproverMemberships, ChunkStream, CredentialHandle, Deployment,
     ExternalAccountRef, Host, HostBuildError, HostLimits, Secret, StaticApprovalAuthority,
@@ -53,6 +52,7 @@ use aip_connector::model::{
     ProtocolError,
 };
 use aip_connector::store::MemoryStore;
+use aip_connector::{Connector, ConnectorDefinition};
 
 /// The tenant a [`TestHost`]'s callers belong to unless [`TestHostBuilder::tenant`] names
 /// another.
@@ -91,6 +91,7 @@ pub struct TestHostBuilder {
     tenant: String,
     approvers: Vec<(String, ApproverMemberships)>,
     scopes: Option<Vec<String>>,
+    credential_issuer: Option<String>,
     external_account: Option<ExternalAccountRef>,
     limits: HostLimits,
 }
@@ -104,6 +105,7 @@ impl TestHost {
             tenant: TEST_TENANT.to_owned(),
             approvers: Vec::new(),
             scopes: None,
+            credential_issuer: None,
             external_account: None,
             limits: HostLimits::default(),
         }
@@ -300,10 +302,21 @@ impl TestHostBuilder {
         self
     }
 
-    /// Hands every call a credential with `scopes` (`*` grants every scope), issued by
-    /// [`TEST_ISSUER`], bound to the test tenant, whose secret is [`TEST_CREDENTIAL_SECRET`].
+    /// Hands every call a credential with `scopes` (`*` grants every scope), bound to the test
+    /// tenant, whose secret is [`TEST_CREDENTIAL_SECRET`]. Its issuer is the one set with
+    /// [`credential_issuer`](Self::credential_issuer), else the first issuer a hosted
+    /// capability accepts (`credentials(issuers = [...])`, as the conformance suite picks it),
+    /// else [`TEST_ISSUER`].
     pub fn credential<S: Into<String>>(mut self, scopes: impl IntoIterator<Item = S>) -> Self {
         self.scopes = Some(scopes.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The issuer of the credential [`credential`](Self::credential) hands out: to test a
+    /// capability's `credentials(issuers = [...])` against an issuer it does not accept, or to
+    /// pick one of several it does.
+    pub fn credential_issuer(mut self, issuer: impl Into<String>) -> Self {
+        self.credential_issuer = Some(issuer.into());
         self
     }
 
@@ -336,10 +349,14 @@ impl TestHostBuilder {
         );
         let mut deployment = Deployment::default();
         if let Some(scopes) = self.scopes {
+            let issuer = self
+                .credential_issuer
+                .or_else(|| first_accepted_issuer(self.connectors.iter().map(|c| c.definition())))
+                .unwrap_or_else(|| TEST_ISSUER.to_owned());
             deployment = deployment.with_static_credential(
                 CredentialHandle::new(
                     "testkit-credential",
-                    TEST_ISSUER,
+                    issuer,
                     Secret::new(TEST_CREDENTIAL_SECRET),
                 )
                 .with_scopes(scopes)
@@ -365,4 +382,19 @@ impl TestHostBuilder {
             gated: Arc::default(),
         })
     }
+}
+
+/// The first credential issuer a capability of `definitions` accepts
+/// (`credentials(issuers = [...])`), in manifest order: the issuer a test credential takes so
+/// that the capabilities which restrict issuers accept it.
+pub(crate) fn first_accepted_issuer<'a>(
+    definitions: impl IntoIterator<Item = &'a ConnectorDefinition>,
+) -> Option<String> {
+    definitions
+        .into_iter()
+        .flat_map(|definition| &definition.capabilities)
+        .filter_map(|c| c.capability.contract.as_ref()?.credentials.as_ref())
+        .flat_map(|policy| policy.accepted_issuers.first())
+        .next()
+        .cloned()
 }

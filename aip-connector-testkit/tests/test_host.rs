@@ -87,6 +87,50 @@ impl Payroll {
     }
 }
 
+/// A read that accepts credentials of one identity provider only.
+struct Crm;
+
+#[connector(id = "crm")]
+impl Crm {
+    /// Reads a contact with a credential of `idp.example`.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        credentials(required, issuers = ["idp.example"], scopes = ["crm.read"]),
+    )]
+    async fn contact(&self, credential: Credential) -> Result<String, ConnectorFailure> {
+        Ok(credential.issuer().to_owned())
+    }
+}
+
+/// Found by an author trial: the test credential was always issued by `TEST_ISSUER`, so a
+/// capability that restricts issuers refused every call (the conformance suite already picked
+/// an accepted issuer). It now takes the first accepted issuer, or the one the test names.
+#[tokio::test]
+async fn the_test_credential_is_issued_by_an_accepted_issuer() {
+    let action = || Action::new("cap:crm:contact", json!({}));
+    let accepted = TestHost::builder(Crm)
+        .credential(["crm.read"])
+        .build()
+        .unwrap();
+    let read = accepted.invoke("user:ada", action()).await;
+    assert_eq!(read.status, ActionResultStatus::Completed, "{read:?}");
+    assert_eq!(read.output, Some(json!("idp.example")));
+
+    let foreign = TestHost::builder(Crm)
+        .credential(["crm.read"])
+        .credential_issuer("idp.elsewhere")
+        .build()
+        .unwrap();
+    let refused = foreign.invoke("user:ada", action()).await;
+    assert_eq!(
+        refused.error.as_ref().map(|e| e.code.as_str()),
+        Some(codes::CREDENTIAL_ISSUER_DENIED),
+        "{refused:?}"
+    );
+}
+
 /// A connector whose write is keyed by the external account.
 struct Ledger;
 

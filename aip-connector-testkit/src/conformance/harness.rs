@@ -932,13 +932,8 @@ fn build_host_for(
     limits: aip_connector::host::HostLimits,
     (tenant, account): (&str, &ExternalAccountRef),
 ) -> Host {
-    let issuer = definition
-        .capabilities
-        .iter()
-        .filter_map(|c| c.capability.contract.as_ref()?.credentials.as_ref())
-        .flat_map(|p| p.accepted_issuers.iter().cloned())
-        .next()
-        .unwrap_or_else(|| "aip-connector-testkit".to_owned());
+    let issuer = crate::test_host::first_accepted_issuer([definition])
+        .unwrap_or_else(|| crate::TEST_ISSUER.to_owned());
     let credential = CredentialHandle {
         id: "cred-conformance".to_owned(),
         issuer,
