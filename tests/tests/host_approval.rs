@@ -95,7 +95,13 @@ fn host(payments: Payments, clock: Arc<ManualClock>) -> Host {
     let authority = StaticApprovalAuthority::new()
         .with("user:alice", finance())
         .with("user:bob", finance())
-        .with("user:req", finance());
+        .with("user:req", finance())
+        .with(
+            "user:sales",
+            ApproverMemberships::default()
+                .with_tenant("t1")
+                .with_role("sales"),
+        );
     Host::builder()
         .connector(payments)
         .store(Arc::new(MemoryStore::default()))
@@ -249,6 +255,24 @@ async fn unvouched_approvers_and_missing_evidence_are_refused() {
         .await
         .unwrap_err();
     assert_eq!(stranger.code, codes::POLICY_APPROVER_UNAUTHORIZED);
+    assert_eq!(
+        stranger.message,
+        "the approval authority does not vouch for this approver"
+    );
+    // Known to the authority under another role: the refusal names what the policy asks for.
+    let outsider = host
+        .record_approval_decision(
+            decision(&id, "user:sales", ApprovalDecisionKind::Approved),
+            &person("user:sales"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(outsider.code, codes::POLICY_APPROVER_UNAUTHORIZED);
+    assert!(
+        outsider.message.ends_with("satisfy none of role:finance"),
+        "{}",
+        outsider.message
+    );
     let impostor = host
         .record_approval_decision(
             decision(&id, "user:alice", ApprovalDecisionKind::Approved),

@@ -340,7 +340,7 @@ pub(crate) fn apply_decision(
         return Err(refusal(
             &record.approval_id,
             codes::POLICY_APPROVER_UNAUTHORIZED,
-            "the approval authority does not vouch for this approver under the policy",
+            unauthorized_message(record, memberships),
         ));
     }
     if approving {
@@ -1078,6 +1078,25 @@ fn policy_leaves(policy: &ApprovalPolicy) -> Vec<Leaf<'_>> {
 /// Whether the authority vouches for the approver at all.
 fn vouched(memberships: &ApproverMemberships) -> bool {
     *memberships != ApproverMemberships::default()
+}
+
+/// Why an approver was refused, naming what the policy asks for: a deployment whose authority
+/// knows the approver under other memberships (a role, where the policy defaulted to the
+/// tenant's own policy because the contract names no selector) sees which one is missing.
+fn unauthorized_message(record: &ApprovalRecord, memberships: &ApproverMemberships) -> String {
+    if !vouched(memberships) {
+        return "the approval authority does not vouch for this approver".to_owned();
+    }
+    let mut wanted: Vec<String> = Vec::new();
+    for label in policy_leaves(&record.policy).iter().map(Leaf::label) {
+        if !wanted.contains(&label) {
+            wanted.push(label);
+        }
+    }
+    format!(
+        "the approval authority does not vouch for this approver under the policy: its memberships satisfy none of {}",
+        wanted.join(", ")
+    )
 }
 
 /// The labels of every policy leaf the approver satisfies, without duplicates; empty when the
