@@ -94,7 +94,7 @@ pub(crate) fn scoped_key_of(
             None => {
                 return Err(failure::policy(
                     codes::IDEMPOTENCY_SCOPE_MISSING,
-                    "tenant-scoped idempotency requires a verified tenant",
+                    "tenant-scoped idempotency requires a verified tenant: neither the caller's trusted context (`TrustedContext::with_tenant`, set by the transport's authenticator) nor the deployment (`Deployment::with_tenant`) names one",
                 ));
             }
         },
