@@ -211,7 +211,8 @@ fn a_connector_whose_output_does_not_match_its_schema_fails_schema_enforcement_o
 }
 
 /// A failed check panics with one problem per line, the failed assertions and the artifacts,
-/// rather than one long line.
+/// rather than one long line. A problem whose own sentence has a `;` stays on its line (an
+/// author trial saw one cut in two).
 #[test]
 fn a_failed_check_panics_with_one_problem_per_line() {
     use aip_connector_testkit::conformance::{CheckResult, ConformanceReport};
@@ -221,7 +222,7 @@ fn a_failed_check_panics_with_one_problem_per_line() {
         checks: vec![CheckResult {
             name: "connector.behavior.idempotency_duplicates".to_owned(),
             status: CheckStatus::Failed,
-            detail: "duplicate_suppressed: two effects for one key; the evidence names no artifact"
+            detail: "duplicate_suppressed: two effects for one key; the key was sent twice\nthe evidence names no artifact"
                 .to_owned(),
             assertions: [
                 ("delivery_id_stable".to_owned(), true),
@@ -243,7 +244,7 @@ fn a_failed_check_panics_with_one_problem_per_line() {
         lines[..5],
         [
             "conformance check `connector.behavior.idempotency_duplicates` failed for connector `directory`:",
-            "  - duplicate_suppressed: two effects for one key",
+            "  - duplicate_suppressed: two effects for one key; the key was sent twice",
             "  - the evidence names no artifact",
             "failed assertions: duplicate_suppressed",
             "artifacts: act_1, req_2",

@@ -277,7 +277,8 @@ pub struct CheckResult {
     pub name: String,
     /// Pass, fail or not applicable.
     pub status: CheckStatus,
-    /// What was found, in words: on failure, which assertion failed and why.
+    /// What was found, in words: on failure, which assertion failed and why, one problem per
+    /// line (a problem's own sentence may contain `;`).
     pub detail: String,
     /// Each assertion the check made and whether it held.
     pub assertions: BTreeMap<String, bool>,
@@ -335,7 +336,11 @@ impl ConformanceReport {
                 CheckStatus::Failed => "FAIL",
                 CheckStatus::NotApplicable => "n/a ",
             };
-            summary.push_str(&format!("  {mark} {}: {}\n", check.name, check.detail));
+            summary.push_str(&format!(
+                "  {mark} {}: {}\n",
+                check.name,
+                indented(&check.detail)
+            ));
         }
         summary
     }
@@ -383,7 +388,7 @@ impl ConformanceReport {
             "conformance check `{name}` failed for connector `{}`:\n",
             self.connector_id
         );
-        for problem in check.detail.split("; ") {
+        for problem in check.detail.lines() {
             message.push_str(&format!("  - {problem}\n"));
         }
         let failed: Vec<&str> = check
@@ -414,7 +419,7 @@ impl fmt::Display for ConformanceReport {
                 CheckStatus::Failed => "FAIL",
                 CheckStatus::NotApplicable => "n/a ",
             };
-            writeln!(f, "  {status} {}: {}", check.name, check.detail)?;
+            writeln!(f, "  {status} {}: {}", check.name, indented(&check.detail))?;
         }
         Ok(())
     }
@@ -492,7 +497,7 @@ impl Evidence {
             }
             detail
         } else {
-            let mut detail = problems.join("; ");
+            let mut detail = problems.join("\n");
             if self.missing_examples {
                 detail.push_str(MISSING_EXAMPLES_HINT);
             }
@@ -512,6 +517,11 @@ impl Evidence {
 }
 
 /// Appended to a failed check that found no example input to run.
+/// A multi-line detail, its continuation lines indented under the check's line.
+fn indented(detail: &str) -> String {
+    detail.replace('\n', "\n      ")
+}
+
 const MISSING_EXAMPLES_HINT: &str = " (hint: the suite invokes each capability with the inputs \
      its `#[capability(examples = [r#\"{…}\"#])]` declares; declare at least one valid input \
      per capability)";
@@ -746,7 +756,7 @@ fn contract_check(manifest: &Manifest) -> CheckResult {
         detail: if problems.is_empty() {
             format!("{} capability contracts pass", manifest.capabilities.len())
         } else {
-            problems.join("; ")
+            problems.join("\n")
         },
         assertions: BTreeMap::new(),
         artifacts: manifest
