@@ -645,6 +645,21 @@ fn compensation_stronger_is_compatible_weaker_breaking() {
         |m| contract(m, PAY)["compensation"]["compensation_capability_id"] = json!("cap:test:echo"),
         &[(ChangeKind::CompensationChanged, Breaking)],
     );
+    // A compensating capability named for the first time, the mode unchanged: a way to undo
+    // was added (it used to go unreported).
+    let named = diff_between(
+        |m| contract(m, 3)["compensation"]["mode"] = json!("best_effort"),
+        |m| contract(m, 3)["compensation"]["compensation_capability_id"] = json!("cap:test:echo"),
+    );
+    assert_eq!(
+        kinds(&named),
+        [(ChangeKind::CompensationStrengthened, Compatible)],
+        "{named}"
+    );
+    assert!(
+        named.to_string().contains("compensating capability named"),
+        "{named}"
+    );
 }
 
 // --- input schema ----------------------------------------------------------------------------

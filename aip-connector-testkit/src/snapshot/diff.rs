@@ -2208,9 +2208,19 @@ impl Diff {
                 Some(&new.mode),
             );
         }
-        // A target named for the first time comes with a stronger mode; only a changed or
-        // dropped target leaves existing compensations pointing elsewhere.
-        if compensation_capability_id.is_some()
+        // Only a changed or dropped target leaves existing compensations pointing elsewhere; a
+        // target named for the first time adds a way to undo (compatible), and is reported even
+        // when the mode stays (`best_effort` without, then with, a capability).
+        if compensation_capability_id.is_none() && new.compensation_capability_id.is_some() {
+            self.push_values(
+                ChangeClass::Compatible,
+                ChangeKind::CompensationStrengthened,
+                &format!("{base}/compensation_capability_id"),
+                "compensating capability named",
+                None,
+                new.compensation_capability_id.as_ref(),
+            );
+        } else if compensation_capability_id.is_some()
             && *compensation_capability_id != new.compensation_capability_id
         {
             self.push_values(
