@@ -275,16 +275,23 @@ pub(crate) fn connector(
         // Every token of the call carries the span: rustc reports an unmet bound at the call.
         let call = quote_spanned!(companion_result_span(block, path)=>
             #p::encode_validation(__aip_result, #id));
+        // The companion takes any input type (attribute-reference.md), decoded here; spanned on
+        // the companion's parameter, a type that cannot be decoded (a `Reconciliation` where
+        // `validate` was meant) is reported there, not on `#[connector]`.
+        let argument = companion_argument_span(block, path);
+        let input = Ident::new("__aip_validated", argument);
+        let decode =
+            quote_spanned!(argument=> ::aip_connector::__private::decode_input(__aip_input, #id));
         Some(quote! {
             #(#cfgs)*
             #cap_id => {
                 let _ = &__aip_context;
-                let input = match #p::decode_input(__aip_input, #id) {
+                let #input = match #decode {
                     #p::Result::Ok(decoded) => decoded,
                     #p::Result::Err(failure) => return #p::failed_future(failure),
                 };
                 #p::Box::pin(async move {
-                    let __aip_result = #path(self, input).await;
+                    let __aip_result = #path(self, #input).await;
                     #call
                 })
             }
