@@ -126,7 +126,14 @@ pub(crate) fn analyze(
     // Contract rules only run on an attribute that parsed cleanly: otherwise they would report
     // consequences of the mistake already reported.
     if cx.error_count() == errors_before {
-        valid::check_contract(cx, &attr, &handler, &resolved, attr_span);
+        valid::check_contract(
+            cx,
+            &attr,
+            &handler,
+            &resolved,
+            attr_span,
+            connector_id.is_none(),
+        );
     }
     let cfgs = fn_attrs
         .iter()

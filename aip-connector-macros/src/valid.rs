@@ -58,6 +58,7 @@ pub(crate) fn check_contract(
     sig: &HandlerSignature,
     resolved: &ResolvedCapability,
     attr_span: Span,
+    free: bool,
 ) {
     let waivers: Vec<Waiver> = attr
         .waivers
@@ -110,20 +111,31 @@ pub(crate) fn check_contract(
         if issue.code == codes::CAPABILITY_INPUT_SCHEMA_NOT_OBJECT
             || (side_effect_needs_approval
                 && issue.code == codes::CONTRACT_LINT_RISK_WITHOUT_APPROVAL)
-            || (compensation_capability_missing && is_compensation_claim(&issue))
+            || (compensation_capability_missing && is_claim(&issue, "`compensation`"))
         {
             continue;
         }
         let span =
             span_for(&issue.code, &issue.path, &issue.message, attr, sig).unwrap_or(attr_span);
-        cx.error_at(span, render(&issue.code, &issue.message));
+        // The usual fix, a `reconcile = Self::...` companion, is itself an error on a free
+        // function: say where companions live instead.
+        let message = if free && is_claim(&issue, "`reconciliation`") {
+            format!(
+                "{}. A free capability cannot have companions: move it into a `#[connector]` impl block and name `reconcile = Self::<method>`, or remove `reconcile` from the transaction's `modes` (rule `{}`)",
+                issue.message, issue.code
+            )
+        } else {
+            render(&issue.code, &issue.message)
+        };
+        cx.error_at(span, message);
     }
 }
 
-/// Whether `issue` is the `implementation.claim_unsupported` of the compensation claim.
-fn is_compensation_claim(issue: &aip_connector_core::Issue) -> bool {
+/// Whether `issue` is the `implementation.claim_unsupported` of the claim of `operation` (as
+/// [`CLAIMS`] quotes it).
+fn is_claim(issue: &aip_connector_core::Issue, operation: &str) -> bool {
     issue.code == codes::IMPLEMENTATION_CLAIM_UNSUPPORTED
-        && claim(&issue.message).is_some_and(|claim| claim.operation == "`compensation`")
+        && claim(&issue.message).is_some_and(|claim| claim.operation == operation)
 }
 
 /// A waiver of a lint that does not fire for this capability waives nothing, yet it is
