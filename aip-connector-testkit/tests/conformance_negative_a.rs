@@ -273,10 +273,12 @@ fn assert_caught_only_by(report: &ConformanceReport, scenario: Scenario, caught:
             .unwrap_or_else(|| panic!("`{name}` is in the report"));
         if name == scenario.check_name() {
             assert_eq!(check.status, CheckStatus::Failed, "{report}");
+            // One problem per line of the detail, continuation lines indented under the check.
+            let detail = check.detail.replace('\n', "\n      ");
             assert!(
                 report
                     .summary()
-                    .contains(&format!("  FAIL {name}: {}\n", check.detail)),
+                    .contains(&format!("  FAIL {name}: {detail}\n")),
                 "the summary names the failure: {}",
                 report.summary()
             );
