@@ -1087,16 +1087,22 @@ fn unauthorized_message(record: &ApprovalRecord, memberships: &ApproverMembershi
     if !vouched(memberships) {
         return "the approval authority does not vouch for this approver".to_owned();
     }
-    let mut wanted: Vec<String> = Vec::new();
-    for label in policy_leaves(&record.policy).iter().map(Leaf::label) {
-        if !wanted.contains(&label) {
-            wanted.push(label);
-        }
-    }
+    let wanted = unique_labels(policy_leaves(&record.policy).iter());
     format!(
         "the approval authority does not vouch for this approver under the policy: its memberships satisfy none of {}",
         wanted.join(", ")
     )
+}
+
+/// The labels of `leaves`, in order, each once (a policy may name one role in several rules).
+fn unique_labels<'l, 'p: 'l>(leaves: impl Iterator<Item = &'l Leaf<'p>>) -> Vec<String> {
+    let mut labels: Vec<String> = Vec::new();
+    for label in leaves.map(Leaf::label) {
+        if !labels.contains(&label) {
+            labels.push(label);
+        }
+    }
+    labels
 }
 
 /// The labels of every policy leaf the approver satisfies, without duplicates; empty when the
@@ -1109,16 +1115,12 @@ fn authority_path(
     if !vouched(memberships) {
         return Vec::new();
     }
-    let mut path: Vec<String> = Vec::new();
-    for leaf in policy_leaves(&record.policy) {
-        if leaf.satisfied_by(approver, memberships, record.tenant_id.as_deref()) {
-            let label = leaf.label();
-            if !path.contains(&label) {
-                path.push(label);
-            }
-        }
-    }
-    path
+    let leaves = policy_leaves(&record.policy);
+    unique_labels(
+        leaves
+            .iter()
+            .filter(|leaf| leaf.satisfied_by(approver, memberships, record.tenant_id.as_deref())),
+    )
 }
 
 // ---- Status ---------------------------------------------------------------------------------
