@@ -231,6 +231,13 @@ async fn envelope_and_size_limits_are_checked_first() {
         )
         .await;
     assert_eq!(code(&result), codes::ACTION_INPUT_TOO_LARGE);
+    // Escapes count: 30 quotes are 30 characters but 60 bytes of JSON, so this input is 71.
+    let quotes = json!({ "item": "\"".repeat(30) });
+    assert_eq!(quotes.to_string().len(), 71);
+    let result = host
+        .invoke(Action::new("cap:shop:lookup", quotes), &caller())
+        .await;
+    assert_eq!(code(&result), codes::ACTION_INPUT_TOO_LARGE);
 }
 
 /// A host with `limits` over a fresh shop and memory store, both returned for inspection.

@@ -1737,7 +1737,8 @@ fn check_input_limits(input: &Value, max_bytes: usize, max_depth: usize) -> Resu
         }
         let children = match value {
             Value::Array(items) => {
-                bytes += 2 + items.len();
+                // Brackets and the commas between items.
+                bytes += 1 + items.len().max(1);
                 for item in items {
                     match scalar_len(item) {
                         Some(len) => bytes += len,
@@ -1747,9 +1748,9 @@ fn check_input_limits(input: &Value, max_bytes: usize, max_depth: usize) -> Resu
                 items.len()
             }
             Value::Object(map) => {
-                bytes += 2 + map.len();
+                bytes += 1 + map.len().max(1);
                 for (key, item) in map {
-                    bytes += key.len() + 3;
+                    bytes += escaped_len(key) + 3;
                     match scalar_len(item) {
                         Some(len) => bytes += len,
                         None => pending.push((item, depth + 1)),
@@ -1776,12 +1777,27 @@ fn check_input_limits(input: &Value, max_bytes: usize, max_depth: usize) -> Resu
 /// The length of a scalar's JSON text; `None` for arrays and objects.
 fn scalar_len(value: &Value) -> Option<usize> {
     match value {
-        Value::String(s) => Some(s.len() + 2),
+        Value::String(s) => Some(escaped_len(s) + 2),
         Value::Number(number) => Some(number_len(number)),
         Value::Bool(true) | Value::Null => Some(4),
         Value::Bool(false) => Some(5),
         Value::Array(_) | Value::Object(_) => None,
     }
+}
+
+/// The length of `text` as compact JSON writes it between its quotes: `"` and `\\` and the
+/// control characters with a short escape take two bytes, other control characters six
+/// (`\u00XX`). Counting escapes matters: an input of quotes would otherwise measure half its size.
+fn escaped_len(text: &str) -> usize {
+    text.len()
+        + text
+            .bytes()
+            .map(|byte| match byte {
+                b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
+                0x00..=0x1f => 5,
+                _ => 0,
+            })
+            .sum::<usize>()
 }
 
 /// The length of `number`'s JSON text, measured without writing it anywhere: integers by their
@@ -2693,14 +2709,39 @@ mod tests {
         assert!(check_input_limits(&json!([[]]), 1 << 20, 2).is_ok());
         assert!(check_input_limits(&json!([[]]), 1 << 20, 1).is_err());
         assert!(check_input_limits(&json!("scalar root"), 1 << 20, 1).is_ok());
-        // {"a":"xy"}: braces and one member (3), the key with quotes and colon (4), the value (4).
+        // {"a":"xy"}: braces (2), the key with quotes and colon (4), the value (4).
         let flat = json!({ "a": "xy" });
-        assert!(check_input_limits(&flat, 11, 64).is_ok());
-        assert!(check_input_limits(&flat, 10, 64).is_err());
-        // The same member one level down adds the array's brackets and its one item.
+        assert!(check_input_limits(&flat, 10, 64).is_ok());
+        assert!(check_input_limits(&flat, 9, 64).is_err());
+        // The same member one level down adds the array's brackets.
         let wrapped = json!([{ "a": "xy" }]);
-        assert!(check_input_limits(&wrapped, 14, 64).is_ok());
-        assert!(check_input_limits(&wrapped, 13, 64).is_err());
+        assert!(check_input_limits(&wrapped, 12, 64).is_ok());
+        assert!(check_input_limits(&wrapped, 11, 64).is_err());
+    }
+
+    #[test]
+    fn input_size_is_the_length_of_compact_json() {
+        let samples = [
+            json!({}),
+            json!([]),
+            json!([1, 2, 3]),
+            json!({ "a": 1, "b": [true, false, null], "c": { "d": -1.5 } }),
+            json!({ "quotes": "\"\"\"\"", "back\\slash": "\\\\" }),
+            json!({ "controls": "\n\r\t\u{8}\u{c}\u{0}\u{1f}\u{7f}" }),
+            json!(["é ü 漢字 🦀", "plain"]),
+            json!("\u{1}"),
+        ];
+        for sample in samples {
+            let text = sample.to_string();
+            assert!(
+                check_input_limits(&sample, text.len(), 64).is_ok(),
+                "{text} fits in its own length"
+            );
+            assert!(
+                check_input_limits(&sample, text.len() - 1, 64).is_err(),
+                "{text} does not fit in one byte less"
+            );
+        }
     }
 
     #[test]
