@@ -338,7 +338,8 @@ impl fmt::Debug for Checkpoint {
 
 impl Checkpoint {
     /// Records the provider operation (and an opaque cursor). A different operation than one
-    /// already recorded is refused.
+    /// already recorded is refused; recording the same one again without a cursor keeps the
+    /// cursor recorded before.
     pub async fn record(
         &self,
         operation: ProviderOperationRef,

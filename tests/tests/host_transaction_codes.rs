@@ -127,6 +127,15 @@ impl Bank {
             other.operation_id.push_str("-other");
             checkpoint.record(other, None).await?;
         }
+        if transfer.behaviour == "again" {
+            // Recording the same operation without a cursor keeps the cursor; the receipt
+            // reports what the handler's checkpoint says it holds.
+            checkpoint.record(operation.clone(), None).await?;
+            let (_, cursor) = checkpoint.recorded().expect("recorded above");
+            return Ok(Receipt {
+                transfer_id: cursor.unwrap_or_else(|| "no cursor".to_owned()),
+            });
+        }
         self.effects.fetch_add(1, Ordering::SeqCst);
         match transfer.behaviour.as_str() {
             "uncertain" => Err(Self::failure("bank.reset", ErrorCategory::Temporary)
@@ -1711,6 +1720,31 @@ async fn the_next_reconciliation_resumes_from_the_pending_cursor() {
 }
 
 // ---- stage 14: checkpoints under the host ------------------------------------------------------
+
+/// Recording the same operation again without a cursor keeps the cursor, in the store and in
+/// what the handler's `Checkpoint` reports.
+#[tokio::test]
+async fn recording_again_without_a_cursor_keeps_the_cursor() {
+    let Setup { store, host, .. } = setup();
+    let id = TransactionId::new();
+    let result = host
+        .invoke(
+            transfer(
+                TransactionMode::Execute,
+                Some(&id),
+                "e1",
+                json!({ "amount": 5, "behaviour": "again" }),
+            ),
+            &ada(),
+        )
+        .await;
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    assert_eq!(result.output.unwrap()["transfer_id"], "cursor-1");
+    assert_eq!(
+        record(&store, &id).await.reconciliation_cursor.as_deref(),
+        Some("cursor-1")
+    );
+}
 
 /// The host's checkpoint is durable and refuses to replace the recorded operation; a handler
 /// that takes a `Checkpoint` cannot run outside a transactional action.

@@ -1239,7 +1239,12 @@ impl CheckpointRecorder for StoreCheckpoint {
                 transition.error = record.error.clone();
                 transition.reconcile_after_ms = record.reconcile_after_ms;
                 transition.provider_operation = Some(operation.clone());
-                transition.reconciliation_cursor = cursor.clone();
+                // Recording again without a cursor keeps the stored one (the store only ever
+                // replaces a cursor), and `recorded()` must report what the store holds.
+                let kept = cursor
+                    .clone()
+                    .or_else(|| record.reconciliation_cursor.clone());
+                transition.reconciliation_cursor = kept.clone();
                 match self
                     .store
                     .transition(
@@ -1252,7 +1257,7 @@ impl CheckpointRecorder for StoreCheckpoint {
                 {
                     Ok(TransitionOutcome::Applied(_)) => {
                         *self.last.lock().unwrap_or_else(|p| p.into_inner()) =
-                            Some((operation, cursor));
+                            Some((operation, kept));
                         return Ok(());
                     }
                     Ok(TransitionOutcome::RevisionConflict(_)) => continue,
