@@ -610,6 +610,76 @@ async fn another_tenants_resend_does_not_learn_how_the_approval_ended() {
     );
 }
 
+#[derive(Clone, Default)]
+struct Desk;
+
+#[connector(id = "desk")]
+impl Desk {
+    /// High risk, so the host gates it; the optional policy names who decides.
+    #[capability(
+        risk = high,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        approval(optional, selector = role("finance"), evidence = [reason], ttl_ms = 60_000),
+        waive(code = "contract.lint.risk_without_approval", reason = "the host gates high risk with the declared policy"),
+    )]
+    async fn adjust(
+        &self,
+        refund: Refund,
+        key: IdempotencyKey,
+    ) -> Result<Refunded, ConnectorFailure> {
+        Ok(Refunded {
+            refund_id: format!("{}-{}", refund.amount_cents, key.as_str()),
+        })
+    }
+}
+
+/// A gate opened by risk applies the capability's declared policy even when it is optional:
+/// its selector, evidence and TTL decide, not the host's default (any tenant approver).
+#[tokio::test]
+async fn a_risk_gate_applies_the_declared_optional_policy() {
+    let host = Host::builder()
+        .connector(Desk)
+        .store(Arc::new(MemoryStore::default()))
+        .approval_authority(
+            StaticApprovalAuthority::new()
+                .with("user:alice", finance())
+                .with(
+                    "user:sales",
+                    ApproverMemberships::default()
+                        .with_tenant("t1")
+                        .with_role("sales"),
+                ),
+        )
+        .build()
+        .unwrap();
+    let adjust =
+        || Action::new("cap:desk:adjust", json!({ "amount_cents": 5 })).with_idempotency_key("a-1");
+    let pending = host.invoke(adjust(), &person("user:req")).await;
+    assert_eq!(
+        pending.status,
+        ActionResultStatus::PendingApproval,
+        "{pending:?}"
+    );
+    let id = pending.approval_id().expect("the gate names its approval");
+    let record = host.approval(&id).await.unwrap().expect("recorded");
+    assert_eq!(record.policy.ttl_ms, Some(60_000));
+    assert!(!record.policy.required, "the declared policy, as published");
+
+    let sales = host
+        .record_approval_decision(
+            decision(&id, "user:sales", ApprovalDecisionKind::Approved),
+            &person("user:sales"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(sales.code, codes::POLICY_APPROVER_UNAUTHORIZED, "{sales:?}");
+    decide(&host, &id, &["user:alice"], ApprovalDecisionKind::Approved).await;
+    let resumed = host.resume_approved(&id, &person("user:req")).await;
+    assert_eq!(resumed.status, ActionResultStatus::Completed, "{resumed:?}");
+}
+
 /// Retention deletes a closed approval once it is older than the period, never an open one
 /// (an approved request not yet resumed), and the deleted id is unknown afterwards.
 #[tokio::test]

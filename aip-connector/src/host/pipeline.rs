@@ -2159,9 +2159,11 @@ async fn approval_gate(call: &Call<'_>, key: Option<String>, fingerprint: String
         .transaction
         .as_ref()
         .is_some_and(|t| t.mode == TransactionMode::Compensate);
+    // A declared policy governs the request even when it is optional (`required: false`): the
+    // gate opened on risk or `requires_human_approval`, and the author's approvers, rule and TTL
+    // are still the ones meant to decide.
     let policy = contract
         .and_then(|c| c.approval.clone())
-        .filter(|a| a.required)
         .unwrap_or_else(|| {
             if compensating {
                 compensation_approval_policy()
