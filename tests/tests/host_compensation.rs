@@ -29,6 +29,8 @@ struct Charge {
 
 #[derive(Serialize, JsonSchema)]
 struct Charged {
+    /// The schema promises the provider's id format; `"bad_output"` breaks the promise.
+    #[schemars(regex(pattern = "^ch-"))]
     charge_id: String,
     amount_cents: u64,
 }
@@ -118,6 +120,13 @@ impl Payments {
                     "pay",
                 )
                 .with_committed_side_effects())
+            }
+            "bad_output" => {
+                self.ledger.push(format!("charge:{}", key.as_str()));
+                Ok(Charged {
+                    charge_id: format!("charge #{}", key.as_str()),
+                    amount_cents: charge.amount_cents,
+                })
             }
             _ => {
                 self.ledger.push(format!("charge:{}", key.as_str()));
@@ -457,6 +466,34 @@ async fn a_failure_with_committed_side_effects_can_be_compensated() {
         f.ledger.entries().last().unwrap(),
         &format!("refund:{target}:partial")
     );
+}
+
+/// The handler charged, then returned an output the schema refuses: the caller gets
+/// `action.output_schema_invalid`, flagged as a write that committed, and the charge stays
+/// compensable.
+#[tokio::test]
+async fn a_completed_write_whose_output_is_refused_can_be_compensated() {
+    let f = fixture();
+    let (target, charged) = charge(&f.host, "c1", "bad_output").await;
+    let error = charged.error.as_ref().expect("the output is refused");
+    assert_eq!(
+        error.code,
+        codes::ACTION_OUTPUT_SCHEMA_INVALID,
+        "{charged:?}"
+    );
+    let details = error.details.as_ref().unwrap();
+    assert_eq!(details["side_effects_committed"], true);
+    assert_eq!(details["compensation_required"], true);
+    assert!(details["violations"].is_array(), "{details}");
+    let result = f
+        .host
+        .invoke(
+            compensate_action("cap:pay:charge", &target, "r1"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    assert_eq!(f.ledger.count("refund:"), 1);
 }
 
 #[tokio::test]

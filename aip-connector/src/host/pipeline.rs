@@ -700,10 +700,30 @@ async fn transactional(
     }
     let checkpoint = Arc::new(transaction::StoreCheckpoint::new(host, &record));
     let (mut result, interruption) = run_handler(call, handler, Some(checkpoint)).await;
+    mark_refused_output_as_committed(&mut result);
     if transaction::settle(host, &record, mode, &result, interruption).await {
         transaction::name_unknown_outcome(&mut result, &record.transaction_id);
     }
     result
+}
+
+/// A commit or execute whose handler completed but whose output the host refused
+/// (`action.output_schema_invalid`) did write: its failure says the side effects committed and
+/// need compensation, so the transaction settles `failed` with effects and stays compensable
+/// instead of reading as a write that never happened.
+fn mark_refused_output_as_committed(result: &mut ActionResult) {
+    let Some(error) = result
+        .error
+        .as_mut()
+        .filter(|error| error.code == codes::ACTION_OUTPUT_SCHEMA_INVALID)
+    else {
+        return;
+    };
+    let details = error.details.get_or_insert_with(|| json!({}));
+    if let Value::Object(details) = details {
+        details.insert("side_effects_committed".to_owned(), Value::Bool(true));
+        details.insert("compensation_required".to_owned(), Value::Bool(true));
+    }
 }
 
 /// Step 8: `dry_run` and `plan`, with the connector's validation when the fidelity needs it.
