@@ -300,3 +300,65 @@ async fn another_tenants_request_does_not_see_the_transaction() {
         .expect("visible to its tenant");
     assert_eq!(own.status, TransactionProtocolStatus::Planned);
 }
+
+/// A connector whose capability publishes no contract: an `execute` runs as a plain call and
+/// keeps no transaction record.
+struct Bare(aip_connector::ConnectorDefinition);
+
+impl aip_connector::Connector for Bare {
+    fn definition(&self) -> &aip_connector::ConnectorDefinition {
+        &self.0
+    }
+
+    fn invoke<'a>(
+        &'a self,
+        _capability_id: &'a str,
+        input: &'a serde_json::Value,
+        _context: Arc<dyn aip_connector::InvocationContext>,
+    ) -> aip_connector::invocation::BoxFuture<'a, Result<serde_json::Value, ConnectorFailure>> {
+        Box::pin(async move { Ok(json!({ "booking_id": input["slot"] })) })
+    }
+}
+
+/// Without a record, the view of a completed `execute` reads `committed` (not `failed` without
+/// an error, which no valid transaction result may say); a refused one reads `failed`.
+#[tokio::test]
+async fn an_execute_without_a_contract_reads_committed_and_is_a_valid_result() {
+    let mut definition = aip_connector::Connector::definition(&Calendar).clone();
+    definition
+        .capabilities
+        .retain(|c| c.id().as_str() == "cap:cal:book");
+    let book = &mut definition.capabilities[0];
+    book.capability.contract = None;
+    book.facts.support = Default::default();
+    book.facts.support.invocation = true;
+    let host = Host::builder()
+        .connector(Bare(definition))
+        .store(Arc::new(MemoryStore::default()))
+        .build()
+        .unwrap();
+    let result = host
+        .transact(
+            request("cap:cal:book", TransactionMode::Execute, "e1"),
+            &caller(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        result.status,
+        TransactionProtocolStatus::Committed,
+        "{result:?}"
+    );
+    assert_eq!(result.error, None);
+    validate_transaction_result(&result).expect("a valid transaction result");
+
+    let mut refused = request("cap:cal:book", TransactionMode::Execute, "e2");
+    refused.action.input = json!({ "slot": 9 });
+    let result = host.transact(refused, &caller()).await.unwrap();
+    assert_eq!(
+        result.status,
+        TransactionProtocolStatus::Failed,
+        "{result:?}"
+    );
+    validate_transaction_result(&result).expect("a valid transaction result");
+}

@@ -1397,11 +1397,18 @@ impl super::Host {
             .filter(|record| belongs_to(record, tenant.as_deref()));
         Ok(match stored {
             Some(record) => view(record, Some(result)),
-            // Nothing durable yet: refused before admission, or waiting for approval.
+            // Nothing durable: refused before admission, waiting for approval, or an `execute`
+            // of a capability without a contract, which runs as a plain call and keeps no
+            // record (completed, it committed).
             None => {
                 block.transaction_id = Some(transaction_id.clone());
+                let durable = if result.status == ActionResultStatus::Completed {
+                    Status::Committed
+                } else {
+                    Status::Failed
+                };
                 TransactionResult {
-                    status: TransactionResult::project_status(Status::Failed, Some(&result)),
+                    status: TransactionResult::project_status(durable, Some(&result)),
                     transaction_id,
                     transaction: block,
                     error: result.error.as_deref().cloned(),
