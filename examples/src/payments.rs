@@ -255,8 +255,8 @@ impl Payments {
     ///
     /// Runs only as a `compensate` action for a settled charge (the host routes it here and
     /// checks the window and that the charge is compensated at most once). The refund is keyed
-    /// at the provider by the charge's action, so however often the compensation is attempted,
-    /// the provider refunds the charge at most once.
+    /// at the provider by the provider's own charge id (`refund:<charge id>`), so however often
+    /// the compensation is attempted, the provider refunds the charge at most once.
     ///
     /// A `compensate` action names the charge, so it is approved under the *charge's* approval
     /// policy (two of finance, finance-lead and treasury); the `approval(...)` below governs only
