@@ -1174,10 +1174,23 @@ async fn credentials_are_checked_before_the_handler() {
         system: None,
     });
     let mismatch = host_with(Shop::default(), Some(credential(&["*"], "vault")))
-        .invoke(Action::new("cap:shop:secret_lookup", input), &other_tenant)
+        .invoke(
+            Action::new("cap:shop:secret_lookup", input.clone()),
+            &other_tenant,
+        )
         .await;
     assert_eq!(code(&mismatch), codes::CREDENTIAL_TENANT_MISMATCH);
     assert!(!format!("{mismatch:?}").contains("canary-secret-4f1a"));
+    // A call outside every tenant may not use a tenant's credential either.
+    let no_tenant = TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test");
+    let outside = host_with(Shop::default(), Some(credential(&["*"], "vault")))
+        .invoke(Action::new("cap:shop:secret_lookup", input), &no_tenant)
+        .await;
+    assert_eq!(code(&outside), codes::CREDENTIAL_TENANT_MISMATCH);
+    assert!(
+        outside.error.unwrap().message.contains("the call has none"),
+        "the refusal says what is missing"
+    );
 }
 
 /// A host's Debug says what it serves and how it is deployed, and never the credential its

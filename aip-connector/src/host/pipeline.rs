@@ -2097,13 +2097,25 @@ async fn credential_checks(
             format!("credential issuer `{}` is not accepted", handle.issuer),
         ));
     }
-    if let (Some(bound), Some(tenant)) = (&handle.tenant_id, tenant)
-        && *bound != tenant.id
-    {
-        return Err(auth(
-            codes::CREDENTIAL_TENANT_MISMATCH,
-            "the resolved credential belongs to another tenant".to_owned(),
-        ));
+    // A tenant-bound credential serves only calls of that tenant: a call without a verified
+    // tenant (neither the transport's nor the deployment's) is refused too, or it would act
+    // with a tenant's secret outside every tenant.
+    if let Some(bound) = &handle.tenant_id {
+        match tenant {
+            Some(tenant) if *bound == tenant.id => {}
+            Some(_) => {
+                return Err(auth(
+                    codes::CREDENTIAL_TENANT_MISMATCH,
+                    "the resolved credential belongs to another tenant".to_owned(),
+                ));
+            }
+            None => {
+                return Err(auth(
+                    codes::CREDENTIAL_TENANT_MISMATCH,
+                    "the resolved credential belongs to a tenant and the call has none (give the deployment a tenant with `Deployment::with_tenant`, or verify the caller's)".to_owned(),
+                ));
+            }
+        }
     }
     let wildcard = handle.scopes.iter().any(|s| s == "*");
     let missing: Vec<&String> = policy
@@ -2791,12 +2803,12 @@ mod tests {
 
     #[test]
     fn scalars_count_as_their_text() {
-        // `{"a":true}` is 10 bytes by the limit's measure (2 + 1 member + 3 + 1 + 4).
-        assert!(check_input_limits(&json!({ "a": true }), 11, 64).is_ok());
-        assert!(check_input_limits(&json!({ "a": false }), 11, 64).is_err());
-        assert!(check_input_limits(&json!({ "a": null }), 11, 64).is_ok());
-        assert!(check_input_limits(&json!({ "a": -12.5 }), 12, 64).is_ok());
-        assert!(check_input_limits(&json!({ "a": -12.5 }), 11, 64).is_err());
+        // `{"a":true}` is 10 bytes: braces (2), the key with quotes and colon (4), `true` (4).
+        assert!(check_input_limits(&json!({ "a": true }), 10, 64).is_ok());
+        assert!(check_input_limits(&json!({ "a": false }), 10, 64).is_err());
+        assert!(check_input_limits(&json!({ "a": null }), 10, 64).is_ok());
+        assert!(check_input_limits(&json!({ "a": -12.5 }), 11, 64).is_ok());
+        assert!(check_input_limits(&json!({ "a": -12.5 }), 10, 64).is_err());
     }
 
     #[test]
