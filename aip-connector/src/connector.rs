@@ -120,7 +120,8 @@ pub struct Reconciliation {
     pub transaction_id: TransactionId,
     /// The provider operation recorded by the handler's `Checkpoint`.
     pub provider_operation: ProviderOperationRef,
-    /// Cursor from an earlier, non-terminal answer.
+    /// The last cursor recorded: the one the handler's `Checkpoint` recorded, replaced by the
+    /// cursor of each later pending (non-terminal) answer that carries one.
     pub cursor: Option<String>,
     /// The verified tenant of the `reconcile` action, to pick the tenant's provider account.
     pub tenant: Option<VerifiedTenant>,
@@ -208,7 +209,8 @@ impl From<ReconcileOutcome> for ReconciliationResult {
     }
 }
 
-/// What a cancel handler is told.
+/// What a cancel handler is told: which action the host stopped, so it can stop what that
+/// action started at the provider.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CancelRequest {
     /// The action to cancel.
@@ -260,6 +262,12 @@ pub trait Connector: Send + Sync + 'static {
     }
 
     /// Runs the cancel handler (`cancel = ...`) of `capability_id`.
+    ///
+    /// The host calls it once a cancel ([`Host::cancel`](crate::host::Host::cancel)) or the
+    /// deadline stopped the capability's handler, after dropping the handler's future, and
+    /// waits for it at most 5 s. The default answers `connector.operation_unsupported`, which
+    /// the host reads as "nothing to stop"; any other failure is logged and, after a deadline,
+    /// reported in the timeout's `details.remote_cancel_error`.
     fn cancel<'a>(
         &'a self,
         capability_id: &'a str,

@@ -943,9 +943,12 @@ fn run_handler<'c>(
     handler: Handler,
     checkpoint: Option<Arc<dyn CheckpointRecorder>>,
 ) -> impl Future<Output = (ActionResult, transaction::Interruption)> + Send + 'c {
-    // A combinator, not an `async` block: an `async` block would keep the dispatch future twice
-    // (the captured value and the awaited copy).
-    dispatch(call, handler, checkpoint).map(move |outcome| {
+    use futures_util::future::Either;
+    let scope = handler.idempotency_scope;
+    // Combinators, not an `async` block: an `async` block would keep the dispatch future twice
+    // (the captured value and the awaited copy). The handler's future is dropped before the
+    // cancel companion runs.
+    dispatch(call, handler, checkpoint).then(move |outcome| {
         let interruption = match outcome {
             Outcome::TimedOut => transaction::Interruption::TimedOut,
             Outcome::Cancelled | Outcome::Abandoned => transaction::Interruption::Cancelled,
@@ -953,8 +956,99 @@ fn run_handler<'c>(
                 transaction::Interruption::None
             }
         };
-        (settle_outcome(call, outcome), interruption)
+        let timed_out = matches!(outcome, Outcome::TimedOut);
+        let stopped = timed_out || matches!(outcome, Outcome::Cancelled);
+        let result = settle_outcome(call, outcome);
+        if !stopped {
+            return Either::Left(std::future::ready((result, interruption)));
+        }
+        // Cancelled or out of time: the handler's future is gone, and the connector's cancel
+        // companion (`cancel = ...`) is asked to stop what the handler started at the provider,
+        // as upstream calls `cancel_with_context` on both.
+        Either::Right(Box::pin(async move {
+            let mut result = result;
+            if let Some(refused) = cancel_companion(call, scope).await
+                && timed_out
+                && let Some(details) = result
+                    .error
+                    .as_mut()
+                    .and_then(|error| error.details.as_mut())
+                    .and_then(Value::as_object_mut)
+            {
+                details.insert(
+                    "remote_cancel_error".to_owned(),
+                    json!({ "code": refused.code, "message": refused.message }),
+                );
+            }
+            (result, interruption)
+        }))
     })
+}
+
+/// How long the host waits for a cancel companion before it gives up on it.
+const CANCEL_COMPANION_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs the routed capability's cancel companion for the call's action, bounded by
+/// [`CANCEL_COMPANION_TIMEOUT`]. Returns its failure (a timeout and a panic included), logged;
+/// `None` when it succeeded or the capability has none (`connector.operation_unsupported`).
+async fn cancel_companion(
+    call: &Call<'_>,
+    scope: Option<aip_connector_core::model::IdempotencyKeyScope>,
+) -> Option<aip_connector_core::model::ConnectorFailure> {
+    use aip_connector_core::model::{ConnectorFailure, ConnectorOperation};
+    let connector = &call.host.connectors[call.routed_hosted.connector];
+    let request = crate::connector::CancelRequest {
+        action_id: call.action.id.clone(),
+        idempotency_key: super::invocation::reserved_key(
+            scope,
+            call.action,
+            call.caller.principal.id.as_str(),
+        )
+        .map(|scoped| crate::IdempotencyKey::provider_key_of(&scoped)),
+    };
+    let capability = call.routed.id.as_str();
+    let source = connector.definition().id.as_str();
+    let failure = |code: &str, message: &str| {
+        ConnectorFailure::new(
+            code,
+            message,
+            ErrorCategory::Connector,
+            ConnectorOperation::Cancellation,
+            source,
+        )
+    };
+    let outcome = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        connector.cancel(capability, request)
+    })) {
+        Ok(running) => tokio::time::timeout(
+            CANCEL_COMPANION_TIMEOUT,
+            std::panic::AssertUnwindSafe(running).catch_unwind(),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Ok(Err(failure(
+                codes::SLA_TIMEOUT_EXCEEDED,
+                "the cancel handler did not finish within 5 s",
+            )))
+        }),
+        Err(panic) => Err(panic),
+    };
+    let refused = match outcome {
+        Ok(Ok(())) => return None,
+        Ok(Err(refused)) if refused.code == codes::CONNECTOR_OPERATION_UNSUPPORTED => return None,
+        Ok(Err(refused)) => refused,
+        Err(_) => failure(
+            codes::CONNECTOR_RUNTIME_FAILURE,
+            "the cancel handler panicked",
+        ),
+    };
+    tracing::warn!(
+        action_id = %Clipped::new(call.action.id.as_str(), usize::MAX),
+        capability_id = %Clipped::new(capability, usize::MAX),
+        code = %Clipped::new(&refused.code, usize::MAX),
+        "the cancel handler failed"
+    );
+    Some(refused)
 }
 
 /// Step 15 and the failures of step 14 as a result.

@@ -1,0 +1,189 @@
+//! The cancel companion (`cancel = ...`) under the host: called once the handler is stopped by
+//! `Host::cancel` or by its deadline, with the action id and the key the provider knows; its
+//! failure is logged and, on a timeout, reported in the failure's details.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aip_connector::codes;
+use aip_connector::host::{CancelOutcome, Host, TrustedContext};
+use aip_connector::model::{Action, ActionResult, ActionResultStatus, Principal, PrincipalKind};
+use aip_connector::prelude::*;
+use aip_connector::{CancelRequest, VerifiedTenant};
+use serde_json::json;
+
+#[derive(Deserialize, JsonSchema)]
+struct Job {
+    /// `"refuse"`: the cancel companion fails; `"panic"`: it panics.
+    #[serde(default)]
+    stop: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Started {
+    job_id: String,
+}
+
+/// A provider job that runs until stopped; the companion records what it was told.
+#[derive(Clone, Default)]
+struct Jobs {
+    stopped: Arc<Mutex<Vec<CancelRequest>>>,
+}
+
+#[connector(id = "jobs")]
+impl Jobs {
+    /// Start a job and wait for it.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        cancel = Self::stop,
+    )]
+    async fn run(&self, job: Job, _key: IdempotencyKey) -> Result<Started, ConnectorFailure> {
+        // The provider's job never ends on its own; only the host stops the handler.
+        std::future::pending::<()>().await;
+        Ok(Started { job_id: job.stop })
+    }
+
+    async fn stop(&self, request: CancelRequest) -> Result<(), ConnectorFailure> {
+        self.stopped.lock().unwrap().push(request);
+        Ok(())
+    }
+
+    /// The same job, whose provider refuses or breaks on a stop.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        cancel = Self::stop_badly,
+    )]
+    async fn run_fragile(
+        &self,
+        job: Job,
+        _key: IdempotencyKey,
+    ) -> Result<Started, ConnectorFailure> {
+        std::future::pending::<()>().await;
+        Ok(Started { job_id: job.stop })
+    }
+
+    async fn stop_badly(&self, request: CancelRequest) -> Result<(), ConnectorFailure> {
+        self.stopped.lock().unwrap().push(request);
+        if self.stopped.lock().unwrap().len() > 1 {
+            panic!("the provider client is broken");
+        }
+        Err(ConnectorFailure::permanent(
+            "jobs.not_stoppable",
+            "the job is past its point of no return",
+            "jobs",
+        ))
+    }
+}
+
+fn caller() -> TrustedContext {
+    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test").with_tenant(
+        VerifiedTenant {
+            id: "t1".into(),
+            system: None,
+        },
+    )
+}
+
+fn host(jobs: &Jobs) -> Host {
+    Host::builder().connector(jobs.clone()).build().unwrap()
+}
+
+/// Runs `action` and cancels it by id once its handler waits.
+async fn run_and_cancel(host: &Host, action: Action) -> ActionResult {
+    let id = action.id.clone();
+    let running = tokio::spawn({
+        let host = host.clone();
+        async move { host.invoke(action, &caller()).await }
+    });
+    while host.cancel(&id) != CancelOutcome::Cancelled && !running.is_finished() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    running.await.unwrap()
+}
+
+#[tokio::test]
+async fn a_cancelled_action_calls_its_cancel_companion_with_the_providers_key() {
+    let jobs = Jobs::default();
+    let host = host(&jobs);
+    let action = Action::new("cap:jobs:run", json!({})).with_idempotency_key("job-1");
+    let id = action.id.clone();
+    let result = run_and_cancel(&host, action).await;
+    assert_eq!(result.status, ActionResultStatus::Cancelled, "{result:?}");
+    let stopped = jobs.stopped.lock().unwrap().clone();
+    assert_eq!(stopped.len(), 1, "called exactly once: {stopped:?}");
+    assert_eq!(stopped[0].action_id, id);
+    // The key a handler forwards with `ProviderRequest::idempotency`, not the caller's raw key.
+    assert_eq!(
+        stopped[0].idempotency_key.as_deref(),
+        Some(IdempotencyKey::provider_key_of("Tenant:t1:job-1").as_str())
+    );
+}
+
+#[tokio::test]
+async fn a_timed_out_action_calls_its_cancel_companion_and_reports_its_refusal() {
+    let jobs = Jobs::default();
+    let host = host(&jobs);
+    let result = host
+        .invoke(
+            Action::new("cap:jobs:run_fragile", json!({}))
+                .with_idempotency_key("job-2")
+                .with_timeout_ms(20),
+            &caller(),
+        )
+        .await;
+    let error = result.error.as_ref().expect("timed out");
+    assert_eq!(error.code, codes::SLA_TIMEOUT_EXCEEDED, "{result:?}");
+    let details = error.details.as_ref().unwrap();
+    assert_eq!(details["timeout_ms"], 20);
+    assert_eq!(
+        details["remote_cancel_error"],
+        json!({
+            "code": "jobs.not_stoppable",
+            "message": "the job is past its point of no return",
+        })
+    );
+    assert_eq!(jobs.stopped.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_panicking_cancel_companion_is_contained_and_the_action_still_ends_cancelled() {
+    let jobs = Jobs::default();
+    let host = host(&jobs);
+    // The first stop refuses, the second panics.
+    run_and_cancel(
+        &host,
+        Action::new("cap:jobs:run_fragile", json!({})).with_idempotency_key("job-3"),
+    )
+    .await;
+    let result = run_and_cancel(
+        &host,
+        Action::new("cap:jobs:run_fragile", json!({})).with_idempotency_key("job-4"),
+    )
+    .await;
+    assert_eq!(result.status, ActionResultStatus::Cancelled, "{result:?}");
+    assert_eq!(jobs.stopped.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn an_action_refused_before_its_handler_never_calls_its_cancel_companion() {
+    let jobs = Jobs::default();
+    let host = host(&jobs);
+    // Refused by the schema before the handler: nothing to stop.
+    let refused = host
+        .invoke(
+            Action::new("cap:jobs:run", json!({ "stop": 5 })).with_idempotency_key("job-5"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(
+        refused.error.unwrap().code,
+        codes::ACTION_INPUT_SCHEMA_INVALID
+    );
+    assert!(jobs.stopped.lock().unwrap().is_empty());
+}
