@@ -43,7 +43,7 @@ pub trait InvocationContext: Send + Sync {
     /// [`StaticInvocation::with_idempotency_scope`] names the contract's scope). Required, so a
     /// wrapper context cannot forget to forward it and send the unscoped key.
     fn scoped_idempotency_key(&self) -> Option<Cow<'_, str>>;
-    /// Fires when the action is cancelled or its deadline passes.
+    /// Fires when the action is cancelled or (under a host) its deadline passes.
     fn cancellation(&self) -> &CancellationToken;
     /// When the handler must have finished.
     fn deadline(&self) -> Instant;
@@ -51,7 +51,8 @@ pub trait InvocationContext: Send + Sync {
     fn stream(&self) -> Option<Arc<dyn ChunkSink>>;
     /// The durable provider-operation checkpoint, for transactional calls.
     fn checkpoint(&self) -> Option<Arc<dyn CheckpointRecorder>>;
-    /// The resolved credential, when the contract requires one.
+    /// The resolved credential, whenever the contract declares a credential policy and the
+    /// deployment resolved one.
     fn credential(&self) -> Option<&CredentialHandle>;
     /// The verified approvals that released this action, if it needed approval.
     fn approval(&self) -> Option<&VerifiedApprovals>;
@@ -72,8 +73,9 @@ pub trait ChunkSink: Send + Sync {
     ) -> BoxFuture<'_, Result<(), ConnectorFailure>>;
 
     /// Whether the consumer went away before the stream ended (a send then fails). The host
-    /// abandons an action whose consumer is gone, whatever its handler makes of the failed
-    /// send. `false` unless a sink knows better.
+    /// abandons an action whose consumer is gone if its handler fails, or waits again, after the
+    /// failed send; a handler that returns `Ok` at once completes normally. `false` unless a sink
+    /// knows better.
     fn consumer_gone(&self) -> bool {
         false
     }
@@ -284,6 +286,10 @@ pub struct StaticInvocation {
 
 impl StaticInvocation {
     /// An invocation of `action` by `caller`, with a 60-second deadline and nothing else.
+    ///
+    /// The deadline is only reported, not enforced, and the
+    /// [`cancellation`](InvocationContext::cancellation) token fires only when the test cancels
+    /// it. Under a host, the deadline passing fires it.
     pub fn new(action: Action, caller: CallerIdentity) -> Self {
         Self {
             action,
@@ -482,6 +488,8 @@ impl CheckpointRecorder for MemoryCheckpoint {
         let result = match slot.as_ref() {
             Some((existing, _)) if *existing != operation => Err(checkpoint_conflict()),
             _ => {
+                // As the host's store does: recording again without a cursor keeps the cursor.
+                let cursor = cursor.or_else(|| slot.take().and_then(|(_, kept)| kept));
                 *slot = Some((operation, cursor));
                 Ok(())
             }

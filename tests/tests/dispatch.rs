@@ -409,3 +409,33 @@ async fn the_cfg_alternative_compiled_in_is_the_capability() {
         .unwrap();
     assert_eq!(output, json!("test"));
 }
+
+/// `StaticInvocation`'s checkpoint behaves as the host's: recording the same operation again
+/// without a cursor keeps the cursor; another operation is refused.
+#[tokio::test]
+async fn a_static_checkpoint_keeps_the_cursor_and_refuses_another_operation() {
+    let context = invocation("cap:calendar:booking:create", json!({})).with_checkpoint();
+    let checkpoint = context.checkpoint().expect("a checkpoint was asked for");
+    let operation = ProviderOperationRef {
+        provider: "cal".into(),
+        operation_id: "op-1".into(),
+        request_id: None,
+    };
+    checkpoint
+        .record(operation.clone(), Some("c1".into()))
+        .await
+        .unwrap();
+    checkpoint.record(operation.clone(), None).await.unwrap();
+    assert_eq!(
+        context.checkpointed(),
+        Some((operation.clone(), Some("c1".to_owned())))
+    );
+    let other = ProviderOperationRef {
+        operation_id: "op-2".into(),
+        ..operation
+    };
+    assert_eq!(
+        checkpoint.record(other, None).await.unwrap_err().code,
+        aip_connector::codes::TRANSACTION_CHECKPOINT_CONFLICT
+    );
+}
