@@ -15,7 +15,9 @@ use crate::ids::{CapabilityId, ProfileId};
 pub struct Issue {
     /// Stable machine code, e.g. `contract.idempotency.invalid_ttl`.
     pub code: String,
-    /// JSON Pointer into the checked document; always starts with `/`.
+    /// JSON Pointer into the checked document: starts with `/`, or is `""` (the root) for an
+    /// issue about a lone capability checked under base path `""` (e.g.
+    /// `implementation.claim_unsupported`).
     pub path: String,
     /// The capability the issue is about.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -4,6 +4,9 @@
 //! (also on `delegation_request.child_action` and `transaction_request.action`). Each function
 //! stops at the **first** error, in upstream's order, and the [`ValidationError`] texts are
 //! upstream's exactly, so a peer sees the same message from either implementation.
+//!
+//! [`validate_envelope`] does not read `delegation_request` bodies (they arrive as
+//! [`MessageBody::Other`]): call [`validate_action`] on the child action yourself.
 
 use crate::model::{
     AIP_VERSION, Action, ActionResult, ActionResultStatus, ApprovalDecision, ApprovalDecisionKind,
@@ -78,7 +81,7 @@ pub enum ValidationError {
         "validation failed: transaction_request transaction_id must match action.transaction.transaction_id"
     )]
     TransactionRequestIdMismatch,
-    /// A transaction result's block names another transaction than the result.
+    /// A transaction result's block names another transaction than the result, or none.
     #[error(
         "validation failed: transaction_result transaction.transaction_id must match transaction_id"
     )]
@@ -86,8 +89,8 @@ pub enum ValidationError {
     /// A `failed` transaction result carries neither an error nor a failed result with one.
     #[error("validation failed: failed transaction_result must include error")]
     FailedTransactionWithoutError,
-    /// A `planned` transaction result carries no plan, or a plan of another transaction,
-    /// action or capability.
+    /// A `planned` transaction result carries no plan, or a plan of another transaction, or
+    /// (when it carries an action result) of another action. The capability is not compared.
     #[error("validation failed: planned transaction_result must include a matching plan")]
     PlannedTransactionWithoutPlan,
     /// The envelope speaks another protocol version than [`AIP_VERSION`].

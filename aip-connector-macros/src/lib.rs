@@ -33,6 +33,10 @@ pub fn capability(args: TokenStream, item: TokenStream) -> TokenStream {
 
 /// Assembles a connector from the `#[capability]` methods of an `impl` block: its manifest, its
 /// implementation-support map and dispatch by capability id.
+///
+/// `id` is required. Left out, `profiles` is `["aip.native.http.v1"]`, a capability's id is
+/// `cap:<id>:<fn name>` and the agent id is `agent:<id>`. See `docs/attribute-reference.md`
+/// (`#[connector]`) of the aip-connector repository for every key and default.
 #[proc_macro_attribute]
 pub fn connector(args: TokenStream, item: TokenStream) -> TokenStream {
     connector::expand(args.into(), item.into()).into()

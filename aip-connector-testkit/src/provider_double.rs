@@ -368,7 +368,8 @@ pub struct RecordedRequest {
     pub path: String,
     /// The raw query string, if any.
     pub query: Option<String>,
-    /// Every header, lower-case names, values decoded lossily as UTF-8, in arrival order.
+    /// Every header, lower-case names, values decoded lossily as UTF-8, in arrival order of
+    /// each name, the values of a repeated header grouped together (`HeaderMap` order).
     pub headers: Vec<(String, String)>,
     /// The body bytes.
     pub body: Vec<u8>,
@@ -689,7 +690,11 @@ impl Fault {
         self
     }
 
-    /// Misbehaves without committing the effect (for faults that commit by default).
+    /// Misbehaves without committing the effect (for faults that commit by default). Honoured
+    /// by [`drop_connection`](Self::drop_connection), [`invalid_body`](Self::invalid_body),
+    /// [`respond`](Self::respond) and [`status`](Self::status); ignored by
+    /// [`delay`](Self::delay), [`delay_before_effect`](Self::delay_before_effect) and
+    /// [`truncated_body`](Self::truncated_body), which always commit.
     pub fn without_effect(mut self) -> Self {
         self.effect = false;
         self

@@ -58,7 +58,9 @@ use aip_connector::{Connector, ConnectorDefinition};
 /// another.
 pub const TEST_TENANT: &str = "tenant-test";
 
-/// The issuer of the [`TestHost`]'s callers and of its credential.
+/// The issuer of the [`TestHost`]'s callers, and of its credential unless
+/// [`TestHostBuilder::credential_issuer`] or a hosted capability's accepted issuers name
+/// another.
 pub const TEST_ISSUER: &str = "aip-connector-testkit";
 
 /// The secret of the credential [`TestHostBuilder::credential`] hands out. It is a canary:

@@ -13,7 +13,8 @@ pub const SOURCE_COMPONENT: &str = "aip-connector";
 pub const IDEMPOTENCY_REQUIRED: &str = "idempotency.required";
 /// The action asks for a completion mode the capability does not support (upstream code).
 pub const EXECUTION_MODE_UNSUPPORTED: &str = "execution.mode_unsupported";
-/// A handler asked for a credential and none was resolved (upstream code).
+/// A handler asked for a credential and none was resolved, or (at stage 4, before any handler)
+/// the contract requires a credential and the deployment resolved none (upstream code).
 pub const CREDENTIAL_MISSING: &str = "credential.required";
 /// A handler asked for the verified tenant and none was resolved.
 pub const TENANT_MISSING: &str = "identity.tenant_missing";
@@ -23,7 +24,8 @@ pub const TENANT_MISSING: &str = "identity.tenant_missing";
 pub const IDENTITY_INVALID: &str = "identity.invalid";
 /// A handler asked for verified approvals and the action was not approved.
 pub const APPROVAL_MISSING: &str = "approval.required";
-/// A handler asked for a checkpoint outside a transactional action.
+/// A handler asked for a checkpoint outside a transactional action, or for the `Compensation`
+/// target outside a `compensate`; also a compensation-only capability named directly.
 pub const TRANSACTION_CONTEXT_MISSING: &str = "transaction.context_missing";
 /// A checkpoint named an empty provider or operation id.
 pub const TRANSACTION_CHECKPOINT_INVALID: &str = "transaction.checkpoint_invalid";
@@ -55,7 +57,8 @@ pub const ACTION_IDEMPOTENCY_KEY_TOO_LONG: &str = "action.idempotency_key_too_lo
 pub const ACTION_ID_TOO_LONG: &str = "action.id_too_long";
 /// The action's context blocks (every field but `input`, `identity`, its ids, key, mode and
 /// timeout) exceed `HostLimits::max_context_bytes` of compact JSON together (permanent, not
-/// retryable); `details {field, max_context_bytes}` names the block that crossed the limit.
+/// retryable); `details {field, max_context_bytes}` names the block that crossed the limit. Also
+/// a context block nesting deeper than 64 levels; `details {field, max_context_depth}`.
 pub const ACTION_CONTEXT_TOO_LARGE: &str = "action.context_too_large";
 /// A completed result's output violates the output schema (permanent, not retryable).
 pub const ACTION_OUTPUT_SCHEMA_INVALID: &str = "action.output_schema_invalid";
@@ -135,9 +138,11 @@ pub const POLICY_APPROVAL_NOT_FOUND: &str = "policy.approval_not_found";
 pub const SLA_TIMEOUT_EXCEEDED: &str = "sla.timeout_exceeded";
 /// The store failed (temporary, retryable).
 pub const STORAGE_UNAVAILABLE: &str = "storage.unavailable";
-/// The host has no handler for an admitted capability, or the handler failed outside the contract.
+/// Reserved: not raised by this version (upstream: the host has no handler for an admitted
+/// capability, or the handler failed outside the contract).
 pub const RUNTIME_HANDLER_FAILED: &str = "runtime.handler_failed";
-/// A connector's manifest was refused at host build time.
+/// Reserved: not raised by this version (a refused manifest is `HostBuildError::Admission` at
+/// host build time).
 pub const MANIFEST_ADMISSION_FAILED: &str = "manifest.admission_failed";
 /// The host is at its concurrency limit (temporary, retryable).
 pub const HOST_OVERLOADED: &str = "host.overloaded";
@@ -245,7 +250,10 @@ pub const PROVIDER_UNAVAILABLE: &str = "provider.unavailable";
 pub const PROVIDER_TIMEOUT: &str = "provider.timeout";
 /// The action was cancelled before or during the provider call.
 pub const PROVIDER_CANCELLED: &str = "provider.cancelled";
-/// A mutating request was sent and no complete response arrived: it may have taken effect.
+/// A mutating request was sent and no complete response arrived: it may have taken effect. Also
+/// a complete 5xx other than 503 to a mutating request under
+/// `ProviderClientBuilder::server_errors_uncertain(true)`. A mutating request cancelled after it
+/// was sent is `provider.cancelled` with `uncertain_outcome: true` instead.
 pub const PROVIDER_OUTCOME_UNKNOWN: &str = "provider.outcome_unknown";
 /// The provider answered 429.
 pub const PROVIDER_RATE_LIMITED: &str = "provider.rate_limited";

@@ -97,6 +97,9 @@ fn missing(what: &str, code: &str, category: ErrorCategory) -> ConnectorFailure 
 /// retried call does not repeat the effect: that sends [`for_provider`](Self::for_provider), a
 /// digest of the key as the host deduplicates it, so two tenants (or principals, per the
 /// contract's key scope) that both send `invoice-42` reach the provider as two operations.
+///
+/// An action without a key fails the handler with `idempotency.required` (permanent); a key the
+/// context cannot scope, with `idempotency.scope_missing` (policy).
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct IdempotencyKey {
     key: String,
@@ -118,7 +121,9 @@ impl IdempotencyKey {
     /// The key as the host deduplicates it, `<Scope>:<partition>:<key>` for the contract's key
     /// scope (`Tenant:acme:invoice-42` under `key_scope = tenant`). It is unique wherever the
     /// host's idempotency records are. Outside a host (a
-    /// [`StaticInvocation`](crate::StaticInvocation)) it is the caller's key.
+    /// [`StaticInvocation`](crate::StaticInvocation)) it is the caller's key, unless
+    /// [`StaticInvocation::with_idempotency_scope`](crate::StaticInvocation::with_idempotency_scope)
+    /// names the scope.
     pub fn scoped(&self) -> &str {
         self.scoped.as_deref().unwrap_or(&self.key)
     }
@@ -225,7 +230,10 @@ pub(crate) fn instant_after(now: Instant, after: std::time::Duration) -> Instant
     now.checked_add(after).unwrap_or_else(|| now + FAR_FUTURE)
 }
 
-/// When the handler must be done: min(action timeout, SLA timeout, host default).
+/// When the handler must be done: the smaller of the action's `timeout_ms` (clamped to
+/// [`HostLimits::max_action_timeout_ms`](crate::host::HostLimits::max_action_timeout_ms)) and
+/// the SLA timeout, or whichever of them is set; the host's
+/// [`default_timeout_ms`](crate::host::HostLimits::default_timeout_ms) only when neither is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Deadline(Instant);
 
@@ -250,6 +258,8 @@ impl Extractor for Deadline {
 
 /// Emits stream chunks of type `T`. `send` waits while the host's buffer is full
 /// (back-pressure); it fails once the stream is closed (cancelled or finished).
+///
+/// A call not invoked in streaming mode fails the handler with `execution.mode_unsupported`.
 pub struct StreamSink<T> {
     sink: Arc<dyn ChunkSink>,
     /// How an item becomes a chunk's data, fixed where the sink is extracted (which requires
@@ -325,6 +335,9 @@ impl<T: StreamItem> Extractor for StreamSink<T> {
 
 /// Records the provider operation of a transactional call, durably, before the handler awaits
 /// the provider; a later attempt (or reconciliation) sees what was recorded.
+///
+/// An action without an admitted transaction fails the handler with
+/// `transaction.context_missing`.
 #[derive(Clone)]
 pub struct Checkpoint(Arc<dyn CheckpointRecorder>);
 
@@ -340,6 +353,13 @@ impl Checkpoint {
     /// Records the provider operation (and an opaque cursor). A different operation than one
     /// already recorded is refused; recording the same one again without a cursor keeps the
     /// cursor recorded before.
+    ///
+    /// # Errors
+    ///
+    /// - `transaction.checkpoint_invalid`: an empty provider or operation id.
+    /// - `transaction.checkpoint_conflict`: a different operation is already recorded.
+    /// - `storage.unavailable` (temporary, retryable): the store failed.
+    /// - `transaction.not_found`: the transaction record is gone or changed state.
     pub async fn record(
         &self,
         operation: ProviderOperationRef,
@@ -357,7 +377,8 @@ impl Checkpoint {
         self.0.record(operation, cursor).await
     }
 
-    /// What an earlier attempt of this transaction recorded.
+    /// What an earlier attempt of this transaction recorded, or what this handler recorded
+    /// since.
     pub fn recorded(&self) -> Option<(ProviderOperationRef, Option<String>)> {
         self.0.recorded()
     }
@@ -378,6 +399,8 @@ impl Extractor for Checkpoint {
 
 /// The credential the deployment resolved for this call. Its secret is redacted in `Debug` and
 /// the type is not serializable.
+///
+/// A call without a resolved credential fails the handler with `credential.required` (auth).
 #[derive(Clone, Debug)]
 pub struct Credential(CredentialHandle);
 
@@ -418,6 +441,8 @@ impl Extractor for Credential {
 }
 
 /// The verified tenant of the call.
+///
+/// A call without a verified tenant fails the handler with `identity.tenant_missing` (auth).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tenant(VerifiedTenant);
 
@@ -475,6 +500,8 @@ impl Extractor for Caller {
 }
 
 /// The verified approvals that released this action.
+///
+/// An action that was not approved fails the handler with `approval.required` (policy).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Approval(VerifiedApprovals);
 

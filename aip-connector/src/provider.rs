@@ -45,11 +45,16 @@
 //! | other 4xx | `provider.rejected` | permanent | no | no |
 //! | 2xx whose body is not the expected JSON, or too large; a 1xx/3xx status | `provider.invalid_response` | connector | no | when mutating |
 //!
+//! "Before sending" ends when the client starts connecting: a deadline or cancellation that
+//! fires while it is still connecting (DNS, connect, TLS) counts as sent, so a mutating call
+//! then fails with `provider.outcome_unknown` (deadline) or an uncertain `provider.cancelled`.
+//!
 //! Failures carry the remote status in `remote_status`, the provider's request id (from
 //! `x-request-id` by default) in `provider_request_id`, and `{method, path, mutating, phase,
-//! cause, ...}` in `redacted_details`. They never carry request or response bodies, header
-//! values, query strings or credentials: messages name the method and the URL path only, and
-//! decode failures report the error class and position, not serde's text (which quotes values).
+//! cause, ...}` in `redacted_details` (no `cause` for `provider.request_invalid`, whose phase is
+//! `build`). They never carry request or response bodies, header values, query strings or
+//! credentials: messages name the method and the URL path only, and decode failures report the
+//! error class and position, not serde's text (which quotes values).
 //!
 //! A request counts as mutating unless its method is `GET`, `HEAD`, `OPTIONS` or `TRACE`;
 //! [`ProviderRequest::mutating`] overrides that per call (a `POST` search endpoint is not
@@ -726,7 +731,10 @@ impl ProviderRequest {
         self.send().await?.json()
     }
 
-    /// Sends the request and ignores a 2xx body (for `204 No Content` and the like).
+    /// Sends the request and ignores a 2xx body (for `204 No Content` and the like). The body is
+    /// still read in full, up to
+    /// [`max_response_bytes`](ProviderClientBuilder::max_response_bytes); a larger one fails
+    /// with `provider.invalid_response`.
     pub async fn send_empty(self) -> Result<(), ConnectorFailure> {
         self.send().await.map(drop)
     }

@@ -205,10 +205,24 @@ async fn no_input_value_or_secret_reaches_errors_records_or_logs() {
     assert!(!format!("{handle:?}").contains(CANARY));
     assert!(!format!("{:?} {:?}", ok, invalid).contains(CANARY));
 
+    // The transport's trace id joins the host's log lines to the request's trace.
+    let mut traced = caller();
+    traced.trace_id = Some("trace-7f3a".into());
+    host.invoke(
+        Action::new("cap:clinic:open_chart", json!({ "name": PII, "age": 40 }))
+            .with_idempotency_key("k-3"),
+        &traced,
+    )
+    .await;
+
     let log_text = logs.text();
     assert!(
         log_text.contains("aip.invoke"),
         "the pipeline logs its spans: {log_text}"
+    );
+    assert!(
+        log_text.contains("trace_id=trace-7f3a"),
+        "the span carries the trace id: {log_text}"
     );
     assert!(
         !log_text.contains(PII)

@@ -20,7 +20,8 @@ pub const MANIFEST_RESOURCE_ID_EMPTY: &str = "manifest.resource.id_empty";
 pub const MANIFEST_RESOURCE_DUPLICATE: &str = "manifest.resource.duplicate";
 /// Check 8: a resource names a capability the manifest does not declare.
 pub const MANIFEST_RESOURCE_CAPABILITY_MISSING: &str = "manifest.resource.capability_missing";
-/// Check 9: a channel carries no non-blank string `id` or `name`.
+/// Check 9: a channel's identity (its `id` when that key is present, else its `name`) is not a
+/// non-blank string.
 pub const MANIFEST_CHANNEL_IDENTIFIER_MISSING: &str = "manifest.channel.identifier_missing";
 /// Check 10: a channel identity (id and name share one namespace) is repeated.
 pub const MANIFEST_CHANNEL_DUPLICATE: &str = "manifest.channel.duplicate";

@@ -368,8 +368,9 @@ impl ConnectorFailure {
 
     /// Says the operation failed *after* committing side effects that must be compensated
     /// (a partial failure): sets `side_effects_committed` and `compensation_required` in the
-    /// redacted details, keeping any other detail. A host admits a `compensate` of such a
-    /// failure when it is not retryable.
+    /// redacted details, keeping any other detail (a detail that is not an object is moved
+    /// under `detail`). A host admits a `compensate` of such a failure when it is not
+    /// retryable.
     pub fn with_committed_side_effects(mut self) -> Self {
         let mut details = match self.0.redacted_details.take() {
             Some(Value::Object(map)) => map,

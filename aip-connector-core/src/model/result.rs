@@ -117,9 +117,10 @@ pub const ORIGINAL_OUTPUT: &str = "original_output";
 impl ActionResult {
     /// Marks this result as a replay of a stored one (what a host does before answering a
     /// duplicate with it): an object output gets `idempotent_replay: true`, any other output
-    /// (and an object with an `idempotent_replay` key of its own) is kept under
+    /// (and an object whose own `idempotent_replay` is not `true`) is kept under
     /// [`ORIGINAL_OUTPUT`] beside the marker, and no output becomes
-    /// `{"idempotent_replay": true}`. Marking a marked result changes nothing.
+    /// `{"idempotent_replay": true}`. An object already carrying `idempotent_replay: true` is
+    /// left as it is, so marking a marked result changes nothing.
     pub fn mark_idempotent_replay(&mut self) {
         let marker = || (IDEMPOTENT_REPLAY.to_owned(), Value::Bool(true));
         self.output = Some(match self.output.take() {

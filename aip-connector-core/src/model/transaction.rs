@@ -347,7 +347,8 @@ pub struct TransactionReceipt {
     /// The previous receipt's hash; `None` for the first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_hash: Option<String>,
-    /// Lowercase hex SHA-256 over the fields above (serialized in this order, as JSON).
+    /// Lowercase hex SHA-256 of the receipt serialized as JSON, fields in this order, with
+    /// `hash` set to `""` (and `previous_hash` omitted when `None`).
     pub hash: String,
 }
 

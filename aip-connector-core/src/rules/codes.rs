@@ -136,8 +136,9 @@ pub const IMPLEMENTATION_RECONCILIATION_UNDECLARED: &str =
 pub const IMPLEMENTATION_CREDENTIALS_UNDECLARED: &str = "implementation.credentials_undeclared";
 /// The handler takes a verified approval but the contract does not require approval.
 pub const IMPLEMENTATION_APPROVAL_UNDECLARED: &str = "implementation.approval_undeclared";
-/// The compensating capability's handler does not take `Compensation` (connector level; only the
-/// macro sees handlers).
+/// The compensating capability's handler does not take `Compensation` (connector level; raised
+/// by the `#[connector]` macro and by `Host::build`, which see handlers, not by manifest
+/// admission).
 pub const IMPLEMENTATION_COMPENSATION_TARGET_UNSUPPORTED: &str =
     "implementation.compensation_target_unsupported";
 

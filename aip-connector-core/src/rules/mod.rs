@@ -12,8 +12,9 @@
 //! - [`implementation_claims`] and [`implementation_contradictions`]: the contract against the
 //!   implementation behind it, in both directions;
 //! - [`compensation_targets`], [`compensating_handlers`] and [`waivers_from_manifest`]:
-//!   connector-level rules (the macro alone runs [`compensating_handlers`], since admission sees
-//!   no handler).
+//!   connector-level rules ([`compensating_handlers`] runs in the `#[connector]` macro at
+//!   compile time and in `Host::build` for every connector, from its handlers' facts; manifest
+//!   admission cannot run it, since it sees no handler).
 //!
 //! [`check_capability`] runs every capability-level group in that order. Every code is a
 //! constant in [`codes`] and has an entry in [`RULES`]. Upstream codes keep upstream's messages;

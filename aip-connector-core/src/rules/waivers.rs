@@ -52,9 +52,10 @@ pub fn compensation_targets(manifest: &Manifest, waivers: &[Waiver], out: &mut V
 /// (ids, output, provider operation) only through the `Compensation` extractor, so a handler
 /// without it cannot tell which effect to undo.
 ///
-/// Admission sees support records, not handlers, so only the macro runs this rule:
-/// `takes_compensation` says whether a capability's handler takes `Compensation` (`None` when
-/// its handler is unknown, which skips it). A target that is not in the manifest, or that is the
+/// Manifest admission sees support records, not handlers, so it cannot run this rule; the
+/// `#[connector]` macro runs it at compile time, and `Host::build` for every connector, from its
+/// handlers' facts. `takes_compensation` says whether a capability's handler takes
+/// `Compensation` (`None` when its handler is unknown, which skips it). A target that is not in the manifest, or that is the
 /// capability itself, is left to [`compensation_targets`] and the consistency rules.
 pub fn compensating_handlers(
     manifest: &Manifest,

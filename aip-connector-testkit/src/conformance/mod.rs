@@ -82,7 +82,8 @@ pub enum Scenario {
     TransactionLifecycle,
     /// Receipts, correlation, redaction, no raw secret anywhere.
     AuditRedaction,
-    /// Webhook signatures, clock skew and replays.
+    /// Webhook signatures, clock skew and replays. Not supported by this SDK version: a
+    /// manifest declaring `aip.http.webhook.v1` always fails this check.
     WebhookSecurity,
     /// State survives a restart without duplicate effects.
     RestartReconnect,
@@ -350,7 +351,8 @@ impl ConformanceReport {
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
 
-    /// Writes the report as `<dir>/<connector id>.json`, creating `dir`; returns the path.
+    /// Writes the report as `<dir>/<connector id>.json`, creating `dir`; returns the path. In
+    /// the file name, characters other than ASCII letters, digits, `-` and `_` become `_`.
     pub fn write_to(&self, dir: &Path) -> std::io::Result<PathBuf> {
         std::fs::create_dir_all(dir)?;
         let file: String = self
@@ -564,6 +566,10 @@ impl fmt::Debug for ConformanceSuite {
 
 impl ConformanceSuite {
     /// A suite over the connectors `factory` builds.
+    ///
+    /// The factory is also called once with an environment that has no provider behind it
+    /// (`provider_url` `http://127.0.0.1:9`), to read the connector's definition: it must not
+    /// contact the provider while building.
     pub fn new<C, F>(factory: F) -> Self
     where
         C: Connector,
@@ -624,7 +630,8 @@ impl ConformanceSuite {
     ///
     /// # Panics
     ///
-    /// When no Tokio runtime can be started.
+    /// When no Tokio runtime can be started, when a scenario's host cannot be built (host
+    /// admission refused the connector), or when its SQLite store cannot be opened.
     pub fn run(&self) -> ConformanceReport {
         // The scenarios drive the whole host pipeline; in debug builds their futures are large
         // enough to overflow a test thread's default 2 MiB stack, so the run gets a thread (and

@@ -19,7 +19,7 @@ pub struct TrustedContext {
     pub tenant: Option<VerifiedTenant>,
     /// The operator acting for the principal, if the transport says so (separation of duties).
     pub operator: Option<PrincipalId>,
-    /// Trace id to correlate logs.
+    /// Trace id from the transport; recorded on the host's `aip.invoke` span.
     pub trace_id: Option<String>,
 }
 

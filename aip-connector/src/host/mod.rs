@@ -183,7 +183,10 @@ pub struct Retention {
     /// ([`TransactionRecord::is_finished`](crate::store::TransactionRecord::is_finished)) is
     /// deleted once it was last updated this long ago; `None` keeps it. Recoverable records and
     /// `requires_human` ones are always kept. A deleted committed transaction can no longer be
-    /// compensated through the host, so this is also the compensation window.
+    /// compensated through the host, so this is also the compensation window. After deletion
+    /// the transaction id is unknown: an `execute` re-sent under it runs again instead of
+    /// replaying (unless its idempotency key still replays the result), so keep transactions as
+    /// long as callers may retry.
     pub transactions: Option<std::time::Duration>,
 }
 
@@ -1034,7 +1037,9 @@ impl Host {
     /// Cancels an action whoever runs it, as an operator would: an executing one at once
     /// (every execution of it, should the same action id run twice at once), one that has not
     /// started yet when it starts (see [`CancelOutcome::Pending`]). A cancel after the terminal
-    /// result changes nothing. Servers use [`cancel_as`](Self::cancel_as) instead.
+    /// result leaves that result alone, but is remembered for 60 s (`Pending`) and cancels a
+    /// re-run of the same action id that does not replay a stored result. Servers use
+    /// [`cancel_as`](Self::cancel_as) instead.
     pub fn cancel(&self, action_id: &ActionId) -> CancelOutcome {
         self.cancel_owned_by(action_id, None)
     }
@@ -1196,7 +1201,11 @@ impl Host {
         .await
     }
 
-    /// The approval record, with expiry applied.
+    /// The approval record, with expiry applied: a pending record past its TTL is stored as
+    /// expired before it is returned.
+    ///
+    /// Operator access: it returns any tenant's record, its input included. For a caller, use
+    /// [`approval_view`](Self::approval_view).
     pub async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, ProtocolError> {
         approval::expire_if_due(self.inner.store.as_ref(), id, self.inner.clock.now_ms()).await
     }
@@ -1218,6 +1227,13 @@ impl Host {
 
     /// Runs an approved action, exactly once, under its original idempotency key. Denied,
     /// expired and revoked approvals give the matching `policy.*` failure.
+    ///
+    /// Only the requester, in the approval's tenant, may resume it (`auth.not_authorized`
+    /// otherwise). A pending approval gives `policy.approval_not_granted`; an approved action
+    /// whose input was redacted, `policy.approval_resubmission_required` (re-submit the action
+    /// instead); one that already ran, `policy.approval_already_resumed`; an unknown id,
+    /// `policy.approval_not_found` under a fresh action id. A retryable result gives the claim
+    /// back, so a later resume runs the action again.
     pub async fn resume_approved(&self, id: &ApprovalId, caller: &TrustedContext) -> ActionResult {
         pipeline::resume(&self.inner, id, caller).await
     }

@@ -64,6 +64,11 @@ pub(crate) async fn run(
         "aip.invoke",
         action_id = %Clipped::new(action.id.as_str(), max_id_bytes),
         capability_id = %Clipped::new(action.capability_id.as_str(), max_id_bytes),
+        // The transport's trace id, so the host's log lines join the request's trace.
+        trace_id = caller
+            .trace_id
+            .as_deref()
+            .map(|id| tracing::field::display(Clipped::new(id, max_id_bytes))),
     );
     async move {
         // The pipeline's state lives on the heap: the futures of `Host::invoke` and of whoever

@@ -1353,12 +1353,17 @@ impl super::Host {
     /// The request is checked as upstream's core validator does (the action has a transaction
     /// block whose id, when present, is the request's), and `requested_by` must be the
     /// authenticated caller (`auth.not_authorized` otherwise; a payload never names its own
-    /// identity). Those refusals are the `Err` case: nothing ran. Otherwise the request's
-    /// transaction id is copied into the action when absent, the action runs through the
-    /// ordinary pipeline of [`invoke`](Self::invoke) — every check, the approval gate,
-    /// idempotency and transaction admission included — and the answer is the durable view of
-    /// the transaction with this action's result and the receipt chain. Its status projects
-    /// `requires_human` (approval pending) and `cancelled` from the action result.
+    /// identity); on those refusals nothing ran. Otherwise the request's transaction id is
+    /// copied into the action when absent, the action runs through the ordinary pipeline of
+    /// [`invoke`](Self::invoke) — every check, the approval gate, idempotency and transaction
+    /// admission included — and the answer is the durable view of the transaction with this
+    /// action's result and the receipt chain. Its status projects `requires_human` (approval
+    /// pending) and `cancelled` from the action result.
+    ///
+    /// # Errors
+    ///
+    /// The refusals above, before anything ran; and `storage.unavailable` after the action
+    /// ran, when its transaction could not be read back.
     pub async fn transact(
         &self,
         request: TransactionRequest,

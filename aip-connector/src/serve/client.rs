@@ -8,8 +8,9 @@
 //! The client trusts nothing about the answer beyond what it checks: bodies and streamed events
 //! are read up to [`AipClient::max_response_bytes`], calls end after
 //! [`AipClient::call_timeout`] (streams after [`AipClient::stream_timeout`], if set), redirects
-//! are not followed (the default HTTP client), an answer must carry the action id it was asked
-//! for, and streamed chunks must come in increasing sequence.
+//! are not followed (the default HTTP client), the answer of an invoke, a streamed invoke or a
+//! cancel must carry the action id it was asked for (a transaction request's is not compared),
+//! and streamed chunks must come in increasing sequence.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -194,7 +195,9 @@ impl AipClient {
 
     /// How long a stream may take from its request to its terminal chunk (default `None`: the
     /// server's action deadline ends it). Over it, [`ChunkReceiver::next`] is
-    /// [`ClientError::TimedOut`] and the connection is closed, which abandons the action.
+    /// [`ClientError::TimedOut`]; the connection stays open until the receiver is dropped
+    /// (which makes the server abandon the action), and a later `next` may still return chunks
+    /// already received.
     pub fn stream_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.stream_timeout = timeout;
         self
@@ -281,7 +284,8 @@ impl AipClient {
 
     /// Runs `action` streaming: the chunks as the server sends them, through the terminal one.
     /// Dropping the stream before the terminal chunk closes the connection, and the server
-    /// abandons the action (its key is released for a retry).
+    /// abandons the action (its key is released for a retry when the contract's `retry_safety`
+    /// allows one).
     pub async fn invoke_stream(&self, action: Action) -> Result<ChunkReceiver, ClientError> {
         let id = action.id.clone();
         let deadline = self

@@ -1,12 +1,14 @@
-//! The MCP projection of a [`Host`]: every admitted callable capability becomes one MCP tool,
-//! and every `tools/call` runs through [`Host::invoke`], the same governed pipeline as any other
-//! caller (schemas, contract checks, idempotency, approvals, deadline, output schema).
+//! The MCP projection of a [`Host`]: every admitted capability a `tools/call` can run becomes
+//! one MCP tool (see [`McpProjection::new`] for those left out), and every `tools/call` runs
+//! through [`Host::invoke`], the same governed pipeline as any other caller (schemas, contract
+//! checks, idempotency, approvals, deadline, output schema).
 //!
 //! [`McpProjection`] implements [`rmcp::ServerHandler`] by hand and is served either
 //!
 //! - over streamable HTTP with [`McpProjection::router`]: rmcp's `StreamableHttpService` at
 //!   [`MCP_PATH`], behind a middleware that asks an [`Authenticator`] who the caller is and
-//!   answers `401` when nobody is; or
+//!   answers a refusal as the authenticator describes it (`401` with its challenge, or `503`
+//!   for a temporary refusal); or
 //! - over stdio (or any byte pipe) with [`McpProjection::serve_stdio`] /
 //!   [`McpProjection::serve_io`], for one fixed local caller given at startup.
 //!
@@ -94,7 +96,9 @@ pub mod meta {
     /// `policy_hash`).
     pub const APPROVAL: &str = "aip/approval";
     /// Result: `true` when the host replayed the stored result of an earlier call with the same
-    /// idempotency key (the handler did not run again).
+    /// idempotency key (the handler did not run again). On a completed replay of a tool whose
+    /// output schema declares `idempotent_replay`, the marker stays in the output instead,
+    /// unless the host wrapped the output under `original_output` (`docs/mcp.md`).
     pub const IDEMPOTENT_REPLAY: &str = "aip/idempotent_replay";
     /// Tool: the capability id the tool runs.
     pub const CAPABILITY_ID: &str = "aip/capability_id";
@@ -293,7 +297,8 @@ impl McpProjection {
 
     /// The same projection served over HTTP with at most `max_sessions` MCP sessions open at
     /// once (default [`DEFAULT_MAX_SESSIONS`]). A session lasts until its client deletes it or
-    /// it has been idle for the keep-alive of the rmcp configuration (5 minutes by default);
+    /// it has been idle for rmcp's session keep-alive, 5 minutes, fixed (the
+    /// `LocalSessionManager` default; [`StreamableHttpServerConfig`] does not set it);
     /// while the limit is reached, a request that would open another is answered
     /// `503 transport.overloaded` with `Retry-After`, and requests of open sessions still pass.
     /// Stateless mode opens no sessions, so the limit does not apply to it. At least 1.
@@ -369,8 +374,10 @@ impl McpProjection {
     /// its host names).
     ///
     /// Every request to [`MCP_PATH`] (POST, GET and DELETE) is first authenticated by
-    /// `authenticator`; a refusal is answered `401` with the error as an `aip.core.v1.error`
-    /// envelope and `WWW-Authenticate: Bearer`, and reaches no MCP code. An accepted request
+    /// `authenticator`; a refusal is answered `401` with the authenticator's
+    /// [`challenge`](Authenticator::challenge) in `WWW-Authenticate`, or `503` for a temporary
+    /// refusal (with `Retry-After` when the error sets `retry_after_ms`), the error as an
+    /// `aip.core.v1.error` envelope, and reaches no MCP code. An accepted request
     /// carries its [`TrustedContext`] in its extensions, and each `tools/call` runs as that
     /// caller. A projection made by [`with_local_caller`](Self::with_local_caller) serves HTTP
     /// with per-request callers all the same.

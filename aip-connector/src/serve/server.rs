@@ -14,7 +14,8 @@
 //! contract says a retry is safe), and when [`ServerConfig::max_in_flight`] requests run, the
 //! next one gets a retryable `503` at once rather than a queue. An action runs on its own task: a client that
 //! disconnects does not abort it halfway, so its result is stored and a retry with the same
-//! idempotency key replays it.
+//! idempotency key replays it. A streamed action is the exception: when its client disconnects
+//! before the terminal chunk, it is abandoned (`Host::abandon_as`).
 
 // A refusal is built once per request and answered at once; boxing it would buy nothing.
 #![allow(clippy::result_large_err)]
@@ -259,6 +260,11 @@ impl AipServer {
 
     /// Like [`serve`](Self::serve), with `extra` routes merged into the AIP ones on the same
     /// listener (the MCP projection's `/mcp`, an application's own), under the same drain.
+    ///
+    /// # Panics
+    ///
+    /// If `extra` routes a method and path the AIP routes already serve (axum's
+    /// `Router::merge`).
     pub async fn serve_with_routes(
         self,
         listener: TcpListener,

@@ -19,10 +19,11 @@ use super::{
 
 /// A store that lives in this process's memory and is lost with it.
 ///
-/// Idempotency keys whose records or reservations have expired are dropped when their table
-/// would otherwise grow, so a store whose contracts set an idempotency TTL stays bounded by its
-/// live keys; [`IdempotencyStore::purge_expired`] drops expired records (and retry-attempt
-/// counts) at once. Records without a TTL are kept for the life of the store.
+/// Expired idempotency records, and reservations expired for over 10 minutes, are dropped when
+/// their table would otherwise grow, so a store whose contracts set an idempotency TTL stays
+/// bounded by its live keys; [`IdempotencyStore::purge_expired`] drops expired records (and
+/// retry-attempt counts) at once. Records without a TTL are kept for the life of the store;
+/// retry-attempt counts, approvals and transactions stay until purged.
 ///
 /// Clones share the same state. Each record family sits behind its own [`Mutex`], held only for
 /// the duration of one synchronous map operation (never across an `.await`), so every trait

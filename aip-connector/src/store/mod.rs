@@ -2,9 +2,10 @@
 //!
 //! One trait per record family, every transition an atomic compare-and-set, so several hosts
 //! (or several tasks of one host) can share a store without a lost update. Backends:
-//! [`MemoryStore`] (tests, demos), `SqliteStore` (the embedded, durable default; feature
-//! `sqlite`) and `PostgresStore` (several host replicas sharing state; feature `postgres`). All of
-//! them pass the same conformance suite (`tests/tests/store_conformance.rs` in the workspace).
+//! [`MemoryStore`] (tests, demos; the host's default), `SqliteStore` (the embedded, durable
+//! store; feature `sqlite`, on by default) and `PostgresStore` (several host replicas sharing
+//! state; feature `postgres`). All of them pass the same conformance suite
+//! (`tests/tests/store_conformance.rs` in the workspace).
 //!
 //! Times are milliseconds since the Unix epoch, taken from the host's [`Clock`], so expiry is
 //! testable without sleeping.
@@ -122,7 +123,8 @@ pub struct IdempotencyRecord {
     pub tenant_id: Option<String>,
     /// SHA-256 hex of the canonical `{capability_id, input, transaction without id}`.
     pub input_hash: String,
-    /// The stored result (its input is never stored; outputs follow the redaction policy).
+    /// The stored result, its output as the handler returned it (never redacted). The action's
+    /// input is never stored.
     pub result: ActionResult,
     /// When the key was claimed.
     pub created_at_ms: Millis,
@@ -135,7 +137,8 @@ pub struct IdempotencyRecord {
 pub struct Reservation {
     /// Scoped key.
     pub key: String,
-    /// Fencing token (UUIDv7): settlement and release succeed only with the live token.
+    /// Fencing token, an opaque string unique per reservation (a UUIDv7 in simple form and 16
+    /// hex digits of a counter): settlement and release succeed only with this token.
     pub reservation_id: String,
     /// The owning action.
     pub action_id: ActionId,
@@ -199,8 +202,9 @@ pub trait IdempotencyStore: Send + Sync {
         now: Millis,
     ) -> Result<ReserveOutcome, StoreError>;
 
-    /// Replaces the live reservation with `record`, stored under `reservation.key`. `Fenced` if
-    /// the token is not the live one.
+    /// Replaces the reservation with `record`, stored under `reservation.key`. `Fenced` if the
+    /// key no longer holds this token. Only the token is checked, not the expiry: it succeeds
+    /// past `expires_at_ms` until another claim takes the key over.
     ///
     /// The record is handed over, not lent: a store that keeps records as they are (the
     /// in-memory one) keeps this one without copying it.
@@ -210,10 +214,12 @@ pub trait IdempotencyStore: Send + Sync {
         record: IdempotencyRecord,
     ) -> Result<(), StoreError>;
 
-    /// Drops the reservation if its token is the live one (no-op otherwise).
+    /// Drops the reservation if the key still holds its token, expired or not (no-op
+    /// otherwise).
     async fn release(&self, reservation: &Reservation) -> Result<(), StoreError>;
 
-    /// Extends the live reservation; false if the token is not the live one.
+    /// Extends the reservation; false if the key no longer holds its token. Only the token is
+    /// checked: an expired reservation not yet taken over is extended too.
     async fn renew(
         &self,
         reservation: &Reservation,
@@ -280,7 +286,9 @@ pub struct ApprovalRecord {
     pub action: Action,
     /// Whether `action.input` was kept.
     pub input_retained: bool,
-    /// SHA-256 of the action input (canonical JSON), to match a re-submission.
+    /// The action's fingerprint, as [`IdempotencyRecord::input_hash`]: SHA-256 hex of the
+    /// canonical `{capability_id, input, transaction without its id}`. A re-submission must
+    /// match it.
     pub input_hash: String,
     /// The capability.
     pub capability_id: CapabilityId,
@@ -404,7 +412,8 @@ pub trait ApprovalStore: Send + Sync {
     async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError>;
 
     /// Replaces the record if its stored version is `expected_version`; the stored version
-    /// becomes `expected_version + 1`. False when someone else updated it first.
+    /// becomes `expected_version + 1`. False when someone else updated it first. It never
+    /// clears `resumed` or `resumed_at_ms`: only [`release_resume`](Self::release_resume) does.
     async fn update_approval(
         &self,
         record: &ApprovalRecord,
@@ -412,7 +421,8 @@ pub trait ApprovalStore: Send + Sync {
     ) -> Result<bool, StoreError>;
 
     /// Approved, not yet resumed → resumed at `now` ([`ApprovalRecord::resumed_at_ms`]); true
-    /// for exactly one caller.
+    /// for exactly one caller. The claim bumps the version, so a writer holding the pre-claim
+    /// version loses.
     async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError>;
 
     /// Approved and resumed → not resumed, `resumed_at_ms` cleared (the version is bumped); true

@@ -125,13 +125,15 @@ CREATE INDEX transactions_recoverable ON transactions (recoverable);
 /// The `user_version` this build creates and understands.
 const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-/// A store in one SQLite file (or in memory), the embedded durable default.
+/// A store in one SQLite file (or in memory), the embedded durable store (feature `sqlite`, on
+/// by default; the host itself defaults to `MemoryStore`).
 ///
 /// - Opening creates the file and the schema (`PRAGMA user_version` 6; a file at an older
-///   version is migrated in place), and sets
-///   `journal_mode = WAL`, `synchronous = FULL` (every commit is fsynced, so a settled record
-///   survives a crash of the process and of the machine) and a 5 s busy timeout (several
-///   processes on one file wait for each other instead of failing).
+///   version is migrated in place), and sets `journal_mode = WAL`, `synchronous = FULL` and a
+///   5 s busy timeout (several processes on one file wait for each other instead of failing).
+///   Settlements, approvals and transactions are fsynced, so they survive a crash of the
+///   process and of the machine. A reservation commits under `synchronous = NORMAL`, not
+///   fsynced: a power loss may drop it, which reads as an expired reservation.
 /// - Clones share one connection. Each call runs on tokio's blocking pool, one at a time per
 ///   connection, so it works from any runtime flavour without blocking its workers.
 /// - Several `SqliteStore`s, in this process or others, may open the same file: every

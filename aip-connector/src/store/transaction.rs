@@ -98,7 +98,9 @@ impl TransactionRecord {
     /// Whether the transaction has ended in a status only a new action could follow up on:
     /// dry run completed, committed, compensated, cancelled, rollback not supported, failed or
     /// reconciled. Recoverable records and `requires_human` (which waits for an operator) are
-    /// not finished. Retention deletes only finished records.
+    /// not finished. Retention deletes only finished records. A `failed` record may still be
+    /// reopened by a retry (to `prepared`, or `compensating` for a compensation) until it is
+    /// deleted.
     pub fn is_finished(&self) -> bool {
         use TransactionProtocolStatus as S;
         match self.status {
