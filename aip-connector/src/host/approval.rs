@@ -417,9 +417,10 @@ pub(crate) fn check_decision_size(
 /// authority (for the record's tenant), applies the decision and compare-and-sets the result,
 /// re-reading and re-applying on a lost race (up to 32 attempts, then `storage.unavailable`,
 /// retryable). Returns the stored record. A decision on a pending request whose TTL passed
-/// stores the request as `expired` and fails with `policy.approval_expired`. An unknown id is
-/// `policy.approval_not_found`; store failures are `storage.unavailable`; an authority failure
-/// is returned as its own wire error.
+/// stores the request as `expired` and fails with `policy.approval_expired`. An unknown id, or
+/// an approver whose transport verified another tenant (checked before the authority is asked),
+/// is `policy.approval_not_found`; store failures are `storage.unavailable`; an authority
+/// failure is returned as its own wire error.
 pub(crate) async fn record_decision(
     store: &dyn ApprovalStore,
     authority: &dyn ApprovalAuthority,
@@ -429,6 +430,9 @@ pub(crate) async fn record_decision(
 ) -> Result<ApprovalRecord, ProtocolError> {
     let id = decision.approval_id.clone();
     let mut record = load(store, &id).await?;
+    // Before the authority is asked: an approver of another tenant learns nothing of the
+    // request, not even through the authority's failure, and is never looked up for it.
+    check_transport_tenant(&record, approver)?;
     let memberships = authority
         .memberships(&approver.principal.id, record.tenant_id.as_deref())
         .await
@@ -2975,6 +2979,28 @@ mod tests {
         assert_eq!(
             (error.code.as_str(), error.category),
             ("directory.unavailable", ErrorCategory::Temporary)
+        );
+        // An approver whose transport verified another tenant is told the request does not
+        // exist before the authority is asked: its failure would reveal that it does.
+        let stranger = TrustedContext::new(
+            Principal::new("alice", PrincipalKind::Human),
+            "https://idp.example",
+        )
+        .with_tenant(VerifiedTenant {
+            id: "tenant_other".to_owned(),
+            system: None,
+        });
+        let hidden = record_decision(
+            &store,
+            &Unreachable,
+            NOW,
+            decision(&stored, "alice", Approved),
+            &stranger,
+        )
+        .await;
+        assert_eq!(
+            hidden.expect_err("another tenant").code,
+            codes::POLICY_APPROVAL_NOT_FOUND
         );
     }
 }
