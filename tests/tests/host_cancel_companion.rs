@@ -3,7 +3,6 @@
 //! failure is logged and, on a timeout, reported in the failure's details.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use aip_connector::codes;
 use aip_connector::host::{CancelOutcome, Host, TrustedContext};
@@ -28,6 +27,8 @@ struct Started {
 #[derive(Clone, Default)]
 struct Jobs {
     stopped: Arc<Mutex<Vec<CancelRequest>>>,
+    /// Notified when a handler starts waiting on its provider.
+    waiting: Arc<tokio::sync::Notify>,
 }
 
 #[connector(id = "jobs")]
@@ -42,6 +43,7 @@ impl Jobs {
     )]
     async fn run(&self, job: Job, _key: IdempotencyKey) -> Result<Started, ConnectorFailure> {
         // The provider's job never ends on its own; only the host stops the handler.
+        self.waiting.notify_one();
         std::future::pending::<()>().await;
         Ok(Started { job_id: job.stop })
     }
@@ -64,6 +66,7 @@ impl Jobs {
         job: Job,
         _key: IdempotencyKey,
     ) -> Result<Started, ConnectorFailure> {
+        self.waiting.notify_one();
         std::future::pending::<()>().await;
         Ok(Started { job_id: job.stop })
     }
@@ -95,15 +98,14 @@ fn host(jobs: &Jobs) -> Host {
 }
 
 /// Runs `action` and cancels it by id once its handler waits.
-async fn run_and_cancel(host: &Host, action: Action) -> ActionResult {
+async fn run_and_cancel(jobs: &Jobs, host: &Host, action: Action) -> ActionResult {
     let id = action.id.clone();
     let running = tokio::spawn({
         let host = host.clone();
         async move { host.invoke(action, &caller()).await }
     });
-    while host.cancel(&id) != CancelOutcome::Cancelled && !running.is_finished() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    jobs.waiting.notified().await;
+    assert_eq!(host.cancel(&id), CancelOutcome::Cancelled);
     running.await.unwrap()
 }
 
@@ -113,7 +115,7 @@ async fn a_cancelled_action_calls_its_cancel_companion_with_the_providers_key() 
     let host = host(&jobs);
     let action = Action::new("cap:jobs:run", json!({})).with_idempotency_key("job-1");
     let id = action.id.clone();
-    let result = run_and_cancel(&host, action).await;
+    let result = run_and_cancel(&jobs, &host, action).await;
     assert_eq!(result.status, ActionResultStatus::Cancelled, "{result:?}");
     let stopped = jobs.stopped.lock().unwrap().clone();
     assert_eq!(stopped.len(), 1, "called exactly once: {stopped:?}");
@@ -157,17 +159,31 @@ async fn a_panicking_cancel_companion_is_contained_and_the_action_still_ends_can
     let host = host(&jobs);
     // The first stop refuses, the second panics.
     run_and_cancel(
+        &jobs,
         &host,
         Action::new("cap:jobs:run_fragile", json!({})).with_idempotency_key("job-3"),
     )
     .await;
     let result = run_and_cancel(
+        &jobs,
         &host,
         Action::new("cap:jobs:run_fragile", json!({})).with_idempotency_key("job-4"),
     )
     .await;
     assert_eq!(result.status, ActionResultStatus::Cancelled, "{result:?}");
     assert_eq!(jobs.stopped.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_cancel_that_arrives_before_the_handler_runs_does_not_call_the_companion() {
+    let jobs = Jobs::default();
+    let host = host(&jobs);
+    let action = Action::new("cap:jobs:run", json!({})).with_idempotency_key("job-6");
+    // Remembered, it stops the handler before its first poll: nothing reached the provider.
+    assert_eq!(host.cancel(&action.id), CancelOutcome::Pending);
+    let result = host.invoke(action, &caller()).await;
+    assert_eq!(result.status, ActionResultStatus::Cancelled, "{result:?}");
+    assert!(jobs.stopped.lock().unwrap().is_empty());
 }
 
 #[tokio::test]

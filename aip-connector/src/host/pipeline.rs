@@ -928,7 +928,8 @@ async fn companion<T, F: Future<Output = T>>(
 enum Outcome {
     Completed(Value),
     Failed(aip_connector_core::model::ConnectorFailure),
-    TimedOut,
+    /// With the cancel companion's refusal, if it refused.
+    TimedOut(Option<Box<aip_connector_core::model::ConnectorFailure>>),
     Cancelled,
     /// The transport gave up on the action ([`Host::abandon_as`](super::Host::abandon_as)).
     Abandoned,
@@ -948,112 +949,79 @@ fn run_handler<'c>(
     handler: Handler,
     checkpoint: Option<Arc<dyn CheckpointRecorder>>,
 ) -> impl Future<Output = (ActionResult, transaction::Interruption)> + Send + 'c {
-    use futures_util::future::Either;
-    let scope = handler.idempotency_scope;
-    // Combinators, not an `async` block: an `async` block would keep the dispatch future twice
-    // (the captured value and the awaited copy). The handler's future is dropped before the
-    // cancel companion runs.
-    dispatch(call, handler, checkpoint).then(move |outcome| {
+    // A combinator, not an `async` block: an `async` block would keep the dispatch future twice
+    // (the captured value and the awaited copy).
+    dispatch(call, handler, checkpoint).map(move |outcome| {
         let interruption = match outcome {
-            Outcome::TimedOut => transaction::Interruption::TimedOut,
+            Outcome::TimedOut(_) => transaction::Interruption::TimedOut,
             Outcome::Cancelled | Outcome::Abandoned => transaction::Interruption::Cancelled,
             Outcome::Completed(_) | Outcome::Failed(_) | Outcome::Panicked => {
                 transaction::Interruption::None
             }
         };
-        let timed_out = matches!(outcome, Outcome::TimedOut);
-        let stopped = timed_out || matches!(outcome, Outcome::Cancelled);
-        let result = settle_outcome(call, outcome);
-        if !stopped {
-            return Either::Left(std::future::ready((result, interruption)));
-        }
-        // Cancelled or out of time: the handler's future is gone, and the connector's cancel
-        // companion (`cancel = ...`) is asked to stop what the handler started at the provider,
-        // as upstream calls `cancel_with_context` on both.
-        Either::Right(Box::pin(async move {
-            let mut result = result;
-            if let Some(refused) = cancel_companion(call, scope).await
-                && timed_out
-                && let Some(details) = result
-                    .error
-                    .as_mut()
-                    .and_then(|error| error.details.as_mut())
-                    .and_then(Value::as_object_mut)
-            {
-                details.insert(
-                    "remote_cancel_error".to_owned(),
-                    json!({ "code": refused.code, "message": refused.message }),
-                );
-            }
-            (result, interruption)
-        }))
+        (settle_outcome(call, outcome), interruption)
     })
 }
 
 /// How long the host waits for a cancel companion before it gives up on it.
 const CANCEL_COMPANION_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Runs the routed capability's cancel companion for the call's action, bounded by
-/// [`CANCEL_COMPANION_TIMEOUT`]. Returns its failure (a timeout and a panic included), logged;
+/// Runs the cancel companion of `capability_id` (`Connector::cancel`) for `request`, bounded by
+/// [`CANCEL_COMPANION_TIMEOUT`]. Answers its failure (a time-out and a panic included), logged;
 /// `None` when it succeeded or the capability has none (`connector.operation_unsupported`).
-async fn cancel_companion(
-    call: &Call<'_>,
-    scope: Option<aip_connector_core::model::IdempotencyKeyScope>,
-) -> Option<aip_connector_core::model::ConnectorFailure> {
+fn cancel_companion<'c>(
+    connector: &'c dyn crate::connector::Connector,
+    capability_id: &'c str,
+    request: crate::connector::CancelRequest,
+) -> crate::invocation::BoxFuture<'c, Option<aip_connector_core::model::ConnectorFailure>> {
     use aip_connector_core::model::{ConnectorFailure, ConnectorOperation};
-    let connector = &call.host.connectors[call.routed_hosted.connector];
-    let request = crate::connector::CancelRequest {
-        action_id: call.action.id.clone(),
-        idempotency_key: super::invocation::reserved_key(
-            scope,
-            call.action,
-            call.caller.principal.id.as_str(),
-        )
-        .map(|scoped| crate::IdempotencyKey::provider_key_of(&scoped)),
-    };
-    let capability = call.routed.id.as_str();
-    let source = connector.definition().id.as_str();
-    let failure = |code: &str, message: &str| {
+    let failure = move |code: &str, message: &str| {
         ConnectorFailure::new(
             code,
             message,
             ErrorCategory::Connector,
             ConnectorOperation::Cancellation,
-            source,
+            connector.definition().id.as_str(),
         )
     };
-    let outcome = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        connector.cancel(capability, request)
-    })) {
-        Ok(running) => tokio::time::timeout(
-            CANCEL_COMPANION_TIMEOUT,
-            std::panic::AssertUnwindSafe(running).catch_unwind(),
-        )
-        .await
-        .unwrap_or_else(|_| {
-            Ok(Err(failure(
-                codes::SLA_TIMEOUT_EXCEEDED,
-                "the cancel handler did not finish within 5 s",
-            )))
-        }),
-        Err(panic) => Err(panic),
-    };
-    let refused = match outcome {
-        Ok(Ok(())) => return None,
-        Ok(Err(refused)) if refused.code == codes::CONNECTOR_OPERATION_UNSUPPORTED => return None,
-        Ok(Err(refused)) => refused,
-        Err(_) => failure(
-            codes::CONNECTOR_RUNTIME_FAILURE,
-            "the cancel handler panicked",
-        ),
-    };
-    tracing::warn!(
-        action_id = %Clipped::new(call.action.id.as_str(), usize::MAX),
-        capability_id = %Clipped::new(capability, usize::MAX),
-        code = %Clipped::new(&refused.code, usize::MAX),
-        "the cancel handler failed"
-    );
-    Some(refused)
+    let action_id = request.action_id.clone();
+    let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        connector.cancel(capability_id, request)
+    }));
+    Box::pin(async move {
+        let outcome = match started {
+            Ok(running) => tokio::time::timeout(
+                CANCEL_COMPANION_TIMEOUT,
+                std::panic::AssertUnwindSafe(running).catch_unwind(),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Ok(Err(failure(
+                    codes::SLA_TIMEOUT_EXCEEDED,
+                    "the cancel handler did not finish within 5 s",
+                )))
+            }),
+            Err(panic) => Err(panic),
+        };
+        let refused = match outcome {
+            Ok(Ok(())) => return None,
+            Ok(Err(refused)) if refused.code == codes::CONNECTOR_OPERATION_UNSUPPORTED => {
+                return None;
+            }
+            Ok(Err(refused)) => refused,
+            Err(_) => failure(
+                codes::CONNECTOR_RUNTIME_FAILURE,
+                "the cancel handler panicked",
+            ),
+        };
+        tracing::warn!(
+            action_id = %Clipped::new(action_id.as_str(), usize::MAX),
+            capability_id = %Clipped::new(capability_id, usize::MAX),
+            code = %Clipped::new(&refused.code, usize::MAX),
+            "the cancel handler failed"
+        );
+        Some(refused)
+    })
 }
 
 /// Step 15 and the failures of step 14 as a result.
@@ -1097,7 +1065,7 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
             }
             failure::failed(&action.id, error)
         }
-        Outcome::TimedOut => {
+        Outcome::TimedOut(refused) => {
             let retryable = contract.is_some_and(|c| c.execution.supports_retry);
             let error = failure::error(
                 codes::SLA_TIMEOUT_EXCEEDED,
@@ -1105,10 +1073,15 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
                 ErrorCategory::Temporary,
                 retryable,
             );
-            failure::failed(
-                &action.id,
-                failure::with_details(error, json!({ "timeout_ms": timeout_ms })),
-            )
+            // As upstream reports it: what the cancel companion answered when asked to stop.
+            let details = match refused {
+                Some(refused) => json!({
+                    "timeout_ms": timeout_ms,
+                    "remote_cancel_error": { "code": refused.code, "message": refused.message },
+                }),
+                None => json!({ "timeout_ms": timeout_ms }),
+            };
+            failure::failed(&action.id, failure::with_details(error, details))
         }
         Outcome::Cancelled => cancelled_by_request(&action.id),
         Outcome::Panicked => failure::failed(
@@ -1183,6 +1156,9 @@ fn dispatch<'c>(
     };
     Supervised {
         host,
+        connector: connector.as_ref(),
+        capability: call.routed,
+        stopping: None,
         started: false,
         panicked,
         active: None,
@@ -1205,6 +1181,18 @@ fn dispatch<'c>(
 /// the handler is remembered the same way (the handler could not have observed it anyway).
 struct Supervised<'c> {
     host: &'c HostInner,
+    /// The connector and capability whose handler runs, for the cancel companion.
+    connector: &'c dyn crate::connector::Connector,
+    capability: &'c Capability,
+    /// The handler was stopped (cancelled or out of time) and the cancel companion runs: the
+    /// outcome to answer once it is done. Boxed: every call carries the field, few use it.
+    #[allow(clippy::type_complexity, reason = "one use")]
+    stopping: Option<
+        Box<(
+            Outcome,
+            crate::invocation::BoxFuture<'c, Option<aip_connector_core::model::ConnectorFailure>>,
+        )>,
+    >,
     /// Whether the first poll (and its check for a remembered cancellation) happened.
     started: bool,
     /// The handler panicked; its future (if it had one) is dropped.
@@ -1234,6 +1222,43 @@ impl Future for Supervised<'_> {
     ) -> std::task::Poll<Outcome> {
         use std::task::Poll;
         let this = &mut *self;
+        if this.stopping.is_none() {
+            let outcome = std::task::ready!(this.race(cx));
+            // A handler that ran and waited (so it may have reached its provider), stopped by a
+            // cancel or its deadline: its future is dropped, then the cancel companion is asked
+            // to stop what it started, as upstream calls `cancel_with_context` at both points.
+            if this.active.is_none()
+                || !matches!(outcome, Outcome::Cancelled | Outcome::TimedOut(_))
+            {
+                return Poll::Ready(outcome);
+            }
+            this.running = None;
+            this.timer = None;
+            let request = crate::connector::CancelRequest {
+                action_id: this.context.action.id.clone(),
+                idempotency_key: crate::invocation::InvocationContext::scoped_idempotency_key(
+                    this.context.as_ref(),
+                )
+                .map(|scoped| crate::IdempotencyKey::provider_key_of(&scoped)),
+            };
+            let companion = cancel_companion(this.connector, this.capability.id.as_str(), request);
+            this.stopping = Some(Box::new((outcome, companion)));
+        }
+        let (_, companion) = &mut **this.stopping.as_mut().expect("set above");
+        let refused = std::task::ready!(companion.as_mut().poll(cx));
+        let (outcome, _) = *this.stopping.take().expect("set above");
+        Poll::Ready(match outcome {
+            Outcome::TimedOut(_) => Outcome::TimedOut(refused.map(Box::new)),
+            other => other,
+        })
+    }
+}
+
+impl Supervised<'_> {
+    /// The race itself: the handler's outcome, its cancellation, or its deadline.
+    fn race(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Outcome> {
+        use std::task::Poll;
+        let this = self;
         let signal = &this.context.cancellation;
         let interrupted = || {
             if signal.was_requested() {
@@ -1305,7 +1330,7 @@ impl Future for Supervised<'_> {
             .timer
             .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
         match timer.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Outcome::TimedOut),
+            Poll::Ready(()) => Poll::Ready(Outcome::TimedOut(None)),
             Poll::Pending => Poll::Pending,
         }
     }
@@ -1844,11 +1869,56 @@ fn nests_deeper_than(value: &Value, max_depth: usize) -> bool {
 }
 
 /// Rejects inputs larger or deeper than the limits, iteratively (no recursion on hostile input).
+///
+/// The size is the input's compact JSON, escapes included. Escapes are rare and costly to look
+/// for, so the first pass measures strings by their bytes: an escape makes one byte at most six
+/// (`\u00XX`), so only an input that the limit might refuse because of escapes is measured
+/// again, escapes counted.
 fn check_input_limits(input: &Value, max_bytes: usize, max_depth: usize) -> Result<(), String> {
+    let raw = measure_input(input, max_bytes, max_depth, str::len)?;
+    if raw.bytes.saturating_add(raw.string_bytes.saturating_mul(5)) > max_bytes {
+        measure_input(input, max_bytes, max_depth, escaped_len)?;
+    }
+    Ok(())
+}
+
+/// What [`measure_input`] counted.
+struct Measured {
+    /// The JSON text's length, strings measured by `string_len`.
+    bytes: usize,
+    /// The bytes of every string and key.
+    string_bytes: usize,
+}
+
+/// One pass of [`check_input_limits`]: strings and keys measured by `string_len` (without
+/// their quotes), everything else exactly.
+fn measure_input(
+    input: &Value,
+    max_bytes: usize,
+    max_depth: usize,
+    string_len: impl Fn(&str) -> usize,
+) -> Result<Measured, String> {
     // Containers still to visit. Scalars are counted where they are found, so a flat object
     // (the usual input) never pushes anything and the check allocates nothing.
     let mut pending: Vec<(&Value, usize)> = Vec::new();
-    let mut bytes = 0usize;
+    let mut measured = Measured {
+        bytes: 0,
+        string_bytes: 0,
+    };
+    let scalar = |value: &Value, measured: &mut Measured| -> bool {
+        let len = match value {
+            Value::String(text) => {
+                measured.string_bytes += text.len();
+                string_len(text) + 2
+            }
+            Value::Number(number) => number_len(number),
+            Value::Bool(true) | Value::Null => 4,
+            Value::Bool(false) => 5,
+            Value::Array(_) | Value::Object(_) => return false,
+        };
+        measured.bytes += len;
+        true
+    };
     let mut next = Some((input, 1usize));
     while let Some((value, depth)) = next.take().or_else(|| pending.pop()) {
         if depth > max_depth {
@@ -1857,28 +1927,27 @@ fn check_input_limits(input: &Value, max_bytes: usize, max_depth: usize) -> Resu
         let children = match value {
             Value::Array(items) => {
                 // Brackets and the commas between items.
-                bytes += 1 + items.len().max(1);
+                measured.bytes += 1 + items.len().max(1);
                 for item in items {
-                    match scalar_len(item) {
-                        Some(len) => bytes += len,
-                        None => pending.push((item, depth + 1)),
+                    if !scalar(item, &mut measured) {
+                        pending.push((item, depth + 1));
                     }
                 }
                 items.len()
             }
             Value::Object(map) => {
-                bytes += 1 + map.len().max(1);
+                measured.bytes += 1 + map.len().max(1);
                 for (key, item) in map {
-                    bytes += escaped_len(key) + 3;
-                    match scalar_len(item) {
-                        Some(len) => bytes += len,
-                        None => pending.push((item, depth + 1)),
+                    measured.string_bytes += key.len();
+                    measured.bytes += string_len(key) + 3;
+                    if !scalar(item, &mut measured) {
+                        pending.push((item, depth + 1));
                     }
                 }
                 map.len()
             }
-            scalar => {
-                bytes += scalar_len(scalar).unwrap_or_default();
+            other => {
+                scalar(other, &mut measured);
                 0
             }
         };
@@ -1886,27 +1955,16 @@ fn check_input_limits(input: &Value, max_bytes: usize, max_depth: usize) -> Resu
         if children > 0 && depth + 1 > max_depth {
             return Err(format!("action input nests deeper than {max_depth} levels"));
         }
-        if bytes > max_bytes {
+        if measured.bytes > max_bytes {
             return Err(format!("action input is larger than {max_bytes} bytes"));
         }
     }
-    Ok(())
-}
-
-/// The length of a scalar's JSON text; `None` for arrays and objects.
-fn scalar_len(value: &Value) -> Option<usize> {
-    match value {
-        Value::String(s) => Some(escaped_len(s) + 2),
-        Value::Number(number) => Some(number_len(number)),
-        Value::Bool(true) | Value::Null => Some(4),
-        Value::Bool(false) => Some(5),
-        Value::Array(_) | Value::Object(_) => None,
-    }
+    Ok(measured)
 }
 
 /// The length of `text` as compact JSON writes it between its quotes: `"` and `\\` and the
 /// control characters with a short escape take two bytes, other control characters six
-/// (`\u00XX`). Counting escapes matters: an input of quotes would otherwise measure half its size.
+/// (`\u00XX`).
 fn escaped_len(text: &str) -> usize {
     text.len()
         + text
@@ -1921,6 +1979,7 @@ fn escaped_len(text: &str) -> usize {
 
 /// The length of `number`'s JSON text, measured without writing it anywhere: integers by their
 /// digits, floats by counting what their formatting writes.
+#[inline]
 fn number_len(number: &serde_json::Number) -> usize {
     fn digits(value: u64) -> usize {
         value.checked_ilog10().map_or(1, |log| log as usize + 1)
