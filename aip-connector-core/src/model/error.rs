@@ -161,6 +161,19 @@ pub enum ConnectorOperation {
     Ingestion,
 }
 
+/// The detail key saying a failed operation committed side effects anyway.
+pub const SIDE_EFFECTS_COMMITTED: &str = "side_effects_committed";
+/// The detail key saying those side effects need a compensation.
+pub const COMPENSATION_REQUIRED: &str = "compensation_required";
+
+/// Marks `details` as a partial failure: [`SIDE_EFFECTS_COMMITTED`] and
+/// [`COMPENSATION_REQUIRED`] set, which a host reads (on a failure that is not retryable) as a
+/// write that happened and may be compensated.
+pub fn mark_committed_side_effects(details: &mut serde_json::Map<String, Value>) {
+    details.insert(SIDE_EFFECTS_COMMITTED.to_owned(), Value::Bool(true));
+    details.insert(COMPENSATION_REQUIRED.to_owned(), Value::Bool(true));
+}
+
 /// A structured failure returned by a connector (upstream `ConnectorFailure`, same JSON).
 ///
 /// The fields live behind one allocation ([`ConnectorFailureData`], reached through `Deref`),
@@ -381,8 +394,7 @@ impl ConnectorFailure {
             }
             None => serde_json::Map::new(),
         };
-        details.insert("side_effects_committed".to_owned(), Value::Bool(true));
-        details.insert("compensation_required".to_owned(), Value::Bool(true));
+        mark_committed_side_effects(&mut details);
         self.0.redacted_details = Some(Value::Object(details));
         self
     }

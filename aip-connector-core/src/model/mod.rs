@@ -37,8 +37,8 @@ pub use envelope::{
     Envelope, MessageBody, MessageType, TransactionQueryRequest,
 };
 pub use error::{
-    ConnectorFailure, ConnectorFailureData, ConnectorOperation, ErrorBody, ErrorCategory,
-    ProtocolError, codes,
+    COMPENSATION_REQUIRED, ConnectorFailure, ConnectorFailureData, ConnectorOperation, ErrorBody,
+    ErrorCategory, ProtocolError, SIDE_EFFECTS_COMMITTED, codes, mark_committed_side_effects,
 };
 pub use manifest::{
     MANIFEST_VERSION_V1, Manifest, ManifestFilter, ManifestRequest, Resource, ResourceAccessPolicy,

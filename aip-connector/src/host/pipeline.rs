@@ -726,8 +726,7 @@ fn mark_refused_output_as_committed(result: &mut ActionResult) {
     };
     let details = error.details.get_or_insert_with(|| json!({}));
     if let Value::Object(details) = details {
-        details.insert("side_effects_committed".to_owned(), Value::Bool(true));
-        details.insert("compensation_required".to_owned(), Value::Bool(true));
+        aip_connector_core::model::mark_committed_side_effects(details);
     }
 }
 

@@ -656,8 +656,8 @@ fn partial_side_effects(error: Option<&ProtocolError>) -> bool {
             .any(|d| d.get(name).and_then(Value::as_bool) == Some(true))
     };
     error.is_some_and(|e| !e.is_retryable())
-        && flag("side_effects_committed")
-        && flag("compensation_required")
+        && flag(aip_connector_core::model::SIDE_EFFECTS_COMMITTED)
+        && flag(aip_connector_core::model::COMPENSATION_REQUIRED)
 }
 
 /// The target's lifecycle result completed, or durably records partial side effects.
