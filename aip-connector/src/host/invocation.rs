@@ -65,11 +65,23 @@ impl InvocationContext for HostInvocation {
             .filter(|_| self.idempotency_scope.is_some())
     }
     fn scoped_idempotency_key(&self) -> Option<Cow<'_, str>> {
-        reserved_key(
-            self.idempotency_scope,
+        let scope = self.idempotency_scope?;
+        let raw = self.action.idempotency_key.as_deref()?;
+        let identity = self.action.identity.as_deref();
+        // The pipeline reserved this key with the same parts (the tenant and account it wrote
+        // into the action's identity, the caller's principal), so this cannot fail; were it to,
+        // `None` makes the extractor fail closed rather than forward the unscoped key.
+        super::idempotency::scoped_key_of(
+            scope,
+            raw,
             &self.action,
             self.caller.principal_id.as_str(),
+            identity
+                .and_then(|i| i.tenant.as_ref())
+                .map(|t| t.id.as_str()),
+            identity.and_then(|i| i.external_account.as_ref()),
         )
+        .ok()
         .map(Cow::Owned)
     }
     fn cancellation(&self) -> &CancellationToken {
@@ -173,33 +185,6 @@ impl CancelSignal {
         }
         token
     }
-}
-
-/// The scoped key the pipeline reserved for `action` under `scope` (`None` when it reserved
-/// none), rebuilt from the action, whose trusted identity carries the tenant and the external
-/// account the pipeline scoped with, and the caller's principal id.
-///
-/// The pipeline reserved the key with these same parts, so this cannot fail; were it to, `None`
-/// makes the extractor fail closed rather than forward the unscoped key.
-pub(super) fn reserved_key(
-    scope: Option<IdempotencyKeyScope>,
-    action: &Action,
-    principal_id: &str,
-) -> Option<String> {
-    let scope = scope?;
-    let raw = action.idempotency_key.as_deref()?;
-    let identity = action.identity.as_deref();
-    super::idempotency::scoped_key_of(
-        scope,
-        raw,
-        action,
-        principal_id,
-        identity
-            .and_then(|i| i.tenant.as_ref())
-            .map(|t| t.id.as_str()),
-        identity.and_then(|i| i.external_account.as_ref()),
-    )
-    .ok()
 }
 
 #[cfg(test)]

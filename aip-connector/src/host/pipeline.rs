@@ -997,7 +997,10 @@ fn cancel_companion<'c>(
             .unwrap_or_else(|_| {
                 Ok(Err(failure(
                     codes::SLA_TIMEOUT_EXCEEDED,
-                    "the cancel handler did not finish within 5 s",
+                    &format!(
+                        "the cancel handler did not finish within {} s",
+                        CANCEL_COMPANION_TIMEOUT.as_secs()
+                    ),
                 )))
             }),
             Err(panic) => Err(panic),
