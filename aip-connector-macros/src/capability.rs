@@ -74,6 +74,11 @@ impl CapabilityItem {
     }
 }
 
+/// Whether a companion is written `Self::...`, which only an impl block can resolve.
+fn names_self(companion: &Expr) -> bool {
+    matches!(companion, Expr::Path(path) if path.path.segments.first().is_some_and(|s| s.ident == "Self"))
+}
+
 /// Parses, resolves and checks one handler. `connector_id` is `Some` inside `#[connector]`.
 pub(crate) fn analyze(
     cx: &Ctxt,
@@ -111,11 +116,13 @@ pub(crate) fn analyze(
         }
     };
     if connector_id.is_none() {
+        // A free capability's companions are free functions too: `Self` names nothing here.
         for companion in [&attr.reconcile, &attr.validate, &attr.cancel]
             .into_iter()
             .flatten()
+            .filter(|companion| names_self(companion))
         {
-            cx.error_spanned_by(companion, "companion handlers (`reconcile`, `validate`, `cancel`) need a `#[connector]` impl block: move this capability into one, so the companion is dispatched and its signature checked");
+            cx.error_spanned_by(companion, diagnostics::FREE_COMPANION_SELF.message);
         }
     }
     let (description, description_parts) = match doc_comment(fn_attrs) {

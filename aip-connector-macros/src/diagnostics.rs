@@ -44,6 +44,11 @@ pub(crate) const FREE_ID_MISSING: Diagnostic = Diagnostic {
     message: "missing `id`: a free capability has no connector to derive its id from; add `id = \"cap:<connector>:<operation>\"`",
 };
 
+pub(crate) const FREE_COMPANION_SELF: Diagnostic = Diagnostic {
+    code: "attribute.free_companion_self",
+    message: "a free capability has no `Self`: name its companion as a free `async fn` (`reconcile = find_booking`), or move the capability into a `#[connector]` impl block",
+};
+
 /// Every macro-only diagnostic, for the catalogue test.
 #[allow(dead_code)]
 pub(crate) const ALL: &[Diagnostic] = &[
@@ -54,4 +59,5 @@ pub(crate) const ALL: &[Diagnostic] = &[
     RESOURCE_KIND,
     NOT_A_FUNCTION,
     FREE_ID_MISSING,
+    FREE_COMPANION_SELF,
 ];

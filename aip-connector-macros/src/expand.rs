@@ -443,6 +443,7 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
         "The `#[capability]` descriptor of [`{ident}()`]; pass it to `ConnectorBuilder::capability`."
     );
     let cfgs = &capability.cfgs;
+    let companions = free_companions(capability);
     quote! {
         #function
 
@@ -466,8 +467,83 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
             fn invoke(__aip_input: &#p::Value, __aip_context: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'static, #p::Result<#p::Value, #p::ConnectorFailure>> {
                 #call
             }
+
+            #companions
         }
     }
+}
+
+/// The `FreeCapability` method `method` of a companion that takes the host's request alone
+/// (`reconcile`, `cancel`): calls `path(request)` and converts its result with `convert`.
+fn free_request_companion(
+    method: TokenStream,
+    request_ty: TokenStream,
+    output_ty: TokenStream,
+    convert: TokenStream,
+    path: &Expr,
+) -> TokenStream {
+    let p = private();
+    let span = path.span();
+    let request = Ident::new("__aip_request", span);
+    let run = quote_spanned!(span=> #path(#request).await);
+    let call = quote_spanned!(span=> #convert(__aip_result));
+    quote! {
+        fn #method(#request: #request_ty) -> #p::Option<#p::BoxFuture<'static, #p::Result<#output_ty, #p::ConnectorFailure>>> {
+            #p::Option::Some(#p::Box::pin(async move {
+                let __aip_result = #run;
+                #call
+            }))
+        }
+    }
+}
+
+/// The `FreeCapability` methods of a free capability's companions, each a free `async fn`
+/// named by path (`reconcile = find`): called with the argument alone, as there is no `self`.
+/// The macro cannot see the function, so rustc checks it at the call, spanned on the path:
+/// not `async`, a wrong argument type or an error type without `Into<ConnectorFailure>` is
+/// reported where the companion is named.
+fn free_companions(capability: &CapabilityItem) -> TokenStream {
+    let p = private();
+    let id = capability.capability.id.as_str();
+    let validate = capability.validate.as_ref().map(|path| {
+        let span = path.span();
+        let input = Ident::new("__aip_validated", span);
+        let decode = quote_spanned!(span=> #p::decode_input(__aip_input, #id));
+        let run = quote_spanned!(span=> #path(#input).await);
+        let call = quote_spanned!(span=> #p::encode_validation(__aip_result, #id));
+        quote! {
+            fn validate(__aip_input: &#p::Value, __aip_context: #p::Arc<dyn #p::InvocationContext>) -> #p::Option<#p::BoxFuture<'static, #p::Result<#p::Value, #p::ConnectorFailure>>> {
+                let _ = &__aip_context;
+                let #input = match #decode {
+                    #p::Result::Ok(decoded) => decoded,
+                    #p::Result::Err(failure) => return #p::Option::Some(#p::failed_future(failure)),
+                };
+                #p::Option::Some(#p::Box::pin(async move {
+                    let __aip_result = #run;
+                    #call
+                }))
+            }
+        }
+    });
+    let reconcile = capability.reconcile.as_ref().map(|path| {
+        free_request_companion(
+            quote!(reconcile),
+            quote!(#p::Reconciliation),
+            quote!(#p::ReconcileOutcome),
+            quote!(#p::reconcile_result),
+            path,
+        )
+    });
+    let cancel = capability.cancel.as_ref().map(|path| {
+        free_request_companion(
+            quote!(cancel),
+            quote!(#p::CancelRequest),
+            quote!(()),
+            quote!(#p::cancel_result),
+            path,
+        )
+    });
+    quote!(#validate #reconcile #cancel)
 }
 
 /// One marker type per declaration of a capability id that is declared more than once under

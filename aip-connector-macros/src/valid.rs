@@ -117,11 +117,11 @@ pub(crate) fn check_contract(
         }
         let span =
             span_for(&issue.code, &issue.path, &issue.message, attr, sig).unwrap_or(attr_span);
-        // The usual fix, a `reconcile = Self::...` companion, is itself an error on a free
-        // function: say where companions live instead.
+        // The usual fix, a `reconcile = Self::...` companion, is an error on a free function:
+        // say how a free capability names its companion instead.
         let message = if free && is_claim(&issue, "`reconciliation`") {
             format!(
-                "{}. A free capability cannot have companions: move it into a `#[connector]` impl block and name `reconcile = Self::<method>`, or remove `reconcile` from the transaction's `modes` (rule `{}`)",
+                "{}. Name a free `async fn` as its companion: `reconcile = find_<operation>` (it takes `Reconciliation` and returns `Result<ReconcileOutcome, _>`), or remove `reconcile` from the transaction's `modes` (rule `{}`)",
                 issue.message, issue.code
             )
         } else {

@@ -12,13 +12,17 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use aip_connector_core::ids::ProfileId;
-use aip_connector_core::model::{ConnectorFailure, Principal, PrincipalKind};
+use aip_connector_core::model::{ConnectorFailure, ConnectorOperation, Principal, PrincipalKind};
 use serde_json::Value;
 
-use crate::connector::{CapabilityDefinition, Connector, ConnectorDefinition, unknown_capability};
+use crate::connector::{
+    CancelRequest, CapabilityDefinition, Connector, ConnectorDefinition, ReconcileOutcome,
+    Reconciliation, unknown_capability,
+};
 use crate::invocation::{BoxFuture, InvocationContext};
 
-/// What `#[capability]` generates for a free `async fn`: its definition and its invoker.
+/// What `#[capability]` generates for a free `async fn`: its definition, its invoker and its
+/// companions (`validate = f`, `reconcile = f`, `cancel = f`, each a free `async fn`).
 pub trait FreeCapability: 'static {
     /// The capability's definition.
     fn definition() -> CapabilityDefinition;
@@ -28,10 +32,51 @@ pub trait FreeCapability: 'static {
         input: &Value,
         context: Arc<dyn InvocationContext>,
     ) -> BoxFuture<'static, Result<Value, ConnectorFailure>>;
+    /// Runs the `validate = ...` companion; `None` when the capability has none (the connector
+    /// then answers `connector.operation_unsupported`, as [`Connector::validate`] does).
+    fn validate(
+        input: &Value,
+        context: Arc<dyn InvocationContext>,
+    ) -> Option<BoxFuture<'static, Result<Value, ConnectorFailure>>> {
+        let _ = (input, context);
+        None
+    }
+    /// Runs the `reconcile = ...` companion; `None` when the capability has none.
+    fn reconcile(
+        request: Reconciliation,
+    ) -> Option<BoxFuture<'static, Result<ReconcileOutcome, ConnectorFailure>>> {
+        let _ = request;
+        None
+    }
+    /// Runs the `cancel = ...` companion; `None` when the capability has none.
+    fn cancel(request: CancelRequest) -> Option<BoxFuture<'static, Result<(), ConnectorFailure>>> {
+        let _ = request;
+        None
+    }
 }
 
-type Invoker =
-    fn(&Value, Arc<dyn InvocationContext>) -> BoxFuture<'static, Result<Value, ConnectorFailure>>;
+/// What a free capability's handlers answer: a future of `T` or of the failure.
+type Answer<T> = BoxFuture<'static, Result<T, ConnectorFailure>>;
+
+/// The handler and companions of one free capability, as [`FreeCapability`] gives them.
+#[derive(Clone, Copy)]
+struct FreeHandlers {
+    invoke: fn(&Value, Arc<dyn InvocationContext>) -> Answer<Value>,
+    validate: fn(&Value, Arc<dyn InvocationContext>) -> Option<Answer<Value>>,
+    reconcile: fn(Reconciliation) -> Option<Answer<ReconcileOutcome>>,
+    cancel: fn(CancelRequest) -> Option<Answer<()>>,
+}
+
+impl FreeHandlers {
+    fn of<C: FreeCapability>() -> Self {
+        Self {
+            invoke: C::invoke,
+            validate: C::validate,
+            reconcile: C::reconcile,
+            cancel: C::cancel,
+        }
+    }
+}
 
 /// Why a builder could not produce a connector.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -53,7 +98,7 @@ pub struct ConnectorBuilder {
     agent: Option<Principal>,
     profiles: Vec<ProfileId>,
     compatibility: Option<Value>,
-    capabilities: Vec<(CapabilityDefinition, Invoker)>,
+    capabilities: Vec<(CapabilityDefinition, FreeHandlers)>,
 }
 
 impl ConnectorBuilder {
@@ -88,7 +133,8 @@ impl ConnectorBuilder {
 
     /// Adds the free capability `C` (the type `#[capability]` generated next to the function).
     pub fn capability<C: FreeCapability>(mut self) -> Self {
-        self.capabilities.push((C::definition(), C::invoke));
+        self.capabilities
+            .push((C::definition(), FreeHandlers::of::<C>()));
         self
     }
 
@@ -116,10 +162,10 @@ impl ConnectorBuilder {
         let agent = self.agent.unwrap_or_else(|| {
             Principal::new(format!("agent:{}", self.id), PrincipalKind::Service)
         });
-        let invokers = self
+        let handlers = self
             .capabilities
             .iter()
-            .map(|(d, invoke)| (d.capability.id.to_string(), *invoke))
+            .map(|(d, handlers)| (d.capability.id.to_string(), *handlers))
             .collect();
         let definition = ConnectorDefinition {
             id: self.id,
@@ -130,7 +176,7 @@ impl ConnectorBuilder {
         };
         Ok(BuiltConnector {
             definition,
-            invokers,
+            handlers,
         })
     }
 }
@@ -138,7 +184,27 @@ impl ConnectorBuilder {
 /// A connector assembled by [`ConnectorBuilder`].
 pub struct BuiltConnector {
     definition: ConnectorDefinition,
-    invokers: BTreeMap<String, Invoker>,
+    handlers: BTreeMap<String, FreeHandlers>,
+}
+
+impl BuiltConnector {
+    /// The companion `pick` gives for `capability_id`, or the failure the connector answers
+    /// without one: `capability.unknown`, or `connector.operation_unsupported` for `operation`.
+    fn companion<'a, T: Send + 'a>(
+        &self,
+        capability_id: &str,
+        operation: ConnectorOperation,
+        pick: impl FnOnce(&FreeHandlers) -> Option<BoxFuture<'static, Result<T, ConnectorFailure>>>,
+    ) -> BoxFuture<'a, Result<T, ConnectorFailure>> {
+        let failure = match self.handlers.get(capability_id) {
+            Some(handlers) => match pick(handlers) {
+                Some(running) => return running,
+                None => ConnectorFailure::unsupported(operation, self.definition.id.as_str()),
+            },
+            None => unknown_capability(&self.definition.id, capability_id),
+        };
+        Box::pin(std::future::ready(Err(failure)))
+    }
 }
 
 impl Connector for BuiltConnector {
@@ -152,12 +218,49 @@ impl Connector for BuiltConnector {
         input: &'a Value,
         context: Arc<dyn InvocationContext>,
     ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
-        match self.invokers.get(capability_id) {
-            Some(invoke) => invoke(input, context),
+        match self.handlers.get(capability_id) {
+            Some(handlers) => (handlers.invoke)(input, context),
             None => Box::pin(std::future::ready(Err(unknown_capability(
                 &self.definition.id,
                 capability_id,
             )))),
         }
+    }
+
+    fn validate<'a>(
+        &'a self,
+        capability_id: &'a str,
+        input: &'a Value,
+        context: Arc<dyn InvocationContext>,
+    ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
+        self.companion(
+            capability_id,
+            ConnectorOperation::TransactionPlan,
+            |handlers| (handlers.validate)(input, context),
+        )
+    }
+
+    fn reconcile<'a>(
+        &'a self,
+        capability_id: &'a str,
+        request: Reconciliation,
+    ) -> BoxFuture<'a, Result<ReconcileOutcome, ConnectorFailure>> {
+        self.companion(
+            capability_id,
+            ConnectorOperation::Reconciliation,
+            |handlers| (handlers.reconcile)(request),
+        )
+    }
+
+    fn cancel<'a>(
+        &'a self,
+        capability_id: &'a str,
+        request: CancelRequest,
+    ) -> BoxFuture<'a, Result<(), ConnectorFailure>> {
+        self.companion(
+            capability_id,
+            ConnectorOperation::Cancellation,
+            |handlers| (handlers.cancel)(request),
+        )
     }
 }
