@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aip_connector::VerifiedTenant;
 use aip_connector::codes;
@@ -33,8 +33,6 @@ struct Payments {
     executions: Arc<AtomicUsize>,
     /// When set, the refund waits inside the handler until the test releases it.
     hold: Option<Arc<Hold>>,
-    /// When set, the next refund fails retryably (and clears it).
-    fail_once: Arc<AtomicBool>,
 }
 
 /// Keeps a refund running: `entered` fires when the handler starts, `release` lets it finish.
@@ -61,13 +59,6 @@ impl Payments {
         approval: Approval,
     ) -> Result<Refunded, ConnectorFailure> {
         self.executions.fetch_add(1, Ordering::SeqCst);
-        if self.fail_once.swap(false, Ordering::SeqCst) {
-            return Err(ConnectorFailure::temporary(
-                "payments.ledger_busy",
-                "the ledger is busy; try again",
-                "payments",
-            ));
-        }
         if let Some(hold) = &self.hold {
             hold.entered.notify_one();
             hold.release.notified().await;
@@ -430,45 +421,6 @@ async fn approved_refund(host: &Host) -> (Action, ApprovalId) {
     let id: ApprovalId = pending.approval_id().expect("the gate names its approval");
     decide(host, &id, &QUORUM, ApprovalDecisionKind::Approved).await;
     (original, id)
-}
-
-/// A resume that fails retryably puts the key's `pending_approval` record back: a plain resend
-/// of the gated action replays the gate under the same approval (no second approval request),
-/// and the next resume runs the refund.
-#[tokio::test]
-async fn a_resume_that_fails_retryably_leaves_the_gate_under_the_key() {
-    let payments = Payments::default();
-    let host = host(payments.clone(), Arc::default());
-    let (_, id) = approved_refund(&host).await;
-
-    payments.fail_once.store(true, Ordering::SeqCst);
-    let failed = host.resume_approved(&id, &person("user:req")).await;
-    assert_eq!(failed.status, ActionResultStatus::Failed, "{failed:?}");
-    let error = failed.error.unwrap();
-    assert_eq!(error.code, "payments.ledger_busy");
-    assert_eq!(error.retryable, Some(true));
-    assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
-
-    // The key answers as before the resume: the gate, under the approval already granted.
-    let resent = host.invoke(refund_action(), &person("user:req")).await;
-    assert_eq!(
-        resent.status,
-        ActionResultStatus::PendingApproval,
-        "{resent:?}"
-    );
-    assert_eq!(resent.approval_id(), Some(id.clone()));
-    let record = host.approval(&id).await.unwrap().unwrap();
-    assert_eq!(record.status, ApprovalStatus::Approved);
-    assert!(!record.resumed, "the claim was given back: {record:?}");
-    assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
-
-    let resumed = host.resume_approved(&id, &person("user:req")).await;
-    assert_eq!(resumed.status, ActionResultStatus::Completed, "{resumed:?}");
-    assert_eq!(payments.executions.load(Ordering::SeqCst), 2);
-    let replay = host.invoke(refund_action(), &person("user:req")).await;
-    assert_eq!(replay.status, ActionResultStatus::Completed, "{replay:?}");
-    assert_eq!(replay.output.unwrap()["idempotent_replay"], true);
-    assert_eq!(payments.executions.load(Ordering::SeqCst), 2);
 }
 
 /// A client that lost the answer to its re-submission sends the very same action again (same

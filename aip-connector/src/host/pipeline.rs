@@ -369,8 +369,6 @@ async fn execute(
         }
         (None, None) => None,
     };
-    // The `pending_approval` record the resume's reservation replaces, if any.
-    let mut replaced = None;
     if let Some(record) = &approved {
         let claimed_at = *now.get_or_insert_with(|| host.clock.now_ms());
         // Boxed: its state (a rare replay included) would otherwise grow every call's pipeline.
@@ -385,10 +383,9 @@ async fn execute(
             now: claimed_at,
         }));
         match claim.await {
-            Ok(gate) => {
+            Ok(()) => {
                 // Told to `run`, which gives the claim back if the result is retryable.
                 let _ = claimed.set(record.approval_id.clone());
-                replaced = gate;
             }
             Err(refused) => return refused,
         }
@@ -459,7 +456,6 @@ async fn execute(
     let settlement = Settlement {
         host,
         reservation,
-        replaced,
         scope,
         capability,
         caller,
@@ -563,9 +559,7 @@ struct ResumeClaim<'a> {
 /// still holds its key gets the retryable `idempotency.in_progress`. Anything else that finds the
 /// resume taken — another action carrying the approval, a second `resume_approved` — gets
 /// `policy.approval_already_resumed`.
-async fn claim_resume(
-    claim: ResumeClaim<'_>,
-) -> Result<Option<Box<IdempotencyRecord>>, ActionResult> {
+async fn claim_resume(claim: ResumeClaim<'_>) -> Result<(), ActionResult> {
     let ResumeClaim {
         host,
         action,
@@ -577,11 +571,7 @@ async fn claim_resume(
         now,
     } = claim;
     match host.store.claim_resume(approval_id, now).await {
-        Ok(true) => {
-            let Some(key) = key else { return Ok(None) };
-            let fingerprint = fingerprint.get_or_insert_with(|| idempotency::fingerprint(action));
-            return Ok(replaced_gate(host, action, key, fingerprint, now).await);
-        }
+        Ok(true) => return Ok(()),
         Ok(false) => {}
         Err(error) => return Err(failure::failed(&action.id, failure::storage(&error))),
     }
@@ -620,33 +610,6 @@ async fn claim_resume(
             "this approved action already ran",
         ),
     ))
-}
-
-/// The `pending_approval` record under `key` that the reservation of the claimed resume of
-/// `action` will replace, if the key holds one it may replace: read before the reservation, so
-/// that a resume ending retryably puts the gate back instead of leaving the key empty (a plain
-/// resend would then open a second approval request). A failed read is logged and reads as no
-/// gate: the key is then released as before, and the reservation most likely fails too.
-async fn replaced_gate(
-    host: &HostInner,
-    action: &Action,
-    key: &str,
-    fingerprint: &str,
-    now: crate::store::Millis,
-) -> Option<Box<IdempotencyRecord>> {
-    match host.store.record(key, now).await {
-        Ok(record) => record
-            .filter(|record| {
-                crate::store::is_pending_approval(&record.result)
-                    && record.action_id == action.id
-                    && record.input_hash == fingerprint
-            })
-            .map(Box::new),
-        Err(error) => {
-            tracing::warn!(error = %error, "the approval gate a resume replaces could not be read");
-            None
-        }
-    }
 }
 
 /// What every later step of one call reads.
@@ -1429,31 +1392,11 @@ impl Drop for ActiveGuard<'_> {
 struct Settlement<'a> {
     host: &'a HostInner,
     reservation: Option<Reservation>,
-    /// The `pending_approval` record the reservation of a resume replaced: put back, instead of
-    /// releasing the key, when the resume ends retryably.
-    replaced: Option<Box<IdempotencyRecord>>,
     scope: aip_connector_core::model::IdempotencyKeyScope,
     capability: &'a Capability,
     caller: &'a TrustedContext,
     tenant: Option<&'a VerifiedTenant>,
     now: crate::store::Millis,
-}
-
-/// Frees the key of a call that ended retryably, so the next attempt runs: releases the
-/// reservation, or, for a resume that replaced the key's `pending_approval` record, puts that
-/// record back (atomically, under the reservation's token), so the key answers as it did before
-/// the resume.
-/// (A plain function returning the store's boxed future: an `async fn` would add its own state
-/// to the settlement's future.)
-fn give_back_key<'a>(
-    store: &'a crate::store::SharedStore,
-    reservation: &'a Reservation,
-    replaced: Option<Box<IdempotencyRecord>>,
-) -> futures_util::future::BoxFuture<'a, Result<(), crate::store::StoreError>> {
-    match replaced {
-        Some(record) => store.settle(reservation, *record),
-        None => store.release(reservation),
-    }
 }
 
 impl Settlement<'_> {
@@ -1463,7 +1406,6 @@ impl Settlement<'_> {
     fn settle(mut self, result: ActionResult) -> impl Future<Output = ActionResult> + Send {
         let store = &self.host.store;
         let reservation = self.reservation.take();
-        let replaced = self.replaced.take();
         let retryable = result.error.as_ref().is_some_and(|e| e.is_retryable());
         // Boxed, so the boxed settlement stays on the allocator's fast path (see the test).
         let record = reservation.as_ref().map(|reservation| {
@@ -1491,7 +1433,7 @@ impl Settlement<'_> {
                 return result;
             };
             if waited {
-                written(give_back_key(store, &reservation, replaced).await);
+                written(store.release(&reservation).await);
                 return result;
             }
             if retryable {
@@ -1510,7 +1452,7 @@ impl Settlement<'_> {
                         tracing::warn!(error = %error, "retry attempt could not be counted");
                     }
                 }
-                written(give_back_key(store, &reservation, replaced).await);
+                written(store.release(&reservation).await);
                 return result;
             }
             written(store.settle(&reservation, *record).await);
@@ -2899,15 +2841,14 @@ mod tests {
     /// box. It was 1,672 bytes while the handler's context was built inside the awaited future,
     /// and 960 while the settlement's state was inline; the reference to the resume claim `run`
     /// gives back took it from 648 to 664, the reservation's tenant (`Reservation::tenant_id`)
-    /// to 712, the approval gate a resume replaces (put back if the resume ends retryably) to
-    /// 728.
+    /// to 712.
     #[test]
     fn the_pipeline_state_fits_the_allocator_fast_path() {
         fn future_size5<A, B, C, D, E, F: Future>(_: impl FnOnce(A, B, C, D, E) -> F) -> usize {
             std::mem::size_of::<F>()
         }
         let size = future_size5(execute);
-        assert!(size <= 728, "the pipeline future is {size} bytes");
+        assert!(size <= 712, "the pipeline future is {size} bytes");
     }
 
     fn future_size2<A, B, F: Future>(_: impl FnOnce(A, B) -> F) -> usize {
@@ -2917,12 +2858,11 @@ mod tests {
     /// A keyed call boxes its settlement's future (reservation, record and result): it must fit
     /// glibc's per-thread cache too, or every keyed call takes malloc's slow path (and a request
     /// of 1,008 bytes or more first consolidates the fast bins). It was 1,296 bytes with the
-    /// record inline, 640 before the reservation carried its tenant, 688 before it carried the
-    /// approval gate a resume replaced.
+    /// record inline, 640 before the reservation carried its tenant.
     #[test]
     fn the_settlement_fits_the_allocator_fast_path() {
         let size = future_size2(Settlement::settle);
-        assert!(size <= 696, "the settlement future is {size} bytes");
+        assert!(size <= 688, "the settlement future is {size} bytes");
     }
 
     /// Every call builds the handler's context; the rare parts are boxed. It was 416 bytes with
