@@ -1098,7 +1098,8 @@ impl Parser<'_> {
             self.cx.error_spanned_by(
                 expr,
                 format!(
-                    "`{}` takes the path of a handler, e.g. `{} = Self::find_booking`",
+                    "`{}` takes the path of a handler: `{} = Self::find_booking` in a `#[connector]` impl block, `{} = find_booking` on a free function",
+                    item.name(),
                     item.name(),
                     item.name()
                 ),

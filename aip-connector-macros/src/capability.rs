@@ -76,7 +76,18 @@ impl CapabilityItem {
 
 /// Whether a companion is written `Self::...`, which only an impl block can resolve.
 fn names_self(companion: &Expr) -> bool {
-    matches!(companion, Expr::Path(path) if path.path.segments.first().is_some_and(|s| s.ident == "Self"))
+    let Expr::Path(path) = companion else {
+        return false;
+    };
+    // `Self::f`, `<Self>::f` and `<Self as Trait>::f`.
+    let self_type = |ty: &syn::Type| matches!(ty, syn::Type::Path(t) if t.path.is_ident("Self"));
+    path.qself.as_ref().is_some_and(|q| self_type(&q.ty))
+        || (path.qself.is_none()
+            && path
+                .path
+                .segments
+                .first()
+                .is_some_and(|s| s.ident == "Self"))
 }
 
 /// Parses, resolves and checks one handler. `connector_id` is `Some` inside `#[connector]`.

@@ -188,22 +188,22 @@ pub struct BuiltConnector {
 }
 
 impl BuiltConnector {
-    /// The companion `pick` gives for `capability_id`, or the failure the connector answers
-    /// without one: `capability.unknown`, or `connector.operation_unsupported` for `operation`.
+    /// The companion `pick` gives for `capability_id`, or, without one (an unknown capability
+    /// included, as a `#[connector]` answers), `connector.operation_unsupported` for
+    /// `operation`.
     fn companion<'a, T: Send + 'a>(
         &self,
         capability_id: &str,
         operation: ConnectorOperation,
         pick: impl FnOnce(&FreeHandlers) -> Option<BoxFuture<'static, Result<T, ConnectorFailure>>>,
     ) -> BoxFuture<'a, Result<T, ConnectorFailure>> {
-        let failure = match self.handlers.get(capability_id) {
-            Some(handlers) => match pick(handlers) {
-                Some(running) => return running,
-                None => ConnectorFailure::unsupported(operation, self.definition.id.as_str()),
-            },
-            None => unknown_capability(&self.definition.id, capability_id),
-        };
-        Box::pin(std::future::ready(Err(failure)))
+        match self.handlers.get(capability_id).and_then(pick) {
+            Some(running) => running,
+            None => Box::pin(std::future::ready(Err(ConnectorFailure::unsupported(
+                operation,
+                self.definition.id.as_str(),
+            )))),
+        }
     }
 }
 

@@ -301,7 +301,8 @@ async fn a_capability_without_the_companion_answers_unsupported() {
         )
         .await
         .unwrap_err();
-    assert_eq!(unknown.code, codes::CAPABILITY_UNKNOWN);
+    // As a `#[connector]` answers: the host never asks for an unknown capability's companion.
+    assert_eq!(unknown.code, codes::CONNECTOR_OPERATION_UNSUPPORTED);
     let context: Arc<dyn aip_connector::InvocationContext> =
         Arc::new(aip_connector::StaticInvocation::new(
             Action::new("cap:notes:create", json!({})),

@@ -105,7 +105,22 @@ impl StoreFile {
     fn new() -> Self {
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Self(std::env::temp_dir().join(format!("aip-conformance-{}-{n}.db", std::process::id())))
+        let file = Self(
+            std::env::temp_dir().join(format!("aip-conformance-{}-{n}.db", std::process::id())),
+        );
+        // A run killed under the same process id (usual in containers) left its file behind;
+        // its records would replay against this run's fresh provider double.
+        file.remove();
+        file
+    }
+
+    /// Removes the file and its WAL, if there are any.
+    fn remove(&self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut path = self.0.clone().into_os_string();
+            path.push(suffix);
+            let _ = std::fs::remove_file(path);
+        }
     }
 
     fn open(&self) -> SharedStore {
@@ -118,11 +133,7 @@ impl StoreFile {
 
 impl Drop for StoreFile {
     fn drop(&mut self) {
-        for suffix in ["", "-wal", "-shm"] {
-            let mut path = self.0.clone().into_os_string();
-            path.push(suffix);
-            let _ = std::fs::remove_file(path);
-        }
+        self.remove();
     }
 }
 
@@ -739,6 +750,22 @@ impl Harness {
             connector,
             self.definition(),
             Arc::clone(&self.store),
+            limits,
+            (TENANT, &self.env.external_account),
+        )
+    }
+
+    /// [`host_for`](Self::host_for) over the store's file opened anew, as a restarted process
+    /// opens it: what it reads comes from the file, not from the first host's open store.
+    pub(crate) fn host_reopened(
+        &self,
+        connector: Arc<dyn Connector>,
+        limits: aip_connector::host::HostLimits,
+    ) -> Host {
+        build_host_for(
+            connector,
+            self.definition(),
+            self.store_file.open(),
             limits,
             (TENANT, &self.env.external_account),
         )

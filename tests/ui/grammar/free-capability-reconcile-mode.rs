@@ -1,5 +1,6 @@
-// A free capability declaring the `reconcile` mode: the usual fix, a `reconcile = Self::...`
-// companion, is not available outside an impl block, and the message says so.
+// A free capability declaring the `reconcile` mode without a companion: the usual fix,
+// `reconcile = Self::...`, names nothing outside an impl block, so the message asks for a free
+// `async fn` instead.
 use aip_connector::prelude::*;
 
 #[derive(Deserialize, JsonSchema)]

@@ -233,7 +233,7 @@ async fn scenario(h: &Harness) -> Evidence {
                     && (self_approval_allowed || !deciders.contains(&CALLER)),
                 || {
                     format!(
-                        "the stored decisions are by {deciders:?}; expected exactly the accepted approvers {accepted:?}"
+                        "the stored decisions are by {deciders:?}; expected every accepted approver {accepted:?}, and neither the outsider nor (unless self-approval is allowed) the requester"
                     )
                 },
             );

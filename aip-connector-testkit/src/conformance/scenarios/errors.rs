@@ -467,10 +467,14 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
         .collect();
     evidence.assert(
         "uncertain_outcome_reconciled",
-        ran == 1 && effects.len() == clean_effects,
+        // At most: the dropped connection may stop an example that writes more than once
+        // after its first write.
+        ran == 1
+            && effects.len() <= clean_effects
+            && (!effects.is_empty() || clean_effects == 0),
         || {
             format!(
-                "through the lost answer, the refused retry and the reconciliation, `{id}`'s handler ran {ran} time(s) and the provider committed {} effect(s) where one call makes {clean_effects}: {}",
+                "through the lost answer, the refused retry and the reconciliation, `{id}`'s handler ran {ran} time(s) and the provider committed {} effect(s) where one call makes {clean_effects} (the lost answer may cut it short, but not to none): {}",
                 effects.len(),
                 effects.join(", ")
             )

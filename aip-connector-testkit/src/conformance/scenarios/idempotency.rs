@@ -301,8 +301,9 @@ fn changed_input(capability: &CapabilityDefinition, input: &Value) -> Option<Val
         .filter_map(|(name, value)| {
             let changed = match value {
                 Value::String(text) => Value::String(format!("{text}-aip-collision")),
-                Value::Number(n) if n.is_u64() => Value::from(n.as_u64()? + 1),
-                Value::Number(n) if n.is_i64() => Value::from(n.as_i64()? + 1),
+                // Wrapping: an example may hold the type's maximum; any other value will do.
+                Value::Number(n) if n.is_u64() => Value::from(n.as_u64()?.wrapping_add(1)),
+                Value::Number(n) if n.is_i64() => Value::from(n.as_i64()?.wrapping_add(1)),
                 Value::Number(n) => Value::from(n.as_f64()? + 1.0),
                 Value::Bool(b) => Value::Bool(!b),
                 _ => return None,

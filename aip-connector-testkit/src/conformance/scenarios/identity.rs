@@ -8,8 +8,9 @@
 //! acting as its own account ([`Harness::other_tenant_account`]) over the same store, and must
 //! not get the first tenant's record either.
 
-use aip_connector::model::{IdempotencyKeyScope, IdentityContext, TenantRef};
+use aip_connector::model::{ActionResultStatus, IdempotencyKeyScope, IdentityContext, TenantRef};
 
+use super::code;
 use crate::conformance::harness::{CALLER, CANARY_SECRET, OTHER_TENANT, TENANT};
 use crate::conformance::{Evidence, Harness};
 
@@ -93,6 +94,22 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     }
     evidence.artifact(format!("action:{}", first.action_id));
     evidence.artifact(format!("action:{}", other.action_id));
+    // Say when the check could not look at the shared key: without a stored first result there
+    // is nothing to leak, and a call refused at its credential check never reaches the key.
+    if first.status != ActionResultStatus::Completed {
+        evidence.note(format!(
+            "tenant_isolated: `{}` settled {:?} `{}` for tenant `{TENANT}`, so no completed result was stored under the shared key",
+            capability.id(),
+            first.status,
+            code(&first)
+        ));
+    }
+    if code(&other).starts_with("credential.") {
+        evidence.note(format!(
+            "tenant_isolated: tenant `{OTHER_TENANT}`'s call was refused at its credential check (`{}`) before the shared key was looked up",
+            code(&other)
+        ));
+    }
     let leaked = other.is_idempotent_replay();
     let foreign_record = h.probe().records().iter().any(|r| {
         r.action_id == other.action_id.as_str() && r.tenant_id.as_deref() != Some(OTHER_TENANT)

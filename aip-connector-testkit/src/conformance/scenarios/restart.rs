@@ -58,11 +58,11 @@ async fn view(
 }
 
 /// A restarted process: a freshly built connector (probed, tapped) and a new host over the
-/// same store.
+/// same store file, opened anew.
 fn restart(h: &Harness) -> (Host, ProbedConnector, Tap) {
     let probe = ProbedConnector::new(h.fresh_connector());
     let tap = Tap::new(Arc::new(probe.clone()));
-    let host = h.host_for(Arc::new(tap.clone()), HostLimits::default());
+    let host = h.host_reopened(Arc::new(tap.clone()), HostLimits::default());
     (host, probe, tap)
 }
 
