@@ -12,4 +12,16 @@ async fn look() -> Result<(), ConnectorFailure> {
     Ok(())
 }
 
+// The qualified form names `Self` too.
+#[capability(
+    id = "cap:demo:peek",
+    risk = low,
+    side_effects = [read],
+    data(sensitivity = public),
+    cancel = <Self>::stop,
+)]
+async fn peek() -> Result<(), ConnectorFailure> {
+    Ok(())
+}
+
 fn main() {}
