@@ -14,7 +14,10 @@
 //!   caller and tenant; an approval record names the action; a log line names the action id.
 //! - `sensitive_fields_redacted`: for a capability whose data contract requires redaction, the
 //!   idempotency record, the transaction view and the approval record (outputs aside: they are
-//!   the connector's declared data) hold none of the example's string values, a plan keeps its
+//!   the connector's declared data) hold none of the example's string values (those of four
+//!   characters or more, looked for inside the records' string values, not their keys; a value
+//!   inside the caller, tenant or account ids the harness writes itself is skipped, with a
+//!   note), a plan keeps its
 //!   input as `{redacted: true, hash}`, an approval record keeps no input, the error for an
 //!   invalid input carries `details.input_hash` and not the input, and no log line quotes an
 //!   input value. Without such a capability it holds vacuously, with a note.
@@ -29,7 +32,7 @@ use aip_connector::model::{DataSensitivity, TransactionReceipt};
 use serde_json::{Value, json};
 
 use super::code;
-use crate::conformance::harness::{CALLER, CANARY_SECRET, TENANT};
+use crate::conformance::harness::{CALLER, CANARY_SECRET, OTHER_TENANT, TENANT};
 use crate::conformance::{Evidence, Harness};
 use crate::logs::LogCapture;
 
@@ -48,6 +51,11 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     let mut seen: Vec<(String, String)> = Vec::new();
     let mut redacted_values: Vec<(String, String)> = Vec::new();
     let mut redacted_capabilities = 0;
+    // What the harness itself writes into records and log lines (the caller, the tenants, the
+    // account): an input value inside one of these cannot be told apart from it.
+    let account = h.external_account();
+    let vocabulary = [CALLER, TENANT, OTHER_TENANT, &account.system, &account.id];
+    let mut indistinct: Vec<String> = Vec::new();
 
     for (capability, input) in &examples {
         let id = capability.id().as_str();
@@ -219,13 +227,19 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             continue;
         }
         redacted_capabilities += 1;
-        let values = sensitive_values(input);
+        let (values, common): (Vec<String>, Vec<String>) = sensitive_values(input)
+            .into_iter()
+            .partition(|v| !vocabulary.iter().any(|word| word.contains(v.as_str())));
+        indistinct.extend(common.into_iter().map(|v| format!("`{v}` of {id}")));
         redacted_values.extend(values.iter().map(|v| (id.to_owned(), v.clone())));
         for (what, value) in &stored {
-            let text = value.to_string();
+            // String values only: an input value that reads like one of the record's own keys
+            // (`status`, `output`) is not quoted by the key.
+            let mut texts = Vec::new();
+            string_values(value, &mut texts);
             let quoted: Vec<&String> = values
                 .iter()
-                .filter(|v| text.contains(v.as_str()))
+                .filter(|v| texts.iter().any(|text| text.contains(v.as_str())))
                 .collect();
             evidence.assert("sensitive_fields_redacted", quoted.is_empty(), || {
                 format!("`{id}` requires redaction, but {what} quotes its input values {quoted:?}")
@@ -289,6 +303,12 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     }
 
     let lines = log.lines();
+    if !indistinct.is_empty() {
+        evidence.note(format!(
+            "sensitive_fields_redacted: not looked for, as they are part of what the harness itself writes (caller, tenants, account): {}",
+            indistinct.join(", ")
+        ));
+    }
     if redacted_capabilities == 0 {
         evidence.note(
             "sensitive_fields_redacted holds vacuously: no capability's data contract requires redaction",
@@ -377,6 +397,16 @@ fn sensitive_values(input: &Value) -> Vec<String> {
         }
     }
     out
+}
+
+/// Every string value inside `value` (not its object keys).
+fn string_values<'v>(value: &'v Value, out: &mut Vec<&'v str>) {
+    match value {
+        Value::String(text) => out.push(text),
+        Value::Array(items) => items.iter().for_each(|item| string_values(item, out)),
+        Value::Object(map) => map.values().for_each(|item| string_values(item, out)),
+        _ => {}
+    }
 }
 
 /// Removes the `output` of the result at `pointer` (the connector's data, not the input).
