@@ -746,13 +746,7 @@ impl Harness {
         connector: Arc<dyn Connector>,
         limits: aip_connector::host::HostLimits,
     ) -> Host {
-        build_host_for(
-            connector,
-            self.definition(),
-            Arc::clone(&self.store),
-            limits,
-            (TENANT, &self.env.external_account),
-        )
+        self.host_over(connector, Arc::clone(&self.store), limits)
     }
 
     /// [`host_for`](Self::host_for) over the store's file opened anew, as a restarted process
@@ -762,10 +756,19 @@ impl Harness {
         connector: Arc<dyn Connector>,
         limits: aip_connector::host::HostLimits,
     ) -> Host {
+        self.host_over(connector, self.store_file.open(), limits)
+    }
+
+    fn host_over(
+        &self,
+        connector: Arc<dyn Connector>,
+        store: SharedStore,
+        limits: aip_connector::host::HostLimits,
+    ) -> Host {
         build_host_for(
             connector,
             self.definition(),
-            self.store_file.open(),
+            store,
             limits,
             (TENANT, &self.env.external_account),
         )

@@ -124,18 +124,21 @@ enum Raced {
     /// The call settled before anything showed it in flight.
     Finished(ActionResult),
     /// The cancel was sent.
-    Cancelled {
-        action_id: ActionId,
-        outcome: CancelOutcome,
-        result: ActionResult,
-        at: Instant,
-        at_wall: SystemTime,
-        provider_saw_it: bool,
-        /// Whether the handler's token had fired when `Host::cancel` returned, before the
-        /// call was polled again: the host fires it on every settlement too, so only this
-        /// moment shows that the cancel itself fired it.
-        fired_at_cancel: bool,
-    },
+    Cancelled(Box<CancelledInFlight>),
+}
+
+/// What [`race`] saw of a cancel sent while the call was in flight.
+struct CancelledInFlight {
+    action_id: ActionId,
+    outcome: CancelOutcome,
+    result: ActionResult,
+    at: Instant,
+    at_wall: SystemTime,
+    provider_saw_it: bool,
+    /// Whether the handler's token had fired when `Host::cancel` returned, before the
+    /// call was polled again: the host fires it on every settlement too, so only this
+    /// moment shows that the cancel itself fired it.
+    fired_at_cancel: bool,
 }
 
 async fn in_flight(
@@ -169,31 +172,16 @@ async fn in_flight(
     };
     let requests_before = h.provider().request_count();
     h.provider().inject("*", Fault::delay(DELAY).always());
-    let (action_id, outcome, result, at, at_wall, provider_saw_it, fired_at_cancel) = match race(
-        h,
-        host,
-        tap,
-        action.clone(),
-    )
-    .await
-    {
-        Raced::Cancelled {
-            action_id,
-            outcome,
-            result,
-            at,
-            at_wall,
-            provider_saw_it,
-            fired_at_cancel,
-        } => (
-            action_id,
-            outcome,
-            result,
-            at,
-            at_wall,
-            provider_saw_it,
-            fired_at_cancel,
-        ),
+    let CancelledInFlight {
+        action_id,
+        outcome,
+        result,
+        at,
+        at_wall,
+        provider_saw_it,
+        fired_at_cancel,
+    } = match race(h, host, tap, action.clone()).await {
+        Raced::Cancelled(cancelled) => *cancelled,
         Raced::Finished(result) => {
             h.provider().clear_faults();
             evidence.artifact(format!("action:{}", result.action_id));
@@ -348,7 +336,7 @@ async fn race(h: &Harness, host: &Host, tap: &Tap, action: Action) -> Raced {
                 let result = tokio::time::timeout(PATIENCE, &mut call)
                     .await
                     .unwrap_or_else(|_| ActionResult::new(action_id.clone(), ActionResultStatus::Failed));
-                return Raced::Cancelled { action_id, outcome, result, at, at_wall, provider_saw_it, fired_at_cancel };
+                return Raced::Cancelled(Box::new(CancelledInFlight { action_id, outcome, result, at, at_wall, provider_saw_it, fired_at_cancel }));
             }
         }
     }
