@@ -250,6 +250,19 @@ impl TestHost {
         self.host.resume_approved(approval_id, &caller).await
     }
 
+    /// [`resume`](Self::resume), streamed: the chunks of `Host::resume_approved_stream`, for an
+    /// approved action that was sent for streaming (which `resume` cannot run: its handler needs
+    /// the stream, and the host answers `execution.mode_unsupported` without claiming the
+    /// approval). A redacted record is re-submitted to `invoke_stream` instead, when
+    /// [`invoke`](Self::invoke) saw the gated action.
+    pub async fn resume_stream(&self, approval_id: &ApprovalId, principal: &str) -> ChunkStream {
+        let caller = self.caller(principal);
+        if let Some(resubmission) = self.resubmission(approval_id).await {
+            return self.host.invoke_stream(resubmission, caller);
+        }
+        self.host.resume_approved_stream(approval_id, caller)
+    }
+
     /// The gated action of `approval_id` with the record's approved decision attached, when the
     /// record is approved but kept no input and `invoke` saw the action.
     async fn resubmission(&self, approval_id: &ApprovalId) -> Option<Action> {

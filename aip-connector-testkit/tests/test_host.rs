@@ -431,3 +431,78 @@ async fn a_streaming_capability_streams_through_the_test_host() {
         "{chunks:?}"
     );
 }
+
+/// A statement export that streams, once finance approved it.
+#[derive(Clone, Default)]
+struct Statements {
+    runs: Arc<AtomicUsize>,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Line {
+    n: u64,
+}
+
+#[connector(id = "statements")]
+impl Statements {
+    /// Streams one line per cent, after a finance approval.
+    #[capability(
+        risk = medium,
+        side_effects = [read],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        approval(required, selector = role("finance"), evidence = [reason]),
+    )]
+    async fn export(
+        &self,
+        payment: Payment,
+        _key: IdempotencyKey,
+        _approval: Approval,
+        sink: StreamSink<Line>,
+    ) -> Result<Paid, ConnectorFailure> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        for n in 0..payment.cents {
+            sink.send(Line { n }).await?;
+        }
+        Ok(Paid {
+            payment_id: format!("lines-{}", payment.cents),
+        })
+    }
+}
+
+#[tokio::test]
+async fn an_approved_stream_is_resumed_as_a_stream() {
+    let statements = Statements::default();
+    let test = TestHost::builder(statements.clone())
+        .approver("user:alice", finance())
+        .build()
+        .unwrap();
+    let action =
+        Action::new("cap:statements:export", json!({ "cents": 2 })).with_idempotency_key("s1");
+    let pending = test
+        .invoke_stream("user:ada", action)
+        .result()
+        .await
+        .unwrap();
+    assert_eq!(pending.status, ActionResultStatus::PendingApproval);
+    let id = pending.approval_id().unwrap();
+    test.approve(&id, "user:alice").await.unwrap();
+
+    // `resume` answers one result, which a streaming handler cannot give: refused, unclaimed.
+    let unary = test.resume(&id, "user:ada").await;
+    assert_eq!(
+        unary.error.map(|e| e.code),
+        Some(codes::EXECUTION_MODE_UNSUPPORTED.to_owned())
+    );
+    let chunks = test.resume_stream(&id, "user:ada").await.collect().await;
+    let kinds: Vec<StreamChunkKind> = chunks.iter().map(|c| c.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            StreamChunkKind::Data,
+            StreamChunkKind::Data,
+            StreamChunkKind::Done
+        ]
+    );
+    assert_eq!(statements.runs.load(Ordering::SeqCst), 1);
+}

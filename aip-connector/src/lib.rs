@@ -64,9 +64,9 @@ pub use schema::SchemaDialect;
 /// Everything a connector author usually needs, in one import.
 pub mod prelude {
     pub use crate::{
-        Approval, Caller, Cancellation, Checkpoint, Compensation, Connector, ConnectorBuilder,
-        Credential, Deadline, IdempotencyKey, ProviderClient, ReconcileOutcome, Reconciliation,
-        Secret, StreamSink, Tenant, capability, connector,
+        Approval, Caller, CancelRequest, Cancellation, Checkpoint, Compensation, Connector,
+        ConnectorBuilder, Credential, Deadline, IdempotencyKey, ProviderClient, ReconcileOutcome,
+        Reconciliation, Secret, StreamSink, Tenant, capability, connector,
     };
     pub use aip_connector_core::model::{
         ConnectorFailure, ConnectorOperation, ErrorCategory, ProviderOperationRef,

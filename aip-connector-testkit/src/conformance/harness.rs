@@ -805,10 +805,11 @@ impl Harness {
     }
 
     /// Resumes the approved request `id` of `gated` as [`CALLER`], the way a client must: with
-    /// `resume_approved` when the record kept the input, else by re-submitting `gated` with an
-    /// approved decision attached (a redacted record cannot be resumed from the store, host
-    /// docs §5.5). Before any decision exists, the attached one is a well-formed decision that
-    /// was never recorded, so the host answers from the record's status.
+    /// `resume_approved` when the record kept the input (`resume_approved_stream` for an
+    /// action sent for streaming, whose chunks are read to the result), else by re-submitting
+    /// `gated` with an approved decision attached (a redacted record cannot be resumed from the
+    /// store, host docs §5.5). Before any decision exists, the attached one is a well-formed
+    /// decision that was never recorded, so the host answers from the record's status.
     pub(crate) fn resume<'a>(
         &'a self,
         host: &'a Host,
@@ -818,20 +819,64 @@ impl Harness {
         Box::pin(async move {
             let record = host.approval(id).await.ok().flatten();
             if record.as_ref().is_none_or(|r| r.input_retained) {
+                let streamed = record.as_ref().map_or(gated, |r| &r.action).mode
+                    == Some(aip_connector::model::ActionMode::Streaming);
+                if streamed {
+                    let chunks = host
+                        .resume_approved_stream(id, self.caller())
+                        .collect()
+                        .await;
+                    return result_of_stream(gated, &chunks);
+                }
                 let caller = self.caller();
                 return Box::pin(host.resume_approved(id, &caller)).await;
             }
-            let decision = record
-                .as_ref()
-                .and_then(|r| r.approving_decision().cloned())
-                .or_else(|| {
-                    approvers(self.definition())
-                        .first()
-                        .map(|approver| approval_decision(id, approver))
-                });
-            let mut resubmitted = gated.clone();
-            resubmitted.approval = decision.map(Box::new);
+            let resubmitted = self.resubmission(record.as_ref(), id, gated);
             self.run_once(host, resubmitted).await.0
+        })
+    }
+
+    /// `gated` with the decision that approved `id` attached (a well-formed decision of the
+    /// first approver when `record` holds none): the re-submission of host docs §5.5.
+    fn resubmission(
+        &self,
+        record: Option<&aip_connector::store::ApprovalRecord>,
+        id: &ApprovalId,
+        gated: &Action,
+    ) -> Action {
+        let decision = record
+            .and_then(|r| r.approving_decision().cloned())
+            .or_else(|| {
+                approvers(self.definition())
+                    .first()
+                    .map(|approver| approval_decision(id, approver))
+            });
+        let mut resubmitted = gated.clone();
+        resubmitted.approval = decision.map(Box::new);
+        resubmitted
+    }
+
+    /// Sends `action` once; when it waits for approval, approves it as every approver and
+    /// answers its re-submission with the approving decision attached (host docs §5.5), which
+    /// runs the handler as the original action would have, on whichever path it is sent: the
+    /// path a remote client takes, where [`resume`](Self::resume) takes the host's own. Answers
+    /// the first result when the action settled without waiting for approval (it ran then).
+    pub(crate) fn approved<'a>(
+        &'a self,
+        host: &'a Host,
+        action: Action,
+    ) -> Boxed<'a, Result<Action, ActionResult>> {
+        Box::pin(async move {
+            let (first, _) = self.run_once(host, action.clone()).await;
+            if first.status != ActionResultStatus::PendingApproval {
+                return Err(first);
+            }
+            let Some(approval) = approval_id_of(&first) else {
+                return Err(first);
+            };
+            self.approve(host, &approval).await;
+            let record = host.approval(&approval).await.ok().flatten();
+            Ok(self.resubmission(record.as_ref(), &approval, &action))
         })
     }
 
@@ -842,19 +887,25 @@ impl Harness {
         host: &'a Host,
         action: Action,
     ) -> Boxed<'a, (ActionResult, Vec<StreamChunk>)> {
+        self.run_once_as(host, action, self.caller())
+    }
+
+    /// [`run_once`](Self::run_once) as `caller`.
+    pub(crate) fn run_once_as<'a>(
+        &'a self,
+        host: &'a Host,
+        action: Action,
+        caller: TrustedContext,
+    ) -> Boxed<'a, (ActionResult, Vec<StreamChunk>)> {
         Box::pin(async move {
             let streams = self
                 .definition()
                 .capability(action.capability_id.as_str())
                 .is_some_and(Self::streams_only);
             if streams {
-                let chunks = host
-                    .invoke_stream(action.clone(), self.caller())
-                    .collect()
-                    .await;
+                let chunks = host.invoke_stream(action.clone(), caller).collect().await;
                 (result_of_stream(&action, &chunks), chunks)
             } else {
-                let caller = self.caller();
                 (Box::pin(host.invoke(action, &caller)).await, Vec::new())
             }
         })

@@ -1234,8 +1234,32 @@ impl Host {
     /// instead); one that already ran, `policy.approval_already_resumed`; an unknown id,
     /// `policy.approval_not_found` under a fresh action id. A retryable result gives the claim
     /// back, so a later resume runs the action again.
+    ///
+    /// An action sent for streaming (mode `streaming`, as [`invoke_stream`](Self::invoke_stream)
+    /// sends it) runs only with a stream: it is refused here with `execution.mode_unsupported`
+    /// before anything is claimed; resume it with
+    /// [`resume_approved_stream`](Self::resume_approved_stream).
     pub async fn resume_approved(&self, id: &ApprovalId, caller: &TrustedContext) -> ActionResult {
         pipeline::resume(&self.inner, id, caller).await
+    }
+
+    /// [`resume_approved`](Self::resume_approved), streamed: runs the approved action exactly
+    /// once, as [`invoke_stream`](Self::invoke_stream) runs an action, and answers its chunks
+    /// and the one terminal chunk carrying the result. Every refusal of `resume_approved`
+    /// (unknown id, another caller, not approved, already resumed, redacted input) is the
+    /// stream's terminal chunk alone. An action the gate saw without a mode streams as
+    /// `streaming`; one sent with another mode runs in that mode, its terminal chunk its result.
+    ///
+    /// ```no_run
+    /// # async fn resume(host: &aip_connector::host::Host, approval: aip_connector::ids::ApprovalId, caller: aip_connector::host::TrustedContext) {
+    /// let mut chunks = host.resume_approved_stream(&approval, caller);
+    /// while let Some(chunk) = chunks.next().await {
+    ///     println!("{} {:?}", chunk.sequence, chunk.kind);
+    /// }
+    /// # }
+    /// ```
+    pub fn resume_approved_stream(&self, id: &ApprovalId, caller: TrustedContext) -> ChunkStream {
+        stream::resume(self.inner.clone(), id.clone(), caller)
     }
 }
 

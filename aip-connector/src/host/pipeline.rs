@@ -2631,49 +2631,27 @@ fn status_error(status: ApprovalStatus) -> ProtocolError {
     }
 }
 
-/// Resumes an approved action exactly once, as its requester.
+/// Resumes an approved action exactly once, as its requester, answering one result: an action
+/// sent for streaming is refused before anything is claimed (resume it with
+/// `Host::resume_approved_stream`, which streams its chunks).
 pub(crate) async fn resume(
     host: &HostInner,
     id: &ApprovalId,
     caller: &TrustedContext,
 ) -> ActionResult {
-    let record = match approval::expire_if_due(host.store.as_ref(), id, host.clock.now_ms()).await {
-        Ok(Some(record)) => record,
-        Ok(None) => {
-            return failure::failed(
-                &aip_connector_core::ids::ActionId::new(),
-                failure::policy(codes::POLICY_APPROVAL_NOT_FOUND, "no approval with this id"),
-            );
-        }
-        Err(error) => return failure::failed(&aip_connector_core::ids::ActionId::new(), error),
+    let record = match resumable(host, id, caller).await {
+        Ok(record) => record,
+        Err(refused) => return refused,
     };
-    let action_id = record.action.id.clone();
-    let caller_tenant = host.tenant_of(caller).map(|t| t.id.as_str());
-    if caller.principal.id != record.requested_by
-        || (record.tenant_id.is_some() && record.tenant_id.as_deref() != caller_tenant)
-    {
+    if record.action.mode == Some(aip_connector_core::model::ActionMode::Streaming) {
         return failure::failed(
-            &action_id,
-            failure::error(
-                codes::AUTH_NOT_AUTHORIZED,
-                "only the requester, in the tenant the approval was granted for, resumes an approved action",
-                ErrorCategory::Auth,
-                false,
-            ),
-        );
-    }
-    if record.status != ApprovalStatus::Approved {
-        return failure::failed(&action_id, status_error(record.status));
-    }
-    if !record.input_retained {
-        return failure::failed(
-            &action_id,
+            &record.action.id,
             failure::with_details(
-                failure::policy(
-                    codes::POLICY_APPROVAL_RESUBMISSION_REQUIRED,
-                    "the action is approved, but its input was redacted and is not stored: re-submit the same action (same action id and input) with the approval decision attached",
+                failure::permanent(
+                    codes::EXECUTION_MODE_UNSUPPORTED,
+                    "the approved action was sent for streaming and runs only with a stream: resume it with `resume_approved_stream` (or re-submit it to `invoke_stream` with the approval decision attached); nothing was claimed",
                 ),
-                json!({ "approval_id": record.approval_id }),
+                json!({ "approval_id": record.approval_id, "mode": "streaming" }),
             ),
         );
     }
@@ -2684,10 +2662,65 @@ pub(crate) async fn resume(
         caller,
         Options {
             stream: None,
-            resume: Some(Box::new(record)),
+            resume: Some(record),
         },
     )
     .await
+}
+
+/// The approved record `id` when `caller` may resume it now (applying expiry first), else the
+/// failure to answer. Claims nothing: the resume is claimed by stage 9 of the run.
+pub(crate) async fn resumable(
+    host: &HostInner,
+    id: &ApprovalId,
+    caller: &TrustedContext,
+) -> Result<Box<ApprovalRecord>, ActionResult> {
+    let record = match approval::expire_if_due(host.store.as_ref(), id, host.clock.now_ms()).await {
+        Ok(Some(record)) => record,
+        Ok(None) => {
+            return Err(failure::failed(
+                &aip_connector_core::ids::ActionId::new(),
+                failure::policy(codes::POLICY_APPROVAL_NOT_FOUND, "no approval with this id"),
+            ));
+        }
+        Err(error) => {
+            return Err(failure::failed(
+                &aip_connector_core::ids::ActionId::new(),
+                error,
+            ));
+        }
+    };
+    let action_id = record.action.id.clone();
+    let caller_tenant = host.tenant_of(caller).map(|t| t.id.as_str());
+    if caller.principal.id != record.requested_by
+        || (record.tenant_id.is_some() && record.tenant_id.as_deref() != caller_tenant)
+    {
+        return Err(failure::failed(
+            &action_id,
+            failure::error(
+                codes::AUTH_NOT_AUTHORIZED,
+                "only the requester, in the tenant the approval was granted for, resumes an approved action",
+                ErrorCategory::Auth,
+                false,
+            ),
+        ));
+    }
+    if record.status != ApprovalStatus::Approved {
+        return Err(failure::failed(&action_id, status_error(record.status)));
+    }
+    if !record.input_retained {
+        return Err(failure::failed(
+            &action_id,
+            failure::with_details(
+                failure::policy(
+                    codes::POLICY_APPROVAL_RESUBMISSION_REQUIRED,
+                    "the action is approved, but its input was redacted and is not stored: re-submit the same action (same action id and input) with the approval decision attached",
+                ),
+                json!({ "approval_id": record.approval_id }),
+            ),
+        ));
+    }
+    Ok(Box::new(record))
 }
 
 /// Step 15: only completed results are checked; a violation replaces the result.

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use aip_connector_core::ids::ActionId;
+use aip_connector_core::ids::{ActionId, ApprovalId};
 use aip_connector_core::model::{
     Action, ActionMode, ActionResult, ActionResultStatus, ConnectorFailure, ConnectorOperation,
     ErrorCategory, StreamChunk, StreamChunkKind,
@@ -19,6 +19,7 @@ use super::pipeline::{self, Options};
 use super::{ActionOwner, HostInner};
 use crate::codes;
 use crate::invocation::{BoxFuture, ChunkSink};
+use crate::store::ApprovalRecord;
 
 /// The consumer side of a streaming invocation.
 #[derive(Debug)]
@@ -172,33 +173,71 @@ impl ChunkSink for ChannelSink {
     }
 }
 
+/// Streams `action` for `caller` (`Host::invoke_stream`).
 pub(crate) fn start(
     host: Arc<HostInner>,
     mut action: Action,
     caller: TrustedContext,
 ) -> ChunkStream {
-    let (sender, receiver) = mpsc::channel(host.limits.stream_buffer.max(1));
-    let (settle, settled) = watch::channel(false);
     if action.mode.is_none() {
         action.mode = Some(ActionMode::Streaming);
     }
-    let sink = Arc::new(ChannelSink {
-        host: host.clone(),
-        owner: host.owner_of(&caller),
-        action_id: action.id.clone(),
-        sender: Mutex::new(Some(sender)),
-        sequence: AtomicU64::new(0),
-        closed: AtomicBool::new(false),
-        consumer_gone: AtomicBool::new(false),
-    });
+    spawn(host, caller, async move { Ok((Arc::new(action), None)) })
+}
+
+/// Streams the approved action of approval `id`, exactly once, as its requester `caller`
+/// (`Host::resume_approved_stream`): the checks of `Host::resume_approved`, then the run with
+/// the record as stage 9's resume. A refusal is the stream's one terminal chunk.
+pub(crate) fn resume(host: Arc<HostInner>, id: ApprovalId, caller: TrustedContext) -> ChunkStream {
+    let checks = host.clone();
+    let caller_of_checks = caller.clone();
+    spawn(host, caller, async move {
+        let record = pipeline::resumable(&checks, &id, &caller_of_checks).await?;
+        let mut action = record.action.clone();
+        if action.mode.is_none() {
+            action.mode = Some(ActionMode::Streaming);
+        }
+        Ok((Arc::new(action), Some(record)))
+    })
+}
+
+/// Spawns the task that runs what `prepare` answers through the pipeline with a channel sink,
+/// then queues the terminal chunk; `prepare`'s refusal is queued as the terminal chunk alone.
+fn spawn(
+    host: Arc<HostInner>,
+    caller: TrustedContext,
+    prepare: impl Future<Output = Result<(Arc<Action>, Option<Box<ApprovalRecord>>), ActionResult>>
+    + Send
+    + 'static,
+) -> ChunkStream {
+    let (sender, receiver) = mpsc::channel(host.limits.stream_buffer.max(1));
+    let (settle, settled) = watch::channel(false);
     let give_up = CancellationToken::new();
     let given_up = give_up.clone();
     tokio::spawn(async move {
-        let options = Options {
-            stream: Some(sink.clone() as Arc<dyn ChunkSink>),
-            resume: None,
+        let sink_for = |action_id: ActionId| {
+            Arc::new(ChannelSink {
+                host: host.clone(),
+                owner: host.owner_of(&caller),
+                action_id,
+                sender: Mutex::new(Some(sender)),
+                sequence: AtomicU64::new(0),
+                closed: AtomicBool::new(false),
+                consumer_gone: AtomicBool::new(false),
+            })
         };
-        let result = pipeline::run(&host, Arc::new(action), &caller, options).await;
+        let (sink, result) = match prepare.await {
+            Ok((action, resume)) => {
+                let sink = sink_for(action.id.clone());
+                let options = Options {
+                    stream: Some(sink.clone() as Arc<dyn ChunkSink>),
+                    resume,
+                };
+                let result = pipeline::run(&host, action, &caller, options).await;
+                (sink, result)
+            }
+            Err(refused) => (sink_for(refused.action_id.clone()), refused),
+        };
         settle.send_replace(true);
         let kind = if result.status == ActionResultStatus::Failed {
             StreamChunkKind::Error

@@ -11,7 +11,9 @@
 //!   talking to the provider (or its sink) once the action is over, and the cancellation is the
 //!   stored result a duplicate replays. The host drops a cancelled handler's future, so a handler
 //!   that merely never looks at its token still stops; what it cannot stop is work the handler
-//!   handed to a task of its own — that is the lie this catches.
+//!   handed to a task of its own — that is the lie this catches. Requests that arrive while the
+//!   capability's cancel companion runs are the companion's (stopping the provider operation is
+//!   its job), named in a note rather than counted.
 //! - `late_cancel_preserved_terminal`: a cancel after the result cancels nothing (`NotActive`,
 //!   or `Pending` for a cancel the host remembers in case the id is sent again) and changes
 //!   nothing: the stored result, its replay and the transaction record stay as they were.
@@ -127,6 +129,17 @@ enum Raced {
     Cancelled(Box<CancelledInFlight>),
 }
 
+/// What [`race`] waited for before it sent the cancel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cue {
+    /// The provider had a request of the call.
+    ProviderRequest,
+    /// The handler had run for [`NO_PROVIDER_AFTER`] without a provider request.
+    HandlerRanAlone,
+    /// Neither happened within [`PATIENCE`]: the handler never started (or never ran that long).
+    NothingInFlight,
+}
+
 /// What [`race`] saw of a cancel sent while the call was in flight.
 struct CancelledInFlight {
     action_id: ActionId,
@@ -134,7 +147,7 @@ struct CancelledInFlight {
     result: ActionResult,
     at: Instant,
     at_wall: SystemTime,
-    provider_saw_it: bool,
+    cue: Cue,
     /// Whether the handler's token had fired when `Host::cancel` returned, before the
     /// call was polled again: the host fires it on every settlement too, so only this
     /// moment shows that the cancel itself fired it.
@@ -178,7 +191,7 @@ async fn in_flight(
         result,
         at,
         at_wall,
-        provider_saw_it,
+        cue,
         fired_at_cancel,
     } = match race(h, host, tap, action.clone()).await {
         Raced::Cancelled(cancelled) => *cancelled,
@@ -205,16 +218,32 @@ async fn in_flight(
     for request in requests.iter().skip(requests_before) {
         evidence.artifact(format!("req_{}", request.sequence));
     }
-    let late_requests: Vec<String> = requests
-        .iter()
-        .skip(requests_before)
-        .filter(|r| {
-            r.received_at
-                .duration_since(at_wall)
-                .is_ok_and(|after| after > GRACE)
-        })
-        .map(|r| format!("{} {} (req_{})", r.method, r.path, r.sequence))
-        .collect();
+    // Requests that arrive while the connector's own cancel companion runs are the companion's:
+    // stopping the provider operation is what it is for.
+    let companions = tap.cancels_of(action_id.as_str());
+    let mut by_companion = Vec::new();
+    let mut late_requests = Vec::new();
+    for request in requests.iter().skip(requests_before).filter(|r| {
+        r.received_at
+            .duration_since(at_wall)
+            .is_ok_and(|after| after > GRACE)
+    }) {
+        let named = format!(
+            "{} {} (req_{})",
+            request.method, request.path, request.sequence
+        );
+        if companions.iter().any(|c| c.covers(request.received_at)) {
+            by_companion.push(named);
+        } else {
+            late_requests.push(named);
+        }
+    }
+    if !by_companion.is_empty() {
+        evidence.note(format!(
+            "the provider received {} while the cancel companion of `{id}` ran; they are counted as the companion's, not as work the cancelled handler left behind",
+            by_companion.join(", ")
+        ));
+    }
     let calls = tap.calls_of(action_id.as_str());
     let call = calls.last();
 
@@ -259,10 +288,14 @@ async fn in_flight(
     evidence.assert("in_flight_cancelled", late_sends == 0, || {
         format!("after `{id}` was cancelled, its handler still sent {late_sends} chunk(s)")
     });
-    if !provider_saw_it {
-        evidence.note(format!(
+    match cue {
+        Cue::ProviderRequest => {}
+        Cue::HandlerRanAlone => evidence.note(format!(
             "`{id}` made no provider request the suite could slow down; it was cancelled after its handler had run for {NO_PROVIDER_AFTER:?}"
-        ));
+        )),
+        Cue::NothingInFlight => evidence.note(format!(
+            "neither a provider request of `{id}` nor a handler running for {NO_PROVIDER_AFTER:?} showed within {PATIENCE:?} (the handler never started, or returned sooner); it was cancelled then"
+        )),
     }
 
     // The cancellation is the stored result: a duplicate replays it and runs nothing.
@@ -299,14 +332,17 @@ async fn race(h: &Harness, host: &Host, tap: &Tap, action: Action) -> Raced {
             let waiting = Instant::now();
             loop {
                 if h.provider().request_count() > requests_before {
-                    return true;
+                    return Cue::ProviderRequest;
                 }
                 let running = tap
                     .calls_of(action_id.as_str())
                     .last()
                     .is_some_and(|c| c.ended.is_none() && c.started.elapsed() > NO_PROVIDER_AFTER);
-                if running || waiting.elapsed() > PATIENCE {
-                    return false;
+                if running {
+                    return Cue::HandlerRanAlone;
+                }
+                if waiting.elapsed() > PATIENCE {
+                    return Cue::NothingInFlight;
                 }
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
@@ -325,7 +361,7 @@ async fn race(h: &Harness, host: &Host, tap: &Tap, action: Action) -> Raced {
                 }
                 return Raced::Finished(result);
             }
-            provider_saw_it = started => {
+            cue = started => {
                 let at = Instant::now();
                 let at_wall = SystemTime::now();
                 let outcome = host.cancel(&action_id);
@@ -336,7 +372,7 @@ async fn race(h: &Harness, host: &Host, tap: &Tap, action: Action) -> Raced {
                 let result = tokio::time::timeout(PATIENCE, &mut call)
                     .await
                     .unwrap_or_else(|_| ActionResult::new(action_id.clone(), ActionResultStatus::Failed));
-                return Raced::Cancelled(Box::new(CancelledInFlight { action_id, outcome, result, at, at_wall, provider_saw_it, fired_at_cancel }));
+                return Raced::Cancelled(Box::new(CancelledInFlight { action_id, outcome, result, at, at_wall, cue, fired_at_cancel }));
             }
         }
     }

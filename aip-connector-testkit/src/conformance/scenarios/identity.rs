@@ -64,9 +64,9 @@ pub(super) async fn run(h: &Harness) -> Evidence {
 
     // tenant_isolated: one key, two tenants; the second is never the first's replay.
     let key = "conformance-identity-shared-key";
-    let first = h
-        .host()
-        .invoke(h.action(capability, input.clone(), key), &h.caller())
+    // Sent as a client would send it: streamed when the capability only streams.
+    let (first, _) = h
+        .run_once(h.host(), h.action(capability, input.clone(), key))
         .await;
     let account_scoped = capability
         .capability
@@ -75,12 +75,11 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         .is_some_and(|c| c.idempotency.key_scope == IdempotencyKeyScope::ExternalAccount);
     let other_deployment =
         account_scoped.then(|| h.host_deployed_for(OTHER_TENANT, &h.other_tenant_account()));
-    let other = other_deployment
-        .as_ref()
-        .unwrap_or(h.host())
-        .invoke(
+    let (other, _) = h
+        .run_once_as(
+            other_deployment.as_ref().unwrap_or(h.host()),
             h.action(capability, input.clone(), key),
-            &h.caller_in(OTHER_TENANT),
+            h.caller_in(OTHER_TENANT),
         )
         .await;
     if account_scoped {

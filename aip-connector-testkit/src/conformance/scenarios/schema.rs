@@ -10,10 +10,22 @@ use serde_json::{Map, Value, json};
 use super::code;
 use crate::conformance::{Evidence, Harness};
 
-/// Inputs derived from `schema` and the valid `example` that the schema must reject: a
-/// required property removed, a property of the wrong type, an unknown property when
-/// additional properties are closed, and a non-object.
+/// Inputs derived from `schema` and the valid `example` that the schema rejects: a non-object,
+/// a required property removed, a property of the wrong type, and an unknown property when
+/// additional properties are closed. Each candidate is kept only if the compiled schema does
+/// reject it, so a schema that accepts arrays (say, one for a `serde_json::Value` input) is not
+/// blamed for letting one through.
 fn invalid_inputs(schema: &Value, example: &Value) -> Vec<(String, Value)> {
+    let Ok(compiled) = compile_draft202012(schema, &SchemaLimits::default()) else {
+        return Vec::new();
+    };
+    let mut candidates = candidate_inputs(schema, example);
+    candidates.retain(|(_, input)| !compiled.is_valid(input));
+    candidates
+}
+
+/// The candidates of [`invalid_inputs`], before the schema has had its say.
+fn candidate_inputs(schema: &Value, example: &Value) -> Vec<(String, Value)> {
     let mut out = vec![("a JSON array instead of an object".to_owned(), json!([]))];
     let Some(object) = example.as_object() else {
         return out;
@@ -130,7 +142,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     }
     if tried == 0 {
         evidence.assert("invalid_input_rejected", false, || {
-            "no invalid input could be derived from any input schema".to_owned()
+            "every input schema with an example accepted each invalid input the suite derives (an array, a required property removed, a property of the wrong type, an undeclared property): declare the input's type, required properties or `additionalProperties: false` so that some input is invalid".to_owned()
         });
     }
 
@@ -170,14 +182,11 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     // invalid_output_rejected: a handler's valid output replaced by one the schema rejects.
     let target = examples.iter().find_map(|(capability, example)| {
         let schema = capability.capability.output_schema.as_ref()?;
-        (!Harness::streams_only(capability))
-            .then(|| invalid_output(schema))
-            .flatten()
-            .map(|output| (*capability, example.clone(), output))
+        invalid_output(schema).map(|output| (*capability, example.clone(), output))
     });
     match target {
         None => evidence.assert("invalid_output_rejected", false, || {
-            "no non-streaming capability has an output schema that rejects anything".to_owned()
+            "no capability with an example has an output schema that rejects anything".to_owned()
         }),
         Some((capability, example, output)) => {
             h.probe().override_output(Some(output.clone()));
@@ -205,4 +214,52 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         }
     }
     evidence
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn whats(schema: &Value, example: &Value) -> Vec<String> {
+        invalid_inputs(schema, example)
+            .into_iter()
+            .map(|(what, _)| what)
+            .collect()
+    }
+
+    #[test]
+    fn every_candidate_of_a_closed_object_schema_is_invalid() {
+        let schema = json!({
+            "type": "object",
+            "properties": { "n": { "type": "integer" } },
+            "required": ["n"],
+            "additionalProperties": false
+        });
+        assert_eq!(
+            whats(&schema, &json!({ "n": 1 })),
+            [
+                "a JSON array instead of an object",
+                "required property `n` removed",
+                "property `n` of the wrong type",
+                "an undeclared property",
+            ]
+        );
+    }
+
+    #[test]
+    fn candidates_the_schema_accepts_are_dropped() {
+        // A `serde_json::Value` input: every candidate is valid, so none is sent.
+        assert!(whats(&json!({}), &json!({ "n": 1 })).is_empty());
+        // An open object: an array is invalid, an undeclared property is not a candidate.
+        let open = json!({ "type": "object", "properties": { "n": { "type": "integer" } } });
+        assert_eq!(
+            whats(&open, &json!({ "n": 1 })),
+            [
+                "a JSON array instead of an object",
+                "property `n` of the wrong type"
+            ]
+        );
+        // An array input: the array candidate is dropped.
+        assert!(whats(&json!({ "type": "array" }), &json!([1])).is_empty());
+    }
 }

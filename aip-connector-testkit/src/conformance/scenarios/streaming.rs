@@ -20,7 +20,7 @@
 //! tokens and reconciliation requests.
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use aip_connector::host::HostLimits;
 use aip_connector::invocation::{
@@ -58,8 +58,8 @@ const POSITION_FIELDS: [&str; 4] = ["index", "position", "offset", "sequence"];
 
 /// Wraps a connector (usually the harness's probe) to see what the probe does not: each call's
 /// cancellation token (to ask later whether it fired), every chunk the handler handed its sink
-/// with when the `send` started and when the host let it return, and every reconciliation
-/// request the host made.
+/// with when the `send` started and when the host let it return, every reconciliation
+/// request the host made, and when each cancel companion ran.
 #[derive(Clone)]
 pub(super) struct Tap {
     inner: Arc<dyn Connector>,
@@ -70,6 +70,26 @@ pub(super) struct Tap {
 struct TapState {
     calls: Vec<TappedCall>,
     reconciliations: Vec<(String, Reconciliation)>,
+    cancels: Vec<TappedCancel>,
+}
+
+/// One call of a cancel companion (`Connector::cancel`), timed by the wall clock so it compares
+/// with the provider double's `received_at`.
+#[derive(Clone, Debug)]
+pub(super) struct TappedCancel {
+    /// The action the host asked the companion to stop.
+    pub(super) action_id: String,
+    /// When the host called the companion.
+    pub(super) started: SystemTime,
+    /// When the companion returned; `None` while it runs, or when the host gave up on it.
+    pub(super) ended: Option<SystemTime>,
+}
+
+impl TappedCancel {
+    /// Whether `at` falls while the companion ran (up to `now` for one still running).
+    pub(super) fn covers(&self, at: SystemTime) -> bool {
+        at >= self.started && at <= self.ended.unwrap_or_else(SystemTime::now)
+    }
 }
 
 /// One handler call as the tap saw it.
@@ -123,6 +143,16 @@ impl Tap {
     pub(super) fn calls_of(&self, action_id: &str) -> Vec<TappedCall> {
         self.state()
             .calls
+            .iter()
+            .filter(|c| c.action_id == action_id)
+            .cloned()
+            .collect()
+    }
+
+    /// The cancel companion calls for action `action_id`, oldest first.
+    pub(super) fn cancels_of(&self, action_id: &str) -> Vec<TappedCancel> {
+        self.state()
+            .cancels
             .iter()
             .filter(|c| c.action_id == action_id)
             .cloned()
@@ -203,7 +233,23 @@ impl Connector for Tap {
         capability_id: &'a str,
         request: CancelRequest,
     ) -> BoxFuture<'a, Result<(), ConnectorFailure>> {
-        self.inner.cancel(capability_id, request)
+        let index = {
+            let mut state = self.state();
+            state.cancels.push(TappedCancel {
+                action_id: request.action_id.to_string(),
+                started: SystemTime::now(),
+                ended: None,
+            });
+            state.cancels.len() - 1
+        };
+        let running = self.inner.cancel(capability_id, request);
+        Box::pin(async move {
+            let result = running.await;
+            if let Some(cancel) = self.state().cancels.get_mut(index) {
+                cancel.ended = Some(SystemTime::now());
+            }
+            result
+        })
     }
 }
 
@@ -328,7 +374,8 @@ pub(super) async fn run(h: &Harness) -> Evidence {
 async fn scenario(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
     let mut candidates = h.examples_where(streams);
-    // An approval-gated stream answers `pending_approval` first; prefer one that streams at once.
+    // An approval-gated stream answers `pending_approval` first; prefer one that streams at once
+    // (a gated one is approved and re-submitted).
     candidates.sort_by_key(|(c, _)| needs_approval(c));
     let Some((capability, input)) = candidates.first().cloned() else {
         evidence.no_example("no capability that supports streaming declares an example input: nothing can be streamed");
@@ -348,6 +395,27 @@ async fn scenario(h: &Harness) -> Evidence {
     action.mode = Some(aip_connector::model::ActionMode::Streaming);
     let action_id = action.id.to_string();
     evidence.artifact(format!("action:{action_id}"));
+    // A gated stream answers `pending_approval` and nothing else. The suite approves the
+    // request and streams the re-submission (the same action with the approving decision
+    // attached, host docs §5.5), the path a remote client takes; the approval scenario resumes
+    // through `resume_approved_stream`.
+    let action = if needs_approval(capability) {
+        match h.approved(&host, action).await {
+            Ok(resubmission) => resubmission,
+            Err(result) => {
+                evidence.assert("ordered_chunks", false, || {
+                    format!(
+                        "`{id}` declares an approval policy, but its first call settled `{:?}` ({}) instead of waiting for approval, so the suite had no approval to stream under",
+                        result.status,
+                        super::code(&result)
+                    )
+                });
+                return evidence;
+            }
+        }
+    } else {
+        action
+    };
     let requests_before = h.provider().request_count();
     let mut stream = host.invoke_stream(action, h.caller());
 
@@ -412,13 +480,19 @@ async fn scenario(h: &Harness) -> Evidence {
         .last()
         .and_then(|c| c.data.clone())
         .and_then(|data| serde_json::from_value(data).ok());
-    if result
+    if let Some(waiting) = result
         .as_ref()
-        .is_some_and(|r| r.status == ActionResultStatus::PendingApproval)
+        .filter(|r| r.status == ActionResultStatus::PendingApproval)
     {
-        evidence.note(format!(
-            "`{id}` waits for approval before it streams; this host resumes approved actions without a stream, so the suite cannot watch its chunks"
-        ));
+        // The approved re-submission must run; another request for approval means the host did
+        // not take the decision, and the chunk counts below would blame the handler for it.
+        evidence.assert("ordered_chunks", false, || {
+            format!(
+                "the approved re-submission of `{id}` waited for approval again ({}) instead of streaming",
+                super::code(waiting)
+            )
+        });
+        return evidence;
     }
     let data_chunks: Vec<&StreamChunk> = chunks.iter().filter(|c| !is_terminal(c.kind)).collect();
 

@@ -171,6 +171,22 @@ async fn plan_before_commit(h: &Harness, evidence: &mut Evidence) {
         },
     );
 
+    // The refusals ran nothing; the plan's counts start after them, so a handler run by a
+    // refused commit is blamed on the refusal, not on the plan.
+    let refused_calls = calls() - calls_start;
+    let refused_effects = h.provider().effect_total() - effects_start;
+    evidence.assert(
+        "plan_before_commit",
+        refused_calls == 0 && refused_effects == 0,
+        || {
+            format!(
+                "the two refused commits of `{id}` ran its handler {refused_calls} time(s) and left {refused_effects} provider effect(s)"
+            )
+        },
+    );
+    let calls_start = calls();
+    let effects_start = h.provider().effect_total();
+
     // The plan: no handler, no effect.
     let plan_action = transactional(
         &id,
