@@ -38,6 +38,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use aip_connector::Connector;
 use aip_connector::admission::{AdmissionPolicy, admit_manifest};
@@ -554,12 +555,19 @@ pub struct ConformanceSuite {
     factory: Arc<Factory>,
     external_account: ExternalAccountRef,
     provider_setup: Option<Arc<ProviderSetup>>,
+    scenario_time_limit: Duration,
 }
+
+/// How long one scenario may run before its check fails as stuck, unless
+/// [`ConformanceSuite::with_scenario_time_limit`] sets another limit: five minutes, far more than
+/// a scenario of a connector whose calls answer within their deadlines needs.
+pub const DEFAULT_SCENARIO_TIME_LIMIT: Duration = Duration::from_secs(300);
 
 impl fmt::Debug for ConformanceSuite {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ConformanceSuite")
             .field("external_account", &self.external_account)
+            .field("scenario_time_limit", &self.scenario_time_limit)
             .finish_non_exhaustive()
     }
 }
@@ -579,7 +587,26 @@ impl ConformanceSuite {
             factory: Arc::new(move |env| Arc::new(factory(env)) as Arc<dyn Connector>),
             external_account: default_external_account(),
             provider_setup: None,
+            scenario_time_limit: DEFAULT_SCENARIO_TIME_LIMIT,
         }
+    }
+
+    /// Fails a scenario that runs longer than `limit` (default [`DEFAULT_SCENARIO_TIME_LIMIT`])
+    /// instead of waiting for it: each call the scenarios make waits as long as the host lets
+    /// it (the action's deadline, at most the contract's SLA, 60 s by default), so a handler that
+    /// hangs until its deadline on every call makes a scenario slow, and the run takes minutes
+    /// before it says why. A scenario over the limit is dropped where it stands; its check fails
+    /// saying so, with none of its assertions.
+    ///
+    /// ```ignore
+    /// let report = ConformanceSuite::new(|env| Tickets::new(env.provider_url()))
+    ///     .with_scenario_time_limit(Duration::from_secs(60))
+    ///     .run();
+    /// ```
+    #[must_use]
+    pub fn with_scenario_time_limit(mut self, limit: Duration) -> Self {
+        self.scenario_time_limit = limit;
+        self
     }
 
     /// Runs `setup` on each scenario's provider double when it starts, before the connector is
@@ -693,8 +720,21 @@ impl ConformanceSuite {
             self.provider_setup.as_deref(),
         )
         .await;
-        let evidence = scenarios::run(scenario, &harness).await;
-        evidence.into_check(scenario)
+        match tokio::time::timeout(self.scenario_time_limit, scenarios::run(scenario, &harness))
+            .await
+        {
+            Ok(evidence) => evidence.into_check(scenario),
+            Err(_) => CheckResult {
+                name: scenario.check_name(),
+                status: CheckStatus::Failed,
+                detail: format!(
+                    "the scenario did not finish within {:?} and was stopped (`ConformanceSuite::with_scenario_time_limit`): some call waited for a handler until its deadline, or kept being retried; run it alone with a longer limit to see its assertions",
+                    self.scenario_time_limit
+                ),
+                assertions: BTreeMap::new(),
+                artifacts: Vec::new(),
+            },
+        }
     }
 }
 
