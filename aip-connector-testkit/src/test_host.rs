@@ -46,10 +46,10 @@ use aip_connector::host::{
     ExternalAccountRef, Host, HostBuildError, HostLimits, Secret, StaticApprovalAuthority,
     TrustedContext, VerifiedTenant,
 };
-use aip_connector::ids::ApprovalId;
+use aip_connector::ids::{ActionId, ApprovalId};
 use aip_connector::model::{
-    Action, ActionResult, ApprovalDecision, ApprovalDecisionKind, Principal, PrincipalKind,
-    ProtocolError,
+    Action, ActionMode, ActionResult, ActionResultStatus, ApprovalDecision, ApprovalDecisionKind,
+    Principal, PrincipalKind, ProtocolError,
 };
 use aip_connector::store::MemoryStore;
 use aip_connector::{Connector, ConnectorDefinition};
@@ -85,6 +85,9 @@ pub struct TestHost {
     /// The actions [`invoke`](Self::invoke) saw gated, by approval id: [`resume`](Self::resume)
     /// re-submits one whose record could not keep its input (a redacted capability).
     gated: Arc<Mutex<HashMap<ApprovalId, Action>>>,
+    /// The actions [`invoke_stream`](Self::invoke_stream) sent, by action id (a stream's gate is
+    /// seen only by its consumer), for the same re-submission.
+    streamed: Arc<Mutex<HashMap<ActionId, Action>>>,
 }
 
 /// Builds a [`TestHost`]; see [`TestHost::builder`].
@@ -155,7 +158,17 @@ impl TestHost {
     /// Runs `action` streaming, as [`caller(principal)`](Self::caller): the chunks of
     /// `Host::invoke_stream`, in order, ending with exactly one terminal chunk
     /// (`.collect().await` gathers them).
-    pub fn invoke_stream(&self, principal: &str, action: Action) -> ChunkStream {
+    ///
+    /// The action is remembered, for [`resume`](Self::resume) to re-submit should it wait for
+    /// an approval whose record keeps no input.
+    pub fn invoke_stream(&self, principal: &str, mut action: Action) -> ChunkStream {
+        if action.mode.is_none() {
+            action.mode = Some(ActionMode::Streaming);
+        }
+        self.streamed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(action.id.clone(), action.clone());
         self.host.invoke_stream(action, self.caller(principal))
     }
 
@@ -239,39 +252,68 @@ impl TestHost {
     /// kept. A redacted capability's record keeps no input (`input_retained: false`;
     /// `data(pii)`, `restricted` or `regulated`, or `redaction_required`), and `resume_approved`
     /// answers `policy.approval_resubmission_required`: then, as a client must
-    /// (docs/host-runtime.md §5.5), this re-submits the action [`invoke`](Self::invoke) saw
-    /// gated, with the record's approved decision attached. Either way the host checks the
-    /// approval and runs the action at most once.
+    /// (docs/host-runtime.md §5.5), this re-submits the action [`invoke`](Self::invoke) (or
+    /// [`invoke_stream`](Self::invoke_stream)) sent, with the record's approved decision
+    /// attached. An action sent for streaming is resumed as [`resume_stream`](Self::resume_stream)
+    /// does, and its stream read to the result (its chunks are dropped). Either way the host
+    /// checks the approval and runs the action at most once.
     pub async fn resume(&self, approval_id: &ApprovalId, principal: &str) -> ActionResult {
+        let record = self.host.approval(approval_id).await.ok().flatten();
+        if record
+            .as_ref()
+            .is_some_and(|r| r.action.mode == Some(ActionMode::Streaming))
+        {
+            let action_id = record
+                .as_ref()
+                .map_or_else(ActionId::new, |r| r.action.id.clone());
+            return self
+                .resume_stream(approval_id, principal)
+                .await
+                .result()
+                .await
+                .unwrap_or_else(|| ActionResult::new(action_id, ActionResultStatus::Failed));
+        }
         let caller = self.caller(principal);
-        if let Some(resubmission) = self.resubmission(approval_id).await {
+        if let Some(resubmission) = self.resubmission(record.as_ref(), approval_id) {
             return self.host.invoke(resubmission, &caller).await;
         }
         self.host.resume_approved(approval_id, &caller).await
     }
 
     /// [`resume`](Self::resume), streamed: the chunks of `Host::resume_approved_stream`, for an
-    /// approved action that was sent for streaming (which `resume` cannot run: its handler needs
-    /// the stream, and the host answers `execution.mode_unsupported` without claiming the
-    /// approval). A redacted record is re-submitted to `invoke_stream` instead, when
-    /// [`invoke`](Self::invoke) saw the gated action.
+    /// approved action that was sent for streaming (`Host::resume_approved` cannot run it: its
+    /// handler needs the stream, and the host answers `execution.mode_unsupported` without
+    /// claiming the approval). A redacted record's action is re-submitted to `invoke_stream`
+    /// instead, as [`invoke_stream`](Self::invoke_stream) (or [`invoke`](Self::invoke)) sent it.
     pub async fn resume_stream(&self, approval_id: &ApprovalId, principal: &str) -> ChunkStream {
         let caller = self.caller(principal);
-        if let Some(resubmission) = self.resubmission(approval_id).await {
+        let record = self.host.approval(approval_id).await.ok().flatten();
+        if let Some(resubmission) = self.resubmission(record.as_ref(), approval_id) {
             return self.host.invoke_stream(resubmission, caller);
         }
         self.host.resume_approved_stream(approval_id, caller)
     }
 
     /// The gated action of `approval_id` with the record's approved decision attached, when the
-    /// record is approved but kept no input and `invoke` saw the action.
-    async fn resubmission(&self, approval_id: &ApprovalId) -> Option<Action> {
-        let record = self.host.approval(approval_id).await.ok().flatten()?;
+    /// record is approved but kept no input and this host sent the action.
+    fn resubmission(
+        &self,
+        record: Option<&ApprovalRecord>,
+        approval_id: &ApprovalId,
+    ) -> Option<Action> {
+        let record = record?;
         if record.input_retained {
             return None;
         }
         let decision = record.approving_decision()?.clone();
-        let mut action = self.gated_actions().get(approval_id)?.clone();
+        let sent = self.gated_actions().get(approval_id).cloned().or_else(|| {
+            self.streamed
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .get(&record.action.id)
+                .cloned()
+        });
+        let mut action = sent?;
         action.approval = Some(Box::new(decision));
         Some(action)
     }
@@ -395,6 +437,7 @@ impl TestHostBuilder {
             tenant: VerifiedTenant::new(self.tenant),
             decisions: Arc::new(AtomicU64::new(0)),
             gated: Arc::default(),
+            streamed: Arc::default(),
         })
     }
 }

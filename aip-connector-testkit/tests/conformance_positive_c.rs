@@ -14,6 +14,10 @@ use aip_connector_testkit::conformance::{
 };
 use serde_json::Value;
 
+/// How long the cancel companion lets the provider wind an export down before confirming:
+/// longer than the grace the cancellation scenario allows after a cancel.
+const WIND_DOWN: std::time::Duration = std::time::Duration::from_millis(600);
+
 #[derive(Deserialize, JsonSchema)]
 struct Export {
     /// The table to export.
@@ -84,7 +88,8 @@ impl Exports {
         })
     }
 
-    /// Stops an export at the provider: asks it to stop, then reads its state back to confirm.
+    /// Stops an export at the provider: asks it to stop, gives it time to wind down, then reads
+    /// its state back to confirm. The confirmation reaches the provider well after the cancel.
     async fn stop(&self, request: CancelRequest) -> Result<(), ConnectorFailure> {
         let path = format!("/exports/jobs/{}", request.action_id);
         let _: Value = self
@@ -93,6 +98,7 @@ impl Exports {
             .operation(ConnectorOperation::Cancellation)
             .send_json()
             .await?;
+        tokio::time::sleep(WIND_DOWN).await;
         let _: Value = self
             .client
             .get(&path)

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aip_connector::codes;
 use aip_connector::host::{ApproverMemberships, ExternalAccountRef, HostBuildError};
+use aip_connector::ids::ApprovalId;
 use aip_connector::model::{Action, ActionResultStatus, ApprovalDecisionKind, StreamChunkKind};
 use aip_connector::prelude::*;
 use aip_connector::store::ApprovalStatus;
@@ -468,6 +469,45 @@ impl Statements {
             payment_id: format!("lines-{}", payment.cents),
         })
     }
+
+    /// The same export of restricted data: the approval record keeps no input.
+    #[capability(
+        risk = medium,
+        side_effects = [read],
+        idempotency(required, scope = tenant),
+        data(sensitivity = restricted),
+        approval(required, selector = role("finance"), evidence = [reason]),
+    )]
+    async fn export_restricted(
+        &self,
+        payment: Payment,
+        _key: IdempotencyKey,
+        _approval: Approval,
+        sink: StreamSink<Line>,
+    ) -> Result<Paid, ConnectorFailure> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        for n in 0..payment.cents {
+            sink.send(Line { n }).await?;
+        }
+        Ok(Paid {
+            payment_id: format!("restricted-lines-{}", payment.cents),
+        })
+    }
+}
+
+/// Streams `capability` as `user:ada` (the gate answers `pending_approval`), then has
+/// `user:alice` approve it.
+async fn streamed_and_approved(test: &TestHost, capability: &str, key: &str) -> ApprovalId {
+    let action = Action::new(capability, json!({ "cents": 2 })).with_idempotency_key(key);
+    let pending = test
+        .invoke_stream("user:ada", action)
+        .result()
+        .await
+        .unwrap();
+    assert_eq!(pending.status, ActionResultStatus::PendingApproval);
+    let id = pending.approval_id().unwrap();
+    test.approve(&id, "user:alice").await.unwrap();
+    id
 }
 
 #[tokio::test]
@@ -477,19 +517,14 @@ async fn an_approved_stream_is_resumed_as_a_stream() {
         .approver("user:alice", finance())
         .build()
         .unwrap();
-    let action =
-        Action::new("cap:statements:export", json!({ "cents": 2 })).with_idempotency_key("s1");
-    let pending = test
-        .invoke_stream("user:ada", action)
-        .result()
-        .await
-        .unwrap();
-    assert_eq!(pending.status, ActionResultStatus::PendingApproval);
-    let id = pending.approval_id().unwrap();
-    test.approve(&id, "user:alice").await.unwrap();
+    let id = streamed_and_approved(&test, "cap:statements:export", "s1").await;
 
-    // `resume` answers one result, which a streaming handler cannot give: refused, unclaimed.
-    let unary = test.resume(&id, "user:ada").await;
+    // The host's `resume_approved` answers one result, which a streaming handler cannot give:
+    // refused, and nothing claimed.
+    let unary = test
+        .host()
+        .resume_approved(&id, &test.caller("user:ada"))
+        .await;
     assert_eq!(
         unary.error.map(|e| e.code),
         Some(codes::EXECUTION_MODE_UNSUPPORTED.to_owned())
@@ -505,4 +540,35 @@ async fn an_approved_stream_is_resumed_as_a_stream() {
         ]
     );
     assert_eq!(statements.runs.load(Ordering::SeqCst), 1);
+
+    // `resume` reads another approved stream to its result.
+    let id = streamed_and_approved(&test, "cap:statements:export", "s2").await;
+    let paid: Paid = test.resume(&id, "user:ada").await.output_as().unwrap();
+    assert_eq!(paid.payment_id, "lines-2");
+    assert_eq!(statements.runs.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn an_approved_stream_of_restricted_data_is_re_submitted_as_a_stream() {
+    let statements = Statements::default();
+    let test = TestHost::builder(statements.clone())
+        .approver("user:alice", finance())
+        .build()
+        .unwrap();
+    let id = streamed_and_approved(&test, "cap:statements:export_restricted", "r1").await;
+    // The record kept no input: the host cannot resume it from the store.
+    let record = test.host().approval(&id).await.unwrap().unwrap();
+    assert!(!record.input_retained);
+
+    let chunks = test.resume_stream(&id, "user:ada").await.collect().await;
+    assert_eq!(chunks.len(), 3, "{chunks:?}");
+    let result: aip_connector::model::ActionResult =
+        serde_json::from_value(chunks[2].data.clone().unwrap()).unwrap();
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    assert_eq!(statements.runs.load(Ordering::SeqCst), 1);
+
+    let id = streamed_and_approved(&test, "cap:statements:export_restricted", "r2").await;
+    let resumed = test.resume(&id, "user:ada").await;
+    assert_eq!(resumed.status, ActionResultStatus::Completed, "{resumed:?}");
+    assert_eq!(statements.runs.load(Ordering::SeqCst), 2);
 }

@@ -42,6 +42,28 @@ impl CapabilityDefinition {
     pub fn support(&self) -> CapabilityImplementationSupport {
         self.facts.support
     }
+
+    /// Whether the host's approval gate stops every call of this capability (answering
+    /// `pending_approval`) until an approval is granted: its contract requires approval, it sets
+    /// the legacy `requires_human_approval`, or its risk is above `medium`.
+    pub fn waits_for_approval(&self) -> bool {
+        approval_required(&self.capability, self.capability.contract.as_ref())
+    }
+}
+
+/// Approval is needed when the contract says so, the legacy flag says so, or risk is above
+/// `medium` (the host's automatic-approval ceiling).
+pub(crate) fn approval_required(
+    capability: &aip_connector_core::model::Capability,
+    contract: Option<&aip_connector_core::model::CapabilityContract>,
+) -> bool {
+    contract
+        .and_then(|c| c.approval.as_ref())
+        .is_some_and(|a| a.required)
+        || capability.requires_human_approval == Some(true)
+        || capability
+            .risk
+            .is_some_and(|r| r > aip_connector_core::model::RiskLevel::Medium)
 }
 
 /// A connector's static description: identity, profiles and capabilities.

@@ -129,10 +129,12 @@ async fn an_approved_streaming_action_resumes_as_a_stream_exactly_once() {
     let host = host(warehouse.clone());
     let approval = gated_and_approved(&host).await;
 
+    let gated_id = host.approval(&approval).await.unwrap().unwrap().action.id;
     let chunks = host
         .resume_approved_stream(&approval, person("user:req"))
         .collect()
         .await;
+    assert!(chunks.iter().all(|c| c.action_id == gated_id), "{chunks:?}");
     let rows: Vec<_> = chunks
         .iter()
         .filter(|c| c.kind == StreamChunkKind::Data)
@@ -158,6 +160,13 @@ async fn an_approved_streaming_action_resumes_as_a_stream_exactly_once() {
     let again = result_of(&again);
     assert_eq!(
         again.error.as_ref().map(|e| e.code.as_str()),
+        Some(codes::POLICY_APPROVAL_ALREADY_RESUMED)
+    );
+    assert_eq!(again.action_id, gated_id);
+    // So is `resume_approved`: the action ran, whatever mode it ran in.
+    let unary = host.resume_approved(&approval, &person("user:req")).await;
+    assert_eq!(
+        unary.error.as_ref().map(|e| e.code.as_str()),
         Some(codes::POLICY_APPROVAL_ALREADY_RESUMED)
     );
     assert_eq!(warehouse.runs.load(Ordering::SeqCst), 1);
@@ -209,20 +218,54 @@ async fn a_streamed_resume_gets_every_refusal_of_resume_approved_as_its_terminal
         .await;
     assert_eq!(unknown.len(), 1);
     assert_eq!(unknown[0].kind, StreamChunkKind::Error);
+    // Under a fresh action id, the one its result names.
+    assert_eq!(unknown[0].action_id, result_of(&unknown).action_id);
     assert_eq!(
         result_of(&unknown).error.map(|e| e.code),
         Some(codes::POLICY_APPROVAL_NOT_FOUND.to_owned())
     );
 
     let approval = gated_and_approved(&host).await;
+    let gated_id = host.approval(&approval).await.unwrap().unwrap().action.id;
     let stranger = host
         .resume_approved_stream(&approval, person("user:other"))
-        .result()
-        .await
-        .unwrap();
+        .collect()
+        .await;
+    assert_eq!(stranger.len(), 1);
+    assert_eq!(stranger[0].action_id, gated_id);
     assert_eq!(
-        stranger.error.map(|e| e.code),
+        result_of(&stranger).error.map(|e| e.code),
         Some(codes::AUTH_NOT_AUTHORIZED.to_owned())
     );
     assert_eq!(warehouse.runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn two_racing_streamed_resumes_run_the_action_once() {
+    let warehouse = Warehouse::default();
+    let host = host(warehouse.clone());
+    let approval = gated_and_approved(&host).await;
+
+    let (a, b) = tokio::join!(
+        host.resume_approved_stream(&approval, person("user:req"))
+            .result(),
+        host.resume_approved_stream(&approval, person("user:req"))
+            .result(),
+    );
+    let mut codes_seen: Vec<Option<String>> = [a.unwrap(), b.unwrap()]
+        .into_iter()
+        .map(|r| r.error.map(|e| e.code))
+        .collect();
+    codes_seen.sort();
+    // One ran; the other found the resume claimed (or, racing its reservation, the key busy).
+    assert_eq!(codes_seen[0], None, "{codes_seen:?}");
+    assert!(
+        [
+            Some(codes::POLICY_APPROVAL_ALREADY_RESUMED.to_owned()),
+            Some(codes::IDEMPOTENCY_IN_PROGRESS.to_owned())
+        ]
+        .contains(&codes_seen[1]),
+        "{codes_seen:?}"
+    );
+    assert_eq!(warehouse.runs.load(Ordering::SeqCst), 1);
 }

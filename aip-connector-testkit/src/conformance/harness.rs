@@ -310,7 +310,9 @@ impl Harness {
             settled.approval_id = Some(id.clone());
             self.approve(host, &id).await;
             // Re-submits the action when the record could not keep its (redacted) input.
-            result = self.resume(host, &id, &action).await;
+            let (resumed, chunks) = self.resume_streamed(host, &id, &action).await;
+            settled.chunks.extend(chunks);
+            result = resumed;
         }
         let planned = action
             .transaction
@@ -816,6 +818,16 @@ impl Harness {
         id: &'a ApprovalId,
         gated: &'a Action,
     ) -> Boxed<'a, ActionResult> {
+        Box::pin(async move { self.resume_streamed(host, id, gated).await.0 })
+    }
+
+    /// [`resume`](Self::resume), answering the chunks of a streamed resume too.
+    fn resume_streamed<'a>(
+        &'a self,
+        host: &'a Host,
+        id: &'a ApprovalId,
+        gated: &'a Action,
+    ) -> Boxed<'a, (ActionResult, Vec<StreamChunk>)> {
         Box::pin(async move {
             let record = host.approval(id).await.ok().flatten();
             if record.as_ref().is_none_or(|r| r.input_retained) {
@@ -826,13 +838,16 @@ impl Harness {
                         .resume_approved_stream(id, self.caller())
                         .collect()
                         .await;
-                    return result_of_stream(gated, &chunks);
+                    return (result_of_stream(gated, &chunks), chunks);
                 }
                 let caller = self.caller();
-                return Box::pin(host.resume_approved(id, &caller)).await;
+                return (
+                    Box::pin(host.resume_approved(id, &caller)).await,
+                    Vec::new(),
+                );
             }
             let resubmitted = self.resubmission(record.as_ref(), id, gated);
-            self.run_once(host, resubmitted).await.0
+            self.run_once(host, resubmitted).await
         })
     }
 
@@ -856,27 +871,43 @@ impl Harness {
         resubmitted
     }
 
-    /// Sends `action` once; when it waits for approval, approves it as every approver and
-    /// answers its re-submission with the approving decision attached (host docs §5.5), which
-    /// runs the handler as the original action would have, on whichever path it is sent: the
-    /// path a remote client takes, where [`resume`](Self::resume) takes the host's own. Answers
-    /// the first result when the action settled without waiting for approval (it ran then).
+    /// Sends `action` once, expecting it to wait for approval; approves it as every approver
+    /// and answers its re-submission with the approving decision attached (host docs §5.5),
+    /// which runs the handler as the original action would have, on whichever path it is sent:
+    /// the path a remote client takes, where [`resume`](Self::resume) takes the host's own.
+    /// Answers why not, in words, when the action settled without waiting for approval (it ran
+    /// then) or the approvals did not make the request `approved`.
     pub(crate) fn approved<'a>(
         &'a self,
         host: &'a Host,
         action: Action,
-    ) -> Boxed<'a, Result<Action, ActionResult>> {
+    ) -> Boxed<'a, Result<Action, String>> {
         Box::pin(async move {
             let (first, _) = self.run_once(host, action.clone()).await;
-            if first.status != ActionResultStatus::PendingApproval {
-                return Err(first);
-            }
-            let Some(approval) = approval_id_of(&first) else {
-                return Err(first);
+            let Some(approval) = approval_id_of(&first)
+                .filter(|_| first.status == ActionResultStatus::PendingApproval)
+            else {
+                return Err(format!(
+                    "its first call settled `{:?}` ({}) instead of waiting for approval",
+                    first.status,
+                    first.error.as_ref().map_or("no error", |e| e.code.as_str())
+                ));
             };
             self.approve(host, &approval).await;
             let record = host.approval(&approval).await.ok().flatten();
-            Ok(self.resubmission(record.as_ref(), &approval, &action))
+            match record.as_ref().map(|r| r.status) {
+                Some(ApprovalStatus::Approved) => {
+                    Ok(self.resubmission(record.as_ref(), &approval, &action))
+                }
+                status => Err(format!(
+                    "its approval request `{approval}` was {status:?} after the suite's approvers decided ({})",
+                    approvers(self.definition())
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            }
         })
     }
 
@@ -898,10 +929,13 @@ impl Harness {
         caller: TrustedContext,
     ) -> Boxed<'a, (ActionResult, Vec<StreamChunk>)> {
         Box::pin(async move {
-            let streams = self
-                .definition()
-                .capability(action.capability_id.as_str())
-                .is_some_and(Self::streams_only);
+            // A capability that only streams, or an action sent for streaming (a re-submission of
+            // one gated on a stream): its handler takes the stream.
+            let streams = action.mode == Some(aip_connector::model::ActionMode::Streaming)
+                || self
+                    .definition()
+                    .capability(action.capability_id.as_str())
+                    .is_some_and(Self::streams_only);
             if streams {
                 let chunks = host.invoke_stream(action.clone(), caller).collect().await;
                 (result_of_stream(&action, &chunks), chunks)

@@ -18,7 +18,7 @@ use aip_connector_core::ids::ApprovalId;
 use aip_connector_core::model::{
     Action, ActionMode, ActionResult, ActionResultStatus, Capability, CapabilityContract,
     CompensationMode, ErrorCategory, ExternalAccountRef, IdentityContext, PrincipalKind,
-    ProtocolError, RiskLevel, TenantRef, TransactionMode,
+    ProtocolError, TenantRef, TransactionMode,
 };
 use aip_connector_core::schema::SchemaViolation;
 use futures_util::FutureExt;
@@ -30,6 +30,7 @@ use super::idempotency::{self, RESERVATION_GRACE_MS};
 use super::invocation::{CancelSignal, HostInvocation};
 use super::{HostInner, HostLimits, HostedCapability, approval, failure, transaction};
 use crate::codes;
+use crate::connector::approval_required;
 use crate::invocation::{
     CallerIdentity, CheckpointRecorder, ChunkSink, CompensationTarget, CredentialHandle,
     VerifiedApprovals, VerifiedTenant,
@@ -2315,16 +2316,6 @@ fn authorize(caller: &TrustedContext) -> Result<(), ProtocolError> {
     }
 }
 
-/// Approval is needed when the contract says so, the legacy flag says so, or risk is above
-/// `medium` (the host's automatic-approval ceiling).
-fn approval_required(capability: &Capability, contract: Option<&CapabilityContract>) -> bool {
-    contract
-        .and_then(|c| c.approval.as_ref())
-        .is_some_and(|a| a.required)
-        || capability.requires_human_approval == Some(true)
-        || capability.risk.is_some_and(|r| r > RiskLevel::Medium)
-}
-
 /// Step 10: records a pending approval and answers `pending_approval` (the caller settles the
 /// reservation, so a duplicate replays the pending result).
 async fn approval_gate(call: &Call<'_>, key: Option<String>, fingerprint: String) -> ActionResult {
@@ -2643,6 +2634,17 @@ pub(crate) async fn resume(
         Ok(record) => record,
         Err(refused) => return refused,
     };
+    // A resume that already ran (a streamed one included) says so, as stage 9's claim would,
+    // rather than sending the caller to `resume_approved_stream` for nothing.
+    if record.resumed {
+        return failure::failed(
+            &record.action.id,
+            failure::policy(
+                codes::POLICY_APPROVAL_ALREADY_RESUMED,
+                "this approved action already ran",
+            ),
+        );
+    }
     if record.action.mode == Some(aip_connector_core::model::ActionMode::Streaming) {
         return failure::failed(
             &record.action.id,

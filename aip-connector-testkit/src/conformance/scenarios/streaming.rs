@@ -81,14 +81,32 @@ pub(super) struct TappedCancel {
     pub(super) action_id: String,
     /// When the host called the companion.
     pub(super) started: SystemTime,
-    /// When the companion returned; `None` while it runs, or when the host gave up on it.
+    /// When the companion returned, or the host dropped it (its time-out); `None` while it
+    /// runs.
     pub(super) ended: Option<SystemTime>,
 }
 
 impl TappedCancel {
-    /// Whether `at` falls while the companion ran (up to `now` for one still running).
+    /// Whether `at` falls while the companion ran. One still running covers nothing: a
+    /// companion that hangs must not excuse every later request.
     pub(super) fn covers(&self, at: SystemTime) -> bool {
-        at >= self.started && at <= self.ended.unwrap_or_else(SystemTime::now)
+        self.ended
+            .is_some_and(|ended| at >= self.started && at <= ended)
+    }
+}
+
+/// Ends a [`TappedCancel`] when the companion's future is done or dropped.
+struct CancelEnds {
+    state: Arc<Mutex<TapState>>,
+    index: usize,
+}
+
+impl Drop for CancelEnds {
+    fn drop(&mut self) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(cancel) = state.cancels.get_mut(self.index) {
+            cancel.ended.get_or_insert_with(SystemTime::now);
+        }
     }
 }
 
@@ -242,12 +260,14 @@ impl Connector for Tap {
             });
             state.cancels.len() - 1
         };
+        let ends = CancelEnds {
+            state: Arc::clone(&self.state),
+            index,
+        };
         let running = self.inner.cancel(capability_id, request);
         Box::pin(async move {
             let result = running.await;
-            if let Some(cancel) = self.state().cancels.get_mut(index) {
-                cancel.ended = Some(SystemTime::now());
-            }
+            drop(ends);
             result
         })
     }
@@ -352,15 +372,6 @@ fn streams(capability: &CapabilityDefinition) -> bool {
         .is_some_and(|c| c.execution.supports_streaming)
 }
 
-fn needs_approval(capability: &CapabilityDefinition) -> bool {
-    capability
-        .capability
-        .contract
-        .as_ref()
-        .and_then(|c| c.approval.as_ref())
-        .is_some_and(|a| a.required)
-}
-
 fn is_terminal(kind: StreamChunkKind) -> bool {
     matches!(kind, StreamChunkKind::Done | StreamChunkKind::Error)
 }
@@ -376,7 +387,7 @@ async fn scenario(h: &Harness) -> Evidence {
     let mut candidates = h.examples_where(streams);
     // An approval-gated stream answers `pending_approval` first; prefer one that streams at once
     // (a gated one is approved and re-submitted).
-    candidates.sort_by_key(|(c, _)| needs_approval(c));
+    candidates.sort_by_key(|(c, _)| c.waits_for_approval());
     let Some((capability, input)) = candidates.first().cloned() else {
         evidence.no_example("no capability that supports streaming declares an example input: nothing can be streamed");
         return evidence;
@@ -399,16 +410,12 @@ async fn scenario(h: &Harness) -> Evidence {
     // request and streams the re-submission (the same action with the approving decision
     // attached, host docs §5.5), the path a remote client takes; the approval scenario resumes
     // through `resume_approved_stream`.
-    let action = if needs_approval(capability) {
+    let action = if capability.waits_for_approval() {
         match h.approved(&host, action).await {
             Ok(resubmission) => resubmission,
-            Err(result) => {
+            Err(why) => {
                 evidence.assert("ordered_chunks", false, || {
-                    format!(
-                        "`{id}` declares an approval policy, but its first call settled `{:?}` ({}) instead of waiting for approval, so the suite had no approval to stream under",
-                        result.status,
-                        super::code(&result)
-                    )
+                    format!("`{id}` waits for approval, but {why}, so the suite had no approved call to stream")
                 });
                 return evidence;
             }
@@ -480,16 +487,16 @@ async fn scenario(h: &Harness) -> Evidence {
         .last()
         .and_then(|c| c.data.clone())
         .and_then(|data| serde_json::from_value(data).ok());
-    if let Some(waiting) = result
-        .as_ref()
-        .filter(|r| r.status == ActionResultStatus::PendingApproval)
-    {
-        // The approved re-submission must run; another request for approval means the host did
-        // not take the decision, and the chunk counts below would blame the handler for it.
+    if let Some(refused) = result.as_ref().filter(|r| {
+        r.status == ActionResultStatus::PendingApproval || super::code(r).starts_with("policy.")
+    }) {
+        // The call must run: one that waits for approval, or is refused by the approval checks,
+        // streamed nothing, and the chunk counts below would blame the handler for it.
         evidence.assert("ordered_chunks", false, || {
             format!(
-                "the approved re-submission of `{id}` waited for approval again ({}) instead of streaming",
-                super::code(waiting)
+                "the stream of `{id}` ended `{:?}` ({}) before its handler ran: it was not let through the approval gate",
+                refused.status,
+                super::code(refused)
             )
         });
         return evidence;
