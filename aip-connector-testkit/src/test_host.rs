@@ -258,22 +258,19 @@ impl TestHost {
     /// does, and its stream read to the result (its chunks are dropped). Either way the host
     /// checks the approval and runs the action at most once.
     pub async fn resume(&self, approval_id: &ApprovalId, principal: &str) -> ActionResult {
+        let caller = self.caller(principal);
         let record = self.host.approval(approval_id).await.ok().flatten();
-        if record
+        if let Some(streamed) = record
             .as_ref()
-            .is_some_and(|r| r.action.mode == Some(ActionMode::Streaming))
+            .filter(|r| r.action.mode == Some(ActionMode::Streaming))
         {
-            let action_id = record
-                .as_ref()
-                .map_or_else(ActionId::new, |r| r.action.id.clone());
+            let action_id = streamed.action.id.clone();
             return self
-                .resume_stream(approval_id, principal)
-                .await
+                .stream_resumed(record.as_ref(), approval_id, caller)
                 .result()
                 .await
                 .unwrap_or_else(|| ActionResult::new(action_id, ActionResultStatus::Failed));
         }
-        let caller = self.caller(principal);
         if let Some(resubmission) = self.resubmission(record.as_ref(), approval_id) {
             return self.host.invoke(resubmission, &caller).await;
         }
@@ -286,9 +283,18 @@ impl TestHost {
     /// claiming the approval). A redacted record's action is re-submitted to `invoke_stream`
     /// instead, as [`invoke_stream`](Self::invoke_stream) (or [`invoke`](Self::invoke)) sent it.
     pub async fn resume_stream(&self, approval_id: &ApprovalId, principal: &str) -> ChunkStream {
-        let caller = self.caller(principal);
         let record = self.host.approval(approval_id).await.ok().flatten();
-        if let Some(resubmission) = self.resubmission(record.as_ref(), approval_id) {
+        self.stream_resumed(record.as_ref(), approval_id, self.caller(principal))
+    }
+
+    /// [`resume_stream`](Self::resume_stream) with the approval `record` already read.
+    fn stream_resumed(
+        &self,
+        record: Option<&ApprovalRecord>,
+        approval_id: &ApprovalId,
+        caller: TrustedContext,
+    ) -> ChunkStream {
+        if let Some(resubmission) = self.resubmission(record, approval_id) {
             return self.host.invoke_stream(resubmission, caller);
         }
         self.host.resume_approved_stream(approval_id, caller)

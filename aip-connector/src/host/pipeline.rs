@@ -604,13 +604,18 @@ async fn claim_resume(claim: ResumeClaim<'_>) -> Result<(), ActionResult> {
             Err(error) => return Err(failure::failed(&action.id, failure::storage(&error))),
         }
     }
-    Err(failure::failed(
-        &action.id,
+    Err(already_resumed(&action.id))
+}
+
+/// The answer to a resume of an approved action that already ran.
+fn already_resumed(action_id: &aip_connector_core::ids::ActionId) -> ActionResult {
+    failure::failed(
+        action_id,
         failure::policy(
             codes::POLICY_APPROVAL_ALREADY_RESUMED,
             "this approved action already ran",
         ),
-    ))
+    )
 }
 
 /// What every later step of one call reads.
@@ -2637,13 +2642,7 @@ pub(crate) async fn resume(
     // A resume that already ran (a streamed one included) says so, as stage 9's claim would,
     // rather than sending the caller to `resume_approved_stream` for nothing.
     if record.resumed {
-        return failure::failed(
-            &record.action.id,
-            failure::policy(
-                codes::POLICY_APPROVAL_ALREADY_RESUMED,
-                "this approved action already ran",
-            ),
-        );
+        return already_resumed(&record.action.id);
     }
     if record.action.mode == Some(aip_connector_core::model::ActionMode::Streaming) {
         return failure::failed(
