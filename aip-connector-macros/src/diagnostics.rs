@@ -49,6 +49,11 @@ pub(crate) const FREE_COMPANION_SELF: Diagnostic = Diagnostic {
     message: "a free capability has no `Self`: name its companion as a free `async fn` (`reconcile = find_booking`), or move the capability into a `#[connector]` impl block",
 };
 
+pub(crate) const STATE_IN_CONNECTOR: Diagnostic = Diagnostic {
+    code: "item.state_in_connector",
+    message: "`State<S>` is the state of a free capability's connector (`ConnectorBuilder::with_state`); a `#[connector]` handler reads its connector's state through `&self`: make what it needs a field of the connector type",
+};
+
 /// Every macro-only diagnostic, for the catalogue test.
 #[allow(dead_code)]
 pub(crate) const ALL: &[Diagnostic] = &[
@@ -60,4 +65,5 @@ pub(crate) const ALL: &[Diagnostic] = &[
     NOT_A_FUNCTION,
     FREE_ID_MISSING,
     FREE_COMPANION_SELF,
+    STATE_IN_CONNECTOR,
 ];

@@ -58,7 +58,7 @@ fn extractor_assertions(capability: &CapabilityItem) -> TokenStream {
                     const _: () = #assertion;
                 })
             }
-            Role::Input => None,
+            Role::Input | Role::State => None,
         });
     quote!(#(#checks)*)
 }
@@ -130,6 +130,7 @@ fn definition_expr(capability: &CapabilityItem, scope: &TokenStream) -> TokenStr
     let support = support_tokens(&capability.facts.support);
     let validation = capability.facts.validation_handler;
     let compensation_handler = capability.facts.compensation_handler;
+    let stream_required = capability.facts.stream_required;
     let examples = &capability.examples;
     let tags = &capability.tags;
     let description_parts = match &capability.description_parts {
@@ -148,6 +149,7 @@ fn definition_expr(capability: &CapabilityItem, scope: &TokenStream) -> TokenStr
             support: #support,
             validation_handler: #validation,
             compensation_handler: #compensation_handler,
+            stream_required: #stream_required,
             examples: &[#(#examples),*],
             tags: &[#(#tags),*],
             waivers: &[#(#waivers),*],
@@ -174,12 +176,22 @@ fn call_block(
         let name = format_ident!("__aip_arg{}", index);
         match param.role {
             Role::Input => {
-                decode = quote! {
+                decode.extend(quote! {
                     let #name = match (#scope #input_fn().decode)(__aip_input, #connector_id) {
                         #p::Result::Ok(decoded) => decoded,
                         #p::Result::Err(failure) => return #p::failed_future(failure),
                     };
-                };
+                });
+            }
+            Role::State => {
+                // Cloned before the future is built, which then owns its copy (the connector's
+                // state outlives no call). Spanned on the parameter: a `State` that is not
+                // aip-connector's is a type mismatch reported there.
+                decode.extend(quote_spanned! {param.span=>
+                    let #name = ::aip_connector::__private::State(
+                        ::aip_connector::__private::Clone::clone(__aip_state),
+                    );
+                });
             }
             Role::Extractor(kind) => {
                 // The extractor's type is inferred from the handler's parameter, so a type that
@@ -444,6 +456,10 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
     );
     let cfgs = &capability.cfgs;
     let companions = free_companions(capability);
+    let state = FreeState::of(capability);
+    let generics = (!state.passed).then(|| quote!(<__AipState: #p::ConnectorState>));
+    let ignore_state = (!state.passed).then(|| quote!(let _ = __aip_state;));
+    let state = &state.ty;
     quote! {
         #function
 
@@ -459,12 +475,13 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
         #(#cfgs)*
         #[automatically_derived]
         #[allow(deprecated)]
-        impl #p::FreeCapability for #ident {
+        impl #generics #p::FreeCapability<#state> for #ident {
             fn definition() -> #p::CapabilityDefinition {
                 #definition
             }
 
-            fn invoke(__aip_input: &#p::Value, __aip_context: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'static, #p::Result<#p::Value, #p::ConnectorFailure>> {
+            fn invoke(__aip_state: &#state, __aip_input: &#p::Value, __aip_context: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'static, #p::Result<#p::Value, #p::ConnectorFailure>> {
+                #ignore_state
                 #call
             }
 
@@ -473,26 +490,75 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
     }
 }
 
-/// The `FreeCapability` method `method` of a companion that takes the host's request alone
-/// (`reconcile`, `cancel`): calls `path(request)` and converts its result with `convert`.
+/// The `FreeCapability` method `method` of a companion that takes the host's request (`reconcile`,
+/// `cancel`): calls `path(request)`, or `path(State(state), request)` when the handler takes
+/// state, and converts its result with `convert`.
 fn free_request_companion(
     method: TokenStream,
     request_ty: TokenStream,
     output_ty: TokenStream,
     convert: TokenStream,
     path: &Expr,
+    state: &FreeState,
 ) -> TokenStream {
     let p = private();
     let span = path.span();
     let request = Ident::new("__aip_request", span);
-    let run = quote_spanned!(span=> #path(#request).await);
+    let state_ty = &state.ty;
+    let (take_state, state_arg) = state.argument(span);
+    let run = quote_spanned!(span=> #path(#state_arg #request).await);
     let call = quote_spanned!(span=> #convert(__aip_result));
     quote! {
-        fn #method(#request: #request_ty) -> #p::Option<#p::BoxFuture<'static, #p::Result<#output_ty, #p::ConnectorFailure>>> {
+        fn #method(__aip_state: &#state_ty, #request: #request_ty) -> #p::Option<#p::BoxFuture<'static, #p::Result<#output_ty, #p::ConnectorFailure>>> {
+            #take_state
             #p::Option::Some(#p::Box::pin(async move {
                 let __aip_result = #run;
                 #call
             }))
+        }
+    }
+}
+
+/// The state a free capability's companions are called with: the handler's `State<S>`, or none.
+/// A handler that takes `State<S>` belongs to connectors with that state; one without joins any
+/// connector, whatever its state (its `FreeCapability` impl is generic over it).
+struct FreeState {
+    /// The type of the `FreeCapability` methods' state parameter.
+    ty: TokenStream,
+    /// Whether the handler (and so each companion) takes `State<S>`.
+    passed: bool,
+}
+
+impl FreeState {
+    fn of(capability: &CapabilityItem) -> Self {
+        match capability.sig.state() {
+            Some(state) => Self {
+                ty: quote!(#state),
+                passed: true,
+            },
+            None => Self {
+                ty: quote!(__AipState),
+                passed: false,
+            },
+        }
+    }
+
+    /// The statement that takes the companion's state out of `__aip_state` (a clone the future
+    /// owns, or nothing), and the argument it adds before the host's, spanned on the companion's
+    /// name: a companion that does not take `State<S>` first is reported there.
+    fn argument(&self, span: Span) -> (TokenStream, TokenStream) {
+        if self.passed {
+            let state = Ident::new("__aip_companion_state", span);
+            (
+                quote! {
+                    let #state = ::aip_connector::__private::State(
+                        ::aip_connector::__private::Clone::clone(__aip_state),
+                    );
+                },
+                quote_spanned!(span=> #state,),
+            )
+        } else {
+            (quote!(let _ = __aip_state;), TokenStream::new())
         }
     }
 }
@@ -505,19 +571,23 @@ fn free_request_companion(
 fn free_companions(capability: &CapabilityItem) -> TokenStream {
     let p = private();
     let id = capability.capability.id.as_str();
+    let state = FreeState::of(capability);
     let validate = capability.validate.as_ref().map(|path| {
         let span = path.span();
         let input = Ident::new("__aip_validated", span);
         let decode = quote_spanned!(span=> #p::decode_input(__aip_input, #id));
-        let run = quote_spanned!(span=> #path(#input).await);
+        let state_ty = &state.ty;
+        let (take_state, state_arg) = state.argument(span);
+        let run = quote_spanned!(span=> #path(#state_arg #input).await);
         let call = quote_spanned!(span=> #p::encode_validation(__aip_result, #id));
         quote! {
-            fn validate(__aip_input: &#p::Value, __aip_context: #p::Arc<dyn #p::InvocationContext>) -> #p::Option<#p::BoxFuture<'static, #p::Result<#p::Value, #p::ConnectorFailure>>> {
+            fn validate(__aip_state: &#state_ty, __aip_input: &#p::Value, __aip_context: #p::Arc<dyn #p::InvocationContext>) -> #p::Option<#p::BoxFuture<'static, #p::Result<#p::Value, #p::ConnectorFailure>>> {
                 let _ = &__aip_context;
                 let #input = match #decode {
                     #p::Result::Ok(decoded) => decoded,
                     #p::Result::Err(failure) => return #p::Option::Some(#p::failed_future(failure)),
                 };
+                #take_state
                 #p::Option::Some(#p::Box::pin(async move {
                     let __aip_result = #run;
                     #call
@@ -532,6 +602,7 @@ fn free_companions(capability: &CapabilityItem) -> TokenStream {
             quote!(#p::ReconcileOutcome),
             quote!(#p::reconcile_result),
             path,
+            &state,
         )
     });
     let cancel = capability.cancel.as_ref().map(|path| {
@@ -541,6 +612,7 @@ fn free_companions(capability: &CapabilityItem) -> TokenStream {
             quote!(()),
             quote!(#p::cancel_result),
             path,
+            &state,
         )
     });
     quote!(#validate #reconcile #cancel)

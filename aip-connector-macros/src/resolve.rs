@@ -95,6 +95,7 @@ pub(crate) fn resolve(
         support: with_compensation(support, &capability),
         validation_handler: attr.validate.is_some(),
         compensation_handler: sig.has(Extractor::Compensation),
+        stream_required: sig.has(Extractor::StreamSink),
     };
     ResolvedCapability { capability, facts }
 }

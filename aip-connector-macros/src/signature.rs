@@ -11,6 +11,7 @@ use syn::spanned::Spanned;
 use syn::{FnArg, GenericArgument, Ident, PathArguments, ReturnType, Signature, Type};
 
 use crate::ctxt::Ctxt;
+use crate::diagnostics;
 
 /// The extractors of `aip_connector::extract`, mirrored for recognition and codegen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +70,27 @@ impl Extractor {
         let Type::Path(path) = ty else { return None };
         let last = path.path.segments.last()?;
         Extractor::ALL.into_iter().find(|e| last.ident == e.name())
+    }
+}
+
+/// The `S` of a parameter written `State<S>` (by the last segment, as extractors are
+/// recognised). A `State` without a type argument is left alone: it may be the author's input.
+fn state_type(ty: &Type) -> Option<&Type> {
+    let Type::Path(path) = ty else { return None };
+    let last = path.path.segments.last()?;
+    if last.ident != "State" {
+        return None;
+    }
+    let PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    let mut types = args.args.iter().filter_map(|arg| match arg {
+        GenericArgument::Type(ty) => Some(ty),
+        _ => None,
+    });
+    match (types.next(), types.next()) {
+        (Some(state), None) => Some(state),
+        _ => None,
     }
 }
 
@@ -201,6 +223,8 @@ pub(crate) struct Param {
 pub(crate) enum Role {
     Input,
     Extractor(Extractor),
+    /// `State<S>`: the connector's state, for a free capability.
+    State,
 }
 
 /// What the macro learned from a handler's signature.
@@ -218,6 +242,14 @@ impl HandlerSignature {
             .iter()
             .find(|p| matches!(p.role, Role::Input))
             .map(|p| &p.ty)
+    }
+
+    /// The `S` of the handler's `State<S>`, if it takes one.
+    pub(crate) fn state(&self) -> Option<&Type> {
+        self.params
+            .iter()
+            .find(|p| matches!(p.role, Role::State))
+            .and_then(|p| state_type(&p.ty))
     }
 
     /// Whether the handler takes extractor `kind`.
@@ -275,6 +307,18 @@ pub(crate) fn read(cx: &Ctxt, sig: &Signature, in_impl: bool) -> HandlerSignatur
             FnArg::Typed(typed) => {
                 let ty = (*typed.ty).clone();
                 let span = typed.ty.span();
+                if state_type(&ty).is_some() {
+                    if in_impl {
+                        cx.error_spanned_by(&typed.ty, diagnostics::STATE_IN_CONNECTOR.message);
+                        continue;
+                    }
+                    if params.iter().any(|p| matches!(p.role, Role::State)) {
+                        cx.error_spanned_by(&typed.ty, "the handler already takes `State<S>`; a connector has one state (put what the handlers share in one type)");
+                    }
+                    let role = Role::State;
+                    params.push(Param { ty, role, span });
+                    continue;
+                }
                 let role = match Extractor::from_type(&ty) {
                     Some(kind) => {
                         if params

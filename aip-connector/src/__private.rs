@@ -1,6 +1,7 @@
 //! Items used only by code that `#[capability]` and `#[connector]` generate. Not public API:
 //! names here may change in any release; the macro crate is pinned to this crate's exact version.
 
+pub use ::core::clone::Clone;
 pub use ::core::future::ready;
 pub use ::core::option::Option;
 pub use ::core::result::Result;
@@ -18,7 +19,7 @@ pub use aip_connector_core::model::{
 pub use aip_connector_core::rules::{ImplementationFacts, Waiver};
 pub use serde_json::Value;
 
-pub use crate::builder::FreeCapability;
+pub use crate::builder::{ConnectorState, FreeCapability, State};
 pub use crate::connector::{
     CancelRequest, CapabilityDefinition, Connector, ConnectorDefinition, ReconcileOutcome,
     Reconciliation, unknown_capability,
@@ -123,6 +124,8 @@ pub struct GeneratedCapability<'a> {
     pub validation_handler: bool,
     /// Whether the handler takes `Compensation`.
     pub compensation_handler: bool,
+    /// Whether the handler takes a `StreamSink` (it runs only when streamed).
+    pub stream_required: bool,
     /// Example inputs (JSON checked at compile time).
     pub examples: &'a [&'a str],
     /// Tags.
@@ -148,6 +151,7 @@ pub fn capability_definition(generated: GeneratedCapability<'_>) -> CapabilityDe
         support,
         validation_handler,
         compensation_handler,
+        stream_required,
         examples,
         tags,
         waivers,
@@ -173,6 +177,7 @@ pub fn capability_definition(generated: GeneratedCapability<'_>) -> CapabilityDe
             support,
             validation_handler,
             compensation_handler,
+            stream_required,
         },
         examples: examples
             .iter()

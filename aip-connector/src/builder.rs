@@ -7,8 +7,44 @@
 //!     .capability::<create_booking>()
 //!     .build()?;
 //! ```
+//!
+//! A connector whose capabilities share something (a provider client, configuration) is built
+//! with that state, and each handler that needs it takes a [`State<S>`] parameter:
+//!
+//! ```
+//! use aip_connector::prelude::*;
+//!
+//! #[derive(Clone)]
+//! struct Calendar {
+//!     client: ProviderClient,
+//! }
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! struct Day {
+//!     date: String,
+//! }
+//!
+//! #[derive(Serialize, Deserialize, JsonSchema)]
+//! struct Slots {
+//!     free: Vec<String>,
+//! }
+//!
+//! #[capability(id = "cap:calendar:slots", risk = low, side_effects = [read], data(sensitivity = internal))]
+//! async fn slots(State(calendar): State<Calendar>, day: Day) -> Result<Slots, ConnectorFailure> {
+//!     calendar.client.get(&format!("/slots/{}", day.date)).send_json().await
+//! }
+//!
+//! let client = ProviderClient::new("https://calendar.example/api").unwrap();
+//! let connector = ConnectorBuilder::with_state("calendar", Calendar { client })
+//!     .capability::<slots>()
+//!     .build()
+//!     .unwrap();
+//! assert_eq!(connector.definition().capabilities.len(), 1);
+//! ```
 
 use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use aip_connector_core::ids::ProfileId;
@@ -21,36 +57,89 @@ use crate::connector::{
 };
 use crate::invocation::{BoxFuture, InvocationContext};
 
+/// The state of a connector built with [`ConnectorBuilder::with_state`], as a free capability's
+/// handler takes it: `State(client): State<Client>`. Each call gets its own clone, so a state
+/// that is costly to clone (or must be shared) goes in an `Arc`.
+///
+/// The handler's `State<S>` names the state type its capability needs: `S` must be the
+/// builder's, or [`ConnectorBuilder::capability`] does not compile. Its companions
+/// (`reconcile = ...`, `validate = ...`, `cancel = ...`) then take `State<S>` too, before the
+/// host's argument. In a `#[connector]` impl block the state is `&self`, and `State` is refused.
+#[derive(Clone, Copy, Default)]
+pub struct State<S>(pub S);
+
+impl<S> Deref for State<S> {
+    type Target = S;
+    fn deref(&self) -> &S {
+        &self.0
+    }
+}
+
+impl<S> DerefMut for State<S> {
+    fn deref_mut(&mut self) -> &mut S {
+        &mut self.0
+    }
+}
+
+// Only the type's name: a connector's state holds clients and configuration, sometimes keys, and
+// a handler's `{:?}` of its parameters must not print them.
+impl<S> fmt::Debug for State<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "State<{}>(..)", std::any::type_name::<S>())
+    }
+}
+
+/// What a connector's state must be: cloned into every call, from any worker thread.
+pub trait ConnectorState: Clone + Send + Sync + 'static {}
+
+impl<S: Clone + Send + Sync + 'static> ConnectorState for S {}
+
 /// What `#[capability]` generates for a free `async fn`: its definition, its invoker and its
 /// companions (`validate = f`, `reconcile = f`, `cancel = f`, each a free `async fn`).
-pub trait FreeCapability: 'static {
+///
+/// `S` is the connector's state (see [`State`]): a handler that takes `State<S>` implements
+/// `FreeCapability<S>` for that `S` only; one that takes no state implements it for every `S`,
+/// so it joins any connector.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a capability of a connector whose state is `{S}`",
+    label = "added to a `ConnectorBuilder<{S}>` here",
+    note = "a free `#[capability]` handler that takes `State<T>` joins only connectors built with `ConnectorBuilder::with_state(id, state)` where `state: T`; one without `State` joins any connector",
+    note = "`ConnectorBuilder::capability::<f>()` takes the type `#[capability]` generates next to `async fn f`"
+)]
+pub trait FreeCapability<S: ConnectorState = ()>: 'static {
     /// The capability's definition.
     fn definition() -> CapabilityDefinition;
-    /// Runs the handler. The input is decoded before the future is returned, so the future
-    /// does not borrow it.
+    /// Runs the handler. The input is decoded (and the state cloned) before the future is
+    /// returned, so the future borrows neither.
     fn invoke(
+        state: &S,
         input: &Value,
         context: Arc<dyn InvocationContext>,
     ) -> BoxFuture<'static, Result<Value, ConnectorFailure>>;
     /// Runs the `validate = ...` companion; `None` when the capability has none (the connector
     /// then answers `connector.operation_unsupported`, as [`Connector::validate`] does).
     fn validate(
+        state: &S,
         input: &Value,
         context: Arc<dyn InvocationContext>,
     ) -> Option<BoxFuture<'static, Result<Value, ConnectorFailure>>> {
-        let _ = (input, context);
+        let _ = (state, input, context);
         None
     }
     /// Runs the `reconcile = ...` companion; `None` when the capability has none.
     fn reconcile(
+        state: &S,
         request: Reconciliation,
     ) -> Option<BoxFuture<'static, Result<ReconcileOutcome, ConnectorFailure>>> {
-        let _ = request;
+        let _ = (state, request);
         None
     }
     /// Runs the `cancel = ...` companion; `None` when the capability has none.
-    fn cancel(request: CancelRequest) -> Option<BoxFuture<'static, Result<(), ConnectorFailure>>> {
-        let _ = request;
+    fn cancel(
+        state: &S,
+        request: CancelRequest,
+    ) -> Option<BoxFuture<'static, Result<(), ConnectorFailure>>> {
+        let _ = (state, request);
         None
     }
 }
@@ -58,17 +147,28 @@ pub trait FreeCapability: 'static {
 /// What a free capability's handlers answer: a future of `T` or of the failure.
 type Answer<T> = BoxFuture<'static, Result<T, ConnectorFailure>>;
 
+/// A free capability's handler or validation companion: state, input, invocation.
+type OnInput<S, T> = fn(&S, &Value, Arc<dyn InvocationContext>) -> T;
+
 /// The handler and companions of one free capability, as [`FreeCapability`] gives them.
-#[derive(Clone, Copy)]
-struct FreeHandlers {
-    invoke: fn(&Value, Arc<dyn InvocationContext>) -> Answer<Value>,
-    validate: fn(&Value, Arc<dyn InvocationContext>) -> Option<Answer<Value>>,
-    reconcile: fn(Reconciliation) -> Option<Answer<ReconcileOutcome>>,
-    cancel: fn(CancelRequest) -> Option<Answer<()>>,
+struct FreeHandlers<S> {
+    invoke: OnInput<S, Answer<Value>>,
+    validate: OnInput<S, Option<Answer<Value>>>,
+    reconcile: fn(&S, Reconciliation) -> Option<Answer<ReconcileOutcome>>,
+    cancel: fn(&S, CancelRequest) -> Option<Answer<()>>,
 }
 
-impl FreeHandlers {
-    fn of<C: FreeCapability>() -> Self {
+// By hand: derived, they would require `S: Clone`/`S: Copy`, and the pointers need neither.
+impl<S> Clone for FreeHandlers<S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S> Copy for FreeHandlers<S> {}
+
+impl<S: ConnectorState> FreeHandlers<S> {
+    fn of<C: FreeCapability<S>>() -> Self {
         Self {
             invoke: C::invoke,
             validate: C::validate,
@@ -92,23 +192,37 @@ pub enum BuildError {
     EmptyId,
 }
 
-/// Builds a [`BuiltConnector`] from free capabilities.
-pub struct ConnectorBuilder {
+/// Builds a [`BuiltConnector`] from free capabilities, with the connector's state `S` (none by
+/// default; see [`ConnectorBuilder::with_state`]).
+pub struct ConnectorBuilder<S = ()> {
     id: String,
     agent: Option<Principal>,
     profiles: Vec<ProfileId>,
     compatibility: Option<Value>,
-    capabilities: Vec<(CapabilityDefinition, FreeHandlers)>,
+    state: S,
+    capabilities: Vec<(CapabilityDefinition, FreeHandlers<S>)>,
 }
 
 impl ConnectorBuilder {
-    /// A connector with id `id` (its agent defaults to `agent:<id>`).
+    /// A connector with id `id` (its agent defaults to `agent:<id>`) and no state: its
+    /// handlers take no [`State`].
     pub fn new(id: impl Into<String>) -> Self {
+        Self::with_state(id, ())
+    }
+}
+
+impl<S: ConnectorState> ConnectorBuilder<S> {
+    /// A connector with id `id` whose handlers may take [`State<S>`]: each call gets a clone of
+    /// `state`. The state's type is fixed here, before capabilities are added, so a capability
+    /// whose handler takes another state type is a compile error at
+    /// [`capability`](Self::capability).
+    pub fn with_state(id: impl Into<String>, state: S) -> Self {
         Self {
             id: id.into(),
             agent: None,
             profiles: Vec::new(),
             compatibility: None,
+            state,
             capabilities: Vec::new(),
         }
     }
@@ -132,14 +246,14 @@ impl ConnectorBuilder {
     }
 
     /// Adds the free capability `C` (the type `#[capability]` generated next to the function).
-    pub fn capability<C: FreeCapability>(mut self) -> Self {
+    pub fn capability<C: FreeCapability<S>>(mut self) -> Self {
         self.capabilities
             .push((C::definition(), FreeHandlers::of::<C>()));
         self
     }
 
     /// Checks and builds the connector. Contract rules and admission run when a host admits it.
-    pub fn build(self) -> Result<BuiltConnector, BuildError> {
+    pub fn build(self) -> Result<BuiltConnector<S>, BuildError> {
         if self.id.trim().is_empty() {
             return Err(BuildError::EmptyId);
         }
@@ -177,17 +291,24 @@ impl ConnectorBuilder {
         Ok(BuiltConnector {
             definition,
             handlers,
+            state: self.state,
         })
     }
 }
 
-/// A connector assembled by [`ConnectorBuilder`].
-pub struct BuiltConnector {
+/// A connector assembled by [`ConnectorBuilder`], holding its state `S`.
+pub struct BuiltConnector<S = ()> {
     definition: ConnectorDefinition,
-    handlers: BTreeMap<String, FreeHandlers>,
+    handlers: BTreeMap<String, FreeHandlers<S>>,
+    state: S,
 }
 
-impl BuiltConnector {
+impl<S: ConnectorState> BuiltConnector<S> {
+    /// The state every call receives a clone of.
+    pub fn state(&self) -> &S {
+        &self.state
+    }
+
     /// The companion `pick` gives for `capability_id`, or, without one (an unknown capability
     /// included, as a `#[connector]` answers), `connector.operation_unsupported` for
     /// `operation`.
@@ -195,9 +316,16 @@ impl BuiltConnector {
         &self,
         capability_id: &str,
         operation: ConnectorOperation,
-        pick: impl FnOnce(&FreeHandlers) -> Option<BoxFuture<'static, Result<T, ConnectorFailure>>>,
+        pick: impl FnOnce(
+            &FreeHandlers<S>,
+            &S,
+        ) -> Option<BoxFuture<'static, Result<T, ConnectorFailure>>>,
     ) -> BoxFuture<'a, Result<T, ConnectorFailure>> {
-        match self.handlers.get(capability_id).and_then(pick) {
+        match self
+            .handlers
+            .get(capability_id)
+            .and_then(|handlers| pick(handlers, &self.state))
+        {
             Some(running) => running,
             None => Box::pin(std::future::ready(Err(ConnectorFailure::unsupported(
                 operation,
@@ -207,7 +335,7 @@ impl BuiltConnector {
     }
 }
 
-impl Connector for BuiltConnector {
+impl<S: ConnectorState> Connector for BuiltConnector<S> {
     fn definition(&self) -> &ConnectorDefinition {
         &self.definition
     }
@@ -219,7 +347,7 @@ impl Connector for BuiltConnector {
         context: Arc<dyn InvocationContext>,
     ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
         match self.handlers.get(capability_id) {
-            Some(handlers) => (handlers.invoke)(input, context),
+            Some(handlers) => (handlers.invoke)(&self.state, input, context),
             None => Box::pin(std::future::ready(Err(unknown_capability(
                 &self.definition.id,
                 capability_id,
@@ -236,7 +364,7 @@ impl Connector for BuiltConnector {
         self.companion(
             capability_id,
             ConnectorOperation::TransactionPlan,
-            |handlers| (handlers.validate)(input, context),
+            |handlers, state| (handlers.validate)(state, input, context),
         )
     }
 
@@ -248,7 +376,7 @@ impl Connector for BuiltConnector {
         self.companion(
             capability_id,
             ConnectorOperation::Reconciliation,
-            |handlers| (handlers.reconcile)(request),
+            |handlers, state| (handlers.reconcile)(state, request),
         )
     }
 
@@ -260,7 +388,7 @@ impl Connector for BuiltConnector {
         self.companion(
             capability_id,
             ConnectorOperation::Cancellation,
-            |handlers| (handlers.cancel)(request),
+            |handlers, state| (handlers.cancel)(state, request),
         )
     }
 }

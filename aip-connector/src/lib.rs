@@ -44,7 +44,9 @@ pub use aip_connector_core as core;
 pub use aip_connector_core::{admission, ids, model, rules};
 pub use aip_connector_macros::{capability, connector};
 
-pub use builder::{BuildError, BuiltConnector, ConnectorBuilder, FreeCapability};
+pub use builder::{
+    BuildError, BuiltConnector, ConnectorBuilder, ConnectorState, FreeCapability, State,
+};
 pub use connector::{
     CancelRequest, CapabilityDefinition, Connector, ConnectorDefinition, ReconcileOutcome,
     Reconciliation,
@@ -66,7 +68,7 @@ pub mod prelude {
     pub use crate::{
         Approval, Caller, CancelRequest, Cancellation, Checkpoint, Compensation, Connector,
         ConnectorBuilder, Credential, Deadline, IdempotencyKey, ProviderClient, ReconcileOutcome,
-        Reconciliation, Secret, StreamSink, Tenant, capability, connector,
+        Reconciliation, Secret, State, StreamSink, Tenant, capability, connector,
     };
     pub use aip_connector_core::model::{
         ConnectorFailure, ConnectorOperation, ErrorCategory, ProviderOperationRef,

@@ -9,6 +9,9 @@
 //!   capability (`cap:payments:refund`) inside a window, and PII that is redacted.
 //! - [`search`]: a streaming, cancellable read with back-pressure (`cap:search:documents`) and a
 //!   document fetch (`cap:search:document:get`).
+//! - [`notes`]: a connector of free `#[capability]` functions split across modules, sharing a
+//!   provider client as the connector's state (`ConnectorBuilder::with_state`, `State<S>`),
+//!   with a reconcilable write whose companion takes the state too.
 //! - [`demo`]: the README's main demo, on the embedded SQLite store, as a function a test can
 //!   run twice.
 //!
@@ -17,6 +20,7 @@
 
 pub mod calendar;
 pub mod demo;
+pub mod notes;
 pub mod payments;
 pub mod search;
 pub mod serving;

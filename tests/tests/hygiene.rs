@@ -18,8 +18,8 @@ mod core {}
 mod std {}
 
 use aip_connector::prelude::{
-    Cancellation, ConnectorFailure, Deserialize, IdempotencyKey, JsonSchema, Serialize, capability,
-    connector,
+    CancelRequest, Cancellation, ConnectorFailure, Deserialize, IdempotencyKey, JsonSchema,
+    Serialize, State, capability, connector,
 };
 
 /// Input.
@@ -80,6 +80,40 @@ pub async fn ping(input: Lookup) -> ::core::result::Result<Found, ConnectorFailu
     })
 }
 
+/// The state of a strict connector of free capabilities.
+#[derive(Clone)]
+pub struct Counter {
+    /// A starting count.
+    pub start: u32,
+}
+
+/// A free capability with state and a companion, compiled under `deny(warnings)`.
+#[capability(
+    id = "cap:strict:count",
+    risk = low,
+    side_effects = [read],
+    data(sensitivity = public),
+    cancel = stop_count
+)]
+pub async fn count(
+    input: Lookup,
+    State(counter): State<Counter>,
+) -> ::core::result::Result<Found, ConnectorFailure> {
+    ::core::result::Result::Ok(Found {
+        hits: counter.start + input.query.len() as u32,
+    })
+}
+
+/// Stops a count.
+#[allow(clippy::unused_async)] // a free companion is not re-emitted by the macro
+pub async fn stop_count(
+    State(counter): State<Counter>,
+    request: CancelRequest,
+) -> ::core::result::Result<(), ConnectorFailure> {
+    let _ = (counter.start, request.action_id);
+    ::core::result::Result::Ok(())
+}
+
 #[test]
 fn strict_connector_compiles_and_describes_itself() {
     use aip_connector::Connector as _;
@@ -95,4 +129,6 @@ fn strict_connector_compiles_and_describes_itself() {
     );
     let free = <ping as aip_connector::FreeCapability>::definition();
     assert_eq!(free.capability.id.as_str(), "cap:strict:ping");
+    let stateful = <count as aip_connector::FreeCapability<Counter>>::definition();
+    assert!(stateful.facts.support.cancellation);
 }

@@ -333,6 +333,12 @@ pub const RULES: &[RuleInfo] = &[
         false,
         "Require approval in the contract, or remove the `Approval` parameter.",
     ),
+    rule(
+        IMPLEMENTATION_MODE_UNSUPPORTED,
+        "the contract declares `sync` or `async` execution but the handler runs only when streamed",
+        false,
+        "Declare only `streaming` in `execution(...)` (a `StreamSink` handler cannot answer a call without a stream), or remove the `StreamSink` parameter.",
+    ),
     // Compensating handlers (connector level, macro only: admission sees no handler).
     rule(
         IMPLEMENTATION_COMPENSATION_TARGET_UNSUPPORTED,

@@ -136,6 +136,9 @@ pub const IMPLEMENTATION_RECONCILIATION_UNDECLARED: &str =
 pub const IMPLEMENTATION_CREDENTIALS_UNDECLARED: &str = "implementation.credentials_undeclared";
 /// The handler takes a verified approval but the contract does not require approval.
 pub const IMPLEMENTATION_APPROVAL_UNDECLARED: &str = "implementation.approval_undeclared";
+/// The contract declares `sync` or `async` execution but the handler takes a `StreamSink` and
+/// runs only when the action is streamed.
+pub const IMPLEMENTATION_MODE_UNSUPPORTED: &str = "implementation.mode_unsupported";
 /// The compensating capability's handler does not take `Compensation` (connector level; raised
 /// by the `#[connector]` macro and by `Host::build`, which see handlers, not by manifest
 /// admission).

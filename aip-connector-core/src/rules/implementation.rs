@@ -102,6 +102,35 @@ pub fn implementation_contradictions(
             report.own(code, suffix, problem);
         }
     }
+    // Without `streaming` in the contract, `streaming_undeclared` above is the one mistake.
+    if facts.stream_required && contract.execution.supports_streaming {
+        for (suffix, problem) in modes_without_stream(contract) {
+            report.own(IMPLEMENTATION_MODE_UNSUPPORTED, suffix, problem);
+        }
+    }
+}
+
+/// The modes a handler that needs a stream cannot serve but the contract offers: the path of
+/// each declaration and the problem. A call in such a mode would pass every check up to the
+/// handler and fail there, after approval was asked and the idempotency key reserved.
+fn modes_without_stream(
+    contract: &CapabilityContract,
+) -> impl Iterator<Item = (&'static str, &'static str)> {
+    let execution = &contract.execution;
+    [
+        (
+            execution.supports_sync,
+            "/contract/execution/supports_sync",
+            "the contract declares `sync` execution but the handler takes a `StreamSink` and runs only when the action is streamed",
+        ),
+        (
+            execution.supports_async,
+            "/contract/execution/supports_async",
+            "the contract declares `async` execution but the handler takes a `StreamSink` and runs only when the action is streamed",
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(declared, suffix, problem)| declared.then_some((suffix, problem)))
 }
 
 /// Each implemented behaviour the contract could fail to declare, in support-record order:

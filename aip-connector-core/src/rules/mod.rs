@@ -63,6 +63,10 @@ pub struct ImplementationFacts {
     /// an action names it. A host refuses such actions before any approver is asked, and the
     /// MCP projection does not list it as a tool.
     pub compensation_handler: bool,
+    /// The handler runs only when the action is streamed (the macro's handlers: it takes a
+    /// `StreamSink`), so a contract that also offers `sync` or `async` execution promises calls
+    /// it cannot answer.
+    pub stream_required: bool,
 }
 
 /// A published, reasoned exemption from one waivable rule for one capability.

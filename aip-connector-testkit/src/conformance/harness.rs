@@ -1104,6 +1104,7 @@ mod tests {
                 support: Default::default(),
                 validation_handler: false,
                 compensation_handler: false,
+                stream_required: false,
             },
             examples: Vec::new(),
             tags: Vec::new(),

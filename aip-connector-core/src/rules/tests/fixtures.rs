@@ -229,6 +229,7 @@ pub(super) fn exact_facts(capability: &Capability) -> ImplementationFacts {
         support: exact_support(capability),
         validation_handler: true,
         compensation_handler: false,
+        stream_required: false,
     }
 }
 

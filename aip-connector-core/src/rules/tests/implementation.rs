@@ -2,7 +2,8 @@
 
 use super::fixtures::*;
 use crate::model::{
-    Capability, CapabilityImplementationSupport, CapabilityKind, RetrySafety, TransactionMode,
+    Capability, CapabilityImplementationSupport, CapabilityKind, ExpectedCompletionMode,
+    RetrySafety, TransactionMode,
 };
 use crate::rules::codes::*;
 use crate::rules::{ImplementationFacts, implementation_claims, implementation_contradictions};
@@ -13,6 +14,7 @@ fn facts(support: CapabilityImplementationSupport) -> ImplementationFacts {
         support,
         validation_handler: true,
         compensation_handler: false,
+        stream_required: false,
     }
 }
 
@@ -160,6 +162,92 @@ fn streaming_without_declaration() {
         &capability,
     );
     assert_clean(&check_with_extra(&capability, |_| {}));
+}
+
+#[test]
+fn a_handler_that_needs_a_stream_offers_no_other_mode() {
+    let streams_only = enterprise_with(|c| {
+        c.execution.supports_sync = false;
+        c.execution.supports_async = false;
+        c.execution.supports_streaming = true;
+        c.execution.expected_completion = ExpectedCompletionMode::Streaming;
+    });
+    let needs_stream = |capability: &Capability| ImplementationFacts {
+        stream_required: true,
+        ..facts(exact_support(capability))
+    };
+    let mut issues = Vec::new();
+    implementation_contradictions(&streams_only, &needs_stream(&streams_only), "", &mut issues);
+    assert_clean(&issues);
+
+    // Each mode the handler cannot serve is its own issue, at its own declaration.
+    let also_sync_and_async = enterprise_with(|c| {
+        c.execution.supports_sync = true;
+        c.execution.supports_async = true;
+        c.execution.supports_streaming = true;
+    });
+    let mut issues = Vec::new();
+    implementation_contradictions(
+        &also_sync_and_async,
+        &needs_stream(&also_sync_and_async),
+        "/capabilities/0",
+        &mut issues,
+    );
+    let found: Vec<_> = issues
+        .iter()
+        .map(|i| (i.code.as_str(), i.path.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                IMPLEMENTATION_MODE_UNSUPPORTED,
+                "/capabilities/0/contract/execution/supports_sync"
+            ),
+            (
+                IMPLEMENTATION_MODE_UNSUPPORTED,
+                "/capabilities/0/contract/execution/supports_async"
+            ),
+        ]
+    );
+    assert!(
+        issues[0].message.contains("`sync`"),
+        "{}",
+        issues[0].message
+    );
+    assert!(
+        issues[1].message.contains("`async`"),
+        "{}",
+        issues[1].message
+    );
+
+    // A contract that denies streaming altogether gets `streaming_undeclared` alone: one
+    // mistake, one issue.
+    let denies_streaming = enterprise_with(|c| c.execution.supports_streaming = false);
+    let mut issues = Vec::new();
+    let mut streaming = exact_support(&denies_streaming);
+    streaming.streaming = true;
+    implementation_contradictions(
+        &denies_streaming,
+        &ImplementationFacts {
+            stream_required: true,
+            ..facts(streaming)
+        },
+        "",
+        &mut issues,
+    );
+    let codes: Vec<_> = issues.iter().map(|i| i.code.as_str()).collect();
+    assert_eq!(codes, [IMPLEMENTATION_STREAMING_UNDECLARED]);
+
+    // A handler that streams when asked and answers otherwise (hand-written) may offer both.
+    let mut issues = Vec::new();
+    implementation_contradictions(
+        &also_sync_and_async,
+        &facts(exact_support(&also_sync_and_async)),
+        "",
+        &mut issues,
+    );
+    assert_clean(&issues);
 }
 
 #[test]

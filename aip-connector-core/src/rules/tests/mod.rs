@@ -46,6 +46,7 @@ fn check_capability_runs_the_groups_in_order() {
         support,
         validation_handler: true,
         compensation_handler: false,
+        stream_required: false,
     };
     let options = crate::rules::CheckOptions {
         base_path: "/capabilities/4",
