@@ -51,7 +51,7 @@ pub(crate) const FREE_COMPANION_SELF: Diagnostic = Diagnostic {
 
 pub(crate) const STATE_IN_CONNECTOR: Diagnostic = Diagnostic {
     code: "item.state_in_connector",
-    message: "`State<S>` is the state of a free capability's connector (`ConnectorBuilder::with_state`); a `#[connector]` handler reads its connector's state through `&self`: make what it needs a field of the connector type",
+    message: "`State<S>` is the state of a free capability's connector (`ConnectorBuilder::with_state`); a `#[connector]` handler reads its connector's state through `&self`: make what it needs a field of the connector type (if this `State` is a type of your own, such as the input, rename it or import it under another name: the macro recognises `State<...>` by its name)",
 };
 
 /// Every macro-only diagnostic, for the catalogue test.

@@ -170,6 +170,7 @@ fn call_block(
     // The input is decoded before the future is built: the future then owns the typed value
     // instead of borrowing (or copying) the JSON, and a decode error costs no future at all.
     let mut decode = TokenStream::new();
+    let mut state = TokenStream::new();
     let mut bindings = Vec::new();
     let mut args = Vec::new();
     for (index, param) in capability.sig.params.iter().enumerate() {
@@ -184,13 +185,16 @@ fn call_block(
                 });
             }
             Role::State => {
-                // Cloned before the future is built, which then owns its copy (the connector's
-                // state outlives no call). Spanned on the parameter: a `State` that is not
-                // aip-connector's is a type mismatch reported there.
-                decode.extend(quote_spanned! {param.span=>
-                    let #name = ::aip_connector::__private::State(
-                        ::aip_connector::__private::Clone::clone(__aip_state),
-                    );
+                // Cloned once the input decoded (a refused input costs no clone) and before the
+                // future is built, which then owns its copy. Annotated with the parameter's type
+                // as written: a `State` that is not aip-connector's is a mismatch reported on
+                // the parameter.
+                let ty = &param.ty;
+                // The state type is named, so an unmet `ConnectorState` bound is reported on it
+                // (with the bound's own fix), not on a call rustc would suggest borrowing for.
+                let inner = capability.sig.state();
+                state.extend(quote_spanned! {param.span=>
+                    let #name: #ty = ::aip_connector::__private::clone_state::<#inner>(__aip_state);
                 });
             }
             Role::Extractor(kind) => {
@@ -232,6 +236,7 @@ fn call_block(
         {
             #ignore_input
             #decode
+            #state
             #future
         }
     }
@@ -459,6 +464,15 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
     let state = FreeState::of(capability);
     let generics = (!state.passed).then(|| quote!(<__AipState: #p::ConnectorState>));
     let ignore_state = (!state.passed).then(|| quote!(let _ = __aip_state;));
+    // Spanned on the handler's state type: a state that is no `ConnectorState` is reported
+    // on the parameter, not on the attribute.
+    let trait_path = match capability.sig.state() {
+        Some(ty) => {
+            let (first, _) = first_and_last_span(ty);
+            quote_spanned!(first=> ::aip_connector::__private::FreeCapability<#ty>)
+        }
+        None => quote!(#p::FreeCapability<__AipState>),
+    };
     let state = &state.ty;
     quote! {
         #function
@@ -475,7 +489,7 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
         #(#cfgs)*
         #[automatically_derived]
         #[allow(deprecated)]
-        impl #generics #p::FreeCapability<#state> for #ident {
+        impl #generics #trait_path for #ident {
             fn definition() -> #p::CapabilityDefinition {
                 #definition
             }
@@ -551,9 +565,7 @@ impl FreeState {
             let state = Ident::new("__aip_companion_state", span);
             (
                 quote! {
-                    let #state = ::aip_connector::__private::State(
-                        ::aip_connector::__private::Clone::clone(__aip_state),
-                    );
+                    let #state = ::aip_connector::__private::clone_state(__aip_state);
                 },
                 quote_spanned!(span=> #state,),
             )
@@ -564,7 +576,8 @@ impl FreeState {
 }
 
 /// The `FreeCapability` methods of a free capability's companions, each a free `async fn`
-/// named by path (`reconcile = find`): called with the argument alone, as there is no `self`.
+/// named by path (`reconcile = find`): called with the argument alone, as there is no `self`,
+/// after `State<S>` when the handler takes the connector's state.
 /// The macro cannot see the function, so rustc checks it at the call, spanned on the path:
 /// not `async`, a wrong argument type or an error type without `Into<ConnectorFailure>` is
 /// reported where the companion is named.

@@ -94,6 +94,39 @@ fn state_type(ty: &Type) -> Option<&Type> {
     }
 }
 
+/// `State<S>` written inside a reference or a wrapper (`&State<S>`, `Option<State<S>>`,
+/// `Arc<State<S>>`): the type as written. Without this it would be read as the input.
+fn wrapped_state(ty: &Type) -> Option<String> {
+    match ty {
+        Type::Reference(reference) => {
+            let inner = if state_type(&reference.elem).is_some() {
+                "State<S>".to_owned()
+            } else {
+                wrapped_state(&reference.elem)?
+            };
+            Some(format!("&{inner}"))
+        }
+        Type::Paren(paren) => wrapped_state(&paren.elem),
+        Type::Path(path) => {
+            let last = path.path.segments.last()?;
+            let wrapper = EXTRACTOR_WRAPPERS.into_iter().find(|w| last.ident == w)?;
+            let PathArguments::AngleBracketed(args) = &last.arguments else {
+                return None;
+            };
+            args.args.iter().find_map(|arg| match arg {
+                GenericArgument::Type(inner) if state_type(inner).is_some() => {
+                    Some(format!("{wrapper}<State<S>>"))
+                }
+                GenericArgument::Type(inner) => {
+                    wrapped_state(inner).map(|inner| format!("{wrapper}<{inner}>"))
+                }
+                _ => None,
+            })
+        }
+        _ => None,
+    }
+}
+
 /// Wrappers an author may put around an extractor, expecting it to work as in other frameworks.
 const EXTRACTOR_WRAPPERS: [&str; 5] = ["Option", "Box", "Arc", "Rc", "Vec"];
 
@@ -328,6 +361,11 @@ pub(crate) fn read(cx: &Ctxt, sig: &Signature, in_impl: bool) -> HandlerSignatur
                             cx.error_spanned_by(&typed.ty, format!("the handler already takes `{}`; take each extractor at most once", kind.name()));
                         }
                         Role::Extractor(kind)
+                    }
+                    None if wrapped_state(&ty).is_some() => {
+                        let written = wrapped_state(&ty).unwrap_or_default();
+                        cx.error_spanned_by(&typed.ty, format!("`{written}` is not the connector's state; take `State<S>` by value: each call gets its own clone of the state, so what must be shared goes in an `Arc` inside `S`"));
+                        continue;
                     }
                     None => match wrapped_extractor(&ty) {
                         // Reported as what it was meant to be and left out, so it is neither a

@@ -302,7 +302,7 @@ const CLAIMS: &[Claim] = &[
     Claim {
         operation: "`streaming`",
         path: "/contract/execution/supports_streaming",
-        fix: "Add a `StreamSink<T>` parameter to the handler, or remove `streaming` from `execution(...)`.",
+        fix: "Add a `StreamSink<T>` parameter to the handler (a streaming handler offers only `streaming`: drop `sync` and `async`), or remove `streaming` from `execution(...)`.",
     },
     Claim {
         operation: "`retry`",

@@ -1,7 +1,6 @@
 //! Items used only by code that `#[capability]` and `#[connector]` generate. Not public API:
 //! names here may change in any release; the macro crate is pinned to this crate's exact version.
 
-pub use ::core::clone::Clone;
 pub use ::core::future::ready;
 pub use ::core::option::Option;
 pub use ::core::result::Result;
@@ -19,7 +18,7 @@ pub use aip_connector_core::model::{
 pub use aip_connector_core::rules::{ImplementationFacts, Waiver};
 pub use serde_json::Value;
 
-pub use crate::builder::{ConnectorState, FreeCapability, State};
+pub use crate::builder::{ConnectorState, FreeCapability, State, clone_state};
 pub use crate::connector::{
     CancelRequest, CapabilityDefinition, Connector, ConnectorDefinition, ReconcileOutcome,
     Reconciliation, unknown_capability,

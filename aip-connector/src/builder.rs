@@ -59,7 +59,9 @@ use crate::invocation::{BoxFuture, InvocationContext};
 
 /// The state of a connector built with [`ConnectorBuilder::with_state`], as a free capability's
 /// handler takes it: `State(client): State<Client>`. Each call gets its own clone, so a state
-/// that is costly to clone (or must be shared) goes in an `Arc`.
+/// that is costly to clone (or must be shared) goes in an `Arc`; mutating the handler's `State`
+/// (through `DerefMut`) changes that call's copy only, so shared counters and caches belong in
+/// an `Arc<Mutex<_>>` or an atomic inside `S`.
 ///
 /// The handler's `State<S>` names the state type its capability needs: `S` must be the
 /// builder's, or [`ConnectorBuilder::capability`] does not compile. Its companions
@@ -90,9 +92,23 @@ impl<S> fmt::Debug for State<S> {
 }
 
 /// What a connector's state must be: cloned into every call, from any worker thread.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a connector's state",
+    label = "each call gets a clone of the connector's state, on any worker thread",
+    note = "a state is `Clone + Send + Sync + 'static`: derive `Clone` for `{Self}`, and put what cannot be cloned or shared behind an `Arc` (an `Arc<Mutex<_>>` for what changes)"
+)]
 pub trait ConnectorState: Clone + Send + Sync + 'static {}
 
+// `do_not_recommend`: an unmet bound is reported as `ConnectorState` with the fix above, not as
+// the `Clone` (or `Send`) it lacks.
+#[diagnostic::do_not_recommend]
 impl<S: Clone + Send + Sync + 'static> ConnectorState for S {}
+
+/// A call's copy of the connector's state (used by generated code).
+#[doc(hidden)]
+pub fn clone_state<S: ConnectorState>(state: &S) -> State<S> {
+    State(state.clone())
+}
 
 /// What `#[capability]` generates for a free `async fn`: its definition, its invoker and its
 /// companions (`validate = f`, `reconcile = f`, `cancel = f`, each a free `async fn`).
@@ -106,7 +122,10 @@ impl<S: Clone + Send + Sync + 'static> ConnectorState for S {}
     note = "a free `#[capability]` handler that takes `State<T>` joins only connectors built with `ConnectorBuilder::with_state(id, state)` where `state: T`; one without `State` joins any connector",
     note = "`ConnectorBuilder::capability::<f>()` takes the type `#[capability]` generates next to `async fn f`"
 )]
-pub trait FreeCapability<S: ConnectorState = ()>: 'static {
+// `S` carries no bound here: the builder requires `ConnectorState`, and the generated code
+// clones the state through `clone_state`, which reports a state that cannot be one once, on the
+// handler's parameter.
+pub trait FreeCapability<S = ()>: 'static {
     /// The capability's definition.
     fn definition() -> CapabilityDefinition;
     /// Runs the handler. The input is decoded (and the state cloned) before the future is

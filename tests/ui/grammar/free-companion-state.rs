@@ -1,5 +1,5 @@
 // A handler that takes `State<S>` has companions called with it first: `find` takes the
-// request alone.
+// request alone. The reverse: `stop` takes the state, but its handler does not.
 use aip_connector::prelude::*;
 
 #[derive(Clone)]
@@ -29,6 +29,21 @@ async fn create(
     _key: IdempotencyKey,
     _checkpoint: Checkpoint,
 ) -> Result<String, ConnectorFailure> {
+    Ok(note.text)
+}
+
+async fn stop(State(_notes): State<Notes>, _request: CancelRequest) -> Result<(), ConnectorFailure> {
+    Ok(())
+}
+
+#[capability(
+    id = "cap:notes:export",
+    risk = low,
+    side_effects = [read],
+    data(sensitivity = internal),
+    cancel = stop,
+)]
+async fn export(note: Note) -> Result<String, ConnectorFailure> {
     Ok(note.text)
 }
 
