@@ -94,19 +94,28 @@ fn state_type(ty: &Type) -> Option<&Type> {
     }
 }
 
-/// `State<S>` written inside a reference or a wrapper (`&State<S>`, `Option<State<S>>`,
-/// `Arc<State<S>>`): the type as written. Without this it would be read as the input.
-fn wrapped_state(ty: &Type) -> Option<String> {
+/// Wrappers an author may put around an extractor, expecting it to work as in other frameworks.
+const EXTRACTOR_WRAPPERS: [&str; 5] = ["Option", "Box", "Arc", "Rc", "Vec"];
+
+/// A handler parameter `recognise` names (an extractor, `State<S>`) written inside references
+/// or wrappers (`&Checkpoint`, `Option<IdempotencyKey>`, `&Option<Deadline>`, `Arc<State<S>>`):
+/// what was recognised and the type as written, for the message. Such parameters are taken by
+/// value, and one written like this would otherwise be read as the capability's input.
+fn wrapped<K>(
+    ty: &Type,
+    recognise: &impl Fn(&Type) -> Option<(K, &'static str)>,
+) -> Option<(K, String)> {
+    let direct_or_wrapped = |inner: &Type| {
+        recognise(inner)
+            .map(|(kind, written)| (kind, written.to_owned()))
+            .or_else(|| wrapped(inner, recognise))
+    };
     match ty {
         Type::Reference(reference) => {
-            let inner = if state_type(&reference.elem).is_some() {
-                "State<S>".to_owned()
-            } else {
-                wrapped_state(&reference.elem)?
-            };
-            Some(format!("&{inner}"))
+            let (kind, inner) = direct_or_wrapped(&reference.elem)?;
+            Some((kind, format!("&{inner}")))
         }
-        Type::Paren(paren) => wrapped_state(&paren.elem),
+        Type::Paren(paren) => wrapped(&paren.elem, recognise),
         Type::Path(path) => {
             let last = path.path.segments.last()?;
             let wrapper = EXTRACTOR_WRAPPERS.into_iter().find(|w| last.ident == w)?;
@@ -114,12 +123,8 @@ fn wrapped_state(ty: &Type) -> Option<String> {
                 return None;
             };
             args.args.iter().find_map(|arg| match arg {
-                GenericArgument::Type(inner) if state_type(inner).is_some() => {
-                    Some(format!("{wrapper}<State<S>>"))
-                }
-                GenericArgument::Type(inner) => {
-                    wrapped_state(inner).map(|inner| format!("{wrapper}<{inner}>"))
-                }
+                GenericArgument::Type(inner) => direct_or_wrapped(inner)
+                    .map(|(kind, inner)| (kind, format!("{wrapper}<{inner}>"))),
                 _ => None,
             })
         }
@@ -127,37 +132,16 @@ fn wrapped_state(ty: &Type) -> Option<String> {
     }
 }
 
-/// Wrappers an author may put around an extractor, expecting it to work as in other frameworks.
-const EXTRACTOR_WRAPPERS: [&str; 5] = ["Option", "Box", "Arc", "Rc", "Vec"];
-
-/// An extractor written inside references or wrappers (`&Checkpoint`, `Option<IdempotencyKey>`,
-/// `&Option<Deadline>`): the extractor and the type as written, for the message. Extractors are
-/// taken by value, and such a parameter would otherwise be read as the capability's input.
+/// An extractor in a reference or wrapper (see [`wrapped`]).
 fn wrapped_extractor(ty: &Type) -> Option<(Extractor, String)> {
-    match ty {
-        Type::Reference(reference) => {
-            let (kind, inner) = Extractor::from_type(&reference.elem)
-                .map(|kind| (kind, kind.written().to_owned()))
-                .or_else(|| wrapped_extractor(&reference.elem))?;
-            Some((kind, format!("&{inner}")))
-        }
-        Type::Paren(paren) => wrapped_extractor(&paren.elem),
-        Type::Path(path) => {
-            let last = path.path.segments.last()?;
-            let wrapper = EXTRACTOR_WRAPPERS.into_iter().find(|w| last.ident == w)?;
-            let PathArguments::AngleBracketed(args) = &last.arguments else {
-                return None;
-            };
-            args.args.iter().find_map(|arg| match arg {
-                GenericArgument::Type(inner) => Extractor::from_type(inner)
-                    .map(|kind| (kind, kind.written().to_owned()))
-                    .or_else(|| wrapped_extractor(inner))
-                    .map(|(kind, inner)| (kind, format!("{wrapper}<{inner}>"))),
-                _ => None,
-            })
-        }
-        _ => None,
-    }
+    wrapped(ty, &|inner| {
+        Extractor::from_type(inner).map(|kind| (kind, kind.written()))
+    })
+}
+
+/// `State<S>` in a reference or wrapper (see [`wrapped`]): the type as written.
+fn wrapped_state(ty: &Type) -> Option<String> {
+    wrapped(ty, &|inner| state_type(inner).map(|_| ((), "State<S>"))).map(|((), written)| written)
 }
 
 /// The error for an extractor taken as `written` (see [`wrapped_extractor`]).
