@@ -294,3 +294,36 @@ pub const TRANSPORT_SHUTTING_DOWN: &str = "transport.shutting_down";
 pub const TRANSPORT_UNEXPECTED_RESPONSE: &str = "transport.unexpected_response";
 /// The peer could not be reached, or the connection broke (client side; transport, retryable).
 pub const TRANSPORT_UNREACHABLE: &str = "transport.unreachable";
+
+// ---- Webhooks (`webhook::WebhookReceiver`; `docs/webhooks.md`) ---------------------------------
+
+/// A header the signature scheme needs is absent or blank (permanent; HTTP 400). Upstream code.
+pub const WEBHOOK_MISSING_HEADER: &str = "webhook.missing_header";
+/// The delivery does not have the scheme's shape (a timestamp that is not a number, a header
+/// that is not ASCII, a blank or over-long delivery id) (permanent; HTTP 400). Upstream code.
+pub const WEBHOOK_INVALID_DELIVERY: &str = "webhook.invalid_delivery";
+/// No signature of the delivery matches any of the receiver's secrets (auth; HTTP 401).
+/// Upstream code.
+pub const WEBHOOK_AUTHENTICATION_FAILED: &str = "webhook.authentication_failed";
+/// The signed timestamp is further from the receiver's clock than its tolerance, in either
+/// direction (auth; HTTP 401).
+pub const WEBHOOK_TIMESTAMP_SKEW: &str = "webhook.timestamp_skew";
+/// The body is larger than the receiver's limit (permanent; HTTP 413).
+pub const WEBHOOK_PAYLOAD_TOO_LARGE: &str = "webhook.payload_too_large";
+/// The delivery id was handled already, within the replay window (policy, not retryable;
+/// HTTP 409). The handler does not run again.
+pub const WEBHOOK_REPLAYED: &str = "webhook.replayed";
+/// The same delivery id is being handled right now (temporary, retryable; HTTP 409).
+pub const WEBHOOK_IN_PROGRESS: &str = "webhook.in_progress";
+/// A delivery id that was handled already arrived with another body (policy, not retryable;
+/// HTTP 409): the provider reused an id, or someone holding the secret forged a delivery.
+pub const WEBHOOK_DELIVERY_CONFLICT: &str = "webhook.delivery_conflict";
+/// The receiver's handler failed; `details.failure` carries its code and retry flag, and the
+/// delivery id is released so the provider's retry runs the handler again (HTTP 503 when the
+/// failure is retryable, 500 otherwise).
+pub const WEBHOOK_HANDLER_FAILED: &str = "webhook.handler_failed";
+/// The receiver's handler did not finish within the receiver's handler timeout; the delivery id
+/// is released (temporary, retryable; HTTP 503).
+pub const WEBHOOK_HANDLER_TIMEOUT: &str = "webhook.handler_timeout";
+/// The delivery store failed; nothing ran (temporary, retryable; HTTP 503). Upstream code.
+pub const WEBHOOK_STORAGE_UNAVAILABLE: &str = "webhook.storage_unavailable";

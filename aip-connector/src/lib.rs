@@ -31,6 +31,7 @@ pub mod schema;
 #[cfg(feature = "http")]
 pub mod serve;
 pub mod store;
+pub mod webhook;
 
 #[doc(hidden)]
 pub mod __private;

@@ -138,7 +138,7 @@ pub(crate) fn scoped_key_of(
 }
 
 /// Appends one partition part of a scoped key with `%` and `:` percent-encoded.
-fn push_partition(key: &mut String, part: &str) {
+pub(crate) fn push_partition(key: &mut String, part: &str) {
     for (index, piece) in part.split(':').enumerate() {
         if index > 0 {
             key.push_str("%3A");
