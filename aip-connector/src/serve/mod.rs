@@ -5,6 +5,8 @@
 //!   shutdown.
 //! - [`client`]: a typed reqwest client for that binding.
 //! - [`auth`]: how a request becomes a trusted caller. Payload identity is never trusted.
+//! - [`WebhookReceiver::router`](crate::webhook::WebhookReceiver::router): a provider's
+//!   webhook deliveries, verified and deduplicated, at a path of your choice.
 //! - `mcp` (feature `mcp`): the admitted manifest projected as MCP tools, served over
 //!   streamable HTTP and stdio with rmcp.
 //!
@@ -15,6 +17,7 @@ pub mod client;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod server;
+mod webhook;
 
 pub use auth::{Authenticator, BearerTokens};
 

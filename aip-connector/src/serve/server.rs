@@ -519,31 +519,51 @@ async fn messages(State(shared): State<Arc<Shared>>, request: Request) -> Respon
 
 /// Reads at most `limit` bytes; a declared or actual larger body is `413`.
 async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ProtocolError> {
-    let too_large = || {
-        refusal(
-            codes::TRANSPORT_PAYLOAD_TOO_LARGE,
-            format!("the request body exceeds {limit} bytes"),
-        )
-    };
+    read_limited(headers, body, limit)
+        .await
+        .map_err(|error| match error {
+            BodyError::TooLarge => refusal(
+                codes::TRANSPORT_PAYLOAD_TOO_LARGE,
+                format!("the request body exceeds {limit} bytes"),
+            ),
+            BodyError::Unreadable(why) => refusal(
+                codes::TRANSPORT_INVALID_ENVELOPE,
+                format!("the request body could not be read: {why}"),
+            ),
+        })
+}
+
+/// Why [`read_limited`] could not read a body.
+pub(super) enum BodyError {
+    /// Declared or streamed past the limit.
+    TooLarge,
+    /// The connection failed mid-body.
+    Unreadable(String),
+}
+
+/// Reads a body of at most `limit` bytes: one declared larger is refused before a byte is read,
+/// one that streams past the limit as soon as it does.
+pub(super) async fn read_limited(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Bytes, BodyError> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|length| length > limit as u64) {
-        return Err(too_large());
+        return Err(BodyError::TooLarge);
     }
     axum::body::to_bytes(body, limit).await.map_err(|error| {
         let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
         while let Some(cause) = source {
             if cause.is::<http_body_util::LengthLimitError>() {
-                return too_large();
+                return BodyError::TooLarge;
             }
             source = cause.source();
         }
-        refusal(
-            codes::TRANSPORT_INVALID_ENVELOPE,
-            format!("the request body could not be read: {error}"),
-        )
+        BodyError::Unreadable(error.to_string())
     })
 }
 

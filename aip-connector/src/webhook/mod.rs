@@ -37,11 +37,13 @@ use aip_connector_core::model::{
     ActionResult, ConnectorFailure, ConnectorOperation, ErrorCategory, IdempotencyKeyScope,
     ProtocolError,
 };
-use bytes::Bytes;
-use http::HeaderMap;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+/// The body type deliveries are read into.
+pub use bytes::Bytes;
+/// The header map deliveries carry (the `http` crate's).
+pub use http::HeaderMap;
 pub use signature::{
     InvalidSecret, SignatureScheme, SignedDelivery, StandardWebhooks, WebhookSecret, header,
 };
