@@ -8,7 +8,7 @@
 //! | `ReversedSearch` | streams pages that carry their `index` newest first | `streaming_backpressure` / `ordered_chunks` |
 //! | `EagerWriter` | "validates" a planned, approval-governed write by performing it | `approval_lifecycle` / `quorum_enforced` and `transaction_lifecycle` / `plan_before_commit` |
 //! | `LateCheckpoint` | checkpoints its provider operation once the provider answered, not before the request | `transaction_lifecycle` / `provider_operation_checkpointed` and `reconcile_before_retry` |
-//! | `Hooks` | declares the webhook profile, which this SDK cannot check | `webhook_security` (every assertion) |
+//! | `Hooks` | declares the webhook profile but gives the suite no webhook receiver | `webhook_security` (every assertion) |
 //!
 //! Two lies the issue lists cannot be told through this host, so they have no fixture:
 //!
@@ -519,8 +519,8 @@ struct Pong {
     note: String,
 }
 
-/// Declares the webhook profile. Nothing is wrong with it; the SDK simply cannot check webhook
-/// security, and the report must say so rather than pass.
+/// Declares the webhook profile, but the suite is given no receiver to check: the report must
+/// say so rather than pass (`conformance_webhook.rs` gives it one).
 struct Hooks;
 
 #[connector(id = "hooks", profiles = ["aip.native.http.v1", "aip.http.webhook.v1"])]
@@ -539,7 +539,7 @@ impl Hooks {
 }
 
 #[test]
-fn a_webhook_profile_fails_webhook_security_with_a_clear_note() {
+fn a_webhook_profile_without_a_receiver_fails_webhook_security_with_a_clear_note() {
     let report = ConformanceSuite::new(|_env| Hooks).run();
     eprintln!("{report}");
     assert_caught(
@@ -553,7 +553,7 @@ fn a_webhook_profile_fails_webhook_security_with_a_clear_note() {
         .unwrap()
         .detail;
     assert!(
-        detail.contains("webhook profiles (`aip.http.webhook.v1`) are not supported by this version of aip-connector"),
+        detail.contains("the suite has no webhook receiver: give the connector's receivers to `ConformanceSuite::with_webhook`"),
         "{detail}"
     );
 }

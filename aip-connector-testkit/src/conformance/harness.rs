@@ -17,14 +17,17 @@ use aip_connector::model::{
     Principal, PrincipalKind, SideEffect, StreamChunk, TransactionMode,
 };
 use aip_connector::rules::codes::CONTRACT_LINT_MUTATING_WITHOUT_IDEMPOTENCY;
-use aip_connector::store::{ApprovalStatus, MemoryStore, SharedStore, SqliteStore};
+use aip_connector::store::{
+    ApprovalStatus, IdempotencyStore, MemoryStore, SharedStore, SqliteStore,
+};
+use aip_connector::webhook::WebhookReceiver;
 use aip_connector::{
     CapabilityDefinition, Connector, ConnectorDefinition, CredentialHandle, Secret, VerifiedTenant,
 };
 use serde_json::Value;
 
 use super::probe::ProbedConnector;
-use super::{Factory, ProviderSetup};
+use super::{Factory, ProviderSetup, WebhookFactory};
 use crate::provider_double::{ProviderDouble, ProviderHandle};
 
 /// The tenant the conformance host serves.
@@ -94,6 +97,7 @@ pub struct Harness {
     probe: ProbedConnector,
     store: SharedStore,
     host: Host,
+    webhooks: Vec<Arc<WebhookFactory>>,
     /// Last: removed after the host and the store that use it are gone.
     store_file: StoreFile,
 }
@@ -142,6 +146,7 @@ impl Harness {
         factory: Arc<Factory>,
         external_account: ExternalAccountRef,
         provider_setup: Option<&ProviderSetup>,
+        webhooks: Vec<Arc<WebhookFactory>>,
     ) -> Self {
         let (double, provider) = ProviderDouble::start().await;
         if let Some(setup) = provider_setup {
@@ -165,6 +170,7 @@ impl Harness {
             probe,
             store,
             host,
+            webhooks,
         }
     }
 
@@ -204,6 +210,22 @@ impl Harness {
         let probe = ProbedConnector::new((self.factory)(&self.env));
         let host = build_host(&probe, self.store_file.open(), &self.env.external_account);
         (host, probe)
+    }
+
+    /// The connector's webhook receivers, built as [`ConformanceSuite::with_webhook`] says, on
+    /// the scenario's store (`restarted`: reopened from its file, as a new process would).
+    ///
+    /// [`ConformanceSuite::with_webhook`]: super::ConformanceSuite::with_webhook
+    pub fn webhook_receivers(&self, restarted: bool) -> Vec<WebhookReceiver> {
+        let store = if restarted {
+            self.store_file.open()
+        } else {
+            Arc::clone(&self.store)
+        };
+        self.webhooks
+            .iter()
+            .map(|factory| factory(&self.env, Arc::clone(&store) as Arc<dyn IdempotencyStore>))
+            .collect()
     }
 
     /// The external account the host acts as (its deployment's).

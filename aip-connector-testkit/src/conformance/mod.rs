@@ -44,6 +44,8 @@ use aip_connector::Connector;
 use aip_connector::admission::{AdmissionPolicy, admit_manifest};
 use aip_connector::host::ExternalAccountRef;
 use aip_connector::model::{Manifest, TransactionMode};
+use aip_connector::store::IdempotencyStore;
+use aip_connector::webhook::WebhookReceiver;
 use serde::Serialize;
 
 use crate::provider_double::ProviderHandle;
@@ -83,8 +85,8 @@ pub enum Scenario {
     TransactionLifecycle,
     /// Receipts, correlation, redaction, no raw secret anywhere.
     AuditRedaction,
-    /// Webhook signatures, clock skew and replays. Not supported by this SDK version: a
-    /// manifest declaring `aip.http.webhook.v1` always fails this check.
+    /// Webhook signatures, clock skew and replays, checked on the receivers given to
+    /// [`ConformanceSuite::with_webhook`].
     WebhookSecurity,
     /// State survives a restart without duplicate effects.
     RestartReconnect,
@@ -541,6 +543,10 @@ const RUN_STACK_BYTES: usize = 32 * 1024 * 1024;
 
 type Factory = dyn Fn(&Environment) -> Arc<dyn Connector> + Send + Sync;
 
+/// What [`ConformanceSuite::with_webhook`] builds a scenario's webhook receiver with.
+pub(crate) type WebhookFactory =
+    dyn Fn(&Environment, Arc<dyn IdempotencyStore>) -> WebhookReceiver + Send + Sync;
+
 /// What [`ConformanceSuite::with_provider_setup`] runs on each scenario's provider double.
 type ProviderSetup = dyn Fn(&ProviderHandle) + Send + Sync;
 
@@ -555,6 +561,7 @@ pub struct ConformanceSuite {
     factory: Arc<Factory>,
     external_account: ExternalAccountRef,
     provider_setup: Option<Arc<ProviderSetup>>,
+    webhooks: Vec<Arc<WebhookFactory>>,
     scenario_time_limit: Duration,
 }
 
@@ -587,6 +594,7 @@ impl ConformanceSuite {
             factory: Arc::new(move |env| Arc::new(factory(env)) as Arc<dyn Connector>),
             external_account: default_external_account(),
             provider_setup: None,
+            webhooks: Vec::new(),
             scenario_time_limit: DEFAULT_SCENARIO_TIME_LIMIT,
         }
     }
@@ -645,6 +653,30 @@ impl ConformanceSuite {
     #[must_use]
     pub fn with_external_account(mut self, account: ExternalAccountRef) -> Self {
         self.external_account = account;
+        self
+    }
+
+    /// Adds a webhook receiver of the connector, for the `webhook_security` scenario, which a
+    /// manifest listing `aip.http.webhook.v1` requires. `receiver` builds it as the deployment
+    /// does, on the store it is given (the scenario host's SQLite store, reopened to play a
+    /// restart) and, for a handler that calls the provider, pointed at `env.provider_url()`.
+    /// Declare an example body with `WebhookReceiverBuilder::example`: the scenario signs and
+    /// delivers it, then checks that a tampered copy, a stale or future-dated one and a replay
+    /// (also after the restart) are refused and claim nothing.
+    ///
+    /// ```ignore
+    /// let suite = ConformanceSuite::new(|env| Calendar::new(env.provider_url()))
+    ///     .with_webhook(|env, store| calendar::bookings_receiver(env.provider_url(), store));
+    /// ```
+    #[must_use]
+    pub fn with_webhook(
+        mut self,
+        receiver: impl Fn(&Environment, Arc<dyn IdempotencyStore>) -> WebhookReceiver
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        self.webhooks.push(Arc::new(receiver));
         self
     }
 
@@ -718,6 +750,7 @@ impl ConformanceSuite {
             Arc::clone(&self.factory),
             self.external_account.clone(),
             self.provider_setup.as_deref(),
+            self.webhooks.clone(),
         )
         .await;
         match tokio::time::timeout(self.scenario_time_limit, scenarios::run(scenario, &harness))

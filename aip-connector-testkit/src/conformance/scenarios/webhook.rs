@@ -1,22 +1,170 @@
 //! `webhook_security`: signature verification, clock-skew and replay rejection of inbound
-//! webhooks (`aip.http.webhook.v1`).
+//! webhooks (`aip.http.webhook.v1`), on the receivers given to
+//! [`ConformanceSuite::with_webhook`](crate::conformance::ConformanceSuite::with_webhook).
 //!
-//! This version of the SDK has no webhook profile: nothing in it receives, verifies or
-//! deduplicates webhook deliveries, so there is nothing a connector declaring the profile could
-//! be checked against. The scenario is required only when a manifest declares
-//! `aip.http.webhook.v1`; then each required assertion is reported as not holding, with this
-//! reason, rather than passed without evidence.
+//! For each receiver, with its first example body, signed as the provider signs it:
+//! - `signature_verified`: the genuine delivery is taken; the same headers over a changed body,
+//!   and the body without any headers, are refused, and neither claimed the delivery id (the
+//!   genuine delivery under that id is taken afterwards);
+//! - `skew_rejected`: copies signed further in the past and in the future than the receiver's
+//!   tolerance are refused `webhook.timestamp_skew`;
+//! - `replay_rejected`: the genuine delivery sent again is refused `webhook.replayed`, by the
+//!   same receiver and by one built anew on the store reopened from its file (a restart).
+
+use aip_connector::codes;
+use aip_connector::webhook::{Bytes, HeaderMap, WebhookError, WebhookReceiver};
 
 use crate::conformance::{Evidence, Harness};
 
-/// Why nothing can be shown.
-const UNSUPPORTED: &str = "webhook profiles (`aip.http.webhook.v1`) are not supported by this version of aip-connector: it cannot receive, verify or deduplicate webhook deliveries, so a connector declaring the profile cannot be checked";
+const SIGNATURE: &str = "signature_verified";
+const SKEW: &str = "skew_rejected";
+const REPLAY: &str = "replay_rejected";
 
 pub(super) async fn run(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
-    evidence.artifact(format!("manifest:{}", h.definition().id));
-    for assertion in ["signature_verified", "skew_rejected", "replay_rejected"] {
-        evidence.assert(assertion, false, || UNSUPPORTED.to_owned());
+    let receivers = h.webhook_receivers(false);
+    if receivers.is_empty() {
+        evidence.artifact(format!("manifest:{}", h.definition().id));
+        let why = || {
+            "the manifest lists `aip.http.webhook.v1` but the suite has no webhook receiver: give the connector's receivers to `ConformanceSuite::with_webhook` (or `conformance_tests!(suite = …)`)".to_owned()
+        };
+        for assertion in [SIGNATURE, SKEW, REPLAY] {
+            evidence.assert(assertion, false, why);
+        }
+        return evidence;
+    }
+    let restarted = h.webhook_receivers(true);
+    for (receiver, after_restart) in receivers.iter().zip(&restarted) {
+        check(receiver, after_restart, &mut evidence).await;
     }
     evidence
+}
+
+/// The outcome of a delivery in words, for the report.
+fn outcome(result: &Result<impl std::fmt::Debug, WebhookError>) -> String {
+    match result {
+        Ok(_) => "it was taken".to_owned(),
+        Err(error) => format!("it was refused `{}`: {error}", error.code()),
+    }
+}
+
+async fn check(
+    receiver: &WebhookReceiver,
+    after_restart: &WebhookReceiver,
+    evidence: &mut Evidence,
+) {
+    let name = receiver.id().to_owned();
+    let Some(body) = receiver.examples().first().cloned() else {
+        evidence.artifact(format!("webhook:{name}"));
+        evidence.no_example(format!(
+            "webhook receiver `{name}` declares no example body: add one with `WebhookReceiverBuilder::example`"
+        ));
+        for assertion in [SIGNATURE, SKEW, REPLAY] {
+            evidence.assert(assertion, false, || {
+                format!("receiver `{name}` has no example body to deliver")
+            });
+        }
+        return;
+    };
+    let id = format!("conformance-{}", uuid_like());
+    let now = receiver.now_ms();
+    let genuine = receiver.sign(&id, now, &body);
+    evidence.artifact(format!("webhook:{name}:{id}"));
+
+    // Forgeries first, under the genuine delivery's id: a refusal must claim nothing.
+    let mut changed = body.to_vec();
+    changed.extend_from_slice(b" ");
+    let tampered = receiver.receive(&genuine, Bytes::from(changed)).await;
+    evidence.assert(
+        SIGNATURE,
+        matches!(tampered, Err(WebhookError::AuthenticationFailed)),
+        || {
+            format!(
+                "`{name}`: the genuine headers over a changed body should be refused `{}`, but {}",
+                codes::WEBHOOK_AUTHENTICATION_FAILED,
+                outcome(&tampered)
+            )
+        },
+    );
+    let unsigned = receiver.receive(&HeaderMap::new(), body.clone()).await;
+    evidence.assert(SIGNATURE, unsigned.is_err(), || {
+        format!(
+            "`{name}`: the example body without headers should be refused, but {}",
+            outcome(&unsigned)
+        )
+    });
+    let tolerance = u64::try_from(receiver.tolerance().as_millis()).unwrap_or(u64::MAX);
+    // A minute past the tolerance either way: clear of rounding to whole seconds.
+    let margin = tolerance.saturating_add(60_000);
+    for (label, at) in [
+        ("stale", now.saturating_sub(margin)),
+        ("future-dated", now.saturating_add(margin)),
+    ] {
+        // Ids of their own: a receiver that takes a skewed copy must not also spoil the
+        // genuine delivery's checks.
+        let skewed_id = format!("{id}-{label}");
+        let skewed = receiver
+            .receive(&receiver.sign(&skewed_id, at, &body), body.clone())
+            .await;
+        evidence.assert(
+            SKEW,
+            matches!(skewed, Err(WebhookError::TimestampSkew { .. })),
+            || {
+                format!(
+                    "`{name}`: a copy signed {margin} ms {} should be refused `{}`, but {}",
+                    if label == "stale" {
+                        "in the past"
+                    } else {
+                        "in the future"
+                    },
+                    codes::WEBHOOK_TIMESTAMP_SKEW,
+                    outcome(&skewed)
+                )
+            },
+        );
+    }
+
+    let first = receiver.receive(&genuine, body.clone()).await;
+    let taken = first.is_ok();
+    evidence.assert(SIGNATURE, taken, || {
+        format!(
+            "`{name}`: the genuine delivery of the example body should be taken after the refused copies, but {}",
+            outcome(&first)
+        )
+    });
+    if !taken {
+        evidence.assert(REPLAY, false, || {
+            format!("`{name}`: nothing was taken, so no replay could be tried")
+        });
+        return;
+    }
+    let replay = receiver.receive(&genuine, body.clone()).await;
+    evidence.assert(
+        REPLAY,
+        matches!(replay, Err(WebhookError::Replayed { .. })),
+        || {
+            format!(
+                "`{name}`: the delivery sent again should be refused `{}`, but {}",
+                codes::WEBHOOK_REPLAYED,
+                outcome(&replay)
+            )
+        },
+    );
+    let restarted = after_restart.receive(&genuine, body).await;
+    evidence.assert(REPLAY, matches!(restarted, Err(WebhookError::Replayed { .. })), || {
+        format!(
+            "`{name}`: after a restart (the receiver built anew on the store reopened from its file), the delivery sent again should be refused `{}`, but {}; build the receiver on the store `with_webhook` passes it",
+            codes::WEBHOOK_REPLAYED,
+            outcome(&restarted)
+        )
+    });
+}
+
+/// A delivery id no earlier run used.
+fn uuid_like() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{nanos:x}")
 }
