@@ -12,6 +12,9 @@
 //!   [`Cancellation`], [`Deadline`], [`StreamSink`], [`Checkpoint`], [`Credential`], [`Tenant`],
 //!   [`Caller`], [`Approval`], [`Compensation`].
 //!
+//! - [`webhook`] receives a provider's signed event deliveries: verified, refused when stale or
+//!   replayed, handled once per delivery id.
+//!
 //! The wire model, the contract rules and manifest admission come from
 //! [`aip_connector_core`], re-exported as [`core`](mod@crate::core).
 //!

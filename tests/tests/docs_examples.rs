@@ -1,5 +1,5 @@
-//! The code of `docs/getting-started.md`, `docs/side-by-side.md` and `docs/mcp.md`, compiled and
-//! run.
+//! The code of `docs/getting-started.md`, `docs/side-by-side.md`, `docs/mcp.md` and
+//! `docs/webhooks.md`, compiled and run.
 //!
 //! Every region between a `// docs:<file>#<name>` marker and the next `// docs:end` is a
 //! ```` ```rust ```` block of that doc, copied verbatim (after removing the indentation of the
@@ -477,6 +477,47 @@ fn json_block_after(markdown: &str, marker: &str) -> serde_json::Value {
     serde_json::from_str(body).expect("the JSON block parses")
 }
 
+mod webhooks {
+    // docs:webhooks.md#receiver
+    use aip_connector::model::ConnectorFailure;
+    use aip_connector::store::IdempotencyStore;
+    use aip_connector::webhook::{
+        StandardWebhooks, WebhookDelivery, WebhookReceiver, WebhookSecret,
+    };
+    use std::sync::Arc;
+
+    #[derive(serde::Deserialize)]
+    struct BookingCreated {
+        booking_id: String,
+    }
+
+    fn bookings_receiver(secret: &str, store: Arc<dyn IdempotencyStore>) -> WebhookReceiver {
+        WebhookReceiver::builder("bookings", StandardWebhooks)
+            .secret(WebhookSecret::standard(secret).expect("a whsec_ secret"))
+            .store(store) // the host's store: replay protection survives restarts
+            .example(r#"{"booking_id":"bk_1"}"#) // what the testkit delivers
+            .handler(|delivery: WebhookDelivery| async move {
+                let event: BookingCreated = delivery.json()?;
+                let _ = event.booking_id; // update state, notify an agent, ...
+                Ok::<_, ConnectorFailure>(())
+            })
+            .build()
+            .expect("a complete receiver")
+    }
+    // docs:end
+
+    #[tokio::test]
+    async fn the_receiver_of_the_guide_takes_a_signed_delivery_once() {
+        let store: Arc<dyn IdempotencyStore> = Arc::new(aip_connector::store::MemoryStore::new());
+        let receiver = bookings_receiver("whsec_c2VjcmV0", store);
+        let body = receiver.examples()[0].clone();
+        let headers = receiver.sign("msg_1", receiver.now_ms(), &body);
+        receiver.receive(&headers, body.clone()).await.unwrap();
+        let replay = receiver.receive(&headers, body).await.unwrap_err();
+        assert_eq!(replay.code(), aip_connector::codes::WEBHOOK_REPLAYED);
+    }
+}
+
 #[test]
 fn docs_and_tests_cannot_drift() {
     let source = include_str!("docs_examples.rs");
@@ -490,6 +531,7 @@ fn docs_and_tests_cannot_drift() {
             include_str!("../../docs/side-by-side.md"),
         ),
         ("mcp.md", include_str!("../../docs/mcp.md")),
+        ("webhooks.md", include_str!("../../docs/webhooks.md")),
     ];
     for (doc, markdown) in docs {
         let expected: Vec<String> = region_names(source, doc)

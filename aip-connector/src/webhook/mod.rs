@@ -24,7 +24,7 @@
 //! replay protection. A host that dies mid-handler leaves a claim that expires after the
 //! handler timeout, after which a retry runs.
 //!
-//! Over HTTP, [`WebhookReceiver::router`] (feature `http`) serves a receiver at a path. See
+//! Over HTTP, `WebhookReceiver::router` (feature `http`) serves a receiver at a path. See
 //! `docs/webhooks.md` for the whole picture and the testkit's `webhook_security` scenario.
 
 mod signature;
@@ -63,7 +63,7 @@ const WEBHOOK_COMPONENT: &str = "aip-connector.webhook";
 pub const MAX_DELIVERY_ID_BYTES: usize = 256;
 
 /// Why a delivery was refused. Each variant has its own [`code`](Self::code) (constants in
-/// [`codes`](crate::codes)), HTTP [`status`](Self::status) and retry flag.
+/// [`codes`]), HTTP [`status`](Self::status) and retry flag.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WebhookError {
@@ -130,7 +130,7 @@ pub enum WebhookError {
 }
 
 impl WebhookError {
-    /// The error code (a constant of [`codes`](crate::codes)).
+    /// The error code (a constant of [`codes`]).
     pub fn code(&self) -> &'static str {
         match self {
             Self::MissingHeader(_) => codes::WEBHOOK_MISSING_HEADER,
