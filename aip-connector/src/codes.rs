@@ -300,7 +300,8 @@ pub const TRANSPORT_UNREACHABLE: &str = "transport.unreachable";
 /// A header the signature scheme needs is absent or blank (permanent; HTTP 400). Upstream code.
 pub const WEBHOOK_MISSING_HEADER: &str = "webhook.missing_header";
 /// The delivery does not have the scheme's shape (a timestamp that is not a number, a header
-/// that is not ASCII, a blank or over-long delivery id) (permanent; HTTP 400). Upstream code.
+/// that is not ASCII, a delivery id that is not 1 to 256 visible ASCII characters, an unreadable
+/// body) (permanent; HTTP 400). Upstream code.
 pub const WEBHOOK_INVALID_DELIVERY: &str = "webhook.invalid_delivery";
 /// No signature of the delivery matches any of the receiver's secrets (auth; HTTP 401).
 /// Upstream code.
@@ -310,8 +311,9 @@ pub const WEBHOOK_AUTHENTICATION_FAILED: &str = "webhook.authentication_failed";
 pub const WEBHOOK_TIMESTAMP_SKEW: &str = "webhook.timestamp_skew";
 /// The body is larger than the receiver's limit (permanent; HTTP 413).
 pub const WEBHOOK_PAYLOAD_TOO_LARGE: &str = "webhook.payload_too_large";
-/// The delivery id was handled already, within the replay window (policy, not retryable;
-/// HTTP 409). The handler does not run again.
+/// The delivery id was handled already, within the replay window (policy, not retryable). The
+/// handler does not run again; over HTTP it is answered `200 {"delivery_id", "replayed": true}`
+/// so the provider stops sending it.
 pub const WEBHOOK_REPLAYED: &str = "webhook.replayed";
 /// The same delivery id is being handled right now (temporary, retryable; HTTP 409).
 pub const WEBHOOK_IN_PROGRESS: &str = "webhook.in_progress";

@@ -293,3 +293,68 @@ async fn the_pool_is_bounded_by_max_connections() {
         PostgresOptions::new().max_connections(1)
     );
 }
+
+/// Webhook deliveries claimed through replicas sharing one database: copies of one delivery
+/// sent to every replica at once run the handler once, and a later copy is a replay everywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_webhook_delivery_sent_to_every_replica_runs_once() {
+    use aip_connector::model::ConnectorFailure;
+    use aip_connector::store::IdempotencyStore;
+    use aip_connector::webhook::{StandardWebhooks, WebhookReceiver, WebhookSecret};
+
+    let Some(schema) = TestSchema::new() else {
+        return;
+    };
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut receivers = Vec::new();
+    for store in schema.replicas(REPLICAS).await {
+        let counted = Arc::clone(&runs);
+        let store: Arc<dyn IdempotencyStore> = store;
+        receivers.push(
+            WebhookReceiver::builder("bookings", StandardWebhooks)
+                .secret(WebhookSecret::new("s"))
+                .store(store)
+                .handler(move |_| {
+                    let counted = Arc::clone(&counted);
+                    async move {
+                        counted.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                        Ok::<_, ConnectorFailure>(())
+                    }
+                })
+                .build()
+                .unwrap(),
+        );
+    }
+    let body = aip_connector::webhook::Bytes::from_static(b"{}");
+    let headers = receivers[0].sign("msg_1", receivers[0].now_ms(), &body);
+    let copies: Vec<_> = (0..40)
+        .map(|n| {
+            let receiver = receivers[n % REPLICAS].clone();
+            let (headers, body) = (headers.clone(), body.clone());
+            tokio::spawn(
+                async move { receiver.receive(&headers, body).await.map_err(|e| e.code()) },
+            )
+        })
+        .collect();
+    let mut taken = 0;
+    for copy in copies {
+        match copy.await.unwrap() {
+            Ok(_) => taken += 1,
+            Err(code) => assert!(
+                [
+                    aip_connector::codes::WEBHOOK_IN_PROGRESS,
+                    aip_connector::codes::WEBHOOK_REPLAYED
+                ]
+                .contains(&code),
+                "{code}"
+            ),
+        }
+    }
+    assert_eq!(taken, 1);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    for receiver in &receivers {
+        let replay = receiver.receive(&headers, body.clone()).await.unwrap_err();
+        assert_eq!(replay.code(), aip_connector::codes::WEBHOOK_REPLAYED);
+    }
+}

@@ -19,9 +19,11 @@ impl WebhookReceiver {
     /// The receiver served at `POST path`, to merge into an application's router (next to an
     /// [`AipServer`](super::AipServer)'s routes, say). Feature `http`.
     ///
-    /// The answer is `200 {"delivery_id": …}` for a delivery the handler took, and otherwise
-    /// the [`WebhookError`]'s [status](WebhookError::status) with `{"error": <AIP error>}`;
-    /// `webhook.in_progress` also carries `Retry-After`. The provider's own authentication is
+    /// The answer is `200 {"delivery_id": …}` for a delivery the handler took, `200
+    /// {"delivery_id": …, "replayed": true}` for one it took before (`webhook.replayed`: not run
+    /// again, and nothing left for the provider to retry), and otherwise the [`WebhookError`]'s
+    /// [status](WebhookError::status) with `{"error": <AIP error>}`; `webhook.in_progress` also
+    /// carries `Retry-After`. The provider's own authentication is
     /// the signature: the route takes no bearer token. A body longer than
     /// [`max_body_bytes`](WebhookReceiver::max_body_bytes) is refused before it is read
     /// further.
@@ -42,23 +44,25 @@ async fn deliver(State(receiver): State<WebhookReceiver>, request: Request<Body>
     let body = match read_limited(&parts.headers, body, limit).await {
         Ok(body) => body,
         Err(BodyError::TooLarge) => {
-            // The declared or streamed size: at least one byte past the limit.
-            let error = WebhookError::PayloadTooLarge {
-                bytes: limit.saturating_add(1),
-                limit,
-            };
+            let error = WebhookError::PayloadTooLarge { limit };
+            receiver.log_refusal(&error);
             return refused(&error);
         }
         Err(BodyError::Unreadable(why)) => {
-            return refused(&WebhookError::InvalidDelivery(format!(
-                "the body could not be read: {why}"
-            )));
+            let error = WebhookError::InvalidDelivery(format!("the body could not be read: {why}"));
+            receiver.log_refusal(&error);
+            return refused(&error);
         }
     };
     match receiver.receive(&parts.headers, body).await {
         Ok(receipt) => json_response(
             http::StatusCode::OK,
             &json!({ "delivery_id": receipt.delivery_id }),
+        ),
+        // Not run again, and answered as delivered so the provider stops sending it.
+        Err(WebhookError::Replayed { delivery_id }) => json_response(
+            http::StatusCode::OK,
+            &json!({ "delivery_id": delivery_id, "replayed": true }),
         ),
         Err(error) => refused(&error),
     }

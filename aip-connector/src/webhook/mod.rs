@@ -18,11 +18,12 @@
 //!    duplicate that arrives while the first copy is being handled is told
 //!    `webhook.in_progress` (retryable).
 //!
-//! The handler then runs in a task of its own, so a provider that hangs up does not stop it
-//! half-way. If it succeeds, the id is remembered for the replay window; if it fails or times
-//! out, the id is released, so the provider's retry runs it again: a delivery is never lost to
-//! replay protection. A host that dies mid-handler leaves a claim that expires after the
-//! handler timeout, after which a retry runs.
+//! The claim and the handler run in a task of their own, so a provider that hangs up does not
+//! stop them half-way. If the handler succeeds, the id is remembered for the replay window; if
+//! it fails, panics or times out, the id is released (a timed-out handler's once it has
+//! stopped), so the provider's retry runs it again: a delivery is never lost to replay
+//! protection. A host that dies mid-handler leaves a claim that expires twice the handler
+//! timeout plus 5 s later, after which a retry runs.
 //!
 //! Over HTTP, `WebhookReceiver::router` (feature `http`) serves a receiver at a path. See
 //! `docs/webhooks.md` for the whole picture and the testkit's `webhook_security` scenario.
@@ -90,14 +91,14 @@ pub enum WebhookError {
         tolerance_ms: Millis,
     },
     /// The body is larger than the receiver takes.
-    #[error("the delivery's body is {bytes} bytes, more than the receiver's limit of {limit}")]
+    #[error("the delivery's body is larger than the receiver's limit of {limit} bytes")]
     PayloadTooLarge {
-        /// The body's size.
-        bytes: usize,
         /// The limit.
         limit: usize,
     },
-    /// The delivery id was handled already.
+    /// The delivery id was handled already. Over HTTP this is answered `200` with
+    /// `"replayed": true`: the handler did not run again, and a provider whose first `200` was
+    /// lost stops retrying.
     #[error("delivery `{delivery_id}` was handled already")]
     Replayed {
         /// The delivery id.
@@ -124,9 +125,10 @@ pub enum WebhookError {
         /// The receiver's handler timeout.
         timeout: Duration,
     },
-    /// The delivery store failed.
-    #[error("the webhook delivery store is unavailable: {0}")]
-    StorageUnavailable(StoreError),
+    /// The delivery store failed. Its message does not repeat the store's error (it is the
+    /// `source`, and logged): the answer goes to whoever posted the delivery.
+    #[error("the webhook delivery store is unavailable")]
+    StorageUnavailable(#[source] StoreError),
 }
 
 impl WebhookError {
@@ -180,9 +182,9 @@ impl WebhookError {
             Self::MissingHeader(_) | Self::InvalidDelivery(_) => StatusCode::BAD_REQUEST,
             Self::AuthenticationFailed | Self::TimestampSkew { .. } => StatusCode::UNAUTHORIZED,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::Replayed { .. } | Self::InProgress { .. } | Self::DeliveryConflict { .. } => {
-                StatusCode::CONFLICT
-            }
+            // Refused, yet answered as delivered: the provider has nothing left to send.
+            Self::Replayed { .. } => StatusCode::OK,
+            Self::InProgress { .. } | Self::DeliveryConflict { .. } => StatusCode::CONFLICT,
             Self::HandlerFailed(failure) if !failure.retryable => StatusCode::INTERNAL_SERVER_ERROR,
             Self::HandlerFailed(_) | Self::HandlerTimeout { .. } | Self::StorageUnavailable(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
@@ -325,8 +327,8 @@ pub enum WebhookConfigError {
         /// The configured tolerance.
         tolerance: Duration,
     },
-    /// A duration or size is zero.
-    #[error("webhook receiver `{receiver}`: `{setting}` must be greater than zero")]
+    /// A duration under a millisecond, or a size of zero.
+    #[error("webhook receiver `{receiver}`: `{setting}` must be at least 1 (ms for durations)")]
     Zero {
         /// The receiver.
         receiver: String,
@@ -396,8 +398,9 @@ impl WebhookReceiverBuilder {
         self
     }
 
-    /// How long the handler may run; past it the delivery is answered `webhook.handler_timeout`
-    /// and its id released. Default 30 s. A host that stops mid-handler holds the id this long.
+    /// How long the claim and the handler may take; past it the handler is aborted, the delivery
+    /// answered `webhook.handler_timeout` and its id released. Default 30 s. A host that stops
+    /// mid-handler holds the id for twice this plus 5 s.
     pub fn handler_timeout(mut self, timeout: Duration) -> Self {
         self.handler_timeout = timeout;
         self
@@ -433,9 +436,10 @@ impl WebhookReceiverBuilder {
         let Some(handler) = self.handler else {
             return Err(WebhookConfigError::NoHandler(id));
         };
+        // In whole milliseconds, the unit they are checked in: 0.5 ms is zero too.
         for (setting, zero) in [
-            ("tolerance", self.tolerance.is_zero()),
-            ("handler_timeout", self.handler_timeout.is_zero()),
+            ("tolerance", millis(self.tolerance) == 0),
+            ("handler_timeout", millis(self.handler_timeout) == 0),
             ("max_body_bytes", self.max_body_bytes == 0),
         ] {
             if zero {
@@ -613,14 +617,32 @@ impl WebhookReceiver {
     ) -> Result<WebhookReceipt, WebhookError> {
         let result = self.receive_inner(headers, body).await;
         if let Err(error) = &result {
-            // The id may be an attacker's text: it is not logged, only the code.
-            tracing::warn!(
-                receiver = %self.inner.id,
-                code = error.code(),
-                "webhook delivery refused"
-            );
+            self.log_refusal(error);
         }
         result
+    }
+
+    /// Logs a refused delivery: the receiver and the code, with the handler's failure code or
+    /// the store's error where there is one. The delivery id may be an attacker's text and is
+    /// not logged.
+    pub(crate) fn log_refusal(&self, error: &WebhookError) {
+        let receiver = &*self.inner.id;
+        match error {
+            WebhookError::HandlerFailed(failure) => tracing::warn!(
+                receiver,
+                code = error.code(),
+                failure = %failure.code,
+                message = %failure.message,
+                "webhook handler failed"
+            ),
+            WebhookError::StorageUnavailable(store) => tracing::error!(
+                receiver,
+                code = error.code(),
+                error = %store,
+                "webhook delivery store failed"
+            ),
+            _ => tracing::warn!(receiver, code = error.code(), "webhook delivery refused"),
+        }
     }
 
     async fn receive_inner(
@@ -631,14 +653,16 @@ impl WebhookReceiver {
         let inner = &self.inner;
         if body.len() > inner.max_body_bytes {
             return Err(WebhookError::PayloadTooLarge {
-                bytes: body.len(),
                 limit: inner.max_body_bytes,
             });
         }
         let signed = inner.scheme.verify(&inner.secrets, headers, &body)?;
-        if signed.id.trim().is_empty() || signed.id.len() > MAX_DELIVERY_ID_BYTES {
+        let id_is_valid = !signed.id.is_empty()
+            && signed.id.len() <= MAX_DELIVERY_ID_BYTES
+            && signed.id.bytes().all(|b| b.is_ascii_graphic());
+        if !id_is_valid {
             return Err(WebhookError::InvalidDelivery(format!(
-                "a delivery id is 1 to {MAX_DELIVERY_ID_BYTES} bytes, not blank"
+                "a delivery id is 1 to {MAX_DELIVERY_ID_BYTES} visible ASCII characters, without spaces"
             )));
         }
         let now = inner.clock.now_ms();
@@ -652,38 +676,6 @@ impl WebhookReceiver {
                 });
             }
         }
-        let body_hash = crate::host::canonical::sha256_hex(&body);
-        let handler_timeout_ms = millis(inner.handler_timeout);
-        let reservation = Reservation {
-            key: format!("{}{}", inner.key_prefix, signed.id),
-            reservation_id: crate::host::idempotency::reservation_id(),
-            action_id: ActionId::new(),
-            tenant_id: None,
-            input_hash: body_hash,
-            resume_pending: false,
-            // A second of slack past the handler's own timeout, so a live handler's claim is
-            // never taken over.
-            expires_at_ms: now.saturating_add(handler_timeout_ms.saturating_add(1000)),
-        };
-        match inner.store.reserve(&reservation, now).await {
-            Ok(ReserveOutcome::Acquired) => {}
-            Ok(ReserveOutcome::Settled(record)) if record.input_hash != reservation.input_hash => {
-                return Err(WebhookError::DeliveryConflict {
-                    delivery_id: signed.id,
-                });
-            }
-            Ok(ReserveOutcome::Settled(_)) => {
-                return Err(WebhookError::Replayed {
-                    delivery_id: signed.id,
-                });
-            }
-            Ok(ReserveOutcome::InProgress(_)) => {
-                return Err(WebhookError::InProgress {
-                    delivery_id: signed.id,
-                });
-            }
-            Err(error) => return Err(WebhookError::StorageUnavailable(error)),
-        }
         let delivery = WebhookDelivery {
             receiver: Arc::clone(&inner.id),
             id: signed.id,
@@ -692,11 +684,11 @@ impl WebhookReceiver {
             headers: headers.clone(),
             body,
         };
-        // Its own task: a provider that hangs up must not stop the handler half-way, nor leave
-        // the claim unsettled.
+        // From the claim on, everything runs in a task of its own: a provider that hangs up
+        // must not leave a claim without a handler, stop the handler half-way, or leave the
+        // claim unsettled.
         let inner = Arc::clone(&self.inner);
-        let handled = tokio::spawn(async move { inner.handle(delivery, reservation).await });
-        match handled.await {
+        match tokio::spawn(inner.claim_and_handle(delivery)).await {
             Ok(result) => result,
             Err(_) => Err(WebhookError::HandlerFailed(panicked(&self.inner.id))),
         }
@@ -704,41 +696,81 @@ impl WebhookReceiver {
 }
 
 impl Inner {
-    /// Runs the handler of a claimed delivery, then remembers the id (success) or releases it
+    /// Claims the delivery id, runs the handler, then remembers the id (success) or releases it
     /// (failure, timeout, panic).
-    async fn handle(
+    async fn claim_and_handle(
         self: Arc<Self>,
         delivery: WebhookDelivery,
-        reservation: Reservation,
     ) -> Result<WebhookReceipt, WebhookError> {
+        // The handler's deadline counts from before the claim, so a slow store eats into the
+        // handler's time, never into the claim's margin.
+        let deadline = tokio::time::Instant::now() + self.handler_timeout;
+        let now = delivery.received_at_ms;
+        let reservation = Reservation {
+            key: format!("{}{}", self.key_prefix, delivery.id),
+            reservation_id: crate::host::idempotency::reservation_id(),
+            action_id: ActionId::new(),
+            tenant_id: None,
+            input_hash: crate::host::canonical::sha256_hex(&delivery.body),
+            resume_pending: false,
+            expires_at_ms: now.saturating_add(self.claim_ms()),
+        };
+        match self.store.reserve(&reservation, now).await {
+            Ok(ReserveOutcome::Acquired) => {}
+            Ok(ReserveOutcome::Settled(record)) if record.input_hash != reservation.input_hash => {
+                return Err(WebhookError::DeliveryConflict {
+                    delivery_id: delivery.id,
+                });
+            }
+            Ok(ReserveOutcome::Settled(_)) => {
+                return Err(WebhookError::Replayed {
+                    delivery_id: delivery.id,
+                });
+            }
+            Ok(ReserveOutcome::InProgress(_)) => {
+                return Err(WebhookError::InProgress {
+                    delivery_id: delivery.id,
+                });
+            }
+            Err(error) => return Err(WebhookError::StorageUnavailable(error)),
+        }
         let delivery_id = delivery.id.clone();
-        let received_at_ms = delivery.received_at_ms;
+        // The record outlives every copy that can still pass the skew check: one signed at `t`
+        // passes until `t + tolerance`, and the window is at least twice the tolerance.
+        let remember_from = delivery.timestamp_ms.map_or(now, |t| t.max(now));
         let handler = Arc::clone(&self.handler);
         // The handler runs in a task of its own too, so a panic is caught and the claim
         // released instead of held until it expires.
-        let run = tokio::spawn(async move { handler.handle(delivery).await });
-        let abort = run.abort_handle();
-        let outcome = match tokio::time::timeout(self.handler_timeout, run).await {
+        let mut run = tokio::spawn(async move { handler.handle(delivery).await });
+        let outcome = match tokio::time::timeout_at(deadline, &mut run).await {
             Ok(Ok(Ok(()))) => Ok(()),
             Ok(Ok(Err(failure))) => Err(WebhookError::HandlerFailed(failure)),
             Ok(Err(_panicked)) => Err(WebhookError::HandlerFailed(panicked(&self.id))),
             Err(_elapsed) => {
-                abort.abort();
-                Err(WebhookError::HandlerTimeout {
+                run.abort();
+                let timed_out = WebhookError::HandlerTimeout {
                     timeout: self.handler_timeout,
-                })
+                };
+                // An abort lands at the handler's next `.await`; one stuck in blocking code
+                // keeps running. Its claim is released only once it has stopped, or a retry
+                // would run beside it; otherwise the claim expires on its own.
+                if tokio::time::timeout(ABORT_GRACE, run).await.is_err() {
+                    tracing::error!(receiver = %self.id, "a timed-out webhook handler did not stop; its delivery id is held until its claim expires");
+                    return Err(timed_out);
+                }
+                Err(timed_out)
             }
         };
         if let Err(error) = outcome {
             if let Err(store_error) = self.store.release(&reservation).await {
-                // The claim then expires on its own (handler timeout + 1 s) and a retry runs.
+                // The claim then expires on its own and a retry runs.
                 tracing::error!(receiver = %self.id, error = %store_error, "a failed webhook delivery's claim could not be released");
             }
             return Err(error);
         }
         // Stored as an idempotency record: the stores' reservations, fencing, expiry and purge
         // are exactly what replay protection needs. The scope is nominal (the key's
-        // `Webhook:` prefix is what partitions it); the action id is the delivery's own.
+        // `Webhook:` prefix is what partitions it); the action id is the claim's own.
         let record = IdempotencyRecord {
             key: reservation.key.clone(),
             key_scope: IdempotencyKeyScope::Capability,
@@ -751,8 +783,8 @@ impl Inner {
                 reservation.action_id.clone(),
                 json!({ "webhook": self.id.as_ref(), "delivery_id": delivery_id }),
             ),
-            created_at_ms: received_at_ms,
-            expires_at_ms: Some(received_at_ms.saturating_add(self.replay_window_ms)),
+            created_at_ms: now,
+            expires_at_ms: Some(remember_from.saturating_add(self.replay_window_ms)),
         };
         if let Err(store_error) = self.store.settle(&reservation, record).await {
             // The handler's work is done and must not be redone on the provider's behalf: the
@@ -762,7 +794,22 @@ impl Inner {
         }
         Ok(WebhookReceipt { delivery_id })
     }
+
+    /// How long a claim holds a delivery id: twice the handler timeout plus [`CLAIM_SLACK`], so
+    /// neither a slow store nor replicas' clocks a little apart let a live handler's claim be
+    /// taken over. A host that dies mid-handler holds the id this long.
+    fn claim_ms(&self) -> Millis {
+        millis(self.handler_timeout)
+            .saturating_mul(2)
+            .saturating_add(millis(CLAIM_SLACK))
+    }
 }
+
+/// How long a timed-out handler is given to stop after its abort.
+const ABORT_GRACE: Duration = Duration::from_secs(1);
+
+/// Slack on top of twice the handler timeout before a claim expires (see `Inner::claim_ms`).
+const CLAIM_SLACK: Duration = Duration::from_secs(5);
 
 /// The failure of a handler that panicked (its text is not repeated: the panic hook printed it).
 fn panicked(receiver: &str) -> ConnectorFailure {

@@ -15,8 +15,9 @@ type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 /// A webhook signing secret shared with the provider.
 ///
 /// Its `Debug` shows only the length; it is neither `Serialize` nor `Display`, so the key
-/// reaches no log, record or error.
-#[derive(Clone, PartialEq, Eq)]
+/// reaches no log, record or error. (Nor `PartialEq`: a comparison of keys that is not
+/// constant-time has no use that is safe.)
+#[derive(Clone)]
 pub struct WebhookSecret(Vec<u8>);
 
 impl WebhookSecret {
@@ -56,13 +57,11 @@ impl WebhookSecret {
     }
 
     /// Whether `signature` is the HMAC-SHA256 of `parts` under this secret, compared in
-    /// constant time.
+    /// constant time. It hashes `parts` on every call: a scheme that accepts several signatures
+    /// per delivery should compute [`hmac_sha256`](Self::hmac_sha256) once and compare each
+    /// candidate, so an unsigned request cannot make it hash the body once per candidate.
     pub fn verify_hmac_sha256(&self, parts: &[&[u8]], signature: &[u8]) -> bool {
-        let mut mac = self.mac();
-        for part in parts {
-            mac.update(part);
-        }
-        mac.verify_slice(signature).is_ok()
+        constant_time_eq(&self.hmac_sha256(parts), signature)
     }
 
     fn mac(&self) -> HmacSha256 {
@@ -84,6 +83,11 @@ pub struct InvalidSecret;
 
 /// What a valid signature vouches for: the delivery's id and, when the scheme signs one, its
 /// timestamp.
+///
+/// Both must be covered by the signature. A scheme that reads the id from a header the provider
+/// does not sign (GitHub's `X-GitHub-Delivery` beside a signature over the body alone) lets
+/// anyone resend a captured body under a new id, past replay protection: such a scheme should
+/// return an id derived from what is signed (a hex SHA-256 of the body, say) instead.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SignedDelivery {
     /// The provider's id of the delivery, the same on every retry of one event: the key replays
@@ -135,6 +139,14 @@ impl StandardWebhooks {
     pub const TIMESTAMP_HEADER: &'static str = "webhook-timestamp";
     /// The signature header.
     pub const SIGNATURE_HEADER: &'static str = "webhook-signature";
+    /// The longest signature header taken (room for dozens of signatures).
+    pub const MAX_SIGNATURE_HEADER_BYTES: usize = 4096;
+}
+
+/// Whether `a` and `b` are equal, in time that depends on their lengths only.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    use subtle::ConstantTimeEq as _;
+    a.ct_eq(b).into()
 }
 
 impl SignatureScheme for StandardWebhooks {
@@ -153,17 +165,30 @@ impl SignatureScheme for StandardWebhooks {
                 Self::TIMESTAMP_HEADER
             ))
         })?;
+        if signatures.len() > Self::MAX_SIGNATURE_HEADER_BYTES {
+            return Err(WebhookError::InvalidDelivery(format!(
+                "`{}` is longer than {} bytes",
+                Self::SIGNATURE_HEADER,
+                Self::MAX_SIGNATURE_HEADER_BYTES
+            )));
+        }
         let signed = [id.as_bytes(), b".", timestamp.as_bytes(), b".", body];
-        // Each entry is `<version>,<signature>`; only `v1` is defined. An entry that is not
-        // base64 cannot match and is skipped, like one of an unknown version.
-        let matches = signatures
+        // The body is hashed once per secret, however many signatures the header lists: the
+        // work an unsigned request can cause is bounded by the number of secrets. Each entry is
+        // `<version>,<signature>`; only `v1` is defined. An entry that is not base64 or not 32
+        // bytes cannot match and is skipped, like one of an unknown version.
+        let candidates: Vec<Vec<u8>> = signatures
             .split(' ')
             .filter_map(|entry| entry.strip_prefix("v1,"))
             .filter_map(|encoded| BASE64.decode(encoded).ok())
-            .any(|signature| {
-                secrets
+            .filter(|signature| signature.len() == 32)
+            .collect();
+        let matches = !candidates.is_empty()
+            && secrets.iter().any(|secret| {
+                let expected = secret.hmac_sha256(&signed);
+                candidates
                     .iter()
-                    .any(|secret| secret.verify_hmac_sha256(&signed, &signature))
+                    .any(|candidate| constant_time_eq(&expected, candidate))
             });
         if !matches {
             return Err(WebhookError::AuthenticationFailed);
@@ -197,8 +222,9 @@ impl SignatureScheme for StandardWebhooks {
     }
 }
 
-/// The value of header `name` as text: [`WebhookError::MissingHeader`] when it is absent or
-/// blank, [`WebhookError::InvalidDelivery`] when it is not visible ASCII.
+/// The value of header `name` as text, trimmed: [`WebhookError::MissingHeader`] when it is absent
+/// or blank, [`WebhookError::InvalidDelivery`] when it holds anything but visible ASCII, spaces
+/// and tabs.
 pub fn header<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<&'a str, WebhookError> {
     let value = headers.get(name).ok_or(WebhookError::MissingHeader(name))?;
     let text = value
@@ -262,6 +288,11 @@ mod tests {
             (StandardWebhooks::TIMESTAMP_HEADER, "1700000001"),
             (StandardWebhooks::SIGNATURE_HEADER, "v1,AAAA"),
             (StandardWebhooks::SIGNATURE_HEADER, "v2,not-base64 v1,%%%"),
+            // Right length, wrong bytes: compared, not matched.
+            (
+                StandardWebhooks::SIGNATURE_HEADER,
+                "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+            ),
         ] {
             let mut tampered = headers.clone();
             tampered.insert(name, HeaderValue::from_static(value));
@@ -317,6 +348,25 @@ mod tests {
     }
 
     #[test]
+    fn an_oversized_signature_header_is_refused_before_any_hashing() {
+        let secret = WebhookSecret::new("s");
+        let mut headers = StandardWebhooks.sign(&secret, &delivery("msg_1", 1), b"x");
+        let genuine = headers[StandardWebhooks::SIGNATURE_HEADER]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let padded = format!("{} {genuine}", "v1,AAAA ".repeat(600));
+        headers.insert(
+            StandardWebhooks::SIGNATURE_HEADER,
+            HeaderValue::try_from(padded).unwrap(),
+        );
+        let error = StandardWebhooks
+            .verify(std::slice::from_ref(&secret), &headers, b"x")
+            .unwrap_err();
+        assert_eq!(error.code(), crate::codes::WEBHOOK_INVALID_DELIVERY);
+    }
+
+    #[test]
     fn missing_blank_and_malformed_headers_are_named() {
         let secret = WebhookSecret::new("s");
         let headers = StandardWebhooks.sign(&secret, &delivery("msg_1", 1), b"x");
@@ -359,8 +409,14 @@ mod tests {
             !debug.contains("canary") && !debug.contains("c2Vj"),
             "{debug}"
         );
-        assert_eq!(WebhookSecret::standard("whsec_%%%"), Err(InvalidSecret));
-        assert_eq!(WebhookSecret::standard("whsec_"), Err(InvalidSecret));
+        assert_eq!(
+            WebhookSecret::standard("whsec_%%%").unwrap_err(),
+            InvalidSecret
+        );
+        assert_eq!(
+            WebhookSecret::standard("whsec_").unwrap_err(),
+            InvalidSecret
+        );
         assert!(!InvalidSecret.to_string().contains("%%%"));
     }
 }
