@@ -1041,7 +1041,7 @@ fn refused(shared: &Shared, error: &ProtocolError) -> Response {
     response
 }
 
-fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response {
+pub(super) fn json_response(status: StatusCode, value: &impl serde::Serialize) -> Response {
     match serde_json::to_vec(value) {
         Ok(bytes) => (
             status,

@@ -4,12 +4,12 @@
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::post;
-use http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use http::header::{HeaderValue, RETRY_AFTER};
 use serde_json::json;
 
-use super::server::{BodyError, read_limited};
+use super::server::{BodyError, json_response, read_limited};
 use crate::webhook::{WebhookError, WebhookReceiver};
 
 /// How long a provider told `webhook.in_progress` should wait, in seconds.
@@ -80,13 +80,4 @@ fn refused(error: &WebhookError) -> Response {
         );
     }
     response
-}
-
-fn json_response(status: http::StatusCode, value: &serde_json::Value) -> Response {
-    (
-        status,
-        [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-        value.to_string(),
-    )
-        .into_response()
 }

@@ -771,12 +771,13 @@ impl Inner {
         // Stored as an idempotency record: the stores' reservations, fencing, expiry and purge
         // are exactly what replay protection needs. The scope is nominal (the key's
         // `Webhook:` prefix is what partitions it); the action id is the claim's own.
+        let owner = format!("webhook:{}", self.id);
         let record = IdempotencyRecord {
             key: reservation.key.clone(),
             key_scope: IdempotencyKeyScope::Capability,
             action_id: reservation.action_id.clone(),
-            capability_id: CapabilityId::from(format!("webhook:{}", self.id).as_str()),
-            principal_id: PrincipalId::from(format!("webhook:{}", self.id).as_str()),
+            capability_id: CapabilityId::from(owner.as_str()),
+            principal_id: PrincipalId::from(owner.as_str()),
             tenant_id: None,
             input_hash: reservation.input_hash.clone(),
             result: ActionResult::completed(

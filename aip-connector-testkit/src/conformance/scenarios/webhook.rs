@@ -12,6 +12,7 @@
 //!   same receiver and by one built anew on the store reopened from its file (a restart).
 
 use aip_connector::codes;
+use aip_connector::ids::ActionId;
 use aip_connector::webhook::{Bytes, HeaderMap, WebhookError, WebhookReceiver};
 
 use crate::conformance::{Evidence, Harness};
@@ -66,7 +67,8 @@ async fn check(
         }
         return;
     };
-    let id = format!("conformance-{}", uuid_like());
+    // An action id's UUIDv7: unique per run, and visible ASCII as a delivery id must be.
+    let id = format!("conformance-{}", ActionId::new());
     let now = receiver.now_ms();
     let genuine = receiver.sign(&id, now, &body);
     evidence.artifact(format!("webhook:{name}:{id}"));
@@ -158,13 +160,4 @@ async fn check(
             outcome(&restarted)
         )
     });
-}
-
-/// A delivery id no earlier run used.
-fn uuid_like() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("{nanos:x}")
 }
