@@ -6,6 +6,8 @@
 //!
 //! - [`ids`]: identifier newtypes.
 //! - [`model`]: every wire type (capabilities, contracts, manifests, actions, results, errors).
+//! - [`discovery`]: upstream's discovery and connector checks on a published manifest (profile
+//!   bindings, connector boundary).
 //!
 //! No async and no I/O live here. Schema compilation (and therefore full admission) sits behind
 //! the default `schema-compiler` feature, which the macro crate turns off.
@@ -17,6 +19,7 @@ pub use ids::{
     ActionId, ApprovalId, CapabilityId, ConversationId, CorrelationId, DelegationId, EventId,
     IdParseError, MessageId, PrincipalId, ProfileId, ReceiptId, SessionId, TransactionId,
 };
+pub mod discovery;
 pub mod issue;
 pub mod naming;
 pub mod parse;

@@ -24,6 +24,12 @@ pub(crate) struct ConnectorAttr {
     pub(crate) profiles: Vec<String>,
     pub(crate) agent: Option<String>,
     pub(crate) compatibility: Option<String>,
+    /// The webhook receivers published as channels, each with the span of its literal.
+    pub(crate) webhooks: Vec<(String, Span)>,
+    /// Where each key was written, for rules about what it declares.
+    pub(crate) spans: BTreeMap<&'static str, Span>,
+    /// The literal of each profile written in `profiles`, in order.
+    pub(crate) profile_spans: Vec<Span>,
 }
 
 /// The profile a connector speaks when it names none.
@@ -223,6 +229,9 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
         profiles: Vec::new(),
         agent: None,
         compatibility: None,
+        webhooks: Vec::new(),
+        spans: BTreeMap::new(),
+        profile_spans: Vec::new(),
     };
     let items = match syn::parse2::<MetaArgs>(args) {
         Ok(MetaArgs(items)) => items,
@@ -254,6 +263,9 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
                 format!("duplicate key `{name}` in #[connector]"),
             );
             continue;
+        }
+        if let Some(key) = k::ALL.iter().find(|key| **key == name) {
+            attr.spans.insert(key, item.span());
         }
         match name.as_str() {
             k::ID => {
@@ -288,7 +300,8 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
                         for element in elements {
                             match meta::as_str(element) {
                                 Some(lit) if !lit.value().trim().is_empty() => {
-                                    attr.profiles.push(lit.value())
+                                    attr.profiles.push(lit.value());
+                                    attr.profile_spans.push(lit.span());
                                 }
                                 _ => {
                                     profiles_malformed = true;
@@ -309,6 +322,31 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
                     }
                 }
             }
+            k::WEBHOOKS => {
+                let Some(expr) = value(cx, item) else {
+                    continue;
+                };
+                let Some(elements) = meta::as_array(expr) else {
+                    cx.error_spanned_by(
+                        expr,
+                        "`webhooks` takes an array of receiver ids: `webhooks = [\"bookings\"]`",
+                    );
+                    continue;
+                };
+                for element in elements {
+                    match meta::as_str(element) {
+                        Some(lit) if !lit.value().trim().is_empty() => {
+                            let id = lit.value();
+                            if attr.webhooks.iter().any(|(seen, _)| *seen == id) {
+                                cx.error_spanned_by(element, format!("webhook receiver `{id}` is listed twice"));
+                            } else {
+                                attr.webhooks.push((id, lit.span()));
+                            }
+                        }
+                        _ => cx.error_spanned_by(element, "a webhook receiver is named by its non-empty id, the one given to `WebhookReceiver::builder`: `webhooks = [\"bookings\"]`"),
+                    }
+                }
+            }
             _ => unreachable!("checked against keys::connector::ALL"),
         }
     }
@@ -326,6 +364,11 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
             Span::call_site(),
             "`profiles` must name at least one profile",
         );
+    }
+    // Declared receivers are reached through the webhook profile: advertised with them.
+    let webhook = aip_connector_core::ids::profiles::HTTP_WEBHOOK;
+    if !attr.webhooks.is_empty() && !attr.profiles.iter().any(|p| p == webhook) {
+        attr.profiles.push(webhook.to_owned());
     }
     attr
 }
@@ -410,6 +453,7 @@ fn check_connector(cx: &Ctxt, attr: &ConnectorAttr, capabilities: &[CapabilityIt
         attr.profiles.iter().map(|p| p.as_str().into()),
     );
     manifest.capabilities = capabilities.iter().map(|c| c.capability.clone()).collect();
+    profile_bindings(cx, attr, &mut manifest);
     let waivers: Vec<Waiver> = capabilities
         .iter()
         .flat_map(|c| {
@@ -481,6 +525,64 @@ fn check_connector(cx: &Ctxt, attr: &ConnectorAttr, capabilities: &[CapabilityIt
                 ),
                 rules::rule_info(&issue.code).map_or("", |info| info.fix),
                 issue.code
+            ),
+        );
+    }
+}
+
+/// Rule `discovery.profile_bindings`: every advertised profile says where a peer reaches it. The
+/// routes of the profiles the SDK serves are filled in as `ConnectorDefinition::manifest` does;
+/// NATS and A2A need their metadata in `compatibility`, the webhook profile needs `webhooks`.
+/// Reported on the profile's literal in `profiles`; for the default profile, on `compatibility`
+/// (whose `native_http` entry is then not an object).
+fn profile_bindings(cx: &Ctxt, attr: &ConnectorAttr, manifest: &mut Manifest) {
+    use aip_connector_core::discovery;
+    use aip_connector_core::ids::profiles::HTTP_WEBHOOK;
+    let mut compatibility = attr
+        .compatibility
+        .as_deref()
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or_else(|| serde_json::json!({}));
+    discovery::fill_served_bindings(&manifest.profiles, &mut compatibility);
+    manifest.compatibility = Some(compatibility);
+    manifest.channels = attr
+        .webhooks
+        .iter()
+        .map(|(id, _)| discovery::webhook_channel(id))
+        .collect();
+    for problem in discovery::profile_binding_problems(manifest) {
+        let span = attr
+            .profiles
+            .iter()
+            .position(|p| *p == problem.profile.as_str())
+            .and_then(|index| attr.profile_spans.get(index))
+            .or_else(|| attr.spans.get(keys::connector::COMPATIBILITY))
+            .copied()
+            .unwrap_or_else(Span::call_site);
+        let fix = if problem.profile.as_str() == HTTP_WEBHOOK {
+            "; name the connector's receivers (the ids given to `WebhookReceiver::builder`): `webhooks = [\"bookings\"]`".to_owned()
+        } else {
+            let bound = discovery::PROFILE_BINDING_FIELDS
+                .iter()
+                .find(|bound| bound.profile == problem.profile.as_str())
+                .expect("only bound profiles have problems");
+            let key = bound.key;
+            let example: Vec<String> = bound
+                .fields
+                .iter()
+                .map(|field| format!("\"{field}\": \"...\""))
+                .collect();
+            format!(
+                "; the SDK does not serve this profile, so declare where it is served: `compatibility = r#\"{{\"{key}\": {{{}}}}}\"#`",
+                example.join(", ")
+            )
+        };
+        cx.error_at(
+            span,
+            format!(
+                "{}{fix} (rule `{}`)",
+                problem.message,
+                discovery::DISCOVERY_PROFILE_BINDINGS
             ),
         );
     }

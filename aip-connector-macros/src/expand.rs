@@ -261,6 +261,7 @@ pub(crate) fn connector(
         Some(text) => quote!(#p::Option::Some(#p::parse_json(#text))),
         None => quote!(#p::Option::None),
     };
+    let webhooks = attr.webhooks.iter().map(|(id, _)| id);
     let scope = quote!(<#self_ty>::);
     // Pushed one by one, so each entry can carry its handler's `#[cfg]`.
     let definitions = capabilities.iter().map(|c| {
@@ -396,6 +397,7 @@ pub(crate) fn connector(
                     agent: #p::agent(#agent_id, #display_name),
                     profiles: #p::Vec::from([#(#p::ProfileId::from(#profiles)),*]),
                     compatibility: #compatibility,
+                    channels: #p::Vec::from([#(#p::webhook_channel(#webhooks)),*]),
                     capabilities: {
                         let mut __aip_capabilities = #p::Vec::new();
                         #(#definitions)*

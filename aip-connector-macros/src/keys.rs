@@ -266,7 +266,8 @@ pub(crate) mod connector {
     pub(crate) const PROFILES: &str = "profiles";
     pub(crate) const AGENT: &str = "agent";
     pub(crate) const COMPATIBILITY: &str = "compatibility";
-    pub(crate) const ALL: &[&str] = &[ID, NAME, PROFILES, AGENT, COMPATIBILITY];
+    pub(crate) const WEBHOOKS: &str = "webhooks";
+    pub(crate) const ALL: &[&str] = &[ID, NAME, PROFILES, AGENT, COMPATIBILITY, WEBHOOKS];
 }
 
 /// Wire names of the enums the attribute accepts as bare identifiers.

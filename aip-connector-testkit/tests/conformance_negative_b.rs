@@ -523,7 +523,7 @@ struct Pong {
 /// say so rather than pass (`conformance_webhook.rs` gives it one).
 struct Hooks;
 
-#[connector(id = "hooks", profiles = ["aip.native.http.v1", "aip.http.webhook.v1"])]
+#[connector(id = "hooks", webhooks = ["hooks"])]
 impl Hooks {
     /// Echo a note.
     #[capability(

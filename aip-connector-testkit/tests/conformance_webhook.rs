@@ -34,7 +34,7 @@ struct Pong {
 /// A connector with a webhook endpoint for booking events.
 struct Bookings;
 
-#[connector(id = "bookings", profiles = ["aip.native.http.v1", "aip.http.webhook.v1"])]
+#[connector(id = "bookings", webhooks = ["bookings"])]
 impl Bookings {
     /// Echo a note.
     #[capability(
@@ -97,6 +97,10 @@ fn a_receiver_on_the_given_store_passes_webhook_security() {
     eprintln!("{report}");
     // (`errors_uncertain_outcomes` fails: `ping` calls no provider. Not this file's subject.)
     for name in [
+        "discovery.manifest",
+        "discovery.profile_set",
+        "discovery.profile_bindings",
+        "connector.manifest",
         "connector.atomic_manifest_admission",
         "enterprise.capability_contract",
     ] {
@@ -106,6 +110,7 @@ fn a_receiver_on_the_given_store_passes_webhook_security() {
         .check(&Scenario::WebhookSecurity.check_name())
         .unwrap();
     assert_eq!(check.status, CheckStatus::Passed);
+    assert_eq!(check.assertions.get("receivers_declared"), Some(&true));
     assert!(
         check
             .artifacts
@@ -266,4 +271,28 @@ fn a_receiver_without_an_example_fails_with_the_fix() {
         "{}",
         check.detail
     );
+}
+
+#[test]
+fn a_receiver_the_manifest_does_not_publish_fails_receivers_declared() {
+    let check = webhook_check(ConformanceSuite::new(|_env| Bookings).with_webhook(
+        |_env, store| {
+            WebhookReceiver::builder("payments", StandardWebhooks)
+                .secret(WebhookSecret::standard("whsec_c2VjcmV0LWNhbmFyeQ==").unwrap())
+                .example(r#"{"booking_id":"bk_1"}"#)
+                .handler(|_delivery: WebhookDelivery| async { Ok::<_, ConnectorFailure>(()) })
+                .store(store)
+                .build()
+                .unwrap()
+        },
+    ));
+    // The receiver itself is sound: only the declaration is wrong.
+    assert_only(&check, &[]);
+    assert_eq!(check.assertions.get("receivers_declared"), Some(&false));
+    for expected in [
+        "receiver(s) `payments` are not published by the manifest: add them to `#[connector(webhooks = [...])]`",
+        "the manifest publishes webhook channel(s) `bookings` that no receiver given to `ConformanceSuite::with_webhook` serves",
+    ] {
+        assert!(check.detail.contains(expected), "{}", check.detail);
+    }
 }

@@ -1696,3 +1696,17 @@ fn the_macro_checks_the_committed_snapshot() {
     let manifest = v1::Palette.definition().manifest();
     assert_manifest_snapshot!(manifest = manifest, path = path);
 }
+
+/// A snapshot read back from its file has its keys sorted, while the live manifest's schemas
+/// keep schemars' order (serde_json's `preserve_order` is on in this build). A change elsewhere in
+/// the manifest must not make the unchanged schemas read as changed.
+#[test]
+fn key_order_alone_is_no_schema_change() {
+    let live = v1::Palette.definition().manifest();
+    let mut read_back: Manifest = serde_json::from_str(&render_manifest(&live)).unwrap();
+    read_back.compatibility.as_mut().unwrap()["system"] = json!("paint-co");
+    let diff = diff_manifests(&read_back, &live);
+    let changes: Vec<String> = diff.changes().iter().map(|c| c.to_string()).collect();
+    assert_eq!(changes.len(), 1, "{changes:#?}");
+    assert!(changes[0].contains("/compatibility/system"), "{changes:#?}");
+}

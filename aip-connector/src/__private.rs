@@ -9,6 +9,7 @@ pub use ::std::boxed::Box;
 pub use ::std::string::String;
 pub use ::std::sync::{Arc, OnceLock};
 pub use ::std::vec::Vec;
+pub use aip_connector_core::discovery::webhook_channel;
 
 pub use aip_connector_core::ids::{CapabilityId, PrincipalId, ProfileId};
 pub use aip_connector_core::model::{

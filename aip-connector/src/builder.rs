@@ -209,6 +209,19 @@ pub enum BuildError {
     /// The connector id is blank.
     #[error("the connector id must not be empty")]
     EmptyId,
+    /// A profile is advertised without saying where it is served (upstream's
+    /// `discovery.profile_bindings`): the NATS or A2A binding metadata is missing from the
+    /// compatibility metadata, or the webhook profile has no receiver.
+    #[error("{message} (rule `discovery.profile_bindings`)")]
+    ProfileUnbound {
+        /// The profile.
+        profile: ProfileId,
+        /// What is missing.
+        message: String,
+    },
+    /// A webhook receiver id is blank or declared twice.
+    #[error("webhook receiver id `{0}` is blank or declared twice")]
+    WebhookReceiver(String),
 }
 
 /// Builds a [`BuiltConnector`] from free capabilities, with the connector's state `S` (none by
@@ -218,6 +231,7 @@ pub struct ConnectorBuilder<S = ()> {
     agent: Option<Principal>,
     profiles: Vec<ProfileId>,
     compatibility: Option<Value>,
+    webhooks: Vec<String>,
     state: S,
     capabilities: Vec<(CapabilityDefinition, FreeHandlers<S>)>,
 }
@@ -241,6 +255,7 @@ impl<S: ConnectorState> ConnectorBuilder<S> {
             agent: None,
             profiles: Vec::new(),
             compatibility: None,
+            webhooks: Vec::new(),
             state,
             capabilities: Vec::new(),
         }
@@ -261,6 +276,15 @@ impl<S: ConnectorState> ConnectorBuilder<S> {
     /// Sets the compatibility metadata.
     pub fn compatibility(mut self, compatibility: Value) -> Self {
         self.compatibility = Some(compatibility);
+        self
+    }
+
+    /// Declares the webhook receiver `receiver_id` (the id given to
+    /// [`WebhookReceiver::builder`](crate::webhook::WebhookReceiver::builder)): the manifest
+    /// publishes it as a channel and advertises `aip.http.webhook.v1`, which a gateway reaches
+    /// only through such a channel.
+    pub fn webhook(mut self, receiver_id: impl Into<String>) -> Self {
+        self.webhooks.push(receiver_id.into());
         self
     }
 
@@ -287,11 +311,21 @@ impl<S: ConnectorState> ConnectorBuilder<S> {
                 ));
             }
         }
-        let profiles = if self.profiles.is_empty() {
+        let mut profiles = if self.profiles.is_empty() {
             vec![ProfileId::from(crate::__private::DEFAULT_PROFILE)]
         } else {
             self.profiles
         };
+        let mut receivers = HashSet::new();
+        for receiver in &self.webhooks {
+            if receiver.trim().is_empty() || !receivers.insert(receiver.as_str()) {
+                return Err(BuildError::WebhookReceiver(receiver.clone()));
+            }
+        }
+        let webhook_profile = ProfileId::from(crate::ids::profiles::HTTP_WEBHOOK);
+        if !self.webhooks.is_empty() && !profiles.contains(&webhook_profile) {
+            profiles.push(webhook_profile);
+        }
         let agent = self.agent.unwrap_or_else(|| {
             Principal::new(format!("agent:{}", self.id), PrincipalKind::Service)
         });
@@ -305,8 +339,22 @@ impl<S: ConnectorState> ConnectorBuilder<S> {
             agent,
             profiles,
             compatibility: self.compatibility,
+            channels: self
+                .webhooks
+                .iter()
+                .map(|id| crate::discovery::webhook_channel(id))
+                .collect(),
             capabilities: self.capabilities.into_iter().map(|(d, _)| d).collect(),
         };
+        if let Some(problem) = crate::discovery::profile_binding_problems(&definition.manifest())
+            .into_iter()
+            .next()
+        {
+            return Err(BuildError::ProfileUnbound {
+                profile: problem.profile,
+                message: problem.message,
+            });
+        }
         Ok(BuiltConnector {
             definition,
             handlers,

@@ -75,15 +75,22 @@ pub struct ConnectorDefinition {
     pub agent: Principal,
     /// Profiles the connector speaks.
     pub profiles: Vec<ProfileId>,
-    /// Per-profile compatibility metadata published in the manifest.
+    /// Per-profile compatibility metadata published in the manifest. The binding metadata of
+    /// the profiles this SDK serves (`native_http`, `mcp`) is filled in by
+    /// [`manifest`](Self::manifest) where it is left out.
     pub compatibility: Option<Value>,
+    /// The channels published in the manifest: one per webhook receiver the connector
+    /// declares ([`discovery::webhook_channel`](crate::discovery::webhook_channel)).
+    pub channels: Vec<Value>,
     /// The capabilities, in declaration order.
     pub capabilities: Vec<CapabilityDefinition>,
 }
 
 impl ConnectorDefinition {
-    /// The manifest: agent, profiles, capabilities, compatibility (naming the connector), and
-    /// the SDK metadata — waivers under `/governance/contract_waivers`, tags and examples under
+    /// The manifest: agent, profiles, capabilities, channels, compatibility (naming the
+    /// connector, with the routes of the profiles this SDK serves filled in where the
+    /// connector declares none: `native_http` `{"messages": "/aip/v1/messages", "manifest":
+    /// "/aip/v1/manifest"}`, `mcp` `{"jsonrpc": "/mcp"}`), and the SDK metadata — waivers under `/governance/contract_waivers`, tags and examples under
     /// `/extensions/aip_connector/capabilities/<id>`.
     pub fn manifest(&self) -> Manifest {
         let mut manifest = Manifest::new(self.agent.clone(), self.profiles.iter().cloned());
@@ -98,7 +105,9 @@ impl ConnectorDefinition {
                 .entry("connector")
                 .or_insert_with(|| Value::String(self.id.clone()));
         }
+        crate::discovery::fill_served_bindings(&self.profiles, &mut compatibility);
         manifest.compatibility = Some(compatibility);
+        manifest.channels = self.channels.clone();
         let waivers: Vec<&Waiver> = self.capabilities.iter().flat_map(|c| &c.waivers).collect();
         if !waivers.is_empty() {
             manifest.governance = Some(json!({ "contract_waivers": waivers }));

@@ -45,7 +45,7 @@ pub mod __private;
 pub struct ReadmeDoctests;
 
 pub use aip_connector_core as core;
-pub use aip_connector_core::{admission, ids, model, rules};
+pub use aip_connector_core::{admission, discovery, ids, model, rules};
 pub use aip_connector_macros::{capability, connector};
 
 pub use builder::{

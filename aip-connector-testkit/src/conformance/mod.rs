@@ -5,6 +5,11 @@
 //! and a [`ProviderDouble`](crate::ProviderDouble) and reports upstream's checks
 //! (`aip-model.md` §8.1):
 //!
+//! - `discovery.manifest`, `discovery.profile_set`, `discovery.profile_bindings`,
+//!   `connector.manifest` and `rfc0003.connector_boundary`: what a gateway reads before it
+//!   routes to the connector (every advertised profile says where it is served; the manifest
+//!   names the connector; with [`ConformanceSuite::with_required_profile`] and
+//!   [`ConformanceSuite::with_connector_boundary`], the deployment's own requirements);
 //! - `connector.atomic_manifest_admission`: the manifest passes full admission with the
 //!   implementation support the handlers prove (`require_implementation_claims = true`);
 //! - `enterprise.capability_contract`: every contract passes the enterprise lints;
@@ -42,7 +47,9 @@ use std::time::Duration;
 
 use aip_connector::Connector;
 use aip_connector::admission::{AdmissionPolicy, admit_manifest};
+use aip_connector::discovery;
 use aip_connector::host::ExternalAccountRef;
+use aip_connector::ids::ProfileId;
 use aip_connector::model::{Manifest, TransactionMode};
 use aip_connector::store::IdempotencyStore;
 use aip_connector::webhook::WebhookReceiver;
@@ -50,6 +57,7 @@ use serde::Serialize;
 
 use crate::provider_double::ProviderHandle;
 
+pub use aip_connector::discovery::ConnectorBoundary;
 pub use harness::{
     CALLER, CANARY_SECRET, EXTERNAL_ACCOUNT_ID, EXTERNAL_ACCOUNT_SYSTEM, Environment, Harness,
     OTHER_TENANT, Settled, TENANT, approval_id_of, default_external_account,
@@ -563,6 +571,8 @@ pub struct ConformanceSuite {
     provider_setup: Option<Arc<ProviderSetup>>,
     webhooks: Vec<Arc<WebhookFactory>>,
     scenario_time_limit: Duration,
+    required_profiles: Vec<ProfileId>,
+    boundary: Option<ConnectorBoundary>,
 }
 
 /// How long one scenario may run before its check fails as stuck, unless
@@ -596,7 +606,40 @@ impl ConformanceSuite {
             provider_setup: None,
             webhooks: Vec::new(),
             scenario_time_limit: DEFAULT_SCENARIO_TIME_LIMIT,
+            required_profiles: Vec::new(),
+            boundary: None,
         }
+    }
+
+    /// Requires the manifest to advertise `profile` (check `discovery.profile_set`), as a
+    /// gateway that reaches connectors through one profile does.
+    ///
+    /// ```ignore
+    /// let suite = ConformanceSuite::new(|env| Calendar::new(env.provider_url()))
+    ///     .with_required_profile("aip.mcp.compat.v1");
+    /// ```
+    #[must_use]
+    pub fn with_required_profile(mut self, profile: impl Into<ProfileId>) -> Self {
+        self.required_profiles.push(profile.into());
+        self
+    }
+
+    /// Checks the connector against the boundary a deployment sets for it (upstream RFC 0003,
+    /// check `rfc0003.connector_boundary`): the profile it is reached through, the prefix of
+    /// its capability ids and the metadata each capability's binding for that profile carries.
+    /// Without a boundary the check does not apply.
+    ///
+    /// ```ignore
+    /// let suite = ConformanceSuite::new(|env| Calendar::new(env.provider_url()))
+    ///     .with_connector_boundary(
+    ///         ConnectorBoundary::new("calendar", "aip.mcp.compat.v1", "cap:calendar:")
+    ///             .require_binding_metadata("tool_name"),
+    ///     );
+    /// ```
+    #[must_use]
+    pub fn with_connector_boundary(mut self, boundary: ConnectorBoundary) -> Self {
+        self.boundary = Some(boundary);
+        self
     }
 
     /// Fails a scenario that runs longer than `limit` (default [`DEFAULT_SCENARIO_TIME_LIMIT`])
@@ -719,10 +762,9 @@ impl ConformanceSuite {
         let connector = (self.factory)(&probe_env);
         let definition = connector.definition().clone();
         let manifest = definition.manifest();
-        let mut checks = vec![
-            admission_check(&definition, &manifest),
-            contract_check(&manifest),
-        ];
+        let mut checks = self.discovery_checks(&definition, &manifest);
+        checks.push(admission_check(&definition, &manifest));
+        checks.push(contract_check(&manifest));
         for scenario in Scenario::ALL {
             checks.push(self.scenario_check(scenario, &manifest).await);
         }
@@ -768,6 +810,116 @@ impl ConformanceSuite {
                 artifacts: Vec::new(),
             },
         }
+    }
+}
+
+impl ConformanceSuite {
+    /// Upstream's discovery and connector checks on the published manifest, in upstream's
+    /// order: `discovery.manifest`, `discovery.profile_set`, `discovery.profile_bindings`,
+    /// `connector.manifest`, `rfc0003.connector_boundary`.
+    fn discovery_checks(
+        &self,
+        definition: &aip_connector::ConnectorDefinition,
+        manifest: &Manifest,
+    ) -> Vec<CheckResult> {
+        let artifacts = || vec![format!("manifest:{}", definition.id)];
+        let bindings = discovery::profile_binding_problems(manifest)
+            .into_iter()
+            .map(|p| p.message)
+            .collect();
+        let mut checks = vec![
+            problems_check(
+                discovery::DISCOVERY_MANIFEST,
+                discovery::manifest_problems(manifest),
+                "the manifest has a version, profiles, and a name and object input schema per capability",
+                artifacts(),
+            ),
+            problems_check(
+                discovery::DISCOVERY_PROFILE_SET,
+                discovery::profile_set_problems(manifest, &self.required_profiles),
+                &format!(
+                    "the manifest advertises {} profile(s){}",
+                    manifest.profiles.len(),
+                    if self.required_profiles.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            ", including every required one ({})",
+                            join(&self.required_profiles)
+                        )
+                    }
+                ),
+                artifacts(),
+            ),
+            problems_check(
+                discovery::DISCOVERY_PROFILE_BINDINGS,
+                bindings,
+                &format!(
+                    "each advertised profile says where it is served ({})",
+                    join(&manifest.profiles)
+                ),
+                artifacts(),
+            ),
+            problems_check(
+                discovery::CONNECTOR_MANIFEST,
+                discovery::connector_manifest_problems(manifest, &definition.id),
+                "`compatibility` names the connector and the manifest offers a surface",
+                artifacts(),
+            ),
+        ];
+        checks.push(match &self.boundary {
+            Some(boundary) => problems_check(
+                discovery::CONNECTOR_BOUNDARY,
+                discovery::connector_boundary_problems(manifest, boundary),
+                &format!(
+                    "the connector stays inside its boundary: `{}`, ids under `{}`",
+                    boundary.connector_profile, boundary.capability_id_prefix
+                ),
+                artifacts(),
+            ),
+            None => CheckResult {
+                name: discovery::CONNECTOR_BOUNDARY.to_owned(),
+                status: CheckStatus::NotApplicable,
+                detail:
+                    "no boundary was set: it runs with `ConformanceSuite::with_connector_boundary`"
+                        .to_owned(),
+                assertions: BTreeMap::new(),
+                artifacts: Vec::new(),
+            },
+        });
+        checks
+    }
+}
+
+fn join(profiles: &[ProfileId]) -> String {
+    profiles
+        .iter()
+        .map(|p| format!("`{p}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A check that passes when `problems` is empty, else fails with one problem per line.
+fn problems_check(
+    name: &str,
+    problems: Vec<String>,
+    passed: &str,
+    artifacts: Vec<String>,
+) -> CheckResult {
+    CheckResult {
+        name: name.to_owned(),
+        status: if problems.is_empty() {
+            CheckStatus::Passed
+        } else {
+            CheckStatus::Failed
+        },
+        detail: if problems.is_empty() {
+            passed.to_owned()
+        } else {
+            problems.join("\n")
+        },
+        assertions: BTreeMap::new(),
+        artifacts,
     }
 }
 
@@ -913,6 +1065,11 @@ macro_rules! conformance_tests {
                 })
             }
 
+            $crate::__conformance_test!(discovery_manifest, "discovery.manifest");
+            $crate::__conformance_test!(discovery_profile_set, "discovery.profile_set");
+            $crate::__conformance_test!(discovery_profile_bindings, "discovery.profile_bindings");
+            $crate::__conformance_test!(connector_manifest, "connector.manifest");
+            $crate::__conformance_test!(connector_boundary, "rfc0003.connector_boundary");
             $crate::__conformance_test!(
                 connector_atomic_manifest_admission,
                 "connector.atomic_manifest_admission"

@@ -227,10 +227,15 @@ fn inlined(
     }
 }
 
+/// `value` with the arrays whose order carries no meaning sorted, and every object's keys in
+/// sorted order: with serde_json's `preserve_order` (which a dependency may turn on), an
+/// object's text follows its insertion order, and the sort keys below are texts.
 fn normalized(value: &Value) -> Value {
     match value {
         Value::Object(map) => Value::Object(
             map.iter()
+                .collect::<std::collections::BTreeMap<_, _>>()
+                .into_iter()
                 .map(|(key, value)| {
                     let mut value = normalized(value);
                     let unordered = matches!(

@@ -72,8 +72,9 @@ pub const MCP_PROFILE: &str = "aip.mcp.compat.v1";
 /// (`{"_meta": {"aip/idempotency_key": "order-42"}}`).
 pub const IDEMPOTENCY_KEY_META: &str = "aip/idempotency_key";
 
-/// Where [`McpProjection::router`] mounts the streamable HTTP endpoint.
-pub const MCP_PATH: &str = "/mcp";
+/// Where [`McpProjection::router`] mounts the streamable HTTP endpoint (the path a manifest's
+/// `compatibility.mcp.jsonrpc` names unless the connector declares another).
+pub const MCP_PATH: &str = crate::discovery::MCP_JSONRPC_PATH;
 
 /// How many MCP sessions one router keeps open at once unless
 /// [`McpProjection::with_max_sessions`] says otherwise.

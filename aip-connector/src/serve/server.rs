@@ -51,10 +51,12 @@ use super::auth::Authenticator;
 use crate::codes;
 use crate::host::{CancelOutcome, ChunkStream, Host, TransactionSelector, TrustedContext};
 
-/// `GET` the manifest.
-pub const MANIFEST_PATH: &str = "/aip/v1/manifest";
-/// `POST` envelopes.
-pub const MESSAGES_PATH: &str = "/aip/v1/messages";
+/// `GET` the manifest (the path a manifest's `compatibility.native_http.manifest` names unless
+/// the connector declares another).
+pub const MANIFEST_PATH: &str = crate::discovery::NATIVE_HTTP_MANIFEST_PATH;
+/// `POST` envelopes (the path a manifest's `compatibility.native_http.messages` names unless the
+/// connector declares another).
+pub const MESSAGES_PATH: &str = crate::discovery::NATIVE_HTTP_MESSAGES_PATH;
 /// `GET` liveness.
 pub const HEALTH_PATH: &str = "/health";
 /// `GET` readiness.

@@ -10,6 +10,10 @@
 //!   tolerance are refused `webhook.timestamp_skew`;
 //! - `replay_rejected`: the genuine delivery sent again is refused `webhook.replayed`, by the
 //!   same receiver and by one built anew on the store reopened from its file (a restart).
+//!
+//! Beyond upstream's assertions, `receivers_declared`: the receivers given to the suite are
+//! exactly those the manifest publishes as webhook channels (`#[connector(webhooks = [...])]`),
+//! so a gateway's view and the deployment agree.
 
 use aip_connector::codes;
 use aip_connector::ids::ActionId;
@@ -20,6 +24,7 @@ use crate::conformance::{Evidence, Harness};
 const SIGNATURE: &str = "signature_verified";
 const SKEW: &str = "skew_rejected";
 const REPLAY: &str = "replay_rejected";
+const DECLARED: &str = "receivers_declared";
 
 pub(super) async fn run(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
@@ -34,11 +39,52 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         }
         return evidence;
     }
+    declared(h, &receivers, &mut evidence);
     let restarted = h.webhook_receivers(true);
     for (receiver, after_restart) in receivers.iter().zip(&restarted) {
         check(receiver, after_restart, &mut evidence).await;
     }
     evidence
+}
+
+/// `receivers_declared`: the suite's receivers and the manifest's webhook channels are the same
+/// set of ids.
+fn declared(h: &Harness, receivers: &[WebhookReceiver], evidence: &mut Evidence) {
+    let manifest = h.definition().manifest();
+    let channels = aip_connector::discovery::webhook_receiver_ids(&manifest);
+    let undeclared: Vec<&str> = receivers
+        .iter()
+        .map(WebhookReceiver::id)
+        .filter(|id| !channels.contains(id))
+        .collect();
+    let unserved: Vec<&str> = channels
+        .iter()
+        .copied()
+        .filter(|id| !receivers.iter().any(|r| r.id() == *id))
+        .collect();
+    evidence.assert(DECLARED, undeclared.is_empty() && unserved.is_empty(), || {
+        let mut problems = Vec::new();
+        if !undeclared.is_empty() {
+            problems.push(format!(
+                "receiver(s) {} are not published by the manifest: add them to `#[connector(webhooks = [...])]` (or `ConnectorBuilder::webhook`)",
+                quoted(&undeclared)
+            ));
+        }
+        if !unserved.is_empty() {
+            problems.push(format!(
+                "the manifest publishes webhook channel(s) {} that no receiver given to `ConformanceSuite::with_webhook` serves",
+                quoted(&unserved)
+            ));
+        }
+        problems.join("; ")
+    });
+}
+
+fn quoted(ids: &[&str]) -> String {
+    ids.iter()
+        .map(|id| format!("`{id}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The outcome of a delivery in words, for the report.

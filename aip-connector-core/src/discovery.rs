@@ -1,0 +1,408 @@
+//! Upstream's discovery and connector checks on a published manifest: what a gateway or
+//! upstream's conformance suite reads before it routes anything to a connector.
+//!
+//! Admission ([`admission`](crate::admission)) decides whether a host may run a manifest; these
+//! checks decide whether a peer can *reach* what it advertises: a profile is only usable when
+//! the manifest says where it is served (`discovery.profile_bindings`). Each function returns
+//! the problems it found, empty when the check passes, and is shared by the `#[connector]`
+//! macro (at compile time), `ConnectorBuilder::build` and the testkit's report, so a rule is
+//! written once.
+//!
+//! | check | function |
+//! | --- | --- |
+//! | `discovery.manifest` | [`manifest_problems`] |
+//! | `discovery.profile_set` | [`profile_set_problems`] |
+//! | `discovery.profile_bindings` | [`profile_binding_problems`] |
+//! | `connector.manifest` | [`connector_manifest_problems`] |
+//! | `rfc0003.connector_boundary` | [`connector_boundary_problems`] |
+
+use serde_json::{Map, Value};
+
+use crate::ids::ProfileId;
+use crate::ids::profiles;
+use crate::model::Manifest;
+
+/// Check name: the manifest's version, profiles, capability names and input schemas.
+pub const DISCOVERY_MANIFEST: &str = "discovery.manifest";
+/// Check name: no blank profile, and every profile a deployment requires is advertised.
+pub const DISCOVERY_PROFILE_SET: &str = "discovery.profile_set";
+/// Check name: every advertised profile says where it is served.
+pub const DISCOVERY_PROFILE_BINDINGS: &str = "discovery.profile_bindings";
+/// Check name: the manifest names its connector and offers something.
+pub const CONNECTOR_MANIFEST: &str = "connector.manifest";
+/// Check name: the connector stays inside its declared boundary (profile, id prefix, binding
+/// metadata).
+pub const CONNECTOR_BOUNDARY: &str = "rfc0003.connector_boundary";
+
+/// The path of the native binding's manifest route served by `aip_connector::serve`.
+pub const NATIVE_HTTP_MANIFEST_PATH: &str = "/aip/v1/manifest";
+/// The path of the native binding's messages route served by `aip_connector::serve`.
+pub const NATIVE_HTTP_MESSAGES_PATH: &str = "/aip/v1/messages";
+/// The path of the MCP projection's JSON-RPC endpoint served by `aip_connector::serve::mcp`.
+pub const MCP_JSONRPC_PATH: &str = "/mcp";
+
+/// Where one profile's binding metadata lives in `compatibility`: the object under `key`, with
+/// a non-blank string in each of `fields`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BindingFields {
+    /// The profile.
+    pub profile: &'static str,
+    /// The key of its object under `compatibility`.
+    pub key: &'static str,
+    /// The string fields that object must hold.
+    pub fields: &'static [&'static str],
+}
+
+/// The profiles whose binding metadata lives in `compatibility`. The webhook profile is bound by
+/// channels instead (see [`profile_binding_problems`]).
+pub const PROFILE_BINDING_FIELDS: &[BindingFields] = &[
+    BindingFields {
+        profile: profiles::NATIVE_HTTP,
+        key: "native_http",
+        fields: &["messages", "manifest"],
+    },
+    BindingFields {
+        profile: profiles::NATIVE_NATS,
+        key: "native_nats",
+        fields: &["subject"],
+    },
+    BindingFields {
+        profile: profiles::MCP_COMPAT,
+        key: "mcp",
+        fields: &["jsonrpc"],
+    },
+    BindingFields {
+        profile: profiles::A2A_COMPAT,
+        key: "a2a",
+        fields: &["agent_card", "jsonrpc"],
+    },
+];
+
+/// The binding metadata of a profile this SDK serves at fixed paths: `(field, path)` pairs for
+/// the object under `key`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServedBinding {
+    /// The profile.
+    pub profile: &'static str,
+    /// The key of its object under `compatibility`.
+    pub key: &'static str,
+    /// Each field with the path the SDK serves it at.
+    pub routes: &'static [(&'static str, &'static str)],
+}
+
+/// The binding metadata this SDK can fill in itself, because it serves the profile at a fixed
+/// path: the native HTTP binding and the MCP projection. Profiles it does not serve (NATS, A2A)
+/// have no default; their metadata must be declared.
+pub const SERVED_BINDING_DEFAULTS: &[ServedBinding] = &[
+    ServedBinding {
+        profile: profiles::NATIVE_HTTP,
+        key: "native_http",
+        routes: &[
+            ("messages", NATIVE_HTTP_MESSAGES_PATH),
+            ("manifest", NATIVE_HTTP_MANIFEST_PATH),
+        ],
+    },
+    ServedBinding {
+        profile: profiles::MCP_COMPAT,
+        key: "mcp",
+        routes: &[("jsonrpc", MCP_JSONRPC_PATH)],
+    },
+];
+
+/// Fills in, for each profile of `profiles` that this SDK serves, the binding metadata
+/// `compatibility` leaves out: the paths of the routes `aip_connector::serve` mounts. A field
+/// the author declared is kept as written (a server mounted under a prefix declares its own
+/// paths). Nothing is added to a `compatibility` that is not an object.
+pub fn fill_served_bindings<'p>(
+    profiles: impl IntoIterator<Item = &'p ProfileId>,
+    compatibility: &mut Value,
+) {
+    let Some(object) = compatibility.as_object_mut() else {
+        return;
+    };
+    for profile in profiles {
+        let Some(served) = SERVED_BINDING_DEFAULTS
+            .iter()
+            .find(|served| served.profile == profile.as_str())
+        else {
+            continue;
+        };
+        let entry = object
+            .entry(served.key)
+            .or_insert_with(|| Value::Object(Map::new()));
+        // A non-object entry is the author's; it stays, and the binding check reports it.
+        if let Some(binding) = entry.as_object_mut() {
+            for (field, path) in served.routes {
+                binding
+                    .entry(*field)
+                    .or_insert_with(|| Value::String((*path).to_owned()));
+            }
+        }
+    }
+}
+
+/// The manifest channel that publishes the webhook receiver `receiver_id` under the webhook
+/// profile: `{"id": receiver_id, "kind": "webhook", "profile": "aip.http.webhook.v1"}`. The
+/// receiver's id is the channel's id, so a gateway can tell which receiver a channel is.
+pub fn webhook_channel(receiver_id: &str) -> Value {
+    serde_json::json!({
+        "id": receiver_id,
+        "kind": WEBHOOK_CHANNEL_KIND,
+        "profile": profiles::HTTP_WEBHOOK,
+    })
+}
+
+/// The `kind` of a channel made by [`webhook_channel`].
+pub const WEBHOOK_CHANNEL_KIND: &str = "webhook";
+
+/// The ids of the webhook receivers `manifest` publishes: its channels of kind
+/// [`WEBHOOK_CHANNEL_KIND`], in order.
+pub fn webhook_receiver_ids(manifest: &Manifest) -> Vec<&str> {
+    manifest
+        .channels
+        .iter()
+        .filter(|c| c.get("kind").and_then(Value::as_str) == Some(WEBHOOK_CHANNEL_KIND))
+        .filter_map(|c| c.get("id").and_then(Value::as_str))
+        .collect()
+}
+
+/// `discovery.manifest`: a non-blank `manifest_version`, at least one profile, and per
+/// capability a non-blank name and an object `input_schema`.
+pub fn manifest_problems(manifest: &Manifest) -> Vec<String> {
+    let mut problems = Vec::new();
+    if manifest.manifest_version.trim().is_empty() {
+        problems.push("manifest_version is empty".to_owned());
+    }
+    if manifest.profiles.is_empty() {
+        problems.push("profiles must not be empty".to_owned());
+    }
+    for capability in &manifest.capabilities {
+        if capability.name.trim().is_empty() {
+            problems.push(format!("capability `{}`: name is empty", capability.id));
+        }
+        if !capability.input_schema.is_object() {
+            problems.push(format!(
+                "capability `{}`: input_schema must be a JSON object",
+                capability.id
+            ));
+        }
+    }
+    problems
+}
+
+/// `discovery.profile_set`: no blank profile id, and every profile of `required` is advertised.
+pub fn profile_set_problems(manifest: &Manifest, required: &[ProfileId]) -> Vec<String> {
+    let mut problems = Vec::new();
+    if manifest
+        .profiles
+        .iter()
+        .any(|p| p.as_str().trim().is_empty())
+    {
+        problems.push("a profile id is empty".to_owned());
+    }
+    for profile in required {
+        if !manifest.profiles.contains(profile) {
+            problems.push(format!("missing required profile `{profile}`"));
+        }
+    }
+    problems
+}
+
+/// One advertised profile a peer cannot reach, for [`profile_binding_problems`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindingProblem {
+    /// The profile.
+    pub profile: ProfileId,
+    /// What is missing, and where it goes.
+    pub message: String,
+}
+
+/// `discovery.profile_bindings`: each advertised profile says where it is served.
+/// `aip.native.http.v1` needs string fields `messages` and `manifest` under
+/// `compatibility.native_http`; `aip.native.nats.v1` needs `compatibility.native_nats.subject`;
+/// `aip.mcp.compat.v1` needs `compatibility.mcp.jsonrpc`; `aip.a2a.compat.v1` needs
+/// `compatibility.a2a.agent_card` and `.jsonrpc`; `aip.http.webhook.v1` needs at least one
+/// channel. Other profiles have no binding rule.
+pub fn profile_binding_problems(manifest: &Manifest) -> Vec<BindingProblem> {
+    let mut problems = Vec::new();
+    for profile in &manifest.profiles {
+        if profile.as_str() == profiles::HTTP_WEBHOOK {
+            if manifest.channels.is_empty() {
+                problems.push(BindingProblem {
+                    profile: profile.clone(),
+                    message: format!(
+                        "profile `{profile}` is advertised but the manifest has no channel: each webhook receiver is published as a channel"
+                    ),
+                });
+            }
+            continue;
+        }
+        let Some(bound) = PROFILE_BINDING_FIELDS
+            .iter()
+            .find(|bound| bound.profile == profile.as_str())
+        else {
+            continue;
+        };
+        let binding = manifest
+            .compatibility
+            .as_ref()
+            .and_then(|c| c.get(bound.key));
+        let missing: Vec<String> = bound
+            .fields
+            .iter()
+            .filter(|field| {
+                binding
+                    .and_then(|b| b.get(**field))
+                    .and_then(Value::as_str)
+                    .is_none_or(|s| s.trim().is_empty())
+            })
+            .map(|field| format!("`/{}/{field}`", bound.key))
+            .collect();
+        if !missing.is_empty() {
+            problems.push(BindingProblem {
+                profile: profile.clone(),
+                message: format!(
+                    "profile `{profile}` is advertised but `compatibility` has no string at {}",
+                    missing.join(" and ")
+                ),
+            });
+        }
+    }
+    problems
+}
+
+/// `connector.manifest`: the `compatibility` metadata (as JSON text) names `connector_id`, and
+/// the manifest offers at least one capability, resource or channel.
+pub fn connector_manifest_problems(manifest: &Manifest, connector_id: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    let text = manifest
+        .compatibility
+        .as_ref()
+        .map(Value::to_string)
+        .unwrap_or_default();
+    if !text.contains(connector_id) {
+        problems.push(format!(
+            "`compatibility` does not name the connector `{connector_id}`"
+        ));
+    }
+    if no_surface(manifest) {
+        problems.push("the manifest offers no capability, resource or channel".to_owned());
+    }
+    problems
+}
+
+fn no_surface(manifest: &Manifest) -> bool {
+    manifest.capabilities.is_empty()
+        && manifest.resources.is_empty()
+        && manifest.channels.is_empty()
+}
+
+/// The boundary a deployment sets for one connector (upstream RFC 0003): the profile it must
+/// be reachable through, the prefix of its capability ids, and the metadata every capability's
+/// binding for that profile must carry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectorBoundary {
+    /// The connector's id, which `compatibility` must name.
+    pub connector_id: String,
+    /// The profile every capability must be bound to.
+    pub connector_profile: ProfileId,
+    /// The prefix of every capability id (`cap:calendar:`, say).
+    pub capability_id_prefix: String,
+    /// Keys each capability's binding for `connector_profile` must hold, non-empty.
+    pub required_binding_metadata: Vec<String>,
+}
+
+impl ConnectorBoundary {
+    /// A boundary for `connector_id` on `connector_profile` whose capability ids start with
+    /// `capability_id_prefix`, with no required binding metadata.
+    pub fn new(
+        connector_id: impl Into<String>,
+        connector_profile: impl Into<ProfileId>,
+        capability_id_prefix: impl Into<String>,
+    ) -> Self {
+        Self {
+            connector_id: connector_id.into(),
+            connector_profile: connector_profile.into(),
+            capability_id_prefix: capability_id_prefix.into(),
+            required_binding_metadata: Vec::new(),
+        }
+    }
+
+    /// Requires `key` in every capability's binding for the connector profile.
+    pub fn require_binding_metadata(mut self, key: impl Into<String>) -> Self {
+        self.required_binding_metadata.push(key.into());
+        self
+    }
+}
+
+/// `rfc0003.connector_boundary`: the manifest advertises the boundary's profile;
+/// `compatibility` names the connector (its `connector` or `system` key, compared without case
+/// or surrounding blanks, or else anywhere in its JSON text); it offers at least one surface;
+/// every capability id starts with the prefix; and every capability has a binding for the
+/// profile holding each required metadata key with a non-empty value.
+pub fn connector_boundary_problems(
+    manifest: &Manifest,
+    boundary: &ConnectorBoundary,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let profile = &boundary.connector_profile;
+    if !manifest.profiles.contains(profile) {
+        problems.push(format!("the manifest does not advertise `{profile}`"));
+    }
+    if !names_connector(manifest.compatibility.as_ref(), &boundary.connector_id) {
+        problems.push(format!(
+            "`compatibility` does not name the connector `{}`",
+            boundary.connector_id
+        ));
+    }
+    if no_surface(manifest) {
+        problems.push("the manifest offers no capability, resource or channel".to_owned());
+    }
+    for capability in &manifest.capabilities {
+        let id = &capability.id;
+        if !id.as_str().starts_with(&boundary.capability_id_prefix) {
+            problems.push(format!(
+                "capability `{id}` does not start with `{}`",
+                boundary.capability_id_prefix
+            ));
+        }
+        let Some(binding) = capability.binding(profile.as_str()) else {
+            problems.push(format!("capability `{id}` has no binding for `{profile}`"));
+            continue;
+        };
+        for key in &boundary.required_binding_metadata {
+            let present = binding.metadata.get(key).is_some_and(|value| match value {
+                Value::Null => false,
+                Value::String(s) => !s.trim().is_empty(),
+                Value::Array(a) => !a.is_empty(),
+                Value::Object(o) => !o.is_empty(),
+                _ => true,
+            });
+            if !present {
+                problems.push(format!(
+                    "capability `{id}`'s `{profile}` binding has no `{key}`"
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// Whether `compatibility` names `connector_id`: its `connector` or `system` key contains it
+/// (case and surrounding blanks aside), or its JSON text does.
+fn names_connector(compatibility: Option<&Value>, connector_id: &str) -> bool {
+    let Some(compatibility) = compatibility else {
+        return false;
+    };
+    let wanted = connector_id.trim().to_lowercase();
+    let keyed = ["connector", "system"].iter().any(|key| {
+        compatibility
+            .get(*key)
+            .and_then(Value::as_str)
+            .is_some_and(|named| named.trim().to_lowercase().contains(&wanted))
+    });
+    keyed || compatibility.to_string().contains(connector_id)
+}
+
+#[cfg(test)]
+mod tests;

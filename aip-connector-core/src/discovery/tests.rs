@@ -1,0 +1,178 @@
+use serde_json::json;
+
+use super::*;
+use crate::model::{Binding, Capability, CapabilityKind, Principal, PrincipalKind};
+
+fn manifest(profiles: &[&str]) -> Manifest {
+    let mut manifest = Manifest::new(
+        Principal::new("agent:cal", PrincipalKind::Service),
+        profiles.iter().map(|p| ProfileId::from(*p)),
+    );
+    manifest.capabilities = vec![Capability::new(
+        "cap:cal:list",
+        "List",
+        CapabilityKind::Tool,
+        json!({"type": "object"}),
+    )];
+    manifest.compatibility = Some(json!({"connector": "cal"}));
+    manifest
+}
+
+fn messages(problems: &[BindingProblem]) -> Vec<&str> {
+    problems.iter().map(|p| p.message.as_str()).collect()
+}
+
+#[test]
+fn served_profiles_get_the_sdk_routes_and_keep_declared_ones() {
+    let profiles = [
+        ProfileId::from(profiles::NATIVE_HTTP),
+        ProfileId::from(profiles::MCP_COMPAT),
+        ProfileId::from(profiles::A2A_COMPAT),
+    ];
+    let mut compatibility =
+        json!({"connector": "cal", "native_http": {"messages": "/api/messages"}});
+    fill_served_bindings(&profiles, &mut compatibility);
+    assert_eq!(
+        compatibility,
+        json!({
+            "connector": "cal",
+            "native_http": {"messages": "/api/messages", "manifest": "/aip/v1/manifest"},
+            "mcp": {"jsonrpc": "/mcp"},
+        }),
+        "A2A is not served by the SDK, so it gets no default"
+    );
+}
+
+#[test]
+fn a_non_object_compatibility_or_binding_is_left_alone() {
+    let profiles = [ProfileId::from(profiles::NATIVE_HTTP)];
+    let mut text = json!("cal");
+    fill_served_bindings(&profiles, &mut text);
+    assert_eq!(text, json!("cal"));
+    let mut odd = json!({"native_http": "/aip"});
+    fill_served_bindings(&profiles, &mut odd);
+    assert_eq!(odd, json!({"native_http": "/aip"}));
+}
+
+#[test]
+fn a_filled_manifest_passes_every_binding_rule_of_served_profiles() {
+    let mut m = manifest(&[profiles::NATIVE_HTTP, profiles::MCP_COMPAT]);
+    assert_eq!(profile_binding_problems(&m).len(), 2);
+    let declared = m.profiles.clone();
+    fill_served_bindings(&declared, m.compatibility.as_mut().unwrap());
+    assert_eq!(profile_binding_problems(&m), Vec::new());
+}
+
+#[test]
+fn each_bound_profile_names_what_it_misses() {
+    let mut m = manifest(&[
+        profiles::NATIVE_HTTP,
+        profiles::NATIVE_NATS,
+        profiles::MCP_COMPAT,
+        profiles::A2A_COMPAT,
+        profiles::HTTP_WEBHOOK,
+        profiles::SSE_STREAM,
+    ]);
+    m.compatibility = Some(json!({
+        "native_http": {"messages": "/m", "manifest": "  "},
+        "a2a": {"agent_card": "/card", "jsonrpc": 7},
+    }));
+    let problems = profile_binding_problems(&m);
+    assert_eq!(
+        messages(&problems),
+        vec![
+            "profile `aip.native.http.v1` is advertised but `compatibility` has no string at `/native_http/manifest`",
+            "profile `aip.native.nats.v1` is advertised but `compatibility` has no string at `/native_nats/subject`",
+            "profile `aip.mcp.compat.v1` is advertised but `compatibility` has no string at `/mcp/jsonrpc`",
+            "profile `aip.a2a.compat.v1` is advertised but `compatibility` has no string at `/a2a/jsonrpc`",
+            "profile `aip.http.webhook.v1` is advertised but the manifest has no channel: each webhook receiver is published as a channel",
+        ]
+    );
+    assert_eq!(problems[4].profile.as_str(), profiles::HTTP_WEBHOOK);
+    m.channels.push(json!({"id": "bookings"}));
+    assert_eq!(profile_binding_problems(&m).len(), 4);
+}
+
+#[test]
+fn discovery_manifest_rules() {
+    let mut m = manifest(&[profiles::NATIVE_HTTP]);
+    assert!(manifest_problems(&m).is_empty());
+    m.manifest_version = " ".to_owned();
+    m.profiles.clear();
+    m.capabilities[0].name = String::new();
+    m.capabilities[0].input_schema = json!(true);
+    assert_eq!(
+        manifest_problems(&m),
+        vec![
+            "manifest_version is empty",
+            "profiles must not be empty",
+            "capability `cap:cal:list`: name is empty",
+            "capability `cap:cal:list`: input_schema must be a JSON object",
+        ]
+    );
+}
+
+#[test]
+fn profile_set_requires_every_listed_profile() {
+    let m = manifest(&[profiles::NATIVE_HTTP]);
+    assert!(profile_set_problems(&m, &[ProfileId::from(profiles::NATIVE_HTTP)]).is_empty());
+    assert_eq!(
+        profile_set_problems(&m, &[ProfileId::from(profiles::MCP_COMPAT)]),
+        vec!["missing required profile `aip.mcp.compat.v1`"]
+    );
+    let blank = manifest(&[" "]);
+    assert_eq!(
+        profile_set_problems(&blank, &[]),
+        vec!["a profile id is empty"]
+    );
+}
+
+#[test]
+fn connector_manifest_names_the_connector_and_offers_a_surface() {
+    let mut m = manifest(&[profiles::NATIVE_HTTP]);
+    assert!(connector_manifest_problems(&m, "cal").is_empty());
+    assert_eq!(
+        connector_manifest_problems(&m, "payments"),
+        vec!["`compatibility` does not name the connector `payments`"]
+    );
+    m.capabilities.clear();
+    assert_eq!(
+        connector_manifest_problems(&m, "cal"),
+        vec!["the manifest offers no capability, resource or channel"]
+    );
+    m.channels.push(json!({"name": "bookings"}));
+    assert!(connector_manifest_problems(&m, "cal").is_empty());
+}
+
+#[test]
+fn connector_boundary_checks_profile_prefix_and_binding_metadata() {
+    let mut m = manifest(&[profiles::NATIVE_HTTP]);
+    m.compatibility = Some(json!({"system": "  CAL  "}));
+    let boundary = ConnectorBoundary::new("cal", profiles::NATIVE_HTTP, "cap:cal:")
+        .require_binding_metadata("operation_id");
+    assert_eq!(
+        connector_boundary_problems(&m, &boundary),
+        vec!["capability `cap:cal:list` has no binding for `aip.native.http.v1`"]
+    );
+    m.capabilities[0]
+        .bindings
+        .push(Binding::new(profiles::NATIVE_HTTP).with("operation_id", ""));
+    assert_eq!(
+        connector_boundary_problems(&m, &boundary),
+        vec!["capability `cap:cal:list`'s `aip.native.http.v1` binding has no `operation_id`"]
+    );
+    m.capabilities[0].bindings[0] =
+        Binding::new(profiles::NATIVE_HTTP).with("operation_id", "listEvents");
+    assert!(connector_boundary_problems(&m, &boundary).is_empty());
+
+    let elsewhere = ConnectorBoundary::new("payments", profiles::MCP_COMPAT, "cap:payments:");
+    assert_eq!(
+        connector_boundary_problems(&m, &elsewhere),
+        vec![
+            "the manifest does not advertise `aip.mcp.compat.v1`",
+            "`compatibility` does not name the connector `payments`",
+            "capability `cap:cal:list` does not start with `cap:payments:`",
+            "capability `cap:cal:list` has no binding for `aip.mcp.compat.v1`",
+        ]
+    );
+}

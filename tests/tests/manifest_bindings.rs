@@ -1,0 +1,195 @@
+//! Where a manifest says each advertised profile is served (upstream's
+//! `discovery.profile_bindings`): the routes the SDK serves are filled in, declared ones are
+//! kept, webhook receivers are published as channels, and what the SDK cannot know is refused
+//! when the connector is built.
+
+use aip_connector::discovery::{
+    self, BindingProblem, connector_manifest_problems, manifest_problems, profile_binding_problems,
+};
+use aip_connector::ids::{ProfileId, profiles};
+use aip_connector::prelude::*;
+use aip_connector::{BuildError, ConnectorBuilder};
+use aip_connector_tests::{assert_valid_against, upstream_schema};
+use serde_json::json;
+
+struct Calendar;
+
+#[connector(
+    id = "calendar",
+    profiles = ["aip.native.http.v1", "aip.mcp.compat.v1"],
+    webhooks = ["bookings", "cancellations"]
+)]
+impl Calendar {
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn list(&self) -> Result<(), ConnectorFailure> {
+        Ok(())
+    }
+}
+
+/// Declares its own native route (mounted under a prefix) and the NATS subject.
+struct Mounted;
+
+#[connector(
+    id = "mounted",
+    profiles = ["aip.native.http.v1", "aip.native.nats.v1"],
+    compatibility = r#"{"native_http": {"messages": "/calendar/aip/v1/messages"}, "native_nats": {"subject": "aip.mounted"}}"#
+)]
+impl Mounted {
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn list(&self) -> Result<(), ConnectorFailure> {
+        Ok(())
+    }
+}
+
+#[test]
+fn served_profiles_name_the_sdk_routes_and_receivers_are_channels() {
+    let manifest = Calendar.definition().manifest();
+    assert_eq!(
+        manifest.profiles,
+        vec![
+            ProfileId::from(profiles::NATIVE_HTTP),
+            ProfileId::from(profiles::MCP_COMPAT),
+            ProfileId::from(profiles::HTTP_WEBHOOK),
+        ],
+        "declaring receivers advertises the webhook profile"
+    );
+    assert_eq!(
+        manifest.compatibility,
+        Some(json!({
+            "connector": "calendar",
+            "native_http": {"messages": "/aip/v1/messages", "manifest": "/aip/v1/manifest"},
+            "mcp": {"jsonrpc": "/mcp"},
+        }))
+    );
+    assert_eq!(
+        manifest.channels,
+        vec![
+            json!({"id": "bookings", "kind": "webhook", "profile": "aip.http.webhook.v1"}),
+            json!({"id": "cancellations", "kind": "webhook", "profile": "aip.http.webhook.v1"}),
+        ]
+    );
+    assert_eq!(
+        discovery::webhook_receiver_ids(&manifest),
+        vec!["bookings", "cancellations"]
+    );
+    assert_eq!(
+        profile_binding_problems(&manifest),
+        Vec::<BindingProblem>::new()
+    );
+    assert!(manifest_problems(&manifest).is_empty());
+    assert!(connector_manifest_problems(&manifest, "calendar").is_empty());
+}
+
+#[test]
+fn the_filled_routes_are_the_routes_the_servers_mount() {
+    let manifest = Calendar.definition().manifest();
+    let compatibility = manifest.compatibility.unwrap();
+    assert_eq!(
+        compatibility["native_http"]["messages"],
+        aip_connector::serve::server::MESSAGES_PATH
+    );
+    assert_eq!(
+        compatibility["native_http"]["manifest"],
+        aip_connector::serve::server::MANIFEST_PATH
+    );
+    assert_eq!(
+        compatibility["mcp"]["jsonrpc"],
+        aip_connector::serve::mcp::MCP_PATH
+    );
+}
+
+#[test]
+fn declared_binding_metadata_is_kept_and_completed() {
+    let manifest = Mounted.definition().manifest();
+    assert_eq!(
+        manifest.compatibility,
+        Some(json!({
+            "connector": "mounted",
+            "native_http": {
+                "messages": "/calendar/aip/v1/messages",
+                "manifest": "/aip/v1/manifest",
+            },
+            "native_nats": {"subject": "aip.mounted"},
+        }))
+    );
+    assert!(manifest.channels.is_empty());
+    assert!(profile_binding_problems(&manifest).is_empty());
+}
+
+#[test]
+fn the_builder_publishes_receivers_and_refuses_unbound_profiles() {
+    let built = ConnectorBuilder::new("tools")
+        .capability::<echo>()
+        .webhook("bookings")
+        .build()
+        .unwrap();
+    let manifest = built.definition().manifest();
+    assert_eq!(
+        manifest.profiles,
+        vec![
+            ProfileId::from(profiles::NATIVE_HTTP),
+            ProfileId::from(profiles::HTTP_WEBHOOK),
+        ]
+    );
+    assert_eq!(discovery::webhook_receiver_ids(&manifest), vec!["bookings"]);
+    assert!(profile_binding_problems(&manifest).is_empty());
+
+    let unbound = ConnectorBuilder::new("tools")
+        .capability::<echo>()
+        .profile(profiles::NATIVE_HTTP)
+        .profile(profiles::A2A_COMPAT)
+        .compatibility(json!({"a2a": {"agent_card": "/.well-known/agent.json"}}))
+        .build()
+        .err()
+        .expect("A2A without its JSON-RPC path is refused");
+    assert_eq!(
+        unbound,
+        BuildError::ProfileUnbound {
+            profile: ProfileId::from(profiles::A2A_COMPAT),
+            message: "profile `aip.a2a.compat.v1` is advertised but `compatibility` has no string at `/a2a/jsonrpc`".to_owned(),
+        }
+    );
+    assert!(
+        unbound
+            .to_string()
+            .ends_with("(rule `discovery.profile_bindings`)"),
+        "{unbound}"
+    );
+
+    let no_receiver = ConnectorBuilder::new("tools")
+        .capability::<echo>()
+        .profile(profiles::HTTP_WEBHOOK)
+        .build()
+        .err()
+        .expect("the webhook profile without a receiver is refused");
+    assert!(
+        matches!(&no_receiver, BuildError::ProfileUnbound { profile, .. } if profile.as_str() == profiles::HTTP_WEBHOOK),
+        "{no_receiver:?}"
+    );
+
+    for ids in [&[" "][..], &["bookings", "bookings"][..]] {
+        let mut builder = ConnectorBuilder::new("tools").capability::<echo>();
+        for id in ids {
+            builder = builder.webhook(*id);
+        }
+        assert!(
+            matches!(builder.build(), Err(BuildError::WebhookReceiver(_))),
+            "{ids:?}"
+        );
+    }
+}
+
+#[capability(id = "cap:tools:echo", risk = low, side_effects = [read], data(sensitivity = public))]
+async fn echo() -> Result<(), ConnectorFailure> {
+    Ok(())
+}
+
+/// The manifest validates against upstream's published schema, channels included.
+#[test]
+fn the_manifest_with_channels_validates_against_upstream_schema() {
+    let Some(schema) = upstream_schema("manifest.schema.json") else {
+        return;
+    };
+    let manifest = serde_json::to_value(Calendar.definition().manifest()).unwrap();
+    assert_valid_against(&schema, &manifest);
+}
