@@ -4,8 +4,9 @@
 //! Admission ([`admission`](crate::admission)) decides whether a host may run a manifest; these
 //! checks decide whether a peer can *reach* what it advertises: a profile is only usable when
 //! the manifest says where it is served (`discovery.profile_bindings`). Each function returns
-//! the problems it found, empty when the check passes, and is shared by the `#[connector]`
-//! macro (at compile time), `ConnectorBuilder::build` and the testkit's report, so a rule is
+//! the problems it found, empty when the check passes. The testkit's report runs them all;
+//! [`profile_binding_problems`] also runs in the `#[connector]` macro (at compile time) and in
+//! `ConnectorBuilder::build`, on the manifest [`fill_served_bindings`] completed, so that rule is
 //! written once.
 //!
 //! | check | function |
@@ -178,11 +179,11 @@ pub fn manifest_problems(manifest: &Manifest) -> Vec<String> {
     }
     for capability in &manifest.capabilities {
         if capability.name.trim().is_empty() {
-            problems.push(format!("capability `{}`: name is empty", capability.id));
+            problems.push(format!("capability name is empty (`{}`)", capability.id));
         }
         if !capability.input_schema.is_object() {
             problems.push(format!(
-                "capability `{}`: input_schema must be a JSON object",
+                "capability input_schema must be a JSON object (`{}`)",
                 capability.id
             ));
         }
@@ -225,7 +226,11 @@ pub struct BindingProblem {
 /// channel. Other profiles have no binding rule.
 pub fn profile_binding_problems(manifest: &Manifest) -> Vec<BindingProblem> {
     let mut problems = Vec::new();
-    for profile in &manifest.profiles {
+    for (index, profile) in manifest.profiles.iter().enumerate() {
+        // A repeated profile is admission's to report (`manifest.profile.duplicate`), once.
+        if manifest.profiles[..index].contains(profile) {
+            continue;
+        }
         if profile.as_str() == profiles::HTTP_WEBHOOK {
             if manifest.channels.is_empty() {
                 problems.push(BindingProblem {

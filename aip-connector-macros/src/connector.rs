@@ -561,6 +561,15 @@ fn profile_bindings(cx: &Ctxt, attr: &ConnectorAttr, manifest: &mut Manifest) {
             .unwrap_or_else(Span::call_site);
         let fix = if problem.profile.as_str() == HTTP_WEBHOOK {
             "; name the connector's receivers (the ids given to `WebhookReceiver::builder`): `webhooks = [\"bookings\"]`".to_owned()
+        } else if let Some(served) = discovery::SERVED_BINDING_DEFAULTS
+            .iter()
+            .find(|served| served.profile == problem.profile.as_str())
+        {
+            // Served by the SDK: only a `compatibility` entry of the wrong shape gets here.
+            format!(
+                "; `compatibility.{}` must be an object of non-empty strings, or be left out for the SDK's routes",
+                served.key
+            )
         } else {
             let bound = discovery::PROFILE_BINDING_FIELDS
                 .iter()

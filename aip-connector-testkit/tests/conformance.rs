@@ -252,3 +252,49 @@ fn a_failed_check_panics_with_one_problem_per_line() {
         "{message}"
     );
 }
+
+/// The manifest checks a deployment adds: a profile its gateway needs, and a boundary.
+#[test]
+fn a_deployment_s_required_profile_and_boundary_are_checked() {
+    use aip_connector_testkit::conformance::ConnectorBoundary;
+    let report = directory()
+        .with_required_profile("aip.mcp.compat.v1")
+        .with_connector_boundary(
+            ConnectorBoundary::new("directory", "aip.native.http.v1", "cap:dir:")
+                .require_binding_metadata("operation_id"),
+        )
+        .run();
+    let profile_set = report.check("discovery.profile_set").unwrap();
+    assert_eq!(profile_set.status, CheckStatus::Failed, "{report}");
+    assert_eq!(
+        profile_set.detail,
+        "missing required profile `aip.mcp.compat.v1`"
+    );
+    let boundary = report.check("rfc0003.connector_boundary").unwrap();
+    assert_eq!(boundary.status, CheckStatus::Failed, "{report}");
+    assert_eq!(
+        boundary.detail,
+        "capability `cap:directory:lookup` does not start with `cap:dir:`\ncapability `cap:directory:lookup` has no binding for `aip.native.http.v1`"
+    );
+    // The manifest's own checks still pass: only the deployment's requirements are unmet.
+    for name in [
+        "discovery.manifest",
+        "discovery.profile_bindings",
+        "connector.manifest",
+    ] {
+        assert_eq!(
+            report.check(name).unwrap().status,
+            CheckStatus::Passed,
+            "{name}: {report}"
+        );
+    }
+    // Without a boundary the check does not apply, and says how to set one.
+    let plain = directory().run();
+    let boundary = plain.check("rfc0003.connector_boundary").unwrap();
+    assert_eq!(boundary.status, CheckStatus::NotApplicable);
+    assert!(
+        boundary.detail.contains("with_connector_boundary"),
+        "{}",
+        boundary.detail
+    );
+}

@@ -242,7 +242,11 @@ fn keyed(lie: Lie) -> ConformanceSuite {
 
 /// The checks these fixtures are judged on: the framework's, and the four scenarios of this
 /// file's suite. (The other scenarios have fixtures of their own.)
-const JUDGED: [&str; 8] = [
+const JUDGED: [&str; 12] = [
+    "discovery.manifest",
+    "discovery.profile_set",
+    "discovery.profile_bindings",
+    "connector.manifest",
     "connector.atomic_manifest_admission",
     "enterprise.capability_contract",
     "connector.behavior.identity_credentials",

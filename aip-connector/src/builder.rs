@@ -211,7 +211,8 @@ pub enum BuildError {
     EmptyId,
     /// A profile is advertised without saying where it is served (upstream's
     /// `discovery.profile_bindings`): the NATS or A2A binding metadata is missing from the
-    /// compatibility metadata, or the webhook profile has no receiver.
+    /// compatibility metadata, a `native_http` or `mcp` entry there is not an object of
+    /// non-empty strings, or the webhook profile has no receiver.
     #[error("{message} (rule `discovery.profile_bindings`)")]
     ProfileUnbound {
         /// The profile.
@@ -219,6 +220,9 @@ pub enum BuildError {
         /// What is missing.
         message: String,
     },
+    /// The compatibility metadata is not a JSON object.
+    #[error("the compatibility metadata must be a JSON object")]
+    CompatibilityNotObject,
     /// A webhook receiver id is blank or declared twice.
     #[error("webhook receiver id `{0}` is blank or declared twice")]
     WebhookReceiver(String),
@@ -316,6 +320,9 @@ impl<S: ConnectorState> ConnectorBuilder<S> {
         } else {
             self.profiles
         };
+        if self.compatibility.as_ref().is_some_and(|c| !c.is_object()) {
+            return Err(BuildError::CompatibilityNotObject);
+        }
         let mut receivers = HashSet::new();
         for receiver in &self.webhooks {
             if receiver.trim().is_empty() || !receivers.insert(receiver.as_str()) {

@@ -81,24 +81,6 @@ fn served_profiles_name_the_sdk_routes_and_receivers_are_channels() {
 }
 
 #[test]
-fn the_filled_routes_are_the_routes_the_servers_mount() {
-    let manifest = Calendar.definition().manifest();
-    let compatibility = manifest.compatibility.unwrap();
-    assert_eq!(
-        compatibility["native_http"]["messages"],
-        aip_connector::serve::server::MESSAGES_PATH
-    );
-    assert_eq!(
-        compatibility["native_http"]["manifest"],
-        aip_connector::serve::server::MANIFEST_PATH
-    );
-    assert_eq!(
-        compatibility["mcp"]["jsonrpc"],
-        aip_connector::serve::mcp::MCP_PATH
-    );
-}
-
-#[test]
 fn declared_binding_metadata_is_kept_and_completed() {
     let manifest = Mounted.definition().manifest();
     assert_eq!(
@@ -165,6 +147,24 @@ fn the_builder_publishes_receivers_and_refuses_unbound_profiles() {
     assert!(
         matches!(&no_receiver, BuildError::ProfileUnbound { profile, .. } if profile.as_str() == profiles::HTTP_WEBHOOK),
         "{no_receiver:?}"
+    );
+
+    let not_an_object = ConnectorBuilder::new("tools")
+        .capability::<echo>()
+        .compatibility(json!("tools"))
+        .build()
+        .err();
+    assert_eq!(not_an_object, Some(BuildError::CompatibilityNotObject));
+
+    let odd_native = ConnectorBuilder::new("tools")
+        .capability::<echo>()
+        .compatibility(json!({"native_http": "/aip"}))
+        .build()
+        .err()
+        .expect("a native_http entry that is not an object is refused");
+    assert!(
+        matches!(&odd_native, BuildError::ProfileUnbound { profile, .. } if profile.as_str() == profiles::NATIVE_HTTP),
+        "{odd_native:?}"
     );
 
     for ids in [&[" "][..], &["bookings", "bookings"][..]] {

@@ -91,6 +91,9 @@ fn each_bound_profile_names_what_it_misses() {
     assert_eq!(problems[4].profile.as_str(), profiles::HTTP_WEBHOOK);
     m.channels.push(json!({"id": "bookings"}));
     assert_eq!(profile_binding_problems(&m).len(), 4);
+    // A profile listed twice is reported once.
+    m.profiles.push(ProfileId::from(profiles::NATIVE_NATS));
+    assert_eq!(profile_binding_problems(&m).len(), 4);
 }
 
 #[test]
@@ -106,8 +109,8 @@ fn discovery_manifest_rules() {
         vec![
             "manifest_version is empty",
             "profiles must not be empty",
-            "capability `cap:cal:list`: name is empty",
-            "capability `cap:cal:list`: input_schema must be a JSON object",
+            "capability name is empty (`cap:cal:list`)",
+            "capability input_schema must be a JSON object (`cap:cal:list`)",
         ]
     );
 }

@@ -277,13 +277,16 @@ pub enum CheckStatus {
     Passed,
     /// Executed; something did not hold (see `detail`).
     Failed,
-    /// Not required by this manifest, so not executed.
+    /// Not required by this manifest (or, for `rfc0003.connector_boundary`, by the suite: no
+    /// boundary was set), so not executed.
     NotApplicable,
 }
 
 /// One check of a [`ConformanceReport`].
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CheckResult {
+    /// `discovery.manifest`, `discovery.profile_set`, `discovery.profile_bindings`,
+    /// `connector.manifest`, `rfc0003.connector_boundary`,
     /// `connector.atomic_manifest_admission`, `enterprise.capability_contract` or
     /// `connector.behavior.<scenario>`.
     pub name: String,
@@ -311,7 +314,8 @@ impl CheckResult {
 pub struct ConformanceReport {
     /// The connector checked.
     pub connector_id: String,
-    /// Every check, admission first, then the contract lints, then the scenarios in order.
+    /// Every check: the manifest checks, admission, the contract lints, then the scenarios in
+    /// order.
     pub checks: Vec<CheckResult>,
 }
 
@@ -815,7 +819,7 @@ impl ConformanceSuite {
 
 impl ConformanceSuite {
     /// Upstream's discovery and connector checks on the published manifest, in upstream's
-    /// order: `discovery.manifest`, `discovery.profile_set`, `discovery.profile_bindings`,
+    /// relative order: `discovery.manifest`, `discovery.profile_set`, `discovery.profile_bindings`,
     /// `connector.manifest`, `rfc0003.connector_boundary`.
     fn discovery_checks(
         &self,
