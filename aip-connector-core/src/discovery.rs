@@ -16,11 +16,15 @@
 //! | `discovery.profile_bindings` | [`profile_binding_problems`] |
 //! | `connector.manifest` | [`connector_manifest_problems`] |
 //! | `rfc0003.connector_boundary` | [`connector_boundary_problems`] |
+//!
+//! Admission's checks 9 and 10 on channels ([`channel_issues`]) live here too: the macros and
+//! the builder run them where a channel is declared, and they are built without admission.
 
 use serde_json::{Map, Value};
 
 use crate::ids::ProfileId;
 use crate::ids::profiles;
+use crate::issue::Issue;
 use crate::model::Manifest;
 
 /// Check name: the manifest's version, profiles, capability names and input schemas.
@@ -165,6 +169,62 @@ pub fn webhook_receiver_ids(manifest: &Manifest) -> Vec<&str> {
         .filter(|c| c.get("kind").and_then(Value::as_str) == Some(WEBHOOK_CHANNEL_KIND))
         .filter_map(|c| c.get("id").and_then(Value::as_str))
         .collect()
+}
+
+/// Admission check 9: a channel's identity (its `id` when that key is present, else its `name`)
+/// is not a non-blank string.
+pub const MANIFEST_CHANNEL_IDENTIFIER_MISSING: &str = "manifest.channel.identifier_missing";
+/// Admission check 10: a channel identity (id and name share one namespace) is repeated.
+pub const MANIFEST_CHANNEL_DUPLICATE: &str = "manifest.channel.duplicate";
+
+/// A channel's identity as admission reads it: its `id` when that key exists, else its `name`,
+/// provided it is a non-blank string; `None` otherwise (also for a channel that is no object).
+pub fn channel_identity(channel: &Value) -> Option<&str> {
+    let object = channel.as_object()?;
+    let identity = object.get("id").or_else(|| object.get("name"))?;
+    identity.as_str().filter(|text| !text.trim().is_empty())
+}
+
+/// Admission checks 9 and 10 on a channel list, in order, with upstream's codes, paths
+/// (`/channels/<index>`) and messages: each channel has an identity ([`channel_identity`]), and
+/// no identity repeats (ids and names share one namespace). Admission runs exactly these on
+/// `manifest.channels`; `#[connector(channels = [...])]` and `ConnectorBuilder::channel` run them
+/// where a channel is declared.
+///
+/// ```
+/// use aip_connector_core::discovery::{self, channel_issues};
+/// use serde_json::json;
+///
+/// let channels = [json!({"id": "inbox"}), json!({"name": "inbox"}), json!({"kind": "sms"})];
+/// let found: Vec<(String, String)> = channel_issues(&channels)
+///     .into_iter()
+///     .map(|issue| (issue.code, issue.path))
+///     .collect();
+/// assert_eq!(found, [
+///     (discovery::MANIFEST_CHANNEL_DUPLICATE.to_owned(), "/channels/1".to_owned()),
+///     (discovery::MANIFEST_CHANNEL_IDENTIFIER_MISSING.to_owned(), "/channels/2".to_owned()),
+/// ]);
+/// ```
+pub fn channel_issues(channels: &[Value]) -> Vec<Issue> {
+    let mut issues = Vec::new();
+    let mut seen = std::collections::HashSet::with_capacity(channels.len());
+    for (index, channel) in channels.iter().enumerate() {
+        let path = format!("/channels/{index}");
+        match channel_identity(channel) {
+            None => issues.push(Issue::new(
+                MANIFEST_CHANNEL_IDENTIFIER_MISSING,
+                path,
+                "channel must declare a non-empty id or name",
+            )),
+            Some(identity) if !seen.insert(identity) => issues.push(Issue::new(
+                MANIFEST_CHANNEL_DUPLICATE,
+                path,
+                "channel id or name is duplicated",
+            )),
+            Some(_) => {}
+        }
+    }
+    issues
 }
 
 /// `discovery.manifest`: a non-blank `manifest_version`, at least one profile, and per

@@ -26,6 +26,9 @@ pub(crate) struct ConnectorAttr {
     pub(crate) compatibility: Option<String>,
     /// The webhook receivers published as channels, each with the span of its literal.
     pub(crate) webhooks: Vec<(String, Span)>,
+    /// The other channels, each as the JSON text of an object (checked to parse) with the span
+    /// of its literal; published after the webhook receivers' channels.
+    pub(crate) channels: Vec<(String, Span)>,
     /// Where each key was written, for rules about what it declares.
     pub(crate) spans: BTreeMap<&'static str, Span>,
     /// The literal of each profile written in `profiles`, in order.
@@ -230,6 +233,7 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
         agent: None,
         compatibility: None,
         webhooks: Vec::new(),
+        channels: Vec::new(),
         spans: BTreeMap::new(),
         profile_spans: Vec::new(),
     };
@@ -347,9 +351,32 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
                     }
                 }
             }
+            k::CHANNELS => {
+                let Some(expr) = value(cx, item) else {
+                    continue;
+                };
+                let Some(elements) = meta::as_array(expr) else {
+                    cx.error_spanned_by(expr, CHANNELS_SHAPE);
+                    continue;
+                };
+                for element in elements {
+                    let Some(lit) = meta::as_str(element) else {
+                        cx.error_spanned_by(element, CHANNELS_SHAPE);
+                        continue;
+                    };
+                    match serde_json::from_str::<serde_json::Value>(&lit.value()) {
+                        Ok(_) => attr.channels.push((lit.value(), lit.span())),
+                        Err(error) => cx.error_spanned_by(
+                            element,
+                            format!("this channel is not valid JSON: {error}"),
+                        ),
+                    }
+                }
+            }
             _ => unreachable!("checked against keys::connector::ALL"),
         }
     }
+    channel_identities(cx, &attr);
     if !id_given {
         cx.error_at(
             Span::call_site(),
@@ -371,6 +398,50 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
         attr.profiles.push(webhook.to_owned());
     }
     attr
+}
+
+/// How `channels` is written, for every malformed form of it.
+const CHANNELS_SHAPE: &str = "`channels` takes an array of string literals, each a channel as a JSON object: `channels = [r#\"{\"id\": \"support-inbox\", \"kind\": \"email\"}\"#]`";
+
+/// The manifest's channels as `ConnectorDefinition::manifest` publishes them: one per webhook
+/// receiver, then the declared ones; each with the span of the literal that declared it.
+fn manifest_channels(attr: &ConnectorAttr) -> Vec<(serde_json::Value, Span)> {
+    let receivers = attr
+        .webhooks
+        .iter()
+        .map(|(id, span)| (aip_connector_core::discovery::webhook_channel(id), *span));
+    let declared = attr.channels.iter().map(|(text, span)| {
+        let channel = serde_json::from_str(text).expect("parsed when the key was read");
+        (channel, *span)
+    });
+    receivers.chain(declared).collect()
+}
+
+/// Admission checks 9 and 10 (`manifest.channel.identifier_missing`, `.duplicate`), run on the
+/// channels where they are written. A receiver's channel always has an id, and receivers are
+/// checked against each other when read, so a duplicate is reported on the declared channel.
+fn channel_identities(cx: &Ctxt, attr: &ConnectorAttr) {
+    use aip_connector_core::discovery;
+    let channels = manifest_channels(attr);
+    let values: Vec<serde_json::Value> = channels.iter().map(|(c, _)| c.clone()).collect();
+    for issue in discovery::channel_issues(&values) {
+        let index: usize = issue
+            .path
+            .rsplit('/')
+            .next()
+            .and_then(|index| index.parse().ok())
+            .expect("channel issues are at /channels/<index>");
+        let (channel, span) = &channels[index];
+        let message = if issue.code == discovery::MANIFEST_CHANNEL_DUPLICATE {
+            let identity = discovery::channel_identity(channel).unwrap_or_default();
+            format!(
+                "channel `{identity}` is declared twice: a channel's `id` (or `name`) must be unique among the connector's channels, and each webhook receiver is published as a channel with its id"
+            )
+        } else {
+            "a channel must be a JSON object with a non-empty string `id` (or `name`, when it has no `id`), e.g. `{\"id\": \"support-inbox\"}`".to_owned()
+        };
+        cx.error_at(*span, format!("{message} (rule `{}`)", issue.code));
+    }
 }
 
 fn value<'i>(cx: &Ctxt, item: &'i MetaItem) -> Option<&'i syn::Expr> {
@@ -532,7 +603,8 @@ fn check_connector(cx: &Ctxt, attr: &ConnectorAttr, capabilities: &[CapabilityIt
 
 /// Rule `discovery.profile_bindings`: every advertised profile says where a peer reaches it. The
 /// routes of the profiles the SDK serves are filled in as `ConnectorDefinition::manifest` does;
-/// NATS and A2A need their metadata in `compatibility`, the webhook profile needs `webhooks`.
+/// NATS and A2A need their metadata in `compatibility`, the webhook profile needs a channel
+/// (`webhooks` or `channels`).
 /// Reported on the profile's literal in `profiles`; for the default profile, on `compatibility`
 /// (whose `native_http` entry is then not an object).
 fn profile_bindings(cx: &Ctxt, attr: &ConnectorAttr, manifest: &mut Manifest) {
@@ -545,10 +617,9 @@ fn profile_bindings(cx: &Ctxt, attr: &ConnectorAttr, manifest: &mut Manifest) {
         .unwrap_or_else(|| serde_json::json!({}));
     discovery::fill_served_bindings(&manifest.profiles, &mut compatibility);
     manifest.compatibility = Some(compatibility);
-    manifest.channels = attr
-        .webhooks
-        .iter()
-        .map(|(id, _)| discovery::webhook_channel(id))
+    manifest.channels = manifest_channels(attr)
+        .into_iter()
+        .map(|(channel, _)| channel)
         .collect();
     for problem in discovery::profile_binding_problems(manifest) {
         let span = attr
@@ -560,7 +631,7 @@ fn profile_bindings(cx: &Ctxt, attr: &ConnectorAttr, manifest: &mut Manifest) {
             .copied()
             .unwrap_or_else(Span::call_site);
         let fix = if problem.profile.as_str() == HTTP_WEBHOOK {
-            "; name the connector's receivers (the ids given to `WebhookReceiver::builder`): `webhooks = [\"bookings\"]`".to_owned()
+            "; name the connector's receivers (the ids given to `WebhookReceiver::builder`): `webhooks = [\"bookings\"]`, or declare the channels it is reached through: `channels = [r#\"{\"id\": \"...\"}\"#]`".to_owned()
         } else if let Some(served) = discovery::SERVED_BINDING_DEFAULTS
             .iter()
             .find(|served| served.profile == problem.profile.as_str())

@@ -262,6 +262,7 @@ pub(crate) fn connector(
         None => quote!(#p::Option::None),
     };
     let webhooks = attr.webhooks.iter().map(|(id, _)| id);
+    let channels = attr.channels.iter().map(|(text, _)| text);
     let scope = quote!(<#self_ty>::);
     // Pushed one by one, so each entry can carry its handler's `#[cfg]`.
     let definitions = capabilities.iter().map(|c| {
@@ -397,7 +398,10 @@ pub(crate) fn connector(
                     agent: #p::agent(#agent_id, #display_name),
                     profiles: #p::Vec::from([#(#p::ProfileId::from(#profiles)),*]),
                     compatibility: #compatibility,
-                    channels: #p::Vec::from([#(#p::webhook_channel(#webhooks)),*]),
+                    channels: #p::Vec::from([
+                        #(#p::webhook_channel(#webhooks),)*
+                        #(#p::parse_json(#channels),)*
+                    ]),
                     capabilities: {
                         let mut __aip_capabilities = #p::Vec::new();
                         #(#definitions)*

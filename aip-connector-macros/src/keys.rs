@@ -267,7 +267,8 @@ pub(crate) mod connector {
     pub(crate) const AGENT: &str = "agent";
     pub(crate) const COMPATIBILITY: &str = "compatibility";
     pub(crate) const WEBHOOKS: &str = "webhooks";
-    pub(crate) const ALL: &[&str] = &[ID, NAME, PROFILES, AGENT, COMPATIBILITY, WEBHOOKS];
+    pub(crate) const CHANNELS: &str = "channels";
+    pub(crate) const ALL: &[&str] = &[ID, NAME, PROFILES, AGENT, COMPATIBILITY, WEBHOOKS, CHANNELS];
 }
 
 /// Wire names of the enums the attribute accepts as bare identifiers.

@@ -226,6 +226,18 @@ pub enum BuildError {
     /// A webhook receiver id is blank or declared twice.
     #[error("webhook receiver id `{0}` is blank or declared twice")]
     WebhookReceiver(String),
+    /// A channel has no identity or repeats one (admission checks 9 and 10). Channels are
+    /// numbered as the manifest publishes them: the webhook receivers' first, then those added
+    /// with [`ConnectorBuilder::channel`].
+    #[error("{message} at {path} (rule `{code}`)")]
+    InvalidChannel {
+        /// `manifest.channel.identifier_missing` or `manifest.channel.duplicate`.
+        code: String,
+        /// The channel's place in the manifest, e.g. `/channels/1`.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 /// Builds a [`BuiltConnector`] from free capabilities, with the connector's state `S` (none by
@@ -236,6 +248,7 @@ pub struct ConnectorBuilder<S = ()> {
     profiles: Vec<ProfileId>,
     compatibility: Option<Value>,
     webhooks: Vec<String>,
+    channels: Vec<Value>,
     state: S,
     capabilities: Vec<(CapabilityDefinition, FreeHandlers<S>)>,
 }
@@ -260,6 +273,7 @@ impl<S: ConnectorState> ConnectorBuilder<S> {
             profiles: Vec::new(),
             compatibility: None,
             webhooks: Vec::new(),
+            channels: Vec::new(),
             state,
             capabilities: Vec::new(),
         }
@@ -289,6 +303,32 @@ impl<S: ConnectorState> ConnectorBuilder<S> {
     /// only through such a channel.
     pub fn webhook(mut self, receiver_id: impl Into<String>) -> Self {
         self.webhooks.push(receiver_id.into());
+        self
+    }
+
+    /// Publishes `channel` in the manifest: a conversation surface, an outbound callback, any
+    /// channel a peer reaches the connector through. It is a JSON object whose `id` (or `name`)
+    /// is a non-empty string unique among the connector's channels, webhook receivers included;
+    /// [`build`](Self::build) refuses it otherwise ([`BuildError::InvalidChannel`]). A channel
+    /// also binds `aip.http.webhook.v1`, which upstream requires to have one.
+    ///
+    /// ```
+    /// use aip_connector::prelude::*;
+    ///
+    /// #[capability(id = "cap:support:open_tickets", risk = low, side_effects = [read], data(sensitivity = internal))]
+    /// async fn open_tickets() -> Result<u32, ConnectorFailure> {
+    ///     Ok(3)
+    /// }
+    ///
+    /// let connector = ConnectorBuilder::new("support")
+    ///     .channel(serde_json::json!({"id": "support-inbox", "kind": "email"}))
+    ///     .capability::<open_tickets>()
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(connector.definition().manifest().channels[0]["id"], "support-inbox");
+    /// ```
+    pub fn channel(mut self, channel: Value) -> Self {
+        self.channels.push(channel);
         self
     }
 
@@ -333,6 +373,22 @@ impl<S: ConnectorState> ConnectorBuilder<S> {
         if !self.webhooks.is_empty() && !profiles.contains(&webhook_profile) {
             profiles.push(webhook_profile);
         }
+        let channels: Vec<Value> = self
+            .webhooks
+            .iter()
+            .map(|id| crate::discovery::webhook_channel(id))
+            .chain(self.channels)
+            .collect();
+        if let Some(issue) = crate::discovery::channel_issues(&channels)
+            .into_iter()
+            .next()
+        {
+            return Err(BuildError::InvalidChannel {
+                code: issue.code,
+                path: issue.path,
+                message: issue.message,
+            });
+        }
         let agent = self.agent.unwrap_or_else(|| {
             Principal::new(format!("agent:{}", self.id), PrincipalKind::Service)
         });
@@ -346,11 +402,7 @@ impl<S: ConnectorState> ConnectorBuilder<S> {
             agent,
             profiles,
             compatibility: self.compatibility,
-            channels: self
-                .webhooks
-                .iter()
-                .map(|id| crate::discovery::webhook_channel(id))
-                .collect(),
+            channels,
             capabilities: self.capabilities.into_iter().map(|(d, _)| d).collect(),
         };
         if let Some(problem) = crate::discovery::profile_binding_problems(&definition.manifest())

@@ -80,7 +80,9 @@ pub struct ConnectorDefinition {
     /// [`manifest`](Self::manifest) where it is left out.
     pub compatibility: Option<Value>,
     /// The channels published in the manifest: one per webhook receiver the connector
-    /// declares ([`discovery::webhook_channel`](crate::discovery::webhook_channel)).
+    /// declares ([`discovery::webhook_channel`](crate::discovery::webhook_channel)), then the
+    /// channels it declares itself (`#[connector(channels = [...])]`,
+    /// [`ConnectorBuilder::channel`](crate::ConnectorBuilder::channel)).
     pub channels: Vec<Value>,
     /// The capabilities, in declaration order.
     pub capabilities: Vec<CapabilityDefinition>,

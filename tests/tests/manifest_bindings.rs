@@ -41,6 +41,74 @@ impl Mounted {
     }
 }
 
+/// Reached through an email inbox and a chat: channels that are not webhook receivers, which
+/// also bind the webhook profile (upstream asks only for a channel).
+struct Support;
+
+#[connector(
+    id = "support",
+    profiles = ["aip.native.http.v1", "aip.http.webhook.v1"],
+    webhooks = ["tickets"],
+    channels = [
+        r#"{"id": "support-inbox", "kind": "email", "address": "support@example.com"}"#,
+        r#"{"name": "support-chat", "kind": "chat"}"#,
+    ]
+)]
+impl Support {
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn open_tickets(&self) -> Result<u32, ConnectorFailure> {
+        Ok(3)
+    }
+}
+
+/// A receiver declared as a channel of its own, which carries the path a gateway posts to: it
+/// binds the webhook profile without `webhooks`.
+struct Payments;
+
+#[connector(
+    id = "payments",
+    profiles = ["aip.native.http.v1", "aip.http.webhook.v1"],
+    channels = [r#"{"id": "status", "kind": "webhook", "path": "/webhooks/status"}"#]
+)]
+impl Payments {
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn status(&self) -> Result<(), ConnectorFailure> {
+        Ok(())
+    }
+}
+
+#[test]
+fn declared_channels_follow_the_receivers_and_bind_the_webhook_profile() {
+    let manifest = Support.definition().manifest();
+    assert_eq!(
+        manifest.channels,
+        vec![
+            json!({"id": "tickets", "kind": "webhook", "profile": "aip.http.webhook.v1"}),
+            json!({"id": "support-inbox", "kind": "email", "address": "support@example.com"}),
+            json!({"name": "support-chat", "kind": "chat"}),
+        ]
+    );
+    assert_eq!(discovery::webhook_receiver_ids(&manifest), vec!["tickets"]);
+    assert!(discovery::channel_issues(&manifest.channels).is_empty());
+    assert!(profile_binding_problems(&manifest).is_empty());
+
+    let payments = Payments.definition().manifest();
+    assert_eq!(
+        payments.profiles,
+        vec![
+            ProfileId::from(profiles::NATIVE_HTTP),
+            ProfileId::from(profiles::HTTP_WEBHOOK),
+        ]
+    );
+    assert_eq!(payments.channels.len(), 1);
+    assert!(
+        profile_binding_problems(&payments).is_empty(),
+        "a declared channel binds the webhook profile"
+    );
+    // Read as a receiver, as the testkit's `receivers_declared` reads it.
+    assert_eq!(discovery::webhook_receiver_ids(&payments), vec!["status"]);
+}
+
 #[test]
 fn served_profiles_name_the_sdk_routes_and_receivers_are_channels() {
     let manifest = Calendar.definition().manifest();
@@ -167,6 +235,51 @@ fn the_builder_publishes_receivers_and_refuses_unbound_profiles() {
         "{odd_native:?}"
     );
 
+    let with_channel = ConnectorBuilder::new("tools")
+        .capability::<echo>()
+        .profile(profiles::NATIVE_HTTP)
+        .profile(profiles::HTTP_WEBHOOK)
+        .channel(json!({"id": "status", "kind": "webhook", "path": "/webhooks/status"}))
+        .build()
+        .expect("a declared channel binds the webhook profile");
+    assert_eq!(
+        with_channel.definition().manifest().channels,
+        vec![json!({"id": "status", "kind": "webhook", "path": "/webhooks/status"})]
+    );
+
+    let clash = ConnectorBuilder::new("tools")
+        .capability::<echo>()
+        .webhook("bookings")
+        .channel(json!({"name": "bookings"}))
+        .build()
+        .err();
+    assert_eq!(
+        clash,
+        Some(BuildError::InvalidChannel {
+            code: discovery::MANIFEST_CHANNEL_DUPLICATE.to_owned(),
+            path: "/channels/1".to_owned(),
+            message: "channel id or name is duplicated".to_owned(),
+        }),
+        "a channel's name shares the namespace of the receivers' ids"
+    );
+    for anonymous in [
+        json!("sms"),
+        json!({"id": ""}),
+        json!({"id": 7, "name": "sms"}),
+    ] {
+        let refused = ConnectorBuilder::new("tools")
+            .capability::<echo>()
+            .channel(anonymous.clone())
+            .build()
+            .err()
+            .expect("a channel without an identity is refused");
+        assert_eq!(
+            refused.to_string(),
+            "channel must declare a non-empty id or name at /channels/0 (rule `manifest.channel.identifier_missing`)",
+            "{anonymous}"
+        );
+    }
+
     for ids in [&[" "][..], &["bookings", "bookings"][..]] {
         let mut builder = ConnectorBuilder::new("tools").capability::<echo>();
         for id in ids {
@@ -190,6 +303,10 @@ fn the_manifest_with_channels_validates_against_upstream_schema() {
     let Some(schema) = upstream_schema("manifest.schema.json") else {
         return;
     };
-    let manifest = serde_json::to_value(Calendar.definition().manifest()).unwrap();
-    assert_valid_against(&schema, &manifest);
+    for manifest in [
+        Calendar.definition().manifest(),
+        Support.definition().manifest(),
+    ] {
+        assert_valid_against(&schema, &serde_json::to_value(manifest).unwrap());
+    }
 }

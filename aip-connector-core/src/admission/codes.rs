@@ -20,11 +20,9 @@ pub const MANIFEST_RESOURCE_ID_EMPTY: &str = "manifest.resource.id_empty";
 pub const MANIFEST_RESOURCE_DUPLICATE: &str = "manifest.resource.duplicate";
 /// Check 8: a resource names a capability the manifest does not declare.
 pub const MANIFEST_RESOURCE_CAPABILITY_MISSING: &str = "manifest.resource.capability_missing";
-/// Check 9: a channel's identity (its `id` when that key is present, else its `name`) is not a
-/// non-blank string.
-pub const MANIFEST_CHANNEL_IDENTIFIER_MISSING: &str = "manifest.channel.identifier_missing";
-/// Check 10: a channel identity (id and name share one namespace) is repeated.
-pub const MANIFEST_CHANNEL_DUPLICATE: &str = "manifest.channel.duplicate";
+// Checks 9 and 10 live with the channel checks in `discovery`, which the macros (built without
+// the schema compiler, so without this module) also run.
+pub use crate::discovery::{MANIFEST_CHANNEL_DUPLICATE, MANIFEST_CHANNEL_IDENTIFIER_MISSING};
 /// Check 11: a schema root is neither an object nor a boolean.
 pub const SCHEMA_INVALID_ROOT: &str = "schema.invalid_root";
 /// Check 12: a `$ref` does not start with `#` and the policy forbids remote references.

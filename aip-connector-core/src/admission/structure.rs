@@ -2,8 +2,6 @@
 
 use std::collections::HashSet;
 
-use serde_json::Value;
-
 use super::codes;
 use crate::issue::Issue;
 use crate::model::{Capability, Manifest, Resource};
@@ -29,10 +27,8 @@ pub(super) fn check(manifest: &Manifest, out: &mut Vec<Issue>) {
         check_resource_capability(&capability_ids, resource, index, out);
     }
 
-    let mut channel_identities = HashSet::with_capacity(manifest.channels.len());
-    for (index, channel) in manifest.channels.iter().enumerate() {
-        check_channel_identity(channel, index, &mut channel_identities, out);
-    }
+    // Checks 9 and 10, shared with the macros and the builder.
+    out.extend(crate::discovery::channel_issues(&manifest.channels));
 }
 
 /// Check 1: a manifest must say which manifest format it is written in.
@@ -150,34 +146,4 @@ fn check_resource_capability(
             .with_capability(capability_id),
         );
     }
-}
-
-/// Checks 9 and 10: channels are addressed by id or name, one namespace for both.
-fn check_channel_identity<'m>(
-    channel: &'m Value,
-    index: usize,
-    seen: &mut HashSet<&'m str>,
-    out: &mut Vec<Issue>,
-) {
-    let path = format!("/channels/{index}");
-    match channel_identity(channel) {
-        None => out.push(Issue::new(
-            codes::MANIFEST_CHANNEL_IDENTIFIER_MISSING,
-            path,
-            "channel must declare a non-empty id or name",
-        )),
-        Some(identity) if !seen.insert(identity) => out.push(Issue::new(
-            codes::MANIFEST_CHANNEL_DUPLICATE,
-            path,
-            "channel id or name is duplicated",
-        )),
-        Some(_) => {}
-    }
-}
-
-/// A channel's identity: its `id` when that key exists, else its `name`; a non-blank string.
-fn channel_identity(channel: &Value) -> Option<&str> {
-    let object = channel.as_object()?;
-    let identity = object.get("id").or_else(|| object.get("name"))?;
-    identity.as_str().filter(|text| !text.trim().is_empty())
 }

@@ -2354,10 +2354,8 @@ fn keyed<T: Serialize>(items: &[T], key: impl Fn(&T) -> Option<String>) -> Vec<(
 }
 
 fn channel_key(channel: &Value) -> Option<String> {
-    ["id", "name"]
-        .iter()
-        .find_map(|key| channel.get(*key).and_then(Value::as_str))
-        .map(str::to_owned)
+    // The identity admission reads (id, else name): the one a gateway addresses.
+    aip_connector::discovery::channel_identity(channel).map(str::to_owned)
 }
 
 /// The leaves at which `old` and `new` differ: objects are compared key by key, anything else
