@@ -193,8 +193,9 @@ fn call_block(
                 // The state type is named, so an unmet `ConnectorState` bound is reported on it
                 // (with the bound's own fix), not on a call rustc would suggest borrowing for.
                 let inner = capability.sig.state();
+                let free_state = free_state_param();
                 state.extend(quote_spanned! {param.span=>
-                    let #name: #ty = ::aip_connector::__private::clone_state::<#inner>(__aip_state);
+                    let #name: #ty = ::aip_connector::__private::take_state::<#free_state, #inner>(__aip_state);
                 });
             }
             Role::Extractor(kind) => {
@@ -467,19 +468,19 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
     );
     let cfgs = &capability.cfgs;
     let companions = free_companions(capability);
-    let state = FreeState::of(capability);
-    let generics = (!state.passed).then(|| quote!(<__AipState: #p::ConnectorState>));
-    let ignore_state = (!state.passed).then(|| quote!(let _ = __aip_state;));
-    // Spanned on the handler's state type: a state that is no `ConnectorState` is reported
-    // on the parameter, not on the attribute.
-    let trait_path = match capability.sig.state() {
-        Some(ty) => {
-            let (first, _) = first_and_last_span(ty);
-            quote_spanned!(first=> ::aip_connector::__private::FreeCapability<#ty>)
-        }
-        None => quote!(#p::FreeCapability<__AipState>),
-    };
-    let state = &state.ty;
+    let ignore_state = capability
+        .sig
+        .state()
+        .is_none()
+        .then(|| quote!(let _ = __aip_state;));
+    // Generic over the connector's state: a handler without `State` joins any connector, one
+    // that takes `State<T>` any connector whose state gives a `T` (`FromRef`). The bound is
+    // spanned on `T`, so a `T` that cannot be a state is reported on the parameter.
+    let state = free_state_param();
+    let bound = capability.sig.state().map(|part| {
+        let (first, _) = first_and_last_span(part);
+        quote_spanned!(first=> where #part: ::aip_connector::__private::FromRef<#state>)
+    });
     quote! {
         #function
 
@@ -495,7 +496,7 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
         #(#cfgs)*
         #[automatically_derived]
         #[allow(deprecated)]
-        impl #generics #trait_path for #ident {
+        impl<#state: #p::ConnectorState> #p::FreeCapability<#state> for #ident #bound {
             fn definition() -> #p::CapabilityDefinition {
                 #definition
             }
@@ -524,7 +525,7 @@ fn free_request_companion(
     let p = private();
     let span = path.span();
     let request = Ident::new("__aip_request", span);
-    let state_ty = &state.ty;
+    let state_ty = free_state_param();
     let (take_state, state_arg) = state.argument(span);
     let run = quote_spanned!(span=> #path(#state_arg #request).await);
     let call = quote_spanned!(span=> #convert(__aip_result));
@@ -539,46 +540,48 @@ fn free_request_companion(
     }
 }
 
-/// The state a free capability's companions are called with: the handler's `State<S>`, or none.
-/// A handler that takes `State<S>` belongs to connectors with that state; one without joins any
-/// connector, whatever its state (its `FreeCapability` impl is generic over it).
+/// The name of the connector state's type parameter in a free capability's `FreeCapability`
+/// impl (and so in its methods' `__aip_state: &__AipState`).
+const FREE_STATE: &str = "__AipState";
+
+/// The state a free capability's handler and companions take: the `T` of the handler's
+/// `State<T>`, taken from the connector's state through `FromRef`, or none. A handler without
+/// `State` joins any connector, whatever its state (its `FreeCapability` impl is generic over it).
 struct FreeState {
-    /// The type of the `FreeCapability` methods' state parameter.
-    ty: TokenStream,
-    /// Whether the handler (and so each companion) takes `State<S>`.
-    passed: bool,
+    /// The `T` of the handler's `State<T>`, when it takes one.
+    part: Option<syn::Type>,
 }
 
 impl FreeState {
     fn of(capability: &CapabilityItem) -> Self {
-        match capability.sig.state() {
-            Some(state) => Self {
-                ty: quote!(#state),
-                passed: true,
-            },
-            None => Self {
-                ty: quote!(__AipState),
-                passed: false,
-            },
+        Self {
+            part: capability.sig.state().cloned(),
         }
     }
 
-    /// The statement that takes the companion's state out of `__aip_state` (a clone the future
-    /// owns, or nothing), and the argument it adds before the host's, spanned on the companion's
-    /// name: a companion that does not take `State<S>` first is reported there.
+    /// The statement that takes the companion's state out of `__aip_state` (a `State<T>` the
+    /// future owns, or nothing), and the argument it adds before the host's, spanned on the
+    /// companion's name: a companion that does not take `State<T>` first is reported there.
     fn argument(&self, span: Span) -> (TokenStream, TokenStream) {
-        if self.passed {
-            let state = Ident::new("__aip_companion_state", span);
-            (
-                quote! {
-                    let #state = ::aip_connector::__private::clone_state(__aip_state);
-                },
-                quote_spanned!(span=> #state,),
-            )
-        } else {
-            (quote!(let _ = __aip_state;), TokenStream::new())
+        match &self.part {
+            Some(part) => {
+                let state = Ident::new("__aip_companion_state", span);
+                let param = free_state_param();
+                (
+                    quote! {
+                        let #state = ::aip_connector::__private::take_state::<#param, #part>(__aip_state);
+                    },
+                    quote_spanned!(span=> #state,),
+                )
+            }
+            None => (quote!(let _ = __aip_state;), TokenStream::new()),
         }
     }
+}
+
+/// [`FREE_STATE`] as an identifier.
+fn free_state_param() -> Ident {
+    Ident::new(FREE_STATE, Span::call_site())
 }
 
 /// The `FreeCapability` methods of a free capability's companions, each a free `async fn`
@@ -595,7 +598,7 @@ fn free_companions(capability: &CapabilityItem) -> TokenStream {
         let span = path.span();
         let input = Ident::new("__aip_validated", span);
         let decode = quote_spanned!(span=> #p::decode_input(__aip_input, #id));
-        let state_ty = &state.ty;
+        let state_ty = free_state_param();
         let (take_state, state_arg) = state.argument(span);
         let run = quote_spanned!(span=> #path(#state_arg #input).await);
         let call = quote_spanned!(span=> #p::encode_validation(__aip_result, #id));

@@ -330,7 +330,7 @@ pub(crate) fn read(cx: &Ctxt, sig: &Signature, in_impl: bool) -> HandlerSignatur
                         continue;
                     }
                     if params.iter().any(|p| matches!(p.role, Role::State)) {
-                        cx.error_spanned_by(&typed.ty, "the handler already takes `State<S>`; a connector has one state (put what the handlers share in one type)");
+                        cx.error_spanned_by(&typed.ty, "the handler already takes `State<S>`; a handler takes one state: the connector's, or one type holding what it needs, given by the connector's state through `FromRef`");
                     }
                     let role = Role::State;
                     params.push(Param { ty, role, span });

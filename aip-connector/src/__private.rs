@@ -19,7 +19,7 @@ pub use aip_connector_core::model::{
 pub use aip_connector_core::rules::{ImplementationFacts, Waiver};
 pub use serde_json::Value;
 
-pub use crate::builder::{ConnectorState, FreeCapability, State, clone_state};
+pub use crate::builder::{ConnectorState, FreeCapability, FromRef, State, take_state};
 pub use crate::connector::{
     CancelRequest, CapabilityDefinition, Connector, ConnectorDefinition, ReconcileOutcome,
     Reconciliation, unknown_capability,

@@ -63,10 +63,11 @@ use crate::invocation::{BoxFuture, InvocationContext};
 /// (through `DerefMut`) changes that call's copy only, so shared counters and caches belong in
 /// an `Arc<Mutex<_>>` or an atomic inside `S`.
 ///
-/// The handler's `State<S>` names the state type its capability needs: `S` must be the
-/// builder's, or [`ConnectorBuilder::capability`] does not compile. Its companions
-/// (`reconcile = ...`, `validate = ...`, `cancel = ...`) then take `State<S>` too, before the
-/// host's argument. In a `#[connector]` impl block the state is `&self`, and `State` is refused.
+/// The handler's `State<S>` names the state its capability needs: the builder's state, or a part
+/// of it the builder's state gives through [`FromRef`]; otherwise [`ConnectorBuilder::capability`]
+/// does not compile. Its companions (`reconcile = ...`, `validate = ...`, `cancel = ...`) then
+/// take the same `State<S>`, before the host's argument. In a `#[connector]` impl block the state
+/// is `&self`, and `State` is refused.
 #[derive(Clone, Copy, Default)]
 pub struct State<S>(pub S);
 
@@ -104,27 +105,83 @@ pub trait ConnectorState: Clone + Send + Sync + 'static {}
 #[diagnostic::do_not_recommend]
 impl<S: Clone + Send + Sync + 'static> ConnectorState for S {}
 
-/// A call's copy of the connector's state (used by generated code).
+/// How a handler's [`State<T>`] is taken from the state `S` of the connector it joins, as axum's
+/// `FromRef` does for its router state. Every state gives itself (a clone); implement it for a
+/// part of the state, and a handler that needs only that part takes `State<Part>` and joins any
+/// connector whose state gives one:
+///
+/// ```
+/// use aip_connector::prelude::*;
+///
+/// #[derive(Clone)]
+/// struct Calendar {
+///     client: ProviderClient,
+///     region: Region,
+/// }
+///
+/// #[derive(Clone)]
+/// struct Region(String);
+///
+/// impl FromRef<Calendar> for Region {
+///     fn from_ref(calendar: &Calendar) -> Self {
+///         calendar.region.clone()
+///     }
+/// }
+///
+/// #[capability(id = "cap:calendar:region", risk = low, side_effects = [read], data(sensitivity = public))]
+/// async fn region(State(region): State<Region>) -> Result<String, ConnectorFailure> {
+///     Ok(region.0)
+/// }
+///
+/// let client = ProviderClient::new("https://calendar.example/api").unwrap();
+/// let calendar = Calendar { client, region: Region("eu-west".into()) };
+/// let connector = ConnectorBuilder::with_state("calendar", calendar)
+///     .capability::<region>()
+///     .build()
+///     .unwrap();
+/// # let _ = connector;
+/// ```
+///
+/// The part is taken once per call (and once per companion call), before the handler's future
+/// is built: keep `from_ref` to a clone of a field.
+#[diagnostic::on_unimplemented(
+    message = "a handler's `State<{Self}>` cannot be taken from a connector whose state is `{S}`",
+    label = "the handler takes `State<{Self}>`",
+    note = "build the connector with a `{Self}` as its state (`ConnectorBuilder::with_state(id, state)`), or say how a `{S}` gives a `{Self}`: implement `aip_connector::FromRef<{S}>` for `{Self}`"
+)]
+pub trait FromRef<S> {
+    /// The part of `state` a handler's `State<Self>` holds.
+    fn from_ref(state: &S) -> Self;
+}
+
+impl<T: Clone> FromRef<T> for T {
+    fn from_ref(state: &T) -> Self {
+        state.clone()
+    }
+}
+
+/// A call's `State<T>`, taken from the connector's state (used by generated code). The part must
+/// be a [`ConnectorState`] too: the call's future owns it, on any worker thread.
 #[doc(hidden)]
-pub fn clone_state<S: ConnectorState>(state: &S) -> State<S> {
-    State(state.clone())
+pub fn take_state<S, T: FromRef<S> + ConnectorState>(state: &S) -> State<T> {
+    State(T::from_ref(state))
 }
 
 /// What `#[capability]` generates for a free `async fn`: its definition, its invoker and its
 /// companions (`validate = f`, `reconcile = f`, `cancel = f`, each a free `async fn`).
 ///
-/// `S` is the connector's state (see [`State`]): a handler that takes `State<S>` implements
-/// `FreeCapability<S>` for that `S` only; one that takes no state implements it for every `S`,
-/// so it joins any connector.
+/// `S` is the connector's state (see [`State`]): a handler that takes `State<T>` implements
+/// `FreeCapability<S>` for every `S` that gives a `T` ([`FromRef`]: `T` itself, or a state that
+/// holds one); one that takes no state implements it for every `S`, so it joins any connector.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a capability of a connector whose state is `{S}`",
     label = "added to a `ConnectorBuilder<{S}>` here",
-    note = "a free `#[capability]` handler that takes `State<T>` joins only connectors built with `ConnectorBuilder::with_state(id, state)` where `state: T`; one without `State` joins any connector",
+    note = "a free `#[capability]` handler that takes `State<T>` joins connectors whose state is a `T` or gives one (`FromRef`); one without `State` joins any connector",
     note = "`ConnectorBuilder::capability::<f>()` takes the type `#[capability]` generates next to `async fn f`"
 )]
 // `S` carries no bound here: the builder requires `ConnectorState`, and the generated code
-// clones the state through `clone_state`, which reports a state that cannot be one once, on the
-// handler's parameter.
+// takes the handler's part through `take_state`, which reports a part that cannot be a state
+// once, on the handler's parameter.
 pub trait FreeCapability<S = ()>: 'static {
     /// The capability's definition.
     fn definition() -> CapabilityDefinition;

@@ -49,7 +49,7 @@ pub use aip_connector_core::{admission, discovery, ids, model, rules};
 pub use aip_connector_macros::{capability, connector};
 
 pub use builder::{
-    BuildError, BuiltConnector, ConnectorBuilder, ConnectorState, FreeCapability, State,
+    BuildError, BuiltConnector, ConnectorBuilder, ConnectorState, FreeCapability, FromRef, State,
 };
 pub use connector::{
     CancelRequest, CapabilityDefinition, Connector, ConnectorDefinition, ReconcileOutcome,
@@ -71,8 +71,8 @@ pub use schema::SchemaDialect;
 pub mod prelude {
     pub use crate::{
         Approval, Caller, CancelRequest, Cancellation, Checkpoint, Compensation, Connector,
-        ConnectorBuilder, Credential, Deadline, IdempotencyKey, ProviderClient, ReconcileOutcome,
-        Reconciliation, Secret, State, StreamSink, Tenant, capability, connector,
+        ConnectorBuilder, Credential, Deadline, FromRef, IdempotencyKey, ProviderClient,
+        ReconcileOutcome, Reconciliation, Secret, State, StreamSink, Tenant, capability, connector,
     };
     pub use aip_connector_core::model::{
         ConnectorFailure, ConnectorOperation, ErrorCategory, ProviderOperationRef,

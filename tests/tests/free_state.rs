@@ -268,3 +268,83 @@ fn state_debug_names_the_type_not_the_contents() {
     // Deref reaches the state.
     assert_eq!(state.len(), "sk_live_canary".len());
 }
+
+/// A workspace whose state holds the notes and an audit trail: handlers written against `Notes`
+/// (above) join it through `FromRef`, next to one that takes the whole workspace.
+#[derive(Clone, Default)]
+struct Workspace {
+    notes: Notes,
+    audit: Audit,
+}
+
+#[derive(Clone, Default)]
+struct Audit(Arc<Mutex<Vec<String>>>);
+
+impl FromRef<Workspace> for Notes {
+    fn from_ref(workspace: &Workspace) -> Self {
+        workspace.notes.clone()
+    }
+}
+
+impl FromRef<Workspace> for Audit {
+    fn from_ref(workspace: &Workspace) -> Self {
+        workspace.audit.clone()
+    }
+}
+
+/// Reads the audit trail: takes only the part it needs.
+#[capability(id = "cap:workspace:audit", risk = low, side_effects = [read], data(sensitivity = internal))]
+async fn audit_trail(State(audit): State<Audit>) -> Result<Vec<String>, ConnectorFailure> {
+    Ok(audit.0.lock().unwrap().clone())
+}
+
+/// Takes the whole workspace: records the export in the audit trail, then counts the notes.
+#[capability(id = "cap:workspace:summary", risk = low, side_effects = [read], data(sensitivity = internal))]
+async fn summary(State(workspace): State<Workspace>) -> Result<Written, ConnectorFailure> {
+    workspace.audit.0.lock().unwrap().push("summary".to_owned());
+    Ok(Written {
+        count: workspace.notes.written.lock().unwrap().len(),
+    })
+}
+
+#[tokio::test]
+async fn handlers_take_parts_of_the_state_through_from_ref() {
+    let workspace = Workspace::default();
+    let connector = ConnectorBuilder::with_state("workspace", workspace.clone())
+        .capability::<write>()
+        .capability::<export>()
+        .capability::<audit_trail>()
+        .capability::<summary>()
+        .capability::<ping>()
+        .build()
+        .unwrap();
+    let host = Host::builder().connector(connector).build().unwrap();
+
+    let written = host.invoke(write_action("a", "a"), &caller()).await;
+    assert_eq!(written.status, ActionResultStatus::Completed, "{written:?}");
+    assert_eq!(
+        *workspace.notes.written.lock().unwrap(),
+        ["a"],
+        "`State<Notes>` is the workspace's notes"
+    );
+    let summary = host
+        .invoke(Action::new("cap:workspace:summary", json!({})), &caller())
+        .await;
+    assert_eq!(summary.output, Some(json!({"count": 1})), "{summary:?}");
+    let trail = host
+        .invoke(Action::new("cap:workspace:audit", json!({})), &caller())
+        .await;
+    assert_eq!(trail.output, Some(json!(["summary"])), "{trail:?}");
+
+    // A companion takes the handler's part too: the cancel reaches the workspace's notes.
+    let action = Action::new("cap:notes:export", json!({}));
+    let id = action.id.clone();
+    let running = tokio::spawn({
+        let host = host.clone();
+        async move { host.invoke(action, &caller()).await }
+    });
+    workspace.notes.started.notified().await;
+    assert_eq!(host.cancel(&id), CancelOutcome::Cancelled);
+    assert_eq!(running.await.unwrap().status, ActionResultStatus::Cancelled);
+    assert_eq!(workspace.notes.stopped.lock().unwrap().len(), 1);
+}
