@@ -17,8 +17,8 @@
 //! | `connector.manifest` | [`connector_manifest_problems`] |
 //! | `rfc0003.connector_boundary` | [`connector_boundary_problems`] |
 //!
-//! Admission's checks 9 and 10 on channels ([`channel_issues`]) live here too: the macros and
-//! the builder run them where a channel is declared, and they are built without admission.
+//! Admission's checks 9 and 10 on channels ([`channel_issues`]) live here too: the macros (built
+//! without admission) and the builder run them where a channel is declared.
 
 use serde_json::{Map, Value};
 
@@ -160,14 +160,14 @@ pub fn webhook_channel(receiver_id: &str) -> Value {
 /// The `kind` of a channel made by [`webhook_channel`].
 pub const WEBHOOK_CHANNEL_KIND: &str = "webhook";
 
-/// The ids of the webhook receivers `manifest` publishes: its channels of kind
-/// [`WEBHOOK_CHANNEL_KIND`], in order.
+/// The ids of the webhook receivers `manifest` publishes: the identities ([`channel_identity`]:
+/// `id`, else `name`) of its channels of kind [`WEBHOOK_CHANNEL_KIND`], in order.
 pub fn webhook_receiver_ids(manifest: &Manifest) -> Vec<&str> {
     manifest
         .channels
         .iter()
         .filter(|c| c.get("kind").and_then(Value::as_str) == Some(WEBHOOK_CHANNEL_KIND))
-        .filter_map(|c| c.get("id").and_then(Value::as_str))
+        .filter_map(channel_identity)
         .collect()
 }
 

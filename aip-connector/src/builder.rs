@@ -92,7 +92,8 @@ impl<S> fmt::Debug for State<S> {
     }
 }
 
-/// What a connector's state must be: cloned into every call, from any worker thread.
+/// What a connector's state (and each part of it a handler takes) must be: cloned or taken into
+/// every call, from any worker thread.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a connector's state",
     label = "each call gets a clone of the connector's state, on any worker thread",
@@ -312,16 +313,17 @@ pub struct ConnectorBuilder<S = ()> {
 
 impl ConnectorBuilder {
     /// A connector with id `id` (its agent defaults to `agent:<id>`) and no state: its
-    /// handlers take no [`State`].
+    /// handlers take no [`State`] (or only a part a `()` gives, through [`FromRef`]).
     pub fn new(id: impl Into<String>) -> Self {
         Self::with_state(id, ())
     }
 }
 
 impl<S: ConnectorState> ConnectorBuilder<S> {
-    /// A connector with id `id` whose handlers may take [`State<S>`]: each call gets a clone of
-    /// `state`. The state's type is fixed here, before capabilities are added, so a capability
-    /// whose handler takes another state type is a compile error at
+    /// A connector with id `id` whose handlers may take [`State<S>`], or a part of it
+    /// ([`FromRef`]): each call gets a clone of `state` (or the part taken from it). The
+    /// state's type is fixed here, before capabilities are added, so a capability whose handler
+    /// takes a `State<T>` this state neither is nor gives is a compile error at
     /// [`capability`](Self::capability).
     pub fn with_state(id: impl Into<String>, state: S) -> Self {
         Self {

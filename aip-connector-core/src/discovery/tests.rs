@@ -179,3 +179,44 @@ fn connector_boundary_checks_profile_prefix_and_binding_metadata() {
         ]
     );
 }
+
+#[test]
+fn webhook_receivers_are_the_identities_of_webhook_channels() {
+    let mut m = manifest(&[profiles::HTTP_WEBHOOK]);
+    m.channels = vec![
+        webhook_channel("bookings"),
+        json!({"name": "status", "kind": "webhook"}),
+        json!({"id": "support-inbox", "kind": "email"}),
+        json!({"id": " ", "name": "blank", "kind": "webhook"}),
+    ];
+    assert_eq!(
+        webhook_receiver_ids(&m),
+        ["bookings", "status"],
+        "a name-only webhook channel is a receiver; an email channel and one without identity are not"
+    );
+}
+
+#[test]
+fn channel_issues_follow_admission_checks_9_and_10() {
+    let channels = [
+        json!({"id": "inbox"}),
+        json!({"id": 7, "name": "chat"}),
+        json!({"name": "inbox"}),
+        json!("sms"),
+        json!({"name": "chat"}),
+    ];
+    let issues = channel_issues(&channels);
+    let found: Vec<(&str, &str)> = issues
+        .iter()
+        .map(|issue| (issue.code.as_str(), issue.path.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (MANIFEST_CHANNEL_IDENTIFIER_MISSING, "/channels/1"),
+            (MANIFEST_CHANNEL_DUPLICATE, "/channels/2"),
+            (MANIFEST_CHANNEL_IDENTIFIER_MISSING, "/channels/3"),
+        ],
+        "an `id` that is not a string hides the `name`, so `chat` is declared once"
+    );
+}

@@ -2338,8 +2338,8 @@ fn classify_schema_finding(
     }
 }
 
-/// Resources and channels as (key, value) pairs, in order. A channel without an `id` or `name`
-/// is keyed by its position.
+/// Resources and channels as (key, value) pairs, in order. A channel without an identity (as
+/// admission reads it: a non-blank `id`, else `name`) is keyed by its position.
 fn keyed<T: Serialize>(items: &[T], key: impl Fn(&T) -> Option<String>) -> Vec<(String, Value)> {
     items
         .iter()

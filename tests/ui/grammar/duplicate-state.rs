@@ -1,4 +1,4 @@
-// A connector has one state.
+// A handler takes one state.
 use aip_connector::prelude::*;
 
 #[derive(Clone)]
