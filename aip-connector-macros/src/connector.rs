@@ -26,9 +26,9 @@ pub(crate) struct ConnectorAttr {
     pub(crate) compatibility: Option<String>,
     /// The webhook receivers published as channels, each with the span of its literal.
     pub(crate) webhooks: Vec<(String, Span)>,
-    /// The other channels, each as the JSON text of an object (checked to parse) with the span
-    /// of its literal; published after the webhook receivers' channels.
-    pub(crate) channels: Vec<(String, Span)>,
+    /// The other channels, each parsed from its literal, with the literal's span; published
+    /// after the webhook receivers' channels.
+    pub(crate) channels: Vec<(serde_json::Value, Span)>,
     /// Where each key was written, for rules about what it declares.
     pub(crate) spans: BTreeMap<&'static str, Span>,
     /// The literal of each profile written in `profiles`, in order.
@@ -365,7 +365,7 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
                         continue;
                     };
                     match serde_json::from_str::<serde_json::Value>(&lit.value()) {
-                        Ok(_) => attr.channels.push((lit.value(), lit.span())),
+                        Ok(channel) => attr.channels.push((channel, lit.span())),
                         Err(error) => cx.error_spanned_by(
                             element,
                             format!("this channel is not valid JSON: {error}"),
@@ -410,10 +410,7 @@ fn manifest_channels(attr: &ConnectorAttr) -> Vec<(serde_json::Value, Span)> {
         .webhooks
         .iter()
         .map(|(id, span)| (aip_connector_core::discovery::webhook_channel(id), *span));
-    let declared = attr.channels.iter().map(|(text, span)| {
-        let channel = serde_json::from_str(text).expect("parsed when the key was read");
-        (channel, *span)
-    });
+    let declared = attr.channels.iter().cloned();
     receivers.chain(declared).collect()
 }
 

@@ -263,7 +263,8 @@ pub(crate) fn connector(
         None => quote!(#p::Option::None),
     };
     let webhooks = attr.webhooks.iter().map(|(id, _)| id);
-    let channels = attr.channels.iter().map(|(text, _)| text);
+    // Compact JSON text of the parsed channel: parsed again once, at first use of the manifest.
+    let channels = attr.channels.iter().map(|(channel, _)| channel.to_string());
     let scope = quote!(<#self_ty>::);
     // Pushed one by one, so each entry can carry its handler's `#[cfg]`.
     let definitions = capabilities.iter().map(|c| {
@@ -540,10 +541,6 @@ fn free_request_companion(
     }
 }
 
-/// The name of the connector state's type parameter in a free capability's `FreeCapability`
-/// impl (and so in its methods' `__aip_state: &__AipState`).
-const FREE_STATE: &str = "__AipState";
-
 /// The state a free capability's handler and companions take: the `T` of the handler's
 /// `State<T>`, taken from the connector's state through `FromRef`, or none. A handler without
 /// `State` joins any connector, whatever its state (its `FreeCapability` impl is generic over it).
@@ -579,9 +576,10 @@ impl FreeState {
     }
 }
 
-/// [`FREE_STATE`] as an identifier.
+/// The connector state's type parameter in a free capability's `FreeCapability` impl (and so in
+/// its methods' `__aip_state: &__AipState`).
 fn free_state_param() -> Ident {
-    Ident::new(FREE_STATE, Span::call_site())
+    Ident::new("__AipState", Span::call_site())
 }
 
 /// The `FreeCapability` methods of a free capability's companions, each a free `async fn`
