@@ -19,8 +19,10 @@ use aip_connector_core::model::{
     TransactionProtocolStatus,
 };
 use serde_json::Value;
+use subtle::ConstantTimeEq as _;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use zeroize::Zeroizing;
 
 /// A boxed, sendable future, as returned by the object-safe traits of this module.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -140,14 +142,20 @@ pub struct VerifiedApprovals {
     pub policy_hashes: Vec<String>,
 }
 
-/// Raw credential material. Never printed, serialized or compared in variable time.
+/// Raw credential material. Never printed, serialized or compared in variable time, and wiped
+/// from memory when the last clone is dropped.
+///
+/// Clones share one buffer. [`Secret::new`] copies the bytes it is given, so the caller's copy
+/// is the caller's to wipe; the `From<String>` and `From<Vec<u8>>` conversions take the buffer
+/// over instead, leaving no other copy behind.
 #[derive(Clone)]
-pub struct Secret(Arc<[u8]>);
+pub struct Secret(Arc<Zeroizing<Vec<u8>>>);
 
 impl Secret {
-    /// Wraps credential bytes.
+    /// Wraps credential bytes (a copy of them: see [`Secret`] for the conversions that take a
+    /// buffer over).
     pub fn new(bytes: impl AsRef<[u8]>) -> Self {
-        Secret(Arc::from(bytes.as_ref()))
+        Self::from(bytes.as_ref().to_vec())
     }
 
     /// The raw bytes. Call this only where the provider request is built.
@@ -161,6 +169,20 @@ impl Secret {
     }
 }
 
+impl From<Vec<u8>> for Secret {
+    /// Takes the buffer over; it is wiped (its whole capacity) when the last clone is dropped.
+    fn from(bytes: Vec<u8>) -> Self {
+        Secret(Arc::new(Zeroizing::new(bytes)))
+    }
+}
+
+impl From<String> for Secret {
+    /// Takes the string's buffer over, as `From<Vec<u8>>` does.
+    fn from(text: String) -> Self {
+        Self::from(text.into_bytes())
+    }
+}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret([REDACTED])")
@@ -168,15 +190,10 @@ impl fmt::Debug for Secret {
 }
 
 impl PartialEq for Secret {
-    /// Constant-time comparison, so equality checks do not leak the secret through timing.
+    /// Constant-time comparison (`subtle`), so equality checks do not leak the secret through
+    /// timing; only the lengths are compared in variable time.
     fn eq(&self, other: &Self) -> bool {
-        self.0.len() == other.0.len()
-            && self
-                .0
-                .iter()
-                .zip(other.0.iter())
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0
+        self.expose_bytes().ct_eq(other.expose_bytes()).into()
     }
 }
 
@@ -511,4 +528,35 @@ pub(crate) fn checkpoint_conflict() -> ConnectorFailure {
         ConnectorOperation::TransactionCommit,
         crate::codes::SOURCE_COMPONENT,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Secret;
+
+    #[test]
+    fn secrets_compare_by_content_whatever_built_them() {
+        let copied = Secret::new("tok_live_123");
+        let taken = Secret::from(String::from("tok_live_123"));
+        assert_eq!(copied, taken);
+        assert_eq!(copied, Secret::from(b"tok_live_123".to_vec()));
+        assert_ne!(
+            copied,
+            Secret::new("tok_live_124"),
+            "same length, other bytes"
+        );
+        assert_ne!(copied, Secret::new("tok_live_1234"), "other length");
+        assert_eq!(taken.expose_str(), Ok("tok_live_123"));
+        assert_eq!(format!("{taken:?}"), "Secret([REDACTED])");
+    }
+
+    #[test]
+    fn clones_share_one_buffer_that_outlives_the_first_drop() {
+        let secret = Secret::from(String::from("s3cr3t"));
+        let clone = secret.clone();
+        assert!(std::ptr::eq(secret.expose_bytes(), clone.expose_bytes()));
+        drop(secret);
+        // Wiping happens on the last clone's drop only: this one still reads the secret.
+        assert_eq!(clone.expose_bytes(), b"s3cr3t");
+    }
 }

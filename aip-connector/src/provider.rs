@@ -67,6 +67,8 @@ use std::time::Duration;
 use aip_connector_core::model::{
     ConnectorFailure, ConnectorFailureData, ConnectorOperation, ErrorCategory, ProviderOperationRef,
 };
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 pub use reqwest::Method;
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -75,6 +77,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use zeroize::Zeroizing;
 
 use crate::codes;
 use crate::extract::{Cancellation, Deadline, IdempotencyKey};
@@ -145,19 +148,25 @@ impl SecretHeader {
     }
 
     /// The header value, marked sensitive; `None` when the secret cannot be a header value.
+    /// The buffers the value is assembled in hold the secret too, so they are wiped on drop;
+    /// the `HeaderValue` itself belongs to `http` and is not.
     fn value(&self) -> Option<HeaderValue> {
         let mut value = match self {
             SecretHeader::Bearer(secret) => {
-                let mut bytes = b"Bearer ".to_vec();
+                let mut bytes = Zeroizing::new(b"Bearer ".to_vec());
                 bytes.extend_from_slice(secret.expose_bytes());
                 HeaderValue::from_bytes(&bytes).ok()?
             }
             SecretHeader::Basic { user, password } => {
-                let mut plain = user.as_bytes().to_vec();
+                let mut plain = Zeroizing::new(user.as_bytes().to_vec());
                 plain.push(b':');
                 plain.extend_from_slice(password.expose_bytes());
-                let encoded = base64_standard(&plain);
-                HeaderValue::from_str(&format!("Basic {encoded}")).ok()?
+                // Sized up front: a reallocation would leave a copy behind, unwiped.
+                let mut header =
+                    Zeroizing::new(String::with_capacity(6 + plain.len().div_ceil(3) * 4));
+                header.push_str("Basic ");
+                BASE64.encode_string(&*plain, &mut header);
+                HeaderValue::from_str(&header).ok()?
             }
             SecretHeader::Raw(_, secret) => HeaderValue::from_bytes(secret.expose_bytes()).ok()?,
         };
@@ -170,28 +179,6 @@ impl fmt::Debug for SecretHeader {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: [REDACTED]", self.name())
     }
-}
-
-/// Standard base64 with padding (RFC 4648 §4), for `Basic` credentials.
-fn base64_standard(input: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
-    for chunk in input.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for (i, shift) in [18u32, 12, 6, 0].into_iter().enumerate() {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[((n >> shift) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 fn header_name(name: &str) -> Result<HeaderName, ProviderClientError> {
@@ -1361,18 +1348,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn base64_matches_rfc_4648_vectors() {
-        for (plain, encoded) in [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-            ("fooba", "Zm9vYmE="),
-            ("foobar", "Zm9vYmFy"),
-        ] {
-            assert_eq!(base64_standard(plain.as_bytes()), encoded, "{plain}");
-        }
+    fn basic_credentials_are_base64_of_user_colon_password() {
+        // RFC 7617 §2's example.
+        let header = SecretHeader::Basic {
+            user: "Aladdin".into(),
+            password: Secret::new("open sesame"),
+        };
+        let value = header.value().expect("a valid header value");
+        assert_eq!(value, "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
+        assert!(value.is_sensitive());
+        let bearer = SecretHeader::Bearer(Secret::from(String::from("tok"))).value();
+        assert_eq!(bearer.expect("a valid header value"), "Bearer tok");
     }
 
     #[test]

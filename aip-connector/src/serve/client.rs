@@ -82,9 +82,9 @@ impl ClientError {
     }
 }
 
-/// A bearer token that never shows in `Debug` output.
+/// A bearer token that never shows in `Debug` output, wiped from memory when dropped.
 #[derive(Clone)]
-struct Token(String);
+struct Token(zeroize::Zeroizing<String>);
 
 impl fmt::Debug for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -181,7 +181,7 @@ impl AipClient {
 
     /// Sends `Authorization: Bearer <token>` with every request.
     pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
-        self.token = Some(Token(token.into()));
+        self.token = Some(Token(zeroize::Zeroizing::new(token.into())));
         self
     }
 
@@ -213,7 +213,7 @@ impl AipClient {
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let request = self.http.request(method, format!("{}{path}", self.base));
         match &self.token {
-            Some(Token(token)) => request.bearer_auth(token),
+            Some(Token(token)) => request.bearer_auth(token.as_str()),
             None => request,
         }
     }

@@ -6,6 +6,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use hmac::{Mac, digest::KeyInit};
 use http::{HeaderMap, HeaderValue};
+use zeroize::Zeroizing;
 
 use super::WebhookError;
 use crate::store::Millis;
@@ -16,15 +17,16 @@ type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 ///
 /// Its `Debug` shows only the length; it is neither `Serialize` nor `Display`, so the key
 /// reaches no log, record or error. (Nor `PartialEq`: a comparison of keys that is not
-/// constant-time has no use that is safe.)
+/// constant-time has no use that is safe.) The key is wiped from memory when the secret is
+/// dropped.
 #[derive(Clone)]
-pub struct WebhookSecret(Vec<u8>);
+pub struct WebhookSecret(Zeroizing<Vec<u8>>);
 
 impl WebhookSecret {
     /// A secret of raw key bytes (what a provider that shows "the signing secret" as text
     /// means: its UTF-8 bytes, `WebhookSecret::new("s3cr3t")`).
     pub fn new(key: impl Into<Vec<u8>>) -> Self {
-        Self(key.into())
+        Self(Zeroizing::new(key.into()))
     }
 
     /// A secret in the Standard Webhooks form, `whsec_<base64 key>` (the prefix is optional):
@@ -36,7 +38,7 @@ impl WebhookSecret {
     /// quote the text.
     pub fn standard(text: &str) -> Result<Self, InvalidSecret> {
         let encoded = text.strip_prefix("whsec_").unwrap_or(text);
-        match BASE64.decode(encoded.trim()) {
+        match BASE64.decode(encoded.trim()).map(Zeroizing::new) {
             Ok(key) if !key.is_empty() => Ok(Self(key)),
             _ => Err(InvalidSecret),
         }
