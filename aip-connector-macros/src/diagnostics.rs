@@ -54,6 +54,11 @@ pub(crate) const STATE_IN_CONNECTOR: Diagnostic = Diagnostic {
     message: "`State<S>` is the state of a free capability's connector (`ConnectorBuilder::with_state`); a `#[connector]` handler reads its connector's state through `&self`: make what it needs a field of the connector type (if this `State` is a type of your own, such as the input, rename it or import it under another name: the macro recognises `State<...>` by its name)",
 };
 
+pub(crate) const BORROWED_STATE: Diagnostic = Diagnostic {
+    code: "item.borrowed_state",
+    message: "a connector's state cannot borrow: each call gets its own clone of it, which may outlive the call (a spawned task, a stream); take an owned type (`String` or `Arc<str>` for `&str`, an `Arc<T>` for shared data) or `'static` data",
+};
+
 /// Every macro-only diagnostic, for the catalogue test.
 #[allow(dead_code)]
 pub(crate) const ALL: &[Diagnostic] = &[
@@ -66,4 +71,5 @@ pub(crate) const ALL: &[Diagnostic] = &[
     FREE_ID_MISSING,
     FREE_COMPANION_SELF,
     STATE_IN_CONNECTOR,
+    BORROWED_STATE,
 ];

@@ -213,6 +213,21 @@ pub(crate) fn unfit_input(ty: &Type) -> Option<String> {
     }
 }
 
+/// Whether `ty` borrows something other than `'static` data: a reference, or a path with a
+/// lifetime argument at any depth (`Cow<'_, str>`).
+fn borrows(ty: &Type) -> bool {
+    match ty {
+        Type::Reference(reference) => reference
+            .lifetime
+            .as_ref()
+            .is_none_or(|lifetime| lifetime.ident != "static"),
+        Type::Paren(paren) => borrows(&paren.elem),
+        Type::Group(group) => borrows(&group.elem),
+        Type::Path(path) => has_lifetime(path),
+        _ => false,
+    }
+}
+
 /// Whether a lifetime appears in the generic arguments of `path`, at any depth.
 fn has_lifetime(path: &syn::TypePath) -> bool {
     path.path
@@ -324,9 +339,13 @@ pub(crate) fn read(cx: &Ctxt, sig: &Signature, in_impl: bool) -> HandlerSignatur
             FnArg::Typed(typed) => {
                 let ty = (*typed.ty).clone();
                 let span = typed.ty.span();
-                if state_type(&ty).is_some() {
+                if let Some(state) = state_type(&ty) {
                     if in_impl {
                         cx.error_spanned_by(&typed.ty, diagnostics::STATE_IN_CONNECTOR.message);
+                        continue;
+                    }
+                    if borrows(state) {
+                        cx.error_spanned_by(state, diagnostics::BORROWED_STATE.message);
                         continue;
                     }
                     if params.iter().any(|p| matches!(p.role, Role::State)) {

@@ -1,0 +1,22 @@
+// A state is cloned into every call and may outlive it, so it cannot borrow: `State<&str>`
+// and `State<Cow<'_, str>>` are refused once each, on the state type. `'static` data is fine.
+use std::borrow::Cow;
+
+use aip_connector::prelude::*;
+
+#[capability(id = "cap:demo:greet", risk = low, side_effects = [read], data(sensitivity = public))]
+async fn greet(_greeting: State<&str>) -> Result<u64, ConnectorFailure> {
+    Ok(0)
+}
+
+#[capability(id = "cap:demo:wave", risk = low, side_effects = [read], data(sensitivity = public))]
+async fn wave(_wave: State<Cow<'_, str>>) -> Result<u64, ConnectorFailure> {
+    Ok(0)
+}
+
+#[capability(id = "cap:demo:nod", risk = low, side_effects = [read], data(sensitivity = public))]
+async fn nod(_nod: State<&'static str>) -> Result<u64, ConnectorFailure> {
+    Ok(0)
+}
+
+fn main() {}
