@@ -251,6 +251,18 @@ mod compiler {
         pub message: String,
     }
 
+    /// `"title" is a required property (at the root)`, `… (at `/items/0`)`: the message and
+    /// where in the instance it applies, the root named in words.
+    impl fmt::Display for SchemaViolation {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            if self.instance_path.is_empty() {
+                write!(f, "{} (at the root)", self.message)
+            } else {
+                write!(f, "{} (at `{}`)", self.message, self.instance_path)
+            }
+        }
+    }
+
     /// A compiled Draft 2020-12 schema; cheap to clone and shareable across threads.
     #[derive(Clone)]
     pub struct CompiledSchema {

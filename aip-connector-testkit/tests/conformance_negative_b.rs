@@ -506,6 +506,101 @@ fn a_checkpoint_recorded_after_the_provider_answered_fails_provider_operation_ch
     );
 }
 
+// ---- A reconcilable write without an example -----------------------------------------------------
+
+/// `LateCheckpoint`'s write done right, but declared without an example: found by an author
+/// trial, whose failure read as a missing reconcile handler.
+#[derive(Clone)]
+struct Unexampled {
+    client: ProviderClient,
+}
+
+#[connector(id = "unexampled")]
+impl Unexampled {
+    /// Post a ledger entry.
+    #[capability(
+        id = "cap:unexampled:post",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        transaction(modes = [execute, reconcile]),
+        reconcile = Self::find,
+    )]
+    async fn post(
+        &self,
+        transfer: Transfer,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Moved, ConnectorFailure> {
+        let operation_id = format!("op-{}", key.as_str());
+        checkpoint
+            .record(
+                aip_connector::model::ProviderOperationRef {
+                    provider: "ledger".to_owned(),
+                    operation_id: operation_id.clone(),
+                    request_id: None,
+                },
+                None,
+            )
+            .await?;
+        self.client
+            .post("/entries")
+            .idempotency(&key)
+            .json(&json!({ "amount_cents": transfer.amount_cents }))
+            .send_json::<Value>()
+            .await?;
+        Ok(Moved { operation_id })
+    }
+
+    async fn find(&self, _request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
+        Ok(ReconcileOutcome::NotCommitted { evidence: None })
+    }
+
+    /// Read an entry back (with an example, so the scenario has calls to make).
+    #[capability(
+        id = "cap:unexampled:read",
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        examples = [r#"{"amount_cents": 1200}"#],
+    )]
+    async fn read(&self, transfer: Transfer) -> Result<Moved, ConnectorFailure> {
+        let answer: Value = self.client.get("/entries").send_json().await?;
+        Ok(Moved {
+            operation_id: format!("{}-{}", answer["route"], transfer.amount_cents),
+        })
+    }
+}
+
+#[test]
+fn a_reconcilable_write_without_an_example_is_told_to_declare_one() {
+    let report = ConformanceSuite::new(|env| Unexampled {
+        client: client(env),
+    })
+    .run();
+    let check = report
+        .check(&Scenario::ErrorsUncertainOutcomes.check_name())
+        .unwrap();
+    assert_eq!(
+        check.assertions.get("uncertain_outcome_reconciled"),
+        Some(&false),
+        "{report}"
+    );
+    assert!(
+        check
+            .detail
+            .contains("`cap:unexampled:post` can be reconciled but declares no example input"),
+        "{}",
+        check.detail
+    );
+    assert!(
+        !check.detail.contains("no mutating capability"),
+        "{}",
+        check.detail
+    );
+}
+
 // ---- A profile the SDK cannot check ---------------------------------------------------------------
 
 #[derive(Deserialize, JsonSchema)]

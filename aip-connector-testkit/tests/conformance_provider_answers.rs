@@ -118,6 +118,21 @@ fn generic_answers_fail_a_strict_connector_with_a_hint() {
                 && c.detail.contains("with_provider_setup")),
         "{report}"
     );
+    // The hint sits on the line of the first failure that names the code (an author trial
+    // found it appended to an unrelated last line).
+    for check in failed {
+        if let Some(line) = check
+            .detail
+            .lines()
+            .find(|line| line.contains("provider.invalid_response"))
+        {
+            assert!(
+                line.contains("with_provider_setup"),
+                "{}: {line}",
+                check.name
+            );
+        }
+    }
 }
 
 #[test]

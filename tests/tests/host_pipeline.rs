@@ -1550,6 +1550,13 @@ fn an_example_that_does_not_match_the_input_schema_is_refused_at_build_time() {
         error.to_string().contains("example 1 of capability"),
         "{error}"
     );
+    // The missing property is reported at the instance's root, named in words.
+    assert!(
+        error
+            .to_string()
+            .contains("\"item\" is a required property (at the root)"),
+        "{error}"
+    );
 }
 
 /// A connector whose handler's doc comment is partly an expression.

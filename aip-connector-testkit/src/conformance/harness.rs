@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use aip_connector::host::{
-    ApproverMemberships, Deployment, ExternalAccountRef, Host, StaticApprovalAuthority,
-    StaticCredentialProvider, TrustedContext,
+    ApproverMemberships, Deployment, ExternalAccountRef, Host, HostBuildError,
+    StaticApprovalAuthority, StaticCredentialProvider, TrustedContext,
 };
 use aip_connector::ids::{ApprovalId, PrincipalId};
 use aip_connector::model::{
@@ -142,12 +142,18 @@ impl Drop for StoreFile {
 }
 
 impl Harness {
+    /// A fresh world for one scenario.
+    ///
+    /// # Errors
+    ///
+    /// When the host refuses the connector (an example that fails its input schema, say): the
+    /// scenario cannot run, and the error says why.
     pub(super) async fn start(
         factory: Arc<Factory>,
         external_account: ExternalAccountRef,
         provider_setup: Option<&ProviderSetup>,
         webhooks: Vec<Arc<WebhookFactory>>,
-    ) -> Self {
+    ) -> Result<Self, HostBuildError> {
         let (double, provider) = ProviderDouble::start().await;
         if let Some(setup) = provider_setup {
             setup(&provider);
@@ -160,8 +166,14 @@ impl Harness {
         // The embedded durable store, so that a restart reopens the file like a new process.
         let store_file = StoreFile::new();
         let store = store_file.open();
-        let host = build_host(&probe, Arc::clone(&store), &env.external_account);
-        Self {
+        let host = try_build_host_for(
+            Arc::new(probe.clone()),
+            probe.definition(),
+            Arc::clone(&store),
+            aip_connector::host::HostLimits::default(),
+            (TENANT, &env.external_account),
+        )?;
+        Ok(Self {
             store_file,
             factory,
             double,
@@ -171,7 +183,7 @@ impl Harness {
             store,
             host,
             webhooks,
-        }
+        })
     }
 
     /// The host under test.
@@ -1061,14 +1073,27 @@ impl Harness {
     }
 }
 
-/// [`build_host`] for any connector and limits, deployed for `tenant` as `account`.
+/// [`build_host`] for any connector and limits, deployed for `tenant` as `account`. Only
+/// after [`Harness::start`] built a host for the same connector, so a refusal is a bug.
 fn build_host_for(
     connector: Arc<dyn Connector>,
     definition: &ConnectorDefinition,
     store: SharedStore,
     limits: aip_connector::host::HostLimits,
-    (tenant, account): (&str, &ExternalAccountRef),
+    deployed: (&str, &ExternalAccountRef),
 ) -> Host {
+    try_build_host_for(connector, definition, store, limits, deployed)
+        .unwrap_or_else(|error| panic!("the conformance host cannot be built: {error}"))
+}
+
+/// [`build_host_for`], answering the host's refusal.
+fn try_build_host_for(
+    connector: Arc<dyn Connector>,
+    definition: &ConnectorDefinition,
+    store: SharedStore,
+    limits: aip_connector::host::HostLimits,
+    (tenant, account): (&str, &ExternalAccountRef),
+) -> Result<Host, HostBuildError> {
     let issuer = crate::test_host::first_accepted_issuer([definition])
         .unwrap_or_else(|| crate::TEST_ISSUER.to_owned());
     let credential = CredentialHandle {
@@ -1097,7 +1122,6 @@ fn build_host_for(
         .approval_authority(authority)
         .limits(limits)
         .build()
-        .unwrap_or_else(|error| panic!("the conformance host cannot be built: {error}"))
 }
 
 #[cfg(test)]

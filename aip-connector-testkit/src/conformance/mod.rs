@@ -514,14 +514,18 @@ impl Evidence {
             }
             detail
         } else {
-            let mut detail = problems.join("\n");
+            // The decoding hint goes on the first line that names the code, so it reads as
+            // the explanation of that failure rather than of whichever line came last.
+            if let Some(line) = problems
+                .iter_mut()
+                .find(|line| line.contains(aip_connector::codes::PROVIDER_INVALID_RESPONSE))
+            {
+                line.push_str(INVALID_RESPONSE_HINT);
+            }
             if self.missing_examples {
-                detail.push_str(MISSING_EXAMPLES_HINT);
+                problems.push(MISSING_EXAMPLES_HINT.to_owned());
             }
-            if detail.contains(aip_connector::codes::PROVIDER_INVALID_RESPONSE) {
-                detail.push_str(INVALID_RESPONSE_HINT);
-            }
-            detail
+            problems.join("\n")
         };
         CheckResult {
             name: scenario.check_name(),
@@ -533,18 +537,19 @@ impl Evidence {
     }
 }
 
-/// Appended to a failed check that found no example input to run.
 /// A multi-line detail, its continuation lines indented under the check's line.
 fn indented(detail: &str) -> String {
     detail.replace('\n', "\n      ")
 }
 
-const MISSING_EXAMPLES_HINT: &str = " (hint: the suite invokes each capability with the inputs \
+/// The last line of a failed check that found no example input to run.
+const MISSING_EXAMPLES_HINT: &str = "hint: the suite invokes each capability with the inputs \
      its `#[capability(examples = [r#\"{…}\"#])]` declares; declare at least one valid input \
-     per capability)";
+     per capability";
 
-/// Appended to a failed check whose calls ended `provider.invalid_response`: most often the
-/// connector decodes the real API's responses and cannot read the double's generic answers.
+/// Appended to the first line of a failed check that names `provider.invalid_response`: most
+/// often the connector decodes the real API's responses and cannot read the double's generic
+/// answers.
 const INVALID_RESPONSE_HINT: &str = " (hint: `provider.invalid_response` here usually means the \
      connector could not decode the provider double's generic answer `{operation_id, route, …}`; \
      answer in the real API's shape with `ConformanceSuite::with_provider_setup(|provider| \
@@ -736,8 +741,10 @@ impl ConformanceSuite {
     ///
     /// # Panics
     ///
-    /// When no Tokio runtime can be started, when a scenario's host cannot be built (host
-    /// admission refused the connector), or when its SQLite store cannot be opened.
+    /// When no Tokio runtime can be started, or when a scenario's SQLite store cannot be
+    /// opened. A connector the host refuses (an example that fails its input schema, say) is
+    /// not a panic: every required scenario fails with the host's error, and the manifest
+    /// checks run as usual.
     pub fn run(&self) -> ConformanceReport {
         // The scenarios drive the whole host pipeline; in debug builds their futures are large
         // enough to overflow a test thread's default 2 MiB stack, so the run gets a thread (and
@@ -792,13 +799,28 @@ impl ConformanceSuite {
                 artifacts: Vec::new(),
             };
         }
-        let harness = Harness::start(
+        let harness = match Harness::start(
             Arc::clone(&self.factory),
             self.external_account.clone(),
             self.provider_setup.as_deref(),
             self.webhooks.clone(),
         )
-        .await;
+        .await
+        {
+            Ok(harness) => harness,
+            // Every scenario needs a host; the manifest checks do not, and still run.
+            Err(error) => {
+                return CheckResult {
+                    name: scenario.check_name(),
+                    status: CheckStatus::Failed,
+                    detail: format!(
+                        "not run: the scenario's host refused the connector (`Host::build`): {error}"
+                    ),
+                    assertions: BTreeMap::new(),
+                    artifacts: Vec::new(),
+                };
+            }
+        };
         match tokio::time::timeout(self.scenario_time_limit, scenarios::run(scenario, &harness))
             .await
         {

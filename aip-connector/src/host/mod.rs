@@ -269,7 +269,7 @@ pub enum HostBuildError {
     /// `action.input_schema_invalid`.
     #[error(
         "example {index} of capability `{capability}` does not match its input schema: {}",
-        .violations.iter().map(|v| format!("{} (at `{}`)", v.message, v.instance_path)).collect::<Vec<_>>().join("; ")
+        .violations.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
     )]
     ExampleInvalid {
         /// The capability id.

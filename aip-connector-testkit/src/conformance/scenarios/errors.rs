@@ -301,7 +301,24 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
             .filter(|c| declares_mutation(c))
             .map(|c| format!("`{}`", c.id()))
             .collect();
-        if mutating.is_empty() {
+        // One that could be reconciled but has nothing to send is missing its example, not
+        // its reconciliation: say so, or the message reads as a missing reconcile handler.
+        let unexampled: Vec<String> = h
+            .definition()
+            .capabilities
+            .iter()
+            .filter(|c| reconcilable(c) && !c.facts.compensation_handler)
+            .map(|c| format!("`{}`", c.id()))
+            .collect();
+        if !unexampled.is_empty() {
+            evidence.assert("uncertain_outcome_reconciled", false, || {
+                let declares = if unexampled.len() == 1 { "declares" } else { "declare" };
+                format!(
+                    "{} can be reconciled but {declares} no example input, so the suite has no write to lose the answer of: add one (`examples = [r#\"{{...}}\"#]` in `#[capability]`)",
+                    unexampled.join(", ")
+                )
+            });
+        } else if mutating.is_empty() {
             evidence.note(
                 "uncertain_outcome_reconciled holds vacuously: every capability only reads (or is a network lookup whose mutating lint is waived), so no call can leave an unknown outcome",
             );
