@@ -95,19 +95,53 @@ pub fn empty_input_schema() -> Value {
     serde_json::json!({ "type": "object", "properties": {}, "additionalProperties": false })
 }
 
-/// The output of a reconcile handler: `Result<ReconcileOutcome, E>`.
-///
-/// `E: HandlerError` (any `Into<ConnectorFailure>`) so that a wrong error type is reported with
-/// the handler's fix, on the companion's return type.
-pub fn reconcile_result<E: HandlerError>(
-    result: Result<ReconcileOutcome, E>,
+/// The output of a reconcile handler: `Result<ReconcileOutcome, E>` (see [`ReconcileResult`]).
+pub fn reconcile_result<R: ReconcileResult>(
+    result: R,
 ) -> Result<ReconcileOutcome, ConnectorFailure> {
-    result.map_err(HandlerError::into_failure)
+    result.into_reconcile_result()
 }
 
-/// The output of a cancel handler: `Result<(), E>` (see [`reconcile_result`]).
-pub fn cancel_result<E: HandlerError>(result: Result<(), E>) -> Result<(), ConnectorFailure> {
-    result.map_err(HandlerError::into_failure)
+/// The output of a cancel handler: `Result<(), E>` (see [`CancelResult`]).
+pub fn cancel_result<R: CancelResult>(result: R) -> Result<(), ConnectorFailure> {
+    result.into_cancel_result()
+}
+
+/// What a `reconcile = ...` companion returns. A trait rather than a concrete parameter type,
+/// so that another return type is one error, spanned on the companion's return type, that
+/// names the type to return, instead of a mismatch inside the generated code; a wrong error
+/// type is still reported as the handler's is (`HandlerError`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not what a reconcile handler returns",
+    label = "a reconcile handler returns `Result<ReconcileOutcome, ConnectorFailure>`",
+    note = "answer what the provider says about the checkpointed operation: `ReconcileOutcome::Committed {{ evidence }}`, `ReconcileOutcome::NotCommitted {{ evidence }}` or `ReconcileOutcome::Pending {{ cursor }}` (docs/transactions.md)"
+)]
+pub trait ReconcileResult {
+    /// The outcome, the error converted.
+    fn into_reconcile_result(self) -> Result<ReconcileOutcome, ConnectorFailure>;
+}
+
+impl<E: HandlerError> ReconcileResult for Result<ReconcileOutcome, E> {
+    fn into_reconcile_result(self) -> Result<ReconcileOutcome, ConnectorFailure> {
+        self.map_err(HandlerError::into_failure)
+    }
+}
+
+/// What a `cancel = ...` companion returns (see [`ReconcileResult`] for why a trait).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not what a cancel handler returns",
+    label = "a cancel handler returns `Result<(), ConnectorFailure>`",
+    note = "the companion stops at the provider what the cancelled handler started, and answers `Ok(())` once it asked; the host answers the caller with the `cancelled` result itself (docs/host-runtime.md §7.2)"
+)]
+pub trait CancelResult {
+    /// The result, the error converted.
+    fn into_cancel_result(self) -> Result<(), ConnectorFailure>;
+}
+
+impl<E: HandlerError> CancelResult for Result<(), E> {
+    fn into_cancel_result(self) -> Result<(), ConnectorFailure> {
+        self.map_err(HandlerError::into_failure)
+    }
 }
 
 /// What the macro knows about one capability at compile time, plus its run-time schemas.
