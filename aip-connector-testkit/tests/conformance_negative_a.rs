@@ -379,6 +379,9 @@ fn forwarding_the_raw_key_is_caught_by_delivery_id_stable_only() {
         .check(&Scenario::IdempotencyDuplicates.check_name())
         .unwrap();
     assert!(check.detail.contains("aip1_"), "{}", check.detail);
+    // The key each request carried is quoted as text, not as `Some("...")`.
+    assert!(check.detail.contains(" carried `"), "{}", check.detail);
+    assert!(!check.detail.contains("Some("), "{}", check.detail);
 }
 
 #[test]

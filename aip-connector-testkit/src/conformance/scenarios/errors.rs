@@ -480,7 +480,14 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
         .effects()
         .iter()
         .skip(effects_before)
-        .map(|e| format!("{} {} (key {:?})", e.method, e.route, e.idempotency_key))
+        .map(|e| {
+            format!(
+                "{} {} (key {})",
+                e.method,
+                e.route,
+                super::sent_key(e.idempotency_key.as_deref())
+            )
+        })
         .collect();
     evidence.assert(
         "uncertain_outcome_reconciled",

@@ -131,7 +131,14 @@ async fn duplicates(
             .effects()
             .iter()
             .skip(effects_before)
-            .map(|e| format!("{} {} (key {:?})", e.method, e.route, e.idempotency_key))
+            .map(|e| {
+                format!(
+                    "{} {} (key {})",
+                    e.method,
+                    e.route,
+                    super::sent_key(e.idempotency_key.as_deref())
+                )
+            })
             .collect();
         format!(
             "`{id}` delivered again with key `{key}` after its record was lost committed {new_effects} new provider effect(s): {}",
@@ -175,7 +182,7 @@ async fn duplicates(
             !k.as_deref()
                 .is_some_and(|k| accepted.iter().any(|a| k.contains(a.as_str())))
         })
-        .map(|(request, k)| format!("{request} carried {k:?}"))
+        .map(|(request, k)| format!("{request} carried {}", super::sent_key(k.as_deref())))
         .collect();
     evidence.assert("delivery_id_stable", unkeyed.is_empty(), || {
         let scoped = h.scoped_key(&action).unwrap_or_else(|| key.clone());
@@ -185,11 +192,13 @@ async fn duplicates(
             unkeyed.join(", ")
         )
     });
-    let sent_first: Vec<&Option<String>> = first_keys.iter().map(|(_, k)| k).collect();
-    let sent_again: Vec<&Option<String>> = redelivery_keys.iter().map(|(_, k)| k).collect();
+    let sent_first: Vec<Option<&str>> = first_keys.iter().map(|(_, k)| k.as_deref()).collect();
+    let sent_again: Vec<Option<&str>> = redelivery_keys.iter().map(|(_, k)| k.as_deref()).collect();
     evidence.assert("delivery_id_stable", sent_first == sent_again, || {
         format!(
-            "`{id}`: the first delivery sent the keys {sent_first:?}, the second {sent_again:?}"
+            "`{id}`: the first delivery sent the keys [{}], the second [{}]",
+            super::sent_keys(sent_first.iter().copied()),
+            super::sent_keys(sent_again.iter().copied())
         )
     });
     first_keys.len() + redelivery_keys.len()

@@ -37,3 +37,17 @@ pub(super) async fn run(scenario: Scenario, harness: &Harness) -> Evidence {
 fn code(result: &aip_connector::model::ActionResult) -> &str {
     result.error.as_ref().map(|e| e.code.as_str()).unwrap_or("")
 }
+
+/// The `Idempotency-Key` a provider request carried, for a message: `` `k` `` or "no key"
+/// (not `Some("k")`).
+fn sent_key(key: Option<&str>) -> String {
+    key.map_or_else(|| "no key".to_owned(), |key| format!("`{key}`"))
+}
+
+/// The keys of several requests, for a message: `` `a`, no key ``.
+fn sent_keys<'a>(keys: impl IntoIterator<Item = Option<&'a str>>) -> String {
+    keys.into_iter()
+        .map(sent_key)
+        .collect::<Vec<_>>()
+        .join(", ")
+}

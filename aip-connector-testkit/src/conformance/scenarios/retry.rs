@@ -306,8 +306,11 @@ impl Target<'_> {
             .skip(effects_before)
             .map(|e| {
                 format!(
-                    "{} {} (key {:?}, {})",
-                    e.method, e.route, e.idempotency_key, e.operation_id
+                    "{} {} (key {}, {})",
+                    e.method,
+                    e.route,
+                    super::sent_key(e.idempotency_key.as_deref()),
+                    e.operation_id
                 )
             })
             .collect();
