@@ -1,10 +1,13 @@
-//! A write whose idempotency keys are scoped to the action (`idempotency(scope = action)`)
-//! passes the whole suite: by declaration a new action id is a new key, so the restart
-//! scenario's resend under a new action id, which it used to count as a duplicate effect, is not
-//! sent for it.
+//! Writes whose idempotency keys are scoped to the action (`idempotency(scope = action)`): by
+//! declaration a new action id is a new key, so the suite resends such a call as the same
+//! action, never as the same key under a new action id (which it used to count as a duplicate
+//! effect). A write that `execute`s passes the whole suite; one that only plans and commits
+//! passes the idempotency and restart scenarios, since the suite derives each commit's action id
+//! from its plan's, as a client resending a lost commit would.
 
+use aip_connector::model::ProviderOperationRef;
 use aip_connector::prelude::*;
-use aip_connector_testkit::conformance::{ConformanceSuite, Scenario};
+use aip_connector_testkit::conformance::{ConformanceReport, ConformanceSuite, Scenario};
 use serde_json::{Value, json};
 
 #[derive(Deserialize, JsonSchema)]
@@ -18,7 +21,52 @@ struct Changed {
     operation_id: String,
 }
 
-/// Notes on bookings, each keyed by the action that adds it.
+/// Posts a note, its provider operation checkpointed first.
+async fn post_note(
+    client: &ProviderClient,
+    note: Note,
+    key: IdempotencyKey,
+    checkpoint: Checkpoint,
+) -> Result<Changed, ConnectorFailure> {
+    let operation_id = format!("op-{}", key.for_provider());
+    let operation = ProviderOperationRef {
+        provider: "double".into(),
+        operation_id: operation_id.clone(),
+        request_id: None,
+    };
+    checkpoint.record(operation, None).await?;
+    client
+        .post(&format!("/bookings/{}/notes", note.booking_id))
+        .idempotency(&key)
+        .header(
+            aip_connector_testkit::provider_double::OPERATION_ID_HEADER,
+            &operation_id,
+        )
+        .json(&json!({ "note": note.note }))
+        .send_json::<Value>()
+        .await?;
+    Ok(Changed { operation_id })
+}
+
+/// Asks the provider about a checkpointed note.
+async fn look_up_note(
+    client: &ProviderClient,
+    request: Reconciliation,
+) -> Result<ReconcileOutcome, ConnectorFailure> {
+    let path = format!("/operations/{}", request.provider_operation.operation_id);
+    let answer: Value = client.get(&path).send_json().await?;
+    Ok(match answer["state"].as_str() {
+        Some("committed") => ReconcileOutcome::Committed {
+            evidence: Some(answer),
+        },
+        Some("pending") => ReconcileOutcome::Pending { cursor: None },
+        _ => ReconcileOutcome::NotCommitted {
+            evidence: Some(answer),
+        },
+    })
+}
+
+/// Notes on bookings, each keyed by the action that adds it, executed directly.
 #[derive(Clone)]
 struct Notes {
     client: ProviderClient,
@@ -43,60 +91,59 @@ impl Notes {
         key: IdempotencyKey,
         checkpoint: Checkpoint,
     ) -> Result<Changed, ConnectorFailure> {
-        let op = format!("op-{}", key.for_provider());
-        checkpoint
-            .record(
-                aip_connector::model::ProviderOperationRef {
-                    provider: "double".into(),
-                    operation_id: op.clone(),
-                    request_id: None,
-                },
-                None,
-            )
-            .await?;
-        let path = format!("/bookings/{}/notes", note.booking_id);
-        let _answer: Value = self
-            .client
-            .post(&path)
-            .idempotency(&key)
-            .header(
-                aip_connector_testkit::provider_double::OPERATION_ID_HEADER,
-                &op,
-            )
-            .json(&json!({ "note": note.note }))
-            .send_json()
-            .await?;
-        Ok(Changed { operation_id: op })
+        post_note(&self.client, note, key, checkpoint).await
     }
 
     async fn look_up(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
-        let path = format!("/operations/{}", request.provider_operation.operation_id);
-        let answer: Value = self.client.get(&path).send_json().await?;
-        Ok(match answer["state"].as_str() {
-            Some("committed") => ReconcileOutcome::Committed {
-                evidence: Some(answer),
-            },
-            Some("pending") => ReconcileOutcome::Pending { cursor: None },
-            _ => ReconcileOutcome::NotCommitted {
-                evidence: Some(answer),
-            },
-        })
+        look_up_note(&self.client, request).await
     }
 }
 
-#[test]
-fn an_action_scoped_transactional_write_passes_every_scenario() {
-    let report = ConformanceSuite::new(|env| Notes {
-        client: ProviderClient::builder(env.provider_url())
-            .proxy_from_environment(false)
-            .build()
-            .expect("the double's URL is valid"),
-    })
-    .run();
-    assert!(report.passed(), "{report}");
+/// The same notes, planned and committed.
+#[derive(Clone)]
+struct PlannedNotes {
+    client: ProviderClient,
+}
+
+#[connector(id = "planned-notes")]
+impl PlannedNotes {
+    /// Add a note, once its plan is committed.
+    #[capability(
+        id = "cap:planned-notes:annotate",
+        risk = low,
+        side_effects = [write],
+        idempotency(collision = return_original_result, scope = action),
+        data(sensitivity = internal),
+        transaction(modes = [plan, commit, reconcile]),
+        reconcile = Self::look_up,
+        examples = [r#"{"booking_id": "op-1", "note": "Bring the slides"}"#],
+    )]
+    async fn annotate(
+        &self,
+        note: Note,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Changed, ConnectorFailure> {
+        post_note(&self.client, note, key, checkpoint).await
+    }
+
+    async fn look_up(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
+        look_up_note(&self.client, request).await
+    }
+}
+
+fn client(env: &aip_connector_testkit::conformance::Environment) -> ProviderClient {
+    ProviderClient::builder(env.provider_url())
+        .proxy_from_environment(false)
+        .build()
+        .expect("the double's URL is valid")
+}
+
+fn assert_restart_resent_the_same_action_only(report: &ConformanceReport) {
     let restart = report
         .check(&Scenario::RestartReconnect.check_name())
         .unwrap();
+    assert!(restart.passed(), "{report}");
     assert!(
         restart
             .detail
@@ -104,4 +151,33 @@ fn an_action_scoped_transactional_write_passes_every_scenario() {
         "{}",
         restart.detail
     );
+}
+
+#[test]
+fn an_action_scoped_executing_write_passes_every_scenario() {
+    let report = ConformanceSuite::new(|env| Notes {
+        client: client(env),
+    })
+    .run();
+    assert!(report.passed(), "{report}");
+    assert_restart_resent_the_same_action_only(&report);
+}
+
+#[test]
+fn an_action_scoped_planned_write_passes_the_idempotency_and_restart_scenarios() {
+    let report = ConformanceSuite::new(|env| PlannedNotes {
+        client: client(env),
+    })
+    .run();
+    for scenario in [
+        Scenario::IdempotencyDuplicates,
+        Scenario::TransactionLifecycle,
+        Scenario::ErrorsUncertainOutcomes,
+    ] {
+        assert!(
+            report.check(&scenario.check_name()).unwrap().passed(),
+            "{scenario}: {report}"
+        );
+    }
+    assert_restart_resent_the_same_action_only(&report);
 }

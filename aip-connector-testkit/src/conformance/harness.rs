@@ -365,6 +365,7 @@ impl Harness {
             let mut commit_action =
                 Action::new(action.capability_id.as_str(), action.input.clone())
                     .with_transaction(commit);
+            commit_action.id = commit_action_id(&action.id);
             commit_action.idempotency_key = action
                 .idempotency_key
                 .as_ref()
@@ -1000,6 +1001,7 @@ impl Harness {
         commit.plan_id = Some(plan_id.to_owned());
         let mut action = Action::new(planned.capability_id.as_str(), planned.input.clone())
             .with_transaction(commit);
+        action.id = commit_action_id(&planned.id);
         action.idempotency_key = planned
             .idempotency_key
             .as_ref()
@@ -1071,6 +1073,14 @@ impl Harness {
     pub(crate) fn scout_boxed(&self, action: Action) -> Boxed<'_, Scouted> {
         Box::pin(self.scout(action))
     }
+}
+
+/// The id of the commit the suite sends for the plan `planned` made: derived from the plan's
+/// action, so driving the same planned call again sends the same commit, as a client resending
+/// a lost commit does. (Under `idempotency(scope = action)` a fresh id would be a fresh key, and
+/// the resend a second claim of a committed plan.)
+fn commit_action_id(planned: &aip_connector::ids::ActionId) -> aip_connector::ids::ActionId {
+    aip_connector::ids::ActionId::trusted(format!("{planned}_commit"))
 }
 
 /// [`build_host`] for any connector and limits, deployed for `tenant` as `account`. Only
