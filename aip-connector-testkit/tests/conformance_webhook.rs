@@ -111,6 +111,12 @@ fn a_receiver_on_the_given_store_passes_webhook_security() {
         .unwrap();
     assert_eq!(check.status, CheckStatus::Passed);
     assert_eq!(check.assertions.get("receivers_declared"), Some(&true));
+    // The count covers `receivers_declared` too, not only the three required assertions.
+    assert!(
+        check.detail.starts_with("4 assertions held"),
+        "{}",
+        check.detail
+    );
     assert!(
         check
             .artifacts
@@ -271,6 +277,8 @@ fn a_receiver_without_an_example_fails_with_the_fix() {
         "{}",
         check.detail
     );
+    // Not the hint about capability examples, which says nothing about receivers.
+    assert!(!check.detail.contains("#[capability("), "{}", check.detail);
 }
 
 #[test]

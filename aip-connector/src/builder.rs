@@ -193,8 +193,10 @@ pub trait FreeCapability<S = ()>: 'static {
         input: &Value,
         context: Arc<dyn InvocationContext>,
     ) -> BoxFuture<'static, Result<Value, ConnectorFailure>>;
+    // `Connector::validate` is not an intra-doc link: rustdoc shows this doc on the generated
+    // impls in connector crates, where the link would not resolve.
     /// Runs the `validate = ...` companion; `None` when the capability has none (the connector
-    /// then answers `connector.operation_unsupported`, as [`Connector::validate`] does).
+    /// then answers `connector.operation_unsupported`, as `Connector::validate` does by default).
     fn validate(
         state: &S,
         input: &Value,
@@ -281,6 +283,11 @@ pub enum BuildError {
     /// The compatibility metadata is not a JSON object.
     #[error("the compatibility metadata must be a JSON object")]
     CompatibilityNotObject,
+    /// A profile added with [`ConnectorBuilder::profile`] is blank, or added twice (upstream's
+    /// `discovery.profile_set` refuses the first, admission's `manifest.profile.duplicate` the
+    /// second; `#[connector(profiles = [...])]` refuses both at compile time).
+    #[error("profile `{0}` is blank or added twice")]
+    InvalidProfile(String),
     /// A webhook receiver id is blank or declared twice.
     #[error("webhook receiver id `{0}` is blank or declared twice")]
     WebhookReceiver(String),
@@ -412,6 +419,12 @@ impl<S: ConnectorState> ConnectorBuilder<S> {
                 return Err(BuildError::DuplicateCapability(
                     definition.capability.id.to_string(),
                 ));
+            }
+        }
+        let mut unique_profiles = HashSet::new();
+        for profile in &self.profiles {
+            if profile.as_str().trim().is_empty() || !unique_profiles.insert(profile.as_str()) {
+                return Err(BuildError::InvalidProfile(profile.to_string()));
             }
         }
         let mut profiles = if self.profiles.is_empty() {

@@ -70,8 +70,8 @@ pub use schema::SchemaDialect;
 /// Everything a connector author usually needs, in one import.
 pub mod prelude {
     pub use crate::{
-        Approval, Caller, CancelRequest, Cancellation, Checkpoint, Compensation, Connector,
-        ConnectorBuilder, Credential, Deadline, FromRef, IdempotencyKey, ProviderClient,
+        Approval, BuiltConnector, Caller, CancelRequest, Cancellation, Checkpoint, Compensation,
+        Connector, ConnectorBuilder, Credential, Deadline, FromRef, IdempotencyKey, ProviderClient,
         ReconcileOutcome, Reconciliation, Secret, State, StreamSink, Tenant, capability, connector,
     };
     pub use aip_connector_core::model::{

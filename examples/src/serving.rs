@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use aip_connector::host::{Host, TrustedContext};
 use aip_connector::model::{Principal, PrincipalKind};
+use aip_connector::serve::CancellationToken;
 use aip_connector::serve::mcp::McpProjection;
+use aip_connector::serve::mcp::StreamableHttpServerConfig;
 use aip_connector::serve::{AipServer, Authenticator, BearerTokens, ServerConfig};
 use aip_connector::store::MemoryStore;
-use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
-use tokio_util::sync::CancellationToken;
 
 use crate::search::Search;
 
@@ -38,7 +38,7 @@ pub struct App {
     /// The native AIP HTTP binding.
     pub server: AipServer,
     /// The MCP projection's routes (`/mcp`).
-    pub mcp: axum::Router,
+    pub mcp: aip_connector::serve::axum::Router,
     /// Cancelling it closes every MCP session.
     pub mcp_sessions: CancellationToken,
 }

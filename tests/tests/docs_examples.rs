@@ -506,16 +506,21 @@ mod webhooks {
     }
     // docs:end
 
+    // docs:webhooks.md#testing
     #[tokio::test]
-    async fn the_receiver_of_the_guide_takes_a_signed_delivery_once() {
+    async fn the_receiver_takes_a_signed_delivery_once() {
         let store: Arc<dyn IdempotencyStore> = Arc::new(aip_connector::store::MemoryStore::new());
         let receiver = bookings_receiver("whsec_c2VjcmV0", store);
-        let body = receiver.examples()[0].clone();
-        let headers = receiver.sign("msg_1", receiver.now_ms(), &body);
-        receiver.receive(&headers, body.clone()).await.unwrap();
-        let replay = receiver.receive(&headers, body).await.unwrap_err();
+        // Signed as the provider signs it, with the receiver's first secret.
+        let body = r#"{"booking_id":"bk_1"}"#;
+        let headers = receiver.sign("msg_1", receiver.now_ms(), body.as_bytes());
+        let taken = receiver.receive(&headers, body.into()).await.unwrap();
+        assert_eq!(taken.delivery_id, "msg_1");
+        // The provider's retry of the same delivery is refused; the handler does not run again.
+        let replay = receiver.receive(&headers, body.into()).await.unwrap_err();
         assert_eq!(replay.code(), aip_connector::codes::WEBHOOK_REPLAYED);
     }
+    // docs:end
 }
 
 #[test]

@@ -290,6 +290,24 @@ fn the_builder_publishes_receivers_and_refuses_unbound_profiles() {
             "{ids:?}"
         );
     }
+
+    // Found by an author trial: blank and repeated profiles were accepted, the first failing
+    // only in conformance (`discovery.profile_set`), the second only at `Host::build`.
+    for profiles in [
+        &[""][..],
+        &[" "][..],
+        &["aip.native.http.v1", "aip.native.http.v1"][..],
+    ] {
+        let mut builder = ConnectorBuilder::new("tools").capability::<echo>();
+        for profile in profiles {
+            builder = builder.profile(*profile);
+        }
+        let refused = builder.build().err().expect("refused");
+        assert!(
+            matches!(&refused, BuildError::InvalidProfile(p) if p == profiles[profiles.len() - 1]),
+            "{profiles:?}: {refused}"
+        );
+    }
 }
 
 #[capability(id = "cap:tools:echo", risk = low, side_effects = [read], data(sensitivity = public))]

@@ -24,6 +24,10 @@ pub use auth::{Authenticator, BearerTokens};
 // What an `Authenticator` and a shutdown hook are written against, so a deployment does not
 // have to pin versions of its own that match ours.
 pub use crate::invocation::BoxFuture;
+/// The axum the routes are built on: [`AipServer::router`], `WebhookReceiver::router` and the
+/// MCP projection's routers are `axum::Router`s, so a deployment that merges or stores them
+/// names `aip_connector::serve::axum::Router` instead of pinning an axum of its own.
+pub use axum;
 /// The `http` crate the serving layer speaks (`http::request::Parts` for an [`Authenticator`]).
 pub use http;
 /// The token that stops the MCP routes' sessions on shutdown
