@@ -223,7 +223,20 @@ fn borrows(ty: &Type) -> bool {
             .is_none_or(|lifetime| lifetime.ident != "static"),
         Type::Paren(paren) => borrows(&paren.elem),
         Type::Group(group) => borrows(&group.elem),
-        Type::Path(path) => has_lifetime(path),
+        Type::Tuple(tuple) => tuple.elems.iter().any(borrows),
+        Type::Array(array) => borrows(&array.elem),
+        // Unlike the input's `has_lifetime`, a `'static` reference inside is owned enough:
+        // `State<Option<&'static str>>` is a valid state.
+        Type::Path(path) => path.path.segments.iter().any(|segment| {
+            let PathArguments::AngleBracketed(args) = &segment.arguments else {
+                return false;
+            };
+            args.args.iter().any(|arg| match arg {
+                GenericArgument::Lifetime(lifetime) => lifetime.ident != "static",
+                GenericArgument::Type(inner) => borrows(inner),
+                _ => false,
+            })
+        }),
         _ => false,
     }
 }

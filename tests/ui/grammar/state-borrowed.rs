@@ -1,5 +1,6 @@
 // A state is cloned into every call and may outlive it, so it cannot borrow: `State<&str>`
-// and `State<Cow<'_, str>>` are refused once each, on the state type. `'static` data is fine.
+// and `State<Cow<'_, str>>` (at any depth) are refused once each, on the state type; `'static`
+// data is fine, also inside other types.
 use std::borrow::Cow;
 
 use aip_connector::prelude::*;
@@ -16,6 +17,16 @@ async fn wave(_wave: State<Cow<'_, str>>) -> Result<u64, ConnectorFailure> {
 
 #[capability(id = "cap:demo:nod", risk = low, side_effects = [read], data(sensitivity = public))]
 async fn nod(_nod: State<&'static str>) -> Result<u64, ConnectorFailure> {
+    Ok(0)
+}
+
+#[capability(id = "cap:demo:shrug", risk = low, side_effects = [read], data(sensitivity = public))]
+async fn shrug(_shrug: State<(u8, Option<&'static str>)>) -> Result<u64, ConnectorFailure> {
+    Ok(0)
+}
+
+#[capability(id = "cap:demo:blink", risk = low, side_effects = [read], data(sensitivity = public))]
+async fn blink(_blink: State<Vec<(u8, &str)>>) -> Result<u64, ConnectorFailure> {
     Ok(0)
 }
 
