@@ -251,8 +251,9 @@ mod compiler {
         pub message: String,
     }
 
-    /// `"title" is a required property (at the root)`, `… (at `/items/0`)`: the message and
-    /// where in the instance it applies, the root named in words.
+    /// The message and where in the instance it applies, the root named in words:
+    /// `"title" is a required property (at the root)`, or the pointer in backticks
+    /// (``… (at `/items/0`)``).
     impl fmt::Display for SchemaViolation {
         fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             if self.instance_path.is_empty() {

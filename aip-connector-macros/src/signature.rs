@@ -213,32 +213,45 @@ pub(crate) fn unfit_input(ty: &Type) -> Option<String> {
     }
 }
 
-/// Whether `ty` borrows something other than `'static` data: a reference, or a path with a
-/// lifetime argument at any depth (`Cow<'_, str>`).
+/// Whether `ty` borrows something other than `'static` data: a reference, or a lifetime
+/// argument, at any depth (`Cow<'_, str>`, `Vec<(u8, &str)>`, `Box<dyn Trait + '_>`). Unlike
+/// the input's `has_lifetime`, `'static` references are owned enough: `State<&'static str>` and
+/// `State<Option<&'static str>>` are valid states. Function pointers and `Fn` bounds are not
+/// looked into: their elided lifetimes are the call's own (`fn(&str) -> usize` borrows nothing).
 fn borrows(ty: &Type) -> bool {
+    let non_static = |lifetime: &syn::Lifetime| lifetime.ident != "static";
     match ty {
-        Type::Reference(reference) => reference
-            .lifetime
-            .as_ref()
-            .is_none_or(|lifetime| lifetime.ident != "static"),
+        Type::Reference(reference) => {
+            reference.lifetime.as_ref().is_none_or(non_static) || borrows(&reference.elem)
+        }
         Type::Paren(paren) => borrows(&paren.elem),
         Type::Group(group) => borrows(&group.elem),
-        Type::Tuple(tuple) => tuple.elems.iter().any(borrows),
+        Type::Slice(slice) => borrows(&slice.elem),
         Type::Array(array) => borrows(&array.elem),
-        // Unlike the input's `has_lifetime`, a `'static` reference inside is owned enough:
-        // `State<Option<&'static str>>` is a valid state.
-        Type::Path(path) => path.path.segments.iter().any(|segment| {
-            let PathArguments::AngleBracketed(args) = &segment.arguments else {
-                return false;
-            };
-            args.args.iter().any(|arg| match arg {
-                GenericArgument::Lifetime(lifetime) => lifetime.ident != "static",
-                GenericArgument::Type(inner) => borrows(inner),
-                _ => false,
-            })
+        Type::Tuple(tuple) => tuple.elems.iter().any(borrows),
+        Type::Path(path) => path_borrows(&path.path),
+        Type::TraitObject(object) => object.bounds.iter().any(|bound| match bound {
+            syn::TypeParamBound::Lifetime(lifetime) => non_static(lifetime),
+            syn::TypeParamBound::Trait(bound) => path_borrows(&bound.path),
+            _ => false,
         }),
         _ => false,
     }
+}
+
+/// Whether the angle-bracketed arguments of `path` borrow (see [`borrows`]).
+fn path_borrows(path: &syn::Path) -> bool {
+    path.segments.iter().any(|segment| {
+        let PathArguments::AngleBracketed(args) = &segment.arguments else {
+            return false;
+        };
+        args.args.iter().any(|arg| match arg {
+            GenericArgument::Lifetime(lifetime) => lifetime.ident != "static",
+            GenericArgument::Type(inner) => borrows(inner),
+            GenericArgument::AssocType(assoc) => borrows(&assoc.ty),
+            _ => false,
+        })
+    })
 }
 
 /// Whether a lifetime appears in the generic arguments of `path`, at any depth.

@@ -180,4 +180,14 @@ fn an_action_scoped_planned_write_passes_the_idempotency_and_restart_scenarios()
         );
     }
     assert_restart_resent_the_same_action_only(&report);
+    // What docs/testkit.md says stays: a failed commit ends its plan, so each retry plans and
+    // commits anew, under a new key by this scope, which the provider cannot recognise.
+    let retry = report
+        .check(&Scenario::RetryExhaustion.check_name())
+        .unwrap();
+    assert_eq!(
+        retry.assertions.get("exhaustion_dead_lettered"),
+        Some(&false),
+        "{report}"
+    );
 }

@@ -119,7 +119,18 @@ fn generic_answers_fail_a_strict_connector_with_a_hint() {
         "{report}"
     );
     // The hint sits on the line of the first failure that names the code (an author trial
-    // found it appended to an unrelated last line).
+    // found it appended to an unrelated last line). In some check that line is not the last,
+    // so appending to the end would not pass.
+    assert!(
+        failed.iter().any(|c| {
+            let lines: Vec<&str> = c.detail.lines().collect();
+            lines
+                .iter()
+                .position(|line| line.contains("provider.invalid_response"))
+                .is_some_and(|first| first + 1 < lines.len())
+        }),
+        "{report}"
+    );
     for check in failed {
         if let Some(line) = check
             .detail

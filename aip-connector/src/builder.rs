@@ -259,6 +259,7 @@ impl<S: ConnectorState> FreeHandlers<S> {
 
 /// Why a builder could not produce a connector.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BuildError {
     /// Two capabilities share an id.
     #[error("capability id `{0}` is added twice")]

@@ -147,7 +147,9 @@ pub struct VerifiedApprovals {
 ///
 /// Clones share one buffer. [`Secret::new`] copies the bytes it is given, so the caller's copy
 /// is the caller's to wipe; the `From<String>` and `From<Vec<u8>>` conversions take the buffer
-/// over instead, leaving no other copy behind.
+/// over instead, so the SDK makes no other copy until a request is built (where the provider
+/// client wipes its own buffers, but not the `HeaderValue` it hands to reqwest). Copies the
+/// caller made before, such as those a growing `String` left behind, stay the caller's.
 #[derive(Clone)]
 pub struct Secret(Arc<Zeroizing<Vec<u8>>>);
 

@@ -149,7 +149,8 @@ impl SecretHeader {
 
     /// The header value, marked sensitive; `None` when the secret cannot be a header value.
     /// The buffers the value is assembled in hold the secret too, so they are wiped on drop;
-    /// the `HeaderValue` itself belongs to `http` and is not.
+    /// the `HeaderValue` itself belongs to `http`, and the copies reqwest and hyper make of it
+    /// while sending, to them: those are not.
     fn value(&self) -> Option<HeaderValue> {
         let mut value = match self {
             SecretHeader::Bearer(secret) => {
@@ -161,12 +162,12 @@ impl SecretHeader {
                 let mut plain = Zeroizing::new(user.as_bytes().to_vec());
                 plain.push(b':');
                 plain.extend_from_slice(password.expose_bytes());
-                // Sized up front: a reallocation would leave a copy behind, unwiped.
-                let mut header =
-                    Zeroizing::new(String::with_capacity(6 + plain.len().div_ceil(3) * 4));
-                header.push_str("Basic ");
-                BASE64.encode_string(&*plain, &mut header);
-                HeaderValue::from_str(&header).ok()?
+                // Encoded straight into a wiped buffer of the exact size (`encode_string`
+                // goes through a stack buffer of its own, which nothing wipes).
+                let mut header = Zeroizing::new(vec![0u8; 6 + plain.len().div_ceil(3) * 4]);
+                header[..6].copy_from_slice(b"Basic ");
+                BASE64.encode_slice(&*plain, &mut header[6..]).ok()?;
+                HeaderValue::from_bytes(&header).ok()?
             }
             SecretHeader::Raw(_, secret) => HeaderValue::from_bytes(secret.expose_bytes()).ok()?,
         };

@@ -315,6 +315,11 @@ impl Harness {
     /// streams (the result is rebuilt from the terminal chunk), approves and resumes it when it
     /// waits for approval, and commits the plan when it was a `plan` whose capability cannot
     /// `execute`. Returns the final result, the chunks streamed, and the approval id if any.
+    ///
+    /// The commit of a plan has the action id `<plan's action id>_commit`, so settling the same
+    /// plan action twice sends the same commit twice (its replay, as a client resending a lost
+    /// commit gets). A plan action id within 7 bytes of the host's `max_id_bytes` gives a
+    /// commit id over it (`action.id_too_long`).
     pub async fn settle(&self, host: &Host, action: Action) -> Settled {
         let capability = self
             .definition()

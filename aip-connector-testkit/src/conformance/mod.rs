@@ -507,7 +507,7 @@ impl Evidence {
             CheckStatus::Failed
         };
         let detail = if status == CheckStatus::Passed {
-            // Every assertion made, the scenario's extra ones (`receivers_declared`,
+            // Every assertion name asserted, the scenario's extra ones (`receivers_declared`,
             // `declared_output_produced`) included: all of them held.
             let mut detail = format!("{} assertions held", self.assertions.len());
             if !self.notes.is_empty() {

@@ -24,7 +24,7 @@ use aip_connector_core::model::{
     TransactionRequest, TransactionResult,
 };
 use bytes_stream::ByteStream;
-use http::header;
+use http::header::{self, AUTHORIZATION, HeaderValue};
 
 use super::server::{EVENT_STREAM, HEALTH_PATH, MANIFEST_PATH, MESSAGES_PATH, READY_PATH};
 use crate::codes;
@@ -82,9 +82,31 @@ impl ClientError {
     }
 }
 
-/// A bearer token that never shows in `Debug` output, wiped from memory when dropped.
+/// A bearer token that never shows in `Debug` output: the `Authorization` value, built once
+/// from a buffer that is wiped, marked sensitive and shared by every request (the one copy left
+/// unwiped is the `HeaderValue`'s own, which `http` owns).
 #[derive(Clone)]
-struct Token(zeroize::Zeroizing<String>);
+enum Token {
+    Header(HeaderValue),
+    /// Not a valid header value; kept, wiped on drop, for reqwest to refuse at send.
+    Unusable(zeroize::Zeroizing<String>),
+}
+
+impl Token {
+    fn new(token: String) -> Self {
+        let token = zeroize::Zeroizing::new(token);
+        let mut bytes = zeroize::Zeroizing::new(Vec::with_capacity(7 + token.len()));
+        bytes.extend_from_slice(b"Bearer ");
+        bytes.extend_from_slice(token.as_bytes());
+        match HeaderValue::from_bytes(&bytes) {
+            Ok(mut value) => {
+                value.set_sensitive(true);
+                Token::Header(value)
+            }
+            Err(_) => Token::Unusable(token),
+        }
+    }
+}
 
 impl fmt::Debug for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -181,7 +203,7 @@ impl AipClient {
 
     /// Sends `Authorization: Bearer <token>` with every request.
     pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
-        self.token = Some(Token(zeroize::Zeroizing::new(token.into())));
+        self.token = Some(Token::new(token.into()));
         self
     }
 
@@ -213,7 +235,8 @@ impl AipClient {
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let request = self.http.request(method, format!("{}{path}", self.base));
         match &self.token {
-            Some(Token(token)) => request.bearer_auth(token.as_str()),
+            Some(Token::Header(value)) => request.header(AUTHORIZATION, value.clone()),
+            Some(Token::Unusable(token)) => request.bearer_auth(token.as_str()),
             None => request,
         }
     }
@@ -778,5 +801,23 @@ mod sse {
                 assert!(buffer.push(b": keep-alive\n\n").unwrap().is_empty());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Token;
+
+    #[test]
+    fn a_token_is_one_sensitive_authorization_value_and_never_shown() {
+        let Token::Header(value) = Token::new("tok_123".to_owned()) else {
+            panic!("a valid token is a header value");
+        };
+        assert_eq!(value, "Bearer tok_123");
+        assert!(value.is_sensitive());
+        // A token that cannot be a header value is kept for reqwest to refuse at send.
+        let unusable = Token::new("bad\nvalue".to_owned());
+        assert!(matches!(unusable, Token::Unusable(_)));
+        assert_eq!(format!("{unusable:?}"), "Token(<redacted>)");
     }
 }

@@ -30,4 +30,20 @@ async fn blink(_blink: State<Vec<(u8, &str)>>) -> Result<u64, ConnectorFailure> 
     Ok(0)
 }
 
+#[capability(id = "cap:demo:peek", risk = low, side_effects = [read], data(sensitivity = public))]
+async fn peek(_peek: State<std::sync::Arc<dyn Iterator<Item = &str> + Send + Sync>>) -> Result<u64, ConnectorFailure> {
+    Ok(0)
+}
+
+// Accepted: the elided lifetimes of a function pointer or an `Fn` bound are the call's own.
+#[capability(id = "cap:demo:count", risk = low, side_effects = [read], data(sensitivity = public))]
+async fn count(_count: State<fn(&str) -> usize>) -> Result<u64, ConnectorFailure> {
+    Ok(0)
+}
+
+#[capability(id = "cap:demo:call", risk = low, side_effects = [read], data(sensitivity = public))]
+async fn call(_call: State<std::sync::Arc<dyn Fn(&str) -> usize + Send + Sync>>) -> Result<u64, ConnectorFailure> {
+    Ok(0)
+}
+
 fn main() {}
