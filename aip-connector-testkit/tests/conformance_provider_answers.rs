@@ -131,6 +131,15 @@ fn generic_answers_fail_a_strict_connector_with_a_hint() {
         }),
         "{report}"
     );
+    // Statuses read as on the wire (`failed`, `outcome_unknown`), not as Rust debug output.
+    let text = report.to_string();
+    for debug in ["Some(", "`Failed`", "OutcomeUnknown"] {
+        assert!(!text.contains(debug), "{debug}: {report}");
+    }
+    assert!(
+        text.contains("answered `failed` (`provider.invalid_response`)"),
+        "{report}"
+    );
     for check in failed {
         if let Some(line) = check
             .detail

@@ -1,5 +1,7 @@
 //! `ActionResult`, message parts, stream chunks and acknowledgements (`aip-model.md` §4.2).
 
+use std::fmt;
+
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -246,7 +248,7 @@ fn looks_wrapped(object: &Map<String, Value>) -> bool {
 #[non_exhaustive]
 pub enum OutputError {
     /// The result is not `completed`, so it carries no output of the capability.
-    #[error("the action did not complete: its result is {}{}", status_name(*.status), error_suffix(.error.as_deref()))]
+    #[error("the action did not complete: its result is `{status}`{}", error_suffix(.error.as_deref()))]
     NotCompleted {
         /// The result's status.
         status: ActionResultStatus,
@@ -256,16 +258,6 @@ pub enum OutputError {
     /// The output is not a value of the requested type.
     #[error("the output does not decode into the requested type: {0}")]
     Decode(#[source] serde_json::Error),
-}
-
-fn status_name(status: ActionResultStatus) -> &'static str {
-    match status {
-        ActionResultStatus::Completed => "`completed`",
-        ActionResultStatus::Failed => "`failed`",
-        ActionResultStatus::Cancelled => "`cancelled`",
-        ActionResultStatus::PendingApproval => "`pending_approval`",
-        ActionResultStatus::RequiresHuman => "`requires_human`",
-    }
 }
 
 fn error_suffix(error: Option<&ProtocolError>) -> String {
@@ -288,6 +280,35 @@ pub enum ActionResultStatus {
     PendingApproval,
     /// A human must take over.
     RequiresHuman,
+}
+
+impl ActionResultStatus {
+    /// Every status, in declaration order.
+    pub const ALL: [Self; 5] = [
+        Self::Completed,
+        Self::Failed,
+        Self::Cancelled,
+        Self::PendingApproval,
+        Self::RequiresHuman,
+    ];
+
+    /// The wire name (`pending_approval`, ...), as serde spells it: for messages and logs.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+            Self::PendingApproval => "pending_approval",
+            Self::RequiresHuman => "requires_human",
+        }
+    }
+}
+
+/// The wire name (see [`ActionResultStatus::as_str`]).
+impl fmt::Display for ActionResultStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One part of a user-facing message, tagged on `type`.
@@ -531,6 +552,26 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// `as_str` and `Display` spell statuses as serde does, so messages and the wire agree.
+    #[test]
+    fn status_names_are_the_wire_spelling() {
+        for status in ActionResultStatus::ALL {
+            assert_eq!(
+                serde_json::to_value(status).unwrap(),
+                Value::String(status.to_string())
+            );
+            assert_eq!(status.to_string(), status.as_str());
+        }
+        let refused = OutputError::NotCompleted {
+            status: ActionResultStatus::PendingApproval,
+            error: None,
+        };
+        assert_eq!(
+            refused.to_string(),
+            "the action did not complete: its result is `pending_approval`"
+        );
+    }
     use crate::model::ErrorCategory;
 
     #[test]

@@ -1,6 +1,8 @@
 //! Transaction wire types (`aip-model.md` §4.4) and the reconciliation request/answer of the
 //! connector layer (§9.3).
 
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -63,6 +65,34 @@ impl TransactionProtocolStatus {
         Self::Reconciling,
         Self::Reconciled,
     ];
+
+    /// The wire name (`outcome_unknown`, ...), as serde spells it: for messages, logs and
+    /// store columns.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::DryRunCompleted => "dry_run_completed",
+            Self::Planned => "planned",
+            Self::Prepared => "prepared",
+            Self::Committing => "committing",
+            Self::Committed => "committed",
+            Self::Compensating => "compensating",
+            Self::Compensated => "compensated",
+            Self::RequiresHuman => "requires_human",
+            Self::Cancelled => "cancelled",
+            Self::RollbackNotSupported => "rollback_not_supported",
+            Self::Failed => "failed",
+            Self::OutcomeUnknown => "outcome_unknown",
+            Self::Reconciling => "reconciling",
+            Self::Reconciled => "reconciled",
+        }
+    }
+}
+
+/// The wire name (see [`TransactionProtocolStatus::as_str`]).
+impl fmt::Display for TransactionProtocolStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A provider-side operation, recorded so an uncertain outcome can be reconciled.
@@ -414,6 +444,17 @@ mod tests {
     use time::macros::datetime;
 
     use super::*;
+
+    /// `as_str` and `Display` spell statuses as serde does (stores and messages rely on it).
+    #[test]
+    fn status_names_are_the_wire_spelling() {
+        for status in TransactionProtocolStatus::ALL {
+            assert_eq!(
+                serde_json::to_value(status).unwrap(),
+                serde_json::Value::String(status.to_string())
+            );
+        }
+    }
     use crate::model::{
         ApproverSelector, CompensationMode, PrincipalKind, TenantRef, TransactionMode,
     };

@@ -276,6 +276,35 @@ pub enum ApprovalStatus {
     Revoked,
 }
 
+impl ApprovalStatus {
+    /// Every status, in declaration order.
+    pub const ALL: [Self; 5] = [
+        Self::Pending,
+        Self::Approved,
+        Self::Denied,
+        Self::Expired,
+        Self::Revoked,
+    ];
+
+    /// The wire name (`pending`, ...), as serde spells it: for messages, logs and store columns.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Denied => "denied",
+            Self::Expired => "expired",
+            Self::Revoked => "revoked",
+        }
+    }
+}
+
+/// The wire name (see [`ApprovalStatus::as_str`]).
+impl std::fmt::Display for ApprovalStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A durable approval request and the decisions recorded on it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ApprovalRecord {

@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use aip_connector_core::ids::{ActionId, ApprovalId, TransactionId};
-use aip_connector_core::model::TransactionProtocolStatus;
 use async_trait::async_trait;
 use rusqlite::{
     Connection, ErrorCode, OptionalExtension, Params, TransactionBehavior, ffi, params,
@@ -24,10 +23,9 @@ use tokio::sync::Semaphore;
 use super::purgeable_approval_sql;
 use super::transaction::finished_statuses_sql;
 use super::{
-    ApprovalRecord, ApprovalStatus, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore,
-    KeyEntry, Millis, Purged, Reservation, ReserveOutcome, StoreError, TransactionRecord,
-    TransactionStore, Transition, TransitionOutcome, claim, record_is_live, reservation_is_live,
-    stored_under,
+    ApprovalRecord, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore, KeyEntry, Millis,
+    Purged, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
+    Transition, TransitionOutcome, claim, record_is_live, reservation_is_live, stored_under,
 };
 
 /// How long a statement waits for another connection's write lock before failing.
@@ -470,38 +468,6 @@ fn unsigned_from_sql(what: &str, value: i64) -> Result<u64, StoreError> {
     u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("{what} is negative")))
 }
 
-/// The `status` column value; equal to the status's JSON spelling.
-fn status_name(status: ApprovalStatus) -> &'static str {
-    match status {
-        ApprovalStatus::Pending => "pending",
-        ApprovalStatus::Approved => "approved",
-        ApprovalStatus::Denied => "denied",
-        ApprovalStatus::Expired => "expired",
-        ApprovalStatus::Revoked => "revoked",
-    }
-}
-
-/// The `status` column value of a transaction; equal to the status's JSON spelling.
-fn transaction_status_name(status: TransactionProtocolStatus) -> &'static str {
-    use TransactionProtocolStatus as S;
-    match status {
-        S::DryRunCompleted => "dry_run_completed",
-        S::Planned => "planned",
-        S::Prepared => "prepared",
-        S::Committing => "committing",
-        S::Committed => "committed",
-        S::Compensating => "compensating",
-        S::Compensated => "compensated",
-        S::RequiresHuman => "requires_human",
-        S::Cancelled => "cancelled",
-        S::RollbackNotSupported => "rollback_not_supported",
-        S::Failed => "failed",
-        S::OutcomeUnknown => "outcome_unknown",
-        S::Reconciling => "reconciling",
-        S::Reconciled => "reconciled",
-    }
-}
-
 /// A revision as an SQLite integer; one past `i64::MAX` cannot be stored.
 fn revision_to_sql(revision: u64) -> Result<i64, StoreError> {
     i64::try_from(revision)
@@ -805,7 +771,7 @@ impl ApprovalStore for SqliteStore {
                  VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7)",
                 params![
                     record.approval_id.as_str(),
-                    status_name(record.status),
+                    record.status.as_str(),
                     record.resumed,
                     body,
                     millis_to_sql(record.created_at_ms),
@@ -889,7 +855,7 @@ impl ApprovalStore for SqliteStore {
                  WHERE approval_id = ?1 AND version = ?6",
                 params![
                     record.approval_id.as_str(),
-                    status_name(record.status),
+                    record.status.as_str(),
                     record.resumed,
                     next,
                     body,
@@ -975,7 +941,7 @@ impl TransactionStore for SqliteStore {
                     record.transaction_id.as_str(),
                     record.action_id.as_str(),
                     record.plan_id(),
-                    transaction_status_name(record.status),
+                    record.status.as_str(),
                     record.is_recoverable(),
                     body,
                     record.finished_at_ms().map(millis_to_sql)
@@ -1060,7 +1026,7 @@ impl TransactionStore for SqliteStore {
                     id.as_str(),
                     next.action_id.as_str(),
                     next.plan_id(),
-                    transaction_status_name(next.status),
+                    next.status.as_str(),
                     revision_to_sql(next.revision)?,
                     next.is_recoverable(),
                     body,
@@ -1109,8 +1075,11 @@ mod tests {
     use std::path::PathBuf;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
+    use crate::store::ApprovalStatus;
     use aip_connector_core::ids::{ActionId, CapabilityId, PrincipalId};
-    use aip_connector_core::model::{ActionResult, ActionResultStatus, IdempotencyKeyScope};
+    use aip_connector_core::model::{
+        ActionResult, ActionResultStatus, IdempotencyKeyScope, TransactionProtocolStatus,
+    };
     use serde_json::json;
 
     use super::super::fixtures::{RetentionRows, approval, planned};
@@ -1335,7 +1304,7 @@ mod tests {
                          VALUES (?1, ?2, 0, 0, ?3)",
                         params![
                             record.approval_id.as_str(),
-                            status_name(record.status),
+                            record.status.as_str(),
                             serde_json::to_string(record).unwrap()
                         ],
                     )
@@ -1351,7 +1320,7 @@ mod tests {
                             record.transaction_id.as_str(),
                             record.action_id.as_str(),
                             record.plan_id(),
-                            transaction_status_name(record.status),
+                            record.status.as_str(),
                             record.is_recoverable(),
                             serde_json::to_string(record).unwrap()
                         ],
@@ -1506,7 +1475,7 @@ mod tests {
         ] {
             assert_eq!(
                 serde_json::to_value(status).unwrap(),
-                json!(status_name(status))
+                json!(status.as_str())
             );
         }
     }
@@ -1517,7 +1486,7 @@ mod tests {
         for status in TransactionProtocolStatus::ALL {
             assert_eq!(
                 serde_json::to_value(status).unwrap(),
-                json!(transaction_status_name(status))
+                json!(status.as_str())
             );
         }
     }

@@ -95,7 +95,7 @@ async fn scenario(h: &Harness) -> Evidence {
         approval_id_of(&gate).filter(|_| gate.status == ActionResultStatus::PendingApproval)
     else {
         let why = format!(
-            "`{id}` requires approval but answered `{:?}` ({}) instead of `pending_approval`",
+            "`{id}` requires approval but answered `{}` ({}) instead of `pending_approval`",
             gate.status,
             code(&gate)
         );
@@ -174,7 +174,7 @@ async fn scenario(h: &Harness) -> Evidence {
             code(&early) == codes::POLICY_APPROVAL_NOT_GRANTED && calls == 0 && effects == 0,
             || {
                 format!(
-                    "with {} of the approvals `{id}` needs, a resume answered `{:?}` ({}); the handler had run {calls} time(s) and the provider held {effects} effect(s)",
+                    "with {} of the approvals `{id}` needs, a resume answered `{}` ({}); the handler had run {calls} time(s) and the provider held {effects} effect(s)",
                     accepted.len(),
                     early.status,
                     code(&early)
@@ -198,9 +198,9 @@ async fn scenario(h: &Harness) -> Evidence {
             && accepted.len() >= minimum,
         || {
             format!(
-                "after {} accepted approval(s) the request of `{id}` is {:?} (the policy needs at least {minimum} distinct approvers)",
+                "after {} accepted approval(s) the request of `{id}` is {} (the policy needs at least {minimum} distinct approvers)",
                 accepted.len(),
-                record.as_ref().map(|r| r.status)
+                super::maybe(record.as_ref().map(|r| r.status))
             )
         },
     );
@@ -275,7 +275,7 @@ async fn scenario(h: &Harness) -> Evidence {
     if one_run_calls != 1 {
         evidence.assert("resume_once", false, || {
             format!(
-                "resuming the approved request of `{id}` ran its handler {one_run_calls} time(s) (result `{:?}`, {})",
+                "resuming the approved request of `{id}` ran its handler {one_run_calls} time(s) (result `{}`, {})",
                 resumed.status,
                 code(&resumed)
             )
@@ -306,7 +306,7 @@ async fn resume_twice(
     let Some(approval) = approval_id_of(&gate) else {
         evidence.assert("resume_once", false, || {
             format!(
-                "a second call of `{id}` answered `{:?}` ({}) instead of waiting for approval",
+                "a second call of `{id}` answered `{}` ({}) instead of waiting for approval",
                 gate.status,
                 code(&gate)
             )
@@ -373,6 +373,6 @@ fn outcome<T>(result: &Result<T, aip_connector::model::ProtocolError>) -> String
 fn code_or_status(result: &ActionResult) -> String {
     match &result.error {
         Some(error) => format!("`{}`", error.code),
-        None => format!("`{:?}`", result.status),
+        None => format!("`{}`", result.status),
     }
 }

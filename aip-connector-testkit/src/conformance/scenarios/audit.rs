@@ -112,12 +112,12 @@ pub(super) async fn run(h: &Harness) -> Evidence {
                 !receipts.is_empty() && TransactionReceipt::chain_is_intact(receipts),
                 || match &view {
                     None => format!(
-                        "`{id}` settled {:?} `{}` and its transaction has no durable view",
+                        "`{id}` settled `{}` (`{}`) and its transaction has no durable view",
                         settled.result.status,
                         code(&settled.result)
                     ),
                     Some(view) => format!(
-                        "the transaction `{}` of `{id}` ({:?}) has {} receipt(s); chain intact: {}",
+                        "the transaction `{}` of `{id}` (`{}`) has {} receipt(s); chain intact: {}",
                         view.transaction_id,
                         view.status,
                         receipts.len(),
@@ -131,7 +131,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
                 record.is_some() || approval.is_some(),
                 || {
                     format!(
-                        "`{id}` has no transaction contract, and its keyed call settled {:?} `{}` without leaving an idempotency or approval record",
+                        "`{id}` has no transaction contract, and its keyed call settled `{}` (`{}`) without leaving an idempotency or approval record",
                         settled.result.status,
                         code(&settled.result)
                     )

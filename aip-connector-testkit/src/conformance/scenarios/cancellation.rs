@@ -95,7 +95,7 @@ async fn before_dispatch(
             evidence.artifact(format!("action:{}", planned.action_id));
             evidence.assert("before_dispatch_cancelled", false, || {
                 format!(
-                    "planning `{id}` answered `{:?}` ({}) without a plan",
+                    "planning `{id}` answered `{}` ({}) without a plan",
                     planned.status,
                     code(&planned)
                 )
@@ -114,7 +114,7 @@ async fn before_dispatch(
         early == CancelOutcome::Pending && ran == 0 && status == ActionResultStatus::Cancelled,
         || {
             format!(
-                "a cancel sent for an action of `{id}` before it started answered {early:?}; the action then ran its handler {ran} time(s) and settled `{status:?}` ({}) instead of `cancelled` without running",
+                "a cancel sent for an action of `{id}` before it started answered {early:?}; the action then ran its handler {ran} time(s) and settled `{status}` ({}) instead of `cancelled` without running",
                 code(&driven.result)
             )
         },
@@ -175,7 +175,7 @@ async fn in_flight(
             evidence.artifact(format!("action:{}", planned.action_id));
             evidence.assert("in_flight_cancelled", false, || {
                 format!(
-                    "planning `{id}` answered `{:?}` ({}) without a plan",
+                    "planning `{id}` answered `{}` ({}) without a plan",
                     planned.status,
                     code(&planned)
                 )
@@ -200,7 +200,7 @@ async fn in_flight(
             evidence.artifact(format!("action:{}", result.action_id));
             evidence.assert("in_flight_cancelled", false, || {
                     format!(
-                        "`{id}` settled `{:?}` ({}) before it could be cancelled in flight: with every provider call slowed by {DELAY:?} it never waited for the provider",
+                        "`{id}` settled `{}` ({}) before it could be cancelled in flight: with every provider call slowed by {DELAY:?} it never waited for the provider",
                         result.status,
                         code(&result)
                     )
@@ -257,7 +257,7 @@ async fn in_flight(
         result.status == ActionResultStatus::Cancelled,
         || {
             format!(
-                "`{id}` cancelled in flight settled `{:?}` ({}) instead of `cancelled`",
+                "`{id}` cancelled in flight settled `{}` ({}) instead of `cancelled`",
                 result.status,
                 code(&result)
             )
@@ -310,7 +310,7 @@ async fn in_flight(
             && h.probe().calls(&id) == calls_before,
         || {
             format!(
-                "a duplicate of the cancelled call of `{id}` answered `{:?}` (replay: {}) instead of replaying the cancellation",
+                "a duplicate of the cancelled call of `{id}` answered `{}` (replay: {}) instead of replaying the cancellation",
                 replay.status,
                 replay.is_idempotent_replay()
             )
@@ -400,7 +400,7 @@ async fn late_cancel(
     if !settled {
         evidence.assert("late_cancel_preserved_terminal", false, || {
             format!(
-                "the example of `{id}` did not settle (`{:?}`, {}), so nothing stored could be checked",
+                "the example of `{id}` did not settle (`{}`, {}), so nothing stored could be checked",
                 driven.result.status,
                 code(&driven.result)
             )
@@ -440,7 +440,7 @@ async fn late_cancel(
         same && replay.is_idempotent_replay() && h.probe().calls(&id) == calls_before,
         || {
             format!(
-                "after a late cancel, a duplicate of `{id}` answered `{:?}` ({}; replay: {}) where the settled result was `{:?}` ({})",
+                "after a late cancel, a duplicate of `{id}` answered `{}` ({}; replay: {}) where the settled result was `{}` ({})",
                 replay.status,
                 code(&replay),
                 replay.is_idempotent_replay(),
@@ -463,9 +463,9 @@ async fn late_cancel(
     };
     evidence.assert("late_cancel_preserved_terminal", unchanged, || {
         format!(
-            "a late cancel changed the transaction of `{id}`: {:?} → {:?}",
-            view_before.as_ref().map(|v| v.status),
-            view_after.as_ref().map(|v| v.status)
+            "a late cancel changed the transaction of `{id}`: {} → {}",
+            super::maybe(view_before.as_ref().map(|v| v.status)),
+            super::maybe(view_after.as_ref().map(|v| v.status))
         )
     });
 }

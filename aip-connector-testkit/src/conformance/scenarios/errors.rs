@@ -159,7 +159,7 @@ impl Target<'_> {
             let Some(failure) = failure else {
                 evidence.assert("protocol_fields_preserved", false, || {
                     format!(
-                        "`{id}` with the provider answering {status} settled {:?} `{}`, but its handler returned no failure",
+                        "`{id}` with the provider answering {status} settled `{}` (`{}`), but its handler returned no failure",
                         result.status,
                         code(&result)
                     )
@@ -197,7 +197,7 @@ impl Target<'_> {
                 result.status == ActionResultStatus::Failed && differing.is_empty(),
                 || {
                     format!(
-                        "`{id}` with the provider answering {status} settled {:?}; fields lost between the connector failure and the action result: {}",
+                        "`{id}` with the provider answering {status} settled `{}`; fields lost between the connector failure and the action result: {}",
                         result.status,
                         differing.join("; ")
                     )
@@ -370,7 +370,7 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
     let Some(view) = view else {
         evidence.assert("uncertain_outcome_reconciled", false, || {
             format!(
-                "`{id}` with its answer lost after the provider committed settled {:?} `{}` and left no transaction record",
+                "`{id}` with its answer lost after the provider committed settled `{}` (`{}`) and left no transaction record",
                 lost.result.status,
                 code(&lost.result)
             )
@@ -382,7 +382,7 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
     let unknown = view.status == TransactionProtocolStatus::OutcomeUnknown;
     evidence.assert("uncertain_outcome_reconciled", unknown, || {
         format!(
-            "`{id}` with its answer lost after the provider committed settled `{}` (uncertain: {}), and its transaction `{transaction_id}` is {:?}, not outcome_unknown",
+            "`{id}` with its answer lost after the provider committed settled `{}` (uncertain: {}), and its transaction `{transaction_id}` is `{}`, not `outcome_unknown`",
             code(&lost.result),
             show(
                 lost.result
@@ -426,7 +426,7 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
         code(&refused.result) == expected,
         || {
             format!(
-                "running `{id}`'s transaction `{transaction_id}` again after its unknown outcome answered {:?} `{}` instead of `{expected}`",
+                "running `{id}`'s transaction `{transaction_id}` again after its unknown outcome answered `{}` (`{}`) instead of `{expected}`",
                 refused.result.status,
                 code(&refused.result)
             )
@@ -465,10 +465,11 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
             && after == Some(TransactionProtocolStatus::Reconciled),
         || {
             format!(
-                "reconciling `{id}`'s transaction `{transaction_id}` answered {:?} `{}` (output {}), leaving it {after:?} instead of reconciled",
+                "reconciling `{id}`'s transaction `{transaction_id}` answered `{}` (`{}`) (output {}), leaving it {} instead of `reconciled`",
                 reconciled.result.status,
                 code(&reconciled.result),
-                show(reconciled.result.output.as_ref())
+                show(reconciled.result.output.as_ref()),
+                super::maybe(after)
             )
         },
     );

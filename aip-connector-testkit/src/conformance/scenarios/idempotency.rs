@@ -99,7 +99,7 @@ async fn duplicates(
         second.result.is_idempotent_replay() && calls == 1 && pair_effects == first_effects,
         || {
             format!(
-                "`{id}` sent twice with key `{key}`: the second answer was {:?} `{}` (idempotent replay: {}), the handler ran {calls} time(s), the provider committed {pair_effects} effect(s) where the first call alone committed {first_effects}",
+                "`{id}` sent twice with key `{key}`: the second answer was `{}` (`{}`) (idempotent replay: {}), the handler ran {calls} time(s), the provider committed {pair_effects} effect(s) where the first call alone committed {first_effects}",
                 second.result.status,
                 code(&second.result),
                 second.result.is_idempotent_replay()
@@ -108,7 +108,7 @@ async fn duplicates(
     );
     if first.result.status != ActionResultStatus::Completed {
         evidence.note(format!(
-            "`{id}` on its example answered {:?} `{}`",
+            "`{id}` on its example answered `{}` (`{}`)",
             first.result.status,
             code(&first.result)
         ));
@@ -154,7 +154,7 @@ async fn duplicates(
         && first.result.status == ActionResultStatus::Completed
     {
         evidence.note(format!(
-            "`{id}` delivered again answered {:?} `{}` where the first delivery completed",
+            "`{id}` delivered again answered `{}` (`{}`) where the first delivery completed",
             redelivered.result.status,
             code(&redelivered.result)
         ));
@@ -232,7 +232,7 @@ async fn collision(
     let Some(stored) = h.idempotency_record(&original_action).await else {
         evidence.assert("collision_rejected", false, || {
             format!(
-                "`{id}` on its example answered {:?} `{}` and left no idempotency record under key `{key}`, so a reuse of the key has nothing to collide with",
+                "`{id}` on its example answered `{}` (`{}`) and left no idempotency record under key `{key}`, so a reuse of the key has nothing to collide with",
                 original.result.status,
                 code(&original.result)
             )
@@ -286,7 +286,7 @@ async fn collision(
         };
         evidence.assert("collision_rejected", held && ran == 0 && sent == 0, || {
             format!(
-                "`{id}` ({behavior:?}): {who} reusing key `{key}` with another input answered {:?} `{}` (replay: {}) instead of {expected}; the handler ran {ran} time(s), {sent} provider request(s)",
+                "`{id}` ({behavior:?}): {who} reusing key `{key}` with another input answered `{}` (`{}`) (replay: {}) instead of {expected}; the handler ran {ran} time(s), {sent} provider request(s)",
                 result.status,
                 code(&result),
                 result.is_idempotent_replay()

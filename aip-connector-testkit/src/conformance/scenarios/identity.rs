@@ -97,7 +97,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     // is nothing to leak, and a call refused at its credential check never reaches the key.
     if first.status != ActionResultStatus::Completed {
         evidence.note(format!(
-            "tenant_isolated: `{}` settled {:?} `{}` for tenant `{TENANT}`, so no completed result was stored under the shared key",
+            "tenant_isolated: `{}` settled `{}` (`{}`) for tenant `{TENANT}`, so no completed result was stored under the shared key",
             capability.id(),
             first.status,
             code(&first)

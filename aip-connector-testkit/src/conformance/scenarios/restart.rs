@@ -110,7 +110,7 @@ async fn scenario(h: &Harness) -> Evidence {
     }
     evidence.assert("state_recovered", settled, || {
         format!(
-            "the example of `{id}` did not settle before the restart (`{:?}`, {})",
+            "the example of `{id}` did not settle before the restart (`{}`, {})",
             driven.result.status,
             code(&driven.result)
         )
@@ -123,7 +123,7 @@ async fn scenario(h: &Harness) -> Evidence {
             && probe.calls(&id) == 0,
         || {
             format!(
-                "the restarted host answered a duplicate of the settled call of `{id}` with `{:?}` ({}; replay: {}) and ran the handler {} time(s); before the restart it was `{:?}` ({})",
+                "the restarted host answered a duplicate of the settled call of `{id}` with `{}` ({}; replay: {}) and ran the handler {} time(s); before the restart it was `{}` ({})",
                 replay.status,
                 code(&replay),
                 replay.is_idempotent_replay(),
@@ -144,9 +144,9 @@ async fn scenario(h: &Harness) -> Evidence {
     };
     evidence.assert("state_recovered", same_view, || {
         format!(
-            "the restarted host reads the transaction of `{id}` as {:?}; the first host read {:?}",
-            view_after.as_ref().map(|v| v.status),
-            view_before.as_ref().map(|v| v.status)
+            "the restarted host reads the transaction of `{id}` as {}; the first host read {}",
+            super::maybe(view_after.as_ref().map(|v| v.status)),
+            super::maybe(view_before.as_ref().map(|v| v.status))
         )
     });
     if let Some(approval) = &driven.approval_id {
@@ -183,7 +183,7 @@ async fn scenario(h: &Harness) -> Evidence {
         let (second, _) = h.run_once(&restarted, again).await;
         evidence.artifact(format!("action:{}", second.action_id));
         format!(
-            "the same key under a new action id answered `{:?}`, {}",
+            "the same key under a new action id answered `{}`, {}",
             second.status,
             code(&second)
         )
@@ -242,7 +242,7 @@ async fn reconnect_cursor_resumed(h: &Harness, evidence: &mut Evidence) {
             Err(planned) => {
                 evidence.assert("reconnect_cursor_resumed", false, || {
                     format!(
-                        "planning `{id}` answered `{:?}` ({}) without a plan",
+                        "planning `{id}` answered `{}` ({}) without a plan",
                         planned.status,
                         code(&planned)
                     )
@@ -264,7 +264,7 @@ async fn reconnect_cursor_resumed(h: &Harness, evidence: &mut Evidence) {
         let Some(unknown) = unknown else {
             evidence.assert("reconnect_cursor_resumed", false, || {
                 format!(
-                    "the provider committed `{id}` on `{route}` and dropped the connection, yet the call settled `{:?}` ({}) instead of an unknown outcome to reconcile",
+                    "the provider committed `{id}` on `{route}` and dropped the connection, yet the call settled `{}` ({}) instead of an unknown outcome to reconcile",
                     uncertain.result.status,
                     code(&uncertain.result)
                 )
@@ -285,7 +285,7 @@ async fn reconnect_cursor_resumed(h: &Harness, evidence: &mut Evidence) {
             break;
         }
         evidence.note(format!(
-            "the reconciliation of `{id}` answered `{:?}` ({}) while the provider said `pending`: no cursor was recorded before the restart",
+            "the reconciliation of `{id}` answered `{}` ({}) while the provider said `pending`: no cursor was recorded before the restart",
             round.status,
             code(&round)
         ));
@@ -350,16 +350,17 @@ async fn reconnect_cursor_resumed(h: &Harness, evidence: &mut Evidence) {
             && settled.as_ref().map(|v| v.status) == Some(Status::Reconciled),
         || {
             format!(
-                "the restarted host's reconciliation of `{id}` answered `{:?}` ({}) and left the transaction {:?}",
+                "the restarted host's reconciliation of `{id}` answered `{}` ({}) and left the transaction {}",
                 result.status,
                 code(&result),
-                settled.as_ref().map(|v| v.status)
+                super::maybe(settled.as_ref().map(|v| v.status))
             )
         },
     );
     if pending_round {
         evidence.note(format!(
-            "reconnect_cursor_resumed: the restarted host resumed `{id}` from cursor {cursor:?}"
+            "reconnect_cursor_resumed: the restarted host resumed `{id}` from cursor {}",
+            super::maybe(cursor.as_deref())
         ));
     }
 }

@@ -205,7 +205,7 @@ impl Target<'_> {
                 }),
             || {
                 format!(
-                    "`{id}` with the provider answering {status} (Retry-After: {seconds}) settled {:?} with error {}; the handler failed with {}",
+                    "`{id}` with the provider answering {status} (Retry-After: {seconds}) settled `{}` with error {}; the handler failed with {}",
                     result.status,
                     error.map_or("none".to_owned(), |e| format!(
                         "`{}` (category {:?}, retryable {:?})",
@@ -247,7 +247,7 @@ impl Target<'_> {
         );
         if retried.settled.result.status != ActionResultStatus::Completed {
             evidence.note(format!(
-                "`{id}` retried after a {status} answered {:?} `{}`",
+                "`{id}` retried after a {status} answered `{}` (`{}`)",
                 retried.settled.result.status,
                 code(&retried.settled.result)
             ));
@@ -385,7 +385,7 @@ impl Target<'_> {
             .collect();
         evidence.assert("exhaustion_dead_lettered", dead_letter && stored && ran == 0, || {
             format!(
-                "`{id}` under key `{key}` with the provider answering 503 every time: attempts 1 to {} settled {}; attempt {limit} settled {:?} `{}` with details {} (expected `{}`, not retryable, {limit} attempts, last error `{}`); the store holds {} under the key; attempt {} ran the handler {ran} time(s) and answered `{}`",
+                "`{id}` under key `{key}` with the provider answering 503 every time: attempts 1 to {} settled {}; attempt {limit} settled `{}` (`{}`) with details {} (expected `{}`, not retryable, {limit} attempts, last error `{}`); the store holds {} under the key; attempt {} ran the handler {ran} time(s) and answered `{}`",
                 limit - 1,
                 earlier.join(", "),
                 result.status,

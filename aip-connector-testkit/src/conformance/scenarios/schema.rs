@@ -132,7 +132,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
                 code(&result) == codes::ACTION_INPUT_SCHEMA_INVALID,
                 || {
                     format!(
-                        "`{}` with {what} answered {:?} `{}` instead of `{}`",
+                        "`{}` with {what} answered `{}` (`{}`) instead of `{}`",
                         capability.id(),
                         result.status,
                         code(&result),
@@ -174,7 +174,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             && code(&settled.result) != codes::ACTION_OUTPUT_SCHEMA_INVALID
         {
             evidence.note(format!(
-                "declared_output_produced: `{}` on its declared example settled {:?} `{}`, so no output of it was checked",
+                "declared_output_produced: `{}` on its declared example settled `{}` (`{}`), so no output of it was checked",
                 capability.id(),
                 settled.result.status,
                 code(&settled.result)
@@ -217,7 +217,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
                 code(&settled.result) == codes::ACTION_OUTPUT_SCHEMA_INVALID,
                 || {
                     format!(
-                        "`{}` returning {output} answered {:?} `{}` instead of `{}`",
+                        "`{}` returning {output} answered `{}` (`{}`) instead of `{}`",
                         capability.id(),
                         settled.result.status,
                         code(&settled.result),

@@ -494,7 +494,7 @@ async fn scenario(h: &Harness) -> Evidence {
         // streamed nothing, and the chunk counts below would blame the handler for it.
         evidence.assert("ordered_chunks", false, || {
             format!(
-                "the stream of `{id}` ended `{:?}` ({}) before its handler ran: it was not let through the approval gate",
+                "the stream of `{id}` ended `{}` ({}) before its handler ran: it was not let through the approval gate",
                 refused.status,
                 super::code(refused)
             )

@@ -143,7 +143,7 @@ async fn plan_before_commit(h: &Harness, evidence: &mut Evidence) {
             && [codes::ACTION_INVALID, codes::TRANSACTION_PLAN_REQUIRED].contains(&code(&refused)),
         || {
             format!(
-                "a commit of `{id}` without a plan answered `{:?}` ({})",
+                "a commit of `{id}` without a plan answered `{}` ({})",
                 refused.status,
                 code(&refused)
             )
@@ -163,7 +163,7 @@ async fn plan_before_commit(h: &Harness, evidence: &mut Evidence) {
         code(&unknown.result) == codes::TRANSACTION_PLAN_NOT_FOUND,
         || {
             format!(
-                "a commit of `{id}` naming a plan nobody made answered `{:?}` ({}) instead of `{}`",
+                "a commit of `{id}` naming a plan nobody made answered `{}` ({}) instead of `{}`",
                 unknown.result.status,
                 code(&unknown.result),
                 codes::TRANSACTION_PLAN_NOT_FOUND
@@ -199,7 +199,7 @@ async fn plan_before_commit(h: &Harness, evidence: &mut Evidence) {
     let Some(commit) = h.commit_for(&plan_action, &planned) else {
         evidence.assert("plan_before_commit", false, || {
             format!(
-                "planning `{id}` answered `{:?}` ({}) without a plan",
+                "planning `{id}` answered `{}` ({}) without a plan",
                 planned.status,
                 code(&planned)
             )
@@ -221,8 +221,8 @@ async fn plan_before_commit(h: &Harness, evidence: &mut Evidence) {
             && planned_view.as_ref().map(|v| v.status) == Some(Status::Planned),
         || {
             format!(
-                "before its commit, the plan of `{id}` is {:?}, the handler ran {} time(s) and the provider holds {effects_planned} new effect(s)",
-                planned_view.as_ref().map(|v| v.status),
+                "before its commit, the plan of `{id}` is {}, the handler ran {} time(s) and the provider holds {effects_planned} new effect(s)",
+                super::maybe(planned_view.as_ref().map(|v| v.status)),
                 calls() - calls_start
             )
         },
@@ -242,11 +242,11 @@ async fn plan_before_commit(h: &Harness, evidence: &mut Evidence) {
             && committed_view.as_ref().map(|v| v.status) == Some(Status::Committed),
         || {
             format!(
-                "committing the plan of `{id}` answered `{:?}` ({}), ran the handler {} time(s), left the transaction {:?}",
+                "committing the plan of `{id}` answered `{}` ({}), ran the handler {} time(s), left the transaction {}",
                 committed.result.status,
                 code(&committed.result),
                 calls() - calls_start,
-                committed_view.as_ref().map(|v| v.status)
+                super::maybe(committed_view.as_ref().map(|v| v.status))
             )
         },
     );
@@ -261,7 +261,7 @@ async fn plan_before_commit(h: &Harness, evidence: &mut Evidence) {
             && calls() == calls_start + 1,
         || {
             format!(
-                "a second commit of the same plan of `{id}` answered `{:?}` ({}) instead of `{}`",
+                "a second commit of the same plan of `{id}` answered `{}` ({}) instead of `{}`",
                 again.result.status,
                 code(&again.result),
                 codes::TRANSACTION_PLAN_ALREADY_CLAIMED
@@ -293,7 +293,7 @@ async fn provider_operation_checkpointed(h: &Harness, evidence: &mut Evidence) {
         if driven.result.status != ActionResultStatus::Completed {
             evidence.assert("provider_operation_checkpointed", false, || {
                 format!(
-                    "the example of `{id}` did not complete (`{:?}`, {}), so no settled transaction could be read",
+                    "the example of `{id}` did not complete (`{}`, {}), so no settled transaction could be read",
                     driven.result.status,
                     code(&driven.result)
                 )
@@ -318,8 +318,8 @@ async fn provider_operation_checkpointed(h: &Harness, evidence: &mut Evidence) {
                     .is_some_and(|o| !o.provider.trim().is_empty() && !o.operation_id.trim().is_empty()),
             || {
                 format!(
-                    "after `{id}` committed, its transaction ({:?}) names no provider operation: its handler never recorded one with `Checkpoint`, so an unknown outcome of it could not be reconciled",
-                    view.as_ref().map(|v| v.status)
+                    "after `{id}` committed, its transaction ({}) names no provider operation: its handler never recorded one with `Checkpoint`, so an unknown outcome of it could not be reconciled",
+                    super::maybe(view.as_ref().map(|v| v.status))
                 )
             },
         );
@@ -360,7 +360,7 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
         Err(planned) => {
             evidence.assert("reconcile_before_retry", false, || {
                 format!(
-                    "planning `{id}` answered `{:?}` ({}) without a plan",
+                    "planning `{id}` answered `{}` ({}) without a plan",
                     planned.status,
                     code(&planned)
                 )
@@ -384,10 +384,10 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
     let Some(before) = before.filter(|v| v.status == Status::OutcomeUnknown) else {
         evidence.assert("reconcile_before_retry", false, || {
             format!(
-                "the provider committed {landed} effect(s) for `{id}` on `{route}` and dropped the connection, yet the call settled `{:?}` ({}) and its transaction {:?} instead of `outcome_unknown`: a possibly applied effect reported as a definite outcome invites a blind retry",
+                "the provider committed {landed} effect(s) for `{id}` on `{route}` and dropped the connection, yet the call settled `{}` ({}) and its transaction {} instead of `outcome_unknown`: a possibly applied effect reported as a definite outcome invites a blind retry",
                 uncertain.result.status,
                 code(&uncertain.result),
-                status
+                super::maybe(status)
             )
         });
         return;
@@ -430,7 +430,7 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
             && refusals.contains(&code(&retried.result)),
         || {
             format!(
-                "after an unknown outcome of `{id}`, a resend answered `{:?}` ({}) and a retry under a fresh key `{:?}` ({}); the handler ran {} more time(s) and the provider got {} more effect(s)",
+                "after an unknown outcome of `{id}`, a resend answered `{}` ({}) and a retry under a fresh key `{}` ({}); the handler ran {} more time(s) and the provider got {} more effect(s)",
                 resent.status,
                 code(&resent),
                 retried.result.status,
@@ -483,10 +483,10 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
                 ""
             };
             format!(
-                "reconciling the unknown outcome of `{id}` answered `{:?}` ({}) with {answer}, leaving the transaction {:?}; the provider holds {landed} effect(s) of it{hint}",
+                "reconciling the unknown outcome of `{id}` answered `{}` ({}) with {answer}, leaving the transaction {}; the provider holds {landed} effect(s) of it{hint}",
                 reconciled.result.status,
                 code(&reconciled.result),
-                after.as_ref().map(|v| v.status)
+                super::maybe(after.as_ref().map(|v| v.status))
             )
         },
     );
@@ -543,7 +543,7 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
     if target.result.status != ActionResultStatus::Completed {
         evidence.assert("compensation_governed", false, || {
             format!(
-                "the example of `{id}` did not complete (`{:?}`, {}), so there is nothing to compensate",
+                "the example of `{id}` did not complete (`{}`, {}), so there is nothing to compensate",
                 target.result.status,
                 code(&target.result)
             )
@@ -568,7 +568,7 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
             && compensations() == compensations_start,
         || {
             format!(
-                "a compensation of `{id}` naming an action that never ran answered `{:?}` ({}); `{by}` ran {} time(s)",
+                "a compensation of `{id}` naming an action that never ran answered `{}` ({}); `{by}` ran {} time(s)",
                 bogus.result.status,
                 code(&bogus.result),
                 compensations() - compensations_start
@@ -599,12 +599,12 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
                 == Some(&target.action.id),
         || {
             format!(
-                "compensating `{id}` answered `{:?}` ({}); `{by}` ran {} time(s), `{id}` {} time(s); the compensation's transaction is {:?}",
+                "compensating `{id}` answered `{}` ({}); `{by}` ran {} time(s), `{id}` {} time(s); the compensation's transaction is {}",
                 first.result.status,
                 code(&first.result),
                 compensations() - compensations_start,
                 originals() - originals_start,
-                compensation.as_ref().map(|v| v.status)
+                super::maybe(compensation.as_ref().map(|v| v.status))
             )
         },
     );
@@ -623,7 +623,7 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
             && compensations() == compensations_start + 1,
         || {
             format!(
-                "a second compensation of the same action of `{id}` answered `{:?}` ({}) and `{by}` ran {} time(s) in all",
+                "a second compensation of the same action of `{id}` answered `{}` ({}) and `{by}` ran {} time(s) in all",
                 second.result.status,
                 code(&second.result),
                 compensations() - compensations_start
