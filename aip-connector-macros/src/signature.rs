@@ -229,24 +229,39 @@ fn borrows(ty: &Type) -> bool {
         Type::Slice(slice) => borrows(&slice.elem),
         Type::Array(array) => borrows(&array.elem),
         Type::Tuple(tuple) => tuple.elems.iter().any(borrows),
-        Type::Path(path) => path_borrows(&path.path),
+        Type::Path(path) => path_borrows(&path.path, &[]),
         Type::TraitObject(object) => object.bounds.iter().any(|bound| match bound {
             syn::TypeParamBound::Lifetime(lifetime) => non_static(lifetime),
-            syn::TypeParamBound::Trait(bound) => path_borrows(&bound.path),
+            // `dyn for<'a> Visitor<'a>` names its own lifetime: not a borrow of the state.
+            syn::TypeParamBound::Trait(bound) => {
+                let bound_here: Vec<&syn::Ident> = bound
+                    .lifetimes
+                    .iter()
+                    .flat_map(|binder| &binder.lifetimes)
+                    .filter_map(|param| match param {
+                        syn::GenericParam::Lifetime(param) => Some(&param.lifetime.ident),
+                        _ => None,
+                    })
+                    .collect();
+                path_borrows(&bound.path, &bound_here)
+            }
             _ => false,
         }),
         _ => false,
     }
 }
 
-/// Whether the angle-bracketed arguments of `path` borrow (see [`borrows`]).
-fn path_borrows(path: &syn::Path) -> bool {
+/// Whether the angle-bracketed arguments of `path` borrow (see [`borrows`]), lifetimes bound
+/// by an enclosing `for<...>` (`bound_here`) aside.
+fn path_borrows(path: &syn::Path, bound_here: &[&syn::Ident]) -> bool {
     path.segments.iter().any(|segment| {
         let PathArguments::AngleBracketed(args) = &segment.arguments else {
             return false;
         };
         args.args.iter().any(|arg| match arg {
-            GenericArgument::Lifetime(lifetime) => lifetime.ident != "static",
+            GenericArgument::Lifetime(lifetime) => {
+                lifetime.ident != "static" && !bound_here.contains(&&lifetime.ident)
+            }
             GenericArgument::Type(inner) => borrows(inner),
             GenericArgument::AssocType(assoc) => borrows(&assoc.ty),
             _ => false,

@@ -552,6 +552,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::model::ErrorCategory;
 
     /// `as_str` and `Display` spell statuses as serde does, so messages and the wire agree.
     #[test]
@@ -572,7 +573,6 @@ mod tests {
             "the action did not complete: its result is `pending_approval`"
         );
     }
-    use crate::model::ErrorCategory;
 
     #[test]
     fn plan_id_is_read_from_a_completed_plan_only() {

@@ -444,6 +444,9 @@ mod tests {
     use time::macros::datetime;
 
     use super::*;
+    use crate::model::{
+        ApproverSelector, CompensationMode, PrincipalKind, TenantRef, TransactionMode,
+    };
 
     /// `as_str` and `Display` spell statuses as serde does (stores and messages rely on it).
     #[test]
@@ -455,9 +458,6 @@ mod tests {
             );
         }
     }
-    use crate::model::{
-        ApproverSelector, CompensationMode, PrincipalKind, TenantRef, TransactionMode,
-    };
 
     fn full_plan() -> TransactionPlan {
         TransactionPlan {

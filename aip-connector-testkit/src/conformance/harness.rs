@@ -928,7 +928,7 @@ impl Harness {
                 .filter(|_| first.status == ActionResultStatus::PendingApproval)
             else {
                 return Err(format!(
-                    "its first call settled `{:?}` ({}) instead of waiting for approval",
+                    "its first call settled `{}` ({}) instead of waiting for approval",
                     first.status,
                     first.error.as_ref().map_or("no error", |e| e.code.as_str())
                 ));
@@ -940,7 +940,8 @@ impl Harness {
                     Ok(self.resubmission(record.as_ref(), &approval, &action))
                 }
                 status => Err(format!(
-                    "its approval request `{approval}` was {status:?} after the suite's approvers decided ({})",
+                    "its approval request `{approval}` was {} after the suite's approvers decided ({})",
+                    super::scenarios::maybe(status),
                     approvers(self.definition())
                         .iter()
                         .map(ToString::to_string)

@@ -83,8 +83,9 @@ impl ClientError {
 }
 
 /// A bearer token that never shows in `Debug` output: the `Authorization` value, built once
-/// from a buffer that is wiped, marked sensitive and shared by every request (the one copy left
-/// unwiped is the `HeaderValue`'s own, which `http` owns).
+/// from a buffer that is wiped, marked sensitive and shared by every request. Not wiped: the
+/// `HeaderValue` itself, which `http` owns for the client's lifetime, and the copies reqwest and
+/// hyper make of it while sending.
 #[derive(Clone)]
 enum Token {
     Header(HeaderValue),

@@ -1466,13 +1466,7 @@ mod tests {
     /// serde does.
     #[test]
     fn status_column_matches_json_spelling() {
-        for status in [
-            ApprovalStatus::Pending,
-            ApprovalStatus::Approved,
-            ApprovalStatus::Denied,
-            ApprovalStatus::Expired,
-            ApprovalStatus::Revoked,
-        ] {
+        for status in ApprovalStatus::ALL {
             assert_eq!(
                 serde_json::to_value(status).unwrap(),
                 json!(status.as_str())

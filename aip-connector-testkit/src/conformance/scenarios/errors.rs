@@ -382,7 +382,8 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
     let unknown = view.status == TransactionProtocolStatus::OutcomeUnknown;
     evidence.assert("uncertain_outcome_reconciled", unknown, || {
         format!(
-            "`{id}` with its answer lost after the provider committed settled `{}` (uncertain: {}), and its transaction `{transaction_id}` is `{}`, not `outcome_unknown`",
+            "`{id}` with its answer lost after the provider committed settled `{}` (`{}`, uncertain: {}), and its transaction `{transaction_id}` is `{}`, not `outcome_unknown`",
+            lost.result.status,
             code(&lost.result),
             show(
                 lost.result
@@ -465,7 +466,7 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
             && after == Some(TransactionProtocolStatus::Reconciled),
         || {
             format!(
-                "reconciling `{id}`'s transaction `{transaction_id}` answered `{}` (`{}`) (output {}), leaving it {} instead of `reconciled`",
+                "reconciling `{id}`'s transaction `{transaction_id}` answered `{}` (`{}`; output {}), leaving it {} instead of `reconciled`",
                 reconciled.result.status,
                 code(&reconciled.result),
                 show(reconciled.result.output.as_ref()),

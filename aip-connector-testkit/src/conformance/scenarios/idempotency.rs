@@ -99,7 +99,7 @@ async fn duplicates(
         second.result.is_idempotent_replay() && calls == 1 && pair_effects == first_effects,
         || {
             format!(
-                "`{id}` sent twice with key `{key}`: the second answer was `{}` (`{}`) (idempotent replay: {}), the handler ran {calls} time(s), the provider committed {pair_effects} effect(s) where the first call alone committed {first_effects}",
+                "`{id}` sent twice with key `{key}`: the second answer was `{}` (`{}`; idempotent replay: {}), the handler ran {calls} time(s), the provider committed {pair_effects} effect(s) where the first call alone committed {first_effects}",
                 second.result.status,
                 code(&second.result),
                 second.result.is_idempotent_replay()
@@ -286,7 +286,7 @@ async fn collision(
         };
         evidence.assert("collision_rejected", held && ran == 0 && sent == 0, || {
             format!(
-                "`{id}` ({behavior:?}): {who} reusing key `{key}` with another input answered `{}` (`{}`) (replay: {}) instead of {expected}; the handler ran {ran} time(s), {sent} provider request(s)",
+                "`{id}` ({behavior:?}): {who} reusing key `{key}` with another input answered `{}` (`{}`; replay: {}) instead of {expected}; the handler ran {ran} time(s), {sent} provider request(s)",
                 result.status,
                 code(&result),
                 result.is_idempotent_replay()

@@ -51,7 +51,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
                 .all(|r| r.principal_id == CALLER && r.tenant_id.as_deref() == Some(TENANT)),
         || {
             format!(
-                "the handler of `{}` ran {} time(s) and saw {:?}; expected caller `{CALLER}` in tenant `{TENANT}` (result: {:?})",
+                "the handler of `{}` ran {} time(s) and saw {:?}; expected caller `{CALLER}` in tenant `{TENANT}` (result: `{}`)",
                 capability.id(),
                 seen.len(),
                 seen.iter()

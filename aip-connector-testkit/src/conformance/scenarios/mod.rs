@@ -54,6 +54,6 @@ fn sent_keys<'a>(keys: impl IntoIterator<Item = Option<&'a str>>) -> String {
 
 /// A status (or anything) that may be missing, for a message: `` `outcome_unknown` `` or
 /// "none" (not `Some(OutcomeUnknown)`).
-fn maybe<T: std::fmt::Display>(value: Option<T>) -> String {
+pub(super) fn maybe<T: std::fmt::Display>(value: Option<T>) -> String {
     value.map_or_else(|| "none".to_owned(), |value| format!("`{value}`"))
 }

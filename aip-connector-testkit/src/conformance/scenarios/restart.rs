@@ -338,8 +338,9 @@ async fn reconnect_cursor_resumed(h: &Harness, evidence: &mut Evidence) {
             }),
         || {
             format!(
-                "before the restart `{id}` recorded operation {:?} and cursor {cursor:?}; the restarted host asked its connector about {:?}",
+                "before the restart `{id}` recorded operation {:?} and cursor {}; the restarted host asked its connector about {:?}",
                 operation.as_ref().map(|o| &o.operation_id),
+                super::maybe(cursor.as_deref()),
                 asked.as_ref().map(|r| (&r.provider_operation.operation_id, &r.cursor))
             )
         },

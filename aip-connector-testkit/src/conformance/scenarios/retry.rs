@@ -208,8 +208,10 @@ impl Target<'_> {
                     "`{id}` with the provider answering {status} (Retry-After: {seconds}) settled `{}` with error {}; the handler failed with {}",
                     result.status,
                     error.map_or("none".to_owned(), |e| format!(
-                        "`{}` (category {:?}, retryable {:?})",
-                        e.code, e.category, e.retryable
+                        "`{}` (category {:?}, retryable {})",
+                        e.code,
+                        e.category,
+                        super::maybe(e.retryable)
                     )),
                     failure.as_ref().map_or("no failure".to_owned(), Value::to_string)
                 )
@@ -377,9 +379,9 @@ impl Target<'_> {
             .iter()
             .map(|a| {
                 format!(
-                    "`{}` (retryable {:?})",
+                    "`{}` (retryable {})",
                     code(&a.settled.result),
-                    a.settled.result.error.as_ref().and_then(|e| e.retryable)
+                    super::maybe(a.settled.result.error.as_ref().and_then(|e| e.retryable))
                 )
             })
             .collect();

@@ -600,8 +600,8 @@ async fn scenario(h: &Harness) -> Evidence {
     };
     evidence.assert("terminal_chunk_unique", consistent, || {
         format!(
-            "the terminal chunk of `{id}` does not carry this action's result with a matching kind (result: {:?})",
-            result.as_ref().map(|r| (&r.action_id, r.status))
+            "the terminal chunk of `{id}` does not carry this action's result with a matching kind (result: {})",
+            super::maybe(result.as_ref().map(|r| format!("{} of {}", r.status, r.action_id)))
         )
     });
     evidence
