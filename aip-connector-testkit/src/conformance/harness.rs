@@ -353,29 +353,11 @@ impl Harness {
             settled.chunks.extend(chunks);
             result = resumed;
         }
-        let planned = action
-            .transaction
-            .as_ref()
-            .is_some_and(|t| t.mode == TransactionMode::Plan);
-        if planned
-            && result.status == ActionResultStatus::Completed
-            && let Some(plan_id) = result
-                .output
+        if let Some(commit_action) = self.commit_for(&action, &result) {
+            settled.plan_id = commit_action
+                .transaction
                 .as_ref()
-                .and_then(|o| o.pointer("/plan/plan_id"))
-                .and_then(Value::as_str)
-        {
-            let mut commit = ActionTransaction::new(TransactionMode::Commit);
-            commit.plan_id = Some(plan_id.to_owned());
-            let mut commit_action =
-                Action::new(action.capability_id.as_str(), action.input.clone())
-                    .with_transaction(commit);
-            commit_action.id = commit_action_id(&action.id);
-            commit_action.idempotency_key = action
-                .idempotency_key
-                .as_ref()
-                .map(|k| format!("{k}:commit"));
-            settled.plan_id = Some(plan_id.to_owned());
+                .and_then(|t| t.plan_id.clone());
             let committed = Box::pin(self.settle(host, commit_action)).await;
             settled.approval_id = settled.approval_id.or(committed.approval_id);
             settled.chunks.extend(committed.chunks);

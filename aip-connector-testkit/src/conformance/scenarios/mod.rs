@@ -41,7 +41,7 @@ fn code(result: &aip_connector::model::ActionResult) -> &str {
 /// The `Idempotency-Key` a provider request carried, for a message: `` `k` `` or "no key"
 /// (not `Some("k")`).
 fn sent_key(key: Option<&str>) -> String {
-    key.map_or_else(|| "no key".to_owned(), |key| format!("`{key}`"))
+    maybe_or(key, "no key")
 }
 
 /// The keys of several requests, for a message: `` `a`, no key ``.
@@ -55,5 +55,10 @@ fn sent_keys<'a>(keys: impl IntoIterator<Item = Option<&'a str>>) -> String {
 /// A status (or anything) that may be missing, for a message: `` `outcome_unknown` `` or
 /// "none" (not `Some(OutcomeUnknown)`).
 pub(super) fn maybe<T: std::fmt::Display>(value: Option<T>) -> String {
-    value.map_or_else(|| "none".to_owned(), |value| format!("`{value}`"))
+    maybe_or(value, "none")
+}
+
+/// `` `value` ``, or `absent` when there is none.
+fn maybe_or<T: std::fmt::Display>(value: Option<T>, absent: &str) -> String {
+    value.map_or_else(|| absent.to_owned(), |value| format!("`{value}`"))
 }
