@@ -20,12 +20,12 @@ use deadpool_postgres::{
     Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, TimeoutType,
 };
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{FromSql, ToSql};
 use tokio_postgres::{NoTls, Row};
 
 use super::purgeable_approval_sql;
+use super::sql::{counter_to_sql, decode, encode, millis_to_sql, unsigned_from_sql};
 use super::transaction::finished_statuses_sql;
 use super::{
     ApprovalRecord, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore, KeyEntry, Millis,
@@ -667,31 +667,6 @@ fn pool_error(operation: &str, error: PoolError) -> StoreError {
     StoreError::Unavailable(format!("{operation}: {reason}"))
 }
 
-/// A row body that is not the expected JSON; says where, never what (serde quotes values).
-fn corrupt_json(what: &str, error: &serde_json::Error) -> StoreError {
-    StoreError::Corrupt(format!(
-        "{what}: {:?} error at line {} column {}",
-        error.classify(),
-        error.line(),
-        error.column()
-    ))
-}
-
-/// Encodes a record as its JSON body.
-fn encode<T: Serialize>(what: &str, value: &T) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(|error| {
-        StoreError::Unavailable(format!(
-            "could not encode {what}: {:?} error",
-            error.classify()
-        ))
-    })
-}
-
-/// Decodes a JSON body.
-fn decode<T: DeserializeOwned>(what: &str, body: &str) -> Result<T, StoreError> {
-    serde_json::from_str(body).map_err(|error| corrupt_json(what, &error))
-}
-
 /// The value of column `name`; a value of another type is `Corrupt`, and is not quoted.
 fn column<'row, T: FromSql<'row>>(row: &'row Row, name: &str, what: &str) -> Result<T, StoreError> {
     row.try_get(name).map_err(|_| {
@@ -707,21 +682,6 @@ fn status_text<T: Serialize>(status: &T) -> Result<String, StoreError> {
             "could not encode a status as text".to_owned(),
         )),
     }
-}
-
-/// Milliseconds as a `BIGINT`; beyond `i64::MAX` (year 292,000,000) saturates.
-fn millis_to_sql(millis: Millis) -> i64 {
-    i64::try_from(millis).unwrap_or(i64::MAX)
-}
-
-/// A stored `BIGINT` that must not be negative (an expiry, a version, a revision).
-fn unsigned_from_sql(what: &str, value: i64) -> Result<u64, StoreError> {
-    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("{what} is negative")))
-}
-
-/// A version or revision as a `BIGINT`; one past `i64::MAX` cannot be stored.
-fn counter_to_sql(what: &str, counter: u64) -> Result<i64, StoreError> {
-    i64::try_from(counter).map_err(|_| StoreError::Unavailable(format!("{what} overflow")))
 }
 
 /// Decodes an `idempotency_entries` row (`kind`, `expires_at_ms`, `body`).

@@ -16,11 +16,10 @@ use async_trait::async_trait;
 use rusqlite::{
     Connection, ErrorCode, OptionalExtension, Params, TransactionBehavior, ffi, params,
 };
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use tokio::sync::Semaphore;
 
 use super::purgeable_approval_sql;
+use super::sql::{counter_to_sql, decode, encode, millis_to_sql, unsigned_from_sql};
 use super::transaction::finished_statuses_sql;
 use super::{
     ApprovalRecord, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore, KeyEntry, Millis,
@@ -431,47 +430,6 @@ fn sqlite_error(operation: &str, error: &rusqlite::Error) -> StoreError {
         }
         _ => StoreError::Unavailable(format!("{operation}: SQLite driver error")),
     }
-}
-
-/// A row body that is not the expected JSON; says where, never what (serde quotes values).
-fn corrupt_json(what: &str, error: &serde_json::Error) -> StoreError {
-    StoreError::Corrupt(format!(
-        "{what}: {:?} error at line {} column {}",
-        error.classify(),
-        error.line(),
-        error.column()
-    ))
-}
-
-/// Encodes a record as its JSON body.
-fn encode<T: Serialize>(what: &str, value: &T) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(|error| {
-        StoreError::Unavailable(format!(
-            "could not encode {what}: {:?} error",
-            error.classify()
-        ))
-    })
-}
-
-/// Decodes a JSON body.
-fn decode<T: DeserializeOwned>(what: &str, body: &str) -> Result<T, StoreError> {
-    serde_json::from_str(body).map_err(|error| corrupt_json(what, &error))
-}
-
-/// Milliseconds as an SQLite integer; beyond `i64::MAX` (year 292,000,000) saturates.
-fn millis_to_sql(millis: Millis) -> i64 {
-    i64::try_from(millis).unwrap_or(i64::MAX)
-}
-
-/// A stored integer that must not be negative (an expiry or a version).
-fn unsigned_from_sql(what: &str, value: i64) -> Result<u64, StoreError> {
-    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("{what} is negative")))
-}
-
-/// A revision as an SQLite integer; one past `i64::MAX` cannot be stored.
-fn revision_to_sql(revision: u64) -> Result<i64, StoreError> {
-    i64::try_from(revision)
-        .map_err(|_| StoreError::Unavailable("transaction revision overflow".to_owned()))
 }
 
 /// The transaction rows selected by `filter` (an SQL condition on the `transactions` table),
@@ -1027,7 +985,7 @@ impl TransactionStore for SqliteStore {
                     next.action_id.as_str(),
                     next.plan_id(),
                     next.status.as_str(),
-                    revision_to_sql(next.revision)?,
+                    counter_to_sql("transaction revision", next.revision)?,
                     next.is_recoverable(),
                     body,
                     next.finished_at_ms().map(millis_to_sql)

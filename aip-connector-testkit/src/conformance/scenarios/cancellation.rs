@@ -26,8 +26,8 @@ use aip_connector::model::{Action, ActionResult, ActionResultStatus};
 use aip_connector::{CapabilityDefinition, ids::ActionId};
 use serde_json::Value;
 
-use super::code;
 use super::streaming::Tap;
+use super::{code, handler_call_or_fail};
 use crate::Fault;
 use crate::conformance::harness::declares_mutation;
 use crate::conformance::{Evidence, Harness, approval_id_of};
@@ -83,25 +83,16 @@ async fn before_dispatch(
     evidence: &mut Evidence,
 ) {
     let id = capability.id().to_string();
-    let action = match h
-        .handler_call(
-            host,
-            h.action(capability, input, "conformance-cancel-before"),
-        )
-        .await
-    {
-        Ok(action) => action,
-        Err(planned) => {
-            evidence.artifact(format!("action:{}", planned.action_id));
-            evidence.assert("before_dispatch_cancelled", false, || {
-                format!(
-                    "planning `{id}` answered `{}` ({}) without a plan",
-                    planned.status,
-                    code(&planned)
-                )
-            });
-            return;
-        }
+    let Some(action) = handler_call_or_fail(
+        h,
+        host,
+        h.action(capability, input, "conformance-cancel-before"),
+        evidence,
+        "before_dispatch_cancelled",
+    )
+    .await
+    else {
+        return;
     };
     evidence.artifact(format!("action:{}", action.id));
     let calls_before = h.probe().calls(&id);
@@ -163,25 +154,16 @@ async fn in_flight(
     evidence: &mut Evidence,
 ) {
     let id = capability.id().to_string();
-    let action = match h
-        .handler_call(
-            host,
-            h.action(capability, input, "conformance-cancel-in-flight"),
-        )
-        .await
-    {
-        Ok(action) => action,
-        Err(planned) => {
-            evidence.artifact(format!("action:{}", planned.action_id));
-            evidence.assert("in_flight_cancelled", false, || {
-                format!(
-                    "planning `{id}` answered `{}` ({}) without a plan",
-                    planned.status,
-                    code(&planned)
-                )
-            });
-            return;
-        }
+    let Some(action) = handler_call_or_fail(
+        h,
+        host,
+        h.action(capability, input, "conformance-cancel-in-flight"),
+        evidence,
+        "in_flight_cancelled",
+    )
+    .await
+    else {
+        return;
     };
     let requests_before = h.provider().request_count();
     h.provider().inject("*", Fault::delay(DELAY).always());

@@ -13,6 +13,9 @@ mod streaming;
 mod transaction;
 mod webhook;
 
+use aip_connector::host::Host;
+use aip_connector::model::{Action, ActionResult, TransactionMode};
+
 use super::{Evidence, Harness, Scenario};
 
 /// Runs `scenario` on `harness`.
@@ -33,8 +36,53 @@ pub(super) async fn run(scenario: Scenario, harness: &Harness) -> Evidence {
     }
 }
 
+/// The transaction modes the capability's contract declares (none without a transaction block).
+fn transaction_modes(capability: &aip_connector::CapabilityDefinition) -> &[TransactionMode] {
+    capability
+        .capability
+        .contract
+        .as_ref()
+        .and_then(|c| c.transaction.as_ref())
+        .map_or(&[], |t| t.supported_modes.as_slice())
+}
+
+/// Whether the capability's handler runs in a transaction (`execute` or `commit`).
+fn runs_handler(capability: &aip_connector::CapabilityDefinition) -> bool {
+    let modes = transaction_modes(capability);
+    modes.contains(&TransactionMode::Execute) || modes.contains(&TransactionMode::Commit)
+}
+
+/// Why a plan call made no plan, for a failed assertion.
+fn no_plan(id: &str, planned: &ActionResult) -> String {
+    format!(
+        "planning `{id}` answered `{}` ({}) without a plan",
+        planned.status,
+        code(planned)
+    )
+}
+
+/// The action that runs `action`'s handler on `host` ([`Harness::handler_call`]), or `None`
+/// after failing `assertion` with the plan's answer when planning made no plan.
+async fn handler_call_or_fail(
+    h: &Harness,
+    host: &Host,
+    action: Action,
+    evidence: &mut Evidence,
+    assertion: &str,
+) -> Option<Action> {
+    let id = action.capability_id.to_string();
+    match h.handler_call(host, action).await {
+        Ok(call) => Some(call),
+        Err(planned) => {
+            evidence.artifact(format!("action:{}", planned.action_id));
+            evidence.assert(assertion, false, || no_plan(&id, &planned));
+            None
+        }
+    }
+}
+
 /// The error code of a result, or `""`.
-fn code(result: &aip_connector::model::ActionResult) -> &str {
+fn code(result: &ActionResult) -> &str {
     result.error.as_ref().map(|e| e.code.as_str()).unwrap_or("")
 }
 

@@ -26,26 +26,14 @@ use aip_connector::model::{
 };
 use serde_json::Value;
 
-use super::code;
 use super::streaming::Tap;
+use super::{code, handler_call_or_fail, runs_handler, transaction_modes};
 use crate::Fault;
 use crate::conformance::harness::{declares_mutation, is_mutating};
 use crate::conformance::{Evidence, Harness, ProbedConnector};
 
-fn modes(capability: &CapabilityDefinition) -> Vec<TransactionMode> {
-    capability
-        .capability
-        .contract
-        .as_ref()
-        .and_then(|c| c.transaction.as_ref())
-        .map(|t| t.supported_modes.clone())
-        .unwrap_or_default()
-}
-
 fn reconcilable(capability: &CapabilityDefinition) -> bool {
-    let modes = modes(capability);
-    modes.contains(&TransactionMode::Reconcile)
-        && (modes.contains(&TransactionMode::Execute) || modes.contains(&TransactionMode::Commit))
+    transaction_modes(capability).contains(&TransactionMode::Reconcile) && runs_handler(capability)
 }
 
 async fn view(
@@ -234,21 +222,16 @@ async fn reconnect_cursor_resumed(h: &Harness, evidence: &mut Evidence) {
     let mut left = None;
     for attempt in 0..2 {
         let key = format!("conformance-restart-uncertain-{attempt}");
-        let call = match h
-            .handler_call(host, h.action(capability, input.clone(), &key))
-            .await
-        {
-            Ok(call) => call,
-            Err(planned) => {
-                evidence.assert("reconnect_cursor_resumed", false, || {
-                    format!(
-                        "planning `{id}` answered `{}` ({}) without a plan",
-                        planned.status,
-                        code(&planned)
-                    )
-                });
-                return;
-            }
+        let Some(call) = handler_call_or_fail(
+            h,
+            host,
+            h.action(capability, input.clone(), &key),
+            evidence,
+            "reconnect_cursor_resumed",
+        )
+        .await
+        else {
+            return;
         };
         h.provider().inject(&route, Fault::drop_connection());
         let uncertain = h.drive(host, call).await;

@@ -29,28 +29,12 @@ use aip_connector::model::{
 };
 use serde_json::Value;
 
-use super::code;
+use super::{code, handler_call_or_fail, no_plan, runs_handler, transaction_modes};
 use crate::Fault;
 use crate::conformance::{Evidence, Harness};
 
-fn modes(capability: &CapabilityDefinition) -> Vec<TransactionMode> {
-    capability
-        .capability
-        .contract
-        .as_ref()
-        .and_then(|c| c.transaction.as_ref())
-        .map(|t| t.supported_modes.clone())
-        .unwrap_or_default()
-}
-
-/// Whether the capability's handler runs in a transaction (`execute` or `commit`).
-fn runs_handler(capability: &CapabilityDefinition) -> bool {
-    let modes = modes(capability);
-    modes.contains(&TransactionMode::Execute) || modes.contains(&TransactionMode::Commit)
-}
-
 fn commits_plans(capability: &CapabilityDefinition) -> bool {
-    let modes = modes(capability);
+    let modes = transaction_modes(capability);
     modes.contains(&TransactionMode::Plan)
         && modes.contains(&TransactionMode::Commit)
         && capability
@@ -73,7 +57,7 @@ fn compensated_by(capability: &CapabilityDefinition) -> Option<String> {
         compensation.mode,
         CompensationMode::Supported | CompensationMode::BestEffort
     );
-    (declared && modes(capability).contains(&TransactionMode::Compensate))
+    (declared && transaction_modes(capability).contains(&TransactionMode::Compensate))
         .then(|| compensation.compensation_capability_id.clone())
         .flatten()
         .map(|id| id.to_string())
@@ -104,7 +88,9 @@ pub(super) async fn run(h: &Harness) -> Evidence {
 
 async fn scenario(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
-    if h.examples_where(|c| !modes(c).is_empty()).is_empty() {
+    if h.examples_where(|c| !transaction_modes(c).is_empty())
+        .is_empty()
+    {
         evidence.no_example("no capability with a transaction contract declares an example input: nothing can be run");
         return evidence;
     }
@@ -197,13 +183,7 @@ async fn plan_before_commit(h: &Harness, evidence: &mut Evidence) {
     let (planned, _) = h.run_once(host, plan_action.clone()).await;
     evidence.artifact(format!("action:{}", planned.action_id));
     let Some(commit) = h.commit_for(&plan_action, &planned) else {
-        evidence.assert("plan_before_commit", false, || {
-            format!(
-                "planning `{id}` answered `{}` ({}) without a plan",
-                planned.status,
-                code(&planned)
-            )
-        });
+        evidence.assert("plan_before_commit", false, || no_plan(&id, &planned));
         return;
     };
     let plan_id = commit
@@ -328,7 +308,7 @@ async fn provider_operation_checkpointed(h: &Harness, evidence: &mut Evidence) {
 
 async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
     let mut candidates = h.examples_where(runs_handler);
-    candidates.sort_by_key(|(c, _)| !modes(c).contains(&TransactionMode::Reconcile));
+    candidates.sort_by_key(|(c, _)| !transaction_modes(c).contains(&TransactionMode::Reconcile));
     let Some((capability, input)) = candidates.first().cloned() else {
         evidence.assert("reconcile_before_retry", true, String::new);
         evidence.note("reconcile_before_retry: no capability can `execute` or `commit`; nothing can end in an unknown outcome");
@@ -336,7 +316,7 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
     };
     let id = capability.id().to_string();
     let host = h.host();
-    let reconcilable = modes(capability).contains(&TransactionMode::Reconcile);
+    let reconcilable = transaction_modes(capability).contains(&TransactionMode::Reconcile);
 
     // Learn where the call changes the provider, then make that request's answer vanish after
     // the provider committed it.
@@ -349,24 +329,16 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
         });
         return;
     };
-    let call = match h
-        .handler_call(
-            host,
-            h.action(capability, input.clone(), "conformance-txn-uncertain"),
-        )
-        .await
-    {
-        Ok(call) => call,
-        Err(planned) => {
-            evidence.assert("reconcile_before_retry", false, || {
-                format!(
-                    "planning `{id}` answered `{}` ({}) without a plan",
-                    planned.status,
-                    code(&planned)
-                )
-            });
-            return;
-        }
+    let Some(call) = handler_call_or_fail(
+        h,
+        host,
+        h.action(capability, input.clone(), "conformance-txn-uncertain"),
+        evidence,
+        "reconcile_before_retry",
+    )
+    .await
+    else {
+        return;
     };
     let effects_start = h.provider().effect_total();
     h.provider().inject(&route, Fault::drop_connection());
