@@ -17,7 +17,9 @@ use aip_connector::model::{
     PrincipalKind, ProtocolError, ProviderOperationRef,
 };
 use aip_connector::prelude::*;
-use aip_connector::serve::mcp::{IDEMPOTENCY_KEY_META, McpProjection, McpProjectionError, meta};
+use aip_connector::serve::mcp::{
+    IDEMPOTENCY_KEY_META, McpProjection, McpProjectionError, SessionKey, meta,
+};
 use aip_connector::serve::{Authenticator, BearerTokens, BoxFuture, http};
 use aip_connector::store::MemoryStore;
 use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject, Tool};
@@ -25,6 +27,9 @@ use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
+use rmcp::transport::streamable_http_server::session::store::{
+    SessionState, SessionStore, SessionStoreError,
+};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, oneshot};
@@ -368,19 +373,28 @@ async fn serve(projection: McpProjection) -> Served {
 
 /// Like [`serve`], with `authenticator` in front of the endpoint.
 async fn serve_with(projection: McpProjection, authenticator: Arc<dyn Authenticator>) -> Served {
+    serve_configured(
+        projection,
+        authenticator,
+        StreamableHttpServerConfig::default(),
+    )
+    .await
+}
+
+/// Like [`serve_with`], with an rmcp configuration of the test's own.
+async fn serve_configured(
+    projection: McpProjection,
+    authenticator: Arc<dyn Authenticator>,
+    config: StreamableHttpServerConfig,
+) -> Served {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let (shutdown, stop) = oneshot::channel::<()>();
     tokio::spawn(async move {
         projection
-            .serve_http(
-                listener,
-                authenticator,
-                StreamableHttpServerConfig::default(),
-                async move {
-                    let _ = stop.await;
-                },
-            )
+            .serve_http(listener, authenticator, config, async move {
+                let _ = stop.await;
+            })
             .await
             .unwrap();
     });
@@ -1216,6 +1230,109 @@ async fn another_callers_session_is_not_found() {
     // The owner's session is still there: its owner may close it.
     let closed = delete_session(&served, TOKEN, &session).await;
     assert!(closed.status().is_success(), "{}", closed.status());
+}
+
+/// rmcp's session store shared by the "replicas" of a test, in memory.
+#[derive(Default)]
+struct SharedSessions(std::sync::Mutex<std::collections::HashMap<String, SessionState>>);
+
+#[async_trait::async_trait]
+impl SessionStore for SharedSessions {
+    async fn load(&self, id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        Ok(self.0.lock().unwrap().get(id).cloned())
+    }
+    async fn store(&self, id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        self.0.lock().unwrap().insert(id.to_owned(), state.clone());
+        Ok(())
+    }
+    async fn delete(&self, id: &str) -> Result<(), SessionStoreError> {
+        self.0.lock().unwrap().remove(id);
+        Ok(())
+    }
+}
+
+/// Replicas that share rmcp's session store and the session key serve a session opened on one
+/// to its owner on another, and to nobody else; a replica with another key (here: the
+/// default, random one) does not know the session at all. The binding travels in the signed
+/// session id, so no replica needs the others' memory.
+#[tokio::test]
+async fn replicas_sharing_the_session_key_bind_sessions_to_their_owner() {
+    let store = Arc::new(SharedSessions::default());
+    let mut config = StreamableHttpServerConfig::default();
+    config.session_store = Some(store.clone());
+    let key = SessionKey::new(vec![9_u8; SessionKey::MIN_LEN]).unwrap();
+    let tokens = || -> Arc<dyn Authenticator> {
+        Arc::new(
+            BearerTokens::new()
+                .with(TOKEN, person("user:ana"))
+                .with(OTHER_TOKEN, person("user:ben")),
+        )
+    };
+    let replica = |key: Option<SessionKey>| {
+        let projection = McpProjection::new(host(Directory::default())).unwrap();
+        let projection = match key {
+            Some(key) => projection.with_session_key(key),
+            None => projection,
+        };
+        serve_configured(projection, tokens(), config.clone())
+    };
+    let (a, b, stranger) = (
+        replica(Some(key.clone())).await,
+        replica(Some(key)).await,
+        replica(None).await,
+    );
+    let http = reqwest::Client::new();
+    let post = |served: &Served, token: &str, session: Option<&str>, body: Value| {
+        let request = http
+            .post(&served.url)
+            .bearer_auth(token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        match session {
+            Some(session) => request.header("mcp-session-id", session),
+            None => request,
+        }
+        .send()
+    };
+    let opened = post(&a, TOKEN, None, initialize_request()).await.unwrap();
+    assert_eq!(opened.status(), 200);
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let (rmcp_id, tag) = session.rsplit_once('.').expect("a signed session id");
+    assert!(
+        store.0.lock().unwrap().contains_key(rmcp_id),
+        "rmcp stores its own id"
+    );
+    assert_eq!(tag.len(), 32, "{session}");
+    let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+    let acknowledged = post(&a, TOKEN, Some(&session), initialized).await.unwrap();
+    assert!(
+        acknowledged.status().is_success(),
+        "{}",
+        acknowledged.status()
+    );
+
+    let list = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {} });
+    let on_b = post(&b, TOKEN, Some(&session), list.clone()).await.unwrap();
+    assert_eq!(on_b.status(), 200);
+    let body = on_b.text().await.unwrap();
+    assert!(body.contains("\"tools\""), "{body}");
+
+    // The same id presented by another caller, to the same or another replica: not found.
+    for replica in [&a, &b] {
+        let as_ben = post(replica, OTHER_TOKEN, Some(&session), list.clone())
+            .await
+            .unwrap();
+        assert_eq!(as_ben.status(), 404);
+    }
+    // rmcp's bare id is no key to the session either.
+    let bare = post(&b, TOKEN, Some(rmcp_id), list.clone()).await.unwrap();
+    assert_eq!(bare.status(), 404);
+    // A replica with another key does not know the session, even for its owner.
+    let elsewhere = post(&stranger, TOKEN, Some(&session), list).await.unwrap();
+    assert_eq!(elsewhere.status(), 404);
 }
 
 #[tokio::test]

@@ -57,7 +57,8 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
-use self::sessions::{BoundedSessions, SessionLimit};
+use self::sessions::{BoundedSessions, SessionGuard, SessionLimit};
+pub use self::sessions::{SessionKey, SessionKeyTooShort};
 use super::auth::Authenticator;
 use crate::host::{Host, TrustedContext};
 use crate::schema::{self, SchemaDialect};
@@ -195,6 +196,8 @@ pub struct McpProjection {
     max_sessions: usize,
     max_sessions_per_caller: usize,
     purge_interval: Option<std::time::Duration>,
+    /// Signs the session ids the router hands out; a random one per router when `None`.
+    session_key: Option<SessionKey>,
 }
 
 impl fmt::Debug for McpProjection {
@@ -275,6 +278,7 @@ impl McpProjection {
             max_sessions: DEFAULT_MAX_SESSIONS,
             max_sessions_per_caller: DEFAULT_MAX_SESSIONS_PER_CALLER,
             purge_interval: Some(super::server::DEFAULT_PURGE_INTERVAL),
+            session_key: None,
         })
     }
 
@@ -331,6 +335,26 @@ impl McpProjection {
     pub fn with_purge_interval(self, interval: Option<std::time::Duration>) -> Self {
         Self {
             purge_interval: interval,
+            ..self
+        }
+    }
+
+    /// The same projection served over HTTP with session ids signed by `key` (see
+    /// [`SessionKey`]): each id a client receives is bound to the caller (principal and tenant)
+    /// that opened the session, and a request of anyone else naming it is answered `404`. Give
+    /// every replica the same key when they share an rmcp `session_store` (a session opened on
+    /// one resumed on another); by default each router makes a random key, and its sessions
+    /// are good on it alone.
+    ///
+    /// ```
+    /// # fn key(projection: aip_connector::serve::mcp::McpProjection, from_vault: Vec<u8>) -> Result<(), aip_connector::serve::mcp::SessionKeyTooShort> {
+    /// use aip_connector::serve::mcp::SessionKey;
+    /// let projection = projection.with_session_key(SessionKey::new(from_vault)?);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_session_key(self, key: SessionKey) -> Self {
+        Self {
+            session_key: Some(key),
             ..self
         }
     }
@@ -398,6 +422,10 @@ impl McpProjection {
             self.max_sessions,
             self.max_sessions_per_caller,
         ));
+        let guard = SessionGuard {
+            limit: Arc::clone(&limit),
+            key: self.session_key.clone().unwrap_or_else(SessionKey::random),
+        };
         let projection = Self {
             caller: CallerSource::Transport,
             ..self
@@ -415,7 +443,7 @@ impl McpProjection {
         Router::new()
             .route_service(MCP_PATH, service)
             .route_layer(middleware::from_fn_with_state(
-                limit,
+                guard,
                 sessions::guard_sessions,
             ))
             .route_layer(middleware::from_fn_with_state(authenticator, authenticate))

@@ -7,6 +7,13 @@
 //! while fewer than the limit are live, and [`guard_sessions`] answers a request that would
 //! open one beyond the router's or its caller's limit `503 transport.overloaded` before it
 //! reaches rmcp.
+//!
+//! The same middleware binds each session to the caller that opened it, without shared state:
+//! the id a client sees is rmcp's id followed by `.` and a MAC of it and the caller under the
+//! router's [`SessionKey`]. A request naming a session is let through only when the MAC holds
+//! for its own caller, with rmcp's id put back; so a session id learnt by someone else is
+//! useless to them, and replicas sharing the key (and an rmcp `session_store`) accept each
+//! other's sessions for the right caller only.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,15 +30,127 @@ use rmcp::transport::streamable_http_server::session::{
 
 use aip_connector_core::ids::PrincipalId;
 use aip_connector_core::model::ErrorCategory;
+use hmac::Mac;
+use subtle::ConstantTimeEq;
+use zeroize::Zeroizing;
 
 use crate::codes;
 use crate::host::TrustedContext;
+use crate::host::canonical::hex;
+use crate::invocation::Secret;
 
 /// The header that names the session of a request; a POST without it opens a session.
 const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Seconds a client refused for a full session table is told to wait (`Retry-After`).
 const RETRY_AFTER_SECONDS: &str = "1";
+
+/// Bytes of the MAC a session id carries (128 bits), sent as twice as many hex digits.
+const SESSION_TAG_BYTES: usize = 16;
+
+/// What the MAC of a session id starts with: names the scheme, so a key shared with something
+/// else never yields a tag valid here.
+const SESSION_TAG_DOMAIN: &[u8] = b"aip-connector/mcp-session/v1";
+
+type HmacSha256 = hmac::Hmac<sha2::Sha256>;
+
+/// The key that binds MCP session ids to the callers that opened them
+/// ([`McpProjection::with_session_key`](super::McpProjection::with_session_key)).
+///
+/// Each router makes a [`random`](Self::random) one unless given one. Replicas that share an
+/// rmcp `session_store`, so that a session opened on one is resumed on another, must share the
+/// key too: a replica with another key answers the session's requests `404`, as for a session
+/// that does not exist. The key is wiped from memory when the last copy is dropped, and never
+/// printed.
+#[derive(Clone)]
+pub struct SessionKey(Secret);
+
+impl SessionKey {
+    /// The shortest key accepted, in bytes.
+    pub const MIN_LEN: usize = 32;
+
+    /// A key of `bytes` (at least [`MIN_LEN`](Self::MIN_LEN) of them; a secret from the
+    /// deployment's secret store, the same on every replica).
+    pub fn new(bytes: impl Into<Secret>) -> Result<Self, SessionKeyTooShort> {
+        let secret = bytes.into();
+        let len = secret.expose_bytes().len();
+        if len < Self::MIN_LEN {
+            return Err(SessionKeyTooShort { len });
+        }
+        Ok(Self(secret))
+    }
+
+    /// A key of 32 random bytes from the operating system, for one router alone.
+    ///
+    /// # Panics
+    ///
+    /// When the operating system has no random source to read (`getrandom` fails), as nothing
+    /// safe can be served without one.
+    pub fn random() -> Self {
+        let mut bytes = Zeroizing::new(vec![0_u8; Self::MIN_LEN]);
+        if let Err(error) = getrandom::fill(&mut bytes) {
+            panic!("no random source for the MCP session key: {error}");
+        }
+        Self(Secret::new(&*bytes))
+    }
+
+    /// The MAC of the session `id` opened by `caller`: the scheme, the caller's tenant and
+    /// principal and the id, each length-prefixed so no two inputs run together.
+    fn tag(&self, caller: Option<&CallerKey>, id: &str) -> [u8; SESSION_TAG_BYTES] {
+        let mut mac = <HmacSha256 as hmac::digest::KeyInit>::new_from_slice(self.0.expose_bytes())
+            .expect("HMAC accepts a key of any length");
+        let mut field = |bytes: &[u8]| {
+            mac.update(&(bytes.len() as u64).to_be_bytes());
+            mac.update(bytes);
+        };
+        field(SESSION_TAG_DOMAIN);
+        match caller {
+            Some(caller) => {
+                field(b"caller");
+                field(caller.tenant.as_deref().unwrap_or_default().as_bytes());
+                field(&[u8::from(caller.tenant.is_some())]);
+                field(caller.principal.as_str().as_bytes());
+            }
+            None => field(b"anonymous"),
+        }
+        field(id.as_bytes());
+        let mut tag = [0; SESSION_TAG_BYTES];
+        tag.copy_from_slice(&mac.finalize().into_bytes()[..SESSION_TAG_BYTES]);
+        tag
+    }
+
+    /// The id a client sees for rmcp's session `id`: `{id}.{tag}`, the tag in hex.
+    fn sign(&self, caller: Option<&CallerKey>, id: &str) -> String {
+        format!("{id}.{}", hex(&self.tag(caller, id)))
+    }
+
+    /// rmcp's id in `presented` when its tag is `caller`'s (compared in constant time), else
+    /// `None`: a session of another caller, of another key, or no session of ours at all.
+    fn open<'a>(&self, caller: Option<&CallerKey>, presented: &'a str) -> Option<&'a str> {
+        let (id, tag) = presented.rsplit_once('.')?;
+        let expected = hex(&self.tag(caller, id));
+        // Lengths differ only for a malformed id: that says nothing about the key.
+        (tag.len() == expected.len() && bool::from(tag.as_bytes().ct_eq(expected.as_bytes())))
+            .then_some(id)
+    }
+}
+
+impl std::fmt::Debug for SessionKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SessionKey(..)")
+    }
+}
+
+/// Why [`SessionKey::new`] refused a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "an MCP session key needs at least {min} bytes, this one has {len}",
+    min = SessionKey::MIN_LEN
+)]
+pub struct SessionKeyTooShort {
+    /// How many bytes the refused key had.
+    pub len: usize,
+}
 
 /// The live sessions of one router, who opened them, and how many it admits.
 #[derive(Debug)]
@@ -46,7 +165,8 @@ struct Sessions {
     live: HashSet<SessionId>,
     /// Sessions each caller holds or is opening right now.
     per_caller: HashMap<CallerKey, usize>,
-    /// The caller that opened each live session (sessions the middleware saw open).
+    /// The caller that opened each live session (sessions the middleware saw open), whose slot
+    /// the session's end frees. (Who may use a session is its signed id's to say.)
     owners: HashMap<SessionId, CallerKey>,
 }
 
@@ -122,16 +242,6 @@ impl SessionLimit {
         state.live.remove(id);
         if let Some(owner) = state.owners.remove(id) {
             state.forget_one_of(&owner);
-        }
-    }
-
-    /// Whether `caller` may use the session `id`: a session opened by a known caller is theirs
-    /// alone. A session the middleware did not see open (none such is live here) is left to
-    /// rmcp, which knows whether it exists.
-    fn may_use(&self, id: &SessionId, caller: Option<&CallerKey>) -> bool {
-        match self.state().owners.get(id) {
-            Some(owner) => caller == Some(owner),
-            None => true,
         }
     }
 
@@ -319,37 +429,49 @@ impl<M: SessionManager> SessionManager for BoundedSessions<M> {
     }
 }
 
+/// What [`guard_sessions`] needs: the router's session count and its session key.
+#[derive(Clone, Debug)]
+pub(super) struct SessionGuard {
+    pub(super) limit: Arc<SessionLimit>,
+    pub(super) key: SessionKey,
+}
+
 /// Middleware: a POST that would open a session while the router, or its caller, holds its
 /// limit of sessions is answered `503 transport.overloaded` with `Retry-After`, as an
-/// `aip.core.v1.error` envelope. A request naming another caller's session is answered `404`,
-/// as rmcp answers an unknown session. Requests of the caller's own open sessions pass. Runs
-/// after authentication, so the caller is the one the authenticator put into the request.
+/// `aip.core.v1.error` envelope. The session id in a response is signed for the request's
+/// caller ([`SessionKey`]); a request naming a session passes, with rmcp's id put back, only
+/// when the signature is its caller's, and is otherwise answered `404`, as rmcp answers an
+/// unknown session. Runs after authentication, so the caller is the one the authenticator put
+/// into the request.
 pub(super) async fn guard_sessions(
-    State(limit): State<Arc<SessionLimit>>,
-    request: Request,
+    State(guard): State<SessionGuard>,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let caller = request
         .extensions()
         .get::<TrustedContext>()
         .map(CallerKey::of);
-    if let Some(session) = request
-        .headers()
-        .get(SESSION_HEADER)
-        .and_then(|value| value.to_str().ok())
-    {
+    if let Some(presented) = request.headers().get(SESSION_HEADER) {
         // Another caller's session (to call tools in, to read its stream, to DELETE it) is
         // answered as a session that does not exist, as rmcp answers an unknown one: knowing
         // a session id does not make it yours.
-        if !limit.may_use(&SessionId::from(session), caller.as_ref()) {
+        let Some(id) = presented
+            .to_str()
+            .ok()
+            .and_then(|presented| guard.key.open(caller.as_ref(), presented))
+            .and_then(|id| HeaderValue::from_str(id).ok())
+        else {
             return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
-        }
-        return next.run(request).await;
+        };
+        request.headers_mut().insert(SESSION_HEADER, id);
+        let response = next.run(request).await;
+        return signed(response, &guard.key, caller.as_ref());
     }
     if request.method() != Method::POST {
-        return next.run(request).await;
+        return signed(next.run(request).await, &guard.key, caller.as_ref());
     }
-    if let Err(refusal) = limit.claim(caller.as_ref()) {
+    if let Err(refusal) = guard.limit.claim(caller.as_ref()) {
         return overloaded(&refusal);
     }
     let response = next.run(request).await;
@@ -358,7 +480,21 @@ pub(super) async fn guard_sessions(
         .get(SESSION_HEADER)
         .and_then(|value| value.to_str().ok())
         .map(SessionId::from);
-    limit.settle_claim(caller, opened);
+    guard.limit.settle_claim(caller.clone(), opened);
+    signed(response, &guard.key, caller.as_ref())
+}
+
+/// `response` with the session id rmcp put into it, if any, signed for `caller`.
+fn signed(mut response: Response, key: &SessionKey, caller: Option<&CallerKey>) -> Response {
+    let signed = response
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .map(|id| key.sign(caller, id))
+        .and_then(|signed| HeaderValue::from_str(&signed).ok());
+    if let Some(signed) = signed {
+        response.headers_mut().insert(SESSION_HEADER, signed);
+    }
     response
 }
 
@@ -394,8 +530,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_session_is_used_only_by_the_caller_that_opened_it() {
-        let limit = SessionLimit::new(4, 4);
+    fn a_session_id_opens_only_for_the_caller_it_was_signed_for() {
+        let key = SessionKey::new(vec![7_u8; SessionKey::MIN_LEN]).unwrap();
         let ada = CallerKey {
             tenant: Some("t1".into()),
             principal: PrincipalId::from("user:ada"),
@@ -404,22 +540,68 @@ mod tests {
             tenant: Some("t2".into()),
             ..ada.clone()
         };
-        let id: SessionId = "s1".into();
-        assert!(limit.claim(Some(&ada)).is_ok() && limit.admit(&id));
-        limit.settle_claim(Some(ada.clone()), Some(id.clone()));
-        assert!(limit.may_use(&id, Some(&ada)));
-        assert!(
-            !limit.may_use(&id, Some(&namesake)),
-            "same principal, other tenant"
+        let untenanted = CallerKey {
+            tenant: None,
+            ..ada.clone()
+        };
+        let signed = key.sign(Some(&ada), "s1");
+        assert!(signed.starts_with("s1.") && signed.len() == 3 + 2 * SESSION_TAG_BYTES);
+        assert_eq!(key.open(Some(&ada), &signed), Some("s1"));
+        assert_eq!(key.open(Some(&namesake), &signed), None, "other tenant");
+        assert_eq!(key.open(Some(&untenanted), &signed), None, "no tenant");
+        assert_eq!(key.open(None, &signed), None, "no caller");
+        assert_eq!(key.open(Some(&ada), "s1"), None, "unsigned");
+        assert_eq!(
+            key.open(Some(&ada), &signed.replace("s1.", "s2.")),
+            None,
+            "other id"
         );
-        assert!(!limit.may_use(&id, None));
-        // A session this router did not see open is rmcp's to answer for.
-        assert!(limit.may_use(&"unknown".into(), Some(&namesake)));
-        limit.release(&id);
-        assert!(
-            limit.may_use(&id, Some(&namesake)),
-            "gone: rmcp answers 404"
+        let mut flipped = signed.clone();
+        let last = if flipped.ends_with('0') { "1" } else { "0" };
+        flipped.replace_range(flipped.len() - 1.., last);
+        assert_eq!(key.open(Some(&ada), &flipped), None, "altered tag");
+        assert_eq!(
+            key.open(Some(&ada), &signed[..signed.len() - 1]),
+            None,
+            "short tag"
         );
+        assert_eq!(
+            key.open(Some(&ada), &signed.to_uppercase()),
+            None,
+            "not our digits"
+        );
+        // An id with dots of its own still opens: the tag is after the last one.
+        let dotted = key.sign(Some(&ada), "a.b");
+        assert_eq!(key.open(Some(&ada), &dotted), Some("a.b"));
+        // A tenant's id and an empty tenant are told apart.
+        let blank = CallerKey {
+            tenant: Some(String::new()),
+            ..ada.clone()
+        };
+        assert_eq!(
+            key.open(Some(&blank), &key.sign(Some(&untenanted), "s1")),
+            None
+        );
+        // Another key (another deployment, or a replica not given the shared key) refuses it.
+        let other = SessionKey::new(vec![8_u8; SessionKey::MIN_LEN]).unwrap();
+        assert_eq!(other.open(Some(&ada), &signed), None);
+        assert_ne!(SessionKey::random().sign(Some(&ada), "s1"), signed);
+    }
+
+    #[test]
+    fn a_session_key_is_long_and_never_printed() {
+        assert_eq!(
+            SessionKey::new("short".to_owned()).unwrap_err(),
+            SessionKeyTooShort { len: 5 }
+        );
+        assert_eq!(
+            SessionKey::new("short".to_owned()).unwrap_err().to_string(),
+            "an MCP session key needs at least 32 bytes, this one has 5"
+        );
+        let canary = "canary-session-key-0123456789abcdef";
+        let key = SessionKey::new(canary.to_owned()).unwrap();
+        assert_eq!(format!("{key:?}"), "SessionKey(..)");
+        assert!(!format!("{key:?}").contains("canary"));
     }
 
     #[test]
