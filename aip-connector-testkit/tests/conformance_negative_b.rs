@@ -7,7 +7,7 @@
 //! | `DetachedSearch` | declares cancellation (it takes `Cancellation`) but hands its page fetches to a task of its own that never looks at the token | `cancellation_races` / `in_flight_cancelled` |
 //! | `ReversedSearch` | streams pages that carry their `index` newest first | `streaming_backpressure` / `ordered_chunks` |
 //! | `EagerWriter` | "validates" a planned, approval-governed write by performing it | `approval_lifecycle` / `quorum_enforced` and `transaction_lifecycle` / `plan_before_commit` |
-//! | `LateCheckpoint` | checkpoints its provider operation once the provider answered, not before the request | `transaction_lifecycle` / `provider_operation_checkpointed` and `reconcile_before_retry` |
+//! | `LateCheckpoint` | checkpoints its provider operation once the provider answered, not before the request (also with the request naming the operation, so failures carry it) | `transaction_lifecycle` / `provider_operation_checkpointed` (and `reconcile_before_retry` when failures do not name it) |
 //! | `Hooks` | declares the webhook profile but gives the suite no webhook receiver | `webhook_security` (every assertion) |
 //!
 //! Two lies the issue lists cannot be told through this host, so they have no fixture:
@@ -408,6 +408,10 @@ fn a_write_that_acts_while_it_plans_fails_quorum_and_plan_before_commit() {
 #[derive(Clone)]
 struct LateCheckpoint {
     client: ProviderClient,
+    /// Whether the request names the operation (`ProviderRequest::provider_operation`, as
+    /// transactions.md recommends), so that failures carry it to the host: the lie then no
+    /// longer shows in any transaction view, only in when the checkpoint was recorded.
+    names_operation_in_failures: bool,
 }
 
 #[connector(id = "late-checkpoint")]
@@ -430,23 +434,25 @@ impl LateCheckpoint {
         checkpoint: Checkpoint,
     ) -> Result<Moved, ConnectorFailure> {
         let operation_id = format!("op-{}", key.as_str());
-        let moved: Value = self
-            .client
-            .post("/entries")
-            .idempotency(&key)
-            .header(
-                aip_connector_testkit::provider_double::OPERATION_ID_HEADER,
-                &operation_id,
-            )
+        let operation = aip_connector::model::ProviderOperationRef {
+            provider: "ledger".to_owned(),
+            operation_id: operation_id.clone(),
+            request_id: None,
+        };
+        let request = self.client.post("/entries").idempotency(&key).header(
+            aip_connector_testkit::provider_double::OPERATION_ID_HEADER,
+            &operation_id,
+        );
+        let request = if self.names_operation_in_failures {
+            request.provider_operation(operation.clone())
+        } else {
+            request
+        };
+        let moved: Value = request
             .json(&json!({ "amount_cents": transfer.amount_cents }))
             .send_json()
             .await?;
         // The lie: recorded once the answer is in hand.
-        let operation = aip_connector::model::ProviderOperationRef {
-            provider: "ledger".to_owned(),
-            operation_id,
-            request_id: None,
-        };
         checkpoint.record(operation.clone(), None).await?;
         Ok(Moved {
             operation_id: moved["operation_id"]
@@ -481,6 +487,7 @@ impl LateCheckpoint {
 fn a_checkpoint_recorded_after_the_provider_answered_fails_provider_operation_checkpointed() {
     let report = ConformanceSuite::new(|env| LateCheckpoint {
         client: client(env),
+        names_operation_in_failures: false,
     })
     .run();
     eprintln!("{report}");
@@ -503,6 +510,43 @@ fn a_checkpoint_recorded_after_the_provider_answered_fails_provider_operation_ch
     assert!(
         detail.contains("record it before sending the request"),
         "{detail}"
+    );
+}
+
+/// The same lie, by a handler whose request names the operation, so that the lost answer's
+/// failure carries it and the host's transaction views all name it (found by an author trial,
+/// which passed every check): only the order of the checkpoint and the provider's commit
+/// tells, and `provider_operation_checkpointed` compares them.
+#[test]
+fn a_late_checkpoint_fails_even_when_failures_name_the_operation() {
+    let report = ConformanceSuite::new(|env| LateCheckpoint {
+        client: client(env),
+        names_operation_in_failures: true,
+    })
+    .run();
+    eprintln!("{report}");
+    let check = report
+        .check(&Scenario::TransactionLifecycle.check_name())
+        .unwrap();
+    assert_eq!(check.status, CheckStatus::Failed, "{report}");
+    assert_eq!(
+        check.assertions.get("provider_operation_checkpointed"),
+        Some(&false),
+        "{report}"
+    );
+    assert!(
+        check
+            .detail
+            .contains("after the provider committed the call's effect"),
+        "{}",
+        check.detail
+    );
+    assert!(
+        check
+            .detail
+            .contains("record the `Checkpoint` before the request that changes the provider"),
+        "{}",
+        check.detail
     );
 }
 

@@ -411,6 +411,14 @@ impl ApprovalDecision {
         }
     }
 
+    /// The first approving decision of `decisions`: what a client attaches to the re-submission
+    /// of an approved action (with a quorum, any approving decision of the request will do).
+    pub fn first_approving(decisions: &[ApprovalDecision]) -> Option<&ApprovalDecision> {
+        decisions
+            .iter()
+            .find(|d| d.decision == ApprovalDecisionKind::Approved)
+    }
+
     /// An approval of `approval_id` by `approver` (see [`new`](Self::new)).
     pub fn approve(approval_id: ApprovalId, approver: Principal) -> Self {
         Self::new(approval_id, ApprovalDecisionKind::Approved, approver)

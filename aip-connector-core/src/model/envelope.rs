@@ -266,6 +266,15 @@ pub struct ApprovalRecordView {
     pub expires_at: Option<OffsetDateTime>,
 }
 
+impl ApprovalRecordView {
+    /// The first approving decision: what the requester attaches (`Action::approval`) when it
+    /// re-submits the approved action, e.g. after `AipClient::decide` or
+    /// `AipClient::approval` answered this view.
+    pub fn approving_decision(&self) -> Option<&ApprovalDecision> {
+        ApprovalDecision::first_approving(&self.decisions)
+    }
+}
+
 /// An envelope body: exactly one key, the body name of its message type. The bodies a host
 /// sends or answers are typed; every other one is kept as it came.
 #[derive(Clone, Debug, PartialEq)]
@@ -532,6 +541,30 @@ mod tests {
             "body": {"action": {"id": "act_1", "capability_id": "cap:x:y", "input": {"a": 1}}},
             "idempotency_key": "k1"
         })
+    }
+
+    #[test]
+    fn an_approval_view_names_its_first_approving_decision() {
+        let view: ApprovalRecordView = serde_json::from_value(json!({
+            "approval_id": "apr_1",
+            "status": "approved",
+            "action_id": "act_1",
+            "capability_id": "cap:x:y",
+            "requested_by": "user:ada",
+            "created_at": "2026-11-30T10:00:00Z",
+        }))
+        .unwrap();
+        assert_eq!(view.approving_decision(), None);
+        let approver = |id: &str| Principal::new(id, crate::model::PrincipalKind::Human);
+        let id = view.approval_id.clone();
+        let mut view = view;
+        view.decisions = vec![
+            ApprovalDecision::deny(id.clone(), approver("user:bob")),
+            ApprovalDecision::approve(id.clone(), approver("user:fin")),
+            ApprovalDecision::approve(id, approver("user:cfo")),
+        ];
+        let chosen = view.approving_decision().unwrap();
+        assert_eq!(chosen.approver.id.as_str(), "user:fin");
     }
 
     #[test]

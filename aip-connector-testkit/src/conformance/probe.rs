@@ -2,12 +2,19 @@
 //! handler's output (to show the host rejects an invalid one).
 
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
 
 use aip_connector::connector::{CancelRequest, Reconciliation};
-use aip_connector::invocation::{BoxFuture, InvocationContext};
-use aip_connector::model::ConnectorFailure;
-use aip_connector::{Connector, ConnectorDefinition, ReconcileOutcome};
+use aip_connector::invocation::{
+    BoxFuture, CallerIdentity, CheckpointRecorder, ChunkSink, CompensationTarget,
+    InvocationContext, VerifiedApprovals,
+};
+use aip_connector::model::{Action, ConnectorFailure, ProviderOperationRef};
+use aip_connector::{
+    Connector, ConnectorDefinition, CredentialHandle, ReconcileOutcome, VerifiedTenant,
+};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 /// One handler call as the probe saw it.
 #[derive(Clone, Debug)]
@@ -27,8 +34,15 @@ pub struct ProbeRecord {
     pub scoped_idempotency_key: Option<String>,
     /// `Debug` of the credential handle the context carried, if any (must not show the secret).
     pub credential_debug: Option<String>,
+    /// When the host called the handler.
+    pub started_at: SystemTime,
     /// Whether the handler's cancellation token had fired when the call ended.
     pub cancelled_at_end: bool,
+    /// When the handler's first `Checkpoint::record` returned `Ok` (the provider operation was
+    /// durable from then on), if it recorded one. The transaction scenario compares it with the
+    /// provider's commit of the call's effect: a checkpoint recorded after the provider
+    /// answered cannot help reconcile a call that died in between.
+    pub checkpointed_at: Option<SystemTime>,
     /// The output, or the failure as JSON, once the call ended (`None` while running or when the
     /// call was dropped).
     pub outcome: Option<Result<Value, Value>>,
@@ -103,11 +117,22 @@ impl Connector for ProbedConnector {
                     .scoped_idempotency_key()
                     .map(std::borrow::Cow::into_owned),
                 credential_debug: context.credential().map(|c| format!("{c:?}")),
+                started_at: SystemTime::now(),
                 cancelled_at_end: false,
+                checkpointed_at: None,
                 outcome: None,
             });
             state.records.len() - 1
         };
+        let checkpoint = context.checkpoint().map(|inner| {
+            Arc::new(TimedCheckpoint {
+                inner,
+                state: Arc::clone(&self.state),
+                record: index,
+            }) as Arc<dyn CheckpointRecorder>
+        });
+        let context: Arc<dyn InvocationContext> =
+            Arc::new(WrappedContext::new(context).with_checkpoint(checkpoint));
         Box::pin(async move {
             let result = self
                 .inner
@@ -154,5 +179,104 @@ impl Connector for ProbedConnector {
         request: CancelRequest,
     ) -> BoxFuture<'a, Result<(), ConnectorFailure>> {
         self.inner.cancel(capability_id, request)
+    }
+}
+
+/// Notes in the probe's record when the handler's checkpoint first became durable.
+struct TimedCheckpoint {
+    inner: Arc<dyn CheckpointRecorder>,
+    state: Arc<Mutex<ProbeState>>,
+    record: usize,
+}
+
+impl CheckpointRecorder for TimedCheckpoint {
+    fn record(
+        &self,
+        operation: ProviderOperationRef,
+        cursor: Option<String>,
+    ) -> BoxFuture<'_, Result<(), ConnectorFailure>> {
+        Box::pin(async move {
+            let recorded = self.inner.record(operation, cursor).await;
+            if recorded.is_ok() {
+                let now = SystemTime::now();
+                let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(record) = state.records.get_mut(self.record) {
+                    record.checkpointed_at.get_or_insert(now);
+                }
+            }
+            recorded
+        })
+    }
+
+    fn recorded(&self) -> Option<(ProviderOperationRef, Option<String>)> {
+        self.inner.recorded()
+    }
+}
+
+/// The host's invocation context with the chunk sink or the checkpoint recorder replaced by a
+/// recording one (the probe's, the streaming tap's); everything else is the host's.
+pub(crate) struct WrappedContext {
+    inner: Arc<dyn InvocationContext>,
+    sink: Option<Arc<dyn ChunkSink>>,
+    checkpoint: Option<Arc<dyn CheckpointRecorder>>,
+}
+
+impl WrappedContext {
+    /// `inner`, unchanged so far.
+    pub(crate) fn new(inner: Arc<dyn InvocationContext>) -> Self {
+        Self {
+            sink: inner.stream(),
+            checkpoint: inner.checkpoint(),
+            inner,
+        }
+    }
+
+    /// With `sink` as the stream.
+    pub(crate) fn with_sink(self, sink: Option<Arc<dyn ChunkSink>>) -> Self {
+        Self { sink, ..self }
+    }
+
+    /// With `checkpoint` as the checkpoint recorder.
+    pub(crate) fn with_checkpoint(self, checkpoint: Option<Arc<dyn CheckpointRecorder>>) -> Self {
+        Self { checkpoint, ..self }
+    }
+}
+
+impl InvocationContext for WrappedContext {
+    fn action(&self) -> &Action {
+        self.inner.action()
+    }
+    fn caller(&self) -> &CallerIdentity {
+        self.inner.caller()
+    }
+    fn tenant(&self) -> Option<&VerifiedTenant> {
+        self.inner.tenant()
+    }
+    fn idempotency_key(&self) -> Option<&str> {
+        self.inner.idempotency_key()
+    }
+    fn scoped_idempotency_key(&self) -> Option<std::borrow::Cow<'_, str>> {
+        self.inner.scoped_idempotency_key()
+    }
+    fn cancellation(&self) -> &CancellationToken {
+        self.inner.cancellation()
+    }
+    fn deadline(&self) -> tokio::time::Instant {
+        self.inner.deadline()
+    }
+    fn stream(&self) -> Option<Arc<dyn ChunkSink>> {
+        self.sink.clone()
+    }
+    fn checkpoint(&self) -> Option<Arc<dyn CheckpointRecorder>> {
+        self.checkpoint.clone()
+    }
+    fn credential(&self) -> Option<&CredentialHandle> {
+        self.inner.credential()
+    }
+    fn approval(&self) -> Option<&VerifiedApprovals> {
+        self.inner.approval()
+    }
+    fn compensation(&self) -> Option<Arc<CompensationTarget>> {
+        self.inner.compensation()
     }
 }

@@ -91,10 +91,16 @@ impl Clock for ManualClock {
 
 /// A store failure. Never carries record contents (they may be sensitive).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The backend could not be reached or failed.
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// The store was opened with a setting it refuses (a PostgreSQL schema name that is not a
+    /// plain lower-case identifier, say). Opening it again with the same setting fails the same
+    /// way: fix the configuration rather than retrying.
+    #[error("invalid store configuration: {0}")]
+    InvalidConfig(String),
     /// A stored row could not be decoded.
     #[error("stored record is corrupt: {0}")]
     Corrupt(String),
@@ -380,9 +386,7 @@ impl ApprovalRecord {
     /// The first approving decision: what a client attaches to the re-submission of an action
     /// whose record kept no input (docs/host-runtime.md §5.5).
     pub fn approving_decision(&self) -> Option<&aip_connector_core::model::ApprovalDecision> {
-        self.decisions
-            .iter()
-            .find(|d| d.decision == aip_connector_core::model::ApprovalDecisionKind::Approved)
+        aip_connector_core::model::ApprovalDecision::first_approving(&self.decisions)
     }
 
     /// Whether nothing can change the record any more at `now`: denied, revoked or expired;

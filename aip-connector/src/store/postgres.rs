@@ -382,7 +382,7 @@ fn check_schema_name(schema: &str) -> Result<(), StoreError> {
     if valid {
         Ok(())
     } else {
-        Err(StoreError::Unavailable(
+        Err(StoreError::InvalidConfig(
             "the store schema name must be a lower-case identifier ([a-z_][a-z0-9_]*, at most 63 \
              bytes)"
                 .to_owned(),
@@ -393,10 +393,23 @@ fn check_schema_name(schema: &str) -> Result<(), StoreError> {
 /// The connection pool for `url`, every connection's `search_path` set to `schema` if given,
 /// at most `max_connections` connections. Opens no connection yet.
 fn build_pool(url: &str, schema: Option<&str>, max_connections: usize) -> Result<Pool, StoreError> {
-    // The parser's message may quote the URL, password included: only the kind is kept.
-    let mut config: tokio_postgres::Config = url
-        .parse()
-        .map_err(|error| pg_error("parse the store database URL", &error))?;
+    let mut config: tokio_postgres::Config = url.parse().map_err(|error| {
+        // The parser's message may quote the URL, password included: only the kind is kept.
+        match pg_error("parse the store database URL", &error) {
+            StoreError::Unavailable(message) => StoreError::InvalidConfig(message),
+            other => other,
+        }
+    })?;
+    // The store connects without TLS: say so now rather than failing every connection's
+    // handshake later.
+    if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+        return Err(StoreError::InvalidConfig(
+            "the store database URL requires TLS (`sslmode=require`), and this store connects \
+             without TLS: reach the server over a private network or a TLS-terminating proxy \
+             (e.g. PgBouncer or a sidecar) and connect with `sslmode=disable` or `prefer`"
+                .to_owned(),
+        ));
+    }
     // Settings the URL's own `options` name are left as it sets them.
     let existing = config.get_options().unwrap_or_default().to_owned();
     let mut options = vec![existing.clone()];
@@ -1354,6 +1367,34 @@ mod tests {
     use aip_connector_core::ids::ActionId;
 
     use super::*;
+
+    /// Settings no server could satisfy are `InvalidConfig` (not `Unavailable`, which reads as
+    /// "retry"), found before any connection, and never quote the URL's password.
+    #[tokio::test]
+    async fn settings_that_cannot_work_are_invalid_config_before_connecting() {
+        let schema =
+            PostgresStore::connect_with_schema("postgres://u@127.0.0.1:1/db", "aip-invoices")
+                .await
+                .unwrap_err();
+        assert!(
+            matches!(&schema, StoreError::InvalidConfig(m) if m.contains("[a-z_][a-z0-9_]*")),
+            "{schema:?}"
+        );
+        let tls = PostgresStore::connect("postgres://u:hunter2@127.0.0.1:1/db?sslmode=require")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&tls, StoreError::InvalidConfig(m) if m.contains("sslmode=require") && !m.contains("hunter2")),
+            "{tls:?}"
+        );
+        let url = PostgresStore::connect("postgres://u:hunter2@127.0.0.1:notaport/db")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&url, StoreError::InvalidConfig(m) if !m.contains("hunter2")),
+            "{url:?}"
+        );
+    }
 
     /// A fresh schema on the server `AIP_TEST_POSTGRES_URL` names, dropped on drop.
     struct TestSchema {

@@ -23,20 +23,18 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use aip_connector::host::HostLimits;
-use aip_connector::invocation::{
-    BoxFuture, CallerIdentity, CheckpointRecorder, ChunkSink, CompensationTarget,
-    InvocationContext, VerifiedApprovals,
-};
+use aip_connector::invocation::{BoxFuture, ChunkSink, InvocationContext};
 use aip_connector::model::{
-    Action, ActionResult, ActionResultStatus, ConnectorFailure, StreamChunk, StreamChunkKind,
+    ActionResult, ActionResultStatus, ConnectorFailure, StreamChunk, StreamChunkKind,
 };
 use aip_connector::{
-    CancelRequest, CapabilityDefinition, Connector, ConnectorDefinition, CredentialHandle,
-    ReconcileOutcome, Reconciliation, VerifiedTenant,
+    CancelRequest, CapabilityDefinition, Connector, ConnectorDefinition, ReconcileOutcome,
+    Reconciliation,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::conformance::probe::WrappedContext;
 use crate::conformance::{Evidence, Harness};
 
 /// Chunks the back-pressure host buffers: one, so any handler that streams two data chunks has
@@ -213,10 +211,8 @@ impl Connector for Tap {
                 call: index,
             }) as Arc<dyn ChunkSink>
         });
-        let tapped: Arc<dyn InvocationContext> = Arc::new(TapContext {
-            inner: context,
-            sink,
-        });
+        let tapped: Arc<dyn InvocationContext> =
+            Arc::new(WrappedContext::new(context).with_sink(sink));
         Box::pin(async move {
             let result = self.inner.invoke(capability_id, input, tapped).await;
             if let Some(call) = self.state().calls.get_mut(index) {
@@ -270,51 +266,6 @@ impl Connector for Tap {
             drop(ends);
             result
         })
-    }
-}
-
-/// The host's context with the sink replaced by the tap's.
-struct TapContext {
-    inner: Arc<dyn InvocationContext>,
-    sink: Option<Arc<dyn ChunkSink>>,
-}
-
-impl InvocationContext for TapContext {
-    fn action(&self) -> &Action {
-        self.inner.action()
-    }
-    fn caller(&self) -> &CallerIdentity {
-        self.inner.caller()
-    }
-    fn tenant(&self) -> Option<&VerifiedTenant> {
-        self.inner.tenant()
-    }
-    fn idempotency_key(&self) -> Option<&str> {
-        self.inner.idempotency_key()
-    }
-    fn scoped_idempotency_key(&self) -> Option<std::borrow::Cow<'_, str>> {
-        self.inner.scoped_idempotency_key()
-    }
-    fn cancellation(&self) -> &CancellationToken {
-        self.inner.cancellation()
-    }
-    fn deadline(&self) -> tokio::time::Instant {
-        self.inner.deadline()
-    }
-    fn stream(&self) -> Option<Arc<dyn ChunkSink>> {
-        self.sink.clone()
-    }
-    fn checkpoint(&self) -> Option<Arc<dyn CheckpointRecorder>> {
-        self.inner.checkpoint()
-    }
-    fn credential(&self) -> Option<&CredentialHandle> {
-        self.inner.credential()
-    }
-    fn approval(&self) -> Option<&VerifiedApprovals> {
-        self.inner.approval()
-    }
-    fn compensation(&self) -> Option<Arc<CompensationTarget>> {
-        self.inner.compensation()
     }
 }
 

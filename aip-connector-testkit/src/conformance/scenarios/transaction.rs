@@ -6,9 +6,10 @@
 //!   of a plan nobody made are refused; a plan runs no handler and leaves no provider effect; its
 //!   commit runs the handler once; a second commit of the same plan is refused.
 //! - `provider_operation_checkpointed`: after each capability that can `execute` or `commit` ran
-//!   its example, its transaction view names the provider operation (the handler's `Checkpoint`);
-//!   so does the unknown outcome of `reconcile_before_retry`, which catches a checkpoint
-//!   recorded only after the provider answered.
+//!   its example, its transaction view names the provider operation (the handler's `Checkpoint`),
+//!   and the checkpoint was durable before the provider committed the call's effect (a
+//!   checkpoint recorded only after the provider answered fails: the probe times each
+//!   `Checkpoint::record`, the provider double each effect).
 //! - `reconcile_before_retry`: the provider commits the effect and drops the connection; the
 //!   call must settle `outcome_unknown`; neither an exact resend nor a retry of the transaction
 //!   under a fresh key may run the handler again; a `reconcile` (when declared) settles it
@@ -268,8 +269,16 @@ async fn provider_operation_checkpointed(h: &Harness, evidence: &mut Evidence) {
     for (capability, input) in candidates {
         let id = capability.id().to_string();
         let key = format!("conformance-txn-checkpoint-{id}");
+        let effects_start = h.provider().effect_total();
         let driven = h.drive(host, h.action(capability, input, &key)).await;
         evidence.artifact(format!("action:{}", driven.action.id));
+        checkpointed_before_effect(
+            h,
+            &id,
+            driven.action.id.as_str(),
+            effects_start,
+            evidence,
+        );
         if driven.result.status != ActionResultStatus::Completed {
             evidence.assert("provider_operation_checkpointed", false, || {
                 format!(
@@ -304,6 +313,53 @@ async fn provider_operation_checkpointed(h: &Harness, evidence: &mut Evidence) {
             },
         );
     }
+}
+
+/// `provider_operation_checkpointed`, in time: the first checkpoint the handler of action
+/// `action_id` recorded was durable before the provider committed the first effect made while
+/// that handler ran (since `effects_start`). A handler that records after the provider answered
+/// leaves, if it dies in between, a transaction that names no operation, which nothing can
+/// reconcile; yet its view names the operation once it settles (and an unknown outcome names
+/// it too, from the failure's details), so only the order tells.
+fn checkpointed_before_effect(
+    h: &Harness,
+    id: &str,
+    action_id: &str,
+    effects_start: usize,
+    evidence: &mut Evidence,
+) {
+    let Some((started_at, checkpointed_at)) = h
+        .probe()
+        .records()
+        .into_iter()
+        .filter(|record| record.action_id == action_id)
+        .find_map(|record| Some((record.started_at, record.checkpointed_at?)))
+    else {
+        return;
+    };
+    let Some(first_effect) = h
+        .provider()
+        .effects()
+        .into_iter()
+        .skip(effects_start)
+        .map(|effect| effect.committed_at)
+        .filter(|committed_at| *committed_at >= started_at)
+        .min()
+    else {
+        return;
+    };
+    evidence.assert(
+        "provider_operation_checkpointed",
+        checkpointed_at <= first_effect,
+        || {
+            let late = checkpointed_at
+                .duration_since(first_effect)
+                .unwrap_or_default();
+            format!(
+                "`{id}` recorded its provider operation {late:?} after the provider committed the call's effect: record the `Checkpoint` before the request that changes the provider, or a crash between the two leaves a transaction that names no operation and cannot be reconciled"
+            )
+        },
+    );
 }
 
 async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
