@@ -241,7 +241,7 @@ async fn schema_names_must_be_plain_identifiers() {
         assert!(
             matches!(
                 PostgresStore::connect_with_schema("postgres://nowhere.invalid/db", name).await,
-                Err(StoreError::Unavailable(_))
+                Err(StoreError::InvalidConfig(_))
             ),
             "{name:?}"
         );

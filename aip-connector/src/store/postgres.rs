@@ -1895,14 +1895,22 @@ mod tests {
     /// Connection failures quote neither the URL nor its password (no server needed).
     #[tokio::test]
     async fn connection_failures_quote_no_credentials() {
-        for url in [
-            // Nothing listens on port 1.
-            "postgres://user:s3cr3t@127.0.0.1:1/db",
-            "postgres://user:s3cr3t@127.0.0.1:not-a-port/db",
-            "host=127.0.0.1 port=1 user=user password=s3cr3t connect_timeout=s3cr3t",
+        for (url, unreachable) in [
+            // Nothing listens on port 1: an outage, worth retrying.
+            ("postgres://user:s3cr3t@127.0.0.1:1/db", true),
+            // URLs that do not parse: configuration, not worth retrying.
+            ("postgres://user:s3cr3t@127.0.0.1:not-a-port/db", false),
+            (
+                "host=127.0.0.1 port=1 user=user password=s3cr3t connect_timeout=s3cr3t",
+                false,
+            ),
         ] {
             let error = PostgresStore::connect(url).await.unwrap_err();
-            assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
+            if unreachable {
+                assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
+            } else {
+                assert!(matches!(error, StoreError::InvalidConfig(_)), "{error:?}");
+            }
             assert!(!error.to_string().contains("s3cr3t"), "{error}");
         }
     }

@@ -272,13 +272,7 @@ async fn provider_operation_checkpointed(h: &Harness, evidence: &mut Evidence) {
         let effects_start = h.provider().effect_total();
         let driven = h.drive(host, h.action(capability, input, &key)).await;
         evidence.artifact(format!("action:{}", driven.action.id));
-        checkpointed_before_effect(
-            h,
-            &id,
-            driven.action.id.as_str(),
-            effects_start,
-            evidence,
-        );
+        checkpointed_before_effect(h, &id, driven.action.id.as_str(), effects_start, evidence);
         if driven.result.status != ActionResultStatus::Completed {
             evidence.assert("provider_operation_checkpointed", false, || {
                 format!(
