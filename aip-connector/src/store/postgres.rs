@@ -393,12 +393,9 @@ fn check_schema_name(schema: &str) -> Result<(), StoreError> {
 /// The connection pool for `url`, every connection's `search_path` set to `schema` if given,
 /// at most `max_connections` connections. Opens no connection yet.
 fn build_pool(url: &str, schema: Option<&str>, max_connections: usize) -> Result<Pool, StoreError> {
+    // The parser's message may quote the URL, password included: only the kind is kept.
     let mut config: tokio_postgres::Config = url.parse().map_err(|error| {
-        // The parser's message may quote the URL, password included: only the kind is kept.
-        match pg_error("parse the store database URL", &error) {
-            StoreError::Unavailable(message) => StoreError::InvalidConfig(message),
-            other => other,
-        }
+        StoreError::InvalidConfig(pg_error_text("parse the store database URL", &error))
     })?;
     // The store connects without TLS: say so now rather than failing every connection's
     // handshake later.
@@ -623,6 +620,11 @@ impl<T> During<T> for Result<T, tokio_postgres::Error> {
 /// only the error's kind, and of a server error only the SQLSTATE and the constraint's name are
 /// kept (the server's message and detail may quote row values or parameters).
 fn pg_error(operation: &str, error: &tokio_postgres::Error) -> StoreError {
+    StoreError::Unavailable(pg_error_text(operation, error))
+}
+
+/// [`pg_error`]'s words, for a failure that is not an outage (a URL that does not parse).
+fn pg_error_text(operation: &str, error: &tokio_postgres::Error) -> String {
     if let Some(db) = error.as_db_error() {
         let constraint = db
             .constraint()
@@ -632,15 +634,13 @@ fn pg_error(operation: &str, error: &tokio_postgres::Error) -> StoreError {
         let meaning = sqlstate_meaning(code)
             .map(|meaning| format!(" ({meaning})"))
             .unwrap_or_default();
-        return StoreError::Unavailable(format!(
-            "{operation}: server error, SQLSTATE {code}{meaning}{constraint}"
-        ));
+        return format!("{operation}: server error, SQLSTATE {code}{meaning}{constraint}");
     }
     let io_kind = std::error::Error::source(error)
         .and_then(|source| source.downcast_ref::<std::io::Error>())
         .map(|io| format!(" ({})", io.kind()))
         .unwrap_or_default();
-    StoreError::Unavailable(format!("{operation}: {error}{io_kind}"))
+    format!("{operation}: {error}{io_kind}")
 }
 
 /// What an operator should know about the SQLSTATEs a deployment mistake produces: our own
