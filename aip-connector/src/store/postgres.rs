@@ -12,6 +12,7 @@
 //! builds used `schema_migrations`, which is adopted once).
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use aip_connector_core::ids::{ActionId, ApprovalId, TransactionId};
@@ -20,9 +21,11 @@ use deadpool_postgres::{
     Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, TimeoutType,
 };
 use serde::Serialize;
+use tokio_postgres::config::SslMode;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{FromSql, ToSql};
 use tokio_postgres::{NoTls, Row};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::purgeable_approval_sql;
 use super::sql::{counter_to_sql, decode, encode, millis_to_sql, unsigned_from_sql};
@@ -105,11 +108,16 @@ const MAX_IDENTIFIER_BYTES: usize = 63;
 /// A store in a PostgreSQL database, for several host replicas sharing state.
 ///
 /// - [`connect`](Self::connect) creates a connection pool (at most
-///   [`PostgresOptions::DEFAULT_MAX_CONNECTIONS`] connections, opened on demand, no TLS: `sslmode=require` fails)
-///   and brings the schema up to date. Two processes connecting to a new database at once are
+///   [`PostgresOptions::DEFAULT_MAX_CONNECTIONS`] connections, opened on demand) and brings the
+///   schema up to date. Two processes connecting to a new database at once are
 ///   safe: migrations run under an advisory lock. [`connect_with`](Self::connect_with) takes
 ///   [`PostgresOptions`]: a schema of its own, and fewer (or more) connections, so that N
 ///   replicas times the pool stay under the server's `max_connections`.
+/// - TLS: a URL with `sslmode=require` connects over TLS (rustls) and verifies the server's
+///   certificate, its chain and its host name, against Mozilla's root certificates or the ones
+///   given to [`PostgresOptions::tls_root_certificates`]. `sslmode=prefer` (the default) and
+///   `disable` connect without TLS. Unlike libpq's `require`, ours never skips verification: an
+///   unverified session is open to whoever sits on the path.
 /// - Clones share the pool. Several `PostgresStore`s, in this process or others, may use the
 ///   same database and schema: every transition is atomic across all of them.
 /// - A call waits at most 30 s for a free connection, then fails with
@@ -125,10 +133,12 @@ pub struct PostgresStore {
 }
 
 /// How [`PostgresStore::connect_with`] connects.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct PostgresOptions {
     schema: Option<String>,
     max_connections: usize,
+    /// PEM text of the roots a TLS server certificate must chain to, instead of Mozilla's.
+    tls_root_certificates: Option<Vec<u8>>,
 }
 
 impl PostgresOptions {
@@ -142,6 +152,7 @@ impl PostgresOptions {
         Self {
             schema: None,
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            tls_root_certificates: None,
         }
     }
 
@@ -157,6 +168,47 @@ impl PostgresOptions {
     pub fn max_connections(mut self, max_connections: usize) -> Self {
         self.max_connections = max_connections.max(1);
         self
+    }
+
+    /// Verifies the server's TLS certificate against the certificates in `pem` (one or more
+    /// `-----BEGIN CERTIFICATE-----` blocks: a private CA, a cloud provider's bundle, or a
+    /// self-signed server certificate) instead of Mozilla's root certificates. Only for a URL
+    /// with `sslmode=require`: given with any other mode, connecting fails with
+    /// [`StoreError::InvalidConfig`] rather than silently connecting without TLS. Checked when
+    /// connecting, as is every certificate in `pem`.
+    ///
+    /// ```no_run
+    /// # async fn replica() -> Result<(), Box<dyn std::error::Error>> {
+    /// use aip_connector::store::{PostgresOptions, PostgresStore};
+    ///
+    /// let ca = std::fs::read("/etc/aip/db-ca.pem")?;
+    /// let store = PostgresStore::connect_with(
+    ///     "postgres://aip@db.internal/aip?sslmode=require",
+    ///     PostgresOptions::new().tls_root_certificates(ca),
+    /// )
+    /// .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn tls_root_certificates(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root_certificates = Some(pem.into());
+        self
+    }
+}
+
+impl fmt::Debug for PostgresOptions {
+    // The roots are public, but their PEM text would drown the rest.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresOptions")
+            .field("schema", &self.schema)
+            .field("max_connections", &self.max_connections)
+            .field(
+                "tls_root_certificates",
+                &self
+                    .tls_root_certificates
+                    .as_ref()
+                    .map(|pem| format!("{} bytes of PEM", pem.len())),
+            )
+            .finish()
     }
 }
 
@@ -202,7 +254,17 @@ impl PostgresStore {
         if let Some(schema) = &options.schema {
             check_schema_name(schema)?;
         }
-        Self::open(url, options.schema.as_deref(), options.max_connections).await
+        let pool = build_pool(url, &options)?;
+        let mut client = pool
+            .get()
+            .await
+            .map_err(|error| pool_error("connect to the store database", error))?;
+        migrate(&mut client, options.schema.as_deref()).await?;
+        drop(client);
+        Ok(Self {
+            pool,
+            schema: options.schema,
+        })
     }
 
     /// Like [`connect`](Self::connect), but keeps every table in `schema`, created if needed
@@ -217,9 +279,29 @@ impl PostgresStore {
     /// Fails (SQLSTATE 55P03) rather than wait more than 10 s for a transaction that still
     /// holds one of its tables.
     pub async fn drop_schema(url: &str, schema: &str) -> Result<(), StoreError> {
+        Self::drop_schema_with(url, PostgresOptions::new().schema(schema)).await
+    }
+
+    /// Like [`drop_schema`](Self::drop_schema), for the schema of `options`, connecting as
+    /// they say (their TLS roots; one connection). Options without a schema are
+    /// [`StoreError::InvalidConfig`]: the connection's default schema is never dropped.
+    pub async fn drop_schema_with(url: &str, options: PostgresOptions) -> Result<(), StoreError> {
         const OPERATION: &str = "drop a store schema";
+        let Some(schema) = &options.schema else {
+            return Err(StoreError::InvalidConfig(
+                "drop_schema_with needs options that name a schema".to_owned(),
+            ));
+        };
         check_schema_name(schema)?;
-        let pool = build_pool(url, None, 1)?;
+        // The schema goes into the DROP below, not into the connection's `search_path`.
+        let pool = build_pool(
+            url,
+            &PostgresOptions {
+                schema: None,
+                max_connections: 1,
+                tls_root_certificates: options.tls_root_certificates.clone(),
+            },
+        )?;
         let client = pool
             .get()
             .await
@@ -233,25 +315,6 @@ impl PostgresStore {
             ))
             .await
             .during(OPERATION)
-    }
-
-    /// Builds the pool and migrates the schema.
-    async fn open(
-        url: &str,
-        schema: Option<&str>,
-        max_connections: usize,
-    ) -> Result<Self, StoreError> {
-        let pool = build_pool(url, schema, max_connections)?;
-        let mut client = pool
-            .get()
-            .await
-            .map_err(|error| pool_error("connect to the store database", error))?;
-        migrate(&mut client, schema).await?;
-        drop(client);
-        Ok(Self {
-            pool,
-            schema: schema.map(str::to_owned),
-        })
     }
 
     /// A pooled connection.
@@ -390,55 +453,51 @@ fn check_schema_name(schema: &str) -> Result<(), StoreError> {
     }
 }
 
-/// The connection pool for `url`, every connection's `search_path` set to `schema` if given,
-/// at most `max_connections` connections. Opens no connection yet.
-fn build_pool(url: &str, schema: Option<&str>, max_connections: usize) -> Result<Pool, StoreError> {
+/// The connection pool for `url` and `options` (every connection's `search_path` set to their
+/// schema if they name one, at most their `max_connections` connections, TLS as the URL's
+/// `sslmode` says). Opens no connection yet.
+fn build_pool(url: &str, options: &PostgresOptions) -> Result<Pool, StoreError> {
+    let schema = options.schema.as_deref();
     // The parser's message may quote the URL, password included: only the kind is kept.
     let mut config: tokio_postgres::Config = url.parse().map_err(|error| {
         StoreError::InvalidConfig(pg_error_text("parse the store database URL", &error))
     })?;
-    // The store connects without TLS: say so now rather than failing every connection's
-    // handshake later.
-    if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
-        return Err(StoreError::InvalidConfig(
-            "the store database URL requires TLS (`sslmode=require`), and this store connects \
-             without TLS: reach the server over a private network or a TLS-terminating proxy \
-             (e.g. PgBouncer or a sidecar) and connect with `sslmode=disable` or `prefer`"
-                .to_owned(),
-        ));
-    }
+    let tls = tls_connector(
+        config.get_ssl_mode(),
+        options.tls_root_certificates.as_deref(),
+    )?;
     // Settings the URL's own `options` name are left as it sets them.
     let existing = config.get_options().unwrap_or_default().to_owned();
-    let mut options = vec![existing.clone()];
+    let mut server_options = vec![existing.clone()];
     if let Some(schema) = schema {
-        options.push(format!("-c search_path={schema}"));
+        server_options.push(format!("-c search_path={schema}"));
     }
     if !existing.contains("lock_timeout") {
-        options.push(format!("-c lock_timeout={}", LOCK_TIMEOUT.as_millis()));
+        server_options.push(format!("-c lock_timeout={}", LOCK_TIMEOUT.as_millis()));
     }
     if !existing.contains("idle_in_transaction_session_timeout") {
-        options.push(format!(
+        server_options.push(format!(
             "-c idle_in_transaction_session_timeout={}",
             IDLE_IN_TRANSACTION_TIMEOUT.as_millis()
         ));
     }
-    options.retain(|option| !option.is_empty());
-    config.options(options.join(" "));
+    server_options.retain(|option| !option.is_empty());
+    config.options(server_options.join(" "));
     if config.get_application_name().is_none() {
         config.application_name("aip-connector");
     }
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
-    let manager = Manager::from_config(
-        config,
-        NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
+    let manager_config = ManagerConfig {
+        recycling_method: RecyclingMethod::Fast,
+    };
+    let manager = match tls {
+        Some(tls) => Manager::from_config(config, tls, manager_config),
+        None => Manager::from_config(config, NoTls, manager_config),
+    };
     Pool::builder(manager)
-        .max_size(max_connections.max(1))
+        .max_size(options.max_connections.max(1))
         .runtime(Runtime::Tokio1)
         .wait_timeout(Some(WAIT_TIMEOUT))
         .create_timeout(Some(CONNECT_TIMEOUT))
@@ -447,6 +506,77 @@ fn build_pool(url: &str, schema: Option<&str>, max_connections: usize) -> Result
         .map_err(|_| {
             StoreError::Unavailable("build the store connection pool: invalid settings".to_owned())
         })
+}
+
+/// The TLS connector for a URL's `sslmode`: rustls verifying against `roots_pem` (or Mozilla's
+/// roots) for `require`, none for `disable` and `prefer`. Roots given with a mode that makes no
+/// TLS connection are refused: the caller meant TLS and would not get it.
+fn tls_connector(
+    mode: SslMode,
+    roots_pem: Option<&[u8]>,
+) -> Result<Option<MakeRustlsConnect>, StoreError> {
+    match mode {
+        SslMode::Disable | SslMode::Prefer => match roots_pem {
+            None => Ok(None),
+            Some(_) => Err(StoreError::InvalidConfig(
+                "TLS root certificates were given, but the store database URL does not say \
+                 `sslmode=require`, so its connections would not use TLS: add \
+                 `sslmode=require` to the URL"
+                    .to_owned(),
+            )),
+        },
+        // `require`, and any stricter mode a later tokio-postgres adds.
+        _ => {
+            let roots = match roots_pem {
+                Some(pem) => roots_from_pem(pem)?,
+                None => webpki_roots::TLS_SERVER_ROOTS.iter().cloned().collect(),
+            };
+            // The provider is named rather than taken from the process default, which panics
+            // when an application links both of rustls' providers and installs neither.
+            let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .map_err(|error| {
+                StoreError::InvalidConfig(format!("set up TLS for the store database: {error}"))
+            })?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+            Ok(Some(MakeRustlsConnect::new(config)))
+        }
+    }
+}
+
+/// The root store of every certificate in `pem`; none, or one that is not an X.509 certificate,
+/// is [`StoreError::InvalidConfig`].
+fn roots_from_pem(pem: &[u8]) -> Result<rustls::RootCertStore, StoreError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+
+    let invalid = |reason: String| {
+        StoreError::InvalidConfig(format!("the store's TLS root certificates: {reason}"))
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for (index, certificate) in CertificateDer::pem_slice_iter(pem).enumerate() {
+        let certificate = certificate.map_err(|error| {
+            invalid(format!(
+                "certificate {} is not valid PEM: {error}",
+                index + 1
+            ))
+        })?;
+        roots.add(certificate).map_err(|error| {
+            invalid(format!(
+                "certificate {} is not a usable X.509 certificate: {error}",
+                index + 1
+            ))
+        })?;
+    }
+    if roots.is_empty() {
+        return Err(invalid(
+            "no `-----BEGIN CERTIFICATE-----` block in the PEM given".to_owned(),
+        ));
+    }
+    Ok(roots)
 }
 
 /// Where the applied migrations are recorded. Named for the crate: `schema_migrations` is also
@@ -636,11 +766,31 @@ fn pg_error_text(operation: &str, error: &tokio_postgres::Error) -> String {
             .unwrap_or_default();
         return format!("{operation}: server error, SQLSTATE {code}{meaning}{constraint}");
     }
-    let io_kind = std::error::Error::source(error)
+    // The I/O error's kind, and what it wraps (a rejected TLS certificate, say): neither quotes
+    // the URL, which the parse errors above are the ones to carry.
+    let io_detail = std::error::Error::source(error)
         .and_then(|source| source.downcast_ref::<std::io::Error>())
-        .map(|io| format!(" ({})", io.kind()))
+        .map(|io| match io.get_ref() {
+            Some(inner) => format!(" ({}: {inner}){}", io.kind(), tls_hint(inner)),
+            None => format!(" ({})", io.kind()),
+        })
         .unwrap_or_default();
-    format!("{operation}: {error}{io_kind}")
+    format!("{operation}: {error}{io_detail}")
+}
+
+/// What to do about a server certificate rustls refused, if `error` is one.
+fn tls_hint(error: &(dyn std::error::Error + Send + Sync + 'static)) -> &'static str {
+    match error.downcast_ref::<rustls::Error>() {
+        Some(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
+        | Some(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::NotValidForNameContext { .. },
+        )) => "; the URL's host must be a name or address the server's certificate lists",
+        Some(rustls::Error::InvalidCertificate(_)) => {
+            "; if the server's certificate comes from a private or cloud provider's CA, give \
+             that CA with PostgresOptions::tls_root_certificates"
+        }
+        _ => "",
+    }
 }
 
 /// What an operator should know about the SQLSTATEs a deployment mistake produces: our own
@@ -1368,6 +1518,29 @@ mod tests {
 
     use super::*;
 
+    /// A self-signed certificate (the test server's CA shape), for root parsing.
+    const TEST_CA: &[u8] = include_bytes!("../../tests/fixtures/test-ca.pem");
+
+    /// Valid roots are accepted whatever else the PEM holds (a key, comments), and the options
+    /// print their size, not their text.
+    #[test]
+    fn roots_parse_from_pem_and_print_their_size() {
+        let mut pem = b"# the store's CA\n".to_vec();
+        pem.extend_from_slice(TEST_CA);
+        pem.extend_from_slice(TEST_CA);
+        let roots = roots_from_pem(&pem).expect("two certificates");
+        assert_eq!(roots.len(), 2);
+        let options = PostgresOptions::new().tls_root_certificates(TEST_CA);
+        let debug = format!("{options:?}");
+        assert!(
+            debug.contains(&format!("{} bytes of PEM", TEST_CA.len())) && !debug.contains("BEGIN"),
+            "{debug}"
+        );
+        assert!(tls_connector(SslMode::Require, None).unwrap().is_some());
+        assert!(tls_connector(SslMode::Prefer, None).unwrap().is_none());
+        assert!(tls_connector(SslMode::Disable, None).unwrap().is_none());
+    }
+
     /// Settings no server could satisfy are `InvalidConfig` (not `Unavailable`, which reads as
     /// "retry"), found before any connection, and never quote the URL's password.
     #[tokio::test]
@@ -1380,13 +1553,45 @@ mod tests {
             matches!(&schema, StoreError::InvalidConfig(m) if m.contains("[a-z_][a-z0-9_]*")),
             "{schema:?}"
         );
-        let tls = PostgresStore::connect("postgres://u:hunter2@127.0.0.1:1/db?sslmode=require")
+        // Roots given for a URL that makes no TLS connection: the caller meant TLS.
+        for mode in ["", "?sslmode=prefer", "?sslmode=disable"] {
+            let roots = PostgresStore::connect_with(
+                &format!("postgres://u:hunter2@127.0.0.1:1/db{mode}"),
+                PostgresOptions::new().tls_root_certificates(TEST_CA),
+            )
             .await
             .unwrap_err();
-        assert!(
-            matches!(&tls, StoreError::InvalidConfig(m) if m.contains("sslmode=require") && !m.contains("hunter2")),
-            "{tls:?}"
-        );
+            assert!(
+                matches!(&roots, StoreError::InvalidConfig(m) if m.contains("sslmode=require") && !m.contains("hunter2")),
+                "{mode}: {roots:?}"
+            );
+        }
+        // Roots that are not certificates.
+        for (pem, says) in [
+            (
+                &b"not pem at all"[..],
+                "no `-----BEGIN CERTIFICATE-----` block",
+            ),
+            (
+                b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+                "certificate 1 is not a usable X.509 certificate",
+            ),
+            (
+                b"-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n",
+                "certificate 1 is not valid PEM",
+            ),
+        ] {
+            let roots = PostgresStore::connect_with(
+                "postgres://u:hunter2@127.0.0.1:1/db?sslmode=require",
+                PostgresOptions::new().tls_root_certificates(pem),
+            )
+            .await
+            .unwrap_err();
+            assert!(
+                matches!(&roots, StoreError::InvalidConfig(m) if m.contains(says) && !m.contains("hunter2")),
+                "{roots:?}"
+            );
+        }
         let url = PostgresStore::connect("postgres://u:hunter2@127.0.0.1:notaport/db")
             .await
             .unwrap_err();
@@ -1898,6 +2103,10 @@ mod tests {
         for (url, unreachable) in [
             // Nothing listens on port 1: an outage, worth retrying.
             ("postgres://user:s3cr3t@127.0.0.1:1/db", true),
+            (
+                "postgres://user:s3cr3t@127.0.0.1:1/db?sslmode=require",
+                true,
+            ),
             // URLs that do not parse: configuration, not worth retrying.
             ("postgres://user:s3cr3t@127.0.0.1:not-a-port/db", false),
             (
