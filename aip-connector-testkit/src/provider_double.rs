@@ -24,7 +24,8 @@
 //! - **Operation lookups** — `GET /operations/{id}` and `GET /operations?idempotency_key=K`
 //!   answer `200 {operation_id, state, ...}` with `state` `committed` (plus `result`, the
 //!   effect's answer, and `effect_count`), `pending` (scripted with
-//!   [`ProviderHandle::lookups_pending`]) or `unknown`.
+//!   [`ProviderHandle::lookups_pending`], which an answer shape of the connector's own lookup
+//!   route reads with [`AnswerRequest::lookup_pending`]) or `unknown`.
 //!
 //! Every response carries `x-request-id: req_<n>`, `n` being the request's sequence number.
 //!
@@ -42,6 +43,7 @@
 //! ending in `/*` (the prefix itself and every path below it), or `*` for every route. A fault applies to the next call (or the next `n`,
 //! or always), after the request is recorded; see [`Fault`] for whether the effect commits.
 
+use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::fmt;
@@ -317,7 +319,10 @@ impl ProviderHandle {
     }
 
     /// The next `lookups` operation lookups answer `pending`, whatever the operation's state
-    /// (a provider that has not finished, or whose read side lags).
+    /// (a provider that has not finished, or whose read side lags). The double's own
+    /// `/operations` lookups use them, and so does an answer shape that asks
+    /// [`AnswerRequest::lookup_pending`] (a connector's own lookup route); `0` takes back what
+    /// is left.
     pub fn lookups_pending(&self, lookups: usize) {
         self.shared.lock().pending_lookups = lookups;
     }
@@ -468,6 +473,8 @@ pub struct AnswerRequest<'a> {
     operation_id: Option<&'a str>,
     effects: &'a [Effect],
     generic: &'a Value,
+    /// The pending lookups [`ProviderHandle::lookups_pending`] scripted and not yet used.
+    pending_lookups: &'a Cell<usize>,
 }
 
 impl<'a> AnswerRequest<'a> {
@@ -515,6 +522,35 @@ impl<'a> AnswerRequest<'a> {
     /// The answer the double would give unshaped.
     pub fn generic_answer(&self) -> &'a Value {
         self.generic
+    }
+
+    /// Whether this read should answer "not finished yet", as the real API does for an
+    /// operation still in flight: true while [`ProviderHandle::lookups_pending`] has pending
+    /// lookups left, each `true` using one up (the double's `/operations` lookups use them
+    /// too). Always `false` for a write. A shape for the route a connector reconciles through
+    /// asks it, so that conformance's restart check sees a pending answer there:
+    ///
+    /// ```no_run
+    /// # use aip_connector_testkit::ProviderDouble;
+    /// # use serde_json::json;
+    /// # async fn demo() {
+    /// let (_double, provider) = ProviderDouble::start().await;
+    /// // GET /invoices?reference=… finds the invoice a write created, or says it is in flight.
+    /// provider.answer("/invoices", |request| {
+    ///     if request.lookup_pending() {
+    ///         return json!({ "status": "processing" });
+    ///     }
+    ///     json!({ "invoices": request.effects().iter().map(|e| &e.answer).collect::<Vec<_>>() })
+    /// });
+    /// # }
+    /// ```
+    pub fn lookup_pending(&self) -> bool {
+        let left = self.pending_lookups.get();
+        if self.is_write() || left == 0 {
+            return false;
+        }
+        self.pending_lookups.set(left - 1);
+        true
     }
 }
 
@@ -790,7 +826,7 @@ impl State {
     /// `body` is the request's JSON body (`null` when absent or not JSON), parsed once by the
     /// caller.
     fn shaped(
-        &self,
+        &mut self,
         incoming: &Received,
         body: &Value,
         operation_id: Option<&str>,
@@ -798,7 +834,8 @@ impl State {
     ) -> Option<Value> {
         let route = best_route(self.answers.keys().map(String::as_str), &incoming.path)?;
         let shape = &self.answers[route];
-        Some(shape(&AnswerRequest {
+        let pending_lookups = Cell::new(self.pending_lookups);
+        let answer = shape(&AnswerRequest {
             method: incoming.method.as_str(),
             path: &incoming.path,
             query: incoming.query.as_deref(),
@@ -807,7 +844,10 @@ impl State {
             operation_id,
             effects: &self.effects,
             generic,
-        }))
+            pending_lookups: &pending_lookups,
+        });
+        self.pending_lookups = pending_lookups.get();
+        Some(answer)
     }
 
     /// Takes the fault that applies to `path`, if any: the exact route, else the longest
@@ -1048,7 +1088,7 @@ fn normal(shared: &Shared, incoming: &Received) -> Response<ResponseBody> {
         return lookup(shared, incoming);
     }
     if matches!(incoming.method, Method::GET | Method::HEAD) {
-        let state = shared.lock();
+        let mut state = shared.lock();
         let operation_ids: Vec<&str> = state
             .effects
             .iter()

@@ -6,7 +6,7 @@
 
 use aip_connector::model::ProviderOperationRef;
 use aip_connector::prelude::*;
-use aip_connector_testkit::conformance::{CheckStatus, ConformanceSuite};
+use aip_connector_testkit::conformance::{CheckStatus, ConformanceSuite, Scenario};
 use aip_connector_testkit::provider_double::OPERATION_ID_HEADER;
 use serde_json::json;
 
@@ -30,10 +30,12 @@ struct ApiTicket {
     title: String,
 }
 
-/// The real API's answer to `GET /tickets/{id}`.
+/// The real API's answer to `GET /tickets/{id}`: `pending` while the ticket is being created.
 #[derive(Deserialize)]
 struct ApiLookup {
     found: bool,
+    #[serde(default)]
+    pending: bool,
 }
 
 struct Tickets {
@@ -79,7 +81,14 @@ impl Tickets {
     async fn find(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
         let path = format!("/tickets/{}", request.provider_operation.operation_id);
         let lookup: ApiLookup = self.api.get(&path).send_json().await?;
-        Ok(if lookup.found {
+        Ok(if lookup.pending {
+            ReconcileOutcome::Pending {
+                cursor: Some(format!(
+                    "ticket:{}",
+                    request.provider_operation.operation_id
+                )),
+            }
+        } else if lookup.found {
             ReconcileOutcome::Committed { evidence: None }
         } else {
             ReconcileOutcome::NotCommitted { evidence: None }
@@ -155,6 +164,9 @@ fn generic_answers_fail_a_strict_connector_with_a_hint() {
     }
 }
 
+/// What the restart check's note says when the pending round could not record a cursor.
+const CURSOR_NOT_EXERCISED: &str = "resume from a cursor was not exercised";
+
 #[test]
 fn answers_in_the_api_shape_pass_a_strict_connector() {
     let report = suite()
@@ -172,6 +184,52 @@ fn answers_in_the_api_shape_pass_a_strict_connector() {
         .run();
     eprintln!("{report}");
     assert!(report.passed(), "{report}");
+    // The lookup route never answers pending, so the restarted host's cursor went untested,
+    // and the report says so rather than passing it silently.
+    let restart = report
+        .check(&Scenario::RestartReconnect.check_name())
+        .unwrap();
+    assert!(
+        restart.detail.contains(CURSOR_NOT_EXERCISED),
+        "{}",
+        restart.detail
+    );
+}
+
+/// A lookup route whose shape asks `lookup_pending()` answers pending when the suite scripts
+/// it, so the restart check records a cursor and resumes from it on the restarted host.
+#[test]
+fn a_lookup_route_that_answers_pending_exercises_the_restarted_cursor() {
+    let report = suite()
+        .with_provider_setup(|provider| {
+            provider.answer(
+                "/tickets",
+                |request| json!({ "id": request.operation_id(), "title": request.body()["title"] }),
+            );
+            provider.answer("/tickets/*", |request| {
+                if request.lookup_pending() {
+                    return json!({ "found": false, "pending": true });
+                }
+                let id = request.path().trim_start_matches("/tickets/");
+                json!({ "found": request.effects().iter().any(|e| e.operation_id == id) })
+            });
+        })
+        .run();
+    eprintln!("{report}");
+    assert!(report.passed(), "{report}");
+    let restart = report
+        .check(&Scenario::RestartReconnect.check_name())
+        .unwrap();
+    assert!(
+        !restart.detail.contains(CURSOR_NOT_EXERCISED),
+        "{}",
+        restart.detail
+    );
+    assert_eq!(
+        restart.assertions.get("reconnect_cursor_resumed"),
+        Some(&true),
+        "{report}"
+    );
 }
 
 /// A transactional write against an in-memory fake: nothing reaches the provider double.

@@ -352,6 +352,62 @@ async fn lookups_answer_committed_unknown_and_scripted_pending() {
     assert_eq!(handle.effect_total(), 2, "lookups commit nothing");
 }
 
+/// A shaped lookup route that asks `lookup_pending()` shares the scripted count with
+/// `/operations`: each `true` uses one, a shape that does not ask uses none, writes never do.
+#[tokio::test]
+async fn shaped_lookups_that_ask_use_the_scripted_pending_lookups() {
+    let (double, handle) = ProviderDouble::start().await;
+    handle.answer(
+        "/tickets/*",
+        |request| json!({ "pending": request.lookup_pending() }),
+    );
+    handle.answer("/plain", |_| json!({ "plain": true }));
+    handle.answer(
+        "/tickets",
+        |request| json!({ "pending": request.lookup_pending() }),
+    );
+    post(&double, "/tickets", None, &json!({})).await;
+
+    handle.lookups_pending(3);
+    // A write asks and is told no, using nothing; a shape that does not ask uses nothing.
+    let write: Value = post(&double, "/tickets", None, &json!({}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(write, json!({ "pending": false }));
+    assert_eq!(get_json(&double, "/plain").await, json!({ "plain": true }));
+    // Three pending answers in all, shared by the shaped route and `/operations`.
+    assert_eq!(
+        get_json(&double, "/tickets/1").await,
+        json!({ "pending": true })
+    );
+    assert_eq!(
+        get_json(&double, "/operations/op_1").await["state"],
+        "pending"
+    );
+    assert_eq!(
+        get_json(&double, "/tickets/1").await,
+        json!({ "pending": true })
+    );
+    assert_eq!(
+        get_json(&double, "/tickets/1").await,
+        json!({ "pending": false })
+    );
+    assert_eq!(
+        get_json(&double, "/operations/op_1").await["state"],
+        "committed"
+    );
+
+    // `lookups_pending(0)` takes back what is left.
+    handle.lookups_pending(5);
+    handle.lookups_pending(0);
+    assert_eq!(
+        get_json(&double, "/tickets/1").await,
+        json!({ "pending": false })
+    );
+}
+
 #[tokio::test]
 async fn status_faults_answer_without_effect_unless_asked_and_honour_counts() {
     let (double, handle) = ProviderDouble::start().await;
