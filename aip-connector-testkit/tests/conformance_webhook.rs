@@ -9,6 +9,8 @@
 //! | `TrustingScheme` | accepts any delivery, signed or not | `signature_verified` |
 //! | `UntimedScheme` | signs no timestamp | `skew_rejected` |
 //! | no example body | nothing to deliver | every assertion, with the fix |
+//! | Ed25519 private key (`whsk_`) | none | — (passes) |
+//! | Ed25519 public key only (`whpk_`) | the suite cannot sign | every assertion, with the fix |
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -59,8 +61,17 @@ fn bookings_receiver(
     scheme: impl SignatureScheme,
     handled: Arc<AtomicUsize>,
 ) -> WebhookReceiverBuilder {
+    bookings_receiver_keyed(scheme, handled, "whsec_c2VjcmV0LWNhbmFyeQ==")
+}
+
+/// [`bookings_receiver`] with the key `key` (a Standard Webhooks key text).
+fn bookings_receiver_keyed(
+    scheme: impl SignatureScheme,
+    handled: Arc<AtomicUsize>,
+    key: &str,
+) -> WebhookReceiverBuilder {
     WebhookReceiver::builder("bookings", scheme)
-        .secret(WebhookSecret::standard("whsec_c2VjcmV0LWNhbmFyeQ==").unwrap())
+        .secret(WebhookSecret::standard(key).unwrap())
         .example(r#"{"booking_id":"bk_1"}"#)
         .handler(move |delivery: WebhookDelivery| {
             let handled = Arc::clone(&handled);
@@ -127,6 +138,47 @@ fn a_receiver_on_the_given_store_passes_webhook_security() {
     );
     // The genuine delivery, once: every forgery, skewed copy and replay was refused before it.
     assert_eq!(handled.load(Ordering::SeqCst), 1);
+}
+
+/// An Ed25519 private key, RFC 8032's first test vector's seed, and its public key.
+const ED25519_PRIVATE: &str = "whsk_nWGxne/9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A=";
+const ED25519_PUBLIC: &str = "whpk_11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=";
+
+#[test]
+fn an_ed25519_receiver_built_with_the_private_key_passes_webhook_security() {
+    let handled = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&handled);
+    let check = webhook_check(ConformanceSuite::new(|_env| Bookings).with_webhook(
+        move |_env, store| {
+            bookings_receiver_keyed(StandardWebhooks, Arc::clone(&counted), ED25519_PRIVATE)
+                .store(store)
+                .build()
+                .unwrap()
+        },
+    ));
+    assert_eq!(check.status, CheckStatus::Passed, "{}", check.detail);
+    assert_eq!(handled.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_receiver_with_only_the_public_key_is_told_to_use_the_private_one() {
+    let check = webhook_check(ConformanceSuite::new(|_env| Bookings).with_webhook(
+        |_env, store| {
+            bookings_receiver_keyed(StandardWebhooks, Arc::default(), ED25519_PUBLIC)
+                .store(store)
+                .build()
+                .unwrap()
+        },
+    ));
+    assert_only(
+        &check,
+        &["signature_verified", "skew_rejected", "replay_rejected"],
+    );
+    assert!(
+        check.detail.contains("whsk_") && check.detail.contains("only Ed25519 public keys"),
+        "{}",
+        check.detail
+    );
 }
 
 fn assert_only(check: &aip_connector_testkit::conformance::CheckResult, broken: &[&str]) {
@@ -233,7 +285,9 @@ impl SignatureScheme for UntimedScheme {
     }
 
     fn sign(&self, secret: &WebhookSecret, delivery: &SignedDelivery, body: &[u8]) -> HeaderMap {
-        let mac = secret.hmac_sha256(&[delivery.id.as_bytes(), b".", body]);
+        let mac = secret
+            .hmac_sha256(&[delivery.id.as_bytes(), b".", body])
+            .expect("the receiver accepts shared secrets only");
         let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
         let mut headers = HeaderMap::new();
         headers.insert("x-delivery", delivery.id.parse().unwrap());

@@ -327,6 +327,12 @@ pub enum WebhookConfigError {
         /// The configured tolerance.
         tolerance: Duration,
     },
+    /// A key the receiver's signature scheme does not verify with (an Ed25519 key given to a
+    /// scheme of shared secrets): every delivery would fail authentication.
+    #[error(
+        "webhook receiver `{0}`: its signature scheme does not verify with Ed25519 keys; give it the provider's shared secret, or use a scheme that checks Ed25519 signatures (`StandardWebhooks` does: `v1a`)"
+    )]
+    UnsupportedKey(String),
     /// A duration under a millisecond, or a size of zero.
     #[error("webhook receiver `{receiver}`: `{setting}` must be at least 1 (ms for durations)")]
     Zero {
@@ -353,8 +359,9 @@ pub struct WebhookReceiverBuilder {
 }
 
 impl WebhookReceiverBuilder {
-    /// Adds a signing secret. Give the new one and the old one while a secret rotates; a
-    /// signature matching any of them is accepted.
+    /// Adds a key: the provider's shared secret, or its Ed25519 public key (the scheme must
+    /// [accept](SignatureScheme::accepts) it). Give the new one and the old one while a key
+    /// rotates; a signature matching any of them is accepted.
     pub fn secret(mut self, secret: WebhookSecret) -> Self {
         self.secrets.push(secret);
         self
@@ -432,6 +439,9 @@ impl WebhookReceiverBuilder {
         }
         if self.secrets.is_empty() {
             return Err(WebhookConfigError::NoSecret(id));
+        }
+        if !self.secrets.iter().all(|key| self.scheme.accepts(key)) {
+            return Err(WebhookConfigError::UnsupportedKey(id));
         }
         let Some(handler) = self.handler else {
             return Err(WebhookConfigError::NoHandler(id));
@@ -588,15 +598,25 @@ impl WebhookReceiver {
     }
 
     /// The headers a provider would send with `body` as delivery `id` signed at `timestamp_ms`,
-    /// signed with the receiver's first secret: for tests and the testkit.
+    /// signed with the receiver's first key that [can sign](WebhookSecret::can_sign): for tests
+    /// and the testkit. A receiver that holds only Ed25519 public keys (as in production) cannot
+    /// sign: the headers then carry no signature, and [`can_sign`](Self::can_sign) says so.
+    /// Build the receiver of your tests with the private key (`whsk_…`), which verifies too.
     pub fn sign(&self, id: &str, timestamp_ms: Millis, body: &[u8]) -> HeaderMap {
         let delivery = SignedDelivery {
             id: id.to_owned(),
             timestamp_ms: Some(timestamp_ms),
         };
-        self.inner
-            .scheme
-            .sign(&self.inner.secrets[0], &delivery, body)
+        match self.inner.secrets.iter().find(|key| key.can_sign()) {
+            Some(key) => self.inner.scheme.sign(key, &delivery, body),
+            None => HeaderMap::new(),
+        }
+    }
+
+    /// Whether [`sign`](Self::sign) can sign: the receiver holds a shared secret or an Ed25519
+    /// private key, not only public keys.
+    pub fn can_sign(&self) -> bool {
+        self.inner.secrets.iter().any(WebhookSecret::can_sign)
     }
 
     /// The receiver's clock, in milliseconds since the Unix epoch.

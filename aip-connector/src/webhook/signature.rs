@@ -13,74 +13,209 @@ use crate::store::Millis;
 
 type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
-/// A webhook signing secret shared with the provider.
+/// A key the receiver checks signatures with: a secret shared with the provider (HMAC), or an
+/// Ed25519 public key (with its private half when you sign deliveries yourself, in tests).
 ///
-/// Its `Debug` shows only the length; it is neither `Serialize` nor `Display`, so the key
-/// reaches no log, record or error. (Nor `PartialEq`: a comparison of keys that is not
-/// constant-time has no use that is safe.) The key is wiped from memory when the secret is
+/// Its `Debug` shows only the kind and length; it is neither `Serialize` nor `Display`, so the
+/// key reaches no log, record or error. (Nor `PartialEq`: a comparison of keys that is not
+/// constant-time has no use that is safe.) Secret bytes are wiped from memory when the key is
 /// dropped.
 #[derive(Clone)]
-pub struct WebhookSecret(Zeroizing<Vec<u8>>);
+pub struct WebhookSecret(Key);
+
+/// What a [`WebhookSecret`] holds.
+#[derive(Clone)]
+enum Key {
+    /// A shared HMAC key.
+    Hmac(Zeroizing<Vec<u8>>),
+    /// An Ed25519 public key, with the private key's seed when this side signs.
+    Ed25519 {
+        public: [u8; ED25519_PUBLIC_KEY_LEN],
+        seed: Option<Zeroizing<[u8; ED25519_SEED_LEN]>>,
+    },
+}
+
+/// The length of an Ed25519 public key and of a private key's seed.
+const ED25519_PUBLIC_KEY_LEN: usize = 32;
+const ED25519_SEED_LEN: usize = 32;
+
+/// The length of an Ed25519 signature.
+const ED25519_SIGNATURE_LEN: usize = 64;
 
 impl WebhookSecret {
-    /// A secret of raw key bytes (what a provider that shows "the signing secret" as text
-    /// means: its UTF-8 bytes, `WebhookSecret::new("s3cr3t")`).
+    /// A shared secret of raw key bytes (what a provider that shows "the signing secret" as
+    /// text means: its UTF-8 bytes, `WebhookSecret::new("s3cr3t")`).
     pub fn new(key: impl Into<Vec<u8>>) -> Self {
-        Self(Zeroizing::new(key.into()))
+        Self(Key::Hmac(Zeroizing::new(key.into())))
     }
 
-    /// A secret in the Standard Webhooks form, `whsec_<base64 key>` (the prefix is optional):
-    /// the key is the decoded base64.
+    /// A key in a Standard Webhooks form, told by its prefix:
+    ///
+    /// - `whsec_<base64>`: a shared secret (the prefix is optional: text without one of these
+    ///   prefixes is a shared secret's base64);
+    /// - `whpk_<base64>`: an Ed25519 public key (32 bytes), what a receiver holds when the
+    ///   provider signs with `v1a` signatures;
+    /// - `whsk_<base64>`: an Ed25519 private key, its 32-byte seed or the 64 bytes of seed and
+    ///   public key, for signing deliveries in tests (it verifies too).
     ///
     /// # Errors
     ///
-    /// When the text after the prefix is not base64 or decodes to nothing. The error does not
-    /// quote the text.
+    /// When the text after the prefix is not base64, decodes to nothing, or is not a key of
+    /// the prefix's length (or a 64-byte private key whose public half does not belong to its
+    /// seed). The error does not quote the text.
     pub fn standard(text: &str) -> Result<Self, InvalidSecret> {
+        let decode = |encoded: &str| {
+            BASE64
+                .decode(encoded.trim())
+                .map(Zeroizing::new)
+                .map_err(|_| InvalidSecret)
+        };
+        if let Some(encoded) = text.strip_prefix("whpk_") {
+            let bytes = decode(encoded)?;
+            let public = <[u8; ED25519_PUBLIC_KEY_LEN]>::try_from(bytes.as_slice())
+                .map_err(|_| InvalidSecret)?;
+            return Ok(Self::ed25519_public_key(public));
+        }
+        if let Some(encoded) = text.strip_prefix("whsk_") {
+            let bytes = decode(encoded)?;
+            let (seed, public) = match bytes.len() {
+                ED25519_SEED_LEN => (&bytes[..], None),
+                64 => (&bytes[..ED25519_SEED_LEN], Some(&bytes[ED25519_SEED_LEN..])),
+                _ => return Err(InvalidSecret),
+            };
+            let mut seed_array = Zeroizing::new([0u8; ED25519_SEED_LEN]);
+            seed_array.copy_from_slice(seed);
+            let key = Self::ed25519_secret_key(*seed_array);
+            if let (Some(given), Key::Ed25519 { public, .. }) = (public, &key.0)
+                && given != public.as_slice()
+            {
+                return Err(InvalidSecret);
+            }
+            return Ok(key);
+        }
         let encoded = text.strip_prefix("whsec_").unwrap_or(text);
-        match BASE64.decode(encoded.trim()).map(Zeroizing::new) {
-            Ok(key) if !key.is_empty() => Ok(Self(key)),
+        match decode(encoded) {
+            Ok(key) if !key.is_empty() => Ok(Self(Key::Hmac(key))),
             _ => Err(InvalidSecret),
         }
     }
 
-    /// The key bytes, for a [`SignatureScheme`] of your own.
-    pub fn expose(&self) -> &[u8] {
-        &self.0
+    /// An Ed25519 public key: the receiver's side of a provider that signs with Ed25519. It
+    /// verifies; it cannot sign.
+    pub fn ed25519_public_key(public: [u8; ED25519_PUBLIC_KEY_LEN]) -> Self {
+        Self(Key::Ed25519 { public, seed: None })
     }
 
-    /// HMAC-SHA256 of `parts`, fed in order, under this secret.
-    pub fn hmac_sha256(&self, parts: &[&[u8]]) -> [u8; 32] {
-        let mut mac = self.mac();
+    /// An Ed25519 private key from its 32-byte seed: the provider's side, for signing
+    /// deliveries in tests. It verifies too, with its public half.
+    pub fn ed25519_secret_key(seed: [u8; ED25519_SEED_LEN]) -> Self {
+        let seed = Zeroizing::new(seed);
+        let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(seed.as_slice())
+            .expect("every 32-byte seed is an Ed25519 private key");
+        let mut public = [0u8; ED25519_PUBLIC_KEY_LEN];
+        public.copy_from_slice(ring::signature::KeyPair::public_key(&pair).as_ref());
+        Self(Key::Ed25519 {
+            public,
+            seed: Some(seed),
+        })
+    }
+
+    /// Whether this is an Ed25519 key (public, or private with its public half) rather than a
+    /// shared HMAC secret.
+    pub fn is_ed25519(&self) -> bool {
+        matches!(self.0, Key::Ed25519 { .. })
+    }
+
+    /// Whether this key can sign: a shared secret, or an Ed25519 private key (not a public
+    /// key alone).
+    pub fn can_sign(&self) -> bool {
+        match &self.0 {
+            Key::Hmac(_) => true,
+            Key::Ed25519 { seed, .. } => seed.is_some(),
+        }
+    }
+
+    /// The key bytes, for a [`SignatureScheme`] of your own: a shared secret's bytes, or an
+    /// Ed25519 key's 32-byte public key (a private key's seed is never handed out).
+    pub fn expose(&self) -> &[u8] {
+        match &self.0 {
+            Key::Hmac(key) => key,
+            Key::Ed25519 { public, .. } => public,
+        }
+    }
+
+    /// HMAC-SHA256 of `parts`, fed in order, under this shared secret; `None` for an Ed25519
+    /// key, whose public bytes must never serve as an HMAC key (anyone could sign with them).
+    pub fn hmac_sha256(&self, parts: &[&[u8]]) -> Option<[u8; 32]> {
+        let Key::Hmac(key) = &self.0 else {
+            return None;
+        };
+        // HMAC takes keys of any length (longer ones are hashed first), so this cannot fail.
+        let mut mac =
+            <HmacSha256 as KeyInit>::new_from_slice(key).expect("HMAC accepts keys of any length");
         for part in parts {
             mac.update(part);
         }
-        mac.finalize().into_bytes().into()
+        Some(mac.finalize().into_bytes().into())
     }
 
-    /// Whether `signature` is the HMAC-SHA256 of `parts` under this secret, compared in
-    /// constant time. It hashes `parts` on every call: a scheme that accepts several signatures
-    /// per delivery should compute [`hmac_sha256`](Self::hmac_sha256) once and compare each
-    /// candidate, so an unsigned request cannot make it hash the body once per candidate.
+    /// Whether `signature` is the HMAC-SHA256 of `parts` under this shared secret, compared in
+    /// constant time; always false for an Ed25519 key. It hashes `parts` on every call: a
+    /// scheme that accepts several signatures per delivery should compute
+    /// [`hmac_sha256`](Self::hmac_sha256) once and compare each candidate, so an unsigned
+    /// request cannot make it hash the body once per candidate.
     pub fn verify_hmac_sha256(&self, parts: &[&[u8]], signature: &[u8]) -> bool {
-        constant_time_eq(&self.hmac_sha256(parts), signature)
+        self.hmac_sha256(parts)
+            .is_some_and(|expected| constant_time_eq(&expected, signature))
     }
 
-    fn mac(&self) -> HmacSha256 {
-        // HMAC takes keys of any length (longer ones are hashed first), so this cannot fail.
-        <HmacSha256 as KeyInit>::new_from_slice(&self.0).expect("HMAC accepts keys of any length")
+    /// Whether `signature` is this Ed25519 key's signature of `parts`, concatenated in order;
+    /// always false for a shared secret.
+    pub fn verify_ed25519(&self, parts: &[&[u8]], signature: &[u8]) -> bool {
+        let Key::Ed25519 { public, .. } = &self.0 else {
+            return false;
+        };
+        signature.len() == ED25519_SIGNATURE_LEN
+            && ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, public)
+                .verify(&parts.concat(), signature)
+                .is_ok()
+    }
+
+    /// This Ed25519 private key's signature of `parts`, concatenated in order; `None` for a
+    /// shared secret or a public key alone.
+    pub fn sign_ed25519(&self, parts: &[&[u8]]) -> Option<[u8; ED25519_SIGNATURE_LEN]> {
+        let Key::Ed25519 {
+            seed: Some(seed), ..
+        } = &self.0
+        else {
+            return None;
+        };
+        let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(seed.as_slice()).ok()?;
+        let mut signature = [0u8; ED25519_SIGNATURE_LEN];
+        signature.copy_from_slice(pair.sign(&parts.concat()).as_ref());
+        Some(signature)
     }
 }
 
 impl fmt::Debug for WebhookSecret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "WebhookSecret({} bytes, redacted)", self.0.len())
+        match &self.0 {
+            Key::Hmac(key) => write!(f, "WebhookSecret({} bytes, redacted)", key.len()),
+            Key::Ed25519 { seed: None, .. } => write!(f, "WebhookSecret(Ed25519 public key)"),
+            Key::Ed25519 { seed: Some(_), .. } => {
+                write!(f, "WebhookSecret(Ed25519 private key, redacted)")
+            }
+        }
     }
 }
 
-/// A secret text that is not a Standard Webhooks secret (`whsec_<base64>`).
+/// A key text that is not a Standard Webhooks key (`whsec_`, `whpk_` or `whsk_` and base64).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("a Standard Webhooks secret is `whsec_` followed by a non-empty base64 key")]
+#[error(
+    "a Standard Webhooks key is `whsec_` followed by a non-empty base64 secret, `whpk_` by a \
+     base64 Ed25519 public key (32 bytes) or `whsk_` by a base64 Ed25519 private key (32 or 64 \
+     bytes)"
+)]
 pub struct InvalidSecret;
 
 /// What a valid signature vouches for: the delivery's id and, when the scheme signs one, its
@@ -106,8 +241,16 @@ pub struct SignedDelivery {
 /// [`sign`](Self::sign) is the provider's side, which the testkit and your tests use to send
 /// deliveries a real provider would. [`StandardWebhooks`] is built in; a provider with a scheme
 /// of its own gets an implementation of a few lines, with [`WebhookSecret::verify_hmac_sha256`]
-/// doing the cryptography.
+/// or [`WebhookSecret::verify_ed25519`] doing the cryptography.
 pub trait SignatureScheme: Send + Sync + 'static {
+    /// Whether this scheme verifies with `key`: by default shared secrets only, so that an
+    /// Ed25519 key given to an HMAC scheme fails when the receiver is built
+    /// ([`WebhookConfigError::UnsupportedKey`](super::WebhookConfigError::UnsupportedKey)),
+    /// not on every delivery. A scheme that checks Ed25519 signatures answers true for them.
+    fn accepts(&self, key: &WebhookSecret) -> bool {
+        !key.is_ed25519()
+    }
+
     /// Checks that `body` was signed with one of `secrets` (several while a secret rotates) and
     /// returns what the signature covers.
     ///
@@ -123,14 +266,17 @@ pub trait SignatureScheme: Send + Sync + 'static {
         body: &[u8],
     ) -> Result<SignedDelivery, WebhookError>;
 
-    /// The headers a provider holding `secret` sends with `body` for `delivery`.
+    /// The headers a provider holding `secret` sends with `body` for `delivery`. Only called
+    /// with a key that [`can_sign`](WebhookSecret::can_sign).
     fn sign(&self, secret: &WebhookSecret, delivery: &SignedDelivery, body: &[u8]) -> HeaderMap;
 }
 
 /// The [Standard Webhooks](https://www.standardwebhooks.com/) scheme (Svix and the providers
 /// built on it): headers `webhook-id`, `webhook-timestamp` (Unix seconds) and
-/// `webhook-signature`, a space-separated list of `v1,<base64 HMAC-SHA256>` over
-/// `<id>.<timestamp>.<body>`.
+/// `webhook-signature`, a space-separated list of signatures over `<id>.<timestamp>.<body>`:
+/// `v1,<base64 HMAC-SHA256>` under a shared secret (`whsec_`), or `v1a,<base64 Ed25519
+/// signature>` checked with the provider's public key (`whpk_`). A delivery passes when one
+/// listed signature matches one of the receiver's keys.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StandardWebhooks;
 
@@ -143,6 +289,10 @@ impl StandardWebhooks {
     pub const SIGNATURE_HEADER: &'static str = "webhook-signature";
     /// The longest signature header taken (room for dozens of signatures).
     pub const MAX_SIGNATURE_HEADER_BYTES: usize = 4096;
+    /// How many `v1a` signatures of one delivery are checked: each costs an Ed25519
+    /// verification per public key, so an unsigned request listing dozens must not buy dozens.
+    /// A rotation lists two or three.
+    pub const MAX_ED25519_SIGNATURES: usize = 4;
 }
 
 /// Whether `a` and `b` are equal, in time that depends on their lengths only.
@@ -175,23 +325,37 @@ impl SignatureScheme for StandardWebhooks {
             )));
         }
         let signed = [id.as_bytes(), b".", timestamp.as_bytes(), b".", body];
-        // The body is hashed once per secret, however many signatures the header lists: the
-        // work an unsigned request can cause is bounded by the number of secrets. Each entry is
-        // `<version>,<signature>`; only `v1` is defined. An entry that is not base64 or not 32
-        // bytes cannot match and is skipped, like one of an unknown version.
-        let candidates: Vec<Vec<u8>> = signatures
-            .split(' ')
-            .filter_map(|entry| entry.strip_prefix("v1,"))
-            .filter_map(|encoded| BASE64.decode(encoded).ok())
-            .filter(|signature| signature.len() == 32)
-            .collect();
-        let matches = !candidates.is_empty()
-            && secrets.iter().any(|secret| {
-                let expected = secret.hmac_sha256(&signed);
-                candidates
+        // Each entry is `<version>,<signature>`: `v1` (HMAC-SHA256) or `v1a` (Ed25519). An
+        // entry that is not base64 or not of its version's length cannot match and is skipped,
+        // like one of an unknown version. The body is hashed once per shared secret, however
+        // many `v1` signatures the header lists, and at most `MAX_ED25519_SIGNATURES` `v1a`
+        // signatures are verified per public key: the work an unsigned request can cause is
+        // bounded by the number of keys.
+        let candidates = |version: &str, len: usize| -> Vec<Vec<u8>> {
+            signatures
+                .split(' ')
+                .filter_map(|entry| entry.strip_prefix(version))
+                .filter_map(|encoded| BASE64.decode(encoded).ok())
+                .filter(|signature| signature.len() == len)
+                .collect()
+        };
+        let hmac_candidates = candidates("v1,", 32);
+        let mut ed25519_candidates = candidates("v1a,", ED25519_SIGNATURE_LEN);
+        ed25519_candidates.truncate(Self::MAX_ED25519_SIGNATURES);
+        let matches = secrets.iter().any(|secret| {
+            if secret.is_ed25519() {
+                ed25519_candidates
                     .iter()
-                    .any(|candidate| constant_time_eq(&expected, candidate))
-            });
+                    .any(|candidate| secret.verify_ed25519(&signed, candidate))
+            } else {
+                !hmac_candidates.is_empty()
+                    && secret.hmac_sha256(&signed).is_some_and(|expected| {
+                        hmac_candidates
+                            .iter()
+                            .any(|candidate| constant_time_eq(&expected, candidate))
+                    })
+            }
+        });
         if !matches {
             return Err(WebhookError::AuthenticationFailed);
         }
@@ -201,16 +365,28 @@ impl SignatureScheme for StandardWebhooks {
         })
     }
 
+    fn accepts(&self, _key: &WebhookSecret) -> bool {
+        true
+    }
+
+    /// Signs `v1` with a shared secret and `v1a` with an Ed25519 private key; a public key
+    /// alone cannot sign, and the headers then carry no signature.
     fn sign(&self, secret: &WebhookSecret, delivery: &SignedDelivery, body: &[u8]) -> HeaderMap {
         let seconds = delivery.timestamp_ms.unwrap_or(0) / 1000;
         let timestamp = seconds.to_string();
-        let mac = secret.hmac_sha256(&[
+        let signed = [
             delivery.id.as_bytes(),
             b".",
             timestamp.as_bytes(),
             b".",
             body,
-        ]);
+        ];
+        let signature = match secret.hmac_sha256(&signed) {
+            Some(mac) => Some(format!("v1,{}", BASE64.encode(mac))),
+            None => secret
+                .sign_ed25519(&signed)
+                .map(|signature| format!("v1a,{}", BASE64.encode(signature))),
+        };
         let mut headers = HeaderMap::new();
         let mut put = |name: &'static str, value: String| {
             if let Ok(value) = HeaderValue::try_from(value) {
@@ -219,7 +395,9 @@ impl SignatureScheme for StandardWebhooks {
         };
         put(Self::ID_HEADER, delivery.id.clone());
         put(Self::TIMESTAMP_HEADER, timestamp);
-        put(Self::SIGNATURE_HEADER, format!("v1,{}", BASE64.encode(mac)));
+        if let Some(signature) = signature {
+            put(Self::SIGNATURE_HEADER, signature);
+        }
         headers
     }
 }
@@ -420,5 +598,141 @@ mod tests {
             InvalidSecret
         );
         assert!(!InvalidSecret.to_string().contains("%%%"));
+    }
+
+    /// RFC 8032's first Ed25519 test vector (the empty message): its seed, public key and
+    /// signature, in the Standard Webhooks spellings.
+    const RFC8032_SEED: &str = "whsk_nWGxne/9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A=";
+    const RFC8032_PAIR: &str = "whsk_nWGxne/9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2DXWpgBgrEKt9VL/tPJZAc6DuFy89qmIyWvAhpo9wdRGg==";
+    const RFC8032_PUBLIC: &str = "whpk_11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=";
+    const RFC8032_SIGNATURE: &str =
+        "5VZDAMNgrHKQhuLMgG6CioSHfx645dl02HPgZSJJAVVfuIIVkKM7rMYeOXAc+bRr0lv18FlbviRlUUFDjnoQCw==";
+
+    #[test]
+    fn ed25519_keys_match_the_rfc_8032_vector() {
+        let signature = BASE64.decode(RFC8032_SIGNATURE).unwrap();
+        for text in [RFC8032_SEED, RFC8032_PAIR] {
+            let private = WebhookSecret::standard(text).unwrap();
+            assert!(private.is_ed25519() && private.can_sign());
+            assert_eq!(private.sign_ed25519(&[b""]).unwrap().as_slice(), signature);
+            assert!(private.verify_ed25519(&[b""], &signature));
+        }
+        let public = WebhookSecret::standard(RFC8032_PUBLIC).unwrap();
+        assert!(public.is_ed25519() && !public.can_sign());
+        assert_eq!(
+            public.expose(),
+            WebhookSecret::standard(RFC8032_SEED).unwrap().expose(),
+            "a private key exposes its public half"
+        );
+        assert!(public.verify_ed25519(&[b""], &signature));
+        assert!(!public.verify_ed25519(&[b"x"], &signature));
+        assert!(!public.verify_ed25519(&[b""], &signature[..63]));
+        assert_eq!(public.sign_ed25519(&[b""]), None);
+        // The kinds never cross: no HMAC under a public key, no Ed25519 under a secret.
+        assert_eq!(public.hmac_sha256(&[b""]), None);
+        assert!(!WebhookSecret::new("s3cr3t").verify_ed25519(&[b""], &signature));
+        assert_eq!(WebhookSecret::new("s3cr3t").sign_ed25519(&[b""]), None);
+    }
+
+    #[test]
+    fn malformed_ed25519_keys_are_refused() {
+        // A 64-byte private key whose public half is not its seed's.
+        let mut pair = BASE64.decode(&RFC8032_PAIR["whsk_".len()..]).unwrap();
+        pair[63] ^= 1;
+        for text in [
+            format!("whsk_{}", BASE64.encode(&pair)),
+            "whsk_AAAA".to_owned(),
+            "whpk_AAAA".to_owned(),
+            "whpk_%%%".to_owned(),
+            format!("whpk_{}", BASE64.encode([0u8; 33])),
+        ] {
+            assert_eq!(
+                WebhookSecret::standard(&text).unwrap_err(),
+                InvalidSecret,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn standard_webhooks_checks_v1a_signatures_with_public_keys() {
+        let private = WebhookSecret::standard(RFC8032_SEED).unwrap();
+        let public = WebhookSecret::standard(RFC8032_PUBLIC).unwrap();
+        let body = br#"{"event":"charge.succeeded"}"#;
+        let headers = StandardWebhooks.sign(&private, &delivery("msg_1", 1_700_000_000), body);
+        let signatures = headers[StandardWebhooks::SIGNATURE_HEADER]
+            .to_str()
+            .unwrap();
+        assert!(signatures.starts_with("v1a,"), "{signatures}");
+        // The receiver holds the public key only, beside an unrelated shared secret.
+        let keys = [WebhookSecret::new("other"), public.clone()];
+        assert_eq!(
+            StandardWebhooks.verify(&keys, &headers, body).unwrap(),
+            delivery("msg_1", 1_700_000_000)
+        );
+        assert_eq!(
+            StandardWebhooks
+                .verify(&keys, &headers, b"{}")
+                .unwrap_err()
+                .code(),
+            crate::codes::WEBHOOK_AUTHENTICATION_FAILED
+        );
+        // A public key cannot sign: no signature header at all.
+        let unsigned = StandardWebhooks.sign(&public, &delivery("msg_1", 1_700_000_000), body);
+        assert!(unsigned.get(StandardWebhooks::SIGNATURE_HEADER).is_none());
+        // Anyone knows the public key: an HMAC `v1` signature keyed with its bytes is refused.
+        let forged = StandardWebhooks.sign(
+            &WebhookSecret::new(public.expose().to_vec()),
+            &delivery("msg_1", 1_700_000_000),
+            body,
+        );
+        assert_eq!(
+            StandardWebhooks
+                .verify(std::slice::from_ref(&public), &forged, body)
+                .unwrap_err()
+                .code(),
+            crate::codes::WEBHOOK_AUTHENTICATION_FAILED
+        );
+    }
+
+    #[test]
+    fn only_the_first_ed25519_signatures_of_a_delivery_are_checked() {
+        let private = WebhookSecret::standard(RFC8032_SEED).unwrap();
+        let public = WebhookSecret::standard(RFC8032_PUBLIC).unwrap();
+        let mut headers = StandardWebhooks.sign(&private, &delivery("msg_1", 1_700_000_000), b"{}");
+        let genuine = headers[StandardWebhooks::SIGNATURE_HEADER]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let junk = format!("v1a,{}", BASE64.encode([7u8; 64]));
+        let listed = |junk_before: usize| {
+            let mut entries = vec![junk.clone(); junk_before];
+            entries.push(genuine.clone());
+            HeaderValue::try_from(entries.join(" ")).unwrap()
+        };
+        let keys = std::slice::from_ref(&public);
+        headers.insert(
+            StandardWebhooks::SIGNATURE_HEADER,
+            listed(StandardWebhooks::MAX_ED25519_SIGNATURES - 1),
+        );
+        assert!(StandardWebhooks.verify(keys, &headers, b"{}").is_ok());
+        headers.insert(
+            StandardWebhooks::SIGNATURE_HEADER,
+            listed(StandardWebhooks::MAX_ED25519_SIGNATURES),
+        );
+        assert!(StandardWebhooks.verify(keys, &headers, b"{}").is_err());
+    }
+
+    #[test]
+    fn ed25519_keys_never_show_their_private_half() {
+        let private = WebhookSecret::standard(RFC8032_SEED).unwrap();
+        let debug = format!("{private:?}");
+        assert_eq!(debug, "WebhookSecret(Ed25519 private key, redacted)");
+        assert_ne!(
+            private.expose(),
+            &BASE64.decode(&RFC8032_SEED["whsk_".len()..]).unwrap()[..]
+        );
+        let public = WebhookSecret::standard(RFC8032_PUBLIC).unwrap();
+        assert_eq!(format!("{public:?}"), "WebhookSecret(Ed25519 public key)");
     }
 }

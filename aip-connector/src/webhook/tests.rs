@@ -451,6 +451,59 @@ fn an_incomplete_or_inconsistent_receiver_does_not_build() {
     }
 }
 
+/// A receiver holding the provider's Ed25519 public key takes what its private key signed, and
+/// cannot sign itself; a scheme of shared secrets refuses an Ed25519 key when it is built.
+#[tokio::test]
+async fn an_ed25519_public_key_verifies_and_an_hmac_scheme_refuses_it() {
+    const PRIVATE: &str = "whsk_nWGxne/9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A=";
+    const PUBLIC: &str = "whpk_11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=";
+    let runs = Arc::new(AtomicUsize::new(0));
+    let build = |key: &str| {
+        let counted = Arc::clone(&runs);
+        WebhookReceiver::builder("payments", StandardWebhooks)
+            .secret(WebhookSecret::standard(key).unwrap())
+            .handler(move |_delivery: WebhookDelivery| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                async { Ok::<_, ConnectorFailure>(()) }
+            })
+            .build()
+            .unwrap()
+    };
+    let provider = build(PRIVATE);
+    let production = build(PUBLIC);
+    assert!(provider.can_sign() && !production.can_sign());
+    let body: &'static [u8] = b"{\"charge\":\"ch_1\"}";
+    let headers = provider.sign("msg_1", production.now_ms(), body);
+    production
+        .receive(&headers, Bytes::from_static(body))
+        .await
+        .unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let forged = production
+        .receive(&headers, Bytes::from_static(b"{\"charge\":\"ch_2\"}"))
+        .await
+        .unwrap_err();
+    assert_eq!(forged.code(), codes::WEBHOOK_AUTHENTICATION_FAILED);
+    // What a public key "signs" is no signature: the header is missing.
+    let unsigned = production.sign("msg_2", production.now_ms(), body);
+    let missing = production
+        .receive(&unsigned, Bytes::from_static(body))
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), codes::WEBHOOK_MISSING_HEADER);
+
+    let refused = WebhookReceiver::builder("payments", IdFromHeader)
+        .secret(WebhookSecret::standard(PUBLIC).unwrap())
+        .handler(|_| async { Ok::<_, ConnectorFailure>(()) })
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        refused,
+        WebhookConfigError::UnsupportedKey("payments".into())
+    );
+    assert!(refused.to_string().contains("v1a"), "{refused}");
+}
+
 #[test]
 fn no_debug_output_shows_the_secret() {
     let receiver = WebhookReceiver::builder("r", StandardWebhooks)

@@ -114,6 +114,17 @@ async fn check(
         }
         return;
     };
+    if !receiver.can_sign() {
+        evidence.artifact(format!("webhook:{name}"));
+        for assertion in [SIGNATURE, SKEW, REPLAY] {
+            evidence.assert(assertion, false, || {
+                format!(
+                    "receiver `{name}` holds only Ed25519 public keys, so the suite cannot sign deliveries for it: build the receiver you give the suite with the provider's private key (`WebhookSecret::standard(\"whsk_…\")` or `WebhookSecret::ed25519_secret_key`), which verifies too"
+                )
+            });
+        }
+        return;
+    }
     // An action id's UUIDv7: unique per run, and visible ASCII as a delivery id must be.
     let id = format!("conformance-{}", ActionId::new());
     let now = receiver.now_ms();
