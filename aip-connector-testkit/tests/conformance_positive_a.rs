@@ -228,6 +228,14 @@ fn a_keyed_transactional_write_connector_passes_idempotency_retry_errors_and_aud
     );
     let audit = check(&report, Scenario::AuditRedaction);
     assert!(!audit.detail.contains("vacuously"), "{}", audit.detail);
+    // Nor is tenant isolation: the capability needs a credential, and the other tenant's call
+    // still reaches the shared key (served by a deployment of its own tenant).
+    let identity = check(&report, Scenario::IdentityCredentials);
+    assert!(
+        !identity.notes.iter().any(|n| n.contains("not exercised")),
+        "{}",
+        identity.detail
+    );
 
     // Beyond the required assertions: retrying a change the provider already applied is safe.
     let retry = check(&report, Scenario::RetryExhaustion);

@@ -300,6 +300,10 @@ pub struct CheckResult {
     /// Artifacts a failure points to: provider request ids (`req_…`), action, transaction and
     /// approval ids.
     pub artifacts: Vec<String>,
+    /// What the check could not exercise, or did in a way worth knowing (also in `detail`): a
+    /// passing check with notes held without testing everything it names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl CheckResult {
@@ -332,7 +336,8 @@ impl ConformanceReport {
 
     /// A few lines for a test run's output: how many checks passed, failed and did not apply,
     /// then one line per check that failed or did not apply, with its detail (why it did not
-    /// apply: the manifest declares nothing the scenario exercises).
+    /// apply: the manifest declares nothing the scenario exercises), and one per check that
+    /// passed with [notes](CheckResult::notes), with those notes: what it did not exercise.
     ///
     /// [`conformance_tests!`](crate::conformance_tests) prints it once per run, outside the
     /// test harness's output capture, so a check that did not apply is visible in `cargo test`
@@ -347,16 +352,13 @@ impl ConformanceReport {
             count(CheckStatus::NotApplicable),
         );
         for check in &self.checks {
-            let mark = match check.status {
-                CheckStatus::Passed => continue,
-                CheckStatus::Failed => "FAIL",
-                CheckStatus::NotApplicable => "n/a ",
+            let (mark, detail) = match check.status {
+                CheckStatus::Passed if check.notes.is_empty() => continue,
+                CheckStatus::Passed => ("pass", format!("with notes: {}", check.notes.join("; "))),
+                CheckStatus::Failed => ("FAIL", check.detail.clone()),
+                CheckStatus::NotApplicable => ("n/a ", check.detail.clone()),
             };
-            summary.push_str(&format!(
-                "  {mark} {}: {}\n",
-                check.name,
-                indented(&check.detail)
-            ));
+            summary.push_str(&format!("  {mark} {}: {}\n", check.name, indented(&detail)));
         }
         summary
     }
@@ -447,6 +449,9 @@ impl fmt::Display for ConformanceReport {
 pub struct Evidence {
     assertions: BTreeMap<String, bool>,
     artifacts: Vec<String>,
+    /// Why each false assertion failed, in the order they were made.
+    failures: Vec<String>,
+    /// What the scenario could not exercise, or did in a way worth saying.
     notes: Vec<String>,
     /// A scenario found no example input to run: a failed check then says how to add one.
     missing_examples: bool,
@@ -458,7 +463,7 @@ impl Evidence {
         let entry = self.assertions.entry(name.to_owned()).or_insert(true);
         *entry &= holds;
         if !holds {
-            self.notes.push(format!("{name}: {}", why()));
+            self.failures.push(format!("{name}: {}", why()));
         }
     }
 
@@ -470,7 +475,8 @@ impl Evidence {
         }
     }
 
-    /// Adds a note to the report's detail.
+    /// Adds a note to the report's detail: after the failures of a failed check, each line
+    /// starting `note: `, so that it never reads as one of them.
     pub fn note(&mut self, note: impl Into<String>) {
         self.notes.push(note.into());
     }
@@ -489,7 +495,7 @@ impl Evidence {
             .filter(|name| !self.assertions.contains_key(**name))
             .map(|name| format!("{name}: not asserted"))
             .collect();
-        problems.extend(self.notes.iter().cloned());
+        problems.extend(self.failures.iter().cloned());
         // Every required assertion must be present and true; so must any extra one a scenario
         // makes (e.g. that example inputs produce the declared output).
         let all_held = scenario
@@ -501,6 +507,8 @@ impl Evidence {
         if !has_artifact {
             problems.push("the evidence names no artifact".to_owned());
         }
+        // Failures first, then what the scenario could not exercise.
+        problems.extend(self.notes.iter().map(|note| format!("note: {note}")));
         let status = if all_held && has_artifact {
             CheckStatus::Passed
         } else {
@@ -535,6 +543,7 @@ impl Evidence {
             detail,
             assertions: self.assertions,
             artifacts: self.artifacts,
+            notes: self.notes,
         }
     }
 }
@@ -799,6 +808,7 @@ impl ConformanceSuite {
                 ),
                 assertions: BTreeMap::new(),
                 artifacts: Vec::new(),
+                notes: Vec::new(),
             };
         }
         let harness = match Harness::start(
@@ -820,6 +830,7 @@ impl ConformanceSuite {
                     ),
                     assertions: BTreeMap::new(),
                     artifacts: Vec::new(),
+                    notes: Vec::new(),
                 };
             }
         };
@@ -836,6 +847,7 @@ impl ConformanceSuite {
                 ),
                 assertions: BTreeMap::new(),
                 artifacts: Vec::new(),
+                notes: Vec::new(),
             },
         }
     }
@@ -913,6 +925,7 @@ impl ConformanceSuite {
                         .to_owned(),
                 assertions: BTreeMap::new(),
                 artifacts: Vec::new(),
+                notes: Vec::new(),
             },
         });
         checks
@@ -948,6 +961,7 @@ fn problems_check(
         },
         assertions: BTreeMap::new(),
         artifacts,
+        notes: Vec::new(),
     }
 }
 
@@ -973,6 +987,7 @@ fn admission_check(
         detail,
         assertions: BTreeMap::new(),
         artifacts: vec![format!("manifest:{}", definition.id)],
+        notes: Vec::new(),
     }
 }
 
@@ -1024,6 +1039,7 @@ fn contract_check(manifest: &Manifest) -> CheckResult {
             .iter()
             .map(|c| format!("capability:{}", c.id))
             .collect(),
+        notes: Vec::new(),
     }
 }
 

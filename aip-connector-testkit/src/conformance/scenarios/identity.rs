@@ -64,17 +64,34 @@ pub(super) async fn run(h: &Harness) -> Evidence {
 
     // tenant_isolated: one key, two tenants; the second is never the first's replay.
     let key = "conformance-identity-shared-key";
-    // Sent as a client would send it: streamed when the capability only streams.
-    let (first, _) = h
-        .run_once(h.host(), h.action(capability, input.clone(), key))
-        .await;
-    let account_scoped = capability
-        .capability
-        .contract
-        .as_ref()
-        .is_some_and(|c| c.idempotency.key_scope == IdempotencyKeyScope::ExternalAccount);
-    let other_deployment =
-        account_scoped.then(|| h.host_deployed_for(OTHER_TENANT, &h.other_tenant_account()));
+    // Sent as a client would send it: streamed when the capability only streams; approved and
+    // resumed when it waits for approval, so that a result is stored under the key for the
+    // other tenant's call to find if keys leaked across tenants.
+    let first_action = h.action(capability, input.clone(), key);
+    let (mut first, _) = h.run_once(h.host(), first_action.clone()).await;
+    if first.status == ActionResultStatus::PendingApproval
+        && let Some(id) = first.approval_id()
+    {
+        h.approve(h.host(), &id).await;
+        first = h.resume(h.host(), &id, &first_action).await;
+    }
+    let contract = capability.capability.contract.as_ref();
+    let account_scoped =
+        contract.is_some_and(|c| c.idempotency.key_scope == IdempotencyKeyScope::ExternalAccount);
+    // The harness's deployment holds a credential for its own tenant only: a capability that
+    // needs one serves the other tenant from a deployment of that tenant (its credential bound
+    // to it) over the same store, as a multi-tenant installation does, so that the call gets
+    // past its credential check to the shared key.
+    let needs_credential = contract
+        .and_then(|c| c.credentials.as_ref())
+        .is_some_and(|c| c.required);
+    let other_deployment = if account_scoped {
+        Some(h.host_deployed_for(OTHER_TENANT, &h.other_tenant_account()))
+    } else if needs_credential {
+        Some(h.host_deployed_for(OTHER_TENANT, h.external_account()))
+    } else {
+        None
+    };
     let (other, _) = h
         .run_once_as(
             other_deployment.as_ref().unwrap_or(h.host()),
@@ -97,7 +114,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     // is nothing to leak, and a call refused at its credential check never reaches the key.
     if first.status != ActionResultStatus::Completed {
         evidence.note(format!(
-            "tenant_isolated: `{}` settled `{}` (`{}`) for tenant `{TENANT}`, so no completed result was stored under the shared key",
+            "tenant_isolated was not exercised: `{}` settled `{}` (`{}`) for tenant `{TENANT}`, so no completed result was stored under the shared key",
             capability.id(),
             first.status,
             code(&first)
@@ -105,7 +122,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     }
     if code(&other).starts_with("credential.") {
         evidence.note(format!(
-            "tenant_isolated: tenant `{OTHER_TENANT}`'s call was refused at its credential check (`{}`) before the shared key was looked up",
+            "tenant_isolated was not exercised: tenant `{OTHER_TENANT}`'s call was refused at its credential check (`{}`) before the shared key was looked up",
             code(&other)
         ));
     }
