@@ -111,8 +111,37 @@ async fn the_test_server_refuses_connections_without_tls() {
         .await
         .expect_err("the TLS-only server refuses a plain connection");
     assert!(
-        matches!(&error, StoreError::Unavailable(m) if m.contains("28000")),
+        matches!(&error, StoreError::Unavailable(m) if m.contains("28000") && m.contains("sslmode=require")),
         "{error:?}"
+    );
+}
+
+/// What a libpq user writes, `sslmode=verify-full&sslrootcert=<file>`, works as
+/// `sslmode=require` with the file's roots; `sslrootcert=system` is Mozilla's roots.
+#[tokio::test]
+async fn libpq_verify_full_and_sslrootcert_are_understood() {
+    let Some((url, _)) = server() else {
+        return;
+    };
+    let ca_path = std::env::var(CA_VARIABLE).expect("set with the URL");
+    let schema = fresh_schema();
+    let libpq_url = format!(
+        "{}&sslrootcert={}",
+        url.replace("sslmode=require", "sslmode=verify-full"),
+        ca_path.replace('/', "%2F")
+    );
+    PostgresStore::connect_with_schema(&libpq_url, &schema)
+        .await
+        .expect("verify-full against the sslrootcert file");
+    PostgresStore::drop_schema(&libpq_url, &schema)
+        .await
+        .expect("drop the schema");
+    let system = PostgresStore::connect(&format!("{url}&sslrootcert=system"))
+        .await
+        .expect_err("the test CA is not one of Mozilla's roots");
+    assert!(
+        matches!(&system, StoreError::Unavailable(m) if m.contains("UnknownIssuer")),
+        "{system:?}"
     );
 }
 

@@ -11,6 +11,7 @@
 //! [`PostgresStore::connect`], recorded in an `aip_connector_schema_migrations` table (earlier
 //! builds used `schema_migrations`, which is adopted once).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,7 +118,8 @@ const MAX_IDENTIFIER_BYTES: usize = 63;
 ///   certificate, its chain and its host name, against Mozilla's root certificates or the ones
 ///   given to [`PostgresOptions::tls_root_certificates`]. `sslmode=prefer` (the default) and
 ///   `disable` connect without TLS. Unlike libpq's `require`, ours never skips verification: an
-///   unverified session is open to whoever sits on the path.
+///   unverified session is open to whoever sits on the path. libpq's `sslmode=verify-full` (or
+///   `verify-ca`) and `sslrootcert=<PEM file>` (or `system`) are understood too.
 /// - Clones share the pool. Several `PostgresStore`s, in this process or others, may use the
 ///   same database and schema: every transition is atomic across all of them.
 /// - A call waits at most 30 s for a free connection, then fails with
@@ -458,14 +460,35 @@ fn check_schema_name(schema: &str) -> Result<(), StoreError> {
 /// `sslmode` says). Opens no connection yet.
 fn build_pool(url: &str, options: &PostgresOptions) -> Result<Pool, StoreError> {
     let schema = options.schema.as_deref();
+    let (url, libpq) = split_libpq_tls(url);
     // The parser's message may quote the URL, password included: only the kind is kept.
     let mut config: tokio_postgres::Config = url.parse().map_err(|error| {
         StoreError::InvalidConfig(pg_error_text("parse the store database URL", &error))
     })?;
-    let tls = tls_connector(
-        config.get_ssl_mode(),
-        options.tls_root_certificates.as_deref(),
-    )?;
+    if libpq.verify {
+        config.ssl_mode(SslMode::Require);
+    }
+    let roots = match (libpq.root_cert, &options.tls_root_certificates) {
+        (Some(_), Some(_)) => {
+            return Err(StoreError::InvalidConfig(
+                "TLS root certificates were given twice, as the URL's `sslrootcert` and with \
+                 PostgresOptions::tls_root_certificates: keep one"
+                    .to_owned(),
+            ));
+        }
+        (Some(path), None) if path == "system" => Some(TlsRoots::Mozilla),
+        (Some(path), None) => Some(TlsRoots::Pem(Cow::Owned(std::fs::read(&path).map_err(
+            |error| {
+                StoreError::InvalidConfig(format!(
+                    "read the TLS root certificates of `sslrootcert` ({path}): {}",
+                    error.kind()
+                ))
+            },
+        )?))),
+        (None, Some(pem)) => Some(TlsRoots::Pem(Cow::Borrowed(pem))),
+        (None, None) => None,
+    };
+    let tls = tls_connector(config.get_ssl_mode(), roots)?;
     // Settings the URL's own `options` name are left as it sets them.
     let existing = config.get_options().unwrap_or_default().to_owned();
     let mut server_options = vec![existing.clone()];
@@ -508,28 +531,162 @@ fn build_pool(url: &str, options: &PostgresOptions) -> Result<Pool, StoreError> 
         })
 }
 
-/// The TLS connector for a URL's `sslmode`: rustls verifying against `roots_pem` (or Mozilla's
-/// roots) for `require`, none for `disable` and `prefer`. Roots given with a mode that makes no
-/// TLS connection are refused: the caller meant TLS and would not get it.
+/// The roots a TLS server certificate is verified against, when the caller named them.
+enum TlsRoots<'a> {
+    /// Mozilla's (`sslrootcert=system`, as libpq spells the system's store).
+    Mozilla,
+    /// The certificates of this PEM text.
+    Pem(Cow<'a, [u8]>),
+}
+
+/// The libpq TLS settings of a connection string that tokio-postgres does not parse.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct LibpqTls {
+    /// `sslmode=verify-ca` or `verify-full`: TLS, verified, which is what `require` means here
+    /// (host name included, so `verify-ca` gets the stricter check).
+    verify: bool,
+    /// `sslrootcert`: a PEM file of roots, or `system`.
+    root_cert: Option<String>,
+}
+
+/// `url` without the libpq TLS settings tokio-postgres would refuse (`sslmode=verify-ca`,
+/// `verify-full`, `sslrootcert=…`), and those settings. Both forms are read: a
+/// `postgres://…?…` URL's query and `key=value` text. Anything else is left as written, so
+/// tokio-postgres reports its own errors.
+fn split_libpq_tls(url: &str) -> (Cow<'_, str>, LibpqTls) {
+    let mut tls = LibpqTls::default();
+    let mut take = |key: &str, value: &str| match key {
+        "sslmode" if matches!(value, "verify-ca" | "verify-full") => {
+            tls.verify = true;
+            true
+        }
+        "sslrootcert" => {
+            tls.root_cert = Some(value.to_owned());
+            true
+        }
+        _ => false,
+    };
+    let rest = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let Some((base, query)) = url.split_once('?') else {
+            return (Cow::Borrowed(url), tls);
+        };
+        let decode = |text: &str| {
+            percent_encoding::percent_decode_str(text)
+                .decode_utf8_lossy()
+                .into_owned()
+        };
+        let kept: Vec<&str> = query
+            .split('&')
+            .filter(|pair| {
+                let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+                !take(&decode(key), &decode(value))
+            })
+            .collect();
+        if kept.is_empty() {
+            base.to_owned()
+        } else {
+            format!("{base}?{}", kept.join("&"))
+        }
+    } else {
+        let Some(pairs) = key_value_pairs(url) else {
+            return (Cow::Borrowed(url), tls);
+        };
+        let kept: Vec<&str> = pairs
+            .into_iter()
+            .filter(|(_, key, value)| !take(key, value))
+            .map(|(text, _, _)| text)
+            .collect();
+        kept.join(" ")
+    };
+    if tls == LibpqTls::default() {
+        (Cow::Borrowed(url), tls)
+    } else {
+        (Cow::Owned(rest), tls)
+    }
+}
+
+/// The `key=value` settings of libpq's keyword form (spaces around `=` allowed; a value in
+/// single quotes may hold spaces, `\'` and `\\`), each with its text as written and its decoded
+/// key and value; `None` when the text does not have that shape.
+fn key_value_pairs(text: &str) -> Option<Vec<(&str, String, String)>> {
+    let bytes = text.as_bytes();
+    let mut pairs = Vec::new();
+    let mut at = 0;
+    let skip_spaces = |mut at: usize| {
+        while at < bytes.len() && bytes[at].is_ascii_whitespace() {
+            at += 1;
+        }
+        at
+    };
+    loop {
+        at = skip_spaces(at);
+        if at == bytes.len() {
+            return Some(pairs);
+        }
+        let start = at;
+        while at < bytes.len() && bytes[at] != b'=' && !bytes[at].is_ascii_whitespace() {
+            at += 1;
+        }
+        let key = &text[start..at];
+        at = skip_spaces(at);
+        if key.is_empty() || bytes.get(at) != Some(&b'=') {
+            return None;
+        }
+        at = skip_spaces(at + 1);
+        let mut value = String::new();
+        let quoted = bytes.get(at) == Some(&b'\'');
+        if quoted {
+            at += 1;
+        }
+        loop {
+            let Some(&byte) = bytes.get(at) else {
+                if quoted {
+                    return None;
+                }
+                break;
+            };
+            if quoted && byte == b'\'' {
+                at += 1;
+                break;
+            }
+            if !quoted && byte.is_ascii_whitespace() {
+                break;
+            }
+            if byte == b'\\' {
+                at += 1;
+            }
+            let ch = text.get(at..).and_then(|rest| rest.chars().next())?;
+            value.push(ch);
+            at += ch.len_utf8();
+        }
+        pairs.push((&text[start..at], key.to_owned(), value));
+    }
+}
+
+/// The TLS connector for a URL's `sslmode`: rustls verifying against `roots` (by default
+/// Mozilla's) for `require`, none for `disable` and `prefer`. Roots named with a mode that
+/// makes no TLS connection are refused: the caller meant TLS and would not get it.
 fn tls_connector(
     mode: SslMode,
-    roots_pem: Option<&[u8]>,
+    roots: Option<TlsRoots<'_>>,
 ) -> Result<Option<MakeRustlsConnect>, StoreError> {
     match mode {
-        SslMode::Disable | SslMode::Prefer => match roots_pem {
+        SslMode::Disable | SslMode::Prefer => match roots {
             None => Ok(None),
             Some(_) => Err(StoreError::InvalidConfig(
                 "TLS root certificates were given, but the store database URL does not say \
-                 `sslmode=require`, so its connections would not use TLS: add \
-                 `sslmode=require` to the URL"
+                 `sslmode=require` (or `verify-full`), so its connections would not use TLS: \
+                 add `sslmode=require` to the URL"
                     .to_owned(),
             )),
         },
         // `require`, and any stricter mode a later tokio-postgres adds.
         _ => {
-            let roots = match roots_pem {
-                Some(pem) => roots_from_pem(pem)?,
-                None => webpki_roots::TLS_SERVER_ROOTS.iter().cloned().collect(),
+            let roots = match roots {
+                Some(TlsRoots::Pem(pem)) => roots_from_pem(&pem)?,
+                Some(TlsRoots::Mozilla) | None => {
+                    webpki_roots::TLS_SERVER_ROOTS.iter().cloned().collect()
+                }
             };
             // The provider is named rather than taken from the process default, which panics
             // when an application links both of rustls' providers and installs neither.
@@ -799,7 +956,10 @@ fn sqlstate_meaning(code: &str) -> Option<&'static str> {
     Some(match code {
         "3D000" => "the database does not exist",
         "3F000" => "the schema does not exist",
-        "28000" => "the role is not allowed to connect (unknown role, or refused by pg_hba.conf)",
+        "28000" => {
+            "the role is not allowed to connect (unknown role, or refused by pg_hba.conf; a \
+             server that accepts only TLS refuses this way too: add `sslmode=require`)"
+        }
         "28P01" => "the password was refused",
         "42501" => "the role lacks a privilege this store needs",
         "53300" => {
@@ -1521,6 +1681,52 @@ mod tests {
     /// A self-signed certificate (the test server's CA shape), for root parsing.
     const TEST_CA: &[u8] = include_bytes!("../../tests/fixtures/test-ca.pem");
 
+    /// libpq's TLS settings are taken out of both URL forms; everything else stays as written.
+    #[test]
+    fn libpq_tls_settings_are_split_off_both_url_forms() {
+        let split = |url: &str| {
+            let (rest, tls) = split_libpq_tls(url);
+            (rest.into_owned(), tls.verify, tls.root_cert)
+        };
+        assert_eq!(
+            split(
+                "postgres://u:p%40ss@db/aip?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem&application_name=x"
+            ),
+            (
+                "postgres://u:p%40ss@db/aip?application_name=x".to_owned(),
+                true,
+                Some("/etc/ca.pem".to_owned())
+            )
+        );
+        assert_eq!(
+            split("postgresql://db/aip?sslmode=verify-ca"),
+            ("postgresql://db/aip".to_owned(), true, None)
+        );
+        // Modes tokio-postgres parses itself are left to it.
+        for url in [
+            "postgres://db/aip?sslmode=require",
+            "postgres://db/aip",
+            "host=db sslmode=disable",
+            "host=db password='it''s' sslmode",
+        ] {
+            assert_eq!(split(url), (url.to_owned(), false, None));
+        }
+        assert_eq!(
+            split(
+                "host=db password='a b\\' c' sslmode = verify-full sslrootcert='/etc/my ca.pem' dbname=aip"
+            ),
+            (
+                "host=db password='a b\\' c' dbname=aip".to_owned(),
+                true,
+                Some("/etc/my ca.pem".to_owned())
+            )
+        );
+        assert_eq!(
+            split("sslrootcert=system"),
+            (String::new(), false, Some("system".to_owned()))
+        );
+    }
+
     /// Valid roots are accepted whatever else the PEM holds (a key, comments), and the options
     /// print their size, not their text.
     #[test]
@@ -1537,6 +1743,11 @@ mod tests {
             "{debug}"
         );
         assert!(tls_connector(SslMode::Require, None).unwrap().is_some());
+        assert!(
+            tls_connector(SslMode::Require, Some(TlsRoots::Mozilla))
+                .unwrap()
+                .is_some()
+        );
         assert!(tls_connector(SslMode::Prefer, None).unwrap().is_none());
         assert!(tls_connector(SslMode::Disable, None).unwrap().is_none());
     }
@@ -1566,6 +1777,33 @@ mod tests {
                 "{mode}: {roots:?}"
             );
         }
+        // `sslrootcert` without a TLS mode, given twice, or unreadable.
+        for (url, says) in [
+            (
+                "postgres://u:hunter2@127.0.0.1:1/db?sslrootcert=system",
+                "sslmode=require",
+            ),
+            (
+                "host=127.0.0.1 port=1 password=hunter2 sslrootcert=/nonexistent/ca.pem sslmode=require",
+                "/nonexistent/ca.pem",
+            ),
+        ] {
+            let error = PostgresStore::connect(url).await.unwrap_err();
+            assert!(
+                matches!(&error, StoreError::InvalidConfig(m) if m.contains(says) && !m.contains("hunter2")),
+                "{error:?}"
+            );
+        }
+        let twice = PostgresStore::connect_with(
+            "postgres://u:hunter2@127.0.0.1:1/db?sslmode=verify-full&sslrootcert=system",
+            PostgresOptions::new().tls_root_certificates(TEST_CA),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&twice, StoreError::InvalidConfig(m) if m.contains("given twice")),
+            "{twice:?}"
+        );
         // Roots that are not certificates.
         for (pem, says) in [
             (
