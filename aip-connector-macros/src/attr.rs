@@ -154,6 +154,20 @@ pub(crate) fn parse_capability(cx: &Ctxt, items: &[MetaItem]) -> CapabilityAttr 
     attr
 }
 
+/// Where a key that is not one of `context`'s belongs, when it is a well-known place: a rule
+/// written as a key of `approval(...)` (`quorum = 2`) goes in `rule = ...`.
+fn misplaced_key_hint(context: &str, name: &str) -> &'static str {
+    match (context, name) {
+        ("approval(...)", "quorum" | "all" | "any") => {
+            "; who approves is a rule: `rule = quorum(2, role(\"finance\"), role(\"treasury\"))`, or `distinct_principals = 2` for two different approvers of one `selector`"
+        }
+        ("approval(...)", "role" | "principal" | "group" | "approvers" | "approver") => {
+            "; who approves is a rule: `selector = role(\"finance\")`, or `rule = ...` to combine several"
+        }
+        _ => "",
+    }
+}
+
 struct Parser<'c> {
     cx: &'c Ctxt,
     spans: SpanMap,
@@ -175,9 +189,10 @@ impl Parser<'_> {
                 self.cx.error_at(
                     item.key.span(),
                     format!(
-                        "unknown key `{name}` in {context}{}; expected one of {}",
+                        "unknown key `{name}` in {context}{}; expected one of {}{}",
                         meta::suggestion(&name, allowed),
-                        meta::one_of(allowed)
+                        meta::one_of(allowed),
+                        misplaced_key_hint(context, &name)
                     ),
                 );
             } else if !seen.insert(name.clone()) && !is_repeatable(context, &name) {

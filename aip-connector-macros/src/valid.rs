@@ -124,6 +124,17 @@ pub(crate) fn check_contract(
                 "{}. Name a free `async fn` as its companion: `reconcile = find_<operation>` (it takes `Reconciliation` and returns `Result<ReconcileOutcome, _>`), or remove `reconcile` from the transaction's `modes` (rule `{}`)",
                 issue.message, issue.code
             )
+        } else if resolved.facts.compensation_handler
+            && (issue.code == codes::CONTRACT_LINT_SIDE_EFFECT_WITHOUT_APPROVAL
+                || issue.code == codes::CONTRACT_LINT_RISK_WITHOUT_APPROVAL)
+        {
+            // An author trial found the lint puzzling here: the host never applies this policy.
+            let rendered = render(&issue.code, &issue.message);
+            let rule = format!(" (rule `{}`)", issue.code);
+            format!(
+                "{} This capability runs only as the compensation of another (its handler takes `Compensation`), and a host gates the undo with the compensated capability's `approval(...)` and `compensation(requires_approval)`, never with this one; but upstream's enterprise conformance judges every published contract on its own, so declare here the policy that gates the undo.{rule}",
+                rendered.strip_suffix(&rule).unwrap_or(&rendered)
+            )
         } else {
             render(&issue.code, &issue.message)
         };

@@ -335,3 +335,85 @@ fn a_connector_without_examples_is_told_how_to_declare_them() {
         );
     }
 }
+
+#[derive(Deserialize, JsonSchema)]
+struct ListTickets {
+    /// How many pages to list.
+    pages: u32,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct TicketPage {
+    /// The page's tickets.
+    ids: Vec<String>,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Listed {
+    /// Pages streamed.
+    pages: u32,
+}
+
+/// The real API's answer to `GET /tickets?page=N`, decoded strictly.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApiPage {
+    ids: Vec<String>,
+}
+
+/// A streaming lister that decodes the real API's pages strictly.
+struct Lister {
+    api: ProviderClient,
+}
+
+#[connector(id = "lister")]
+impl Lister {
+    /// List tickets, one chunk per page.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        examples = [r#"{"pages": 3}"#],
+    )]
+    async fn list_tickets(
+        &self,
+        list: ListTickets,
+        sink: StreamSink<TicketPage>,
+    ) -> Result<Listed, ConnectorFailure> {
+        for page in 0..list.pages {
+            let answer: ApiPage = self
+                .api
+                .get(&format!("/tickets?page={page}"))
+                .send_json()
+                .await?;
+            sink.send(TicketPage { ids: answer.ids }).await?;
+        }
+        Ok(Listed { pages: list.pages })
+    }
+}
+
+/// A stream cut short by a failure is reported as that failure, with the fix, not as an
+/// example too short to exercise back-pressure.
+#[test]
+fn a_stream_that_fails_early_is_reported_by_its_failure() {
+    let report = ConformanceSuite::new(|env| Lister {
+        api: client(env.provider_url()),
+    })
+    .run();
+    eprintln!("{report}");
+    let streaming = report
+        .check(&Scenario::StreamingBackpressure.check_name())
+        .unwrap();
+    assert_eq!(streaming.status, CheckStatus::Failed, "{report}");
+    let line = streaming
+        .detail
+        .lines()
+        .find(|line| line.starts_with("bounded_backpressure"))
+        .unwrap_or_else(|| panic!("{}", streaming.detail));
+    assert!(
+        line.contains("ended `failed` (`provider.invalid_response`) after 0 data chunk(s)")
+            && line.contains("with_provider_setup")
+            && !line.contains("declare an example"),
+        "{line}"
+    );
+}

@@ -185,6 +185,13 @@ impl From<String> for Secret {
     }
 }
 
+impl From<&str> for Secret {
+    /// Copies the text, as [`Secret::new`] does (for a literal in a test, say).
+    fn from(text: &str) -> Self {
+        Self::new(text)
+    }
+}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret([REDACTED])")
@@ -542,6 +549,7 @@ mod tests {
         let taken = Secret::from(String::from("tok_live_123"));
         assert_eq!(copied, taken);
         assert_eq!(copied, Secret::from(b"tok_live_123".to_vec()));
+        assert_eq!(copied, Secret::from("tok_live_123"));
         assert_ne!(
             copied,
             Secret::new("tok_live_124"),

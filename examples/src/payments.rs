@@ -259,8 +259,11 @@ impl Payments {
     /// the compensation is attempted, the provider refunds the charge at most once.
     ///
     /// A `compensate` action names the charge, so it is approved under the *charge's* approval
-    /// policy (two of finance, finance-lead and treasury); the `approval(...)` below governs only
-    /// a direct call to the refund (docs/attribute-reference.md, "compensation").
+    /// policy (two of finance, finance-lead and treasury). The refund cannot be called directly
+    /// (the host refuses an action naming it), so the `approval(...)` below is never applied: it
+    /// is published because every contract with a financial effect must declare approval, and
+    /// it states the policy that does gate a refund (docs/attribute-reference.md,
+    /// "compensation").
     #[capability(
         id = "cap:payments:refund",
         name = "Refund charge",
@@ -271,8 +274,9 @@ impl Payments {
         credentials(issuers = ["https://auth.payments.example"], scopes = ["payments.refund"]),
         approval(
             reason = "returns money to a customer",
-            rule = any(role("finance-lead"), role("treasury")),
+            rule = quorum(2, role("finance"), role("finance-lead"), role("treasury")),
             evidence = [reason],
+            distinct_principals = 2,
             separation(requester_must_differ),
             policy_version = "payments.refund/1",
         ),

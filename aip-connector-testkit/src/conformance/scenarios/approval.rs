@@ -32,7 +32,7 @@ use aip_connector::model::{Action, ActionResult, ActionResultStatus, ApprovalDec
 use aip_connector::store::ApprovalStatus;
 use serde_json::Value;
 
-use super::code;
+use super::{code, shown_code};
 use crate::conformance::harness::CALLER;
 use crate::conformance::{Evidence, Harness, approval_id_of};
 
@@ -97,7 +97,7 @@ async fn scenario(h: &Harness) -> Evidence {
         let why = format!(
             "`{id}` requires approval but answered `{}` ({}) instead of `pending_approval`",
             gate.status,
-            code(&gate)
+            shown_code(&gate)
         );
         for name in [
             "authority_verified",
@@ -177,7 +177,7 @@ async fn scenario(h: &Harness) -> Evidence {
                     "with {} of the approvals `{id}` needs, a resume answered `{}` ({}); the handler had run {calls} time(s) and the provider held {effects} effect(s)",
                     accepted.len(),
                     early.status,
-                    code(&early)
+                    shown_code(&early)
                 )
             },
         );
@@ -308,7 +308,7 @@ async fn resume_twice(
             format!(
                 "a second call of `{id}` answered `{}` ({}) instead of waiting for approval",
                 gate.status,
-                code(&gate)
+                shown_code(&gate)
             )
         });
         return;

@@ -31,7 +31,7 @@ use aip_connector::host::TransactionSelector;
 use aip_connector::model::{DataSensitivity, TransactionReceipt};
 use serde_json::{Value, json};
 
-use super::code;
+use super::shown_code;
 use crate::conformance::harness::{CALLER, CANARY_SECRET, OTHER_TENANT, TENANT};
 use crate::conformance::{Evidence, Harness};
 use crate::logs::LogCapture;
@@ -112,9 +112,9 @@ pub(super) async fn run(h: &Harness) -> Evidence {
                 !receipts.is_empty() && TransactionReceipt::chain_is_intact(receipts),
                 || match &view {
                     None => format!(
-                        "`{id}` settled `{}` (`{}`) and its transaction has no durable view",
+                        "`{id}` settled `{}` ({}) and its transaction has no durable view",
                         settled.result.status,
-                        code(&settled.result)
+                        shown_code(&settled.result)
                     ),
                     Some(view) => format!(
                         "the transaction `{}` of `{id}` (`{}`) has {} receipt(s); chain intact: {}",
@@ -131,9 +131,9 @@ pub(super) async fn run(h: &Harness) -> Evidence {
                 record.is_some() || approval.is_some(),
                 || {
                     format!(
-                        "`{id}` has no transaction contract, and its keyed call settled `{}` (`{}`) without leaving an idempotency or approval record",
+                        "`{id}` has no transaction contract, and its keyed call settled `{}` ({}) without leaving an idempotency or approval record",
                         settled.result.status,
-                        code(&settled.result)
+                        shown_code(&settled.result)
                     )
                 },
             );

@@ -27,7 +27,7 @@ use aip_connector::{CapabilityDefinition, ids::ActionId};
 use serde_json::Value;
 
 use super::streaming::Tap;
-use super::{code, handler_call_or_fail};
+use super::{code, handler_call_or_fail, shown_code};
 use crate::Fault;
 use crate::conformance::harness::declares_mutation;
 use crate::conformance::{Evidence, Harness, approval_id_of};
@@ -106,7 +106,7 @@ async fn before_dispatch(
         || {
             format!(
                 "a cancel sent for an action of `{id}` before it started answered {early:?}; the action then ran its handler {ran} time(s) and settled `{status}` ({}) instead of `cancelled` without running",
-                code(&driven.result)
+                shown_code(&driven.result)
             )
         },
     );
@@ -184,7 +184,7 @@ async fn in_flight(
                     format!(
                         "`{id}` settled `{}` ({}) before it could be cancelled in flight: with every provider call slowed by {DELAY:?} it never waited for the provider",
                         result.status,
-                        code(&result)
+                        shown_code(&result)
                     )
                 });
             return;
@@ -241,7 +241,7 @@ async fn in_flight(
             format!(
                 "`{id}` cancelled in flight settled `{}` ({}) instead of `cancelled`",
                 result.status,
-                code(&result)
+                shown_code(&result)
             )
         },
     );
@@ -424,10 +424,10 @@ async fn late_cancel(
             format!(
                 "after a late cancel, a duplicate of `{id}` answered `{}` ({}; replay: {}) where the settled result was `{}` ({})",
                 replay.status,
-                code(&replay),
+                shown_code(&replay),
                 replay.is_idempotent_replay(),
                 driven.result.status,
-                code(&driven.result)
+                shown_code(&driven.result)
             )
         },
     );

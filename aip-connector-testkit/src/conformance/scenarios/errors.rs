@@ -28,7 +28,7 @@ use aip_connector::model::{
 };
 use serde_json::{Value, json};
 
-use super::code;
+use super::{code, shown_code};
 use crate::conformance::harness::{CANARY_SECRET, declares_mutation};
 use crate::conformance::{Evidence, Harness};
 use crate::provider_double::Fault;
@@ -159,9 +159,9 @@ impl Target<'_> {
             let Some(failure) = failure else {
                 evidence.assert("protocol_fields_preserved", false, || {
                     format!(
-                        "`{id}` with the provider answering {status} settled `{}` (`{}`), but its handler returned no failure",
+                        "`{id}` with the provider answering {status} settled `{}` ({}), but its handler returned no failure",
                         result.status,
-                        code(&result)
+                        shown_code(&result)
                     )
                 });
                 results.push(result);
@@ -370,9 +370,9 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
     let Some(view) = view else {
         evidence.assert("uncertain_outcome_reconciled", false, || {
             format!(
-                "`{id}` with its answer lost after the provider committed settled `{}` (`{}`) and left no transaction record",
+                "`{id}` with its answer lost after the provider committed settled `{}` ({}) and left no transaction record",
                 lost.result.status,
-                code(&lost.result)
+                shown_code(&lost.result)
             )
         });
         return;
@@ -382,9 +382,9 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
     let unknown = view.status == TransactionProtocolStatus::OutcomeUnknown;
     evidence.assert("uncertain_outcome_reconciled", unknown, || {
         format!(
-            "`{id}` with its answer lost after the provider committed settled `{}` (`{}`, uncertain: {}), and its transaction `{transaction_id}` is `{}`, not `outcome_unknown`",
+            "`{id}` with its answer lost after the provider committed settled `{}` ({}, uncertain: {}), and its transaction `{transaction_id}` is `{}`, not `outcome_unknown`",
             lost.result.status,
-            code(&lost.result),
+            shown_code(&lost.result),
             show(
                 lost.result
                     .error
@@ -427,9 +427,9 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
         code(&refused.result) == expected,
         || {
             format!(
-                "running `{id}`'s transaction `{transaction_id}` again after its unknown outcome answered `{}` (`{}`) instead of `{expected}`",
+                "running `{id}`'s transaction `{transaction_id}` again after its unknown outcome answered `{}` ({}) instead of `{expected}`",
                 refused.result.status,
-                code(&refused.result)
+                shown_code(&refused.result)
             )
         },
     );
@@ -466,9 +466,9 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
             && after == Some(TransactionProtocolStatus::Reconciled),
         || {
             format!(
-                "reconciling `{id}`'s transaction `{transaction_id}` answered `{}` (`{}`; output {}), leaving it {} instead of `reconciled`",
+                "reconciling `{id}`'s transaction `{transaction_id}` answered `{}` ({}; output {}), leaving it {} instead of `reconciled`",
                 reconciled.result.status,
-                code(&reconciled.result),
+                shown_code(&reconciled.result),
                 show(reconciled.result.output.as_ref()),
                 super::maybe(after)
             )

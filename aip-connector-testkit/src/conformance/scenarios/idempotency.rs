@@ -35,7 +35,7 @@ use aip_connector::model::{
 use aip_connector::{CapabilityDefinition, IdempotencyKey};
 use serde_json::Value;
 
-use super::code;
+use super::{code, shown_code};
 use crate::conformance::harness::is_mutating;
 use crate::conformance::{Evidence, Harness};
 use crate::provider_double::RecordedRequest;
@@ -99,18 +99,18 @@ async fn duplicates(
         second.result.is_idempotent_replay() && calls == 1 && pair_effects == first_effects,
         || {
             format!(
-                "`{id}` sent twice with key `{key}`: the second answer was `{}` (`{}`; idempotent replay: {}), the handler ran {calls} time(s), the provider committed {pair_effects} effect(s) where the first call alone committed {first_effects}",
+                "`{id}` sent twice with key `{key}`: the second answer was `{}` ({}; idempotent replay: {}), the handler ran {calls} time(s), the provider committed {pair_effects} effect(s) where the first call alone committed {first_effects}",
                 second.result.status,
-                code(&second.result),
+                shown_code(&second.result),
                 second.result.is_idempotent_replay()
             )
         },
     );
     if first.result.status != ActionResultStatus::Completed {
         evidence.note(format!(
-            "`{id}` on its example answered `{}` (`{}`)",
+            "`{id}` on its example answered `{}` ({})",
             first.result.status,
-            code(&first.result)
+            shown_code(&first.result)
         ));
     }
 
@@ -154,9 +154,9 @@ async fn duplicates(
         && first.result.status == ActionResultStatus::Completed
     {
         evidence.note(format!(
-            "`{id}` delivered again answered `{}` (`{}`) where the first delivery completed",
+            "`{id}` delivered again answered `{}` ({}) where the first delivery completed",
             redelivered.result.status,
-            code(&redelivered.result)
+            shown_code(&redelivered.result)
         ));
     }
 
@@ -232,9 +232,9 @@ async fn collision(
     let Some(stored) = h.idempotency_record(&original_action).await else {
         evidence.assert("collision_rejected", false, || {
             format!(
-                "`{id}` on its example answered `{}` (`{}`) and left no idempotency record under key `{key}`, so a reuse of the key has nothing to collide with",
+                "`{id}` on its example answered `{}` ({}) and left no idempotency record under key `{key}`, so a reuse of the key has nothing to collide with",
                 original.result.status,
-                code(&original.result)
+                shown_code(&original.result)
             )
         });
         return;
@@ -286,9 +286,9 @@ async fn collision(
         };
         evidence.assert("collision_rejected", held && ran == 0 && sent == 0, || {
             format!(
-                "`{id}` ({behavior:?}): {who} reusing key `{key}` with another input answered `{}` (`{}`; replay: {}) instead of {expected}; the handler ran {ran} time(s), {sent} provider request(s)",
+                "`{id}` ({behavior:?}): {who} reusing key `{key}` with another input answered `{}` ({}; replay: {}) instead of {expected}; the handler ran {ran} time(s), {sent} provider request(s)",
                 result.status,
-                code(&result),
+                shown_code(&result),
                 result.is_idempotent_replay()
             )
         });

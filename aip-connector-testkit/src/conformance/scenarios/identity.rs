@@ -10,7 +10,7 @@
 
 use aip_connector::model::{ActionResultStatus, IdempotencyKeyScope, IdentityContext, TenantRef};
 
-use super::code;
+use super::{code, shown_code};
 use crate::conformance::harness::{CALLER, CANARY_SECRET, OTHER_TENANT, TENANT};
 use crate::conformance::{Evidence, Harness};
 
@@ -114,16 +114,16 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     // is nothing to leak, and a call refused at its credential check never reaches the key.
     if first.status != ActionResultStatus::Completed {
         evidence.note(format!(
-            "tenant_isolated was not exercised: `{}` settled `{}` (`{}`) for tenant `{TENANT}`, so no completed result was stored under the shared key",
+            "tenant_isolated was not exercised: `{}` settled `{}` ({}) for tenant `{TENANT}`, so no completed result was stored under the shared key",
             capability.id(),
             first.status,
-            code(&first)
+            shown_code(&first)
         ));
     }
     if code(&other).starts_with("credential.") {
         evidence.note(format!(
-            "tenant_isolated was not exercised: tenant `{OTHER_TENANT}`'s call was refused at its credential check (`{}`) before the shared key was looked up",
-            code(&other)
+            "tenant_isolated was not exercised: tenant `{OTHER_TENANT}`'s call was refused at its credential check ({}) before the shared key was looked up",
+            shown_code(&other)
         ));
     }
     let leaked = other.is_idempotent_replay();

@@ -86,6 +86,15 @@ fn code(result: &ActionResult) -> &str {
     result.error.as_ref().map(|e| e.code.as_str()).unwrap_or("")
 }
 
+/// The error code of a result, for a message: `` `policy.denied` `` or "no error code" (an
+/// empty `()` read as a formatting bug to an author trial).
+fn shown_code(result: &ActionResult) -> String {
+    maybe_or(
+        Some(code(result)).filter(|code| !code.is_empty()),
+        "no error code",
+    )
+}
+
 /// The `Idempotency-Key` a provider request carried, for a message: `` `k` `` or "no key"
 /// (not `Some("k")`).
 fn sent_key(key: Option<&str>) -> String {

@@ -27,7 +27,7 @@ use aip_connector::model::{
 use serde_json::Value;
 
 use super::streaming::Tap;
-use super::{code, handler_call_or_fail, runs_handler, transaction_modes};
+use super::{code, handler_call_or_fail, runs_handler, shown_code, transaction_modes};
 use crate::Fault;
 use crate::conformance::harness::{declares_mutation, is_mutating};
 use crate::conformance::{Evidence, Harness, ProbedConnector};
@@ -113,11 +113,11 @@ async fn scenario(h: &Harness) -> Evidence {
             format!(
                 "the restarted host answered a duplicate of the settled call of `{id}` with `{}` ({}; replay: {}) and ran the handler {} time(s); before the restart it was `{}` ({})",
                 replay.status,
-                code(&replay),
+                shown_code(&replay),
                 replay.is_idempotent_replay(),
                 probe.calls(&id),
                 driven.result.status,
-                code(&driven.result)
+                shown_code(&driven.result)
             )
         },
     );
@@ -249,7 +249,7 @@ async fn reconnect_cursor_resumed(h: &Harness, evidence: &mut Evidence) {
                 format!(
                     "the provider committed `{id}` on `{route}` and dropped the connection, yet the call settled `{}` ({}) instead of an unknown outcome to reconcile",
                     uncertain.result.status,
-                    code(&uncertain.result)
+                    shown_code(&uncertain.result)
                 )
             });
             return;
@@ -336,7 +336,7 @@ async fn reconnect_cursor_resumed(h: &Harness, evidence: &mut Evidence) {
             format!(
                 "the restarted host's reconciliation of `{id}` answered `{}` ({}) and left the transaction {}",
                 result.status,
-                code(&result),
+                shown_code(&result),
                 super::maybe(settled.as_ref().map(|v| v.status))
             )
         },

@@ -24,7 +24,7 @@ use aip_connector::model::{
 };
 use serde_json::Value;
 
-use super::code;
+use super::{code, shown_code};
 use crate::conformance::{Evidence, Harness, Settled};
 use crate::provider_double::Fault;
 
@@ -249,9 +249,9 @@ impl Target<'_> {
         );
         if retried.settled.result.status != ActionResultStatus::Completed {
             evidence.note(format!(
-                "`{id}` retried after a {status} answered `{}` (`{}`)",
+                "`{id}` retried after a {status} answered `{}` ({})",
                 retried.settled.result.status,
-                code(&retried.settled.result)
+                shown_code(&retried.settled.result)
             ));
         }
     }

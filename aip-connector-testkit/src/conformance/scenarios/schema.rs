@@ -7,7 +7,7 @@ use aip_connector::core::schema::{SchemaLimits, compile_draft202012};
 use aip_connector::model::ActionResultStatus;
 use serde_json::{Map, Value, json};
 
-use super::code;
+use super::{code, shown_code};
 use crate::conformance::{Evidence, Harness};
 
 /// Inputs derived from `schema` and the valid `example` that the schema rejects: a non-object,
@@ -132,10 +132,10 @@ pub(super) async fn run(h: &Harness) -> Evidence {
                 code(&result) == codes::ACTION_INPUT_SCHEMA_INVALID,
                 || {
                     format!(
-                        "`{}` with {what} answered `{}` (`{}`) instead of `{}`",
+                        "`{}` with {what} answered `{}` ({}) instead of `{}`",
                         capability.id(),
                         result.status,
-                        code(&result),
+                        shown_code(&result),
                         codes::ACTION_INPUT_SCHEMA_INVALID
                     )
                 },
@@ -174,10 +174,10 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             && code(&settled.result) != codes::ACTION_OUTPUT_SCHEMA_INVALID
         {
             evidence.note(format!(
-                "declared_output_produced: `{}` on its declared example settled `{}` (`{}`), so no output of it was checked",
+                "declared_output_produced: `{}` on its declared example settled `{}` ({}), so no output of it was checked",
                 capability.id(),
                 settled.result.status,
-                code(&settled.result)
+                shown_code(&settled.result)
             ));
         }
         evidence.assert(
@@ -217,10 +217,10 @@ pub(super) async fn run(h: &Harness) -> Evidence {
                 code(&settled.result) == codes::ACTION_OUTPUT_SCHEMA_INVALID,
                 || {
                     format!(
-                        "`{}` returning {output} answered `{}` (`{}`) instead of `{}`",
+                        "`{}` returning {output} answered `{}` ({}) instead of `{}`",
                         capability.id(),
                         settled.result.status,
-                        code(&settled.result),
+                        shown_code(&settled.result),
                         codes::ACTION_OUTPUT_SCHEMA_INVALID
                     )
                 },

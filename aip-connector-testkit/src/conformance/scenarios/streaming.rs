@@ -447,7 +447,7 @@ async fn scenario(h: &Harness) -> Evidence {
             format!(
                 "the stream of `{id}` ended `{}` ({}) before its handler ran: it was not let through the approval gate",
                 refused.status,
-                super::code(refused)
+                super::shown_code(refused)
             )
         });
         return evidence;
@@ -483,7 +483,21 @@ async fn scenario(h: &Harness) -> Evidence {
     }
 
     // bounded_backpressure
-    if data_chunks.len() <= BUFFER {
+    let failed = result
+        .as_ref()
+        .filter(|r| r.status != ActionResultStatus::Completed);
+    if let Some(failed) = failed.filter(|_| data_chunks.len() <= BUFFER) {
+        // The stream ended early because the call failed: the failure is the problem to fix,
+        // not the example's length.
+        evidence.assert("bounded_backpressure", false, || {
+            format!(
+                "the stream of `{id}` ended `{}` ({}) after {} data chunk(s), so back-pressure could not be exercised: fix that failure first",
+                failed.status,
+                super::shown_code(failed),
+                data_chunks.len()
+            )
+        });
+    } else if data_chunks.len() <= BUFFER {
         evidence.assert("bounded_backpressure", false, || {
             format!(
                 "the example of `{id}` streamed {} data chunk(s), no more than the buffer of {BUFFER}: the handler never had to wait, so back-pressure could not be exercised; declare an example that streams at least {} chunks",

@@ -30,7 +30,7 @@ use aip_connector::model::{
 };
 use serde_json::Value;
 
-use super::{code, handler_call_or_fail, no_plan, runs_handler, transaction_modes};
+use super::{code, handler_call_or_fail, no_plan, runs_handler, shown_code, transaction_modes};
 use crate::Fault;
 use crate::conformance::{Evidence, Harness};
 
@@ -132,7 +132,7 @@ async fn plan_before_commit(h: &Harness, evidence: &mut Evidence) {
             format!(
                 "a commit of `{id}` without a plan answered `{}` ({})",
                 refused.status,
-                code(&refused)
+                shown_code(&refused)
             )
         },
     );
@@ -152,7 +152,7 @@ async fn plan_before_commit(h: &Harness, evidence: &mut Evidence) {
             format!(
                 "a commit of `{id}` naming a plan nobody made answered `{}` ({}) instead of `{}`",
                 unknown.result.status,
-                code(&unknown.result),
+                shown_code(&unknown.result),
                 codes::TRANSACTION_PLAN_NOT_FOUND
             )
         },
@@ -225,7 +225,7 @@ async fn plan_before_commit(h: &Harness, evidence: &mut Evidence) {
             format!(
                 "committing the plan of `{id}` answered `{}` ({}), ran the handler {} time(s), left the transaction {}",
                 committed.result.status,
-                code(&committed.result),
+                shown_code(&committed.result),
                 calls() - calls_start,
                 super::maybe(committed_view.as_ref().map(|v| v.status))
             )
@@ -244,7 +244,7 @@ async fn plan_before_commit(h: &Harness, evidence: &mut Evidence) {
             format!(
                 "a second commit of the same plan of `{id}` answered `{}` ({}) instead of `{}`",
                 again.result.status,
-                code(&again.result),
+                shown_code(&again.result),
                 codes::TRANSACTION_PLAN_ALREADY_CLAIMED
             )
         },
@@ -408,7 +408,7 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
             format!(
                 "the provider committed {landed} effect(s) for `{id}` on `{route}` and dropped the connection, yet the call settled `{}` ({}) and its transaction {} instead of `outcome_unknown`: a possibly applied effect reported as a definite outcome invites a blind retry",
                 uncertain.result.status,
-                code(&uncertain.result),
+                shown_code(&uncertain.result),
                 super::maybe(status)
             )
         });
@@ -454,9 +454,9 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
             format!(
                 "after an unknown outcome of `{id}`, a resend answered `{}` ({}) and a retry under a fresh key `{}` ({}); the handler ran {} more time(s) and the provider got {} more effect(s)",
                 resent.status,
-                code(&resent),
+                shown_code(&resent),
                 retried.result.status,
-                code(&retried.result),
+                shown_code(&retried.result),
                 calls() - calls_start,
                 h.provider().effect_total() - effects_unknown
             )
@@ -507,7 +507,7 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
             format!(
                 "reconciling the unknown outcome of `{id}` answered `{}` ({}) with {answer}, leaving the transaction {}; the provider holds {landed} effect(s) of it{hint}",
                 reconciled.result.status,
-                code(&reconciled.result),
+                shown_code(&reconciled.result),
                 super::maybe(after.as_ref().map(|v| v.status))
             )
         },
@@ -592,7 +592,7 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
             format!(
                 "a compensation of `{id}` naming an action that never ran answered `{}` ({}); `{by}` ran {} time(s)",
                 bogus.result.status,
-                code(&bogus.result),
+                shown_code(&bogus.result),
                 compensations() - compensations_start
             )
         },
@@ -623,7 +623,7 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
             format!(
                 "compensating `{id}` answered `{}` ({}); `{by}` ran {} time(s), `{id}` {} time(s); the compensation's transaction is {}",
                 first.result.status,
-                code(&first.result),
+                shown_code(&first.result),
                 compensations() - compensations_start,
                 originals() - originals_start,
                 super::maybe(compensation.as_ref().map(|v| v.status))
@@ -647,7 +647,7 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
             format!(
                 "a second compensation of the same action of `{id}` answered `{}` ({}) and `{by}` ran {} time(s) in all",
                 second.result.status,
-                code(&second.result),
+                shown_code(&second.result),
                 compensations() - compensations_start
             )
         },
