@@ -51,7 +51,7 @@ use aip_connector::model::{
     Action, ActionMode, ActionResult, ActionResultStatus, ApprovalDecision, ApprovalDecisionKind,
     Principal, PrincipalKind, ProtocolError,
 };
-use aip_connector::store::MemoryStore;
+use aip_connector::store::{MemoryStore, SharedStore};
 use aip_connector::{Connector, ConnectorDefinition};
 
 /// The tenant a [`TestHost`]'s callers belong to unless [`TestHostBuilder::tenant`] names
@@ -71,13 +71,14 @@ pub const TEST_CREDENTIAL_SECRET: &str = "testkit-canary-secret-7d2c";
 /// [`TestHost::revoke`] record carries (approval policies often require `reason` evidence).
 pub const TEST_DECISION_REASON: &str = "decided in a test";
 
-/// A [`Host`] over a [`MemoryStore`] for a connector's tests, and the handle that drives it:
-/// callers of the test tenant by principal id, approvals recorded by the approvers the builder
-/// named, and the store to look into.
-#[derive(Clone, Debug)]
+/// A [`Host`] for a connector's tests, over a fresh [`MemoryStore`] unless
+/// [`TestHostBuilder::store`] gives another, and the handle that drives it: callers of the test
+/// tenant by principal id, approvals recorded by the approvers the builder named, and the store
+/// to look into.
+#[derive(Clone)]
 pub struct TestHost {
     host: Host,
-    store: Arc<MemoryStore>,
+    store: SharedStore,
     tenant: VerifiedTenant,
     /// Numbers the decisions this host records (shared by its clones), so every decision gets
     /// its own `decision_id`.
@@ -90,6 +91,16 @@ pub struct TestHost {
     streamed: Arc<Mutex<HashMap<ActionId, Action>>>,
 }
 
+impl std::fmt::Debug for TestHost {
+    // The store is a trait object without `Debug`; the host and tenant say what it serves.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestHost")
+            .field("host", &self.host)
+            .field("tenant", &self.tenant)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Builds a [`TestHost`]; see [`TestHost::builder`].
 pub struct TestHostBuilder {
     connectors: Vec<Arc<dyn Connector>>,
@@ -99,6 +110,7 @@ pub struct TestHostBuilder {
     credential_issuer: Option<String>,
     external_account: Option<ExternalAccountRef>,
     limits: HostLimits,
+    store: Option<SharedStore>,
 }
 
 impl TestHost {
@@ -113,6 +125,7 @@ impl TestHost {
             credential_issuer: None,
             external_account: None,
             limits: HostLimits::default(),
+            store: None,
         }
     }
 
@@ -122,7 +135,7 @@ impl TestHost {
     }
 
     /// The store the host keeps its idempotency, approval and transaction records in.
-    pub fn store(&self) -> &Arc<MemoryStore> {
+    pub fn store(&self) -> &SharedStore {
         &self.store
     }
 
@@ -395,10 +408,20 @@ impl TestHostBuilder {
         self
     }
 
+    /// Keeps the host's records in `store` instead of a fresh [`MemoryStore`]: a `SqliteStore`
+    /// or `PostgresStore`, to test what a deployment on it does (a restart is another
+    /// `TestHost` over the same store), with the same callers, approvers and helpers.
+    pub fn store(mut self, store: SharedStore) -> Self {
+        self.store = Some(store);
+        self
+    }
+
     /// Builds the host: full admission of every connector, as [`Host::builder`] does, so a
     /// test fails here on what a deployment would refuse.
     pub fn build(self) -> Result<TestHost, HostBuildError> {
-        let store = Arc::new(MemoryStore::default());
+        let store = self
+            .store
+            .unwrap_or_else(|| Arc::new(MemoryStore::default()));
         let authority = self.approvers.into_iter().fold(
             StaticApprovalAuthority::new(),
             |authority, (principal, memberships)| {

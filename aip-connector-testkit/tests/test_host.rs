@@ -228,6 +228,56 @@ async fn an_approval_is_granted_by_a_named_approver_and_resumed_once() {
     assert_eq!(test.tenant().id, TEST_TENANT);
 }
 
+/// A test host over a SQLite file: an approval requested before a "restart" (a second test
+/// host over the same file) is granted and resumed after it, once.
+#[tokio::test]
+async fn a_test_host_over_sqlite_keeps_its_records_across_a_restart() {
+    use aip_connector::store::{SharedStore, SqliteStore};
+
+    let path = std::env::temp_dir().join(format!(
+        "aip-testkit-test-host-{}-{}.db",
+        std::process::id(),
+        line!()
+    ));
+    let _ = std::fs::remove_file(&path);
+    let open = || -> SharedStore { Arc::new(SqliteStore::open(&path).unwrap()) };
+    let payroll = Payroll::default();
+    let id = {
+        let before = TestHost::builder(payroll.clone())
+            .approver("user:alice", finance())
+            .store(open())
+            .build()
+            .unwrap();
+        let pending = before
+            .invoke(
+                "user:ada",
+                Action::new("cap:payroll:pay", json!({ "cents": 500 })).with_idempotency_key("p1"),
+            )
+            .await;
+        assert_eq!(pending.status, ActionResultStatus::PendingApproval);
+        pending.approval_id().expect("the gate names its approval")
+    };
+    let after = TestHost::builder(payroll.clone())
+        .approver("user:alice", finance())
+        .store(open())
+        .build()
+        .unwrap();
+    let record = after
+        .store()
+        .approval(&id)
+        .await
+        .unwrap()
+        .expect("kept in the file");
+    assert_eq!(record.status, ApprovalStatus::Pending);
+    after.approve(&id, "user:alice").await.unwrap();
+    let paid = after.resume(&id, "user:ada").await;
+    assert_eq!(paid.status, ActionResultStatus::Completed, "{paid:?}");
+    assert_eq!(payroll.payments.load(Ordering::SeqCst), 1);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
 #[tokio::test]
 async fn a_denial_closes_the_request() {
     let test = TestHost::builder(Payroll::default())
