@@ -189,6 +189,20 @@ fn companion_signatures(cx: &Ctxt, block: &ItemImpl, capabilities: &[CapabilityI
                     &sig.inputs,
                     format!("the `{key}` companion `{name}` takes `&self` and {}, nothing else (docs/attribute-reference.md, companion handlers)", companion_argument(key)),
                 );
+            } else if let Some(syn::FnArg::Typed(argument)) = sig.inputs.iter().nth(1)
+                && let syn::Type::Reference(reference) = &*argument.ty
+            {
+                // rustc's own error suggests borrowing the host's value once more (`&&T`).
+                let owned = &reference.elem;
+                cx.error_spanned_by(
+                    &argument.ty,
+                    format!(
+                        "the `{key}` companion `{name}` takes {} by value: the host hands it over (`{}: {}`)",
+                        companion_argument(key),
+                        quote::ToTokens::to_token_stream(&argument.pat),
+                        quote::ToTokens::to_token_stream(owned)
+                    ),
+                );
             }
         }
     }
