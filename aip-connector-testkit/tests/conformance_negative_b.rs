@@ -9,6 +9,7 @@
 //! | `EagerWriter` | "validates" a planned, approval-governed write by performing it | `approval_lifecycle` / `quorum_enforced` and `transaction_lifecycle` / `plan_before_commit` |
 //! | `LateCheckpoint` | checkpoints its provider operation once the provider answered, not before the request (also with the request naming the operation, so failures carry it) | `transaction_lifecycle` / `provider_operation_checkpointed` (and `reconcile_before_retry` when failures do not name it) |
 //! | `Hooks` | declares the webhook profile but gives the suite no webhook receiver | `webhook_security` (every assertion) |
+//! | `BlindReconciler` | answers every reconciliation "not committed" without asking the provider | `errors_uncertain_outcomes` / `uncertain_outcome_reconciled` (and `transaction_lifecycle` / `reconcile_before_retry`) |
 //!
 //! Two lies the issue lists cannot be told through this host, so they have no fixture:
 //!
@@ -640,6 +641,80 @@ fn a_reconcilable_write_without_an_example_is_told_to_declare_one() {
     );
     assert!(
         !check.detail.contains("no mutating capability"),
+        "{}",
+        check.detail
+    );
+}
+
+/// Reconciles without asking the provider: every unknown outcome is "not committed", though
+/// the provider applied the write.
+struct BlindReconciler {
+    client: ProviderClient,
+}
+
+#[connector(id = "blind")]
+impl BlindReconciler {
+    /// Post a ledger entry.
+    #[capability(
+        id = "cap:blind:post",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        transaction(modes = [execute, reconcile]),
+        reconcile = Self::find,
+        examples = [r#"{"amount_cents": 1200}"#],
+    )]
+    async fn post(
+        &self,
+        transfer: Transfer,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Moved, ConnectorFailure> {
+        let operation_id = format!("op-{}", key.as_str());
+        checkpoint
+            .record(
+                aip_connector::model::ProviderOperationRef {
+                    provider: "ledger".to_owned(),
+                    operation_id: operation_id.clone(),
+                    request_id: None,
+                },
+                None,
+            )
+            .await?;
+        self.client
+            .post("/entries")
+            .idempotency(&key)
+            .json(&json!({ "amount_cents": transfer.amount_cents }))
+            .send_json::<Value>()
+            .await?;
+        Ok(Moved { operation_id })
+    }
+
+    async fn find(&self, _request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
+        Ok(ReconcileOutcome::NotCommitted { evidence: None })
+    }
+}
+
+#[test]
+fn a_reconcile_that_never_asks_the_provider_fails_uncertain_outcome_reconciled() {
+    let report = ConformanceSuite::new(|env| BlindReconciler {
+        client: client(env),
+    })
+    .run();
+    eprintln!("{report}");
+    let check = report
+        .check(&Scenario::ErrorsUncertainOutcomes.check_name())
+        .unwrap();
+    assert_eq!(
+        check.assertions.get("uncertain_outcome_reconciled"),
+        Some(&false),
+        "{report}"
+    );
+    assert!(
+        check
+            .detail
+            .contains("reported committed: `false`, but the provider holds 1 effect(s)"),
         "{}",
         check.detail
     );

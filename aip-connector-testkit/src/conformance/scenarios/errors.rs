@@ -10,8 +10,9 @@
 //! - `uncertain_outcome_reconciled`: on a mutating capability with a transaction contract and a
 //!   reconcile handler, the provider commits the change and drops the connection. The
 //!   transaction must be `outcome_unknown`; executing it again (or committing its plan again) is
-//!   refused without running the handler; a `reconcile` settles it `reconciled`; and the
-//!   provider holds exactly the effects of one call. When no capability can be reconciled, the
+//!   refused without running the handler; a `reconcile` settles it `reconciled`, reporting it
+//!   committed (the provider holds its effect); and the provider holds exactly the effects of
+//!   one call. When no capability can be reconciled, the
 //!   assertion fails if some capability mutates (its lost answers could never be settled), and
 //!   holds with a note when every capability only reads (a read has no outcome to reconcile; a
 //!   network lookup whose author waived the mutating lint counts as a read).
@@ -474,6 +475,28 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
             )
         },
     );
+    // And it settled it truthfully: the provider committed the change before the answer was
+    // lost, so a reconciliation that says "not committed" never looked (an author trial's
+    // companion answered so without asking, and passed this assertion).
+    let landed = h.provider().effect_total() - effects_before;
+    let committed = reconciled
+        .result
+        .output
+        .as_ref()
+        .and_then(|o| o.pointer("/reconciliation/committed"))
+        .and_then(Value::as_bool);
+    if terminal {
+        evidence.assert(
+            "uncertain_outcome_reconciled",
+            committed == Some(landed > 0),
+            || {
+                format!(
+                    "reconciling `{id}`'s transaction `{transaction_id}` reported committed: {}, but the provider holds {landed} effect(s) of the call: the reconcile companion must look the operation up at the provider",
+                    super::maybe(committed)
+                )
+            },
+        );
+    }
 
     // One call's effects at the provider, and one handler run, whatever was retried.
     let ran = h.probe().calls(id) - calls_before;
