@@ -358,3 +358,45 @@ fn a_receiver_the_manifest_does_not_publish_fails_receivers_declared() {
         assert!(check.detail.contains(expected), "{}", check.detail);
     }
 }
+
+/// The same connector with its receiver left out of the manifest.
+struct Unpublished;
+
+#[connector(id = "bookings")]
+impl Unpublished {
+    /// Echo a note.
+    #[capability(
+        id = "cap:bookings:ping",
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = public),
+        examples = [r#"{"note": "hello"}"#],
+    )]
+    async fn ping(&self, ping: Ping) -> Result<Pong, ConnectorFailure> {
+        Ok(Pong { note: ping.note })
+    }
+}
+
+/// A receiver given to the suite but not published by the manifest is checked, and
+/// `receivers_declared` says it is missing from the manifest (before, the scenario did not
+/// apply and the receiver went unmentioned).
+#[test]
+fn a_receiver_given_to_a_manifest_without_the_webhook_profile_is_still_checked() {
+    let check = webhook_check(ConformanceSuite::new(|_env| Unpublished).with_webhook(
+        |_env, store| {
+            bookings_receiver(StandardWebhooks, Arc::default())
+                .store(store)
+                .build()
+                .unwrap()
+        },
+    ));
+    assert_eq!(check.status, CheckStatus::Failed, "{}", check.detail);
+    assert_eq!(check.assertions.get("receivers_declared"), Some(&false));
+    assert!(
+        check
+            .detail
+            .contains("receiver(s) `bookings` are not published by the manifest"),
+        "{}",
+        check.detail
+    );
+}

@@ -718,6 +718,22 @@ async fn schema_violations_and_unknown_tools_are_rejected_visibly() {
     };
     assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
     assert!(error.message.contains("no_such_tool"), "{}", error.message);
+    // A capability left out of tools/list is named, with why, rather than "unknown".
+    let error = client
+        .call_tool(call("cap_directory_export", json!({})))
+        .await
+        .unwrap_err();
+    let rmcp::ServiceError::McpError(error) = error else {
+        panic!("expected a JSON-RPC error, got {error:?}");
+    };
+    assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+    assert!(
+        error
+            .message
+            .contains("`cap:directory:export` is left out of tools/list because it only streams"),
+        "{}",
+        error.message
+    );
 
     // A non-string idempotency key in `_meta` is a malformed request.
     let mut params = call("cap_directory_sync_profile", json!({ "handle": "x" }));

@@ -171,6 +171,9 @@ struct Projection {
     host: Host,
     tools: Vec<ProjectedTool>,
     by_name: HashMap<String, usize>,
+    /// Why each capability left out of `tools/list` is, by the name it would have had: a call
+    /// of that name is told so, not just "unknown tool".
+    unlisted: HashMap<String, (CapabilityId, &'static str)>,
 }
 
 /// Where a call's caller comes from.
@@ -236,12 +239,34 @@ impl McpProjection {
     pub fn new(host: Host) -> Result<Self, McpProjectionError> {
         let mut tools = Vec::new();
         let mut by_name: HashMap<String, usize> = HashMap::new();
+        let mut unlisted = HashMap::new();
         for admitted in host.manifests() {
             for capability in admitted.manifest().capabilities.iter().filter(|c| {
-                c.is_callable()
-                    && runs_synchronously(c)
-                    && runs_without_a_plan(c)
-                    && !host.compensates_only(c.id.as_str())
+                let left_out = if !c.is_callable() {
+                    None
+                } else if !runs_synchronously(c) {
+                    Some(
+                        "it only streams, and a tools/call runs synchronously: call it over the \
+                         native AIP binding (a streamed action)",
+                    )
+                } else if !runs_without_a_plan(c) {
+                    Some(
+                        "it changes state only by committing a plan, which a tools/call has no \
+                         step for: plan and commit it over the native AIP binding",
+                    )
+                } else if host.compensates_only(c.id.as_str()) {
+                    Some(
+                        "it runs only as the compensation of another capability (a `compensate` \
+                         action of the capability it undoes)",
+                    )
+                } else {
+                    return true;
+                };
+                if let Some(reason) = left_out {
+                    let name = tool_name_of(admitted, c);
+                    unlisted.insert(name, (c.id.clone(), reason));
+                }
+                false
             }) {
                 let projected = project_capability(admitted, capability);
                 let name = projected.tool.name.to_string();
@@ -272,6 +297,7 @@ impl McpProjection {
                 host,
                 tools,
                 by_name,
+                unlisted,
             }),
             info: Arc::new(info),
             caller: CallerSource::Transport,
@@ -523,10 +549,15 @@ impl McpProjection {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let Some(&index) = self.inner.by_name.get(request.name.as_ref()) else {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool `{}`", request.name),
-                None,
-            ));
+            let message = match self.inner.unlisted.get(request.name.as_ref()) {
+                Some((capability, reason)) => format!(
+                    "tool `{}` is not offered over MCP: capability `{capability}` is left out of \
+                     tools/list because {reason}",
+                    request.name
+                ),
+                None => format!("unknown tool `{}`", request.name),
+            };
+            return Err(ErrorData::invalid_params(message, None));
         };
         let tool = &self.inner.tools[index];
         let caller = self.caller(&context)?;
@@ -766,19 +797,24 @@ impl ServerHandler for McpProjection {
 
 // ---- The tool projection ----------------------------------------------------------------------
 
-fn project_capability(admitted: &AdmittedManifest, capability: &Capability) -> ProjectedTool {
-    let name = admitted
+/// The tool name of `capability`: its MCP projection's, or, when the manifest does not speak
+/// the MCP profile, the name admission would project.
+fn tool_name_of(admitted: &AdmittedManifest, capability: &Capability) -> String {
+    admitted
         .projected_name(MCP_PROFILE, capability.id.as_str())
         .map(str::to_owned)
         .unwrap_or_else(|| {
-            // The manifest does not speak the MCP profile: project the name admission would.
             stable_profile_name(
                 capability
                     .binding(MCP_PROFILE)
                     .and_then(Binding::projected_name)
                     .unwrap_or(capability.id.as_str()),
             )
-        });
+        })
+}
+
+fn project_capability(admitted: &AdmittedManifest, capability: &Capability) -> ProjectedTool {
+    let name = tool_name_of(admitted, capability);
     let description = capability
         .description
         .clone()

@@ -599,18 +599,27 @@ impl WebhookReceiver {
 
     /// The headers a provider would send with `body` as delivery `id` signed at `timestamp_ms`,
     /// signed with the receiver's first key that [can sign](WebhookSecret::can_sign): for tests
-    /// and the testkit. A receiver that holds only Ed25519 public keys (as in production) cannot
-    /// sign: the headers then carry no signature, and [`can_sign`](Self::can_sign) says so.
-    /// Build the receiver of your tests with the private key (`whsk_…`), which verifies too.
+    /// and the testkit.
+    ///
+    /// # Panics
+    ///
+    /// When the receiver holds only Ed25519 public keys (as a production receiver does), which
+    /// cannot sign ([`can_sign`](Self::can_sign) is false): build the receiver of your tests
+    /// with the private key (`whsk_…`), which verifies too.
     pub fn sign(&self, id: &str, timestamp_ms: Millis, body: &[u8]) -> HeaderMap {
         let delivery = SignedDelivery {
             id: id.to_owned(),
             timestamp_ms: Some(timestamp_ms),
         };
-        match self.inner.secrets.iter().find(|key| key.can_sign()) {
-            Some(key) => self.inner.scheme.sign(key, &delivery, body),
-            None => HeaderMap::new(),
-        }
+        let Some(key) = self.inner.secrets.iter().find(|key| key.can_sign()) else {
+            panic!(
+                "webhook receiver `{}` holds only Ed25519 public keys and cannot sign deliveries: \
+                 build the receiver of your tests with the private key \
+                 (`WebhookSecret::standard(\"whsk_…\")`), which verifies too",
+                self.inner.id
+            );
+        };
+        self.inner.scheme.sign(key, &delivery, body)
     }
 
     /// Whether [`sign`](Self::sign) can sign: the receiver holds a shared secret or an Ed25519

@@ -120,6 +120,16 @@ impl WebhookSecret {
         })
     }
 
+    /// An Ed25519 key's public half in the Standard Webhooks form, `whpk_<base64>`: what a
+    /// production receiver holds when the provider (or your test) signs with the private key.
+    /// `None` for a shared secret.
+    pub fn standard_public_key(&self) -> Option<String> {
+        match &self.0 {
+            Key::Ed25519 { public, .. } => Some(format!("whpk_{}", BASE64.encode(public))),
+            Key::Hmac(_) => None,
+        }
+    }
+
     /// Whether this is an Ed25519 key (public, or private with its public half) rather than a
     /// shared HMAC secret.
     pub fn is_ed25519(&self) -> bool {
@@ -619,6 +629,16 @@ mod tests {
         }
         let public = WebhookSecret::standard(RFC8032_PUBLIC).unwrap();
         assert!(public.is_ed25519() && !public.can_sign());
+        for key in [RFC8032_SEED, RFC8032_PAIR, RFC8032_PUBLIC] {
+            assert_eq!(
+                WebhookSecret::standard(key)
+                    .unwrap()
+                    .standard_public_key()
+                    .as_deref(),
+                Some(RFC8032_PUBLIC)
+            );
+        }
+        assert_eq!(WebhookSecret::new("s3cr3t").standard_public_key(), None);
         assert_eq!(
             public.expose(),
             WebhookSecret::standard(RFC8032_SEED).unwrap().expose(),

@@ -484,13 +484,16 @@ async fn an_ed25519_public_key_verifies_and_an_hmac_scheme_refuses_it() {
         .await
         .unwrap_err();
     assert_eq!(forged.code(), codes::WEBHOOK_AUTHENTICATION_FAILED);
-    // What a public key "signs" is no signature: the header is missing.
-    let unsigned = production.sign("msg_2", production.now_ms(), body);
-    let missing = production
-        .receive(&unsigned, Bytes::from_static(body))
-        .await
-        .unwrap_err();
-    assert_eq!(missing.code(), codes::WEBHOOK_MISSING_HEADER);
+    // A public key cannot sign: `sign` says how to build a receiver that can.
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        production.sign("msg_2", production.now_ms(), body)
+    }))
+    .unwrap_err();
+    let message = refused.downcast_ref::<String>().unwrap();
+    assert!(
+        message.contains("holds only Ed25519 public keys") && message.contains("whsk_"),
+        "{message}"
+    );
 
     let refused = WebhookReceiver::builder("payments", IdFromHeader)
         .secret(WebhookSecret::standard(PUBLIC).unwrap())
