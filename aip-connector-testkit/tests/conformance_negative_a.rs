@@ -138,7 +138,13 @@ enum Lie {
     /// Forwards the caller's raw key (`key.as_str()`) instead of the scoped one, so two tenants'
     /// equal keys would be one operation at the provider.
     ForwardsRawKey,
+    /// Puts a fresh request id into every request's body under the stable key: a provider that
+    /// checks a reused key's body refuses the redelivery of an action that took effect.
+    FreshIdInBody,
 }
+
+/// The "fresh" ids [`Lie::FreshIdInBody`] sends, one per request.
+static REQUEST_IDS: AtomicU64 = AtomicU64::new(0);
 
 #[derive(Clone)]
 struct KeyedBookings {
@@ -196,7 +202,12 @@ impl KeyedBookings {
             .bearer_auth(credential.secret())
             .header(OPERATION_ID_HEADER, &operation.operation_id)
             .provider_operation(operation)
-            .json(&json!({ "slot": booking.slot, "guest": booking.guest }))
+            .json(&if self.lie == Lie::FreshIdInBody {
+                let request_id = REQUEST_IDS.fetch_add(1, Ordering::Relaxed);
+                json!({ "slot": booking.slot, "guest": booking.guest, "request_id": request_id })
+            } else {
+                json!({ "slot": booking.slot, "guest": booking.guest })
+            })
             .send_json()
             .await;
         let answer = answer.map_err(|mut failure| {
@@ -382,6 +393,23 @@ fn forwarding_the_raw_key_is_caught_by_delivery_id_stable_only() {
     // The key each request carried is quoted as text, not as `Some("...")`.
     assert!(check.detail.contains(" carried `"), "{}", check.detail);
     assert!(!check.detail.contains("Some("), "{}", check.detail);
+}
+
+#[test]
+fn a_fresh_id_in_each_request_body_is_caught_by_duplicate_suppressed() {
+    let report = keyed(Lie::FreshIdInBody).run();
+    eprintln!("{report}");
+    let check = report
+        .check(&Scenario::IdempotencyDuplicates.check_name())
+        .unwrap();
+    assert_eq!(failing(check), ["duplicate_suppressed"], "{}", check.detail);
+    assert!(
+        check.detail.contains("where the first delivery completed")
+            && check.detail.contains("POST /bookings: `request_id`")
+            && check.detail.contains("key.for_provider()"),
+        "{}",
+        check.detail
+    );
 }
 
 #[test]

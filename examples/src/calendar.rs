@@ -9,8 +9,8 @@
 //!
 //! What happens on the wire, per booking attempt:
 //!
-//! 1. the handler picks the provider operation id (`bk_<uuid>`, or the one an earlier attempt
-//!    of the transaction recorded) and records it with [`Checkpoint`] — durably, before
+//! 1. the handler picks the provider operation id (`bk_<provider key>`, derived from the
+//!    action's idempotency key, or the one an earlier attempt of the transaction recorded) and records it with [`Checkpoint`] — durably, before
 //!    anything is sent;
 //! 2. `POST /bookings` with that id in `x-operation-id`, the tenant-scoped idempotency key, and
 //!    the action's deadline;
@@ -155,7 +155,7 @@ impl Calendar {
                 CONNECTOR_ID,
             ));
         }
-        let operation = provider_api::operation_for(&checkpoint, PROVIDER, "bk");
+        let operation = provider_api::operation_for(&checkpoint, &key, PROVIDER, "bk");
         // Durable before the request leaves: whatever happens to it, reconciliation knows
         // which operation to ask the provider about.
         checkpoint.record(operation.clone(), None).await?;

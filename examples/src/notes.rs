@@ -126,7 +126,7 @@ pub mod writes {
                 CONNECTOR_ID,
             ));
         }
-        let operation = provider_api::operation_for(&checkpoint, PROVIDER, "nt");
+        let operation = provider_api::operation_for(&checkpoint, &key, PROVIDER, "nt");
         checkpoint.record(operation.clone(), None).await?;
         let effect: ProviderEffect = notes
             .api

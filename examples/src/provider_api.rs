@@ -25,10 +25,16 @@ const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'~');
 
 /// The provider operation this attempt works on: the one an earlier attempt of the same
-/// transaction recorded (so a re-run asks the provider about the same operation), else a fresh
-/// one named `<prefix>_<uuid>`.
+/// transaction recorded (so a re-run asks the provider about the same operation), else one
+/// named `<prefix>_<provider key>` after the action's idempotency key.
+///
+/// Derived from the key, never random: a host that lost its records delivers the action again
+/// without the checkpoint, and a fresh id would make the second request differ from the first
+/// under the same `Idempotency-Key`, which a provider that checks reused keys refuses (the
+/// testkit's `idempotency_duplicates` fails such a connector).
 pub(crate) fn operation_for(
     checkpoint: &Checkpoint,
+    key: &IdempotencyKey,
     provider: &str,
     prefix: &str,
 ) -> ProviderOperationRef {
@@ -37,7 +43,7 @@ pub(crate) fn operation_for(
     }
     ProviderOperationRef {
         provider: provider.to_owned(),
-        operation_id: format!("{prefix}_{}", uuid::Uuid::now_v7().simple()),
+        operation_id: format!("{prefix}_{}", key.for_provider()),
         request_id: None,
     }
 }

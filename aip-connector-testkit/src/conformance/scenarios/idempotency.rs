@@ -150,14 +150,31 @@ async fn duplicates(
             "`{id}` committed no provider effect on its example, so the provider side of its duplicates is vacuous"
         ));
     }
-    if redelivered.result.status != ActionResultStatus::Completed
-        && first.result.status == ActionResultStatus::Completed
-    {
-        evidence.note(format!(
-            "`{id}` delivered again answered `{}` ({}) where the first delivery completed",
-            redelivered.result.status,
-            shown_code(&redelivered.result)
-        ));
+    // Suppressed, not refused: the redelivery of a completed action must complete too (the
+    // provider replays its first answer). One that fails left the caller a failure for an
+    // action that took effect; an author trial's connector put a fresh id in every request's
+    // body, so the provider refused the second as a reused key.
+    if first.result.status == ActionResultStatus::Completed {
+        let changed = changed_bodies(&first_requests, &redelivery_requests);
+        evidence.assert(
+            "duplicate_suppressed",
+            redelivered.result.status == ActionResultStatus::Completed,
+            || {
+                let why = if changed.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; under the same key the redelivery sent other request bodies ({}), which a provider that checks them refuses as a reused key: derive every value a request carries from the input and the key (`key.for_provider()`), not from fresh random ids or the clock",
+                        changed.join("; ")
+                    )
+                };
+                format!(
+                    "`{id}` delivered again after its record was lost answered `{}` ({}) where the first delivery completed{why}",
+                    redelivered.result.status,
+                    shown_code(&redelivered.result)
+                )
+            },
+        );
     }
 
     // delivery_id_stable: every mutating request of both deliveries carried the action's key as
@@ -329,6 +346,44 @@ fn changed_input(capability: &CapabilityDefinition, input: &Value) -> Option<Val
 
 fn requests_since(h: &Harness, before: usize) -> Vec<RecordedRequest> {
     h.provider().requests().into_iter().skip(before).collect()
+}
+
+/// The mutating requests of `again` whose JSON body differs from the first-delivery request
+/// with the same method, path and `Idempotency-Key`, naming the top-level fields that differ.
+fn changed_bodies(first: &[RecordedRequest], again: &[RecordedRequest]) -> Vec<String> {
+    again
+        .iter()
+        .filter(|r| is_mutating(&r.method))
+        .filter_map(|request| {
+            let original = first.iter().find(|f| {
+                f.method == request.method
+                    && f.path == request.path
+                    && f.idempotency_key() == request.idempotency_key()
+            })?;
+            let (Some(before), Some(after)) = (original.json(), request.json()) else {
+                return (original.body != request.body)
+                    .then(|| format!("{} {}: the body's bytes", request.method, request.path));
+            };
+            if before == after {
+                return None;
+            }
+            let fields: Vec<String> = match (before.as_object(), after.as_object()) {
+                (Some(before), Some(after)) => before
+                    .keys()
+                    .chain(after.keys().filter(|k| !before.contains_key(*k)))
+                    .filter(|k| before.get(*k) != after.get(*k))
+                    .map(|k| format!("`{k}`"))
+                    .collect(),
+                _ => vec!["the body".to_owned()],
+            };
+            Some(format!(
+                "{} {}: {}",
+                request.method,
+                request.path,
+                fields.join(", ")
+            ))
+        })
+        .collect()
 }
 
 /// `(method path, Idempotency-Key)` of every mutating request.
