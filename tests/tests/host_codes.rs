@@ -1607,6 +1607,13 @@ async fn compensation_without_supported_compensation_never_reaches_the_pipeline(
         })
         .build()
         .expect_err("admission refuses compensate without compensation");
+    // The message names the capability each issue is about, not only its pointer.
+    let message = error.to_string();
+    assert!(
+        message.contains("at /capabilities/0/contract/transaction")
+            && message.contains("(capability `cap:ledger:post`"),
+        "{message}"
+    );
     let HostBuildError::Admission { report, .. } = error else {
         panic!("refused by admission: {error}");
     };

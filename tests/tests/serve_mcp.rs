@@ -771,6 +771,13 @@ async fn an_approval_gated_call_names_the_pending_approval_and_does_not_run() {
         .unwrap()
         .to_owned();
     assert!(approval_id.starts_with("appr_"), "{approval_id}");
+    // Who may approve travels with the request, as the capability publishes it.
+    let policy = &result_meta(&result, meta::APPROVAL)["policy"];
+    assert_eq!(policy["required"], true, "{policy}");
+    assert!(
+        policy.to_string().contains("finance"),
+        "the policy names the approvers' role: {policy}"
+    );
     let text = &texts(&result)[0];
     assert!(text.contains("Not executed"), "{text}");
     assert!(text.contains("nothing ran"), "{text}");
@@ -1666,7 +1673,17 @@ impl Till {
 #[tokio::test]
 async fn compensating_and_plan_only_capabilities_are_not_projected() {
     let host = Host::builder().connector(Till).build().unwrap();
-    let projection = McpProjection::new(host.clone()).unwrap();
+    let logs = aip_connector_testkit::logs::LogCapture::new();
+    let projection = {
+        let _guard = logs.set_default();
+        McpProjection::new(host.clone()).unwrap()
+    };
+    // The till's manifest does not list the MCP profile: served anyway, with a warning.
+    assert!(
+        logs.contains("does not list the `aip.mcp.compat.v1` profile"),
+        "{}",
+        logs.text()
+    );
     assert_eq!(projection.tool_name("cap:till:sell"), Some("cap_till_sell"));
     assert_eq!(projection.tool_name("cap:till:refund"), None);
     assert_eq!(projection.tool_name("cap:till:close"), None);

@@ -243,12 +243,53 @@ pub struct PurgedRecords {
     pub transactions: usize,
 }
 
+/// The issues of `report` as upstream prints them (`code at path: message`), with the
+/// capability and profile each names, which the pointer's indexes leave to the reader (an author
+/// trial read `manifest.binding.profile_undeclared at /capabilities/3/bindings/0/profile`
+/// without knowing which).
+fn described_issues(report: &AdmissionReport) -> String {
+    report
+        .issues
+        .iter()
+        .map(|issue| {
+            let named: Vec<String> = [
+                issue
+                    .capability_id
+                    .as_ref()
+                    .map(|id| format!("capability `{id}`")),
+                issue
+                    .profile
+                    .as_ref()
+                    .map(|profile| format!("profile `{profile}`")),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            if named.is_empty() {
+                issue.to_string()
+            } else {
+                format!(
+                    "{} at {} ({}): {}",
+                    issue.code,
+                    issue.path,
+                    named.join(", "),
+                    issue.message
+                )
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Why a host could not be built.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum HostBuildError {
     /// A connector's manifest failed admission; every issue is listed.
-    #[error("connector `{connector}` failed admission: {report}")]
+    #[error(
+        "connector `{connector}` failed admission: {}",
+        described_issues(report)
+    )]
     Admission {
         /// The connector id.
         connector: String,

@@ -95,7 +95,8 @@ pub mod meta {
     /// Result: the AIP error of a result that is not `completed`, as the wire `ProtocolError`.
     pub const ERROR: &str = "aip/error";
     /// Result: the pending approval of a gated call (`approval_id`, `expires_at_ms`,
-    /// `policy_hash`).
+    /// `policy_hash`, and `policy`: the capability's published approval policy, which says
+    /// who may approve).
     pub const APPROVAL: &str = "aip/approval";
     /// Result: `true` when the host replayed the stored result of an earlier call with the same
     /// idempotency key (the handler did not run again). On a completed replay of a tool whose
@@ -165,6 +166,9 @@ struct ProjectedTool {
     /// The host gates every call behind an approval: a keyed call again after the approval
     /// was granted resumes the gated action (§7 of docs/mcp.md).
     gated: bool,
+    /// The contract's approval policy as published (reason, who approves, how many), added to
+    /// a gated call's `_meta["aip/approval"]` so that an agent can tell its user whom to ask.
+    approval_policy: Option<Value>,
 }
 
 struct Projection {
@@ -241,6 +245,18 @@ impl McpProjection {
         let mut by_name: HashMap<String, usize> = HashMap::new();
         let mut unlisted = HashMap::new();
         for admitted in host.manifests() {
+            let manifest = admitted.manifest();
+            if !manifest.profiles.iter().any(|p| p.as_str() == MCP_PROFILE) {
+                // Served anyway (the names are projected as admission would), but the manifest
+                // does not advertise what this server serves.
+                tracing::warn!(
+                    connector = %manifest.agent.id,
+                    "the MCP projection serves connector `{}`, whose manifest does not list the \
+                     `{MCP_PROFILE}` profile: add it to `#[connector(profiles = [...])]` so that \
+                     discovery advertises the MCP tools",
+                    manifest.agent.id
+                );
+            }
             for capability in admitted.manifest().capabilities.iter().filter(|c| {
                 let left_out = if !c.is_callable() {
                     None
@@ -850,6 +866,9 @@ fn project_capability(admitted: &AdmittedManifest, capability: &Capability) -> P
         execute_transaction,
         strip_replay_marker,
         gated: approval_required(capability, contract),
+        approval_policy: contract
+            .and_then(|contract| contract.approval.as_ref())
+            .and_then(|policy| serde_json::to_value(policy).ok()),
     }
 }
 
@@ -1069,7 +1088,13 @@ fn project_result(tool: &ProjectedTool, result: ActionResult) -> CallToolResult 
                 .unwrap_or("(none)")
                 .to_owned();
             if !approval.is_null() {
-                meta.insert(meta::APPROVAL.to_owned(), approval.clone());
+                let mut approval = approval.clone();
+                if let (Some(object), Some(policy)) =
+                    (approval.as_object_mut(), tool.approval_policy.as_ref())
+                {
+                    object.entry("policy").or_insert_with(|| policy.clone());
+                }
+                meta.insert(meta::APPROVAL.to_owned(), approval);
             }
             let what = if result.status == ActionResultStatus::PendingApproval {
                 "needs human approval"
