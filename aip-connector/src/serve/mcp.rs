@@ -1310,6 +1310,7 @@ mod tests {
             execute_transaction: false,
             strip_replay_marker: true,
             gated: false,
+            approval_policy: None,
         }
     }
 
