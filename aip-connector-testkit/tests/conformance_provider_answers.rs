@@ -230,6 +230,14 @@ fn a_lookup_route_that_answers_pending_exercises_the_restarted_cursor() {
         Some(&true),
         "{report}"
     );
+    assert!(
+        restart
+            .notes
+            .iter()
+            .any(|n| n.contains("resumed `cap:tickets:create_ticket` from cursor `ticket:")),
+        "{:?}",
+        restart.notes
+    );
 }
 
 /// A transactional write against an in-memory fake: nothing reaches the provider double.

@@ -342,10 +342,14 @@ async fn reconnect_cursor_resumed(h: &Harness, evidence: &mut Evidence) {
         },
     );
     if pending_round {
-        evidence.note(format!(
-            "reconnect_cursor_resumed: the restarted host resumed `{id}` from cursor {}",
-            super::maybe(cursor.as_deref())
-        ));
+        evidence.note(match cursor.as_deref() {
+            Some(cursor) => format!(
+                "reconnect_cursor_resumed: the restarted host resumed `{id}` from cursor `{cursor}`"
+            ),
+            None => format!(
+                "reconnect_cursor_resumed was not exercised with a cursor: the pending answer before the restart carried none (`ReconcileOutcome::Pending {{ cursor: None }}`), so the restarted host asked about `{id}`'s operation afresh"
+            ),
+        });
     }
 }
 
