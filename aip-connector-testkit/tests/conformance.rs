@@ -330,3 +330,46 @@ fn a_deployment_s_required_profile_and_boundary_are_checked() {
         boundary.detail
     );
 }
+
+/// A capability without a doc comment.
+struct Terse;
+
+#[derive(Deserialize, JsonSchema)]
+struct Nothing {}
+
+#[derive(Serialize, JsonSchema)]
+struct Pong {
+    ok: bool,
+}
+
+#[connector(id = "terse")]
+impl Terse {
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public), examples = ["{}"])]
+    async fn ping(&self, _input: Nothing) -> Result<Pong, ConnectorFailure> {
+        Ok(Pong { ok: true })
+    }
+}
+
+/// A capability without a description passes, with a note the summary shows: agents and MCP
+/// clients see only its name.
+#[test]
+fn a_capability_without_a_description_is_noted() {
+    let report = ConformanceSuite::new(|_env| Terse).run();
+    let check = report.check("connector.manifest").unwrap();
+    assert_eq!(check.status, CheckStatus::Passed, "{report}");
+    assert!(
+        check
+            .notes
+            .iter()
+            .any(|n| n.contains("capability `cap:terse:ping` has no description")),
+        "{:?}",
+        check.notes
+    );
+    assert!(
+        report
+            .summary()
+            .contains("pass connector.manifest: with notes: capability `cap:terse:ping`"),
+        "{}",
+        report.summary()
+    );
+}

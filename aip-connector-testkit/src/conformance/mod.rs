@@ -903,11 +903,14 @@ impl ConformanceSuite {
                 ),
                 artifacts(),
             ),
-            problems_check(
-                discovery::CONNECTOR_MANIFEST,
-                discovery::connector_manifest_problems(manifest, &definition.id),
-                "`compatibility` names the connector and the manifest offers a surface",
-                artifacts(),
+            with_notes(
+                problems_check(
+                    discovery::CONNECTOR_MANIFEST,
+                    discovery::connector_manifest_problems(manifest, &definition.id),
+                    "`compatibility` names the connector and the manifest offers a surface",
+                    artifacts(),
+                ),
+                undescribed_capabilities(manifest),
             ),
         ];
         checks.push(match &self.boundary {
@@ -933,6 +936,40 @@ impl ConformanceSuite {
         });
         checks
     }
+}
+
+/// Notes of callable capabilities without a description: agents and MCP clients choose among
+/// capabilities by description, and without one they see only the name (an author trial found
+/// the fallback silent).
+fn undescribed_capabilities(manifest: &Manifest) -> Vec<String> {
+    manifest
+        .capabilities
+        .iter()
+        .filter(|c| c.is_callable())
+        .filter(|c| c.description.as_deref().is_none_or(|d| d.trim().is_empty()))
+        .map(|c| {
+            format!(
+                "capability `{}` has no description (the doc comment of its handler): agents and MCP tool lists show only its name `{}`",
+                c.id, c.name
+            )
+        })
+        .collect()
+}
+
+/// `check` with `notes` added: after its detail when it passed, as its `notes` either way.
+fn with_notes(mut check: CheckResult, notes: Vec<String>) -> CheckResult {
+    if notes.is_empty() {
+        return check;
+    }
+    let joined = notes.join("; ");
+    check.detail = if check.status == CheckStatus::Failed {
+        let prefixed: Vec<String> = notes.iter().map(|n| format!("note: {n}")).collect();
+        format!("{}\n{}", check.detail, prefixed.join("\n"))
+    } else {
+        format!("{}; {joined}", check.detail)
+    };
+    check.notes = notes;
+    check
 }
 
 fn join(profiles: &[ProfileId]) -> String {
