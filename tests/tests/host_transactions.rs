@@ -33,6 +33,10 @@ struct Booked {
 #[derive(Clone, Default)]
 struct Calendar {
     effects: Arc<AtomicUsize>,
+    /// Set by the first `"hang_once"` booking, which hangs; later ones go through.
+    hung: Arc<std::sync::atomic::AtomicBool>,
+    /// Handler runs of `book`.
+    runs: Arc<AtomicUsize>,
 }
 
 #[connector(id = "cal")]
@@ -58,9 +62,14 @@ impl Calendar {
             operation_id: format!("op-{}", key.as_str()),
             request_id: None,
         };
+        self.runs.fetch_add(1, Ordering::SeqCst);
         checkpoint
             .record(operation.clone(), Some("cursor-1".into()))
             .await?;
+        if booking.behaviour == "hang_once" && !self.hung.swap(true, Ordering::SeqCst) {
+            // The first delivery's host "dies" here: it never settles.
+            std::future::pending::<()>().await;
+        }
         if booking.behaviour == "hang" {
             // Checkpointed, then the provider never answers.
             std::future::pending::<()>().await;
@@ -490,6 +499,105 @@ async fn a_cancel_after_the_checkpoint_leaves_an_unknown_outcome_to_reconcile() 
     let output = replayed.output.unwrap();
     assert_eq!(output["outcome_unknown"], true);
     assert_eq!(output["idempotent_replay"], true);
+}
+
+/// A host dies after its handler checkpointed (the call never settles, its key's reservation
+/// stays). Once the reservation has expired, another replica takes the same action's
+/// redelivery: it must find the first delivery's transaction and ask for a reconciliation, not
+/// run the handler again in a transaction of its own (an author trial found it did, twice).
+#[tokio::test]
+async fn a_redelivery_after_a_crash_finds_the_first_transaction_and_is_not_run_again() {
+    use aip_connector::store::ManualClock;
+
+    let calendar = Calendar::default();
+    let store = Arc::new(MemoryStore::default());
+    let dead = host(calendar.clone(), store.clone());
+    // Executed as a plain action (the MCP projection's kind) and as an explicit `execute`
+    // without a transaction id: the host names the transaction either way. In the third
+    // round the other replica reconciles the transaction before the redelivery arrives.
+    for (round, explicit, reconciled_first) in
+        [(0, false, false), (1, true, false), (2, false, true)]
+    {
+        calendar.hung.store(false, Ordering::SeqCst);
+        let key = format!("crash-{round}");
+        let input = json!({ "slot": format!("{round}pm"), "behaviour": "hang_once" });
+        let delivery = || {
+            let action = Action::new("cap:cal:book", input.clone()).with_idempotency_key(&key);
+            if explicit {
+                action.with_transaction(ActionTransaction::new(TransactionMode::Execute))
+            } else {
+                action
+            }
+        };
+        let first = delivery();
+        let id = first.id.clone();
+        let runs_before = calendar.runs.load(Ordering::SeqCst);
+        let _dying = tokio::spawn({
+            let dead = dead.clone();
+            async move { dead.invoke(first, &caller()).await }
+        });
+        let mut recorded = None;
+        for _ in 0..200 {
+            let records = store.transactions_by_action(&id).await.unwrap();
+            if let Some(record) = records.into_iter().find(|r| r.provider_operation.is_some()) {
+                recorded = Some(record);
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let record = recorded.expect("the first delivery checkpointed");
+
+        // A replica whose clock is past the reservation's expiry (deadline plus grace).
+        let clock = Arc::new(ManualClock::new());
+        clock.advance(10 * 60 * 1000);
+        let replica = Host::builder()
+            .connector(calendar.clone())
+            .store(store.clone())
+            .clock(clock)
+            .build()
+            .unwrap();
+        if reconciled_first {
+            let mut transaction = ActionTransaction::new(TransactionMode::Reconcile);
+            transaction.transaction_id = Some(record.transaction_id.clone());
+            let reconcile = Action::new("cap:cal:book", input.clone())
+                .with_idempotency_key(format!("{key}-reconcile"))
+                .with_transaction(transaction);
+            let reconciled = replica.invoke(reconcile, &caller()).await;
+            assert_eq!(
+                reconciled.status,
+                ActionResultStatus::Completed,
+                "{reconciled:?}"
+            );
+        }
+        let mut again = delivery();
+        again.id = id.clone();
+        let refused = replica.invoke(again, &caller()).await;
+        let error = refused.error.expect("refused");
+        let details = error.details.clone().unwrap();
+        assert_eq!(details["transaction_id"], json!(record.transaction_id));
+        if reconciled_first {
+            // Settled by the reconciliation: the redelivery is told so, with the status.
+            assert_eq!(
+                error.code,
+                codes::TRANSACTION_EXECUTE_STATE_INVALID,
+                "{error:?}"
+            );
+            assert_eq!(details["status"], "reconciled");
+            assert!(error.message.contains("`reconciled`"), "{}", error.message);
+        } else {
+            assert_eq!(
+                error.code,
+                codes::TRANSACTION_RECONCILIATION_REQUIRED,
+                "{error:?}"
+            );
+        }
+        assert_eq!(
+            calendar.runs.load(Ordering::SeqCst),
+            runs_before + 1,
+            "the handler ran only for the first delivery"
+        );
+        assert_eq!(store.transactions_by_action(&id).await.unwrap().len(), 1);
+    }
 }
 
 /// Retention deletes a finished transaction once it was last updated longer ago than the

@@ -182,6 +182,7 @@ async fn execute(
         let normalized = Box::pin(transaction::normalize(
             &host.store,
             Arc::make_mut(&mut action),
+            caller.principal.id.as_str(),
         ))
         .await;
         if let Err(error) = normalized {
@@ -213,10 +214,13 @@ async fn execute(
             .and_then(|c| c.transaction.as_ref())
             .is_some_and(|t| t.supports(TransactionMode::Execute))
     {
-        // Stage 0's normalization of an `execute` without an id: a fresh one.
+        // Stage 0's normalization of an `execute` without an id: the keyed action's own, else
+        // a fresh one.
+        let id = transaction::execute_transaction_id(&action, caller.principal.id.as_str())
+            .unwrap_or_else(aip_connector_core::ids::TransactionId::new);
         Arc::make_mut(&mut action).transaction = Some(Box::new(
             aip_connector_core::model::ActionTransaction::new(TransactionMode::Execute)
-                .with_transaction_id(aip_connector_core::ids::TransactionId::new()),
+                .with_transaction_id(id),
         ));
     }
     // A `compensate` runs the compensating capability's handler (§6.8 of docs/host-runtime.md).

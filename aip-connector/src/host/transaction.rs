@@ -40,12 +40,20 @@ pub(crate) fn plan_input_hash(action: &Action) -> String {
     )
 }
 
-/// Step 0: commits of a plan inherit the plan's transaction id; every other transactional mode
-/// but `rollback_not_supported` gets a fresh one when it has none.
+/// Step 0: commits of a plan inherit the plan's transaction id; a keyed `execute` gets the one
+/// its action always gets ([`execute_transaction_id`]); every other transactional mode but
+/// `rollback_not_supported` gets a fresh one when it has none.
 pub(crate) async fn normalize(
     store: &SharedStore,
     action: &mut Action,
+    principal: &str,
 ) -> Result<(), ProtocolError> {
+    let derived = match action.transaction.as_deref() {
+        Some(t) if t.mode == TransactionMode::Execute && t.transaction_id.is_none() => {
+            execute_transaction_id(action, principal)
+        }
+        _ => None,
+    };
     let Some(transaction) = action.transaction.as_mut() else {
         return Ok(());
     };
@@ -65,12 +73,45 @@ pub(crate) async fn normalize(
     {
         transaction.transaction_id = Some(compensation_transaction_id(target));
     }
+    if transaction.transaction_id.is_none() && transaction.mode == TransactionMode::Execute {
+        transaction.transaction_id = derived;
+    }
     if transaction.transaction_id.is_none()
         && transaction.mode != TransactionMode::RollbackNotSupported
     {
         transaction.transaction_id = Some(TransactionId::new());
     }
     Ok(())
+}
+
+/// The transaction id of a keyed `execute` that names none: derived from the action id, its
+/// idempotency key, capability, caller and tenant, so that the same action delivered again
+/// finds the transaction of its first delivery. That matters when the first delivery's host
+/// died mid-call: its key's reservation expires, the redelivery takes the key over, and with a
+/// fresh id it would run the handler again beside a transaction that may have reached the
+/// provider; with this one the execute gate sees that transaction and asks for a
+/// reconciliation (or replays its result). `None` without a key: an unkeyed action promises no
+/// deduplication, and each delivery runs as its own transaction.
+pub(crate) fn execute_transaction_id(action: &Action, principal: &str) -> Option<TransactionId> {
+    let key = action.idempotency_key.as_deref()?;
+    let tenant = tenant_id_of(action.identity.as_deref()).unwrap_or("");
+    // Each part is length-prefixed, so no two different tuples frame to the same text.
+    let mut framed = String::from("aip-connector/execute");
+    for part in [
+        tenant,
+        principal,
+        action.capability_id.as_str(),
+        action.id.as_str(),
+        key,
+    ] {
+        framed.push_str(&format!("\n{}:{part}", part.len()));
+    }
+    let digest = sha256_hex(framed.as_bytes());
+    Some(TransactionId::trusted(format!(
+        "{}{}",
+        TransactionId::PREFIX,
+        &digest[..32]
+    )))
 }
 
 /// The tenant an identity names, for comparing a stored record's tenant with an action's.
@@ -927,11 +968,19 @@ async fn execute_gate(
             record,
         }),
         Status::Failed => {
+            let retryable = record.error.as_ref().is_some_and(|e| e.is_retryable());
+            // A transaction the host named after the keyed action (no id from the caller) is
+            // retried as the key's retry semantics say: its retryable failure released the key,
+            // and before the id was derived every retry ran in a fresh transaction. One the
+            // caller named keeps the stricter rule: nothing may have reached the provider.
+            let host_named = execute_transaction_id(action, caller.principal.id.as_str())
+                .is_some_and(|derived| derived == record.transaction_id);
             let safely_retryable = action.idempotency_key.is_some()
-                && record.provider_operation.is_none()
-                && record.reconciliation_cursor.is_none()
-                && record.reconcile_after_ms.is_none()
-                && record.error.as_ref().is_some_and(|e| e.is_retryable());
+                && retryable
+                && (host_named
+                    || (record.provider_operation.is_none()
+                        && record.reconciliation_cursor.is_none()
+                        && record.reconcile_after_ms.is_none()));
             if safely_retryable {
                 let mut reopen = Transition::new(&[Status::Failed], Status::Prepared);
                 reopen.reconcile_after_ms = Some(over_at);
@@ -959,9 +1008,18 @@ async fn execute_gate(
                 )),
             }
         }
-        _ => Err(policy(
-            codes::TRANSACTION_EXECUTE_STATE_INVALID,
-            "the transaction is in a state that cannot execute",
+        // Reconciled, compensated, planned...: settled another way than by this execute, whose
+        // caller learns which from the details (a redelivery after a crash whose transaction
+        // was reconciled since, say).
+        status => Err(failure::with_details(
+            policy(
+                codes::TRANSACTION_EXECUTE_STATE_INVALID,
+                format!(
+                    "the transaction is `{}`, a state that cannot execute: read its outcome from the transaction (`Host::transaction`) instead of executing it again",
+                    status.as_str()
+                ),
+            ),
+            json!({ "transaction_id": record.transaction_id, "status": status }),
         )),
     }
 }
