@@ -1452,15 +1452,18 @@ async fn an_abandoned_reconciliation_is_reconciled_again_after_its_deadline() {
     assert_eq!(stuck.status, TransactionProtocolStatus::Reconciling);
     assert_eq!(stuck.reconcile_after_ms, Some(START + 1_000 + 5_000));
 
-    // It may still be running until then.
+    // It may still be running until then: "not yet", retryable, so the same key works later.
     let early = host.invoke(reconcile(&id, "r2"), &ada()).await;
-    assert_policy(&early, codes::TRANSACTION_NOT_RECONCILABLE);
+    let refusal = failure(&early);
+    assert_eq!(refusal.code, codes::TRANSACTION_ATTEMPT_IN_PROGRESS);
+    assert!(refusal.is_retryable());
+    assert_eq!(refusal.retry_after_ms, Some(6_000));
     assert_eq!(
-        failure(&early).details,
+        refusal.details,
         Some(json!({ "status": "reconciling", "reconcile_after_ms": START + 6_000 }))
     );
     clock.advance(6_000);
-    let settled = host.invoke(reconcile(&id, "r3"), &ada()).await;
+    let settled = host.invoke(reconcile(&id, "r2"), &ada()).await;
     assert_eq!(settled.status, ActionResultStatus::Completed, "{settled:?}");
     assert_eq!(
         record(&store, &id).await.status,
@@ -1494,7 +1497,7 @@ async fn a_reconciliation_without_a_stored_deadline_is_reconciled_after_the_long
 
     let longest = START + HostLimits::default().max_action_timeout_ms + 5_000;
     let early = host.invoke(reconcile(&id, "r2"), &ada()).await;
-    assert_policy(&early, codes::TRANSACTION_NOT_RECONCILABLE);
+    assert_eq!(failure(&early).code, codes::TRANSACTION_ATTEMPT_IN_PROGRESS);
     assert_eq!(
         failure(&early).details,
         Some(json!({ "status": "reconciling", "reconcile_after_ms": longest }))

@@ -512,13 +512,20 @@ pub(crate) async fn admit(
             let over_at_latest = certainly_over_at(&record, host.limits.max_action_timeout_ms);
             let abandoned = unsettled && now >= over_at_latest;
             if unsettled && !abandoned {
-                return Err(failure::with_details(
-                    policy(
-                        codes::TRANSACTION_NOT_RECONCILABLE,
-                        "the transaction's attempt or reconciliation may still be running; reconcile it after `reconcile_after_ms`",
+                // "Not yet", not "never": retryable, so the refusal is not stored under the
+                // reconcile's key and the same key reconciles once the attempt is certainly
+                // over (an author trial kept getting this refusal replayed).
+                let mut error = failure::with_details(
+                    failure::error(
+                        codes::TRANSACTION_ATTEMPT_IN_PROGRESS,
+                        "the transaction's attempt or reconciliation may still be running; reconcile it again after `retry_after_ms`",
+                        ErrorCategory::Temporary,
+                        true,
                     ),
                     json!({ "status": record.status, "reconcile_after_ms": over_at_latest }),
-                ));
+                );
+                error.retry_after_ms = Some(over_at_latest.saturating_sub(now).max(1));
+                return Err(error);
             }
             let from: &[Status] = if abandoned {
                 &[Status::Prepared, Status::Committing, Status::Reconciling]
