@@ -1580,6 +1580,10 @@ async fn reconciling_without_a_checkpointed_operation_is_provider_operation_requ
     .with_timeout_ms(20);
     let timed_out = host.invoke(slow, &ada()).await;
     assert_eq!(failure(&timed_out).code, codes::SLA_TIMEOUT_EXCEEDED);
+    // Named an unknown outcome in the details clients read (§6.5), whatever the code.
+    let details = failure(&timed_out).details.clone().unwrap();
+    assert_eq!(details["uncertain_outcome"], true, "{details}");
+    assert_eq!(details["transaction_id"], json!(id));
     let unknown = record(&store, &id).await;
     assert_eq!(unknown.status, TransactionProtocolStatus::OutcomeUnknown);
     assert_eq!(unknown.reconcile_after_ms, Some(START + 5_000));

@@ -1111,7 +1111,7 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
                 &action.id,
                 failure::error(
                     codes::ACTION_ABANDONED,
-                    "the transport gave up on the action (its request timed out, or its caller went away), and its handler was cancelled",
+                    "the transport gave up on the action (its request timed out, its caller went away, or the server shut down), and its handler was cancelled",
                     ErrorCategory::Temporary,
                     retryable,
                 ),

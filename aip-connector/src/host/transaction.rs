@@ -1232,6 +1232,9 @@ pub(crate) fn name_unknown_outcome(result: &mut ActionResult, transaction_id: &T
         details
             .entry("transaction_id")
             .or_insert_with(|| json!(transaction_id));
+        // What §6.5 tells clients to read, whichever code the interruption had (an
+        // `action.abandoned` by a server shutting down carried none).
+        details.insert("uncertain_outcome".to_owned(), Value::Bool(true));
     }
 }
 
