@@ -245,6 +245,20 @@ async fn oversized_ids_reach_logs_and_errors_cut_to_the_id_limit() {
         .await;
     let error = unknown.error.expect("an unknown capability is an error");
     assert_eq!(error.code, codes::RESOURCE_NOT_FOUND);
+    // The settlement line: the wire status, the transaction mode, and whether it replayed.
+    let settled = logs
+        .lines()
+        .into_iter()
+        .find(|line| line.contains("action settled"))
+        .unwrap_or_else(|| panic!("{}", logs.text()));
+    for field in [
+        "status=failed",
+        "code=resource.not_found",
+        "mode=none",
+        "replay=false",
+    ] {
+        assert!(settled.contains(field), "{field}: {settled}");
+    }
     assert!(
         error.message.contains("(100004 bytes)"),
         "{}",

@@ -322,12 +322,22 @@ async fn the_manifest_is_served_as_an_envelope_and_by_request() {
     assert_eq!(by_request, manifest);
     let missing = client.manifest(Some("nobody")).await.unwrap_err();
     assert_eq!(remote(missing).code, codes::RESOURCE_NOT_FOUND);
-    // The manifest is not public unless configured so.
-    let anonymous = AipClient::new(&running.base)
-        .manifest(None)
-        .await
-        .unwrap_err();
+    // The manifest is not public unless configured so, and the refusal is logged (its code,
+    // nothing the caller sent).
+    let logs = aip_connector_testkit::logs::LogCapture::new();
+    let anonymous = {
+        let _guard = logs.set_default();
+        AipClient::new(&running.base)
+            .manifest(None)
+            .await
+            .unwrap_err()
+    };
     assert_eq!(remote(anonymous).code, codes::AUTH_UNAUTHENTICATED);
+    assert!(
+        logs.contains("request refused by the authenticator code=auth.unauthenticated"),
+        "{}",
+        logs.text()
+    );
     running.stop().await;
 }
 

@@ -535,6 +535,32 @@ pub enum TransactionMode {
     RollbackNotSupported,
 }
 
+impl TransactionMode {
+    /// Every mode, in declaration order.
+    pub const ALL: [Self; 7] = [
+        Self::Execute,
+        Self::DryRun,
+        Self::Plan,
+        Self::Commit,
+        Self::Compensate,
+        Self::Reconcile,
+        Self::RollbackNotSupported,
+    ];
+
+    /// The wire spelling (`execute`, `dry_run`, ...), for messages and log fields.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Execute => "execute",
+            Self::DryRun => "dry_run",
+            Self::Plan => "plan",
+            Self::Commit => "commit",
+            Self::Compensate => "compensate",
+            Self::Reconcile => "reconcile",
+            Self::RollbackNotSupported => "rollback_not_supported",
+        }
+    }
+}
+
 /// Dry-run fidelity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -457,6 +457,12 @@ mod tests {
                 serde_json::Value::String(status.to_string())
             );
         }
+        for mode in TransactionMode::ALL {
+            assert_eq!(
+                serde_json::to_value(mode).unwrap(),
+                serde_json::Value::String(mode.as_str().to_owned())
+            );
+        }
     }
 
     fn full_plan() -> TransactionPlan {

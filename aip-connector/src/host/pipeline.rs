@@ -78,6 +78,12 @@ pub(crate) async fn run(
         // The approval whose resume this call claimed, if any (stage 9). When the result is
         // retryable the claim is given back, so the next attempt may run the action too.
         let claimed = OnceLock::new();
+        // For the settlement's log line: an `execute`, a `reconcile` and a `compensate` of one
+        // capability look alike otherwise.
+        let mode = action
+            .transaction
+            .as_ref()
+            .map_or("none", |t| t.mode.as_str());
         // Moved, never borrowed: a borrowed local keeps its place in this future across the
         // await below, which would enlarge it by a whole result.
         let (result, retryable, pending_replay) =
@@ -91,11 +97,16 @@ pub(crate) async fn run(
         } else {
             result
         };
+        let replay = result.is_idempotent_replay();
         match &result.error {
-            Some(error) => {
-                tracing::info!(status = ?result.status, code = %error.code, "action settled")
-            }
-            None => tracing::info!(status = ?result.status, "action settled"),
+            Some(error) => tracing::info!(
+                status = %result.status,
+                code = %error.code,
+                mode = %mode,
+                replay,
+                "action settled"
+            ),
+            None => tracing::info!(status = %result.status, mode = %mode, replay, "action settled"),
         }
         result
     }

@@ -50,12 +50,16 @@ pub(crate) fn refusal_head(
     error: &ProtocolError,
 ) -> (StatusCode, HeaderMap) {
     let mut headers = HeaderMap::new();
+    // One line per refusal, so an operator sees rejected credentials; the code only: an
+    // authenticator's message is its own and might quote what the caller sent.
     if error.category == ErrorCategory::Temporary {
+        tracing::warn!(code = %error.code, "request refused: the authenticator is unavailable");
         if let Some(seconds) = retry_after(error) {
             headers.insert(header::RETRY_AFTER, seconds);
         }
         return (StatusCode::SERVICE_UNAVAILABLE, headers);
     }
+    tracing::info!(code = %error.code, "request refused by the authenticator");
     if let Some(challenge) = authenticator.challenge() {
         headers.insert(header::WWW_AUTHENTICATE, challenge);
     }

@@ -498,6 +498,11 @@ fn build_pool(url: &str, options: &PostgresOptions) -> Result<Pool, StoreError> 
     if !existing.contains("lock_timeout") {
         server_options.push(format!("-c lock_timeout={}", LOCK_TIMEOUT.as_millis()));
     }
+    // The migrations' `CREATE … IF NOT EXISTS` would otherwise log a server NOTICE ("already
+    // exists, skipping") through tokio-postgres at INFO on every replica's start.
+    if !existing.contains("client_min_messages") {
+        server_options.push("-c client_min_messages=warning".to_owned());
+    }
     if !existing.contains("idle_in_transaction_session_timeout") {
         server_options.push(format!(
             "-c idle_in_transaction_session_timeout={}",
