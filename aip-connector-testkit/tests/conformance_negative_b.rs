@@ -553,6 +553,33 @@ fn a_late_checkpoint_fails_even_when_failures_name_the_operation() {
 
 // ---- A reconcilable write without an example -----------------------------------------------------
 
+/// The ledger write both reconcilable fixtures below make: checkpoint the operation, then post.
+async fn post_entry(
+    client: &ProviderClient,
+    transfer: Transfer,
+    key: IdempotencyKey,
+    checkpoint: Checkpoint,
+) -> Result<Moved, ConnectorFailure> {
+    let operation_id = format!("op-{}", key.as_str());
+    checkpoint
+        .record(
+            aip_connector::model::ProviderOperationRef {
+                provider: "ledger".to_owned(),
+                operation_id: operation_id.clone(),
+                request_id: None,
+            },
+            None,
+        )
+        .await?;
+    client
+        .post("/entries")
+        .idempotency(&key)
+        .json(&json!({ "amount_cents": transfer.amount_cents }))
+        .send_json::<Value>()
+        .await?;
+    Ok(Moved { operation_id })
+}
+
 /// `LateCheckpoint`'s write done right, but declared without an example: found by an author
 /// trial, whose failure read as a missing reconcile handler.
 #[derive(Clone)]
@@ -578,24 +605,7 @@ impl Unexampled {
         key: IdempotencyKey,
         checkpoint: Checkpoint,
     ) -> Result<Moved, ConnectorFailure> {
-        let operation_id = format!("op-{}", key.as_str());
-        checkpoint
-            .record(
-                aip_connector::model::ProviderOperationRef {
-                    provider: "ledger".to_owned(),
-                    operation_id: operation_id.clone(),
-                    request_id: None,
-                },
-                None,
-            )
-            .await?;
-        self.client
-            .post("/entries")
-            .idempotency(&key)
-            .json(&json!({ "amount_cents": transfer.amount_cents }))
-            .send_json::<Value>()
-            .await?;
-        Ok(Moved { operation_id })
+        post_entry(&self.client, transfer, key, checkpoint).await
     }
 
     async fn find(&self, _request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
@@ -671,24 +681,7 @@ impl BlindReconciler {
         key: IdempotencyKey,
         checkpoint: Checkpoint,
     ) -> Result<Moved, ConnectorFailure> {
-        let operation_id = format!("op-{}", key.as_str());
-        checkpoint
-            .record(
-                aip_connector::model::ProviderOperationRef {
-                    provider: "ledger".to_owned(),
-                    operation_id: operation_id.clone(),
-                    request_id: None,
-                },
-                None,
-            )
-            .await?;
-        self.client
-            .post("/entries")
-            .idempotency(&key)
-            .json(&json!({ "amount_cents": transfer.amount_cents }))
-            .send_json::<Value>()
-            .await?;
-        Ok(Moved { operation_id })
+        post_entry(&self.client, transfer, key, checkpoint).await
     }
 
     async fn find(&self, _request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {

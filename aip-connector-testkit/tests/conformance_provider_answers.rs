@@ -7,7 +7,7 @@
 use aip_connector::model::ProviderOperationRef;
 use aip_connector::prelude::*;
 use aip_connector_testkit::conformance::{CheckStatus, ConformanceSuite, Scenario};
-use aip_connector_testkit::provider_double::OPERATION_ID_HEADER;
+use aip_connector_testkit::provider_double::{OPERATION_ID_HEADER, ProviderHandle};
 use serde_json::json;
 
 #[derive(Deserialize, Serialize, JsonSchema)]
@@ -164,23 +164,30 @@ fn generic_answers_fail_a_strict_connector_with_a_hint() {
     }
 }
 
+/// Shapes the double like the tickets API: `POST /tickets` answers the created ticket,
+/// `GET /tickets/{id}` whether it exists, and, with `lookups_can_pend`, that it is still being
+/// created while the suite scripts pending lookups (`lookup_pending()`).
+fn answer_like_the_api(provider: &ProviderHandle, lookups_can_pend: bool) {
+    provider.answer(
+        "/tickets",
+        |request| json!({ "id": request.operation_id(), "title": request.body()["title"] }),
+    );
+    provider.answer("/tickets/*", move |request| {
+        if lookups_can_pend && request.lookup_pending() {
+            return json!({ "found": false, "pending": true });
+        }
+        let id = request.path().trim_start_matches("/tickets/");
+        json!({ "found": request.effects().iter().any(|e| e.operation_id == id) })
+    });
+}
+
 /// What the restart check's note says when the pending round could not record a cursor.
 const CURSOR_NOT_EXERCISED: &str = "resume from a cursor was not exercised";
 
 #[test]
 fn answers_in_the_api_shape_pass_a_strict_connector() {
     let report = suite()
-        .with_provider_setup(|provider| {
-            // POST /tickets answers the created ticket; GET /tickets/{id} says whether it exists.
-            provider.answer(
-                "/tickets",
-                |request| json!({ "id": request.operation_id(), "title": request.body()["title"] }),
-            );
-            provider.answer("/tickets/*", |request| {
-                let id = request.path().trim_start_matches("/tickets/");
-                json!({ "found": request.effects().iter().any(|e| e.operation_id == id) })
-            });
-        })
+        .with_provider_setup(|provider| answer_like_the_api(provider, false))
         .run();
     eprintln!("{report}");
     assert!(report.passed(), "{report}");
@@ -201,19 +208,7 @@ fn answers_in_the_api_shape_pass_a_strict_connector() {
 #[test]
 fn a_lookup_route_that_answers_pending_exercises_the_restarted_cursor() {
     let report = suite()
-        .with_provider_setup(|provider| {
-            provider.answer(
-                "/tickets",
-                |request| json!({ "id": request.operation_id(), "title": request.body()["title"] }),
-            );
-            provider.answer("/tickets/*", |request| {
-                if request.lookup_pending() {
-                    return json!({ "found": false, "pending": true });
-                }
-                let id = request.path().trim_start_matches("/tickets/");
-                json!({ "found": request.effects().iter().any(|e| e.operation_id == id) })
-            });
-        })
+        .with_provider_setup(|provider| answer_like_the_api(provider, true))
         .run();
     eprintln!("{report}");
     assert!(report.passed(), "{report}");

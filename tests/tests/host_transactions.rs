@@ -137,6 +137,22 @@ fn host(calendar: Calendar, store: Arc<MemoryStore>) -> Host {
         .unwrap()
 }
 
+/// The transaction record of `action`'s running handler once it has checkpointed its provider
+/// operation (waiting up to a second for it).
+async fn checkpointed(
+    store: &MemoryStore,
+    action: &aip_connector::ids::ActionId,
+) -> aip_connector::store::TransactionRecord {
+    for _ in 0..200 {
+        let records = store.transactions_by_action(action).await.unwrap();
+        if let Some(record) = records.into_iter().find(|r| r.provider_operation.is_some()) {
+            return record;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    panic!("the handler of {action} never checkpointed");
+}
+
 fn action(mode: TransactionMode, key: &str, input: serde_json::Value) -> Action {
     Action::new("cap:cal:book", input)
         .with_idempotency_key(key)
@@ -449,16 +465,7 @@ async fn a_cancel_after_the_checkpoint_leaves_an_unknown_outcome_to_reconcile() 
     });
     // Cancel until the handler has started (a cancel before that is remembered and fires when it
     // starts; either way the checkpoint may or may not have been written yet, so wait for it).
-    let mut recorded = None;
-    for _ in 0..200 {
-        let records = store.transactions_by_action(&id).await.unwrap();
-        if let Some(record) = records.into_iter().find(|r| r.provider_operation.is_some()) {
-            recorded = Some(record);
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-    let record = recorded.expect("the handler checkpointed");
+    let record = checkpointed(&store, &id).await;
     host.cancel(&id);
     let result = running.await.unwrap();
     assert_eq!(result.status, ActionResultStatus::Cancelled);
@@ -536,16 +543,7 @@ async fn a_redelivery_after_a_crash_finds_the_first_transaction_and_is_not_run_a
             let dead = dead.clone();
             async move { dead.invoke(first, &caller()).await }
         });
-        let mut recorded = None;
-        for _ in 0..200 {
-            let records = store.transactions_by_action(&id).await.unwrap();
-            if let Some(record) = records.into_iter().find(|r| r.provider_operation.is_some()) {
-                recorded = Some(record);
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-        let record = recorded.expect("the first delivery checkpointed");
+        let record = checkpointed(&store, &id).await;
 
         // A replica whose clock is past the reservation's expiry (deadline plus grace).
         let clock = Arc::new(ManualClock::new());

@@ -508,7 +508,7 @@ impl Evidence {
             problems.push("the evidence names no artifact".to_owned());
         }
         // Failures first, then what the scenario could not exercise.
-        problems.extend(self.notes.iter().map(|note| format!("note: {note}")));
+        problems.extend(self.notes.iter().map(|note| note_line(note)));
         let status = if all_held && has_artifact {
             CheckStatus::Passed
         } else {
@@ -517,12 +517,10 @@ impl Evidence {
         let detail = if status == CheckStatus::Passed {
             // Every assertion name asserted, the scenario's extra ones (`receivers_declared`,
             // `declared_output_produced`) included: all of them held.
-            let mut detail = format!("{} assertions held", self.assertions.len());
-            if !self.notes.is_empty() {
-                detail.push_str("; ");
-                detail.push_str(&self.notes.join("; "));
-            }
-            detail
+            passed_detail(
+                format!("{} assertions held", self.assertions.len()),
+                &self.notes,
+            )
         } else {
             // The decoding hint goes on the first line that names the code, so it reads as
             // the explanation of that failure rather than of whichever line came last.
@@ -961,15 +959,29 @@ fn with_notes(mut check: CheckResult, notes: Vec<String>) -> CheckResult {
     if notes.is_empty() {
         return check;
     }
-    let joined = notes.join("; ");
     check.detail = if check.status == CheckStatus::Failed {
-        let prefixed: Vec<String> = notes.iter().map(|n| format!("note: {n}")).collect();
-        format!("{}\n{}", check.detail, prefixed.join("\n"))
+        let lines: Vec<String> = notes.iter().map(|note| note_line(note)).collect();
+        format!("{}\n{}", check.detail, lines.join("\n"))
     } else {
-        format!("{}; {joined}", check.detail)
+        passed_detail(check.detail, &notes)
     };
     check.notes = notes;
     check
+}
+
+/// A passed check's detail: what held, then its notes after `; `.
+fn passed_detail(held: String, notes: &[String]) -> String {
+    if notes.is_empty() {
+        held
+    } else {
+        format!("{held}; {}", notes.join("; "))
+    }
+}
+
+/// A note as a line of a failed check's detail, after its failures: marked, so that it never
+/// reads as one of them.
+fn note_line(note: &str) -> String {
+    format!("note: {note}")
 }
 
 fn join(profiles: &[ProfileId]) -> String {

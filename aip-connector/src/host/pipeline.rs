@@ -97,16 +97,22 @@ pub(crate) async fn run(
         } else {
             result
         };
-        let replay = result.is_idempotent_replay();
+        // Field values are computed only when the line is logged: nothing here runs on an
+        // unlogged call but the match.
         match &result.error {
             Some(error) => tracing::info!(
                 status = %result.status,
                 code = %error.code,
                 mode = %mode,
-                replay,
+                replay = result.is_idempotent_replay(),
                 "action settled"
             ),
-            None => tracing::info!(status = %result.status, mode = %mode, replay, "action settled"),
+            None => tracing::info!(
+                status = %result.status,
+                mode = %mode,
+                replay = result.is_idempotent_replay(),
+                "action settled"
+            ),
         }
         result
     }

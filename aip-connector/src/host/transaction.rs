@@ -4,6 +4,7 @@
 //! timeout or an uncertain failure of `commit`/`execute` becomes `outcome_unknown` — never
 //! retried blindly, never turned into `committed` by reconciliation.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use aip_connector_core::ids::{ActionId, PrincipalId, TransactionId};
@@ -104,7 +105,7 @@ pub(crate) fn execute_transaction_id(action: &Action, principal: &str) -> Option
         action.id.as_str(),
         key,
     ] {
-        framed.push_str(&format!("\n{}:{part}", part.len()));
+        let _ = write!(framed, "\n{}:{part}", part.len());
     }
     let digest = sha256_hex(framed.as_bytes());
     Some(TransactionId::trusted(format!(

@@ -257,33 +257,12 @@ impl McpProjection {
                     manifest.agent.id
                 );
             }
-            for capability in admitted.manifest().capabilities.iter().filter(|c| {
-                let left_out = if !c.is_callable() {
-                    None
-                } else if !runs_synchronously(c) {
-                    Some(
-                        "it only streams, and a tools/call runs synchronously: call it over the \
-                         native AIP binding (a streamed action)",
-                    )
-                } else if !runs_without_a_plan(c) {
-                    Some(
-                        "it changes state only by committing a plan, which a tools/call has no \
-                         step for: plan and commit it over the native AIP binding",
-                    )
-                } else if host.compensates_only(c.id.as_str()) {
-                    Some(
-                        "it runs only as the compensation of another capability (a `compensate` \
-                         action of the capability it undoes)",
-                    )
-                } else {
-                    return true;
-                };
-                if let Some(reason) = left_out {
-                    let name = tool_name_of(admitted, c);
-                    unlisted.insert(name, (c.id.clone(), reason));
+            for capability in manifest.capabilities.iter().filter(|c| c.is_callable()) {
+                if let Some(reason) = left_out_because(&host, capability) {
+                    let name = tool_name_of(admitted, capability);
+                    unlisted.insert(name, (capability.id.clone(), reason));
+                    continue;
                 }
-                false
-            }) {
                 let projected = project_capability(admitted, capability);
                 let name = projected.tool.name.to_string();
                 if let Some(&first) = by_name.get(&name) {
@@ -687,6 +666,28 @@ fn runs_without_a_plan(capability: &Capability) -> bool {
         .as_ref()
         .and_then(|contract| contract.transaction.as_ref())
         .is_none_or(|transaction| transaction.supports(TransactionMode::Execute))
+}
+
+/// Why a callable `capability` is not a tool, if it is not: a `tools/call` could never run it.
+fn left_out_because(host: &Host, capability: &Capability) -> Option<&'static str> {
+    if !runs_synchronously(capability) {
+        Some(
+            "it only streams, and a tools/call runs synchronously: call it over the native AIP \
+             binding (a streamed action)",
+        )
+    } else if !runs_without_a_plan(capability) {
+        Some(
+            "it changes state only by committing a plan, which a tools/call has no step for: \
+             plan and commit it over the native AIP binding",
+        )
+    } else if host.compensates_only(capability.id.as_str()) {
+        Some(
+            "it runs only as the compensation of another capability (a `compensate` action of \
+             the capability it undoes)",
+        )
+    } else {
+        None
+    }
 }
 
 /// Whether a `tools/call` can run `capability`: the projection sends synchronous actions, which
