@@ -307,6 +307,36 @@ async fn a_charge_cannot_be_executed_without_a_plan() {
     );
 }
 
+/// Found by an author trial: a charge sent without a `transaction` block asked two approvers to
+/// release it, then failed at its handler for want of a transaction.
+#[tokio::test]
+async fn a_charge_without_a_transaction_block_is_refused_before_anyone_is_asked() {
+    let w = world(&[payments::CHARGE_SCOPE]).await;
+    let mut plain = action(
+        charge_input(),
+        "order-21",
+        ActionTransaction::new(TransactionMode::Plan),
+    );
+    plain.transaction = None;
+    let result = w.host.invoke(plain, &as_user("user:ada")).await;
+    assert_eq!(result.status, ActionResultStatus::Failed, "{result:?}");
+    let error = result.error.as_ref().unwrap();
+    assert_eq!(error.code, codes::TRANSACTION_CONTEXT_MISSING);
+    assert!(result.approval_id().is_none(), "an approver was asked");
+    assert_eq!(
+        error.details.as_ref().unwrap()["supported_modes"],
+        json!(["plan", "commit", "compensate", "reconcile"])
+    );
+    assert!(
+        error
+            .message
+            .contains("(plan, commit, compensate, reconcile;"),
+        "{}",
+        error.message
+    );
+    assert_eq!(w.provider.request_count(), 0);
+}
+
 #[tokio::test]
 async fn the_refund_compensates_the_charge_once_after_approval() {
     let w = world(&[payments::CHARGE_SCOPE, payments::REFUND_SCOPE]).await;

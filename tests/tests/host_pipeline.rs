@@ -1595,3 +1595,77 @@ fn a_doc_comment_with_expressions_is_the_description() {
         Some("Place an order.")
     );
 }
+
+/// A handler that, in the middle of a poll, is cancelled and answers its token with a failure of
+/// its own: what happens when `Host::cancel` runs on another worker while the handler runs (the
+/// signal fires, then the token). Here the handler cancels itself, so the order is certain.
+#[derive(Clone, Default)]
+struct SelfCancelling {
+    host: Arc<std::sync::OnceLock<Host>>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Target {
+    action_id: String,
+    /// Complete instead of failing once cancelled.
+    #[serde(default)]
+    complete: bool,
+}
+
+#[connector(id = "selfcancel")]
+impl SelfCancelling {
+    /// Cancels its own action, then answers the token.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn stop(
+        &self,
+        target: Target,
+        cancel: Cancellation,
+    ) -> Result<Receipt, ConnectorFailure> {
+        // Wait once, so the action is registered for `Host::cancel`.
+        tokio::task::yield_now().await;
+        let id = aip_connector::ids::ActionId::parse(target.action_id).expect("an action id");
+        let host = self.host.get().expect("the test sets the host");
+        assert_eq!(host.cancel(&id), CancelOutcome::Cancelled);
+        assert!(cancel.is_cancelled());
+        if target.complete {
+            return Ok(Receipt {
+                order_id: "done anyway".into(),
+            });
+        }
+        Err(ConnectorFailure::new(
+            "selfcancel.stopped",
+            "stopped on the token",
+            ErrorCategory::Connector,
+            aip_connector::model::ConnectorOperation::Invocation,
+            "selfcancel",
+        ))
+    }
+}
+
+/// Found by an author trial: `cancel` answered `Cancelled`, and the action ended `failed` with
+/// the handler's own error about half the time on a multi-thread runtime.
+#[tokio::test]
+async fn a_handler_failing_on_its_fired_token_ends_cancelled_as_the_cancel_answered() {
+    let connector = SelfCancelling::default();
+    let host = Host::builder()
+        .connector(connector.clone())
+        .store(Arc::new(MemoryStore::default()))
+        .build()
+        .unwrap();
+    connector.host.set(host.clone()).ok();
+
+    let action = Action::new("cap:selfcancel:stop", json!({ "action_id": "" }));
+    let mut action = action;
+    action.input = json!({ "action_id": action.id.as_str() });
+    let result = host.invoke(action, &caller()).await;
+    assert_eq!(result.status, ActionResultStatus::Cancelled, "{result:?}");
+    assert!(result.error.is_none(), "{result:?}");
+
+    // A handler that had completed its work keeps its result: nothing is undone by saying
+    // "cancelled" about it.
+    let mut action = Action::new("cap:selfcancel:stop", json!({}));
+    action.input = json!({ "action_id": action.id.as_str(), "complete": true });
+    let result = host.invoke(action, &caller()).await;
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    assert_eq!(result.output.unwrap()["order_id"], "done anyway");
+}

@@ -320,3 +320,69 @@ async fn control_characters_of_ids_reach_logs_and_errors_escaped() {
         "an id forged a log line: {log_text}"
     );
 }
+
+/// Between `handler started` and `action settled` the call is the connector's: an operator reads
+/// a hung provider from a call that never got past a gate. A refused call logs no start.
+#[tokio::test]
+async fn only_a_call_that_reaches_its_handler_logs_its_start() {
+    let (logs, _guard) = capture_logs();
+    let host = host(Arc::new(MemoryStore::default()));
+
+    let refused = host
+        .invoke(
+            Action::new("cap:clinic:open_chart", json!({ "name": "n" }))
+                .with_idempotency_key("k-1"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(
+        refused.error.unwrap().code,
+        codes::ACTION_INPUT_SCHEMA_INVALID
+    );
+    assert!(
+        !logs.text().contains("handler started"),
+        "a call refused at the input schema logged a start: {}",
+        logs.text()
+    );
+
+    let ok = host
+        .invoke(
+            Action::new("cap:clinic:open_chart", json!({ "name": "n", "age": 4 }))
+                .with_idempotency_key("k-2"),
+            &caller(),
+        )
+        .await;
+    assert!(ok.error.is_none(), "{:?}", ok.error);
+    let lines = logs.lines();
+    let started = lines
+        .iter()
+        .position(|line| line.contains("handler started"))
+        .unwrap_or_else(|| panic!("no start line: {lines:#?}"));
+    let settled = lines
+        .iter()
+        .rposition(|line| line.contains("action settled"))
+        .unwrap_or_else(|| panic!("no settled line: {lines:#?}"));
+    assert!(started < settled, "{lines:#?}");
+    for field in ["DEBUG", "handler=cap:clinic:open_chart", "timeout_ms=60000"] {
+        assert!(
+            lines[started].contains(field),
+            "{field}: {}",
+            lines[started]
+        );
+    }
+
+    // Its replay never reaches the handler either.
+    let before = logs.lines().len();
+    host.invoke(
+        Action::new("cap:clinic:open_chart", json!({ "name": "n", "age": 4 }))
+            .with_idempotency_key("k-2"),
+        &caller(),
+    )
+    .await;
+    assert!(
+        !logs.lines()[before..]
+            .iter()
+            .any(|line| line.contains("handler started")),
+        "a replay logged a start"
+    );
+}

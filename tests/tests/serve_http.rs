@@ -783,6 +783,54 @@ async fn shutdown_drains_in_flight_actions_then_abandons_stragglers() {
     assert_eq!(desk.cancelled.load(Ordering::SeqCst), 1);
 }
 
+/// With a shutdown delay the signal turns `/ready` 503 on a server that still serves, so a load
+/// balancer's probe can read it; the drain (new messages refused, listener closed) follows.
+#[tokio::test]
+async fn a_shutdown_delay_serves_on_while_ready_answers_503() {
+    let desk = Desk::default();
+    let mut running = start(
+        desk.clone(),
+        ServerConfig::default().shutdown_delay(Duration::from_millis(600)),
+    )
+    .await;
+    let client = running.client("tok-ada");
+    assert!(client.ready().await.unwrap());
+    let _ = running.shutdown.take().unwrap().send(());
+    wait_until(|| !running.server.is_ready()).await;
+
+    // A new connection, as a probe makes: it is accepted and reads the 503.
+    let response = reqwest::Client::new()
+        .get(format!("{}{READY_PATH}", running.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 503);
+    assert_eq!(
+        response.json::<serde_json::Value>().await.unwrap(),
+        json!({ "status": "stopping" })
+    );
+    // Work routed here before the balancer noticed is still served.
+    let served = AipClient::new(&running.base)
+        .bearer_token("tok-ada")
+        .invoke(Action::new("cap:desk:echo", json!({ "text": "late" })))
+        .await
+        .unwrap();
+    assert_eq!(served.status, ActionResultStatus::Completed);
+
+    // Then the drain: the server stops within the delay and the drain of nothing in flight.
+    tokio::time::timeout(Duration::from_secs(5), &mut running.task)
+        .await
+        .expect("the server stopped after its delay")
+        .unwrap()
+        .unwrap();
+    assert!(
+        reqwest::get(format!("{}{READY_PATH}", running.base))
+            .await
+            .is_err(),
+        "the listener is closed once drained"
+    );
+}
+
 fn approve(id: &ApprovalId) -> ApprovalDecision {
     ApprovalDecision {
         approval_id: id.clone(),

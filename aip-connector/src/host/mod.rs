@@ -532,6 +532,9 @@ impl HostBuilder {
                         compensation_only: definition
                             .capability(capability.id.as_str())
                             .is_some_and(|d| d.facts.compensation_handler),
+                        checkpoints: definition
+                            .capability(capability.id.as_str())
+                            .is_some_and(|d| d.facts.support.transaction),
                         manifest: admitted.clone(),
                     },
                 );
@@ -575,6 +578,9 @@ struct HostedCapability {
     /// Its handler takes `Compensation`: it runs only routed from a `compensate` action of the
     /// capability it undoes (`ImplementationFacts::compensation_handler`).
     compensation_only: bool,
+    /// Its handler takes `Checkpoint` (`ImplementationFacts::support.transaction`): it runs
+    /// only inside an admitted transaction.
+    checkpoints: bool,
 }
 
 impl HostedCapability {

@@ -293,6 +293,33 @@ async fn execute(
             ),
         );
     }
+    // A plain action on a contract that offers no `execute` (a plain action on one that does is
+    // an `execute` by now) would reach a handler that checkpoints with no transaction to record
+    // into, and fail there: after an approver was asked to release it.
+    if hosted.checkpoints
+        && action.transaction.is_none()
+        && let Some(declared) = contract.and_then(|c| c.transaction.as_ref())
+    {
+        let modes: Vec<&str> = declared
+            .supported_modes
+            .iter()
+            .map(|m| m.as_str())
+            .collect();
+        return failure::failed(
+            &action.id,
+            failure::with_details(
+                failure::permanent(
+                    codes::TRANSACTION_CONTEXT_MISSING,
+                    format!(
+                        "capability `{}` runs only in a transaction and does not offer `execute`: send the action with a `transaction` block of a mode it declares ({}; a `commit` after its `plan` when it requires one)",
+                        Clipped::new(action.capability_id.as_str(), 128),
+                        modes.join(", ")
+                    ),
+                ),
+                json!({ "supported_modes": modes }),
+            ),
+        );
+    }
     // Without a contract nothing declares transactions: only plain execution is allowed.
     if contract.is_none()
         && action
@@ -1170,6 +1197,10 @@ fn dispatch<'c>(
         compensation: handler.compensation,
     });
     let connector = &host.connectors[call.routed_hosted.connector];
+    // Every gate is behind the call now. Without this line an operator cannot tell a handler
+    // that hangs on its provider from a call stuck before it: the settled line comes only at
+    // the deadline. (A `compensate` names the compensating capability that runs.)
+    tracing::debug!(handler = %call.routed.id, timeout_ms, "handler started");
     // Generated code decodes the input and starts the handler before returning its future: a
     // panic there is the handler's, answered like one while it runs.
     let running = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -1326,6 +1357,11 @@ impl Supervised<'_> {
             Ok(Poll::Ready(result)) => {
                 return Poll::Ready(match result {
                     Ok(output) => Outcome::Completed(output),
+                    // The signal fired while the handler ran its last poll (on another worker,
+                    // `Host::cancel` fires it and then the handler's token): a failure now is
+                    // the handler answering its token, so the action ends as the cancel
+                    // answered its caller. A success stands: its work is done.
+                    Err(_) if signal.is_fired() => interrupted(),
                     // The stream's consumer went away and the handler failed, with the sink's
                     // failure or one of its own making: the action was abandoned by its
                     // transport, not failed by its connector.

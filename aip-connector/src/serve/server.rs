@@ -5,7 +5,7 @@
 //! | `GET /aip/v1/manifest` | the admitted manifest as an `aip.discovery.v1.manifest_response` envelope (`?connector=<agent id>` picks one of several) |
 //! | `POST /aip/v1/messages` | one envelope in, the matching envelope out; an action with `Accept: text/event-stream` streams `aip.core.v1.stream_chunk` envelopes as server-sent events |
 //! | `GET /health` | the process is up (no authentication) |
-//! | `GET /ready` | the server takes work: `503` while draining for shutdown (no authentication) |
+//! | `GET /ready` | the server takes new work: `503` from the shutdown signal on, through the [shutdown delay](ServerConfig::shutdown_delay) and the drain (no authentication) |
 //!
 //! Every request is authenticated by the [`Authenticator`] before its body is read; identity in
 //! the payload is never trusted. Bodies over [`ServerConfig::max_body_bytes`] are refused
@@ -84,7 +84,14 @@ pub struct ServerConfig {
     pub max_in_flight: usize,
     /// The `retry_after_ms` advertised when overloaded or draining (default 1 s).
     pub retry_after: Duration,
-    /// After the shutdown signal, how long in-flight actions may run before they are abandoned
+    /// After the shutdown signal, how long the server goes on serving as usual while `GET /ready`
+    /// answers `503`, before it drains (default zero: it drains at once). Give it the time your
+    /// load balancer takes to notice (its probe interval times its failure threshold, or the
+    /// time Kubernetes takes to remove the pod's endpoint): once draining, the server accepts
+    /// no connection, so a probe could never read the `503`, and requests routed to it in the
+    /// meantime would find the port closed.
+    pub shutdown_delay: Duration,
+    /// After the shutdown delay, how long in-flight actions may run before they are abandoned
     /// (default 30 s; each is answered `action.abandoned`).
     pub drain_timeout: Duration,
     /// After a timeout or a drain abandons an action, how long to wait for it to settle
@@ -106,6 +113,7 @@ impl Default for ServerConfig {
             request_timeout: Duration::from_secs(90),
             max_in_flight: 256,
             retry_after: Duration::from_secs(1),
+            shutdown_delay: Duration::ZERO,
             drain_timeout: Duration::from_secs(30),
             cancel_grace: Duration::from_secs(2),
             public_manifest: false,
@@ -136,6 +144,12 @@ impl ServerConfig {
     /// Sets [`retry_after`](Self::retry_after).
     pub fn retry_after(mut self, delay: Duration) -> Self {
         self.retry_after = delay;
+        self
+    }
+
+    /// Sets [`shutdown_delay`](Self::shutdown_delay).
+    pub fn shutdown_delay(mut self, delay: Duration) -> Self {
+        self.shutdown_delay = delay;
         self
     }
 
@@ -177,6 +191,9 @@ struct Shared {
     authenticator: Arc<dyn Authenticator>,
     config: ServerConfig,
     permits: Arc<Semaphore>,
+    /// Set by the shutdown signal: `/ready` answers `503` while everything else is served.
+    stopping: AtomicBool,
+    /// Set when the drain begins (after the shutdown delay): new messages are refused.
     draining: AtomicBool,
     /// Fired when the drain timeout passes: in-flight actions are abandoned.
     drain_expired: CancellationToken,
@@ -192,6 +209,7 @@ impl std::fmt::Debug for AipServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AipServer")
             .field("config", &self.shared.config)
+            .field("stopping", &self.shared.stopping.load(Ordering::Relaxed))
             .field("draining", &self.shared.draining.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
@@ -216,6 +234,7 @@ impl AipServer {
                 authenticator,
                 permits: Arc::new(Semaphore::new(config.max_in_flight)),
                 config,
+                stopping: AtomicBool::new(false),
                 draining: AtomicBool::new(false),
                 drain_expired: CancellationToken::new(),
             }),
@@ -232,24 +251,34 @@ impl AipServer {
             .with_state(Arc::clone(&self.shared))
     }
 
-    /// Whether the server takes new work (false once draining).
+    /// Whether `GET /ready` answers `200`: false from the shutdown signal on (through the
+    /// [shutdown delay](ServerConfig::shutdown_delay) and the drain).
     pub fn is_ready(&self) -> bool {
-        !self.shared.draining.load(Ordering::Acquire)
+        !self.shared.stopping.load(Ordering::Acquire)
+    }
+
+    /// Turns readiness `503` while the server goes on serving: the start of the
+    /// [shutdown delay](ServerConfig::shutdown_delay). [`serve`](Self::serve) calls it when its
+    /// shutdown signal fires.
+    pub fn begin_stopping(&self) {
+        self.shared.stopping.store(true, Ordering::Release);
     }
 
     /// Starts draining: readiness turns `503` and new messages are refused
     /// `transport.shutting_down`, while in-flight ones finish. [`serve`](Self::serve) calls it
-    /// when its shutdown signal fires.
+    /// when its shutdown delay has passed.
     pub fn begin_drain(&self) {
+        self.begin_stopping();
         self.shared.draining.store(true, Ordering::Release);
     }
 
-    /// Serves on `listener` until `shutdown` completes, then drains: no new connections or
-    /// messages; in-flight requests and streams finish, and any still running after
-    /// [`ServerConfig::drain_timeout`] have their actions abandoned and answered
+    /// Serves on `listener` until `shutdown` completes; then `/ready` answers `503` while the
+    /// server goes on serving for [`ServerConfig::shutdown_delay`], and then it drains: no new
+    /// connections or messages; in-flight requests and streams finish, and any still running
+    /// after [`ServerConfig::drain_timeout`] have their actions abandoned and answered
     /// `action.abandoned`.
     /// Returns once every in-flight action has settled, and at the latest
-    /// `drain_timeout + cancel_grace` after the signal (connections still open then, such as a
+    /// `shutdown_delay + drain_timeout + cancel_grace` after the signal (connections still open then, such as a
     /// stalled upload, are dropped).
     pub async fn serve(
         self,
@@ -279,6 +308,15 @@ impl AipServer {
             let drained = drained.clone();
             async move {
                 shutdown.await;
+                server.begin_stopping();
+                let delay = server.shared.config.shutdown_delay;
+                if !delay.is_zero() {
+                    tracing::info!(
+                        delay_ms = delay.as_millis(),
+                        "shutting down: /ready answers 503; serving until the delay has passed"
+                    );
+                    tokio::time::sleep(delay).await;
+                }
                 server.begin_drain();
                 drained.cancel();
             }
@@ -384,6 +422,12 @@ async fn ready(State(shared): State<Arc<Shared>>) -> Response {
         json_response(
             StatusCode::SERVICE_UNAVAILABLE,
             &json!({ "status": "draining" }),
+        )
+    } else if shared.stopping.load(Ordering::Acquire) {
+        // Still serving: only new traffic should go elsewhere.
+        json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({ "status": "stopping" }),
         )
     } else {
         json_response(StatusCode::OK, &json!({ "status": "ready" }))

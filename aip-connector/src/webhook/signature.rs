@@ -305,6 +305,27 @@ impl StandardWebhooks {
     pub const MAX_ED25519_SIGNATURES: usize = 4;
 }
 
+/// Why no signature could have matched, when the delivery is signed only with a kind of key the
+/// receiver holds none of: a provider that moved to Ed25519 (or back) while the receiver kept
+/// its old keys fails every delivery, and `authentication_failed` alone reads like a bad secret.
+fn key_kind_mismatch(
+    secrets: &[WebhookSecret],
+    has_hmac_signature: bool,
+    has_ed25519_signature: bool,
+) -> Option<&'static str> {
+    let holds_ed25519 = secrets.iter().any(WebhookSecret::is_ed25519);
+    let holds_shared = secrets.iter().any(|secret| !secret.is_ed25519());
+    match (has_hmac_signature, has_ed25519_signature) {
+        (false, true) if !holds_ed25519 => Some(
+            "the delivery carries only `v1a` (Ed25519) signatures and the receiver holds only shared secrets: give it the provider's public key (`WebhookSecret::standard(\"whpk_...\")`)",
+        ),
+        (true, false) if !holds_shared => Some(
+            "the delivery carries only `v1` (HMAC-SHA256) signatures and the receiver holds only Ed25519 keys: give it the provider's shared secret (`WebhookSecret::standard(\"whsec_...\")`)",
+        ),
+        _ => None,
+    }
+}
+
 /// Whether `a` and `b` are equal, in time that depends on their lengths only.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     use subtle::ConstantTimeEq as _;
@@ -367,6 +388,15 @@ impl SignatureScheme for StandardWebhooks {
             }
         });
         if !matches {
+            // Logged for the operator, not answered: whoever posted the delivery learns nothing
+            // of the receiver's keys.
+            if let Some(hint) = key_kind_mismatch(
+                secrets,
+                !hmac_candidates.is_empty(),
+                !ed25519_candidates.is_empty(),
+            ) {
+                tracing::warn!(hint, "webhook delivery signed with another kind of key");
+            }
             return Err(WebhookError::AuthenticationFailed);
         }
         Ok(SignedDelivery {
@@ -713,6 +743,29 @@ mod tests {
                 .code(),
             crate::codes::WEBHOOK_AUTHENTICATION_FAILED
         );
+    }
+
+    #[test]
+    fn a_delivery_signed_only_with_keys_the_receiver_lacks_is_named() {
+        let shared = [WebhookSecret::new("s3cr3t")];
+        let public = [WebhookSecret::standard(RFC8032_PUBLIC).unwrap()];
+        let both = [shared[0].clone(), public[0].clone()];
+        let hint = key_kind_mismatch(&shared, false, true).expect("v1a to shared secrets only");
+        assert!(hint.contains("`v1a`") && hint.contains("whpk_"), "{hint}");
+        let hint = key_kind_mismatch(&public, true, false).expect("v1 to public keys only");
+        assert!(hint.contains("`v1`") && hint.contains("whsec_"), "{hint}");
+        // A signature of a kind the receiver holds failed on its own: a wrong secret, a
+        // tampered body. No hint then, nor for a header listing both kinds.
+        for (keys, v1, v1a) in [
+            (&shared[..], true, false),
+            (&public[..], false, true),
+            (&both[..], false, true),
+            (&both[..], true, false),
+            (&shared[..], true, true),
+            (&shared[..], false, false),
+        ] {
+            assert_eq!(key_kind_mismatch(keys, v1, v1a), None, "{v1} {v1a}");
+        }
     }
 
     #[test]
