@@ -240,6 +240,61 @@ async fn an_unbuildable_request_is_refused_before_anything_is_sent() {
     assert_eq!(handle.request_count(), 0);
 }
 
+/// Found by an author trial: `format!("/repos/{}", input.repo)` with `repo = "../.."` sent a
+/// credentialed request outside the base URL's path, and a `?` in an input started a query.
+#[tokio::test]
+async fn input_cannot_take_a_call_out_of_the_base_path_or_into_the_query() {
+    let (double, handle) = ProviderDouble::start().await;
+    let client = ProviderClient::builder(format!("{}/v2", double.base_url()))
+        .proxy_from_environment(false)
+        .bearer_auth(Secret::new("tok_live"))
+        .build()
+        .unwrap();
+    for path in [
+        "/repos/../../admin/users",
+        "/repos/acme/..",
+        "/repos/./acme",
+        "/repos/%2e%2E/admin",
+        "/repos/.%2e/admin",
+        "/repos/..\\admin",
+        "..",
+    ] {
+        let failure = client.delete(path).send().await.unwrap_err();
+        assert_eq!(failure.code, codes::PROVIDER_REQUEST_INVALID, "{path}");
+        assert!(
+            failure.message.contains("path_segment"),
+            "{path}: {}",
+            failure.message
+        );
+    }
+    assert_eq!(handle.request_count(), 0, "a request was sent");
+
+    // Encoded, the same text stays one segment: no traversal, no query.
+    use aip_connector::provider::path_segment;
+    let branch = "x?force=true#frag/../../admin";
+    client
+        .delete(&format!("/repos/acme/refs/{}", path_segment(branch)))
+        .send_empty()
+        .await
+        .unwrap();
+    let sent = handle.requests().pop().unwrap();
+    assert_eq!(
+        sent.path,
+        "/v2/repos/acme/refs/x%3Fforce%3Dtrue%23frag%2F..%2F..%2Fadmin"
+    );
+    assert_eq!(sent.query, None);
+    // Dots inside a segment are ordinary text.
+    client
+        .get(&format!("/files/{}", path_segment("v1.2..final.tar.gz")))
+        .send_empty()
+        .await
+        .unwrap();
+    assert_eq!(
+        handle.requests().pop().unwrap().path,
+        "/v2/files/v1.2..final.tar.gz"
+    );
+}
+
 #[tokio::test]
 async fn a_connect_failure_is_retryable_and_certain_even_for_a_mutating_call() {
     // A port nobody listens on: bind one, then free it.

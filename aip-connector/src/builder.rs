@@ -31,7 +31,7 @@
 //!
 //! #[capability(id = "cap:calendar:slots", risk = low, side_effects = [read], data(sensitivity = internal))]
 //! async fn slots(State(calendar): State<Calendar>, day: Day) -> Result<Slots, ConnectorFailure> {
-//!     calendar.client.get(&format!("/slots/{}", day.date)).send_json().await
+//!     calendar.client.get(&format!("/slots/{}", path_segment(&day.date))).send_json().await
 //! }
 //!
 //! let client = ProviderClient::new("https://calendar.example/api").unwrap();

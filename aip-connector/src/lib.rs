@@ -69,6 +69,7 @@ pub use schema::SchemaDialect;
 
 /// Everything a connector author usually needs, in one import.
 pub mod prelude {
+    pub use crate::provider::path_segment;
     pub use crate::{
         Approval, BuiltConnector, Caller, CancelRequest, Cancellation, Checkpoint, Compensation,
         Connector, ConnectorBuilder, Credential, Deadline, FromRef, IdempotencyKey, ProviderClient,

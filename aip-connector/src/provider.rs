@@ -56,6 +56,15 @@
 //! credentials: messages name the method and the URL path only, and decode failures report the
 //! error class and position, not serde's text (which quotes values).
 //!
+//! **Paths built from input.** A call path is appended to the base URL's path, so text from an
+//! action's input must not shape it: `format!("/repos/{}", input.repo)` with `repo = "../admin"`
+//! would call another endpoint with the connector's credentials, and a `?` would start a query.
+//! Put such text into a path through [`path_segment`], which percent-encodes everything but
+//! letters, digits and `-._~`. Whatever a path holds, the client refuses one with a `.` or `..`
+//! segment (raw or percent-encoded; `\` counts as a separator, as URL parsing treats it) with
+//! `provider.request_invalid` before anything is sent: URL parsing would resolve it, so the
+//! request could leave the base path.
+//!
 //! A request counts as mutating unless its method is `GET`, `HEAD`, `OPTIONS` or `TRACE`;
 //! [`ProviderRequest::mutating`] overrides that per call (a `POST` search endpoint is not
 //! mutating; a `GET` that triggers work is).
@@ -511,6 +520,57 @@ impl ProviderClient {
     }
 }
 
+/// Bytes of a path segment sent as they are; everything else is percent-encoded (RFC 3986's
+/// unreserved characters stay).
+const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// `text` as one segment of a call path: every byte but letters, digits and `-._~` is
+/// percent-encoded, so `/`, `\`, `?`, `#` and `%` in it cannot add segments, a query or a
+/// fragment. Use it for every piece of a path that comes from input or from a provider:
+///
+/// ```
+/// use aip_connector::provider::path_segment;
+///
+/// let repo = "../admin?force=true";
+/// assert_eq!(
+///     format!("/repos/{}/issues", path_segment(repo)),
+///     "/repos/..%2Fadmin%3Fforce%3Dtrue/issues"
+/// );
+/// ```
+///
+/// A segment that is exactly `.` or `..` stays as it is, and the request is refused
+/// (`provider.request_invalid`): no encoding makes it safe, since URL parsing resolves `%2E%2E`
+/// too. Refuse such values in your input type (a `pattern`) to answer the caller precisely.
+pub fn path_segment(text: &str) -> PathSegment<'_> {
+    PathSegment(text)
+}
+
+/// A percent-encoded path segment; see [`path_segment`].
+#[derive(Clone, Copy, Debug)]
+pub struct PathSegment<'a>(&'a str);
+
+impl fmt::Display for PathSegment<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(
+            &percent_encoding::utf8_percent_encode(self.0, PATH_SEGMENT),
+            f,
+        )
+    }
+}
+
+/// Whether `path` has a segment URL parsing would resolve (`.`, `..`, percent-encoded or not),
+/// splitting at `/` and at `\`, which http(s) URLs treat as `/`.
+fn has_dot_segment(path: &str) -> bool {
+    path.split(['/', '\\']).any(|segment| {
+        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
+        decoded == "." || decoded == ".."
+    })
+}
+
 /// One call being configured; finish with [`send_json`](Self::send_json),
 /// [`send_empty`](Self::send_empty) or [`send`](Self::send).
 ///
@@ -756,6 +816,11 @@ impl ProviderRequest {
         };
         if let Some(reason) = self.error {
             return Err(call.request_invalid(reason));
+        }
+        if has_dot_segment(&self.path) {
+            return Err(call.request_invalid(
+                "the path has a `.` or `..` segment, which would take the request out of the base URL's path; put input into paths with `aip_connector::provider::path_segment` and refuse `.` and `..` as values",
+            ));
         }
 
         let mut headers = HeaderMap::new();

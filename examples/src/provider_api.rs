@@ -10,19 +10,10 @@
 
 use aip_connector::model::{ConnectorOperation, ProviderOperationRef};
 use aip_connector::prelude::*;
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::Value;
 
 /// Request header carrying the client-chosen operation id.
 pub(crate) const OPERATION_ID_HEADER: &str = "x-operation-id";
-
-/// Characters of an operation id that are sent as they are in a URL path; everything else is
-/// percent-encoded.
-const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'~');
 
 /// The provider operation this attempt works on: the one an earlier attempt of the same
 /// transaction recorded (so a re-run asks the provider about the same operation), else one
@@ -68,10 +59,7 @@ pub(crate) async fn look_up(
     purpose: ConnectorOperation,
     deadline: Option<&Deadline>,
 ) -> Result<(OperationState, Value), ConnectorFailure> {
-    let path = format!(
-        "/operations/{}",
-        utf8_percent_encode(&operation.operation_id, PATH_SEGMENT)
-    );
+    let path = format!("/operations/{}", path_segment(&operation.operation_id));
     let mut call = api
         .get(&path)
         .operation(purpose)

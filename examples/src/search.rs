@@ -338,7 +338,7 @@ impl Search {
     async fn get_document(&self, input: DocumentRef) -> Result<Document, ConnectorFailure> {
         if let Some(backend) = &self.backend {
             let _: serde_json::Value = backend
-                .get(&format!("/documents/{}", input.document_id))
+                .get(&format!("/documents/{}", path_segment(&input.document_id)))
                 .send_json()
                 .await?;
         }
