@@ -226,8 +226,25 @@ fn rewrite(
     }
 }
 
-/// `type: ["T", "null"]` → `type: "T"`; `anyOf: [S, {"type": "null"}]` → S merged in place.
+/// `type: ["T", "null"]` → `type: "T"`; `anyOf: [S, {"type": "null"}]` → S merged in place. A
+/// `default: null` (schemars writes one for `#[serde(default)] Option<T>`) goes with the null,
+/// and so does `null` in an `enum`: neither is an instance of the collapsed schema, which a
+/// client checking defaults refuses and a model reads as an invitation to send `null`.
 fn collapse_nullable(object: &mut Map<String, Value>) {
+    let collapsed = collapse_null_type(object);
+    if collapsed {
+        if object.get("default") == Some(&Value::Null) {
+            object.remove("default");
+        }
+        if let Some(Value::Array(values)) = object.get_mut("enum") {
+            values.retain(|value| !value.is_null());
+        }
+    }
+}
+
+/// The collapse of [`collapse_nullable`]; whether it removed a null.
+fn collapse_null_type(object: &mut Map<String, Value>) -> bool {
+    let mut collapsed = false;
     if let Some(Value::Array(types)) = object.get("type") {
         let non_null: Vec<Value> = types
             .iter()
@@ -240,6 +257,7 @@ fn collapse_nullable(object: &mut Map<String, Value>) {
                 _ => Value::Array(non_null),
             };
             object.insert("type".to_owned(), replacement);
+            collapsed = true;
         }
     }
     for keyword in ["anyOf", "oneOf"] {
@@ -258,11 +276,14 @@ fn collapse_nullable(object: &mut Map<String, Value>) {
             for (key, value) in kept {
                 object.entry(key).or_insert(value);
             }
+            collapsed = true;
         }
     }
     if object.get("nullable") == Some(&Value::Bool(true)) {
         object.remove("nullable");
+        collapsed = true;
     }
+    collapsed
 }
 
 /// Whether `schema` describes JSON objects at its root (what a capability input must be).
@@ -398,6 +419,50 @@ mod tests {
         assert_eq!(
             schema["properties"]["attendee"]["required"],
             json!(["email"])
+        );
+    }
+
+    #[derive(Deserialize, Serialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Page {
+        #[serde(default)]
+        cursor: Option<String>,
+        #[serde(default)]
+        limit: Option<u32>,
+        #[serde(default)]
+        owner: Option<Attendee>,
+        #[serde(default = "default_sort")]
+        sort: Option<String>,
+    }
+
+    fn default_sort() -> Option<String> {
+        Some("name".into())
+    }
+
+    /// Found by an author trial: `{"type": "string", "default": null}` contradicted itself.
+    #[test]
+    fn a_null_default_goes_with_the_null_it_defaulted_to() {
+        let draft = input_schema::<Page>();
+        assert_eq!(draft["properties"]["cursor"]["default"], Value::Null);
+        assert!(draft["properties"]["cursor"].get("default").is_some());
+        let schema = client_compatible(&draft);
+        for field in ["cursor", "limit", "owner"] {
+            let property = &schema["properties"][field];
+            assert!(property.get("default").is_none(), "{field}: {property}");
+            assert!(property.get("type").is_some(), "{field}: {property}");
+        }
+        // A default that is an instance of the collapsed schema stays.
+        assert_eq!(schema["properties"]["sort"]["default"], json!("name"));
+        // The same collapse of a schema written by hand, with `null` among its values.
+        let mut written =
+            json!({ "type": ["string", "null"], "enum": ["a", null], "default": null })
+                .as_object()
+                .cloned()
+                .unwrap();
+        collapse_nullable(&mut written);
+        assert_eq!(
+            Value::Object(written),
+            json!({ "type": "string", "enum": ["a"] })
         );
     }
 

@@ -1028,6 +1028,8 @@ fn tool_meta(capability: &Capability) -> MetaObject {
 /// `isError: true` without `structuredContent`, so no client validates a refusal against the
 /// tool's `outputSchema`.
 fn project_result(tool: &ProjectedTool, result: ActionResult) -> CallToolResult {
+    let status = result.status;
+    let replayed = result.is_idempotent_replay();
     let mut meta = MetaObject::new();
     meta.insert(meta::ACTION_ID.to_owned(), json!(result.action_id));
     meta.insert(meta::STATUS.to_owned(), json!(result.status));
@@ -1124,17 +1126,50 @@ fn project_result(tool: &ProjectedTool, result: ActionResult) -> CallToolResult 
             CallToolResult::error(blocks)
         }
     };
+    let mut projected = projected;
+    // A model reads the content, not `_meta`: told only "done", it believes a second identical
+    // request (a new comment, say) did something. A replayed approval request already says
+    // what happened.
+    if replayed
+        && !matches!(
+            status,
+            ActionResultStatus::PendingApproval | ActionResultStatus::RequiresHuman
+        )
+    {
+        projected.content.push(ContentBlock::text(REPLAY_NOTE));
+    }
     projected.with_meta(Some(meta))
 }
 
-/// `code: message` and the whole error as JSON text.
+/// The content block added to a replayed result.
+const REPLAY_NOTE: &str = "Replayed: an earlier call with the same arguments (or the same \
+`_meta[\"aip/idempotency_key\"]`) already ran, and this is its stored result; nothing ran again. \
+To make a new request, call the tool with a new `_meta[\"aip/idempotency_key\"]`.";
+
+/// `code: message` and the error as JSON text, without its null members: a model pays for every
+/// token of `"provider_request_id": null` and learns nothing (`_meta` keeps the whole error).
 fn error_blocks(fallback: &str, error: Option<&ProtocolError>) -> Vec<ContentBlock> {
     match error {
         Some(error) => vec![
             ContentBlock::text(format!("{}: {}", error.code, error.message)),
-            ContentBlock::text(json!(error).to_string()),
+            ContentBlock::text(without_nulls(json!(error)).to_string()),
         ],
         None => vec![ContentBlock::text(fallback.to_owned())],
+    }
+}
+
+/// `value` without object members whose value is `null`, at every depth (array items stay).
+fn without_nulls(value: Value) -> Value {
+    match value {
+        Value::Object(object) => Value::Object(
+            object
+                .into_iter()
+                .filter(|(_, member)| !member.is_null())
+                .map(|(key, member)| (key, without_nulls(member)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(without_nulls).collect()),
+        other => other,
     }
 }
 
@@ -1331,9 +1366,19 @@ mod tests {
         assert_eq!(done.structured_content, Some(json!({"n": 1})));
         assert_eq!(text(&done, 0), r#"{"n":1}"#);
 
+        assert_eq!(done.content.len(), 1, "a first answer has no replay note");
+
         let replay = json!({"n": 1, "idempotent_replay": true});
         let replayed = project_result(&tool, ActionResult::completed(id.clone(), replay));
         assert_eq!(replayed.structured_content, Some(json!({"n": 1})));
+        // The model reads the content: it says that nothing ran again, and how to ask anew.
+        assert_eq!(text(&replayed, 0), r#"{"n":1}"#);
+        assert!(
+            text(&replayed, 1).starts_with("Replayed:"),
+            "{}",
+            text(&replayed, 1)
+        );
+        assert!(text(&replayed, 1).contains("nothing ran again"));
         assert_eq!(
             replayed.meta.unwrap().get(meta::IDEMPOTENT_REPLAY),
             Some(&json!(true))
@@ -1374,8 +1419,27 @@ mod tests {
         assert_eq!(live.structured_content, Some(own));
         assert_eq!(live.meta.unwrap().get(meta::IDEMPOTENT_REPLAY), None);
 
-        let error = ProtocolError::new("x.failed", "it broke", ErrorCategory::Connector);
+        let mut error = ProtocolError::new("x.failed", "it broke", ErrorCategory::Connector);
+        error.details = Some(
+            json!({ "operation": "invocation", "remote_status": null, "details": null, "list": [null] }),
+        );
         let failed = project_result(&tool, ActionResult::failed(id.clone(), error));
+        // The JSON block leaves out null members; `_meta` keeps the error whole.
+        let shown: Value = serde_json::from_str(text(&failed, 1)).unwrap();
+        assert_eq!(
+            shown["details"],
+            json!({ "operation": "invocation", "list": [null] })
+        );
+        assert!(!text(&failed, 1).contains(":null"), "{}", text(&failed, 1));
+        assert_eq!(
+            failed.meta.as_ref().unwrap()[meta::ERROR]["details"]["remote_status"],
+            Value::Null
+        );
+        assert!(
+            failed.meta.as_ref().unwrap()[meta::ERROR]["details"]
+                .get("remote_status")
+                .is_some()
+        );
         assert_eq!(failed.is_error, Some(true));
         assert_eq!(failed.structured_content, None);
         assert_eq!(text(&failed, 0), "x.failed: it broke");
@@ -1402,6 +1466,8 @@ mod tests {
         for replayed in [replayed_cancel, replayed_failure] {
             let projected = project_result(&tool, replayed);
             assert_eq!(projected.is_error, Some(true));
+            let last = projected.content.len() - 1;
+            assert!(text(&projected, last).starts_with("Replayed:"));
             assert_eq!(
                 projected.meta.unwrap().get(meta::IDEMPOTENT_REPLAY),
                 Some(&json!(true))
