@@ -73,7 +73,9 @@ impl LogCapture {
     }
 
     /// Runs `future` with this capture as the default subscriber whenever it is polled, on
-    /// whichever thread polls it. Tasks the future spawns are not captured.
+    /// whichever thread polls it. A task the future spawns with a plain `tokio::spawn` is not
+    /// captured; the SDK's own tasks (a streamed action's pipeline, a served action, a webhook
+    /// handler) carry the subscriber current where they were spawned, so they are.
     pub fn capture<F: Future>(&self, future: F) -> impl Future<Output = F::Output> {
         future.with_subscriber(self.dispatch.clone())
     }

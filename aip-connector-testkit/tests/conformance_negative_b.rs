@@ -10,6 +10,8 @@
 //! | `LateCheckpoint` | checkpoints its provider operation once the provider answered, not before the request (also with the request naming the operation, so failures carry it) | `transaction_lifecycle` / `provider_operation_checkpointed` (and `reconcile_before_retry` when failures do not name it) |
 //! | `Hooks` | declares the webhook profile but gives the suite no webhook receiver | `webhook_security` (every assertion) |
 //! | `BlindReconciler` | answers every reconciliation "not committed" without asking the provider | `errors_uncertain_outcomes` / `uncertain_outcome_reconciled` (and `transaction_lifecycle` / `reconcile_before_retry`) |
+//! | `LeakyExport` | a streaming-only capability that logs its credential's secret | `audit_redaction` / `raw_secret_absent` (its lines were not captured before an author trial) |
+//! | `HopefulReconciler` | answers every reconciliation "committed" without asking the provider | `errors_uncertain_outcomes` / `uncertain_outcome_reconciled`, once a request is lost before it took effect |
 //!
 //! Two lies the issue lists cannot be told through this host, so they have no fixture:
 //!
@@ -711,6 +713,127 @@ fn a_reconcile_that_never_asks_the_provider_fails_uncertain_outcome_reconciled()
         "{}",
         check.detail
     );
+}
+
+/// Reconciles without asking the provider, the other way: every unknown outcome "committed".
+/// It is right whenever the answer was lost after the provider applied the write, which is all
+/// the suite tried before an author trial's connector passed with it.
+struct HopefulReconciler {
+    client: ProviderClient,
+}
+
+#[connector(id = "hopeful")]
+impl HopefulReconciler {
+    /// Post a ledger entry.
+    #[capability(
+        id = "cap:hopeful:post",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        transaction(modes = [execute, reconcile]),
+        reconcile = Self::find,
+        examples = [r#"{"amount_cents": 1200}"#],
+    )]
+    async fn post(
+        &self,
+        transfer: Transfer,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Moved, ConnectorFailure> {
+        post_entry(&self.client, transfer, key, checkpoint).await
+    }
+
+    async fn find(&self, _request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
+        Ok(ReconcileOutcome::Committed { evidence: None })
+    }
+}
+
+#[test]
+fn a_reconcile_that_assumes_the_write_landed_fails_uncertain_outcome_reconciled() {
+    let report = ConformanceSuite::new(|env| HopefulReconciler {
+        client: client(env),
+    })
+    .run();
+    eprintln!("{report}");
+    let check = report
+        .check(&Scenario::ErrorsUncertainOutcomes.check_name())
+        .unwrap();
+    assert_eq!(
+        check.assertions.get("uncertain_outcome_reconciled"),
+        Some(&false),
+        "{report}"
+    );
+    assert!(
+        check.detail.contains(
+            "request was lost before the provider took it (the provider holds no effect of it), and reconciling its transaction"
+        ) && check.detail.contains("reported committed: true"),
+        "{}",
+        check.detail
+    );
+}
+
+/// Streams pages and logs the token it was given: the lines of a streamed action come from the
+/// pipeline's own task, which the audit's capture must still see.
+struct LeakyExport {
+    client: ProviderClient,
+}
+
+#[connector(id = "leaky-export")]
+impl LeakyExport {
+    /// Export the records, one chunk per page.
+    #[capability(
+        id = "cap:leaky:export",
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        credentials(scopes = ["records.read"]),
+        examples = [r#"{"query": "alpha", "pages": 2}"#],
+    )]
+    async fn export(
+        &self,
+        search: Search,
+        sink: StreamSink<Page>,
+        credential: Credential,
+    ) -> Result<Searched, ConnectorFailure> {
+        tracing::info!(
+            token = credential.secret().expose_str().unwrap_or_default(),
+            "exporting"
+        );
+        for index in 0..search.pages {
+            let answer: Value = self
+                .client
+                .get(&format!("/records/{index}"))
+                .send_json()
+                .await?;
+            sink.send(page(index, &answer)).await?;
+        }
+        Ok(Searched {
+            pages: search.pages,
+        })
+    }
+}
+
+#[test]
+fn a_streamed_action_that_logs_its_secret_fails_raw_secret_absent() {
+    let report = ConformanceSuite::new(|env| LeakyExport {
+        client: client(env),
+    })
+    .run();
+    let check = report
+        .check(&Scenario::AuditRedaction.check_name())
+        .unwrap();
+    assert_eq!(
+        check.assertions.get("raw_secret_absent"),
+        Some(&false),
+        "{report}"
+    );
+    assert_eq!(
+        check.assertions.get("audit_correlated"),
+        Some(&true),
+        "{report}"
+    );
+    assert!(check.detail.contains("log line"), "{}", check.detail);
 }
 
 // ---- A profile the SDK cannot check ---------------------------------------------------------------

@@ -34,6 +34,7 @@ pub mod schema;
 #[cfg(feature = "http")]
 pub mod serve;
 pub mod store;
+mod task;
 pub mod webhook;
 
 #[doc(hidden)]

@@ -402,3 +402,45 @@ async fn a_handler_that_ignores_the_refused_send_is_stopped() {
         "a run kept sending"
     );
 }
+
+/// The streamed pipeline runs on a task of its own, which keeps the subscriber and span current
+/// where the stream was started: a capture attached to the consumer's future sees the action's
+/// lines, and they sit inside the caller's span (an author trial's capture saw none).
+#[tokio::test]
+async fn a_streamed_actions_log_lines_reach_the_subscriber_and_span_it_was_started_under() {
+    use tracing::Instrument as _;
+    let host = Host::builder().connector(Feed::default()).build().unwrap();
+    let logs = aip_connector_testkit::logs::LogCapture::new();
+    let action = Action::new("cap:feed:firehose", json!({ "count": 2 }));
+    let id = action.id.clone();
+    let result = logs
+        .capture(
+            // Started inside the captured future: `invoke_stream` spawns at once, under the
+            // subscriber and span current at the call (the span is made there too, so that
+            // the capture's subscriber knows it).
+            async {
+                let request = tracing::info_span!("request", request_id = "req-7");
+                async { host.invoke_stream(action, caller()).result().await }
+                    .instrument(request)
+                    .await
+            },
+        )
+        .await
+        .expect("a terminal chunk");
+    assert_eq!(result.status, ActionResultStatus::Completed);
+    let settled = logs
+        .lines()
+        .into_iter()
+        .find(|line| line.contains("action settled"))
+        .unwrap_or_else(|| {
+            panic!(
+                "the stream's settled line was not captured: {}",
+                logs.text()
+            )
+        });
+    assert!(settled.contains(id.as_str()), "{settled}");
+    assert!(
+        settled.contains("request{request_id=\"req-7\"}:aip.invoke"),
+        "{settled}"
+    );
+}

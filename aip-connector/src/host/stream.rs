@@ -214,7 +214,7 @@ fn spawn(
     let (settle, settled) = watch::channel(false);
     let give_up = CancellationToken::new();
     let given_up = give_up.clone();
-    tokio::spawn(async move {
+    crate::task::spawn_traced(async move {
         let sink_for = |action_id: ActionId| {
             Arc::new(ChannelSink {
                 host: host.clone(),

@@ -850,7 +850,7 @@ async fn run_bounded<T: Send + 'static>(
     task: impl Future<Output = T> + Send + 'static,
     permit: OwnedSemaphorePermit,
 ) -> Result<T, ProtocolError> {
-    let mut handle = tokio::spawn(async move {
+    let mut handle = crate::task::spawn_traced(async move {
         let outcome = task.await;
         drop(permit);
         outcome
@@ -932,7 +932,7 @@ fn slot_watchdog(
     overdue: CancellationToken,
     give_up: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
+    crate::task::spawn_traced(async move {
         settled.await;
         tokio::time::sleep(read_time).await;
         let freed = slot

@@ -717,7 +717,7 @@ impl WebhookReceiver {
         // must not leave a claim without a handler, stop the handler half-way, or leave the
         // claim unsettled.
         let inner = Arc::clone(&self.inner);
-        match tokio::spawn(inner.claim_and_handle(delivery)).await {
+        match crate::task::spawn_traced(inner.claim_and_handle(delivery)).await {
             Ok(result) => result,
             Err(_) => Err(WebhookError::HandlerFailed(panicked(&self.inner.id))),
         }
@@ -770,7 +770,7 @@ impl Inner {
         let handler = Arc::clone(&self.handler);
         // The handler runs in a task of its own too, so a panic is caught and the claim
         // released instead of held until it expires.
-        let mut run = tokio::spawn(async move { handler.handle(delivery).await });
+        let mut run = crate::task::spawn_traced(async move { handler.handle(delivery).await });
         let outcome = match tokio::time::timeout_at(deadline, &mut run).await {
             Ok(Ok(Ok(()))) => Ok(()),
             Ok(Ok(Err(failure))) => Err(WebhookError::HandlerFailed(failure)),

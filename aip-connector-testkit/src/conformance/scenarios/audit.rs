@@ -2,8 +2,9 @@
 //! kept as hashes, and the canary secret appears nowhere the suite can look.
 //!
 //! Each capability's example runs once, keyed, while the host's log lines are captured (a
-//! [`LogCapture`] attached to the call's future; a streaming call's spawned pipeline is not
-//! captured).
+//! [`LogCapture`] attached to the call's future; a streamed call's pipeline task carries it).
+//! A streaming-only connector's lines were not captured before an author trial found the check
+//! passing without having seen one.
 //!
 //! - `receipts_emitted`: a transactional call's durable view holds a non-empty receipt chain
 //!   that [`TransactionReceipt::chain_is_intact`] accepts. This host keeps receipts only for
@@ -68,11 +69,6 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         let owner = settled.result.action_id.clone();
         evidence.artifact(format!("action:{}", action.id));
         seen.push((format!("the result of `{id}`"), to_text(&settled.result)));
-        if Harness::streams_only(capability) {
-            evidence.note(format!(
-                "`{id}` streams: its pipeline runs on a spawned task whose log lines are not captured"
-            ));
-        }
 
         // The records the host keeps for the call.
         let record = h.idempotency_record(&action).await;
@@ -192,12 +188,10 @@ pub(super) async fn run(h: &Harness) -> Evidence {
                 },
             );
         }
-        if !Harness::streams_only(capability) {
-            let logged = log.lines().iter().any(|l| l.contains(owner.as_str()));
-            evidence.assert("audit_correlated", logged, || {
-                format!("no captured log line names action {owner} of `{id}`")
-            });
-        }
+        let logged = log.lines().iter().any(|l| l.contains(owner.as_str()));
+        evidence.assert("audit_correlated", logged, || {
+            format!("no captured log line names action {owner} of `{id}`")
+        });
 
         // Stored records, for the secret and the redaction checks (outputs are the
         // connector's declared data, not the input, and are left out of the latter).

@@ -12,7 +12,10 @@
 //!   transaction must be `outcome_unknown`; executing it again (or committing its plan again) is
 //!   refused without running the handler; a `reconcile` settles it `reconciled`, reporting it
 //!   committed (the provider holds its effect); and the provider holds exactly the effects of
-//!   one call. When no capability can be reconciled, the
+//!   one call. Then the same call under a new key loses its request *before* the provider
+//!   takes it: the reconcile must not report it committed (the provider holds nothing), so a
+//!   companion that answers "committed" without looking fails. When no capability can be
+//!   reconciled, the
 //!   assertion fails if some capability mutates (its lost answers could never be settled), and
 //!   holds with a note when every capability only reads (a read has no outcome to reconcile; a
 //!   network lookup whose author waived the mutating lint counts as a read).
@@ -529,6 +532,90 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
             )
         },
     );
+    if terminal {
+        lost_before_effect(h, evidence, results, capability, &input, &route).await;
+    }
+}
+
+/// The second half of `uncertain_outcome_reconciled`: the request is lost *before* the provider
+/// takes it, so the outcome is as unknown to the connector as before, and a truthful
+/// reconciliation finds nothing. Only a companion that asks the provider can tell the two
+/// apart; one that answers "committed" without looking (an author trial's passed the first
+/// half) tells a caller that a booking exists which the provider never made.
+async fn lost_before_effect(
+    h: &Harness,
+    evidence: &mut Evidence,
+    results: &mut Vec<ActionResult>,
+    capability: &CapabilityDefinition,
+    input: &Value,
+    route: &str,
+) {
+    let id = capability.id().as_str();
+    let key = format!("conformance-errors-unsent-{id}");
+    let effects_before = h.provider().effect_total();
+    h.provider()
+        .inject(route, Fault::drop_connection().without_effect());
+    let lost = h
+        .settle(h.host(), h.action(capability, input.clone(), &key))
+        .await;
+    h.provider().clear_faults();
+    results.push(lost.result.clone());
+    evidence.artifact(format!("action:{}", lost.result.action_id));
+    let selector = match &lost.plan_id {
+        Some(plan) => TransactionSelector::Plan(plan.clone()),
+        None => TransactionSelector::Action(lost.result.action_id.clone()),
+    };
+    let view = h
+        .host()
+        .transaction(&selector, &h.caller())
+        .await
+        .ok()
+        .flatten();
+    let Some(view) = view.filter(|v| v.status == TransactionProtocolStatus::OutcomeUnknown) else {
+        // The connector knew the request never took effect (a certain failure): nothing is
+        // left to reconcile, which is right.
+        evidence.note(format!(
+            "`{id}` with its request lost before the provider took it settled `{}` ({}) without an unknown outcome, so its reconciliation of nothing was not exercised",
+            lost.result.status,
+            shown_code(&lost.result)
+        ));
+        return;
+    };
+    let transaction_id = view.transaction_id.clone();
+    evidence.artifact(format!("transaction:{transaction_id}"));
+    let mut reconcile = ActionTransaction::new(TransactionMode::Reconcile);
+    reconcile.transaction_id = Some(transaction_id.clone());
+    let reconcile = Action::new(capability.id().as_str(), input.clone())
+        .with_transaction(reconcile)
+        .with_idempotency_key(format!("{key}-reconcile"));
+    let reconciled = h.settle(h.host(), reconcile).await;
+    results.push(reconciled.result.clone());
+    evidence.artifact(format!("action:{}", reconciled.result.action_id));
+    let landed = h.provider().effect_total() - effects_before;
+    let committed = reconciled
+        .result
+        .output
+        .as_ref()
+        .and_then(|o| o.pointer("/reconciliation/committed"))
+        .and_then(Value::as_bool);
+    if landed == 0 {
+        evidence.assert(
+            "uncertain_outcome_reconciled",
+            committed != Some(true),
+            || {
+                format!(
+                    "`{id}`'s request was lost before the provider took it (the provider holds no effect of it), and reconciling its transaction `{transaction_id}` reported committed: true: the reconcile companion must look the operation up at the provider, not assume it landed",
+                )
+            },
+        );
+    }
+    if reconciled.result.status != ActionResultStatus::Completed {
+        evidence.note(format!(
+            "reconciling `{id}`'s transaction `{transaction_id}`, whose request the provider never took, answered `{}` ({}): it stays unknown, where the provider's \"no such operation\" could settle it not committed",
+            reconciled.result.status,
+            shown_code(&reconciled.result)
+        ));
+    }
 }
 
 /// The failure the handler returned for `action_id`, as the wire error the probe recorded.
