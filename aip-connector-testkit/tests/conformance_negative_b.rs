@@ -11,6 +11,7 @@
 //! | `Hooks` | declares the webhook profile but gives the suite no webhook receiver | `webhook_security` (every assertion) |
 //! | `BlindReconciler` | answers every reconciliation "not committed" without asking the provider | `errors_uncertain_outcomes` / `uncertain_outcome_reconciled` (and `transaction_lifecycle` / `reconcile_before_retry`) |
 //! | `LeakyExport` | a streaming-only capability that logs its credential's secret | `audit_redaction` / `raw_secret_absent` (its lines were not captured before an author trial) |
+//! | `Undoer` (`Undo::Nothing`, `Undo::SomethingElse`) | a compensation that answers "done" without asking the provider, or that reverses something other than the compensated action's effect | `transaction_lifecycle` / `compensation_governed` |
 //! | `HopefulReconciler` | answers every reconciliation "committed" without asking the provider | `errors_uncertain_outcomes` / `uncertain_outcome_reconciled`, once a request is lost before it took effect |
 //!
 //! Two lies the issue lists cannot be told through this host, so they have no fixture:
@@ -834,6 +835,119 @@ fn a_streamed_action_that_logs_its_secret_fails_raw_secret_absent() {
         "{report}"
     );
     assert!(check.detail.contains("log line"), "{}", check.detail);
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Reversal {
+    /// Why the entry is reversed.
+    reason: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Reversed {
+    reversed: bool,
+}
+
+/// How `Undoer`'s compensation lies.
+#[derive(Clone, Copy, PartialEq)]
+enum Undo {
+    /// It asks the provider for nothing and answers "reversed".
+    Nothing,
+    /// It reverses an entry, but not the one the compensated action posted.
+    SomethingElse,
+}
+
+/// A reversible ledger entry whose reversal does not reverse it (an author trial's cancellation
+/// passed the suite either way).
+struct Undoer {
+    client: ProviderClient,
+    undo: Undo,
+}
+
+#[connector(id = "undoer")]
+impl Undoer {
+    /// Post a ledger entry, reversible for a day.
+    #[capability(
+        id = "cap:undoer:post",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        transaction(modes = [execute, compensate]),
+        compensation(supported, capability = "cap:undoer:reverse", window_ms = 86_400_000),
+        examples = [r#"{"amount_cents": 1200}"#],
+    )]
+    async fn post(
+        &self,
+        transfer: Transfer,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Moved, ConnectorFailure> {
+        post_entry(&self.client, transfer, key, checkpoint).await
+    }
+
+    /// Reverse an entry: the compensation of `post`.
+    #[capability(
+        id = "cap:undoer:reverse",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        examples = [r#"{"reason": "posted twice"}"#],
+    )]
+    async fn reverse(
+        &self,
+        reversal: Reversal,
+        key: IdempotencyKey,
+        _target: Compensation,
+    ) -> Result<Reversed, ConnectorFailure> {
+        if self.undo == Undo::SomethingElse {
+            self.client
+                .post("/reversals")
+                .idempotency(&key)
+                .json(&json!({ "entry": "the-latest-entry", "reason": reversal.reason }))
+                .send_json::<Value>()
+                .await?;
+        }
+        Ok(Reversed { reversed: true })
+    }
+}
+
+fn compensation_check(undo: Undo) -> String {
+    let report = ConformanceSuite::new(move |env| Undoer {
+        client: client(env),
+        undo,
+    })
+    .run();
+    let check = report
+        .check(&Scenario::TransactionLifecycle.check_name())
+        .unwrap();
+    assert_eq!(
+        check.assertions.get("compensation_governed"),
+        Some(&false),
+        "{report}"
+    );
+    check.detail.clone()
+}
+
+#[test]
+fn a_compensation_that_undoes_nothing_fails_compensation_governed() {
+    let detail = compensation_check(Undo::Nothing);
+    assert!(
+        detail.contains("settled `compensated`, but made no mutating request of the provider"),
+        "{detail}"
+    );
+}
+
+#[test]
+fn a_compensation_that_undoes_something_else_fails_compensation_governed() {
+    let detail = compensation_check(Undo::SomethingElse);
+    assert!(
+        detail.contains(
+            "no request it sent (POST /reversals) names what `cap:undoer:post` left there"
+        ) && detail.contains("`op-conformance-txn-comp-target`"),
+        "{detail}"
+    );
 }
 
 // ---- A profile the SDK cannot check ---------------------------------------------------------------

@@ -32,7 +32,7 @@ use aip_connector::model::{
 };
 use serde_json::{Value, json};
 
-use super::{code, shown_code};
+use super::{code, shown_code, strings};
 use crate::conformance::harness::{CANARY_SECRET, declares_mutation};
 use crate::conformance::{Evidence, Harness};
 use crate::provider_double::Fault;
@@ -627,21 +627,6 @@ fn connector_failure(h: &Harness, action_id: &str) -> Option<Value> {
         .find(|r| r.action_id == action_id)
         .and_then(|r| r.outcome)
         .and_then(Result::err)
-}
-
-/// Every string in `value` (object keys included).
-fn strings(value: &Value, out: &mut Vec<String>) {
-    match value {
-        Value::String(text) => out.push(text.clone()),
-        Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
-        Value::Object(map) => {
-            for (key, value) in map {
-                out.push(key.clone());
-                strings(value, out);
-            }
-        }
-        _ => {}
-    }
 }
 
 fn show(value: Option<&Value>) -> String {

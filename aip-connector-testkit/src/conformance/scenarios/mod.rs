@@ -119,3 +119,30 @@ pub(super) fn maybe<T: std::fmt::Display>(value: Option<T>) -> String {
 fn maybe_or<T: std::fmt::Display>(value: Option<T>, absent: &str) -> String {
     value.map_or_else(|| absent.to_owned(), |value| format!("`{value}`"))
 }
+
+/// Every string in `value` (object keys included).
+pub(super) fn strings(value: &serde_json::Value, out: &mut Vec<String>) {
+    collect_strings(value, true, out);
+}
+
+/// Every string value in `value` (not the object keys).
+pub(super) fn string_values(value: &serde_json::Value, out: &mut Vec<String>) {
+    collect_strings(value, false, out);
+}
+
+fn collect_strings(value: &serde_json::Value, keys: bool, out: &mut Vec<String>) {
+    use serde_json::Value;
+    match value {
+        Value::String(text) => out.push(text.clone()),
+        Value::Array(items) => items.iter().for_each(|v| collect_strings(v, keys, out)),
+        Value::Object(map) => {
+            for (key, value) in map {
+                if keys {
+                    out.push(key.clone());
+                }
+                collect_strings(value, keys, out);
+            }
+        }
+        _ => {}
+    }
+}

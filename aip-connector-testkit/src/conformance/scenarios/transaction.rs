@@ -16,7 +16,11 @@
 //!   `reconciled`, confirming the effect the provider holds, and still nothing ran twice.
 //! - `compensation_governed` (capabilities declaring compensation): a `compensate` of an action
 //!   that never committed is refused; one of a committed action is routed to the compensating
-//!   capability and settles `compensated`; a second one is refused.
+//!   capability and settles `compensated`, having made a mutating request of the provider that
+//!   names what the action left there (an id from its output, or the operation it checkpointed
+//!   or created at the provider); a second one is refused. A compensation that answers
+//!   "compensated" without undoing anything, or undoes something else, passed before an author
+//!   trial.
 //!
 //! What a manifest does not declare (no plan/commit pair, no compensation) holds with a note.
 
@@ -555,6 +559,7 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
         block.compensation_for = Some(target);
         transactional(&id, compensating_input.clone(), key, block)
     };
+    let effects_before_target = h.provider().effect_total();
     let target = h
         .drive(
             host,
@@ -598,13 +603,31 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
         },
     );
 
+    // What the target left at the provider, by which a compensation names what it undoes.
+    let target_view = view(
+        h,
+        host,
+        TransactionSelector::Action(target.action.id.clone()),
+    )
+    .await;
+    let marks = left_by_target(
+        h,
+        effects_before_target,
+        target.result.output.as_ref(),
+        target_view.as_ref(),
+    );
+
     // It is routed to the compensating capability and settles `compensated`.
+    let (requests_before, effects_before) =
+        (h.provider().request_count(), h.provider().effect_total());
     let first = h
         .drive(
             host,
             compensate(target.action.id.clone(), "conformance-txn-comp-1"),
         )
         .await;
+    let sent = h.provider().requests().split_off(requests_before);
+    let undid = h.provider().effect_total() > effects_before;
     evidence.artifact(format!("action:{}", first.action.id));
     let transaction_id: TransactionId = compensation_transaction_of(&target.action.id);
     evidence.artifact(format!("transaction:{transaction_id}"));
@@ -631,6 +654,40 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
         },
     );
 
+    // And it undid something at the provider, naming what the target left there.
+    if first.result.status == ActionResultStatus::Completed {
+        let naming = sent.iter().find(|request| {
+            let text = request_text(request);
+            marks.iter().any(|mark| text.contains(mark.as_str()))
+        });
+        evidence.assert("compensation_governed", undid && naming.is_some(), || {
+            let requests: Vec<String> = sent
+                .iter()
+                .map(|r| format!("{} {}", r.method, r.path))
+                .collect();
+            let requests = if requests.is_empty() {
+                "none".to_owned()
+            } else {
+                requests.join(", ")
+            };
+            if undid {
+                format!(
+                    "compensating `{id}` through `{by}` changed the provider, but no request it sent ({requests}) names what `{id}` left there ({}): it undid something else. Take the target from the `Compensation` parameter (its `output` or `provider_operation`)",
+                    marks
+                        .iter()
+                        .take(4)
+                        .map(|m| format!("`{m}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            } else {
+                format!(
+                    "compensating `{id}` through `{by}` settled `compensated`, but made no mutating request of the provider (requests: {requests}): nothing was undone"
+                )
+            }
+        });
+    }
+
     // At most once.
     let second = h
         .drive(
@@ -652,4 +709,50 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
             )
         },
     );
+}
+
+/// The texts by which a request can name what the compensated action left at the provider: the
+/// operation ids of the effects it made (from `effects_before` on), the provider operation its
+/// transaction checkpointed, and the strings of its output (ids, mostly; six characters or
+/// more, so that a word like `ok` names nothing).
+fn left_by_target(
+    h: &Harness,
+    effects_before: usize,
+    output: Option<&serde_json::Value>,
+    view: Option<&TransactionResult>,
+) -> Vec<String> {
+    let mut marks: Vec<String> = h
+        .provider()
+        .effects()
+        .into_iter()
+        .skip(effects_before)
+        .map(|effect| effect.operation_id)
+        .collect();
+    if let Some(operation) = view.and_then(|v| v.provider_operation.as_ref()) {
+        marks.push(operation.operation_id.clone());
+    }
+    if let Some(output) = output {
+        super::string_values(output, &mut marks);
+    }
+    marks.retain(|mark| mark.len() >= 6);
+    marks.sort();
+    marks.dedup();
+    marks
+}
+
+/// What a request says: its path, query, body and header values, for a search.
+fn request_text(request: &crate::provider_double::RecordedRequest) -> String {
+    let mut text = format!(
+        "{}?{}\n{}",
+        request.path,
+        request.query.as_deref().unwrap_or_default(),
+        String::from_utf8_lossy(&request.body)
+    );
+    for (name, value) in &request.headers {
+        if name != "authorization" {
+            text.push('\n');
+            text.push_str(value);
+        }
+    }
+    text
 }
