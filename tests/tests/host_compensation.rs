@@ -605,7 +605,23 @@ async fn another_tenant_cannot_compensate() {
             &caller_in("t2"),
         )
         .await;
-    assert_eq!(error_code(&result), codes::AUTH_NOT_AUTHORIZED);
+    // Another tenant's action is not there for this caller: the answer is the one for an
+    // action that never ran, so it learns nothing of the other tenant's.
+    assert_eq!(
+        error_code(&result),
+        codes::TRANSACTION_COMPENSATION_TARGET_NOT_COMPLETED
+    );
+    let never_ran = f
+        .host
+        .invoke(
+            compensate_action("cap:pay:charge", &ActionId::new(), "r2"),
+            &caller_in("t2"),
+        )
+        .await;
+    assert_eq!(
+        never_ran.error.as_ref().map(|e| (&e.code, &e.message)),
+        result.error.as_ref().map(|e| (&e.code, &e.message))
+    );
     assert_eq!(f.ledger.count("refund:"), 0);
     // Nor read the target's transaction.
     assert!(
@@ -658,6 +674,40 @@ async fn compensation_that_requires_approval_waits_for_a_human() {
         "{result:?}"
     );
     assert_eq!(error_code(&result), codes::POLICY_HUMAN_APPROVAL_REQUIRED);
+}
+
+/// Found by an author trial: a gated compensation naming another tenant's action asked that
+/// tenant's approvers to release what admission then refused. So does one naming an action
+/// that never committed.
+#[tokio::test]
+async fn a_gated_compensation_admission_would_refuse_asks_no_approver() {
+    let f = fixture();
+    let charge = Action::new("cap:guarded:charge", json!({ "amount_cents": 5 }))
+        .with_idempotency_key("g1")
+        .with_transaction(ActionTransaction::new(TransactionMode::Execute));
+    let target = charge.id.clone();
+    assert_eq!(
+        f.host.invoke(charge, &caller()).await.status,
+        ActionResultStatus::Completed
+    );
+    for (target, caller, key) in [
+        (target, caller_in("t2"), "r1"),
+        (ActionId::new(), caller(), "r2"),
+    ] {
+        let result = f
+            .host
+            .invoke(
+                compensate_action("cap:guarded:charge", &target, key),
+                &caller,
+            )
+            .await;
+        assert_eq!(result.status, ActionResultStatus::Failed, "{result:?}");
+        assert_eq!(
+            error_code(&result),
+            codes::TRANSACTION_COMPENSATION_TARGET_NOT_COMPLETED
+        );
+        assert!(result.approval_id().is_none(), "an approver was asked");
+    }
 }
 
 #[tokio::test]

@@ -154,8 +154,10 @@ fn compensation_claimed(existing: &TransactionRecord) -> ProtocolError {
 ///   none), of another capability, or without a checkpointed operation
 ///   (`transaction.not_found`, `transaction.not_reconcilable`,
 ///   `transaction.provider_operation_required`);
-/// - a `compensate` whose target's one compensation already ran, or runs
-///   (`transaction.compensation_already_claimed`).
+/// - a `compensate` of a target this caller cannot compensate (not of its tenant, never run in
+///   a transaction, not committed: `transaction.compensation_target_not_completed`,
+///   `transaction.compensation_target_not_committed`), or whose one compensation already ran,
+///   or runs (`transaction.compensation_already_claimed`).
 ///
 /// These are exactly admission's refusals for the stored state as it is now (an `execute` of
 /// a `prepared` attempt with a checkpointed operation is refused whether or not that attempt
@@ -221,12 +223,17 @@ fn reconcile_target(
     Ok(record)
 }
 
-/// The `compensate` part of [`refusal_before_gate`].
+/// The `compensate` part of [`refusal_before_gate`]: a target this caller cannot compensate
+/// (none of its tenant, not committed), or one whose compensation was claimed.
 async fn compensation_claimed_before_gate(
     host: &HostInner,
     action: &Action,
 ) -> Option<ProtocolError> {
     let target = action.transaction.as_ref()?.compensation_for.as_ref()?;
+    let records = host.store.transactions_by_action(target).await.ok()?;
+    if let Err(refusal) = compensation_target(&records, action) {
+        return Some(refusal);
+    }
     let existing = host
         .store
         .transaction(&compensation_transaction_id(target))
@@ -595,42 +602,7 @@ pub(crate) async fn admit_compensation(
         .transactions_by_action(target_action)
         .await
         .map_err(|e| failure::storage(&e))?;
-    let candidates: Vec<&TransactionRecord> = records
-        .iter()
-        .filter(|r| {
-            r.capability_id == action.capability_id
-                && matches!(
-                    r.transaction.mode,
-                    TransactionMode::Execute | TransactionMode::Commit | TransactionMode::Plan
-                )
-        })
-        .collect();
-    if candidates.is_empty() {
-        return Err(policy(
-            codes::TRANSACTION_COMPENSATION_TARGET_NOT_COMPLETED,
-            "the target action has no durable transaction of this capability: only actions run in transaction mode `execute` or `commit` can be compensated",
-        ));
-    }
-    if !candidates.iter().any(|r| settled_with_effects(r)) {
-        return Err(policy(
-            codes::TRANSACTION_COMPENSATION_TARGET_NOT_COMPLETED,
-            "the target action did not complete, and nothing records side effects to compensate",
-        ));
-    }
-    let Some(target) = candidates.into_iter().find(|r| committed_effects(r)) else {
-        return Err(policy(
-            codes::TRANSACTION_COMPENSATION_TARGET_NOT_COMMITTED,
-            "the target action's transaction did not commit",
-        ));
-    };
-    if !of_actions_tenant(target, action) {
-        return Err(failure::error(
-            codes::AUTH_NOT_AUTHORIZED,
-            "the target action belongs to another tenant",
-            ErrorCategory::Auth,
-            false,
-        ));
-    }
+    let target = compensation_target(&records, action)?;
     if let Some(window) = contract
         .compensation
         .as_ref()
@@ -690,6 +662,48 @@ pub(crate) async fn admit_compensation(
     )
     .await?;
     Ok((record, compensation_target))
+}
+
+/// The committed transaction of `records` (the target action's) that `action` may compensate:
+/// one of the caller's tenant and the action's capability, run as `execute`, `commit` or `plan`,
+/// that settled with effects. Another tenant's records are not there for this caller, as for
+/// `reconcile`: the answer is the one for an action that never ran, so it learns nothing.
+fn compensation_target<'r>(
+    records: &'r [TransactionRecord],
+    action: &Action,
+) -> Result<&'r TransactionRecord, ProtocolError> {
+    let candidates: Vec<&TransactionRecord> = records
+        .iter()
+        .filter(|r| {
+            of_actions_tenant(r, action)
+                && r.capability_id == action.capability_id
+                && matches!(
+                    r.transaction.mode,
+                    TransactionMode::Execute | TransactionMode::Commit | TransactionMode::Plan
+                )
+        })
+        .collect();
+    if candidates.is_empty() {
+        return Err(policy(
+            codes::TRANSACTION_COMPENSATION_TARGET_NOT_COMPLETED,
+            "the target action has no durable transaction of this capability: only actions run in transaction mode `execute` or `commit` can be compensated",
+        ));
+    }
+    if !candidates.iter().any(|r| settled_with_effects(r)) {
+        return Err(policy(
+            codes::TRANSACTION_COMPENSATION_TARGET_NOT_COMPLETED,
+            "the target action did not complete, and nothing records side effects to compensate",
+        ));
+    }
+    candidates
+        .into_iter()
+        .find(|r| committed_effects(r))
+        .ok_or_else(|| {
+            policy(
+                codes::TRANSACTION_COMPENSATION_TARGET_NOT_COMMITTED,
+                "the target action's transaction did not commit",
+            )
+        })
 }
 
 /// Whether `error` says side effects were committed and need compensating (a partial failure):
