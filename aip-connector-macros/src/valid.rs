@@ -195,6 +195,13 @@ const LINT_PREFIX: &str = "contract.lint.";
 /// "message. Fix. (rule `code`)": the catalogue's fix is appended when the message lacks one;
 /// an unsupported claim gets the fix for that claim rather than the rule's list of all of them.
 pub(crate) fn render(code: &str, message: &str) -> String {
+    if let Some(fix) = attribute_fix(code) {
+        // In place of the catalogue's fix, which the rule's message may already carry.
+        let bare = rules::rule_info(code)
+            .map_or(message.to_owned(), |info| message.replace(info.fix, ""));
+        let bare = bare.trim_end().trim_end_matches('.');
+        return format!("{bare}. {fix} (rule `{code}`)");
+    }
     let fix = if code == codes::IMPLEMENTATION_CLAIM_UNSUPPORTED {
         claim(message).map(|claim| claim.fix)
     } else {
@@ -203,6 +210,24 @@ pub(crate) fn render(code: &str, message: &str) -> String {
     match fix.or_else(|| rules::rule_info(code).map(|info| info.fix)) {
         Some(fix) if !message.contains(fix) => format!("{message}. {fix} (rule `{code}`)"),
         _ => format!("{message} (rule `{code}`)"),
+    }
+}
+
+/// The fix in the attribute's own words, where the catalogue's (shared with manifests written by
+/// hand) names the wire field: inside `#[capability]` these contradictions arise only from a
+/// flag the author turned off.
+fn attribute_fix(code: &str) -> Option<&'static str> {
+    match code {
+        codes::IMPLEMENTATION_CANCELLATION_UNDECLARED => Some(
+            "Remove `cancel = false` from `execution(...)` (cancellation support follows from the `Cancellation` parameter or a `cancel = ...` companion), or remove what observes cancellation.",
+        ),
+        codes::IMPLEMENTATION_STREAMING_UNDECLARED => Some(
+            "Remove `streaming = false` from `execution(...)` (the `StreamSink` parameter is what declares streaming), or remove the parameter.",
+        ),
+        codes::IMPLEMENTATION_RETRY_UNDECLARED => Some(
+            "Remove `retry = false` from `execution(...)` (the `IdempotencyKey` parameter is what declares retry with the key), or remove the parameter.",
+        ),
+        _ => None,
     }
 }
 

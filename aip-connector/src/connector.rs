@@ -162,6 +162,11 @@ pub struct Reconciliation {
     /// credential policy: the lookup authenticates like the call it settles. (Its `Debug` never
     /// shows the secret.)
     pub credential: Option<CredentialHandle>,
+    /// Set when the transaction is the compensation of this action, whose answer was lost:
+    /// the operation is then the one the compensating handler checkpointed (a refund, a
+    /// cancellation), not one of the capability's own, and `committed` says whether the undo
+    /// took effect.
+    pub compensation_for: Option<ActionId>,
 }
 
 impl Reconciliation {
@@ -174,6 +179,7 @@ impl Reconciliation {
             cursor: None,
             tenant: None,
             credential: None,
+            compensation_for: None,
         }
     }
 

@@ -417,6 +417,33 @@ impl Credential {
     pub fn scopes(&self) -> &[String] {
         &self.0.scopes
     }
+    /// When the credential expires (Unix milliseconds), if the provider said. The host checks
+    /// expiry once, before the handler starts; a handler that runs long (a stream, a paged
+    /// export) compares this with the time before each provider call and fails with
+    /// `ErrorCategory::Auth` (`retryable`: the next attempt resolves a fresh credential) rather
+    /// than send an expired token.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use aip_connector::extract::Extractor;
+    /// use aip_connector::model::Action;
+    /// use aip_connector::{
+    ///     CallerIdentity, Credential, CredentialHandle, InvocationContext, Secret, StaticInvocation,
+    /// };
+    ///
+    /// let handle = CredentialHandle::new("cred-1", "vault", Secret::new("tok"))
+    ///     .with_expiry_ms(1_700_000_000_000);
+    /// let caller = CallerIdentity { principal_id: "user:ada".into(), issuer: "test".into() };
+    /// let context: Arc<dyn InvocationContext> = Arc::new(
+    ///     StaticInvocation::new(Action::new("cap:x:y", serde_json::json!({})), caller)
+    ///         .with_credential(handle),
+    /// );
+    /// let credential = Credential::extract(&context).unwrap();
+    /// assert_eq!(credential.expires_at_ms(), Some(1_700_000_000_000));
+    /// ```
+    pub fn expires_at_ms(&self) -> Option<u64> {
+        self.0.expires_at_ms
+    }
     /// The secret material, to put into the provider request.
     pub fn secret(&self) -> &Secret {
         &self.0.secret

@@ -20,9 +20,13 @@ pub(crate) const OPERATION_ID_HEADER: &str = "x-operation-id";
 /// named `<prefix>_<provider key>` after the action's idempotency key.
 ///
 /// Derived from the key, never random: a host that lost its records delivers the action again
-/// without the checkpoint, and a fresh id would make the second request differ from the first
-/// under the same `Idempotency-Key`, which a provider that checks reused keys refuses (the
-/// testkit's `idempotency_duplicates` fails such a connector).
+/// without the checkpoint. With a fresh id the redelivery would checkpoint an operation the
+/// provider never saw (its deduplication answers with the first request's effect, made under
+/// the first id); should that answer be lost too, reconciliation would look up the new id,
+/// find nothing, and report "not committed" while the provider holds the effect. A provider
+/// that checks reused keys would also refuse the second request, whose header differs. (The
+/// testkit's provider double deduplicates by key and does not compare this header, so the
+/// suite does not catch a fresh id; it catches a fresh id in the body, `duplicate_suppressed`.)
 pub(crate) fn operation_for(
     checkpoint: &Checkpoint,
     key: &IdempotencyKey,

@@ -138,11 +138,19 @@ impl Payments {
         }
     }
 
-    /// The provider never saw uncertain charges.
-    async fn look_up(
-        &self,
-        _request: Reconciliation,
-    ) -> Result<ReconcileOutcome, ConnectorFailure> {
+    /// The provider never saw uncertain charges; a refund whose answer was lost is in the
+    /// ledger when it landed.
+    async fn look_up(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
+        if let Some(target) = &request.compensation_for {
+            assert_eq!(
+                request.provider_operation.operation_id,
+                format!("refund-{target}"),
+                "the compensation's own operation is looked up"
+            );
+            if self.ledger.count(&format!("refund:{target}:")) > 0 {
+                return Ok(ReconcileOutcome::Committed { evidence: None });
+            }
+        }
         Ok(ReconcileOutcome::NotCommitted { evidence: None })
     }
 
@@ -178,11 +186,25 @@ impl Payments {
             .and_then(|o| o.get("charge_id"))
             .and_then(Value::as_str)
             .map(str::to_owned);
-        self.ledger.push(format!(
-            "refund:{}:{}",
-            compensation.action_id,
-            charge.as_deref().unwrap_or("partial")
-        ));
+        // `lost request`: the connection dropped before the provider took the refund;
+        // `lost answer`: after it did. Either way the handler cannot tell.
+        if request.reason != "lost request" {
+            self.ledger.push(format!(
+                "refund:{}:{}",
+                compensation.action_id,
+                charge.as_deref().unwrap_or("partial")
+            ));
+        }
+        if request.reason.starts_with("lost ") {
+            return Err(ConnectorFailure::new(
+                "pay.reset",
+                "connection reset after the refund was sent",
+                ErrorCategory::Temporary,
+                ConnectorOperation::Compensation,
+                "pay",
+            )
+            .with_uncertain_outcome());
+        }
         Ok(Refunded {
             refunded_charge: charge,
             reason: request.reason,
@@ -527,6 +549,137 @@ async fn only_a_durably_completed_target_can_be_compensated() {
         codes::TRANSACTION_COMPENSATION_TARGET_NOT_COMPLETED
     );
     assert_eq!(f.ledger.count("refund:"), 0);
+}
+
+fn compensate_because(target: &ActionId, key: &str, reason: &str) -> Action {
+    Action::new("cap:pay:charge", json!({ "reason": reason }))
+        .with_idempotency_key(key)
+        .with_transaction(ActionTransaction::compensate(target.clone()))
+}
+
+async fn reconcile(f: &Fixture, transaction: &TransactionId, key: &str) -> ActionResult {
+    let mut block = ActionTransaction::new(TransactionMode::Reconcile);
+    block.transaction_id = Some(transaction.clone());
+    f.host
+        .invoke(
+            Action::new("cap:pay:charge", json!({ "amount_cents": 1200 }))
+                .with_idempotency_key(key)
+                .with_transaction(block),
+            &caller(),
+        )
+        .await
+}
+
+/// Found by an author trial: a compensation whose answer was lost settled `failed`, which
+/// nothing could reconcile or run again, while the provider held the refund.
+#[tokio::test]
+async fn a_compensation_whose_answer_was_lost_is_an_unknown_outcome_to_reconcile() {
+    let f = fixture();
+    let (target, _) = charge(&f.host, "c1", "").await;
+    let lost = f
+        .host
+        .invoke(compensate_because(&target, "r1", "lost answer"), &caller())
+        .await;
+    assert_eq!(lost.status, ActionResultStatus::Failed, "{lost:?}");
+    let details = lost.error.as_ref().unwrap().details.clone().unwrap();
+    assert_eq!(details["uncertain_outcome"], true, "{details}");
+    let compensation = compensation_transaction_of(&target);
+    assert_eq!(details["transaction_id"], json!(compensation), "{details}");
+    let view = f
+        .host
+        .transaction(
+            &TransactionSelector::Transaction(compensation.clone()),
+            &caller(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(view.status, TransactionProtocolStatus::OutcomeUnknown);
+
+    // Not run again blindly: a new compensation says to reconcile first.
+    let again = f
+        .host
+        .invoke(compensate_because(&target, "r2", "again"), &caller())
+        .await;
+    assert_eq!(
+        error_code(&again),
+        codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED
+    );
+    assert!(
+        again.error.as_ref().unwrap().message.contains("reconcile"),
+        "{again:?}"
+    );
+
+    // The reconciliation asks about the refund's operation and finds it landed.
+    f.clock.advance(5_000);
+    let reconciled = reconcile(&f, &compensation, "rec-1").await;
+    assert_eq!(
+        reconciled.status,
+        ActionResultStatus::Completed,
+        "{reconciled:?}"
+    );
+    assert_eq!(
+        reconciled.output.as_ref().unwrap()["reconciliation"]["committed"],
+        true
+    );
+    let again = f
+        .host
+        .invoke(compensate_because(&target, "r3", "again"), &caller())
+        .await;
+    assert_eq!(
+        error_code(&again),
+        codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED
+    );
+    assert_eq!(f.ledger.count(&format!("refund:{target}:")), 1);
+}
+
+/// The other way: the refund never reached the provider, the reconciliation says so, and the
+/// compensation may then run again, once.
+#[tokio::test]
+async fn a_compensation_reconciled_as_not_committed_runs_again() {
+    let f = fixture();
+    let (target, _) = charge(&f.host, "c1", "").await;
+    let lost = f
+        .host
+        .invoke(compensate_because(&target, "r1", "lost request"), &caller())
+        .await;
+    assert_eq!(lost.status, ActionResultStatus::Failed, "{lost:?}");
+    let compensation = compensation_transaction_of(&target);
+    f.clock.advance(5_000);
+    let reconciled = reconcile(&f, &compensation, "rec-1").await;
+    assert_eq!(
+        reconciled.output.as_ref().unwrap()["reconciliation"]["committed"],
+        false,
+        "{reconciled:?}"
+    );
+    let retried = f
+        .host
+        .invoke(
+            compensate_because(&target, "r2", "customer asked"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(retried.status, ActionResultStatus::Completed, "{retried:?}");
+    let view = f
+        .host
+        .transaction(&TransactionSelector::Transaction(compensation), &caller())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(view.status, TransactionProtocolStatus::Compensated);
+    assert_eq!(f.ledger.count(&format!("refund:{target}:")), 1);
+    // And at most once from here.
+    let third = f
+        .host
+        .invoke(
+            compensate_because(&target, "r3", "customer asked"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(
+        error_code(&third),
+        codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED
+    );
 }
 
 #[tokio::test]

@@ -720,8 +720,11 @@ async fn transactional(
             ..handler
         };
         let checkpoint = Arc::new(transaction::StoreCheckpoint::new(host, &record));
-        let (result, interruption) = run_handler(call, handler, Some(checkpoint)).await;
-        transaction::settle(host, &record, mode, &result, interruption).await;
+        let (mut result, interruption) = run_handler(call, handler, Some(checkpoint)).await;
+        // An undo whose answer was lost is named like a write's, for the caller to reconcile.
+        if transaction::settle(host, &record, mode, &result, interruption).await {
+            transaction::name_unknown_outcome(&mut result, &record.transaction_id);
+        }
         return result;
     }
     let admitted = match transaction::admit(host, action, contract, caller, timeout_ms).await {
@@ -897,6 +900,7 @@ async fn reconcile(
         cursor: record.reconciliation_cursor.clone(),
         tenant,
         credential,
+        compensation_for: record.transaction.compensation_for.clone(),
     };
     let connector = &host.connectors[hosted.connector];
     let start = || connector.reconcile(action.capability_id.as_str(), request);

@@ -124,22 +124,41 @@ pub(crate) fn tenant_id_of(
         .map(|t| t.id.as_str())
 }
 
-/// Whether the existing compensation of a target may run again: only one that failed retryably,
-/// before anything reached the provider.
+/// Whether the existing compensation of a target may run again: one that failed retryably
+/// before anything reached the provider, or one whose lost answer a reconciliation found never
+/// took effect.
 fn compensation_may_run_again(existing: &TransactionRecord) -> bool {
-    existing.status == Status::Failed
-        && existing.provider_operation.is_none()
-        && existing.reconcile_after_ms.is_none()
-        && existing.error.as_ref().is_some_and(|e| e.is_retryable())
+    match existing.status {
+        Status::Failed => {
+            existing.provider_operation.is_none()
+                && existing.reconcile_after_ms.is_none()
+                && existing.error.as_ref().is_some_and(|e| e.is_retryable())
+        }
+        Status::Reconciled => reconciled_committed(existing) == Some(false),
+        _ => false,
+    }
+}
+
+/// What the reconciliation that settled `record` found: whether the provider holds its effect.
+fn reconciled_committed(record: &TransactionRecord) -> Option<bool> {
+    record
+        .result
+        .as_ref()?
+        .output
+        .as_ref()?
+        .pointer("/reconciliation/committed")?
+        .as_bool()
 }
 
 /// `transaction.compensation_already_claimed` for the target of `existing`.
 fn compensation_claimed(existing: &TransactionRecord) -> ProtocolError {
+    let message = if existing.status == Status::OutcomeUnknown {
+        "this action's compensation lost its answer and may have taken effect: reconcile its transaction (`details.transaction_id`, mode `reconcile` on the compensated capability); a compensation the reconciliation finds never took effect may then run again"
+    } else {
+        "this action was already compensated, or its compensation is running or ended in a way that is not safe to repeat"
+    };
     failure::with_details(
-        policy(
-            codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED,
-            "this action was already compensated, or its compensation is running or ended in a way that is not safe to repeat",
-        ),
+        policy(codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED, message),
         json!({ "transaction_id": existing.transaction_id, "status": existing.status }),
     )
 }
@@ -510,12 +529,12 @@ pub(crate) async fn admit(
         TransactionMode::Reconcile => {
             let record = reconcile_target(stored, action)?;
             // An attempt whose host died before settling (`prepared`/`committing` past its
-            // deadline), or a reconciliation that never settled (`reconciling` past its
-            // deadline: the lookup is safe to repeat), is reconciled like an unknown outcome;
-            // one that may still be running is not.
+            // deadline, or a compensation still `compensating`), or a reconciliation that never
+            // settled (`reconciling` past its deadline: the lookup is safe to repeat), is
+            // reconciled like an unknown outcome; one that may still be running is not.
             let unsettled = matches!(
                 record.status,
-                Status::Prepared | Status::Committing | Status::Reconciling
+                Status::Prepared | Status::Committing | Status::Compensating | Status::Reconciling
             );
             let over_at_latest = certainly_over_at(&record, host.limits.max_action_timeout_ms);
             let abandoned = unsettled && now >= over_at_latest;
@@ -536,7 +555,12 @@ pub(crate) async fn admit(
                 return Err(error);
             }
             let from: &[Status] = if abandoned {
-                &[Status::Prepared, Status::Committing, Status::Reconciling]
+                &[
+                    Status::Prepared,
+                    Status::Committing,
+                    Status::Compensating,
+                    Status::Reconciling,
+                ]
             } else {
                 &[Status::OutcomeUnknown]
             };
@@ -651,7 +675,7 @@ pub(crate) async fn admit_compensation(
     if !compensation_may_run_again(&existing) {
         return Err(compensation_claimed(&existing));
     }
-    let mut reopen = Transition::new(&[Status::Failed], Status::Compensating);
+    let mut reopen = Transition::new(&[Status::Failed, Status::Reconciled], Status::Compensating);
     reopen.rebind_action = Some(action.id.clone());
     let record = apply(
         host,
@@ -1140,12 +1164,15 @@ pub(crate) async fn settle(
     };
     let now = host.clock.now_ms();
     let error = result.error.clone();
-    // A commit or execute cancelled (or abandoned by its transport) after its handler
-    // checkpointed a provider operation may have reached the provider: that is an unknown
-    // outcome too, to be reconciled.
+    // A commit, execute or compensation cancelled (or abandoned by its transport) after its
+    // handler checkpointed a provider operation may have reached the provider: that is an
+    // unknown outcome too, to be reconciled.
     let cancelled_after_checkpoint = interruption == Interruption::Cancelled
         && record.provider_operation.is_some()
-        && matches!(mode, TransactionMode::Commit | TransactionMode::Execute);
+        && matches!(
+            mode,
+            TransactionMode::Commit | TransactionMode::Execute | TransactionMode::Compensate
+        );
     let uncertain = interruption == Interruption::TimedOut
         || cancelled_after_checkpoint
         || error
@@ -1157,6 +1184,12 @@ pub(crate) async fn settle(
     let mut transition = match (mode, result.status) {
         (TransactionMode::Compensate, ActionResultStatus::Completed) => {
             Transition::new(&[Status::Compensating], Status::Compensated)
+        }
+        // An undo whose answer was lost may have taken effect: an unknown outcome to reconcile,
+        // like a write's. As a plain `failed` it could neither be reconciled nor run again,
+        // while the provider might hold the undo (found by an author trial).
+        (TransactionMode::Compensate, _) if uncertain => {
+            Transition::new(&[Status::Compensating], Status::OutcomeUnknown)
         }
         (TransactionMode::Compensate, _) => {
             Transition::new(&[Status::Compensating], Status::Failed)
@@ -1186,15 +1219,6 @@ pub(crate) async fn settle(
     };
     transition.result = Some(result.clone());
     transition.error = error.as_deref().cloned();
-    // An uncertain compensation may have reached the provider: marking it with a reconcile
-    // time keeps it from being retried blindly (see `admit_compensation`).
-    if mode == TransactionMode::Compensate && uncertain {
-        let after = error
-            .as_ref()
-            .and_then(|e| e.retry_after_ms)
-            .unwrap_or(DEFAULT_RECONCILE_AFTER_MS);
-        transition.reconcile_after_ms = Some(now.saturating_add(after));
-    }
     if transition.to == Status::OutcomeUnknown {
         let after = error
             .as_ref()
