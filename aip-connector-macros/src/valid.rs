@@ -197,8 +197,8 @@ const LINT_PREFIX: &str = "contract.lint.";
 pub(crate) fn render(code: &str, message: &str) -> String {
     if let Some(fix) = attribute_fix(code) {
         // In place of the catalogue's fix, which the rule's message may already carry.
-        let bare = rules::rule_info(code)
-            .map_or(message.to_owned(), |info| message.replace(info.fix, ""));
+        let bare =
+            rules::rule_info(code).map_or(message.to_owned(), |info| message.replace(info.fix, ""));
         let bare = bare.trim_end().trim_end_matches('.');
         return format!("{bare}. {fix} (rule `{code}`)");
     }

@@ -64,6 +64,23 @@ impl Clinic {
             ),
         })
     }
+
+    /// Looks a chart up, and fails the careless way: quoting the input.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = regulated, pii, redaction)
+    )]
+    async fn find_chart(&self, patient: Patient) -> Result<Chart, ConnectorFailure> {
+        Err(ConnectorFailure::new(
+            "clinic.not_found",
+            format!("no chart for {} aged {}", patient.name, patient.age),
+            ErrorCategory::Permanent,
+            aip_connector::model::ConnectorOperation::Invocation,
+            "clinic",
+        )
+        .with_redacted_details(json!({ "searched": [patient.name], "field": "name" })))
+    }
 }
 
 /// Every log line of this thread's tasks (the tests run on the current-thread runtime), at every
@@ -385,4 +402,33 @@ async fn only_a_call_that_reaches_its_handler_logs_its_start() {
             .any(|line| line.contains("handler started")),
         "a replay logged a start"
     );
+}
+
+/// Found by an author trial: with redaction required, a handler's failure that quoted the input
+/// was returned, stored and logged as it was.
+#[tokio::test]
+async fn input_values_a_failure_quotes_are_withheld_when_redaction_is_required() {
+    let (logs, _guard) = capture_logs();
+    let store = Arc::new(MemoryStore::default());
+    let host = host(store.clone());
+    let action = Action::new("cap:clinic:find_chart", json!({ "name": PII, "age": 40 }))
+        .with_idempotency_key("find-1");
+    let result = host.invoke(action, &caller()).await;
+    let error = result.error.as_ref().expect("the handler failed");
+    assert_eq!(error.code, "clinic.not_found");
+    // The connector's words stay; the input's values do not.
+    assert_eq!(error.message, "no chart for [withheld] aged 40");
+    let shown = serde_json::to_string(&result).unwrap();
+    assert!(!shown.contains(PII), "{shown}");
+    assert!(shown.contains("\"field\":\"name\""), "{shown}");
+    let stored = store
+        .record("Tenant:t1:find-1", 0)
+        .await
+        .unwrap()
+        .expect("a permanent failure is stored");
+    let stored = serde_json::to_string(&stored).unwrap();
+    assert!(stored.contains("[withheld]"), "{stored}");
+    assert!(!stored.contains(PII), "{stored}");
+    assert!(logs.contains(result.action_id.as_str()), "{}", logs.text());
+    assert!(!logs.text().contains(PII), "{}", logs.text());
 }

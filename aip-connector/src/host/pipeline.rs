@@ -2178,8 +2178,12 @@ fn connector_error(
     action: &Action,
     redact: bool,
 ) -> ProtocolError {
-    let error = failure.to_protocol_error();
-    if !redact || error.code != aip_connector_core::model::codes::ACTION_INVALID_INPUT {
+    let mut error = failure.to_protocol_error();
+    if !redact {
+        return error;
+    }
+    if error.code != aip_connector_core::model::codes::ACTION_INVALID_INPUT {
+        withhold_input_values(&mut error, &action.input);
         return error;
     }
     ProtocolError {
@@ -2188,6 +2192,54 @@ fn connector_error(
             .to_owned(),
         details: Some(json!({ "input_hash": idempotency::input_hash(&action.input) })),
         ..error
+    }
+}
+
+/// The shortest input string a connector's failure is searched for: shorter ones (`"EU"`, `"1"`)
+/// occur in ordinary words and codes, and would blank them out.
+const MIN_WITHHELD_LEN: usize = 4;
+
+/// Replaces every string value of `input` (of [`MIN_WITHHELD_LEN`] bytes or more) found in the
+/// connector's failure with `[withheld]`: with redaction required, errors are stored, logged and
+/// returned, and carry a hash of the input, never its values, yet a handler's message may quote
+/// one (`"no patient named Ada Lovelace"`; found by an author trial). The longest values go
+/// first, so a value that contains another is withheld whole.
+fn withhold_input_values(error: &mut ProtocolError, input: &Value) {
+    fn collect<'v>(value: &'v Value, out: &mut Vec<&'v str>) {
+        match value {
+            Value::String(text) if text.len() >= MIN_WITHHELD_LEN => out.push(text),
+            Value::Array(items) => items.iter().for_each(|item| collect(item, out)),
+            Value::Object(members) => members.values().for_each(|member| collect(member, out)),
+            _ => {}
+        }
+    }
+    fn scrub(text: &mut String, values: &[&str]) {
+        for value in values {
+            if text.contains(value) {
+                *text = text.replace(value, "[withheld]");
+            }
+        }
+    }
+    fn scrub_value(value: &mut Value, values: &[&str]) {
+        match value {
+            Value::String(text) => scrub(text, values),
+            Value::Array(items) => items.iter_mut().for_each(|item| scrub_value(item, values)),
+            Value::Object(members) => members
+                .values_mut()
+                .for_each(|member| scrub_value(member, values)),
+            _ => {}
+        }
+    }
+    let mut values = Vec::new();
+    collect(input, &mut values);
+    if values.is_empty() {
+        return;
+    }
+    values.sort_by_key(|value| std::cmp::Reverse(value.len()));
+    values.dedup();
+    scrub(&mut error.message, &values);
+    if let Some(details) = error.details.as_mut() {
+        scrub_value(details, &values);
     }
 }
 
