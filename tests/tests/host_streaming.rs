@@ -444,3 +444,24 @@ async fn a_streamed_actions_log_lines_reach_the_subscriber_and_span_it_was_start
         "{settled}"
     );
 }
+
+/// A streaming-only capability called the plain way says how to call it (an author trial's
+/// HTTP client got only "does not support `sync` execution").
+#[tokio::test]
+async fn a_plain_call_of_a_streaming_capability_says_how_to_stream_it() {
+    let host = Host::builder().connector(Feed::default()).build().unwrap();
+    let result = host
+        .invoke(
+            Action::new("cap:feed:firehose", json!({ "count": 1 })),
+            &caller(),
+        )
+        .await;
+    let error = result.error.expect("refused");
+    assert_eq!(error.code, codes::EXECUTION_MODE_UNSUPPORTED);
+    assert!(
+        error.message.contains("Host::invoke_stream")
+            && error.message.contains("Accept: text/event-stream"),
+        "{}",
+        error.message
+    );
+}

@@ -1434,7 +1434,8 @@ async fn a_custom_authenticator_maps_a_header_to_the_caller() {
     running.stop().await;
 }
 
-/// The action envelope of docs/serving.md ("Messages"), posted as it stands in the doc.
+/// The action and cancel envelopes of docs/serving.md ("Messages"), posted as they stand in the
+/// doc.
 #[tokio::test]
 async fn the_documented_wire_envelope_runs() {
     let doc = include_str!("../../docs/serving.md");
@@ -1456,6 +1457,22 @@ async fn the_documented_wire_envelope_runs() {
     assert_eq!(result["status"], "completed", "{answer}");
     assert_eq!(result["output"]["text"], "hello");
     assert_eq!(desk.echoes.load(Ordering::SeqCst), 1);
+
+    // The cancel envelope: `act_01` has finished, so the cancel is only remembered.
+    let (_, after) = doc
+        .split_once("<!-- wire-example: cancel envelope -->")
+        .expect("the doc marks its cancel example");
+    let body = after
+        .split_once("```json\n")
+        .and_then(|(_, rest)| rest.split_once("\n```"))
+        .map(|(body, _)| body)
+        .expect("a json block follows the marker");
+    let (status, answer) = raw_post(&running.base, Some("tok-ada"), body.to_owned()).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["message_type"], "aip.core.v1.ack", "{answer}");
+    assert_eq!(answer["in_response_to"], "msg_02");
+    assert_eq!(answer["body"]["ack"]["status"], "accepted", "{answer}");
+    assert_eq!(answer["body"]["ack"]["action_id"], "act_01", "{answer}");
     running.stop().await;
 }
 

@@ -2264,10 +2264,16 @@ fn contract_checks(contract: &CapabilityContract, action: &Action) -> Result<(),
         ActionMode::Streaming => contract.execution.supports_streaming,
     };
     if !supported {
+        // The usual case is a streaming-only capability called the plain way: say how to call it.
+        let how = if contract.execution.supports_streaming && mode != ActionMode::Streaming {
+            ": it streams; invoke it streamed (`Host::invoke_stream`; over HTTP, send the action with `Accept: text/event-stream`)"
+        } else {
+            ""
+        };
         return Err(failure::permanent(
             codes::EXECUTION_MODE_UNSUPPORTED,
             format!(
-                "the capability does not support `{}` execution",
+                "the capability does not support `{}` execution{how}",
                 wire(&mode)
             ),
         ));
