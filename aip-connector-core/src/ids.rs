@@ -266,6 +266,9 @@ pub mod profiles {
     pub const HTTP_WEBHOOK: &str = "aip.http.webhook.v1";
     /// Server-sent event streams.
     pub const SSE_STREAM: &str = "aip.sse.stream.v1";
+    /// The key of an [`MCP_COMPAT`] binding that declares the capability's `write` additive,
+    /// so the projection publishes `destructiveHint: false` (`mcp(destructive = false)`).
+    pub const MCP_DESTRUCTIVE_KEY: &str = "destructive";
 }
 
 #[cfg(test)]

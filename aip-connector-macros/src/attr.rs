@@ -1050,6 +1050,7 @@ impl Parser<'_> {
                         continue;
                     }
                     if let Some(value) = self.literal_value(key) {
+                        self.record(format!("/bindings/{j}/{key_name}"), key.key.span());
                         binding.metadata.insert(key_name, value);
                     }
                 }

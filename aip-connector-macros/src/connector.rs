@@ -316,21 +316,33 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
                 match meta::as_array(expr) {
                     Some(elements) => {
                         for element in elements {
-                            match meta::as_str(element) {
-                                Some(lit) if !lit.value().trim().is_empty() => {
-                                    attr.profiles.push(lit.value());
-                                    attr.profile_spans.push(lit.span());
+                            // A profile's short name, as `bindings(...)` writes it, or its id.
+                            let alias = meta::as_ident(element).and_then(|ident| {
+                                crate::keys::bindings::ALIASES
+                                    .iter()
+                                    .find(|(name, _)| ident == name)
+                                    .map(|(_, profile)| ((*profile).to_owned(), ident.span()))
+                            });
+                            let written = alias.or_else(|| {
+                                meta::as_str(element)
+                                    .filter(|lit| !lit.value().trim().is_empty())
+                                    .map(|lit| (lit.value(), lit.span()))
+                            });
+                            match written {
+                                Some((profile, span)) => {
+                                    attr.profiles.push(profile);
+                                    attr.profile_spans.push(span);
                                 }
-                                _ => {
+                                None => {
                                     profiles_malformed = true;
-                                    cx.error_spanned_by(element, "a profile is a non-empty string literal, e.g. \"aip.native.http.v1\"");
+                                    cx.error_spanned_by(element, "a profile is a short name (`native_http`, `native_nats`, `mcp`, `a2a`, `webhook`, `sse`) or a non-empty string literal, e.g. \"aip.native.http.v1\"");
                                 }
                             }
                         }
                     }
                     None => {
                         profiles_malformed = true;
-                        cx.error_spanned_by(expr, "`profiles` takes an array of string literals: `profiles = [\"aip.native.http.v1\"]`");
+                        cx.error_spanned_by(expr, "`profiles` takes an array of profile short names or ids: `profiles = [native_http, mcp]` or `profiles = [\"aip.native.http.v1\"]`");
                     }
                 }
                 let mut unique = HashSet::new();

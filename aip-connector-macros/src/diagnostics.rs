@@ -54,6 +54,16 @@ pub(crate) const STATE_IN_CONNECTOR: Diagnostic = Diagnostic {
     message: "`State<S>` is the state of a free capability's connector (`ConnectorBuilder::with_state`); a `#[connector]` handler reads its connector's state through `&self`: make what it needs a field of the connector type (if this `State` is a type of your own, such as the input, rename it or import it under another name: the macro recognises `State<...>` by its name)",
 };
 
+pub(crate) const MCP_DESTRUCTIVE_NOT_BOOL: Diagnostic = Diagnostic {
+    code: "attribute.mcp_destructive_type",
+    message: "`destructive` in an `mcp(...)` binding takes `true` or `false`: `mcp(destructive = false)` declares the tool's writes additive",
+};
+
+pub(crate) const MCP_DESTRUCTIVE_DENIED: Diagnostic = Diagnostic {
+    code: "attribute.mcp_destructive_denied",
+    message: "`destructive = false` tells MCP clients the tool never changes or destroys what existed before the call, but a `delete`, `financial`, `identity`, `medical`, `legal` or `code_execution` side effect does: a client that asks before destructive calls would not ask; remove `destructive = false` (it may declare only a `write` additive)",
+};
+
 pub(crate) const BORROWED_STATE: Diagnostic = Diagnostic {
     code: "item.borrowed_state",
     message: "a connector's state cannot borrow: each call gets its own clone of it, which may outlive the call (a spawned task, a stream); take an owned type (`String` or `Arc<str>` for `&str`, an `Arc<T>` for shared data) or `'static` data",
@@ -72,4 +82,6 @@ pub(crate) const ALL: &[Diagnostic] = &[
     FREE_COMPANION_SELF,
     STATE_IN_CONNECTOR,
     BORROWED_STATE,
+    MCP_DESTRUCTIVE_NOT_BOOL,
+    MCP_DESTRUCTIVE_DENIED,
 ];

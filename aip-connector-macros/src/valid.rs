@@ -5,6 +5,7 @@
 //! Cascades are avoided on purpose: when a required key is missing or a key failed to parse,
 //! the contract rules are not run, because they would report consequences of the same mistake.
 
+use aip_connector_core::ids::{self, profiles::MCP_DESTRUCTIVE_KEY};
 use aip_connector_core::model::CapabilityKind;
 use aip_connector_core::rules::{self, CheckOptions, Waiver, codes};
 use proc_macro2::Span;
@@ -42,6 +43,42 @@ pub(crate) fn check_attribute(cx: &Ctxt, attr: &CapabilityAttr, attr_span: Span)
     }
     if let Some((CapabilityKind::Resource, span)) = attr.kind {
         cx.error_at(span, diagnostics::RESOURCE_KIND.message);
+    }
+    mcp_destructive(cx, attr, attr_span);
+}
+
+/// `mcp(destructive = false)` declares a capability's `write` additive for MCP's
+/// `destructiveHint`; it must be a boolean, and cannot speak for an effect that destroys.
+fn mcp_destructive(cx: &Ctxt, attr: &CapabilityAttr, attr_span: Span) {
+    let Some((position, value)) = attr.bindings.iter().enumerate().find_map(|(j, binding)| {
+        (binding.profile == ids::profiles::MCP_COMPAT)
+            .then(|| {
+                binding
+                    .metadata
+                    .get(MCP_DESTRUCTIVE_KEY)
+                    .map(|value| (j, value))
+            })
+            .flatten()
+    }) else {
+        return;
+    };
+    let span = attr
+        .spans
+        .get(&format!("/bindings/{position}/{MCP_DESTRUCTIVE_KEY}"))
+        .copied()
+        .unwrap_or(attr_span);
+    match value {
+        serde_json::Value::Bool(false) => {
+            if attr
+                .side_effects
+                .as_ref()
+                .is_some_and(|effects| effects.iter().any(|effect| effect.destroys()))
+            {
+                cx.error_at(span, diagnostics::MCP_DESTRUCTIVE_DENIED.message);
+            }
+        }
+        serde_json::Value::Bool(true) => {}
+        _ => cx.error_at(span, diagnostics::MCP_DESTRUCTIVE_NOT_BOOL.message),
     }
 }
 

@@ -328,3 +328,90 @@ fn the_manifest_with_channels_validates_against_upstream_schema() {
         assert_valid_against(&schema, &serde_json::to_value(manifest).unwrap());
     }
 }
+
+#[derive(Deserialize, JsonSchema)]
+struct Comment {
+    /// The comment's text.
+    body: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Posted {
+    comment_id: String,
+}
+
+/// Profiles by their short names, and a write that only adds, told to MCP clients so.
+struct Reviews;
+
+#[connector(id = "reviews", profiles = [native_http, mcp])]
+impl Reviews {
+    /// Comment on a pull request.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        data(sensitivity = internal),
+        bindings(mcp(tool_name = "comment", destructive = false)),
+    )]
+    async fn comment(
+        &self,
+        comment: Comment,
+        key: IdempotencyKey,
+    ) -> Result<Posted, ConnectorFailure> {
+        Ok(Posted {
+            comment_id: format!("c-{}-{}", comment.body.len(), key.for_provider()),
+        })
+    }
+
+    /// Edit a comment: a write that changes what exists.
+    #[capability(risk = low, side_effects = [write], data(sensitivity = internal))]
+    async fn edit(
+        &self,
+        comment: Comment,
+        key: IdempotencyKey,
+    ) -> Result<Posted, ConnectorFailure> {
+        Ok(Posted {
+            comment_id: format!("c-{}-{}", comment.body.len(), key.for_provider()),
+        })
+    }
+}
+
+#[test]
+fn profiles_by_short_name_and_an_additive_write_reach_the_manifest_and_mcp() {
+    let definition = Reviews.definition().clone();
+    let manifest = definition.manifest();
+    assert_eq!(
+        manifest.profiles,
+        vec![
+            ProfileId::from(profiles::NATIVE_HTTP),
+            ProfileId::from(profiles::MCP_COMPAT)
+        ]
+    );
+    let comment = manifest
+        .capabilities
+        .iter()
+        .find(|c| c.id.as_str() == "cap:reviews:comment")
+        .unwrap();
+    let binding = serde_json::to_value(&comment.bindings).unwrap();
+    assert_eq!(
+        binding,
+        json!([{ "profile": "aip.mcp.compat.v1", "tool_name": "comment", "destructive": false }])
+    );
+    if let Some(schema) = upstream_schema("manifest.schema.json") {
+        assert_valid_against(&schema, &serde_json::to_value(&manifest).unwrap());
+    }
+
+    let host = aip_connector::host::Host::builder()
+        .connector(Reviews)
+        .build()
+        .unwrap();
+    let projection = aip_connector::serve::mcp::McpProjection::new(host).unwrap();
+    let hint = |name: &str| {
+        projection
+            .tool(name)
+            .and_then(|tool| tool.annotations.as_ref())
+            .and_then(|a| a.destructive_hint)
+    };
+    assert_eq!(hint("comment"), Some(false));
+    let edit = projection.tool_name("cap:reviews:edit").unwrap().to_owned();
+    assert_eq!(hint(&edit), Some(true));
+}

@@ -82,6 +82,29 @@ impl SideEffect {
                 | SideEffect::SendMessage
         )
     }
+
+    /// Whether the effect may change or destroy state that existed before the call. `write`
+    /// may (the contract cannot say "only creates"), unless the author says otherwise for MCP
+    /// (`mcp(destructive = false)`); the others on this list always may. `read`,
+    /// `send_message` and `external_network` add or reach, and overwrite nothing.
+    pub fn may_overwrite(self) -> bool {
+        matches!(
+            self,
+            SideEffect::Write
+                | SideEffect::Delete
+                | SideEffect::Financial
+                | SideEffect::Identity
+                | SideEffect::Medical
+                | SideEffect::Legal
+                | SideEffect::CodeExecution
+        )
+    }
+
+    /// Whether the effect certainly changes or destroys what existed: `may_overwrite` except
+    /// `write`, which an author may declare additive.
+    pub fn destroys(self) -> bool {
+        self.may_overwrite() && self != SideEffect::Write
+    }
 }
 
 /// Idempotency decisions of a capability.

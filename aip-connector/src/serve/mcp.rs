@@ -955,7 +955,9 @@ fn schema_object(schema: Value) -> JsonObject {
 /// - `readOnlyHint`: every side effect is `read` (or there is none);
 /// - `destructiveHint`: not read-only, and some effect may overwrite or destroy existing
 ///   state: `write`, `delete`, `financial`, `identity`, `medical`, `legal`, `code_execution`.
-///   `send_message` only adds (a new message) and `external_network` says where, not what;
+///   `send_message` only adds (a new message) and `external_network` says where, not what.
+///   An `mcp(destructive = false)` binding declares the capability's `write` additive (a
+///   comment, a new record); it cannot lift the hint of the other effects, which destroy;
 /// - `idempotentHint`: idempotency is required, or retry safety is `safe`. A required key
 ///   that the client does not send is derived from the arguments, so repeating a call with the
 ///   same arguments replays its result;
@@ -967,7 +969,16 @@ pub fn tool_annotations(capability: &Capability) -> ToolAnnotations {
     };
     let effects = &contract.side_effects;
     let read_only = effects.iter().all(|e| *e == SideEffect::Read);
-    let destructive = !read_only && effects.iter().any(|e| overwrites(*e));
+    // `mcp(destructive = false)`: the author says its writes only add (a comment, a message in
+    // a thread). Honoured only where no effect destroys; the macro refuses it there.
+    let additive = capability
+        .binding(MCP_PROFILE)
+        .and_then(|binding| binding.metadata.get(MCP_DESTRUCTIVE_KEY))
+        == Some(&Value::Bool(false));
+    let destructive = !read_only
+        && effects
+            .iter()
+            .any(|e| e.destroys() || (e.may_overwrite() && !additive));
     annotations
         .read_only(read_only)
         .destructive(destructive)
@@ -978,19 +989,8 @@ pub fn tool_annotations(capability: &Capability) -> ToolAnnotations {
         .open_world(effects.contains(&SideEffect::ExternalNetwork))
 }
 
-/// Whether a side effect may change or destroy state that existed before the call.
-fn overwrites(effect: SideEffect) -> bool {
-    match effect {
-        SideEffect::Write
-        | SideEffect::Delete
-        | SideEffect::Financial
-        | SideEffect::Identity
-        | SideEffect::Medical
-        | SideEffect::Legal
-        | SideEffect::CodeExecution => true,
-        SideEffect::Read | SideEffect::SendMessage | SideEffect::ExternalNetwork => false,
-    }
-}
+/// The MCP binding's key that declares a tool's writes additive: `mcp(destructive = false)`.
+pub use aip_connector_core::ids::profiles::MCP_DESTRUCTIVE_KEY;
 
 /// Whether the host gates every call of the capability behind an approval (stage 10).
 fn approval_required(capability: &Capability, contract: Option<&CapabilityContract>) -> bool {
@@ -1267,6 +1267,33 @@ mod tests {
             assert_eq!(hints(&annotations), *expected, "{effects:?} {safety:?}");
             assert_eq!(annotations.title.as_deref(), Some("X"));
         }
+    }
+
+    /// `mcp(destructive = false)` declares a `write` additive, and only a `write`.
+    #[test]
+    fn an_additive_write_is_not_destructive_and_nothing_else_is_lifted() {
+        use SideEffect::*;
+        let additive = |effects: &[SideEffect], value: Value| {
+            let mut capability = capability(effects, RetrySafety::SafeWithIdempotencyKey);
+            let mut binding = Binding::new(MCP_PROFILE);
+            binding
+                .metadata
+                .insert(MCP_DESTRUCTIVE_KEY.to_owned(), value);
+            capability.bindings.push(binding);
+            tool_annotations(&capability).destructive_hint
+        };
+        assert_eq!(additive(&[Write], json!(false)), Some(false));
+        assert_eq!(
+            additive(&[Write, ExternalNetwork], json!(false)),
+            Some(false)
+        );
+        assert_eq!(additive(&[Write, SendMessage], json!(false)), Some(false));
+        // Only `false` means anything; a destroying effect keeps the hint (a manifest written
+        // by hand; the macro refuses these).
+        assert_eq!(additive(&[Write], json!(true)), Some(true));
+        assert_eq!(additive(&[Write], json!("no")), Some(true));
+        assert_eq!(additive(&[Write, Delete], json!(false)), Some(true));
+        assert_eq!(additive(&[Financial], json!(false)), Some(true));
     }
 
     #[test]
