@@ -855,6 +855,8 @@ enum Undo {
     Nothing,
     /// It reverses an entry, but not the one the compensated action posted.
     SomethingElse,
+    /// It looks the right entry up, then writes something unrelated.
+    LooksThenElse,
 }
 
 /// A reversible ledger entry whose reversal does not reverse it (an author trial's cancellation
@@ -899,8 +901,27 @@ impl Undoer {
         &self,
         reversal: Reversal,
         key: IdempotencyKey,
-        _target: Compensation,
+        target: Compensation,
     ) -> Result<Reversed, ConnectorFailure> {
+        if self.undo == Undo::LooksThenElse {
+            let entry = target
+                .output
+                .as_ref()
+                .and_then(|o| o.get("operation_id"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            self.client
+                .get(&format!("/entries/{}", path_segment(&entry)))
+                .send_json::<Value>()
+                .await?;
+            self.client
+                .post("/audit")
+                .idempotency(&key)
+                .json(&json!({ "reason": reversal.reason }))
+                .send_json::<Value>()
+                .await?;
+        }
         if self.undo == Undo::SomethingElse {
             self.client
                 .post("/reversals")
@@ -940,11 +961,20 @@ fn a_compensation_that_undoes_nothing_fails_compensation_governed() {
 }
 
 #[test]
+fn a_compensation_that_only_looks_its_target_up_fails_compensation_governed() {
+    let detail = compensation_check(Undo::LooksThenElse);
+    assert!(
+        detail.contains("no mutating request it sent (GET /entries/op-conformance-txn-comp-target, POST /audit) names what"),
+        "{detail}"
+    );
+}
+
+#[test]
 fn a_compensation_that_undoes_something_else_fails_compensation_governed() {
     let detail = compensation_check(Undo::SomethingElse);
     assert!(
         detail.contains(
-            "no request it sent (POST /reversals) names what `cap:undoer:post` left there"
+            "no mutating request it sent (POST /reversals) names what `cap:undoer:post` left there"
         ) && detail.contains("`op-conformance-txn-comp-target`"),
         "{detail}"
     );

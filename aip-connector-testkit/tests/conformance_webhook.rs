@@ -400,3 +400,27 @@ fn a_receiver_given_to_a_manifest_without_the_webhook_profile_is_still_checked()
         check.detail
     );
 }
+
+/// Found by a billing trial: the suite signed by the receiver's own clock, so a receiver whose
+/// clock was years off passed, and would have refused every genuine delivery.
+#[test]
+fn a_receiver_whose_clock_is_off_fails_skew_rejected() {
+    let check = webhook_check(ConformanceSuite::new(|_env| Bookings).with_webhook(
+        |_env, store| {
+            // A year ahead: far outside any tolerance of the system clock.
+            let clock = aip_connector::store::ManualClock::new();
+            clock.advance(365 * 24 * 3_600_000);
+            bookings_receiver(StandardWebhooks, Arc::default())
+                .clock(Arc::new(clock))
+                .store(store)
+                .build()
+                .unwrap()
+        },
+    ));
+    assert_only(&check, &["skew_rejected"]);
+    assert!(
+        check.detail.contains("off the system clock"),
+        "{}",
+        check.detail
+    );
+}

@@ -258,6 +258,12 @@ async fn input_cannot_take_a_call_out_of_the_base_path_or_into_the_query() {
         "/repos/.%2e/admin",
         "/repos/..\\admin",
         "..",
+        // URL parsing drops tabs and line breaks before it resolves segments (a hostile
+        // review got out of the base path with these).
+        "/repos/.\t./.\t./admin",
+        "/repos/.\n./admin",
+        "/repos/%2\te%2e/admin",
+        "/repos/..\r/admin",
     ] {
         let failure = client.delete(path).send().await.unwrap_err();
         assert_eq!(failure.code, codes::PROVIDER_REQUEST_INVALID, "{path}");

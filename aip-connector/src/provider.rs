@@ -61,7 +61,8 @@
 //! would call another endpoint with the connector's credentials, and a `?` would start a query.
 //! Put such text into a path through [`path_segment`], which percent-encodes everything but
 //! letters, digits and `-._~`. Whatever a path holds, the client refuses one with a `.` or `..`
-//! segment (raw or percent-encoded; `\` counts as a separator, as URL parsing treats it) with
+//! segment (raw or percent-encoded; `\` counts as a separator, as URL parsing treats it), or with
+//! a tab or line break anywhere (URL parsing drops them first, so `.<TAB>.` is `..`), with
 //! `provider.request_invalid` before anything is sent: URL parsing would resolve it, so the
 //! request could leave the base path.
 //!
@@ -549,6 +550,23 @@ pub fn path_segment(text: &str) -> PathSegment<'_> {
     PathSegment(text)
 }
 
+/// Bytes of a query value sent as they are by `application/x-www-form-urlencoded` (which
+/// [`ProviderRequest::query`] uses; a space becomes `+`).
+const FORM_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'*')
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b' ');
+
+/// `text` as [`ProviderRequest::query`] sends it in a query string: the host looks for this
+/// form of an input value in a failure it must redact.
+pub(crate) fn query_encoded(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, FORM_VALUE)
+        .to_string()
+        .replace(' ', "+")
+}
+
 /// A percent-encoded path segment; see [`path_segment`].
 #[derive(Clone, Copy, Debug)]
 pub struct PathSegment<'a>(&'a str);
@@ -563,8 +581,13 @@ impl fmt::Display for PathSegment<'_> {
 }
 
 /// Whether `path` has a segment URL parsing would resolve (`.`, `..`, percent-encoded or not),
-/// splitting at `/` and at `\`, which http(s) URLs treat as `/`.
+/// splitting at `/` and at `\`, which http(s) URLs treat as `/`. URL parsing also drops every
+/// tab and line break before it looks at segments (`.<TAB>.` is `..` to it), so a path holding
+/// one counts as having a dot segment: no legitimate path needs one raw.
 fn has_dot_segment(path: &str) -> bool {
+    if path.contains(['\t', '\n', '\r']) {
+        return true;
+    }
     path.split(['/', '\\']).any(|segment| {
         let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
         decoded == "." || decoded == ".."
@@ -819,7 +842,7 @@ impl ProviderRequest {
         }
         if has_dot_segment(&self.path) {
             return Err(call.request_invalid(
-                "the path has a `.` or `..` segment, which would take the request out of the base URL's path; put input into paths with `aip_connector::provider::path_segment` and refuse `.` and `..` as values",
+                "the path has a `.` or `..` segment (or a tab or line break, which URL parsing drops before it resolves segments), which could take the request out of the base URL's path; put input into paths with `aip_connector::provider::path_segment` and refuse `.` and `..` as values",
             ));
         }
 

@@ -186,6 +186,17 @@ impl Payments {
             .and_then(|o| o.get("charge_id"))
             .and_then(Value::as_str)
             .map(str::to_owned);
+        // `refused`: the provider answered 503, certainly nothing done.
+        if request.reason == "refused" {
+            return Err(ConnectorFailure::new(
+                "pay.unavailable",
+                "the provider is unavailable",
+                ErrorCategory::Temporary,
+                ConnectorOperation::Compensation,
+                "pay",
+            )
+            .with_retryable(true));
+        }
         // `lost request`: the connection dropped before the provider took the refund;
         // `lost answer`: after it did. Either way the handler cannot tell.
         if request.reason != "lost request" {
@@ -968,4 +979,55 @@ fn a_host_refuses_a_compensating_capability_that_cannot_read_its_target() {
         report.issues[0].path,
         "/capabilities/0/contract/compensation/compensation_capability_id"
     );
+}
+
+/// Found by a hostile review: the rerun allowed after a "not committed" reconciliation failed
+/// after its checkpoint (the provider answered 503), and the compensation was stuck for good:
+/// not rerunnable (it had checkpointed), not reconcilable (it was `failed`). It can be
+/// reconciled now, and rerun again when the provider confirms nothing happened.
+#[tokio::test]
+async fn a_compensation_that_failed_after_its_checkpoint_can_be_reconciled_and_rerun() {
+    let f = fixture();
+    let (target, _) = charge(&f.host, "c1", "").await;
+    let compensation = compensation_transaction_of(&target);
+    let lost = f
+        .host
+        .invoke(compensate_because(&target, "r1", "lost request"), &caller())
+        .await;
+    assert_eq!(lost.status, ActionResultStatus::Failed);
+    f.clock.advance(5_000);
+    reconcile(&f, &compensation, "rec-1").await;
+    let refused = f
+        .host
+        .invoke(compensate_because(&target, "r2", "refused"), &caller())
+        .await;
+    assert_eq!(error_code(&refused), "pay.unavailable", "{refused:?}");
+    // Checkpointed, then failed: not run again blindly...
+    let blind = f
+        .host
+        .invoke(
+            compensate_because(&target, "r3", "customer asked"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(
+        error_code(&blind),
+        codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED
+    );
+    // ...but reconciled, and found not done, it runs.
+    let reconciled = reconcile(&f, &compensation, "rec-2").await;
+    assert_eq!(
+        reconciled.output.as_ref().unwrap()["reconciliation"]["committed"],
+        false,
+        "{reconciled:?}"
+    );
+    let retried = f
+        .host
+        .invoke(
+            compensate_because(&target, "r4", "customer asked"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(retried.status, ActionResultStatus::Completed, "{retried:?}");
+    assert_eq!(f.ledger.count(&format!("refund:{target}:")), 1);
 }

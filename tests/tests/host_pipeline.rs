@@ -1610,6 +1610,9 @@ struct Target {
     /// Complete instead of failing once cancelled.
     #[serde(default)]
     complete: bool,
+    /// Fail saying side effects were committed.
+    #[serde(default)]
+    committed: bool,
 }
 
 #[connector(id = "selfcancel")]
@@ -1632,13 +1635,18 @@ impl SelfCancelling {
                 order_id: "done anyway".into(),
             });
         }
-        Err(ConnectorFailure::new(
+        let failure = ConnectorFailure::new(
             "selfcancel.stopped",
             "stopped on the token",
             ErrorCategory::Connector,
             aip_connector::model::ConnectorOperation::Invocation,
             "selfcancel",
-        ))
+        );
+        Err(if target.committed {
+            failure.with_committed_side_effects()
+        } else {
+            failure
+        })
     }
 }
 
@@ -1668,4 +1676,12 @@ async fn a_handler_failing_on_its_fired_token_ends_cancelled_as_the_cancel_answe
     let result = host.invoke(action, &caller()).await;
     assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
     assert_eq!(result.output.unwrap()["order_id"], "done anyway");
+
+    // Nor does a failure that says what reached the provider: committed side effects must be
+    // recorded to be compensated (a hostile review's cancel erased them).
+    let mut action = Action::new("cap:selfcancel:stop", json!({}));
+    action.input = json!({ "action_id": action.id.as_str(), "committed": true });
+    let result = host.invoke(action, &caller()).await;
+    assert_eq!(result.status, ActionResultStatus::Failed, "{result:?}");
+    assert_eq!(result.error.unwrap().code, "selfcancel.stopped");
 }

@@ -72,14 +72,27 @@ impl Clinic {
         data(sensitivity = regulated, pii, redaction)
     )]
     async fn find_chart(&self, patient: Patient) -> Result<Chart, ConnectorFailure> {
+        // As a provider failure names its path: the value percent-encoded.
+        let path = format!(
+            "/charts/{}",
+            aip_connector::provider::path_segment(&patient.name)
+        );
+        let mut details = serde_json::Map::new();
+        details.insert("searched".into(), json!([patient.name]));
+        details.insert("field".into(), json!("name"));
+        details.insert("path".into(), json!(path));
+        details.insert(patient.name.clone(), json!("keyed by the value"));
         Err(ConnectorFailure::new(
             "clinic.not_found",
-            format!("no chart for {} aged {}", patient.name, patient.age),
+            format!(
+                "no chart for {} aged {} (GET {path})",
+                patient.name, patient.age
+            ),
             ErrorCategory::Permanent,
             aip_connector::model::ConnectorOperation::Invocation,
             "clinic",
         )
-        .with_redacted_details(json!({ "searched": [patient.name], "field": "name" })))
+        .with_redacted_details(serde_json::Value::Object(details)))
     }
 }
 
@@ -416,11 +429,50 @@ async fn input_values_a_failure_quotes_are_withheld_when_redaction_is_required()
     let result = host.invoke(action, &caller()).await;
     let error = result.error.as_ref().expect("the handler failed");
     assert_eq!(error.code, "clinic.not_found");
-    // The connector's words stay; the input's values do not.
-    assert_eq!(error.message, "no chart for [withheld] aged 40");
+    // The connector's words stay; the input's values do not, raw or percent-encoded.
+    assert_eq!(
+        error.message,
+        "no chart for [withheld] aged 40 (GET /charts/[withheld])"
+    );
     let shown = serde_json::to_string(&result).unwrap();
     assert!(!shown.contains(PII), "{shown}");
     assert!(shown.contains("\"field\":\"name\""), "{shown}");
+    assert!(
+        shown.contains("\"[withheld]\":\"keyed by the value\""),
+        "{shown}"
+    );
+
+    // A value that is also a word the SDK writes leaves the SDK's fields readable.
+    let spaced = "Ada Lovelace";
+    let result = host
+        .invoke(
+            Action::new(
+                "cap:clinic:find_chart",
+                json!({ "name": spaced, "age": 36 }),
+            )
+            .with_idempotency_key("find-2"),
+            &caller(),
+        )
+        .await;
+    let shown = serde_json::to_string(&result).unwrap();
+    assert!(
+        !shown.contains("Ada%20Lovelace") && !shown.contains(spaced),
+        "{shown}"
+    );
+    let result = host
+        .invoke(
+            Action::new(
+                "cap:clinic:find_chart",
+                json!({ "name": "invocation", "age": 1 }),
+            )
+            .with_idempotency_key("find-3"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(
+        result.error.unwrap().details.unwrap()["operation"],
+        "invocation"
+    );
     let stored = store
         .record("Tenant:t1:find-1", 0)
         .await

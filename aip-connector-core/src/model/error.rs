@@ -379,6 +379,15 @@ impl ConnectorFailure {
         self
     }
 
+    /// Whether the failure says side effects were committed before it (set by
+    /// [`with_committed_side_effects`](Self::with_committed_side_effects)).
+    pub fn has_committed_side_effects(&self) -> bool {
+        self.redacted_details
+            .as_ref()
+            .and_then(|details| details.get(SIDE_EFFECTS_COMMITTED))
+            == Some(&Value::Bool(true))
+    }
+
     /// Says the operation failed *after* committing side effects that must be compensated
     /// (a partial failure): sets `side_effects_committed` and `compensation_required` in the
     /// redacted details, keeping any other detail (a detail that is not an object is moved

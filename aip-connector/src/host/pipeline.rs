@@ -534,6 +534,13 @@ async fn execute(
         // 8. Transaction previews run before the approval gate.
         Box::pin(preview(&call, contract)).await
     } else if approved.is_none()
+        // A `reconcile` asks the provider what became of an effect that already passed this
+        // gate (or needed no approval): it runs the reconcile companion, never the handler, and
+        // makes no effect of its own. Gating it too (upstream's order) asked approvers to
+        // release lookups and kept unknown outcomes unknown while they waited (author trials).
+        // Admission still checks that the transaction is the caller's tenant's, of this
+        // capability, with a checkpointed operation.
+        && mode != Some(TransactionMode::Reconcile)
         && (approval_required(capability, contract)
             || (mode == Some(TransactionMode::Compensate)
                 && contract
@@ -1364,8 +1371,17 @@ impl Supervised<'_> {
                     // The signal fired while the handler ran its last poll (on another worker,
                     // `Host::cancel` fires it and then the handler's token): a failure now is
                     // the handler answering its token, so the action ends as the cancel
-                    // answered its caller. A success stands: its work is done.
-                    Err(_) if signal.is_fired() => interrupted(),
+                    // answered its caller. A success stands: its work is done; so does a
+                    // failure that reports what reached the provider (an uncertain outcome,
+                    // committed side effects), which the transaction must record to be
+                    // reconciled or compensated (found by a hostile review).
+                    Err(failure)
+                        if signal.is_fired()
+                            && !failure.uncertain_outcome
+                            && !failure.has_committed_side_effects() =>
+                    {
+                        interrupted()
+                    }
                     // The stream's consumer went away and the handler failed, with the sink's
                     // failure or one of its own making: the action was abandoned by its
                     // transport, not failed by its connector.
@@ -2199,47 +2215,76 @@ fn connector_error(
 /// occur in ordinary words and codes, and would blank them out.
 const MIN_WITHHELD_LEN: usize = 4;
 
+/// Detail keys whose values the SDK writes from a closed set (the connector operation, the
+/// provider client's phase and method, flags, a status): never the input, so never withheld,
+/// and a client must be able to read them whatever the input was.
+const SDK_DETAIL_KEYS: &[&str] = &[
+    "operation",
+    "phase",
+    "method",
+    "mutating",
+    "uncertain_outcome",
+    "remote_status",
+];
+
 /// Replaces every string value of `input` (of [`MIN_WITHHELD_LEN`] bytes or more) found in the
-/// connector's failure with `[withheld]`: with redaction required, errors are stored, logged and
+/// connector's failure with `[withheld]`, as it is and as the provider client puts it into a
+/// path or a query (percent-encoded): with redaction required, errors are stored, logged and
 /// returned, and carry a hash of the input, never its values, yet a handler's message may quote
-/// one (`"no patient named Ada Lovelace"`; found by an author trial). The longest values go
-/// first, so a value that contains another is withheld whole.
+/// one (`"no patient named Ada Lovelace"`), and a provider failure names its path
+/// (`GET /patients/Ada%20Lovelace`; found by an author trial and a hostile review). Object keys
+/// are searched too. The longest forms go first, so a value that contains another is withheld
+/// whole.
 fn withhold_input_values(error: &mut ProtocolError, input: &Value) {
-    fn collect<'v>(value: &'v Value, out: &mut Vec<&'v str>) {
+    fn collect(value: &Value, out: &mut Vec<String>) {
         match value {
-            Value::String(text) if text.len() >= MIN_WITHHELD_LEN => out.push(text),
+            Value::String(text) if text.len() >= MIN_WITHHELD_LEN => {
+                out.push(text.clone());
+                out.push(crate::provider::path_segment(text).to_string());
+                out.push(crate::provider::query_encoded(text));
+            }
             Value::Array(items) => items.iter().for_each(|item| collect(item, out)),
             Value::Object(members) => members.values().for_each(|member| collect(member, out)),
             _ => {}
         }
     }
-    fn scrub(text: &mut String, values: &[&str]) {
-        for value in values {
-            if text.contains(value) {
-                *text = text.replace(value, "[withheld]");
+    fn scrub(text: &mut String, forms: &[String]) {
+        for form in forms {
+            if text.contains(form.as_str()) {
+                *text = text.replace(form.as_str(), "[withheld]");
             }
         }
     }
-    fn scrub_value(value: &mut Value, values: &[&str]) {
+    fn scrub_value(value: &mut Value, forms: &[String]) {
         match value {
-            Value::String(text) => scrub(text, values),
-            Value::Array(items) => items.iter_mut().for_each(|item| scrub_value(item, values)),
-            Value::Object(members) => members
-                .values_mut()
-                .for_each(|member| scrub_value(member, values)),
+            Value::String(text) => scrub(text, forms),
+            Value::Array(items) => items.iter_mut().for_each(|item| scrub_value(item, forms)),
+            Value::Object(members) => {
+                let scrubbed: serde_json::Map<String, Value> = std::mem::take(members)
+                    .into_iter()
+                    .map(|(mut key, mut member)| {
+                        if !SDK_DETAIL_KEYS.contains(&key.as_str()) {
+                            scrub(&mut key, forms);
+                            scrub_value(&mut member, forms);
+                        }
+                        (key, member)
+                    })
+                    .collect();
+                *members = scrubbed;
+            }
             _ => {}
         }
     }
-    let mut values = Vec::new();
-    collect(input, &mut values);
-    if values.is_empty() {
+    let mut forms = Vec::new();
+    collect(input, &mut forms);
+    if forms.is_empty() {
         return;
     }
-    values.sort_by_key(|value| std::cmp::Reverse(value.len()));
-    values.dedup();
-    scrub(&mut error.message, &values);
+    forms.sort_by_key(|form| std::cmp::Reverse(form.len()));
+    forms.dedup();
+    scrub(&mut error.message, &forms);
     if let Some(details) = error.details.as_mut() {
-        scrub_value(details, &values);
+        scrub_value(details, &forms);
     }
 }
 

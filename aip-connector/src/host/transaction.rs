@@ -538,6 +538,12 @@ pub(crate) async fn admit(
             );
             let over_at_latest = certainly_over_at(&record, host.limits.max_action_timeout_ms);
             let abandoned = unsettled && now >= over_at_latest;
+            // A compensation that failed after its checkpoint (a rerun the provider refused, a
+            // checkpoint conflict) cannot run again blindly, so without a reconciliation it
+            // would be stuck with the provider's state unknown to the host (a hostile review).
+            let failed_compensation = record.status == Status::Failed
+                && record.transaction.compensation_for.is_some()
+                && record.provider_operation.is_some();
             if unsettled && !abandoned {
                 // "Not yet", not "never": retryable, so the refusal is not stored under the
                 // reconcile's key and the same key reconciles once the attempt is certainly
@@ -561,6 +567,8 @@ pub(crate) async fn admit(
                     Status::Compensating,
                     Status::Reconciling,
                 ]
+            } else if failed_compensation {
+                &[Status::Failed]
             } else {
                 &[Status::OutcomeUnknown]
             };

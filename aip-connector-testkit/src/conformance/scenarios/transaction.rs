@@ -656,9 +656,12 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
 
     // And it undid something at the provider, naming what the target left there.
     if first.result.status == ActionResultStatus::Completed {
+        // The request that names the target must be one that changes something: a lookup of
+        // the target beside an unrelated write undoes nothing (a hostile review's did).
         let naming = sent.iter().find(|request| {
             let text = request_text(request);
-            marks.iter().any(|mark| text.contains(mark.as_str()))
+            !matches!(request.method.as_str(), "GET" | "HEAD" | "OPTIONS")
+                && marks.iter().any(|mark| text.contains(mark.as_str()))
         });
         evidence.assert("compensation_governed", undid && naming.is_some(), || {
             let requests: Vec<String> = sent
@@ -672,7 +675,7 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
             };
             if undid {
                 format!(
-                    "compensating `{id}` through `{by}` changed the provider, but no request it sent ({requests}) names what `{id}` left there ({}): it undid something else. Take the target from the `Compensation` parameter (its `output` or `provider_operation`)",
+                    "compensating `{id}` through `{by}` changed the provider, but no mutating request it sent ({requests}) names what `{id}` left there ({}): it undid something else. Take the target from the `Compensation` parameter (its `output` or `provider_operation`)",
                     marks
                         .iter()
                         .take(4)
@@ -740,12 +743,19 @@ fn left_by_target(
     marks
 }
 
-/// What a request says: its path, query, body and header values, for a search.
+/// What a request says: its path and query (decoded, as a connector encodes ids into them with
+/// `path_segment`), body and header values, for a search.
 fn request_text(request: &crate::provider_double::RecordedRequest) -> String {
+    let decoded = |text: &str| {
+        percent_encoding::percent_decode_str(&text.replace('+', " "))
+            .decode_utf8_lossy()
+            .into_owned()
+    };
     let mut text = format!(
-        "{}?{}\n{}",
+        "{}\n{}?{}\n{}",
         request.path,
-        request.query.as_deref().unwrap_or_default(),
+        decoded(&request.path),
+        decoded(request.query.as_deref().unwrap_or_default()),
         String::from_utf8_lossy(&request.body)
     );
     for (name, value) in &request.headers {
@@ -755,4 +765,33 @@ fn request_text(request: &crate::provider_double::RecordedRequest) -> String {
         }
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::request_text;
+    use crate::provider_double::RecordedRequest;
+
+    /// Found by a hostile review: a compensation that names its target by an id it encoded with
+    /// `path_segment` (`entry%3A7`) was said to undo something else.
+    #[test]
+    fn a_request_names_what_its_encoded_path_and_query_name() {
+        let request = RecordedRequest {
+            sequence: 1,
+            method: "DELETE".into(),
+            path: "/entries/entry%3A7".into(),
+            query: Some("reason=posted+twice&ref=ch%2F9".into()),
+            headers: vec![("authorization".into(), "Bearer secret-token".into())],
+            body: Vec::new(),
+            received_at: std::time::SystemTime::UNIX_EPOCH,
+            since_start: std::time::Duration::ZERO,
+        };
+        let text = request_text(&request);
+        assert!(text.contains("entry:7"), "{text}");
+        assert!(
+            text.contains("ch/9") && text.contains("posted twice"),
+            "{text}"
+        );
+        assert!(!text.contains("secret-token"), "{text}");
+    }
 }

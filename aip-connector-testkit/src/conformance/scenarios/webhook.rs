@@ -128,6 +128,21 @@ async fn check(
     // An action id's UUIDv7: unique per run, and visible ASCII as a delivery id must be.
     let id = format!("conformance-{}", ActionId::new());
     let now = receiver.now_ms();
+    // The suite signs by the receiver's clock, so the checks below hold for any clock; a
+    // provider signs by the real one. A receiver whose clock is off by more than its tolerance
+    // refuses every genuine delivery (a billing trial's frozen clock passed otherwise).
+    let real_now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
+        });
+    let tolerance_ms = u64::try_from(receiver.tolerance().as_millis()).unwrap_or(u64::MAX);
+    let off_by = now.abs_diff(real_now);
+    evidence.assert(SKEW, off_by <= tolerance_ms, || {
+        format!(
+            "`{name}`: the receiver's clock reads {now} ms since the epoch, {off_by} ms off the system clock ({real_now}), more than its tolerance of {tolerance_ms} ms, so it would refuse every delivery a provider signs now: give the receiver the system clock (the default), as the deployment does"
+        )
+    });
     let genuine = receiver.sign(&id, now, &body);
     evidence.artifact(format!("webhook:{name}:{id}"));
 
