@@ -410,3 +410,41 @@ async fn the_refund_runs_only_as_a_compensation() {
     assert!(result.approval_id().is_none());
     assert_eq!(w.provider.effect_total(), 0);
 }
+
+/// A reconciliation asks the provider what became of a charge two approvers already released:
+/// it needs no third approval (the payments trial needed six decisions for one lost answer).
+#[tokio::test]
+async fn reconciling_a_lost_charge_asks_no_approver() {
+    use aip_connector_testkit::provider_double::Fault;
+    let w = world(&[payments::CHARGE_SCOPE]).await;
+    w.provider
+        .inject(payments::CHARGES_ROUTE, Fault::drop_connection());
+    let (lost, _) = charge(&w, "order-30", &["user:fin", "user:treasurer"]).await;
+    w.provider.clear_faults();
+    assert_eq!(lost.status, ActionResultStatus::Failed, "{lost:?}");
+    let details = lost.error.as_ref().unwrap().details.clone().unwrap();
+    assert_eq!(details["uncertain_outcome"], true, "{details}");
+    let transaction: aip_connector::ids::TransactionId =
+        serde_json::from_value(details["transaction_id"].clone()).unwrap();
+
+    let mut block = ActionTransaction::new(TransactionMode::Reconcile);
+    block.transaction_id = Some(transaction);
+    let reconciled = w
+        .host
+        .invoke(
+            action(charge_input(), "order-30-reconcile", block),
+            &as_user("user:ada"),
+        )
+        .await;
+    assert_eq!(
+        reconciled.status,
+        ActionResultStatus::Completed,
+        "{reconciled:?}"
+    );
+    assert!(reconciled.approval_id().is_none());
+    assert_eq!(
+        reconciled.output.as_ref().unwrap()["reconciliation"]["committed"],
+        true
+    );
+    assert_eq!(w.provider.effects_on(payments::CHARGES_ROUTE).len(), 1);
+}

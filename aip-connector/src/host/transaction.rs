@@ -169,10 +169,6 @@ fn compensation_claimed(existing: &TransactionRecord) -> ProtocolError {
 ///
 /// - an `execute` of a transaction bound to another execution (`auth.not_authorized`) or whose
 ///   outcome must first be reconciled (`transaction.reconciliation_required`);
-/// - a `reconcile` of a transaction that is not there for this caller (another tenant's, or
-///   none), of another capability, or without a checkpointed operation
-///   (`transaction.not_found`, `transaction.not_reconcilable`,
-///   `transaction.provider_operation_required`);
 /// - a `compensate` of a target this caller cannot compensate (not of its tenant, never run in
 ///   a transaction, not committed: `transaction.compensation_target_not_completed`,
 ///   `transaction.compensation_target_not_committed`), or whose one compensation already ran,
@@ -201,11 +197,6 @@ pub(crate) async fn refusal_before_gate(
             }
             needs_reconciliation_to_execute(&record).then(|| reconciliation_required(&record))
         }
-        TransactionMode::Reconcile => {
-            let id = transaction.transaction_id.as_ref()?;
-            let stored = host.store.transaction(id).await.ok()?;
-            reconcile_target(stored, action).err()
-        }
         TransactionMode::Compensate => compensation_claimed_before_gate(host, action).await,
         _ => None,
     }
@@ -215,8 +206,8 @@ pub(crate) async fn refusal_before_gate(
 /// tenant (another tenant's is not there for this caller, as for `Host::transaction`: its
 /// provider operation would otherwise be looked up with this caller's tenant and credential),
 /// of the action's capability (only the connector that checkpointed the operation knows it),
-/// with a checkpointed provider operation. Checked before the approval gate and again at
-/// admission.
+/// with a checkpointed provider operation. Checked at admission (a `reconcile` never waits at
+/// the approval gate: it makes no effect to approve).
 fn reconcile_target(
     stored: Option<TransactionRecord>,
     action: &Action,
