@@ -12,8 +12,9 @@ use serde_json::json;
 use super::server::{BodyError, json_response, read_limited};
 use crate::webhook::{WebhookError, WebhookReceiver};
 
-/// How long a provider told `webhook.in_progress` should wait, in seconds.
-const IN_PROGRESS_RETRY_AFTER_SECONDS: &str = "5";
+/// How long a provider told to send a delivery again (`webhook.in_progress`, a handler that
+/// failed retryably or timed out, the store unavailable) should wait, in seconds.
+const RETRY_AFTER_SECONDS: &str = "5";
 
 impl WebhookReceiver {
     /// The receiver served at `POST path`, to merge into an application's router (next to an
@@ -22,8 +23,9 @@ impl WebhookReceiver {
     /// The answer is `200 {"delivery_id": …}` for a delivery the handler took, `200
     /// {"delivery_id": …, "replayed": true}` for one it took before (`webhook.replayed`: not run
     /// again, and nothing left for the provider to retry), and otherwise the [`WebhookError`]'s
-    /// [status](WebhookError::status) with `{"error": <AIP error>}`; `webhook.in_progress` also
-    /// carries `Retry-After`. The provider's own authentication is
+    /// [status](WebhookError::status) with `{"error": <AIP error>}`; every refusal the provider
+    /// should retry (`webhook.in_progress`, a handler timeout, a retryable handler failure, the
+    /// store unavailable) also carries `Retry-After: 5`. The provider's own authentication is
     /// the signature: the route takes no bearer token. A body longer than
     /// [`max_body_bytes`](WebhookReceiver::max_body_bytes) is refused before it is read
     /// further.
@@ -73,11 +75,47 @@ fn refused(error: &WebhookError) -> Response {
         error.status(),
         &json!({ "error": error.to_protocol_error() }),
     );
-    if matches!(error, WebhookError::InProgress { .. }) {
-        response.headers_mut().insert(
-            RETRY_AFTER,
-            HeaderValue::from_static(IN_PROGRESS_RETRY_AFTER_SECONDS),
-        );
+    // Every refusal worth sending again says when: a provider without the hint backs off by its
+    // own schedule (a billing trial found a handler timeout answered without one).
+    if error.is_retryable() {
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn every_refusal_to_retry_says_when() {
+        let retry_after = |error: &WebhookError| {
+            refused(error)
+                .headers()
+                .get(RETRY_AFTER)
+                .map(|value| value.to_str().unwrap().to_owned())
+        };
+        for retryable in [
+            WebhookError::InProgress {
+                delivery_id: "d".into(),
+            },
+            WebhookError::HandlerTimeout {
+                timeout: Duration::from_secs(1),
+            },
+        ] {
+            assert_eq!(retry_after(&retryable).as_deref(), Some("5"), "{retryable}");
+        }
+        for final_answer in [
+            WebhookError::AuthenticationFailed,
+            WebhookError::DeliveryConflict {
+                delivery_id: "d".into(),
+            },
+        ] {
+            assert_eq!(retry_after(&final_answer), None, "{final_answer}");
+        }
+    }
 }

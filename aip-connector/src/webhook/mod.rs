@@ -251,15 +251,16 @@ impl WebhookDelivery {
     ///
     /// # Errors
     ///
-    /// `webhook.invalid_delivery` (permanent), naming where the body and `T` disagree.
+    /// `webhook.invalid_delivery` (permanent), naming where the body and `T` disagree. The
+    /// message goes back to whoever posted the delivery, so it does not name `T` (a type path
+    /// of the connector's crate).
     pub fn json<T: DeserializeOwned>(&self) -> Result<T, ConnectorFailure> {
         serde_json::from_slice(&self.body).map_err(|error| {
             ConnectorFailure::new(
                 codes::WEBHOOK_INVALID_DELIVERY,
                 format!(
-                    "delivery `{}` is not a `{}`: {error}",
-                    self.id,
-                    std::any::type_name::<T>()
+                    "delivery `{}` does not decode into the receiver's event type: {error}",
+                    self.id
                 ),
                 ErrorCategory::Permanent,
                 ConnectorOperation::Ingestion,
