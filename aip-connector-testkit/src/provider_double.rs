@@ -122,7 +122,7 @@ impl ProviderDouble {
             .local_addr()
             .expect("the provider double's listener has an address");
         let handle = ProviderHandle {
-            shared: Arc::new(Shared::new()),
+            shared: Arc::new(Shared::new(format!("http://{addr}"))),
         };
         let (shutdown, stop) = oneshot::channel();
         let shared = Arc::clone(&handle.shared);
@@ -198,6 +198,12 @@ impl fmt::Debug for ProviderHandle {
 }
 
 impl ProviderHandle {
+    /// The double's base URL, as [`ProviderDouble::base_url`] gives it: a test that keeps only
+    /// the handle can still build a client.
+    pub fn base_url(&self) -> &str {
+        &self.shared.base_url
+    }
+
     /// Every request received so far, in arrival order (faulted ones included).
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.shared.lock().requests.clone()
@@ -752,14 +758,17 @@ impl Fault {
 // ---- State ----------------------------------------------------------------------------------
 
 struct Shared {
+    /// The double's `http://127.0.0.1:<port>`, for [`ProviderHandle::base_url`].
+    base_url: String,
     state: Mutex<State>,
     /// Bumped after every recorded request and committed effect, for the `wait_for_*` helpers.
     changed: watch::Sender<u64>,
 }
 
 impl Shared {
-    fn new() -> Self {
+    fn new(base_url: String) -> Self {
         Shared {
+            base_url,
             state: Mutex::new(State {
                 started: Instant::now(),
                 deduplicate: true,

@@ -424,3 +424,28 @@ fn a_receiver_whose_clock_is_off_fails_skew_rejected() {
         check.detail
     );
 }
+
+/// A long tolerance is secure against replays (the builder keeps the replay window at least
+/// twice as long) but takes old deliveries: the check passes with a note.
+#[test]
+fn a_long_tolerance_passes_with_a_note() {
+    let check = webhook_check(ConformanceSuite::new(|_env| Bookings).with_webhook(
+        |_env, store| {
+            bookings_receiver(StandardWebhooks, Arc::default())
+                .tolerance(std::time::Duration::from_secs(2 * 3_600))
+                .replay_window(std::time::Duration::from_secs(4 * 3_600))
+                .store(store)
+                .build()
+                .unwrap()
+        },
+    ));
+    assert_eq!(check.status, CheckStatus::Passed, "{}", check.detail);
+    assert!(
+        check
+            .notes
+            .iter()
+            .any(|note| note.contains("Standard Webhooks suggests 5 minutes")),
+        "{:?}",
+        check.notes
+    );
+}

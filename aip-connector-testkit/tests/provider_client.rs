@@ -56,6 +56,8 @@ const RETRYABLE: bool = true;
 #[tokio::test]
 async fn a_call_sends_key_json_and_credentials_and_decodes_the_answer() {
     let (double, handle) = ProviderDouble::start().await;
+    // A test that keeps only the handle can still build a client.
+    assert_eq!(handle.base_url(), double.base_url());
     let client = ProviderClient::builder(format!("{}/v1/", double.base_url()))
         .bearer_auth(Secret::new("tok_live"))
         .header("x-api-version", "2026-01")
