@@ -568,6 +568,21 @@ fn compensate_because(target: &ActionId, key: &str, reason: &str) -> Action {
         .with_transaction(ActionTransaction::compensate(target.clone()))
 }
 
+/// Reconciles `transaction` and asserts what the reconciliation found.
+async fn reconciled_as(f: &Fixture, transaction: &TransactionId, key: &str, committed: bool) {
+    let reconciled = reconcile(f, transaction, key).await;
+    assert_eq!(
+        reconciled.status,
+        ActionResultStatus::Completed,
+        "{reconciled:?}"
+    );
+    assert_eq!(
+        reconciled.output.as_ref().unwrap()["reconciliation"]["committed"],
+        committed,
+        "{reconciled:?}"
+    );
+}
+
 async fn reconcile(f: &Fixture, transaction: &TransactionId, key: &str) -> ActionResult {
     let mut block = ActionTransaction::new(TransactionMode::Reconcile);
     block.transaction_id = Some(transaction.clone());
@@ -623,16 +638,7 @@ async fn a_compensation_whose_answer_was_lost_is_an_unknown_outcome_to_reconcile
 
     // The reconciliation asks about the refund's operation and finds it landed.
     f.clock.advance(5_000);
-    let reconciled = reconcile(&f, &compensation, "rec-1").await;
-    assert_eq!(
-        reconciled.status,
-        ActionResultStatus::Completed,
-        "{reconciled:?}"
-    );
-    assert_eq!(
-        reconciled.output.as_ref().unwrap()["reconciliation"]["committed"],
-        true
-    );
+    reconciled_as(&f, &compensation, "rec-1", true).await;
     let again = f
         .host
         .invoke(compensate_because(&target, "r3", "again"), &caller())
@@ -657,12 +663,7 @@ async fn a_compensation_reconciled_as_not_committed_runs_again() {
     assert_eq!(lost.status, ActionResultStatus::Failed, "{lost:?}");
     let compensation = compensation_transaction_of(&target);
     f.clock.advance(5_000);
-    let reconciled = reconcile(&f, &compensation, "rec-1").await;
-    assert_eq!(
-        reconciled.output.as_ref().unwrap()["reconciliation"]["committed"],
-        false,
-        "{reconciled:?}"
-    );
+    reconciled_as(&f, &compensation, "rec-1", false).await;
     let retried = f
         .host
         .invoke(
@@ -996,7 +997,7 @@ async fn a_compensation_that_failed_after_its_checkpoint_can_be_reconciled_and_r
         .await;
     assert_eq!(lost.status, ActionResultStatus::Failed);
     f.clock.advance(5_000);
-    reconcile(&f, &compensation, "rec-1").await;
+    reconciled_as(&f, &compensation, "rec-1", false).await;
     let refused = f
         .host
         .invoke(compensate_because(&target, "r2", "refused"), &caller())
@@ -1015,12 +1016,7 @@ async fn a_compensation_that_failed_after_its_checkpoint_can_be_reconciled_and_r
         codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED
     );
     // ...but reconciled, and found not done, it runs.
-    let reconciled = reconcile(&f, &compensation, "rec-2").await;
-    assert_eq!(
-        reconciled.output.as_ref().unwrap()["reconciliation"]["committed"],
-        false,
-        "{reconciled:?}"
-    );
+    reconciled_as(&f, &compensation, "rec-2", false).await;
     let retried = f
         .host
         .invoke(

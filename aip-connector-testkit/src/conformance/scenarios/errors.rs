@@ -26,15 +26,16 @@
 use aip_connector::CapabilityDefinition;
 use aip_connector::codes;
 use aip_connector::host::TransactionSelector;
+use aip_connector::ids::TransactionId;
 use aip_connector::model::{
     Action, ActionResult, ActionResultStatus, ActionTransaction, TransactionMode,
-    TransactionProtocolStatus,
+    TransactionProtocolStatus, TransactionResult,
 };
 use serde_json::{Value, json};
 
 use super::{code, shown_code, strings};
 use crate::conformance::harness::{CANARY_SECRET, declares_mutation};
-use crate::conformance::{Evidence, Harness};
+use crate::conformance::{Evidence, Harness, Settled};
 use crate::provider_double::Fault;
 
 /// A marker the provider's error bodies carry; it must never be quoted by an error.
@@ -361,17 +362,7 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
     h.provider().clear_faults();
     results.push(lost.result.clone());
     evidence.artifact(format!("action:{}", lost.result.action_id));
-    let selector = match &lost.plan_id {
-        Some(plan) => TransactionSelector::Plan(plan.clone()),
-        None => TransactionSelector::Action(action.id.clone()),
-    };
-    let view = h
-        .host()
-        .transaction(&selector, &h.caller())
-        .await
-        .ok()
-        .flatten();
-    let Some(view) = view else {
+    let Some(view) = transaction_of(h, &lost).await else {
         evidence.assert("uncertain_outcome_reconciled", false, || {
             format!(
                 "`{id}` with its answer lost after the provider committed settled `{}` ({}) and left no transaction record",
@@ -439,14 +430,16 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
     );
 
     // Reconciliation settles it.
-    let mut reconcile = ActionTransaction::new(TransactionMode::Reconcile);
-    reconcile.transaction_id = Some(transaction_id.clone());
-    let reconcile = Action::new(capability.id().as_str(), input.clone())
-        .with_transaction(reconcile)
-        .with_idempotency_key(format!("{key}-reconcile"));
-    let reconciled = h.settle(h.host(), reconcile).await;
-    results.push(reconciled.result.clone());
-    evidence.artifact(format!("action:{}", reconciled.result.action_id));
+    let (reconciled, committed) = reconcile(
+        h,
+        evidence,
+        results,
+        capability,
+        &input,
+        &transaction_id,
+        &key,
+    )
+    .await;
     let after = h
         .host()
         .transaction(
@@ -482,12 +475,6 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
     // lost, so a reconciliation that says "not committed" never looked (an author trial's
     // companion answered so without asking, and passed this assertion).
     let landed = h.provider().effect_total() - effects_before;
-    let committed = reconciled
-        .result
-        .output
-        .as_ref()
-        .and_then(|o| o.pointer("/reconciliation/committed"))
-        .and_then(Value::as_bool);
     if terminal {
         evidence.assert(
             "uncertain_outcome_reconciled",
@@ -561,16 +548,7 @@ async fn lost_before_effect(
     h.provider().clear_faults();
     results.push(lost.result.clone());
     evidence.artifact(format!("action:{}", lost.result.action_id));
-    let selector = match &lost.plan_id {
-        Some(plan) => TransactionSelector::Plan(plan.clone()),
-        None => TransactionSelector::Action(lost.result.action_id.clone()),
-    };
-    let view = h
-        .host()
-        .transaction(&selector, &h.caller())
-        .await
-        .ok()
-        .flatten();
+    let view = transaction_of(h, &lost).await;
     let Some(view) = view.filter(|v| v.status == TransactionProtocolStatus::OutcomeUnknown) else {
         // The connector knew the request never took effect (a certain failure): nothing is
         // left to reconcile, which is right.
@@ -583,21 +561,17 @@ async fn lost_before_effect(
     };
     let transaction_id = view.transaction_id.clone();
     evidence.artifact(format!("transaction:{transaction_id}"));
-    let mut reconcile = ActionTransaction::new(TransactionMode::Reconcile);
-    reconcile.transaction_id = Some(transaction_id.clone());
-    let reconcile = Action::new(capability.id().as_str(), input.clone())
-        .with_transaction(reconcile)
-        .with_idempotency_key(format!("{key}-reconcile"));
-    let reconciled = h.settle(h.host(), reconcile).await;
-    results.push(reconciled.result.clone());
-    evidence.artifact(format!("action:{}", reconciled.result.action_id));
+    let (reconciled, committed) = reconcile(
+        h,
+        evidence,
+        results,
+        capability,
+        input,
+        &transaction_id,
+        &key,
+    )
+    .await;
     let landed = h.provider().effect_total() - effects_before;
-    let committed = reconciled
-        .result
-        .output
-        .as_ref()
-        .and_then(|o| o.pointer("/reconciliation/committed"))
-        .and_then(Value::as_bool);
     if landed == 0 {
         evidence.assert(
             "uncertain_outcome_reconciled",
@@ -616,6 +590,47 @@ async fn lost_before_effect(
             shown_code(&reconciled.result)
         ));
     }
+}
+
+/// The transaction a settled call left: its plan's, else its action's.
+async fn transaction_of(h: &Harness, settled: &Settled) -> Option<TransactionResult> {
+    let selector = match &settled.plan_id {
+        Some(plan) => TransactionSelector::Plan(plan.clone()),
+        None => TransactionSelector::Action(settled.result.action_id.clone()),
+    };
+    h.host()
+        .transaction(&selector, &h.caller())
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Reconciles `transaction_id` of `capability` under the key `<key>-reconcile`, recording the
+/// result; answers the settled call and what it said of the commit.
+async fn reconcile(
+    h: &Harness,
+    evidence: &mut Evidence,
+    results: &mut Vec<ActionResult>,
+    capability: &CapabilityDefinition,
+    input: &Value,
+    transaction_id: &TransactionId,
+    key: &str,
+) -> (Settled, Option<bool>) {
+    let mut block = ActionTransaction::new(TransactionMode::Reconcile);
+    block.transaction_id = Some(transaction_id.clone());
+    let action = Action::new(capability.id().as_str(), input.clone())
+        .with_transaction(block)
+        .with_idempotency_key(format!("{key}-reconcile"));
+    let reconciled = h.settle(h.host(), action).await;
+    results.push(reconciled.result.clone());
+    evidence.artifact(format!("action:{}", reconciled.result.action_id));
+    let committed = reconciled
+        .result
+        .output
+        .as_ref()
+        .and_then(|o| o.pointer("/reconciliation/committed"))
+        .and_then(Value::as_bool);
+    (reconciled, committed)
 }
 
 /// The failure the handler returned for `action_id`, as the wire error the probe recorded.
