@@ -50,16 +50,13 @@ pub(crate) fn check_attribute(cx: &Ctxt, attr: &CapabilityAttr, attr_span: Span)
 /// `mcp(destructive = false)` declares a capability's `write` additive for MCP's
 /// `destructiveHint`; it must be a boolean, and cannot speak for an effect that destroys.
 fn mcp_destructive(cx: &Ctxt, attr: &CapabilityAttr, attr_span: Span) {
-    let Some((position, value)) = attr.bindings.iter().enumerate().find_map(|(j, binding)| {
-        (binding.profile == ids::profiles::MCP_COMPAT)
-            .then(|| {
-                binding
-                    .metadata
-                    .get(MCP_DESTRUCTIVE_KEY)
-                    .map(|value| (j, value))
-            })
-            .flatten()
-    }) else {
+    let Some((position, value)) = attr
+        .bindings
+        .iter()
+        .enumerate()
+        .filter(|(_, binding)| binding.profile == ids::profiles::MCP_COMPAT)
+        .find_map(|(j, binding)| Some((j, binding.metadata.get(MCP_DESTRUCTIVE_KEY)?)))
+    else {
         return;
     };
     let span = attr

@@ -9,10 +9,10 @@
 //! | `EagerWriter` | "validates" a planned, approval-governed write by performing it | `approval_lifecycle` / `quorum_enforced` and `transaction_lifecycle` / `plan_before_commit` |
 //! | `LateCheckpoint` | checkpoints its provider operation once the provider answered, not before the request (also with the request naming the operation, so failures carry it) | `transaction_lifecycle` / `provider_operation_checkpointed` (and `reconcile_before_retry` when failures do not name it) |
 //! | `Hooks` | declares the webhook profile but gives the suite no webhook receiver | `webhook_security` (every assertion) |
-//! | `BlindReconciler` | answers every reconciliation "not committed" without asking the provider | `errors_uncertain_outcomes` / `uncertain_outcome_reconciled` (and `transaction_lifecycle` / `reconcile_before_retry`) |
+//! | `AssumingReconciler { assumes_committed: false }` | answers every reconciliation "not committed" without asking the provider | `errors_uncertain_outcomes` / `uncertain_outcome_reconciled` (and `transaction_lifecycle` / `reconcile_before_retry`) |
 //! | `LeakyExport` | a streaming-only capability that logs its credential's secret | `audit_redaction` / `raw_secret_absent` (its lines were not captured before an author trial) |
 //! | `Undoer` (`Undo::Nothing`, `Undo::SomethingElse`) | a compensation that answers "done" without asking the provider, or that reverses something other than the compensated action's effect | `transaction_lifecycle` / `compensation_governed` |
-//! | `HopefulReconciler` | answers every reconciliation "committed" without asking the provider | `errors_uncertain_outcomes` / `uncertain_outcome_reconciled`, once a request is lost before it took effect |
+//! | `AssumingReconciler { assumes_committed: true }` | answers every reconciliation "committed" without asking the provider | `errors_uncertain_outcomes` / `uncertain_outcome_reconciled`, once a request is lost before it took effect |
 //!
 //! Two lies the issue lists cannot be told through this host, so they have no fixture:
 //!
@@ -659,17 +659,21 @@ fn a_reconcilable_write_without_an_example_is_told_to_declare_one() {
     );
 }
 
-/// Reconciles without asking the provider: every unknown outcome is "not committed", though
-/// the provider applied the write.
-struct BlindReconciler {
+/// Reconciles without asking the provider, always giving the same answer: "not committed"
+/// though the provider applied the write, or "committed", which is right whenever the answer
+/// was lost after the provider applied the write, all the suite tried before an author trial's
+/// connector passed with it.
+struct AssumingReconciler {
     client: ProviderClient,
+    /// The answer to every reconciliation.
+    assumes_committed: bool,
 }
 
-#[connector(id = "blind")]
-impl BlindReconciler {
+#[connector(id = "assuming")]
+impl AssumingReconciler {
     /// Post a ledger entry.
     #[capability(
-        id = "cap:blind:post",
+        id = "cap:assuming:post",
         risk = medium,
         side_effects = [write],
         idempotency(required, scope = tenant),
@@ -688,14 +692,19 @@ impl BlindReconciler {
     }
 
     async fn find(&self, _request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
-        Ok(ReconcileOutcome::NotCommitted { evidence: None })
+        Ok(if self.assumes_committed {
+            ReconcileOutcome::Committed { evidence: None }
+        } else {
+            ReconcileOutcome::NotCommitted { evidence: None }
+        })
     }
 }
 
 #[test]
 fn a_reconcile_that_never_asks_the_provider_fails_uncertain_outcome_reconciled() {
-    let report = ConformanceSuite::new(|env| BlindReconciler {
+    let report = ConformanceSuite::new(|env| AssumingReconciler {
         client: client(env),
+        assumes_committed: false,
     })
     .run();
     eprintln!("{report}");
@@ -716,44 +725,11 @@ fn a_reconcile_that_never_asks_the_provider_fails_uncertain_outcome_reconciled()
     );
 }
 
-/// Reconciles without asking the provider, the other way: every unknown outcome "committed".
-/// It is right whenever the answer was lost after the provider applied the write, which is all
-/// the suite tried before an author trial's connector passed with it.
-struct HopefulReconciler {
-    client: ProviderClient,
-}
-
-#[connector(id = "hopeful")]
-impl HopefulReconciler {
-    /// Post a ledger entry.
-    #[capability(
-        id = "cap:hopeful:post",
-        risk = medium,
-        side_effects = [write],
-        idempotency(required, scope = tenant),
-        data(sensitivity = internal),
-        transaction(modes = [execute, reconcile]),
-        reconcile = Self::find,
-        examples = [r#"{"amount_cents": 1200}"#],
-    )]
-    async fn post(
-        &self,
-        transfer: Transfer,
-        key: IdempotencyKey,
-        checkpoint: Checkpoint,
-    ) -> Result<Moved, ConnectorFailure> {
-        post_entry(&self.client, transfer, key, checkpoint).await
-    }
-
-    async fn find(&self, _request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
-        Ok(ReconcileOutcome::Committed { evidence: None })
-    }
-}
-
 #[test]
 fn a_reconcile_that_assumes_the_write_landed_fails_uncertain_outcome_reconciled() {
-    let report = ConformanceSuite::new(|env| HopefulReconciler {
+    let report = ConformanceSuite::new(|env| AssumingReconciler {
         client: client(env),
+        assumes_committed: true,
     })
     .run();
     eprintln!("{report}");

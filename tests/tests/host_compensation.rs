@@ -583,6 +583,13 @@ async fn reconciled_as(f: &Fixture, transaction: &TransactionId, key: &str, comm
     );
 }
 
+/// Compensates `target` under `key`, giving `reason` (which the refund handler acts on).
+async fn compensate(f: &Fixture, target: &ActionId, key: &str, reason: &str) -> ActionResult {
+    f.host
+        .invoke(compensate_because(target, key, reason), &caller())
+        .await
+}
+
 async fn reconcile(f: &Fixture, transaction: &TransactionId, key: &str) -> ActionResult {
     let mut block = ActionTransaction::new(TransactionMode::Reconcile);
     block.transaction_id = Some(transaction.clone());
@@ -602,10 +609,7 @@ async fn reconcile(f: &Fixture, transaction: &TransactionId, key: &str) -> Actio
 async fn a_compensation_whose_answer_was_lost_is_an_unknown_outcome_to_reconcile() {
     let f = fixture();
     let (target, _) = charge(&f.host, "c1", "").await;
-    let lost = f
-        .host
-        .invoke(compensate_because(&target, "r1", "lost answer"), &caller())
-        .await;
+    let lost = compensate(&f, &target, "r1", "lost answer").await;
     assert_eq!(lost.status, ActionResultStatus::Failed, "{lost:?}");
     let details = lost.error.as_ref().unwrap().details.clone().unwrap();
     assert_eq!(details["uncertain_outcome"], true, "{details}");
@@ -623,10 +627,7 @@ async fn a_compensation_whose_answer_was_lost_is_an_unknown_outcome_to_reconcile
     assert_eq!(view.status, TransactionProtocolStatus::OutcomeUnknown);
 
     // Not run again blindly: a new compensation says to reconcile first.
-    let again = f
-        .host
-        .invoke(compensate_because(&target, "r2", "again"), &caller())
-        .await;
+    let again = compensate(&f, &target, "r2", "again").await;
     assert_eq!(
         error_code(&again),
         codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED
@@ -639,10 +640,7 @@ async fn a_compensation_whose_answer_was_lost_is_an_unknown_outcome_to_reconcile
     // The reconciliation asks about the refund's operation and finds it landed.
     f.clock.advance(5_000);
     reconciled_as(&f, &compensation, "rec-1", true).await;
-    let again = f
-        .host
-        .invoke(compensate_because(&target, "r3", "again"), &caller())
-        .await;
+    let again = compensate(&f, &target, "r3", "again").await;
     assert_eq!(
         error_code(&again),
         codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED
@@ -656,21 +654,12 @@ async fn a_compensation_whose_answer_was_lost_is_an_unknown_outcome_to_reconcile
 async fn a_compensation_reconciled_as_not_committed_runs_again() {
     let f = fixture();
     let (target, _) = charge(&f.host, "c1", "").await;
-    let lost = f
-        .host
-        .invoke(compensate_because(&target, "r1", "lost request"), &caller())
-        .await;
+    let lost = compensate(&f, &target, "r1", "lost request").await;
     assert_eq!(lost.status, ActionResultStatus::Failed, "{lost:?}");
     let compensation = compensation_transaction_of(&target);
     f.clock.advance(5_000);
     reconciled_as(&f, &compensation, "rec-1", false).await;
-    let retried = f
-        .host
-        .invoke(
-            compensate_because(&target, "r2", "customer asked"),
-            &caller(),
-        )
-        .await;
+    let retried = compensate(&f, &target, "r2", "customer asked").await;
     assert_eq!(retried.status, ActionResultStatus::Completed, "{retried:?}");
     let view = f
         .host
@@ -681,13 +670,7 @@ async fn a_compensation_reconciled_as_not_committed_runs_again() {
     assert_eq!(view.status, TransactionProtocolStatus::Compensated);
     assert_eq!(f.ledger.count(&format!("refund:{target}:")), 1);
     // And at most once from here.
-    let third = f
-        .host
-        .invoke(
-            compensate_because(&target, "r3", "customer asked"),
-            &caller(),
-        )
-        .await;
+    let third = compensate(&f, &target, "r3", "customer asked").await;
     assert_eq!(
         error_code(&third),
         codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED
@@ -991,39 +974,21 @@ async fn a_compensation_that_failed_after_its_checkpoint_can_be_reconciled_and_r
     let f = fixture();
     let (target, _) = charge(&f.host, "c1", "").await;
     let compensation = compensation_transaction_of(&target);
-    let lost = f
-        .host
-        .invoke(compensate_because(&target, "r1", "lost request"), &caller())
-        .await;
+    let lost = compensate(&f, &target, "r1", "lost request").await;
     assert_eq!(lost.status, ActionResultStatus::Failed);
     f.clock.advance(5_000);
     reconciled_as(&f, &compensation, "rec-1", false).await;
-    let refused = f
-        .host
-        .invoke(compensate_because(&target, "r2", "refused"), &caller())
-        .await;
+    let refused = compensate(&f, &target, "r2", "refused").await;
     assert_eq!(error_code(&refused), "pay.unavailable", "{refused:?}");
     // Checkpointed, then failed: not run again blindly...
-    let blind = f
-        .host
-        .invoke(
-            compensate_because(&target, "r3", "customer asked"),
-            &caller(),
-        )
-        .await;
+    let blind = compensate(&f, &target, "r3", "customer asked").await;
     assert_eq!(
         error_code(&blind),
         codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED
     );
     // ...but reconciled, and found not done, it runs.
     reconciled_as(&f, &compensation, "rec-2", false).await;
-    let retried = f
-        .host
-        .invoke(
-            compensate_because(&target, "r4", "customer asked"),
-            &caller(),
-        )
-        .await;
+    let retried = compensate(&f, &target, "r4", "customer asked").await;
     assert_eq!(retried.status, ActionResultStatus::Completed, "{retried:?}");
     assert_eq!(f.ledger.count(&format!("refund:{target}:")), 1);
 }

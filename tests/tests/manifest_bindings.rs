@@ -340,6 +340,12 @@ struct Posted {
     comment_id: String,
 }
 
+fn posted(comment: &Comment, key: &IdempotencyKey) -> Posted {
+    Posted {
+        comment_id: format!("c-{}-{}", comment.body.len(), key.for_provider()),
+    }
+}
+
 /// Profiles by their short names, and a write that only adds, told to MCP clients so.
 struct Reviews;
 
@@ -357,9 +363,7 @@ impl Reviews {
         comment: Comment,
         key: IdempotencyKey,
     ) -> Result<Posted, ConnectorFailure> {
-        Ok(Posted {
-            comment_id: format!("c-{}-{}", comment.body.len(), key.for_provider()),
-        })
+        Ok(posted(&comment, &key))
     }
 
     /// Edit a comment: a write that changes what exists.
@@ -369,9 +373,7 @@ impl Reviews {
         comment: Comment,
         key: IdempotencyKey,
     ) -> Result<Posted, ConnectorFailure> {
-        Ok(Posted {
-            comment_id: format!("c-{}-{}", comment.body.len(), key.for_provider()),
-        })
+        Ok(posted(&comment, &key))
     }
 }
 

@@ -522,6 +522,9 @@ impl HostBuilder {
                         second: definition.id.clone(),
                     });
                 }
+                let facts = definition
+                    .capability(capability.id.as_str())
+                    .map(|d| &d.facts);
                 capabilities.insert(
                     capability.id.clone(),
                     HostedCapability {
@@ -529,12 +532,8 @@ impl HostBuilder {
                         position,
                         input_schema: admitted.input_schema(capability.id.as_str()).cloned(),
                         output_schema: admitted.output_schema(capability.id.as_str()).cloned(),
-                        compensation_only: definition
-                            .capability(capability.id.as_str())
-                            .is_some_and(|d| d.facts.compensation_handler),
-                        checkpoints: definition
-                            .capability(capability.id.as_str())
-                            .is_some_and(|d| d.facts.support.transaction),
+                        compensation_only: facts.is_some_and(|f| f.compensation_handler),
+                        checkpoints: facts.is_some_and(|f| f.support.transaction),
                         manifest: admitted.clone(),
                     },
                 );

@@ -2280,7 +2280,8 @@ fn withhold_input_values(error: &mut ProtocolError, input: &Value) {
     if forms.is_empty() {
         return;
     }
-    forms.sort_by_key(|form| std::cmp::Reverse(form.len()));
+    // Longest first; equal forms side by side, for `dedup`.
+    forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
     forms.dedup();
     scrub(&mut error.message, &forms);
     if let Some(details) = error.details.as_mut() {

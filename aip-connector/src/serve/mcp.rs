@@ -1041,7 +1041,7 @@ fn project_result(tool: &ProjectedTool, result: ActionResult) -> CallToolResult 
     if result.status != ActionResultStatus::Completed && result.is_idempotent_replay() {
         meta.insert(meta::IDEMPOTENT_REPLAY.to_owned(), Value::Bool(true));
     }
-    let projected = match result.status {
+    let mut projected = match result.status {
         ActionResultStatus::Completed => {
             let mut output = result.output.unwrap_or(Value::Null);
             // A replay of a stored result: the schema does not allow the marker (it may forbid
@@ -1126,7 +1126,6 @@ fn project_result(tool: &ProjectedTool, result: ActionResult) -> CallToolResult 
             CallToolResult::error(blocks)
         }
     };
-    let mut projected = projected;
     // A model reads the content, not `_meta`: told only "done", it believes a second identical
     // request (a new comment, say) did something. A replayed approval request already says
     // what happened.

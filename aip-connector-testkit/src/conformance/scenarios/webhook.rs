@@ -134,11 +134,7 @@ async fn check(
     // The suite signs by the receiver's clock, so the checks below hold for any clock; a
     // provider signs by the real one. A receiver whose clock is off by more than its tolerance
     // refuses every genuine delivery (a billing trial's frozen clock passed otherwise).
-    let real_now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| {
-            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
-        });
+    let real_now = aip_connector::store::Clock::now_ms(&aip_connector::store::SystemClock);
     let tolerance_ms = u64::try_from(receiver.tolerance().as_millis()).unwrap_or(u64::MAX);
     let off_by = now.abs_diff(real_now);
     // Replays stay refused (the replay window is at least twice the tolerance), but a delivery
