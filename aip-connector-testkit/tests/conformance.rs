@@ -246,10 +246,11 @@ fn a_connector_whose_output_does_not_match_its_schema_fails_schema_enforcement_o
 /// author trial saw one cut in two).
 #[test]
 fn a_failed_check_panics_with_one_problem_per_line() {
-    use aip_connector_testkit::conformance::{CheckResult, ConformanceReport};
+    use aip_connector_testkit::conformance::{CheckResult, ConformanceReport, ConformanceStore};
 
     let report = ConformanceReport {
         connector_id: "directory".to_owned(),
+        store: ConformanceStore::sqlite().describe().to_owned(),
         checks: vec![CheckResult {
             name: "connector.behavior.idempotency_duplicates".to_owned(),
             status: CheckStatus::Failed,

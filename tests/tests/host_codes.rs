@@ -876,6 +876,39 @@ async fn reject_conflict_replays_an_exact_resend_and_refuses_another_action() {
     assert_eq!(theatre.executions.load(Ordering::SeqCst), 1);
 }
 
+/// Principal scope partitions keys by caller only, so two capabilities reach one scoped key: the
+/// second is refused, never handed the first one's result (upstream replays it, or, under
+/// `revalidate_input_hash`, says the input changed).
+#[tokio::test]
+async fn a_key_settled_by_another_capability_is_a_conflict_not_a_replay() {
+    let theatre = Theatre::default();
+    let host = host(theatre.clone());
+    let first = Action::new("cap:theatre:book", json!({ "seat": "f1" })).with_idempotency_key("shared");
+    let booked = host.invoke(first.clone(), &caller()).await;
+    assert_eq!(booked.status, ActionResultStatus::Completed, "{booked:?}");
+    let other = Action::new("cap:theatre:book_when_released", json!({ "seat": "f1" }))
+        .with_idempotency_key("shared");
+    let other_id = other.id.clone();
+    let refused = host.invoke(other, &caller()).await;
+    let error = failure(&refused);
+    assert_error(
+        error,
+        codes::IDEMPOTENCY_CONFLICT,
+        ErrorCategory::Permanent,
+        false,
+        None,
+    );
+    let details = error.details.as_ref().unwrap();
+    assert_eq!(details["original_capability_id"], "cap:theatre:book");
+    assert_eq!(details["original_action_id"], json!(first.id));
+    assert_eq!(details["action_id"], json!(other_id));
+    assert!(refused.output.is_none(), "{refused:?}");
+    assert_eq!(theatre.executions.load(Ordering::SeqCst), 1);
+    // The first capability's own resend still replays.
+    let resend = host.invoke(first, &caller()).await;
+    assert!(resend.is_idempotent_replay(), "{resend:?}");
+}
+
 // ---- action.output_schema_invalid -------------------------------------------------------------
 
 /// The theatre behind a definition whose `lookup` output schema also requires an `audit_id` the

@@ -96,6 +96,47 @@ impl Clinic {
     }
 }
 
+/// Fails the careless way with the credential: quoting it, as it is, percent-encoded and in
+/// base64 (a `user:password` pair as Basic authentication sends it). The data is internal, so
+/// no redaction applies: the secret must be withheld anyway.
+struct Tokens;
+
+#[connector(id = "tokens")]
+impl Tokens {
+    /// Refreshes the caller's token.
+    #[capability(
+        risk = medium,
+        side_effects = [write],
+        idempotency(required),
+        data(sensitivity = internal),
+        credentials(required, scopes = ["charts.write"]),
+    )]
+    async fn refresh(
+        &self,
+        patient: Patient,
+        _key: IdempotencyKey,
+        credential: Credential,
+    ) -> Result<Chart, ConnectorFailure> {
+        use base64::Engine as _;
+        let secret = credential.secret().expose_str().unwrap_or_default().to_owned();
+        let path = format!("/tokens/{}", aip_connector::provider::path_segment(&secret));
+        let mut details = serde_json::Map::new();
+        details.insert("sent".into(), json!({ "authorization": format!("Bearer {secret}") }));
+        details.insert(
+            "basic".into(),
+            json!(base64::engine::general_purpose::STANDARD.encode(&secret)),
+        );
+        details.insert("path".into(), json!(path));
+        details.insert(secret.clone(), json!("keyed by the secret"));
+        Err(ConnectorFailure::temporary(
+            "tokens.refused",
+            format!("token {secret} refused for {} (POST {path})", patient.name),
+            "tokens",
+        )
+        .with_redacted_details(serde_json::Value::Object(details)))
+    }
+}
+
 /// Every log line of this thread's tasks (the tests run on the current-thread runtime), at every
 /// level, until the guard drops. [`LogCapture`] keeps a parallel test's thread from switching
 /// a callsite off for this one.
@@ -483,4 +524,58 @@ async fn input_values_a_failure_quotes_are_withheld_when_redaction_is_required()
     assert!(!stored.contains(PII), "{stored}");
     assert!(logs.contains(result.action_id.as_str()), "{}", logs.text());
     assert!(!logs.text().contains(PII), "{}", logs.text());
+}
+
+/// A connector failure that quotes the resolved credential (raw, percent-encoded, base64; in
+/// its message, details and keys) reaches no result, record, dead letter or log line, whatever
+/// the data policy: the host holds the material and withholds it (found by a hostile review).
+/// The rest of the failure, input values included (no redaction here), stays readable.
+#[tokio::test]
+async fn a_failure_quoting_the_credential_is_withheld_everywhere() {
+    let (logs, _guard) = capture_logs();
+    let store = Arc::new(MemoryStore::default());
+    let credential = CredentialHandle {
+        id: "cred-8".into(),
+        issuer: "vault".into(),
+        scopes: vec!["charts.write".into()],
+        expires_at_ms: None,
+        tenant_id: None,
+        secret: Secret::new("svc-user:canary pass/7d3e91"),
+    };
+    let host = Host::builder()
+        .connector(Tokens)
+        .store(store.clone())
+        .deployment(Deployment {
+            credentials: Some(Arc::new(StaticCredentialProvider(credential))),
+            ..Deployment::default()
+        })
+        .build()
+        .unwrap();
+    let forms = [
+        "svc-user:canary pass/7d3e91",
+        "svc-user%3Acanary%20pass%2F7d3e91",
+        "svc-user%3Acanary+pass%2F7d3e91",
+        "c3ZjLXVzZXI6Y2FuYXJ5IHBhc3MvN2QzZTkx",
+    ];
+    let mut last = None;
+    for _ in 0..5 {
+        let action = Action::new("cap:tokens:refresh", json!({ "name": "Grace", "age": 40 }))
+            .with_idempotency_key("refresh-1");
+        last = Some(host.invoke(action, &caller()).await);
+    }
+    let first_failure = store.record("Tenant:t1:refresh-1", 0).await.unwrap();
+    let dead = last.expect("five attempts");
+    let error = dead.error.as_ref().expect("the attempts failed");
+    assert_eq!(error.code, codes::ACTION_DEAD_LETTER, "{dead:?}");
+    let shown = serde_json::to_string(&dead).unwrap();
+    assert!(shown.contains("token [withheld] refused for Grace"), "{shown}");
+    assert!(shown.contains("POST /tokens/[withheld]"), "{shown}");
+    assert!(shown.contains("Bearer [withheld]"), "{shown}");
+    assert!(shown.contains("\"[withheld]\":\"keyed by the secret\""), "{shown}");
+    let stored = serde_json::to_string(&first_failure.expect("the dead letter is stored")).unwrap();
+    for form in forms {
+        assert!(!shown.contains(form), "{form} in {shown}");
+        assert!(!stored.contains(form), "{form} in {stored}");
+        assert!(!logs.text().contains(form), "{form} in {}", logs.text());
+    }
 }

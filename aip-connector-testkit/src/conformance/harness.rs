@@ -1,5 +1,6 @@
 //! What every scenario runs on: a fresh provider double, the connector under test (probed),
-//! a host over an embedded SQLite store (a temporary file) with a canary credential and approvers able to satisfy every
+//! a host over a store of its own (a temporary SQLite file, or a PostgreSQL schema with
+//! `ConformanceSuite::with_store`) with a canary credential and approvers able to satisfy every
 //! declared approval policy, and helpers that drive a capability to its settled result.
 
 use std::collections::BTreeSet;
@@ -18,7 +19,7 @@ use aip_connector::model::{
 };
 use aip_connector::rules::codes::CONTRACT_LINT_MUTATING_WITHOUT_IDEMPOTENCY;
 use aip_connector::store::{
-    ApprovalStatus, IdempotencyStore, MemoryStore, SharedStore, SqliteStore,
+    ApprovalStatus, IdempotencyStore, MemoryStore, SharedStore,
 };
 use aip_connector::webhook::WebhookReceiver;
 use aip_connector::{
@@ -27,6 +28,7 @@ use aip_connector::{
 use serde_json::Value;
 
 use super::probe::ProbedConnector;
+use super::store::{ConformanceStore, ScenarioStore};
 use super::{Factory, ProviderSetup, WebhookFactory};
 use crate::provider_double::{ProviderDouble, ProviderHandle};
 
@@ -99,45 +101,27 @@ pub struct Harness {
     host: Host,
     webhooks: Vec<Arc<WebhookFactory>>,
     /// Last: removed after the host and the store that use it are gone.
-    store_file: StoreFile,
+    place: ScenarioStore,
 }
 
-/// The SQLite file a scenario's host keeps its state in, removed (with its WAL) on drop.
-struct StoreFile(std::path::PathBuf);
+/// Why a scenario's world could not be set up.
+#[derive(Debug)]
+pub(super) enum StartError {
+    /// The scenario's store did not open: the environment's fault, not the connector's.
+    Store(aip_connector::store::StoreError),
+    /// The host refused the connector (an example that fails its input schema, say).
+    Host(HostBuildError),
+}
 
-impl StoreFile {
-    fn new() -> Self {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let file = Self(
-            std::env::temp_dir().join(format!("aip-conformance-{}-{n}.db", std::process::id())),
-        );
-        // A run killed under the same process id (usual in containers) left its file behind;
-        // its records would replay against this run's fresh provider double.
-        file.remove();
-        file
-    }
-
-    /// Removes the file and its WAL, if there are any.
-    fn remove(&self) {
-        for suffix in ["", "-wal", "-shm"] {
-            let mut path = self.0.clone().into_os_string();
-            path.push(suffix);
-            let _ = std::fs::remove_file(path);
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Store(error) => write!(f, "the scenario's store did not open: {error}"),
+            Self::Host(error) => write!(
+                f,
+                "the scenario's host refused the connector (`Host::build`): {error}"
+            ),
         }
-    }
-
-    fn open(&self) -> SharedStore {
-        Arc::new(
-            SqliteStore::open(&self.0)
-                .unwrap_or_else(|error| panic!("the conformance store cannot be opened: {error}")),
-        )
-    }
-}
-
-impl Drop for StoreFile {
-    fn drop(&mut self) {
-        self.remove();
     }
 }
 
@@ -146,14 +130,15 @@ impl Harness {
     ///
     /// # Errors
     ///
-    /// When the host refuses the connector (an example that fails its input schema, say): the
-    /// scenario cannot run, and the error says why.
+    /// When the store does not open, or the host refuses the connector (an example that fails
+    /// its input schema, say): the scenario cannot run, and the error says why.
     pub(super) async fn start(
         factory: Arc<Factory>,
         external_account: ExternalAccountRef,
         provider_setup: Option<&ProviderSetup>,
         webhooks: Vec<Arc<WebhookFactory>>,
-    ) -> Result<Self, HostBuildError> {
+        stores: &ConformanceStore,
+    ) -> Result<Self, StartError> {
         let (double, provider) = ProviderDouble::start().await;
         if let Some(setup) = provider_setup {
             setup(&provider);
@@ -163,18 +148,31 @@ impl Harness {
             external_account,
         };
         let probe = ProbedConnector::new(factory(&env));
-        // The embedded durable store, so that a restart reopens the file like a new process.
-        let store_file = StoreFile::new();
-        let store = store_file.open();
-        let host = try_build_host_for(
+        // A durable store, so that a restart opens it anew as a new process would.
+        let place = stores.create().await.map_err(StartError::Store)?;
+        let store = match place.open().await {
+            Ok(store) => store,
+            Err(error) => {
+                place.remove().await;
+                return Err(StartError::Store(error));
+            }
+        };
+        let host = match try_build_host_for(
             Arc::new(probe.clone()),
             probe.definition(),
             Arc::clone(&store),
             aip_connector::host::HostLimits::default(),
             (TENANT, &env.external_account),
-        )?;
+        ) {
+            Ok(host) => host,
+            Err(error) => {
+                drop(store);
+                place.remove().await;
+                return Err(StartError::Host(error));
+            }
+        };
         Ok(Self {
-            store_file,
+            place,
             factory,
             double,
             provider,
@@ -216,21 +214,30 @@ impl Harness {
         self.probe.definition()
     }
 
-    /// A new host over the same store and provider, with a freshly built connector: what a
-    /// restarted process would have.
-    pub fn restarted(&self) -> (Host, ProbedConnector) {
+    /// A new host over the same state and provider, with a freshly built connector: what a
+    /// restarted process would have. Its store is opened anew, so what it reads comes from the
+    /// file or the database, not from the first host's open store.
+    ///
+    /// # Panics
+    ///
+    /// When the scenario's store, which opened when the scenario started, no longer opens.
+    pub async fn restarted(&self) -> (Host, ProbedConnector) {
         let probe = ProbedConnector::new((self.factory)(&self.env));
-        let host = build_host(&probe, self.store_file.open(), &self.env.external_account);
+        let host = build_host(&probe, self.place.reopen().await, &self.env.external_account);
         (host, probe)
     }
 
     /// The connector's webhook receivers, built as [`ConformanceSuite::with_webhook`] says, on
-    /// the scenario's store (`restarted`: reopened from its file, as a new process would).
+    /// the scenario's store (`restarted`: opened anew, as a new process would).
+    ///
+    /// # Panics
+    ///
+    /// When `restarted` and the scenario's store no longer opens.
     ///
     /// [`ConformanceSuite::with_webhook`]: super::ConformanceSuite::with_webhook
-    pub fn webhook_receivers(&self, restarted: bool) -> Vec<WebhookReceiver> {
+    pub async fn webhook_receivers(&self, restarted: bool) -> Vec<WebhookReceiver> {
         let store = if restarted {
-            self.store_file.open()
+            self.place.reopen().await
         } else {
             Arc::clone(&self.store)
         };
@@ -773,14 +780,37 @@ impl Harness {
         self.host_over(connector, Arc::clone(&self.store), limits)
     }
 
-    /// [`host_for`](Self::host_for) over the store's file opened anew, as a restarted process
-    /// opens it: what it reads comes from the file, not from the first host's open store.
-    pub(crate) fn host_reopened(
+    /// [`host_for`](Self::host_for) over the store opened anew, as a restarted process opens
+    /// it: what it reads comes from the file or the database, not from the first host's open
+    /// store.
+    pub(crate) async fn host_reopened(
         &self,
         connector: Arc<dyn Connector>,
         limits: aip_connector::host::HostLimits,
     ) -> Host {
-        self.host_over(connector, self.store_file.open(), limits)
+        let store = self.place.reopen().await;
+        self.host_over(connector, store, limits)
+    }
+
+    /// Ends the scenario: drops its hosts and stores, then removes the state they kept (the
+    /// SQLite file, or the PostgreSQL schema, which cannot be dropped while a connection of
+    /// the scenario's pools still uses it).
+    pub(super) async fn finish(self) {
+        let Self {
+            factory,
+            double,
+            provider,
+            env,
+            probe,
+            store,
+            host,
+            webhooks,
+            place,
+        } = self;
+        // Fields a pattern leaves unnamed would live to the end of the function, past the
+        // removal that waits for them.
+        drop((host, store, probe, webhooks, factory, double, provider, env));
+        place.remove().await;
     }
 
     fn host_over(

@@ -38,6 +38,7 @@
 mod harness;
 mod probe;
 mod scenarios;
+mod store;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -63,6 +64,7 @@ pub use harness::{
     OTHER_TENANT, Settled, TENANT, approval_id_of, default_external_account,
 };
 pub use probe::{ProbeRecord, ProbedConnector};
+pub use store::ConformanceStore;
 
 /// The name of the admission check.
 pub const ATOMIC_MANIFEST_ADMISSION: &str = "connector.atomic_manifest_admission";
@@ -318,6 +320,8 @@ impl CheckResult {
 pub struct ConformanceReport {
     /// The connector checked.
     pub connector_id: String,
+    /// The store the scenarios' hosts kept their state in ([`ConformanceStore::describe`]).
+    pub store: String,
     /// Every check: the manifest checks, admission, the contract lints, then the scenarios in
     /// order.
     pub checks: Vec<CheckResult>,
@@ -431,7 +435,11 @@ impl ConformanceReport {
 
 impl fmt::Display for ConformanceReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "conformance of `{}`:", self.connector_id)?;
+        writeln!(
+            f,
+            "conformance of `{}` (store: {}):",
+            self.connector_id, self.store
+        )?;
         for check in &self.checks {
             let status = match check.status {
                 CheckStatus::Passed => "pass",
@@ -591,6 +599,7 @@ pub struct ConformanceSuite {
     scenario_time_limit: Duration,
     required_profiles: Vec<ProfileId>,
     boundary: Option<ConnectorBoundary>,
+    stores: ConformanceStore,
 }
 
 /// How long one scenario may run before its check fails as stuck, unless
@@ -603,6 +612,7 @@ impl fmt::Debug for ConformanceSuite {
         f.debug_struct("ConformanceSuite")
             .field("external_account", &self.external_account)
             .field("scenario_time_limit", &self.scenario_time_limit)
+            .field("stores", &self.stores)
             .finish_non_exhaustive()
     }
 }
@@ -626,6 +636,7 @@ impl ConformanceSuite {
             scenario_time_limit: DEFAULT_SCENARIO_TIME_LIMIT,
             required_profiles: Vec::new(),
             boundary: None,
+            stores: ConformanceStore::sqlite(),
         }
     }
 
@@ -719,7 +730,7 @@ impl ConformanceSuite {
 
     /// Adds a webhook receiver of the connector, for the `webhook_security` scenario, which a
     /// manifest listing `aip.http.webhook.v1` requires. `receiver` builds it as the deployment
-    /// does, on the store it is given (the scenario host's SQLite store, reopened to play a
+    /// does, on the store it is given (the scenario host's store, opened anew to play a
     /// restart) and, for a handler that calls the provider, pointed at `env.provider_url()`.
     /// Declare an example body with `WebhookReceiverBuilder::example`: the scenario signs and
     /// delivers it, then checks that a tampered copy, a stale or future-dated one and a replay
@@ -741,6 +752,22 @@ impl ConformanceSuite {
         self
     }
 
+    /// Runs each scenario's host on `stores` instead of a temporary SQLite file: with
+    /// [`ConformanceStore::postgres`] (feature `postgres`), on a schema of its own in the
+    /// PostgreSQL database the deployment's replicas share, dropped when the scenario ends. The
+    /// scenarios are the same; what changes is the store that keeps their idempotency records,
+    /// approvals and transactions, and that a restart opens anew.
+    ///
+    /// ```ignore
+    /// let suite = ConformanceSuite::new(|env| Billing::new(env.provider_url()))
+    ///     .with_store(ConformanceStore::postgres(std::env::var("DATABASE_URL")?));
+    /// ```
+    #[must_use]
+    pub fn with_store(mut self, stores: ConformanceStore) -> Self {
+        self.stores = stores;
+        self
+    }
+
     /// The external account the scenarios' hosts act as.
     pub fn external_account(&self) -> &ExternalAccountRef {
         &self.external_account
@@ -750,10 +777,11 @@ impl ConformanceSuite {
     ///
     /// # Panics
     ///
-    /// When no Tokio runtime can be started, or when a scenario's SQLite store cannot be
-    /// opened. A connector the host refuses (an example that fails its input schema, say) is
-    /// not a panic: every required scenario fails with the host's error, and the manifest
-    /// checks run as usual.
+    /// When no Tokio runtime can be started, or when a scenario's store opened and then no
+    /// longer opens for its restart. A connector the host refuses (an example that fails its
+    /// input schema, say) or a store that does not open at all (a PostgreSQL server that is
+    /// down) is not a panic: every required scenario fails saying so, and the manifest checks
+    /// run as usual.
     pub fn run(&self) -> ConformanceReport {
         // The scenarios drive the whole host pipeline; in debug builds their futures are large
         // enough to overflow a test thread's default 2 MiB stack, so the run gets a thread (and
@@ -790,6 +818,7 @@ impl ConformanceSuite {
         }
         ConformanceReport {
             connector_id: definition.id.clone(),
+            store: self.stores.describe().to_owned(),
             checks,
         }
     }
@@ -817,6 +846,7 @@ impl ConformanceSuite {
             self.external_account.clone(),
             self.provider_setup.as_deref(),
             self.webhooks.clone(),
+            &self.stores,
         )
         .await
         {
@@ -826,18 +856,18 @@ impl ConformanceSuite {
                 return CheckResult {
                     name: scenario.check_name(),
                     status: CheckStatus::Failed,
-                    detail: format!(
-                        "not run: the scenario's host refused the connector (`Host::build`): {error}"
-                    ),
+                    detail: format!("not run: {error}"),
                     assertions: BTreeMap::new(),
                     artifacts: Vec::new(),
                     notes: Vec::new(),
                 };
             }
         };
-        match tokio::time::timeout(self.scenario_time_limit, scenarios::run(scenario, &harness))
-            .await
-        {
+        let outcome =
+            tokio::time::timeout(self.scenario_time_limit, scenarios::run(scenario, &harness))
+                .await;
+        harness.finish().await;
+        match outcome {
             Ok(evidence) => evidence.into_check(scenario),
             Err(_) => CheckResult {
                 name: scenario.check_name(),

@@ -190,13 +190,34 @@ pub(crate) fn input_hash(input: &Value) -> String {
 /// `reject_conflict`: upstream rejects even an exact resend of the same action. We replay an
 /// exact resend of the *same action id* (a transport retry the caller cannot tell from a lost
 /// response) and reject every other reuse of the key; `revalidate_input_hash` replays any
-/// action with the same input. Documented in `docs/host-runtime.md`.
+/// action with the same input. Whatever the behaviour, a key settled by another capability is
+/// `idempotency.conflict`. Documented in `docs/host-runtime.md`.
 pub(crate) fn collision(
     behavior: IdempotencyCollisionBehavior,
     record: &IdempotencyRecord,
     action: &Action,
     fingerprint: &str,
 ) -> ActionResult {
+    // A key scope wider than the capability (`tenant`, `principal`, `external_account`) lets
+    // two capabilities reach one scoped key. Upstream replays the other capability's stored
+    // result, an answer that is not even of this capability's output schema; a careful caller
+    // expects the key refused.
+    if record.capability_id != action.capability_id {
+        return failure::failed(
+            &action.id,
+            failure::with_details(
+                failure::permanent(
+                    codes::IDEMPOTENCY_CONFLICT,
+                    "the idempotency key was already used for another capability; use another key",
+                ),
+                json!({
+                    "original_action_id": record.action_id,
+                    "original_capability_id": record.capability_id,
+                    "action_id": action.id,
+                }),
+            ),
+        );
+    }
     let same_action = record.action_id == action.id && record.input_hash == fingerprint;
     match behavior {
         IdempotencyCollisionBehavior::ReturnOriginalResult => replay(record, action),
@@ -459,5 +480,52 @@ mod tests {
         assert_eq!(fingerprint(&first), fingerprint(&second));
         second.input = json!({ "y": 2, "x": 2 });
         assert_ne!(fingerprint(&first), fingerprint(&second));
+    }
+
+    /// Every collision behaviour refuses a key another capability settled, even an identical
+    /// resend of its action id (the capability id is part of the fingerprint, so only the id
+    /// could match).
+    #[test]
+    fn a_record_of_another_capability_is_never_replayed() {
+        use aip_connector_core::ids::PrincipalId;
+        use aip_connector_core::model::{ActionResult, IdempotencyKeyScope};
+
+        let first = Action::new("cap:bank:transfer", json!({ "amount": 5 }));
+        let record = IdempotencyRecord {
+            key: "Tenant:acme:k1".to_owned(),
+            key_scope: IdempotencyKeyScope::Tenant,
+            action_id: first.id.clone(),
+            capability_id: first.capability_id.clone(),
+            principal_id: PrincipalId::from("user:ada"),
+            tenant_id: Some("acme".to_owned()),
+            input_hash: fingerprint(&first),
+            result: ActionResult::completed(first.id.clone(), json!({ "transfer_id": "t1" })),
+            created_at_ms: 0,
+            expires_at_ms: None,
+        };
+        let mut read = Action::new("cap:bank:balance", json!({ "amount": 5 }));
+        read.id = first.id.clone();
+        for behavior in [
+            IdempotencyCollisionBehavior::ReturnOriginalResult,
+            IdempotencyCollisionBehavior::RejectConflict,
+            IdempotencyCollisionBehavior::RevalidateInputHash,
+        ] {
+            let answer = collision(behavior, &record, &read, &fingerprint(&read));
+            let error = answer.error.expect("refused");
+            assert_eq!(error.code, codes::IDEMPOTENCY_CONFLICT, "{behavior:?}");
+            assert_eq!(
+                error.details.expect("details")["original_capability_id"],
+                "cap:bank:transfer"
+            );
+            assert!(answer.output.is_none(), "{behavior:?}");
+        }
+        // The capability that settled it still gets its replay.
+        let replayed = collision(
+            IdempotencyCollisionBehavior::ReturnOriginalResult,
+            &record,
+            &first,
+            &fingerprint(&first),
+        );
+        assert!(replayed.is_idempotent_replay());
     }
 }

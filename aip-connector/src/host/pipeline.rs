@@ -525,6 +525,7 @@ async fn execute(
         tenant,
         timeout_ms,
         redact,
+        secret: credential.as_ref().map(|c| c.secret.clone()),
     };
 
     // Every path ends in one settlement of the reservation.
@@ -688,6 +689,8 @@ struct Call<'a> {
     tenant: Option<&'a VerifiedTenant>,
     timeout_ms: u64,
     redact: bool,
+    /// The resolved credential's material, withheld from the connector's failures.
+    secret: Option<crate::invocation::Secret>,
 }
 
 /// What the handler gets besides the action, resolved by the earlier steps.
@@ -867,7 +870,8 @@ async fn validate_downstream(
     let start = || connector.validate(action.capability_id.as_str(), &action.input, context);
     match companion(action, timeout_ms, start).await? {
         Some(Ok(value)) => Ok(Some(value)),
-        Some(Err(failure)) => Err(connector_error(&failure, action, redact)),
+        // A validation handler gets no credential: nothing to withhold but the input.
+        Some(Err(failure)) => Err(connector_error(&failure, action, redact, None)),
         None => Err(failure::error(
             codes::SLA_TIMEOUT_EXCEEDED,
             format!("validation did not finish within {timeout_ms} ms"),
@@ -909,11 +913,18 @@ async fn reconcile(
         credential,
         compensation_for: record.transaction.compensation_for.clone(),
     };
+    let secret = request.credential.as_ref().map(|c| c.secret.clone());
     let connector = &host.connectors[hosted.connector];
     let start = || connector.reconcile(action.capability_id.as_str(), request);
     let answer = match companion(action, timeout_ms, start).await {
         Ok(Some(Ok(answer))) => answer,
-        Ok(Some(Err(failure))) => return failure::failed(&action.id, failure.to_protocol_error()),
+        Ok(Some(Err(failure))) => {
+            let mut error = failure.to_protocol_error();
+            if let Some(secret) = &secret {
+                withhold(&mut error, secret_forms(secret));
+            }
+            return failure::failed(&action.id, error);
+        }
         Err(panicked) => return failure::failed(&action.id, panicked),
         Ok(None) => {
             return failure::failed(
@@ -1109,7 +1120,7 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
             call.redact,
         ),
         Outcome::Failed(failure) => {
-            let mut error = connector_error(&failure, action, call.redact);
+            let mut error = connector_error(&failure, action, call.redact, call.secret.as_ref());
             // Details are the connector's, stored with the result: too deep to read back, they
             // would bind the key for good (see `MAX_STORED_DEPTH`).
             if let Some(details) = error
@@ -2189,17 +2200,25 @@ fn masked_pointer(pointer: &str, declared: &std::collections::HashSet<String>) -
 /// failure (`action.invalid_input`, raised when the input passed the schema but not the input
 /// type's `Deserialize`, e.g. an integer above `u32::MAX`) loses its message and details, which
 /// are serde's and may quote an input value; the input hash is reported instead.
+///
+/// Whatever the data policy, the resolved credential's material (`secret`) is withheld: the
+/// handler holds it, a message may quote it (`"token tok_live_… was refused"`), and the failure
+/// is stored, replayed, logged and returned (found by a hostile review).
 fn connector_error(
     failure: &crate::model::ConnectorFailure,
     action: &Action,
     redact: bool,
+    secret: Option<&crate::invocation::Secret>,
 ) -> ProtocolError {
     let mut error = failure.to_protocol_error();
+    if let Some(secret) = secret {
+        withhold(&mut error, secret_forms(secret));
+    }
     if !redact {
         return error;
     }
     if error.code != aip_connector_core::model::codes::ACTION_INVALID_INPUT {
-        withhold_input_values(&mut error, &action.input);
+        withhold(&mut error, input_forms(&action.input));
         return error;
     }
     ProtocolError {
@@ -2227,27 +2246,53 @@ const SDK_DETAIL_KEYS: &[&str] = &[
     "remote_status",
 ];
 
-/// Replaces every string value of `input` (of [`MIN_WITHHELD_LEN`] bytes or more) found in the
-/// connector's failure with `[withheld]`, as it is and as the provider client puts it into a
-/// path or a query (percent-encoded): with redaction required, errors are stored, logged and
-/// returned, and carry a hash of the input, never its values, yet a handler's message may quote
-/// one (`"no patient named Ada Lovelace"`), and a provider failure names its path
-/// (`GET /patients/Ada%20Lovelace`; found by an author trial and a hostile review). Object keys
-/// are searched too. The longest forms go first, so a value that contains another is withheld
-/// whole.
-fn withhold_input_values(error: &mut ProtocolError, input: &Value) {
+/// Every string value of `input` (of [`MIN_WITHHELD_LEN`] bytes or more), as it is and as the
+/// provider client puts it into a path or a query (percent-encoded): with redaction required,
+/// errors are stored, logged and returned, and carry a hash of the input, never its values, yet a
+/// handler's message may quote one (`"no patient named Ada Lovelace"`), and a provider failure
+/// names its path (`GET /patients/Ada%20Lovelace`; found by an author trial and a hostile
+/// review).
+fn input_forms(input: &Value) -> Vec<String> {
     fn collect(value: &Value, out: &mut Vec<String>) {
         match value {
-            Value::String(text) if text.len() >= MIN_WITHHELD_LEN => {
-                out.push(text.clone());
-                out.push(crate::provider::path_segment(text).to_string());
-                out.push(crate::provider::query_encoded(text));
-            }
+            Value::String(text) if text.len() >= MIN_WITHHELD_LEN => encoded_forms(text, out),
             Value::Array(items) => items.iter().for_each(|item| collect(item, out)),
             Value::Object(members) => members.values().for_each(|member| collect(member, out)),
             _ => {}
         }
     }
+    let mut forms = Vec::new();
+    collect(input, &mut forms);
+    forms
+}
+
+/// A credential's material as text, percent-encoded for a path or a query, and in base64 (a
+/// `user:password` pair as Basic authentication sends it). Material that is not UTF-8 cannot
+/// appear in an error's text, and material shorter than [`MIN_WITHHELD_LEN`] would blank out
+/// ordinary words.
+fn secret_forms(secret: &crate::invocation::Secret) -> Vec<String> {
+    use base64::Engine as _;
+    let mut forms = Vec::new();
+    if let Ok(text) = secret.expose_str()
+        && text.len() >= MIN_WITHHELD_LEN
+    {
+        encoded_forms(text, &mut forms);
+        forms.push(base64::engine::general_purpose::STANDARD.encode(text));
+    }
+    forms
+}
+
+/// `text` as it is, as a path segment and as a query value.
+fn encoded_forms(text: &str, out: &mut Vec<String>) {
+    out.push(text.to_owned());
+    out.push(crate::provider::path_segment(text).to_string());
+    out.push(crate::provider::query_encoded(text));
+}
+
+/// Replaces every one of `forms` found in the connector's failure, its message and its details
+/// (object keys too), with `[withheld]`. The longest forms go first, so a value that contains
+/// another is withheld whole.
+fn withhold(error: &mut ProtocolError, mut forms: Vec<String>) {
     fn scrub(text: &mut String, forms: &[String]) {
         for form in forms {
             if text.contains(form.as_str()) {
@@ -2275,8 +2320,6 @@ fn withhold_input_values(error: &mut ProtocolError, input: &Value) {
             _ => {}
         }
     }
-    let mut forms = Vec::new();
-    collect(input, &mut forms);
     if forms.is_empty() {
         return;
     }

@@ -48,11 +48,11 @@ async fn view(
 }
 
 /// A restarted process: a freshly built connector (probed, tapped) and a new host over the
-/// same store file, opened anew.
-fn restart(h: &Harness) -> (Host, ProbedConnector, Tap) {
+/// same store, opened anew.
+async fn restart(h: &Harness) -> (Host, ProbedConnector, Tap) {
     let probe = ProbedConnector::new(h.fresh_connector());
     let tap = Tap::new(Arc::new(probe.clone()));
-    let host = h.host_reopened(Arc::new(tap.clone()), HostLimits::default());
+    let host = h.host_reopened(Arc::new(tap.clone()), HostLimits::default()).await;
     (host, probe, tap)
 }
 
@@ -88,7 +88,7 @@ async fn scenario(h: &Harness) -> Evidence {
     };
     let effects_before = h.provider().effect_total();
 
-    let (restarted, probe, _) = restart(h);
+    let (restarted, probe, _) = restart(h).await;
 
     // state_recovered
     let (replay, _) = h.run_once(&restarted, driven.action.clone()).await;
@@ -291,7 +291,7 @@ async fn reconnect_cursor_resumed(h: &Harness, evidence: &mut Evidence) {
         .as_ref()
         .and_then(|v| v.reconciliation_cursor.clone());
 
-    let (restarted, _, tap) = restart(h);
+    let (restarted, _, tap) = restart(h).await;
     let result = reconcile(
         h,
         &restarted,

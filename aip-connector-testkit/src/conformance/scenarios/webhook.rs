@@ -31,7 +31,7 @@ const LONG_TOLERANCE_MS: u64 = 3_600_000;
 
 pub(super) async fn run(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
-    let receivers = h.webhook_receivers(false);
+    let receivers = h.webhook_receivers(false).await;
     if receivers.is_empty() {
         evidence.artifact(format!("manifest:{}", h.definition().id));
         let why = || {
@@ -43,7 +43,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         return evidence;
     }
     declared(h, &receivers, &mut evidence);
-    let restarted = h.webhook_receivers(true);
+    let restarted = h.webhook_receivers(true).await;
     for (receiver, after_restart) in receivers.iter().zip(&restarted) {
         check(receiver, after_restart, &mut evidence).await;
     }
