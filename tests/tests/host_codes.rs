@@ -883,7 +883,8 @@ async fn reject_conflict_replays_an_exact_resend_and_refuses_another_action() {
 async fn a_key_settled_by_another_capability_is_a_conflict_not_a_replay() {
     let theatre = Theatre::default();
     let host = host(theatre.clone());
-    let first = Action::new("cap:theatre:book", json!({ "seat": "f1" })).with_idempotency_key("shared");
+    let first =
+        Action::new("cap:theatre:book", json!({ "seat": "f1" })).with_idempotency_key("shared");
     let booked = host.invoke(first.clone(), &caller()).await;
     assert_eq!(booked.status, ActionResultStatus::Completed, "{booked:?}");
     let other = Action::new("cap:theatre:book_when_released", json!({ "seat": "f1" }))

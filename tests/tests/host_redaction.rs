@@ -118,10 +118,17 @@ impl Tokens {
         credential: Credential,
     ) -> Result<Chart, ConnectorFailure> {
         use base64::Engine as _;
-        let secret = credential.secret().expose_str().unwrap_or_default().to_owned();
+        let secret = credential
+            .secret()
+            .expose_str()
+            .unwrap_or_default()
+            .to_owned();
         let path = format!("/tokens/{}", aip_connector::provider::path_segment(&secret));
         let mut details = serde_json::Map::new();
-        details.insert("sent".into(), json!({ "authorization": format!("Bearer {secret}") }));
+        details.insert(
+            "sent".into(),
+            json!({ "authorization": format!("Bearer {secret}") }),
+        );
         details.insert(
             "basic".into(),
             json!(base64::engine::general_purpose::STANDARD.encode(&secret)),
@@ -568,14 +575,155 @@ async fn a_failure_quoting_the_credential_is_withheld_everywhere() {
     let error = dead.error.as_ref().expect("the attempts failed");
     assert_eq!(error.code, codes::ACTION_DEAD_LETTER, "{dead:?}");
     let shown = serde_json::to_string(&dead).unwrap();
-    assert!(shown.contains("token [withheld] refused for Grace"), "{shown}");
+    assert!(
+        shown.contains("token [withheld] refused for Grace"),
+        "{shown}"
+    );
     assert!(shown.contains("POST /tokens/[withheld]"), "{shown}");
     assert!(shown.contains("Bearer [withheld]"), "{shown}");
-    assert!(shown.contains("\"[withheld]\":\"keyed by the secret\""), "{shown}");
+    assert!(
+        shown.contains("\"[withheld]\":\"keyed by the secret\""),
+        "{shown}"
+    );
     let stored = serde_json::to_string(&first_failure.expect("the dead letter is stored")).unwrap();
     for form in forms {
         assert!(!shown.contains(form), "{form} in {shown}");
         assert!(!stored.contains(form), "{form} in {stored}");
         assert!(!logs.text().contains(form), "{form} in {}", logs.text());
+    }
+}
+
+/// Saves a favourite under a provider operation id built from the input (the pattern
+/// transactions.md §1 shows, with an input value in it), checkpointed or not.
+struct Favourites {
+    api: ProviderClient,
+    checkpoints: bool,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Favourite {
+    name: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct FavouriteSaved {
+    saved: bool,
+}
+
+#[connector(id = "favourites")]
+impl Favourites {
+    /// Saves a favourite place.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        data(sensitivity = internal, pii, redaction),
+        transaction(modes = [execute, reconcile]),
+        reconcile = Self::find,
+    )]
+    async fn save(
+        &self,
+        input: Favourite,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<FavouriteSaved, ConnectorFailure> {
+        let operation = aip_connector::model::ProviderOperationRef {
+            provider: "favourites".into(),
+            operation_id: format!("{}-{}", input.name, key.for_provider()),
+            request_id: None,
+        };
+        if self.checkpoints {
+            checkpoint.record(operation.clone(), None).await?;
+        }
+        let _: serde_json::Value = self
+            .api
+            .put(&format!(
+                "/favourites/{}",
+                aip_connector::provider::path_segment(&input.name)
+            ))
+            .idempotency(&key)
+            .header("x-operation-id", &operation.operation_id)
+            .provider_operation(operation)
+            .json(&json!({}))
+            .send_json()
+            .await?;
+        Ok(FavouriteSaved { saved: true })
+    }
+
+    async fn find(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
+        let found: serde_json::Value = self
+            .api
+            .get(&format!(
+                "/operations/{}",
+                aip_connector::provider::path_segment(&request.provider_operation.operation_id)
+            ))
+            .send_json()
+            .await?;
+        Ok(match found["state"].as_str() {
+            Some("committed") => ReconcileOutcome::Committed { evidence: None },
+            _ => ReconcileOutcome::NotCommitted { evidence: None },
+        })
+    }
+}
+
+/// With redaction, a lost answer's failure names its provider operation, whose id holds an input
+/// value. Reconciliation must look up the operation the provider knows, not a withheld copy of
+/// it (`[withheld]-aip1_…`, which answered "not committed" for a write the provider had; found
+/// by an author trial), whether the handler checkpointed it or only named it in its request.
+#[tokio::test]
+async fn a_redacted_failure_keeps_the_operation_reconciliation_looks_up() {
+    use aip_connector::ids::TransactionId;
+    use aip_connector::model::{ActionTransaction, TransactionMode};
+    use aip_connector_testkit::provider_double::{Fault, ProviderDouble};
+
+    for checkpoints in [true, false] {
+        let (double, provider) = ProviderDouble::start().await;
+        let api = ProviderClient::builder(double.base_url())
+            .proxy_from_environment(false)
+            .build()
+            .unwrap();
+        let host = Host::builder()
+            .connector(Favourites { api, checkpoints })
+            .store(Arc::new(MemoryStore::default()))
+            .build()
+            .unwrap();
+        // The effect commits; its answer is lost.
+        provider.inject("/favourites/Greenwich", Fault::drop_connection());
+        let input = json!({ "name": "Greenwich" });
+        let lost = host
+            .invoke(
+                Action::new("cap:favourites:save", input.clone()).with_idempotency_key("k1"),
+                &caller(),
+            )
+            .await;
+        let error = lost.error.as_ref().expect("the answer was lost");
+        assert_eq!(error.code, codes::PROVIDER_OUTCOME_UNKNOWN, "{lost:?}");
+        assert!(!error.message.contains("Greenwich"), "{}", error.message);
+        let sent = provider.requests()[0]
+            .header("x-operation-id")
+            .expect("the operation id was sent")
+            .to_owned();
+        let transaction = error.details.as_ref().unwrap()["transaction_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let reconcile = Action::new("cap:favourites:save", input)
+            .with_idempotency_key("k1-reconcile")
+            .with_transaction(
+                ActionTransaction::new(TransactionMode::Reconcile)
+                    .with_transaction_id(TransactionId::parse(&transaction).unwrap()),
+            );
+        let settled = host.invoke(reconcile, &caller()).await;
+        let looked_up = provider
+            .requests()
+            .into_iter()
+            .find(|r| r.path.starts_with("/operations/"))
+            .map(|r| r.path["/operations/".len()..].to_owned())
+            .expect("the reconcile companion looked the operation up");
+        assert_eq!(looked_up, sent, "checkpoints: {checkpoints}");
+        assert_eq!(
+            settled.output.expect("reconciled")["reconciliation"]["committed"],
+            true,
+            "checkpoints: {checkpoints}"
+        );
     }
 }

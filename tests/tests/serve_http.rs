@@ -493,6 +493,37 @@ async fn bad_requests_get_typed_errors_with_the_right_status() {
     running.stop().await;
 }
 
+/// A repeated key inside the input is refused, not resolved: serde_json keeps the last value,
+/// a gateway's first-wins parser would have checked the first (found by a hostile review).
+#[tokio::test]
+async fn a_key_repeated_inside_the_input_is_refused_before_any_handler_runs() {
+    let desk = Desk::default();
+    let running = start(desk.clone(), ServerConfig::default()).await;
+    let body = r#"{"aip_version":"1.0","message_type":"aip.core.v1.action","message_id":"msg_dup",
+        "sent_at":"2026-11-30T00:00:00Z","body":{"action":{"id":"act_dup",
+        "capability_id":"cap:desk:echo","input":{"text":"checked","text":"run"}}}}"#;
+    let (status, body) = raw_post(&running.base, Some("tok-ada"), body).await;
+    assert_eq!(status, 400);
+    let error = &body["body"]["error"]["error"];
+    assert_eq!(error["code"], codes::TRANSPORT_INVALID_ENVELOPE);
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("the object repeats the key `text`"),
+        "{error}"
+    );
+    assert_eq!(desk.started.load(Ordering::SeqCst), 0);
+    // The same action with the key once runs.
+    let once = running
+        .client("tok-ada")
+        .invoke(Action::new("cap:desk:echo", json!({ "text": "run" })))
+        .await
+        .unwrap();
+    assert_eq!(once.status, ActionResultStatus::Completed, "{once:?}");
+    running.stop().await;
+}
+
 #[tokio::test]
 async fn a_stream_arrives_in_order_with_one_terminal_chunk() {
     let running = start(Desk::default(), ServerConfig::default()).await;

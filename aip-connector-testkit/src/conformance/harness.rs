@@ -18,9 +18,7 @@ use aip_connector::model::{
     Principal, PrincipalKind, SideEffect, StreamChunk, TransactionMode,
 };
 use aip_connector::rules::codes::CONTRACT_LINT_MUTATING_WITHOUT_IDEMPOTENCY;
-use aip_connector::store::{
-    ApprovalStatus, IdempotencyStore, MemoryStore, SharedStore,
-};
+use aip_connector::store::{ApprovalStatus, IdempotencyStore, MemoryStore, SharedStore};
 use aip_connector::webhook::WebhookReceiver;
 use aip_connector::{
     CapabilityDefinition, Connector, ConnectorDefinition, CredentialHandle, Secret, VerifiedTenant,
@@ -223,7 +221,11 @@ impl Harness {
     /// When the scenario's store, which opened when the scenario started, no longer opens.
     pub async fn restarted(&self) -> (Host, ProbedConnector) {
         let probe = ProbedConnector::new((self.factory)(&self.env));
-        let host = build_host(&probe, self.place.reopen().await, &self.env.external_account);
+        let host = build_host(
+            &probe,
+            self.place.reopen().await,
+            &self.env.external_account,
+        );
         (host, probe)
     }
 

@@ -152,9 +152,9 @@ impl ScenarioStore {
     /// [`open`](Self::open), for the scenarios: a store that opened when the scenario started
     /// and no longer opens is the environment failing, not the connector.
     pub(super) async fn reopen(&self) -> SharedStore {
-        self.open().await.unwrap_or_else(|error| {
-            panic!("the conformance store cannot be opened again: {error}")
-        })
+        self.open()
+            .await
+            .unwrap_or_else(|error| panic!("the conformance store cannot be opened again: {error}"))
     }
 
     /// Removes the scenario's state, once every store opened on it is gone. A schema that cannot

@@ -18,7 +18,7 @@ mod invocation;
 use invocation::HostInvocation;
 mod pipeline;
 #[cfg(feature = "http")]
-pub(crate) use pipeline::cancelled_by_request;
+pub(crate) use pipeline::{Clipped, cancelled_by_request};
 mod stream;
 mod transaction;
 

@@ -2237,6 +2237,12 @@ const MIN_WITHHELD_LEN: usize = 4;
 /// Detail keys whose values the SDK writes from a closed set (the connector operation, the
 /// provider client's phase and method, flags, a status): never the input, so never withheld,
 /// and a client must be able to read them whatever the input was.
+///
+/// `provider_operation` is the connector's, not closed, but it is the reference reconciliation
+/// looks the effect up by: the transaction record takes it from the failure, and a withheld copy
+/// (`[withheld]-aip1_…`) sent a reconcile companion looking for an operation that does not
+/// exist, which answered "not committed" for a write the provider had (found by an author
+/// trial). The transaction's status returns it as it is anyway.
 const SDK_DETAIL_KEYS: &[&str] = &[
     "operation",
     "phase",
@@ -2244,6 +2250,7 @@ const SDK_DETAIL_KEYS: &[&str] = &[
     "mutating",
     "uncertain_outcome",
     "remote_status",
+    "provider_operation",
 ];
 
 /// Every string value of `input` (of [`MIN_WITHHELD_LEN`] bytes or more), as it is and as the

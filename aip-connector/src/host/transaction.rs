@@ -1224,11 +1224,15 @@ pub(crate) async fn settle(
             .and_then(|e| e.retry_after_ms)
             .unwrap_or(DEFAULT_RECONCILE_AFTER_MS);
         transition.reconcile_after_ms = Some(now.saturating_add(after));
-        transition.provider_operation = error
-            .as_ref()
-            .and_then(|e| e.details.as_ref())
-            .and_then(|d| d.get("provider_operation"))
-            .and_then(|op| serde_json::from_value::<ProviderOperationRef>(op.clone()).ok());
+        // What the handler checkpointed stands; a failure's reference only fills a record
+        // that has none.
+        if record.provider_operation.is_none() {
+            transition.provider_operation = error
+                .as_ref()
+                .and_then(|e| e.details.as_ref())
+                .and_then(|d| d.get("provider_operation"))
+                .and_then(|op| serde_json::from_value::<ProviderOperationRef>(op.clone()).ok());
+        }
     }
     match host
         .store

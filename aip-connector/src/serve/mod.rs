@@ -17,6 +17,7 @@ pub mod client;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod server;
+mod unique_keys;
 mod webhook;
 
 pub use auth::{Authenticator, BearerTokens};

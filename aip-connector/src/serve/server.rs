@@ -553,6 +553,17 @@ async fn messages(State(shared): State<Arc<Shared>>, request: Request) -> Respon
             );
         }
     };
+    // After the parse, so that a body that is not JSON keeps serde's message for the envelope;
+    // a repeated key anywhere (the input's included) is refused like a malformed envelope.
+    if let Err(error) = super::unique_keys::check(&bytes) {
+        return error_response(
+            &refusal(
+                codes::TRANSPORT_INVALID_ENVELOPE,
+                format!("the body is not an AIP envelope: {error}"),
+            ),
+            None,
+        );
+    }
     if let Err(error) = validate_envelope(&envelope) {
         return error_response(
             &refusal(codes::TRANSPORT_INVALID_ENVELOPE, error.to_string()),

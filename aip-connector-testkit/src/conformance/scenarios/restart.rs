@@ -52,7 +52,9 @@ async fn view(
 async fn restart(h: &Harness) -> (Host, ProbedConnector, Tap) {
     let probe = ProbedConnector::new(h.fresh_connector());
     let tap = Tap::new(Arc::new(probe.clone()));
-    let host = h.host_reopened(Arc::new(tap.clone()), HostLimits::default()).await;
+    let host = h
+        .host_reopened(Arc::new(tap.clone()), HostLimits::default())
+        .await;
     (host, probe, tap)
 }
 
