@@ -825,3 +825,84 @@ async fn approvers_of_a_single_tenant_deployment_belong_to_its_tenant() {
     assert_eq!(resumed.status, ActionResultStatus::Completed, "{resumed:?}");
     assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
 }
+
+/// A directory that matches principal ids ignoring case, as many do, and says which id it
+/// resolved each one to.
+struct CaseInsensitiveDirectory;
+
+impl aip_connector::host::ApprovalAuthority for CaseInsensitiveDirectory {
+    fn memberships<'a>(
+        &'a self,
+        approver: &'a aip_connector::ids::PrincipalId,
+        _tenant: Option<&'a str>,
+    ) -> aip_connector::invocation::BoxFuture<'a, Result<ApproverMemberships, ConnectorFailure>>
+    {
+        let canonical = approver.as_str().to_ascii_lowercase();
+        let known = ["user:alice", "user:bob", "user:req"].contains(&canonical.as_str());
+        let memberships = if known {
+            finance().with_principal_id(canonical)
+        } else {
+            ApproverMemberships::default()
+        };
+        Box::pin(std::future::ready(Ok(memberships)))
+    }
+}
+
+/// One person under two spellings of their id is one approver: `USER:ALICE` does not make a
+/// quorum with `user:alice`, and the requester approving as `User:Req` is the requester
+/// (found by an approval trial). Decisions are recorded under the id the directory resolved.
+#[tokio::test]
+async fn an_approver_is_counted_and_checked_as_the_authority_knows_them() {
+    let payments = Payments::default();
+    let host = Host::builder()
+        .connector(payments.clone())
+        .store(Arc::new(MemoryStore::default()))
+        .approval_authority(CaseInsensitiveDirectory)
+        .build()
+        .unwrap();
+    let id = gate(&host).await;
+
+    let own = host
+        .record_approval_decision(
+            decision(&id, "User:Req", ApprovalDecisionKind::Approved),
+            &person("User:Req"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(own.code, codes::POLICY_SEPARATION_OF_DUTIES_REQUESTER);
+
+    let first = host
+        .record_approval_decision(
+            decision(&id, "user:alice", ApprovalDecisionKind::Approved),
+            &person("user:alice"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(first.status, ApprovalStatus::Pending);
+    let shouted = host
+        .record_approval_decision(
+            decision(&id, "USER:ALICE", ApprovalDecisionKind::Approved).with_decision_id("dec-2"),
+            &person("USER:ALICE"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(shouted.status, ApprovalStatus::Pending, "{shouted:?}");
+
+    let bob = host
+        .record_approval_decision(
+            decision(&id, "User:Bob", ApprovalDecisionKind::Approved),
+            &person("User:Bob"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(bob.status, ApprovalStatus::Approved);
+    let approvers: Vec<&str> = bob
+        .decisions
+        .iter()
+        .map(|d| d.approver.id.as_str())
+        .collect();
+    assert_eq!(approvers, ["user:alice", "user:bob"]);
+    let done = host.resume_approved(&id, &person("user:req")).await;
+    assert_eq!(done.status, ActionResultStatus::Completed, "{done:?}");
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
+}

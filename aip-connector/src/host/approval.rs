@@ -125,6 +125,12 @@ const MATCH_BUDGET: u32 = 100_000;
 /// these, never payload values. The default (all empty) vouches for nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ApproverMemberships {
+    /// The id the authority knows this principal by, when it resolves ids loosely (ignoring
+    /// case, following aliases): decisions are recorded, counted and checked for separation of
+    /// duties under it. Without it, under the id the transport verified. An authority that
+    /// answers `USER:HANA` with `user:hana`'s memberships and leaves this unset lets one person
+    /// meet a quorum of two, or approve their own request, under two spellings of one id.
+    pub principal_id: Option<PrincipalId>,
     /// The approver's tenant, as the authority knows it. A transport that verified another
     /// tenant than a request's still decides first (the approver is told the approval does not
     /// exist); this places an approver the transport gave no tenant, or must agree with it.
@@ -145,6 +151,14 @@ impl ApproverMemberships {
     /// Vouches for nothing yet; add memberships with the `with_*` methods.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The id the authority knows this principal by (see
+    /// [`principal_id`](Self::principal_id)): what a directory that matches ids loosely
+    /// resolved the verified id to.
+    pub fn with_principal_id(mut self, principal_id: impl Into<PrincipalId>) -> Self {
+        self.principal_id = Some(principal_id.into());
+        self
     }
 
     /// The approver's tenant, as the authority knows it.
@@ -312,11 +326,33 @@ fn policy_hash(policy: &ApprovalPolicy) -> String {
 /// in the module documentation. A replayed decision returns the record unchanged (same
 /// `version`); the returned record otherwise keeps the loaded `version`, which is the one to
 /// compare-and-set against.
+#[cfg(test)]
 pub(crate) fn apply_decision(
+    record: &ApprovalRecord,
+    decision: ApprovalDecision,
+    approver: &TrustedContext,
+    memberships: &ApproverMemberships,
+    now: Millis,
+) -> Result<ApprovalRecord, ProtocolError> {
+    apply_decision_for(
+        record,
+        decision,
+        approver,
+        memberships,
+        &record.requested_by,
+        now,
+    )
+}
+
+/// [`apply_decision`] with the requester as the authority knows them (`requester`, its
+/// [`ApproverMemberships::principal_id`] or the recorded id): separation of duties compares the
+/// approver's and the requester's resolved ids.
+fn apply_decision_for(
     record: &ApprovalRecord,
     mut decision: ApprovalDecision,
     approver: &TrustedContext,
     memberships: &ApproverMemberships,
+    requester: &PrincipalId,
     now: Millis,
 ) -> Result<ApprovalRecord, ProtocolError> {
     // Before anything else: another tenant's approver learns nothing about the request, not
@@ -332,10 +368,16 @@ pub(crate) fn apply_decision(
     check_open(record, decision.decision, now)?;
     check_policy_hash(record, &decision)?;
     let approving = decision.decision == ApprovalDecisionKind::Approved;
+    // The approver as the authority knows them: one person under two spellings of an id is one
+    // approver (found by an approval trial).
+    let approver_id = memberships
+        .principal_id
+        .as_ref()
+        .unwrap_or(&approver.principal.id);
     if approving {
-        check_separation_of_duties(record, &approver.principal.id)?;
+        check_separation_of_duties(record, approver_id, requester)?;
     }
-    let authority_path = authority_path(record, &approver.principal.id, memberships);
+    let authority_path = authority_path(record, approver_id, memberships);
     if authority_path.is_empty() {
         return Err(refusal(
             &record.approval_id,
@@ -352,13 +394,14 @@ pub(crate) fn apply_decision(
     if approving && record.input_retained {
         check_constraints(&decision, &record.action.input)?;
     }
-    if approving && adds_no_authority(record, &approver.principal.id, &authority_path) {
+    if approving && adds_no_authority(record, approver_id, &authority_path) {
         // The principal's earlier approvals already carry every leaf this one would: it could
         // not change the status, and storing it would let one approver grow the record without
         // bound while it waits for others.
         return Ok(record.clone());
     }
     decision.approver = approver.principal.clone();
+    decision.approver.id = approver_id.clone();
     decision.decided_at = trusted_time(now).unwrap_or(decision.decided_at);
     decision.authority_path = authority_path;
     decision.policy_hash = Some(record.policy_hash.clone());
@@ -437,22 +480,40 @@ pub(crate) async fn record_decision(
         .memberships(&approver.principal.id, record.tenant_id.as_deref())
         .await
         .map_err(|failure| failure.to_protocol_error())?;
+    // The requester as the authority knows them, for separation of duties: asked only when the
+    // approver is known by another id than the one verified, or the requester might be.
+    let requester = if decision.decision == ApprovalDecisionKind::Approved
+        && approver.principal.id != record.requested_by
+    {
+        authority
+            .memberships(&record.requested_by, record.tenant_id.as_deref())
+            .await
+            .map_err(|failure| failure.to_protocol_error())?
+            .principal_id
+    } else {
+        None
+    };
+    let requester = requester.unwrap_or_else(|| record.requested_by.clone());
     for attempt in 0..MAX_UPDATE_ATTEMPTS {
         if attempt > 0 {
             tokio::task::yield_now().await;
             record = load(store, &id).await?;
         }
-        let (next, outcome) =
-            match apply_decision(&record, decision.clone(), approver, &memberships, now) {
-                Ok(updated) if updated == record => return Ok(record),
-                Ok(updated) => (updated, Ok(())),
-                Err(error)
-                    if error.code == codes::POLICY_APPROVAL_EXPIRED && is_due(&record, now) =>
-                {
-                    (expired(&record), Err(error))
-                }
-                Err(error) => return Err(error),
-            };
+        let (next, outcome) = match apply_decision_for(
+            &record,
+            decision.clone(),
+            approver,
+            &memberships,
+            &requester,
+            now,
+        ) {
+            Ok(updated) if updated == record => return Ok(record),
+            Ok(updated) => (updated, Ok(())),
+            Err(error) if error.code == codes::POLICY_APPROVAL_EXPIRED && is_due(&record, now) => {
+                (expired(&record), Err(error))
+            }
+            Err(error) => return Err(error),
+        };
         if store
             .update_approval(&next, record.version)
             .await
@@ -732,9 +793,12 @@ fn check_tenant(
 fn check_separation_of_duties(
     record: &ApprovalRecord,
     approver: &PrincipalId,
+    requester: &PrincipalId,
 ) -> Result<(), ProtocolError> {
     let duties = record.policy.separation_of_duties;
-    if *approver == record.requested_by && self_approval_forbidden(duties) {
+    if (approver == requester || *approver == record.requested_by)
+        && self_approval_forbidden(duties)
+    {
         return Err(refusal(
             &record.approval_id,
             codes::POLICY_SEPARATION_OF_DUTIES_REQUESTER,
