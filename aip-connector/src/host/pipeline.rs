@@ -526,6 +526,7 @@ async fn execute(
         timeout_ms,
         redact,
         secret: credential.as_ref().map(|c| c.secret.clone()),
+        gated_at_ms: approved.as_ref().map(|record| record.created_at_ms),
     };
 
     // Every path ends in one settlement of the reservation.
@@ -691,6 +692,8 @@ struct Call<'a> {
     redact: bool,
     /// The resolved credential's material, withheld from the connector's failures.
     secret: Option<crate::invocation::Secret>,
+    /// When the approval that released this call was requested (a resumed action).
+    gated_at_ms: Option<crate::store::Millis>,
 }
 
 /// What the handler gets besides the action, resolved by the earlier steps.
@@ -737,7 +740,16 @@ async fn transactional(
         }
         return result;
     }
-    let admitted = match transaction::admit(host, action, contract, caller, timeout_ms).await {
+    let admitted = match transaction::admit(
+        host,
+        action,
+        contract,
+        caller,
+        timeout_ms,
+        call.gated_at_ms,
+    )
+    .await
+    {
         Ok(admitted) => admitted,
         Err(error) => return failure::failed(&action.id, error),
     };

@@ -198,6 +198,24 @@ pub(crate) async fn refusal_before_gate(
             needs_reconciliation_to_execute(&record).then(|| reconciliation_required(&record))
         }
         TransactionMode::Compensate => compensation_claimed_before_gate(host, action).await,
+        // A commit whose plan it could never claim (missing, another tenant's, claimed, expired,
+        // of other input or another planner, ...) would be refused after the approval: say so
+        // now (found by an approval trial).
+        TransactionMode::Commit => {
+            let plan_id = transaction.plan_id.as_deref()?;
+            let stored = match &transaction.transaction_id {
+                Some(id) => host.store.transaction(id).await.ok()?,
+                None => None,
+            };
+            let record = match load_plan(host, plan_id, stored).await {
+                Ok(record) => record,
+                // A store failure is not the commit's fault: the gate goes ahead, and the
+                // commit's own admission answers after the approval.
+                Err(error) if error.code == codes::STORAGE_UNAVAILABLE => return None,
+                Err(error) => return Some(error),
+            };
+            check_plan_commit(&record, action, caller, host.clock.now_ms()).err()
+        }
         _ => None,
     }
 }
@@ -462,12 +480,16 @@ fn certainly_over_at(record: &TransactionRecord, max_action_timeout_ms: u64) -> 
 
 /// Commit, execute and reconcile admission (after the approval gate). `timeout_ms` is the
 /// deadline the handler will run under.
+///
+/// `gated_at`: when the approval that released this action was requested, for a resumed
+/// action (a planned commit's plan expiry is measured then).
 pub(crate) async fn admit(
     host: &HostInner,
     action: &Action,
     contract: &CapabilityContract,
     caller: &TrustedContext,
     timeout_ms: u64,
+    gated_at: Option<Millis>,
 ) -> Result<Admitted, ProtocolError> {
     let transaction = action.transaction.as_ref().expect("transactional action");
     let now = host.clock.now_ms();
@@ -485,7 +507,17 @@ pub(crate) async fn admit(
         .map_err(|e| failure::storage(&e))?;
     match transaction.mode {
         TransactionMode::Commit => match &transaction.plan_id {
-            Some(plan_id) => commit_plan(host, action, caller, plan_id, stored, now, over_at).await,
+            Some(plan_id) => {
+                commit_plan(
+                    host,
+                    action,
+                    caller,
+                    (plan_id, stored),
+                    (now, gated_at),
+                    over_at,
+                )
+                .await
+            }
             None => {
                 if contract
                     .transaction
@@ -808,25 +840,65 @@ fn planned_by(plan: &TransactionPlan, caller: &TrustedContext) -> bool {
     plan.planned_by.id == caller.principal.id && plan.planned_by.kind == caller.principal.kind
 }
 
-/// Every check of "what a planned commit rechecks", then the atomic claim.
+/// Every check of "what a planned commit rechecks", then the atomic claim. A commit released
+/// by an approval (`gated_at`: when its approval was requested) has its plan's expiry measured
+/// at the gate, which refused it if the plan had expired by then: the approvers' time does not
+/// count against the plan (found by an approval trial: a 20-minute decision burnt the approval
+/// on a 15-minute plan).
 async fn commit_plan(
     host: &HostInner,
     action: &Action,
     caller: &TrustedContext,
-    plan_id: &str,
-    stored: Option<TransactionRecord>,
-    now: Millis,
+    (plan_id, stored): (&str, Option<TransactionRecord>),
+    (now, gated_at): (Millis, Option<Millis>),
     over_at: Millis,
 ) -> Result<Admitted, ProtocolError> {
-    let record = match stored {
-        Some(record) if record.plan_id() == Some(plan_id) => record,
+    let record = load_plan(host, plan_id, stored).await?;
+    check_plan_commit(&record, action, caller, gated_at.unwrap_or(now))?;
+    let mut claim = Transition::new(&[Status::Planned], Status::Committing);
+    claim.rebind_action = Some(action.id.clone());
+    claim.reconcile_after_ms = Some(over_at);
+    let record = apply(
+        host,
+        &record,
+        &claim,
+        codes::TRANSACTION_PLAN_ALREADY_CLAIMED,
+        "another commit claimed this plan first",
+    )
+    .await?;
+    Ok(Admitted {
+        record,
+        replay: None,
+    })
+}
+
+/// The record of plan `plan_id`: `stored` (the record of the commit's transaction id) when it
+/// is that plan's, else looked up by plan id.
+async fn load_plan(
+    host: &HostInner,
+    plan_id: &str,
+    stored: Option<TransactionRecord>,
+) -> Result<TransactionRecord, ProtocolError> {
+    match stored {
+        Some(record) if record.plan_id() == Some(plan_id) => Ok(record),
         _ => host
             .store
             .transaction_by_plan(plan_id)
             .await
             .map_err(|e| failure::storage(&e))?
-            .ok_or_else(|| policy(codes::TRANSACTION_PLAN_NOT_FOUND, "no plan with this id"))?,
-    };
+            .ok_or_else(|| policy(codes::TRANSACTION_PLAN_NOT_FOUND, "no plan with this id")),
+    }
+}
+
+/// What a planned commit rechecks against its plan, in order, the claim aside; the plan's
+/// expiry is measured at `valid_at`. Also run before the approval gate, so that no approver is
+/// asked to release a commit these checks would refuse.
+fn check_plan_commit(
+    record: &TransactionRecord,
+    action: &Action,
+    caller: &TrustedContext,
+    valid_at: Millis,
+) -> Result<(), ProtocolError> {
     // A plan of another tenant is not there for this caller: the checks below would tell that
     // it exists (and whose it is).
     if !of_actions_tenant(&record, action) {
@@ -884,7 +956,7 @@ async fn commit_plan(
             "only the principal that planned may commit",
         ));
     }
-    if record.created_at_ms.saturating_add(PLAN_TTL_MS) <= now {
+    if record.created_at_ms.saturating_add(PLAN_TTL_MS) <= valid_at {
         return Err(policy(codes::TRANSACTION_PLAN_EXPIRED, "the plan expired"));
     }
     if action
@@ -930,21 +1002,7 @@ async fn commit_plan(
             ));
         }
     }
-    let mut claim = Transition::new(&[Status::Planned], Status::Committing);
-    claim.rebind_action = Some(action.id.clone());
-    claim.reconcile_after_ms = Some(over_at);
-    let record = apply(
-        host,
-        &record,
-        &claim,
-        codes::TRANSACTION_PLAN_ALREADY_CLAIMED,
-        "another commit claimed this plan first",
-    )
-    .await?;
-    Ok(Admitted {
-        record,
-        replay: None,
-    })
+    Ok(())
 }
 
 /// The execute replay gate.
