@@ -111,6 +111,7 @@ pub struct TestHostBuilder {
     external_account: Option<ExternalAccountRef>,
     limits: HostLimits,
     store: Option<SharedStore>,
+    clock: Option<Arc<dyn aip_connector::store::Clock>>,
 }
 
 impl TestHost {
@@ -126,6 +127,7 @@ impl TestHost {
             external_account: None,
             limits: HostLimits::default(),
             store: None,
+            clock: None,
         }
     }
 
@@ -416,6 +418,20 @@ impl TestHostBuilder {
         self
     }
 
+    /// Reads the time from `clock` instead of the system's: a `ManualClock` to test what
+    /// expires (an approval's `ttl_ms`, a plan, an idempotency key's TTL) without waiting, with
+    /// the same callers, approvers and helpers.
+    ///
+    /// ```ignore
+    /// let clock = Arc::new(ManualClock::new());
+    /// let test = TestHost::builder(Hr::new()).clock(clock.clone()).build()?;
+    /// clock.advance(2 * 60 * 60 * 1000); // two hours later
+    /// ```
+    pub fn clock(mut self, clock: Arc<dyn aip_connector::store::Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
     /// Builds the host: full admission of every connector, as [`Host::builder`] does, so a
     /// test fails here on what a deployment would refuse.
     pub fn build(self) -> Result<TestHost, HostBuildError> {
@@ -452,14 +468,20 @@ impl TestHostBuilder {
         if let Some(account) = self.external_account {
             deployment = deployment.with_external_account(account);
         }
-        let builder = self.connectors.into_iter().fold(
-            Host::builder()
-                .store(store.clone())
-                .deployment(deployment)
-                .approval_authority(authority)
-                .limits(self.limits),
-            |builder, connector| builder.shared_connector(connector),
-        );
+        let mut host = Host::builder()
+            .store(store.clone())
+            .deployment(deployment)
+            .approval_authority(authority)
+            .limits(self.limits);
+        if let Some(clock) = self.clock {
+            host = host.clock(clock);
+        }
+        let builder = self
+            .connectors
+            .into_iter()
+            .fold(host, |builder, connector| {
+                builder.shared_connector(connector)
+            });
         Ok(TestHost {
             host: builder.build()?,
             store,

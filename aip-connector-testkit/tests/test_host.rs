@@ -622,3 +622,62 @@ async fn an_approved_stream_of_restricted_data_is_re_submitted_as_a_stream() {
     assert_eq!(resumed.status, ActionResultStatus::Completed, "{resumed:?}");
     assert_eq!(statements.runs.load(Ordering::SeqCst), 2);
 }
+
+/// A gate whose approval requests expire after a minute.
+#[derive(Clone, Default)]
+struct Offboarding {
+    offboarded: Arc<AtomicUsize>,
+}
+
+#[connector(id = "offboarding")]
+impl Offboarding {
+    /// Closes an employee's accounts, once an HR lead approves within the hour.
+    #[capability(
+        risk = critical,
+        side_effects = [delete],
+        idempotency(required),
+        data(sensitivity = internal),
+        approval(required, selector = role("hr-lead"), evidence = [reason], ttl_ms = 3_600_000),
+    )]
+    async fn offboard(
+        &self,
+        payment: Payment,
+        _key: IdempotencyKey,
+        _approval: Approval,
+    ) -> Result<Paid, ConnectorFailure> {
+        self.offboarded.fetch_add(1, Ordering::SeqCst);
+        Ok(Paid {
+            payment_id: format!("off-{}", payment.cents),
+        })
+    }
+}
+
+/// With a manual clock, an approval's expiry is tested without waiting, with the test host's
+/// helpers (an approval trial had to give them up to set a clock).
+#[tokio::test]
+async fn a_manual_clock_expires_an_approval_without_waiting() {
+    let clock = Arc::new(aip_connector::store::ManualClock::new());
+    let offboarding = Offboarding::default();
+    let test = TestHost::builder(offboarding.clone())
+        .approver("user:lead", ApproverMemberships::new().with_role("hr-lead"))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let action = || {
+        Action::new("cap:offboarding:offboard", json!({ "cents": 7 })).with_idempotency_key("off-7")
+    };
+    let pending = test.invoke("user:ada", action()).await;
+    let approval = pending
+        .approval_id()
+        .expect("the offboarding waits for approval");
+    clock.advance(61 * 60 * 1000);
+    let late = test.approve(&approval, "user:lead").await.unwrap_err();
+    assert_eq!(late.code, codes::POLICY_APPROVAL_EXPIRED);
+    let replay = test.invoke("user:ada", action()).await;
+    assert_eq!(
+        replay.error.as_ref().map(|e| e.code.as_str()),
+        Some(codes::POLICY_APPROVAL_EXPIRED),
+        "{replay:?}"
+    );
+    assert_eq!(offboarding.offboarded.load(Ordering::SeqCst), 0);
+}

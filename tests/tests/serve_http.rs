@@ -1507,6 +1507,74 @@ async fn the_documented_wire_envelope_runs() {
     running.stop().await;
 }
 
+/// The approval decision and query envelopes of docs/serving.md ("Messages"), posted as they
+/// stand in the doc, with a real approval id in place of `apr_01`.
+#[tokio::test]
+async fn the_documented_approval_envelopes_decide_and_read_an_approval() {
+    let doc = include_str!("../../docs/serving.md");
+    let block = |marker: &str| {
+        doc.split_once(marker)
+            .and_then(|(_, after)| after.split_once("```json\n"))
+            .and_then(|(_, rest)| rest.split_once("\n```"))
+            .map(|(body, _)| body.to_owned())
+            .unwrap_or_else(|| panic!("the doc has a json block after {marker}"))
+    };
+    let decision = block("<!-- wire-example: approval decision envelope -->");
+    let query = block("<!-- wire-example: approval query envelope -->");
+    let desk = Desk::default();
+    let running = start(desk.clone(), ServerConfig::default()).await;
+    let pending = running
+        .client("tok-ada")
+        .invoke(
+            Action::new("cap:desk:refund", json!({ "amount_cents": 4411 }))
+                .with_idempotency_key("refund-doc"),
+        )
+        .await
+        .unwrap();
+    let approval = pending
+        .approval_id()
+        .expect("the refund waits for approval");
+
+    // The requester may not approve their own refund: 403 with the policy code.
+    let own = decision
+        .replace("apr_01", approval.as_str())
+        .replace("user:alice", "user:ada")
+        .replace("dec_alice_01", "dec_ada_01");
+    let (status, refused) = raw_post(&running.base, Some("tok-ada"), own).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["body"]["error"]["error"]["code"],
+        codes::POLICY_SEPARATION_OF_DUTIES_REQUESTER
+    );
+
+    let (status, answer) = raw_post(
+        &running.base,
+        Some("tok-alice"),
+        decision.replace("apr_01", approval.as_str()),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["message_type"], "aip.policy.v1.approval_record_view");
+    assert_eq!(answer["in_response_to"], "msg_03");
+    let view = &answer["body"]["approval_record_view"];
+    assert_eq!(view["status"], "approved", "{answer}");
+    assert_eq!(view["requested_by"], "user:ada");
+    assert_eq!(view["decisions"][0]["decision_id"], "dec_alice_01");
+    // The host's time, not the one sent.
+    assert_ne!(view["decisions"][0]["decided_at"], "2026-12-02T10:05:00Z");
+
+    let (status, answer) = raw_post(
+        &running.base,
+        Some("tok-eve"),
+        query.replace("apr_01", approval.as_str()),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["in_response_to"], "msg_04");
+    assert_eq!(answer["body"]["approval_record_view"]["status"], "approved");
+    running.stop().await;
+}
+
 /// Found by a hostile audit: a client that asks for a stream and never reads stops the server
 /// from polling the stream (the socket is full), so its slot was held for as long as the
 /// connection stayed open, and `max_in_flight` such connections refused every other request.
