@@ -169,8 +169,16 @@ struct Directory {
 
 #[connector(id = "directory", profiles = ["aip.native.http.v1", "aip.mcp.compat.v1"])]
 impl Directory {
-    /// Looks up a directory entry by name and address.
-    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    /// Looks up a directory entry
+    /// by name and address.
+    ///
+    /// - Names match exactly.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = public),
+        examples = [r#"{"name": "Ada", "address": {"city": "London", "zip": "12345"}}"#],
+    )]
     async fn lookup(&self, input: Lookup, caller: Caller) -> Result<Entry, ConnectorFailure> {
         assert_ne!(input.name, "panic", "the handler panics when asked to");
         Ok(Entry {
@@ -535,9 +543,10 @@ async fn tools_list_projects_names_annotations_and_schemas() {
         lookup.annotations.as_ref().unwrap().title.as_deref(),
         Some("Lookup")
     );
+    // Rustdoc's wraps are gone (a model sees each break); paragraphs and list items stay.
     assert_eq!(
         lookup.description.as_deref(),
-        Some("Looks up a directory entry by name and address.")
+        Some("Looks up a directory entry by name and address.\n\n- Names match exactly.")
     );
     let meta = lookup.meta.as_ref().unwrap();
     assert_eq!(
@@ -563,6 +572,11 @@ async fn tools_list_projects_names_annotations_and_schemas() {
     assert_eq!(
         input["properties"]["address"]["properties"]["zip"]["minLength"],
         5
+    );
+    // The declared examples, where JSON Schema keeps them.
+    assert_eq!(
+        input["examples"],
+        json!([{ "name": "Ada", "address": { "city": "London", "zip": "12345" } }])
     );
 
     // The output schema too, since it has no nullable field.

@@ -34,7 +34,7 @@ use aip_connector_core::admission::AdmittedManifest;
 use aip_connector_core::ids::{ActionId, CapabilityId};
 use aip_connector_core::model::{
     Action, ActionResult, ActionResultStatus, ActionTransaction, Binding, Capability,
-    CapabilityContract, Envelope, IdempotencyRequirement, ORIGINAL_OUTPUT, ProtocolError,
+    CapabilityContract, Envelope, IdempotencyRequirement, Manifest, ORIGINAL_OUTPUT, ProtocolError,
     RetrySafety, RiskLevel, SideEffect, TransactionMode, unmark_idempotent_replay,
 };
 use aip_connector_core::naming::stable_profile_name;
@@ -263,7 +263,8 @@ impl McpProjection {
                     unlisted.insert(name, (capability.id.clone(), reason));
                     continue;
                 }
-                let projected = project_capability(admitted, capability);
+                let examples = declared_examples(manifest, capability.id.as_str());
+                let projected = project_capability(admitted, capability, examples);
                 let name = projected.tool.name.to_string();
                 if let Some(&first) = by_name.get(&name) {
                     let first: &ProjectedTool = &tools[first];
@@ -830,21 +831,40 @@ fn tool_name_of(admitted: &AdmittedManifest, capability: &Capability) -> String 
         })
 }
 
-fn project_capability(admitted: &AdmittedManifest, capability: &Capability) -> ProjectedTool {
+/// The example inputs a capability declares (`#[capability(examples = [...])]`), which the
+/// manifest carries under `extensions.aip_connector.capabilities.<id>.examples`.
+fn declared_examples<'m>(manifest: &'m Manifest, capability_id: &str) -> Option<&'m Value> {
+    manifest
+        .extensions
+        .as_ref()?
+        .get("aip_connector")?
+        .get("capabilities")?
+        .get(capability_id)?
+        .get("examples")
+        .filter(|examples| examples.as_array().is_some_and(|list| !list.is_empty()))
+}
+
+fn project_capability(
+    admitted: &AdmittedManifest,
+    capability: &Capability,
+    examples: Option<&Value>,
+) -> ProjectedTool {
     let name = tool_name_of(admitted, capability);
     let description = capability
         .description
-        .clone()
+        .as_deref()
         .filter(|d| !d.trim().is_empty())
-        .unwrap_or_else(|| capability.name.clone());
-    let mut tool = Tool::new(
-        name,
-        description,
-        schema_object(input_schema(&capability.input_schema)),
-    )
-    .with_title(capability.name.clone())
-    .with_annotations(tool_annotations(capability))
-    .with_meta(tool_meta(capability));
+        .map_or_else(|| capability.name.clone(), unwrapped);
+    let mut input = schema_object(input_schema(&capability.input_schema));
+    // Models pick arguments better from an example: the declared ones (valid inputs, which the
+    // host checked at build) go where JSON Schema keeps them.
+    if let Some(examples) = examples {
+        input.entry("examples").or_insert_with(|| examples.clone());
+    }
+    let mut tool = Tool::new(name, description, input)
+        .with_title(capability.name.clone())
+        .with_annotations(tool_annotations(capability))
+        .with_meta(tool_meta(capability));
     let output = capability.output_schema.as_ref().and_then(output_schema);
     let structured = output.is_some();
     let strip_replay_marker = output
@@ -871,6 +891,47 @@ fn project_capability(admitted: &AdmittedManifest, capability: &Capability) -> P
             .and_then(|contract| contract.approval.as_ref())
             .and_then(|policy| serde_json::to_value(policy).ok()),
     }
+}
+
+/// A doc comment's text as a model reads it best: the lines of a paragraph joined by spaces
+/// (rustdoc wraps them at 100 columns, and a model sees each break), paragraphs, list items,
+/// headings, tables and fenced code kept on lines of their own.
+fn unwrapped(doc: &str) -> String {
+    let mut text = String::with_capacity(doc.len());
+    let mut fenced = false;
+    let mut joinable = false;
+    for line in doc.trim().lines() {
+        let trimmed = line.trim_start();
+        let fence = trimmed.starts_with("```") || trimmed.starts_with("~~~");
+        let block = fenced
+            || fence
+            || trimmed.is_empty()
+            || line.starts_with("    ")
+            || trimmed.starts_with(['-', '*', '+', '#', '|', '>'])
+            || trimmed
+                .split_once(". ")
+                .is_some_and(|(number, _)| number.chars().all(|c| c.is_ascii_digit()));
+        if joinable && !block {
+            text.push(' ');
+            text.push_str(trimmed);
+        } else {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(line);
+        }
+        if fence {
+            fenced = !fenced;
+        }
+        // A paragraph's or a list item's wrapped lines join it; nothing joins a blank line, a
+        // fence, code, a heading or a table row.
+        joinable = !fenced
+            && !fence
+            && !trimmed.is_empty()
+            && !line.starts_with("    ")
+            && !trimmed.starts_with(['#', '|']);
+    }
+    text
 }
 
 /// Where an output schema would declare the marker `Host` adds to a replayed output
@@ -1519,5 +1580,34 @@ mod tests {
         let rendered = input_schema(&schema);
         assert_eq!(rendered["properties"]["note"]["type"], "string");
         assert!(rendered.get("$schema").is_none());
+    }
+
+    #[test]
+    fn a_doc_comment_reads_as_paragraphs_without_its_wraps() {
+        let doc = "Lists the places near a point, nearest first; pass `next_cursor` back as\n\
+                   `cursor` for the next page.\n\
+                   \n\
+                   # Limits\n\
+                   At most 50 places\n\
+                   per page.\n\
+                   - `radius_m` up to\n  \
+                   5 km;\n\
+                   - `kinds` any of:\n\
+                   \n\
+                   ```json\n\
+                   {\"kinds\": [\"cafe\",\n\"park\"]}\n\
+                   ```\n\
+                   1. first\n\
+                   2. second\n\
+                   | a | b |\n\
+                   | 1 | 2 |";
+        assert_eq!(
+            unwrapped(doc),
+            "Lists the places near a point, nearest first; pass `next_cursor` back as `cursor` \
+             for the next page.\n\n# Limits\nAt most 50 places per page.\n- `radius_m` up to \
+             5 km;\n- `kinds` any of:\n\n```json\n{\"kinds\": [\"cafe\",\n\"park\"]}\n```\n\
+             1. first\n2. second\n| a | b |\n| 1 | 2 |"
+        );
+        assert_eq!(unwrapped("One line."), "One line.");
     }
 }
