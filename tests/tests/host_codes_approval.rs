@@ -28,6 +28,37 @@ struct Paid {
     payment_id: String,
 }
 
+/// A re-submission must attach a decision the approval recorded: one made up after the approval
+/// (an approver who never decided) is refused, since the action carries it into the store and
+/// the logs (found by an approval trial). The recorded decision runs the action.
+#[tokio::test]
+async fn a_resubmission_with_a_made_up_decision_is_unverified() {
+    let treasury = Treasury::default();
+    let host = host_with_clock(treasury.clone(), Arc::default());
+    let gated = Action::new("cap:treasury:pay_person", json!({ "amount_cents": 800 }))
+        .with_idempotency_key("person-2");
+    let requester = person("user:req");
+    let id = gate(&host, gated.clone(), &requester).await;
+    let approval = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    assert_eq!(
+        accepted(&host, approval.clone()).await,
+        ApprovalStatus::Approved
+    );
+    for made_up in [
+        decision(&id, "user:nobody", ApprovalDecisionKind::Approved),
+        approval.clone().with_decision_id("dec-made-up"),
+    ] {
+        let refused = host
+            .invoke(gated.clone().with_approval(made_up), &requester)
+            .await;
+        assert_policy(failure(&refused), codes::POLICY_APPROVAL_UNVERIFIED);
+    }
+    assert_eq!(treasury.executions.load(Ordering::SeqCst), 0);
+    let ran = host.invoke(gated.with_approval(approval), &requester).await;
+    assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+    assert_eq!(treasury.executions.load(Ordering::SeqCst), 1);
+}
+
 /// Counts executions so "the handler did not run" can be asserted.
 #[derive(Clone, Default)]
 struct Treasury {

@@ -2784,6 +2784,21 @@ async fn provided_approval(
     if record.status != ApprovalStatus::Approved {
         return Err(status_error(record.status));
     }
+    // The decision travels with the action (stored, logged, shown to the handler's caller): it
+    // must be one the approval recorded, not one the requester made up (found by an approval
+    // trial). Without a decision id, the approver names it.
+    let recorded = record.decisions.iter().any(|recorded| {
+        recorded.decision == aip_connector_core::model::ApprovalDecisionKind::Approved
+            && decision.decision == aip_connector_core::model::ApprovalDecisionKind::Approved
+            && recorded.approver.id == decision.approver.id
+            && (decision.decision_id.is_none() || recorded.decision_id == decision.decision_id)
+    });
+    if !recorded {
+        return Err(failure::policy(
+            codes::POLICY_APPROVAL_UNVERIFIED,
+            "the attached decision is not an approving decision this approval recorded: attach one from the approval's view",
+        ));
+    }
     for recorded in record
         .decisions
         .iter()
