@@ -1165,6 +1165,46 @@ async fn unauthenticated_requests_get_401_and_reach_no_mcp_code() {
     assert_eq!(response.status(), 200);
 }
 
+/// A tool call whose arguments repeat a key is refused before rmcp reads it (JSON-RPC parse
+/// error, HTTP 400): rmcp would run the last value, where a gateway may have checked the first
+/// (found by a hostile review). The same body with the key once is served.
+#[tokio::test]
+async fn a_body_that_repeats_a_key_is_a_parse_error() {
+    let served = serve(McpProjection::new(host(Directory::default())).unwrap()).await;
+    let http = reqwest::Client::new();
+    let post = |body: &'static str| {
+        http.post(&served.url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .bearer_auth(TOKEN)
+            .body(body)
+            .send()
+    };
+    let repeated = post(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",
+            "capabilities":{},"clientInfo":{"name":"t","version":"1","name":"u"}}}"#,
+    )
+    .await
+    .unwrap();
+    assert_eq!(repeated.status(), 400);
+    let body: Value = repeated.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32700, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("repeats the key `name`"),
+        "{body}"
+    );
+    let once = post(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",
+            "capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+    )
+    .await
+    .unwrap();
+    assert_eq!(once.status(), 200);
+}
+
 /// Refuses every request: temporarily (identity provider down) or for good, with no challenge.
 struct Refusing {
     temporary: bool,

@@ -452,6 +452,7 @@ impl McpProjection {
             caller: CallerSource::Transport,
             ..self
         };
+        let max_body = config.max_request_body_bytes;
         let service = StreamableHttpService::new(
             move || Ok(projection.clone()),
             Arc::new(BoundedSessions::new(
@@ -461,9 +462,13 @@ impl McpProjection {
             config,
         );
         // The last layer runs first: authentication, then the session limit, so an unknown
-        // caller learns nothing about the server's load.
+        // caller learns nothing about the server's load; then the repeated-key check.
         Router::new()
             .route_service(MCP_PATH, service)
+            .route_layer(middleware::from_fn_with_state(
+                max_body,
+                refuse_repeated_keys,
+            ))
             .route_layer(middleware::from_fn_with_state(
                 guard,
                 sessions::guard_sessions,
@@ -768,6 +773,57 @@ async fn authenticate(
             response
         }
     }
+}
+
+/// Refuses a POST whose JSON repeats a key in one of its objects (a tool's `arguments`
+/// included) with a JSON-RPC parse error, as the native binding does: rmcp would keep the last
+/// value, where a gateway that read the first may have checked another call (found by a
+/// hostile review). The body is read within rmcp's own limit, which answers `413` as rmcp does.
+async fn refuse_repeated_keys(
+    State(max_body): State<usize>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.method() != http::Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match super::server::read_limited(&parts.headers, body, max_body).await {
+        Ok(bytes) => bytes,
+        Err(super::server::BodyError::TooLarge) => {
+            let mut response = Response::new(Body::from("request body too large"));
+            *response.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
+            return response;
+        }
+        Err(super::server::BodyError::Unreadable(why)) => {
+            return json_rpc_parse_error(&format!("the request body could not be read: {why}"));
+        }
+    };
+    // Only JSON reaches the check: what is not JSON is rmcp's to refuse, in its own words.
+    if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok()
+        && let Err(error) = super::unique_keys::check(&bytes)
+    {
+        return json_rpc_parse_error(&error.to_string());
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+/// `400` with a JSON-RPC 2.0 parse error (`-32700`), the answer to a body the server will not
+/// read.
+fn json_rpc_parse_error(message: &str) -> Response {
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": { "code": -32700, "message": message },
+    });
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = StatusCode::BAD_REQUEST;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// A refusal the MCP endpoint answers itself, before rmcp: `status` with the error as an
