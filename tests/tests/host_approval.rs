@@ -861,40 +861,22 @@ async fn an_approver_is_counted_and_checked_as_the_authority_knows_them() {
         .build()
         .unwrap();
     let id = gate(&host).await;
-
-    let own = host
-        .record_approval_decision(
-            decision(&id, "User:Req", ApprovalDecisionKind::Approved),
-            &person("User:Req"),
+    // Each spelling authenticated as itself, with a decision id of its own.
+    let approve_as = async |approver: &str| {
+        host.record_approval_decision(
+            decision(&id, approver, ApprovalDecisionKind::Approved),
+            &person(approver),
         )
         .await
-        .unwrap_err();
+    };
+
+    let own = approve_as("User:Req").await.unwrap_err();
     assert_eq!(own.code, codes::POLICY_SEPARATION_OF_DUTIES_REQUESTER);
-
-    let first = host
-        .record_approval_decision(
-            decision(&id, "user:alice", ApprovalDecisionKind::Approved),
-            &person("user:alice"),
-        )
-        .await
-        .unwrap();
+    let first = approve_as("user:alice").await.unwrap();
     assert_eq!(first.status, ApprovalStatus::Pending);
-    let shouted = host
-        .record_approval_decision(
-            decision(&id, "USER:ALICE", ApprovalDecisionKind::Approved).with_decision_id("dec-2"),
-            &person("USER:ALICE"),
-        )
-        .await
-        .unwrap();
+    let shouted = approve_as("USER:ALICE").await.unwrap();
     assert_eq!(shouted.status, ApprovalStatus::Pending, "{shouted:?}");
-
-    let bob = host
-        .record_approval_decision(
-            decision(&id, "User:Bob", ApprovalDecisionKind::Approved),
-            &person("User:Bob"),
-        )
-        .await
-        .unwrap();
+    let bob = approve_as("User:Bob").await.unwrap();
     assert_eq!(bob.status, ApprovalStatus::Approved);
     let approvers: Vec<&str> = bob
         .decisions
