@@ -901,7 +901,7 @@ fn check_plan_commit(
 ) -> Result<(), ProtocolError> {
     // A plan of another tenant is not there for this caller: the checks below would tell that
     // it exists (and whose it is).
-    if !of_actions_tenant(&record, action) {
+    if !of_actions_tenant(record, action) {
         return Err(policy(
             codes::TRANSACTION_PLAN_NOT_FOUND,
             "no plan with this id",
@@ -924,7 +924,7 @@ fn check_plan_commit(
                 .as_ref()
                 .is_some_and(|plan| planned_by(plan, caller)) =>
         {
-            return Err(reconciliation_required(&record));
+            return Err(reconciliation_required(record));
         }
         // A commit got there first: every other racing commit learns exactly that.
         Status::Committing
