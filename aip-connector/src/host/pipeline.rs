@@ -525,8 +525,6 @@ async fn execute(
         tenant,
         timeout_ms,
         redact,
-        secret: credential.as_ref().map(|c| c.secret.clone()),
-        gated_at_ms: approved.as_ref().map(|record| record.created_at_ms),
     };
 
     // Every path ends in one settlement of the reservation.
@@ -568,6 +566,7 @@ async fn execute(
             idempotency_scope: settlement.reservation.is_some().then_some(scope),
             credential,
             approval: approved.as_deref().map(verified_from).map(Box::new),
+            gated_at_ms: approved.as_ref().map(|record| record.created_at_ms),
             stream,
             compensation: None,
         };
@@ -690,10 +689,6 @@ struct Call<'a> {
     tenant: Option<&'a VerifiedTenant>,
     timeout_ms: u64,
     redact: bool,
-    /// The resolved credential's material, withheld from the connector's failures.
-    secret: Option<crate::invocation::Secret>,
-    /// When the approval that released this call was requested (a resumed action).
-    gated_at_ms: Option<crate::store::Millis>,
 }
 
 /// What the handler gets besides the action, resolved by the earlier steps.
@@ -702,6 +697,9 @@ struct Handler {
     idempotency_scope: Option<aip_connector_core::model::IdempotencyKeyScope>,
     credential: Option<Box<CredentialHandle>>,
     approval: Option<Box<VerifiedApprovals>>,
+    /// When the approval that released this call was requested (a resumed action): a planned
+    /// commit's plan expiry is measured then.
+    gated_at_ms: Option<crate::store::Millis>,
     stream: Option<Arc<dyn ChunkSink>>,
     compensation: Option<Arc<CompensationTarget>>,
 }
@@ -746,7 +744,7 @@ async fn transactional(
         contract,
         caller,
         timeout_ms,
-        call.gated_at_ms,
+        handler.gated_at_ms,
     )
     .await
     {
@@ -1014,7 +1012,11 @@ async fn companion<T, F: Future<Output = T>>(
 /// What the handler call ended with.
 enum Outcome {
     Completed(Value),
-    Failed(aip_connector_core::model::ConnectorFailure),
+    /// With the material of the credential the handler held, to withhold from the failure.
+    Failed(
+        aip_connector_core::model::ConnectorFailure,
+        Option<crate::invocation::Secret>,
+    ),
     /// With the cancel companion's refusal, if it refused.
     TimedOut(Option<Box<aip_connector_core::model::ConnectorFailure>>),
     Cancelled,
@@ -1042,7 +1044,7 @@ fn run_handler<'c>(
         let interruption = match outcome {
             Outcome::TimedOut(_) => transaction::Interruption::TimedOut,
             Outcome::Cancelled | Outcome::Abandoned => transaction::Interruption::Cancelled,
-            Outcome::Completed(_) | Outcome::Failed(_) | Outcome::Panicked => {
+            Outcome::Completed(_) | Outcome::Failed(..) | Outcome::Panicked => {
                 transaction::Interruption::None
             }
         };
@@ -1131,8 +1133,8 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
             host.limits.max_violations,
             call.redact,
         ),
-        Outcome::Failed(failure) => {
-            let mut error = connector_error(&failure, action, call.redact, call.secret.as_ref());
+        Outcome::Failed(failure, secret) => {
+            let mut error = connector_error(&failure, action, call.redact, secret.as_ref());
             // Details are the connector's, stored with the result: too deep to read back, they
             // would bind the key for good (see `MAX_STORED_DEPTH`).
             if let Some(details) = error
@@ -1409,7 +1411,10 @@ impl Supervised<'_> {
                     // failure or one of its own making: the action was abandoned by its
                     // transport, not failed by its connector.
                     Err(_) if consumer_gone(&this.context) => Outcome::Abandoned,
-                    Err(failure) => Outcome::Failed(failure),
+                    Err(failure) => {
+                        let secret = this.context.credential.as_ref().map(|c| c.secret.clone());
+                        Outcome::Failed(failure, secret)
+                    }
                 });
             }
             Ok(Poll::Pending) => {}
