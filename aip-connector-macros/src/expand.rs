@@ -29,9 +29,41 @@ fn support_tokens(support: &CapabilityImplementationSupport) -> TokenStream {
     quote!(#p::CapabilityImplementationSupport { #(#fields),* })
 }
 
+/// `tokens` with every `Self` replaced by `self_ty` (spanned on the `Self` it replaces): the
+/// assertions are items outside the impl block, where `Self` names nothing.
+fn replace_self(tokens: TokenStream, self_ty: &syn::Type) -> TokenStream {
+    use proc_macro2::{Group, TokenTree};
+    let mut out = TokenStream::new();
+    let mut tokens = tokens.into_iter().peekable();
+    while let Some(token) = tokens.next() {
+        match token {
+            TokenTree::Ident(ident) if ident == "Self" => {
+                let span = ident.span();
+                // `Self::Assoc` becomes `<T>::Assoc`, which is a path whatever `T` is.
+                let path_follows =
+                    matches!(tokens.peek(), Some(TokenTree::Punct(p)) if p.as_char() == ':');
+                out.extend(if path_follows {
+                    quote_spanned!(span=> <#self_ty>)
+                } else {
+                    quote_spanned!(span=> #self_ty)
+                });
+            }
+            TokenTree::Group(group) => {
+                let mut replaced =
+                    Group::new(group.delimiter(), replace_self(group.stream(), self_ty));
+                replaced.set_span(group.span());
+                out.extend([TokenTree::Group(replaced)]);
+            }
+            other => out.extend([other]),
+        }
+    }
+    out
+}
+
 /// Compile-time assertions that every parameter the macro took for an extractor is that
-/// extractor (type-level backing of the derived support record).
-fn extractor_assertions(capability: &CapabilityItem) -> TokenStream {
+/// extractor (type-level backing of the derived support record). `self_ty` is the impl block's
+/// type, which `Self` in a parameter's type stands for.
+fn extractor_assertions(capability: &CapabilityItem, self_ty: Option<&syn::Type>) -> TokenStream {
     let cfgs = &capability.cfgs;
     let checks = capability
         .sig
@@ -39,7 +71,11 @@ fn extractor_assertions(capability: &CapabilityItem) -> TokenStream {
         .iter()
         .filter_map(|param| match param.role {
             Role::Extractor(kind) => {
-                let ty = &param.ty;
+                let ty = quote::ToTokens::to_token_stream(&param.ty);
+                let ty = match self_ty {
+                    Some(self_ty) => replace_self(ty, self_ty),
+                    None => ty,
+                };
                 let variant = Ident::new(kind.name(), Span::call_site());
                 // Only the assertion carries the parameter's span: were the `const` item spanned
                 // there too, rustc would suggest generics for it inside the user's type when
@@ -275,7 +311,9 @@ pub(crate) fn connector(
     let codecs = capabilities
         .iter()
         .map(|c| codec_fns(c, TokenStream::new()));
-    let assertions = capabilities.iter().map(extractor_assertions);
+    let assertions = capabilities
+        .iter()
+        .map(|c| extractor_assertions(c, Some(self_ty)));
 
     let invoke_arms = capabilities.iter().map(|c| {
         let cap_id = c.capability.id.as_str();
@@ -456,7 +494,7 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
     let ident = &function.sig.ident;
     let scope = TokenStream::new();
     let definition = definition_expr(capability, &scope);
-    let assertions = extractor_assertions(capability);
+    let assertions = extractor_assertions(capability, None);
     let codecs = codec_fns(capability, quote!(#vis));
     let call = call_block(
         capability,
