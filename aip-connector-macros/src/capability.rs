@@ -155,7 +155,7 @@ pub(crate) fn analyze(
     }
     let cfgs = fn_attrs
         .iter()
-        .filter(|a| a.path().is_ident("cfg"))
+        .filter(|a| a.path().is_ident(crate::keys::attributes::CFG))
         .cloned()
         .collect();
     let mut item = item(attr, handler, resolved, attr_span, cfgs);
@@ -220,7 +220,7 @@ pub(crate) enum DocComment {
 pub(crate) fn doc_comment(attrs: &[Attribute]) -> DocComment {
     let values: Vec<&Expr> = attrs
         .iter()
-        .filter(|a| a.path().is_ident("doc"))
+        .filter(|a| a.path().is_ident(crate::keys::attributes::DOC))
         .filter_map(|a| match &a.meta {
             syn::Meta::NameValue(nv) => Some(&nv.value),
             _ => None,
