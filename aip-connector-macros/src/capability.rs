@@ -264,13 +264,17 @@ pub(crate) fn expand_free(args: TokenStream, item: TokenStream) -> TokenStream {
         &function.sig,
         None,
     );
+    // A receiver means a method of an impl block without `#[connector]`: no item may be
+    // emitted beside it there.
+    let in_impl = function.sig.receiver().is_some();
     crate::signature::strip_refused_parameters(&mut function.sig, false);
     allow_unused_async(&mut function.attrs);
     match (cx.check(), analyzed) {
         (Ok(()), Some(capability)) => crate::expand::free_capability(&function, &capability),
         (Err(errors), _) => {
             let errors = errors.to_compile_error();
-            quote! { #errors #function }
+            let fallback = (!in_impl).then(|| crate::expand::fallback_free_capability(&function));
+            quote! { #errors #function #fallback }
         }
         (Ok(()), None) => quote! { #function },
     }

@@ -470,17 +470,60 @@ pub(crate) fn connector(
 pub(crate) fn fallback_connector(block: &ItemImpl) -> TokenStream {
     let p = private();
     let self_ty = &block.self_ty;
-    if !block.generics.params.is_empty() || block.trait_.is_some() {
+    if block.trait_.is_some() {
         return TokenStream::new();
+    }
+    // A generic block (refused) keeps its generics; `Connector`'s supertraits are required of
+    // the type here rather than reported as a second error.
+    let (impl_generics, _, where_clause) = block.generics.split_for_impl();
+    let mut where_clause = where_clause
+        .cloned()
+        .unwrap_or_else(|| syn::parse_quote!(where));
+    if !block.generics.params.is_empty() {
+        where_clause.predicates.push(syn::parse_quote!(
+            #self_ty: #p::Send + #p::Sync + 'static
+        ));
     }
     quote! {
         #[automatically_derived]
-        impl #p::Connector for #self_ty {
+        impl #impl_generics #p::Connector for #self_ty #where_clause {
             fn definition(&self) -> &#p::ConnectorDefinition {
                 #p::unreachable!("#[connector] reported a compile error")
             }
             fn invoke<'__aip>(&'__aip self, _: &'__aip str, _: &'__aip #p::Value, _: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'__aip, #p::Result<#p::Value, #p::ConnectorFailure>> {
                 #p::unreachable!("#[connector] reported a compile error")
+            }
+        }
+    }
+}
+
+/// After an error in a free `#[capability]`: the same-named type and a `FreeCapability` impl
+/// whose methods are never reached (the crate does not compile), so that
+/// `ConnectorBuilder::capability::<name>()` reports nothing more than the real mistake.
+pub(crate) fn fallback_free_capability(function: &syn::ItemFn) -> TokenStream {
+    let p = private();
+    let vis = &function.vis;
+    let ident = &function.sig.ident;
+    let state = free_state_param();
+    let cfgs = function
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident(crate::keys::attributes::CFG))
+        .collect::<Vec<_>>();
+    quote! {
+        #(#cfgs)*
+        #[doc(hidden)]
+        #[allow(non_camel_case_types)]
+        #vis struct #ident {}
+
+        #(#cfgs)*
+        #[automatically_derived]
+        impl<#state: #p::ConnectorState> #p::FreeCapability<#state> for #ident {
+            fn definition() -> #p::CapabilityDefinition {
+                #p::unreachable!("#[capability] reported a compile error")
+            }
+            fn invoke(_: &#state, _: &#p::Value, _: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'static, #p::Result<#p::Value, #p::ConnectorFailure>> {
+                #p::unreachable!("#[capability] reported a compile error")
             }
         }
     }

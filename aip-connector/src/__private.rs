@@ -2,6 +2,7 @@
 //! names here may change in any release; the macro crate is pinned to this crate's exact version.
 
 pub use ::core::future::ready;
+pub use ::core::marker::{Send, Sync};
 pub use ::core::option::Option;
 pub use ::core::result::Result;
 pub use ::core::unreachable;
