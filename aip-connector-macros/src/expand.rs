@@ -290,7 +290,7 @@ pub(crate) fn connector(
     let id = &attr.id;
     let agent_id = attr.agent.clone().unwrap_or_else(|| format!("agent:{id}"));
     let display_name = match &attr.display_name {
-        Some(name) => quote!(#p::Option::Some(#p::String::from(#name))),
+        Some(name) => quote!(#p::Option::Some(<#p::String as #p::From<&str>>::from(#name))),
         None => quote!(#p::Option::None),
     };
     let profiles = &attr.profiles;
@@ -431,14 +431,16 @@ pub(crate) fn connector(
         // have an arm; when both are compiled in, the markers' error says so, once.
         #[allow(unused_qualifications, deprecated, clippy::needless_question_mark, unreachable_patterns)]
         impl #p::Connector for #self_ty {
+            // `From` is called through the trait: under `#![no_implicit_prelude]` it is not in
+            // scope for `String::from`.
             fn definition(&self) -> &#p::ConnectorDefinition {
                 static DEFINITION: #p::OnceLock<#p::ConnectorDefinition> = #p::OnceLock::new();
                 DEFINITION.get_or_init(|| #p::ConnectorDefinition {
-                    id: #p::String::from(#id),
+                    id: <#p::String as #p::From<&str>>::from(#id),
                     agent: #p::agent(#agent_id, #display_name),
-                    profiles: #p::Vec::from([#(#p::ProfileId::from(#profiles)),*]),
+                    profiles: <#p::Vec<_> as #p::From<_>>::from([#(<#p::ProfileId as #p::From<&str>>::from(#profiles)),*]),
                     compatibility: #compatibility,
-                    channels: #p::Vec::from([
+                    channels: <#p::Vec<_> as #p::From<_>>::from([
                         #(#p::webhook_channel(#webhooks),)*
                         #(#p::parse_json(#channels),)*
                     ]),
