@@ -267,6 +267,11 @@ pub(crate) fn expand_free(args: TokenStream, item: TokenStream) -> TokenStream {
     // A receiver means a method of an impl block without `#[connector]`: no item may be
     // emitted beside it there.
     let in_impl = function.sig.receiver().is_some();
+    if analyzed.as_ref().is_some_and(|c| c.sig.refused_input) {
+        function
+            .attrs
+            .push(syn::parse_quote!(#[allow(unused_variables)]));
+    }
     crate::signature::strip_refused_parameters(&mut function.sig, false);
     allow_unused_async(&mut function.attrs);
     match (cx.check(), analyzed) {

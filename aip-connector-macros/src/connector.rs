@@ -84,6 +84,11 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             &method.sig,
             Some(&attr.id),
         ) {
+            if capability.sig.refused_input {
+                method
+                    .attrs
+                    .push(syn::parse_quote!(#[allow(unused_variables)]));
+            }
             capabilities.push(capability);
         }
         crate::signature::strip_refused_parameters(&mut method.sig, true);

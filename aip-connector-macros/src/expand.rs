@@ -123,8 +123,9 @@ fn codec_idents(capability: &CapabilityItem) -> (Ident, Ident) {
 /// The one place that requires the input and result bounds of a capability, so a type that
 /// lacks them produces one diagnostic on the user's type.
 ///
-/// `must_use_candidate` is allowed: a pub free capability's codecs are public, pedantic clippy
-/// would ask the author for `#[must_use]` on functions they never wrote.
+/// `must_use_candidate` and `missing_inline_in_public_items` are allowed: a pub free
+/// capability's codecs are public, and clippy would ask the author for `#[must_use]` or
+/// `#[inline]` on functions they never wrote.
 fn codec_fns(capability: &CapabilityItem, vis: TokenStream) -> TokenStream {
     let p = private();
     let cfgs = &capability.cfgs;
@@ -133,7 +134,7 @@ fn codec_fns(capability: &CapabilityItem, vis: TokenStream) -> TokenStream {
         quote_spanned! {syn::spanned::Spanned::span(ty)=>
             #(#cfgs)*
             #[doc(hidden)]
-            #[allow(clippy::must_use_candidate)]
+            #[allow(clippy::must_use_candidate, clippy::missing_inline_in_public_items)]
             #vis fn #input_fn() -> #p::InputCodec<#ty> { #p::input_codec::<#ty>() }
         }
     });
@@ -141,7 +142,7 @@ fn codec_fns(capability: &CapabilityItem, vis: TokenStream) -> TokenStream {
         quote_spanned! {syn::spanned::Spanned::span(ty)=>
             #(#cfgs)*
             #[doc(hidden)]
-            #[allow(clippy::must_use_candidate)]
+            #[allow(clippy::must_use_candidate, clippy::missing_inline_in_public_items)]
             #vis fn #output_fn() -> #p::OutputCodec<#ty> { #p::output_codec::<#ty>() }
         }
     });
@@ -429,7 +430,8 @@ pub(crate) fn connector(
         // dispatch calling it must not break a crate that denies warnings.
         // `unreachable_patterns`: alternatives of one capability under different `#[cfg]`s each
         // have an arm; when both are compiled in, the markers' error says so, once.
-        #[allow(unused_qualifications, deprecated, clippy::needless_question_mark, unreachable_patterns)]
+        // `question_mark_used`: an extractor is read with `?`, spanned on the user's parameter.
+        #[allow(unused_qualifications, deprecated, clippy::needless_question_mark, unreachable_patterns, clippy::question_mark_used)]
         impl #p::Connector for #self_ty {
             // `From` is called through the trait: under `#![no_implicit_prelude]` it is not in
             // scope for `String::from`.
@@ -579,7 +581,7 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
 
         #(#cfgs)*
         #[automatically_derived]
-        #[allow(deprecated)]
+        #[allow(deprecated, clippy::question_mark_used)]
         impl<#state: #p::ConnectorState> #p::FreeCapability<#state> for #ident #bound {
             fn definition() -> #p::CapabilityDefinition {
                 #definition

@@ -1,10 +1,15 @@
 //! Generated code stays clean under a user's strictest settings and does not rely on the
-//! prelude: `Result`, `Ok`, `Option`, `core` and `std` are all shadowed here. The two pedantic
-//! clippy lints generated code used to trip (`must_use_candidate` on a pub free capability's
-//! codecs, `unused_async` on handlers that await nothing, like these) are denied too: the
-//! workspace's `cargo clippy -- -D warnings` checks this file.
+//! prelude: `Result`, `Ok`, `Option`, `core` and `std` are all shadowed here, and `no_prelude`
+//! is compiled under `#![no_implicit_prelude]`. The clippy lints generated code used to trip
+//! (`must_use_candidate` on a pub free capability's codecs, `unused_async` on handlers that
+//! await nothing, like these, and the restriction lint `question_mark_used` on the `?` that reads
+//! an extractor) are denied too: the workspace's `cargo clippy -- -D warnings` checks this file.
 #![deny(warnings, missing_docs, unused_qualifications)]
-#![deny(clippy::must_use_candidate, clippy::unused_async)]
+#![deny(
+    clippy::must_use_candidate,
+    clippy::unused_async,
+    clippy::question_mark_used
+)]
 
 #[allow(dead_code)]
 struct Result;
