@@ -155,7 +155,7 @@ pub(crate) fn analyze(
     }
     let cfgs = fn_attrs
         .iter()
-        .filter(|a| a.path().is_ident("cfg"))
+        .filter(|a| a.path().is_ident(crate::keys::attributes::CFG))
         .cloned()
         .collect();
     let mut item = item(attr, handler, resolved, attr_span, cfgs);
@@ -220,7 +220,7 @@ pub(crate) enum DocComment {
 pub(crate) fn doc_comment(attrs: &[Attribute]) -> DocComment {
     let values: Vec<&Expr> = attrs
         .iter()
-        .filter(|a| a.path().is_ident("doc"))
+        .filter(|a| a.path().is_ident(crate::keys::attributes::DOC))
         .filter_map(|a| match &a.meta {
             syn::Meta::NameValue(nv) => Some(&nv.value),
             _ => None,
@@ -264,13 +264,22 @@ pub(crate) fn expand_free(args: TokenStream, item: TokenStream) -> TokenStream {
         &function.sig,
         None,
     );
+    // A receiver means a method of an impl block without `#[connector]`: no item may be
+    // emitted beside it there.
+    let in_impl = function.sig.receiver().is_some();
+    if analyzed.as_ref().is_some_and(|c| c.sig.refused_input) {
+        function
+            .attrs
+            .push(syn::parse_quote!(#[allow(unused_variables)]));
+    }
     crate::signature::strip_refused_parameters(&mut function.sig, false);
     allow_unused_async(&mut function.attrs);
     match (cx.check(), analyzed) {
         (Ok(()), Some(capability)) => crate::expand::free_capability(&function, &capability),
         (Err(errors), _) => {
             let errors = errors.to_compile_error();
-            quote! { #errors #function }
+            let fallback = (!in_impl).then(|| crate::expand::fallback_free_capability(&function));
+            quote! { #errors #function #fallback }
         }
         (Ok(()), None) => quote! { #function },
     }

@@ -63,6 +63,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         let ImplItem::Fn(method) = impl_item else {
             continue;
         };
+        refuse_capability_under_cfg_attr(&cx, &mut method.attrs);
         let Some(index) = method.attrs.iter().position(is_capability_attribute) else {
             continue;
         };
@@ -83,6 +84,11 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             &method.sig,
             Some(&attr.id),
         ) {
+            if capability.sig.refused_input {
+                method
+                    .attrs
+                    .push(syn::parse_quote!(#[allow(unused_variables)]));
+            }
             capabilities.push(capability);
         }
         crate::signature::strip_refused_parameters(&mut method.sig, true);
@@ -691,12 +697,64 @@ fn profile_bindings(cx: &Ctxt, attr: &ConnectorAttr, manifest: &mut Manifest) {
     }
 }
 
+/// Rule `item.capability_under_cfg_attr`: `#[cfg_attr(pred, capability(...))]` on a method.
+/// Reported on the `capability` inside, with the `#[cfg]` to write instead; the attribute is then
+/// dropped, so that rustc does not expand it into a free `#[capability]` on a method, whose
+/// error (`self` outside `#[connector]`) would be wrong.
+fn refuse_capability_under_cfg_attr(cx: &Ctxt, attrs: &mut Vec<syn::Attribute>) {
+    attrs.retain(|attribute| {
+        if !attribute.path().is_ident(keys::attributes::CFG_ATTR) {
+            return true;
+        }
+        let Some((predicates, capability)) = capability_in_cfg_attr(&attribute.meta) else {
+            return true;
+        };
+        let predicate = match predicates.as_slice() {
+            [one] => quote!(#one),
+            all => quote!(all(#(#all),*)),
+        };
+        cx.error_spanned_by(
+            capability,
+            crate::diagnostics::CAPABILITY_UNDER_CFG_ATTR
+                .message
+                .replace("#[cfg(...)]", &format!("#[cfg({predicate})]")),
+        );
+        false
+    });
+}
+
+/// The predicates of a `cfg_attr` (nested ones too) that applies `capability`, and the path of
+/// that `capability`.
+fn capability_in_cfg_attr(meta: &syn::Meta) -> Option<(Vec<syn::Meta>, syn::Path)> {
+    use syn::punctuated::Punctuated;
+    let syn::Meta::List(list) = meta else {
+        return None;
+    };
+    let parts = list
+        .parse_args_with(Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated)
+        .ok()?;
+    let mut parts = parts.into_iter();
+    let predicate = parts.next()?;
+    parts.find_map(|applied| {
+        if applied.path().is_ident(keys::attributes::CFG_ATTR) {
+            let (mut predicates, path) = capability_in_cfg_attr(&applied)?;
+            predicates.insert(0, predicate.clone());
+            Some((predicates, path))
+        } else {
+            is_capability_path(applied.path())
+                .then(|| (vec![predicate.clone()], applied.path().clone()))
+        }
+    })
+}
+
 /// `#[capability(...)]` however it is imported: `capability`, `aip_connector::capability`, or a
 /// renamed crate path (`aip::capability`).
 fn is_capability_attribute(attribute: &syn::Attribute) -> bool {
-    attribute
-        .path()
-        .segments
+    is_capability_path(attribute.path())
+}
+
+fn is_capability_path(path: &syn::Path) -> bool {
+    path.segments
         .last()
-        .is_some_and(|segment| segment.ident == "capability")
+        .is_some_and(|segment| segment.ident == keys::attributes::CAPABILITY)
 }

@@ -69,6 +69,11 @@ pub(crate) const BORROWED_STATE: Diagnostic = Diagnostic {
     message: "a connector's state cannot borrow: each call gets its own clone of it, which may outlive the call (a spawned task, a stream); take an owned type (`String` or `Arc<str>` for `&str`, an `Arc<T>` for shared data) or `'static` data",
 };
 
+pub(crate) const CAPABILITY_UNDER_CFG_ATTR: Diagnostic = Diagnostic {
+    code: "item.capability_under_cfg_attr",
+    message: "`#[capability]` applied through `cfg_attr` is not read by `#[connector]`, which collects its capabilities before `cfg_attr` expands; put the condition on the handler as `#[cfg(...)]`, next to a plain `#[capability(...)]`, so that the handler and its capability are compiled in or out together",
+};
+
 /// Every macro-only diagnostic, for the catalogue test.
 #[allow(dead_code)]
 pub(crate) const ALL: &[Diagnostic] = &[
@@ -84,4 +89,5 @@ pub(crate) const ALL: &[Diagnostic] = &[
     BORROWED_STATE,
     MCP_DESTRUCTIVE_NOT_BOOL,
     MCP_DESTRUCTIVE_DENIED,
+    CAPABILITY_UNDER_CFG_ATTR,
 ];

@@ -29,9 +29,41 @@ fn support_tokens(support: &CapabilityImplementationSupport) -> TokenStream {
     quote!(#p::CapabilityImplementationSupport { #(#fields),* })
 }
 
+/// `tokens` with every `Self` replaced by `self_ty` (spanned on the `Self` it replaces): the
+/// assertions are items outside the impl block, where `Self` names nothing.
+fn replace_self(tokens: TokenStream, self_ty: &syn::Type) -> TokenStream {
+    use proc_macro2::{Group, TokenTree};
+    let mut out = TokenStream::new();
+    let mut tokens = tokens.into_iter().peekable();
+    while let Some(token) = tokens.next() {
+        match token {
+            TokenTree::Ident(ident) if ident == "Self" => {
+                let span = ident.span();
+                // `Self::Assoc` becomes `<T>::Assoc`, which is a path whatever `T` is.
+                let path_follows =
+                    matches!(tokens.peek(), Some(TokenTree::Punct(p)) if p.as_char() == ':');
+                out.extend(if path_follows {
+                    quote_spanned!(span=> <#self_ty>)
+                } else {
+                    quote_spanned!(span=> #self_ty)
+                });
+            }
+            TokenTree::Group(group) => {
+                let mut replaced =
+                    Group::new(group.delimiter(), replace_self(group.stream(), self_ty));
+                replaced.set_span(group.span());
+                out.extend([TokenTree::Group(replaced)]);
+            }
+            other => out.extend([other]),
+        }
+    }
+    out
+}
+
 /// Compile-time assertions that every parameter the macro took for an extractor is that
-/// extractor (type-level backing of the derived support record).
-fn extractor_assertions(capability: &CapabilityItem) -> TokenStream {
+/// extractor (type-level backing of the derived support record). `self_ty` is the impl block's
+/// type, which `Self` in a parameter's type stands for.
+fn extractor_assertions(capability: &CapabilityItem, self_ty: Option<&syn::Type>) -> TokenStream {
     let cfgs = &capability.cfgs;
     let checks = capability
         .sig
@@ -39,7 +71,11 @@ fn extractor_assertions(capability: &CapabilityItem) -> TokenStream {
         .iter()
         .filter_map(|param| match param.role {
             Role::Extractor(kind) => {
-                let ty = &param.ty;
+                let ty = quote::ToTokens::to_token_stream(&param.ty);
+                let ty = match self_ty {
+                    Some(self_ty) => replace_self(ty, self_ty),
+                    None => ty,
+                };
                 let variant = Ident::new(kind.name(), Span::call_site());
                 // Only the assertion carries the parameter's span: were the `const` item spanned
                 // there too, rustc would suggest generics for it inside the user's type when
@@ -87,8 +123,9 @@ fn codec_idents(capability: &CapabilityItem) -> (Ident, Ident) {
 /// The one place that requires the input and result bounds of a capability, so a type that
 /// lacks them produces one diagnostic on the user's type.
 ///
-/// `must_use_candidate` is allowed: a pub free capability's codecs are public, pedantic clippy
-/// would ask the author for `#[must_use]` on functions they never wrote.
+/// `must_use_candidate` and `missing_inline_in_public_items` are allowed: a pub free
+/// capability's codecs are public, and clippy would ask the author for `#[must_use]` or
+/// `#[inline]` on functions they never wrote.
 fn codec_fns(capability: &CapabilityItem, vis: TokenStream) -> TokenStream {
     let p = private();
     let cfgs = &capability.cfgs;
@@ -97,7 +134,7 @@ fn codec_fns(capability: &CapabilityItem, vis: TokenStream) -> TokenStream {
         quote_spanned! {syn::spanned::Spanned::span(ty)=>
             #(#cfgs)*
             #[doc(hidden)]
-            #[allow(clippy::must_use_candidate)]
+            #[allow(clippy::must_use_candidate, clippy::missing_inline_in_public_items)]
             #vis fn #input_fn() -> #p::InputCodec<#ty> { #p::input_codec::<#ty>() }
         }
     });
@@ -105,7 +142,7 @@ fn codec_fns(capability: &CapabilityItem, vis: TokenStream) -> TokenStream {
         quote_spanned! {syn::spanned::Spanned::span(ty)=>
             #(#cfgs)*
             #[doc(hidden)]
-            #[allow(clippy::must_use_candidate)]
+            #[allow(clippy::must_use_candidate, clippy::missing_inline_in_public_items)]
             #vis fn #output_fn() -> #p::OutputCodec<#ty> { #p::output_codec::<#ty>() }
         }
     });
@@ -254,7 +291,7 @@ pub(crate) fn connector(
     let id = &attr.id;
     let agent_id = attr.agent.clone().unwrap_or_else(|| format!("agent:{id}"));
     let display_name = match &attr.display_name {
-        Some(name) => quote!(#p::Option::Some(#p::String::from(#name))),
+        Some(name) => quote!(#p::Option::Some(<#p::String as #p::From<&str>>::from(#name))),
         None => quote!(#p::Option::None),
     };
     let profiles = &attr.profiles;
@@ -275,7 +312,9 @@ pub(crate) fn connector(
     let codecs = capabilities
         .iter()
         .map(|c| codec_fns(c, TokenStream::new()));
-    let assertions = capabilities.iter().map(extractor_assertions);
+    let assertions = capabilities
+        .iter()
+        .map(|c| extractor_assertions(c, Some(self_ty)));
 
     let invoke_arms = capabilities.iter().map(|c| {
         let cap_id = c.capability.id.as_str();
@@ -391,16 +430,19 @@ pub(crate) fn connector(
         // dispatch calling it must not break a crate that denies warnings.
         // `unreachable_patterns`: alternatives of one capability under different `#[cfg]`s each
         // have an arm; when both are compiled in, the markers' error says so, once.
-        #[allow(unused_qualifications, deprecated, clippy::needless_question_mark, unreachable_patterns)]
+        // `question_mark_used`: an extractor is read with `?`, spanned on the user's parameter.
+        #[allow(unused_qualifications, deprecated, clippy::needless_question_mark, unreachable_patterns, clippy::question_mark_used)]
         impl #p::Connector for #self_ty {
+            // `From` is called through the trait: under `#![no_implicit_prelude]` it is not in
+            // scope for `String::from`.
             fn definition(&self) -> &#p::ConnectorDefinition {
                 static DEFINITION: #p::OnceLock<#p::ConnectorDefinition> = #p::OnceLock::new();
                 DEFINITION.get_or_init(|| #p::ConnectorDefinition {
-                    id: #p::String::from(#id),
+                    id: <#p::String as #p::From<&str>>::from(#id),
                     agent: #p::agent(#agent_id, #display_name),
-                    profiles: #p::Vec::from([#(#p::ProfileId::from(#profiles)),*]),
+                    profiles: <#p::Vec<_> as #p::From<_>>::from([#(<#p::ProfileId as #p::From<&str>>::from(#profiles)),*]),
                     compatibility: #compatibility,
-                    channels: #p::Vec::from([
+                    channels: <#p::Vec<_> as #p::From<_>>::from([
                         #(#p::webhook_channel(#webhooks),)*
                         #(#p::parse_json(#channels),)*
                     ]),
@@ -432,17 +474,60 @@ pub(crate) fn connector(
 pub(crate) fn fallback_connector(block: &ItemImpl) -> TokenStream {
     let p = private();
     let self_ty = &block.self_ty;
-    if !block.generics.params.is_empty() || block.trait_.is_some() {
+    if block.trait_.is_some() {
         return TokenStream::new();
+    }
+    // A generic block (refused) keeps its generics; `Connector`'s supertraits are required of
+    // the type here rather than reported as a second error.
+    let (impl_generics, _, where_clause) = block.generics.split_for_impl();
+    let mut where_clause = where_clause
+        .cloned()
+        .unwrap_or_else(|| syn::parse_quote!(where));
+    if !block.generics.params.is_empty() {
+        where_clause.predicates.push(syn::parse_quote!(
+            #self_ty: #p::Send + #p::Sync + 'static
+        ));
     }
     quote! {
         #[automatically_derived]
-        impl #p::Connector for #self_ty {
+        impl #impl_generics #p::Connector for #self_ty #where_clause {
             fn definition(&self) -> &#p::ConnectorDefinition {
                 #p::unreachable!("#[connector] reported a compile error")
             }
             fn invoke<'__aip>(&'__aip self, _: &'__aip str, _: &'__aip #p::Value, _: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'__aip, #p::Result<#p::Value, #p::ConnectorFailure>> {
                 #p::unreachable!("#[connector] reported a compile error")
+            }
+        }
+    }
+}
+
+/// After an error in a free `#[capability]`: the same-named type and a `FreeCapability` impl
+/// whose methods are never reached (the crate does not compile), so that
+/// `ConnectorBuilder::capability::<name>()` reports nothing more than the real mistake.
+pub(crate) fn fallback_free_capability(function: &syn::ItemFn) -> TokenStream {
+    let p = private();
+    let vis = &function.vis;
+    let ident = &function.sig.ident;
+    let state = free_state_param();
+    let cfgs = function
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident(crate::keys::attributes::CFG))
+        .collect::<Vec<_>>();
+    quote! {
+        #(#cfgs)*
+        #[doc(hidden)]
+        #[allow(non_camel_case_types)]
+        #vis struct #ident {}
+
+        #(#cfgs)*
+        #[automatically_derived]
+        impl<#state: #p::ConnectorState> #p::FreeCapability<#state> for #ident {
+            fn definition() -> #p::CapabilityDefinition {
+                #p::unreachable!("#[capability] reported a compile error")
+            }
+            fn invoke(_: &#state, _: &#p::Value, _: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'static, #p::Result<#p::Value, #p::ConnectorFailure>> {
+                #p::unreachable!("#[capability] reported a compile error")
             }
         }
     }
@@ -456,7 +541,7 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
     let ident = &function.sig.ident;
     let scope = TokenStream::new();
     let definition = definition_expr(capability, &scope);
-    let assertions = extractor_assertions(capability);
+    let assertions = extractor_assertions(capability, None);
     let codecs = codec_fns(capability, quote!(#vis));
     let call = call_block(
         capability,
@@ -496,7 +581,7 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
 
         #(#cfgs)*
         #[automatically_derived]
-        #[allow(deprecated)]
+        #[allow(deprecated, clippy::question_mark_used)]
         impl<#state: #p::ConnectorState> #p::FreeCapability<#state> for #ident #bound {
             fn definition() -> #p::CapabilityDefinition {
                 #definition

@@ -341,3 +341,11 @@ pub(crate) mod values {
         "full_simulation",
     ];
 }
+
+/// Names of the Rust attributes the macros read on a handler.
+pub(crate) mod attributes {
+    pub(crate) const CAPABILITY: &str = "capability";
+    pub(crate) const CFG: &str = "cfg";
+    pub(crate) const CFG_ATTR: &str = "cfg_attr";
+    pub(crate) const DOC: &str = "doc";
+}

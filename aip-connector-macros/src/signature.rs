@@ -181,6 +181,9 @@ pub(crate) fn unfit_input(ty: &Type) -> Option<String> {
         Type::ImplTrait(_) => Some(
             "a capability handler cannot be generic (`impl Trait` is a type parameter): its input and output types fix the published schemas".to_owned(),
         ),
+        Type::Tuple(tuple) if tuple.elems.is_empty() => Some(
+            "a capability without input takes no input parameter: remove this one (the published input schema is then an empty object)".to_owned(),
+        ),
         Type::Tuple(_) | Type::Array(_) | Type::Slice(_) => Some(format!(
             "{OBJECT}; a tuple or an array is a JSON array: name its parts as the fields of a `#[derive(Deserialize, JsonSchema)] struct`"
         )),
@@ -306,6 +309,9 @@ pub(crate) struct HandlerSignature {
     pub(crate) has_receiver: bool,
     pub(crate) params: Vec<Param>,
     pub(crate) output: Option<Type>,
+    /// A second input parameter was refused: the handler is re-emitted with
+    /// `#[allow(unused_variables)]`, so that an unused one is not a second diagnostic.
+    pub(crate) refused_input: bool,
 }
 
 impl HandlerSignature {
@@ -363,6 +369,7 @@ pub(crate) fn read(cx: &Ctxt, sig: &Signature, in_impl: bool) -> HandlerSignatur
         cx.error_spanned_by(variadic, "a capability handler cannot be variadic");
     }
     let mut has_receiver = false;
+    let mut refused_input = false;
     let mut params: Vec<Param> = Vec::new();
     for arg in &sig.inputs {
         match arg {
@@ -423,6 +430,7 @@ pub(crate) fn read(cx: &Ctxt, sig: &Signature, in_impl: bool) -> HandlerSignatur
                         }
                         None => {
                             if params.iter().any(|p| matches!(p.role, Role::Input)) {
+                                refused_input = true;
                                 cx.error_spanned_by(&typed.ty, "a capability handler takes one input parameter, and this is a second one; group the fields into one input type, or, if this is an aip-connector extractor imported under another name, import it under its own name");
                             }
                             Role::Input
@@ -458,5 +466,6 @@ pub(crate) fn read(cx: &Ctxt, sig: &Signature, in_impl: bool) -> HandlerSignatur
         has_receiver,
         params,
         output,
+        refused_input,
     }
 }

@@ -1,7 +1,9 @@
 //! Items used only by code that `#[capability]` and `#[connector]` generate. Not public API:
 //! names here may change in any release; the macro crate is pinned to this crate's exact version.
 
+pub use ::core::convert::From;
 pub use ::core::future::ready;
+pub use ::core::marker::{Send, Sync};
 pub use ::core::option::Option;
 pub use ::core::result::Result;
 pub use ::core::unreachable;

@@ -286,9 +286,44 @@ fn collapse_null_type(object: &mut Map<String, Value>) -> bool {
     collapsed
 }
 
-/// Whether `schema` describes JSON objects at its root (what a capability input must be).
+/// Whether `schema` describes only JSON objects at its root (what a capability input must be):
+/// `{"type": "object"}`, or a `oneOf`/`anyOf` whose branches all do (an internally or
+/// adjacently tagged enum, an untagged enum of structs), or an `allOf` with a branch that does;
+/// a local `$ref` (`#`, `#/$defs/...`) is followed.
 pub fn has_object_root(schema: &Value) -> bool {
-    schema.get("type").and_then(Value::as_str) == Some("object")
+    describes_objects(schema, schema, 0)
+}
+
+/// [`has_object_root`] of `schema`, a part of `root`; `depth` bounds a `$ref` cycle.
+fn describes_objects(root: &Value, schema: &Value, depth: usize) -> bool {
+    const MAX_DEPTH: usize = 32;
+    let Some(object) = schema.as_object() else {
+        return false;
+    };
+    if depth > MAX_DEPTH {
+        return false;
+    }
+    if object.get("type").and_then(Value::as_str) == Some("object") {
+        return true;
+    }
+    let nested = |branch: &Value| describes_objects(root, branch, depth + 1);
+    if let Some(target) = object
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|reference| reference.strip_prefix('#'))
+        .and_then(|pointer| root.pointer(pointer))
+        && nested(target)
+    {
+        return true;
+    }
+    let all_objects = |keyword: &str| {
+        matches!(object.get(keyword), Some(Value::Array(branches))
+            if !branches.is_empty() && branches.iter().all(nested))
+    };
+    if all_objects("oneOf") || all_objects("anyOf") {
+        return true;
+    }
+    matches!(object.get("allOf"), Some(Value::Array(branches)) if branches.iter().any(nested))
 }
 
 #[cfg(test)]
@@ -402,6 +437,45 @@ mod tests {
         );
         assert!(has_object_root(&schema));
         assert!(schema["$defs"]["Attendee"].is_object());
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    #[serde(tag = "t", content = "c")]
+    enum Adjacent {
+        Email { to: String },
+        Nothing,
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    enum External {
+        Email { to: String },
+        Nothing,
+    }
+
+    #[test]
+    fn an_object_root_may_be_a_union_of_objects() {
+        // Internally and adjacently tagged enums: every value is an object.
+        assert!(has_object_root(&input_schema::<Step>()));
+        assert!(has_object_root(&input_schema::<Adjacent>()));
+        // An externally tagged unit variant is a string.
+        assert!(!has_object_root(&input_schema::<External>()));
+        assert!(!has_object_root(&input_schema::<String>()));
+        assert!(!has_object_root(&json!(true)));
+        assert!(has_object_root(&json!({
+            "$ref": "#/$defs/A",
+            "$defs": {"A": {"anyOf": [{"type": "object"}, {"$ref": "#/$defs/B"}]}, "B": {"type": "object"}}
+        })));
+        assert!(has_object_root(
+            &json!({"allOf": [{"required": ["a"]}, {"type": "object"}]})
+        ));
+        assert!(!has_object_root(&json!({"oneOf": []})));
+        assert!(!has_object_root(
+            &json!({"anyOf": [{"type": "object"}, {"type": "null"}]})
+        ));
+        // A `$ref` cycle ends.
+        assert!(!has_object_root(&json!({"$ref": "#"})));
     }
 
     #[test]

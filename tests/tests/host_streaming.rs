@@ -465,3 +465,50 @@ async fn a_plain_call_of_a_streaming_capability_says_how_to_stream_it() {
         error.message
     );
 }
+
+/// A connector whose item type is the connector type itself, named `Self` in the handler's
+/// parameters (`StreamSink<Self>`): the generated extractor checks resolve it.
+#[derive(Clone, Deserialize, Serialize, JsonSchema)]
+struct Echo {
+    text: String,
+}
+
+#[connector(id = "selfecho")]
+impl Echo {
+    /// Streams the input back twice, then returns it.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn twice(&self, input: Self, sink: StreamSink<Self>) -> Result<Self, ConnectorFailure> {
+        sink.send(input.clone()).await?;
+        sink.send(Echo {
+            text: format!("{}!", input.text),
+        })
+        .await?;
+        Ok(input)
+    }
+}
+
+#[tokio::test]
+async fn a_stream_sink_of_self_streams_the_connector_type() {
+    let host = Host::builder()
+        .connector(Echo {
+            text: String::new(),
+        })
+        .build()
+        .unwrap();
+    let mut stream = host.invoke_stream(
+        Action::new("cap:selfecho:twice", json!({ "text": "hi" })),
+        caller(),
+    );
+    let mut data = Vec::new();
+    let mut terminal = None;
+    while let Some(chunk) = stream.next().await {
+        match chunk.kind {
+            StreamChunkKind::Data => data.push(chunk.data.unwrap()),
+            _ => terminal = Some(chunk),
+        }
+    }
+    assert_eq!(data, [json!({ "text": "hi" }), json!({ "text": "hi!" })]);
+    let terminal = terminal.expect("a terminal chunk");
+    assert_eq!(terminal.kind, StreamChunkKind::Done);
+    assert_eq!(terminal.data.unwrap()["output"]["text"], "hi");
+}

@@ -1,10 +1,15 @@
 //! Generated code stays clean under a user's strictest settings and does not rely on the
-//! prelude: `Result`, `Ok`, `Option`, `core` and `std` are all shadowed here. The two pedantic
-//! clippy lints generated code used to trip (`must_use_candidate` on a pub free capability's
-//! codecs, `unused_async` on handlers that await nothing, like these) are denied too: the
-//! workspace's `cargo clippy -- -D warnings` checks this file.
+//! prelude: `Result`, `Ok`, `Option`, `core` and `std` are all shadowed here, and `no_prelude`
+//! is compiled under `#![no_implicit_prelude]`. The clippy lints generated code used to trip
+//! (`must_use_candidate` on a pub free capability's codecs, `unused_async` on handlers that
+//! await nothing, like these, and the restriction lint `question_mark_used` on the `?` that reads
+//! an extractor) are denied too: the workspace's `cargo clippy -- -D warnings` checks this file.
 #![deny(warnings, missing_docs, unused_qualifications)]
-#![deny(clippy::must_use_candidate, clippy::unused_async)]
+#![deny(
+    clippy::must_use_candidate,
+    clippy::unused_async,
+    clippy::question_mark_used
+)]
 
 #[allow(dead_code)]
 struct Result;
@@ -112,6 +117,60 @@ pub async fn stop_count(
 ) -> ::core::result::Result<(), ConnectorFailure> {
     let _ = (counter.start, request.action_id);
     ::core::result::Result::Ok(())
+}
+
+/// Generated code calls no trait method through the prelude: a connector (with a display name,
+/// profiles and channels) and a free capability in a module without it.
+pub mod no_prelude {
+    #![no_implicit_prelude]
+
+    use super::{Found, Lookup};
+    use ::aip_connector::prelude::{ConnectorFailure, capability, connector};
+
+    /// A connector without the implicit prelude.
+    pub struct Bare;
+
+    #[connector(
+        id = "bare",
+        name = "Bare",
+        profiles = [native_http, mcp],
+        channels = [r#"{"id": "inbox", "kind": "email"}"#]
+    )]
+    impl Bare {
+        /// Looks something up.
+        #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+        pub async fn lookup(
+            &self,
+            input: Lookup,
+        ) -> ::core::result::Result<Found, ConnectorFailure> {
+            ::core::result::Result::Ok(Found {
+                hits: input.query.len() as u32,
+            })
+        }
+    }
+
+    /// A free capability without the implicit prelude.
+    #[capability(id = "cap:bare:ping", risk = low, side_effects = [read], data(sensitivity = public))]
+    pub async fn bare_ping(input: Lookup) -> ::core::result::Result<Found, ConnectorFailure> {
+        ::core::result::Result::Ok(Found {
+            hits: input.query.len() as u32,
+        })
+    }
+}
+
+#[test]
+fn a_connector_without_the_implicit_prelude_describes_itself() {
+    use aip_connector::Connector as _;
+    let definition = no_prelude::Bare.definition();
+    assert_eq!(definition.id, "bare");
+    assert_eq!(definition.profiles.len(), 2);
+    assert_eq!(definition.channels.len(), 1);
+    assert_eq!(
+        definition.capabilities[0].capability.id.as_str(),
+        "cap:bare:lookup"
+    );
+    let free = <no_prelude::bare_ping as aip_connector::FreeCapability>::definition();
+    assert_eq!(free.capability.id.as_str(), "cap:bare:ping");
 }
 
 #[test]

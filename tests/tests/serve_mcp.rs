@@ -1752,3 +1752,131 @@ async fn compensating_and_plan_only_capabilities_are_not_projected() {
         .await;
     assert_eq!(plain.status, ActionResultStatus::Failed, "{plain:?}");
 }
+
+// ---- Tagged enums as inputs --------------------------------------------------------------------
+
+/// Internally tagged: every value is an object (`{"via": "email", "to": ...}`).
+#[derive(Deserialize, JsonSchema)]
+#[serde(tag = "via", rename_all = "snake_case")]
+enum Notice {
+    Email { to: String },
+    Sms { number: String },
+}
+
+/// Adjacently tagged, with a unit variant (`{"kind": "ping"}`).
+#[derive(Deserialize, JsonSchema)]
+#[serde(tag = "kind", content = "body", rename_all = "snake_case")]
+enum Route {
+    Forward { to: String },
+    Ping,
+}
+
+/// An output whose root is a `oneOf` of objects too.
+#[derive(Serialize, JsonSchema)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+enum Sent {
+    Delivered { to: String },
+    Pinged,
+}
+
+struct Notifier;
+
+#[connector(id = "notifier", profiles = ["aip.mcp.compat.v1"])]
+impl Notifier {
+    /// Sends a notice.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn notify(&self, notice: Notice) -> Result<Sent, ConnectorFailure> {
+        Ok(Sent::Delivered {
+            to: match notice {
+                Notice::Email { to } => to,
+                Notice::Sms { number } => number,
+            },
+        })
+    }
+
+    /// Routes a message.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn route(&self, route: Route) -> Result<Sent, ConnectorFailure> {
+        Ok(match route {
+            Route::Forward { to } => Sent::Delivered { to },
+            Route::Ping => Sent::Pinged,
+        })
+    }
+}
+
+/// An internally or adjacently tagged enum is an object input: the host admits it, validates
+/// calls against its `oneOf`, and the MCP tool says `"type": "object"` at its schemas' roots.
+#[tokio::test]
+async fn a_tagged_enum_input_is_admitted_validated_and_projected_as_an_object() {
+    let host = Host::builder().connector(Notifier).build().unwrap();
+    let invoke = |id: &'static str, input: Value| {
+        let host = host.clone();
+        async move {
+            host.invoke(
+                aip_connector::model::Action::new(id, input),
+                &person("user:ana"),
+            )
+            .await
+        }
+    };
+    for (id, input, to) in [
+        (
+            "cap:notifier:notify",
+            json!({ "via": "email", "to": "a@x" }),
+            json!("a@x"),
+        ),
+        (
+            "cap:notifier:notify",
+            json!({ "via": "sms", "number": "+1" }),
+            json!("+1"),
+        ),
+        (
+            "cap:notifier:route",
+            json!({ "kind": "forward", "body": { "to": "b@x" } }),
+            json!("b@x"),
+        ),
+        ("cap:notifier:route", json!({ "kind": "ping" }), Value::Null),
+    ] {
+        let result = invoke(id, input.clone()).await;
+        assert_eq!(
+            result.status,
+            ActionResultStatus::Completed,
+            "{input}: {result:?}"
+        );
+        let output = result.output.unwrap();
+        assert_eq!(
+            output.get("to").cloned().unwrap_or(Value::Null),
+            to,
+            "{output}"
+        );
+    }
+    for (id, input) in [
+        ("cap:notifier:notify", json!({ "via": "fax", "to": "a@x" })),
+        ("cap:notifier:notify", json!({ "via": "sms", "to": "a@x" })),
+        ("cap:notifier:notify", json!({ "to": "a@x" })),
+        ("cap:notifier:route", json!({ "kind": "forward" })),
+    ] {
+        let result = invoke(id, input.clone()).await;
+        assert_eq!(result.status, ActionResultStatus::Failed, "{input}");
+        assert_eq!(
+            result.error.unwrap().code,
+            codes::ACTION_INPUT_SCHEMA_INVALID,
+            "{input}"
+        );
+    }
+
+    let projection = McpProjection::new(host).unwrap();
+    for name in ["cap_notifier_notify", "cap_notifier_route"] {
+        let tool = projection.tool(name).unwrap();
+        let input = Value::Object(tool.input_schema.as_ref().clone());
+        assert_eq!(input["type"], "object", "{input}");
+        assert!(input["oneOf"].is_array(), "{input}");
+        let output = Value::Object(tool.output_schema.as_deref().unwrap().clone());
+        assert_eq!(output["type"], "object", "{output}");
+    }
+    let notify = projection.tool("cap_notifier_notify").unwrap();
+    let validator =
+        jsonschema::draft202012::new(&Value::Object(notify.input_schema.as_ref().clone())).unwrap();
+    assert!(validator.is_valid(&json!({ "via": "email", "to": "a@x" })));
+    assert!(!validator.is_valid(&json!({ "via": "email" })));
+}

@@ -333,10 +333,11 @@ pub enum HostBuildError {
     /// The host has no connector.
     #[error("a host needs at least one connector")]
     NoConnector,
-    /// A capability's input schema does not describe a JSON object (e.g. a `String` input):
-    /// `Action.input` is an object on the wire, so such a capability could never be called.
+    /// A capability's input schema does not describe only JSON objects (e.g. a `String` input;
+    /// see [`crate::schema::has_object_root`]): `Action.input` is an object on the wire, so
+    /// such a capability could never be called.
     #[error(
-        "capability `{capability}` has an input schema whose root is not `{{\"type\": \"object\"}}`; use a struct as the handler input"
+        "capability `{capability}` has an input schema whose root is neither `{{\"type\": \"object\"}}` nor a `oneOf`/`anyOf` of objects; use a struct (or an internally tagged enum) as the handler input"
     )]
     InputNotObject {
         /// The capability id.

@@ -999,7 +999,10 @@ const REPLAY_MARKER_PROPERTY: &str = "/properties/idempotent_replay";
 /// deserializes alike), without `$schema` (MCP's default dialect is 2020-12, and some
 /// validators refuse a schema that names it).
 pub fn input_schema(schema: &Value) -> Value {
-    without_dialect(schema::render(schema, SchemaDialect::ClientCompatible))
+    with_object_type(without_dialect(schema::render(
+        schema,
+        SchemaDialect::ClientCompatible,
+    )))
 }
 
 /// The `outputSchema` of a capability, or `None` when its root is not an object (MCP's
@@ -1018,7 +1021,21 @@ pub fn output_schema(schema: &Value) -> Option<Value> {
     } else {
         SchemaDialect::ClientCompatible
     };
-    Some(without_dialect(schema::render(schema, dialect)))
+    Some(with_object_type(without_dialect(schema::render(
+        schema, dialect,
+    ))))
+}
+
+/// MCP requires `"type": "object"` at the root of a tool's schemas. An object root the host
+/// accepts may lack it (an internally tagged enum is a `oneOf` of objects); saying it changes
+/// nothing such a schema accepts.
+fn with_object_type(mut schema: Value) -> Value {
+    if let Some(object) = schema.as_object_mut() {
+        object
+            .entry("type")
+            .or_insert_with(|| Value::String("object".to_owned()));
+    }
+    schema
 }
 
 fn without_dialect(mut schema: Value) -> Value {

@@ -1,4 +1,5 @@
-// The manifest is computed once per connector type, so the impl block cannot be generic.
+// The manifest is computed once per connector type, so the impl block cannot be generic. The
+// type is still a `Connector` after the error, so using it as one adds no second error.
 use aip_connector::prelude::*;
 
 struct Demo<T>(T);
@@ -11,4 +12,6 @@ impl<T: Send + Sync + 'static> Demo<T> {
     }
 }
 
-fn main() {}
+fn main() {
+    let _ = Demo(1_u8).definition();
+}

@@ -36,6 +36,12 @@ impl Demo {
     }
 
     #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn nothing(&self, input: ()) -> Result<(), ConnectorFailure> {
+        let _ = input;
+        Ok(())
+    }
+
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
     async fn anything(&self, input: serde_json::Value) -> Result<(), ConnectorFailure> {
         let _ = input;
         Ok(())
