@@ -291,22 +291,36 @@ fn collapse_null_type(object: &mut Map<String, Value>) -> bool {
 /// adjacently tagged enum, an untagged enum of structs), or an `allOf` with a branch that does;
 /// a local `$ref` (`#`, `#/$defs/...`) is followed.
 pub fn has_object_root(schema: &Value) -> bool {
-    describes_objects(schema, schema, 0)
+    // Each schema node looked at costs one step: a `$ref` cycle, or branches that refer back
+    // to the root several times over, end when the budget does, instead of growing with the
+    // number of paths (exponential for a cycle through two branches).
+    let budget = std::cell::Cell::new(10_000_u32);
+    describes_objects(schema, schema, 0, &budget)
 }
 
-/// [`has_object_root`] of `schema`, a part of `root`; `depth` bounds a `$ref` cycle.
-fn describes_objects(root: &Value, schema: &Value, depth: usize) -> bool {
+/// [`has_object_root`] of `schema`, a part of `root`, `depth` schemas below it, within
+/// `budget` steps; the depth bounds the stack, the budget the work.
+fn describes_objects(
+    root: &Value,
+    schema: &Value,
+    depth: usize,
+    budget: &std::cell::Cell<u32>,
+) -> bool {
     const MAX_DEPTH: usize = 32;
     let Some(object) = schema.as_object() else {
         return false;
     };
+    let Some(left) = budget.get().checked_sub(1) else {
+        return false;
+    };
+    budget.set(left);
     if depth > MAX_DEPTH {
         return false;
     }
     if object.get("type").and_then(Value::as_str) == Some("object") {
         return true;
     }
-    let nested = |branch: &Value| describes_objects(root, branch, depth + 1);
+    let nested = |branch: &Value| describes_objects(root, branch, depth + 1, budget);
     if let Some(target) = object
         .get("$ref")
         .and_then(Value::as_str)
@@ -474,8 +488,11 @@ mod tests {
         assert!(!has_object_root(
             &json!({"anyOf": [{"type": "object"}, {"type": "null"}]})
         ));
-        // A `$ref` cycle ends.
+        // A `$ref` cycle ends, also one through two branches (2^n paths without the budget).
         assert!(!has_object_root(&json!({"$ref": "#"})));
+        assert!(!has_object_root(
+            &json!({"anyOf": [{"$ref": "#"}, {"$ref": "#"}]})
+        ));
     }
 
     #[test]
