@@ -888,3 +888,79 @@ async fn an_approver_is_counted_and_checked_as_the_authority_knows_them() {
     assert_eq!(done.status, ActionResultStatus::Completed, "{done:?}");
     assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
 }
+
+/// A directory that knows people by employee number, whatever alias they sign in with.
+struct AliasDirectory;
+
+impl aip_connector::host::ApprovalAuthority for AliasDirectory {
+    fn memberships<'a>(
+        &'a self,
+        approver: &'a aip_connector::ids::PrincipalId,
+        _tenant: Option<&'a str>,
+    ) -> aip_connector::invocation::BoxFuture<'a, Result<ApproverMemberships, ConnectorFailure>>
+    {
+        let employee = match approver.as_str() {
+            "user:req" | "user:req@corp.example" => Some("employee:7"),
+            "user:alice" | "alice@corp.example" => Some("employee:1"),
+            "user:bob" => Some("employee:2"),
+            _ => None,
+        };
+        let memberships = employee.map_or_else(ApproverMemberships::default, |id| {
+            finance().with_principal_id(id)
+        });
+        Box::pin(std::future::ready(Ok(memberships)))
+    }
+}
+
+/// Separation of duties holds whatever id the directory resolves: the requester approving under
+/// the very id it requested with (which the directory resolves to its employee number) or under
+/// an alias is the requester (found by a hostile review). A decision re-sent under the alias it
+/// was first sent with is a replay, and the approved action runs once.
+#[tokio::test]
+async fn separation_of_duties_holds_under_any_resolved_id() {
+    let payments = Payments::default();
+    let host = Host::builder()
+        .connector(payments.clone())
+        .store(Arc::new(MemoryStore::default()))
+        .approval_authority(AliasDirectory)
+        .build()
+        .unwrap();
+    let id = gate(&host).await;
+    for requester in ["user:req", "user:req@corp.example"] {
+        let own = host
+            .record_approval_decision(
+                decision(&id, requester, ApprovalDecisionKind::Approved),
+                &person(requester),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            own.code,
+            codes::POLICY_SEPARATION_OF_DUTIES_REQUESTER,
+            "{requester}"
+        );
+    }
+    let alice = decision(&id, "alice@corp.example", ApprovalDecisionKind::Approved);
+    let first = host
+        .record_approval_decision(alice.clone(), &person("alice@corp.example"))
+        .await
+        .unwrap();
+    assert_eq!(first.decisions[0].approver.id.as_str(), "employee:1");
+    // The same decision sent again (a lost answer) is a replay, not a mismatch.
+    let again = host
+        .record_approval_decision(alice, &person("alice@corp.example"))
+        .await
+        .unwrap();
+    assert_eq!(again.version, first.version);
+    let approved = host
+        .record_approval_decision(
+            decision(&id, "user:bob", ApprovalDecisionKind::Approved),
+            &person("user:bob"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(approved.status, ApprovalStatus::Approved);
+    let done = host.resume_approved(&id, &person("user:req")).await;
+    assert_eq!(done.status, ActionResultStatus::Completed, "{done:?}");
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
+}

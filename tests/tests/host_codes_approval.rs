@@ -609,3 +609,49 @@ async fn resuming_a_redacted_action_from_the_store_requires_a_resubmission() {
     );
     assert_eq!(treasury.executions.load(Ordering::SeqCst), 1);
 }
+
+/// A directory that matches ids ignoring case and says which id it resolved.
+struct CaseInsensitiveFinance;
+
+impl aip_connector::host::ApprovalAuthority for CaseInsensitiveFinance {
+    fn memberships<'a>(
+        &'a self,
+        approver: &'a aip_connector::ids::PrincipalId,
+        _tenant: Option<&'a str>,
+    ) -> aip_connector::invocation::BoxFuture<'a, Result<ApproverMemberships, ConnectorFailure>>
+    {
+        let canonical = approver.as_str().to_ascii_lowercase();
+        let memberships = if ["user:op", "user:alice", "user:req"].contains(&canonical.as_str()) {
+            finance("t1").with_principal_id(canonical)
+        } else {
+            ApproverMemberships::default()
+        };
+        Box::pin(std::future::ready(Ok(memberships)))
+    }
+}
+
+/// The operator of the action may not approve it under another spelling of its id, nor under
+/// its own when the directory resolves it (found by a hostile review).
+#[tokio::test]
+async fn the_operator_may_not_approve_under_any_spelling() {
+    let host = Host::builder()
+        .connector(Treasury::default())
+        .store(Arc::new(MemoryStore::default()))
+        .approval_authority(CaseInsensitiveFinance)
+        .build()
+        .unwrap();
+    let operated = person("user:req").with_operator("User:Op".into());
+    let id = gate(&host, payment(), &operated).await;
+    for spelling in ["User:Op", "USER:OP", "user:op"] {
+        let error = host
+            .record_approval_decision(
+                decision(&id, spelling, ApprovalDecisionKind::Approved),
+                &person(spelling),
+            )
+            .await
+            .unwrap_err();
+        assert_refusal(&error, codes::POLICY_SEPARATION_OF_DUTIES_OPERATOR, &id);
+    }
+    let approved = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    assert_eq!(accepted(&host, approved).await, ApprovalStatus::Approved);
+}

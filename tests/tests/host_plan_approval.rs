@@ -154,6 +154,30 @@ async fn an_approver_may_take_longer_than_the_plan_lives() {
     assert_eq!(payroll.runs.load(Ordering::SeqCst), 1);
 }
 
+/// Only the approvers' time is left out: a commit resumed long after its approval finds its
+/// plan expired (found by a hostile review: an approved commit ran on a 400-day-old plan).
+#[tokio::test]
+async fn the_time_after_the_decision_counts_against_the_plan() {
+    let payroll = Payroll::default();
+    let clock = Arc::new(ManualClock::new());
+    let host = host(payroll.clone(), Arc::clone(&clock));
+    let plan_id = plan(&host, "2026-11").await;
+    clock.advance(10 * MINUTE);
+    let pending = commit(&host, &plan_id, "2026-11", "commit-1").await;
+    let approval = pending.approval_id().unwrap();
+    clock.advance(60 * MINUTE);
+    approve(&host, &approval).await;
+    // Ten minutes before the gate, six after the decision: sixteen of the plan's fifteen.
+    clock.advance(6 * MINUTE);
+    let late = host.resume_approved(&approval, &person("user:ada")).await;
+    assert_eq!(
+        late.error.as_ref().map(|e| e.code.as_str()),
+        Some(codes::TRANSACTION_PLAN_EXPIRED),
+        "{late:?}"
+    );
+    assert_eq!(payroll.runs.load(Ordering::SeqCst), 0);
+}
+
 #[tokio::test]
 async fn a_commit_its_plan_refuses_is_refused_before_anyone_is_asked() {
     let payroll = Payroll::default();

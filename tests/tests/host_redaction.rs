@@ -144,6 +144,36 @@ impl Tokens {
     }
 }
 
+/// A token whose schema allows at most eight characters.
+#[derive(Serialize, JsonSchema)]
+struct ShortToken {
+    #[schemars(length(max = 8))]
+    token: String,
+}
+
+/// Answers the credential itself, which its output schema refuses: the refusal quotes it.
+struct Echoes;
+
+#[connector(id = "echoes")]
+impl Echoes {
+    /// Shows the caller's token (a bug: the schema allows eight characters).
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        credentials(required, scopes = ["charts.write"]),
+    )]
+    async fn show(&self, credential: Credential) -> Result<ShortToken, ConnectorFailure> {
+        Ok(ShortToken {
+            token: credential
+                .secret()
+                .expose_str()
+                .unwrap_or_default()
+                .to_owned(),
+        })
+    }
+}
+
 /// Every log line of this thread's tasks (the tests run on the current-thread runtime), at every
 /// level, until the guard drops. [`LogCapture`] keeps a parallel test's thread from switching
 /// a callsite off for this one.
@@ -724,6 +754,76 @@ async fn a_redacted_failure_keeps_the_operation_reconciliation_looks_up() {
             settled.output.expect("reconciled")["reconciliation"]["committed"],
             true,
             "checkpoints: {checkpoints}"
+        );
+    }
+}
+
+/// An output-schema failure quotes the output; an output holding the credential must not take
+/// it into the result or the logs (found by a hostile review).
+#[tokio::test]
+async fn an_output_schema_failure_does_not_quote_the_credential() {
+    let (logs, _guard) = capture_logs();
+    let host = Host::builder()
+        .connector(Echoes)
+        .store(Arc::new(MemoryStore::default()))
+        .deployment(Deployment {
+            credentials: Some(Arc::new(StaticCredentialProvider(CredentialHandle {
+                id: "cred-9".into(),
+                issuer: "vault".into(),
+                scopes: vec!["charts.write".into()],
+                expires_at_ms: None,
+                tenant_id: None,
+                secret: Secret::new(CANARY),
+            }))),
+            ..Deployment::default()
+        })
+        .build()
+        .unwrap();
+    let result = host
+        .invoke(Action::new("cap:echoes:show", json!({})), &caller())
+        .await;
+    let error = result.error.as_ref().expect("the output is refused");
+    assert_eq!(error.code, codes::ACTION_OUTPUT_SCHEMA_INVALID);
+    let shown = serde_json::to_string(&result).unwrap();
+    assert!(shown.contains("[withheld]"), "{shown}");
+    assert!(!shown.contains(CANARY), "{shown}");
+    assert!(!logs.text().contains(CANARY), "{}", logs.text());
+}
+
+/// An input value that is also a word of the SDK's own field names (`provider`, `details`)
+/// does not rename those fields in a redacted failure (found by a hostile review).
+#[tokio::test]
+async fn an_input_value_does_not_rename_the_sdks_fields() {
+    let host = host(Arc::new(MemoryStore::default()));
+    for name in ["provider", "details", "operation"] {
+        let result = host
+            .invoke(
+                Action::new("cap:clinic:find_chart", json!({ "name": name, "age": 3 })),
+                &caller(),
+            )
+            .await;
+        let details = result.error.unwrap().details.unwrap();
+        let keys: Vec<&str> = details
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        for key in [
+            "operation",
+            "provider_request_id",
+            "provider_operation",
+            "details",
+        ] {
+            assert!(keys.contains(&key), "{name}: {key} missing from {details}");
+        }
+        assert_eq!(details["operation"], "invocation", "{name}");
+        // The connector's own details still lose the value.
+        assert!(
+            !details["details"]
+                .to_string()
+                .contains(&format!("\"{name}\"")),
+            "{details}"
         );
     }
 }

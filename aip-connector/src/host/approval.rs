@@ -339,20 +339,27 @@ pub(crate) fn apply_decision(
         decision,
         approver,
         memberships,
-        &record.requested_by,
+        &Parties::default(),
         now,
     )
 }
 
-/// [`apply_decision`] with the requester as the authority knows them (`requester`, its
-/// [`ApproverMemberships::principal_id`] or the recorded id): separation of duties compares the
-/// approver's and the requester's resolved ids.
+/// The requester and the operator of a gated action as the authority resolved them
+/// ([`ApproverMemberships::principal_id`]), when it did: separation of duties refuses an approver
+/// any of whose ids (verified, resolved) is any of theirs (recorded, resolved).
+#[derive(Debug, Default)]
+struct Parties {
+    requester: Option<PrincipalId>,
+    operator: Option<PrincipalId>,
+}
+
+/// [`apply_decision`] with the parties as the authority knows them.
 fn apply_decision_for(
     record: &ApprovalRecord,
     mut decision: ApprovalDecision,
     approver: &TrustedContext,
     memberships: &ApproverMemberships,
-    requester: &PrincipalId,
+    parties: &Parties,
     now: Millis,
 ) -> Result<ApprovalRecord, ProtocolError> {
     // Before anything else: another tenant's approver learns nothing about the request, not
@@ -362,20 +369,20 @@ fn apply_decision_for(
     check_approver_identity(record, &decision, approver)?;
     check_well_formed(record, &decision)?;
     check_tenant(record, approver, memberships)?;
-    if is_replay(record, &decision)? {
+    // The approver as the authority knows them: one person under two spellings of an id is one
+    // approver (found by an approval trial). Decisions are recorded under this id.
+    let approver_id = memberships
+        .principal_id
+        .as_ref()
+        .unwrap_or(&approver.principal.id);
+    if is_replay(record, &decision, approver_id)? {
         return Ok(record.clone());
     }
     check_open(record, decision.decision, now)?;
     check_policy_hash(record, &decision)?;
     let approving = decision.decision == ApprovalDecisionKind::Approved;
-    // The approver as the authority knows them: one person under two spellings of an id is one
-    // approver (found by an approval trial).
-    let approver_id = memberships
-        .principal_id
-        .as_ref()
-        .unwrap_or(&approver.principal.id);
     if approving {
-        check_separation_of_duties(record, approver_id, requester)?;
+        check_separation_of_duties(record, [&approver.principal.id, approver_id], parties)?;
     }
     let authority_path = authority_path(record, approver_id, memberships);
     if authority_path.is_empty() {
@@ -480,20 +487,27 @@ pub(crate) async fn record_decision(
         .memberships(&approver.principal.id, record.tenant_id.as_deref())
         .await
         .map_err(|failure| failure.to_protocol_error())?;
-    // The requester as the authority knows them, for separation of duties: asked only when the
-    // approver is known by another id than the one verified, or the requester might be.
-    let requester = if decision.decision == ApprovalDecisionKind::Approved
-        && approver.principal.id != record.requested_by
-    {
-        authority
-            .memberships(&record.requested_by, record.tenant_id.as_deref())
-            .await
-            .map_err(|failure| failure.to_protocol_error())?
-            .principal_id
-    } else {
-        None
-    };
-    let requester = requester.unwrap_or_else(|| record.requested_by.clone());
+    // The requester and the operator as the authority knows them, for separation of duties:
+    // only an approval can break it, and only when the policy forbids it is there anyone to ask
+    // about.
+    let mut parties = Parties::default();
+    if decision.decision == ApprovalDecisionKind::Approved {
+        let duties = record.policy.separation_of_duties;
+        let tenant = record.tenant_id.as_deref();
+        let resolve = async |principal: &PrincipalId| {
+            authority
+                .memberships(principal, tenant)
+                .await
+                .map(|memberships| memberships.principal_id)
+                .map_err(|failure| failure.to_protocol_error())
+        };
+        if self_approval_forbidden(duties) {
+            parties.requester = resolve(&record.requested_by).await?;
+        }
+        if let Some(operator) = operator_of(&record).filter(|_| duties.operator_must_differ) {
+            parties.operator = resolve(operator).await?;
+        }
+    }
     for attempt in 0..MAX_UPDATE_ATTEMPTS {
         if attempt > 0 {
             tokio::task::yield_now().await;
@@ -504,7 +518,7 @@ pub(crate) async fn record_decision(
             decision.clone(),
             approver,
             &memberships,
-            &requester,
+            &parties,
             now,
         ) {
             Ok(updated) if updated == record => return Ok(record),
@@ -681,8 +695,13 @@ fn check_well_formed(
 }
 
 /// A decision re-sent with a recorded `decision_id` is a replay when it is the same approver's
-/// same outcome (true); reusing the id for anything else is refused.
-fn is_replay(record: &ApprovalRecord, decision: &ApprovalDecision) -> Result<bool, ProtocolError> {
+/// same outcome (true); reusing the id for anything else is refused. The recorded decision names
+/// the approver as the authority resolved them (`approver_id`).
+fn is_replay(
+    record: &ApprovalRecord,
+    decision: &ApprovalDecision,
+    approver_id: &PrincipalId,
+) -> Result<bool, ProtocolError> {
     let Some(id) = decision.decision_id.as_deref() else {
         return Ok(false);
     };
@@ -693,7 +712,8 @@ fn is_replay(record: &ApprovalRecord, decision: &ApprovalDecision) -> Result<boo
     {
         None => Ok(false),
         Some(earlier)
-            if earlier.approver.id == decision.approver.id
+            if (earlier.approver.id == decision.approver.id
+                || earlier.approver.id == *approver_id)
                 && earlier.decision == decision.decision =>
         {
             Ok(true)
@@ -790,14 +810,23 @@ fn check_tenant(
 }
 
 /// Whoever asked (or operates the call) does not also grant it, unless the policy allows it.
+///
+/// `approver`: the verified id and the one the authority resolved it to. Either matching the
+/// requester's or the operator's id, recorded or resolved ([`Parties`]), is that party: an
+/// authority that resolves loosely must not let `User:Req` approve `user:req`'s request, nor
+/// `user:req` approve its own when it resolves it to `employee:42` (found by a hostile review).
 fn check_separation_of_duties(
     record: &ApprovalRecord,
-    approver: &PrincipalId,
-    requester: &PrincipalId,
+    approver: [&PrincipalId; 2],
+    parties: &Parties,
 ) -> Result<(), ProtocolError> {
     let duties = record.policy.separation_of_duties;
-    if (approver == requester || *approver == record.requested_by)
-        && self_approval_forbidden(duties)
+    let is = |recorded: Option<&PrincipalId>, resolved: Option<&PrincipalId>| {
+        approver
+            .iter()
+            .any(|id| Some(*id) == recorded || Some(*id) == resolved)
+    };
+    if is(Some(&record.requested_by), parties.requester.as_ref()) && self_approval_forbidden(duties)
     {
         return Err(refusal(
             &record.approval_id,
@@ -805,7 +834,7 @@ fn check_separation_of_duties(
             "the requester may not approve their own request",
         ));
     }
-    if duties.operator_must_differ && operator_of(record) == Some(approver) {
+    if duties.operator_must_differ && is(operator_of(record), parties.operator.as_ref()) {
         return Err(refusal(
             &record.approval_id,
             codes::POLICY_SEPARATION_OF_DUTIES_OPERATOR,

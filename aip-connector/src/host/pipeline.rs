@@ -566,7 +566,7 @@ async fn execute(
             idempotency_scope: settlement.reservation.is_some().then_some(scope),
             credential,
             approval: approved.as_deref().map(verified_from).map(Box::new),
-            gated_at_ms: approved.as_ref().map(|record| record.created_at_ms),
+            approval_wait_ms: approved.as_deref().map(approval_wait_ms),
             stream,
             compensation: None,
         };
@@ -691,15 +691,29 @@ struct Call<'a> {
     redact: bool,
 }
 
+/// How long `record` waited for its decisions: from the request to the last approving
+/// decision (the host stamps each with its own clock).
+fn approval_wait_ms(record: &ApprovalRecord) -> crate::store::Millis {
+    record
+        .decisions
+        .iter()
+        .filter(|d| d.decision == aip_connector_core::model::ApprovalDecisionKind::Approved)
+        .map(|d| u64::try_from(d.decided_at.unix_timestamp_nanos() / 1_000_000).unwrap_or(0))
+        .max()
+        .map_or(0, |approved_at| {
+            approved_at.saturating_sub(record.created_at_ms)
+        })
+}
+
 /// What the handler gets besides the action, resolved by the earlier steps.
 struct Handler {
     /// The key scope of the reserved key, when the handler may see the action's key.
     idempotency_scope: Option<aip_connector_core::model::IdempotencyKeyScope>,
     credential: Option<Box<CredentialHandle>>,
     approval: Option<Box<VerifiedApprovals>>,
-    /// When the approval that released this call was requested (a resumed action): a planned
-    /// commit's plan expiry is measured then.
-    gated_at_ms: Option<crate::store::Millis>,
+    /// How long the approval that released this call waited for its decisions (a resumed
+    /// action): time a planned commit's plan does not count.
+    approval_wait_ms: Option<crate::store::Millis>,
     stream: Option<Arc<dyn ChunkSink>>,
     compensation: Option<Arc<CompensationTarget>>,
 }
@@ -744,7 +758,7 @@ async fn transactional(
         contract,
         caller,
         timeout_ms,
-        handler.gated_at_ms,
+        handler.approval_wait_ms,
     )
     .await
     {
@@ -1011,7 +1025,9 @@ async fn companion<T, F: Future<Output = T>>(
 
 /// What the handler call ended with.
 enum Outcome {
-    Completed(Value),
+    /// With the material of the credential the handler held: an output-schema failure quotes
+    /// the output, which may hold it.
+    Completed(Value, Option<crate::invocation::Secret>),
     /// With the material of the credential the handler held, to withhold from the failure.
     Failed(
         aip_connector_core::model::ConnectorFailure,
@@ -1044,7 +1060,7 @@ fn run_handler<'c>(
         let interruption = match outcome {
             Outcome::TimedOut(_) => transaction::Interruption::TimedOut,
             Outcome::Cancelled | Outcome::Abandoned => transaction::Interruption::Cancelled,
-            Outcome::Completed(_) | Outcome::Failed(..) | Outcome::Panicked => {
+            Outcome::Completed(..) | Outcome::Failed(..) | Outcome::Panicked => {
                 transaction::Interruption::None
             }
         };
@@ -1126,13 +1142,20 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
         ..
     } = *call;
     match outcome {
-        Outcome::Completed(output) => check_output(
-            call.routed_hosted,
-            action,
-            output,
-            host.limits.max_violations,
-            call.redact,
-        ),
+        Outcome::Completed(output, secret) => {
+            let mut result = check_output(
+                call.routed_hosted,
+                action,
+                output,
+                host.limits.max_violations,
+                call.redact,
+            );
+            // A violation's message quotes the output, which may hold the credential.
+            if let (Some(error), Some(secret)) = (result.error.as_mut(), &secret) {
+                withhold(error, secret_forms(secret));
+            }
+            result
+        }
         Outcome::Failed(failure, secret) => {
             let mut error = connector_error(&failure, action, call.redact, secret.as_ref());
             // Details are the connector's, stored with the result: too deep to read back, they
@@ -1264,6 +1287,12 @@ fn dispatch<'c>(
     }
 }
 
+/// The material of the credential a handler's context holds, if any: what the host withholds
+/// from what it says about the handler's answer.
+fn held_secret(context: &HostInvocation) -> Option<crate::invocation::Secret> {
+    context.credential.as_ref().map(|c| c.secret.clone())
+}
+
 /// The race of a running handler against its cancellation and its deadline, in that order of
 /// precedence. Fires the cancellation when it ends, however it ends (a drop included), so that
 /// whatever the handler spawned learns that the action is over.
@@ -1392,7 +1421,7 @@ impl Supervised<'_> {
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| running.as_mut().poll(cx))) {
             Ok(Poll::Ready(result)) => {
                 return Poll::Ready(match result {
-                    Ok(output) => Outcome::Completed(output),
+                    Ok(output) => Outcome::Completed(output, held_secret(&this.context)),
                     // The signal fired while the handler ran its last poll (on another worker,
                     // `Host::cancel` fires it and then the handler's token): a failure now is
                     // the handler answering its token, so the action ends as the cancel
@@ -1411,10 +1440,7 @@ impl Supervised<'_> {
                     // failure or one of its own making: the action was abandoned by its
                     // transport, not failed by its connector.
                     Err(_) if consumer_gone(&this.context) => Outcome::Abandoned,
-                    Err(failure) => {
-                        let secret = this.context.credential.as_ref().map(|c| c.secret.clone());
-                        Outcome::Failed(failure, secret)
-                    }
+                    Err(failure) => Outcome::Failed(failure, held_secret(&this.context)),
                 });
             }
             Ok(Poll::Pending) => {}
@@ -2290,20 +2316,64 @@ fn input_forms(input: &Value) -> Vec<String> {
     forms
 }
 
-/// A credential's material as text, percent-encoded for a path or a query, and in base64 (a
-/// `user:password` pair as Basic authentication sends it). Material that is not UTF-8 cannot
-/// appear in an error's text, and material shorter than [`MIN_WITHHELD_LEN`] would blank out
-/// ordinary words.
+/// A credential's material as text, JSON-escaped, percent-encoded for a path or a query (upper
+/// and lower case hex), and in base64, standard and URL-safe. Base64 is matched wherever the
+/// material sits in the encoded bytes (`user:KEY` as Basic authentication sends it, `KEY:`):
+/// for each of the three alignments, the characters that encode material bytes only, so at
+/// most two bytes at either end stay readable (found by a hostile review). Material that is not
+/// UTF-8 cannot appear in an error's text, and material shorter than [`MIN_WITHHELD_LEN`] would
+/// blank out ordinary words.
 fn secret_forms(secret: &crate::invocation::Secret) -> Vec<String> {
     use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE};
+    /// A shorter base64 core would match unrelated text by chance.
+    const MIN_BASE64_CORE: usize = 8;
     let mut forms = Vec::new();
-    if let Ok(text) = secret.expose_str()
-        && text.len() >= MIN_WITHHELD_LEN
-    {
-        encoded_forms(text, &mut forms);
-        forms.push(base64::engine::general_purpose::STANDARD.encode(text));
+    let Ok(text) = secret.expose_str() else {
+        return forms;
+    };
+    if text.len() < MIN_WITHHELD_LEN {
+        return forms;
+    }
+    encoded_forms(text, &mut forms);
+    let lower: Vec<String> = forms[1..]
+        .iter()
+        .filter(|form| form.contains('%'))
+        .map(|form| lower_hex(form))
+        .collect();
+    forms.extend(lower);
+    if let Ok(quoted) = serde_json::to_string(text) {
+        forms.push(quoted[1..quoted.len() - 1].to_owned());
+    }
+    let bytes = text.as_bytes();
+    for offset in 0..3 {
+        let Some(rest) = bytes.get(offset..) else {
+            break;
+        };
+        let core = &rest[..rest.len() - rest.len() % 3];
+        if core.len() / 3 * 4 >= MIN_BASE64_CORE {
+            forms.push(STANDARD.encode(core));
+            forms.push(URL_SAFE.encode(core));
+        }
     }
     forms
+}
+
+/// `text` with the hex digits of its percent escapes in lower case (`%2F` → `%2f`), as some
+/// encoders write them.
+fn lower_hex(text: &str) -> String {
+    let mut lowered = String::with_capacity(text.len());
+    let mut escape = 0;
+    for character in text.chars() {
+        if escape > 0 {
+            lowered.push(character.to_ascii_lowercase());
+            escape -= 1;
+        } else {
+            escape = usize::from(character == '%') * 2;
+            lowered.push(character);
+        }
+    }
+    lowered
 }
 
 /// `text` as it is, as a path segment and as a query value.
@@ -2332,7 +2402,10 @@ fn withhold(error: &mut ProtocolError, mut forms: Vec<String>) {
                 let scrubbed: serde_json::Map<String, Value> = std::mem::take(members)
                     .into_iter()
                     .map(|(mut key, mut member)| {
-                        if !SDK_DETAIL_KEYS.contains(&key.as_str()) {
+                        // The provider client's own fields (`phase`, `method`, ...) sit among
+                        // the connector's details: left alone only while they hold what the
+                        // SDK writes there, a word or a flag.
+                        if !(SDK_DETAIL_KEYS.contains(&key.as_str()) && closed_token(&member)) {
                             scrub(&mut key, forms);
                             scrub_value(&mut member, forms);
                         }
@@ -2344,6 +2417,18 @@ fn withhold(error: &mut ProtocolError, mut forms: Vec<String>) {
             _ => {}
         }
     }
+    /// What the SDK writes into its closed-valued fields: a flag, a number, or one word
+    /// (`invocation`, `POST`); not a sentence, a path or a query.
+    fn closed_token(value: &Value) -> bool {
+        match value {
+            Value::Bool(_) | Value::Number(_) | Value::Null => true,
+            Value::String(word) => {
+                (1..=32).contains(&word.len())
+                    && word.bytes().all(|b| b.is_ascii_alphabetic() || b == b'_')
+            }
+            _ => false,
+        }
+    }
     if forms.is_empty() {
         return;
     }
@@ -2351,7 +2436,18 @@ fn withhold(error: &mut ProtocolError, mut forms: Vec<String>) {
     forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
     forms.dedup();
     scrub(&mut error.message, &forms);
-    if let Some(details) = error.details.as_mut() {
+    // The top level of the details is the SDK's (`ConnectorFailure::to_protocol_error`): its
+    // keys are never renamed (an input `provider` made `provider_request_id` unreadable), and
+    // its closed-valued fields are left as they are. Below it, in the connector's own
+    // `details` and anything else, every key and value is searched: a connector's own
+    // `method` or `operation` may quote anything (found by a hostile review).
+    if let Some(Value::Object(details)) = error.details.as_mut() {
+        for (key, member) in details.iter_mut() {
+            if !SDK_DETAIL_KEYS.contains(&key.as_str()) {
+                scrub_value(member, &forms);
+            }
+        }
+    } else if let Some(details) = error.details.as_mut() {
         scrub_value(details, &forms);
     }
 }
@@ -2791,13 +2887,17 @@ async fn provided_approval(
     }
     // The decision travels with the action (stored, logged, shown to the handler's caller): it
     // must be one the approval recorded, not one the requester made up (found by an approval
-    // trial). Without a decision id, the approver names it.
-    let recorded = record.decisions.iter().any(|recorded| {
-        recorded.decision == aip_connector_core::model::ApprovalDecisionKind::Approved
-            && decision.decision == aip_connector_core::model::ApprovalDecisionKind::Approved
-            && recorded.approver.id == decision.approver.id
-            && (decision.decision_id.is_none() || recorded.decision_id == decision.decision_id)
-    });
+    // trial). Its decision id names it; without one, its approver does. The id alone, since the
+    // record names the approver as the authority resolved them, which may not be the spelling
+    // the approver sent (a case-insensitive directory).
+    let recorded = decision.decision == aip_connector_core::model::ApprovalDecisionKind::Approved
+        && record.decisions.iter().any(|recorded| {
+            recorded.decision == aip_connector_core::model::ApprovalDecisionKind::Approved
+                && match &decision.decision_id {
+                    Some(id) => recorded.decision_id.as_ref() == Some(id),
+                    None => recorded.approver.id == decision.approver.id,
+                }
+        });
     if !recorded {
         return Err(failure::policy(
             codes::POLICY_APPROVAL_UNVERIFIED,
@@ -3123,6 +3223,57 @@ mod tests {
     /// and 960 while the settlement's state was inline; the reference to the resume claim `run`
     /// gives back took it from 648 to 664, the reservation's tenant (`Reservation::tenant_id`)
     /// to 712.
+    /// Every form of a credential a failure may carry is withheld (found by a hostile review):
+    /// base64 at any alignment (`api:KEY` as Basic authentication sends it), URL-safe base64,
+    /// lower-case percent escapes, the JSON-escaped text, and a connector's own `method` that
+    /// quotes a request; the SDK's top-level keys are never renamed.
+    #[test]
+    fn a_credential_is_withheld_in_every_form_a_failure_may_carry_it() {
+        use base64::Engine as _;
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+
+        let material = "sk_live_\"q/7?d3e+91~x";
+        let secret = crate::invocation::Secret::new(material);
+        for prefix in ["", "a", "ap", "api:"] {
+            let basic = STANDARD.encode(format!("{prefix}{material}"));
+            let url_safe = URL_SAFE_NO_PAD.encode(format!("{prefix}{material}:"));
+            let escaped = serde_json::to_string(material).unwrap();
+            let lower = crate::provider::path_segment(material)
+                .to_string()
+                .to_ascii_lowercase();
+            let mut error = ProtocolError::new(
+                "x.refused",
+                format!("Basic {basic} / {url_safe} / {escaped} / {lower}"),
+                ErrorCategory::Auth,
+            );
+            error.details = Some(json!({
+                "operation": "invocation",
+                "provider_request_id": "req_1",
+                "details": { "request": { "method": format!("GET /v1/me?api_key={material}") } },
+            }));
+            withhold(&mut error, secret_forms(&secret));
+            assert_eq!(
+                error.message.matches("[withheld]").count(),
+                4,
+                "{prefix:?}: {}",
+                error.message
+            );
+            let shown = serde_json::to_string(&error).unwrap();
+            for leaked in [
+                material.to_owned(),
+                basic.clone(),
+                url_safe.clone(),
+                escaped[1..escaped.len() - 1].to_owned(),
+                lower.clone(),
+            ] {
+                assert!(!shown.contains(&leaked), "{prefix:?}: {leaked} in {shown}");
+            }
+            let details = error.details.unwrap();
+            assert_eq!(details["operation"], "invocation");
+            assert_eq!(details["provider_request_id"], "req_1");
+        }
+    }
+
     #[test]
     fn the_pipeline_state_fits_the_allocator_fast_path() {
         fn future_size5<A, B, C, D, E, F: Future>(_: impl FnOnce(A, B, C, D, E) -> F) -> usize {

@@ -481,15 +481,15 @@ fn certainly_over_at(record: &TransactionRecord, max_action_timeout_ms: u64) -> 
 /// Commit, execute and reconcile admission (after the approval gate). `timeout_ms` is the
 /// deadline the handler will run under.
 ///
-/// `gated_at`: when the approval that released this action was requested, for a resumed
-/// action (a planned commit's plan expiry is measured then).
+/// `approval_wait`: how long the approval that released this action waited for its decisions,
+/// for a resumed action (a planned commit's plan does not count it).
 pub(crate) async fn admit(
     host: &HostInner,
     action: &Action,
     contract: &CapabilityContract,
     caller: &TrustedContext,
     timeout_ms: u64,
-    gated_at: Option<Millis>,
+    approval_wait: Option<Millis>,
 ) -> Result<Admitted, ProtocolError> {
     let transaction = action.transaction.as_ref().expect("transactional action");
     let now = host.clock.now_ms();
@@ -513,7 +513,7 @@ pub(crate) async fn admit(
                     action,
                     caller,
                     (plan_id, stored),
-                    (now, gated_at),
+                    (now, approval_wait),
                     over_at,
                 )
                 .await
@@ -840,21 +840,26 @@ fn planned_by(plan: &TransactionPlan, caller: &TrustedContext) -> bool {
     plan.planned_by.id == caller.principal.id && plan.planned_by.kind == caller.principal.kind
 }
 
-/// Every check of "what a planned commit rechecks", then the atomic claim. A commit released
-/// by an approval (`gated_at`: when its approval was requested) has its plan's expiry measured
-/// at the gate, which refused it if the plan had expired by then: the approvers' time does not
-/// count against the plan (found by an approval trial: a 20-minute decision burnt the approval
-/// on a 15-minute plan).
+/// Every check of "what a planned commit rechecks", then the atomic claim. For a commit
+/// released by an approval, the time the approval waited for its decisions (`approval_wait`)
+/// does not count against the plan: a 20-minute decision burnt the approval on a 15-minute plan
+/// (found by an approval trial). The time before the gate and after the decision does, so an
+/// approved commit resumed days later finds its plan expired (found by a hostile review).
 async fn commit_plan(
     host: &HostInner,
     action: &Action,
     caller: &TrustedContext,
     (plan_id, stored): (&str, Option<TransactionRecord>),
-    (now, gated_at): (Millis, Option<Millis>),
+    (now, approval_wait): (Millis, Option<Millis>),
     over_at: Millis,
 ) -> Result<Admitted, ProtocolError> {
     let record = load_plan(host, plan_id, stored).await?;
-    check_plan_commit(&record, action, caller, gated_at.unwrap_or(now))?;
+    check_plan_commit(
+        &record,
+        action,
+        caller,
+        now.saturating_sub(approval_wait.unwrap_or(0)),
+    )?;
     let mut claim = Transition::new(&[Status::Planned], Status::Committing);
     claim.rebind_action = Some(action.id.clone());
     claim.reconcile_after_ms = Some(over_at);
