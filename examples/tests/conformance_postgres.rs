@@ -88,6 +88,23 @@ async fn calendar_and_payments_pass_conformance_on_postgres_and_leave_no_schema(
             .is_some_and(|c| c.passed() && !c.assertions.is_empty()),
         "{payments}"
     );
+    // A scenario that panics (here the restart's second connector) fails its check, and its
+    // schema is dropped all the same.
+    let built = std::sync::Mutex::new(std::collections::HashSet::new());
+    let panicking = ConformanceSuite::new(move |env| {
+        let first = built.lock().unwrap().insert(env.provider_url().to_owned());
+        assert!(first, "built twice for one provider");
+        Payments::new(loopback_client(env.provider_url(), "payments").expect("a valid URL"))
+    })
+    .with_store(ConformanceStore::postgres(url.clone()))
+    .run();
+    let restart = panicking
+        .check("connector.behavior.restart_reconnect")
+        .expect("reported");
+    assert!(
+        restart.detail.starts_with("the scenario panicked"),
+        "{panicking}"
+    );
     assert_eq!(schemas_left(&url).await, Vec::<String>::new());
 }
 

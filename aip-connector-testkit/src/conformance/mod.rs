@@ -863,12 +863,32 @@ impl ConformanceSuite {
                 };
             }
         };
-        let outcome =
-            tokio::time::timeout(self.scenario_time_limit, scenarios::run(scenario, &harness))
-                .await;
+        // A panic (the suite's own bug, or a store that stopped answering) fails this check,
+        // not the whole run, and the scenario's store is removed all the same.
+        let running = std::panic::AssertUnwindSafe(scenarios::run(scenario, &harness));
+        let outcome = tokio::time::timeout(
+            self.scenario_time_limit,
+            futures_util::FutureExt::catch_unwind(running),
+        )
+        .await;
         harness.finish().await;
         match outcome {
-            Ok(evidence) => evidence.into_check(scenario),
+            Ok(Ok(evidence)) => evidence.into_check(scenario),
+            Ok(Err(panic)) => CheckResult {
+                name: scenario.check_name(),
+                status: CheckStatus::Failed,
+                detail: format!(
+                    "the scenario panicked: {}",
+                    panic
+                        .downcast_ref::<String>()
+                        .map(String::as_str)
+                        .or_else(|| panic.downcast_ref::<&str>().copied())
+                        .unwrap_or("(no message)")
+                ),
+                assertions: BTreeMap::new(),
+                artifacts: Vec::new(),
+                notes: Vec::new(),
+            },
             Err(_) => CheckResult {
                 name: scenario.check_name(),
                 status: CheckStatus::Failed,
