@@ -2405,7 +2405,7 @@ fn withhold(error: &mut ProtocolError, mut forms: Vec<String>) {
                         // The provider client's own fields (`phase`, `method`, ...) sit among
                         // the connector's details: left alone only while they hold what the
                         // SDK writes there, a word or a flag.
-                        if !(SDK_DETAIL_KEYS.contains(&key.as_str()) && closed_token(&member)) {
+                        if !sdk_value(&key, &member) {
                             scrub(&mut key, forms);
                             scrub_value(&mut member, forms);
                         }
@@ -2417,15 +2417,30 @@ fn withhold(error: &mut ProtocolError, mut forms: Vec<String>) {
             _ => {}
         }
     }
-    /// What the SDK writes into its closed-valued fields: a flag, a number, or one word
-    /// (`invocation`, `POST`); not a sentence, a path or a query.
-    fn closed_token(value: &Value) -> bool {
-        match value {
-            Value::Bool(_) | Value::Number(_) | Value::Null => true,
-            Value::String(word) => {
-                (1..=32).contains(&word.len())
-                    && word.bytes().all(|b| b.is_ascii_alphabetic() || b == b'_')
+    /// Whether `key: value` is one of the provider client's closed-valued fields holding a
+    /// value of its closed set: an HTTP method, a phase of the call, a flag.
+    fn sdk_value(key: &str, value: &Value) -> bool {
+        const METHODS: &[&str] = &[
+            "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT",
+        ];
+        const PHASES: &[&str] = &[
+            "build",
+            "connect",
+            "before_send",
+            "awaiting_response",
+            "reading_body",
+            "status",
+            "decode",
+        ];
+        match (key, value) {
+            ("method", Value::String(method)) => METHODS.contains(&method.as_str()),
+            ("phase", Value::String(phase)) => PHASES.contains(&phase.as_str()),
+            ("operation", operation) => {
+                serde_json::from_value::<crate::model::ConnectorOperation>(operation.clone())
+                    .is_ok()
             }
+            ("mutating" | "uncertain_outcome", Value::Bool(_))
+            | ("remote_status", Value::Number(_)) => true,
             _ => false,
         }
     }
@@ -3272,6 +3287,39 @@ mod tests {
             assert_eq!(details["operation"], "invocation");
             assert_eq!(details["provider_request_id"], "req_1");
         }
+    }
+
+    /// The provider client's closed-valued fields stay readable where it writes them, holding
+    /// a value of their closed set; a connector's own field of the same name that holds an input
+    /// value is withheld like any other.
+    #[test]
+    fn only_the_sdks_own_closed_values_are_left_readable() {
+        let mut error = ProtocolError::new("x.failed", "POST failed", ErrorCategory::Connector);
+        error.details = Some(json!({
+            "operation": "invocation",
+            "details": {
+                "phase": "connect",
+                "method": "POST",
+                "mutating": true,
+                "note": "connect to Lovelace",
+                "request": { "method": "Lovelace", "phase": "Lovelace" },
+            },
+        }));
+        withhold(
+            &mut error,
+            input_forms(
+                &json!({ "a": "connect", "b": "POST", "c": "Lovelace", "d": "invocation" }),
+            ),
+        );
+        let details = error.details.unwrap();
+        assert_eq!(details["operation"], "invocation");
+        assert_eq!(details["details"]["phase"], "connect");
+        assert_eq!(details["details"]["method"], "POST");
+        assert_eq!(details["details"]["note"], "[withheld] to [withheld]");
+        assert_eq!(
+            details["details"]["request"],
+            json!({ "method": "[withheld]", "phase": "[withheld]" })
+        );
     }
 
     #[test]
