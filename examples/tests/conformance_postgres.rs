@@ -46,6 +46,15 @@ async fn schemas_left(url: &str) -> Vec<String> {
 
 fn assert_passed_on_postgres(report: &ConformanceReport) {
     assert!(report.passed(), "{}", report.summary());
+    // The summary says where the scenarios ran.
+    assert!(
+        report.summary().starts_with(&format!(
+            "conformance of `{}` on PostgreSQL (a schema per scenario): ",
+            report.connector_id
+        )),
+        "{}",
+        report.summary()
+    );
     assert_eq!(
         report.store,
         ConformanceStore::postgres("unused").describe()

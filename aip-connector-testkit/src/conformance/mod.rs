@@ -348,8 +348,15 @@ impl ConformanceReport {
     /// even though its `#[test]` reports `ok`.
     pub fn summary(&self) -> String {
         let count = |status| self.checks.iter().filter(|c| c.status == status).count();
+        // The default store goes unnamed; another one is named, so that a run on the
+        // deployment's store can be told from test output alone.
+        let store = if self.store == ConformanceStore::sqlite().describe() {
+            String::new()
+        } else {
+            format!(" on {}", self.store)
+        };
         let mut summary = format!(
-            "conformance of `{}`: {} passed, {} failed, {} not applicable\n",
+            "conformance of `{}`{store}: {} passed, {} failed, {} not applicable\n",
             self.connector_id,
             count(CheckStatus::Passed),
             count(CheckStatus::Failed),
@@ -1146,21 +1153,26 @@ fn contract_check(manifest: &Manifest) -> CheckResult {
 }
 
 /// The directory reports are written to: `<target dir>/aip-conformance`, where the target dir
-/// is `CARGO_TARGET_DIR` when set, else the `target` directory the running test binary sits in
-/// (`target/<profile>/deps/<test>`), else `./target`.
+/// is `CARGO_TARGET_DIR` when set, else the target directory the running test binary sits in
+/// (`<target dir>/<profile>/deps/<test>`, whatever the directory is called: a shared
+/// `CARGO_TARGET_DIR` set in `.cargo/config.toml` is not in the test's environment), else
+/// `./target`; made absolute against the current directory, so the summary's `report:` line
+/// can be opened from anywhere.
 pub fn report_dir() -> PathBuf {
-    if let Ok(dir) = std::env::var("CARGO_TARGET_DIR") {
-        return PathBuf::from(dir).join("aip-conformance");
-    }
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| {
-            exe.ancestors()
-                .find(|dir| dir.file_name().is_some_and(|name| name == "target"))
-                .map(Path::to_path_buf)
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let exe = std::env::current_exe().ok()?;
+            let deps = exe.parent()?;
+            (deps.file_name()? == "deps").then(|| deps.parent()?.parent().map(Path::to_path_buf))?
         })
-        .unwrap_or_else(|| PathBuf::from("target"))
-        .join("aip-conformance")
+        .unwrap_or_else(|| PathBuf::from("target"));
+    let target = if target.is_relative() {
+        std::env::current_dir().map_or(target.clone(), |dir| dir.join(&target))
+    } else {
+        target
+    };
+    target.join("aip-conformance")
 }
 
 /// One line in a connector crate's tests: one `#[test]` per conformance check, sharing one run,
