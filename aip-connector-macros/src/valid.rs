@@ -261,6 +261,12 @@ fn attribute_fix(code: &str) -> Option<&'static str> {
         codes::IMPLEMENTATION_RETRY_UNDECLARED => Some(
             "Remove `retry = false` from `execution(...)` (the `IdempotencyKey` parameter is what declares retry with the key), or remove the parameter.",
         ),
+        codes::IMPLEMENTATION_CREDENTIALS_UNDECLARED => Some(
+            "Add `credentials(required, scopes = [\"<scope>\"])` to `#[capability(...)]`, or remove the `Credential` parameter.",
+        ),
+        codes::IMPLEMENTATION_APPROVAL_UNDECLARED => Some(
+            "Add `approval(required, evidence = [reason])` to `#[capability(...)]`, or remove the `Approval` parameter.",
+        ),
         _ => None,
     }
 }
