@@ -126,7 +126,7 @@ impl ConnectorDefinition {
             })
             .collect();
         if !metadata.is_empty() {
-            manifest.extensions = Some(json!({ "aip_connector": { "capabilities": metadata } }));
+            manifest.extensions = Some(json!({ METADATA_EXTENSION: { "capabilities": metadata } }));
         }
         manifest
     }
@@ -334,4 +334,26 @@ pub fn unknown_capability(connector: &str, capability_id: &str) -> ConnectorFail
         ConnectorOperation::Invocation,
         connector,
     )
+}
+
+/// The manifest extension holding the SDK's metadata of each capability (tags, examples):
+/// `extensions.aip_connector.capabilities.<id>`.
+const METADATA_EXTENSION: &str = "aip_connector";
+
+/// The example inputs `manifest` publishes for `capability_id` (`#[capability(examples =
+/// [...])]`, written by [`ConnectorDefinition::manifest`]), when it publishes any. Read by the
+/// MCP projection, which serves what the manifest publishes.
+#[cfg(feature = "mcp")]
+pub(crate) fn declared_examples<'m>(
+    manifest: &'m Manifest,
+    capability_id: &str,
+) -> Option<&'m Value> {
+    manifest
+        .extensions
+        .as_ref()?
+        .get(METADATA_EXTENSION)?
+        .get("capabilities")?
+        .get(capability_id)?
+        .get("examples")
+        .filter(|examples| examples.as_array().is_some_and(|list| !list.is_empty()))
 }

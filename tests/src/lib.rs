@@ -154,3 +154,44 @@ impl Drop for TempStoreFile {
         }
     }
 }
+
+/// An approval authority that resolves each principal id through `resolve`: the id a directory
+/// knows the principal by, or `None` for one it does not know. Those it knows get `memberships`
+/// under their resolved id (`ApproverMemberships::with_principal_id`). For tests of directories
+/// that match ids loosely (ignoring case, following aliases).
+pub struct Directory<F> {
+    resolve: F,
+    memberships: aip_connector::host::ApproverMemberships,
+}
+
+impl<F> Directory<F>
+where
+    F: Fn(&str) -> Option<String> + Send + Sync,
+{
+    /// A directory of `resolve`, vouching for every principal it knows with `memberships`.
+    pub fn new(memberships: aip_connector::host::ApproverMemberships, resolve: F) -> Self {
+        Self {
+            resolve,
+            memberships,
+        }
+    }
+}
+
+impl<F> aip_connector::host::ApprovalAuthority for Directory<F>
+where
+    F: Fn(&str) -> Option<String> + Send + Sync,
+{
+    fn memberships<'a>(
+        &'a self,
+        approver: &'a aip_connector::ids::PrincipalId,
+        _tenant: Option<&'a str>,
+    ) -> aip_connector::invocation::BoxFuture<
+        'a,
+        Result<aip_connector::host::ApproverMemberships, aip_connector::model::ConnectorFailure>,
+    > {
+        let memberships = (self.resolve)(approver.as_str()).map_or_else(Default::default, |id| {
+            self.memberships.clone().with_principal_id(id)
+        });
+        Box::pin(std::future::ready(Ok(memberships)))
+    }
+}

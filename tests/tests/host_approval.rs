@@ -828,24 +828,13 @@ async fn approvers_of_a_single_tenant_deployment_belong_to_its_tenant() {
 
 /// A directory that matches principal ids ignoring case, as many do, and says which id it
 /// resolved each one to.
-struct CaseInsensitiveDirectory;
-
-impl aip_connector::host::ApprovalAuthority for CaseInsensitiveDirectory {
-    fn memberships<'a>(
-        &'a self,
-        approver: &'a aip_connector::ids::PrincipalId,
-        _tenant: Option<&'a str>,
-    ) -> aip_connector::invocation::BoxFuture<'a, Result<ApproverMemberships, ConnectorFailure>>
-    {
-        let canonical = approver.as_str().to_ascii_lowercase();
-        let known = ["user:alice", "user:bob", "user:req"].contains(&canonical.as_str());
-        let memberships = if known {
-            finance().with_principal_id(canonical)
-        } else {
-            ApproverMemberships::default()
-        };
-        Box::pin(std::future::ready(Ok(memberships)))
-    }
+fn case_insensitive_directory() -> impl aip_connector::host::ApprovalAuthority {
+    aip_connector_tests::Directory::new(finance(), |id| {
+        let canonical = id.to_ascii_lowercase();
+        ["user:alice", "user:bob", "user:req"]
+            .contains(&canonical.as_str())
+            .then_some(canonical)
+    })
 }
 
 /// One person under two spellings of their id is one approver: `USER:ALICE` does not make a
@@ -857,7 +846,7 @@ async fn an_approver_is_counted_and_checked_as_the_authority_knows_them() {
     let host = Host::builder()
         .connector(payments.clone())
         .store(Arc::new(MemoryStore::default()))
-        .approval_authority(CaseInsensitiveDirectory)
+        .approval_authority(case_insensitive_directory())
         .build()
         .unwrap();
     let id = gate(&host).await;
@@ -890,26 +879,16 @@ async fn an_approver_is_counted_and_checked_as_the_authority_knows_them() {
 }
 
 /// A directory that knows people by employee number, whatever alias they sign in with.
-struct AliasDirectory;
-
-impl aip_connector::host::ApprovalAuthority for AliasDirectory {
-    fn memberships<'a>(
-        &'a self,
-        approver: &'a aip_connector::ids::PrincipalId,
-        _tenant: Option<&'a str>,
-    ) -> aip_connector::invocation::BoxFuture<'a, Result<ApproverMemberships, ConnectorFailure>>
-    {
-        let employee = match approver.as_str() {
-            "user:req" | "user:req@corp.example" => Some("employee:7"),
-            "user:alice" | "alice@corp.example" => Some("employee:1"),
-            "user:bob" => Some("employee:2"),
-            _ => None,
+fn alias_directory() -> impl aip_connector::host::ApprovalAuthority {
+    aip_connector_tests::Directory::new(finance(), |id| {
+        let employee = match id {
+            "user:req" | "user:req@corp.example" => "employee:7",
+            "user:alice" | "alice@corp.example" => "employee:1",
+            "user:bob" => "employee:2",
+            _ => return None,
         };
-        let memberships = employee.map_or_else(ApproverMemberships::default, |id| {
-            finance().with_principal_id(id)
-        });
-        Box::pin(std::future::ready(Ok(memberships)))
-    }
+        Some(employee.to_owned())
+    })
 }
 
 /// Separation of duties holds whatever id the directory resolves: the requester approving under
@@ -922,7 +901,7 @@ async fn separation_of_duties_holds_under_any_resolved_id() {
     let host = Host::builder()
         .connector(payments.clone())
         .store(Arc::new(MemoryStore::default()))
-        .approval_authority(AliasDirectory)
+        .approval_authority(alias_directory())
         .build()
         .unwrap();
     let id = gate(&host).await;

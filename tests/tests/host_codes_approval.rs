@@ -35,15 +35,8 @@ struct Paid {
 async fn a_resubmission_with_a_made_up_decision_is_unverified() {
     let treasury = Treasury::default();
     let host = host_with_clock(treasury.clone(), Arc::default());
-    let gated = Action::new("cap:treasury:pay_person", json!({ "amount_cents": 800 }))
-        .with_idempotency_key("person-2");
     let requester = person("user:req");
-    let id = gate(&host, gated.clone(), &requester).await;
-    let approval = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
-    assert_eq!(
-        accepted(&host, approval.clone()).await,
-        ApprovalStatus::Approved
-    );
+    let (gated, id, approval) = approved_person_payment(&host, &requester, 800, "person-2").await;
     for made_up in [
         decision(&id, "user:nobody", ApprovalDecisionKind::Approved),
         approval.clone().with_decision_id("dec-made-up"),
@@ -578,6 +571,28 @@ async fn resuming_onto_a_key_now_gating_another_action_is_pending_resume_denied(
     assert_eq!(output["approval_id"], json!(second));
 }
 
+/// A payment to a person (redacted input) gated for `requester` and approved by Alice: the
+/// gated action, its approval id and Alice's decision.
+async fn approved_person_payment(
+    host: &Host,
+    requester: &TrustedContext,
+    amount_cents: u64,
+    key: &str,
+) -> (Action, ApprovalId, ApprovalDecision) {
+    let gated = Action::new(
+        "cap:treasury:pay_person",
+        json!({ "amount_cents": amount_cents }),
+    )
+    .with_idempotency_key(key);
+    let id = gate(host, gated.clone(), requester).await;
+    let approval = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    assert_eq!(
+        accepted(host, approval.clone()).await,
+        ApprovalStatus::Approved
+    );
+    (gated, id, approval)
+}
+
 /// An approved action whose input was redacted cannot run from the store: `resume_approved`
 /// answers `policy.approval_resubmission_required` (naming the approval) and claims nothing, so
 /// the re-submission with the decision attached still runs, once.
@@ -585,15 +600,8 @@ async fn resuming_onto_a_key_now_gating_another_action_is_pending_resume_denied(
 async fn resuming_a_redacted_action_from_the_store_requires_a_resubmission() {
     let treasury = Treasury::default();
     let host = host_with_clock(treasury.clone(), Arc::default());
-    let gated = Action::new("cap:treasury:pay_person", json!({ "amount_cents": 700 }))
-        .with_idempotency_key("person-1");
     let requester = person("user:req");
-    let id = gate(&host, gated.clone(), &requester).await;
-    let approval = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
-    assert_eq!(
-        accepted(&host, approval.clone()).await,
-        ApprovalStatus::Approved
-    );
+    let (gated, id, approval) = approved_person_payment(&host, &requester, 700, "person-1").await;
 
     let resumed = host.resume_approved(&id, &requester).await;
     let error = failure(&resumed);
@@ -610,26 +618,6 @@ async fn resuming_a_redacted_action_from_the_store_requires_a_resubmission() {
     assert_eq!(treasury.executions.load(Ordering::SeqCst), 1);
 }
 
-/// A directory that matches ids ignoring case and says which id it resolved.
-struct CaseInsensitiveFinance;
-
-impl aip_connector::host::ApprovalAuthority for CaseInsensitiveFinance {
-    fn memberships<'a>(
-        &'a self,
-        approver: &'a aip_connector::ids::PrincipalId,
-        _tenant: Option<&'a str>,
-    ) -> aip_connector::invocation::BoxFuture<'a, Result<ApproverMemberships, ConnectorFailure>>
-    {
-        let canonical = approver.as_str().to_ascii_lowercase();
-        let memberships = if ["user:op", "user:alice", "user:req"].contains(&canonical.as_str()) {
-            finance("t1").with_principal_id(canonical)
-        } else {
-            ApproverMemberships::default()
-        };
-        Box::pin(std::future::ready(Ok(memberships)))
-    }
-}
-
 /// The operator of the action may not approve it under another spelling of its id, nor under
 /// its own when the directory resolves it (found by a hostile review).
 #[tokio::test]
@@ -637,7 +625,13 @@ async fn the_operator_may_not_approve_under_any_spelling() {
     let host = Host::builder()
         .connector(Treasury::default())
         .store(Arc::new(MemoryStore::default()))
-        .approval_authority(CaseInsensitiveFinance)
+        // A directory that matches ids ignoring case and says which id it resolved.
+        .approval_authority(aip_connector_tests::Directory::new(finance("t1"), |id| {
+            let canonical = id.to_ascii_lowercase();
+            ["user:op", "user:alice", "user:req"]
+                .contains(&canonical.as_str())
+                .then_some(canonical)
+        }))
         .build()
         .unwrap();
     let operated = person("user:req").with_operator("User:Op".into());

@@ -126,6 +126,19 @@ async fn approve(host: &Host, id: &ApprovalId) {
         .unwrap();
 }
 
+/// A payroll connector on a host reading a clock the test advances.
+fn payroll_host() -> (Payroll, Arc<ManualClock>, Host) {
+    let payroll = Payroll::default();
+    let clock = Arc::new(ManualClock::new());
+    let host = host(payroll.clone(), Arc::clone(&clock));
+    (payroll, clock, host)
+}
+
+/// Ada resumes the approved commit of `approval`.
+async fn resume(host: &Host, approval: &ApprovalId) -> ActionResult {
+    host.resume_approved(approval, &person("user:ada")).await
+}
+
 fn refused_before_the_gate(result: &ActionResult, code: &str) {
     assert_eq!(result.status, ActionResultStatus::Failed, "{result:?}");
     assert_eq!(result.error.as_ref().unwrap().code, code, "{result:?}");
@@ -134,9 +147,7 @@ fn refused_before_the_gate(result: &ActionResult, code: &str) {
 
 #[tokio::test]
 async fn an_approver_may_take_longer_than_the_plan_lives() {
-    let payroll = Payroll::default();
-    let clock = Arc::new(ManualClock::new());
-    let host = host(payroll.clone(), Arc::clone(&clock));
+    let (payroll, clock, host) = payroll_host();
     let plan_id = plan(&host, "2026-11").await;
     clock.advance(10 * MINUTE);
     let pending = commit(&host, &plan_id, "2026-11", "commit-1").await;
@@ -149,7 +160,7 @@ async fn an_approver_may_take_longer_than_the_plan_lives() {
     // The plan (15 minutes) would have expired twice over by the decision.
     clock.advance(20 * MINUTE);
     approve(&host, &approval).await;
-    let done = host.resume_approved(&approval, &person("user:ada")).await;
+    let done = resume(&host, &approval).await;
     assert_eq!(done.status, ActionResultStatus::Completed, "{done:?}");
     assert_eq!(payroll.runs.load(Ordering::SeqCst), 1);
 }
@@ -158,9 +169,7 @@ async fn an_approver_may_take_longer_than_the_plan_lives() {
 /// plan expired (found by a hostile review: an approved commit ran on a 400-day-old plan).
 #[tokio::test]
 async fn the_time_after_the_decision_counts_against_the_plan() {
-    let payroll = Payroll::default();
-    let clock = Arc::new(ManualClock::new());
-    let host = host(payroll.clone(), Arc::clone(&clock));
+    let (payroll, clock, host) = payroll_host();
     let plan_id = plan(&host, "2026-11").await;
     clock.advance(10 * MINUTE);
     let pending = commit(&host, &plan_id, "2026-11", "commit-1").await;
@@ -169,7 +178,7 @@ async fn the_time_after_the_decision_counts_against_the_plan() {
     approve(&host, &approval).await;
     // Ten minutes before the gate, six after the decision: sixteen of the plan's fifteen.
     clock.advance(6 * MINUTE);
-    let late = host.resume_approved(&approval, &person("user:ada")).await;
+    let late = resume(&host, &approval).await;
     assert_eq!(
         late.error.as_ref().map(|e| e.code.as_str()),
         Some(codes::TRANSACTION_PLAN_EXPIRED),
@@ -180,9 +189,7 @@ async fn the_time_after_the_decision_counts_against_the_plan() {
 
 #[tokio::test]
 async fn a_commit_its_plan_refuses_is_refused_before_anyone_is_asked() {
-    let payroll = Payroll::default();
-    let clock = Arc::new(ManualClock::new());
-    let host = host(payroll.clone(), Arc::clone(&clock));
+    let (payroll, clock, host) = payroll_host();
     let plan_id = plan(&host, "2026-11").await;
 
     let changed = commit(&host, &plan_id, "2026-12", "commit-changed").await;
@@ -196,7 +203,7 @@ async fn a_commit_its_plan_refuses_is_refused_before_anyone_is_asked() {
         .approval_id()
         .expect("the commit waits for approval");
     approve(&host, &approval).await;
-    let done = host.resume_approved(&approval, &person("user:ada")).await;
+    let done = resume(&host, &approval).await;
     assert_eq!(done.status, ActionResultStatus::Completed, "{done:?}");
     // A second commit of the claimed plan is refused at once, not after an approval.
     let again = commit(&host, &plan_id, "2026-11", "commit-2").await;

@@ -1465,22 +1465,24 @@ async fn a_custom_authenticator_maps_a_header_to_the_caller() {
     running.stop().await;
 }
 
+/// The ```` ```json ```` block that follows `marker` in docs/serving.md.
+fn serving_doc_json(marker: &str) -> String {
+    include_str!("../../docs/serving.md")
+        .split_once(marker)
+        .and_then(|(_, after)| after.split_once("```json\n"))
+        .and_then(|(_, rest)| rest.split_once("\n```"))
+        .map(|(body, _)| body.to_owned())
+        .unwrap_or_else(|| panic!("docs/serving.md has a json block after {marker}"))
+}
+
 /// The action and cancel envelopes of docs/serving.md ("Messages"), posted as they stand in the
 /// doc.
 #[tokio::test]
 async fn the_documented_wire_envelope_runs() {
-    let doc = include_str!("../../docs/serving.md");
-    let (_, after) = doc
-        .split_once("<!-- wire-example: action envelope -->")
-        .expect("the doc marks its wire example");
-    let body = after
-        .split_once("```json\n")
-        .and_then(|(_, rest)| rest.split_once("\n```"))
-        .map(|(body, _)| body)
-        .expect("a json block follows the marker");
+    let body = serving_doc_json("<!-- wire-example: action envelope -->");
     let desk = Desk::default();
     let running = start(desk.clone(), ServerConfig::default()).await;
-    let (status, answer) = raw_post(&running.base, Some("tok-ada"), body.to_owned()).await;
+    let (status, answer) = raw_post(&running.base, Some("tok-ada"), body).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["message_type"], "aip.core.v1.action_result");
     assert_eq!(answer["in_response_to"], "msg_01");
@@ -1490,15 +1492,8 @@ async fn the_documented_wire_envelope_runs() {
     assert_eq!(desk.echoes.load(Ordering::SeqCst), 1);
 
     // The cancel envelope: `act_01` has finished, so the cancel is only remembered.
-    let (_, after) = doc
-        .split_once("<!-- wire-example: cancel envelope -->")
-        .expect("the doc marks its cancel example");
-    let body = after
-        .split_once("```json\n")
-        .and_then(|(_, rest)| rest.split_once("\n```"))
-        .map(|(body, _)| body)
-        .expect("a json block follows the marker");
-    let (status, answer) = raw_post(&running.base, Some("tok-ada"), body.to_owned()).await;
+    let body = serving_doc_json("<!-- wire-example: cancel envelope -->");
+    let (status, answer) = raw_post(&running.base, Some("tok-ada"), body).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["message_type"], "aip.core.v1.ack", "{answer}");
     assert_eq!(answer["in_response_to"], "msg_02");
@@ -1511,16 +1506,8 @@ async fn the_documented_wire_envelope_runs() {
 /// stand in the doc, with a real approval id in place of `apr_01`.
 #[tokio::test]
 async fn the_documented_approval_envelopes_decide_and_read_an_approval() {
-    let doc = include_str!("../../docs/serving.md");
-    let block = |marker: &str| {
-        doc.split_once(marker)
-            .and_then(|(_, after)| after.split_once("```json\n"))
-            .and_then(|(_, rest)| rest.split_once("\n```"))
-            .map(|(body, _)| body.to_owned())
-            .unwrap_or_else(|| panic!("the doc has a json block after {marker}"))
-    };
-    let decision = block("<!-- wire-example: approval decision envelope -->");
-    let query = block("<!-- wire-example: approval query envelope -->");
+    let decision = serving_doc_json("<!-- wire-example: approval decision envelope -->");
+    let query = serving_doc_json("<!-- wire-example: approval query envelope -->");
     let desk = Desk::default();
     let running = start(desk.clone(), ServerConfig::default()).await;
     let pending = running

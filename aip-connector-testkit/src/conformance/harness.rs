@@ -798,21 +798,13 @@ impl Harness {
     /// SQLite file, or the PostgreSQL schema, which cannot be dropped while a connection of
     /// the scenario's pools still uses it).
     pub(super) async fn finish(self) {
-        let Self {
-            factory,
-            double,
-            provider,
-            env,
-            probe,
-            store,
-            host,
-            webhooks,
-            place,
-        } = self;
-        // Fields a pattern leaves unnamed would live to the end of the function, past the
-        // removal that waits for them.
-        drop((host, store, probe, webhooks, factory, double, provider, env));
-        place.remove().await;
+        self.into_place().remove().await;
+    }
+
+    /// The scenario's store place; everything else of the harness (hosts, stores, the provider
+    /// double) is dropped when this returns.
+    fn into_place(self) -> ScenarioStore {
+        self.place
     }
 
     fn host_over(

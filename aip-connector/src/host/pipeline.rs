@@ -944,9 +944,7 @@ async fn reconcile(
         Ok(Some(Ok(answer))) => answer,
         Ok(Some(Err(failure))) => {
             let mut error = failure.to_protocol_error();
-            if let Some(secret) = &secret {
-                withhold(&mut error, secret_forms(secret));
-            }
+            withhold_credential(&mut error, secret.as_ref());
             return failure::failed(&action.id, error);
         }
         Err(panicked) => return failure::failed(&action.id, panicked),
@@ -1151,8 +1149,8 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
                 call.redact,
             );
             // A violation's message quotes the output, which may hold the credential.
-            if let (Some(error), Some(secret)) = (result.error.as_mut(), &secret) {
-                withhold(error, secret_forms(secret));
+            if let Some(error) = result.error.as_mut() {
+                withhold_credential(error, secret.as_ref());
             }
             result
         }
@@ -2254,14 +2252,15 @@ fn connector_error(
     secret: Option<&crate::invocation::Secret>,
 ) -> ProtocolError {
     let mut error = failure.to_protocol_error();
-    if let Some(secret) = secret {
-        withhold(&mut error, secret_forms(secret));
-    }
+    let mut forms = secret.map(secret_forms).unwrap_or_default();
     if !redact {
+        withhold(&mut error, forms);
         return error;
     }
     if error.code != aip_connector_core::model::codes::ACTION_INVALID_INPUT {
-        withhold(&mut error, input_forms(&action.input));
+        // One pass over the failure for the credential and the input alike.
+        forms.extend(input_forms(&action.input));
+        withhold(&mut error, forms);
         return error;
     }
     ProtocolError {
@@ -2277,9 +2276,11 @@ fn connector_error(
 /// occur in ordinary words and codes, and would blank them out.
 const MIN_WITHHELD_LEN: usize = 4;
 
-/// Detail keys whose values the SDK writes from a closed set (the connector operation, the
-/// provider client's phase and method, flags, a status): never the input, so never withheld,
-/// and a client must be able to read them whatever the input was.
+/// The top-level detail fields of a connector failure whose values the SDK writes
+/// (`ConnectorFailure::to_protocol_error`): the connector operation, the outcome flag, the
+/// remote status. Never the input, so never withheld, and a client must be able to read them
+/// whatever the input was. (The provider client's `phase`, `method`, ... sit inside the
+/// connector's details; [`withhold`] knows their closed sets.)
 ///
 /// `provider_operation` is the connector's, not closed, but it is the reference reconciliation
 /// looks the effect up by: the transaction record takes it from the failure, and a withheld copy
@@ -2288,9 +2289,6 @@ const MIN_WITHHELD_LEN: usize = 4;
 /// trial). The transaction's status returns it as it is anyway.
 const SDK_DETAIL_KEYS: &[&str] = &[
     "operation",
-    "phase",
-    "method",
-    "mutating",
     "uncertain_outcome",
     "remote_status",
     "provider_operation",
@@ -2357,6 +2355,13 @@ fn secret_forms(secret: &crate::invocation::Secret) -> Vec<String> {
         }
     }
     forms
+}
+
+/// [`withhold`] of the credential's forms, when the call resolved one.
+fn withhold_credential(error: &mut ProtocolError, secret: Option<&crate::invocation::Secret>) {
+    if let Some(secret) = secret {
+        withhold(error, secret_forms(secret));
+    }
 }
 
 /// `text` with the hex digits of its percent escapes in lower case (`%2F` → `%2f`), as some
@@ -3232,12 +3237,6 @@ mod tests {
         assert!(size <= 256, "the run future is {size} bytes");
     }
 
-    /// The boxed pipeline state fits glibc's per-thread cache (allocations up to 1,032 bytes):
-    /// larger ones take malloc's slow path on every call. It is also copied once, into its
-    /// box. It was 1,672 bytes while the handler's context was built inside the awaited future,
-    /// and 960 while the settlement's state was inline; the reference to the resume claim `run`
-    /// gives back took it from 648 to 664, the reservation's tenant (`Reservation::tenant_id`)
-    /// to 712.
     /// Every form of a credential a failure may carry is withheld (found by a hostile review):
     /// base64 at any alignment (`api:KEY` as Basic authentication sends it), URL-safe base64,
     /// lower-case percent escapes, the JSON-escaped text, and a connector's own `method` that
@@ -3322,6 +3321,12 @@ mod tests {
         );
     }
 
+    /// The boxed pipeline state fits glibc's per-thread cache (allocations up to 1,032 bytes):
+    /// larger ones take malloc's slow path on every call. It is also copied once, into its
+    /// box. It was 1,672 bytes while the handler's context was built inside the awaited future,
+    /// and 960 while the settlement's state was inline; the reference to the resume claim `run`
+    /// gives back took it from 648 to 664, the reservation's tenant (`Reservation::tenant_id`)
+    /// to 712.
     #[test]
     fn the_pipeline_state_fits_the_allocator_fast_path() {
         fn future_size5<A, B, C, D, E, F: Future>(_: impl FnOnce(A, B, C, D, E) -> F) -> usize {

@@ -508,12 +508,15 @@ pub(crate) async fn admit(
     match transaction.mode {
         TransactionMode::Commit => match &transaction.plan_id {
             Some(plan_id) => {
+                // The approval's wait does not count against the plan (see `commit_plan`).
+                let plan_valid_at = now.saturating_sub(approval_wait.unwrap_or(0));
                 commit_plan(
                     host,
                     action,
                     caller,
-                    (plan_id, stored),
-                    (now, approval_wait),
+                    plan_id,
+                    stored,
+                    plan_valid_at,
                     over_at,
                 )
                 .await
@@ -840,26 +843,22 @@ fn planned_by(plan: &TransactionPlan, caller: &TrustedContext) -> bool {
     plan.planned_by.id == caller.principal.id && plan.planned_by.kind == caller.principal.kind
 }
 
-/// Every check of "what a planned commit rechecks", then the atomic claim. For a commit
-/// released by an approval, the time the approval waited for its decisions (`approval_wait`)
-/// does not count against the plan: a 20-minute decision burnt the approval on a 15-minute plan
+/// Every check of "what a planned commit rechecks", then the atomic claim; the plan's expiry is
+/// measured at `plan_valid_at`. For a commit released by an approval, that is now less the time
+/// the approval waited for its decisions, which does not count against the plan: a 20-minute decision burnt the approval on a 15-minute plan
 /// (found by an approval trial). The time before the gate and after the decision does, so an
 /// approved commit resumed days later finds its plan expired (found by a hostile review).
 async fn commit_plan(
     host: &HostInner,
     action: &Action,
     caller: &TrustedContext,
-    (plan_id, stored): (&str, Option<TransactionRecord>),
-    (now, approval_wait): (Millis, Option<Millis>),
+    plan_id: &str,
+    stored: Option<TransactionRecord>,
+    plan_valid_at: Millis,
     over_at: Millis,
 ) -> Result<Admitted, ProtocolError> {
     let record = load_plan(host, plan_id, stored).await?;
-    check_plan_commit(
-        &record,
-        action,
-        caller,
-        now.saturating_sub(approval_wait.unwrap_or(0)),
-    )?;
+    check_plan_commit(&record, action, caller, plan_valid_at)?;
     let mut claim = Transition::new(&[Status::Planned], Status::Committing);
     claim.rebind_action = Some(action.id.clone());
     claim.reconcile_after_ms = Some(over_at);

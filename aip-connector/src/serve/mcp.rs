@@ -34,7 +34,7 @@ use aip_connector_core::admission::AdmittedManifest;
 use aip_connector_core::ids::{ActionId, CapabilityId};
 use aip_connector_core::model::{
     Action, ActionResult, ActionResultStatus, ActionTransaction, Binding, Capability,
-    CapabilityContract, Envelope, IdempotencyRequirement, Manifest, ORIGINAL_OUTPUT, ProtocolError,
+    CapabilityContract, Envelope, IdempotencyRequirement, ORIGINAL_OUTPUT, ProtocolError,
     RetrySafety, RiskLevel, SideEffect, TransactionMode, unmark_idempotent_replay,
 };
 use aip_connector_core::naming::stable_profile_name;
@@ -263,7 +263,8 @@ impl McpProjection {
                     unlisted.insert(name, (capability.id.clone(), reason));
                     continue;
                 }
-                let examples = declared_examples(manifest, capability.id.as_str());
+                let examples =
+                    crate::connector::declared_examples(manifest, capability.id.as_str());
                 let projected = project_capability(admitted, capability, examples);
                 let name = projected.tool.name.to_string();
                 if let Some(&first) = by_name.get(&name) {
@@ -799,9 +800,10 @@ async fn refuse_repeated_keys(
             return json_rpc_parse_error(&format!("the request body could not be read: {why}"));
         }
     };
-    // Only JSON reaches the check: what is not JSON is rmcp's to refuse, in its own words.
-    if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok()
-        && let Err(error) = super::unique_keys::check(&bytes)
+    // Only a repeated key is refused here (a data error: the visitor's own); what is not JSON
+    // is rmcp's to refuse, in its own words.
+    if let Err(error) = super::unique_keys::check(&bytes)
+        && error.is_data()
     {
         return json_rpc_parse_error(&error.to_string());
     }
@@ -885,19 +887,6 @@ fn tool_name_of(admitted: &AdmittedManifest, capability: &Capability) -> String 
                     .unwrap_or(capability.id.as_str()),
             )
         })
-}
-
-/// The example inputs a capability declares (`#[capability(examples = [...])]`), which the
-/// manifest carries under `extensions.aip_connector.capabilities.<id>.examples`.
-fn declared_examples<'m>(manifest: &'m Manifest, capability_id: &str) -> Option<&'m Value> {
-    manifest
-        .extensions
-        .as_ref()?
-        .get("aip_connector")?
-        .get("capabilities")?
-        .get(capability_id)?
-        .get("examples")
-        .filter(|examples| examples.as_array().is_some_and(|list| !list.is_empty()))
 }
 
 fn project_capability(

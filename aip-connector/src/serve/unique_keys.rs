@@ -19,8 +19,8 @@ use crate::host::Clipped;
 const SHOWN_KEY_BYTES: usize = 64;
 
 /// `Err` with serde_json's message (a line and a column) when an object of `body` repeats a
-/// key. Syntax errors are reported too, but callers parse the body first, so they have their
-/// own message for those.
+/// key: a data error ([`serde_json::Error::is_data`]). A body that is not JSON is a syntax or
+/// end-of-input error, which callers leave to their own parser's words.
 pub(crate) fn check(body: &[u8]) -> Result<(), serde_json::Error> {
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     AnyValue.deserialize(&mut deserializer)?;
@@ -131,6 +131,7 @@ mod tests {
             r#"{"b": 1, "\u0062": 2}"#,
         ] {
             let error = check(body.as_bytes()).expect_err(body);
+            assert!(error.is_data(), "{error}");
             assert!(
                 error
                     .to_string()
