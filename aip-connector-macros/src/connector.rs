@@ -513,11 +513,13 @@ fn check_connector(cx: &Ctxt, attr: &ConnectorAttr, capabilities: &[CapabilityIt
     for capability in capabilities {
         let id = capability.capability.id.as_str();
         let earlier = ids.entry(id).or_default();
-        if earlier
+        if let Some(other) = earlier
             .iter()
-            .any(|other| !cfg_alternatives(other, capability))
+            .find(|other| !cfg_alternatives(other, capability))
         {
-            cx.error_at(capability.id_span.unwrap_or(capability.attr_span), format!("capability id `{id}` is declared twice in this connector (rule `manifest.capability.duplicate`)"));
+            // Stable proc macros cannot attach a note at a second span, so the message names
+            // the other handler: the author sees both places from the one error.
+            cx.error_at(capability.id_span.unwrap_or(capability.attr_span), format!("capability id `{id}` is declared twice in this connector: `{}` already declares it; give one of them another `id` (rule `manifest.capability.duplicate`)", other.sig.ident));
         }
         earlier.push(capability);
         for binding in &capability.capability.bindings {

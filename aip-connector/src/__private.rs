@@ -92,9 +92,15 @@ pub fn output_codec<R: HandlerResult>() -> OutputCodec<R> {
     }
 }
 
-/// The input schema of a handler that takes no input: an empty, closed object.
+/// The input schema of a handler that takes no input: an empty, closed object, declared in
+/// Draft 2020-12 like every schema derived from a type.
 pub fn empty_input_schema() -> Value {
-    serde_json::json!({ "type": "object", "properties": {}, "additionalProperties": false })
+    serde_json::json!({
+        "$schema": crate::schema::DRAFT_2020_12,
+        "type": "object",
+        "properties": {},
+        "additionalProperties": false,
+    })
 }
 
 /// The output of a reconcile handler: `Result<ReconcileOutcome, E>` (see [`ReconcileResult`]).

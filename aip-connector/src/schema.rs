@@ -173,6 +173,9 @@ pub fn client_compatible(schema: &Value) -> Value {
 
 const DEFS_PREFIX: &str = "#/$defs/";
 
+/// The `$schema` of every schema the SDK publishes.
+pub(crate) const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
+
 fn rewrite(
     node: &Value,
     defs: &Map<String, Value>,
@@ -451,6 +454,15 @@ mod tests {
         );
         assert!(has_object_root(&schema));
         assert!(schema["$defs"]["Attendee"].is_object());
+    }
+
+    #[test]
+    fn the_schema_of_no_input_is_draft_2020_12_like_a_derived_one() {
+        let empty = crate::__private::empty_input_schema();
+        assert_eq!(empty["$schema"], input_schema::<Booking>()["$schema"]);
+        assert_eq!(empty["$schema"], DRAFT_2020_12);
+        assert!(has_object_root(&empty));
+        assert_eq!(empty["additionalProperties"], false);
     }
 
     #[derive(Deserialize, JsonSchema)]
