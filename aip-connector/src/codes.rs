@@ -280,7 +280,8 @@ pub const TRANSPORT_UNSUPPORTED_MESSAGE: &str = "transport.unsupported_message";
 /// The request body exceeds the server's body limit (permanent, not retryable; HTTP 413).
 pub const TRANSPORT_PAYLOAD_TOO_LARGE: &str = "transport.payload_too_large";
 /// The request body is not declared as JSON: its `Content-Type` is missing or is not
-/// `application/json` (or `application/<type>+json`) (permanent, not retryable; HTTP 415).
+/// `application/json` (or `application/<type>+json`), or it declares a `Content-Encoding`
+/// other than `identity` (the server decodes none) (permanent, not retryable; HTTP 415).
 pub const TRANSPORT_UNSUPPORTED_MEDIA_TYPE: &str = "transport.unsupported_media_type";
 /// Every concurrency slot is taken (temporary, retryable after `retry_after_ms`; HTTP 503).
 pub const TRANSPORT_OVERLOADED: &str = "transport.overloaded";
@@ -311,6 +312,9 @@ pub const WEBHOOK_AUTHENTICATION_FAILED: &str = "webhook.authentication_failed";
 pub const WEBHOOK_TIMESTAMP_SKEW: &str = "webhook.timestamp_skew";
 /// The body is larger than the receiver's limit (permanent; HTTP 413).
 pub const WEBHOOK_PAYLOAD_TOO_LARGE: &str = "webhook.payload_too_large";
+/// The body did not arrive within the receiver's body timeout; nothing ran (temporary,
+/// retryable; HTTP 408).
+pub const WEBHOOK_BODY_TIMEOUT: &str = "webhook.body_timeout";
 /// The delivery id was handled already, within the replay window (policy, not retryable). The
 /// handler does not run again; over HTTP it is answered `200 {"delivery_id", "replayed": true}`
 /// so the provider stops sending it.

@@ -1205,6 +1205,56 @@ async fn a_body_that_repeats_a_key_is_a_parse_error() {
     assert_eq!(once.status(), 200);
 }
 
+/// An authenticated client that stalls its upload is answered `408` once the projection's body
+/// timeout passes, and a client that never finishes its headers is disconnected by
+/// `serve_http`'s connection limits (a hostile review found both held for good).
+#[tokio::test]
+async fn stalled_uploads_and_unfinished_headers_are_let_go() {
+    use aip_connector::serve::ConnectionLimits;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let projection = McpProjection::new(host(Directory::default()))
+        .unwrap()
+        .with_body_timeout(Duration::from_millis(200))
+        .with_connection_limits(
+            ConnectionLimits::default().header_read_timeout(Duration::from_millis(200)),
+        );
+    let served = serve(projection).await;
+    let address = served
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+
+    let mut stalled = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         Content-Length: 1000\r\n\r\n{{\"jsonrpc\""
+    );
+    stalled.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = [0u8; 12];
+    tokio::time::timeout(Duration::from_secs(10), stalled.read_exact(&mut answer))
+        .await
+        .expect("no answer to a stalled upload after 10 s")
+        .unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 408");
+
+    let mut unfinished = tokio::net::TcpStream::connect(&address).await.unwrap();
+    unfinished
+        .write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut buffer = [0u8; 256];
+        while unfinished.read(&mut buffer).await.is_ok_and(|n| n > 0) {}
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "unfinished headers held the connection for 10 s"
+    );
+}
+
 /// Refuses every request: temporarily (identity provider down) or for good, with no challenge.
 struct Refusing {
     temporary: bool,

@@ -12,7 +12,9 @@ use aip_connector::model::{ConnectorFailure, ErrorCategory, ProtocolError};
 use aip_connector::prelude::*;
 use aip_connector::serve::{AipServer, BearerTokens, ServerConfig, http};
 use aip_connector::store::{IdempotencyStore, MemoryStore, SharedStore};
-use aip_connector::webhook::{StandardWebhooks, WebhookDelivery, WebhookReceiver, WebhookSecret};
+use aip_connector::webhook::{
+    StandardWebhooks, WebhookDelivery, WebhookReceiver, WebhookReceiverBuilder, WebhookSecret,
+};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -56,6 +58,14 @@ impl Drop for Running {
 }
 
 async fn start(store: SharedStore, max_body_bytes: usize) -> Running {
+    start_configured(store, |receiver| receiver.max_body_bytes(max_body_bytes)).await
+}
+
+/// Like [`start`], the receiver configured by `configure`.
+async fn start_configured(
+    store: SharedStore,
+    configure: impl FnOnce(WebhookReceiverBuilder) -> WebhookReceiverBuilder,
+) -> Running {
     let host = Host::builder()
         .connector(Calendar)
         .store(Arc::clone(&store))
@@ -66,8 +76,8 @@ async fn start(store: SharedStore, max_body_bytes: usize) -> Running {
     let store: Arc<dyn IdempotencyStore> = store;
     let receiver = WebhookReceiver::builder("calendar-bookings", StandardWebhooks)
         .secret(WebhookSecret::standard("whsec_c2VjcmV0LWNhbmFyeQ==").unwrap())
-        .store(store)
-        .max_body_bytes(max_body_bytes)
+        .store(store);
+    let receiver = configure(receiver)
         .handler(move |delivery: WebhookDelivery| {
             let seen = Arc::clone(&seen);
             async move {
@@ -154,6 +164,46 @@ async fn a_body_streamed_past_the_limit_is_refused_without_being_read_whole() {
     let body: Value = response.json().await.unwrap();
     assert_eq!(error_of(&body).code, codes::WEBHOOK_PAYLOAD_TOO_LARGE);
     assert!(error_of(&body).message.contains("64 bytes"), "{body}");
+}
+
+/// An upload that stalls is answered `408 webhook.body_timeout` (retryable) once the receiver's
+/// body timeout passes, and nothing runs (a hostile review found the route waiting for ever:
+/// it reads the body before anything else can refuse the sender).
+#[tokio::test]
+async fn a_body_that_stops_arriving_is_answered_408_and_nothing_runs() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let running = start_configured(Arc::new(MemoryStore::new()), |receiver| {
+        receiver.body_timeout(Duration::from_millis(200))
+    })
+    .await;
+    assert_eq!(running.receiver.body_timeout(), Duration::from_millis(200));
+    let address = running.base.trim_start_matches("http://");
+    let mut stalled = tokio::net::TcpStream::connect(address).await.unwrap();
+    let head =
+        format!("POST {PATH} HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n{{\"booking");
+    stalled.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut buffer = [0u8; 1024];
+        while !String::from_utf8_lossy(&answer).contains(codes::WEBHOOK_BODY_TIMEOUT) {
+            let n = stalled.read(&mut buffer).await.unwrap();
+            assert!(n > 0, "closed without an answer");
+            answer.extend_from_slice(&buffer[..n]);
+        }
+    })
+    .await;
+    assert!(
+        read.is_ok(),
+        "no answer after 10 s: {}",
+        String::from_utf8_lossy(&answer)
+    );
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after: 5"),
+        "{answer}"
+    );
+    assert!(running.bookings.lock().unwrap().is_empty());
 }
 
 #[tokio::test]

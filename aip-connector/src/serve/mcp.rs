@@ -203,6 +203,10 @@ pub struct McpProjection {
     max_sessions: usize,
     max_sessions_per_caller: usize,
     purge_interval: Option<std::time::Duration>,
+    /// How long a request body may take to arrive (see [`Self::with_body_timeout`]).
+    body_timeout: std::time::Duration,
+    /// What [`Self::serve_http`] accepts (see [`Self::with_connection_limits`]).
+    connections: super::ConnectionLimits,
     /// Signs the session ids the router hands out; a random one per router when `None`.
     session_key: Option<SessionKey>,
 }
@@ -227,6 +231,8 @@ impl fmt::Debug for McpProjection {
             .field("max_sessions", &self.max_sessions)
             .field("max_sessions_per_caller", &self.max_sessions_per_caller)
             .field("purge_interval", &self.purge_interval)
+            .field("body_timeout", &self.body_timeout)
+            .field("connections", &self.connections)
             .finish_non_exhaustive()
     }
 }
@@ -301,6 +307,8 @@ impl McpProjection {
             max_sessions: DEFAULT_MAX_SESSIONS,
             max_sessions_per_caller: DEFAULT_MAX_SESSIONS_PER_CALLER,
             purge_interval: Some(super::server::DEFAULT_PURGE_INTERVAL),
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            connections: super::ConnectionLimits::default(),
             session_key: None,
         })
     }
@@ -358,6 +366,27 @@ impl McpProjection {
     pub fn with_purge_interval(self, interval: Option<std::time::Duration>) -> Self {
         Self {
             purge_interval: interval,
+            ..self
+        }
+    }
+
+    /// The same projection whose HTTP routes give a request body `timeout` to arrive (default
+    /// 30 s); a body still arriving then is answered `408` and nothing runs. It bounds what an
+    /// authenticated client that stalls its upload holds.
+    pub fn with_body_timeout(self, timeout: std::time::Duration) -> Self {
+        Self {
+            body_timeout: timeout.max(std::time::Duration::from_millis(1)),
+            ..self
+        }
+    }
+
+    /// The same projection whose [`serve_http`](Self::serve_http) accepts connections within
+    /// `limits`: a deadline on each request's headers and a cap on open connections
+    /// ([`ConnectionLimits`](super::ConnectionLimits), as [`AipServer`](super::AipServer)
+    /// applies them). A router you serve yourself gets whatever your server enforces.
+    pub fn with_connection_limits(self, limits: super::ConnectionLimits) -> Self {
+        Self {
+            connections: limits,
             ..self
         }
     }
@@ -453,7 +482,10 @@ impl McpProjection {
             caller: CallerSource::Transport,
             ..self
         };
-        let max_body = config.max_request_body_bytes;
+        let body = BodyLimits {
+            max_bytes: config.max_request_body_bytes,
+            timeout: self.body_timeout,
+        };
         let service = StreamableHttpService::new(
             move || Ok(projection.clone()),
             Arc::new(BoundedSessions::new(
@@ -466,10 +498,7 @@ impl McpProjection {
         // caller learns nothing about the server's load; then the repeated-key check.
         Router::new()
             .route_service(MCP_PATH, service)
-            .route_layer(middleware::from_fn_with_state(
-                max_body,
-                refuse_repeated_keys,
-            ))
+            .route_layer(middleware::from_fn_with_state(body, refuse_repeated_keys))
             .route_layer(middleware::from_fn_with_state(
                 guard,
                 sessions::guard_sessions,
@@ -492,13 +521,13 @@ impl McpProjection {
     ) -> std::io::Result<()> {
         let sessions = config.cancellation_token.clone();
         let _purger = super::server::PeriodicPurge::start(self.host(), self.purge_interval);
+        let connections = self.connections.clone();
         let router = self.router_with_config(authenticator, config);
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                sessions.cancel();
-            })
-            .await
+        super::listen::serve_connections(listener, router, &connections, async move {
+            shutdown.await;
+            sessions.cancel();
+        })
+        .await
     }
 
     /// Serves the projection over `transport` (any rmcp transport: a pair of byte streams, a
@@ -780,8 +809,19 @@ async fn authenticate(
 /// included) with a JSON-RPC parse error, as the native binding does: rmcp would keep the last
 /// value, where a gateway that read the first may have checked another call (found by a
 /// hostile review). The body is read within rmcp's own limit, which answers `413` as rmcp does.
+/// How much of a request body the MCP routes read, and for how long.
+#[derive(Clone, Copy)]
+struct BodyLimits {
+    max_bytes: usize,
+    timeout: std::time::Duration,
+}
+
+/// How long a request body may take to arrive unless [`McpProjection::with_body_timeout`] says
+/// otherwise.
+const DEFAULT_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 async fn refuse_repeated_keys(
-    State(max_body): State<usize>,
+    State(limits): State<BodyLimits>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -789,7 +829,13 @@ async fn refuse_repeated_keys(
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
-    let bytes = match super::server::read_limited(&parts.headers, body, max_body).await {
+    let reading = super::server::read_limited(&parts.headers, body, limits.max_bytes);
+    let Ok(read) = tokio::time::timeout(limits.timeout, reading).await else {
+        let mut response = Response::new(Body::from("the request body did not arrive in time"));
+        *response.status_mut() = StatusCode::REQUEST_TIMEOUT;
+        return response;
+    };
+    let bytes = match read {
         Ok(bytes) => bytes,
         Err(super::server::BodyError::TooLarge) => {
             let mut response = Response::new(Body::from("request body too large"));

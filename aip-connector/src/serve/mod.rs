@@ -14,6 +14,7 @@
 
 pub mod auth;
 pub mod client;
+mod listen;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod server;
@@ -38,6 +39,7 @@ pub use tokio_util::sync::CancellationToken;
 /// An error raised by the serving layer itself: code, message, category and retryability.
 pub(crate) use crate::host::failure::classified as error;
 pub use client::{AipClient, CancelReply, ChunkReceiver, ClientError};
+pub use listen::ConnectionLimits;
 pub use server::{AipServer, ServerConfig};
 
 /// How often [`abandon_once_running`] tries again while the action is not executing yet.

@@ -21,7 +21,7 @@
 #![allow(clippy::result_large_err)]
 
 use std::convert::Infallible;
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -48,6 +48,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::auth::Authenticator;
+use super::listen::ConnectionLimits;
 use crate::codes;
 use crate::host::{CancelOutcome, ChunkStream, Host, TransactionSelector, TrustedContext};
 
@@ -104,6 +105,9 @@ pub struct ServerConfig {
     /// the host's retention no longer keeps ([`Host::purge_closed`]), first when serving
     /// starts; `None` leaves purging to the application (default 10 minutes).
     pub purge_interval: Option<Duration>,
+    /// The deadline on each request's headers and the cap on open connections, enforced before
+    /// a request reaches any route (defaults: 30 s, 1,024 connections).
+    pub connections: ConnectionLimits,
 }
 
 impl Default for ServerConfig {
@@ -118,6 +122,7 @@ impl Default for ServerConfig {
             cancel_grace: Duration::from_secs(2),
             public_manifest: false,
             purge_interval: Some(DEFAULT_PURGE_INTERVAL),
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -174,6 +179,12 @@ impl ServerConfig {
     /// Sets [`purge_interval`](Self::purge_interval).
     pub fn purge_interval(mut self, interval: Option<Duration>) -> Self {
         self.purge_interval = interval;
+        self
+    }
+
+    /// Sets [`connections`](Self::connections).
+    pub fn connections(mut self, limits: ConnectionLimits) -> Self {
+        self.connections = limits;
         self
     }
 }
@@ -344,9 +355,12 @@ impl AipServer {
         };
         tokio::pin!(hard_stop);
         let _purger = PeriodicPurge::start(&self.shared.host, self.shared.config.purge_interval);
-        let serving = axum::serve(listener, self.router().merge(extra))
-            .with_graceful_shutdown(signal)
-            .into_future();
+        let serving = super::listen::serve_connections(
+            listener,
+            self.router().merge(extra),
+            &self.shared.config.connections,
+            signal,
+        );
         let (outcome, stopped_hard) = tokio::select! {
             outcome = serving => (outcome, false),
             () = &mut hard_stop => (Ok(()), true),
@@ -531,6 +545,15 @@ async fn messages(State(shared): State<Arc<Shared>>, request: Request) -> Respon
             None,
         );
     }
+    if !is_unencoded(&parts.headers) {
+        return error_response(
+            &refusal(
+                codes::TRANSPORT_UNSUPPORTED_MEDIA_TYPE,
+                "send the envelope without a `Content-Encoding` (the server decodes none)",
+            ),
+            None,
+        );
+    }
     // A body that trickles in (or stops) must not hold a slot forever.
     let reading = read_body(&parts.headers, body, shared.config.max_body_bytes);
     let bytes = match tokio::time::timeout(shared.config.request_timeout, reading).await {
@@ -625,7 +648,9 @@ pub(super) async fn read_limited(
 }
 
 /// Whether the body is declared as JSON: `application/json` or `application/<type>+json`, with
-/// any parameters (`; charset=utf-8`), in any case.
+/// any parameters, in any case, except a `charset` other than UTF-8 (JSON between systems is
+/// UTF-8, RFC 8259 §8.1, and the server reads nothing else: a body declared `utf-16` would be
+/// read as other text than its sender meant).
 ///
 /// Required, not just tolerated, because a browser sends a cross-site `POST` without asking the
 /// server first (no CORS preflight) only when its type is `text/plain`, a form type, or absent.
@@ -638,15 +663,41 @@ fn declares_json(headers: &HeaderMap) -> bool {
     else {
         return false;
     };
-    let essence = value.split(';').next().unwrap_or_default().trim();
+    let mut parts = value.split(';');
+    let essence = parts.next().unwrap_or_default().trim();
     let Some((kind, subtype)) = essence.split_once('/') else {
         return false;
     };
-    kind.eq_ignore_ascii_case("application")
+    let utf8 = parts.all(|parameter| match parameter.split_once('=') {
+        Some((name, charset)) if name.trim().eq_ignore_ascii_case("charset") => {
+            let charset = charset.trim().trim_matches('"');
+            charset.eq_ignore_ascii_case("utf-8") || charset.eq_ignore_ascii_case("utf8")
+        }
+        _ => true,
+    });
+    utf8 && kind.eq_ignore_ascii_case("application")
         && (subtype.eq_ignore_ascii_case("json")
             || subtype.len() > 5
                 && subtype.is_char_boundary(subtype.len() - 5)
                 && subtype[subtype.len() - 5..].eq_ignore_ascii_case("+json"))
+}
+
+/// Whether the body carries no content coding (`Content-Encoding` absent, or only
+/// `identity`). The server decodes none, and reading an encoded body as JSON would see other
+/// bytes than a gateway in front that decodes it: a parser disagreement, refused like a
+/// repeated key.
+fn is_unencoded(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::CONTENT_ENCODING)
+        .iter()
+        .all(|value| {
+            value.to_str().is_ok_and(|value| {
+                value
+                    .split(',')
+                    .map(str::trim)
+                    .all(|coding| coding.is_empty() || coding.eq_ignore_ascii_case("identity"))
+            })
+        })
 }
 
 fn accepts_event_stream(headers: &HeaderMap) -> bool {
@@ -1145,10 +1196,14 @@ mod tests {
             "application/json; charset=utf-8",
             "application/aip+json",
             "application/vnd.aip.envelope+JSON ; v=1",
+            "application/json; charset=\"UTF-8\"",
+            "application/json;charset=utf8",
         ] {
             assert!(declared(Some(json)), "{json}");
         }
         for other in [
+            "application/json; charset=utf-16",
+            "application/json; charset=iso-8859-1",
             "text/plain",
             "text/plain; charset=utf-8",
             "application/x-www-form-urlencoded",
@@ -1162,5 +1217,27 @@ mod tests {
             assert!(!declared(Some(other)), "{other}");
         }
         assert!(!declared(None));
+    }
+
+    #[test]
+    fn only_bodies_without_a_content_coding_are_read() {
+        let unencoded = |values: &[&str]| {
+            let mut headers = HeaderMap::new();
+            for value in values {
+                headers.append(header::CONTENT_ENCODING, value.parse().unwrap());
+            }
+            is_unencoded(&headers)
+        };
+        assert!(unencoded(&[]));
+        assert!(unencoded(&["identity"]));
+        assert!(unencoded(&["Identity, identity"]));
+        for encoded in [
+            &["gzip"][..],
+            &["identity", "br"],
+            &["deflate, identity"],
+            &["x"],
+        ] {
+            assert!(!unencoded(encoded), "{encoded:?}");
+        }
     }
 }

@@ -43,7 +43,16 @@ impl WebhookReceiver {
 async fn deliver(State(receiver): State<WebhookReceiver>, request: Request<Body>) -> Response {
     let (parts, body) = request.into_parts();
     let limit = receiver.max_body_bytes();
-    let body = match read_limited(&parts.headers, body, limit).await {
+    // The route has no authentication of its own before the signature, which needs the whole
+    // body: an upload that stalls must not hold the request (and its buffer) for ever.
+    let timeout = receiver.body_timeout();
+    let reading = tokio::time::timeout(timeout, read_limited(&parts.headers, body, limit));
+    let Ok(read) = reading.await else {
+        let error = WebhookError::BodyTimeout { timeout };
+        receiver.log_refusal(&error);
+        return refused(&error);
+    };
+    let body = match read {
         Ok(body) => body,
         Err(BodyError::TooLarge) => {
             let error = WebhookError::PayloadTooLarge { limit };
@@ -104,6 +113,9 @@ mod tests {
                 delivery_id: "d".into(),
             },
             WebhookError::HandlerTimeout {
+                timeout: Duration::from_secs(1),
+            },
+            WebhookError::BodyTimeout {
                 timeout: Duration::from_secs(1),
             },
         ] {

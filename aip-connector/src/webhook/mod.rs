@@ -119,6 +119,13 @@ pub enum WebhookError {
     /// The handler failed (or panicked).
     #[error("the webhook handler failed: {0}")]
     HandlerFailed(ConnectorFailure),
+    /// The body did not arrive within the receiver's
+    /// [body timeout](WebhookReceiverBuilder::body_timeout).
+    #[error("the delivery's body did not arrive within {timeout:?}")]
+    BodyTimeout {
+        /// The receiver's body timeout.
+        timeout: Duration,
+    },
     /// The handler did not finish in time.
     #[error("the webhook handler did not finish within {timeout:?}")]
     HandlerTimeout {
@@ -140,6 +147,7 @@ impl WebhookError {
             Self::AuthenticationFailed => codes::WEBHOOK_AUTHENTICATION_FAILED,
             Self::TimestampSkew { .. } => codes::WEBHOOK_TIMESTAMP_SKEW,
             Self::PayloadTooLarge { .. } => codes::WEBHOOK_PAYLOAD_TOO_LARGE,
+            Self::BodyTimeout { .. } => codes::WEBHOOK_BODY_TIMEOUT,
             Self::Replayed { .. } => codes::WEBHOOK_REPLAYED,
             Self::InProgress { .. } => codes::WEBHOOK_IN_PROGRESS,
             Self::DeliveryConflict { .. } => codes::WEBHOOK_DELIVERY_CONFLICT,
@@ -157,9 +165,10 @@ impl WebhookError {
             }
             Self::AuthenticationFailed | Self::TimestampSkew { .. } => ErrorCategory::Auth,
             Self::Replayed { .. } | Self::DeliveryConflict { .. } => ErrorCategory::Policy,
-            Self::InProgress { .. } | Self::HandlerTimeout { .. } | Self::StorageUnavailable(_) => {
-                ErrorCategory::Temporary
-            }
+            Self::InProgress { .. }
+            | Self::BodyTimeout { .. }
+            | Self::HandlerTimeout { .. }
+            | Self::StorageUnavailable(_) => ErrorCategory::Temporary,
             Self::HandlerFailed(failure) => failure.category,
         }
     }
@@ -167,9 +176,10 @@ impl WebhookError {
     /// Whether the provider should send the delivery again.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::InProgress { .. } | Self::HandlerTimeout { .. } | Self::StorageUnavailable(_) => {
-                true
-            }
+            Self::InProgress { .. }
+            | Self::BodyTimeout { .. }
+            | Self::HandlerTimeout { .. }
+            | Self::StorageUnavailable(_) => true,
             Self::HandlerFailed(failure) => failure.retryable,
             _ => false,
         }
@@ -182,6 +192,7 @@ impl WebhookError {
             Self::MissingHeader(_) | Self::InvalidDelivery(_) => StatusCode::BAD_REQUEST,
             Self::AuthenticationFailed | Self::TimestampSkew { .. } => StatusCode::UNAUTHORIZED,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTimeout { .. } => StatusCode::REQUEST_TIMEOUT,
             // Refused, yet answered as delivered: the provider has nothing left to send.
             Self::Replayed { .. } => StatusCode::OK,
             Self::InProgress { .. } | Self::DeliveryConflict { .. } => StatusCode::CONFLICT,
@@ -355,6 +366,7 @@ pub struct WebhookReceiverBuilder {
     tolerance: Duration,
     replay_window: Duration,
     handler_timeout: Duration,
+    body_timeout: Duration,
     max_body_bytes: usize,
     examples: Vec<Bytes>,
 }
@@ -414,6 +426,15 @@ impl WebhookReceiverBuilder {
         self
     }
 
+    /// How long the body may take to arrive over HTTP ([`WebhookReceiver::router`]); past it the
+    /// delivery is answered `408 webhook.body_timeout` (retryable) and nothing runs. Default
+    /// 30 s. The route reads no header of its own before the body, so this is what stops a
+    /// sender that never finishes its upload from holding the request (and its buffer).
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
+    }
+
     /// The largest body taken, in bytes. Default 1 MiB.
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
         self.max_body_bytes = bytes;
@@ -451,6 +472,7 @@ impl WebhookReceiverBuilder {
         for (setting, zero) in [
             ("tolerance", millis(self.tolerance) == 0),
             ("handler_timeout", millis(self.handler_timeout) == 0),
+            ("body_timeout", millis(self.body_timeout) == 0),
             ("max_body_bytes", self.max_body_bytes == 0),
         ] {
             if zero {
@@ -482,6 +504,7 @@ impl WebhookReceiverBuilder {
                 tolerance_ms: millis(self.tolerance),
                 replay_window_ms: millis(self.replay_window),
                 handler_timeout: self.handler_timeout,
+                body_timeout: self.body_timeout,
                 max_body_bytes: self.max_body_bytes,
                 examples: self.examples,
             }),
@@ -544,6 +567,7 @@ struct Inner {
     tolerance_ms: Millis,
     replay_window_ms: Millis,
     handler_timeout: Duration,
+    body_timeout: Duration,
     max_body_bytes: usize,
     examples: Vec<Bytes>,
 }
@@ -573,6 +597,7 @@ impl WebhookReceiver {
             tolerance: Duration::from_secs(5 * 60),
             replay_window: Duration::from_secs(24 * 60 * 60),
             handler_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(30),
             max_body_bytes: 1024 * 1024,
             examples: Vec::new(),
         }
@@ -586,6 +611,11 @@ impl WebhookReceiver {
     /// The largest body it takes.
     pub fn max_body_bytes(&self) -> usize {
         self.inner.max_body_bytes
+    }
+
+    /// How long a body may take to arrive over HTTP.
+    pub fn body_timeout(&self) -> Duration {
+        self.inner.body_timeout
     }
 
     /// How far a signed timestamp may be from the receiver's clock.

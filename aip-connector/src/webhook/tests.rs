@@ -439,6 +439,10 @@ fn an_incomplete_or_inconsistent_receiver_does_not_build() {
             "handler_timeout",
             builder().handler_timeout(Duration::ZERO).build(),
         ),
+        (
+            "body_timeout",
+            builder().body_timeout(Duration::ZERO).build(),
+        ),
         ("max_body_bytes", builder().max_body_bytes(0).build()),
     ] {
         assert_eq!(
