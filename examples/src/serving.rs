@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use aip_connector::VerifiedTenant;
 use aip_connector::host::{Host, TrustedContext};
 use aip_connector::model::{Principal, PrincipalKind};
 use aip_connector::serve::CancellationToken;
@@ -24,12 +25,15 @@ pub fn host() -> Result<Host, ServeError> {
         .build()?)
 }
 
-/// The agent a bearer token stands for.
+/// The agent a bearer token stands for, in the tenant it acts for (a keyed write's
+/// tenant-scoped idempotency key needs one; without it every such call fails
+/// `idempotency.scope_missing`).
 pub fn agent() -> TrustedContext {
     TrustedContext::new(
         Principal::new("agent:example", PrincipalKind::Agent),
         "static-bearer",
     )
+    .with_tenant(VerifiedTenant::new("example"))
 }
 
 /// The served application: the AIP server, the MCP routes, and the token that ends the MCP

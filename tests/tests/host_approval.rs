@@ -943,3 +943,36 @@ async fn separation_of_duties_holds_under_any_resolved_id() {
     assert_eq!(done.status, ActionResultStatus::Completed, "{done:?}");
     assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
 }
+
+/// A host built without an approval authority can run no capability that needs approval: every
+/// call would wait for a decision the default `DenyAllApprovalAuthority` refuses. `build` says
+/// so, naming the capability (an author trial found every call pending for good with nothing
+/// saying why); with an authority it says nothing.
+#[test]
+fn a_host_without_an_approval_authority_warns_about_what_needs_approval() {
+    let logs = aip_connector_testkit::logs::LogCapture::new();
+    let _guard = logs.set_default();
+    Host::builder()
+        .connector(Payments::default())
+        .build()
+        .unwrap();
+    let warning = logs
+        .lines()
+        .into_iter()
+        .find(|line| line.contains("has no approval authority"))
+        .unwrap_or_else(|| panic!("no warning in:\n{}", logs.text()));
+    assert!(warning.contains("cap:payments:refund"), "{warning}");
+    assert!(
+        warning.contains("HostBuilder::approval_authority"),
+        "{warning}"
+    );
+
+    let configured = aip_connector_testkit::logs::LogCapture::new();
+    let _guard = configured.set_default();
+    host(Payments::default(), Arc::new(ManualClock::default()));
+    assert!(
+        !configured.contains("has no approval authority"),
+        "{}",
+        configured.text()
+    );
+}

@@ -1255,6 +1255,22 @@ async fn stalled_uploads_and_unfinished_headers_are_let_go() {
     );
 }
 
+/// A connector names its server in `initialize` through the re-exported `Implementation`,
+/// without an rmcp dependency of its own (an author trial found it had to pin rmcp for this).
+#[tokio::test]
+async fn initialize_announces_the_server_info_the_connector_gives() {
+    use aip_connector::serve::mcp::Implementation;
+    let projection = McpProjection::new(host(Directory::default()))
+        .unwrap()
+        .with_server_info(Implementation::new("tracker", "1.2.3"));
+    let served = serve(projection).await;
+    let client = client(&served).await;
+    let info = client.peer_info().expect("the server's initialize answer");
+    let server = info.server_info.as_ref().expect("serverInfo");
+    assert_eq!(server.name, "tracker");
+    assert_eq!(server.version, "1.2.3");
+}
+
 /// Refuses every request: temporarily (identity provider down) or for good, with no challenge.
 struct Refusing {
     temporary: bool,

@@ -77,6 +77,7 @@ pub use aip_connector_core::model::ExternalAccountRef;
 
 use crate::cache_line::CacheAligned;
 use crate::connector::Connector;
+use crate::connector::approval_required;
 use crate::store::{Clock, MemoryStore, Millis, Purged, SharedStore, StoreError, SystemClock};
 
 /// Deepest nesting of a handler's output, a connector failure's `details`, and (as the upper
@@ -366,12 +367,37 @@ pub enum HostBuildError {
     },
 }
 
+/// Warns, once per capability, that a host built without an approval authority can run no
+/// capability that needs approval: every call of it waits for a decision the default
+/// [`DenyAllApprovalAuthority`] refuses (an author trial found every close of an issue pending
+/// for good, and every decision answered `policy.approver_unauthorized`, with nothing saying
+/// why). A warning, not an error: a host that only ever asks for approvals (a test of the gate,
+/// a deployment whose decisions are recorded by another replica) is legitimate.
+fn warn_nobody_can_approve(manifests: &[Arc<AdmittedManifest>]) {
+    for capability in manifests
+        .iter()
+        .flat_map(|admitted| admitted.manifest().capabilities.iter())
+        .filter(|capability| capability.is_callable())
+        .filter(|capability| approval_required(capability, capability.contract.as_ref()))
+    {
+        tracing::warn!(
+            capability = %capability.id,
+            "capability `{}` needs approval, but the host has no approval authority: the default \
+             `DenyAllApprovalAuthority` vouches for nobody, so every call waits for a decision no \
+             approver can record; set one with `HostBuilder::approval_authority`",
+            capability.id
+        );
+    }
+}
+
 /// Builds a [`Host`].
 pub struct HostBuilder {
     connectors: Vec<Arc<dyn Connector>>,
     store: Option<SharedStore>,
     deployment: Deployment,
-    authority: Arc<dyn ApprovalAuthority>,
+    /// `None`: [`DenyAllApprovalAuthority`], and a warning at build time if a capability needs
+    /// approval.
+    authority: Option<Arc<dyn ApprovalAuthority>>,
     limits: HostLimits,
     clock: Arc<dyn Clock>,
     policy: AdmissionPolicy,
@@ -405,7 +431,7 @@ impl HostBuilder {
 
     /// Sets the approval authority (default: [`DenyAllApprovalAuthority`]).
     pub fn approval_authority(mut self, authority: impl ApprovalAuthority + 'static) -> Self {
-        self.authority = Arc::new(authority);
+        self.authority = Some(Arc::new(authority));
         self
     }
 
@@ -541,6 +567,9 @@ impl HostBuilder {
             }
             manifests.push(admitted);
         }
+        if self.authority.is_none() {
+            warn_nobody_can_approve(&manifests);
+        }
         Ok(Host {
             inner: Arc::new(HostInner {
                 connectors: self.connectors,
@@ -550,7 +579,9 @@ impl HostBuilder {
                     .store
                     .unwrap_or_else(|| Arc::new(MemoryStore::default())),
                 deployment: self.deployment,
-                authority: self.authority,
+                authority: self
+                    .authority
+                    .unwrap_or_else(|| Arc::new(DenyAllApprovalAuthority)),
                 permits: ConcurrencyLimit::new(self.limits.max_concurrent_actions),
                 limits: self.limits,
                 clock: self.clock,
@@ -1032,7 +1063,7 @@ impl Host {
             connectors: Vec::new(),
             store: None,
             deployment: Deployment::default(),
-            authority: Arc::new(DenyAllApprovalAuthority),
+            authority: None,
             limits: HostLimits::default(),
             clock: Arc::new(SystemClock),
             policy: AdmissionPolicy::strict(),

@@ -26,6 +26,11 @@ use std::sync::Arc;
 /// feature.)
 pub use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 
+/// rmcp's name and version of a server, which [`McpProjection::with_server_info`] announces in
+/// `initialize`: `Implementation::new("tracker", env!("CARGO_PKG_VERSION"))`. Re-exported so a
+/// connector names its server without an rmcp dependency of its own.
+pub use rmcp::model::Implementation;
+
 /// The token `StreamableHttpServerConfig::with_cancellation_token` takes (tokio-util's), so a
 /// deployment that ends its MCP sessions on shutdown needs no `tokio-util` of its own.
 pub use super::CancellationToken;
@@ -46,9 +51,9 @@ use axum::response::Response;
 use http::request::Parts;
 use http::{HeaderValue, StatusCode, header};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, MetaObject, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
+    ListToolsResult, MetaObject, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RunningService, ServerInitializeError};
 use rmcp::transport::IntoTransport;
@@ -313,7 +318,10 @@ impl McpProjection {
         })
     }
 
-    /// The same projection announcing `server_info` (name, version) in `initialize`.
+    /// The same projection announcing `server_info` (name, version) in `initialize`, instead of
+    /// the SDK's own name and version:
+    /// `projection.with_server_info(Implementation::new("tracker", env!("CARGO_PKG_VERSION")))`
+    /// ([`Implementation`] is re-exported from rmcp).
     pub fn with_server_info(self, server_info: Implementation) -> Self {
         self.map_info(|info| info.with_server_info(server_info))
     }
@@ -1223,7 +1231,14 @@ fn project_result(tool: &ProjectedTool, result: ActionResult) -> CallToolResult 
             if (tool.strip_replay_marker || wrapped) && unmark_idempotent_replay(&mut output).0 {
                 meta.insert(meta::IDEMPOTENT_REPLAY.to_owned(), Value::Bool(true));
             }
-            let mut success = CallToolResult::success(vec![ContentBlock::text(output.to_string())]);
+            // A text output is the text itself, as a hand-written MCP tool answers it; JSON
+            // text (quoted, newlines escaped) is only for what `structuredContent` repeats or
+            // what is not text.
+            let text = match &output {
+                Value::String(text) if !tool.structured => text.clone(),
+                other => other.to_string(),
+            };
+            let mut success = CallToolResult::success(vec![ContentBlock::text(text)]);
             if tool.structured {
                 success.structured_content = Some(output);
             }
@@ -1590,6 +1605,18 @@ mod tests {
         let replayed = project_result(&unstructured, replay);
         assert_eq!(replayed.structured_content, None);
         assert_eq!(text(&replayed, 0), "[1,2]");
+
+        // A text output is the text itself, not JSON text (quoted, its newlines escaped), as a
+        // hand-written MCP tool answers it (found by an author trial); a replay's too.
+        let line = "two\n\"lines\"";
+        let answered = project_result(
+            &unstructured,
+            ActionResult::completed(id.clone(), json!(line)),
+        );
+        assert_eq!(text(&answered, 0), line);
+        let mut replay = ActionResult::completed(id.clone(), json!(line));
+        replay.mark_idempotent_replay();
+        assert_eq!(text(&project_result(&unstructured, replay), 0), line);
         assert_eq!(
             replayed.meta.unwrap().get(meta::IDEMPOTENT_REPLAY),
             Some(&json!(true))
