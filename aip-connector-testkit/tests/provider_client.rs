@@ -686,6 +686,81 @@ async fn client_errors_are_permanent_and_auth_errors_are_auth() {
     assert_eq!(failure.remote_status, Some(422));
 }
 
+/// With `error_message`, the provider's explanation of an error answer reaches the failure's
+/// message and `details.provider_message`, on one line and cut to its limit; without it, or
+/// when the reader finds nothing, the error body is not quoted (an author trial found a model
+/// told only "HTTP 422", where its rmcp tool passed the provider's reason on).
+#[tokio::test]
+async fn the_providers_explanation_of_an_error_is_read_only_when_asked() {
+    use aip_connector::provider::{MAX_ERROR_BODY_BYTES, MAX_ERROR_MESSAGE_CHARS};
+    #[derive(Deserialize)]
+    struct Explained {
+        message: String,
+    }
+    let (double, handle, plain) = setup().await;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let explaining = ProviderClient::builder(double.base_url())
+        .proxy_from_environment(false)
+        .error_message({
+            let seen = Arc::clone(&seen);
+            move |answer| {
+                seen.lock()
+                    .unwrap()
+                    .push((answer.status(), answer.body().len()));
+                answer.json::<Explained>().map(|error| error.message)
+            }
+        })
+        .build()
+        .unwrap();
+    let body = br#"{"message": "title is\nrequired", "token": "not quoted"}"#;
+
+    handle.inject("/issues", Fault::respond(422, body.to_vec()));
+    let failure = explaining.post("/issues").send().await.unwrap_err();
+    assert_eq!(failure.code, codes::PROVIDER_REJECTED);
+    assert!(
+        failure.message.ends_with("(HTTP 422): title is required"),
+        "{}",
+        failure.message
+    );
+    assert_eq!(detail(&failure, "provider_message"), "title is required");
+    assert!(!format!("{failure:?}").contains("not quoted"));
+
+    handle.inject("/issues", Fault::respond(422, body.to_vec()));
+    let failure = plain.post("/issues").send().await.unwrap_err();
+    assert!(
+        failure.message.ends_with("(HTTP 422)"),
+        "{}",
+        failure.message
+    );
+    assert_eq!(detail(&failure, "provider_message"), &Value::Null);
+
+    // Not the reader's shape: the failure is as without a reader.
+    handle.inject("/issues", Fault::respond(400, b"<html>bad</html>".to_vec()));
+    let failure = explaining.post("/issues").send().await.unwrap_err();
+    assert!(
+        failure.message.ends_with("(HTTP 400)"),
+        "{}",
+        failure.message
+    );
+
+    // A long explanation is cut; a huge body is read only so far.
+    let long = json!({ "message": "x".repeat(MAX_ERROR_MESSAGE_CHARS + 100) }).to_string();
+    handle.inject("/issues", Fault::respond(422, long.into_bytes()));
+    let failure = explaining.post("/issues").send().await.unwrap_err();
+    let explained = detail(&failure, "provider_message").as_str().unwrap();
+    assert_eq!(explained.chars().count(), MAX_ERROR_MESSAGE_CHARS + 1);
+    assert!(explained.ends_with('…'));
+    handle.inject(
+        "/issues",
+        Fault::respond(500, vec![b' '; 3 * MAX_ERROR_BODY_BYTES]),
+    );
+    let failure = explaining.post("/issues").send().await.unwrap_err();
+    assert_eq!(failure.code, codes::PROVIDER_SERVER_ERROR);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.last(), Some(&(500, MAX_ERROR_BODY_BYTES)));
+    assert_eq!(seen[0], (422, body.len()));
+}
+
 #[tokio::test]
 async fn a_success_body_that_is_not_the_expected_json_is_an_invalid_response() {
     let (_double, handle, client) = setup().await;

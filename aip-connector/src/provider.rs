@@ -213,7 +213,19 @@ pub struct ProviderClientBuilder {
     server_errors_uncertain: bool,
     user_agent: String,
     proxy_from_environment: bool,
+    error_message: Option<ErrorMessage>,
 }
+
+/// What [`ProviderClientBuilder::error_message`] reads an error answer with.
+type ErrorMessage = Arc<dyn Fn(&ProviderErrorResponse) -> Option<String> + Send + Sync>;
+
+/// How much of an error answer's body is read for
+/// [`error_message`](ProviderClientBuilder::error_message): an explanation fits, a page of HTML
+/// is cut.
+pub const MAX_ERROR_BODY_BYTES: usize = 16 * 1024;
+
+/// The longest explanation an error message keeps, in characters; a longer one is cut with `…`.
+pub const MAX_ERROR_MESSAGE_CHARS: usize = 500;
 
 impl fmt::Debug for ProviderClientBuilder {
     /// Lengths and names, never the base URL (it may carry user info, a query or a token in
@@ -327,6 +339,38 @@ impl ProviderClientBuilder {
         self
     }
 
+    /// Reads the provider's explanation out of an error answer (a non-2xx status), so that the
+    /// failure says why the provider refused, not only its status: a model can then correct its
+    /// call. Off by default: an error body is never read.
+    ///
+    /// `read` gets the status, headers and the first [`MAX_ERROR_BODY_BYTES`] of the body, and
+    /// returns the text to show, or `None`. The text is appended to the failure's message
+    /// (`the provider rejected the request (HTTP 422): title is required`) and kept in
+    /// `details.provider_message`, cut to [`MAX_ERROR_MESSAGE_CHARS`] with control characters
+    /// replaced. Return only what the provider says about the request: the failure reaches the
+    /// caller and the store. The host withholds the credential it resolved for the call from
+    /// every failure, this text included (docs/host-runtime.md), but not other secrets a
+    /// provider might echo.
+    ///
+    /// ```
+    /// # use aip_connector::provider::ProviderClient;
+    /// #[derive(serde::Deserialize)]
+    /// struct GitHubError {
+    ///     message: String,
+    /// }
+    /// let client = ProviderClient::builder("https://api.github.com")
+    ///     .error_message(|answer| answer.json::<GitHubError>().map(|error| error.message))
+    ///     .build()?;
+    /// # Ok::<(), aip_connector::provider::ProviderClientError>(())
+    /// ```
+    pub fn error_message(
+        mut self,
+        read: impl Fn(&ProviderErrorResponse) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.error_message = Some(Arc::new(read));
+        self
+    }
+
     /// Whether `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY` are honoured (default true). Tests against
     /// a loopback double may turn it off so a developer's proxy settings cannot interfere.
     pub fn proxy_from_environment(mut self, enabled: bool) -> Self {
@@ -416,6 +460,7 @@ impl ProviderClientBuilder {
                 max_response_bytes: self.max_response_bytes,
                 source_component: self.source_component.into(),
                 server_errors_uncertain: self.server_errors_uncertain,
+                error_message: self.error_message,
             }),
         })
     }
@@ -442,6 +487,7 @@ struct ClientInner {
     max_response_bytes: usize,
     source_component: Arc<str>,
     server_errors_uncertain: bool,
+    error_message: Option<ErrorMessage>,
 }
 
 impl fmt::Debug for ProviderClient {
@@ -476,6 +522,7 @@ impl ProviderClient {
             server_errors_uncertain: false,
             user_agent: concat!("aip-connector/", env!("CARGO_PKG_VERSION")).to_owned(),
             proxy_from_environment: true,
+            error_message: None,
         }
     }
 
@@ -919,7 +966,23 @@ impl ProviderRequest {
                 call,
             }),
             Ok(exchanged) => {
-                Err(call.status(exchanged.status, &exchanged.headers, exchanged.request_id))
+                let answer = ProviderErrorResponse {
+                    status: exchanged.status.as_u16(),
+                    headers: exchanged.headers,
+                    body: exchanged.body,
+                };
+                let explanation = inner
+                    .error_message
+                    .as_ref()
+                    .and_then(|read| read(&answer))
+                    .map(|text| printable(&text))
+                    .filter(|text| !text.is_empty());
+                Err(call.status(
+                    exchanged.status,
+                    &answer.headers,
+                    exchanged.request_id,
+                    explanation,
+                ))
             }
             Err(Broken::Interrupted(interruption)) => {
                 Err(call.interrupted(interruption, Sent::Yes, seen))
@@ -992,12 +1055,23 @@ async fn exchange(
     });
     let headers = std::mem::take(response.headers_mut());
     if !status.is_success() {
-        // The status is the answer; an error body is never read (nor quoted).
+        // The status is the answer; an error body is read only for the client's
+        // `error_message`, and only its beginning.
+        let mut body = Vec::new();
+        if inner.error_message.is_some() {
+            while let Some(chunk) = response.chunk().await.map_err(Broken::Transport)? {
+                let room = MAX_ERROR_BODY_BYTES - body.len();
+                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                if chunk.len() >= room {
+                    break;
+                }
+            }
+        }
         return Ok(Exchanged {
             status,
             request_id,
             headers,
-            body: Vec::new(),
+            body,
         });
     }
     let limit = inner.max_response_bytes;
@@ -1237,6 +1311,7 @@ impl CallInfo {
         status: StatusCode,
         headers: &HeaderMap,
         request_id: Option<String>,
+        explanation: Option<String>,
     ) -> ConnectorFailure {
         let code = status.as_u16();
         let class = |code, category, retryable, uncertain| Class {
@@ -1311,15 +1386,24 @@ impl CallInfo {
             ),
         };
         let retry_after = retry_after_ms(headers);
+        let mut details = json!({ "phase": "status", "cause": "status", "status": code });
+        let message = match explanation {
+            Some(explanation) => {
+                let message = format!("{what} (HTTP {code}): {explanation}");
+                details["provider_message"] = Value::String(explanation);
+                message
+            }
+            None => format!("{what} (HTTP {code})"),
+        };
         self.failure(
             class,
-            format!("{what} (HTTP {code})"),
+            message,
             Some(Seen {
                 status: code,
                 request_id,
             }),
             retry_after,
-            json!({ "phase": "status", "cause": "status", "status": code }),
+            details,
         )
     }
 
@@ -1368,6 +1452,75 @@ impl CallInfo {
             details,
         )
     }
+}
+
+/// An error answer (a non-2xx status) as [`ProviderClientBuilder::error_message`] reads it:
+/// the status, the headers, and the first [`MAX_ERROR_BODY_BYTES`] of the body.
+pub struct ProviderErrorResponse {
+    status: u16,
+    headers: HeaderMap,
+    body: Vec<u8>,
+}
+
+impl fmt::Debug for ProviderErrorResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProviderErrorResponse")
+            .field("status", &self.status)
+            .field("body_bytes", &self.body.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProviderErrorResponse {
+    /// The HTTP status.
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// A response header, when present and valid text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The body's first [`MAX_ERROR_BODY_BYTES`].
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// The body as text, when it is UTF-8.
+    pub fn text(&self) -> Option<&str> {
+        std::str::from_utf8(&self.body).ok()
+    }
+
+    /// The body decoded as `T`; `None` when it is not JSON of that shape (or was cut).
+    pub fn json<T: DeserializeOwned>(&self) -> Option<T> {
+        serde_json::from_slice(&self.body).ok()
+    }
+}
+
+/// `text` as one line for a failure's message: control characters (line breaks included)
+/// become spaces, runs of white space one space, and it is cut to [`MAX_ERROR_MESSAGE_CHARS`].
+fn printable(text: &str) -> String {
+    let mut line = String::with_capacity(text.len().min(MAX_ERROR_MESSAGE_CHARS * 4));
+    let mut chars = 0;
+    for word in text
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|word| !word.is_empty())
+    {
+        for c in (!line.is_empty())
+            .then_some(' ')
+            .into_iter()
+            .chain(word.chars())
+        {
+            if chars == MAX_ERROR_MESSAGE_CHARS {
+                line.push('…');
+                return line;
+            }
+            line.push(c);
+            chars += 1;
+        }
+    }
+    line
 }
 
 /// A 2xx answer from the provider.
