@@ -296,7 +296,7 @@ mod compiler {
                 .map(|error| SchemaViolation {
                     instance_path: error.instance_path().as_str().to_owned(),
                     schema_path: error.schema_path().as_str().to_owned(),
-                    message: error.to_string(),
+                    message: choices_message(&error).unwrap_or_else(|| error.to_string()),
                 })
                 .collect();
             if violations.is_empty() {
@@ -310,6 +310,85 @@ mod compiler {
         pub fn is_valid(&self, instance: &Value) -> bool {
             self.validator.is_valid(instance)
         }
+    }
+
+    /// At most this many allowed values are listed in one message.
+    const MAX_LISTED_CHOICES: usize = 20;
+
+    /// For an `anyOf`/`oneOf` that no branch matches, where every branch allows a finite set of
+    /// values (a `const`, an `enum`, `null`, or another such union: what schemars makes of a
+    /// unit-variant enum, documented or not, and of an `Option` of one), the values the
+    /// instance could have been: `"pending" is not one of "open", "closed" or null`. The
+    /// validator's own message names only the keyword (`is not valid under any of the schemas
+    /// listed in the 'anyOf' keyword`), of a schema a client may never have seen (the MCP
+    /// projection inlines and collapses unions), so a caller could not correct its value.
+    fn choices_message(error: &jsonschema::ValidationError<'_>) -> Option<String> {
+        let mut choices = Vec::new();
+        collect_choices(error.kind(), &mut choices)?;
+        let mut listed: Vec<String> = Vec::new();
+        for choice in &choices {
+            let text = choice.to_string();
+            if !listed.contains(&text) {
+                listed.push(text);
+            }
+        }
+        let more = listed.len().saturating_sub(MAX_LISTED_CHOICES);
+        listed.truncate(MAX_LISTED_CHOICES);
+        let mut alternatives = match listed.as_slice() {
+            [] => return None,
+            [only] => only.clone(),
+            [init @ .., last] => format!("{} or {last}", init.join(", ")),
+        };
+        if more > 0 {
+            alternatives = format!("{}, or one of {more} more", listed.join(", "));
+        }
+        Some(format!("{} is not one of {alternatives}", error.instance()))
+    }
+
+    /// Adds the values a failed union allows to `choices`; `None` when a branch allows more
+    /// than a list of values (a type, a pattern, an object).
+    fn collect_choices(kind: &ValidationErrorKind, choices: &mut Vec<Value>) -> Option<()> {
+        use jsonschema::error::TypeKind;
+        use jsonschema::types::JsonType;
+        let (ValidationErrorKind::AnyOf { context }
+        | ValidationErrorKind::OneOfNotValid { context }) = kind
+        else {
+            return None;
+        };
+        for branch in context {
+            // A branch fails with every keyword it breaks: an `enum` of strings given a number
+            // breaks `type` too, and the enum's values are still the whole answer.
+            let mut finite = false;
+            for error in branch {
+                match error.kind() {
+                    ValidationErrorKind::Constant { expected_value } => {
+                        choices.push(Value::clone(expected_value));
+                        finite = true;
+                    }
+                    ValidationErrorKind::Enum { options } => {
+                        choices.extend(options.as_array().into_iter().flatten().cloned());
+                        finite = true;
+                    }
+                    ValidationErrorKind::Type {
+                        kind: TypeKind::Single(JsonType::Null),
+                    } if branch.len() == 1 => {
+                        choices.push(Value::Null);
+                        finite = true;
+                    }
+                    nested @ (ValidationErrorKind::AnyOf { .. }
+                    | ValidationErrorKind::OneOfNotValid { .. }) => {
+                        collect_choices(nested, choices)?;
+                        finite = true;
+                    }
+                    ValidationErrorKind::Type { .. } => {}
+                    _ => return None,
+                }
+            }
+            if !finite {
+                return None;
+            }
+        }
+        Some(())
     }
 
     /// Compiles a capability schema as Draft 2020-12 after the complexity limits, the way
@@ -730,6 +809,52 @@ mod tests {
                 .validate(&json!({}), 16)
                 .expect_err("a is required");
             assert_eq!(missing[0].instance_path, "");
+        }
+
+        /// A union of values (schemars' documented unit-variant enum, an `Option` of it) is
+        /// refused with the values it allows, not with the keyword's name (found by an author
+        /// trial: a model could not tell which states exist).
+        #[test]
+        fn a_value_outside_a_union_of_values_is_told_the_values() {
+            let compiled = compile(&json!({
+                "type": "object",
+                "properties": {
+                    "state": { "anyOf": [{ "$ref": "#/$defs/State" }, { "type": "null" }] },
+                    "plain": { "type": "string", "enum": ["a", "b"] },
+                    "mixed": { "anyOf": [{ "const": 1 }, { "type": "string" }] },
+                    "many": { "oneOf": (0..25).map(|n| json!({ "const": n })).collect::<Vec<_>>() }
+                },
+                "$defs": { "State": { "oneOf": [
+                    { "const": "open", "description": "Being worked on." },
+                    { "const": "closed", "description": "Done." }
+                ] } }
+            }))
+            .expect("valid schema");
+            let message = |instance: Value| {
+                compiled.validate(&instance, 16).expect_err("invalid")[0]
+                    .message
+                    .clone()
+            };
+            assert_eq!(
+                message(json!({ "state": "pending" })),
+                r#""pending" is not one of "open", "closed" or null"#
+            );
+            // A number where strings were expected: the values are still the whole answer.
+            assert_eq!(
+                message(json!({ "state": 7 })),
+                r#"7 is not one of "open", "closed" or null"#
+            );
+            // Not a union: the validator's message, which lists the values already.
+            let plain = message(json!({ "plain": "c" }));
+            assert!(
+                plain.contains(r#""a""#) && plain.contains(r#""b""#),
+                "{plain}"
+            );
+            // A branch that allows a whole type: the validator's message.
+            assert!(message(json!({ "mixed": 2 })).contains("'anyOf'"));
+            let many = message(json!({ "many": 99 }));
+            assert!(many.ends_with("19, or one of 5 more"), "{many}");
+            assert!(many.starts_with("99 is not one of 0, 1, 2,"), "{many}");
         }
 
         #[test]
