@@ -164,6 +164,20 @@ fn misplaced_key_hint(context: &str, name: &str) -> &'static str {
         ("approval(...)", "role" | "principal" | "group" | "approvers" | "approver") => {
             "; who approves is a rule: `selector = role(\"finance\")`, or `rule = ...` to combine several"
         }
+        // rmcp's `#[tool(...)]` keys, which an author moving a tool over writes first.
+        ("#[capability]", "description" | "desc") => {
+            "; the handler's doc comment is the description: write it as `/// ...` above the `async fn`"
+        }
+        (
+            "#[capability]",
+            "annotations" | "read_only_hint" | "destructive_hint" | "idempotent_hint"
+            | "open_world_hint",
+        ) => {
+            "; MCP annotations are derived from the contract (docs/mcp.md §4): `side_effects = [read]` is `readOnlyHint`, a required `idempotency` is `idempotentHint`, `external_network` is `openWorldHint`, and a `write` that only adds can say `bindings(mcp(destructive = false))`"
+        }
+        ("#[capability]", "title") => {
+            "; a capability's display name is `name = \"...\"`"
+        }
         _ => "",
     }
 }

@@ -74,6 +74,11 @@ pub(crate) const CAPABILITY_UNDER_CFG_ATTR: Diagnostic = Diagnostic {
     message: "`#[capability]` applied through `cfg_attr` is not read by `#[connector]`, which collects its capabilities before `cfg_attr` expands; put the condition on the handler as `#[cfg(...)]`, next to a plain `#[capability(...)]`, so that the handler and its capability are compiled in or out together",
 };
 
+pub(crate) const PARAMETER_ATTRIBUTE: Diagnostic = Diagnostic {
+    code: "item.parameter_attribute",
+    message: "a handler's parameter takes no doc comment or attribute (other than `cfg` and lint levels): the input is one type, and the doc comments of its fields become the schema's descriptions: put the parameters in one input type, each doc comment above its field (`/// The text to look for.` above `text: String`), and take `input: SearchInput`",
+};
+
 /// Every macro-only diagnostic, for the catalogue test.
 #[allow(dead_code)]
 pub(crate) const ALL: &[Diagnostic] = &[
@@ -90,4 +95,5 @@ pub(crate) const ALL: &[Diagnostic] = &[
     MCP_DESTRUCTIVE_NOT_BOOL,
     MCP_DESTRUCTIVE_DENIED,
     CAPABILITY_UNDER_CFG_ATTR,
+    PARAMETER_ATTRIBUTE,
 ];

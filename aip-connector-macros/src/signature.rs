@@ -350,12 +350,25 @@ impl HandlerSignature {
 /// and the mistake yields one diagnostic, not one per compiler pass.
 pub(crate) fn strip_refused_parameters(sig: &mut Signature, in_impl: bool) {
     sig.variadic = None;
+    for arg in &mut sig.inputs {
+        if let FnArg::Typed(typed) = arg {
+            typed.attrs.retain(is_parameter_attribute);
+        }
+    }
     if !in_impl {
         sig.inputs = std::mem::take(&mut sig.inputs)
             .into_pairs()
             .filter(|pair| !matches!(pair.value(), FnArg::Receiver(_)))
             .collect();
     }
+}
+
+/// The attributes rustc takes on a function parameter (`cfg`, `cfg_attr` and lint levels); any
+/// other is refused by [`read`] and removed by [`strip_refused_parameters`].
+fn is_parameter_attribute(attr: &syn::Attribute) -> bool {
+    ["cfg", "cfg_attr", "allow", "warn", "deny", "forbid", "expect"]
+        .iter()
+        .any(|name| attr.path().is_ident(name))
 }
 
 pub(crate) fn read(cx: &Ctxt, sig: &Signature, in_impl: bool) -> HandlerSignature {
@@ -385,6 +398,12 @@ pub(crate) fn read(cx: &Ctxt, sig: &Signature, in_impl: bool) -> HandlerSignatur
                 }
             }
             FnArg::Typed(typed) => {
+                // rmcp-style parameter docs (`/// ...`, `#[schemars(description = ...)]`): the
+                // input is one type, and its fields carry the descriptions. Said here, on the
+                // attribute, rather than left to rustc's "only allowed built-in attributes".
+                if let Some(attr) = typed.attrs.iter().find(|a| !is_parameter_attribute(a)) {
+                    cx.error_spanned_by(attr, diagnostics::PARAMETER_ATTRIBUTE.message);
+                }
                 let ty = (*typed.ty).clone();
                 let span = typed.ty.span();
                 if let Some(state) = state_type(&ty) {
