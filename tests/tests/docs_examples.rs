@@ -1,5 +1,5 @@
-//! The code of `docs/getting-started.md`, `docs/side-by-side.md`, `docs/mcp.md` and
-//! `docs/webhooks.md`, compiled and run.
+//! The code of `docs/getting-started.md`, `docs/side-by-side.md`, `docs/mcp.md`,
+//! `docs/webhooks.md` and `docs/coming-from-rmcp.md`, compiled and run.
 //!
 //! Every region between a `// docs:<file>#<name>` marker and the next `// docs:end` is a
 //! ```` ```rust ```` block of that doc, copied verbatim (after removing the indentation of the
@@ -477,6 +477,164 @@ fn json_block_after(markdown: &str, marker: &str) -> serde_json::Value {
     serde_json::from_str(body).expect("the JSON block parses")
 }
 
+#[allow(
+    unreachable_pub,
+    reason = "the guide's types are `pub`, as a connector crate exports them"
+)]
+mod coming_from_rmcp {
+    // docs:coming-from-rmcp.md#connector
+    use aip_connector::prelude::*;
+    use aip_connector::provider::ProviderClientError;
+
+    /// What to search for.
+    #[derive(Deserialize, JsonSchema)]
+    pub struct SearchIssues {
+        /// Text to look for in the titles.
+        pub query: String,
+    }
+
+    /// One page of issues.
+    #[derive(Serialize, Deserialize, JsonSchema)]
+    pub struct IssuePage {
+        pub issues: Vec<Issue>,
+    }
+
+    /// An issue.
+    #[derive(Serialize, Deserialize, JsonSchema)]
+    pub struct Issue {
+        pub id: String,
+        pub title: String,
+    }
+
+    /// A new issue.
+    #[derive(Serialize, Deserialize, JsonSchema)]
+    pub struct CreateIssue {
+        /// A one-line summary.
+        pub title: String,
+    }
+
+    /// The issue to close.
+    #[derive(Deserialize, JsonSchema)]
+    pub struct CloseIssue {
+        /// The issue's id.
+        pub issue_id: String,
+    }
+
+    pub struct Tracker {
+        api: ProviderClient,
+    }
+
+    impl Tracker {
+        pub fn new(base_url: &str) -> Result<Self, ProviderClientError> {
+            Ok(Self {
+                api: ProviderClient::new(base_url)?,
+            })
+        }
+    }
+
+    #[connector(id = "tracker", profiles = [native_http, mcp])]
+    impl Tracker {
+        /// Searches issues by title.
+        #[capability(
+            risk = low,
+            side_effects = [read],
+            data(sensitivity = internal),
+            bindings(mcp(tool_name = "search_issues")),
+        )]
+        async fn search_issues(&self, input: SearchIssues) -> Result<IssuePage, ConnectorFailure> {
+            self.api
+                .get("/issues")
+                .query(&[("q", input.query.as_str())])
+                .send_json()
+                .await
+        }
+
+        /// Creates an issue.
+        #[capability(
+            risk = medium,
+            side_effects = [write, external_network],
+            data(sensitivity = internal),
+            bindings(mcp(tool_name = "create_issue", destructive = false)),
+        )]
+        async fn create_issue(
+            &self,
+            input: CreateIssue,
+            key: IdempotencyKey,
+        ) -> Result<Issue, ConnectorFailure> {
+            self.api
+                .post("/issues")
+                .idempotency(&key)
+                .json(&input)
+                .send_json()
+                .await
+        }
+
+        /// Closes an issue. A person approves it first.
+        #[capability(
+            risk = high,
+            side_effects = [write, external_network],
+            data(sensitivity = internal),
+            approval(reason = "closing hides the issue from triage", evidence = [reason]),
+            bindings(mcp(tool_name = "close_issue")),
+        )]
+        async fn close_issue(
+            &self,
+            input: CloseIssue,
+            key: IdempotencyKey,
+            _approval: Approval,
+        ) -> Result<Issue, ConnectorFailure> {
+            self.api
+                .post(&format!("/issues/{}/close", path_segment(&input.issue_id)))
+                .idempotency(&key)
+                .send_json()
+                .await
+        }
+    }
+    // docs:end
+
+    /// The tool names and hints the guide states are the ones the projection publishes.
+    #[test]
+    fn the_migrated_tools_keep_their_names_and_get_their_hints() {
+        use aip_connector::host::Host;
+        use aip_connector::serve::mcp::McpProjection;
+        use serde_json::json;
+
+        let host = Host::builder()
+            .connector(Tracker::new("http://127.0.0.1:9").expect("a valid base URL"))
+            .build()
+            .expect("the connector is admitted");
+        let projection = McpProjection::new(host).expect("the tools project");
+        let names: Vec<&str> = projection.tools().map(|tool| tool.name.as_ref()).collect();
+        assert_eq!(names, ["search_issues", "create_issue", "close_issue"]);
+
+        let hints = |name: &str| {
+            let tool = projection.tool(name).expect("listed");
+            let a = tool.annotations.as_ref().expect("annotations");
+            [
+                a.read_only_hint,
+                a.destructive_hint,
+                a.idempotent_hint,
+                a.open_world_hint,
+            ]
+        };
+        let (t, f) = (Some(true), Some(false));
+        // [readOnly, destructive, idempotent, openWorld]
+        assert_eq!(hints("search_issues"), [t, f, t, f]);
+        assert_eq!(hints("create_issue"), [f, f, t, t]);
+        assert_eq!(hints("close_issue"), [f, t, t, t]);
+
+        let search = projection.tool("search_issues").expect("listed");
+        assert_eq!(
+            search.description.as_deref(),
+            Some("Searches issues by title.")
+        );
+        let close = projection.tool("close_issue").expect("listed");
+        let meta = close.meta.as_ref().expect("tool _meta");
+        assert_eq!(meta.get("aip/approval_required"), Some(&json!(true)));
+        assert_eq!(meta.get("aip/risk"), Some(&json!("high")));
+    }
+}
+
 mod webhooks {
     // docs:webhooks.md#receiver
     use aip_connector::model::ConnectorFailure;
@@ -537,6 +695,10 @@ fn docs_and_tests_cannot_drift() {
         ),
         ("mcp.md", include_str!("../../docs/mcp.md")),
         ("webhooks.md", include_str!("../../docs/webhooks.md")),
+        (
+            "coming-from-rmcp.md",
+            include_str!("../../docs/coming-from-rmcp.md"),
+        ),
     ];
     for (doc, markdown) in docs {
         let expected: Vec<String> = region_names(source, doc)
