@@ -175,9 +175,7 @@ fn misplaced_key_hint(context: &str, name: &str) -> &'static str {
         ) => {
             "; MCP annotations are derived from the contract (docs/mcp.md §4): `side_effects = [read]` is `readOnlyHint`, a required `idempotency` is `idempotentHint`, `external_network` is `openWorldHint`, and a `write` that only adds can say `bindings(mcp(destructive = false))`"
         }
-        ("#[capability]", "title") => {
-            "; a capability's display name is `name = \"...\"`"
-        }
+        ("#[capability]", "title") => "; a capability's display name is `name = \"...\"`",
         _ => "",
     }
 }

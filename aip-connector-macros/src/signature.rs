@@ -366,9 +366,11 @@ pub(crate) fn strip_refused_parameters(sig: &mut Signature, in_impl: bool) {
 /// The attributes rustc takes on a function parameter (`cfg`, `cfg_attr` and lint levels); any
 /// other is refused by [`read`] and removed by [`strip_refused_parameters`].
 fn is_parameter_attribute(attr: &syn::Attribute) -> bool {
-    ["cfg", "cfg_attr", "allow", "warn", "deny", "forbid", "expect"]
-        .iter()
-        .any(|name| attr.path().is_ident(name))
+    [
+        "cfg", "cfg_attr", "allow", "warn", "deny", "forbid", "expect",
+    ]
+    .iter()
+    .any(|name| attr.path().is_ident(name))
 }
 
 pub(crate) fn read(cx: &Ctxt, sig: &Signature, in_impl: bool) -> HandlerSignature {
