@@ -10,7 +10,7 @@ use syn::{Attribute, Expr, Signature};
 use crate::attr::{self, CapabilityAttr};
 use crate::ctxt::Ctxt;
 use crate::diagnostics;
-use crate::meta::MetaArgs;
+use crate::meta::{MetaArgs, MetaItem};
 use crate::resolve;
 use crate::signature::{self, HandlerSignature};
 use crate::valid;
@@ -107,6 +107,7 @@ pub(crate) fn analyze(
         }
     };
     let errors_before = cx.error_count();
+    let items = take_sdk_path(cx, items, connector_id.is_some());
     let attr = attr::parse_capability(cx, &items);
     let handler = signature::read(cx, sig, connector_id.is_some());
     valid::check_attribute(cx, &attr, attr_span);
@@ -246,7 +247,30 @@ pub(crate) fn allow_unused_async(attrs: &mut Vec<Attribute>) {
 }
 
 /// `#[capability]` outside `#[connector]`: a free `async fn`.
+/// `items` without `crate = "..."`, which a free capability's expansion takes as the SDK's path
+/// ([`expand::set_sdk_path`](crate::expand::set_sdk_path)); in a `#[connector]` block it is the
+/// connector's to say, for every capability at once.
+fn take_sdk_path(cx: &Ctxt, items: Vec<MetaItem>, in_connector: bool) -> Vec<MetaItem> {
+    let (paths, items): (Vec<MetaItem>, Vec<MetaItem>) = items
+        .into_iter()
+        .partition(|item| item.name() == crate::keys::CRATE);
+    for (index, item) in paths.iter().enumerate() {
+        if in_connector {
+            cx.error_at(item.key.span(), "`crate = \"...\"` goes on `#[connector(...)]`, where it applies to every capability of the impl block");
+        } else if index > 0 {
+            cx.error_at(
+                item.key.span(),
+                format!("duplicate key `{}` in #[capability]", crate::keys::CRATE),
+            );
+        } else if let Some(path) = crate::meta::sdk_path(cx, item) {
+            crate::expand::set_sdk_path(Some(path));
+        }
+    }
+    items
+}
+
 pub(crate) fn expand_free(args: TokenStream, item: TokenStream) -> TokenStream {
+    crate::expand::set_sdk_path(None);
     let cx = Ctxt::new();
     let mut function = match syn::parse2::<syn::ItemFn>(item.clone()) {
         Ok(function) => function,

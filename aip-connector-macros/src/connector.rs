@@ -33,12 +33,15 @@ pub(crate) struct ConnectorAttr {
     pub(crate) spans: BTreeMap<&'static str, Span>,
     /// The literal of each profile written in `profiles`, in order.
     pub(crate) profile_spans: Vec<Span>,
+    /// `crate = "..."`: the SDK's path in the generated code, if not `::aip_connector`.
+    pub(crate) sdk_path: Option<syn::Path>,
 }
 
 /// The profile a connector speaks when it names none.
 const DEFAULT_PROFILE: &str = aip_connector_core::ids::profiles::NATIVE_HTTP;
 
 pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
+    crate::expand::set_sdk_path(None);
     let cx = Ctxt::new();
     let mut block = match syn::parse2::<ItemImpl>(item.clone()) {
         Ok(block) => block,
@@ -49,6 +52,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         }
     };
     let attr = parse_args(&cx, args);
+    crate::expand::set_sdk_path(attr.sdk_path.clone());
     if let Some((_, path, _)) = &block.trait_ {
         cx.error_spanned_by(
             path,
@@ -256,6 +260,7 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
         channels: Vec::new(),
         spans: BTreeMap::new(),
         profile_spans: Vec::new(),
+        sdk_path: None,
     };
     let items = match syn::parse2::<MetaArgs>(args) {
         Ok(MetaArgs(items)) => items,
@@ -405,6 +410,7 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
                     }
                 }
             }
+            k::CRATE => attr.sdk_path = meta::sdk_path(cx, item),
             _ => unreachable!("checked against keys::connector::ALL"),
         }
     }
@@ -759,4 +765,57 @@ fn is_capability_path(path: &syn::Path) -> bool {
     path.segments
         .last()
         .is_some_and(|segment| segment.ident == keys::attributes::CAPABILITY)
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    /// Every path the generated code takes into the SDK goes through `crate = "..."` when given,
+    /// for a `#[connector]` and a free `#[capability]` alike; without it, through
+    /// `::aip_connector`.
+    #[test]
+    fn the_sdk_path_is_the_attributes_crate_path() {
+        let block = quote! {
+            impl Demo {
+                #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+                async fn look(&self, key: IdempotencyKey) -> Result<(), ConnectorFailure> {
+                    Ok(())
+                }
+            }
+        };
+        let free = quote! {
+            async fn look() -> Result<(), ConnectorFailure> {
+                Ok(())
+            }
+        };
+        let free_args = quote!(
+            id = "cap:demo:free",
+            risk = low,
+            side_effects = [read],
+            data(sensitivity = public)
+        );
+        let expanded = [
+            super::expand(
+                quote!(id = "demo", crate = "my_platform::aip"),
+                block.clone(),
+            ),
+            crate::capability::expand_free(
+                quote!(#free_args, crate = "my_platform::aip"),
+                free.clone(),
+            ),
+        ];
+        for tokens in expanded {
+            let text = tokens.to_string().replace(' ', "");
+            assert!(!text.contains("compile_error"), "{text}");
+            assert!(text.contains("my_platform::aip::__private"), "{text}");
+            assert!(!text.contains("aip_connector::"), "{text}");
+        }
+        // The next expansion does not inherit the path.
+        let default = super::expand(quote!(id = "demo"), block)
+            .to_string()
+            .replace(' ', "");
+        assert!(default.contains("::aip_connector::__private"), "{default}");
+        assert!(!default.contains("my_platform"), "{default}");
+    }
 }

@@ -1,4 +1,5 @@
-//! Code generation. Everything generated refers to `::aip_connector::__private`, carries
+//! Code generation. Everything generated refers to `::aip_connector::__private` (or the
+//! attribute's `crate = "..."` path instead of `::aip_connector`), carries
 //! `#[automatically_derived]` where it is an impl, and keeps the user's spans on the user's
 //! types so rustc's own errors (a missing `Deserialize`, a wrong extractor) point at user code.
 
@@ -6,7 +7,7 @@ use std::collections::BTreeMap;
 
 use aip_connector_core::model::CapabilityImplementationSupport;
 use proc_macro2::{Ident, Span, TokenStream};
-use quote::{format_ident, quote, quote_spanned};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{Expr, FnArg, ItemImpl};
 
@@ -14,9 +15,55 @@ use crate::capability::CapabilityItem;
 use crate::connector::ConnectorAttr;
 use crate::signature::Role;
 
+thread_local! {
+    /// The SDK's path for the expansion under way: `crate = "..."` of the attribute being
+    /// expanded, or `None` for `::aip_connector`. Set by each macro entry point before it
+    /// expands anything ([`set_sdk_path`]), so no invocation sees another's.
+    static SDK_PATH: std::cell::RefCell<Option<syn::Path>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Sets the SDK path of the expansion that follows (`None`: `::aip_connector`).
+pub(crate) fn set_sdk_path(path: Option<syn::Path>) {
+    SDK_PATH.with(|sdk| *sdk.borrow_mut() = path);
+}
+
+/// The SDK's root path, every token spanned at `span` (so that an error in generated code that
+/// names it points where the user's code is).
+pub(crate) fn sdk_root(span: Span) -> TokenStream {
+    SDK_PATH.with(|sdk| match &*sdk.borrow() {
+        Some(path) => respan(path.to_token_stream(), span),
+        None => quote_spanned!(span=> ::aip_connector),
+    })
+}
+
+/// `tokens` with every token's span set to `span`.
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tree| {
+            if let proc_macro2::TokenTree::Group(group) = &tree {
+                let mut inner =
+                    proc_macro2::Group::new(group.delimiter(), respan(group.stream(), span));
+                inner.set_span(span);
+                tree = proc_macro2::TokenTree::Group(inner);
+            } else {
+                tree.set_span(span);
+            }
+            tree
+        })
+        .collect()
+}
+
 /// The path every generated item goes through.
 fn private() -> TokenStream {
-    quote!(::aip_connector::__private)
+    let root = sdk_root(Span::call_site());
+    quote!(#root::__private)
+}
+
+/// [`private`], every token spanned at `span`.
+fn private_at(span: Span) -> TokenStream {
+    let root = sdk_root(span);
+    quote_spanned!(span=> #root::__private)
 }
 
 /// `CapabilityImplementationSupport { ... }` as tokens.
@@ -82,10 +129,11 @@ fn extractor_assertions(capability: &CapabilityItem, self_ty: Option<&syn::Type>
                 // that type does not resolve. Its path is spelled here, not taken from
                 // `private()`, so that every token carries the span and a failed kind check
                 // points at the parameter.
+                let private = private_at(param.span);
                 let assertion = quote_spanned! {param.span=>
                     {
-                        let _ = ::aip_connector::__private::extractor::<#ty>(
-                            ::aip_connector::__private::ExtractorKind::#variant,
+                        let _ = #private::extractor::<#ty>(
+                            #private::ExtractorKind::#variant,
                         );
                     }
                 };
@@ -231,8 +279,9 @@ fn call_block(
                 // (with the bound's own fix), not on a call rustc would suggest borrowing for.
                 let inner = capability.sig.state();
                 let free_state = free_state_param();
+                let private = private_at(param.span);
                 state.extend(quote_spanned! {param.span=>
-                    let #name: #ty = ::aip_connector::__private::take_state::<#free_state, #inner>(__aip_state);
+                    let #name: #ty = #private::take_state::<#free_state, #inner>(__aip_state);
                 });
             }
             Role::Extractor(kind) => {
@@ -243,7 +292,7 @@ fn call_block(
                 // assertion, and reports the two as one.
                 let variant = Ident::new(kind.name(), Span::call_site());
                 let (first, last) = first_and_last_span(&param.ty);
-                let root = quote_spanned!(first=> ::aip_connector);
+                let root = sdk_root(first);
                 let function = quote_spanned!(last=> extractor);
                 bindings.push(quote_spanned! {param.span=>
                     let #name = (#root::__private::#function(#p::ExtractorKind::#variant).extract)(
@@ -263,7 +312,7 @@ fn call_block(
     // across an `.await`) is reported where it is boxed, which is then the handler, not
     // `#[connector]`; rustc's note still points at the `.await`.
     let span = capability.sig.ident.span();
-    let spanned_private = quote_spanned!(span=> ::aip_connector::__private);
+    let spanned_private = private_at(span);
     let future = quote_spanned! {span=>
         #spanned_private::Box::pin(async move {
             #(#bindings)*
@@ -340,8 +389,8 @@ pub(crate) fn connector(
         // `validate` was meant) is reported there, not on `#[connector]`.
         let argument = companion_argument_span(block, path);
         let input = Ident::new("__aip_validated", argument);
-        let decode =
-            quote_spanned!(argument=> ::aip_connector::__private::decode_input(__aip_input, #id));
+        let private = private_at(argument);
+        let decode = quote_spanned!(argument=> #private::decode_input(__aip_input, #id));
         Some(quote! {
             #(#cfgs)*
             #cap_id => {
@@ -565,7 +614,8 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
     let state = free_state_param();
     let bound = capability.sig.state().map(|part| {
         let (first, _) = first_and_last_span(part);
-        quote_spanned!(first=> where #part: ::aip_connector::__private::FromRef<#state>)
+        let private = private_at(first);
+        quote_spanned!(first=> where #part: #private::FromRef<#state>)
     });
     quote! {
         #function
@@ -650,8 +700,11 @@ impl FreeState {
                 let state = Ident::new("__aip_companion_state", span);
                 let param = free_state_param();
                 (
-                    quote! {
-                        let #state = ::aip_connector::__private::take_state::<#param, #part>(__aip_state);
+                    {
+                        let private = private();
+                        quote! {
+                            let #state = #private::take_state::<#param, #part>(__aip_state);
+                        }
                     },
                     quote_spanned!(span=> #state,),
                 )

@@ -268,8 +268,23 @@ pub(crate) mod connector {
     pub(crate) const COMPATIBILITY: &str = "compatibility";
     pub(crate) const WEBHOOKS: &str = "webhooks";
     pub(crate) const CHANNELS: &str = "channels";
-    pub(crate) const ALL: &[&str] = &[ID, NAME, PROFILES, AGENT, COMPATIBILITY, WEBHOOKS, CHANNELS];
+    pub(crate) const CRATE: &str = super::CRATE;
+    pub(crate) const ALL: &[&str] = &[
+        ID,
+        NAME,
+        PROFILES,
+        AGENT,
+        COMPATIBILITY,
+        WEBHOOKS,
+        CHANNELS,
+        CRATE,
+    ];
 }
+
+/// `crate = "path"`: where the generated code finds the SDK when it is not the dependency
+/// `aip_connector` (a facade crate re-exporting it, a renamed dependency). On `#[connector]` and
+/// on a free `#[capability]`.
+pub(crate) const CRATE: &str = "crate";
 
 /// Wire names of the enums the attribute accepts as bare identifiers.
 pub(crate) mod values {

@@ -167,6 +167,27 @@ pub(crate) fn as_array(expr: &Expr) -> Option<Vec<&Expr>> {
     }
 }
 
+/// The path of `crate = "path"` (the SDK's path for the generated code), its tokens spanned at
+/// the literal; an error in `cx` when the value is not a string holding a path.
+pub(crate) fn sdk_path(cx: &crate::ctxt::Ctxt, item: &MetaItem) -> Option<syn::Path> {
+    const SHAPE: &str = "`crate` takes the SDK's path as a string, as serde's `crate` does: `crate = \"my_platform::aip\"` when the SDK is re-exported by another crate or renamed in Cargo.toml";
+    let MetaKind::Value(expr) = &item.kind else {
+        cx.error_at(item.span(), SHAPE);
+        return None;
+    };
+    let Some(lit) = as_str(expr) else {
+        cx.error_spanned_by(expr, SHAPE);
+        return None;
+    };
+    match lit.parse_with(syn::Path::parse_mod_style) {
+        Ok(path) if !path.segments.is_empty() => Some(path),
+        _ => {
+            cx.error_spanned_by(lit, SHAPE);
+            None
+        }
+    }
+}
+
 /// Levenshtein distance, for "did you mean" suggestions.
 fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
