@@ -21,7 +21,7 @@ use aip_connector::serve::server::MESSAGES_PATH;
 use aip_connector::serve::{AipClient, AipServer, BearerTokens, BoxFuture, ServerConfig};
 use aip_connector::store::MemoryStore;
 use aip_connector::{CredentialHandle, Secret, VerifiedTenant};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{Semaphore, oneshot};
 
@@ -258,6 +258,29 @@ async fn open_stream(address: &str, action: Action) -> tokio::net::TcpStream {
     socket
 }
 
+/// Sends a cancel of `action_id` and returns the answer's body, raw (an `action_result` or an
+/// `ack`).
+async fn cancel(base: &str, action_id: &aip_connector::ids::ActionId) -> Value {
+    let envelope = json!({
+        "aip_version": "1.0",
+        "message_type": "aip.core.v1.cancel",
+        "message_id": "msg_cancel",
+        "sent_at": "2026-12-02T10:00:01Z",
+        "body": { "cancel": { "target": { "action": action_id.as_str() } } },
+    });
+    let response = reqwest::Client::new()
+        .post(format!("{base}{MESSAGES_PATH}"))
+        .header("content-type", "application/json")
+        .bearer_auth("tok-ada")
+        .body(envelope.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let answer: Value = response.json().await.unwrap();
+    answer["body"].clone()
+}
+
 /// Resends `action` in process, as its caller, until its first run has settled; returns the
 /// replayed result.
 async fn replay_of(host: &Host, action: Action) -> ActionResult {
@@ -276,6 +299,68 @@ async fn replay_of(host: &Host, action: Action) -> ActionResult {
         assert!(began.elapsed() < BOUND, "the first run never settled");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// Found by a hostile review: a cancel that reached a handler during its last poll was
+/// answered `cancelled` at once, while the handler went on to complete ("a success stands")
+/// and the action's own answer, stored and replayed, was `completed`. A client that trusted
+/// the cancel believed that a side effect had not happened. The cancel is now answered with
+/// the result the action settled with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancel_that_lands_during_the_last_poll_is_answered_with_the_result_that_stands() {
+    let lab = Lab::default();
+    let running = start(lab.clone(), GatedVault::default(), ServerConfig::default()).await;
+    let action = Action::new("cap:lab:finish", json!({ "until": "cancel" }));
+    let id = action.id.clone();
+    let call = tokio::spawn({
+        let client = running.client();
+        async move { client.invoke(action).await }
+    });
+    wait_until("the handler's last poll", || {
+        lab.in_last_poll.load(Ordering::SeqCst)
+    })
+    .await;
+    let answer = cancel(&running.base, &id).await;
+    let result = call.await.unwrap().unwrap();
+    assert_eq!(
+        lab.finished.load(Ordering::SeqCst),
+        1,
+        "the handler ran to its end"
+    );
+    assert_eq!(result.status, ActionResultStatus::Completed);
+    let told: ActionResult = serde_json::from_value(answer["action_result"].clone())
+        .unwrap_or_else(|_| panic!("the cancel is answered with a result: {answer}"));
+    assert_eq!(told.status, ActionResultStatus::Completed, "{answer}");
+    assert_eq!(told.output, result.output);
+    running.stop().await;
+}
+
+/// A cancel that reached its action when the action has not settled within `cancel_grace`
+/// (a handler blocking its worker here; a slow cancel companion, a slow store) is answered
+/// with an `accepted` ack, which claims no outcome, rather than a `cancelled` the action may
+/// not end with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancel_of_an_action_that_has_not_settled_within_the_grace_claims_no_outcome() {
+    let lab = Lab::default();
+    let config = ServerConfig::default().cancel_grace(Duration::from_millis(200));
+    let running = start(lab.clone(), GatedVault::default(), config).await;
+    let action = Action::new("cap:lab:finish", json!({ "until": "gate" }));
+    let id = action.id.clone();
+    let call = tokio::spawn({
+        let client = running.client();
+        async move { client.invoke(action).await }
+    });
+    wait_until("the handler's last poll", || {
+        lab.in_last_poll.load(Ordering::SeqCst)
+    })
+    .await;
+    let answer = cancel(&running.base, &id).await;
+    assert_eq!(answer["ack"]["status"], "accepted", "{answer}");
+    assert_eq!(answer["ack"]["action_id"], id.as_str(), "{answer}");
+    lab.gate.store(true, Ordering::SeqCst);
+    let result = call.await.unwrap().unwrap();
+    assert_eq!(result.status, ActionResultStatus::Completed);
+    running.stop().await;
 }
 
 /// Found by a hostile review: a streamed action whose client left while the host was still

@@ -583,13 +583,18 @@ async fn execute(
             _ => run_handler(&call, handler, None).await.0,
         }
     };
-    if settlement.reservation.is_none() {
+    let result = if settlement.reservation.is_none() {
         // Nothing to settle: the result goes back without passing through the settlement.
-        return result;
-    }
-    // Boxed: only keyed calls settle, and inline the settlement's state (the pending write and
-    // the result) would be the largest part of every call's pipeline state.
-    Box::pin(settlement.settle(result)).await
+        result
+    } else {
+        // Boxed: only keyed calls settle, and inline the settlement's state (the pending write
+        // and the result) would be the largest part of every call's pipeline state.
+        Box::pin(settlement.settle(result)).await
+    };
+    // A cancel that reached the handler is answered with what the action ended with (found by
+    // a hostile review: the server answered `cancelled` for an action whose success stood).
+    host.active.settled(&action, &result);
+    result
 }
 
 /// What [`claim_resume`] needs.

@@ -700,12 +700,34 @@ async fn dispatch(
         MessageBody::Cancel(Cancel {
             target: CancelTarget::Action(id),
             ..
-        }) => match host.cancel_as(&id, &caller) {
-            // The result the action itself ends with (and a resend replays).
-            CancelOutcome::Cancelled => {
-                MessageBody::ActionResult(Box::new(crate::host::cancelled_by_request(&id)))
+        }) => match host.cancel_as_watched(&id, &caller) {
+            // The result the action itself ends with (and a resend replays), once it has
+            // settled: usually `cancelled`, but a handler that finished in the poll that saw
+            // the cancellation keeps its success (found by a hostile review: the answer was
+            // `cancelled` whatever the action ended with).
+            (CancelOutcome::Cancelled, settling) => {
+                match Box::pin(tokio::time::timeout(
+                    shared.config.cancel_grace,
+                    settling.result(),
+                ))
+                .await
+                {
+                    Ok(Some(result)) => MessageBody::ActionResult(Box::new(result)),
+                    _ => MessageBody::Ack(Ack {
+                        action_id: id,
+                        status: AckStatus::Accepted,
+                        reason: Some(
+                            "the cancellation reached the executing action, which has not \
+                             settled yet; its result is the answer to its own request (a resend \
+                             under its idempotency key replays it)"
+                                .to_owned(),
+                        ),
+                        retry_after_ms: None,
+                        queue: None,
+                    }),
+                }
             }
-            CancelOutcome::Pending => MessageBody::Ack(Ack {
+            (CancelOutcome::Pending, _) => MessageBody::Ack(Ack {
                 action_id: id,
                 status: AckStatus::Accepted,
                 reason: Some(
@@ -716,7 +738,7 @@ async fn dispatch(
                 retry_after_ms: None,
                 queue: None,
             }),
-            CancelOutcome::NotActive => {
+            (CancelOutcome::NotActive, _) => {
                 let error = temporary(
                     &shared,
                     codes::TRANSPORT_OVERLOADED,
@@ -725,7 +747,7 @@ async fn dispatch(
                 );
                 return error_response(&error, Some(&envelope));
             }
-            CancelOutcome::IdTooLong { max_id_bytes } => {
+            (CancelOutcome::IdTooLong { max_id_bytes }, _) => {
                 let mut error = refusal(
                     codes::ACTION_ID_TOO_LONG,
                     format!(
