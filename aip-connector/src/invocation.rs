@@ -74,12 +74,25 @@ pub trait ChunkSink: Send + Sync {
         data: Value,
     ) -> BoxFuture<'_, Result<(), ConnectorFailure>>;
 
-    /// Whether the consumer went away before the stream ended (a send then fails). The host
-    /// abandons an action whose consumer is gone if its handler fails, or waits again, after the
-    /// failed send; a handler that returns `Ok` at once completes normally. `false` unless a sink
-    /// knows better.
+    /// Whether the consumer went away before the stream ended (it dropped the stream, or a send
+    /// failed for want of it). The host abandons an action whose consumer is gone instead of
+    /// starting its handler, and a handler that waits or fails once it is; a handler that
+    /// returns `Ok` in the poll that noticed completes normally. `false` unless a sink knows
+    /// better.
     fn consumer_gone(&self) -> bool {
         false
+    }
+
+    /// Ready once the consumer went away ([`consumer_gone`](Self::consumer_gone)); otherwise
+    /// registers `cx`'s waker to be woken when it goes, so the host abandons a handler that is
+    /// waiting on something else (its provider) and sends nothing. The default wakes no one: a
+    /// sink that cannot tell is noticed only when the handler is polled.
+    fn poll_consumer_gone(&self, _cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.consumer_gone() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
     }
 }
 

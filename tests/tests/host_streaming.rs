@@ -36,6 +36,17 @@ struct Feed {
     attempts: Arc<AtomicUsize>,
     /// Runs of `export` begun.
     exports: Arc<AtomicUsize>,
+    /// Runs of `hold` whose future the host dropped before it finished.
+    holds_dropped: Arc<AtomicUsize>,
+}
+
+/// Counts a drop.
+struct CountOnDrop(Arc<AtomicUsize>);
+
+impl Drop for CountOnDrop {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 #[connector(id = "feed")]
@@ -110,6 +121,19 @@ impl Feed {
             self.sent.fetch_add(1, Ordering::SeqCst);
             tokio::task::yield_now().await;
         }
+    }
+
+    /// Streams one hit, then waits a long time (on its provider, say) without sending again.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public), sla(timeout_ms = 60_000))]
+    async fn hold(
+        &self,
+        _query: Query,
+        sink: StreamSink<Hit>,
+    ) -> Result<Summary, ConnectorFailure> {
+        sink.send(Hit { n: 0 }).await?;
+        let _dropped = CountOnDrop(Arc::clone(&self.holds_dropped));
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        Ok(Summary { sent: 1 })
     }
 
     /// The same export without the key: its retry safety is `unknown`.
@@ -371,6 +395,60 @@ async fn resend_after_dropping(host: &Host, capability: &str, key: &str) -> Acti
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("the first run never settled");
+}
+
+/// Found by a hostile review: a consumer that dropped its stream before the handler started
+/// (while the host resolved a credential, reserved a key, or, here, before the stream's task ran
+/// at all) was noticed only by a handler that sent a chunk: one that did its work first ran
+/// for nobody. The action is now abandoned when it reaches its handler, which never runs.
+#[tokio::test]
+async fn a_stream_dropped_before_its_handler_starts_is_abandoned_without_running_it() {
+    let feed = Feed::default();
+    let host = one_chunk_buffer_host(&feed);
+    let action = || {
+        Action::new("cap:feed:export_once", json!({ "count": 1 })).with_idempotency_key("early-1")
+    };
+    drop(host.invoke_stream(action(), caller()));
+    let replayed = loop {
+        let result = host
+            .invoke_stream(action(), caller())
+            .result()
+            .await
+            .expect("a terminal chunk");
+        if result.error.as_ref().map(|e| e.code.as_str()) != Some(codes::IDEMPOTENCY_IN_PROGRESS) {
+            break result;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert!(replayed.is_idempotent_replay(), "{replayed:?}");
+    assert_eq!(
+        replayed.error.as_deref().map(|e| e.code.as_str()),
+        Some(codes::ACTION_ABANDONED),
+        "{replayed:?}"
+    );
+    assert_eq!(feed.exports.load(Ordering::SeqCst), 0, "the handler ran");
+}
+
+/// Found by a hostile review: a handler that sent nothing more after its consumer went away
+/// was never told, and ran to its end for nobody. The host now abandons it when the consumer
+/// drops the stream, whatever the handler is waiting for.
+#[tokio::test]
+async fn a_quiet_handler_is_abandoned_when_its_consumer_goes_away() {
+    let feed = Feed::default();
+    let host = Host::builder().connector(feed.clone()).build().unwrap();
+    let mut stream = host.invoke_stream(
+        Action::new("cap:feed:hold", json!({ "count": 1 })),
+        caller(),
+    );
+    assert_eq!(stream.next().await.unwrap().kind, StreamChunkKind::Data);
+    drop(stream);
+    for _ in 0..1_000 {
+        if feed.holds_dropped.load(Ordering::SeqCst) == 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the handler was not abandoned within 10 s of its consumer leaving");
 }
 
 /// Found by a review: a handler that turns the refused send into a failure of its own had that

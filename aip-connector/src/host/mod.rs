@@ -18,7 +18,7 @@ mod invocation;
 use invocation::HostInvocation;
 mod pipeline;
 #[cfg(feature = "http")]
-pub(crate) use pipeline::{Clipped, cancelled_by_request};
+pub(crate) use pipeline::Clipped;
 mod stream;
 mod transaction;
 
@@ -723,6 +723,23 @@ struct ActiveActions {
     /// Entries of `pending` plus cancellations being decided. Zero (the usual case) lets a call
     /// skip the `pending` lock; see [`ActiveActions::cancel_or_remember`] for why it is safe.
     pending_count: AtomicUsize,
+    /// Who waits for the result of an execution a cancellation reached
+    /// ([`Host::cancel_as_watched`]).
+    watchers: Mutex<Vec<SettlementWatcher>>,
+    /// Entries of `watchers`. Zero (the usual case) lets a settling call skip the lock; see
+    /// [`ActiveActions::settled`] for why it is safe.
+    watcher_count: AtomicUsize,
+    /// Numbers the watchers, so that one that gives up removes only its own entries.
+    next_watcher: std::sync::atomic::AtomicU64,
+}
+
+/// Waits for the result of one execution a cancellation reached: the execution is the one whose
+/// action this holds (the pipeline's own `Arc`, so its address identifies the execution for as
+/// long as this holds it).
+struct SettlementWatcher {
+    action: Arc<Action>,
+    ticket: u64,
+    result: tokio::sync::oneshot::Sender<ActionResult>,
 }
 
 /// How long a cancellation of an action that is not executing is remembered.
@@ -939,6 +956,7 @@ impl ActiveActions {
         id: &ActionId,
         owner: Option<&ActionOwner>,
         now: Millis,
+        watch: Option<&mut Settling>,
     ) -> CancelOutcome {
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
         self.pending_count.fetch_add(1, Ordering::SeqCst);
@@ -946,7 +964,7 @@ impl ActiveActions {
         if lapsed > 0 {
             self.pending_count.fetch_sub(lapsed, Ordering::SeqCst);
         }
-        if self.cancel(id, owner, true) {
+        if self.cancel_watched(id, owner, true, watch) {
             self.pending_count.fetch_sub(1, Ordering::SeqCst);
             return CancelOutcome::Cancelled;
         }
@@ -970,6 +988,53 @@ impl ActiveActions {
         CancelOutcome::Pending
     }
 
+    /// Registers a watcher of the result of the execution of `action` into `settling`.
+    fn watch(&self, action: &Arc<Action>, settling: &mut Settling) {
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let ticket = self
+            .next_watcher
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut watchers = self.watchers.lock().unwrap_or_else(PoisonError::into_inner);
+        watchers.push(SettlementWatcher {
+            action: Arc::clone(action),
+            ticket,
+            result: sender,
+        });
+        self.watcher_count.fetch_add(1, Ordering::SeqCst);
+        drop(watchers);
+        settling.tickets.push(ticket);
+        settling.results.push(receiver);
+    }
+
+    /// Hands `result`, what the execution of `action` ended with, to whoever waits for it (a
+    /// cancellation that reached it). Called once the execution has unregistered: a
+    /// cancellation that found the registration put its watcher in place under the registry's
+    /// lock before the unregistration took that lock, so the count read here sees it.
+    fn settled(&self, action: &Arc<Action>, result: &ActionResult) {
+        if self.watcher_count.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let mut watchers = self.watchers.lock().unwrap_or_else(PoisonError::into_inner);
+        let before = watchers.len();
+        for watcher in watchers.extract_if(.., |w| Arc::ptr_eq(&w.action, action)) {
+            let _ = watcher.result.send(result.clone());
+        }
+        self.watcher_count
+            .fetch_sub(before - watchers.len(), Ordering::SeqCst);
+    }
+
+    /// Forgets the watchers numbered `tickets` (their waiter gave up, or had its answer).
+    fn unwatch(&self, tickets: &[u64]) {
+        if tickets.is_empty() {
+            return;
+        }
+        let mut watchers = self.watchers.lock().unwrap_or_else(PoisonError::into_inner);
+        let before = watchers.len();
+        watchers.retain(|w| !tickets.contains(&w.ticket));
+        self.watcher_count
+            .fetch_sub(before - watchers.len(), Ordering::SeqCst);
+    }
+
     /// Unregisters the action registered at `slot`.
     fn unregister(&self, slot: &ActiveSlot) {
         let mut registry = self.lock(slot.shard);
@@ -985,12 +1050,29 @@ impl ActiveActions {
     /// Fires the cancellation of every executing action with this id (of `owner`, when given),
     /// as asked for (`requested`) or as abandoned by its transport; false when none is.
     fn cancel(&self, id: &ActionId, owner: Option<&ActionOwner>, requested: bool) -> bool {
+        self.cancel_watched(id, owner, requested, None)
+    }
+
+    /// [`cancel`](Self::cancel), and with `watch`, a watcher of the result of each execution
+    /// it reaches, registered before its signal fires.
+    fn cancel_watched(
+        &self,
+        id: &ActionId,
+        owner: Option<&ActionOwner>,
+        requested: bool,
+        mut watch: Option<&mut Settling>,
+    ) -> bool {
         let mut found = false;
         for shard in 0..ACTIVE_SHARDS {
             let registry = self.lock(shard);
             for context in registry.slots.iter().flatten() {
                 let (action, principal) = (&context.action, &context.caller.principal_id);
                 if action.id == *id && owner.is_none_or(|owner| owner.owns(action, principal)) {
+                    // Under the registry's lock, so the execution cannot unregister (and then
+                    // look for watchers) before its watcher is in place.
+                    if let Some(watch) = watch.as_deref_mut() {
+                        self.watch(action, watch);
+                    }
                     if requested {
                         context.cancellation.fire_requested();
                     } else {
@@ -1034,10 +1116,48 @@ impl std::fmt::Debug for Host {
     }
 }
 
+/// The results of the executions a cancellation reached ([`Host::cancel_as_watched`]).
+pub(crate) struct Settling {
+    host: Arc<HostInner>,
+    tickets: Vec<u64>,
+    results: Vec<tokio::sync::oneshot::Receiver<ActionResult>>,
+}
+
+impl Settling {
+    /// The result the cancelled action settled with, once it has. With several executions of
+    /// the id (an action sent twice at once, without a key), once each has, when they agree
+    /// on the status; `None` when they do not, or when an execution ended without a result
+    /// (its task was aborted).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) async fn result(mut self) -> Option<ActionResult> {
+        let mut settled: Option<ActionResult> = None;
+        for receiver in std::mem::take(&mut self.results) {
+            let result = receiver.await.ok()?;
+            match &settled {
+                Some(first) if first.status != result.status => return None,
+                Some(_) => {}
+                None => settled = Some(result),
+            }
+        }
+        settled
+    }
+}
+
+impl Drop for Settling {
+    fn drop(&mut self) {
+        self.host.active.unwatch(&self.tickets);
+    }
+}
+
 /// What [`Host::cancel`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CancelOutcome {
-    /// The action was executing; its handler's cancellation token fired.
+    /// The action was executing; its handler's cancellation signal fired. The host stops
+    /// waiting for the handler at once, so its result is normally `cancelled`, but not always:
+    /// a handler that finished in the poll that saw the signal keeps its success (its work is
+    /// done), as does a failure that reports what reached the provider. The result its caller
+    /// receives (and a keyed resend replays) is the one to trust; a server answers a cancel
+    /// with that result once the action has settled (docs/serving.md).
     Cancelled,
     /// The action is not executing and the cancellation could not be remembered: the host
     /// holds [`MAX_PENDING_CANCELS`] already, or this caller [`MAX_PENDING_CANCELS_PER_CALLER`]
@@ -1119,7 +1239,7 @@ impl Host {
     /// re-run of the same action id that does not replay a stored result. Servers use
     /// [`cancel_as`](Self::cancel_as) instead.
     pub fn cancel(&self, action_id: &ActionId) -> CancelOutcome {
-        self.cancel_owned_by(action_id, None)
+        self.cancel_owned_by(action_id, None, None)
     }
 
     /// Cancels an action on behalf of `caller`: like [`cancel`](Self::cancel), but only an
@@ -1127,7 +1247,27 @@ impl Host {
     /// with that id is left running and the answer is as if it were not executing, so a caller
     /// cannot probe or disturb other callers' actions.
     pub fn cancel_as(&self, action_id: &ActionId, caller: &TrustedContext) -> CancelOutcome {
-        self.cancel_owned_by(action_id, Some(&self.owner_of(caller)))
+        self.cancel_owned_by(action_id, Some(&self.owner_of(caller)), None)
+    }
+
+    /// [`cancel_as`](Self::cancel_as), and what to await for the result the action then
+    /// settles with: when the answer is [`CancelOutcome::Cancelled`], the result of each
+    /// execution it reached (otherwise nothing, and [`Settling::result`] is `None`). The
+    /// servers answer a cancel with it.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn cancel_as_watched(
+        &self,
+        action_id: &ActionId,
+        caller: &TrustedContext,
+    ) -> (CancelOutcome, Settling) {
+        let mut settling = Settling {
+            host: Arc::clone(&self.inner),
+            tickets: Vec::new(),
+            results: Vec::new(),
+        };
+        let outcome =
+            self.cancel_owned_by(action_id, Some(&self.owner_of(caller)), Some(&mut settling));
+        (outcome, settling)
     }
 
     /// Gives up on an action on behalf of its transport: the request carrying it timed out, its
@@ -1165,7 +1305,12 @@ impl Host {
     }
 
     /// Cancels or remembers the cancellation of `action_id` when `owner` (if any) runs it.
-    fn cancel_owned_by(&self, action_id: &ActionId, owner: Option<&ActionOwner>) -> CancelOutcome {
+    fn cancel_owned_by(
+        &self,
+        action_id: &ActionId,
+        owner: Option<&ActionOwner>,
+        watch: Option<&mut Settling>,
+    ) -> CancelOutcome {
         // No action with a longer id passes stage 0, so there is nothing to cancel; remembering
         // the id would only hold the caller's bytes for a minute.
         if action_id.as_str().len() > self.inner.limits.max_id_bytes {
@@ -1175,7 +1320,7 @@ impl Host {
         }
         self.inner
             .active
-            .cancel_or_remember(action_id, owner, self.inner.clock.now_ms())
+            .cancel_or_remember(action_id, owner, self.inner.clock.now_ms(), watch)
     }
 
     /// Deletes the idempotency records and retry-attempt counts of the host's store whose expiry

@@ -583,13 +583,18 @@ async fn execute(
             _ => run_handler(&call, handler, None).await.0,
         }
     };
-    if settlement.reservation.is_none() {
+    let result = if settlement.reservation.is_none() {
         // Nothing to settle: the result goes back without passing through the settlement.
-        return result;
-    }
-    // Boxed: only keyed calls settle, and inline the settlement's state (the pending write and
-    // the result) would be the largest part of every call's pipeline state.
-    Box::pin(settlement.settle(result)).await
+        result
+    } else {
+        // Boxed: only keyed calls settle, and inline the settlement's state (the pending write
+        // and the result) would be the largest part of every call's pipeline state.
+        Box::pin(settlement.settle(result)).await
+    };
+    // A cancel that reached the handler is answered with what the action ended with (found by
+    // a hostile review: the server answered `cancelled` for an action whose success stood).
+    host.active.settled(&action, &result);
+    result
 }
 
 /// What [`claim_resume`] needs.
@@ -1393,7 +1398,8 @@ impl Supervised<'_> {
         if signal.is_fired() {
             return Poll::Ready(interrupted());
         }
-        if !this.started {
+        let first_poll = !this.started;
+        if first_poll {
             this.started = true;
             // A cancellation that arrived before the handler started.
             if this
@@ -1408,6 +1414,14 @@ impl Supervised<'_> {
         // must not leave it behind for a later action with the same id.
         if this.panicked {
             return Poll::Ready(Outcome::Panicked);
+        }
+        // A stream whose consumer went away before the handler started (while a credential was
+        // resolved or a key reserved, say): nobody reads what it would do, so it is abandoned
+        // and the handler never runs (found by a hostile review: it ran to its end for nobody).
+        // One that goes away later is seen below once the handler waits; a handler polled
+        // after that (woken by the consumer's going) learns of it from its `send`.
+        if first_poll && consumer_gone(&this.context) {
+            return Poll::Ready(Outcome::Abandoned);
         }
         let Some(running) = this.running.as_mut() else {
             // Only `drop` takes the handler.
@@ -1458,8 +1472,11 @@ impl Supervised<'_> {
         }
         // A handler that carries on after its stream's consumer went away (the sink's
         // cancellation reaches only a registered handler, and one that failed a send in its
-        // first poll was not yet): abandoned here, its future dropped with the race.
-        if consumer_gone(&this.context) {
+        // first poll was not yet), or that waits on something else when the consumer drops the
+        // stream (the sink wakes this task): abandoned here, its future dropped with the race.
+        if let Some(sink) = &this.context.stream
+            && sink.poll_consumer_gone(cx).is_ready()
+        {
             return Poll::Ready(Outcome::Abandoned);
         }
         let deadline = this.context.deadline;

@@ -10,6 +10,7 @@ use aip_connector_core::model::{
     Action, ActionMode, ActionResult, ActionResultStatus, ConnectorFailure, ConnectorOperation,
     ErrorCategory, StreamChunk, StreamChunkKind,
 };
+use futures_util::task::AtomicWaker;
 use serde_json::Value;
 use tokio::sync::{Mutex, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -32,6 +33,52 @@ pub struct ChunkStream {
     /// Ends the host's task if it still waits to queue the terminal chunk.
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     give_up: CancellationToken,
+    /// Told when this stream is dropped: the action is abandoned when it reaches its handler,
+    /// or at once if the handler waits.
+    consumer: Arc<Consumer>,
+}
+
+/// Whether a stream's consumer is still there, shared by the [`ChunkStream`] and its sink.
+#[derive(Debug, Default)]
+struct Consumer {
+    gone: AtomicBool,
+    /// The pipeline's task, while the handler waits.
+    waker: AtomicWaker,
+}
+
+impl Consumer {
+    /// The consumer went away (or gave up on the action): the pipeline abandons it.
+    fn leave(&self) {
+        self.gone.store(true, Ordering::SeqCst);
+        self.waker.wake();
+    }
+
+    fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::SeqCst)
+    }
+
+    fn poll_gone(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.is_gone() {
+            return std::task::Poll::Ready(());
+        }
+        self.waker.register(cx.waker());
+        // Gone between the check and the registration: its wake may have found no waker.
+        if self.is_gone() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    }
+}
+
+/// Dropping the stream before its terminal chunk abandons the action (found by a hostile
+/// review: a consumer that left before the handler started, or while it waited without
+/// sending, was never noticed, and the handler ran for nobody). After the terminal chunk the
+/// action has settled and this changes nothing.
+impl Drop for ChunkStream {
+    fn drop(&mut self) {
+        self.consumer.leave();
+    }
 }
 
 impl ChunkStream {
@@ -51,6 +98,14 @@ impl ChunkStream {
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn give_up_handle(&self) -> CancellationToken {
         self.give_up.clone()
+    }
+
+    /// Abandons the action as a consumer that went away would (`action.abandoned`): at once if
+    /// its handler waits, else when it reaches its handler, which then never runs. This stream
+    /// still reads the chunks up to the terminal one. For the HTTP binding's drain.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn abandon(&self) {
+        self.consumer.leave();
     }
 
     /// The next chunk, or `None` after the terminal chunk.
@@ -93,6 +148,8 @@ struct ChannelSink {
     closed: AtomicBool,
     /// A send failed because the consumer dropped the stream.
     consumer_gone: AtomicBool,
+    /// Whether the consumer dropped the stream, sent or not.
+    consumer: Arc<Consumer>,
 }
 
 impl ChannelSink {
@@ -169,7 +226,14 @@ impl ChunkSink for ChannelSink {
     }
 
     fn consumer_gone(&self) -> bool {
-        self.consumer_gone.load(Ordering::Acquire)
+        self.consumer_gone.load(Ordering::Acquire) || self.consumer.is_gone()
+    }
+
+    fn poll_consumer_gone(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.consumer_gone.load(Ordering::Acquire) {
+            return std::task::Poll::Ready(());
+        }
+        self.consumer.poll_gone(cx)
     }
 }
 
@@ -214,6 +278,8 @@ fn spawn(
     let (settle, settled) = watch::channel(false);
     let give_up = CancellationToken::new();
     let given_up = give_up.clone();
+    let consumer = Arc::new(Consumer::default());
+    let consumer_of_sink = consumer.clone();
     crate::task::spawn_traced(async move {
         let sink_for = |action_id: ActionId| {
             Arc::new(ChannelSink {
@@ -224,6 +290,7 @@ fn spawn(
                 sequence: AtomicU64::new(0),
                 closed: AtomicBool::new(false),
                 consumer_gone: AtomicBool::new(false),
+                consumer: consumer_of_sink.clone(),
             })
         };
         let (sink, result) = match prepare.await {
@@ -256,5 +323,6 @@ fn spawn(
         receiver,
         settled,
         give_up,
+        consumer,
     }
 }

@@ -118,10 +118,15 @@ impl fmt::Debug for Token {
 /// What a cancel achieved.
 #[derive(Clone, Debug, PartialEq)]
 pub enum CancelReply {
-    /// The action was executing and was cancelled; its `cancelled` result.
+    /// The action was executing there and the cancellation reached it: the result it settled
+    /// with. Normally `cancelled`, but a handler that finished in the poll that saw the
+    /// cancellation keeps its success, so read the result's `status`.
     Cancelled(Box<ActionResult>),
-    /// The action is not executing there; the server remembers the cancellation for a while
-    /// in case it starts, and a finished action keeps its result.
+    /// An `accepted` ack, which says nothing of the outcome: the action is not executing there
+    /// (the server remembers the cancellation for a while in case it starts, and a finished
+    /// action keeps its result), or the cancellation reached it and it had not settled within
+    /// the server's `cancel_grace` (the ack's `reason` says which). The action's own request,
+    /// or a resend under its idempotency key, tells how it ended.
     Remembered(Ack),
 }
 

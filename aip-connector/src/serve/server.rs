@@ -15,7 +15,8 @@
 //! next one gets a retryable `503` at once rather than a queue. An action runs on its own task: a client that
 //! disconnects does not abort it halfway, so its result is stored and a retry with the same
 //! idempotency key replays it. A streamed action is the exception: when its client disconnects
-//! before the terminal chunk, it is abandoned (`Host::abandon_as`).
+//! before the terminal chunk, it is abandoned (at once if its handler waits, else when it reaches
+//! its handler), and its request keeps its slot until it has settled.
 
 // A refusal is built once per request and answered at once; boxing it would buy nothing.
 #![allow(clippy::result_large_err)]
@@ -750,12 +751,34 @@ async fn dispatch(
         MessageBody::Cancel(Cancel {
             target: CancelTarget::Action(id),
             ..
-        }) => match host.cancel_as(&id, &caller) {
-            // The result the action itself ends with (and a resend replays).
-            CancelOutcome::Cancelled => {
-                MessageBody::ActionResult(Box::new(crate::host::cancelled_by_request(&id)))
+        }) => match host.cancel_as_watched(&id, &caller) {
+            // The result the action itself ends with (and a resend replays), once it has
+            // settled: usually `cancelled`, but a handler that finished in the poll that saw
+            // the cancellation keeps its success (found by a hostile review: the answer was
+            // `cancelled` whatever the action ended with).
+            (CancelOutcome::Cancelled, settling) => {
+                match Box::pin(tokio::time::timeout(
+                    shared.config.cancel_grace,
+                    settling.result(),
+                ))
+                .await
+                {
+                    Ok(Some(result)) => MessageBody::ActionResult(Box::new(result)),
+                    _ => MessageBody::Ack(Ack {
+                        action_id: id,
+                        status: AckStatus::Accepted,
+                        reason: Some(
+                            "the cancellation reached the executing action, which has not \
+                             settled yet; its result is the answer to its own request (a resend \
+                             under its idempotency key replays it)"
+                                .to_owned(),
+                        ),
+                        retry_after_ms: None,
+                        queue: None,
+                    }),
+                }
             }
-            CancelOutcome::Pending => MessageBody::Ack(Ack {
+            (CancelOutcome::Pending, _) => MessageBody::Ack(Ack {
                 action_id: id,
                 status: AckStatus::Accepted,
                 reason: Some(
@@ -766,7 +789,7 @@ async fn dispatch(
                 retry_after_ms: None,
                 queue: None,
             }),
-            CancelOutcome::NotActive => {
+            (CancelOutcome::NotActive, _) => {
                 let error = temporary(
                     &shared,
                     codes::TRANSPORT_OVERLOADED,
@@ -775,7 +798,7 @@ async fn dispatch(
                 );
                 return error_response(&error, Some(&envelope));
             }
-            CancelOutcome::IdTooLong { max_id_bytes } => {
+            (CancelOutcome::IdTooLong { max_id_bytes }, _) => {
                 let mut error = refusal(
                     codes::ACTION_ID_TOO_LONG,
                     format!(
@@ -942,31 +965,40 @@ async fn run_bounded<T: Send + 'static>(
 
 // ---- Streaming ------------------------------------------------------------------------------
 
-/// Abandons the streamed action if the stream is dropped before its terminal chunk (the client
-/// went away), and holds the request's concurrency slot until then, or until the client has had
-/// the request timeout to read the rest after the action settled ([`slot_watchdog`]).
+/// Holds the request's concurrency slot until the stream ends with its terminal chunk, or until
+/// the client has had the request timeout to read the rest after the action settled
+/// ([`slot_watchdog`]). A stream dropped before its terminal chunk (the client went away)
+/// abandons its action through the [`ChunkStream`]'s drop, which the host acts on whenever the
+/// action reaches its handler; the slot is then held until the action has settled, so that an
+/// action whose client left still counts against `max_in_flight` and `serve` waits for it
+/// (found by a hostile review: freed at the disconnect, it let a client start any number of
+/// actions by connecting and hanging up).
 struct StreamGuard {
-    host: Host,
-    caller: TrustedContext,
-    action_id: ActionId,
     finished: bool,
     /// The request's slot; taken by whichever comes first, this guard's drop or the watchdog.
     slot: Arc<std::sync::Mutex<Option<OwnedSemaphorePermit>>>,
     watchdog: tokio::task::JoinHandle<()>,
+    /// Resolves once the action has its result.
+    settled: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>>,
 }
 
 impl Drop for StreamGuard {
     fn drop(&mut self) {
-        if !self.finished {
-            self.host.abandon_as(&self.action_id, &self.caller);
-        }
         self.watchdog.abort();
-        drop(
-            self.slot
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .take(),
-        );
+        let slot = self
+            .slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let (Some(slot), false, Some(settled)) = (slot, self.finished, self.settled.take()) {
+            // No runtime (it is shutting down): nothing runs any more, the action included.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    settled.await;
+                    drop(slot);
+                });
+            }
+        }
     }
 }
 
@@ -974,6 +1006,8 @@ struct StreamState {
     chunks: ChunkStream,
     guard: StreamGuard,
     drain_expired: CancellationToken,
+    /// The drain's expiry was seen and the action abandoned.
+    drained: bool,
     /// Fired by the watchdog: the client did not read the stream to its end within the request
     /// timeout after the action settled; the stream ends when next polled.
     overdue: CancellationToken,
@@ -1019,8 +1053,8 @@ fn stream_action(
     caller: TrustedContext,
     permit: OwnedSemaphorePermit,
 ) -> Response {
-    let action_id = action.id.clone();
-    let chunks = shared.host.invoke_stream(action, caller.clone());
+    let chunks = shared.host.invoke_stream(action, caller);
+    let settled = Box::pin(chunks.settled());
     let slot = Arc::new(std::sync::Mutex::new(Some(permit)));
     let overdue = CancellationToken::new();
     let watchdog = slot_watchdog(
@@ -1033,14 +1067,13 @@ fn stream_action(
     let state = StreamState {
         chunks,
         guard: StreamGuard {
-            host: shared.host.clone(),
-            caller,
-            action_id,
             finished: false,
             slot,
             watchdog,
+            settled: Some(settled),
         },
         drain_expired: shared.drain_expired.clone(),
+        drained: false,
         overdue,
         request: request.clone(),
     };
@@ -1054,12 +1087,18 @@ fn chunk_events(state: StreamState) -> impl Stream<Item = Result<Event, Infallib
         if state.guard.finished || state.overdue.is_cancelled() {
             return None;
         }
-        let chunk: StreamChunk = tokio::select! {
-            chunk = state.chunks.next() => chunk?,
-            () = state.overdue.cancelled() => return None,
-            () = state.drain_expired.cancelled(), if !state.drain_expired.is_cancelled() => {
-                state.guard.host.abandon_as(&state.guard.action_id, &state.guard.caller);
-                state.chunks.next().await?
+        let chunk: StreamChunk = loop {
+            tokio::select! {
+                chunk = state.chunks.next() => break chunk?,
+                () = state.overdue.cancelled() => return None,
+                // The drain expired: the action is abandoned, at once if its handler waits,
+                // else when it reaches its handler, and the client reads `action.abandoned` as
+                // its terminal chunk (found by a hostile review: one `abandon_as` missed an
+                // action still resolving its credential, which then ran after `serve` returned).
+                () = state.drain_expired.cancelled(), if !state.drained => {
+                    state.drained = true;
+                    state.chunks.abandon();
+                }
             }
         };
         if matches!(chunk.kind, StreamChunkKind::Done | StreamChunkKind::Error) {
