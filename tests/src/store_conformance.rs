@@ -378,7 +378,10 @@ pub async fn check_forget_record_deletes_only_the_named_actions_record(store: Sh
     assert_eq!(store.record("k", NOW).await, Ok(None));
     assert_eq!(store.forget_record("k", &owner.action_id).await, Ok(false));
     let next = reservation("k", "b", NOW + 100);
-    assert_eq!(store.reserve(&next, NOW).await, Ok(ReserveOutcome::Acquired));
+    assert_eq!(
+        store.reserve(&next, NOW).await,
+        Ok(ReserveOutcome::Acquired)
+    );
 
     // The earlier action's late forget leaves the new claim, and then its record, alone.
     assert_eq!(store.forget_record("k", &owner.action_id).await, Ok(false));

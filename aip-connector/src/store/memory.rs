@@ -477,8 +477,7 @@ impl IdempotencyStore for MemoryStore {
         let Ok(entry) = table.find_entry(hash, is_key(hash, key)) else {
             return Ok(false);
         };
-        if !matches!(&entry.get().entry, Held::Settled(record) if record.action_id == *action_id)
-        {
+        if !matches!(&entry.get().entry, Held::Settled(record) if record.action_id == *action_id) {
             return Ok(false);
         }
         let forgotten = entry.remove().0;
