@@ -826,7 +826,8 @@ enum KeyOrigin {
 /// calling the tool again with the same arguments replays the first result (within the key's
 /// TTL) instead of running again. That is what `idempotentHint` promises, and what makes an MCP
 /// client's blind retry of a timed-out call safe. A client that means "do it again" sends its
-/// own key.
+/// own key. Most clients cannot, so a result that changed nothing (a definite failure, a denied
+/// approval) is not kept under a derived key ([`McpProjection::forget_if_unchanged`]).
 ///
 /// The caller is part of the key because a derived key is not a statement that two calls are
 /// one operation: under `key_scope = tenant` (or `global`), two people who happen to send the
