@@ -919,6 +919,15 @@ impl IdempotencyStore for CensusStore {
         Ok(())
     }
 
+    async fn forget_record(
+        &self,
+        key: &str,
+        action_id: &aip_connector::ids::ActionId,
+    ) -> Result<bool, StoreError> {
+        self.other("forget_record");
+        self.inner.forget_record(key, action_id).await
+    }
+
     async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {
         self.other("release");
         self.inner.release(reservation).await

@@ -345,6 +345,93 @@ pub async fn check_release_frees_the_key_for_its_owner_only(store: SharedStore) 
     );
 }
 
+/// `forget_record` deletes a settled record only while it is the named action's, live or
+/// expired: never a reservation (even its own action's), never another action's record, and
+/// never the entry of an action that claimed the key after the record went.
+pub async fn check_forget_record_deletes_only_the_named_actions_record(store: SharedStore) {
+    let owner = reservation("k", "a", NOW + 100);
+    let other = ActionId::trusted("act_other");
+    assert_eq!(
+        store.forget_record("k", &owner.action_id).await,
+        Ok(false),
+        "nothing under the key"
+    );
+    assert_eq!(
+        store.reserve(&owner, NOW).await,
+        Ok(ReserveOutcome::Acquired)
+    );
+    assert_eq!(
+        store.forget_record("k", &owner.action_id).await,
+        Ok(false),
+        "a reservation is not a settled record"
+    );
+    assert_eq!(store.reservation("k", NOW).await, Ok(Some(owner.clone())));
+    let failed = record_for(&owner, ActionResultStatus::Failed, Some(NOW + 500));
+    assert_eq!(store.settle(&owner, failed.clone()).await, Ok(()));
+
+    // Another action's id deletes nothing.
+    assert_eq!(store.forget_record("k", &other).await, Ok(false));
+    assert_eq!(store.record("k", NOW).await, Ok(Some(failed.clone())));
+
+    // The owner's id deletes it, once; the key is free again.
+    assert_eq!(store.forget_record("k", &owner.action_id).await, Ok(true));
+    assert_eq!(store.record("k", NOW).await, Ok(None));
+    assert_eq!(store.forget_record("k", &owner.action_id).await, Ok(false));
+    let next = reservation("k", "b", NOW + 100);
+    assert_eq!(
+        store.reserve(&next, NOW).await,
+        Ok(ReserveOutcome::Acquired)
+    );
+
+    // The earlier action's late forget leaves the new claim, and then its record, alone.
+    assert_eq!(store.forget_record("k", &owner.action_id).await, Ok(false));
+    assert_eq!(store.reservation("k", NOW).await, Ok(Some(next.clone())));
+    let kept = completed(&next);
+    assert_eq!(store.settle(&next, kept.clone()).await, Ok(()));
+    assert_eq!(store.forget_record("k", &owner.action_id).await, Ok(false));
+    assert_eq!(store.record("k", NOW).await, Ok(Some(kept.clone())));
+
+    // An expired record of the action goes too (nothing is left for a purge), and other keys
+    // are untouched.
+    settle_expired_record(store.as_ref(), "expired").await;
+    assert_eq!(
+        store
+            .forget_record("expired", &ActionId::trusted("act_expired"))
+            .await,
+        Ok(true)
+    );
+    assert_eq!(store.purge_expired(NOW, 10).await.map(|p| p.records), Ok(0));
+    assert_eq!(store.record("k", NOW).await, Ok(Some(kept)));
+    // A key nothing can store (a NUL) holds nothing to forget.
+    assert_eq!(store.forget_record("k\0", &next.action_id).await, Ok(false));
+}
+
+/// Racing forgets of one record: exactly one of them deletes it.
+pub async fn check_concurrent_forgets_delete_the_record_once(store: SharedStore) {
+    let owner = reservation("k", "a", NOW + 100);
+    reserve_and_settle(
+        &store,
+        &owner,
+        &record_for(&owner, ActionResultStatus::Failed, None),
+    )
+    .await;
+    let tasks: Vec<_> = (0..50)
+        .map(|_| {
+            let store = Arc::clone(&store);
+            let action_id = owner.action_id.clone();
+            tokio::spawn(async move { store.forget_record("k", &action_id).await })
+        })
+        .collect();
+    let mut deleted = 0;
+    for task in tasks {
+        if task.await.expect("a forget task panicked") == Ok(true) {
+            deleted += 1;
+        }
+    }
+    assert_eq!(deleted, 1, "exactly one forget deletes the record");
+    assert_eq!(store.record("k", NOW).await, Ok(None));
+}
+
 /// Once settled, every later reserve gets the stored record back.
 pub async fn check_settled_record_is_replayed(store: SharedStore) {
     let owner = reservation("k", "a", NOW + 100);
@@ -2013,6 +2100,8 @@ macro_rules! for_each_store_check {
             check_expired_reservation_not_taken_over_is_settled_by_its_owner,
             check_release_frees_the_key_for_its_owner_only,
             check_settled_record_is_replayed,
+            check_forget_record_deletes_only_the_named_actions_record,
+            check_concurrent_forgets_delete_the_record_once,
             check_settle_stores_the_record_under_the_reservation_key,
             check_settle_without_the_live_token_is_fenced,
             check_expired_record_is_ignored_and_reservable,

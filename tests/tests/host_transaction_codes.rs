@@ -959,6 +959,14 @@ impl IdempotencyStore for RacingStore {
         self.inner.settle(reservation, record).await
     }
 
+    async fn forget_record(
+        &self,
+        key: &str,
+        action_id: &aip_connector::ids::ActionId,
+    ) -> Result<bool, StoreError> {
+        self.inner.forget_record(key, action_id).await
+    }
+
     async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {
         self.inner.release(reservation).await
     }

@@ -1072,6 +1072,370 @@ async fn a_derived_key_never_merges_two_callers_of_one_tenant() {
     ben.cancel().await.unwrap();
 }
 
+// ---- What a derived key keeps -------------------------------------------------------------------
+
+/// How the tracker's provider answers the next create.
+const CREATES_SUCCEED: usize = 0;
+/// The provider refuses the create (a definite 422: nothing was created).
+const CREATES_REJECTED: usize = 1;
+/// The create was sent and no answer came back: it may have taken effect.
+const CREATES_LOST: usize = 2;
+
+/// An issue to create.
+#[derive(Deserialize, JsonSchema)]
+struct NewIssue {
+    title: String,
+}
+
+/// A created issue.
+#[derive(Serialize, JsonSchema)]
+struct Issue {
+    title: String,
+    /// Which execution of the handler created it.
+    run: usize,
+}
+
+/// An issue to close.
+#[derive(Deserialize, JsonSchema)]
+struct CloseIssue {
+    issue_id: String,
+}
+
+/// A closed issue.
+#[derive(Serialize, JsonSchema)]
+struct Closed {
+    issue_id: String,
+}
+
+/// An issue tracker as a migrated rmcp server would have it (an author trial's): a create that
+/// checkpoints its provider operation, and a close behind an approval that expires in a minute.
+#[derive(Clone, Default)]
+struct Tracker {
+    /// One of `CREATES_*`.
+    creates: Arc<AtomicUsize>,
+    /// Handler runs of `create_issue`.
+    create_runs: Arc<AtomicUsize>,
+    /// Handler runs of `close_issue`.
+    closes: Arc<AtomicUsize>,
+}
+
+#[connector(id = "tracker", profiles = ["aip.mcp.compat.v1"])]
+impl Tracker {
+    /// Creates an issue.
+    #[capability(
+        risk = low,
+        side_effects = [write, external_network],
+        idempotency(required),
+        data(sensitivity = internal),
+        transaction(modes = [execute]),
+        bindings(mcp(tool_name = "create_issue")),
+    )]
+    async fn create_issue(
+        &self,
+        input: NewIssue,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Issue, ConnectorFailure> {
+        let run = self.create_runs.fetch_add(1, Ordering::SeqCst) + 1;
+        match self.creates.load(Ordering::SeqCst) {
+            CREATES_REJECTED => {
+                return Err(ConnectorFailure::permanent(
+                    "tracker.project_invalid",
+                    "the provider rejected the request (HTTP 422)",
+                    "tracker",
+                )
+                .with_remote_status(422));
+            }
+            CREATES_LOST => {
+                let operation = ProviderOperationRef {
+                    provider: "tracker".into(),
+                    operation_id: format!("create-{}", key.as_str()),
+                    request_id: None,
+                };
+                checkpoint.record(operation, None).await?;
+                return Err(ConnectorFailure::new(
+                    "tracker.no_answer",
+                    "the create was sent and no answer came back",
+                    ErrorCategory::Connector,
+                    aip_connector::model::ConnectorOperation::Invocation,
+                    "tracker",
+                )
+                .with_uncertain_outcome());
+            }
+            _ => {}
+        }
+        Ok(Issue {
+            title: input.title,
+            run,
+        })
+    }
+
+    /// Closes an issue, once a finance approver agreed.
+    #[capability(
+        risk = high,
+        side_effects = [write],
+        idempotency(required),
+        data(sensitivity = internal),
+        approval(required, selector = role("finance"), evidence = [reason], ttl_ms = 60_000),
+        bindings(mcp(tool_name = "close_issue")),
+    )]
+    async fn close_issue(
+        &self,
+        input: CloseIssue,
+        _key: IdempotencyKey,
+        _approval: Approval,
+    ) -> Result<Closed, ConnectorFailure> {
+        self.closes.fetch_add(1, Ordering::SeqCst);
+        Ok(Closed {
+            issue_id: input.issue_id,
+        })
+    }
+}
+
+/// The tracker's host (finance approvers as in [`host`]) on `clock`.
+fn tracker_host(tracker: Tracker, clock: Arc<aip_connector::store::ManualClock>) -> Host {
+    let finance = ApproverMemberships {
+        tenant_id: Some("t1".into()),
+        roles: BTreeSet::from(["finance".to_owned()]),
+        ..ApproverMemberships::default()
+    };
+    Host::builder()
+        .connector(tracker)
+        .store(Arc::new(MemoryStore::default()))
+        .approval_authority(StaticApprovalAuthority::new().with("user:fin", finance))
+        .clock(clock)
+        .build()
+        .unwrap()
+}
+
+/// The replay note of a result (its last text block), and whether `_meta` marks a replay.
+fn replay_note(result: &CallToolResult) -> (String, bool) {
+    let replayed = result
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.get(meta::IDEMPOTENT_REPLAY))
+        == Some(&json!(true));
+    (texts(result).last().cloned().unwrap_or_default(), replayed)
+}
+
+/// The approval id a `pending_approval` result names.
+fn pending_approval_id(result: &CallToolResult) -> ApprovalId {
+    assert_eq!(
+        result_meta(result, meta::STATUS),
+        "pending_approval",
+        "{result:?}"
+    );
+    serde_json::from_value(result_meta(result, meta::APPROVAL)["approval_id"].clone()).unwrap()
+}
+
+/// Under a derived key a definite failure is not kept: the provider refused (nothing was
+/// created), the cause is fixed, and the identical call runs again and succeeds. Its success
+/// is kept, and a blind retry replays it. (An author trial found the refusal replayed for a day,
+/// with a note telling the model to send a key its client could not send.)
+#[tokio::test]
+async fn a_definite_failure_under_a_derived_key_runs_again_on_the_identical_call() {
+    let tracker = Tracker::default();
+    let host = tracker_host(tracker.clone(), Arc::default());
+    let served = serve(McpProjection::new(host).unwrap()).await;
+    let client = client(&served).await;
+    let create = || call("create_issue", json!({ "title": "Needs a component" }));
+
+    tracker.creates.store(CREATES_REJECTED, Ordering::SeqCst);
+    let refused = client.call_tool(create()).await.unwrap();
+    assert_eq!(refused.is_error, Some(true), "{refused:?}");
+    assert_eq!(
+        result_meta(&refused, meta::ERROR)["code"],
+        "tracker.project_invalid"
+    );
+    assert_eq!(tracker.create_runs.load(Ordering::SeqCst), 1);
+
+    // The admin fixes the project; the model makes the same call.
+    tracker.creates.store(CREATES_SUCCEED, Ordering::SeqCst);
+    let created = client.call_tool(create()).await.unwrap();
+    assert_eq!(
+        result_meta(&created, meta::STATUS),
+        "completed",
+        "{created:?}"
+    );
+    assert_eq!(created.structured_content.as_ref().unwrap()["run"], 2);
+    assert_eq!(tracker.create_runs.load(Ordering::SeqCst), 2);
+
+    // The success is kept: the blind retry replays it, and says what the model can do.
+    let retried = client.call_tool(create()).await.unwrap();
+    assert_eq!(retried.structured_content, created.structured_content);
+    assert_eq!(tracker.create_runs.load(Ordering::SeqCst), 2);
+    let (note, replayed) = replay_note(&retried);
+    assert!(replayed, "{retried:?}");
+    assert!(note.starts_with("Replayed:"), "{note}");
+    assert!(note.contains("nothing ran again"), "{note}");
+    assert!(note.contains("ask the user"), "{note}");
+    assert!(
+        !note.contains("_meta"),
+        "no key a generic client cannot send: {note}"
+    );
+    client.cancel().await.unwrap();
+}
+
+/// Under a derived key an uncertain outcome is kept: the create may have reached the
+/// provider, so the identical call replays it rather than risk a second issue, even once the
+/// provider answers again. The note does not claim the call ran, nor ask for a key.
+#[tokio::test]
+async fn an_uncertain_failure_under_a_derived_key_still_replays() {
+    let tracker = Tracker::default();
+    let host = tracker_host(tracker.clone(), Arc::default());
+    let served = serve(McpProjection::new(host).unwrap()).await;
+    let client = client(&served).await;
+    let create = || call("create_issue", json!({ "title": "Lost in transit" }));
+
+    tracker.creates.store(CREATES_LOST, Ordering::SeqCst);
+    let lost = client.call_tool(create()).await.unwrap();
+    assert_eq!(lost.is_error, Some(true), "{lost:?}");
+    assert_eq!(
+        result_meta(&lost, meta::ERROR)["details"]["uncertain_outcome"],
+        true,
+        "{lost:?}"
+    );
+
+    tracker.creates.store(CREATES_SUCCEED, Ordering::SeqCst);
+    for _ in 0..2 {
+        let again = client.call_tool(create()).await.unwrap();
+        assert_eq!(again.is_error, Some(true), "{again:?}");
+        let (note, replayed) = replay_note(&again);
+        assert!(replayed, "{again:?}");
+        assert!(note.contains("nothing ran again"), "{note}");
+        assert!(!note.contains("already ran"), "{note}");
+        assert!(!note.contains("_meta"), "{note}");
+    }
+    assert_eq!(tracker.create_runs.load(Ordering::SeqCst), 1);
+    client.cancel().await.unwrap();
+}
+
+/// Under a derived key a denied (or expired) approval is not kept: the identical call answers
+/// the denial once (the model learns of it, and is not told the call ran), then asks for a new
+/// approval, which, granted, runs the action once.
+#[tokio::test]
+async fn after_a_denial_under_a_derived_key_the_identical_call_asks_again() {
+    let tracker = Tracker::default();
+    let clock = Arc::new(aip_connector::store::ManualClock::new());
+    let host = tracker_host(tracker.clone(), clock.clone());
+    let served = serve(McpProjection::new(host.clone()).unwrap()).await;
+    let client = client(&served).await;
+    let close = |issue: &str| call("close_issue", json!({ "issue_id": issue }));
+
+    let first = pending_approval_id(&client.call_tool(close("iss_1")).await.unwrap());
+    let denial = ApprovalDecision::deny(
+        first.clone(),
+        Principal::new("user:fin", PrincipalKind::Human),
+    )
+    .with_reason("ask the reporter first")
+    .with_decision_id("dec-deny");
+    host.record_approval_decision(denial, &person("user:fin"))
+        .await
+        .unwrap();
+
+    let denied = client.call_tool(close("iss_1")).await.unwrap();
+    assert_eq!(
+        result_meta(&denied, meta::ERROR)["code"],
+        codes::POLICY_APPROVAL_DENIED,
+        "{denied:?}"
+    );
+    let (note, replayed) = replay_note(&denied);
+    assert!(replayed, "{denied:?}");
+    assert!(!note.contains("already ran"), "{note}");
+    assert!(note.contains("changed nothing"), "{note}");
+    assert!(note.contains("new approval"), "{note}");
+    assert!(!note.contains("_meta"), "{note}");
+
+    // The identical call is a new request, with a new approval; granted, it runs once.
+    let second = pending_approval_id(&client.call_tool(close("iss_1")).await.unwrap());
+    assert_ne!(second, first);
+    host.record_approval_decision(finance_decision(&second, "dec-ok"), &person("user:fin"))
+        .await
+        .unwrap();
+    let ran = client.call_tool(close("iss_1")).await.unwrap();
+    assert_eq!(result_meta(&ran, meta::STATUS), "completed", "{ran:?}");
+    assert_eq!(tracker.closes.load(Ordering::SeqCst), 1);
+    let replayed = client.call_tool(close("iss_1")).await.unwrap();
+    assert_eq!(result_meta(&replayed, meta::STATUS), "completed");
+    assert_eq!(
+        result_meta(&replayed, meta::IDEMPOTENT_REPLAY),
+        &json!(true)
+    );
+    assert_eq!(tracker.closes.load(Ordering::SeqCst), 1);
+
+    // An approval that expires undecided is let go the same way.
+    let waited = pending_approval_id(&client.call_tool(close("iss_2")).await.unwrap());
+    clock.advance(61_000);
+    let expired = client.call_tool(close("iss_2")).await.unwrap();
+    assert_eq!(
+        result_meta(&expired, meta::ERROR)["code"],
+        codes::POLICY_APPROVAL_EXPIRED,
+        "{expired:?}"
+    );
+    let anew = pending_approval_id(&client.call_tool(close("iss_2")).await.unwrap());
+    assert_ne!(anew, waited);
+    assert_eq!(tracker.closes.load(Ordering::SeqCst), 1);
+    client.cancel().await.unwrap();
+}
+
+/// A key the client sent keeps today's semantics: its definite failure and its denial are
+/// replayed for the key's TTL, and the note says a new key is a new request.
+#[tokio::test]
+async fn a_client_sent_key_keeps_its_failures() {
+    let tracker = Tracker::default();
+    let host = tracker_host(tracker.clone(), Arc::default());
+    let served = serve(McpProjection::new(host.clone()).unwrap()).await;
+    let client = client(&served).await;
+    let create = || {
+        with_key(
+            call("create_issue", json!({ "title": "Needs a component" })),
+            "create-1",
+        )
+    };
+
+    tracker.creates.store(CREATES_REJECTED, Ordering::SeqCst);
+    client.call_tool(create()).await.unwrap();
+    tracker.creates.store(CREATES_SUCCEED, Ordering::SeqCst);
+    let again = client.call_tool(create()).await.unwrap();
+    assert_eq!(
+        result_meta(&again, meta::ERROR)["code"],
+        "tracker.project_invalid",
+        "{again:?}"
+    );
+    let (note, replayed) = replay_note(&again);
+    assert!(replayed, "{again:?}");
+    assert!(
+        note.contains("new `_meta[\"aip/idempotency_key\"]`"),
+        "{note}"
+    );
+    assert!(!note.contains("already ran"), "{note}");
+    assert_eq!(tracker.create_runs.load(Ordering::SeqCst), 1);
+
+    let close = || {
+        with_key(
+            call("close_issue", json!({ "issue_id": "iss_1" })),
+            "close-1",
+        )
+    };
+    let id = pending_approval_id(&client.call_tool(close()).await.unwrap());
+    let denial = ApprovalDecision::deny(id, Principal::new("user:fin", PrincipalKind::Human))
+        .with_reason("no")
+        .with_decision_id("dec-deny");
+    host.record_approval_decision(denial, &person("user:fin"))
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let denied = client.call_tool(close()).await.unwrap();
+        assert_eq!(
+            result_meta(&denied, meta::ERROR)["code"],
+            codes::POLICY_APPROVAL_DENIED,
+            "{denied:?}"
+        );
+    }
+    assert_eq!(tracker.closes.load(Ordering::SeqCst), 0);
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_transactional_capability_runs_as_a_durable_execute() {
     let served = serve(McpProjection::new(host(Directory::default())).unwrap()).await;

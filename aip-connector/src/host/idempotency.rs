@@ -5,16 +5,18 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use aip_connector_core::model::{
-    Action, ActionResult, IdempotencyCollisionBehavior, IdempotencyKeyScope,
+    Action, ActionResult, ActionResultStatus, IdempotencyCollisionBehavior, IdempotencyKeyScope,
+    ProtocolError, SIDE_EFFECTS_COMMITTED,
 };
 use serde_json::{Value, json};
 
+use super::HostInner;
 use super::canonical::{CanonicalHash, canonical_sha256, push_hex};
 use super::context::TrustedContext;
 use super::failure;
 use crate::codes;
 use crate::invocation::VerifiedTenant;
-use crate::store::{IdempotencyRecord, Millis, Reservation};
+use crate::store::{ApprovalStatus, IdempotencyRecord, Millis, Reservation, StoreError};
 
 /// A reservation lives for the deadline plus this grace, and never less, so a slow owner is not
 /// taken over while it still runs.
@@ -257,6 +259,108 @@ pub(crate) fn replay(record: &IdempotencyRecord, action: &Action) -> ActionResul
     result
 }
 
+/// Whether a stored failure says, beyond doubt, that its action changed nothing: a failure the
+/// connector reported with its outcome stated (`details.uncertain_outcome: false`, which every
+/// connector failure carries) and no side effects committed (`side_effects_committed`, in the
+/// details or the connector's own details under them).
+///
+/// Everything else may have changed something, or is the host's own answer, and stays as it is:
+/// an uncertain outcome, a timeout (`sla.timeout_exceeded`), an abandoned or panicked handler,
+/// an output the host refused after the handler completed, a dead letter, and every host
+/// refusal (none of which carries the flag).
+pub(crate) fn changed_nothing(error: &ProtocolError) -> bool {
+    let says = |details: Option<&Value>, key: &str, value: bool| {
+        details.and_then(|d| d.get(key)) == Some(&Value::Bool(value))
+    };
+    let details = error.details.as_ref();
+    says(details, "uncertain_outcome", false)
+        && !says(details, SIDE_EFFECTS_COMMITTED, true)
+        && !says(
+            details.and_then(|d| d.get("details")),
+            SIDE_EFFECTS_COMMITTED,
+            true,
+        )
+}
+
+/// [`Host::forget_unchanged`](super::Host::forget_unchanged): forgets the result stored under
+/// `action`'s key when it changed nothing, judged from what the store holds (not from what the
+/// caller was answered): a failure that [`changed_nothing`], or a `pending_approval` whose
+/// approval closed without its action running (denied, revoked, or expired). Only the caller's
+/// own result is forgotten: same capability, principal and tenant.
+pub(super) async fn forget_unchanged(
+    host: &HostInner,
+    action: &Action,
+    caller: &TrustedContext,
+) -> Result<bool, StoreError> {
+    let Some(raw) = action
+        .idempotency_key
+        .as_deref()
+        .filter(|key| !key.trim().is_empty())
+    else {
+        return Ok(false);
+    };
+    let Some(hosted) = host.capabilities.get(&action.capability_id) else {
+        return Ok(false);
+    };
+    let scope = hosted
+        .capability()
+        .contract
+        .as_ref()
+        .map_or(IdempotencyKeyScope::Action, |c| c.idempotency.key_scope);
+    let tenant = host.tenant_of(caller);
+    let Ok(key) = scoped_key(
+        scope,
+        raw,
+        action,
+        caller,
+        tenant,
+        host.deployment.external_account.as_ref(),
+    ) else {
+        return Ok(false);
+    };
+    let now = host.clock.now_ms();
+    let Some(record) = host.store.record(&key, now).await? else {
+        return Ok(false);
+    };
+    if record.capability_id != action.capability_id
+        || record.principal_id != caller.principal.id
+        || !of_tenant(record.tenant_id.as_deref(), tenant)
+    {
+        return Ok(false);
+    }
+    let unchanged = match record.result.status {
+        ActionResultStatus::Failed => record.result.error.as_deref().is_some_and(changed_nothing),
+        ActionResultStatus::PendingApproval | ActionResultStatus::RequiresHuman => {
+            closed_without_running(host, &record, now).await?
+        }
+        _ => false,
+    };
+    if !unchanged {
+        return Ok(false);
+    }
+    // A record read as this action's is deleted only if it still is: the store checks again.
+    host.store.forget_record(&key, &record.action_id).await
+}
+
+/// Whether the approval a stored `pending_approval` waits for closed without its action
+/// running: denied, revoked, or expired (a pending record past its TTL reads as expired). Such
+/// a record can never change again, so nothing can resume the action once it is read so.
+async fn closed_without_running(
+    host: &HostInner,
+    record: &IdempotencyRecord,
+    now: Millis,
+) -> Result<bool, StoreError> {
+    let Some(id) = record.result.approval_id() else {
+        return Ok(false);
+    };
+    let Some(approval) = host.store.approval(&id).await? else {
+        return Ok(false);
+    };
+    Ok(approval.action.id == record.action_id
+        && approval.status != ApprovalStatus::Approved
+        && approval.is_closed(now))
+}
+
 /// Whether something stored for `owner` (a record's or a reservation's tenant) is of the
 /// caller's `tenant`: "no tenant" matches only "no tenant". Under a key scope not partitioned by
 /// tenant, two tenants can reach one scoped key; what is stored under it is only ever answered
@@ -299,6 +403,59 @@ mod tests {
 
     use super::super::canonical::{canonical_json, sha256_hex};
     use super::*;
+
+    /// Only a connector's failure that states its outcome and committed nothing changed
+    /// nothing; the host's failures (timeouts, abandons, dead letters, refusals) never say so.
+    #[test]
+    fn only_a_definite_connector_failure_changed_nothing() {
+        use aip_connector_core::model::{ConnectorFailure, ConnectorOperation, ErrorCategory};
+
+        let rejected = ConnectorFailure::permanent("provider.rejected", "422", "tracker");
+        assert!(changed_nothing(&rejected.to_protocol_error()));
+        let uncertain = rejected.clone().with_uncertain_outcome();
+        assert!(!changed_nothing(&uncertain.to_protocol_error()));
+        let partial = rejected.clone().with_committed_side_effects();
+        assert!(!changed_nothing(&partial.to_protocol_error()));
+        let plain = ConnectorFailure::new(
+            "x.y",
+            "m",
+            ErrorCategory::Connector,
+            ConnectorOperation::Invocation,
+            "c",
+        );
+        assert!(changed_nothing(&plain.to_protocol_error()));
+
+        // A refused output marks the host's error as committed at the top level.
+        let mut refused = rejected.to_protocol_error();
+        if let Some(Value::Object(details)) = refused.details.as_mut() {
+            aip_connector_core::model::mark_committed_side_effects(details);
+        }
+        assert!(!changed_nothing(&refused));
+
+        // Host errors carry no outcome flag, or a true one.
+        let timeout = failure::with_details(
+            failure::error(
+                codes::SLA_TIMEOUT_EXCEEDED,
+                "late",
+                ErrorCategory::Temporary,
+                false,
+            ),
+            json!({ "timeout_ms": 10 }),
+        );
+        assert!(!changed_nothing(&timeout));
+        assert!(!changed_nothing(&failure::permanent(
+            codes::ACTION_DEAD_LETTER,
+            "dead"
+        )));
+        assert!(!changed_nothing(&failure::with_details(
+            failure::permanent(codes::CONNECTOR_RUNTIME_FAILURE, "panicked"),
+            json!({ "uncertain_outcome": true }),
+        )));
+        assert!(!changed_nothing(&failure::policy(
+            codes::POLICY_APPROVAL_DENIED,
+            "denied"
+        )));
+    }
 
     /// The fingerprint as it was first defined: the canonical text of a `json!` subject. The
     /// streamed fingerprint must keep every digest stored under that definition valid.

@@ -1395,6 +1395,33 @@ impl Host {
         Ok(total)
     }
 
+    /// Forgets the result stored under `action`'s idempotency key when it changed nothing, so
+    /// that the same call, made again with the same key, runs again instead of replaying it;
+    /// true when a stored result was forgotten. `action` is the action as sent (its capability,
+    /// id and key name the scoped key; its input is not read), `caller` the caller it ran as.
+    ///
+    /// What the store holds decides, not what the caller was answered: a failure the
+    /// connector reported as definite (`details.uncertain_outcome: false`, no
+    /// `side_effects_committed`), or a `pending_approval` whose approval was denied, revoked
+    /// or expired. Anything else stays stored and replayed: a success, an uncertain outcome,
+    /// a timeout, an abandoned or panicked handler, a dead letter, a refusal of the host's.
+    /// Only the caller's own result goes (same capability, principal and tenant), and only
+    /// while the key still holds it ([`IdempotencyStore::forget_record`]).
+    ///
+    /// A projection calls this for a key it derived itself, one its client never chose (the
+    /// MCP projection's `mcp-args-…` keys): such a client has no other way to ask for a
+    /// new attempt. A key a caller sent keeps its results for the key's TTL; this is not for
+    /// those.
+    ///
+    /// [`IdempotencyStore::forget_record`]: crate::store::IdempotencyStore::forget_record
+    pub async fn forget_unchanged(
+        &self,
+        action: &Action,
+        caller: &TrustedContext,
+    ) -> Result<bool, StoreError> {
+        idempotency::forget_unchanged(&self.inner, action, caller).await
+    }
+
     /// Records an approval decision by the authenticated `approver` and returns the record.
     ///
     /// The approver belongs to the tenant its transport verified, else to the deployment's

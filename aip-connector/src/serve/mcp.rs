@@ -600,20 +600,26 @@ impl McpProjection {
         };
         let tool = &self.inner.tools[index];
         let caller = self.caller(&context)?;
-        let key = idempotency_key(&request, &context)?;
+        let sent_key = idempotency_key(&request, &context)?;
         let input = Value::Object(request.arguments.unwrap_or_default());
-        let key = key.or_else(|| {
-            tool.key_required
-                .then(|| derived_key(&tool.capability, &caller, &input))
-        });
+        let key = match sent_key {
+            Some(key) => KeyUse::Sent(key),
+            None if tool.key_required => {
+                KeyUse::Derived(derived_key(&tool.capability, &caller, &input))
+            }
+            None => KeyUse::None,
+        };
         // A gated keyed call may come back once its approval is granted; a redacted
         // capability's approval record keeps no input, so its resumption needs this one.
-        let resubmitted_input = (tool.gated && key.is_some()).then(|| input.clone());
-        let mut action = Action::new(tool.capability.clone(), input);
-        action.idempotency_key = key;
+        let resubmitted_input = (tool.gated && key.raw().is_some()).then(|| input.clone());
+        let mut action = Action::new(tool.capability.clone(), Value::Null);
+        action.idempotency_key = key.raw().map(str::to_owned);
         if tool.execute_transaction {
             action.transaction = Some(Box::new(ActionTransaction::new(TransactionMode::Execute)));
         }
+        // The call as sent, without its input: what names the key of a result to forget.
+        let sent = matches!(key, KeyUse::Derived(_)).then(|| action.clone());
+        action.input = input;
         let host = &self.inner.host;
         let action_id = action.id.clone();
         let result = run_abandonable(
@@ -631,7 +637,43 @@ impl McpProjection {
             }
             None => result,
         };
-        Ok(project_result(tool, result))
+        let forgotten = match sent {
+            Some(sent) => self.forget_if_unchanged(&sent, &caller, &result).await,
+            None => false,
+        };
+        Ok(project_result(tool, result, key.origin(forgotten)))
+    }
+
+    /// Under a key the projection derived, a failure that changed nothing is not kept: a
+    /// generic MCP client cannot send a key of its own, so a stored definite failure (the
+    /// provider refused, and the cause is fixed since) or a denied approval would answer every
+    /// call with the same arguments for the key's TTL, and the model could never try again.
+    /// The host decides from what it stored ([`Host::forget_unchanged`]); successes and
+    /// uncertain outcomes stay, which is what makes a blind retry of a timed-out call safe.
+    /// True when the result was forgotten. A store failure is logged: the result then stays
+    /// replayed, as before.
+    async fn forget_if_unchanged(
+        &self,
+        sent: &Action,
+        caller: &TrustedContext,
+        result: &ActionResult,
+    ) -> bool {
+        // A retryable failure released its key already; a success or a pending approval stays.
+        let definite_failure = result.status == ActionResultStatus::Failed
+            && !result.error.as_ref().is_some_and(|e| e.is_retryable());
+        if !definite_failure {
+            return false;
+        }
+        match self.inner.host.forget_unchanged(sent, caller).await {
+            Ok(forgotten) => forgotten,
+            Err(error) => {
+                tracing::warn!(
+                    error = %error,
+                    "the result of an MCP call that changed nothing could not be forgotten; the same call keeps replaying it"
+                );
+                false
+            }
+        }
     }
 
     /// A gated call made again (its key replays the stored `pending_approval`) once its approval
@@ -744,12 +786,56 @@ fn runs_synchronously(capability: &Capability) -> bool {
         .is_none_or(|contract| contract.execution.supports_sync)
 }
 
+/// The idempotency key of a `tools/call`.
+enum KeyUse {
+    /// None: the capability does not require one and the client sent none.
+    None,
+    /// `_meta["aip/idempotency_key"]`, as the client sent it.
+    Sent(String),
+    /// Derived from the arguments ([`derived_key`]).
+    Derived(String),
+}
+
+impl KeyUse {
+    /// The raw key, if any.
+    fn raw(&self) -> Option<&str> {
+        match self {
+            Self::None => None,
+            Self::Sent(key) | Self::Derived(key) => Some(key),
+        }
+    }
+
+    /// Where the key came from, and whether the result was forgotten: for the replay note.
+    fn origin(&self, forgotten: bool) -> KeyOrigin {
+        match self {
+            Self::None | Self::Sent(_) => KeyOrigin::Sent,
+            Self::Derived(_) => KeyOrigin::Derived { forgotten },
+        }
+    }
+}
+
+/// Whose key a replayed result was stored under, which decides what its replay note can
+/// honestly tell a model to do next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KeyOrigin {
+    /// The client sent the key (or there was none, and nothing replays): a new key is a new
+    /// request.
+    Sent,
+    /// The projection derived the key from the arguments; `forgotten` when the host forgot
+    /// the result (it changed nothing), so the same call runs again.
+    Derived {
+        /// The stored result was forgotten ([`Host::forget_unchanged`]).
+        forgotten: bool,
+    },
+}
+
 /// The key of a call to a capability that requires one when the client sent none: derived from
 /// the capability, the caller and the canonical JSON of the arguments, so the same caller
 /// calling the tool again with the same arguments replays the first result (within the key's
 /// TTL) instead of running again. That is what `idempotentHint` promises, and what makes an MCP
 /// client's blind retry of a timed-out call safe. A client that means "do it again" sends its
-/// own key.
+/// own key. Most clients cannot, so a result that changed nothing (a definite failure, a denied
+/// approval) is not kept under a derived key ([`McpProjection::forget_if_unchanged`]).
 ///
 /// The caller is part of the key because a derived key is not a statement that two calls are
 /// one operation: under `key_scope = tenant` (or `global`), two people who happen to send the
@@ -1204,7 +1290,10 @@ fn tool_meta(capability: &Capability) -> MetaObject {
 /// Maps an AIP result to an MCP tool result. Only `completed` is a success; everything else is
 /// `isError: true` without `structuredContent`, so no client validates a refusal against the
 /// tool's `outputSchema`.
-fn project_result(tool: &ProjectedTool, result: ActionResult) -> CallToolResult {
+///
+/// `origin` says whose key the call ran under and whether its result was forgotten, for the
+/// note a replay carries.
+fn project_result(tool: &ProjectedTool, result: ActionResult, origin: KeyOrigin) -> CallToolResult {
     let status = result.status;
     let replayed = result.is_idempotent_replay();
     let mut meta = MetaObject::new();
@@ -1319,15 +1408,42 @@ fn project_result(tool: &ProjectedTool, result: ActionResult) -> CallToolResult 
             ActionResultStatus::PendingApproval | ActionResultStatus::RequiresHuman
         )
     {
-        projected.content.push(ContentBlock::text(REPLAY_NOTE));
+        projected
+            .content
+            .push(ContentBlock::text(replay_note(origin)));
     }
     projected.with_meta(Some(meta))
 }
 
-/// The content block added to a replayed result.
-const REPLAY_NOTE: &str = "Replayed: an earlier call with the same arguments (or the same \
-`_meta[\"aip/idempotency_key\"]`) already ran, and this is its stored result; nothing ran again. \
-To make a new request, call the tool with a new `_meta[\"aip/idempotency_key\"]`.";
+/// The content block added to a replayed result. None says the earlier call ran (a denied call
+/// never did), and only a client that sent a key is told to send another: most MCP clients do
+/// not let a model set `_meta`.
+fn replay_note(origin: KeyOrigin) -> &'static str {
+    match origin {
+        KeyOrigin::Sent => REPLAY_NOTE_SENT_KEY,
+        KeyOrigin::Derived { forgotten: false } => REPLAY_NOTE_KEPT,
+        KeyOrigin::Derived { forgotten: true } => REPLAY_NOTE_FORGOTTEN,
+    }
+}
+
+/// The replay note under a key the client sent.
+const REPLAY_NOTE_SENT_KEY: &str = "Replayed: this is the stored result of an earlier call with \
+the same `_meta[\"aip/idempotency_key\"]`; nothing ran again. To make a new request, call the \
+tool with a new `_meta[\"aip/idempotency_key\"]`.";
+
+/// The replay note under a key derived from the arguments, whose result stays stored: a success,
+/// or a failure that may have taken effect.
+const REPLAY_NOTE_KEPT: &str = "Replayed: this is the stored result of an earlier call with the \
+same arguments; nothing ran again. Calls with the same arguments return this result while it is \
+kept, so that a retry cannot do twice what that call did or may have done. If a separate, second \
+request is really wanted, ask the user.";
+
+/// The replay note under a key derived from the arguments, whose result the host forgot
+/// because it changed nothing (a definite failure, a denied or expired approval).
+const REPLAY_NOTE_FORGOTTEN: &str = "Replayed: this is the result of an earlier call with the \
+same arguments; nothing ran again. That call changed nothing, and its result is no longer kept: \
+calling the tool again with the same arguments runs it again (asking for a new approval if the \
+tool needs one).";
 
 /// `code: message` and the error as JSON text, without its null members: a model pays for every
 /// token of `"provider_request_id": null` and learns nothing (`_meta` keeps the whole error).
@@ -1571,7 +1687,11 @@ mod tests {
 
         let tool = projected();
         let id = ActionId::new();
-        let done = project_result(&tool, ActionResult::completed(id.clone(), json!({"n": 1})));
+        let done = project_result(
+            &tool,
+            ActionResult::completed(id.clone(), json!({"n": 1})),
+            KeyOrigin::Sent,
+        );
         assert_eq!(done.is_error, Some(false));
         assert_eq!(done.structured_content, Some(json!({"n": 1})));
         assert_eq!(text(&done, 0), r#"{"n":1}"#);
@@ -1579,7 +1699,11 @@ mod tests {
         assert_eq!(done.content.len(), 1, "a first answer has no replay note");
 
         let replay = json!({"n": 1, "idempotent_replay": true});
-        let replayed = project_result(&tool, ActionResult::completed(id.clone(), replay));
+        let replayed = project_result(
+            &tool,
+            ActionResult::completed(id.clone(), replay),
+            KeyOrigin::Sent,
+        );
         assert_eq!(replayed.structured_content, Some(json!({"n": 1})));
         // The model reads the content: it says that nothing ran again, and how to ask anew.
         assert_eq!(text(&replayed, 0), r#"{"n":1}"#);
@@ -1602,7 +1726,7 @@ mod tests {
         };
         let mut replay = ActionResult::completed(id.clone(), json!([1, 2]));
         replay.mark_idempotent_replay();
-        let replayed = project_result(&unstructured, replay);
+        let replayed = project_result(&unstructured, replay, KeyOrigin::Sent);
         assert_eq!(replayed.structured_content, None);
         assert_eq!(text(&replayed, 0), "[1,2]");
 
@@ -1631,13 +1755,17 @@ mod tests {
         let own = json!({"charge_id": "ch_1", "idempotent_replay": false});
         let mut replay = ActionResult::completed(id.clone(), own.clone());
         replay.mark_idempotent_replay();
-        let replayed = project_result(&declaring, replay);
+        let replayed = project_result(&declaring, replay, KeyOrigin::Sent);
         assert_eq!(replayed.structured_content, Some(own.clone()));
         assert_eq!(
             replayed.meta.unwrap().get(meta::IDEMPOTENT_REPLAY),
             Some(&json!(true))
         );
-        let live = project_result(&declaring, ActionResult::completed(id.clone(), own.clone()));
+        let live = project_result(
+            &declaring,
+            ActionResult::completed(id.clone(), own.clone()),
+            KeyOrigin::Sent,
+        );
         assert_eq!(live.structured_content, Some(own));
         assert_eq!(live.meta.unwrap().get(meta::IDEMPOTENT_REPLAY), None);
 
@@ -1645,7 +1773,11 @@ mod tests {
         error.details = Some(
             json!({ "operation": "invocation", "remote_status": null, "details": null, "list": [null] }),
         );
-        let failed = project_result(&tool, ActionResult::failed(id.clone(), error));
+        let failed = project_result(
+            &tool,
+            ActionResult::failed(id.clone(), error),
+            KeyOrigin::Sent,
+        );
         // The JSON block leaves out null members; `_meta` keeps the error whole.
         let shown: Value = serde_json::from_str(text(&failed, 1)).unwrap();
         assert_eq!(
@@ -1671,7 +1803,7 @@ mod tests {
 
         let mut cancelled = ActionResult::new(id.clone(), ActionResultStatus::Cancelled);
         cancelled.output = Some(json!({"cancelled": true, "reason": "operator said so"}));
-        let cancelled = project_result(&tool, cancelled);
+        let cancelled = project_result(&tool, cancelled, KeyOrigin::Sent);
         assert_eq!(cancelled.is_error, Some(true));
         assert_eq!(cancelled.structured_content, None);
         assert!(text(&cancelled, 0).contains("operator said so"));
@@ -1686,7 +1818,7 @@ mod tests {
         );
         replayed_failure.output = Some(json!({"idempotent_replay": true}));
         for replayed in [replayed_cancel, replayed_failure] {
-            let projected = project_result(&tool, replayed);
+            let projected = project_result(&tool, replayed, KeyOrigin::Sent);
             assert_eq!(projected.is_error, Some(true));
             let last = projected.content.len() - 1;
             assert!(text(&projected, last).starts_with("Replayed:"));
@@ -1698,11 +1830,48 @@ mod tests {
 
         let mut human = ActionResult::new(id, ActionResultStatus::RequiresHuman);
         human.output = Some(json!({"approval_id": "appr_1"}));
-        let human = project_result(&tool, human);
+        let human = project_result(&tool, human, KeyOrigin::Sent);
         assert_eq!(human.is_error, Some(true));
         assert_eq!(human.structured_content, None);
         assert!(text(&human, 0).contains("appr_1"));
         assert!(text(&human, 0).contains("nothing ran"));
+    }
+
+    /// A replay note never says the earlier call ran (a denied one never did), and only a
+    /// client that sent a key is told to send another: under a derived key the model may have
+    /// no way to set `_meta`.
+    #[test]
+    fn replay_notes_say_what_happened_and_what_the_model_can_do() {
+        use aip_connector_core::ids::ActionId;
+        use aip_connector_core::model::ErrorCategory;
+
+        let mut replayed = ActionResult::failed(
+            ActionId::new(),
+            ProtocolError::new("policy.approval_denied", "denied", ErrorCategory::Policy),
+        );
+        replayed.output = Some(json!({"idempotent_replay": true}));
+        let note = |origin| {
+            let projected = project_result(&projected(), replayed.clone(), origin);
+            text(&projected, projected.content.len() - 1).to_owned()
+        };
+        let sent = note(KeyOrigin::Sent);
+        let kept = note(KeyOrigin::Derived { forgotten: false });
+        let forgotten = note(KeyOrigin::Derived { forgotten: true });
+        for note in [&sent, &kept, &forgotten] {
+            assert!(note.starts_with("Replayed:"), "{note}");
+            assert!(note.contains("nothing ran again"), "{note}");
+            assert!(!note.contains("already ran"), "{note}");
+        }
+        assert!(
+            sent.contains("new `_meta[\"aip/idempotency_key\"]`"),
+            "{sent}"
+        );
+        for note in [&kept, &forgotten] {
+            assert!(!note.contains("_meta"), "{note}");
+        }
+        assert!(kept.contains("ask the user"), "{kept}");
+        assert!(forgotten.contains("runs it again"), "{forgotten}");
+        assert!(forgotten.contains("new approval"), "{forgotten}");
     }
 
     #[test]

@@ -472,6 +472,21 @@ impl IdempotencyStore for MemoryStore {
         Ok(())
     }
 
+    async fn forget_record(&self, key: &str, action_id: &ActionId) -> Result<bool, StoreError> {
+        let (hash, mut table) = self.families.idempotency.locate(key);
+        let Ok(entry) = table.find_entry(hash, is_key(hash, key)) else {
+            return Ok(false);
+        };
+        if !matches!(&entry.get().entry, Held::Settled(record) if record.action_id == *action_id) {
+            return Ok(false);
+        }
+        let forgotten = entry.remove().0;
+        // Freed once the shard is unlocked.
+        drop(table);
+        drop(forgotten);
+        Ok(true)
+    }
+
     async fn renew(
         &self,
         reservation: &Reservation,

@@ -1225,6 +1225,23 @@ impl IdempotencyStore for PostgresStore {
         .map(drop)
     }
 
+    async fn forget_record(&self, key: &str, action_id: &ActionId) -> Result<bool, StoreError> {
+        if unstorable(key) || unstorable(action_id.as_str()) {
+            return Ok(false);
+        }
+        // One statement: the row is deleted only if, when its lock is taken, it still holds
+        // this action's record.
+        let deleted = self
+            .execute(
+                "forget an idempotency record",
+                "DELETE FROM idempotency_entries \
+                 WHERE key = $1 AND kind = 'record' AND body->>'action_id' = $2",
+                &[&key, &action_id.as_str()],
+            )
+            .await?;
+        Ok(deleted == 1)
+    }
+
     async fn renew(
         &self,
         reservation: &Reservation,

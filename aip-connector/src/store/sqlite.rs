@@ -630,6 +630,31 @@ impl IdempotencyStore for SqliteStore {
         .await
     }
 
+    async fn forget_record(&self, key: &str, action_id: &ActionId) -> Result<bool, StoreError> {
+        let key = key.to_owned();
+        let action_id = action_id.clone();
+        self.run("forget an idempotency record", move |connection| {
+            // The action id is inside the row's body: read and delete in one write
+            // transaction, so no other writer can settle or claim the key in between.
+            let transaction =
+                connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let owned = matches!(
+                select_entry(&transaction, &key)?,
+                Some(KeyEntry::Settled(record)) if record.action_id == action_id
+            );
+            if owned {
+                execute_cached(
+                    &transaction,
+                    "DELETE FROM idempotency_entries WHERE key = ?1 AND kind = 'record'",
+                    params![key],
+                )?;
+            }
+            transaction.commit()?;
+            Ok(owned)
+        })
+        .await
+    }
+
     async fn renew(
         &self,
         reservation: &Reservation,
