@@ -85,6 +85,11 @@ impl Servers {
         let plain = axum::Router::new().route("/echo", post(plain_echo));
         let plain_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let plain_url = format!("http://{}/echo", plain_listener.local_addr().unwrap());
+        // With TCP_NODELAY, as `AipServer::serve`'s accept loop sets it: the two differ in what
+        // they do per request, not in how their answers reach the socket.
+        let plain_listener = axum::serve::ListenerExt::tap_io(plain_listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         tokio::spawn(async move { axum::serve(plain_listener, plain).await });
 
         let host = Host::builder()

@@ -135,6 +135,11 @@ async fn serve_plain() -> SocketAddr {
         StreamableHttpServerConfig::default(),
     );
     let router = axum::Router::new().route_service("/mcp", service);
+    // With TCP_NODELAY, as the projection's `serve_http` sets it: the two differ in what they do
+    // per request, not in how their answers reach the socket.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     tokio::spawn(async move { axum::serve(listener, router).await });
     address
 }
