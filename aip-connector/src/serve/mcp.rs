@@ -1736,11 +1736,15 @@ mod tests {
         let answered = project_result(
             &unstructured,
             ActionResult::completed(id.clone(), json!(line)),
+            KeyOrigin::Sent,
         );
         assert_eq!(text(&answered, 0), line);
         let mut replay = ActionResult::completed(id.clone(), json!(line));
         replay.mark_idempotent_replay();
-        assert_eq!(text(&project_result(&unstructured, replay), 0), line);
+        assert_eq!(
+            text(&project_result(&unstructured, replay, KeyOrigin::Sent), 0),
+            line
+        );
         assert_eq!(
             replayed.meta.unwrap().get(meta::IDEMPOTENT_REPLAY),
             Some(&json!(true))
