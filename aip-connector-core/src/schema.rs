@@ -324,11 +324,12 @@ mod compiler {
     /// projection inlines and collapses unions), so a caller could not correct its value.
     fn choices_message(error: &jsonschema::ValidationError<'_>) -> Option<String> {
         let mut choices = Vec::new();
-        collect_choices(error.kind(), &mut choices)?;
+        collect_choices(error.kind(), error.instance_path().as_str(), &mut choices)?;
+        let mut distinct = std::collections::HashSet::new();
         let mut listed: Vec<String> = Vec::new();
         for choice in &choices {
             let text = choice.to_string();
-            if !listed.contains(&text) {
+            if distinct.insert(text.clone()) {
                 listed.push(text);
             }
         }
@@ -345,9 +346,15 @@ mod compiler {
         Some(format!("{} is not one of {alternatives}", error.instance()))
     }
 
-    /// Adds the values a failed union allows to `choices`; `None` when a branch allows more
-    /// than a list of values (a type, a pattern, an object).
-    fn collect_choices(kind: &ValidationErrorKind, choices: &mut Vec<Value>) -> Option<()> {
+    /// Adds the values a failed union at `at` (the instance path) allows to `choices`; `None`
+    /// when a branch allows more than a list of values (a type, a pattern, an object), or
+    /// fails below the union's own value (a wrong field of an object branch is not a value the
+    /// union lists; a hostile review found `{"state": "pending"}` told it should be `"open"`).
+    fn collect_choices(
+        kind: &ValidationErrorKind,
+        at: &str,
+        choices: &mut Vec<Value>,
+    ) -> Option<()> {
         use jsonschema::error::TypeKind;
         use jsonschema::types::JsonType;
         let (ValidationErrorKind::AnyOf { context }
@@ -360,6 +367,9 @@ mod compiler {
             // breaks `type` too, and the enum's values are still the whole answer.
             let mut finite = false;
             for error in branch {
+                if error.instance_path().as_str() != at {
+                    return None;
+                }
                 match error.kind() {
                     ValidationErrorKind::Constant { expected_value } => {
                         choices.push(Value::clone(expected_value));
@@ -377,7 +387,7 @@ mod compiler {
                     }
                     nested @ (ValidationErrorKind::AnyOf { .. }
                     | ValidationErrorKind::OneOfNotValid { .. }) => {
-                        collect_choices(nested, choices)?;
+                        collect_choices(nested, at, choices)?;
                         finite = true;
                     }
                     ValidationErrorKind::Type { .. } => {}
@@ -852,6 +862,24 @@ mod tests {
             );
             // A branch that allows a whole type: the validator's message.
             assert!(message(json!({ "mixed": 2 })).contains("'anyOf'"));
+            // A wrong field below an optional object is the validator's to describe: the union's
+            // own values are the object or null, not the field's.
+            let nested = compile(&json!({
+                "type": "object",
+                "properties": { "filter": { "anyOf": [
+                    { "type": "object", "properties": { "state": { "enum": ["open", "closed"] } } },
+                    { "type": "null" }
+                ] } }
+            }))
+            .expect("valid schema");
+            let below = nested
+                .validate(&json!({ "filter": { "state": "pending" } }), 16)
+                .expect_err("invalid");
+            assert!(
+                !below[0].message.contains("is not one of \"open\""),
+                "{}",
+                below[0].message
+            );
             let many = message(json!({ "many": 99 }));
             assert!(many.ends_with("19, or one of 5 more"), "{many}");
             assert!(many.starts_with("99 is not one of 0, 1, 2,"), "{many}");

@@ -687,42 +687,28 @@ async fn client_errors_are_permanent_and_auth_errors_are_auth() {
 }
 
 /// With `error_message`, the provider's explanation of an error answer reaches the failure's
-/// message and `details.provider_message`, on one line and cut to its limit; without it, or
-/// when the reader finds nothing, the error body is not quoted (an author trial found a model
-/// told only "HTTP 422", where its rmcp tool passed the provider's reason on).
+/// message and `details.provider_message` as the reader returned it; one longer than its limit
+/// is left out whole (a cut could split a secret the host withholds; found by a hostile
+/// review); without a reader, or when it finds nothing, the error body is not quoted (an author
+/// trial found a model told only "HTTP 422", where its rmcp tool passed the provider's reason
+/// on).
 #[tokio::test]
 async fn the_providers_explanation_of_an_error_is_read_only_when_asked() {
     use aip_connector::provider::{MAX_ERROR_BODY_BYTES, MAX_ERROR_MESSAGE_CHARS};
-    #[derive(Deserialize)]
-    struct Explained {
-        message: String,
-    }
     let (double, handle, plain) = setup().await;
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let explaining = ProviderClient::builder(double.base_url())
-        .proxy_from_environment(false)
-        .error_message({
-            let seen = Arc::clone(&seen);
-            move |answer| {
-                seen.lock()
-                    .unwrap()
-                    .push((answer.status(), answer.body().len()));
-                answer.json::<Explained>().map(|error| error.message)
-            }
-        })
-        .build()
-        .unwrap();
+    let explaining = explaining_client(double.base_url(), Arc::clone(&seen));
     let body = br#"{"message": "title is\nrequired", "token": "not quoted"}"#;
 
     handle.inject("/issues", Fault::respond(422, body.to_vec()));
     let failure = explaining.post("/issues").send().await.unwrap_err();
     assert_eq!(failure.code, codes::PROVIDER_REJECTED);
     assert!(
-        failure.message.ends_with("(HTTP 422): title is required"),
+        failure.message.ends_with("(HTTP 422): title is\nrequired"),
         "{}",
         failure.message
     );
-    assert_eq!(detail(&failure, "provider_message"), "title is required");
+    assert_eq!(detail(&failure, "provider_message"), "title is\nrequired");
     assert!(!format!("{failure:?}").contains("not quoted"));
 
     handle.inject("/issues", Fault::respond(422, body.to_vec()));
@@ -743,13 +729,22 @@ async fn the_providers_explanation_of_an_error_is_read_only_when_asked() {
         failure.message
     );
 
-    // A long explanation is cut; a huge body is read only so far.
-    let long = json!({ "message": "x".repeat(MAX_ERROR_MESSAGE_CHARS + 100) }).to_string();
-    handle.inject("/issues", Fault::respond(422, long.into_bytes()));
-    let failure = explaining.post("/issues").send().await.unwrap_err();
-    let explained = detail(&failure, "provider_message").as_str().unwrap();
-    assert_eq!(explained.chars().count(), MAX_ERROR_MESSAGE_CHARS + 1);
-    assert!(explained.ends_with('…'));
+    // At the limit it is kept; past it, left out whole; a huge body is read only so far.
+    for (length, kept) in [
+        (MAX_ERROR_MESSAGE_CHARS, true),
+        (MAX_ERROR_MESSAGE_CHARS + 1, false),
+    ] {
+        let long = json!({ "message": "é".repeat(length) }).to_string();
+        handle.inject("/issues", Fault::respond(422, long.into_bytes()));
+        let failure = explaining.post("/issues").send().await.unwrap_err();
+        assert_eq!(failure.code, codes::PROVIDER_REJECTED);
+        assert_eq!(
+            detail(&failure, "provider_message").is_string(),
+            kept,
+            "{length}"
+        );
+        assert_eq!(failure.message.contains('é'), kept, "{length}");
+    }
     handle.inject(
         "/issues",
         Fault::respond(500, vec![b' '; 3 * MAX_ERROR_BODY_BYTES]),
@@ -759,6 +754,77 @@ async fn the_providers_explanation_of_an_error_is_read_only_when_asked() {
     let seen = seen.lock().unwrap();
     assert_eq!(seen.last(), Some(&(500, MAX_ERROR_BODY_BYTES)));
     assert_eq!(seen[0], (422, body.len()));
+}
+
+/// A client whose `error_message` reads `{"message": ...}` and records what it was given.
+fn explaining_client(
+    base_url: &str,
+    seen: Arc<std::sync::Mutex<Vec<(u16, usize)>>>,
+) -> ProviderClient {
+    #[derive(Deserialize)]
+    struct Explained {
+        message: String,
+    }
+    ProviderClient::builder(base_url)
+        .proxy_from_environment(false)
+        .error_message(move |answer| {
+            seen.lock()
+                .unwrap()
+                .push((answer.status(), answer.body().len()));
+            answer.json::<Explained>().map(|error| error.message)
+        })
+        .build()
+        .unwrap()
+}
+
+/// A provider that answers `422` with a body it never finishes (`stall`) or breaks off: the
+/// status decided the failure, so with a reader it stays a certain `provider.rejected`,
+/// without an explanation, and is not held past `ERROR_BODY_TIMEOUT` (a hostile review found a
+/// rejection turned into an uncertain outcome, and the call held to its deadline).
+#[tokio::test]
+async fn an_error_body_that_stalls_or_breaks_off_leaves_the_rejection_certain() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    for stall in [true, false] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 4096];
+            let _ = socket.read(&mut request).await;
+            socket
+                .write_all(b"HTTP/1.1 422 Unprocessable\r\ncontent-length: 100\r\n\r\n{\"mess")
+                .await
+                .unwrap();
+            if stall {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+            }
+        });
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let client = explaining_client(&base, Arc::clone(&seen));
+        let started = std::time::Instant::now();
+        let failure = client
+            .post("/issues")
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(
+            class(&failure),
+            (
+                codes::PROVIDER_REJECTED,
+                ErrorCategory::Permanent,
+                false,
+                false
+            ),
+            "stall: {stall}"
+        );
+        assert_eq!(detail(&failure, "provider_message"), &Value::Null);
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "stall: {stall}"
+        );
+        assert_eq!(seen.lock().unwrap()[0].0, 422);
+    }
 }
 
 #[tokio::test]

@@ -280,8 +280,9 @@ pub const TRANSPORT_UNSUPPORTED_MESSAGE: &str = "transport.unsupported_message";
 /// The request body exceeds the server's body limit (permanent, not retryable; HTTP 413).
 pub const TRANSPORT_PAYLOAD_TOO_LARGE: &str = "transport.payload_too_large";
 /// The request body is not declared as JSON: its `Content-Type` is missing or is not
-/// `application/json` (or `application/<type>+json`), or it declares a `Content-Encoding`
-/// other than `identity` (the server decodes none) (permanent, not retryable; HTTP 415).
+/// `application/json` (or `application/<type>+json`) given once, with no `charset` but UTF-8
+/// (or US-ASCII), or it declares a `Content-Encoding` other than `identity` or a transfer coding
+/// other than `chunked` (the server decodes none) (permanent, not retryable; HTTP 415).
 pub const TRANSPORT_UNSUPPORTED_MEDIA_TYPE: &str = "transport.unsupported_media_type";
 /// Every concurrency slot is taken (temporary, retryable after `retry_after_ms`; HTTP 503).
 pub const TRANSPORT_OVERLOADED: &str = "transport.overloaded";

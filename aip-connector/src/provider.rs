@@ -224,8 +224,16 @@ type ErrorMessage = Arc<dyn Fn(&ProviderErrorResponse) -> Option<String> + Send 
 /// is cut.
 pub const MAX_ERROR_BODY_BYTES: usize = 16 * 1024;
 
-/// The longest explanation an error message keeps, in characters; a longer one is cut with `…`.
+/// The longest explanation an error message keeps, in characters; a longer one is left out
+/// whole. Never cut: the host withholds the credential and redacted input values from a
+/// failure by finding them whole, so a cut through one would leave its start readable.
 pub const MAX_ERROR_MESSAGE_CHARS: usize = 500;
+
+/// How long an error answer's body may take to arrive for
+/// [`error_message`](ProviderClientBuilder::error_message), on top of the call's deadline: the
+/// status has settled the outcome already, so a body that is slow or cut off leaves the failure
+/// without an explanation, never makes it uncertain.
+pub const ERROR_BODY_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl fmt::Debug for ProviderClientBuilder {
     /// Lengths and names, never the base URL (it may carry user info, a query or a token in
@@ -343,14 +351,16 @@ impl ProviderClientBuilder {
     /// failure says why the provider refused, not only its status: a model can then correct its
     /// call. Off by default: an error body is never read.
     ///
-    /// `read` gets the status, headers and the first [`MAX_ERROR_BODY_BYTES`] of the body, and
-    /// returns the text to show, or `None`. The text is appended to the failure's message
-    /// (`the provider rejected the request (HTTP 422): title is required`) and kept in
-    /// `details.provider_message`, cut to [`MAX_ERROR_MESSAGE_CHARS`] with control characters
-    /// replaced. Return only what the provider says about the request: the failure reaches the
-    /// caller and the store. The host withholds the credential it resolved for the call from
-    /// every failure, this text included (docs/host-runtime.md), but not other secrets a
-    /// provider might echo.
+    /// `read` gets the status, headers and the first [`MAX_ERROR_BODY_BYTES`] of the body (read
+    /// within [`ERROR_BODY_TIMEOUT`]; a body slower than that, or cut off, is read as far as it
+    /// came), and returns the text to show, or `None`. The text is appended to the failure's
+    /// message (`the provider rejected the request (HTTP 422): title is required`) and kept in
+    /// `details.provider_message`, as returned; a text longer than [`MAX_ERROR_MESSAGE_CHARS`]
+    /// is left out whole, never cut (a cut could split a secret the host withholds). The
+    /// classification is the status's alone. Return only what the provider says about the
+    /// request: the failure reaches the caller and the store. The host withholds the credential
+    /// it resolved for the call, and with redaction the input's values, from every failure, this
+    /// text included (docs/host-runtime.md), but not other secrets a provider might echo.
     ///
     /// ```
     /// # use aip_connector::provider::ProviderClient;
@@ -966,17 +976,22 @@ impl ProviderRequest {
                 call,
             }),
             Ok(exchanged) => {
+                let body = match exchanged.error_answer {
+                    Some(response) => error_body(response).await,
+                    None => Vec::new(),
+                };
                 let answer = ProviderErrorResponse {
                     status: exchanged.status.as_u16(),
                     headers: exchanged.headers,
-                    body: exchanged.body,
+                    body,
                 };
                 let explanation = inner
                     .error_message
                     .as_ref()
                     .and_then(|read| read(&answer))
-                    .map(|text| printable(&text))
-                    .filter(|text| !text.is_empty());
+                    .filter(|text| {
+                        !text.trim().is_empty() && text.chars().count() <= MAX_ERROR_MESSAGE_CHARS
+                    });
                 Err(call.status(
                     exchanged.status,
                     &answer.headers,
@@ -1023,6 +1038,8 @@ struct Exchanged {
     request_id: Option<String>,
     headers: HeaderMap,
     body: Vec<u8>,
+    /// An error answer whose body the client's `error_message` reads.
+    error_answer: Option<reqwest::Response>,
 }
 
 enum Broken {
@@ -1055,23 +1072,14 @@ async fn exchange(
     });
     let headers = std::mem::take(response.headers_mut());
     if !status.is_success() {
-        // The status is the answer; an error body is read only for the client's
-        // `error_message`, and only its beginning.
-        let mut body = Vec::new();
-        if inner.error_message.is_some() {
-            while let Some(chunk) = response.chunk().await.map_err(Broken::Transport)? {
-                let room = MAX_ERROR_BODY_BYTES - body.len();
-                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
-                if chunk.len() >= room {
-                    break;
-                }
-            }
-        }
+        // The status is the answer. The body is left unread: the client's `error_message`
+        // reads its beginning afterwards, outside the call's deadline (`error_body`).
         return Ok(Exchanged {
             status,
             request_id,
             headers,
-            body,
+            body: Vec::new(),
+            error_answer: inner.error_message.is_some().then_some(response),
         });
     }
     let limit = inner.max_response_bytes;
@@ -1093,7 +1101,26 @@ async fn exchange(
         request_id,
         headers,
         body,
+        error_answer: None,
     })
+}
+
+/// The first [`MAX_ERROR_BODY_BYTES`] of an error answer's body, as far as it came within
+/// [`ERROR_BODY_TIMEOUT`]: the status has decided the failure, so what the body does (stall,
+/// break off) changes nothing but the explanation.
+async fn error_body(mut response: reqwest::Response) -> Vec<u8> {
+    let mut body = Vec::new();
+    let reading = async {
+        while let Ok(Some(chunk)) = response.chunk().await {
+            let room = MAX_ERROR_BODY_BYTES - body.len();
+            body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if chunk.len() >= room {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(ERROR_BODY_TIMEOUT, reading).await;
+    body
 }
 
 /// A request id worth copying into a failure: short, printable ASCII.
@@ -1496,31 +1523,6 @@ impl ProviderErrorResponse {
     pub fn json<T: DeserializeOwned>(&self) -> Option<T> {
         serde_json::from_slice(&self.body).ok()
     }
-}
-
-/// `text` as one line for a failure's message: control characters (line breaks included)
-/// become spaces, runs of white space one space, and it is cut to [`MAX_ERROR_MESSAGE_CHARS`].
-fn printable(text: &str) -> String {
-    let mut line = String::with_capacity(text.len().min(MAX_ERROR_MESSAGE_CHARS * 4));
-    let mut chars = 0;
-    for word in text
-        .split(|c: char| c.is_whitespace() || c.is_control())
-        .filter(|word| !word.is_empty())
-    {
-        for c in (!line.is_empty())
-            .then_some(' ')
-            .into_iter()
-            .chain(word.chars())
-        {
-            if chars == MAX_ERROR_MESSAGE_CHARS {
-                line.push('…');
-                return line;
-            }
-            line.push(c);
-            chars += 1;
-        }
-    }
-    line
 }
 
 /// A 2xx answer from the provider.

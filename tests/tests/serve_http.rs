@@ -788,6 +788,106 @@ async fn at_the_connection_cap_the_next_client_waits_for_a_free_one() {
     running.stop().await;
 }
 
+/// A client that sends requests and reads no answer fills its receive window; the server's
+/// write then waits, and without a deadline it waited for good, holding the connection (and,
+/// at the cap, every other client's; found by a hostile review). It is disconnected after
+/// `write_timeout`, and the next client is served.
+#[tokio::test]
+async fn a_client_that_reads_nothing_is_disconnected_after_the_write_timeout() {
+    use tokio::io::AsyncWriteExt;
+    let limits = ConnectionLimits::default()
+        .max_connections(1)
+        .write_timeout(Duration::from_millis(300));
+    let running = start(Desk::default(), ServerConfig::default().connections(limits)).await;
+    let address: std::net::SocketAddr = running.base.trim_start_matches("http://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut greedy = socket.connect(address).await.unwrap();
+    let request = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n".repeat(64);
+    let flooding = async {
+        // At most 64 MiB: far more than the loopback's buffers hold, so the server stops
+        // reading long before, and the write can only end by the server closing.
+        for _ in 0..(64 << 20) / request.len() {
+            greedy.write_all(&request).await?;
+        }
+        Ok::<_, std::io::Error>(())
+    };
+    let flooded = tokio::time::timeout(Duration::from_secs(30), flooding).await;
+    assert!(
+        matches!(flooded, Ok(Err(_))),
+        "the server kept a client that reads nothing: {flooded:?}"
+    );
+    let served = tokio::time::timeout(
+        Duration::from_secs(10),
+        reqwest::get(format!("{}/health", running.base)),
+    )
+    .await
+    .expect("the next client was not served")
+    .unwrap();
+    assert_eq!(served.status().as_u16(), 200);
+    running.stop().await;
+}
+
+/// A route merged into the server can switch protocols (a WebSocket does), as under
+/// `axum::serve` (a hostile review found the first version of the accept loop answering `101`
+/// and then nothing).
+#[tokio::test]
+async fn a_merged_route_can_upgrade_the_connection() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    async fn upgrade(mut request: axum::extract::Request) -> axum::response::Response {
+        let upgraded = hyper::upgrade::on(&mut request);
+        tokio::spawn(async move {
+            let mut io = hyper_util::rt::TokioIo::new(upgraded.await.unwrap());
+            let mut buffer = [0u8; 5];
+            io.read_exact(&mut buffer).await.unwrap();
+            io.write_all(&buffer).await.unwrap();
+        });
+        axum::response::Response::builder()
+            .status(101)
+            .header("connection", "upgrade")
+            .header("upgrade", "echo")
+            .body(axum::body::Body::empty())
+            .unwrap()
+    }
+    let server = AipServer::new(host(Desk::default()), tokens(), ServerConfig::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (stop, signal) = oneshot::channel::<()>();
+    let task = tokio::spawn(server.serve_with_routes(
+        listener,
+        axum::Router::new().route("/echo", axum::routing::get(upgrade)),
+        async move {
+            let _ = signal.await;
+        },
+    ));
+    let mut client = tokio::net::TcpStream::connect(address).await.unwrap();
+    client
+        .write_all(b"GET /echo HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n")
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        client.read_exact(&mut byte).await.unwrap();
+        head.push(byte[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    client.write_all(b"hello").await.unwrap();
+    let mut echoed = [0u8; 5];
+    tokio::time::timeout(Duration::from_secs(10), client.read_exact(&mut echoed))
+        .await
+        .expect("nothing came back over the upgraded connection")
+        .unwrap();
+    assert_eq!(&echoed, b"hello");
+    drop(client);
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
+}
+
 /// A cancel naming an id no action can have on this host (longer than `max_id_bytes`) is a
 /// permanent `action.id_too_long`, not a retryable overload: retrying it can never succeed.
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! The accept loop under [`AipServer::serve`](super::AipServer::serve) and the MCP projection's
-//! `serve_http`: HTTP/1.1 connections with a deadline on every request's headers and a cap on
-//! open connections.
+//! `serve_http`: HTTP/1.1 connections (upgrades allowed) with a deadline on every request's
+//! headers, a deadline on every write the client does not read, and a cap on open connections.
 //!
 //! Written out rather than `axum::serve` because axum gives hyper no timer, and without one hyper
 //! never enforces `header_read_timeout`: a client that sends half a request line and stops held
@@ -12,14 +12,18 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 /// Limits on the connections a server accepts, enforced before a request reaches any route.
 /// Every field has a production default.
@@ -34,6 +38,11 @@ pub struct ConnectionLimits {
     /// Connections open at once (default 1,024). At the cap the server stops accepting until one
     /// closes; further clients wait in the operating system's listen backlog.
     pub max_connections: usize,
+    /// How long a write to the client may wait for it to read (default 30 s): a client whose
+    /// receive window stays full that long (one that sends requests and reads no answer, or
+    /// stops reading a stream) is disconnected. Without it such a client held its connection,
+    /// and at the cap every other client's, for good (found by a hostile review).
+    pub write_timeout: Duration,
 }
 
 impl Default for ConnectionLimits {
@@ -41,6 +50,7 @@ impl Default for ConnectionLimits {
         Self {
             header_read_timeout: Duration::from_secs(30),
             max_connections: 1_024,
+            write_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -49,6 +59,12 @@ impl ConnectionLimits {
     /// Sets [`header_read_timeout`](Self::header_read_timeout) (at least 1 ms).
     pub fn header_read_timeout(mut self, timeout: Duration) -> Self {
         self.header_read_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Sets [`write_timeout`](Self::write_timeout) (at least 1 ms).
+    pub fn write_timeout(mut self, timeout: Duration) -> Self {
+        self.write_timeout = timeout.max(Duration::from_millis(1));
         self
     }
 
@@ -73,7 +89,9 @@ pub(crate) async fn serve_connections(
     shutdown: impl Future<Output = ()> + Send,
 ) -> io::Result<()> {
     let open = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let graceful = GracefulShutdown::new();
+    // Fired once the shutdown signal comes: each connection finishes the request it serves,
+    // then closes.
+    let closing = CancellationToken::new();
     // Owns the connections: dropped (by the caller's hard stop) it aborts them.
     let mut connections = JoinSet::new();
     let mut builder = http1::Builder::new();
@@ -107,23 +125,122 @@ pub(crate) async fn serve_connections(
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%error, "could not set TCP_NODELAY");
         }
-        let connection = builder.serve_connection(
-            TokioIo::new(stream),
-            TowerToHyperService::new(router.clone()),
-        );
-        let connection = graceful.watch(connection);
+        // With upgrades, so that an application route merged in can switch protocols (a
+        // WebSocket), as under `axum::serve`.
+        let connection = builder
+            .serve_connection(
+                TokioIo::new(WriteDeadline::new(stream, limits.write_timeout)),
+                TowerToHyperService::new(router.clone()),
+            )
+            .with_upgrades();
+        let closing = closing.clone();
         connections.spawn(async move {
-            if let Err(error) = connection.await {
+            tokio::pin!(connection);
+            let ended = tokio::select! {
+                ended = connection.as_mut() => ended,
+                () = closing.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(error) = ended {
                 tracing::debug!(%error, "connection ended with an error");
             }
             drop(slot);
         });
     }
     drop(listener);
-    graceful.shutdown().await;
-    // Every watched connection has closed; what is left are tasks finishing their last step.
+    closing.cancel();
     while connections.join_next().await.is_some() {}
     Ok(())
+}
+
+/// A connection's socket whose writes give up after `timeout` without progress: a pending
+/// write (the client's receive window full) that stays pending that long fails with
+/// `TimedOut`, which ends the connection.
+struct WriteDeadline<T> {
+    io: T,
+    timeout: Duration,
+    /// Running while a write is pending; reset by any progress.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<T> WriteDeadline<T> {
+    fn new(io: T, timeout: Duration) -> Self {
+        Self {
+            io,
+            timeout,
+            stalled: None,
+        }
+    }
+
+    /// Turns a pending write into `TimedOut` once it has been pending for `timeout`.
+    fn pending<R>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<R>>,
+    ) -> Poll<io::Result<R>> {
+        match polled {
+            Poll::Ready(result) => {
+                self.stalled = None;
+                Poll::Ready(result)
+            }
+            Poll::Pending => {
+                let timeout = self.timeout;
+                let stalled = self
+                    .stalled
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+                ready!(stalled.as_mut().poll(cx));
+                Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the client read nothing within the write timeout",
+                )))
+            }
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for WriteDeadline<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.pending(cx, polled)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.pending(cx, polled)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let polled = Pin::new(&mut self.io).poll_flush(cx);
+        self.pending(cx, polled)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
 }
 
 /// Errors of one connection, which say nothing about the listener.

@@ -923,6 +923,14 @@ async fn refuse_repeated_keys(
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
+    // A coded body would be read as other bytes than a gateway that decodes it checked.
+    if !super::server::is_unencoded(&parts.headers) {
+        let mut response = Response::new(Body::from(
+            "send the request without a Content-Encoding or a transfer coding other than chunked",
+        ));
+        *response.status_mut() = StatusCode::UNSUPPORTED_MEDIA_TYPE;
+        return response;
+    }
     let reading = super::server::read_limited(&parts.headers, body, limits.max_bytes);
     let Ok(read) = tokio::time::timeout(limits.timeout, reading).await else {
         let mut response = Response::new(Body::from("the request body did not arrive in time"));

@@ -658,10 +658,12 @@ pub(super) async fn read_limited(
 /// Refusing those keeps a page on another origin from making a signed-in browser send an
 /// envelope, should an `Authenticator` accept cookies.
 fn declares_json(headers: &HeaderMap) -> bool {
-    let Some(value) = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-    else {
+    // Two `Content-Type`s say two things; a gateway may have read the other.
+    let mut types = headers.get_all(header::CONTENT_TYPE).iter();
+    let (Some(value), None) = (types.next(), types.next()) else {
+        return false;
+    };
+    let Ok(value) = value.to_str() else {
         return false;
     };
     let mut parts = value.split(';');
@@ -671,8 +673,11 @@ fn declares_json(headers: &HeaderMap) -> bool {
     };
     let utf8 = parts.all(|parameter| match parameter.split_once('=') {
         Some((name, charset)) if name.trim().eq_ignore_ascii_case("charset") => {
+            // US-ASCII is UTF-8's first 128 characters: its bytes read the same.
             let charset = charset.trim().trim_matches('"');
-            charset.eq_ignore_ascii_case("utf-8") || charset.eq_ignore_ascii_case("utf8")
+            ["utf-8", "utf8", "us-ascii"]
+                .iter()
+                .any(|utf8| charset.eq_ignore_ascii_case(utf8))
         }
         _ => true,
     });
@@ -687,18 +692,20 @@ fn declares_json(headers: &HeaderMap) -> bool {
 /// `identity`). The server decodes none, and reading an encoded body as JSON would see other
 /// bytes than a gateway in front that decodes it: a parser disagreement, refused like a
 /// repeated key.
-fn is_unencoded(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::CONTENT_ENCODING)
-        .iter()
-        .all(|value| {
+pub(super) fn is_unencoded(headers: &HeaderMap) -> bool {
+    let only = |name, allowed: &[&str]| {
+        headers.get_all(name).iter().all(|value| {
             value.to_str().is_ok_and(|value| {
-                value
-                    .split(',')
-                    .map(str::trim)
-                    .all(|coding| coding.is_empty() || coding.eq_ignore_ascii_case("identity"))
+                value.split(',').map(str::trim).all(|coding| {
+                    coding.is_empty() || allowed.iter().any(|a| coding.eq_ignore_ascii_case(a))
+                })
             })
         })
+    };
+    // A transfer coding other than chunked (`gzip, chunked`) is one too: hyper undoes the
+    // chunking only.
+    only(header::CONTENT_ENCODING, &["identity"])
+        && only(header::TRANSFER_ENCODING, &["chunked", "identity"])
 }
 
 fn accepts_event_stream(headers: &HeaderMap) -> bool {
@@ -1237,6 +1244,7 @@ mod tests {
             "application/vnd.aip.envelope+JSON ; v=1",
             "application/json; charset=\"UTF-8\"",
             "application/json;charset=utf8",
+            "application/json; charset=US-ASCII",
         ] {
             assert!(declared(Some(json)), "{json}");
         }
@@ -1256,6 +1264,10 @@ mod tests {
             assert!(!declared(Some(other)), "{other}");
         }
         assert!(!declared(None));
+        let mut two = HeaderMap::new();
+        two.append(header::CONTENT_TYPE, "application/json".parse().unwrap());
+        two.append(header::CONTENT_TYPE, "text/plain".parse().unwrap());
+        assert!(!declares_json(&two));
     }
 
     #[test]
@@ -1269,6 +1281,16 @@ mod tests {
         };
         assert!(unencoded(&[]));
         assert!(unencoded(&["identity"]));
+        let transfer = |values: &[&str]| {
+            let mut headers = HeaderMap::new();
+            for value in values {
+                headers.append(header::TRANSFER_ENCODING, value.parse().unwrap());
+            }
+            is_unencoded(&headers)
+        };
+        assert!(transfer(&["chunked"]));
+        assert!(!transfer(&["gzip, chunked"]));
+        assert!(!transfer(&["gzip", "chunked"]));
         assert!(unencoded(&["Identity, identity"]));
         for encoded in [
             &["gzip"][..],
