@@ -931,14 +931,15 @@ async fn refuse_repeated_keys(
         *response.status_mut() = StatusCode::UNSUPPORTED_MEDIA_TYPE;
         return response;
     }
-    let reading = super::server::read_limited(&parts.headers, body, limits.max_bytes);
-    let Ok(read) = tokio::time::timeout(limits.timeout, reading).await else {
-        let mut response = Response::new(Body::from("the request body did not arrive in time"));
-        *response.status_mut() = StatusCode::REQUEST_TIMEOUT;
-        return response;
-    };
-    let bytes = match read {
+    let reading =
+        super::server::read_limited(&parts.headers, body, limits.max_bytes, limits.timeout);
+    let bytes = match reading.await {
         Ok(bytes) => bytes,
+        Err(super::server::BodyError::TimedOut) => {
+            let mut response = Response::new(Body::from("the request body did not arrive in time"));
+            *response.status_mut() = StatusCode::REQUEST_TIMEOUT;
+            return response;
+        }
         Err(super::server::BodyError::TooLarge) => {
             let mut response = Response::new(Body::from("request body too large"));
             *response.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;

@@ -556,14 +556,9 @@ async fn messages(State(shared): State<Arc<Shared>>, request: Request) -> Respon
         );
     }
     // A body that trickles in (or stops) must not hold a slot forever.
-    let reading = read_body(&parts.headers, body, shared.config.max_body_bytes);
-    let bytes = match tokio::time::timeout(shared.config.request_timeout, reading).await {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(error)) => return error_response(&error, None),
-        Err(_) => {
-            let error = timed_out(&shared, "the request body did not arrive");
-            return error_response(&error, None);
-        }
+    let bytes = match read_body(&shared, &parts.headers, body).await {
+        Ok(bytes) => bytes,
+        Err(error) => return error_response(&error, None),
     };
     let envelope: Envelope = match serde_json::from_slice(&bytes) {
         Ok(envelope) => envelope,
@@ -599,8 +594,13 @@ async fn messages(State(shared): State<Arc<Shared>>, request: Request) -> Respon
 }
 
 /// Reads at most `limit` bytes; a declared or actual larger body is `413`.
-async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ProtocolError> {
-    read_limited(headers, body, limit)
+async fn read_body(
+    shared: &Shared,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Bytes, ProtocolError> {
+    let limit = shared.config.max_body_bytes;
+    read_limited(headers, body, limit, shared.config.request_timeout)
         .await
         .map_err(|error| match error {
             BodyError::TooLarge => refusal(
@@ -611,6 +611,7 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Byte
                 codes::TRANSPORT_INVALID_ENVELOPE,
                 format!("the request body could not be read: {why}"),
             ),
+            BodyError::TimedOut => timed_out(shared, "the request body did not arrive"),
         })
 }
 
@@ -620,14 +621,19 @@ pub(super) enum BodyError {
     TooLarge,
     /// The connection failed mid-body.
     Unreadable(String),
+    /// Not all of it arrived within the deadline.
+    TimedOut,
 }
 
-/// Reads a body of at most `limit` bytes: one declared larger is refused before a byte is read,
-/// one that streams past the limit as soon as it does.
+/// Reads a body of at most `limit` bytes within `deadline`: one declared larger is refused
+/// before a byte is read, one that streams past the limit as soon as it does, and one that
+/// trickles in (or stops) when the deadline passes, so no route that reads a body can be held
+/// by a sender that never finishes.
 pub(super) async fn read_limited(
     headers: &HeaderMap,
     body: Body,
     limit: usize,
+    deadline: Duration,
 ) -> Result<Bytes, BodyError> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -636,7 +642,10 @@ pub(super) async fn read_limited(
     if declared.is_some_and(|length| length > limit as u64) {
         return Err(BodyError::TooLarge);
     }
-    axum::body::to_bytes(body, limit).await.map_err(|error| {
+    let Ok(read) = tokio::time::timeout(deadline, axum::body::to_bytes(body, limit)).await else {
+        return Err(BodyError::TimedOut);
+    };
+    read.map_err(|error| {
         let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
         while let Some(cause) = source {
             if cause.is::<http_body_util::LengthLimitError>() {

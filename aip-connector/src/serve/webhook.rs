@@ -46,14 +46,13 @@ async fn deliver(State(receiver): State<WebhookReceiver>, request: Request<Body>
     // The route has no authentication of its own before the signature, which needs the whole
     // body: an upload that stalls must not hold the request (and its buffer) for ever.
     let timeout = receiver.body_timeout();
-    let reading = tokio::time::timeout(timeout, read_limited(&parts.headers, body, limit));
-    let Ok(read) = reading.await else {
-        let error = WebhookError::BodyTimeout { timeout };
-        receiver.log_refusal(&error);
-        return refused(&error);
-    };
-    let body = match read {
+    let body = match read_limited(&parts.headers, body, limit, timeout).await {
         Ok(body) => body,
+        Err(BodyError::TimedOut) => {
+            let error = WebhookError::BodyTimeout { timeout };
+            receiver.log_refusal(&error);
+            return refused(&error);
+        }
         Err(BodyError::TooLarge) => {
             let error = WebhookError::PayloadTooLarge { limit };
             receiver.log_refusal(&error);
