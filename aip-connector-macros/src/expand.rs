@@ -413,7 +413,11 @@ pub(crate) fn connector(
         // Every token of the call carries the span: rustc reports an unmet bound at the call.
         let call =
             quote_spanned!(companion_result_span(block, path)=> #p::reconcile_result(__aip_result));
-        let request = Ident::new("__aip_request", companion_argument_span(block, path));
+        // Every token spanned at the companion's parameter type (the SDK path too): rustc
+        // reports the unmet bound of a wrong argument type at the path of the call.
+        let argument_span = companion_argument_span(block, path);
+        let at = private_at(argument_span);
+        let request = quote_spanned!(argument_span=> #at::reconcile_argument(__aip_request));
         Some(quote!(#(#cfgs)* #cap_id => #p::Box::pin(async move {
             let __aip_result = #path(self, #request).await;
             #call
@@ -426,7 +430,11 @@ pub(crate) fn connector(
         // Every token of the call carries the span: rustc reports an unmet bound at the call.
         let call =
             quote_spanned!(companion_result_span(block, path)=> #p::cancel_result(__aip_result));
-        let request = Ident::new("__aip_request", companion_argument_span(block, path));
+        // Every token spanned at the companion's parameter type (the SDK path too): rustc
+        // reports the unmet bound of a wrong argument type at the path of the call.
+        let argument_span = companion_argument_span(block, path);
+        let at = private_at(argument_span);
+        let request = quote_spanned!(argument_span=> #at::cancel_argument(__aip_request));
         Some(quote!(#(#cfgs)* #cap_id => #p::Box::pin(async move {
             let __aip_result = #path(self, #request).await;
             #call
@@ -649,7 +657,9 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
 
 /// The `FreeCapability` method `method` of a companion that takes the host's request (`reconcile`,
 /// `cancel`): calls `path(request)`, or `path(State(state), request)` when the handler takes
-/// state, and converts its result with `convert`.
+/// state, and converts its result with `convert`. The request is passed as it is: unlike an
+/// impl block's companion (whose parameter the macro sees), a free companion's arity is
+/// unknown here, and a shim on the argument turned a missing `State` argument into two errors.
 fn free_request_companion(
     method: TokenStream,
     request_ty: TokenStream,

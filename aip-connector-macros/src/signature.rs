@@ -157,6 +157,73 @@ fn wrapped_extractor_message(kind: Extractor, written: &str) -> String {
     format!("`{written}` is not an extractor; take `{name}` by value: {why}")
 }
 
+/// Types of the SDK (and of tokio-util) that an author takes for an extractor, by the last
+/// segment of their path, with the extractor that gives a handler what they hold. Only used to
+/// word the refusal of a second input, so an author's own type of one of these names loses
+/// nothing: it would be a second input anyway. (An author trial took `CredentialHandle`, which
+/// the docs show on the deployment's side, and was told to look at its imports.)
+const EXTRACTOR_LOOK_ALIKES: [(&str, &str, &str); 8] = [
+    (
+        "CredentialHandle",
+        "Credential",
+        "a deployment's credential provider returns it to the host",
+    ),
+    (
+        "Secret",
+        "Credential",
+        "it is a credential's material, which a handler reaches through the `Credential` the host resolved",
+    ),
+    (
+        "VerifiedTenant",
+        "Tenant",
+        "it is what a transport verified, handed to the host in the caller's `TrustedContext`",
+    ),
+    (
+        "TrustedContext",
+        "Caller",
+        "it is what a transport hands the host for each call",
+    ),
+    (
+        "VerifiedApprovals",
+        "Approval",
+        "the host builds it from the approval records",
+    ),
+    (
+        "ApprovalRecord",
+        "Approval",
+        "it is the host's stored record of an approval request",
+    ),
+    (
+        "ApprovalDecision",
+        "Approval",
+        "it is one approver's decision, recorded through the host",
+    ),
+    (
+        "CancellationToken",
+        "Cancellation",
+        "the host creates the call's token when a handler first asks `Cancellation` for it",
+    ),
+];
+
+/// The refusal of a parameter that would be a handler's second input: which extractor was
+/// meant, when its type is one that looks like one.
+fn second_input_message(ty: &Type) -> String {
+    let last = match ty {
+        Type::Path(path) => path.path.segments.last().map(|s| s.ident.to_string()),
+        _ => None,
+    };
+    if let Some((written, extractor, why)) = last.and_then(|last| {
+        EXTRACTOR_LOOK_ALIKES
+            .iter()
+            .find(|(written, _, _)| *written == last)
+    }) {
+        return format!(
+            "a capability handler takes one input parameter, and this is a second one: `{written}` is not an extractor ({why}); to receive it in a handler, take the `{extractor}` extractor (`aip_connector::{extractor}`)"
+        );
+    }
+    "a capability handler takes one input parameter, and this is a second one; group the fields into one input type, or, if this is an aip-connector extractor imported under another name, import it under its own name".to_owned()
+}
+
 /// Types whose JSON Schema is never an object, by the last segment of their path: a
 /// capability's input is one JSON object (`Host::build` refuses any other schema root). Names an
 /// author would not give an input struct of their own; `serde_json::Value` is recognised only
@@ -452,7 +519,7 @@ pub(crate) fn read(cx: &Ctxt, sig: &Signature, in_impl: bool) -> HandlerSignatur
                         None => {
                             if params.iter().any(|p| matches!(p.role, Role::Input)) {
                                 refused_input = true;
-                                cx.error_spanned_by(&typed.ty, "a capability handler takes one input parameter, and this is a second one; group the fields into one input type, or, if this is an aip-connector extractor imported under another name, import it under its own name");
+                                cx.error_spanned_by(&typed.ty, second_input_message(&ty));
                             }
                             Role::Input
                         }

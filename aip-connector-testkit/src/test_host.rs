@@ -375,6 +375,13 @@ impl TestHostBuilder {
     /// Lets `principal` decide approvals with `memberships` (the roles, groups and other
     /// memberships the capabilities' approval selectors name); it is placed in the test tenant
     /// unless `memberships` names another.
+    ///
+    /// That placement is the test host's convenience, not a production default: a deployment's
+    /// [`StaticApprovalAuthority`](aip_connector::host::StaticApprovalAuthority) gives an
+    /// approver only the memberships it is given, so under the default selector
+    /// (`tenant_policy`: a member of the request's tenant) the same approver needs
+    /// `ApproverMemberships::new().with_tenant("<tenant>")` there, or every decision is refused
+    /// `policy.approver_unauthorized`.
     pub fn approver(mut self, principal: &str, memberships: ApproverMemberships) -> Self {
         self.approvers.push((principal.to_owned(), memberships));
         self

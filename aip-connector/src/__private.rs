@@ -110,6 +110,53 @@ pub fn reconcile_result<R: ReconcileResult>(
     result.into_reconcile_result()
 }
 
+/// The argument of a reconcile handler, given the host's request (see [`ReconcileArgument`]).
+pub fn reconcile_argument<A: ReconcileArgument>(request: Reconciliation) -> A {
+    A::from_reconciliation(request)
+}
+
+/// The argument of a cancel handler, given the host's request (see [`CancelArgument`]).
+pub fn cancel_argument<A: CancelArgument>(request: CancelRequest) -> A {
+    A::from_cancel_request(request)
+}
+
+/// What a `reconcile = ...` companion takes. A trait, like [`ReconcileResult`], so that another
+/// parameter type is one error on that parameter saying what to take: rustc's own mismatch there
+/// read "expected `ProviderOperationRef`, found `Reconciliation`", which an author trial took
+/// for "the parameter must be `ProviderOperationRef`".
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not what a reconcile handler takes",
+    label = "a reconcile handler takes `Reconciliation`",
+    note = "the host passes what to look up at the provider: `async fn find(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure>`, the checkpointed operation in `request.provider_operation` (docs/transactions.md)"
+)]
+pub trait ReconcileArgument {
+    /// The argument, from the host's request.
+    fn from_reconciliation(request: Reconciliation) -> Self;
+}
+
+impl ReconcileArgument for Reconciliation {
+    fn from_reconciliation(request: Reconciliation) -> Self {
+        request
+    }
+}
+
+/// What a `cancel = ...` companion takes (see [`ReconcileArgument`] for why a trait).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not what a cancel handler takes",
+    label = "a cancel handler takes `CancelRequest`",
+    note = "the host passes the action to stop: `async fn stop(&self, request: CancelRequest) -> Result<(), ConnectorFailure>` (docs/host-runtime.md §7.2)"
+)]
+pub trait CancelArgument {
+    /// The argument, from the host's request.
+    fn from_cancel_request(request: CancelRequest) -> Self;
+}
+
+impl CancelArgument for CancelRequest {
+    fn from_cancel_request(request: CancelRequest) -> Self {
+        request
+    }
+}
+
 /// The output of a cancel handler: `Result<(), E>` (see [`CancelResult`]).
 pub fn cancel_result<R: CancelResult>(result: R) -> Result<(), ConnectorFailure> {
     result.into_cancel_result()

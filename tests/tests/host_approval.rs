@@ -257,7 +257,9 @@ async fn unvouched_approvers_and_missing_evidence_are_refused() {
     assert_eq!(stranger.code, codes::POLICY_APPROVER_UNAUTHORIZED);
     assert_eq!(
         stranger.message,
-        "the approval authority does not vouch for this approver"
+        "the approval authority does not vouch for this approver: it knows no membership of \
+         theirs (an approver registered with empty ApproverMemberships counts as unknown), and the \
+         policy asks for one of role:finance"
     );
     // Known to the authority under another role: the refusal names what the policy asks for.
     let outsider = host
@@ -975,4 +977,95 @@ fn a_host_without_an_approval_authority_warns_about_what_needs_approval() {
         "{}",
         configured.text()
     );
+}
+
+#[derive(Clone, Default)]
+struct Notes;
+
+#[derive(Deserialize, JsonSchema)]
+struct Note {
+    text: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Posted {
+    text: String,
+}
+
+#[connector(id = "notes")]
+impl Notes {
+    /// Post a note; any approver of the request's tenant may release it (no selector named).
+    #[capability(
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        approval(required, evidence = [reason]),
+    )]
+    async fn post(&self, note: Note, _approval: Approval) -> Result<Posted, ConnectorFailure> {
+        Ok(Posted { text: note.text })
+    }
+}
+
+/// A host of the notes connector under `authority`, and the approval id of a gated post.
+async fn gated_note(authority: StaticApprovalAuthority) -> (Host, ApprovalId) {
+    let host = Host::builder()
+        .connector(Notes)
+        .store(Arc::new(MemoryStore::default()))
+        .approval_authority(authority)
+        .build()
+        .unwrap();
+    let pending = host
+        .invoke(
+            Action::new("cap:notes:post", json!({ "text": "hi" })).with_idempotency_key("note-1"),
+            &person("user:req"),
+        )
+        .await;
+    let id = pending
+        .approval_id()
+        .expect("the post waits for an approver");
+    (host, id)
+}
+
+/// Found by an author trial: an approver registered with `ApproverMemberships::new()` was refused
+/// "does not vouch for this approver", which reads as "unknown id", while what the default policy
+/// (`tenant_policy`) wanted was a membership of the request's tenant. The refusal says so.
+#[tokio::test]
+async fn an_approver_without_the_tenant_membership_is_told_how_to_register_them() {
+    let (host, id) = gated_note(
+        StaticApprovalAuthority::new()
+            .with("user:cfo", ApproverMemberships::new())
+            .with("user:ops", ApproverMemberships::new().with_role("ops")),
+    )
+    .await;
+    let hint = "`tenant_policy` is met by a member of the request's tenant `t1`: give the \
+                approver ApproverMemberships::with_tenant(\"t1\")";
+    for (approver, says) in [
+        ("user:cfo", "it knows no membership of theirs"),
+        ("user:ops", "its memberships satisfy none of tenant_policy"),
+    ] {
+        let refused = host
+            .record_approval_decision(
+                decision(&id, approver, ApprovalDecisionKind::Approved),
+                &person(approver),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code, codes::POLICY_APPROVER_UNAUTHORIZED);
+        assert!(refused.message.contains(says), "{}", refused.message);
+        assert!(refused.message.ends_with(hint), "{}", refused.message);
+    }
+    // With the membership, the same approver releases the note.
+    let (host, id) = gated_note(
+        StaticApprovalAuthority::new()
+            .with("user:cfo", ApproverMemberships::new().with_tenant("t1")),
+    )
+    .await;
+    let record = host
+        .record_approval_decision(
+            decision(&id, "user:cfo", ApprovalDecisionKind::Approved),
+            &person("user:cfo"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(record.status, ApprovalStatus::Approved);
 }

@@ -894,12 +894,51 @@ async fn a_gated_compensating_capability_named_directly_asks_no_approver() {
     assert_eq!(error_code(&result), codes::TRANSACTION_CONTEXT_MISSING);
     assert!(result.approval_id().is_none());
     assert!(
-        result
-            .error
-            .as_ref()
-            .is_some_and(|e| e.message.contains("compensation of another capability")),
+        result.error.as_ref().is_some_and(|e| e.message.contains(
+            "only runs as the compensation of `cap:guarded:charge`: send the `compensate` \
+                 action to the capability it undoes"
+        )),
         "{result:?}"
     );
+}
+
+/// Found by an author trial: a `compensate` sent to the compensating capability (the one that
+/// runs) was refused "declares no transaction contract; only `execute` is allowed", true but no
+/// help. The refusal keeps upstream's code and says where the compensation goes; nothing runs.
+#[tokio::test]
+async fn a_compensate_sent_to_the_compensating_capability_names_the_capability_it_undoes() {
+    let f = fixture();
+    let (target, charged) = charge(&f.host, "c-misrouted", "").await;
+    assert_eq!(charged.status, ActionResultStatus::Completed, "{charged:?}");
+    let result = f
+        .host
+        .invoke(
+            compensate_action("cap:pay:refund", &target, "misrouted"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(result.status, ActionResultStatus::Failed, "{result:?}");
+    assert_eq!(error_code(&result), codes::TRANSACTION_UNSUPPORTED);
+    let message = &result.error.as_ref().unwrap().message;
+    assert!(
+        message.ends_with(
+            "; capability `cap:pay:refund` only runs as the compensation of `cap:pay:charge`: \
+             send the `compensate` action to the capability it undoes (its transaction block \
+             naming the transaction to undo), and the host runs `cap:pay:refund` for it"
+        ),
+        "{message}"
+    );
+    assert_eq!(f.ledger.count("refund:"), 0);
+    // Sent where the message says, the same compensation runs.
+    let routed = f
+        .host
+        .invoke(
+            compensate_action("cap:pay:charge", &target, "routed"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(routed.status, ActionResultStatus::Completed, "{routed:?}");
+    assert_eq!(f.ledger.count("refund:"), 1);
 }
 
 /// A write assembled from free capabilities, naming a compensating capability whose handler does

@@ -1102,6 +1102,49 @@ async fn streaming_yields_ordered_chunks_and_one_terminal() {
     assert_eq!(chunks[1].data.as_ref().unwrap()["n"], 1);
 }
 
+/// What a handler sent through its `StreamSink<T>`, decoded, and the result; a type the data
+/// does not decode into names the chunk (an author trial decoded each chunk by hand).
+#[tokio::test]
+async fn collect_data_decodes_what_the_sink_sent_and_the_result() {
+    #[derive(Deserialize, Debug, PartialEq)]
+    struct SentHit {
+        n: u32,
+    }
+    let host = host_with(Shop::default(), None);
+    let hits = || Action::new("cap:shop:hits", json!({ "item": "x" }));
+    let (items, result) = host
+        .invoke_stream(hits(), caller())
+        .collect_data::<SentHit>()
+        .await
+        .unwrap();
+    assert_eq!(
+        items,
+        [SentHit { n: 0 }, SentHit { n: 1 }, SentHit { n: 2 }]
+    );
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    assert_eq!(result.output.as_ref().unwrap()["order_id"], "streamed");
+    let refused = host
+        .invoke_stream(hits(), caller())
+        .collect_data::<String>()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            aip_connector::host::StreamDataError::Decode { sequence: 0, .. }
+        ),
+        "{refused}"
+    );
+    // A refusal before the handler: no items, the failure as the result.
+    let (items, failed) = host
+        .invoke_stream(Action::new("cap:shop:hits", json!({ "item": 5 })), caller())
+        .collect_data::<SentHit>()
+        .await
+        .unwrap();
+    assert!(items.is_empty());
+    assert_eq!(failed.status, ActionResultStatus::Failed, "{failed:?}");
+}
+
 fn credential(scopes: &[&str], issuer: &str) -> CredentialHandle {
     CredentialHandle {
         id: "cred-1".into(),
@@ -1123,6 +1166,15 @@ async fn credentials_are_checked_before_the_handler() {
         )
         .await;
     assert_eq!(code(&missing), codes::CREDENTIAL_MISSING);
+    // The refusal says where a deployment gets its credentials (an author trial looked).
+    assert!(
+        missing.error.as_ref().unwrap().message.ends_with(
+            "the host's deployment has no credential provider: give it one \
+             (Deployment::with_credentials, or Deployment::with_static_credential for a single \
+             credential)"
+        ),
+        "{missing:?}"
+    );
     let wrong_issuer = host_with(Shop::default(), Some(credential(&["orders.read"], "other")))
         .invoke(
             Action::new("cap:shop:secret_lookup", input.clone()),
@@ -1419,6 +1471,15 @@ async fn a_credential_provider_resolves_one_credential_per_tenant() {
     // A tenant without a token has no credential: the contract requires one.
     let refused = host.invoke(lookup(), &in_tenant("globex")).await;
     assert_eq!(code(&refused), codes::CREDENTIAL_MISSING, "{refused:?}");
+    assert!(
+        refused
+            .error
+            .as_ref()
+            .unwrap()
+            .message
+            .ends_with("its credential provider answered none for this call"),
+        "{refused:?}"
+    );
 }
 
 /// A keyed write whose output is a list, and one whose output type denies unknown fields.

@@ -340,6 +340,9 @@ async fn an_unknown_outcome_is_refused_until_reconciled_and_never_becomes_commit
         ActionResultStatus::Completed,
         "{reconciled:?}"
     );
+    let answer = reconciled.reconciliation().expect("a reconcile's answer");
+    assert!(answer.terminal);
+    assert_eq!(answer.committed, Some(true));
     assert_eq!(
         reconciled.output.unwrap()["reconciliation"]["committed"],
         true

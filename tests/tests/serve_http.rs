@@ -23,6 +23,7 @@ use aip_connector::serve::{
     ConnectionLimits, ServerConfig, http,
 };
 use aip_connector::store::MemoryStore;
+use aip_connector_tests::raw_http::send_streamed_action;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
@@ -1794,7 +1795,6 @@ async fn the_documented_approval_envelopes_decide_and_read_an_approval() {
 /// The slot is freed once the action settled and the client had the request timeout to read.
 #[tokio::test]
 async fn a_stream_nobody_reads_frees_its_slot_after_the_request_timeout() {
-    use tokio::io::AsyncWriteExt;
     let config = ServerConfig::default()
         .max_in_flight(1)
         .request_timeout(Duration::from_millis(300));
@@ -1802,21 +1802,7 @@ async fn a_stream_nobody_reads_frees_its_slot_after_the_request_timeout() {
     let address = running.base.trim_start_matches("http://").to_owned();
     let action = Action::new("cap:desk:flood", json!({ "text": "x", "delay_ms": 1_000 }))
         .with_timeout_ms(500);
-    let body =
-        serde_json::to_string(&Envelope::new(MessageBody::Action(Box::new(action)))).unwrap();
-    let mut reader_that_never_reads = tokio::net::TcpStream::connect(&address).await.unwrap();
-    reader_that_never_reads
-        .write_all(
-            format!(
-                "POST {MESSAGES_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-ada\r\n\
-                 Content-Type: application/json\r\nAccept: text/event-stream\r\n\
-                 Content-Length: {}\r\n\r\n{body}",
-                body.len()
-            )
-            .as_bytes(),
-        )
-        .await
-        .unwrap();
+    let reader_that_never_reads = send_streamed_action(&address, "tok-ada", action).await;
     let client = running.client("tok-ada");
     let echo = || Action::new("cap:desk:echo", json!({ "text": "hi" }));
     // While the flood runs, its request holds the only slot.

@@ -13,16 +13,15 @@ use std::time::{Duration, Instant};
 
 use aip_connector::codes;
 use aip_connector::host::{CredentialProvider, Deployment, Host, TrustedContext};
-use aip_connector::model::{
-    Action, ActionResult, ActionResultStatus, Envelope, MessageBody, Principal, PrincipalKind,
-};
+use aip_connector::model::{Action, ActionResult, ActionResultStatus, Principal, PrincipalKind};
 use aip_connector::prelude::*;
 use aip_connector::serve::server::MESSAGES_PATH;
 use aip_connector::serve::{AipClient, AipServer, BearerTokens, BoxFuture, ServerConfig};
 use aip_connector::store::MemoryStore;
 use aip_connector::{CredentialHandle, Secret, VerifiedTenant};
+use aip_connector_tests::raw_http::send_streamed_action;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::sync::{Semaphore, oneshot};
 
 /// The generous bound of every wait: a test fails after it instead of hanging.
@@ -233,21 +232,7 @@ fn export(key: &str) -> Action {
 /// Opens a streamed action over a raw socket and reads the response head: the client can then
 /// leave by dropping the socket.
 async fn open_stream(address: &str, action: Action) -> tokio::net::TcpStream {
-    let body =
-        serde_json::to_string(&Envelope::new(MessageBody::Action(Box::new(action)))).unwrap();
-    let mut socket = tokio::net::TcpStream::connect(address).await.unwrap();
-    socket
-        .write_all(
-            format!(
-                "POST {MESSAGES_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok-ada\r\n\
-                 Content-Type: application/json\r\nAccept: text/event-stream\r\n\
-                 Content-Length: {}\r\n\r\n{body}",
-                body.len()
-            )
-            .as_bytes(),
-        )
-        .await
-        .unwrap();
+    let mut socket = send_streamed_action(address, "tok-ada", action).await;
     let mut head = vec![0; 4096];
     let read = tokio::time::timeout(BOUND, socket.read(&mut head))
         .await

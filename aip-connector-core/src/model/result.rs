@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::ProtocolError;
+use super::{ProtocolError, ReconciliationResult};
 use crate::ids::{ActionId, ApprovalId, ReceiptId};
 
 /// The outcome of an action.
@@ -97,6 +97,34 @@ impl ActionResult {
             return None;
         }
         output.get("plan")?.get("plan_id")?.as_str()
+    }
+
+    /// The provider's answer a completed `reconcile` carries (its output is `{"reconciliation":
+    /// {"terminal": true, "committed": …, "cursor": …, "evidence": …}}`): whether the effect
+    /// happened (`committed`) and what the connector saw at the provider. `None` for any other
+    /// result; a reconciliation still pending is a `failed` result
+    /// (`transaction.reconciliation_pending`), not one of these. (An author trial read
+    /// `output["committed"]` and found `null`: the answer is one level down.)
+    ///
+    /// ```
+    /// use aip_connector_core::ids::ActionId;
+    /// use aip_connector_core::model::ActionResult;
+    /// use serde_json::json;
+    ///
+    /// let reconciled = ActionResult::completed(
+    ///     ActionId::new(),
+    ///     json!({"reconciliation": {"terminal": true, "committed": true, "evidence": {"state": "committed"}}}),
+    /// );
+    /// let answer = reconciled.reconciliation().expect("a reconcile's answer");
+    /// assert_eq!(answer.committed, Some(true));
+    /// assert!(ActionResult::completed(ActionId::new(), json!({"committed": true})).reconciliation().is_none());
+    /// ```
+    pub fn reconciliation(&self) -> Option<ReconciliationResult> {
+        if self.status != ActionResultStatus::Completed {
+            return None;
+        }
+        let answer = self.original_output()?.get_mut("reconciliation")?.take();
+        serde_json::from_value(answer).ok()
     }
 }
 

@@ -1179,16 +1179,33 @@ fn vouched(memberships: &ApproverMemberships) -> bool {
 
 /// Why an approver was refused, naming what the policy asks for: a deployment whose authority
 /// knows the approver under other memberships (a role, where the policy defaulted to the
-/// tenant's own policy because the contract names no selector) sees which one is missing.
+/// tenant's own policy because the contract names no selector) sees which one is missing. An
+/// approver registered with no memberships at all reads as unknown to the authority (it vouches
+/// for nothing), so that message says what registering them needs (an author trial registered
+/// an approver with `ApproverMemberships::new()` and read "does not vouch" as "unknown id").
 fn unauthorized_message(record: &ApprovalRecord, memberships: &ApproverMemberships) -> String {
-    if !vouched(memberships) {
-        return "the approval authority does not vouch for this approver".to_owned();
+    let leaves = policy_leaves(&record.policy);
+    let wanted = unique_labels(leaves.iter()).join(", ");
+    let mut message = if vouched(memberships) {
+        format!(
+            "the approval authority does not vouch for this approver under the policy: its memberships satisfy none of {wanted}"
+        )
+    } else {
+        format!(
+            "the approval authority does not vouch for this approver: it knows no membership of theirs (an approver registered with empty ApproverMemberships counts as unknown), and the policy asks for one of {wanted}"
+        )
+    };
+    let asks_for_tenant = leaves.iter().any(|leaf| matches!(leaf, Leaf::TenantMember));
+    if let (true, Some(tenant), None) = (
+        asks_for_tenant,
+        record.tenant_id.as_deref(),
+        memberships.tenant_id.as_deref(),
+    ) {
+        message.push_str(&format!(
+            "; `tenant_policy` is met by a member of the request's tenant `{tenant}`: give the approver ApproverMemberships::with_tenant(\"{tenant}\")"
+        ));
     }
-    let wanted = unique_labels(policy_leaves(&record.policy).iter());
-    format!(
-        "the approval authority does not vouch for this approver under the policy: its memberships satisfy none of {}",
-        wanted.join(", ")
-    )
+    message
 }
 
 /// The labels of `leaves`, in order, each once (a policy may name one role in several rules).

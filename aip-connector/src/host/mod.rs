@@ -41,7 +41,7 @@ pub use approval::{
     StaticApprovalAuthority,
 };
 pub use context::{CredentialProvider, Deployment, StaticCredentialProvider, TrustedContext};
-pub use stream::ChunkStream;
+pub use stream::{ChunkStream, StreamDataError};
 pub use transaction::{TransactionSelector, compensation_transaction_of};
 
 /// The key under which a host stores the idempotency record of `action` with the raw key `raw`

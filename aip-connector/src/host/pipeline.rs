@@ -14,7 +14,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use aip_connector_core::ids::ApprovalId;
+use aip_connector_core::ids::{ApprovalId, CapabilityId};
 use aip_connector_core::model::{
     Action, ActionMode, ActionResult, ActionResultStatus, Capability, CapabilityContract,
     CompensationMode, ErrorCategory, ExternalAccountRef, IdentityContext, PrincipalKind,
@@ -274,8 +274,19 @@ async fn execute(
 
     // 3. Contract and mode checks.
     if let Some(contract) = contract
-        && let Err(error) = contract_checks(contract, &action)
+        && let Err(mut error) = contract_checks(contract, &action)
     {
+        // A `compensate` sent to the compensating capability itself: upstream's refusal
+        // ("declares no transaction contract") is true but does not say where it should have gone
+        // (found by an author trial, which named "the thing that runs").
+        if hosted.compensation_only
+            && action.transaction.as_ref().map(|t| t.mode) == Some(TransactionMode::Compensate)
+        {
+            error.message.push_str(&format!(
+                "; {}",
+                compensation_route_hint(host, &action.capability_id)
+            ));
+        }
         return failure::failed(&action.id, error);
     }
     // A compensating handler runs only routed from a `compensate` of the capability it undoes
@@ -286,10 +297,7 @@ async fn execute(
             &action.id,
             failure::permanent(
                 codes::TRANSACTION_CONTEXT_MISSING,
-                format!(
-                    "capability `{}` only runs as the compensation of another capability: send a `compensate` action naming the capability it undoes",
-                    Clipped::new(action.capability_id.as_str(), 128)
-                ),
+                compensation_route_hint(host, &action.capability_id),
             ),
         );
     }
@@ -2604,9 +2612,20 @@ async fn credential_checks(
         |code: &str, message: String| failure::error(code, message, ErrorCategory::Auth, false);
     let Some(handle) = resolved else {
         if policy.required {
+            // Where the credential comes from, as the tenant's refusal names
+            // `Deployment::with_tenant` (an author trial looked for it).
+            let why = if host.deployment.credentials.is_some() {
+                "its credential provider answered none for this call"
+            } else {
+                "the host's deployment has no credential provider: give it one \
+                 (Deployment::with_credentials, or Deployment::with_static_credential for a \
+                 single credential)"
+            };
             return Err(auth(
                 codes::CREDENTIAL_MISSING,
-                "the capability requires a credential and the deployment resolved none".to_owned(),
+                format!(
+                    "the capability requires a credential and the deployment resolved none: {why}"
+                ),
             ));
         }
         return Ok(None);
@@ -2847,6 +2866,41 @@ fn compensation_approval_policy() -> aip_connector_core::model::ApprovalPolicy {
         ],
         policy_version: Some("aip.approval/v1".to_owned()),
         ..ApprovalPolicy::default()
+    }
+}
+
+/// Where a compensation is sent, for an action that named the compensating capability
+/// `compensating` itself: the capability (or capabilities) whose contract names it, which a
+/// `compensate` action must name instead. A scan of the hosted capabilities, on a refusal only.
+fn compensation_route_hint(host: &HostInner, compensating: &CapabilityId) -> String {
+    let mut undone: Vec<&str> = host
+        .capabilities
+        .values()
+        .map(HostedCapability::capability)
+        .filter(|capability| {
+            capability
+                .contract
+                .as_ref()
+                .and_then(|c| c.compensation.as_ref())
+                .and_then(|c| c.compensation_capability_id.as_ref())
+                == Some(compensating)
+        })
+        .map(|capability| capability.id.as_str())
+        .collect();
+    undone.sort_unstable();
+    let named = Clipped::new(compensating.as_str(), 128);
+    match undone.as_slice() {
+        [] => format!(
+            "capability `{named}` only runs as the compensation of another capability: send a `compensate` action naming the capability it undoes"
+        ),
+        targets => format!(
+            "capability `{named}` only runs as the compensation of {}: send the `compensate` action to the capability it undoes (its transaction block naming the transaction to undo), and the host runs `{named}` for it",
+            targets
+                .iter()
+                .map(|id| format!("`{id}`"))
+                .collect::<Vec<_>>()
+                .join(" or ")
+        ),
     }
 }
 

@@ -11,6 +11,7 @@ use aip_connector_core::model::{
     ErrorCategory, StreamChunk, StreamChunkKind,
 };
 use futures_util::task::AtomicWaker;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::{Mutex, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -122,6 +123,52 @@ impl ChunkStream {
         chunks
     }
 
+    /// What the handler sent through its `StreamSink<T>`, decoded: the values of the `data`
+    /// chunks as `T`, in order, and the action's result from the terminal chunk. Chunks of
+    /// other kinds (`progress`, `tool`, ...) are skipped. Reads the stream to its end, so the
+    /// action settles whatever the outcome.
+    ///
+    /// ```rust,ignore
+    /// let (hits, result) = host.invoke_stream(action, caller).collect_data::<Hit>().await?;
+    /// assert_eq!(result.status, ActionResultStatus::Completed);
+    /// ```
+    pub async fn collect_data<T: DeserializeOwned>(
+        mut self,
+    ) -> Result<(Vec<T>, ActionResult), StreamDataError> {
+        let mut items = Vec::new();
+        let mut first_error = None;
+        while let Some(chunk) = self.next().await {
+            match chunk.kind {
+                StreamChunkKind::Data => {
+                    if first_error.is_some() {
+                        continue;
+                    }
+                    match serde_json::from_value(chunk.data.unwrap_or(Value::Null)) {
+                        Ok(item) => items.push(item),
+                        Err(error) => {
+                            first_error = Some(StreamDataError::Decode {
+                                sequence: chunk.sequence,
+                                error,
+                            });
+                        }
+                    }
+                }
+                StreamChunkKind::Done | StreamChunkKind::Error => {
+                    if let Some(error) = first_error {
+                        return Err(error);
+                    }
+                    let result = chunk
+                        .data
+                        .and_then(|data| serde_json::from_value(data).ok())
+                        .ok_or(StreamDataError::Unterminated)?;
+                    return Ok((items, result));
+                }
+                _ => {}
+            }
+        }
+        Err(first_error.unwrap_or(StreamDataError::Unterminated))
+    }
+
     /// The action result the terminal chunk carries, reading (and dropping) the chunks before
     /// it, as `serve::ChunkReceiver::result` does over HTTP.
     /// `None` only if the stream ended without a terminal chunk (the host's task was aborted).
@@ -134,6 +181,27 @@ impl ChunkStream {
             .and_then(|chunk| chunk.data)
             .and_then(|data| serde_json::from_value(data).ok())
     }
+}
+
+/// Why [`ChunkStream::collect_data`] has no items and result to give.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StreamDataError {
+    /// A `data` chunk's value is not a `T` (the stream was read to its end all the same).
+    #[error(
+        "the data chunk at sequence {sequence} does not decode into the requested type: {error}"
+    )]
+    Decode {
+        /// The chunk's sequence number.
+        sequence: u64,
+        /// Why it does not decode.
+        #[source]
+        error: serde_json::Error,
+    },
+    /// The stream ended without a terminal chunk carrying a result (the host's task was
+    /// aborted).
+    #[error("the stream ended without a terminal chunk carrying the action's result")]
+    Unterminated,
 }
 
 /// The producer side: numbers chunks and closes after the terminal one.

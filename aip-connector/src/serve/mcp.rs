@@ -270,6 +270,14 @@ impl McpProjection {
             }
             for capability in manifest.capabilities.iter().filter(|c| c.is_callable()) {
                 if let Some(reason) = left_out_because(&host, capability) {
+                    // Said at start-up too: an author trial found its tools missing from
+                    // tools/list with nothing in the log to say why.
+                    tracing::info!(
+                        connector = %manifest.agent.id,
+                        capability = %capability.id,
+                        "the MCP projection leaves capability `{}` out of tools/list: {reason}",
+                        capability.id
+                    );
                     let name = tool_name_of(admitted, capability);
                     unlisted.insert(name, (capability.id.clone(), reason));
                     continue;
