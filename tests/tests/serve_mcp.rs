@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aip_connector::VerifiedTenant;
@@ -22,7 +22,9 @@ use aip_connector::serve::mcp::{
 };
 use aip_connector::serve::{Authenticator, BearerTokens, BoxFuture, http};
 use aip_connector::store::MemoryStore;
-use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject, Tool};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ProgressNotificationParam, RequestMetaObject, Tool,
+};
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -244,7 +246,7 @@ impl Directory {
         })
     }
 
-    /// Streams the directory's entries: streaming only, so no `tools/call` could run it.
+    /// Streams the directory's entries: streaming only, so a `tools/call` runs it streamed.
     #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
     async fn export(&self, sink: StreamSink<Posted>) -> Result<(), ConnectorFailure> {
         sink.send(Posted { cents: 0, run: 0 }).await
@@ -516,6 +518,7 @@ async fn tools_list_projects_names_annotations_and_schemas() {
         names,
         [
             "cap_directory_book",
+            "cap_directory_export",
             "cap_directory_lookup",
             "cap_directory_post_fee",
             "cap_directory_remove",
@@ -732,22 +735,6 @@ async fn schema_violations_and_unknown_tools_are_rejected_visibly() {
     };
     assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
     assert!(error.message.contains("no_such_tool"), "{}", error.message);
-    // A capability left out of tools/list is named, with why, rather than "unknown".
-    let error = client
-        .call_tool(call("cap_directory_export", json!({})))
-        .await
-        .unwrap_err();
-    let rmcp::ServiceError::McpError(error) = error else {
-        panic!("expected a JSON-RPC error, got {error:?}");
-    };
-    assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
-    assert!(
-        error
-            .message
-            .contains("`cap:directory:export` is left out of tools/list because it only streams"),
-        "{}",
-        error.message
-    );
 
     // A non-string idempotency key in `_meta` is a malformed request.
     let mut params = call("cap_directory_sync_profile", json!({ "handle": "x" }));
@@ -2027,6 +2014,735 @@ fn two_connectors_projecting_the_same_tool_name_are_refused() {
     );
 }
 
+// ---- Streamed tools ----------------------------------------------------------------------------
+
+/// Rows to export.
+#[derive(Deserialize, JsonSchema)]
+struct Rows {
+    rows: u32,
+}
+
+/// One exported row.
+#[derive(Serialize, JsonSchema)]
+struct Row {
+    n: u32,
+    line: String,
+}
+
+/// What an export did.
+#[derive(Serialize, JsonSchema)]
+struct Exported {
+    rows: u32,
+    /// Which execution of a handler produced this result.
+    run: usize,
+}
+
+/// Streaming-only capabilities, as an rmcp server's tools that send progress notifications
+/// become (an author trial's "export as a stream" tool).
+#[derive(Clone, Default)]
+struct Exporter {
+    /// Handler runs, of every capability.
+    runs: Arc<AtomicUsize>,
+    rows_sent: Arc<AtomicUsize>,
+    hold_started: Arc<Notify>,
+    hold_cancelled: Arc<Notify>,
+    /// The next export fails once its rows are streamed: its source went away (a definite
+    /// failure: a read changed nothing).
+    fail_once: Arc<AtomicBool>,
+}
+
+impl Exporter {
+    /// Reports the export as progress, streams `rows` rows, and says how many.
+    async fn stream_rows(
+        &self,
+        rows: u32,
+        sink: &StreamSink<Row>,
+    ) -> Result<Exported, ConnectorFailure> {
+        let run = self.runs.fetch_add(1, Ordering::SeqCst) + 1;
+        sink.progress(format!("exporting {rows} rows")).await?;
+        for n in 0..rows {
+            sink.send(Row {
+                n,
+                line: format!("row {n}"),
+            })
+            .await?;
+            self.rows_sent.fetch_add(1, Ordering::SeqCst);
+        }
+        if self.fail_once.swap(false, Ordering::SeqCst) {
+            return Err(ConnectorFailure::permanent(
+                "exporter.source_gone",
+                "the export's source went away",
+                "exporter",
+            ));
+        }
+        Ok(Exported { rows, run })
+    }
+}
+
+#[connector(id = "exporter", profiles = ["aip.mcp.compat.v1"])]
+impl Exporter {
+    /// Exports rows as a stream, each as it is read, and says how many.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        idempotency(required, scope = tenant),
+        data(sensitivity = public),
+        bindings(mcp(tool_name = "export_rows")),
+    )]
+    async fn export(
+        &self,
+        input: Rows,
+        _key: IdempotencyKey,
+        sink: StreamSink<Row>,
+    ) -> Result<Exported, ConnectorFailure> {
+        self.stream_rows(input.rows, &sink).await
+    }
+
+    /// Streams one row, then waits until cancelled (or 30 s).
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        idempotency(required, scope = tenant),
+        data(sensitivity = public)
+    )]
+    async fn hold(
+        &self,
+        _input: Nothing,
+        _key: IdempotencyKey,
+        cancel: Cancellation,
+        sink: StreamSink<Row>,
+    ) -> Result<Exported, ConnectorFailure> {
+        let run = self.runs.fetch_add(1, Ordering::SeqCst) + 1;
+        let token = cancel.token().clone();
+        let cancelled = self.hold_cancelled.clone();
+        tokio::spawn(async move {
+            token.cancelled().await;
+            cancelled.notify_one();
+        });
+        sink.send(Row {
+            n: 0,
+            line: "held".into(),
+        })
+        .await?;
+        self.hold_started.notify_one();
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        Ok(Exported { rows: 1, run })
+    }
+
+    /// Posts rows to the provider's ledger, checkpointing the provider operation first, and
+    /// streams each row as it is posted.
+    #[capability(
+        risk = low,
+        side_effects = [write, external_network],
+        idempotency(required),
+        data(sensitivity = public),
+        transaction(modes = [execute]),
+    )]
+    async fn post_rows(
+        &self,
+        input: Rows,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+        sink: StreamSink<Row>,
+    ) -> Result<Exported, ConnectorFailure> {
+        let operation = ProviderOperationRef {
+            provider: "ledger".into(),
+            operation_id: format!("post-{}", key.as_str()),
+            request_id: None,
+        };
+        checkpoint.record(operation, None).await?;
+        self.stream_rows(input.rows, &sink).await
+    }
+
+    /// Exports the ledger, once a finance approver agreed.
+    #[capability(
+        risk = high,
+        side_effects = [read],
+        idempotency(required),
+        data(sensitivity = internal),
+        approval(required, selector = role("finance"), evidence = [reason]),
+    )]
+    async fn export_ledger(
+        &self,
+        input: Rows,
+        _key: IdempotencyKey,
+        _approval: Approval,
+        sink: StreamSink<Row>,
+    ) -> Result<Exported, ConnectorFailure> {
+        self.stream_rows(input.rows, &sink).await
+    }
+
+    /// Exports people's entries, once a finance approver agreed. Personal data: the approval
+    /// record keeps no input.
+    #[capability(
+        risk = high,
+        side_effects = [read],
+        idempotency(required),
+        data(sensitivity = internal, pii),
+        approval(required, selector = role("finance"), evidence = [reason]),
+    )]
+    async fn export_people(
+        &self,
+        input: Rows,
+        _key: IdempotencyKey,
+        _approval: Approval,
+        sink: StreamSink<Row>,
+    ) -> Result<Exported, ConnectorFailure> {
+        self.stream_rows(input.rows, &sink).await
+    }
+}
+
+/// The exporter's host, with the finance approvers of [`host`].
+fn exporter_host(exporter: Exporter) -> Host {
+    let finance = ApproverMemberships {
+        tenant_id: Some("t1".into()),
+        roles: BTreeSet::from(["finance".to_owned()]),
+        ..ApproverMemberships::default()
+    };
+    Host::builder()
+        .connector(exporter)
+        .store(Arc::new(MemoryStore::default()))
+        .approval_authority(StaticApprovalAuthority::new().with("user:fin", finance))
+        .build()
+        .unwrap()
+}
+
+/// An MCP client's handler that keeps the progress notifications it receives. (rmcp's client
+/// sends a `progressToken` with every request.)
+#[derive(Clone, Default)]
+struct ProgressLog(Arc<std::sync::Mutex<Vec<ProgressNotificationParam>>>);
+
+impl rmcp::ClientHandler for ProgressLog {
+    async fn on_progress(
+        &self,
+        mut params: ProgressNotificationParam,
+        context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        // rmcp's client moves the notification's extensions, where its `_meta` is kept, into
+        // the context before it reads the `_meta`: `context.meta` is always empty (rmcp 3.11).
+        params.meta = context
+            .extensions
+            .get::<rmcp::model::NotificationMetaObject>()
+            .cloned();
+        self.0.lock().unwrap().push(params);
+    }
+}
+
+impl ProgressLog {
+    /// The notifications received, once there are at least `count` (within 10 s).
+    async fn at_least(&self, count: usize) -> Vec<ProgressNotificationParam> {
+        let waited = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let received = self.0.lock().unwrap().clone();
+                if received.len() >= count {
+                    return received;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        waited.unwrap_or_else(|_| {
+            panic!(
+                "fewer than {count} progress notifications: {:?}",
+                self.0.lock().unwrap()
+            )
+        })
+    }
+}
+
+/// A client (ana's) that keeps the progress notifications of its calls.
+async fn progress_client(
+    served: &Served,
+) -> (RunningService<RoleClient, ProgressLog>, ProgressLog) {
+    let log = ProgressLog::default();
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(served.url.as_str()).auth_header(TOKEN),
+    );
+    (log.clone().serve(transport).await.unwrap(), log)
+}
+
+/// The `(progress, message, chunk kind)` of each notification, in `progress` order (rmcp's
+/// client hands each notification to a task of its own).
+fn progress_seen(notifications: &[ProgressNotificationParam]) -> Vec<(f64, String, String)> {
+    let mut seen: Vec<(f64, String, String)> = notifications
+        .iter()
+        .map(|notification| {
+            let kind = notification
+                .meta
+                .as_ref()
+                .and_then(|meta| meta.get(meta::CHUNK_KIND))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            (
+                notification.progress,
+                notification.message.clone().unwrap_or_default(),
+                kind,
+            )
+        })
+        .collect();
+    seen.sort_by(|a, b| a.0.total_cmp(&b.0));
+    seen
+}
+
+fn row_json(n: u32) -> String {
+    format!(r#"{{"n":{n},"line":"row {n}"}}"#)
+}
+
+/// An author trial found its "export as a stream" tool missing over MCP: a streaming-only
+/// capability is now a tool, and its result carries what it streamed before its output.
+#[tokio::test]
+async fn a_streaming_only_tool_is_listed_and_its_call_returns_what_it_streamed() {
+    let exporter = Exporter::default();
+    let served = serve(McpProjection::new(exporter_host(exporter.clone())).unwrap()).await;
+    let (client, log) = progress_client(&served).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let export = tool(&tools, "export_rows");
+    assert_eq!(
+        export.meta.as_ref().unwrap().get(meta::STREAMING),
+        Some(&json!(true))
+    );
+
+    let result = client
+        .call_tool(call("export_rows", json!({ "rows": 3 })))
+        .await
+        .unwrap();
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    let blocks = texts(&result);
+    assert_eq!(blocks.len(), 2, "{blocks:?}");
+    // First what was streamed, in order; then the output, as a synchronous call answers it.
+    let streamed: Value = serde_json::from_str(&blocks[0]).unwrap();
+    assert_eq!(
+        streamed,
+        json!([
+            { "n": 0, "line": "row 0" },
+            { "n": 1, "line": "row 1" },
+            { "n": 2, "line": "row 2" },
+        ])
+    );
+    let output = json!({ "rows": 3, "run": 1 });
+    assert_eq!(serde_json::from_str::<Value>(&blocks[1]).unwrap(), output);
+    // The structured content is the output alone: what the tool's outputSchema describes.
+    assert_eq!(result.structured_content, Some(output.clone()));
+    let schema = Value::Object(export.output_schema.as_deref().unwrap().clone());
+    assert!(
+        jsonschema::draft202012::new(&schema)
+            .unwrap()
+            .is_valid(&output)
+    );
+    assert_eq!(result_meta(&result, meta::STATUS), "completed");
+    assert_eq!(
+        result_meta(&result, meta::STREAM),
+        &json!({ "data_chunks": 3, "collected_chunks": 3, "omitted_chunks": 0, "omitted_bytes": 0 })
+    );
+
+    // Each chunk was a progress notification while the action ran.
+    let notifications = log.at_least(4).await;
+    assert_eq!(
+        progress_seen(&notifications),
+        [
+            (1.0, "exporting 3 rows".to_owned(), "progress".to_owned()),
+            (2.0, row_json(0), "data".to_owned()),
+            (3.0, row_json(1), "data".to_owned()),
+            (4.0, row_json(2), "data".to_owned()),
+        ]
+    );
+    let token = &notifications[0].progress_token;
+    assert!(notifications.iter().all(|n| &n.progress_token == token));
+    assert_eq!(exporter.rows_sent.load(Ordering::SeqCst), 3);
+    client.cancel().await.unwrap();
+}
+
+/// An MCP session opened by hand, whose answers are read as the SSE text they are.
+struct RawSession {
+    http: reqwest::Client,
+    url: String,
+    session: String,
+}
+
+impl RawSession {
+    async fn open(served: &Served) -> Self {
+        let http = reqwest::Client::new();
+        let opened = http
+            .post(&served.url)
+            .bearer_auth(TOKEN)
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize_request())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(opened.status(), 200);
+        let session = opened.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let this = Self {
+            http,
+            url: served.url.clone(),
+            session,
+        };
+        this.post(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+            .await;
+        this
+    }
+
+    /// Posts `body` and answers the JSON-RPC messages of the answer, in the order sent.
+    async fn post(&self, body: Value) -> Vec<Value> {
+        let answer = self
+            .http
+            .post(&self.url)
+            .bearer_auth(TOKEN)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &self.session)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(answer.status().is_success(), "{}", answer.status());
+        let text = answer.text().await.unwrap();
+        text.lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .map(str::trim)
+            .filter(|data| !data.is_empty())
+            .map(|data| serde_json::from_str(data).unwrap())
+            .collect()
+    }
+}
+
+fn export_request(id: u64, rows: u32, progress_token: Option<&str>) -> Value {
+    let mut params = json!({ "name": "export_rows", "arguments": { "rows": rows } });
+    if let Some(token) = progress_token {
+        params["_meta"] = json!({ "progressToken": token });
+    }
+    json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params })
+}
+
+/// On the wire: one `notifications/progress` per chunk, in the stream's order, before the
+/// answer and with increasing `progress`, when the request carries a `progressToken`; none
+/// without one, and the answer carries the streamed data all the same.
+#[tokio::test]
+async fn progress_notifications_follow_the_stream_in_order_and_only_with_a_progress_token() {
+    let served = serve(McpProjection::new(exporter_host(Exporter::default())).unwrap()).await;
+    let session = RawSession::open(&served).await;
+
+    let messages = session.post(export_request(2, 3, Some("tok-1"))).await;
+    let (answer, notifications) = messages.split_last().unwrap();
+    assert_eq!(answer["id"], 2, "{answer}");
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    assert_eq!(notifications.len(), 4, "{messages:?}");
+    let expected = [
+        ("exporting 3 rows".to_owned(), "progress"),
+        (row_json(0), "data"),
+        (row_json(1), "data"),
+        (row_json(2), "data"),
+    ];
+    for (position, (notification, (message, kind))) in
+        notifications.iter().zip(&expected).enumerate()
+    {
+        assert_eq!(notification["method"], "notifications/progress");
+        let params = &notification["params"];
+        assert_eq!(params["progressToken"], "tok-1");
+        assert_eq!(params["progress"].as_f64(), Some((position + 1) as f64));
+        assert_eq!(params["message"], message.as_str());
+        assert_eq!(params["_meta"][meta::CHUNK_KIND], *kind);
+    }
+
+    let messages = session.post(export_request(3, 2, None)).await;
+    assert_eq!(
+        messages.len(),
+        1,
+        "no notification without a token: {messages:?}"
+    );
+    let content = &messages[0]["result"]["content"];
+    assert_eq!(
+        content[0]["text"],
+        format!("[{},{}]", row_json(0), row_json(1))
+    );
+}
+
+/// Past the projection's bound the result keeps the first chunks and says how many chunks
+/// and bytes it left out, while the action streams and completes to its end.
+#[tokio::test]
+async fn a_result_carries_streamed_data_up_to_its_bound_and_says_what_it_left_out() {
+    let exporter = Exporter::default();
+    // Each row is 22 bytes of JSON: two fit.
+    let projection = McpProjection::new(exporter_host(exporter.clone()))
+        .unwrap()
+        .with_max_streamed_data_bytes(50);
+    let served = serve(projection).await;
+    let (client, log) = progress_client(&served).await;
+
+    let result = client
+        .call_tool(call("export_rows", json!({ "rows": 10 })))
+        .await
+        .unwrap();
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    assert_eq!(exporter.rows_sent.load(Ordering::SeqCst), 10);
+    assert_eq!(
+        result.structured_content,
+        Some(json!({ "rows": 10, "run": 1 }))
+    );
+    let blocks = texts(&result);
+    assert_eq!(blocks[0], format!("[{},{}]", row_json(0), row_json(1)));
+    let cut = &blocks[1];
+    assert!(cut.starts_with("Streamed data cut:"), "{cut}");
+    assert!(cut.contains("the first 2 of the 10 data chunks"), "{cut}");
+    assert!(
+        cut.contains("the other 8 (176 bytes as JSON) are left out"),
+        "{cut}"
+    );
+    assert!(cut.contains("bound of 50 bytes"), "{cut}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&blocks[2]).unwrap(),
+        json!({ "rows": 10, "run": 1 })
+    );
+    assert_eq!(
+        result_meta(&result, meta::STREAM),
+        &json!({ "data_chunks": 10, "collected_chunks": 2, "omitted_chunks": 8, "omitted_bytes": 176 })
+    );
+    // The bound is the result's: every chunk was still a notification.
+    assert_eq!(log.at_least(11).await.len(), 11);
+    client.cancel().await.unwrap();
+}
+
+/// A failed streamed call answers what it streamed before the failure; under a derived key a
+/// definite failure is not kept, as for a synchronous call, so the identical call runs again.
+#[tokio::test]
+async fn a_definite_streamed_failure_under_a_derived_key_runs_again_on_the_identical_call() {
+    let exporter = Exporter::default();
+    let served = serve(McpProjection::new(exporter_host(exporter.clone())).unwrap()).await;
+    let client = client(&served).await;
+    let export = || call("export_rows", json!({ "rows": 2 }));
+
+    exporter.fail_once.store(true, Ordering::SeqCst);
+    let failed = client.call_tool(export()).await.unwrap();
+    assert_eq!(failed.is_error, Some(true), "{failed:?}");
+    assert!(failed.structured_content.is_none());
+    let blocks = texts(&failed);
+    assert_eq!(blocks[0], format!("[{},{}]", row_json(0), row_json(1)));
+    assert!(
+        blocks[1].starts_with("exporter.source_gone: "),
+        "{blocks:?}"
+    );
+    assert_eq!(result_meta(&failed, meta::STREAM)["data_chunks"], 2);
+
+    let again = client.call_tool(export()).await.unwrap();
+    assert_eq!(result_meta(&again, meta::STATUS), "completed", "{again:?}");
+    assert_eq!(
+        again.structured_content,
+        Some(json!({ "rows": 2, "run": 2 }))
+    );
+    assert!(
+        again
+            .meta
+            .as_ref()
+            .is_none_or(|meta| meta.get(meta::IDEMPOTENT_REPLAY).is_none()),
+        "{again:?}"
+    );
+    client.cancel().await.unwrap();
+}
+
+/// A streaming handler that checkpoints runs as a durable `execute` transaction, as a
+/// synchronous one does, and streams all the same.
+#[tokio::test]
+async fn a_streamed_transactional_capability_runs_as_a_durable_execute() {
+    use aip_connector::store::TransactionStore as _;
+
+    let store = Arc::new(MemoryStore::default());
+    let host = Host::builder()
+        .connector(Exporter::default())
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let served = serve(McpProjection::new(host).unwrap()).await;
+    let client = client(&served).await;
+    let result = client
+        .call_tool(with_key(
+            call("cap_exporter_post_rows", json!({ "rows": 2 })),
+            "post-1",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    assert_eq!(
+        texts(&result)[0],
+        format!("[{},{}]", row_json(0), row_json(1))
+    );
+    assert_eq!(
+        result.structured_content,
+        Some(json!({ "rows": 2, "run": 1 }))
+    );
+    let action_id = serde_json::from_value(result_meta(&result, meta::ACTION_ID).clone()).unwrap();
+    let records = store.transactions_by_action(&action_id).await.unwrap();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(
+        records[0].transaction.mode,
+        aip_connector::model::TransactionMode::Execute
+    );
+    assert_eq!(
+        records[0].provider_operation.as_ref().unwrap().operation_id,
+        "post-post-1"
+    );
+    client.cancel().await.unwrap();
+}
+
+/// A cancelled call (the client drops it: `notifications/cancelled`) abandons its streamed
+/// action: the handler's cancellation fires, and the key derived from the arguments is
+/// released, so the same call runs again.
+#[tokio::test]
+async fn cancelling_a_streamed_call_abandons_its_action() {
+    let exporter = Exporter::default();
+    let served = serve(McpProjection::new(exporter_host(exporter.clone())).unwrap()).await;
+    let (client, log) = progress_client(&served).await;
+
+    for attempt in 1..=2 {
+        let cancelled = exporter.hold_cancelled.notified();
+        let mut running = Box::pin(client.call_tool(call("cap_exporter_hold", json!({}))));
+        // The row it streamed was relayed while the action runs.
+        tokio::select! {
+            result = &mut running => panic!("attempt {attempt}: the hold returned: {result:?}"),
+            _ = log.at_least(attempt) => {}
+        }
+        drop(running);
+        tokio::time::timeout(Duration::from_secs(10), cancelled)
+            .await
+            .unwrap_or_else(|_| panic!("attempt {attempt}: the handler's cancellation fired"));
+    }
+    assert_eq!(exporter.runs.load(Ordering::SeqCst), 2);
+    client.cancel().await.unwrap();
+}
+
+/// A keyed call made again replays the stored result: nothing runs, and since streamed chunks
+/// are not stored, the replay says it carries none of them.
+#[tokio::test]
+async fn a_keyed_replay_of_a_streamed_call_carries_no_chunk_data() {
+    let exporter = Exporter::default();
+    let served = serve(McpProjection::new(exporter_host(exporter.clone())).unwrap()).await;
+    let client = client(&served).await;
+    let export = || with_key(call("export_rows", json!({ "rows": 2 })), "export-1");
+
+    let first = client.call_tool(export()).await.unwrap();
+    assert_eq!(
+        texts(&first)[0],
+        format!("[{},{}]", row_json(0), row_json(1))
+    );
+    let again = client.call_tool(export()).await.unwrap();
+    assert_eq!(exporter.runs.load(Ordering::SeqCst), 1);
+    assert_eq!(result_meta(&again, meta::IDEMPOTENT_REPLAY), &json!(true));
+    assert_eq!(again.structured_content, first.structured_content);
+    let blocks = texts(&again);
+    assert!(
+        blocks[0].starts_with("Streamed data is not stored"),
+        "{blocks:?}"
+    );
+    assert!(blocks[0].contains("carries none of the data"), "{blocks:?}");
+    assert!(
+        blocks.last().unwrap().starts_with("Replayed:"),
+        "{blocks:?}"
+    );
+    assert_eq!(result_meta(&again, meta::STREAM)["data_chunks"], 0);
+    client.cancel().await.unwrap();
+}
+
+/// A gated streaming tool answers its pending approval; once the approval is granted, the
+/// same call resumes the action streamed (`Host::resume_approved` refuses a streamed action),
+/// exactly once, whether the record kept the input or was redacted (then re-submitted, which
+/// must stream too).
+#[tokio::test]
+async fn a_gated_streaming_tool_runs_streamed_once_its_approval_is_granted() {
+    for (name, retained) in [
+        ("cap_exporter_export_ledger", true),
+        ("cap_exporter_export_people", false),
+    ] {
+        let exporter = Exporter::default();
+        let host = exporter_host(exporter.clone());
+        let served = serve(McpProjection::new(host.clone()).unwrap()).await;
+        let (client, log) = progress_client(&served).await;
+        let export = || call(name, json!({ "rows": 2 }));
+
+        let pending = client.call_tool(export()).await.unwrap();
+        let id = pending_approval_id(&pending);
+        assert!(
+            texts(&pending)[0].starts_with("Not executed"),
+            "{pending:?}"
+        );
+        let early = client.call_tool(export()).await.unwrap();
+        assert_eq!(pending_approval_id(&early), id);
+        assert_eq!(exporter.runs.load(Ordering::SeqCst), 0, "{name}");
+
+        let record = host
+            .record_approval_decision(finance_decision(&id, "dec-export"), &person("user:fin"))
+            .await
+            .unwrap();
+        assert_eq!(record.input_retained, retained, "{name}");
+
+        let ran = client.call_tool(export()).await.unwrap();
+        assert_eq!(
+            result_meta(&ran, meta::STATUS),
+            "completed",
+            "{name}: {ran:?}"
+        );
+        assert_eq!(exporter.runs.load(Ordering::SeqCst), 1, "{name}");
+        assert_eq!(
+            texts(&ran)[0],
+            format!("[{},{}]", row_json(0), row_json(1)),
+            "{name}"
+        );
+        assert_eq!(ran.structured_content, Some(json!({ "rows": 2, "run": 1 })));
+        assert_eq!(result_meta(&ran, meta::STREAM)["data_chunks"], 2);
+        // Streamed while it ran: its chunks were notifications.
+        let seen = progress_seen(&log.at_least(3).await);
+        assert_eq!(seen[0].1, "exporting 2 rows", "{name}: {seen:?}");
+
+        let replayed = client.call_tool(export()).await.unwrap();
+        assert_eq!(
+            result_meta(&replayed, meta::IDEMPOTENT_REPLAY),
+            &json!(true)
+        );
+        assert_eq!(replayed.structured_content, ran.structured_content);
+        assert_eq!(exporter.runs.load(Ordering::SeqCst), 1, "{name}");
+        client.cancel().await.unwrap();
+    }
+}
+
+/// A client that stops reading its answers (so the transport cannot take another
+/// notification) does not hold the streamed action: the call stops notifying, and the action
+/// streams to its end.
+#[tokio::test]
+async fn a_client_that_stops_reading_does_not_hold_a_streamed_action() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+    let exporter = Exporter::default();
+    let projection = McpProjection::new(exporter_host(exporter.clone())).unwrap();
+    let (server_io, client_io) = tokio::io::duplex(1024);
+    let server = tokio::spawn(projection.serve_io(server_io, person("user:local")));
+    let (read, mut write) = tokio::io::split(client_io);
+    let mut lines = tokio::io::BufReader::new(read).lines();
+    let mut send = async |message: Value| {
+        let line = format!("{message}\n");
+        write.write_all(line.as_bytes()).await.unwrap();
+    };
+    send(initialize_request()).await;
+    let initialized = lines.next_line().await.unwrap().unwrap();
+    assert!(initialized.contains("\"result\""), "{initialized}");
+    send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" })).await;
+    let _running = server.await.unwrap().unwrap();
+    // 300 notifications of some 100 bytes each do not fit in the pipe, and nothing reads them.
+    send(export_request(2, 300, Some("tok-stalled"))).await;
+
+    let streamed = tokio::time::timeout(Duration::from_secs(20), async {
+        while exporter.rows_sent.load(Ordering::SeqCst) < 300 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        streamed.is_ok(),
+        "the action waited on the client: {} rows sent",
+        exporter.rows_sent.load(Ordering::SeqCst)
+    );
+}
+
 // ---- stdio (a byte pipe) -----------------------------------------------------------------------
 
 #[tokio::test]
@@ -2038,7 +2754,7 @@ async fn over_a_byte_pipe_every_call_runs_as_the_local_user() {
     let running = server.await.unwrap().unwrap();
 
     let tools = client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 8);
+    assert_eq!(tools.len(), 9);
     let result = client
         .call_tool(call("cap_directory_lookup", lookup_arguments()))
         .await
@@ -2068,9 +2784,12 @@ fn the_projection_is_inspectable_without_serving_it() {
         Some("web_search")
     );
     assert!(projection.tool("web_search").is_some());
-    // A streaming-only capability is not a tool: every `tools/call` of it would be refused.
-    assert_eq!(projection.tool_name("cap:directory:export"), None);
-    assert_eq!(projection.tools().count(), 8);
+    // A streaming-only capability is a tool too: its calls run streamed.
+    assert_eq!(
+        projection.tool_name("cap:directory:export"),
+        Some("cap_directory_export")
+    );
+    assert_eq!(projection.tools().count(), 9);
     let shown = format!("{projection:?}");
     assert!(shown.contains("web_search"), "{shown}");
 }
@@ -2192,6 +2911,30 @@ async fn compensating_and_plan_only_capabilities_are_not_projected() {
     assert_eq!(projection.tool_name("cap:till:refund"), None);
     assert_eq!(projection.tool_name("cap:till:close"), None);
     assert_eq!(projection.tools().count(), 1);
+    // A call of a capability left out of tools/list is told which and why, not "unknown tool".
+    let served = serve(projection).await;
+    let client = client(&served).await;
+    for (name, id, why) in [
+        (
+            "cap_till_close",
+            "cap:till:close",
+            "it changes state only by committing a plan",
+        ),
+        (
+            "cap_till_refund",
+            "cap:till:refund",
+            "it runs only as the compensation of another capability",
+        ),
+    ] {
+        let error = client.call_tool(call(name, json!({}))).await.unwrap_err();
+        let rmcp::ServiceError::McpError(error) = error else {
+            panic!("expected a JSON-RPC error, got {error:?}");
+        };
+        assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+        let expected = format!("`{id}` is left out of tools/list because {why}");
+        assert!(error.message.contains(&expected), "{}", error.message);
+    }
+    client.cancel().await.unwrap();
     // What the projection would send for it is refused every time.
     let plain = host
         .invoke(

@@ -1,7 +1,10 @@
 //! The MCP projection of a [`Host`]: every admitted capability a `tools/call` can run becomes
 //! one MCP tool (see [`McpProjection::new`] for those left out), and every `tools/call` runs
 //! through [`Host::invoke`], the same governed pipeline as any other caller (schemas, contract
-//! checks, idempotency, approvals, deadline, output schema).
+//! checks, idempotency, approvals, deadline, output schema). A streaming-only capability's call
+//! runs through [`Host::invoke_stream`] instead: its chunks reach the client as
+//! `notifications/progress` while it runs (when the request carries a `progressToken`), and the
+//! tool result carries its streamed data before the result itself (`docs/mcp.md`, "Streaming").
 //!
 //! [`McpProjection`] implements [`rmcp::ServerHandler`] by hand and is served either
 //!
@@ -36,11 +39,12 @@ pub use rmcp::model::Implementation;
 pub use super::CancellationToken;
 
 use aip_connector_core::admission::AdmittedManifest;
-use aip_connector_core::ids::{ActionId, CapabilityId};
+use aip_connector_core::ids::{ActionId, ApprovalId, CapabilityId};
 use aip_connector_core::model::{
     Action, ActionResult, ActionResultStatus, ActionTransaction, Binding, Capability,
-    CapabilityContract, Envelope, IdempotencyRequirement, ORIGINAL_OUTPUT, ProtocolError,
-    RetrySafety, RiskLevel, SideEffect, TransactionMode, unmark_idempotent_replay,
+    CapabilityContract, Envelope, ErrorCategory, IdempotencyRequirement, ORIGINAL_OUTPUT,
+    ProtocolError, RetrySafety, RiskLevel, SideEffect, StreamChunk, StreamChunkKind,
+    TransactionMode, unmark_idempotent_replay,
 };
 use aip_connector_core::naming::stable_profile_name;
 use axum::Router;
@@ -52,10 +56,11 @@ use http::request::Parts;
 use http::{HeaderValue, StatusCode, header};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
-    ListToolsResult, MetaObject, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ListToolsResult, MetaObject, NotificationMetaObject, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ServerCapabilities, ServerConfig, Tool,
     ToolAnnotations,
 };
-use rmcp::service::{RequestContext, RunningService, ServerInitializeError};
+use rmcp::service::{Peer, RequestContext, RunningService, ServerInitializeError};
 use rmcp::transport::IntoTransport;
 use rmcp::transport::streamable_http_server::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -65,7 +70,8 @@ use serde_json::{Value, json};
 use self::sessions::{BoundedSessions, SessionGuard, SessionLimit};
 pub use self::sessions::{SessionKey, SessionKeyTooShort};
 use super::auth::Authenticator;
-use crate::host::{Host, TrustedContext};
+use crate::codes;
+use crate::host::{ChunkStream, Host, TrustedContext};
 use crate::schema::{self, SchemaDialect};
 use crate::store::ApprovalStatus;
 
@@ -89,6 +95,11 @@ pub const DEFAULT_MAX_SESSIONS: usize = 1024;
 /// How many of those one caller (a principal of a tenant) may hold unless
 /// [`McpProjection::with_max_sessions_per_caller`] says otherwise.
 pub const DEFAULT_MAX_SESSIONS_PER_CALLER: usize = 64;
+
+/// How many bytes of streamed data (the compact JSON of a streamed call's `data` chunks) one
+/// tool result carries unless [`McpProjection::with_max_streamed_data_bytes`] says otherwise:
+/// 64 KiB, some 16,000 tokens of a model's context.
+pub const DEFAULT_MAX_STREAMED_DATA_BYTES: usize = 64 * 1024;
 
 /// Result and tool `_meta` keys this projection writes.
 pub mod meta {
@@ -118,6 +129,17 @@ pub mod meta {
     pub const IDEMPOTENCY: &str = "aip/idempotency";
     /// Tool: whether the host gates every call behind a human approval.
     pub const APPROVAL_REQUIRED: &str = "aip/approval_required";
+    /// Tool: `true` on a tool whose calls run streamed (the capability only streams): its
+    /// chunks arrive as `notifications/progress` when the request carries a `progressToken`,
+    /// and its result carries the streamed data. Absent on the other tools.
+    pub const STREAMING: &str = "aip/streaming";
+    /// Result of a streamed call: what it streamed, as counts (`data_chunks`: the `data`
+    /// chunks this call streamed; `collected_chunks`: how many of them, the first ones, the
+    /// result's content carries; `omitted_chunks` and `omitted_bytes`: the rest, left out past
+    /// the projection's bound). A replay streams nothing: its counts are 0.
+    pub const STREAM: &str = "aip/stream";
+    /// Progress notification: the kind of the chunk it forwards (`data`, `progress`, ...).
+    pub const CHUNK_KIND: &str = "aip/chunk_kind";
 }
 
 /// Why a host cannot be projected.
@@ -174,6 +196,8 @@ struct ProjectedTool {
     /// The contract's approval policy as published (reason, who approves, how many), added to
     /// a gated call's `_meta["aip/approval"]` so that an agent can tell its user whom to ask.
     approval_policy: Option<Value>,
+    /// The capability only streams: calls run through [`Host::invoke_stream`].
+    streamed: bool,
 }
 
 struct Projection {
@@ -214,6 +238,9 @@ pub struct McpProjection {
     connections: super::ConnectionLimits,
     /// Signs the session ids the router hands out; a random one per router when `None`.
     session_key: Option<SessionKey>,
+    /// How much streamed data a streamed call's result carries (see
+    /// [`Self::with_max_streamed_data_bytes`]).
+    max_streamed_data_bytes: usize,
 }
 
 impl fmt::Debug for McpProjection {
@@ -238,17 +265,19 @@ impl fmt::Debug for McpProjection {
             .field("purge_interval", &self.purge_interval)
             .field("body_timeout", &self.body_timeout)
             .field("connections", &self.connections)
+            .field("max_streamed_data_bytes", &self.max_streamed_data_bytes)
             .finish_non_exhaustive()
     }
 }
 
 impl McpProjection {
     /// Projects every callable capability of every manifest `host` admitted (every kind but
-    /// `resource`), in manifest order, except streaming-only ones (a `tools/call` runs
-    /// synchronously, so each call of them would be refused), transactional ones that do not
-    /// `execute` in one step (they change state only by committing a plan, which a tool call
-    /// has no step for) and compensating ones (they run only as the compensation of another
-    /// capability, never by their own name).
+    /// `resource`), in manifest order, except ones that neither run synchronously nor stream
+    /// (asynchronous only: a `tools/call` waits for its result), transactional ones that do
+    /// not `execute` in one step (they change state only by committing a plan, which a tool
+    /// call has no step for) and compensating ones (they run only as the compensation of
+    /// another capability, never by their own name). A capability that runs synchronously is
+    /// called with [`Host::invoke`]; one that only streams, with [`Host::invoke_stream`].
     ///
     /// Fails when two connectors' capabilities project to the same tool name.
     pub fn new(host: Host) -> Result<Self, McpProjectionError> {
@@ -323,6 +352,7 @@ impl McpProjection {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             connections: super::ConnectionLimits::default(),
             session_key: None,
+            max_streamed_data_bytes: DEFAULT_MAX_STREAMED_DATA_BYTES,
         })
     }
 
@@ -403,6 +433,19 @@ impl McpProjection {
     pub fn with_connection_limits(self, limits: super::ConnectionLimits) -> Self {
         Self {
             connections: limits,
+            ..self
+        }
+    }
+
+    /// The same projection whose streamed calls carry at most `bytes` of streamed data in their
+    /// result (default [`DEFAULT_MAX_STREAMED_DATA_BYTES`]), counted as the compact JSON of
+    /// each `data` chunk. The first chunks that fit are carried; from the first that does not,
+    /// the rest are counted and left out (the result says how many chunks and bytes), while
+    /// the action runs to its end. Progress notifications are not bounded by it. `0` carries
+    /// none, only the counts.
+    pub fn with_max_streamed_data_bytes(self, bytes: usize) -> Self {
+        Self {
+            max_streamed_data_bytes: bytes,
             ..self
         }
     }
@@ -589,7 +632,7 @@ impl McpProjection {
     }
 
     /// One `tools/call`: the action, its run on the host (cancelled when the request is), and
-    /// the projected result.
+    /// the projected result. A streamed tool's action runs as a stream, relayed as it runs.
     async fn call(
         &self,
         request: CallToolRequestParams,
@@ -609,6 +652,14 @@ impl McpProjection {
         let tool = &self.inner.tools[index];
         let caller = self.caller(&context)?;
         let sent_key = idempotency_key(&request, &context)?;
+        let progress = tool
+            .streamed
+            .then(|| progress_token(&request, &context))
+            .flatten()
+            .map(|token| ProgressSink {
+                token,
+                peer: context.peer.clone(),
+            });
         let input = Value::Object(request.arguments.unwrap_or_default());
         let key = match sent_key {
             Some(key) => KeyUse::Sent(key),
@@ -630,26 +681,45 @@ impl McpProjection {
         action.input = input;
         let host = &self.inner.host;
         let action_id = action.id.clone();
-        let result = run_abandonable(
-            host,
-            &action_id,
-            &caller,
-            &context,
-            host.invoke(action, &caller),
-        )
-        .await;
-        let result = match resubmitted_input {
-            Some(input) => {
-                self.resume_if_approved(result, input, &caller, &context)
-                    .await
-            }
-            None => result,
+        let (result, relayed) = if tool.streamed {
+            let mut relay = StreamRelay::new(progress, self.max_streamed_data_bytes);
+            let chunks = host.invoke_stream(action, caller.clone());
+            let result = relay.run(chunks, &action_id, &context).await;
+            let result = match resubmitted_input {
+                Some(input) => {
+                    self.resume_stream_if_approved(result, input, &caller, &context, &mut relay)
+                        .await
+                }
+                None => result,
+            };
+            (result, Some(relay.collected))
+        } else {
+            let result = run_abandonable(
+                host,
+                &action_id,
+                &caller,
+                &context,
+                host.invoke(action, &caller),
+            )
+            .await;
+            let result = match resubmitted_input {
+                Some(input) => {
+                    self.resume_if_approved(result, input, &caller, &context)
+                        .await
+                }
+                None => result,
+            };
+            (result, None)
         };
         let forgotten = match sent {
             Some(sent) => self.forget_if_unchanged(&sent, &caller, &result).await,
             None => false,
         };
-        Ok(project_result(tool, result, key.origin(forgotten)))
+        let origin = key.origin(forgotten);
+        Ok(match relayed {
+            Some(collected) => project_streamed(tool, result, origin, collected),
+            None => project_result(tool, result, origin),
+        })
     }
 
     /// Under a key the projection derived, a failure that changed nothing is not kept: a
@@ -697,33 +767,102 @@ impl McpProjection {
         caller: &TrustedContext,
         context: &RequestContext<RoleServer>,
     ) -> ActionResult {
-        if result.status != ActionResultStatus::PendingApproval || !result.is_idempotent_replay() {
-            return result;
-        }
-        let Some(approval_id) = result.approval_id() else {
+        let Some(resumption) = self.resumption(&result, input, caller).await else {
             return result;
         };
         let host = &self.inner.host;
-        let Ok(Some(record)) = host.approval(&approval_id).await else {
+        match resumption {
+            Resumption::FromStore {
+                approval_id,
+                gated_id,
+            } => {
+                let resumed = host.resume_approved(&approval_id, caller);
+                run_abandonable(host, &gated_id, caller, context, resumed).await
+            }
+            Resumption::Resubmitted(resubmission) => {
+                let gated_id = resubmission.id.clone();
+                let resubmitted = host.invoke(*resubmission, caller);
+                run_abandonable(host, &gated_id, caller, context, resubmitted).await
+            }
+        }
+    }
+
+    /// [`resume_if_approved`](Self::resume_if_approved) for a streamed tool: the gated action
+    /// (sent streamed, so its handler takes a `StreamSink`) runs streamed, relayed by `relay`.
+    /// `Host::resume_approved` refuses a streamed action, so a record that kept its input is
+    /// resumed with `Host::resume_approved_stream`; a redacted one is re-submitted to
+    /// `Host::invoke_stream` (the recorded action keeps its `streaming` mode).
+    async fn resume_stream_if_approved(
+        &self,
+        result: ActionResult,
+        input: Value,
+        caller: &TrustedContext,
+        context: &RequestContext<RoleServer>,
+        relay: &mut StreamRelay,
+    ) -> ActionResult {
+        let Some(resumption) = self.resumption(&result, input, caller).await else {
             return result;
+        };
+        let host = &self.inner.host;
+        let (gated_id, chunks) = match resumption {
+            Resumption::FromStore {
+                approval_id,
+                gated_id,
+            } => (
+                gated_id,
+                host.resume_approved_stream(&approval_id, caller.clone()),
+            ),
+            Resumption::Resubmitted(resubmission) => (
+                resubmission.id.clone(),
+                host.invoke_stream(*resubmission, caller.clone()),
+            ),
+        };
+        relay.run(chunks, &gated_id, context).await
+    }
+
+    /// How the gated action behind `result` is to run now, if it is to: `result` replays a
+    /// pending approval that has since been granted, and `caller` requested it.
+    async fn resumption(
+        &self,
+        result: &ActionResult,
+        input: Value,
+        caller: &TrustedContext,
+    ) -> Option<Resumption> {
+        if result.status != ActionResultStatus::PendingApproval || !result.is_idempotent_replay() {
+            return None;
+        }
+        let approval_id = result.approval_id()?;
+        let Ok(Some(record)) = self.inner.host.approval(&approval_id).await else {
+            return None;
         };
         if record.status != ApprovalStatus::Approved || record.requested_by != caller.principal.id {
-            return result;
+            return None;
         }
-        let gated_id = record.action.id.clone();
         if record.input_retained {
-            let resumed = host.resume_approved(&approval_id, caller);
-            return run_abandonable(host, &gated_id, caller, context, resumed).await;
+            return Some(Resumption::FromStore {
+                approval_id,
+                gated_id: record.action.id.clone(),
+            });
         }
-        let Some(decision) = record.approving_decision().cloned() else {
-            return result;
-        };
+        let decision = record.approving_decision().cloned()?;
         let mut resubmission = record.action;
         resubmission.input = input;
         resubmission.approval = Some(Box::new(decision));
-        let resubmitted = host.invoke(resubmission, caller);
-        run_abandonable(host, &gated_id, caller, context, resubmitted).await
+        Some(Resumption::Resubmitted(Box::new(resubmission)))
     }
+}
+
+/// How an approved gated action runs (docs/host-runtime.md §5.5).
+enum Resumption {
+    /// From its approval record, which kept the input.
+    FromStore {
+        approval_id: ApprovalId,
+        /// The gated action's id (the record's), which an abandonment names.
+        gated_id: ActionId,
+    },
+    /// Re-submitted: the record's action (its id, its mode) with this call's input and the
+    /// approving decision, which the host checks against the record's fingerprint.
+    Resubmitted(Box<Action>),
 }
 
 /// Runs `call` (the host running `action_id` for `caller`) until it ends or the MCP request is
@@ -749,6 +888,283 @@ async fn run_abandonable(
     }
 }
 
+// ---- Streamed calls -----------------------------------------------------------------------------
+
+/// How long one progress notification may take to be handed to the transport before the call
+/// stops notifying: a client that does not read its stream must not hold the action, whose
+/// chunks wait for this relay to take them (the stream's back-pressure).
+const PROGRESS_NOTIFY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The most bytes of a progress notification's `message`, the cut marker included.
+const PROGRESS_MESSAGE_MAX_BYTES: usize = 256;
+
+/// Ends a progress message that was cut.
+const CUT_MARKER: &str = "…";
+
+/// Where a streamed call's progress notifications go: the request's `progressToken`, on the
+/// peer (the MCP session) that sent it.
+struct ProgressSink {
+    token: ProgressToken,
+    peer: Peer<RoleServer>,
+}
+
+/// Reads a streamed call's chunks as they come: forwards each non-terminal one as a
+/// `notifications/progress` (when the request carried a `progressToken`), collects the `data`
+/// chunks for the result within a bound, and answers the result the terminal chunk carries.
+struct StreamRelay {
+    progress: Option<ProgressSink>,
+    /// Notifications sent so far, the `progress` of the last: it keeps increasing across the
+    /// streams of one call (a granted approval's call streams twice: the replayed gate, then
+    /// the resumed action).
+    notified: u64,
+    collected: Collected,
+}
+
+impl StreamRelay {
+    fn new(progress: Option<ProgressSink>, max_bytes: usize) -> Self {
+        Self {
+            progress,
+            notified: 0,
+            collected: Collected {
+                max_bytes,
+                ..Collected::default()
+            },
+        }
+    }
+
+    /// Relays `chunks` (the stream of `action_id`) to its terminal chunk and answers its result.
+    /// When the MCP request is cancelled, the action is abandoned as [`run_abandonable`]
+    /// abandons a synchronous one ([`ChunkStream::abandon`]: at once if its handler waits,
+    /// else when it reaches its handler), and the rest of the stream is read without relaying,
+    /// so that the call returns once the action has settled. Dropping the stream would abandon
+    /// it too, but would not wait for that.
+    async fn run(
+        &mut self,
+        mut chunks: ChunkStream,
+        action_id: &ActionId,
+        context: &RequestContext<RoleServer>,
+    ) -> ActionResult {
+        let mut abandoned = false;
+        loop {
+            let next = if abandoned {
+                chunks.next().await
+            } else {
+                // The cancellation first: a stream that always has a chunk ready must not
+                // keep the relay from noticing it.
+                tokio::select! {
+                    biased;
+                    () = context.ct.cancelled() => {
+                        chunks.abandon();
+                        abandoned = true;
+                        continue;
+                    }
+                    next = chunks.next() => next,
+                }
+            };
+            let Some(chunk) = next else {
+                return ended_without_result(action_id);
+            };
+            if matches!(chunk.kind, StreamChunkKind::Done | StreamChunkKind::Error) {
+                return chunk
+                    .data
+                    .and_then(|data| serde_json::from_value(data).ok())
+                    .unwrap_or_else(|| ended_without_result(action_id));
+            }
+            if abandoned {
+                continue;
+            }
+            let StreamChunk { kind, data, .. } = chunk;
+            let message = self
+                .progress
+                .is_some()
+                .then(|| progress_message(kind, data.as_ref()));
+            if kind == StreamChunkKind::Data {
+                self.collected.add(data.unwrap_or(Value::Null));
+            }
+            if let Some(message) = message {
+                tokio::select! {
+                    biased;
+                    () = context.ct.cancelled() => {
+                        chunks.abandon();
+                        abandoned = true;
+                    }
+                    () = self.notify(kind, message) => {}
+                }
+            }
+        }
+    }
+
+    /// Sends one progress notification. A failure (the client is gone) or a transport that
+    /// takes longer than [`PROGRESS_NOTIFY_TIMEOUT`] to take it ends the notifications of this
+    /// call, never the call: progress is advisory, and the action must finish.
+    async fn notify(&mut self, kind: StreamChunkKind, message: String) {
+        let Some(progress) = &self.progress else {
+            return;
+        };
+        self.notified += 1;
+        let mut meta = NotificationMetaObject::new();
+        meta.insert(meta::CHUNK_KIND.to_owned(), json!(kind));
+        let mut notification =
+            ProgressNotificationParam::new(progress.token.clone(), self.notified as f64)
+                .with_message(message);
+        notification.meta = Some(meta);
+        let sent = tokio::time::timeout(
+            PROGRESS_NOTIFY_TIMEOUT,
+            progress.peer.notify_progress(notification),
+        )
+        .await;
+        let failure = match sent {
+            Ok(Ok(())) => return,
+            Ok(Err(error)) => error.to_string(),
+            Err(_) => format!(
+                "the transport took more than {} s to take it",
+                PROGRESS_NOTIFY_TIMEOUT.as_secs()
+            ),
+        };
+        tracing::debug!(
+            %failure,
+            "a progress notification of a streamed MCP call could not be sent; the call goes on without them"
+        );
+        self.progress = None;
+    }
+}
+
+/// The failure of a stream that ended without a result (its task ended abnormally), as the
+/// HTTP binding answers an action whose task did.
+fn ended_without_result(action_id: &ActionId) -> ActionResult {
+    ActionResult::failed(
+        action_id.clone(),
+        super::error(
+            codes::CONNECTOR_RUNTIME_FAILURE,
+            "the streamed action ended without its result (its task ended abnormally); its \
+             outcome is unknown",
+            ErrorCategory::Connector,
+            false,
+        ),
+    )
+}
+
+/// The `data` chunks a streamed call collects for its result: the first ones whose compact
+/// JSON fits in `max_bytes` together, then, from the first that does not, only counts. A
+/// prefix, so that what a model reads is the start of the stream, without gaps.
+#[derive(Debug, Default)]
+struct Collected {
+    max_bytes: usize,
+    values: Vec<Value>,
+    /// The compact JSON bytes of `values`.
+    bytes: usize,
+    /// Every `data` chunk streamed, collected or not.
+    data_chunks: u64,
+    omitted_chunks: u64,
+    omitted_bytes: u64,
+}
+
+impl Collected {
+    fn add(&mut self, value: Value) {
+        self.data_chunks += 1;
+        let size = json_len(&value);
+        if self.omitted_chunks == 0 && self.bytes.saturating_add(size) <= self.max_bytes {
+            self.bytes += size;
+            self.values.push(value);
+        } else {
+            self.omitted_chunks += 1;
+            self.omitted_bytes = self.omitted_bytes.saturating_add(size as u64);
+        }
+    }
+}
+
+/// The length of `value`'s compact JSON, without writing it anywhere.
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to a writer that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+/// The `message` of the progress notification forwarding a chunk: a string chunk's text, any
+/// other data as compact JSON (the chunk's kind when it has none), as one line of at most
+/// [`PROGRESS_MESSAGE_MAX_BYTES`], cut at a character boundary and marked with
+/// [`CUT_MARKER`] when longer.
+///
+/// Nothing is withheld: a chunk is the handler's output, which the caller reads in full on
+/// every binding (and this call's result carries the data chunks anyway), and the notification
+/// goes only to the session that made the call.
+fn progress_message(kind: StreamChunkKind, data: Option<&Value>) -> String {
+    match data {
+        Some(Value::String(text)) => display_line(text),
+        // Only what a message can show is written: a chunk of a megabyte is not serialized
+        // whole to show its first 256 bytes.
+        Some(value) => display_line(&json_prefix(value, PROGRESS_MESSAGE_MAX_BYTES + 4)),
+        None => json!(kind).as_str().unwrap_or_default().to_owned(),
+    }
+}
+
+/// The first `limit` bytes of `value`'s compact JSON, less an incomplete character at the end.
+fn json_prefix(value: &Value, limit: usize) -> String {
+    struct Prefix {
+        bytes: Vec<u8>,
+        limit: usize,
+    }
+    impl std::io::Write for Prefix {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            let room = self.limit - self.bytes.len();
+            if bytes.len() > room {
+                self.bytes.extend_from_slice(&bytes[..room]);
+                // Stops serde_json: the rest is not needed.
+                return Err(std::io::Error::other("enough"));
+            }
+            self.bytes.extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut prefix = Prefix {
+        bytes: Vec::new(),
+        limit,
+    };
+    let _ = serde_json::to_writer(&mut prefix, value);
+    let mut bytes = prefix.bytes;
+    if let Err(error) = std::str::from_utf8(&bytes) {
+        bytes.truncate(error.valid_up_to());
+    }
+    String::from_utf8(bytes).unwrap_or_default()
+}
+
+/// `text` as one line of at most [`PROGRESS_MESSAGE_MAX_BYTES`]: control characters (line
+/// breaks, escape sequences) become spaces, since a client may print the message to a
+/// terminal; a longer text is cut at a character boundary and ends with [`CUT_MARKER`].
+fn display_line(text: &str) -> String {
+    let mut shown = String::with_capacity(text.len().min(PROGRESS_MESSAGE_MAX_BYTES));
+    // Where a text that does not fit is cut: room is kept for the marker.
+    let mut cut = 0;
+    for ch in text.chars() {
+        let ch = if ch.is_control() { ' ' } else { ch };
+        let after = shown.len() + ch.len_utf8();
+        if after > PROGRESS_MESSAGE_MAX_BYTES {
+            shown.truncate(cut);
+            shown.push_str(CUT_MARKER);
+            return shown;
+        }
+        shown.push(ch);
+        if after <= PROGRESS_MESSAGE_MAX_BYTES - CUT_MARKER.len() {
+            cut = after;
+        }
+    }
+    shown
+}
+
 /// Whether a `tools/call` can run `capability` without a plan: the projection sends a plain
 /// action, which the host runs as an `execute` when the contract's transaction supports it. A
 /// transaction that commits only through a plan (`dry_run`/`plan`/`commit`) has no step a tool
@@ -764,10 +1180,11 @@ fn runs_without_a_plan(capability: &Capability) -> bool {
 
 /// Why a callable `capability` is not a tool, if it is not: a `tools/call` could never run it.
 fn left_out_because(host: &Host, capability: &Capability) -> Option<&'static str> {
-    if !runs_synchronously(capability) {
+    if call_mode(capability).is_none() {
         Some(
-            "it only streams, and a tools/call runs synchronously: call it over the native AIP \
-             binding (a streamed action)",
+            "it neither runs synchronously nor streams (its contract offers only asynchronous \
+             completion), and a tools/call waits for its result: call it over the native AIP \
+             binding",
         )
     } else if !runs_without_a_plan(capability) {
         Some(
@@ -784,14 +1201,30 @@ fn left_out_because(host: &Host, capability: &Capability) -> Option<&'static str
     }
 }
 
-/// Whether a `tools/call` can run `capability`: the projection sends synchronous actions, which
-/// a streaming-only contract refuses (`execution.mode_unsupported`) every time. Such a tool
-/// would only mislead a client (a model picks tools by their description), so it is not listed.
-fn runs_synchronously(capability: &Capability) -> bool {
-    capability
-        .contract
-        .as_ref()
-        .is_none_or(|contract| contract.execution.supports_sync)
+/// How a `tools/call` runs a capability.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CallMode {
+    /// [`Host::invoke`]: the contract supports synchronous execution (or there is no contract).
+    Sync,
+    /// [`Host::invoke_stream`]: the contract only streams, and refuses a synchronous action
+    /// (`execution.mode_unsupported`) every time.
+    Streamed,
+}
+
+/// How a `tools/call` runs `capability`, or `None` when it can run it in no mode a call waits
+/// for (only asynchronous completion). A capability that supports both keeps running
+/// synchronously: one answer, as every MCP tool gives it.
+fn call_mode(capability: &Capability) -> Option<CallMode> {
+    let Some(contract) = &capability.contract else {
+        return Some(CallMode::Sync);
+    };
+    if contract.execution.supports_sync {
+        Some(CallMode::Sync)
+    } else if contract.execution.supports_streaming {
+        Some(CallMode::Streamed)
+    } else {
+        None
+    }
 }
 
 /// The idempotency key of a `tools/call`.
@@ -864,6 +1297,18 @@ fn derived_key(capability: &CapabilityId, caller: &TrustedContext, input: &Value
         "mcp-args-{}",
         crate::host::canonical::sha256_hex(canonical.as_bytes())
     )
+}
+
+/// The `progressToken` of a `tools/call`'s `_meta`: with it, a streamed call's chunks are sent
+/// as `notifications/progress` while it runs.
+fn progress_token(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Option<ProgressToken> {
+    context
+        .meta
+        .get_progress_token()
+        .or_else(|| request.meta.as_ref()?.get_progress_token())
 }
 
 /// The idempotency key of a `tools/call`: `_meta["aip/idempotency_key"]`, a string.
@@ -1092,6 +1537,7 @@ fn project_capability(
         approval_policy: contract
             .and_then(|contract| contract.approval.as_ref())
             .and_then(|policy| serde_json::to_value(policy).ok()),
+        streamed: call_mode(capability) == Some(CallMode::Streamed),
     }
 }
 
@@ -1299,6 +1745,9 @@ fn tool_meta(capability: &Capability) -> MetaObject {
         meta::APPROVAL_REQUIRED.to_owned(),
         json!(approval_required(capability, contract)),
     );
+    if call_mode(capability) == Some(CallMode::Streamed) {
+        meta.insert(meta::STREAMING.to_owned(), Value::Bool(true));
+    }
     meta
 }
 
@@ -1431,6 +1880,68 @@ fn project_result(tool: &ProjectedTool, result: ActionResult, origin: KeyOrigin)
     }
     projected.with_meta(Some(meta))
 }
+
+/// Maps the result of a streamed call as [`project_result`] maps any, with what the call
+/// streamed before the result's own blocks, so that a model reads the stream and then its end:
+///
+/// - the collected `data` chunks' values, in order, as one text block holding a JSON array;
+/// - when the bound left chunks out, a block saying how many chunks and bytes;
+/// - on a replay (nothing ran, so nothing streamed), a block saying that streamed data is not
+///   stored, so its absence is not read as an empty stream.
+///
+/// `structuredContent` stays the final output alone, which is what the tool's `outputSchema`
+/// describes. `_meta["aip/stream"]` has the counts.
+fn project_streamed(
+    tool: &ProjectedTool,
+    result: ActionResult,
+    origin: KeyOrigin,
+    collected: Collected,
+) -> CallToolResult {
+    // A replayed approval request says what happened already: nothing ran, nothing streamed.
+    let replayed_run = result.is_idempotent_replay()
+        && !matches!(
+            result.status,
+            ActionResultStatus::PendingApproval | ActionResultStatus::RequiresHuman
+        );
+    let mut projected = project_result(tool, result, origin);
+    let counts = json!({
+        "data_chunks": collected.data_chunks,
+        "collected_chunks": collected.values.len(),
+        "omitted_chunks": collected.omitted_chunks,
+        "omitted_bytes": collected.omitted_bytes,
+    });
+    let mut blocks = Vec::new();
+    if collected.omitted_chunks > 0 {
+        blocks.push(ContentBlock::text(format!(
+            "Streamed data cut: this result carries the first {} of the {} data chunks the action \
+             streamed; the other {} ({} bytes as JSON) are left out, past this server's bound of \
+             {} bytes of streamed data per result. The stream was read to its end; the action's \
+             result follows.",
+            collected.values.len(),
+            collected.data_chunks,
+            collected.omitted_chunks,
+            collected.omitted_bytes,
+            collected.max_bytes,
+        )));
+    }
+    if !collected.values.is_empty() {
+        let values = Value::Array(collected.values);
+        blocks.insert(0, ContentBlock::text(values.to_string()));
+    }
+    if replayed_run {
+        blocks.push(ContentBlock::text(STREAM_REPLAY_NOTE));
+    }
+    projected.content.splice(0..0, blocks);
+    projected
+        .meta
+        .get_or_insert_with(MetaObject::new)
+        .insert(meta::STREAM.to_owned(), counts);
+    projected
+}
+
+/// Before the replayed result of a streamed call: its chunks were never stored.
+const STREAM_REPLAY_NOTE: &str = "Streamed data is not stored: this replayed answer carries none \
+of the data the earlier call streamed, only its stored result.";
 
 /// The content block added to a replayed result. None says the earlier call ran (a denied call
 /// never did), and only a client that sent a key is told to send another: most MCP clients do
@@ -1690,6 +2201,7 @@ mod tests {
             strip_replay_marker: true,
             gated: false,
             approval_policy: None,
+            streamed: false,
         }
     }
 
@@ -1893,6 +2405,197 @@ mod tests {
         assert!(kept.contains("ask the user"), "{kept}");
         assert!(forgotten.contains("runs it again"), "{forgotten}");
         assert!(forgotten.contains("new approval"), "{forgotten}");
+    }
+
+    /// A progress message is one line of at most 256 bytes: the text itself or compact JSON,
+    /// cut at a character boundary with a marker, never split inside a character.
+    #[test]
+    fn progress_messages_are_bounded_lines() {
+        let max = PROGRESS_MESSAGE_MAX_BYTES;
+        let message = |data: Value| progress_message(StreamChunkKind::Data, Some(&data));
+        assert_eq!(message(json!("row 1")), "row 1");
+        // JSON escapes its own control characters: the line break stays `\n`, two characters.
+        assert_eq!(
+            message(json!({"n": 1, "line": "a\nb"})),
+            r#"{"n":1,"line":"a\nb"}"#
+        );
+        // A text's line breaks and escape sequences become spaces.
+        assert_eq!(message(json!("a\nb\r\n\u{1b}[31mred")), "a b   [31mred");
+        assert_eq!(
+            progress_message(StreamChunkKind::Progress, None),
+            "progress"
+        );
+
+        let fits = "a".repeat(max);
+        assert_eq!(message(json!(fits)), fits);
+        for long in ["a".repeat(max + 1), "a".repeat(10 * max)] {
+            let shown = message(json!(long));
+            assert_eq!(shown.len(), max, "{shown}");
+            assert_eq!(
+                shown,
+                format!("{}{CUT_MARKER}", "a".repeat(max - CUT_MARKER.len()))
+            );
+        }
+        // Two- and four-byte characters are kept whole: the cut falls before the one that does
+        // not fit with the marker.
+        for (ch, width) in [('é', 2), ('🦀', 4)] {
+            let shown = message(json!(ch.to_string().repeat(max)));
+            let kept = (max - CUT_MARKER.len()) / width;
+            assert_eq!(
+                shown,
+                format!("{}{CUT_MARKER}", ch.to_string().repeat(kept))
+            );
+            assert!(shown.len() <= max);
+        }
+        // A large value is cut the same way, its JSON written no further than needed.
+        let numbers: Vec<u32> = (0..100_000).collect();
+        let shown = message(json!({ "numbers": numbers }));
+        assert!(shown.starts_with(r#"{"numbers":[0,1,2,"#), "{shown}");
+        assert!(shown.ends_with(CUT_MARKER), "{shown}");
+        assert_eq!(shown.len(), max);
+        // A cut inside a multibyte character of JSON text drops the partial character.
+        let wide = json!({ "t": "é".repeat(max) });
+        let shown = message(wide);
+        assert!(shown.ends_with(CUT_MARKER) && shown.len() <= max, "{shown}");
+        assert!(shown.starts_with(r#"{"t":"éé"#), "{shown}");
+    }
+
+    /// What a result carries of a stream is its start: the chunks that fit together, then
+    /// only counts from the first that does not, even if a later one would fit.
+    #[test]
+    fn collected_stream_data_is_a_prefix_within_the_bound() {
+        let mut collected = Collected {
+            max_bytes: 10,
+            ..Collected::default()
+        };
+        collected.add(json!("abc")); // 5 bytes: "abc" quoted
+        collected.add(json!(1)); // 1
+        collected.add(json!("abcdef")); // 8: 14 would pass the bound
+        collected.add(json!(2)); // 1: it would fit, but the prefix has ended
+        assert_eq!(collected.values, [json!("abc"), json!(1)]);
+        assert_eq!(collected.bytes, 6);
+        assert_eq!(collected.data_chunks, 4);
+        assert_eq!(collected.omitted_chunks, 2);
+        assert_eq!(collected.omitted_bytes, 9);
+
+        let mut none = Collected::default();
+        none.add(json!({"a": 1}));
+        assert!(none.values.is_empty());
+        assert_eq!((none.omitted_chunks, none.omitted_bytes), (1, 7));
+        assert_eq!(json_len(&json!({"a": [1, "é"]})), r#"{"a":[1,"é"]}"#.len());
+    }
+
+    /// A streamed call's result: the data array first, then what was left out, then the
+    /// result as a synchronous call's; the structured content is the output alone. A replay
+    /// says that streamed data is not stored.
+    #[test]
+    fn a_streamed_result_carries_its_data_before_the_result() {
+        use aip_connector_core::ids::ActionId;
+
+        let tool = ProjectedTool {
+            streamed: true,
+            ..projected()
+        };
+        let id = ActionId::new();
+        let mut collected = Collected {
+            max_bytes: 8,
+            ..Collected::default()
+        };
+        for n in [1, 2, 300, 4] {
+            collected.add(json!({ "n": n }));
+        }
+        let done = project_streamed(
+            &tool,
+            ActionResult::completed(id.clone(), json!({"rows": 4})),
+            KeyOrigin::Sent,
+            collected,
+        );
+        assert_eq!(done.is_error, Some(false));
+        assert_eq!(done.structured_content, Some(json!({"rows": 4})));
+        assert_eq!(text(&done, 0), r#"[{"n":1}]"#);
+        let cut = text(&done, 1);
+        assert!(cut.starts_with("Streamed data cut:"), "{cut}");
+        assert!(cut.contains("the first 1 of the 4 data chunks"), "{cut}");
+        assert!(cut.contains("the other 3 (23 bytes as JSON)"), "{cut}");
+        assert!(cut.contains("bound of 8 bytes"), "{cut}");
+        assert_eq!(text(&done, 2), r#"{"rows":4}"#);
+        assert_eq!(done.content.len(), 3);
+        assert_eq!(
+            done.meta.as_ref().unwrap()[meta::STREAM],
+            json!({"data_chunks": 4, "collected_chunks": 1, "omitted_chunks": 3, "omitted_bytes": 23})
+        );
+
+        // Nothing streamed, nothing left out: the result alone.
+        let quiet = project_streamed(
+            &tool,
+            ActionResult::completed(id.clone(), json!({"rows": 0})),
+            KeyOrigin::Sent,
+            Collected::default(),
+        );
+        assert_eq!(quiet.content.len(), 1);
+
+        let mut replay = ActionResult::completed(id.clone(), json!({"rows": 4}));
+        replay.mark_idempotent_replay();
+        let replayed = project_streamed(&tool, replay, KeyOrigin::Sent, Collected::default());
+        assert_eq!(text(&replayed, 0), STREAM_REPLAY_NOTE);
+        assert_eq!(replayed.structured_content, Some(json!({"rows": 4})));
+        assert!(text(&replayed, 2).starts_with("Replayed:"));
+        assert_eq!(
+            replayed.meta.as_ref().unwrap()[meta::STREAM]["data_chunks"],
+            0
+        );
+
+        // A replayed approval request never ran: no note about streamed data.
+        let mut pending = ActionResult::new(id, ActionResultStatus::PendingApproval);
+        pending.output = Some(json!({"approval_id": "appr_1", "idempotent_replay": true}));
+        let pending = project_streamed(&tool, pending, KeyOrigin::Sent, Collected::default());
+        assert!(text(&pending, 0).starts_with("Not executed"), "{pending:?}");
+    }
+
+    /// A call runs synchronously whenever the contract allows it, streamed when the contract
+    /// only streams, and not at all when it only completes asynchronously.
+    #[test]
+    fn calls_run_synchronously_when_they_can_and_streamed_when_they_only_stream() {
+        let with_modes = |sync: bool, asynchronous: bool, streaming: bool| {
+            let mut capability = capability(&[SideEffect::Read], RetrySafety::Safe);
+            let execution = &mut capability.contract.as_mut().unwrap().execution;
+            execution.supports_sync = sync;
+            execution.supports_async = asynchronous;
+            execution.supports_streaming = streaming;
+            capability
+        };
+        assert_eq!(
+            call_mode(&with_modes(true, false, false)),
+            Some(CallMode::Sync)
+        );
+        assert_eq!(
+            call_mode(&with_modes(true, false, true)),
+            Some(CallMode::Sync)
+        );
+        assert_eq!(
+            call_mode(&with_modes(true, true, true)),
+            Some(CallMode::Sync)
+        );
+        assert_eq!(
+            call_mode(&with_modes(false, false, true)),
+            Some(CallMode::Streamed)
+        );
+        assert_eq!(
+            call_mode(&with_modes(false, true, true)),
+            Some(CallMode::Streamed)
+        );
+        assert_eq!(call_mode(&with_modes(false, true, false)), None);
+        let mut bare = with_modes(false, false, false);
+        bare.contract = None;
+        assert_eq!(call_mode(&bare), Some(CallMode::Sync));
+
+        // The tool says it streams; a synchronous one says nothing of it.
+        let streamed = tool_meta(&with_modes(false, false, true));
+        assert_eq!(streamed.get(meta::STREAMING), Some(&json!(true)));
+        assert_eq!(
+            tool_meta(&with_modes(true, false, true)).get(meta::STREAMING),
+            None
+        );
     }
 
     #[test]
