@@ -4,7 +4,9 @@
 //! made every `conformance_tests!` test panic with the same backtrace.
 
 use aip_connector::prelude::*;
-use aip_connector_testkit::conformance::{CheckStatus, ConformanceSuite, Scenario};
+use aip_connector_testkit::conformance::{
+    CheckResult, CheckStatus, ConformanceReport, ConformanceStore, ConformanceSuite, Scenario,
+};
 
 #[derive(Deserialize, JsonSchema)]
 struct Lookup {
@@ -61,5 +63,76 @@ fn a_refused_connector_fails_its_scenarios_with_the_reason_and_keeps_the_manifes
             .unwrap()
             .status,
         CheckStatus::NotApplicable
+    );
+}
+
+/// The summary says once what stopped the scenarios, with how many it stopped, instead of the
+/// same line per check (an author trial's invalid example printed it ten times); each check
+/// keeps the reason in its detail.
+#[test]
+fn the_summary_says_once_what_stopped_the_scenarios() {
+    let report = ConformanceSuite::new(|_| Directory).run();
+    let stopped: Vec<&CheckResult> = report
+        .checks
+        .iter()
+        .filter(|c| c.detail.starts_with("not run: "))
+        .collect();
+    // Every scenario a manifest with a capability requires.
+    assert_eq!(stopped.len(), 5, "{report}");
+    let summary = report.summary();
+    assert_eq!(summary.matches("not run: ").count(), 1, "{summary}");
+    let line = summary
+        .lines()
+        .find(|line| line.contains("not run: "))
+        .unwrap();
+    assert_eq!(
+        line,
+        format!(
+            "  FAIL 5 checks not run: {}",
+            &stopped[0].detail["not run: ".len()..]
+        ),
+        "{summary}"
+    );
+    assert!(
+        summary.starts_with(
+            "conformance of `misexampled-directory`: 6 passed, 5 failed, 8 not applicable\n"
+        ),
+        "{summary}"
+    );
+}
+
+/// Only identical reasons share a line; a reason that stopped one check keeps its own, under
+/// the check's name.
+#[test]
+fn the_summary_collapses_identical_reasons_only() {
+    let failed = |name: &str, detail: &str| CheckResult {
+        name: name.to_owned(),
+        status: CheckStatus::Failed,
+        detail: detail.to_owned(),
+        assertions: Default::default(),
+        artifacts: Vec::new(),
+        notes: Vec::new(),
+    };
+    let report = ConformanceReport {
+        connector_id: "directory".to_owned(),
+        store: ConformanceStore::sqlite().describe().to_owned(),
+        checks: vec![
+            failed("connector.behavior.a", "not run: the store did not open"),
+            failed("connector.behavior.b", "a assertion failed"),
+            failed("connector.behavior.c", "not run: the store did not open"),
+            failed(
+                "connector.behavior.d",
+                "not run: the host refused it\nsecond line",
+            ),
+            failed("connector.behavior.e", "not run: the store did not open"),
+        ],
+    };
+    assert_eq!(
+        report.summary(),
+        "conformance of `directory`: 0 passed, 5 failed, 0 not applicable\n\
+         \x20 FAIL 3 checks not run: the store did not open\n\
+         \x20 FAIL connector.behavior.b: a assertion failed\n\
+         \x20 FAIL connector.behavior.d: not run: the host refused it\n\
+         \x20     second line\n"
     );
 }

@@ -67,7 +67,7 @@ fn tenant_isolation_is_exercised_behind_approval_and_credentials() {
         "{report}"
     );
     assert!(
-        !identity.notes.iter().any(|n| n.contains("not exercised")),
+        !identity.detail.contains("not exercised"),
         "{}",
         identity.detail
     );

@@ -723,6 +723,22 @@ fn a_reconcile_that_never_asks_the_provider_fails_uncertain_outcome_reconciled()
         "{}",
         check.detail
     );
+    // The transaction check quotes the reconcile's output as a caller receives it, under
+    // `reconciliation` (an author trial copied the inner object it quoted before, and read
+    // `committed` at the wrong level).
+    let transaction = report
+        .check(&Scenario::TransactionLifecycle.check_name())
+        .unwrap();
+    let line = transaction
+        .detail
+        .lines()
+        .find(|line| line.starts_with("reconcile_before_retry: reconciling the unknown outcome"))
+        .unwrap_or_else(|| panic!("{}", transaction.detail));
+    assert!(
+        line.contains(r#"with output {"reconciliation":{"#)
+            && line.contains(r#""committed":false"#),
+        "{line}"
+    );
 }
 
 #[test]

@@ -16,7 +16,10 @@
 //! - `connector.behavior.<scenario>` for the twelve [`Scenario`]s. A scenario the manifest
 //!   requires is executed, never skipped; one it does not require is "not applicable". An
 //!   executed scenario passes when every required assertion held and the evidence names at least
-//!   one artifact (a provider request, a transaction, an approval, an action).
+//!   one artifact (a provider request, a transaction, an approval, an action). An assertion
+//!   whose calls never got there on a capability that needs it (no keyed call completed, so no
+//!   duplicate of one was seen) is not exercised, and fails
+//!   ([`Evidence::unexercised`], [`ConformanceSuite::with_unexercised_waiver`]).
 //!
 //! Claims are verified by behaviour: a capability that declares cancellation but ignores its
 //! token, or declares idempotency but produces two effects for one key, fails the matching
@@ -277,7 +280,8 @@ impl fmt::Display for Scenario {
 pub enum CheckStatus {
     /// Executed; every required assertion held.
     Passed,
-    /// Executed; something did not hold (see `detail`).
+    /// Executed; something did not hold, or a required assertion could not be exercised on a
+    /// capability that needs it (see `detail`); or not executed although required.
     Failed,
     /// Not required by this manifest (or, for `rfc0003.connector_boundary`, by the suite: no
     /// boundary was set), so not executed.
@@ -302,8 +306,11 @@ pub struct CheckResult {
     /// Artifacts a failure points to: provider request ids (`req_…`), action, transaction and
     /// approval ids.
     pub artifacts: Vec<String>,
-    /// What the check could not exercise, or did in a way worth knowing (also in `detail`): a
-    /// passing check with notes held without testing everything it names.
+    /// What the check did in a way worth knowing, or could not exercise where that is
+    /// optional (a feature the manifest does not declare, a reconciliation cursor the provider
+    /// never produced, an assertion waived with
+    /// [`ConformanceSuite::with_unexercised_waiver`]); also in `detail`. A required assertion
+    /// that could not be exercised on a capability that needs it fails the check instead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
@@ -341,7 +348,9 @@ impl ConformanceReport {
     /// A few lines for a test run's output: how many checks passed, failed and did not apply,
     /// then one line per check that failed or did not apply, with its detail (why it did not
     /// apply: the manifest declares nothing the scenario exercises), and one per check that
-    /// passed with [notes](CheckResult::notes), with those notes: what it did not exercise.
+    /// passed with [notes](CheckResult::notes), with those notes. Checks that could not run for
+    /// one reason (a host that refused the connector, a store that did not open) share one
+    /// line, `FAIL <n> checks not run: <reason>`; each check keeps the reason in its detail.
     ///
     /// [`conformance_tests!`](crate::conformance_tests) prints it once per run, outside the
     /// test harness's output capture, so a check that did not apply is visible in `cargo test`
@@ -362,7 +371,31 @@ impl ConformanceReport {
             count(CheckStatus::Failed),
             count(CheckStatus::NotApplicable),
         );
+        // One reason that kept several checks from running (a host that refused the connector,
+        // a store that did not open) is one line, not one per check (an author trial saw ten).
+        fn not_run(check: &CheckResult) -> Option<&str> {
+            (check.status == CheckStatus::Failed)
+                .then(|| check.detail.strip_prefix(NOT_RUN))
+                .flatten()
+        }
+        let mut stopped: BTreeMap<&str, usize> = BTreeMap::new();
+        for reason in self.checks.iter().filter_map(not_run) {
+            *stopped.entry(reason).or_default() += 1;
+        }
+        let mut printed = std::collections::BTreeSet::new();
         for check in &self.checks {
+            if let Some(reason) = not_run(check)
+                && let Some(&count) = stopped.get(reason).filter(|count| **count > 1)
+            {
+                // Printed where the first of them is; the others are that line.
+                if printed.insert(reason) {
+                    summary.push_str(&format!(
+                        "  FAIL {count} checks {NOT_RUN}{}\n",
+                        indented(reason)
+                    ));
+                }
+                continue;
+            }
             let (mark, detail) = match check.status {
                 CheckStatus::Passed if check.notes.is_empty() => continue,
                 CheckStatus::Passed => ("pass", format!("with notes: {}", check.notes.join("; "))),
@@ -470,6 +503,16 @@ pub struct Evidence {
     notes: Vec<String>,
     /// A scenario found no example input to run: a failed check then says how to add one.
     missing_examples: bool,
+    /// Required assertions the scenario could not exercise on a capability that needs them.
+    unexercised: Vec<Unexercised>,
+}
+
+/// A required assertion a scenario could not exercise on one capability, and why.
+#[derive(Clone, Debug)]
+struct Unexercised {
+    assertion: String,
+    capability: String,
+    why: String,
 }
 
 impl Evidence {
@@ -503,13 +546,56 @@ impl Evidence {
         self.notes.push(what.into());
     }
 
-    fn into_check(self, scenario: Scenario) -> CheckResult {
+    /// Records that `assertion` could not be exercised on `capability`, which needs it (its
+    /// keyed call never completed, say): `why` says what happened instead. The assertion then
+    /// fails, whatever it held on the calls that did run, unless the suite waives it for that
+    /// capability ([`ConformanceSuite::with_unexercised_waiver`]), which makes it a note. Only
+    /// the first reason per assertion and capability is kept.
+    pub fn unexercised(&mut self, assertion: &str, capability: &str, why: impl Into<String>) {
+        let known = self
+            .unexercised
+            .iter()
+            .any(|u| u.assertion == assertion && u.capability == capability);
+        if !known {
+            self.unexercised.push(Unexercised {
+                assertion: assertion.to_owned(),
+                capability: capability.to_owned(),
+                why: why.into(),
+            });
+        }
+    }
+
+    fn into_check(mut self, scenario: Scenario, waivers: &BTreeMap<String, String>) -> CheckResult {
+        // What could not be exercised comes first: it is usually why the rest looks as it does.
+        let mut unexercised = Vec::new();
+        for Unexercised {
+            assertion,
+            capability,
+            why,
+        } in std::mem::take(&mut self.unexercised)
+        {
+            match waivers.get(&capability) {
+                Some(reason) => {
+                    // Waived: it holds as far as the calls that ran showed (a scenario may have
+                    // nothing else to say about it).
+                    self.assertions.entry(assertion.clone()).or_insert(true);
+                    self.notes.push(format!(
+                        "{assertion} was not exercised on `{capability}`, waived by the suite ({reason}): {why}"
+                    ));
+                }
+                None => {
+                    self.assertions.insert(assertion.clone(), false);
+                    unexercised.push(format!("{assertion}: not exercised: {why}"));
+                }
+            }
+        }
         let mut problems: Vec<String> = scenario
             .required_assertions()
             .iter()
             .filter(|name| !self.assertions.contains_key(**name))
             .map(|name| format!("{name}: not asserted"))
             .collect();
+        problems.extend(unexercised);
         problems.extend(self.failures.iter().cloned());
         // Every required assertion must be present and true; so must any extra one a scenario
         // makes (e.g. that example inputs produce the declared output).
@@ -561,6 +647,9 @@ impl Evidence {
     }
 }
 
+/// How the detail of a scenario that could not start begins, before the reason.
+const NOT_RUN: &str = "not run: ";
+
 /// A multi-line detail, its continuation lines indented under the check's line.
 fn indented(detail: &str) -> String {
     detail.replace('\n', "\n      ")
@@ -607,6 +696,8 @@ pub struct ConformanceSuite {
     required_profiles: Vec<ProfileId>,
     boundary: Option<ConnectorBoundary>,
     stores: ConformanceStore,
+    /// Capability id → why its unexercised assertions are notes, not failures.
+    unexercised_waivers: BTreeMap<String, String>,
 }
 
 /// How long one scenario may run before its check fails as stuck, unless
@@ -620,6 +711,7 @@ impl fmt::Debug for ConformanceSuite {
             .field("external_account", &self.external_account)
             .field("scenario_time_limit", &self.scenario_time_limit)
             .field("stores", &self.stores)
+            .field("unexercised_waivers", &self.unexercised_waivers)
             .finish_non_exhaustive()
     }
 }
@@ -644,6 +736,7 @@ impl ConformanceSuite {
             required_profiles: Vec::new(),
             boundary: None,
             stores: ConformanceStore::sqlite(),
+            unexercised_waivers: BTreeMap::new(),
         }
     }
 
@@ -775,6 +868,40 @@ impl ConformanceSuite {
         self
     }
 
+    /// Accepts that the scenarios cannot exercise some required assertions on `capability`
+    /// (for `reason`, which the report quotes): each one that could not be exercised becomes a
+    /// note of its check instead of failing it.
+    ///
+    /// A required assertion is exercised on the calls it is about: `duplicate_suppressed` on a
+    /// keyed call that completed, `resume_once` on an approved call that completed,
+    /// `credential_handle_opaque` on a handler call that received a credential, and so on
+    /// (docs/testkit.md, "A check passes on what it exercised"). When a capability's calls
+    /// never get there, its check fails, saying what was not exercised and with which error its
+    /// calls answered. Most often they fail because the connector cannot read the provider
+    /// double's generic answers: answer in the API's shape with
+    /// [`with_provider_setup`](Self::with_provider_setup) instead. Waive only a capability
+    /// whose calls cannot complete against a double at all (a provider reached by another
+    /// protocol than HTTP, say), and test it elsewhere. The capability id must be the
+    /// manifest's exactly; a waiver of a capability that has nothing unexercised does nothing.
+    ///
+    /// ```ignore
+    /// let suite = ConformanceSuite::new(|env| Ledger::new(env.provider_url()))
+    ///     .with_unexercised_waiver(
+    ///         "cap:ledger:settle_batch",
+    ///         "settles over the bank's SFTP drop; covered by tests/settlement.rs",
+    ///     );
+    /// ```
+    #[must_use]
+    pub fn with_unexercised_waiver(
+        mut self,
+        capability: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        self.unexercised_waivers
+            .insert(capability.into(), reason.into());
+        self
+    }
+
     /// The external account the scenarios' hosts act as.
     pub fn external_account(&self) -> &ExternalAccountRef {
         &self.external_account
@@ -863,7 +990,7 @@ impl ConformanceSuite {
                 return CheckResult {
                     name: scenario.check_name(),
                     status: CheckStatus::Failed,
-                    detail: format!("not run: {error}"),
+                    detail: format!("{NOT_RUN}{error}"),
                     assertions: BTreeMap::new(),
                     artifacts: Vec::new(),
                     notes: Vec::new(),
@@ -880,7 +1007,7 @@ impl ConformanceSuite {
         .await;
         harness.finish().await;
         match outcome {
-            Ok(Ok(evidence)) => evidence.into_check(scenario),
+            Ok(Ok(evidence)) => evidence.into_check(scenario, &self.unexercised_waivers),
             Ok(Err(panic)) => CheckResult {
                 name: scenario.check_name(),
                 status: CheckStatus::Failed,

@@ -20,6 +20,9 @@
 //!   action still runs, the retryable `idempotency.in_progress`); the provider sees as many
 //!   effects as one approved run makes.
 //!
+//! The approved request's ordinary resume must complete: one whose handler ran but failed leaves
+//! `resume_once` unexercised (no approved call was seen to carry through), and failed.
+//!
 //! A connector cannot make the host resume twice — the resume is claimed in the store before the
 //! handler is dispatched — so `resume_once` is the host's promise, checked end to end; the
 //! connector's part is producing the effects of one run, once.
@@ -280,6 +283,18 @@ async fn scenario(h: &Harness) -> Evidence {
                 code(&resumed)
             )
         });
+    } else if resumed.status != ActionResultStatus::Completed {
+        // Resumed once, but to a failure: nothing showed an approved call carried through, and
+        // the concurrent resumes below count the effects of a call that did not complete (an
+        // author trial's write failed every call and passed).
+        evidence.unexercised(
+            "resume_once",
+            &id,
+            format!(
+                "no approved call of `{id}` completed: resumed once approved, it answered {}",
+                super::outcome(&resumed)
+            ),
+        );
     }
 
     // resume_once: request B, approved, resumed twice at once.

@@ -10,7 +10,9 @@
 //! the key the connector forwards lets the provider (the double deduplicates, as a well-kept
 //! provider does) recognise it. A connector that declares idempotency but forwards no key, or a
 //! fresh one, leaves two effects behind and fails `duplicate_suppressed` and
-//! `delivery_id_stable`.
+//! `delivery_id_stable`. A capability whose keyed call on its example does not complete leaves
+//! `duplicate_suppressed` unexercised, and failed: a replayed failure says nothing about the
+//! duplicate of a call that took effect.
 //!
 //! `delivery_id_stable` looks at mutating requests only (reads and operation lookups need no
 //! key). A request's `Idempotency-Key` must contain the action's key as the host scopes it:
@@ -106,12 +108,18 @@ async fn duplicates(
             )
         },
     );
+    // What the checks above held on a call that failed says nothing about the duplicate of a
+    // completed one, which is what the key is for (an author trial's write failed every call
+    // and passed, with a note).
     if first.result.status != ActionResultStatus::Completed {
-        evidence.note(format!(
-            "`{id}` on its example answered `{}` ({})",
-            first.result.status,
-            shown_code(&first.result)
-        ));
+        evidence.unexercised(
+            "duplicate_suppressed",
+            id,
+            format!(
+                "no keyed call of `{id}` completed, so no duplicate of a completed call was seen: on its example it answered {}",
+                super::outcome(&first.result)
+            ),
+        );
     }
 
     // The same action delivered again after its record was lost: the handler runs again, and

@@ -6,11 +6,18 @@
 //! key belongs to the external account the deployment acts as, which every tenant served by that
 //! deployment shares by declaration; a second tenant is then served by a deployment of its own,
 //! acting as its own account ([`Harness::other_tenant_account`]) over the same store, and must
-//! not get the first tenant's record either.
+//! not get the first tenant's record either. It is exercised once the first tenant's call left a
+//! result under the key (a permanent failure counts: it is replayed like any result).
+//!
+//! `credential_handle_opaque` is asserted on handler calls that received the credential: every
+//! capability that requires one is called (its first example), not only the one the other
+//! assertions use, which may be a read that takes none. One whose handler never received it
+//! fails the assertion as not exercised.
 
+use aip_connector::CapabilityDefinition;
 use aip_connector::model::{ActionResultStatus, IdempotencyKeyScope, IdentityContext, TenantRef};
 
-use super::{code, shown_code};
+use super::{code, outcome};
 use crate::conformance::harness::{CALLER, CANARY_SECRET, OTHER_TENANT, TENANT};
 use crate::conformance::{Evidence, Harness};
 
@@ -43,24 +50,34 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         .iter()
         .filter(|r| r.capability_id == capability.id().as_str())
         .collect();
-    evidence.assert(
-        "transport_actor_bound",
-        !seen.is_empty()
-            && seen
-                .iter()
-                .all(|r| r.principal_id == CALLER && r.tenant_id.as_deref() == Some(TENANT)),
-        || {
+    if seen.is_empty() {
+        evidence.unexercised(
+            "transport_actor_bound",
+            capability.id().as_str(),
             format!(
-                "the handler of `{}` ran {} time(s) and saw {:?}; expected caller `{CALLER}` in tenant `{TENANT}` (result: `{}`)",
+                "the handler of `{}` never ran, so no handler saw the forged identity: the call answered {}",
                 capability.id(),
-                seen.len(),
-                seen.iter()
-                    .map(|r| (r.principal_id.clone(), r.tenant_id.clone()))
-                    .collect::<Vec<_>>(),
-                settled.result.status
-            )
-        },
-    );
+                outcome(&settled.result)
+            ),
+        );
+    } else {
+        evidence.assert(
+            "transport_actor_bound",
+            seen.iter()
+                .all(|r| r.principal_id == CALLER && r.tenant_id.as_deref() == Some(TENANT)),
+            || {
+                format!(
+                    "the handler of `{}` ran {} time(s) and saw {:?}; expected caller `{CALLER}` in tenant `{TENANT}` (result: `{}`)",
+                    capability.id(),
+                    seen.len(),
+                    seen.iter()
+                        .map(|r| (r.principal_id.clone(), r.tenant_id.clone()))
+                        .collect::<Vec<_>>(),
+                    settled.result.status
+                )
+            },
+        );
+    }
 
     // tenant_isolated: one key, two tenants; the second is never the first's replay.
     let key = "conformance-identity-shared-key";
@@ -75,6 +92,8 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         h.approve(h.host(), &id).await;
         first = h.resume(h.host(), &id, &first_action).await;
     }
+    // What the other tenant's call could be given if keys leaked across tenants.
+    let stored = h.idempotency_record(&first_action).await.is_some();
     let contract = capability.capability.contract.as_ref();
     let account_scoped =
         contract.is_some_and(|c| c.idempotency.key_scope == IdempotencyKeyScope::ExternalAccount);
@@ -82,12 +101,9 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     // needs one serves the other tenant from a deployment of that tenant (its credential bound
     // to it) over the same store, as a multi-tenant installation does, so that the call gets
     // past its credential check to the shared key.
-    let needs_credential = contract
-        .and_then(|c| c.credentials.as_ref())
-        .is_some_and(|c| c.required);
     let other_deployment = if account_scoped {
         Some(h.host_deployed_for(OTHER_TENANT, &h.other_tenant_account()))
-    } else if needs_credential {
+    } else if requires_credential(capability) {
         Some(h.host_deployed_for(OTHER_TENANT, h.external_account()))
     } else {
         None
@@ -110,21 +126,29 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     }
     evidence.artifact(format!("action:{}", first.action_id));
     evidence.artifact(format!("action:{}", other.action_id));
-    // Say when the check could not look at the shared key: without a stored first result there
-    // is nothing to leak, and a call refused at its credential check never reaches the key.
-    if first.status != ActionResultStatus::Completed {
-        evidence.note(format!(
-            "tenant_isolated was not exercised: `{}` settled `{}` ({}) for tenant `{TENANT}`, so no completed result was stored under the shared key",
-            capability.id(),
-            first.status,
-            shown_code(&first)
-        ));
+    // The check could not look at the shared key without a stored first result (there is
+    // nothing to leak), nor when the other tenant's call is refused before the key is looked up.
+    if !stored {
+        evidence.unexercised(
+            "tenant_isolated",
+            capability.id().as_str(),
+            format!(
+                "`{}` answered {} for tenant `{TENANT}` and left no result under the shared key, so tenant `{OTHER_TENANT}`'s call had nothing it could be given",
+                capability.id(),
+                outcome(&first)
+            ),
+        );
     }
     if code(&other).starts_with("credential.") {
-        evidence.note(format!(
-            "tenant_isolated was not exercised: tenant `{OTHER_TENANT}`'s call was refused at its credential check ({}) before the shared key was looked up",
-            shown_code(&other)
-        ));
+        evidence.unexercised(
+            "tenant_isolated",
+            capability.id().as_str(),
+            format!(
+                "tenant `{OTHER_TENANT}`'s call of `{}` was refused at its credential check before the shared key was looked up: it answered {}",
+                capability.id(),
+                outcome(&other)
+            ),
+        );
     }
     let leaked = other.is_idempotent_replay();
     let foreign_record = h.probe().records().iter().any(|r| {
@@ -137,7 +161,52 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         )
     });
 
-    // credential_handle_opaque: no handle's Debug, result or error shows the secret.
+    // credential_handle_opaque: every capability that requires a credential is called, so
+    // that its handler gets the handle (an author trial's first example was a read that takes
+    // none, and the assertion held on nothing).
+    let mut results = vec![settled.result, first, other];
+    let credentialed: Vec<&CapabilityDefinition> = h
+        .definition()
+        .capabilities
+        .iter()
+        .filter(|c| !c.facts.compensation_handler && requires_credential(c))
+        .collect();
+    for capability in &credentialed {
+        let id = capability.id().as_str();
+        if received_credential(h, id) {
+            continue;
+        }
+        let Some(input) = capability.examples.first() else {
+            evidence.unexercised(
+                "credential_handle_opaque",
+                id,
+                format!(
+                    "`{id}` requires a credential but declares no example input, so the suite cannot call it: declare one (`#[capability(examples = [r#\"{{…}}\"#])]`)"
+                ),
+            );
+            continue;
+        };
+        let action = h.action(
+            capability,
+            input.clone(),
+            &format!("conformance-identity-credential-{id}"),
+        );
+        evidence.artifact(format!("action:{}", action.id));
+        let called = h.settle(h.host(), action).await;
+        if !received_credential(h, id) {
+            evidence.unexercised(
+                "credential_handle_opaque",
+                id,
+                format!(
+                    "`{id}` requires a credential, but its handler never received one: its call answered {}",
+                    outcome(&called.result)
+                ),
+            );
+        }
+        results.push(called.result);
+    }
+
+    // No handle's Debug, result or error shows the secret.
     let mut exposed = Vec::new();
     for record in h.probe().records() {
         if record
@@ -159,7 +228,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             }
         }
     }
-    for result in [&settled.result, &first, &other] {
+    for result in &results {
         if serde_json::to_string(result)
             .unwrap_or_default()
             .contains(CANARY_SECRET)
@@ -173,13 +242,31 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         .iter()
         .filter(|r| r.credential_debug.is_some())
         .count();
-    if handles_seen == 0 {
+    if handles_seen == 0 && credentialed.is_empty() {
         evidence.note(
-            "no handler call received a credential; results and errors were checked for the canary",
+            "no capability requires a credential and no handler call received one; results and errors were checked for the canary",
         );
     }
     evidence.assert("credential_handle_opaque", exposed.is_empty(), || {
         format!("the canary secret appeared in: {}", exposed.join(", "))
     });
     evidence
+}
+
+/// Whether `capability`'s contract requires a credential.
+fn requires_credential(capability: &CapabilityDefinition) -> bool {
+    capability
+        .capability
+        .contract
+        .as_ref()
+        .and_then(|c| c.credentials.as_ref())
+        .is_some_and(|c| c.required)
+}
+
+/// Whether a handler call of capability `id` has received a credential in this scenario.
+fn received_credential(h: &Harness, id: &str) -> bool {
+    h.probe()
+        .records()
+        .iter()
+        .any(|r| r.capability_id == id && r.credential_debug.is_some())
 }

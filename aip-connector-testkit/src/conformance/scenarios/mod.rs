@@ -95,6 +95,16 @@ fn shown_code(result: &ActionResult) -> String {
     )
 }
 
+/// How a call ended, for a message: `` `failed` (`provider.invalid_response`: the HTTP 201
+/// response …) ``, or `` `completed` ``. The error's message says what went wrong where its
+/// code alone does not (an author trial's report said `answered failed` and no more).
+fn outcome(result: &ActionResult) -> String {
+    match &result.error {
+        Some(error) => format!("`{}` (`{}`: {})", result.status, error.code, error.message),
+        None => format!("`{}`", result.status),
+    }
+}
+
 /// The `Idempotency-Key` a provider request carried, for a message: `` `k` `` or "no key"
 /// (not `Some("k")`).
 fn sent_key(key: Option<&str>) -> String {

@@ -7,7 +7,9 @@
 //! - `duplicate_effect_prevented`: re-sending that call to the restarted host — the same action,
 //!   and the same key under a new action id — adds no provider effect. A capability that scopes
 //!   its keys to the action (`idempotency(scope = action)`) makes a new action id a new key, so
-//!   for it only the same action is re-sent (with a note).
+//!   for it only the same action is re-sent (with a note). The call must have completed before
+//!   the restart: the duplicate of a failure shows nothing about a second effect, and leaves
+//!   the assertion unexercised, and failed.
 //! - `reconnect_cursor_resumed`: a transaction left with an unknown outcome before the restart
 //!   (the provider committed and dropped the connection), after one reconciliation round the
 //!   provider answered `pending` (when the connector's reconciliation reports it), is reconciled
@@ -189,6 +191,16 @@ async fn scenario(h: &Harness) -> Evidence {
             )
         },
     );
+    if driven.result.status != ActionResultStatus::Completed {
+        evidence.unexercised(
+            "duplicate_effect_prevented",
+            &id,
+            format!(
+                "the call of `{id}` re-sent to the restarted host had not completed before the restart, so no duplicate of a call that took effect was seen: it answered {}",
+                super::outcome(&driven.result)
+            ),
+        );
+    }
     if !declares_mutation(capability) {
         evidence.note(format!(
             "duplicate_effect_prevented: no capability with an example declares a side effect other than `read` (a network lookup whose mutating lint is waived counts as a read); `{id}` was re-sent instead"

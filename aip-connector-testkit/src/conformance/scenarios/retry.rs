@@ -5,6 +5,9 @@
 //! after committing) leaves no second effect when the contract declares retry safety; and once
 //! the attempts are exhausted the key is dead-lettered.
 //!
+//! The retry after the `503` or `429`, with the provider answering again, must complete: one that
+//! fails leaves `backoff_observed` unexercised (no retry was seen to recover), and failed.
+//!
 //! Exhaustion is the host's `max_attempts_per_key` (the conformance host runs with the default
 //! [`HostLimits`]): after that many retryable failures under one key, the last one must come back
 //! as `action.dead_letter` (permanent, not retryable, `details {attempts, last_error}` naming the
@@ -24,7 +27,7 @@ use aip_connector::model::{
 };
 use serde_json::Value;
 
-use super::{code, shown_code};
+use super::code;
 use crate::conformance::{Evidence, Harness, Settled};
 use crate::provider_double::Fault;
 
@@ -247,12 +250,18 @@ impl Target<'_> {
                 )
             },
         );
+        // The retry runs against a provider that answers again: it recovers, or nothing showed
+        // that retrying this capability ever gets anywhere (an author trial's write failed
+        // every retry and passed, with a note).
         if retried.settled.result.status != ActionResultStatus::Completed {
-            evidence.note(format!(
-                "`{id}` retried after a {status} answered `{}` ({})",
-                retried.settled.result.status,
-                shown_code(&retried.settled.result)
-            ));
+            evidence.unexercised(
+                "backoff_observed",
+                id,
+                format!(
+                    "no retry of `{id}` recovered once the provider answered again: retried after its {status}, it answered {}",
+                    super::outcome(&retried.settled.result)
+                ),
+            );
         }
     }
 

@@ -1,6 +1,11 @@
 //! `schema_enforcement`: inputs that violate the declared input schema never reach the handler
 //! (`action.input_schema_invalid`), and an output that violates the declared output schema is
 //! replaced by `action.output_schema_invalid`.
+//!
+//! Each example must complete (`declared_output_produced`: its output matches the declared
+//! schema); one that fails produced no output to check and leaves the assertion unexercised,
+//! and failed. The output replaced for `invalid_output_rejected` is that of a capability whose
+//! handler returned one on its example.
 
 use aip_connector::codes;
 use aip_connector::core::schema::{SchemaLimits, compile_draft202012};
@@ -162,23 +167,30 @@ pub(super) async fn run(h: &Harness) -> Evidence {
 
     // declared_output_produced: the examples run and their outputs match the declared output
     // schema (a handler whose serialization disagrees with its published schema fails here).
+    // `returned`: the capabilities whose handler returned an output on its example, valid or not.
+    let mut returned = Vec::new();
     for (capability, example) in &examples {
         let key = format!("conformance-schema-example-{}", capability.id());
         let settled = h
             .settle(h.host(), h.action(capability, example.clone(), &key))
             .await;
         evidence.artifact(format!("action:{}", settled.result.action_id));
-        // Only a completed example's output was checked; say so for the others rather than
-        // counting them as produced.
-        if settled.result.status != ActionResultStatus::Completed
-            && code(&settled.result) != codes::ACTION_OUTPUT_SCHEMA_INVALID
+        // Only a completed example's output was checked: one that failed produced none, which
+        // does not count as producing the declared one.
+        if settled.result.status == ActionResultStatus::Completed
+            || code(&settled.result) == codes::ACTION_OUTPUT_SCHEMA_INVALID
         {
-            evidence.note(format!(
-                "declared_output_produced: `{}` on its declared example settled `{}` ({}), so no output of it was checked",
-                capability.id(),
-                settled.result.status,
-                shown_code(&settled.result)
-            ));
+            returned.push(capability.id().as_str());
+        } else {
+            evidence.unexercised(
+                "declared_output_produced",
+                capability.id().as_str(),
+                format!(
+                    "`{}` on its declared example answered {}, so no output of it was checked against its output schema",
+                    capability.id(),
+                    super::outcome(&settled.result)
+                ),
+            );
         }
         evidence.assert(
             "declared_output_produced",
@@ -193,15 +205,31 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         );
     }
 
-    // invalid_output_rejected: a handler's valid output replaced by one the schema rejects.
-    let target = examples.iter().find_map(|(capability, example)| {
-        let schema = capability.capability.output_schema.as_ref()?;
-        invalid_output(schema).map(|output| (*capability, example.clone(), output))
-    });
-    match target {
+    // invalid_output_rejected: a handler's valid output replaced by one the schema rejects. Only
+    // an output a handler returns can be replaced, so a capability whose handler returned one on
+    // its example is preferred.
+    let mut targets: Vec<_> = examples
+        .iter()
+        .filter_map(|(capability, example)| {
+            let schema = capability.capability.output_schema.as_ref()?;
+            invalid_output(schema).map(|output| (*capability, example.clone(), output))
+        })
+        .collect();
+    targets.sort_by_key(|(capability, _, _)| !returned.contains(&capability.id().as_str()));
+    match targets.into_iter().next() {
         None => evidence.assert("invalid_output_rejected", false, || {
             "no capability with an example has an output schema that rejects anything".to_owned()
         }),
+        Some((capability, _, _)) if !returned.contains(&capability.id().as_str()) => {
+            evidence.unexercised(
+                "invalid_output_rejected",
+                capability.id().as_str(),
+                format!(
+                    "no handler of a capability whose output schema rejects something returned an output on its example (`{}` did not, see `declared_output_produced`), so there was none to replace",
+                    capability.id()
+                ),
+            );
+        }
         Some((capability, example, output)) => {
             h.probe().override_output(Some(output.clone()));
             let settled = h

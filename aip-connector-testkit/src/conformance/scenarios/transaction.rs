@@ -489,14 +489,12 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
         TransactionSelector::Transaction(transaction_id.clone()),
     )
     .await;
-    let answer = reconciled
+    let committed = reconciled
         .result
         .output
         .as_ref()
-        .and_then(|o| o.get("reconciliation"))
-        .cloned()
-        .unwrap_or(Value::Null);
-    let committed = answer.get("committed").and_then(Value::as_bool);
+        .and_then(|o| o.pointer("/reconciliation/committed"))
+        .and_then(Value::as_bool);
     evidence.assert(
         "reconcile_before_retry",
         reconciled.result.status == ActionResultStatus::Completed
@@ -508,8 +506,15 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
             } else {
                 ""
             };
+            // The output as a caller receives it (`{"reconciliation": {...}}`): an author trial
+            // copied the inner object from here and read `committed` at the wrong level.
+            let output = reconciled
+                .result
+                .output
+                .as_ref()
+                .map_or_else(|| "no output".to_owned(), |o| format!("output {o}"));
             format!(
-                "reconciling the unknown outcome of `{id}` answered `{}` ({}) with {answer}, leaving the transaction {}; the provider holds {landed} effect(s) of it{hint}",
+                "reconciling the unknown outcome of `{id}` answered `{}` ({}) with {output}, leaving the transaction {}; the provider holds {landed} effect(s) of it{hint}",
                 reconciled.result.status,
                 shown_code(&reconciled.result),
                 super::maybe(after.as_ref().map(|v| v.status))

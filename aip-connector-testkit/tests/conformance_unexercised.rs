@@ -1,0 +1,387 @@
+//! A check passes on what it exercised, never on what it could not reach. An author trial's
+//! ledger connector decoded its provider's answers strictly, so against the double's generic
+//! answers every call of its one write (a financial transfer: keyed, approved, credentialed)
+//! failed `provider.invalid_response`; `idempotency_duplicates`, `retry_exhaustion` and
+//! `approval_lifecycle` still passed, "with notes", and `identity_credentials` asserted
+//! `credential_handle_opaque` on a read that takes no credential.
+//!
+//! The fixture here is a ledger of that shape: a read first (no credential), then the write.
+//! Against the generic answers the checks whose subject never completed fail, naming the
+//! capability, the error and the `with_provider_setup` hint; answered in the API's shape, the
+//! whole report passes; and a write that leaks its credential is caught by
+//! `identity_credentials`, which now calls it.
+
+use aip_connector::model::ProviderOperationRef;
+use aip_connector::prelude::*;
+use aip_connector_testkit::conformance::{
+    CheckResult, CheckStatus, ConformanceReport, ConformanceSuite, Scenario,
+};
+use aip_connector_testkit::provider_double::{OPERATION_ID_HEADER, ProviderHandle};
+use serde_json::json;
+
+const WRITE: &str = "cap:ledger:post_transfer";
+
+#[derive(Deserialize, JsonSchema)]
+struct AccountRef {
+    /// The ledger account.
+    account_id: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Balance {
+    /// The amount in cents.
+    amount_minor: i64,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+struct TransferRequest {
+    /// The account debited.
+    from_account: String,
+    /// The account credited.
+    to_account: String,
+    /// The amount in cents.
+    amount_minor: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Transfer {
+    /// The ledger's id of the transfer.
+    transfer_id: String,
+    /// A reference for the statement.
+    reference: String,
+}
+
+/// The API's answer to `GET /accounts/{id}`, decoded strictly.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApiBalance {
+    account_id: String,
+    amount_minor: i64,
+}
+
+/// The API's answer to `POST /transfers`, decoded strictly.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApiTransfer {
+    transfer_id: String,
+    status: String,
+}
+
+/// The API's answer to `GET /transfers/{operation}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApiLookup {
+    posted: bool,
+}
+
+struct Ledger {
+    api: ProviderClient,
+    /// Puts the credential's secret into the transfer's reference.
+    leaks_credential: bool,
+}
+
+#[connector(id = "ledger")]
+impl Ledger {
+    /// Read an account's balance.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = confidential),
+        examples = [r#"{"account_id": "acc_1"}"#],
+    )]
+    async fn balance(&self, input: AccountRef) -> Result<Balance, ConnectorFailure> {
+        let answer: ApiBalance = self
+            .api
+            .get(&format!("/accounts/{}", input.account_id))
+            .send_json()
+            .await?;
+        debug_assert_eq!(answer.account_id, input.account_id);
+        Ok(Balance {
+            amount_minor: answer.amount_minor,
+        })
+    }
+
+    /// Move money between two accounts.
+    #[capability(
+        risk = high,
+        side_effects = [financial, write, external_network],
+        idempotency(required, scope = tenant),
+        data(sensitivity = confidential),
+        credentials(scopes = ["ledger.write"]),
+        approval(reason = "moves money", evidence = [reason]),
+        transaction(modes = [execute, reconcile]),
+        reconcile = Self::find_transfer,
+        examples = [r#"{"from_account": "acc_1", "to_account": "acc_2", "amount_minor": 1250}"#],
+    )]
+    async fn post_transfer(
+        &self,
+        input: TransferRequest,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+        credential: Credential,
+        _approval: Approval,
+    ) -> Result<Transfer, ConnectorFailure> {
+        let operation = ProviderOperationRef {
+            provider: "ledger".into(),
+            operation_id: key.for_provider().to_owned(),
+            request_id: None,
+        };
+        checkpoint.record(operation.clone(), None).await?;
+        let posted: ApiTransfer = self
+            .api
+            .post("/transfers")
+            .idempotency(&key)
+            .header(OPERATION_ID_HEADER, &operation.operation_id)
+            .bearer_auth(credential.secret())
+            .provider_operation(operation)
+            .json(&input)
+            .send_json()
+            .await?;
+        let reference = if self.leaks_credential {
+            format!(
+                "{} via {}",
+                posted.status,
+                credential.secret().expose_str().unwrap_or_default()
+            )
+        } else {
+            posted.status
+        };
+        Ok(Transfer {
+            transfer_id: posted.transfer_id,
+            reference,
+        })
+    }
+
+    async fn find_transfer(
+        &self,
+        request: Reconciliation,
+    ) -> Result<ReconcileOutcome, ConnectorFailure> {
+        let path = format!("/transfers/{}", request.provider_operation.operation_id);
+        let lookup: ApiLookup = self.api.get(&path).send_json().await?;
+        Ok(if lookup.posted {
+            ReconcileOutcome::Committed { evidence: None }
+        } else {
+            ReconcileOutcome::NotCommitted { evidence: None }
+        })
+    }
+}
+
+fn client(url: &str) -> ProviderClient {
+    ProviderClient::builder(url)
+        .proxy_from_environment(false)
+        .build()
+        .expect("the double's URL is valid")
+}
+
+fn ledger(leaks_credential: bool) -> ConformanceSuite {
+    ConformanceSuite::new(move |env| Ledger {
+        api: client(env.provider_url()),
+        leaks_credential,
+    })
+}
+
+/// Answers like the ledger's API: the balance, the posted transfer, and whether a transfer
+/// was posted (by the operation id the write sends).
+fn answer_like_the_ledger(provider: &ProviderHandle) {
+    provider.answer("/accounts/*", |request| {
+        let account = request.path().trim_start_matches("/accounts/");
+        json!({ "account_id": account, "amount_minor": 125_000 })
+    });
+    provider.answer(
+        "/transfers",
+        |request| json!({ "transfer_id": request.operation_id(), "status": "posted" }),
+    );
+    provider.answer("/transfers/*", |request| {
+        let operation = request.path().trim_start_matches("/transfers/");
+        json!({ "posted": request.effects().iter().any(|e| e.operation_id == operation) })
+    });
+}
+
+fn check(report: &ConformanceReport, scenario: Scenario) -> &CheckResult {
+    report
+        .check(&scenario.check_name())
+        .unwrap_or_else(|| panic!("{scenario} is in the report"))
+}
+
+fn failing(check: &CheckResult) -> Vec<&str> {
+    check
+        .assertions
+        .iter()
+        .filter(|(_, held)| !**held)
+        .map(|(name, _)| name.as_str())
+        .collect()
+}
+
+/// The line of `check`'s detail that says `assertion` was not exercised.
+#[track_caller]
+fn unexercised_line<'c>(check: &'c CheckResult, assertion: &str) -> &'c str {
+    check
+        .detail
+        .lines()
+        .find(|line| line.starts_with(&format!("{assertion}: not exercised")))
+        .unwrap_or_else(|| {
+            panic!(
+                "{}: no unexercised {assertion}: {}",
+                check.name, check.detail
+            )
+        })
+}
+
+#[test]
+fn a_write_that_never_completes_fails_the_checks_it_could_not_exercise() {
+    let report = ledger(false).run();
+    eprintln!("{}", report.summary());
+    for (scenario, assertion) in [
+        (Scenario::IdempotencyDuplicates, "duplicate_suppressed"),
+        (Scenario::RetryExhaustion, "backoff_observed"),
+        (Scenario::ApprovalLifecycle, "resume_once"),
+    ] {
+        let check = check(&report, scenario);
+        assert_eq!(check.status, CheckStatus::Failed, "{report}");
+        assert!(
+            failing(check).contains(&assertion),
+            "{}: {:?}: {}",
+            check.name,
+            failing(check),
+            check.detail
+        );
+        // Which capability, which error and message, and what to do about it.
+        let line = unexercised_line(check, assertion);
+        assert!(
+            line.contains(&format!("`{WRITE}`"))
+                && line.contains(
+                    "`failed` (`provider.invalid_response`: POST /transfers: the HTTP 201 response"
+                )
+                && line.contains("with_provider_setup"),
+            "{}: {line}",
+            check.name
+        );
+        assert!(
+            report.summary().contains(&format!(
+                "  FAIL {}: {assertion}: not exercised",
+                check.name
+            )),
+            "{}",
+            report.summary()
+        );
+    }
+    // What a failed call still exercises holds: the write's handler received the credential
+    // (and kept it to itself) although its call failed.
+    let identity = check(&report, Scenario::IdentityCredentials);
+    assert_eq!(
+        identity.assertions.get("credential_handle_opaque"),
+        Some(&true),
+        "{}",
+        identity.detail
+    );
+    assert!(
+        !identity.detail.contains("not exercised"),
+        "{}",
+        identity.detail
+    );
+}
+
+/// A connector whose write cannot complete against a double at all waives its unexercised
+/// assertions with a reason: they become notes quoting it, and what did not hold still fails.
+#[test]
+fn a_waiver_turns_what_could_not_be_exercised_into_notes_and_nothing_else() {
+    let reason = "posts through the bank's SFTP drop; covered by tests/settlement.rs";
+    let report = ledger(false).with_unexercised_waiver(WRITE, reason).run();
+    eprintln!("{}", report.summary());
+    for (scenario, assertion) in [
+        (Scenario::IdempotencyDuplicates, "duplicate_suppressed"),
+        (Scenario::RetryExhaustion, "backoff_observed"),
+        (Scenario::ApprovalLifecycle, "resume_once"),
+    ] {
+        let check = check(&report, scenario);
+        assert_eq!(check.status, CheckStatus::Passed, "{report}");
+        let note =
+            format!("{assertion} was not exercised on `{WRITE}`, waived by the suite ({reason}): ");
+        assert!(
+            check.notes.iter().any(|n| n.starts_with(&note)),
+            "{}: {:?}",
+            check.name,
+            check.notes
+        );
+        assert!(
+            report
+                .summary()
+                .contains(&format!("  pass {}: with notes: ", check.name)),
+            "{}",
+            report.summary()
+        );
+    }
+    // A reconciliation that cannot read the provider's answer is still a failure.
+    assert_eq!(
+        check(&report, Scenario::ErrorsUncertainOutcomes).status,
+        CheckStatus::Failed,
+        "{report}"
+    );
+    // A waiver names a capability: the read's unexercised output is not covered by it.
+    let schema = check(&report, Scenario::SchemaEnforcement);
+    assert_eq!(schema.status, CheckStatus::Failed, "{report}");
+    assert!(
+        schema
+            .detail
+            .contains("declared_output_produced: not exercised: `cap:ledger:balance`"),
+        "{}",
+        schema.detail
+    );
+}
+
+#[test]
+fn answered_in_the_api_shape_the_ledger_passes_and_its_credential_is_checked_on_the_write() {
+    let report = ledger(false)
+        .with_provider_setup(answer_like_the_ledger)
+        .run();
+    eprintln!("{}", report.summary());
+    assert!(report.passed(), "{report}");
+    let identity = check(&report, Scenario::IdentityCredentials);
+    assert_eq!(
+        identity.assertions.get("credential_handle_opaque"),
+        Some(&true)
+    );
+    // The write, which takes the credential, was called: no "no handler call received a
+    // credential" although one requires it.
+    assert!(
+        !identity
+            .detail
+            .contains("no handler call received a credential"),
+        "{}",
+        identity.detail
+    );
+    assert!(
+        identity.artifacts.len() > 2,
+        "the write's call is among the artifacts: {:?}",
+        identity.artifacts
+    );
+}
+
+#[test]
+fn a_credential_leaked_by_a_write_that_is_not_the_first_example_is_caught_by_identity() {
+    let report = ledger(true)
+        .with_provider_setup(answer_like_the_ledger)
+        .run();
+    eprintln!("{}", report.summary());
+    let identity = check(&report, Scenario::IdentityCredentials);
+    assert_eq!(identity.status, CheckStatus::Failed, "{report}");
+    assert_eq!(
+        failing(identity),
+        ["credential_handle_opaque"],
+        "{}",
+        identity.detail
+    );
+    assert!(
+        identity
+            .detail
+            .contains(&format!("the outcome of `{WRITE}`")),
+        "{}",
+        identity.detail
+    );
+    // The report names where the secret was, never the secret.
+    assert!(
+        !report
+            .to_json()
+            .contains(aip_connector_testkit::conformance::CANARY_SECRET)
+    );
+}
