@@ -74,10 +74,20 @@ struct ApiLookup {
     posted: bool,
 }
 
+/// What a [`Ledger`]'s write does besides posting the transfer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Write {
+    /// Posts it, and answers what the API answered.
+    Posts,
+    /// Puts the credential's secret into the transfer's reference.
+    LeaksCredential,
+    /// Refuses every transfer before asking the API (as if its account were closed).
+    RefusesFirst,
+}
+
 struct Ledger {
     api: ProviderClient,
-    /// Puts the credential's secret into the transfer's reference.
-    leaks_credential: bool,
+    write: Write,
 }
 
 #[connector(id = "ledger")]
@@ -121,6 +131,13 @@ impl Ledger {
         credential: Credential,
         _approval: Approval,
     ) -> Result<Transfer, ConnectorFailure> {
+        if self.write == Write::RefusesFirst {
+            return Err(ConnectorFailure::permanent(
+                "ledger.account_closed",
+                "the debited account is closed",
+                "ledger",
+            ));
+        }
         let operation = ProviderOperationRef {
             provider: "ledger".into(),
             operation_id: key.for_provider().to_owned(),
@@ -137,7 +154,7 @@ impl Ledger {
             .json(&input)
             .send_json()
             .await?;
-        let reference = if self.leaks_credential {
+        let reference = if self.write == Write::LeaksCredential {
             format!(
                 "{} via {}",
                 posted.status,
@@ -173,10 +190,10 @@ fn client(url: &str) -> ProviderClient {
         .expect("the double's URL is valid")
 }
 
-fn ledger(leaks_credential: bool) -> ConformanceSuite {
+fn ledger(write: Write) -> ConformanceSuite {
     ConformanceSuite::new(move |env| Ledger {
         api: client(env.provider_url()),
-        leaks_credential,
+        write,
     })
 }
 
@@ -229,7 +246,7 @@ fn unexercised_line<'c>(check: &'c CheckResult, assertion: &str) -> &'c str {
 
 #[test]
 fn a_write_that_never_completes_fails_the_checks_it_could_not_exercise() {
-    let report = ledger(false).run();
+    let report = ledger(Write::Posts).run();
     eprintln!("{}", report.summary());
     for (scenario, assertion) in [
         (Scenario::IdempotencyDuplicates, "duplicate_suppressed"),
@@ -286,7 +303,9 @@ fn a_write_that_never_completes_fails_the_checks_it_could_not_exercise() {
 #[test]
 fn a_waiver_turns_what_could_not_be_exercised_into_notes_and_nothing_else() {
     let reason = "posts through the bank's SFTP drop; covered by tests/settlement.rs";
-    let report = ledger(false).with_unexercised_waiver(WRITE, reason).run();
+    let report = ledger(Write::Posts)
+        .with_unexercised_waiver(WRITE, reason)
+        .run();
     eprintln!("{}", report.summary());
     for (scenario, assertion) in [
         (Scenario::IdempotencyDuplicates, "duplicate_suppressed"),
@@ -331,7 +350,7 @@ fn a_waiver_turns_what_could_not_be_exercised_into_notes_and_nothing_else() {
 
 #[test]
 fn answered_in_the_api_shape_the_ledger_passes_and_its_credential_is_checked_on_the_write() {
-    let report = ledger(false)
+    let report = ledger(Write::Posts)
         .with_provider_setup(answer_like_the_ledger)
         .run();
     eprintln!("{}", report.summary());
@@ -359,7 +378,7 @@ fn answered_in_the_api_shape_the_ledger_passes_and_its_credential_is_checked_on_
 
 #[test]
 fn a_credential_leaked_by_a_write_that_is_not_the_first_example_is_caught_by_identity() {
-    let report = ledger(true)
+    let report = ledger(Write::LeaksCredential)
         .with_provider_setup(answer_like_the_ledger)
         .run();
     eprintln!("{}", report.summary());
@@ -383,5 +402,54 @@ fn a_credential_leaked_by_a_write_that_is_not_the_first_example_is_caught_by_ide
         !report
             .to_json()
             .contains(aip_connector_testkit::conformance::CANARY_SECRET)
+    );
+}
+
+/// A write that fails before it asks the provider gives the retry and errors scenarios no
+/// provider failure to provoke: each says so for that capability, rather than noting it (a
+/// connector with another capability that reaches the provider passed with the note).
+#[test]
+fn a_write_that_fails_before_asking_its_provider_is_not_exercised_by_retry_and_errors() {
+    let report = ledger(Write::RefusesFirst)
+        .with_provider_setup(answer_like_the_ledger)
+        .run();
+    eprintln!("{}", report.summary());
+    let expected = [
+        (
+            Scenario::RetryExhaustion,
+            "retryable_error_preserved, backoff_observed, exhaustion_dead_lettered: not exercised: ",
+        ),
+        (
+            Scenario::ErrorsUncertainOutcomes,
+            "protocol_fields_preserved, error_secrets_redacted: not exercised: ",
+        ),
+    ];
+    for (scenario, line_start) in expected {
+        let check = check(&report, scenario);
+        assert_eq!(check.status, CheckStatus::Failed, "{report}");
+        let line = check
+            .detail
+            .lines()
+            .find(|line| line.starts_with(line_start))
+            .unwrap_or_else(|| panic!("{}: {}", check.name, check.detail));
+        assert!(
+            line.contains(&format!(
+                "`{WRITE}` answered `failed` (`ledger.account_closed`: the debited account is closed) on its example before making any provider request"
+            )),
+            "{line}"
+        );
+        // The refused call is what the line rests on.
+        assert!(
+            !check.detail.contains("names no artifact"),
+            "{}",
+            check.detail
+        );
+    }
+    // The read reached the provider, so the errors scenario still provoked its failures.
+    let errors = check(&report, Scenario::ErrorsUncertainOutcomes);
+    assert!(
+        errors.artifacts.iter().any(|a| a.starts_with("req_")),
+        "{:?}",
+        errors.artifacts
     );
 }

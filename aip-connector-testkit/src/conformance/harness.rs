@@ -597,6 +597,9 @@ pub(crate) struct Scouted {
     pub(crate) requests: Vec<crate::provider_double::RecordedRequest>,
     /// The provider effects it committed, in order.
     pub(crate) effects: Vec<crate::provider_double::Effect>,
+    /// How the call settled: a call that made no provider request because it failed first
+    /// exercised nothing at the provider, unlike one that completed without needing any.
+    pub(crate) result: ActionResult,
 }
 
 impl Scouted {
@@ -722,8 +725,9 @@ impl Harness {
     pub(crate) async fn scout(&self, action: Action) -> Scouted {
         let requests_before = self.provider.request_count();
         let effects_before = self.provider.effect_total();
-        self.settle(&self.host, action).await;
+        let settled = self.settle(&self.host, action).await;
         Scouted {
+            result: settled.result,
             requests: self
                 .provider
                 .requests()

@@ -550,7 +550,8 @@ impl Evidence {
     /// keyed call never completed, say): `why` says what happened instead. The assertion then
     /// fails, whatever it held on the calls that did run, unless the suite waives it for that
     /// capability ([`ConformanceSuite::with_unexercised_waiver`]), which makes it a note. Only
-    /// the first reason per assertion and capability is kept.
+    /// the first reason per assertion and capability is kept; assertions one reason kept from
+    /// being exercised on one capability share a line of the detail.
     pub fn unexercised(&mut self, assertion: &str, capability: &str, why: impl Into<String>) {
         let known = self
             .unexercised
@@ -566,26 +567,43 @@ impl Evidence {
     }
 
     fn into_check(mut self, scenario: Scenario, waivers: &BTreeMap<String, String>) -> CheckResult {
-        // What could not be exercised comes first: it is usually why the rest looks as it does.
-        let mut unexercised = Vec::new();
+        // Assertions that one reason kept from being exercised on one capability share a line.
+        let mut grouped: Vec<(Vec<String>, String, String)> = Vec::new();
         for Unexercised {
             assertion,
             capability,
             why,
         } in std::mem::take(&mut self.unexercised)
         {
+            match grouped
+                .iter_mut()
+                .find(|(_, c, w)| *c == capability && *w == why)
+            {
+                Some((names, _, _)) => names.push(assertion),
+                None => grouped.push((vec![assertion], capability, why)),
+            }
+        }
+        // What could not be exercised comes first: it is usually why the rest looks as it does.
+        let mut unexercised = Vec::new();
+        for (names, capability, why) in grouped {
+            let listed = names.join(", ");
             match waivers.get(&capability) {
                 Some(reason) => {
                     // Waived: it holds as far as the calls that ran showed (a scenario may have
                     // nothing else to say about it).
-                    self.assertions.entry(assertion.clone()).or_insert(true);
+                    for name in names {
+                        self.assertions.entry(name).or_insert(true);
+                    }
                     self.notes.push(format!(
-                        "{assertion} was not exercised on `{capability}`, waived by the suite ({reason}): {why}"
+                        "{listed} {} not exercised on `{capability}`, waived by the suite ({reason}): {why}",
+                        if listed.contains(", ") { "were" } else { "was" }
                     ));
                 }
                 None => {
-                    self.assertions.insert(assertion.clone(), false);
-                    unexercised.push(format!("{assertion}: not exercised: {why}"));
+                    for name in names {
+                        self.assertions.insert(name, false);
+                    }
+                    unexercised.push(format!("{listed}: not exercised: {why}"));
                 }
             }
         }

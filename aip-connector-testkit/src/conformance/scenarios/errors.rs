@@ -22,6 +22,10 @@
 //! - `error_secrets_redacted`: the provider answers `500` and `422` with bodies that quote the
 //!   canary secret and a marker; no result, error or probe record of the scenario contains the
 //!   secret, the marker, or the body of a request the connector sent.
+//!
+//! A capability whose example fails before it makes any provider request leaves
+//! `protocol_fields_preserved` and `error_secrets_redacted` unexercised for it, and failed; one
+//! that completes without the provider has no provider failure to pass on (a note).
 
 use aip_connector::CapabilityDefinition;
 use aip_connector::codes;
@@ -50,6 +54,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     }
     let mut results = Vec::new();
     let mut reached = 0;
+    let mut failed_first = 0;
     for (capability, input) in &examples {
         let id = capability.id().as_str();
         let scouted = h
@@ -60,9 +65,26 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             ))
             .await;
         let Some(route) = scouted.route().map(str::to_owned) else {
-            evidence.note(format!(
-                "`{id}` made no provider request on its example, so no provider failure can reach it"
-            ));
+            // One that completes without the provider has nothing a provider failure could
+            // reach; one that failed before asking it was never tried.
+            if scouted.result.status == ActionResultStatus::Completed {
+                evidence.note(format!(
+                    "`{id}` made no provider request on its example, so no provider failure can reach it"
+                ));
+            } else {
+                failed_first += 1;
+                evidence.artifact(format!("action:{}", scouted.result.action_id));
+                for name in ["protocol_fields_preserved", "error_secrets_redacted"] {
+                    evidence.unexercised(
+                        name,
+                        id,
+                        format!(
+                            "`{id}` answered {} on its example before making any provider request, so no provider failure could reach it",
+                            super::outcome(&scouted.result)
+                        ),
+                    );
+                }
+            }
             continue;
         };
         reached += 1;
@@ -74,7 +96,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         target.protocol_fields(h, &mut evidence, &mut results).await;
         target.secrets(h, &mut evidence, &mut results).await;
     }
-    if reached == 0 {
+    if reached == 0 && failed_first == 0 {
         for name in ["protocol_fields_preserved", "error_secrets_redacted"] {
             evidence.assert(name, false, || {
                 "no capability reached the provider, so no connector failure could be provoked"

@@ -153,7 +153,8 @@ async fn duplicates(
             keys.join(", ")
         )
     });
-    if first_effects == 0 {
+    // (A call that failed is accounted for above.)
+    if first_effects == 0 && first.result.status == ActionResultStatus::Completed {
         evidence.note(format!(
             "`{id}` committed no provider effect on its example, so the provider side of its duplicates is vacuous"
         ));

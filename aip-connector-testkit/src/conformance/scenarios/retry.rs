@@ -6,7 +6,9 @@
 //! the attempts are exhausted the key is dead-lettered.
 //!
 //! The retry after the `503` or `429`, with the provider answering again, must complete: one that
-//! fails leaves `backoff_observed` unexercised (no retry was seen to recover), and failed.
+//! fails leaves `backoff_observed` unexercised (no retry was seen to recover), and failed. A
+//! capability whose example fails before it makes any provider request leaves all three
+//! unexercised; one that completes without the provider has nothing to provoke (a note).
 //!
 //! Exhaustion is the host's `max_attempts_per_key` (the conformance host runs with the default
 //! [`HostLimits`]): after that many retryable failures under one key, the last one must come back
@@ -31,6 +33,13 @@ use super::code;
 use crate::conformance::{Evidence, Harness, Settled};
 use crate::provider_double::Fault;
 
+/// The scenario's required assertions, all of them about a provider failure it provokes.
+const REQUIRED: [&str; 3] = [
+    "retryable_error_preserved",
+    "backoff_observed",
+    "exhaustion_dead_lettered",
+];
+
 pub(super) async fn run(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
     let targets = h.examples_where(|c| {
@@ -46,6 +55,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         return evidence;
     }
     let mut observed = 0;
+    let mut failed_first = 0;
     for (capability, input) in &targets {
         let id = capability.id().as_str();
         let scouted = h
@@ -56,9 +66,26 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             ))
             .await;
         let Some(route) = scouted.route().map(str::to_owned) else {
-            evidence.note(format!(
-                "`{id}` made no provider request on its example, so no provider failure can reach it"
-            ));
+            // One that completes without the provider has nothing a provider failure could
+            // reach; one that failed before asking it was never tried.
+            if scouted.result.status == ActionResultStatus::Completed {
+                evidence.note(format!(
+                    "`{id}` made no provider request on its example, so no provider failure can reach it"
+                ));
+            } else {
+                failed_first += 1;
+                evidence.artifact(format!("action:{}", scouted.result.action_id));
+                for name in REQUIRED {
+                    evidence.unexercised(
+                        name,
+                        id,
+                        format!(
+                            "`{id}` answered {} on its example before making any provider request, so no provider failure could reach it",
+                            super::outcome(&scouted.result)
+                        ),
+                    );
+                }
+            }
             continue;
         };
         observed += 1;
@@ -80,12 +107,8 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             .await;
         target.exhaustion(h, &mut evidence).await;
     }
-    if observed == 0 {
-        for name in [
-            "retryable_error_preserved",
-            "backoff_observed",
-            "exhaustion_dead_lettered",
-        ] {
+    if observed == 0 && failed_first == 0 {
+        for name in REQUIRED {
             evidence.assert(name, false, || {
                 "no capability that supports retry reached the provider, so no retryable failure could be provoked".to_owned()
             });
