@@ -377,7 +377,7 @@ impl TestHostBuilder {
     /// unless `memberships` names another.
     ///
     /// That placement is the test host's convenience, not a production default: a deployment's
-    /// [`StaticApprovalAuthority`](aip_connector::host::StaticApprovalAuthority) gives an
+    /// [`StaticApprovalAuthority`] gives an
     /// approver only the memberships it is given, so under the default selector
     /// (`tenant_policy`: a member of the request's tenant) the same approver needs
     /// `ApproverMemberships::new().with_tenant("<tenant>")` there, or every decision is refused

@@ -1143,14 +1143,16 @@ fn json_prefix(value: &Value, limit: usize) -> String {
 }
 
 /// `text` as one line of at most [`PROGRESS_MESSAGE_MAX_BYTES`]: control characters (line
-/// breaks, escape sequences) become spaces, since a client may print the message to a
-/// terminal; a longer text is cut at a character boundary and ends with [`CUT_MARKER`].
+/// breaks, escape sequences), other line and paragraph breaks (U+2028, U+2029, ...) and
+/// bidirectional controls become spaces, since a client may print the message to a terminal
+/// (a bidi override there reorders what follows it); a longer text is cut at a character
+/// boundary and ends with [`CUT_MARKER`].
 fn display_line(text: &str) -> String {
     let mut shown = String::with_capacity(text.len().min(PROGRESS_MESSAGE_MAX_BYTES));
     // Where a text that does not fit is cut: room is kept for the marker.
     let mut cut = 0;
     for ch in text.chars() {
-        let ch = if ch.is_control() { ' ' } else { ch };
+        let ch = if shows_as_space(ch) { ' ' } else { ch };
         let after = shown.len() + ch.len_utf8();
         if after > PROGRESS_MESSAGE_MAX_BYTES {
             shown.truncate(cut);
@@ -1163,6 +1165,18 @@ fn display_line(text: &str) -> String {
         }
     }
     shown
+}
+
+/// Whether [`display_line`] shows `ch` as a space: a control character, any whitespace other
+/// than a space (a line or paragraph separator breaks the line as `\n` does), or a
+/// bidirectional formatting character (Unicode's `Bidi_Control` set).
+fn shows_as_space(ch: char) -> bool {
+    ch.is_control()
+        || (ch.is_whitespace() && ch != ' ')
+        || matches!(
+            ch,
+            '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+        )
 }
 
 /// Whether a `tools/call` can run `capability` without a plan: the projection sends a plain
@@ -2421,6 +2435,24 @@ mod tests {
         );
         // A text's line breaks and escape sequences become spaces.
         assert_eq!(message(json!("a\nb\r\n\u{1b}[31mred")), "a b   [31mred");
+        // So do Unicode's other line breaks and the bidirectional controls (a right-to-left
+        // override reorders what a terminal shows after it), in text and in JSON alike: JSON
+        // does not escape them. Other non-ASCII text and plain spaces are kept.
+        assert_eq!(
+            message(json!("a\u{2028}b\u{2029}c\u{85}d\u{0B}e\u{A0}f")),
+            "a b c d e f"
+        );
+        assert_eq!(
+            message(json!(
+                "pay \u{202E}txt.exe\u{202C} \u{2066}x\u{2069}\u{200F}\u{61C}"
+            )),
+            "pay  txt.exe   x   "
+        );
+        assert_eq!(
+            message(json!({"name": "\u{202E}gpj"})),
+            "{\"name\":\" gpj\"}"
+        );
+        assert_eq!(message(json!("café 🦀 naïve")), "café 🦀 naïve");
         assert_eq!(
             progress_message(StreamChunkKind::Progress, None),
             "progress"

@@ -14,8 +14,9 @@ mod transaction;
 mod webhook;
 
 use aip_connector::host::Host;
-use aip_connector::model::{Action, ActionResult, TransactionMode};
+use aip_connector::model::{Action, ActionResult, ActionResultStatus, TransactionMode};
 
+use super::harness::Scouted;
 use super::{Evidence, Harness, Scenario};
 
 /// Runs `scenario` on `harness`.
@@ -103,6 +104,36 @@ fn outcome(result: &ActionResult) -> String {
         Some(error) => format!("`{}` (`{}`: {})", result.status, error.code, error.message),
         None => format!("`{}`", result.status),
     }
+}
+
+/// What a provider-failure scenario (errors, retry) records for a capability whose example made
+/// no provider request: one that completed has nothing a provider failure could reach (a note);
+/// one that failed before asking leaves each of `assertions` unexercised for it. Returns whether
+/// it failed before asking.
+fn reached_no_provider(
+    evidence: &mut Evidence,
+    id: &str,
+    scouted: &Scouted,
+    assertions: &[&str],
+) -> bool {
+    if scouted.result.status == ActionResultStatus::Completed {
+        evidence.note(format!(
+            "`{id}` made no provider request on its example, so no provider failure can reach it"
+        ));
+        return false;
+    }
+    evidence.artifact(format!("action:{}", scouted.result.action_id));
+    for name in assertions {
+        evidence.unexercised(
+            name,
+            id,
+            format!(
+                "`{id}` answered {} on its example before making any provider request, so no provider failure could reach it",
+                outcome(&scouted.result)
+            ),
+        );
+    }
+    true
 }
 
 /// The `Idempotency-Key` a provider request carried, for a message: `` `k` `` or "no key"

@@ -68,23 +68,8 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         let Some(route) = scouted.route().map(str::to_owned) else {
             // One that completes without the provider has nothing a provider failure could
             // reach; one that failed before asking it was never tried.
-            if scouted.result.status == ActionResultStatus::Completed {
-                evidence.note(format!(
-                    "`{id}` made no provider request on its example, so no provider failure can reach it"
-                ));
-            } else {
+            if super::reached_no_provider(&mut evidence, id, &scouted, &REQUIRED) {
                 failed_first += 1;
-                evidence.artifact(format!("action:{}", scouted.result.action_id));
-                for name in REQUIRED {
-                    evidence.unexercised(
-                        name,
-                        id,
-                        format!(
-                            "`{id}` answered {} on its example before making any provider request, so no provider failure could reach it",
-                            super::outcome(&scouted.result)
-                        ),
-                    );
-                }
             }
             continue;
         };
