@@ -289,8 +289,12 @@ impl ProviderHandle {
     ///
     /// Writes still commit one effect each (status `201`) and store the shaped answer: a replay
     /// of the key and the operation lookup's `result` return it. Reads answer `200` with it.
-    /// Operation lookups (`/operations`) and faulted answers are not shaped. A later call for the
-    /// same route replaces the shape.
+    /// A shape chooses another status with [`AnswerRequest::with_status`] (a `404` for a missing
+    /// resource; a write answered outside `2xx` commits nothing). Routes match paths, not
+    /// methods: a shape for a route that is read and written branches on
+    /// [`AnswerRequest::method`] or [`AnswerRequest::is_write`]. Operation lookups
+    /// (`/operations`) and faulted answers are not shaped. A later call for the same route
+    /// replaces the shape.
     ///
     /// ```no_run
     /// # use aip_connector_testkit::ProviderDouble;
@@ -481,6 +485,8 @@ pub struct AnswerRequest<'a> {
     generic: &'a Value,
     /// The pending lookups [`ProviderHandle::lookups_pending`] scripted and not yet used.
     pending_lookups: &'a Cell<usize>,
+    /// The status [`with_status`](Self::with_status) chose for this answer, if it did.
+    status: &'a Cell<Option<u16>>,
 }
 
 impl<'a> AnswerRequest<'a> {
@@ -558,6 +564,49 @@ impl<'a> AnswerRequest<'a> {
         self.pending_lookups.set(left - 1);
         true
     }
+
+    /// Answers `body` with HTTP `status` instead of the double's `200` (read) or `201` (write):
+    /// returns `body`, so a shape ends with it. A real API answers a missing resource `404`, a
+    /// refused write `409` or `422`; a connector's reconcile companion maps that "not found" to
+    /// `NotCommitted`, and conformance's lost-write check needs the double to say it.
+    ///
+    /// A write answered with a status outside `2xx` commits nothing: no effect, and its
+    /// idempotency key stays unused, so a retry asks the shape again. One answered `2xx` commits
+    /// as usual, and a replay of its key answers the same status.
+    ///
+    /// ```no_run
+    /// # use aip_connector_testkit::ProviderDouble;
+    /// # use serde_json::json;
+    /// # async fn demo() {
+    /// let (_double, provider) = ProviderDouble::start().await;
+    /// // GET /tickets/{id}: the ticket a write created, else 404 like the real API.
+    /// provider.answer("/tickets/*", |request| {
+    ///     let id = request.path().trim_start_matches("/tickets/");
+    ///     match request.effects().iter().find(|e| e.operation_id == id) {
+    ///         Some(created) => created.answer.clone(),
+    ///         None => request.with_status(404, json!({ "error": "ticket_not_found" })),
+    ///     }
+    /// });
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When `status` is not a final HTTP status (`200..=599`): the double could not send it.
+    pub fn with_status(&self, status: u16, body: Value) -> Value {
+        assert!(
+            (200..=599).contains(&status),
+            "AnswerRequest::with_status({status}): an answer's status is a final HTTP status, 200 to 599"
+        );
+        self.status.set(Some(status));
+        body
+    }
+}
+
+/// A shaped answer: the body, and the status [`AnswerRequest::with_status`] chose, if any.
+struct Shaped {
+    body: Value,
+    status: Option<StatusCode>,
 }
 
 /// An answer shape, shared by the handle and the server.
@@ -811,6 +860,8 @@ struct FirstUse {
     route: String,
     body: BodyIdentity,
     effect: usize,
+    /// The status the first answer had (`201`, or a shape's `2xx`), which a replay repeats.
+    status: StatusCode,
 }
 
 /// Request bodies compare as JSON values when they are JSON (key order and spacing do not
@@ -840,10 +891,11 @@ impl State {
         body: &Value,
         operation_id: Option<&str>,
         generic: &Value,
-    ) -> Option<Value> {
+    ) -> Option<Shaped> {
         let route = best_route(self.answers.keys().map(String::as_str), &incoming.path)?;
         let shape = &self.answers[route];
         let pending_lookups = Cell::new(self.pending_lookups);
+        let status = Cell::new(None);
         let answer = shape(&AnswerRequest {
             method: incoming.method.as_str(),
             path: &incoming.path,
@@ -854,9 +906,13 @@ impl State {
             effects: &self.effects,
             generic,
             pending_lookups: &pending_lookups,
+            status: &status,
         });
         self.pending_lookups = pending_lookups.get();
-        Some(answer)
+        Some(Shaped {
+            body: answer,
+            status: status.get().map(status_code),
+        })
     }
 
     /// Takes the fault that applies to `path`, if any: the exact route, else the longest
@@ -1106,23 +1162,25 @@ fn normal(shared: &Shared, incoming: &Received) -> Response<ResponseBody> {
             .collect();
         let generic = json!({ "route": path, "operation_ids": operation_ids });
         let body = serde_json::from_slice(&incoming.body).unwrap_or(Value::Null);
-        let answer = state
-            .shaped(incoming, &body, None, &generic)
-            .unwrap_or(generic);
+        let (status, answer) = match state.shaped(incoming, &body, None, &generic) {
+            Some(shaped) => (shaped.status.unwrap_or(StatusCode::OK), shaped.body),
+            None => (StatusCode::OK, generic),
+        };
         drop(state);
-        return json_response(StatusCode::OK, &answer, sequence);
+        return json_response(status, &answer, sequence);
     }
     let committed = {
         let mut state = shared.lock();
         commit(&mut state, incoming)
     };
     match committed {
-        Committed::New(answer) => {
+        Committed::New(status, answer) => {
             shared.notify();
-            json_response(StatusCode::CREATED, &answer, sequence)
+            json_response(status, &answer, sequence)
         }
-        Committed::Replayed(answer) => {
-            let mut response = json_response(StatusCode::CREATED, &answer, sequence);
+        Committed::Refused(status, answer) => json_response(status, &answer, sequence),
+        Committed::Replayed(status, answer) => {
+            let mut response = json_response(status, &answer, sequence);
             response
                 .headers_mut()
                 .insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
@@ -1137,8 +1195,10 @@ fn normal(shared: &Shared, incoming: &Received) -> Response<ResponseBody> {
 }
 
 enum Committed {
-    New(Value),
-    Replayed(Value),
+    New(StatusCode, Value),
+    /// A shape answered the write with a status outside `2xx`: nothing was committed.
+    Refused(StatusCode, Value),
+    Replayed(StatusCode, Value),
     KeyReused,
 }
 
@@ -1150,7 +1210,7 @@ fn commit(state: &mut State, incoming: &Received) -> Committed {
         && let Some(first) = state.keys.get(key)
     {
         return if first.method == method && first.route == route && first.body == identity {
-            Committed::Replayed(state.effects[first.effect].answer.clone())
+            Committed::Replayed(first.status, state.effects[first.effect].answer.clone())
         } else {
             Committed::KeyReused
         };
@@ -1171,15 +1231,20 @@ fn commit(state: &mut State, incoming: &Received) -> Committed {
         "effect_sequence": sequence,
         "request": request,
     });
-    let answer = state
-        .shaped(incoming, &request, Some(&operation_id), &generic)
-        .unwrap_or(generic);
+    let (status, answer) = match state.shaped(incoming, &request, Some(&operation_id), &generic) {
+        Some(shaped) => (shaped.status.unwrap_or(StatusCode::CREATED), shaped.body),
+        None => (StatusCode::CREATED, generic),
+    };
+    if !status.is_success() {
+        return Committed::Refused(status, answer);
+    }
     if let Some(key) = &incoming.idempotency_key {
         state.keys.entry(key.clone()).or_insert(FirstUse {
             method: method.to_owned(),
             route: route.to_owned(),
             body: identity,
             effect: state.effects.len(),
+            status,
         });
     }
     state.effects.push(Effect {
@@ -1192,7 +1257,7 @@ fn commit(state: &mut State, incoming: &Received) -> Committed {
         answer: answer.clone(),
         committed_at: SystemTime::now(),
     });
-    Committed::New(answer)
+    Committed::New(status, answer)
 }
 
 /// `GET /operations/{id}` or `GET /operations?idempotency_key=K`.

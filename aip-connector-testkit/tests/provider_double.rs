@@ -208,6 +208,106 @@ async fn answers_take_the_shape_of_the_real_api() {
     );
 }
 
+/// A shape answers the status the real API would: a read `404` for what no write created, a
+/// refused write (outside `2xx`) commits nothing and leaves its key unused, a `2xx` write
+/// commits and its replay repeats the status.
+#[tokio::test]
+async fn shaped_answers_choose_their_status() {
+    let (double, handle) = ProviderDouble::start().await;
+    handle.answer("/tickets/*", |request| {
+        let id = request.path().trim_start_matches("/tickets/");
+        match request.effects().iter().find(|e| e.operation_id == id) {
+            Some(created) => created.answer.clone(),
+            None => request.with_status(404, json!({ "error": "ticket_not_found" })),
+        }
+    });
+    handle.answer("/tickets", |request| {
+        if request.body()["title"] == "" {
+            return request.with_status(422, json!({ "error": "title_required" }));
+        }
+        request.with_status(
+            200,
+            json!({ "id": request.operation_id(), "title": request.body()["title"] }),
+        )
+    });
+
+    let missing = http()
+        .get(double.url("/tickets/op_1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    assert_eq!(
+        missing.json::<Value>().await.unwrap(),
+        json!({"error": "ticket_not_found"})
+    );
+
+    let refused = post(&double, "/tickets", Some("k1"), &json!({"title": ""})).await;
+    assert_eq!(refused.status(), 422);
+    assert_eq!(
+        refused.json::<Value>().await.unwrap(),
+        json!({"error": "title_required"})
+    );
+    assert_eq!(handle.effect_total(), 0, "a refused write commits nothing");
+    // Its key stays unused: another body under it is a new write, not a reused key.
+    let created = post(
+        &double,
+        "/tickets",
+        Some("k1"),
+        &json!({"title": "Printer"}),
+    )
+    .await;
+    assert_eq!(created.status(), 200);
+    assert!(created.headers().get(REPLAYED_HEADER).is_none());
+    let created: Value = created.json().await.unwrap();
+    assert_eq!(created, json!({"id": "op_1", "title": "Printer"}));
+    assert_eq!(handle.effect_count("k1"), 1);
+
+    let replay = post(
+        &double,
+        "/tickets",
+        Some("k1"),
+        &json!({"title": "Printer"}),
+    )
+    .await;
+    assert_eq!(
+        replay.status(),
+        200,
+        "a replay repeats the first answer's status"
+    );
+    assert!(replay.headers().get(REPLAYED_HEADER).is_some());
+    assert_eq!(handle.effect_total(), 1);
+
+    let found = http()
+        .get(double.url("/tickets/op_1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(found.status(), 200);
+    assert_eq!(found.json::<Value>().await.unwrap(), created);
+}
+
+/// A status that is not a final HTTP status is the test's mistake, said as such.
+#[tokio::test]
+#[should_panic(expected = "an answer's status is a final HTTP status, 200 to 599")]
+async fn a_shaped_status_must_be_a_final_http_status() {
+    let (double, handle) = ProviderDouble::start().await;
+    let (sent, received) = std::sync::mpsc::channel();
+    handle.answer("/tickets", move |request| {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            request.with_status(102, json!({}))
+        }));
+        let message = match outcome {
+            Ok(_) => String::new(),
+            Err(panic) => panic.downcast_ref::<String>().cloned().unwrap_or_default(),
+        };
+        sent.send(message).unwrap();
+        json!({})
+    });
+    let _ = http().get(double.url("/tickets")).send().await;
+    panic!("{}", received.recv().unwrap());
+}
+
 #[tokio::test]
 async fn deduplication_replays_the_first_answer_and_commits_once() {
     let (double, handle) = ProviderDouble::start().await;
