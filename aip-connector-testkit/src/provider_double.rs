@@ -267,8 +267,10 @@ impl ProviderHandle {
     }
 
     /// Queues `fault` on `route`: an exact path (`/bookings`), a prefix pattern
-    /// (`/operations/*`: `/operations` and every path below it) or `*`. Faults on one route apply in the order they were queued; a
-    /// more specific route wins over a pattern.
+    /// (`/operations/*`: `/operations` and every path below it) or `*`, optionally after a
+    /// method (`POST /bookings`: only that method's requests). Faults on one route apply in the
+    /// order they were queued; a more specific path wins over a pattern, and of two routes that
+    /// name the path alike, the one that names the method wins.
     pub fn inject(&self, route: &str, fault: Fault) {
         self.shared
             .lock()
@@ -290,9 +292,9 @@ impl ProviderHandle {
     /// Writes still commit one effect each (status `201`) and store the shaped answer: a replay
     /// of the key and the operation lookup's `result` return it. Reads answer `200` with it.
     /// A shape chooses another status with [`AnswerRequest::with_status`] (a `404` for a missing
-    /// resource; a write answered outside `2xx` commits nothing). Routes match paths, not
-    /// methods: a shape for a route that is read and written branches on
-    /// [`AnswerRequest::method`] or [`AnswerRequest::is_write`]. Operation lookups
+    /// resource; a write answered outside `2xx` commits nothing). A route that names a method
+    /// (`GET /tickets`, `POST /tickets`) shapes only that method's requests, so a path that is
+    /// read and written takes one shape each. Operation lookups
     /// (`/operations`) and faulted answers are not shaped. A later call for the same route
     /// replaces the shape.
     ///
@@ -612,29 +614,48 @@ struct Shaped {
 /// An answer shape, shared by the handle and the server.
 type AnswerShape = Arc<dyn Fn(&AnswerRequest<'_>) -> Value + Send + Sync>;
 
-/// The most specific of `routes` that applies to `path`: the exact path, else the longest
-/// `/prefix/*` pattern it falls under, else `*` (the rule of faults and answer shapes).
-fn best_route<'r>(routes: impl Iterator<Item = &'r str>, path: &str) -> Option<&'r str> {
+/// The most specific of `routes` that applies to a request of `method` on `path`: the exact
+/// path, else the longest `/prefix/*` pattern it falls under, else `*`; of two that name the
+/// path alike, the one that names the method (`GET /tickets`) (the rule of faults and answer
+/// shapes).
+fn best_route<'r>(
+    routes: impl Iterator<Item = &'r str>,
+    method: &str,
+    path: &str,
+) -> Option<&'r str> {
     routes
-        .filter_map(|route| route_specificity(route, path).map(|rank| (rank, route)))
+        .filter_map(|route| route_specificity(route, method, path).map(|rank| (rank, route)))
         .max_by_key(|(rank, _)| *rank)
         .map(|(_, route)| route)
 }
 
-/// How specifically `route` names `path`, if it applies at all: `*` least, a `/prefix/*`
-/// pattern by the length of its prefix, the exact path most.
-fn route_specificity(route: &str, path: &str) -> Option<usize> {
-    if route == path {
-        return Some(usize::MAX);
+/// How specifically `route` names a request of `method` on `path`, if it applies at all: by
+/// path (`*` least, a `/prefix/*` pattern by the length of its prefix, the exact path most),
+/// then whether it names the method. A route is a path pattern, optionally after a method and
+/// a space (`POST /tickets`, `GET /tickets/*`); methods compare without regard to case.
+fn route_specificity(route: &str, method: &str, path: &str) -> Option<(usize, bool)> {
+    let (named_method, pattern) = match route.split_once(' ') {
+        Some((named, pattern)) => (Some(named), pattern.trim_start()),
+        None => (None, route),
+    };
+    if named_method.is_some_and(|named| !named.eq_ignore_ascii_case(method)) {
+        return None;
     }
-    if route == "*" {
-        return Some(0);
-    }
-    let prefix = route.strip_suffix("/*")?;
-    let below = path
-        .strip_prefix(prefix)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
-    below.then_some(prefix.len() + 1)
+    let by_path = if pattern == path {
+        usize::MAX
+    } else if pattern == "*" {
+        0
+    } else {
+        let prefix = pattern.strip_suffix("/*")?;
+        let below = path
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+        if !below {
+            return None;
+        }
+        prefix.len() + 1
+    };
+    Some((by_path, named_method.is_some()))
 }
 
 /// A scripted misbehaviour for one route. Built with a constructor, then optionally
@@ -892,7 +913,11 @@ impl State {
         operation_id: Option<&str>,
         generic: &Value,
     ) -> Option<Shaped> {
-        let route = best_route(self.answers.keys().map(String::as_str), &incoming.path)?;
+        let route = best_route(
+            self.answers.keys().map(String::as_str),
+            incoming.method.as_str(),
+            &incoming.path,
+        )?;
         let shape = &self.answers[route];
         let pending_lookups = Cell::new(self.pending_lookups);
         let status = Cell::new(None);
@@ -915,15 +940,15 @@ impl State {
         })
     }
 
-    /// Takes the fault that applies to `path`, if any: the exact route, else the longest
-    /// matching `/*` pattern, else `*`.
-    fn take_fault(&mut self, path: &str) -> Option<Fault> {
+    /// Takes the fault that applies to a `method` request on `path`, if any (see
+    /// [`best_route`]).
+    fn take_fault(&mut self, method: &str, path: &str) -> Option<Fault> {
         let queued = self
             .faults
             .iter()
             .filter(|(_, queue)| !queue.is_empty())
             .map(|(route, _)| route.as_str());
-        let route = best_route(queued, path)?.to_owned();
+        let route = best_route(queued, method, path)?.to_owned();
         let queue = self.faults.get_mut(&route)?;
         let front = queue.front_mut()?;
         let fault = front.clone();
@@ -1039,7 +1064,7 @@ async fn handle(
             received_at: SystemTime::now(),
             since_start,
         });
-        let fault = state.take_fault(parts.uri.path());
+        let fault = state.take_fault(parts.method.as_str(), parts.uri.path());
         let incoming = Received {
             sequence,
             method: parts.method.clone(),

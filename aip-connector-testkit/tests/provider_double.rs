@@ -287,6 +287,56 @@ async fn shaped_answers_choose_their_status() {
     assert_eq!(found.json::<Value>().await.unwrap(), created);
 }
 
+/// A route that names a method shapes (or faults) only that method's requests; of two routes
+/// naming the path alike, the one with the method wins, and a more specific path still beats
+/// a method on a pattern.
+#[tokio::test]
+async fn routes_may_name_a_method() {
+    let (double, handle) = ProviderDouble::start().await;
+    handle.answer(
+        "POST /tickets",
+        |request| json!({ "created": request.operation_id() }),
+    );
+    handle.answer("get /tickets", |_| json!({ "tickets": [] }));
+    handle.answer("/tickets", |_| json!({ "any": "method" }));
+    handle.answer("GET /tickets/*", |_| json!({ "pattern": true }));
+    handle.answer("/tickets/exact", |_| json!({ "exact": true }));
+
+    let created: Value = post(&double, "/tickets", Some("k1"), &json!({}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(created, json!({"created": "op_1"}));
+    assert_eq!(get_json(&double, "/tickets").await, json!({"tickets": []}));
+    let put: Value = http()
+        .put(double.url("/tickets"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(put, json!({"any": "method"}));
+    assert_eq!(
+        get_json(&double, "/tickets/7").await,
+        json!({"pattern": true})
+    );
+    assert_eq!(
+        get_json(&double, "/tickets/exact").await,
+        json!({"exact": true})
+    );
+
+    // Faults take the same routes: a fault on `POST` leaves reads alone.
+    handle.inject("POST /tickets", Fault::status(503));
+    assert_eq!(get_json(&double, "/tickets").await, json!({"tickets": []}));
+    let refused = post(&double, "/tickets", Some("k2"), &json!({})).await;
+    assert_eq!(refused.status(), 503);
+    let again = post(&double, "/tickets", Some("k2"), &json!({})).await;
+    assert_eq!(again.status(), 201, "the fault applied once");
+}
+
 /// A status that is not a final HTTP status is the test's mistake, said as such.
 #[tokio::test]
 #[should_panic(expected = "an answer's status is a final HTTP status, 200 to 599")]
