@@ -72,3 +72,109 @@ fn tenant_isolation_is_exercised_behind_approval_and_credentials() {
         identity.detail
     );
 }
+
+#[derive(Deserialize, JsonSchema)]
+struct Lookup {
+    /// The name looked up.
+    name: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Found {
+    /// The name found.
+    name: String,
+}
+
+/// The reviewer's repro: a lookup whose credential is optional. The host resolves the
+/// deployment's credential for it all the same, so the other tenant must be served by a
+/// deployment of its own, or its call is refused at the credential check
+/// (`credential.tenant_mismatch`) and `tenant_isolated` was reported as not exercised.
+struct OptionalCred;
+
+#[connector(id = "optcred")]
+impl OptionalCred {
+    /// Looks a name up; a credential is used when the deployment has one.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        credentials(optional, scopes = ["dir.read"]),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn lookup(&self, lookup: Lookup) -> Result<Found, ConnectorFailure> {
+        Ok(Found { name: lookup.name })
+    }
+}
+
+#[test]
+fn an_optional_credential_does_not_stop_tenant_isolation() {
+    let report = ConformanceSuite::new(|_env| OptionalCred).run();
+    eprintln!("{}", report.summary());
+    let identity = report
+        .check(&Scenario::IdentityCredentials.check_name())
+        .unwrap();
+    assert_eq!(identity.status, CheckStatus::Passed, "{report}");
+    assert_eq!(
+        identity.assertions.get("tenant_isolated"),
+        Some(&true),
+        "{report}"
+    );
+    assert!(
+        !identity.detail.contains("not exercised") && !identity.detail.contains("credential."),
+        "{}",
+        identity.detail
+    );
+}
+
+/// A plain read first, then a lookup whose credential is optional and which declares no
+/// example. The host hands the credential to optional-credential handlers too, so
+/// `credential_handle_opaque` must call this one (and says it cannot, lacking an example)
+/// rather than skip it: a handler that leaked an optional credential went unchecked.
+struct OptionalLater;
+
+#[connector(id = "optlater")]
+impl OptionalLater {
+    /// Looks a name up without a credential.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn plain(&self, lookup: Lookup) -> Result<Found, ConnectorFailure> {
+        Ok(Found { name: lookup.name })
+    }
+
+    /// Looks a name up, with the deployment's credential when it has one.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        credentials(optional, scopes = ["dir.read"]),
+    )]
+    async fn signed(&self, lookup: Lookup) -> Result<Found, ConnectorFailure> {
+        Ok(Found { name: lookup.name })
+    }
+}
+
+#[test]
+fn an_optional_credential_capability_is_called_for_credential_opacity() {
+    let report = ConformanceSuite::new(|_env| OptionalLater).run();
+    eprintln!("{}", report.summary());
+    let identity = report
+        .check(&Scenario::IdentityCredentials.check_name())
+        .unwrap();
+    assert_eq!(identity.status, CheckStatus::Failed, "{report}");
+    assert_eq!(
+        identity.assertions.get("credential_handle_opaque"),
+        Some(&false),
+        "{report}"
+    );
+    assert!(
+        identity.detail.contains(
+            "credential_handle_opaque: not exercised: `cap:optlater:signed` takes a credential but declares no example input"
+        ),
+        "{}",
+        identity.detail
+    );
+}

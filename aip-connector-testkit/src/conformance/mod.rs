@@ -871,7 +871,7 @@ impl ConformanceSuite {
     }
 
     /// Runs each scenario's host on `stores` instead of a temporary SQLite file: with
-    /// [`ConformanceStore::postgres`] (feature `postgres`), on a schema of its own in the
+    /// `ConformanceStore::postgres` (feature `postgres`), on a schema of its own in the
     /// PostgreSQL database the deployment's replicas share, dropped when the scenario ends. The
     /// scenarios are the same; what changes is the store that keeps their idempotency records,
     /// approvals and transactions, and that a restart opens anew.

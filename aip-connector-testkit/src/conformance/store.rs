@@ -16,7 +16,7 @@ use aip_connector::store::{SharedStore, SqliteStore, StoreError};
 ///
 /// The default is [`sqlite`](Self::sqlite): a temporary file per scenario, nothing to set up. A
 /// deployment that runs its replicas on PostgreSQL proves the connector on that store with
-/// [`postgres`](Self::postgres) (feature `postgres`): each scenario gets a schema of its own in
+/// `postgres` (feature `postgres`): each scenario gets a schema of its own in
 /// the database, dropped when the scenario ends.
 #[derive(Clone)]
 pub struct ConformanceStore(Backend);
