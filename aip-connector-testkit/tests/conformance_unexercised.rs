@@ -14,7 +14,7 @@
 use aip_connector::model::ProviderOperationRef;
 use aip_connector::prelude::*;
 use aip_connector_testkit::conformance::{
-    CheckResult, CheckStatus, ConformanceReport, ConformanceSuite, Scenario,
+    CheckResult, CheckStatus, ConformanceReport, ConformanceSuite, Scenario, UNEXERCISED_WAIVERS,
 };
 use aip_connector_testkit::provider_double::{OPERATION_ID_HEADER, ProviderHandle};
 use serde_json::json;
@@ -83,6 +83,8 @@ enum Write {
     LeaksCredential,
     /// Refuses every transfer before asking the API (as if its account were closed).
     RefusesFirst,
+    /// Posts it without forwarding the idempotency key to the API.
+    ForgetsKey,
 }
 
 struct Ledger {
@@ -144,10 +146,11 @@ impl Ledger {
             request_id: None,
         };
         checkpoint.record(operation.clone(), None).await?;
-        let posted: ApiTransfer = self
-            .api
-            .post("/transfers")
-            .idempotency(&key)
+        let mut request = self.api.post("/transfers");
+        if self.write != Write::ForgetsKey {
+            request = request.idempotency(&key);
+        }
+        let posted: ApiTransfer = request
             .header(OPERATION_ID_HEADER, &operation.operation_id)
             .bearer_auth(credential.secret())
             .provider_operation(operation)
@@ -330,6 +333,14 @@ fn a_waiver_turns_what_could_not_be_exercised_into_notes_and_nothing_else() {
             report.summary()
         );
     }
+    // The waiver named a capability of the manifest and was used.
+    let waivers = report.check(UNEXERCISED_WAIVERS).expect("a waiver check");
+    assert_eq!(
+        (waivers.status, waivers.notes.len()),
+        (CheckStatus::Passed, 0),
+        "{}",
+        waivers.detail
+    );
     // A reconciliation that cannot read the provider's answer is still a failure.
     assert_eq!(
         check(&report, Scenario::ErrorsUncertainOutcomes).status,
@@ -462,4 +473,151 @@ fn a_write_that_fails_before_asking_its_provider_is_not_exercised_by_retry_and_e
         "{:?}",
         errors.artifacts
     );
+}
+
+/// R6: a waiver never hides an assertion that ran and failed. The write does not forward its
+/// key and cannot decode the double's answers: with the write waived, what could not be
+/// exercised is a note, and the redelivery that committed a second effect still fails.
+#[test]
+fn a_waiver_never_hides_an_assertion_that_ran_and_failed() {
+    let report = ledger(Write::ForgetsKey)
+        .with_unexercised_waiver(WRITE, "SFTP")
+        .run();
+    eprintln!("{}", report.summary());
+    let idempotency = check(&report, Scenario::IdempotencyDuplicates);
+    assert_eq!(idempotency.status, CheckStatus::Failed, "{report}");
+    let failing = failing(idempotency);
+    assert!(
+        failing.contains(&"duplicate_suppressed") && failing.contains(&"delivery_id_stable"),
+        "{failing:?}: {}",
+        idempotency.detail
+    );
+    // The failure is what ran, not what could not: no "not exercised" failure line.
+    assert!(
+        !idempotency
+            .detail
+            .lines()
+            .any(|line| line.starts_with("duplicate_suppressed: not exercised")),
+        "{}",
+        idempotency.detail
+    );
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Name {
+    /// A name.
+    name: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Greeting {
+    /// The greeting.
+    text: String,
+}
+
+/// A read with an example, and a credentialed capability without one that puts the secret into
+/// its output (R3).
+struct Pair;
+
+#[connector(id = "pair")]
+impl Pair {
+    /// Greets.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn hello(&self, input: Name) -> Result<Greeting, ConnectorFailure> {
+        Ok(Greeting {
+            text: format!("hello {}", input.name),
+        })
+    }
+
+    /// Greets with the deployment's secret.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        credentials(scopes = ["pair.read"]),
+    )]
+    async fn secret(
+        &self,
+        input: Name,
+        credential: Credential,
+    ) -> Result<Greeting, ConnectorFailure> {
+        Ok(Greeting {
+            text: format!(
+                "{} {}",
+                input.name,
+                credential.secret().expose_str().unwrap_or_default()
+            ),
+        })
+    }
+}
+
+/// R3 and R2: a waiver does not cover a capability that has no example (it was never called,
+/// and the author can fix that), a waiver naming no capability of the manifest fails the run,
+/// naming the closest ids, and a waiver that waived nothing is noted.
+#[test]
+fn waivers_cover_only_calls_the_double_kept_from_completing_and_must_name_capabilities() {
+    let report = ConformanceSuite::new(|_env| Pair)
+        .with_unexercised_waiver("cap:pair:secret", "SFTP")
+        .with_unexercised_waiver("cap:pair:secrte", "typo")
+        .run();
+    let summary = report.summary();
+    eprintln!("{summary}");
+    let identity = check(&report, Scenario::IdentityCredentials);
+    assert_eq!(identity.status, CheckStatus::Failed, "{report}");
+    assert_eq!(
+        identity.assertions.get("credential_handle_opaque"),
+        Some(&false)
+    );
+    let line = unexercised_line(identity, "credential_handle_opaque");
+    assert!(
+        line.contains("`cap:pair:secret` takes a credential but declares no example input")
+            && line.contains("the waiver of `cap:pair:secret` does not cover this"),
+        "{line}"
+    );
+    assert!(
+        !identity.notes.iter().any(|n| n.contains("waived")),
+        "{:?}",
+        identity.notes
+    );
+
+    let waivers = report
+        .check(UNEXERCISED_WAIVERS)
+        .unwrap_or_else(|| panic!("{report}"));
+    assert_eq!(waivers.status, CheckStatus::Failed, "{report}");
+    assert!(
+        waivers.detail.contains(
+            "the waiver of `cap:pair:secrte` (typo) names no capability of the manifest; the closest ids: `cap:pair:secret`, `cap:pair:hello`"
+        ),
+        "{}",
+        waivers.detail
+    );
+    assert!(
+        summary.contains(&format!(
+            "  FAIL {UNEXERCISED_WAIVERS}: the waiver of `cap:pair:secrte`"
+        )),
+        "{summary}"
+    );
+    assert!(
+        waivers
+            .notes
+            .iter()
+            .any(|n| n
+                .starts_with("the waiver of `cap:pair:secret` (SFTP) waived nothing in this run")),
+        "{:?}",
+        waivers.notes
+    );
+    assert!(!report.passed());
+    assert!(report.to_json().contains("secrte"));
+}
+
+/// A suite without waivers has no waiver check; one whose waiver was used passes it.
+#[test]
+fn the_waiver_check_is_there_only_with_waivers() {
+    let report = ConformanceSuite::new(|_env| Pair).run();
+    assert!(report.check(UNEXERCISED_WAIVERS).is_none(), "{report}");
 }

@@ -43,7 +43,7 @@ mod probe;
 mod scenarios;
 mod store;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -73,6 +73,10 @@ pub use store::ConformanceStore;
 pub const ATOMIC_MANIFEST_ADMISSION: &str = "connector.atomic_manifest_admission";
 /// The name of the enterprise contract check.
 pub const ENTERPRISE_CAPABILITY_CONTRACT: &str = "enterprise.capability_contract";
+/// The check of the suite's own [waivers](ConformanceSuite::with_unexercised_waiver), in the
+/// report only when it has any: it fails for a waiver naming a capability the manifest does not
+/// have (a typo, or a capability renamed since), and notes a waiver that waived nothing.
+pub const UNEXERCISED_WAIVERS: &str = "testkit.unexercised_waivers";
 
 /// One of upstream's connector conformance scenarios.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -513,6 +517,10 @@ struct Unexercised {
     assertion: String,
     capability: String,
     why: String,
+    /// Whether a waiver of the capability may turn it into a note: only when its call did not
+    /// complete against the provider double, never for a missing example, a handler the host
+    /// never ran, or a refusal of the suite's own making.
+    waivable: bool,
 }
 
 impl Evidence {
@@ -553,6 +561,22 @@ impl Evidence {
     /// the first reason per assertion and capability is kept; assertions one reason kept from
     /// being exercised on one capability share a line of the detail.
     pub fn unexercised(&mut self, assertion: &str, capability: &str, why: impl Into<String>) {
+        self.push_unexercised(assertion, capability, why.into(), true);
+    }
+
+    /// [`unexercised`](Self::unexercised), for a reason no waiver covers: the capability
+    /// declares no example, or the host refused its call before the handler ran. Neither is the
+    /// provider double's doing, and both are the author's to fix.
+    pub(crate) fn unexercised_unwaivable(
+        &mut self,
+        assertion: &str,
+        capability: &str,
+        why: impl Into<String>,
+    ) {
+        self.push_unexercised(assertion, capability, why.into(), false);
+    }
+
+    fn push_unexercised(&mut self, assertion: &str, capability: &str, why: String, waivable: bool) {
         let known = self
             .unexercised
             .iter()
@@ -561,34 +585,43 @@ impl Evidence {
             self.unexercised.push(Unexercised {
                 assertion: assertion.to_owned(),
                 capability: capability.to_owned(),
-                why: why.into(),
+                why,
+                waivable,
             });
         }
     }
 
-    fn into_check(mut self, scenario: Scenario, waivers: &BTreeMap<String, String>) -> CheckResult {
+    /// The check, and the capabilities whose waivers turned something unexercised into a note.
+    fn into_check(
+        mut self,
+        scenario: Scenario,
+        waivers: &BTreeMap<String, String>,
+    ) -> (CheckResult, BTreeSet<String>) {
         // Assertions that one reason kept from being exercised on one capability share a line.
-        let mut grouped: Vec<(Vec<String>, String, String)> = Vec::new();
+        let mut grouped: Vec<(Vec<String>, String, String, bool)> = Vec::new();
         for Unexercised {
             assertion,
             capability,
             why,
+            waivable,
         } in std::mem::take(&mut self.unexercised)
         {
             match grouped
                 .iter_mut()
-                .find(|(_, c, w)| *c == capability && *w == why)
+                .find(|(_, c, w, v)| *c == capability && *w == why && *v == waivable)
             {
-                Some((names, _, _)) => names.push(assertion),
-                None => grouped.push((vec![assertion], capability, why)),
+                Some((names, _, _, _)) => names.push(assertion),
+                None => grouped.push((vec![assertion], capability, why, waivable)),
             }
         }
         // What could not be exercised comes first: it is usually why the rest looks as it does.
         let mut unexercised = Vec::new();
-        for (names, capability, why) in grouped {
+        let mut used = BTreeSet::new();
+        for (names, capability, why, waivable) in grouped {
             let listed = names.join(", ");
-            match waivers.get(&capability) {
+            match waivers.get(&capability).filter(|_| waivable) {
                 Some(reason) => {
+                    used.insert(capability.clone());
                     // Waived: it holds as far as the calls that ran showed (a scenario may have
                     // nothing else to say about it).
                     for name in names {
@@ -603,7 +636,15 @@ impl Evidence {
                     for name in names {
                         self.assertions.insert(name, false);
                     }
-                    unexercised.push(format!("{listed}: not exercised: {why}"));
+                    // A waiver covers only calls the provider double kept from completing.
+                    let unwaived = if waivers.contains_key(&capability) {
+                        format!(
+                            " (the waiver of `{capability}` does not cover this: it covers only calls that did not complete against the provider double)"
+                        )
+                    } else {
+                        String::new()
+                    };
+                    unexercised.push(format!("{listed}: not exercised: {why}{unwaived}"));
                 }
             }
         }
@@ -654,14 +695,15 @@ impl Evidence {
             }
             problems.join("\n")
         };
-        CheckResult {
+        let check = CheckResult {
             name: scenario.check_name(),
             status,
             detail,
             assertions: self.assertions,
             artifacts: self.artifacts,
             notes: self.notes,
-        }
+        };
+        (check, used)
     }
 }
 
@@ -899,8 +941,15 @@ impl ConformanceSuite {
     /// double's generic answers: answer in the API's shape with
     /// [`with_provider_setup`](Self::with_provider_setup) instead. Waive only a capability
     /// whose calls cannot complete against a double at all (a provider reached by another
-    /// protocol than HTTP, say), and test it elsewhere. The capability id must be the
-    /// manifest's exactly; a waiver of a capability that has nothing unexercised does nothing.
+    /// protocol than HTTP, say), and test it elsewhere.
+    ///
+    /// A waiver covers only calls that did not complete against the provider double: not a
+    /// capability without an example, nor a call the host refused before its handler ran
+    /// (those still fail, saying the waiver does not cover them), and never an assertion that
+    /// was exercised and did not hold. The capability id must be the manifest's exactly: the
+    /// report then has a check [`UNEXERCISED_WAIVERS`] that fails for a waiver naming no
+    /// capability of the manifest (with the closest ids) and notes a waiver that waived nothing
+    /// in the run.
     ///
     /// ```ignore
     /// let suite = ConformanceSuite::new(|env| Ledger::new(env.provider_url()))
@@ -965,8 +1014,18 @@ impl ConformanceSuite {
         let mut checks = self.discovery_checks(&definition, &manifest);
         checks.push(admission_check(&definition, &manifest));
         checks.push(contract_check(&manifest));
+        let mut waived = BTreeSet::new();
         for scenario in Scenario::ALL {
-            checks.push(self.scenario_check(scenario, &manifest).await);
+            let (check, used) = self.run_scenario(scenario, &manifest).await;
+            checks.push(check);
+            waived.extend(used);
+        }
+        if !self.unexercised_waivers.is_empty() {
+            checks.push(waivers_check(
+                &self.unexercised_waivers,
+                &definition,
+                &waived,
+            ));
         }
         ConformanceReport {
             connector_id: definition.id.clone(),
@@ -977,11 +1036,20 @@ impl ConformanceSuite {
 
     /// Runs one scenario (executed when required, else not applicable).
     pub async fn scenario_check(&self, scenario: Scenario, manifest: &Manifest) -> CheckResult {
+        self.run_scenario(scenario, manifest).await.0
+    }
+
+    /// [`scenario_check`](Self::scenario_check), with the capabilities whose waivers it used.
+    async fn run_scenario(
+        &self,
+        scenario: Scenario,
+        manifest: &Manifest,
+    ) -> (CheckResult, BTreeSet<String>) {
         // Receivers given to the suite are checked even when the manifest forgot to publish
         // them: `receivers_declared` then says so, rather than the check not applying.
         let given_receivers = scenario == Scenario::WebhookSecurity && !self.webhooks.is_empty();
         if !scenario.required_by(manifest) && !given_receivers {
-            return CheckResult {
+            let check = CheckResult {
                 name: scenario.check_name(),
                 status: CheckStatus::NotApplicable,
                 detail: format!(
@@ -992,6 +1060,7 @@ impl ConformanceSuite {
                 artifacts: Vec::new(),
                 notes: Vec::new(),
             };
+            return (check, BTreeSet::new());
         }
         let harness = match Harness::start(
             Arc::clone(&self.factory),
@@ -1005,14 +1074,17 @@ impl ConformanceSuite {
             Ok(harness) => harness,
             // Every scenario needs a host; the manifest checks do not, and still run.
             Err(error) => {
-                return CheckResult {
-                    name: scenario.check_name(),
-                    status: CheckStatus::Failed,
-                    detail: format!("{NOT_RUN}{error}"),
-                    assertions: BTreeMap::new(),
-                    artifacts: Vec::new(),
-                    notes: Vec::new(),
-                };
+                return (
+                    CheckResult {
+                        name: scenario.check_name(),
+                        status: CheckStatus::Failed,
+                        detail: format!("{NOT_RUN}{error}"),
+                        assertions: BTreeMap::new(),
+                        artifacts: Vec::new(),
+                        notes: Vec::new(),
+                    },
+                    BTreeSet::new(),
+                );
             }
         };
         // A panic (the suite's own bug, or a store that stopped answering) fails this check,
@@ -1024,8 +1096,8 @@ impl ConformanceSuite {
         )
         .await;
         harness.finish().await;
-        match outcome {
-            Ok(Ok(evidence)) => evidence.into_check(scenario, &self.unexercised_waivers),
+        let check = match outcome {
+            Ok(Ok(evidence)) => return evidence.into_check(scenario, &self.unexercised_waivers),
             Ok(Err(panic)) => CheckResult {
                 name: scenario.check_name(),
                 status: CheckStatus::Failed,
@@ -1052,7 +1124,8 @@ impl ConformanceSuite {
                 artifacts: Vec::new(),
                 notes: Vec::new(),
             },
-        }
+        };
+        (check, BTreeSet::new())
     }
 }
 
@@ -1192,6 +1265,93 @@ fn join(profiles: &[ProfileId]) -> String {
         .map(|p| format!("`{p}`"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The [`UNEXERCISED_WAIVERS`] check: every waiver names a capability of the manifest (else it
+/// fails, naming the closest ids); one that waived nothing in this run is noted.
+fn waivers_check(
+    waivers: &BTreeMap<String, String>,
+    definition: &aip_connector::ConnectorDefinition,
+    used: &BTreeSet<String>,
+) -> CheckResult {
+    let ids: Vec<&str> = definition
+        .capabilities
+        .iter()
+        .map(|c| c.id().as_str())
+        .collect();
+    let mut problems = Vec::new();
+    let mut notes = Vec::new();
+    for (capability, reason) in waivers {
+        if !ids.contains(&capability.as_str()) {
+            let mut closest: Vec<(usize, &str)> = ids
+                .iter()
+                .map(|id| (edit_distance(capability, id), *id))
+                .collect();
+            closest.sort();
+            let named: Vec<String> = closest
+                .iter()
+                .take(3)
+                .map(|(_, id)| format!("`{id}`"))
+                .collect();
+            problems.push(format!(
+                "the waiver of `{capability}` ({reason}) names no capability of the manifest; the closest ids: {}",
+                if named.is_empty() {
+                    "none (the manifest has no capabilities)".to_owned()
+                } else {
+                    named.join(", ")
+                }
+            ));
+        } else if !used.contains(capability) {
+            notes.push(format!(
+                "the waiver of `{capability}` ({reason}) waived nothing in this run: every required assertion it could cover was exercised on it; remove the waiver if it is no longer needed"
+            ));
+        }
+    }
+    let status = if problems.is_empty() {
+        CheckStatus::Passed
+    } else {
+        CheckStatus::Failed
+    };
+    let detail = if problems.is_empty() {
+        passed_detail(
+            format!(
+                "{} waiver(s) name capabilities of the manifest",
+                waivers.len()
+            ),
+            &notes,
+        )
+    } else {
+        problems
+            .iter()
+            .cloned()
+            .chain(notes.iter().map(|n| note_line(n)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    CheckResult {
+        name: UNEXERCISED_WAIVERS.to_owned(),
+        status,
+        detail,
+        assertions: BTreeMap::new(),
+        artifacts: vec![format!("manifest:{}", definition.id)],
+        notes,
+    }
+}
+
+/// The Levenshtein distance between `a` and `b`, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substituted = previous + usize::from(ca != *cb);
+            previous = row[j + 1];
+            row[j + 1] = substituted.min(previous + 1).min(row[j] + 1);
+        }
+    }
+    row[b.len()]
 }
 
 /// A check that passes when `problems` is empty, else fails with one problem per line.
@@ -1429,6 +1589,18 @@ macro_rules! conformance_tests {
                 behavior_restart_reconnect,
                 "connector.behavior.restart_reconnect"
             );
+
+            /// The suite's waivers name capabilities of the manifest (a check in the report
+            /// only when the suite has waivers).
+            #[test]
+            fn unexercised_waivers() {
+                if report()
+                    .check($crate::conformance::UNEXERCISED_WAIVERS)
+                    .is_some()
+                {
+                    report().assert_check($crate::conformance::UNEXERCISED_WAIVERS);
+                }
+            }
         }
     };
     ($factory:expr $(,)?) => {

@@ -51,7 +51,8 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         .filter(|r| r.capability_id == capability.id().as_str())
         .collect();
     if seen.is_empty() {
-        evidence.unexercised(
+        // The host refused the call before its handler: no provider double was involved.
+        evidence.unexercised_unwaivable(
             "transport_actor_bound",
             capability.id().as_str(),
             format!(
@@ -184,7 +185,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             continue;
         }
         let Some(input) = capability.examples.first() else {
-            evidence.unexercised(
+            evidence.unexercised_unwaivable(
                 "credential_handle_opaque",
                 id,
                 format!(
@@ -201,7 +202,9 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         evidence.artifact(format!("action:{}", action.id));
         let called = h.settle(h.host(), action).await;
         if !received_credential(h, id) {
-            evidence.unexercised(
+            // The deployment holds the credential: a handler that ran received it, so this one
+            // never ran (the host refused its call), which is no provider double's doing.
+            evidence.unexercised_unwaivable(
                 "credential_handle_opaque",
                 id,
                 format!(
