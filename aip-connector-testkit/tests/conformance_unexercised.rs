@@ -621,3 +621,109 @@ fn the_waiver_check_is_there_only_with_waivers() {
     let report = ConformanceSuite::new(|_env| Pair).run();
     assert!(report.check(UNEXERCISED_WAIVERS).is_none(), "{report}");
 }
+
+/// The API's answer to `POST /strict`, decoded strictly: the double's generic answer is not it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApiStrict {
+    #[allow(dead_code)]
+    id: String,
+}
+
+/// R7: two keyed writes; `strict`, declared first, cannot decode the double's answers, and
+/// `lenient` completes.
+struct TwoWrites {
+    api: ProviderClient,
+}
+
+#[connector(id = "twowrites")]
+impl TwoWrites {
+    /// Writes, decoding the API's answer strictly.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn strict(&self, input: Name, key: IdempotencyKey) -> Result<Greeting, ConnectorFailure> {
+        let _: ApiStrict = self
+            .api
+            .post("/strict")
+            .idempotency(&key)
+            .json(&json!({ "name": input.name }))
+            .send_json()
+            .await?;
+        Ok(Greeting { text: input.name })
+    }
+
+    /// Writes, reading whatever the API answers.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn lenient(
+        &self,
+        input: Name,
+        key: IdempotencyKey,
+    ) -> Result<Greeting, ConnectorFailure> {
+        let _: serde_json::Value = self
+            .api
+            .post("/lenient")
+            .idempotency(&key)
+            .json(&json!({ "name": input.name }))
+            .send_json()
+            .await?;
+        Ok(Greeting { text: input.name })
+    }
+}
+
+/// A scenario that tests one candidate capability does not pass vacuously on a waived one
+/// while another could exercise its assertions: restart tries the candidates until one
+/// completes, and identity prefers a capability the suite does not waive.
+#[test]
+fn a_waiver_on_the_first_candidate_does_not_make_a_single_capability_scenario_vacuous() {
+    let report = ConformanceSuite::new(|env| TwoWrites {
+        api: client(env.provider_url()),
+    })
+    .with_unexercised_waiver("cap:twowrites:strict", "SFTP")
+    .run();
+    eprintln!("{}", report.summary());
+    let restart = check(&report, Scenario::RestartReconnect);
+    assert_eq!(restart.status, CheckStatus::Passed, "{report}");
+    assert_eq!(
+        restart.assertions.get("duplicate_effect_prevented"),
+        Some(&true)
+    );
+    assert!(
+        !restart.notes.iter().any(|n| n.contains("waived")),
+        "{:?}",
+        restart.notes
+    );
+    let identity = check(&report, Scenario::IdentityCredentials);
+    assert!(
+        !identity.notes.iter().any(|n| n.contains("waived")),
+        "{:?}",
+        identity.notes
+    );
+}
+
+/// Without a waiver, restart still finds the write that completes, rather than failing on the
+/// first one in the manifest.
+#[test]
+fn restart_uses_the_first_candidate_whose_call_completes() {
+    let report = ConformanceSuite::new(|env| TwoWrites {
+        api: client(env.provider_url()),
+    })
+    .run();
+    let restart = check(&report, Scenario::RestartReconnect);
+    assert_eq!(restart.status, CheckStatus::Passed, "{report}");
+    assert!(
+        !restart.detail.contains("cap:twowrites:strict"),
+        "{}",
+        restart.detail
+    );
+}

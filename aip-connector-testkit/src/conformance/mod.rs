@@ -1071,7 +1071,7 @@ impl ConformanceSuite {
         )
         .await
         {
-            Ok(harness) => harness,
+            Ok(harness) => harness.with_waived(self.unexercised_waivers.keys().cloned().collect()),
             // Every scenario needs a host; the manifest checks do not, and still run.
             Err(error) => {
                 return (
