@@ -112,6 +112,7 @@ fn the_summary_collapses_identical_reasons_only() {
         assertions: Default::default(),
         artifacts: Vec::new(),
         notes: Vec::new(),
+        waived: Vec::new(),
     };
     let report = ConformanceReport {
         connector_id: "directory".to_owned(),

@@ -21,6 +21,9 @@ use serde_json::json;
 
 const WRITE: &str = "cap:ledger:post_transfer";
 
+/// How the line telling the author what to do about an unexercised assertion begins.
+const UNEXERCISED_HINT: &str = "hint: an assertion is exercised on calls that complete";
+
 #[derive(Deserialize, JsonSchema)]
 struct AccountRef {
     /// The ledger account.
@@ -284,6 +287,17 @@ fn a_write_that_never_completes_fails_the_checks_it_could_not_exercise() {
             "{}",
             report.summary()
         );
+        // One line says what to do about anything not exercised.
+        assert_eq!(
+            check
+                .detail
+                .lines()
+                .filter(|line| line.starts_with(UNEXERCISED_HINT))
+                .count(),
+            1,
+            "{}",
+            check.detail
+        );
     }
     // What a failed call still exercises holds: the write's handler received the credential
     // (and kept it to itself) although its call failed.
@@ -317,6 +331,16 @@ fn a_waiver_turns_what_could_not_be_exercised_into_notes_and_nothing_else() {
     ] {
         let check = check(&report, scenario);
         assert_eq!(check.status, CheckStatus::Passed, "{report}");
+        // Held and waived are told apart, in words and in the report's data.
+        assert_eq!(check.waived, [assertion], "{}", check.detail);
+        assert!(
+            check.detail.starts_with(&format!(
+                "{} assertions held, 1 waived",
+                check.assertions.len() - 1
+            )),
+            "{}",
+            check.detail
+        );
         let note =
             format!("{assertion} was not exercised on `{WRITE}`, waived by the suite ({reason}): ");
         assert!(
@@ -448,6 +472,13 @@ fn a_write_that_fails_before_asking_its_provider_is_not_exercised_by_retry_and_e
     for (scenario, line_start) in expected {
         let check = check(&report, scenario);
         assert_eq!(check.status, CheckStatus::Failed, "{report}");
+        assert!(
+            check
+                .detail
+                .contains("with_unexercised_waiver(capability, reason)"),
+            "{}",
+            check.detail
+        );
         let line = check
             .detail
             .lines()
@@ -490,6 +521,15 @@ fn a_waiver_never_hides_an_assertion_that_ran_and_failed() {
     assert!(
         failing.contains(&"duplicate_suppressed") && failing.contains(&"delivery_id_stable"),
         "{failing:?}: {}",
+        idempotency.detail
+    );
+    // The decoding hint explains a failure, never a waived note.
+    assert!(
+        !idempotency
+            .detail
+            .lines()
+            .any(|line| line.starts_with("note: ") && line.contains("(hint: ")),
+        "{}",
         idempotency.detail
     );
     // The failure is what ran, not what could not: no "not exercised" failure line.

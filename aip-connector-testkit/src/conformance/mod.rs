@@ -317,6 +317,11 @@ pub struct CheckResult {
     /// that could not be exercised on a capability that needs it fails the check instead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Assertions a [waiver](ConformanceSuite::with_unexercised_waiver) turned from "not
+    /// exercised" into a note: true in [`assertions`](Self::assertions) only as far as the calls
+    /// that ran showed, not held on what they are about.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waived: Vec<String>,
 }
 
 impl CheckResult {
@@ -617,6 +622,7 @@ impl Evidence {
         // What could not be exercised comes first: it is usually why the rest looks as it does.
         let mut unexercised = Vec::new();
         let mut used = BTreeSet::new();
+        let mut waived = BTreeSet::new();
         for (names, capability, why, waivable) in grouped {
             let listed = names.join(", ");
             match waivers.get(&capability).filter(|_| waivable) {
@@ -625,7 +631,8 @@ impl Evidence {
                     // Waived: it holds as far as the calls that ran showed (a scenario may have
                     // nothing else to say about it).
                     for name in names {
-                        self.assertions.entry(name).or_insert(true);
+                        self.assertions.entry(name.clone()).or_insert(true);
+                        waived.insert(name);
                     }
                     self.notes.push(format!(
                         "{listed} {} not exercised on `{capability}`, waived by the suite ({reason}): {why}",
@@ -654,6 +661,7 @@ impl Evidence {
             .filter(|name| !self.assertions.contains_key(**name))
             .map(|name| format!("{name}: not asserted"))
             .collect();
+        let unexercised_lines = unexercised.len();
         problems.extend(unexercised);
         problems.extend(self.failures.iter().cloned());
         // Every required assertion must be present and true; so must any extra one a scenario
@@ -678,17 +686,29 @@ impl Evidence {
             // Every assertion name asserted, the scenario's extra ones (`receivers_declared`,
             // `declared_output_produced`) included: all of them held.
             passed_detail(
-                format!("{} assertions held", self.assertions.len()),
+                if waived.is_empty() {
+                    format!("{} assertions held", self.assertions.len())
+                } else {
+                    format!(
+                        "{} assertions held, {} waived",
+                        self.assertions.len() - waived.len(),
+                        waived.len()
+                    )
+                },
                 &self.notes,
             )
         } else {
             // The decoding hint goes on the first line that names the code, so it reads as
             // the explanation of that failure rather than of whichever line came last.
-            if let Some(line) = problems
-                .iter_mut()
-                .find(|line| line.contains(aip_connector::codes::PROVIDER_INVALID_RESPONSE))
-            {
+            // Not on a note: a waived note's code explains no failure.
+            if let Some(line) = problems.iter_mut().find(|line| {
+                !line.starts_with("note: ")
+                    && line.contains(aip_connector::codes::PROVIDER_INVALID_RESPONSE)
+            }) {
                 line.push_str(INVALID_RESPONSE_HINT);
+            }
+            if unexercised_lines > 0 {
+                problems.push(UNEXERCISED_HINT.to_owned());
             }
             if self.missing_examples {
                 problems.push(MISSING_EXAMPLES_HINT.to_owned());
@@ -702,6 +722,7 @@ impl Evidence {
             assertions: self.assertions,
             artifacts: self.artifacts,
             notes: self.notes,
+            waived: waived.into_iter().collect(),
         };
         (check, used)
     }
@@ -719,6 +740,14 @@ fn indented(detail: &str) -> String {
 const MISSING_EXAMPLES_HINT: &str = "hint: the suite invokes each capability with the inputs \
      its `#[capability(examples = [r#\"{…}\"#])]` declares; declare at least one valid input \
      per capability";
+
+/// A line near the end of a failed check with an assertion that was not exercised (and not
+/// waived): what the author can do about it.
+const UNEXERCISED_HINT: &str = "hint: an assertion is exercised on calls that complete: each \
+     capability's first example must complete against the provider double; make the example \
+     valid for a successful call, shape the double's answers \
+     (`ConformanceSuite::with_provider_setup`), or, for a capability whose calls cannot reach a \
+     double, `ConformanceSuite::with_unexercised_waiver(capability, reason)`";
 
 /// Appended to the first line of a failed check that names `provider.invalid_response`: most
 /// often the connector decodes the real API's responses and cannot read the double's generic
@@ -1059,6 +1088,7 @@ impl ConformanceSuite {
                 assertions: BTreeMap::new(),
                 artifacts: Vec::new(),
                 notes: Vec::new(),
+                waived: Vec::new(),
             };
             return (check, BTreeSet::new());
         }
@@ -1082,6 +1112,7 @@ impl ConformanceSuite {
                         assertions: BTreeMap::new(),
                         artifacts: Vec::new(),
                         notes: Vec::new(),
+                        waived: Vec::new(),
                     },
                     BTreeSet::new(),
                 );
@@ -1112,6 +1143,7 @@ impl ConformanceSuite {
                 assertions: BTreeMap::new(),
                 artifacts: Vec::new(),
                 notes: Vec::new(),
+                waived: Vec::new(),
             },
             Err(_) => CheckResult {
                 name: scenario.check_name(),
@@ -1123,6 +1155,7 @@ impl ConformanceSuite {
                 assertions: BTreeMap::new(),
                 artifacts: Vec::new(),
                 notes: Vec::new(),
+                waived: Vec::new(),
             },
         };
         (check, BTreeSet::new())
@@ -1205,6 +1238,7 @@ impl ConformanceSuite {
                 assertions: BTreeMap::new(),
                 artifacts: Vec::new(),
                 notes: Vec::new(),
+                waived: Vec::new(),
             },
         });
         checks
@@ -1335,6 +1369,7 @@ fn waivers_check(
         assertions: BTreeMap::new(),
         artifacts: vec![format!("manifest:{}", definition.id)],
         notes,
+        waived: Vec::new(),
     }
 }
 
@@ -1376,6 +1411,7 @@ fn problems_check(
         assertions: BTreeMap::new(),
         artifacts,
         notes: Vec::new(),
+        waived: Vec::new(),
     }
 }
 
@@ -1402,6 +1438,7 @@ fn admission_check(
         assertions: BTreeMap::new(),
         artifacts: vec![format!("manifest:{}", definition.id)],
         notes: Vec::new(),
+        waived: Vec::new(),
     }
 }
 
@@ -1454,6 +1491,7 @@ fn contract_check(manifest: &Manifest) -> CheckResult {
             .map(|c| format!("capability:{}", c.id))
             .collect(),
         notes: Vec::new(),
+        waived: Vec::new(),
     }
 }
 
