@@ -358,8 +358,10 @@ impl ConformanceReport {
     /// then one line per check that failed or did not apply, with its detail (why it did not
     /// apply: the manifest declares nothing the scenario exercises), and one per check that
     /// passed with [notes](CheckResult::notes), with those notes. Checks that could not run for
-    /// one reason (a host that refused the connector, a store that did not open) share one
-    /// line, `FAIL <n> checks not run: <reason>`; each check keeps the reason in its detail.
+    /// one kind of reason (a host that refused the connector, a store that did not open) share
+    /// one line, `FAIL <n> checks not run: <the first one's reason> (<their names>)`, which says
+    /// when the others' texts differ (each store names its scenario's file or schema); each
+    /// check keeps its reason in its detail.
     ///
     /// [`conformance_tests!`](crate::conformance_tests) prints it once per run, outside the
     /// test harness's output capture, so a check that did not apply is visible in `cargo test`
@@ -387,20 +389,45 @@ impl ConformanceReport {
                 .then(|| check.detail.strip_prefix(NOT_RUN))
                 .flatten()
         }
-        let mut stopped: BTreeMap<&str, usize> = BTreeMap::new();
-        for reason in self.checks.iter().filter_map(not_run) {
-            *stopped.entry(reason).or_default() += 1;
+        // Reasons of one kind share the line (a store that did not open names each scenario's
+        // own file or schema, so no two texts are equal); the line quotes the first.
+        let mut stopped: BTreeMap<&str, Vec<&CheckResult>> = BTreeMap::new();
+        for check in &self.checks {
+            if let Some(reason) = not_run(check) {
+                stopped.entry(not_run_kind(reason)).or_default().push(check);
+            }
         }
         let mut printed = std::collections::BTreeSet::new();
         for check in &self.checks {
             if let Some(reason) = not_run(check)
-                && let Some(&count) = stopped.get(reason).filter(|count| **count > 1)
+                && let Some(group) = stopped
+                    .get(not_run_kind(reason))
+                    .filter(|group| group.len() > 1)
             {
                 // Printed where the first of them is; the others are that line.
-                if printed.insert(reason) {
+                if printed.insert(not_run_kind(reason)) {
+                    let differ = group
+                        .iter()
+                        .filter(|other| not_run(other) != Some(reason))
+                        .count();
+                    let names: Vec<&str> = group
+                        .iter()
+                        .map(|c| {
+                            c.name
+                                .strip_prefix("connector.behavior.")
+                                .unwrap_or(&c.name)
+                        })
+                        .collect();
+                    let others = if differ > 0 {
+                        format!(" (and {differ} more like it: each check's detail has its own)")
+                    } else {
+                        String::new()
+                    };
                     summary.push_str(&format!(
-                        "  FAIL {count} checks {NOT_RUN}{}\n",
-                        indented(reason)
+                        "  FAIL {} checks {NOT_RUN}{}{others} ({})\n",
+                        group.len(),
+                        indented(reason),
+                        names.join(", ")
                     ));
                 }
                 continue;
@@ -726,6 +753,13 @@ impl Evidence {
         };
         (check, used)
     }
+}
+
+/// The kind of reason a scenario could not start (its first clause, such as "the scenario's
+/// store did not open"): the summary collapses reasons of one kind, whose texts differ in the
+/// per-scenario store they name.
+fn not_run_kind(reason: &str) -> &str {
+    reason.split(": ").next().unwrap_or(reason)
 }
 
 /// How the detail of a scenario that could not start begins, before the reason.
