@@ -767,3 +767,51 @@ fn restart_uses_the_first_candidate_whose_call_completes() {
         restart.detail
     );
 }
+
+/// R4: a connector that only reads, decoding strictly, so its calls fail against the double.
+struct StrictReader {
+    api: ProviderClient,
+}
+
+#[connector(id = "strictreader")]
+impl StrictReader {
+    /// Reads, decoding the API's answer strictly.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn read(&self, input: Name) -> Result<Greeting, ConnectorFailure> {
+        let _: ApiStrict = self
+            .api
+            .get(&format!("/names/{}", input.name))
+            .send_json()
+            .await?;
+        Ok(Greeting { text: input.name })
+    }
+}
+
+/// A read re-sent to the restarted host has no effect to duplicate: that it did not complete is
+/// a note of `restart_reconnect` (the schema check reports the failing call), not a failure next
+/// to a note that says the assertion is vacuous.
+#[test]
+fn a_read_only_connector_whose_call_fails_has_no_duplicate_effect_to_prevent() {
+    let report = ConformanceSuite::new(|env| StrictReader {
+        api: client(env.provider_url()),
+    })
+    .run();
+    eprintln!("{}", report.summary());
+    let restart = check(&report, Scenario::RestartReconnect);
+    assert_eq!(restart.status, CheckStatus::Passed, "{report}");
+    assert!(
+        restart.notes.iter().any(|n| n.starts_with(
+            "duplicate_effect_prevented: `cap:strictreader:read` only reads, so its re-sent call had no effect to duplicate; it did not complete before the restart: it answered `failed` (`provider.invalid_response`"
+        )),
+        "{:?}",
+        restart.notes
+    );
+    // The failing call is still reported where its output was to be checked.
+    let schema = check(&report, Scenario::SchemaEnforcement);
+    assert_eq!(schema.status, CheckStatus::Failed, "{report}");
+}

@@ -13,7 +13,8 @@
 //!   its keys to the action (`idempotency(scope = action)`) makes a new action id a new key, so
 //!   for it only the same action is re-sent (with a note). The call must have completed before
 //!   the restart: the duplicate of a failure shows nothing about a second effect, and leaves
-//!   the assertion unexercised, and failed.
+//!   the assertion unexercised, and failed; unless the manifest only reads, where there is no
+//!   effect to duplicate (a note).
 //! - `reconnect_cursor_resumed`: a transaction left with an unknown outcome before the restart
 //!   (the provider committed and dropped the connection), after one reconciliation round the
 //!   provider answered `pending` (when the connector's reconciliation reports it), is reconciled
@@ -218,7 +219,14 @@ async fn scenario(h: &Harness) -> Evidence {
             )
         },
     );
-    if driven.result.status != ActionResultStatus::Completed {
+    if driven.result.status != ActionResultStatus::Completed && !declares_mutation(capability) {
+        // A read has no effect to duplicate: there is nothing its completion would have shown
+        // here (`schema_enforcement` reports the call that did not complete).
+        evidence.note(format!(
+            "duplicate_effect_prevented: `{id}` only reads, so its re-sent call had no effect to duplicate; it did not complete before the restart: it answered {}",
+            super::outcome(&driven.result)
+        ));
+    } else if driven.result.status != ActionResultStatus::Completed {
         evidence.unexercised(
             "duplicate_effect_prevented",
             &id,
