@@ -71,6 +71,14 @@ fn tenant_isolation_is_exercised_behind_approval_and_credentials() {
         "{}",
         identity.detail
     );
+    // Under `scope = tenant` the tenants' keys differ by construction; the detail says so.
+    assert!(
+        identity.detail.contains(
+            "(tenant_isolated by the key scope: `cap:directory:export` declares `scope = tenant`"
+        ),
+        "{}",
+        identity.detail
+    );
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -174,6 +182,54 @@ fn an_optional_credential_capability_is_called_for_credential_opacity() {
         identity.detail.contains(
             "credential_handle_opaque: not exercised: `cap:optlater:signed` takes a credential but declares no example input"
         ),
+        "{}",
+        identity.detail
+    );
+}
+
+/// A keyed write whose keys are scoped to the action.
+struct ActionScoped;
+
+#[connector(id = "actionscoped")]
+impl ActionScoped {
+    /// Records a name.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = action),
+        data(sensitivity = internal),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn record(
+        &self,
+        lookup: Lookup,
+        _key: IdempotencyKey,
+    ) -> Result<Found, ConnectorFailure> {
+        Ok(Found { name: lookup.name })
+    }
+}
+
+/// Under `scope = action` the key is partitioned by the action id: a fresh action for the other
+/// tenant would be another key, and `tenant_isolated` true by construction. The other tenant
+/// sends the same action, so its call meets the first tenant's record (the host's tenant guard
+/// refuses it): the check rests on two actions, the forged call and the one both tenants sent.
+#[test]
+fn under_action_scope_the_other_tenant_sends_the_same_action() {
+    let report = ConformanceSuite::new(|_env| ActionScoped).run();
+    eprintln!("{}", report.summary());
+    let identity = report
+        .check(&Scenario::IdentityCredentials.check_name())
+        .unwrap();
+    assert_eq!(identity.status, CheckStatus::Passed, "{report}");
+    assert_eq!(identity.assertions.get("tenant_isolated"), Some(&true));
+    let actions = identity
+        .artifacts
+        .iter()
+        .filter(|a| a.starts_with("action:"))
+        .count();
+    assert_eq!(actions, 2, "{:?}", identity.artifacts);
+    assert!(
+        !identity.detail.contains("by the key scope"),
         "{}",
         identity.detail
     );

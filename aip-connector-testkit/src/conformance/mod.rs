@@ -541,6 +541,9 @@ pub struct Evidence {
     missing_examples: bool,
     /// Required assertions the scenario could not exercise on a capability that needs them.
     unexercised: Vec<Unexercised>,
+    /// How an assertion held that the detail should say, but that needs no one's attention (so
+    /// not a note, which the summary prints on every run).
+    qualifiers: Vec<String>,
 }
 
 /// A required assertion a scenario could not exercise on one capability, and why.
@@ -577,6 +580,12 @@ impl Evidence {
     /// starting `note: `, so that it never reads as one of them.
     pub fn note(&mut self, note: impl Into<String>) {
         self.notes.push(note.into());
+    }
+
+    /// Adds `how` to the detail of a passed check, after the count of assertions held: how an
+    /// assertion held, where that is by construction rather than by what a call showed.
+    pub(crate) fn qualify(&mut self, how: impl Into<String>) {
+        self.qualifiers.push(how.into());
     }
 
     /// Notes that no capability the scenario needs declares an example input (`what` says
@@ -712,18 +721,21 @@ impl Evidence {
         let detail = if status == CheckStatus::Passed {
             // Every assertion name asserted, the scenario's extra ones (`receivers_declared`,
             // `declared_output_produced`) included: all of them held.
-            passed_detail(
-                if waived.is_empty() {
-                    format!("{} assertions held", self.assertions.len())
-                } else {
-                    format!(
-                        "{} assertions held, {} waived",
-                        self.assertions.len() - waived.len(),
-                        waived.len()
-                    )
-                },
-                &self.notes,
-            )
+            let held = if waived.is_empty() {
+                format!("{} assertions held", self.assertions.len())
+            } else {
+                format!(
+                    "{} assertions held, {} waived",
+                    self.assertions.len() - waived.len(),
+                    waived.len()
+                )
+            };
+            let held = if self.qualifiers.is_empty() {
+                held
+            } else {
+                format!("{held} ({})", self.qualifiers.join("; "))
+            };
+            passed_detail(held, &self.notes)
         } else {
             // The decoding hint goes on the first line that names the code, so it reads as
             // the explanation of that failure rather than of whichever line came last.

@@ -7,7 +7,11 @@
 //! deployment shares by declaration; a second tenant is then served by a deployment of its own,
 //! acting as its own account ([`Harness::other_tenant_account`]) over the same store, and must
 //! not get the first tenant's record either. It is exercised once the first tenant's call left a
-//! result under the key (a permanent failure counts: it is replayed like any result).
+//! result under the key (a permanent failure counts: it is replayed like any result). Under
+//! `scope = action` the other tenant sends the same action (a new action id would be a new key),
+//! so its call meets the record and the host's tenant guard; under a scope whose partition
+//! differs between the tenants (`tenant`, `external_account`), the keys differ by construction,
+//! and the passed detail says that the tenants were isolated by the key scope.
 //!
 //! `credential_handle_opaque` is asserted on handler calls that received the credential: every
 //! capability with a credential policy (required or optional) is called (its first example), not only the one the other
@@ -99,8 +103,8 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     // What the other tenant's call could be given if keys leaked across tenants.
     let stored = h.idempotency_record(&first_action).await.is_some();
     let contract = capability.capability.contract.as_ref();
-    let account_scoped =
-        contract.is_some_and(|c| c.idempotency.key_scope == IdempotencyKeyScope::ExternalAccount);
+    let scope = contract.map_or(IdempotencyKeyScope::Action, |c| c.idempotency.key_scope);
+    let account_scoped = scope == IdempotencyKeyScope::ExternalAccount;
     // The harness's deployment holds a credential for its own tenant only: a capability with a
     // credential policy (required or optional: the host resolves the credential for either)
     // serves the other tenant from a deployment of that tenant (its credential bound to it)
@@ -113,13 +117,45 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     } else {
         None
     };
+    // Under `scope = action` the key is partitioned by the action id: the other tenant sends the
+    // same action, so that its call meets the stored record and the host's tenant guard is what
+    // stands between them (a fresh action id would be another key, and the assertion true by
+    // construction).
+    let other_action = if scope == IdempotencyKeyScope::Action {
+        first_action.clone()
+    } else {
+        h.action(capability, input.clone(), key)
+    };
+    let other_account = if account_scoped {
+        h.other_tenant_account()
+    } else {
+        h.external_account().clone()
+    };
+    let other_key = aip_connector::host::scoped_idempotency_key(
+        scope,
+        key,
+        &other_action,
+        CALLER,
+        Some(OTHER_TENANT),
+        Some(&other_account),
+    )
+    .ok();
+    let first_key = h.scoped_key(&first_action);
+    let records_before = h.probe().records().len();
     let (other, _) = h
         .run_once_as(
             other_deployment.as_ref().unwrap_or(h.host()),
-            h.action(capability, input.clone(), key),
+            other_action,
             h.caller_in(OTHER_TENANT),
         )
         .await;
+    if stored && other_key != first_key {
+        evidence.qualify(format!(
+            "tenant_isolated by the key scope: `{}` declares {}, so tenant `{OTHER_TENANT}`'s key differs from tenant `{TENANT}`'s and the host's guard against another tenant's record under one key was not reached",
+            capability.id(),
+            scope_name(scope)
+        ));
+    }
     if account_scoped {
         let account = h.other_tenant_account();
         evidence.note(format!(
@@ -147,11 +183,16 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     // The other tenant's deployment holds a credential bound to that tenant, with every scope:
     // a host refusal at its credential check (the handler never ran) is the suite's own setup
     // failing, not something the connector can change, so it is not charged to the connector.
-    let other_ran = h
+    // The handler calls of the other tenant's call (under `scope = action` its action id is
+    // the first tenant's, whose calls came before).
+    let other_records: Vec<_> = h
         .probe()
         .records()
-        .iter()
-        .any(|r| r.action_id == other.action_id.as_str());
+        .into_iter()
+        .skip(records_before)
+        .filter(|r| r.action_id == other.action_id.as_str())
+        .collect();
+    let other_ran = !other_records.is_empty();
     if code(&other).starts_with("credential.") && !code(&first).starts_with("credential.") {
         assert!(
             other_ran,
@@ -161,9 +202,9 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         );
     }
     let leaked = other.is_idempotent_replay();
-    let foreign_record = h.probe().records().iter().any(|r| {
-        r.action_id == other.action_id.as_str() && r.tenant_id.as_deref() != Some(OTHER_TENANT)
-    });
+    let foreign_record = other_records
+        .iter()
+        .any(|r| r.tenant_id.as_deref() != Some(OTHER_TENANT));
     evidence.assert("tenant_isolated", !leaked && !foreign_record, || {
         format!(
             "the same idempotency key from tenant `{OTHER_TENANT}` got tenant `{TENANT}`'s result (replay: {}, handler tenant mismatch: {foreign_record})",
@@ -264,6 +305,15 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         format!("the canary secret appeared in: {}", exposed.join(", "))
     });
     evidence
+}
+
+/// How a key scope is declared: `idempotency(scope = …)`.
+fn scope_name(scope: IdempotencyKeyScope) -> String {
+    let name = serde_json::to_value(scope)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| format!("{scope:?}"));
+    format!("`scope = {name}`")
 }
 
 /// Whether `capability`'s contract has a credential policy, required or optional: the host then
