@@ -18,8 +18,9 @@
 //!   executed scenario passes when every required assertion held and the evidence names at least
 //!   one artifact (a provider request, a transaction, an approval, an action). An assertion
 //!   whose calls never got there on a capability that needs it (no keyed call completed, so no
-//!   duplicate of one was seen) is not exercised, and fails
-//!   ([`Evidence::unexercised`], [`ConformanceSuite::with_unexercised_waiver`]).
+//!   duplicate of one was seen) is not exercised, and fails, unless
+//!   [`ConformanceSuite::with_unexercised_waiver`] waives the capability and it was the provider
+//!   double that kept the call from completing.
 //!
 //! Claims are verified by behaviour: a capability that declares cancellation but ignores its
 //! token, or declares idempotency but produces two effects for one key, fails the matching
@@ -601,7 +602,15 @@ impl Evidence {
     /// capability ([`ConformanceSuite::with_unexercised_waiver`]), which makes it a note. Only
     /// the first reason per assertion and capability is kept; assertions one reason kept from
     /// being exercised on one capability share a line of the detail.
-    pub fn unexercised(&mut self, assertion: &str, capability: &str, why: impl Into<String>) {
+    ///
+    /// Crate-private, like the conversion of evidence into a check: only the suite's own
+    /// scenarios record evidence that takes effect.
+    pub(crate) fn unexercised(
+        &mut self,
+        assertion: &str,
+        capability: &str,
+        why: impl Into<String>,
+    ) {
         self.push_unexercised(assertion, capability, why.into(), true);
     }
 
@@ -638,6 +647,18 @@ impl Evidence {
         scenario: Scenario,
         waivers: &BTreeMap<String, String>,
     ) -> (CheckResult, BTreeSet<String>) {
+        // An unexercised assertion is one the scenario requires or makes: a misspelt name would
+        // add an assertion of its own (false, or true when waived) and leave the real one alone.
+        for unexercised in &self.unexercised {
+            debug_assert!(
+                scenario
+                    .required_assertions()
+                    .contains(&unexercised.assertion.as_str())
+                    || self.assertions.contains_key(&unexercised.assertion),
+                "{scenario}: unexercised assertion `{}` is not one the scenario makes",
+                unexercised.assertion
+            );
+        }
         // Assertions that one reason kept from being exercised on one capability share a line.
         let mut grouped: Vec<(Vec<String>, String, String, bool)> = Vec::new();
         for Unexercised {
@@ -1701,4 +1722,43 @@ macro_rules! __conformance_test {
             report().assert_check($check);
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A misspelt unexercised assertion would add an assertion of its own and leave the real
+    /// one alone: debug builds catch it.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "unexercised assertion `duplicate_supressed` is not one")]
+    fn an_unexercised_assertion_the_scenario_does_not_make_is_a_bug() {
+        let mut evidence = Evidence::default();
+        evidence.artifact("action:a");
+        evidence.unexercised("duplicate_supressed", "cap:x:y", "typo");
+        let _ = evidence.into_check(Scenario::IdempotencyDuplicates, &BTreeMap::new());
+    }
+
+    /// A required assertion recorded as unexercised fails its check.
+    #[test]
+    fn an_unexercised_required_assertion_fails_its_check() {
+        let mut evidence = Evidence::default();
+        evidence.artifact("action:a");
+        for name in Scenario::IdempotencyDuplicates.required_assertions() {
+            evidence.assert(name, true, String::new);
+        }
+        evidence.unexercised("duplicate_suppressed", "cap:x:y", "it failed");
+        let (check, used) = evidence.into_check(Scenario::IdempotencyDuplicates, &BTreeMap::new());
+        assert_eq!(check.status, CheckStatus::Failed, "{}", check.detail);
+        assert_eq!(check.assertions.get("duplicate_suppressed"), Some(&false));
+        assert!(used.is_empty());
+    }
+
+    #[test]
+    fn edit_distance_counts_edits() {
+        assert_eq!(edit_distance("cap:pair:secrte", "cap:pair:secret"), 2);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
 }
