@@ -815,3 +815,57 @@ fn a_read_only_connector_whose_call_fails_has_no_duplicate_effect_to_prevent() {
     let schema = check(&report, Scenario::SchemaEnforcement);
     assert_eq!(schema.status, CheckStatus::Failed, "{report}");
 }
+
+/// Two credentialed reads from different issuers: the suite's deployment holds a credential of
+/// the first one's issuer, so the host refuses every call of `other` at its credential check,
+/// before its handler runs.
+struct TwoIssuers;
+
+#[connector(id = "twoissuers")]
+impl TwoIssuers {
+    /// Greets, with a credential of issuer A.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        credentials(scopes = ["greet"], issuers = ["idp-a"]),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn first(&self, input: Name, _c: Credential) -> Result<Greeting, ConnectorFailure> {
+        Ok(Greeting { text: input.name })
+    }
+
+    /// Greets, with a credential of issuer B.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        credentials(scopes = ["greet"], issuers = ["idp-b"]),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn other(&self, input: Name, _c: Credential) -> Result<Greeting, ConnectorFailure> {
+        Ok(Greeting { text: input.name })
+    }
+}
+
+/// A waiver covers calls the provider double kept from completing, not a call the host refused
+/// before its handler ran: what that left unexercised still fails, saying the waiver does not
+/// cover it.
+#[test]
+fn a_waiver_does_not_cover_a_call_the_host_refused_before_its_handler() {
+    let report = ConformanceSuite::new(|_env| TwoIssuers)
+        .with_unexercised_waiver("cap:twoissuers:other", "another identity provider")
+        .run();
+    eprintln!("{}", report.summary());
+    let schema = check(&report, Scenario::SchemaEnforcement);
+    assert_eq!(schema.status, CheckStatus::Failed, "{report}");
+    let line = unexercised_line(schema, "declared_output_produced");
+    assert!(
+        line.contains("`cap:twoissuers:other`")
+            && line.contains("credential.")
+            && line.contains("the host answered before the handler ran")
+            && line.contains("the waiver of `cap:twoissuers:other` does not cover this"),
+        "{line}"
+    );
+    assert!(schema.waived.is_empty(), "{:?}", schema.waived);
+}

@@ -227,9 +227,12 @@ async fn scenario(h: &Harness) -> Evidence {
             super::outcome(&driven.result)
         ));
     } else if driven.result.status != ActionResultStatus::Completed {
-        evidence.unexercised(
+        super::call_unexercised(
+            &mut evidence,
+            h,
             "duplicate_effect_prevented",
             &id,
+            &driven.result,
             format!(
                 "the call of `{id}` re-sent to the restarted host had not completed before the restart, so no duplicate of a call that took effect was seen: it answered {}",
                 super::outcome(&driven.result)
