@@ -234,3 +234,58 @@ fn under_action_scope_the_other_tenant_sends_the_same_action() {
         identity.detail
     );
 }
+
+/// Two lookups: `busy`, declared first, always answers a temporary failure (stored under no
+/// key: the next call may succeed), and `ready` completes.
+struct BusyFirst;
+
+#[connector(id = "busyfirst")]
+impl BusyFirst {
+    /// Looks a name up, but the directory is always busy.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn busy(&self, _lookup: Lookup, _key: IdempotencyKey) -> Result<Found, ConnectorFailure> {
+        Err(ConnectorFailure::temporary(
+            "directory.busy",
+            "the directory is busy",
+            "directory",
+        ))
+    }
+
+    /// Looks a name up.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn ready(&self, lookup: Lookup, _key: IdempotencyKey) -> Result<Found, ConnectorFailure> {
+        Ok(Found { name: lookup.name })
+    }
+}
+
+/// `tenant_isolated` tries the capabilities in order until one leaves a result under the shared
+/// key: the first one's temporary failure stores nothing, and the second one exercises it.
+#[test]
+fn tenant_isolation_uses_the_first_capability_that_leaves_a_result() {
+    let report = ConformanceSuite::new(|_env| BusyFirst).run();
+    eprintln!("{}", report.summary());
+    let identity = report
+        .check(&Scenario::IdentityCredentials.check_name())
+        .unwrap();
+    assert_eq!(identity.status, CheckStatus::Passed, "{report}");
+    assert_eq!(identity.assertions.get("tenant_isolated"), Some(&true));
+    assert!(
+        identity
+            .detail
+            .contains("`cap:busyfirst:ready` declares `scope = tenant`"),
+        "{}",
+        identity.detail
+    );
+}
