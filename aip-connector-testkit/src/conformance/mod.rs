@@ -1404,7 +1404,7 @@ fn waivers_check(
             ));
         } else if !used.contains(capability) {
             notes.push(format!(
-                "the waiver of `{capability}` ({reason}) waived nothing in this run: every required assertion it could cover was exercised on it; remove the waiver if it is no longer needed"
+                "the waiver of `{capability}` ({reason}) waived nothing in this run: no call of it was kept from completing by the provider double; remove the waiver if it is no longer needed"
             ));
         }
     }
