@@ -263,6 +263,7 @@ fn a_failed_check_panics_with_one_problem_per_line() {
             .into(),
             artifacts: vec!["act_1".to_owned(), "req_2".to_owned()],
             notes: Vec::new(),
+            waived: Vec::new(),
         }],
     };
     let panicked = std::panic::catch_unwind(|| {

@@ -88,7 +88,7 @@ fn the_summary_says_once_what_stopped_the_scenarios() {
     assert_eq!(
         line,
         format!(
-            "  FAIL 5 checks not run: {}",
+            "  FAIL 5 checks not run: {} (identity_credentials, schema_enforcement, errors_uncertain_outcomes, audit_redaction, restart_reconnect)",
             &stopped[0].detail["not run: ".len()..]
         ),
         "{summary}"
@@ -101,8 +101,9 @@ fn the_summary_says_once_what_stopped_the_scenarios() {
     );
 }
 
-/// Only identical reasons share a line; a reason that stopped one check keeps its own, under
-/// the check's name.
+/// Reasons of one kind share a line, naming the checks, and say when their texts differ (a
+/// store names each scenario's file); a reason that stopped one check keeps its own, under the
+/// check's name.
 #[test]
 fn the_summary_collapses_identical_reasons_only() {
     let failed = |name: &str, detail: &str| CheckResult {
@@ -112,25 +113,35 @@ fn the_summary_collapses_identical_reasons_only() {
         assertions: Default::default(),
         artifacts: Vec::new(),
         notes: Vec::new(),
+        waived: Vec::new(),
     };
     let report = ConformanceReport {
         connector_id: "directory".to_owned(),
         store: ConformanceStore::sqlite().describe().to_owned(),
         checks: vec![
-            failed("connector.behavior.a", "not run: the store did not open"),
+            failed(
+                "connector.behavior.a",
+                "not run: the store did not open: open /tmp/x-0.db: denied",
+            ),
             failed("connector.behavior.b", "a assertion failed"),
-            failed("connector.behavior.c", "not run: the store did not open"),
+            failed(
+                "connector.behavior.c",
+                "not run: the store did not open: open /tmp/x-1.db: denied",
+            ),
             failed(
                 "connector.behavior.d",
                 "not run: the host refused it\nsecond line",
             ),
-            failed("connector.behavior.e", "not run: the store did not open"),
+            failed(
+                "connector.behavior.e",
+                "not run: the store did not open: open /tmp/x-2.db: denied",
+            ),
         ],
     };
     assert_eq!(
         report.summary(),
         "conformance of `directory`: 0 passed, 5 failed, 0 not applicable\n\
-         \x20 FAIL 3 checks not run: the store did not open\n\
+         \x20 FAIL 3 checks not run: the store did not open: open /tmp/x-0.db: denied (and 2 more like it: each check's detail has its own) (a, c, e)\n\
          \x20 FAIL connector.behavior.b: a assertion failed\n\
          \x20 FAIL connector.behavior.d: not run: the host refused it\n\
          \x20     second line\n"

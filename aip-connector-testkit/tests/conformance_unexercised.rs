@@ -14,12 +14,15 @@
 use aip_connector::model::ProviderOperationRef;
 use aip_connector::prelude::*;
 use aip_connector_testkit::conformance::{
-    CheckResult, CheckStatus, ConformanceReport, ConformanceSuite, Scenario,
+    CheckResult, CheckStatus, ConformanceReport, ConformanceSuite, Scenario, UNEXERCISED_WAIVERS,
 };
 use aip_connector_testkit::provider_double::{OPERATION_ID_HEADER, ProviderHandle};
 use serde_json::json;
 
 const WRITE: &str = "cap:ledger:post_transfer";
+
+/// How the line telling the author what to do about an unexercised assertion begins.
+const UNEXERCISED_HINT: &str = "hint: an assertion is exercised on calls that complete";
 
 #[derive(Deserialize, JsonSchema)]
 struct AccountRef {
@@ -83,6 +86,8 @@ enum Write {
     LeaksCredential,
     /// Refuses every transfer before asking the API (as if its account were closed).
     RefusesFirst,
+    /// Posts it without forwarding the idempotency key to the API.
+    ForgetsKey,
 }
 
 struct Ledger {
@@ -144,10 +149,11 @@ impl Ledger {
             request_id: None,
         };
         checkpoint.record(operation.clone(), None).await?;
-        let posted: ApiTransfer = self
-            .api
-            .post("/transfers")
-            .idempotency(&key)
+        let mut request = self.api.post("/transfers");
+        if self.write != Write::ForgetsKey {
+            request = request.idempotency(&key);
+        }
+        let posted: ApiTransfer = request
             .header(OPERATION_ID_HEADER, &operation.operation_id)
             .bearer_auth(credential.secret())
             .provider_operation(operation)
@@ -281,6 +287,17 @@ fn a_write_that_never_completes_fails_the_checks_it_could_not_exercise() {
             "{}",
             report.summary()
         );
+        // One line says what to do about anything not exercised.
+        assert_eq!(
+            check
+                .detail
+                .lines()
+                .filter(|line| line.starts_with(UNEXERCISED_HINT))
+                .count(),
+            1,
+            "{}",
+            check.detail
+        );
     }
     // What a failed call still exercises holds: the write's handler received the credential
     // (and kept it to itself) although its call failed.
@@ -314,6 +331,16 @@ fn a_waiver_turns_what_could_not_be_exercised_into_notes_and_nothing_else() {
     ] {
         let check = check(&report, scenario);
         assert_eq!(check.status, CheckStatus::Passed, "{report}");
+        // Held and waived are told apart, in words and in the report's data.
+        assert_eq!(check.waived, [assertion], "{}", check.detail);
+        assert!(
+            check.detail.starts_with(&format!(
+                "{} assertions held, 1 waived",
+                check.assertions.len() - 1
+            )),
+            "{}",
+            check.detail
+        );
         let note =
             format!("{assertion} was not exercised on `{WRITE}`, waived by the suite ({reason}): ");
         assert!(
@@ -330,6 +357,14 @@ fn a_waiver_turns_what_could_not_be_exercised_into_notes_and_nothing_else() {
             report.summary()
         );
     }
+    // The waiver named a capability of the manifest and was used.
+    let waivers = report.check(UNEXERCISED_WAIVERS).expect("a waiver check");
+    assert_eq!(
+        (waivers.status, waivers.notes.len()),
+        (CheckStatus::Passed, 0),
+        "{}",
+        waivers.detail
+    );
     // A reconciliation that cannot read the provider's answer is still a failure.
     assert_eq!(
         check(&report, Scenario::ErrorsUncertainOutcomes).status,
@@ -360,19 +395,29 @@ fn answered_in_the_api_shape_the_ledger_passes_and_its_credential_is_checked_on_
         identity.assertions.get("credential_handle_opaque"),
         Some(&true)
     );
-    // The write, which takes the credential, was called: no "no handler call received a
-    // credential" although one requires it.
+    // The write, which takes the credential, was called by the credential loop: besides the
+    // forged call and the two tenants' calls of the read (the first example), the check rests
+    // on a fourth action, the write's. Without the loop there are three.
+    let actions: Vec<&String> = identity
+        .artifacts
+        .iter()
+        .filter(|a| a.starts_with("action:"))
+        .collect();
+    assert_eq!(
+        actions.len(),
+        4,
+        "forged, first tenant's, other tenant's and the write's call: {:?}",
+        identity.artifacts
+    );
+    // And its handler, not only the read's, is what the assertion looked at: a leak there is
+    // caught (`a_credential_leaked_by_a_write_that_is_not_the_first_example_is_caught_by_identity`).
     assert!(
         !identity
-            .detail
-            .contains("no handler call received a credential"),
-        "{}",
-        identity.detail
-    );
-    assert!(
-        identity.artifacts.len() > 2,
-        "the write's call is among the artifacts: {:?}",
-        identity.artifacts
+            .notes
+            .iter()
+            .any(|n| n.contains("no handler call received one")),
+        "{:?}",
+        identity.notes
     );
 }
 
@@ -427,6 +472,13 @@ fn a_write_that_fails_before_asking_its_provider_is_not_exercised_by_retry_and_e
     for (scenario, line_start) in expected {
         let check = check(&report, scenario);
         assert_eq!(check.status, CheckStatus::Failed, "{report}");
+        assert!(
+            check
+                .detail
+                .contains("with_unexercised_waiver(capability, reason)"),
+            "{}",
+            check.detail
+        );
         let line = check
             .detail
             .lines()
@@ -452,4 +504,368 @@ fn a_write_that_fails_before_asking_its_provider_is_not_exercised_by_retry_and_e
         "{:?}",
         errors.artifacts
     );
+}
+
+/// R6: a waiver never hides an assertion that ran and failed. The write does not forward its
+/// key and cannot decode the double's answers: with the write waived, what could not be
+/// exercised is a note, and the redelivery that committed a second effect still fails.
+#[test]
+fn a_waiver_never_hides_an_assertion_that_ran_and_failed() {
+    let report = ledger(Write::ForgetsKey)
+        .with_unexercised_waiver(WRITE, "SFTP")
+        .run();
+    eprintln!("{}", report.summary());
+    let idempotency = check(&report, Scenario::IdempotencyDuplicates);
+    assert_eq!(idempotency.status, CheckStatus::Failed, "{report}");
+    let failing = failing(idempotency);
+    assert!(
+        failing.contains(&"duplicate_suppressed") && failing.contains(&"delivery_id_stable"),
+        "{failing:?}: {}",
+        idempotency.detail
+    );
+    // The decoding hint explains a failure, never a waived note.
+    assert!(
+        !idempotency
+            .detail
+            .lines()
+            .any(|line| line.starts_with("note: ") && line.contains("(hint: ")),
+        "{}",
+        idempotency.detail
+    );
+    // The failure is what ran, not what could not: no "not exercised" failure line.
+    assert!(
+        !idempotency
+            .detail
+            .lines()
+            .any(|line| line.starts_with("duplicate_suppressed: not exercised")),
+        "{}",
+        idempotency.detail
+    );
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Name {
+    /// A name.
+    name: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Greeting {
+    /// The greeting.
+    text: String,
+}
+
+/// A read with an example, and a credentialed capability without one that puts the secret into
+/// its output (R3).
+struct Pair;
+
+#[connector(id = "pair")]
+impl Pair {
+    /// Greets.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn hello(&self, input: Name) -> Result<Greeting, ConnectorFailure> {
+        Ok(Greeting {
+            text: format!("hello {}", input.name),
+        })
+    }
+
+    /// Greets with the deployment's secret.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        credentials(scopes = ["pair.read"]),
+    )]
+    async fn secret(
+        &self,
+        input: Name,
+        credential: Credential,
+    ) -> Result<Greeting, ConnectorFailure> {
+        Ok(Greeting {
+            text: format!(
+                "{} {}",
+                input.name,
+                credential.secret().expose_str().unwrap_or_default()
+            ),
+        })
+    }
+}
+
+/// R3 and R2: a waiver does not cover a capability that has no example (it was never called,
+/// and the author can fix that), a waiver naming no capability of the manifest fails the run,
+/// naming the closest ids, and a waiver that waived nothing is noted.
+#[test]
+fn waivers_cover_only_calls_the_double_kept_from_completing_and_must_name_capabilities() {
+    let report = ConformanceSuite::new(|_env| Pair)
+        .with_unexercised_waiver("cap:pair:secret", "SFTP")
+        .with_unexercised_waiver("cap:pair:secrte", "typo")
+        .run();
+    let summary = report.summary();
+    eprintln!("{summary}");
+    let identity = check(&report, Scenario::IdentityCredentials);
+    assert_eq!(identity.status, CheckStatus::Failed, "{report}");
+    assert_eq!(
+        identity.assertions.get("credential_handle_opaque"),
+        Some(&false)
+    );
+    let line = unexercised_line(identity, "credential_handle_opaque");
+    assert!(
+        line.contains("`cap:pair:secret` takes a credential but declares no example input")
+            && line.contains("the waiver of `cap:pair:secret` does not cover this"),
+        "{line}"
+    );
+    assert!(
+        !identity.notes.iter().any(|n| n.contains("waived")),
+        "{:?}",
+        identity.notes
+    );
+
+    let waivers = report
+        .check(UNEXERCISED_WAIVERS)
+        .unwrap_or_else(|| panic!("{report}"));
+    assert_eq!(waivers.status, CheckStatus::Failed, "{report}");
+    assert!(
+        waivers.detail.contains(
+            "the waiver of `cap:pair:secrte` (typo) names no capability of the manifest; the closest ids: `cap:pair:secret`, `cap:pair:hello`"
+        ),
+        "{}",
+        waivers.detail
+    );
+    assert!(
+        summary.contains(&format!(
+            "  FAIL {UNEXERCISED_WAIVERS}: the waiver of `cap:pair:secrte`"
+        )),
+        "{summary}"
+    );
+    assert!(
+        waivers
+            .notes
+            .iter()
+            .any(|n| n
+                .starts_with("the waiver of `cap:pair:secret` (SFTP) waived nothing in this run")),
+        "{:?}",
+        waivers.notes
+    );
+    assert!(!report.passed());
+    assert!(report.to_json().contains("secrte"));
+}
+
+/// A suite without waivers has no waiver check; one whose waiver was used passes it.
+#[test]
+fn the_waiver_check_is_there_only_with_waivers() {
+    let report = ConformanceSuite::new(|_env| Pair).run();
+    assert!(report.check(UNEXERCISED_WAIVERS).is_none(), "{report}");
+}
+
+/// The API's answer to `POST /strict`, decoded strictly: the double's generic answer is not it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApiStrict {
+    #[allow(dead_code)]
+    id: String,
+}
+
+/// R7: two keyed writes; `strict`, declared first, cannot decode the double's answers, and
+/// `lenient` completes.
+struct TwoWrites {
+    api: ProviderClient,
+}
+
+#[connector(id = "twowrites")]
+impl TwoWrites {
+    /// Writes, decoding the API's answer strictly.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn strict(&self, input: Name, key: IdempotencyKey) -> Result<Greeting, ConnectorFailure> {
+        let _: ApiStrict = self
+            .api
+            .post("/strict")
+            .idempotency(&key)
+            .json(&json!({ "name": input.name }))
+            .send_json()
+            .await?;
+        Ok(Greeting { text: input.name })
+    }
+
+    /// Writes, reading whatever the API answers.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn lenient(
+        &self,
+        input: Name,
+        key: IdempotencyKey,
+    ) -> Result<Greeting, ConnectorFailure> {
+        let _: serde_json::Value = self
+            .api
+            .post("/lenient")
+            .idempotency(&key)
+            .json(&json!({ "name": input.name }))
+            .send_json()
+            .await?;
+        Ok(Greeting { text: input.name })
+    }
+}
+
+/// A scenario that tests one candidate capability does not pass vacuously on a waived one
+/// while another could exercise its assertions: restart tries the candidates until one
+/// completes, and identity prefers a capability the suite does not waive.
+#[test]
+fn a_waiver_on_the_first_candidate_does_not_make_a_single_capability_scenario_vacuous() {
+    let report = ConformanceSuite::new(|env| TwoWrites {
+        api: client(env.provider_url()),
+    })
+    .with_unexercised_waiver("cap:twowrites:strict", "SFTP")
+    .run();
+    eprintln!("{}", report.summary());
+    let restart = check(&report, Scenario::RestartReconnect);
+    assert_eq!(restart.status, CheckStatus::Passed, "{report}");
+    assert_eq!(
+        restart.assertions.get("duplicate_effect_prevented"),
+        Some(&true)
+    );
+    assert!(
+        !restart.notes.iter().any(|n| n.contains("waived")),
+        "{:?}",
+        restart.notes
+    );
+    let identity = check(&report, Scenario::IdentityCredentials);
+    assert!(
+        !identity.notes.iter().any(|n| n.contains("waived")),
+        "{:?}",
+        identity.notes
+    );
+}
+
+/// Without a waiver, restart still finds the write that completes, rather than failing on the
+/// first one in the manifest.
+#[test]
+fn restart_uses_the_first_candidate_whose_call_completes() {
+    let report = ConformanceSuite::new(|env| TwoWrites {
+        api: client(env.provider_url()),
+    })
+    .run();
+    let restart = check(&report, Scenario::RestartReconnect);
+    assert_eq!(restart.status, CheckStatus::Passed, "{report}");
+    assert!(
+        !restart.detail.contains("cap:twowrites:strict"),
+        "{}",
+        restart.detail
+    );
+}
+
+/// R4: a connector that only reads, decoding strictly, so its calls fail against the double.
+struct StrictReader {
+    api: ProviderClient,
+}
+
+#[connector(id = "strictreader")]
+impl StrictReader {
+    /// Reads, decoding the API's answer strictly.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn read(&self, input: Name) -> Result<Greeting, ConnectorFailure> {
+        let _: ApiStrict = self
+            .api
+            .get(&format!("/names/{}", input.name))
+            .send_json()
+            .await?;
+        Ok(Greeting { text: input.name })
+    }
+}
+
+/// A read re-sent to the restarted host has no effect to duplicate: that it did not complete is
+/// a note of `restart_reconnect` (the schema check reports the failing call), not a failure next
+/// to a note that says the assertion is vacuous.
+#[test]
+fn a_read_only_connector_whose_call_fails_has_no_duplicate_effect_to_prevent() {
+    let report = ConformanceSuite::new(|env| StrictReader {
+        api: client(env.provider_url()),
+    })
+    .run();
+    eprintln!("{}", report.summary());
+    let restart = check(&report, Scenario::RestartReconnect);
+    assert_eq!(restart.status, CheckStatus::Passed, "{report}");
+    assert!(
+        restart.notes.iter().any(|n| n.starts_with(
+            "duplicate_effect_prevented: `cap:strictreader:read` only reads, so its re-sent call had no effect to duplicate; it did not complete before the restart: it answered `failed` (`provider.invalid_response`"
+        )),
+        "{:?}",
+        restart.notes
+    );
+    // The failing call is still reported where its output was to be checked.
+    let schema = check(&report, Scenario::SchemaEnforcement);
+    assert_eq!(schema.status, CheckStatus::Failed, "{report}");
+}
+
+/// Two credentialed reads from different issuers: the suite's deployment holds a credential of
+/// the first one's issuer, so the host refuses every call of `other` at its credential check,
+/// before its handler runs.
+struct TwoIssuers;
+
+#[connector(id = "twoissuers")]
+impl TwoIssuers {
+    /// Greets, with a credential of issuer A.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        credentials(scopes = ["greet"], issuers = ["idp-a"]),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn first(&self, input: Name, _c: Credential) -> Result<Greeting, ConnectorFailure> {
+        Ok(Greeting { text: input.name })
+    }
+
+    /// Greets, with a credential of issuer B.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        credentials(scopes = ["greet"], issuers = ["idp-b"]),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn other(&self, input: Name, _c: Credential) -> Result<Greeting, ConnectorFailure> {
+        Ok(Greeting { text: input.name })
+    }
+}
+
+/// A waiver covers calls the provider double kept from completing, not a call the host refused
+/// before its handler ran: what that left unexercised still fails, saying the waiver does not
+/// cover it.
+#[test]
+fn a_waiver_does_not_cover_a_call_the_host_refused_before_its_handler() {
+    let report = ConformanceSuite::new(|_env| TwoIssuers)
+        .with_unexercised_waiver("cap:twoissuers:other", "another identity provider")
+        .run();
+    eprintln!("{}", report.summary());
+    let schema = check(&report, Scenario::SchemaEnforcement);
+    assert_eq!(schema.status, CheckStatus::Failed, "{report}");
+    let line = unexercised_line(schema, "declared_output_produced");
+    assert!(
+        line.contains("`cap:twoissuers:other`")
+            && line.contains("credential.")
+            && line.contains("the host answered before the handler ran")
+            && line.contains("the waiver of `cap:twoissuers:other` does not cover this"),
+        "{line}"
+    );
+    assert!(schema.waived.is_empty(), "{:?}", schema.waived);
 }

@@ -98,6 +98,9 @@ pub struct Harness {
     store: SharedStore,
     host: Host,
     webhooks: Vec<Arc<WebhookFactory>>,
+    /// The capabilities the suite waives unexercised assertions of: a scenario that tests one
+    /// candidate capability prefers the others.
+    waived: std::collections::BTreeSet<String>,
     /// Last: removed after the host and the store that use it are gone.
     place: ScenarioStore,
 }
@@ -179,7 +182,27 @@ impl Harness {
             store,
             host,
             webhooks,
+            waived: std::collections::BTreeSet::new(),
         })
+    }
+
+    /// The harness, knowing which capabilities the suite waives
+    /// ([`ConformanceSuite::with_unexercised_waiver`](super::ConformanceSuite::with_unexercised_waiver)).
+    pub(super) fn with_waived(mut self, waived: std::collections::BTreeSet<String>) -> Self {
+        self.waived = waived;
+        self
+    }
+
+    /// Whether the suite waives unexercised assertions of capability `id`.
+    pub(crate) fn waived(&self, id: &str) -> bool {
+        self.waived.contains(id)
+    }
+
+    /// `candidates` in their order, the capabilities the suite waives moved last: a scenario that
+    /// tests one candidate then tests one whose assertions a waiver cannot turn into notes, when
+    /// there is one.
+    pub(crate) fn waived_last<T>(&self, candidates: &mut [(&CapabilityDefinition, T)]) {
+        candidates.sort_by_key(|(c, _)| self.waived(c.id().as_str()));
     }
 
     /// The host under test.

@@ -18,8 +18,9 @@
 //!   executed scenario passes when every required assertion held and the evidence names at least
 //!   one artifact (a provider request, a transaction, an approval, an action). An assertion
 //!   whose calls never got there on a capability that needs it (no keyed call completed, so no
-//!   duplicate of one was seen) is not exercised, and fails
-//!   ([`Evidence::unexercised`], [`ConformanceSuite::with_unexercised_waiver`]).
+//!   duplicate of one was seen) is not exercised, and fails, unless
+//!   [`ConformanceSuite::with_unexercised_waiver`] waives the capability and it was the provider
+//!   double that kept the call from completing.
 //!
 //! Claims are verified by behaviour: a capability that declares cancellation but ignores its
 //! token, or declares idempotency but produces two effects for one key, fails the matching
@@ -43,7 +44,7 @@ mod probe;
 mod scenarios;
 mod store;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -73,6 +74,10 @@ pub use store::ConformanceStore;
 pub const ATOMIC_MANIFEST_ADMISSION: &str = "connector.atomic_manifest_admission";
 /// The name of the enterprise contract check.
 pub const ENTERPRISE_CAPABILITY_CONTRACT: &str = "enterprise.capability_contract";
+/// The check of the suite's own [waivers](ConformanceSuite::with_unexercised_waiver), in the
+/// report only when it has any: it fails for a waiver naming a capability the manifest does not
+/// have (a typo, or a capability renamed since), and notes a waiver that waived nothing.
+pub const UNEXERCISED_WAIVERS: &str = "testkit.unexercised_waivers";
 
 /// One of upstream's connector conformance scenarios.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -313,6 +318,11 @@ pub struct CheckResult {
     /// that could not be exercised on a capability that needs it fails the check instead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Assertions a [waiver](ConformanceSuite::with_unexercised_waiver) turned from "not
+    /// exercised" into a note: true in [`assertions`](Self::assertions) only as far as the calls
+    /// that ran showed, not held on what they are about.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waived: Vec<String>,
 }
 
 impl CheckResult {
@@ -349,8 +359,10 @@ impl ConformanceReport {
     /// then one line per check that failed or did not apply, with its detail (why it did not
     /// apply: the manifest declares nothing the scenario exercises), and one per check that
     /// passed with [notes](CheckResult::notes), with those notes. Checks that could not run for
-    /// one reason (a host that refused the connector, a store that did not open) share one
-    /// line, `FAIL <n> checks not run: <reason>`; each check keeps the reason in its detail.
+    /// one kind of reason (a host that refused the connector, a store that did not open) share
+    /// one line, `FAIL <n> checks not run: <the first one's reason> (<their names>)`, which says
+    /// when the others' texts differ (each store names its scenario's file or schema); each
+    /// check keeps its reason in its detail.
     ///
     /// [`conformance_tests!`](crate::conformance_tests) prints it once per run, outside the
     /// test harness's output capture, so a check that did not apply is visible in `cargo test`
@@ -378,20 +390,45 @@ impl ConformanceReport {
                 .then(|| check.detail.strip_prefix(NOT_RUN))
                 .flatten()
         }
-        let mut stopped: BTreeMap<&str, usize> = BTreeMap::new();
-        for reason in self.checks.iter().filter_map(not_run) {
-            *stopped.entry(reason).or_default() += 1;
+        // Reasons of one kind share the line (a store that did not open names each scenario's
+        // own file or schema, so no two texts are equal); the line quotes the first.
+        let mut stopped: BTreeMap<&str, Vec<&CheckResult>> = BTreeMap::new();
+        for check in &self.checks {
+            if let Some(reason) = not_run(check) {
+                stopped.entry(not_run_kind(reason)).or_default().push(check);
+            }
         }
         let mut printed = std::collections::BTreeSet::new();
         for check in &self.checks {
             if let Some(reason) = not_run(check)
-                && let Some(&count) = stopped.get(reason).filter(|count| **count > 1)
+                && let Some(group) = stopped
+                    .get(not_run_kind(reason))
+                    .filter(|group| group.len() > 1)
             {
                 // Printed where the first of them is; the others are that line.
-                if printed.insert(reason) {
+                if printed.insert(not_run_kind(reason)) {
+                    let differ = group
+                        .iter()
+                        .filter(|other| not_run(other) != Some(reason))
+                        .count();
+                    let names: Vec<&str> = group
+                        .iter()
+                        .map(|c| {
+                            c.name
+                                .strip_prefix("connector.behavior.")
+                                .unwrap_or(&c.name)
+                        })
+                        .collect();
+                    let others = if differ > 0 {
+                        format!(" (and {differ} more like it: each check's detail has its own)")
+                    } else {
+                        String::new()
+                    };
                     summary.push_str(&format!(
-                        "  FAIL {count} checks {NOT_RUN}{}\n",
-                        indented(reason)
+                        "  FAIL {} checks {NOT_RUN}{}{others} ({})\n",
+                        group.len(),
+                        indented(reason),
+                        names.join(", ")
                     ));
                 }
                 continue;
@@ -505,6 +542,9 @@ pub struct Evidence {
     missing_examples: bool,
     /// Required assertions the scenario could not exercise on a capability that needs them.
     unexercised: Vec<Unexercised>,
+    /// How an assertion held that the detail should say, but that needs no one's attention (so
+    /// not a note, which the summary prints on every run).
+    qualifiers: Vec<String>,
 }
 
 /// A required assertion a scenario could not exercise on one capability, and why.
@@ -513,6 +553,10 @@ struct Unexercised {
     assertion: String,
     capability: String,
     why: String,
+    /// Whether a waiver of the capability may turn it into a note: only when its call did not
+    /// complete against the provider double, never for a missing example, a handler the host
+    /// never ran, or a refusal of the suite's own making.
+    waivable: bool,
 }
 
 impl Evidence {
@@ -539,6 +583,12 @@ impl Evidence {
         self.notes.push(note.into());
     }
 
+    /// Adds `how` to the detail of a passed check, after the count of assertions held: how an
+    /// assertion held, where that is by construction rather than by what a call showed.
+    pub(crate) fn qualify(&mut self, how: impl Into<String>) {
+        self.qualifiers.push(how.into());
+    }
+
     /// Notes that no capability the scenario needs declares an example input (`what` says
     /// which and why that stops it); a failed check then ends with how to declare one.
     pub fn no_example(&mut self, what: impl Into<String>) {
@@ -552,7 +602,31 @@ impl Evidence {
     /// capability ([`ConformanceSuite::with_unexercised_waiver`]), which makes it a note. Only
     /// the first reason per assertion and capability is kept; assertions one reason kept from
     /// being exercised on one capability share a line of the detail.
-    pub fn unexercised(&mut self, assertion: &str, capability: &str, why: impl Into<String>) {
+    ///
+    /// Crate-private, like the conversion of evidence into a check: only the suite's own
+    /// scenarios record evidence that takes effect.
+    pub(crate) fn unexercised(
+        &mut self,
+        assertion: &str,
+        capability: &str,
+        why: impl Into<String>,
+    ) {
+        self.push_unexercised(assertion, capability, why.into(), true);
+    }
+
+    /// [`unexercised`](Self::unexercised), for a reason no waiver covers: the capability
+    /// declares no example, or the host refused its call before the handler ran. Neither is the
+    /// provider double's doing, and both are the author's to fix.
+    pub(crate) fn unexercised_unwaivable(
+        &mut self,
+        assertion: &str,
+        capability: &str,
+        why: impl Into<String>,
+    ) {
+        self.push_unexercised(assertion, capability, why.into(), false);
+    }
+
+    fn push_unexercised(&mut self, assertion: &str, capability: &str, why: String, waivable: bool) {
         let known = self
             .unexercised
             .iter()
@@ -561,38 +635,61 @@ impl Evidence {
             self.unexercised.push(Unexercised {
                 assertion: assertion.to_owned(),
                 capability: capability.to_owned(),
-                why: why.into(),
+                why,
+                waivable,
             });
         }
     }
 
-    fn into_check(mut self, scenario: Scenario, waivers: &BTreeMap<String, String>) -> CheckResult {
+    /// The check, and the capabilities whose waivers turned something unexercised into a note.
+    fn into_check(
+        mut self,
+        scenario: Scenario,
+        waivers: &BTreeMap<String, String>,
+    ) -> (CheckResult, BTreeSet<String>) {
+        // An unexercised assertion is one the scenario requires or makes: a misspelt name would
+        // add an assertion of its own (false, or true when waived) and leave the real one alone.
+        for unexercised in &self.unexercised {
+            debug_assert!(
+                scenario
+                    .required_assertions()
+                    .contains(&unexercised.assertion.as_str())
+                    || self.assertions.contains_key(&unexercised.assertion),
+                "{scenario}: unexercised assertion `{}` is not one the scenario makes",
+                unexercised.assertion
+            );
+        }
         // Assertions that one reason kept from being exercised on one capability share a line.
-        let mut grouped: Vec<(Vec<String>, String, String)> = Vec::new();
+        let mut grouped: Vec<(Vec<String>, String, String, bool)> = Vec::new();
         for Unexercised {
             assertion,
             capability,
             why,
+            waivable,
         } in std::mem::take(&mut self.unexercised)
         {
             match grouped
                 .iter_mut()
-                .find(|(_, c, w)| *c == capability && *w == why)
+                .find(|(_, c, w, v)| *c == capability && *w == why && *v == waivable)
             {
-                Some((names, _, _)) => names.push(assertion),
-                None => grouped.push((vec![assertion], capability, why)),
+                Some((names, _, _, _)) => names.push(assertion),
+                None => grouped.push((vec![assertion], capability, why, waivable)),
             }
         }
         // What could not be exercised comes first: it is usually why the rest looks as it does.
         let mut unexercised = Vec::new();
-        for (names, capability, why) in grouped {
+        let mut used = BTreeSet::new();
+        let mut waived = BTreeSet::new();
+        for (names, capability, why, waivable) in grouped {
             let listed = names.join(", ");
-            match waivers.get(&capability) {
+            match waivers.get(&capability).filter(|_| waivable) {
                 Some(reason) => {
+                    used.insert(capability.clone());
                     // Waived: it holds as far as the calls that ran showed (a scenario may have
                     // nothing else to say about it).
                     for name in names {
-                        self.assertions.entry(name).or_insert(true);
+                        self.assertions.entry(name.clone()).or_insert(true);
+                        waived.insert(name);
                     }
                     self.notes.push(format!(
                         "{listed} {} not exercised on `{capability}`, waived by the suite ({reason}): {why}",
@@ -603,7 +700,15 @@ impl Evidence {
                     for name in names {
                         self.assertions.insert(name, false);
                     }
-                    unexercised.push(format!("{listed}: not exercised: {why}"));
+                    // A waiver covers only calls the provider double kept from completing.
+                    let unwaived = if waivers.contains_key(&capability) {
+                        format!(
+                            " (the waiver of `{capability}` does not cover this: it covers only calls that did not complete against the provider double)"
+                        )
+                    } else {
+                        String::new()
+                    };
+                    unexercised.push(format!("{listed}: not exercised: {why}{unwaived}"));
                 }
             }
         }
@@ -613,6 +718,7 @@ impl Evidence {
             .filter(|name| !self.assertions.contains_key(**name))
             .map(|name| format!("{name}: not asserted"))
             .collect();
+        let unexercised_lines = unexercised.len();
         problems.extend(unexercised);
         problems.extend(self.failures.iter().cloned());
         // Every required assertion must be present and true; so must any extra one a scenario
@@ -636,33 +742,57 @@ impl Evidence {
         let detail = if status == CheckStatus::Passed {
             // Every assertion name asserted, the scenario's extra ones (`receivers_declared`,
             // `declared_output_produced`) included: all of them held.
-            passed_detail(
-                format!("{} assertions held", self.assertions.len()),
-                &self.notes,
-            )
+            let held = if waived.is_empty() {
+                format!("{} assertions held", self.assertions.len())
+            } else {
+                format!(
+                    "{} assertions held, {} waived",
+                    self.assertions.len() - waived.len(),
+                    waived.len()
+                )
+            };
+            let held = if self.qualifiers.is_empty() {
+                held
+            } else {
+                format!("{held} ({})", self.qualifiers.join("; "))
+            };
+            passed_detail(held, &self.notes)
         } else {
             // The decoding hint goes on the first line that names the code, so it reads as
             // the explanation of that failure rather than of whichever line came last.
-            if let Some(line) = problems
-                .iter_mut()
-                .find(|line| line.contains(aip_connector::codes::PROVIDER_INVALID_RESPONSE))
-            {
+            // Not on a note: a waived note's code explains no failure.
+            if let Some(line) = problems.iter_mut().find(|line| {
+                !line.starts_with("note: ")
+                    && line.contains(aip_connector::codes::PROVIDER_INVALID_RESPONSE)
+            }) {
                 line.push_str(INVALID_RESPONSE_HINT);
+            }
+            if unexercised_lines > 0 {
+                problems.push(UNEXERCISED_HINT.to_owned());
             }
             if self.missing_examples {
                 problems.push(MISSING_EXAMPLES_HINT.to_owned());
             }
             problems.join("\n")
         };
-        CheckResult {
+        let check = CheckResult {
             name: scenario.check_name(),
             status,
             detail,
             assertions: self.assertions,
             artifacts: self.artifacts,
             notes: self.notes,
-        }
+            waived: waived.into_iter().collect(),
+        };
+        (check, used)
     }
+}
+
+/// The kind of reason a scenario could not start (its first clause, such as "the scenario's
+/// store did not open"): the summary collapses reasons of one kind, whose texts differ in the
+/// per-scenario store they name.
+fn not_run_kind(reason: &str) -> &str {
+    reason.split(": ").next().unwrap_or(reason)
 }
 
 /// How the detail of a scenario that could not start begins, before the reason.
@@ -677,6 +807,14 @@ fn indented(detail: &str) -> String {
 const MISSING_EXAMPLES_HINT: &str = "hint: the suite invokes each capability with the inputs \
      its `#[capability(examples = [r#\"{…}\"#])]` declares; declare at least one valid input \
      per capability";
+
+/// A line near the end of a failed check with an assertion that was not exercised (and not
+/// waived): what the author can do about it.
+const UNEXERCISED_HINT: &str = "hint: an assertion is exercised on calls that complete: each \
+     capability's first example must complete against the provider double; make the example \
+     valid for a successful call, shape the double's answers \
+     (`ConformanceSuite::with_provider_setup`), or, for a capability whose calls cannot reach a \
+     double, `ConformanceSuite::with_unexercised_waiver(capability, reason)`";
 
 /// Appended to the first line of a failed check that names `provider.invalid_response`: most
 /// often the connector decodes the real API's responses and cannot read the double's generic
@@ -899,8 +1037,15 @@ impl ConformanceSuite {
     /// double's generic answers: answer in the API's shape with
     /// [`with_provider_setup`](Self::with_provider_setup) instead. Waive only a capability
     /// whose calls cannot complete against a double at all (a provider reached by another
-    /// protocol than HTTP, say), and test it elsewhere. The capability id must be the
-    /// manifest's exactly; a waiver of a capability that has nothing unexercised does nothing.
+    /// protocol than HTTP, say), and test it elsewhere.
+    ///
+    /// A waiver covers only calls that did not complete against the provider double: not a
+    /// capability without an example, nor a call the host refused before its handler ran
+    /// (those still fail, saying the waiver does not cover them), and never an assertion that
+    /// was exercised and did not hold. The capability id must be the manifest's exactly: the
+    /// report then has a check [`UNEXERCISED_WAIVERS`] that fails for a waiver naming no
+    /// capability of the manifest (with the closest ids) and notes a waiver that waived nothing
+    /// in the run.
     ///
     /// ```ignore
     /// let suite = ConformanceSuite::new(|env| Ledger::new(env.provider_url()))
@@ -965,8 +1110,18 @@ impl ConformanceSuite {
         let mut checks = self.discovery_checks(&definition, &manifest);
         checks.push(admission_check(&definition, &manifest));
         checks.push(contract_check(&manifest));
+        let mut waived = BTreeSet::new();
         for scenario in Scenario::ALL {
-            checks.push(self.scenario_check(scenario, &manifest).await);
+            let (check, used) = self.run_scenario(scenario, &manifest).await;
+            checks.push(check);
+            waived.extend(used);
+        }
+        if !self.unexercised_waivers.is_empty() {
+            checks.push(waivers_check(
+                &self.unexercised_waivers,
+                &definition,
+                &waived,
+            ));
         }
         ConformanceReport {
             connector_id: definition.id.clone(),
@@ -977,11 +1132,20 @@ impl ConformanceSuite {
 
     /// Runs one scenario (executed when required, else not applicable).
     pub async fn scenario_check(&self, scenario: Scenario, manifest: &Manifest) -> CheckResult {
+        self.run_scenario(scenario, manifest).await.0
+    }
+
+    /// [`scenario_check`](Self::scenario_check), with the capabilities whose waivers it used.
+    async fn run_scenario(
+        &self,
+        scenario: Scenario,
+        manifest: &Manifest,
+    ) -> (CheckResult, BTreeSet<String>) {
         // Receivers given to the suite are checked even when the manifest forgot to publish
         // them: `receivers_declared` then says so, rather than the check not applying.
         let given_receivers = scenario == Scenario::WebhookSecurity && !self.webhooks.is_empty();
         if !scenario.required_by(manifest) && !given_receivers {
-            return CheckResult {
+            let check = CheckResult {
                 name: scenario.check_name(),
                 status: CheckStatus::NotApplicable,
                 detail: format!(
@@ -991,7 +1155,9 @@ impl ConformanceSuite {
                 assertions: BTreeMap::new(),
                 artifacts: Vec::new(),
                 notes: Vec::new(),
+                waived: Vec::new(),
             };
+            return (check, BTreeSet::new());
         }
         let harness = match Harness::start(
             Arc::clone(&self.factory),
@@ -1002,17 +1168,21 @@ impl ConformanceSuite {
         )
         .await
         {
-            Ok(harness) => harness,
+            Ok(harness) => harness.with_waived(self.unexercised_waivers.keys().cloned().collect()),
             // Every scenario needs a host; the manifest checks do not, and still run.
             Err(error) => {
-                return CheckResult {
-                    name: scenario.check_name(),
-                    status: CheckStatus::Failed,
-                    detail: format!("{NOT_RUN}{error}"),
-                    assertions: BTreeMap::new(),
-                    artifacts: Vec::new(),
-                    notes: Vec::new(),
-                };
+                return (
+                    CheckResult {
+                        name: scenario.check_name(),
+                        status: CheckStatus::Failed,
+                        detail: format!("{NOT_RUN}{error}"),
+                        assertions: BTreeMap::new(),
+                        artifacts: Vec::new(),
+                        notes: Vec::new(),
+                        waived: Vec::new(),
+                    },
+                    BTreeSet::new(),
+                );
             }
         };
         // A panic (the suite's own bug, or a store that stopped answering) fails this check,
@@ -1024,8 +1194,8 @@ impl ConformanceSuite {
         )
         .await;
         harness.finish().await;
-        match outcome {
-            Ok(Ok(evidence)) => evidence.into_check(scenario, &self.unexercised_waivers),
+        let check = match outcome {
+            Ok(Ok(evidence)) => return evidence.into_check(scenario, &self.unexercised_waivers),
             Ok(Err(panic)) => CheckResult {
                 name: scenario.check_name(),
                 status: CheckStatus::Failed,
@@ -1040,6 +1210,7 @@ impl ConformanceSuite {
                 assertions: BTreeMap::new(),
                 artifacts: Vec::new(),
                 notes: Vec::new(),
+                waived: Vec::new(),
             },
             Err(_) => CheckResult {
                 name: scenario.check_name(),
@@ -1051,8 +1222,10 @@ impl ConformanceSuite {
                 assertions: BTreeMap::new(),
                 artifacts: Vec::new(),
                 notes: Vec::new(),
+                waived: Vec::new(),
             },
-        }
+        };
+        (check, BTreeSet::new())
     }
 }
 
@@ -1132,6 +1305,7 @@ impl ConformanceSuite {
                 assertions: BTreeMap::new(),
                 artifacts: Vec::new(),
                 notes: Vec::new(),
+                waived: Vec::new(),
             },
         });
         checks
@@ -1194,6 +1368,94 @@ fn join(profiles: &[ProfileId]) -> String {
         .join(", ")
 }
 
+/// The [`UNEXERCISED_WAIVERS`] check: every waiver names a capability of the manifest (else it
+/// fails, naming the closest ids); one that waived nothing in this run is noted.
+fn waivers_check(
+    waivers: &BTreeMap<String, String>,
+    definition: &aip_connector::ConnectorDefinition,
+    used: &BTreeSet<String>,
+) -> CheckResult {
+    let ids: Vec<&str> = definition
+        .capabilities
+        .iter()
+        .map(|c| c.id().as_str())
+        .collect();
+    let mut problems = Vec::new();
+    let mut notes = Vec::new();
+    for (capability, reason) in waivers {
+        if !ids.contains(&capability.as_str()) {
+            let mut closest: Vec<(usize, &str)> = ids
+                .iter()
+                .map(|id| (edit_distance(capability, id), *id))
+                .collect();
+            closest.sort();
+            let named: Vec<String> = closest
+                .iter()
+                .take(3)
+                .map(|(_, id)| format!("`{id}`"))
+                .collect();
+            problems.push(format!(
+                "the waiver of `{capability}` ({reason}) names no capability of the manifest; the closest ids: {}",
+                if named.is_empty() {
+                    "none (the manifest has no capabilities)".to_owned()
+                } else {
+                    named.join(", ")
+                }
+            ));
+        } else if !used.contains(capability) {
+            notes.push(format!(
+                "the waiver of `{capability}` ({reason}) waived nothing in this run: no call of it was kept from completing by the provider double; remove the waiver if it is no longer needed"
+            ));
+        }
+    }
+    let status = if problems.is_empty() {
+        CheckStatus::Passed
+    } else {
+        CheckStatus::Failed
+    };
+    let detail = if problems.is_empty() {
+        passed_detail(
+            format!(
+                "{} waiver(s) name capabilities of the manifest",
+                waivers.len()
+            ),
+            &notes,
+        )
+    } else {
+        problems
+            .iter()
+            .cloned()
+            .chain(notes.iter().map(|n| note_line(n)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    CheckResult {
+        name: UNEXERCISED_WAIVERS.to_owned(),
+        status,
+        detail,
+        assertions: BTreeMap::new(),
+        artifacts: vec![format!("manifest:{}", definition.id)],
+        notes,
+        waived: Vec::new(),
+    }
+}
+
+/// The Levenshtein distance between `a` and `b`, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substituted = previous + usize::from(ca != *cb);
+            previous = row[j + 1];
+            row[j + 1] = substituted.min(previous + 1).min(row[j] + 1);
+        }
+    }
+    row[b.len()]
+}
+
 /// A check that passes when `problems` is empty, else fails with one problem per line.
 fn problems_check(
     name: &str,
@@ -1216,6 +1478,7 @@ fn problems_check(
         assertions: BTreeMap::new(),
         artifacts,
         notes: Vec::new(),
+        waived: Vec::new(),
     }
 }
 
@@ -1242,6 +1505,7 @@ fn admission_check(
         assertions: BTreeMap::new(),
         artifacts: vec![format!("manifest:{}", definition.id)],
         notes: Vec::new(),
+        waived: Vec::new(),
     }
 }
 
@@ -1294,6 +1558,7 @@ fn contract_check(manifest: &Manifest) -> CheckResult {
             .map(|c| format!("capability:{}", c.id))
             .collect(),
         notes: Vec::new(),
+        waived: Vec::new(),
     }
 }
 
@@ -1429,6 +1694,18 @@ macro_rules! conformance_tests {
                 behavior_restart_reconnect,
                 "connector.behavior.restart_reconnect"
             );
+
+            /// The suite's waivers name capabilities of the manifest (a check in the report
+            /// only when the suite has waivers).
+            #[test]
+            fn unexercised_waivers() {
+                if report()
+                    .check($crate::conformance::UNEXERCISED_WAIVERS)
+                    .is_some()
+                {
+                    report().assert_check($crate::conformance::UNEXERCISED_WAIVERS);
+                }
+            }
         }
     };
     ($factory:expr $(,)?) => {
@@ -1445,4 +1722,43 @@ macro_rules! __conformance_test {
             report().assert_check($check);
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A misspelt unexercised assertion would add an assertion of its own and leave the real
+    /// one alone: debug builds catch it.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "unexercised assertion `duplicate_supressed` is not one")]
+    fn an_unexercised_assertion_the_scenario_does_not_make_is_a_bug() {
+        let mut evidence = Evidence::default();
+        evidence.artifact("action:a");
+        evidence.unexercised("duplicate_supressed", "cap:x:y", "typo");
+        let _ = evidence.into_check(Scenario::IdempotencyDuplicates, &BTreeMap::new());
+    }
+
+    /// A required assertion recorded as unexercised fails its check.
+    #[test]
+    fn an_unexercised_required_assertion_fails_its_check() {
+        let mut evidence = Evidence::default();
+        evidence.artifact("action:a");
+        for name in Scenario::IdempotencyDuplicates.required_assertions() {
+            evidence.assert(name, true, String::new);
+        }
+        evidence.unexercised("duplicate_suppressed", "cap:x:y", "it failed");
+        let (check, used) = evidence.into_check(Scenario::IdempotencyDuplicates, &BTreeMap::new());
+        assert_eq!(check.status, CheckStatus::Failed, "{}", check.detail);
+        assert_eq!(check.assertions.get("duplicate_suppressed"), Some(&false));
+        assert!(used.is_empty());
+    }
+
+    #[test]
+    fn edit_distance_counts_edits() {
+        assert_eq!(edit_distance("cap:pair:secrte", "cap:pair:secret"), 2);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
 }

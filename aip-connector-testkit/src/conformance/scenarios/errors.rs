@@ -69,6 +69,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             // reach; one that failed before asking it was never tried.
             if super::reached_no_provider(
                 &mut evidence,
+                h,
                 id,
                 &scouted,
                 &["protocol_fields_preserved", "error_secrets_redacted"],

@@ -112,9 +112,12 @@ async fn duplicates(
     // completed one, which is what the key is for (an author trial's write failed every call
     // and passed, with a note).
     if first.result.status != ActionResultStatus::Completed {
-        evidence.unexercised(
+        super::call_unexercised(
+            evidence,
+            h,
             "duplicate_suppressed",
             id,
+            &first.result,
             format!(
                 "no keyed call of `{id}` completed, so no duplicate of a completed call was seen: on its example it answered {}",
                 super::outcome(&first.result)

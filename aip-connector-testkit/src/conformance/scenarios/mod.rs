@@ -106,12 +106,41 @@ fn outcome(result: &ActionResult) -> String {
     }
 }
 
+/// Records that `assertion` was not exercised on capability `id` because the call that answered
+/// `result` did not complete. A waiver covers it only when the call's handler ran (the provider
+/// double, or the connector's reading of its answers, kept it from completing), not when the
+/// host answered before the handler ran: no double had a part in that.
+fn call_unexercised(
+    evidence: &mut Evidence,
+    h: &Harness,
+    assertion: &str,
+    id: &str,
+    result: &ActionResult,
+    why: String,
+) {
+    let ran = h
+        .probe()
+        .records()
+        .iter()
+        .any(|r| r.action_id == result.action_id.as_str());
+    if ran {
+        evidence.unexercised(assertion, id, why);
+    } else {
+        evidence.unexercised_unwaivable(
+            assertion,
+            id,
+            format!("{why}; the host answered before the handler ran"),
+        );
+    }
+}
+
 /// What a provider-failure scenario (errors, retry) records for a capability whose example made
 /// no provider request: one that completed has nothing a provider failure could reach (a note);
 /// one that failed before asking leaves each of `assertions` unexercised for it. Returns whether
 /// it failed before asking.
 fn reached_no_provider(
     evidence: &mut Evidence,
+    h: &Harness,
     id: &str,
     scouted: &Scouted,
     assertions: &[&str],
@@ -124,9 +153,12 @@ fn reached_no_provider(
     }
     evidence.artifact(format!("action:{}", scouted.result.action_id));
     for name in assertions {
-        evidence.unexercised(
+        call_unexercised(
+            evidence,
+            h,
             name,
             id,
+            &scouted.result,
             format!(
                 "`{id}` answered {} on its example before making any provider request, so no provider failure could reach it",
                 outcome(&scouted.result)

@@ -1,6 +1,10 @@
 //! `restart_reconnect`: what one host settled, a restarted host — a new host and a freshly built
 //! connector over the same store, as a restarted process has — knows and honours.
 //!
+//! The subject is one capability: the first mutating one with an example (a read when none
+//! mutates) whose call completes, tried in manifest order with those the suite waives last;
+//! when none completes, the first.
+//!
 //! - `state_recovered`: the restarted host replays a keyed call the first host settled (the
 //!   handler does not run), reads the same transaction (status, provider operation, receipts)
 //!   and the same approval record.
@@ -9,7 +13,8 @@
 //!   its keys to the action (`idempotency(scope = action)`) makes a new action id a new key, so
 //!   for it only the same action is re-sent (with a note). The call must have completed before
 //!   the restart: the duplicate of a failure shows nothing about a second effect, and leaves
-//!   the assertion unexercised, and failed.
+//!   the assertion unexercised, and failed; unless the manifest only reads, where there is no
+//!   effect to duplicate (a note).
 //! - `reconnect_cursor_resumed`: a transaction left with an unknown outcome before the restart
 //!   (the provider committed and dropped the connection), after one reconciliation round the
 //!   provider answered `pending` (when the connector's reconciliation reports it), is reconciled
@@ -69,19 +74,42 @@ pub(super) async fn run(h: &Harness) -> Evidence {
 async fn scenario(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
     let mut examples = h.examples();
-    // A mutating call is the one whose duplicate would do harm.
-    examples.sort_by_key(|(c, _)| !declares_mutation(c));
-    let Some((capability, input)) = examples.first().cloned() else {
+    // A mutating call is the one whose duplicate would do harm; a capability the suite waives
+    // comes after the others of its kind.
+    examples.sort_by_key(|(c, _)| (!declares_mutation(c), h.waived(c.id().as_str())));
+    let Some(mutating) = examples.first().map(|(c, _)| declares_mutation(c)) else {
         evidence.no_example("no capability declares an example input: nothing can be invoked");
         return evidence;
     };
-    let id = capability.id().to_string();
 
-    // Before the restart: one keyed call, settled.
-    let driven = h
-        .drive(h.host(), h.action(capability, input, "conformance-restart"))
-        .await;
-    evidence.artifact(format!("action:{}", driven.action.id));
+    // Before the restart: one keyed call, settled. The candidates of the first one's kind are
+    // tried in order until one completes (one that cannot complete against the double, first
+    // in the manifest, would leave the assertions unexercised while another could exercise
+    // them); when none does, the first is the subject.
+    let mut subject = None;
+    for (index, (capability, input)) in examples
+        .iter()
+        .filter(|(c, _)| declares_mutation(c) == mutating)
+        .enumerate()
+    {
+        let key = match index {
+            0 => "conformance-restart".to_owned(),
+            n => format!("conformance-restart-{n}"),
+        };
+        let driven = h
+            .drive(h.host(), h.action(capability, input.clone(), &key))
+            .await;
+        let completed = driven.result.status == ActionResultStatus::Completed;
+        if completed || subject.is_none() {
+            evidence.artifact(format!("action:{}", driven.action.id));
+            subject = Some((*capability, driven));
+        }
+        if completed {
+            break;
+        }
+    }
+    let (capability, driven) = subject.expect("the first candidate was driven");
+    let id = capability.id().to_string();
     let settled = driven.result.error.as_ref().and_then(|e| e.retryable) != Some(true)
         && driven.result.status != ActionResultStatus::PendingApproval;
     let selector = TransactionSelector::Action(driven.action.id.clone());
@@ -191,10 +219,20 @@ async fn scenario(h: &Harness) -> Evidence {
             )
         },
     );
-    if driven.result.status != ActionResultStatus::Completed {
-        evidence.unexercised(
+    if driven.result.status != ActionResultStatus::Completed && !declares_mutation(capability) {
+        // A read has no effect to duplicate: there is nothing its completion would have shown
+        // here (`schema_enforcement` reports the call that did not complete).
+        evidence.note(format!(
+            "duplicate_effect_prevented: `{id}` only reads, so its re-sent call had no effect to duplicate; it did not complete before the restart: it answered {}",
+            super::outcome(&driven.result)
+        ));
+    } else if driven.result.status != ActionResultStatus::Completed {
+        super::call_unexercised(
+            &mut evidence,
+            h,
             "duplicate_effect_prevented",
             &id,
+            &driven.result,
             format!(
                 "the call of `{id}` re-sent to the restarted host had not completed before the restart, so no duplicate of a call that took effect was seen: it answered {}",
                 super::outcome(&driven.result)

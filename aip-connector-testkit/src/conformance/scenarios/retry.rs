@@ -68,7 +68,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         let Some(route) = scouted.route().map(str::to_owned) else {
             // One that completes without the provider has nothing a provider failure could
             // reach; one that failed before asking it was never tried.
-            if super::reached_no_provider(&mut evidence, id, &scouted, &REQUIRED) {
+            if super::reached_no_provider(&mut evidence, h, id, &scouted, &REQUIRED) {
                 failed_first += 1;
             }
             continue;

@@ -182,9 +182,12 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         {
             returned.push(capability.id().as_str());
         } else {
-            evidence.unexercised(
+            super::call_unexercised(
+                &mut evidence,
+                h,
                 "declared_output_produced",
                 capability.id().as_str(),
+                &settled.result,
                 format!(
                     "`{}` on its declared example answered {}, so no output of it was checked against its output schema",
                     capability.id(),
