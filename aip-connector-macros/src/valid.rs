@@ -352,6 +352,7 @@ fn companion_handler(code: &str, attr: &CapabilityAttr) -> Option<Span> {
     let handler = match code {
         codes::IMPLEMENTATION_RECONCILIATION_UNDECLARED => attr.reconcile.as_ref(),
         codes::IMPLEMENTATION_CANCELLATION_UNDECLARED => attr.cancel.as_ref(),
+        codes::CONTRACT_TRANSACTION_VALIDATION_WITHOUT_FIDELITY => attr.validate.as_ref(),
         _ => None,
     };
     handler.map(syn::spanned::Spanned::span)

@@ -27,9 +27,14 @@ impl Demo {
         risk = low,
         side_effects = [read],
         data(sensitivity = public),
+        transaction(modes = [execute, dry_run], fidelity = downstream_validation),
         validate = Self::preview
     )]
-    async fn search_v2(&self, query: Query) -> Result<Vec<String>, ConnectorFailure> {
+    async fn search_v2(
+        &self,
+        query: Query,
+        _checkpoint: Checkpoint,
+    ) -> Result<Vec<String>, ConnectorFailure> {
         Ok(vec![query.text])
     }
 

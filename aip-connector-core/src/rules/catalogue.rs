@@ -234,6 +234,12 @@ pub const RULES: &[RuleInfo] = &[
         false,
         "Add a validation handler (`validate = ...`) that asks the provider, or lower the fidelity to `policy_and_schema`.",
     ),
+    rule(
+        CONTRACT_TRANSACTION_VALIDATION_WITHOUT_FIDELITY,
+        "a validation handler that no dry run or plan calls",
+        false,
+        "Declare `fidelity = downstream_validation` (or `full_simulation`) in `transaction(...)`, with `dry_run` or `plan` among its modes, so previews ask the handler; or remove `validate = ...`.",
+    ),
     // Lints.
     rule(
         CONTRACT_LINT_MUTATING_WITHOUT_IDEMPOTENCY,

@@ -90,6 +90,10 @@ pub const CONTRACT_COMPENSATION_SELF_REFERENCE: &str = "contract.compensation.se
 /// validation handler.
 pub const CONTRACT_TRANSACTION_FIDELITY_WITHOUT_VALIDATION: &str =
     "contract.transaction.fidelity_without_validation";
+/// A validation handler (`validate = ...`) that no dry run or plan would call: the capability
+/// offers neither, or its dry-run fidelity (`schema_only`, `policy_and_schema`) does not ask it.
+pub const CONTRACT_TRANSACTION_VALIDATION_WITHOUT_FIDELITY: &str =
+    "contract.transaction.validation_without_fidelity";
 
 // --- Lints (waivable with a published, reasoned waiver) ---
 

@@ -47,6 +47,9 @@ pub fn consistency(
     if let (Some(transaction), Some(facts)) = (&contract.transaction, implementation) {
         fidelity_needs_validation_handler(transaction, facts, &mut report);
     }
+    if let Some(facts) = implementation {
+        validation_handler_needs_fidelity(contract.transaction.as_ref(), facts, &mut report);
+    }
 }
 
 /// Callers plan around `expected_completion`; it must be a mode the capability supports.
@@ -219,6 +222,39 @@ fn fidelity_needs_validation_handler(
             "/contract/transaction/dry_run_fidelity",
             &format!(
                 "dry_run_fidelity is `{fidelity}` but no validation handler backs dry runs or plans"
+            ),
+        );
+    }
+}
+
+/// The reverse: a validation handler is called only by a dry run or plan whose fidelity asks
+/// the provider. Otherwise it compiles, admits and is never called, so previews quietly lack
+/// what it would have said (an author trial's dry run showed no price).
+fn validation_handler_needs_fidelity(
+    transaction: Option<&TransactionContract>,
+    facts: &ImplementationFacts,
+    report: &mut Reporter<'_>,
+) {
+    if !facts.validation_handler {
+        return;
+    }
+    let Some(transaction) = transaction
+        .filter(|t| t.supports(TransactionMode::DryRun) || t.supports(TransactionMode::Plan))
+    else {
+        report.own(
+            CONTRACT_TRANSACTION_VALIDATION_WITHOUT_FIDELITY,
+            "/contract/transaction",
+            "a validation handler (`validate = ...`) exists but the capability offers no `dry_run` or `plan`, the only calls that ask it",
+        );
+        return;
+    };
+    if !transaction.dry_run_fidelity.needs_validation_handler() {
+        let fidelity = wire_name(&transaction.dry_run_fidelity);
+        report.own(
+            CONTRACT_TRANSACTION_VALIDATION_WITHOUT_FIDELITY,
+            "/contract/transaction/dry_run_fidelity",
+            &format!(
+                "a validation handler (`validate = ...`) exists but dry_run_fidelity is `{fidelity}`, so no dry run or plan ever calls it"
             ),
         );
     }

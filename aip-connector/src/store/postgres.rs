@@ -695,15 +695,19 @@ fn tls_connector(
             };
             // The provider is named rather than taken from the process default, which panics
             // when an application links both of rustls' providers and installs neither.
-            let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_safe_default_protocol_versions()
-            .map_err(|error| {
-                StoreError::InvalidConfig(format!("set up TLS for the store database: {error}"))
-            })?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+            // rustls 0.23.48 deprecates ring's provider (no post-quantum key exchange); the
+            // alternative, aws-lc-rs, is a C and CMake build in every connector crate, and a
+            // connector crate resolving 0.23.48 saw the warning in its own build (an author
+            // trial), so the choice is kept and allowed here until rustls' ring gains one.
+            #[allow(deprecated)]
+            let provider = rustls::crypto::ring::default_provider();
+            let config = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
+                .with_safe_default_protocol_versions()
+                .map_err(|error| {
+                    StoreError::InvalidConfig(format!("set up TLS for the store database: {error}"))
+                })?
+                .with_root_certificates(roots)
+                .with_no_client_auth();
             Ok(Some(MakeRustlsConnect::new(config)))
         }
     }

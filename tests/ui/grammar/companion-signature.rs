@@ -16,7 +16,7 @@ impl Demo {
         side_effects = [write],
         idempotency(required),
         data(sensitivity = internal),
-        transaction(modes = [execute, reconcile]),
+        transaction(modes = [execute, dry_run, reconcile], fidelity = downstream_validation),
         reconcile = Self::find,
         validate = Self::check
     )]

@@ -225,6 +225,50 @@ fn downstream_fidelity_needs_a_validation_handler() {
 }
 
 #[test]
+fn a_validation_handler_needs_a_preview_that_asks_it() {
+    let facts = |capability| ImplementationFacts {
+        validation_handler: true,
+        ..exact_facts(capability)
+    };
+    let schema_only = enterprise_with(|c| {
+        if let Some(t) = c.transaction.as_mut() {
+            t.dry_run_fidelity = DryRunFidelity::SchemaOnly;
+        }
+    });
+    assert_single(
+        &check_with(&schema_only, &facts(&schema_only)),
+        CONTRACT_TRANSACTION_VALIDATION_WITHOUT_FIDELITY,
+        "/contract/transaction/dry_run_fidelity",
+        &schema_only,
+    );
+    let no_transaction = enterprise_with(|c| c.transaction = None);
+    let issues = check_with(&no_transaction, &facts(&no_transaction));
+    assert!(
+        issues.iter().any(
+            |i| i.code == CONTRACT_TRANSACTION_VALIDATION_WITHOUT_FIDELITY
+                && i.path == "/contract/transaction"
+        ),
+        "{issues:?}"
+    );
+    let asked = enterprise_with(|c| {
+        if let Some(t) = c.transaction.as_mut() {
+            t.dry_run_fidelity = DryRunFidelity::DownstreamValidation;
+        }
+    });
+    assert!(
+        !check_with(&asked, &facts(&asked))
+            .iter()
+            .any(|i| i.code == CONTRACT_TRANSACTION_VALIDATION_WITHOUT_FIDELITY)
+    );
+    // Unknown implementation: the rule cannot be checked and is skipped.
+    assert!(
+        !check(&schema_only)
+            .iter()
+            .any(|i| i.code == CONTRACT_TRANSACTION_VALIDATION_WITHOUT_FIDELITY)
+    );
+}
+
+#[test]
 fn fidelity_matters_only_for_dry_runs_and_plans() {
     use TransactionMode::*;
     let execute_only = enterprise_with(|c| {

@@ -227,7 +227,16 @@ pub(super) fn exact_support(capability: &Capability) -> CapabilityImplementation
 pub(super) fn exact_facts(capability: &Capability) -> ImplementationFacts {
     ImplementationFacts {
         support: exact_support(capability),
-        validation_handler: true,
+        // A validation handler exactly where a preview asks one.
+        validation_handler: capability
+            .contract
+            .as_ref()
+            .and_then(|c| c.transaction.as_ref())
+            .is_some_and(|t| {
+                (t.supports(crate::model::TransactionMode::DryRun)
+                    || t.supports(crate::model::TransactionMode::Plan))
+                    && t.dry_run_fidelity.needs_validation_handler()
+            }),
         compensation_handler: false,
         stream_required: false,
     }

@@ -8,11 +8,11 @@ use crate::model::{
 use crate::rules::codes::*;
 use crate::rules::{ImplementationFacts, implementation_claims, implementation_contradictions};
 
-/// Facts with `support` and a validation handler.
+/// Facts with `support` and no validation handler (the fixtures preview with `schema_only`).
 fn facts(support: CapabilityImplementationSupport) -> ImplementationFacts {
     ImplementationFacts {
         support,
-        validation_handler: true,
+        validation_handler: false,
         compensation_handler: false,
         stream_required: false,
     }

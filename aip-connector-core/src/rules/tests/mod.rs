@@ -44,7 +44,7 @@ fn check_capability_runs_the_groups_in_order() {
     support.streaming = true;
     let facts = crate::rules::ImplementationFacts {
         support,
-        validation_handler: true,
+        validation_handler: false,
         compensation_handler: false,
         stream_required: false,
     };

@@ -316,7 +316,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
                     .iter()
                     .map(|(id, v)| (id.as_str(), v.as_str()))
                     .chain(std::iter::once(("an invalid input", INPUT_MARKER)))
-                    .find(|(_, v)| line.contains(v))
+                    .find(|(_, v)| quotes_as_a_word(line, v))
                     .map(|(id, v)| format!("`{v}` of {id}"))
             })
             .collect();
@@ -412,4 +412,49 @@ fn drop_output(value: &mut Value, pointer: &str) {
 
 fn to_text(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).unwrap_or_default()
+}
+
+/// Whether `line` quotes `value` as a word of its own: an occurrence whose neighbours, where the
+/// value's own edge is a letter or digit, are not letters, digits or `_`. Log lines come from
+/// every crate at every level (hyper's TRACE "spawning background dispatcher task"), so a
+/// plain substring match failed a connector whose input held `ground`. A value leaked into a
+/// log is written as a field or quoted, so it keeps its boundaries.
+fn quotes_as_a_word(line: &str, value: &str) -> bool {
+    if value.is_empty() {
+        return false;
+    }
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    let starts_word = value.chars().next().is_some_and(is_word);
+    let ends_word = value.chars().next_back().is_some_and(is_word);
+    line.match_indices(value).any(|(at, _)| {
+        let before = line[..at].chars().next_back();
+        let after = line[at + value.len()..].chars().next();
+        let joined_before = starts_word && before.is_some_and(is_word);
+        let joined_after = ends_word && after.is_some_and(is_word);
+        !(joined_before || joined_after)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quotes_as_a_word;
+
+    #[test]
+    fn a_value_is_quoted_only_as_a_word_of_its_own() {
+        assert!(!quotes_as_a_word(
+            "http1 handshake complete, spawning background dispatcher task",
+            "ground"
+        ));
+        assert!(quotes_as_a_word("service=ground", "ground"));
+        assert!(quotes_as_a_word(r#"input: {"service":"ground"}"#, "ground"));
+        assert!(quotes_as_a_word("ground", "ground"));
+        assert!(!quotes_as_a_word("grounded", "ground"));
+        assert!(!quotes_as_a_word("ground_floor", "ground"));
+        // Found at its second occurrence.
+        assert!(quotes_as_a_word("background, then ground.", "ground"));
+        // A value with its own punctuation at an edge matches next to anything there.
+        assert!(quotes_as_a_word("id=x-4111-", "-4111-"));
+        assert!(quotes_as_a_word("Zoë Ünal signed", "Zoë Ünal"));
+        assert!(!quotes_as_a_word("anything", ""));
+    }
 }
