@@ -537,7 +537,7 @@ pub(crate) fn connector(
 }
 
 /// The rustdoc of the generated `impl Connector`: the connector's id and a table of its
-/// capabilities (id, handler, risk, side effects). The handlers are usually private methods, so
+/// capabilities (id, handler, risk, side effects, approval, transaction modes). The handlers are usually private methods, so
 /// without it a connector crate's `cargo doc` showed no capability at all. A row of a handler
 /// under `#[cfg(...)]` is documented under the same conditions (`cfg_attr`), so the table
 /// lists what is compiled in.
@@ -550,11 +550,24 @@ fn connector_doc(id: &str, capabilities: &[CapabilityItem]) -> TokenStream {
         let effects: Vec<String> = contract
             .map(|contract| contract.side_effects.iter().map(wire_name).collect())
             .unwrap_or_default();
+        let approval = if contract
+            .and_then(|contract| contract.approval.as_ref())
+            .is_some_and(|approval| approval.required)
+        {
+            "required"
+        } else {
+            ""
+        };
+        let modes: Vec<String> = contract
+            .and_then(|contract| contract.transaction.as_ref())
+            .map(|transaction| transaction.supported_modes.iter().map(wire_name).collect())
+            .unwrap_or_default();
         let row = format!(
-            " | `{}` | `{}` | {risk} | {} |",
+            " | `{}` | `{}` | {risk} | {} | {approval} | {} |",
             c.capability.id,
             c.sig.ident,
-            effects.join(", ")
+            effects.join(", "),
+            modes.join(", ")
         );
         let predicates: Vec<&TokenStream> = c
             .cfgs
@@ -573,8 +586,8 @@ fn connector_doc(id: &str, capabilities: &[CapabilityItem]) -> TokenStream {
     quote! {
         #[doc = #heading]
         #[doc = ""]
-        #[doc = " | Capability | Handler | Risk | Side effects |"]
-        #[doc = " |---|---|---|---|"]
+        #[doc = " | Capability | Handler | Risk | Side effects | Approval | Transaction modes |"]
+        #[doc = " |---|---|---|---|---|---|"]
         #(#rows)*
     }
 }
