@@ -25,6 +25,7 @@ pub mod builder;
 mod cache_line;
 pub mod codes;
 pub mod connector;
+mod display;
 pub mod extract;
 pub mod handler;
 pub mod host;

@@ -159,8 +159,9 @@ fn own_issue(code: &str, path: String, problem: &str) -> Issue {
     Issue::new(code, path, format!("{problem}. {fix}"))
 }
 
-/// The wire spelling of a unit enum value (e.g. `safe_with_idempotency_key`), for messages.
-fn wire_name(value: &impl Serialize) -> String {
+/// The wire spelling of a unit enum value (e.g. `safe_with_idempotency_key`), for messages
+/// (the rules' and the macro's generated docs).
+pub fn wire_name(value: &impl Serialize) -> String {
     match serde_json::to_value(value) {
         Ok(serde_json::Value::String(name)) => name,
         _ => String::new(),

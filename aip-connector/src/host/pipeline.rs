@@ -1726,12 +1726,7 @@ impl std::fmt::Display for Clipped<'_> {
 /// formatting characters that change how a line reads, and the backslash (so an escape in the
 /// output always stands for an escaped character, never for the id's own text).
 fn shown_escaped(character: char) -> bool {
-    character.is_control()
-        || matches!(
-            character,
-            '\\' | '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}'
-                | '\u{2066}'..='\u{2069}'
-        )
+    character == '\\' || crate::display::changes_line_layout(character)
 }
 
 /// The `action.idempotency_key_too_long` error for a key longer than `max_bytes`. The key is

@@ -1171,12 +1171,8 @@ fn display_line(text: &str) -> String {
 /// than a space (a line or paragraph separator breaks the line as `\n` does), or a
 /// bidirectional formatting character (Unicode's `Bidi_Control` set).
 fn shows_as_space(ch: char) -> bool {
-    ch.is_control()
-        || (ch.is_whitespace() && ch != ' ')
-        || matches!(
-            ch,
-            '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
-        )
+    // Also any other whitespace (U+0085, U+00A0, ...) and the Arabic letter mark.
+    crate::display::changes_line_layout(ch) || (ch.is_whitespace() && ch != ' ') || ch == '\u{061C}'
 }
 
 /// Whether a `tools/call` can run `capability` without a plan: the projection sends a plain
