@@ -41,25 +41,26 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use aip_connector::Connector;
 use aip_connector::host::{
-    ApprovalRecord, ApproverMemberships, ChunkStream, CredentialHandle, Deployment,
-    ExternalAccountRef, Host, HostBuildError, HostLimits, Secret, StaticApprovalAuthority,
-    TrustedContext, VerifiedTenant,
+    ApprovalRecord, ApproverMemberships, ChunkStream, CredentialHandle, CredentialProvider,
+    Deployment, ExternalAccountRef, Host, HostBuildError, HostLimits, Secret,
+    StaticApprovalAuthority, TrustedContext, VerifiedTenant,
 };
 use aip_connector::ids::{ActionId, ApprovalId};
+use aip_connector::invocation::BoxFuture;
 use aip_connector::model::{
     Action, ActionMode, ActionResult, ActionResultStatus, ApprovalDecision, ApprovalDecisionKind,
-    Principal, PrincipalKind, ProtocolError,
+    Capability, ConnectorFailure, Principal, PrincipalKind, ProtocolError,
 };
 use aip_connector::store::{MemoryStore, SharedStore};
-use aip_connector::{Connector, ConnectorDefinition};
 
 /// The tenant a [`TestHost`]'s callers belong to unless [`TestHostBuilder::tenant`] names
 /// another.
 pub const TEST_TENANT: &str = "tenant-test";
 
 /// The issuer of the [`TestHost`]'s callers, and of its credential unless
-/// [`TestHostBuilder::credential_issuer`] or a hosted capability's accepted issuers name
+/// [`TestHostBuilder::credential_issuer`] or the called capability's accepted issuers name
 /// another.
 pub const TEST_ISSUER: &str = "aip-connector-testkit";
 
@@ -389,9 +390,10 @@ impl TestHostBuilder {
 
     /// Hands every call a credential with `scopes` (`*` grants every scope), bound to the test
     /// tenant, whose secret is [`TEST_CREDENTIAL_SECRET`]. Its issuer is the one set with
-    /// [`credential_issuer`](Self::credential_issuer), else the first issuer a hosted
+    /// [`credential_issuer`](Self::credential_issuer), else the first issuer the called
     /// capability accepts (`credentials(issuers = [...])`, as the conformance suite picks it),
-    /// else [`TEST_ISSUER`].
+    /// else [`TEST_ISSUER`]: capabilities that trust different identity providers are each
+    /// served a credential they accept.
     pub fn credential<S: Into<String>>(mut self, scopes: impl IntoIterator<Item = S>) -> Self {
         self.scopes = Some(scopes.into_iter().map(Into::into).collect());
         self
@@ -458,19 +460,16 @@ impl TestHostBuilder {
         );
         let mut deployment = Deployment::default();
         if let Some(scopes) = self.scopes {
-            let issuer = self
-                .credential_issuer
-                .or_else(|| first_accepted_issuer(self.connectors.iter().map(|c| c.definition())))
-                .unwrap_or_else(|| TEST_ISSUER.to_owned());
-            deployment = deployment.with_static_credential(
-                CredentialHandle::new(
+            deployment = deployment.with_credentials(IssuedPerCapability {
+                credential: CredentialHandle::new(
                     "testkit-credential",
-                    issuer,
+                    TEST_ISSUER,
                     Secret::new(TEST_CREDENTIAL_SECRET),
                 )
                 .with_scopes(scopes)
                 .with_tenant(self.tenant.clone()),
-            );
+                issuer: self.credential_issuer,
+            });
         }
         if let Some(account) = self.external_account {
             deployment = deployment.with_external_account(account);
@@ -500,17 +499,40 @@ impl TestHostBuilder {
     }
 }
 
-/// The first credential issuer a capability of `definitions` accepts
-/// (`credentials(issuers = [...])`), in manifest order: the issuer a test credential takes so
-/// that the capabilities which restrict issuers accept it.
-pub(crate) fn first_accepted_issuer<'a>(
-    definitions: impl IntoIterator<Item = &'a ConnectorDefinition>,
-) -> Option<String> {
-    definitions
-        .into_iter()
-        .flat_map(|definition| &definition.capabilities)
-        .filter_map(|c| c.capability.contract.as_ref()?.credentials.as_ref())
-        .flat_map(|policy| policy.accepted_issuers.first())
-        .next()
-        .cloned()
+/// Hands every call `credential`, issued by `issuer` when the test names one, else by the first
+/// issuer the called capability accepts (`credentials(issuers = [...])`), else by
+/// [`TEST_ISSUER`]. Per capability, so a connector whose capabilities trust different identity
+/// providers is served as a deployment holding a credential of each would serve it.
+#[derive(Debug)]
+pub(crate) struct IssuedPerCapability {
+    pub(crate) credential: CredentialHandle,
+    pub(crate) issuer: Option<String>,
+}
+
+impl CredentialProvider for IssuedPerCapability {
+    fn resolve<'a>(
+        &'a self,
+        capability: &'a Capability,
+        _caller: &'a TrustedContext,
+    ) -> BoxFuture<'a, Result<Option<CredentialHandle>, ConnectorFailure>> {
+        let accepted = || {
+            capability
+                .contract
+                .as_ref()?
+                .credentials
+                .as_ref()?
+                .accepted_issuers
+                .first()
+        };
+        let issuer = self
+            .issuer
+            .as_ref()
+            .or_else(accepted)
+            .map_or(TEST_ISSUER, String::as_str);
+        let credential = CredentialHandle {
+            issuer: issuer.to_owned(),
+            ..self.credential.clone()
+        };
+        Box::pin(std::future::ready(Ok(Some(credential))))
+    }
 }

@@ -816,9 +816,47 @@ fn a_read_only_connector_whose_call_fails_has_no_duplicate_effect_to_prevent() {
     assert_eq!(schema.status, CheckStatus::Failed, "{report}");
 }
 
-/// Two credentialed reads from different issuers: the suite's deployment holds a credential of
-/// the first one's issuer, so the host refuses every call of `other` at its credential check,
-/// before its handler runs.
+/// Two reads; the example of `other` nests deeper than the host accepts (`max_input_depth`, 64
+/// levels by default), so the host refuses every call of it before its handler runs.
+struct TooDeep;
+
+#[derive(Deserialize, JsonSchema)]
+struct Tree {
+    /// Any JSON.
+    node: serde_json::Value,
+}
+
+#[connector(id = "toodeep")]
+impl TooDeep {
+    /// Greets.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn first(&self, input: Name) -> Result<Greeting, ConnectorFailure> {
+        Ok(Greeting { text: input.name })
+    }
+
+    /// Reads a tree its example nests 70 levels deep.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        examples = [r#"{"node": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}"#],
+    )]
+    async fn other(&self, input: Tree) -> Result<Greeting, ConnectorFailure> {
+        Ok(Greeting {
+            text: input.node.to_string(),
+        })
+    }
+}
+
+/// Two credentialed reads whose capabilities trust different identity providers: each call is
+/// served a credential of an issuer its capability accepts, as a deployment holding one per
+/// provider serves it. (The suite used to hold one credential, of the first capability's
+/// issuer, so the host refused every call of `other` and conformance failed a correct connector.)
 struct TwoIssuers;
 
 #[connector(id = "twoissuers")]
@@ -831,8 +869,14 @@ impl TwoIssuers {
         credentials(scopes = ["greet"], issuers = ["idp-a"]),
         examples = [r#"{"name": "ada"}"#],
     )]
-    async fn first(&self, input: Name, _c: Credential) -> Result<Greeting, ConnectorFailure> {
-        Ok(Greeting { text: input.name })
+    async fn first(
+        &self,
+        input: Name,
+        credential: Credential,
+    ) -> Result<Greeting, ConnectorFailure> {
+        Ok(Greeting {
+            text: format!("{} via {}", input.name, credential.issuer()),
+        })
     }
 
     /// Greets, with a credential of issuer B.
@@ -840,12 +884,34 @@ impl TwoIssuers {
         risk = low,
         side_effects = [read],
         data(sensitivity = internal),
-        credentials(scopes = ["greet"], issuers = ["idp-b"]),
+        credentials(scopes = ["greet"], issuers = ["idp-b", "idp-c"]),
         examples = [r#"{"name": "ada"}"#],
     )]
-    async fn other(&self, input: Name, _c: Credential) -> Result<Greeting, ConnectorFailure> {
-        Ok(Greeting { text: input.name })
+    async fn other(
+        &self,
+        input: Name,
+        credential: Credential,
+    ) -> Result<Greeting, ConnectorFailure> {
+        Ok(Greeting {
+            text: format!("{} via {}", input.name, credential.issuer()),
+        })
     }
+}
+
+#[test]
+fn capabilities_that_trust_different_issuers_each_get_a_credential_they_accept() {
+    let report = ConformanceSuite::new(|_env| TwoIssuers).run();
+    // (It reaches no provider, so the provider-failure scenarios have nothing to provoke.)
+    for scenario in [
+        Scenario::SchemaEnforcement,
+        Scenario::IdentityCredentials,
+        Scenario::RestartReconnect,
+    ] {
+        let check = check(&report, scenario);
+        assert_eq!(check.status, CheckStatus::Passed, "{report}");
+        assert!(!check.detail.contains("not exercised"), "{}", check.detail);
+    }
+    assert!(!report.to_json().contains("issuer_denied"), "{report}");
 }
 
 /// A waiver covers calls the provider double kept from completing, not a call the host refused
@@ -853,19 +919,77 @@ impl TwoIssuers {
 /// cover it.
 #[test]
 fn a_waiver_does_not_cover_a_call_the_host_refused_before_its_handler() {
-    let report = ConformanceSuite::new(|_env| TwoIssuers)
-        .with_unexercised_waiver("cap:twoissuers:other", "another identity provider")
+    let report = ConformanceSuite::new(|_env| TooDeep)
+        .with_unexercised_waiver("cap:toodeep:other", "a deep tree")
         .run();
     eprintln!("{}", report.summary());
     let schema = check(&report, Scenario::SchemaEnforcement);
     assert_eq!(schema.status, CheckStatus::Failed, "{report}");
     let line = unexercised_line(schema, "declared_output_produced");
     assert!(
-        line.contains("`cap:twoissuers:other`")
-            && line.contains("credential.")
+        line.contains("`cap:toodeep:other`")
+            && line.contains("action.")
             && line.contains("the host answered before the handler ran")
-            && line.contains("the waiver of `cap:twoissuers:other` does not cover this"),
+            && line.contains("the waiver of `cap:toodeep:other` does not cover this"),
         "{line}"
     );
     assert!(schema.waived.is_empty(), "{:?}", schema.waived);
+}
+
+/// Two writes that need approval; the first refuses every call in its handler (its account is
+/// closed), the second completes.
+struct Payouts;
+
+#[connector(id = "payouts")]
+impl Payouts {
+    /// Refunds a customer; the account is closed, so it never completes.
+    #[capability(
+        risk = high,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        approval(reason = "moves money", evidence = [reason]),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn refund(
+        &self,
+        _input: Name,
+        _approval: Approval,
+    ) -> Result<Greeting, ConnectorFailure> {
+        Err(ConnectorFailure::permanent(
+            "payouts.account_closed",
+            "the account is closed",
+            "payouts",
+        ))
+    }
+
+    /// Pays a customer out.
+    #[capability(
+        risk = high,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        approval(reason = "moves money", evidence = [reason]),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn payout(&self, input: Name, _approval: Approval) -> Result<Greeting, ConnectorFailure> {
+        Ok(Greeting { text: input.name })
+    }
+}
+
+/// `approval_lifecycle` walks its candidates: when the first gated capability's approved call
+/// fails, `resume_once` is checked on the next one whose approved call completes, and says so.
+#[test]
+fn resume_once_is_checked_on_the_next_gated_capability_when_the_first_never_completes() {
+    let report = ConformanceSuite::new(|_env| Payouts).run();
+    let approval = check(&report, Scenario::ApprovalLifecycle);
+    assert_eq!(approval.status, CheckStatus::Passed, "{report}");
+    assert_eq!(approval.assertions.get("resume_once"), Some(&true));
+    assert!(
+        approval.notes.iter().any(|n| n.starts_with(
+            "no approved call of `cap:payouts:refund` completed: resumed once approved, it answered `failed` (`payouts.account_closed`"
+        ) && n.ends_with("`resume_once` was checked on `cap:payouts:payout` instead")),
+        "{:?}",
+        approval.notes
+    );
 }

@@ -103,11 +103,23 @@ impl Crm {
     async fn contact(&self, credential: Credential) -> Result<String, ConnectorFailure> {
         Ok(credential.issuer().to_owned())
     }
+
+    /// Reads a deal with a credential of another identity provider.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        credentials(required, issuers = ["sso.example"], scopes = ["crm.read"]),
+    )]
+    async fn deal(&self, credential: Credential) -> Result<String, ConnectorFailure> {
+        Ok(credential.issuer().to_owned())
+    }
 }
 
 /// Found by an author trial: the test credential was always issued by `TEST_ISSUER`, so a
 /// capability that restricts issuers refused every call (the conformance suite already picked
-/// an accepted issuer). It now takes the first accepted issuer, or the one the test names.
+/// an accepted issuer). It now takes the first issuer the called capability accepts, or the
+/// one the test names.
 #[tokio::test]
 async fn the_test_credential_is_issued_by_an_accepted_issuer() {
     let action = || Action::new("cap:crm:contact", json!({}));
@@ -118,6 +130,11 @@ async fn the_test_credential_is_issued_by_an_accepted_issuer() {
     let read = accepted.invoke("user:ada", action()).await;
     assert_eq!(read.status, ActionResultStatus::Completed, "{read:?}");
     assert_eq!(read.output, Some(json!("idp.example")));
+    // Per capability: the other one trusts another identity provider and is served its own.
+    let deal = accepted
+        .invoke("user:ada", Action::new("cap:crm:deal", json!({})))
+        .await;
+    assert_eq!(deal.output, Some(json!("sso.example")), "{deal:?}");
 
     let foreign = TestHost::builder(Crm)
         .credential(["crm.read"])

@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use aip_connector::host::{
     ApproverMemberships, Deployment, ExternalAccountRef, Host, HostBuildError,
-    StaticApprovalAuthority, StaticCredentialProvider, TrustedContext,
+    StaticApprovalAuthority, TrustedContext,
 };
 use aip_connector::ids::{ApprovalId, PrincipalId};
 use aip_connector::model::{
@@ -1143,15 +1143,18 @@ fn try_build_host_for(
     limits: aip_connector::host::HostLimits,
     (tenant, account): (&str, &ExternalAccountRef),
 ) -> Result<Host, HostBuildError> {
-    let issuer = crate::test_host::first_accepted_issuer([definition])
-        .unwrap_or_else(|| crate::TEST_ISSUER.to_owned());
-    let credential = CredentialHandle {
-        id: "cred-conformance".to_owned(),
-        issuer,
-        scopes: vec!["*".to_owned()],
-        expires_at_ms: None,
-        tenant_id: Some(tenant.to_owned()),
-        secret: Secret::new(CANARY_SECRET),
+    // Each capability is served a credential of an issuer it accepts, as a deployment holding
+    // one per identity provider serves it.
+    let credentials = crate::test_host::IssuedPerCapability {
+        credential: CredentialHandle {
+            id: "cred-conformance".to_owned(),
+            issuer: crate::TEST_ISSUER.to_owned(),
+            scopes: vec!["*".to_owned()],
+            expires_at_ms: None,
+            tenant_id: Some(tenant.to_owned()),
+            secret: Secret::new(CANARY_SECRET),
+        },
+        issuer: None,
     };
     let mut authority = StaticApprovalAuthority::new();
     for approver in approvers(definition) {
@@ -1166,7 +1169,7 @@ fn try_build_host_for(
                 system: None,
             }),
             external_account: Some(account.clone()),
-            credentials: Some(Arc::new(StaticCredentialProvider(credential))),
+            credentials: Some(Arc::new(credentials)),
         })
         .approval_authority(authority)
         .limits(limits)

@@ -20,8 +20,10 @@
 //!   action still runs, the retryable `idempotency.in_progress`); the provider sees as many
 //!   effects as one approved run makes.
 //!
-//! The approved request's ordinary resume must complete: one whose handler ran but failed leaves
-//! `resume_once` unexercised (no approved call was seen to carry through), and failed.
+//! The approved request's ordinary resume must complete: when the first candidate's handler ran
+//! but failed, the other capabilities that require approval are tried in order, and the first
+//! whose approved call completes is resumed twice at once instead. When none completes,
+//! `resume_once` is unexercised (no approved call was seen to carry through), and failed.
 //!
 //! A connector cannot make the host resume twice — the resume is claimed in the store before the
 //! handler is dispatched — so `resume_once` is the host's promise, checked end to end; the
@@ -285,21 +287,63 @@ async fn scenario(h: &Harness) -> Evidence {
         });
     } else if resumed.status != ActionResultStatus::Completed {
         // Resumed once, but to a failure: nothing showed an approved call carried through, and
-        // the concurrent resumes below count the effects of a call that did not complete (an
-        // author trial's write failed every call and passed).
-        evidence.unexercised(
-            "resume_once",
-            &id,
-            format!(
-                "no approved call of `{id}` completed: resumed once approved, it answered {}",
-                super::outcome(&resumed)
-            ),
+        // the concurrent resumes below would count the effects of a call that did not complete
+        // (an author trial's write failed every call and passed). Another gated capability
+        // that completes once approved is the subject instead; without one, it is unexercised.
+        let why = format!(
+            "no approved call of `{id}` completed: resumed once approved, it answered {}",
+            super::outcome(&resumed)
         );
+        match approved_run_that_completes(h, &candidates[1..], &mut evidence).await {
+            Some((other, input, effects)) => {
+                evidence.note(format!(
+                    "{why}; `resume_once` was checked on `{}` instead",
+                    other.id()
+                ));
+                resume_twice(h, other, input, effects, &mut evidence).await;
+            }
+            None => evidence.unexercised("resume_once", &id, why),
+        }
+        return evidence;
     }
 
     // resume_once: request B, approved, resumed twice at once.
     resume_twice(h, capability, input, one_run_effects, &mut evidence).await;
     evidence
+}
+
+/// The first of `candidates` whose call, approved by every approver and resumed once, ran its
+/// handler once and completed: that capability, its example, and the provider effects of that
+/// one run.
+async fn approved_run_that_completes<'c>(
+    h: &Harness,
+    candidates: &[(&'c CapabilityDefinition, Value)],
+    evidence: &mut Evidence,
+) -> Option<(&'c CapabilityDefinition, Value, usize)> {
+    let host = h.host();
+    for (n, (capability, input)) in candidates.iter().enumerate() {
+        let key = format!("conformance-approval-a-{}", n + 1);
+        let (gated_action, gate) =
+            until_gate(h, host, h.action(capability, input.clone(), &key)).await;
+        let Some(approval) =
+            approval_id_of(&gate).filter(|_| gate.status == ActionResultStatus::PendingApproval)
+        else {
+            continue;
+        };
+        h.approve_all(host, &approval).await;
+        let id = capability.id().to_string();
+        let effects_before = h.provider().effect_total();
+        let calls_before = h.probe().calls(&id);
+        let resumed = h.resume(host, &approval, &gated_action).await;
+        if resumed.status == ActionResultStatus::Completed
+            && h.probe().calls(&id) - calls_before == 1
+        {
+            evidence.artifact(format!("action:{}", resumed.action_id));
+            let effects = h.provider().effect_total() - effects_before;
+            return Some((capability, input.clone(), effects));
+        }
+    }
+    None
 }
 
 async fn resume_twice(
