@@ -293,6 +293,31 @@ impl TestHost {
         self.host.resume_approved(approval_id, &caller).await
     }
 
+    /// [`resume`](Self::resume) of an approval whose gated `action` this `TestHost` did not
+    /// send: a restarted host (a second `TestHost` over the first one's
+    /// [`store`](TestHostBuilder::store)) never saw it. `action` is the one first sent, same id
+    /// and input. When the record kept it (`input_retained`), the host runs the kept action
+    /// and `action` is not used; when it kept none (a redacted capability), `action` is
+    /// re-submitted with the record's approving decision attached, as a restarted deployment's
+    /// client re-submits it. The host checks it is the action that was approved: another id,
+    /// input or capability is refused and runs nothing.
+    pub async fn resume_sent(
+        &self,
+        approval_id: &ApprovalId,
+        principal: &str,
+        action: Action,
+    ) -> ActionResult {
+        if action.mode == Some(ActionMode::Streaming) {
+            self.streamed
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .insert(action.id.clone(), action);
+        } else {
+            self.gated_actions().insert(approval_id.clone(), action);
+        }
+        self.resume(approval_id, principal).await
+    }
+
     /// [`resume`](Self::resume), streamed: the chunks of `Host::resume_approved_stream`, for an
     /// approved action that was sent for streaming (`Host::resume_approved` cannot run it: its
     /// handler needs the stream, and the host answers `execution.mode_unsupported` without

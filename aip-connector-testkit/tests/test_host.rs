@@ -9,7 +9,7 @@ use aip_connector::host::{ApproverMemberships, ExternalAccountRef, HostBuildErro
 use aip_connector::ids::ApprovalId;
 use aip_connector::model::{Action, ActionResultStatus, ApprovalDecisionKind, StreamChunkKind};
 use aip_connector::prelude::*;
-use aip_connector::store::ApprovalStatus;
+use aip_connector::store::{ApprovalStatus, MemoryStore, SharedStore};
 use aip_connector_testkit::{TEST_CREDENTIAL_SECRET, TEST_TENANT, TestHost};
 use serde_json::json;
 
@@ -249,7 +249,7 @@ async fn an_approval_is_granted_by_a_named_approver_and_resumed_once() {
 /// host over the same file) is granted and resumed after it, once.
 #[tokio::test]
 async fn a_test_host_over_sqlite_keeps_its_records_across_a_restart() {
-    use aip_connector::store::{SharedStore, SqliteStore};
+    use aip_connector::store::SqliteStore;
 
     let path = std::env::temp_dir().join(format!(
         "aip-testkit-test-host-{}-{}.db",
@@ -455,6 +455,52 @@ async fn a_redacted_action_is_resumed_by_resubmitting_it() {
         again.is_idempotent_replay() || again.status != ActionResultStatus::Completed,
         "{again:?}"
     );
+    assert_eq!(privacy.erasures.load(Ordering::SeqCst), 1);
+}
+
+/// A restarted `TestHost` never saw the redacted action it is to resume: `resume` answers
+/// `policy.approval_resubmission_required`, and `resume_sent` re-submits the action the test
+/// first sent. Another input is refused; the approved one runs once.
+#[tokio::test]
+async fn a_restarted_test_host_resumes_a_redacted_action_it_is_given() {
+    let privacy = Privacy::default();
+    let store: SharedStore = Arc::new(MemoryStore::default());
+    let host = || {
+        TestHost::builder(privacy.clone())
+            .approver("user:dpo", ApproverMemberships::new().with_role("dpo"))
+            .store(store.clone())
+            .build()
+            .unwrap()
+    };
+    let sent = Action::new("cap:privacy:erase", json!({ "email": "ada@example.com" }))
+        .with_idempotency_key("e1");
+    let id = host()
+        .invoke("user:ada", sent.clone())
+        .await
+        .approval_id()
+        .expect("the gate names its approval");
+
+    let after = host();
+    after.approve(&id, "user:dpo").await.unwrap();
+    let unknown = after.resume(&id, "user:ada").await;
+    assert_eq!(
+        unknown.error.as_ref().map(|e| e.code.as_str()),
+        Some(codes::POLICY_APPROVAL_RESUBMISSION_REQUIRED),
+        "{unknown:?}"
+    );
+    let mut forged = sent.clone();
+    forged.input = json!({ "email": "grace@example.com" });
+    let refused = after.resume_sent(&id, "user:ada", forged).await;
+    // The decision was given for the other input's hash.
+    assert_eq!(
+        refused.error.as_ref().map(|e| e.code.as_str()),
+        Some(codes::POLICY_APPROVAL_UNVERIFIED),
+        "{refused:?}"
+    );
+    assert_eq!(privacy.erasures.load(Ordering::SeqCst), 0);
+
+    let erased = after.resume_sent(&id, "user:ada", sent).await;
+    assert_eq!(erased.status, ActionResultStatus::Completed, "{erased:?}");
     assert_eq!(privacy.erasures.load(Ordering::SeqCst), 1);
 }
 
