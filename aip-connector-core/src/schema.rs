@@ -247,8 +247,15 @@ mod compiler {
         pub instance_path: String,
         /// JSON Pointer of the failing keyword inside the schema.
         pub schema_path: String,
-        /// The validator's description of the failure.
+        /// The validator's description of the failure; it may quote the failing value.
         pub message: String,
+        /// The failure told from the schema's side only, quoting no part of the instance: the
+        /// property a `required` names, the expected type, the limit, the pattern or format
+        /// (`"title" is a required property`, `value is shorter than 3 characters`). Unexpected
+        /// properties are counted, not named, since a map's keys can be data. This is what a
+        /// capability that requires redaction may report in place of `message`.
+        #[serde(default)]
+        pub value_free_message: String,
     }
 
     /// The message and where in the instance it applies, the root named in words:
@@ -297,6 +304,7 @@ mod compiler {
                     instance_path: error.instance_path().as_str().to_owned(),
                     schema_path: error.schema_path().as_str().to_owned(),
                     message: choices_message(&error).unwrap_or_else(|| error.to_string()),
+                    value_free_message: value_free_message(&error, "value"),
                 })
                 .collect();
             if violations.is_empty() {
@@ -323,27 +331,176 @@ mod compiler {
     /// listed in the 'anyOf' keyword`), of a schema a client may never have seen (the MCP
     /// projection inlines and collapses unions), so a caller could not correct its value.
     fn choices_message(error: &jsonschema::ValidationError<'_>) -> Option<String> {
+        let alternatives = union_choices(error)?;
+        Some(format!("{} is not one of {alternatives}", error.instance()))
+    }
+
+    /// The values a failed union of values allows, listed (`"open", "closed" or null`).
+    fn union_choices(error: &jsonschema::ValidationError<'_>) -> Option<String> {
         let mut choices = Vec::new();
         collect_choices(error.kind(), error.instance_path().as_str(), &mut choices)?;
+        listed_choices(&choices)
+    }
+
+    /// `choices` without repeats, at most [`MAX_LISTED_CHOICES`] of them named; `None` when
+    /// there are none.
+    fn listed_choices(choices: &[Value]) -> Option<String> {
         let mut distinct = std::collections::HashSet::new();
         let mut listed: Vec<String> = Vec::new();
-        for choice in &choices {
+        for choice in choices {
             let text = choice.to_string();
             if distinct.insert(text.clone()) {
                 listed.push(text);
             }
         }
+        if listed.is_empty() {
+            return None;
+        }
         let more = listed.len().saturating_sub(MAX_LISTED_CHOICES);
         listed.truncate(MAX_LISTED_CHOICES);
-        let mut alternatives = match listed.as_slice() {
-            [] => return None,
+        Some(if more > 0 {
+            format!("{}, or one of {more} more", listed.join(", "))
+        } else {
+            or_list(&listed)
+        })
+    }
+
+    /// `a`, `a or b`, `a, b or c`.
+    fn or_list(items: &[String]) -> String {
+        match items {
+            [] => String::new(),
             [only] => only.clone(),
             [init @ .., last] => format!("{} or {last}", init.join(", ")),
-        };
-        if more > 0 {
-            alternatives = format!("{}, or one of {more} more", listed.join(", "));
         }
-        Some(format!("{} is not one of {alternatives}", error.instance()))
+    }
+
+    /// `error` described with only what the schema holds (see
+    /// [`SchemaViolation::value_free_message`]); `subject` names the failing value (`value`,
+    /// or `a property name` below `propertyNames`). Nothing here may read `error.instance()`
+    /// or a list of unexpected names.
+    pub(super) fn value_free_message(
+        error: &jsonschema::ValidationError<'_>,
+        subject: &str,
+    ) -> String {
+        use ValidationErrorKind as Kind;
+        use jsonschema::error::TypeKind;
+        fn plural(count: impl Into<u64>, one: &str, many: &str) -> String {
+            let count = count.into();
+            format!("{count} {}", if count == 1 { one } else { many })
+        }
+        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        // The failing keyword as the schema spells it.
+        let keyword = error
+            .schema_path()
+            .as_str()
+            .rsplit('/')
+            .next()
+            .filter(|segment| !segment.is_empty())
+            .map(|segment| segment.replace("~1", "/").replace("~0", "~"))
+            .unwrap_or_else(|| error.kind().keyword().to_owned());
+        match error.kind() {
+            Kind::Required { property } => format!("{property} is a required property"),
+            Kind::Type {
+                kind: TypeKind::Single(expected),
+            } => format!(r#"{subject} is not of type "{expected}""#),
+            Kind::Type {
+                kind: TypeKind::Multiple(expected),
+            } => {
+                let types: Vec<String> = expected.iter().map(|t| format!(r#""{t}""#)).collect();
+                format!("{subject} is not of type {}", or_list(&types))
+            }
+            Kind::Minimum { limit } => format!("{subject} is less than the minimum of {limit}"),
+            Kind::Maximum { limit } => {
+                format!("{subject} is greater than the maximum of {limit}")
+            }
+            Kind::ExclusiveMinimum { limit } => {
+                format!("{subject} is less than or equal to the exclusive minimum of {limit}")
+            }
+            Kind::ExclusiveMaximum { limit } => {
+                format!("{subject} is greater than or equal to the exclusive maximum of {limit}")
+            }
+            Kind::MultipleOf { multiple_of } => {
+                format!("{subject} is not a multiple of {multiple_of}")
+            }
+            Kind::MinLength { limit } => format!(
+                "{subject} is shorter than {}",
+                plural(*limit, "character", "characters")
+            ),
+            Kind::MaxLength { limit } => format!(
+                "{subject} is longer than {}",
+                plural(*limit, "character", "characters")
+            ),
+            Kind::MinItems { limit } => {
+                format!("array has fewer than {}", plural(*limit, "item", "items"))
+            }
+            Kind::MaxItems { limit } => {
+                format!("array has more than {}", plural(*limit, "item", "items"))
+            }
+            Kind::MinProperties { limit } => format!(
+                "object has fewer than {}",
+                plural(*limit, "property", "properties")
+            ),
+            Kind::MaxProperties { limit } => format!(
+                "object has more than {}",
+                plural(*limit, "property", "properties")
+            ),
+            Kind::Pattern { pattern } => format!(r#"{subject} does not match "{pattern}""#),
+            Kind::BacktrackLimitExceeded { .. } | Kind::RegexEngineFailure { .. } => {
+                format!(r#"{subject} could not be matched against the "pattern" keyword"#)
+            }
+            Kind::Format { format } => format!(r#"{subject} is not a valid "{format}""#),
+            Kind::Enum { options } => match options.as_array().and_then(|o| listed_choices(o)) {
+                Some(alternatives) => format!("{subject} is not one of {alternatives}"),
+                None => format!("{subject} is not one of the allowed values"),
+            },
+            Kind::Constant { expected_value } => format!("{subject} is not {expected_value}"),
+            Kind::AnyOf { .. } | Kind::OneOfNotValid { .. } => match union_choices(error) {
+                Some(alternatives) => format!("{subject} is not one of {alternatives}"),
+                None => format!(
+                    r#"{subject} is not valid under any of the schemas listed in "{keyword}""#
+                ),
+            },
+            Kind::OneOfMultipleValid { .. } => format!(
+                r#"{subject} is valid under more than one of the schemas listed in "oneOf""#
+            ),
+            Kind::Not { .. } => format!(r#"{subject} matches the schema in "not""#),
+            Kind::FalseSchema if keyword == "propertyNames" => {
+                r#"object has properties, and "propertyNames" is false"#.to_owned()
+            }
+            Kind::FalseSchema => format!("{subject} is not allowed here (the schema is false)"),
+            Kind::Contains => r#"no item of the array matches the "contains" schema"#.to_owned(),
+            Kind::UniqueItems => "array has non-unique items".to_owned(),
+            Kind::AdditionalItems { limit } => format!(
+                "array has more items than the {} the schema allows",
+                plural(count(*limit), "item", "items")
+            ),
+            Kind::UnevaluatedItems { unexpected } => format!(
+                "array has {} the schema does not allow",
+                plural(count(unexpected.len()), "item", "items")
+            ),
+            Kind::AdditionalProperties { unexpected }
+            | Kind::UnevaluatedProperties { unexpected } => format!(
+                "object has {} the schema does not allow",
+                plural(count(unexpected.len()), "property", "properties")
+            ),
+            Kind::PropertyNames { error: name_error } => {
+                value_free_message(name_error, "a property name")
+            }
+            Kind::ContentEncoding { content_encoding } => {
+                format!(r#"{subject} is not compliant with "{content_encoding}" content encoding"#)
+            }
+            Kind::ContentMediaType { content_media_type } => {
+                format!(r#"{subject} is not compliant with "{content_media_type}" media type"#)
+            }
+            Kind::FromUtf8 { .. } => format!("{subject} does not decode to UTF-8 text"),
+            // Custom keywords and reference failures: their own messages are not ours to vet.
+            Kind::Custom { .. } | Kind::Referencing(_) if keyword.is_empty() => {
+                format!("{subject} fails its schema")
+            }
+            Kind::Custom { .. } | Kind::Referencing(_) => {
+                format!(r#"{subject} fails the "{keyword}" keyword"#)
+            }
+        }
     }
 
     /// Adds the values a failed union at `at` (the instance path) allows to `choices`; `None`
@@ -883,6 +1040,238 @@ mod tests {
             let many = message(json!({ "many": 99 }));
             assert!(many.ends_with("19, or one of 5 more"), "{many}");
             assert!(many.starts_with("99 is not one of 0, 1, 2,"), "{many}");
+        }
+
+        const CANARY: &str = "canary-9c1e";
+        /// The numeric canary: no limit below has these digits.
+        const NUMBER: i64 = 98765;
+
+        /// The value-free message of the first violation of `instance`, checked to quote no
+        /// part of the canaries that `instance` holds.
+        fn value_free(schema: Value, instance: Value) -> String {
+            let compiled = compile(&schema).expect("valid schema");
+            let violation = compiled
+                .validate(&instance, 16)
+                .expect_err("invalid")
+                .remove(0);
+            let message = violation.value_free_message;
+            assert!(!message.is_empty(), "{schema} / {instance}");
+            assert!(!message.contains(CANARY), "{message}");
+            assert!(!message.contains("9c1e"), "{message}");
+            assert!(!message.contains(&NUMBER.to_string()), "{message}");
+            message
+        }
+
+        #[test]
+        fn a_missing_property_is_named_without_the_instance() {
+            let schema = json!({ "type": "object", "required": ["title"] });
+            let message = value_free(schema, json!({ "note": CANARY }));
+            assert_eq!(message, r#""title" is a required property"#);
+        }
+
+        #[test]
+        fn a_wrong_type_is_told_the_schemas_types() {
+            let schema = json!({ "properties": { "n": { "type": "integer" } } });
+            let message = value_free(schema, json!({ "n": CANARY }));
+            assert_eq!(message, r#"value is not of type "integer""#);
+            let schema = json!({ "type": ["integer", "null"] });
+            let message = value_free(schema, json!(CANARY));
+            // The validator keeps a set of types, in its own order.
+            assert!(
+                [
+                    r#"value is not of type "integer" or "null""#,
+                    r#"value is not of type "null" or "integer""#
+                ]
+                .contains(&message.as_str()),
+                "{message}"
+            );
+        }
+
+        #[test]
+        fn a_limit_is_told_from_the_schema() {
+            let text = json!(CANARY);
+            for (schema, instance, expected) in [
+                (
+                    json!({ "minLength": 30 }),
+                    text.clone(),
+                    "value is shorter than 30 characters",
+                ),
+                (
+                    json!({ "maxLength": 1 }),
+                    text.clone(),
+                    "value is longer than 1 character",
+                ),
+                (
+                    json!({ "minimum": 10 }),
+                    json!(-NUMBER),
+                    "value is less than the minimum of 10",
+                ),
+                (
+                    json!({ "maximum": 10 }),
+                    json!(NUMBER),
+                    "value is greater than the maximum of 10",
+                ),
+                (
+                    json!({ "exclusiveMinimum": 0 }),
+                    json!(-NUMBER),
+                    "value is less than or equal to the exclusive minimum of 0",
+                ),
+                (
+                    json!({ "exclusiveMaximum": 5 }),
+                    json!(NUMBER),
+                    "value is greater than or equal to the exclusive maximum of 5",
+                ),
+                (
+                    json!({ "multipleOf": 4 }),
+                    json!(NUMBER),
+                    "value is not a multiple of 4",
+                ),
+                (
+                    json!({ "minItems": 3 }),
+                    json!([CANARY]),
+                    "array has fewer than 3 items",
+                ),
+                (
+                    json!({ "maxItems": 1 }),
+                    json!([CANARY, CANARY]),
+                    "array has more than 1 item",
+                ),
+                (
+                    json!({ "minProperties": 2 }),
+                    json!({ "a": CANARY }),
+                    "object has fewer than 2 properties",
+                ),
+                (
+                    json!({ "maxProperties": 1 }),
+                    json!({ "a": CANARY, "b": CANARY }),
+                    "object has more than 1 property",
+                ),
+            ] {
+                assert_eq!(value_free(schema, instance), expected);
+            }
+        }
+
+        #[test]
+        fn a_pattern_or_format_is_told_from_the_schema() {
+            let message = value_free(json!({ "pattern": "^[a-z]+$" }), json!(CANARY));
+            assert_eq!(message, r#"value does not match "^[a-z]+$""#);
+            // `compile_draft202012` leaves formats as annotations; asserted, they fail so.
+            let validator = jsonschema::draft202012::options()
+                .should_validate_formats(true)
+                .build(&json!({ "format": "email" }))
+                .expect("valid schema");
+            let instance = json!(CANARY);
+            let error = validator
+                .iter_errors(&instance)
+                .next()
+                .expect("not an email");
+            let message = compiler::value_free_message(&error, "value");
+            assert_eq!(message, r#"value is not a valid "email""#);
+        }
+
+        #[test]
+        fn values_outside_an_enum_or_const_are_told_the_schemas_values() {
+            let message = value_free(json!({ "enum": ["a", 1] }), json!(CANARY));
+            assert_eq!(message, r#"value is not one of "a" or 1"#);
+            let message = value_free(json!({ "const": "open" }), json!(CANARY));
+            assert_eq!(message, r#"value is not "open""#);
+            let union = json!({ "anyOf": [{ "const": "open" }, { "type": "null" }] });
+            let message = value_free(union, json!(CANARY));
+            assert_eq!(message, r#"value is not one of "open" or null"#);
+        }
+
+        /// A map's keys can be data: unexpected properties are counted, not named.
+        #[test]
+        fn unexpected_properties_are_counted_not_named() {
+            let instance = json!({ "ok": 1, CANARY: 1, "canary-9c1e-2": 2 });
+            let schema = json!({ "properties": { "ok": {} }, "additionalProperties": false });
+            assert_eq!(
+                value_free(schema, instance.clone()),
+                "object has 2 properties the schema does not allow"
+            );
+            let schema = json!({ "properties": { "ok": {} }, "unevaluatedProperties": false });
+            assert_eq!(
+                value_free(schema, instance.clone()),
+                "object has 2 properties the schema does not allow"
+            );
+            let schema = json!({ "propertyNames": { "maxLength": 3 } });
+            assert_eq!(
+                value_free(schema, instance.clone()),
+                "a property name is longer than 3 characters"
+            );
+            let schema = json!({ "propertyNames": false });
+            assert_eq!(
+                value_free(schema, instance),
+                r#"object has properties, and "propertyNames" is false"#
+            );
+        }
+
+        #[test]
+        fn other_keywords_are_named_without_the_instance() {
+            for (schema, instance, expected) in [
+                (
+                    json!({ "not": { "type": "string" } }),
+                    json!(CANARY),
+                    r#"value matches the schema in "not""#,
+                ),
+                (
+                    json!({ "properties": { "x": false } }),
+                    json!({ "x": CANARY }),
+                    "value is not allowed here (the schema is false)",
+                ),
+                (
+                    json!({ "uniqueItems": true }),
+                    json!([CANARY, CANARY]),
+                    "array has non-unique items",
+                ),
+                (
+                    json!({ "contains": { "type": "integer" } }),
+                    json!([CANARY]),
+                    r#"no item of the array matches the "contains" schema"#,
+                ),
+                (
+                    json!({ "prefixItems": [{}], "items": false }),
+                    json!([1, CANARY]),
+                    "value is not allowed here (the schema is false)",
+                ),
+                (
+                    json!({ "prefixItems": [{}], "unevaluatedItems": false }),
+                    json!([1, CANARY]),
+                    "array has 1 item the schema does not allow",
+                ),
+                (
+                    json!({ "oneOf": [{ "type": "string" }, { "minLength": 1 }] }),
+                    json!(CANARY),
+                    r#"value is valid under more than one of the schemas listed in "oneOf""#,
+                ),
+                (
+                    json!({ "anyOf": [{ "type": "integer" }, { "minLength": 30 }] }),
+                    json!(CANARY),
+                    r#"value is not valid under any of the schemas listed in "anyOf""#,
+                ),
+            ] {
+                assert_eq!(value_free(schema, instance), expected);
+            }
+        }
+
+        /// A custom keyword's own message may quote the value: it is not repeated.
+        #[test]
+        fn a_custom_failure_does_not_repeat_its_own_message() {
+            let error = jsonschema::ValidationError::custom(format!("{CANARY} is odd"));
+            assert_eq!(
+                compiler::value_free_message(&error, "value"),
+                "value fails its schema"
+            );
+        }
+
+        /// Violations stored before the value-free message existed still read back.
+        #[test]
+        fn a_violation_without_a_value_free_message_deserializes() {
+            let violation: SchemaViolation = serde_json::from_value(json!({
+                "instance_path": "/a", "schema_path": "/type", "message": "x"
+            }))
+            .expect("older form");
+            assert_eq!(violation.value_free_message, "");
         }
 
         #[test]

@@ -238,10 +238,40 @@ async fn no_input_value_or_secret_reaches_errors_records_or_logs() {
         !error_text.contains(PII) && !error_text.contains("forty"),
         "{error_text}"
     );
+    let details = error.details.unwrap();
     assert!(
-        error.details.unwrap()["input_hash"]
+        details["input_hash"]
             .as_str()
             .is_some_and(|h| h.len() == 64)
+    );
+    // Each violation still says what is wrong, from the schema's side.
+    assert_eq!(
+        details["violations"][0]["message"], r#"value is not of type "integer""#,
+        "{details}"
+    );
+
+    // A missing field is named (property names come from the schema), the values sent are not.
+    let missing = host
+        .invoke(
+            Action::new("cap:clinic:open_chart", json!({ "age": PII }))
+                .with_idempotency_key("k-missing"),
+            &caller(),
+        )
+        .await;
+    let error = missing.error.clone().unwrap();
+    assert_eq!(error.code, codes::ACTION_INPUT_SCHEMA_INVALID);
+    let error_text = serde_json::to_string(&error).unwrap();
+    assert!(!error_text.contains(PII), "{error_text}");
+    let violations = error.details.unwrap()["violations"].clone();
+    assert!(
+        violations
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["instance_path"] == ""
+                && v["schema_path"] == "/required"
+                && v["message"] == r#""name" is a required property"#),
+        "{violations}"
     );
 
     // An input the schema accepts but the input type does not (schemars publishes `u32` as an

@@ -2187,9 +2187,11 @@ fn trusted_identity(
 }
 
 /// A schema failure. With redaction (`redacted_by` is the schema the value was checked
-/// against), violation messages (which quote values) are dropped, instance paths keep only the
-/// property names the schema declares (a map's keys are data, and an index can be one too: a
-/// numeric key looks the same), and the input hash is reported instead.
+/// against), each violation's message is its value-free form (the validator's own quotes the
+/// value; the value-free one names only what the schema holds: the missing property, the
+/// expected type, the limit), instance paths keep only the property names the schema declares
+/// (a map's keys are data, and an index can be one too: a numeric key looks the same), and the
+/// input hash is reported too.
 fn schema_error(
     code: &str,
     message: &str,
@@ -2206,6 +2208,7 @@ fn schema_error(
                 json!({
                     "instance_path": masked_pointer(&v.instance_path, &declared),
                     "schema_path": v.schema_path,
+                    "message": v.value_free_message,
                 })
             } else {
                 json!({ "instance_path": v.instance_path, "schema_path": v.schema_path, "message": v.message })
@@ -3256,6 +3259,62 @@ mod tests {
         );
         assert_eq!(masked_pointer("/a~1b", &declared), "/a~1b");
         assert_eq!(masked_pointer("", &declared), "");
+    }
+
+    /// A redacted schema failure says which property is missing and what a value should have
+    /// been, from the schema alone: no input value reaches it.
+    #[test]
+    fn a_redacted_schema_failure_names_the_schemas_side_only() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "title": { "type": "string" },
+                "age": { "type": "integer" },
+                "tags": { "type": "object", "additionalProperties": { "maxLength": 4 } }
+            },
+            "required": ["title"]
+        });
+        let compiled = aip_connector_core::schema::compile_draft202012(
+            &schema,
+            &aip_connector_core::schema::SchemaLimits::default(),
+        )
+        .expect("valid schema");
+        let input = json!({ "age": "canary-9c1e", "tags": { "canary-key": "canary-9c1e" } });
+        let action = Action::new("cap:x:y", input.clone());
+        let violations = compiled.validate(&input, 16).expect_err("invalid");
+        let error = schema_error(
+            codes::ACTION_INPUT_SCHEMA_INVALID,
+            "action input does not match the capability's input schema",
+            &action,
+            violations,
+            Some(&schema),
+        );
+        let text = serde_json::to_string(&error).unwrap();
+        assert!(!text.contains("canary"), "{text}");
+        let details = error.details.expect("details");
+        let messages: Vec<(&str, &str)> = details["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                (
+                    v["instance_path"].as_str().unwrap(),
+                    v["message"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert!(
+            messages.contains(&("", r#""title" is a required property"#)),
+            "{messages:?}"
+        );
+        assert!(
+            messages.contains(&("/age", r#"value is not of type "integer""#)),
+            "{messages:?}"
+        );
+        assert!(
+            messages.contains(&("/tags/*", "value is longer than 4 characters")),
+            "{messages:?}"
+        );
     }
 
     #[test]
