@@ -507,6 +507,15 @@ impl<'a> AnswerRequest<'a> {
         self.query
     }
 
+    /// The first value of the query parameter `name`, decoded as a form does (`%20` and `+`
+    /// are spaces): `page` of `/articles?q=rust%20news&page=2` is `Some("2")`. `None` when the
+    /// query has no such parameter.
+    pub fn query_param(&self, name: &str) -> Option<String> {
+        form_urlencoded::parse(self.query?.as_bytes())
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.into_owned())
+    }
+
     /// The request's JSON body (`null` when absent or not JSON).
     pub fn body(&self) -> &'a Value {
         self.body

@@ -65,12 +65,13 @@ macro_rules! assert_completed {
     };
 }
 
-/// Asserts that a result is `failed` with the error code `code` and evaluates to its
-/// [`ProtocolError`] (a reference into the result).
+/// Asserts that a result is `failed` with the error code `code` and evaluates to a copy of its
+/// [`ProtocolError`], so the result may be a temporary (`test.invoke(..).await`) and stays
+/// usable when it is not.
 ///
 /// ```rust,ignore
 /// let error = assert_failed!(result, codes::CREDENTIAL_SCOPE_MISSING);
-/// let error = assert_failed!(result, "ledger.insufficient_funds", "an overdraft is refused");
+/// let error = assert_failed!(test.invoke("user:ada", action).await, "ledger.insufficient_funds", "an overdraft is refused");
 /// ```
 #[macro_export]
 macro_rules! assert_failed {
@@ -125,16 +126,12 @@ pub fn completed<T: DeserializeOwned>(result: &ActionResult, message: Option<Str
     }
 }
 
-/// What [`assert_failed!`] runs: the error of a result that failed with `code`, or a panic that
+/// What [`assert_failed!`] runs: a copy of the error of a result that failed with `code`, or a panic that
 /// describes the result.
 #[track_caller]
-pub fn failed<'r>(
-    result: &'r ActionResult,
-    code: &str,
-    message: Option<String>,
-) -> &'r ProtocolError {
+pub fn failed(result: &ActionResult, code: &str, message: Option<String>) -> ProtocolError {
     match (&result.status, result.error.as_deref()) {
-        (ActionResultStatus::Failed, Some(error)) if error.code == code => error,
+        (ActionResultStatus::Failed, Some(error)) if error.code == code => error.clone(),
         _ => fail(message, &format!("`failed` with `{code}`"), result, None),
     }
 }
@@ -271,5 +268,10 @@ mod tests {
             ),
             "{text}"
         );
+        // A temporary result (`test.invoke(..).await` in a test): the error outlives it. (It
+        // was a reference into the result, and this was E0716, found by an author trial.)
+        let error = crate::assert_failed!(refused(), "credential.scope_missing");
+        drop(result);
+        assert_eq!(error.code, "credential.scope_missing");
     }
 }

@@ -147,7 +147,11 @@ async fn answers_take_the_shape_of_the_real_api() {
     });
     handle.answer("/tickets/*", |request| {
         let id = request.path().trim_start_matches("/tickets/");
-        json!({ "found": request.effects().iter().any(|e| e.operation_id == id), "query": request.query() })
+        json!({
+            "found": request.effects().iter().any(|e| e.operation_id == id),
+            "query": request.query(),
+            "who": request.query_param("who"),
+        })
     });
     handle.answer("*", |_| json!({ "everything": "else" }));
 
@@ -184,12 +188,16 @@ async fn answers_take_the_shape_of_the_real_api() {
         json!({"tickets": [created]})
     );
     assert_eq!(
-        get_json(&double, "/tickets/op_1?full=1").await,
-        json!({"found": true, "query": "full=1"})
+        get_json(
+            &double,
+            "/tickets/op_1?full=1&who=ada+l%C3%B8velace&who=grace"
+        )
+        .await,
+        json!({"found": true, "query": "full=1&who=ada+l%C3%B8velace&who=grace", "who": "ada løvelace"})
     );
     assert_eq!(
         get_json(&double, "/tickets/op_9").await,
-        json!({"found": false, "query": null})
+        json!({"found": false, "query": null, "who": null})
     );
     assert_eq!(
         get_json(&double, "/elsewhere").await,

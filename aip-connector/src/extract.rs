@@ -192,9 +192,20 @@ impl Extractor for IdempotencyKey {
     }
 }
 
-/// Fires when the action is cancelled (or its deadline passes). Await
-/// [`cancelled`](Self::cancelled) alongside provider calls, or check
-/// [`is_cancelled`](Self::is_cancelled) between steps.
+/// Fires when the action is cancelled (or its deadline passes), and when it ends.
+///
+/// Under a host, a cancel or the deadline also drops the handler's future (docs/host-runtime.md
+/// §7.2): code after the point where the handler waited does not run, whatever it checks. The
+/// token serves what outlives that future: work the handler spawned (give it
+/// [`token`](Self::token)`.clone()`), a library that takes a token, or a drop guard that tells a
+/// cancelled call ([`is_cancelled`](Self::is_cancelled) is true) from a finished one. A handler
+/// driven without a host (a test calling `Connector::invoke`) is not dropped, and can await
+/// [`cancelled`](Self::cancelled) alongside its provider calls or check `is_cancelled` between
+/// steps.
+///
+/// Taking it declares `execution.supports_cancel`: that the connector makes a cancellation
+/// reach its provider. For work the provider already accepted, that is a `cancel = ...`
+/// companion, which the host calls after it stopped the handler.
 #[derive(Clone, Debug)]
 pub struct Cancellation(CancellationToken);
 

@@ -169,6 +169,102 @@ mod getting_started {
     }
 }
 
+mod getting_started_streaming {
+    // docs:getting-started.md#streaming
+    use aip_connector::prelude::*;
+
+    /// What to search for.
+    #[derive(Deserialize, JsonSchema)]
+    struct Search {
+        /// Words the titles must contain.
+        query: String,
+    }
+
+    /// One match: the item of every `data` chunk.
+    #[derive(Serialize, Deserialize, JsonSchema)]
+    struct Article {
+        /// The article's title.
+        title: String,
+    }
+
+    /// The result that ends the stream: the manifest's `output_schema`.
+    #[derive(Serialize, Deserialize, JsonSchema)]
+    struct SearchSummary {
+        /// How many articles were sent.
+        sent: usize,
+    }
+
+    struct Feeds {
+        titles: Vec<String>,
+    }
+
+    #[connector(id = "feeds")]
+    impl Feeds {
+        /// Streams the articles whose title contains the query: a `progress` chunk per page of
+        /// ten titles (`{"page": n}`), a `data` chunk per match (`{"title": "..."}`), then the
+        /// number sent.
+        #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+        async fn search(
+            &self,
+            input: Search,
+            sink: StreamSink<Article>,
+        ) -> Result<SearchSummary, ConnectorFailure> {
+            let mut sent = 0;
+            for (page, titles) in self.titles.chunks(10).enumerate() {
+                // `?`: a send fails once nobody reads the stream any more (`stream.closed`).
+                sink.progress(serde_json::json!({ "page": page })).await?;
+                for title in titles.iter().filter(|t| t.contains(&input.query)) {
+                    sink.send(Article {
+                        title: title.clone(),
+                    })
+                    .await?;
+                    sent += 1;
+                }
+            }
+            Ok(SearchSummary { sent })
+        }
+    }
+    // docs:end
+
+    // docs:getting-started.md#streaming-test
+    #[tokio::test]
+    async fn search_streams_its_articles_then_the_summary() {
+        use aip_connector::model::{Action, ActionResultStatus};
+        use aip_connector_testkit::TestHost;
+        use serde_json::json;
+
+        let titles = ["Rust 2026", "Tea", "Rust at work"]
+            .map(String::from)
+            .to_vec();
+        let test = TestHost::builder(Feeds { titles })
+            .build()
+            .expect("admitted");
+        let action = Action::new("cap:feeds:search", json!({ "query": "Rust" }));
+        let (articles, result) = test
+            .invoke_stream("user:ada", action)
+            .collect_data::<Article>()
+            .await
+            .expect("every data chunk is an Article");
+        let titles: Vec<&str> = articles.iter().map(|a| a.title.as_str()).collect();
+        assert_eq!(titles, ["Rust 2026", "Rust at work"]);
+        assert_eq!(result.status, ActionResultStatus::Completed);
+        assert_eq!(result.output, Some(json!({ "sent": 2 })));
+
+        // Not streamed: the handler needs its sink, so the call is refused before it runs.
+        let plain = test
+            .invoke(
+                "user:ada",
+                Action::new("cap:feeds:search", json!({ "query": "Tea" })),
+            )
+            .await;
+        assert_eq!(
+            plain.error.map(|e| e.code),
+            Some("execution.mode_unsupported".to_owned())
+        );
+    }
+    // docs:end
+}
+
 mod side_by_side {
     // docs:side-by-side.md#attribute
     use aip_connector::prelude::*;

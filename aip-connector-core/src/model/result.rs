@@ -489,6 +489,28 @@ pub struct StreamChunk {
     pub part: Option<MessagePart>,
 }
 
+impl StreamChunk {
+    /// Whether this chunk ends its stream (`done` or `error`): exactly one does, last.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.kind, StreamChunkKind::Done | StreamChunkKind::Error)
+    }
+
+    /// The `data` decoded as `T` (an item a handler sent through its `StreamSink<T>`, a
+    /// progress report); a chunk without data decodes from `null`.
+    pub fn data_as<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        T::deserialize(self.data.as_ref().unwrap_or(&Value::Null))
+    }
+
+    /// The result a terminal chunk carries; `None` for any other chunk, or a terminal one
+    /// whose data is not an `ActionResult`.
+    pub fn result(&self) -> Option<ActionResult> {
+        if !self.is_terminal() {
+            return None;
+        }
+        self.data_as().ok()
+    }
+}
+
 /// What a stream chunk carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -581,6 +603,39 @@ mod tests {
 
     use super::*;
     use crate::model::ErrorCategory;
+
+    /// A stream's chunks read in tests: data decoded, the terminal one told apart and its
+    /// result read.
+    #[test]
+    fn chunks_decode_their_data_and_the_terminal_one_its_result() {
+        let chunk = |kind, data| StreamChunk {
+            action_id: ActionId::trusted("a1"),
+            sequence: 0,
+            kind,
+            data,
+            part: None,
+        };
+        let item = chunk(StreamChunkKind::Data, Some(json!({ "title": "Rust" })));
+        assert!(!item.is_terminal());
+        assert_eq!(item.data_as::<Value>().unwrap(), json!({ "title": "Rust" }));
+        assert!(item.data_as::<u32>().is_err());
+        assert_eq!(item.result(), None);
+        assert_eq!(
+            chunk(StreamChunkKind::Progress, None)
+                .data_as::<Option<u32>>()
+                .unwrap(),
+            None
+        );
+
+        let result = ActionResult::completed(ActionId::trusted("a1"), json!({ "sent": 1 }));
+        let done = chunk(
+            StreamChunkKind::Done,
+            Some(serde_json::to_value(&result).unwrap()),
+        );
+        assert!(done.is_terminal() && chunk(StreamChunkKind::Error, None).is_terminal());
+        assert_eq!(done.result(), Some(result));
+        assert_eq!(chunk(StreamChunkKind::Done, Some(json!(7))).result(), None);
+    }
 
     /// `as_str` and `Display` spell statuses as serde does, so messages and the wire agree.
     #[test]
