@@ -398,6 +398,22 @@ mod compiler {
             .filter(|segment| !segment.is_empty())
             .map(|segment| segment.replace("~1", "/").replace("~0", "~"))
             .unwrap_or_else(|| error.kind().keyword().to_owned());
+        // Whether the failing keyword is `name` itself, not a property or definition of that
+        // name (`/properties/propertyNames` is a property).
+        let path: Vec<&str> = error.schema_path().as_str().rsplit('/').take(2).collect();
+        let names_keyword = |name: &str| {
+            path.first() == Some(&name)
+                && !matches!(
+                    path.get(1),
+                    Some(
+                        &("properties"
+                            | "patternProperties"
+                            | "$defs"
+                            | "definitions"
+                            | "dependentSchemas")
+                    )
+                )
+        };
         match error.kind() {
             Kind::Required { property } => format!("{property} is a required property"),
             Kind::Type {
@@ -464,10 +480,19 @@ mod compiler {
                 r#"{subject} is valid under more than one of the schemas listed in "oneOf""#
             ),
             Kind::Not { .. } => format!(r#"{subject} matches the schema in "not""#),
-            Kind::FalseSchema if keyword == "propertyNames" => {
+            Kind::FalseSchema if names_keyword("propertyNames") => {
                 r#"object has properties, and "propertyNames" is false"#.to_owned()
             }
             Kind::FalseSchema => format!("{subject} is not allowed here (the schema is false)"),
+            // jsonschema reports `minContains` and `maxContains` as `contains` failures too.
+            Kind::Contains if names_keyword("maxContains") => {
+                r#"array has more items matching the "contains" schema than "maxContains" allows"#
+                    .to_owned()
+            }
+            Kind::Contains if names_keyword("minContains") => {
+                r#"array has fewer items matching the "contains" schema than "minContains" requires"#
+                    .to_owned()
+            }
             Kind::Contains => r#"no item of the array matches the "contains" schema"#.to_owned(),
             Kind::UniqueItems => "array has non-unique items".to_owned(),
             Kind::AdditionalItems { limit } => format!(
@@ -1060,6 +1085,28 @@ mod tests {
             assert!(!message.contains("9c1e"), "{message}");
             assert!(!message.contains(&NUMBER.to_string()), "{message}");
             message
+        }
+
+        /// jsonschema reports `minContains`/`maxContains` as `contains` failures; a property
+        /// named like a keyword is not that keyword (found by a review).
+        #[test]
+        fn contains_bounds_and_keyword_named_properties_are_told_apart() {
+            let bounded =
+                json!({ "contains": { "const": CANARY }, "maxContains": 1, "minContains": 1 });
+            let too_many = value_free(bounded.clone(), json!([CANARY, CANARY]));
+            assert!(too_many.contains("\"maxContains\""), "{too_many}");
+            let none = value_free(bounded, json!([NUMBER]));
+            assert!(
+                none.contains("no item") || none.contains("\"minContains\""),
+                "{none}"
+            );
+            let at_least_two = json!({ "contains": { "const": CANARY }, "minContains": 2 });
+            let too_few = value_free(at_least_two, json!([CANARY, NUMBER]));
+            assert!(too_few.contains("\"minContains\""), "{too_few}");
+
+            let named = json!({ "properties": { "propertyNames": false } });
+            let message = value_free(named, json!({ "propertyNames": CANARY }));
+            assert_eq!(message, "value is not allowed here (the schema is false)");
         }
 
         #[test]

@@ -826,6 +826,10 @@ mod tests {
     fn the_connector_impl_documents_its_capabilities() {
         let block = quote! {
             impl Demo {
+                /// Looks at `a` or | b in Vec<T>
+                /// [on] one \| line.
+                ///
+                /// Not in the table.
                 #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
                 async fn look(&self) -> Result<(), ConnectorFailure> {
                     Ok(())
@@ -860,17 +864,20 @@ mod tests {
         assert!(text.contains(&heading), "{text}");
         assert!(
             text.contains(&doc(
-                " | Capability | Handler | Risk | Side effects | Approval | Transaction modes |"
+                " | Capability | Handler | Risk | Side effects | Approval | Transaction modes | Description |"
             )),
             "{text}"
         );
-        let look = doc(" | `cap:demo:look` | `look` | low | read |  |  |");
+        let look = doc(
+            // The description is plain text: nothing in it is read as Markdown or HTML.
+            r" | `cap:demo:look` | `look` | low | read |  |  | Looks at \`a\` or \| b in Vec\<T\> \[on\] one \\\| line. |",
+        );
         let row = text.find(&look).expect("the row of `look`");
         // The table comes before the impl it documents.
         let impl_at = text.find("impl :: aip_connector :: __private :: Connector for Demo");
         assert!(impl_at.is_some_and(|at| at > row), "{text}");
         let book = doc(
-            " | `cap:demo:book` | `book` | high | write, external_network | required | execute |",
+            " | `cap:demo:book` | `book` | high | write, external_network | required | execute |  |",
         );
         let cfg_row = format!("cfg_attr (all (feature = \"beta\") , {book})");
         assert!(text.contains(&cfg_row), "{text}");

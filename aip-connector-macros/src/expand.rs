@@ -543,8 +543,36 @@ pub(crate) fn connector(
     }
 }
 
+/// The first paragraph of a handler's description, on one line, as a table cell: the handlers
+/// are usually private, so their doc comments appear nowhere else in the connector crate's
+/// docs. The description is plain text written for agents, so it is shown as it is: every
+/// character Markdown or HTML would read (`|` ending the cell, `<T>` a tag rustdoc warns about,
+/// `[..]` a link, backticks, emphasis) is escaped with a backslash. Empty for a description
+/// only known at run time (`#[doc = include_str!(..)]`).
+fn table_summary(description: Option<&str>) -> String {
+    let first = description
+        .unwrap_or_default()
+        .split("\n\n")
+        .next()
+        .unwrap_or_default();
+    let mut cell = String::with_capacity(first.len());
+    for (index, word) in first.split_whitespace().enumerate() {
+        if index > 0 {
+            cell.push(' ');
+        }
+        for character in word.chars() {
+            if "\\`*_[]<>|&!~".contains(character) {
+                cell.push('\\');
+            }
+            cell.push(character);
+        }
+    }
+    cell
+}
+
 /// The rustdoc of the generated `impl Connector`: the connector's id and a table of its
-/// capabilities (id, handler, risk, side effects, approval, transaction modes). The handlers are usually private methods, so
+/// capabilities (id, handler, risk, side effects, approval, transaction modes, the first
+/// paragraph of the handler's doc comment). The handlers are usually private methods, so
 /// without it a connector crate's `cargo doc` showed no capability at all. A row of a handler
 /// under `#[cfg(...)]` is documented under the same conditions (`cfg_attr`), so the table
 /// lists what is compiled in.
@@ -578,11 +606,12 @@ fn connector_doc(id: &str, capabilities: &[CapabilityItem]) -> TokenStream {
             .map(|transaction| transaction.supported_modes.iter().map(wire_name).collect())
             .unwrap_or_default();
         let row = format!(
-            " | `{}` | `{}` | {risk} | {} | {approval} | {} |",
+            " | `{}` | `{}` | {risk} | {} | {approval} | {} | {} |",
             c.capability.id,
             c.sig.ident,
             effects.join(", "),
-            modes.join(", ")
+            modes.join(", "),
+            table_summary(c.capability.description.as_deref())
         );
         let predicates: Vec<&TokenStream> = c
             .cfgs
@@ -601,8 +630,8 @@ fn connector_doc(id: &str, capabilities: &[CapabilityItem]) -> TokenStream {
     quote! {
         #[doc = #heading]
         #[doc = ""]
-        #[doc = " | Capability | Handler | Risk | Side effects | Approval | Transaction modes |"]
-        #[doc = " |---|---|---|---|---|---|"]
+        #[doc = " | Capability | Handler | Risk | Side effects | Approval | Transaction modes | Description |"]
+        #[doc = " |---|---|---|---|---|---|---|"]
         #(#rows)*
     }
 }

@@ -268,10 +268,10 @@ mod tests {
             ),
             "{text}"
         );
-        // A temporary result (`test.invoke(..).await` in a test): the error outlives it. (It
-        // was a reference into the result, and this was E0716, found by an author trial.)
+        // A temporary result (`test.invoke(..).await` in a test): the error outlives it, so
+        // this compiles. (It was a reference into the result, and this was E0716, found by an
+        // author trial.)
         let error = crate::assert_failed!(refused(), "credential.scope_missing");
-        drop(result);
         assert_eq!(error.code, "credential.scope_missing");
     }
 }

@@ -307,7 +307,10 @@ impl TestHost {
         principal: &str,
         action: Action,
     ) -> ActionResult {
+        // The action given replaces whatever this host remembered for the approval (a gated
+        // action is looked up before a streamed one).
         if action.mode == Some(ActionMode::Streaming) {
+            self.gated_actions().remove(approval_id);
             self.streamed
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -424,9 +427,11 @@ impl TestHostBuilder {
         self
     }
 
-    /// The issuer of the credential [`credential`](Self::credential) hands out: to test a
-    /// capability's `credentials(issuers = [...])` against an issuer it does not accept, or to
-    /// pick one of several it does.
+    /// The issuer of the credential [`credential`](Self::credential) hands out, for every call:
+    /// to test a capability's `credentials(issuers = [...])` against an issuer it does not
+    /// accept, or to pick one of several it does. A capability that accepts other issuers only
+    /// is then refused (`credential.issuer_denied`); without it, each call gets the first
+    /// issuer its capability accepts.
     pub fn credential_issuer(mut self, issuer: impl Into<String>) -> Self {
         self.credential_issuer = Some(issuer.into());
         self

@@ -928,7 +928,7 @@ fn a_waiver_does_not_cover_a_call_the_host_refused_before_its_handler() {
     let line = unexercised_line(schema, "declared_output_produced");
     assert!(
         line.contains("`cap:toodeep:other`")
-            && line.contains("action.")
+            && line.contains("`action.input_too_large`")
             && line.contains("the host answered before the handler ran")
             && line.contains("the waiver of `cap:toodeep:other` does not cover this"),
         "{line}"

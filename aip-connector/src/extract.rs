@@ -198,7 +198,8 @@ impl Extractor for IdempotencyKey {
 /// §7.2): code after the point where the handler waited does not run, whatever it checks. The
 /// token serves what outlives that future: work the handler spawned (give it
 /// [`token`](Self::token)`.clone()`), a library that takes a token, or a drop guard that tells a
-/// cancelled call ([`is_cancelled`](Self::is_cancelled) is true) from a finished one. A handler
+/// stopped call (cancelled, timed out or abandoned: the token fires before the future is
+/// dropped, so [`is_cancelled`](Self::is_cancelled) is true) from a finished one. A handler
 /// driven without a host (a test calling `Connector::invoke`) is not dropped, and can await
 /// [`cancelled`](Self::cancelled) alongside its provider calls or check `is_cancelled` between
 /// steps.

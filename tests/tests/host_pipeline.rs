@@ -40,6 +40,20 @@ struct Shop {
     executions: Arc<AtomicUsize>,
     /// The cancellation a `keep` handler handed out (as a task it spawned would hold it).
     kept: Arc<std::sync::Mutex<Option<Cancellation>>>,
+    /// What the drop guard of each stopped `guarded` handler saw: whether its token had fired.
+    guard_saw: Arc<std::sync::Mutex<Vec<bool>>>,
+}
+
+/// Records, when the handler's future is dropped, whether its cancellation had fired.
+struct DropGuard {
+    cancel: Cancellation,
+    saw: Arc<std::sync::Mutex<Vec<bool>>>,
+}
+
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        self.saw.lock().unwrap().push(self.cancel.is_cancelled());
+    }
 }
 
 #[connector(id = "shop")]
@@ -106,6 +120,23 @@ impl Shop {
         tokio::time::sleep(Duration::from_secs(30)).await;
         Ok(Receipt {
             order_id: "slept".into(),
+        })
+    }
+
+    /// Waits for a minute with a drop guard watching its cancellation.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn guarded(
+        &self,
+        _order: Order,
+        cancel: Cancellation,
+    ) -> Result<Receipt, ConnectorFailure> {
+        let _guard = DropGuard {
+            cancel,
+            saw: Arc::clone(&self.guard_saw),
+        };
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok(Receipt {
+            order_id: "waited".into(),
         })
     }
 
@@ -922,6 +953,47 @@ async fn the_handlers_token_fires_when_its_action_ends() {
     let kept = shop.kept.lock().unwrap().take().expect("the handler ran");
     // Whatever the handler spawned with its token learns that the action is over.
     assert!(kept.is_cancelled());
+}
+
+/// A handler stopped by its deadline or a cancel sees its token fired when its future is
+/// dropped, so a drop guard can tell a stopped call from a finished one (found by an author
+/// trial: at the deadline the token fired only after the future was gone).
+#[tokio::test]
+async fn a_stopped_handlers_drop_guard_sees_its_token_fired() {
+    let shop = Shop::default();
+    let host = host_with(shop.clone(), None);
+    let timed_out = host
+        .invoke(
+            Action::new("cap:shop:guarded", json!({ "item": "x" })).with_timeout_ms(50),
+            &caller(),
+        )
+        .await;
+    assert_eq!(
+        code(&timed_out),
+        codes::SLA_TIMEOUT_EXCEEDED,
+        "{timed_out:?}"
+    );
+    assert_eq!(*shop.guard_saw.lock().unwrap(), [true]);
+
+    let action = Action::new("cap:shop:guarded", json!({ "item": "y" })).with_timeout_ms(60_000);
+    let id = action.id.clone();
+    let running = tokio::spawn({
+        let host = host.clone();
+        async move { host.invoke(action, &caller()).await }
+    });
+    while host.cancel(&id) != CancelOutcome::Cancelled && !running.is_finished() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let cancelled = running.await.unwrap();
+    assert_eq!(
+        cancelled.status,
+        ActionResultStatus::Cancelled,
+        "{cancelled:?}"
+    );
+    // A cancel remembered before the handler started stops it before its first poll, when
+    // there is no guard yet to see anything.
+    let saw = shop.guard_saw.lock().unwrap().clone();
+    assert!(saw.iter().all(|fired| *fired), "{saw:?}");
 }
 
 /// A hand-written connector that keeps its invocation context past the call, as a task it

@@ -1360,6 +1360,12 @@ impl Future for Supervised<'_> {
         let this = &mut *self;
         if this.stopping.is_none() {
             let outcome = std::task::ready!(this.race(cx));
+            // A handler stopped rather than finished sees its token fired before its future is
+            // dropped, so a drop guard in it can tell (a cancel fired it already; the deadline
+            // and an abandonment had not, until the race was dropped).
+            if matches!(outcome, Outcome::TimedOut(_) | Outcome::Abandoned) {
+                this.context.cancellation.fire();
+            }
             // A handler that ran and waited (so it may have reached its provider), stopped by a
             // cancel or its deadline: its future is dropped, then the cancel companion is asked
             // to stop what it started, as upstream calls `cancel_with_context` at both points.

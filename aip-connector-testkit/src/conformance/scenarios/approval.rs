@@ -325,23 +325,35 @@ async fn approved_run_that_completes<'c>(
         let key = format!("conformance-approval-a-{}", n + 1);
         let (gated_action, gate) =
             until_gate(h, host, h.action(capability, input.clone(), &key)).await;
+        let id = capability.id().to_string();
         let Some(approval) =
             approval_id_of(&gate).filter(|_| gate.status == ActionResultStatus::PendingApproval)
         else {
+            evidence.note(format!(
+                "`{id}` was not tried for `resume_once`: it answered `{}` ({}) instead of `pending_approval`",
+                gate.status,
+                shown_code(&gate)
+            ));
             continue;
         };
         h.approve_all(host, &approval).await;
-        let id = capability.id().to_string();
         let effects_before = h.provider().effect_total();
         let calls_before = h.probe().calls(&id);
         let resumed = h.resume(host, &approval, &gated_action).await;
-        if resumed.status == ActionResultStatus::Completed
-            && h.probe().calls(&id) - calls_before == 1
-        {
-            evidence.artifact(format!("action:{}", resumed.action_id));
+        let calls = h.probe().calls(&id) - calls_before;
+        evidence.artifact(format!("action:{}", resumed.action_id));
+        // One approved resume runs the handler once, whoever the subject ends up being.
+        evidence.assert("resume_once", calls <= 1, || {
+            format!("resuming the approved request of `{id}` ran its handler {calls} time(s)")
+        });
+        if resumed.status == ActionResultStatus::Completed && calls == 1 {
             let effects = h.provider().effect_total() - effects_before;
             return Some((capability, input.clone(), effects));
         }
+        evidence.note(format!(
+            "`{id}` was tried for `resume_once`: resumed once approved, it answered {}",
+            super::outcome(&resumed)
+        ));
     }
     None
 }
