@@ -266,6 +266,26 @@ pub mod profiles {
     pub const HTTP_WEBHOOK: &str = "aip.http.webhook.v1";
     /// Server-sent event streams.
     pub const SSE_STREAM: &str = "aip.sse.stream.v1";
+    /// The short names `#[connector(profiles = [...])]`, `bindings(...)` and
+    /// `ConnectorBuilder::profile` accept for the well-known profiles, with their ids.
+    pub const SHORT_NAMES: &[(&str, &str)] = &[
+        ("native_http", NATIVE_HTTP),
+        ("native_nats", NATIVE_NATS),
+        ("mcp", MCP_COMPAT),
+        ("a2a", A2A_COMPAT),
+        ("webhook", HTTP_WEBHOOK),
+        ("sse", SSE_STREAM),
+    ];
+
+    /// The id of a well-known profile's short name (`"mcp"` → [`MCP_COMPAT`]); any other name
+    /// as it is.
+    pub fn resolve(name: &str) -> &str {
+        SHORT_NAMES
+            .iter()
+            .find(|(short, _)| *short == name)
+            .map_or(name, |(_, id)| id)
+    }
+
     /// The key of an [`MCP_COMPAT`] binding that declares the capability's `write` additive,
     /// so the projection publishes `destructiveHint: false` (`mcp(destructive = false)`).
     pub const MCP_DESTRUCTIVE_KEY: &str = "destructive";
@@ -274,6 +294,13 @@ pub mod profiles {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_profile_names_resolve_to_their_ids() {
+        assert_eq!(profiles::resolve("mcp"), profiles::MCP_COMPAT);
+        assert_eq!(profiles::resolve("native_http"), profiles::NATIVE_HTTP);
+        assert_eq!(profiles::resolve("x.custom.v1"), "x.custom.v1");
+    }
 
     #[test]
     fn ids_parse_from_str_with_the_same_checks() {

@@ -233,14 +233,7 @@ pub(crate) mod compensation {
 /// Keys of `bindings(...)`: short names of well-known profiles, plus `profile("id", ...)`.
 pub(crate) mod bindings {
     pub(crate) const PROFILE: &str = "profile";
-    pub(crate) const ALIASES: &[(&str, &str)] = &[
-        ("native_http", "aip.native.http.v1"),
-        ("native_nats", "aip.native.nats.v1"),
-        ("mcp", "aip.mcp.compat.v1"),
-        ("a2a", "aip.a2a.compat.v1"),
-        ("webhook", "aip.http.webhook.v1"),
-        ("sse", "aip.sse.stream.v1"),
-    ];
+    pub(crate) const ALIASES: &[(&str, &str)] = aip_connector_core::ids::profiles::SHORT_NAMES;
     pub(crate) const ALL: &[&str] = &[
         "native_http",
         "native_nats",

@@ -993,3 +993,99 @@ fn resume_once_is_checked_on_the_next_gated_capability_when_the_first_never_comp
         approval.notes
     );
 }
+
+/// A connector whose work is local: notes in memory, no provider behind it (an author trial
+/// migrating an rmcp tool server).
+#[derive(Clone, Default)]
+struct LocalNotes {
+    notes: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+struct Note {
+    /// The note's key.
+    key: String,
+    /// Its text.
+    text: String,
+}
+
+#[connector(id = "localnotes")]
+impl LocalNotes {
+    /// Reads a note.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn get(&self, input: Name) -> Result<Greeting, ConnectorFailure> {
+        let notes = self.notes.lock().unwrap();
+        Ok(Greeting {
+            text: notes.get(&input.name).cloned().unwrap_or_default(),
+        })
+    }
+
+    /// Writes a note.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        examples = [r#"{"key": "ada", "text": "hello"}"#],
+    )]
+    async fn put(&self, input: Note, _key: IdempotencyKey) -> Result<Greeting, ConnectorFailure> {
+        self.notes
+            .lock()
+            .unwrap()
+            .insert(input.key, input.text.clone());
+        Ok(Greeting { text: input.text })
+    }
+}
+
+/// With no provider behind any capability, the provider-failure assertions are not exercised,
+/// for a reason a waiver covers: without waivers they fail saying so; waived with the reason,
+/// the report passes (before, they failed with no way to say why they cannot apply).
+#[test]
+fn a_connector_without_a_provider_waives_what_no_provider_failure_can_reach() {
+    let suite = || {
+        let notes = LocalNotes::default();
+        ConformanceSuite::new(move |_env| notes.clone())
+    };
+    let report = suite().run();
+    for (scenario, assertion) in [
+        (
+            Scenario::ErrorsUncertainOutcomes,
+            "protocol_fields_preserved",
+        ),
+        (
+            Scenario::ErrorsUncertainOutcomes,
+            "uncertain_outcome_reconciled",
+        ),
+        (Scenario::RetryExhaustion, "backoff_observed"),
+    ] {
+        let check = check(&report, scenario);
+        assert_eq!(check.status, CheckStatus::Failed, "{report}");
+        assert!(
+            check.detail.lines().any(|line| line.contains(assertion)
+                && line.contains("not exercised: `cap:localnotes:put`")
+                && line.contains("waive it with that reason")),
+            "{}",
+            check.detail
+        );
+    }
+    let reason = "notes live in the connector's memory; there is no provider";
+    let waived = suite()
+        .with_unexercised_waiver("cap:localnotes:get", reason)
+        .with_unexercised_waiver("cap:localnotes:put", reason)
+        .run();
+    assert!(waived.passed(), "{waived}");
+    let errors = check(&waived, Scenario::ErrorsUncertainOutcomes);
+    assert!(
+        errors
+            .waived
+            .iter()
+            .any(|a| a == "uncertain_outcome_reconciled"),
+        "{:?}",
+        errors.waived
+    );
+}

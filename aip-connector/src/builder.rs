@@ -346,9 +346,19 @@ impl<S: ConnectorState> ConnectorBuilder<S> {
         }
     }
 
-    /// Adds a profile (the default, when none is added, is `aip.native.http.v1`).
+    /// Adds a profile (the default, when none is added, is `aip.native.http.v1`): an id, or
+    /// the short name of a well-known one as `#[connector(profiles = [...])]` takes it
+    /// (`"mcp"` is `aip.mcp.compat.v1`, `"native_http"` is `aip.native.http.v1`; see
+    /// [`profiles::SHORT_NAMES`](crate::ids::profiles::SHORT_NAMES)). Before, a short name
+    /// was published as a custom profile of that name.
     pub fn profile(mut self, profile: impl Into<ProfileId>) -> Self {
-        self.profiles.push(profile.into());
+        let profile = profile.into();
+        let resolved = crate::ids::profiles::resolve(profile.as_str());
+        self.profiles.push(if resolved == profile.as_str() {
+            profile
+        } else {
+            ProfileId::from(resolved)
+        });
         self
     }
 

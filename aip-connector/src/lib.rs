@@ -73,9 +73,10 @@ pub use schema::SchemaDialect;
 pub mod prelude {
     pub use crate::provider::path_segment;
     pub use crate::{
-        Approval, BuiltConnector, Caller, CancelRequest, Cancellation, Checkpoint, Compensation,
-        Connector, ConnectorBuilder, Credential, Deadline, FromRef, IdempotencyKey, ProviderClient,
-        ReconcileOutcome, Reconciliation, Secret, State, StreamSink, Tenant, capability, connector,
+        Approval, BuildError, BuiltConnector, Caller, CancelRequest, Cancellation, Checkpoint,
+        Compensation, Connector, ConnectorBuilder, Credential, Deadline, FromRef, IdempotencyKey,
+        ProviderClient, ReconcileOutcome, Reconciliation, Secret, State, StreamSink, Tenant,
+        capability, connector,
     };
     pub use aip_connector_core::model::{
         ConnectorFailure, ConnectorOperation, ErrorCategory, ProviderOperationRef,

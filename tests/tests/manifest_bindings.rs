@@ -184,6 +184,22 @@ fn the_builder_publishes_receivers_and_refuses_unbound_profiles() {
     assert_eq!(discovery::webhook_receiver_ids(&manifest), vec!["bookings"]);
     assert!(profile_binding_problems(&manifest).is_empty());
 
+    // A short name is the well-known profile, as in `#[connector(profiles = [...])]` (an
+    // author trial's `.profile("mcp")` was published as a custom profile named `mcp`).
+    let short = ConnectorBuilder::new("tools")
+        .capability::<echo>()
+        .profile("native_http")
+        .profile("mcp")
+        .build()
+        .unwrap();
+    assert_eq!(
+        short.definition().manifest().profiles,
+        vec![
+            ProfileId::from(profiles::NATIVE_HTTP),
+            ProfileId::from(profiles::MCP_COMPAT),
+        ]
+    );
+
     let unbound = ConnectorBuilder::new("tools")
         .capability::<echo>()
         .profile(profiles::NATIVE_HTTP)

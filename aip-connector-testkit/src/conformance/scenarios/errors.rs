@@ -25,7 +25,9 @@
 //!
 //! A capability whose example fails before it makes any provider request leaves
 //! `protocol_fields_preserved` and `error_secrets_redacted` unexercised for it, and failed; one
-//! that completes without the provider has no provider failure to pass on (a note).
+//! that completes without the provider has no provider failure to pass on (a note). When no
+//! capability makes a provider request at all (a connector whose work is local), every
+//! assertion is not exercised on the capabilities it concerns, for a reason a waiver covers.
 
 use aip_connector::CapabilityDefinition;
 use aip_connector::codes;
@@ -55,6 +57,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     let mut results = Vec::new();
     let mut reached = 0;
     let mut failed_first = 0;
+    let mut local = Vec::new();
     for (capability, input) in &examples {
         let id = capability.id().as_str();
         let scouted = h
@@ -75,6 +78,8 @@ pub(super) async fn run(h: &Harness) -> Evidence {
                 &["protocol_fields_preserved", "error_secrets_redacted"],
             ) {
                 failed_first += 1;
+            } else {
+                local.push(id.to_owned());
             }
             continue;
         };
@@ -87,15 +92,17 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         target.protocol_fields(h, &mut evidence, &mut results).await;
         target.secrets(h, &mut evidence, &mut results).await;
     }
-    if reached == 0 && failed_first == 0 {
-        for name in ["protocol_fields_preserved", "error_secrets_redacted"] {
-            evidence.assert(name, false, || {
-                "no capability reached the provider, so no connector failure could be provoked"
-                    .to_owned()
-            });
-        }
+    if reached == 0 {
+        super::none_reached_the_provider(
+            &mut evidence,
+            &local,
+            failed_first,
+            &["protocol_fields_preserved", "error_secrets_redacted"],
+            "capability",
+        );
     }
-    uncertain_outcome(h, &mut evidence, &mut results).await;
+    let local_only = reached == 0 && failed_first == 0;
+    uncertain_outcome(h, &mut evidence, &mut results, local_only).await;
 
     // Whatever else happened in the scenario: no result or probe record shows the secret.
     let mut leaks = Vec::new();
@@ -310,7 +317,14 @@ fn reconcilable(capability: &CapabilityDefinition) -> bool {
 }
 
 /// `uncertain_outcome_reconciled` (see the module docs).
-async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut Vec<ActionResult>) {
+/// `local_only`: every capability completed its example without a provider request, so no
+/// answer can be lost: a mutating one is not exercised, for a reason a waiver covers.
+async fn uncertain_outcome(
+    h: &Harness,
+    evidence: &mut Evidence,
+    results: &mut Vec<ActionResult>,
+    local_only: bool,
+) {
     let Some((capability, input)) = h.examples_where(reconcilable).into_iter().next() else {
         let mutating: Vec<String> = h
             .definition()
@@ -336,6 +350,22 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
                     unexampled.join(", ")
                 )
             });
+        } else if local_only && !mutating.is_empty() {
+            for id in h
+                .definition()
+                .capabilities
+                .iter()
+                .filter(|c| declares_mutation(c))
+            {
+                let id = id.id().to_string();
+                evidence.unexercised(
+                    "uncertain_outcome_reconciled",
+                    &id,
+                    format!(
+                        "`{id}` mutates, but no capability made a provider request, so no answer could be lost (a connector whose work is local has none to lose: waive it with that reason)"
+                    ),
+                );
+            }
         } else if mutating.is_empty() {
             evidence.note(
                 "uncertain_outcome_reconciled holds vacuously: every capability only reads (or is a network lookup whose mutating lint is waived), so no call can leave an unknown outcome",
@@ -361,9 +391,13 @@ async fn uncertain_outcome(h: &Harness, evidence: &mut Evidence, results: &mut V
         .await;
     let clean_effects = scouted.effects.len();
     let Some(route) = scouted.route().map(str::to_owned) else {
-        evidence.assert("uncertain_outcome_reconciled", false, || {
-            format!("`{id}` made no provider request on its example, so no answer could be lost")
-        });
+        let why =
+            format!("`{id}` made no provider request on its example, so no answer could be lost");
+        if local_only && scouted.result.status == ActionResultStatus::Completed {
+            evidence.unexercised("uncertain_outcome_reconciled", id, why);
+        } else {
+            evidence.assert("uncertain_outcome_reconciled", false, || why);
+        }
         return;
     };
     let calls_before = h.probe().calls(id);
