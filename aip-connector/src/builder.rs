@@ -281,6 +281,20 @@ pub enum BuildError {
         /// What is missing.
         message: String,
     },
+    /// A capability binds a profile the connector does not declare (admission's
+    /// `manifest.binding.profile_undeclared`, which `#[connector]` refuses at compile time and
+    /// the host's build refused later): `#[capability(mcp(tool = "..."))]` on a free function
+    /// joined to a connector without `.profile("mcp")`.
+    #[error(
+        "capability `{capability}` binds profile `{profile}`, which the connector does not \
+         declare: add it with `.profile(\"{profile}\")` (rule `manifest.binding.profile_undeclared`)"
+    )]
+    BindingProfileUndeclared {
+        /// The capability.
+        capability: String,
+        /// The profile its binding names.
+        profile: ProfileId,
+    },
     /// The compatibility metadata is not a JSON object.
     #[error("the compatibility metadata must be a JSON object")]
     CompatibilityNotObject,
@@ -480,6 +494,19 @@ impl<S: ConnectorState> ConnectorBuilder<S> {
             .iter()
             .map(|(d, handlers)| (d.capability.id.to_string(), *handlers))
             .collect();
+        for (definition, _) in &self.capabilities {
+            let capability = &definition.capability;
+            if let Some(binding) = capability
+                .bindings
+                .iter()
+                .find(|binding| !profiles.contains(&binding.profile))
+            {
+                return Err(BuildError::BindingProfileUndeclared {
+                    capability: capability.id.to_string(),
+                    profile: binding.profile.clone(),
+                });
+            }
+        }
         let definition = ConnectorDefinition {
             id: self.id,
             agent,

@@ -3,12 +3,12 @@
 //! kept, webhook receivers are published as channels, and what the SDK cannot know is refused
 //! when the connector is built.
 
+use aip_connector::ConnectorBuilder;
 use aip_connector::discovery::{
     self, BindingProblem, connector_manifest_problems, manifest_problems, profile_binding_problems,
 };
 use aip_connector::ids::{ProfileId, profiles};
 use aip_connector::prelude::*;
-use aip_connector::{BuildError, ConnectorBuilder};
 use aip_connector_tests::{assert_valid_against, upstream_schema};
 use serde_json::json;
 
@@ -199,6 +199,33 @@ fn the_builder_publishes_receivers_and_refuses_unbound_profiles() {
             ProfileId::from(profiles::MCP_COMPAT),
         ]
     );
+
+    // A binding of an undeclared profile is refused by the builder, as `#[connector]` refuses
+    // it at compile time (it used to pass here and fail only at `Host::build`).
+    let tool_without_profile = ConnectorBuilder::new("tools")
+        .capability::<named_tool>()
+        .build()
+        .err()
+        .expect("an MCP binding without the MCP profile is refused");
+    assert_eq!(
+        tool_without_profile,
+        BuildError::BindingProfileUndeclared {
+            capability: "cap:tools:named_tool".to_owned(),
+            profile: ProfileId::from(profiles::MCP_COMPAT),
+        }
+    );
+    assert!(
+        tool_without_profile
+            .to_string()
+            .contains(".profile(\"aip.mcp.compat.v1\")"),
+        "{tool_without_profile}"
+    );
+    ConnectorBuilder::new("tools")
+        .capability::<named_tool>()
+        .profile("native_http")
+        .profile("mcp")
+        .build()
+        .expect("declared, the binding is accepted");
 
     let unbound = ConnectorBuilder::new("tools")
         .capability::<echo>()
@@ -432,4 +459,16 @@ fn profiles_by_short_name_and_an_additive_write_reach_the_manifest_and_mcp() {
     assert_eq!(hint("comment"), Some(false));
     let edit = projection.tool_name("cap:reviews:edit").unwrap().to_owned();
     assert_eq!(hint(&edit), Some(true));
+}
+
+/// A free capability with an MCP tool name, for a connector that must declare the MCP profile.
+#[capability(
+    id = "cap:tools:named_tool",
+    risk = low,
+    side_effects = [read],
+    data(sensitivity = public),
+    bindings(mcp(tool_name = "named")),
+)]
+async fn named_tool() -> Result<(), ConnectorFailure> {
+    Ok(())
 }
