@@ -334,10 +334,16 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
                                     .find(|(name, _)| ident == name)
                                     .map(|(_, profile)| ((*profile).to_owned(), ident.span()))
                             });
+                            // A short name in quotes (`"mcp"`) is the well-known profile too,
+                            // as `ConnectorBuilder::profile("mcp")` takes it.
                             let written = alias.or_else(|| {
                                 meta::as_str(element)
                                     .filter(|lit| !lit.value().trim().is_empty())
-                                    .map(|lit| (lit.value(), lit.span()))
+                                    .map(|lit| {
+                                        let value = lit.value();
+                                        let id = aip_connector_core::ids::profiles::resolve(&value);
+                                        (id.to_owned(), lit.span())
+                                    })
                             });
                             match written {
                                 Some((profile, span)) => {
@@ -817,6 +823,28 @@ mod tests {
             .replace(' ', "");
         assert!(default.contains("::aip_connector::__private"), "{default}");
         assert!(!default.contains("my_platform"), "{default}");
+    }
+
+    /// A short profile name in quotes is the well-known profile, as `ConnectorBuilder::profile`
+    /// takes it.
+    #[test]
+    fn a_quoted_short_profile_name_is_the_well_known_profile() {
+        let block = quote! {
+            impl Demo {
+                #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+                async fn look(&self) -> Result<(), ConnectorFailure> {
+                    Ok(())
+                }
+            }
+        };
+        let text = super::expand(
+            quote!(id = "demo", profiles = ["native_http", "mcp"]),
+            block,
+        )
+        .to_string();
+        assert!(!text.contains("compile_error"), "{text}");
+        assert!(text.contains("\"aip.mcp.compat.v1\""), "{text}");
+        assert!(!text.contains("\"mcp\""), "{text}");
     }
 
     /// The generated `impl Connector` carries a rustdoc table of the capabilities (the handlers

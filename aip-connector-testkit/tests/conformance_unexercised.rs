@@ -1042,11 +1042,12 @@ impl LocalNotes {
     }
 }
 
-/// With no provider behind any capability, the provider-failure assertions are not exercised,
-/// for a reason a waiver covers: without waivers they fail saying so; waived with the reason,
-/// the report passes (before, they failed with no way to say why they cannot apply).
+/// With no provider behind any capability, the provider-failure assertions fail, saying what to
+/// do; told the connector has none (`without_provider`), they hold with a note quoting why, and
+/// the report passes. A per-capability waiver is not the way: it would also cover the local
+/// handlers' own failures in every other scenario (found by a review).
 #[test]
-fn a_connector_without_a_provider_waives_what_no_provider_failure_can_reach() {
+fn a_connector_without_a_provider_says_so_and_passes() {
     let suite = || {
         let notes = LocalNotes::default();
         ConformanceSuite::new(move |_env| notes.clone())
@@ -1057,35 +1058,60 @@ fn a_connector_without_a_provider_waives_what_no_provider_failure_can_reach() {
             Scenario::ErrorsUncertainOutcomes,
             "protocol_fields_preserved",
         ),
-        (
-            Scenario::ErrorsUncertainOutcomes,
-            "uncertain_outcome_reconciled",
-        ),
         (Scenario::RetryExhaustion, "backoff_observed"),
     ] {
         let check = check(&report, scenario);
         assert_eq!(check.status, CheckStatus::Failed, "{report}");
         assert!(
-            check.detail.lines().any(|line| line.contains(assertion)
-                && line.contains("not exercised: `cap:localnotes:put`")
-                && line.contains("waive it with that reason")),
+            check.detail.lines().any(|line| line.starts_with(assertion)
+                && line.contains("`cap:localnotes:put` completed without one")
+                && line.contains("env.provider_url()")
+                && line.contains("ConformanceSuite::without_provider(reason)")),
             "{}",
             check.detail
         );
     }
-    let reason = "notes live in the connector's memory; there is no provider";
+    // A waiver does not cover it: nothing was kept from completing by the double.
     let waived = suite()
-        .with_unexercised_waiver("cap:localnotes:get", reason)
-        .with_unexercised_waiver("cap:localnotes:put", reason)
+        .with_unexercised_waiver("cap:localnotes:put", "local")
         .run();
-    assert!(waived.passed(), "{waived}");
-    let errors = check(&waived, Scenario::ErrorsUncertainOutcomes);
+    assert_eq!(
+        check(&waived, Scenario::RetryExhaustion).status,
+        CheckStatus::Failed,
+        "{waived}"
+    );
+
+    let reason = "notes live in the connector's memory";
+    let local = suite().without_provider(reason).run();
+    assert!(local.passed(), "{local}");
+    let errors = check(&local, Scenario::ErrorsUncertainOutcomes);
+    assert!(errors.waived.is_empty(), "{:?}", errors.waived);
+    for assertion in ["protocol_fields_preserved", "uncertain_outcome_reconciled"] {
+        assert!(
+            errors.notes.iter().any(|n| n.starts_with(&format!(
+                "{assertion} holds without a provider: the suite was told the connector has none ({reason})"
+            ))),
+            "{:?}",
+            errors.notes
+        );
+    }
+}
+
+/// Told the connector has no provider, a suite whose connector does make provider requests
+/// fails `errors_uncertain_outcomes`, saying the declaration is wrong.
+#[test]
+fn without_provider_on_a_connector_that_has_one_fails() {
+    let report = ledger(Write::Posts)
+        .with_provider_setup(answer_like_the_ledger)
+        .without_provider("wrongly")
+        .run();
+    let errors = check(&report, Scenario::ErrorsUncertainOutcomes);
+    assert_eq!(errors.status, CheckStatus::Failed, "{report}");
     assert!(
         errors
-            .waived
-            .iter()
-            .any(|a| a == "uncertain_outcome_reconciled"),
-        "{:?}",
-        errors.waived
+            .detail
+            .contains("the suite was told the connector has no provider (wrongly), yet"),
+        "{}",
+        errors.detail
     );
 }

@@ -283,11 +283,13 @@ pub enum BuildError {
     },
     /// A capability binds a profile the connector does not declare (admission's
     /// `manifest.binding.profile_undeclared`, which `#[connector]` refuses at compile time and
-    /// the host's build refused later): `#[capability(mcp(tool = "..."))]` on a free function
-    /// joined to a connector without `.profile("mcp")`.
+    /// the host's build refused later): `#[capability(bindings(mcp(tool_name = "...")))]` on a
+    /// free function joined to a connector without `.profile("mcp")`.
     #[error(
         "capability `{capability}` binds profile `{profile}`, which the connector does not \
-         declare: add it with `.profile(\"{profile}\")` (rule `manifest.binding.profile_undeclared`)"
+         declare: add it with `.profile(\"{profile}\")`, and `.profile(\"native_http\")` too if \
+         the connector named no profile yet (the first `.profile` replaces that default) (rule \
+         `manifest.binding.profile_undeclared`)"
     )]
     BindingProfileUndeclared {
         /// The capability.

@@ -101,6 +101,8 @@ pub struct Harness {
     /// The capabilities the suite waives unexercised assertions of: a scenario that tests one
     /// candidate capability prefers the others.
     waived: std::collections::BTreeSet<String>,
+    /// Why the connector has no provider, when the suite was told so.
+    no_provider: Option<String>,
     /// Last: removed after the host and the store that use it are gone.
     place: ScenarioStore,
 }
@@ -183,7 +185,20 @@ impl Harness {
             host,
             webhooks,
             waived: std::collections::BTreeSet::new(),
+            no_provider: None,
         })
+    }
+
+    /// The harness, knowing whether the suite was told the connector has no provider
+    /// ([`ConformanceSuite::without_provider`](super::ConformanceSuite::without_provider)).
+    pub(super) fn with_no_provider(mut self, reason: Option<String>) -> Self {
+        self.no_provider = reason;
+        self
+    }
+
+    /// Why the connector has no provider, when the suite was told so.
+    pub(crate) fn no_provider(&self) -> Option<&str> {
+        self.no_provider.as_deref()
     }
 
     /// The harness, knowing which capabilities the suite waives

@@ -854,6 +854,9 @@ pub struct ConformanceSuite {
     stores: ConformanceStore,
     /// Capability id → why its unexercised assertions are notes, not failures.
     unexercised_waivers: BTreeMap<String, String>,
+    /// Why the connector has no provider, when the suite was told so
+    /// ([`ConformanceSuite::without_provider`]).
+    without_provider: Option<String>,
 }
 
 /// How long one scenario may run before its check fails as stuck, unless
@@ -868,6 +871,7 @@ impl fmt::Debug for ConformanceSuite {
             .field("scenario_time_limit", &self.scenario_time_limit)
             .field("stores", &self.stores)
             .field("unexercised_waivers", &self.unexercised_waivers)
+            .field("without_provider", &self.without_provider)
             .finish_non_exhaustive()
     }
 }
@@ -893,6 +897,7 @@ impl ConformanceSuite {
             boundary: None,
             stores: ConformanceStore::sqlite(),
             unexercised_waivers: BTreeMap::new(),
+            without_provider: None,
         }
     }
 
@@ -1065,6 +1070,26 @@ impl ConformanceSuite {
         self
     }
 
+    /// Declares that the connector has no provider: its work is local (an in-memory or
+    /// embedded store, a computation), so no provider failure can be provoked and no answer
+    /// lost. When no capability makes a provider request, the assertions that need one
+    /// (`retry_exhaustion`'s, `protocol_fields_preserved`, `error_secrets_redacted`,
+    /// `uncertain_outcome_reconciled`) then hold with a note quoting `reason`, instead of
+    /// failing; every other assertion is checked as usual. A capability that does make a
+    /// provider request contradicts the declaration, and `errors_uncertain_outcomes` fails
+    /// saying so. (A connector built on an in-memory fake of a remote API is not one: point it
+    /// at [`Environment::provider_url`].)
+    ///
+    /// ```ignore
+    /// let suite = ConformanceSuite::new(|_env| Notes::default())
+    ///     .without_provider("notes live in the process's memory");
+    /// ```
+    #[must_use]
+    pub fn without_provider(mut self, reason: impl Into<String>) -> Self {
+        self.without_provider = Some(reason.into());
+        self
+    }
+
     /// The external account the scenarios' hosts act as.
     pub fn external_account(&self) -> &ExternalAccountRef {
         &self.external_account
@@ -1168,7 +1193,9 @@ impl ConformanceSuite {
         )
         .await
         {
-            Ok(harness) => harness.with_waived(self.unexercised_waivers.keys().cloned().collect()),
+            Ok(harness) => harness
+                .with_waived(self.unexercised_waivers.keys().cloned().collect())
+                .with_no_provider(self.without_provider.clone()),
             // Every scenario needs a host; the manifest checks do not, and still run.
             Err(error) => {
                 return (

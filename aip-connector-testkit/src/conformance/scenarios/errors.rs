@@ -26,8 +26,9 @@
 //! A capability whose example fails before it makes any provider request leaves
 //! `protocol_fields_preserved` and `error_secrets_redacted` unexercised for it, and failed; one
 //! that completes without the provider has no provider failure to pass on (a note). When no
-//! capability makes a provider request at all (a connector whose work is local), every
-//! assertion is not exercised on the capabilities it concerns, for a reason a waiver covers.
+//! capability makes a provider request at all, the assertions fail, unless the suite was told
+//! the connector has no provider (`ConformanceSuite::without_provider`): then they hold with a
+//! note quoting why.
 
 use aip_connector::CapabilityDefinition;
 use aip_connector::codes;
@@ -95,14 +96,25 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     if reached == 0 {
         super::none_reached_the_provider(
             &mut evidence,
+            h,
             &local,
             failed_first,
             &["protocol_fields_preserved", "error_secrets_redacted"],
             "capability",
         );
     }
-    let local_only = reached == 0 && failed_first == 0;
-    uncertain_outcome(h, &mut evidence, &mut results, local_only).await;
+    // Told the connector has no provider, yet one of its capabilities asked one.
+    if let (Some(reason), true) = (h.no_provider(), reached > 0) {
+        evidence.assert("protocol_fields_preserved", false, || {
+            format!(
+                "the suite was told the connector has no provider ({reason}), yet {reached} capability example(s) made a provider request: remove `without_provider`"
+            )
+        });
+    }
+    let no_provider = h
+        .no_provider()
+        .filter(|_| reached == 0 && failed_first == 0);
+    uncertain_outcome(h, &mut evidence, &mut results, no_provider).await;
 
     // Whatever else happened in the scenario: no result or probe record shows the secret.
     let mut leaks = Vec::new();
@@ -317,14 +329,22 @@ fn reconcilable(capability: &CapabilityDefinition) -> bool {
 }
 
 /// `uncertain_outcome_reconciled` (see the module docs).
-/// `local_only`: every capability completed its example without a provider request, so no
-/// answer can be lost: a mutating one is not exercised, for a reason a waiver covers.
+/// `no_provider`: why the connector has no provider, when the suite was told so and every
+/// capability completed its example without a provider request: no answer can be lost, and
+/// the assertion holds with a note.
 async fn uncertain_outcome(
     h: &Harness,
     evidence: &mut Evidence,
     results: &mut Vec<ActionResult>,
-    local_only: bool,
+    no_provider: Option<&str>,
 ) {
+    if let Some(reason) = no_provider {
+        evidence.note(format!(
+            "uncertain_outcome_reconciled holds without a provider: the suite was told the connector has none ({reason}), so no answer can be lost"
+        ));
+        evidence.assert("uncertain_outcome_reconciled", true, String::new);
+        return;
+    }
     let Some((capability, input)) = h.examples_where(reconcilable).into_iter().next() else {
         let mutating: Vec<String> = h
             .definition()
@@ -350,22 +370,6 @@ async fn uncertain_outcome(
                     unexampled.join(", ")
                 )
             });
-        } else if local_only && !mutating.is_empty() {
-            for id in h
-                .definition()
-                .capabilities
-                .iter()
-                .filter(|c| declares_mutation(c))
-            {
-                let id = id.id().to_string();
-                evidence.unexercised(
-                    "uncertain_outcome_reconciled",
-                    &id,
-                    format!(
-                        "`{id}` mutates, but no capability made a provider request, so no answer could be lost (a connector whose work is local has none to lose: waive it with that reason)"
-                    ),
-                );
-            }
         } else if mutating.is_empty() {
             evidence.note(
                 "uncertain_outcome_reconciled holds vacuously: every capability only reads (or is a network lookup whose mutating lint is waived), so no call can leave an unknown outcome",
@@ -391,13 +395,9 @@ async fn uncertain_outcome(
         .await;
     let clean_effects = scouted.effects.len();
     let Some(route) = scouted.route().map(str::to_owned) else {
-        let why =
-            format!("`{id}` made no provider request on its example, so no answer could be lost");
-        if local_only && scouted.result.status == ActionResultStatus::Completed {
-            evidence.unexercised("uncertain_outcome_reconciled", id, why);
-        } else {
-            evidence.assert("uncertain_outcome_reconciled", false, || why);
-        }
+        evidence.assert("uncertain_outcome_reconciled", false, || {
+            format!("`{id}` made no provider request on its example, so no answer could be lost")
+        });
         return;
     };
     let calls_before = h.probe().calls(id);

@@ -169,36 +169,44 @@ fn reached_no_provider(
 }
 
 /// The close of a provider-failure scenario (errors, retry) in which no candidate reached the
-/// provider. Those that failed before asking are not exercised already (and fail). Those that
-/// completed without asking (`local`: a connector whose work is local, with no provider
-/// behind it) leave each of `assertions` not exercised too, for a reason a waiver covers: the
-/// author says why no provider failure applies (`with_unexercised_waiver(id, "local store")`).
-/// Before, the check failed with no way to say so.
+/// provider. Those that failed before asking are not exercised already (and fail). When all of
+/// them completed without asking (`local`), the connector either has no provider (the suite
+/// was told so, [`ConformanceSuite::without_provider`](crate::conformance::ConformanceSuite::without_provider)):
+/// each of `assertions` holds with a note quoting why; or it was not pointed at the double, and
+/// each fails saying what to do. Before, it failed with no way to say the connector is local.
 fn none_reached_the_provider(
     evidence: &mut Evidence,
+    h: &Harness,
     local: &[String],
     failed_first: usize,
     assertions: &[&str],
     subject: &str,
 ) {
-    for id in local {
-        for name in assertions {
-            evidence.unexercised(
-                name,
-                id,
-                format!(
-                    "`{id}` completed its example without a provider request, and no {subject} made one, so no provider failure could be provoked (a connector whose work is local has none: waive it with that reason)"
-                ),
-            );
-        }
+    if failed_first > 0 {
+        return;
     }
-    if local.is_empty() && failed_first == 0 {
-        for name in assertions {
-            evidence.assert(name, false, || {
-                format!(
-                    "no {subject} reached the provider, so no provider failure could be provoked"
-                )
-            });
+    let completed = local
+        .iter()
+        .map(|id| format!("`{id}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    match h.no_provider() {
+        Some(reason) => {
+            for name in assertions {
+                evidence.note(format!(
+                    "{name} holds without a provider: the suite was told the connector has none ({reason}), and {completed} completed without a provider request"
+                ));
+                evidence.assert(name, true, String::new);
+            }
+        }
+        None => {
+            for name in assertions {
+                evidence.assert(name, false, || {
+                    format!(
+                        "no {subject} made a provider request ({completed} completed without one), so no provider failure could be provoked: point the connector at `env.provider_url()` (one built on an in-memory fake of its API passes no provider scenario), or, if its work really is local, say so with `ConformanceSuite::without_provider(reason)`"
+                    )
+                });
+            }
         }
     }
 }

@@ -8,7 +8,9 @@
 //! The retry after the `503` or `429`, with the provider answering again, must complete: one that
 //! fails leaves `backoff_observed` unexercised (no retry was seen to recover), and failed. A
 //! capability whose example fails before it makes any provider request leaves all three
-//! unexercised; one that completes without the provider has nothing to provoke (a note).
+//! unexercised; one that completes without the provider has nothing to provoke (a note). When
+//! none makes a provider request, the three fail, unless the suite was told the connector has
+//! no provider (`ConformanceSuite::without_provider`): then they hold with a note quoting why.
 //!
 //! Exhaustion is the host's `max_attempts_per_key` (the conformance host runs with the default
 //! [`HostLimits`]): after that many retryable failures under one key, the last one must come back
@@ -98,6 +100,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     if observed == 0 {
         super::none_reached_the_provider(
             &mut evidence,
+            h,
             &local,
             failed_first,
             &REQUIRED,
