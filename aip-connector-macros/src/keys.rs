@@ -357,3 +357,16 @@ pub(crate) mod attributes {
     pub(crate) const CFG_ATTR: &str = "cfg_attr";
     pub(crate) const DOC: &str = "doc";
 }
+
+#[cfg(test)]
+mod tests {
+    /// `bindings(...)` accepts every short profile name and nothing else besides `profile`:
+    /// the key list is written out (it is a `const`), so a name added to core's table must be
+    /// added here too.
+    #[test]
+    fn binding_keys_are_the_short_profile_names() {
+        let mut names: Vec<&str> = super::bindings::ALIASES.iter().map(|(n, _)| *n).collect();
+        names.push(super::bindings::PROFILE);
+        assert_eq!(super::bindings::ALL, names.as_slice());
+    }
+}
