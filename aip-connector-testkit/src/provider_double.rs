@@ -511,9 +511,7 @@ impl<'a> AnswerRequest<'a> {
     /// are spaces): `page` of `/articles?q=rust%20news&page=2` is `Some("2")`. `None` when the
     /// query has no such parameter.
     pub fn query_param(&self, name: &str) -> Option<String> {
-        form_urlencoded::parse(self.query?.as_bytes())
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.into_owned())
+        query_param(self.query?, name)
     }
 
     /// The request's JSON body (`null` when absent or not JSON).
@@ -1315,11 +1313,10 @@ fn lookup(shared: &Shared, incoming: &Received) -> Response<ResponseBody> {
                 .into_owned(),
         ),
         _ => {
-            let key = incoming.query.as_deref().and_then(|query| {
-                form_urlencoded::parse(query.as_bytes())
-                    .find(|(name, _)| name == "idempotency_key")
-                    .map(|(_, value)| value.into_owned())
-            });
+            let key = incoming
+                .query
+                .as_deref()
+                .and_then(|query| query_param(query, "idempotency_key"));
             match key {
                 Some(key) => By::Key(key),
                 None => {
@@ -1412,4 +1409,12 @@ impl Body for Truncated {
     fn size_hint(&self) -> SizeHint {
         SizeHint::with_exact(self.full_len)
     }
+}
+
+/// The first value of the parameter `name` in `query` (without the `?`), decoded as a form
+/// does.
+fn query_param(query: &str, name: &str) -> Option<String> {
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.into_owned())
 }
