@@ -1115,3 +1115,229 @@ fn without_provider_on_a_connector_that_has_one_fails() {
         errors.detail
     );
 }
+
+/// A local ledger: entries in memory, written in one step (`execute`), reconciled by looking
+/// the entry up and compensated by removing it. Nothing is behind it, so no answer can be lost
+/// and no provider request shows what a compensation undid.
+#[derive(Clone, Default)]
+struct LocalLedger {
+    entries: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Entry>>>,
+    /// `reverse` refuses every compensation.
+    reverse_refuses: bool,
+}
+
+#[derive(Clone, Deserialize, Serialize, JsonSchema)]
+struct Entry {
+    /// The account.
+    account: String,
+    /// The amount in cents.
+    amount_minor: i64,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Posted {
+    /// The entry's id.
+    entry_id: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Reversal {
+    /// Why the entry is removed.
+    reason: String,
+}
+
+/// The name the local ledger records its operations under.
+const LOCAL_LEDGER: &str = "local-ledger";
+
+#[connector(id = "localledger")]
+impl LocalLedger {
+    /// Posts an entry.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        transaction(modes = [execute, reconcile, compensate]),
+        compensation(supported, capability = "cap:localledger:reverse", window_ms = 600_000),
+        reconcile = Self::find_entry,
+        examples = [r#"{"account": "acc_1", "amount_minor": 1250}"#],
+    )]
+    async fn post(
+        &self,
+        entry: Entry,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Posted, ConnectorFailure> {
+        let entry_id = format!("entry-{}", key.for_provider());
+        checkpoint
+            .record(
+                ProviderOperationRef {
+                    provider: LOCAL_LEDGER.into(),
+                    operation_id: entry_id.clone(),
+                    request_id: None,
+                },
+                None,
+            )
+            .await?;
+        self.entries.lock().unwrap().insert(entry_id.clone(), entry);
+        Ok(Posted { entry_id })
+    }
+
+    async fn find_entry(
+        &self,
+        request: Reconciliation,
+    ) -> Result<ReconcileOutcome, ConnectorFailure> {
+        let found = self
+            .entries
+            .lock()
+            .unwrap()
+            .contains_key(&request.provider_operation.operation_id);
+        Ok(if found {
+            ReconcileOutcome::Committed { evidence: None }
+        } else {
+            ReconcileOutcome::NotCommitted { evidence: None }
+        })
+    }
+
+    /// Removes an entry `post` made: its compensation.
+    #[capability(
+        id = "cap:localledger:reverse",
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        examples = [r#"{"reason": "posted twice"}"#],
+    )]
+    async fn reverse(
+        &self,
+        reversal: Reversal,
+        _key: IdempotencyKey,
+        target: Compensation,
+    ) -> Result<Posted, ConnectorFailure> {
+        let operation = target
+            .provider_operation
+            .clone()
+            .filter(|_| !self.reverse_refuses);
+        let Some(operation) = operation else {
+            return Err(ConnectorFailure::permanent(
+                "localledger.nothing_to_reverse",
+                "the compensated post recorded no entry",
+                LOCAL_LEDGER,
+            ));
+        };
+        let removed = self.entries.lock().unwrap().remove(&operation.operation_id);
+        match removed {
+            Some(_) => Ok(Posted {
+                entry_id: operation.operation_id,
+            }),
+            None => Err(ConnectorFailure::permanent(
+                "localledger.entry_missing",
+                format!(
+                    "no entry {} to reverse ({})",
+                    operation.operation_id, reversal.reason
+                ),
+                LOCAL_LEDGER,
+            )),
+        }
+    }
+}
+
+/// A local connector with a transactional write: told it has no provider, the suite checks
+/// what it can (checkpoints, compensation routing and once-only) and holds the assertions that
+/// need a lost answer or a provider request with a note; not told, they fail saying what to do.
+#[test]
+fn a_local_transactional_write_passes_when_declared_local() {
+    let suite = || {
+        let ledger = LocalLedger::default();
+        ConformanceSuite::new(move |_env| ledger.clone())
+    };
+    let report = suite().run();
+    let transaction = check(&report, Scenario::TransactionLifecycle);
+    assert_eq!(transaction.status, CheckStatus::Failed, "{report}");
+    assert_eq!(
+        failing(transaction),
+        ["compensation_governed", "reconcile_before_retry"],
+        "{report}"
+    );
+    let restart = check(&report, Scenario::RestartReconnect);
+    assert_eq!(failing(restart), ["reconnect_cursor_resumed"], "{report}");
+    for (check, assertion) in [
+        (transaction, "reconcile_before_retry"),
+        (restart, "reconnect_cursor_resumed"),
+    ] {
+        assert!(
+            check.detail.lines().any(|line| line.starts_with(assertion)
+                && line.contains("`cap:localledger:post` made no provider request on its example")
+                && line.contains("env.provider_url()")
+                && line.contains("ConformanceSuite::without_provider(reason)")),
+            "{}",
+            check.detail
+        );
+    }
+    assert!(
+        transaction
+            .detail
+            .contains("nothing was undone (if the connector's work really is local, say so with `ConformanceSuite::without_provider(reason)`)"),
+        "{}",
+        transaction.detail
+    );
+
+    let reason = "entries live in the connector's memory";
+    let local = suite().without_provider(reason).run();
+    assert!(local.passed(), "{local}");
+    let transaction = check(&local, Scenario::TransactionLifecycle);
+    let restart = check(&local, Scenario::RestartReconnect);
+    for (check, note) in [
+        (
+            transaction,
+            format!(
+                "reconcile_before_retry holds without a provider: the suite was told the connector has none ({reason}), and `cap:localledger:post` completed without a provider request"
+            ),
+        ),
+        (
+            transaction,
+            format!(
+                "compensation_governed: what `cap:localledger:reverse` undid holds without a provider: the suite was told the connector has none ({reason})"
+            ),
+        ),
+        (
+            restart,
+            format!(
+                "reconnect_cursor_resumed holds without a provider: the suite was told the connector has none ({reason})"
+            ),
+        ),
+    ] {
+        assert!(
+            check.notes.iter().any(|n| n.starts_with(&note)),
+            "{note}: {:?}",
+            check.notes
+        );
+    }
+    // What a local connector can show is still checked: the checkpoint, and a compensation
+    // routed to `reverse` that settles `compensated` once.
+    for assertion in ["provider_operation_checkpointed", "compensation_governed"] {
+        assert_eq!(
+            transaction.assertions.get(assertion),
+            Some(&true),
+            "{assertion}: {local}"
+        );
+    }
+}
+
+/// Told the connector is local, a compensation that runs but fails is still a failure: the
+/// note covers only what a provider would have shown.
+#[test]
+fn a_local_compensation_that_fails_still_fails() {
+    let ledger = LocalLedger {
+        reverse_refuses: true,
+        ..LocalLedger::default()
+    };
+    let report = ConformanceSuite::new(move |_env| ledger.clone())
+        .without_provider("entries live in memory")
+        .run();
+    let transaction = check(&report, Scenario::TransactionLifecycle);
+    assert!(
+        failing(transaction).contains(&"compensation_governed"),
+        "{report}"
+    );
+}

@@ -1074,8 +1074,10 @@ impl ConformanceSuite {
     /// embedded store, a computation), so no provider failure can be provoked and no answer
     /// lost. When no capability makes a provider request, the assertions that need one
     /// (`retry_exhaustion`'s, `protocol_fields_preserved`, `error_secrets_redacted`,
-    /// `uncertain_outcome_reconciled`) then hold with a note quoting `reason`, instead of
-    /// failing; every other assertion is checked as usual. A capability that does make a
+    /// `uncertain_outcome_reconciled`, `reconcile_before_retry`, `reconnect_cursor_resumed`)
+    /// then hold with a note quoting `reason`, instead of failing, and so does the part of
+    /// `compensation_governed` that looks for the provider request undoing the effect; every
+    /// other assertion is checked as usual. A capability that does make a
     /// provider request contradicts the declaration, and `errors_uncertain_outcomes` fails
     /// saying so. (A connector built on an in-memory fake of a remote API is not one: point it
     /// at [`Environment::provider_url`].)

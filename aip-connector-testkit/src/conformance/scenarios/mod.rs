@@ -211,6 +211,44 @@ fn none_reached_the_provider(
     }
 }
 
+/// What a scenario that loses a provider answer (`reconcile_before_retry`,
+/// `reconnect_cursor_resumed`) records for its subject `id` when the scout call made no
+/// provider request, so no answer could be lost. When the call completed and the suite was told
+/// the connector has no provider, `assertion` holds with a note quoting why; when the call
+/// completed otherwise, it fails saying what to do; when it failed before asking, it fails with
+/// how it ended.
+fn no_answer_to_lose(
+    evidence: &mut Evidence,
+    h: &Harness,
+    id: &str,
+    scouted: &Scouted,
+    assertion: &str,
+) {
+    evidence.artifact(format!("action:{}", scouted.result.action_id));
+    if scouted.result.status != ActionResultStatus::Completed {
+        evidence.assert(assertion, false, || {
+            format!(
+                "`{id}` answered {} on its example before making any provider request, so no answer could be lost",
+                outcome(&scouted.result)
+            )
+        });
+        return;
+    }
+    match h.no_provider() {
+        Some(reason) => {
+            evidence.note(format!(
+                "{assertion} holds without a provider: the suite was told the connector has none ({reason}), and `{id}` completed without a provider request, so no answer can be lost"
+            ));
+            evidence.assert(assertion, true, String::new);
+        }
+        None => evidence.assert(assertion, false, || {
+            format!(
+                "`{id}` made no provider request on its example, so no answer could be lost: point the connector at `env.provider_url()`, or, if its work really is local, say so with `ConformanceSuite::without_provider(reason)`"
+            )
+        }),
+    }
+}
+
 /// The `Idempotency-Key` a provider request carried, for a message: `` `k` `` or "no key"
 /// (not `Some("k")`).
 fn sent_key(key: Option<&str>) -> String {

@@ -20,7 +20,9 @@
 //!   provider answered `pending` (when the connector's reconciliation reports it), is reconciled
 //!   by the restarted host: its connector is asked about exactly the provider operation and
 //!   cursor recorded before the restart, and the outcome settles. Without a capability that
-//!   declares `reconcile` there is nothing to resume; it holds with a note.
+//!   declares `reconcile` there is nothing to resume; it holds with a note. It holds with a note
+//!   too when the suite was told the connector has no provider (`without_provider`) and the
+//!   capability completes without a provider request: no answer can be lost.
 
 use std::sync::Arc;
 
@@ -260,6 +262,10 @@ async fn reconnect_cursor_resumed(h: &Harness, evidence: &mut Evidence) {
     let scouted = h
         .scout_boxed(h.action(capability, input.clone(), "conformance-restart-scout"))
         .await;
+    if scouted.requests.is_empty() {
+        super::no_answer_to_lose(evidence, h, &id, &scouted, "reconnect_cursor_resumed");
+        return;
+    }
     let route = scouted
         .requests
         .iter()

@@ -22,7 +22,11 @@
 //!   "compensated" without undoing anything, or undoes something else, passed before an author
 //!   trial.
 //!
-//! What a manifest does not declare (no plan/commit pair, no compensation) holds with a note.
+//! What a manifest does not declare (no plan/commit pair, no compensation) holds with a note. So
+//! do, for a connector the suite was told has no provider (`ConformanceSuite::without_provider`)
+//! and whose calls make no provider request, `reconcile_before_retry` (no answer can be lost)
+//! and the provider request of `compensation_governed` (what a local compensation undid is not
+//! visible); its routing, settlement and once-only are still checked.
 
 use aip_connector::CapabilityDefinition;
 use aip_connector::codes;
@@ -378,9 +382,7 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
         .scout_boxed(h.action(capability, input.clone(), "conformance-txn-scout"))
         .await;
     let Some(route) = scouted.route().map(str::to_owned) else {
-        evidence.assert("reconcile_before_retry", false, || {
-            format!("`{id}` made no provider request on its example, so no answer could be lost")
-        });
+        super::no_answer_to_lose(evidence, h, &id, &scouted, "reconcile_before_retry");
         return;
     };
     let Some(call) = handler_call_or_fail(
@@ -565,6 +567,7 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
         transactional(&id, compensating_input.clone(), key, block)
     };
     let effects_before_target = h.provider().effect_total();
+    let requests_before_target = h.provider().request_count();
     let target = h
         .drive(
             host,
@@ -659,8 +662,16 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
         },
     );
 
-    // And it undid something at the provider, naming what the target left there.
-    if first.result.status == ActionResultStatus::Completed {
+    // And it undid something at the provider, naming what the target left there. A local
+    // connector's compensation changes nothing the suite can see: it holds with a note.
+    let local = h
+        .no_provider()
+        .filter(|_| h.provider().request_count() == requests_before_target);
+    if let (Some(reason), ActionResultStatus::Completed) = (local, first.result.status) {
+        evidence.note(format!(
+            "compensation_governed: what `{by}` undid holds without a provider: the suite was told the connector has none ({reason}), and neither `{id}` nor its compensation made a provider request"
+        ));
+    } else if first.result.status == ActionResultStatus::Completed {
         // The request that names the target must be one that changes something: a lookup of
         // the target beside an unrelated write undoes nothing (a hostile review's did).
         let naming = sent.iter().find(|request| {
@@ -689,8 +700,13 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
                         .join(", ")
                 )
             } else {
+                let hint = if sent.is_empty() && h.no_provider().is_none() {
+                    " (if the connector's work really is local, say so with `ConformanceSuite::without_provider(reason)`)"
+                } else {
+                    ""
+                };
                 format!(
-                    "compensating `{id}` through `{by}` settled `compensated`, but made no mutating request of the provider (requests: {requests}): nothing was undone"
+                    "compensating `{id}` through `{by}` settled `compensated`, but made no mutating request of the provider (requests: {requests}): nothing was undone{hint}"
                 )
             }
         });
