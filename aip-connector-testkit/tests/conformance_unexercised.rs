@@ -14,7 +14,8 @@
 use aip_connector::model::ProviderOperationRef;
 use aip_connector::prelude::*;
 use aip_connector_testkit::conformance::{
-    CheckResult, CheckStatus, ConformanceReport, ConformanceSuite, Scenario, UNEXERCISED_WAIVERS,
+    CheckResult, CheckStatus, ConformanceReport, ConformanceSuite, LOCAL_AS_DECLARED, Scenario,
+    UNEXERCISED_WAIVERS,
 };
 use aip_connector_testkit::provider_double::{OPERATION_ID_HEADER, ProviderHandle};
 use serde_json::json;
@@ -1340,4 +1341,183 @@ fn a_local_compensation_that_fails_still_fails() {
         failing(transaction).contains(&"compensation_governed"),
         "{report}"
     );
+}
+
+/// Notes kept in memory whose writes are copied to a remote service by a task the handler
+/// spawns: no scouting call sees the request, which arrives after the call settled.
+#[derive(Clone)]
+struct SyncingNotes {
+    notes: LocalNotes,
+    sync: ProviderClient,
+}
+
+#[connector(id = "syncingnotes")]
+impl SyncingNotes {
+    /// Writes a note, and copies it to the sync service in the background.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        examples = [r#"{"key": "ada", "text": "hello"}"#],
+    )]
+    async fn put(&self, input: Note, key: IdempotencyKey) -> Result<Greeting, ConnectorFailure> {
+        let sync = self.sync.clone();
+        let copy = json!({ "key": input.key, "text": input.text });
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            let _ = sync
+                .post("/sync")
+                .json(&copy)
+                .send_json::<serde_json::Value>()
+                .await;
+        });
+        self.notes.put(input, key).await
+    }
+}
+
+/// A connector declared local that reaches a provider where no scouting call looks (a task
+/// spawned by its handler) fails every scenario whose double received a request, naming them.
+#[test]
+fn a_connector_declared_local_that_reaches_a_provider_later_fails() {
+    let report = ConformanceSuite::new(|env| SyncingNotes {
+        notes: LocalNotes::default(),
+        sync: client(env.provider_url()),
+    })
+    .without_provider("notes live in memory")
+    .run();
+    assert!(!report.passed(), "{report}");
+    for scenario in [
+        Scenario::IdempotencyDuplicates,
+        Scenario::RetryExhaustion,
+        Scenario::ErrorsUncertainOutcomes,
+    ] {
+        let check = check(&report, scenario);
+        assert!(failing(check).contains(&LOCAL_AS_DECLARED), "{report}");
+        assert!(
+            check.detail.contains(
+                "the suite was told the connector has no provider (notes live in memory), yet the provider double received"
+            ) && check.detail.contains("POST /sync"),
+            "{}",
+            check.detail
+        );
+    }
+}
+
+/// Local notes with a publishing capability that reaches over the network and declares no
+/// example, so no scenario ever calls it.
+#[derive(Clone, Default)]
+struct PublishingNotes {
+    notes: LocalNotes,
+}
+
+#[connector(id = "publishingnotes")]
+impl PublishingNotes {
+    /// Writes a note.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        examples = [r#"{"key": "ada", "text": "hello"}"#],
+    )]
+    async fn put(&self, input: Note, key: IdempotencyKey) -> Result<Greeting, ConnectorFailure> {
+        self.notes.put(input, key).await
+    }
+
+    /// Looks a note up on the public directory.
+    #[capability(
+        risk = low,
+        side_effects = [read, external_network],
+        execution(retry_safety = safe),
+        data(sensitivity = internal),
+        waive(
+            code = "contract.lint.mutating_without_idempotency",
+            reason = "a lookup changes nothing"
+        ),
+    )]
+    async fn find_published(&self, input: Name) -> Result<Greeting, ConnectorFailure> {
+        Ok(Greeting { text: input.name })
+    }
+}
+
+/// `external_network` contradicts `without_provider` on its face, even on a capability the
+/// suite never calls.
+#[test]
+fn a_connector_declared_local_with_a_networked_capability_fails() {
+    let report = ConformanceSuite::new(|_env| PublishingNotes::default())
+        .without_provider("notes live in memory")
+        .run();
+    let errors = check(&report, Scenario::ErrorsUncertainOutcomes);
+    assert_eq!(errors.status, CheckStatus::Failed, "{report}");
+    assert!(
+        errors.detail.contains(
+            "the suite was told the connector has no provider (notes live in memory), yet `cap:publishingnotes:find_published` declares `external_network`"
+        ),
+        "{}",
+        errors.detail
+    );
+}
+
+/// A read-only directory whose search cannot complete against the double (waived) and whose
+/// lookup was built on an in-memory fake instead of `env.provider_url()`.
+#[derive(Clone, Default)]
+struct FakedDirectory;
+
+#[connector(id = "fakeddirectory")]
+impl FakedDirectory {
+    /// Searches the directory.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        execution(retry_safety = safe),
+        data(sensitivity = internal),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn search(&self, _input: Name, _key: IdempotencyKey) -> Result<Greeting, ConnectorFailure> {
+        Err(ConnectorFailure::permanent(
+            "directory.grpc_only",
+            "search speaks gRPC, which the double does not",
+            "directory",
+        ))
+    }
+
+    /// Looks a name up (in a fake of the directory's API, in memory).
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        execution(retry_safety = safe),
+        data(sensitivity = internal),
+        examples = [r#"{"name": "ada"}"#],
+    )]
+    async fn get(&self, input: Name, _key: IdempotencyKey) -> Result<Greeting, ConnectorFailure> {
+        Ok(Greeting { text: input.name })
+    }
+}
+
+/// A waiver of the capability that failed first does not make the one that completed without
+/// a provider request look exercised: the provider-failure assertions still fail for it (found
+/// by a review: they passed).
+#[test]
+fn a_waived_failure_does_not_hide_a_capability_that_never_reached_the_provider() {
+    let report = ConformanceSuite::new(|_env| FakedDirectory)
+        .with_unexercised_waiver("cap:fakeddirectory:search", "speaks gRPC")
+        .run();
+    for (scenario, assertion) in [
+        (
+            Scenario::ErrorsUncertainOutcomes,
+            "protocol_fields_preserved",
+        ),
+        (Scenario::RetryExhaustion, "backoff_observed"),
+    ] {
+        let check = check(&report, scenario);
+        assert_eq!(check.status, CheckStatus::Failed, "{report}");
+        assert!(
+            check.detail.lines().any(|line| line.starts_with(assertion)
+                && line.contains("`cap:fakeddirectory:get` completed without one")
+                && line.contains("env.provider_url()")),
+            "{}",
+            check.detail
+        );
+    }
 }

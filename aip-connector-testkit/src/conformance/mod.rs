@@ -798,6 +798,46 @@ fn not_run_kind(reason: &str) -> &str {
 /// How the detail of a scenario that could not start begins, before the reason.
 const NOT_RUN: &str = "not run: ";
 
+/// The assertion every scenario adds when the suite was told the connector has no provider
+/// ([`ConformanceSuite::without_provider`]): the scenario's provider double received no request.
+pub const LOCAL_AS_DECLARED: &str = "local_as_declared";
+
+/// How long a scenario of a connector declared local waits, once it is done, for requests its
+/// connector sends later (a sync task spawned by a handler, say) before its double is read.
+const LOCAL_GRACE: Duration = Duration::from_millis(100);
+
+/// The requests the scenario's provider double received, read after [`LOCAL_GRACE`].
+async fn provider_requests_after_grace(harness: &Harness) -> Vec<String> {
+    tokio::time::sleep(LOCAL_GRACE).await;
+    harness
+        .provider()
+        .requests()
+        .iter()
+        .map(|request| format!("{} {}", request.method, request.path))
+        .collect()
+}
+
+/// [`LOCAL_AS_DECLARED`]: every lenient "holds without a provider" of the scenario rests on the
+/// connector having none, which each scenario checks on its own double, over all its calls,
+/// whichever capability or task made the request. Only a contradiction is recorded, so a
+/// scenario's count of assertions held is the same with and without the declaration.
+fn local_as_declared(evidence: &mut Evidence, reason: &str, contacted: &[String]) {
+    if contacted.is_empty() {
+        return;
+    }
+    evidence.assert(LOCAL_AS_DECLARED, false, || {
+        const SHOWN: usize = 5;
+        let mut shown = contacted[..contacted.len().min(SHOWN)].join(", ");
+        if contacted.len() > SHOWN {
+            shown.push_str(", …");
+        }
+        format!(
+            "the suite was told the connector has no provider ({reason}), yet the provider double received {} request(s) during this scenario ({shown}): its assertions that hold without a provider cannot, so remove `without_provider` and let the scenarios reach the provider",
+            contacted.len()
+        )
+    });
+}
+
 /// A multi-line detail, its continuation lines indented under the check's line.
 fn indented(detail: &str) -> String {
     detail.replace('\n', "\n      ")
@@ -1077,9 +1117,10 @@ impl ConformanceSuite {
     /// `uncertain_outcome_reconciled`, `reconcile_before_retry`, `reconnect_cursor_resumed`)
     /// then hold with a note quoting `reason`, instead of failing, and so does the part of
     /// `compensation_governed` that looks for the provider request undoing the effect; every
-    /// other assertion is checked as usual. A capability that does make a
-    /// provider request contradicts the declaration, and `errors_uncertain_outcomes` fails
-    /// saying so. (A connector built on an in-memory fake of a remote API is not one: point it
+    /// other assertion is checked as usual. The declaration is checked: every scenario whose
+    /// provider double received a request, from any capability or from a task a handler
+    /// spawned, fails its extra assertion [`LOCAL_AS_DECLARED`], and `errors_uncertain_outcomes`
+    /// fails when a capability declares `external_network`. (A connector built on an in-memory fake of a remote API is not one: point it
     /// at [`Environment::provider_url`].)
     ///
     /// ```ignore
@@ -1222,9 +1263,18 @@ impl ConformanceSuite {
             futures_util::FutureExt::catch_unwind(running),
         )
         .await;
+        let contacted = match &self.without_provider {
+            Some(_) => provider_requests_after_grace(&harness).await,
+            None => Vec::new(),
+        };
         harness.finish().await;
         let check = match outcome {
-            Ok(Ok(evidence)) => return evidence.into_check(scenario, &self.unexercised_waivers),
+            Ok(Ok(mut evidence)) => {
+                if let Some(reason) = &self.without_provider {
+                    local_as_declared(&mut evidence, reason, &contacted);
+                }
+                return evidence.into_check(scenario, &self.unexercised_waivers);
+            }
             Ok(Err(panic)) => CheckResult {
                 name: scenario.check_name(),
                 status: CheckStatus::Failed,

@@ -35,7 +35,7 @@ use aip_connector::codes;
 use aip_connector::host::TransactionSelector;
 use aip_connector::ids::TransactionId;
 use aip_connector::model::{
-    Action, ActionResult, ActionResultStatus, ActionTransaction, TransactionMode,
+    Action, ActionResult, ActionResultStatus, ActionTransaction, SideEffect, TransactionMode,
     TransactionProtocolStatus, TransactionResult,
 };
 use serde_json::{Value, json};
@@ -98,7 +98,6 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             &mut evidence,
             h,
             &local,
-            failed_first,
             &["protocol_fields_preserved", "error_secrets_redacted"],
             "capability",
         );
@@ -110,6 +109,31 @@ pub(super) async fn run(h: &Harness) -> Evidence {
                 "the suite was told the connector has no provider ({reason}), yet {reached} capability example(s) made a provider request: remove `without_provider`"
             )
         });
+    }
+    // Or declares it reaches over the network: a capability the suite never calls (no example)
+    // could do so unseen.
+    if let Some(reason) = h.no_provider() {
+        let networked: Vec<String> = h
+            .definition()
+            .capabilities
+            .iter()
+            .filter(|c| {
+                c.capability
+                    .contract
+                    .as_ref()
+                    .is_some_and(|k| k.side_effects.contains(&SideEffect::ExternalNetwork))
+            })
+            .map(|c| format!("`{}`", c.id()))
+            .collect();
+        if !networked.is_empty() {
+            evidence.assert("protocol_fields_preserved", false, || {
+                format!(
+                    "the suite was told the connector has no provider ({reason}), yet {} {} `external_network`: remove `without_provider`, or the side effect if the capability does not reach over the network",
+                    networked.join(", "),
+                    if networked.len() == 1 { "declares" } else { "declare" }
+                )
+            });
+        }
     }
     let no_provider = h
         .no_provider()

@@ -57,7 +57,6 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         return evidence;
     }
     let mut observed = 0;
-    let mut failed_first = 0;
     let mut local = Vec::new();
     for (capability, input) in &targets {
         let id = capability.id().as_str();
@@ -71,9 +70,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         let Some(route) = scouted.route().map(str::to_owned) else {
             // One that completes without the provider has nothing a provider failure could
             // reach; one that failed before asking it was never tried.
-            if super::reached_no_provider(&mut evidence, h, id, &scouted, &REQUIRED) {
-                failed_first += 1;
-            } else {
+            if !super::reached_no_provider(&mut evidence, h, id, &scouted, &REQUIRED) {
                 local.push(id.to_owned());
             }
             continue;
@@ -102,7 +99,6 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             &mut evidence,
             h,
             &local,
-            failed_first,
             &REQUIRED,
             "capability that supports retry",
         );
