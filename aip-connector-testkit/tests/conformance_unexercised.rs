@@ -1125,6 +1125,8 @@ struct LocalLedger {
     entries: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Entry>>>,
     /// `reverse` refuses every compensation.
     reverse_refuses: bool,
+    /// `find_entry` answers this without looking, when set.
+    reconcile_answers: Option<bool>,
 }
 
 #[derive(Clone, Deserialize, Serialize, JsonSchema)]
@@ -1188,11 +1190,12 @@ impl LocalLedger {
         &self,
         request: Reconciliation,
     ) -> Result<ReconcileOutcome, ConnectorFailure> {
-        let found = self
-            .entries
-            .lock()
-            .unwrap()
-            .contains_key(&request.provider_operation.operation_id);
+        let found = self.reconcile_answers.unwrap_or_else(|| {
+            self.entries
+                .lock()
+                .unwrap()
+                .contains_key(&request.provider_operation.operation_id)
+        });
         Ok(if found {
             ReconcileOutcome::Committed { evidence: None }
         } else {
@@ -1288,11 +1291,18 @@ fn a_local_transactional_write_passes_when_declared_local() {
     assert!(local.passed(), "{local}");
     let transaction = check(&local, Scenario::TransactionLifecycle);
     let restart = check(&local, Scenario::RestartReconnect);
+    let errors = check(&local, Scenario::ErrorsUncertainOutcomes);
     for (check, note) in [
         (
             transaction,
             format!(
-                "reconcile_before_retry holds without a provider: the suite was told the connector has none ({reason}), and `cap:localledger:post` completed without a provider request"
+                "reconcile_before_retry: `cap:localledger:post` is local ({reason}), so the suite lost the answers itself"
+            ),
+        ),
+        (
+            errors,
+            format!(
+                "uncertain_outcome_reconciled: `cap:localledger:post` is local ({reason}), so the suite lost the answers itself"
             ),
         ),
         (
@@ -1474,7 +1484,11 @@ impl FakedDirectory {
         data(sensitivity = internal),
         examples = [r#"{"name": "ada"}"#],
     )]
-    async fn search(&self, _input: Name, _key: IdempotencyKey) -> Result<Greeting, ConnectorFailure> {
+    async fn search(
+        &self,
+        _input: Name,
+        _key: IdempotencyKey,
+    ) -> Result<Greeting, ConnectorFailure> {
         Err(ConnectorFailure::permanent(
             "directory.grpc_only",
             "search speaks gRPC, which the double does not",
@@ -1519,5 +1533,37 @@ fn a_waived_failure_does_not_hide_a_capability_that_never_reached_the_provider()
             "{}",
             check.detail
         );
+    }
+}
+
+/// Declared local, a reconciliation is still called: the suite loses the answers itself. One
+/// that answers "committed" without looking, or "not committed" without looking, fails.
+#[test]
+fn a_local_reconciliation_that_does_not_look_fails() {
+    for (answers, expected) in [
+        (
+            true,
+            "answered `committed: true`: the reconciliation did not look",
+        ),
+        (false, "where the write took effect"),
+    ] {
+        let ledger = LocalLedger {
+            reconcile_answers: Some(answers),
+            ..LocalLedger::default()
+        };
+        let report = ConformanceSuite::new(move |_env| ledger.clone())
+            .without_provider("entries live in memory")
+            .run();
+        for (scenario, assertion) in [
+            (Scenario::TransactionLifecycle, "reconcile_before_retry"),
+            (
+                Scenario::ErrorsUncertainOutcomes,
+                "uncertain_outcome_reconciled",
+            ),
+        ] {
+            let check = check(&report, scenario);
+            assert_eq!(failing(check), [assertion], "{report}");
+            assert!(check.detail.contains(expected), "{}", check.detail);
+        }
     }
 }

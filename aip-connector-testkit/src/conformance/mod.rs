@@ -1114,10 +1114,13 @@ impl ConformanceSuite {
     /// embedded store, a computation), so no provider failure can be provoked and no answer
     /// lost. When no capability makes a provider request, the assertions that need one
     /// (`retry_exhaustion`'s, `protocol_fields_preserved`, `error_secrets_redacted`,
-    /// `uncertain_outcome_reconciled`, `reconcile_before_retry`, `reconnect_cursor_resumed`)
-    /// then hold with a note quoting `reason`, instead of failing, and so does the part of
-    /// `compensation_governed` that looks for the provider request undoing the effect; every
-    /// other assertion is checked as usual. The declaration is checked: every scenario whose
+    /// `reconnect_cursor_resumed`, and `uncertain_outcome_reconciled` when no capability
+    /// declares `reconcile`) then hold with a note quoting `reason`, instead of failing, and so
+    /// does the part of `compensation_governed` that looks for the provider request undoing the
+    /// effect. A reconcilable write's answers are lost by the suite itself, once after its
+    /// handler ran and once before, and its reconciliation must tell the two apart
+    /// (`reconcile_before_retry`, `uncertain_outcome_reconciled`). Every other assertion is
+    /// checked as usual. The declaration is checked: every scenario whose
     /// provider double received a request, from any capability or from a task a handler
     /// spawned, fails its extra assertion [`LOCAL_AS_DECLARED`], and `errors_uncertain_outcomes`
     /// fails when a capability declares `external_network`. (A connector built on an in-memory fake of a remote API is not one: point it

@@ -52,6 +52,21 @@ pub struct ProbeRecord {
 struct ProbeState {
     records: Vec<ProbeRecord>,
     output_override: Option<Value>,
+    /// The capability whose next call loses its answer, and how.
+    lose_next: Option<(String, LostAnswer)>,
+}
+
+/// How the probe loses the answer of a call, for a connector with no provider whose answers
+/// no provider double can lose: the call fails with an unknown outcome
+/// (`provider.outcome_unknown`, `uncertain_outcome: true`), as a write whose connection dropped
+/// does.
+#[derive(Clone, Debug)]
+pub(crate) enum LostAnswer {
+    /// The handler runs and takes effect; its answer is replaced by the failure.
+    AfterEffect,
+    /// The handler never runs: the probe records `operation` (one nobody made) through the
+    /// call's `Checkpoint`, as a handler does before its request, and fails.
+    BeforeEffect(ProviderOperationRef),
 }
 
 /// Wraps a connector; every `invoke` is recorded (see [`ProbeRecord`]).
@@ -92,6 +107,23 @@ impl ProbedConnector {
     pub fn override_output(&self, output: Option<Value>) {
         self.state().output_override = output;
     }
+
+    /// The next handler call of `capability_id` loses its answer as `how` says.
+    pub(crate) fn lose_next_answer(&self, capability_id: &str, how: LostAnswer) {
+        self.state().lose_next = Some((capability_id.to_owned(), how));
+    }
+}
+
+/// The failure of a call whose answer the probe lost.
+fn lost_answer(source: &str) -> ConnectorFailure {
+    ConnectorFailure::new(
+        aip_connector::codes::PROVIDER_OUTCOME_UNKNOWN,
+        "the conformance suite lost this call's answer (the connector has no provider whose connection it could drop)",
+        aip_connector::model::ErrorCategory::Temporary,
+        aip_connector::model::ConnectorOperation::Invocation,
+        source,
+    )
+    .with_uncertain_outcome()
 }
 
 impl Connector for ProbedConnector {
@@ -105,8 +137,12 @@ impl Connector for ProbedConnector {
         input: &'a Value,
         context: Arc<dyn InvocationContext>,
     ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
-        let index = {
+        let (index, lost) = {
             let mut state = self.state();
+            let lost = state
+                .lose_next
+                .take_if(|(capability, _)| capability == capability_id)
+                .map(|(_, how)| how);
             state.records.push(ProbeRecord {
                 capability_id: capability_id.to_owned(),
                 action_id: context.action().id.to_string(),
@@ -122,7 +158,7 @@ impl Connector for ProbedConnector {
                 checkpointed_at: None,
                 outcome: None,
             });
-            state.records.len() - 1
+            (state.records.len() - 1, lost)
         };
         let checkpoint = context.checkpoint().map(|inner| {
             Arc::new(TimedCheckpoint {
@@ -134,10 +170,25 @@ impl Connector for ProbedConnector {
         let context: Arc<dyn InvocationContext> =
             Arc::new(WrappedContext::new(context).with_checkpoint(checkpoint));
         Box::pin(async move {
-            let result = self
-                .inner
-                .invoke(capability_id, input, Arc::clone(&context))
-                .await;
+            let source = self.inner.definition().id.as_str();
+            let result = match &lost {
+                Some(LostAnswer::BeforeEffect(operation)) => match context.checkpoint() {
+                    Some(checkpoint) => match checkpoint.record(operation.clone(), None).await {
+                        Ok(()) => Err(lost_answer(source)),
+                        Err(refused) => Err(refused),
+                    },
+                    None => Err(lost_answer(source)),
+                },
+                _ => {
+                    self.inner
+                        .invoke(capability_id, input, Arc::clone(&context))
+                        .await
+                }
+            };
+            let result = match (lost, result) {
+                (Some(LostAnswer::AfterEffect), Ok(_)) => Err(lost_answer(source)),
+                (_, result) => result,
+            };
             let mut state = self.state();
             let result = match (result, state.output_override.clone()) {
                 (Ok(_), Some(replacement)) => Ok(replacement),

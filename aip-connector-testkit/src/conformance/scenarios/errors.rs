@@ -28,7 +28,9 @@
 //! that completes without the provider has no provider failure to pass on (a note). When no
 //! capability makes a provider request at all, the assertions fail, unless the suite was told
 //! the connector has no provider (`ConformanceSuite::without_provider`): then they hold with a
-//! note quoting why.
+//! note quoting why, except `uncertain_outcome_reconciled` on a connector that declares a
+//! reconcilable write, whose answers the probe loses instead (the transaction scenario's
+//! `local_lost_answers`).
 
 use aip_connector::CapabilityDefinition;
 use aip_connector::codes;
@@ -363,8 +365,23 @@ async fn uncertain_outcome(
     no_provider: Option<&str>,
 ) {
     if let Some(reason) = no_provider {
+        // What a local connector declares reconcilable is reconciled: the suite loses the
+        // answers itself.
+        if let Some((capability, input)) = h.examples_where(reconcilable).into_iter().next() {
+            super::transaction::local_lost_answers(
+                h,
+                evidence,
+                "uncertain_outcome_reconciled",
+                "uncertain_outcome_reconciled",
+                capability,
+                &input,
+                reason,
+            )
+            .await;
+            return;
+        }
         evidence.note(format!(
-            "uncertain_outcome_reconciled holds without a provider: the suite was told the connector has none ({reason}), so no answer can be lost"
+            "uncertain_outcome_reconciled holds without a provider: the suite was told the connector has none ({reason}), and no capability of it declares `reconcile`, so no lost answer of it could be settled"
         ));
         evidence.assert("uncertain_outcome_reconciled", true, String::new);
         return;

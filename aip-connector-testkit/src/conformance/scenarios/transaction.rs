@@ -24,22 +24,27 @@
 //!
 //! What a manifest does not declare (no plan/commit pair, no compensation) holds with a note. So
 //! do, for a connector the suite was told has no provider (`ConformanceSuite::without_provider`)
-//! and whose calls make no provider request, `reconcile_before_retry` (no answer can be lost)
-//! and the provider request of `compensation_governed` (what a local compensation undid is not
-//! visible); its routing, settlement and once-only are still checked.
+//! and whose calls make no provider request, the provider request of `compensation_governed`
+//! (what a local compensation undid is not visible); its routing, settlement and once-only are
+//! still checked. Such a connector's `reconcile_before_retry` is exercised on answers the probe
+//! loses instead of the double (`local_lost_answers`): one of a call whose handler ran (a
+//! reconciliation must say `committed`) and one of a call whose handler never ran, with an
+//! operation nobody made checkpointed (it must not).
 
 use aip_connector::CapabilityDefinition;
 use aip_connector::codes;
 use aip_connector::host::{Host, TransactionSelector, compensation_transaction_of};
 use aip_connector::ids::{ActionId, TransactionId};
 use aip_connector::model::{
-    Action, ActionResultStatus, ActionTransaction, CompensationMode, TransactionMode,
-    TransactionProtocolStatus as Status, TransactionResult,
+    Action, ActionResultStatus, ActionTransaction, CompensationMode, ProviderOperationRef,
+    TransactionMode, TransactionProtocolStatus as Status, TransactionResult,
 };
 use serde_json::Value;
 
 use super::{code, handler_call_or_fail, no_plan, runs_handler, shown_code, transaction_modes};
 use crate::Fault;
+use crate::conformance::harness::Driven;
+use crate::conformance::probe::LostAnswer;
 use crate::conformance::{Evidence, Harness};
 
 fn commits_plans(capability: &CapabilityDefinition) -> bool {
@@ -382,7 +387,22 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
         .scout_boxed(h.action(capability, input.clone(), "conformance-txn-scout"))
         .await;
     let Some(route) = scouted.route().map(str::to_owned) else {
-        super::no_answer_to_lose(evidence, h, &id, &scouted, "reconcile_before_retry");
+        match h.no_provider() {
+            Some(reason) if scouted.result.status == ActionResultStatus::Completed => {
+                evidence.artifact(format!("action:{}", scouted.result.action_id));
+                local_lost_answers(
+                    h,
+                    evidence,
+                    "reconcile_before_retry",
+                    "provider_operation_checkpointed",
+                    capability,
+                    &input,
+                    reason,
+                )
+                .await;
+            }
+            _ => super::no_answer_to_lose(evidence, h, &id, &scouted, "reconcile_before_retry"),
+        }
         return;
     };
     let Some(call) = handler_call_or_fail(
@@ -476,27 +496,21 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
     }
 
     // Reconciliation settles it, confirming what the provider holds.
-    let mut block = ActionTransaction::new(TransactionMode::Reconcile);
-    block.transaction_id = Some(transaction_id.clone());
-    let reconciled = h
-        .drive(
-            host,
-            transactional(&id, input, "conformance-txn-uncertain:reconcile", block),
-        )
-        .await;
-    evidence.artifact(format!("action:{}", reconciled.action.id));
+    let reconciled = reconcile_transaction(
+        h,
+        host,
+        evidence,
+        (&id, &input, "conformance-txn-uncertain:reconcile"),
+        &transaction_id,
+    )
+    .await;
     let after = view(
         h,
         host,
         TransactionSelector::Transaction(transaction_id.clone()),
     )
     .await;
-    let committed = reconciled
-        .result
-        .output
-        .as_ref()
-        .and_then(|o| o.pointer("/reconciliation/committed"))
-        .and_then(Value::as_bool);
+    let committed = reconciled_committed(&reconciled.result);
     evidence.assert(
         "reconcile_before_retry",
         reconciled.result.status == ActionResultStatus::Completed
@@ -510,11 +524,7 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
             };
             // The output as a caller receives it (`{"reconciliation": {...}}`): an author trial
             // copied the inner object from here and read `committed` at the wrong level.
-            let output = reconciled
-                .result
-                .output
-                .as_ref()
-                .map_or_else(|| "no output".to_owned(), |o| format!("output {o}"));
+            let output = shown_output(&reconciled.result);
             format!(
                 "reconciling the unknown outcome of `{id}` answered `{}` ({}) with {output}, leaving the transaction {}; the provider holds {landed} effect(s) of it{hint}",
                 reconciled.result.status,
@@ -534,6 +544,250 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
             )
         },
     );
+}
+
+/// Sends a `reconcile` of `transaction_id` for capability `id` under `key`, and records its
+/// action as an artifact.
+async fn reconcile_transaction(
+    h: &Harness,
+    host: &Host,
+    evidence: &mut Evidence,
+    (id, input, key): (&str, &Value, &str),
+    transaction_id: &TransactionId,
+) -> Driven {
+    let mut block = ActionTransaction::new(TransactionMode::Reconcile);
+    block.transaction_id = Some(transaction_id.clone());
+    let reconciled = h
+        .drive(host, transactional(id, input.clone(), key, block))
+        .await;
+    evidence.artifact(format!("action:{}", reconciled.action.id));
+    reconciled
+}
+
+/// Runs `capability`'s handler call under `key` with its answer lost as `how` says, and
+/// returns it with its transaction when that was left `outcome_unknown`; `None` after failing
+/// `assertion` (the plan made no plan, or the call settled otherwise, which `describe` says).
+async fn lose_answer(
+    h: &Harness,
+    host: &Host,
+    evidence: &mut Evidence,
+    (capability, input, key): (&CapabilityDefinition, &Value, &str),
+    how: LostAnswer,
+    assertion: &str,
+    describe: impl FnOnce(&Driven) -> String,
+) -> Option<(Driven, TransactionResult)> {
+    let call = handler_call_or_fail(
+        h,
+        host,
+        h.action(capability, input.clone(), key),
+        evidence,
+        assertion,
+    )
+    .await?;
+    h.probe().lose_next_answer(capability.id().as_str(), how);
+    let lost = h.drive(host, call).await;
+    evidence.artifact(format!("action:{}", lost.action.id));
+    let unknown = view(h, host, TransactionSelector::Action(lost.action.id.clone()))
+        .await
+        .filter(|v| v.status == Status::OutcomeUnknown);
+    match unknown {
+        Some(unknown) => {
+            evidence.artifact(format!("transaction:{}", unknown.transaction_id));
+            Some((lost, unknown))
+        }
+        None => {
+            evidence.assert(assertion, false, || describe(&lost));
+            None
+        }
+    }
+}
+
+/// `assertion` for a connector with no provider (`without_provider`, `reason`), whose answers
+/// no provider double can lose: the probe loses them instead (see [`LostAnswer`]). First the
+/// answer of a call whose handler ran: the call must settle `outcome_unknown` with the
+/// checkpointed operation, neither a resend nor a retry under a fresh key may run the handler
+/// again, and a `reconcile` (when declared) must settle it `reconciled` and say `committed`.
+/// Then the answer of a call whose handler never ran, with an operation nobody made
+/// checkpointed: a reconciliation that says `committed` did not look. Before, a local
+/// connector's reconciliation held with a note and was never called (found by a review).
+///
+/// `checkpoint_assertion` is the assertion a missing checkpoint fails (the transaction
+/// scenario's `provider_operation_checkpointed`; the errors scenario's own).
+pub(super) async fn local_lost_answers(
+    h: &Harness,
+    evidence: &mut Evidence,
+    assertion: &str,
+    checkpoint_assertion: &str,
+    capability: &CapabilityDefinition,
+    input: &Value,
+    reason: &str,
+) {
+    let id = capability.id().to_string();
+    let host = h.host();
+    let reconcilable = transaction_modes(capability).contains(&TransactionMode::Reconcile);
+    let calls = || h.probe().calls(&id);
+
+    // The handler ran; its answer is lost.
+    let key = format!("conformance-local-{assertion}-ran");
+    let Some((lost, unknown)) = lose_answer(
+        h,
+        host,
+        evidence,
+        (capability, input, &key),
+        LostAnswer::AfterEffect,
+        assertion,
+        |lost| {
+            format!(
+                "`{id}` is local ({reason}), so the suite lost the answer of a call its handler ran (`provider.outcome_unknown`); the call settled `{}` ({}) instead of leaving its transaction `outcome_unknown`",
+                lost.result.status,
+                shown_code(&lost.result)
+            )
+        },
+    )
+    .await
+    else {
+        return;
+    };
+    let transaction_id = unknown.transaction_id.clone();
+    evidence.assert(
+        checkpoint_assertion,
+        unknown.provider_operation.is_some(),
+        || {
+            format!(
+                "the suite lost the answer of a call of `{id}` whose handler ran; its transaction names no operation, so it cannot be reconciled: record the `Checkpoint` before the write takes effect"
+            )
+        },
+    );
+    let calls_start = calls();
+    let (resent, _) = h.run_once(host, lost.action.clone()).await;
+    let mut retry = lost.action.clone();
+    retry.idempotency_key = Some(format!("{key}:retry"));
+    if let Some(block) = retry.transaction.as_mut() {
+        block.transaction_id = Some(transaction_id.clone());
+    }
+    let retried = h.drive(host, retry).await;
+    evidence.assert(
+        assertion,
+        calls() == calls_start
+            && resent.status != ActionResultStatus::Completed
+            && [
+                codes::TRANSACTION_RECONCILIATION_REQUIRED,
+                codes::TRANSACTION_PLAN_ALREADY_CLAIMED,
+            ]
+            .contains(&code(&retried.result)),
+        || {
+            format!(
+                "after the suite lost the answer of a call of `{id}`, a resend answered `{}` ({}) and a retry under a fresh key `{}` ({}); the handler ran {} more time(s)",
+                resent.status,
+                shown_code(&resent),
+                retried.result.status,
+                shown_code(&retried.result),
+                calls() - calls_start
+            )
+        },
+    );
+    if !reconcilable {
+        evidence.note(format!(
+            "`{id}` declares no `reconcile` mode: its unknown outcomes were refused a blind retry but wait for an operator"
+        ));
+        return;
+    }
+    let reconciled = reconcile_transaction(
+        h,
+        host,
+        evidence,
+        (&id, input, &format!("{key}:reconcile")),
+        &transaction_id,
+    )
+    .await;
+    let after = view(h, host, TransactionSelector::Transaction(transaction_id)).await;
+    evidence.assert(
+        assertion,
+        reconciled.result.status == ActionResultStatus::Completed
+            && after.as_ref().map(|v| v.status) == Some(Status::Reconciled)
+            && reconciled_committed(&reconciled.result) == Some(true)
+            && calls() == calls_start,
+        || {
+            format!(
+                "`{id}` is local ({reason}): the suite lost the answer of a call its handler ran, and reconciling it answered `{}` ({}) with {}, leaving the transaction {}, where the write took effect; the handler ran {} more time(s)",
+                reconciled.result.status,
+                shown_code(&reconciled.result),
+                shown_output(&reconciled.result),
+                super::maybe(after.as_ref().map(|v| v.status)),
+                calls() - calls_start
+            )
+        },
+    );
+
+    // The handler never ran; the operation it would have checkpointed was never made.
+    let key = format!("conformance-local-{assertion}-never-ran");
+    let never_made = ProviderOperationRef {
+        provider: "conformance".to_owned(),
+        operation_id: format!("conformance-never-made-{}", ActionId::new()),
+        request_id: None,
+    };
+    let Some((_, unknown)) = lose_answer(
+        h,
+        host,
+        evidence,
+        (capability, input, &key),
+        LostAnswer::BeforeEffect(never_made.clone()),
+        assertion,
+        |lost| {
+            format!(
+                "the suite recorded operation `{}` for a call of `{id}` and lost its answer before the handler ran; the call settled `{}` ({}) instead of leaving its transaction `outcome_unknown`",
+                never_made.operation_id,
+                lost.result.status,
+                shown_code(&lost.result)
+            )
+        },
+    )
+    .await
+    else {
+        return;
+    };
+    let reconciled = reconcile_transaction(
+        h,
+        host,
+        evidence,
+        (&id, input, &format!("{key}:reconcile")),
+        &unknown.transaction_id,
+    )
+    .await;
+    let committed = reconciled_committed(&reconciled.result);
+    evidence.assert(assertion, committed != Some(true), || {
+        format!(
+            "`{id}` is local ({reason}): reconciling a call whose handler never ran, with operation `{}` checkpointed, answered `committed: true`: the reconciliation did not look the operation up",
+            never_made.operation_id
+        )
+    });
+    if committed != Some(false) {
+        evidence.note(format!(
+            "{assertion}: reconciling `{id}`'s call whose handler never ran answered `{}` ({}), not `committed: false`",
+            reconciled.result.status,
+            shown_code(&reconciled.result)
+        ));
+    }
+    evidence.note(format!(
+        "{assertion}: `{id}` is local ({reason}), so the suite lost the answers itself: of a call its handler ran, and of one it never ran"
+    ));
+}
+
+/// What a reconciliation answered about the write: `output.reconciliation.committed`.
+fn reconciled_committed(result: &aip_connector::model::ActionResult) -> Option<bool> {
+    result
+        .output
+        .as_ref()
+        .and_then(|o| o.pointer("/reconciliation/committed"))
+        .and_then(Value::as_bool)
+}
+
+/// A result's output, for a message: `output {…}` or "no output".
+fn shown_output(result: &aip_connector::model::ActionResult) -> String {
+    result
+        .output
+        .as_ref()
+        .map_or_else(|| "no output".to_owned(), |o| format!("output {o}"))
 }
 
 async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
