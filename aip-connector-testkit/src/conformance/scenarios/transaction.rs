@@ -459,23 +459,19 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
 
     // Blind retries: the exact resend, and the same action under a fresh key naming the
     // transaction.
-    let (resent, _) = h.run_once(host, uncertain.action.clone()).await;
-    let mut retry = uncertain.action.clone();
-    retry.idempotency_key = Some("conformance-txn-uncertain:retry".to_owned());
-    if let Some(block) = retry.transaction.as_mut() {
-        block.transaction_id = Some(transaction_id.clone());
-    }
-    let retried = h.drive(host, retry).await;
-    let refusals = [
-        codes::TRANSACTION_RECONCILIATION_REQUIRED,
-        codes::TRANSACTION_PLAN_ALREADY_CLAIMED,
-    ];
+    let (resent, retried) = blind_retries(
+        h,
+        host,
+        &uncertain.action,
+        "conformance-txn-uncertain:retry",
+        &transaction_id,
+    )
+    .await;
     evidence.assert(
         "reconcile_before_retry",
         calls() == calls_start
             && h.provider().effect_total() == effects_unknown
-            && resent.status != ActionResultStatus::Completed
-            && refusals.contains(&code(&retried.result)),
+            && refused_blind(&resent, &retried.result),
         || {
             format!(
                 "after an unknown outcome of `{id}`, a resend answered `{}` ({}) and a retry under a fresh key `{}` ({}); the handler ran {} more time(s) and the provider got {} more effect(s)",
@@ -544,6 +540,38 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
             )
         },
     );
+}
+
+/// The blind retries of a call left with an unknown outcome: `action` resent exactly, and the
+/// same action under a fresh key (`retry_key`) naming its transaction.
+async fn blind_retries(
+    h: &Harness,
+    host: &Host,
+    action: &Action,
+    retry_key: &str,
+    transaction_id: &TransactionId,
+) -> (aip_connector::model::ActionResult, Driven) {
+    let (resent, _) = h.run_once(host, action.clone()).await;
+    let mut retry = action.clone();
+    retry.idempotency_key = Some(retry_key.to_owned());
+    if let Some(block) = retry.transaction.as_mut() {
+        block.transaction_id = Some(transaction_id.clone());
+    }
+    (resent, h.drive(host, retry).await)
+}
+
+/// Whether both [`blind_retries`] were refused: the resend did not complete, and the retry
+/// under a fresh key was told to reconcile (or that its plan was claimed).
+fn refused_blind(
+    resent: &aip_connector::model::ActionResult,
+    retried: &aip_connector::model::ActionResult,
+) -> bool {
+    resent.status != ActionResultStatus::Completed
+        && [
+            codes::TRANSACTION_RECONCILIATION_REQUIRED,
+            codes::TRANSACTION_PLAN_ALREADY_CLAIMED,
+        ]
+        .contains(&code(retried))
 }
 
 /// Sends a `reconcile` of `transaction_id` for capability `id` under `key`, and records its
@@ -659,22 +687,17 @@ pub(super) async fn local_lost_answers(
         },
     );
     let calls_start = calls();
-    let (resent, _) = h.run_once(host, lost.action.clone()).await;
-    let mut retry = lost.action.clone();
-    retry.idempotency_key = Some(format!("{key}:retry"));
-    if let Some(block) = retry.transaction.as_mut() {
-        block.transaction_id = Some(transaction_id.clone());
-    }
-    let retried = h.drive(host, retry).await;
+    let (resent, retried) = blind_retries(
+        h,
+        host,
+        &lost.action,
+        &format!("{key}:retry"),
+        &transaction_id,
+    )
+    .await;
     evidence.assert(
         assertion,
-        calls() == calls_start
-            && resent.status != ActionResultStatus::Completed
-            && [
-                codes::TRANSACTION_RECONCILIATION_REQUIRED,
-                codes::TRANSACTION_PLAN_ALREADY_CLAIMED,
-            ]
-            .contains(&code(&retried.result)),
+        calls() == calls_start && refused_blind(&resent, &retried.result),
         || {
             format!(
                 "after the suite lost the answer of a call of `{id}`, a resend answered `{}` ({}) and a retry under a fresh key `{}` ({}); the handler ran {} more time(s)",
