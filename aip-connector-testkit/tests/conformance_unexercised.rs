@@ -89,6 +89,8 @@ enum Write {
     RefusesFirst,
     /// Posts it without forwarding the idempotency key to the API.
     ForgetsKey,
+    /// Posts it, and its reconciliation reads a failed lookup as "not posted".
+    GuessesWhenUnanswered,
 }
 
 struct Ledger {
@@ -181,7 +183,11 @@ impl Ledger {
         request: Reconciliation,
     ) -> Result<ReconcileOutcome, ConnectorFailure> {
         let path = format!("/transfers/{}", request.provider_operation.operation_id);
-        let lookup: ApiLookup = self.api.get(&path).send_json().await?;
+        let lookup: ApiLookup = match self.api.get(&path).send_json().await {
+            Ok(lookup) => lookup,
+            Err(_) if self.write == Write::GuessesWhenUnanswered => ApiLookup { posted: false },
+            Err(failure) => return Err(failure),
+        };
         Ok(if lookup.posted {
             ReconcileOutcome::Committed { evidence: None }
         } else {
@@ -1098,6 +1104,29 @@ fn a_connector_without_a_provider_says_so_and_passes() {
     }
 }
 
+/// A reconciliation that reads a failed lookup as "not posted" fails `uncertain_outcome_reconciled`:
+/// with every provider request failing, it settled the outcome (an author trial's companion,
+/// `.ok().flatten()`, passed).
+#[test]
+fn a_reconciliation_that_reads_a_failed_lookup_as_not_committed_fails() {
+    let report = ledger(Write::GuessesWhenUnanswered)
+        .with_provider_setup(answer_like_the_ledger)
+        .run();
+    let errors = check(&report, Scenario::ErrorsUncertainOutcomes);
+    assert_eq!(
+        failing(errors),
+        ["uncertain_outcome_reconciled"],
+        "{report}"
+    );
+    assert!(
+        errors.detail.contains(
+            "while every provider request failed (HTTP 503), reconciling `cap:ledger:post_transfer`'s transaction"
+        ) && errors.detail.contains("never `NotCommitted`"),
+        "{}",
+        errors.detail
+    );
+}
+
 /// Told the connector has no provider, a suite whose connector does make provider requests
 /// fails `errors_uncertain_outcomes`, saying the declaration is wrong.
 #[test]
@@ -1566,4 +1595,81 @@ fn a_local_reconciliation_that_does_not_look_fails() {
             assert!(check.detail.contains(expected), "{}", check.detail);
         }
     }
+}
+
+/// A write that declares a key but does not take it (so it does not support retry), undone by
+/// a compensating capability that does.
+#[derive(Clone, Default)]
+struct KeylessPost {
+    ledger: LocalLedger,
+}
+
+#[connector(id = "keylesspost")]
+impl KeylessPost {
+    /// Posts an entry.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        transaction(modes = [execute, compensate]),
+        compensation(supported, capability = "cap:keylesspost:undo", window_ms = 600_000),
+        examples = [r#"{"account": "acc_1", "amount_minor": 1250}"#],
+    )]
+    async fn post(&self, entry: Entry, checkpoint: Checkpoint) -> Result<Posted, ConnectorFailure> {
+        let entry_id = format!("entry-{}", entry.account);
+        checkpoint
+            .record(
+                ProviderOperationRef {
+                    provider: LOCAL_LEDGER.into(),
+                    operation_id: entry_id.clone(),
+                    request_id: None,
+                },
+                None,
+            )
+            .await?;
+        self.ledger
+            .entries
+            .lock()
+            .unwrap()
+            .insert(entry_id.clone(), entry);
+        Ok(Posted { entry_id })
+    }
+
+    /// Removes an entry `post` made.
+    #[capability(
+        id = "cap:keylesspost:undo",
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        examples = [r#"{"reason": "posted twice"}"#],
+    )]
+    async fn undo(
+        &self,
+        reversal: Reversal,
+        key: IdempotencyKey,
+        target: Compensation,
+    ) -> Result<Posted, ConnectorFailure> {
+        self.ledger.reverse(reversal, key, target).await
+    }
+}
+
+/// When the only capability that supports retry is a compensating one, which the suite never
+/// calls on its own, `retry_exhaustion` says so instead of "no capability … declares an example
+/// input" (an author trial's compensating capability had one).
+#[test]
+fn a_scenario_whose_only_candidate_is_a_compensation_says_so() {
+    let report = ConformanceSuite::new(|_env| KeylessPost::default())
+        .without_provider("entries live in memory")
+        .run();
+    let retry = check(&report, Scenario::RetryExhaustion);
+    assert_eq!(retry.status, CheckStatus::Failed, "{report}");
+    assert!(
+        retry.detail.contains(
+            "no capability that supports retry can be called on its own: `cap:keylesspost:undo` runs only as the compensation of another capability"
+        ) && !retry.detail.contains("declares an example input"),
+        "{}",
+        retry.detail
+    );
 }

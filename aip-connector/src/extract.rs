@@ -462,6 +462,37 @@ impl Credential {
     }
 }
 
+/// The deployment's handle the extractor wraps. A reconcile companion receives that handle
+/// (`Reconciliation::credential`), so a lookup helper shared by a handler and its companion takes
+/// `&CredentialHandle`, and the handler passes `credential.as_ref()` (an author trial had to
+/// pass the `Secret` instead).
+///
+/// ```
+/// use aip_connector::{Credential, CredentialHandle, ProviderClient, Reconciliation};
+///
+/// /// Shared by the handler and the reconcile companion.
+/// fn lookup(client: &ProviderClient, id: &str, credential: Option<&CredentialHandle>) {
+///     let mut request = client.get(&format!("/envelopes/{id}"));
+///     if let Some(credential) = credential {
+///         request = request.bearer_auth(&credential.secret);
+///     }
+///     # let _ = request;
+/// }
+///
+/// fn in_the_handler(client: &ProviderClient, credential: &Credential) {
+///     lookup(client, "env_1", Some(credential.as_ref()));
+/// }
+///
+/// fn in_the_companion(client: &ProviderClient, request: &Reconciliation) {
+///     lookup(client, "env_1", request.credential.as_ref());
+/// }
+/// ```
+impl AsRef<CredentialHandle> for Credential {
+    fn as_ref(&self) -> &CredentialHandle {
+        &self.0
+    }
+}
+
 impl Extractor for Credential {
     const KIND: ExtractorKind = ExtractorKind::Credential;
     fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure> {

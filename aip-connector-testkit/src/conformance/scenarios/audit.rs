@@ -226,6 +226,28 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             .partition(|v| !vocabulary.iter().any(|word| word.contains(v.as_str())));
         indistinct.extend(common.into_iter().map(|v| format!("`{v}` of {id}")));
         redacted_values.extend(values.iter().map(|v| (id.to_owned(), v.clone())));
+        // The output is the connector's declared data and is stored as returned (an id echoed
+        // from the input is normal), so it is not held against redaction; but an output that
+        // quotes a value the contract redacts from the input keeps that value in every stored
+        // record, which an author may not expect (an author trial's signers' e-mails): a note.
+        let output = view
+            .as_ref()
+            .and_then(|v| v.result.as_ref())
+            .and_then(|r| r.output.as_ref())
+            .or_else(|| record.as_ref().and_then(|r| r.result.output.as_ref()));
+        if let Some(output) = output {
+            let mut texts = Vec::new();
+            string_values(output, &mut texts);
+            let echoed: Vec<&String> = values
+                .iter()
+                .filter(|v| texts.iter().any(|text| text.contains(v.as_str())))
+                .collect();
+            if !echoed.is_empty() {
+                evidence.note(format!(
+                    "`{id}` requires redaction, and its output quotes input values {echoed:?}: outputs are stored as the handler returns them (docs/transactions.md §2), so return only what callers need"
+                ));
+            }
+        }
         for (what, value) in &stored {
             // String values only: an input value that reads like one of the record's own keys
             // (`status`, `output`) is not quoted by the key.

@@ -62,9 +62,7 @@ async fn scenario(h: &Harness) -> Evidence {
     // land at the provider.
     candidates.sort_by_key(|(c, _)| declares_mutation(c));
     let Some((capability, input)) = candidates.first().cloned() else {
-        evidence.no_example(
-            "no capability that supports cancellation declares an example input: nothing can be cancelled",
-        );
+        super::nothing_to_invoke(&mut evidence, h, "supports cancellation", supports_cancel);
         return evidence;
     };
     let tap = Tap::new(Arc::new(h.probe().clone()));

@@ -585,10 +585,10 @@ async fn uncertain_outcome(
         .skip(effects_before)
         .map(|e| {
             format!(
-                "{} {} (key {})",
+                "{} {} ({})",
                 e.method,
                 e.route,
-                super::sent_key(e.idempotency_key.as_deref())
+                super::key_header(e.idempotency_key.as_deref())
             )
         })
         .collect();
@@ -610,6 +610,10 @@ async fn uncertain_outcome(
     if terminal {
         lost_before_effect(h, evidence, results, capability, &input, &route).await;
     }
+    // A reconciliation whose lookups fail learns nothing, and must leave the outcome unknown:
+    // a companion that reads a failed lookup as "not committed" (`.ok().flatten()`) turns a
+    // 503 into a second effect when the caller retries (found by an author trial: it passed).
+    unanswered_reconciliation(h, evidence, results, capability, &input, &route).await;
 }
 
 /// The second half of `uncertain_outcome_reconciled`: the request is lost *before* the provider
@@ -719,6 +723,77 @@ async fn reconcile(
         .and_then(|o| o.pointer("/reconciliation/committed"))
         .and_then(Value::as_bool);
     (reconciled, committed)
+}
+
+/// Requests the double fails during [`unanswered_reconciliation`]: more than any client retries.
+const UNANSWERED_LOOKUPS: usize = 16;
+
+/// The last part of `uncertain_outcome_reconciled`: a write's answer is lost again (on `route`,
+/// after the provider committed it), and a reconciliation of that unknown outcome while every
+/// provider request fails (`503`) must not settle it, neither way. (On a fresh outcome: the
+/// reconciliations above keep their own diagnosis of a companion that never looks.)
+async fn unanswered_reconciliation(
+    h: &Harness,
+    evidence: &mut Evidence,
+    results: &mut Vec<ActionResult>,
+    capability: &CapabilityDefinition,
+    input: &Value,
+    route: &str,
+) {
+    let id = capability.id().as_str();
+    let key = format!("conformance-errors-unanswered-{id}");
+    h.provider().inject(route, Fault::drop_connection());
+    let lost = h
+        .settle(h.host(), h.action(capability, input.clone(), &key))
+        .await;
+    h.provider().clear_faults();
+    results.push(lost.result.clone());
+    evidence.artifact(format!("action:{}", lost.result.action_id));
+    // The first lost answer already checked that one is left `outcome_unknown`.
+    let Some(view) = transaction_of(h, &lost)
+        .await
+        .filter(|v| v.status == TransactionProtocolStatus::OutcomeUnknown)
+    else {
+        return;
+    };
+    let transaction_id = &view.transaction_id;
+    for _ in 0..UNANSWERED_LOOKUPS {
+        h.provider().inject("*", Fault::status(503));
+    }
+    let (unanswered, committed) = reconcile(
+        h,
+        evidence,
+        results,
+        capability,
+        input,
+        transaction_id,
+        &key,
+    )
+    .await;
+    h.provider().clear_faults();
+    let after = h
+        .host()
+        .transaction(
+            &TransactionSelector::Transaction(transaction_id.clone()),
+            &h.caller(),
+        )
+        .await
+        .ok()
+        .flatten()
+        .map(|v| v.status);
+    evidence.assert(
+        "uncertain_outcome_reconciled",
+        committed.is_none() && after == Some(TransactionProtocolStatus::OutcomeUnknown),
+        || {
+            format!(
+                "while every provider request failed (HTTP 503), reconciling `{id}`'s transaction `{transaction_id}` answered `{}` ({}; output {}), leaving it {}: a failed lookup says nothing about the write, so the reconcile companion must return the error (`?`) or `ReconcileOutcome::Pending`, never `NotCommitted` (a caller would write again) or `Committed`",
+                unanswered.result.status,
+                shown_code(&unanswered.result),
+                show(unanswered.result.output.as_ref()),
+                super::maybe(after)
+            )
+        },
+    );
 }
 
 /// The failure the handler returned for `action_id`, as the wire error the probe recorded.

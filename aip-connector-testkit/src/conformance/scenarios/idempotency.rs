@@ -44,15 +44,19 @@ use crate::provider_double::RecordedRequest;
 
 pub(super) async fn run(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
-    let targets = h.examples_where(|c| {
+    let requires_key = |c: &CapabilityDefinition| {
         c.capability
             .contract
             .as_ref()
             .is_some_and(|c| c.idempotency.requirement == IdempotencyRequirement::Required)
-    });
+    };
+    let targets = h.examples_where(requires_key);
     if targets.is_empty() {
-        evidence.no_example(
-            "no capability that requires an idempotency key declares an example input: nothing can be invoked",
+        super::nothing_to_invoke(
+            &mut evidence,
+            h,
+            "requires an idempotency key",
+            requires_key,
         );
         return evidence;
     }
@@ -144,10 +148,10 @@ async fn duplicates(
             .skip(effects_before)
             .map(|e| {
                 format!(
-                    "{} {} (key {})",
+                    "{} {} ({})",
                     e.method,
                     e.route,
-                    super::sent_key(e.idempotency_key.as_deref())
+                    super::key_header(e.idempotency_key.as_deref())
                 )
             })
             .collect();

@@ -53,6 +53,37 @@ fn runs_handler(capability: &aip_connector::CapabilityDefinition) -> bool {
     modes.contains(&TransactionMode::Execute) || modes.contains(&TransactionMode::Commit)
 }
 
+/// Records why a scenario found nothing to invoke among the capabilities that `matches` (those
+/// that `what`: "supports retry"). When the only ones are compensating capabilities, which the
+/// suite never calls on their own (the host refuses an action naming one), it says so: "no
+/// capability … declares an example input" misled an author trial whose compensating
+/// capability had one.
+fn nothing_to_invoke(
+    evidence: &mut Evidence,
+    h: &Harness,
+    what: &str,
+    matches: impl Fn(&aip_connector::CapabilityDefinition) -> bool,
+) {
+    let compensating: Vec<String> = h
+        .definition()
+        .capabilities
+        .iter()
+        .filter(|c| c.facts.compensation_handler && matches(c))
+        .map(|c| format!("`{}`", c.id()))
+        .collect();
+    if compensating.is_empty() {
+        evidence.no_example(format!(
+            "no capability that {what} declares an example input: nothing can be invoked"
+        ));
+    } else {
+        evidence.note(format!(
+            "no capability that {what} can be called on its own: {} {} only as the compensation of another capability, which the suite does not send by itself; give a capability that can be called directly that contract (and an example input)",
+            compensating.join(", "),
+            if compensating.len() == 1 { "runs" } else { "run" }
+        ));
+    }
+}
+
 /// Why a plan call made no plan, for a failed assertion.
 fn no_plan(id: &str, planned: &ActionResult) -> String {
     format!(
@@ -253,6 +284,15 @@ fn no_answer_to_lose(
 /// (not `Some("k")`).
 fn sent_key(key: Option<&str>) -> String {
     maybe_or(key, "no key")
+}
+
+/// The `Idempotency-Key` header of an effect's request, for a parenthesis of a message:
+/// `` key `k` `` or "no Idempotency-Key header" (not "key no key").
+fn key_header(key: Option<&str>) -> String {
+    match key {
+        Some(key) => format!("key `{key}`"),
+        None => "no Idempotency-Key header".to_owned(),
+    }
 }
 
 /// The keys of several requests, for a message: `` `a`, no key ``.

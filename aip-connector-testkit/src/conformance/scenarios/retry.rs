@@ -44,16 +44,15 @@ const REQUIRED: [&str; 3] = [
 
 pub(super) async fn run(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
-    let targets = h.examples_where(|c| {
+    let supports_retry = |c: &CapabilityDefinition| {
         c.capability
             .contract
             .as_ref()
             .is_some_and(|c| c.execution.supports_retry)
-    });
+    };
+    let targets = h.examples_where(supports_retry);
     if targets.is_empty() {
-        evidence.no_example(
-            "no capability that supports retry declares an example input: nothing can be invoked",
-        );
+        super::nothing_to_invoke(&mut evidence, h, "supports retry", supports_retry);
         return evidence;
     }
     let mut observed = 0;
