@@ -236,12 +236,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             .and_then(|r| r.output.as_ref())
             .or_else(|| record.as_ref().and_then(|r| r.result.output.as_ref()));
         if let Some(output) = output {
-            let mut texts = Vec::new();
-            string_values(output, &mut texts);
-            let echoed: Vec<&String> = values
-                .iter()
-                .filter(|v| texts.iter().any(|text| text.contains(v.as_str())))
-                .collect();
+            let echoed = quoted_in(output, &values);
             if !echoed.is_empty() {
                 evidence.note(format!(
                     "`{id}` requires redaction, and its output quotes input values {echoed:?}: outputs are stored as the handler returns them (docs/transactions.md §2), so return only what callers need"
@@ -249,14 +244,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             }
         }
         for (what, value) in &stored {
-            // String values only: an input value that reads like one of the record's own keys
-            // (`status`, `output`) is not quoted by the key.
-            let mut texts = Vec::new();
-            string_values(value, &mut texts);
-            let quoted: Vec<&String> = values
-                .iter()
-                .filter(|v| texts.iter().any(|text| text.contains(v.as_str())))
-                .collect();
+            let quoted = quoted_in(value, &values);
             evidence.assert("sensitive_fields_redacted", quoted.is_empty(), || {
                 format!("`{id}` requires redaction, but {what} quotes its input values {quoted:?}")
             });
@@ -423,6 +411,18 @@ fn string_values<'v>(value: &'v Value, out: &mut Vec<&'v str>) {
         Value::Object(map) => map.values().for_each(|item| string_values(item, out)),
         _ => {}
     }
+}
+
+/// Which of `values` a string value inside `value` contains. String values only: an input
+/// value that reads like one of a record's own keys (`status`, `output`) is not quoted by the
+/// key.
+fn quoted_in<'v>(value: &Value, values: &'v [String]) -> Vec<&'v String> {
+    let mut texts = Vec::new();
+    string_values(value, &mut texts);
+    values
+        .iter()
+        .filter(|v| texts.iter().any(|text| text.contains(v.as_str())))
+        .collect()
 }
 
 /// Removes the `output` of the result at `pointer` (the connector's data, not the input).

@@ -528,16 +528,7 @@ async fn uncertain_outcome(
         &key,
     )
     .await;
-    let after = h
-        .host()
-        .transaction(
-            &TransactionSelector::Transaction(transaction_id.clone()),
-            &h.caller(),
-        )
-        .await
-        .ok()
-        .flatten()
-        .map(|v| v.status);
+    let after = status_of(h, &transaction_id).await;
     let terminal = reconciled
         .result
         .output
@@ -697,6 +688,22 @@ async fn transaction_of(h: &Harness, settled: &Settled) -> Option<TransactionRes
         .flatten()
 }
 
+/// The status of transaction `transaction_id`, as the caller reads it.
+async fn status_of(
+    h: &Harness,
+    transaction_id: &TransactionId,
+) -> Option<TransactionProtocolStatus> {
+    h.host()
+        .transaction(
+            &TransactionSelector::Transaction(transaction_id.clone()),
+            &h.caller(),
+        )
+        .await
+        .ok()
+        .flatten()
+        .map(|v| v.status)
+}
+
 /// Reconciles `transaction_id` of `capability` under the key `<key>-reconcile`, recording the
 /// result; answers the settled call and what it said of the commit.
 async fn reconcile(
@@ -771,16 +778,7 @@ async fn unanswered_reconciliation(
     )
     .await;
     h.provider().clear_faults();
-    let after = h
-        .host()
-        .transaction(
-            &TransactionSelector::Transaction(transaction_id.clone()),
-            &h.caller(),
-        )
-        .await
-        .ok()
-        .flatten()
-        .map(|v| v.status);
+    let after = status_of(h, transaction_id).await;
     evidence.assert(
         "uncertain_outcome_reconciled",
         committed.is_none() && after == Some(TransactionProtocolStatus::OutcomeUnknown),
