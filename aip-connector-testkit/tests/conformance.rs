@@ -116,7 +116,7 @@ fn a_well_behaved_read_connector_passes_every_required_check() {
     for check in noted {
         assert!(
             lines.contains(&format!(
-                "  pass {}: with notes: {}",
+                "  pass {}: passed, noting: {}",
                 check.name,
                 check.notes.join("; ")
             )),
@@ -370,7 +370,7 @@ fn a_capability_without_a_description_is_noted() {
     assert!(
         report
             .summary()
-            .contains("pass connector.manifest: with notes: capability `cap:terse:ping`"),
+            .contains("pass connector.manifest: passed, noting: capability `cap:terse:ping`"),
         "{}",
         report.summary()
     );

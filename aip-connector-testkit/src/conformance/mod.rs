@@ -435,7 +435,10 @@ impl ConformanceReport {
             }
             let (mark, detail) = match check.status {
                 CheckStatus::Passed if check.notes.is_empty() => continue,
-                CheckStatus::Passed => ("pass", format!("with notes: {}", check.notes.join("; "))),
+                CheckStatus::Passed => (
+                    "pass",
+                    format!("passed, noting: {}", check.notes.join("; ")),
+                ),
                 CheckStatus::Failed => ("FAIL", check.detail.clone()),
                 CheckStatus::NotApplicable => ("n/a ", check.detail.clone()),
             };
@@ -1676,7 +1679,7 @@ pub fn report_dir() -> PathBuf {
 /// ```
 ///
 /// or, after `suite =`, a configured [`ConformanceSuite`] (evaluated inside the generated
-/// module, which imports the enclosing one):
+/// module, which imports the enclosing one and `ConformanceSuite` itself):
 ///
 /// ```ignore
 /// aip_connector_testkit::conformance_tests!(
@@ -1693,6 +1696,10 @@ macro_rules! conformance_tests {
         mod aip_conformance {
             #[allow(unused_imports)]
             use super::*;
+            // The suite's type, for `suite = ConformanceSuite::new(..)` in a module that does
+            // not import it (an explicit import shadows the glob's, so one that does is fine).
+            #[allow(unused_imports)]
+            use $crate::conformance::ConformanceSuite;
 
             fn report() -> &'static $crate::conformance::ConformanceReport {
                 static REPORT: ::std::sync::OnceLock<$crate::conformance::ConformanceReport> =

@@ -326,7 +326,7 @@ async fn reconnect_cursor_resumed(h: &Harness, evidence: &mut Evidence) {
             break;
         }
         evidence.note(format!(
-            "the reconciliation of `{id}` answered `{}` ({}) while the provider's lookups said `pending`: no cursor was recorded before the restart, so the restarted host's resume from a cursor was not exercised (a reconcile that looks the operation up on a route of its own sees the double's pending state only if that route's answer shape asks `AnswerRequest::lookup_pending()`)",
+            "the reconciliation of `{id}` answered `{}` ({}) while the suite had scripted the double's operation lookups to answer `pending` (your connector's own lookup route answers it only if its answer shape asks `AnswerRequest::lookup_pending()`): no cursor was recorded before the restart, so the restarted host's resume from a cursor was not exercised; an API with no pending state can leave it so",
             round.status,
             super::maybe_or(Some(code(&round)).filter(|c| !c.is_empty()), "no error")
         ));
