@@ -1673,3 +1673,78 @@ fn a_scenario_whose_only_candidate_is_a_compensation_says_so() {
         retry.detail
     );
 }
+
+/// A local ledger whose post is approved by finance and whose reversal publishes its own
+/// approval policy (ops), which no host applies: a compensation is approved under `post`'s.
+#[derive(Clone, Default)]
+struct GatedLedger {
+    ledger: LocalLedger,
+}
+
+#[connector(id = "gatedledger")]
+impl GatedLedger {
+    /// Posts an entry, approved by finance.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        approval(reason = "entries move money", selector = role("finance"), evidence = [reason]),
+        transaction(modes = [execute, reconcile, compensate]),
+        compensation(supported, capability = "cap:gatedledger:reverse", window_ms = 600_000),
+        reconcile = Self::find_entry,
+        examples = [r#"{"account": "acc_1", "amount_minor": 1250}"#],
+    )]
+    async fn post(
+        &self,
+        entry: Entry,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+        _approval: Approval,
+    ) -> Result<Posted, ConnectorFailure> {
+        self.ledger.post(entry, key, checkpoint).await
+    }
+
+    async fn find_entry(
+        &self,
+        request: Reconciliation,
+    ) -> Result<ReconcileOutcome, ConnectorFailure> {
+        self.ledger.find_entry(request).await
+    }
+
+    /// Removes an entry `post` made, approved (it says) by ops.
+    #[capability(
+        id = "cap:gatedledger:reverse",
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        approval(reason = "reversals", selector = role("ops"), evidence = [reason]),
+        examples = [r#"{"reason": "posted twice"}"#],
+    )]
+    async fn reverse(
+        &self,
+        reversal: Reversal,
+        key: IdempotencyKey,
+        target: Compensation,
+        _approval: Approval,
+    ) -> Result<Posted, ConnectorFailure> {
+        self.ledger.reverse(reversal, key, target).await
+    }
+}
+
+/// The compensating capability's own approval policy, which no host applies, is pointed out.
+#[test]
+fn an_unapplied_approval_policy_of_a_compensating_capability_is_noted() {
+    let report = ConformanceSuite::new(|_env| GatedLedger::default())
+        .without_provider("entries live in memory")
+        .run();
+    let transaction = check(&report, Scenario::TransactionLifecycle);
+    assert!(
+        transaction.notes.iter().any(|note| note
+            .starts_with("`cap:gatedledger:reverse` publishes an approval policy")
+            && note.contains("\"ops\"")
+            && note.contains("\"finance\"")),
+        "{report}"
+    );
+}

@@ -661,7 +661,7 @@ async fn lost_before_effect(
             committed != Some(true),
             || {
                 format!(
-                    "`{id}`'s request was lost before the provider took it (the provider holds no effect of it), and reconciling its transaction `{transaction_id}` reported committed: true: the reconcile companion must look the operation up at the provider, not assume it landed",
+                    "`{id}`'s request was lost before the provider took it (the provider holds no effect of it), and reconciling its transaction `{transaction_id}` reported committed: true: the reconcile companion must look the operation up at the provider, not assume it landed; if it did look, the operation id it checkpointed is not unique per write, and it found an earlier call's effect filed under the same id (derive it from the idempotency key)",
                 )
             },
         );

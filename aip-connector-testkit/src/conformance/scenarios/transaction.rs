@@ -827,6 +827,13 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
         return;
     };
     let id = capability.id().to_string();
+    if let Some(note) = h
+        .definition()
+        .capability(&by)
+        .and_then(|compensating| unapplied_approval(capability, compensating))
+    {
+        evidence.note(note);
+    }
     let host = h.host();
     let Some(compensating_input) = h
         .definition()
@@ -1010,6 +1017,56 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
             )
         },
     );
+}
+
+/// Who decides under `policy`: its selector, rule, quorum, separation of duties and
+/// delegation (not its reason, which each capability words for itself).
+fn deciders(policy: &aip_connector::model::ApprovalPolicy) -> Value {
+    serde_json::json!({
+        "approver_selector": policy.approver_selector,
+        "rule": policy.rule,
+        "minimum_distinct_principals": policy.minimum_distinct_principals,
+        "separation_of_duties": policy.separation_of_duties,
+        "delegated_authority": policy.delegated_authority,
+    })
+}
+
+/// A note when the compensating capability publishes an approval policy that the host never
+/// applies: a `compensate` is gated by the compensated capability's contract
+/// (attribute-reference.md, "Whose approval policy applies"), and the compensating one cannot
+/// be called on its own. An author trial's undo published "ops approves voids" while `legal`
+/// approved them, and nothing said so.
+fn unapplied_approval(
+    compensated: &CapabilityDefinition,
+    compensating: &CapabilityDefinition,
+) -> Option<String> {
+    let published = compensating
+        .capability
+        .contract
+        .as_ref()?
+        .approval
+        .as_ref()
+        .filter(|policy| policy.required)?;
+    let applied = compensated
+        .capability
+        .contract
+        .as_ref()
+        .and_then(|c| c.approval.as_ref());
+    if applied.is_some_and(|applied| deciders(applied) == deciders(published)) {
+        return None;
+    }
+    let (by, id) = (compensating.id(), compensated.id());
+    Some(match applied {
+        Some(applied) => format!(
+            "`{by}` publishes an approval policy ({}) that no host applies: a compensation of `{id}` is approved under `{id}`'s ({}); declare on `{by}` the policy that gates the undo (attribute-reference.md, \"Whose approval policy applies\")",
+            deciders(published),
+            deciders(applied)
+        ),
+        None => format!(
+            "`{by}` publishes an approval policy ({}) that no host applies: a compensation of `{id}` is approved under `{id}`'s contract, which declares none (the host's default compensation policy applies when `compensation(requires_approval)`); declare the policy on `{id}`",
+            deciders(published)
+        ),
+    })
 }
 
 /// The texts by which a request can name what the compensated action left at the provider: the
