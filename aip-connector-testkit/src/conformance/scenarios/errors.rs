@@ -445,11 +445,15 @@ async fn uncertain_outcome(
     let effects_before = h.provider().effect_total();
     let key = format!("conformance-errors-uncertain-{id}");
     let action = h.action(capability, input.clone(), &key);
-    h.provider().inject(&route, Fault::drop_connection());
-    let lost = h.settle(h.host(), action.clone()).await;
-    h.provider().clear_faults();
-    results.push(lost.result.clone());
-    evidence.artifact(format!("action:{}", lost.result.action_id));
+    let lost = settle_losing(
+        h,
+        evidence,
+        results,
+        action.clone(),
+        &route,
+        Fault::drop_connection(),
+    )
+    .await;
     let Some(view) = transaction_of(h, &lost).await else {
         evidence.assert("uncertain_outcome_reconciled", false, || {
             format!(
@@ -623,14 +627,15 @@ async fn lost_before_effect(
     let id = capability.id().as_str();
     let key = format!("conformance-errors-unsent-{id}");
     let effects_before = h.provider().effect_total();
-    h.provider()
-        .inject(route, Fault::drop_connection().without_effect());
-    let lost = h
-        .settle(h.host(), h.action(capability, input.clone(), &key))
-        .await;
-    h.provider().clear_faults();
-    results.push(lost.result.clone());
-    evidence.artifact(format!("action:{}", lost.result.action_id));
+    let lost = settle_losing(
+        h,
+        evidence,
+        results,
+        h.action(capability, input.clone(), &key),
+        route,
+        Fault::drop_connection().without_effect(),
+    )
+    .await;
     let view = transaction_of(h, &lost).await;
     let Some(view) = view.filter(|v| v.status == TransactionProtocolStatus::OutcomeUnknown) else {
         // The connector knew the request never took effect (a certain failure): nothing is
@@ -732,6 +737,24 @@ async fn reconcile(
     (reconciled, committed)
 }
 
+/// Settles `action` with `fault` queued on `route` (the answer lost, with the effect or
+/// without), recording the result for the secret check and its action as an artifact.
+async fn settle_losing(
+    h: &Harness,
+    evidence: &mut Evidence,
+    results: &mut Vec<ActionResult>,
+    action: Action,
+    route: &str,
+    fault: Fault,
+) -> Settled {
+    h.provider().inject(route, fault);
+    let lost = h.settle(h.host(), action).await;
+    h.provider().clear_faults();
+    results.push(lost.result.clone());
+    evidence.artifact(format!("action:{}", lost.result.action_id));
+    lost
+}
+
 /// Requests the double fails during [`unanswered_reconciliation`]: more than any client retries.
 const UNANSWERED_LOOKUPS: usize = 16;
 
@@ -749,13 +772,15 @@ async fn unanswered_reconciliation(
 ) {
     let id = capability.id().as_str();
     let key = format!("conformance-errors-unanswered-{id}");
-    h.provider().inject(route, Fault::drop_connection());
-    let lost = h
-        .settle(h.host(), h.action(capability, input.clone(), &key))
-        .await;
-    h.provider().clear_faults();
-    results.push(lost.result.clone());
-    evidence.artifact(format!("action:{}", lost.result.action_id));
+    let lost = settle_losing(
+        h,
+        evidence,
+        results,
+        h.action(capability, input.clone(), &key),
+        route,
+        Fault::drop_connection(),
+    )
+    .await;
     // The first lost answer already checked that one is left `outcome_unknown`.
     let Some(view) = transaction_of(h, &lost)
         .await

@@ -485,9 +485,7 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
         },
     );
     if !reconcilable {
-        evidence.note(format!(
-            "`{id}` declares no `reconcile` mode: its unknown outcomes were refused a blind retry but wait for an operator"
-        ));
+        evidence.note(waits_for_an_operator(&id));
         return;
     }
 
@@ -572,6 +570,14 @@ fn refused_blind(
             codes::TRANSACTION_PLAN_ALREADY_CLAIMED,
         ]
         .contains(&code(retried))
+}
+
+/// The note for a capability whose unknown outcome was refused a blind retry but that declares
+/// no `reconcile` mode.
+fn waits_for_an_operator(id: &str) -> String {
+    format!(
+        "`{id}` declares no `reconcile` mode: its unknown outcomes were refused a blind retry but wait for an operator"
+    )
 }
 
 /// Sends a `reconcile` of `transaction_id` for capability `id` under `key`, and records its
@@ -710,9 +716,7 @@ pub(super) async fn local_lost_answers(
         },
     );
     if !reconcilable {
-        evidence.note(format!(
-            "`{id}` declares no `reconcile` mode: its unknown outcomes were refused a blind retry but wait for an operator"
-        ));
+        evidence.note(waits_for_an_operator(&id));
         return;
     }
     let reconciled = reconcile_transaction(
