@@ -241,6 +241,56 @@ fn a_connector_whose_output_does_not_match_its_schema_fails_schema_enforcement_o
     }
 }
 
+/// A count whose output schema says `count` is an integer, and whose handler sends a string
+/// for one kind of record only: the lie shows on the second declared example, not the first.
+#[derive(Serialize, JsonSchema)]
+struct Tallied {
+    #[schemars(with = "u32")]
+    count: Value,
+}
+
+struct SometimesLyingCounter;
+
+#[connector(id = "sometimes-lying-counter")]
+impl SometimesLyingCounter {
+    /// Count records.
+    #[capability(
+        id = "cap:lying:tally",
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        examples = [r#"{"id": "rec-1"}"#, r#"{"id": "archived-1"}"#],
+    )]
+    async fn tally(&self, lookup: Lookup) -> Result<Tallied, ConnectorFailure> {
+        let count = if lookup.id.starts_with("archived-") {
+            Value::from("3")
+        } else {
+            Value::from(3)
+        };
+        Ok(Tallied { count })
+    }
+}
+
+#[test]
+fn an_output_that_breaks_its_schema_on_a_later_example_only_fails_schema_enforcement() {
+    let report = ConformanceSuite::new(|_env| SometimesLyingCounter).run();
+    let schema = report
+        .check(&Scenario::SchemaEnforcement.check_name())
+        .unwrap();
+    assert_eq!(schema.status, CheckStatus::Failed, "{report}");
+    assert_eq!(
+        schema.assertions.get("declared_output_produced"),
+        Some(&false)
+    );
+    assert!(
+        schema
+            .detail
+            .contains("`cap:lying:tally` on its declared example #2 of 2 produced an output"),
+        "{}",
+        schema.detail
+    );
+}
+
 /// A failed check panics with one problem per line, the failed assertions and the artifacts,
 /// rather than one long line. A problem whose own sentence has a `;` stays on its line (an
 /// author trial saw one cut in two).

@@ -314,6 +314,24 @@ impl Harness {
             .collect()
     }
 
+    /// Every declared example of every capability [`examples`](Self::examples) lists, in
+    /// declaration order, each with its position among its capability's examples (0 for the
+    /// first). The scenarios that check what an output looks like run them all: a second
+    /// example may take a path of the handler the first does not.
+    pub fn every_example(&self) -> Vec<(&CapabilityDefinition, usize, Value)> {
+        self.definition()
+            .capabilities
+            .iter()
+            .filter(|c| !c.facts.compensation_handler)
+            .flat_map(|c| {
+                c.examples
+                    .iter()
+                    .enumerate()
+                    .map(move |(n, e)| (c, n, e.clone()))
+            })
+            .collect()
+    }
+
     /// Capabilities with an example whose contract satisfies `filter`.
     pub fn examples_where(
         &self,

@@ -3,10 +3,11 @@
 //! replaced by `action.output_schema_invalid`.
 //!
 //! Each example must complete (`declared_output_produced`: its output matches the declared
-//! schema); one that fails produced no output to check and leaves the assertion unexercised,
-//! and failed. The output replaced for `invalid_output_rejected` is that of a capability whose
+//! schema), every declared example of a capability, not only the first; one that fails
+//! produced no output to check and leaves the assertion unexercised, and failed. The output replaced for `invalid_output_rejected` is that of a capability whose
 //! handler returned one on its example.
 
+use aip_connector::CapabilityDefinition;
 use aip_connector::codes;
 use aip_connector::core::schema::{SchemaLimits, compile_draft202012};
 use aip_connector::model::ActionResultStatus;
@@ -95,6 +96,20 @@ fn invalid_output(schema: &Value) -> Option<Value> {
     .find(|candidate| !compiled.is_valid(candidate))
 }
 
+/// How a failure names example `n` of `capability`: "its declared example" when it declares
+/// one, else which of them (counted from 1, as an author reads the attribute).
+fn example_name(capability: &CapabilityDefinition, n: usize) -> String {
+    if capability.examples.len() == 1 {
+        "its declared example".to_owned()
+    } else {
+        format!(
+            "its declared example #{} of {}",
+            n + 1,
+            capability.examples.len()
+        )
+    }
+}
+
 pub(super) async fn run(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
     let examples = h.examples();
@@ -169,10 +184,11 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     // schema (a handler whose serialization disagrees with its published schema fails here).
     // `returned`: the capabilities whose handler returned an output on its example, valid or not.
     let mut returned = Vec::new();
-    for (capability, example) in &examples {
-        let key = format!("conformance-schema-example-{}", capability.id());
+    for (capability, n, example) in h.every_example() {
+        let which = example_name(capability, n);
+        let key = format!("conformance-schema-example-{}-{n}", capability.id());
         let settled = h
-            .settle(h.host(), h.action(capability, example.clone(), &key))
+            .settle(h.host(), h.action(capability, example, &key))
             .await;
         evidence.artifact(format!("action:{}", settled.result.action_id));
         // Only a completed example's output was checked: one that failed produced none, which
@@ -180,7 +196,9 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         if settled.result.status == ActionResultStatus::Completed
             || code(&settled.result) == codes::ACTION_OUTPUT_SCHEMA_INVALID
         {
-            returned.push(capability.id().as_str());
+            if !returned.contains(&capability.id().as_str()) {
+                returned.push(capability.id().as_str());
+            }
         } else {
             super::call_unexercised(
                 &mut evidence,
@@ -189,7 +207,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
                 capability.id().as_str(),
                 &settled.result,
                 format!(
-                    "`{}` on its declared example answered {}, so no output of it was checked against its output schema",
+                    "`{}` on {which} answered {}, so no output of it was checked against its output schema",
                     capability.id(),
                     super::outcome(&settled.result)
                 ),
@@ -200,7 +218,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             code(&settled.result) != codes::ACTION_OUTPUT_SCHEMA_INVALID,
             || {
                 format!(
-                    "`{}` on its declared example produced an output its own output schema rejects: {:?}",
+                    "`{}` on {which} produced an output its own output schema rejects: {:?}",
                     capability.id(),
                     settled.result.error.as_ref().map(|e| &e.details)
                 )
