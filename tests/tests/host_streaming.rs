@@ -38,6 +38,8 @@ struct Feed {
     exports: Arc<AtomicUsize>,
     /// Runs of `hold` whose future the host dropped before it finished.
     holds_dropped: Arc<AtomicUsize>,
+    /// What `lossy_post` waits on after its first chunk (its provider's answer).
+    provider_answer: Arc<tokio::sync::Notify>,
 }
 
 /// Counts a drop.
@@ -177,6 +179,78 @@ impl Feed {
                 None,
             )
             .await?;
+        for n in 0..query.count {
+            sink.send(Hit { n }).await?;
+        }
+        Ok(Summary { sent: query.count })
+    }
+
+    /// A streamed post inside a transaction whose provider answer is lost: after its first
+    /// chunk it waits for the provider, then reports that the write may have reached it.
+    #[capability(
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+        transaction(modes = [execute])
+    )]
+    async fn lossy_post(
+        &self,
+        _query: Query,
+        _key: IdempotencyKey,
+        _checkpoint: Checkpoint,
+        sink: StreamSink<Hit>,
+    ) -> Result<Summary, ConnectorFailure> {
+        sink.send(Hit { n: 0 }).await?;
+        self.provider_answer.notified().await;
+        Err(ConnectorFailure::new(
+            "feed.answer_lost",
+            "the provider's answer was lost",
+            ErrorCategory::Temporary,
+            ConnectorOperation::Invocation,
+            "feed",
+        )
+        .with_uncertain_outcome())
+    }
+
+    /// Gives each send 20 ms to find room and goes on without the chunk when it does not.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn impatient(
+        &self,
+        query: Query,
+        sink: StreamSink<Hit>,
+    ) -> Result<Summary, ConnectorFailure> {
+        let mut sent = 0;
+        for n in 0..query.count {
+            if let Ok(delivered) =
+                tokio::time::timeout(Duration::from_millis(20), sink.send(Hit { n })).await
+            {
+                delivered?;
+                sent += 1;
+            }
+        }
+        Ok(Summary { sent })
+    }
+
+    /// Streams one hit, then stays quiet past its 200 ms SLA.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public), sla(timeout_ms = 200))]
+    async fn stalls(
+        &self,
+        _query: Query,
+        sink: StreamSink<Hit>,
+    ) -> Result<Summary, ConnectorFailure> {
+        sink.send(Hit { n: 0 }).await?;
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        Ok(Summary { sent: 1 })
+    }
+
+    /// Streams as fast as it may, past its 200 ms SLA when nobody reads.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public), sla(timeout_ms = 200))]
+    async fn floods(
+        &self,
+        query: Query,
+        sink: StreamSink<Hit>,
+    ) -> Result<Summary, ConnectorFailure> {
         for n in 0..query.count {
             sink.send(Hit { n }).await?;
         }
@@ -589,4 +663,124 @@ async fn a_stream_sink_of_self_streams_the_connector_type() {
     let terminal = terminal.expect("a terminal chunk");
     assert_eq!(terminal.kind, StreamChunkKind::Done);
     assert_eq!(terminal.data.unwrap()["output"]["text"], "hi");
+}
+
+/// Found by a hostile review: a consumer that left while a streamed transactional write failed
+/// with an uncertain outcome turned the failure into `action.abandoned`, so the transaction was
+/// recorded `failed` and a retry-safe key released for a blind retry of a write that may have
+/// reached the provider. The failure stands: the transaction's outcome is unknown.
+#[tokio::test]
+async fn a_consumer_leaving_does_not_hide_an_uncertain_outcome() {
+    use aip_connector::host::TransactionSelector;
+    use aip_connector::model::{ActionTransaction, TransactionMode, TransactionProtocolStatus};
+
+    let feed = Feed::default();
+    let host = Host::builder().connector(feed.clone()).build().unwrap();
+    let action = || {
+        Action::new("cap:feed:lossy_post", json!({ "count": 1 }))
+            .with_idempotency_key("lossy-1")
+            .with_transaction(ActionTransaction::new(TransactionMode::Execute))
+    };
+    let sent = action();
+    let action_id = sent.id.clone();
+    let mut stream = host.invoke_stream(sent, caller());
+    assert_eq!(stream.next().await.unwrap().kind, StreamChunkKind::Data);
+    // The provider's (lost) answer and the consumer's going away, in one scheduling window.
+    feed.provider_answer.notify_one();
+    drop(stream);
+    let mut status = None;
+    for _ in 0..500 {
+        status = host
+            .transaction(&TransactionSelector::Action(action_id.clone()), &caller())
+            .await
+            .unwrap()
+            .map(|view| view.status);
+        if !matches!(
+            status,
+            None | Some(
+                TransactionProtocolStatus::Prepared | TransactionProtocolStatus::Committing
+            )
+        ) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(status, Some(TransactionProtocolStatus::OutcomeUnknown));
+    // Not released for a blind retry: the resend replays the uncertain failure.
+    let resent = host.invoke(action(), &caller()).await;
+    let error = resent.error.as_deref().expect("a failure");
+    assert_ne!(error.code, codes::ACTION_ABANDONED, "{resent:?}");
+    assert_eq!(error.retryable, Some(false), "{resent:?}");
+}
+
+/// Found by a hostile review: a send whose future the handler dropped while it waited for room
+/// (`timeout` around it) had taken a sequence number, so the chunks that followed skipped it.
+#[tokio::test]
+async fn a_send_given_up_while_waiting_for_room_leaves_no_gap_in_the_sequence() {
+    let host = one_chunk_buffer_host(&Feed::default());
+    let mut stream = host.invoke_stream(
+        Action::new("cap:feed:impatient", json!({ "count": 4 })),
+        caller(),
+    );
+    // Nobody reads for a while: the sends after the first give up.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let mut sequences = Vec::new();
+    let mut terminal = None;
+    while let Some(chunk) = stream.next().await {
+        sequences.push(chunk.sequence);
+        if chunk.kind != StreamChunkKind::Data {
+            terminal = Some(chunk);
+        }
+    }
+    let expected: Vec<u64> = (0..sequences.len() as u64).collect();
+    assert_eq!(sequences, expected);
+    let terminal = terminal.expect("a terminal chunk");
+    assert_eq!(terminal.kind, StreamChunkKind::Done);
+    // The data chunks are exactly the sends that were delivered.
+    let sent = terminal.data.unwrap()["output"]["sent"].as_u64().unwrap();
+    assert_eq!(sequences.len() as u64, sent + 1);
+    assert!(sent < 4, "every send found room: the test proves nothing");
+}
+
+/// A streaming handler past its deadline ends with one terminal `error` chunk,
+/// `sla.timeout_exceeded`, whether it is quiet between chunks or waiting for room in the buffer
+/// (found missing by a hostile review).
+#[tokio::test]
+async fn a_stream_past_its_deadline_ends_with_a_timeout_chunk() {
+    let host = one_chunk_buffer_host(&Feed::default());
+    for capability in ["cap:feed:stalls", "cap:feed:floods"] {
+        let mut stream =
+            host.invoke_stream(Action::new(capability, json!({ "count": 50 })), caller());
+        // Nobody reads until well past the 200 ms deadline.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let mut chunks = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            chunks.push(chunk);
+        }
+        let sequences: Vec<u64> = chunks.iter().map(|c| c.sequence).collect();
+        assert_eq!(
+            sequences,
+            (0..chunks.len() as u64).collect::<Vec<_>>(),
+            "{capability}"
+        );
+        let terminal = chunks.last().expect("chunks");
+        assert_eq!(
+            terminal.kind,
+            StreamChunkKind::Error,
+            "{capability}: {terminal:?}"
+        );
+        assert_eq!(
+            terminal.data.as_ref().unwrap()["error"]["code"],
+            codes::SLA_TIMEOUT_EXCEEDED,
+            "{capability}: {terminal:?}"
+        );
+        assert_eq!(
+            chunks
+                .iter()
+                .filter(|c| c.kind != StreamChunkKind::Data)
+                .count(),
+            1,
+            "{capability}"
+        );
+    }
 }

@@ -1210,6 +1210,19 @@ impl Host {
     ///
     /// The action moves to the heap here, once: the returned future then carries a pointer to it
     /// rather than the action itself, so moving or spawning the future copies little.
+    ///
+    /// # Cancel safety
+    ///
+    /// Drive the future to completion. Dropping it while the handler runs (a
+    /// `tokio::time::timeout` around the call, a web framework that drops a request's future when
+    /// its client disconnects) fires the handler's cancellation token but settles nothing: no
+    /// result is stored, a keyed action's reservation stays held until it expires (the action's
+    /// timeout plus 60 s; a resend is answered `idempotency.in_progress` meanwhile), its
+    /// transaction stays `prepared` until a reconciliation, and its cancel companion is not
+    /// called. For a deadline, give the action one (`Action::with_timeout_ms`, or the
+    /// capability's `sla(timeout_ms)`): it ends as `sla.timeout_exceeded`, settled. To stop an
+    /// action, call [`cancel`](Self::cancel). Where something else may drop the future, spawn
+    /// the call, as the HTTP server does (docs/host-runtime.md §7.2).
     pub fn invoke<'a>(
         &'a self,
         action: Action,

@@ -1455,17 +1455,20 @@ impl Supervised<'_> {
                     // failure that reports what reached the provider (an uncertain outcome,
                     // committed side effects), which the transaction must record to be
                     // reconciled or compensated (found by a hostile review).
-                    Err(failure)
-                        if signal.is_fired()
-                            && !failure.uncertain_outcome
-                            && !failure.has_committed_side_effects() =>
-                    {
+                    Err(failure) if signal.is_fired() && !reports_provider_state(&failure) => {
                         interrupted()
                     }
                     // The stream's consumer went away and the handler failed, with the sink's
                     // failure or one of its own making: the action was abandoned by its
-                    // transport, not failed by its connector.
-                    Err(_) if consumer_gone(&this.context) => Outcome::Abandoned,
+                    // transport, not failed by its connector. Here too a failure that reports
+                    // what reached the provider stands (found by a hostile review: a dropped
+                    // stream turned an uncertain write into a plain `failed` one, released for
+                    // a blind retry).
+                    Err(failure)
+                        if consumer_gone(&this.context) && !reports_provider_state(&failure) =>
+                    {
+                        Outcome::Abandoned
+                    }
                     Err(failure) => Outcome::Failed(failure, held_secret(&this.context)),
                 });
             }
@@ -1502,6 +1505,13 @@ impl Supervised<'_> {
             Poll::Pending => Poll::Pending,
         }
     }
+}
+
+/// Whether a handler's failure reports what reached the provider (an uncertain outcome, or side
+/// effects it committed): the transaction must record it to be reconciled or compensated, so
+/// the failure stands even when the action was cancelled or its stream's consumer left.
+fn reports_provider_state(failure: &aip_connector_core::model::ConnectorFailure) -> bool {
+    failure.uncertain_outcome || failure.has_committed_side_effects()
 }
 
 /// Whether the action's stream lost its consumer (a send failed for want of one).

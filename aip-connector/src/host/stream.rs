@@ -245,14 +245,18 @@ impl ChannelSink {
         let Some(channel) = sender.as_ref() else {
             return Err(Self::closed_failure());
         };
-        let chunk = StreamChunk {
-            action_id: self.action_id.clone(),
-            sequence: self.sequence.fetch_add(1, Ordering::AcqRel),
-            kind,
-            data,
-            part: None,
-        };
-        let sent = channel.send(chunk).await;
+        // Room first, then the number: a send whose future is dropped while it waits for room
+        // (a handler's `timeout` or `select!` around it) takes no number, so the sequence has
+        // no gaps (found by a hostile review).
+        let sent = channel.reserve().await.map(|permit| {
+            permit.send(StreamChunk {
+                action_id: self.action_id.clone(),
+                sequence: self.sequence.fetch_add(1, Ordering::AcqRel),
+                kind,
+                data,
+                part: None,
+            });
+        });
         if terminal {
             self.closed.store(true, Ordering::Release);
             *sender = None;
