@@ -53,6 +53,34 @@ impl Jobs {
         Ok(())
     }
 
+    /// The same job, waiting on its provider with a call bounded by the action's deadline: the
+    /// call gives up at the deadline with a retryable failure of its own, as
+    /// `ProviderRequest::deadline` makes a read give up with `provider.timeout`.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        execution(sync, retry),
+        cancel = Self::stop,
+    )]
+    async fn run_bounded(
+        &self,
+        _job: Job,
+        _key: IdempotencyKey,
+        deadline: Deadline,
+    ) -> Result<Started, ConnectorFailure> {
+        tokio::time::sleep_until(deadline.at()).await;
+        Err(ConnectorFailure::new(
+            "provider.timeout",
+            "the provider did not answer before the deadline",
+            ErrorCategory::Temporary,
+            aip_connector::model::ConnectorOperation::Invocation,
+            "jobs",
+        )
+        .with_retryable(true))
+    }
+
     /// The same job, whose provider refuses or breaks on a stop.
     #[capability(
         risk = low,
@@ -202,4 +230,29 @@ async fn an_action_refused_before_its_handler_never_calls_its_cancel_companion()
         codes::ACTION_INPUT_SCHEMA_INVALID
     );
     assert!(jobs.stopped.lock().unwrap().is_empty());
+}
+
+/// Found by an author trial: a handler whose provider call was bounded by the action's deadline
+/// failed with its own retryable `provider.timeout` when the deadline hit during that call, so
+/// the action was not a timeout: the cancel companion was never asked to stop the job, and the
+/// released key's retry started a second one. The deadline wins the tie, as a cancel does.
+#[tokio::test]
+async fn a_failure_at_the_deadline_is_the_deadline_and_calls_the_cancel_companion() {
+    let jobs = Jobs::default();
+    let host = host(&jobs);
+    let result = host
+        .invoke(
+            Action::new("cap:jobs:run_bounded", json!({}))
+                .with_idempotency_key("job-bounded")
+                .with_timeout_ms(30),
+            &caller(),
+        )
+        .await;
+    let error = result.error.as_deref().expect("a failure");
+    assert_eq!(error.code, codes::SLA_TIMEOUT_EXCEEDED, "{result:?}");
+    assert_eq!(
+        jobs.stopped.lock().unwrap().len(),
+        1,
+        "the companion was not called"
+    );
 }

@@ -1469,6 +1469,21 @@ impl Supervised<'_> {
                     {
                         Outcome::Abandoned
                     }
+                    // The deadline passed while the handler ran its last poll: a failure now is
+                    // most likely the handler's own view of the same deadline (a provider call
+                    // bounded by `ProviderRequest::deadline` gives up as `provider.timeout`), so
+                    // the deadline wins the tie, as a cancel does: the action times out, the
+                    // cancel companion is asked to stop what it started, and its retry follows
+                    // `supports_retry`, whichever await the deadline hit (found by an author
+                    // trial: a resize timed out as a retryable `provider.timeout` and its retry
+                    // started a second resize while the first ran on). A failure that reports
+                    // what reached the provider stands, as above.
+                    Err(failure)
+                        if tokio::time::Instant::now() >= this.context.deadline
+                            && !reports_provider_state(&failure) =>
+                    {
+                        Outcome::TimedOut(None)
+                    }
                     Err(failure) => Outcome::Failed(failure, held_secret(&this.context)),
                 });
             }
