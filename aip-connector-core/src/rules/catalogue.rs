@@ -245,7 +245,7 @@ pub const RULES: &[RuleInfo] = &[
         CONTRACT_LINT_MUTATING_WITHOUT_IDEMPOTENCY,
         "a mutating side effect without required idempotency",
         true,
-        "Take an `IdempotencyKey` parameter and forward it to the provider (the key is then required); if the call changes nothing (a lookup over the network is a read), declare `side_effects = [read]` instead; or waive `contract.lint.mutating_without_idempotency` with a reason.",
+        "Require the key: take an `IdempotencyKey` parameter and forward it to the provider (the key is then required), and remove `optional` from an `idempotency(...)` you declared; if the call changes nothing (a lookup over the network is a read), declare `side_effects = [read]` instead; or waive `contract.lint.mutating_without_idempotency` with a reason.",
     ),
     rule(
         CONTRACT_LINT_SIDE_EFFECT_WITHOUT_APPROVAL,

@@ -1172,7 +1172,8 @@ pub enum CancelOutcome {
     /// The action is not executing (not started yet, finished, or unknown). The cancellation is
     /// remembered for 60 s: if the action starts in that time it is answered `cancelled` before
     /// its handler runs. An action that already finished keeps its result, and a re-sent action
-    /// that replays a stored result replays it.
+    /// that replays a stored result replays it; a re-sent action that runs again (no key, or a
+    /// key a retryable failure released) is answered `cancelled` (docs/host-runtime.md §7.2).
     Pending,
 }
 
