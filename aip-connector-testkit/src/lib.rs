@@ -15,7 +15,8 @@
 //! - [`test_host`]: [`TestHost`], a host over the memory store for a connector's own tests,
 //!   with callers of a test tenant, approvers, a canary credential and the store to look into;
 //!   its constants ([`TEST_TENANT`], [`TEST_CREDENTIAL_SECRET`], …) are re-exported here.
-//! - [`results`]: [`assert_pending_approval!`], [`assert_completed!`] and [`assert_failed!`],
+//! - [`results`]: [`assert_pending_approval!`], [`assert_completed!`], [`assert_failed!`] and
+//!   [`assert_cancelled!`],
 //!   assertions on an `ActionResult` that say what it was instead when they fail.
 //! - [`snapshot`]: a committed JSON snapshot of a connector's manifest and a drift check that
 //!   classifies every change as breaking or compatible ([`assert_manifest_snapshot!`]).

@@ -87,6 +87,37 @@ macro_rules! assert_failed {
     };
 }
 
+/// Asserts that a result is `cancelled` (a cancel reached the action: `Host::cancel`,
+/// [`TestHost::cancel`](crate::TestHost::cancel)).
+///
+/// ```rust,ignore
+/// let running = test.spawn_invoke("user:ada", resize());
+/// test.cancel(&action_id, "user:ada");
+/// assert_cancelled!(running.await?);
+/// ```
+#[macro_export]
+macro_rules! assert_cancelled {
+    ($result:expr $(,)?) => {
+        $crate::results::cancelled(&$result, ::core::option::Option::None)
+    };
+    ($result:expr, $($message:tt)+) => {
+        $crate::results::cancelled(
+            &$result,
+            ::core::option::Option::Some(::std::format!($($message)+)),
+        )
+    };
+}
+
+/// What [`assert_cancelled!`] runs: nothing for a `cancelled` result, else a panic that
+/// describes the result (a handler that finished in the poll that saw the cancel keeps its
+/// success; a failure that reports what reached the provider stands).
+#[track_caller]
+pub fn cancelled(result: &ActionResult, message: Option<String>) {
+    if result.status != ActionResultStatus::Cancelled {
+        fail(message, "`cancelled`", result, None);
+    }
+}
+
 /// What [`assert_pending_approval!`] runs: the approval id of a `pending_approval` result, or a
 /// panic that describes the result.
 #[track_caller]
@@ -194,6 +225,21 @@ mod tests {
             .downcast_ref::<String>()
             .cloned()
             .unwrap_or_else(|| payload.downcast_ref::<&str>().unwrap().to_string())
+    }
+
+    #[test]
+    fn cancelled_accepts_a_cancelled_result_only() {
+        cancelled(
+            &ActionResult::new(ActionId::new(), ActionResultStatus::Cancelled),
+            None,
+        );
+        let text = panic_text(|| cancelled(&refused(), Some("the resize stops".to_owned())));
+        assert!(
+            text.starts_with(
+                "the resize stops: expected `cancelled`, got `failed` (credential.scope_missing"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

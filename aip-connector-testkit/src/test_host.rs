@@ -43,8 +43,8 @@ use std::sync::{Arc, Mutex};
 
 use aip_connector::Connector;
 use aip_connector::host::{
-    ApprovalRecord, ApproverMemberships, ChunkStream, CredentialHandle, CredentialProvider,
-    Deployment, ExternalAccountRef, Host, HostBuildError, HostLimits, Secret,
+    ApprovalRecord, ApproverMemberships, CancelOutcome, ChunkStream, CredentialHandle,
+    CredentialProvider, Deployment, ExternalAccountRef, Host, HostBuildError, HostLimits, Secret,
     StaticApprovalAuthority, TrustedContext, VerifiedTenant,
 };
 use aip_connector::ids::{ActionId, ApprovalId};
@@ -169,6 +169,28 @@ impl TestHost {
             self.gated_actions().insert(approval_id, gated);
         }
         result
+    }
+
+    /// Starts [`invoke`](Self::invoke) of `action` on a task of its own (the current tokio
+    /// runtime's) and returns its handle, so the test can [`cancel`](Self::cancel) the action,
+    /// or race it against another call, while it runs.
+    pub fn spawn_invoke(
+        &self,
+        principal: &str,
+        action: Action,
+    ) -> tokio::task::JoinHandle<ActionResult> {
+        let test = self.clone();
+        let principal = principal.to_owned();
+        tokio::spawn(async move { test.invoke(&principal, action).await })
+    }
+
+    /// Cancels the action `action_id` that `principal` runs, as a server does on that caller's
+    /// cancel (`Host::cancel_as`): `Cancelled` when it was executing, `Pending` when it has not
+    /// reached its handler yet (the cancel is remembered for 60 s and the action ends
+    /// `cancelled` when it does). Either way its result is normally `cancelled`
+    /// ([`assert_cancelled!`](crate::assert_cancelled)).
+    pub fn cancel(&self, action_id: &ActionId, principal: &str) -> CancelOutcome {
+        self.host.cancel_as(action_id, &self.caller(principal))
     }
 
     /// Runs `action` streaming, as [`caller(principal)`](Self::caller): the chunks of

@@ -744,3 +744,60 @@ async fn a_manual_clock_expires_an_approval_without_waiting() {
     );
     assert_eq!(offboarding.offboarded.load(Ordering::SeqCst), 0);
 }
+
+/// A provider job that runs until it is stopped.
+#[derive(Clone, Default)]
+struct Jobs {
+    /// Notified when a run starts waiting on its provider.
+    waiting: Arc<tokio::sync::Notify>,
+}
+
+#[connector(id = "jobs")]
+impl Jobs {
+    /// Runs a job until it is stopped.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = internal))]
+    async fn run(&self, _payment: Payment, stop: Cancellation) -> Result<Paid, ConnectorFailure> {
+        self.waiting.notify_one();
+        stop.cancelled().await;
+        Err(ConnectorFailure::permanent(
+            "jobs.stopped",
+            "the job was stopped",
+            "jobs",
+        ))
+    }
+}
+
+/// An author trial cancelled a call through `Arc<TestHost>`, a spawned task and
+/// `test.host().cancel_as(..)`: `spawn_invoke`, `cancel` and `assert_cancelled!` say it in three
+/// lines.
+#[tokio::test]
+async fn a_running_action_is_cancelled_through_the_test_host() {
+    use aip_connector::host::CancelOutcome;
+    use aip_connector_testkit::{assert_cancelled, assert_failed};
+
+    let jobs = Jobs::default();
+    let test = TestHost::builder(jobs.clone()).build().unwrap();
+    let action = Action::new("cap:jobs:run", json!({ "cents": 1 }));
+    let id = action.id.clone();
+    let running = test.spawn_invoke("user:ada", action);
+    jobs.waiting.notified().await;
+    // Another caller's cancel does not reach it (the server's `cancel_as` rule).
+    assert_ne!(test.cancel(&id, "user:mallory"), CancelOutcome::Cancelled);
+    assert_eq!(test.cancel(&id, "user:ada"), CancelOutcome::Cancelled);
+    assert_cancelled!(running.await.unwrap());
+
+    // A result that is not `cancelled` fails the assertion, saying what it was.
+    let refused = test
+        .invoke("user:ada", Action::new("cap:jobs:run", json!({})))
+        .await;
+    assert_failed!(refused, codes::ACTION_INPUT_SCHEMA_INVALID);
+    let text = std::panic::catch_unwind(|| assert_cancelled!(refused, "stopped"))
+        .expect_err("not cancelled");
+    let text = text.downcast_ref::<String>().unwrap();
+    assert!(
+        text.starts_with(
+            "stopped: expected `cancelled`, got `failed` (action.input_schema_invalid"
+        ),
+        "{text}"
+    );
+}
