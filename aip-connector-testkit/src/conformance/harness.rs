@@ -306,12 +306,18 @@ impl Harness {
     /// capability is left out: it runs only routed from a `compensate` of the capability it
     /// undoes, and the host refuses an action naming it (`transaction.context_missing`).
     pub fn examples(&self) -> Vec<(&CapabilityDefinition, Value)> {
+        self.invocable()
+            .filter_map(|c| c.examples.first().map(|e| (c, e.clone())))
+            .collect()
+    }
+
+    /// The capabilities an action may name, in declaration order: all but the compensating
+    /// ones, which run only routed from a `compensate` of the capability they undo.
+    fn invocable(&self) -> impl Iterator<Item = &CapabilityDefinition> {
         self.definition()
             .capabilities
             .iter()
             .filter(|c| !c.facts.compensation_handler)
-            .filter_map(|c| c.examples.first().map(|e| (c, e.clone())))
-            .collect()
     }
 
     /// Every declared example of every capability [`examples`](Self::examples) lists, in
@@ -319,10 +325,7 @@ impl Harness {
     /// first). The scenarios that check what an output looks like run them all: a second
     /// example may take a path of the handler the first does not.
     pub fn every_example(&self) -> Vec<(&CapabilityDefinition, usize, Value)> {
-        self.definition()
-            .capabilities
-            .iter()
-            .filter(|c| !c.facts.compensation_handler)
+        self.invocable()
             .flat_map(|c| {
                 c.examples
                     .iter()

@@ -1448,27 +1448,23 @@ impl Supervised<'_> {
             Ok(Poll::Ready(result)) => {
                 return Poll::Ready(match result {
                     Ok(output) => Outcome::Completed(output, held_secret(&this.context)),
+                    // A failure that reports what reached the provider (an uncertain outcome,
+                    // committed side effects) stands whatever else happened in this poll: the
+                    // transaction must record it to be reconciled or compensated (found by
+                    // hostile reviews: a cancel, then a dropped stream, turned an uncertain
+                    // write into a plain failure released for a blind retry).
+                    Err(failure) if reports_provider_state(&failure) => {
+                        Outcome::Failed(failure, held_secret(&this.context))
+                    }
                     // The signal fired while the handler ran its last poll (on another worker,
                     // `Host::cancel` fires it and then the handler's token): a failure now is
                     // the handler answering its token, so the action ends as the cancel
-                    // answered its caller. A success stands: its work is done; so does a
-                    // failure that reports what reached the provider (an uncertain outcome,
-                    // committed side effects), which the transaction must record to be
-                    // reconciled or compensated (found by a hostile review).
-                    Err(failure) if signal.is_fired() && !reports_provider_state(&failure) => {
-                        interrupted()
-                    }
+                    // answered its caller. A success stands: its work is done.
+                    Err(_) if signal.is_fired() => interrupted(),
                     // The stream's consumer went away and the handler failed, with the sink's
                     // failure or one of its own making: the action was abandoned by its
-                    // transport, not failed by its connector. Here too a failure that reports
-                    // what reached the provider stands (found by a hostile review: a dropped
-                    // stream turned an uncertain write into a plain `failed` one, released for
-                    // a blind retry).
-                    Err(failure)
-                        if consumer_gone(&this.context) && !reports_provider_state(&failure) =>
-                    {
-                        Outcome::Abandoned
-                    }
+                    // transport, not failed by its connector.
+                    Err(_) if consumer_gone(&this.context) => Outcome::Abandoned,
                     // The deadline passed while the handler ran its last poll: a failure now is
                     // most likely the handler's own view of the same deadline (a provider call
                     // bounded by `ProviderRequest::deadline` gives up as `provider.timeout`), so
@@ -1476,12 +1472,8 @@ impl Supervised<'_> {
                     // cancel companion is asked to stop what it started, and its retry follows
                     // `supports_retry`, whichever await the deadline hit (found by an author
                     // trial: a resize timed out as a retryable `provider.timeout` and its retry
-                    // started a second resize while the first ran on). A failure that reports
-                    // what reached the provider stands, as above.
-                    Err(failure)
-                        if tokio::time::Instant::now() >= this.context.deadline
-                            && !reports_provider_state(&failure) =>
-                    {
+                    // started a second resize while the first ran on).
+                    Err(_) if tokio::time::Instant::now() >= this.context.deadline => {
                         Outcome::TimedOut(None)
                     }
                     Err(failure) => Outcome::Failed(failure, held_secret(&this.context)),
@@ -1524,7 +1516,8 @@ impl Supervised<'_> {
 
 /// Whether a handler's failure reports what reached the provider (an uncertain outcome, or side
 /// effects it committed): the transaction must record it to be reconciled or compensated, so
-/// the failure stands even when the action was cancelled or its stream's consumer left.
+/// the failure stands even when the action was cancelled, its stream's consumer left or its
+/// deadline passed in the same poll.
 fn reports_provider_state(failure: &aip_connector_core::model::ConnectorFailure) -> bool {
     failure.uncertain_outcome || failure.has_committed_side_effects()
 }

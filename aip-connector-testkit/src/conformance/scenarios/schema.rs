@@ -4,8 +4,9 @@
 //!
 //! Each example must complete (`declared_output_produced`: its output matches the declared
 //! schema), every declared example of a capability, not only the first; one that fails
-//! produced no output to check and leaves the assertion unexercised, and failed. The output replaced for `invalid_output_rejected` is that of a capability whose
-//! handler returned one on its example.
+//! produced no output to check and leaves the assertion unexercised, and failed. The output
+//! replaced for `invalid_output_rejected` is that of a capability whose handler returned one on
+//! its example.
 
 use aip_connector::CapabilityDefinition;
 use aip_connector::codes;
