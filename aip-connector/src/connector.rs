@@ -248,9 +248,12 @@ impl From<ReconcileOutcome> for ReconciliationResult {
     }
 }
 
-/// What a cancel handler is told: which action the host stopped, so it can stop what that
-/// action started at the provider.
+/// What a cancel handler is told: which action the host stopped, why, and what the handler
+/// held, so it can stop what that action started at the provider, as that action's caller.
+///
+/// Built by the host; for a unit test of a cancel handler, start from [`CancelRequest::new`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CancelRequest {
     /// The action to cancel.
     pub action_id: ActionId,
@@ -258,6 +261,62 @@ pub struct CancelRequest {
     /// `ProviderRequest::idempotency` (its [`IdempotencyKey::for_provider`](crate::IdempotencyKey::for_provider)),
     /// since the caller's raw key is not unique at the provider.
     pub idempotency_key: Option<String>,
+    /// What stopped the handler.
+    pub reason: CancelReason,
+    /// The verified tenant of the stopped action, to pick the tenant's provider account.
+    pub tenant: Option<VerifiedTenant>,
+    /// The credential the stopped handler held (the contract declares a credential policy):
+    /// the stop authenticates like the call it stops. (Its `Debug` never shows the secret.)
+    pub credential: Option<CredentialHandle>,
+}
+
+impl CancelRequest {
+    /// A request to stop `action_id` after [`CancelReason::Requested`], with no key, tenant or
+    /// credential (for unit tests of a cancel handler; the host fills in all of them).
+    pub fn new(action_id: ActionId) -> Self {
+        Self {
+            action_id,
+            idempotency_key: None,
+            reason: CancelReason::Requested,
+            tenant: None,
+            credential: None,
+        }
+    }
+
+    /// With the key the provider knows the action's operation by.
+    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// With what stopped the handler.
+    pub fn with_reason(mut self, reason: CancelReason) -> Self {
+        self.reason = reason;
+        self
+    }
+
+    /// With the stopped action's verified tenant.
+    pub fn with_tenant(mut self, tenant: VerifiedTenant) -> Self {
+        self.tenant = Some(tenant);
+        self
+    }
+
+    /// With the credential the stopped handler held.
+    pub fn with_credential(mut self, credential: CredentialHandle) -> Self {
+        self.credential = Some(credential);
+        self
+    }
+}
+
+/// What stopped a handler whose cancel companion the host calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CancelReason {
+    /// A cancel of the action ([`Host::cancel`](crate::host::Host::cancel), a binding's
+    /// cancel request).
+    Requested,
+    /// The action's deadline passed (the action is answered `sla.timeout_exceeded`).
+    DeadlineExceeded,
 }
 
 /// A connector as a host drives it. Implemented by `#[connector]` and by
@@ -305,8 +364,9 @@ pub trait Connector: Send + Sync + 'static {
     /// The host calls it once a cancel ([`Host::cancel`](crate::host::Host::cancel)) or the
     /// deadline stopped the capability's handler, after dropping the handler's future, and
     /// waits for it at most 5 s. The default answers `connector.operation_unsupported`, which
-    /// the host reads as "nothing to stop"; any other failure is logged and, after a deadline,
-    /// reported in the timeout's `details.remote_cancel_error`.
+    /// the host reads as "nothing to stop"; any other failure is logged and reported in the
+    /// action's result: in the `cancelled` output's `remote_cancel_error`, or after a deadline
+    /// in the timeout's `details.remote_cancel_error`.
     fn cancel<'a>(
         &'a self,
         capability_id: &'a str,

@@ -54,8 +54,8 @@ pub use builder::{
     BuildError, BuiltConnector, ConnectorBuilder, ConnectorState, FreeCapability, FromRef, State,
 };
 pub use connector::{
-    CancelRequest, CapabilityDefinition, Connector, ConnectorDefinition, ReconcileOutcome,
-    Reconciliation,
+    CancelReason, CancelRequest, CapabilityDefinition, Connector, ConnectorDefinition,
+    ReconcileOutcome, Reconciliation,
 };
 pub use extract::{
     Approval, Caller, Cancellation, Checkpoint, Compensation, Credential, Deadline, ExtractorKind,
@@ -73,10 +73,10 @@ pub use schema::SchemaDialect;
 pub mod prelude {
     pub use crate::provider::path_segment;
     pub use crate::{
-        Approval, BuildError, BuiltConnector, Caller, CancelRequest, Cancellation, Checkpoint,
-        Compensation, Connector, ConnectorBuilder, Credential, Deadline, FromRef, IdempotencyKey,
-        ProviderClient, ReconcileOutcome, Reconciliation, Secret, State, StreamSink, Tenant,
-        capability, connector,
+        Approval, BuildError, BuiltConnector, Caller, CancelReason, CancelRequest, Cancellation,
+        Checkpoint, Compensation, Connector, ConnectorBuilder, Credential, Deadline, FromRef,
+        IdempotencyKey, ProviderClient, ReconcileOutcome, Reconciliation, Secret, State,
+        StreamSink, Tenant, capability, connector,
     };
     pub use aip_connector_core::model::{
         ConnectorFailure, ConnectorOperation, ErrorCategory, ProviderOperationRef,

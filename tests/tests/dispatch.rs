@@ -306,10 +306,7 @@ async fn companion_handlers_are_dispatched_by_capability_id() {
     Calendar
         .cancel(
             "cap:calendar:booking:create",
-            CancelRequest {
-                action_id: aip_connector::ids::ActionId::new(),
-                idempotency_key: None,
-            },
+            CancelRequest::new(aip_connector::ids::ActionId::new()),
         )
         .await
         .unwrap();

@@ -283,10 +283,7 @@ async fn a_capability_without_the_companion_answers_unsupported() {
     let unsupported = connector
         .cancel(
             "cap:notes:count",
-            CancelRequest {
-                action_id: aip_connector::ids::ActionId::new(),
-                idempotency_key: None,
-            },
+            CancelRequest::new(aip_connector::ids::ActionId::new()),
         )
         .await
         .unwrap_err();
@@ -294,10 +291,7 @@ async fn a_capability_without_the_companion_answers_unsupported() {
     let unknown = connector
         .cancel(
             "cap:notes:nothing",
-            CancelRequest {
-                action_id: aip_connector::ids::ActionId::new(),
-                idempotency_key: None,
-            },
+            CancelRequest::new(aip_connector::ids::ActionId::new()),
         )
         .await
         .unwrap_err();

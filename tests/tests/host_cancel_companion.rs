@@ -1,14 +1,15 @@
 //! The cancel companion (`cancel = ...`) under the host: called once the handler is stopped by
-//! `Host::cancel` or by its deadline, with the action id and the key the provider knows; its
-//! failure is logged and, on a timeout, reported in the failure's details.
+//! `Host::cancel` or by its deadline, with the action id, the key the provider knows, the reason,
+//! the tenant and the credential the handler held; its failure is logged and reported in the
+//! result (the `cancelled` output, or a timeout's details), without the credential.
 
 use std::sync::{Arc, Mutex};
 
 use aip_connector::codes;
-use aip_connector::host::{CancelOutcome, Host, TrustedContext};
+use aip_connector::host::{CancelOutcome, Deployment, Host, TrustedContext};
 use aip_connector::model::{Action, ActionResult, ActionResultStatus, Principal, PrincipalKind};
 use aip_connector::prelude::*;
-use aip_connector::{CancelRequest, VerifiedTenant};
+use aip_connector::{CancelReason, CancelRequest, CredentialHandle, Secret, VerifiedTenant};
 use serde_json::json;
 
 #[derive(Deserialize, JsonSchema)]
@@ -29,6 +30,8 @@ struct Jobs {
     stopped: Arc<Mutex<Vec<CancelRequest>>>,
     /// Notified when a handler starts waiting on its provider.
     waiting: Arc<tokio::sync::Notify>,
+    /// `stop_signed` refuses.
+    refuse_signed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 #[connector(id = "jobs")]
@@ -109,6 +112,52 @@ impl Jobs {
             "the job is past its point of no return",
             "jobs",
         ))
+    }
+
+    /// The same job at a provider that wants the deployment's token on every request, the stop
+    /// included.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        credentials(required, issuers = ["vault"], scopes = ["jobs.write"]),
+        cancel = Self::stop_signed,
+    )]
+    async fn run_signed(
+        &self,
+        job: Job,
+        _key: IdempotencyKey,
+        _token: Credential,
+    ) -> Result<Started, ConnectorFailure> {
+        self.waiting.notify_one();
+        std::future::pending::<()>().await;
+        Ok(Started { job_id: job.stop })
+    }
+
+    /// Refuses when told to, quoting the token it was handed, as a careless provider client's
+    /// error message might.
+    async fn stop_signed(&self, request: CancelRequest) -> Result<(), ConnectorFailure> {
+        let token = request
+            .credential
+            .as_ref()
+            .map(|credential| credential.secret.expose_str().unwrap().to_owned());
+        self.stopped.lock().unwrap().push(request);
+        match token {
+            Some(token) if self.refuse_signed.load(std::sync::atomic::Ordering::SeqCst) => {
+                Err(ConnectorFailure::permanent(
+                    "jobs.stop_refused",
+                    format!("the provider refused `Bearer {token}`: the job already finished"),
+                    "jobs",
+                ))
+            }
+            Some(_) => Ok(()),
+            None => Err(ConnectorFailure::permanent(
+                "jobs.unauthenticated",
+                "no token to stop the job with",
+                "jobs",
+            )),
+        }
     }
 }
 
@@ -254,5 +303,127 @@ async fn a_failure_at_the_deadline_is_the_deadline_and_calls_the_cancel_companio
         jobs.stopped.lock().unwrap().len(),
         1,
         "the companion was not called"
+    );
+}
+
+/// The deployment's token for the `jobs` provider.
+const TOKEN: &str = "canary-token-9c2e7d";
+
+fn signed_host(jobs: &Jobs) -> Host {
+    let credential = CredentialHandle::new("jobs-token", "vault", Secret::new(TOKEN))
+        .with_scopes(["jobs.write"])
+        .with_tenant("t1");
+    Host::builder()
+        .connector(jobs.clone())
+        .deployment(Deployment::default().with_static_credential(credential))
+        .build()
+        .unwrap()
+}
+
+/// Found by an author trial: the companion was told only the action id and key, so a stop at a
+/// provider that wants a token could not authenticate, and a tenant's account could not be
+/// picked. It is handed what the handler held.
+#[tokio::test]
+async fn the_cancel_companion_is_handed_the_handlers_tenant_and_credential() {
+    let jobs = Jobs::default();
+    let host = signed_host(&jobs);
+    let result = run_and_cancel(
+        &jobs,
+        &host,
+        Action::new("cap:jobs:run_signed", json!({})).with_idempotency_key("job-7"),
+    )
+    .await;
+    assert_eq!(result.status, ActionResultStatus::Cancelled, "{result:?}");
+    // The stop succeeded: nothing to report.
+    assert_eq!(
+        result.output,
+        Some(json!({ "cancelled": true, "reason": "action cancellation requested" }))
+    );
+    let stopped = jobs.stopped.lock().unwrap().clone();
+    assert_eq!(stopped.len(), 1, "{stopped:?}");
+    let request = &stopped[0];
+    assert_eq!(request.reason, CancelReason::Requested);
+    assert_eq!(request.tenant.as_ref().map(|t| t.id.as_str()), Some("t1"));
+    let credential = request
+        .credential
+        .as_ref()
+        .expect("the handler's credential");
+    assert_eq!(credential.id, "jobs-token");
+    assert_eq!(credential.secret.expose_str().unwrap(), TOKEN);
+    // The request is `Debug` for a companion's logs, and never shows the token.
+    let shown = format!("{request:?}");
+    assert!(
+        shown.contains("jobs-token") && !shown.contains(TOKEN),
+        "{shown}"
+    );
+}
+
+#[tokio::test]
+async fn a_companion_stopped_by_the_deadline_is_told_so() {
+    let jobs = Jobs::default();
+    let host = signed_host(&jobs);
+    let result = host
+        .invoke(
+            Action::new("cap:jobs:run_signed", json!({}))
+                .with_idempotency_key("job-8")
+                .with_timeout_ms(20),
+            &caller(),
+        )
+        .await;
+    assert_eq!(
+        result.error.as_ref().map(|e| e.code.as_str()),
+        Some(codes::SLA_TIMEOUT_EXCEEDED),
+        "{result:?}"
+    );
+    let stopped = jobs.stopped.lock().unwrap().clone();
+    assert_eq!(stopped.len(), 1);
+    assert_eq!(stopped[0].reason, CancelReason::DeadlineExceeded);
+    assert!(stopped[0].credential.is_some());
+}
+
+/// Found by an author trial: a companion that could not stop the provider's work was only
+/// logged, and the caller was told `cancelled` as if nothing went on. The `cancelled` output says
+/// what the companion answered, as a timeout's details do, without the credential it quoted.
+#[tokio::test]
+async fn a_refused_stop_is_reported_in_the_cancelled_output_without_the_credential() {
+    let jobs = Jobs::default();
+    jobs.refuse_signed
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let host = signed_host(&jobs);
+    let action = Action::new("cap:jobs:run_signed", json!({})).with_idempotency_key("job-9");
+    let resend = action.clone();
+    let result = run_and_cancel(&jobs, &host, action).await;
+    assert_eq!(result.status, ActionResultStatus::Cancelled, "{result:?}");
+    let expected = json!({
+        "cancelled": true,
+        "reason": "action cancellation requested",
+        "remote_cancel_error": {
+            "code": "jobs.stop_refused",
+            "message": "the provider refused `Bearer [withheld]`: the job already finished",
+        },
+    });
+    assert_eq!(result.output, Some(expected.clone()));
+    // Stored as it was answered: a resend replays the report, and the token is nowhere.
+    let replayed = host.invoke(resend, &caller()).await;
+    let mut replayed_output = replayed.output.clone().expect("replayed");
+    replayed_output
+        .as_object_mut()
+        .unwrap()
+        .remove("idempotent_replay");
+    assert_eq!(replayed_output, expected, "{replayed:?}");
+    assert!(!serde_json::to_string(&replayed).unwrap().contains(TOKEN));
+    // And the same through a timeout.
+    let timed_out = host
+        .invoke(
+            Action::new("cap:jobs:run_signed", json!({}))
+                .with_idempotency_key("job-10")
+                .with_timeout_ms(20),
+            &caller(),
+        )
+        .await;
+    let details = timed_out.error.as_ref().unwrap().details.as_ref().unwrap();
+    assert_eq!(
+        details["remote_cancel_error"]["message"],
+        "the provider refused `Bearer [withheld]`: the job already finished"
     );
 }

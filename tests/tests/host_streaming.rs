@@ -784,3 +784,27 @@ async fn a_stream_past_its_deadline_ends_with_a_timeout_chunk() {
         );
     }
 }
+
+/// Found by a hostile review: a refused send abandoned every execution of the action id by the
+/// same caller, not the one whose consumer went away. Two executions of one id (under two keys
+/// here) run at once; the consumer of one leaves while its handler is parked in `send`, and
+/// the other runs to its end.
+#[tokio::test]
+async fn a_consumer_leaving_abandons_its_own_execution_only() {
+    let feed = Feed::default();
+    let host = one_chunk_buffer_host(&feed);
+    let reading = Action::new("cap:feed:export", json!({ "count": 20 })).with_idempotency_key("b");
+    let mut leaving =
+        Action::new("cap:feed:export_forever", json!({ "count": 1 })).with_idempotency_key("a");
+    leaving.id = reading.id.clone();
+    let mut kept = host.invoke_stream(reading, caller());
+    assert_eq!(kept.next().await.unwrap().kind, StreamChunkKind::Data);
+    let mut dropped = host.invoke_stream(leaving, caller());
+    assert_eq!(dropped.next().await.unwrap().kind, StreamChunkKind::Data);
+    // Its handler fills the one-chunk buffer and waits in `send` for room.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    drop(dropped);
+    let (hits, result) = kept.collect_data::<serde_json::Value>().await.unwrap();
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    assert_eq!(hits.len(), 19, "every hit after the first");
+}

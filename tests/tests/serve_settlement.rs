@@ -16,7 +16,9 @@ use aip_connector::host::{CredentialProvider, Deployment, Host, TrustedContext};
 use aip_connector::model::{Action, ActionResult, ActionResultStatus, Principal, PrincipalKind};
 use aip_connector::prelude::*;
 use aip_connector::serve::server::MESSAGES_PATH;
-use aip_connector::serve::{AipClient, AipServer, BearerTokens, BoxFuture, ServerConfig};
+use aip_connector::serve::{
+    AipClient, AipServer, BearerTokens, BoxFuture, CancelReply, ServerConfig,
+};
 use aip_connector::store::MemoryStore;
 use aip_connector::{CredentialHandle, Secret, VerifiedTenant};
 use aip_connector_tests::raw_http::send_streamed_action;
@@ -57,6 +59,19 @@ impl Lab {
     #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
     async fn probe(&self, _job: Job) -> Result<Done, ConnectorFailure> {
         Ok(Done { finished: true })
+    }
+
+    /// Fails at once, retryably, as a provider that is briefly down.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn flaky(&self, _job: Job) -> Result<Done, ConnectorFailure> {
+        Err(ConnectorFailure::new(
+            "provider.unavailable",
+            "the provider is down",
+            ErrorCategory::Temporary,
+            ConnectorOperation::Invocation,
+            "lab",
+        )
+        .with_retryable(true))
     }
 
     /// Waits once (so that a cancel can find it), then works synchronously in its last poll,
@@ -345,6 +360,36 @@ async fn a_cancel_of_an_action_that_has_not_settled_within_the_grace_claims_no_o
     lab.gate.store(true, Ordering::SeqCst);
     let result = call.await.unwrap().unwrap();
     assert_eq!(result.status, ActionResultStatus::Completed);
+    running.stop().await;
+}
+
+/// Found by a hostile review: a cancel sent after an action failed retryably was remembered and
+/// answered `accepted`, and it then cancelled the caller's retry before its handler ran. It is
+/// late for the execution that failed: answered with a `rejected` ack that says so, and the
+/// retry runs.
+#[tokio::test]
+async fn a_cancel_after_a_retryable_failure_is_rejected_as_late() {
+    let lab = Lab::default();
+    let running = start(lab.clone(), GatedVault::default(), ServerConfig::default()).await;
+    let action = Action::new("cap:lab:flaky", json!({}));
+    let failed = running.client().invoke(action.clone()).await.unwrap();
+    assert!(
+        failed.error.as_ref().is_some_and(|e| e.is_retryable()),
+        "{failed:?}"
+    );
+    let answer = cancel(&running.base, &action.id).await;
+    assert_eq!(answer["ack"]["status"], "rejected", "{answer}");
+    assert_eq!(answer["ack"]["action_id"], action.id.as_str(), "{answer}");
+    let reason = answer["ack"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("failed with a retryable error"), "{answer}");
+    // The client tells this answer apart.
+    match running.client().cancel(&action.id).await.unwrap() {
+        CancelReply::TooLate(ack) => assert_eq!(ack.action_id, action.id),
+        other => panic!("not `TooLate`: {other:?}"),
+    }
+    // The retry runs (and fails the same way), rather than being answered `cancelled`.
+    let retried = running.client().invoke(action).await.unwrap();
+    assert_eq!(retried.status, ActionResultStatus::Failed, "{retried:?}");
     running.stop().await;
 }
 

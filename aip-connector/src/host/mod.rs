@@ -723,6 +723,9 @@ struct ActiveActions {
     /// Entries of `pending` plus cancellations being decided. Zero (the usual case) lets a call
     /// skip the `pending` lock; see [`ActiveActions::cancel_or_remember`] for why it is safe.
     pending_count: AtomicUsize,
+    /// Entries of `pending.retried`, written under the `pending` lock. Zero (the usual case)
+    /// lets a starting call skip that lock.
+    retried_count: AtomicUsize,
     /// Who waits for the result of an execution a cancellation reached
     /// ([`Host::cancel_as_watched`]).
     watchers: Mutex<Vec<SettlementWatcher>>,
@@ -760,6 +763,10 @@ pub const MAX_PENDING_CANCELS_PER_CALLER: usize = 100;
 struct PendingCancels {
     lapse_at: HashMap<PendingCancel, Millis>,
     per_caller: HashMap<ActionOwner, usize>,
+    /// The actions whose last execution ended with a retryable failure, who ran each, and
+    /// when a cancel of it stops being late for that execution (see
+    /// [`ActiveActions::note_retryable`]). At most [`MAX_PENDING_CANCELS`] entries.
+    retried: HashMap<ActionId, (ActionOwner, Millis)>,
 }
 
 impl PendingCancels {
@@ -943,6 +950,52 @@ impl ActiveActions {
         fired
     }
 
+    /// Notes that the execution of `action` (run by `principal`) ended at `now` with a
+    /// retryable failure, which its caller may retry under the same id (and key, which the
+    /// failure released). A cancel of it in the next [`PENDING_CANCEL_TTL_MS`] is late for that
+    /// execution: it is answered [`CancelOutcome::AlreadyFinished`] and not remembered, so it
+    /// does not cancel the retry before it runs (found by a hostile review: the retry was
+    /// answered `cancelled`, and that was stored under the key for its whole TTL). A retry that
+    /// starts forgets the note ([`forget_retried`](Self::forget_retried)), so a cancel sent
+    /// after it is remembered for it as usual.
+    ///
+    /// With [`MAX_PENDING_CANCELS`] notes live, a new one is not taken: its cancel is then
+    /// remembered, as it was before notes existed.
+    fn note_retryable(&self, action: &Action, principal: &PrincipalId, now: Millis) {
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        let retried = &mut pending.retried;
+        if retried.len() >= MAX_PENDING_CANCELS {
+            retried.retain(|_, (_, lapses_at)| *lapses_at > now);
+        }
+        if retried.len() < MAX_PENDING_CANCELS || retried.contains_key(&action.id) {
+            retried.insert(
+                action.id.clone(),
+                (
+                    ActionOwner::of(action, principal),
+                    now.saturating_add(PENDING_CANCEL_TTL_MS),
+                ),
+            );
+        }
+        self.retried_count.store(retried.len(), Ordering::SeqCst);
+    }
+
+    /// Forgets the note of [`note_retryable`](Self::note_retryable) for `action` (run by
+    /// `principal`), which starts again: a cancel of it from now on is for this execution.
+    fn forget_retried(&self, action: &Action, principal: &PrincipalId) {
+        if self.retried_count.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        let retried = &mut pending.retried;
+        if retried
+            .get(&action.id)
+            .is_some_and(|(owner, _)| owner.owns(action, principal))
+        {
+            retried.remove(&action.id);
+            self.retried_count.store(retried.len(), Ordering::SeqCst);
+        }
+    }
+
     /// Cancels the executing action `id`, or remembers the cancellation for
     /// [`PENDING_CANCEL_TTL_MS`] so the action is cancelled before dispatch if it starts.
     ///
@@ -967,6 +1020,18 @@ impl ActiveActions {
         if self.cancel_watched(id, owner, true, watch) {
             self.pending_count.fetch_sub(1, Ordering::SeqCst);
             return CancelOutcome::Cancelled;
+        }
+        // Late for an execution that failed retryably (another caller's action with the same id
+        // is none of this caller's business: its cancel is remembered as for any other id).
+        if pending
+            .retried
+            .get(id)
+            .is_some_and(|(finisher, lapses_at)| {
+                *lapses_at > now && owner.is_none_or(|owner| owner == finisher)
+            })
+        {
+            self.pending_count.fetch_sub(1, Ordering::SeqCst);
+            return CancelOutcome::AlreadyFinished;
         }
         let key = PendingCancel {
             id: id.clone(),
@@ -1060,18 +1125,45 @@ impl ActiveActions {
         id: &ActionId,
         owner: Option<&ActionOwner>,
         requested: bool,
+        watch: Option<&mut Settling>,
+    ) -> bool {
+        let owned = |context: &HostInvocation| {
+            owner.is_none_or(|owner| owner.owns(&context.action, &context.caller.principal_id))
+        };
+        self.fire_matching(id, owned, requested, watch)
+    }
+
+    /// Abandons the executing action `id` whose stream is `sink` (its consumer went away): that
+    /// execution only, not another execution of the same id by the same caller (found by a
+    /// hostile review).
+    fn abandon_streaming_to(&self, id: &ActionId, sink: *const ()) -> bool {
+        let streams_to_sink = |context: &HostInvocation| {
+            context
+                .stream
+                .as_ref()
+                .is_some_and(|stream| std::ptr::addr_eq(Arc::as_ptr(stream), sink))
+        };
+        self.fire_matching(id, streams_to_sink, false, None)
+    }
+
+    /// Fires the signal of every executing action `id` that `matches` (a cancel asked for it:
+    /// `requested`), with `watch`, after registering a watcher of its result.
+    fn fire_matching(
+        &self,
+        id: &ActionId,
+        matches: impl Fn(&HostInvocation) -> bool,
+        requested: bool,
         mut watch: Option<&mut Settling>,
     ) -> bool {
         let mut found = false;
         for shard in 0..ACTIVE_SHARDS {
             let registry = self.lock(shard);
             for context in registry.slots.iter().flatten() {
-                let (action, principal) = (&context.action, &context.caller.principal_id);
-                if action.id == *id && owner.is_none_or(|owner| owner.owns(action, principal)) {
+                if context.action.id == *id && matches(context) {
                     // Under the registry's lock, so the execution cannot unregister (and then
                     // look for watchers) before its watcher is in place.
                     if let Some(watch) = watch.as_deref_mut() {
-                        self.watch(action, watch);
+                        self.watch(&context.action, watch);
                     }
                     if requested {
                         context.cancellation.fire_requested();
@@ -1151,6 +1243,7 @@ impl Drop for Settling {
 
 /// What [`Host::cancel`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CancelOutcome {
     /// The action was executing; its handler's cancellation signal fired. The host stops
     /// waiting for the handler at once, so its result is normally `cancelled`, but not always:
@@ -1172,9 +1265,17 @@ pub enum CancelOutcome {
     /// The action is not executing (not started yet, finished, or unknown). The cancellation is
     /// remembered for 60 s: if the action starts in that time it is answered `cancelled` before
     /// its handler runs. An action that already finished keeps its result, and a re-sent action
-    /// that replays a stored result replays it; a re-sent action that runs again (no key, or a
-    /// key a retryable failure released) is answered `cancelled` (docs/host-runtime.md §7.2).
+    /// that replays a stored result replays it; a re-sent action without a key that runs again
+    /// after a success or a permanent failure is answered `cancelled` (docs/host-runtime.md
+    /// §7.2).
     Pending,
+    /// The action is not executing: its last execution ended, less than 60 s ago, with a
+    /// retryable failure, which its caller may retry (its key, if it had one, was released).
+    /// The cancellation came too late for that execution and is not remembered, so it does not
+    /// cancel the retry: cancel the retry once it has been sent. Only the action's own caller
+    /// (or an operator, [`Host::cancel`]) gets this answer; another caller's cancel of the
+    /// same id is [`Pending`](Self::Pending).
+    AlreadyFinished,
 }
 
 impl Host {
@@ -1249,8 +1350,10 @@ impl Host {
     /// Cancels an action whoever runs it, as an operator would: an executing one at once
     /// (every execution of it, should the same action id run twice at once), one that has not
     /// started yet when it starts (see [`CancelOutcome::Pending`]). A cancel after the terminal
-    /// result leaves that result alone, but is remembered for 60 s (`Pending`) and cancels a
-    /// re-run of the same action id that does not replay a stored result. Servers use
+    /// result leaves that result alone. After a retryable failure it is late for that execution
+    /// and not remembered ([`CancelOutcome::AlreadyFinished`]), so the retry runs; after any
+    /// other result it is remembered for 60 s (`Pending`) and cancels a re-run of the same
+    /// action id that does not replay a stored result. Servers use
     /// [`cancel_as`](Self::cancel_as) instead.
     pub fn cancel(&self, action_id: &ActionId) -> CancelOutcome {
         self.cancel_owned_by(action_id, None, None)

@@ -195,6 +195,8 @@ async fn execute(
         host.deployment.external_account.as_ref(),
         caller,
     )));
+    // A retry of an action that failed retryably: a cancel from now on is for this execution.
+    host.active.forget_retried(&action, &caller.principal.id);
     if action.transaction.is_some() {
         let normalized = Box::pin(transaction::normalize(
             &host.store,
@@ -602,6 +604,16 @@ async fn execute(
     // A cancel that reached the handler is answered with what the action ended with (found by
     // a hostile review: the server answered `cancelled` for an action whose success stood).
     host.active.settled(&action, &result);
+    // A retry may follow: a cancel from now on is late for this execution, not early for the
+    // retry. (A call told to wait for an earlier attempt of its transaction ended nothing.)
+    if result
+        .error
+        .as_ref()
+        .is_some_and(|e| e.is_retryable() && e.code != codes::TRANSACTION_ATTEMPT_IN_PROGRESS)
+    {
+        host.active
+            .note_retryable(&action, &caller.principal.id, host.clock.now_ms());
+    }
     result
 }
 
@@ -787,16 +799,7 @@ async fn transactional(
     }
     let record = admitted.record;
     if mode == TransactionMode::Reconcile {
-        let result = reconcile(
-            host,
-            call.hosted,
-            action,
-            &record,
-            timeout_ms,
-            call.tenant.cloned(),
-            handler.credential.map(|c| *c),
-        )
-        .await;
+        let result = reconcile(call, &record, handler.credential.map(|c| *c)).await;
         transaction::settle(
             host,
             &record,
@@ -838,7 +841,8 @@ fn mark_refused_output_as_committed(result: &mut ActionResult) {
 async fn preview(call: &Call<'_>, contract: &CapabilityContract) -> ActionResult {
     let action = call.action;
     let validation = match validate_downstream(call, contract).await {
-        Ok(validation) => validation,
+        Ok(Validation::Answered(validation)) => validation,
+        Ok(Validation::Interrupted(outcome)) => return settle_outcome(call, outcome),
         Err(error) => return failure::failed(&action.id, error),
     };
     let required = approval_required(call.capability, Some(contract));
@@ -859,23 +863,21 @@ async fn preview(call: &Call<'_>, contract: &CapabilityContract) -> ActionResult
 async fn validate_downstream(
     call: &Call<'_>,
     contract: &CapabilityContract,
-) -> Result<Option<Value>, ProtocolError> {
+) -> Result<Validation, ProtocolError> {
     let Call {
         host,
         hosted,
         action,
-        caller,
         timeout_ms,
         redact,
         ..
     } = *call;
-    let tenant = call.tenant.cloned();
     let needs_handler = contract
         .transaction
         .as_ref()
         .is_some_and(|t| t.dry_run_fidelity.needs_validation_handler());
     if !needs_handler {
-        return Ok(None);
+        return Ok(Validation::Answered(None));
     }
     let connector = &host.connectors[hosted.connector];
     let has_handler = connector
@@ -888,34 +890,36 @@ async fn validate_downstream(
             "the dry-run fidelity needs a validation handler the connector does not have",
         ));
     }
-    let context = Arc::new(HostInvocation {
-        action: Arc::clone(action),
-        caller: CallerIdentity {
-            principal_id: caller.principal.id.clone(),
-            issuer: caller.issuer.clone(),
-        },
-        tenant: std::sync::OnceLock::from(tenant),
-        idempotency_scope: None,
-        cancellation: CancelSignal::default(),
-        deadline: deadline_in(timeout_ms),
-        stream: None,
-        checkpoint: None,
-        credential: None,
-        approval: None,
-        compensation: None,
-    });
-    let start = || connector.validate(action.capability_id.as_str(), &action.input, context);
-    match companion(action, timeout_ms, start).await? {
-        Some(Ok(value)) => Ok(Some(value)),
+    let context = companion_context(call);
+    let start = || {
+        connector.validate(
+            action.capability_id.as_str(),
+            &action.input,
+            Arc::clone(&context) as Arc<dyn crate::invocation::InvocationContext>,
+        )
+    };
+    match companion(host, &context, start).await? {
+        CompanionEnd::Answered(Ok(value)) => Ok(Validation::Answered(Some(value))),
         // A validation handler gets no credential: nothing to withhold but the input.
-        Some(Err(failure)) => Err(connector_error(&failure, action, redact, None)),
-        None => Err(failure::error(
+        CompanionEnd::Answered(Err(failure)) => {
+            Err(connector_error(&failure, action, redact, None))
+        }
+        CompanionEnd::TimedOut => Err(failure::error(
             codes::SLA_TIMEOUT_EXCEEDED,
             format!("validation did not finish within {timeout_ms} ms"),
             ErrorCategory::Temporary,
             true,
         )),
+        CompanionEnd::Interrupted(outcome) => Ok(Validation::Interrupted(outcome)),
     }
+}
+
+/// What the connector's validation said, when it had its say.
+enum Validation {
+    /// Its evidence (`None`: the fidelity needs no validation handler).
+    Answered(Option<Value>),
+    /// A cancel or the transport stopped it: the plan is answered as the handler's would be.
+    Interrupted(Outcome),
 }
 
 /// Asks the connector's reconcile handler about an unknown outcome. A terminal answer completes
@@ -925,14 +929,18 @@ async fn validate_downstream(
 /// operation, under the tenant and credential of the `reconcile` action (the lookup
 /// authenticates like the call it settles).
 async fn reconcile(
-    host: &HostInner,
-    hosted: &HostedCapability,
-    action: &Action,
+    call: &Call<'_>,
     record: &crate::store::TransactionRecord,
-    timeout_ms: u64,
-    tenant: Option<VerifiedTenant>,
     credential: Option<CredentialHandle>,
 ) -> ActionResult {
+    let Call {
+        host,
+        hosted,
+        action,
+        timeout_ms,
+        ..
+    } = *call;
+    let tenant = call.tenant.cloned();
     let Some(operation) = record.provider_operation.clone() else {
         return failure::failed(
             &action.id,
@@ -942,6 +950,9 @@ async fn reconcile(
             ),
         );
     };
+    // The companion's execution, for `Host::cancel` to find (the reconcile handler itself is
+    // handed only its request).
+    let context = companion_context(call);
     let request = crate::connector::Reconciliation {
         transaction_id: record.transaction_id.clone(),
         provider_operation: operation,
@@ -953,25 +964,25 @@ async fn reconcile(
     let secret = request.credential.as_ref().map(|c| c.secret.clone());
     let connector = &host.connectors[hosted.connector];
     let start = || connector.reconcile(action.capability_id.as_str(), request);
-    let answer = match companion(action, timeout_ms, start).await {
-        Ok(Some(Ok(answer))) => answer,
-        Ok(Some(Err(failure))) => {
+    let failed = |error| failure::failed(&action.id, error);
+    let answer = match companion(host, &context, start).await {
+        Ok(CompanionEnd::Answered(Ok(answer))) => answer,
+        Ok(CompanionEnd::Answered(Err(failure))) => {
             let mut error = failure.to_protocol_error();
             withhold_credential(&mut error, secret.as_ref());
-            return failure::failed(&action.id, error);
+            return failed(error);
         }
-        Err(panicked) => return failure::failed(&action.id, panicked),
-        Ok(None) => {
-            return failure::failed(
-                &action.id,
-                failure::error(
-                    codes::SLA_TIMEOUT_EXCEEDED,
-                    format!("reconciliation did not finish within {timeout_ms} ms"),
-                    ErrorCategory::Temporary,
-                    true,
-                ),
-            );
+        Err(panicked) => return failed(panicked),
+        Ok(CompanionEnd::TimedOut) => {
+            return failed(failure::error(
+                codes::SLA_TIMEOUT_EXCEEDED,
+                format!("reconciliation did not finish within {timeout_ms} ms"),
+                ErrorCategory::Temporary,
+                true,
+            ));
         }
+        // The lookup stopped: the outcome stays unknown, to be reconciled again.
+        Ok(CompanionEnd::Interrupted(outcome)) => return settle_outcome(call, outcome),
     };
     let answer = aip_connector_core::model::ReconciliationResult::from(answer);
     if answer.terminal {
@@ -1015,23 +1026,80 @@ fn handler_panicked(action: &Action, capability_id: &str) -> ProtocolError {
     )
 }
 
-/// Starts a companion handler (validation, reconciliation) and runs its future under
-/// `timeout_ms`, a panic of either included (generated code decodes the input while starting):
-/// `Ok(None)` when the deadline passed, `Err` with the panic's error.
+/// The context of a companion handler (validation, reconciliation) run for `call`: its
+/// caller, tenant and deadline, and a cancellation of its own; no key, credential or stream.
+fn companion_context(call: &Call<'_>) -> Arc<HostInvocation> {
+    Arc::new(HostInvocation {
+        action: Arc::clone(call.action),
+        caller: CallerIdentity {
+            principal_id: call.caller.principal.id.clone(),
+            issuer: call.caller.issuer.clone(),
+        },
+        tenant: std::sync::OnceLock::from(call.tenant.cloned()),
+        idempotency_scope: None,
+        cancellation: CancelSignal::default(),
+        deadline: deadline_in(call.timeout_ms),
+        stream: None,
+        checkpoint: None,
+        credential: None,
+        approval: None,
+        compensation: None,
+    })
+}
+
+/// How a companion handler (validation, reconciliation) ended.
+enum CompanionEnd<T> {
+    /// It answered (in the poll a cancel or the deadline came in too: its answer stands).
+    Answered(T),
+    /// Its deadline passed.
+    TimedOut,
+    /// A cancel ([`Host::cancel`](super::Host::cancel)) or its transport giving up stopped it:
+    /// [`Outcome::Cancelled`] or [`Outcome::Abandoned`], answered as a handler's would be.
+    Interrupted(Outcome),
+}
+
+/// Starts a companion handler (validation, reconciliation) and runs its future under the
+/// deadline of `context`, a panic of either included (generated code decodes the input while
+/// starting; `Err` with the panic's error). Registered for [`Host::cancel`](super::Host::cancel)
+/// like a handler, so a cancel stops it rather than being remembered for a later action with
+/// the same id (found by a hostile review), and one remembered before it started stops it
+/// before it runs.
 async fn companion<T, F: Future<Output = T>>(
-    action: &Action,
-    timeout_ms: u64,
+    host: &HostInner,
+    context: &Arc<HostInvocation>,
     start: impl FnOnce() -> F,
-) -> Result<Option<T>, ProtocolError> {
+) -> Result<CompanionEnd<T>, ProtocolError> {
     use futures_util::FutureExt as _;
+    let action = &context.action;
+    let interrupted = || {
+        CompanionEnd::Interrupted(if context.cancellation.was_requested() {
+            Outcome::Cancelled(None)
+        } else {
+            Outcome::Abandoned
+        })
+    };
+    if host.active.fire_pending(context, host.clock.as_ref()) {
+        return Ok(interrupted());
+    }
     let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(start))
         .map_err(|_| handler_panicked(action, action.capability_id.as_str()))?;
-    let guarded = std::panic::AssertUnwindSafe(call).catch_unwind();
-    match tokio::time::timeout(Duration::from_millis(timeout_ms), guarded).await {
-        Ok(Ok(output)) => Ok(Some(output)),
-        Ok(Err(_)) => Err(handler_panicked(action, action.capability_id.as_str())),
-        Err(_) => Ok(None),
-    }
+    let _registered = ActiveGuard::register(host, context);
+    let mut guarded = std::pin::pin!(std::panic::AssertUnwindSafe(call).catch_unwind());
+    let mut timer = std::pin::pin!(tokio::time::sleep_until(context.deadline));
+    let ended = std::future::poll_fn(|cx| {
+        use std::task::Poll;
+        if let Poll::Ready(answer) = guarded.as_mut().poll(cx) {
+            return Poll::Ready(answer.map(CompanionEnd::Answered));
+        }
+        if context.cancellation.poll_fired(cx).is_ready() {
+            return Poll::Ready(Ok(interrupted()));
+        }
+        timer.as_mut().poll(cx).map(|()| Ok(CompanionEnd::TimedOut))
+    })
+    .await;
+    // Whatever the companion spawned learns that the action is over, as a handler's would.
+    context.cancellation.fire();
+    ended.map_err(|_| handler_panicked(action, action.capability_id.as_str()))
 }
 
 /// What the handler call ended with.
@@ -1045,12 +1113,34 @@ enum Outcome {
         Option<crate::invocation::Secret>,
     ),
     /// With the cancel companion's refusal, if it refused.
-    TimedOut(Option<Box<aip_connector_core::model::ConnectorFailure>>),
-    Cancelled,
+    TimedOut(Option<Box<CompanionRefusal>>),
+    /// With the cancel companion's refusal, if it refused.
+    Cancelled(Option<Box<CompanionRefusal>>),
     /// The transport gave up on the action ([`Host::abandon_as`](super::Host::abandon_as)).
     Abandoned,
     /// The handler panicked (while starting or while polled).
     Panicked,
+}
+
+/// A cancel companion's failure (a time-out and a panic included), with the material of the
+/// credential it was handed, to withhold from the result that reports it.
+struct CompanionRefusal {
+    failure: aip_connector_core::model::ConnectorFailure,
+    secret: Option<crate::invocation::Secret>,
+}
+
+impl CompanionRefusal {
+    /// `remote_cancel_error` as upstream names it: the refusal's code and message, without the
+    /// credential (and, under redaction, the input) the companion may have quoted.
+    fn reported(&self, call: &Call<'_>) -> Value {
+        let error = connector_error(
+            &self.failure,
+            call.action,
+            call.redact,
+            self.secret.as_ref(),
+        );
+        json!({ "code": error.code, "message": error.message })
+    }
 }
 
 /// Steps 14 and 15: the handler, then the check of its output. Also says whether the handler
@@ -1070,7 +1160,7 @@ fn run_handler<'c>(
     dispatch(call, handler, checkpoint).map(move |outcome| {
         let interruption = match outcome {
             Outcome::TimedOut(_) => transaction::Interruption::TimedOut,
-            Outcome::Cancelled | Outcome::Abandoned => transaction::Interruption::Cancelled,
+            Outcome::Cancelled(_) | Outcome::Abandoned => transaction::Interruption::Cancelled,
             Outcome::Completed(..) | Outcome::Failed(..) | Outcome::Panicked => {
                 transaction::Interruption::None
             }
@@ -1203,13 +1293,23 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
             let details = match refused {
                 Some(refused) => json!({
                     "timeout_ms": timeout_ms,
-                    "remote_cancel_error": { "code": refused.code, "message": refused.message },
+                    "remote_cancel_error": refused.reported(call),
                 }),
                 None => json!({ "timeout_ms": timeout_ms }),
             };
             failure::failed(&action.id, failure::with_details(error, details))
         }
-        Outcome::Cancelled => cancelled_by_request(&action.id),
+        Outcome::Cancelled(refused) => {
+            let mut result = cancelled_by_request(&action.id);
+            // The caller (and the cancel request, answered with this result) learns that the
+            // provider may still be doing what the handler started (found by an author trial:
+            // only a log line said so).
+            if let (Some(refused), Some(Value::Object(output))) = (refused, result.output.as_mut())
+            {
+                output.insert("remote_cancel_error".to_owned(), refused.reported(call));
+            }
+            result
+        }
         Outcome::Panicked => failure::failed(
             &action.id,
             handler_panicked(action, call.routed.id.as_str()),
@@ -1370,18 +1470,27 @@ impl Future for Supervised<'_> {
             // cancel or its deadline: its future is dropped, then the cancel companion is asked
             // to stop what it started, as upstream calls `cancel_with_context` at both points.
             if this.active.is_none()
-                || !matches!(outcome, Outcome::Cancelled | Outcome::TimedOut(_))
+                || !matches!(outcome, Outcome::Cancelled(_) | Outcome::TimedOut(_))
             {
                 return Poll::Ready(outcome);
             }
             this.running = None;
             this.timer = None;
+            // What the handler held, so the companion acts at the provider as the handler did
+            // (found by an author trial: without the credential a stop could not authenticate).
+            let context: &HostInvocation = &this.context;
             let request = crate::connector::CancelRequest {
-                action_id: this.context.action.id.clone(),
+                action_id: context.action.id.clone(),
                 idempotency_key: crate::invocation::InvocationContext::scoped_idempotency_key(
-                    this.context.as_ref(),
+                    context,
                 )
                 .map(|scoped| crate::IdempotencyKey::provider_key_of(&scoped)),
+                reason: match outcome {
+                    Outcome::TimedOut(_) => crate::connector::CancelReason::DeadlineExceeded,
+                    _ => crate::connector::CancelReason::Requested,
+                },
+                tenant: crate::invocation::InvocationContext::tenant(context).cloned(),
+                credential: context.credential.as_deref().cloned(),
             };
             let companion = cancel_companion(this.connector, this.capability.id.as_str(), request);
             this.stopping = Some(Box::new((outcome, companion)));
@@ -1389,8 +1498,15 @@ impl Future for Supervised<'_> {
         let (_, companion) = &mut **this.stopping.as_mut().expect("set above");
         let refused = std::task::ready!(companion.as_mut().poll(cx));
         let (outcome, _) = *this.stopping.take().expect("set above");
+        let refused = refused.map(|failure| {
+            Box::new(CompanionRefusal {
+                failure,
+                secret: held_secret(&this.context),
+            })
+        });
         Poll::Ready(match outcome {
-            Outcome::TimedOut(_) => Outcome::TimedOut(refused.map(Box::new)),
+            Outcome::TimedOut(_) => Outcome::TimedOut(refused),
+            Outcome::Cancelled(_) => Outcome::Cancelled(refused),
             other => other,
         })
     }
@@ -1404,7 +1520,7 @@ impl Supervised<'_> {
         let signal = &this.context.cancellation;
         let interrupted = || {
             if signal.was_requested() {
-                Outcome::Cancelled
+                Outcome::Cancelled(None)
             } else {
                 Outcome::Abandoned
             }
@@ -1421,7 +1537,7 @@ impl Supervised<'_> {
                 .active
                 .fire_pending(&this.context, this.host.clock.as_ref())
             {
-                return Poll::Ready(Outcome::Cancelled);
+                return Poll::Ready(Outcome::Cancelled(None));
             }
         }
         // After the remembered cancellation is consumed: a handler that panicked while starting

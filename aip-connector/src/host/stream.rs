@@ -16,9 +16,9 @@ use serde_json::Value;
 use tokio::sync::{Mutex, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::HostInner;
 use super::context::TrustedContext;
 use super::pipeline::{self, Options};
-use super::{ActionOwner, HostInner};
 use crate::codes;
 use crate::invocation::{BoxFuture, ChunkSink};
 use crate::store::ApprovalRecord;
@@ -207,9 +207,6 @@ pub enum StreamDataError {
 /// The producer side: numbers chunks and closes after the terminal one.
 struct ChannelSink {
     host: Arc<HostInner>,
-    /// Who runs the action, to abandon it (and nothing of another caller) when the consumer
-    /// goes away.
-    owner: ActionOwner,
     action_id: ActionId,
     sender: Mutex<Option<mpsc::Sender<StreamChunk>>>,
     sequence: AtomicU64,
@@ -270,7 +267,7 @@ impl ChannelSink {
             // instead of storing `stream.closed` under it.
             self.host
                 .active
-                .cancel(&self.action_id, Some(&self.owner), false);
+                .abandon_streaming_to(&self.action_id, std::ptr::from_ref(self).cast::<()>());
         }
         sent.map_err(|_| Self::closed_failure())
     }
@@ -356,7 +353,6 @@ fn spawn(
         let sink_for = |action_id: ActionId| {
             Arc::new(ChannelSink {
                 host: host.clone(),
-                owner: host.owner_of(&caller),
                 action_id,
                 sender: Mutex::new(Some(sender)),
                 sequence: AtomicU64::new(0),

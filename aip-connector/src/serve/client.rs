@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use aip_connector_core::ids::{ActionId, ApprovalId};
 use aip_connector_core::model::{
-    Ack, Action, ActionResult, ActionResultStatus, ApprovalDecision, ApprovalQueryRequest,
-    ApprovalRecordView, Cancel, CancelTarget, Envelope, ErrorCategory, Manifest, ManifestRequest,
-    MessageBody, ProtocolError, StreamChunk, StreamChunkKind, TransactionQueryRequest,
-    TransactionRequest, TransactionResult,
+    Ack, AckStatus, Action, ActionResult, ActionResultStatus, ApprovalDecision,
+    ApprovalQueryRequest, ApprovalRecordView, Cancel, CancelTarget, Envelope, ErrorCategory,
+    Manifest, ManifestRequest, MessageBody, ProtocolError, StreamChunk, StreamChunkKind,
+    TransactionQueryRequest, TransactionRequest, TransactionResult,
 };
 use bytes_stream::ByteStream;
 use http::header::{self, AUTHORIZATION, HeaderValue};
@@ -128,6 +128,11 @@ pub enum CancelReply {
     /// the server's `cancel_grace` (the ack's `reason` says which). The action's own request,
     /// or a resend under its idempotency key, tells how it ended.
     Remembered(Ack),
+    /// A `rejected` ack: the action is not executing there, and its last execution ended
+    /// (within the last minute) with a retryable failure. The cancellation came too late for it
+    /// and was not remembered, so it does not cancel a retry: cancel the retry once it has been
+    /// sent (docs/host-runtime.md §7.2).
+    TooLate(Ack),
 }
 
 /// The client of one AIP server. Cheap to clone (the connection pool is shared).
@@ -387,6 +392,9 @@ impl AipClient {
             MessageBody::ActionResult(result) => Ok(CancelReply::Cancelled(Box::new(of_action(
                 *result, action_id,
             )?))),
+            MessageBody::Ack(ack) if ack.status == AckStatus::Rejected => {
+                Ok(CancelReply::TooLate(ack))
+            }
             MessageBody::Ack(ack) => Ok(CancelReply::Remembered(ack)),
             other => Err(unexpected("action_result or ack", &other)),
         }

@@ -805,6 +805,18 @@ async fn dispatch(
                 retry_after_ms: None,
                 queue: None,
             }),
+            (CancelOutcome::AlreadyFinished, _) => MessageBody::Ack(Ack {
+                action_id: id,
+                status: AckStatus::Rejected,
+                reason: Some(
+                    "the action is not executing here: its last execution failed with a \
+                     retryable error, and a retry of it is not cancelled by this request; cancel \
+                     the retry once it has been sent"
+                        .to_owned(),
+                ),
+                retry_after_ms: None,
+                queue: None,
+            }),
             (CancelOutcome::NotActive, _) => {
                 let error = temporary(
                     &shared,
