@@ -5,6 +5,7 @@
 //! | Fixture | The lie | Caught by |
 //! |---|---|---|
 //! | `DetachedSearch` | declares cancellation (it takes `Cancellation`) but hands its page fetches to a task of its own that never looks at the token | `cancellation_races` / `in_flight_cancelled` |
+//! | `DetachedPoller` | starts an export with its first provider request, then hands the polling of its status to a task of its own that never looks at the token | `cancellation_races` / `in_flight_cancelled`, at the second request (a cancel during the first, the only one tried before an author trial, never saw the task) |
 //! | `ReversedSearch` | streams pages that carry their `index` newest first | `streaming_backpressure` / `ordered_chunks` |
 //! | `EagerWriter` | "validates" a planned, approval-governed write by performing it | `approval_lifecycle` / `quorum_enforced` and `transaction_lifecycle` / `plan_before_commit` |
 //! | `LateCheckpoint` | checkpoints its provider operation once the provider answered, not before the request (also with the request naming the operation, so failures carry it) | `transaction_lifecycle` / `provider_operation_checkpointed` (and `reconcile_before_retry` when failures do not name it) |
@@ -187,6 +188,93 @@ fn a_search_that_ignores_cancellation_in_a_task_of_its_own_fails_in_flight_cance
         .detail;
     assert!(
         detail.contains("the provider still received GET /search/alpha/1"),
+        "{detail}"
+    );
+}
+
+/// An export that starts a job with its first provider request, then polls the job's status on
+/// a background task ("so the handler only waits on a channel"). The task never looks at the
+/// action's cancellation token and ignores a closed channel.
+#[derive(Clone)]
+struct DetachedPoller {
+    client: ProviderClient,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Export {
+    /// The table to export.
+    table: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Exported {
+    /// Status polls it took.
+    polls: u32,
+}
+
+#[connector(id = "detached-poller")]
+impl DetachedPoller {
+    /// Export a table and wait for the export to finish.
+    #[capability(
+        id = "cap:poller:export",
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        examples = [r#"{"table": "orders"}"#],
+    )]
+    async fn export(
+        &self,
+        export: Export,
+        _cancel: Cancellation,
+    ) -> Result<Exported, ConnectorFailure> {
+        let started: Value = self
+            .client
+            .get(&format!("/exports/{}/start", export.table))
+            .send_json()
+            .await?;
+        let job = started["route"].as_str().unwrap_or_default().to_owned();
+        let (done, mut finished) = tokio::sync::mpsc::channel(1);
+        let client = self.client.clone();
+        tokio::spawn(async move {
+            for poll in 1..=3u32 {
+                let status: Result<Value, ConnectorFailure> = client
+                    .get(&format!("/exports/status/{poll}"))
+                    .query(&[("job", job.as_str())])
+                    .send_json()
+                    .await;
+                if status.is_err() {
+                    break;
+                }
+            }
+            // The lie: nobody listening any more is no reason to stop.
+            let _ = done.send(3u32).await;
+        });
+        let polls = finished.recv().await.unwrap_or_default();
+        Ok(Exported { polls })
+    }
+}
+
+#[test]
+fn an_export_that_polls_in_a_task_of_its_own_fails_in_flight_cancellation_at_its_second_request() {
+    let report = ConformanceSuite::new(|env| DetachedPoller {
+        client: client(env),
+    })
+    .run();
+    eprintln!("{report}");
+    assert_caught(
+        &report,
+        Scenario::CancellationRaces,
+        &["in_flight_cancelled"],
+        &[Scenario::IdentityCredentials, Scenario::SchemaEnforcement],
+    );
+    let detail = &report
+        .check(&Scenario::CancellationRaces.check_name())
+        .unwrap()
+        .detail;
+    assert!(
+        detail.contains(
+            "was cancelled during its second provider request (the first answered at once), the provider still received GET /exports/status/2"
+        ),
         "{detail}"
     );
 }

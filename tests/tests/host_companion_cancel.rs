@@ -97,6 +97,26 @@ impl Surveys {
         .with_uncertain_outcome())
     }
 
+    /// The same order from a handler that never sees the key: its retry safety is `unknown`,
+    /// so a handler abandoned by its transport is not retried under the key.
+    #[capability(
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+        transaction(modes = [plan, commit], fidelity = downstream_validation),
+        validate = Self::check,
+    )]
+    async fn order_once(
+        &self,
+        _survey: Survey,
+        _checkpoint: Checkpoint,
+    ) -> Result<Surveyed, ConnectorFailure> {
+        Ok(Surveyed {
+            report: "ordered".into(),
+        })
+    }
+
     async fn check(&self, _survey: Survey) -> Result<Surveyed, ConnectorFailure> {
         self.hang().await;
         unreachable!("the validation never answers")
@@ -220,4 +240,44 @@ async fn a_reconcile_whose_lookup_waits_is_cancelled_and_the_outcome_stays_unkno
     assert_eq!(settled.status, ActionResultStatus::Completed, "{settled:?}");
     let record = store.transaction(&id).await.unwrap().unwrap();
     assert_eq!(record.status, TransactionProtocolStatus::Reconciled);
+}
+
+/// Found by a hostile review: a plan whose validation was abandoned by its transport was answered
+/// as an abandoned handler is, so on a capability whose handler is unsafe to retry the
+/// abandonment was stored under the key and every retry replayed it. A validation has no effect
+/// at the provider: its abandonment is always retryable, and the key is released.
+#[tokio::test]
+async fn a_plan_abandoned_by_its_transport_is_retryable_whatever_the_handlers_retry_safety() {
+    let surveys = Surveys::default();
+    let store = Arc::new(MemoryStore::default());
+    let host = host(&surveys, &store);
+    let mut transaction = ActionTransaction::new(TransactionMode::Plan);
+    transaction.transaction_id = None;
+    let plan = Action::new("cap:surveys:order_once", json!({ "site": "north field" }))
+        .with_idempotency_key("plan-3")
+        .with_transaction(transaction);
+    let id = plan.id.clone();
+    let running = tokio::spawn({
+        let (host, plan) = (host.clone(), plan.clone());
+        async move { host.invoke(plan, &caller()).await }
+    });
+    surveys.waiting.notified().await;
+    assert_eq!(host.abandon_as(&id, &caller()), CancelOutcome::Cancelled);
+    let result = running.await.unwrap();
+    let error = result.error.as_ref().expect("abandoned");
+    assert_eq!(
+        error.code,
+        aip_connector::codes::ACTION_ABANDONED,
+        "{result:?}"
+    );
+    assert_eq!(error.retryable, Some(true), "{result:?}");
+    // The key was released: the retry runs the validation again rather than replaying.
+    let retried = tokio::spawn({
+        let host = host.clone();
+        async move { host.invoke(plan, &caller()).await }
+    });
+    surveys.waiting.notified().await;
+    assert_eq!(surveys.companion_runs.load(Ordering::SeqCst), 2);
+    assert_eq!(host.cancel(&id), CancelOutcome::Cancelled);
+    assert_eq!(retried.await.unwrap().status, ActionResultStatus::Cancelled);
 }

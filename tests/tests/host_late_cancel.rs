@@ -6,10 +6,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use aip_connector::host::{CancelOutcome, Host, TrustedContext};
+use aip_connector::host::{CancelOutcome, CredentialProvider, Deployment, Host, TrustedContext};
+use aip_connector::invocation::BoxFuture;
 use aip_connector::model::{Action, ActionResultStatus, Principal, PrincipalKind};
 use aip_connector::prelude::*;
 use aip_connector::store::{ManualClock, MemoryStore};
+use aip_connector::{CredentialHandle, Secret};
 use aip_connector::{VerifiedTenant, host::PENDING_CANCEL_TTL_MS};
 use serde_json::json;
 
@@ -53,6 +55,57 @@ impl Mailer {
             .with_retryable(true));
         }
         Ok(Sent { attempt })
+    }
+
+    /// The same send, authenticated with the deployment's token.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required),
+        data(sensitivity = internal),
+        execution(sync, retry),
+        credentials(required, scopes = ["mail.send"]),
+    )]
+    async fn send_signed(
+        &self,
+        message: Message,
+        key: IdempotencyKey,
+        _token: Credential,
+    ) -> Result<Sent, ConnectorFailure> {
+        self.send(message, key).await
+    }
+}
+
+/// A secret store that is briefly unavailable: its `unavailable_at`-th lookup (counted from 1)
+/// fails retryably.
+#[derive(Clone, Default)]
+struct FlakyVault {
+    lookups: Arc<AtomicUsize>,
+    unavailable_at: usize,
+}
+
+impl CredentialProvider for FlakyVault {
+    fn resolve<'a>(
+        &'a self,
+        _capability: &'a aip_connector::model::Capability,
+        _caller: &'a TrustedContext,
+    ) -> BoxFuture<'a, Result<Option<CredentialHandle>, ConnectorFailure>> {
+        let lookup = self.lookups.fetch_add(1, Ordering::SeqCst) + 1;
+        Box::pin(async move {
+            if lookup == self.unavailable_at {
+                return Err(ConnectorFailure::temporary(
+                    "vault.unavailable",
+                    "the secret store did not answer",
+                    "vault",
+                )
+                .with_retryable(true));
+            }
+            Ok(Some(
+                CredentialHandle::new("mail-token", "vault", Secret::new("tok"))
+                    .with_scopes(["mail.send"])
+                    .with_tenant("t1"),
+            ))
+        })
     }
 }
 
@@ -185,4 +238,44 @@ async fn the_note_of_a_retryable_failure_lapses_with_the_cancellation_window() {
     );
     let retried = host.invoke(action, &caller()).await;
     assert_eq!(retried.status, ActionResultStatus::Cancelled, "{retried:?}");
+}
+
+/// Found by a hostile review: the note was forgotten when the retry merely arrived, so a retry
+/// that failed before its handler (a secret store that did not answer) left nothing noted, and
+/// the next cancel was remembered for the retry after it. The note now stays until a retry's
+/// handler starts.
+#[tokio::test]
+async fn a_retry_that_fails_before_its_handler_leaves_the_cancel_late() {
+    let mailer = Mailer {
+        failures: 1,
+        ..Mailer::default()
+    };
+    let vault = FlakyVault {
+        unavailable_at: 2,
+        ..FlakyVault::default()
+    };
+    let host = Host::builder()
+        .connector(mailer.clone())
+        .store(Arc::new(MemoryStore::default()))
+        .deployment(Deployment::default().with_credentials(vault))
+        .build()
+        .unwrap();
+    let action = Action::new("cap:mailer:send_signed", json!({ "text": "hello" }))
+        .with_idempotency_key("k-6");
+    let failed = host.invoke(action.clone(), &caller()).await;
+    assert_eq!(failed.error.as_ref().unwrap().code, "provider.unavailable");
+    // The retry fails at its credential, before its handler.
+    let unauthenticated = host.invoke(action.clone(), &caller()).await;
+    assert_eq!(
+        unauthenticated.error.as_ref().unwrap().code,
+        "vault.unavailable",
+        "{unauthenticated:?}"
+    );
+    assert_eq!(
+        host.cancel_as(&action.id, &caller()),
+        CancelOutcome::AlreadyFinished
+    );
+    let retried = host.invoke(action, &caller()).await;
+    assert_eq!(retried.status, ActionResultStatus::Completed, "{retried:?}");
+    assert_eq!(mailer.sends.load(Ordering::SeqCst), 2);
 }

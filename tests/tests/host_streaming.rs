@@ -40,6 +40,8 @@ struct Feed {
     holds_dropped: Arc<AtomicUsize>,
     /// What `lossy_post` waits on after its first chunk (its provider's answer).
     provider_answer: Arc<tokio::sync::Notify>,
+    /// Whether `export_watching`'s token had fired when its send was refused.
+    fired_when_refused: Arc<std::sync::Mutex<Option<bool>>>,
 }
 
 /// Counts a drop.
@@ -122,6 +124,26 @@ impl Feed {
             n += 1;
             self.sent.fetch_add(1, Ordering::SeqCst);
             tokio::task::yield_now().await;
+        }
+    }
+
+    /// The export, noting whether its cancellation had fired when a send was refused (so that
+    /// what it spawned would already know), then giving up.
+    #[capability(risk = low, side_effects = [write], idempotency(required, scope = principal), data(sensitivity = internal))]
+    async fn export_watching(
+        &self,
+        _query: Query,
+        _key: IdempotencyKey,
+        sink: StreamSink<Hit>,
+        cancel: Cancellation,
+    ) -> Result<Summary, ConnectorFailure> {
+        let mut n = 0;
+        loop {
+            if let Err(refused) = sink.send(Hit { n }).await {
+                *self.fired_when_refused.lock().unwrap() = Some(cancel.is_cancelled());
+                return Err(refused);
+            }
+            n += 1;
         }
     }
 
@@ -787,15 +809,15 @@ async fn a_stream_past_its_deadline_ends_with_a_timeout_chunk() {
 
 /// Found by a hostile review: a refused send abandoned every execution of the action id by the
 /// same caller, not the one whose consumer went away. Two executions of one id (under two keys
-/// here) run at once; the consumer of one leaves while its handler is parked in `send`, and
-/// the other runs to its end.
+/// here) run at once; the consumer of one leaves while its handler is parked in `send`: its
+/// cancellation fires with the refused send, and the other runs to its end.
 #[tokio::test]
 async fn a_consumer_leaving_abandons_its_own_execution_only() {
     let feed = Feed::default();
     let host = one_chunk_buffer_host(&feed);
     let reading = Action::new("cap:feed:export", json!({ "count": 20 })).with_idempotency_key("b");
     let mut leaving =
-        Action::new("cap:feed:export_forever", json!({ "count": 1 })).with_idempotency_key("a");
+        Action::new("cap:feed:export_watching", json!({ "count": 1 })).with_idempotency_key("a");
     leaving.id = reading.id.clone();
     let mut kept = host.invoke_stream(reading, caller());
     assert_eq!(kept.next().await.unwrap().kind, StreamChunkKind::Data);
@@ -807,4 +829,6 @@ async fn a_consumer_leaving_abandons_its_own_execution_only() {
     let (hits, result) = kept.collect_data::<serde_json::Value>().await.unwrap();
     assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
     assert_eq!(hits.len(), 19, "every hit after the first");
+    // The leaving execution's own cancellation fired with the refused send.
+    assert_eq!(*feed.fired_when_refused.lock().unwrap(), Some(true));
 }

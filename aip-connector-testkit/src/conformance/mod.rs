@@ -572,6 +572,11 @@ impl Evidence {
         }
     }
 
+    /// How many assertions failed so far.
+    pub(crate) fn failure_count(&self) -> usize {
+        self.failures.len()
+    }
+
     /// Records an artifact id the assertions rest on.
     pub fn artifact(&mut self, id: impl fmt::Display) {
         let id = id.to_string();

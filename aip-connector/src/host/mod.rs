@@ -15,6 +15,7 @@ mod context;
 pub(crate) mod failure;
 pub(crate) mod idempotency;
 mod invocation;
+mod late_cancel;
 use invocation::HostInvocation;
 mod pipeline;
 #[cfg(feature = "http")]
@@ -723,8 +724,8 @@ struct ActiveActions {
     /// Entries of `pending` plus cancellations being decided. Zero (the usual case) lets a call
     /// skip the `pending` lock; see [`ActiveActions::cancel_or_remember`] for why it is safe.
     pending_count: AtomicUsize,
-    /// Entries of `pending.retried`, written under the `pending` lock. Zero (the usual case)
-    /// lets a starting call skip that lock.
+    /// Live notes of `pending.retried`, written under the `pending` lock. Zero (the usual
+    /// case) lets a starting handler skip that lock.
     retried_count: AtomicUsize,
     /// Who waits for the result of an execution a cancellation reached
     /// ([`Host::cancel_as_watched`]).
@@ -763,10 +764,9 @@ pub const MAX_PENDING_CANCELS_PER_CALLER: usize = 100;
 struct PendingCancels {
     lapse_at: HashMap<PendingCancel, Millis>,
     per_caller: HashMap<ActionOwner, usize>,
-    /// The actions whose last execution ended with a retryable failure, who ran each, and
-    /// when a cancel of it stops being late for that execution (see
-    /// [`ActiveActions::note_retryable`]). At most [`MAX_PENDING_CANCELS`] entries.
-    retried: HashMap<ActionId, (ActionOwner, Millis)>,
+    /// The executions that ended with a retryable failure, for a cancel to tell it is late
+    /// (see [`ActiveActions::note_retryable`]).
+    retried: late_cancel::RetriedNotes,
 }
 
 impl PendingCancels {
@@ -954,46 +954,33 @@ impl ActiveActions {
     /// retryable failure, which its caller may retry under the same id (and key, which the
     /// failure released). A cancel of it in the next [`PENDING_CANCEL_TTL_MS`] is late for that
     /// execution: it is answered [`CancelOutcome::AlreadyFinished`] and not remembered, so it
-    /// does not cancel the retry before it runs (found by a hostile review: the retry was
-    /// answered `cancelled`, and that was stored under the key for its whole TTL). A retry that
-    /// starts forgets the note ([`forget_retried`](Self::forget_retried)), so a cancel sent
-    /// after it is remembered for it as usual.
-    ///
-    /// With [`MAX_PENDING_CANCELS`] notes live, a new one is not taken: its cancel is then
-    /// remembered, as it was before notes existed.
+    /// does not cancel the retry before it runs. A retry that reaches its handler forgets the
+    /// note ([`forget_retried`](Self::forget_retried)), so a cancel from then on is for it.
+    /// See [`late_cancel`] for the bounds.
     fn note_retryable(&self, action: &Action, principal: &PrincipalId, now: Millis) {
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        let retried = &mut pending.retried;
-        if retried.len() >= MAX_PENDING_CANCELS {
-            retried.retain(|_, (_, lapses_at)| *lapses_at > now);
-        }
-        if retried.len() < MAX_PENDING_CANCELS || retried.contains_key(&action.id) {
-            retried.insert(
-                action.id.clone(),
-                (
-                    ActionOwner::of(action, principal),
-                    now.saturating_add(PENDING_CANCEL_TTL_MS),
-                ),
-            );
-        }
-        self.retried_count.store(retried.len(), Ordering::SeqCst);
+        pending
+            .retried
+            .note(&action.id, ActionOwner::of(action, principal), now);
+        self.retried_count
+            .store(pending.retried.len(), Ordering::SeqCst);
     }
 
     /// Forgets the note of [`note_retryable`](Self::note_retryable) for `action` (run by
-    /// `principal`), which starts again: a cancel of it from now on is for this execution.
-    fn forget_retried(&self, action: &Action, principal: &PrincipalId) {
+    /// `principal`), whose handler starts again: a cancel of it from now on is for this
+    /// execution. Drops the notes that lapsed by now too, so the count falls back to zero.
+    fn forget_retried(&self, action: &Action, principal: &PrincipalId, clock: &dyn Clock) {
         if self.retried_count.load(Ordering::SeqCst) == 0 {
             return;
         }
+        let now = clock.now_ms();
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        let retried = &mut pending.retried;
-        if retried
-            .get(&action.id)
-            .is_some_and(|(owner, _)| owner.owns(action, principal))
-        {
-            retried.remove(&action.id);
-            self.retried_count.store(retried.len(), Ordering::SeqCst);
-        }
+        pending.retried.drop_lapsed(now);
+        pending
+            .retried
+            .forget(&action.id, &ActionOwner::of(action, principal));
+        self.retried_count
+            .store(pending.retried.len(), Ordering::SeqCst);
     }
 
     /// Cancels the executing action `id`, or remembers the cancellation for
@@ -1023,13 +1010,10 @@ impl ActiveActions {
         }
         // Late for an execution that failed retryably (another caller's action with the same id
         // is none of this caller's business: its cancel is remembered as for any other id).
-        if pending
-            .retried
-            .get(id)
-            .is_some_and(|(finisher, lapses_at)| {
-                *lapses_at > now && owner.is_none_or(|owner| owner == finisher)
-            })
-        {
+        pending.retried.drop_lapsed(now);
+        self.retried_count
+            .store(pending.retried.len(), Ordering::SeqCst);
+        if pending.retried.is_late(id, owner, now) {
             self.pending_count.fetch_sub(1, Ordering::SeqCst);
             return CancelOutcome::AlreadyFinished;
         }
@@ -1269,12 +1253,15 @@ pub enum CancelOutcome {
     /// after a success or a permanent failure is answered `cancelled` (docs/host-runtime.md
     /// §7.2).
     Pending,
-    /// The action is not executing: its last execution ended, less than 60 s ago, with a
-    /// retryable failure, which its caller may retry (its key, if it had one, was released).
-    /// The cancellation came too late for that execution and is not remembered, so it does not
-    /// cancel the retry: cancel the retry once it has been sent. Only the action's own caller
-    /// (or an operator, [`Host::cancel`]) gets this answer; another caller's cancel of the
-    /// same id is [`Pending`](Self::Pending).
+    /// The action is not executing: an execution of it ended, less than 60 s ago, with a
+    /// retryable failure, and no later execution has reached its handler since. The caller may
+    /// retry it (its key, if it had one, was released); the cancellation came too late for the
+    /// execution that failed and is not remembered, so it does not cancel the retry: cancel the
+    /// retry once its handler runs. Only the action's own caller (or an operator,
+    /// [`Host::cancel`]) gets this answer; another caller's cancel of the same id is
+    /// [`Pending`](Self::Pending). The host keeps at most [`MAX_PENDING_CANCELS`] such notes,
+    /// [`MAX_PENDING_CANCELS_PER_CALLER`] of one caller; beyond them the answer is `Pending`
+    /// (docs/host-runtime.md §7.2).
     AlreadyFinished,
 }
 
@@ -1351,8 +1338,8 @@ impl Host {
     /// (every execution of it, should the same action id run twice at once), one that has not
     /// started yet when it starts (see [`CancelOutcome::Pending`]). A cancel after the terminal
     /// result leaves that result alone. After a retryable failure it is late for that execution
-    /// and not remembered ([`CancelOutcome::AlreadyFinished`]), so the retry runs; after any
-    /// other result it is remembered for 60 s (`Pending`) and cancels a re-run of the same
+    /// and not remembered ([`CancelOutcome::AlreadyFinished`], within the bounds said there), so
+    /// the retry runs; after any other result it is remembered for 60 s (`Pending`) and cancels a re-run of the same
     /// action id that does not replay a stored result. Servers use
     /// [`cancel_as`](Self::cancel_as) instead.
     pub fn cancel(&self, action_id: &ActionId) -> CancelOutcome {

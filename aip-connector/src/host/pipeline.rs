@@ -195,8 +195,6 @@ async fn execute(
         host.deployment.external_account.as_ref(),
         caller,
     )));
-    // A retry of an action that failed retryably: a cancel from now on is for this execution.
-    host.active.forget_retried(&action, &caller.principal.id);
     if action.transaction.is_some() {
         let normalized = Box::pin(transaction::normalize(
             &host.store,
@@ -604,16 +602,6 @@ async fn execute(
     // A cancel that reached the handler is answered with what the action ended with (found by
     // a hostile review: the server answered `cancelled` for an action whose success stood).
     host.active.settled(&action, &result);
-    // A retry may follow: a cancel from now on is late for this execution, not early for the
-    // retry. (A call told to wait for an earlier attempt of its transaction ended nothing.)
-    if result
-        .error
-        .as_ref()
-        .is_some_and(|e| e.is_retryable() && e.code != codes::TRANSACTION_ATTEMPT_IN_PROGRESS)
-    {
-        host.active
-            .note_retryable(&action, &caller.principal.id, host.clock.now_ms());
-    }
     result
 }
 
@@ -842,7 +830,9 @@ async fn preview(call: &Call<'_>, contract: &CapabilityContract) -> ActionResult
     let action = call.action;
     let validation = match validate_downstream(call, contract).await {
         Ok(Validation::Answered(validation)) => validation,
-        Ok(Validation::Interrupted(outcome)) => return settle_outcome(call, outcome),
+        Ok(Validation::Interrupted { requested }) => {
+            return companion_interrupted(action, requested);
+        }
         Err(error) => return failure::failed(&action.id, error),
     };
     let required = approval_required(call.capability, Some(contract));
@@ -910,7 +900,7 @@ async fn validate_downstream(
             ErrorCategory::Temporary,
             true,
         )),
-        CompanionEnd::Interrupted(outcome) => Ok(Validation::Interrupted(outcome)),
+        CompanionEnd::Interrupted { requested } => Ok(Validation::Interrupted { requested }),
     }
 }
 
@@ -918,8 +908,8 @@ async fn validate_downstream(
 enum Validation {
     /// Its evidence (`None`: the fidelity needs no validation handler).
     Answered(Option<Value>),
-    /// A cancel or the transport stopped it: the plan is answered as the handler's would be.
-    Interrupted(Outcome),
+    /// A cancel or the transport stopped it (`requested`: a cancel did).
+    Interrupted { requested: bool },
 }
 
 /// Asks the connector's reconcile handler about an unknown outcome. A terminal answer completes
@@ -982,7 +972,9 @@ async fn reconcile(
             ));
         }
         // The lookup stopped: the outcome stays unknown, to be reconciled again.
-        Ok(CompanionEnd::Interrupted(outcome)) => return settle_outcome(call, outcome),
+        Ok(CompanionEnd::Interrupted { requested }) => {
+            return companion_interrupted(action, requested);
+        }
     };
     let answer = aip_connector_core::model::ReconciliationResult::from(answer);
     if answer.terminal {
@@ -1053,9 +1045,22 @@ enum CompanionEnd<T> {
     Answered(T),
     /// Its deadline passed.
     TimedOut,
-    /// A cancel ([`Host::cancel`](super::Host::cancel)) or its transport giving up stopped it:
-    /// [`Outcome::Cancelled`] or [`Outcome::Abandoned`], answered as a handler's would be.
-    Interrupted(Outcome),
+    /// A cancel ([`Host::cancel`](super::Host::cancel)) or its transport giving up stopped it
+    /// (`requested`: a cancel did).
+    Interrupted { requested: bool },
+}
+
+/// The result of an action whose companion was stopped: `cancelled` after a cancel, as a
+/// handler's would be; `action.abandoned` after its transport gave up, always retryable (a
+/// validation or a lookup has no effect at the provider, so however unsafe a retry of the
+/// capability's handler is, storing the abandonment under the key would only refuse every
+/// retry of a lookup that never finished; found by a hostile review).
+fn companion_interrupted(action: &Action, requested: bool) -> ActionResult {
+    if requested {
+        cancelled_by_request(&action.id)
+    } else {
+        abandoned(&action.id, true)
+    }
 }
 
 /// Starts a companion handler (validation, reconciliation) and runs its future under the
@@ -1071,12 +1076,8 @@ async fn companion<T, F: Future<Output = T>>(
 ) -> Result<CompanionEnd<T>, ProtocolError> {
     use futures_util::FutureExt as _;
     let action = &context.action;
-    let interrupted = || {
-        CompanionEnd::Interrupted(if context.cancellation.was_requested() {
-            Outcome::Cancelled(None)
-        } else {
-            Outcome::Abandoned
-        })
+    let interrupted = || CompanionEnd::Interrupted {
+        requested: context.cancellation.was_requested(),
     };
     if host.active.fire_pending(context, host.clock.as_ref()) {
         return Ok(interrupted());
@@ -1088,6 +1089,11 @@ async fn companion<T, F: Future<Output = T>>(
     let mut timer = std::pin::pin!(tokio::time::sleep_until(context.deadline));
     let ended = std::future::poll_fn(|cx| {
         use std::task::Poll;
+        // Fired before this poll (by a cancel remembered while the companion started, which
+        // registering consumed): the companion is not polled again.
+        if context.cancellation.is_fired() {
+            return Poll::Ready(Ok(interrupted()));
+        }
         if let Poll::Ready(answer) = guarded.as_mut().poll(cx) {
             return Poll::Ready(answer.map(CompanionEnd::Answered));
         }
@@ -1165,7 +1171,19 @@ fn run_handler<'c>(
                 transaction::Interruption::None
             }
         };
-        (settle_outcome(call, outcome), interruption)
+        let result = settle_outcome(call, outcome);
+        // A retry may follow: a cancel from now on is late for this execution, not early for
+        // the retry. Noted at once, in the poll the handler stopped in (it unregistered just
+        // before), not after the transaction and the key are settled: a cancel in between would
+        // be remembered for the retry.
+        if result.error.as_ref().is_some_and(|e| e.is_retryable()) {
+            call.host.active.note_retryable(
+                call.action,
+                &call.caller.principal.id,
+                call.host.clock.now_ms(),
+            );
+        }
+        (result, interruption)
     })
 }
 
@@ -1319,18 +1337,10 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
         // the key is released and the caller's retry runs the action rather than replaying
         // its interruption (§7.2). Otherwise it is stored: running it again under the same key
         // could do twice what the first run may have done.
-        Outcome::Abandoned => {
-            let retryable = contract.is_some_and(|c| c.execution.retry_safety.allows_retry());
-            failure::failed(
-                &action.id,
-                failure::error(
-                    codes::ACTION_ABANDONED,
-                    "the transport gave up on the action (its request timed out, its caller went away, or the server shut down), and its handler was cancelled",
-                    ErrorCategory::Temporary,
-                    retryable,
-                ),
-            )
-        }
+        Outcome::Abandoned => abandoned(
+            &action.id,
+            contract.is_some_and(|c| c.execution.retry_safety.allows_retry()),
+        ),
     }
 }
 
@@ -1531,6 +1541,13 @@ impl Supervised<'_> {
         let first_poll = !this.started;
         if first_poll {
             this.started = true;
+            // This execution is a retry, if one failed retryably before: a cancel from now on
+            // is for it.
+            this.host.active.forget_retried(
+                &this.context.action,
+                &this.context.caller.principal_id,
+                this.host.clock.as_ref(),
+            );
             // A cancellation that arrived before the handler started.
             if this
                 .host
@@ -1804,6 +1821,19 @@ fn dead_lettered(last: &ActionResult, attempts: u32) -> ActionResult {
         json!({ "attempts": attempts, "last_error": last.error }),
     );
     failure::failed(&last.action_id, error)
+}
+
+/// The failure `action.abandoned` of an action its transport gave up on.
+fn abandoned(action_id: &aip_connector_core::ids::ActionId, retryable: bool) -> ActionResult {
+    failure::failed(
+        action_id,
+        failure::error(
+            codes::ACTION_ABANDONED,
+            "the transport gave up on the action (its request timed out, its caller went away, or the server shut down), and its handler was cancelled",
+            ErrorCategory::Temporary,
+            retryable,
+        ),
+    )
 }
 
 /// The `cancelled` result of an action a cancel request stopped (no error: a cancellation is

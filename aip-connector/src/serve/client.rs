@@ -128,10 +128,10 @@ pub enum CancelReply {
     /// the server's `cancel_grace` (the ack's `reason` says which). The action's own request,
     /// or a resend under its idempotency key, tells how it ended.
     Remembered(Ack),
-    /// A `rejected` ack: the action is not executing there, and its last execution ended
-    /// (within the last minute) with a retryable failure. The cancellation came too late for it
-    /// and was not remembered, so it does not cancel a retry: cancel the retry once it has been
-    /// sent (docs/host-runtime.md §7.2).
+    /// A `rejected` ack (this SDK's servers send one only for this): the action is not
+    /// executing there, and an execution of it ended (within the last minute) with a retryable
+    /// failure. The cancellation came too late for it and was not remembered, so it does not
+    /// cancel a retry: cancel the retry once it runs (docs/host-runtime.md §7.2).
     TooLate(Ack),
 }
 

@@ -6,7 +6,10 @@
 //!   arrives, settles `cancelled` without its handler running (for a planned capability the
 //!   cancelled action is the commit, which is where the handler runs).
 //! - `in_flight_cancelled`: with every provider call slowed down, the action is cancelled once
-//!   the provider has its request. The result must be `cancelled`, the handler's token must have
+//!   the provider has its request; then again, in a second run, at its *second* provider
+//!   request, the first answered at once (a handler that hands its polling to a task of its own
+//!   after creating an operation does so after its first request, so a cancel during that
+//!   request never saw the lie; found by an author trial). The result must be `cancelled`, the handler's token must have
 //!   fired, the handler must not run on to completion, nothing the handler started may keep
 //!   talking to the provider (or its sink) once the action is over, and the cancellation is the
 //!   stored result a duplicate replays. The host drops a cancelled handler's future, so a handler
@@ -68,7 +71,30 @@ async fn scenario(h: &Harness) -> Evidence {
     let tap = Tap::new(Arc::new(h.probe().clone()));
     let host = h.host_for(Arc::new(tap.clone()), HostLimits::default());
     before_dispatch(h, &host, capability, input.clone(), &mut evidence).await;
-    in_flight(h, &host, &tap, capability, input.clone(), &mut evidence).await;
+    let failed_before = evidence.failure_count();
+    in_flight(
+        h,
+        &host,
+        &tap,
+        capability,
+        input.clone(),
+        InFlight::FIRST_REQUEST,
+        &mut evidence,
+    )
+    .await;
+    // A call that failed at its first request has said what is wrong; a later one would repeat it.
+    if evidence.failure_count() == failed_before {
+        in_flight(
+            h,
+            &host,
+            &tap,
+            capability,
+            input.clone(),
+            InFlight::SECOND_REQUEST,
+            &mut evidence,
+        )
+        .await;
+    }
     late_cancel(h, &host, capability, input, &mut evidence).await;
     evidence
 }
@@ -143,19 +169,50 @@ struct CancelledInFlight {
     fired_at_cancel: bool,
 }
 
+/// One attempt at cancelling a call in flight: at which of its provider requests.
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    /// Provider requests of the call answered at once, before the slowed-down one the cancel
+    /// is sent during.
+    answered_first: usize,
+    /// The idempotency key of the call.
+    key: &'static str,
+}
+
+impl InFlight {
+    const FIRST_REQUEST: InFlight = InFlight {
+        answered_first: 0,
+        key: "conformance-cancel-in-flight",
+    };
+    const SECOND_REQUEST: InFlight = InFlight {
+        answered_first: 1,
+        key: "conformance-cancel-in-flight-later",
+    };
+
+    /// Where the cancel was sent, for the failure messages.
+    fn during(self) -> &'static str {
+        if self.answered_first == 0 {
+            "during its first provider request"
+        } else {
+            "during its second provider request (the first answered at once)"
+        }
+    }
+}
+
 async fn in_flight(
     h: &Harness,
     host: &Host,
     tap: &Tap,
     capability: &CapabilityDefinition,
     input: Value,
+    trial: InFlight,
     evidence: &mut Evidence,
 ) {
     let id = capability.id().to_string();
     let Some(action) = handler_call_or_fail(
         h,
         host,
-        h.action(capability, input, "conformance-cancel-in-flight"),
+        h.action(capability, input, trial.key),
         evidence,
         "in_flight_cancelled",
     )
@@ -164,7 +221,14 @@ async fn in_flight(
         return;
     };
     let requests_before = h.provider().request_count();
+    if trial.answered_first > 0 {
+        h.provider().inject(
+            "*",
+            Fault::delay(Duration::ZERO).times(trial.answered_first),
+        );
+    }
     h.provider().inject("*", Fault::delay(DELAY).always());
+    let during = trial.during();
     let CancelledInFlight {
         action_id,
         outcome,
@@ -173,8 +237,30 @@ async fn in_flight(
         at_wall,
         cue,
         fired_at_cancel,
-    } = match race(h, host, tap, action.clone()).await {
-        Raced::Cancelled(cancelled) => *cancelled,
+    } = match race(h, host, tap, action.clone(), trial.answered_first).await {
+        Raced::Cancelled(cancelled)
+            if cancelled.cue == Cue::ProviderRequest || trial.answered_first == 0 =>
+        {
+            *cancelled
+        }
+        // A call with one provider request: the first trial cancelled it during that one.
+        Raced::Cancelled(cancelled) => {
+            h.provider().clear_faults();
+            evidence.artifact(format!("action:{}", cancelled.action_id));
+            evidence.qualify(format!(
+                "`{id}` made no second provider request, so it was cancelled during its first only"
+            ));
+            return;
+        }
+        Raced::Finished(result) if trial.answered_first > 0 => {
+            h.provider().clear_faults();
+            evidence.artifact(format!("action:{}", result.action_id));
+            evidence.qualify(format!(
+                "`{id}` settled `{}` without a second provider request, so it was cancelled during its first only",
+                result.status
+            ));
+            return;
+        }
         Raced::Finished(result) => {
             h.provider().clear_faults();
             evidence.artifact(format!("action:{}", result.action_id));
@@ -230,14 +316,14 @@ async fn in_flight(
     evidence.assert(
         "in_flight_cancelled",
         outcome == CancelOutcome::Cancelled,
-        || format!("cancelling `{id}` while its handler ran answered {outcome:?}"),
+        || format!("cancelling `{id}` {during} answered {outcome:?}"),
     );
     evidence.assert(
         "in_flight_cancelled",
         result.status == ActionResultStatus::Cancelled,
         || {
             format!(
-                "`{id}` cancelled in flight settled `{}` ({}) instead of `cancelled`",
+                "`{id}` cancelled {during} settled `{}` ({}) instead of `cancelled`",
                 result.status,
                 shown_code(&result)
             )
@@ -246,16 +332,16 @@ async fn in_flight(
     evidence.assert(
         "in_flight_cancelled",
         fired_at_cancel,
-        || format!("the cancellation token the handler of `{id}` got had not fired when the cancel returned"),
+        || format!("the cancellation token the handler of `{id}` got had not fired when the cancel {during} returned"),
     );
     evidence.assert(
         "in_flight_cancelled",
         call.is_some_and(|c| c.ended.is_none()),
-        || format!("the handler of `{id}` ran on to completion after it was cancelled"),
+        || format!("the handler of `{id}` ran on to completion after it was cancelled {during}"),
     );
     evidence.assert("in_flight_cancelled", late_requests.is_empty(), || {
         format!(
-            "after `{id}` was cancelled, the provider still received {}: the connector keeps working for an action that is over (work handed to a task of its own does not watch the cancellation token)",
+            "after `{id}` was cancelled {during}, the provider still received {}: the connector keeps working for an action that is over (work handed to a task of its own does not watch the cancellation token)",
             late_requests.join(", ")
         )
     });
@@ -266,7 +352,7 @@ async fn in_flight(
             .count()
     });
     evidence.assert("in_flight_cancelled", late_sends == 0, || {
-        format!("after `{id}` was cancelled, its handler still sent {late_sends} chunk(s)")
+        format!("after `{id}` was cancelled {during}, its handler still sent {late_sends} chunk(s)")
     });
     match cue {
         Cue::ProviderRequest => {}
@@ -299,8 +385,9 @@ async fn in_flight(
 }
 
 /// Runs `action` (approving and resuming it if it waits for approval) and cancels it as soon as
-/// the provider has one of its requests, or its handler has run for a while without one.
-async fn race(h: &Harness, host: &Host, tap: &Tap, action: Action) -> Raced {
+/// the provider has its request after the `answered_first` ones, or its handler has run for a
+/// while without one.
+async fn race(h: &Harness, host: &Host, tap: &Tap, action: Action, answered_first: usize) -> Raced {
     let action_id = action.id.clone();
     let gated = action.clone();
     let mut call = Box::pin(async { h.run_once(host, action).await.0 })
@@ -311,7 +398,7 @@ async fn race(h: &Harness, host: &Host, tap: &Tap, action: Action) -> Raced {
         let started = async {
             let waiting = Instant::now();
             loop {
-                if h.provider().request_count() > requests_before {
+                if h.provider().request_count() > requests_before + answered_first {
                     return Cue::ProviderRequest;
                 }
                 let running = tap
