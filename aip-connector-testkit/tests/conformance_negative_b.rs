@@ -13,6 +13,7 @@
 //! | `AssumingReconciler { assumes_committed: false }` | answers every reconciliation "not committed" without asking the provider | `errors_uncertain_outcomes` / `uncertain_outcome_reconciled` (and `transaction_lifecycle` / `reconcile_before_retry`) |
 //! | `LeakyExport` | a streaming-only capability that logs its credential's secret | `audit_redaction` / `raw_secret_absent` (its lines were not captured before an author trial) |
 //! | `Undoer` (`Undo::Nothing`, `Undo::SomethingElse`) | a compensation that answers "done" without asking the provider, or that reverses something other than the compensated action's effect | `transaction_lifecycle` / `compensation_governed` |
+//! | `VmHost { knows_undo: false }` | its reconcile companion asks whether the VM exists, also when asked about a lost delete (`Reconciliation::compensation_for` set), where a missing VM means the undo happened | `transaction_lifecycle` / `compensation_governed`, once a compensation's answer is lost (before an author trial, no compensation's answer was) |
 //! | `AssumingReconciler { assumes_committed: true }` | answers every reconciliation "committed" without asking the provider | `errors_uncertain_outcomes` / `uncertain_outcome_reconciled`, once a request is lost before it took effect |
 //!
 //! Two lies the issue lists cannot be told through this host, so they have no fixture:
@@ -26,11 +27,12 @@
 //!   `EagerWriter`. It breaks two promises at once ("nothing happens at the provider before the
 //!   quorum" and "a plan leaves no effect until its commit"), and both checks say so.
 
-use aip_connector::model::ConnectorOperation;
+use aip_connector::model::{ConnectorOperation, ProviderOperationRef};
 use aip_connector::prelude::*;
 use aip_connector_testkit::conformance::{
     CheckStatus, ConformanceReport, ConformanceSuite, Scenario,
 };
+use aip_connector_testkit::provider_double::OPERATION_ID_HEADER;
 use serde_json::{Value, json};
 
 #[derive(Deserialize, JsonSchema)]
@@ -1058,6 +1060,217 @@ fn a_compensation_that_undoes_something_else_fails_compensation_governed() {
         ) && detail.contains("`op-conformance-txn-comp-target`"),
         "{detail}"
     );
+}
+
+// ---- A lost undo read as not done ------------------------------------------------------------------
+
+#[derive(Deserialize, JsonSchema)]
+struct VmSpec {
+    /// The VM's name.
+    name: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Vm {
+    vm_id: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Teardown {
+    /// Why the VM goes.
+    reason: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct TornDown {
+    deleted: String,
+}
+
+/// A VM host: `create` makes a VM, `delete` is its compensation. The reconcile companion asks
+/// the provider whether the VM exists (`GET /vms/{id}`, 404 when it does not). That answers a
+/// lost create; for a lost delete (`compensation_for` set) a missing VM means the undo
+/// happened, which only `knows_undo` gets right.
+#[derive(Clone)]
+struct VmHost {
+    client: ProviderClient,
+    knows_undo: bool,
+}
+
+/// The provider operation of a delete of `vm_id`: the VM's id behind a prefix.
+const DELETE_PREFIX: &str = "del-";
+
+#[connector(id = "vm-host")]
+impl VmHost {
+    /// Create a VM.
+    #[capability(
+        id = "cap:vms:create",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        transaction(modes = [execute, compensate, reconcile]),
+        compensation(supported, capability = "cap:vms:delete", window_ms = 86_400_000),
+        reconcile = Self::find_vm,
+        examples = [r#"{"name": "web-1"}"#],
+    )]
+    async fn create(
+        &self,
+        spec: VmSpec,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Vm, ConnectorFailure> {
+        let operation = ProviderOperationRef {
+            provider: "vms".to_owned(),
+            operation_id: format!("vm-{}", key.as_str()),
+            request_id: None,
+        };
+        checkpoint.record(operation.clone(), None).await?;
+        self.client
+            .post("/vms")
+            .idempotency(&key)
+            .header(OPERATION_ID_HEADER, &operation.operation_id)
+            .provider_operation(operation.clone())
+            .json(&json!({ "name": spec.name }))
+            .send_json::<Value>()
+            .await?;
+        Ok(Vm {
+            vm_id: operation.operation_id,
+        })
+    }
+
+    /// Delete a VM: the compensation of `create`.
+    #[capability(
+        id = "cap:vms:delete",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        examples = [r#"{"reason": "the rollout failed"}"#],
+    )]
+    async fn delete(
+        &self,
+        teardown: Teardown,
+        _key: IdempotencyKey,
+        target: Compensation,
+    ) -> Result<TornDown, ConnectorFailure> {
+        let vm_id = target
+            .output
+            .as_ref()
+            .and_then(|o| o.get("vm_id"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let operation = ProviderOperationRef {
+            provider: "vms".to_owned(),
+            operation_id: format!("{DELETE_PREFIX}{vm_id}"),
+            request_id: None,
+        };
+        self.client
+            .delete(&format!("/vms/{}", path_segment(&vm_id)))
+            .idempotency_key(operation.operation_id.clone())
+            .header(OPERATION_ID_HEADER, &operation.operation_id)
+            .provider_operation(operation)
+            .json(&json!({ "reason": teardown.reason }))
+            .send_json::<Value>()
+            .await?;
+        Ok(TornDown { deleted: vm_id })
+    }
+
+    async fn find_vm(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
+        let operation = request.provider_operation.operation_id.as_str();
+        let vm_id = operation.strip_prefix(DELETE_PREFIX).unwrap_or(operation);
+        let exists = match self
+            .client
+            .get(&format!("/vms/{}", path_segment(vm_id)))
+            .operation(ConnectorOperation::Reconciliation)
+            .send_json::<Value>()
+            .await
+        {
+            Ok(_) => true,
+            Err(failure) if failure.remote_status == Some(404) => false,
+            Err(failure) => return Err(failure),
+        };
+        // The lie, without `knows_undo`: a lost delete is asked about like a lost create.
+        let committed = if self.knows_undo && request.compensation_for.is_some() {
+            !exists
+        } else {
+            exists
+        };
+        let evidence = Some(json!({ "vm_exists": exists }));
+        Ok(if committed {
+            ReconcileOutcome::Committed { evidence }
+        } else {
+            ReconcileOutcome::NotCommitted { evidence }
+        })
+    }
+}
+
+/// `GET /vms/{id}` as the real API answers it: the VM while it exists, else 404.
+fn vm_provider(provider: &aip_connector_testkit::ProviderHandle) {
+    provider.answer("GET /vms/*", |request| {
+        let route = request.path();
+        let created = request.effects().iter().find(|e| {
+            e.method == "POST"
+                && e.route == "/vms"
+                && format!("/vms/{}", path_segment(&e.operation_id)) == route
+        });
+        let deleted = request
+            .effects()
+            .iter()
+            .any(|e| e.method == "DELETE" && e.route == route);
+        if let Some(created) = created.filter(|_| !deleted) {
+            json!({ "vm_id": created.operation_id })
+        } else {
+            request.with_status(404, json!({ "error": "vm_not_found" }))
+        }
+    });
+}
+
+fn vm_report(knows_undo: bool) -> ConformanceReport {
+    ConformanceSuite::new(move |env| VmHost {
+        client: client(env),
+        knows_undo,
+    })
+    .with_provider_setup(vm_provider)
+    .run()
+}
+
+#[test]
+fn a_reconcile_that_reads_a_lost_deletes_404_as_not_done_fails_compensation_governed() {
+    let report = vm_report(false);
+    eprintln!("{report}");
+    let check = report
+        .check(&Scenario::TransactionLifecycle.check_name())
+        .unwrap();
+    assert_eq!(
+        check.assertions.get("compensation_governed"),
+        Some(&false),
+        "{report}"
+    );
+    assert!(
+        check.detail.contains(
+            "the provider took the compensation of `cap:vms:create` through `cap:vms:delete` (DELETE /vms/vm-conformance-txn-comp-lost-target) and its answer was lost; reconciling the compensation's transaction answered `completed`"
+        ) && check.detail.contains("\"committed\":false"),
+        "{}",
+        check.detail
+    );
+    // Everything else about its transactions holds.
+    for name in [
+        "plan_before_commit",
+        "provider_operation_checkpointed",
+        "reconcile_before_retry",
+    ] {
+        assert_eq!(check.assertions.get(name), Some(&true), "{name}: {report}");
+    }
+}
+
+#[test]
+fn a_reconcile_that_knows_a_lost_delete_is_an_undo_passes_compensation_governed() {
+    let report = vm_report(true);
+    let check = report
+        .check(&Scenario::TransactionLifecycle.check_name())
+        .unwrap();
+    assert!(check.passed(), "{report}");
 }
 
 // ---- A profile the SDK cannot check ---------------------------------------------------------------

@@ -20,7 +20,12 @@
 //!   names what the action left there (an id from its output, or the operation it checkpointed
 //!   or created at the provider); a second one is refused. A compensation that answers
 //!   "compensated" without undoing anything, or undoes something else, passed before an author
-//!   trial.
+//!   trial. When the capability offers `reconcile`, a second compensation takes effect at the
+//!   provider, which drops the connection: its transaction must settle `outcome_unknown`, and a
+//!   reconciliation of it (the reconcile companion asked with `Reconciliation::compensation_for`
+//!   set) must find the undo took effect (`committed: true`), settle it `reconciled`, and run
+//!   nothing again. A companion that reads the deleted resource's 404 as "not committed" passed
+//!   before an author trial.
 //!
 //! What a manifest does not declare (no plan/commit pair, no compensation) holds with a note. So
 //! do, for a connector the suite was told has no provider (`ConformanceSuite::without_provider`)
@@ -859,7 +864,7 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
     let target = h
         .drive(
             host,
-            h.action(capability, input, "conformance-txn-comp-target"),
+            h.action(capability, input.clone(), "conformance-txn-comp-target"),
         )
         .await;
     evidence.artifact(format!("action:{}", target.action.id));
@@ -1018,6 +1023,158 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
                 second.result.status,
                 shown_code(&second.result),
                 compensations() - compensations_start
+            )
+        },
+    );
+
+    // A compensation whose answer is lost (after the once-only check, which counts the runs of
+    // the compensating handler).
+    if first.result.status == ActionResultStatus::Completed {
+        lost_compensation(h, evidence, (capability, &input, &by), &compensate).await;
+    }
+}
+
+/// `compensation_governed` for a compensation whose answer is lost after it took effect: the
+/// provider commits the compensation's first mutating request and drops the connection. When
+/// that request named the target (it was the undo), the transaction must be left
+/// `outcome_unknown`, and a reconciliation of it must say the undo committed, settle it
+/// `reconciled` and run neither handler again. Holds with a note when the capability offers no
+/// `reconcile` (its lost compensations wait for an operator, §6.8), when the connector has no
+/// provider, or when the first mutating request was not the undo.
+async fn lost_compensation(
+    h: &Harness,
+    evidence: &mut Evidence,
+    (capability, input, by): (&CapabilityDefinition, &Value, &str),
+    compensate: &impl Fn(ActionId, &str) -> Action,
+) {
+    let id = capability.id().to_string();
+    if !transaction_modes(capability).contains(&TransactionMode::Reconcile) {
+        evidence.note(format!(
+            "compensation_governed: `{id}` declares no `reconcile` mode, so a compensation whose answer is lost waits for an operator; no lost compensation was reconciled"
+        ));
+        return;
+    }
+    if let Some(reason) = h.no_provider() {
+        evidence.note(format!(
+            "compensation_governed: the connector has no provider ({reason}), so no compensation's answer was lost"
+        ));
+        return;
+    }
+    let host = h.host();
+    let effects_before_target = h.provider().effect_total();
+    let target = h
+        .drive(
+            host,
+            h.action(
+                capability,
+                input.clone(),
+                "conformance-txn-comp-lost-target",
+            ),
+        )
+        .await;
+    evidence.artifact(format!("action:{}", target.action.id));
+    if target.result.status != ActionResultStatus::Completed {
+        evidence.assert("compensation_governed", false, || {
+            format!(
+                "the example of `{id}` did not complete a second time (`{}`, {}), so no compensation's answer could be lost",
+                target.result.status,
+                code(&target.result)
+            )
+        });
+        return;
+    }
+    let target_view = view(
+        h,
+        host,
+        TransactionSelector::Action(target.action.id.clone()),
+    )
+    .await;
+    let marks = left_by_target(
+        h,
+        effects_before_target,
+        target.result.output.as_ref(),
+        target_view.as_ref(),
+    );
+    // The provider takes the first write of the compensation, then the connection drops.
+    let requests_before = h.provider().request_count();
+    for method in ["POST", "PUT", "PATCH", "DELETE"] {
+        h.provider()
+            .inject(&format!("{method} *"), Fault::drop_connection());
+    }
+    let lost = h
+        .drive(
+            host,
+            compensate(target.action.id.clone(), "conformance-txn-comp-lost"),
+        )
+        .await;
+    h.provider().clear_faults();
+    evidence.artifact(format!("action:{}", lost.action.id));
+    let dropped = h
+        .provider()
+        .requests()
+        .split_off(requests_before)
+        .into_iter()
+        .find(|request| !matches!(request.method.as_str(), "GET" | "HEAD" | "OPTIONS"));
+    let Some(dropped) = dropped.filter(|request| {
+        let text = request_text(request);
+        marks.iter().any(|mark| text.contains(mark.as_str()))
+    }) else {
+        evidence.note(format!(
+            "compensation_governed: the first write of the compensation of `{id}` through `{by}` did not name what `{id}` left at the provider, so no lost undo was reconciled"
+        ));
+        return;
+    };
+    let undo = format!("{} {}", dropped.method, dropped.path);
+    let transaction_id = compensation_transaction_of(&target.action.id);
+    let unknown = view(
+        h,
+        host,
+        TransactionSelector::Transaction(transaction_id.clone()),
+    )
+    .await;
+    if unknown.as_ref().map(|v| v.status) != Some(Status::OutcomeUnknown) {
+        evidence.assert("compensation_governed", false, || {
+            format!(
+                "the provider took the compensation of `{id}` through `{by}` ({undo}) and dropped the connection; the compensation answered `{}` ({}) and its transaction is {}, not `outcome_unknown`: a failure after a write may have reached the provider must say so (`uncertain_outcome`, as `ProviderClient` reports a dropped connection), or the undo can run twice",
+                lost.result.status,
+                shown_code(&lost.result),
+                super::maybe(unknown.as_ref().map(|v| v.status))
+            )
+        });
+        return;
+    }
+    let runs = || (h.probe().calls(by), h.probe().calls(&id));
+    let runs_before = runs();
+    let reconciled = reconcile_transaction(
+        h,
+        host,
+        evidence,
+        (&id, input, "conformance-txn-comp-lost-reconcile"),
+        &transaction_id,
+    )
+    .await;
+    // A compensation that named no provider operation cannot be reconciled at all: its lost
+    // answer waits for an operator, as §6.8 says; worth a note, not a failure.
+    if code(&reconciled.result) == codes::TRANSACTION_PROVIDER_OPERATION_REQUIRED {
+        evidence.note(format!(
+            "compensation_governed: the compensation of `{id}` through `{by}` named no provider operation, so when its answer is lost ({undo}) it cannot be reconciled and waits for an operator; name the undo's operation with `ProviderRequest::provider_operation` so a reconciliation can look it up"
+        ));
+        return;
+    }
+    let settled = view(h, host, TransactionSelector::Transaction(transaction_id)).await;
+    evidence.assert(
+        "compensation_governed",
+        reconciled.result.status == ActionResultStatus::Completed
+            && reconciled_committed(&reconciled.result) == Some(true)
+            && settled.as_ref().map(|v| v.status) == Some(Status::Reconciled)
+            && runs() == runs_before,
+        || {
+            format!(
+                "the provider took the compensation of `{id}` through `{by}` ({undo}) and its answer was lost; reconciling the compensation's transaction answered `{}` ({}, {}) and left it {}, where the undo committed. The reconcile companion is asked with `Reconciliation::compensation_for` set: it looks up the undo (the operation the compensating handler recorded), and a deleted resource's 404 means the undo happened",
+                reconciled.result.status,
+                shown_code(&reconciled.result),
+                shown_output(&reconciled.result),
+                super::maybe(settled.as_ref().map(|v| v.status))
             )
         },
     );
