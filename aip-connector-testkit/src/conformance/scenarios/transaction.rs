@@ -859,25 +859,17 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
         block.compensation_for = Some(target);
         transactional(&id, compensating_input.clone(), key, block)
     };
-    let effects_before_target = h.provider().effect_total();
     let requests_before_target = h.provider().request_count();
-    let target = h
-        .drive(
-            host,
-            h.action(capability, input.clone(), "conformance-txn-comp-target"),
-        )
-        .await;
-    evidence.artifact(format!("action:{}", target.action.id));
-    if target.result.status != ActionResultStatus::Completed {
-        evidence.assert("compensation_governed", false, || {
-            format!(
-                "the example of `{id}` did not complete (`{}`, {}), so there is nothing to compensate",
-                target.result.status,
-                code(&target.result)
-            )
-        });
+    let Some((target, marks)) = compensation_target(
+        h,
+        evidence,
+        (capability, &input, "conformance-txn-comp-target"),
+        "there is nothing to compensate",
+    )
+    .await
+    else {
         return;
-    }
+    };
     let compensations = || h.probe().calls(&by);
     let originals = || h.probe().calls(&id);
     let (compensations_start, originals_start) = (compensations(), originals());
@@ -902,20 +894,6 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
                 compensations() - compensations_start
             )
         },
-    );
-
-    // What the target left at the provider, by which a compensation names what it undoes.
-    let target_view = view(
-        h,
-        host,
-        TransactionSelector::Action(target.action.id.clone()),
-    )
-    .await;
-    let marks = left_by_target(
-        h,
-        effects_before_target,
-        target.result.output.as_ref(),
-        target_view.as_ref(),
     );
 
     // It is routed to the compensating capability and settles `compensated`.
@@ -1034,6 +1012,48 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
     }
 }
 
+/// Runs the example of `capability` under `key` as the target of a compensation: the completed
+/// run and what it left at the provider, by which a compensation names what it undoes (see
+/// [`left_by_target`]). `None` after failing `compensation_governed` when it did not complete
+/// (`so` says what that prevents).
+async fn compensation_target(
+    h: &Harness,
+    evidence: &mut Evidence,
+    (capability, input, key): (&CapabilityDefinition, &Value, &str),
+    so: &str,
+) -> Option<(Driven, Vec<String>)> {
+    let id = capability.id();
+    let host = h.host();
+    let effects_before = h.provider().effect_total();
+    let target = h
+        .drive(host, h.action(capability, input.clone(), key))
+        .await;
+    evidence.artifact(format!("action:{}", target.action.id));
+    if target.result.status != ActionResultStatus::Completed {
+        evidence.assert("compensation_governed", false, || {
+            format!(
+                "the example of `{id}` did not complete (`{}`, {}), so {so}",
+                target.result.status,
+                code(&target.result)
+            )
+        });
+        return None;
+    }
+    let target_view = view(
+        h,
+        host,
+        TransactionSelector::Action(target.action.id.clone()),
+    )
+    .await;
+    let marks = left_by_target(
+        h,
+        effects_before,
+        target.result.output.as_ref(),
+        target_view.as_ref(),
+    );
+    Some((target, marks))
+}
+
 /// `compensation_governed` for a compensation whose answer is lost after it took effect: the
 /// provider commits the compensation's first mutating request and drops the connection. When
 /// that request named the target (it was the undo), the transaction must be left
@@ -1061,40 +1081,16 @@ async fn lost_compensation(
         return;
     }
     let host = h.host();
-    let effects_before_target = h.provider().effect_total();
-    let target = h
-        .drive(
-            host,
-            h.action(
-                capability,
-                input.clone(),
-                "conformance-txn-comp-lost-target",
-            ),
-        )
-        .await;
-    evidence.artifact(format!("action:{}", target.action.id));
-    if target.result.status != ActionResultStatus::Completed {
-        evidence.assert("compensation_governed", false, || {
-            format!(
-                "the example of `{id}` did not complete a second time (`{}`, {}), so no compensation's answer could be lost",
-                target.result.status,
-                code(&target.result)
-            )
-        });
-        return;
-    }
-    let target_view = view(
+    let Some((target, marks)) = compensation_target(
         h,
-        host,
-        TransactionSelector::Action(target.action.id.clone()),
+        evidence,
+        (capability, input, "conformance-txn-comp-lost-target"),
+        "no compensation's answer could be lost",
     )
-    .await;
-    let marks = left_by_target(
-        h,
-        effects_before_target,
-        target.result.output.as_ref(),
-        target_view.as_ref(),
-    );
+    .await
+    else {
+        return;
+    };
     // The provider takes the first write of the compensation, then the connection drops.
     let requests_before = h.provider().request_count();
     for method in ["POST", "PUT", "PATCH", "DELETE"] {
