@@ -42,6 +42,53 @@
 //! [`ProviderHandle::inject`] queues a [`Fault`] on a route: an exact path, a prefix pattern
 //! ending in `/*` (the prefix itself and every path below it), or `*` for every route. A fault applies to the next call (or the next `n`,
 //! or always), after the request is recorded; see [`Fault`] for whether the effect commits.
+//!
+//! # Authentication
+//!
+//! By default the double answers every request, with credentials or without. A real provider
+//! answers `401` to a request without valid credentials, so a connector that forgets to send
+//! its credential (or sends another) passes every test against a double that does not check.
+//! [`ProviderHandle::require_bearer`] (`Authorization: Bearer <token>`) and
+//! [`ProviderHandle::require_header`] (an API-key header such as `x-api-key: <key>`) make the
+//! double check; [`ProviderHandle::clear_auth`] lifts every requirement.
+//!
+//! - A requirement applies to **every request**, on every route and method, reads and the
+//!   double's own `/operations` lookups included: there is no exempt route.
+//! - Requirements on different headers all apply; one on a header already required replaces it
+//!   (`require_bearer` requires the `authorization` header). The header must be sent once: a
+//!   repeated one is refused.
+//! - A refused request is recorded ([`ProviderHandle::requests`], and
+//!   [`ProviderHandle::unauthorized_requests`] lists the refused ones) but goes no further: it
+//!   commits no effect, uses up no [`Fault`] (queued faults wait for the next authorized call)
+//!   and gets no shaped answer. It is answered `401` with the JSON body
+//!   `{"error": "unauthorized"}`, plus `WWW-Authenticate: Bearer` when the bearer requirement is
+//!   one it failed.
+//! - The bearer scheme's name is matched without regard to case (`bearer tok` passes), the token
+//!   and a header's value exactly. The comparison looks at every byte of the expected value
+//!   whatever the first difference.
+//! - The required values are kept out of the handle's `Debug` (which names the required
+//!   headers and shows their values as `[REDACTED]`), of the `401` and of the panic of an
+//!   invalid requirement.
+//! - Requirements are separate from faults: [`ProviderHandle::clear_faults`] keeps them, so a
+//!   requirement set in `ConformanceSuite::with_provider_setup` holds for every call the
+//!   scenarios make. Require [`CANARY_SECRET`](crate::conformance::CANARY_SECRET) there, the
+//!   secret of the credential the conformance hosts hand out; a [`TestHost`](crate::TestHost)'s
+//!   is [`TEST_CREDENTIAL_SECRET`](crate::TEST_CREDENTIAL_SECRET).
+//!
+//! The double records headers as they arrive, credentials included: a test reads what the
+//! connector sent with [`RecordedRequest::header`] (`header("authorization")` is the raw
+//! `Bearer …` value), while [`RecordedRequest`]'s `Debug` shows credential headers as
+//! `[REDACTED]`. The secrets a test requires are the test's own; do not require a real one.
+//!
+//! ```no_run
+//! # use aip_connector_testkit::ProviderDouble;
+//! # async fn demo() {
+//! let (_double, provider) = ProviderDouble::start().await;
+//! provider.require_bearer("tok_test");
+//! // ... run the connector: a call without `Authorization: Bearer tok_test` gets a 401 ...
+//! assert!(provider.unauthorized_requests().is_empty(), "every call authenticated");
+//! # }
+//! ```
 
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
@@ -59,8 +106,11 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::header::{
+    AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER,
+    WWW_AUTHENTICATE,
+};
+use hyper::{HeaderMap, Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, oneshot, watch};
@@ -193,6 +243,7 @@ impl fmt::Debug for ProviderHandle {
             .field("requests", &state.requests.len())
             .field("effects", &state.effects.len())
             .field("deduplicate", &state.deduplicate)
+            .field("auth", &state.auth)
             .finish_non_exhaustive()
     }
 }
@@ -280,9 +331,104 @@ impl ProviderHandle {
             .push_back(fault);
     }
 
-    /// Removes every queued fault.
+    /// Removes every queued fault. Credential requirements stay
+    /// ([`clear_auth`](Self::clear_auth) lifts them).
     pub fn clear_faults(&self) {
         self.shared.lock().faults.clear();
+    }
+
+    /// Requires `Authorization: Bearer <token>` on every request from now on: one without it,
+    /// or with another token, is recorded and answered `401 {"error": "unauthorized"}` with
+    /// `WWW-Authenticate: Bearer`, and commits nothing (see the module's
+    /// [Authentication](crate::provider_double#authentication)). Replaces an earlier
+    /// requirement on `authorization`; other required headers still apply. The token never
+    /// shows in `Debug` or in an answer.
+    ///
+    /// ```no_run
+    /// # use aip_connector_testkit::{ProviderDouble, TEST_CREDENTIAL_SECRET};
+    /// # async fn demo() {
+    /// let (_double, provider) = ProviderDouble::start().await;
+    /// // The secret of the credential a `TestHost` hands to the handler.
+    /// provider.require_bearer(TEST_CREDENTIAL_SECRET);
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When `token` is empty, starts or ends with whitespace (which no request could carry), or
+    /// `Bearer <token>` is not a valid header value (the message does not quote it).
+    pub fn require_bearer(&self, token: impl AsRef<str>) {
+        let token = token.as_ref();
+        let valid = !token.is_empty()
+            && token.trim() == token
+            && HeaderValue::from_bytes(format!("Bearer {token}").as_bytes()).is_ok();
+        assert!(
+            valid,
+            "ProviderHandle::require_bearer: the token is empty, padded with whitespace or not \
+             valid in a header value"
+        );
+        self.require(Requirement {
+            name: AUTHORIZATION,
+            expected: Expected(token.as_bytes().to_vec()),
+            bearer: true,
+        });
+    }
+
+    /// Requires header `name` with exactly `value` on every request from now on (API-key style
+    /// authentication: `require_header("x-api-key", "key_test")`): one without it, or with
+    /// another value, is recorded and answered `401 {"error": "unauthorized"}`, and commits
+    /// nothing (see the module's [Authentication](crate::provider_double#authentication)). The
+    /// name is matched without regard to case. Replaces an earlier requirement on the same
+    /// header (on
+    /// `authorization`, the one [`require_bearer`](Self::require_bearer) set); others still
+    /// apply. The value never shows in `Debug` or in an answer.
+    ///
+    /// # Panics
+    ///
+    /// When `name` is not a valid header name, or `value` is empty, starts or ends with
+    /// whitespace (which no request could carry) or is not a valid header value (the message
+    /// names the header, never the value).
+    pub fn require_header(&self, name: &str, value: impl AsRef<str>) {
+        let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
+            panic!("ProviderHandle::require_header: {name:?} is not a valid header name");
+        };
+        let value = value.as_ref();
+        assert!(
+            !value.is_empty() && value.trim() == value && HeaderValue::from_str(value).is_ok(),
+            "ProviderHandle::require_header({name:?}, …): the value is empty, padded with \
+             whitespace or not valid in a header"
+        );
+        self.require(Requirement {
+            name: header,
+            expected: Expected(value.as_bytes().to_vec()),
+            bearer: false,
+        });
+    }
+
+    fn require(&self, requirement: Requirement) {
+        let mut state = self.shared.lock();
+        state.auth.retain(|r| r.name != requirement.name);
+        state.auth.push(requirement);
+    }
+
+    /// Lifts every credential requirement: requests are answered without credentials again.
+    /// The requests already refused stay recorded.
+    pub fn clear_auth(&self) {
+        self.shared.lock().auth.clear();
+    }
+
+    /// The requests refused for their credentials (answered `401`), in arrival order: empty
+    /// when every request carried what [`require_bearer`](Self::require_bearer) and
+    /// [`require_header`](Self::require_header) ask for. They are in
+    /// [`requests`](Self::requests) too.
+    pub fn unauthorized_requests(&self) -> Vec<RecordedRequest> {
+        let state = self.shared.lock();
+        state
+            .requests
+            .iter()
+            .filter(|r| state.unauthorized.contains(&r.sequence))
+            .cloned()
+            .collect()
     }
 
     /// Answers the well-behaved requests on `route` (an exact path, a `/prefix/*` pattern or
@@ -855,6 +1001,8 @@ impl Shared {
                 faults: HashMap::new(),
                 answers: HashMap::new(),
                 pending_lookups: 0,
+                auth: Vec::new(),
+                unauthorized: Vec::new(),
             }),
             changed: watch::Sender::new(0),
         }
@@ -880,6 +1028,70 @@ struct State {
     faults: HashMap<String, VecDeque<Fault>>,
     answers: HashMap<String, AnswerShape>,
     pending_lookups: usize,
+    /// The credentials every request must carry, one per header.
+    auth: Vec<Requirement>,
+    /// The sequence numbers of the requests refused for their credentials.
+    unauthorized: Vec<u64>,
+}
+
+/// A header every request must carry ([`ProviderHandle::require_bearer`],
+/// [`ProviderHandle::require_header`]).
+#[derive(Debug)]
+struct Requirement {
+    name: HeaderName,
+    expected: Expected,
+    /// `Authorization: Bearer <expected>`, the scheme's name matched without regard to case.
+    bearer: bool,
+}
+
+/// A required value: its `Debug` never shows it.
+struct Expected(Vec<u8>);
+
+impl fmt::Debug for Expected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[REDACTED]")
+    }
+}
+
+impl Requirement {
+    /// Whether `headers` carry the required value, once.
+    fn met_by(&self, headers: &HeaderMap) -> bool {
+        let mut values = headers.get_all(&self.name).iter();
+        let (Some(value), None) = (values.next(), values.next()) else {
+            return false;
+        };
+        let sent = value.as_bytes();
+        let sent = if self.bearer {
+            match bearer_token(sent) {
+                Some(token) => token,
+                None => return false,
+            }
+        } else {
+            sent
+        };
+        same_secret(sent, &self.expected.0)
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` value (the scheme's name in any case).
+fn bearer_token(value: &[u8]) -> Option<&[u8]> {
+    let space = value.iter().position(|b| *b == b' ')?;
+    let (scheme, rest) = value.split_at(space);
+    if !scheme.eq_ignore_ascii_case(b"bearer") {
+        return None;
+    }
+    let start = rest.iter().position(|b| *b != b' ')?;
+    Some(&rest[start..])
+}
+
+/// Whether `sent` is `expected`, looking at every byte of `expected` whatever the first
+/// difference, so the time taken does not say how much of a guess was right (its length may).
+fn same_secret(sent: &[u8], expected: &[u8]) -> bool {
+    let mut difference = u8::from(sent.len() != expected.len());
+    for (at, byte) in expected.iter().enumerate() {
+        difference |= byte ^ sent.get(at).copied().unwrap_or(!byte);
+    }
+    std::hint::black_box(difference) == 0
 }
 
 /// What a key was first used for; a later request with the key must match it to be replayed.
@@ -945,6 +1157,25 @@ impl State {
             body: answer,
             status: status.get().map(status_code),
         })
+    }
+
+    /// The `401` for a request whose `headers` fail a credential requirement, if one does.
+    fn refusal(&self, headers: &HeaderMap, sequence: u64) -> Option<Response<ResponseBody>> {
+        let failed: Vec<&Requirement> = self.auth.iter().filter(|r| !r.met_by(headers)).collect();
+        if failed.is_empty() {
+            return None;
+        }
+        let mut response = json_response(
+            StatusCode::UNAUTHORIZED,
+            &json!({ "error": "unauthorized" }),
+            sequence,
+        );
+        if failed.iter().any(|r| r.bearer) {
+            response
+                .headers_mut()
+                .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        Some(response)
     }
 
     /// Takes the fault that applies to a `method` request on `path`, if any (see
@@ -1071,6 +1302,13 @@ async fn handle(
             received_at: SystemTime::now(),
             since_start,
         });
+        // A request without the required credentials goes no further: no fault, no effect.
+        if let Some(refused) = state.refusal(&parts.headers, sequence) {
+            state.unauthorized.push(sequence);
+            drop(state);
+            shared.notify();
+            return Ok(refused);
+        }
         let fault = state.take_fault(parts.method.as_str(), parts.uri.path());
         let incoming = Received {
             sequence,
@@ -1417,4 +1655,62 @@ fn query_param(query: &str, name: &str) -> Option<String> {
     form_urlencoded::parse(query.as_bytes())
         .find(|(key, _)| key == name)
         .map(|(_, value)| value.into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret(b"tok-1", b"tok-1"));
+        for sent in [
+            &b""[..],
+            b"tok-",
+            b"tok-12",
+            b"tok-2",
+            b"TOK-1",
+            b"\0\0\0\0\0",
+        ] {
+            assert!(!same_secret(sent, b"tok-1"), "{sent:?}");
+        }
+        // A byte that differs only in being the complement of the expected one still differs.
+        assert!(!same_secret(&[!b't'], b"t"));
+    }
+
+    #[test]
+    fn the_bearer_token_follows_the_scheme_in_any_case() {
+        assert_eq!(bearer_token(b"Bearer tok"), Some(&b"tok"[..]));
+        assert_eq!(bearer_token(b"bEARER   tok"), Some(&b"tok"[..]));
+        assert_eq!(bearer_token(b"Bearer tok "), Some(&b"tok "[..]));
+        for value in [
+            &b"Bearer"[..],
+            b"Bearer ",
+            b"Basic tok",
+            b"Bearertok",
+            b"tok",
+            b"",
+        ] {
+            assert_eq!(bearer_token(value), None, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn a_requirement_is_met_by_one_matching_header() {
+        let bearer = Requirement {
+            name: AUTHORIZATION,
+            expected: Expected(b"tok".to_vec()),
+            bearer: true,
+        };
+        let mut headers = HeaderMap::new();
+        assert!(!bearer.met_by(&headers));
+        headers.insert(AUTHORIZATION, HeaderValue::from_static("Bearer tok"));
+        assert!(bearer.met_by(&headers));
+        headers.append(AUTHORIZATION, HeaderValue::from_static("Bearer tok"));
+        assert!(!bearer.met_by(&headers), "a repeated header is refused");
+        assert_eq!(
+            format!("{bearer:?}"),
+            r#"Requirement { name: "authorization", expected: [REDACTED], bearer: true }"#
+        );
+    }
 }

@@ -1,6 +1,6 @@
 //! The provider double, observed with a plain HTTP client: request recording, effects and
-//! deduplication, every fault, operation lookups, shutdown, and state that outlives a killed
-//! client process.
+//! deduplication, every fault, operation lookups, credential requirements, shutdown, and state
+//! that outlives a killed client process.
 
 use std::time::Duration;
 
@@ -755,6 +755,319 @@ async fn invalid_and_custom_bodies() {
     handle.inject("/bookings", Fault::invalid_body().without_effect());
     post(&double, "/bookings", Some("k4"), &json!({})).await;
     assert_eq!(handle.effect_count("k4"), 0);
+}
+
+/// A `POST` with the given `authorization` header, if any.
+async fn post_with(
+    double: &ProviderDouble,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> reqwest::Response {
+    let mut request = http().post(double.url(path)).json(&json!({"slot": "9am"}));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap()
+}
+
+/// `require_bearer`: a write without the token, or with another, is recorded, answered `401`
+/// with `WWW-Authenticate: Bearer` and commits nothing; with the token it commits. Reads and
+/// the double's own lookups are gated too.
+#[tokio::test]
+async fn a_required_bearer_token_gates_every_request() {
+    let (double, handle) = ProviderDouble::start().await;
+    handle.require_bearer("tok-right-1f2e");
+
+    let without = post_with(&double, "/bookings", &[]).await;
+    assert_eq!(without.status(), 401);
+    assert_eq!(without.headers()["www-authenticate"], "Bearer");
+    assert_eq!(without.headers()["x-request-id"], "req_1");
+    assert_eq!(
+        without.json::<Value>().await.unwrap(),
+        json!({"error": "unauthorized"})
+    );
+    let wrong = post_with(
+        &double,
+        "/bookings",
+        &[("authorization", "Bearer tok-right-1f2")],
+    )
+    .await;
+    assert_eq!(wrong.status(), 401);
+    let other_scheme = post_with(
+        &double,
+        "/bookings",
+        &[("authorization", "Basic tok-right-1f2e")],
+    )
+    .await;
+    assert_eq!(other_scheme.status(), 401);
+    assert_eq!(handle.effect_total(), 0, "a refused write commits nothing");
+    assert_eq!(handle.request_count(), 3, "refused requests are recorded");
+    assert_eq!(
+        handle
+            .unauthorized_requests()
+            .iter()
+            .map(|r| r.sequence)
+            .collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert_eq!(handle.requests()[0].header("authorization"), None);
+
+    let right = post_with(
+        &double,
+        "/bookings",
+        &[("authorization", "Bearer tok-right-1f2e")],
+    )
+    .await;
+    assert_eq!(right.status(), 201);
+    assert!(right.headers().get("www-authenticate").is_none());
+    assert_eq!(handle.effect_total(), 1);
+    // The scheme's name in another case is the same scheme.
+    let lower = post_with(
+        &double,
+        "/bookings",
+        &[("authorization", "bearer tok-right-1f2e")],
+    )
+    .await;
+    assert_eq!(lower.status(), 201);
+    assert_eq!(handle.effect_total(), 2);
+    assert_eq!(handle.unauthorized_requests().len(), 3);
+
+    // Reads and operation lookups need the token as well.
+    for path in ["/bookings", "/operations/op_1"] {
+        let read = http().get(double.url(path)).send().await.unwrap();
+        assert_eq!(read.status(), 401, "{path}");
+        let read = http()
+            .get(double.url(path))
+            .bearer_auth("tok-right-1f2e")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(read.status(), 200, "{path}");
+    }
+}
+
+/// A refused request takes no fault and no shaped answer: the fault waits for the next
+/// authorized call. `clear_faults` keeps the requirement; `clear_auth` lifts it.
+#[tokio::test]
+async fn a_refused_request_uses_up_no_fault_and_survives_clear_faults() {
+    let (double, handle) = ProviderDouble::start().await;
+    handle.require_bearer("tok-9");
+    handle.answer("*", |_| json!({"shaped": true}));
+    handle.inject("POST /bookings", Fault::status(503));
+
+    let refused = post_with(&double, "/bookings", &[]).await;
+    assert_eq!(refused.status(), 401);
+    assert_eq!(
+        refused.json::<Value>().await.unwrap(),
+        json!({"error": "unauthorized"})
+    );
+    let faulted = post_with(&double, "/bookings", &[("authorization", "Bearer tok-9")]).await;
+    assert_eq!(
+        faulted.status(),
+        503,
+        "the fault waited for an authorized call"
+    );
+    assert_eq!(handle.effect_total(), 0);
+
+    handle.inject("*", Fault::status(500).always());
+    handle.clear_faults();
+    assert_eq!(post_with(&double, "/bookings", &[]).await.status(), 401);
+    let shaped = post_with(&double, "/bookings", &[("authorization", "Bearer tok-9")]).await;
+    assert_eq!(shaped.status(), 201);
+    assert_eq!(
+        shaped.json::<Value>().await.unwrap(),
+        json!({"shaped": true})
+    );
+
+    handle.clear_auth();
+    assert_eq!(post_with(&double, "/bookings", &[]).await.status(), 201);
+    assert_eq!(handle.effect_total(), 2);
+    assert_eq!(
+        handle.unauthorized_requests().len(),
+        2,
+        "lifting the requirement keeps the record"
+    );
+}
+
+/// `require_header`, API-key style: the name is matched in any case, the value exactly, sent
+/// once; it adds to a bearer requirement, and a later one on the same header replaces it.
+#[tokio::test]
+async fn a_required_header_gates_requests_alongside_the_bearer_token() {
+    let (double, handle) = ProviderDouble::start().await;
+    handle.require_header("X-Api-Key", "key-old");
+    handle.require_header("x-api-key", "key-right");
+
+    let without = post_with(&double, "/bookings", &[]).await;
+    assert_eq!(without.status(), 401);
+    assert!(
+        without.headers().get("www-authenticate").is_none(),
+        "no bearer requirement, no bearer challenge"
+    );
+    assert_eq!(
+        post_with(&double, "/bookings", &[("x-api-key", "key-old")])
+            .await
+            .status(),
+        401,
+        "the later requirement replaced the earlier"
+    );
+    assert_eq!(
+        post_with(&double, "/bookings", &[("x-api-key", "KEY-RIGHT")])
+            .await
+            .status(),
+        401
+    );
+    let repeated = http()
+        .post(double.url("/bookings"))
+        .header("x-api-key", "key-right")
+        .header("x-api-key", "key-right")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(repeated.status(), 401, "a repeated header is refused");
+    assert_eq!(
+        post_with(&double, "/bookings", &[("X-API-KEY", "key-right")])
+            .await
+            .status(),
+        201
+    );
+
+    // Both requirements apply: the key alone now fails the bearer one.
+    handle.require_bearer("tok-both");
+    let key_only = post_with(&double, "/bookings", &[("x-api-key", "key-right")]).await;
+    assert_eq!(key_only.status(), 401);
+    assert_eq!(key_only.headers()["www-authenticate"], "Bearer");
+    let token_only = post_with(
+        &double,
+        "/bookings",
+        &[("authorization", "Bearer tok-both")],
+    )
+    .await;
+    assert_eq!(token_only.status(), 401);
+    assert!(token_only.headers().get("www-authenticate").is_none());
+    assert_eq!(
+        post_with(
+            &double,
+            "/bookings",
+            &[
+                ("x-api-key", "key-right"),
+                ("authorization", "Bearer tok-both")
+            ]
+        )
+        .await
+        .status(),
+        201
+    );
+    // A header requirement on `authorization` replaces the bearer one (Basic auth, say).
+    handle.require_header("authorization", "Basic dXNlcjpwdw==");
+    assert_eq!(
+        post_with(
+            &double,
+            "/bookings",
+            &[
+                ("x-api-key", "key-right"),
+                ("authorization", "Bearer tok-both")
+            ]
+        )
+        .await
+        .status(),
+        401
+    );
+    assert_eq!(
+        post_with(
+            &double,
+            "/bookings",
+            &[
+                ("x-api-key", "key-right"),
+                ("authorization", "Basic dXNlcjpwdw==")
+            ]
+        )
+        .await
+        .status(),
+        201
+    );
+    assert_eq!(handle.effect_total(), 3);
+
+    handle.clear_auth();
+    assert_eq!(post_with(&double, "/bookings", &[]).await.status(), 201);
+    assert_eq!(handle.effect_total(), 4);
+}
+
+/// The required secrets show in no `Debug` of the handle, no `401` and no panic message; the
+/// recorded request keeps the raw header for `header()` and redacts it in its own `Debug`.
+#[tokio::test]
+async fn required_secrets_never_show() {
+    let (double, handle) = ProviderDouble::start().await;
+    handle.require_bearer("canary-bearer-5a1c");
+    handle.require_header("x-api-key", "canary-key-77d0");
+    let debug = format!("{handle:?} {handle:#?} {double:?}");
+    assert!(
+        !debug.contains("canary-bearer") && !debug.contains("canary-key"),
+        "{debug}"
+    );
+    assert!(
+        debug.contains("authorization") && debug.contains("x-api-key"),
+        "the handle names the required headers: {debug}"
+    );
+
+    let refused = post_with(
+        &double,
+        "/bookings",
+        &[
+            ("authorization", "Bearer canary-bearer-5a1c"),
+            ("x-api-key", "canary-key-77d"),
+        ],
+    )
+    .await;
+    assert_eq!(refused.status(), 401);
+    let headers = format!("{:?}", refused.headers());
+    let body = refused.text().await.unwrap();
+    for text in [&headers, &body] {
+        assert!(
+            !text.contains("canary-bearer") && !text.contains("canary-key"),
+            "{text}"
+        );
+    }
+    let recorded = &handle.unauthorized_requests()[0];
+    assert_eq!(
+        recorded.header("authorization"),
+        Some("Bearer canary-bearer-5a1c")
+    );
+    assert!(!format!("{recorded:?}").contains("canary-"));
+
+    // An invalid requirement panics without quoting the value.
+    let panic_of = |require: &dyn Fn()| -> String {
+        let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(require))
+            .expect_err("an invalid requirement panics");
+        panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap()
+    };
+    for message in [
+        panic_of(&|| handle.require_header("x-api-key", "canary-bad\nvalue")),
+        panic_of(&|| handle.require_bearer("canary-bad\r\nvalue")),
+        panic_of(&|| handle.require_bearer("")),
+        panic_of(&|| handle.require_bearer(" canary-bad")),
+        panic_of(&|| handle.require_header("x-api-key", "canary-bad ")),
+    ] {
+        assert!(message.contains("ProviderHandle::require_"), "{message}");
+        assert!(!message.contains("canary-bad"), "{message}");
+    }
+    // The valid requirements still hold after the refused ones.
+    assert_eq!(
+        post_with(
+            &double,
+            "/bookings",
+            &[
+                ("authorization", "Bearer canary-bearer-5a1c"),
+                ("x-api-key", "canary-key-77d0")
+            ],
+        )
+        .await
+        .status(),
+        201
+    );
 }
 
 #[tokio::test]
