@@ -2,7 +2,7 @@
 //! suite with `with_provider_setup`: the requirement holds through every scenario (the
 //! scenarios' `clear_faults` keeps it), a connector that authenticates every call passes, and a
 //! cancel companion that forgets the credential (an author trial's F10) is refused by the
-//! double, where the test sees it.
+//! double, where the test sees it, and fails `in_flight_cancelled`.
 
 use std::sync::{Arc, Mutex};
 
@@ -136,7 +136,24 @@ fn a_connector_that_authenticates_every_call_passes_a_double_that_requires_it() 
 
 #[test]
 fn a_cancel_companion_that_forgets_the_credential_is_refused() {
-    let (_report, handles) = run(false);
+    let (report, handles) = run(false);
+    // The suite says so: the host reports the companion's failure in the cancelled result.
+    let check = report
+        .check(&aip_connector_testkit::conformance::Scenario::CancellationRaces.check_name())
+        .unwrap();
+    assert_eq!(
+        check.assertions.get("in_flight_cancelled"),
+        Some(&false),
+        "{report}"
+    );
+    assert!(
+        check
+            .detail
+            .contains("the cancel companion of `cap:exports:run`")
+            && check.detail.contains("provider.unauthorized"),
+        "{}",
+        check.detail
+    );
     let refused: Vec<_> = handles
         .iter()
         .flat_map(ProviderHandle::unauthorized_requests)

@@ -329,6 +329,20 @@ async fn in_flight(
             )
         },
     );
+    // The cancel companion could not stop what the handler started (the host reports its
+    // failure in the `cancelled` output, docs/host-runtime.md §7.2): against a provider double
+    // that answers every well-formed request, that is the companion's own doing, such as a stop
+    // sent without the credential the companion is handed.
+    let refused_stop = result
+        .output
+        .as_ref()
+        .and_then(|output| output.get("remote_cancel_error"));
+    evidence.assert("in_flight_cancelled", refused_stop.is_none(), || {
+        format!(
+            "the cancel companion of `{id}`, called after the cancel {during}, failed ({}): what the handler started at the provider may go on. It is handed the tenant and credential the handler held (`CancelRequest::credential`)",
+            refused_stop.map_or_else(String::new, Value::to_string)
+        )
+    });
     evidence.assert(
         "in_flight_cancelled",
         fired_at_cancel,

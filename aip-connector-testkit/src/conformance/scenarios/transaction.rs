@@ -1153,7 +1153,7 @@ async fn lost_compensation(
     // answer waits for an operator, as §6.8 says; worth a note, not a failure.
     if code(&reconciled.result) == codes::TRANSACTION_PROVIDER_OPERATION_REQUIRED {
         evidence.note(format!(
-            "compensation_governed: the compensation of `{id}` through `{by}` named no provider operation, so when its answer is lost ({undo}) it cannot be reconciled and waits for an operator; name the undo's operation with `ProviderRequest::provider_operation` so a reconciliation can look it up"
+            "compensation_governed: the compensation of `{id}` through `{by}` named no provider operation, so when its answer is lost ({undo}) it cannot be reconciled and waits for an operator; record the undo's operation with `Checkpoint`, or name it with `ProviderRequest::provider_operation`, so a reconciliation can look it up"
         ));
         return;
     }
