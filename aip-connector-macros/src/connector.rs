@@ -51,7 +51,11 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             return quote! { #errors #item };
         }
     };
+    let errors_before_attr = cx.error_count();
     let attr = parse_args(&cx, args);
+    // The connector's own attribute read cleanly: its profiles are all there for the checks
+    // across capabilities (a misspelt profile would make every binding of it look undeclared).
+    let attr_clean = cx.error_count() == errors_before_attr;
     crate::expand::set_sdk_path(attr.sdk_path.clone());
     if let Some((_, path, _)) = &block.trait_ {
         cx.error_spanned_by(
@@ -63,11 +67,18 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         cx.error_spanned_by(&block.generics, "`#[connector]` does not support generic impl blocks yet: the manifest and schemas are computed once per connector type");
     }
     let mut capabilities = Vec::new();
+    // Whether each capability's `#[capability]` analyzed without errors: one that had errors is
+    // left out of the checks across capabilities, which then skip the rules that could name it.
+    let mut clean = Vec::new();
+    let mut any_failed = false;
     for impl_item in &mut block.items {
         let ImplItem::Fn(method) = impl_item else {
             continue;
         };
+        let errors_at_method = cx.error_count();
         refuse_capability_under_cfg_attr(&cx, &mut method.attrs);
+        // A `#[capability]` refused here is missing from the block's capabilities.
+        any_failed |= cx.error_count() > errors_at_method;
         let Some(index) = method.attrs.iter().position(is_capability_attribute) else {
             continue;
         };
@@ -77,24 +88,29 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             syn::Meta::Path(_) => TokenStream::new(),
             syn::Meta::NameValue(nv) => {
                 cx.error_spanned_by(nv, "write `#[capability(...)]`");
+                any_failed = true;
                 continue;
             }
         };
-        if let Some(capability) = capability::analyze(
+        let errors_before = cx.error_count();
+        let analyzed = capability::analyze(
             &cx,
             args,
             attribute.span(),
             &method.attrs,
             &method.sig,
             Some(&attr.id),
-        ) {
+        );
+        if let Some(capability) = analyzed {
             if capability.sig.refused_input {
                 method
                     .attrs
                     .push(syn::parse_quote!(#[allow(unused_variables)]));
             }
+            clean.push(cx.error_count() == errors_before);
             capabilities.push(capability);
         }
+        any_failed |= cx.error_count() > errors_before;
         crate::signature::strip_refused_parameters(&mut method.sig, true);
         capability::allow_unused_async(&mut method.attrs);
     }
@@ -107,8 +123,17 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             "a connector needs at least one `#[capability]` method",
         );
     }
-    if !cx.has_errors() {
-        check_connector(&cx, &attr, &capabilities);
+    // Checked across the capabilities that analyzed cleanly even when another had errors, so
+    // that one compile reports every problem (found by an author trial: a duplicate id showed
+    // only once the per-capability errors were fixed). Not when the connector's own attribute
+    // had errors, whose checks would then report what is missing from it.
+    if attr_clean {
+        let checked: Vec<&CapabilityItem> = capabilities
+            .iter()
+            .zip(&clean)
+            .filter_map(|(capability, clean)| clean.then_some(capability))
+            .collect();
+        check_connector(&cx, &attr, &checked, !any_failed);
     }
     match cx.check() {
         Ok(()) => crate::expand::connector(&block, &attr, &capabilities),
@@ -520,7 +545,15 @@ pub(crate) fn cfg_alternatives(a: &CapabilityItem, b: &CapabilityItem) -> bool {
 /// Cross-capability rules: unique ids, bindings to declared profiles, projected names that do
 /// not collide, and compensation capabilities that exist (or are waived as external) and whose
 /// handlers take `Compensation`.
-fn check_connector(cx: &Ctxt, attr: &ConnectorAttr, capabilities: &[CapabilityItem]) {
+/// The checks across the capabilities of one connector. With `complete` false (a capability of
+/// the block had errors and is not in `capabilities`), the rules about compensation targets are
+/// skipped: the target may be the capability that failed.
+fn check_connector(
+    cx: &Ctxt,
+    attr: &ConnectorAttr,
+    capabilities: &[&CapabilityItem],
+    complete: bool,
+) {
     let mut ids: BTreeMap<&str, Vec<&CapabilityItem>> = BTreeMap::new();
     for capability in capabilities {
         let id = capability.capability.id.as_str();
@@ -578,6 +611,9 @@ fn check_connector(cx: &Ctxt, attr: &ConnectorAttr, capabilities: &[CapabilityIt
             })
         })
         .collect();
+    if !complete {
+        return;
+    }
     let mut issues = Vec::new();
     rules::compensation_targets(&manifest, &waivers, &mut issues);
     // The macro sees every handler of the block, so it knows whether a compensating capability

@@ -390,7 +390,8 @@ impl ProviderHandle {
     /// names the header, never the value).
     pub fn require_header(&self, name: &str, value: impl AsRef<str>) {
         let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
-            panic!("ProviderHandle::require_header: {name:?} is not a valid header name");
+            // Not quoted: a name pasted with its value (`Authorization: Bearer …`) holds a secret.
+            panic!("ProviderHandle::require_header: the name is not a valid header name");
         };
         let value = value.as_ref();
         assert!(
@@ -476,6 +477,21 @@ impl ProviderHandle {
         self.shared.lock().answers.clear();
     }
 
+    /// Whether a `method` request on `path` answers as the provider's API does: an answer
+    /// shape covers it, or it is one of the double's own operation lookups (`/operations`).
+    /// Anything else gets the generic answer, which says nothing of the resource's state (a
+    /// `GET` answers `200` after a `DELETE` of the same path).
+    pub(crate) fn answers_truthfully(&self, method: &str, path: &str) -> bool {
+        let operations = path == "/operations" || path.starts_with("/operations/");
+        operations
+            || best_route(
+                self.shared.lock().answers.keys().map(String::as_str),
+                method,
+                path,
+            )
+            .is_some()
+    }
+
     /// The next `lookups` operation lookups answer `pending`, whatever the operation's state
     /// (a provider that has not finished, or whose read side lags). The double's own
     /// `/operations` lookups use them, and so does an answer shape that asks
@@ -518,8 +534,9 @@ impl ProviderHandle {
 }
 
 /// One request as the double received it. Its `Debug` shows the values of credential headers
-/// (`authorization`, `proxy-authorization`, `cookie`, and names containing `key`, `token` or
-/// `secret`) as `[REDACTED]`, so a failing assertion does not print them into a CI log;
+/// (`authorization`, `proxy-authorization`, `cookie`, and names containing `key`, `token`,
+/// `secret`, `auth`, `pass`, `credential`, `session` or `signature`) as `[REDACTED]`, so a
+/// failing assertion does not print them into a CI log;
 /// [`header`](Self::header) reads them.
 #[derive(Clone)]
 pub struct RecordedRequest {
@@ -548,9 +565,18 @@ fn is_credential_header(name: &str) -> bool {
     matches!(
         name.as_str(),
         "authorization" | "proxy-authorization" | "cookie" | "set-cookie"
-    ) || ["key", "token", "secret"]
-        .iter()
-        .any(|part| name.contains(part))
+    ) || [
+        "key",
+        "token",
+        "secret",
+        "auth",
+        "pass",
+        "credential",
+        "session",
+        "signature",
+    ]
+    .iter()
+    .any(|part| name.contains(part))
 }
 
 impl std::fmt::Debug for RecordedRequest {
@@ -1660,6 +1686,25 @@ fn query_param(query: &str, name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credential_headers_are_told_by_name() {
+        for name in [
+            "Authorization",
+            "cookie",
+            "x-api-key",
+            "x-auth",
+            "x-password",
+            "x-session-id",
+            "x-signature",
+            "x-client-credential",
+        ] {
+            assert!(is_credential_header(name), "{name}");
+        }
+        for name in ["content-type", "idempotency-id", "x-request-id"] {
+            assert!(!is_credential_header(name), "{name}");
+        }
+    }
 
     #[test]
     fn secrets_compare_whole() {

@@ -1249,7 +1249,7 @@ fn a_reconcile_that_reads_a_lost_deletes_404_as_not_done_fails_compensation_gove
     );
     assert!(
         check.detail.contains(
-            "the provider took the compensation of `cap:vms:create` through `cap:vms:delete` (DELETE /vms/vm-conformance-txn-comp-lost-target) and its answer was lost; reconciling the compensation's transaction answered `completed`"
+            "the provider took the compensation of `cap:vms:create` through `cap:vms:delete` (operation `del-vm-conformance-txn-comp-lost-target`) and its answer was lost; reconciling the compensation's transaction answered `completed`"
         ) && check.detail.contains("\"committed\":false"),
         "{}",
         check.detail

@@ -20,11 +20,12 @@
 //!   names what the action left there (an id from its output, or the operation it checkpointed
 //!   or created at the provider); a second one is refused. A compensation that answers
 //!   "compensated" without undoing anything, or undoes something else, passed before an author
-//!   trial. When the capability offers `reconcile`, a second compensation takes effect at the
-//!   provider, which drops the connection: its transaction must settle `outcome_unknown`, and a
-//!   reconciliation of it (the reconcile companion asked with `Reconciliation::compensation_for`
-//!   set) must find the undo took effect (`committed: true`), settle it `reconciled`, and run
-//!   nothing again. A companion that reads the deleted resource's 404 as "not committed" passed
+//!   trial. When the capability offers `reconcile`, a second compensation has its first write
+//!   committed and its connection dropped; when it is left `outcome_unknown` with an operation
+//!   the double committed, a reconciliation of it (the reconcile companion asked with
+//!   `Reconciliation::compensation_for` set) must find the undo took effect (`committed: true`),
+//!   settle it `reconciled`, and run nothing again (see [`lost_compensation`] for what holds
+//!   with a note). A companion that reads the deleted resource's 404 as "not committed" passed
 //!   before an author trial.
 //!
 //! What a manifest does not declare (no plan/commit pair, no compensation) holds with a note. So
@@ -1054,13 +1055,18 @@ async fn compensation_target(
     Some((target, marks))
 }
 
-/// `compensation_governed` for a compensation whose answer is lost after it took effect: the
-/// provider commits the compensation's first mutating request and drops the connection. When
-/// that request named the target (it was the undo), the transaction must be left
-/// `outcome_unknown`, and a reconciliation of it must say the undo committed, settle it
-/// `reconciled` and run neither handler again. Holds with a note when the capability offers no
-/// `reconcile` (its lost compensations wait for an operator, §6.8), when the connector has no
-/// provider, or when the first mutating request was not the undo.
+/// `compensation_governed` for a compensation whose answer is lost: the provider double
+/// commits the compensation's first write (of each method) and drops the connection. The check
+/// holds the reconciliation to what the double knows: when the operation the compensation
+/// recorded is one the double committed (the compensation sent its id, as the
+/// `OPERATION_ID_HEADER` lets it), the undo took effect, and a `reconcile` of the compensation's
+/// transaction must say `committed: true` and settle it `reconciled`, running neither handler.
+/// Everything the suite cannot judge holds with a note saying why: no `reconcile` mode, no
+/// provider, a compensation that did not settle `outcome_unknown` (a client that retried and
+/// was answered the replay, a read sent as `POST`), one that recorded no operation or one the
+/// double does not know, and a reconciliation whose lookups got the double's generic answer,
+/// which says nothing of a resource's state (found by a review: an honest companion that asks
+/// whether the resource still exists read the generic `200` as "not deleted").
 async fn lost_compensation(
     h: &Harness,
     evidence: &mut Evidence,
@@ -1068,20 +1074,25 @@ async fn lost_compensation(
     compensate: &impl Fn(ActionId, &str) -> Action,
 ) {
     let id = capability.id().to_string();
-    if !transaction_modes(capability).contains(&TransactionMode::Reconcile) {
+    let no_check = |evidence: &mut Evidence, why: String| {
         evidence.note(format!(
-            "compensation_governed: `{id}` declares no `reconcile` mode, so a compensation whose answer is lost waits for an operator; no lost compensation was reconciled"
+            "compensation_governed: no lost compensation of `{id}` was reconciled: {why}"
         ));
-        return;
+    };
+    if !transaction_modes(capability).contains(&TransactionMode::Reconcile) {
+        return no_check(
+            evidence,
+            "it declares no `reconcile` mode, so a compensation whose answer is lost waits for an operator".to_owned(),
+        );
     }
     if let Some(reason) = h.no_provider() {
-        evidence.note(format!(
-            "compensation_governed: the connector has no provider ({reason}), so no compensation's answer was lost"
-        ));
-        return;
+        return no_check(
+            evidence,
+            format!("the connector has no provider ({reason})"),
+        );
     }
     let host = h.host();
-    let Some((target, marks)) = compensation_target(
+    let Some((target, _)) = compensation_target(
         h,
         evidence,
         (capability, input, "conformance-txn-comp-lost-target"),
@@ -1091,8 +1102,6 @@ async fn lost_compensation(
     else {
         return;
     };
-    // The provider takes the first write of the compensation, then the connection drops.
-    let requests_before = h.provider().request_count();
     for method in ["POST", "PUT", "PATCH", "DELETE"] {
         h.provider()
             .inject(&format!("{method} *"), Fault::drop_connection());
@@ -1105,42 +1114,44 @@ async fn lost_compensation(
         .await;
     h.provider().clear_faults();
     evidence.artifact(format!("action:{}", lost.action.id));
-    let dropped = h
-        .provider()
-        .requests()
-        .split_off(requests_before)
-        .into_iter()
-        .find(|request| !matches!(request.method.as_str(), "GET" | "HEAD" | "OPTIONS"));
-    let Some(dropped) = dropped.filter(|request| {
-        let text = request_text(request);
-        marks.iter().any(|mark| text.contains(mark.as_str()))
-    }) else {
-        evidence.note(format!(
-            "compensation_governed: the first write of the compensation of `{id}` through `{by}` did not name what `{id}` left at the provider, so no lost undo was reconciled"
-        ));
-        return;
-    };
-    let undo = format!("{} {}", dropped.method, dropped.path);
     let transaction_id = compensation_transaction_of(&target.action.id);
     let unknown = view(
         h,
         host,
         TransactionSelector::Transaction(transaction_id.clone()),
     )
-    .await;
-    if unknown.as_ref().map(|v| v.status) != Some(Status::OutcomeUnknown) {
-        evidence.assert("compensation_governed", false, || {
+    .await
+    .filter(|v| v.status == Status::OutcomeUnknown);
+    let Some(unknown) = unknown else {
+        return no_check(
+            evidence,
             format!(
-                "the provider took the compensation of `{id}` through `{by}` ({undo}) and dropped the connection; the compensation answered `{}` ({}) and its transaction is {}, not `outcome_unknown`: a failure after a write may have reached the provider must say so (`uncertain_outcome`, as `ProviderClient` reports a dropped connection), or the undo can run twice",
+                "with its first write's connection dropped, the compensation through `{by}` settled `{}` ({}), not an unknown outcome. If that write was the undo, its failure must say `uncertain_outcome` (as `ProviderClient` reports a dropped write), or the undo may run twice",
                 lost.result.status,
-                shown_code(&lost.result),
-                super::maybe(unknown.as_ref().map(|v| v.status))
-            )
-        });
-        return;
+                shown_code(&lost.result)
+            ),
+        );
+    };
+    let Some(recorded) = unknown.provider_operation.clone() else {
+        return no_check(
+            evidence,
+            format!(
+                "the compensation through `{by}` recorded no provider operation, so its lost answer cannot be reconciled and waits for an operator; record the undo's operation with `Checkpoint`, or name it with `ProviderRequest::provider_operation`"
+            ),
+        );
+    };
+    if h.provider().operation(&recorded.operation_id).is_none() {
+        return no_check(
+            evidence,
+            format!(
+                "the operation the compensation through `{by}` recorded, `{}`, is not one the provider double committed (send its id with `provider_double::OPERATION_ID_HEADER`), so the suite cannot tell whether the undo took effect",
+                recorded.operation_id
+            ),
+        );
     }
     let runs = || (h.probe().calls(by), h.probe().calls(&id));
     let runs_before = runs();
+    let requests_before = h.provider().request_count();
     let reconciled = reconcile_transaction(
         h,
         host,
@@ -1149,24 +1160,40 @@ async fn lost_compensation(
         &transaction_id,
     )
     .await;
-    // A compensation that named no provider operation cannot be reconciled at all: its lost
-    // answer waits for an operator, as §6.8 says; worth a note, not a failure.
-    if code(&reconciled.result) == codes::TRANSACTION_PROVIDER_OPERATION_REQUIRED {
-        evidence.note(format!(
-            "compensation_governed: the compensation of `{id}` through `{by}` named no provider operation, so when its answer is lost ({undo}) it cannot be reconciled and waits for an operator; record the undo's operation with `Checkpoint`, or name it with `ProviderRequest::provider_operation`, so a reconciliation can look it up"
-        ));
-        return;
+    let committed = reconciled_committed(&reconciled.result);
+    if committed != Some(true) {
+        let generic: Vec<String> = h
+            .provider()
+            .requests()
+            .split_off(requests_before)
+            .into_iter()
+            .filter(|r| matches!(r.method.as_str(), "GET" | "HEAD"))
+            .filter(|r| !h.provider().answers_truthfully(&r.method, &r.path))
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect();
+        if !generic.is_empty() {
+            return no_check(
+                evidence,
+                format!(
+                    "its reconciliation answered `{}` ({}), but its lookups ({}) got the double's generic answer, which says nothing of the resource's state; shape them as the real API answers (`with_provider_setup` and `ProviderHandle::answer`, a 404 once deleted) for the suite to check the answer",
+                    reconciled.result.status,
+                    shown_output(&reconciled.result),
+                    generic.join(", ")
+                ),
+            );
+        }
     }
     let settled = view(h, host, TransactionSelector::Transaction(transaction_id)).await;
     evidence.assert(
         "compensation_governed",
         reconciled.result.status == ActionResultStatus::Completed
-            && reconciled_committed(&reconciled.result) == Some(true)
+            && committed == Some(true)
             && settled.as_ref().map(|v| v.status) == Some(Status::Reconciled)
             && runs() == runs_before,
         || {
             format!(
-                "the provider took the compensation of `{id}` through `{by}` ({undo}) and its answer was lost; reconciling the compensation's transaction answered `{}` ({}, {}) and left it {}, where the undo committed. The reconcile companion is asked with `Reconciliation::compensation_for` set: it looks up the undo (the operation the compensating handler recorded), and a deleted resource's 404 means the undo happened",
+                "the provider took the compensation of `{id}` through `{by}` (operation `{}`) and its answer was lost; reconciling the compensation's transaction answered `{}` ({}, {}) and left it {}, where the undo committed. The reconcile companion is asked with `Reconciliation::compensation_for` set: it looks up the undo, and a deleted resource's 404 means the undo happened",
+                recorded.operation_id,
                 reconciled.result.status,
                 shown_code(&reconciled.result),
                 shown_output(&reconciled.result),
