@@ -426,7 +426,8 @@ impl WebhookReceiverBuilder {
         self
     }
 
-    /// How long the body may take to arrive over HTTP ([`WebhookReceiver::router`]); past it the
+    /// How long the body may take to arrive over HTTP (`WebhookReceiver::router`, feature `http`;
+    /// not a link, which would not resolve without the feature); past it the
     /// delivery is answered `408 webhook.body_timeout` (retryable) and nothing runs. Default
     /// 30 s. The route reads no header of its own before the body, so this is what stops a
     /// sender that never finishes its upload from holding the request (and its buffer).
