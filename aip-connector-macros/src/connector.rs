@@ -544,10 +544,9 @@ pub(crate) fn cfg_alternatives(a: &CapabilityItem, b: &CapabilityItem) -> bool {
 
 /// Cross-capability rules: unique ids, bindings to declared profiles, projected names that do
 /// not collide, and compensation capabilities that exist (or are waived as external) and whose
-/// handlers take `Compensation`.
-/// The checks across the capabilities of one connector. With `complete` false (a capability of
-/// the block had errors and is not in `capabilities`), the rules about compensation targets are
-/// skipped: the target may be the capability that failed.
+/// handlers take `Compensation`. With `complete` false (a capability of the block had errors and
+/// is not in `capabilities`), the compensation rules are skipped: the target may be the
+/// capability that failed.
 fn check_connector(
     cx: &Ctxt,
     attr: &ConnectorAttr,

@@ -962,6 +962,11 @@ impl ActiveActions {
         pending
             .retried
             .note(&action.id, ActionOwner::of(action, principal), now);
+        self.count_retried(&pending);
+    }
+
+    /// Publishes how many late-cancel notes are live, after a change under the `pending` lock.
+    fn count_retried(&self, pending: &PendingCancels) {
         self.retried_count
             .store(pending.retried.len(), Ordering::SeqCst);
     }
@@ -979,8 +984,7 @@ impl ActiveActions {
         pending
             .retried
             .forget(&action.id, &ActionOwner::of(action, principal));
-        self.retried_count
-            .store(pending.retried.len(), Ordering::SeqCst);
+        self.count_retried(&pending);
     }
 
     /// Cancels the executing action `id`, or remembers the cancellation for
@@ -1011,8 +1015,7 @@ impl ActiveActions {
         // Late for an execution that failed retryably (another caller's action with the same id
         // is none of this caller's business: its cancel is remembered as for any other id).
         pending.retried.drop_lapsed(now);
-        self.retried_count
-            .store(pending.retried.len(), Ordering::SeqCst);
+        self.count_retried(&pending);
         if pending.retried.is_late(id, owner, now) {
             self.pending_count.fetch_sub(1, Ordering::SeqCst);
             return CancelOutcome::AlreadyFinished;

@@ -1079,18 +1079,19 @@ async fn companion<T, F: Future<Output = T>>(
     let interrupted = || CompanionEnd::Interrupted {
         requested: context.cancellation.was_requested(),
     };
-    if host.active.fire_pending(context, host.clock.as_ref()) {
+    // Registered before it starts: registering fires a cancellation remembered for the action,
+    // which then stops it before it runs.
+    let _registered = ActiveGuard::register(host, context);
+    if context.cancellation.is_fired() {
         return Ok(interrupted());
     }
     let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(start))
         .map_err(|_| handler_panicked(action, action.capability_id.as_str()))?;
-    let _registered = ActiveGuard::register(host, context);
     let mut guarded = std::pin::pin!(std::panic::AssertUnwindSafe(call).catch_unwind());
     let mut timer = std::pin::pin!(tokio::time::sleep_until(context.deadline));
     let ended = std::future::poll_fn(|cx| {
         use std::task::Poll;
-        // Fired before this poll (by a cancel remembered while the companion started, which
-        // registering consumed): the companion is not polled again.
+        // Fired before this poll (a cancel while the companion started): it is not polled.
         if context.cancellation.is_fired() {
             return Poll::Ready(Ok(interrupted()));
         }

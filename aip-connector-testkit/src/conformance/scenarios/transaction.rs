@@ -861,7 +861,7 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
         transactional(&id, compensating_input.clone(), key, block)
     };
     let requests_before_target = h.provider().request_count();
-    let Some((target, marks)) = compensation_target(
+    let Some((target, effects_before_target)) = compensation_target(
         h,
         evidence,
         (capability, &input, "conformance-txn-comp-target"),
@@ -871,6 +871,19 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
     else {
         return;
     };
+    // What the target left at the provider, by which a compensation names what it undoes.
+    let target_view = view(
+        h,
+        host,
+        TransactionSelector::Action(target.action.id.clone()),
+    )
+    .await;
+    let marks = left_by_target(
+        h,
+        effects_before_target,
+        target.result.output.as_ref(),
+        target_view.as_ref(),
+    );
     let compensations = || h.probe().calls(&by);
     let originals = || h.probe().calls(&id);
     let (compensations_start, originals_start) = (compensations(), originals());
@@ -1014,15 +1027,14 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
 }
 
 /// Runs the example of `capability` under `key` as the target of a compensation: the completed
-/// run and what it left at the provider, by which a compensation names what it undoes (see
-/// [`left_by_target`]). `None` after failing `compensation_governed` when it did not complete
-/// (`so` says what that prevents).
+/// run, and the provider's effect count before it (for [`left_by_target`]). `None` after failing
+/// `compensation_governed` when it did not complete (`so` says what that prevents).
 async fn compensation_target(
     h: &Harness,
     evidence: &mut Evidence,
     (capability, input, key): (&CapabilityDefinition, &Value, &str),
     so: &str,
-) -> Option<(Driven, Vec<String>)> {
+) -> Option<(Driven, usize)> {
     let id = capability.id();
     let host = h.host();
     let effects_before = h.provider().effect_total();
@@ -1040,19 +1052,7 @@ async fn compensation_target(
         });
         return None;
     }
-    let target_view = view(
-        h,
-        host,
-        TransactionSelector::Action(target.action.id.clone()),
-    )
-    .await;
-    let marks = left_by_target(
-        h,
-        effects_before,
-        target.result.output.as_ref(),
-        target_view.as_ref(),
-    );
-    Some((target, marks))
+    Some((target, effects_before))
 }
 
 /// `compensation_governed` for a compensation whose answer is lost: the provider double
