@@ -1295,9 +1295,19 @@ async fn an_execute_while_an_earlier_attempt_runs_is_attempt_in_progress() {
         action
     };
     let (second, third) = (again("e2"), again("e2"));
+    // The first attempt runs until its host "dies": its future is leaked, not dropped (a
+    // dropped call is settled, docs/host-runtime.md §7.2; a dead host runs no destructor).
+    let (die, dies) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn({
         let host = Arc::clone(&host);
-        async move { host.invoke(first, &ada()).await }
+        async move {
+            let caller = ada();
+            let mut call = Box::pin(host.invoke(first, &caller));
+            tokio::select! {
+                result = &mut call => panic!("the first attempt answered: {result:?}"),
+                _ = dies => std::mem::forget(call),
+            }
+        }
     });
     while bank.calls.load(Ordering::SeqCst) == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -1333,8 +1343,8 @@ async fn an_execute_while_an_earlier_attempt_runs_is_attempt_in_progress() {
     assert_eq!(bank.calls.load(Ordering::SeqCst), 1, "the handler ran once");
 
     // The first attempt's host dies; once its deadline has passed, a retry takes it over.
-    running.abort();
-    let _ = running.await;
+    die.send(()).unwrap();
+    running.await.unwrap();
     clock.advance(attempt_over_at - START - 4_000);
     let retried = host.invoke(third, &ada()).await;
     assert_eq!(retried.status, ActionResultStatus::Completed, "{retried:?}");
@@ -1416,7 +1426,9 @@ async fn reconciling_another_capabilitys_transaction_is_not_reconcilable() {
 }
 
 /// An uncertain `execute` whose reconciliation (1 s deadline) is abandoned mid-lookup, as a
-/// host that dies would leave it: the record stays `reconciling`.
+/// host that dies would leave it: the record stays `reconciling`. The call's future is leaked,
+/// not dropped: a dropped call is settled (docs/host-runtime.md §7.2), a dead host runs no
+/// destructor.
 async fn abandon_a_reconciliation(bank: &Bank, host: &Arc<Host>) -> TransactionId {
     let id = TransactionId::new();
     host.invoke(
@@ -1430,16 +1442,17 @@ async fn abandon_a_reconciliation(bank: &Bank, host: &Arc<Host>) -> TransactionI
     )
     .await;
     bank.reconciliation_hangs.store(true, Ordering::SeqCst);
-    let lookup = tokio::spawn({
-        let host = Arc::clone(host);
-        let action = reconcile(&id, "r1").with_timeout_ms(1_000);
-        async move { host.invoke(action, &ada()).await }
-    });
-    while bank.cursors_seen.lock().unwrap().is_empty() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
+    let caller = ada();
+    let mut lookup = Box::pin(host.invoke(reconcile(&id, "r1").with_timeout_ms(1_000), &caller));
+    tokio::select! {
+        result = &mut lookup => panic!("the lookup answered: {result:?}"),
+        () = async {
+            while bank.cursors_seen.lock().unwrap().is_empty() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        } => {}
     }
-    lookup.abort();
-    let _ = lookup.await;
+    std::mem::forget(lookup);
     bank.reconciliation_hangs.store(false, Ordering::SeqCst);
     id
 }

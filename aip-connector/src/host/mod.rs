@@ -1305,16 +1305,24 @@ impl Host {
     ///
     /// # Cancel safety
     ///
-    /// Drive the future to completion. Dropping it while the handler runs (a
-    /// `tokio::time::timeout` around the call, a web framework that drops a request's future when
-    /// its client disconnects) fires the handler's cancellation token but settles nothing: no
-    /// result is stored, a keyed action's reservation stays held until it expires (the action's
-    /// timeout plus 60 s; a resend is answered `idempotency.in_progress` meanwhile), its
-    /// transaction stays `prepared` until a reconciliation, and its cancel companion is not
-    /// called. For a deadline, give the action one (`Action::with_timeout_ms`, or the
-    /// capability's `sla(timeout_ms)`): it ends as `sla.timeout_exceeded`, settled. To stop an
-    /// action, call [`cancel`](Self::cancel). Where something else may drop the future, spawn
-    /// the call, as the HTTP server does (docs/host-runtime.md §7.2).
+    /// Dropping the future (a `tokio::time::timeout` around the call, a web framework that drops
+    /// a request's future when its client disconnects) abandons the action, as its transport
+    /// would with [`abandon_as`](Self::abandon_as): the handler's cancellation token fires and
+    /// its future is dropped, and what the call holds is settled on a task spawned on the
+    /// current Tokio runtime, with what the call would have answered: `sla.timeout_exceeded`
+    /// if its deadline had passed, `cancelled` if a cancel had stopped it, else
+    /// `action.abandoned`, retryable (the key released, so a resend runs the action again)
+    /// when the handler had not started or the contract's `retry_safety` allows a retry, else
+    /// stored under the key and replayed. A transaction it admitted settles as an interrupted
+    /// one does (`outcome_unknown` after a time-out or a checkpoint), or with the handler's
+    /// answer if the handler had answered; a claimed resume is given back when the result is
+    /// retryable. The cancel companion is not called (or is dropped, if it was running). A
+    /// store write in flight at the drop may land unseen (on PostgreSQL; the memory store and
+    /// SQLite finish theirs), and a future dropped outside a runtime settles nothing
+    /// (docs/host-runtime.md §7.2, "Dropping a call"). For a deadline, give the action one
+    /// (`Action::with_timeout_ms`, or the capability's `sla(timeout_ms)`): it ends as
+    /// `sla.timeout_exceeded` in the call and its cancel companion is asked to stop the
+    /// provider's work. To stop an action, call [`cancel`](Self::cancel).
     pub fn invoke<'a>(
         &'a self,
         action: Action,

@@ -39,6 +39,8 @@ use crate::store::{
     ApprovalRecord, ApprovalStatus, IdempotencyRecord, Reservation, ReserveOutcome,
 };
 
+mod dropped;
+
 /// How [`run`] was entered.
 #[derive(Default)]
 pub(crate) struct Options {
@@ -53,7 +55,7 @@ pub(crate) struct Options {
 /// The action arrives behind an [`Arc`]: the pipeline's futures carry a pointer instead of the
 /// action, and the handler's context shares it instead of copying it.
 pub(crate) async fn run(
-    host: &HostInner,
+    host: &Arc<HostInner>,
     action: Arc<Action>,
     caller: &TrustedContext,
     options: Options,
@@ -132,7 +134,7 @@ fn classified(result: ActionResult) -> (ActionResult, bool, bool) {
 /// through [`Box::pin`]: their state lives on the heap while they run, so the future of the common
 /// call stays small and cheap to move.
 async fn execute(
-    host: &HostInner,
+    host: &Arc<HostInner>,
     mut action: Arc<Action>,
     caller: &TrustedContext,
     options: Options,
@@ -510,16 +512,22 @@ async fn execute(
             }
         }
     };
-    let settlement = Settlement {
-        host,
-        reservation,
-        scope,
-        capability,
-        caller,
-        tenant,
-        // Read whenever a key was reserved; a settlement without a reservation writes nothing.
-        now: now.unwrap_or_default(),
-    };
+    // From here on every path ends in the settlement below; a call dropped before it is
+    // settled by `unsettled` instead (see `dropped`).
+    let unsettled = dropped::Unsettled::new(
+        Settlement {
+            host,
+            reservation,
+            scope,
+            capability,
+            principal: &caller.principal.id,
+            tenant,
+            // Read whenever a key was reserved; a settlement without a reservation writes nothing.
+            now: now.unwrap_or_default(),
+        },
+        &action,
+        claimed,
+    );
     let mode = action.transaction.as_ref().map(|t| t.mode);
     let call = Call {
         host,
@@ -533,6 +541,7 @@ async fn execute(
         tenant,
         timeout_ms,
         redact,
+        unsettled: &unsettled,
     };
 
     // Every path ends in one settlement of the reservation.
@@ -556,7 +565,7 @@ async fn execute(
                     .is_some_and(|c| c.requires_approval)))
     {
         // 10. The approval gate. A keyed call's fingerprint is the one its reservation carries.
-        let (key, fingerprint) = match &settlement.reservation {
+        let (key, fingerprint) = match unsettled.reservation() {
             Some(reservation) => (
                 Some(reservation.key.clone()),
                 reservation.input_hash.clone(),
@@ -571,7 +580,7 @@ async fn execute(
         let handler = Handler {
             // The handler sees the key only when the call reserved one; its context rebuilds the
             // scoped form on demand (`ProviderRequest::idempotency` sends it).
-            idempotency_scope: settlement.reservation.is_some().then_some(scope),
+            idempotency_scope: unsettled.reservation().is_some().then_some(scope),
             credential,
             approval: approved.as_deref().map(verified_from).map(Box::new),
             approval_wait_ms: approved.as_deref().map(approval_wait_ms),
@@ -591,13 +600,12 @@ async fn execute(
             _ => run_handler(&call, handler, None).await.0,
         }
     };
-    let result = if settlement.reservation.is_none() {
+    let result = match unsettled.settle(result) {
         // Nothing to settle: the result goes back without passing through the settlement.
-        result
-    } else {
+        Ok(result) => result,
         // Boxed: only keyed calls settle, and inline the settlement's state (the pending write
         // and the result) would be the largest part of every call's pipeline state.
-        Box::pin(settlement.settle(result)).await
+        Err(writing) => writing.await,
     };
     // A cancel that reached the handler is answered with what the action ended with (found by
     // a hostile review: the server answered `cancelled` for an action whose success stood).
@@ -702,6 +710,9 @@ struct Call<'a> {
     tenant: Option<&'a VerifiedTenant>,
     timeout_ms: u64,
     redact: bool,
+    /// What a dropped call still settles; told when the handler starts and what transaction
+    /// the call admitted.
+    unsettled: &'a dropped::Unsettled<'a>,
 }
 
 /// How long `record` waited for its decisions: from the request to the last approving
@@ -757,10 +768,12 @@ async fn transactional(
             compensation: Some(Arc::new(target)),
             ..handler
         };
+        call.unsettled
+            .transaction_admitted(&record.transaction_id, mode);
         let checkpoint = Arc::new(transaction::StoreCheckpoint::new(host, &record));
         let (mut result, interruption) = run_handler(call, handler, Some(checkpoint)).await;
         // An undo whose answer was lost is named like a write's, for the caller to reconcile.
-        if transaction::settle(host, &record, mode, &result, interruption).await {
+        if settle_transaction(call, &record, mode, &result, interruption).await {
             transaction::name_unknown_outcome(&mut result, &record.transaction_id);
         }
         return result;
@@ -786,10 +799,12 @@ async fn transactional(
         return replay;
     }
     let record = admitted.record;
+    call.unsettled
+        .transaction_admitted(&record.transaction_id, mode);
     if mode == TransactionMode::Reconcile {
         let result = reconcile(call, &record, handler.credential.map(|c| *c)).await;
-        transaction::settle(
-            host,
+        settle_transaction(
+            call,
             &record,
             TransactionMode::Reconcile,
             &result,
@@ -801,10 +816,32 @@ async fn transactional(
     let checkpoint = Arc::new(transaction::StoreCheckpoint::new(host, &record));
     let (mut result, interruption) = run_handler(call, handler, Some(checkpoint)).await;
     mark_refused_output_as_committed(&mut result);
-    if transaction::settle(host, &record, mode, &result, interruption).await {
+    if settle_transaction(call, &record, mode, &result, interruption).await {
         transaction::name_unknown_outcome(&mut result, &record.transaction_id);
     }
     result
+}
+
+/// [`transaction::settle`], with the result kept for the call's drop guard while the store is
+/// written: a call dropped meanwhile settles the transaction with it.
+async fn settle_transaction(
+    call: &Call<'_>,
+    record: &crate::store::TransactionRecord,
+    mode: TransactionMode,
+    result: &ActionResult,
+    interruption: transaction::Interruption,
+) -> bool {
+    call.unsettled.transaction_ending(result, interruption);
+    let unknown = transaction::settle(
+        call.host,
+        &record.transaction_id,
+        mode,
+        result,
+        interruption,
+    )
+    .await;
+    call.unsettled.transaction_settled();
+    unknown
 }
 
 /// A commit or execute whose handler completed but whose output the host refused
@@ -1300,24 +1337,12 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
             }
             failure::failed(&action.id, error)
         }
-        Outcome::TimedOut(refused) => {
-            let retryable = contract.is_some_and(|c| c.execution.supports_retry);
-            let error = failure::error(
-                codes::SLA_TIMEOUT_EXCEEDED,
-                format!("the handler did not finish within {timeout_ms} ms"),
-                ErrorCategory::Temporary,
-                retryable,
-            );
-            // As upstream reports it: what the cancel companion answered when asked to stop.
-            let details = match refused {
-                Some(refused) => json!({
-                    "timeout_ms": timeout_ms,
-                    "remote_cancel_error": refused.reported(call),
-                }),
-                None => json!({ "timeout_ms": timeout_ms }),
-            };
-            failure::failed(&action.id, failure::with_details(error, details))
-        }
+        Outcome::TimedOut(refused) => timed_out(
+            &action.id,
+            contract,
+            timeout_ms,
+            refused.map(|refused| refused.reported(call)),
+        ),
         Outcome::Cancelled(refused) => {
             let mut result = cancelled_by_request(&action.id);
             // The caller (and the cancel request, answered with this result) learns that the
@@ -1343,6 +1368,28 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
             contract.is_some_and(|c| c.execution.retry_safety.allows_retry()),
         ),
     }
+}
+
+/// `sla.timeout_exceeded` for a handler stopped at its deadline, with what the cancel companion
+/// answered when it refused to stop (`remote_cancel_error`, as upstream reports it).
+fn timed_out(
+    action_id: &aip_connector_core::ids::ActionId,
+    contract: Option<&CapabilityContract>,
+    timeout_ms: u64,
+    remote_cancel_error: Option<Value>,
+) -> ActionResult {
+    let retryable = contract.is_some_and(|c| c.execution.supports_retry);
+    let error = failure::error(
+        codes::SLA_TIMEOUT_EXCEEDED,
+        format!("the handler did not finish within {timeout_ms} ms"),
+        ErrorCategory::Temporary,
+        retryable,
+    );
+    let details = match remote_cancel_error {
+        Some(refused) => json!({ "timeout_ms": timeout_ms, "remote_cancel_error": refused }),
+        None => json!({ "timeout_ms": timeout_ms }),
+    };
+    failure::failed(action_id, failure::with_details(error, details))
 }
 
 /// Step 14: starts the handler and returns the race of its future against its deadline and
@@ -1384,6 +1431,7 @@ fn dispatch<'c>(
     tracing::debug!(handler = %call.routed.id, timeout_ms, "handler started");
     // Generated code decodes the input and starts the handler before returning its future: a
     // panic there is the handler's, answered like one while it runs.
+    call.unsettled.handler_started();
     let running = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         connector.invoke(
             call.routed.id.as_str(),
@@ -1402,6 +1450,8 @@ fn dispatch<'c>(
         stopping: None,
         started: false,
         panicked,
+        finished: false,
+        unsettled: call.unsettled,
         active: None,
         context,
         running,
@@ -1444,6 +1494,10 @@ struct Supervised<'c> {
     started: bool,
     /// The handler panicked; its future (if it had one) is dropped.
     panicked: bool,
+    /// The race answered: a drop from now on is the pipeline's own.
+    finished: bool,
+    /// Told how the handler was stopped when the call is dropped before the race answers.
+    unsettled: &'c dropped::Unsettled<'c>,
     /// The registration for `Host::cancel`, from the handler's first wait; unregistered when the
     /// race ends.
     active: Option<ActiveGuard<'c>>,
@@ -1467,8 +1521,17 @@ impl Future for Supervised<'_> {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Outcome> {
+        let polled = self.poll_outcome(cx);
+        self.finished = polled.is_ready();
+        polled
+    }
+}
+
+impl Supervised<'_> {
+    /// The race, then the cancel companion of a handler it stopped.
+    fn poll_outcome(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Outcome> {
         use std::task::Poll;
-        let this = &mut *self;
+        let this = self;
         if this.stopping.is_none() {
             let outcome = std::task::ready!(this.race(cx));
             // A handler stopped rather than finished sees its token fired before its future is
@@ -1521,9 +1584,7 @@ impl Future for Supervised<'_> {
             other => other,
         })
     }
-}
 
-impl Supervised<'_> {
     /// The race itself: the handler's outcome, its cancellation, or its deadline.
     fn race(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Outcome> {
         use std::task::Poll;
@@ -1666,6 +1727,21 @@ fn consumer_gone(context: &HostInvocation) -> bool {
 
 impl Drop for Supervised<'_> {
     fn drop(&mut self) {
+        // Dropped before it answered (the call was dropped): the call's guard settles it as the
+        // race would have, should it have stopped the handler already (its deadline passed or a
+        // cancel came, and maybe its cancel companion runs).
+        if !self.finished {
+            let stop = match self.stopping.as_deref() {
+                Some((Outcome::TimedOut(_), _)) => dropped::Stop::TimedOut,
+                Some((Outcome::Cancelled(_), _)) => dropped::Stop::Cancelled,
+                _ if self.context.cancellation.was_requested() => dropped::Stop::Cancelled,
+                _ if tokio::time::Instant::now() >= self.context.deadline => {
+                    dropped::Stop::TimedOut
+                }
+                _ => dropped::Stop::Abandoned,
+            };
+            self.unsettled.handler_stopped(stop);
+        }
         // The handler's future first (it holds the extractors, and with them any clone of the
         // context), then the registration.
         self.running = None;
@@ -1708,11 +1784,11 @@ impl Drop for ActiveGuard<'_> {
 /// release the key (the next attempt executes again); everything else is stored and replayed.
 /// The stored record carries the reservation's fingerprint.
 struct Settlement<'a> {
-    host: &'a HostInner,
+    host: &'a Arc<HostInner>,
     reservation: Option<Reservation>,
     scope: aip_connector_core::model::IdempotencyKeyScope,
     capability: &'a Capability,
-    caller: &'a TrustedContext,
+    principal: &'a aip_connector_core::ids::PrincipalId,
     tenant: Option<&'a VerifiedTenant>,
     now: crate::store::Millis,
 }
@@ -1790,7 +1866,7 @@ impl Settlement<'_> {
             key_scope: self.scope,
             action_id: reservation.action_id.clone(),
             capability_id: self.capability.id.clone(),
-            principal_id: self.caller.principal.id.clone(),
+            principal_id: self.principal.clone(),
             tenant_id: self.tenant.map(|t| t.id.clone()),
             input_hash: reservation.input_hash.clone(),
             result,
@@ -3189,6 +3265,13 @@ async fn follow_up(
     let Some(id) = give_back else {
         return refresh_pending_replay(host, caller, result).await;
     };
+    give_back_resume(host, id).await;
+    result
+}
+
+/// Gives back the resume of approval `id` claimed by a call that ended retryably, so a later
+/// resume runs the action again.
+async fn give_back_resume(host: &HostInner, id: &ApprovalId) {
     if let Err(error) = host.store.release_resume(id).await {
         tracing::warn!(
             error = %error,
@@ -3196,7 +3279,6 @@ async fn follow_up(
             "the resume of an approved action that ended retryably was not given back; the approval reads as resumed"
         );
     }
-    result
 }
 
 fn verified_from(record: &ApprovalRecord) -> VerifiedApprovals {
@@ -3238,7 +3320,7 @@ fn status_error(status: ApprovalStatus) -> ProtocolError {
 /// sent for streaming is refused before anything is claimed (resume it with
 /// `Host::resume_approved_stream`, which streams its chunks).
 pub(crate) async fn resume(
-    host: &HostInner,
+    host: &Arc<HostInner>,
     id: &ApprovalId,
     caller: &TrustedContext,
 ) -> ActionResult {
@@ -3622,14 +3704,14 @@ mod tests {
     /// box. It was 1,672 bytes while the handler's context was built inside the awaited future,
     /// and 960 while the settlement's state was inline; the reference to the resume claim `run`
     /// gives back took it from 648 to 664, the reservation's tenant (`Reservation::tenant_id`)
-    /// to 712.
+    /// to 712, the guard that settles a dropped call (`dropped::Unsettled`) to 760.
     #[test]
     fn the_pipeline_state_fits_the_allocator_fast_path() {
         fn future_size5<A, B, C, D, E, F: Future>(_: impl FnOnce(A, B, C, D, E) -> F) -> usize {
             std::mem::size_of::<F>()
         }
         let size = future_size5(execute);
-        assert!(size <= 712, "the pipeline future is {size} bytes");
+        assert!(size <= 760, "the pipeline future is {size} bytes");
     }
 
     fn future_size2<A, B, F: Future>(_: impl FnOnce(A, B) -> F) -> usize {

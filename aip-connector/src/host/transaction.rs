@@ -1210,16 +1210,16 @@ pub(crate) enum Interruption {
 /// [`name_unknown_outcome`]).
 pub(crate) async fn settle(
     host: &HostInner,
-    admitted: &TransactionRecord,
+    transaction_id: &TransactionId,
     mode: TransactionMode,
     result: &ActionResult,
     interruption: Interruption,
 ) -> bool {
     // Reread: a checkpoint may have moved the revision while the handler ran.
-    let record = match host.store.transaction(&admitted.transaction_id).await {
+    let record = match host.store.transaction(transaction_id).await {
         Ok(Some(record)) => record,
         Ok(None) | Err(_) => {
-            tracing::warn!(transaction_id = %escaped(admitted.transaction_id.as_str()), "transaction record missing at settlement");
+            tracing::warn!(transaction_id = %escaped(transaction_id.as_str()), "transaction record missing at settlement");
             return false;
         }
     };
