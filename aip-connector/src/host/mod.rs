@@ -1317,8 +1317,9 @@ impl Host {
     /// one does (`outcome_unknown` after a time-out or a checkpoint), or with the handler's
     /// answer if the handler had answered; a claimed resume is given back when the result is
     /// retryable. The cancel companion is not called (or is dropped, if it was running). A
-    /// store write in flight at the drop may land unseen (on PostgreSQL; the memory store and
-    /// SQLite finish theirs), and a future dropped outside a runtime settles nothing
+    /// store write in flight at the drop may or may not land, unseen (on SQLite and
+    /// PostgreSQL; the memory store finishes its writes before they first return), and a
+    /// future dropped outside a runtime settles nothing
     /// (docs/host-runtime.md §7.2, "Dropping a call"). For a deadline, give the action one
     /// (`Action::with_timeout_ms`, or the capability's `sla(timeout_ms)`): it ends as
     /// `sla.timeout_exceeded` in the call and its cancel companion is asked to stop the
