@@ -4,6 +4,7 @@
 //! wire-compatibility tests read them from the folder named by `AIP_UPSTREAM_SCHEMAS` (CI sets
 //! it), and skip with a message when the variable is unset.
 
+pub mod hooked_store;
 pub mod raw_http;
 pub mod store_conformance;
 

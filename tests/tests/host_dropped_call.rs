@@ -11,18 +11,15 @@ use std::time::Duration;
 
 use aip_connector::codes;
 use aip_connector::host::{CancelOutcome, Host, TrustedContext};
-use aip_connector::ids::{ApprovalId, TransactionId};
+use aip_connector::ids::TransactionId;
 use aip_connector::model::{
     Action, ActionResult, ActionResultStatus, ActionTransaction, Principal, PrincipalKind,
     ProviderOperationRef, TransactionMode, TransactionProtocolStatus,
 };
 use aip_connector::prelude::*;
-use aip_connector::store::{
-    ApprovalRecord, ApprovalStore, IdempotencyRecord, IdempotencyStore, MemoryStore, Millis,
-    Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore, Transition,
-    TransitionOutcome,
-};
+use aip_connector::store::{MemoryStore, TransactionStore};
 use aip_connector::{CancelRequest, VerifiedTenant};
+use aip_connector_tests::hooked_store::HookedStore;
 use serde_json::json;
 use tokio::sync::Notify;
 
@@ -360,8 +357,7 @@ async fn a_call_driven_to_its_end_is_settled_once() {
     // its result, and no second settlement is written.
     let shop = Shop::default();
     shop.hung.store(true, Ordering::SeqCst);
-    let store = Arc::new(StalledCommitStore::default());
-    store.stalled_once.store(true, Ordering::SeqCst);
+    let store = Arc::new(HookedStore::default());
     let host = Host::builder()
         .connector(shop.clone())
         .store(Arc::clone(&store) as _)
@@ -377,190 +373,8 @@ async fn a_call_driven_to_its_end_is_settled_once() {
     assert!(replayed.is_idempotent_replay(), "{replayed:?}");
     assert_eq!(replayed.status, ActionResultStatus::Completed);
     assert_eq!(shop.runs.load(Ordering::SeqCst), 1);
-    assert_eq!(store.settles.load(Ordering::SeqCst), 1);
-    assert_eq!(store.releases.load(Ordering::SeqCst), 0);
-}
-
-/// The memory store whose first `prepared → committed` transition never answers: the call
-/// settling its transaction is dropped while that write is in flight. Later writes go through.
-#[derive(Default)]
-struct StalledCommitStore {
-    inner: MemoryStore,
-    /// Notified when the first commit's transition stalls.
-    stalled: Notify,
-    /// Set once a commit stalled (or to let every commit through).
-    stalled_once: AtomicBool,
-    /// Idempotency settlements and releases written.
-    settles: AtomicUsize,
-    releases: AtomicUsize,
-}
-
-#[async_trait::async_trait]
-impl IdempotencyStore for StalledCommitStore {
-    async fn reserve(
-        &self,
-        reservation: &Reservation,
-        now: Millis,
-    ) -> Result<ReserveOutcome, StoreError> {
-        self.inner.reserve(reservation, now).await
-    }
-
-    async fn settle(
-        &self,
-        reservation: &Reservation,
-        record: IdempotencyRecord,
-    ) -> Result<(), StoreError> {
-        self.settles.fetch_add(1, Ordering::SeqCst);
-        self.inner.settle(reservation, record).await
-    }
-
-    async fn forget_record(
-        &self,
-        key: &str,
-        action_id: &aip_connector::ids::ActionId,
-    ) -> Result<bool, StoreError> {
-        self.inner.forget_record(key, action_id).await
-    }
-
-    async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {
-        self.releases.fetch_add(1, Ordering::SeqCst);
-        self.inner.release(reservation).await
-    }
-
-    async fn renew(
-        &self,
-        reservation: &Reservation,
-        expires_at_ms: Millis,
-    ) -> Result<bool, StoreError> {
-        self.inner.renew(reservation, expires_at_ms).await
-    }
-
-    async fn record(
-        &self,
-        key: &str,
-        now: Millis,
-    ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        self.inner.record(key, now).await
-    }
-
-    async fn reservation(&self, key: &str, now: Millis) -> Result<Option<Reservation>, StoreError> {
-        self.inner.reservation(key, now).await
-    }
-
-    async fn count_attempt(
-        &self,
-        key: &str,
-        expires_at_ms: Option<Millis>,
-        now: Millis,
-    ) -> Result<u32, StoreError> {
-        self.inner.count_attempt(key, expires_at_ms, now).await
-    }
-
-    async fn purge_expired(
-        &self,
-        now: Millis,
-        max_entries: usize,
-    ) -> Result<aip_connector::store::Purged, StoreError> {
-        self.inner.purge_expired(now, max_entries).await
-    }
-}
-
-#[async_trait::async_trait]
-impl ApprovalStore for StalledCommitStore {
-    async fn insert_approval(&self, record: &ApprovalRecord) -> Result<(), StoreError> {
-        self.inner.insert_approval(record).await
-    }
-
-    async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
-        self.inner.approval(id).await
-    }
-
-    async fn update_approval(
-        &self,
-        record: &ApprovalRecord,
-        expected_version: u64,
-    ) -> Result<bool, StoreError> {
-        self.inner.update_approval(record, expected_version).await
-    }
-
-    async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError> {
-        self.inner.claim_resume(id, now).await
-    }
-
-    async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
-        self.inner.release_resume(id).await
-    }
-
-    async fn purge_closed_approvals(
-        &self,
-        created_before: Millis,
-        now: Millis,
-        max_entries: usize,
-    ) -> Result<usize, StoreError> {
-        self.inner
-            .purge_closed_approvals(created_before, now, max_entries)
-            .await
-    }
-}
-
-#[async_trait::async_trait]
-impl TransactionStore for StalledCommitStore {
-    async fn insert_transaction(&self, record: &TransactionRecord) -> Result<bool, StoreError> {
-        self.inner.insert_transaction(record).await
-    }
-
-    async fn transaction(
-        &self,
-        id: &TransactionId,
-    ) -> Result<Option<TransactionRecord>, StoreError> {
-        self.inner.transaction(id).await
-    }
-
-    async fn transaction_by_plan(
-        &self,
-        plan_id: &str,
-    ) -> Result<Option<TransactionRecord>, StoreError> {
-        self.inner.transaction_by_plan(plan_id).await
-    }
-
-    async fn transactions_by_action(
-        &self,
-        action_id: &aip_connector::ids::ActionId,
-    ) -> Result<Vec<TransactionRecord>, StoreError> {
-        self.inner.transactions_by_action(action_id).await
-    }
-
-    async fn transition(
-        &self,
-        id: &TransactionId,
-        expected_revision: u64,
-        transition: &Transition,
-        now: Millis,
-    ) -> Result<TransitionOutcome, StoreError> {
-        if transition.to == TransactionProtocolStatus::Committed
-            && !self.stalled_once.swap(true, Ordering::SeqCst)
-        {
-            self.stalled.notify_one();
-            std::future::pending::<()>().await;
-        }
-        self.inner
-            .transition(id, expected_revision, transition, now)
-            .await
-    }
-
-    async fn recoverable(&self) -> Result<Vec<TransactionRecord>, StoreError> {
-        self.inner.recoverable().await
-    }
-
-    async fn purge_finished_transactions(
-        &self,
-        updated_before: Millis,
-        max_entries: usize,
-    ) -> Result<usize, StoreError> {
-        self.inner
-            .purge_finished_transactions(updated_before, max_entries)
-            .await
-    }
+    assert_eq!(store.settles(), 1);
+    assert_eq!(store.releases(), 0);
 }
 
 /// A call dropped after its handler completed, while its transaction's settlement is written,
@@ -570,7 +384,20 @@ impl TransactionStore for StalledCommitStore {
 async fn a_call_dropped_while_its_transaction_settles_settles_with_the_handlers_answer() {
     let shop = Shop::default();
     shop.hung.store(true, Ordering::SeqCst);
-    let store = Arc::new(StalledCommitStore::default());
+    // The first `prepared → committed` transition never answers; later writes go through.
+    let stalled = Arc::new(Notify::new());
+    let stalled_once = AtomicBool::new(false);
+    let store = Arc::new(HookedStore::before_transition({
+        let stalled = Arc::clone(&stalled);
+        move |transition| {
+            (transition.to == TransactionProtocolStatus::Committed
+                && !stalled_once.swap(true, Ordering::SeqCst))
+            .then(|| {
+                stalled.notify_one();
+                Box::pin(std::future::pending()) as _
+            })
+        }
+    }));
     let host = Host::builder()
         .connector(shop.clone())
         .store(Arc::clone(&store) as _)
@@ -583,7 +410,7 @@ async fn a_call_dropped_while_its_transaction_settles_settles_with_the_handlers_
     let caller = caller();
     tokio::select! {
         result = host.invoke(action.clone(), &caller) => panic!("the call ended: {result:?}"),
-        () = store.stalled.notified() => {}
+        () = stalled.notified() => {}
     }
     let result = resend(&host, &action).await;
     assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");

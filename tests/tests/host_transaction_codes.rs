@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use aip_connector::codes;
 use aip_connector::host::{Deployment, Host, HostLimits, TrustedContext};
-use aip_connector::ids::{ApprovalId, TransactionId};
+use aip_connector::ids::TransactionId;
 use aip_connector::invocation::BoxFuture;
 use aip_connector::model::{
     Action, ActionResult, ActionResultStatus, ActionTransaction, ConnectorOperation,
@@ -23,11 +23,11 @@ use aip_connector::model::{
 };
 use aip_connector::prelude::*;
 use aip_connector::store::{
-    ApprovalRecord, ApprovalStore, Clock, IdempotencyRecord, IdempotencyStore, MemoryStore, Millis,
-    Reservation, ReserveOutcome, SharedStore, StoreError, TransactionRecord, TransactionStore,
-    Transition, TransitionOutcome,
+    Clock, MemoryStore, Millis, SharedStore, TransactionRecord, TransactionStore, Transition,
+    TransitionOutcome,
 };
 use aip_connector::{ConnectorDefinition, InvocationContext, VerifiedTenant};
+use aip_connector_tests::hooked_store::HookedStore;
 use serde_json::{Value, json};
 
 // ---- the connector ----------------------------------------------------------------------------
@@ -934,187 +934,24 @@ async fn reexecuting_an_unknown_outcome_is_reconciliation_required() {
     assert_eq!(bank.effects.load(Ordering::SeqCst), 1);
 }
 
-/// The memory store with `failed → prepared` transitions held until two callers attempt one,
-/// so two racing retries both read `failed` before either reopens it.
-struct RacingStore {
-    inner: MemoryStore,
-    reopen: tokio::sync::Barrier,
-}
-
-#[async_trait::async_trait]
-impl IdempotencyStore for RacingStore {
-    async fn reserve(
-        &self,
-        reservation: &Reservation,
-        now: Millis,
-    ) -> Result<ReserveOutcome, StoreError> {
-        self.inner.reserve(reservation, now).await
-    }
-
-    async fn settle(
-        &self,
-        reservation: &Reservation,
-        record: IdempotencyRecord,
-    ) -> Result<(), StoreError> {
-        self.inner.settle(reservation, record).await
-    }
-
-    async fn forget_record(
-        &self,
-        key: &str,
-        action_id: &aip_connector::ids::ActionId,
-    ) -> Result<bool, StoreError> {
-        self.inner.forget_record(key, action_id).await
-    }
-
-    async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {
-        self.inner.release(reservation).await
-    }
-
-    async fn renew(
-        &self,
-        reservation: &Reservation,
-        expires_at_ms: Millis,
-    ) -> Result<bool, StoreError> {
-        self.inner.renew(reservation, expires_at_ms).await
-    }
-
-    async fn record(
-        &self,
-        key: &str,
-        now: Millis,
-    ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        self.inner.record(key, now).await
-    }
-
-    async fn reservation(&self, key: &str, now: Millis) -> Result<Option<Reservation>, StoreError> {
-        self.inner.reservation(key, now).await
-    }
-
-    async fn count_attempt(
-        &self,
-        key: &str,
-        expires_at_ms: Option<Millis>,
-        now: Millis,
-    ) -> Result<u32, StoreError> {
-        self.inner.count_attempt(key, expires_at_ms, now).await
-    }
-
-    async fn purge_expired(
-        &self,
-        now: Millis,
-        max_entries: usize,
-    ) -> Result<aip_connector::store::Purged, StoreError> {
-        self.inner.purge_expired(now, max_entries).await
-    }
-}
-
-#[async_trait::async_trait]
-impl ApprovalStore for RacingStore {
-    async fn insert_approval(&self, record: &ApprovalRecord) -> Result<(), StoreError> {
-        self.inner.insert_approval(record).await
-    }
-
-    async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
-        self.inner.approval(id).await
-    }
-
-    async fn update_approval(
-        &self,
-        record: &ApprovalRecord,
-        expected_version: u64,
-    ) -> Result<bool, StoreError> {
-        self.inner.update_approval(record, expected_version).await
-    }
-
-    async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError> {
-        self.inner.claim_resume(id, now).await
-    }
-
-    async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
-        self.inner.release_resume(id).await
-    }
-
-    async fn purge_closed_approvals(
-        &self,
-        created_before: Millis,
-        now: Millis,
-        max_entries: usize,
-    ) -> Result<usize, StoreError> {
-        self.inner
-            .purge_closed_approvals(created_before, now, max_entries)
-            .await
-    }
-}
-
-#[async_trait::async_trait]
-impl TransactionStore for RacingStore {
-    async fn insert_transaction(&self, record: &TransactionRecord) -> Result<bool, StoreError> {
-        self.inner.insert_transaction(record).await
-    }
-
-    async fn transaction(
-        &self,
-        id: &TransactionId,
-    ) -> Result<Option<TransactionRecord>, StoreError> {
-        self.inner.transaction(id).await
-    }
-
-    async fn transaction_by_plan(
-        &self,
-        plan_id: &str,
-    ) -> Result<Option<TransactionRecord>, StoreError> {
-        self.inner.transaction_by_plan(plan_id).await
-    }
-
-    async fn transactions_by_action(
-        &self,
-        action_id: &aip_connector::ids::ActionId,
-    ) -> Result<Vec<TransactionRecord>, StoreError> {
-        self.inner.transactions_by_action(action_id).await
-    }
-
-    async fn transition(
-        &self,
-        id: &TransactionId,
-        expected_revision: u64,
-        transition: &Transition,
-        now: Millis,
-    ) -> Result<TransitionOutcome, StoreError> {
-        if transition.expected == [TransactionProtocolStatus::Failed]
-            && transition.to == TransactionProtocolStatus::Prepared
-        {
-            self.reopen.wait().await;
-        }
-        self.inner
-            .transition(id, expected_revision, transition, now)
-            .await
-    }
-
-    async fn recoverable(&self) -> Result<Vec<TransactionRecord>, StoreError> {
-        self.inner.recoverable().await
-    }
-
-    async fn purge_finished_transactions(
-        &self,
-        updated_before: Millis,
-        max_entries: usize,
-    ) -> Result<usize, StoreError> {
-        self.inner
-            .purge_finished_transactions(updated_before, max_entries)
-            .await
-    }
-}
-
 /// A retryable failure before any provider call reopens for one retry; a second retry racing
 /// it loses the reopening and is denied rather than run twice.
 #[tokio::test]
 async fn racing_retries_of_a_failed_execution_leave_one_retry_denied() {
     let bank = Bank::default();
-    let store = Arc::new(RacingStore {
-        inner: MemoryStore::default(),
-        reopen: tokio::sync::Barrier::new(2),
-    });
+    // `failed → prepared` transitions are held until two callers attempt one, so two racing
+    // retries both read `failed` before either reopens it.
+    let reopen = Arc::new(tokio::sync::Barrier::new(2));
+    let store = Arc::new(HookedStore::before_transition(move |transition| {
+        (transition.expected == [TransactionProtocolStatus::Failed]
+            && transition.to == TransactionProtocolStatus::Prepared)
+            .then(|| {
+                let reopen = Arc::clone(&reopen);
+                Box::pin(async move {
+                    reopen.wait().await;
+                }) as _
+            })
+    }));
     let host = host_on(
         bank.clone(),
         store.clone(),

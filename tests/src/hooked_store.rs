@@ -1,0 +1,211 @@
+//! [`HookedStore`]: the memory store with a hook before each transaction transition and counts
+//! of the idempotency writes, for tests that hold a write back (to race two callers, or to drop
+//! a call while its settlement is in flight) or check how often the host wrote.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use aip_connector::ids::{ActionId, ApprovalId, TransactionId};
+use aip_connector::store::{
+    ApprovalRecord, ApprovalStore, IdempotencyRecord, IdempotencyStore, MemoryStore, Millis,
+    Purged, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
+    Transition, TransitionOutcome,
+};
+
+/// What the hook answers for one transition: `None` lets it through at once, a future holds it
+/// back until the future is done (one that never ends stalls the transition for good).
+pub type Hold = Option<Pin<Box<dyn Future<Output = ()> + Send>>>;
+
+type TransitionHook = Box<dyn Fn(&Transition) -> Hold + Send + Sync>;
+
+/// The memory store, with [`before_transition`](Self::before_transition) called before every
+/// `TransactionStore::transition`, and the idempotency settlements and releases counted.
+#[derive(Default)]
+pub struct HookedStore {
+    inner: MemoryStore,
+    before_transition: Option<TransitionHook>,
+    settles: AtomicUsize,
+    releases: AtomicUsize,
+}
+
+impl HookedStore {
+    /// A memory store whose transitions wait for what `hook` answers for them.
+    pub fn before_transition(hook: impl Fn(&Transition) -> Hold + Send + Sync + 'static) -> Self {
+        HookedStore {
+            before_transition: Some(Box::new(hook)),
+            ..HookedStore::default()
+        }
+    }
+
+    /// `IdempotencyStore::settle` calls so far.
+    pub fn settles(&self) -> usize {
+        self.settles.load(Ordering::SeqCst)
+    }
+
+    /// `IdempotencyStore::release` calls so far.
+    pub fn releases(&self) -> usize {
+        self.releases.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait::async_trait]
+impl IdempotencyStore for HookedStore {
+    async fn reserve(
+        &self,
+        reservation: &Reservation,
+        now: Millis,
+    ) -> Result<ReserveOutcome, StoreError> {
+        self.inner.reserve(reservation, now).await
+    }
+
+    async fn settle(
+        &self,
+        reservation: &Reservation,
+        record: IdempotencyRecord,
+    ) -> Result<(), StoreError> {
+        self.settles.fetch_add(1, Ordering::SeqCst);
+        self.inner.settle(reservation, record).await
+    }
+
+    async fn forget_record(&self, key: &str, action_id: &ActionId) -> Result<bool, StoreError> {
+        self.inner.forget_record(key, action_id).await
+    }
+
+    async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {
+        self.releases.fetch_add(1, Ordering::SeqCst);
+        self.inner.release(reservation).await
+    }
+
+    async fn renew(
+        &self,
+        reservation: &Reservation,
+        expires_at_ms: Millis,
+    ) -> Result<bool, StoreError> {
+        self.inner.renew(reservation, expires_at_ms).await
+    }
+
+    async fn record(
+        &self,
+        key: &str,
+        now: Millis,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.inner.record(key, now).await
+    }
+
+    async fn reservation(&self, key: &str, now: Millis) -> Result<Option<Reservation>, StoreError> {
+        self.inner.reservation(key, now).await
+    }
+
+    async fn count_attempt(
+        &self,
+        key: &str,
+        expires_at_ms: Option<Millis>,
+        now: Millis,
+    ) -> Result<u32, StoreError> {
+        self.inner.count_attempt(key, expires_at_ms, now).await
+    }
+
+    async fn purge_expired(&self, now: Millis, max_entries: usize) -> Result<Purged, StoreError> {
+        self.inner.purge_expired(now, max_entries).await
+    }
+}
+
+#[async_trait::async_trait]
+impl ApprovalStore for HookedStore {
+    async fn insert_approval(&self, record: &ApprovalRecord) -> Result<(), StoreError> {
+        self.inner.insert_approval(record).await
+    }
+
+    async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
+        self.inner.approval(id).await
+    }
+
+    async fn update_approval(
+        &self,
+        record: &ApprovalRecord,
+        expected_version: u64,
+    ) -> Result<bool, StoreError> {
+        self.inner.update_approval(record, expected_version).await
+    }
+
+    async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError> {
+        self.inner.claim_resume(id, now).await
+    }
+
+    async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+        self.inner.release_resume(id).await
+    }
+
+    async fn purge_closed_approvals(
+        &self,
+        created_before: Millis,
+        now: Millis,
+        max_entries: usize,
+    ) -> Result<usize, StoreError> {
+        self.inner
+            .purge_closed_approvals(created_before, now, max_entries)
+            .await
+    }
+}
+
+#[async_trait::async_trait]
+impl TransactionStore for HookedStore {
+    async fn insert_transaction(&self, record: &TransactionRecord) -> Result<bool, StoreError> {
+        self.inner.insert_transaction(record).await
+    }
+
+    async fn transaction(
+        &self,
+        id: &TransactionId,
+    ) -> Result<Option<TransactionRecord>, StoreError> {
+        self.inner.transaction(id).await
+    }
+
+    async fn transaction_by_plan(
+        &self,
+        plan_id: &str,
+    ) -> Result<Option<TransactionRecord>, StoreError> {
+        self.inner.transaction_by_plan(plan_id).await
+    }
+
+    async fn transactions_by_action(
+        &self,
+        action_id: &ActionId,
+    ) -> Result<Vec<TransactionRecord>, StoreError> {
+        self.inner.transactions_by_action(action_id).await
+    }
+
+    async fn transition(
+        &self,
+        id: &TransactionId,
+        expected_revision: u64,
+        transition: &Transition,
+        now: Millis,
+    ) -> Result<TransitionOutcome, StoreError> {
+        if let Some(hold) = self
+            .before_transition
+            .as_ref()
+            .and_then(|hook| hook(transition))
+        {
+            hold.await;
+        }
+        self.inner
+            .transition(id, expected_revision, transition, now)
+            .await
+    }
+
+    async fn recoverable(&self) -> Result<Vec<TransactionRecord>, StoreError> {
+        self.inner.recoverable().await
+    }
+
+    async fn purge_finished_transactions(
+        &self,
+        updated_before: Millis,
+        max_entries: usize,
+    ) -> Result<usize, StoreError> {
+        self.inner
+            .purge_finished_transactions(updated_before, max_entries)
+            .await
+    }
+}
