@@ -59,6 +59,14 @@ struct Shop {
 }
 
 impl Shop {
+    /// The provider's answer for `order`.
+    async fn placed(&self, order: Order) -> Result<Placed, ConnectorFailure> {
+        Ok(Placed {
+            item: order.item,
+            run: self.provider().await,
+        })
+    }
+
     /// Counts the run; the first one hangs until its future is dropped.
     async fn provider(&self) -> usize {
         let run = self.runs.fetch_add(1, Ordering::SeqCst) + 1;
@@ -81,10 +89,7 @@ impl Shop {
         data(sensitivity = internal),
     )]
     async fn place(&self, order: Order, _key: IdempotencyKey) -> Result<Placed, ConnectorFailure> {
-        Ok(Placed {
-            item: order.item,
-            run: self.provider().await,
-        })
+        self.placed(order).await
     }
 
     /// Charge a card; the handler never sees the key, so a retry is not known to be safe.
@@ -95,10 +100,7 @@ impl Shop {
         data(sensitivity = internal),
     )]
     async fn charge(&self, order: Order) -> Result<Placed, ConnectorFailure> {
-        Ok(Placed {
-            item: order.item,
-            run: self.provider().await,
-        })
+        self.placed(order).await
     }
 
     /// Ship an order in a transaction; the provider's operation is checkpointed first.
@@ -122,10 +124,7 @@ impl Shop {
             request_id: None,
         };
         checkpoint.record(operation, None).await?;
-        Ok(Placed {
-            item: order.item,
-            run: self.provider().await,
-        })
+        self.placed(order).await
     }
 
     /// Pack an order in a transaction, with or without a key.
@@ -145,10 +144,7 @@ impl Shop {
             request_id: None,
         };
         checkpoint.record(operation, None).await?;
-        Ok(Placed {
-            item: order.item,
-            run: self.provider().await,
-        })
+        self.placed(order).await
     }
 
     /// Reserve stock: plans are validated by the provider; the handler never sees the key.
@@ -172,10 +168,7 @@ impl Shop {
     }
 
     async fn check(&self, order: Order) -> Result<Placed, ConnectorFailure> {
-        Ok(Placed {
-            item: order.item,
-            run: self.provider().await,
-        })
+        self.placed(order).await
     }
 
     async fn find(&self, _request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
@@ -193,10 +186,7 @@ impl Shop {
         cancel = Self::recall,
     )]
     async fn deliver(&self, order: Order) -> Result<Placed, ConnectorFailure> {
-        Ok(Placed {
-            item: order.item,
-            run: self.provider().await,
-        })
+        self.placed(order).await
     }
 
     async fn recall(&self, _request: CancelRequest) -> Result<(), ConnectorFailure> {
