@@ -18,13 +18,16 @@ use aip_connector::store::{
 pub type Hold = Option<Pin<Box<dyn Future<Output = ()> + Send>>>;
 
 type TransitionHook = Box<dyn Fn(&Transition) -> Hold + Send + Sync>;
+type ReserveHook = Box<dyn Fn(&Reservation) -> Hold + Send + Sync>;
 
 /// The memory store, with [`before_transition`](Self::before_transition) called before every
-/// `TransactionStore::transition`, and the idempotency settlements and releases counted.
+/// `TransactionStore::transition` (and [`before_reserve`](Self::before_reserve) before every
+/// `IdempotencyStore::reserve`), and the idempotency settlements and releases counted.
 #[derive(Default)]
 pub struct HookedStore {
     inner: MemoryStore,
     before_transition: Option<TransitionHook>,
+    before_reserve: Option<ReserveHook>,
     settles: AtomicUsize,
     releases: AtomicUsize,
 }
@@ -34,6 +37,14 @@ impl HookedStore {
     pub fn before_transition(hook: impl Fn(&Transition) -> Hold + Send + Sync + 'static) -> Self {
         HookedStore {
             before_transition: Some(Box::new(hook)),
+            ..HookedStore::default()
+        }
+    }
+
+    /// A memory store whose reservations wait for what `hook` answers for them.
+    pub fn before_reserve(hook: impl Fn(&Reservation) -> Hold + Send + Sync + 'static) -> Self {
+        HookedStore {
+            before_reserve: Some(Box::new(hook)),
             ..HookedStore::default()
         }
     }
@@ -56,6 +67,13 @@ impl IdempotencyStore for HookedStore {
         reservation: &Reservation,
         now: Millis,
     ) -> Result<ReserveOutcome, StoreError> {
+        if let Some(hold) = self
+            .before_reserve
+            .as_ref()
+            .and_then(|hook| hook(reservation))
+        {
+            hold.await;
+        }
         self.inner.reserve(reservation, now).await
     }
 

@@ -147,6 +147,23 @@ impl Shop {
         self.placed(order).await
     }
 
+    /// Refund an order, once an operator approved it; the key goes to the provider.
+    #[capability(
+        risk = high,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        approval(required, selector = role("ops"), evidence = [reason]),
+    )]
+    async fn refund(
+        &self,
+        order: Order,
+        _key: IdempotencyKey,
+        _approval: Approval,
+    ) -> Result<Placed, ConnectorFailure> {
+        self.placed(order).await
+    }
+
     /// Reserve stock: plans are validated by the provider; the handler never sees the key.
     #[capability(
         risk = medium,
@@ -529,4 +546,174 @@ async fn a_cancel_right_after_a_drop_does_not_cancel_the_retry() {
     assert_eq!(host.cancel(&action.id), CancelOutcome::AlreadyFinished);
     let result = resend(&host, &action).await;
     assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+}
+
+/// Polls `call` until the shop's provider waits, and hands the call back unfinished.
+async fn until_waiting<F: std::future::Future<Output = ActionResult>>(
+    shop: &Shop,
+    mut call: std::pin::Pin<Box<F>>,
+) -> std::pin::Pin<Box<F>> {
+    tokio::select! {
+        result = &mut call => panic!("the call ended: {result:?}"),
+        () = shop.waiting.notified() => {}
+    }
+    call
+}
+
+/// A call dropped after its deadline passed but before the race saw it (the call was not polled
+/// again) settles as the time-out it was.
+#[tokio::test]
+async fn a_call_dropped_after_its_deadline_unseen_settles_as_timed_out() {
+    let shop = Shop::default();
+    let store = Arc::new(MemoryStore::default());
+    let host = host(&shop, &store);
+    let action = order("cap:shop:charge", "charge-3").with_timeout_ms(50);
+    let caller = caller();
+    let call = until_waiting(&shop, Box::pin(host.invoke(action.clone(), &caller))).await;
+    // The deadline passes while nothing polls the call.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(call);
+    let result = resend(&host, &action).await;
+    assert!(result.is_idempotent_replay(), "{result:?}");
+    let error = result.error.as_ref().expect("timed out");
+    assert_eq!(error.code, codes::SLA_TIMEOUT_EXCEEDED, "{result:?}");
+}
+
+/// A call dropped after a cancel fired but before the race saw it settles as cancelled.
+#[tokio::test]
+async fn a_call_dropped_after_a_cancel_unseen_settles_as_cancelled() {
+    let shop = Shop::default();
+    let store = Arc::new(MemoryStore::default());
+    let host = host(&shop, &store);
+    let action = order("cap:shop:charge", "charge-4");
+    let caller = caller();
+    let call = until_waiting(&shop, Box::pin(host.invoke(action.clone(), &caller))).await;
+    assert_eq!(host.cancel(&action.id), CancelOutcome::Cancelled);
+    drop(call);
+    let result = resend(&host, &action).await;
+    assert!(result.is_idempotent_replay(), "{result:?}");
+    assert_eq!(result.status, ActionResultStatus::Cancelled, "{result:?}");
+}
+
+/// A shop whose refunds need `user:bob`'s approval, on `store`.
+fn approving_host(shop: &Shop, store: Arc<HookedStore>) -> Host {
+    use aip_connector::host::{ApproverMemberships, StaticApprovalAuthority};
+    let ops = ApproverMemberships::default()
+        .with_tenant("t1")
+        .with_role("ops");
+    Host::builder()
+        .connector(shop.clone())
+        .store(store as _)
+        .approval_authority(StaticApprovalAuthority::new().with("user:bob", ops))
+        .build()
+        .unwrap()
+}
+
+/// Gates a refund and has `user:bob` approve it; answers the approval.
+async fn approved_refund(host: &Host, key: &str) -> aip_connector::ids::ApprovalId {
+    use aip_connector::model::{ApprovalDecision, ApprovalDecisionKind};
+    let pending = host.invoke(order("cap:shop:refund", key), &caller()).await;
+    assert_eq!(
+        pending.status,
+        ActionResultStatus::PendingApproval,
+        "{pending:?}"
+    );
+    let approval = pending.approval_id().expect("the gate names its approval");
+    let bob = TrustedContext::new(Principal::new("user:bob", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new("t1"));
+    host.record_approval_decision(
+        ApprovalDecision::new(
+            approval.clone(),
+            ApprovalDecisionKind::Approved,
+            Principal::new("user:bob", PrincipalKind::Human),
+        )
+        .with_reason("checked the order"),
+        &bob,
+    )
+    .await
+    .unwrap();
+    approval
+}
+
+/// Resumes `approval` until the dropped resume's claim is back (up to two seconds), and answers
+/// the resume that ran.
+async fn resume_again(host: &Host, approval: &aip_connector::ids::ApprovalId) -> ActionResult {
+    for _ in 0..400 {
+        let result = host.resume_approved(approval, &caller()).await;
+        let taken = result.error.as_ref().is_some_and(|e| {
+            e.code == codes::POLICY_APPROVAL_ALREADY_RESUMED
+                || e.code == codes::IDEMPOTENCY_IN_PROGRESS
+        });
+        if !taken {
+            return result;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the dropped resume never gave its claim back");
+}
+
+/// A resumed approved action dropped while its handler runs, retryably, gives its resume back:
+/// the next resume runs the action (it was answered `policy.approval_already_resumed`).
+#[tokio::test]
+async fn a_dropped_resume_gives_its_claim_back() {
+    let shop = Shop::default();
+    let host = approving_host(&shop, Arc::new(HookedStore::default()));
+    let approval = approved_refund(&host, "refund-1").await;
+    let caller = caller();
+    let resume = until_waiting(&shop, Box::pin(host.resume_approved(&approval, &caller))).await;
+    drop(resume);
+    let resumed = resume_again(&host, &approval).await;
+    assert_eq!(resumed.status, ActionResultStatus::Completed, "{resumed:?}");
+    assert_eq!(shop.runs.load(Ordering::SeqCst), 2);
+}
+
+/// A resume dropped while its key is being reserved (after it claimed the resume, before the
+/// guard that settles a dropped call is armed) gives its claim back too (found by a hostile
+/// review: the approval read as resumed for good).
+#[tokio::test]
+async fn a_resume_dropped_while_reserving_its_key_gives_its_claim_back() {
+    let shop = Shop::default();
+    shop.hung.store(true, Ordering::SeqCst);
+    // The gate's reservation goes through; the resume's first one never answers.
+    let stalled = Arc::new(Notify::new());
+    let reservations = AtomicUsize::new(0);
+    let store = Arc::new(HookedStore::before_reserve({
+        let stalled = Arc::clone(&stalled);
+        move |_| {
+            (reservations.fetch_add(1, Ordering::SeqCst) == 1).then(|| {
+                stalled.notify_one();
+                Box::pin(std::future::pending()) as _
+            })
+        }
+    }));
+    let host = approving_host(&shop, store);
+    let approval = approved_refund(&host, "refund-2").await;
+    let caller = caller();
+    tokio::select! {
+        result = host.resume_approved(&approval, &caller) => panic!("the resume ended: {result:?}"),
+        () = stalled.notified() => {}
+    }
+    let resumed = resume_again(&host, &approval).await;
+    assert_eq!(resumed.status, ActionResultStatus::Completed, "{resumed:?}");
+    assert_eq!(shop.runs.load(Ordering::SeqCst), 1);
+}
+
+/// A plan dropped after a cancel stopped its validation, before its race saw it, settles as the
+/// cancellation (found by a hostile review: only a handler's race told the guard how it was
+/// stopped, so the plan was answered as abandoned and its key released).
+#[tokio::test]
+async fn a_plan_dropped_after_a_cancel_of_its_validation_settles_as_cancelled() {
+    let shop = Shop::default();
+    let store = Arc::new(MemoryStore::default());
+    let host = host(&shop, &store);
+    let action = order("cap:shop:reserve", "reserve-2")
+        .with_transaction(ActionTransaction::new(TransactionMode::Plan));
+    let caller = caller();
+    let call = until_waiting(&shop, Box::pin(host.invoke(action.clone(), &caller))).await;
+    assert_eq!(host.cancel(&action.id), CancelOutcome::Cancelled);
+    drop(call);
+    let result = resend(&host, &action).await;
+    assert!(result.is_idempotent_replay(), "{result:?}");
+    assert_eq!(result.status, ActionResultStatus::Cancelled, "{result:?}");
+    assert_eq!(shop.runs.load(Ordering::SeqCst), 1);
 }

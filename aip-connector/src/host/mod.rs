@@ -1310,7 +1310,8 @@ impl Host {
     /// would with [`abandon_as`](Self::abandon_as): the handler's cancellation token fires and
     /// its future is dropped, and what the call holds is settled on a task spawned on the
     /// current Tokio runtime, with what the call would have answered: `sla.timeout_exceeded`
-    /// if its deadline had passed, `cancelled` if a cancel had stopped it, else
+    /// if its deadline had passed, `cancelled` if a cancel had stopped its handler (or its
+    /// validation or reconcile handler), else
     /// `action.abandoned`, retryable (the key released, so a resend runs the action again)
     /// when the handler had not started or the contract's `retry_safety` allows a retry, else
     /// stored under the key and replayed. A transaction it admitted settles as an interrupted
@@ -1319,7 +1320,7 @@ impl Host {
     /// retryable. The cancel companion is not called (or is dropped, if it was running). A
     /// store write in flight at the drop may or may not land, unseen (on SQLite and
     /// PostgreSQL; the memory store finishes its writes before they first return), and a
-    /// future dropped outside a runtime settles nothing
+    /// future dropped outside a runtime, or in one that never runs again, settles nothing
     /// (docs/host-runtime.md §7.2, "Dropping a call"). For a deadline, give the action one
     /// (`Action::with_timeout_ms`, or the capability's `sla(timeout_ms)`): it ends as
     /// `sla.timeout_exceeded` in the call and its cancel companion is asked to stop the

@@ -471,7 +471,7 @@ async fn execute(
                         .max(RESERVATION_GRACE_MS),
                 ),
             };
-            match host.store.reserve(&reservation, now).await {
+            match dropped::reserve_holding_claim(host, claimed, &reservation, now).await {
                 Ok(ReserveOutcome::Acquired) => Some(reservation),
                 Ok(ReserveOutcome::Settled(record)) => {
                     if resuming && crate::store::is_pending_approval(&record.result) {
@@ -925,7 +925,7 @@ async fn validate_downstream(
             Arc::clone(&context) as Arc<dyn crate::invocation::InvocationContext>,
         )
     };
-    match companion(host, &context, start).await? {
+    match companion(call, &context, start).await? {
         CompanionEnd::Answered(Ok(value)) => Ok(Validation::Answered(Some(value))),
         // A validation handler gets no credential: nothing to withhold but the input.
         CompanionEnd::Answered(Err(failure)) => {
@@ -992,7 +992,7 @@ async fn reconcile(
     let connector = &host.connectors[hosted.connector];
     let start = || connector.reconcile(action.capability_id.as_str(), request);
     let failed = |error| failure::failed(&action.id, error);
-    let answer = match companion(host, &context, start).await {
+    let answer = match companion(call, &context, start).await {
         Ok(CompanionEnd::Answered(Ok(answer))) => answer,
         Ok(CompanionEnd::Answered(Err(failure))) => {
             let mut error = failure.to_protocol_error();
@@ -1107,12 +1107,16 @@ fn companion_interrupted(action: &Action, requested: bool) -> ActionResult {
 /// the same id (found by a hostile review), and one remembered before it started stops it
 /// before it runs.
 async fn companion<T, F: Future<Output = T>>(
-    host: &HostInner,
+    call: &Call<'_>,
     context: &Arc<HostInvocation>,
     start: impl FnOnce() -> F,
 ) -> Result<CompanionEnd<T>, ProtocolError> {
     use futures_util::FutureExt as _;
+    let host = call.host;
     let action = &context.action;
+    // Tells the call's guard how the companion was stopped, should the call be dropped before
+    // this race answers.
+    let mut watch = dropped::CompanionWatch::new(call.unsettled, context);
     let interrupted = || CompanionEnd::Interrupted {
         requested: context.cancellation.was_requested(),
     };
@@ -1141,6 +1145,7 @@ async fn companion<T, F: Future<Output = T>>(
         timer.as_mut().poll(cx).map(|()| Ok(CompanionEnd::TimedOut))
     })
     .await;
+    watch.answered();
     // Whatever the companion spawned learns that the action is over, as a handler's would.
     context.cancellation.fire();
     ended.map_err(|_| handler_panicked(action, action.capability_id.as_str()))
@@ -1727,25 +1732,22 @@ fn consumer_gone(context: &HostInvocation) -> bool {
 
 impl Drop for Supervised<'_> {
     fn drop(&mut self) {
-        // Dropped before it answered (the call was dropped): the call's guard settles it as the
-        // race would have, should it have stopped the handler already (its deadline passed or a
-        // cancel came, and maybe its cancel companion runs).
-        if !self.finished {
-            let stop = match self.stopping.as_deref() {
-                Some((Outcome::TimedOut(_), _)) => dropped::Stop::TimedOut,
-                Some((Outcome::Cancelled(_), _)) => dropped::Stop::Cancelled,
-                _ if self.context.cancellation.was_requested() => dropped::Stop::Cancelled,
-                _ if tokio::time::Instant::now() >= self.context.deadline => {
-                    dropped::Stop::TimedOut
-                }
-                _ => dropped::Stop::Abandoned,
-            };
-            self.unsettled.handler_stopped(stop);
-        }
         // The handler's future first (it holds the extractors, and with them any clone of the
         // context), then the registration.
         self.running = None;
         self.active = None;
+        // Dropped before it answered (the call was dropped): the call's guard settles it as the
+        // race would have, should it have stopped the handler already (a cancel came, or its
+        // deadline passed, and maybe its cancel companion runs). Read once unregistered, so no
+        // cancel can reach the handler after it.
+        if !self.finished {
+            let stop = match self.stopping.as_deref() {
+                Some((Outcome::TimedOut(_), _)) => dropped::Stop::TimedOut,
+                Some((Outcome::Cancelled(_), _)) => dropped::Stop::Cancelled,
+                _ => dropped::Stop::of(&self.context),
+            };
+            self.unsettled.handler_stopped(stop);
+        }
         // Nobody else holds the context and no token was handed out: nothing can observe the
         // signal any more, so firing it would only cost a fence and a wake.
         if Arc::strong_count(&self.context) == 1 {

@@ -21,8 +21,8 @@ use aip_connector_core::model::{
 };
 
 use super::{
-    HostInner, Settlement, abandoned, cancelled_by_request, effective_timeout, give_back_resume,
-    timed_out, transaction,
+    HostInner, HostInvocation, Settlement, abandoned, cancelled_by_request, codes,
+    effective_timeout, failure, give_back_resume, timed_out, transaction,
 };
 use crate::invocation::VerifiedTenant;
 use crate::store::{Millis, Reservation};
@@ -55,6 +55,100 @@ pub(super) enum Stop {
     TimedOut = 1,
     /// A cancel had been requested (`cancelled`).
     Cancelled = 2,
+    /// A companion's (validation, reconcile) deadline had passed: `sla.timeout_exceeded`,
+    /// retryable, since a lookup has no effect at the provider.
+    CompanionTimedOut = 3,
+}
+
+impl Stop {
+    /// How the race over `context`'s signal and deadline would have ended, had it been polled
+    /// once more: in the race's order, a requested cancel, then an abandonment (the signal fired
+    /// by the transport), then the deadline.
+    pub(super) fn of(context: &HostInvocation) -> Stop {
+        if context.cancellation.was_requested() {
+            Stop::Cancelled
+        } else if context.cancellation.is_fired() {
+            Stop::Abandoned
+        } else if tokio::time::Instant::now() >= context.deadline {
+            Stop::TimedOut
+        } else {
+            Stop::Abandoned
+        }
+    }
+}
+
+/// Watches a companion's race (a plan's validation, a reconciliation's lookup) for the call's
+/// guard: dropped before the race answered, it tells the guard how the companion was stopped.
+pub(super) struct CompanionWatch<'g> {
+    unsettled: &'g Unsettled<'g>,
+    context: &'g HostInvocation,
+    answered: bool,
+}
+
+impl<'g> CompanionWatch<'g> {
+    pub(super) fn new(unsettled: &'g Unsettled<'g>, context: &'g HostInvocation) -> Self {
+        CompanionWatch {
+            unsettled,
+            context,
+            answered: false,
+        }
+    }
+
+    /// The race answered: a drop from now on is the pipeline's own.
+    pub(super) fn answered(&mut self) {
+        self.answered = true;
+    }
+}
+
+impl Drop for CompanionWatch<'_> {
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        let stop = match Stop::of(self.context) {
+            Stop::TimedOut => Stop::CompanionTimedOut,
+            stop => stop,
+        };
+        self.unsettled.handler_stopped(stop);
+    }
+}
+
+/// Stage 7's reservation, for a call that may have claimed a resume (stage 9) before it: a call
+/// dropped while the reservation is written gives the claim back, since nothing else will (the
+/// guard is armed only once the key is reserved). The claim is all it gives back: whether the
+/// reservation landed is unknown, and one that did expires.
+pub(super) async fn reserve_holding_claim(
+    host: &Arc<HostInner>,
+    claimed: &OnceLock<ApprovalId>,
+    reservation: &Reservation,
+    now: Millis,
+) -> Result<crate::store::ReserveOutcome, crate::store::StoreError> {
+    struct ClaimHeld<'c> {
+        host: &'c Arc<HostInner>,
+        claimed: &'c OnceLock<ApprovalId>,
+        armed: bool,
+    }
+    impl Drop for ClaimHeld<'_> {
+        fn drop(&mut self) {
+            let Some(id) = self.claimed.get().filter(|_| self.armed) else {
+                return;
+            };
+            if tokio::runtime::Handle::try_current().is_err() {
+                tracing::warn!(approval_id = %id, "a resume claimed by a call dropped outside a Tokio runtime could not be given back");
+                return;
+            }
+            let (host, id) = (Arc::clone(self.host), id.clone());
+            crate::task::spawn_traced(async move { give_back_resume(&host, &id).await });
+        }
+    }
+    let mut held = ClaimHeld {
+        host,
+        claimed,
+        armed: true,
+    };
+    let reserved = host.store.reserve(reservation, now).await;
+    held.armed = false;
+    reserved
 }
 
 /// A transaction admitted and not yet settled.
@@ -186,6 +280,29 @@ impl Drop for Unsettled<'_> {
                         cancelled_by_request(&action.id),
                         transaction::Interruption::Cancelled,
                     ),
+                    // As `validate_downstream` and `reconcile` answer a companion's time-out.
+                    stop if stop == Stop::CompanionTimedOut as u8 => (
+                        failure::failed(
+                            &action.id,
+                            failure::error(
+                                codes::SLA_TIMEOUT_EXCEEDED,
+                                format!(
+                                    "the {} did not finish within {} ms",
+                                    if action.transaction.as_ref().map(|t| t.mode)
+                                        == Some(TransactionMode::Reconcile)
+                                    {
+                                        "reconciliation"
+                                    } else {
+                                        "validation"
+                                    },
+                                    effective_timeout(action, contract, &host.limits)
+                                ),
+                                aip_connector_core::model::ErrorCategory::Temporary,
+                                true,
+                            ),
+                        ),
+                        transaction::Interruption::None,
+                    ),
                     _ => (
                         abandoned(
                             &action.id,
@@ -211,11 +328,17 @@ impl Drop for Unsettled<'_> {
             return;
         }
         if tokio::runtime::Handle::try_current().is_err() {
-            // No runtime to settle on: what the call holds waits for its expiry.
+            // No runtime to settle on: what the call holds waits for its expiry (a key), the
+            // next attempt or a reconciliation (a transaction); a cancel waiting for its result
+            // is told at once.
             tracing::warn!(
                 action_id = %super::Clipped::new(action.id.as_str(), 128),
-                "a call dropped outside a Tokio runtime could not be settled; its key stays reserved until it expires"
+                reserved_key = settlement.reservation.is_some(),
+                open_transaction = transaction.is_some(),
+                claimed_resume = claimed.is_some(),
+                "a call dropped outside a Tokio runtime could not be settled"
             );
+            host.active.settled(action, &result);
             return;
         }
         let dropped = DroppedCall {
@@ -272,21 +395,34 @@ impl DroppedCall {
         let host = &self.host;
         let mut result = self.result;
         if let Some(open) = &self.transaction {
-            let unknown = transaction::settle(
-                host,
-                &open.transaction_id,
-                open.mode,
-                &result,
-                self.interruption,
-            )
-            .await;
-            // A settlement that lost the race to the dropped call's own write (which landed
-            // after all) reads what that write left.
+            use TransactionProtocolStatus as Status;
+            // The dropped call's own settlement may have landed after all (a write in flight):
+            // then it stands, and is read rather than raced (which would log a lost race).
+            let status = |record: Result<Option<crate::store::TransactionRecord>, _>| {
+                record.ok().flatten().map(|record| record.status)
+            };
+            let unsettled =
+                status(host.store.transaction(&open.transaction_id).await).is_none_or(|status| {
+                    matches!(
+                        status,
+                        Status::Prepared
+                            | Status::Committing
+                            | Status::Compensating
+                            | Status::Reconciling
+                    )
+                });
+            let unknown = unsettled
+                && transaction::settle(
+                    host,
+                    &open.transaction_id,
+                    open.mode,
+                    &result,
+                    self.interruption,
+                )
+                .await;
             let unknown = unknown
-                || matches!(
-                    host.store.transaction(&open.transaction_id).await,
-                    Ok(Some(record)) if record.status == TransactionProtocolStatus::OutcomeUnknown
-                );
+                || status(host.store.transaction(&open.transaction_id).await)
+                    == Some(Status::OutcomeUnknown);
             // A reconciliation leaves the outcome as unknown as it found it; its own result
             // stays retryable, as the pipeline answers it.
             if unknown && open.mode != TransactionMode::Reconcile {
