@@ -471,6 +471,7 @@ async fn execute(
                         .max(RESERVATION_GRACE_MS),
                 ),
             };
+            // A call that claimed a resume gives it back if dropped meanwhile.
             match dropped::reserve_holding_claim(host, claimed, &reservation, now).await {
                 Ok(ReserveOutcome::Acquired) => Some(reservation),
                 Ok(ReserveOutcome::Settled(record)) => {
@@ -3706,14 +3707,16 @@ mod tests {
     /// box. It was 1,672 bytes while the handler's context was built inside the awaited future,
     /// and 960 while the settlement's state was inline; the reference to the resume claim `run`
     /// gives back took it from 648 to 664, the reservation's tenant (`Reservation::tenant_id`)
-    /// to 712, the guard that settles a dropped call (`dropped::Unsettled`) to 760.
+    /// to 712, the guard that settles a dropped call (`dropped::Unsettled`) to 760, and the
+    /// reservation that gives a claimed resume back when dropped to 816 (boxing that step only
+    /// for resumes measured 904: the outcome of either branch then took its own place).
     #[test]
     fn the_pipeline_state_fits_the_allocator_fast_path() {
         fn future_size5<A, B, C, D, E, F: Future>(_: impl FnOnce(A, B, C, D, E) -> F) -> usize {
             std::mem::size_of::<F>()
         }
         let size = future_size5(execute);
-        assert!(size <= 760, "the pipeline future is {size} bytes");
+        assert!(size <= 816, "the pipeline future is {size} bytes");
     }
 
     fn future_size2<A, B, F: Future>(_: impl FnOnce(A, B) -> F) -> usize {
