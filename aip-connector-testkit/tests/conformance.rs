@@ -60,7 +60,25 @@ fn a_well_behaved_read_connector_passes_every_required_check() {
         let check = report.check(&scenario.check_name()).unwrap();
         assert_eq!(check.status, CheckStatus::Passed, "{report}");
         assert!(!check.artifacts.is_empty());
+        // What it ran on, in the data and in words (an author trial found only notes said).
+        assert_eq!(check.exercised, ["cap:directory:lookup"], "{report}");
+        assert!(
+            check
+                .detail
+                .contains("held, handlers called: `cap:directory:lookup`"),
+            "{}",
+            check.detail
+        );
     }
+    // The manifest checks run no handler.
+    assert!(
+        report
+            .check("connector.manifest")
+            .unwrap()
+            .exercised
+            .is_empty(),
+        "{report}"
+    );
     // A read-only connector without approval, streaming or transactions needs none of those.
     for scenario in [
         Scenario::ApprovalLifecycle,
@@ -314,6 +332,7 @@ fn a_failed_check_panics_with_one_problem_per_line() {
             artifacts: vec!["act_1".to_owned(), "req_2".to_owned()],
             notes: Vec::new(),
             waived: Vec::new(),
+            exercised: Vec::new(),
         }],
     };
     let panicked = std::panic::catch_unwind(|| {

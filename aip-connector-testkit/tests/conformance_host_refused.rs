@@ -114,6 +114,7 @@ fn the_summary_collapses_identical_reasons_only() {
         artifacts: Vec::new(),
         notes: Vec::new(),
         waived: Vec::new(),
+        exercised: Vec::new(),
     };
     let report = ConformanceReport {
         connector_id: "directory".to_owned(),

@@ -323,6 +323,15 @@ pub struct CheckResult {
     /// that ran showed, not held on what they are about.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waived: Vec<String>,
+    /// The capabilities whose handlers the scenario's calls reached, in the order of their first
+    /// call (a `compensate` counts for the compensating capability, whose handler ran). Calls
+    /// the host refused before the handler are not counted, nor those of a restarted connector
+    /// (`restart_reconnect`'s second process). A handler tried and given up on (its call did not
+    /// complete, so the scenario used another capability) is counted too. Empty for the
+    /// manifest checks, which run no handler; a passed scenario's [`detail`](Self::detail)
+    /// names them too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exercised: Vec<String>,
 }
 
 impl CheckResult {
@@ -548,6 +557,8 @@ pub struct Evidence {
     /// How an assertion held that the detail should say, but that needs no one's attention (so
     /// not a note, which the summary prints on every run).
     qualifiers: Vec<String>,
+    /// The capabilities whose handlers the scenario's calls reached ([`CheckResult::exercised`]).
+    exercised: Vec<String>,
 }
 
 /// A required assertion a scenario could not exercise on one capability, and why.
@@ -595,6 +606,16 @@ impl Evidence {
     /// assertion held, where that is by construction rather than by what a call showed.
     pub(crate) fn qualify(&mut self, how: impl Into<String>) {
         self.qualifiers.push(how.into());
+    }
+
+    /// Records the capabilities whose handlers ran (the probe's records, in call order), once
+    /// each.
+    pub(crate) fn exercised(&mut self, capabilities: impl IntoIterator<Item = String>) {
+        for capability in capabilities {
+            if !self.exercised.contains(&capability) {
+                self.exercised.push(capability);
+            }
+        }
     }
 
     /// Notes that no capability the scenario needs declares an example input (`what` says
@@ -759,6 +780,14 @@ impl Evidence {
                     waived.len()
                 )
             };
+            // What ran: a check whose calls reached one handler of five says so (found by an
+            // author trial: only notes named the capability a passing check exercised).
+            let held = if self.exercised.is_empty() {
+                held
+            } else {
+                let called: Vec<String> = self.exercised.iter().map(|c| format!("`{c}`")).collect();
+                format!("{held}, handlers called: {}", called.join(", "))
+            };
             let held = if self.qualifiers.is_empty() {
                 held
             } else {
@@ -791,6 +820,7 @@ impl Evidence {
             artifacts: self.artifacts,
             notes: self.notes,
             waived: waived.into_iter().collect(),
+            exercised: self.exercised,
         };
         (check, used)
     }
@@ -1235,6 +1265,7 @@ impl ConformanceSuite {
                 artifacts: Vec::new(),
                 notes: Vec::new(),
                 waived: Vec::new(),
+                exercised: Vec::new(),
             };
             return (check, BTreeSet::new());
         }
@@ -1261,6 +1292,7 @@ impl ConformanceSuite {
                         artifacts: Vec::new(),
                         notes: Vec::new(),
                         waived: Vec::new(),
+                        exercised: Vec::new(),
                     },
                     BTreeSet::new(),
                 );
@@ -1278,9 +1310,16 @@ impl ConformanceSuite {
             Some(_) => provider_requests_after_grace(&harness).await,
             None => Vec::new(),
         };
+        let exercised = harness
+            .probe()
+            .records()
+            .into_iter()
+            .map(|r| r.capability_id);
+        let exercised: Vec<String> = exercised.collect();
         harness.finish().await;
         let check = match outcome {
             Ok(Ok(mut evidence)) => {
+                evidence.exercised(exercised);
                 if let Some(reason) = &self.without_provider {
                     local_as_declared(&mut evidence, reason, &contacted);
                 }
@@ -1301,6 +1340,7 @@ impl ConformanceSuite {
                 artifacts: Vec::new(),
                 notes: Vec::new(),
                 waived: Vec::new(),
+                exercised: Vec::new(),
             },
             Err(_) => CheckResult {
                 name: scenario.check_name(),
@@ -1313,6 +1353,7 @@ impl ConformanceSuite {
                 artifacts: Vec::new(),
                 notes: Vec::new(),
                 waived: Vec::new(),
+                exercised: Vec::new(),
             },
         };
         (check, BTreeSet::new())
@@ -1396,6 +1437,7 @@ impl ConformanceSuite {
                 artifacts: Vec::new(),
                 notes: Vec::new(),
                 waived: Vec::new(),
+                exercised: Vec::new(),
             },
         });
         checks
@@ -1527,6 +1569,7 @@ fn waivers_check(
         artifacts: vec![format!("manifest:{}", definition.id)],
         notes,
         waived: Vec::new(),
+        exercised: Vec::new(),
     }
 }
 
@@ -1569,6 +1612,7 @@ fn problems_check(
         artifacts,
         notes: Vec::new(),
         waived: Vec::new(),
+        exercised: Vec::new(),
     }
 }
 
@@ -1596,6 +1640,7 @@ fn admission_check(
         artifacts: vec![format!("manifest:{}", definition.id)],
         notes: Vec::new(),
         waived: Vec::new(),
+        exercised: Vec::new(),
     }
 }
 
@@ -1649,6 +1694,7 @@ fn contract_check(manifest: &Manifest) -> CheckResult {
             .collect(),
         notes: Vec::new(),
         waived: Vec::new(),
+        exercised: Vec::new(),
     }
 }
 
