@@ -16,6 +16,16 @@ use aip_connector::store::{SharedStore, SqliteStore};
 
 use serde_json::{Value, json};
 
+/// Sets its flag when dropped: a test holds one in a handler's future to see that the host
+/// dropped the future rather than leaving it running.
+pub struct DropFlag(pub Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
 /// Environment variable naming the folder that holds upstream's `*.schema.json` files.
 pub const UPSTREAM_SCHEMAS_VAR: &str = "AIP_UPSTREAM_SCHEMAS";
 

@@ -16,6 +16,7 @@ use aip_connector::model::{
 };
 use aip_connector::prelude::*;
 use aip_connector::store::{MemoryStore, TransactionStore};
+use aip_connector_tests::DropFlag;
 use serde_json::json;
 use tokio::sync::Notify;
 
@@ -27,15 +28,6 @@ struct Survey {
 #[derive(Serialize, JsonSchema)]
 struct Surveyed {
     report: String,
-}
-
-/// Sets its flag when dropped: the companion's future was dropped, not left running.
-struct DropFlag(Arc<AtomicBool>);
-
-impl Drop for DropFlag {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
 }
 
 /// A survey provider whose validation and status lookups hang until the test says otherwise.

@@ -19,6 +19,7 @@ use aip_connector::model::{
 use aip_connector::prelude::*;
 use aip_connector::store::{MemoryStore, TransactionStore};
 use aip_connector::{CancelRequest, VerifiedTenant};
+use aip_connector_tests::DropFlag;
 use aip_connector_tests::hooked_store::HookedStore;
 use serde_json::json;
 use tokio::sync::Notify;
@@ -32,15 +33,6 @@ struct Order {
 struct Placed {
     item: String,
     run: usize,
-}
-
-/// Sets its flag when dropped: the handler's future was dropped, not left running.
-struct DropFlag(Arc<AtomicBool>);
-
-impl Drop for DropFlag {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
 }
 
 /// A shop whose provider hangs on the first request of each kind and answers the later ones.

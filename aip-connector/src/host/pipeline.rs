@@ -932,12 +932,7 @@ async fn validate_downstream(
         CompanionEnd::Answered(Err(failure)) => {
             Err(connector_error(&failure, action, redact, None))
         }
-        CompanionEnd::TimedOut => Err(failure::error(
-            codes::SLA_TIMEOUT_EXCEEDED,
-            format!("validation did not finish within {timeout_ms} ms"),
-            ErrorCategory::Temporary,
-            true,
-        )),
+        CompanionEnd::TimedOut => Err(companion_timed_out("validation", timeout_ms)),
         CompanionEnd::Interrupted { requested } => Ok(Validation::Interrupted { requested }),
     }
 }
@@ -1002,12 +997,7 @@ async fn reconcile(
         }
         Err(panicked) => return failed(panicked),
         Ok(CompanionEnd::TimedOut) => {
-            return failed(failure::error(
-                codes::SLA_TIMEOUT_EXCEEDED,
-                format!("reconciliation did not finish within {timeout_ms} ms"),
-                ErrorCategory::Temporary,
-                true,
-            ));
+            return failed(companion_timed_out("reconciliation", timeout_ms));
         }
         // The lookup stopped: the outcome stays unknown, to be reconciled again.
         Ok(CompanionEnd::Interrupted { requested }) => {
@@ -1369,10 +1359,7 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
         // the key is released and the caller's retry runs the action rather than replaying
         // its interruption (§7.2). Otherwise it is stored: running it again under the same key
         // could do twice what the first run may have done.
-        Outcome::Abandoned => abandoned(
-            &action.id,
-            contract.is_some_and(|c| c.execution.retry_safety.allows_retry()),
-        ),
+        Outcome::Abandoned => abandoned_handler(&action.id, contract),
     }
 }
 
@@ -1901,6 +1888,28 @@ fn dead_lettered(last: &ActionResult, attempts: u32) -> ActionResult {
         json!({ "attempts": attempts, "last_error": last.error }),
     );
     failure::failed(&last.action_id, error)
+}
+
+/// `action.abandoned` for a handler that ran: retryable only when `contract` makes a retry safe.
+fn abandoned_handler(
+    action_id: &aip_connector_core::ids::ActionId,
+    contract: Option<&CapabilityContract>,
+) -> ActionResult {
+    abandoned(
+        action_id,
+        contract.is_some_and(|c| c.execution.retry_safety.allows_retry()),
+    )
+}
+
+/// `sla.timeout_exceeded` for a companion (`what`: a plan's validation, a reconciliation)
+/// past its deadline: retryable, since a lookup has no effect at the provider.
+fn companion_timed_out(what: &str, timeout_ms: u64) -> ProtocolError {
+    failure::error(
+        codes::SLA_TIMEOUT_EXCEEDED,
+        format!("{what} did not finish within {timeout_ms} ms"),
+        ErrorCategory::Temporary,
+        true,
+    )
 }
 
 /// The failure `action.abandoned` of an action its transport gave up on.

@@ -16,13 +16,12 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use aip_connector_core::ids::{ApprovalId, PrincipalId, TransactionId};
 use aip_connector_core::model::{
-    Action, ActionResult, Capability, IdempotencyKeyScope, TransactionMode,
-    TransactionProtocolStatus,
+    Action, ActionResult, IdempotencyKeyScope, TransactionMode, TransactionProtocolStatus,
 };
 
 use super::{
-    HostInner, HostInvocation, Settlement, abandoned, cancelled_by_request, codes,
-    effective_timeout, failure, give_back_resume, timed_out, transaction,
+    HostInner, HostInvocation, Settlement, abandoned, abandoned_handler, cancelled_by_request,
+    companion_timed_out, effective_timeout, failure, give_back_resume, timed_out, transaction,
 };
 use crate::invocation::VerifiedTenant;
 use crate::store::{Millis, Reservation};
@@ -61,6 +60,16 @@ pub(super) enum Stop {
 }
 
 impl Stop {
+    /// The stop `cell` holds (written by [`Unsettled::handler_stopped`]).
+    fn load(cell: &AtomicU8) -> Stop {
+        match cell.load(Ordering::Relaxed) {
+            1 => Stop::TimedOut,
+            2 => Stop::Cancelled,
+            3 => Stop::CompanionTimedOut,
+            _ => Stop::Abandoned,
+        }
+    }
+
     /// How the race over `context`'s signal and deadline would have ended, had it been polled
     /// once more: in the race's order, a requested cancel, then an abandonment (the signal fired
     /// by the transport), then the deadline.
@@ -266,48 +275,36 @@ impl Drop for Unsettled<'_> {
             .and_then(|open| open.ended.take())
             .unwrap_or_else(|| {
                 let contract = settlement.capability.contract.as_ref();
-                match *self.stop.get_mut() {
-                    stop if stop == Stop::TimedOut as u8 => (
-                        timed_out(
-                            &action.id,
-                            contract,
-                            effective_timeout(action, contract, &host.limits),
-                            None,
-                        ),
+                let timeout_ms = || effective_timeout(action, contract, &host.limits);
+                match Stop::load(&self.stop) {
+                    Stop::TimedOut => (
+                        timed_out(&action.id, contract, timeout_ms(), None),
                         transaction::Interruption::TimedOut,
                     ),
-                    stop if stop == Stop::Cancelled as u8 => (
+                    Stop::Cancelled => (
                         cancelled_by_request(&action.id),
                         transaction::Interruption::Cancelled,
                     ),
-                    // As `validate_downstream` and `reconcile` answer a companion's time-out.
-                    stop if stop == Stop::CompanionTimedOut as u8 => (
-                        failure::failed(
-                            &action.id,
-                            failure::error(
-                                codes::SLA_TIMEOUT_EXCEEDED,
-                                format!(
-                                    "the {} did not finish within {} ms",
-                                    if action.transaction.as_ref().map(|t| t.mode)
-                                        == Some(TransactionMode::Reconcile)
-                                    {
-                                        "reconciliation"
-                                    } else {
-                                        "validation"
-                                    },
-                                    effective_timeout(action, contract, &host.limits)
-                                ),
-                                aip_connector_core::model::ErrorCategory::Temporary,
-                                true,
-                            ),
-                        ),
-                        transaction::Interruption::None,
+                    Stop::CompanionTimedOut => {
+                        let reconciling = action.transaction.as_ref().map(|t| t.mode)
+                            == Some(TransactionMode::Reconcile);
+                        let what = if reconciling {
+                            "reconciliation"
+                        } else {
+                            "validation"
+                        };
+                        (
+                            failure::failed(&action.id, companion_timed_out(what, timeout_ms())),
+                            transaction::Interruption::None,
+                        )
+                    }
+                    // Nothing reached the provider before the handler started.
+                    Stop::Abandoned if !handler_started => (
+                        abandoned(&action.id, true),
+                        transaction::Interruption::Cancelled,
                     ),
-                    _ => (
-                        abandoned(
-                            &action.id,
-                            !handler_started || retry_safe(settlement.capability),
-                        ),
+                    Stop::Abandoned => (
+                        abandoned_handler(&action.id, contract),
                         transaction::Interruption::Cancelled,
                     ),
                 }
@@ -358,15 +355,6 @@ impl Drop for Unsettled<'_> {
         // caller's subscriber, so the settlement's lines join the call's.
         crate::task::spawn_traced(dropped.settle());
     }
-}
-
-/// Whether `capability`'s contract makes a retry safe after its handler ran (as for
-/// [`Host::abandon_as`](crate::host::Host::abandon_as)).
-fn retry_safe(capability: &Capability) -> bool {
-    capability
-        .contract
-        .as_ref()
-        .is_some_and(|contract| contract.execution.retry_safety.allows_retry())
 }
 
 /// What [`Unsettled`] copies out of a dropped call to settle it on a task of its own.
