@@ -87,6 +87,26 @@ impl Treasury {
         })
     }
 
+    /// Pays a vendor: keyed per principal, so a caller without a tenant can send it.
+    #[capability(
+        risk = high,
+        side_effects = [write, financial],
+        idempotency(required, scope = principal),
+        data(sensitivity = confidential),
+        approval(required, selector = role("finance"), evidence = [reason]),
+    )]
+    async fn pay_vendor(
+        &self,
+        payment: Payment,
+        _key: IdempotencyKey,
+        _approval: Approval,
+    ) -> Result<Paid, ConnectorFailure> {
+        self.executions.fetch_add(1, Ordering::SeqCst);
+        Ok(Paid {
+            payment_id: format!("vendor-{}", payment.amount_cents),
+        })
+    }
+
     /// Pays a person: personal data, so the approval record keeps no input.
     #[capability(
         risk = high,
@@ -563,6 +583,12 @@ async fn resuming_onto_a_key_now_gating_another_action_is_pending_resume_denied(
     let resumed = host.resume_approved(&first, &requester).await;
     assert_policy(failure(&resumed), codes::IDEMPOTENCY_PENDING_RESUME_DENIED);
     assert_eq!(treasury.executions.load(Ordering::SeqCst), 0);
+    // Nothing ran, so the resume was given back (found by a hostile review): the approval is
+    // not spent, and a second resume meets the same refusal, not "already resumed".
+    let record = host.approval(&first).await.unwrap().expect("known");
+    assert!(!record.resumed, "{record:?}");
+    let again = host.resume_approved(&first, &requester).await;
+    assert_policy(failure(&again), codes::IDEMPOTENCY_PENDING_RESUME_DENIED);
 
     // The second action's gate is untouched: a duplicate still replays it.
     let duplicate = host.invoke(payment(), &requester).await;
@@ -648,4 +674,168 @@ async fn the_operator_may_not_approve_under_any_spelling() {
     }
     let approved = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
     assert_eq!(accepted(&host, approved).await, ApprovalStatus::Approved);
+}
+
+// ---- Who runs an approved action (a hostile review) -------------------------------------------
+
+/// With `operator_must_differ`, the approvers were checked against the operator of the request,
+/// so the approved action runs under that operator only: an approver who resumes or re-submits
+/// it as its operator (or under no operator) is refused, and nothing runs.
+#[tokio::test]
+async fn an_approver_may_not_run_the_approved_action_as_its_operator() {
+    let treasury = Treasury::default();
+    let host = host_with_clock(treasury.clone(), Arc::default());
+    let requester = person("user:req").with_operator("user:op".into());
+    let action = payment();
+    let id = gate(&host, action.clone(), &requester).await;
+    let approved = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    assert_eq!(
+        accepted(&host, approved.clone()).await,
+        ApprovalStatus::Approved
+    );
+    let as_approver = person("user:req").with_operator("user:alice".into());
+    for caller in [&as_approver, &person("user:req")] {
+        let resumed = host.resume_approved(&id, caller).await;
+        assert_policy(
+            failure(&resumed),
+            codes::POLICY_SEPARATION_OF_DUTIES_OPERATOR,
+        );
+        let resubmitted = host
+            .invoke(action.clone().with_approval(approved.clone()), caller)
+            .await;
+        assert_policy(
+            failure(&resubmitted),
+            codes::POLICY_SEPARATION_OF_DUTIES_OPERATOR,
+        );
+    }
+    assert_eq!(treasury.executions.load(Ordering::SeqCst), 0);
+    let ran = host.resume_approved(&id, &requester).await;
+    assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+    assert_eq!(treasury.executions.load(Ordering::SeqCst), 1);
+}
+
+/// A requester in another tenant is told the approval does not exist, under an action id of
+/// its own: as a decision or a view from that tenant, it learns nothing of the request.
+#[tokio::test]
+async fn a_resume_from_another_tenant_is_not_found() {
+    let treasury = Treasury::default();
+    let host = host_with_clock(treasury.clone(), Arc::default());
+    let requester = person("user:req");
+    let action = payment();
+    let id = gate(&host, action.clone(), &requester).await;
+    let approved = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    assert_eq!(accepted(&host, approved).await, ApprovalStatus::Approved);
+    let elsewhere = TrustedContext::new(Principal::new("user:req", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant {
+            id: "t2".into(),
+            system: None,
+        });
+    let resumed = host.resume_approved(&id, &elsewhere).await;
+    assert_policy(failure(&resumed), codes::POLICY_APPROVAL_NOT_FOUND);
+    assert_ne!(
+        resumed.action_id, action.id,
+        "the record's action id stays hidden"
+    );
+    assert_eq!(treasury.executions.load(Ordering::SeqCst), 0);
+    // Another principal of the request's tenant is told who may resume it.
+    let resumed = host.resume_approved(&id, &person("user:bob")).await;
+    let error = failure(&resumed);
+    assert_eq!(error.code, codes::AUTH_NOT_AUTHORIZED, "{error:?}");
+    assert_eq!(resumed.action_id, action.id);
+}
+
+/// A request made without a tenant is no tenant's: the same principal id in a tenant neither
+/// resumes nor re-submits it, and an approver whose transport verified a tenant is told it does
+/// not exist.
+#[tokio::test]
+async fn an_approval_requested_without_a_tenant_is_no_tenants() {
+    let treasury = Treasury::default();
+    let host = host_with_clock(treasury.clone(), Arc::default());
+    let untenanted = TrustedContext::new(Principal::new("user:req", PrincipalKind::Human), "test");
+    let action = Action::new("cap:treasury:pay_vendor", json!({ "amount_cents": 300 }))
+        .with_idempotency_key("vendor-1");
+    let id = gate(&host, action.clone(), &untenanted).await;
+    let error = refused(
+        &host,
+        decision(&id, "user:alice", ApprovalDecisionKind::Approved),
+    )
+    .await;
+    assert_refusal(&error, codes::POLICY_APPROVAL_NOT_FOUND, &id);
+    // An approver without a transport tenant decides it.
+    let approved = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
+    let alice = TrustedContext::new(Principal::new("user:alice", PrincipalKind::Human), "test");
+    let record = host
+        .record_approval_decision(approved.clone(), &alice)
+        .await
+        .expect("decided");
+    assert_eq!(record.status, ApprovalStatus::Approved);
+    let in_a_tenant = person("user:req");
+    let resumed = host.resume_approved(&id, &in_a_tenant).await;
+    assert_policy(failure(&resumed), codes::POLICY_APPROVAL_NOT_FOUND);
+    let resubmitted = host
+        .invoke(action.clone().with_approval(approved), &in_a_tenant)
+        .await;
+    assert_policy(failure(&resubmitted), codes::POLICY_APPROVAL_UNVERIFIED);
+    assert_eq!(treasury.executions.load(Ordering::SeqCst), 0);
+    let ran = host.resume_approved(&id, &untenanted).await;
+    assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+}
+
+/// Records the approval decision each call's action carries, around a connector.
+struct Witness<C> {
+    inner: C,
+    carried: Arc<std::sync::Mutex<Vec<Option<ApprovalDecision>>>>,
+}
+
+impl<C: aip_connector::Connector> aip_connector::Connector for Witness<C> {
+    fn definition(&self) -> &aip_connector::ConnectorDefinition {
+        self.inner.definition()
+    }
+
+    fn invoke<'a>(
+        &'a self,
+        capability_id: &'a str,
+        input: &'a Value,
+        context: Arc<dyn aip_connector::InvocationContext>,
+    ) -> aip_connector::invocation::BoxFuture<'a, Result<Value, ConnectorFailure>> {
+        self.carried
+            .lock()
+            .unwrap()
+            .push(context.action().approval.as_deref().cloned());
+        self.inner.invoke(capability_id, input, context)
+    }
+}
+
+/// A re-submission names its decision by id, and the action runs with the decision the
+/// approval recorded, not with what the requester wrote around that id (another approver,
+/// another reason).
+#[tokio::test]
+async fn a_resubmission_runs_with_the_recorded_decision() {
+    let carried = Arc::default();
+    let host = Host::builder()
+        .connector(Witness {
+            inner: Treasury::default(),
+            carried: Arc::clone(&carried),
+        })
+        .store(Arc::new(MemoryStore::default()))
+        .approval_authority(StaticApprovalAuthority::new().with("user:alice", finance("t1")))
+        .build()
+        .unwrap();
+    let requester = person("user:req");
+    let (gated, id, approval) = approved_person_payment(&host, &requester, 900, "person-3").await;
+    let forged = ApprovalDecision::new(
+        id.clone(),
+        ApprovalDecisionKind::Approved,
+        Principal::new("user:cfo", PrincipalKind::Human),
+    )
+    .with_reason("the CFO signed off")
+    .with_decision_id(approval.decision_id.clone().unwrap());
+    let ran = host.invoke(gated.with_approval(forged), &requester).await;
+    assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+    let carried = carried.lock().unwrap();
+    let [Some(seen)] = carried.as_slice() else {
+        panic!("one call, carrying a decision: {carried:?}");
+    };
+    assert_eq!(seen.approver.id.as_str(), "user:alice");
+    assert_eq!(seen.reason.as_deref(), Some("checked the invoice"));
 }

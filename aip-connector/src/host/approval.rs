@@ -106,7 +106,7 @@ use super::canonical::{canonical_json, sha256_hex};
 use super::context::TrustedContext;
 use crate::codes;
 use crate::invocation::BoxFuture;
-use crate::store::{ApprovalRecord, ApprovalStatus, ApprovalStore, Millis, StoreError};
+use crate::store::{ApprovalRecord, ApprovalStatus, ApprovalStore, Clock, Millis, StoreError};
 
 /// The `source` component of every error raised here.
 const APPROVAL_COMPONENT: &str = "aip-connector.approval";
@@ -474,7 +474,7 @@ pub(crate) fn check_decision_size(
 pub(crate) async fn record_decision(
     store: &dyn ApprovalStore,
     authority: &dyn ApprovalAuthority,
-    now: Millis,
+    clock: &dyn Clock,
     decision: ApprovalDecision,
     approver: &TrustedContext,
 ) -> Result<ApprovalRecord, ProtocolError> {
@@ -513,6 +513,10 @@ pub(crate) async fn record_decision(
             tokio::task::yield_now().await;
             record = load(store, &id).await?;
         }
+        // Read after the authority answered, and again on each attempt: a slow authority must
+        // not let a decision arriving at the end of the TTL be applied as if made before it,
+        // nor stamp it with an earlier `decided_at` (found by a hostile review).
+        let now = clock.now_ms();
         let (next, outcome) = match apply_decision_for(
             &record,
             decision.clone(),
@@ -771,12 +775,14 @@ fn check_policy_hash(
 /// existence or state oracle across tenants would leak. The transport's word comes first,
 /// whatever the authority says: an authority that looks principals up by id alone would
 /// otherwise place another tenant's `user:alice` in this one, and let them decide its requests.
+/// A request made without a tenant is no tenant's: an approver whose transport verified one is
+/// told it does not exist too, as its views tell them (found by a hostile review).
 fn check_transport_tenant(
     record: &ApprovalRecord,
     approver: &TrustedContext,
 ) -> Result<(), ProtocolError> {
     match (record.tenant_id.as_deref(), approver.tenant.as_ref()) {
-        (Some(required), Some(tenant)) if tenant.id != required => Err(refusal(
+        (required, Some(tenant)) if required != Some(tenant.id.as_str()) => Err(refusal(
             &record.approval_id,
             codes::POLICY_APPROVAL_NOT_FOUND,
             "no approval with this id",
@@ -851,7 +857,7 @@ fn self_approval_forbidden(duties: SeparationOfDuties) -> bool {
 
 /// The operator of the gated action: its service account, which the host writes into the
 /// action's identity from the trusted context (the payload's identity is overwritten).
-fn operator_of(record: &ApprovalRecord) -> Option<&PrincipalId> {
+pub(crate) fn operator_of(record: &ApprovalRecord) -> Option<&PrincipalId> {
     record
         .action
         .identity
@@ -1523,6 +1529,15 @@ mod tests {
 
     use ApprovalDecisionKind::{Approved, Denied, Expired, Revoked};
 
+    /// A clock stopped at one instant.
+    struct At(Millis);
+
+    impl Clock for At {
+        fn now_ms(&self) -> Millis {
+            self.0
+        }
+    }
+
     fn capability() -> Capability {
         let mut capability = Capability::new(
             "cap:payments.send",
@@ -2159,19 +2174,33 @@ mod tests {
             "the authority itself must name the tenant"
         );
 
+        // A request made without a tenant is decided by approvers without one; one whose
+        // transport verified a tenant is told it does not exist, as its views tell them.
         let mut untenanted = record(selector);
         untenanted.tenant_id = None;
+        let untenanted_approver = |memberships: &ApproverMemberships| {
+            apply_decision(
+                &untenanted,
+                decision(&untenanted, "alice", Approved),
+                &TrustedContext::new(
+                    Principal::new("alice", PrincipalKind::Human),
+                    "https://idp.example",
+                ),
+                memberships,
+                NOW,
+            )
+        };
         assert_eq!(
-            accepted(approve(&untenanted, "alice", &transport_only)).status,
+            accepted(untenanted_approver(&transport_only)).status,
             ApprovalStatus::Approved
         );
         assert_eq!(
-            refused(approve(
-                &untenanted,
-                "alice",
-                &ApproverMemberships::default()
-            )),
+            refused(untenanted_approver(&ApproverMemberships::default())),
             codes::POLICY_APPROVER_UNAUTHORIZED
+        );
+        assert_eq!(
+            refused(approve(&untenanted, "alice", &transport_only)),
+            codes::POLICY_APPROVAL_NOT_FOUND
         );
     }
 
@@ -2886,7 +2915,14 @@ mod tests {
             let decision = decision(&stored, id, Approved);
             let context = context(id);
             tasks.spawn(async move {
-                record_decision(store.as_ref(), authority.as_ref(), NOW, decision, &context).await
+                record_decision(
+                    store.as_ref(),
+                    authority.as_ref(),
+                    &At(NOW),
+                    decision,
+                    &context,
+                )
+                .await
             });
         }
         while let Some(joined) = tasks.join_next().await {
@@ -2916,15 +2952,21 @@ mod tests {
             decision_id: Some("d-1".to_owned()),
             ..decision(&stored, "alice", Approved)
         };
-        let first = record_decision(&store, &authority, NOW, sent.clone(), &context("alice"))
-            .await
-            .expect("decide");
+        let first = record_decision(
+            &store,
+            &authority,
+            &At(NOW),
+            sent.clone(),
+            &context("alice"),
+        )
+        .await
+        .expect("decide");
         assert_eq!((first.version, first.status), (1, ApprovalStatus::Approved));
         assert_eq!(
             store.approval(&stored.approval_id).await.expect("read"),
             Some(first.clone())
         );
-        let replay = record_decision(&store, &authority, NOW, sent, &context("alice"))
+        let replay = record_decision(&store, &authority, &At(NOW), sent, &context("alice"))
             .await
             .expect("replay");
         assert_eq!(replay, first, "nothing written twice");
@@ -2938,7 +2980,7 @@ mod tests {
         let error = record_decision(
             &store,
             &DenyAllApprovalAuthority,
-            NOW,
+            &At(NOW),
             decision(&stored, "alice", Approved),
             &context("alice"),
         )
@@ -2962,7 +3004,7 @@ mod tests {
         let late = record_decision(
             &store,
             &authority,
-            EXPIRY,
+            &At(EXPIRY),
             decision(&stored, "alice", Approved),
             &context("alice"),
         )
@@ -2980,7 +3022,7 @@ mod tests {
         let again = record_decision(
             &store,
             &authority,
-            EXPIRY,
+            &At(EXPIRY),
             decision(&stored, "alice", Approved),
             &context("alice"),
         )
@@ -2988,6 +3030,56 @@ mod tests {
         assert_eq!(
             again.expect_err("closed").code,
             codes::POLICY_APPROVAL_NOT_PENDING
+        );
+    }
+
+    /// An authority that takes until the approval's TTL has passed to answer.
+    struct SlowAuthority {
+        clock: Arc<std::sync::atomic::AtomicU64>,
+        inner: StaticApprovalAuthority,
+    }
+
+    impl ApprovalAuthority for SlowAuthority {
+        fn memberships<'a>(
+            &'a self,
+            approver: &'a PrincipalId,
+            tenant: Option<&'a str>,
+        ) -> BoxFuture<'a, Result<ApproverMemberships, ConnectorFailure>> {
+            self.clock.store(EXPIRY, AtomicOrdering::SeqCst);
+            self.inner.memberships(approver, tenant)
+        }
+    }
+
+    struct Shared(Arc<std::sync::atomic::AtomicU64>);
+
+    impl Clock for Shared {
+        fn now_ms(&self) -> Millis {
+            self.0.load(AtomicOrdering::SeqCst)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_decision_is_timed_after_the_authority_answers() {
+        let store = MemoryStore::new();
+        let stored = record(policy(None));
+        store.insert_approval(&stored).await.expect("insert");
+        let now = Arc::new(std::sync::atomic::AtomicU64::new(NOW));
+        let authority = SlowAuthority {
+            clock: Arc::clone(&now),
+            inner: StaticApprovalAuthority::new().with("alice", member(&["finance"])),
+        };
+        let late = record_decision(
+            &store,
+            &authority,
+            &Shared(now),
+            decision(&stored, "alice", Approved),
+            &context("alice"),
+        )
+        .await;
+        assert_eq!(
+            late.expect_err("the TTL passed while the authority looked the approver up")
+                .code,
+            codes::POLICY_APPROVAL_EXPIRED
         );
     }
 
@@ -3028,7 +3120,7 @@ mod tests {
         record_decision(
             &store,
             &authority,
-            NOW,
+            &At(NOW),
             decision(&stored, "alice", Approved),
             &context("alice"),
         )
@@ -3049,7 +3141,7 @@ mod tests {
         let missing = record_decision(
             &store,
             &authority,
-            NOW,
+            &At(NOW),
             decision(&stored, "alice", Approved),
             &context("alice"),
         )
@@ -3080,7 +3172,7 @@ mod tests {
         let down = record_decision(
             &store,
             &Unreachable,
-            NOW,
+            &At(NOW),
             decision(&stored, "alice", Approved),
             &context("alice"),
         )
@@ -3103,7 +3195,7 @@ mod tests {
         let hidden = record_decision(
             &store,
             &Unreachable,
-            NOW,
+            &At(NOW),
             decision(&stored, "alice", Approved),
             &stranger,
         )

@@ -1561,7 +1561,7 @@ impl Host {
         approval::record_decision(
             self.inner.store.as_ref(),
             self.inner.authority.as_ref(),
-            self.inner.clock.now_ms(),
+            self.inner.clock.as_ref(),
             decision,
             &approver,
         )
@@ -1595,8 +1595,12 @@ impl Host {
     /// Runs an approved action, exactly once, under its original idempotency key. Denied,
     /// expired and revoked approvals give the matching `policy.*` failure.
     ///
-    /// Only the requester, in the approval's tenant, may resume it (`auth.not_authorized`
-    /// otherwise). A pending approval gives `policy.approval_not_granted`; an approved action
+    /// Only the requester, in the approval's tenant, may resume it: another tenant's approval is
+    /// `policy.approval_not_found`, as an unknown one, and another principal of the tenant gets
+    /// `auth.not_authorized`. When the policy keeps the operator from approving
+    /// (`operator_must_differ`), the resume must run under the operator of the request, the one
+    /// its approvers were checked against (`policy.separation_of_duties.operator` otherwise).
+    /// A pending approval gives `policy.approval_not_granted`; an approved action
     /// whose input was redacted, `policy.approval_resubmission_required` (re-submit the action
     /// instead); one that already ran, `policy.approval_already_resumed`; an unknown id,
     /// `policy.approval_not_found` under a fresh action id. A retryable result gives the claim

@@ -78,8 +78,9 @@ pub(crate) async fn run(
         // awaits it stay a few words, so moving them (every caller does, at least once) copies
         // a pointer instead of the pipeline's state.
         // The approval whose resume this call claimed, if any (stage 9). When the result is
-        // retryable the claim is given back, so the next attempt may run the action too.
-        let claimed = OnceLock::new();
+        // retryable, or the approved action did not run, the claim is given back, so the next
+        // attempt may run the action too.
+        let resume_claim = ResumeClaimed::default();
         // For the settlement's log line: an `execute`, a `reconcile` and a `compensate` of one
         // capability look alike otherwise.
         let mode = action
@@ -89,11 +90,16 @@ pub(crate) async fn run(
         // Moved, never borrowed: a borrowed local keeps its place in this future across the
         // await below, which would enlarge it by a whole result.
         let (result, retryable, pending_replay) =
-            classified(Box::pin(execute(host, action, caller, options, &claimed)).await);
+            classified(Box::pin(execute(host, action, caller, options, &resume_claim)).await);
         // Two rare results need the store once more, in one boxed step so that this future
         // stays a few words: a retryable resume gives its claim back, and a replayed
         // `pending_approval` is brought up to date with its approval.
-        let give_back = claimed.get().filter(|_| retryable);
+        let give_back = resume_claim.id.get().filter(|_| {
+            retryable
+                || resume_claim
+                    .unspent
+                    .load(std::sync::atomic::Ordering::Relaxed)
+        });
         let result = if give_back.is_some() || pending_replay {
             Box::pin(follow_up(host, caller, give_back, result)).await
         } else {
@@ -122,6 +128,54 @@ pub(crate) async fn run(
     .await
 }
 
+/// The answer to a keyed call whose key holds a settled record: a resume refused, a conflict,
+/// or the stored result replayed (stage 7).
+fn settled_key(
+    record: IdempotencyRecord,
+    action: &Action,
+    input_hash: &str,
+    resuming: bool,
+    tenant: Option<&VerifiedTenant>,
+    contract: Option<&CapabilityContract>,
+) -> ActionResult {
+    if resuming && crate::store::is_pending_approval(&record.result) {
+        return failure::failed(
+            &action.id,
+            failure::policy(
+                codes::IDEMPOTENCY_PENDING_RESUME_DENIED,
+                "the pending approval stored under this key cannot be resumed by this action",
+            ),
+        );
+    }
+    // Never replayed to another tenant: under a scope that is not partitioned by tenant
+    // (`principal`, `capability`, `action`, `external_account`), the same scoped key can come
+    // from two tenants, and the stored result may hold the first one's data.
+    if !idempotency::of_tenant(record.tenant_id.as_deref(), tenant) {
+        return failure::failed(
+            &action.id,
+            failure::permanent(
+                codes::IDEMPOTENCY_CONFLICT,
+                "the idempotency key was used by another tenant's action; use another key",
+            ),
+        );
+    }
+    let behavior = contract.map_or(
+        aip_connector_core::model::IdempotencyCollisionBehavior::ReturnOriginalResult,
+        |c| c.idempotency.collision_behavior,
+    );
+    // A replayed `pending_approval` is brought up to date in `run`.
+    idempotency::collision(behavior, &record, action, input_hash)
+}
+
+/// The approval whose resume a call claimed (stage 9), if any, and whether the claim is to be
+/// given back whatever the result: the key's settled record answered the call, so the approved
+/// action did not run.
+#[derive(Default)]
+struct ResumeClaimed {
+    id: OnceLock<ApprovalId>,
+    unspent: std::sync::atomic::AtomicBool,
+}
+
 /// `result`, whether it is retryable, and whether it replays a `pending_approval`. (Read here,
 /// not in `run`: a local `run` borrowed would keep its place in `run`'s future.)
 fn classified(result: ActionResult) -> (ActionResult, bool, bool) {
@@ -138,7 +192,7 @@ async fn execute(
     mut action: Arc<Action>,
     caller: &TrustedContext,
     options: Options,
-    claimed: &OnceLock<ApprovalId>,
+    resume_claim: &ResumeClaimed,
 ) -> ActionResult {
     let Options { stream, resume } = options;
     let Some(_slot) = host.permits.try_acquire() else {
@@ -422,7 +476,10 @@ async fn execute(
             ))
             .await
             {
-                Ok(record) => Some(Box::new(record)),
+                Ok((record, recorded)) => {
+                    Arc::make_mut(&mut action).approval = Some(Box::new(recorded));
+                    Some(Box::new(record))
+                }
                 Err(error) => return failure::failed(&action.id, error),
             }
         }
@@ -444,7 +501,7 @@ async fn execute(
         match claim.await {
             Ok(()) => {
                 // Told to `run`, which gives the claim back if the result is retryable.
-                let _ = claimed.set(record.approval_id.clone());
+                let _ = resume_claim.id.set(record.approval_id.clone());
             }
             Err(refused) => return refused,
         }
@@ -472,39 +529,24 @@ async fn execute(
                 ),
             };
             // A call that claimed a resume gives it back if dropped meanwhile.
-            match dropped::reserve_holding_claim(host, claimed, &reservation, now).await {
+            match dropped::reserve_holding_claim(host, &resume_claim.id, &reservation, now).await {
                 Ok(ReserveOutcome::Acquired) => Some(reservation),
                 Ok(ReserveOutcome::Settled(record)) => {
-                    if resuming && crate::store::is_pending_approval(&record.result) {
-                        return failure::failed(
-                            &action.id,
-                            failure::policy(
-                                codes::IDEMPOTENCY_PENDING_RESUME_DENIED,
-                                "the pending approval stored under this key cannot be resumed by this action",
-                            ),
-                        );
-                    }
-                    // Never replayed to another tenant: under a scope that is not partitioned
-                    // by tenant (`principal`, `capability`, `action`, `external_account`), the
-                    // same scoped key can come from two tenants, and the stored result may hold
-                    // the first one's data.
-                    if !idempotency::of_tenant(record.tenant_id.as_deref(), tenant) {
-                        return failure::failed(
-                            &action.id,
-                            failure::permanent(
-                                codes::IDEMPOTENCY_CONFLICT,
-                                "the idempotency key was used by another tenant's action; use another key",
-                            ),
-                        );
-                    }
-                    let behavior = contract.map(|c| c.idempotency.collision_behavior).unwrap_or(aip_connector_core::model::IdempotencyCollisionBehavior::ReturnOriginalResult);
-                    // A replayed `pending_approval` is brought up to date in `run`.
-                    return idempotency::collision(
-                        behavior,
-                        &record,
+                    let answer = settled_key(
+                        record,
                         &action,
                         &reservation.input_hash,
+                        resuming,
+                        tenant,
+                        contract,
                     );
+                    // The approved action did not run: `run` gives its resume back, so the
+                    // approval can still run it once the key is free (found by a hostile
+                    // review: the refusal is not retryable, so the claim was kept).
+                    resume_claim
+                        .unspent
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    return answer;
                 }
                 Ok(ReserveOutcome::InProgress(holder)) => {
                     return idempotency::in_progress(&action, &holder, tenant, now);
@@ -527,7 +569,7 @@ async fn execute(
             now: now.unwrap_or_default(),
         },
         &action,
-        claimed,
+        &resume_claim.id,
     );
     let mode = action.transaction.as_ref().map(|t| t.mode);
     let call = Call {
@@ -3190,14 +3232,15 @@ fn route_compensation<'a>(
 }
 
 /// A re-submitted action carrying an approval decision must match an approved record: same
-/// requester, action, capability and input, and the decision's constraints must hold.
+/// requester, action, capability and input, and the decision's constraints must hold. Answers
+/// the record and its decision the attached one named.
 async fn provided_approval(
     host: &HostInner,
     action: &Action,
     caller: &TrustedContext,
     decision: &aip_connector_core::model::ApprovalDecision,
     fingerprint: &str,
-) -> Result<ApprovalRecord, ProtocolError> {
+) -> Result<(ApprovalRecord, aip_connector_core::model::ApprovalDecision), ProtocolError> {
     let record = approval::expire_if_due(
         host.store.as_ref(),
         &decision.approval_id,
@@ -3221,14 +3264,15 @@ async fn provided_approval(
     }
     // The same checks as `resume_approved`: a principal of the same name in another tenant is
     // another requester.
-    let caller_tenant = host.tenant_of(caller).map(|t| t.id.as_str());
-    if record.requested_by != caller.principal.id
-        || (record.tenant_id.is_some() && record.tenant_id.as_deref() != caller_tenant)
-    {
-        return Err(failure::policy(
-            codes::POLICY_APPROVAL_UNVERIFIED,
-            "only the requester, in the tenant the approval was granted for, may run an approved action",
-        ));
+    match resuming_party(host, &record, caller) {
+        Ok(()) => {}
+        Err(Mismatch::Tenant | Mismatch::Requester) => {
+            return Err(failure::policy(
+                codes::POLICY_APPROVAL_UNVERIFIED,
+                "only the requester, in the tenant the approval was granted for, may run an approved action",
+            ));
+        }
+        Err(Mismatch::Operator) => return Err(operator_changed()),
     }
     if record.status != ApprovalStatus::Approved {
         return Err(status_error(record.status));
@@ -3238,20 +3282,28 @@ async fn provided_approval(
     // trial). Its decision id names it; without one, its approver does. The id alone, since the
     // record names the approver as the authority resolved them, which may not be the spelling
     // the approver sent (a case-insensitive directory).
-    let recorded = decision.decision == aip_connector_core::model::ApprovalDecisionKind::Approved
-        && record.decisions.iter().any(|recorded| {
-            recorded.decision == aip_connector_core::model::ApprovalDecisionKind::Approved
-                && match &decision.decision_id {
-                    Some(id) => recorded.decision_id.as_ref() == Some(id),
-                    None => recorded.approver.id == decision.approver.id,
-                }
-        });
-    if !recorded {
-        return Err(failure::policy(
-            codes::POLICY_APPROVAL_UNVERIFIED,
-            "the attached decision is not an approving decision this approval recorded: attach one from the approval's view",
-        ));
-    }
+    // The recorded decision then replaces the attached one, so what travels on is what the
+    // approver said, whatever else the requester wrote into the decision it attached (a
+    // reason, an approver: found by a hostile review).
+    let recorded = (decision.decision
+        == aip_connector_core::model::ApprovalDecisionKind::Approved)
+        .then(|| {
+            record.decisions.iter().find(|recorded| {
+                recorded.decision == aip_connector_core::model::ApprovalDecisionKind::Approved
+                    && match &decision.decision_id {
+                        Some(id) => recorded.decision_id.as_ref() == Some(id),
+                        None => recorded.approver.id == decision.approver.id,
+                    }
+            })
+        })
+        .flatten()
+        .cloned()
+        .ok_or_else(|| {
+            failure::policy(
+                codes::POLICY_APPROVAL_UNVERIFIED,
+                "the attached decision is not an approving decision this approval recorded: attach one from the approval's view",
+            )
+        })?;
     for recorded in record
         .decisions
         .iter()
@@ -3259,7 +3311,52 @@ async fn provided_approval(
     {
         approval::check_constraints(recorded, &action.input)?;
     }
-    Ok(record)
+    Ok((record, recorded))
+}
+
+/// What of a caller does not match the approved action it would run.
+enum Mismatch {
+    /// The caller's tenant is not the record's (exactly: a record made without a tenant is no
+    /// tenant's, as a key stored without one is, `idempotency::of_tenant`).
+    Tenant,
+    /// The caller is not the requester.
+    Requester,
+    /// The policy keeps the operator from approving (`operator_must_differ`), and the caller
+    /// runs under another operator than the one the approvers were checked against.
+    Operator,
+}
+
+/// Whether `caller` may run the action `record` approved: its requester, in its tenant, and,
+/// when separation of duties names the operator, under the operator of the request. The action
+/// runs under the resuming caller's identity, so a new operator would be one no approver was
+/// checked against: an approver could approve, then operate the action themselves (found by a
+/// hostile review).
+fn resuming_party(
+    host: &HostInner,
+    record: &ApprovalRecord,
+    caller: &TrustedContext,
+) -> Result<(), Mismatch> {
+    let caller_tenant = host.tenant_of(caller).map(|t| t.id.as_str());
+    if record.tenant_id.as_deref() != caller_tenant {
+        return Err(Mismatch::Tenant);
+    }
+    if record.requested_by != caller.principal.id {
+        return Err(Mismatch::Requester);
+    }
+    if record.policy.separation_of_duties.operator_must_differ
+        && approval::operator_of(record) != caller.operator.as_ref()
+    {
+        return Err(Mismatch::Operator);
+    }
+    Ok(())
+}
+
+/// The refusal of an approved action run under another operator than its request's.
+fn operator_changed() -> ProtocolError {
+    failure::policy(
+        codes::POLICY_SEPARATION_OF_DUTIES_OPERATOR,
+        "the approval's policy keeps the operator from approving, and its approvers were checked against the operator of the request: run the approved action under that operator",
+    )
 }
 
 /// `result` brought up to date by [`refresh_pending_replay`], or, with `give_back`, `result`
@@ -3393,19 +3490,30 @@ pub(crate) async fn resumable(
         }
     };
     let action_id = record.action.id.clone();
-    let caller_tenant = host.tenant_of(caller).map(|t| t.id.as_str());
-    if caller.principal.id != record.requested_by
-        || (record.tenant_id.is_some() && record.tenant_id.as_deref() != caller_tenant)
-    {
-        return Err(failure::failed(
-            &action_id,
-            failure::error(
-                codes::AUTH_NOT_AUTHORIZED,
-                "only the requester, in the tenant the approval was granted for, resumes an approved action",
-                ErrorCategory::Auth,
-                false,
-            ),
-        ));
+    match resuming_party(host, &record, caller) {
+        Ok(()) => {}
+        // Another tenant's approval is not there for this caller, as for every other read of
+        // it (decisions, views): no oracle of its existence, and no action id of it.
+        Err(Mismatch::Tenant) => {
+            return Err(failure::failed(
+                &aip_connector_core::ids::ActionId::new(),
+                failure::policy(codes::POLICY_APPROVAL_NOT_FOUND, "no approval with this id"),
+            ));
+        }
+        Err(Mismatch::Requester) => {
+            return Err(failure::failed(
+                &action_id,
+                failure::error(
+                    codes::AUTH_NOT_AUTHORIZED,
+                    "only the requester, in the tenant the approval was granted for, resumes an approved action",
+                    ErrorCategory::Auth,
+                    false,
+                ),
+            ));
+        }
+        Err(Mismatch::Operator) => {
+            return Err(failure::failed(&action_id, operator_changed()));
+        }
     }
     if record.status != ApprovalStatus::Approved {
         return Err(failure::failed(&action_id, status_error(record.status)));
