@@ -23,7 +23,8 @@
 //!   operations committed on that route.
 //! - **Operation lookups** — `GET /operations/{id}` and `GET /operations?idempotency_key=K`
 //!   answer `200 {operation_id, state, ...}` with `state` `committed` (plus `result`, the
-//!   effect's answer, and `effect_count`), `pending` (scripted with
+//!   effect's answer, and `effect_count`), `pending` (with a `cursor`, `cursor_<n>`, to resume
+//!   the lookup from; scripted with
 //!   [`ProviderHandle::lookups_pending`], which an answer shape of the connector's own lookup
 //!   route reads with [`AnswerRequest::lookup_pending`]) or `unknown`.
 //!
@@ -54,6 +55,9 @@
 //!
 //! - A requirement applies to **every request**, on every route and method, reads and the
 //!   double's own `/operations` lookups included: there is no exempt route.
+//!   [`ProviderHandle::require_bearer_on`] and [`ProviderHandle::require_header_on`] scope one
+//!   to a route instead (`GET /items`, `/reports/*`), for a connector whose capabilities do not
+//!   all authenticate: a request must meet every requirement whose route applies to it.
 //! - Requirements on different headers all apply; one on a header already required replaces it
 //!   (`require_bearer` requires the `authorization` header). The header must be sent once: a
 //!   repeated one is refused.
@@ -358,20 +362,32 @@ impl ProviderHandle {
     /// When `token` is empty, starts or ends with whitespace (which no request could carry), or
     /// `Bearer <token>` is not a valid header value (the message does not quote it).
     pub fn require_bearer(&self, token: impl AsRef<str>) {
-        let token = token.as_ref();
-        let valid = !token.is_empty()
-            && token.trim() == token
-            && HeaderValue::from_bytes(format!("Bearer {token}").as_bytes()).is_ok();
-        assert!(
-            valid,
-            "ProviderHandle::require_bearer: the token is empty, padded with whitespace or not \
-             valid in a header value"
-        );
-        self.require(Requirement {
-            name: AUTHORIZATION,
-            expected: Expected(token.as_bytes().to_vec()),
-            bearer: true,
-        });
+        self.require(bearer_requirement(token.as_ref(), None));
+    }
+
+    /// Requires `Authorization: Bearer <token>` on the requests of `route` only (an exact
+    /// path, a `/prefix/*` pattern or `*`, optionally after a method: `GET /items`, matched
+    /// like [`inject`](Self::inject)'s routes), as [`require_bearer`](Self::require_bearer)
+    /// does on every request. For a connector whose capabilities do not all authenticate (a
+    /// search that sends the caller's credential beside writes that use none): requiring the
+    /// credential everywhere would refuse those, and requiring it nowhere would not notice the
+    /// search forgetting it. Replaces an earlier requirement on `authorization` for the same
+    /// route; a request must meet every requirement whose route applies to it.
+    ///
+    /// ```no_run
+    /// # use aip_connector_testkit::ProviderDouble;
+    /// # use aip_connector_testkit::conformance::CANARY_SECRET;
+    /// # async fn demo() {
+    /// let (_double, provider) = ProviderDouble::start().await;
+    /// provider.require_bearer_on("GET /items", CANARY_SECRET);
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// As [`require_bearer`](Self::require_bearer)'s.
+    pub fn require_bearer_on(&self, route: &str, token: impl AsRef<str>) {
+        self.require(bearer_requirement(token.as_ref(), Some(route)));
     }
 
     /// Requires header `name` with exactly `value` on every request from now on (API-key style
@@ -389,26 +405,25 @@ impl ProviderHandle {
     /// whitespace (which no request could carry) or is not a valid header value (the message
     /// names the header, never the value).
     pub fn require_header(&self, name: &str, value: impl AsRef<str>) {
-        let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
-            // Not quoted: a name pasted with its value (`Authorization: Bearer …`) holds a secret.
-            panic!("ProviderHandle::require_header: the name is not a valid header name");
-        };
-        let value = value.as_ref();
-        assert!(
-            !value.is_empty() && value.trim() == value && HeaderValue::from_str(value).is_ok(),
-            "ProviderHandle::require_header({name:?}, …): the value is empty, padded with \
-             whitespace or not valid in a header"
-        );
-        self.require(Requirement {
-            name: header,
-            expected: Expected(value.as_bytes().to_vec()),
-            bearer: false,
-        });
+        self.require(header_requirement(name, value.as_ref(), None));
+    }
+
+    /// Requires header `name` with exactly `value` on the requests of `route` only, as
+    /// [`require_header`](Self::require_header) does on every request (routes as
+    /// [`require_bearer_on`](Self::require_bearer_on)'s).
+    ///
+    /// # Panics
+    ///
+    /// As [`require_header`](Self::require_header)'s.
+    pub fn require_header_on(&self, route: &str, name: &str, value: impl AsRef<str>) {
+        self.require(header_requirement(name, value.as_ref(), Some(route)));
     }
 
     fn require(&self, requirement: Requirement) {
         let mut state = self.shared.lock();
-        state.auth.retain(|r| r.name != requirement.name);
+        state
+            .auth
+            .retain(|r| r.name != requirement.name || r.route != requirement.route);
         state.auth.push(requirement);
     }
 
@@ -1061,13 +1076,52 @@ struct State {
 }
 
 /// A header every request must carry ([`ProviderHandle::require_bearer`],
-/// [`ProviderHandle::require_header`]).
+/// [`ProviderHandle::require_header`]), or every request of one route (`require_*_on`).
 #[derive(Debug)]
 struct Requirement {
     name: HeaderName,
     expected: Expected,
     /// `Authorization: Bearer <expected>`, the scheme's name matched without regard to case.
     bearer: bool,
+    /// The route whose requests it applies to (see [`route_specificity`]); `None`: every one.
+    route: Option<String>,
+}
+
+/// `Authorization: Bearer <token>`, on `route`'s requests or every one.
+fn bearer_requirement(token: &str, route: Option<&str>) -> Requirement {
+    let valid = !token.is_empty()
+        && token.trim() == token
+        && HeaderValue::from_bytes(format!("Bearer {token}").as_bytes()).is_ok();
+    assert!(
+        valid,
+        "ProviderHandle::require_bearer: the token is empty, padded with whitespace or not \
+         valid in a header value"
+    );
+    Requirement {
+        name: AUTHORIZATION,
+        expected: Expected(token.as_bytes().to_vec()),
+        bearer: true,
+        route: route.map(str::to_owned),
+    }
+}
+
+/// Header `name: value`, on `route`'s requests or every one.
+fn header_requirement(name: &str, value: &str, route: Option<&str>) -> Requirement {
+    let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
+        // Not quoted: a name pasted with its value (`Authorization: Bearer …`) holds a secret.
+        panic!("ProviderHandle::require_header: the name is not a valid header name");
+    };
+    assert!(
+        !value.is_empty() && value.trim() == value && HeaderValue::from_str(value).is_ok(),
+        "ProviderHandle::require_header({name:?}, …): the value is empty, padded with \
+         whitespace or not valid in a header"
+    );
+    Requirement {
+        name: header,
+        expected: Expected(value.as_bytes().to_vec()),
+        bearer: false,
+        route: route.map(str::to_owned),
+    }
 }
 
 /// A required value: its `Debug` never shows it.
@@ -1080,6 +1134,13 @@ impl fmt::Debug for Expected {
 }
 
 impl Requirement {
+    /// Whether it applies to a `method` request on `path`.
+    fn applies_to(&self, method: &str, path: &str) -> bool {
+        self.route
+            .as_deref()
+            .is_none_or(|route| route_specificity(route, method, path).is_some())
+    }
+
     /// Whether `headers` carry the required value, once.
     fn met_by(&self, headers: &HeaderMap) -> bool {
         let mut values = headers.get_all(&self.name).iter();
@@ -1185,9 +1246,20 @@ impl State {
         })
     }
 
-    /// The `401` for a request whose `headers` fail a credential requirement, if one does.
-    fn refusal(&self, headers: &HeaderMap, sequence: u64) -> Option<Response<ResponseBody>> {
-        let failed: Vec<&Requirement> = self.auth.iter().filter(|r| !r.met_by(headers)).collect();
+    /// The `401` for a `method` request on `path` whose `headers` fail a credential
+    /// requirement that applies to it, if one does.
+    fn refusal(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &HeaderMap,
+        sequence: u64,
+    ) -> Option<Response<ResponseBody>> {
+        let failed: Vec<&Requirement> = self
+            .auth
+            .iter()
+            .filter(|r| r.applies_to(method, path) && !r.met_by(headers))
+            .collect();
         if failed.is_empty() {
             return None;
         }
@@ -1329,7 +1401,12 @@ async fn handle(
             since_start,
         });
         // A request without the required credentials goes no further: no fault, no effect.
-        if let Some(refused) = state.refusal(&parts.headers, sequence) {
+        if let Some(refused) = state.refusal(
+            parts.method.as_str(),
+            parts.uri.path(),
+            &parts.headers,
+            sequence,
+        ) {
             state.unauthorized.push(sequence);
             drop(state);
             shared.notify();
@@ -1616,7 +1693,14 @@ fn lookup(shared: &Shared, incoming: &Received) -> Response<ResponseBody> {
     };
     if state.pending_lookups > 0 {
         state.pending_lookups -= 1;
-        answer = json!({ "operation_id": answer["operation_id"], "state": "pending" });
+        // A cursor to resume the lookup from, as a provider's long-running operations hand
+        // out: a reconcile companion that passes it on (`ReconcileOutcome::Pending { cursor }`)
+        // lets a restarted host resume from it.
+        answer = json!({
+            "operation_id": answer["operation_id"],
+            "state": "pending",
+            "cursor": format!("cursor_{sequence}"),
+        });
     }
     if let By::Key(key) = &by {
         answer["idempotency_key"] = json!(key);
@@ -1742,11 +1826,7 @@ mod tests {
 
     #[test]
     fn a_requirement_is_met_by_one_matching_header() {
-        let bearer = Requirement {
-            name: AUTHORIZATION,
-            expected: Expected(b"tok".to_vec()),
-            bearer: true,
-        };
+        let bearer = bearer_requirement("tok", None);
         let mut headers = HeaderMap::new();
         assert!(!bearer.met_by(&headers));
         headers.insert(AUTHORIZATION, HeaderValue::from_static("Bearer tok"));
@@ -1755,7 +1835,22 @@ mod tests {
         assert!(!bearer.met_by(&headers), "a repeated header is refused");
         assert_eq!(
             format!("{bearer:?}"),
-            r#"Requirement { name: "authorization", expected: [REDACTED], bearer: true }"#
+            r#"Requirement { name: "authorization", expected: [REDACTED], bearer: true, route: None }"#
         );
+    }
+
+    #[test]
+    fn a_requirement_on_a_route_applies_to_its_requests_only() {
+        let everywhere = bearer_requirement("tok", None);
+        let on_items = bearer_requirement("tok", Some("GET /items"));
+        let below_reports = header_requirement("x-api-key", "key", Some("/reports/*"));
+        assert!(everywhere.applies_to("POST", "/reservations"));
+        assert!(on_items.applies_to("GET", "/items"));
+        assert!(on_items.applies_to("get", "/items"));
+        assert!(!on_items.applies_to("POST", "/items"));
+        assert!(!on_items.applies_to("GET", "/items/1"));
+        assert!(below_reports.applies_to("GET", "/reports"));
+        assert!(below_reports.applies_to("DELETE", "/reports/7"));
+        assert!(!below_reports.applies_to("GET", "/reportsx"));
     }
 }

@@ -141,6 +141,10 @@ enum Lie {
     /// Puts a fresh request id into every request's body under the stable key: a provider that
     /// checks a reused key's body refuses the redelivery of an action that took effect.
     FreshIdInBody,
+    /// Names each write by a fresh operation id (`x-operation-id`, and its checkpoint) instead
+    /// of one derived from the key: the provider files a redelivery's replay under the first
+    /// id, so the second one's checkpoint names an operation no lookup finds.
+    FreshOperationId,
 }
 
 /// The "fresh" ids [`Lie::FreshIdInBody`] sends, one per request.
@@ -175,7 +179,11 @@ impl KeyedBookings {
     ) -> Result<Booked, ConnectorFailure> {
         let operation = ProviderOperationRef {
             provider: "double".into(),
-            operation_id: format!("op-{key}"),
+            operation_id: if self.lie == Lie::FreshOperationId {
+                format!("op-{}", REQUEST_IDS.fetch_add(1, Ordering::Relaxed))
+            } else {
+                format!("op-{key}")
+            },
             request_id: None,
         };
         let cursor =
@@ -406,6 +414,25 @@ fn a_fresh_id_in_each_request_body_is_caught_by_duplicate_suppressed() {
     assert!(
         check.detail.contains("where the first delivery completed")
             && check.detail.contains("POST /bookings: `request_id`")
+            && check.detail.contains("key.for_provider()"),
+        "{}",
+        check.detail
+    );
+}
+
+#[test]
+fn a_fresh_operation_id_per_delivery_is_caught_by_delivery_id_stable() {
+    let report = keyed(Lie::FreshOperationId).run();
+    eprintln!("{report}");
+    let check = report
+        .check(&Scenario::IdempotencyDuplicates.check_name())
+        .unwrap();
+    assert_eq!(failing(check), ["delivery_id_stable"], "{}", check.detail);
+    assert!(
+        check
+            .detail
+            .contains("the redelivery named its writes by other operation ids in `x-operation-id`")
+            && check.detail.contains("POST /bookings: `op-")
             && check.detail.contains("key.for_provider()"),
         "{}",
         check.detail

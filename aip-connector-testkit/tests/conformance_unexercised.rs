@@ -76,6 +76,9 @@ struct ApiTransfer {
 #[serde(deny_unknown_fields)]
 struct ApiLookup {
     posted: bool,
+    /// `pending` while the API has not decided yet.
+    #[serde(default)]
+    state: Option<String>,
 }
 
 /// What a [`Ledger`]'s write does besides posting the transfer.
@@ -91,6 +94,8 @@ enum Write {
     ForgetsKey,
     /// Posts it, and its reconciliation reads a failed lookup as "not posted".
     GuessesWhenUnanswered,
+    /// Posts it, and its reconciliation reads a pending lookup as "not posted".
+    PendingIsNotPosted,
 }
 
 struct Ledger {
@@ -185,9 +190,15 @@ impl Ledger {
         let path = format!("/transfers/{}", request.provider_operation.operation_id);
         let lookup: ApiLookup = match self.api.get(&path).send_json().await {
             Ok(lookup) => lookup,
-            Err(_) if self.write == Write::GuessesWhenUnanswered => ApiLookup { posted: false },
+            Err(_) if self.write == Write::GuessesWhenUnanswered => ApiLookup {
+                posted: false,
+                state: None,
+            },
             Err(failure) => return Err(failure),
         };
+        if lookup.state.as_deref() == Some("pending") && self.write != Write::PendingIsNotPosted {
+            return Ok(ReconcileOutcome::Pending { cursor: None });
+        }
         Ok(if lookup.posted {
             ReconcileOutcome::Committed { evidence: None }
         } else {
@@ -1135,6 +1146,45 @@ fn a_reconciliation_that_reads_a_failed_lookup_as_not_committed_fails() {
         "{}",
         errors.detail
     );
+}
+
+/// Answers like the ledger's API, whose transfer lookups answer `pending` while the double is
+/// scripted to.
+fn answer_like_a_ledger_that_can_be_pending(provider: &ProviderHandle) {
+    answer_like_the_ledger(provider);
+    provider.answer("/transfers/*", |request| {
+        if request.lookup_pending() {
+            return json!({ "posted": false, "state": "pending" });
+        }
+        let operation = request.path().trim_start_matches("/transfers/");
+        json!({ "posted": request.effects().iter().any(|e| e.operation_id == operation) })
+    });
+}
+
+/// A reconciliation that reads a pending lookup as "not posted" fails `reconnect_cursor_resumed`:
+/// the provider holds the transfer (an author trial's companion, `_ => NotCommitted`, passed
+/// with a note). One that answers `Pending` passes.
+#[test]
+fn a_reconciliation_that_reads_a_pending_lookup_as_not_committed_fails() {
+    let report = ledger(Write::PendingIsNotPosted)
+        .with_provider_setup(answer_like_a_ledger_that_can_be_pending)
+        .run();
+    let restart = check(&report, Scenario::RestartReconnect);
+    assert_eq!(failing(restart), ["reconnect_cursor_resumed"], "{report}");
+    assert!(
+        restart
+            .detail
+            .contains("yet the reconciliation settled transaction")
+            && restart.detail.contains("`ReconcileOutcome::Pending`"),
+        "{}",
+        restart.detail
+    );
+
+    let report = ledger(Write::Posts)
+        .with_provider_setup(answer_like_a_ledger_that_can_be_pending)
+        .run();
+    let restart = check(&report, Scenario::RestartReconnect);
+    assert_eq!(restart.status, CheckStatus::Passed, "{report}");
 }
 
 /// Told the connector has no provider, a suite whose connector does make provider requests

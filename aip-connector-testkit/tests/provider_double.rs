@@ -477,10 +477,24 @@ async fn lookups_answer_committed_unknown_and_scripted_pending() {
     assert_eq!(unknown_key["state"], "unknown");
 
     handle.lookups_pending(2);
+    let mut cursors = Vec::new();
     for _ in 0..2 {
-        let pending = get_json(&double, "/operations/op_1").await;
-        assert_eq!(pending, json!({"operation_id": "op_1", "state": "pending"}));
+        let mut pending = get_json(&double, "/operations/op_1").await;
+        let cursor = pending["cursor"].take();
+        assert!(
+            cursor.as_str().is_some_and(|c| c.starts_with("cursor_")),
+            "{cursor}"
+        );
+        cursors.push(cursor);
+        assert_eq!(
+            pending,
+            json!({"operation_id": "op_1", "state": "pending", "cursor": null})
+        );
     }
+    assert_ne!(
+        cursors[0], cursors[1],
+        "each pending answer has a cursor of its own"
+    );
     assert_eq!(
         get_json(&double, "/operations/op_1").await["state"],
         "committed"
@@ -844,6 +858,55 @@ async fn a_required_bearer_token_gates_every_request() {
             .unwrap();
         assert_eq!(read.status(), 200, "{path}");
     }
+}
+
+/// `require_bearer_on`: only the route's requests need the token (a search that sends the
+/// caller's credential beside writes that use none); the rest are answered as before, and a
+/// requirement on every request still applies on top of it.
+#[tokio::test]
+async fn a_bearer_token_required_on_a_route_gates_that_route_only() {
+    let (double, handle) = ProviderDouble::start().await;
+    handle.require_bearer_on("GET /items", "tok-items");
+    handle.require_bearer_on("GET /items", "tok-items-2");
+
+    assert_eq!(post_with(&double, "/items", &[]).await.status(), 201);
+    assert_eq!(post_with(&double, "/bookings", &[]).await.status(), 201);
+    let get = |path: &'static str, token: Option<&'static str>| {
+        let mut request = http().get(double.url(path));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        async move { request.send().await.unwrap().status() }
+    };
+    assert_eq!(get("/items", None).await, 401);
+    assert_eq!(
+        get("/items", Some("tok-items")).await,
+        401,
+        "replaced by the later requirement on the route"
+    );
+    assert_eq!(get("/items", Some("tok-items-2")).await, 200);
+    assert_eq!(get("/items/7", None).await, 200, "another path");
+    assert_eq!(
+        handle
+            .unauthorized_requests()
+            .iter()
+            .map(|r| r.path.as_str())
+            .collect::<Vec<_>>(),
+        ["/items", "/items"]
+    );
+
+    handle.require_header("x-api-key", "key-all");
+    assert_eq!(get("/items/7", None).await, 401, "the global one applies");
+    let both = http()
+        .get(double.url("/items"))
+        .bearer_auth("tok-items-2")
+        .header("x-api-key", "key-all")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(both.status(), 200);
+    handle.clear_auth();
+    assert_eq!(get("/items", None).await, 200);
 }
 
 /// A refused request takes no fault and no shaped answer: the fault waits for the next

@@ -394,6 +394,43 @@ impl Checkpoint {
     pub fn recorded(&self) -> Option<(ProviderOperationRef, Option<String>)> {
         self.0.recorded()
     }
+
+    /// The provider operation this attempt works on, for an API that lets the client name its
+    /// writes (an operation id header): the one an earlier attempt of this transaction recorded,
+    /// so a re-run asks the provider about the same operation, else `<prefix>_<key>` named after
+    /// the action's provider key ([`IdempotencyKey::for_provider`]). Record it
+    /// ([`record`](Self::record)) before the request leaves, and send its id with the request.
+    ///
+    /// Derived from the key, never from the clock or a random source: a host that lost its
+    /// records delivers the action again without the checkpoint, and the provider answers the
+    /// redelivery with the first delivery's effect, filed under the first id. A fresh id would
+    /// checkpoint an operation no lookup finds, and a reconciliation would read it as never
+    /// made (conformance's `delivery_id_stable` compares the two deliveries' ids).
+    ///
+    /// ```
+    /// # use aip_connector::prelude::*;
+    /// # async fn book(key: IdempotencyKey, checkpoint: Checkpoint) -> Result<(), ConnectorFailure> {
+    /// let operation = checkpoint.operation_for(&key, "calendar-api", "bk");
+    /// checkpoint.record(operation.clone(), None).await?;
+    /// // ... send the request with `x-operation-id: <operation.operation_id>` ...
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn operation_for(
+        &self,
+        key: &IdempotencyKey,
+        provider: &str,
+        prefix: &str,
+    ) -> ProviderOperationRef {
+        if let Some((operation, _cursor)) = self.recorded() {
+            return operation;
+        }
+        ProviderOperationRef {
+            provider: provider.to_owned(),
+            operation_id: format!("{prefix}_{}", key.for_provider()),
+            request_id: None,
+        }
+    }
 }
 
 impl Extractor for Checkpoint {

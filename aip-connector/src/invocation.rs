@@ -298,6 +298,62 @@ pub struct CompensationTarget {
     pub provider_operation: Option<ProviderOperationRef>,
 }
 
+impl CompensationTarget {
+    /// The compensated action's output decoded as `T`, its capability's output type (what its
+    /// handler returned: the id of the booking to cancel, say). `Ok(None)` when there is no
+    /// such output: the action failed after committing side effects, or its unknown outcome
+    /// was `reconciled`, whose `output` is the reconciliation's answer rather than the
+    /// handler's. Fall back to [`provider_operation`](Self::provider_operation) then, which
+    /// every status that can be compensated may carry.
+    ///
+    /// # Errors
+    ///
+    /// When the output of a `committed` action is not a `T`.
+    ///
+    /// ```
+    /// use aip_connector::CompensationTarget;
+    /// use aip_connector::ids::{ActionId, TransactionId};
+    /// use aip_connector::model::TransactionProtocolStatus;
+    /// use serde::Deserialize;
+    /// use serde_json::json;
+    ///
+    /// #[derive(Deserialize)]
+    /// struct Reserved {
+    ///     reservation_id: String,
+    /// }
+    ///
+    /// let target = CompensationTarget {
+    ///     action_id: ActionId::new(),
+    ///     transaction_id: TransactionId::new(),
+    ///     capability_id: "cap:inventory:reserve_stock".into(),
+    ///     status: TransactionProtocolStatus::Committed,
+    ///     output: Some(json!({ "reservation_id": "res_42" })),
+    ///     error: None,
+    ///     provider_operation: None,
+    /// };
+    /// let reserved: Option<Reserved> = target.output_as()?;
+    /// assert_eq!(reserved.map(|r| r.reservation_id).as_deref(), Some("res_42"));
+    ///
+    /// let reconciled = CompensationTarget {
+    ///     status: TransactionProtocolStatus::Reconciled,
+    ///     output: Some(json!({ "reconciliation": { "committed": true } })),
+    ///     ..target
+    /// };
+    /// assert!(reconciled.output_as::<Reserved>()?.is_none());
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    pub fn output_as<T: serde::de::DeserializeOwned>(
+        &self,
+    ) -> Result<Option<T>, serde_json::Error> {
+        match (self.status, &self.output) {
+            (TransactionProtocolStatus::Committed, Some(output)) => {
+                T::deserialize(output).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
 /// A plain [`InvocationContext`] for tests and for running handlers outside a host.
 ///
 /// Built with [`StaticInvocation::new`] and the `with_*` methods; it records streamed chunks and

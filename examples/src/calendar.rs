@@ -155,7 +155,7 @@ impl Calendar {
                 CONNECTOR_ID,
             ));
         }
-        let operation = provider_api::operation_for(&checkpoint, &key, PROVIDER, "bk");
+        let operation = checkpoint.operation_for(&key, PROVIDER, "bk");
         // Durable before the request leaves: whatever happens to it, reconciliation knows
         // which operation to ask the provider about.
         checkpoint.record(operation.clone(), None).await?;

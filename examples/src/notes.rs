@@ -126,7 +126,7 @@ pub mod writes {
                 CONNECTOR_ID,
             ));
         }
-        let operation = provider_api::operation_for(&checkpoint, &key, PROVIDER, "nt");
+        let operation = checkpoint.operation_for(&key, PROVIDER, "nt");
         checkpoint.record(operation.clone(), None).await?;
         let effect: ProviderEffect = notes
             .api

@@ -205,7 +205,7 @@ impl Payments {
         deadline: Deadline,
         checkpoint: Checkpoint,
     ) -> Result<Charged, ConnectorFailure> {
-        let operation = provider_api::operation_for(&checkpoint, &key, PROVIDER, "ch");
+        let operation = checkpoint.operation_for(&key, PROVIDER, "ch");
         // Durable before the request leaves: a lost answer is reconciled against this
         // operation, never charged again.
         checkpoint.record(operation.clone(), None).await?;

@@ -15,34 +15,6 @@ use serde_json::Value;
 /// Request header carrying the client-chosen operation id.
 pub(crate) const OPERATION_ID_HEADER: &str = "x-operation-id";
 
-/// The provider operation this attempt works on: the one an earlier attempt of the same
-/// transaction recorded (so a re-run asks the provider about the same operation), else one
-/// named `<prefix>_<provider key>` after the action's idempotency key.
-///
-/// Derived from the key, never random: a host that lost its records delivers the action again
-/// without the checkpoint. With a fresh id the redelivery would checkpoint an operation the
-/// provider never saw (its deduplication answers with the first request's effect, made under
-/// the first id); should that answer be lost too, reconciliation would look up the new id,
-/// find nothing, and report "not committed" while the provider holds the effect. A provider
-/// that checks reused keys would also refuse the second request, whose header differs. (The
-/// testkit's provider double deduplicates by key and does not compare this header, so the
-/// suite does not catch a fresh id; it catches a fresh id in the body, `duplicate_suppressed`.)
-pub(crate) fn operation_for(
-    checkpoint: &Checkpoint,
-    key: &IdempotencyKey,
-    provider: &str,
-    prefix: &str,
-) -> ProviderOperationRef {
-    if let Some((operation, _cursor)) = checkpoint.recorded() {
-        return operation;
-    }
-    ProviderOperationRef {
-        provider: provider.to_owned(),
-        operation_id: format!("{prefix}_{}", key.for_provider()),
-        request_id: None,
-    }
-}
-
 /// What the provider knows about an operation.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum OperationState {
@@ -104,8 +76,14 @@ pub(crate) async fn reconcile(
         OperationState::Unknown => ReconcileOutcome::NotCommitted {
             evidence: Some(evidence),
         },
+        // The provider's cursor, when its answer has one, so a later round (on this host or a
+        // restarted one) resumes the lookup from it.
         OperationState::Pending => ReconcileOutcome::Pending {
-            cursor: request.cursor.clone(),
+            cursor: evidence
+                .get("cursor")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or_else(|| request.cursor.clone()),
         },
     })
 }

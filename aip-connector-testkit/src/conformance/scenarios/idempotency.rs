@@ -20,7 +20,8 @@
 //! scoped key) or the scoped key itself (`Tenant:<tenant>:<key>`), alone or in a key derived
 //! per provider call. The caller's key alone would let the provider merge two tenants'
 //! `invoice-42`. The redelivery must send the same keys in the
-//! same order as the first delivery.
+//! same order as the first delivery, and name each write by the same operation id
+//! (`x-operation-id`, when it sends one): the provider files the replay under the first id.
 //!
 //! `collision_rejected` reuses the key with another valid input (a second declared example, or
 //! the example with one value changed): `reject_conflict` must answer `idempotency.conflict`,
@@ -40,7 +41,7 @@ use serde_json::Value;
 use super::{code, shown_code};
 use crate::conformance::harness::is_mutating;
 use crate::conformance::{Evidence, Harness};
-use crate::provider_double::RecordedRequest;
+use crate::provider_double::{OPERATION_ID_HEADER, RecordedRequest};
 
 pub(super) async fn run(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
@@ -234,6 +235,17 @@ async fn duplicates(
             super::sent_keys(sent_again.iter().copied())
         )
     });
+    // The operation id a write names itself by must be stable too: the provider files the
+    // replayed write under the first delivery's id, so a checkpoint of the second one's names
+    // an operation no lookup finds, and a reconciliation reads it as never made (an author
+    // trial's connector put a time-based id there and passed).
+    let changed = changed_operation_ids(&first_requests, &redelivery_requests);
+    evidence.assert("delivery_id_stable", changed.is_empty(), || {
+        format!(
+            "`{id}`: the redelivery named its writes by other operation ids in `{OPERATION_ID_HEADER}` than the first delivery ({}): the provider files the replay under the first id, so a reconciliation that looks the second one up finds nothing; derive the id from the key (`key.for_provider()`), not from the clock or a random source",
+            changed.join("; ")
+        )
+    });
     first_keys.len() + redelivery_keys.len()
 }
 
@@ -371,11 +383,7 @@ fn changed_bodies(first: &[RecordedRequest], again: &[RecordedRequest]) -> Vec<S
         .iter()
         .filter(|r| is_mutating(&r.method))
         .filter_map(|request| {
-            let original = first.iter().find(|f| {
-                f.method == request.method
-                    && f.path == request.path
-                    && f.idempotency_key() == request.idempotency_key()
-            })?;
+            let original = first_delivery_of(first, request)?;
             let (Some(before), Some(after)) = (original.json(), request.json()) else {
                 return (original.body != request.body)
                     .then(|| format!("{} {}: the body's bytes", request.method, request.path));
@@ -400,6 +408,45 @@ fn changed_bodies(first: &[RecordedRequest], again: &[RecordedRequest]) -> Vec<S
             ))
         })
         .collect()
+}
+
+/// The mutating requests of the redelivery whose operation id (`x-operation-id`, the header
+/// the double files an effect under) differs from the first delivery's request it repeats,
+/// described.
+fn changed_operation_ids(first: &[RecordedRequest], again: &[RecordedRequest]) -> Vec<String> {
+    again
+        .iter()
+        .filter(|r| is_mutating(&r.method))
+        .filter_map(|request| {
+            let original = first_delivery_of(first, request)?;
+            let (before, after) = (
+                original.header(OPERATION_ID_HEADER),
+                request.header(OPERATION_ID_HEADER),
+            );
+            (before != after).then(|| {
+                format!(
+                    "{} {}: `{}` then `{}`",
+                    request.method,
+                    request.path,
+                    before.unwrap_or("none"),
+                    after.unwrap_or("none")
+                )
+            })
+        })
+        .collect()
+}
+
+/// The request of the first delivery that `request` of the redelivery repeats: same method,
+/// path and `Idempotency-Key`.
+fn first_delivery_of<'r>(
+    first: &'r [RecordedRequest],
+    request: &RecordedRequest,
+) -> Option<&'r RecordedRequest> {
+    first.iter().find(|f| {
+        f.method == request.method
+            && f.path == request.path
+            && f.idempotency_key() == request.idempotency_key()
+    })
 }
 
 /// `(method path, Idempotency-Key)` of every mutating request.

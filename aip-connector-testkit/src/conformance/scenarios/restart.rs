@@ -19,7 +19,9 @@
 //!   (the provider committed and dropped the connection), after one reconciliation round the
 //!   provider answered `pending` (when the connector's reconciliation reports it), is reconciled
 //!   by the restarted host: its connector is asked about exactly the provider operation and
-//!   cursor recorded before the restart, and the outcome settles. Without a capability that
+//!   cursor recorded before the restart, and the outcome settles. A round that settles the
+//!   outcome *not committed* while the provider's lookup answered `pending` fails it: the
+//!   provider holds the effect, and a retry would make it twice. Without a capability that
 //!   declares `reconcile` there is nothing to resume; it holds with a note. It holds with a note
 //!   too when the suite was told the connector has no provider (`without_provider`) and the
 //!   capability completes without a provider request: no answer can be lost.
@@ -325,6 +327,25 @@ async fn reconnect_cursor_resumed(h: &Harness, evidence: &mut Evidence) {
             left = Some(transaction_id);
             break;
         }
+        // The provider holds the effect (it committed before the connection dropped), so a
+        // round that settles it "not committed" read the lookup's "still in flight" as "never
+        // happened": a retry then makes the effect twice (found by an author trial, whose
+        // companion's `_ => NotCommitted` passed with a note).
+        let reported = |field: &str| {
+            round
+                .output
+                .as_ref()
+                .and_then(|o| o.pointer(&format!("/reconciliation/{field}")))
+                .and_then(Value::as_bool)
+        };
+        if reported("terminal") == Some(true) && reported("committed") == Some(false) {
+            evidence.assert("reconnect_cursor_resumed", false, || {
+                format!(
+                    "the provider committed `{id}` on `{route}` before the connection dropped, and the suite scripted its operation lookups to answer `pending` (still in flight), yet the reconciliation settled transaction `{transaction_id}` as not committed: a lookup that cannot tell yet must leave the outcome unknown (`ReconcileOutcome::Pending`), and only a lookup that finds no such operation may answer `NotCommitted`"
+                )
+            });
+            return;
+        }
         evidence.note(format!(
             "the reconciliation of `{id}` answered `{}` ({}) while the suite had scripted the double's operation lookups to answer `pending` (your connector's own lookup route answers it only if its answer shape asks `AnswerRequest::lookup_pending()`): no cursor was recorded before the restart, so the restarted host's resume from a cursor was not exercised; an API with no pending state can leave it so",
             round.status,
@@ -405,7 +426,7 @@ async fn reconnect_cursor_resumed(h: &Harness, evidence: &mut Evidence) {
                 "reconnect_cursor_resumed: the restarted host resumed `{id}` from cursor `{cursor}`"
             ),
             None => format!(
-                "reconnect_cursor_resumed was not exercised with a cursor: the pending answer before the restart carried none (`ReconcileOutcome::Pending {{ cursor: None }}`), so the restarted host asked about `{id}`'s operation afresh"
+                "reconnect_cursor_resumed was not exercised with a cursor: the pending answer before the restart carried none (`ReconcileOutcome::Pending {{ cursor: None }}`), so the restarted host asked about `{id}`'s operation afresh (the double's `/operations` lookups answer `pending` with a `cursor`: pass it on as `ReconcileOutcome::Pending {{ cursor }}`)"
             ),
         });
     }
