@@ -839,3 +839,74 @@ async fn a_resubmission_runs_with_the_recorded_decision() {
     assert_eq!(seen.approver.id.as_str(), "user:alice");
     assert_eq!(seen.reason.as_deref(), Some("checked the invoice"));
 }
+
+/// A connector whose payout the payments delegation approves, whatever its bounds.
+#[derive(Clone, Default)]
+struct Payouts;
+
+#[connector(id = "payouts")]
+impl Payouts {
+    /// Pays out; a critical risk, approved by a holder of the payments delegation.
+    #[capability(
+        risk = critical,
+        side_effects = [write, financial],
+        idempotency(required, scope = tenant),
+        data(sensitivity = confidential),
+        approval(required, rule = delegated_authority("payments"), evidence = [reason]),
+    )]
+    async fn pay_out(
+        &self,
+        payment: Payment,
+        _key: IdempotencyKey,
+        _approval: Approval,
+    ) -> Result<Paid, ConnectorFailure> {
+        Ok(Paid {
+            payment_id: format!("out-{}", payment.amount_cents),
+        })
+    }
+}
+
+/// The authority bounds a delegation by risk: one that covers up to `low` does not reach a
+/// `critical` capability, although the policy's leaf asks nothing of the bound; one that covers
+/// `critical`, or is unbounded, does.
+#[tokio::test]
+async fn a_delegation_bounded_below_the_capabilitys_risk_approves_nothing() {
+    let delegated = |max_risk| {
+        finance("t1").with_delegated(aip_connector::host::DelegatedScope {
+            scope: "payments".into(),
+            max_risk,
+            max_value: None,
+        })
+    };
+    let host = Host::builder()
+        .connector(Payouts)
+        .store(Arc::new(MemoryStore::default()))
+        .approval_authority(
+            StaticApprovalAuthority::new()
+                .with(
+                    "user:low",
+                    delegated(Some(aip_connector::model::RiskLevel::Low)),
+                )
+                .with(
+                    "user:critical",
+                    delegated(Some(aip_connector::model::RiskLevel::Critical)),
+                )
+                .with("user:unbounded", delegated(None)),
+        )
+        .build()
+        .unwrap();
+    let requester = person("user:req");
+    for (n, approver) in ["user:critical", "user:unbounded"].into_iter().enumerate() {
+        let action = Action::new("cap:payouts:pay_out", json!({ "amount_cents": 5 }))
+            .with_idempotency_key(format!("out-{n}"));
+        let id = gate(&host, action, &requester).await;
+        let error = refused(
+            &host,
+            decision(&id, "user:low", ApprovalDecisionKind::Approved),
+        )
+        .await;
+        assert_refusal(&error, codes::POLICY_APPROVER_UNAUTHORIZED, &id);
+        let approved = decision(&id, approver, ApprovalDecisionKind::Approved);
+        assert_eq!(accepted(&host, approved).await, ApprovalStatus::Approved);
+    }
+}

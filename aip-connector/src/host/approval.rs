@@ -66,8 +66,10 @@
 //! `tenant_policy` selector (no fields) — the authority names the record's tenant as the
 //! approver's (any vouched approver when the record has no tenant); `delegated_authority` — the
 //! approver holds a [`DelegatedScope`] of that scope whose `max_risk` and `max_value` (absent:
-//! unbounded) cover the leaf's. Both sides are trusted values: the record carries no capability
-//! risk and input values are payload, so neither is compared here.
+//! unbounded) cover the leaf's. Both sides are trusted values. A grant whose `max_risk` is below
+//! the capability's own risk (looked up among the hosted capabilities when the decision is
+//! recorded) does not count at all, whatever the leaf asks; input values are payload, so
+//! `max_value` is compared with the leaf's bound only.
 //!
 //! # Status
 //!
@@ -91,7 +93,7 @@ use std::cell::Cell;
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap};
 
-use aip_connector_core::ids::{ApprovalId, PrincipalId};
+use aip_connector_core::ids::{ApprovalId, CapabilityId, PrincipalId};
 use aip_connector_core::model::{
     Action, ApprovalDecision, ApprovalDecisionKind, ApprovalPolicy, ApprovalRule, ApproverSelector,
     Capability, ConnectorFailure, ErrorCategory, EvidenceRequirement, ProtocolError, RiskLevel,
@@ -203,7 +205,8 @@ impl ApproverMemberships {
 pub struct DelegatedScope {
     /// The delegated scope, matched against a leaf's `scope`.
     pub scope: String,
-    /// Highest risk the delegation covers; `None` is unbounded.
+    /// Highest risk the delegation covers; `None` is unbounded. A delegation bounded below the
+    /// capability's own risk approves nothing of it, whatever the policy's leaf asks.
     pub max_risk: Option<RiskLevel>,
     /// Highest value the delegation covers; `None` is unbounded.
     pub max_value: Option<u64>,
@@ -477,16 +480,18 @@ pub(crate) async fn record_decision(
     clock: &dyn Clock,
     decision: ApprovalDecision,
     approver: &TrustedContext,
+    risk_of: &RiskOf<'_>,
 ) -> Result<ApprovalRecord, ProtocolError> {
     let id = decision.approval_id.clone();
     let mut record = load(store, &id).await?;
     // Before the authority is asked: an approver of another tenant learns nothing of the
     // request, not even through the authority's failure, and is never looked up for it.
     check_transport_tenant(&record, approver)?;
-    let memberships = authority
+    let mut memberships = authority
         .memberships(&approver.principal.id, record.tenant_id.as_deref())
         .await
         .map_err(|failure| failure.to_protocol_error())?;
+    within_risk(&mut memberships, risk_of(&record.capability_id));
     // The requester and the operator as the authority knows them, for separation of duties:
     // only an approval can break it, and only when the policy forbids it is there anyone to ask
     // about.
@@ -545,6 +550,24 @@ pub(crate) async fn record_decision(
         }
     }
     Err(contention(&id))
+}
+
+/// The risk of a hosted capability, by id (`None`: not hosted, or no risk declared).
+pub(crate) type RiskOf<'a> = dyn Fn(&CapabilityId) -> Option<RiskLevel> + Send + Sync + 'a;
+
+/// Drops the delegations that do not reach a request of a capability of `risk`: one whose
+/// `max_risk` is below it, whatever the policy's `delegated_authority` leaf asks (a leaf
+/// without a `max_risk` asks nothing of the grant, yet the authority bounded the grant itself:
+/// found by a hostile review). A bounded grant reaches no capability of unknown risk (one no
+/// longer hosted, or that declares none); an unbounded one reaches every risk.
+fn within_risk(memberships: &mut ApproverMemberships, risk: Option<RiskLevel>) {
+    memberships
+        .delegated
+        .retain(|grant| match (grant.max_risk, risk) {
+            (None, _) => true,
+            (Some(bound), Some(risk)) => bound >= risk,
+            (Some(_), None) => false,
+        });
 }
 
 /// Expires the record if it is pending and its TTL passed (compare-and-set, retried on a lost
@@ -2921,6 +2944,7 @@ mod tests {
                     &At(NOW),
                     decision,
                     &context,
+                    &|_| None,
                 )
                 .await
             });
@@ -2958,6 +2982,7 @@ mod tests {
             &At(NOW),
             sent.clone(),
             &context("alice"),
+            &|_| None,
         )
         .await
         .expect("decide");
@@ -2966,9 +2991,16 @@ mod tests {
             store.approval(&stored.approval_id).await.expect("read"),
             Some(first.clone())
         );
-        let replay = record_decision(&store, &authority, &At(NOW), sent, &context("alice"))
-            .await
-            .expect("replay");
+        let replay = record_decision(
+            &store,
+            &authority,
+            &At(NOW),
+            sent,
+            &context("alice"),
+            &|_| None,
+        )
+        .await
+        .expect("replay");
         assert_eq!(replay, first, "nothing written twice");
     }
 
@@ -2983,6 +3015,7 @@ mod tests {
             &At(NOW),
             decision(&stored, "alice", Approved),
             &context("alice"),
+            &|_| None,
         )
         .await
         .expect_err("nobody is vouched for");
@@ -3007,6 +3040,7 @@ mod tests {
             &At(EXPIRY),
             decision(&stored, "alice", Approved),
             &context("alice"),
+            &|_| None,
         )
         .await;
         assert_eq!(
@@ -3025,6 +3059,7 @@ mod tests {
             &At(EXPIRY),
             decision(&stored, "alice", Approved),
             &context("alice"),
+            &|_| None,
         )
         .await;
         assert_eq!(
@@ -3074,6 +3109,7 @@ mod tests {
             &Shared(now),
             decision(&stored, "alice", Approved),
             &context("alice"),
+            &|_| None,
         )
         .await;
         assert_eq!(
@@ -3123,6 +3159,7 @@ mod tests {
             &At(NOW),
             decision(&stored, "alice", Approved),
             &context("alice"),
+            &|_| None,
         )
         .await
         .expect("approve");
@@ -3144,6 +3181,7 @@ mod tests {
             &At(NOW),
             decision(&stored, "alice", Approved),
             &context("alice"),
+            &|_| None,
         )
         .await;
         assert_eq!(
@@ -3175,6 +3213,7 @@ mod tests {
             &At(NOW),
             decision(&stored, "alice", Approved),
             &context("alice"),
+            &|_| None,
         )
         .await;
         let error = down.expect_err("authority down");
@@ -3198,6 +3237,7 @@ mod tests {
             &At(NOW),
             decision(&stored, "alice", Approved),
             &stranger,
+            &|_| None,
         )
         .await;
         assert_eq!(

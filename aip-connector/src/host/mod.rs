@@ -1564,6 +1564,12 @@ impl Host {
             self.inner.clock.as_ref(),
             decision,
             &approver,
+            &|capability_id| {
+                self.inner
+                    .capabilities
+                    .get(capability_id.as_str())
+                    .and_then(|hosted| hosted.capability().risk)
+            },
         )
         .await
     }
