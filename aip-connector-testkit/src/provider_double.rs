@@ -57,9 +57,10 @@
 //!   double's own `/operations` lookups included: there is no exempt route.
 //!   [`ProviderHandle::require_bearer_on`] and [`ProviderHandle::require_header_on`] scope one
 //!   to a route instead (`GET /items`, `/reports/*`), for a connector whose capabilities do not
-//!   all authenticate: a request must meet every requirement whose route applies to it.
-//! - Requirements on different headers all apply; one on a header already required replaces it
-//!   (`require_bearer` requires the `authorization` header). The header must be sent once: a
+//!   all authenticate. On each header, the most specific requirement whose route applies to a
+//!   request governs it: a route's over the one on every request, an exact path over a pattern.
+//! - Requirements on different headers all apply; one on a header and route already required
+//!   replaces it (`require_bearer` requires the `authorization` header). The header must be sent once: a
 //!   repeated one is refused.
 //! - A refused request is recorded ([`ProviderHandle::requests`], and
 //!   [`ProviderHandle::unauthorized_requests`] lists the refused ones) but goes no further: it
@@ -372,7 +373,9 @@ impl ProviderHandle {
     /// search that sends the caller's credential beside writes that use none): requiring the
     /// credential everywhere would refuse those, and requiring it nowhere would not notice the
     /// search forgetting it. Replaces an earlier requirement on `authorization` for the same
-    /// route; a request must meet every requirement whose route applies to it.
+    /// route (methods compare without regard to case). On each header the most specific
+    /// requirement that applies to a request governs it, so a route's requirement overrides
+    /// the one [`require_bearer`](Self::require_bearer) set, for that route's requests.
     ///
     /// ```no_run
     /// # use aip_connector_testkit::ProviderDouble;
@@ -385,7 +388,8 @@ impl ProviderHandle {
     ///
     /// # Panics
     ///
-    /// As [`require_bearer`](Self::require_bearer)'s.
+    /// As [`require_bearer`](Self::require_bearer)'s, and when `route` names no path (neither
+    /// `*` nor `/…`): a mistyped route would match no request and check nothing.
     pub fn require_bearer_on(&self, route: &str, token: impl AsRef<str>) {
         self.require(bearer_requirement(token.as_ref(), Some(route)));
     }
@@ -414,12 +418,13 @@ impl ProviderHandle {
     ///
     /// # Panics
     ///
-    /// As [`require_header`](Self::require_header)'s.
+    /// As [`require_header`](Self::require_header)'s, and when `route` names no path.
     pub fn require_header_on(&self, route: &str, name: &str, value: impl AsRef<str>) {
         self.require(header_requirement(name, value.as_ref(), Some(route)));
     }
 
-    fn require(&self, requirement: Requirement) {
+    fn require(&self, mut requirement: Requirement) {
+        requirement.route = requirement.route.as_deref().map(normalized_route);
         let mut state = self.shared.lock();
         state
             .auth
@@ -514,6 +519,12 @@ impl ProviderHandle {
     /// is left.
     pub fn lookups_pending(&self, lookups: usize) {
         self.shared.lock().pending_lookups = lookups;
+    }
+
+    /// How many of the `pending` answers [`lookups_pending`](Self::lookups_pending) scripted
+    /// are still to be given: `0` once every one was served.
+    pub fn pending_lookups_left(&self) -> usize {
+        self.shared.lock().pending_lookups
     }
 
     /// Waits until at least `count` requests arrived in total since the double started (the
@@ -1087,6 +1098,55 @@ struct Requirement {
     route: Option<String>,
 }
 
+/// `route` with its method, if it names one, in upper case, so that `get /items` and
+/// `GET /items` are one route.
+///
+/// # Panics
+///
+/// When the path pattern is neither `*` nor a path (`/…`): a mistyped route would match no
+/// request, and the requirement would check nothing.
+fn normalized_route(route: &str) -> String {
+    let route = route.trim();
+    let (method, pattern) = match route.split_once(' ') {
+        Some((method, pattern)) => (Some(method), pattern.trim_start()),
+        None => (None, route),
+    };
+    assert!(
+        pattern == "*" || pattern.starts_with('/'),
+        "ProviderHandle::require_*_on: the route `{route}` names no path: give a path \
+         (`/items`), a `/prefix/*` pattern or `*`, optionally after a method (`GET /items`)"
+    );
+    match method {
+        Some(method) => format!("{} {pattern}", method.to_ascii_uppercase()),
+        None => pattern.to_owned(),
+    }
+}
+
+/// The requirement on each header that governs a `method` request on `path`: of those whose
+/// route applies to it, the most specific (a route's over the one on every request, an exact
+/// path over a pattern, as for faults).
+fn governing<'a>(auth: &'a [Requirement], method: &str, path: &str) -> Vec<&'a Requirement> {
+    let mut chosen: Vec<(&Requirement, Option<(usize, bool)>)> = Vec::new();
+    for requirement in auth {
+        let rank = match &requirement.route {
+            None => None,
+            Some(route) => match route_specificity(route, method, path) {
+                Some(rank) => Some(rank),
+                None => continue,
+            },
+        };
+        match chosen.iter_mut().find(|(c, _)| c.name == requirement.name) {
+            Some(slot) if rank > slot.1 => *slot = (requirement, rank),
+            Some(_) => {}
+            None => chosen.push((requirement, rank)),
+        }
+    }
+    chosen
+        .into_iter()
+        .map(|(requirement, _)| requirement)
+        .collect()
+}
+
 /// `Authorization: Bearer <token>`, on `route`'s requests or every one.
 fn bearer_requirement(token: &str, route: Option<&str>) -> Requirement {
     let valid = !token.is_empty()
@@ -1134,13 +1194,6 @@ impl fmt::Debug for Expected {
 }
 
 impl Requirement {
-    /// Whether it applies to a `method` request on `path`.
-    fn applies_to(&self, method: &str, path: &str) -> bool {
-        self.route
-            .as_deref()
-            .is_none_or(|route| route_specificity(route, method, path).is_some())
-    }
-
     /// Whether `headers` carry the required value, once.
     fn met_by(&self, headers: &HeaderMap) -> bool {
         let mut values = headers.get_all(&self.name).iter();
@@ -1255,10 +1308,9 @@ impl State {
         headers: &HeaderMap,
         sequence: u64,
     ) -> Option<Response<ResponseBody>> {
-        let failed: Vec<&Requirement> = self
-            .auth
-            .iter()
-            .filter(|r| r.applies_to(method, path) && !r.met_by(headers))
+        let failed: Vec<&Requirement> = governing(&self.auth, method, path)
+            .into_iter()
+            .filter(|r| !r.met_by(headers))
             .collect();
         if failed.is_empty() {
             return None;
@@ -1840,17 +1892,39 @@ mod tests {
     }
 
     #[test]
-    fn a_requirement_on_a_route_applies_to_its_requests_only() {
-        let everywhere = bearer_requirement("tok", None);
-        let on_items = bearer_requirement("tok", Some("GET /items"));
-        let below_reports = header_requirement("x-api-key", "key", Some("/reports/*"));
-        assert!(everywhere.applies_to("POST", "/reservations"));
-        assert!(on_items.applies_to("GET", "/items"));
-        assert!(on_items.applies_to("get", "/items"));
-        assert!(!on_items.applies_to("POST", "/items"));
-        assert!(!on_items.applies_to("GET", "/items/1"));
-        assert!(below_reports.applies_to("GET", "/reports"));
-        assert!(below_reports.applies_to("DELETE", "/reports/7"));
-        assert!(!below_reports.applies_to("GET", "/reportsx"));
+    fn the_most_specific_requirement_on_each_header_governs() {
+        let auth = [
+            bearer_requirement("everywhere", None),
+            bearer_requirement("items", Some("GET /items")),
+            header_requirement("x-api-key", "reports", Some("/reports/*")),
+            header_requirement("x-api-key", "report-7", Some("/reports/7")),
+        ];
+        let governing = |method: &str, path: &str| -> Vec<String> {
+            governing(&auth, method, path)
+                .iter()
+                .map(|r| format!("{}={}", r.name, String::from_utf8_lossy(&r.expected.0)))
+                .collect()
+        };
+        assert_eq!(governing("POST", "/items"), ["authorization=everywhere"]);
+        assert_eq!(governing("GET", "/items"), ["authorization=items"]);
+        assert_eq!(governing("get", "/items"), ["authorization=items"]);
+        assert_eq!(governing("GET", "/items/1"), ["authorization=everywhere"]);
+        assert_eq!(
+            governing("GET", "/reports"),
+            ["authorization=everywhere", "x-api-key=reports"]
+        );
+        assert_eq!(
+            governing("DELETE", "/reports/7"),
+            ["authorization=everywhere", "x-api-key=report-7"]
+        );
+        assert_eq!(governing("GET", "/reportsx"), ["authorization=everywhere"]);
+        assert_eq!(normalized_route(" get  /items "), "GET /items");
+        assert_eq!(normalized_route("/reports/*"), "/reports/*");
+    }
+
+    #[test]
+    #[should_panic(expected = "the route `GET items` names no path")]
+    fn a_route_that_names_no_path_is_refused() {
+        normalized_route("GET items");
     }
 }

@@ -477,6 +477,7 @@ async fn lookups_answer_committed_unknown_and_scripted_pending() {
     assert_eq!(unknown_key["state"], "unknown");
 
     handle.lookups_pending(2);
+    assert_eq!(handle.pending_lookups_left(), 2);
     let mut cursors = Vec::new();
     for _ in 0..2 {
         let mut pending = get_json(&double, "/operations/op_1").await;
@@ -495,6 +496,7 @@ async fn lookups_answer_committed_unknown_and_scripted_pending() {
         cursors[0], cursors[1],
         "each pending answer has a cursor of its own"
     );
+    assert_eq!(handle.pending_lookups_left(), 0);
     assert_eq!(
         get_json(&double, "/operations/op_1").await["state"],
         "committed"
@@ -907,6 +909,15 @@ async fn a_bearer_token_required_on_a_route_gates_that_route_only() {
     assert_eq!(both.status(), 200);
     handle.clear_auth();
     assert_eq!(get("/items", None).await, 200);
+
+    // On one header, the route's requirement overrides the one on every request for its
+    // requests (a second `Authorization` could not be sent).
+    handle.require_bearer("tok-all");
+    handle.require_bearer_on("get /items", "tok-items");
+    assert_eq!(get("/items", Some("tok-items")).await, 200);
+    assert_eq!(get("/items", Some("tok-all")).await, 401);
+    assert_eq!(get("/items/7", Some("tok-all")).await, 200);
+    assert_eq!(get("/items/7", Some("tok-items")).await, 401);
 }
 
 /// A refused request takes no fault and no shaped answer: the fault waits for the next

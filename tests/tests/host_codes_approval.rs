@@ -910,3 +910,38 @@ async fn a_delegation_bounded_below_the_capabilitys_risk_approves_nothing() {
         assert_eq!(accepted(&host, approved).await, ApprovalStatus::Approved);
     }
 }
+
+/// Two approvals of one action (its key lapsed between two sends of it, so the gate opened a
+/// second request): once one ran it, the other's resume replays its result and keeps its claim,
+/// so the action never runs twice, even after the key lapses again (found by a hostile review
+/// of the give-back of a claim answered by the key's record).
+#[tokio::test]
+async fn a_second_approval_of_an_action_that_ran_never_runs_it_again() {
+    let treasury = Treasury::default();
+    let clock = Arc::new(ManualClock::default());
+    let host = host_with_clock(treasury.clone(), clock.clone());
+    let requester = person("user:req");
+    let action = payment();
+    let first = gate(&host, action.clone(), &requester).await;
+    clock.advance(2_000);
+    let second = gate(&host, action, &requester).await;
+    assert_ne!(first, second);
+    for id in [&first, &second] {
+        let approved = decision(id, "user:alice", ApprovalDecisionKind::Approved);
+        assert_eq!(accepted(&host, approved).await, ApprovalStatus::Approved);
+    }
+    let ran = host.resume_approved(&first, &requester).await;
+    assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+    let replayed = host.resume_approved(&second, &requester).await;
+    assert_eq!(
+        replayed.status,
+        ActionResultStatus::Completed,
+        "{replayed:?}"
+    );
+    assert!(replayed.is_idempotent_replay(), "{replayed:?}");
+    assert!(host.approval(&second).await.unwrap().unwrap().resumed);
+    clock.advance(2_000);
+    let again = host.resume_approved(&second, &requester).await;
+    assert_policy(failure(&again), codes::POLICY_APPROVAL_ALREADY_RESUMED);
+    assert_eq!(treasury.executions.load(Ordering::SeqCst), 1);
+}

@@ -206,7 +206,8 @@ pub struct DelegatedScope {
     /// The delegated scope, matched against a leaf's `scope`.
     pub scope: String,
     /// Highest risk the delegation covers; `None` is unbounded. A delegation bounded below the
-    /// capability's own risk approves nothing of it, whatever the policy's leaf asks.
+    /// capability's own risk approves nothing of it, whatever the policy's leaf asks (it may
+    /// still deny or revoke).
     pub max_risk: Option<RiskLevel>,
     /// Highest value the delegation covers; `None` is unbounded.
     pub max_value: Option<u64>,
@@ -491,7 +492,10 @@ pub(crate) async fn record_decision(
         .memberships(&approver.principal.id, record.tenant_id.as_deref())
         .await
         .map_err(|failure| failure.to_protocol_error())?;
-    within_risk(&mut memberships, risk_of(&record.capability_id));
+    // Approvals only: a delegate may still deny or revoke what their grant could not approve.
+    if decision.decision == ApprovalDecisionKind::Approved {
+        within_risk(&mut memberships, risk_of(&record.capability_id));
+    }
     // The requester and the operator as the authority knows them, for separation of duties:
     // only an approval can break it, and only when the policy forbids it is there anyone to ask
     // about.
@@ -558,13 +562,14 @@ pub(crate) type RiskOf<'a> = dyn Fn(&CapabilityId) -> Option<RiskLevel> + Send +
 /// Drops the delegations that do not reach a request of a capability of `risk`: one whose
 /// `max_risk` is below it, whatever the policy's `delegated_authority` leaf asks (a leaf
 /// without a `max_risk` asks nothing of the grant, yet the authority bounded the grant itself:
-/// found by a hostile review). A bounded grant reaches no capability of unknown risk (one no
-/// longer hosted, or that declares none); an unbounded one reaches every risk.
+/// found by a hostile review). A grant bounded below `critical` reaches no capability of
+/// unknown risk (one no longer hosted, or that declares none); one bounded at `critical`, or
+/// unbounded, reaches every risk.
 fn within_risk(memberships: &mut ApproverMemberships, risk: Option<RiskLevel>) {
     memberships
         .delegated
         .retain(|grant| match (grant.max_risk, risk) {
-            (None, _) => true,
+            (None | Some(RiskLevel::Critical), _) => true,
             (Some(bound), Some(risk)) => bound >= risk,
             (Some(_), None) => false,
         });
@@ -3091,6 +3096,49 @@ mod tests {
         fn now_ms(&self) -> Millis {
             self.0.load(AtomicOrdering::SeqCst)
         }
+    }
+
+    #[test]
+    fn a_delegation_reaches_the_risks_its_bound_covers() {
+        let grants = |risk| {
+            let mut memberships = ApproverMemberships::new();
+            for max_risk in [
+                None,
+                Some(RiskLevel::Low),
+                Some(RiskLevel::High),
+                Some(RiskLevel::Critical),
+            ] {
+                memberships = memberships.with_delegated(DelegatedScope {
+                    scope: "payments".into(),
+                    max_risk,
+                    max_value: None,
+                });
+            }
+            within_risk(&mut memberships, risk);
+            memberships
+                .delegated
+                .into_iter()
+                .map(|grant| grant.max_risk)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            grants(Some(RiskLevel::High)),
+            [None, Some(RiskLevel::High), Some(RiskLevel::Critical)]
+        );
+        assert_eq!(
+            grants(Some(RiskLevel::Low)),
+            [
+                None,
+                Some(RiskLevel::Low),
+                Some(RiskLevel::High),
+                Some(RiskLevel::Critical)
+            ]
+        );
+        assert_eq!(
+            grants(None),
+            [None, Some(RiskLevel::Critical)],
+            "a capability of unknown risk: only a bound that covers every risk reaches it"
+        );
     }
 
     #[tokio::test]

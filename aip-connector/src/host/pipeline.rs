@@ -168,8 +168,8 @@ fn settled_key(
 }
 
 /// The approval whose resume a call claimed (stage 9), if any, and whether the claim is to be
-/// given back whatever the result: the key's settled record answered the call, so the approved
-/// action did not run.
+/// given back whatever the result: the key's settled record of another action answered the
+/// call, so the approved action did not run.
 #[derive(Default)]
 struct ResumeClaimed {
     id: OnceLock<ApprovalId>,
@@ -532,6 +532,10 @@ async fn execute(
             match dropped::reserve_holding_claim(host, &resume_claim.id, &reservation, now).await {
                 Ok(ReserveOutcome::Acquired) => Some(reservation),
                 Ok(ReserveOutcome::Settled(record)) => {
+                    // A record of the approved action itself (same action id and input) says it
+                    // ran; any other one answers for something else.
+                    let foreign = record.action_id != action.id
+                        || record.input_hash != reservation.input_hash;
                     let answer = settled_key(
                         record,
                         &action,
@@ -540,12 +544,15 @@ async fn execute(
                         tenant,
                         contract,
                     );
-                    // The approved action did not run: `run` gives its resume back, so the
-                    // approval can still run it once the key is free (found by a hostile
-                    // review: the refusal is not retryable, so the claim was kept).
-                    resume_claim
-                        .unspent
-                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    // Answered for another action, the approved one did not run: `run` gives its
+                    // resume back, so the approval can still run it once the key is free (found
+                    // by a hostile review: the refusal is not retryable, so the claim was kept).
+                    // A replay of its own result keeps the claim: it ran, under another approval.
+                    if foreign {
+                        resume_claim
+                            .unspent
+                            .store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
                     return answer;
                 }
                 Ok(ReserveOutcome::InProgress(holder)) => {

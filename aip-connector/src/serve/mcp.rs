@@ -759,7 +759,9 @@ impl McpProjection {
     /// that kept the input is resumed from the store; a redacted one (no input kept) is
     /// re-submitted with this call's input and the approving decision, which the host checks
     /// against the record's fingerprint (docs/host-runtime.md §5.5). Anything else (still
-    /// pending, denied, another caller's request) keeps the replayed answer.
+    /// pending, denied, another caller's request) keeps the replayed answer; the requester
+    /// under another operator than the gated call's, under `operator_must_differ`, gets the
+    /// host's `policy.separation_of_duties.operator`.
     async fn resume_if_approved(
         &self,
         result: ActionResult,
