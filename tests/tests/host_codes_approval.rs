@@ -736,6 +736,23 @@ async fn a_resume_from_another_tenant_is_not_found() {
         resumed.action_id, action.id,
         "the record's action id stays hidden"
     );
+    // A re-submission from there is told the same as one carrying an unknown approval.
+    let resubmitted = host
+        .invoke(
+            action.clone().with_approval(decision(
+                &id,
+                "user:alice",
+                ApprovalDecisionKind::Approved,
+            )),
+            &elsewhere,
+        )
+        .await;
+    let error = failure(&resubmitted);
+    assert_policy(error, codes::POLICY_APPROVAL_UNVERIFIED);
+    assert_eq!(
+        error.message,
+        "no approval with this id is known to the host"
+    );
     assert_eq!(treasury.executions.load(Ordering::SeqCst), 0);
     // Another principal of the request's tenant is told who may resume it.
     let resumed = host.resume_approved(&id, &person("user:bob")).await;

@@ -3254,12 +3254,7 @@ async fn provided_approval(
         host.clock.now_ms(),
     )
     .await?
-    .ok_or_else(|| {
-        failure::policy(
-            codes::POLICY_APPROVAL_UNVERIFIED,
-            "no approval with this id is known to the host",
-        )
-    })?;
+    .ok_or_else(unknown_approval)?;
     if record.action.id != action.id
         || record.capability_id != action.capability_id
         || record.input_hash != fingerprint
@@ -3273,7 +3268,9 @@ async fn provided_approval(
     // another requester.
     match resuming_party(host, &record, caller) {
         Ok(()) => {}
-        Err(Mismatch::Tenant | Mismatch::Requester) => {
+        // Another tenant's approval reads as unknown, as for a resume.
+        Err(Mismatch::Tenant) => return Err(unknown_approval()),
+        Err(Mismatch::Requester) => {
             return Err(failure::policy(
                 codes::POLICY_APPROVAL_UNVERIFIED,
                 "only the requester, in the tenant the approval was granted for, may run an approved action",
@@ -3356,6 +3353,14 @@ fn resuming_party(
         return Err(Mismatch::Operator);
     }
     Ok(())
+}
+
+/// The refusal of a re-submission carrying an approval the caller cannot know of.
+fn unknown_approval() -> ProtocolError {
+    failure::policy(
+        codes::POLICY_APPROVAL_UNVERIFIED,
+        "no approval with this id is known to the host",
+    )
 }
 
 /// The refusal of an approved action run under another operator than its request's.
