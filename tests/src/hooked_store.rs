@@ -1,10 +1,12 @@
 //! [`HookedStore`]: the memory store with a hook before each transaction transition and counts
 //! of the idempotency writes, for tests that hold a write back (to race two callers, or to drop
-//! a call while its settlement is in flight) or check how often the host wrote.
+//! a call while its settlement is in flight) or check how often the host wrote, and switches
+//! that make reservations, approval reads or approval updates fail on demand.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use aip_connector::ids::{ActionId, ApprovalId, TransactionId};
 use aip_connector::store::{
@@ -30,6 +32,12 @@ pub struct HookedStore {
     before_reserve: Option<ReserveHook>,
     settles: AtomicUsize,
     releases: AtomicUsize,
+    /// `reserve` fails while set.
+    reservations_fail: AtomicBool,
+    /// `approval` reads fail with this error while set.
+    approval_reads_fail: Mutex<Option<StoreError>>,
+    /// `update_approval` always loses the compare-and-set while set.
+    approval_updates_lose: AtomicBool,
 }
 
 impl HookedStore {
@@ -58,6 +66,25 @@ impl HookedStore {
     pub fn releases(&self) -> usize {
         self.releases.load(Ordering::SeqCst)
     }
+
+    /// While `fail` is set, every `IdempotencyStore::reserve` fails
+    /// (`StoreError::Unavailable`).
+    pub fn fail_reservations(&self, fail: bool) {
+        self.reservations_fail.store(fail, Ordering::SeqCst);
+    }
+
+    /// While `error` is set, every `ApprovalStore::approval` read fails with it.
+    pub fn fail_approval_reads(&self, error: Option<StoreError>) {
+        *self
+            .approval_reads_fail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = error;
+    }
+
+    /// While `lose` is set, every `ApprovalStore::update_approval` loses its compare-and-set.
+    pub fn lose_approval_updates(&self, lose: bool) {
+        self.approval_updates_lose.store(lose, Ordering::SeqCst);
+    }
 }
 
 #[async_trait::async_trait]
@@ -67,6 +94,9 @@ impl IdempotencyStore for HookedStore {
         reservation: &Reservation,
         now: Millis,
     ) -> Result<ReserveOutcome, StoreError> {
+        if self.reservations_fail.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("the disk is gone".into()));
+        }
         if let Some(hold) = self
             .before_reserve
             .as_ref()
@@ -136,7 +166,15 @@ impl ApprovalStore for HookedStore {
     }
 
     async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
-        self.inner.approval(id).await
+        let failing = self
+            .approval_reads_fail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        match failing {
+            Some(error) => Err(error),
+            None => self.inner.approval(id).await,
+        }
     }
 
     async fn update_approval(
@@ -144,6 +182,9 @@ impl ApprovalStore for HookedStore {
         record: &ApprovalRecord,
         expected_version: u64,
     ) -> Result<bool, StoreError> {
+        if self.approval_updates_lose.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
         self.inner.update_approval(record, expected_version).await
     }
 

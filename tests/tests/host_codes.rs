@@ -3,8 +3,8 @@
 //! the retryable flag and, where the host sets it, `retry_after_ms` (`docs/host-runtime.md` §3).
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aip_connector::codes;
@@ -19,11 +19,9 @@ use aip_connector::model::{
     ExternalAccountRef, Principal, PrincipalKind, ProtocolError, StreamChunkKind, TransactionMode,
 };
 use aip_connector::prelude::*;
-use aip_connector::store::{
-    ApprovalRecord, ApprovalStatus, ApprovalStore, IdempotencyRecord, IdempotencyStore,
-    MemoryStore, Millis, Reservation, ReserveOutcome, StoreError,
-};
+use aip_connector::store::{ApprovalStatus, MemoryStore, StoreError};
 use aip_connector::{ConnectorDefinition, InvocationContext, VerifiedTenant};
+use aip_connector_tests::hooked_store::HookedStore;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
@@ -962,207 +960,7 @@ async fn an_output_that_violates_the_output_schema_replaces_the_result() {
 
 // ---- storage.unavailable ----------------------------------------------------------------------
 
-/// A memory store that fails on demand.
-#[derive(Default)]
-struct FlakyStore {
-    inner: MemoryStore,
-    /// `reserve` fails while set.
-    reserve_fails: AtomicBool,
-    /// `approval` reads fail with this error while set.
-    approval_read_fails: Mutex<Option<StoreError>>,
-    /// `update_approval` always loses the compare-and-set while set.
-    updates_lose: AtomicBool,
-}
-
-impl FlakyStore {
-    fn fail_approval_reads(&self, error: Option<StoreError>) {
-        *self
-            .approval_read_fails
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = error;
-    }
-}
-
-#[async_trait::async_trait]
-impl IdempotencyStore for FlakyStore {
-    async fn reserve(
-        &self,
-        reservation: &Reservation,
-        now: Millis,
-    ) -> Result<ReserveOutcome, StoreError> {
-        if self.reserve_fails.load(Ordering::SeqCst) {
-            return Err(StoreError::Unavailable("the disk is gone".into()));
-        }
-        self.inner.reserve(reservation, now).await
-    }
-
-    async fn settle(
-        &self,
-        reservation: &Reservation,
-        record: IdempotencyRecord,
-    ) -> Result<(), StoreError> {
-        self.inner.settle(reservation, record).await
-    }
-
-    async fn forget_record(
-        &self,
-        key: &str,
-        action_id: &aip_connector::ids::ActionId,
-    ) -> Result<bool, StoreError> {
-        self.inner.forget_record(key, action_id).await
-    }
-
-    async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {
-        self.inner.release(reservation).await
-    }
-
-    async fn renew(
-        &self,
-        reservation: &Reservation,
-        expires_at_ms: Millis,
-    ) -> Result<bool, StoreError> {
-        self.inner.renew(reservation, expires_at_ms).await
-    }
-
-    async fn record(
-        &self,
-        key: &str,
-        now: Millis,
-    ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        self.inner.record(key, now).await
-    }
-
-    async fn reservation(&self, key: &str, now: Millis) -> Result<Option<Reservation>, StoreError> {
-        self.inner.reservation(key, now).await
-    }
-
-    async fn count_attempt(
-        &self,
-        key: &str,
-        expires_at_ms: Option<Millis>,
-        now: Millis,
-    ) -> Result<u32, StoreError> {
-        self.inner.count_attempt(key, expires_at_ms, now).await
-    }
-
-    async fn purge_expired(
-        &self,
-        now: Millis,
-        max_entries: usize,
-    ) -> Result<aip_connector::store::Purged, StoreError> {
-        self.inner.purge_expired(now, max_entries).await
-    }
-}
-
-#[async_trait::async_trait]
-impl aip_connector::store::TransactionStore for FlakyStore {
-    async fn insert_transaction(
-        &self,
-        record: &aip_connector::store::TransactionRecord,
-    ) -> Result<bool, StoreError> {
-        self.inner.insert_transaction(record).await
-    }
-
-    async fn transaction(
-        &self,
-        id: &aip_connector::ids::TransactionId,
-    ) -> Result<Option<aip_connector::store::TransactionRecord>, StoreError> {
-        self.inner.transaction(id).await
-    }
-
-    async fn transaction_by_plan(
-        &self,
-        plan_id: &str,
-    ) -> Result<Option<aip_connector::store::TransactionRecord>, StoreError> {
-        self.inner.transaction_by_plan(plan_id).await
-    }
-
-    async fn transactions_by_action(
-        &self,
-        action_id: &aip_connector::ids::ActionId,
-    ) -> Result<Vec<aip_connector::store::TransactionRecord>, StoreError> {
-        self.inner.transactions_by_action(action_id).await
-    }
-
-    async fn transition(
-        &self,
-        id: &aip_connector::ids::TransactionId,
-        expected_revision: u64,
-        transition: &aip_connector::store::Transition,
-        now: u64,
-    ) -> Result<aip_connector::store::TransitionOutcome, StoreError> {
-        self.inner
-            .transition(id, expected_revision, transition, now)
-            .await
-    }
-
-    async fn recoverable(
-        &self,
-    ) -> Result<Vec<aip_connector::store::TransactionRecord>, StoreError> {
-        self.inner.recoverable().await
-    }
-
-    async fn purge_finished_transactions(
-        &self,
-        updated_before: Millis,
-        max_entries: usize,
-    ) -> Result<usize, StoreError> {
-        self.inner
-            .purge_finished_transactions(updated_before, max_entries)
-            .await
-    }
-}
-
-#[async_trait::async_trait]
-impl ApprovalStore for FlakyStore {
-    async fn insert_approval(&self, record: &ApprovalRecord) -> Result<(), StoreError> {
-        self.inner.insert_approval(record).await
-    }
-
-    async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
-        let failing = self
-            .approval_read_fails
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        match failing {
-            Some(error) => Err(error),
-            None => self.inner.approval(id).await,
-        }
-    }
-
-    async fn update_approval(
-        &self,
-        record: &ApprovalRecord,
-        expected_version: u64,
-    ) -> Result<bool, StoreError> {
-        if self.updates_lose.load(Ordering::SeqCst) {
-            return Ok(false);
-        }
-        self.inner.update_approval(record, expected_version).await
-    }
-
-    async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError> {
-        self.inner.claim_resume(id, now).await
-    }
-
-    async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
-        self.inner.release_resume(id).await
-    }
-
-    async fn purge_closed_approvals(
-        &self,
-        created_before: Millis,
-        now: Millis,
-        max_entries: usize,
-    ) -> Result<usize, StoreError> {
-        self.inner
-            .purge_closed_approvals(created_before, now, max_entries)
-            .await
-    }
-}
-
-fn flaky_host(theatre: Theatre, store: Arc<FlakyStore>) -> Host {
+fn flaky_host(theatre: Theatre, store: Arc<HookedStore>) -> Host {
     let clerk = ApproverMemberships {
         tenant_id: Some("t1".into()),
         roles: BTreeSet::from(["box_office".to_owned()]),
@@ -1179,10 +977,10 @@ fn flaky_host(theatre: Theatre, store: Arc<FlakyStore>) -> Host {
 #[tokio::test]
 async fn a_failing_reservation_is_storage_unavailable_and_nothing_runs() {
     let theatre = Theatre::default();
-    let store = Arc::new(FlakyStore::default());
+    let store = Arc::new(HookedStore::default());
     let host = flaky_host(theatre.clone(), store.clone());
     let action = Action::new("cap:theatre:book", json!({ "seat": "g7" })).with_idempotency_key("k");
-    store.reserve_fails.store(true, Ordering::SeqCst);
+    store.fail_reservations(true);
     let refused = host.invoke(action.clone(), &caller()).await;
     let error = failure(&refused);
     assert_error(
@@ -1199,7 +997,7 @@ async fn a_failing_reservation_is_storage_unavailable_and_nothing_runs() {
     assert_eq!(theatre.executions.load(Ordering::SeqCst), 0);
 
     // Retrying once the store is back runs the action.
-    store.reserve_fails.store(false, Ordering::SeqCst);
+    store.fail_reservations(false);
     let retried = host.invoke(action, &caller()).await;
     assert_eq!(retried.status, ActionResultStatus::Completed);
     assert_eq!(theatre.executions.load(Ordering::SeqCst), 1);
@@ -1234,7 +1032,7 @@ fn clerk() -> TrustedContext {
 #[tokio::test]
 async fn a_resume_whose_reservation_fails_can_be_retried() {
     let theatre = Theatre::default();
-    let store = Arc::new(FlakyStore::default());
+    let store = Arc::new(HookedStore::default());
     let host = flaky_host(theatre.clone(), store.clone());
     let id = gated_refund(&host).await;
     let approved = host
@@ -1243,7 +1041,7 @@ async fn a_resume_whose_reservation_fails_can_be_retried() {
         .unwrap();
     assert_eq!(approved.status, ApprovalStatus::Approved);
 
-    store.reserve_fails.store(true, Ordering::SeqCst);
+    store.fail_reservations(true);
     let failed = host.resume_approved(&id, &caller()).await;
     assert_error(
         failure(&failed),
@@ -1256,7 +1054,7 @@ async fn a_resume_whose_reservation_fails_can_be_retried() {
     let record = host.approval(&id).await.unwrap().unwrap();
     assert!(!record.resumed, "the claim was given back: {record:?}");
 
-    store.reserve_fails.store(false, Ordering::SeqCst);
+    store.fail_reservations(false);
     let resumed = host.resume_approved(&id, &caller()).await;
     assert_eq!(resumed.status, ActionResultStatus::Completed, "{resumed:?}");
     assert_eq!(theatre.executions.load(Ordering::SeqCst), 1);
@@ -1267,7 +1065,7 @@ async fn a_resume_whose_reservation_fails_can_be_retried() {
 
 #[tokio::test]
 async fn an_unreachable_approval_store_is_storage_unavailable_and_retryable() {
-    let store = Arc::new(FlakyStore::default());
+    let store = Arc::new(HookedStore::default());
     let host = flaky_host(Theatre::default(), store.clone());
     let id = gated_refund(&host).await;
     store.fail_approval_reads(Some(StoreError::Unavailable("replica down".into())));
@@ -1307,7 +1105,7 @@ async fn an_unreachable_approval_store_is_storage_unavailable_and_retryable() {
 
 #[tokio::test]
 async fn a_corrupt_approval_row_is_storage_unavailable_but_not_retryable() {
-    let store = Arc::new(FlakyStore::default());
+    let store = Arc::new(HookedStore::default());
     let host = flaky_host(Theatre::default(), store.clone());
     let id = gated_refund(&host).await;
     store.fail_approval_reads(Some(StoreError::Corrupt("bad json".into())));
@@ -1326,10 +1124,10 @@ async fn a_corrupt_approval_row_is_storage_unavailable_but_not_retryable() {
 
 #[tokio::test]
 async fn an_approval_update_that_always_loses_its_race_is_storage_unavailable() {
-    let store = Arc::new(FlakyStore::default());
+    let store = Arc::new(HookedStore::default());
     let host = flaky_host(Theatre::default(), store.clone());
     let id = gated_refund(&host).await;
-    store.updates_lose.store(true, Ordering::SeqCst);
+    store.lose_approval_updates(true);
     let error = host
         .record_approval_decision(clerk_approves(&id), &clerk())
         .await
@@ -1344,7 +1142,7 @@ async fn an_approval_update_that_always_loses_its_race_is_storage_unavailable() 
     assert_eq!(error.details.as_ref().unwrap()["approval_id"], json!(id));
 
     // Nothing was stored: once updates land, the same decision is accepted.
-    store.updates_lose.store(false, Ordering::SeqCst);
+    store.lose_approval_updates(false);
     let record = host
         .record_approval_decision(clerk_approves(&id), &clerk())
         .await

@@ -566,13 +566,10 @@ pub(crate) type RiskOf<'a> = dyn Fn(&CapabilityId) -> Option<RiskLevel> + Send +
 /// unknown risk (one no longer hosted, or that declares none); one bounded at `critical`, or
 /// unbounded, reaches every risk.
 fn within_risk(memberships: &mut ApproverMemberships, risk: Option<RiskLevel>) {
-    memberships
-        .delegated
-        .retain(|grant| match (grant.max_risk, risk) {
-            (None | Some(RiskLevel::Critical), _) => true,
-            (Some(bound), Some(risk)) => bound >= risk,
-            (Some(_), None) => false,
-        });
+    memberships.delegated.retain(|grant| match risk {
+        Some(risk) => covers(grant.max_risk, Some(risk)),
+        None => matches!(grant.max_risk, None | Some(RiskLevel::Critical)),
+    });
 }
 
 /// Expires the record if it is pending and its TTL passed (compare-and-set, retried on a lost
@@ -1557,12 +1554,18 @@ mod tests {
 
     use ApprovalDecisionKind::{Approved, Denied, Expired, Revoked};
 
-    /// A clock stopped at one instant.
-    struct At(Millis);
+    /// A clock that stands at one instant until a test moves it.
+    struct At(std::sync::atomic::AtomicU64);
+
+    impl At {
+        fn new(now: Millis) -> Self {
+            At(std::sync::atomic::AtomicU64::new(now))
+        }
+    }
 
     impl Clock for At {
         fn now_ms(&self) -> Millis {
-            self.0
+            self.0.load(AtomicOrdering::SeqCst)
         }
     }
 
@@ -2946,7 +2949,7 @@ mod tests {
                 record_decision(
                     store.as_ref(),
                     authority.as_ref(),
-                    &At(NOW),
+                    &At::new(NOW),
                     decision,
                     &context,
                     &|_| None,
@@ -2984,7 +2987,7 @@ mod tests {
         let first = record_decision(
             &store,
             &authority,
-            &At(NOW),
+            &At::new(NOW),
             sent.clone(),
             &context("alice"),
             &|_| None,
@@ -2999,7 +3002,7 @@ mod tests {
         let replay = record_decision(
             &store,
             &authority,
-            &At(NOW),
+            &At::new(NOW),
             sent,
             &context("alice"),
             &|_| None,
@@ -3017,7 +3020,7 @@ mod tests {
         let error = record_decision(
             &store,
             &DenyAllApprovalAuthority,
-            &At(NOW),
+            &At::new(NOW),
             decision(&stored, "alice", Approved),
             &context("alice"),
             &|_| None,
@@ -3042,7 +3045,7 @@ mod tests {
         let late = record_decision(
             &store,
             &authority,
-            &At(EXPIRY),
+            &At::new(EXPIRY),
             decision(&stored, "alice", Approved),
             &context("alice"),
             &|_| None,
@@ -3061,7 +3064,7 @@ mod tests {
         let again = record_decision(
             &store,
             &authority,
-            &At(EXPIRY),
+            &At::new(EXPIRY),
             decision(&stored, "alice", Approved),
             &context("alice"),
             &|_| None,
@@ -3075,7 +3078,7 @@ mod tests {
 
     /// An authority that takes until the approval's TTL has passed to answer.
     struct SlowAuthority {
-        clock: Arc<std::sync::atomic::AtomicU64>,
+        clock: Arc<At>,
         inner: StaticApprovalAuthority,
     }
 
@@ -3085,16 +3088,8 @@ mod tests {
             approver: &'a PrincipalId,
             tenant: Option<&'a str>,
         ) -> BoxFuture<'a, Result<ApproverMemberships, ConnectorFailure>> {
-            self.clock.store(EXPIRY, AtomicOrdering::SeqCst);
+            self.clock.0.store(EXPIRY, AtomicOrdering::SeqCst);
             self.inner.memberships(approver, tenant)
-        }
-    }
-
-    struct Shared(Arc<std::sync::atomic::AtomicU64>);
-
-    impl Clock for Shared {
-        fn now_ms(&self) -> Millis {
-            self.0.load(AtomicOrdering::SeqCst)
         }
     }
 
@@ -3146,7 +3141,7 @@ mod tests {
         let store = MemoryStore::new();
         let stored = record(policy(None));
         store.insert_approval(&stored).await.expect("insert");
-        let now = Arc::new(std::sync::atomic::AtomicU64::new(NOW));
+        let now = Arc::new(At::new(NOW));
         let authority = SlowAuthority {
             clock: Arc::clone(&now),
             inner: StaticApprovalAuthority::new().with("alice", member(&["finance"])),
@@ -3154,7 +3149,7 @@ mod tests {
         let late = record_decision(
             &store,
             &authority,
-            &Shared(now),
+            now.as_ref(),
             decision(&stored, "alice", Approved),
             &context("alice"),
             &|_| None,
@@ -3204,7 +3199,7 @@ mod tests {
         record_decision(
             &store,
             &authority,
-            &At(NOW),
+            &At::new(NOW),
             decision(&stored, "alice", Approved),
             &context("alice"),
             &|_| None,
@@ -3226,7 +3221,7 @@ mod tests {
         let missing = record_decision(
             &store,
             &authority,
-            &At(NOW),
+            &At::new(NOW),
             decision(&stored, "alice", Approved),
             &context("alice"),
             &|_| None,
@@ -3258,7 +3253,7 @@ mod tests {
         let down = record_decision(
             &store,
             &Unreachable,
-            &At(NOW),
+            &At::new(NOW),
             decision(&stored, "alice", Approved),
             &context("alice"),
             &|_| None,
@@ -3282,7 +3277,7 @@ mod tests {
         let hidden = record_decision(
             &store,
             &Unreachable,
-            &At(NOW),
+            &At::new(NOW),
             decision(&stored, "alice", Approved),
             &stranger,
             &|_| None,
