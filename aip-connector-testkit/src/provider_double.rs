@@ -134,7 +134,9 @@ pub const INVALID_BODY: &[u8] = b"<html><body>provider maintenance page</body></
 type ResponseBody = BoxBody<Bytes, std::io::Error>;
 
 /// A running provider double. Dropping it stops the server (the [`ProviderHandle`] keeps the
-/// recorded state readable).
+/// recorded state readable, and [`ProviderHandle::is_serving`] turns false). Keep it bound for
+/// as long as the test sends requests: `let (_double, provider) = ProviderDouble::start().await`,
+/// not `let (_, provider) = …`, which drops it at once.
 pub struct ProviderDouble {
     addr: SocketAddr,
     base_url: String,
@@ -225,6 +227,10 @@ impl ProviderDouble {
 
 impl Drop for ProviderDouble {
     fn drop(&mut self) {
+        self.handle
+            .shared
+            .serving
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         if let Some(shutdown) = self.shutdown.take() {
             let _ = shutdown.send(());
         }
@@ -256,8 +262,28 @@ impl fmt::Debug for ProviderHandle {
 impl ProviderHandle {
     /// The double's base URL, as [`ProviderDouble::base_url`] gives it: a test that keeps only
     /// the handle can still build a client.
+    ///
+    /// # Panics
+    ///
+    /// When the [`ProviderDouble`] was dropped: its server is gone, and a client built on this
+    /// URL would only meet refused connections, far from the mistake (usually
+    /// `let (_, provider) = ProviderDouble::start().await`, which drops the double at once).
     pub fn base_url(&self) -> &str {
+        assert!(
+            self.is_serving(),
+            "ProviderHandle::base_url: the ProviderDouble was dropped, which stopped its server; \
+             keep it bound while the test runs (`let (_double, provider) = \
+             ProviderDouble::start().await`, not `let (_, provider) = …`)"
+        );
         &self.shared.base_url
+    }
+
+    /// Whether the double's server still runs: false once its [`ProviderDouble`] was dropped
+    /// (what it recorded stays readable through this handle).
+    pub fn is_serving(&self) -> bool {
+        self.shared
+            .serving
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Every request received so far, in arrival order (faulted ones included).
@@ -1035,6 +1061,8 @@ impl Fault {
 struct Shared {
     /// The double's `http://127.0.0.1:<port>`, for [`ProviderHandle::base_url`].
     base_url: String,
+    /// True until the [`ProviderDouble`] is dropped, which stops the server.
+    serving: std::sync::atomic::AtomicBool,
     state: Mutex<State>,
     /// Bumped after every recorded request and committed effect, for the `wait_for_*` helpers.
     changed: watch::Sender<u64>,
@@ -1044,6 +1072,7 @@ impl Shared {
     fn new(base_url: String) -> Self {
         Shared {
             base_url,
+            serving: std::sync::atomic::AtomicBool::new(true),
             state: Mutex::new(State {
                 started: Instant::now(),
                 deduplicate: true,
@@ -1152,10 +1181,15 @@ fn bearer_requirement(token: &str, route: Option<&str>) -> Requirement {
     let valid = !token.is_empty()
         && token.trim() == token
         && HeaderValue::from_bytes(format!("Bearer {token}").as_bytes()).is_ok();
+    let function = if route.is_some() {
+        "require_bearer_on"
+    } else {
+        "require_bearer"
+    };
     assert!(
         valid,
-        "ProviderHandle::require_bearer: the token is empty, padded with whitespace or not \
-         valid in a header value"
+        "ProviderHandle::{function}: the token is empty, padded with whitespace or not valid \
+         in a header value"
     );
     Requirement {
         name: AUTHORIZATION,
@@ -1167,14 +1201,19 @@ fn bearer_requirement(token: &str, route: Option<&str>) -> Requirement {
 
 /// Header `name: value`, on `route`'s requests or every one.
 fn header_requirement(name: &str, value: &str, route: Option<&str>) -> Requirement {
+    let function = if route.is_some() {
+        "require_header_on"
+    } else {
+        "require_header"
+    };
     let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
         // Not quoted: a name pasted with its value (`Authorization: Bearer …`) holds a secret.
-        panic!("ProviderHandle::require_header: the name is not a valid header name");
+        panic!("ProviderHandle::{function}: the name is not a valid header name");
     };
     assert!(
         !value.is_empty() && value.trim() == value && HeaderValue::from_str(value).is_ok(),
-        "ProviderHandle::require_header({name:?}, …): the value is empty, padded with \
-         whitespace or not valid in a header"
+        "ProviderHandle::{function}({name:?}, …): the value is empty, padded with whitespace \
+         or not valid in a header"
     );
     Requirement {
         name: header,
@@ -1926,5 +1965,23 @@ mod tests {
     #[should_panic(expected = "the route `GET items` names no path")]
     fn a_route_that_names_no_path_is_refused() {
         normalized_route("GET items");
+    }
+
+    #[test]
+    #[should_panic(expected = "ProviderHandle::require_bearer_on: the token is empty")]
+    fn a_route_requirement_s_panic_names_its_own_function() {
+        bearer_requirement("", Some("GET /items"));
+    }
+
+    #[test]
+    #[should_panic(expected = "ProviderHandle::require_header_on(\"x-api-key\", …): the value")]
+    fn a_route_header_requirement_s_panic_names_its_own_function() {
+        header_requirement("x-api-key", " padded", Some("/items"));
+    }
+
+    #[test]
+    #[should_panic(expected = "ProviderHandle::require_header: the name is not a valid")]
+    fn a_header_requirement_s_panic_names_its_function() {
+        header_requirement("Authorization: Bearer x", "x", None);
     }
 }

@@ -1157,11 +1157,22 @@ async fn dropping_the_double_stops_the_server_and_keeps_the_record() {
     let (double, handle) = ProviderDouble::start().await;
     post(&double, "/bookings", Some("k1"), &json!({})).await;
     let url = double.url("/bookings");
+    assert!(handle.is_serving());
     drop(double);
+    assert!(!handle.is_serving());
     let error = http().post(url).json(&json!({})).send().await.unwrap_err();
     assert!(error.is_connect(), "{error:?}");
     assert_eq!(handle.effect_count("k1"), 1);
     assert_eq!(handle.request_count(), 1);
+}
+
+#[tokio::test]
+#[should_panic(expected = "the ProviderDouble was dropped, which stopped its server")]
+async fn a_handle_whose_double_was_dropped_refuses_to_give_its_url() {
+    // The mistake this catches: `_` drops the double at once, and every request of the test
+    // would be refused far from here.
+    let (_, provider) = ProviderDouble::start().await;
+    let _ = provider.base_url();
 }
 
 #[test]

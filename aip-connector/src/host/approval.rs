@@ -987,8 +987,8 @@ fn constraint_target<'v>(input: &'v Value, field: &str) -> Option<&'v Value> {
 /// Whether `actual` satisfies `operator operand`; unknown operators never hold.
 fn constraint_holds(operator: &str, actual: &Value, operand: &Value) -> bool {
     match operator {
-        "eq" => actual == operand,
-        "neq" => actual != operand,
+        "eq" => same_json(actual, operand),
+        "neq" => !same_json(actual, operand),
         "lt" => number_order(actual, operand) == Some(Ordering::Less),
         "lte" => matches!(
             number_order(actual, operand),
@@ -1003,7 +1003,7 @@ fn constraint_holds(operator: &str, actual: &Value, operand: &Value) -> bool {
         }
         "contains" => match (actual, operand) {
             (Value::String(text), Value::String(part)) => text.contains(part.as_str()),
-            (Value::Array(items), item) => items.contains(item),
+            (Value::Array(items), item) => items.iter().any(|entry| same_json(entry, item)),
             _ => false,
         },
         "max_length" => length(actual)
@@ -1014,20 +1014,68 @@ fn constraint_holds(operator: &str, actual: &Value, operand: &Value) -> bool {
             .is_some_and(|(len, min)| len >= min),
         "in" => operand
             .as_array()
-            .is_some_and(|options| options.contains(actual)),
+            .is_some_and(|options| options.iter().any(|option| same_json(option, actual))),
         _ => false,
     }
 }
 
-/// The order of two numbers: exact for integers, as `f64` otherwise; `None` for non-numbers.
+/// JSON equality where numbers compare by value: `42` and `42.0` are one number, as JSON Schema
+/// has it. Plain `Value` equality tells them apart, which made `neq 42` hold for an input of
+/// `42.0` (a constraint an approver set to forbid a value, passed by respelling it).
+fn same_json(left: &Value, right: &Value) -> bool {
+    match (left, right) {
+        (Value::Number(_), Value::Number(_)) => number_order(left, right) == Some(Ordering::Equal),
+        (Value::Array(left), Value::Array(right)) => {
+            left.len() == right.len() && left.iter().zip(right).all(|(l, r)| same_json(l, r))
+        }
+        (Value::Object(left), Value::Object(right)) => {
+            left.len() == right.len()
+                && left
+                    .iter()
+                    .all(|(key, l)| right.get(key).is_some_and(|r| same_json(l, r)))
+        }
+        _ => left == right,
+    }
+}
+
+/// The exact order of two numbers (integers of either sign and floats mixed, with no rounding
+/// through `f64`); `None` for non-numbers.
 fn number_order(left: &Value, right: &Value) -> Option<Ordering> {
     let (Value::Number(left), Value::Number(right)) = (left, right) else {
         return None;
     };
     match (integer(left), integer(right)) {
         (Some(left), Some(right)) => Some(left.cmp(&right)),
-        _ => left.as_f64()?.partial_cmp(&right.as_f64()?),
+        (Some(left), None) => Some(integer_to_float(left, right.as_f64()?)),
+        (None, Some(right)) => Some(integer_to_float(right, left.as_f64()?).reverse()),
+        (None, None) => left.as_f64()?.partial_cmp(&right.as_f64()?),
     }
+}
+
+/// An integer against a finite float, exactly: `9007199254740993` is above `9007199254740992.0`
+/// although both round to the same `f64`.
+fn integer_to_float(integer: i128, float: f64) -> Ordering {
+    // Every integer a JSON number can hold here (i64 or u64) lies within ±2^64.
+    const BOUND: f64 = 18_446_744_073_709_551_616.0;
+    if float >= BOUND {
+        return Ordering::Less;
+    }
+    if float <= -BOUND {
+        return Ordering::Greater;
+    }
+    let whole = float.trunc();
+    // `whole` is integral and within ±2^64, so the cast is exact.
+    let whole_integer = whole as i128;
+    integer.cmp(&whole_integer).then_with(|| {
+        let fraction = float - whole;
+        if fraction > 0.0 {
+            Ordering::Less
+        } else if fraction < 0.0 {
+            Ordering::Greater
+        } else {
+            Ordering::Equal
+        }
+    })
 }
 
 /// A JSON integer, widened so signed and unsigned compare exactly.
@@ -2707,7 +2755,44 @@ mod tests {
     fn constraint_operators() {
         let cases = [
             ("eq", json!(1), json!(1), true),
-            ("eq", json!(1), json!(1.0), false),
+            ("eq", json!(1), json!(1.0), true),
+            ("neq", json!(42.0), json!(42), false),
+            (
+                "eq",
+                json!({ "a": [1, 2.5] }),
+                json!({ "a": [1.0, 2.5] }),
+                true,
+            ),
+            ("eq", json!({ "a": 1 }), json!({ "a": 1, "b": 2 }), false),
+            ("eq", json!([1]), json!([1, 1]), false),
+            ("contains", json!([1.0, 2.0]), json!(2), true),
+            ("in", json!(42.0), json!([7, 42]), true),
+            ("in", json!(42.5), json!([7, 42]), false),
+            (
+                "lte",
+                json!(9_007_199_254_740_993_u64),
+                json!(9_007_199_254_740_992.0),
+                false,
+            ),
+            (
+                "gt",
+                json!(9_007_199_254_740_993_u64),
+                json!(9_007_199_254_740_992.0),
+                true,
+            ),
+            (
+                "lt",
+                json!(9_007_199_254_740_992.0),
+                json!(9_007_199_254_740_993_u64),
+                true,
+            ),
+            ("lt", json!(1), json!(1.5), true),
+            ("gt", json!(-1), json!(-1.5), true),
+            ("lt", json!(-2), json!(-1.5), true),
+            ("eq", json!(-3), json!(-3.0), true),
+            ("lt", json!(u64::MAX), json!(1e300), true),
+            ("gt", json!(i64::MIN), json!(-1e300), true),
+            ("gt", json!(0.5), json!(0.25), true),
             ("neq", json!("a"), json!("b"), true),
             ("lt", json!(1), json!(2), true),
             ("lt", json!(2), json!(2), false),

@@ -80,7 +80,7 @@ pub(crate) async fn run(
         // The approval whose resume this call claimed, if any (stage 9). When the result is
         // retryable, or the approved action did not run, the claim is given back, so the next
         // attempt may run the action too.
-        let resume_claim = ResumeClaimed::default();
+        let resume_claim = ClaimedResume::default();
         // For the settlement's log line: an `execute`, a `reconcile` and a `compensate` of one
         // capability look alike otherwise.
         let mode = action
@@ -171,7 +171,7 @@ fn settled_key(
 /// given back whatever the result: the key's settled record of another action answered the
 /// call, so the approved action did not run.
 #[derive(Default)]
-struct ResumeClaimed {
+struct ClaimedResume {
     id: OnceLock<ApprovalId>,
     unspent: std::sync::atomic::AtomicBool,
 }
@@ -192,7 +192,7 @@ async fn execute(
     mut action: Arc<Action>,
     caller: &TrustedContext,
     options: Options,
-    resume_claim: &ResumeClaimed,
+    resume_claim: &ClaimedResume,
 ) -> ActionResult {
     let Options { stream, resume } = options;
     let Some(_slot) = host.permits.try_acquire() else {
@@ -488,7 +488,7 @@ async fn execute(
     if let Some(record) = &approved {
         let claimed_at = *now.get_or_insert_with(|| host.clock.now_ms());
         // Boxed: its state (a rare replay included) would otherwise grow every call's pipeline.
-        let claim = Box::pin(claim_resume(ResumeClaim {
+        let claim = Box::pin(claim_resume(ClaimResumeArgs {
             host,
             action: &action,
             approval_id: &record.approval_id,
@@ -664,7 +664,7 @@ async fn execute(
 }
 
 /// What [`claim_resume`] needs.
-struct ResumeClaim<'a> {
+struct ClaimResumeArgs<'a> {
     host: &'a HostInner,
     action: &'a Action,
     approval_id: &'a ApprovalId,
@@ -687,8 +687,8 @@ struct ResumeClaim<'a> {
 /// still holds its key gets the retryable `idempotency.in_progress`. Anything else that finds the
 /// resume taken — another action carrying the approval, a second `resume_approved` — gets
 /// `policy.approval_already_resumed`.
-async fn claim_resume(claim: ResumeClaim<'_>) -> Result<(), ActionResult> {
-    let ResumeClaim {
+async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ActionResult> {
+    let ClaimResumeArgs {
         host,
         action,
         approval_id,
