@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use aip_connector::VerifiedTenant;
 use aip_connector::codes;
 use aip_connector::host::{
-    Deployment, Host, HostBuildError, HostLimits, MAX_STORED_DEPTH, TrustedContext,
+    Deployment, Host, HostBuildError, HostLimits, MAX_STORED_DEPTH, MAX_STREAM_BUFFER,
+    TrustedContext,
 };
 use aip_connector::model::{
     Action, ActionResult, ActionResultStatus, ExternalAccountRef, Principal, PrincipalKind,
@@ -237,6 +238,54 @@ fn an_input_depth_limit_beyond_what_stores_read_back_refuses_to_build() {
         .limits(at_most)
         .build()
         .expect("the largest accepted limit builds");
+}
+
+/// Limits the host cannot honour are refused at build time, naming the field: a stream buffer
+/// beyond the channel's ceiling (it made every `invoke_stream` panic), and a zero where a zero
+/// refuses every call.
+#[test]
+fn limits_the_host_cannot_honour_refuse_to_build() {
+    let build = |limits: HostLimits| {
+        Host::builder()
+            .connector(Archive::default())
+            .limits(limits)
+            .build()
+    };
+    let refused = build(HostLimits {
+        stream_buffer: usize::MAX,
+        ..HostLimits::default()
+    })
+    .expect_err("an unbounded stream buffer is refused");
+    assert!(
+        matches!(
+            refused,
+            HostBuildError::LimitOutOfRange { limit: "stream_buffer", max, .. }
+                if max == MAX_STREAM_BUFFER as u64
+        ),
+        "{refused:?}"
+    );
+    build(HostLimits {
+        stream_buffer: MAX_STREAM_BUFFER,
+        ..HostLimits::default()
+    })
+    .expect("the largest stream buffer builds");
+    let zeroed: [(&str, fn(&mut HostLimits)); 5] = [
+        ("default_timeout_ms", |l| l.default_timeout_ms = 0),
+        ("max_action_timeout_ms", |l| l.max_action_timeout_ms = 0),
+        ("max_concurrent_actions", |l| l.max_concurrent_actions = 0),
+        ("max_input_bytes", |l| l.max_input_bytes = 0),
+        ("max_id_bytes", |l| l.max_id_bytes = 0),
+    ];
+    for (name, zero) in zeroed {
+        let mut limits = HostLimits::default();
+        zero(&mut limits);
+        let refused = build(limits).expect_err(name);
+        assert!(
+            matches!(refused, HostBuildError::LimitZero { limit } if limit == name),
+            "{name}: {refused:?}"
+        );
+        assert!(refused.to_string().contains(name), "{refused}");
+    }
 }
 
 #[tokio::test]

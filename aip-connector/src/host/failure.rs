@@ -54,7 +54,10 @@ pub(crate) fn failed(action_id: &ActionId, error: ProtocolError) -> ActionResult
 }
 
 /// The failure for a store error: the store failed, temporary and retryable after a second. The
-/// message never carries record contents (`StoreError` guarantees it).
+/// message never carries record contents (`StoreError` guarantees it). A corrupt row or a
+/// refused configuration is not retryable: the same call meets it again every time (a review
+/// found a corrupt record under a key answering "retry in a second" for good), as the approval
+/// service already had it.
 ///
 /// The one refusal a store reports, a plan id another transaction already answers to, is
 /// `transaction.plan_already_claimed` instead (policy, not retryable): the host checks plan ids
@@ -67,12 +70,45 @@ pub(crate) fn storage(error: &crate::store::StoreError) -> ProtocolError {
             "another transaction already answers to this plan id",
         );
     }
+    let retryable = !matches!(
+        error,
+        crate::store::StoreError::Corrupt(_) | crate::store::StoreError::InvalidConfig(_)
+    );
     let mut error = self::error(
         crate::codes::STORAGE_UNAVAILABLE,
         error.to_string(),
         ErrorCategory::Temporary,
-        true,
+        retryable,
     );
-    error.retry_after_ms = Some(1_000);
+    error.retry_after_ms = retryable.then_some(1_000);
     error
+}
+
+#[cfg(test)]
+mod tests {
+    use super::storage;
+    use crate::store::StoreError;
+
+    #[test]
+    fn a_store_failure_is_retryable_unless_a_retry_meets_it_again() {
+        for (failure, retryable) in [
+            (StoreError::Unavailable("down".to_owned()), true),
+            (StoreError::Fenced, true),
+            (StoreError::Corrupt("bad row".to_owned()), false),
+            (StoreError::InvalidConfig("bad schema".to_owned()), false),
+        ] {
+            let error = storage(&failure);
+            assert_eq!(error.code, crate::codes::STORAGE_UNAVAILABLE, "{failure}");
+            assert_eq!(error.retryable, Some(retryable), "{failure}");
+            assert_eq!(
+                error.retry_after_ms,
+                retryable.then_some(1_000),
+                "{failure}"
+            );
+        }
+        assert_eq!(
+            storage(&StoreError::PlanIdTaken).code,
+            crate::codes::TRANSACTION_PLAN_ALREADY_CLAIMED
+        );
+    }
 }

@@ -91,6 +91,11 @@ use crate::store::{Clock, MemoryStore, Millis, Purged, SharedStore, StoreError, 
 /// output fails the call with `action.output_schema_invalid` before anything is stored.
 pub const MAX_STORED_DEPTH: usize = 100;
 
+/// Largest accepted [`HostLimits::stream_buffer`]: chunks are buffered in a bounded channel,
+/// whose capacity has a ceiling of its own (a larger one made every `invoke_stream` panic);
+/// beyond a million chunks the buffer bounds nothing a deployment could hold anyway.
+pub const MAX_STREAM_BUFFER: usize = 1 << 20;
+
 /// Limits of one host.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostLimits {
@@ -126,7 +131,8 @@ pub struct HostLimits {
     pub max_decision_bytes: usize,
     /// Schema violations reported per invalid input (upstream: 16).
     pub max_violations: usize,
-    /// Chunks buffered between a streaming handler and its consumer (back-pressure beyond).
+    /// Chunks buffered between a streaming handler and its consumer (back-pressure beyond);
+    /// at most [`MAX_STREAM_BUFFER`], else [`HostBuildError::LimitOutOfRange`] (0 buffers one).
     pub stream_buffer: usize,
     /// Actions executing at once; further calls get `host.overloaded` (temporary, retryable).
     pub max_concurrent_actions: usize,
@@ -366,6 +372,14 @@ pub enum HostBuildError {
         /// The largest accepted value.
         max: u64,
     },
+    /// A [`HostLimits`] field is 0 where 0 would refuse every call: a timeout of 0 times every
+    /// handler out at once, no concurrent action answers every call `host.overloaded`, and an
+    /// input or id of at most 0 bytes admits none.
+    #[error("host limit `{limit}` is 0, which would refuse every call; it must be at least 1")]
+    LimitZero {
+        /// The field of [`HostLimits`].
+        limit: &'static str,
+    },
 }
 
 /// Warns, once per capability, that a host built without an approval authority can run no
@@ -388,6 +402,35 @@ fn warn_nobody_can_approve(manifests: &[Arc<AdmittedManifest>]) {
              approver can record; set one with `HostBuilder::approval_authority`",
             capability.id
         );
+    }
+}
+
+impl HostLimits {
+    /// The limits a host can honour ([`HostBuilder::build`] refuses the others).
+    fn check(&self) -> Result<(), HostBuildError> {
+        let at_most = |limit: &'static str, value: usize, max: usize| {
+            if value > max {
+                return Err(HostBuildError::LimitOutOfRange {
+                    limit,
+                    value: value as u64,
+                    max: max as u64,
+                });
+            }
+            Ok(())
+        };
+        at_most("max_input_depth", self.max_input_depth, MAX_STORED_DEPTH)?;
+        at_most("stream_buffer", self.stream_buffer, MAX_STREAM_BUFFER)?;
+        let nonzero = [
+            ("default_timeout_ms", self.default_timeout_ms == 0),
+            ("max_action_timeout_ms", self.max_action_timeout_ms == 0),
+            ("max_concurrent_actions", self.max_concurrent_actions == 0),
+            ("max_input_bytes", self.max_input_bytes == 0),
+            ("max_id_bytes", self.max_id_bytes == 0),
+        ];
+        match nonzero.into_iter().find(|(_, zero)| *zero) {
+            Some((limit, _)) => Err(HostBuildError::LimitZero { limit }),
+            None => Ok(()),
+        }
     }
 }
 
@@ -461,13 +504,7 @@ impl HostBuilder {
         if self.connectors.is_empty() {
             return Err(HostBuildError::NoConnector);
         }
-        if self.limits.max_input_depth > MAX_STORED_DEPTH {
-            return Err(HostBuildError::LimitOutOfRange {
-                limit: "max_input_depth",
-                value: self.limits.max_input_depth as u64,
-                max: MAX_STORED_DEPTH as u64,
-            });
-        }
+        self.limits.check()?;
         let mut capabilities = CapabilityMap::default();
         let mut manifests = Vec::new();
         let mut connector_ids = std::collections::HashSet::new();

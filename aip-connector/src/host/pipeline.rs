@@ -978,9 +978,12 @@ async fn validate_downstream(
     match companion(call, &context, start).await? {
         CompanionEnd::Answered(Ok(value)) => Ok(Validation::Answered(Some(value))),
         // A validation handler gets no credential: nothing to withhold but the input.
-        CompanionEnd::Answered(Err(failure)) => {
-            Err(connector_error(&failure, action, redact, None))
-        }
+        CompanionEnd::Answered(Err(failure)) => Err(connector_error(
+            &failure,
+            action,
+            redact.then_some(&call.routed.input_schema),
+            None,
+        )),
         CompanionEnd::TimedOut => Err(companion_timed_out("validation", timeout_ms)),
         CompanionEnd::Interrupted { requested } => Ok(Validation::Interrupted { requested }),
     }
@@ -1225,7 +1228,7 @@ impl CompanionRefusal {
         let error = connector_error(
             &self.failure,
             call.action,
-            call.redact,
+            call.redact.then_some(&call.routed.input_schema),
             self.secret.as_ref(),
         );
         json!({ "code": error.code, "message": error.message })
@@ -1359,7 +1362,12 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
             result
         }
         Outcome::Failed(failure, secret) => {
-            let mut error = connector_error(&failure, action, call.redact, secret.as_ref());
+            let mut error = connector_error(
+                &failure,
+                action,
+                call.redact.then_some(&call.routed.input_schema),
+                secret.as_ref(),
+            );
             // Details are the connector's, stored with the result: too deep to read back, they
             // would bind the key for good (see `MAX_STORED_DEPTH`).
             if let Some(details) = error
@@ -2576,21 +2584,24 @@ fn masked_pointer(pointer: &str, declared: &std::collections::HashSet<String>) -
 /// Whatever the data policy, the resolved credential's material (`secret`) is withheld: the
 /// handler holds it, a message may quote it (`"token tok_live_… was refused"`), and the failure
 /// is stored, replayed, logged and returned (found by a hostile review).
+///
+/// `redacted_schema` is the input schema of the capability whose handler failed when the input
+/// is redacted, `None` when it is not.
 fn connector_error(
     failure: &crate::model::ConnectorFailure,
     action: &Action,
-    redact: bool,
+    redacted_schema: Option<&Value>,
     secret: Option<&crate::invocation::Secret>,
 ) -> ProtocolError {
     let mut error = failure.to_protocol_error();
     let mut forms = secret.map(secret_forms).unwrap_or_default();
-    if !redact {
+    let Some(schema) = redacted_schema else {
         withhold(&mut error, forms);
         return error;
-    }
+    };
     if error.code != aip_connector_core::model::codes::ACTION_INVALID_INPUT {
         // One pass over the failure for the credential and the input alike.
-        forms.extend(input_forms(&action.input));
+        forms.extend(input_forms(&action.input, schema));
         withhold(&mut error, forms);
         return error;
     }
@@ -2631,17 +2642,29 @@ const SDK_DETAIL_KEYS: &[&str] = &[
 /// handler's message may quote one (`"no patient named Ada Lovelace"`), and a provider failure
 /// names its path (`GET /patients/Ada%20Lovelace`; found by an author trial and a hostile
 /// review).
-fn input_forms(input: &Value) -> Vec<String> {
-    fn collect(value: &Value, out: &mut Vec<String>) {
+///
+/// A map's keys are data too (`{"accounts": {"123-45-6789": …}}`): every key that `schema` does
+/// not declare as a property name is searched for like a value (found by a hostile review). The
+/// declared ones are the input type's field names, which a message may name freely.
+fn input_forms(input: &Value, schema: &Value) -> Vec<String> {
+    fn collect(value: &Value, declared: &std::collections::HashSet<String>, out: &mut Vec<String>) {
         match value {
             Value::String(text) if text.len() >= MIN_WITHHELD_LEN => encoded_forms(text, out),
-            Value::Array(items) => items.iter().for_each(|item| collect(item, out)),
-            Value::Object(members) => members.values().for_each(|member| collect(member, out)),
+            Value::Array(items) => items.iter().for_each(|item| collect(item, declared, out)),
+            Value::Object(members) => {
+                for (key, member) in members {
+                    if key.len() >= MIN_WITHHELD_LEN && !declared.contains(key) {
+                        encoded_forms(key, out);
+                    }
+                    collect(member, declared, out);
+                }
+            }
             _ => {}
         }
     }
+    let declared = declared_property_names(schema);
     let mut forms = Vec::new();
-    collect(input, &mut forms);
+    collect(input, &declared, &mut forms);
     forms
 }
 
@@ -3802,6 +3825,30 @@ mod tests {
     /// a value of their closed set; a connector's own field of the same name that holds an input
     /// value is withheld like any other.
     #[test]
+    fn a_maps_keys_are_withheld_and_declared_property_names_are_not() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "accounts": { "type": "object", "additionalProperties": { "$ref": "#/$defs/Limit" } }
+            },
+            "$defs": { "Limit": { "type": "object", "properties": { "limit": { "type": "integer" } } } },
+        });
+        let input = json!({ "accounts": { "123-45-6789": { "limit": 5 } } });
+        let mut error = ProtocolError::new(
+            "x.failed",
+            "no limit for 123-45-6789 in accounts",
+            ErrorCategory::Connector,
+        );
+        error.details = Some(json!({ "details": { "123-45-6789": "limit missing" } }));
+        withhold(&mut error, input_forms(&input, &schema));
+        assert_eq!(error.message, "no limit for [withheld] in accounts");
+        assert_eq!(
+            error.details.unwrap()["details"],
+            json!({ "[withheld]": "limit missing" })
+        );
+    }
+
+    #[test]
     fn only_the_sdks_own_closed_values_are_left_readable() {
         let mut error = ProtocolError::new("x.failed", "POST failed", ErrorCategory::Connector);
         error.details = Some(json!({
@@ -3818,6 +3865,7 @@ mod tests {
             &mut error,
             input_forms(
                 &json!({ "a": "connect", "b": "POST", "c": "Lovelace", "d": "invocation" }),
+                &json!({}),
             ),
         );
         let details = error.details.unwrap();

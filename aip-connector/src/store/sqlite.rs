@@ -198,7 +198,7 @@ impl SqliteStore {
 
     /// Configures a fresh connection and migrates its schema.
     fn prepare(mut connection: Connection, location: String) -> Result<Self, StoreError> {
-        configure(&connection).map_err(|error| sqlite_error("configure the store", &error))?;
+        configure(&connection)?;
         migrate(&mut connection)?;
         Ok(Self {
             shared: Arc::new(Shared {
@@ -308,31 +308,51 @@ fn query_row_cached<T>(
 }
 
 /// Busy timeout, WAL and full fsync on commit; must run outside any transaction.
-fn configure(connection: &Connection) -> rusqlite::Result<()> {
-    connection.busy_timeout(BUSY_TIMEOUT)?;
+fn configure(connection: &Connection) -> Result<(), StoreError> {
+    let step = |error: rusqlite::Error| sqlite_error("configure the store", &error);
+    connection.busy_timeout(BUSY_TIMEOUT).map_err(step)?;
     connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
-    switch_to_wal(connection)?;
-    connection.pragma_update(None, "synchronous", "FULL")
+    let mode = switch_to_wal(connection).map_err(step)?;
+    journal_mode_accepted(&mode)?;
+    connection
+        .pragma_update(None, "synchronous", "FULL")
+        .map_err(step)
 }
 
-/// Puts the file in WAL mode (it stays so: the mode is recorded in the file).
+/// Refuses a journal mode other than WAL (or `memory`, an in-memory database's). SQLite answers
+/// a switch it cannot make (a file system or VFS without shared memory) with the mode still in
+/// force instead of an error, and the store's durability argument (the reservation commits
+/// with `synchronous = NORMAL`) holds in WAL mode only.
+fn journal_mode_accepted(mode: &str) -> Result<(), StoreError> {
+    if mode.eq_ignore_ascii_case("wal") || mode.eq_ignore_ascii_case("memory") {
+        return Ok(());
+    }
+    Err(StoreError::InvalidConfig(format!(
+        "the store file could not be put in WAL mode (SQLite kept journal mode `{mode}`); \
+         open it on a local file system that supports shared memory"
+    )))
+}
+
+/// Puts the file in WAL mode (it stays so: the mode is recorded in the file), and says which
+/// mode is in force afterwards.
 ///
 /// Switching needs the file to itself, and SQLite answers a contended switch with
 /// `SQLITE_BUSY` at once instead of calling the busy handler, so stores opened together on a
 /// new file (replicas starting at once) would fail. The switch is retried until
 /// [`BUSY_TIMEOUT`], and skipped once another connection has made it.
-fn switch_to_wal(connection: &Connection) -> rusqlite::Result<()> {
+fn switch_to_wal(connection: &Connection) -> rusqlite::Result<String> {
     let started = std::time::Instant::now();
     loop {
         // `journal_mode` answers with the mode in force (`memory` for an in-memory database).
         let mode: String = connection.pragma_query_value(None, "journal_mode", |row| row.get(0))?;
         if mode.eq_ignore_ascii_case("wal") || mode.eq_ignore_ascii_case("memory") {
-            return Ok(());
+            return Ok(mode);
         }
         match connection
             .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))
         {
-            Ok(_) => return Ok(()),
+            // The mode in force after the switch: not WAL when SQLite could not make it.
+            Ok(mode) => return Ok(mode),
             Err(error)
                 if error.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
                     && started.elapsed() < BUSY_TIMEOUT =>
@@ -1067,6 +1087,19 @@ mod tests {
 
     use super::super::fixtures::{RetentionRows, approval, planned};
     use super::*;
+
+    #[test]
+    fn a_journal_mode_other_than_wal_is_refused() {
+        for accepted in ["wal", "WAL", "memory"] {
+            assert!(journal_mode_accepted(accepted).is_ok(), "{accepted}");
+        }
+        for kept in ["delete", "truncate", "persist", "off"] {
+            let Err(StoreError::InvalidConfig(message)) = journal_mode_accepted(kept) else {
+                panic!("journal mode `{kept}` was accepted");
+            };
+            assert!(message.contains(&format!("`{kept}`")), "{message}");
+        }
+    }
 
     /// A store file in the temp dir, removed (with its WAL files) on drop.
     struct TempFile(PathBuf);
