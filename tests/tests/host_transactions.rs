@@ -767,3 +767,185 @@ async fn the_reconcile_companion_gets_the_tenant_and_credential_of_the_reconcile
         vec![(Some("t1".to_owned()), Some("tok_reconcile".to_owned()))]
     );
 }
+
+/// How the first run of [`Ledger::post`] ends once released.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FirstRun {
+    /// A definite provider refusal.
+    Refused,
+    /// It never answers: its deadline ends it.
+    Hangs,
+}
+
+/// A ledger whose first run of `post` waits for the test, so that a later attempt can take its
+/// transaction over meanwhile; later runs wait for their own release, then post.
+#[derive(Clone)]
+struct Ledger {
+    first_run: FirstRun,
+    runs: Arc<AtomicUsize>,
+    release_first: Arc<tokio::sync::Semaphore>,
+    release_later: Arc<tokio::sync::Semaphore>,
+}
+
+impl Ledger {
+    fn new(first_run: FirstRun) -> Self {
+        Ledger {
+            first_run,
+            runs: Arc::default(),
+            release_first: Arc::new(tokio::sync::Semaphore::new(0)),
+            release_later: Arc::new(tokio::sync::Semaphore::new(0)),
+        }
+    }
+
+    async fn runs_reach(&self, runs: usize) {
+        for _ in 0..400 {
+            if self.runs.load(Ordering::SeqCst) >= runs {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        panic!("the handler never ran {runs} times");
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Entry {
+    amount: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Posted {
+    entry_id: String,
+}
+
+#[connector(id = "ledger")]
+impl Ledger {
+    /// Post an entry.
+    #[capability(
+        id = "cap:ledger:post",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+        transaction(modes = [execute, reconcile], fidelity = policy_and_schema),
+        reconcile = Self::look_up,
+    )]
+    async fn post(
+        &self,
+        entry: Entry,
+        _key: IdempotencyKey,
+        _checkpoint: Checkpoint,
+    ) -> Result<Posted, ConnectorFailure> {
+        if self.runs.fetch_add(1, Ordering::SeqCst) == 0 {
+            let _released = self.release_first.acquire().await;
+            if self.first_run == FirstRun::Hangs {
+                std::future::pending::<()>().await;
+            }
+            return Err(ConnectorFailure::new(
+                "ledger.refused",
+                "the ledger refused the entry",
+                ErrorCategory::Permanent,
+                ConnectorOperation::TransactionCommit,
+                "ledger",
+            ));
+        }
+        let _released = self.release_later.acquire().await;
+        Ok(Posted {
+            entry_id: format!("entry-{}", entry.amount),
+        })
+    }
+
+    async fn look_up(
+        &self,
+        _request: Reconciliation,
+    ) -> Result<ReconcileOutcome, ConnectorFailure> {
+        Ok(ReconcileOutcome::NotCommitted { evidence: None })
+    }
+}
+
+/// An attempt that ends after a later attempt took its transaction over writes nothing into
+/// it: the record is the later attempt's to settle (found by a hostile review: the first
+/// attempt's late failure or timeout overwrote the record while the later attempt ran, whose
+/// own success then lost the race, so the record read `failed` or `outcome_unknown` for a
+/// write that had committed). And a timed-out `execute` is never retryable, even when its
+/// record could not be settled as an unknown outcome.
+#[tokio::test]
+async fn an_attempt_whose_transaction_was_taken_over_settles_nothing_into_it() {
+    use aip_connector::store::ManualClock;
+
+    for first_run in [FirstRun::Refused, FirstRun::Hangs] {
+        let ledger = Ledger::new(first_run);
+        let store = Arc::new(MemoryStore::default());
+        let first_host = Host::builder()
+            .connector(ledger.clone())
+            .store(store.clone())
+            .build()
+            .unwrap();
+        let transaction_id = TransactionId::new();
+        let mut transaction = ActionTransaction::new(TransactionMode::Execute);
+        transaction.transaction_id = Some(transaction_id.clone());
+        let mut first = Action::new("cap:ledger:post", json!({ "amount": 42 }))
+            .with_idempotency_key("post-42")
+            .with_transaction(transaction);
+        if first_run == FirstRun::Hangs {
+            // Long enough for the second attempt to take over first, even on a loaded machine.
+            first.timeout_ms = Some(3_000);
+        }
+        let second = first.clone();
+        let first_attempt = tokio::spawn({
+            let host = first_host.clone();
+            async move { host.invoke(first, &caller()).await }
+        });
+        ledger.runs_reach(1).await;
+
+        // A replica whose clock is past the first attempt's deadline (and its key's
+        // reservation): it takes the `prepared` record over and runs the handler again.
+        let clock = Arc::new(ManualClock::new());
+        clock.advance(10 * 60 * 1000);
+        let replica = Host::builder()
+            .connector(ledger.clone())
+            .store(store.clone())
+            .clock(clock)
+            .build()
+            .unwrap();
+        let second_attempt = tokio::spawn({
+            let replica = replica.clone();
+            async move { replica.invoke(second, &caller()).await }
+        });
+        ledger.runs_reach(2).await;
+        let taken_over = store.transaction(&transaction_id).await.unwrap().unwrap();
+
+        // The first attempt ends while the second still runs.
+        ledger.release_first.add_permits(1);
+        let first_result = first_attempt.await.unwrap();
+        assert_eq!(first_result.status, ActionResultStatus::Failed);
+        let first_error = first_result.error.expect("the first attempt failed");
+        if first_run == FirstRun::Hangs {
+            assert_eq!(first_error.code, codes::SLA_TIMEOUT_EXCEEDED);
+            assert_eq!(
+                first_error.retryable,
+                Some(false),
+                "a timed-out execute may have written: {first_error:?}"
+            );
+        }
+        assert_eq!(
+            store.transaction(&transaction_id).await.unwrap().unwrap(),
+            taken_over,
+            "the first attempt wrote into the record the second attempt holds"
+        );
+
+        ledger.release_later.add_permits(1);
+        let second_result = second_attempt.await.unwrap();
+        assert_eq!(
+            second_result.status,
+            ActionResultStatus::Completed,
+            "{second_result:?}"
+        );
+        let settled = store.transaction(&transaction_id).await.unwrap().unwrap();
+        assert_eq!(settled.status, TransactionProtocolStatus::Committed);
+        assert_eq!(
+            settled.result.and_then(|r| r.output),
+            Some(json!({ "entry_id": "entry-42" }))
+        );
+    }
+}

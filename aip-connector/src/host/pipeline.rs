@@ -818,12 +818,17 @@ async fn transactional(
             compensation: Some(Arc::new(target)),
             ..handler
         };
+        let fence = transaction::AttemptFence::new(&record);
         call.unsettled
-            .transaction_admitted(&record.transaction_id, mode);
-        let checkpoint = Arc::new(transaction::StoreCheckpoint::new(host, &record));
+            .transaction_admitted(&record.transaction_id, mode, &fence);
+        let checkpoint = Arc::new(transaction::StoreCheckpoint::new(
+            host,
+            &record,
+            fence.clone(),
+        ));
         let (mut result, interruption) = run_handler(call, handler, Some(checkpoint)).await;
         // An undo whose answer was lost is named like a write's, for the caller to reconcile.
-        if settle_transaction(call, &record, mode, &result, interruption).await {
+        if settle_transaction(call, &record, mode, &result, interruption, &fence).await {
             transaction::name_unknown_outcome(&mut result, &record.transaction_id);
         }
         return result;
@@ -849,8 +854,9 @@ async fn transactional(
         return replay;
     }
     let record = admitted.record;
+    let fence = transaction::AttemptFence::new(&record);
     call.unsettled
-        .transaction_admitted(&record.transaction_id, mode);
+        .transaction_admitted(&record.transaction_id, mode, &fence);
     if mode == TransactionMode::Reconcile {
         let result = reconcile(call, &record, handler.credential.map(|c| *c)).await;
         settle_transaction(
@@ -859,14 +865,19 @@ async fn transactional(
             TransactionMode::Reconcile,
             &result,
             transaction::Interruption::None,
+            &fence,
         )
         .await;
         return result;
     }
-    let checkpoint = Arc::new(transaction::StoreCheckpoint::new(host, &record));
+    let checkpoint = Arc::new(transaction::StoreCheckpoint::new(
+        host,
+        &record,
+        fence.clone(),
+    ));
     let (mut result, interruption) = run_handler(call, handler, Some(checkpoint)).await;
     mark_refused_output_as_committed(&mut result);
-    if settle_transaction(call, &record, mode, &result, interruption).await {
+    if settle_transaction(call, &record, mode, &result, interruption, &fence).await {
         transaction::name_unknown_outcome(&mut result, &record.transaction_id);
     }
     result
@@ -880,6 +891,7 @@ async fn settle_transaction(
     mode: TransactionMode,
     result: &ActionResult,
     interruption: transaction::Interruption,
+    fence: &transaction::AttemptFence,
 ) -> bool {
     call.unsettled.transaction_ending(result, interruption);
     let unknown = transaction::settle(
@@ -888,6 +900,7 @@ async fn settle_transaction(
         mode,
         result,
         interruption,
+        fence,
     )
     .await;
     call.unsettled.transaction_settled();
@@ -1391,7 +1404,7 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
             failure::failed(&action.id, error)
         }
         Outcome::TimedOut(refused) => timed_out(
-            &action.id,
+            action,
             contract,
             timeout_ms,
             refused.map(|refused| refused.reported(call)),
@@ -1422,13 +1435,23 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
 
 /// `sla.timeout_exceeded` for a handler stopped at its deadline, with what the cancel companion
 /// answered when it refused to stop (`remote_cancel_error`, as upstream reports it).
+///
+/// Retryable as the contract's `supports_retry` says, except for a `commit` or an `execute`:
+/// the write may have landed, so its outcome is unknown whether or not its transaction record
+/// could be settled so (a store failure, or a later attempt that took the record over, left
+/// the timeout retryable; found by a hostile review).
 fn timed_out(
-    action_id: &aip_connector_core::ids::ActionId,
+    action: &Action,
     contract: Option<&CapabilityContract>,
     timeout_ms: u64,
     remote_cancel_error: Option<Value>,
 ) -> ActionResult {
-    let retryable = contract.is_some_and(|c| c.execution.supports_retry);
+    let writes = action
+        .transaction
+        .as_ref()
+        .is_some_and(|t| matches!(t.mode, TransactionMode::Commit | TransactionMode::Execute));
+    let retryable = !writes && contract.is_some_and(|c| c.execution.supports_retry);
+    let action_id = &action.id;
     let error = failure::error(
         codes::SLA_TIMEOUT_EXCEEDED,
         format!("the handler did not finish within {timeout_ms} ms"),

@@ -1194,6 +1194,37 @@ fn reconciliation_required(record: &TransactionRecord) -> ProtocolError {
     )
 }
 
+/// The revision of a transaction record that its attempt (a commit, execute, reconcile or
+/// compensation admitted by this call) last wrote: at admission, then at each of its own
+/// checkpoints. Another writer that moves the revision has taken the record over (a later
+/// attempt of the transaction, a reconciliation of an attempt it judged over), and from then on
+/// this attempt's checkpoints and settlement write nothing: a timed-out attempt whose cancel
+/// companion ran long settled onto the attempt that had taken over, overwriting its result
+/// (found by a hostile review of the stores).
+#[derive(Clone, Debug)]
+pub(crate) struct AttemptFence(Arc<std::sync::atomic::AtomicU64>);
+
+impl AttemptFence {
+    /// The fence of the attempt admitted with `record`.
+    pub(crate) fn new(record: &TransactionRecord) -> Self {
+        AttemptFence(Arc::new(std::sync::atomic::AtomicU64::new(record.revision)))
+    }
+
+    fn revision(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The attempt wrote the record, which is now at `revision`.
+    fn advance(&self, revision: u64) {
+        self.0.store(revision, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether `record` is still as this attempt last wrote it.
+    fn holds(&self, record: &TransactionRecord) -> bool {
+        record.revision == self.revision()
+    }
+}
+
 /// How a handler's run ended, besides its result: settling a transaction reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Interruption {
@@ -1208,14 +1239,18 @@ pub(crate) enum Interruption {
 /// Settles the record of an admitted commit/execute/reconcile with the action's result. Says
 /// whether the transaction now has an unknown outcome (the caller names it in the result, see
 /// [`name_unknown_outcome`]).
+///
+/// Only the attempt that still holds the record (`fence`) settles it: one taken over by another
+/// attempt or a reconciliation is theirs to settle.
 pub(crate) async fn settle(
     host: &HostInner,
     transaction_id: &TransactionId,
     mode: TransactionMode,
     result: &ActionResult,
     interruption: Interruption,
+    fence: &AttemptFence,
 ) -> bool {
-    // Reread: a checkpoint may have moved the revision while the handler ran.
+    // Reread: this attempt's checkpoints carry what the handler recorded.
     let record = match host.store.transaction(transaction_id).await {
         Ok(Some(record)) => record,
         Ok(None) | Err(_) => {
@@ -1223,6 +1258,14 @@ pub(crate) async fn settle(
             return false;
         }
     };
+    if !fence.holds(&record) {
+        tracing::warn!(
+            transaction_id = %escaped(transaction_id.as_str()),
+            status = %record.status,
+            "transaction taken over by a later attempt or a reconciliation; this attempt's result is not recorded"
+        );
+        return false;
+    }
     let now = host.clock.now_ms();
     let error = result.error.clone();
     // A commit, execute or compensation cancelled (or abandoned by its transport) after its
@@ -1349,10 +1392,15 @@ pub(crate) struct StoreCheckpoint {
     transaction_id: TransactionId,
     /// What is recorded, as of admission and this handler's own checkpoints.
     last: std::sync::Mutex<Option<(ProviderOperationRef, Option<String>)>>,
+    /// The attempt's hold on the record: a checkpoint writes only while it holds.
+    fence: AttemptFence,
+    /// One checkpoint at a time: a handler recording from two tasks at once would otherwise
+    /// see its own other write as a take-over.
+    writing: tokio::sync::Mutex<()>,
 }
 
 impl StoreCheckpoint {
-    pub(crate) fn new(host: &HostInner, record: &TransactionRecord) -> Self {
+    pub(crate) fn new(host: &HostInner, record: &TransactionRecord, fence: AttemptFence) -> Self {
         let last = record
             .provider_operation
             .clone()
@@ -1362,6 +1410,8 @@ impl StoreCheckpoint {
             clock: host.clock.clone(),
             transaction_id: record.transaction_id.clone(),
             last: std::sync::Mutex::new(last),
+            fence,
+            writing: tokio::sync::Mutex::new(()),
         }
     }
 }
@@ -1382,6 +1432,7 @@ impl CheckpointRecorder for StoreCheckpoint {
                     codes::SOURCE_COMPONENT,
                 )
             };
+            let _writing = self.writing.lock().await;
             for _ in 0..8 {
                 let record = match self.store.transaction(&self.transaction_id).await {
                     Ok(Some(record)) => record,
@@ -1399,6 +1450,12 @@ impl CheckpointRecorder for StoreCheckpoint {
                         .with_retryable(true));
                     }
                 };
+                if !self.fence.holds(&record) {
+                    return Err(failure(
+                        codes::TRANSACTION_NOT_FOUND,
+                        "the transaction was taken over by a later attempt or a reconciliation",
+                    ));
+                }
                 if record
                     .provider_operation
                     .as_ref()
@@ -1427,7 +1484,8 @@ impl CheckpointRecorder for StoreCheckpoint {
                     )
                     .await
                 {
-                    Ok(TransitionOutcome::Applied(_)) => {
+                    Ok(TransitionOutcome::Applied(written)) => {
+                        self.fence.advance(written.revision);
                         *self.last.lock().unwrap_or_else(|p| p.into_inner()) =
                             Some((operation, kept));
                         return Ok(());

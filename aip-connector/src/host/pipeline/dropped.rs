@@ -164,6 +164,8 @@ pub(super) async fn reserve_holding_claim(
 struct OpenTransaction {
     transaction_id: TransactionId,
     mode: TransactionMode,
+    /// The attempt's hold on the record: a dropped call settles only what it still holds.
+    fence: transaction::AttemptFence,
     /// The result it is being settled with, once the handler (or the reconcile companion)
     /// answered: a call dropped while that settlement is written settles with it, not with an
     /// abandonment (a completed commit is committed).
@@ -208,10 +210,12 @@ impl<'a> Unsettled<'a> {
         &self,
         transaction_id: &TransactionId,
         mode: TransactionMode,
+        fence: &transaction::AttemptFence,
     ) {
         *self.open_transaction() = Some(Box::new(OpenTransaction {
             transaction_id: transaction_id.clone(),
             mode,
+            fence: fence.clone(),
             ended: None,
         }));
     }
@@ -278,7 +282,7 @@ impl Drop for Unsettled<'_> {
                 let timeout_ms = || effective_timeout(action, contract, &host.limits);
                 match Stop::load(&self.stop) {
                     Stop::TimedOut => (
-                        timed_out(&action.id, contract, timeout_ms(), None),
+                        timed_out(action, contract, timeout_ms(), None),
                         transaction::Interruption::TimedOut,
                     ),
                     Stop::Cancelled => (
@@ -406,6 +410,7 @@ impl DroppedCall {
                     open.mode,
                     &result,
                     self.interruption,
+                    &open.fence,
                 )
                 .await;
             let unknown = unknown
