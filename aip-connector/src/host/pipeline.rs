@@ -1223,6 +1223,10 @@ enum Outcome {
     Cancelled(Option<Box<CompanionRefusal>>),
     /// The transport gave up on the action ([`Host::abandon_as`](super::Host::abandon_as)).
     Abandoned,
+    /// The transport gave up before the handler was first polled (a stream's consumer that
+    /// left while the key was reserved): nothing can have reached the provider, so the
+    /// abandonment is retryable whatever the contract says, as a dropped call's is.
+    AbandonedUnstarted,
     /// The handler panicked (while starting or while polled).
     Panicked,
 }
@@ -1265,7 +1269,9 @@ fn run_handler<'c>(
     dispatch(call, handler, checkpoint).map(move |outcome| {
         let interruption = match outcome {
             Outcome::TimedOut(_) => transaction::Interruption::TimedOut,
-            Outcome::Cancelled(_) | Outcome::Abandoned => transaction::Interruption::Cancelled,
+            Outcome::Cancelled(_) | Outcome::Abandoned | Outcome::AbandonedUnstarted => {
+                transaction::Interruption::Cancelled
+            }
             Outcome::Completed(..) | Outcome::Failed(..) | Outcome::Panicked => {
                 transaction::Interruption::None
             }
@@ -1430,6 +1436,9 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
         // its interruption (§7.2). Otherwise it is stored: running it again under the same key
         // could do twice what the first run may have done.
         Outcome::Abandoned => abandoned_handler(&action.id, contract),
+        // Not stored under the key, and a claimed resume is given back: the approved action
+        // never ran (found by a hostile review: the stored abandonment spent the approval).
+        Outcome::AbandonedUnstarted => abandoned(&action.id, true),
     }
 }
 
@@ -1610,7 +1619,10 @@ impl Supervised<'_> {
             // A handler stopped rather than finished sees its token fired before its future is
             // dropped, so a drop guard in it can tell (a cancel fired it already; the deadline
             // and an abandonment had not, until the race was dropped).
-            if matches!(outcome, Outcome::TimedOut(_) | Outcome::Abandoned) {
+            if matches!(
+                outcome,
+                Outcome::TimedOut(_) | Outcome::Abandoned | Outcome::AbandonedUnstarted
+            ) {
                 this.context.cancellation.fire();
             }
             // A handler that ran and waited (so it may have reached its provider), stopped by a
@@ -1703,7 +1715,7 @@ impl Supervised<'_> {
         // One that goes away later is seen below once the handler waits; a handler polled
         // after that (woken by the consumer's going) learns of it from its `send`.
         if first_poll && consumer_gone(&this.context) {
-            return Poll::Ready(Outcome::Abandoned);
+            return Poll::Ready(Outcome::AbandonedUnstarted);
         }
         let Some(running) = this.running.as_mut() else {
             // Only `drop` takes the handler.
