@@ -21,15 +21,18 @@ pub type Hold = Option<Pin<Box<dyn Future<Output = ()> + Send>>>;
 
 type TransitionHook = Box<dyn Fn(&Transition) -> Hold + Send + Sync>;
 type ReserveHook = Box<dyn Fn(&Reservation) -> Hold + Send + Sync>;
+type ReleaseResumeHook = Box<dyn Fn(&ApprovalId) -> Hold + Send + Sync>;
 
 /// The memory store, with [`before_transition`](Self::before_transition) called before every
 /// `TransactionStore::transition` (and [`before_reserve`](Self::before_reserve) before every
-/// `IdempotencyStore::reserve`), and the idempotency settlements and releases counted.
+/// `IdempotencyStore::reserve`, [`before_release_resume`](Self::before_release_resume) before
+/// every `ApprovalStore::release_resume`), and the idempotency settlements and releases counted.
 #[derive(Default)]
 pub struct HookedStore {
     inner: MemoryStore,
     before_transition: Option<TransitionHook>,
     before_reserve: Option<ReserveHook>,
+    before_release_resume: Option<ReleaseResumeHook>,
     settles: AtomicUsize,
     releases: AtomicUsize,
     /// `reserve` fails while set.
@@ -53,6 +56,17 @@ impl HookedStore {
     pub fn before_reserve(hook: impl Fn(&Reservation) -> Hold + Send + Sync + 'static) -> Self {
         HookedStore {
             before_reserve: Some(Box::new(hook)),
+            ..HookedStore::default()
+        }
+    }
+
+    /// A memory store whose `ApprovalStore::release_resume` calls wait for what `hook` answers
+    /// for them.
+    pub fn before_release_resume(
+        hook: impl Fn(&ApprovalId) -> Hold + Send + Sync + 'static,
+    ) -> Self {
+        HookedStore {
+            before_release_resume: Some(Box::new(hook)),
             ..HookedStore::default()
         }
     }
@@ -193,6 +207,13 @@ impl ApprovalStore for HookedStore {
     }
 
     async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+        if let Some(hold) = self
+            .before_release_resume
+            .as_ref()
+            .and_then(|hook| hook(id))
+        {
+            hold.await;
+        }
         self.inner.release_resume(id).await
     }
 

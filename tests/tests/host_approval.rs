@@ -15,7 +15,7 @@ use aip_connector::model::{
     Action, ActionResultStatus, ApprovalDecision, ApprovalDecisionKind, Principal, PrincipalKind,
 };
 use aip_connector::prelude::*;
-use aip_connector::store::{ApprovalStatus, ManualClock, MemoryStore};
+use aip_connector::store::{ApprovalStatus, ManualClock, MemoryStore, SharedStore};
 use serde_json::json;
 
 #[derive(Deserialize, JsonSchema)]
@@ -33,6 +33,8 @@ struct Payments {
     executions: Arc<AtomicUsize>,
     /// When set, the refund waits inside the handler until the test releases it.
     hold: Option<Arc<Hold>>,
+    /// While set, a run fails retryably (the provider was unreachable) and clears it.
+    fail_once: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Keeps a refund running: `entered` fires when the handler starts, `release` lets it finish.
@@ -59,6 +61,16 @@ impl Payments {
         approval: Approval,
     ) -> Result<Refunded, ConnectorFailure> {
         self.executions.fetch_add(1, Ordering::SeqCst);
+        if self.fail_once.swap(false, Ordering::SeqCst) {
+            return Err(ConnectorFailure::new(
+                "payments.unreachable",
+                "the payment provider did not answer",
+                ErrorCategory::Temporary,
+                ConnectorOperation::Invocation,
+                "payments",
+            )
+            .with_retryable(true));
+        }
         if let Some(hold) = &self.hold {
             hold.entered.notify_one();
             hold.release.notified().await;
@@ -92,6 +104,10 @@ fn person(id: &str) -> TrustedContext {
 }
 
 fn host(payments: Payments, clock: Arc<ManualClock>) -> Host {
+    host_on(payments, clock, Arc::new(MemoryStore::default()))
+}
+
+fn host_on(payments: Payments, clock: Arc<ManualClock>, store: SharedStore) -> Host {
     let authority = StaticApprovalAuthority::new()
         .with("user:alice", finance())
         .with("user:bob", finance())
@@ -104,7 +120,7 @@ fn host(payments: Payments, clock: Arc<ManualClock>) -> Host {
         );
     Host::builder()
         .connector(payments)
-        .store(Arc::new(MemoryStore::default()))
+        .store(store)
         .approval_authority(authority)
         .clock(clock)
         .build()
@@ -461,6 +477,56 @@ async fn an_exact_resend_of_a_resubmission_that_ran_replays_its_result() {
     let refused = host.invoke(other, &person("user:req")).await;
     assert_eq!(refused.status, ActionResultStatus::Failed, "{refused:?}");
     assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
+}
+
+/// A re-submission that failed retryably gives its claim on the resume back before it frees
+/// its key: a resend arriving between the two writes meets the key still held and is told to
+/// come back (`idempotency.in_progress`), and coming back runs the action. The other way round
+/// (found by a hostile review), the resend found the key free and the resume still taken, and
+/// was told for good that the approval had already run an action that never completed.
+#[tokio::test]
+async fn a_resend_while_a_retryable_resubmission_settles_is_told_to_retry() {
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let store = Arc::new(
+        aip_connector_tests::hooked_store::HookedStore::before_release_resume({
+            let (entered, release) = (entered.clone(), release.clone());
+            move |_| {
+                let (entered, release) = (entered.clone(), release.clone());
+                Some(Box::pin(async move {
+                    entered.notify_one();
+                    let _released = release.acquire().await;
+                }))
+            }
+        }),
+    );
+    let payments = Payments::default();
+    let host = host_on(payments.clone(), Arc::default(), store);
+    let (original, id) = approved_refund(&host).await;
+    let resubmitted =
+        original.with_approval(decision(&id, "user:alice", ApprovalDecisionKind::Approved));
+    payments.fail_once.store(true, Ordering::SeqCst);
+    let first = tokio::spawn({
+        let host = host.clone();
+        let resubmitted = resubmitted.clone();
+        async move { host.invoke(resubmitted, &person("user:req")).await }
+    });
+    entered.notified().await;
+
+    // The claim is being given back; the key is still held.
+    let resend = host.invoke(resubmitted.clone(), &person("user:req")).await;
+    let error = resend.error.expect("told to come back");
+    assert_eq!(error.code, codes::IDEMPOTENCY_IN_PROGRESS, "{error:?}");
+    assert_eq!(error.retryable, Some(true));
+
+    release.add_permits(usize::MAX >> 4);
+    let failed = first.await.unwrap();
+    let error = failed.error.expect("the provider was unreachable");
+    assert_eq!(error.code, "payments.unreachable");
+    assert_eq!(error.retryable, Some(true));
+    let ran = host.invoke(resubmitted, &person("user:req")).await;
+    assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 2);
 }
 
 /// A client that resends its re-submission while the first one still runs (its answer is late,

@@ -95,9 +95,12 @@ pub(crate) async fn run(
         // stays a few words: a retryable resume gives its claim back, and a replayed
         // `pending_approval` is brought up to date with its approval.
         let give_back = resume_claim.id.get().filter(|_| {
-            retryable
+            (retryable
                 || resume_claim
                     .unspent
+                    .load(std::sync::atomic::Ordering::Relaxed))
+                && !resume_claim
+                    .given_back
                     .load(std::sync::atomic::Ordering::Relaxed)
         });
         let result = if give_back.is_some() || pending_replay {
@@ -174,6 +177,29 @@ fn settled_key(
 struct ClaimedResume {
     id: OnceLock<ApprovalId>,
     unspent: std::sync::atomic::AtomicBool,
+    /// The key's settlement gave the claim back already, before it released the key (see
+    /// [`GiveBack`]).
+    given_back: std::sync::atomic::AtomicBool,
+}
+
+/// A claimed resume to give back in the settlement of a retryable result, before the key is
+/// released: the other way round, a resend arriving between the two writes found the key free
+/// and the resume still taken, and was told `policy.approval_already_resumed` (not retryable)
+/// for an action that never ran (found by a hostile review).
+struct GiveBack<'a> {
+    id: ApprovalId,
+    /// Set once given back, so `run` does not give it back a second time (which could undo a
+    /// later resume's claim).
+    done: Option<&'a std::sync::atomic::AtomicBool>,
+}
+
+impl GiveBack<'_> {
+    async fn give_back(self, host: &HostInner) {
+        give_back_resume(host, &self.id).await;
+        if let Some(done) = self.done {
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
 }
 
 /// `result`, whether it is retryable, and whether it replays a `pending_approval`. (Read here,
@@ -576,7 +602,7 @@ async fn execute(
             now: now.unwrap_or_default(),
         },
         &action,
-        &resume_claim.id,
+        resume_claim,
     );
     let mode = action.transaction.as_ref().map(|t| t.mode);
     let call = Call {
@@ -1875,12 +1901,19 @@ struct Settlement<'a> {
     now: crate::store::Millis,
 }
 
-impl Settlement<'_> {
+impl<'a> Settlement<'a> {
     /// Decides what to write at once, and returns a future that writes it and gives the result
     /// back. Only the store calls wait, so the future holds just the reservation, the record
     /// and the result (not the settlement's borrows, as an `async fn` would).
-    fn settle(mut self, result: ActionResult) -> impl Future<Output = ActionResult> + Send {
-        let store = &self.host.store;
+    ///
+    /// `give_back`: the resume this call claimed, given back before the key is released when
+    /// the result is retryable (and not dead-lettered).
+    fn settle(
+        mut self,
+        result: ActionResult,
+        give_back: Option<Box<GiveBack<'a>>>,
+    ) -> impl Future<Output = ActionResult> + Send + use<'a> {
+        let host: &'a HostInner = self.host;
         let reservation = self.reservation.take();
         let retryable = result.error.as_ref().is_some_and(|e| e.is_retryable());
         // Boxed, so the boxed settlement stays on the allocator's fast path (see the test).
@@ -1909,18 +1942,23 @@ impl Settlement<'_> {
                 return result;
             };
             if waited {
-                written(store.release(&reservation).await);
+                if let Some(give_back) = give_back {
+                    // Boxed: a rare step, kept out of every keyed call's settlement state.
+                    Box::pin(give_back.give_back(host)).await;
+                }
+                written(host.store.release(&reservation).await);
                 return result;
             }
             if retryable {
-                match store
+                match host
+                    .store
                     .count_attempt(&reservation.key, record.expires_at_ms, now)
                     .await
                 {
                     Ok(attempts) if attempts >= max_attempts => {
                         record.result = dead_lettered(&result, attempts);
                         let dead_letter = record.result.clone();
-                        written(store.settle(&reservation, *record).await);
+                        written(host.store.settle(&reservation, *record).await);
                         return dead_letter;
                     }
                     Ok(_) => {}
@@ -1928,10 +1966,14 @@ impl Settlement<'_> {
                         tracing::warn!(error = %error, "retry attempt could not be counted");
                     }
                 }
-                written(store.release(&reservation).await);
+                if let Some(give_back) = give_back {
+                    // Boxed: a rare step, kept out of every keyed call's settlement state.
+                    Box::pin(give_back.give_back(host)).await;
+                }
+                written(host.store.release(&reservation).await);
                 return result;
             }
-            written(store.settle(&reservation, *record).await);
+            written(host.store.settle(&reservation, *record).await);
             result
         }
     }
@@ -3938,11 +3980,15 @@ mod tests {
     /// A keyed call boxes its settlement's future (reservation, record and result): it must fit
     /// glibc's per-thread cache too, or every keyed call takes malloc's slow path (and a request
     /// of 1,008 bytes or more first consolidates the fast bins). It was 1,296 bytes with the
-    /// record inline, 640 before the reservation carried its tenant.
+    /// record inline, 640 before the reservation carried its tenant, 688 before it carried the
+    /// claimed resume it gives back ahead of releasing the key.
     #[test]
     fn the_settlement_fits_the_allocator_fast_path() {
-        let size = future_size2(Settlement::settle);
-        assert!(size <= 688, "the settlement future is {size} bytes");
+        fn future_size3<A, B, C, F: Future>(_: impl FnOnce(A, B, C) -> F) -> usize {
+            std::mem::size_of::<F>()
+        }
+        let size = future_size3(Settlement::settle);
+        assert!(size <= 696, "the settlement future is {size} bytes");
     }
 
     /// Every call builds the handler's context; the rare parts are boxed. It was 416 bytes with

@@ -20,8 +20,9 @@ use aip_connector_core::model::{
 };
 
 use super::{
-    HostInner, HostInvocation, Settlement, abandoned, abandoned_handler, cancelled_by_request,
-    companion_timed_out, effective_timeout, failure, give_back_resume, timed_out, transaction,
+    ClaimedResume, GiveBack, HostInner, HostInvocation, Settlement, abandoned, abandoned_handler,
+    cancelled_by_request, companion_timed_out, effective_timeout, failure, give_back_resume,
+    timed_out, transaction,
 };
 use crate::invocation::VerifiedTenant;
 use crate::store::{Millis, Reservation};
@@ -33,7 +34,7 @@ pub(super) struct Unsettled<'a> {
     settlement: Option<Settlement<'a>>,
     action: &'a Arc<Action>,
     /// The approval whose resume this call claimed (stage 9), if any.
-    claimed: &'a OnceLock<ApprovalId>,
+    claimed: &'a ClaimedResume,
     /// Whether the handler was started. Before that nothing can have reached the provider, so
     /// a dropped call is retryable whatever its contract says.
     handler_started: AtomicBool,
@@ -177,7 +178,7 @@ impl<'a> Unsettled<'a> {
     pub(super) fn new(
         settlement: Settlement<'a>,
         action: &'a Arc<Action>,
-        claimed: &'a OnceLock<ApprovalId>,
+        claimed: &'a ClaimedResume,
     ) -> Self {
         Unsettled {
             settlement: Some(settlement),
@@ -254,7 +255,14 @@ impl<'a> Unsettled<'a> {
         if settlement.reservation.is_none() {
             return Ok(result);
         }
-        Err(Box::pin(settlement.settle(result)))
+        let claimed: &'a ClaimedResume = self.claimed;
+        let give_back = claimed.id.get().map(|id| {
+            Box::new(GiveBack {
+                id: id.clone(),
+                done: Some(&claimed.given_back),
+            })
+        });
+        Err(Box::pin(settlement.settle(result, give_back)))
     }
 }
 
@@ -268,7 +276,7 @@ impl Drop for Unsettled<'_> {
             .get_mut()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        let claimed = self.claimed.get().cloned();
+        let claimed = self.claimed.id.get().cloned();
         let host = settlement.host;
         let action = self.action;
         let handler_started = *self.handler_started.get_mut();
@@ -434,7 +442,13 @@ impl DroppedCall {
                         tenant: self.tenant.as_ref(),
                         now: self.now,
                     };
-                    result = settlement.settle(result).await;
+                    // The claim goes back (when the result is retryable) before the key is
+                    // released, as the pipeline's settlement does it.
+                    let give_back = self
+                        .claimed
+                        .take()
+                        .map(|id| Box::new(GiveBack { id, done: None }));
+                    result = settlement.settle(result, give_back).await;
                 }
                 // Unreachable: the call reserved its key after finding its capability, and a
                 // host's capabilities never change.
@@ -442,7 +456,8 @@ impl DroppedCall {
             }
         }
         // Read from the settled result: a failure that exhausted its key's attempts is a dead
-        // letter, and its claim stays taken, as `run` decides.
+        // letter, and its claim stays taken, as `run` decides. (A call that reserved its key
+        // gave its claim to the settlement above.)
         let retryable = result.error.as_ref().is_some_and(|e| e.is_retryable());
         if let Some(id) = self.claimed.as_ref().filter(|_| retryable) {
             give_back_resume(host, id).await;
