@@ -404,6 +404,23 @@ pub async fn check_forget_record_deletes_only_the_named_actions_record(store: Sh
     assert_eq!(store.record("k", NOW).await, Ok(Some(kept)));
     // A key nothing can store (a NUL) holds nothing to forget.
     assert_eq!(store.forget_record("k\0", &next.action_id).await, Ok(false));
+
+    // A record that holds a NUL character anywhere (a failure quoting an input) is forgotten
+    // like any other (PostgreSQL refused to read such a body's fields in SQL).
+    let quoting = reservation("nul", "n", NOW + 100);
+    assert_eq!(
+        store.reserve(&quoting, NOW).await,
+        Ok(ReserveOutcome::Acquired)
+    );
+    let mut with_nul = completed(&quoting);
+    with_nul.result.output = Some(json!({ "quoted": "a\u{0}b" }));
+    assert_eq!(store.settle(&quoting, with_nul.clone()).await, Ok(()));
+    assert_eq!(store.record("nul", NOW).await, Ok(Some(with_nul)));
+    assert_eq!(
+        store.forget_record("nul", &quoting.action_id).await,
+        Ok(true)
+    );
+    assert_eq!(store.record("nul", NOW).await, Ok(None));
 }
 
 /// Racing forgets of one record: exactly one of them deletes it.

@@ -1709,7 +1709,11 @@ impl Supervised<'_> {
             }
         };
         if signal.is_fired() {
-            return Poll::Ready(interrupted());
+            return Poll::Ready(match interrupted() {
+                // Abandoned before the handler was ever polled: nothing reached the provider.
+                Outcome::Abandoned if !this.started => Outcome::AbandonedUnstarted,
+                outcome => outcome,
+            });
         }
         let first_poll = !this.started;
         if first_poll {

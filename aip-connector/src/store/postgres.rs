@@ -1085,6 +1085,35 @@ const REPLACE_WITH_RESERVATION: &str = "UPDATE idempotency_entries \
      SET kind = 'reservation', reservation_id = $2, expires_at_ms = $3, body = $4::text::json \
      WHERE key = $1";
 
+/// What forgetting a record is called in errors.
+const FORGET: &str = "forget an idempotency record";
+
+/// Deletes `key`'s entry if, with its row locked, it is `action_id`'s settled record.
+async fn forget_under_lock(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    key: &str,
+    action_id: &ActionId,
+) -> Result<bool, StoreError> {
+    let lock = transaction
+        .prepare_cached(LOCK_ENTRY)
+        .await
+        .during(FORGET)?;
+    let Some(row) = transaction.query_opt(&lock, &[&key]).await.during(FORGET)? else {
+        return Ok(false);
+    };
+    match entry_from_row(&row)? {
+        KeyEntry::Settled(record) if record.action_id == *action_id => {
+            let delete = transaction
+                .prepare_cached("DELETE FROM idempotency_entries WHERE key = $1")
+                .await
+                .during(FORGET)?;
+            transaction.execute(&delete, &[&key]).await.during(FORGET)?;
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
 /// What reserving a key that held an entry when it was inserted does, decided and written with
 /// the entry's row locked; `None` when the entry is gone by the time it is locked.
 async fn decide_under_lock(
@@ -1233,17 +1262,20 @@ impl IdempotencyStore for PostgresStore {
         if unstorable(key) || unstorable(action_id.as_str()) {
             return Ok(false);
         }
-        // One statement: the row is deleted only if, when its lock is taken, it still holds
-        // this action's record.
-        let deleted = self
-            .execute(
-                "forget an idempotency record",
-                "DELETE FROM idempotency_entries \
-                 WHERE key = $1 AND kind = 'record' AND body->>'action_id' = $2",
-                &[&key, &action_id.as_str()],
-            )
-            .await?;
-        Ok(deleted == 1)
+        // The entry is read under its row lock and compared here, then deleted in the same
+        // transaction. Comparing in SQL (`body->>'action_id'`) made PostgreSQL de-escape every
+        // string of the body, and a record holding `\u0000` anywhere (a failure quoting an
+        // input) could never be forgotten: `storage.unavailable`, for good (found by a hostile
+        // review; the memory and SQLite stores compare in Rust too).
+        let mut client = self.client(FORGET).await?;
+        let transaction = client.transaction().await.during(FORGET)?;
+        match forget_under_lock(&transaction, key, action_id).await {
+            Ok(forgotten) => {
+                transaction.commit().await.during(FORGET)?;
+                Ok(forgotten)
+            }
+            Err(error) => Err(abandon(transaction, error).await),
+        }
     }
 
     async fn renew(
