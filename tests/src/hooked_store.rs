@@ -41,6 +41,8 @@ pub struct HookedStore {
     approval_reads_fail: Mutex<Option<StoreError>>,
     /// `update_approval` always loses the compare-and-set while set.
     approval_updates_lose: AtomicBool,
+    /// The next `transition` is applied, then answered with an error.
+    lose_next_transition_answer: AtomicBool,
 }
 
 impl HookedStore {
@@ -93,6 +95,13 @@ impl HookedStore {
             .approval_reads_fail
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = error;
+    }
+
+    /// The next `TransactionStore::transition` is applied and then answered
+    /// `StoreError::Unavailable`, as a connection lost after its commit would answer.
+    pub fn lose_next_transition_answer(&self) {
+        self.lose_next_transition_answer
+            .store(true, Ordering::SeqCst);
     }
 
     /// While `lose` is set, every `ApprovalStore::update_approval` loses its compare-and-set.
@@ -270,9 +279,19 @@ impl TransactionStore for HookedStore {
         {
             hold.await;
         }
-        self.inner
+        let outcome = self
+            .inner
             .transition(id, expected_revision, transition, now)
-            .await
+            .await;
+        if self
+            .lose_next_transition_answer
+            .swap(false, Ordering::SeqCst)
+        {
+            return Err(StoreError::Unavailable(
+                "the connection closed after the commit".into(),
+            ));
+        }
+        outcome
     }
 
     async fn recoverable(&self) -> Result<Vec<TransactionRecord>, StoreError> {

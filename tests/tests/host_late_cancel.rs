@@ -30,6 +30,9 @@ struct Sent {
 struct Mailer {
     sends: Arc<AtomicUsize>,
     failures: usize,
+    /// When set, the next send cancels this action as its caller, from inside its first poll,
+    /// before it fails (the cancel lands while the handler finishes).
+    cancel_while_sending: Arc<std::sync::Mutex<Option<(Host, aip_connector::ids::ActionId)>>>,
 }
 
 #[connector(id = "mailer")]
@@ -44,6 +47,11 @@ impl Mailer {
     )]
     async fn send(&self, message: Message, _key: IdempotencyKey) -> Result<Sent, ConnectorFailure> {
         let attempt = self.sends.fetch_add(1, Ordering::SeqCst) + 1;
+        let canceller = self.cancel_while_sending.lock().unwrap().take();
+        if let Some((host, id)) = canceller {
+            // Nothing is registered yet (this poll finishes the handler): remembered.
+            assert_eq!(host.cancel_as(&id, &caller()), CancelOutcome::Pending);
+        }
         if attempt <= self.failures {
             return Err(ConnectorFailure::new(
                 "provider.unavailable",
@@ -162,6 +170,30 @@ async fn a_cancel_after_a_retryable_failure_is_late_and_the_retry_runs() {
         ActionResultStatus::Completed,
         "{replayed:?}"
     );
+    assert_eq!(mailer.sends.load(Ordering::SeqCst), 2);
+}
+
+/// A cancel that lands while the handler's first poll finishes it with a retryable failure is
+/// late for that execution too: it does not cancel the caller's retry before its handler (found
+/// by a hostile review: it was remembered, and the retry was answered `cancelled`, stored under
+/// the key).
+#[tokio::test]
+async fn a_cancel_during_the_poll_that_fails_retryably_is_late_too() {
+    let mailer = Mailer {
+        failures: 1,
+        ..Mailer::default()
+    };
+    let clock = Arc::new(ManualClock::new());
+    let host = host(&mailer, &clock);
+    let action = send("k-during");
+    *mailer.cancel_while_sending.lock().unwrap() = Some((host.clone(), action.id.clone()));
+    let failed = host.invoke(action.clone(), &caller()).await;
+    assert!(
+        failed.error.as_ref().is_some_and(|e| e.is_retryable()),
+        "{failed:?}"
+    );
+    let retried = host.invoke(action, &caller()).await;
+    assert_eq!(retried.status, ActionResultStatus::Completed, "{retried:?}");
     assert_eq!(mailer.sends.load(Ordering::SeqCst), 2);
 }
 

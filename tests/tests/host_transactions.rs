@@ -949,3 +949,103 @@ async fn an_attempt_whose_transaction_was_taken_over_settles_nothing_into_it() {
         );
     }
 }
+
+/// A courier whose handler loses the answer to its checkpoint (the write landed), ignores the
+/// failure and delivers.
+#[derive(Clone)]
+struct Courier {
+    store: Arc<aip_connector_tests::hooked_store::HookedStore>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Parcel {
+    to: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Delivered {
+    tracking: String,
+}
+
+#[connector(id = "courier")]
+impl Courier {
+    /// Deliver a parcel.
+    #[capability(
+        id = "cap:courier:deliver",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+        transaction(modes = [execute, reconcile], fidelity = policy_and_schema),
+        reconcile = Self::look_up,
+    )]
+    async fn deliver(
+        &self,
+        parcel: Parcel,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Delivered, ConnectorFailure> {
+        self.store.lose_next_transition_answer();
+        let recorded = checkpoint
+            .record(
+                ProviderOperationRef {
+                    provider: "courier".into(),
+                    operation_id: format!("op-{}", key.as_str()),
+                    request_id: None,
+                },
+                None,
+            )
+            .await;
+        assert!(recorded.is_err(), "the checkpoint's answer was lost");
+        Ok(Delivered {
+            tracking: format!("trk-{}", parcel.to),
+        })
+    }
+
+    async fn look_up(
+        &self,
+        _request: Reconciliation,
+    ) -> Result<ReconcileOutcome, ConnectorFailure> {
+        Ok(ReconcileOutcome::NotCommitted { evidence: None })
+    }
+}
+
+/// A checkpoint whose write landed but whose answer was lost is still the attempt's own: the
+/// attempt's settlement is not refused as if another attempt had taken the record over (found
+/// by the review of the fence: the record stayed `prepared` with the operation recorded).
+#[tokio::test]
+async fn a_checkpoint_whose_answer_was_lost_is_still_the_attempts_own() {
+    let store = Arc::new(aip_connector_tests::hooked_store::HookedStore::default());
+    let host = Host::builder()
+        .connector(Courier {
+            store: store.clone(),
+        })
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let action = Action::new("cap:courier:deliver", json!({ "to": "ada" }))
+        .with_idempotency_key("parcel-1")
+        .with_transaction(ActionTransaction::new(TransactionMode::Execute));
+    let delivered = host.invoke(action.clone(), &caller()).await;
+    assert_eq!(
+        delivered.status,
+        ActionResultStatus::Completed,
+        "{delivered:?}"
+    );
+    let records = store.transactions_by_action(&action.id).await.unwrap();
+    let [record] = records.as_slice() else {
+        panic!("one transaction, not {records:?}");
+    };
+    assert_eq!(
+        record.status,
+        TransactionProtocolStatus::Committed,
+        "{record:?}"
+    );
+    // The checkpoint the handler was told had failed is the one the record keeps.
+    let operation = record
+        .provider_operation
+        .as_ref()
+        .expect("the checkpoint landed");
+    assert_eq!(operation.provider, "courier");
+    assert!(operation.operation_id.starts_with("op-"), "{operation:?}");
+}

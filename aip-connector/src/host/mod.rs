@@ -994,11 +994,28 @@ impl ActiveActions {
     /// does not cancel the retry before it runs. A retry that reaches its handler forgets the
     /// note ([`forget_retried`](Self::forget_retried)), so a cancel from then on is for it.
     /// See [`late_cancel`] for the bounds.
+    ///
+    /// A cancel of `action` remembered now was remembered during this execution: one from
+    /// before it was consumed when its handler was first polled ([`fire_pending`]). It came
+    /// while the handler's first poll was finishing it (a handler that ends in its first poll
+    /// never registers, so the cancel found nothing to stop), so it is late for this execution
+    /// too, and is dropped: remembered, it would cancel the retry before its handler (found by
+    /// a hostile review).
+    ///
+    /// [`fire_pending`]: Self::fire_pending
     fn note_retryable(&self, action: &Action, principal: &PrincipalId, now: Millis) {
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        pending
-            .retried
-            .note(&action.id, ActionOwner::of(action, principal), now);
+        let owner = ActionOwner::of(action, principal);
+        for owner in [None, Some(owner.clone())] {
+            let key = PendingCancel {
+                id: action.id.clone(),
+                owner,
+            };
+            if pending.remove(&key).is_some() {
+                self.pending_count.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        pending.retried.note(&action.id, owner, now);
         self.count_retried(&pending);
     }
 
@@ -1031,7 +1048,8 @@ impl ActiveActions {
     /// the `pending` lock. A handler that waits registers first and reads the count after; if
     /// it reads zero, this scan had not begun, so it will find the registration. (A call reads
     /// the count once more before its handler's first poll; a cancellation that lands during a
-    /// first poll that finishes the handler is remembered and lapses unused.)
+    /// first poll that finishes the handler is remembered and lapses unused, or is dropped when
+    /// that execution ends retryably, see [`note_retryable`](Self::note_retryable).)
     fn cancel_or_remember(
         &self,
         id: &ActionId,

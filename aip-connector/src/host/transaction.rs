@@ -1201,27 +1201,75 @@ fn reconciliation_required(record: &TransactionRecord) -> ProtocolError {
 /// this attempt's checkpoints and settlement write nothing: a timed-out attempt whose cancel
 /// companion ran long settled onto the attempt that had taken over, overwriting its result
 /// (found by a hostile review of the stores).
+///
+/// A checkpoint whose answer was lost (the store failed after committing, or the handler was
+/// dropped at its deadline while the write was in flight, which SQLite's blocking task and a
+/// sent PostgreSQL statement still finish) may have landed: the fence remembers the write it
+/// tried, and a record that shows exactly that write is still this attempt's.
 #[derive(Clone, Debug)]
-pub(crate) struct AttemptFence(Arc<std::sync::atomic::AtomicU64>);
+pub(crate) struct AttemptFence(Arc<std::sync::Mutex<FenceState>>);
+
+#[derive(Debug)]
+struct FenceState {
+    /// The revision this attempt last knew it wrote.
+    revision: u64,
+    /// A checkpoint in flight or whose answer was lost: the revision it would write, the
+    /// operation it records and the status it keeps. (A take-over changes the status, or
+    /// finds no operation recorded: neither looks like this write.)
+    tried: Option<(u64, ProviderOperationRef, Status)>,
+}
 
 impl AttemptFence {
     /// The fence of the attempt admitted with `record`.
     pub(crate) fn new(record: &TransactionRecord) -> Self {
-        AttemptFence(Arc::new(std::sync::atomic::AtomicU64::new(record.revision)))
+        AttemptFence(Arc::new(std::sync::Mutex::new(FenceState {
+            revision: record.revision,
+            tried: None,
+        })))
     }
 
-    fn revision(&self) -> u64 {
-        self.0.load(std::sync::atomic::Ordering::Acquire)
+    fn state(&self) -> std::sync::MutexGuard<'_, FenceState> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A checkpoint of `operation` is about to write `record` (read at the fence's revision).
+    fn trying(&self, record: &TransactionRecord, operation: &ProviderOperationRef) {
+        self.state().tried = Some((
+            record.revision.saturating_add(1),
+            operation.clone(),
+            record.status,
+        ));
     }
 
     /// The attempt wrote the record, which is now at `revision`.
     fn advance(&self, revision: u64) {
-        self.0.store(revision, std::sync::atomic::Ordering::Release);
+        let mut state = self.state();
+        state.revision = revision;
+        state.tried = None;
     }
 
-    /// Whether `record` is still as this attempt last wrote it.
+    /// Whether `record` is still as this attempt last wrote it, or as its last checkpoint would
+    /// have written it (then adopted as the attempt's own).
     fn holds(&self, record: &TransactionRecord) -> bool {
-        record.revision == self.revision()
+        let mut state = self.state();
+        if record.revision == state.revision {
+            return true;
+        }
+        let landed = state
+            .tried
+            .as_ref()
+            .is_some_and(|(revision, operation, status)| {
+                record.revision == *revision
+                    && record.status == *status
+                    && record.provider_operation.as_ref() == Some(operation)
+            });
+        if landed {
+            state.revision = record.revision;
+            state.tried = None;
+        }
+        landed
     }
 }
 
@@ -1463,6 +1511,7 @@ impl CheckpointRecorder for StoreCheckpoint {
                 {
                     return Err(crate::invocation::checkpoint_conflict());
                 }
+                self.fence.trying(&record, &operation);
                 let mut transition = Transition::new(&[record.status], record.status);
                 transition.result = record.result.clone();
                 transition.error = record.error.clone();
