@@ -269,12 +269,17 @@ fn limits_the_host_cannot_honour_refuse_to_build() {
         ..HostLimits::default()
     })
     .expect("the largest stream buffer builds");
-    let zeroed: [(&str, fn(&mut HostLimits)); 5] = [
+    let zeroed: [(&str, fn(&mut HostLimits)); 8] = [
         ("default_timeout_ms", |l| l.default_timeout_ms = 0),
         ("max_action_timeout_ms", |l| l.max_action_timeout_ms = 0),
         ("max_concurrent_actions", |l| l.max_concurrent_actions = 0),
         ("max_input_bytes", |l| l.max_input_bytes = 0),
+        ("max_input_depth", |l| l.max_input_depth = 0),
         ("max_id_bytes", |l| l.max_id_bytes = 0),
+        ("max_idempotency_key_bytes", |l| {
+            l.max_idempotency_key_bytes = 0
+        }),
+        ("max_decision_bytes", |l| l.max_decision_bytes = 0),
     ];
     for (name, zero) in zeroed {
         let mut limits = HostLimits::default();

@@ -927,6 +927,10 @@ async fn an_attempt_whose_transaction_was_taken_over_settles_nothing_into_it() {
                 Some(false),
                 "a timed-out execute may have written: {first_error:?}"
             );
+            // It still names the transaction to reconcile.
+            let details = first_error.details.as_ref().expect("details");
+            assert_eq!(details["transaction_id"], json!(transaction_id));
+            assert_eq!(details["uncertain_outcome"], true);
         }
         assert_eq!(
             store.transaction(&transaction_id).await.unwrap().unwrap(),

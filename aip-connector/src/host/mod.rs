@@ -373,8 +373,9 @@ pub enum HostBuildError {
         max: u64,
     },
     /// A [`HostLimits`] field is 0 where 0 would refuse every call: a timeout of 0 times every
-    /// handler out at once, no concurrent action answers every call `host.overloaded`, and an
-    /// input or id of at most 0 bytes admits none.
+    /// handler out at once, no concurrent action answers every call `host.overloaded`, an
+    /// input, id or key of at most 0 bytes (or 0 levels deep) admits none, and a decision of at
+    /// most 0 bytes records none.
     #[error("host limit `{limit}` is 0, which would refuse every call; it must be at least 1")]
     LimitZero {
         /// The field of [`HostLimits`].
@@ -425,7 +426,13 @@ impl HostLimits {
             ("max_action_timeout_ms", self.max_action_timeout_ms == 0),
             ("max_concurrent_actions", self.max_concurrent_actions == 0),
             ("max_input_bytes", self.max_input_bytes == 0),
+            ("max_input_depth", self.max_input_depth == 0),
             ("max_id_bytes", self.max_id_bytes == 0),
+            (
+                "max_idempotency_key_bytes",
+                self.max_idempotency_key_bytes == 0,
+            ),
+            ("max_decision_bytes", self.max_decision_bytes == 0),
         ];
         match nonzero.into_iter().find(|(_, zero)| *zero) {
             Some((limit, _)) => Err(HostBuildError::LimitZero { limit }),

@@ -930,7 +930,12 @@ async fn settle_transaction(
     )
     .await;
     call.unsettled.transaction_settled();
+    // A write stopped at its deadline has an unknown outcome even when its record could not be
+    // settled so (a store failure, a record another attempt took over): the caller is still
+    // told which transaction to reconcile.
     unknown
+        || (interruption == transaction::Interruption::TimedOut
+            && mode != TransactionMode::Reconcile)
 }
 
 /// A commit or execute whose handler completed but whose output the host refused
@@ -1471,20 +1476,22 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
 /// `sla.timeout_exceeded` for a handler stopped at its deadline, with what the cancel companion
 /// answered when it refused to stop (`remote_cancel_error`, as upstream reports it).
 ///
-/// Retryable as the contract's `supports_retry` says, except for a `commit` or an `execute`:
-/// the write may have landed, so its outcome is unknown whether or not its transaction record
-/// could be settled so (a store failure, or a later attempt that took the record over, left
-/// the timeout retryable; found by a hostile review).
+/// Retryable as the contract's `supports_retry` says, except for a `commit`, an `execute` or a
+/// `compensate`: the write (or the undo) may have landed, so its outcome is unknown whether or
+/// not its transaction record could be settled so (a store failure, or a later attempt that
+/// took the record over, left the timeout retryable; found by a hostile review).
 fn timed_out(
     action: &Action,
     contract: Option<&CapabilityContract>,
     timeout_ms: u64,
     remote_cancel_error: Option<Value>,
 ) -> ActionResult {
-    let writes = action
-        .transaction
-        .as_ref()
-        .is_some_and(|t| matches!(t.mode, TransactionMode::Commit | TransactionMode::Execute));
+    let writes = action.transaction.as_ref().is_some_and(|t| {
+        matches!(
+            t.mode,
+            TransactionMode::Commit | TransactionMode::Execute | TransactionMode::Compensate
+        )
+    });
     let retryable = !writes && contract.is_some_and(|c| c.execution.supports_retry);
     let action_id = &action.id;
     let error = failure::error(
@@ -2879,7 +2886,15 @@ fn withhold(error: &mut ProtocolError, mut forms: Vec<String>) {
                 serde_json::from_value::<crate::model::ConnectorOperation>(operation.clone())
                     .is_ok()
             }
-            ("mutating" | "uncertain_outcome", Value::Bool(_))
+            // The flags of a partial failure: a withheld word in their keys (an input
+            // `required`) hid them from compensation's admission (found by a review).
+            (
+                "mutating"
+                | "uncertain_outcome"
+                | aip_connector_core::model::SIDE_EFFECTS_COMMITTED
+                | aip_connector_core::model::COMPENSATION_REQUIRED,
+                Value::Bool(_),
+            )
             | ("remote_status", Value::Number(_)) => true,
             _ => false,
         }
@@ -3905,6 +3920,31 @@ mod tests {
     /// The provider client's closed-valued fields stay readable where it writes them, holding
     /// a value of their closed set; a connector's own field of the same name that holds an input
     /// value is withheld like any other.
+    #[test]
+    fn the_flags_of_a_partial_failure_are_never_withheld() {
+        let failure = aip_connector_core::model::ConnectorFailure::new(
+            "x.partial",
+            "half the lines were posted",
+            ErrorCategory::Connector,
+            aip_connector_core::model::ConnectorOperation::TransactionCommit,
+            "x",
+        )
+        .with_redacted_details(json!({ "note": "required committed" }))
+        .with_committed_side_effects();
+        let mut error = failure.to_protocol_error();
+        withhold(
+            &mut error,
+            input_forms(
+                &json!({ "labels": { "required": "x", "committed": "y", "side_effects": "z" } }),
+                &json!({ "properties": { "labels": {} } }),
+            ),
+        );
+        let details = &error.details.unwrap()["details"];
+        assert_eq!(details["side_effects_committed"], true, "{details}");
+        assert_eq!(details["compensation_required"], true, "{details}");
+        assert_eq!(details["note"], "[withheld] [withheld]", "{details}");
+    }
+
     #[test]
     fn a_maps_keys_are_withheld_and_declared_property_names_are_not() {
         let schema = json!({
