@@ -1,7 +1,8 @@
 //! [`HookedStore`]: the memory store with a hook before each transaction transition and counts
 //! of the idempotency writes, for tests that hold a write back (to race two callers, or to drop
 //! a call while its settlement is in flight) or check how often the host wrote, and switches
-//! that make reservations, approval reads or approval updates fail on demand.
+//! that make reservations, approval or transaction reads, approval updates or a transition's
+//! answer fail on demand.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -43,6 +44,8 @@ pub struct HookedStore {
     approval_updates_lose: AtomicBool,
     /// The next `transition` is applied, then answered with an error.
     lose_next_transition_answer: AtomicBool,
+    /// `transaction` reads fail with this error while set.
+    transaction_reads_fail: Mutex<Option<StoreError>>,
 }
 
 impl HookedStore {
@@ -102,6 +105,14 @@ impl HookedStore {
     pub fn lose_next_transition_answer(&self) {
         self.lose_next_transition_answer
             .store(true, Ordering::SeqCst);
+    }
+
+    /// While `error` is set, every `TransactionStore::transaction` read fails with it.
+    pub fn fail_transaction_reads(&self, error: Option<StoreError>) {
+        *self
+            .transaction_reads_fail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = error;
     }
 
     /// While `lose` is set, every `ApprovalStore::update_approval` loses its compare-and-set.
@@ -248,7 +259,15 @@ impl TransactionStore for HookedStore {
         &self,
         id: &TransactionId,
     ) -> Result<Option<TransactionRecord>, StoreError> {
-        self.inner.transaction(id).await
+        let failing = self
+            .transaction_reads_fail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        match failing {
+            Some(error) => Err(error),
+            None => self.inner.transaction(id).await,
+        }
     }
 
     async fn transaction_by_plan(

@@ -1103,6 +1103,37 @@ async fn an_unreachable_approval_store_is_storage_unavailable_and_retryable() {
     );
 }
 
+/// A corrupt row met after the key was reserved (here the transaction's, at admission) fails
+/// the call, not retryable, since a retry meets it again; but it is not the action's outcome,
+/// so it is not stored under the key: once the row is repaired, the same call runs (found by
+/// a review: the failure was stored and replayed for the key's whole TTL).
+#[tokio::test]
+async fn a_corrupt_row_after_the_reservation_is_not_stored_under_the_key() {
+    let store = Arc::new(HookedStore::default());
+    let host = Host::builder()
+        .connector(Ledger)
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let action = Action::new("cap:ledger:post", json!({ "amount_cents": 500 }))
+        .with_idempotency_key("post-corrupt")
+        .with_transaction(ActionTransaction::new(TransactionMode::Execute));
+    store.fail_transaction_reads(Some(StoreError::Corrupt("bad json".into())));
+    let refused = host.invoke(action.clone(), &caller()).await;
+    assert_error(
+        failure(&refused),
+        codes::STORAGE_UNAVAILABLE,
+        ErrorCategory::Temporary,
+        false,
+        None,
+    );
+    assert_eq!(store.settles(), 0, "the failure was stored under the key");
+    store.fail_transaction_reads(None);
+    let posted = host.invoke(action, &caller()).await;
+    assert_eq!(posted.status, ActionResultStatus::Completed, "{posted:?}");
+    assert!(!posted.is_idempotent_replay(), "{posted:?}");
+}
+
 #[tokio::test]
 async fn a_corrupt_approval_row_is_storage_unavailable_but_not_retryable() {
     let store = Arc::new(HookedStore::default());

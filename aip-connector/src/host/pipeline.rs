@@ -1943,11 +1943,14 @@ impl<'a> Settlement<'a> {
         let max_attempts = self.host.limits.max_attempts_per_key;
         let now = self.now;
         // A call told to wait for an earlier attempt of its transaction did not attempt
-        // anything: its key is released without counting towards the dead letter.
-        let waited = result
-            .error
-            .as_ref()
-            .is_some_and(|e| e.code == codes::TRANSACTION_ATTEMPT_IN_PROGRESS);
+        // anything: its key is released without counting towards the dead letter. Nor did one
+        // that met a corrupt row (or a refused store configuration): not retryable, since a
+        // retry meets it again, but not the action's outcome either, so it is not stored under
+        // the key, where it would outlive the repair of the row (found by a review).
+        let waited = result.error.as_ref().is_some_and(|e| {
+            e.code == codes::TRANSACTION_ATTEMPT_IN_PROGRESS
+                || (e.code == codes::STORAGE_UNAVAILABLE && e.retryable == Some(false))
+        });
         async move {
             let (Some(reservation), Some(mut record)) = (reservation, record) else {
                 return result;
