@@ -529,6 +529,55 @@ async fn a_resend_while_a_retryable_resubmission_settles_is_told_to_retry() {
     assert_eq!(payments.executions.load(Ordering::SeqCst), 2);
 }
 
+/// A resend that lands between the first re-submission's claim on the resume and its
+/// reservation of the key (nothing under the key is the re-submission's yet) is told to come
+/// back, not that the approval already ran: it used to read as already resumed, for good.
+#[tokio::test]
+async fn a_resend_between_the_claim_and_the_reservation_is_told_to_retry() {
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let store = Arc::new(
+        aip_connector_tests::hooked_store::HookedStore::before_reserve({
+            let (armed, entered, release) = (armed.clone(), entered.clone(), release.clone());
+            move |_| {
+                if !armed.swap(false, Ordering::SeqCst) {
+                    return None;
+                }
+                let (entered, release) = (entered.clone(), release.clone());
+                Some(Box::pin(async move {
+                    entered.notify_one();
+                    let _released = release.acquire().await;
+                }))
+            }
+        }),
+    );
+    let payments = Payments::default();
+    let host = host_on(payments.clone(), Arc::default(), store);
+    let (original, id) = approved_refund(&host).await;
+    let resubmitted =
+        original.with_approval(decision(&id, "user:alice", ApprovalDecisionKind::Approved));
+    armed.store(true, Ordering::SeqCst);
+    let first = tokio::spawn({
+        let host = host.clone();
+        let resubmitted = resubmitted.clone();
+        async move { host.invoke(resubmitted, &person("user:req")).await }
+    });
+    entered.notified().await;
+
+    let resend = host.invoke(resubmitted.clone(), &person("user:req")).await;
+    let error = resend.error.expect("told to come back");
+    assert_eq!(error.code, codes::IDEMPOTENCY_IN_PROGRESS, "{error:?}");
+    assert_eq!(error.retryable, Some(true));
+
+    release.add_permits(1);
+    let ran = first.await.unwrap();
+    assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+    let replayed = host.invoke(resubmitted, &person("user:req")).await;
+    assert!(replayed.is_idempotent_replay(), "{replayed:?}");
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
+}
+
 /// A client that resends its re-submission while the first one still runs (its answer is late,
 /// not lost) is told to come back (`idempotency.in_progress`, retryable), not that the approval
 /// already ran; coming back once the first finished replays its result. Another action carrying

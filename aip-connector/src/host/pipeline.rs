@@ -756,8 +756,44 @@ async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ActionResult> {
             Ok(_) => {}
             Err(error) => return Err(failure::failed(&action.id, failure::storage(&error))),
         }
+        // Neither settled nor running under the key, yet claimed moments ago: the claimer is
+        // between its claim and its reservation, or gives its claim back (it met the key busy,
+        // or failed retryably). Told to come back, not that the approval ran an action that
+        // may never run (found by a review; an old claim with nothing under the key is one that
+        // ran and whose record lapsed, or whose host died).
+        // Only under the approved action's own key: a re-submission under another key is not
+        // a resend of one that runs under it.
+        match host.store.approval(approval_id).await {
+            Ok(Some(record))
+                if record.action.idempotency_key == action.idempotency_key
+                    && record
+                        .resumed_at_ms
+                        .is_some_and(|at| now.saturating_sub(at) < CLAIM_SETTLING_MS) =>
+            {
+                return Err(claim_settling(&action.id));
+            }
+            Ok(_) => {}
+            Err(error) => return Err(failure::failed(&action.id, failure::storage(&error))),
+        }
     }
     Err(already_resumed(&action.id))
+}
+
+/// How long after a resume was claimed a re-submission's resend that finds nothing under the
+/// key is told to come back rather than that the approval already ran: far longer than the
+/// store round trips between a claim and its reservation, or a give-back.
+const CLAIM_SETTLING_MS: crate::store::Millis = 5_000;
+
+/// The answer to a resend that met a resume claimed moments ago with nothing under its key.
+fn claim_settling(action_id: &aip_connector_core::ids::ActionId) -> ActionResult {
+    let mut error = failure::error(
+        codes::IDEMPOTENCY_IN_PROGRESS,
+        "another call of this approved action holds its resume and has not yet reserved the key, or is giving the resume back; retry",
+        ErrorCategory::Temporary,
+        true,
+    );
+    error.retry_after_ms = Some(100);
+    failure::failed(action_id, error)
 }
 
 /// The answer to a resume of an approved action that already ran.
