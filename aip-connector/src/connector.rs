@@ -331,6 +331,11 @@ pub trait Connector: Send + Sync + 'static {
     /// [`action`](crate::InvocationContext::action) shares it), so dispatch copies nothing.
     /// Generated connectors decode it before they return the future, which therefore does not
     /// borrow it.
+    ///
+    /// Nothing may reach the provider before the returned future is first polled (decoding, as
+    /// generated connectors do, is fine): an action abandoned before that poll (a stream whose
+    /// consumer left while the key was reserved) is answered as one whose handler never
+    /// started, retryable whatever the contract says.
     fn invoke<'a>(
         &'a self,
         capability_id: &'a str,
