@@ -94,6 +94,12 @@ pub trait ChunkSink: Send + Sync {
             std::task::Poll::Pending
         }
     }
+
+    /// The handler's run is over (it returned, or the host stopped it): the result is decided,
+    /// so a sink refuses data sent from now on (`stream.closed`), such as what a task the
+    /// handler spawned with a clone of its `StreamSink` still sends while the host settles the
+    /// action. The host's own terminal chunk is not data. The default refuses nothing.
+    fn seal(&self) {}
 }
 
 /// Durably records the provider operation of a transactional call before the handler awaits the

@@ -34,6 +34,7 @@ pub struct HookedStore {
     before_transition: Option<TransitionHook>,
     before_reserve: Option<ReserveHook>,
     before_release_resume: Option<ReleaseResumeHook>,
+    before_settle: Option<ReserveHook>,
     settles: AtomicUsize,
     releases: AtomicUsize,
     /// `reserve` fails while set.
@@ -72,6 +73,15 @@ impl HookedStore {
     ) -> Self {
         HookedStore {
             before_release_resume: Some(Box::new(hook)),
+            ..HookedStore::default()
+        }
+    }
+
+    /// A memory store whose `IdempotencyStore::settle` calls (a key's settlement) wait for what
+    /// `hook` answers for their reservation.
+    pub fn before_settle(hook: impl Fn(&Reservation) -> Hold + Send + Sync + 'static) -> Self {
+        HookedStore {
+            before_settle: Some(Box::new(hook)),
             ..HookedStore::default()
         }
     }
@@ -147,6 +157,13 @@ impl IdempotencyStore for HookedStore {
         record: IdempotencyRecord,
     ) -> Result<(), StoreError> {
         self.settles.fetch_add(1, Ordering::SeqCst);
+        if let Some(hold) = self
+            .before_settle
+            .as_ref()
+            .and_then(|hook| hook(reservation))
+        {
+            hold.await;
+        }
         self.inner.settle(reservation, record).await
     }
 

@@ -837,3 +837,96 @@ async fn a_consumer_leaving_abandons_its_own_execution_only() {
     // The leaving execution's own cancellation fired with the refused send.
     assert_eq!(*feed.fired_when_refused.lock().unwrap(), Some(true));
 }
+
+/// A handler that leaves a task behind, holding its sink, and returns at once.
+#[derive(Clone, Default)]
+struct Spawner {
+    /// Fires once the host settles the call's key: the handler has long returned.
+    settling: Arc<tokio::sync::Notify>,
+    /// What the task's send after the handler returned was answered.
+    late_send: Arc<std::sync::Mutex<Option<Result<(), String>>>>,
+    sent_late: Arc<tokio::sync::Notify>,
+}
+
+#[connector(id = "spawner")]
+impl Spawner {
+    /// Streams from a task of its own.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        idempotency(required, scope = principal),
+        data(sensitivity = public),
+        execution(retry_safety = safe)
+    )]
+    async fn export_in_background(
+        &self,
+        _query: Query,
+        _key: IdempotencyKey,
+        sink: StreamSink<Hit>,
+    ) -> Result<Summary, ConnectorFailure> {
+        sink.send(Hit { n: 0 }).await?;
+        let (settling, late_send, sent_late) = (
+            self.settling.clone(),
+            self.late_send.clone(),
+            self.sent_late.clone(),
+        );
+        tokio::spawn(async move {
+            settling.notified().await;
+            let sent = sink.send(Hit { n: 1 }).await.map_err(|f| f.code.clone());
+            *late_send.lock().unwrap() = Some(sent);
+            sent_late.notify_one();
+        });
+        Ok(Summary { sent: 1 })
+    }
+}
+
+/// Found by a hostile review: a handler that spawned a task with its sink and returned had that
+/// task's chunks accepted while the host settled the action, after its result was decided. The
+/// sink is sealed when the handler's run ends: data sent from then on is refused
+/// (`stream.closed`), and the consumer sees only what the handler sent while it ran.
+#[tokio::test]
+async fn data_sent_after_the_handler_returned_is_refused() {
+    let spawner = Spawner::default();
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let store = Arc::new(
+        aip_connector_tests::hooked_store::HookedStore::before_settle({
+            let (settling, release) = (spawner.settling.clone(), release.clone());
+            move |_| {
+                let (settling, release) = (settling.clone(), release.clone());
+                Some(Box::pin(async move {
+                    settling.notify_one();
+                    let _released = release.acquire().await;
+                }))
+            }
+        }),
+    );
+    let host = Host::builder()
+        .connector(spawner.clone())
+        .store(store)
+        .build()
+        .unwrap();
+    let stream = host.invoke_stream(
+        Action::new("cap:spawner:export_in_background", json!({ "count": 1 }))
+            .with_idempotency_key("background-1"),
+        caller(),
+    );
+    let collecting = tokio::spawn(stream.collect());
+    spawner.sent_late.notified().await;
+    release.add_permits(1);
+    let chunks = collecting.await.unwrap();
+    assert_eq!(
+        *spawner.late_send.lock().unwrap(),
+        Some(Err(codes::STREAM_CLOSED.to_owned()))
+    );
+    let data: Vec<_> = chunks
+        .iter()
+        .filter(|c| c.kind == StreamChunkKind::Data)
+        .map(|c| c.data.clone().unwrap())
+        .collect();
+    assert_eq!(data, [json!({ "n": 0 })], "{chunks:?}");
+    assert_eq!(
+        chunks.last().unwrap().kind,
+        StreamChunkKind::Done,
+        "{chunks:?}"
+    );
+}

@@ -1685,6 +1685,10 @@ impl Supervised<'_> {
         let this = self;
         if this.stopping.is_none() {
             let outcome = std::task::ready!(this.race(cx));
+            // The result is decided: a task the handler left behind sends no more data.
+            if let Some(stream) = &this.context.stream {
+                stream.seal();
+            }
             // A handler stopped rather than finished sees its token fired before its future is
             // dropped, so a drop guard in it can tell (a cancel fired it already; the deadline
             // and an abandonment had not, until the race was dropped).
@@ -1889,6 +1893,9 @@ impl Drop for Supervised<'_> {
         // context), then the registration.
         self.running = None;
         self.active = None;
+        if let Some(stream) = &self.context.stream {
+            stream.seal();
+        }
         // Dropped before it answered (the call was dropped): the call's guard settles it as the
         // race would have, should it have stopped the handler already (a cancel came, or its
         // deadline passed, and maybe its cancel companion runs). Read once unregistered, so no

@@ -211,6 +211,8 @@ struct ChannelSink {
     sender: Mutex<Option<mpsc::Sender<StreamChunk>>>,
     sequence: AtomicU64,
     closed: AtomicBool,
+    /// The handler's run is over: data is refused, the terminal chunk still goes.
+    sealed: AtomicBool,
     /// A send failed because the consumer dropped the stream.
     consumer_gone: AtomicBool,
     /// Whether the consumer dropped the stream, sent or not.
@@ -236,7 +238,8 @@ impl ChannelSink {
         terminal: bool,
     ) -> Result<(), ConnectorFailure> {
         let mut sender = self.sender.lock().await;
-        if self.closed.load(Ordering::Acquire) {
+        if self.closed.load(Ordering::Acquire) || (!terminal && self.sealed.load(Ordering::Acquire))
+        {
             return Err(Self::closed_failure());
         }
         let Some(channel) = sender.as_ref() else {
@@ -298,6 +301,10 @@ impl ChunkSink for ChannelSink {
         self.consumer_gone.load(Ordering::Acquire) || self.consumer.is_gone()
     }
 
+    fn seal(&self) {
+        self.sealed.store(true, Ordering::Release);
+    }
+
     fn poll_consumer_gone(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
         if self.consumer_gone.load(Ordering::Acquire) {
             return std::task::Poll::Ready(());
@@ -357,6 +364,7 @@ fn spawn(
                 sender: Mutex::new(Some(sender)),
                 sequence: AtomicU64::new(0),
                 closed: AtomicBool::new(false),
+                sealed: AtomicBool::new(false),
                 consumer_gone: AtomicBool::new(false),
                 consumer: consumer_of_sink.clone(),
             })
