@@ -269,7 +269,8 @@ fn limits_the_host_cannot_honour_refuse_to_build() {
         ..HostLimits::default()
     })
     .expect("the largest stream buffer builds");
-    let zeroed: [(&str, fn(&mut HostLimits)); 8] = [
+    type Zero = fn(&mut HostLimits);
+    let zeroed: [(&str, Zero); 8] = [
         ("default_timeout_ms", |l| l.default_timeout_ms = 0),
         ("max_action_timeout_ms", |l| l.max_action_timeout_ms = 0),
         ("max_concurrent_actions", |l| l.max_concurrent_actions = 0),

@@ -4063,7 +4063,7 @@ mod tests {
         assert!(size <= 816, "the pipeline future is {size} bytes");
     }
 
-    fn future_size2<A, B, F: Future>(_: impl FnOnce(A, B) -> F) -> usize {
+    fn future_size3<A, B, C, F: Future>(_: impl FnOnce(A, B, C) -> F) -> usize {
         std::mem::size_of::<F>()
     }
 
@@ -4074,9 +4074,6 @@ mod tests {
     /// claimed resume it gives back ahead of releasing the key.
     #[test]
     fn the_settlement_fits_the_allocator_fast_path() {
-        fn future_size3<A, B, C, F: Future>(_: impl FnOnce(A, B, C) -> F) -> usize {
-            std::mem::size_of::<F>()
-        }
         let size = future_size3(Settlement::settle);
         assert!(size <= 696, "the settlement future is {size} bytes");
     }
