@@ -37,8 +37,8 @@ pub struct HookedStore {
     before_settle: Option<ReserveHook>,
     settles: AtomicUsize,
     releases: AtomicUsize,
-    /// `reserve` fails while set.
-    reservations_fail: AtomicBool,
+    /// `reserve` fails with this error while set.
+    reservations_fail: Mutex<Option<StoreError>>,
     /// `approval` reads fail with this error while set.
     approval_reads_fail: Mutex<Option<StoreError>>,
     /// `update_approval` always loses the compare-and-set while set.
@@ -99,7 +99,17 @@ impl HookedStore {
     /// While `fail` is set, every `IdempotencyStore::reserve` fails
     /// (`StoreError::Unavailable`).
     pub fn fail_reservations(&self, fail: bool) {
-        self.reservations_fail.store(fail, Ordering::SeqCst);
+        self.fail_reservations_with(
+            fail.then(|| StoreError::Unavailable("the disk is gone".into())),
+        );
+    }
+
+    /// While `error` is set, every `IdempotencyStore::reserve` fails with it.
+    pub fn fail_reservations_with(&self, error: Option<StoreError>) {
+        *self
+            .reservations_fail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = error;
     }
 
     /// While `error` is set, every `ApprovalStore::approval` read fails with it.
@@ -138,8 +148,13 @@ impl IdempotencyStore for HookedStore {
         reservation: &Reservation,
         now: Millis,
     ) -> Result<ReserveOutcome, StoreError> {
-        if self.reservations_fail.load(Ordering::SeqCst) {
-            return Err(StoreError::Unavailable("the disk is gone".into()));
+        let failing = self
+            .reservations_fail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(error) = failing {
+            return Err(error);
         }
         if let Some(hold) = self
             .before_reserve

@@ -1054,6 +1054,20 @@ async fn a_resume_whose_reservation_fails_can_be_retried() {
     let record = host.approval(&id).await.unwrap().unwrap();
     assert!(!record.resumed, "the claim was given back: {record:?}");
 
+    // A corrupt entry under the key is not retryable (a retry meets it again), yet the action
+    // did not run: the claim goes back all the same.
+    store.fail_reservations_with(Some(StoreError::Corrupt("bad json".into())));
+    let failed = host.resume_approved(&id, &caller()).await;
+    assert_error(
+        failure(&failed),
+        codes::STORAGE_UNAVAILABLE,
+        ErrorCategory::Temporary,
+        false,
+        None,
+    );
+    let record = host.approval(&id).await.unwrap().unwrap();
+    assert!(!record.resumed, "the claim was given back: {record:?}");
+
     store.fail_reservations(false);
     let resumed = host.resume_approved(&id, &caller()).await;
     assert_eq!(resumed.status, ActionResultStatus::Completed, "{resumed:?}");

@@ -185,7 +185,9 @@ pub struct Retention {
     /// resumed this long ago ([`ApprovalRecord::is_purgeable`]);
     /// `None` keeps it. Open records are always kept. Otherwise counted from creation, so set
     /// it longer than your approvals' TTLs: a request decided late in a long TTL is otherwise
-    /// kept for less.
+    /// kept for less. Set it longer than [`HostLimits::max_action_timeout_ms`] too: a resumed
+    /// action that runs longer than the period may find its approval gone when it ends, and one
+    /// that ended retryably can then not give its resume back, so it cannot be resumed again.
     pub approvals: Option<std::time::Duration>,
     /// A finished transaction record
     /// ([`TransactionRecord::is_finished`](crate::store::TransactionRecord::is_finished)) is

@@ -89,13 +89,13 @@ pub(crate) async fn run(
             .map_or("none", |t| t.mode.as_str());
         // Moved, never borrowed: a borrowed local keeps its place in this future across the
         // await below, which would enlarge it by a whole result.
-        let (result, retryable, pending_replay) =
+        let (result, returns_claim, pending_replay) =
             classified(Box::pin(execute(host, action, caller, options, &resume_claim)).await);
         // Two rare results need the store once more, in one boxed step so that this future
         // stays a few words: a retryable resume gives its claim back, and a replayed
         // `pending_approval` is brought up to date with its approval.
         let give_back = resume_claim.id.get().filter(|_| {
-            (retryable
+            (returns_claim
                 || resume_claim
                     .unspent
                     .load(std::sync::atomic::Ordering::Relaxed))
@@ -202,10 +202,22 @@ impl GiveBack<'_> {
     }
 }
 
-/// `result`, whether it is retryable, and whether it replays a `pending_approval`. (Read here,
-/// not in `run`: a local `run` borrowed would keep its place in `run`'s future.)
+/// Whether `result` says the action was not attempted although it is not retryable: a call
+/// that met a corrupt row or a refused store configuration (a retry meets it again). Like a
+/// retryable result, it is not stored under the key, and a claimed resume is given back.
+/// (A call told to wait for an earlier attempt of its transaction is retryable anyway.)
+fn unattempted(result: &ActionResult) -> bool {
+    result.error.as_ref().is_some_and(|e| {
+        e.code == codes::TRANSACTION_ATTEMPT_IN_PROGRESS
+            || (e.code == codes::STORAGE_UNAVAILABLE && e.retryable == Some(false))
+    })
+}
+
+/// `result`, whether it is retryable (or else [`unattempted`]: the claimed resume goes back all
+/// the same), and whether it replays a `pending_approval`. (Read here, not in `run`: a local
+/// `run` borrowed would keep its place in `run`'s future.)
 fn classified(result: ActionResult) -> (ActionResult, bool, bool) {
-    let retryable = result.error.as_ref().is_some_and(|e| e.is_retryable());
+    let retryable = result.error.as_ref().is_some_and(|e| e.is_retryable()) || unattempted(&result);
     let pending_replay = is_pending_replay(&result);
     (result, retryable, pending_replay)
 }
@@ -1990,10 +2002,7 @@ impl<'a> Settlement<'a> {
         // that met a corrupt row (or a refused store configuration): not retryable, since a
         // retry meets it again, but not the action's outcome either, so it is not stored under
         // the key, where it would outlive the repair of the row (found by a review).
-        let waited = result.error.as_ref().is_some_and(|e| {
-            e.code == codes::TRANSACTION_ATTEMPT_IN_PROGRESS
-                || (e.code == codes::STORAGE_UNAVAILABLE && e.retryable == Some(false))
-        });
+        let waited = unattempted(&result);
         async move {
             let (Some(reservation), Some(mut record)) = (reservation, record) else {
                 return result;
