@@ -7,7 +7,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use aip_connector::ids::{ActionId, ApprovalId, TransactionId};
 use aip_connector::store::{
@@ -19,6 +19,46 @@ use aip_connector::store::{
 /// What the hook answers for one transition: `None` lets it through at once, a future holds it
 /// back until the future is done (one that never ends stalls the transition for good).
 pub type Hold = Option<Pin<Box<dyn Future<Output = ()> + Send>>>;
+
+/// Holds the store writes a hook hands it until the test opens it, and tells the test when one
+/// arrived: `HookedStore::before_settle({ let gate = gate.clone(); move |_| gate.hold() })`.
+#[derive(Clone)]
+pub struct Gate {
+    entered: Arc<tokio::sync::Notify>,
+    opened: Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate {
+            entered: Arc::default(),
+            opened: Arc::new(tokio::sync::Semaphore::new(0)),
+        }
+    }
+}
+
+impl Gate {
+    /// A hold for one write: it signals [`entered`](Self::entered), then waits for
+    /// [`open`](Self::open).
+    pub fn hold(&self) -> Hold {
+        let (entered, opened) = (self.entered.clone(), self.opened.clone());
+        Some(Box::pin(async move {
+            entered.notify_one();
+            // Closed by `open`: every hold, held now or later, goes through.
+            let _ = opened.acquire().await;
+        }))
+    }
+
+    /// Waits until a write is held (or was, since the last wait).
+    pub async fn entered(&self) {
+        self.entered.notified().await;
+    }
+
+    /// Lets every held write, and every later one, through.
+    pub fn open(&self) {
+        self.opened.close();
+    }
+}
 
 type TransitionHook = Box<dyn Fn(&Transition) -> Hold + Send + Sync>;
 type ReserveHook = Box<dyn Fn(&Reservation) -> Hold + Send + Sync>;

@@ -16,6 +16,7 @@ use aip_connector::model::{
 };
 use aip_connector::prelude::*;
 use aip_connector::store::{ApprovalStatus, ManualClock, MemoryStore, SharedStore};
+use aip_connector_tests::hooked_store::{Gate, HookedStore};
 use serde_json::json;
 
 #[derive(Deserialize, JsonSchema)]
@@ -486,20 +487,11 @@ async fn an_exact_resend_of_a_resubmission_that_ran_replays_its_result() {
 /// was told for good that the approval had already run an action that never completed.
 #[tokio::test]
 async fn a_resend_while_a_retryable_resubmission_settles_is_told_to_retry() {
-    let entered = Arc::new(tokio::sync::Notify::new());
-    let release = Arc::new(tokio::sync::Semaphore::new(0));
-    let store = Arc::new(
-        aip_connector_tests::hooked_store::HookedStore::before_release_resume({
-            let (entered, release) = (entered.clone(), release.clone());
-            move |_| {
-                let (entered, release) = (entered.clone(), release.clone());
-                Some(Box::pin(async move {
-                    entered.notify_one();
-                    let _released = release.acquire().await;
-                }))
-            }
-        }),
-    );
+    let gate = Gate::default();
+    let store = Arc::new(HookedStore::before_release_resume({
+        let gate = gate.clone();
+        move |_| gate.hold()
+    }));
     let payments = Payments::default();
     let host = host_on(payments.clone(), Arc::default(), store);
     let (original, id) = approved_refund(&host).await;
@@ -511,7 +503,7 @@ async fn a_resend_while_a_retryable_resubmission_settles_is_told_to_retry() {
         let resubmitted = resubmitted.clone();
         async move { host.invoke(resubmitted, &person("user:req")).await }
     });
-    entered.notified().await;
+    gate.entered().await;
 
     // The claim is being given back; the key is still held.
     let resend = host.invoke(resubmitted.clone(), &person("user:req")).await;
@@ -519,7 +511,7 @@ async fn a_resend_while_a_retryable_resubmission_settles_is_told_to_retry() {
     assert_eq!(error.code, codes::IDEMPOTENCY_IN_PROGRESS, "{error:?}");
     assert_eq!(error.retryable, Some(true));
 
-    release.add_permits(usize::MAX >> 4);
+    gate.open();
     let failed = first.await.unwrap();
     let error = failed.error.expect("the provider was unreachable");
     assert_eq!(error.code, "payments.unreachable");
@@ -535,23 +527,17 @@ async fn a_resend_while_a_retryable_resubmission_settles_is_told_to_retry() {
 #[tokio::test]
 async fn a_resend_between_the_claim_and_the_reservation_is_told_to_retry() {
     let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let entered = Arc::new(tokio::sync::Notify::new());
-    let release = Arc::new(tokio::sync::Semaphore::new(0));
-    let store = Arc::new(
-        aip_connector_tests::hooked_store::HookedStore::before_reserve({
-            let (armed, entered, release) = (armed.clone(), entered.clone(), release.clone());
-            move |_| {
-                if !armed.swap(false, Ordering::SeqCst) {
-                    return None;
-                }
-                let (entered, release) = (entered.clone(), release.clone());
-                Some(Box::pin(async move {
-                    entered.notify_one();
-                    let _released = release.acquire().await;
-                }))
+    let gate = Gate::default();
+    let store = Arc::new(HookedStore::before_reserve({
+        let (armed, gate) = (armed.clone(), gate.clone());
+        move |_| {
+            if armed.swap(false, Ordering::SeqCst) {
+                gate.hold()
+            } else {
+                None
             }
-        }),
-    );
+        }
+    }));
     let payments = Payments::default();
     let host = host_on(payments.clone(), Arc::default(), store);
     let (original, id) = approved_refund(&host).await;
@@ -563,14 +549,14 @@ async fn a_resend_between_the_claim_and_the_reservation_is_told_to_retry() {
         let resubmitted = resubmitted.clone();
         async move { host.invoke(resubmitted, &person("user:req")).await }
     });
-    entered.notified().await;
+    gate.entered().await;
 
     let resend = host.invoke(resubmitted.clone(), &person("user:req")).await;
     let error = resend.error.expect("told to come back");
     assert_eq!(error.code, codes::IDEMPOTENCY_IN_PROGRESS, "{error:?}");
     assert_eq!(error.retryable, Some(true));
 
-    release.add_permits(1);
+    gate.open();
     let ran = first.await.unwrap();
     assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
     let replayed = host.invoke(resubmitted, &person("user:req")).await;

@@ -13,6 +13,7 @@ use aip_connector::model::{
     StreamChunkKind,
 };
 use aip_connector::prelude::*;
+use aip_connector_tests::hooked_store::{Gate, HookedStore};
 use serde_json::json;
 
 #[derive(Deserialize, JsonSchema)]
@@ -841,8 +842,8 @@ async fn a_consumer_leaving_abandons_its_own_execution_only() {
 /// A handler that leaves a task behind, holding its sink, and returns at once.
 #[derive(Clone, Default)]
 struct Spawner {
-    /// Fires once the host settles the call's key: the handler has long returned.
-    settling: Arc<tokio::sync::Notify>,
+    /// Holds the call's key settlement, and says when it began: the handler has long returned.
+    settling: Gate,
     /// What the task's send after the handler returned was answered.
     late_send: Arc<std::sync::Mutex<Option<Result<(), String>>>>,
     sent_late: Arc<tokio::sync::Notify>,
@@ -871,7 +872,7 @@ impl Spawner {
             self.sent_late.clone(),
         );
         tokio::spawn(async move {
-            settling.notified().await;
+            settling.entered().await;
             let sent = sink.send(Hit { n: 1 }).await.map_err(|f| f.code.clone());
             *late_send.lock().unwrap() = Some(sent);
             sent_late.notify_one();
@@ -887,19 +888,10 @@ impl Spawner {
 #[tokio::test]
 async fn data_sent_after_the_handler_returned_is_refused() {
     let spawner = Spawner::default();
-    let release = Arc::new(tokio::sync::Semaphore::new(0));
-    let store = Arc::new(
-        aip_connector_tests::hooked_store::HookedStore::before_settle({
-            let (settling, release) = (spawner.settling.clone(), release.clone());
-            move |_| {
-                let (settling, release) = (settling.clone(), release.clone());
-                Some(Box::pin(async move {
-                    settling.notify_one();
-                    let _released = release.acquire().await;
-                }))
-            }
-        }),
-    );
+    let store = Arc::new(HookedStore::before_settle({
+        let settling = spawner.settling.clone();
+        move |_| settling.hold()
+    }));
     let host = Host::builder()
         .connector(spawner.clone())
         .store(store)
@@ -912,7 +904,7 @@ async fn data_sent_after_the_handler_returned_is_refused() {
     );
     let collecting = tokio::spawn(stream.collect());
     spawner.sent_late.notified().await;
-    release.add_permits(1);
+    spawner.settling.open();
     let chunks = collecting.await.unwrap();
     assert_eq!(
         *spawner.late_send.lock().unwrap(),
