@@ -1148,6 +1148,50 @@ async fn a_corrupt_row_after_the_reservation_is_not_stored_under_the_key() {
     assert!(!posted.is_idempotent_replay(), "{posted:?}");
 }
 
+/// A connector whose handler fails with the host's storage code after it ran.
+#[derive(Clone, Default)]
+struct Archive {
+    runs: Arc<AtomicUsize>,
+}
+
+#[connector(id = "archive")]
+impl Archive {
+    /// Files a document in the connector's own database.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal)
+    )]
+    async fn file(&self, _entry: Entry, _key: IdempotencyKey) -> Result<Posted, ConnectorFailure> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        Err(ConnectorFailure::new(
+            codes::STORAGE_UNAVAILABLE,
+            "the archive's own index is corrupt",
+            ErrorCategory::Temporary,
+            ConnectorOperation::Invocation,
+            "archive",
+        )
+        .with_retryable(false))
+    }
+}
+
+/// Only the host's own corrupt-row answer is "not attempted": a connector's failure with the
+/// same code came after its handler ran, and is stored and replayed as any (found by a review:
+/// it was released, so a resend ran the handler again).
+#[tokio::test]
+async fn a_connectors_storage_failure_is_stored_under_the_key() {
+    let archive = Archive::default();
+    let host = host(archive.clone());
+    let action = Action::new("cap:archive:file", json!({ "amount_cents": 1 }))
+        .with_idempotency_key("file-1");
+    let failed = host.invoke(action.clone(), &caller()).await;
+    assert_eq!(failure(&failed).code, codes::STORAGE_UNAVAILABLE);
+    let replayed = host.invoke(action, &caller()).await;
+    assert!(replayed.is_idempotent_replay(), "{replayed:?}");
+    assert_eq!(archive.runs.load(Ordering::SeqCst), 1);
+}
+
 #[tokio::test]
 async fn a_corrupt_approval_row_is_storage_unavailable_but_not_retryable() {
     let store = Arc::new(HookedStore::default());

@@ -111,7 +111,7 @@ use crate::invocation::BoxFuture;
 use crate::store::{ApprovalRecord, ApprovalStatus, ApprovalStore, Clock, Millis, StoreError};
 
 /// The `source` component of every error raised here.
-const APPROVAL_COMPONENT: &str = "aip-connector.approval";
+pub(crate) const APPROVAL_COMPONENT: &str = "aip-connector.approval";
 
 /// Compare-and-set attempts of one decision. Every lost race means another writer succeeded,
 /// so this bounds the concurrent writers one decision outlasts.

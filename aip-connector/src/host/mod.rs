@@ -374,11 +374,15 @@ pub enum HostBuildError {
         /// The largest accepted value.
         max: u64,
     },
-    /// A [`HostLimits`] field is 0 where 0 would refuse every call: a timeout of 0 times every
-    /// handler out at once, no concurrent action answers every call `host.overloaded`, an
-    /// input, id or key of at most 0 bytes (or 0 levels deep) admits none, and a decision of at
-    /// most 0 bytes records none.
-    #[error("host limit `{limit}` is 0, which would refuse every call; it must be at least 1")]
+    /// A [`HostLimits`] field is 0 where 0 would refuse every call, or every call of a kind: a
+    /// timeout of 0 times every handler out at once, no concurrent action answers every call
+    /// `host.overloaded`, an input or id of at most 0 bytes (or 0 levels deep) admits no
+    /// action, a key of at most 0 bytes no keyed action, and a decision of at most 0 bytes
+    /// records no decision. (`max_context_bytes` may be 0: an action without context blocks
+    /// still passes.)
+    #[error(
+        "host limit `{limit}` is 0, which would refuse every call it applies to; it must be at least 1"
+    )]
     LimitZero {
         /// The field of [`HostLimits`].
         limit: &'static str,
@@ -1004,12 +1008,14 @@ impl ActiveActions {
     /// note ([`forget_retried`](Self::forget_retried)), so a cancel from then on is for it.
     /// See [`late_cancel`] for the bounds.
     ///
-    /// A cancel of `action` remembered now was remembered during this execution: one from
-    /// before it was consumed when its handler was first polled ([`fire_pending`]). It came
-    /// while the handler's first poll was finishing it (a handler that ends in its first poll
-    /// never registers, so the cancel found nothing to stop), so it is late for this execution
-    /// too, and is dropped: remembered, it would cancel the retry before its handler (found by
-    /// a hostile review).
+    /// A cancel of `action` remembered now was, as a rule, remembered during this execution:
+    /// one from before it was consumed when its handler was first polled ([`fire_pending`]).
+    /// It came while the handler's first poll was finishing it (a handler that ends in its
+    /// first poll never registers, so the cancel found nothing to stop), so it is late for this
+    /// execution too, and is dropped: remembered, it would cancel the retry before its handler
+    /// (found by a hostile review). The exceptions, left so: an execution abandoned before its
+    /// first poll did not consume an earlier cancel, and a second execution of the same id
+    /// running at once (sent again without its key) loses a cancel remembered for it.
     ///
     /// [`fire_pending`]: Self::fire_pending
     fn note_retryable(&self, action: &Action, principal: &PrincipalId, now: Millis) {

@@ -206,10 +206,24 @@ impl GiveBack<'_> {
 /// that met a corrupt row or a refused store configuration (a retry meets it again). Like a
 /// retryable result, it is not stored under the key, and a claimed resume is given back.
 /// (A call told to wait for an earlier attempt of its transaction is retryable anyway.)
+///
+/// Only the host's own answers count (its pipeline's and its approval service's, by their
+/// `source`): a connector's failure may carry the same code after its handler ran (its own
+/// database, a downstream host's error passed on), and must be stored or replayed as any.
 fn unattempted(result: &ActionResult) -> bool {
     result.error.as_ref().is_some_and(|e| {
-        e.code == codes::TRANSACTION_ATTEMPT_IN_PROGRESS
-            || (e.code == codes::STORAGE_UNAVAILABLE && e.retryable == Some(false))
+        let from_host = e
+            .source
+            .as_ref()
+            .and_then(|source| source.get("component"))
+            .and_then(Value::as_str)
+            .is_some_and(|component| {
+                component == failure::HOST_COMPONENT
+                    || component == super::approval::APPROVAL_COMPONENT
+            });
+        from_host
+            && (e.code == codes::TRANSACTION_ATTEMPT_IN_PROGRESS
+                || (e.code == codes::STORAGE_UNAVAILABLE && e.retryable == Some(false)))
     })
 }
 
@@ -775,12 +789,15 @@ async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ActionResult> {
         // ran and whose record lapsed, or whose host died).
         // Only under the approved action's own key: a re-submission under another key is not
         // a resend of one that runs under it.
+        // A resume given back since this call's claim failed (no claim time any more) is free
+        // again: retried, it is claimed.
         match host.store.approval(approval_id).await {
             Ok(Some(record))
-                if record.action.idempotency_key == action.idempotency_key
+                if record.status == crate::store::ApprovalStatus::Approved
+                    && record.action.idempotency_key == action.idempotency_key
                     && record
                         .resumed_at_ms
-                        .is_some_and(|at| now.saturating_sub(at) < CLAIM_SETTLING_MS) =>
+                        .is_none_or(|at| now.saturating_sub(at) < CLAIM_SETTLING_MS) =>
             {
                 return Err(claim_settling(&action.id));
             }
@@ -3972,9 +3989,8 @@ mod tests {
         }
     }
 
-    /// The provider client's closed-valued fields stay readable where it writes them, holding
-    /// a value of their closed set; a connector's own field of the same name that holds an input
-    /// value is withheld like any other.
+    /// The flags of a partial failure keep their keys and values whatever input words are
+    /// withheld: compensation's admission reads them.
     #[test]
     fn the_flags_of_a_partial_failure_are_never_withheld() {
         let failure = aip_connector_core::model::ConnectorFailure::new(
@@ -4000,6 +4016,7 @@ mod tests {
         assert_eq!(details["note"], "[withheld] [withheld]", "{details}");
     }
 
+    /// A map's keys are data; the input type's field names are not.
     #[test]
     fn a_maps_keys_are_withheld_and_declared_property_names_are_not() {
         let schema = json!({
@@ -4024,6 +4041,9 @@ mod tests {
         );
     }
 
+    /// The provider client's closed-valued fields stay readable where it writes them, holding
+    /// a value of their closed set; a connector's own field of the same name that holds an input
+    /// value is withheld like any other.
     #[test]
     fn only_the_sdks_own_closed_values_are_left_readable() {
         let mut error = ProtocolError::new("x.failed", "POST failed", ErrorCategory::Connector);

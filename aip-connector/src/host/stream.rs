@@ -248,7 +248,13 @@ impl ChannelSink {
         // Room first, then the number: a send whose future is dropped while it waits for room
         // (a handler's `timeout` or `select!` around it) takes no number, so the sequence has
         // no gaps (found by a hostile review).
-        let sent = channel.reserve().await.map(|permit| {
+        let permit = channel.reserve().await;
+        // Sealed while this send waited for room: the result is decided, the data is refused
+        // (the permit goes back unused).
+        if !terminal && permit.is_ok() && self.sealed.load(Ordering::Acquire) {
+            return Err(Self::closed_failure());
+        }
+        let sent = permit.map(|permit| {
             permit.send(StreamChunk {
                 action_id: self.action_id.clone(),
                 sequence: self.sequence.fetch_add(1, Ordering::AcqRel),

@@ -1209,6 +1209,15 @@ fn reconciliation_required(record: &TransactionRecord) -> ProtocolError {
 #[derive(Clone, Debug)]
 pub(crate) struct AttemptFence(Arc<std::sync::Mutex<FenceState>>);
 
+/// A checkpoint's write as it would land.
+#[derive(Debug)]
+struct TriedWrite {
+    revision: u64,
+    operation: ProviderOperationRef,
+    cursor: Option<String>,
+    status: Status,
+}
+
 #[derive(Debug)]
 struct FenceState {
     /// The revision this attempt last knew it wrote.
@@ -1216,7 +1225,7 @@ struct FenceState {
     /// A checkpoint in flight or whose answer was lost: the revision it would write, the
     /// operation it records and the status it keeps. (A take-over changes the status, or
     /// finds no operation recorded: neither looks like this write.)
-    tried: Option<(u64, ProviderOperationRef, Status)>,
+    tried: Option<TriedWrite>,
 }
 
 impl AttemptFence {
@@ -1234,13 +1243,25 @@ impl AttemptFence {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// A checkpoint of `operation` is about to write `record` (read at the fence's revision).
-    fn trying(&self, record: &TransactionRecord, operation: &ProviderOperationRef) {
-        self.state().tried = Some((
-            record.revision.saturating_add(1),
-            operation.clone(),
-            record.status,
-        ));
+    /// A checkpoint of `operation` and `cursor` is about to write `record` (read at the
+    /// fence's revision).
+    fn trying(
+        &self,
+        record: &TransactionRecord,
+        operation: &ProviderOperationRef,
+        cursor: Option<&String>,
+    ) {
+        self.state().tried = Some(TriedWrite {
+            revision: record.revision.saturating_add(1),
+            operation: operation.clone(),
+            cursor: cursor.cloned(),
+            status: record.status,
+        });
+    }
+
+    /// The tried write certainly did not land (the store refused it).
+    fn not_written(&self) {
+        self.state().tried = None;
     }
 
     /// The attempt wrote the record, which is now at `revision`.
@@ -1257,14 +1278,12 @@ impl AttemptFence {
         if record.revision == state.revision {
             return true;
         }
-        let landed = state
-            .tried
-            .as_ref()
-            .is_some_and(|(revision, operation, status)| {
-                record.revision == *revision
-                    && record.status == *status
-                    && record.provider_operation.as_ref() == Some(operation)
-            });
+        let landed = state.tried.as_ref().is_some_and(|tried| {
+            record.revision == tried.revision
+                && record.status == tried.status
+                && record.provider_operation.as_ref() == Some(&tried.operation)
+                && record.reconciliation_cursor == tried.cursor
+        });
         if landed {
             state.revision = record.revision;
             state.tried = None;
@@ -1298,12 +1317,39 @@ pub(crate) async fn settle(
     interruption: Interruption,
     fence: &AttemptFence,
 ) -> bool {
+    // A lost compare-and-set is read again: the write that beat it may be this attempt's own
+    // late checkpoint (its handler was dropped at its deadline while the write was in flight),
+    // which the fence adopts; another writer's is refused by the fence on the next read.
+    for _ in 0..SETTLE_ATTEMPTS {
+        if let Some(unknown) =
+            settle_once(host, transaction_id, mode, result, interruption, fence).await
+        {
+            return unknown;
+        }
+    }
+    tracing::warn!(transaction_id = %escaped(transaction_id.as_str()), "transaction settlement kept losing races");
+    false
+}
+
+/// Reads of the record [`settle`] makes before it gives up.
+const SETTLE_ATTEMPTS: usize = 3;
+
+/// One read and compare-and-set of [`settle`]: `None` when the compare-and-set lost to a
+/// revision this read did not see.
+async fn settle_once(
+    host: &HostInner,
+    transaction_id: &TransactionId,
+    mode: TransactionMode,
+    result: &ActionResult,
+    interruption: Interruption,
+    fence: &AttemptFence,
+) -> Option<bool> {
     // Reread: this attempt's checkpoints carry what the handler recorded.
     let record = match host.store.transaction(transaction_id).await {
         Ok(Some(record)) => record,
         Ok(None) | Err(_) => {
             tracing::warn!(transaction_id = %escaped(transaction_id.as_str()), "transaction record missing at settlement");
-            return false;
+            return Some(false);
         }
     };
     if !fence.holds(&record) {
@@ -1312,7 +1358,7 @@ pub(crate) async fn settle(
             status = %record.status,
             "transaction taken over by a later attempt or a reconciliation; this attempt's result is not recorded"
         );
-        return false;
+        return Some(false);
     }
     let now = host.clock.now_ms();
     let error = result.error.clone();
@@ -1392,14 +1438,15 @@ pub(crate) async fn settle(
         .transition(&record.transaction_id, record.revision, &transition, now)
         .await
     {
-        Ok(TransitionOutcome::Applied(_)) => transition.to == Status::OutcomeUnknown,
+        Ok(TransitionOutcome::Applied(_)) => Some(transition.to == Status::OutcomeUnknown),
+        Ok(TransitionOutcome::RevisionConflict(_)) => None,
         Ok(other) => {
             tracing::warn!(transaction_id = %escaped(record.transaction_id.as_str()), outcome = ?std::mem::discriminant(&other), "transaction settlement lost a race");
-            false
+            Some(false)
         }
         Err(error) => {
             tracing::warn!(transaction_id = %escaped(record.transaction_id.as_str()), error = %error, "transaction settlement failed");
-            false
+            Some(false)
         }
     }
 }
@@ -1511,7 +1558,10 @@ impl CheckpointRecorder for StoreCheckpoint {
                 {
                     return Err(crate::invocation::checkpoint_conflict());
                 }
-                self.fence.trying(&record, &operation);
+                let kept = cursor
+                    .clone()
+                    .or_else(|| record.reconciliation_cursor.clone());
+                self.fence.trying(&record, &operation, kept.as_ref());
                 let mut transition = Transition::new(&[record.status], record.status);
                 transition.result = record.result.clone();
                 transition.error = record.error.clone();
@@ -1519,9 +1569,6 @@ impl CheckpointRecorder for StoreCheckpoint {
                 transition.provider_operation = Some(operation.clone());
                 // Recording again without a cursor keeps the stored one (the store only ever
                 // replaces a cursor), and `recorded()` must report what the store holds.
-                let kept = cursor
-                    .clone()
-                    .or_else(|| record.reconciliation_cursor.clone());
                 transition.reconciliation_cursor = kept.clone();
                 match self
                     .store
@@ -1539,8 +1586,12 @@ impl CheckpointRecorder for StoreCheckpoint {
                             Some((operation, kept));
                         return Ok(());
                     }
-                    Ok(TransitionOutcome::RevisionConflict(_)) => continue,
+                    Ok(TransitionOutcome::RevisionConflict(_)) => {
+                        self.fence.not_written();
+                        continue;
+                    }
                     Ok(_) => {
+                        self.fence.not_written();
                         return Err(failure(
                             codes::TRANSACTION_NOT_FOUND,
                             "the transaction changed state",
