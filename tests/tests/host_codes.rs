@@ -1170,15 +1170,17 @@ impl Archive {
             "the archive's own index is corrupt",
             ErrorCategory::Temporary,
             ConnectorOperation::Invocation,
-            "archive",
+            // Forwarded from another AIP host: its source, not this connector's.
+            "aip-connector.host",
         )
         .with_retryable(false))
     }
 }
 
-/// Only the host's own corrupt-row answer is "not attempted": a connector's failure with the
-/// same code came after its handler ran, and is stored and replayed as any (found by a review:
-/// it was released, so a resend ran the handler again).
+/// Only the host's own corrupt-row answer, before any handler started, is "not attempted": a
+/// connector's failure with the same code (even one forwarded from another host, under that
+/// host's source) came after its handler ran, and is stored and replayed as any (found by two
+/// reviews: it was released, so a resend ran the handler again).
 #[tokio::test]
 async fn a_connectors_storage_failure_is_stored_under_the_key() {
     let archive = Archive::default();

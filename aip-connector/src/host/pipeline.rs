@@ -89,8 +89,13 @@ pub(crate) async fn run(
             .map_or("none", |t| t.mode.as_str());
         // Moved, never borrowed: a borrowed local keeps its place in this future across the
         // await below, which would enlarge it by a whole result.
-        let (result, returns_claim, pending_replay) =
+        let (result, retryable, unattempted, pending_replay) =
             classified(Box::pin(execute(host, action, caller, options, &resume_claim)).await);
+        let returns_claim = retryable
+            || (unattempted
+                && !resume_claim
+                    .handler_started
+                    .load(std::sync::atomic::Ordering::Relaxed));
         // Two rare results need the store once more, in one boxed step so that this future
         // stays a few words: a retryable resume gives its claim back, and a replayed
         // `pending_approval` is brought up to date with its approval.
@@ -180,6 +185,8 @@ struct ClaimedResume {
     /// The key's settlement gave the claim back already, before it released the key (see
     /// [`GiveBack`]).
     given_back: std::sync::atomic::AtomicBool,
+    /// The call's handler was started: a failure now may follow effects, whatever it says.
+    handler_started: std::sync::atomic::AtomicBool,
 }
 
 /// A claimed resume to give back in the settlement of a retryable result, before the key is
@@ -209,7 +216,8 @@ impl GiveBack<'_> {
 ///
 /// Only the host's own answers count (its pipeline's and its approval service's, by their
 /// `source`): a connector's failure may carry the same code after its handler ran (its own
-/// database, a downstream host's error passed on), and must be stored or replayed as any.
+/// database, a downstream host's error passed on), and must be stored or replayed as any. The
+/// callers also require that the handler never started, which no `source` can fake.
 fn unattempted(result: &ActionResult) -> bool {
     result.error.as_ref().is_some_and(|e| {
         let from_host = e
@@ -227,13 +235,15 @@ fn unattempted(result: &ActionResult) -> bool {
     })
 }
 
-/// `result`, whether it is retryable (or else [`unattempted`]: the claimed resume goes back all
-/// the same), and whether it replays a `pending_approval`. (Read here, not in `run`: a local
-/// `run` borrowed would keep its place in `run`'s future.)
-fn classified(result: ActionResult) -> (ActionResult, bool, bool) {
-    let retryable = result.error.as_ref().is_some_and(|e| e.is_retryable()) || unattempted(&result);
+/// `result`, whether it is retryable, whether it is [`unattempted`] (the claimed resume goes
+/// back all the same, if the handler never started), and whether it replays a
+/// `pending_approval`. (Read here, not in `run`: a local `run` borrowed would keep its place in
+/// `run`'s future.)
+fn classified(result: ActionResult) -> (ActionResult, bool, bool, bool) {
+    let retryable = result.error.as_ref().is_some_and(|e| e.is_retryable());
+    let unattempted = unattempted(&result);
     let pending_replay = is_pending_replay(&result);
-    (result, retryable, pending_replay)
+    (result, retryable, unattempted, pending_replay)
 }
 
 /// The pipeline. Steps that only some calls take (approvals, transactions, previews) are awaited
@@ -789,15 +799,17 @@ async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ActionResult> {
         // ran and whose record lapsed, or whose host died).
         // Only under the approved action's own key: a re-submission under another key is not
         // a resend of one that runs under it.
-        // A resume given back since this call's claim failed (no claim time any more) is free
-        // again: retried, it is claimed.
+        // A resume given back since this call's claim failed is free again: retried, it is
+        // claimed. (A record resumed without a claim time, by a build from before claims were
+        // timed, is old: it reads as already resumed.)
         match host.store.approval(approval_id).await {
             Ok(Some(record))
                 if record.status == crate::store::ApprovalStatus::Approved
                     && record.action.idempotency_key == action.idempotency_key
-                    && record
-                        .resumed_at_ms
-                        .is_none_or(|at| now.saturating_sub(at) < CLAIM_SETTLING_MS) =>
+                    && (!record.resumed
+                        || record
+                            .resumed_at_ms
+                            .is_some_and(|at| now.saturating_sub(at) < CLAIM_SETTLING_MS)) =>
             {
                 return Err(claim_settling(&action.id));
             }
@@ -1990,11 +2002,14 @@ impl<'a> Settlement<'a> {
     /// and the result (not the settlement's borrows, as an `async fn` would).
     ///
     /// `give_back`: the resume this call claimed, given back before the key is released when
-    /// the result is retryable (and not dead-lettered).
+    /// the result is retryable (and not dead-lettered). `unattempted`: the result is
+    /// [`unattempted`] and the handler never started, so the key is released without counting
+    /// an attempt.
     fn settle(
         mut self,
         result: ActionResult,
         give_back: Option<Box<GiveBack<'a>>>,
+        unattempted: bool,
     ) -> impl Future<Output = ActionResult> + Send + use<'a> {
         let host: &'a HostInner = self.host;
         let reservation = self.reservation.take();
@@ -2019,7 +2034,7 @@ impl<'a> Settlement<'a> {
         // that met a corrupt row (or a refused store configuration): not retryable, since a
         // retry meets it again, but not the action's outcome either, so it is not stored under
         // the key, where it would outlive the repair of the row (found by a review).
-        let waited = unattempted(&result);
+        let waited = unattempted;
         async move {
             let (Some(reservation), Some(mut record)) = (reservation, record) else {
                 return result;
@@ -4092,7 +4107,7 @@ mod tests {
         assert!(size <= 816, "the pipeline future is {size} bytes");
     }
 
-    fn future_size3<A, B, C, F: Future>(_: impl FnOnce(A, B, C) -> F) -> usize {
+    fn future_size4<A, B, C, D, F: Future>(_: impl FnOnce(A, B, C, D) -> F) -> usize {
         std::mem::size_of::<F>()
     }
 
@@ -4103,7 +4118,7 @@ mod tests {
     /// claimed resume it gives back ahead of releasing the key.
     #[test]
     fn the_settlement_fits_the_allocator_fast_path() {
-        let size = future_size3(Settlement::settle);
+        let size = future_size4(Settlement::settle);
         assert!(size <= 696, "the settlement future is {size} bytes");
     }
 

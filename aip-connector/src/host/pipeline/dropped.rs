@@ -198,6 +198,7 @@ impl<'a> Unsettled<'a> {
     /// The handler is about to start: from now on its effects may reach the provider.
     pub(super) fn handler_started(&self) {
         self.handler_started.store(true, Ordering::Relaxed);
+        self.claimed.handler_started.store(true, Ordering::Relaxed);
     }
 
     /// The handler's race was dropped before it answered, having stopped the handler as `stop`
@@ -262,7 +263,9 @@ impl<'a> Unsettled<'a> {
                 done: Some(&claimed.given_back),
             })
         });
-        Err(Box::pin(settlement.settle(result, give_back)))
+        let unattempted =
+            !self.handler_started.load(Ordering::Relaxed) && super::unattempted(&result);
+        Err(Box::pin(settlement.settle(result, give_back, unattempted)))
     }
 }
 
@@ -448,7 +451,9 @@ impl DroppedCall {
                         .claimed
                         .take()
                         .map(|id| Box::new(GiveBack { id, done: None }));
-                    result = settlement.settle(result, give_back).await;
+                    // What a dropped call settles with is an interruption or what its handler
+                    // answered, never a refusal before the handler.
+                    result = settlement.settle(result, give_back, false).await;
                 }
                 // Unreachable: the call reserved its key after finding its capability, and a
                 // host's capabilities never change.
