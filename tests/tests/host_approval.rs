@@ -12,7 +12,8 @@ use aip_connector::host::{
 };
 use aip_connector::ids::ApprovalId;
 use aip_connector::model::{
-    Action, ActionResultStatus, ApprovalDecision, ApprovalDecisionKind, Principal, PrincipalKind,
+    Action, ActionResult, ActionResultStatus, ApprovalDecision, ApprovalDecisionKind, Principal,
+    PrincipalKind,
 };
 use aip_connector::prelude::*;
 use aip_connector::store::{ApprovalStatus, ManualClock, MemoryStore, SharedStore};
@@ -361,15 +362,14 @@ async fn a_resend_after_the_approval_closed_answers_how_it_closed() {
 
     let resend =
         |host: Host| async move { host.invoke(refund_action(), &person("user:req")).await };
-    let assert_closed =
-        |result: aip_connector::model::ActionResult, code: &str, id: &ApprovalId| {
-            assert_eq!(result.status, ActionResultStatus::Failed, "{result:?}");
-            let error = result.error.as_ref().unwrap();
-            assert_eq!(error.code, code, "{result:?}");
-            assert_eq!(error.retryable, Some(false));
-            assert_eq!(error.details.as_ref().unwrap()["approval_id"], json!(id));
-            assert_eq!(result.output, Some(json!({ "idempotent_replay": true })));
-        };
+    let assert_closed = |result: ActionResult, code: &str, id: &ApprovalId| {
+        assert_eq!(result.status, ActionResultStatus::Failed, "{result:?}");
+        let error = result.error.as_ref().unwrap();
+        assert_eq!(error.code, code, "{result:?}");
+        assert_eq!(error.retryable, Some(false));
+        assert_eq!(error.details.as_ref().unwrap()["approval_id"], json!(id));
+        assert_eq!(result.output, Some(json!({ "idempotent_replay": true })));
+    };
 
     // Open: pending, then approved but not resumed.
     let clock = Arc::new(ManualClock::default());
@@ -480,6 +480,19 @@ async fn an_exact_resend_of_a_resubmission_that_ran_replays_its_result() {
     assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
 }
 
+/// Sends `resubmitted` as its requester on a task of its own.
+fn spawn_resubmission(host: &Host, resubmitted: &Action) -> tokio::task::JoinHandle<ActionResult> {
+    let (host, resubmitted) = (host.clone(), resubmitted.clone());
+    tokio::spawn(async move { host.invoke(resubmitted, &person("user:req")).await })
+}
+
+/// Asserts `resend` was told to come back (`idempotency.in_progress`, retryable).
+fn assert_told_to_come_back(resend: ActionResult) {
+    let error = resend.error.expect("told to come back");
+    assert_eq!(error.code, codes::IDEMPOTENCY_IN_PROGRESS, "{error:?}");
+    assert_eq!(error.retryable, Some(true));
+}
+
 /// A re-submission that failed retryably gives its claim on the resume back before it frees
 /// its key: a resend arriving between the two writes meets the key still held and is told to
 /// come back (`idempotency.in_progress`), and coming back runs the action. The other way round
@@ -498,18 +511,11 @@ async fn a_resend_while_a_retryable_resubmission_settles_is_told_to_retry() {
     let resubmitted =
         original.with_approval(decision(&id, "user:alice", ApprovalDecisionKind::Approved));
     payments.fail_once.store(true, Ordering::SeqCst);
-    let first = tokio::spawn({
-        let host = host.clone();
-        let resubmitted = resubmitted.clone();
-        async move { host.invoke(resubmitted, &person("user:req")).await }
-    });
+    let first = spawn_resubmission(&host, &resubmitted);
     gate.entered().await;
 
     // The claim is being given back; the key is still held.
-    let resend = host.invoke(resubmitted.clone(), &person("user:req")).await;
-    let error = resend.error.expect("told to come back");
-    assert_eq!(error.code, codes::IDEMPOTENCY_IN_PROGRESS, "{error:?}");
-    assert_eq!(error.retryable, Some(true));
+    assert_told_to_come_back(host.invoke(resubmitted.clone(), &person("user:req")).await);
 
     gate.open();
     let failed = first.await.unwrap();
@@ -544,17 +550,10 @@ async fn a_resend_between_the_claim_and_the_reservation_is_told_to_retry() {
     let resubmitted =
         original.with_approval(decision(&id, "user:alice", ApprovalDecisionKind::Approved));
     armed.store(true, Ordering::SeqCst);
-    let first = tokio::spawn({
-        let host = host.clone();
-        let resubmitted = resubmitted.clone();
-        async move { host.invoke(resubmitted, &person("user:req")).await }
-    });
+    let first = spawn_resubmission(&host, &resubmitted);
     gate.entered().await;
 
-    let resend = host.invoke(resubmitted.clone(), &person("user:req")).await;
-    let error = resend.error.expect("told to come back");
-    assert_eq!(error.code, codes::IDEMPOTENCY_IN_PROGRESS, "{error:?}");
-    assert_eq!(error.retryable, Some(true));
+    assert_told_to_come_back(host.invoke(resubmitted.clone(), &person("user:req")).await);
 
     gate.open();
     let ran = first.await.unwrap();

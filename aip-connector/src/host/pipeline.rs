@@ -91,23 +91,10 @@ pub(crate) async fn run(
         // await below, which would enlarge it by a whole result.
         let (result, retryable, unattempted, pending_replay) =
             classified(Box::pin(execute(host, action, caller, options, &resume_claim)).await);
-        let returns_claim = retryable
-            || (unattempted
-                && !resume_claim
-                    .handler_started
-                    .load(std::sync::atomic::Ordering::Relaxed));
         // Two rare results need the store once more, in one boxed step so that this future
         // stays a few words: a retryable resume gives its claim back, and a replayed
         // `pending_approval` is brought up to date with its approval.
-        let give_back = resume_claim.id.get().filter(|_| {
-            (returns_claim
-                || resume_claim
-                    .unspent
-                    .load(std::sync::atomic::Ordering::Relaxed))
-                && !resume_claim
-                    .given_back
-                    .load(std::sync::atomic::Ordering::Relaxed)
-        });
+        let give_back = resume_claim.to_give_back(retryable, unattempted);
         let result = if give_back.is_some() || pending_replay {
             Box::pin(follow_up(host, caller, give_back, result)).await
         } else {
@@ -187,6 +174,21 @@ struct ClaimedResume {
     given_back: std::sync::atomic::AtomicBool,
     /// The call's handler was started: a failure now may follow effects, whatever it says.
     handler_started: std::sync::atomic::AtomicBool,
+}
+
+impl ClaimedResume {
+    /// The approval whose claim `run` gives back after a result that is `retryable` (or
+    /// [`unattempted`] before any handler started), or that answered for another action
+    /// (`unspent`); none when the key's settlement gave it back already.
+    fn to_give_back(&self, retryable: bool, unattempted: bool) -> Option<&ApprovalId> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let returns = retryable
+            || (unattempted && !self.handler_started.load(Relaxed))
+            || self.unspent.load(Relaxed);
+        self.id
+            .get()
+            .filter(|_| returns && !self.given_back.load(Relaxed))
+    }
 }
 
 /// A claimed resume to give back in the settlement of a retryable result, before the key is
@@ -792,16 +794,14 @@ async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ActionResult> {
             Ok(_) => {}
             Err(error) => return Err(failure::failed(&action.id, failure::storage(&error))),
         }
-        // Neither settled nor running under the key, yet claimed moments ago: the claimer is
-        // between its claim and its reservation, or gives its claim back (it met the key busy,
-        // or failed retryably). Told to come back, not that the approval ran an action that
-        // may never run (found by a review; an old claim with nothing under the key is one that
-        // ran and whose record lapsed, or whose host died).
-        // Only under the approved action's own key: a re-submission under another key is not
-        // a resend of one that runs under it.
-        // A resume given back since this call's claim failed is free again: retried, it is
-        // claimed. (A record resumed without a claim time, by a build from before claims were
-        // timed, is old: it reads as already resumed.)
+        // Nothing of this re-submission under the approved action's own key, yet the resume
+        // was claimed moments ago (the claimer is between its claim and its reservation) or
+        // has just been given back (a call that met the key busy, or failed retryably): told
+        // to come back, not that the approval ran an action that may never run (found by a
+        // review). A re-submission under another key is no resend of one under this key. An
+        // old claim, or one without a claim time (written by a build from before claims were
+        // timed), is of an action that ran and whose record lapsed, or whose host died: it
+        // reads as already resumed.
         match host.store.approval(approval_id).await {
             Ok(Some(record))
                 if record.status == crate::store::ApprovalStatus::Approved
@@ -921,9 +921,7 @@ async fn transactional(
             compensation: Some(Arc::new(target)),
             ..handler
         };
-        let fence = transaction::AttemptFence::new(&record);
-        call.unsettled
-            .transaction_admitted(&record.transaction_id, mode, &fence);
+        let fence = open_attempt(call, &record, mode);
         let checkpoint = Arc::new(transaction::StoreCheckpoint::new(
             host,
             &record,
@@ -957,9 +955,7 @@ async fn transactional(
         return replay;
     }
     let record = admitted.record;
-    let fence = transaction::AttemptFence::new(&record);
-    call.unsettled
-        .transaction_admitted(&record.transaction_id, mode, &fence);
+    let fence = open_attempt(call, &record, mode);
     if mode == TransactionMode::Reconcile {
         let result = reconcile(call, &record, handler.credential.map(|c| *c)).await;
         settle_transaction(
@@ -984,6 +980,19 @@ async fn transactional(
         transaction::name_unknown_outcome(&mut result, &record.transaction_id);
     }
     result
+}
+
+/// The fence of the attempt admitted with `record`, told to the call's drop guard, which
+/// settles the transaction should the call be dropped.
+fn open_attempt(
+    call: &Call<'_>,
+    record: &crate::store::TransactionRecord,
+    mode: TransactionMode,
+) -> transaction::AttemptFence {
+    let fence = transaction::AttemptFence::new(record);
+    call.unsettled
+        .transaction_admitted(&record.transaction_id, mode, &fence);
+    fence
 }
 
 /// [`transaction::settle`], with the result kept for the call's drop guard while the store is
@@ -2034,20 +2043,11 @@ impl<'a> Settlement<'a> {
         // that met a corrupt row (or a refused store configuration): not retryable, since a
         // retry meets it again, but not the action's outcome either, so it is not stored under
         // the key, where it would outlive the repair of the row (found by a review).
-        let waited = unattempted;
         async move {
             let (Some(reservation), Some(mut record)) = (reservation, record) else {
                 return result;
             };
-            if waited {
-                if let Some(give_back) = give_back {
-                    // Boxed: a rare step, kept out of every keyed call's settlement state.
-                    Box::pin(give_back.give_back(host)).await;
-                }
-                written(host.store.release(&reservation).await);
-                return result;
-            }
-            if retryable {
+            if retryable && !unattempted {
                 match host
                     .store
                     .count_attempt(&reservation.key, record.expires_at_ms, now)
@@ -2064,6 +2064,8 @@ impl<'a> Settlement<'a> {
                         tracing::warn!(error = %error, "retry attempt could not be counted");
                     }
                 }
+            }
+            if retryable || unattempted {
                 if let Some(give_back) = give_back {
                     // Boxed: a rare step, kept out of every keyed call's settlement state.
                     Box::pin(give_back.give_back(host)).await;

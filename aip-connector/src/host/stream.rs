@@ -230,6 +230,12 @@ impl ChannelSink {
         )
     }
 
+    /// Whether a chunk is refused because the handler's run is over: data is, the host's
+    /// terminal chunk never.
+    fn refuses_data(&self, terminal: bool) -> bool {
+        !terminal && self.sealed.load(Ordering::Acquire)
+    }
+
     /// Sends one chunk; the lock keeps sequence order equal to delivery order.
     async fn push(
         &self,
@@ -238,8 +244,7 @@ impl ChannelSink {
         terminal: bool,
     ) -> Result<(), ConnectorFailure> {
         let mut sender = self.sender.lock().await;
-        if self.closed.load(Ordering::Acquire) || (!terminal && self.sealed.load(Ordering::Acquire))
-        {
+        if self.closed.load(Ordering::Acquire) || self.refuses_data(terminal) {
             return Err(Self::closed_failure());
         }
         let Some(channel) = sender.as_ref() else {
@@ -251,7 +256,7 @@ impl ChannelSink {
         let permit = channel.reserve().await;
         // Sealed while this send waited for room: the result is decided, the data is refused
         // (the permit goes back unused).
-        if !terminal && permit.is_ok() && self.sealed.load(Ordering::Acquire) {
+        if permit.is_ok() && self.refuses_data(terminal) {
             return Err(Self::closed_failure());
         }
         let sent = permit.map(|permit| {
