@@ -919,13 +919,9 @@ impl IdempotencyStore for CensusStore {
         Ok(())
     }
 
-    async fn forget_record(
-        &self,
-        key: &str,
-        action_id: &aip_connector::ids::ActionId,
-    ) -> Result<bool, StoreError> {
+    async fn forget_record(&self, record: &IdempotencyRecord) -> Result<bool, StoreError> {
         self.other("forget_record");
-        self.inner.forget_record(key, action_id).await
+        self.inner.forget_record(record).await
     }
 
     async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {

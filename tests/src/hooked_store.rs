@@ -222,8 +222,8 @@ impl IdempotencyStore for HookedStore {
         self.inner.settle(reservation, record).await
     }
 
-    async fn forget_record(&self, key: &str, action_id: &ActionId) -> Result<bool, StoreError> {
-        self.inner.forget_record(key, action_id).await
+    async fn forget_record(&self, record: &IdempotencyRecord) -> Result<bool, StoreError> {
+        self.inner.forget_record(record).await
     }
 
     async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {

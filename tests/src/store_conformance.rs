@@ -345,14 +345,14 @@ pub async fn check_release_frees_the_key_for_its_owner_only(store: SharedStore) 
     );
 }
 
-/// `forget_record` deletes a settled record only while it is the named action's, live or
-/// expired: never a reservation (even its own action's), never another action's record, and
-/// never the entry of an action that claimed the key after the record went.
-pub async fn check_forget_record_deletes_only_the_named_actions_record(store: SharedStore) {
+/// `forget_record` deletes a settled record only while it is still the record read, live or
+/// expired: never a reservation (even its own action's), never another record, and never the
+/// entry of a claim made after the record went, even a resend's of the same action.
+pub async fn check_forget_record_deletes_only_the_record_read(store: SharedStore) {
     let owner = reservation("k", "a", NOW + 100);
-    let other = ActionId::trusted("act_other");
+    let failed = record_for(&owner, ActionResultStatus::Failed, Some(NOW + 500));
     assert_eq!(
-        store.forget_record("k", &owner.action_id).await,
+        store.forget_record(&failed).await,
         Ok(false),
         "nothing under the key"
     );
@@ -361,22 +361,30 @@ pub async fn check_forget_record_deletes_only_the_named_actions_record(store: Sh
         Ok(ReserveOutcome::Acquired)
     );
     assert_eq!(
-        store.forget_record("k", &owner.action_id).await,
+        store.forget_record(&failed).await,
         Ok(false),
         "a reservation is not a settled record"
     );
     assert_eq!(store.reservation("k", NOW).await, Ok(Some(owner.clone())));
-    let failed = record_for(&owner, ActionResultStatus::Failed, Some(NOW + 500));
     assert_eq!(store.settle(&owner, failed.clone()).await, Ok(()));
 
-    // Another action's id deletes nothing.
-    assert_eq!(store.forget_record("k", &other).await, Ok(false));
+    // Any other record deletes nothing: another action's, or another settlement of this one.
+    let others = IdempotencyRecord {
+        action_id: ActionId::trusted("act_other"),
+        ..failed.clone()
+    };
+    assert_eq!(store.forget_record(&others).await, Ok(false));
+    let later = IdempotencyRecord {
+        created_at_ms: NOW + 1,
+        ..failed.clone()
+    };
+    assert_eq!(store.forget_record(&later).await, Ok(false));
     assert_eq!(store.record("k", NOW).await, Ok(Some(failed.clone())));
 
-    // The owner's id deletes it, once; the key is free again.
-    assert_eq!(store.forget_record("k", &owner.action_id).await, Ok(true));
+    // The record read deletes it, once; the key is free again.
+    assert_eq!(store.forget_record(&failed).await, Ok(true));
     assert_eq!(store.record("k", NOW).await, Ok(None));
-    assert_eq!(store.forget_record("k", &owner.action_id).await, Ok(false));
+    assert_eq!(store.forget_record(&failed).await, Ok(false));
     let next = reservation("k", "b", NOW + 100);
     assert_eq!(
         store.reserve(&next, NOW).await,
@@ -384,26 +392,56 @@ pub async fn check_forget_record_deletes_only_the_named_actions_record(store: Sh
     );
 
     // The earlier action's late forget leaves the new claim, and then its record, alone.
-    assert_eq!(store.forget_record("k", &owner.action_id).await, Ok(false));
+    assert_eq!(store.forget_record(&failed).await, Ok(false));
     assert_eq!(store.reservation("k", NOW).await, Ok(Some(next.clone())));
     let kept = completed(&next);
     assert_eq!(store.settle(&next, kept.clone()).await, Ok(()));
-    assert_eq!(store.forget_record("k", &owner.action_id).await, Ok(false));
+    assert_eq!(store.forget_record(&failed).await, Ok(false));
     assert_eq!(store.record("k", NOW).await, Ok(Some(kept.clone())));
 
-    // An expired record of the action goes too (nothing is left for a purge), and other keys
-    // are untouched.
-    settle_expired_record(store.as_ref(), "expired").await;
+    // A resend of the same action that claimed the key once the record read expired, and
+    // settled a record of its own, keeps it: the late forget of the first record deletes
+    // nothing (the action id alone could not tell them apart).
+    let first = reservation("again", "first", NOW + 100);
+    let first_record = record_for(&first, ActionResultStatus::Failed, Some(NOW + 10));
+    reserve_and_settle(&store, &first, &first_record).await;
+    let resend = Reservation {
+        reservation_id: "resend".to_owned(),
+        expires_at_ms: NOW + 200,
+        ..first.clone()
+    };
     assert_eq!(
-        store
-            .forget_record("expired", &ActionId::trusted("act_expired"))
-            .await,
-        Ok(true)
+        store.reserve(&resend, NOW + 20).await,
+        Ok(ReserveOutcome::Acquired)
     );
+    let resend_record = IdempotencyRecord {
+        created_at_ms: NOW + 20,
+        expires_at_ms: None,
+        ..completed(&resend)
+    };
+    assert_eq!(store.settle(&resend, resend_record.clone()).await, Ok(()));
+    assert_eq!(store.forget_record(&first_record).await, Ok(false));
+    assert_eq!(
+        store.record("again", NOW + 20).await,
+        Ok(Some(resend_record))
+    );
+
+    // An expired record goes too (nothing is left for a purge), and other keys are untouched.
+    settle_expired_record(store.as_ref(), "expired").await;
+    let expired = store
+        .record("expired", 0)
+        .await
+        .unwrap()
+        .expect("settled above");
+    assert_eq!(store.forget_record(&expired).await, Ok(true));
     assert_eq!(store.purge_expired(NOW, 10).await.map(|p| p.records), Ok(0));
-    assert_eq!(store.record("k", NOW).await, Ok(Some(kept)));
+    assert_eq!(store.record("k", NOW).await, Ok(Some(kept.clone())));
     // A key nothing can store (a NUL) holds nothing to forget.
-    assert_eq!(store.forget_record("k\0", &next.action_id).await, Ok(false));
+    let unstorable = IdempotencyRecord {
+        key: "k\0".to_owned(),
+        ..kept
+    };
+    assert_eq!(store.forget_record(&unstorable).await, Ok(false));
 
     // A record that holds a NUL character anywhere (a failure quoting an input) is forgotten
     // like any other (PostgreSQL refused to read such a body's fields in SQL).
@@ -415,28 +453,21 @@ pub async fn check_forget_record_deletes_only_the_named_actions_record(store: Sh
     let mut with_nul = completed(&quoting);
     with_nul.result.output = Some(json!({ "quoted": "a\u{0}b" }));
     assert_eq!(store.settle(&quoting, with_nul.clone()).await, Ok(()));
-    assert_eq!(store.record("nul", NOW).await, Ok(Some(with_nul)));
-    assert_eq!(
-        store.forget_record("nul", &quoting.action_id).await,
-        Ok(true)
-    );
+    assert_eq!(store.record("nul", NOW).await, Ok(Some(with_nul.clone())));
+    assert_eq!(store.forget_record(&with_nul).await, Ok(true));
     assert_eq!(store.record("nul", NOW).await, Ok(None));
 }
 
 /// Racing forgets of one record: exactly one of them deletes it.
 pub async fn check_concurrent_forgets_delete_the_record_once(store: SharedStore) {
     let owner = reservation("k", "a", NOW + 100);
-    reserve_and_settle(
-        &store,
-        &owner,
-        &record_for(&owner, ActionResultStatus::Failed, None),
-    )
-    .await;
+    let record = record_for(&owner, ActionResultStatus::Failed, None);
+    reserve_and_settle(&store, &owner, &record).await;
     let tasks: Vec<_> = (0..50)
         .map(|_| {
             let store = Arc::clone(&store);
-            let action_id = owner.action_id.clone();
-            tokio::spawn(async move { store.forget_record("k", &action_id).await })
+            let record = record.clone();
+            tokio::spawn(async move { store.forget_record(&record).await })
         })
         .collect();
     let mut deleted = 0;
@@ -2117,7 +2148,7 @@ macro_rules! for_each_store_check {
             check_expired_reservation_not_taken_over_is_settled_by_its_owner,
             check_release_frees_the_key_for_its_owner_only,
             check_settled_record_is_replayed,
-            check_forget_record_deletes_only_the_named_actions_record,
+            check_forget_record_deletes_only_the_record_read,
             check_concurrent_forgets_delete_the_record_once,
             check_settle_stores_the_record_under_the_reservation_key,
             check_settle_without_the_live_token_is_fenced,

@@ -527,6 +527,42 @@ async fn a_resend_while_a_retryable_resubmission_settles_is_told_to_retry() {
     assert_eq!(payments.executions.load(Ordering::SeqCst), 2);
 }
 
+/// A re-submission that failed retryably, whose call is dropped while it gives its claim back
+/// (its transport timed out), still gives the claim back and frees its key, on a task of its
+/// own: a retry runs the action. The dropped call used to leave the approval claimed and the key
+/// held until its reservation expired, after which the approval read as already resumed.
+#[tokio::test]
+async fn a_retryable_resubmission_dropped_while_returning_its_claim_still_returns_it() {
+    let gate = Gate::default();
+    let store = Arc::new(HookedStore::before_release_resume({
+        let gate = gate.clone();
+        move |_| gate.hold()
+    }));
+    let payments = Payments::default();
+    let host = host_on(payments.clone(), Arc::default(), store.clone());
+    let (original, id) = approved_refund(&host).await;
+    let resubmitted =
+        original.with_approval(decision(&id, "user:alice", ApprovalDecisionKind::Approved));
+    payments.fail_once.store(true, Ordering::SeqCst);
+    let first = spawn_resubmission(&host, &resubmitted);
+    gate.entered().await;
+
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    gate.open();
+    tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while store.releases() == 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the dropped call's key was released");
+
+    let ran = host.invoke(resubmitted, &person("user:req")).await;
+    assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 2);
+}
+
 /// A resend that lands between the first re-submission's claim on the resume and its
 /// reservation of the key (nothing under the key is the re-submission's yet) is told to come
 /// back, not that the approval already ran: it used to read as already resumed, for good.

@@ -1077,6 +1077,46 @@ async fn a_resume_whose_reservation_fails_can_be_retried() {
     assert_eq!(theatre.executions.load(Ordering::SeqCst), 1);
 }
 
+/// A resume whose key cannot be reserved, dropped while it gives its claim back (its transport
+/// timed out), still gives it back on a task of its own: retried once the store is back, the
+/// approved action runs.
+#[tokio::test]
+async fn a_resume_dropped_while_giving_its_claim_back_still_gives_it_back() {
+    let theatre = Theatre::default();
+    let gate = aip_connector_tests::hooked_store::Gate::default();
+    let store = Arc::new(HookedStore::before_release_resume({
+        let gate = gate.clone();
+        move |_| gate.hold()
+    }));
+    let host = flaky_host(theatre.clone(), store.clone());
+    let id = gated_refund(&host).await;
+    host.record_approval_decision(clerk_approves(&id), &clerk())
+        .await
+        .unwrap();
+
+    store.fail_reservations(true);
+    let resume = tokio::spawn({
+        let (host, id) = (host.clone(), id.clone());
+        async move { host.resume_approved(&id, &caller()).await }
+    });
+    gate.entered().await;
+    resume.abort();
+    assert!(resume.await.unwrap_err().is_cancelled());
+    gate.open();
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while host.approval(&id).await.unwrap().unwrap().resumed {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the dropped resume gave its claim back");
+
+    store.fail_reservations(false);
+    let resumed = host.resume_approved(&id, &caller()).await;
+    assert_eq!(resumed.status, ActionResultStatus::Completed, "{resumed:?}");
+    assert_eq!(theatre.executions.load(Ordering::SeqCst), 1);
+}
+
 #[tokio::test]
 async fn an_unreachable_approval_store_is_storage_unavailable_and_retryable() {
     let store = Arc::new(HookedStore::default());

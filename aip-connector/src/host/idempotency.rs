@@ -339,7 +339,7 @@ pub(super) async fn forget_unchanged(
         return Ok(false);
     }
     // A record read as this action's is deleted only if it still is: the store checks again.
-    host.store.forget_record(&key, &record.action_id).await
+    host.store.forget_record(&record).await
 }
 
 /// Whether the approval a stored `pending_approval` waits for closed without its action

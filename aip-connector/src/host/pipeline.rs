@@ -202,12 +202,65 @@ struct GiveBack<'a> {
     done: Option<&'a std::sync::atomic::AtomicBool>,
 }
 
-impl GiveBack<'_> {
-    async fn give_back(self, host: &HostInner) {
-        give_back_resume(host, &self.id).await;
-        if let Some(done) = self.done {
-            done.store(true, std::sync::atomic::Ordering::Relaxed);
+/// What a call that ended retryably still holds and returns: its claimed resume, given back
+/// first, then its key's reservation, released (see [`GiveBack`] for the order).
+///
+/// Returned by the settlement while its caller may give up on the call (a transport's timeout
+/// drops the call's future at whichever write it waits for). Dropped before both writes
+/// landed, it finishes them on a task of its own: a dropped call otherwise left the approved
+/// action claimed, so no retry could resume it, and its key held until its reservation expired.
+struct HoldReturn<'a> {
+    host: &'a Arc<HostInner>,
+    /// The claim to give back, until it is given back.
+    give_back: Option<Box<GiveBack<'a>>>,
+    /// The reservation to release, until it is released.
+    release: Option<Reservation>,
+}
+
+impl HoldReturn<'_> {
+    /// Gives the claim back, then releases the key. Each is forgotten only once written, so a
+    /// drop at either write leaves it to [`Drop`].
+    async fn run(mut self) {
+        if let Some(give_back) = &self.give_back {
+            give_back_resume(self.host, &give_back.id).await;
+            if let Some(done) = self.give_back.take().and_then(|g| g.done) {
+                done.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
         }
+        if let Some(reservation) = &self.release {
+            written(self.host.store.release(reservation).await);
+            self.release = None;
+        }
+    }
+}
+
+impl Drop for HoldReturn<'_> {
+    fn drop(&mut self) {
+        if self.give_back.is_none() && self.release.is_none() {
+            return;
+        }
+        let give_back = self.give_back.take().map(|g| g.id);
+        let release = self.release.take();
+        if tokio::runtime::Handle::try_current().is_err() {
+            // The key waits for its reservation's expiry; the claim stays taken.
+            tracing::warn!(
+                claimed_resume = give_back.is_some(),
+                reserved_key = release.is_some(),
+                "a call dropped outside a Tokio runtime could not return what it held"
+            );
+            return;
+        }
+        // A plain future, not another guard: a task dropped unpolled (its runtime shutting
+        // down) must not spawn again.
+        let host = Arc::clone(self.host);
+        crate::task::spawn_traced(async move {
+            if let Some(id) = give_back {
+                give_back_resume(&host, &id).await;
+            }
+            if let Some(reservation) = release {
+                written(host.store.release(&reservation).await);
+            }
+        });
     }
 }
 
@@ -2020,7 +2073,7 @@ impl<'a> Settlement<'a> {
         give_back: Option<Box<GiveBack<'a>>>,
         unattempted: bool,
     ) -> impl Future<Output = ActionResult> + Send + use<'a> {
-        let host: &'a HostInner = self.host;
+        let host: &'a Arc<HostInner> = self.host;
         let reservation = self.reservation.take();
         let retryable = result.error.as_ref().is_some_and(|e| e.is_retryable());
         // Boxed, so the boxed settlement stays on the allocator's fast path (see the test).
@@ -2047,16 +2100,34 @@ impl<'a> Settlement<'a> {
             let (Some(reservation), Some(mut record)) = (reservation, record) else {
                 return result;
             };
+            if !(retryable || unattempted) {
+                written(host.store.settle(&reservation, *record).await);
+                return result;
+            }
+            // Boxed: a rare step, kept out of every keyed call's settlement state. From here a
+            // dropped call still returns its claim and its key.
+            let mut hold = Box::new(HoldReturn {
+                host,
+                give_back,
+                release: Some(reservation),
+            });
             if retryable && !unattempted {
-                match host
-                    .store
-                    .count_attempt(&reservation.key, record.expires_at_ms, now)
-                    .await
-                {
+                let counted = host.store.count_attempt(
+                    &hold.release.as_ref().expect("held until released").key,
+                    record.expires_at_ms,
+                    now,
+                );
+                match counted.await {
                     Ok(attempts) if attempts >= max_attempts => {
+                        // A dead letter is the key's final result: stored, and the claim stays
+                        // taken (no retry may resume the action). Dropped while it is written,
+                        // the key is released: the next attempt ends in the dead letter again.
+                        hold.give_back = None;
                         record.result = dead_lettered(&result, attempts);
                         let dead_letter = record.result.clone();
-                        written(host.store.settle(&reservation, *record).await);
+                        let reservation = hold.release.as_ref().expect("held until released");
+                        written(host.store.settle(reservation, *record).await);
+                        hold.release = None;
                         return dead_letter;
                     }
                     Ok(_) => {}
@@ -2065,15 +2136,7 @@ impl<'a> Settlement<'a> {
                     }
                 }
             }
-            if retryable || unattempted {
-                if let Some(give_back) = give_back {
-                    // Boxed: a rare step, kept out of every keyed call's settlement state.
-                    Box::pin(give_back.give_back(host)).await;
-                }
-                written(host.store.release(&reservation).await);
-                return result;
-            }
-            written(host.store.settle(&reservation, *record).await);
+            Box::pin(hold.run()).await;
             result
         }
     }
@@ -3586,7 +3649,7 @@ fn operator_changed() -> ProtocolError {
 /// approval must let that attempt run too, instead of answering it "already resumed". A store
 /// that fails here leaves the approval reading as resumed: logged, as nothing else can be done.
 async fn follow_up(
-    host: &HostInner,
+    host: &Arc<HostInner>,
     caller: &TrustedContext,
     give_back: Option<&ApprovalId>,
     result: ActionResult,
@@ -3594,7 +3657,16 @@ async fn follow_up(
     let Some(id) = give_back else {
         return refresh_pending_replay(host, caller, result).await;
     };
-    give_back_resume(host, id).await;
+    HoldReturn {
+        host,
+        give_back: Some(Box::new(GiveBack {
+            id: id.clone(),
+            done: None,
+        })),
+        release: None,
+    }
+    .run()
+    .await;
     result
 }
 

@@ -472,12 +472,13 @@ impl IdempotencyStore for MemoryStore {
         Ok(())
     }
 
-    async fn forget_record(&self, key: &str, action_id: &ActionId) -> Result<bool, StoreError> {
+    async fn forget_record(&self, record: &IdempotencyRecord) -> Result<bool, StoreError> {
+        let key = record.key.as_str();
         let (hash, mut table) = self.families.idempotency.locate(key);
         let Ok(entry) = table.find_entry(hash, is_key(hash, key)) else {
             return Ok(false);
         };
-        if !matches!(&entry.get().entry, Held::Settled(record) if record.action_id == *action_id) {
+        if !matches!(&entry.get().entry, Held::Settled(stored) if **stored == *record) {
             return Ok(false);
         }
         let forgotten = entry.remove().0;

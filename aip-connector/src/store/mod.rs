@@ -226,17 +226,19 @@ pub trait IdempotencyStore: Send + Sync {
     /// otherwise).
     async fn release(&self, reservation: &Reservation) -> Result<(), StoreError>;
 
-    /// Deletes the settled record under `key` if it is `action_id`'s (live or expired), in one
-    /// atomic step, and says whether it did. A reservation, a record of another action and an
-    /// empty key are left as they are (`false`).
+    /// Deletes the settled record under `record.key` if it still equals `record` (live or
+    /// expired), in one atomic step, and says whether it did. A reservation, any other record
+    /// and an empty key are left as they are (`false`).
     ///
     /// The host forgets a stored result this way when it changed nothing and the key was one a
     /// projection derived, not one a caller chose
-    /// ([`Host::forget_unchanged`](crate::host::Host::forget_unchanged)): the same call then
-    /// runs again instead of replaying it. The action id makes the deletion safe however it
-    /// interleaves with other calls: once the record expired and another action claimed the
-    /// key (its reservation, or the record it settled), nothing of that action is deleted.
-    async fn forget_record(&self, key: &str, action_id: &ActionId) -> Result<bool, StoreError>;
+    /// ([`Host::forget_unchanged`](crate::host::Host::forget_unchanged)): it reads the record,
+    /// judges it, and passes it here, and the same call then runs again instead of replaying
+    /// it. Comparing the whole record makes the deletion safe however it interleaves with other
+    /// calls: once the record read expired and the key was claimed again (by another action,
+    /// or by a resend of the same one, which settles a record of the same action id), nothing
+    /// of that claim is deleted.
+    async fn forget_record(&self, record: &IdempotencyRecord) -> Result<bool, StoreError>;
 
     /// Extends the reservation; false if the key no longer holds its token. Only the token is
     /// checked: an expired reservation not yet taken over is extended too.

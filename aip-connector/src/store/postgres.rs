@@ -1088,12 +1088,12 @@ const REPLACE_WITH_RESERVATION: &str = "UPDATE idempotency_entries \
 /// What forgetting a record is called in errors.
 const FORGET: &str = "forget an idempotency record";
 
-/// Deletes `key`'s entry if, with its row locked, it is `action_id`'s settled record.
+/// Deletes `expected.key`'s entry if, with its row locked, it is still the settled `expected`.
 async fn forget_under_lock(
     transaction: &deadpool_postgres::Transaction<'_>,
-    key: &str,
-    action_id: &ActionId,
+    expected: &IdempotencyRecord,
 ) -> Result<bool, StoreError> {
+    let key = expected.key.as_str();
     let lock = transaction
         .prepare_cached(LOCK_ENTRY)
         .await
@@ -1102,7 +1102,7 @@ async fn forget_under_lock(
         return Ok(false);
     };
     match entry_from_row(&row)? {
-        KeyEntry::Settled(record) if record.action_id == *action_id => {
+        KeyEntry::Settled(stored) if *stored == *expected => {
             let delete = transaction
                 .prepare_cached("DELETE FROM idempotency_entries WHERE key = $1")
                 .await
@@ -1258,8 +1258,8 @@ impl IdempotencyStore for PostgresStore {
         .map(drop)
     }
 
-    async fn forget_record(&self, key: &str, action_id: &ActionId) -> Result<bool, StoreError> {
-        if unstorable(key) || unstorable(action_id.as_str()) {
+    async fn forget_record(&self, record: &IdempotencyRecord) -> Result<bool, StoreError> {
+        if unstorable(&record.key) || unstorable(record.action_id.as_str()) {
             return Ok(false);
         }
         // The entry is read under its row lock and compared here, then deleted in the same
@@ -1269,7 +1269,7 @@ impl IdempotencyStore for PostgresStore {
         // review; the memory and SQLite stores compare in Rust too).
         let mut client = self.client(FORGET).await?;
         let transaction = client.transaction().await.during(FORGET)?;
-        match forget_under_lock(&transaction, key, action_id).await {
+        match forget_under_lock(&transaction, record).await {
             Ok(forgotten) => {
                 transaction.commit().await.during(FORGET)?;
                 Ok(forgotten)

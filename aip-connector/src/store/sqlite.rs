@@ -650,17 +650,17 @@ impl IdempotencyStore for SqliteStore {
         .await
     }
 
-    async fn forget_record(&self, key: &str, action_id: &ActionId) -> Result<bool, StoreError> {
-        let key = key.to_owned();
-        let action_id = action_id.clone();
+    async fn forget_record(&self, record: &IdempotencyRecord) -> Result<bool, StoreError> {
+        let expected = record.clone();
         self.run("forget an idempotency record", move |connection| {
-            // The action id is inside the row's body: read and delete in one write
-            // transaction, so no other writer can settle or claim the key in between.
+            // The record is the row's body: read and delete in one write transaction, so no
+            // other writer can settle or claim the key in between.
             let transaction =
                 connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let key = expected.key.as_str();
             let owned = matches!(
-                select_entry(&transaction, &key)?,
-                Some(KeyEntry::Settled(record)) if record.action_id == action_id
+                select_entry(&transaction, key)?,
+                Some(KeyEntry::Settled(stored)) if *stored == expected
             );
             if owned {
                 execute_cached(
