@@ -898,7 +898,8 @@ fn several_capabilities() -> Value {
             "mode": "supported",
             "compensation_capability_id": "cap:shop:order:cancel",
             "compensation_window_ms": 3_600_000,
-            "requires_approval": false
+            // The cancel requires approval, so its undos must be gated.
+            "requires_approval": true
         }
     });
     let mut cancel = read_capability("cap:shop:order:cancel");

@@ -615,6 +615,7 @@ fn check_connector(
     }
     let mut issues = Vec::new();
     rules::compensation_targets(&manifest, &waivers, &mut issues);
+    rules::compensation_approval(&manifest, &mut issues);
     // The macro sees every handler of the block, so it knows whether a compensating capability
     // can read what it compensates (admission cannot).
     rules::compensating_handlers(
@@ -643,7 +644,7 @@ fn check_connector(
             );
             continue;
         };
-        // Both rules are about the compensation target: spanned on its name.
+        // Each rule here is about the compensation target: spanned on its name.
         let span = capability
             .compensation_target_span
             .unwrap_or(capability.attr_span);

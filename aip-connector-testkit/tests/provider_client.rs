@@ -634,6 +634,37 @@ async fn server_errors_are_temporary_unless_the_client_treats_them_as_uncertain(
     );
 }
 
+/// `send_json_optional` reads `404 Not Found`, and only that, as "not there".
+#[tokio::test]
+async fn an_optional_lookup_reads_only_not_found_as_absent() {
+    let (_double, handle, client) = setup().await;
+    let found: Option<Value> = client
+        .get("/bookings/b1")
+        .send_json_optional()
+        .await
+        .unwrap();
+    assert_eq!(found.expect("answered 200")["route"], "/bookings/b1");
+
+    handle.inject("/bookings/b1", Fault::status(404));
+    let absent = client
+        .get("/bookings/b1")
+        .send_json_optional::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(absent, None);
+
+    // Gone, failing, or refusing is not "not there": the caller could not tell.
+    for status in [410, 401, 500, 503] {
+        handle.inject("/bookings/b1", Fault::status(status));
+        let failure = client
+            .get("/bookings/b1")
+            .send_json_optional::<Value>()
+            .await
+            .unwrap_err();
+        assert_eq!(failure.remote_status, Some(status));
+    }
+}
+
 #[tokio::test]
 async fn client_errors_are_permanent_and_auth_errors_are_auth() {
     let (_double, handle, client) = setup().await;

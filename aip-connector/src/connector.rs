@@ -47,23 +47,16 @@ impl CapabilityDefinition {
     /// `pending_approval`) until an approval is granted: its contract requires approval, it sets
     /// the legacy `requires_human_approval`, or its risk is above `medium`.
     pub fn waits_for_approval(&self) -> bool {
-        approval_required(&self.capability, self.capability.contract.as_ref())
+        approval_required(&self.capability)
     }
 }
 
 /// Approval is needed when the contract says so, the legacy flag says so, or risk is above
-/// `medium` (the host's automatic-approval ceiling).
-pub(crate) fn approval_required(
-    capability: &aip_connector_core::model::Capability,
-    contract: Option<&aip_connector_core::model::CapabilityContract>,
-) -> bool {
-    contract
-        .and_then(|c| c.approval.as_ref())
-        .is_some_and(|a| a.required)
-        || capability.requires_human_approval == Some(true)
-        || capability
-            .risk
-            .is_some_and(|r| r > aip_connector_core::model::RiskLevel::Medium)
+/// `medium` (the host's automatic-approval ceiling). One predicate with the rule that checks a
+/// compensation's approval can reach its handler
+/// ([`approval_gated`](aip_connector_core::rules::approval_gated)).
+pub(crate) fn approval_required(capability: &aip_connector_core::model::Capability) -> bool {
+    aip_connector_core::rules::approval_gated(capability)
 }
 
 /// A connector's static description: identity, profiles and capabilities.

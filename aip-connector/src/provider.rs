@@ -788,11 +788,24 @@ impl ProviderRequest {
     }
 
     /// Adds a header to this call (not for credentials: use
-    /// [`bearer_auth`](Self::bearer_auth) or [`secret_header`](Self::secret_header)).
-    pub fn header(mut self, name: &str, value: &str) -> Self {
+    /// [`bearer_auth`](Self::bearer_auth) or [`secret_header`](Self::secret_header)). Names
+    /// and values are borrowed or owned strings alike; an invalid one fails the call when it is
+    /// sent.
+    ///
+    /// ```
+    /// # use aip_connector::provider::ProviderClient;
+    /// # let client = ProviderClient::builder("https://api.example.com").build().unwrap();
+    /// let event_id = "evt_7";
+    /// let request = client
+    ///     .post("/events")
+    ///     .header("x-operation-id", format!("create:{event_id}"))
+    ///     .header("x-source", "calendar");
+    /// # drop(request);
+    /// ```
+    pub fn header(mut self, name: impl AsRef<str>, value: impl AsRef<str>) -> Self {
         match (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_str(value),
+            HeaderName::from_bytes(name.as_ref().as_bytes()),
+            HeaderValue::from_str(value.as_ref()),
         ) {
             (Ok(name), Ok(value)) => {
                 self.headers.append(name, value);
@@ -857,6 +870,31 @@ impl ProviderRequest {
     /// Sends the request and decodes a 2xx body as `T`.
     pub async fn send_json<T: DeserializeOwned>(self) -> Result<T, ConnectorFailure> {
         self.send().await?.json()
+    }
+
+    /// Sends a lookup and decodes a 2xx body as `T`, or answers `Ok(None)` when the provider
+    /// answered `404 Not Found`: the one answer that says the thing looked up does not exist,
+    /// which a reconcile companion maps to `NotCommitted`. Every other failure stays an error
+    /// (a `410`, a `503`, a dropped connection), so a lookup that could not tell is never read
+    /// as "not there".
+    ///
+    /// ```no_run
+    /// # use aip_connector::provider::{ProviderClient, path_segment};
+    /// # async fn find(client: &ProviderClient, id: &str) -> Result<(), aip_connector::model::ConnectorFailure> {
+    /// let booking: Option<serde_json::Value> = client
+    ///     .get(&format!("/bookings/{}", path_segment(id)))
+    ///     .send_json_optional()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn send_json_optional<T: DeserializeOwned>(
+        self,
+    ) -> Result<Option<T>, ConnectorFailure> {
+        match self.send().await {
+            Ok(response) => response.json().map(Some),
+            Err(failure) if failure.remote_status == Some(404) => Ok(None),
+            Err(failure) => Err(failure),
+        }
     }
 
     /// Sends the request and ignores a 2xx body (for `204 No Content` and the like). The body is

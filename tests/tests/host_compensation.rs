@@ -989,18 +989,79 @@ fn a_host_refuses_a_compensating_capability_that_cannot_read_its_target() {
         .capability::<loose_undo>()
         .build()
         .unwrap();
+    assert_refused_with(
+        connector,
+        "implementation.compensation_target_unsupported",
+        "/capabilities/0/contract/compensation/compensation_capability_id",
+    );
+}
+
+/// Asserts a host refuses `connector` at admission with the single issue `code` at `path`.
+#[track_caller]
+fn assert_refused_with(connector: impl aip_connector::Connector, code: &str, path: &str) {
     let error = Host::builder().connector(connector).build().unwrap_err();
     let aip_connector::host::HostBuildError::Admission { report, .. } = error else {
         panic!("expected an admission failure, got {error:?}");
     };
-    assert_eq!(
-        report.codes(),
-        ["implementation.compensation_target_unsupported"],
-        "{report}"
-    );
-    assert_eq!(
-        report.issues[0].path,
-        "/capabilities/0/contract/compensation/compensation_capability_id"
+    assert_eq!(report.codes(), [code], "{report}");
+    assert_eq!(report.issues[0].path, path);
+}
+
+/// A write assembled from free capabilities whose undo requires approval, while the write does
+/// not gate its compensations: no approval could ever reach the undo's `Approval` parameter.
+#[capability(
+    id = "cap:loose:create",
+    risk = low,
+    side_effects = [write],
+    idempotency(required, scope = principal),
+    data(sensitivity = internal),
+    transaction(modes = [execute, compensate]),
+    compensation(supported, capability = "cap:loose:remove"),
+)]
+async fn loose_create(
+    request: RefundRequest,
+    _key: IdempotencyKey,
+    _checkpoint: Checkpoint,
+) -> Result<Refunded, ConnectorFailure> {
+    Ok(Refunded {
+        refunded_charge: None,
+        reason: request.reason,
+    })
+}
+
+/// The undo, approved under a policy no host applies to it.
+#[capability(
+    id = "cap:loose:remove",
+    risk = low,
+    side_effects = [delete],
+    idempotency(required, scope = principal),
+    data(sensitivity = internal),
+    approval(selector = role("admin"), evidence = [reason]),
+)]
+async fn loose_remove(
+    request: RefundRequest,
+    _key: IdempotencyKey,
+    _approval: Approval,
+    _compensation: Compensation,
+) -> Result<Refunded, ConnectorFailure> {
+    Ok(Refunded {
+        refunded_charge: None,
+        reason: request.reason,
+    })
+}
+
+/// The host refuses an undo whose approval can never reach it, as `#[connector]` does.
+#[test]
+fn a_host_refuses_an_undo_whose_approval_the_compensated_capability_never_asks_for() {
+    let connector = aip_connector::ConnectorBuilder::new("loose")
+        .capability::<loose_create>()
+        .capability::<loose_remove>()
+        .build()
+        .unwrap();
+    assert_refused_with(
+        connector,
+        "manifest.compensation.approval_ungated",
+        "/capabilities/0/contract/compensation/requires_approval",
     );
 }
 

@@ -10,7 +10,7 @@
 //! | C | 15–17 | bindings |
 //! | D | 18–27 | implementation claims against the support map |
 //! | E | 28 | projected names per profile |
-//! | F | SDK | only with [`AdmissionPolicy::sdk_rules`]: core validation, consistency, waivable lints (waivers from `/governance/contract_waivers`), compensation targets |
+//! | F | SDK | only with [`AdmissionPolicy::sdk_rules`]: core validation, consistency, waivable lints (waivers from `/governance/contract_waivers`), compensation targets and the approval of their undos |
 //!
 //! Inside a phase, issues follow manifest order, so a report is stable for a given manifest.
 //! Codes, paths, extra fields and messages of phases A–E are upstream's; the codes of the

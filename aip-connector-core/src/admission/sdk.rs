@@ -10,7 +10,7 @@ use crate::model::Manifest;
 use crate::rules;
 
 /// Reads the waivers, then runs core validation, consistency and the lints per capability, then
-/// checks compensation targets across the manifest.
+/// checks compensation targets and the approval of their undos across the manifest.
 pub(super) fn check(manifest: &Manifest, out: &mut Vec<Issue>) {
     let waivers = rules::waivers_from_manifest(manifest, out);
     for (index, capability) in manifest.capabilities.iter().enumerate() {
@@ -20,4 +20,5 @@ pub(super) fn check(manifest: &Manifest, out: &mut Vec<Issue>) {
         rules::lints(capability, &waivers, &base, out);
     }
     rules::compensation_targets(manifest, &waivers, out);
+    rules::compensation_approval(manifest, out);
 }

@@ -359,6 +359,12 @@ pub const RULES: &[RuleInfo] = &[
         true,
         "Name a capability of this connector, or waive `manifest.compensation.capability_unknown` with a reason saying where the external compensating capability lives.",
     ),
+    rule(
+        MANIFEST_COMPENSATION_APPROVAL_UNGATED,
+        "the compensating capability requires approval, but the compensated capability does not gate its compensations",
+        false,
+        "Declare `compensation(requires_approval)` on the compensated capability (its `approval(...)` section, if any, then names the approvers of the undo; mirror it on the compensating capability), so the host approves every undo and hands the compensating handler its `Approval`.",
+    ),
     // Waivers.
     rule(
         MANIFEST_WAIVER_MALFORMED,

@@ -154,6 +154,10 @@ pub const IMPLEMENTATION_COMPENSATION_TARGET_UNSUPPORTED: &str =
 /// A compensation capability id names no capability of the manifest.
 pub const MANIFEST_COMPENSATION_CAPABILITY_UNKNOWN: &str =
     "manifest.compensation.capability_unknown";
+/// The compensating capability requires approval, but the compensated capability's contract does
+/// not gate its compensations: the host approves an undo under the compensated capability's
+/// contract only, so the compensating handler would never receive an approval.
+pub const MANIFEST_COMPENSATION_APPROVAL_UNGATED: &str = "manifest.compensation.approval_ungated";
 
 // --- Published waivers (`/governance/contract_waivers`) ---
 

@@ -41,7 +41,10 @@ pub use core_validation::core_validation;
 pub use implementation::{implementation_claims, implementation_contradictions};
 pub use invariants::contract_invariants;
 pub use lints::lints;
-pub use waivers::{compensating_handlers, compensation_targets, waivers_from_manifest};
+pub use waivers::{
+    approval_gated, compensating_handlers, compensation_approval, compensation_targets,
+    gates_compensations, waivers_from_manifest,
+};
 
 use crate::ids::CapabilityId;
 use crate::issue::Issue;

@@ -1,4 +1,5 @@
-//! Connector-level rules: compensation targets and the handlers behind them, and the waivers a
+//! Connector-level rules: compensation targets, the handlers behind them and the approval of
+//! an undo, and the waivers a
 //! manifest publishes under `/governance/contract_waivers` so that every exemption from a lint is
 //! visible to callers.
 
@@ -9,7 +10,7 @@ use super::codes::*;
 use super::{Reporter, Waiver, is_waived, own_issue};
 use crate::ids::CapabilityId;
 use crate::issue::Issue;
-use crate::model::{Capability, Manifest};
+use crate::model::{Capability, Manifest, RiskLevel};
 
 /// Where a manifest publishes its waivers, as a JSON Pointer.
 const WAIVERS_POINTER: &str = "/governance/contract_waivers";
@@ -82,6 +83,68 @@ pub fn compensating_handlers(
             ),
         );
     }
+}
+
+/// A compensating capability that requires approval can only run where the host approves its
+/// undo: a `compensate` action names the compensated capability and passes the approval gate
+/// under that capability's contract, never the compensating one's (docs/host-runtime.md §6.8).
+/// When that contract does not gate it (no approval required, risk `medium` or lower, no
+/// `requires_human_approval`, no `compensation(requires_approval)`), no approval ever reaches the
+/// compensating handler, whose `Approval` parameter then refuses every undo with
+/// `approval.required` (found by an author trial: the `delete` lint asks for the approval, and
+/// only the conformance suite noticed). A target that is not in the manifest is left to
+/// [`compensation_targets`].
+pub fn compensation_approval(manifest: &Manifest, out: &mut Vec<Issue>) {
+    for (i, capability) in manifest.capabilities.iter().enumerate() {
+        let Some(target) =
+            compensation_target(capability).filter(|target| **target != capability.id)
+        else {
+            continue;
+        };
+        let Some(compensating) = manifest.capability(target.as_str()) else {
+            continue;
+        };
+        let target_requires_approval = compensating
+            .contract
+            .as_ref()
+            .and_then(|contract| contract.approval.as_ref())
+            .is_some_and(|approval| approval.required);
+        if !target_requires_approval || gates_compensations(capability) {
+            continue;
+        }
+        let base = format!("/capabilities/{i}");
+        Reporter::new(capability, &base, out).own(
+            MANIFEST_COMPENSATION_APPROVAL_UNGATED,
+            "/contract/compensation/requires_approval",
+            &format!(
+                "compensation capability `{target}` requires approval, but `{}` does not gate its compensations: the host approves an undo under the compensated capability's contract, so `{target}` would never receive an approval and every compensation would fail with `approval.required`",
+                capability.id
+            ),
+        );
+    }
+}
+
+/// Whether the host's approval gate (stage 10) applies to a call of `capability`: its contract
+/// requires approval, it asks for a human, or its risk is above `medium`.
+pub fn approval_gated(capability: &Capability) -> bool {
+    capability
+        .contract
+        .as_ref()
+        .and_then(|contract| contract.approval.as_ref())
+        .is_some_and(|approval| approval.required)
+        || capability.requires_human_approval == Some(true)
+        || capability.risk.is_some_and(|risk| risk > RiskLevel::Medium)
+}
+
+/// Whether the host's approval gate applies to a `compensate` of `capability`: every call of it
+/// is gated, or its contract says `compensation(requires_approval)`.
+pub fn gates_compensations(capability: &Capability) -> bool {
+    approval_gated(capability)
+        || capability
+            .contract
+            .as_ref()
+            .and_then(|contract| contract.compensation.as_ref())
+            .is_some_and(|compensation| compensation.requires_approval)
 }
 
 /// The valid waivers published at `/governance/contract_waivers`. Each malformed or invalid entry

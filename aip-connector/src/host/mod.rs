@@ -400,7 +400,7 @@ fn warn_nobody_can_approve(manifests: &[Arc<AdmittedManifest>]) {
         .iter()
         .flat_map(|admitted| admitted.manifest().capabilities.iter())
         .filter(|capability| capability.is_callable())
-        .filter(|capability| approval_required(capability, capability.contract.as_ref()))
+        .filter(|capability| approval_required(capability))
     {
         tracing::warn!(
             capability = %capability.id,

@@ -725,7 +725,7 @@ async fn execute(
         // Admission still checks that the transaction is the caller's tenant's, of this
         // capability, with a checkpointed operation.
         && mode != Some(TransactionMode::Reconcile)
-        && (approval_required(capability, contract)
+        && (approval_required(capability)
             || (mode == Some(TransactionMode::Compensate)
                 && contract
                     .and_then(|c| c.compensation.as_ref())
@@ -1105,7 +1105,7 @@ async fn preview(call: &Call<'_>, contract: &CapabilityContract) -> ActionResult
         }
         Err(error) => return failure::failed(&action.id, error),
     };
-    let required = approval_required(call.capability, Some(contract));
+    let required = approval_required(call.capability);
     transaction::preview(
         call.host,
         action,

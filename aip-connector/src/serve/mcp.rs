@@ -41,10 +41,9 @@ pub use super::CancellationToken;
 use aip_connector_core::admission::AdmittedManifest;
 use aip_connector_core::ids::{ActionId, ApprovalId, CapabilityId};
 use aip_connector_core::model::{
-    Action, ActionResult, ActionResultStatus, ActionTransaction, Binding, Capability,
-    CapabilityContract, Envelope, ErrorCategory, IdempotencyRequirement, ORIGINAL_OUTPUT,
-    ProtocolError, RetrySafety, RiskLevel, SideEffect, StreamChunk, StreamChunkKind,
-    TransactionMode, unmark_idempotent_replay,
+    Action, ActionResult, ActionResultStatus, ActionTransaction, Binding, Capability, Envelope,
+    ErrorCategory, IdempotencyRequirement, ORIGINAL_OUTPUT, ProtocolError, RetrySafety, SideEffect,
+    StreamChunk, StreamChunkKind, TransactionMode, unmark_idempotent_replay,
 };
 use aip_connector_core::naming::stable_profile_name;
 use axum::Router;
@@ -1545,7 +1544,7 @@ fn project_capability(
         key_required,
         execute_transaction,
         strip_replay_marker,
-        gated: approval_required(capability, contract),
+        gated: crate::connector::approval_required(capability),
         approval_policy: contract
             .and_then(|contract| contract.approval.as_ref())
             .and_then(|policy| serde_json::to_value(policy).ok()),
@@ -1731,14 +1730,6 @@ pub fn tool_annotations(capability: &Capability) -> ToolAnnotations {
 pub use aip_connector_core::ids::profiles::MCP_DESTRUCTIVE_KEY;
 
 /// Whether the host gates every call of the capability behind an approval (stage 10).
-fn approval_required(capability: &Capability, contract: Option<&CapabilityContract>) -> bool {
-    contract
-        .and_then(|c| c.approval.as_ref())
-        .is_some_and(|a| a.required)
-        || capability.requires_human_approval == Some(true)
-        || capability.risk.is_some_and(|risk| risk > RiskLevel::Medium)
-}
-
 fn tool_meta(capability: &Capability) -> MetaObject {
     let contract = capability.contract.as_ref();
     let mut meta = MetaObject::new();
@@ -1755,7 +1746,7 @@ fn tool_meta(capability: &Capability) -> MetaObject {
     }
     meta.insert(
         meta::APPROVAL_REQUIRED.to_owned(),
-        json!(approval_required(capability, contract)),
+        json!(crate::connector::approval_required(capability)),
     );
     if call_mode(capability) == Some(CallMode::Streamed) {
         meta.insert(meta::STREAMING.to_owned(), Value::Bool(true));
@@ -2015,8 +2006,9 @@ fn without_nulls(value: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use aip_connector_core::model::{
-        CapabilityKind, DataContract, DataSensitivity, ExecutionContract, ExpectedCompletionMode,
-        IdempotencyCollisionBehavior, IdempotencyContract, IdempotencyKeyScope,
+        CapabilityContract, CapabilityKind, DataContract, DataSensitivity, ExecutionContract,
+        ExpectedCompletionMode, IdempotencyCollisionBehavior, IdempotencyContract,
+        IdempotencyKeyScope,
     };
 
     use super::*;

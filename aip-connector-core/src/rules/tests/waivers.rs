@@ -1,4 +1,4 @@
-//! Connector-level rules: compensation targets and published waivers.
+//! Connector-level rules: compensation targets, the approval of an undo, and published waivers.
 
 use serde_json::json;
 
@@ -6,7 +6,9 @@ use super::fixtures::*;
 use crate::ids::CapabilityId;
 use crate::model::{Manifest, Principal, PrincipalKind};
 use crate::rules::codes::*;
-use crate::rules::{compensating_handlers, compensation_targets, waivers_from_manifest};
+use crate::rules::{
+    compensating_handlers, compensation_approval, compensation_targets, waivers_from_manifest,
+};
 
 /// A manifest holding the enterprise and financial fixtures, plus `extra`.
 fn manifest_with(extra: Vec<crate::model::Capability>) -> Manifest {
@@ -102,6 +104,87 @@ fn compensating_handlers_leave_unknown_and_self_targets_to_their_rules() {
     let mut manifest = manifest_with(Vec::new());
     manifest.capabilities[1] = governed_financial_capability(FINANCIAL_ID);
     compensating_handlers(&manifest, |_| Some(false), &mut issues);
+    assert_clean(&issues);
+}
+
+/// A refund capability whose contract requires approval.
+fn refund_requiring_approval() -> crate::model::Capability {
+    let mut refund = capability(REFUND_ID, "refund");
+    refund.contract = Some(capability_contract(&[crate::model::SideEffect::Financial]));
+    refund.contract.as_mut().unwrap().approval = Some(crate::model::ApprovalPolicy {
+        required: true,
+        ..crate::model::ApprovalPolicy::default()
+    });
+    refund
+}
+
+#[test]
+fn an_undo_requiring_approval_needs_a_compensated_capability_that_gates_it() {
+    // The payment neither requires approval nor gates its compensations: no approval can reach
+    // the refund's handler.
+    let ungated = |contract: &mut crate::model::CapabilityContract| {
+        contract.approval = None;
+        contract.compensation.as_mut().unwrap().requires_approval = false;
+    };
+    let mut payment = financial_with(ungated);
+    payment.risk = Some(crate::model::RiskLevel::Medium);
+    let manifest = manifest_with(vec![refund_requiring_approval()]);
+    let manifest = Manifest {
+        capabilities: vec![
+            manifest.capabilities[0].clone(),
+            payment.clone(),
+            manifest.capabilities[2].clone(),
+        ],
+        ..manifest
+    };
+    let mut issues = Vec::new();
+    compensation_approval(&manifest, &mut issues);
+    assert_single(
+        &issues,
+        MANIFEST_COMPENSATION_APPROVAL_UNGATED,
+        "/capabilities/1/contract/compensation/requires_approval",
+        &payment,
+    );
+    assert!(issues[0].message.starts_with(
+        "compensation capability `cap:test:refund` requires approval, but `cap:test:payment` does not gate its compensations: "
+    ), "{}", issues[0].message);
+
+    // Any gate the host applies to a compensate of the payment passes: its own approval,
+    // `compensation(requires_approval)`, risk above medium, or `requires_human_approval`.
+    let gated: [fn(&mut crate::model::Capability); 4] = [
+        |c| {
+            c.contract.as_mut().unwrap().approval = Some(crate::model::ApprovalPolicy {
+                required: true,
+                ..crate::model::ApprovalPolicy::default()
+            })
+        },
+        |c| {
+            c.contract
+                .as_mut()
+                .unwrap()
+                .compensation
+                .as_mut()
+                .unwrap()
+                .requires_approval = true
+        },
+        |c| c.risk = Some(crate::model::RiskLevel::High),
+        |c| c.requires_human_approval = Some(true),
+    ];
+    for gate in gated {
+        let mut fixed = manifest.clone();
+        gate(&mut fixed.capabilities[1]);
+        let mut issues = Vec::new();
+        compensation_approval(&fixed, &mut issues);
+        assert_clean(&issues);
+    }
+
+    // A refund that needs no approval needs no gate; a target outside the manifest is left to
+    // `manifest.compensation.capability_unknown`.
+    let mut fixed = manifest.clone();
+    fixed.capabilities[2] = capability(REFUND_ID, "refund");
+    let mut issues = Vec::new();
+    compensation_approval(&fixed, &mut issues);
+    compensation_approval(&manifest_with(Vec::new()), &mut issues);
     assert_clean(&issues);
 }
 
