@@ -51,7 +51,8 @@ use aip_connector::ids::{ActionId, ApprovalId};
 use aip_connector::invocation::BoxFuture;
 use aip_connector::model::{
     Action, ActionMode, ActionResult, ActionResultStatus, ApprovalDecision, ApprovalDecisionKind,
-    Capability, ConnectorFailure, Principal, PrincipalKind, ProtocolError,
+    Capability, ConnectorFailure, EvidenceArtifact, EvidenceRequirement, Principal, PrincipalKind,
+    ProtocolError,
 };
 use aip_connector::store::{MemoryStore, SharedStore};
 
@@ -216,8 +217,24 @@ impl TestHost {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Records `approver`'s approval of `approval_id` (with the reason
-    /// [`TEST_DECISION_REASON`]), authenticated as [`caller(approver)`](Self::caller).
+    /// Records `approver`'s approval of `approval_id`, authenticated as
+    /// [`caller(approver)`](Self::caller), with the evidence the approval's policy requires (its
+    /// `evidence_requirements`, read from the approval record):
+    ///
+    /// - `reason`: the decision's reason, [`TEST_DECISION_REASON`] (every decision carries it);
+    /// - `input_snapshot`: an artifact whose `hash` is the record's `input_hash`, the fingerprint
+    ///   of the gated action the host matches a re-submission against, so it names exactly the
+    ///   input approved; `redacted` is set when the record kept no input (a redacted capability);
+    /// - `policy_decision`: an artifact whose `hash` is the record's `policy_hash`, the policy
+    ///   snapshot the decision is checked against;
+    /// - `external_ticket`, `attachment`: an artifact of that kind, without `uri` or `hash` (a
+    ///   test has no ticket system or file to point at).
+    ///
+    /// Each artifact's id is `<decision_id>/<kind>`. The host accepts an artifact by its `kind`
+    /// (a non-blank id and kind; it compares no hash), so these are what a real approver's
+    /// client would send, not a bypass; no artifact is sent for a kind the policy does not
+    /// require. To test a decision that lacks evidence (`policy.approval_evidence_missing`),
+    /// send your own [`ApprovalDecision`] through [`host()`](Self::host)`.record_approval_decision`.
     ///
     /// Every call is a new decision with its own `decision_id` (`decision-<approver>-<n>`,
     /// numbered per test host), never a resend of an earlier one: an approver may approve and
@@ -230,15 +247,24 @@ impl TestHost {
         approval_id: &ApprovalId,
         approver: &str,
     ) -> Result<ApprovalRecord, ProtocolError> {
-        let decision = ApprovalDecision::approve(
+        let decision_id = self.next_decision_id(approver);
+        let mut decision = ApprovalDecision::approve(
             approval_id.clone(),
             Principal::new(approver, PrincipalKind::Human),
-        );
+        )
+        .with_decision_id(decision_id.as_str());
+        // Read from the store, not through `Host::approval`, which would settle a lapsed request
+        // as expired first and change what the host answers this decision. Without a record
+        // there is nothing to evidence; the host answers why (not found).
+        if let Some(record) = self.store.approval(approval_id).await.ok().flatten() {
+            decision.evidence = required_evidence(&record, &decision_id);
+        }
         self.decide(decision, approver).await
     }
 
     /// Records `approver`'s denial of `approval_id`, as [`approve`](Self::approve) does (a new
-    /// decision with its own id).
+    /// decision with its own id and the reason [`TEST_DECISION_REASON`]; a denial needs no other
+    /// evidence).
     pub async fn deny(
         &self,
         approval_id: &ApprovalId,
@@ -247,7 +273,8 @@ impl TestHost {
         let decision = ApprovalDecision::deny(
             approval_id.clone(),
             Principal::new(approver, PrincipalKind::Human),
-        );
+        )
+        .with_decision_id(self.next_decision_id(approver));
         self.decide(decision, approver).await
     }
 
@@ -267,18 +294,23 @@ impl TestHost {
             Principal::new(approver, PrincipalKind::Human),
         );
         decision.target_decision_id = Some(target_decision_id.to_owned());
+        let decision = decision.with_decision_id(self.next_decision_id(approver));
         self.decide(decision, approver).await
     }
 
+    /// A decision id no decision of this host (or its clones) used before.
+    fn next_decision_id(&self, approver: &str) -> String {
+        let n = self.decisions.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("decision-{approver}-{n}")
+    }
+
+    /// Sends `decision`, with the reason [`TEST_DECISION_REASON`], as `approver`.
     async fn decide(
         &self,
         decision: ApprovalDecision,
         approver: &str,
     ) -> Result<ApprovalRecord, ProtocolError> {
-        let n = self.decisions.fetch_add(1, Ordering::Relaxed) + 1;
-        let decision = decision
-            .with_reason(TEST_DECISION_REASON)
-            .with_decision_id(format!("decision-{approver}-{n}"));
+        let decision = decision.with_reason(TEST_DECISION_REASON);
         self.host
             .record_approval_decision(decision, &self.caller(approver))
             .await
@@ -549,6 +581,41 @@ impl TestHostBuilder {
             streamed: Arc::default(),
         })
     }
+}
+
+/// One artifact for every evidence kind but `reason` (the decision's own reason meets it) that
+/// the policy of `record` requires, as [`TestHost::approve`] documents: the host accepts an
+/// artifact whose `kind` is the requirement's wire name, so the hashes are there for what a
+/// test reads back from the stored decision, naming what was approved.
+fn required_evidence(record: &ApprovalRecord, decision_id: &str) -> Vec<EvidenceArtifact> {
+    let mut artifacts: Vec<EvidenceArtifact> = Vec::new();
+    for requirement in &record.policy.evidence_requirements {
+        let (kind, hash, redacted) = match requirement {
+            EvidenceRequirement::Reason => continue,
+            EvidenceRequirement::InputSnapshot => (
+                "input_snapshot",
+                Some(record.input_hash.clone()),
+                !record.input_retained,
+            ),
+            EvidenceRequirement::PolicyDecision => {
+                ("policy_decision", Some(record.policy_hash.clone()), false)
+            }
+            EvidenceRequirement::ExternalTicket => ("external_ticket", None, false),
+            EvidenceRequirement::Attachment => ("attachment", None, false),
+        };
+        // A policy that names a kind twice needs it once.
+        if artifacts.iter().any(|artifact| artifact.kind == kind) {
+            continue;
+        }
+        artifacts.push(EvidenceArtifact {
+            id: format!("{decision_id}/{kind}"),
+            kind: kind.to_owned(),
+            uri: None,
+            hash,
+            redacted,
+        });
+    }
+    artifacts
 }
 
 /// Hands every call `credential`, issued by `issuer` when the test names one, else by the first

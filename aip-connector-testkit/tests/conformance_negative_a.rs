@@ -457,6 +457,117 @@ fn an_input_value_in_a_stored_cursor_is_caught_by_sensitive_fields_redacted_only
     );
 }
 
+// ---- A plan preview that echoes personal data -------------------------------------------------
+
+#[derive(Deserialize, JsonSchema)]
+struct Hold {
+    /// The slot to hold.
+    slot_id: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Held {
+    /// The provider's operation for the hold.
+    hold_id: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct HoldPreview {
+    /// The slot the hold would take: the input, echoed.
+    slot_id: String,
+    /// Whether the slot is free.
+    free: bool,
+}
+
+/// Holds a slot of a patient's calendar: the input is personal data, and its `validate`
+/// companion echoes it in the plan's preview, which the host stores as returned (an author
+/// trial's calendar connector did this, and the failure named no place to look).
+#[derive(Clone)]
+struct EchoingPreview {
+    client: ProviderClient,
+}
+
+#[connector(id = "slot-holds")]
+impl EchoingPreview {
+    /// Hold a calendar slot for a patient.
+    #[capability(
+        id = "cap:slot-holds:hold",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = confidential, pii),
+        transaction(modes = [plan, commit], fidelity = downstream_validation),
+        validate = Self::preview,
+        examples = [r#"{"slot_id": "slot-2024-05-01-0900"}"#],
+    )]
+    async fn hold(
+        &self,
+        hold: Hold,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Held, ConnectorFailure> {
+        let operation = ProviderOperationRef {
+            provider: "calendar".to_owned(),
+            operation_id: format!("op-{}", key.for_provider()),
+            request_id: None,
+        };
+        checkpoint.record(operation.clone(), None).await?;
+        let _: Value = self
+            .client
+            .post("/holds")
+            .idempotency(&key)
+            .header(OPERATION_ID_HEADER, &operation.operation_id)
+            .provider_operation(operation.clone())
+            .json(&json!({ "slot_id": hold.slot_id }))
+            .send_json()
+            .await?;
+        Ok(Held {
+            hold_id: operation.operation_id,
+        })
+    }
+
+    /// The lie: the preview quotes the slot it was given.
+    async fn preview(&self, hold: Hold) -> Result<HoldPreview, ConnectorFailure> {
+        Ok(HoldPreview {
+            slot_id: hold.slot_id,
+            free: true,
+        })
+    }
+}
+
+#[test]
+fn an_input_value_in_a_plan_preview_is_located_by_its_json_pointer() {
+    let report = ConformanceSuite::new(|env| EchoingPreview {
+        client: client(env.provider_url()),
+    })
+    .run();
+    eprintln!("{report}");
+    let check = report
+        .check(&Scenario::AuditRedaction.check_name())
+        .unwrap();
+    assert_eq!(
+        failing(check),
+        ["sensitive_fields_redacted"],
+        "{}",
+        check.detail
+    );
+    assert!(
+        check.detail.contains(
+            r#"its transaction view quotes its input values: "slot-2024-05-01-0900" at /plan/metadata/connector_validation/slot_id"#
+        ),
+        "{}",
+        check.detail
+    );
+    assert!(
+        check
+            .detail
+            .contains("output of the capability's `validate` companion")
+            && check.detail.contains("do not echo input values in it"),
+        "{}",
+        check.detail
+    );
+}
+
 #[test]
 fn a_secret_in_a_log_line_is_caught_by_raw_secret_absent_only() {
     let report = keyed(Lie::LogsSecret).run();

@@ -1016,6 +1016,115 @@ impl Undoer {
     }
 }
 
+/// A reversible ledger entry whose reversal alone requires approval, found by an author trial
+/// (a calendar whose cancellation of a booking required a calendar admin): the reversal is
+/// compensation-only, so no action names it and its own policy is never applied; the entry it
+/// reverses requires none, so a compensation reaches the reversal unapproved and its
+/// `Approval` parameter refuses it before its body runs.
+struct ApprovedUndo {
+    client: ProviderClient,
+}
+
+#[connector(id = "approved-undo")]
+impl ApprovedUndo {
+    /// Post a ledger entry, reversible for a day.
+    #[capability(
+        id = "cap:approved-undo:post",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        transaction(modes = [execute, compensate]),
+        compensation(supported, capability = "cap:approved-undo:reverse", window_ms = 86_400_000),
+        examples = [r#"{"amount_cents": 1200}"#],
+    )]
+    async fn post(
+        &self,
+        transfer: Transfer,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Moved, ConnectorFailure> {
+        post_entry(&self.client, transfer, key, checkpoint).await
+    }
+
+    /// Reverse an entry once a ledger admin approves: the compensation of `post`.
+    #[capability(
+        id = "cap:approved-undo:reverse",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        approval(selector = role("ledger-admin"), evidence = [reason]),
+        examples = [r#"{"reason": "posted twice"}"#],
+    )]
+    async fn reverse(
+        &self,
+        reversal: Reversal,
+        key: IdempotencyKey,
+        target: Compensation,
+        _approval: Approval,
+    ) -> Result<Reversed, ConnectorFailure> {
+        let entry = target
+            .output
+            .as_ref()
+            .and_then(|o| o.get("operation_id"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        self.client
+            .delete(&format!("/entries/{}", path_segment(&entry)))
+            .idempotency(&key)
+            .json(&json!({ "reason": reversal.reason }))
+            .send_json::<Value>()
+            .await?;
+        Ok(Reversed { reversed: true })
+    }
+}
+
+#[test]
+fn approval_on_a_compensation_only_capability_is_explained_and_its_refused_call_is_no_run() {
+    let report = ConformanceSuite::new(|env| ApprovedUndo {
+        client: client(env),
+    })
+    .run();
+    eprintln!("{report}");
+
+    // Nothing can be approved, and the note says why: not a missing example.
+    let approval = &report
+        .check(&Scenario::ApprovalLifecycle.check_name())
+        .unwrap()
+        .detail;
+    assert!(
+        approval.contains(
+            "nothing can be approved: the only capabilities that require approval (`cap:approved-undo:reverse`) are compensation-only"
+        ) && approval.contains("a compensation is approved under the contract of `cap:approved-undo:post`"),
+        "{approval}"
+    );
+    assert!(
+        !approval.contains("declares an example input")
+            && !approval.contains("hint: the suite invokes"),
+        "{approval}"
+    );
+
+    // The unapproved compensation reached the reversal, whose `Approval` parameter refused it:
+    // its handler did not run.
+    let transaction = report
+        .check(&Scenario::TransactionLifecycle.check_name())
+        .unwrap();
+    assert_eq!(
+        transaction.assertions.get("compensation_governed"),
+        Some(&false),
+        "{report}"
+    );
+    assert!(
+        transaction.detail.contains(
+            "`cap:approved-undo:reverse` ran 0 time(s) (1 call(s) refused by its `Approval` parameter, before the handler's body ran: it carried no verified approval, `approval.required`)"
+        ),
+        "{}",
+        transaction.detail
+    );
+}
+
 fn compensation_check(undo: Undo) -> String {
     let report = ConformanceSuite::new(move |env| Undoer {
         client: client(env),

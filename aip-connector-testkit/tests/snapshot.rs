@@ -400,20 +400,51 @@ fn approval_no_longer_required_is_weaker() {
         &[(ChangeKind::ApprovalWeakened, Breaking)],
     );
     assert_eq!(diff.changes()[0].path, "/contract/approval/required");
-    assert_changes(
+    // The removed policy reads as "not required", reported alone: its reason, evidence and
+    // TTL compared with the defaults would describe a policy no caller waits for.
+    let removed = assert_changes(
         |m| {
             contract(m, PAY).as_object_mut().unwrap().remove("approval");
         },
-        // The removed policy reads as the default one: not required, no reason, no TTL, no
-        // evidence.
-        &[
-            (ChangeKind::ApprovalWeakened, Breaking),
-            (ChangeKind::Documentation, Compatible),
-            (ChangeKind::ApprovalWeakened, Breaking),
-            (ChangeKind::ApprovalWeakened, Breaking),
-            (ChangeKind::ApprovalWeakened, Breaking),
-            (ChangeKind::ApprovalChanged, Breaking),
-        ],
+        &[(ChangeKind::ApprovalWeakened, Breaking)],
+    );
+    assert_eq!(removed.changes()[0].path, "/contract/approval/required");
+}
+
+/// Found by an author trial: removing `approval(selector = role("calendar-admin"), evidence =
+/// [reason])` also reported `approver_selector changed: {"type":"role",…} → {"type":"tenant_policy"}`,
+/// the removed section's fields compared with the defaults an absent section reads as.
+#[test]
+fn a_removed_approval_section_reports_its_removal_alone() {
+    let diff = diff_between(
+        |m| {
+            contract(m, PAY)["approval"]["approver_selector"] =
+                json!({"type": "role", "name": "calendar-admin"});
+            contract(m, PAY)["approval"]["evidence_requirements"] = json!(["reason"]);
+        },
+        |m| {
+            contract(m, PAY).as_object_mut().unwrap().remove("approval");
+        },
+    );
+    assert_eq!(
+        kinds(&diff),
+        [(ChangeKind::ApprovalWeakened, Breaking)],
+        "{diff}"
+    );
+    let text = diff.to_string();
+    assert!(text.contains("approval no longer required"), "{text}");
+    assert!(
+        !text.contains("approver_selector") && !text.contains("evidence"),
+        "{text}"
+    );
+    // A policy still required keeps its field-level changes.
+    let selector = diff_after(|m| {
+        contract(m, PAY)["approval"]["approver_selector"] =
+            json!({"type": "role", "name": "calendar-admin"});
+    });
+    assert!(
+        selector.to_string().contains("approver_selector"),
+        "{selector}"
     );
 }
 

@@ -10,7 +10,7 @@ use aip_connector::ids::ApprovalId;
 use aip_connector::model::{Action, ActionResultStatus, ApprovalDecisionKind, StreamChunkKind};
 use aip_connector::prelude::*;
 use aip_connector::store::{ApprovalStatus, MemoryStore, SharedStore};
-use aip_connector_testkit::{TEST_CREDENTIAL_SECRET, TEST_TENANT, TestHost};
+use aip_connector_testkit::{TEST_CREDENTIAL_SECRET, TEST_DECISION_REASON, TEST_TENANT, TestHost};
 use serde_json::json;
 
 #[derive(Deserialize, JsonSchema)]
@@ -203,6 +203,63 @@ impl Privacy {
     }
 }
 
+#[derive(Deserialize, JsonSchema)]
+struct Slot {
+    slot_id: String,
+}
+
+/// A connector whose approvals require every kind of evidence, found by an author trial: the
+/// test host's approvals carried a reason only, and a policy that also required an input
+/// snapshot refused them (`policy.approval_evidence_missing`).
+#[derive(Clone, Default)]
+struct Calendar {
+    bookings: Arc<AtomicUsize>,
+}
+
+#[connector(id = "calendar")]
+impl Calendar {
+    /// Books a slot after a calendar admin approves, with every kind of evidence.
+    #[capability(
+        risk = high,
+        side_effects = [write],
+        idempotency(required),
+        data(sensitivity = internal),
+        approval(selector = role("calendar-admin"), evidence = [reason, input_snapshot, policy_decision, external_ticket, attachment]),
+    )]
+    async fn book(
+        &self,
+        slot: Slot,
+        _key: IdempotencyKey,
+        _approval: Approval,
+    ) -> Result<Paid, ConnectorFailure> {
+        self.bookings.fetch_add(1, Ordering::SeqCst);
+        Ok(Paid {
+            payment_id: format!("booked-{}", slot.slot_id.len()),
+        })
+    }
+
+    /// Books a patient's slot: the input is personal data, so the approval record keeps only
+    /// its hash.
+    #[capability(
+        risk = high,
+        side_effects = [write],
+        idempotency(required),
+        data(sensitivity = internal, pii),
+        approval(selector = role("calendar-admin"), evidence = [reason, input_snapshot]),
+    )]
+    async fn book_patient(
+        &self,
+        slot: Slot,
+        _key: IdempotencyKey,
+        _approval: Approval,
+    ) -> Result<Paid, ConnectorFailure> {
+        self.bookings.fetch_add(1, Ordering::SeqCst);
+        Ok(Paid {
+            payment_id: format!("booked-patient-{}", slot.slot_id.len()),
+        })
+    }
+}
+
 fn finance() -> ApproverMemberships {
     ApproverMemberships::new().with_role("finance")
 }
@@ -243,6 +300,76 @@ async fn an_approval_is_granted_by_a_named_approver_and_resumed_once() {
     assert_ne!(again.status, ActionResultStatus::Completed);
     assert_eq!(payroll.payments.load(Ordering::SeqCst), 1);
     assert_eq!(test.tenant().id, TEST_TENANT);
+}
+
+/// `approve` supplies, beside its reason, an artifact of every evidence kind the policy
+/// requires, which the host accepts: the input snapshot names the approved input by the
+/// record's fingerprint (redacted when the record keeps no input), the policy decision the
+/// policy snapshot; the approved action then runs once.
+#[tokio::test]
+async fn an_approval_carries_every_kind_of_evidence_its_policy_requires() {
+    let calendar = Calendar::default();
+    let test = TestHost::builder(calendar.clone())
+        .approver(
+            "user:alice",
+            ApproverMemberships::new().with_role("calendar-admin"),
+        )
+        .build()
+        .unwrap();
+    let cases = [
+        (
+            "cap:calendar:book",
+            vec![
+                "input_snapshot",
+                "policy_decision",
+                "external_ticket",
+                "attachment",
+            ],
+            true,
+        ),
+        ("cap:calendar:book_patient", vec!["input_snapshot"], false),
+    ];
+    for (n, (capability, kinds, retained)) in cases.into_iter().enumerate() {
+        let pending = test
+            .invoke(
+                "user:ada",
+                Action::new(capability, json!({ "slot_id": "slot-2024-05-01-0900" }))
+                    .with_idempotency_key(format!("b{n}")),
+            )
+            .await;
+        let id = pending.approval_id().expect("the gate names its approval");
+        let record = test
+            .approve(&id, "user:alice")
+            .await
+            .unwrap_or_else(|refused| panic!("{capability}: {refused:?}"));
+        assert_eq!(record.status, ApprovalStatus::Approved, "{capability}");
+        assert_eq!(record.input_retained, retained, "{capability}");
+
+        let decision = record.approving_decision().expect("an approving decision");
+        let decision_id = decision.decision_id.as_deref().unwrap();
+        assert_eq!(
+            decision.reason.as_deref(),
+            Some(TEST_DECISION_REASON),
+            "{capability}"
+        );
+        let stored: Vec<&str> = decision.evidence.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(stored, kinds, "{capability}: only what the policy requires");
+        for artifact in &decision.evidence {
+            assert_eq!(artifact.id, format!("{decision_id}/{}", artifact.kind));
+            let expected_hash = match artifact.kind.as_str() {
+                "input_snapshot" => Some(record.input_hash.as_str()),
+                "policy_decision" => Some(record.policy_hash.as_str()),
+                _ => None,
+            };
+            assert_eq!(artifact.hash.as_deref(), expected_hash, "{capability}");
+            let redacted = artifact.kind == "input_snapshot" && !retained;
+            assert_eq!(artifact.redacted, redacted, "{capability}: {artifact:?}");
+        }
+
+        let booked = test.resume(&id, "user:ada").await;
+        assert_eq!(booked.status, ActionResultStatus::Completed, "{booked:?}");
+    }
+    assert_eq!(calendar.bookings.load(Ordering::SeqCst), 2);
 }
 
 /// A test host over a SQLite file: an approval requested before a "restart" (a second test

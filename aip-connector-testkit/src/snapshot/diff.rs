@@ -1626,6 +1626,13 @@ impl Diff {
                 Some(json!(required)),
                 Some(json!(new.required)),
             );
+            // Who approves, with what evidence and quorum, no longer matters once nobody has
+            // to: a removed section compared field by field with the defaults it reads as
+            // (found by an author trial: `approver_selector changed: role → tenant_policy`)
+            // would describe a policy no caller waits for.
+            if !new.required {
+                return;
+            }
         }
         if *reason != new.reason {
             self.push_values(

@@ -50,6 +50,55 @@ fn gated(capability: &CapabilityDefinition) -> bool {
         .is_some_and(|a| a.required)
 }
 
+/// Why nothing can be approved when every capability that requires approval is a compensation
+/// handler (it takes `Compensation`): no action may name one, and the approval of the
+/// compensation it runs is the compensated capability's (attribute-reference.md, "Whose approval
+/// policy applies"). `None` when a capability an action may name requires approval (and the
+/// missing piece is its example). Found by an author trial, told to add examples a
+/// compensation-only capability already declared.
+fn compensation_only_gates(h: &Harness) -> Option<String> {
+    let capabilities = &h.definition().capabilities;
+    if capabilities
+        .iter()
+        .any(|c| gated(c) && !c.facts.compensation_handler)
+    {
+        return None;
+    }
+    let gated_undos: Vec<String> = capabilities
+        .iter()
+        .filter(|c| gated(c))
+        .map(|c| format!("`{}`", c.id()))
+        .collect();
+    if gated_undos.is_empty() {
+        return None;
+    }
+    let undone: Vec<String> = capabilities
+        .iter()
+        .filter(|c| {
+            c.capability
+                .contract
+                .as_ref()
+                .and_then(|contract| contract.compensation.as_ref())
+                .and_then(|compensation| compensation.compensation_capability_id.as_ref())
+                .is_some_and(|by| {
+                    capabilities
+                        .iter()
+                        .any(|undo| gated(undo) && undo.id() == by)
+                })
+        })
+        .map(|c| format!("`{}`", c.id()))
+        .collect();
+    let governed_by = if undone.is_empty() {
+        "the compensated capability's contract".to_owned()
+    } else {
+        format!("the contract of {}", undone.join(", "))
+    };
+    Some(format!(
+        "nothing can be approved: the only capabilities that require approval ({}) are compensation-only (their handlers take `Compensation`), so no action may name them, and this scenario approves the calls actions make; a compensation is approved under {governed_by} (its `approval(...)`, or `compensation(requires_approval)`), never under the compensating capability's own policy (attribute-reference.md, \"Whose approval policy applies\"). Declaring examples does not change that",
+        gated_undos.join(", ")
+    ))
+}
+
 /// Runs `action` up to its approval gate: the plan first when it is a plan, then its commit.
 /// Returns the gated action and what the gate answered.
 async fn until_gate(h: &Harness, host: &Host, action: Action) -> (Action, ActionResult) {
@@ -74,7 +123,12 @@ async fn scenario(h: &Harness) -> Evidence {
     let mut candidates = h.examples_where(gated);
     candidates.sort_by_key(|(c, _)| (Harness::streams_only(c), h.waived(c.id().as_str())));
     let Some((capability, input)) = candidates.first().cloned() else {
-        evidence.no_example("no capability that requires approval declares an example input: nothing can be approved");
+        match compensation_only_gates(h) {
+            Some(why) => evidence.note(why),
+            None => evidence.no_example(
+                "no capability that requires approval declares an example input: nothing can be approved",
+            ),
+        }
         return evidence;
     };
     let id = capability.id().to_string();

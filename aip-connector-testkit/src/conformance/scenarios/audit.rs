@@ -21,7 +21,10 @@
 //!   note), a plan keeps its
 //!   input as `{redacted: true, hash}`, an approval record keeps no input, the error for an
 //!   invalid input carries `details.input_hash` and not the input, and no log line quotes an
-//!   input value. Without such a capability it holds vacuously, with a note.
+//!   input value. Without such a capability it holds vacuously, with a note. A stored value
+//!   that quotes an input value is named by its JSON pointer (a `validate` companion's echo sits
+//!   at `/plan/metadata/connector_validation/...` of the transaction view), with the fix when it
+//!   is the validation's output.
 //! - `raw_secret_absent`: the canary secret is in no result, error, stored record, probe record
 //!   or captured log line.
 //!
@@ -239,14 +242,29 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             let echoed = quoted_in(output, &values);
             if !echoed.is_empty() {
                 evidence.note(format!(
-                    "`{id}` requires redaction, and its output quotes input values {echoed:?}: outputs are stored as the handler returns them (docs/transactions.md §2), so return only what callers need"
+                    "`{id}` requires redaction, and its output quotes input values ({}, in the output): outputs are stored as the handler returns them (docs/transactions.md §2), so return only what callers need",
+                    quoted_at(&echoed)
                 ));
             }
         }
         for (what, value) in &stored {
             let quoted = quoted_in(value, &values);
+            let in_validation = quoted
+                .iter()
+                .flat_map(|(_, at)| at)
+                .any(|pointer| pointer.starts_with(VALIDATION_OUTPUT));
             evidence.assert("sensitive_fields_redacted", quoted.is_empty(), || {
-                format!("`{id}` requires redaction, but {what} quotes its input values {quoted:?}")
+                let fix = if in_validation {
+                    format!(
+                        ". `{VALIDATION_OUTPUT}` is the output of the capability's `validate` companion, which the plan stores as returned: do not echo input values in it (return a verdict, a price, a count)"
+                    )
+                } else {
+                    String::new()
+                };
+                format!(
+                    "`{id}` requires redaction, but {what} quotes its input values: {}{fix}",
+                    quoted_at(&quoted)
+                )
             });
         }
         if let Some(snapshot) = view
@@ -403,27 +421,59 @@ fn sensitive_values(input: &Value) -> Vec<String> {
     out
 }
 
-/// Every string value inside `value` (not its object keys).
-fn string_values<'v>(value: &'v Value, out: &mut Vec<&'v str>) {
+/// Every string value inside `value` (not its object keys), with its JSON pointer from `value`.
+fn string_values<'v>(value: &'v Value, pointer: String, out: &mut Vec<(String, &'v str)>) {
     match value {
-        Value::String(text) => out.push(text),
-        Value::Array(items) => items.iter().for_each(|item| string_values(item, out)),
-        Value::Object(map) => map.values().for_each(|item| string_values(item, out)),
+        Value::String(text) => out.push((pointer, text)),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .for_each(|(n, item)| string_values(item, format!("{pointer}/{n}"), out)),
+        Value::Object(map) => map.iter().for_each(|(key, item)| {
+            string_values(item, format!("{pointer}/{}", pointer_token(key)), out)
+        }),
         _ => {}
     }
 }
 
-/// Which of `values` a string value inside `value` contains. String values only: an input
-/// value that reads like one of a record's own keys (`status`, `output`) is not quoted by the
-/// key.
-fn quoted_in<'v>(value: &Value, values: &'v [String]) -> Vec<&'v String> {
+/// `key` as a JSON pointer reference token (RFC 6901: `~` is `~0`, `/` is `~1`).
+fn pointer_token(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// Which of `values` a string value inside `value` contains, each with the JSON pointers (from
+/// `value`) of the string values that quote it, so a failure says where to look. String values
+/// only: an input value that reads like one of a record's own keys (`status`, `output`) is not
+/// quoted by the key.
+fn quoted_in<'v>(value: &Value, values: &'v [String]) -> Vec<(&'v String, Vec<String>)> {
     let mut texts = Vec::new();
-    string_values(value, &mut texts);
+    string_values(value, String::new(), &mut texts);
     values
         .iter()
-        .filter(|v| texts.iter().any(|text| text.contains(v.as_str())))
+        .filter_map(|v| {
+            let at: Vec<String> = texts
+                .iter()
+                .filter(|(_, text)| text.contains(v.as_str()))
+                .map(|(pointer, _)| pointer.clone())
+                .collect();
+            (!at.is_empty()).then_some((v, at))
+        })
         .collect()
 }
+
+/// `quoted` as a failure quotes it: each value and where it was found,
+/// `"slot-1" at /plan/metadata/connector_validation/slot_id`.
+fn quoted_at(quoted: &[(&String, Vec<String>)]) -> String {
+    quoted
+        .iter()
+        .map(|(value, at)| format!("{value:?} at {}", at.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Where a plan keeps the output of the capability's validation handler (the `validate`
+/// companion's preview), which the transaction view shows as stored.
+const VALIDATION_OUTPUT: &str = "/plan/metadata/connector_validation";
 
 /// Removes the `output` of the result at `pointer` (the connector's data, not the input).
 fn drop_output(value: &mut Value, pointer: &str) {
