@@ -4,14 +4,12 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
-use aip_connector::codes;
 use aip_connector::connector::{CancelRequest, Reconciliation};
 use aip_connector::invocation::{
     BoxFuture, CallerIdentity, CheckpointRecorder, ChunkSink, CompensationTarget,
     InvocationContext, VerifiedApprovals,
 };
 use aip_connector::model::{Action, ConnectorFailure, ProviderOperationRef};
-use aip_connector::rules::ImplementationFacts;
 use aip_connector::{
     Connector, ConnectorDefinition, CredentialHandle, ReconcileOutcome, VerifiedTenant,
 };
@@ -48,28 +46,6 @@ pub struct ProbeRecord {
     /// The output, or the failure as JSON, once the call ended (`None` while running or when the
     /// call was dropped).
     pub outcome: Option<Result<Value, Value>>,
-    /// The extractor that refused the call before the handler's body ran: the handler takes
-    /// something the call did not carry (a verified approval, a compensation target, a stream,
-    /// a credential, a key). The host dispatched the call, but the connector's code never ran.
-    pub refused_by_extractor: Option<ExtractorRefusal>,
-}
-
-/// A handler parameter that refused a call because the call did not carry what it reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ExtractorRefusal {
-    /// The extractor's type, as the handler names it (`Approval`).
-    pub extractor: &'static str,
-    /// The code it refused the call with (`approval.required`).
-    pub code: &'static str,
-    /// What the call lacked (`verified approval`).
-    pub missing: &'static str,
-}
-
-impl ProbeRecord {
-    /// Whether the handler's body ran: the call reached it and no extractor refused it first.
-    pub fn handler_ran(&self) -> bool {
-        self.refused_by_extractor.is_none()
-    }
 }
 
 #[derive(Default)]
@@ -118,9 +94,7 @@ impl ProbedConnector {
         self.state().records.clone()
     }
 
-    /// How many handler calls capability `capability_id` received (the host dispatched them),
-    /// including calls an extractor refused before the handler's body ran
-    /// ([`ProbeRecord::refused_by_extractor`]).
+    /// How many handler calls capability `capability_id` received.
     pub fn calls(&self, capability_id: &str) -> usize {
         self.state()
             .records
@@ -163,12 +137,6 @@ impl Connector for ProbedConnector {
         input: &'a Value,
         context: Arc<dyn InvocationContext>,
     ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
-        let unfillable = self
-            .inner
-            .definition()
-            .capability(capability_id)
-            .map(|capability| unfillable_extractors(&capability.facts, context.as_ref()))
-            .unwrap_or_default();
         let (index, lost) = {
             let mut state = self.state();
             let lost = state
@@ -189,7 +157,6 @@ impl Connector for ProbedConnector {
                 cancelled_at_end: false,
                 checkpointed_at: None,
                 outcome: None,
-                refused_by_extractor: None,
             });
             (state.records.len() - 1, lost)
         };
@@ -229,15 +196,6 @@ impl Connector for ProbedConnector {
             };
             if let Some(record) = state.records.get_mut(index) {
                 record.cancelled_at_end = context.cancellation().is_cancelled();
-                // An extractor the context could not fill refused the call, with its own code,
-                // before the body ran (the generated code extracts every parameter first).
-                record.refused_by_extractor = match &result {
-                    Err(failure) => unfillable
-                        .iter()
-                        .find(|refusal| failure.code == refusal.code)
-                        .copied(),
-                    Ok(_) => None,
-                };
                 record.outcome =
                     Some(match &result {
                         Ok(output) => Ok(output.clone()),
@@ -273,54 +231,6 @@ impl Connector for ProbedConnector {
     ) -> BoxFuture<'a, Result<(), ConnectorFailure>> {
         self.inner.cancel(capability_id, request)
     }
-}
-
-/// The extractors a handler with `facts` takes that `context` cannot fill, each as the refusal
-/// it answers. Read from what the signature proves (`ImplementationFacts`): a handler that takes
-/// `Approval` claims `approval` support, one that takes `Compensation` is a compensation
-/// handler, and so on.
-fn unfillable_extractors(
-    facts: &ImplementationFacts,
-    context: &dyn InvocationContext,
-) -> Vec<ExtractorRefusal> {
-    let refusal = |extractor, code, missing| ExtractorRefusal {
-        extractor,
-        code,
-        missing,
-    };
-    [
-        (
-            facts.support.approval && context.approval().is_none(),
-            refusal("Approval", codes::APPROVAL_MISSING, "verified approval"),
-        ),
-        (
-            facts.compensation_handler && context.compensation().is_none(),
-            refusal(
-                "Compensation",
-                codes::TRANSACTION_CONTEXT_MISSING,
-                "compensation target",
-            ),
-        ),
-        (
-            facts.stream_required && context.stream().is_none(),
-            refusal("StreamSink", codes::EXECUTION_MODE_UNSUPPORTED, "stream"),
-        ),
-        (
-            facts.support.credentials && context.credential().is_none(),
-            refusal("Credential", codes::CREDENTIAL_MISSING, "credential"),
-        ),
-        (
-            facts.support.retry && context.idempotency_key().is_none(),
-            refusal(
-                "IdempotencyKey",
-                codes::IDEMPOTENCY_REQUIRED,
-                "idempotency key",
-            ),
-        ),
-    ]
-    .into_iter()
-    .filter_map(|(unfilled, refusal)| unfilled.then_some(refusal))
-    .collect()
 }
 
 /// Notes in the probe's record when the handler's checkpoint first became durable.

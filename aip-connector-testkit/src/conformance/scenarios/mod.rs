@@ -149,13 +149,11 @@ fn call_unexercised(
     result: &ActionResult,
     why: String,
 ) {
-    // A call an extractor refused was answered by the SDK before the handler's body ran: no
-    // double had a part in that either.
     let ran = h
         .probe()
         .records()
         .iter()
-        .any(|r| r.action_id == result.action_id.as_str() && r.handler_ran());
+        .any(|r| r.action_id == result.action_id.as_str());
     if ran {
         evidence.unexercised(assertion, id, why);
     } else {
@@ -165,36 +163,6 @@ fn call_unexercised(
             format!("{why}; the host answered before the handler ran"),
         );
     }
-}
-
-/// How many times the handler of `capability` ran among its calls after the first `since`
-/// (`ran N time(s)`). Calls an extractor refused before the body ran are not runs of the
-/// connector's code, and are said apart: `ran 0 time(s) (1 call refused by its `Approval`
-/// parameter, before the handler's body ran: it carried no verified approval,
-/// `approval.required`)`. An author trial read "ran 1 time(s)" of a handler that never ran.
-fn handler_runs(h: &Harness, capability: &str, since: usize) -> String {
-    let calls: Vec<_> = h
-        .probe()
-        .records()
-        .into_iter()
-        .filter(|r| r.capability_id == capability)
-        .skip(since)
-        .collect();
-    let refusals: Vec<_> = calls
-        .iter()
-        .filter_map(|r| r.refused_by_extractor)
-        .collect();
-    let ran = calls.len() - refusals.len();
-    let Some(first) = refusals.first() else {
-        return format!("ran {ran} time(s)");
-    };
-    format!(
-        "ran {ran} time(s) ({} call(s) refused by its `{}` parameter, before the handler's body ran: it carried no {}, `{}`)",
-        refusals.len(),
-        first.extractor,
-        first.missing,
-        first.code
-    )
 }
 
 /// What a provider-failure scenario (errors, retry) records for a capability whose example made
