@@ -1081,28 +1081,94 @@ impl ApprovedUndo {
     }
 }
 
+/// The lifecycle runs on what a host approves of such a connector: compensations of the entry,
+/// gated under its contract and routed to the reversal. It used to fail, saying nothing could
+/// be approved.
 #[test]
-fn approval_on_a_compensation_only_capability_is_explained() {
+fn approval_on_a_compensation_only_capability_runs_on_its_compensations() {
     let report = ConformanceSuite::new(|env| ApprovedUndo {
         client: client(env),
     })
     .run();
-
-    // Nothing can be approved, and the note says why: not a missing example.
-    let approval = &report
+    let approval = report
         .check(&Scenario::ApprovalLifecycle.check_name())
-        .unwrap()
-        .detail;
+        .unwrap();
+    assert_eq!(approval.status, CheckStatus::Passed, "{report}");
     assert!(
-        approval.contains(
-            "nothing can be approved: the only capabilities that require approval (`cap:approved-undo:reverse`) are compensation-only"
-        ) && approval.contains("a compensation is approved under the contract of `cap:approved-undo:post`"),
-        "{approval}"
+        approval.detail.contains(
+            "the lifecycle ran on compensations of `cap:approved-undo:post` routed to `cap:approved-undo:reverse`"
+        ),
+        "{}",
+        approval.detail
     );
+}
+
+/// [`ApprovedUndo`] with no example of the entry: no compensation can be sent, and the failure
+/// says why (not only that the reversal, which declares one, lacks an example).
+struct ApprovedUndoWithoutTarget {
+    client: ProviderClient,
+}
+
+#[connector(id = "approved-undo-bare")]
+impl ApprovedUndoWithoutTarget {
+    /// Post a ledger entry, reversible for a day.
+    #[capability(
+        id = "cap:approved-undo-bare:post",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        transaction(modes = [execute, compensate]),
+        compensation(supported, capability = "cap:approved-undo-bare:reverse", window_ms = 86_400_000, requires_approval),
+    )]
+    async fn post(
+        &self,
+        transfer: Transfer,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Moved, ConnectorFailure> {
+        post_entry(&self.client, transfer, key, checkpoint).await
+    }
+
+    /// Reverse an entry once a ledger admin approves.
+    #[capability(
+        id = "cap:approved-undo-bare:reverse",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        approval(selector = role("ledger-admin"), evidence = [reason]),
+        examples = [r#"{"reason": "posted twice"}"#],
+    )]
+    async fn reverse(
+        &self,
+        _reversal: Reversal,
+        _key: IdempotencyKey,
+        _target: Compensation,
+        _approval: Approval,
+    ) -> Result<Reversed, ConnectorFailure> {
+        Ok(Reversed { reversed: true })
+    }
+}
+
+#[test]
+fn approval_on_compensations_without_an_example_of_the_target_says_why() {
+    let report = ConformanceSuite::new(|env| ApprovedUndoWithoutTarget {
+        client: client(env),
+    })
+    .run();
+    let approval = report
+        .check(&Scenario::ApprovalLifecycle.check_name())
+        .unwrap();
+    assert_eq!(approval.status, CheckStatus::Failed, "{report}");
     assert!(
-        !approval.contains("declares an example input")
-            && !approval.contains("hint: the suite invokes"),
-        "{approval}"
+        approval.detail.contains(
+            "the only capabilities that require approval (`cap:approved-undo-bare:reverse`) are compensation-only"
+        ) && approval
+            .detail
+            .contains("needs an example of the compensated capability and one of the compensating capability"),
+        "{}",
+        approval.detail
     );
 }
 

@@ -25,6 +25,13 @@
 //! whose approved call completes is resumed twice at once instead. When none completes,
 //! `resume_once` is unexercised (no approved call was seen to carry through), and failed.
 //!
+//! When every capability that requires approval is compensation-only (its handler takes
+//! `Compensation`, so no action may name it), the lifecycle runs on compensations instead: the
+//! compensated capability's example is committed, and a `compensate` naming it, carrying the
+//! compensating capability's example, waits at the gate of the compensated capability's contract
+//! (`compensation(requires_approval)` or its own approval), which is where a host approves an
+//! undo.
+//!
 //! A connector cannot make the host resume twice — the resume is claimed in the store before the
 //! handler is dispatched — so `resume_once` is the host's promise, checked end to end; the
 //! connector's part is producing the effects of one run, once.
@@ -33,13 +40,25 @@ use aip_connector::CapabilityDefinition;
 use aip_connector::codes;
 use aip_connector::host::Host;
 use aip_connector::ids::PrincipalId;
-use aip_connector::model::{Action, ActionResult, ActionResultStatus, ApprovalDecisionKind};
+use aip_connector::model::{
+    Action, ActionResult, ActionResultStatus, ActionTransaction, ApprovalDecisionKind,
+    ApprovalPolicy, TransactionMode,
+};
 use aip_connector::store::ApprovalStatus;
 use serde_json::Value;
 
+use super::transaction::{compensated_by, transactional};
 use super::{code, shown_code};
 use crate::conformance::harness::CALLER;
 use crate::conformance::{Evidence, Harness, approval_id_of};
+
+/// The scenario's assertions.
+const ASSERTIONS: [&str; 4] = [
+    "authority_verified",
+    "quorum_enforced",
+    "evidence_persisted",
+    "resume_once",
+];
 
 fn gated(capability: &CapabilityDefinition) -> bool {
     capability
@@ -50,12 +69,127 @@ fn gated(capability: &CapabilityDefinition) -> bool {
         .is_some_and(|a| a.required)
 }
 
-/// Why nothing can be approved when every capability that requires approval is a compensation
-/// handler (it takes `Compensation`): no action may name one, and the approval of the
-/// compensation it runs is the compensated capability's (attribute-reference.md, "Whose approval
-/// policy applies"). `None` when a capability an action may name requires approval (and the
-/// missing piece is its example). Found by an author trial, told to add examples a
-/// compensation-only capability already declared.
+/// What the lifecycle runs on.
+#[derive(Clone)]
+enum Subject<'c> {
+    /// Calls of a capability that requires approval, with its example.
+    Call {
+        capability: &'c CapabilityDefinition,
+        input: Value,
+    },
+    /// Compensations of `compensated` (its example committed first), routed to the
+    /// compensation-only `compensating` with that capability's example, and approved under the
+    /// compensated capability's contract.
+    Undo {
+        compensated: &'c CapabilityDefinition,
+        target_input: Value,
+        compensating: &'c CapabilityDefinition,
+        input: Value,
+    },
+}
+
+impl<'c> Subject<'c> {
+    /// The capability whose handler an approved run calls.
+    fn handler(&self) -> &'c CapabilityDefinition {
+        match self {
+            Subject::Call { capability, .. } => capability,
+            Subject::Undo { compensating, .. } => compensating,
+        }
+    }
+
+    /// The approval policy the gate applies as the contract declares it; `None` for an undo
+    /// whose compensated capability declares none (the host's default compensation policy).
+    fn declared_policy(&self) -> Option<ApprovalPolicy> {
+        let gated_by = match self {
+            Subject::Call { capability, .. } => capability,
+            Subject::Undo { compensated, .. } => compensated,
+        };
+        gated_by
+            .capability
+            .contract
+            .as_ref()
+            .and_then(|c| c.approval.clone())
+    }
+
+    /// The action to send up to its gate under idempotency key `key`. An undo first commits its
+    /// target (under `<key>-target`); `Err` says why there was nothing to compensate.
+    async fn action(&self, h: &Harness, host: &Host, key: &str) -> Result<Action, String> {
+        match self {
+            Subject::Call { capability, input } => Ok(h.action(capability, input.clone(), key)),
+            Subject::Undo {
+                compensated,
+                target_input,
+                input,
+                ..
+            } => {
+                let target_key = format!("{key}-target");
+                let target = h
+                    .drive(
+                        host,
+                        h.action(compensated, target_input.clone(), &target_key),
+                    )
+                    .await;
+                if target.result.status != ActionResultStatus::Completed {
+                    return Err(format!(
+                        "the example of `{}` did not complete (`{}`, {}), so there was no action to compensate",
+                        compensated.id(),
+                        target.result.status,
+                        shown_code(&target.result)
+                    ));
+                }
+                let mut block = ActionTransaction::new(TransactionMode::Compensate);
+                block.compensation_for = Some(target.action.id.clone());
+                Ok(transactional(
+                    compensated.id().as_str(),
+                    input.clone(),
+                    key,
+                    block,
+                ))
+            }
+        }
+    }
+}
+
+/// What the lifecycle can run on: the capabilities that require approval and declare an
+/// example, or, when every capability that requires approval is compensation-only, the
+/// compensations that reach them (both capabilities with an example, the compensated one
+/// gating its compensations).
+fn subjects(h: &Harness) -> Vec<Subject<'_>> {
+    let mut calls = h.examples_where(|c| gated(c) && !c.facts.compensation_handler);
+    if h.definition()
+        .capabilities
+        .iter()
+        .any(|c| gated(c) && !c.facts.compensation_handler)
+    {
+        calls.sort_by_key(|(c, _)| (Harness::streams_only(c), h.waived(c.id().as_str())));
+        return calls
+            .into_iter()
+            .map(|(capability, input)| Subject::Call { capability, input })
+            .collect();
+    }
+    h.examples_where(|c| {
+        aip_connector::rules::gates_compensations(&c.capability) && compensated_by(c).is_some()
+    })
+    .into_iter()
+    .filter_map(|(compensated, target_input)| {
+        let compensating = h
+            .definition()
+            .capability(&compensated_by(compensated)?)
+            .filter(|c| gated(c))?;
+        Some(Subject::Undo {
+            compensated,
+            target_input,
+            compensating,
+            input: compensating.examples.first()?.clone(),
+        })
+    })
+    .collect()
+}
+
+/// Why nothing can be approved when every capability that requires approval is compensation-only
+/// and no compensation of them can be sent: the compensated capability or the compensating one
+/// declares no example (the lifecycle runs on compensations then, see the module docs). `None`
+/// when a capability an action may name requires approval (the missing piece is its example).
 fn compensation_only_gates(h: &Harness) -> Option<String> {
     let capabilities = &h.definition().capabilities;
     if capabilities
@@ -72,29 +206,8 @@ fn compensation_only_gates(h: &Harness) -> Option<String> {
     if gated_undos.is_empty() {
         return None;
     }
-    let undone: Vec<String> = capabilities
-        .iter()
-        .filter(|c| {
-            c.capability
-                .contract
-                .as_ref()
-                .and_then(|contract| contract.compensation.as_ref())
-                .and_then(|compensation| compensation.compensation_capability_id.as_ref())
-                .is_some_and(|by| {
-                    capabilities
-                        .iter()
-                        .any(|undo| gated(undo) && undo.id() == by)
-                })
-        })
-        .map(|c| format!("`{}`", c.id()))
-        .collect();
-    let governed_by = if undone.is_empty() {
-        "the compensated capability's contract".to_owned()
-    } else {
-        format!("the contract of {}", undone.join(", "))
-    };
     Some(format!(
-        "nothing can be approved: the only capabilities that require approval ({}) are compensation-only (their handlers take `Compensation`), so no action may name them, and this scenario approves the calls actions make; a compensation is approved under {governed_by} (its `approval(...)`, or `compensation(requires_approval)`), never under the compensating capability's own policy (attribute-reference.md, \"Whose approval policy applies\"). Declaring examples does not change that",
+        "the only capabilities that require approval ({}) are compensation-only (their handlers take `Compensation`): no action may name them, and their approval is that of the compensations that reach them, approved under the compensated capability's contract (attribute-reference.md, \"Whose approval policy applies\"); the lifecycle runs on such a compensation, which needs an example of the compensated capability and one of the compensating capability, and none could be sent",
         gated_undos.join(", ")
     ))
 }
@@ -120,35 +233,37 @@ pub(super) async fn run(h: &Harness) -> Evidence {
 
 async fn scenario(h: &Harness) -> Evidence {
     let mut evidence = Evidence::default();
-    let mut candidates = h.examples_where(gated);
-    candidates.sort_by_key(|(c, _)| (Harness::streams_only(c), h.waived(c.id().as_str())));
-    let Some((capability, input)) = candidates.first().cloned() else {
-        match compensation_only_gates(h) {
-            Some(why) => evidence.note(why),
-            None => evidence.no_example(
-                "no capability that requires approval declares an example input: nothing can be approved",
-            ),
-        }
+    let candidates = subjects(h);
+    let Some(subject) = candidates.first().cloned() else {
+        evidence.no_example(compensation_only_gates(h).unwrap_or_else(|| {
+            "no capability that requires approval declares an example input: nothing can be approved".to_owned()
+        }));
         return evidence;
     };
-    let id = capability.id().to_string();
+    let id = subject.handler().id().to_string();
     let host = h.host();
-    let policy = capability
-        .capability
-        .contract
-        .as_ref()
-        .and_then(|c| c.approval.clone())
-        .expect("a gated capability has an approval policy");
+    if let Subject::Undo { compensated, .. } = &subject {
+        evidence.note(format!(
+            "the only capabilities that require approval are compensation-only: the lifecycle ran on compensations of `{}` routed to `{id}`, approved under the contract of `{}`",
+            compensated.id(),
+            compensated.id()
+        ));
+    }
 
     // Request A: authority, quorum, evidence, and one ordinary resume (the baseline of effects).
+    let action = match subject.action(h, host, "conformance-approval-a").await {
+        Ok(action) => action,
+        Err(why) => {
+            for name in ASSERTIONS {
+                let why = why.clone();
+                evidence.assert(name, false, move || why);
+            }
+            return evidence;
+        }
+    };
     let effects_start = h.provider().effect_total();
     let calls_start = h.probe().calls(&id);
-    let (gated_action, gate) = until_gate(
-        h,
-        host,
-        h.action(capability, input.clone(), "conformance-approval-a"),
-    )
-    .await;
+    let (gated_action, gate) = until_gate(h, host, action).await;
     evidence.artifact(format!("action:{}", gated_action.id));
     let Some(approval) =
         approval_id_of(&gate).filter(|_| gate.status == ActionResultStatus::PendingApproval)
@@ -158,18 +273,27 @@ async fn scenario(h: &Harness) -> Evidence {
             gate.status,
             shown_code(&gate)
         );
-        for name in [
-            "authority_verified",
-            "quorum_enforced",
-            "evidence_persisted",
-            "resume_once",
-        ] {
+        for name in ASSERTIONS {
             let why = why.clone();
             evidence.assert(name, false, move || why);
         }
         return evidence;
     };
     evidence.artifact(format!("approval:{approval}"));
+    // The policy the gate applied: the contract's, or for an undo whose compensated capability
+    // declares none, the host's default compensation policy, as the request recorded it.
+    let recorded = host.approval(&approval).await.ok().flatten();
+    let Some(policy) = subject
+        .declared_policy()
+        .or_else(|| recorded.map(|record| record.policy))
+    else {
+        let why = format!("the approval `{approval}` that `{id}` waits for could not be read");
+        for name in ASSERTIONS {
+            let why = why.clone();
+            evidence.assert(name, false, move || why);
+        }
+        return evidence;
+    };
 
     // authority_verified
     let outsider = PrincipalId::from("user:conformance-outsider");
@@ -349,12 +473,12 @@ async fn scenario(h: &Harness) -> Evidence {
             super::outcome(&resumed)
         );
         match approved_run_that_completes(h, &candidates[1..], &mut evidence).await {
-            Some((other, input, effects)) => {
+            Some((other, effects)) => {
                 evidence.note(format!(
                     "{why}; `resume_once` was checked on `{}` instead",
-                    other.id()
+                    other.handler().id()
                 ));
-                resume_twice(h, other, input, effects, &mut evidence).await;
+                resume_twice(h, &other, effects, &mut evidence).await;
             }
             None => evidence.unexercised("resume_once", &id, why),
         }
@@ -362,24 +486,29 @@ async fn scenario(h: &Harness) -> Evidence {
     }
 
     // resume_once: request B, approved, resumed twice at once.
-    resume_twice(h, capability, input, one_run_effects, &mut evidence).await;
+    resume_twice(h, &subject, one_run_effects, &mut evidence).await;
     evidence
 }
 
 /// The first of `candidates` whose call, approved by every approver and resumed once, ran its
-/// handler once and completed: that capability, its example, and the provider effects of that
-/// one run.
+/// handler once and completed: that subject, and the provider effects of that one run.
 async fn approved_run_that_completes<'c>(
     h: &Harness,
-    candidates: &[(&'c CapabilityDefinition, Value)],
+    candidates: &[Subject<'c>],
     evidence: &mut Evidence,
-) -> Option<(&'c CapabilityDefinition, Value, usize)> {
+) -> Option<(Subject<'c>, usize)> {
     let host = h.host();
-    for (n, (capability, input)) in candidates.iter().enumerate() {
+    for (n, subject) in candidates.iter().enumerate() {
         let key = format!("conformance-approval-a-{}", n + 1);
-        let (gated_action, gate) =
-            until_gate(h, host, h.action(capability, input.clone(), &key)).await;
-        let id = capability.id().to_string();
+        let id = subject.handler().id().to_string();
+        let action = match subject.action(h, host, &key).await {
+            Ok(action) => action,
+            Err(why) => {
+                evidence.note(format!("`{id}` was not tried for `resume_once`: {why}"));
+                continue;
+            }
+        };
+        let (gated_action, gate) = until_gate(h, host, action).await;
         let Some(approval) =
             approval_id_of(&gate).filter(|_| gate.status == ActionResultStatus::PendingApproval)
         else {
@@ -402,7 +531,7 @@ async fn approved_run_that_completes<'c>(
         });
         if resumed.status == ActionResultStatus::Completed && calls == 1 {
             let effects = h.provider().effect_total() - effects_before;
-            return Some((capability, input.clone(), effects));
+            return Some((subject.clone(), effects));
         }
         evidence.note(format!(
             "`{id}` was tried for `resume_once`: resumed once approved, it answered {}",
@@ -414,19 +543,22 @@ async fn approved_run_that_completes<'c>(
 
 async fn resume_twice(
     h: &Harness,
-    capability: &CapabilityDefinition,
-    input: Value,
+    subject: &Subject<'_>,
     one_run_effects: usize,
     evidence: &mut Evidence,
 ) {
-    let id = capability.id().to_string();
+    let id = subject.handler().id().to_string();
     let host = h.host();
-    let (gated_action, gate) = until_gate(
-        h,
-        host,
-        h.action(capability, input, "conformance-approval-b"),
-    )
-    .await;
+    let action = match subject.action(h, host, "conformance-approval-b").await {
+        Ok(action) => action,
+        Err(why) => {
+            evidence.assert("resume_once", false, || {
+                format!("a second approved call of `{id}` could not be sent: {why}")
+            });
+            return;
+        }
+    };
+    let (gated_action, gate) = until_gate(h, host, action).await;
     evidence.artifact(format!("action:{}", gated_action.id));
     let Some(approval) = approval_id_of(&gate) else {
         evidence.assert("resume_once", false, || {

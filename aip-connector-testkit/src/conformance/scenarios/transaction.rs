@@ -66,7 +66,7 @@ fn commits_plans(capability: &CapabilityDefinition) -> bool {
 }
 
 /// The compensating capability's id, when the capability declares compensation.
-fn compensated_by(capability: &CapabilityDefinition) -> Option<String> {
+pub(super) fn compensated_by(capability: &CapabilityDefinition) -> Option<String> {
     let compensation = capability
         .capability
         .contract
@@ -94,7 +94,12 @@ async fn view(
         .flatten()
 }
 
-fn transactional(capability_id: &str, input: Value, key: &str, block: ActionTransaction) -> Action {
+pub(super) fn transactional(
+    capability_id: &str,
+    input: Value,
+    key: &str,
+    block: ActionTransaction,
+) -> Action {
     Action::new(capability_id, input)
         .with_idempotency_key(key)
         .with_transaction(block)
