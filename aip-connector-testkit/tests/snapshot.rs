@@ -393,36 +393,65 @@ fn credential_policy_changes_are_breaking() {
 
 // --- approval --------------------------------------------------------------------------------
 
+/// `PAY` with nothing but its policy's `required` gating it: risk `medium`, no
+/// `requires_human_approval`, compensations not gated.
+fn ungated_pay(m: &mut Value) {
+    capability(m, PAY)["risk"] = json!("medium");
+    capability(m, PAY)
+        .as_object_mut()
+        .unwrap()
+        .remove("requires_human_approval");
+    contract(m, PAY)["compensation"]["requires_approval"] = json!(false);
+}
+
 #[test]
 fn approval_no_longer_required_is_weaker() {
-    let diff = assert_changes(
-        |m| contract(m, PAY)["approval"]["required"] = json!(false),
-        &[(ChangeKind::ApprovalWeakened, Breaking)],
+    let not_required = diff_between(ungated_pay, |m| {
+        ungated_pay(m);
+        contract(m, PAY)["approval"]["required"] = json!(false);
+    });
+    assert_eq!(
+        kinds(&not_required),
+        [(ChangeKind::ApprovalWeakened, Breaking)],
+        "{not_required}"
     );
-    assert_eq!(diff.changes()[0].path, "/contract/approval/required");
+    assert_eq!(
+        not_required.changes()[0].path,
+        "/contract/approval/required"
+    );
     // The removed policy reads as "not required", reported alone: its reason, evidence and
     // TTL compared with the defaults would describe a policy no caller waits for.
-    let removed = assert_changes(
-        |m| {
-            contract(m, PAY).as_object_mut().unwrap().remove("approval");
-        },
-        &[(ChangeKind::ApprovalWeakened, Breaking)],
+    let removed = diff_between(ungated_pay, |m| {
+        ungated_pay(m);
+        contract(m, PAY).as_object_mut().unwrap().remove("approval");
+    });
+    assert_eq!(
+        kinds(&removed),
+        [(ChangeKind::ApprovalWeakened, Breaking)],
+        "{removed}"
     );
     assert_eq!(removed.changes()[0].path, "/contract/approval/required");
 }
 
 /// Found by an author trial: removing `approval(selector = role("calendar-admin"), evidence =
 /// [reason])` also reported `approver_selector changed: {"type":"role",…} → {"type":"tenant_policy"}`,
-/// the removed section's fields compared with the defaults an absent section reads as.
+/// the removed section's fields compared with the defaults an absent section reads as. That
+/// holds only where nothing else gates the calls: where the host still does (a review), the
+/// defaults are the policy it applies from then on, and their changes are reported.
 #[test]
 fn a_removed_approval_section_reports_its_removal_alone() {
+    let with_selector = |m: &mut Value| {
+        contract(m, PAY)["approval"]["approver_selector"] =
+            json!({"type": "role", "name": "calendar-admin"});
+        contract(m, PAY)["approval"]["evidence_requirements"] = json!(["reason"]);
+    };
     let diff = diff_between(
         |m| {
-            contract(m, PAY)["approval"]["approver_selector"] =
-                json!({"type": "role", "name": "calendar-admin"});
-            contract(m, PAY)["approval"]["evidence_requirements"] = json!(["reason"]);
+            ungated_pay(m);
+            with_selector(m);
         },
         |m| {
+            ungated_pay(m);
             contract(m, PAY).as_object_mut().unwrap().remove("approval");
         },
     );
@@ -437,6 +466,18 @@ fn a_removed_approval_section_reports_its_removal_alone() {
         !text.contains("approver_selector") && !text.contains("evidence"),
         "{text}"
     );
+
+    // Still gated (its compensations need approval): the policy the host
+    // applies changed, field by field.
+    let gated = diff_between(with_selector, |m| {
+        contract(m, PAY).as_object_mut().unwrap().remove("approval");
+    });
+    let text = gated.to_string();
+    assert!(
+        text.contains("the host still gates these calls") && text.contains("approver_selector"),
+        "{text}"
+    );
+
     // A policy still required keeps its field-level changes.
     let selector = diff_after(|m| {
         contract(m, PAY)["approval"]["approver_selector"] =

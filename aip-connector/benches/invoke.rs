@@ -998,9 +998,13 @@ impl ApprovalStore for CensusStore {
         self.inner.claim_resume(id, now).await
     }
 
-    async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+    async fn release_resume(
+        &self,
+        id: &ApprovalId,
+        claimed_at_ms: Millis,
+    ) -> Result<bool, StoreError> {
         self.other("release_resume");
-        self.inner.release_resume(id).await
+        self.inner.release_resume(id, claimed_at_ms).await
     }
 
     async fn purge_closed_approvals(

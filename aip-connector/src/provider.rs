@@ -873,10 +873,15 @@ impl ProviderRequest {
     }
 
     /// Sends a lookup and decodes a 2xx body as `T`, or answers `Ok(None)` when the provider
-    /// answered `404 Not Found`: the one answer that says the thing looked up does not exist,
-    /// which a reconcile companion maps to `NotCommitted`. Every other failure stays an error
-    /// (a `410`, a `503`, a dropped connection), so a lookup that could not tell is never read
-    /// as "not there".
+    /// answered `404 Not Found`. Every other failure stays an error (a `410`, a `503`, a
+    /// dropped connection), so a lookup that could not tell is never read as "not there".
+    ///
+    /// A `404` proves absence only where the API means it by one. Many answer `404` for a
+    /// resource the credential may not see; a wrong base path or API version answers it for
+    /// every route; a store that lags behind its writes answers it for a write that just
+    /// committed. A reconcile companion that maps `None` to `NotCommitted` makes a retry run
+    /// the write again, so use this where the API's `404` is reliable, and otherwise read the
+    /// failure's body (`send`) for the provider's own not-found code.
     ///
     /// ```no_run
     /// # use aip_connector::provider::{ProviderClient, path_segment};

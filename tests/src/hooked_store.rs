@@ -298,7 +298,11 @@ impl ApprovalStore for HookedStore {
         self.inner.claim_resume(id, now).await
     }
 
-    async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+    async fn release_resume(
+        &self,
+        id: &ApprovalId,
+        claimed_at_ms: Millis,
+    ) -> Result<bool, StoreError> {
         if let Some(hold) = self
             .before_release_resume
             .as_ref()
@@ -306,7 +310,7 @@ impl ApprovalStore for HookedStore {
         {
             hold.await;
         }
-        self.inner.release_resume(id).await
+        self.inner.release_resume(id, claimed_at_ms).await
     }
 
     async fn purge_closed_approvals(

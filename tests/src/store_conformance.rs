@@ -845,32 +845,46 @@ pub async fn check_replayed_results_keep_their_key_order(store: SharedStore) {
 }
 
 /// `release_resume` gives a claimed resume back (bumping the version, so a writer holding the
-/// claimed version loses), and changes nothing on a record that is not approved and resumed.
+/// claimed version loses), only the claim made at the time it names, and changes nothing on a
+/// record that is not approved and resumed.
 pub async fn check_release_resume_gives_back_only_a_claimed_resume(store: SharedStore) {
     let id = ApprovalId::trusted("appr_release");
-    assert_eq!(store.release_resume(&id).await, Ok(false), "no such record");
+    assert_eq!(
+        store.release_resume(&id, NOW).await,
+        Ok(false),
+        "no such record"
+    );
     let request = approval("appr_release");
     assert_eq!(store.insert_approval(&request).await, Ok(()));
-    assert_eq!(store.release_resume(&id).await, Ok(false), "pending");
+    assert_eq!(store.release_resume(&id, NOW).await, Ok(false), "pending");
     let approved = ApprovalRecord {
         status: ApprovalStatus::Approved,
         ..request.clone()
     };
     assert_eq!(store.update_approval(&approved, 0).await, Ok(true));
-    assert_eq!(store.release_resume(&id).await, Ok(false), "not resumed");
+    assert_eq!(
+        store.release_resume(&id, NOW).await,
+        Ok(false),
+        "not resumed"
+    );
     assert_eq!(
         store.approval(&id).await,
         Ok(Some(stored(&approved, 1, false)))
     );
 
     assert_eq!(store.claim_resume(&id, NOW).await, Ok(true));
-    assert_eq!(store.release_resume(&id).await, Ok(true));
+    assert_eq!(
+        store.release_resume(&id, NOW + 1).await,
+        Ok(false),
+        "another claim's time"
+    );
+    assert_eq!(store.release_resume(&id, NOW).await, Ok(true));
     assert_eq!(
         store.approval(&id).await,
         Ok(Some(stored(&approved, 3, false)))
     );
     assert_eq!(
-        store.release_resume(&id).await,
+        store.release_resume(&id, NOW).await,
         Ok(false),
         "given back once"
     );
@@ -879,21 +893,27 @@ pub async fn check_release_resume_gives_back_only_a_claimed_resume(store: Shared
         Ok(false),
         "the claimed version is stale"
     );
+    // A later claim survives the first claim's release written again (a dropped call's write
+    // finished on a task of its own after the first landed).
     assert_eq!(
-        store.claim_resume(&id, NOW).await,
+        store.claim_resume(&id, NOW + 5).await,
         Ok(true),
         "the resume can be claimed again"
     );
+    assert_eq!(store.release_resume(&id, NOW).await, Ok(false));
+    let record = store.approval(&id).await.unwrap().unwrap();
+    assert!(record.resumed, "the later claim stands: {record:?}");
+    assert_eq!(record.resumed_at_ms, Some(NOW + 5));
 
     let denied = ApprovalRecord {
         status: ApprovalStatus::Denied,
         resumed: true,
-        resumed_at_ms: None,
+        resumed_at_ms: Some(NOW),
         ..approval("appr_release_denied")
     };
     assert_eq!(store.insert_approval(&denied).await, Ok(()));
     assert_eq!(
-        store.release_resume(&denied.approval_id).await,
+        store.release_resume(&denied.approval_id, NOW).await,
         Ok(false),
         "only an approved record is given back"
     );
@@ -1646,7 +1666,7 @@ pub async fn check_lookups_by_a_selector_with_nul_find_nothing(store: SharedStor
     let nul_approval = ApprovalId::trusted("appr_1\0");
     assert_eq!(store.approval(&nul_approval).await, Ok(None));
     assert_eq!(store.claim_resume(&nul_approval, NOW).await, Ok(false));
-    assert_eq!(store.release_resume(&nul_approval).await, Ok(false));
+    assert_eq!(store.release_resume(&nul_approval, NOW).await, Ok(false));
     assert_eq!(
         store.update_approval(&approval("appr_1\0"), 0).await,
         Ok(false)

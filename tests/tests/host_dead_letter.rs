@@ -11,6 +11,7 @@ use aip_connector::host::{Host, HostLimits, TrustedContext};
 use aip_connector::model::{Action, ActionResultStatus, Principal, PrincipalKind};
 use aip_connector::prelude::*;
 use aip_connector::store::{MemoryStore, SharedStore, SqliteStore};
+use aip_connector_tests::hooked_store::{Gate, HookedStore};
 use serde_json::json;
 
 #[derive(Deserialize, JsonSchema)]
@@ -144,4 +145,51 @@ async fn a_success_before_exhaustion_is_stored_as_usual() {
     let replay = host.invoke(send("k1"), &caller()).await;
     assert_eq!(replay.output.as_ref().unwrap()["id"], "msg-ada-3");
     assert_eq!(mailer.attempts.load(Ordering::SeqCst), 3);
+}
+
+/// A call dropped while its dead letter is written (its transport gave up) still stores it, on
+/// a task of its own: the key's next attempt is answered the dead letter and the handler does
+/// not run again. Releasing the key instead let one more attempt past the limit run.
+#[tokio::test]
+async fn a_call_dropped_while_its_dead_letter_is_written_still_stores_it() {
+    let gate = Gate::default();
+    let store = Arc::new(HookedStore::before_settle({
+        let gate = gate.clone();
+        move |_| gate.hold()
+    }));
+    let mailer = Mailer {
+        failures: usize::MAX,
+        ..Mailer::default()
+    };
+    let host = host(mailer.clone(), store.clone(), 1);
+    let call = tokio::spawn({
+        let host = host.clone();
+        async move { host.invoke(send("k1"), &caller()).await }
+    });
+    gate.entered().await;
+    call.abort();
+    assert!(call.await.unwrap_err().is_cancelled());
+    gate.open();
+
+    // Until the dead letter lands, the key is still held: a resend is told to come back.
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        loop {
+            let resend = host.invoke(send("k1"), &caller()).await;
+            if resend.error.as_ref().map(|e| e.code.as_str())
+                != Some(codes::IDEMPOTENCY_IN_PROGRESS)
+            {
+                return resend;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the key was settled");
+    assert_eq!(
+        answer.error.as_ref().unwrap().code,
+        codes::ACTION_DEAD_LETTER,
+        "{answer:?}"
+    );
+    assert!(answer.is_idempotent_replay(), "{answer:?}");
+    assert_eq!(mailer.attempts.load(Ordering::SeqCst), 1);
 }

@@ -1038,7 +1038,14 @@ impl Diff {
             );
         }
         match (contract, &new.contract) {
-            (Some(old_contract), Some(new_contract)) => self.contract(old_contract, new_contract),
+            (Some(old_contract), Some(new_contract)) => self.contract(
+                old_contract,
+                new_contract,
+                // A policy that is not required still applies when the host gates the calls
+                // anyway (risk above `medium`, `requires_human_approval`) or the capability's
+                // compensations (`compensation(requires_approval)`).
+                aip_connector::rules::gates_compensations(new),
+            ),
             (None, Some(new_contract)) => self.push_values(
                 ChangeClass::Breaking,
                 ChangeKind::ContractAdded,
@@ -1250,7 +1257,9 @@ impl Diff {
         }
     }
 
-    fn contract(&mut self, old: &CapabilityContract, new: &CapabilityContract) {
+    /// `gated`: the host's approval gate applies to the new capability's calls or compensations
+    /// whatever its policy's `required` says.
+    fn contract(&mut self, old: &CapabilityContract, new: &CapabilityContract, gated: bool) {
         let CapabilityContract {
             side_effects,
             idempotency,
@@ -1267,7 +1276,7 @@ impl Diff {
         self.execution(execution, &new.execution);
         self.data(data, &new.data);
         self.credentials(credentials.as_ref(), new.credentials.as_ref());
-        self.approval(approval.as_ref(), new.approval.as_ref());
+        self.approval(approval.as_ref(), new.approval.as_ref(), gated);
         self.service_level(sla.as_ref(), new.sla.as_ref());
         self.transaction(transaction.as_ref(), new.transaction.as_ref());
         self.compensation(compensation.as_ref(), new.compensation.as_ref());
@@ -1592,7 +1601,14 @@ impl Diff {
         );
     }
 
-    fn approval(&mut self, old: Option<&ApprovalPolicy>, new: Option<&ApprovalPolicy>) {
+    /// `gated`: the host applies the new policy even when it is not required (see
+    /// [`contract`](Self::contract)), so its fields still matter.
+    fn approval(
+        &mut self,
+        old: Option<&ApprovalPolicy>,
+        new: Option<&ApprovalPolicy>,
+        gated: bool,
+    ) {
         // An absent policy reads as the default one: approval not required.
         let default = ApprovalPolicy::default();
         let (old, new) = (old.unwrap_or(&default), new.unwrap_or(&default));
@@ -1615,6 +1631,11 @@ impl Diff {
                     ChangeKind::ApprovalStrengthened,
                     "approval now required: callers wait for a human decision",
                 )
+            } else if gated {
+                (
+                    ChangeKind::ApprovalWeakened,
+                    "approval no longer required by the policy, but the host still gates these calls or their compensations (risk above `medium`, `requires_human_approval` or `compensation(requires_approval)`) and applies the policy compared below",
+                )
             } else {
                 (ChangeKind::ApprovalWeakened, "approval no longer required")
             };
@@ -1629,8 +1650,9 @@ impl Diff {
             // Who approves, with what evidence and quorum, no longer matters once nobody has
             // to: a removed section compared field by field with the defaults it reads as
             // (found by an author trial: `approver_selector changed: role → tenant_policy`)
-            // would describe a policy no caller waits for.
-            if !new.required {
+            // would describe a policy no caller waits for. Unless the host still gates the
+            // capability's calls or compensations, and applies the policy there (a review).
+            if !new.required && !gated {
                 return;
             }
         }

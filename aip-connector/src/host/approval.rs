@@ -2993,8 +2993,12 @@ mod tests {
             self.inner.claim_resume(id, now).await
         }
 
-        async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
-            self.inner.release_resume(id).await
+        async fn release_resume(
+            &self,
+            id: &ApprovalId,
+            claimed_at_ms: Millis,
+        ) -> Result<bool, StoreError> {
+            self.inner.release_resume(id, claimed_at_ms).await
         }
 
         async fn purge_closed_approvals(

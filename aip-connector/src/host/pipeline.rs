@@ -167,7 +167,7 @@ fn settled_key(
 /// call, so the approved action did not run.
 #[derive(Default)]
 struct ClaimedResume {
-    id: OnceLock<ApprovalId>,
+    claim: OnceLock<ResumeClaim>,
     unspent: std::sync::atomic::AtomicBool,
     /// The key's settlement gave the claim back already, before it released the key (see
     /// [`GiveBack`]).
@@ -180,15 +180,23 @@ impl ClaimedResume {
     /// The approval whose claim `run` gives back after a result that is `retryable` (or
     /// [`unattempted`] before any handler started), or that answered for another action
     /// (`unspent`); none when the key's settlement gave it back already.
-    fn to_give_back(&self, retryable: bool, unattempted: bool) -> Option<&ApprovalId> {
+    fn to_give_back(&self, retryable: bool, unattempted: bool) -> Option<&ResumeClaim> {
         use std::sync::atomic::Ordering::Relaxed;
         let returns = retryable
             || (unattempted && !self.handler_started.load(Relaxed))
             || self.unspent.load(Relaxed);
-        self.id
+        self.claim
             .get()
             .filter(|_| returns && !self.given_back.load(Relaxed))
     }
+}
+
+/// A call's claim on an approval's single resume: the approval, and the time the claim wrote
+/// ([`ApprovalRecord::resumed_at_ms`]), by which giving it back releases this claim only.
+#[derive(Clone, Debug)]
+struct ResumeClaim {
+    id: ApprovalId,
+    claimed_at_ms: crate::store::Millis,
 }
 
 /// A claimed resume to give back in the settlement of a retryable result, before the key is
@@ -196,7 +204,7 @@ impl ClaimedResume {
 /// and the resume still taken, and was told `policy.approval_already_resumed` (not retryable)
 /// for an action that never ran (found by a hostile review).
 struct GiveBack<'a> {
-    id: ApprovalId,
+    claim: ResumeClaim,
     /// Set once given back, so `run` does not give it back a second time (which could undo a
     /// later resume's claim).
     done: Option<&'a std::sync::atomic::AtomicBool>,
@@ -209,12 +217,17 @@ struct GiveBack<'a> {
 /// drops the call's future at whichever write it waits for). Dropped before both writes
 /// landed, it finishes them on a task of its own: a dropped call otherwise left the approved
 /// action claimed, so no retry could resume it, and its key held until its reservation expired.
+/// A failure that exhausted its key's attempts is stored instead, as its dead letter, by the
+/// same task if the call is dropped while that write is made.
 struct HoldReturn<'a> {
     host: &'a Arc<HostInner>,
     /// The claim to give back, until it is given back.
     give_back: Option<Box<GiveBack<'a>>>,
-    /// The reservation to release, until it is released.
+    /// The reservation to release (or to settle with `dead_letter`), until that is written.
     release: Option<Reservation>,
+    /// The dead letter to store under the reservation instead of releasing it, while it is
+    /// written: a copy, since the write takes the record.
+    dead_letter: Option<Box<IdempotencyRecord>>,
 }
 
 impl HoldReturn<'_> {
@@ -222,7 +235,7 @@ impl HoldReturn<'_> {
     /// drop at either write leaves it to [`Drop`].
     async fn run(mut self) {
         if let Some(give_back) = &self.give_back {
-            give_back_resume(self.host, &give_back.id).await;
+            give_back_resume(self.host, &give_back.claim).await;
             if let Some(done) = self.give_back.take().and_then(|g| g.done) {
                 done.store(true, std::sync::atomic::Ordering::Relaxed);
             }
@@ -239,8 +252,9 @@ impl Drop for HoldReturn<'_> {
         if self.give_back.is_none() && self.release.is_none() {
             return;
         }
-        let give_back = self.give_back.take().map(|g| g.id);
+        let give_back = self.give_back.take().map(|g| g.claim);
         let release = self.release.take();
+        let dead_letter = self.dead_letter.take();
         if tokio::runtime::Handle::try_current().is_err() {
             // The key waits for its reservation's expiry; the claim stays taken.
             tracing::warn!(
@@ -251,16 +265,34 @@ impl Drop for HoldReturn<'_> {
             return;
         }
         // A plain future, not another guard: a task dropped unpolled (its runtime shutting
-        // down) must not spawn again.
+        // down) must not spawn again. It says so instead.
         let host = Arc::clone(self.host);
         crate::task::spawn_traced(async move {
-            if let Some(id) = give_back {
-                give_back_resume(&host, &id).await;
+            let unfinished = UnfinishedReturn;
+            if let Some(claim) = give_back {
+                give_back_resume(&host, &claim).await;
             }
-            if let Some(reservation) = release {
-                written(host.store.release(&reservation).await);
+            match (release, dead_letter) {
+                (Some(reservation), Some(dead_letter)) => {
+                    written(host.store.settle(&reservation, *dead_letter).await);
+                }
+                (Some(reservation), None) => written(host.store.release(&reservation).await),
+                (None, _) => {}
             }
+            std::mem::forget(unfinished);
         });
+    }
+}
+
+/// Logs a [`HoldReturn`] task dropped before it wrote everything (its runtime shut down): the
+/// key then waits for its reservation's expiry, and the claim stays taken.
+struct UnfinishedReturn;
+
+impl Drop for UnfinishedReturn {
+    fn drop(&mut self) {
+        tracing::warn!(
+            "a dropped call's claim and key could not be returned: the runtime shut down first"
+        );
     }
 }
 
@@ -618,7 +650,10 @@ async fn execute(
         match claim.await {
             Ok(()) => {
                 // Told to `run`, which gives the claim back if the result is retryable.
-                let _ = resume_claim.id.set(record.approval_id.clone());
+                let _ = resume_claim.claim.set(ResumeClaim {
+                    id: record.approval_id.clone(),
+                    claimed_at_ms: claimed_at,
+                });
             }
             Err(refused) => return refused,
         }
@@ -646,7 +681,8 @@ async fn execute(
                 ),
             };
             // A call that claimed a resume gives it back if dropped meanwhile.
-            match dropped::reserve_holding_claim(host, &resume_claim.id, &reservation, now).await {
+            match dropped::reserve_holding_claim(host, &resume_claim.claim, &reservation, now).await
+            {
                 Ok(ReserveOutcome::Acquired) => Some(reservation),
                 Ok(ReserveOutcome::Settled(record)) => {
                     // A record of the approved action itself (same action id and input) says it
@@ -2110,6 +2146,7 @@ impl<'a> Settlement<'a> {
                 host,
                 give_back,
                 release: Some(reservation),
+                dead_letter: None,
             });
             if retryable && !unattempted {
                 let counted = host.store.count_attempt(
@@ -2121,13 +2158,15 @@ impl<'a> Settlement<'a> {
                     Ok(attempts) if attempts >= max_attempts => {
                         // A dead letter is the key's final result: stored, and the claim stays
                         // taken (no retry may resume the action). Dropped while it is written,
-                        // the key is released: the next attempt ends in the dead letter again.
+                        // the hold writes it (a released key would let another attempt run).
                         hold.give_back = None;
                         record.result = dead_lettered(&result, attempts);
                         let dead_letter = record.result.clone();
+                        hold.dead_letter = Some(record.clone());
                         let reservation = hold.release.as_ref().expect("held until released");
                         written(host.store.settle(reservation, *record).await);
                         hold.release = None;
+                        hold.dead_letter = None;
                         return dead_letter;
                     }
                     Ok(_) => {}
@@ -3651,32 +3690,38 @@ fn operator_changed() -> ProtocolError {
 async fn follow_up(
     host: &Arc<HostInner>,
     caller: &TrustedContext,
-    give_back: Option<&ApprovalId>,
+    give_back: Option<&ResumeClaim>,
     result: ActionResult,
 ) -> ActionResult {
-    let Some(id) = give_back else {
+    let Some(claim) = give_back else {
         return refresh_pending_replay(host, caller, result).await;
     };
     HoldReturn {
         host,
         give_back: Some(Box::new(GiveBack {
-            id: id.clone(),
+            claim: claim.clone(),
             done: None,
         })),
         release: None,
+        dead_letter: None,
     }
     .run()
     .await;
     result
 }
 
-/// Gives back the resume of approval `id` claimed by a call that ended retryably, so a later
-/// resume runs the action again.
-async fn give_back_resume(host: &HostInner, id: &ApprovalId) {
-    if let Err(error) = host.store.release_resume(id).await {
+/// Gives back `claim`, the resume a call that ended retryably claimed, so a later resume runs
+/// the action again. Only that claim is released: written twice (a dropped call's writes are
+/// finished on a task of their own), it undoes no claim made in between.
+async fn give_back_resume(host: &HostInner, claim: &ResumeClaim) {
+    if let Err(error) = host
+        .store
+        .release_resume(&claim.id, claim.claimed_at_ms)
+        .await
+    {
         tracing::warn!(
             error = %error,
-            approval_id = %id,
+            approval_id = %claim.id,
             "the resume of an approved action that ended retryably was not given back; the approval reads as resumed"
         );
     }

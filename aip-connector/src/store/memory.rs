@@ -599,10 +599,18 @@ impl ApprovalStore for MemoryStore {
         }
     }
 
-    async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+    async fn release_resume(
+        &self,
+        id: &ApprovalId,
+        claimed_at_ms: Millis,
+    ) -> Result<bool, StoreError> {
         let mut approvals = self.approvals();
         match approvals.get_mut(id) {
-            Some(stored) if stored.status == ApprovalStatus::Approved && stored.resumed => {
+            Some(stored)
+                if stored.status == ApprovalStatus::Approved
+                    && stored.resumed
+                    && stored.resumed_at_ms == Some(claimed_at_ms) =>
+            {
                 stored.resumed = false;
                 stored.resumed_at_ms = None;
                 stored.version = stored.version.saturating_add(1);

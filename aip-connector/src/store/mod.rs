@@ -474,13 +474,23 @@ pub trait ApprovalStore: Send + Sync {
     /// version loses.
     async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError>;
 
-    /// Approved and resumed → not resumed, `resumed_at_ms` cleared (the version is bumped); true
-    /// when it changed. The host calls it only after its own
-    /// [`claim_resume`](Self::claim_resume) returned true, for a resume whose result is
-    /// retryable (the reservation of its idempotency key failed or found the key busy, or the
-    /// run failed retryably), so the approved action can be resumed again instead of being
-    /// stranded. Nobody else can claim in between, so it undoes no one else's claim.
-    async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError>;
+    /// Approved, resumed, and claimed at `claimed_at_ms` → not resumed, `resumed_at_ms` cleared
+    /// (the version is bumped); true when it changed. The host calls it only after its own
+    /// [`claim_resume`](Self::claim_resume) with `now = claimed_at_ms` returned true, for a
+    /// resume whose result is retryable (the reservation of its idempotency key failed or found
+    /// the key busy, or the run failed retryably), so the approved action can be resumed again
+    /// instead of being stranded.
+    ///
+    /// The claim time is compared so that only that claim is released: a release written again
+    /// (the call was dropped while the first write was in flight, and the host finished it on a
+    /// task of its own) must not undo a claim another call made once the first write landed
+    /// (found by a review). Two claims of one approval in the same millisecond, with a release
+    /// between them, are not told apart.
+    async fn release_resume(
+        &self,
+        id: &ApprovalId,
+        claimed_at_ms: Millis,
+    ) -> Result<bool, StoreError>;
 
     /// Deletes up to `max_entries` records that retention may delete
     /// ([`ApprovalRecord::is_purgeable`] with `created_before` as the cutoff): closed at `now`,

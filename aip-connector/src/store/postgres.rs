@@ -1491,7 +1491,11 @@ impl ApprovalStore for PostgresStore {
         Ok(changed == 1)
     }
 
-    async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+    async fn release_resume(
+        &self,
+        id: &ApprovalId,
+        claimed_at_ms: Millis,
+    ) -> Result<bool, StoreError> {
         if unstorable(id.as_str()) {
             return Ok(false);
         }
@@ -1500,8 +1504,9 @@ impl ApprovalStore for PostgresStore {
                 "release an approval resume",
                 "UPDATE approval_records \
                  SET resumed = FALSE, resumed_at_ms = NULL, version = version + 1 \
-                 WHERE approval_id = $1 AND status = 'approved' AND resumed",
-                &[&id.as_str()],
+                 WHERE approval_id = $1 AND status = 'approved' AND resumed \
+                 AND resumed_at_ms = $2",
+                &[&id.as_str(), &millis_to_sql(claimed_at_ms)],
             )
             .await?;
         Ok(changed == 1)

@@ -161,7 +161,7 @@ impl fmt::Debug for SqliteStore {
 
 impl SqliteStore {
     /// Runs `statement`, an update of the approval record `?1` = `id` that sets its resume time
-    /// to `?2` = `resumed_at_ms`, and says whether it changed that record.
+    /// to, or compares it with, `?2` = `resumed_at_ms`, and says whether it changed that record.
     async fn update_one_approval(
         &self,
         operation: &'static str,
@@ -885,13 +885,17 @@ impl ApprovalStore for SqliteStore {
         .await
     }
 
-    async fn release_resume(&self, id: &ApprovalId) -> Result<bool, StoreError> {
+    async fn release_resume(
+        &self,
+        id: &ApprovalId,
+        claimed_at_ms: Millis,
+    ) -> Result<bool, StoreError> {
         self.update_one_approval(
             "release an approval resume",
-            "UPDATE approval_records SET resumed = 0, resumed_at_ms = ?2, version = version + 1 \
-             WHERE approval_id = ?1 AND status = 'approved' AND resumed = 1",
+            "UPDATE approval_records SET resumed = 0, resumed_at_ms = NULL, version = version + 1 \
+             WHERE approval_id = ?1 AND status = 'approved' AND resumed = 1 AND resumed_at_ms = ?2",
             id,
-            None,
+            Some(claimed_at_ms),
         )
         .await
     }

@@ -14,15 +14,15 @@
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use aip_connector_core::ids::{ApprovalId, PrincipalId, TransactionId};
+use aip_connector_core::ids::{PrincipalId, TransactionId};
 use aip_connector_core::model::{
     Action, ActionResult, IdempotencyKeyScope, TransactionMode, TransactionProtocolStatus,
 };
 
 use super::{
-    ClaimedResume, GiveBack, HostInner, HostInvocation, Settlement, abandoned, abandoned_handler,
-    cancelled_by_request, companion_timed_out, effective_timeout, failure, give_back_resume,
-    timed_out, transaction,
+    ClaimedResume, GiveBack, HostInner, HostInvocation, ResumeClaim, Settlement, abandoned,
+    abandoned_handler, cancelled_by_request, companion_timed_out, effective_timeout, failure,
+    give_back_resume, timed_out, transaction,
 };
 use crate::invocation::VerifiedTenant;
 use crate::store::{Millis, Reservation};
@@ -129,26 +129,26 @@ impl Drop for CompanionWatch<'_> {
 /// reservation landed is unknown, and one that did expires.
 pub(super) async fn reserve_holding_claim(
     host: &Arc<HostInner>,
-    claimed: &OnceLock<ApprovalId>,
+    claimed: &OnceLock<ResumeClaim>,
     reservation: &Reservation,
     now: Millis,
 ) -> Result<crate::store::ReserveOutcome, crate::store::StoreError> {
     struct ClaimHeld<'c> {
         host: &'c Arc<HostInner>,
-        claimed: &'c OnceLock<ApprovalId>,
+        claimed: &'c OnceLock<ResumeClaim>,
         armed: bool,
     }
     impl Drop for ClaimHeld<'_> {
         fn drop(&mut self) {
-            let Some(id) = self.claimed.get().filter(|_| self.armed) else {
+            let Some(claim) = self.claimed.get().filter(|_| self.armed) else {
                 return;
             };
             if tokio::runtime::Handle::try_current().is_err() {
-                tracing::warn!(approval_id = %id, "a resume claimed by a call dropped outside a Tokio runtime could not be given back");
+                tracing::warn!(approval_id = %claim.id, "a resume claimed by a call dropped outside a Tokio runtime could not be given back");
                 return;
             }
-            let (host, id) = (Arc::clone(self.host), id.clone());
-            crate::task::spawn_traced(async move { give_back_resume(&host, &id).await });
+            let (host, claim) = (Arc::clone(self.host), claim.clone());
+            crate::task::spawn_traced(async move { give_back_resume(&host, &claim).await });
         }
     }
     let mut held = ClaimHeld {
@@ -257,9 +257,9 @@ impl<'a> Unsettled<'a> {
             return Ok(result);
         }
         let claimed: &'a ClaimedResume = self.claimed;
-        let give_back = claimed.id.get().map(|id| {
+        let give_back = claimed.claim.get().map(|claim| {
             Box::new(GiveBack {
-                id: id.clone(),
+                claim: claim.clone(),
                 done: Some(&claimed.given_back),
             })
         });
@@ -279,7 +279,7 @@ impl Drop for Unsettled<'_> {
             .get_mut()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        let claimed = self.claimed.id.get().cloned();
+        let claimed = self.claimed.claim.get().cloned();
         let host = settlement.host;
         let action = self.action;
         let handler_started = *self.handler_started.get_mut();
@@ -386,7 +386,7 @@ struct DroppedCall {
     tenant: Option<VerifiedTenant>,
     now: Millis,
     transaction: Option<Box<OpenTransaction>>,
-    claimed: Option<ApprovalId>,
+    claimed: Option<ResumeClaim>,
 }
 
 impl DroppedCall {
@@ -450,7 +450,7 @@ impl DroppedCall {
                     let give_back = self
                         .claimed
                         .take()
-                        .map(|id| Box::new(GiveBack { id, done: None }));
+                        .map(|claim| Box::new(GiveBack { claim, done: None }));
                     // What a dropped call settles with is an interruption or what its handler
                     // answered, never a refusal before the handler.
                     result = settlement.settle(result, give_back, false).await;
@@ -464,8 +464,8 @@ impl DroppedCall {
         // letter, and its claim stays taken, as `run` decides. (A call that reserved its key
         // gave its claim to the settlement above.)
         let retryable = result.error.as_ref().is_some_and(|e| e.is_retryable());
-        if let Some(id) = self.claimed.as_ref().filter(|_| retryable) {
-            give_back_resume(host, id).await;
+        if let Some(claim) = self.claimed.as_ref().filter(|_| retryable) {
+            give_back_resume(host, claim).await;
         }
         host.active.settled(&self.action, &result);
         match &result.error {
