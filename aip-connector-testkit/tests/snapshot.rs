@@ -467,14 +467,27 @@ fn a_removed_approval_section_reports_its_removal_alone() {
         "{text}"
     );
 
-    // Still gated (its compensations need approval): the policy the host
-    // applies changed, field by field.
-    let gated = diff_between(with_selector, |m| {
+    // Still gated (its compensations need approval): removed, the policy is replaced by the
+    // host's default, which the diff names without comparing fields against serde's defaults.
+    let removed = diff_between(with_selector, |m| {
         contract(m, PAY).as_object_mut().unwrap().remove("approval");
     });
-    let text = gated.to_string();
+    let text = removed.to_string();
     assert!(
-        text.contains("the host still gates these calls") && text.contains("approver_selector"),
+        text.contains("the host still gates these calls")
+            && text.contains("now under its default policy")
+            && !text.contains("approver_selector"),
+        "{text}"
+    );
+    // No longer required but still declared, the policy is what the host applies: its field
+    // changes are listed.
+    let unrequired = diff_between(with_selector, |m| {
+        contract(m, PAY)["approval"]["required"] = json!(false);
+        contract(m, PAY)["approval"]["approver_selector"] = json!({"type": "tenant_policy"});
+    });
+    let text = unrequired.to_string();
+    assert!(
+        text.contains("applies the policy compared below") && text.contains("approver_selector"),
         "{text}"
     );
 

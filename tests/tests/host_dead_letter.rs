@@ -193,3 +193,41 @@ async fn a_call_dropped_while_its_dead_letter_is_written_still_stores_it() {
     assert!(answer.is_idempotent_replay(), "{answer:?}");
     assert_eq!(mailer.attempts.load(Ordering::SeqCst), 1);
 }
+
+/// A return task that its runtime drops (the runtime shut down right after the call was
+/// dropped) writes nothing, and says what it left unwritten.
+#[test]
+fn a_return_task_its_runtime_drops_says_what_it_left() {
+    let logs = aip_connector_testkit::logs::LogCapture::new();
+    let _default = logs.set_default();
+    let gate = Gate::default();
+    let store = Arc::new(HookedStore::before_settle({
+        let gate = gate.clone();
+        move |_| gate.hold()
+    }));
+    let mailer = Mailer {
+        failures: usize::MAX,
+        ..Mailer::default()
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let host = host(mailer.clone(), store.clone(), 1);
+        let call = tokio::spawn(async move { host.invoke(send("k1"), &caller()).await });
+        gate.entered().await;
+        call.abort();
+        assert!(call.await.unwrap_err().is_cancelled());
+    });
+    // The return task is queued, or held at the gate again; the runtime drops it either way.
+    drop(runtime);
+    assert!(
+        logs.contains("what a dropped call held was not returned")
+            && logs.contains("dead_letter=true")
+            && logs.contains("reserved_key=true"),
+        "{}",
+        logs.text()
+    );
+    assert_eq!(mailer.attempts.load(Ordering::SeqCst), 1);
+}

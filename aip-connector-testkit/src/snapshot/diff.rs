@@ -1611,6 +1611,7 @@ impl Diff {
     ) {
         // An absent policy reads as the default one: approval not required.
         let default = ApprovalPolicy::default();
+        let removed = new.is_none();
         let (old, new) = (old.unwrap_or(&default), new.unwrap_or(&default));
         let ApprovalPolicy {
             required,
@@ -1630,6 +1631,11 @@ impl Diff {
                 (
                     ChangeKind::ApprovalStrengthened,
                     "approval now required: callers wait for a human decision",
+                )
+            } else if gated && removed {
+                (
+                    ChangeKind::ApprovalWeakened,
+                    "approval policy removed: the host still gates these calls or their compensations (risk above `medium`, `requires_human_approval` or `compensation(requires_approval)`), now under its default policy (docs/host-runtime.md), not the one declared before",
                 )
             } else if gated {
                 (
@@ -1651,8 +1657,10 @@ impl Diff {
             // to: a removed section compared field by field with the defaults it reads as
             // (found by an author trial: `approver_selector changed: role → tenant_policy`)
             // would describe a policy no caller waits for. Unless the host still gates the
-            // capability's calls or compensations, and applies the policy there (a review).
-            if !new.required && !gated {
+            // capability's calls or compensations and applies the declared policy there (a
+            // review); a removed one is replaced by the host's own default, which these
+            // defaults are not, so nothing more is listed then.
+            if !new.required && (!gated || removed) {
                 return;
             }
         }

@@ -265,16 +265,26 @@ impl Drop for HoldReturn<'_> {
             return;
         }
         // A plain future, not another guard: a task dropped unpolled (its runtime shutting
-        // down) must not spawn again. It says so instead.
+        // down) must not spawn again. It says so instead: the warning is moved into the
+        // future, so it is dropped with it even when the task never ran.
+        let unfinished = UnfinishedReturn {
+            claimed_resume: give_back.is_some(),
+            reserved_key: release.is_some(),
+            dead_letter: dead_letter.is_some(),
+        };
         let host = Arc::clone(self.host);
         crate::task::spawn_traced(async move {
-            let unfinished = UnfinishedReturn;
+            let unfinished = unfinished;
             if let Some(claim) = give_back {
                 give_back_resume(&host, &claim).await;
             }
             match (release, dead_letter) {
                 (Some(reservation), Some(dead_letter)) => {
-                    written(host.store.settle(&reservation, *dead_letter).await);
+                    match host.store.settle(&reservation, *dead_letter).await {
+                        // The dropped call's own write landed before it was dropped.
+                        Err(crate::store::StoreError::Fenced) => {}
+                        outcome => written(outcome),
+                    }
                 }
                 (Some(reservation), None) => written(host.store.release(&reservation).await),
                 (None, _) => {}
@@ -284,14 +294,22 @@ impl Drop for HoldReturn<'_> {
     }
 }
 
-/// Logs a [`HoldReturn`] task dropped before it wrote everything (its runtime shut down): the
-/// key then waits for its reservation's expiry, and the claim stays taken.
-struct UnfinishedReturn;
+/// Logs a [`HoldReturn`] task that ended before it wrote everything (its runtime shut down
+/// before it ran or while it waited, or a store call panicked), saying what was left: the key
+/// then waits for its reservation's expiry, and a claim stays taken.
+struct UnfinishedReturn {
+    claimed_resume: bool,
+    reserved_key: bool,
+    dead_letter: bool,
+}
 
 impl Drop for UnfinishedReturn {
     fn drop(&mut self) {
         tracing::warn!(
-            "a dropped call's claim and key could not be returned: the runtime shut down first"
+            claimed_resume = self.claimed_resume,
+            reserved_key = self.reserved_key,
+            dead_letter = self.dead_letter,
+            "what a dropped call held was not returned: the task returning it ended first"
         );
     }
 }

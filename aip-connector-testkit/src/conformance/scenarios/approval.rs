@@ -282,11 +282,14 @@ async fn scenario(h: &Harness) -> Evidence {
     evidence.artifact(format!("approval:{approval}"));
     // The policy the gate applied: the contract's, or for an undo whose compensated capability
     // declares none, the host's default compensation policy, as the request recorded it.
+    let declared = subject.declared_policy();
+    if declared.is_none() {
+        evidence.note(format!(
+            "the compensated capability declares no approval policy: the host's default compensation policy applies, and the policy `evidence_persisted` compares is the one the request for `{id}` recorded"
+        ));
+    }
     let recorded = host.approval(&approval).await.ok().flatten();
-    let Some(policy) = subject
-        .declared_policy()
-        .or_else(|| recorded.map(|record| record.policy))
-    else {
+    let Some(policy) = declared.or_else(|| recorded.map(|record| record.policy)) else {
         let why = format!("the approval `{approval}` that `{id}` waits for could not be read");
         for name in ASSERTIONS {
             let why = why.clone();
