@@ -52,12 +52,9 @@ impl CapabilityDefinition {
 }
 
 /// Approval is needed when the contract says so, the legacy flag says so, or risk is above
-/// `medium` (the host's automatic-approval ceiling). One predicate with the rule that checks a
-/// compensation's approval can reach its handler
-/// ([`approval_gated`](aip_connector_core::rules::approval_gated)).
-pub(crate) fn approval_required(capability: &aip_connector_core::model::Capability) -> bool {
-    aip_connector_core::rules::approval_gated(capability)
-}
+/// `medium` (the host's automatic-approval ceiling): core's predicate, shared with the rule that
+/// checks a compensation's approval can reach its handler.
+pub(crate) use aip_connector_core::rules::approval_gated as approval_required;
 
 /// A connector's static description: identity, profiles and capabilities.
 #[derive(Clone, Debug, PartialEq)]

@@ -493,6 +493,43 @@ fn assert_told_to_come_back(resend: ActionResult) {
     assert_eq!(error.retryable, Some(true));
 }
 
+/// An approved refund re-submitted once the provider fails once, its call held as it gives its
+/// claim on the resume back (`release_resume` waits at `gate`).
+struct HeldGiveBack {
+    gate: Gate,
+    store: Arc<HookedStore>,
+    payments: Payments,
+    host: Host,
+    resubmitted: Action,
+    first: tokio::task::JoinHandle<ActionResult>,
+}
+
+impl HeldGiveBack {
+    async fn start() -> Self {
+        let gate = Gate::default();
+        let store = Arc::new(HookedStore::before_release_resume({
+            let gate = gate.clone();
+            move |_| gate.hold()
+        }));
+        let payments = Payments::default();
+        let host = host_on(payments.clone(), Arc::default(), store.clone());
+        let (original, id) = approved_refund(&host).await;
+        let resubmitted =
+            original.with_approval(decision(&id, "user:alice", ApprovalDecisionKind::Approved));
+        payments.fail_once.store(true, Ordering::SeqCst);
+        let first = spawn_resubmission(&host, &resubmitted);
+        gate.entered().await;
+        HeldGiveBack {
+            gate,
+            store,
+            payments,
+            host,
+            resubmitted,
+            first,
+        }
+    }
+}
+
 /// A re-submission that failed retryably gives its claim on the resume back before it frees
 /// its key: a resend arriving between the two writes meets the key still held and is told to
 /// come back (`idempotency.in_progress`), and coming back runs the action. The other way round
@@ -500,19 +537,14 @@ fn assert_told_to_come_back(resend: ActionResult) {
 /// was told for good that the approval had already run an action that never completed.
 #[tokio::test]
 async fn a_resend_while_a_retryable_resubmission_settles_is_told_to_retry() {
-    let gate = Gate::default();
-    let store = Arc::new(HookedStore::before_release_resume({
-        let gate = gate.clone();
-        move |_| gate.hold()
-    }));
-    let payments = Payments::default();
-    let host = host_on(payments.clone(), Arc::default(), store);
-    let (original, id) = approved_refund(&host).await;
-    let resubmitted =
-        original.with_approval(decision(&id, "user:alice", ApprovalDecisionKind::Approved));
-    payments.fail_once.store(true, Ordering::SeqCst);
-    let first = spawn_resubmission(&host, &resubmitted);
-    gate.entered().await;
+    let held = HeldGiveBack::start().await;
+    let (host, payments, resubmitted, first, gate) = (
+        &held.host,
+        &held.payments,
+        held.resubmitted.clone(),
+        held.first,
+        held.gate,
+    );
 
     // The claim is being given back; the key is still held.
     assert_told_to_come_back(host.invoke(resubmitted.clone(), &person("user:req")).await);
@@ -533,19 +565,15 @@ async fn a_resend_while_a_retryable_resubmission_settles_is_told_to_retry() {
 /// held until its reservation expired, after which the approval read as already resumed.
 #[tokio::test]
 async fn a_retryable_resubmission_dropped_while_returning_its_claim_still_returns_it() {
-    let gate = Gate::default();
-    let store = Arc::new(HookedStore::before_release_resume({
-        let gate = gate.clone();
-        move |_| gate.hold()
-    }));
-    let payments = Payments::default();
-    let host = host_on(payments.clone(), Arc::default(), store.clone());
-    let (original, id) = approved_refund(&host).await;
-    let resubmitted =
-        original.with_approval(decision(&id, "user:alice", ApprovalDecisionKind::Approved));
-    payments.fail_once.store(true, Ordering::SeqCst);
-    let first = spawn_resubmission(&host, &resubmitted);
-    gate.entered().await;
+    let held = HeldGiveBack::start().await;
+    let (host, payments, resubmitted, first, gate, store) = (
+        &held.host,
+        &held.payments,
+        held.resubmitted.clone(),
+        held.first,
+        held.gate,
+        held.store,
+    );
 
     first.abort();
     assert!(first.await.unwrap_err().is_cancelled());

@@ -267,10 +267,7 @@ impl GuardedPayments {
         _approval: Approval,
         _compensation: Compensation,
     ) -> Result<Refunded, ConnectorFailure> {
-        Ok(Refunded {
-            refunded_charge: None,
-            reason: request.reason,
-        })
+        Ok(unlinked_refund(request))
     }
 }
 
@@ -941,6 +938,14 @@ async fn a_compensate_sent_to_the_compensating_capability_names_the_capability_i
     assert_eq!(f.ledger.count("refund:"), 1);
 }
 
+/// A refund that names no charge: what the test connectors' undos answer.
+fn unlinked_refund(request: RefundRequest) -> Refunded {
+    Refunded {
+        refunded_charge: None,
+        reason: request.reason,
+    }
+}
+
 /// A write assembled from free capabilities, naming a compensating capability whose handler does
 /// not take `Compensation`: no `#[connector]` block saw both, so the macro could not refuse it.
 #[capability(
@@ -957,10 +962,7 @@ async fn loose_post(
     _key: IdempotencyKey,
     _checkpoint: Checkpoint,
 ) -> Result<Refunded, ConnectorFailure> {
-    Ok(Refunded {
-        refunded_charge: None,
-        reason: request.reason,
-    })
+    Ok(unlinked_refund(request))
 }
 
 /// The "compensation": it cannot tell which post it undoes.
@@ -975,10 +977,7 @@ async fn loose_undo(
     request: RefundRequest,
     _key: IdempotencyKey,
 ) -> Result<Refunded, ConnectorFailure> {
-    Ok(Refunded {
-        refunded_charge: None,
-        reason: request.reason,
-    })
+    Ok(unlinked_refund(request))
 }
 
 /// The host holds every connector to the rule the macro checks in a `#[connector]` block.
@@ -1023,10 +1022,7 @@ async fn loose_create(
     _key: IdempotencyKey,
     _checkpoint: Checkpoint,
 ) -> Result<Refunded, ConnectorFailure> {
-    Ok(Refunded {
-        refunded_charge: None,
-        reason: request.reason,
-    })
+    Ok(unlinked_refund(request))
 }
 
 /// The undo, approved under a policy no host applies to it.
@@ -1044,10 +1040,7 @@ async fn loose_remove(
     _approval: Approval,
     _compensation: Compensation,
 ) -> Result<Refunded, ConnectorFailure> {
-    Ok(Refunded {
-        refunded_charge: None,
-        reason: request.reason,
-    })
+    Ok(unlinked_refund(request))
 }
 
 /// The host refuses an undo whose approval can never reach it, as `#[connector]` does.

@@ -150,17 +150,23 @@ impl<'c> Subject<'c> {
     }
 }
 
+/// Whether a capability that an action may name (its handler takes no `Compensation`) requires
+/// approval, examples or not.
+fn callable_gates(h: &Harness) -> bool {
+    h.definition()
+        .capabilities
+        .iter()
+        .any(|c| gated(c) && !c.facts.compensation_handler)
+}
+
 /// What the lifecycle can run on: the capabilities that require approval and declare an
 /// example, or, when every capability that requires approval is compensation-only, the
 /// compensations that reach them (both capabilities with an example, the compensated one
 /// gating its compensations).
 fn subjects(h: &Harness) -> Vec<Subject<'_>> {
-    let mut calls = h.examples_where(|c| gated(c) && !c.facts.compensation_handler);
-    if h.definition()
-        .capabilities
-        .iter()
-        .any(|c| gated(c) && !c.facts.compensation_handler)
-    {
+    if callable_gates(h) {
+        // The examples are of capabilities an action may name: no compensation handler.
+        let mut calls = h.examples_where(gated);
         calls.sort_by_key(|(c, _)| (Harness::streams_only(c), h.waived(c.id().as_str())));
         return calls
             .into_iter()
@@ -191,13 +197,10 @@ fn subjects(h: &Harness) -> Vec<Subject<'_>> {
 /// declares no example (the lifecycle runs on compensations then, see the module docs). `None`
 /// when a capability an action may name requires approval (the missing piece is its example).
 fn compensation_only_gates(h: &Harness) -> Option<String> {
-    let capabilities = &h.definition().capabilities;
-    if capabilities
-        .iter()
-        .any(|c| gated(c) && !c.facts.compensation_handler)
-    {
+    if callable_gates(h) {
         return None;
     }
+    let capabilities = &h.definition().capabilities;
     let gated_undos: Vec<String> = capabilities
         .iter()
         .filter(|c| gated(c))

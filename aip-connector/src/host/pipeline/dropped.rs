@@ -20,9 +20,9 @@ use aip_connector_core::model::{
 };
 
 use super::{
-    ClaimedResume, GiveBack, HostInner, HostInvocation, ResumeClaim, Settlement, abandoned,
-    abandoned_handler, cancelled_by_request, companion_timed_out, effective_timeout, failure,
-    give_back_resume, timed_out, transaction,
+    ClaimedResume, GiveBack, HoldReturn, HostInner, HostInvocation, ResumeClaim, Settlement,
+    abandoned, abandoned_handler, cancelled_by_request, companion_timed_out, effective_timeout,
+    failure, give_back_resume, timed_out, transaction,
 };
 use crate::invocation::VerifiedTenant;
 use crate::store::{Millis, Reservation};
@@ -133,31 +133,23 @@ pub(super) async fn reserve_holding_claim(
     reservation: &Reservation,
     now: Millis,
 ) -> Result<crate::store::ReserveOutcome, crate::store::StoreError> {
-    struct ClaimHeld<'c> {
-        host: &'c Arc<HostInner>,
-        claimed: &'c OnceLock<ResumeClaim>,
-        armed: bool,
-    }
-    impl Drop for ClaimHeld<'_> {
-        fn drop(&mut self) {
-            let Some(claim) = self.claimed.get().filter(|_| self.armed) else {
-                return;
-            };
-            if tokio::runtime::Handle::try_current().is_err() {
-                tracing::warn!(approval_id = %claim.id, "a resume claimed by a call dropped outside a Tokio runtime could not be given back");
-                return;
-            }
-            let (host, claim) = (Arc::clone(self.host), claim.clone());
-            crate::task::spawn_traced(async move { give_back_resume(&host, &claim).await });
-        }
-    }
-    let mut held = ClaimHeld {
-        host,
-        claimed,
-        armed: true,
-    };
+    // Armed for a resume only (boxed, so a call without one carries a word): the hold that
+    // gives a claim back when the call is dropped mid-write, as the settlement's does.
+    let mut held = claimed.get().map(|claim| {
+        Box::new(HoldReturn {
+            host,
+            give_back: Some(Box::new(GiveBack {
+                claim: claim.clone(),
+                done: None,
+            })),
+            release: None,
+            dead_letter: None,
+        })
+    });
     let reserved = host.store.reserve(reservation, now).await;
-    held.armed = false;
+    if let Some(held) = held.as_mut() {
+        held.give_back = None;
+    }
     reserved
 }
 
