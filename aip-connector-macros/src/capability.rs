@@ -300,9 +300,10 @@ pub(crate) fn expand_free(args: TokenStream, item: TokenStream) -> TokenStream {
     allow_unused_async(&mut function.attrs);
     match (cx.check(), analyzed) {
         (Ok(()), Some(capability)) => crate::expand::free_capability(&function, &capability),
-        (Err(errors), _) => {
+        (Err(errors), analyzed) => {
             let errors = errors.to_compile_error();
-            let fallback = (!in_impl).then(|| crate::expand::fallback_free_capability(&function));
+            let fallback = (!in_impl)
+                .then(|| crate::expand::fallback_free_capability(&function, analyzed.as_ref()));
             quote! { #errors #function #fallback }
         }
         (Ok(()), None) => quote! { #function },

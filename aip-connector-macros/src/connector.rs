@@ -139,7 +139,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         Ok(()) => crate::expand::connector(&block, &attr, &capabilities),
         Err(errors) => {
             let errors = errors.to_compile_error();
-            let fallback = crate::expand::fallback_connector(&block);
+            let fallback = crate::expand::fallback_connector(&block, &capabilities);
             quote! { #errors #block #fallback }
         }
     }

@@ -198,6 +198,66 @@ fn codec_fns(capability: &CapabilityItem, vis: TokenStream) -> TokenStream {
     quote!(#input #output)
 }
 
+/// The name of a method capability's id constant: the method's name in upper case with `_ID`
+/// (`book` → `BOOK_ID`), spanned on the method's name, so that a clash with an item of the
+/// author's is reported at the method.
+fn id_const_ident(capability: &CapabilityItem) -> Ident {
+    let name = capability.sig.ident.to_string();
+    let name = name.trim_start_matches("r#").to_uppercase();
+    format_ident!("{}_ID", name, span = capability.sig.ident.span())
+}
+
+/// One `pub const` holding a capability's id, so that tests and clients name the capability
+/// through the compiler instead of typing its id again (DESIGN.md: the id is typed once). A
+/// capability without an id (already reported) gets none.
+///
+/// The doc names the method in code, not as a link: handlers are usually private, and a public
+/// item linking to a private one fails `RUSTDOCFLAGS=-Dwarnings`. `dead_code`: a binary crate
+/// need not use it; `unreachable_pub`: the type may be private.
+fn id_const(capability: &CapabilityItem, name: &Ident, vis: &TokenStream) -> TokenStream {
+    let id = capability.capability.id.as_str();
+    if id.is_empty() {
+        return TokenStream::new();
+    }
+    let cfgs = &capability.cfgs;
+    let doc = format!(
+        " The id of the capability `{}` declares: `{id}`.",
+        capability.sig.ident.to_string().trim_start_matches("r#")
+    );
+    // Every token at the method's name: a clash is reported there, not on the attribute.
+    quote_spanned! {name.span()=>
+        #(#cfgs)*
+        #[doc = #doc]
+        #[allow(dead_code, unreachable_pub)]
+        #vis const #name: &'static str = #id;
+    }
+}
+
+/// The id constants of a `#[connector]`'s capabilities (`<METHOD>_ID`), for its generated
+/// inherent impl. Always `pub`: a connector's tests in `tests/` need them, and its handlers are
+/// usually private.
+/// A free capability's id constant, `ID` on its same-named type (`book::ID`), as visible as the
+/// function.
+fn free_id_const(capability: &CapabilityItem, vis: &syn::Visibility) -> TokenStream {
+    id_const(
+        capability,
+        &Ident::new("ID", capability.sig.ident.span()),
+        &quote!(#vis),
+    )
+}
+
+fn connector_id_consts<'a>(
+    capabilities: impl IntoIterator<Item = &'a CapabilityItem>,
+) -> TokenStream {
+    capabilities
+        .into_iter()
+        .map(|c| {
+            let name = id_const_ident(c);
+            id_const(c, &name, &quote_spanned!(name.span()=> pub))
+        })
+        .collect()
+}
+
 /// The `CapabilityDefinition` expression of one capability; `scope` prefixes codec calls.
 fn definition_expr(capability: &CapabilityItem, scope: &TokenStream) -> TokenStream {
     let p = private();
@@ -362,6 +422,7 @@ pub(crate) fn connector(
     let codecs = capabilities
         .iter()
         .map(|c| codec_fns(c, TokenStream::new()));
+    let id_consts = connector_id_consts(capabilities);
     let assertions = capabilities
         .iter()
         .map(|c| extractor_assertions(c, Some(self_ty)));
@@ -493,6 +554,7 @@ pub(crate) fn connector(
 
         #[automatically_derived]
         impl #self_ty {
+            #id_consts
             #(#codecs)*
         }
 
@@ -638,8 +700,10 @@ fn connector_doc(id: &str, capabilities: &[CapabilityItem]) -> TokenStream {
 
 /// After an error: the user's impl block (attributes stripped) and an `impl Connector` whose
 /// methods are never reached, because the crate does not compile. It exists so that code using
-/// the type as a connector reports nothing more than the real mistake.
-pub(crate) fn fallback_connector(block: &ItemImpl) -> TokenStream {
+/// the type as a connector reports nothing more than the real mistake. The id constants of the
+/// capabilities that were analyzed are kept for the same reason: a test naming `Type::BOOK_ID`
+/// must not add an error of its own to one in the contract.
+pub(crate) fn fallback_connector(block: &ItemImpl, capabilities: &[CapabilityItem]) -> TokenStream {
     let p = private();
     let self_ty = &block.self_ty;
     if block.trait_.is_some() {
@@ -656,7 +720,13 @@ pub(crate) fn fallback_connector(block: &ItemImpl) -> TokenStream {
             #self_ty: #p::Send + #p::Sync + 'static
         ));
     }
+    let id_consts = connector_id_consts(capabilities);
     quote! {
+        #[automatically_derived]
+        impl #impl_generics #self_ty #where_clause {
+            #id_consts
+        }
+
         #[automatically_derived]
         impl #impl_generics #p::Connector for #self_ty #where_clause {
             fn definition(&self) -> &#p::ConnectorDefinition {
@@ -671,11 +741,16 @@ pub(crate) fn fallback_connector(block: &ItemImpl) -> TokenStream {
 
 /// After an error in a free `#[capability]`: the same-named type and a `FreeCapability` impl
 /// whose methods are never reached (the crate does not compile), so that
-/// `ConnectorBuilder::capability::<name>()` reports nothing more than the real mistake.
-pub(crate) fn fallback_free_capability(function: &syn::ItemFn) -> TokenStream {
+/// `ConnectorBuilder::capability::<name>()` reports nothing more than the real mistake; its
+/// `ID` too, when the attribute named one.
+pub(crate) fn fallback_free_capability(
+    function: &syn::ItemFn,
+    capability: Option<&CapabilityItem>,
+) -> TokenStream {
     let p = private();
     let vis = &function.vis;
     let ident = &function.sig.ident;
+    let id_const = capability.map(|c| free_id_const(c, &function.vis));
     let state = free_state_param();
     let cfgs = function
         .attrs
@@ -687,6 +762,12 @@ pub(crate) fn fallback_free_capability(function: &syn::ItemFn) -> TokenStream {
         #[doc(hidden)]
         #[allow(non_camel_case_types)]
         #vis struct #ident {}
+
+        #(#cfgs)*
+        #[automatically_derived]
+        impl #ident {
+            #id_const
+        }
 
         #(#cfgs)*
         #[automatically_derived]
@@ -722,6 +803,7 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
     );
     let cfgs = &capability.cfgs;
     let companions = free_companions(capability);
+    let id_const = free_id_const(capability, vis);
     let ignore_state = capability
         .sig
         .state()
@@ -747,6 +829,12 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
         #[doc = #doc]
         #[allow(non_camel_case_types)]
         #vis struct #ident {}
+
+        #(#cfgs)*
+        #[automatically_derived]
+        impl #ident {
+            #id_const
+        }
 
         #(#cfgs)*
         #[automatically_derived]

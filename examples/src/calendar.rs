@@ -32,9 +32,9 @@ use crate::provider_api::{self, OPERATION_ID_HEADER, OperationState};
 /// The connector id.
 pub const CONNECTOR_ID: &str = "calendar";
 /// The booking capability (the seed's).
-pub const CREATE_BOOKING: &str = "cap:calendar:booking:create";
+pub const CREATE_BOOKING: &str = Calendar::CREATE_BOOKING_ID;
 /// The lookup capability.
-pub const GET_BOOKING: &str = "cap:calendar:booking:get";
+pub const GET_BOOKING: &str = Calendar::GET_BOOKING_ID;
 /// The provider route bookings are created on.
 pub const BOOKINGS_ROUTE: &str = "/bookings";
 /// The `provider` named in the checkpointed operation.

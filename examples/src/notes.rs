@@ -19,11 +19,11 @@ use aip_connector::{BuildError, BuiltConnector, ConnectorBuilder, ProviderClient
 /// The connector id.
 pub const CONNECTOR_ID: &str = "notes";
 /// The note-writing capability.
-pub const CREATE_NOTE: &str = "cap:notes:create";
+pub const CREATE_NOTE: &str = writes::create_note::ID;
 /// The note lookup capability.
-pub const GET_NOTE: &str = "cap:notes:get";
+pub const GET_NOTE: &str = reads::get_note::ID;
 /// The limits capability (no state).
-pub const LIMITS: &str = "cap:notes:limits";
+pub const LIMITS: &str = reads::limits::ID;
 /// The `provider` named in the checkpointed operation.
 pub const PROVIDER: &str = "notes-provider";
 /// The provider route notes are created on.

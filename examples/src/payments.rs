@@ -27,9 +27,9 @@ use crate::provider_api::{self, OPERATION_ID_HEADER};
 /// The connector id.
 pub const CONNECTOR_ID: &str = "payments";
 /// The charge capability.
-pub const CHARGE: &str = "cap:payments:charge";
+pub const CHARGE: &str = Payments::CHARGE_ID;
 /// The refund capability (the charge's compensation).
-pub const REFUND: &str = "cap:payments:refund";
+pub const REFUND: &str = Payments::REFUND_ID;
 /// The only issuer whose credentials these capabilities accept.
 pub const ISSUER: &str = "https://auth.payments.example";
 /// The scope a charge needs.

@@ -26,9 +26,9 @@ use aip_connector::prelude::*;
 /// The connector id.
 pub const CONNECTOR_ID: &str = "search";
 /// The streaming search capability.
-pub const SEARCH_DOCUMENTS: &str = "cap:search:documents";
+pub const SEARCH_DOCUMENTS: &str = Search::SEARCH_DOCUMENTS_ID;
 /// The document fetch capability.
-pub const GET_DOCUMENT: &str = "cap:search:document:get";
+pub const GET_DOCUMENT: &str = Search::GET_DOCUMENT_ID;
 
 /// One indexed document.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]

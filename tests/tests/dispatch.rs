@@ -6,7 +6,8 @@ use std::sync::Arc;
 use aip_connector::model::{Action, ProviderOperationRef, StreamChunkKind};
 use aip_connector::prelude::*;
 use aip_connector::{
-    CallerIdentity, CancelRequest, ConnectorBuilder, InvocationContext, StaticInvocation,
+    CallerIdentity, CancelRequest, ConnectorBuilder, FreeCapability, InvocationContext,
+    StaticInvocation,
 };
 use serde_json::json;
 
@@ -341,6 +342,34 @@ fn companions_and_metadata_are_reflected_in_the_definition() {
     assert_eq!(extension["tags"], json!(["calendar"]));
 }
 
+/// Every capability of a `#[connector]` has a `<METHOD>_ID` constant holding its id, declared
+/// or defaulted (`cap:<connector>:<method>`), so a test names it through the compiler.
+#[test]
+fn each_method_capability_has_an_id_constant() {
+    assert_eq!(Calendar::CREATE_BOOKING_ID, "cap:calendar:booking:create");
+    assert_eq!(Calendar::SEARCH_ID, "cap:calendar:search");
+    let declared: Vec<&str> = Calendar
+        .definition()
+        .capabilities
+        .iter()
+        .map(|c| c.capability.id.as_str())
+        .collect();
+    assert_eq!(declared, [Calendar::CREATE_BOOKING_ID, Calendar::SEARCH_ID]);
+}
+
+/// A free capability's constant is `ID` on its same-named type.
+#[test]
+fn a_free_capability_has_an_id_constant() {
+    assert_eq!(echo::ID, "cap:tools:echo");
+    assert_eq!(
+        <echo as FreeCapability<()>>::definition()
+            .capability
+            .id
+            .as_str(),
+        echo::ID
+    );
+}
+
 /// A free capability, assembled with the builder.
 #[capability(id = "cap:tools:echo", risk = low, side_effects = [read], data(sensitivity = public))]
 async fn echo(input: CreateBooking) -> Result<Booking, ConnectorFailure> {
@@ -396,6 +425,8 @@ impl Versioned {
 #[tokio::test]
 async fn the_cfg_alternative_compiled_in_is_the_capability() {
     assert_eq!(Versioned.definition().capabilities.len(), 1);
+    // Each alternative's constant is under its own `#[cfg]`: only the compiled-in one exists.
+    assert_eq!(Versioned::ECHO_TEST_ID, "cap:versioned:echo");
     let context: Arc<dyn InvocationContext> = Arc::new(StaticInvocation::new(
         Action::new("cap:versioned:echo", json!({})),
         caller(),

@@ -64,7 +64,7 @@ mod getting_started {
         use aip_connector::{CallerIdentity, StaticInvocation};
         use serde_json::json;
 
-        let action = Action::new("cap:hello:greet", json!({ "name": "Ada" }));
+        let action = Action::new(Hello::GREET_ID, json!({ "name": "Ada" }));
         let caller = CallerIdentity {
             principal_id: "user:ada".into(),
             issuer: "test".into(),
@@ -72,13 +72,13 @@ mod getting_started {
         let context = Arc::new(StaticInvocation::new(action.clone(), caller));
 
         let output = Hello
-            .invoke("cap:hello:greet", &action.input, context.clone())
+            .invoke(Hello::GREET_ID, &action.input, context.clone())
             .await
             .expect("greet succeeds");
         assert_eq!(output, json!({ "text": "Hello, Ada!" }));
 
         let failure = Hello
-            .invoke("cap:hello:greet", &json!({ "name": 5 }), context)
+            .invoke(Hello::GREET_ID, &json!({ "name": 5 }), context)
             .await
             .expect_err("a number is not a name");
         assert_eq!(failure.code, "action.invalid_input");
@@ -239,7 +239,7 @@ mod getting_started_streaming {
         let test = TestHost::builder(Feeds { titles })
             .build()
             .expect("admitted");
-        let action = Action::new("cap:feeds:search", json!({ "query": "Rust" }));
+        let action = Action::new(Feeds::SEARCH_ID, json!({ "query": "Rust" }));
         let (articles, result) = test
             .invoke_stream("user:ada", action)
             .collect_data::<Article>()
@@ -254,7 +254,7 @@ mod getting_started_streaming {
         let plain = test
             .invoke(
                 "user:ada",
-                Action::new("cap:feeds:search", json!({ "query": "Tea" })),
+                Action::new(Feeds::SEARCH_ID, json!({ "query": "Tea" })),
             )
             .await;
         assert_eq!(
