@@ -502,6 +502,73 @@ fn a_removed_approval_section_reports_its_removal_alone() {
     );
 }
 
+/// The other way round: a policy newly required of a capability nothing gated before is new to
+/// its callers as a whole, so it is reported alone, not as its reason, selector and evidence
+/// compared with the defaults of the section it replaced. Where a gate applied the old,
+/// unrequired policy, its field changes are what callers meet, and are listed.
+#[test]
+fn a_newly_required_approval_section_reports_its_addition_alone() {
+    let required_with_selector = |m: &mut Value| {
+        contract(m, PAY)["approval"] = json!({
+            "required": true,
+            "reason": "payments need a second pair of eyes",
+            "approver_selector": {"type": "role", "name": "finance"},
+            "evidence_requirements": ["reason", "input_snapshot"],
+        });
+    };
+    let added = diff_between(
+        |m| {
+            ungated_pay(m);
+            contract(m, PAY).as_object_mut().unwrap().remove("approval");
+        },
+        |m| {
+            ungated_pay(m);
+            required_with_selector(m);
+        },
+    );
+    assert_eq!(
+        kinds(&added),
+        [(ChangeKind::ApprovalStrengthened, Breaking)],
+        "{added}"
+    );
+    assert_eq!(added.changes()[0].path, "/contract/approval/required");
+    let text = added.to_string();
+    assert!(
+        !text.contains("approver_selector") && !text.contains("evidence"),
+        "{text}"
+    );
+
+    // Declared but not required, on a capability nothing gated: the old fields applied to no
+    // call either.
+    let now_required = diff_between(
+        |m| {
+            ungated_pay(m);
+            contract(m, PAY)["approval"]["required"] = json!(false);
+        },
+        |m| {
+            ungated_pay(m);
+            required_with_selector(m);
+        },
+    );
+    assert_eq!(
+        kinds(&now_required),
+        [(ChangeKind::ApprovalStrengthened, Breaking)],
+        "{now_required}"
+    );
+
+    // Gated before (its compensations need approval) under the declared, unrequired policy:
+    // the new policy's changes to it are listed.
+    let gated = diff_between(
+        |m| contract(m, PAY)["approval"]["required"] = json!(false),
+        required_with_selector,
+    );
+    let text = gated.to_string();
+    assert!(
+        text.contains("approval now required") && text.contains("approver_selector"),
+        "{text}"
+    );
+}
+
 #[test]
 fn fewer_approvers_or_less_evidence_is_weaker() {
     let strict =

@@ -471,6 +471,15 @@ pub fn diff_manifests(old: &Manifest, new: &Manifest) -> SnapshotDiff {
     diff.out
 }
 
+/// Whether the host's approval gate applies to a capability's calls or compensations whatever
+/// its policy's `required` says (`rules::gates_compensations`), before and after the change: a
+/// policy that is not required is still the one such a gate applies.
+#[derive(Clone, Copy)]
+struct Gated {
+    old: bool,
+    new: bool,
+}
+
 struct Diff {
     out: SnapshotDiff,
     /// The capability whose fields are being compared; `None` for manifest-level fields.
@@ -1044,7 +1053,10 @@ impl Diff {
                 // A policy that is not required still applies when the host gates the calls
                 // anyway (risk above `medium`, `requires_human_approval`) or the capability's
                 // compensations (`compensation(requires_approval)`).
-                aip_connector::rules::gates_compensations(new),
+                Gated {
+                    old: aip_connector::rules::gates_compensations(old),
+                    new: aip_connector::rules::gates_compensations(new),
+                },
             ),
             (None, Some(new_contract)) => self.push_values(
                 ChangeClass::Breaking,
@@ -1257,9 +1269,9 @@ impl Diff {
         }
     }
 
-    /// `gated`: the host's approval gate applies to the new capability's calls or compensations
-    /// whatever its policy's `required` says.
-    fn contract(&mut self, old: &CapabilityContract, new: &CapabilityContract, gated: bool) {
+    /// `gated`: whether the host's approval gate applies to the old and the new capability's
+    /// calls or compensations whatever its policy's `required` says.
+    fn contract(&mut self, old: &CapabilityContract, new: &CapabilityContract, gated: Gated) {
         let CapabilityContract {
             side_effects,
             idempotency,
@@ -1601,17 +1613,17 @@ impl Diff {
         );
     }
 
-    /// `gated`: the host applies the new policy even when it is not required (see
-    /// [`contract`](Self::contract)), so its fields still matter.
+    /// `gated`: the host applies a policy even when it is not required (see
+    /// [`contract`](Self::contract)), so the fields of such a policy still matter.
     fn approval(
         &mut self,
         old: Option<&ApprovalPolicy>,
         new: Option<&ApprovalPolicy>,
-        gated: bool,
+        gated: Gated,
     ) {
         // An absent policy reads as the default one: approval not required.
         let default = ApprovalPolicy::default();
-        let removed = new.is_none();
+        let (added, removed) = (old.is_none(), new.is_none());
         let (old, new) = (old.unwrap_or(&default), new.unwrap_or(&default));
         let ApprovalPolicy {
             required,
@@ -1632,12 +1644,12 @@ impl Diff {
                     ChangeKind::ApprovalStrengthened,
                     "approval now required: callers wait for a human decision",
                 )
-            } else if gated && removed {
+            } else if gated.new && removed {
                 (
                     ChangeKind::ApprovalWeakened,
                     "approval policy removed: the host still gates these calls or their compensations (risk above `medium`, `requires_human_approval` or `compensation(requires_approval)`), now under its default policy (docs/host-runtime.md), not the one declared before",
                 )
-            } else if gated {
+            } else if gated.new {
                 (
                     ChangeKind::ApprovalWeakened,
                     "approval no longer required by the policy, but the host still gates these calls or their compensations (risk above `medium`, `requires_human_approval` or `compensation(requires_approval)`) and applies the policy compared below",
@@ -1659,8 +1671,13 @@ impl Diff {
             // would describe a policy no caller waits for. Unless the host still gates the
             // capability's calls or compensations and applies the declared policy there (a
             // review); a removed one is replaced by the host's own default, which these
-            // defaults are not, so nothing more is listed then.
-            if !new.required && (!gated || removed) {
+            // defaults are not, so nothing more is listed then. The same holds the other way:
+            // a newly required policy is new to its callers, all of it, unless the old one was
+            // declared and applied by a gate (then its field changes are what callers meet).
+            if !new.required && (!gated.new || removed) {
+                return;
+            }
+            if new.required && (!gated.old || added) {
                 return;
             }
         }
