@@ -48,19 +48,23 @@ impl CapabilityItem {
     /// the method's name as written. Other paths (a free function, a method elsewhere) are
     /// left to rustc.
     pub(crate) fn self_companions(&self) -> impl Iterator<Item = (&'static str, &syn::Ident)> {
-        [
-            ("reconcile", &self.reconcile),
-            ("validate", &self.validate),
-            ("cancel", &self.cancel),
-        ]
-        .into_iter()
-        .filter_map(|(key, companion)| {
+        self.companions().filter_map(|(key, companion)| {
             let Some(Expr::Path(path)) = companion else {
                 return None;
             };
             let segments = &path.path.segments;
             (segments.len() == 2 && segments[0].ident == "Self").then(|| (key, &segments[1].ident))
         })
+    }
+
+    /// Every companion as written, with its key.
+    pub(crate) fn companions(&self) -> impl Iterator<Item = (&'static str, &Option<Expr>)> {
+        [
+            ("reconcile", &self.reconcile),
+            ("validate", &self.validate),
+            ("cancel", &self.cancel),
+        ]
+        .into_iter()
     }
 
     /// Where an error about the capability's name under `profile` points: its binding for that

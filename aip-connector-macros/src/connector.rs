@@ -9,7 +9,7 @@ use aip_connector_core::rules::{self, Waiver, codes};
 use proc_macro2::{Span, TokenStream};
 use quote::quote;
 use syn::spanned::Spanned;
-use syn::{ImplItem, ItemImpl};
+use syn::{Expr, ImplItem, ItemImpl};
 
 use crate::capability::{self, CapabilityItem};
 use crate::ctxt::Ctxt;
@@ -116,6 +116,8 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     }
     allow_unused_async_in_companions(&mut block, &capabilities);
     misspelt_companions(&cx, &block, &capabilities);
+    unqualified_companions(&cx, &block, &capabilities);
+    id_constant_collisions(&cx, &capabilities);
     companion_signatures(&cx, &block, &capabilities);
     if capabilities.is_empty() && !cx.has_errors() {
         cx.error_at(
@@ -270,6 +272,61 @@ fn misspelt_companions(cx: &Ctxt, block: &ItemImpl, capabilities: &[CapabilityIt
                 );
             }
         }
+    }
+}
+
+/// A companion written as a bare name (`reconcile = find`) that is a method of this impl block
+/// with a receiver: a method is not in scope by its bare name, and rustc's error for it suggests
+/// rewriting `#[connector]` itself (found by an author trial). A free function of the same name
+/// is named by its path (`self::find`), which this leaves alone.
+fn unqualified_companions(cx: &Ctxt, block: &ItemImpl, capabilities: &[CapabilityItem]) {
+    for capability in capabilities {
+        for (key, companion) in capability.companions() {
+            let Some(Expr::Path(path)) = companion else {
+                continue;
+            };
+            let Some(name) = path.path.get_ident() else {
+                continue;
+            };
+            let is_method = block.items.iter().any(|item| {
+                matches!(item, ImplItem::Fn(method)
+                    if method.sig.ident == *name && method.sig.receiver().is_some())
+            });
+            if is_method && path.qself.is_none() {
+                cx.error_spanned_by(
+                    path,
+                    format!("`{name}` is a method of this impl block: write `{key} = Self::{name}` (a method is not in scope by its bare name)"),
+                );
+            }
+        }
+    }
+}
+
+/// Two handlers whose names differ only in case (`fetch`, `Fetch`) would both get the id
+/// constant `FETCH_ID`, which rustc reports as a duplicate definition of a name the author never
+/// wrote (a review). Under the same `#[cfg]`s, reported here on the second handler's name; under
+/// different ones they may be alternatives, left to rustc.
+fn id_constant_collisions(cx: &Ctxt, capabilities: &[CapabilityItem]) {
+    let mut seen: Vec<(String, String, &CapabilityItem)> = Vec::new();
+    for capability in capabilities {
+        let constant = crate::expand::id_const_ident(capability).to_string();
+        let cfgs = &capability.cfgs;
+        let cfgs = quote!(#(#cfgs)*).to_string();
+        let clash = seen.iter().find(|(other_constant, other_cfgs, other)| {
+            *other_constant == constant
+                && *other_cfgs == cfgs
+                && other.sig.ident != capability.sig.ident
+        });
+        if let Some((_, _, first)) = clash {
+            cx.error_spanned_by(
+                &capability.sig.ident,
+                format!(
+                    "`{}` and `{}` would both get the id constant `{constant}` (`#[connector]` names each capability's `<METHOD>_ID`); rename one of the handlers",
+                    first.sig.ident, capability.sig.ident
+                ),
+            );
+        }
+        seen.push((constant, cfgs, capability));
     }
 }
 

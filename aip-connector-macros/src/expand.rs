@@ -201,20 +201,27 @@ fn codec_fns(capability: &CapabilityItem, vis: TokenStream) -> TokenStream {
 /// The name of a method capability's id constant: the method's name in upper case with `_ID`
 /// (`book` → `BOOK_ID`), spanned on the method's name, so that a clash with an item of the
 /// author's is reported at the method.
-fn id_const_ident(capability: &CapabilityItem) -> Ident {
+pub(crate) fn id_const_ident(capability: &CapabilityItem) -> Ident {
     let name = capability.sig.ident.to_string();
     let name = name.trim_start_matches("r#").to_uppercase();
     format_ident!("{}_ID", name, span = capability.sig.ident.span())
 }
 
 /// One `pub const` holding a capability's id, so that tests and clients name the capability
-/// through the compiler instead of typing its id again (DESIGN.md: the id is typed once). A
-/// capability without an id (already reported) gets none.
+/// through the compiler instead of typing its id again (the design's "one source of truth": the
+/// id is typed once). A capability without an id (already reported) gets none.
 ///
 /// The doc names the method in code, not as a link: handlers are usually private, and a public
-/// item linking to a private one fails `RUSTDOCFLAGS=-Dwarnings`. `dead_code`: a binary crate
-/// need not use it; `unreachable_pub`: the type may be private.
-fn id_const(capability: &CapabilityItem, name: &Ident, vis: &TokenStream) -> TokenStream {
+/// item linking to a private one fails `RUSTDOCFLAGS=-Dwarnings`. `unreachable_pub`: the type
+/// may be private. `unused`: whether the generated code reads the constant itself (the
+/// dispatch and `FreeCapability::definition` do, so a crate may forbid `dead_code`); the
+/// constants after an error are not read and allow `dead_code`.
+fn id_const(
+    capability: &CapabilityItem,
+    name: &Ident,
+    vis: &TokenStream,
+    unused: bool,
+) -> TokenStream {
     let id = capability.capability.id.as_str();
     if id.is_empty() {
         return TokenStream::new();
@@ -224,36 +231,54 @@ fn id_const(capability: &CapabilityItem, name: &Ident, vis: &TokenStream) -> Tok
         " The id of the capability `{}` declares: `{id}`.",
         capability.sig.ident.to_string().trim_start_matches("r#")
     );
+    let dead_code = unused.then(|| quote!(dead_code,));
     // Every token at the method's name: a clash is reported there, not on the attribute.
     quote_spanned! {name.span()=>
         #(#cfgs)*
         #[doc = #doc]
-        #[allow(dead_code, unreachable_pub)]
+        #[allow(#dead_code unreachable_pub)]
         #vis const #name: &'static str = #id;
     }
+}
+
+/// A free capability's id constant, `ID` on its same-named type (`book::ID`), as visible as the
+/// function.
+fn free_id_const(capability: &CapabilityItem, vis: &syn::Visibility, unused: bool) -> TokenStream {
+    id_const(
+        capability,
+        &Ident::new("ID", capability.sig.ident.span()),
+        &quote!(#vis),
+        unused,
+    )
 }
 
 /// The id constants of a `#[connector]`'s capabilities (`<METHOD>_ID`), for its generated
 /// inherent impl. Always `pub`: a connector's tests in `tests/` need them, and its handlers are
 /// usually private.
-/// A free capability's id constant, `ID` on its same-named type (`book::ID`), as visible as the
-/// function.
-fn free_id_const(capability: &CapabilityItem, vis: &syn::Visibility) -> TokenStream {
-    id_const(
-        capability,
-        &Ident::new("ID", capability.sig.ident.span()),
-        &quote!(#vis),
-    )
-}
-
 fn connector_id_consts<'a>(
     capabilities: impl IntoIterator<Item = &'a CapabilityItem>,
+    unused: bool,
 ) -> TokenStream {
+    // After an error, one constant per name and `#[cfg]`s: handlers whose names differ only in
+    // case were reported already (`id_constant_collisions`), and a second constant would add
+    // rustc's duplicate-definition error to it.
+    let mut emitted = Vec::new();
     capabilities
         .into_iter()
-        .map(|c| {
+        .filter_map(|c| {
             let name = id_const_ident(c);
-            id_const(c, &name, &quote_spanned!(name.span()=> pub))
+            let cfgs = &c.cfgs;
+            let key = (name.to_string(), quote!(#(#cfgs)*).to_string());
+            if unused && emitted.contains(&key) {
+                return None;
+            }
+            emitted.push(key);
+            Some(id_const(
+                c,
+                &name,
+                &quote_spanned!(name.span()=> pub),
+                unused,
+            ))
         })
         .collect()
 }
@@ -422,7 +447,7 @@ pub(crate) fn connector(
     let codecs = capabilities
         .iter()
         .map(|c| codec_fns(c, TokenStream::new()));
-    let id_consts = connector_id_consts(capabilities);
+    let id_consts = connector_id_consts(capabilities, false);
     let assertions = capabilities
         .iter()
         .map(|c| extractor_assertions(c, Some(self_ty)));
@@ -430,7 +455,6 @@ pub(crate) fn connector(
     let connector_doc = connector_doc(id, capabilities);
 
     let invoke_arms = capabilities.iter().map(|c| {
-        let cap_id = c.capability.id.as_str();
         let ident = &c.sig.ident;
         let callee = if c.sig.has_receiver {
             quote!(self.#ident)
@@ -439,7 +463,9 @@ pub(crate) fn connector(
         };
         let block = call_block(c, callee, id, &scope);
         let cfgs = &c.cfgs;
-        quote!(#(#cfgs)* #cap_id => #block,)
+        // The arm matches the capability's id constant: the dispatch is what reads it.
+        let constant = id_const_ident(c);
+        quote!(#(#cfgs)* <#self_ty>::#constant => #block,)
     });
     let validate_arms = capabilities.iter().filter_map(|c| {
         let path = c.validate.as_ref()?;
@@ -720,7 +746,7 @@ pub(crate) fn fallback_connector(block: &ItemImpl, capabilities: &[CapabilityIte
             #self_ty: #p::Send + #p::Sync + 'static
         ));
     }
-    let id_consts = connector_id_consts(capabilities);
+    let id_consts = connector_id_consts(capabilities, true);
     quote! {
         #[automatically_derived]
         impl #impl_generics #self_ty #where_clause {
@@ -750,7 +776,7 @@ pub(crate) fn fallback_free_capability(
     let p = private();
     let vis = &function.vis;
     let ident = &function.sig.ident;
-    let id_const = capability.map(|c| free_id_const(c, &function.vis));
+    let id_const = capability.map(|c| free_id_const(c, &function.vis, true));
     let state = free_state_param();
     let cfgs = function
         .attrs
@@ -803,7 +829,7 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
     );
     let cfgs = &capability.cfgs;
     let companions = free_companions(capability);
-    let id_const = free_id_const(capability, vis);
+    let id_const = free_id_const(capability, vis, false);
     let ignore_state = capability
         .sig
         .state()
@@ -842,6 +868,8 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
         impl<#state: #p::ConnectorState> #p::FreeCapability<#state> for #ident #bound {
             #[doc(hidden)]
             fn definition() -> #p::CapabilityDefinition {
+                // `ID` holds the id this definition publishes; read here, it is never dead code.
+                let _: &'static str = <#ident>::ID;
                 #definition
             }
 

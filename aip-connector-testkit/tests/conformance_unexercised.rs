@@ -1808,3 +1808,87 @@ fn an_unapplied_approval_policy_of_a_compensating_capability_is_noted() {
         "{report}"
     );
 }
+
+/// The same ledger whose reversal publishes no approval at all, while `post`'s approval gates
+/// every compensation (an author trial's `reopen_issue`): the manifest would say the undo needs
+/// none.
+#[derive(Clone, Default)]
+struct SilentlyGatedLedger {
+    ledger: LocalLedger,
+}
+
+#[connector(id = "silentledger")]
+impl SilentlyGatedLedger {
+    /// Posts an entry, approved by finance.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        approval(reason = "entries move money", selector = role("finance"), evidence = [reason]),
+        transaction(modes = [execute, reconcile, compensate]),
+        compensation(supported, capability = "cap:silentledger:reverse", window_ms = 600_000),
+        reconcile = Self::find_entry,
+        examples = [r#"{"account": "acc_1", "amount_minor": 1250}"#],
+    )]
+    async fn post(
+        &self,
+        entry: Entry,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+        _approval: Approval,
+    ) -> Result<Posted, ConnectorFailure> {
+        self.ledger.post(entry, key, checkpoint).await
+    }
+
+    async fn find_entry(
+        &self,
+        request: Reconciliation,
+    ) -> Result<ReconcileOutcome, ConnectorFailure> {
+        self.ledger.find_entry(request).await
+    }
+
+    /// Removes an entry `post` made; publishes no approval.
+    #[capability(
+        id = "cap:silentledger:reverse",
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        examples = [r#"{"reason": "posted twice"}"#],
+    )]
+    async fn reverse(
+        &self,
+        reversal: Reversal,
+        key: IdempotencyKey,
+        target: Compensation,
+    ) -> Result<Posted, ConnectorFailure> {
+        self.ledger.reverse(reversal, key, target).await
+    }
+}
+
+/// A compensating capability that publishes no approval while its compensations are gated is
+/// pointed out; one whose compensations nothing gates is not (`KeylessPost`'s undo).
+#[test]
+fn an_unpublished_approval_of_a_gated_compensating_capability_is_noted() {
+    let report = ConformanceSuite::new(|_env| SilentlyGatedLedger::default())
+        .without_provider("entries live in memory")
+        .run();
+    let transaction = check(&report, Scenario::TransactionLifecycle);
+    assert!(
+        transaction.notes.iter().any(|note| note.starts_with(
+            "`cap:silentledger:reverse` publishes no required approval, but every compensation of `cap:silentledger:post`"
+        )),
+        "{report}"
+    );
+    let ungated = ConformanceSuite::new(|_env| KeylessPost::default())
+        .without_provider("entries live in memory")
+        .run();
+    assert!(
+        !check(&ungated, Scenario::TransactionLifecycle)
+            .notes
+            .iter()
+            .any(|note| note.contains("publishes no required approval")),
+        "{ungated}"
+    );
+}

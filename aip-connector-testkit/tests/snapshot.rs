@@ -567,6 +567,62 @@ fn a_newly_required_approval_section_reports_its_addition_alone() {
         text.contains("approval now required") && text.contains("approver_selector"),
         "{text}"
     );
+
+    // Gated before under the host's default policy (no section declared): the new policy
+    // replaces that default, not serde's defaults, so it is reported alone too.
+    let gated_default = diff_between(
+        |m| {
+            contract(m, PAY).as_object_mut().unwrap().remove("approval");
+        },
+        required_with_selector,
+    );
+    assert_eq!(
+        kinds(&gated_default),
+        [(ChangeKind::ApprovalStrengthened, Breaking)],
+        "{gated_default}"
+    );
+}
+
+/// The mirror cases, where `required` stays false: a policy declared or removed on a capability
+/// the host gates anyway replaces, or is replaced by, the host's default policy. Compared field
+/// by field with serde's defaults, a removal listed "evidence `reason` no longer required" where
+/// the host's default requires it (a review).
+#[test]
+fn an_unrequired_policy_declared_or_removed_on_a_gated_capability_replaces_the_default() {
+    let unrequired = |m: &mut Value| {
+        contract(m, PAY)["approval"] = json!({
+            "required": false,
+            "approver_selector": {"type": "role", "name": "finance"},
+            "evidence_requirements": ["reason"],
+        });
+    };
+    let absent = |m: &mut Value| {
+        contract(m, PAY).as_object_mut().unwrap().remove("approval");
+    };
+    for (diff, says) in [
+        (
+            diff_between(absent, unrequired),
+            "under this policy from now on",
+        ),
+        (
+            diff_between(unrequired, absent),
+            "now under its default policy",
+        ),
+    ] {
+        assert_eq!(
+            kinds(&diff),
+            [(ChangeKind::ApprovalChanged, Breaking)],
+            "{diff}"
+        );
+        assert_eq!(diff.changes()[0].path, "/contract/approval");
+        let text = diff.to_string();
+        assert!(
+            text.contains(says)
+                && !text.contains("evidence")
+                && !text.contains("approver_selector"),
+            "{text}"
+        );
+    }
 }
 
 #[test]

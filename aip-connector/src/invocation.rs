@@ -302,6 +302,12 @@ pub struct CompensationTarget {
     pub error: Option<ProtocolError>,
     /// The provider operation it checkpointed.
     pub provider_operation: Option<ProviderOperationRef>,
+    /// The cursor recorded last for its transaction: by its handler
+    /// (`checkpoint.record(operation, Some(cursor))`) or by a `Pending` reconciliation. Where an
+    /// undo must find a resource the compensated action's *input* named (a close undone by a
+    /// reopen), the compensated handler records that resource here: the undo never sees the
+    /// input, and a target settled by reconciliation has no handler output.
+    pub cursor: Option<String>,
 }
 
 impl CompensationTarget {
@@ -336,6 +342,7 @@ impl CompensationTarget {
     ///     output: Some(json!({ "reservation_id": "res_42" })),
     ///     error: None,
     ///     provider_operation: None,
+    ///     cursor: None,
     /// };
     /// let reserved: Option<Reserved> = target.output_as()?;
     /// assert_eq!(reserved.map(|r| r.reservation_id).as_deref(), Some("res_42"));

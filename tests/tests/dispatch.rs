@@ -425,7 +425,8 @@ impl Versioned {
 #[tokio::test]
 async fn the_cfg_alternative_compiled_in_is_the_capability() {
     assert_eq!(Versioned.definition().capabilities.len(), 1);
-    // Each alternative's constant is under its own `#[cfg]`: only the compiled-in one exists.
+    // Each alternative's constant is under its own `#[cfg]`: the compiled-in one's exists
+    // (tests/pass/id-constants-under-cfg-alternatives.rs shows the other one's does not).
     assert_eq!(Versioned::ECHO_TEST_ID, "cap:versioned:echo");
     let context: Arc<dyn InvocationContext> = Arc::new(StaticInvocation::new(
         Action::new("cap:versioned:echo", json!({})),

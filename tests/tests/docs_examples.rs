@@ -265,6 +265,170 @@ mod getting_started_streaming {
     // docs:end
 }
 
+mod getting_started_provider {
+    // docs:getting-started.md#provider
+    use aip_connector::prelude::*;
+    use serde_json::{Value, json};
+
+    /// A ticket to open.
+    #[derive(Serialize, Deserialize, JsonSchema)]
+    struct NewTicket {
+        /// What is wrong.
+        title: String,
+    }
+
+    /// The ticket the provider opened.
+    #[derive(Serialize, Deserialize, JsonSchema)]
+    struct Ticket {
+        /// The provider's id of the ticket.
+        id: String,
+    }
+
+    struct Tickets {
+        api: ProviderClient,
+    }
+
+    impl Tickets {
+        /// A connector calling its provider through `api` (its base URL is the API's root).
+        fn new(api: ProviderClient) -> Self {
+            Self { api }
+        }
+    }
+
+    #[connector(id = "tickets")]
+    impl Tickets {
+        /// Opens a ticket at the provider, once per idempotency key.
+        #[capability(
+            risk = medium,
+            side_effects = [write, external_network],
+            idempotency(required, scope = tenant),
+            data(sensitivity = internal),
+            transaction(modes = [execute, reconcile]),
+            reconcile = Self::find_ticket,
+            examples = [r#"{"title": "Projector broken"}"#],
+        )]
+        async fn open(
+            &self,
+            input: NewTicket,
+            key: IdempotencyKey,
+            checkpoint: Checkpoint,
+            deadline: Deadline,
+        ) -> Result<Ticket, ConnectorFailure> {
+            // Chosen before the call and recorded before it leaves: a lost answer is looked up
+            // by this id (transactions.md §1).
+            let operation = checkpoint.operation_for(&key, "tickets", "tk");
+            checkpoint.record(operation.clone(), None).await?;
+            let ticket: Ticket = self
+                .api
+                .post("/tickets")
+                .idempotency(&key)
+                .header("x-operation-id", &operation.operation_id)
+                .provider_operation(operation)
+                .deadline(&deadline)
+                .json(&input)
+                .send_json()
+                .await?;
+            Ok(ticket)
+        }
+
+        /// Was the ticket whose answer was lost opened? This API files a ticket under the
+        /// operation id it was sent and answers 404 for an id it never filed.
+        async fn find_ticket(
+            &self,
+            request: Reconciliation,
+        ) -> Result<ReconcileOutcome, ConnectorFailure> {
+            let path = format!("/tickets/{}", request.provider_operation.operation_id);
+            let found = self.api.get(&path).send_json_optional::<Value>().await?;
+            Ok(match found {
+                Some(ticket) => ReconcileOutcome::Committed {
+                    evidence: Some(json!({ "id": ticket["id"] })),
+                },
+                None => ReconcileOutcome::NotCommitted {
+                    evidence: Some(json!({ "status": 404 })),
+                },
+            })
+        }
+    }
+    // docs:end
+
+    // docs:getting-started.md#provider-test
+    use aip_connector::ids::TransactionId;
+    use aip_connector::model::{Action, ActionTransaction, TransactionMode};
+    use aip_connector_testkit::provider_double::{Fault, ProviderDouble, ProviderHandle};
+    use aip_connector_testkit::{TestHost, assert_completed};
+
+    /// The connector against the double (which listens on loopback: no proxy).
+    fn tickets(base_url: &str) -> Tickets {
+        let api = ProviderClient::builder(base_url)
+            .source_component("tickets")
+            .proxy_from_environment(false)
+            .build()
+            .expect("the double's URL is valid");
+        Tickets::new(api)
+    }
+
+    /// The double answers as the real API does: `POST /tickets` with the ticket, `GET
+    /// /tickets/{id}` with it or a 404.
+    fn shape_tickets(provider: &ProviderHandle) {
+        provider.answer(
+            "/tickets",
+            |request| json!({ "id": request.operation_id(), "title": request.body()["title"] }),
+        );
+        provider.answer("/tickets/*", |request| {
+            let id = request.path().trim_start_matches("/tickets/");
+            match request.effects().iter().find(|e| e.operation_id == id) {
+                Some(opened) => opened.answer.clone(),
+                None => request.with_status(404, json!({ "error": "ticket_not_found" })),
+            }
+        });
+    }
+
+    // One `#[test]` per conformance check, each against a fresh double.
+    aip_connector_testkit::conformance_tests!(
+        suite = ConformanceSuite::new(|env| tickets(env.provider_url()))
+            .with_provider_setup(shape_tickets)
+    );
+
+    #[tokio::test]
+    async fn a_lost_answer_is_reconciled_not_sent_again() {
+        let (double, provider) = ProviderDouble::start().await;
+        shape_tickets(&provider);
+        let test = TestHost::builder(tickets(double.base_url()))
+            .build()
+            .expect("admitted");
+        let open = || {
+            Action::new(Tickets::OPEN_ID, json!({ "title": "Projector broken" }))
+                .with_idempotency_key("ticket-1")
+        };
+
+        // The provider opens the ticket, and the connection drops before its answer.
+        provider.inject("/tickets", Fault::drop_connection());
+        let lost = test.invoke("user:ada", open()).await;
+        let details = lost
+            .error
+            .and_then(|e| e.details)
+            .expect("the answer was lost");
+        assert_eq!(details["uncertain_outcome"], true);
+        let named = details["transaction_id"]
+            .as_str()
+            .expect("it names its transaction");
+
+        // A reconcile asks the provider, which has the ticket: the transaction is settled
+        // committed and the ticket was opened once.
+        let reconcile = Action::new(Tickets::OPEN_ID, json!({ "title": "Projector broken" }))
+            .with_idempotency_key("ticket-1-reconcile")
+            .with_transaction(
+                ActionTransaction::new(TransactionMode::Reconcile)
+                    .with_transaction_id(TransactionId::parse(named).expect("a transaction id")),
+            );
+        let settled = test.invoke("user:ada", reconcile).await;
+        let answer: Value = assert_completed!(settled);
+        assert_eq!(answer["reconciliation"]["committed"], true);
+        assert_eq!(provider.effects_on("/tickets").len(), 1);
+    }
+    // docs:end
+}
+
 mod side_by_side {
     // docs:side-by-side.md#attribute
     use aip_connector::prelude::*;

@@ -87,8 +87,21 @@ impl Payments {
         &self,
         charge: Charge,
         key: IdempotencyKey,
-        _checkpoint: Checkpoint,
+        checkpoint: Checkpoint,
     ) -> Result<Charged, ConnectorFailure> {
+        if charge.behaviour == "cursor" {
+            // The card the charge went to, recorded for its undo.
+            checkpoint
+                .record(
+                    ProviderOperationRef {
+                        provider: "cards".into(),
+                        operation_id: format!("op-{}", key.as_str()),
+                        request_id: None,
+                    },
+                    Some(format!("card-{}", key.as_str())),
+                )
+                .await?;
+        }
         match charge.behaviour.as_str() {
             "uncertain" => Err(ConnectorFailure::new(
                 "pay.reset",
@@ -196,6 +209,9 @@ impl Payments {
                 "pay",
             )
             .with_retryable(true));
+        }
+        if let Some(cursor) = &compensation.cursor {
+            self.ledger.push(format!("refund-cursor:{cursor}"));
         }
         // `lost request`: the connection dropped before the provider took the refund;
         // `lost answer`: after it did. Either way the handler cannot tell.
@@ -382,6 +398,30 @@ async fn compensate_routes_to_the_compensating_capability_with_the_target_outcom
         .unwrap()
         .unwrap();
     assert_eq!(target_view.status, TransactionProtocolStatus::Committed);
+}
+
+/// The cursor the compensated handler recorded reaches the undo (`CompensationTarget::cursor`),
+/// so an undo can find what the compensated action's input named (an author trial's reopen of a
+/// closed issue had no way to).
+#[tokio::test]
+async fn the_undo_reads_the_cursor_its_target_recorded() {
+    let f = fixture();
+    let (target, charged) = charge(&f.host, "c9", "cursor").await;
+    assert_eq!(charged.status, ActionResultStatus::Completed, "{charged:?}");
+    let result = f
+        .host
+        .invoke(
+            compensate_action("cap:pay:charge", &target, "r9"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    assert_eq!(
+        f.ledger.count("refund-cursor:card-c9"),
+        1,
+        "{:?}",
+        f.ledger.entries()
+    );
 }
 
 /// A compensating handler's `Checkpoint` claims no transaction of its own: the capability
@@ -921,7 +961,8 @@ async fn a_compensate_sent_to_the_compensating_capability_names_the_capability_i
         message.ends_with(
             "; capability `cap:pay:refund` only runs as the compensation of `cap:pay:charge`: \
              send the `compensate` action to the capability it undoes (its transaction block \
-             naming the transaction to undo), and the host runs `cap:pay:refund` for it"
+             `compensation_for` naming the action to undo: `ActionTransaction::compensate(<its \
+             action id>)`), and the host runs `cap:pay:refund` for it"
         ),
         "{message}"
     );

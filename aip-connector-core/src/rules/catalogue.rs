@@ -319,7 +319,7 @@ pub const RULES: &[RuleInfo] = &[
         IMPLEMENTATION_TRANSACTION_UNDECLARED,
         "the handler checkpoints a transaction but the contract has no transaction section",
         false,
-        "Declare `transaction(modes = [...])`, or remove the `Checkpoint` parameter.",
+        "Declare `transaction(modes = [...])`, or remove the `Checkpoint` parameter. A compensating capability (named by another's `compensation(capability = ...)`) takes `Compensation` beside it instead.",
     ),
     rule(
         IMPLEMENTATION_RECONCILIATION_UNDECLARED,

@@ -1638,6 +1638,34 @@ impl Diff {
             policy_version,
         } = old;
         let base = "/contract/approval";
+        // A policy that is not required, declared or removed on a capability the host gates
+        // anyway: the absent side is the host's own default policy (docs/host-runtime.md), not
+        // these serde defaults, so comparing fields would report changes nobody meets (a
+        // review). The replacement is reported as such.
+        if !*required && !new.required && added != removed {
+            let detail = if added && gated.old {
+                Some(
+                    "approval policy declared (not required): the host gates these calls or their compensations anyway (risk above `medium`, `requires_human_approval` or `compensation(requires_approval)`), under this policy from now on instead of its default policy (docs/host-runtime.md)",
+                )
+            } else if removed && gated.new {
+                Some(
+                    "approval policy removed (it was not required): the host still gates these calls or their compensations (risk above `medium`, `requires_human_approval` or `compensation(requires_approval)`), now under its default policy (docs/host-runtime.md), not the one declared before",
+                )
+            } else {
+                None
+            };
+            if let Some(detail) = detail {
+                self.push_values(
+                    ChangeClass::Breaking,
+                    ChangeKind::ApprovalChanged,
+                    base,
+                    detail,
+                    (!added).then_some(old),
+                    (!removed).then_some(new),
+                );
+                return;
+            }
+        }
         if *required != new.required {
             let (kind, detail) = if new.required {
                 (

@@ -3528,7 +3528,7 @@ fn compensation_route_hint(host: &HostInner, compensating: &CapabilityId) -> Str
             "capability `{named}` only runs as the compensation of another capability: send a `compensate` action naming the capability it undoes"
         ),
         targets => format!(
-            "capability `{named}` only runs as the compensation of {}: send the `compensate` action to the capability it undoes (its transaction block naming the transaction to undo), and the host runs `{named}` for it",
+            "capability `{named}` only runs as the compensation of {}: send the `compensate` action to the capability it undoes (its transaction block `compensation_for` naming the action to undo: `ActionTransaction::compensate(<its action id>)`), and the host runs `{named}` for it",
             targets
                 .iter()
                 .map(|id| format!("`{id}`"))

@@ -683,6 +683,7 @@ pub(crate) async fn admit_compensation(
         output: target.result.as_ref().and_then(|r| r.output.clone()),
         error: target.error.clone(),
         provider_operation: target.provider_operation.clone(),
+        cursor: target.reconciliation_cursor.clone(),
     };
     let record = new_record(action, caller, Status::Compensating, now);
     if host

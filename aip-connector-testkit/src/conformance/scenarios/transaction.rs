@@ -1224,18 +1224,27 @@ fn deciders(policy: &aip_connector::model::ApprovalPolicy) -> Value {
 /// applies: a `compensate` is gated by the compensated capability's contract
 /// (attribute-reference.md, "Whose approval policy applies"), and the compensating one cannot
 /// be called on its own. An author trial's undo published "ops approves voids" while `legal`
-/// approved them, and nothing said so.
+/// approved them, and nothing said so. Also when it publishes none while the host gates every
+/// compensation it runs: another trial's undo read as needing no approval where every run of
+/// it waited for a triager.
 fn unapplied_approval(
     compensated: &CapabilityDefinition,
     compensating: &CapabilityDefinition,
 ) -> Option<String> {
-    let published = compensating
+    let (by, id) = (compensating.id(), compensated.id());
+    let Some(published) = compensating
         .capability
         .contract
-        .as_ref()?
-        .approval
         .as_ref()
-        .filter(|policy| policy.required)?;
+        .and_then(|contract| contract.approval.as_ref())
+        .filter(|policy| policy.required)
+    else {
+        return aip_connector::rules::gates_compensations(&compensated.capability).then(|| {
+            format!(
+                "`{by}` publishes no required approval, but every compensation of `{id}` it runs waits for approval under `{id}`'s gate: the manifest says the undo needs none where a host requires one; declare on `{by}` the policy that gates the undo, and take `Approval` (attribute-reference.md, \"Whose approval policy applies\")"
+            )
+        });
+    };
     let applied = compensated
         .capability
         .contract
@@ -1244,7 +1253,6 @@ fn unapplied_approval(
     if applied.is_some_and(|applied| deciders(applied) == deciders(published)) {
         return None;
     }
-    let (by, id) = (compensating.id(), compensated.id());
     Some(match applied {
         Some(applied) => format!(
             "`{by}` publishes an approval policy ({}) that no host applies: a compensation of `{id}` is approved under `{id}`'s ({}); declare on `{by}` the policy that gates the undo (attribute-reference.md, \"Whose approval policy applies\")",
