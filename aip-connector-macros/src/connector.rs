@@ -295,7 +295,7 @@ fn unqualified_companions(cx: &Ctxt, block: &ItemImpl, capabilities: &[Capabilit
             if is_method && path.qself.is_none() {
                 cx.error_spanned_by(
                     path,
-                    format!("`{name}` is a method of this impl block: write `{key} = Self::{name}` (a method is not in scope by its bare name)"),
+                    format!("`{name}` is a method of this impl block: write `{key} = Self::{name}` (a method is not in scope by its bare name), or `{key} = self::{name}` for a free function of that name"),
                 );
             }
         }

@@ -207,20 +207,20 @@ pub(crate) fn id_const_ident(capability: &CapabilityItem) -> Ident {
     format_ident!("{}_ID", name, span = capability.sig.ident.span())
 }
 
-/// One `pub const` holding a capability's id, so that tests and clients name the capability
+/// One `const` holding a capability's id, so that tests and clients name the capability
 /// through the compiler instead of typing its id again (the design's "one source of truth": the
 /// id is typed once). A capability without an id (already reported) gets none.
 ///
 /// The doc names the method in code, not as a link: handlers are usually private, and a public
-/// item linking to a private one fails `RUSTDOCFLAGS=-Dwarnings`. `unreachable_pub`: the type
-/// may be private. `unused`: whether the generated code reads the constant itself (the
-/// dispatch and `FreeCapability::definition` do, so a crate may forbid `dead_code`); the
-/// constants after an error are not read and allow `dead_code`.
+/// item linking to a private one fails `RUSTDOCFLAGS=-Dwarnings`. The generated code reads
+/// every constant (the dispatch matches them, `FreeCapability::definition` and the fallbacks
+/// read them), so none allows `dead_code` and a crate may forbid it; `allow` is what else the
+/// constant needs.
 fn id_const(
     capability: &CapabilityItem,
     name: &Ident,
     vis: &TokenStream,
-    unused: bool,
+    allow: &TokenStream,
 ) -> TokenStream {
     let id = capability.capability.id.as_str();
     if id.is_empty() {
@@ -231,56 +231,57 @@ fn id_const(
         " The id of the capability `{}` declares: `{id}`.",
         capability.sig.ident.to_string().trim_start_matches("r#")
     );
-    let dead_code = unused.then(|| quote!(dead_code,));
     // Every token at the method's name: a clash is reported there, not on the attribute.
     quote_spanned! {name.span()=>
         #(#cfgs)*
         #[doc = #doc]
-        #[allow(#dead_code unreachable_pub)]
+        #allow
         #vis const #name: &'static str = #id;
     }
 }
 
 /// A free capability's id constant, `ID` on its same-named type (`book::ID`), as visible as the
-/// function.
-fn free_id_const(capability: &CapabilityItem, vis: &syn::Visibility, unused: bool) -> TokenStream {
+/// function (and the type): no lint to allow that the author's own `pub fn` would not meet.
+fn free_id_const(capability: &CapabilityItem, vis: &syn::Visibility) -> TokenStream {
     id_const(
         capability,
         &Ident::new("ID", capability.sig.ident.span()),
         &quote!(#vis),
-        unused,
+        &TokenStream::new(),
     )
 }
 
 /// The id constants of a `#[connector]`'s capabilities (`<METHOD>_ID`), for its generated
-/// inherent impl. Always `pub`: a connector's tests in `tests/` need them, and its handlers are
-/// usually private.
+/// inherent impl, and statements reading each (`let _ = <T>::X;`) for the fallback, whose
+/// dispatch does not. Always `pub`: a connector's tests in `tests/` need them, and its
+/// handlers are usually private; hence `unreachable_pub` allowed (a crate cannot forbid it).
+/// One constant per name and `#[cfg]`s: handlers whose names differ only in case are an error
+/// of their own (`id_constant_collisions`), and a second constant would add rustc's
+/// duplicate definition to it.
 fn connector_id_consts<'a>(
+    self_ty: &syn::Type,
     capabilities: impl IntoIterator<Item = &'a CapabilityItem>,
-    unused: bool,
-) -> TokenStream {
-    // After an error, one constant per name and `#[cfg]`s: handlers whose names differ only in
-    // case were reported already (`id_constant_collisions`), and a second constant would add
-    // rustc's duplicate-definition error to it.
+) -> (TokenStream, TokenStream) {
     let mut emitted = Vec::new();
-    capabilities
-        .into_iter()
-        .filter_map(|c| {
-            let name = id_const_ident(c);
-            let cfgs = &c.cfgs;
-            let key = (name.to_string(), quote!(#(#cfgs)*).to_string());
-            if unused && emitted.contains(&key) {
-                return None;
-            }
-            emitted.push(key);
-            Some(id_const(
-                c,
-                &name,
-                &quote_spanned!(name.span()=> pub),
-                unused,
-            ))
-        })
-        .collect()
+    let mut consts = TokenStream::new();
+    let mut reads = TokenStream::new();
+    for c in capabilities {
+        let name = id_const_ident(c);
+        let cfgs = &c.cfgs;
+        let key = (name.to_string(), quote!(#(#cfgs)*).to_string());
+        if emitted.contains(&key) || c.capability.id.as_str().is_empty() {
+            continue;
+        }
+        emitted.push(key);
+        consts.extend(id_const(
+            c,
+            &name,
+            &quote_spanned!(name.span()=> pub),
+            &quote_spanned!(name.span()=> #[allow(unreachable_pub)]),
+        ));
+        reads.extend(quote!(#(#cfgs)* let _: &'static str = <#self_ty>::#name;));
+    }
+    (consts, reads)
 }
 
 /// The `CapabilityDefinition` expression of one capability; `scope` prefixes codec calls.
@@ -447,7 +448,7 @@ pub(crate) fn connector(
     let codecs = capabilities
         .iter()
         .map(|c| codec_fns(c, TokenStream::new()));
-    let id_consts = connector_id_consts(capabilities, false);
+    let (id_consts, _) = connector_id_consts(self_ty, capabilities);
     let assertions = capabilities
         .iter()
         .map(|c| extractor_assertions(c, Some(self_ty)));
@@ -746,7 +747,7 @@ pub(crate) fn fallback_connector(block: &ItemImpl, capabilities: &[CapabilityIte
             #self_ty: #p::Send + #p::Sync + 'static
         ));
     }
-    let id_consts = connector_id_consts(capabilities, true);
+    let (id_consts, id_reads) = connector_id_consts(self_ty, capabilities);
     quote! {
         #[automatically_derived]
         impl #impl_generics #self_ty #where_clause {
@@ -756,6 +757,7 @@ pub(crate) fn fallback_connector(block: &ItemImpl, capabilities: &[CapabilityIte
         #[automatically_derived]
         impl #impl_generics #p::Connector for #self_ty #where_clause {
             fn definition(&self) -> &#p::ConnectorDefinition {
+                #id_reads
                 #p::unreachable!("#[connector] reported a compile error")
             }
             fn invoke<'__aip>(&'__aip self, _: &'__aip str, _: &'__aip #p::Value, _: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'__aip, #p::Result<#p::Value, #p::ConnectorFailure>> {
@@ -776,7 +778,11 @@ pub(crate) fn fallback_free_capability(
     let p = private();
     let vis = &function.vis;
     let ident = &function.sig.ident;
-    let id_const = capability.map(|c| free_id_const(c, &function.vis, true));
+    let id_const = capability.map(|c| free_id_const(c, &function.vis));
+    // Read, as the real definition reads it: a crate may forbid `dead_code`.
+    let id_read = capability
+        .filter(|c| !c.capability.id.as_str().is_empty())
+        .map(|_| quote!(let _: &'static str = <#ident>::ID;));
     let state = free_state_param();
     let cfgs = function
         .attrs
@@ -799,6 +805,7 @@ pub(crate) fn fallback_free_capability(
         #[automatically_derived]
         impl<#state: #p::ConnectorState> #p::FreeCapability<#state> for #ident {
             fn definition() -> #p::CapabilityDefinition {
+                #id_read
                 #p::unreachable!("#[capability] reported a compile error")
             }
             fn invoke(_: &#state, _: &#p::Value, _: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'static, #p::Result<#p::Value, #p::ConnectorFailure>> {
@@ -829,7 +836,7 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
     );
     let cfgs = &capability.cfgs;
     let companions = free_companions(capability);
-    let id_const = free_id_const(capability, vis, false);
+    let id_const = free_id_const(capability, vis);
     let ignore_state = capability
         .sig
         .state()

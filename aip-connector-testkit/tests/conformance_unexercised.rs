@@ -1877,7 +1877,7 @@ fn an_unpublished_approval_of_a_gated_compensating_capability_is_noted() {
     let transaction = check(&report, Scenario::TransactionLifecycle);
     assert!(
         transaction.notes.iter().any(|note| note.starts_with(
-            "`cap:silentledger:reverse` publishes no required approval, but every compensation of `cap:silentledger:post`"
+            "`cap:silentledger:reverse` publishes no required approval policy, but every compensation of `cap:silentledger:post` it runs waits for approval under `cap:silentledger:post`'s policy"
         )),
         "{report}"
     );
@@ -1890,5 +1890,75 @@ fn an_unpublished_approval_of_a_gated_compensating_capability_is_noted() {
             .iter()
             .any(|note| note.contains("publishes no required approval")),
         "{ungated}"
+    );
+}
+
+/// A ledger whose post declares no approval policy but gates its compensations
+/// (`compensation(requires_approval)`): the host applies its default compensation policy, which
+/// only a policy on `post` can replace, so the note says to declare it there first.
+#[derive(Clone, Default)]
+struct DefaultGatedLedger {
+    ledger: LocalLedger,
+}
+
+#[connector(id = "defaultledger")]
+impl DefaultGatedLedger {
+    /// Posts an entry; its reversals need approval.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        transaction(modes = [execute, reconcile, compensate]),
+        compensation(supported, capability = "cap:defaultledger:reverse", window_ms = 600_000, requires_approval),
+        reconcile = Self::find_entry,
+        examples = [r#"{"account": "acc_1", "amount_minor": 1250}"#],
+    )]
+    async fn post(
+        &self,
+        entry: Entry,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Posted, ConnectorFailure> {
+        self.ledger.post(entry, key, checkpoint).await
+    }
+
+    async fn find_entry(
+        &self,
+        request: Reconciliation,
+    ) -> Result<ReconcileOutcome, ConnectorFailure> {
+        self.ledger.find_entry(request).await
+    }
+
+    /// Removes an entry `post` made; publishes no approval.
+    #[capability(
+        id = "cap:defaultledger:reverse",
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        examples = [r#"{"reason": "posted twice"}"#],
+    )]
+    async fn reverse(
+        &self,
+        reversal: Reversal,
+        key: IdempotencyKey,
+        target: Compensation,
+    ) -> Result<Posted, ConnectorFailure> {
+        self.ledger.reverse(reversal, key, target).await
+    }
+}
+
+#[test]
+fn an_undo_gated_by_the_hosts_default_policy_is_told_to_declare_it_on_the_target_first() {
+    let report = ConformanceSuite::new(|_env| DefaultGatedLedger::default())
+        .without_provider("entries live in memory")
+        .run();
+    let transaction = check(&report, Scenario::TransactionLifecycle);
+    assert!(
+        transaction.notes.iter().any(|note| note.starts_with(
+            "`cap:defaultledger:reverse` publishes no required approval policy, but every compensation of `cap:defaultledger:post` it runs waits for approval under the host's default compensation policy"
+        ) && note.contains("declare the policy on `cap:defaultledger:post`, then the same on `cap:defaultledger:reverse`")),
+        "{report}"
     );
 }

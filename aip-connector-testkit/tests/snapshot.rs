@@ -623,6 +623,41 @@ fn an_unrequired_policy_declared_or_removed_on_a_gated_capability_replaces_the_d
             "{text}"
         );
     }
+    // Nothing gates the capability on either side: no host applies the policy, a compatible
+    // change with no fields listed.
+    let ungated_unrequired = |m: &mut Value| {
+        ungated_pay(m);
+        unrequired(m);
+    };
+    let ungated_absent = |m: &mut Value| {
+        ungated_pay(m);
+        absent(m);
+    };
+    for diff in [
+        diff_between(ungated_absent, ungated_unrequired),
+        diff_between(ungated_unrequired, ungated_absent),
+    ] {
+        assert_eq!(
+            kinds(&diff),
+            [(ChangeKind::ApprovalChanged, Compatible)],
+            "{diff}"
+        );
+        assert!(diff.to_string().contains("no host appl"), "{diff}");
+    }
+    // The gate changes in the same release (compensations no longer need approval): the gate's
+    // own change is reported, and nothing claims the host "still" gates or "anyway" does.
+    let diff = diff_between(absent, ungated_unrequired);
+    let text = diff.to_string();
+    assert!(
+        !text.contains("still gates") && !text.contains("anyway") && !text.contains("evidence"),
+        "{text}"
+    );
+    assert!(
+        kinds(&diff)
+            .iter()
+            .all(|(kind, _)| *kind != ChangeKind::ApprovalChanged),
+        "{diff}"
+    );
 }
 
 #[test]

@@ -1643,28 +1643,37 @@ impl Diff {
         // these serde defaults, so comparing fields would report changes nobody meets (a
         // review). The replacement is reported as such.
         if !*required && !new.required && added != removed {
-            let detail = if added && gated.old {
-                Some(
-                    "approval policy declared (not required): the host gates these calls or their compensations anyway (risk above `medium`, `requires_human_approval` or `compensation(requires_approval)`), under this policy from now on instead of its default policy (docs/host-runtime.md)",
-                )
-            } else if removed && gated.new {
-                Some(
-                    "approval policy removed (it was not required): the host still gates these calls or their compensations (risk above `medium`, `requires_human_approval` or `compensation(requires_approval)`), now under its default policy (docs/host-runtime.md), not the one declared before",
-                )
-            } else {
-                None
-            };
-            if let Some(detail) = detail {
-                self.push_values(
+            let (class, detail) = match (gated.old, gated.new, added) {
+                (true, true, true) => (
                     ChangeClass::Breaking,
-                    ChangeKind::ApprovalChanged,
-                    base,
-                    detail,
-                    (!added).then_some(old),
-                    (!removed).then_some(new),
-                );
-                return;
-            }
+                    "approval policy declared (not required): the host gates these calls or their compensations anyway (risk above `medium`, `requires_human_approval` or `compensation(requires_approval)`), under this policy from now on instead of its default policy (docs/host-runtime.md)",
+                ),
+                (true, true, false) => (
+                    ChangeClass::Breaking,
+                    "approval policy removed (it was not required): the host still gates these calls or their compensations (risk above `medium`, `requires_human_approval` or `compensation(requires_approval)`), now under its default policy (docs/host-runtime.md), not the one declared before",
+                ),
+                (false, false, true) => (
+                    ChangeClass::Compatible,
+                    "approval policy declared (not required): nothing gates these calls or their compensations, so no host applies it",
+                ),
+                (false, false, false) => (
+                    ChangeClass::Compatible,
+                    "approval policy removed (it was not required, and nothing gated these calls or their compensations: no host applied it)",
+                ),
+                // The gate itself changed (risk, `requires_human_approval`,
+                // `compensation(requires_approval)`), and is reported where it changed: on one
+                // side the host applied its default policy, on the other no policy applies.
+                _ => return,
+            };
+            self.push_values(
+                class,
+                ChangeKind::ApprovalChanged,
+                base,
+                detail,
+                (!added).then_some(old),
+                (!removed).then_some(new),
+            );
+            return;
         }
         if *required != new.required {
             let (kind, detail) = if new.required {

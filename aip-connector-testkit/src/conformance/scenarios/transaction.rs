@@ -1239,9 +1239,24 @@ fn unapplied_approval(
         .and_then(|contract| contract.approval.as_ref())
         .filter(|policy| policy.required)
     else {
-        return aip_connector::rules::gates_compensations(&compensated.capability).then(|| {
+        if !aip_connector::rules::gates_compensations(&compensated.capability) {
+            return None;
+        }
+        let declared = compensated
+            .capability
+            .contract
+            .as_ref()
+            .is_some_and(|contract| contract.approval.is_some());
+        // Where the compensated capability declares no policy, the host applies its default
+        // compensation policy, which no `approval(...)` on the undo can name: the policy goes
+        // on the compensated capability first (a review: the note sent authors back and forth).
+        return Some(if declared {
             format!(
-                "`{by}` publishes no required approval, but every compensation of `{id}` it runs waits for approval under `{id}`'s gate: the manifest says the undo needs none where a host requires one; declare on `{by}` the policy that gates the undo, and take `Approval` (attribute-reference.md, \"Whose approval policy applies\")"
+                "`{by}` publishes no required approval policy, but every compensation of `{id}` it runs waits for approval under `{id}`'s policy: declare that policy on `{by}` too, and take `Approval`, so that its contract says what a host applies (attribute-reference.md, \"Whose approval policy applies\")"
+            )
+        } else {
+            format!(
+                "`{by}` publishes no required approval policy, but every compensation of `{id}` it runs waits for approval under the host's default compensation policy (`{id}` gates its compensations and declares no policy): declare the policy on `{id}`, then the same on `{by}`, and take `Approval` (attribute-reference.md, \"Whose approval policy applies\")"
             )
         });
     };
