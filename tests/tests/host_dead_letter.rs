@@ -147,16 +147,19 @@ async fn a_success_before_exhaustion_is_stored_as_usual() {
     assert_eq!(mailer.attempts.load(Ordering::SeqCst), 3);
 }
 
+/// A store whose every settlement waits at `gate` until it opens.
+fn settlements_held_at(gate: &Gate) -> Arc<HookedStore> {
+    let gate = gate.clone();
+    Arc::new(HookedStore::before_settle(move |_| gate.hold()))
+}
+
 /// A call dropped while its dead letter is written (its transport gave up) still stores it, on
 /// a task of its own: the key's next attempt is answered the dead letter and the handler does
 /// not run again. Releasing the key instead let one more attempt past the limit run.
 #[tokio::test]
 async fn a_call_dropped_while_its_dead_letter_is_written_still_stores_it() {
     let gate = Gate::default();
-    let store = Arc::new(HookedStore::before_settle({
-        let gate = gate.clone();
-        move |_| gate.hold()
-    }));
+    let store = settlements_held_at(&gate);
     let mailer = Mailer {
         failures: usize::MAX,
         ..Mailer::default()
@@ -201,10 +204,7 @@ fn a_return_task_its_runtime_drops_says_what_it_left() {
     let logs = aip_connector_testkit::logs::LogCapture::new();
     let _default = logs.set_default();
     let gate = Gate::default();
-    let store = Arc::new(HookedStore::before_settle({
-        let gate = gate.clone();
-        move |_| gate.hold()
-    }));
+    let store = settlements_held_at(&gate);
     let mailer = Mailer {
         failures: usize::MAX,
         ..Mailer::default()

@@ -230,7 +230,20 @@ struct HoldReturn<'a> {
     dead_letter: Option<Box<IdempotencyRecord>>,
 }
 
-impl HoldReturn<'_> {
+impl<'a> HoldReturn<'a> {
+    /// A hold of a claimed resume only: it gives `claim` back and holds no key.
+    fn giving_back(host: &'a Arc<HostInner>, claim: &ResumeClaim) -> Self {
+        HoldReturn {
+            host,
+            give_back: Some(Box::new(GiveBack {
+                claim: claim.clone(),
+                done: None,
+            })),
+            release: None,
+            dead_letter: None,
+        }
+    }
+
     /// Gives the claim back, then releases the key. Each is forgotten only once written, so a
     /// drop at either write leaves it to [`Drop`].
     async fn run(mut self) {
@@ -3714,17 +3727,7 @@ async fn follow_up(
     let Some(claim) = give_back else {
         return refresh_pending_replay(host, caller, result).await;
     };
-    HoldReturn {
-        host,
-        give_back: Some(Box::new(GiveBack {
-            claim: claim.clone(),
-            done: None,
-        })),
-        release: None,
-        dead_letter: None,
-    }
-    .run()
-    .await;
+    HoldReturn::giving_back(host, claim).run().await;
     result
 }
 

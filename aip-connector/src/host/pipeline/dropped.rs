@@ -135,17 +135,9 @@ pub(super) async fn reserve_holding_claim(
 ) -> Result<crate::store::ReserveOutcome, crate::store::StoreError> {
     // Armed for a resume only (boxed, so a call without one carries a word): the hold that
     // gives a claim back when the call is dropped mid-write, as the settlement's does.
-    let mut held = claimed.get().map(|claim| {
-        Box::new(HoldReturn {
-            host,
-            give_back: Some(Box::new(GiveBack {
-                claim: claim.clone(),
-                done: None,
-            })),
-            release: None,
-            dead_letter: None,
-        })
-    });
+    let mut held = claimed
+        .get()
+        .map(|claim| Box::new(HoldReturn::giving_back(host, claim)));
     let reserved = host.store.reserve(reservation, now).await;
     if let Some(held) = held.as_mut() {
         held.give_back = None;
