@@ -187,10 +187,25 @@ fn companion_argument(key: &str) -> &'static str {
     }
 }
 
+/// What a companion's parameters may be, as its signature error says.
+fn companion_parameters(key: &str) -> String {
+    if key == keys::capability::VALIDATE {
+        format!(
+            "takes `&self` and the capability's input, then any of the preview extractors {}",
+            Extractor::PREVIEW
+        )
+    } else {
+        format!(
+            "takes `&self` and {}, nothing else",
+            companion_argument(key)
+        )
+    }
+}
+
 /// A companion of this block (`reconcile = Self::find`, ...) is an `async fn` taking `&self` and
-/// one argument: checked on the method itself, since rustc's errors about the generated call
-/// (a future expected, an argument count) point at `#[connector]` instead. The argument's type
-/// is left to rustc, whose mismatch names both types.
+/// one argument (a `validate` companion, then preview extractors): checked on the method itself,
+/// since rustc's errors about the generated call (a future expected, an argument count) point at
+/// `#[connector]` instead. The argument's type is left to rustc, whose mismatch names both types.
 fn companion_signatures(cx: &Ctxt, block: &ItemImpl, capabilities: &[CapabilityItem]) {
     let mut checked = HashSet::new();
     for capability in capabilities {
@@ -201,10 +216,15 @@ fn companion_signatures(cx: &Ctxt, block: &ItemImpl, capabilities: &[CapabilityI
             }) else {
                 continue;
             };
+            let sig = &method.sig;
+            if key == keys::capability::VALIDATE {
+                // Per capability: one companion may serve a capability with a credential policy
+                // and one without.
+                preview_credential(cx, capability, name, sig);
+            }
             if !checked.insert((key, name.to_string())) {
                 continue;
             }
-            let sig = &method.sig;
             let returns_future = matches!(&sig.output, syn::ReturnType::Type(_, ty)
                 if matches!(&**ty, syn::Type::ImplTrait(_)));
             if sig.asyncness.is_none() && !returns_future {
@@ -221,12 +241,22 @@ fn companion_signatures(cx: &Ctxt, block: &ItemImpl, capabilities: &[CapabilityI
                         && (receiver.reference.is_some()
                             || matches!(&*receiver.ty, syn::Type::Reference(r) if r.mutability.is_none()))
             );
-            if !takes_ref_self || sig.inputs.len() != 2 {
+            let arity_fits = if key == keys::capability::VALIDATE {
+                sig.inputs.len() >= 2
+            } else {
+                sig.inputs.len() == 2
+            };
+            if !takes_ref_self || !arity_fits {
                 cx.error_spanned_by(
                     &sig.inputs,
-                    format!("the `{key}` companion `{name}` takes `&self` and {}, nothing else (docs/attribute-reference.md, companion handlers)", companion_argument(key)),
+                    format!(
+                        "the `{key}` companion `{name}` {} (docs/attribute-reference.md, companion handlers)",
+                        companion_parameters(key)
+                    ),
                 );
-            } else if let Some(syn::FnArg::Typed(argument)) = sig.inputs.iter().nth(1)
+                continue;
+            }
+            if let Some(syn::FnArg::Typed(argument)) = sig.inputs.iter().nth(1)
                 && let syn::Type::Reference(reference) = &*argument.ty
             {
                 // rustc's own error suggests borrowing the host's value once more (`&&T`).
@@ -241,6 +271,74 @@ fn companion_signatures(cx: &Ctxt, block: &ItemImpl, capabilities: &[CapabilityI
                     ),
                 );
             }
+            for argument in preview_extractor_params(sig) {
+                preview_extractor(cx, name, &argument.ty);
+            }
+        }
+    }
+}
+
+/// The parameters of a `validate` companion after its input: the extractors a preview hands it.
+pub(crate) fn preview_extractor_params(
+    sig: &syn::Signature,
+) -> impl Iterator<Item = &syn::PatType> {
+    sig.inputs.iter().skip(2).filter_map(|input| match input {
+        syn::FnArg::Typed(typed) => Some(typed),
+        syn::FnArg::Receiver(_) => None,
+    })
+}
+
+/// One parameter of a `validate` companion after its input: an extractor a preview has.
+fn preview_extractor(cx: &Ctxt, name: &syn::Ident, ty: &syn::Type) {
+    let written = quote::ToTokens::to_token_stream(ty);
+    match Extractor::from_type(ty) {
+        None => cx.error_spanned_by(
+            ty,
+            format!(
+                "the `validate` companion `{name}` takes one input; after it come only the preview extractors {} (by value), and `{written}` is none of them",
+                Extractor::PREVIEW
+            ),
+        ),
+        Some(kind) => {
+            if let Err(why) = kind.in_preview() {
+                cx.error_spanned_by(
+                    ty,
+                    format!(
+                        "a `validate` companion cannot take `{}`: {why}",
+                        kind.name()
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// A `validate` companion that takes `Credential` serves only capabilities that declare a
+/// credential policy: the host resolves a credential for no other (stage 4), so the extractor
+/// would fail every preview.
+fn preview_credential(
+    cx: &Ctxt,
+    capability: &CapabilityItem,
+    name: &syn::Ident,
+    sig: &syn::Signature,
+) {
+    let declares_credentials = capability
+        .capability
+        .contract
+        .as_ref()
+        .is_some_and(|contract| contract.credentials.is_some());
+    if declares_credentials {
+        return;
+    }
+    for argument in preview_extractor_params(sig) {
+        if Extractor::from_type(&argument.ty) == Some(Extractor::Credential) {
+            cx.error_spanned_by(
+                &argument.ty,
+                format!(
+                    "the `validate` companion `{name}` takes `Credential`, but `{}` declares no `credentials(...)`: the host resolves a credential only for a capability with a credential policy. Add `credentials(required, scopes = [\"<scope>\"])` to its `#[capability(...)]`, or remove the parameter",
+                    capability.capability.id.as_str()
+                ),
+            );
         }
     }
 }

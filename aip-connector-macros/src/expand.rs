@@ -482,6 +482,7 @@ pub(crate) fn connector(
         let input = Ident::new("__aip_validated", argument);
         let private = private_at(argument);
         let decode = quote_spanned!(argument=> #private::decode_input(__aip_input, #id));
+        let (extractors, extracted) = preview_extractors(block, path, self_ty);
         Some(quote! {
             #(#cfgs)*
             #cap_id => {
@@ -490,8 +491,9 @@ pub(crate) fn connector(
                     #p::Result::Ok(decoded) => decoded,
                     #p::Result::Err(failure) => return #p::failed_future(failure),
                 };
+                #extractors
                 #p::Box::pin(async move {
-                    let __aip_result = #path(self, #input).await;
+                    let __aip_result = #path(self, #input #(, #extracted)*).await;
                     #call
                 })
             }
@@ -1071,6 +1073,45 @@ fn cfg_alternative_markers(capabilities: &[CapabilityItem]) -> TokenStream {
         return TokenStream::new();
     }
     quote!(const _: () = { #(#markers)* };)
+}
+
+/// The extractors a `validate` companion of this block takes after its input (`#[connector]`
+/// checked that a preview has each of them): the statements that read them out of the
+/// preview's context before the future is built, failing the preview as a handler's missing
+/// extractor fails its call, and the names they are bound to. Each is read as a handler's is,
+/// the type inferred from the companion's parameter and asserted at compile time.
+fn preview_extractors(
+    block: &ItemImpl,
+    companion: &Expr,
+    self_ty: &syn::Type,
+) -> (TokenStream, Vec<Ident>) {
+    let p = private();
+    let Some(method) = companion_method(block, companion) else {
+        return (TokenStream::new(), Vec::new());
+    };
+    let mut statements = TokenStream::new();
+    let mut names = Vec::new();
+    for (index, param) in crate::connector::preview_extractor_params(&method.sig).enumerate() {
+        let Some(kind) = crate::signature::Extractor::from_type(&param.ty) else {
+            continue;
+        };
+        let name = format_ident!("__aip_preview{}", index);
+        let span = param.ty.span();
+        let variant = Ident::new(kind.name(), Span::call_site());
+        let private = private_at(span);
+        let ty = replace_self(quote::ToTokens::to_token_stream(&param.ty), self_ty);
+        statements.extend(quote_spanned! {span=>
+            const _: () = {
+                let _ = #private::extractor::<#ty>(#private::ExtractorKind::#variant);
+            };
+            let #name = match (#private::extractor(#p::ExtractorKind::#variant).extract)(&__aip_context) {
+                #p::Result::Ok(extracted) => extracted,
+                #p::Result::Err(failure) => return #p::failed_future(failure),
+            };
+        });
+        names.push(name);
+    }
+    (statements, names)
 }
 
 /// The method `Self::name` of this block that `companion` names, if it is one.

@@ -66,10 +66,40 @@ impl Extractor {
         }
     }
 
-    fn from_type(ty: &Type) -> Option<Extractor> {
+    pub(crate) fn from_type(ty: &Type) -> Option<Extractor> {
         let Type::Path(path) = ty else { return None };
         let last = path.path.segments.last()?;
         Extractor::ALL.into_iter().find(|e| last.ident == e.name())
+    }
+
+    /// The extractors a `validate` companion may take after its input, as written in messages.
+    pub(crate) const PREVIEW: &'static str =
+        "`Tenant`, `Caller`, `Deadline`, `Cancellation` and `Credential`";
+
+    /// Whether a preview (`dry_run`, `plan`) can hand this extractor to a `validate` companion:
+    /// its context holds the caller, the tenant, the deadline, a cancellation and the resolved
+    /// credential, and nothing that exists only once the effect runs. `Err` says why not.
+    pub(crate) fn in_preview(self) -> Result<(), &'static str> {
+        match self {
+            Extractor::Tenant
+            | Extractor::Caller
+            | Extractor::Deadline
+            | Extractor::Cancellation
+            | Extractor::Credential => Ok(()),
+            Extractor::IdempotencyKey => Err(
+                "a preview reserves no idempotency key (it makes no effect to deduplicate); the commit's handler takes the key",
+            ),
+            Extractor::Checkpoint => Err(
+                "a preview has no attempt to checkpoint (it sends no write); the commit's handler records the provider operation",
+            ),
+            Extractor::StreamSink => Err("a preview's answer is one value, never a stream"),
+            Extractor::Approval => Err(
+                "previews run before the approval gate, so no approval has released them; the commit's handler takes `Approval`",
+            ),
+            Extractor::Compensation => Err(
+                "a preview compensates nothing; the compensating capability's handler takes `Compensation`",
+            ),
+        }
     }
 }
 

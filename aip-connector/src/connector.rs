@@ -334,6 +334,11 @@ pub trait Connector: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Value, ConnectorFailure>>;
 
     /// Runs the downstream validation handler (`validate = ...`) of `capability_id`.
+    ///
+    /// Under a host, `context` is a preview's: the caller, the verified tenant, the deadline, a
+    /// cancellation, and the resolved credential when the contract declares a credential policy
+    /// (the validation authenticates like the commit it previews); never an idempotency key,
+    /// checkpoint, stream or approval. A validation asks; it must not change anything.
     fn validate<'a>(
         &'a self,
         capability_id: &'a str,

@@ -783,7 +783,7 @@ async fn execute(
         (mode, contract)
     {
         // 8. Transaction previews run before the approval gate.
-        Box::pin(preview(&call, contract)).await
+        Box::pin(preview(&call, contract, credential.as_deref())).await
     } else if approved.is_none()
         // A `reconcile` asks the provider what became of an effect that already passed this
         // gate (or needed no approval): it runs the reconcile companion, never the handler, and
@@ -1162,10 +1162,15 @@ fn mark_refused_output_as_committed(result: &mut ActionResult) {
     }
 }
 
-/// Step 8: `dry_run` and `plan`, with the connector's validation when the fidelity needs it.
-async fn preview(call: &Call<'_>, contract: &CapabilityContract) -> ActionResult {
+/// Step 8: `dry_run` and `plan`, with the connector's validation when the fidelity needs it,
+/// under the credential stage 4 resolved (if the contract has a credential policy).
+async fn preview(
+    call: &Call<'_>,
+    contract: &CapabilityContract,
+    credential: Option<&CredentialHandle>,
+) -> ActionResult {
     let action = call.action;
-    let validation = match validate_downstream(call, contract).await {
+    let validation = match validate_downstream(call, contract, credential).await {
         Ok(Validation::Answered(validation)) => validation,
         Ok(Validation::Interrupted { requested }) => {
             return companion_interrupted(action, requested);
@@ -1187,9 +1192,12 @@ async fn preview(call: &Call<'_>, contract: &CapabilityContract) -> ActionResult
 }
 
 /// Runs the connector's validation handler when the contract's dry-run fidelity needs one.
+/// A downstream validation asks the provider, so it authenticates like the commit it previews:
+/// its context holds the resolved credential, as a reconcile lookup's request does.
 async fn validate_downstream(
     call: &Call<'_>,
     contract: &CapabilityContract,
+    credential: Option<&CredentialHandle>,
 ) -> Result<Validation, ProtocolError> {
     let Call {
         host,
@@ -1217,7 +1225,8 @@ async fn validate_downstream(
             "the dry-run fidelity needs a validation handler the connector does not have",
         ));
     }
-    let context = companion_context(call);
+    let context = companion_context(call, credential.cloned().map(Box::new));
+    let secret = credential.map(|c| c.secret.clone());
     let start = || {
         connector.validate(
             action.capability_id.as_str(),
@@ -1227,12 +1236,11 @@ async fn validate_downstream(
     };
     match companion(call, &context, start).await? {
         CompanionEnd::Answered(Ok(value)) => Ok(Validation::Answered(Some(value))),
-        // A validation handler gets no credential: nothing to withhold but the input.
         CompanionEnd::Answered(Err(failure)) => Err(connector_error(
             &failure,
             action,
             redact.then_some(&call.routed.input_schema),
-            None,
+            secret.as_ref(),
         )),
         CompanionEnd::TimedOut => Err(companion_timed_out("validation", timeout_ms)),
         CompanionEnd::Interrupted { requested } => Ok(Validation::Interrupted { requested }),
@@ -1277,7 +1285,7 @@ async fn reconcile(
     };
     // The companion's execution, for `Host::cancel` to find (the reconcile handler itself is
     // handed only its request).
-    let context = companion_context(call);
+    let context = companion_context(call, None);
     let request = crate::connector::Reconciliation {
         transaction_id: record.transaction_id.clone(),
         provider_operation: operation,
@@ -1349,8 +1357,12 @@ fn handler_panicked(action: &Action, capability_id: &str) -> ProtocolError {
 }
 
 /// The context of a companion handler (validation, reconciliation) run for `call`: its
-/// caller, tenant and deadline, and a cancellation of its own; no key, credential or stream.
-fn companion_context(call: &Call<'_>) -> Arc<HostInvocation> {
+/// caller, tenant and deadline, a cancellation of its own, and `credential` (a validation's;
+/// a reconcile lookup gets its credential in its request); no key, checkpoint or stream.
+fn companion_context(
+    call: &Call<'_>,
+    credential: Option<Box<CredentialHandle>>,
+) -> Arc<HostInvocation> {
     Arc::new(HostInvocation {
         action: Arc::clone(call.action),
         caller: CallerIdentity {
@@ -1363,7 +1375,7 @@ fn companion_context(call: &Call<'_>) -> Arc<HostInvocation> {
         deadline: deadline_in(call.timeout_ms),
         stream: None,
         checkpoint: None,
-        credential: None,
+        credential,
         approval: None,
         compensation: None,
     })

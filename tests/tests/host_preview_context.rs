@@ -1,0 +1,216 @@
+//! A `validate` companion under the host: a downstream validation asks the provider, so it is
+//! handed what a preview knows (the tenant, the caller, the deadline, a cancellation and the
+//! credential the commit would use), and the host withholds that credential from its failure.
+
+use std::sync::{Arc, Mutex};
+
+use aip_connector::codes;
+use aip_connector::host::{Deployment, Host, TrustedContext};
+use aip_connector::model::{
+    Action, ActionResultStatus, ActionTransaction, Principal, PrincipalKind, TransactionMode,
+};
+use aip_connector::prelude::*;
+use aip_connector::{CredentialHandle, Secret, VerifiedTenant};
+use serde_json::json;
+
+/// The deployment's token for the provider; must never appear in a result.
+const TOKEN: &str = "canary-preview-token-51f0";
+
+#[derive(Deserialize, JsonSchema)]
+struct Transfer {
+    amount: u64,
+    /// `"refuse"`: the provider refuses the validation, quoting the request it was sent.
+    #[serde(default)]
+    answer: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Quote {
+    fee: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Sent {
+    transfer_id: String,
+}
+
+/// What the validation saw, for the test to inspect.
+#[derive(Clone, Debug, PartialEq)]
+struct Seen {
+    tenant: String,
+    caller: String,
+    secret: String,
+    credential_id: String,
+    deadline_ahead: bool,
+    cancelled: bool,
+}
+
+#[derive(Clone, Default)]
+struct Bank {
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+#[connector(id = "bank")]
+impl Bank {
+    /// Sends a transfer; a plan quotes its fee from the provider, as the caller's account.
+    #[capability(
+        risk = medium,
+        side_effects = [write],
+        idempotency(required),
+        data(sensitivity = internal),
+        credentials(required, scopes = ["transfers.write"]),
+        transaction(modes = [dry_run, plan, commit], requires_plan, fidelity = downstream_validation),
+        validate = Self::quote,
+    )]
+    async fn send(
+        &self,
+        transfer: Transfer,
+        _key: IdempotencyKey,
+        _checkpoint: Checkpoint,
+        _credential: Credential,
+    ) -> Result<Sent, ConnectorFailure> {
+        Ok(Sent {
+            transfer_id: format!("tr-{}", transfer.amount),
+        })
+    }
+
+    async fn quote(
+        &self,
+        transfer: Transfer,
+        tenant: Tenant,
+        caller: Caller,
+        deadline: Deadline,
+        cancellation: Cancellation,
+        credential: Credential,
+    ) -> Result<Quote, ConnectorFailure> {
+        let secret = credential.secret().expose_str().unwrap().to_owned();
+        self.seen.lock().unwrap().push(Seen {
+            tenant: tenant.id().to_owned(),
+            caller: caller.principal_id().to_string(),
+            secret: secret.clone(),
+            credential_id: credential.as_ref().id.clone(),
+            deadline_ahead: !deadline.remaining().is_zero(),
+            cancelled: cancellation.is_cancelled(),
+        });
+        if transfer.answer == "refuse" {
+            // A provider error quoting the request's authorization header, as some do.
+            return Err(ConnectorFailure::new(
+                "bank.quote_refused",
+                format!("quote refused for request with `Authorization: Bearer {secret}`"),
+                ErrorCategory::Permanent,
+                ConnectorOperation::TransactionPlan,
+                "bank",
+            ));
+        }
+        Ok(Quote {
+            fee: transfer.amount / 100,
+        })
+    }
+}
+
+fn caller() -> TrustedContext {
+    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test").with_tenant(
+        VerifiedTenant {
+            id: "t1".into(),
+            system: None,
+        },
+    )
+}
+
+fn host(bank: &Bank) -> Host {
+    let credential = CredentialHandle::new("bank-token", "vault", Secret::new(TOKEN))
+        .with_scopes(["transfers.write"])
+        .with_tenant("t1");
+    Host::builder()
+        .connector(bank.clone())
+        .deployment(Deployment::default().with_static_credential(credential))
+        .build()
+        .unwrap()
+}
+
+fn preview(mode: TransactionMode, key: &str, input: serde_json::Value) -> Action {
+    Action::new("cap:bank:send", input)
+        .with_idempotency_key(key)
+        .with_transaction(ActionTransaction::new(mode))
+}
+
+/// Found by the carried list of gaps: a downstream validation could not authenticate as the
+/// caller, nor pick the tenant's account, so `downstream_validation` could not ask a provider
+/// that needs a token.
+#[tokio::test]
+async fn a_validation_companion_is_handed_the_tenant_caller_deadline_and_credential() {
+    let bank = Bank::default();
+    let host = host(&bank);
+    for (mode, key) in [
+        (TransactionMode::Plan, "plan-1"),
+        (TransactionMode::DryRun, "dry-1"),
+    ] {
+        let result = host
+            .invoke(preview(mode, key, json!({ "amount": 2_500 })), &caller())
+            .await;
+        assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+        let output = result.output.as_ref().expect("a preview");
+        let validation = match mode {
+            TransactionMode::Plan => &output["plan"]["metadata"]["connector_validation"],
+            _ => &output["handler_result"],
+        };
+        assert_eq!(validation, &json!({ "fee": 25 }), "{output}");
+        assert!(!output.to_string().contains(TOKEN), "{output}");
+    }
+    let seen = bank.seen.lock().unwrap().clone();
+    let expected = Seen {
+        tenant: "t1".into(),
+        caller: "user:ada".into(),
+        secret: TOKEN.into(),
+        credential_id: "bank-token".into(),
+        deadline_ahead: true,
+        cancelled: false,
+    };
+    assert_eq!(seen, vec![expected.clone(), expected]);
+}
+
+#[tokio::test]
+async fn a_validation_failure_never_carries_the_credential() {
+    let bank = Bank::default();
+    let host = host(&bank);
+    let result = host
+        .invoke(
+            preview(
+                TransactionMode::Plan,
+                "plan-2",
+                json!({ "amount": 10, "answer": "refuse" }),
+            ),
+            &caller(),
+        )
+        .await;
+    assert_eq!(result.status, ActionResultStatus::Failed, "{result:?}");
+    let error = result.error.as_deref().expect("the validation's failure");
+    assert_eq!(error.code, "bank.quote_refused");
+    let shown = serde_json::to_string(&result).unwrap();
+    assert!(!shown.contains(TOKEN), "{shown}");
+    assert!(error.message.contains("Bearer"), "{}", error.message);
+}
+
+/// The credential is checked before the preview, as before the commit: a deployment whose
+/// credential lacks the scope refuses the plan without running the validation.
+#[tokio::test]
+async fn a_preview_without_the_credentials_scope_is_refused_before_the_validation() {
+    let bank = Bank::default();
+    let credential = CredentialHandle::new("bank-token", "vault", Secret::new(TOKEN))
+        .with_scopes(["transfers.read"])
+        .with_tenant("t1");
+    let host = Host::builder()
+        .connector(bank.clone())
+        .deployment(Deployment::default().with_static_credential(credential))
+        .build()
+        .unwrap();
+    let result = host
+        .invoke(
+            preview(TransactionMode::Plan, "plan-3", json!({ "amount": 10 })),
+            &caller(),
+        )
+        .await;
+    let error = result.error.as_deref().expect("a refusal");
+    assert_eq!(error.code, codes::CREDENTIAL_SCOPE_MISSING, "{result:?}");
+    assert!(bank.seen.lock().unwrap().is_empty());
+}
