@@ -1046,7 +1046,8 @@ mod tests {
         let block = quote! {
             impl Demo {
                 /// Looks at `a` or | b in Vec<T>
-                /// [on] one \| line.
+                /// [on] one \| line, `x |
+                /// y` and a lone ` tick.
                 ///
                 /// Not in the table.
                 #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
@@ -1088,8 +1089,9 @@ mod tests {
             "{text}"
         );
         let look = doc(
-            // The description is plain text: nothing in it is read as Markdown or HTML.
-            r" | `cap:demo:look` | `look` | low | read |  |  | Looks at \`a\` or \| b in Vec\<T\> \[on\] one \\\| line. |",
+            // Code spans stay code (a `|` in them escaped); the rest is plain text: nothing in it
+            // is read as Markdown or HTML.
+            r" | `cap:demo:look` | `look` | low | read |  |  | Looks at `a` or \| b in Vec\<T\> \[on\] one \\\| line, `x \| y` and a lone \` tick. |",
         );
         let row = text.find(&look).expect("the row of `look`");
         // The table comes before the impl it documents.

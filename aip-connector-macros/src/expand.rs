@@ -636,29 +636,49 @@ pub(crate) fn connector(
 
 /// The first paragraph of a handler's description, on one line, as a table cell: the handlers
 /// are usually private, so their doc comments appear nowhere else in the connector crate's
-/// docs. The description is plain text written for agents, so it is shown as it is: every
-/// character Markdown or HTML would read (`|` ending the cell, `<T>` a tag rustdoc warns about,
-/// `[..]` a link, backticks, emphasis) is escaped with a backslash. Empty for a description
-/// only known at run time (`#[doc = include_str!(..)]`).
+/// docs. Code spans (`` `limit` ``) stay code, as they render in the handler's own rustdoc
+/// (found by an author trial: the table showed the backticks), with only a `|` in them escaped,
+/// since it would end the cell. Everything else is shown as it is: every character Markdown or
+/// HTML would read (`|`, `<T>` a tag rustdoc warns about, `[..]` a link, emphasis, a lone
+/// backtick) is escaped with a backslash. Empty for a description only known at run time
+/// (`#[doc = include_str!(..)]`).
 fn table_summary(description: Option<&str>) -> String {
     let first = description
         .unwrap_or_default()
         .split("\n\n")
         .next()
         .unwrap_or_default();
-    let mut cell = String::with_capacity(first.len());
-    for (index, word) in first.split_whitespace().enumerate() {
-        if index > 0 {
-            cell.push(' ');
-        }
-        for character in word.chars() {
-            if "\\`*_[]<>|&!~".contains(character) {
-                cell.push('\\');
+    let line = first.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut cell = String::with_capacity(line.len());
+    let mut rest = line.as_str();
+    while let Some(start) = rest.find('`') {
+        escape_plain(&mut cell, &rest[..start]);
+        let after = &rest[start + 1..];
+        match after.find('`') {
+            Some(end) if end > 0 => {
+                cell.push('`');
+                cell.push_str(&after[..end].replace('|', "\\|"));
+                cell.push('`');
+                rest = &after[end + 1..];
             }
-            cell.push(character);
+            _ => {
+                cell.push_str("\\`");
+                rest = after;
+            }
         }
     }
+    escape_plain(&mut cell, rest);
     cell
+}
+
+/// `text` with every character Markdown or HTML would read escaped with a backslash.
+fn escape_plain(cell: &mut String, text: &str) {
+    for character in text.chars() {
+        if "\\`*_[]<>|&!~".contains(character) {
+            cell.push('\\');
+        }
+        cell.push(character);
+    }
 }
 
 /// The rustdoc of the generated `impl Connector`: the connector's id and a table of its

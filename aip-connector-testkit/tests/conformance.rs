@@ -444,3 +444,38 @@ fn a_capability_without_a_description_is_noted() {
         report.summary()
     );
 }
+
+/// Found by an author trial: a crate running the suite on SQLite and on PostgreSQL got one
+/// report file, the last run's. The PostgreSQL run's file says so in its name, and a suite can
+/// name its own.
+#[test]
+fn reports_of_one_connector_on_two_stores_or_names_keep_apart() {
+    use aip_connector_testkit::conformance::{ConformanceReport, ConformanceStore};
+
+    let dir = std::env::temp_dir().join(format!("aip-conformance-names-{}", std::process::id()));
+    let report = ConformanceReport {
+        connector_id: "directory.v2".to_owned(),
+        store: ConformanceStore::sqlite().describe().to_owned(),
+        checks: Vec::new(),
+    };
+    let on_sqlite = directory().write_report(&report, &dir).unwrap();
+    assert_eq!(on_sqlite, dir.join("directory_v2.json"));
+    // The report's own `write_to` keeps naming the file after the connector.
+    assert_eq!(report.write_to(&dir).unwrap(), on_sqlite);
+    let named = directory()
+        .with_report_name("directory: account 2")
+        .write_report(&report, &dir)
+        .unwrap();
+    assert_eq!(named, dir.join("directory__account_2.json"));
+    #[cfg(feature = "postgres")]
+    {
+        let on_postgres = directory()
+            .with_store(ConformanceStore::postgres("postgres://127.0.0.1:9/none"))
+            .write_report(&report, &dir)
+            .unwrap();
+        assert_eq!(on_postgres, dir.join("directory_v2-postgres.json"));
+    }
+    let written = std::fs::read_to_string(&named).unwrap();
+    assert_eq!(written, report.to_json() + "\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

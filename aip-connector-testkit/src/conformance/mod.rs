@@ -463,10 +463,17 @@ impl ConformanceReport {
 
     /// Writes the report as `<dir>/<connector id>.json`, creating `dir`; returns the path. In
     /// the file name, characters other than ASCII letters, digits, `-` and `_` become `_`.
+    /// [`ConformanceSuite::write_report`], which `conformance_tests!` calls, names the file
+    /// after the suite's store too, so that two runs of one connector keep their reports apart.
     pub fn write_to(&self, dir: &Path) -> std::io::Result<PathBuf> {
+        self.write_named(dir, &self.connector_id)
+    }
+
+    /// Writes the report as `<dir>/<name>.json` (`name` sanitized as in
+    /// [`write_to`](Self::write_to)), creating `dir`.
+    fn write_named(&self, dir: &Path, name: &str) -> std::io::Result<PathBuf> {
         std::fs::create_dir_all(dir)?;
-        let file: String = self
-            .connector_id
+        let file: String = name
             .chars()
             .map(|c| {
                 if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
@@ -935,6 +942,8 @@ pub struct ConformanceSuite {
     /// Why the connector has no provider, when the suite was told so
     /// ([`ConformanceSuite::without_provider`]).
     without_provider: Option<String>,
+    /// The report file's name, when not the connector's ([`ConformanceSuite::with_report_name`]).
+    report_name: Option<String>,
 }
 
 /// How long one scenario may run before its check fails as stuck, unless
@@ -950,6 +959,7 @@ impl fmt::Debug for ConformanceSuite {
             .field("stores", &self.stores)
             .field("unexercised_waivers", &self.unexercised_waivers)
             .field("without_provider", &self.without_provider)
+            .field("report_name", &self.report_name)
             .finish_non_exhaustive()
     }
 }
@@ -976,6 +986,7 @@ impl ConformanceSuite {
             stores: ConformanceStore::sqlite(),
             unexercised_waivers: BTreeMap::new(),
             without_provider: None,
+            report_name: None,
         }
     }
 
@@ -1105,6 +1116,35 @@ impl ConformanceSuite {
     pub fn with_store(mut self, stores: ConformanceStore) -> Self {
         self.stores = stores;
         self
+    }
+
+    /// Names the report file [`write_report`](Self::write_report) writes: `<name>.json`
+    /// instead of the connector id (with the store's suffix). For two suites of one connector
+    /// on one store (two external accounts, say), whose reports would otherwise overwrite each
+    /// other.
+    #[must_use]
+    pub fn with_report_name(mut self, name: impl Into<String>) -> Self {
+        self.report_name = Some(name.into());
+        self
+    }
+
+    /// The name (without `.json`) of the file [`write_report`](Self::write_report) writes
+    /// `report` to: the name given to [`with_report_name`](Self::with_report_name), else the
+    /// connector id, followed on PostgreSQL by `-postgres`, so that the runs of one connector
+    /// on the default SQLite store and on PostgreSQL keep two reports (found by an author
+    /// trial: the last run's overwrote the other's).
+    pub fn report_name(&self, report: &ConformanceReport) -> String {
+        match &self.report_name {
+            Some(name) => name.clone(),
+            None => format!("{}{}", report.connector_id, self.stores.report_suffix()),
+        }
+    }
+
+    /// Writes `report` (this suite's) as `<dir>/<report name>.json`, creating `dir`; returns
+    /// the path. The name is [`report_name`](Self::report_name)'s, with characters other than
+    /// ASCII letters, digits, `-` and `_` replaced by `_`.
+    pub fn write_report(&self, report: &ConformanceReport, dir: &Path) -> std::io::Result<PathBuf> {
+        report.write_named(dir, &self.report_name(report))
     }
 
     /// Accepts that the scenarios cannot exercise some required assertions on `capability`
@@ -1758,10 +1798,11 @@ macro_rules! conformance_tests {
                 REPORT.get_or_init(|| {
                     let suite: $crate::conformance::ConformanceSuite = $suite;
                     let report = suite.run();
-                    let written = match report.write_to(&$crate::conformance::report_dir()) {
-                        Ok(path) => ::std::format!("  report: {}\n", path.display()),
-                        Err(error) => ::std::format!("  report not written: {error}\n"),
-                    };
+                    let written =
+                        match suite.write_report(&report, &$crate::conformance::report_dir()) {
+                            Ok(path) => ::std::format!("  report: {}\n", path.display()),
+                            Err(error) => ::std::format!("  report not written: {error}\n"),
+                        };
                     // Written to the process's stderr, not through `eprintln!`, which the test
                     // harness captures: a check that did not apply passes as `ok`, and this is
                     // where an author sees that it did not run.

@@ -69,6 +69,16 @@ impl ConformanceStore {
         }
     }
 
+    /// What the report file's name ends with on this store: nothing on the default SQLite
+    /// store, `-postgres` on PostgreSQL ([`ConformanceSuite::report_name`](super::ConformanceSuite::report_name)).
+    pub fn report_suffix(&self) -> &'static str {
+        match self.0 {
+            Backend::Sqlite => "",
+            #[cfg(feature = "postgres")]
+            Backend::Postgres { .. } => "-postgres",
+        }
+    }
+
     /// A new, empty store place for one scenario.
     pub(super) async fn create(&self) -> Result<ScenarioStore, StoreError> {
         match &self.0 {
