@@ -1502,7 +1502,7 @@ impl CallInfo {
             details["column"] = json!(column);
         }
         if let Some(expected) = expected {
-            details["expected"] = json!(expected);
+            details["expected"] = json!(short_type_name(expected));
         }
         let suffix = if self.mutating {
             "; the provider may have applied the request"
@@ -1630,9 +1630,57 @@ impl ProviderResponse {
     }
 }
 
+/// A Rust type's name without its module paths (`Vec<Page>` for
+/// `alloc::vec::Vec<my_connector::api::Page>`): enough to tell which decode failed, while a
+/// failure the host returns to remote callers does not spell out the connector's crate and
+/// module layout (found by an author trial).
+fn short_type_name(full: &str) -> String {
+    let mut short = String::with_capacity(full.len());
+    let mut segment_start = 0;
+    for (at, character) in full.char_indices() {
+        if character.is_alphanumeric() || character == '_' {
+            continue;
+        }
+        if character == ':' {
+            // The `::` after a module's name: what came since the segment's start was a path
+            // prefix, dropped with its separators.
+            segment_start = at + 1;
+            continue;
+        }
+        short.push_str(&full[segment_start..at]);
+        short.push(character);
+        segment_start = at + character.len_utf8();
+    }
+    short.push_str(&full[segment_start..]);
+    short
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_type_name_loses_its_module_paths() {
+        assert_eq!(
+            short_type_name("alloc::vec::Vec<my_connector::api::Page>"),
+            "Vec<Page>"
+        );
+        assert_eq!(
+            short_type_name("core::option::Option<(u32, &str, [a::B; 2])>"),
+            "Option<(u32, &str, [B; 2])>"
+        );
+        assert_eq!(
+            short_type_name(
+                "std::collections::hash::map::HashMap<alloc::string::String, x::Y<'static>>"
+            ),
+            "HashMap<String, Y<'static>>"
+        );
+        assert_eq!(short_type_name("Created"), "Created");
+        assert_eq!(
+            short_type_name(std::any::type_name::<Vec<serde_json::Value>>()),
+            "Vec<Value>"
+        );
+    }
 
     #[test]
     fn basic_credentials_are_base64_of_user_colon_password() {
