@@ -405,11 +405,18 @@ fn unqualified_companions(cx: &Ctxt, block: &ItemImpl, capabilities: &[Capabilit
 /// wrote (a review). Under the same `#[cfg]`s, reported here on the second handler's name; under
 /// different ones they may be alternatives, left to rustc.
 fn id_constant_collisions(cx: &Ctxt, capabilities: &[CapabilityItem]) {
-    let mut seen: Vec<(String, String, &CapabilityItem)> = Vec::new();
+    let mut seen: Vec<(String, Vec<String>, &CapabilityItem)> = Vec::new();
     for capability in capabilities {
         let constant = crate::expand::id_const_ident(capability).to_string();
-        let cfgs = &capability.cfgs;
-        let cfgs = quote!(#(#cfgs)*).to_string();
+        // The set of cfgs, whatever their order: `#[cfg(a)] #[cfg(b)]` and `#[cfg(b)] #[cfg(a)]`
+        // compile the two handlers together.
+        let mut cfgs: Vec<String> = capability
+            .cfgs
+            .iter()
+            .map(|cfg| quote!(#cfg).to_string())
+            .collect();
+        cfgs.sort();
+        cfgs.dedup();
         let clash = seen.iter().find(|(other_constant, other_cfgs, other)| {
             *other_constant == constant
                 && *other_cfgs == cfgs
@@ -1111,5 +1118,34 @@ mod tests {
                 "{method} is not hidden: {methods}"
             );
         }
+    }
+
+    /// Two handlers whose names differ only in case, under the same cfgs written in another
+    /// order, are compiled together: the clash of their id constants is reported as one, not
+    /// left to rustc's duplicate definition.
+    #[test]
+    fn case_colliding_handlers_under_reordered_cfgs_are_reported() {
+        let block = quote! {
+            impl Demo {
+                #[cfg(feature = "a")]
+                #[cfg(unix)]
+                #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+                async fn look(&self) -> Result<(), ConnectorFailure> {
+                    Ok(())
+                }
+
+                #[cfg(unix)]
+                #[cfg(feature = "a")]
+                #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+                async fn Look(&self) -> Result<(), ConnectorFailure> {
+                    Ok(())
+                }
+            }
+        };
+        let text = super::expand(quote!(id = "demo"), block).to_string();
+        assert!(
+            text.contains("would both get the id constant `LOOK_ID`"),
+            "{text}"
+        );
     }
 }
