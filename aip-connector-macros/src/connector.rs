@@ -271,8 +271,9 @@ fn companion_signatures(cx: &Ctxt, block: &ItemImpl, capabilities: &[CapabilityI
                     ),
                 );
             }
+            let mut taken = Vec::new();
             for argument in preview_extractor_params(sig) {
-                preview_extractor(cx, name, &argument.ty);
+                preview_extractor(cx, name, argument, &mut taken);
             }
         }
     }
@@ -288,46 +289,79 @@ pub(crate) fn preview_extractor_params(
     })
 }
 
-/// One parameter of a `validate` companion after its input: an extractor a preview has.
-fn preview_extractor(cx: &Ctxt, name: &syn::Ident, ty: &syn::Type) {
-    let written = quote::ToTokens::to_token_stream(ty);
-    match Extractor::from_type(ty) {
-        None => cx.error_spanned_by(
-            ty,
+/// One parameter of a `validate` companion after its input: an extractor a preview has, taken
+/// once, by value, and always passed (`taken`: the extractors of the parameters before it).
+fn preview_extractor(
+    cx: &Ctxt,
+    name: &syn::Ident,
+    argument: &syn::PatType,
+    taken: &mut Vec<Extractor>,
+) {
+    let ty = &*argument.ty;
+    // The generated call passes every parameter: one configured out would leave the call with
+    // an argument too many, reported by rustc on `#[connector]`.
+    if let Some(attr) = argument.attrs.first() {
+        cx.error_spanned_by(
+            attr,
+            format!("a parameter of the `validate` companion `{name}` cannot carry attributes: the host passes each one"),
+        );
+        return;
+    }
+    let Some(kind) = Extractor::from_type(ty) else {
+        let wrapped = crate::signature::wrapped_extractor(ty).map(|(kind, written)| {
+            format!(
+                "`{written}` is not an extractor; the `validate` companion `{name}` takes `{}` by value: the preview hands over an owned handle",
+                kind.name()
+            )
+        });
+        let message = wrapped.unwrap_or_else(|| {
+            let written = quote::ToTokens::to_token_stream(ty).to_string().replace(' ', "");
             format!(
                 "the `validate` companion `{name}` takes one input; after it come only the preview extractors {} (by value), and `{written}` is none of them",
                 Extractor::PREVIEW
+            )
+        });
+        cx.error_spanned_by(ty, message);
+        return;
+    };
+    if let Err(why) = kind.in_preview() {
+        cx.error_spanned_by(
+            ty,
+            format!(
+                "a `validate` companion cannot take `{}`: {why}",
+                kind.name()
             ),
-        ),
-        Some(kind) => {
-            if let Err(why) = kind.in_preview() {
-                cx.error_spanned_by(
-                    ty,
-                    format!(
-                        "a `validate` companion cannot take `{}`: {why}",
-                        kind.name()
-                    ),
-                );
-            }
-        }
+        );
+    } else if taken.contains(&kind) {
+        cx.error_spanned_by(
+            ty,
+            format!(
+                "the `validate` companion `{name}` takes `{}` twice",
+                kind.name()
+            ),
+        );
     }
+    taken.push(kind);
 }
 
-/// A `validate` companion that takes `Credential` serves only capabilities that declare a
-/// credential policy: the host resolves a credential for no other (stage 4), so the extractor
-/// would fail every preview.
+/// A `validate` companion that takes `Credential` serves only capabilities that require
+/// credentials: the host resolves a credential for no other (stage 4), so the extractor would
+/// fail every preview.
 fn preview_credential(
     cx: &Ctxt,
     capability: &CapabilityItem,
     name: &syn::Ident,
     sig: &syn::Signature,
 ) {
-    let declares_credentials = capability
+    // `required`, as for a handler (`implementation.credentials_undeclared`): under an optional
+    // policy a deployment that resolves none would fail every preview.
+    let requires_credentials = capability
         .capability
         .contract
         .as_ref()
-        .is_some_and(|contract| contract.credentials.is_some());
-    if declares_credentials {
+        .and_then(|contract| contract.credentials.as_ref())
+        .is_some_and(|credentials| credentials.required);
+    if requires_credentials {
         return;
     }
     for argument in preview_extractor_params(sig) {
@@ -335,7 +369,7 @@ fn preview_credential(
             cx.error_spanned_by(
                 &argument.ty,
                 format!(
-                    "the `validate` companion `{name}` takes `Credential`, but `{}` declares no `credentials(...)`: the host resolves a credential only for a capability with a credential policy. Add `credentials(required, scopes = [\"<scope>\"])` to its `#[capability(...)]`, or remove the parameter",
+                    "the `validate` companion `{name}` takes `Credential`, but `{}` does not require credentials: the host resolves a credential only under a credential policy, and a deployment may resolve none under an optional one, failing every preview. Declare `credentials(required, scopes = [\"<scope>\"])` on its `#[capability(...)]`, or remove the parameter",
                     capability.capability.id.as_str()
                 ),
             );
@@ -1054,7 +1088,7 @@ mod tests {
             impl Demo {
                 /// Looks at `a` or | b in Vec<T>
                 /// [on] one \| line, `x |
-                /// y` and a lone ` tick.
+                /// y`, ``a`b`` and a lone ` tick.
                 ///
                 /// Not in the table.
                 #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
@@ -1098,7 +1132,7 @@ mod tests {
         let look = doc(
             // Code spans stay code (a `|` in them escaped); the rest is plain text: nothing in it
             // is read as Markdown or HTML.
-            r" | `cap:demo:look` | `look` | low | read |  |  | Looks at `a` or \| b in Vec\<T\> \[on\] one \\\| line, `x \| y` and a lone \` tick. |",
+            r" | `cap:demo:look` | `look` | low | read |  |  | Looks at `a` or \| b in Vec\<T\> \[on\] one \\\| line, `x \| y`, ``a`b`` and a lone \` tick. |",
         );
         let row = text.find(&look).expect("the row of `look`");
         // The table comes before the impl it documents.

@@ -587,20 +587,14 @@ pub(crate) fn connector(
             #(#codecs)*
         }
 
-        #connector_doc
         #[automatically_derived]
-        // `deprecated`: a handler may be `#[deprecated]` (with `stability = deprecated`), and the
-        // dispatch calling it must not break a crate that denies warnings.
-        // `unreachable_patterns`: alternatives of one capability under different `#[cfg]`s each
-        // have an arm; when both are compiled in, the markers' error says so, once.
-        // `question_mark_used`: an extractor is read with `?`, spanned on the user's parameter.
-        #[allow(unused_qualifications, deprecated, clippy::needless_question_mark, unreachable_patterns, clippy::question_mark_used)]
-        impl #p::Connector for #self_ty {
+        // `deprecated`: a `#[deprecated]` handler's capability is defined here too.
+        #[allow(unused_qualifications, deprecated)]
+        impl #p::StaticDefinition for #self_ty {
             // `From` is called through the trait: under `#![no_implicit_prelude]` it is not in
-            // scope for `String::from`. The methods are hidden from rustdoc: the trait documents
-            // them, and their generated parameter names would only clutter the connector's page.
+            // scope for `String::from`. Hidden from rustdoc, as the `Connector` methods are.
             #[doc(hidden)]
-            fn definition(&self) -> &#p::ConnectorDefinition {
+            fn static_definition() -> &'static #p::ConnectorDefinition {
                 static DEFINITION: #p::OnceLock<#p::ConnectorDefinition> = #p::OnceLock::new();
                 DEFINITION.get_or_init(|| #p::ConnectorDefinition {
                     id: <#p::String as #p::From<&str>>::from(#id),
@@ -617,6 +611,23 @@ pub(crate) fn connector(
                         __aip_capabilities
                     },
                 })
+            }
+        }
+
+        #connector_doc
+        #[automatically_derived]
+        // `deprecated`: a handler may be `#[deprecated]` (with `stability = deprecated`), and the
+        // dispatch calling it must not break a crate that denies warnings.
+        // `unreachable_patterns`: alternatives of one capability under different `#[cfg]`s each
+        // have an arm; when both are compiled in, the markers' error says so, once.
+        // `question_mark_used`: an extractor is read with `?`, spanned on the user's parameter.
+        #[allow(unused_qualifications, deprecated, clippy::needless_question_mark, unreachable_patterns, clippy::question_mark_used)]
+        impl #p::Connector for #self_ty {
+            // The methods are hidden from rustdoc: the trait documents them, and their generated
+            // parameter names would only clutter the connector's page.
+            #[doc(hidden)]
+            fn definition(&self) -> &#p::ConnectorDefinition {
+                <Self as #p::StaticDefinition>::static_definition()
             }
 
             #[doc(hidden)]
@@ -653,22 +664,48 @@ fn table_summary(description: Option<&str>) -> String {
     let mut rest = line.as_str();
     while let Some(start) = rest.find('`') {
         escape_plain(&mut cell, &rest[..start]);
-        let after = &rest[start + 1..];
-        match after.find('`') {
-            Some(end) if end > 0 => {
-                cell.push('`');
+        // A code span opens with a run of backticks and closes with the next run of the same
+        // length (CommonMark), so ``a`b`` is one span.
+        let run = backtick_run(&rest[start..]);
+        let after = &rest[start + run..];
+        match closing_run(after, run) {
+            Some(end) => {
+                let fence = &rest[start..start + run];
+                cell.push_str(fence);
                 cell.push_str(&after[..end].replace('|', "\\|"));
-                cell.push('`');
-                rest = &after[end + 1..];
+                cell.push_str(fence);
+                rest = &after[end + run..];
             }
-            _ => {
-                cell.push_str("\\`");
+            None => {
+                for _ in 0..run {
+                    cell.push_str("\\`");
+                }
                 rest = after;
             }
         }
     }
     escape_plain(&mut cell, rest);
     cell
+}
+
+/// How many backticks `text` starts with.
+fn backtick_run(text: &str) -> usize {
+    text.len() - text.trim_start_matches('`').len()
+}
+
+/// Where in `text` the first run of exactly `run` backticks starts, if any: the end of a code
+/// span opened by such a run (a span holds at least one character).
+fn closing_run(text: &str, run: usize) -> Option<usize> {
+    let mut at = 0;
+    while let Some(found) = text[at..].find('`') {
+        let start = at + found;
+        let length = backtick_run(&text[start..]);
+        if length == run && start > 0 {
+            return Some(start);
+        }
+        at = start + length;
+    }
+    None
 }
 
 /// `text` with every character Markdown or HTML would read escaped with a backslash.
@@ -777,9 +814,16 @@ pub(crate) fn fallback_connector(block: &ItemImpl, capabilities: &[CapabilityIte
         }
 
         #[automatically_derived]
+        impl #impl_generics #p::StaticDefinition for #self_ty #where_clause {
+            fn static_definition() -> &'static #p::ConnectorDefinition {
+                #id_reads
+                #p::unreachable!("#[connector] reported a compile error")
+            }
+        }
+
+        #[automatically_derived]
         impl #impl_generics #p::Connector for #self_ty #where_clause {
             fn definition(&self) -> &#p::ConnectorDefinition {
-                #id_reads
                 #p::unreachable!("#[connector] reported a compile error")
             }
             fn invoke<'__aip>(&'__aip self, _: &'__aip str, _: &'__aip #p::Value, _: #p::Arc<dyn #p::InvocationContext>) -> #p::BoxFuture<'__aip, #p::Result<#p::Value, #p::ConnectorFailure>> {

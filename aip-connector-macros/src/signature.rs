@@ -163,7 +163,7 @@ fn wrapped<K>(
 }
 
 /// An extractor in a reference or wrapper (see [`wrapped`]).
-fn wrapped_extractor(ty: &Type) -> Option<(Extractor, String)> {
+pub(crate) fn wrapped_extractor(ty: &Type) -> Option<(Extractor, String)> {
     wrapped(ty, &|inner| {
         Extractor::from_type(inner).map(|kind| (kind, kind.written()))
     })

@@ -356,6 +356,13 @@ pub fn assert_definition_snapshot(
     assert_manifest_snapshot_at(&definition.manifest(), &path, mode);
 }
 
+/// The definition of connector type `C`, for `assert_manifest_snapshot!(type = C)`. Not meant to
+/// be used directly.
+#[doc(hidden)]
+pub fn definition_of<C: aip_connector::StaticDefinition>() -> &'static ConnectorDefinition {
+    C::static_definition()
+}
+
 /// How [`assert_manifest_snapshot!`](crate::assert_manifest_snapshot) reaches a connector's
 /// definition: by method call, so a connector, a reference to one, an `Arc` or a `Box` all
 /// work. Not meant to be used directly.
@@ -401,6 +408,10 @@ fn write_snapshot(path: &Path, text: &str) -> Result<(), SnapshotError> {
 ///   `tests/snapshots/<connector id>.manifest.json` in the calling crate.
 /// - `assert_manifest_snapshot!(connector, path = "tests/api/calendar.json")` uses a path
 ///   relative to the calling crate's root (an absolute path is used as is).
+/// - `assert_manifest_snapshot!(type = Calendar)` (and `type = Calendar, path = "..."`) reads
+///   the definition of a `#[connector]` type without a value of it
+///   ([`StaticDefinition`](aip_connector::StaticDefinition)): no provider client, credential or
+///   state to build for a test of the manifest.
 /// - `assert_manifest_snapshot!(manifest = manifest_value, path = "...")` checks a
 ///   [`Manifest`](aip_connector::model::Manifest) built some other way.
 ///
@@ -414,6 +425,22 @@ macro_rules! assert_manifest_snapshot {
         $crate::snapshot::assert_manifest_snapshot_at(
             &$manifest,
             &::std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join($path),
+            $crate::snapshot::SnapshotMode::from_env(),
+        )
+    };
+    // Before the `$connector:expr` arms: `type` cannot start an expression, and an arm whose
+    // fragment fails to parse would end the macro's matching with a parse error.
+    (type = $connector:ty, path = $path:expr $(,)?) => {
+        $crate::snapshot::assert_manifest_snapshot_at(
+            &$crate::snapshot::definition_of::<$connector>().manifest(),
+            &::std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join($path),
+            $crate::snapshot::SnapshotMode::from_env(),
+        )
+    };
+    (type = $connector:ty $(,)?) => {
+        $crate::snapshot::assert_definition_snapshot(
+            $crate::snapshot::definition_of::<$connector>(),
+            ::std::path::Path::new(env!("CARGO_MANIFEST_DIR")),
             $crate::snapshot::SnapshotMode::from_env(),
         )
     };

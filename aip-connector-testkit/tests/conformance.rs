@@ -467,13 +467,22 @@ fn reports_of_one_connector_on_two_stores_or_names_keep_apart() {
         .write_report(&report, &dir)
         .unwrap();
     assert_eq!(named, dir.join("directory__account_2.json"));
+    let blank = directory()
+        .with_report_name(" ")
+        .write_report(&report, &dir);
+    assert_eq!(blank.unwrap(), on_sqlite);
     #[cfg(feature = "postgres")]
     {
-        let on_postgres = directory()
-            .with_store(ConformanceStore::postgres("postgres://127.0.0.1:9/none"))
+        let on_postgres =
+            || directory().with_store(ConformanceStore::postgres("postgres://127.0.0.1:9/none"));
+        let written = on_postgres().write_report(&report, &dir).unwrap();
+        assert_eq!(written, dir.join("directory_v2.postgres.json"));
+        // A named suite keeps its store's suffix.
+        let named = on_postgres()
+            .with_report_name("directory: account 2")
             .write_report(&report, &dir)
             .unwrap();
-        assert_eq!(on_postgres, dir.join("directory_v2-postgres.json"));
+        assert_eq!(named, dir.join("directory__account_2.postgres.json"));
     }
     let written = std::fs::read_to_string(&named).unwrap();
     assert_eq!(written, report.to_json() + "\n");

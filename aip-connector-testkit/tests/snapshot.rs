@@ -1938,6 +1938,9 @@ fn the_macro_checks_the_committed_snapshot() {
     assert_manifest_snapshot!(boxed, path = path);
     let manifest = v1::Palette.definition().manifest();
     assert_manifest_snapshot!(manifest = manifest, path = path);
+    // The type alone: no value to build.
+    assert_manifest_snapshot!(type = v1::Palette);
+    assert_manifest_snapshot!(type = v1::Palette, path = path);
 }
 
 /// A snapshot read back from its file has its keys sorted, while the live manifest's schemas

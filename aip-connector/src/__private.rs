@@ -24,7 +24,7 @@ pub use serde_json::Value;
 pub use crate::builder::{ConnectorState, FreeCapability, FromRef, State, take_state};
 pub use crate::connector::{
     CancelRequest, CapabilityDefinition, Connector, ConnectorDefinition, ReconcileOutcome,
-    Reconciliation, unknown_capability,
+    Reconciliation, StaticDefinition, unknown_capability,
 };
 pub use crate::extract::{Extractor, ExtractorKind};
 pub use crate::handler::{

@@ -309,6 +309,47 @@ pub enum CancelReason {
     DeadlineExceeded,
 }
 
+/// A connector type whose definition is known without a value of it: every `#[connector]`
+/// type. A test reads the definition through it (the manifest snapshot's
+/// `assert_manifest_snapshot!(type = Calendar)`) without building the connector and the provider
+/// client, credentials or state its constructor takes. A [`BuiltConnector`](crate::BuiltConnector)
+/// is assembled at run time and has no such definition.
+///
+/// ```
+/// use aip_connector::prelude::*;
+/// use aip_connector::StaticDefinition;
+///
+/// #[derive(Deserialize, JsonSchema)]
+/// struct Query {
+///     text: String,
+/// }
+///
+/// struct Search {
+///     #[allow(dead_code)]
+///     api: ProviderClient,
+/// }
+///
+/// #[connector(id = "search")]
+/// impl Search {
+///     /// Finds documents.
+///     #[capability(risk = low, side_effects = [read], data(sensitivity = internal))]
+///     async fn find(&self, query: Query) -> Result<Vec<String>, ConnectorFailure> {
+///         Ok(vec![query.text])
+///     }
+/// }
+///
+/// // No `Search` (and no `ProviderClient`) is built.
+/// assert_eq!(Search::static_definition().id, "search");
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no definition without a value: it is not a `#[connector]` type",
+    note = "a connector assembled at run time (`ConnectorBuilder`) or written by hand has its definition on a value: pass the connector itself (`assert_manifest_snapshot!(connector)`)"
+)]
+pub trait StaticDefinition: Connector {
+    /// The definition [`Connector::definition`] returns for every value of the type.
+    fn static_definition() -> &'static ConnectorDefinition;
+}
+
 /// A connector as a host drives it. Implemented by `#[connector]` and by
 /// [`BuiltConnector`](crate::BuiltConnector); object safe.
 pub trait Connector: Send + Sync + 'static {

@@ -55,7 +55,7 @@ pub use builder::{
 };
 pub use connector::{
     CancelReason, CancelRequest, CapabilityDefinition, Connector, ConnectorDefinition,
-    ReconcileOutcome, Reconciliation,
+    ReconcileOutcome, Reconciliation, StaticDefinition,
 };
 pub use extract::{
     Approval, Caller, Cancellation, Checkpoint, Compensation, Credential, Deadline, ExtractorKind,

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use aip_connector::codes;
 use aip_connector::host::{Deployment, Host, TrustedContext};
 use aip_connector::model::{
-    Action, ActionResultStatus, ActionTransaction, Principal, PrincipalKind, TransactionMode,
+    Action, ActionResult, ActionResultStatus, ActionTransaction, Principal, PrincipalKind,
+    TransactionMode,
 };
 use aip_connector::prelude::*;
 use aip_connector::{CredentialHandle, Secret, VerifiedTenant};
@@ -19,7 +20,8 @@ const TOKEN: &str = "canary-preview-token-51f0";
 #[derive(Deserialize, JsonSchema)]
 struct Transfer {
     amount: u64,
-    /// `"refuse"`: the provider refuses the validation, quoting the request it was sent.
+    /// `"refuse"`: the provider refuses the validation, quoting the request it was sent;
+    /// `"echo"`: the validation answers with a note quoting that request.
     #[serde(default)]
     answer: String,
 }
@@ -27,6 +29,8 @@ struct Transfer {
 #[derive(Serialize, JsonSchema)]
 struct Quote {
     fee: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -56,7 +60,7 @@ impl Bank {
     #[capability(
         risk = medium,
         side_effects = [write],
-        idempotency(required),
+        idempotency(required, scope = principal),
         data(sensitivity = internal),
         credentials(required, scopes = ["transfers.write"]),
         transaction(modes = [dry_run, plan, commit], requires_plan, fidelity = downstream_validation),
@@ -104,6 +108,8 @@ impl Bank {
         }
         Ok(Quote {
             fee: transfer.amount / 100,
+            note: (transfer.answer == "echo")
+                .then(|| format!("quoted for `Authorization: Bearer {secret}`")),
         })
     }
 }
@@ -118,9 +124,15 @@ fn caller() -> TrustedContext {
 }
 
 fn host(bank: &Bank) -> Host {
-    let credential = CredentialHandle::new("bank-token", "vault", Secret::new(TOKEN))
-        .with_scopes(["transfers.write"])
-        .with_tenant("t1");
+    host_with(
+        bank,
+        CredentialHandle::new("bank-token", "vault", Secret::new(TOKEN))
+            .with_scopes(["transfers.write"])
+            .with_tenant("t1"),
+    )
+}
+
+fn host_with(bank: &Bank, credential: CredentialHandle) -> Host {
     Host::builder()
         .connector(bank.clone())
         .deployment(Deployment::default().with_static_credential(credential))
@@ -134,6 +146,31 @@ fn preview(mode: TransactionMode, key: &str, input: serde_json::Value) -> Action
         .with_transaction(ActionTransaction::new(mode))
 }
 
+/// Runs `input` as a plan and as a dry run (keys `plan-<tag>`, `dry-<tag>`) and returns each
+/// result with its validation's answer, where the preview completed.
+async fn both_previews(
+    host: &Host,
+    tag: &str,
+    input: &serde_json::Value,
+) -> Vec<(ActionResult, Option<serde_json::Value>)> {
+    let mut results = Vec::new();
+    for (mode, prefix) in [
+        (TransactionMode::Plan, "plan"),
+        (TransactionMode::DryRun, "dry"),
+    ] {
+        let key = format!("{prefix}-{tag}");
+        let result = host
+            .invoke(preview(mode, &key, input.clone()), &caller())
+            .await;
+        let validation = result.output.as_ref().map(|output| match mode {
+            TransactionMode::Plan => output["plan"]["metadata"]["connector_validation"].clone(),
+            _ => output["handler_result"].clone(),
+        });
+        results.push((result, validation));
+    }
+    results
+}
+
 /// Found by the carried list of gaps: a downstream validation could not authenticate as the
 /// caller, nor pick the tenant's account, so `downstream_validation` could not ask a provider
 /// that needs a token.
@@ -141,21 +178,9 @@ fn preview(mode: TransactionMode, key: &str, input: serde_json::Value) -> Action
 async fn a_validation_companion_is_handed_the_tenant_caller_deadline_and_credential() {
     let bank = Bank::default();
     let host = host(&bank);
-    for (mode, key) in [
-        (TransactionMode::Plan, "plan-1"),
-        (TransactionMode::DryRun, "dry-1"),
-    ] {
-        let result = host
-            .invoke(preview(mode, key, json!({ "amount": 2_500 })), &caller())
-            .await;
+    for (result, validation) in both_previews(&host, "1", &json!({ "amount": 2_500 })).await {
         assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
-        let output = result.output.as_ref().expect("a preview");
-        let validation = match mode {
-            TransactionMode::Plan => &output["plan"]["metadata"]["connector_validation"],
-            _ => &output["handler_result"],
-        };
-        assert_eq!(validation, &json!({ "fee": 25 }), "{output}");
-        assert!(!output.to_string().contains(TOKEN), "{output}");
+        assert_eq!(validation, Some(json!({ "fee": 25 })), "{result:?}");
     }
     let seen = bank.seen.lock().unwrap().clone();
     let expected = Seen {
@@ -173,37 +198,73 @@ async fn a_validation_companion_is_handed_the_tenant_caller_deadline_and_credent
 async fn a_validation_failure_never_carries_the_credential() {
     let bank = Bank::default();
     let host = host(&bank);
-    let result = host
-        .invoke(
-            preview(
-                TransactionMode::Plan,
-                "plan-2",
-                json!({ "amount": 10, "answer": "refuse" }),
-            ),
-            &caller(),
-        )
-        .await;
-    assert_eq!(result.status, ActionResultStatus::Failed, "{result:?}");
-    let error = result.error.as_deref().expect("the validation's failure");
-    assert_eq!(error.code, "bank.quote_refused");
-    let shown = serde_json::to_string(&result).unwrap();
-    assert!(!shown.contains(TOKEN), "{shown}");
-    assert!(error.message.contains("Bearer"), "{}", error.message);
+    let input = json!({ "amount": 10, "answer": "refuse" });
+    for (result, _) in both_previews(&host, "2", &input).await {
+        assert_eq!(result.status, ActionResultStatus::Failed, "{result:?}");
+        let error = result.error.as_deref().expect("the validation's failure");
+        assert_eq!(error.code, "bank.quote_refused");
+        let shown = serde_json::to_string(&result).unwrap();
+        assert!(!shown.contains(TOKEN), "{shown}");
+        assert!(
+            error.message.contains("Bearer [withheld]"),
+            "{}",
+            error.message
+        );
+    }
 }
 
-/// The credential is checked before the preview, as before the commit: a deployment whose
-/// credential lacks the scope refuses the plan without running the validation.
+/// Found by a hostile review: a validation may answer `Ok` with what the provider said, quoting
+/// the request's token; the plan stores that answer and approvers read it.
+#[tokio::test]
+async fn a_validation_answer_never_carries_the_credential() {
+    let bank = Bank::default();
+    let host = host(&bank);
+    let input = json!({ "amount": 300, "answer": "echo" });
+    for (result, validation) in both_previews(&host, "4", &input).await {
+        assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+        assert_eq!(
+            validation,
+            Some(json!({ "fee": 3, "note": "quoted for `Authorization: Bearer [withheld]`" })),
+            "{result:?}"
+        );
+    }
+}
+
+/// A preview extractor the call cannot fill fails the preview as a handler's fails its call,
+/// and the companion does not run: here a call without a verified tenant, under a deployment
+/// credential bound to no tenant.
+#[tokio::test]
+async fn a_preview_extractor_the_call_cannot_fill_fails_the_preview() {
+    let bank = Bank::default();
+    let host = host_with(
+        &bank,
+        CredentialHandle::new("bank-token", "vault", Secret::new(TOKEN))
+            .with_scopes(["transfers.write"]),
+    );
+    let anonymous = TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test");
+    let result = host
+        .invoke(
+            preview(TransactionMode::Plan, "plan-5", json!({ "amount": 10 })),
+            &anonymous,
+        )
+        .await;
+    let error = result.error.as_deref().expect("a failure");
+    assert_eq!(error.code, codes::TENANT_MISSING, "{result:?}");
+    assert!(bank.seen.lock().unwrap().is_empty());
+}
+
+/// The credential is checked before the preview, as before the commit (stage 4, unchanged by
+/// handing the credential to the validation): a deployment whose credential lacks the scope
+/// refuses the plan without running the validation.
 #[tokio::test]
 async fn a_preview_without_the_credentials_scope_is_refused_before_the_validation() {
     let bank = Bank::default();
-    let credential = CredentialHandle::new("bank-token", "vault", Secret::new(TOKEN))
-        .with_scopes(["transfers.read"])
-        .with_tenant("t1");
-    let host = Host::builder()
-        .connector(bank.clone())
-        .deployment(Deployment::default().with_static_credential(credential))
-        .build()
-        .unwrap();
+    let host = host_with(
+        &bank,
+        CredentialHandle::new("bank-token", "vault", Secret::new(TOKEN))
+            .with_scopes(["transfers.read"])
+            .with_tenant("t1"),
+    );
     let result = host
         .invoke(
             preview(TransactionMode::Plan, "plan-3", json!({ "amount": 10 })),

@@ -68,7 +68,7 @@ pub const RULES: &[RuleInfo] = &[
         CONTRACT_APPROVAL_QUORUM_INVALID,
         "a `quorum` approval rule requires zero or more children than it has",
         false,
-        "Set the quorum's count (`quorum(N, ...)`, `required` in JSON) between 1 and the number of child rules: a quorum counts rules, not people. For N different people of one role, write `selector = role(\"<role>\"), distinct_principals = N` instead.",
+        "Set the quorum's count (`quorum(N, ...)`, `required` in JSON) between 1 and the number of child rules: a quorum counts rules, not people. For N different people of one role, write `selector = role(\"<role>\"), distinct_principals = N` instead (`minimum_distinct_principals: N` beside the `role` selector in JSON).",
     ),
     rule(
         CONTRACT_APPROVAL_ROLE_EMPTY,

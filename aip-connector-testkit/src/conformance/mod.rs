@@ -466,23 +466,12 @@ impl ConformanceReport {
     /// [`ConformanceSuite::write_report`], which `conformance_tests!` calls, names the file
     /// after the suite's store too, so that two runs of one connector keep their reports apart.
     pub fn write_to(&self, dir: &Path) -> std::io::Result<PathBuf> {
-        self.write_named(dir, &self.connector_id)
+        self.write_named(dir, &file_name_part(&self.connector_id))
     }
 
-    /// Writes the report as `<dir>/<name>.json` (`name` sanitized as in
-    /// [`write_to`](Self::write_to)), creating `dir`.
-    fn write_named(&self, dir: &Path, name: &str) -> std::io::Result<PathBuf> {
+    /// Writes the report as `<dir>/<file>.json`, creating `dir`.
+    fn write_named(&self, dir: &Path, file: &str) -> std::io::Result<PathBuf> {
         std::fs::create_dir_all(dir)?;
-        let file: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
         let path = dir.join(format!("{file}.json"));
         std::fs::write(&path, self.to_json() + "\n")?;
         Ok(path)
@@ -1118,10 +1107,10 @@ impl ConformanceSuite {
         self
     }
 
-    /// Names the report file [`write_report`](Self::write_report) writes: `<name>.json`
-    /// instead of the connector id (with the store's suffix). For two suites of one connector
-    /// on one store (two external accounts, say), whose reports would otherwise overwrite each
-    /// other.
+    /// Names the report file [`write_report`](Self::write_report) writes after `name` instead
+    /// of the connector id (the store's suffix still follows it). For two suites of one
+    /// connector on one store (two external accounts, say), whose reports would otherwise
+    /// overwrite each other. A blank name keeps the connector id.
     #[must_use]
     pub fn with_report_name(mut self, name: impl Into<String>) -> Self {
         self.report_name = Some(name.into());
@@ -1130,19 +1119,21 @@ impl ConformanceSuite {
 
     /// The name (without `.json`) of the file [`write_report`](Self::write_report) writes
     /// `report` to: the name given to [`with_report_name`](Self::with_report_name), else the
-    /// connector id, followed on PostgreSQL by `-postgres`, so that the runs of one connector
-    /// on the default SQLite store and on PostgreSQL keep two reports (found by an author
-    /// trial: the last run's overwrote the other's).
+    /// connector id, with characters other than ASCII letters, digits, `-` and `_` replaced by
+    /// `_`; then, on PostgreSQL, `.postgres`. The runs of one connector on the default SQLite
+    /// store and on PostgreSQL so keep two reports (found by an author trial: the last run's
+    /// overwrote the other's), and no name on one store can be another's on the other.
     pub fn report_name(&self, report: &ConformanceReport) -> String {
-        match &self.report_name {
-            Some(name) => name.clone(),
-            None => format!("{}{}", report.connector_id, self.stores.report_suffix()),
-        }
+        let name = self
+            .report_name
+            .as_deref()
+            .filter(|name| !name.trim().is_empty())
+            .unwrap_or(&report.connector_id);
+        file_name_part(name) + self.stores.report_suffix()
     }
 
-    /// Writes `report` (this suite's) as `<dir>/<report name>.json`, creating `dir`; returns
-    /// the path. The name is [`report_name`](Self::report_name)'s, with characters other than
-    /// ASCII letters, digits, `-` and `_` replaced by `_`.
+    /// Writes `report` (this suite's) as `<dir>/<report name>.json`
+    /// ([`report_name`](Self::report_name)), creating `dir`; returns the path.
     pub fn write_report(&self, report: &ConformanceReport, dir: &Path) -> std::io::Result<PathBuf> {
         report.write_named(dir, &self.report_name(report))
     }
@@ -1736,6 +1727,20 @@ fn contract_check(manifest: &Manifest) -> CheckResult {
         waived: Vec::new(),
         exercised: Vec::new(),
     }
+}
+
+/// `name` as a part of a file name: characters other than ASCII letters, digits, `-` and `_`
+/// (dots and path separators included) become `_`.
+fn file_name_part(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// The directory reports are written to: `<target dir>/aip-conformance`, where the target dir

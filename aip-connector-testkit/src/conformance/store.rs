@@ -70,12 +70,12 @@ impl ConformanceStore {
     }
 
     /// What the report file's name ends with on this store: nothing on the default SQLite
-    /// store, `-postgres` on PostgreSQL ([`ConformanceSuite::report_name`](super::ConformanceSuite::report_name)).
+    /// store, `.postgres` on PostgreSQL ([`ConformanceSuite::report_name`](super::ConformanceSuite::report_name)).
     pub fn report_suffix(&self) -> &'static str {
         match self.0 {
             Backend::Sqlite => "",
             #[cfg(feature = "postgres")]
-            Backend::Postgres { .. } => "-postgres",
+            Backend::Postgres { .. } => ".postgres",
         }
     }
 

@@ -1235,7 +1235,10 @@ async fn validate_downstream(
         )
     };
     match companion(call, &context, start).await? {
-        CompanionEnd::Answered(Ok(value)) => Ok(Validation::Answered(Some(value))),
+        CompanionEnd::Answered(Ok(mut value)) => {
+            withhold_credential_in_value(&mut value, secret.as_ref());
+            Ok(Validation::Answered(Some(value)))
+        }
         CompanionEnd::Answered(Err(failure)) => Err(connector_error(
             &failure,
             action,
@@ -3064,81 +3067,103 @@ fn encoded_forms(text: &str, out: &mut Vec<String>) {
     out.push(crate::provider::query_encoded(text));
 }
 
+/// `text` with every form replaced by `[withheld]`.
+fn scrub(text: &mut String, forms: &[String]) {
+    for form in forms {
+        if text.contains(form.as_str()) {
+            *text = text.replace(form.as_str(), "[withheld]");
+        }
+    }
+}
+/// [`scrub`] of every string and key in `value`, but the provider client's closed-valued
+/// fields ([`sdk_value`]).
+fn scrub_value(value: &mut Value, forms: &[String]) {
+    match value {
+        Value::String(text) => scrub(text, forms),
+        Value::Array(items) => items.iter_mut().for_each(|item| scrub_value(item, forms)),
+        Value::Object(members) => {
+            let scrubbed: serde_json::Map<String, Value> = std::mem::take(members)
+                .into_iter()
+                .map(|(mut key, mut member)| {
+                    // The provider client's own fields (`phase`, `method`, ...) sit among
+                    // the connector's details: left alone only while they hold what the
+                    // SDK writes there, a word or a flag.
+                    if !sdk_value(&key, &member) {
+                        scrub(&mut key, forms);
+                        scrub_value(&mut member, forms);
+                    }
+                    (key, member)
+                })
+                .collect();
+            *members = scrubbed;
+        }
+        _ => {}
+    }
+}
+/// Whether `key: value` is one of the provider client's closed-valued fields holding a
+/// value of its closed set: an HTTP method, a phase of the call, a flag.
+fn sdk_value(key: &str, value: &Value) -> bool {
+    const METHODS: &[&str] = &[
+        "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT",
+    ];
+    const PHASES: &[&str] = &[
+        "build",
+        "connect",
+        "before_send",
+        "awaiting_response",
+        "reading_body",
+        "status",
+        "decode",
+    ];
+    match (key, value) {
+        ("method", Value::String(method)) => METHODS.contains(&method.as_str()),
+        ("phase", Value::String(phase)) => PHASES.contains(&phase.as_str()),
+        ("operation", operation) => {
+            serde_json::from_value::<crate::model::ConnectorOperation>(operation.clone()).is_ok()
+        }
+        // The flags of a partial failure: a withheld word in their keys (an input
+        // `required`) hid them from compensation's admission (found by a review).
+        (
+            "mutating"
+            | "uncertain_outcome"
+            | aip_connector_core::model::SIDE_EFFECTS_COMMITTED
+            | aip_connector_core::model::COMPENSATION_REQUIRED,
+            Value::Bool(_),
+        )
+        | ("remote_status", Value::Number(_)) => true,
+        _ => false,
+    }
+}
+
+/// The credential's material withheld from a value the host keeps as the connector's answer: a
+/// validation's preview, which a plan stores and approvers read (found by a hostile review: a
+/// validation may answer `Ok` with the provider's refusal, quoting the request's token).
+fn withhold_credential_in_value(value: &mut Value, secret: Option<&crate::invocation::Secret>) {
+    let Some(secret) = secret else {
+        return;
+    };
+    let mut forms = secret_forms(secret);
+    if forms.is_empty() {
+        return;
+    }
+    longest_first(&mut forms);
+    scrub_value(value, &forms);
+}
+
+/// Longest first, so a form is replaced before a shorter one inside it; equal forms once.
+fn longest_first(forms: &mut Vec<String>) {
+    forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    forms.dedup();
+}
+
 /// Replaces every one of `forms` found in the connector's failure, its message and its details
 /// (object keys too), with `[withheld]`. The longest forms go first, so a value that contains
 /// another is withheld whole.
 fn withhold(error: &mut ProtocolError, mut forms: Vec<String>) {
-    fn scrub(text: &mut String, forms: &[String]) {
-        for form in forms {
-            if text.contains(form.as_str()) {
-                *text = text.replace(form.as_str(), "[withheld]");
-            }
-        }
-    }
-    fn scrub_value(value: &mut Value, forms: &[String]) {
-        match value {
-            Value::String(text) => scrub(text, forms),
-            Value::Array(items) => items.iter_mut().for_each(|item| scrub_value(item, forms)),
-            Value::Object(members) => {
-                let scrubbed: serde_json::Map<String, Value> = std::mem::take(members)
-                    .into_iter()
-                    .map(|(mut key, mut member)| {
-                        // The provider client's own fields (`phase`, `method`, ...) sit among
-                        // the connector's details: left alone only while they hold what the
-                        // SDK writes there, a word or a flag.
-                        if !sdk_value(&key, &member) {
-                            scrub(&mut key, forms);
-                            scrub_value(&mut member, forms);
-                        }
-                        (key, member)
-                    })
-                    .collect();
-                *members = scrubbed;
-            }
-            _ => {}
-        }
-    }
-    /// Whether `key: value` is one of the provider client's closed-valued fields holding a
-    /// value of its closed set: an HTTP method, a phase of the call, a flag.
-    fn sdk_value(key: &str, value: &Value) -> bool {
-        const METHODS: &[&str] = &[
-            "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT",
-        ];
-        const PHASES: &[&str] = &[
-            "build",
-            "connect",
-            "before_send",
-            "awaiting_response",
-            "reading_body",
-            "status",
-            "decode",
-        ];
-        match (key, value) {
-            ("method", Value::String(method)) => METHODS.contains(&method.as_str()),
-            ("phase", Value::String(phase)) => PHASES.contains(&phase.as_str()),
-            ("operation", operation) => {
-                serde_json::from_value::<crate::model::ConnectorOperation>(operation.clone())
-                    .is_ok()
-            }
-            // The flags of a partial failure: a withheld word in their keys (an input
-            // `required`) hid them from compensation's admission (found by a review).
-            (
-                "mutating"
-                | "uncertain_outcome"
-                | aip_connector_core::model::SIDE_EFFECTS_COMMITTED
-                | aip_connector_core::model::COMPENSATION_REQUIRED,
-                Value::Bool(_),
-            )
-            | ("remote_status", Value::Number(_)) => true,
-            _ => false,
-        }
-    }
     if forms.is_empty() {
         return;
     }
-    // Longest first; equal forms side by side, for `dedup`.
-    forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-    forms.dedup();
+    longest_first(&mut forms);
     scrub(&mut error.message, &forms);
     // The top level of the details is the SDK's (`ConnectorFailure::to_protocol_error`): its
     // keys are never renamed (an input `provider` made `provider_request_id` unreadable), and
