@@ -173,7 +173,7 @@ fn misplaced_key_hint(context: &str, name: &str) -> &'static str {
             "annotations" | "read_only_hint" | "destructive_hint" | "idempotent_hint"
             | "open_world_hint",
         ) => {
-            "; MCP annotations are derived from the contract (docs/mcp.md §4): `side_effects = [read]` is `readOnlyHint`, a required `idempotency` is `idempotentHint`, `external_network` is `openWorldHint`, and a `write` that only adds can say `bindings(mcp(destructive = false))`"
+            "; MCP annotations are derived from the contract (docs/mcp.md §4): `side_effects = [read]` (alone: `[read, external_network]` is not read-only) is `readOnlyHint`, a required `idempotency` is `idempotentHint`, `external_network` is `openWorldHint`, and a `write` that only adds can say `bindings(mcp(destructive = false))`"
         }
         ("#[capability]", "title") => "; a capability's display name is `name = \"...\"`",
         _ => "",

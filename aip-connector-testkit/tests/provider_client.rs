@@ -303,6 +303,46 @@ async fn input_cannot_take_a_call_out_of_the_base_path_or_into_the_query() {
     );
 }
 
+/// Found by an author trial: a file path of several segments needed a hand-written loop of
+/// `path_segment`s; `path_segments` keeps its `/`s, encodes each piece, and gets a path that
+/// would leave its place refused.
+#[tokio::test]
+async fn a_path_of_several_segments_keeps_its_slashes_and_nothing_else() {
+    use aip_connector::provider::path_segments;
+    let (double, handle) = ProviderDouble::start().await;
+    let client = ProviderClient::builder(format!("{}/v2", double.base_url()))
+        .proxy_from_environment(false)
+        .build()
+        .unwrap();
+    client
+        .get(&format!(
+            "/repos/acme/contents/{}",
+            path_segments("docs/read me?.md")
+        ))
+        .send_empty()
+        .await
+        .unwrap();
+    let sent = handle.requests().pop().unwrap();
+    assert_eq!(sent.path, "/v2/repos/acme/contents/docs/read%20me%3F.md");
+    assert_eq!(sent.query, None);
+    for file in [
+        "../../admin",
+        "docs/./x",
+        "docs//x",
+        "/etc/passwd",
+        "docs/",
+        "x/..",
+    ] {
+        let failure = client
+            .get(&format!("/repos/acme/contents/{}", path_segments(file)))
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(failure.code, codes::PROVIDER_REQUEST_INVALID, "{file}");
+    }
+    assert_eq!(handle.request_count(), 1, "a refused path was sent");
+}
+
 #[tokio::test]
 async fn a_connect_failure_is_retryable_and_certain_even_for_a_mutating_call() {
     // A port nobody listens on: bind one, then free it.

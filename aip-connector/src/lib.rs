@@ -71,7 +71,7 @@ pub use schema::SchemaDialect;
 
 /// Everything a connector author usually needs, in one import.
 pub mod prelude {
-    pub use crate::provider::path_segment;
+    pub use crate::provider::{path_segment, path_segments};
     pub use crate::{
         Approval, BuildError, BuiltConnector, Caller, CancelReason, CancelRequest, Cancellation,
         Checkpoint, Compensation, Connector, ConnectorBuilder, Credential, Deadline, FromRef,

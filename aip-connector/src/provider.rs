@@ -637,6 +637,47 @@ impl fmt::Display for PathSegment<'_> {
     }
 }
 
+/// `path`, a value that holds several segments (a file path in a repository: `src/lib.rs`), as
+/// a part of a call path: each piece between `/`s encoded as [`path_segment`] encodes one, the
+/// `/`s kept. A piece that is exactly `.` or `..` stays as it is, and the request is refused
+/// (`provider.request_invalid`), as for [`path_segment`]; so is an empty piece (`a//b`, or a
+/// leading or trailing `/`), which a provider would read as another path.
+///
+/// ```
+/// use aip_connector::provider::path_segments;
+///
+/// let file = "docs/read me?.md";
+/// assert_eq!(
+///     format!("/repos/acme/contents/{}", path_segments(file)),
+///     "/repos/acme/contents/docs/read%20me%3F.md"
+/// );
+/// ```
+pub fn path_segments(path: &str) -> PathSegments<'_> {
+    PathSegments(path)
+}
+
+/// A percent-encoded path of several segments; see [`path_segments`].
+#[derive(Clone, Copy, Debug)]
+pub struct PathSegments<'a>(&'a str);
+
+impl fmt::Display for PathSegments<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, piece) in self.0.split('/').enumerate() {
+            if index > 0 {
+                f.write_str("/")?;
+            }
+            if piece.is_empty() {
+                // An empty piece is sent as `.`: the request is refused as for a dot segment,
+                // where the provider would otherwise read `a//b` as another path.
+                f.write_str(".")?;
+            } else {
+                fmt::Display::fmt(&path_segment(piece), f)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Whether `path` has a segment URL parsing would resolve (`.`, `..`, percent-encoded or not),
 /// splitting at `/` and at `\`, which http(s) URLs treat as `/`. URL parsing also drops every
 /// tab and line break before it looks at segments (`.<TAB>.` is `..` to it), so a path holding

@@ -1620,6 +1620,11 @@ async fn initialize_announces_the_server_info_the_connector_gives() {
     let server = info.server_info.as_ref().expect("serverInfo");
     assert_eq!(server.name, "tracker");
     assert_eq!(server.version, "1.2.3");
+    // The default instructions ask nothing of `_meta`, which desktop clients cannot set (found
+    // by an author trial).
+    let instructions = info.instructions.as_deref().expect("default instructions");
+    assert!(!instructions.contains("_meta"), "{instructions}");
+    assert!(instructions.contains("same arguments"), "{instructions}");
 }
 
 /// Refuses every request: temporarily (identity provider down) or for good, with no challenge.

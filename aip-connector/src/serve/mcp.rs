@@ -331,10 +331,14 @@ impl McpProjection {
                 "aip-connector",
                 env!("CARGO_PKG_VERSION"),
             ))
+            // Nothing here relies on `_meta`, which most desktop and IDE clients do not let a
+            // model set (found by an author trial).
             .with_instructions(
-                "Each tool is an AIP capability run by a governed host. Send \
-                 `_meta[\"aip/idempotency_key\"]` with a tools/call to make a retry of it safe; \
-                 a gated call answers with the pending approval id and does not run.",
+                "Each tool is an AIP capability run by a governed host. Calling a tool that \
+                 changes something again with the same arguments returns the stored result of \
+                 the first call instead of running it twice, so a retry is safe. A call that \
+                 needs a person's approval does not run: it answers with the pending approval \
+                 id and who may approve; once they have, call it again with the same arguments.",
             );
         Ok(Self {
             inner: Arc::new(Projection {
@@ -1857,9 +1861,17 @@ fn project_result(tool: &ProjectedTool, result: ActionResult, origin: KeyOrigin)
                      is a new request"
                 )
             };
+            // Who may approve, in the text a model reads: desktop hosts do not show it `_meta`,
+            // where the policy is (found by an author trial).
+            let approvers = tool
+                .approval_policy
+                .as_ref()
+                .and_then(approvers_sentence)
+                .map(|sentence| format!(" {sentence}"))
+                .unwrap_or_default();
             let mut blocks = vec![ContentBlock::text(format!(
                 "Not executed: `{}` {what} before it runs; nothing ran. Pending approval id: \
-                 {approval_id}. Once the approval is granted, {how_to_resume}.",
+                 {approval_id}.{approvers} Once the approval is granted, {how_to_resume}.",
                 tool.capability
             ))];
             if !approval.is_null() {
@@ -1882,6 +1894,77 @@ fn project_result(tool: &ProjectedTool, result: ActionResult, origin: KeyOrigin)
             .push(ContentBlock::text(replay_note(origin)));
     }
     projected.with_meta(Some(meta))
+}
+
+/// Who may approve under `policy` (the published `ApprovalPolicy`), as one sentence a model can
+/// pass on to its user: the approvers, how many different people, whether the requester is
+/// excluded (the host's default, unless `allow_self_approval`), and the policy's reason.
+fn approvers_sentence(policy: &Value) -> Option<String> {
+    let policy: aip_connector_core::model::ApprovalPolicy =
+        serde_json::from_value(policy.clone()).ok()?;
+    let who = match &policy.rule {
+        Some(rule) => describe_rule(rule),
+        None => describe_selector(&policy.approver_selector),
+    };
+    let mut sentence = format!("Who may approve: {who}");
+    if policy.minimum_distinct_principals > 1 {
+        sentence.push_str(&format!(
+            ", {} different people",
+            policy.minimum_distinct_principals
+        ));
+    }
+    let separation = policy.separation_of_duties;
+    if separation.requester_must_differ || !separation.allow_self_approval {
+        sentence.push_str(", not the one who asked");
+    }
+    if let Some(reason) = policy.reason.as_deref().filter(|r| !r.trim().is_empty()) {
+        sentence.push_str(&format!(" (why approval is needed: {})", reason.trim()));
+    }
+    sentence.push('.');
+    Some(sentence)
+}
+
+fn describe_selector(selector: &aip_connector_core::model::ApproverSelector) -> String {
+    use aip_connector_core::model::ApproverSelector;
+    match selector {
+        ApproverSelector::Principal { id } => format!("`{id}`"),
+        ApproverSelector::Role { name } => format!("a person with the role `{name}`"),
+        ApproverSelector::Group { name } => format!("a member of the group `{name}`"),
+        ApproverSelector::TenantPolicy => "whoever the tenant's approval policy names".to_owned(),
+        ApproverSelector::ExternalSystem { system } => {
+            format!("the external approval system `{system}`")
+        }
+    }
+}
+
+fn describe_rule(rule: &aip_connector_core::model::ApprovalRule) -> String {
+    use aip_connector_core::model::ApprovalRule;
+    let list = |rules: &[ApprovalRule]| {
+        rules
+            .iter()
+            .map(describe_rule)
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    match rule {
+        ApprovalRule::All { rules, .. } => format!("each of ({})", list(rules)),
+        ApprovalRule::Any { rules } => format!("any of ({})", list(rules)),
+        ApprovalRule::Quorum {
+            required, rules, ..
+        } => format!("{required} of ({})", list(rules)),
+        ApprovalRule::Principal { id } => format!("`{id}`"),
+        ApprovalRule::Role { name } => format!("a person with the role `{name}`"),
+        ApprovalRule::Group { name } => format!("a member of the group `{name}`"),
+        ApprovalRule::TenantPolicy { policy_id } => {
+            format!("whoever the tenant's policy `{policy_id}` names")
+        }
+        ApprovalRule::ExternalSystem { system } => {
+            format!("the external approval system `{system}`")
+        }
+        ApprovalRule::DelegatedAuthority { scope, .. } => {
+            format!("a delegate with authority for `{scope}`")
+        }
+    }
 }
 
 /// Maps the result of a streamed call as [`project_result`] maps any, with what the call
@@ -2572,6 +2655,52 @@ mod tests {
         pending.output = Some(json!({"approval_id": "appr_1", "idempotent_replay": true}));
         let pending = project_streamed(&tool, pending, KeyOrigin::Sent, Collected::default());
         assert!(text(&pending, 0).starts_with("Not executed"), "{pending:?}");
+    }
+
+    /// Found by an author trial: who may approve was only in `_meta`, which desktop hosts do not
+    /// show a model, so it could not tell its user whom to ask.
+    #[test]
+    fn a_pending_approval_says_who_may_approve_in_its_text() {
+        let mut tool = projected();
+        tool.approval_policy = Some(json!({
+            "required": true,
+            "reason": "deletes a branch",
+            "approver_selector": {"type": "role", "name": "maintainer"},
+            "minimum_distinct_principals": 2,
+            "separation_of_duties": {"requester_must_differ": false, "operator_must_differ": false, "allow_self_approval": false}
+        }));
+        let mut pending = ActionResult::new(ActionId::new(), ActionResultStatus::PendingApproval);
+        pending.output = Some(json!({"approval_id": "appr_1"}));
+        let projected = project_result(&tool, pending, KeyOrigin::Sent);
+        let said = text(&projected, 0);
+        assert!(
+            said.contains(
+                "Who may approve: a person with the role `maintainer`, 2 different people, not \
+                 the one who asked (why approval is needed: deletes a branch)."
+            ),
+            "{said}"
+        );
+        // Self-approval allowed: the requester is not excluded; a rule names its leaves.
+        tool.approval_policy = Some(json!({
+            "required": true,
+            "approver_selector": {"type": "tenant_policy"},
+            "rule": {"operator": "quorum", "required": 2, "rules": [
+                {"operator": "role", "name": "finance"},
+                {"operator": "group", "name": "treasury"},
+                {"operator": "principal", "id": "user:cfo"}
+            ]},
+            "separation_of_duties": {"allow_self_approval": true}
+        }));
+        let mut pending = ActionResult::new(ActionId::new(), ActionResultStatus::PendingApproval);
+        pending.output = Some(json!({"approval_id": "appr_2"}));
+        let said = text(&project_result(&tool, pending, KeyOrigin::Sent), 0).to_owned();
+        assert!(
+            said.contains(
+                "Who may approve: 2 of (a person with the role `finance`; a member of the group \
+                 `treasury`; `user:cfo`)."
+            ),
+            "{said}"
+        );
     }
 
     /// A call runs synchronously whenever the contract allows it, streamed when the contract

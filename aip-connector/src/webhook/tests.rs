@@ -389,6 +389,27 @@ async fn the_handler_sees_the_delivery_as_signed() {
     );
 }
 
+/// Found by an author trial: a function building a receiver from a configured key needed a
+/// boxed error, as the key's parse and the build failed with two types.
+#[test]
+fn a_receiver_built_from_a_key_text_returns_one_error_type() {
+    fn receiver_from(key: &str) -> Result<WebhookReceiver, WebhookConfigError> {
+        WebhookReceiver::builder("push", StandardWebhooks)
+            .secret(WebhookSecret::standard(key)?)
+            .handler(|_| async { Ok::<_, ConnectorFailure>(()) })
+            .build()
+    }
+    assert!(receiver_from("whsec_c2VjcmV0LWJ5dGVz").is_ok());
+    let refused = receiver_from("not-a-key").unwrap_err();
+    assert_eq!(refused, WebhookConfigError::InvalidSecret(InvalidSecret));
+    assert!(
+        refused
+            .to_string()
+            .starts_with("webhook secret: a Standard Webhooks key is"),
+        "{refused}"
+    );
+}
+
 #[test]
 fn an_incomplete_or_inconsistent_receiver_does_not_build() {
     let builder = || {
