@@ -157,6 +157,7 @@ pub(crate) fn analyze(
             attr_span,
             connector_id.is_none(),
         );
+        claimed_plan_needs_a_plan(cx, &handler, &resolved.capability);
     }
     let cfgs = fn_attrs
         .iter()
@@ -166,6 +167,33 @@ pub(crate) fn analyze(
     let mut item = item(attr, handler, resolved, attr_span, cfgs);
     item.description_parts = description_parts;
     Some(item)
+}
+
+/// A handler that takes `ClaimedPlan` runs only as the commit of a plan: the contract must offer
+/// `commit` (which always names a plan) and no `execute`, whose calls have no plan and would
+/// all fail `transaction.context_missing`.
+fn claimed_plan_needs_a_plan(cx: &Ctxt, handler: &HandlerSignature, capability: &Capability) {
+    use aip_connector_core::model::TransactionMode;
+    let Some(param) = handler.extractor(signature::Extractor::ClaimedPlan) else {
+        return;
+    };
+    let transaction = capability
+        .contract
+        .as_ref()
+        .and_then(|contract| contract.transaction.as_ref());
+    let commits_only_plans = transaction.is_some_and(|transaction| {
+        let modes = &transaction.supported_modes;
+        modes.contains(&TransactionMode::Commit) && !modes.contains(&TransactionMode::Execute)
+    });
+    if !commits_only_plans {
+        cx.error_at(
+            param.span,
+            format!(
+                "`{}` takes `ClaimedPlan`, the plan a commit claims, so it must run only as the commit of a plan: declare `transaction(modes = [plan, commit], requires_plan)` without `execute` (whose calls have no plan), or remove the parameter",
+                handler.ident
+            ),
+        );
+    }
 }
 
 fn item(

@@ -26,10 +26,11 @@ pub(crate) enum Extractor {
     Caller,
     Approval,
     Compensation,
+    ClaimedPlan,
 }
 
 impl Extractor {
-    const ALL: [Extractor; 10] = [
+    const ALL: [Extractor; 11] = [
         Extractor::IdempotencyKey,
         Extractor::Cancellation,
         Extractor::Deadline,
@@ -40,6 +41,7 @@ impl Extractor {
         Extractor::Caller,
         Extractor::Approval,
         Extractor::Compensation,
+        Extractor::ClaimedPlan,
     ];
 
     /// The type name, which is also the `ExtractorKind` variant name.
@@ -55,6 +57,7 @@ impl Extractor {
             Extractor::Caller => "Caller",
             Extractor::Approval => "Approval",
             Extractor::Compensation => "Compensation",
+            Extractor::ClaimedPlan => "ClaimedPlan",
         }
     }
 
@@ -98,6 +101,9 @@ impl Extractor {
             ),
             Extractor::Compensation => Err(
                 "a preview compensates nothing; the compensating capability's handler takes `Compensation`",
+            ),
+            Extractor::ClaimedPlan => Err(
+                "a preview makes the plan, it does not commit one; the commit's handler takes `ClaimedPlan`",
             ),
         }
     }

@@ -346,7 +346,9 @@ pub enum CancelReason {
     note = "a connector assembled at run time (`ConnectorBuilder`) or written by hand has its definition on a value: pass the connector itself (`assert_manifest_snapshot!(connector)`)"
 )]
 pub trait StaticDefinition: Connector {
-    /// The definition [`Connector::definition`] returns for every value of the type.
+    /// The definition [`Connector::definition`] returns for every value of the type. A type
+    /// that implements it by hand must keep the two equal: a snapshot taken through it is
+    /// compared with what hosts publish from `definition`.
     fn static_definition() -> &'static ConnectorDefinition;
 }
 

@@ -50,13 +50,16 @@ pub enum ExtractorKind {
     /// [`Compensation`]: the handler compensates another action and reads its settled outcome
     /// (proves nothing by itself; compensation support comes from the contract).
     Compensation = 10,
+    /// [`ClaimedPlan`]: the handler commits a plan and reads it (proves nothing by itself; plan
+    /// support comes from the contract).
+    ClaimedPlan = 11,
 }
 
 /// A handler parameter the host fills from the invocation, not from the input.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not an aip-connector extractor",
     label = "`#[capability]` took this parameter for an extractor because of its type name",
-    note = "extractors are `IdempotencyKey`, `Cancellation`, `Deadline`, `StreamSink<T>`, `Checkpoint`, `Credential`, `Tenant`, `Caller`, `Approval` and `Compensation` from `aip_connector`; rename your own type if it shadows one of these names"
+    note = "extractors are `IdempotencyKey`, `Cancellation`, `Deadline`, `StreamSink<T>`, `Checkpoint`, `Credential`, `Tenant`, `Caller`, `Approval`, `Compensation` and `ClaimedPlan` from `aip_connector`; rename your own type if it shadows one of these names"
 )]
 pub trait Extractor: sealed::Sealed + Sized + Send + 'static {
     /// What this extractor proves about the handler.
@@ -80,6 +83,7 @@ mod sealed {
     impl Sealed for super::Caller {}
     impl Sealed for super::Approval {}
     impl Sealed for super::Compensation {}
+    impl Sealed for super::ClaimedPlan {}
 }
 
 fn missing(what: &str, code: &str, category: ErrorCategory) -> ConnectorFailure {
@@ -662,6 +666,113 @@ impl Extractor for Compensation {
         context.compensation().map(Compensation).ok_or_else(|| {
             missing(
                 "compensation target (the action is not a `compensate`)",
+                codes::TRANSACTION_CONTEXT_MISSING,
+                ErrorCategory::Permanent,
+            )
+        })
+    }
+}
+
+/// The plan a `commit` claims: what the `plan` action previewed and the approvers saw. A
+/// commit's handler reads it to do what was approved rather than what the provider would
+/// answer now: the validation's answer (a quoted price, a diff) is
+/// [`validation_as`](Self::validation_as).
+///
+/// The host fills it only for an action in transaction mode `commit`, after it claimed the plan
+/// (the same principal, tenant, capability and input, not expired); a handler that takes it is
+/// refused (`transaction.context_missing`) when called any other way, so `#[capability]`
+/// requires `transaction(..., requires_plan)` of a handler that takes it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use aip_connector::extract::Extractor;
+/// use aip_connector::model::{Action, TransactionPlan};
+/// use aip_connector::{CallerIdentity, ClaimedPlan, InvocationContext, StaticInvocation};
+/// use serde::Deserialize;
+/// use serde_json::json;
+///
+/// #[derive(Deserialize)]
+/// struct Quote {
+///     fee_cents: u64,
+/// }
+///
+/// // A plan as the host stores it, read back from its JSON.
+/// let plan: TransactionPlan = serde_json::from_value(json!({
+///     "plan_id": "plan:txn_1", "transaction_id": "txn_1", "action_id": "act_1",
+///     "capability_id": "cap:bank:send", "transaction": {"mode": "plan"},
+///     "planned_by": {"id": "user:ada", "kind": "human"}, "input_hash": "00",
+///     "approval_required": true, "created_at": "2026-12-06T08:00:00Z",
+///     "metadata": {"connector_validation": {"fee_cents": 250}}
+/// }))
+/// .unwrap();
+/// let caller = CallerIdentity { principal_id: "user:ada".into(), issuer: "test".into() };
+/// let context: Arc<dyn InvocationContext> = Arc::new(
+///     StaticInvocation::new(Action::new("cap:bank:send", json!({})), caller).with_plan(plan),
+/// );
+/// let plan = ClaimedPlan::extract(&context).unwrap();
+/// assert_eq!(plan.id(), "plan:txn_1");
+/// let quote: Quote = plan.validation_as().unwrap().expect("the plan was validated");
+/// assert_eq!(quote.fee_cents, 250);
+/// ```
+#[derive(Clone, Debug)]
+pub struct ClaimedPlan(Arc<aip_connector_core::model::TransactionPlan>);
+
+impl ClaimedPlan {
+    /// The plan's id (`transaction.plan_id` of the commit).
+    pub fn id(&self) -> &str {
+        &self.0.plan_id
+    }
+
+    /// The whole plan, as the host stored it.
+    pub fn plan(&self) -> &aip_connector_core::model::TransactionPlan {
+        &self.0
+    }
+
+    /// The answer of the capability's validation (`validate = ...`), which the plan carries as
+    /// `metadata.connector_validation`; `None` when the plan was made without one (its
+    /// dry-run fidelity calls none).
+    pub fn validation(&self) -> Option<&serde_json::Value> {
+        self.0
+            .metadata
+            .as_ref()?
+            .get("connector_validation")
+            .filter(|value| !value.is_null())
+    }
+
+    /// [`validation`](Self::validation) decoded as the validation's output type `T`.
+    ///
+    /// # Errors
+    ///
+    /// `transaction.context_missing` (permanent) when the stored answer is not a `T`: the
+    /// handler and its validation disagree on the type.
+    pub fn validation_as<T: serde::de::DeserializeOwned>(
+        &self,
+    ) -> Result<Option<T>, ConnectorFailure> {
+        self.validation()
+            .map(|value| {
+                T::deserialize(value).map_err(|error| {
+                    ConnectorFailure::new(
+                        codes::TRANSACTION_CONTEXT_MISSING,
+                        format!(
+                            "the plan's validation answer is not a `{}`: {error}",
+                            std::any::type_name::<T>()
+                        ),
+                        ErrorCategory::Permanent,
+                        ConnectorOperation::Invocation,
+                        codes::SOURCE_COMPONENT,
+                    )
+                })
+            })
+            .transpose()
+    }
+}
+
+impl Extractor for ClaimedPlan {
+    const KIND: ExtractorKind = ExtractorKind::ClaimedPlan;
+    fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure> {
+        context.plan().map(ClaimedPlan).ok_or_else(|| {
+            missing(
+                "claimed plan (the action is not a `commit`)",
                 codes::TRANSACTION_CONTEXT_MISSING,
                 ErrorCategory::Permanent,
             )

@@ -62,6 +62,10 @@ pub trait InvocationContext: Send + Sync {
     fn compensation(&self) -> Option<Arc<CompensationTarget>> {
         None
     }
+    /// The plan a `commit` claimed, for an action in transaction mode `commit`.
+    fn plan(&self) -> Option<Arc<aip_connector_core::model::TransactionPlan>> {
+        None
+    }
 }
 
 /// Receives the chunks a streaming handler emits. `send` waits while the buffer is full
@@ -390,6 +394,7 @@ pub struct StaticInvocation {
     credential: Option<CredentialHandle>,
     approval: Option<VerifiedApprovals>,
     compensation: Option<Arc<CompensationTarget>>,
+    plan: Option<Arc<aip_connector_core::model::TransactionPlan>>,
 }
 
 impl StaticInvocation {
@@ -412,6 +417,7 @@ impl StaticInvocation {
             credential: None,
             approval: None,
             compensation: None,
+            plan: None,
         }
     }
 
@@ -485,6 +491,13 @@ impl StaticInvocation {
     /// Sets the action being compensated.
     pub fn with_compensation(mut self, target: CompensationTarget) -> Self {
         self.compensation = Some(Arc::new(target));
+        self
+    }
+
+    /// Sets the plan the action commits, as a host hands it to a `commit` (the
+    /// [`ClaimedPlan`](crate::ClaimedPlan) extractor reads it).
+    pub fn with_plan(mut self, plan: aip_connector_core::model::TransactionPlan) -> Self {
+        self.plan = Some(Arc::new(plan));
         self
     }
 
@@ -562,6 +575,9 @@ impl InvocationContext for StaticInvocation {
     }
     fn compensation(&self) -> Option<Arc<CompensationTarget>> {
         self.compensation.clone()
+    }
+    fn plan(&self) -> Option<Arc<aip_connector_core::model::TransactionPlan>> {
+        self.plan.clone()
     }
 }
 

@@ -58,8 +58,8 @@ pub use connector::{
     ReconcileOutcome, Reconciliation, StaticDefinition,
 };
 pub use extract::{
-    Approval, Caller, Cancellation, Checkpoint, Compensation, Credential, Deadline, ExtractorKind,
-    IdempotencyKey, StreamItem, StreamSink, Tenant,
+    Approval, Caller, Cancellation, Checkpoint, ClaimedPlan, Compensation, Credential, Deadline,
+    ExtractorKind, IdempotencyKey, StreamItem, StreamSink, Tenant,
 };
 pub use handler::{CapabilityInput, CapabilityOutput, HandlerError, HandlerResult};
 pub use invocation::{
@@ -74,8 +74,8 @@ pub mod prelude {
     pub use crate::provider::{path_segment, path_segments};
     pub use crate::{
         Approval, BuildError, BuiltConnector, Caller, CancelReason, CancelRequest, Cancellation,
-        Checkpoint, Compensation, Connector, ConnectorBuilder, Credential, Deadline, FromRef,
-        IdempotencyKey, ProviderClient, ReconcileOutcome, Reconciliation, Secret, State,
+        Checkpoint, ClaimedPlan, Compensation, Connector, ConnectorBuilder, Credential, Deadline,
+        FromRef, IdempotencyKey, ProviderClient, ReconcileOutcome, Reconciliation, Secret, State,
         StreamSink, Tenant, capability, connector,
     };
     pub use aip_connector_core::model::{

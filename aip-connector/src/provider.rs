@@ -639,9 +639,11 @@ impl fmt::Display for PathSegment<'_> {
 
 /// `path`, a value that holds several segments (a file path in a repository: `src/lib.rs`), as
 /// a part of a call path: each piece between `/`s encoded as [`path_segment`] encodes one, the
-/// `/`s kept. A piece that is exactly `.` or `..` stays as it is, and the request is refused
-/// (`provider.request_invalid`), as for [`path_segment`]; so is an empty piece (`a//b`, or a
-/// leading or trailing `/`), which a provider would read as another path.
+/// `/`s kept. A piece that is exactly `.` or `..` stays as it is, and [`ProviderClient`] refuses
+/// the request (`provider.request_invalid`), as for [`path_segment`]; so is an empty piece
+/// (`a//b`, or a leading or trailing `/`), which a provider would read as another path: it is
+/// written as `.`, so the refusal names a dot segment. The refusal is the client's: formatted
+/// into a URL sent some other way, such a path can still leave its place.
 ///
 /// ```
 /// use aip_connector::provider::path_segments;

@@ -26,7 +26,7 @@ struct Transfer {
     answer: String,
 }
 
-#[derive(Serialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct Quote {
     fee: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -36,6 +36,8 @@ struct Quote {
 #[derive(Serialize, JsonSchema)]
 struct Sent {
     transfer_id: String,
+    /// The fee charged: the one the plan quoted.
+    fee: u64,
 }
 
 /// What the validation saw, for the test to inspect.
@@ -72,9 +74,13 @@ impl Bank {
         _key: IdempotencyKey,
         _checkpoint: Checkpoint,
         _credential: Credential,
+        plan: ClaimedPlan,
     ) -> Result<Sent, ConnectorFailure> {
+        // What the approvers saw, not what the provider would quote now.
+        let quote: Quote = plan.validation_as()?.expect("a downstream validation ran");
         Ok(Sent {
             transfer_id: format!("tr-{}", transfer.amount),
+            fee: quote.fee,
         })
     }
 
@@ -274,4 +280,39 @@ async fn a_preview_without_the_credentials_scope_is_refused_before_the_validatio
     let error = result.error.as_deref().expect("a refusal");
     assert_eq!(error.code, codes::CREDENTIAL_SCOPE_MISSING, "{result:?}");
     assert!(bank.seen.lock().unwrap().is_empty());
+}
+
+/// A commit's handler reads the plan it commits: the fee the validation quoted, which the
+/// approvers saw, not the provider's answer now.
+#[tokio::test]
+async fn a_commit_handler_reads_the_plan_it_commits() {
+    let bank = Bank::default();
+    let host = host(&bank);
+    let planned = host
+        .invoke(
+            preview(TransactionMode::Plan, "plan-6", json!({ "amount": 4_000 })),
+            &caller(),
+        )
+        .await;
+    let plan_id = planned.output.as_ref().expect("a plan")["plan"]["plan_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let committed = host
+        .invoke(
+            Action::new("cap:bank:send", json!({ "amount": 4_000 }))
+                .with_idempotency_key("commit-6")
+                .with_transaction(ActionTransaction::commit(plan_id)),
+            &caller(),
+        )
+        .await;
+    assert_eq!(
+        committed.status,
+        ActionResultStatus::Completed,
+        "{committed:?}"
+    );
+    assert_eq!(
+        committed.output,
+        Some(json!({ "transfer_id": "tr-4000", "fee": 40 }))
+    );
 }

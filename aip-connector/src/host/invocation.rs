@@ -36,8 +36,30 @@ pub(crate) struct HostInvocation {
     /// context every call builds.
     pub(crate) credential: Option<Box<CredentialHandle>>,
     pub(crate) approval: Option<Box<VerifiedApprovals>>,
+    /// The target of a `compensate` or the plan of a `commit`: boxed, as few calls have either
+    /// and every call builds this context.
+    pub(crate) transaction_input: Option<Box<TransactionInput>>,
+}
+
+/// What a transactional handler reads besides the action, by transaction mode.
+pub(crate) enum TransactionInput {
     /// The target of a `compensate`.
-    pub(crate) compensation: Option<Arc<CompensationTarget>>,
+    Compensation(Arc<CompensationTarget>),
+    /// The plan a `commit` claimed.
+    Plan(Arc<aip_connector_core::model::TransactionPlan>),
+}
+
+impl TransactionInput {
+    /// The context's field for a handler given `compensation` or `plan` (at most one is set).
+    pub(crate) fn boxed(
+        compensation: Option<Arc<CompensationTarget>>,
+        plan: Option<Arc<aip_connector_core::model::TransactionPlan>>,
+    ) -> Option<Box<Self>> {
+        compensation
+            .map(Self::Compensation)
+            .or(plan.map(Self::Plan))
+            .map(Box::new)
+    }
 }
 
 impl InvocationContext for HostInvocation {
@@ -103,7 +125,16 @@ impl InvocationContext for HostInvocation {
         self.approval.as_deref()
     }
     fn compensation(&self) -> Option<Arc<CompensationTarget>> {
-        self.compensation.clone()
+        match self.transaction_input.as_deref()? {
+            TransactionInput::Compensation(target) => Some(Arc::clone(target)),
+            TransactionInput::Plan(_) => None,
+        }
+    }
+    fn plan(&self) -> Option<Arc<aip_connector_core::model::TransactionPlan>> {
+        match self.transaction_input.as_deref()? {
+            TransactionInput::Plan(plan) => Some(Arc::clone(plan)),
+            TransactionInput::Compensation(_) => None,
+        }
     }
 }
 

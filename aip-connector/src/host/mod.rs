@@ -18,8 +18,13 @@ mod invocation;
 mod late_cancel;
 use invocation::HostInvocation;
 mod pipeline;
+
 #[cfg(feature = "http")]
 pub(crate) use pipeline::Clipped;
+/// The policy the gate applies to a capability gated without a declared one (the MCP projection
+/// describes it to a model).
+#[cfg(feature = "mcp")]
+pub(crate) use pipeline::default_approval_policy;
 mod stream;
 mod transaction;
 

@@ -820,6 +820,7 @@ async fn execute(
             approval_wait_ms: approved.as_deref().map(approval_wait_ms),
             stream,
             compensation: None,
+            plan: None,
         };
         match (mode, contract) {
             (
@@ -1013,6 +1014,8 @@ struct Handler {
     approval_wait_ms: Option<crate::store::Millis>,
     stream: Option<Arc<dyn ChunkSink>>,
     compensation: Option<Arc<CompensationTarget>>,
+    /// The plan a `commit` claimed, for the `Plan` extractor.
+    plan: Option<Arc<aip_connector_core::model::TransactionPlan>>,
 }
 
 /// Step 11 and the handler of a transactional call: plan claim or direct commit, the execute
@@ -1094,6 +1097,14 @@ async fn transactional(
         &record,
         fence.clone(),
     ));
+    // A commit's handler reads the plan it commits (what the approvers saw: the validation's
+    // answer, the predicted side effects).
+    let handler = Handler {
+        plan: (mode == TransactionMode::Commit)
+            .then(|| record.plan.clone().map(Arc::new))
+            .flatten(),
+        ..handler
+    };
     let (mut result, interruption) = run_handler(call, handler, Some(checkpoint)).await;
     mark_refused_output_as_committed(&mut result);
     if settle_transaction(call, &record, mode, &result, interruption, &fence).await {
@@ -1380,7 +1391,7 @@ fn companion_context(
         checkpoint: None,
         credential,
         approval: None,
-        compensation: None,
+        transaction_input: None,
     })
 }
 
@@ -1758,7 +1769,10 @@ fn dispatch<'c>(
         checkpoint,
         credential: handler.credential,
         approval: handler.approval,
-        compensation: handler.compensation,
+        transaction_input: super::invocation::TransactionInput::boxed(
+            handler.compensation,
+            handler.plan,
+        ),
     });
     let connector = &host.connectors[call.routed_hosted.connector];
     // Every gate is behind the call now. Without this line an operator cannot tell a handler
@@ -3524,7 +3538,7 @@ async fn refresh_pending_replay(
 }
 
 /// The policy applied when approval is forced by risk or the legacy flag rather than declared.
-fn default_approval_policy() -> aip_connector_core::model::ApprovalPolicy {
+pub(crate) fn default_approval_policy() -> aip_connector_core::model::ApprovalPolicy {
     aip_connector_core::model::ApprovalPolicy {
         required: true,
         reason: Some(

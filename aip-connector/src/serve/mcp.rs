@@ -334,11 +334,12 @@ impl McpProjection {
             // Nothing here relies on `_meta`, which most desktop and IDE clients do not let a
             // model set (found by an author trial).
             .with_instructions(
-                "Each tool is an AIP capability run by a governed host. Calling a tool that \
-                 changes something again with the same arguments returns the stored result of \
-                 the first call instead of running it twice, so a retry is safe. A call that \
-                 needs a person's approval does not run: it answers with the pending approval \
-                 id and who may approve; once they have, call it again with the same arguments.",
+                "Each tool is an AIP capability run by a governed host. A tool marked \
+                 idempotent answers a repeated call with the same arguments with the stored \
+                 result of the first instead of running it twice, so retrying it is safe; other \
+                 tools run on every call. A call that needs a person's approval does not run: \
+                 it answers with the pending approval id, who may approve, and how to run it \
+                 once they have.",
             );
         Ok(Self {
             inner: Arc::new(Projection {
@@ -1862,11 +1863,17 @@ fn project_result(tool: &ProjectedTool, result: ActionResult, origin: KeyOrigin)
                 )
             };
             // Who may approve, in the text a model reads: desktop hosts do not show it `_meta`,
-            // where the policy is (found by an author trial).
-            let approvers = tool
-                .approval_policy
-                .as_ref()
-                .and_then(approvers_sentence)
+            // where the policy is (found by an author trial). The declared policy, else the one
+            // the host gates with (a risk above `medium` without a declared policy). Only for
+            // an approval: `requires_human` is a hand-over, not necessarily an approval.
+            let approvers = (result.status == ActionResultStatus::PendingApproval)
+                .then(|| match &tool.approval_policy {
+                    Some(policy) => approvers_sentence(policy),
+                    None => serde_json::to_value(crate::host::default_approval_policy())
+                        .ok()
+                        .and_then(|policy| approvers_sentence(&policy)),
+                })
+                .flatten()
                 .map(|sentence| format!(" {sentence}"))
                 .unwrap_or_default();
             let mut blocks = vec![ContentBlock::text(format!(
@@ -1897,8 +1904,10 @@ fn project_result(tool: &ProjectedTool, result: ActionResult, origin: KeyOrigin)
 }
 
 /// Who may approve under `policy` (the published `ApprovalPolicy`), as one sentence a model can
-/// pass on to its user: the approvers, how many different people, whether the requester is
-/// excluded (the host's default, unless `allow_self_approval`), and the policy's reason.
+/// pass on to its user: the approvers, how many different people, whether the requester and the
+/// operator are excluded (the requester is, unless `allow_self_approval` without
+/// `requester_must_differ`: the host's own test), and the policy's reason. The policy's texts
+/// are the author's: each is put on one line, without backticks, and the reason is clipped.
 fn approvers_sentence(policy: &Value) -> Option<String> {
     let policy: aip_connector_core::model::ApprovalPolicy =
         serde_json::from_value(policy.clone()).ok()?;
@@ -1917,22 +1926,45 @@ fn approvers_sentence(policy: &Value) -> Option<String> {
     if separation.requester_must_differ || !separation.allow_self_approval {
         sentence.push_str(", not the one who asked");
     }
-    if let Some(reason) = policy.reason.as_deref().filter(|r| !r.trim().is_empty()) {
-        sentence.push_str(&format!(" (why approval is needed: {})", reason.trim()));
+    if separation.operator_must_differ {
+        sentence.push_str(", nor the operator of the service that called");
+    }
+    if let Some(reason) = policy
+        .reason
+        .as_deref()
+        .map(plain)
+        .filter(|r| !r.is_empty())
+    {
+        sentence.push_str(&format!(" (why approval is needed: {reason})"));
     }
     sentence.push('.');
     Some(sentence)
 }
 
+/// An author's text as a part of the sentence: on one line, without backticks (which would
+/// break its code spans), at most 200 characters.
+fn plain(text: &str) -> String {
+    const MAX_CHARS: usize = 200;
+    let line = text
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace('`', "'");
+    match line.char_indices().nth(MAX_CHARS) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line,
+    }
+}
+
 fn describe_selector(selector: &aip_connector_core::model::ApproverSelector) -> String {
     use aip_connector_core::model::ApproverSelector;
     match selector {
-        ApproverSelector::Principal { id } => format!("`{id}`"),
-        ApproverSelector::Role { name } => format!("a person with the role `{name}`"),
-        ApproverSelector::Group { name } => format!("a member of the group `{name}`"),
+        ApproverSelector::Principal { id } => format!("`{}`", plain(id.as_str())),
+        ApproverSelector::Role { name } => format!("a person with the role `{}`", plain(name)),
+        ApproverSelector::Group { name } => format!("a member of the group `{}`", plain(name)),
         ApproverSelector::TenantPolicy => "whoever the tenant's approval policy names".to_owned(),
         ApproverSelector::ExternalSystem { system } => {
-            format!("the external approval system `{system}`")
+            format!("the external approval system `{}`", plain(system))
         }
     }
 }
@@ -1946,23 +1978,43 @@ fn describe_rule(rule: &aip_connector_core::model::ApprovalRule) -> String {
             .collect::<Vec<_>>()
             .join("; ")
     };
+    // Whether one person may satisfy several children is part of what a user must know, where
+    // more than one child must be satisfied.
+    let people = |several: bool, distinct: bool| match (several, distinct) {
+        (false, _) => "",
+        (true, true) => ", by different people",
+        (true, false) => ", one person may count for several",
+    };
     match rule {
-        ApprovalRule::All { rules, .. } => format!("each of ({})", list(rules)),
+        ApprovalRule::All {
+            rules,
+            allow_decision_reuse,
+        } => format!(
+            "each of ({}{})",
+            list(rules),
+            people(rules.len() > 1, !allow_decision_reuse)
+        ),
         ApprovalRule::Any { rules } => format!("any of ({})", list(rules)),
         ApprovalRule::Quorum {
-            required, rules, ..
-        } => format!("{required} of ({})", list(rules)),
-        ApprovalRule::Principal { id } => format!("`{id}`"),
-        ApprovalRule::Role { name } => format!("a person with the role `{name}`"),
-        ApprovalRule::Group { name } => format!("a member of the group `{name}`"),
+            required,
+            rules,
+            distinct_principals,
+        } => format!(
+            "{required} of ({}{})",
+            list(rules),
+            people(*required > 1, *distinct_principals)
+        ),
+        ApprovalRule::Principal { id } => format!("`{}`", plain(id.as_str())),
+        ApprovalRule::Role { name } => format!("a person with the role `{}`", plain(name)),
+        ApprovalRule::Group { name } => format!("a member of the group `{}`", plain(name)),
         ApprovalRule::TenantPolicy { policy_id } => {
-            format!("whoever the tenant's policy `{policy_id}` names")
+            format!("whoever the tenant's policy `{}` names", plain(policy_id))
         }
         ApprovalRule::ExternalSystem { system } => {
-            format!("the external approval system `{system}`")
+            format!("the external approval system `{}`", plain(system))
         }
         ApprovalRule::DelegatedAuthority { scope, .. } => {
-            format!("a delegate with authority for `{scope}`")
+            format!("a delegate with authority for `{}`", plain(scope))
         }
     }
 }
@@ -2661,46 +2713,84 @@ mod tests {
     /// show a model, so it could not tell its user whom to ask.
     #[test]
     fn a_pending_approval_says_who_may_approve_in_its_text() {
-        let mut tool = projected();
-        tool.approval_policy = Some(json!({
-            "required": true,
-            "reason": "deletes a branch",
-            "approver_selector": {"type": "role", "name": "maintainer"},
-            "minimum_distinct_principals": 2,
-            "separation_of_duties": {"requester_must_differ": false, "operator_must_differ": false, "allow_self_approval": false}
-        }));
-        let mut pending = ActionResult::new(ActionId::new(), ActionResultStatus::PendingApproval);
-        pending.output = Some(json!({"approval_id": "appr_1"}));
-        let projected = project_result(&tool, pending, KeyOrigin::Sent);
-        let said = text(&projected, 0);
+        let said = |policy: Option<Value>, status: ActionResultStatus| {
+            let mut tool = projected();
+            tool.approval_policy = policy;
+            let mut pending = ActionResult::new(ActionId::new(), status);
+            pending.output = Some(json!({"approval_id": "appr_1"}));
+            text(&project_result(&tool, pending, KeyOrigin::Sent), 0).to_owned()
+        };
+        let pending = ActionResultStatus::PendingApproval;
+        let role = said(
+            Some(json!({
+                "required": true,
+                "reason": "deletes\na `branch`",
+                "approver_selector": {"type": "role", "name": "maintainer"},
+                "minimum_distinct_principals": 2,
+                "separation_of_duties": {"operator_must_differ": true}
+            })),
+            pending,
+        );
         assert!(
-            said.contains(
+            role.contains(
                 "Who may approve: a person with the role `maintainer`, 2 different people, not \
-                 the one who asked (why approval is needed: deletes a branch)."
+                 the one who asked, nor the operator of the service that called (why approval is \
+                 needed: deletes a 'branch')."
             ),
-            "{said}"
+            "{role}"
         );
-        // Self-approval allowed: the requester is not excluded; a rule names its leaves.
-        tool.approval_policy = Some(json!({
-            "required": true,
-            "approver_selector": {"type": "tenant_policy"},
-            "rule": {"operator": "quorum", "required": 2, "rules": [
-                {"operator": "role", "name": "finance"},
-                {"operator": "group", "name": "treasury"},
-                {"operator": "principal", "id": "user:cfo"}
-            ]},
-            "separation_of_duties": {"allow_self_approval": true}
-        }));
-        let mut pending = ActionResult::new(ActionId::new(), ActionResultStatus::PendingApproval);
-        pending.output = Some(json!({"approval_id": "appr_2"}));
-        let said = text(&project_result(&tool, pending, KeyOrigin::Sent), 0).to_owned();
+        // Self-approval allowed, and the stricter flag winning over it, as the host decides.
+        let own = |separation: Value| {
+            said(
+                Some(
+                    json!({"required": true, "approver_selector": {"type": "tenant_policy"}, "separation_of_duties": separation}),
+                ),
+                pending,
+            )
+        };
+        let allowed = own(json!({"allow_self_approval": true}));
+        assert!(!allowed.contains("not the one who asked"), "{allowed}");
+        let strict = own(json!({"allow_self_approval": true, "requester_must_differ": true}));
+        assert!(strict.contains("not the one who asked"), "{strict}");
+        // A rule names its leaves, and whether one person may count for several.
+        let rule = |distinct: bool| {
+            said(
+                Some(json!({
+                    "required": true,
+                    "approver_selector": {"type": "tenant_policy"},
+                    "rule": {"operator": "quorum", "required": 2, "distinct_principals": distinct, "rules": [
+                        {"operator": "role", "name": "finance"},
+                        {"operator": "group", "name": "treasury"},
+                        {"operator": "principal", "id": "user:cfo"}
+                    ]}
+                })),
+                pending,
+            )
+        };
+        let distinct = rule(true);
         assert!(
-            said.contains(
+            distinct.contains(
                 "Who may approve: 2 of (a person with the role `finance`; a member of the group \
-                 `treasury`; `user:cfo`)."
+                 `treasury`; `user:cfo`, by different people)"
             ),
-            "{said}"
+            "{distinct}"
         );
+        let shared = rule(false);
+        assert!(
+            shared.contains("one person may count for several"),
+            "{shared}"
+        );
+        // Gated without a declared policy (a high risk): the policy the host gates with.
+        let default = said(None, pending);
+        assert!(
+            default.contains(
+                "Who may approve: whoever the tenant's approval policy names, not the one who asked"
+            ),
+            "{default}"
+        );
+        // A hand-over to a human is not an approval: no approvers named.
+        let human = said(None, ActionResultStatus::RequiresHuman);
+        assert!(!human.contains("Who may approve"), "{human}");
     }
 
     /// A call runs synchronously whenever the contract allows it, streamed when the contract

@@ -341,7 +341,7 @@ pub enum WebhookConfigError {
     },
     /// The secret's text is not a key ([`WebhookSecret::standard`] refused it): converted by `?`,
     /// so a function that builds a receiver returns one error type (found by an author trial).
-    #[error("webhook secret: {0}")]
+    #[error(transparent)]
     InvalidSecret(#[from] InvalidSecret),
     /// A key the receiver's signature scheme does not verify with (an Ed25519 key given to a
     /// scheme of shared secrets): every delivery would fail authentication.

@@ -402,12 +402,7 @@ fn a_receiver_built_from_a_key_text_returns_one_error_type() {
     assert!(receiver_from("whsec_c2VjcmV0LWJ5dGVz").is_ok());
     let refused = receiver_from("not-a-key").unwrap_err();
     assert_eq!(refused, WebhookConfigError::InvalidSecret(InvalidSecret));
-    assert!(
-        refused
-            .to_string()
-            .starts_with("webhook secret: a Standard Webhooks key is"),
-        "{refused}"
-    );
+    assert_eq!(refused.to_string(), InvalidSecret.to_string());
 }
 
 #[test]

@@ -1,11 +1,7 @@
-// A connector assembled at run time has its definition on a value: asking its type for one
-// (`assert_manifest_snapshot!(type = ...)` does) says so, with the form that works.
-use aip_connector::{BuiltConnector, StaticDefinition};
-
-fn snapshot_of<C: StaticDefinition>() {
-    let _ = C::static_definition();
-}
+// A connector assembled at run time has its definition on a value: a manifest snapshot of its
+// type says so, with the form that works.
+use aip_connector::BuiltConnector;
 
 fn main() {
-    snapshot_of::<BuiltConnector>();
+    aip_connector_testkit::assert_manifest_snapshot!(type = BuiltConnector);
 }

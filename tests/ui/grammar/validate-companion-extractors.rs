@@ -46,6 +46,7 @@ impl Demo {
         _stream: StreamSink<Slot>,
         _approval: Approval,
         _compensation: Compensation,
+        _plan: ClaimedPlan,
         _limit: u32,
         _caller: Option<Caller>,
         _again: Tenant,
