@@ -675,13 +675,14 @@ impl Extractor for Compensation {
 
 /// The plan a `commit` claims: what the `plan` action previewed and the approvers saw. A
 /// commit's handler reads it to do what was approved rather than what the provider would
-/// answer now: the validation's answer (a quoted price, a diff) is
+/// answer now: the validation's answer (a quoted price, an availability flag) is
 /// [`validation_as`](Self::validation_as).
 ///
 /// The host fills it only for an action in transaction mode `commit`, after it claimed the plan
 /// (the same principal, tenant, capability and input, not expired); a handler that takes it is
 /// refused (`transaction.context_missing`) when called any other way, so `#[capability]`
-/// requires `transaction(..., requires_plan)` of a handler that takes it.
+/// requires of a handler that takes it a `commit` mode and no `execute` (a commit always names
+/// a plan).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -743,21 +744,20 @@ impl ClaimedPlan {
     ///
     /// # Errors
     ///
-    /// `transaction.context_missing` (permanent) when the stored answer is not a `T`: the
-    /// handler and its validation disagree on the type.
+    /// `connector.runtime_failure` (connector, not retryable) when the stored answer is not a
+    /// `T`: the handler and its validation disagree on the type, a bug of the connector. The
+    /// failure names neither the value (serde's message may quote it) nor the Rust type.
     pub fn validation_as<T: serde::de::DeserializeOwned>(
         &self,
     ) -> Result<Option<T>, ConnectorFailure> {
         self.validation()
             .map(|value| {
-                T::deserialize(value).map_err(|error| {
+                T::deserialize(value).map_err(|_| {
                     ConnectorFailure::new(
-                        codes::TRANSACTION_CONTEXT_MISSING,
-                        format!(
-                            "the plan's validation answer is not a `{}`: {error}",
-                            std::any::type_name::<T>()
-                        ),
-                        ErrorCategory::Permanent,
+                        codes::CONNECTOR_RUNTIME_FAILURE,
+                        "the plan's validation answer does not decode as the type the commit \
+                         handler reads it as: the handler and its validate companion disagree",
+                        ErrorCategory::Connector,
                         ConnectorOperation::Invocation,
                         codes::SOURCE_COMPONENT,
                     )

@@ -62,10 +62,10 @@ pub trait InvocationContext: Send + Sync {
     fn compensation(&self) -> Option<Arc<CompensationTarget>> {
         None
     }
-    /// The plan a `commit` claimed, for an action in transaction mode `commit`.
-    fn plan(&self) -> Option<Arc<aip_connector_core::model::TransactionPlan>> {
-        None
-    }
+    /// The plan a `commit` claimed, for an action in transaction mode `commit`. Required, so a
+    /// wrapper context cannot forget to forward it (the conformance suite's did, found by a
+    /// review: every `ClaimedPlan` handler failed under it).
+    fn plan(&self) -> Option<Arc<aip_connector_core::model::TransactionPlan>>;
 }
 
 /// Receives the chunks a streaming handler emits. `send` waits while the buffer is full

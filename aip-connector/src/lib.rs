@@ -10,7 +10,7 @@
 //!   dispatch by capability id.
 //! - Handler parameters are the input plus [extractors](crate::extract): [`IdempotencyKey`],
 //!   [`Cancellation`], [`Deadline`], [`StreamSink`], [`Checkpoint`], [`Credential`], [`Tenant`],
-//!   [`Caller`], [`Approval`], [`Compensation`].
+//!   [`Caller`], [`Approval`], [`Compensation`], [`ClaimedPlan`].
 //!
 //! - [`webhook`] receives a provider's signed event deliveries: verified, refused when stale or
 //!   replayed, handled once per delivery id.

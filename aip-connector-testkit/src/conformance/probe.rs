@@ -330,4 +330,7 @@ impl InvocationContext for WrappedContext {
     fn compensation(&self) -> Option<Arc<CompensationTarget>> {
         self.inner.compensation()
     }
+    fn plan(&self) -> Option<Arc<aip_connector::model::TransactionPlan>> {
+        self.inner.plan()
+    }
 }

@@ -334,12 +334,11 @@ impl McpProjection {
             // Nothing here relies on `_meta`, which most desktop and IDE clients do not let a
             // model set (found by an author trial).
             .with_instructions(
-                "Each tool is an AIP capability run by a governed host. A tool marked \
-                 idempotent answers a repeated call with the same arguments with the stored \
-                 result of the first instead of running it twice, so retrying it is safe; other \
-                 tools run on every call. A call that needs a person's approval does not run: \
-                 it answers with the pending approval id, who may approve, and how to run it \
-                 once they have.",
+                "Each tool is an AIP capability run by a governed host. Retrying a tool marked \
+                 idempotent with the same arguments is safe: its effect is not applied twice \
+                 (the result may be the first call's, replayed). Other tools run on every call. \
+                 A call that needs a person's approval does not run: it answers with the \
+                 pending approval id, who may approve, and how to run it once they have.",
             );
         Ok(Self {
             inner: Arc::new(Projection {
@@ -1938,18 +1937,31 @@ fn approvers_sentence(policy: &Value) -> Option<String> {
         sentence.push_str(&format!(" (why approval is needed: {reason})"));
     }
     sentence.push('.');
+    // A rule of many leaves stays readable: the whole sentence is bounded too.
+    const MAX_SENTENCE_CHARS: usize = 600;
+    if let Some((cut, _)) = sentence.char_indices().nth(MAX_SENTENCE_CHARS) {
+        sentence.truncate(cut);
+        sentence.push_str("… (the full policy is in the result's `_meta`).");
+    }
     Some(sentence)
 }
 
 /// An author's text as a part of the sentence: on one line, without backticks (which would
-/// break its code spans), at most 200 characters.
+/// break its code spans) or control and formatting characters (escapes, bidirectional
+/// overrides, zero-width characters), at most 200 characters.
 fn plain(text: &str) -> String {
     const MAX_CHARS: usize = 200;
     let line = text
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
-        .replace('`', "'");
+        .replace('`', "'")
+        .chars()
+        .filter(|c| {
+            !c.is_control()
+                && !matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+        })
+        .collect::<String>();
     match line.char_indices().nth(MAX_CHARS) {
         Some((cut, _)) => format!("{}…", &line[..cut]),
         None => line,
@@ -1990,7 +2002,7 @@ fn describe_rule(rule: &aip_connector_core::model::ApprovalRule) -> String {
             rules,
             allow_decision_reuse,
         } => format!(
-            "each of ({}{})",
+            "each of ({}){}",
             list(rules),
             people(rules.len() > 1, !allow_decision_reuse)
         ),
@@ -2000,7 +2012,7 @@ fn describe_rule(rule: &aip_connector_core::model::ApprovalRule) -> String {
             rules,
             distinct_principals,
         } => format!(
-            "{required} of ({}{})",
+            "{required} of ({}){}",
             list(rules),
             people(*required > 1, *distinct_principals)
         ),
@@ -2724,7 +2736,7 @@ mod tests {
         let role = said(
             Some(json!({
                 "required": true,
-                "reason": "deletes\na `branch`",
+                "reason": "deletes\na `branch`\u{202e}\u{1b}",
                 "approver_selector": {"type": "role", "name": "maintainer"},
                 "minimum_distinct_principals": 2,
                 "separation_of_duties": {"operator_must_differ": true}
@@ -2771,7 +2783,7 @@ mod tests {
         assert!(
             distinct.contains(
                 "Who may approve: 2 of (a person with the role `finance`; a member of the group \
-                 `treasury`; `user:cfo`, by different people)"
+                 `treasury`; `user:cfo`), by different people"
             ),
             "{distinct}"
         );
