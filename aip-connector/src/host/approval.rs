@@ -1222,6 +1222,47 @@ fn rule_leaf(rule: &ApprovalRule) -> Option<Leaf<'_>> {
     })
 }
 
+/// What the leaf of `rule` asks for, in words a person reads (the MCP projection's "who may
+/// approve"), each name passed through `name`; `None` for a composite. The host's own reading of
+/// the policy (`rule_leaf`), so the words cannot drift from what it checks.
+#[cfg(feature = "mcp")]
+pub(crate) fn rule_leaf_in_words(
+    rule: &ApprovalRule,
+    name: &dyn Fn(&str) -> String,
+) -> Option<String> {
+    rule_leaf(rule).map(|leaf| leaf.in_words(name))
+}
+
+/// [`rule_leaf_in_words`] of the legacy selector.
+#[cfg(feature = "mcp")]
+pub(crate) fn selector_in_words(
+    selector: &ApproverSelector,
+    name: &dyn Fn(&str) -> String,
+) -> String {
+    selector_leaf(selector).in_words(name)
+}
+
+#[cfg(feature = "mcp")]
+impl Leaf<'_> {
+    fn in_words(&self, name: &dyn Fn(&str) -> String) -> String {
+        match self {
+            Leaf::Principal(id) => format!("`{}`", name(id.as_str())),
+            Leaf::Role(role) => format!("a person with the role `{}`", name(role)),
+            Leaf::Group(group) => format!("a member of the group `{}`", name(group)),
+            Leaf::TenantPolicy(policy_id) => {
+                format!("whoever the tenant's policy `{}` names", name(policy_id))
+            }
+            Leaf::TenantMember => "whoever the tenant's approval policy names".to_owned(),
+            Leaf::ExternalSystem(system) => {
+                format!("the external approval system `{}`", name(system))
+            }
+            Leaf::Delegated { scope, .. } => {
+                format!("a delegate with authority for `{}`", name(scope))
+            }
+        }
+    }
+}
+
 /// The legacy selector, read as one leaf.
 fn selector_leaf(selector: &ApproverSelector) -> Leaf<'_> {
     match selector {

@@ -1077,7 +1077,7 @@ async fn transactional(
         replay.mark_idempotent_replay();
         return replay;
     }
-    let record = admitted.record;
+    let mut record = admitted.record;
     let fence = open_attempt(call, &record, mode);
     if mode == TransactionMode::Reconcile {
         let result = reconcile(call, &record, handler.credential.map(|c| *c)).await;
@@ -1100,8 +1100,9 @@ async fn transactional(
     // A commit's handler reads the plan it commits (what the approvers saw: the validation's
     // answer, the predicted side effects).
     let handler = Handler {
+        // Moved, not copied: the settlement below reads the record's ids alone.
         plan: (mode == TransactionMode::Commit)
-            .then(|| record.plan.clone().map(Arc::new))
+            .then(|| record.plan.take().map(Arc::new))
             .flatten(),
         ..handler
     };
@@ -1237,7 +1238,7 @@ async fn validate_downstream(
         ));
     }
     let context = companion_context(call, credential.cloned().map(Box::new));
-    let secret = credential.map(|c| c.secret.clone());
+    let secret = credential.map(|c| &c.secret);
     let start = || {
         connector.validate(
             action.capability_id.as_str(),
@@ -1247,14 +1248,14 @@ async fn validate_downstream(
     };
     match companion(call, &context, start).await? {
         CompanionEnd::Answered(Ok(mut value)) => {
-            withhold_credential_in_value(&mut value, secret.as_ref());
+            withhold_credential_in_value(&mut value, secret);
             Ok(Validation::Answered(Some(value)))
         }
         CompanionEnd::Answered(Err(failure)) => Err(connector_error(
             &failure,
             action,
             redact.then_some(&call.routed.input_schema),
-            secret.as_ref(),
+            secret,
         )),
         CompanionEnd::TimedOut => Err(companion_timed_out("validation", timeout_ms)),
         CompanionEnd::Interrupted { requested } => Ok(Validation::Interrupted { requested }),

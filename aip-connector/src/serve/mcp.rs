@@ -1867,13 +1867,11 @@ fn project_result(tool: &ProjectedTool, result: ActionResult, origin: KeyOrigin)
             // an approval: `requires_human` is a hand-over, not necessarily an approval.
             let approvers = (result.status == ActionResultStatus::PendingApproval)
                 .then(|| match &tool.approval_policy {
-                    Some(policy) => approvers_sentence(policy),
-                    None => serde_json::to_value(crate::host::default_approval_policy())
-                        .ok()
-                        .and_then(|policy| approvers_sentence(&policy)),
+                    Some(policy) => serde_json::from_value(policy.clone()).ok(),
+                    None => Some(crate::host::default_approval_policy()),
                 })
                 .flatten()
-                .map(|sentence| format!(" {sentence}"))
+                .map(|policy| format!(" {}", approvers_sentence(&policy)))
                 .unwrap_or_default();
             let mut blocks = vec![ContentBlock::text(format!(
                 "Not executed: `{}` {what} before it runs; nothing ran. Pending approval id: \
@@ -1907,12 +1905,10 @@ fn project_result(tool: &ProjectedTool, result: ActionResult, origin: KeyOrigin)
 /// operator are excluded (the requester is, unless `allow_self_approval` without
 /// `requester_must_differ`: the host's own test), and the policy's reason. The policy's texts
 /// are the author's: each is put on one line, without backticks, and the reason is clipped.
-fn approvers_sentence(policy: &Value) -> Option<String> {
-    let policy: aip_connector_core::model::ApprovalPolicy =
-        serde_json::from_value(policy.clone()).ok()?;
+fn approvers_sentence(policy: &aip_connector_core::model::ApprovalPolicy) -> String {
     let who = match &policy.rule {
         Some(rule) => describe_rule(rule),
-        None => describe_selector(&policy.approver_selector),
+        None => crate::host::approval::selector_in_words(&policy.approver_selector, &plain),
     };
     let mut sentence = format!("Who may approve: {who}");
     if policy.minimum_distinct_principals > 1 {
@@ -1943,7 +1939,7 @@ fn approvers_sentence(policy: &Value) -> Option<String> {
         sentence.truncate(cut);
         sentence.push_str("… (the full policy is in the result's `_meta`).");
     }
-    Some(sentence)
+    sentence
 }
 
 /// An author's text as a part of the sentence: on one line, without backticks (which would
@@ -1965,19 +1961,6 @@ fn plain(text: &str) -> String {
     match line.char_indices().nth(MAX_CHARS) {
         Some((cut, _)) => format!("{}…", &line[..cut]),
         None => line,
-    }
-}
-
-fn describe_selector(selector: &aip_connector_core::model::ApproverSelector) -> String {
-    use aip_connector_core::model::ApproverSelector;
-    match selector {
-        ApproverSelector::Principal { id } => format!("`{}`", plain(id.as_str())),
-        ApproverSelector::Role { name } => format!("a person with the role `{}`", plain(name)),
-        ApproverSelector::Group { name } => format!("a member of the group `{}`", plain(name)),
-        ApproverSelector::TenantPolicy => "whoever the tenant's approval policy names".to_owned(),
-        ApproverSelector::ExternalSystem { system } => {
-            format!("the external approval system `{}`", plain(system))
-        }
     }
 }
 
@@ -2016,18 +1999,7 @@ fn describe_rule(rule: &aip_connector_core::model::ApprovalRule) -> String {
             list(rules),
             people(*required > 1, *distinct_principals)
         ),
-        ApprovalRule::Principal { id } => format!("`{}`", plain(id.as_str())),
-        ApprovalRule::Role { name } => format!("a person with the role `{}`", plain(name)),
-        ApprovalRule::Group { name } => format!("a member of the group `{}`", plain(name)),
-        ApprovalRule::TenantPolicy { policy_id } => {
-            format!("whoever the tenant's policy `{}` names", plain(policy_id))
-        }
-        ApprovalRule::ExternalSystem { system } => {
-            format!("the external approval system `{}`", plain(system))
-        }
-        ApprovalRule::DelegatedAuthority { scope, .. } => {
-            format!("a delegate with authority for `{}`", plain(scope))
-        }
+        leaf => crate::host::approval::rule_leaf_in_words(leaf, &plain).unwrap_or_default(),
     }
 }
 
