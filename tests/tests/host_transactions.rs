@@ -869,7 +869,11 @@ impl Ledger {
 /// own success then lost the race, so the record read `failed` or `outcome_unknown` for a
 /// write that had committed). And a timed-out `execute` is never retryable, even when its
 /// record could not be settled as an unknown outcome.
-#[tokio::test]
+///
+/// The clock is paused: the first attempt's deadline (3 s) passes only once every task waits,
+/// that is after the second attempt has taken the transaction over, however loaded the machine
+/// (on the real clock a slow machine could let it pass first).
+#[tokio::test(start_paused = true)]
 async fn an_attempt_whose_transaction_was_taken_over_settles_nothing_into_it() {
     use aip_connector::store::ManualClock;
 
@@ -888,7 +892,7 @@ async fn an_attempt_whose_transaction_was_taken_over_settles_nothing_into_it() {
             .with_idempotency_key("post-42")
             .with_transaction(transaction);
         if first_run == FirstRun::Hangs {
-            // Long enough for the second attempt to take over first, even on a loaded machine.
+            // Passes once the second attempt has taken over and waits (the clock is paused).
             first.timeout_ms = Some(3_000);
         }
         let second = first.clone();
