@@ -111,7 +111,7 @@ pub mod meta {
     pub const ERROR: &str = "aip/error";
     /// Result: the pending approval of a gated call (`approval_id`, `expires_at_ms`,
     /// `policy_hash`, and `policy`: the capability's published approval policy, which says
-    /// who may approve).
+    /// who may approve, or the host's default policy for a call gated without one).
     pub const APPROVAL: &str = "aip/approval";
     /// Result: `true` when the host replayed the stored result of an earlier call with the same
     /// idempotency key (the handler did not run again). On a completed replay of a tool whose
@@ -1836,12 +1836,21 @@ fn project_result(tool: &ProjectedTool, result: ActionResult, origin: KeyOrigin)
                 })
                 .unwrap_or("(none)")
                 .to_owned();
+            // The policy the host gates an approval with: the declared one, else the host's
+            // default (a risk above `medium` without a declared policy). `requires_human` is a
+            // hand-over, not necessarily an approval: only a declared policy is named for it.
+            let default_policy = (tool.approval_policy.is_none()
+                && result.status == ActionResultStatus::PendingApproval)
+                .then(crate::host::default_approval_policy);
             if !approval.is_null() {
                 let mut approval = approval.clone();
-                if let (Some(object), Some(policy)) =
-                    (approval.as_object_mut(), tool.approval_policy.as_ref())
-                {
-                    object.entry("policy").or_insert_with(|| policy.clone());
+                let policy = tool.approval_policy.clone().or_else(|| {
+                    default_policy
+                        .as_ref()
+                        .and_then(|policy| serde_json::to_value(policy).ok())
+                });
+                if let (Some(object), Some(policy)) = (approval.as_object_mut(), policy) {
+                    object.entry("policy").or_insert(policy);
                 }
                 meta.insert(meta::APPROVAL.to_owned(), approval);
             }
@@ -1862,13 +1871,11 @@ fn project_result(tool: &ProjectedTool, result: ActionResult, origin: KeyOrigin)
                 )
             };
             // Who may approve, in the text a model reads: desktop hosts do not show it `_meta`,
-            // where the policy is (found by an author trial). The declared policy, else the one
-            // the host gates with (a risk above `medium` without a declared policy). Only for
-            // an approval: `requires_human` is a hand-over, not necessarily an approval.
+            // where the policy is (found by an author trial). Only for an approval.
             let approvers = (result.status == ActionResultStatus::PendingApproval)
                 .then(|| match &tool.approval_policy {
                     Some(policy) => serde_json::from_value(policy.clone()).ok(),
-                    None => Some(crate::host::default_approval_policy()),
+                    None => default_policy,
                 })
                 .flatten()
                 .map(|policy| format!(" {}", approvers_sentence(&policy)))
@@ -2764,7 +2771,18 @@ mod tests {
             shared.contains("one person may count for several"),
             "{shared}"
         );
-        // Gated without a declared policy (a high risk): the policy the host gates with.
+        // Gated without a declared policy (a high risk): the policy the host gates with, in
+        // the text and in `_meta` (found by a review: it was in the text only).
+        let mut gated = ActionResult::new(ActionId::new(), pending);
+        gated.output = Some(json!({"approval_id": "appr_1"}));
+        let gated = project_result(&projected(), gated, KeyOrigin::Sent);
+        let sent = gated.meta.as_ref().expect("meta");
+        assert_eq!(
+            sent.get(meta::APPROVAL)
+                .and_then(|approval| approval.get("policy")),
+            Some(&serde_json::to_value(crate::host::default_approval_policy()).unwrap()),
+            "{sent:?}"
+        );
         let default = said(None, pending);
         assert!(
             default.contains(
@@ -2775,6 +2793,11 @@ mod tests {
         // A hand-over to a human is not an approval: no approvers named.
         let human = said(None, ActionResultStatus::RequiresHuman);
         assert!(!human.contains("Who may approve"), "{human}");
+        let mut handed_over = ActionResult::new(ActionId::new(), ActionResultStatus::RequiresHuman);
+        handed_over.output = Some(json!({"approval_id": "appr_1"}));
+        let handed_over = project_result(&projected(), handed_over, KeyOrigin::Sent);
+        let sent = handed_over.meta.as_ref().expect("meta");
+        assert_eq!(sent[meta::APPROVAL].get("policy"), None, "{sent:?}");
     }
 
     /// A call runs synchronously whenever the contract allows it, streamed when the contract
