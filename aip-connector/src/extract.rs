@@ -58,7 +58,7 @@ pub enum ExtractorKind {
 /// A handler parameter the host fills from the invocation, not from the input.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not an aip-connector extractor",
-    label = "`#[capability]` took this parameter for an extractor because of its type name",
+    label = "taken for an extractor because of its type name",
     note = "extractors are `IdempotencyKey`, `Cancellation`, `Deadline`, `StreamSink<T>`, `Checkpoint`, `Credential`, `Tenant`, `Caller`, `Approval`, `Compensation` and `ClaimedPlan` from `aip_connector`; rename your own type if it shadows one of these names"
 )]
 pub trait Extractor: sealed::Sealed + Sized + Send + 'static {
