@@ -779,3 +779,69 @@ impl Extractor for ClaimedPlan {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aip_connector_core::model::TransactionPlan;
+    use serde_json::{Value, json};
+
+    fn claimed(metadata: Value) -> ClaimedPlan {
+        let plan: TransactionPlan = serde_json::from_value(json!({
+            "plan_id": "plan:txn_1", "transaction_id": "txn_1", "action_id": "act_1",
+            "capability_id": "cap:bank:send", "transaction": {"mode": "plan"},
+            "planned_by": {"id": "user:ada", "kind": "human"}, "input_hash": "00",
+            "approval_required": true, "created_at": "2026-12-06T08:00:00Z",
+            "metadata": metadata
+        }))
+        .expect("a plan");
+        ClaimedPlan(Arc::new(plan))
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code, reason = "only decoded")]
+    struct SecretQuote {
+        fee_cents: u64,
+    }
+
+    /// A validation answer the commit's type cannot read is the connector's bug: a typed,
+    /// non-retryable failure that quotes neither the stored value (which approvers saw, and may
+    /// be personal) nor the Rust type (no crate layout in errors sent to callers).
+    #[test]
+    fn a_validation_answer_of_another_type_fails_without_quoting_it() {
+        let plan = claimed(json!({"connector_validation": {"fee_cents": "iban-DE89-canary"}}));
+        let failure = plan.validation_as::<SecretQuote>().expect_err("a mismatch");
+        let error = failure.to_protocol_error();
+        assert_eq!(error.code, codes::CONNECTOR_RUNTIME_FAILURE);
+        assert_eq!(error.retryable, Some(false));
+        let shown = format!("{failure:?} {}", serde_json::to_string(&error).unwrap());
+        assert!(!shown.contains("canary"), "{shown}");
+        assert!(!shown.contains("SecretQuote"), "{shown}");
+    }
+
+    /// A plan made without a validation (or whose validation answered `null`) has nothing to
+    /// decode: `None`, not a failure.
+    #[test]
+    fn a_plan_without_a_validation_answer_decodes_to_none() {
+        for metadata in [
+            json!({}),
+            json!({"connector_validation": null}),
+            Value::Null,
+        ] {
+            let plan = claimed(metadata.clone());
+            assert!(plan.validation().is_none(), "{metadata}");
+            assert!(
+                plan.validation_as::<SecretQuote>()
+                    .expect("no answer is not an error")
+                    .is_none(),
+                "{metadata}"
+            );
+        }
+        let quoted = claimed(json!({"connector_validation": {"fee_cents": 250}}));
+        let quote = quoted
+            .validation_as::<SecretQuote>()
+            .unwrap()
+            .expect("an answer");
+        assert_eq!(quote.fee_cents, 250);
+    }
+}
