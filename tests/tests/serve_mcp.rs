@@ -1946,6 +1946,72 @@ async fn one_caller_cannot_take_every_session() {
     assert_eq!(other.status(), 200);
 }
 
+/// A request whose client goes away before the answer (hyper then drops the request, and the
+/// session guard's future with it) gives its caller's slot back. Found by a review: the slot
+/// was settled only once a response came back, so with stateless JSON answers each abandoned
+/// call kept one, and after `max_sessions_per_caller` of them the caller was refused every
+/// request until the process restarted.
+#[tokio::test]
+async fn a_request_its_client_abandons_gives_its_callers_slot_back() {
+    let directory = Directory::default();
+    let served = serve_configured(
+        McpProjection::new(host(directory.clone()))
+            .unwrap()
+            .with_max_sessions_per_caller(1),
+        Arc::new(BearerTokens::new().with(TOKEN, person("user:ana"))),
+        StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(false)
+            .with_json_response(true),
+    )
+    .await;
+    let post = |body: Value| {
+        reqwest::Client::new()
+            .post(&served.url)
+            .bearer_auth(TOKEN)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body)
+            .send()
+    };
+    let lookup = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "cap_directory_lookup",
+        "arguments": { "name": "Ada", "address": { "city": "London", "zip": "12345" } }
+    }});
+    for round in 0..3 {
+        let started = directory.wait_started.notified();
+        let abandoned = tokio::spawn(post(json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": { "name": "cap_directory_wait", "arguments": {} }
+        })));
+        if tokio::time::timeout(Duration::from_secs(10), started)
+            .await
+            .is_err()
+        {
+            let answer = abandoned.await.unwrap().unwrap();
+            panic!(
+                "round {round}: the call never started: {} {}",
+                answer.status(),
+                answer.text().await.unwrap()
+            );
+        }
+        // The client gives up: its connection closes while the call still runs.
+        abandoned.abort();
+        let mut answered = None;
+        for _ in 0..100 {
+            let response = post(lookup.clone()).await.unwrap();
+            if response.status() == 200 {
+                answered = Some(response.json::<Value>().await.unwrap());
+                break;
+            }
+            assert_eq!(response.status(), 503, "round {round}");
+            // The server notices the closed connection on its own time.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let answered =
+            answered.unwrap_or_else(|| panic!("round {round}: the slot never came back"));
+        assert_eq!(answered["result"]["isError"], false, "{answered}");
+    }
+}
+
 #[tokio::test]
 async fn serving_over_http_purges_expired_idempotency_records() {
     use aip_connector::store::IdempotencyStore;

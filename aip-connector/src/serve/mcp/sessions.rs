@@ -471,17 +471,53 @@ pub(super) async fn guard_sessions(
     if request.method() != Method::POST {
         return signed(next.run(request).await, &guard.key, caller.as_ref());
     }
-    if let Err(refusal) = guard.limit.claim(caller.as_ref()) {
-        return overloaded(&refusal);
-    }
+    let slot = match ClaimedSlot::take(&guard.limit, caller.clone()) {
+        Ok(slot) => slot,
+        Err(refusal) => return overloaded(&refusal),
+    };
     let response = next.run(request).await;
     let opened = response
         .headers()
         .get(SESSION_HEADER)
         .and_then(|value| value.to_str().ok())
         .map(SessionId::from);
-    guard.limit.settle_claim(caller.clone(), opened);
+    slot.settle(opened);
     signed(response, &guard.key, caller.as_ref())
+}
+
+/// A caller's slot claimed for a request that may open a session, given back when the request
+/// ends without [`settle`](Self::settle) (found by a review): hyper drops a request whose client
+/// closed its connection, and this middleware's future with it, so a slot settled only after
+/// the response would stay taken, and 64 abandoned calls would lock the caller out until a
+/// restart. A session opened by a request dropped that way is live without an owner: it counts
+/// against the router's limit until rmcp's idle timeout closes it, not against the caller's.
+struct ClaimedSlot {
+    limit: Arc<SessionLimit>,
+    /// `None` once settled (or for a request with no identified caller).
+    caller: Option<CallerKey>,
+}
+
+impl ClaimedSlot {
+    fn take(limit: &Arc<SessionLimit>, caller: Option<CallerKey>) -> Result<Self, Refusal> {
+        limit.claim(caller.as_ref())?;
+        Ok(Self {
+            limit: Arc::clone(limit),
+            caller,
+        })
+    }
+
+    /// Binds the session the request opened, if any, to the caller, or gives the slot back.
+    fn settle(mut self, opened: Option<SessionId>) {
+        self.limit.settle_claim(self.caller.take(), opened);
+    }
+}
+
+impl Drop for ClaimedSlot {
+    fn drop(&mut self) {
+        if let Some(caller) = self.caller.take() {
+            self.limit.settle_claim(Some(caller), None);
+        }
+    }
 }
 
 /// `response` with the session id rmcp put into it, if any, signed for `caller`.
@@ -660,6 +696,24 @@ mod tests {
             limit.claim(Some(&ada)),
             Err(Refusal::CallerFull { max_per_caller: 2 })
         );
+        // A request dropped before its response (its client went away) gives its slot back.
+        let shared = Arc::new(SessionLimit::new(10, 1));
+        let dropped = ClaimedSlot::take(&shared, Some(ada.clone())).expect("a free slot");
+        assert!(matches!(
+            ClaimedSlot::take(&shared, Some(ada.clone())),
+            Err(Refusal::CallerFull { max_per_caller: 1 })
+        ));
+        drop(dropped);
+        let settled = ClaimedSlot::take(&shared, Some(ada.clone())).expect("the slot came back");
+        let s2: SessionId = "s2".into();
+        assert!(shared.admit(&s2));
+        settled.settle(Some(s2.clone()));
+        assert!(
+            ClaimedSlot::take(&shared, Some(ada.clone())).is_err(),
+            "a settled slot is the session's until it ends"
+        );
+        shared.release(&s2);
+        assert!(ClaimedSlot::take(&shared, Some(ada.clone())).is_ok());
         // The server's own limit comes first, and an unidentified request counts only there.
         let full = SessionLimit::new(1, 5);
         assert!(full.admit(&"x".into()));
