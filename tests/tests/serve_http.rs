@@ -342,6 +342,37 @@ async fn the_manifest_is_served_as_an_envelope_and_by_request() {
     running.stop().await;
 }
 
+/// A malformed manifest query is refused after authentication, as an envelope. Found by a
+/// review: axum's own rejection (plain text, `400`) was sent before the authenticator ran.
+#[tokio::test]
+async fn a_malformed_manifest_query_is_refused_after_authentication_as_an_envelope() {
+    let running = start(Desk::default(), ServerConfig::default()).await;
+    let url = format!("{}/aip/v1/manifest?connector=a&connector=b", running.base);
+    let http = reqwest::Client::new();
+    let anonymous = http.get(&url).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let body: Value = anonymous.json().await.unwrap();
+    assert_eq!(
+        body["body"]["error"]["error"]["code"],
+        codes::AUTH_UNAUTHENTICATED,
+        "{body}"
+    );
+    let known = http.get(&url).bearer_auth("tok-ada").send().await.unwrap();
+    assert_eq!(known.status(), 400);
+    let body: Value = known.json().await.unwrap();
+    assert_eq!(body["message_type"], "aip.core.v1.error", "{body}");
+    let error = &body["body"]["error"]["error"];
+    assert_eq!(error["code"], codes::TRANSPORT_INVALID_ENVELOPE, "{body}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("duplicate field `connector`"),
+        "{body}"
+    );
+    running.stop().await;
+}
+
 #[tokio::test]
 async fn an_action_runs_as_the_authenticated_caller_never_the_payload() {
     let running = start(Desk::default(), ServerConfig::default()).await;

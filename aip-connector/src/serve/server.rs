@@ -36,6 +36,7 @@ use aip_connector_core::model::{
 use aip_connector_core::validation::validate_envelope;
 use axum::Router;
 use axum::body::{Body, Bytes};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, Request, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -456,7 +457,7 @@ struct ManifestQuery {
 
 async fn manifest(
     State(shared): State<Arc<Shared>>,
-    Query(query): Query<ManifestQuery>,
+    query: Result<Query<ManifestQuery>, QueryRejection>,
     request: Request,
 ) -> Response {
     if !shared.config.public_manifest {
@@ -465,6 +466,21 @@ async fn manifest(
             return refused(&shared, &error);
         }
     }
+    // Read after authentication, and refused as an envelope: axum's own rejection of a
+    // malformed query (`?connector=a&connector=b`) was plain text, sent before the
+    // authenticator ran (found by a review).
+    let Query(query) = match query {
+        Ok(query) => query,
+        Err(rejection) => {
+            return error_response(
+                &refusal(
+                    codes::TRANSPORT_INVALID_ENVELOPE,
+                    format!("the manifest query is malformed: {}", rejection.body_text()),
+                ),
+                None,
+            );
+        }
+    };
     match pick_manifest(&shared.host, query.connector.as_deref(), None) {
         Ok(manifest) => json_response(
             StatusCode::OK,
