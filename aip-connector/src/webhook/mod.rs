@@ -30,6 +30,7 @@
 
 mod signature;
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -216,8 +217,10 @@ impl WebhookError {
     }
 }
 
-/// A verified, first-seen delivery, as the handler gets it.
-#[derive(Clone, Debug)]
+/// A verified, first-seen delivery, as the handler gets it. Its `Debug` shows the ids, the
+/// times, the header names and the body's length, never a header's value or the body: a
+/// provider may send a credential beside its signature, and the body is the provider's data.
+#[derive(Clone)]
 pub struct WebhookDelivery {
     receiver: Arc<str>,
     id: String,
@@ -225,6 +228,20 @@ pub struct WebhookDelivery {
     received_at_ms: Millis,
     headers: HeaderMap,
     body: Bytes,
+}
+
+impl fmt::Debug for WebhookDelivery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let header_names: Vec<&str> = self.headers.keys().map(http::HeaderName::as_str).collect();
+        f.debug_struct("WebhookDelivery")
+            .field("receiver", &self.receiver)
+            .field("id", &self.id)
+            .field("timestamp_ms", &self.timestamp_ms)
+            .field("received_at_ms", &self.received_at_ms)
+            .field("header_names", &header_names)
+            .field("body_len", &self.body.len())
+            .finish()
+    }
 }
 
 impl WebhookDelivery {

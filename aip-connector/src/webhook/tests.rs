@@ -389,6 +389,43 @@ async fn the_handler_sees_the_delivery_as_signed() {
     );
 }
 
+/// A handler that logs `?delivery` prints no header value and no body: a provider may send a
+/// credential beside its signature (found by a review).
+#[tokio::test]
+async fn a_deliverys_debug_shows_no_header_value_and_no_body() {
+    let shown = Arc::new(std::sync::Mutex::new(String::new()));
+    let keep = Arc::clone(&shown);
+    let receiver = WebhookReceiver::builder("bookings", StandardWebhooks)
+        .secret(WebhookSecret::new("s"))
+        .handler(move |delivery: WebhookDelivery| {
+            let keep = Arc::clone(&keep);
+            async move {
+                *keep.lock().unwrap() = format!("{delivery:?}");
+                Ok::<_, ConnectorFailure>(())
+            }
+        })
+        .build()
+        .unwrap();
+    let body: &[u8] = b"{\"card\":\"body-canary\"}";
+    let mut headers = receiver.sign("msg_1", receiver.now_ms(), body);
+    headers.insert(
+        http::header::AUTHORIZATION,
+        http::HeaderValue::from_static("Bearer header-canary"),
+    );
+    receiver
+        .receive(&headers, Bytes::from_static(body))
+        .await
+        .unwrap();
+    let shown = shown.lock().unwrap().clone();
+    assert!(
+        shown.contains("msg_1") && shown.contains("authorization"),
+        "{shown}"
+    );
+    for secret in ["header-canary", "body-canary", "v1,"] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+}
+
 /// Found by an author trial: a function building a receiver from a configured key needed a
 /// boxed error, as the key's parse and the build failed with two types.
 #[test]
