@@ -124,7 +124,8 @@ use tokio::sync::{Notify, oneshot, watch};
 pub const OPERATION_ID_HEADER: &str = "x-operation-id";
 /// Response header set to `true` on an idempotent replay.
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";
-/// Request header the double reads the idempotency key from.
+/// Request header the double reads the idempotency key from, unless
+/// [`ProviderHandle::set_idempotency_header`] names another.
 pub const IDEMPOTENCY_HEADER: &str = "idempotency-key";
 /// Response header carrying the double's request id (`req_<sequence>`).
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
@@ -346,6 +347,27 @@ impl ProviderHandle {
     /// Whether the double deduplicates by idempotency key.
     pub fn deduplicates(&self) -> bool {
         self.shared.lock().deduplicate
+    }
+
+    /// Reads idempotency keys from header `name` (case-insensitive) instead of
+    /// [`IDEMPOTENCY_HEADER`], for a connector whose provider names it otherwise
+    /// (`ProviderClient::builder(..).idempotency_header("Postbox-Idempotency-Key")`): the
+    /// double deduplicates on it, [`RecordedRequest::idempotency_key`] reads it, and the
+    /// conformance suite's key checks follow it when a provider setup sets it
+    /// (`ConformanceSuite::with_provider_setup`). Applies to requests received from then on.
+    ///
+    /// # Panics
+    ///
+    /// When `name` is not a valid header name: a typo in a test.
+    pub fn set_idempotency_header(&self, name: &str) {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .unwrap_or_else(|_| panic!("`{name}` is not a valid header name"));
+        self.shared.lock().idempotency_header = name;
+    }
+
+    /// The header the double reads idempotency keys from (lower case).
+    pub fn idempotency_header(&self) -> String {
+        self.shared.lock().idempotency_header.as_str().to_owned()
     }
 
     /// Queues `fault` on `route`: an exact path (`/bookings`), a prefix pattern
@@ -603,8 +625,11 @@ pub struct RecordedRequest {
     /// Every header, lower-case names, values decoded lossily as UTF-8, in arrival order of
     /// each name, the values of a repeated header grouped together (`HeaderMap` order).
     pub headers: Vec<(String, String)>,
-    /// The body bytes.
+    /// The body bytes ([`json`](Self::json) and [`text`](Self::text) read them).
     pub body: Vec<u8>,
+    /// The idempotency key the double read, from [`IDEMPOTENCY_HEADER`] or the header
+    /// [`ProviderHandle::set_idempotency_header`] named when the request arrived.
+    pub idempotency_key: Option<String>,
     /// Wall-clock arrival time.
     pub received_at: SystemTime,
     /// Arrival time since the double started.
@@ -666,14 +691,20 @@ impl RecordedRequest {
             .map(|(_, v)| v.as_str())
     }
 
-    /// The `Idempotency-Key` header.
+    /// The idempotency key the request carried in the double's idempotency header
+    /// (`Idempotency-Key` unless [`ProviderHandle::set_idempotency_header`] named another).
     pub fn idempotency_key(&self) -> Option<&str> {
-        self.header(IDEMPOTENCY_HEADER)
+        self.idempotency_key.as_deref()
     }
 
     /// The body as JSON, if it is JSON.
     pub fn json(&self) -> Option<Value> {
         serde_json::from_slice(&self.body).ok()
+    }
+
+    /// The body as text (invalid UTF-8 replaced), for `contains` checks.
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.body)
     }
 }
 
@@ -1076,6 +1107,7 @@ impl Shared {
             state: Mutex::new(State {
                 started: Instant::now(),
                 deduplicate: true,
+                idempotency_header: HeaderName::from_static(IDEMPOTENCY_HEADER),
                 requests: Vec::new(),
                 effects: Vec::new(),
                 keys: HashMap::new(),
@@ -1102,6 +1134,8 @@ impl Shared {
 struct State {
     started: Instant,
     deduplicate: bool,
+    /// Where requests carry their idempotency key.
+    idempotency_header: HeaderName,
     requests: Vec<RecordedRequest>,
     effects: Vec<Effect>,
     /// The first effect of each idempotency key, for deduplication.
@@ -1470,6 +1504,7 @@ async fn handle(
     };
     let (incoming, fault) = {
         let mut state = shared.lock();
+        let idempotency_key = header(state.idempotency_header.as_str());
         let sequence = state.requests.len() as u64 + 1;
         let since_start = state.started.elapsed();
         state.requests.push(RecordedRequest {
@@ -1488,6 +1523,7 @@ async fn handle(
                 })
                 .collect(),
             body: body.to_vec(),
+            idempotency_key: idempotency_key.clone(),
             received_at: SystemTime::now(),
             since_start,
         });
@@ -1509,7 +1545,7 @@ async fn handle(
             method: parts.method.clone(),
             path: parts.uri.path().to_owned(),
             query: parts.uri.query().map(str::to_owned),
-            idempotency_key: header(IDEMPOTENCY_HEADER),
+            idempotency_key,
             operation_id: header(OPERATION_ID_HEADER),
             body,
         };

@@ -61,11 +61,41 @@ async fn records_every_request_with_method_path_query_headers_body_and_time() {
     assert_eq!(first.query.as_deref(), Some("verbose=1"));
     assert_eq!(first.header("X-Custom"), Some("yes"));
     assert_eq!(first.body, b"raw body");
+    assert_eq!(first.text(), "raw body");
     assert_eq!(first.json(), None);
     assert!(first.received_at <= std::time::SystemTime::now());
     assert!(requests[1].since_start >= first.since_start);
     assert_eq!(requests[1].method, "GET");
     assert_eq!(handle.request_count(), 2);
+}
+
+/// A provider whose API carries the key in a header of its own: told the header, the double
+/// deduplicates on it and records the key from it; `Idempotency-Key` is then an ordinary
+/// header (found by an author trial).
+#[tokio::test]
+async fn deduplicates_on_the_idempotency_header_it_is_told() {
+    let (double, handle) = ProviderDouble::start().await;
+    assert_eq!(handle.idempotency_header(), "idempotency-key");
+    handle.set_idempotency_header("Postbox-Idempotency-Key");
+    assert_eq!(handle.idempotency_header(), "postbox-idempotency-key");
+    let send = |header: &'static str| {
+        http()
+            .post(double.url("/messages"))
+            .header(header, "k-1")
+            .json(&json!({ "to": "ada" }))
+            .send()
+    };
+    let first = send("Postbox-Idempotency-Key").await.unwrap();
+    let again = send("postbox-idempotency-key").await.unwrap();
+    assert_eq!(first.status(), again.status());
+    assert_eq!(again.headers()[REPLAYED_HEADER], "true");
+    assert_eq!(handle.effect_total(), 1);
+    assert_eq!(handle.requests()[1].idempotency_key(), Some("k-1"));
+    // The default header no longer names a key.
+    send("Idempotency-Key").await.unwrap();
+    send("Idempotency-Key").await.unwrap();
+    assert_eq!(handle.effect_total(), 3);
+    assert_eq!(handle.requests()[2].idempotency_key(), None);
 }
 
 /// A recorded request's `Debug` (what a failing assertion prints) hides credential headers;

@@ -223,7 +223,8 @@ async fn duplicates(
     evidence.assert("delivery_id_stable", unkeyed.is_empty(), || {
         let scoped = h.scoped_key(&action).unwrap_or_else(|| key.clone());
         format!(
-            "`{id}`: mutating provider requests without the action's key as the host scopes it in `Idempotency-Key` (`IdempotencyKey::for_provider`, `{}` for this action, which `ProviderRequest::idempotency` sends; or the scoped key `{scoped}` itself); the caller's key alone is shared by every tenant or principal of the scope: {}",
+            "`{id}`: mutating provider requests without the action's key as the host scopes it in the double's idempotency header `{}` (`IdempotencyKey::for_provider`, `{}` for this action, which `ProviderRequest::idempotency` sends; or the scoped key `{scoped}` itself; a connector whose provider names the header otherwise sets it in its provider setup: `provider.set_idempotency_header(..)`); the caller's key alone is shared by every tenant or principal of the scope: {}",
+            h.provider().idempotency_header(),
             IdempotencyKey::provider_key_of(&scoped),
             unkeyed.join(", ")
         )

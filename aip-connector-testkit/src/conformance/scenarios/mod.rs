@@ -280,18 +280,18 @@ fn no_answer_to_lose(
     }
 }
 
-/// The `Idempotency-Key` a provider request carried, for a message: `` `k` `` or "no key"
+/// The idempotency key a provider request carried, for a message: `` `k` `` or "no key"
 /// (not `Some("k")`).
 fn sent_key(key: Option<&str>) -> String {
     maybe_or(key, "no key")
 }
 
-/// The `Idempotency-Key` header of an effect's request, for a parenthesis of a message:
-/// `` key `k` `` or "no Idempotency-Key header" (not "key no key").
+/// The idempotency key of an effect's request (from the double's idempotency header), for a
+/// parenthesis of a message: `` key `k` `` or "no idempotency key" (not "key no key").
 fn key_header(key: Option<&str>) -> String {
     match key {
         Some(key) => format!("key `{key}`"),
-        None => "no Idempotency-Key header".to_owned(),
+        None => "no idempotency key".to_owned(),
     }
 }
 

@@ -1350,6 +1350,7 @@ mod tests {
             query: Some("reason=posted+twice&ref=ch%2F9".into()),
             headers: vec![("authorization".into(), "Bearer secret-token".into())],
             body: Vec::new(),
+            idempotency_key: None,
             received_at: std::time::SystemTime::UNIX_EPOCH,
             since_start: std::time::Duration::ZERO,
         };
