@@ -2012,6 +2012,82 @@ async fn a_request_its_client_abandons_gives_its_callers_slot_back() {
     }
 }
 
+/// An outbox whose sends forward the derived key to their provider: each run records the
+/// provider key it was given.
+#[derive(Clone, Default)]
+struct Outbox {
+    provider_keys: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+#[connector(id = "outbox", profiles = ["aip.native.http.v1", "aip.mcp.compat.v1"])]
+impl Outbox {
+    /// Sends a profile to the partner: results are kept for a minute.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, ttl_ms = 60_000),
+        data(sensitivity = public),
+    )]
+    async fn send(&self, input: Profile, key: IdempotencyKey) -> Result<Synced, ConnectorFailure> {
+        let mut keys = self.provider_keys.lock().unwrap();
+        keys.push(key.for_provider().to_owned());
+        Ok(Synced {
+            handle: input.handle,
+            run: keys.len(),
+            note: None,
+        })
+    }
+}
+
+/// A key derived from the arguments lives in windows of the key's TTL: a retry finds the
+/// result while the host keeps it (across a window's end too), and once the host has forgotten
+/// it the same call runs under a new key, so the handler's provider does not take it for the
+/// old one. Found by an author trial: the derived key had no time in it, so a provider that
+/// remembers keys longer than the host deduplicated the new call.
+#[tokio::test]
+async fn a_derived_key_is_new_once_the_host_has_forgotten_its_result() {
+    use aip_connector::store::{Clock, ManualClock};
+
+    const TTL_MS: u64 = 60_000;
+    let outbox = Outbox::default();
+    let clock = Arc::new(ManualClock::new());
+    let host = Host::builder()
+        .connector(outbox.clone())
+        .store(Arc::new(MemoryStore::default()))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let served = serve(McpProjection::new(host).unwrap()).await;
+    let client = client(&served).await;
+    let send = || async {
+        let result = client
+            .call_tool(call("cap_outbox_send", json!({ "handle": "ana" })))
+            .await
+            .unwrap();
+        assert_eq!(result.is_error, Some(false), "{result:?}");
+        result.structured_content.unwrap()["run"].as_u64().unwrap()
+    };
+    // Five seconds before the end of a window.
+    let into_window = clock.now_ms() % TTL_MS;
+    clock.advance((2 * TTL_MS - 5_000 - into_window) % TTL_MS);
+    assert_eq!(send().await, 1);
+    // In the next window, the result is still kept: replayed.
+    clock.advance(10_000);
+    assert_eq!(
+        send().await,
+        1,
+        "a retry across the window's end runs again"
+    );
+    // Past the TTL, the host has forgotten it: the call runs again, under a new key.
+    clock.advance(TTL_MS);
+    assert_eq!(send().await, 2);
+    assert_eq!(send().await, 2, "the new result is kept in its turn");
+    let keys = outbox.provider_keys.lock().unwrap().clone();
+    assert_eq!(keys.len(), 2);
+    assert_ne!(keys[0], keys[1], "the provider got the old key again");
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn serving_over_http_purges_expired_idempotency_records() {
     use aip_connector::store::IdempotencyStore;
