@@ -1110,6 +1110,59 @@ async fn separation_of_duties_holds_under_any_resolved_id() {
     assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
 }
 
+/// Every decision is logged for the audit trail, with who decided what, and never its reason
+/// (found by an operations trial: refusals and grants left no line at all).
+#[tokio::test]
+async fn every_approval_decision_is_logged_without_its_reason() {
+    let logs = aip_connector_testkit::logs::LogCapture::new();
+    let _guard = logs.set_default();
+    let host = host(Payments::default(), Arc::new(ManualClock::default()));
+    let id = gate(&host).await;
+    // The requester approving its own request is refused; alice's approval is recorded.
+    let refused = host
+        .record_approval_decision(
+            decision(&id, "user:req", ApprovalDecisionKind::Approved),
+            &person("user:req"),
+        )
+        .await
+        .unwrap_err();
+    let record = host
+        .record_approval_decision(
+            decision(&id, "user:alice", ApprovalDecisionKind::Approved),
+            &person("user:alice"),
+        )
+        .await
+        .unwrap();
+    let line = |message: &str| {
+        logs.lines()
+            .into_iter()
+            .find(|line| line.contains(message))
+            .unwrap_or_else(|| panic!("no `{message}` in:\n{}", logs.text()))
+    };
+    let recorded = line("approval decision recorded");
+    for field in [
+        format!("approval_id={id}"),
+        format!("action_id={}", record.action.id),
+        "capability_id=cap:payments:refund".to_owned(),
+        "approver=user:alice".to_owned(),
+        "decision=\"approved\"".to_owned(),
+        // A quorum of two: one approval leaves it pending.
+        "status=pending".to_owned(),
+    ] {
+        assert!(recorded.contains(&field), "{field} not in {recorded}");
+    }
+    let refusal = line("approval decision refused");
+    assert!(refusal.contains("WARN"), "{refusal}");
+    for field in [
+        format!("approval_id={id}"),
+        "approver=user:req".to_owned(),
+        format!("code={}", refused.code),
+    ] {
+        assert!(refusal.contains(&field), "{field} not in {refusal}");
+    }
+    assert!(!logs.contains("checked the order"), "{}", logs.text());
+}
+
 /// A host built without an approval authority can run no capability that needs approval: every
 /// call would wait for a decision the default `DenyAllApprovalAuthority` refuses. `build` says
 /// so, naming the capability (an author trial found every call pending for good with nothing

@@ -1017,6 +1017,8 @@ async fn a_request_over_the_timeout_is_answered_and_its_action_cancelled() {
 
 #[tokio::test]
 async fn shutdown_drains_in_flight_actions_then_abandons_stragglers() {
+    let logs = aip_connector_testkit::logs::LogCapture::new();
+    let _guard = logs.set_default();
     let desk = Desk::default();
     let running = start(
         desk.clone(),
@@ -1070,6 +1072,70 @@ async fn shutdown_drains_in_flight_actions_then_abandons_stragglers() {
     assert_eq!(error.code, codes::ACTION_ABANDONED);
     assert_eq!(error.retryable, Some(true));
     assert_eq!(desk.cancelled.load(Ordering::SeqCst), 1);
+    // The drain and its end are logged, with what was still running (found by an operations
+    // trial: only the abandoned action's own line told).
+    let line = |message: &str| {
+        logs.lines()
+            .into_iter()
+            .find(|line| line.contains(message))
+            .unwrap_or_else(|| panic!("no `{message}` in:\n{}", logs.text()))
+    };
+    let draining = line("draining: new connections and messages are refused");
+    assert!(draining.contains("drain_timeout_ms=300"), "{draining}");
+    let expired = line("the drain timeout has passed");
+    assert!(
+        expired.contains("WARN") && expired.contains("in_flight=1"),
+        "{expired}"
+    );
+}
+
+/// An application's layers around the AIP routes, served with everything `serve` adds: here an
+/// access log and a response header; the server drains and stops as `serve` does (found by an
+/// operations trial: layers meant giving up `serve`).
+#[tokio::test]
+async fn a_router_with_layers_is_served_with_the_servers_lifecycle() {
+    use aip_connector::serve::axum::extract::Request;
+    use aip_connector::serve::axum::middleware::{self, Next};
+
+    let logs = aip_connector_testkit::logs::LogCapture::new();
+    let _guard = logs.set_default();
+    let host = host(Desk::default());
+    let server = AipServer::new(host, tokens(), ServerConfig::default());
+    let router = server.router().layer(middleware::from_fn(
+        |request: Request, next: Next| async move {
+            let path = request.uri().path().to_owned();
+            let mut response = next.run(request).await;
+            tracing::info!(%path, status = response.status().as_u16(), "access");
+            response
+                .headers_mut()
+                .insert("x-served-by", http::HeaderValue::from_static("layer"));
+            response
+        },
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (shutdown, signal) = oneshot::channel::<()>();
+    let task = tokio::spawn(server.clone().serve_router(listener, router, async move {
+        let _ = signal.await;
+    }));
+    let result = AipClient::new(&base)
+        .bearer_token("tok-ada")
+        .invoke(Action::new("cap:desk:echo", json!({ "text": "hi" })))
+        .await
+        .unwrap();
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    let ready = reqwest::get(format!("{base}{READY_PATH}")).await.unwrap();
+    assert_eq!(ready.headers()["x-served-by"], "layer");
+    assert!(
+        logs.lines()
+            .iter()
+            .any(|line| line.contains("access") && line.contains("path=/aip/v1/messages")),
+        "{}",
+        logs.text()
+    );
+    let _ = shutdown.send(());
+    task.await.unwrap().unwrap();
+    assert!(!server.is_ready(), "the signal stopped the server");
 }
 
 /// With a shutdown delay the signal turns `/ready` 503 on a server that still serves, so a load
@@ -1193,6 +1259,23 @@ async fn approvals_are_decided_and_read_over_http_within_the_tenant() {
     assert_eq!(
         body["body"]["error"]["error"]["code"],
         codes::POLICY_APPROVAL_DECISION_TOO_LARGE
+    );
+    // A decision malformed in itself (a blank reason) is the client's to fix: 400, not the
+    // policy category's 403 (found by an operations trial).
+    let mut blank = approve(&id);
+    blank.decision_id = Some("dec-blank".into());
+    blank.reason = Some("  ".into());
+    let envelope = Envelope::new(MessageBody::ApprovalDecision(Box::new(blank)));
+    let (status, body) = raw_post(
+        &running.base,
+        Some("tok-alice"),
+        serde_json::to_string(&envelope).unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        body["body"]["error"]["error"]["code"],
+        codes::POLICY_APPROVAL_DECISION_INVALID
     );
 
     // The requester re-sends the action with the approval; it runs once.

@@ -227,6 +227,17 @@ impl Retention {
 }
 
 /// `period` in milliseconds, saturating (a retention beyond `u64::MAX` ms keeps forever).
+/// An approval decision's wire name, for log lines.
+fn decision_name(kind: aip_connector_core::model::ApprovalDecisionKind) -> &'static str {
+    use aip_connector_core::model::ApprovalDecisionKind;
+    match kind {
+        ApprovalDecisionKind::Approved => "approved",
+        ApprovalDecisionKind::Denied => "denied",
+        ApprovalDecisionKind::Expired => "expired",
+        ApprovalDecisionKind::Revoked => "revoked",
+    }
+}
+
 fn millis(period: std::time::Duration) -> Millis {
     Millis::try_from(period.as_millis()).unwrap_or(Millis::MAX)
 }
@@ -1638,7 +1649,45 @@ impl Host {
     /// the approval does not exist, whatever the authority says. Within that, an authority
     /// that names the approver's tenant (`ApproverMemberships::tenant_id`) must name the
     /// request's (docs/host-runtime.md §5.3).
+    ///
+    /// Every decision is logged (`tracing`, target `aip_connector::host`): `approval decision
+    /// recorded` at info with the approval, action and capability ids, the approver, the
+    /// decision and the approval's status; `approval decision refused` at warn with the
+    /// approval id the decision named, the approver, the decision and the refusal's code. The
+    /// decision's reason and evidence are not logged.
     pub async fn record_approval_decision(
+        &self,
+        decision: ApprovalDecision,
+        approver: &TrustedContext,
+    ) -> Result<ApprovalRecord, ProtocolError> {
+        let max_id_bytes = self.inner.limits.max_id_bytes;
+        let kind = decision_name(decision.decision);
+        let named = decision.approval_id.clone();
+        let outcome = self.decide(decision, approver).await;
+        let approver_id = pipeline::Clipped::new(approver.principal.id.as_str(), max_id_bytes);
+        match &outcome {
+            Ok(record) => tracing::info!(
+                approval_id = %record.approval_id,
+                action_id = %pipeline::Clipped::new(record.action.id.as_str(), max_id_bytes),
+                capability_id = %record.capability_id,
+                approver = %approver_id,
+                decision = kind,
+                status = %record.status,
+                "approval decision recorded"
+            ),
+            Err(error) => tracing::warn!(
+                approval_id = %pipeline::Clipped::new(named.as_str(), max_id_bytes),
+                approver = %approver_id,
+                decision = kind,
+                code = %error.code,
+                "approval decision refused"
+            ),
+        }
+        outcome
+    }
+
+    /// [`record_approval_decision`](Self::record_approval_decision) without its log line.
+    async fn decide(
         &self,
         decision: ApprovalDecision,
         approver: &TrustedContext,

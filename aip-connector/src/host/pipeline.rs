@@ -67,6 +67,13 @@ pub(crate) async fn run(
         "aip.invoke",
         action_id = %Clipped::new(action.id.as_str(), max_id_bytes),
         capability_id = %Clipped::new(action.capability_id.as_str(), max_id_bytes),
+        // Who called, as the transport authenticated them (found by an operations trial: a
+        // settled action's line named neither).
+        principal_id = %Clipped::new(caller.principal.id.as_str(), max_id_bytes),
+        tenant_id = caller
+            .tenant
+            .as_ref()
+            .map(|tenant| tracing::field::display(Clipped::new(tenant.id.as_str(), max_id_bytes))),
         // The transport's trace id, so the host's log lines join the request's trace.
         trace_id = caller
             .trace_id

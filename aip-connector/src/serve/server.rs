@@ -212,6 +212,21 @@ struct Shared {
     drain_expired: CancellationToken,
 }
 
+impl Shared {
+    /// How many requests hold a slot of `max_in_flight` now (streams until they settle).
+    fn in_flight(&self) -> usize {
+        self.config
+            .max_in_flight
+            .saturating_sub(self.permits.available_permits())
+    }
+}
+
+/// A duration in whole milliseconds, as a number a log line can carry (`as_millis` is a
+/// `u128`, which JSON log formats write as a string).
+fn duration_ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// The native AIP HTTP server around a [`Host`]. Cheap to clone.
 #[derive(Clone)]
 pub struct AipServer {
@@ -315,6 +330,39 @@ impl AipServer {
         extra: Router,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        let router = self.router().merge(extra);
+        self.serve_router(listener, router, shutdown).await
+    }
+
+    /// Like [`serve`](Self::serve), serving `router` as given: build it from
+    /// [`router`](Self::router), with routes merged in and layers around it (an access log,
+    /// request ids, a tracing layer), and it is served with the connection limits, the
+    /// periodic purge, the shutdown delay, the drain and the hard stop of `serve`, which
+    /// `axum::serve` does not have. The AIP routes are served only if `router` holds them.
+    ///
+    /// ```no_run
+    /// # async fn run(server: aip_connector::serve::AipServer, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+    /// use aip_connector::serve::axum::extract::Request;
+    /// use aip_connector::serve::axum::middleware::{self, Next};
+    ///
+    /// // One access-log line per request, whatever its route.
+    /// let router = server.router().layer(middleware::from_fn(|request: Request, next: Next| async move {
+    ///     let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    ///     let started = std::time::Instant::now();
+    ///     let response = next.run(request).await;
+    ///     tracing::info!(%method, %path, status = response.status().as_u16(),
+    ///         elapsed_ms = started.elapsed().as_millis() as u64, "request");
+    ///     response
+    /// }));
+    /// server.serve_router(listener, router, std::future::pending()).await
+    /// # }
+    /// ```
+    pub async fn serve_router(
+        self,
+        listener: TcpListener,
+        router: Router,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
         let drained = CancellationToken::new();
         let signal = {
             let server = self.clone();
@@ -325,12 +373,17 @@ impl AipServer {
                 let delay = server.shared.config.shutdown_delay;
                 if !delay.is_zero() {
                     tracing::info!(
-                        delay_ms = delay.as_millis(),
+                        delay_ms = duration_ms(delay),
                         "shutting down: /ready answers 503; serving until the delay has passed"
                     );
                     tokio::time::sleep(delay).await;
                 }
                 server.begin_drain();
+                tracing::info!(
+                    in_flight = server.shared.in_flight(),
+                    drain_timeout_ms = duration_ms(server.shared.config.drain_timeout),
+                    "draining: new connections and messages are refused; in-flight actions may finish"
+                );
                 drained.cancel();
             }
         };
@@ -341,6 +394,13 @@ impl AipServer {
             tokio::spawn(async move {
                 drained.cancelled().await;
                 tokio::time::sleep(shared.config.drain_timeout).await;
+                let in_flight = shared.in_flight();
+                if in_flight > 0 {
+                    tracing::warn!(
+                        in_flight,
+                        "the drain timeout has passed: abandoning the actions still running"
+                    );
+                }
                 shared.drain_expired.cancel();
             })
         };
@@ -359,7 +419,7 @@ impl AipServer {
         let _purger = PeriodicPurge::start(&self.shared.host, self.shared.config.purge_interval);
         let serving = super::listen::serve_connections(
             listener,
-            self.router().merge(extra),
+            router,
             &self.shared.config.connections,
             signal,
         );
@@ -1190,6 +1250,9 @@ pub fn status_for(error: &ProtocolError) -> StatusCode {
             StatusCode::PAYLOAD_TOO_LARGE
         }
         codes::TRANSPORT_UNSUPPORTED_MEDIA_TYPE => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        // A decision malformed in itself (a blank reason or field) is the client's request to
+        // fix, not a refusal of who sent it (found by an operations trial).
+        codes::POLICY_APPROVAL_DECISION_INVALID => StatusCode::BAD_REQUEST,
         codes::TRANSPORT_OVERLOADED | codes::TRANSPORT_SHUTTING_DOWN => {
             StatusCode::SERVICE_UNAVAILABLE
         }
