@@ -215,6 +215,55 @@ pub struct DelegatedScope {
 
 /// Where the host learns what an approver is a member of. Implemented by the deployment
 /// (directory, IAM, ticketing system); the host never trusts memberships from a payload.
+///
+/// `tenant` is the tenant of the approval's request (`None` for a deployment without
+/// tenants). Answer what the approver is a member of *in that tenant*: default memberships
+/// vouch for nothing, and the decision is refused (`policy.approver_unauthorized`). An
+/// authority that names a tenant (`ApproverMemberships::with_tenant`) must name the request's. A
+/// lookup that fails (the directory is down) is a `ConnectorFailure`, and the decision is
+/// refused with it.
+///
+/// ```
+/// use std::collections::HashMap;
+///
+/// use aip_connector::host::{ApprovalAuthority, ApproverMemberships};
+/// use aip_connector::ids::PrincipalId;
+/// use aip_connector::invocation::BoxFuture;
+/// use aip_connector::model::ConnectorFailure;
+///
+/// /// Roles per principal, per tenant, from the deployment's configuration.
+/// struct ConfiguredApprovers(HashMap<(String, PrincipalId), Vec<String>>);
+///
+/// impl ApprovalAuthority for ConfiguredApprovers {
+///     fn memberships<'a>(
+///         &'a self,
+///         approver: &'a PrincipalId,
+///         tenant: Option<&'a str>,
+///     ) -> BoxFuture<'a, Result<ApproverMemberships, ConnectorFailure>> {
+///         // `tenant` is the approval's: vouch only for members of it.
+///         let Some(tenant) = tenant else {
+///             return Box::pin(std::future::ready(Ok(ApproverMemberships::default())));
+///         };
+///         let roles = self.0.get(&(tenant.to_owned(), approver.clone()));
+///         let memberships = roles.into_iter().flatten().fold(
+///             ApproverMemberships::default().with_tenant(tenant),
+///             |memberships, role| memberships.with_role(role),
+///         );
+///         Box::pin(std::future::ready(Ok(memberships)))
+///     }
+/// }
+///
+/// let approvers = ConfiguredApprovers(HashMap::from([(
+///     ("acme".to_owned(), PrincipalId::from("user:alice")),
+///     vec!["billing-admin".to_owned()],
+/// )]));
+/// let alice = PrincipalId::from("user:alice");
+/// let memberships = block_on(approvers.memberships(&alice, Some("acme")));
+/// assert!(memberships.unwrap().roles.contains("billing-admin"));
+/// # fn block_on<F: std::future::Future>(future: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(future)
+/// # }
+/// ```
 pub trait ApprovalAuthority: Send + Sync {
     /// The memberships of `approver`, for a request of `tenant`. Default memberships mean the
     /// authority does not vouch for the approver.
