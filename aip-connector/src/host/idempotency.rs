@@ -292,13 +292,42 @@ pub(super) async fn forget_unchanged(
     action: &Action,
     caller: &TrustedContext,
 ) -> Result<bool, StoreError> {
-    let Some(key) = caller_scoped_key(host, action, caller) else {
+    let Some(raw) = action
+        .idempotency_key
+        .as_deref()
+        .filter(|key| !key.trim().is_empty())
+    else {
+        return Ok(false);
+    };
+    let Some(hosted) = host.capabilities.get(&action.capability_id) else {
+        return Ok(false);
+    };
+    let scope = hosted
+        .capability()
+        .contract
+        .as_ref()
+        .map_or(IdempotencyKeyScope::Action, |c| c.idempotency.key_scope);
+    let tenant = host.tenant_of(caller);
+    let Ok(key) = scoped_key(
+        scope,
+        raw,
+        action,
+        caller,
+        tenant,
+        host.deployment.external_account.as_ref(),
+    ) else {
         return Ok(false);
     };
     let now = host.clock.now_ms();
-    let Some(record) = own_record(host, &key, action, caller, now).await? else {
+    let Some(record) = host.store.record(&key, now).await? else {
         return Ok(false);
     };
+    if record.capability_id != action.capability_id
+        || record.principal_id != caller.principal.id
+        || !of_tenant(record.tenant_id.as_deref(), tenant)
+    {
+        return Ok(false);
+    }
     let unchanged = match record.result.status {
         ActionResultStatus::Failed => record.result.error.as_deref().is_some_and(changed_nothing),
         ActionResultStatus::PendingApproval | ActionResultStatus::RequiresHuman => {
@@ -311,66 +340,6 @@ pub(super) async fn forget_unchanged(
     }
     // A record read as this action's is deleted only if it still is: the store checks again.
     host.store.forget_record(&record).await
-}
-
-/// Whether `action`'s key, scoped as its capability's contract says for `caller`, holds a live
-/// record of the caller's own (same capability, principal and tenant) or a live reservation:
-/// a call under that key now would replay or wait rather than run. The MCP projection asks it
-/// of the last window's derived key before deriving this window's (docs/mcp.md §5).
-pub(super) async fn holds_key(
-    host: &HostInner,
-    action: &Action,
-    caller: &TrustedContext,
-) -> Result<bool, StoreError> {
-    let Some(key) = caller_scoped_key(host, action, caller) else {
-        return Ok(false);
-    };
-    let now = host.clock.now_ms();
-    if own_record(host, &key, action, caller, now).await?.is_some() {
-        return Ok(true);
-    }
-    Ok(host.store.reservation(&key, now).await?.is_some())
-}
-
-/// `action`'s idempotency key scoped as its capability's contract says, for `caller`; `None`
-/// without a key, for an unknown capability, or when the key cannot be scoped.
-fn caller_scoped_key(host: &HostInner, action: &Action, caller: &TrustedContext) -> Option<String> {
-    let raw = action
-        .idempotency_key
-        .as_deref()
-        .filter(|key| !key.trim().is_empty())?;
-    let hosted = host.capabilities.get(&action.capability_id)?;
-    let scope = hosted
-        .capability()
-        .contract
-        .as_ref()
-        .map_or(IdempotencyKeyScope::Action, |c| c.idempotency.key_scope);
-    scoped_key(
-        scope,
-        raw,
-        action,
-        caller,
-        host.tenant_of(caller),
-        host.deployment.external_account.as_ref(),
-    )
-    .ok()
-}
-
-/// The unexpired record under `key` when it is the caller's own: stored by `action`'s
-/// capability for the same principal and tenant.
-async fn own_record(
-    host: &HostInner,
-    key: &str,
-    action: &Action,
-    caller: &TrustedContext,
-    now: Millis,
-) -> Result<Option<IdempotencyRecord>, StoreError> {
-    let tenant = host.tenant_of(caller);
-    Ok(host.store.record(key, now).await?.filter(|record| {
-        record.capability_id == action.capability_id
-            && record.principal_id == caller.principal.id
-            && of_tenant(record.tenant_id.as_deref(), tenant)
-    }))
 }
 
 /// Whether the approval a stored `pending_approval` waits for closed without its action

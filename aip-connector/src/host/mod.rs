@@ -1625,23 +1625,6 @@ impl Host {
         idempotency::forget_unchanged(&self.inner, action, caller).await
     }
 
-    /// Whether a call of `action` by `caller` now would find its key held: a live record of the
-    /// caller's own or a live reservation (see `idempotency::holds_key`).
-    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
-    pub(crate) async fn holds_key(
-        &self,
-        action: &Action,
-        caller: &TrustedContext,
-    ) -> Result<bool, StoreError> {
-        idempotency::holds_key(&self.inner, action, caller).await
-    }
-
-    /// The host clock's time, in milliseconds since the epoch.
-    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
-    pub(crate) fn now_ms(&self) -> Millis {
-        self.inner.clock.now_ms()
-    }
-
     /// Records an approval decision by the authenticated `approver` and returns the record.
     ///
     /// The approver belongs to the tenant its transport verified, else to the deployment's

@@ -182,9 +182,6 @@ struct ProjectedTool {
     structured: bool,
     /// The contract requires an idempotency key.
     key_required: bool,
-    /// How long the host keeps a result under the key (the contract's `ttl_ms`): the length of
-    /// a derived key's window ([`McpProjection::derived_key_now`]). `None`: kept for good.
-    key_ttl_ms: Option<u64>,
     /// The contract's transaction section supports `execute`: calls run as durable `execute`
     /// transactions (the handler gets its `Checkpoint`).
     execute_transaction: bool,
@@ -670,7 +667,7 @@ impl McpProjection {
         let key = match sent_key {
             Some(key) => KeyUse::Sent(key),
             None if tool.key_required => {
-                KeyUse::Derived(self.derived_key_now(tool, &caller, &input).await)
+                KeyUse::Derived(derived_key(&tool.capability, &caller, &input))
             }
             None => KeyUse::None,
         };
@@ -726,48 +723,6 @@ impl McpProjection {
             Some(collected) => project_streamed(tool, result, origin, collected),
             None => project_result(tool, result, origin),
         })
-    }
-
-    /// The key derived for a call of `tool` with `input` by `caller` now: the key of the
-    /// current window of the key's TTL, unless the previous window's key still holds a record
-    /// or a reservation of the caller's (a call made near that window's end, or still running),
-    /// whose result a retry must find. A record lives one TTL from its call, so it is always
-    /// under the current or the previous window's key. Once the host has forgotten a result,
-    /// the same call therefore runs under a new key, and the handler sends its provider a new
-    /// key too (`IdempotencyKey::for_provider`): a provider that remembers keys longer than the
-    /// host does not take the new call for the old one (found by an author trial). A capability
-    /// whose results are kept for good (no `ttl_ms`) has one key per caller and arguments.
-    async fn derived_key_now(
-        &self,
-        tool: &ProjectedTool,
-        caller: &TrustedContext,
-        input: &Value,
-    ) -> String {
-        let derive = |window| derived_key(&tool.capability, caller, input, window);
-        let Some(ttl) = tool.key_ttl_ms.filter(|&ttl| ttl > 0) else {
-            return derive(None);
-        };
-        let host = &self.inner.host;
-        let window = host.now_ms() / ttl;
-        let Some(previous_window) = window.checked_sub(1) else {
-            return derive(Some(window));
-        };
-        let previous = derive(Some(previous_window));
-        let mut probe = Action::new(tool.capability.clone(), Value::Null);
-        probe.idempotency_key = Some(previous);
-        match host.holds_key(&probe, caller).await {
-            Ok(true) => probe.idempotency_key.unwrap_or_default(),
-            Ok(false) => derive(Some(window)),
-            Err(error) => {
-                // The call itself meets the same store; under this window's key it cannot
-                // land on a record the next window's lookup would miss.
-                tracing::warn!(
-                    error = %error,
-                    "the previous window's derived key of an MCP call could not be looked up; the call uses this window's key"
-                );
-                derive(Some(window))
-            }
-        }
     }
 
     /// Under a key the projection derived, a failure that changed nothing is not kept: a
@@ -1342,28 +1297,17 @@ enum KeyOrigin {
 /// one operation: under `key_scope = tenant` (or `global`), two people who happen to send the
 /// same arguments would otherwise share one key, and the second would get the first one's
 /// result while their own call never ran.
-///
-/// `window` is the number of the key's TTL window the call falls in
-/// ([`McpProjection::derived_key_now`]), `None` for a key kept for good.
-fn derived_key(
-    capability: &CapabilityId,
-    caller: &TrustedContext,
-    input: &Value,
-    window: Option<u64>,
-) -> String {
+fn derived_key(capability: &CapabilityId, caller: &TrustedContext, input: &Value) -> String {
     // Each part as JSON text, so no separator inside an id can make two callers' parts agree.
     let quoted = |text: &str| Value::String(text.to_owned()).to_string();
     let tenant = caller.tenant.as_ref().map(|tenant| tenant.id.as_str());
-    let mut canonical = format!(
+    let canonical = format!(
         "{}\n{}\n{}\n{}",
         quoted(capability.as_str()),
         quoted(caller.principal.id.as_str()),
         tenant.map_or_else(|| "null".to_owned(), quoted),
         crate::host::canonical::canonical_json(input)
     );
-    if let Some(window) = window {
-        canonical.push_str(&format!("\nwindow {window}"));
-    }
     format!(
         "mcp-args-{}",
         crate::host::canonical::sha256_hex(canonical.as_bytes())
@@ -1602,7 +1546,6 @@ fn project_capability(
         capability: capability.id.clone(),
         structured,
         key_required,
-        key_ttl_ms: contract.and_then(|c| c.idempotency.ttl_ms),
         execute_transaction,
         strip_replay_marker,
         gated: crate::connector::approval_required(capability),
@@ -2319,33 +2262,24 @@ mod tests {
         let cap = CapabilityId::from("cap:x:y");
         let a: Value = serde_json::from_str(r#"{"b": 1, "a": [true, null]}"#).unwrap();
         let reordered: Value = serde_json::from_str(r#"{"a": [true, null], "b": 1}"#).unwrap();
-        let key = derived_key(&cap, &ana, &a, None);
-        assert_eq!(key, derived_key(&cap, &ana, &reordered, None));
-        assert_ne!(key, derived_key(&cap, &ana, &json!({"b": 2}), None));
-        assert_ne!(
-            key,
-            derived_key(&CapabilityId::from("cap:x:z"), &ana, &a, None)
-        );
+        let key = derived_key(&cap, &ana, &a);
+        assert_eq!(key, derived_key(&cap, &ana, &reordered));
+        assert_ne!(key, derived_key(&cap, &ana, &json!({"b": 2})));
+        assert_ne!(key, derived_key(&CapabilityId::from("cap:x:z"), &ana, &a));
         // Another person, the same person in another tenant or without one: another key.
         let ben = person("user:ben").with_tenant(crate::VerifiedTenant::new("t1"));
-        assert_ne!(key, derived_key(&cap, &ben, &a, None));
+        assert_ne!(key, derived_key(&cap, &ben, &a));
         let elsewhere = person("user:ana").with_tenant(crate::VerifiedTenant::new("t2"));
-        assert_ne!(key, derived_key(&cap, &elsewhere, &a, None));
-        assert_ne!(key, derived_key(&cap, &person("user:ana"), &a, None));
+        assert_ne!(key, derived_key(&cap, &elsewhere, &a));
+        assert_ne!(key, derived_key(&cap, &person("user:ana"), &a));
         // A tenant literally named `null` is not the absence of one.
         let named_null = person("user:ana").with_tenant(crate::VerifiedTenant::new("null"));
         assert_ne!(
-            derived_key(&cap, &named_null, &a, None),
-            derived_key(&cap, &person("user:ana"), &a, None)
+            derived_key(&cap, &named_null, &a),
+            derived_key(&cap, &person("user:ana"), &a)
         );
         assert!(key.starts_with("mcp-args-"));
         assert_eq!(key.len(), "mcp-args-".len() + 64);
-        // Each window of the key's TTL has its own key, and none is the key kept for good.
-        let first = derived_key(&cap, &ana, &a, Some(7));
-        assert_eq!(first, derived_key(&cap, &ana, &reordered, Some(7)));
-        assert_ne!(first, derived_key(&cap, &ana, &a, Some(8)));
-        assert_ne!(first, key);
-        assert!(first.starts_with("mcp-args-"));
     }
 
     #[test]
@@ -2393,7 +2327,6 @@ mod tests {
             capability: "cap:t:x".into(),
             structured: true,
             key_required: false,
-            key_ttl_ms: None,
             execute_transaction: false,
             strip_replay_marker: true,
             gated: false,
