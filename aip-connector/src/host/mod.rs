@@ -226,7 +226,6 @@ impl Retention {
     }
 }
 
-/// `period` in milliseconds, saturating (a retention beyond `u64::MAX` ms keeps forever).
 /// An approval decision's wire name, for log lines.
 fn decision_name(kind: aip_connector_core::model::ApprovalDecisionKind) -> &'static str {
     use aip_connector_core::model::ApprovalDecisionKind;
@@ -238,6 +237,7 @@ fn decision_name(kind: aip_connector_core::model::ApprovalDecisionKind) -> &'sta
     }
 }
 
+/// `period` in milliseconds, saturating (a retention beyond `u64::MAX` ms keeps forever).
 fn millis(period: std::time::Duration) -> Millis {
     Millis::try_from(period.as_millis()).unwrap_or(Millis::MAX)
 }
