@@ -225,13 +225,25 @@ impl SessionLimit {
         self.state().live.len() >= self.max_sessions
     }
 
-    /// Counts `id` as live; `false` (and nothing counted) when the limit is reached.
+    /// Counts `id` as live; `false` (and nothing counted) when the limit is reached. Opened
+    /// while [`guard_sessions`] serves a request that claimed a caller's slot ([`OPENING`]),
+    /// the session is that caller's at once: the slot then stays taken until the session
+    /// ends, even if the request is dropped before its response (found by a review: a slot
+    /// given back by a dropped `initialize` whose session lived on let one caller open more
+    /// than its share, each for rmcp's idle timeout).
     fn admit(&self, id: &SessionId) -> bool {
+        let claim = OPENING.try_with(Arc::clone).ok();
         let mut state = self.state();
         if state.live.len() >= self.max_sessions {
             return false;
         }
         state.live.insert(id.clone());
+        if let Some(claim) = claim
+            && let Some(caller) = &claim.caller
+            && !claim.bound.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            state.owners.insert(id.clone(), caller.clone());
+        }
         true
     }
 
@@ -266,11 +278,17 @@ impl SessionLimit {
         Ok(())
     }
 
-    /// Binds the session a claimed request opened (`opened`) to `caller`, or gives the slot
-    /// back when none was opened or it has already ended.
-    fn settle_claim(&self, caller: Option<CallerKey>, opened: Option<SessionId>) {
-        let Some(caller) = caller else { return };
+    /// Binds the session a claimed request opened (`opened`) to the claim's caller, or gives
+    /// the slot back when none was opened or it has already ended. A claim whose session was
+    /// bound at its admission has nothing left to settle.
+    fn settle_claim(&self, claim: &SlotClaim, opened: Option<SessionId>) {
+        let Some(caller) = claim.caller.clone() else {
+            return;
+        };
         let mut state = self.state();
+        if claim.bound.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
         match opened {
             Some(id) if state.live.contains(&id) && !state.owners.contains_key(&id) => {
                 state.owners.insert(id, caller);
@@ -475,7 +493,9 @@ pub(super) async fn guard_sessions(
         Ok(slot) => slot,
         Err(refusal) => return overloaded(&refusal),
     };
-    let response = next.run(request).await;
+    let response = OPENING
+        .scope(Arc::clone(&slot.claim), next.run(request))
+        .await;
     let opened = response
         .headers()
         .get(SESSION_HEADER)
@@ -485,16 +505,29 @@ pub(super) async fn guard_sessions(
     signed(response, &guard.key, caller.as_ref())
 }
 
+tokio::task_local! {
+    /// The slot claimed by the request [`guard_sessions`] is serving: a session admitted while
+    /// it runs is bound to the claim's caller ([`SessionLimit::admit`]).
+    static OPENING: Arc<SlotClaim>;
+}
+
+/// What a claimed slot is for: the caller, and whether a session was bound to it.
+struct SlotClaim {
+    caller: Option<CallerKey>,
+    /// Set under the limit's lock when a session is admitted for this claim.
+    bound: std::sync::atomic::AtomicBool,
+}
+
 /// A caller's slot claimed for a request that may open a session, given back when the request
 /// ends without [`settle`](Self::settle) (found by a review): hyper drops a request whose client
 /// closed its connection, and this middleware's future with it, so a slot settled only after
 /// the response would stay taken, and 64 abandoned calls would lock the caller out until a
-/// restart. A session opened by a request dropped that way is live without an owner: it counts
-/// against the router's limit until rmcp's idle timeout closes it, not against the caller's.
+/// restart. A session the request opened is bound to the caller when it is admitted, so its
+/// slot stays taken until that session ends, whether or not the response was sent.
 struct ClaimedSlot {
     limit: Arc<SessionLimit>,
-    /// `None` once settled (or for a request with no identified caller).
-    caller: Option<CallerKey>,
+    claim: Arc<SlotClaim>,
+    settled: bool,
 }
 
 impl ClaimedSlot {
@@ -502,20 +535,26 @@ impl ClaimedSlot {
         limit.claim(caller.as_ref())?;
         Ok(Self {
             limit: Arc::clone(limit),
-            caller,
+            claim: Arc::new(SlotClaim {
+                caller,
+                bound: std::sync::atomic::AtomicBool::new(false),
+            }),
+            settled: false,
         })
     }
 
-    /// Binds the session the request opened, if any, to the caller, or gives the slot back.
+    /// Binds the session the request opened, if any and not bound at its admission, to the
+    /// caller, or gives the slot back.
     fn settle(mut self, opened: Option<SessionId>) {
-        self.limit.settle_claim(self.caller.take(), opened);
+        self.settled = true;
+        self.limit.settle_claim(&self.claim, opened);
     }
 }
 
 impl Drop for ClaimedSlot {
     fn drop(&mut self) {
-        if let Some(caller) = self.caller.take() {
-            self.limit.settle_claim(Some(caller), None);
+        if !self.settled {
+            self.limit.settle_claim(&self.claim, None);
         }
     }
 }
@@ -654,6 +693,14 @@ mod tests {
         assert!(!limit.admit(&a));
     }
 
+    /// A claim of `caller`'s no session was bound to at its admission.
+    fn unbound(caller: &CallerKey) -> SlotClaim {
+        SlotClaim {
+            caller: Some(caller.clone()),
+            bound: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
     fn caller(principal: &str) -> CallerKey {
         CallerKey {
             tenant: Some("t1".into()),
@@ -677,8 +724,8 @@ mod tests {
         // initialize) and gives its slot back.
         let s1: SessionId = "s1".into();
         assert!(limit.admit(&s1));
-        limit.settle_claim(Some(ada.clone()), Some(s1.clone()));
-        limit.settle_claim(Some(ada.clone()), None);
+        limit.settle_claim(&unbound(&ada), Some(s1.clone()));
+        limit.settle_claim(&unbound(&ada), None);
         assert_eq!(limit.claim(Some(&ada)), Ok(()));
         assert_eq!(
             limit.claim(Some(&ada)),
@@ -686,7 +733,7 @@ mod tests {
         );
         // A session that ended before its request settled frees the slot too.
         let gone: SessionId = "gone".into();
-        limit.settle_claim(Some(ada.clone()), Some(gone));
+        limit.settle_claim(&unbound(&ada), Some(gone));
         // Closing s1 frees another.
         limit.release(&s1);
         limit.release(&s1);
@@ -725,5 +772,37 @@ mod tests {
             full.claim(Some(&bob)),
             Err(Refusal::ServerFull { max_sessions: 1 })
         );
+    }
+
+    /// A session admitted while its request is served is the claiming caller's at once: a
+    /// request dropped before its response keeps the slot taken for as long as the session
+    /// lives, and its end frees it (found by a review: the slot came back while the session
+    /// lived on, so one caller could hold more than its share).
+    #[tokio::test]
+    async fn a_session_opened_by_a_dropped_request_keeps_its_callers_slot() {
+        let ada = caller("user:ada");
+        let limit = Arc::new(SessionLimit::new(10, 1));
+        let slot = ClaimedSlot::take(&limit, Some(ada.clone())).expect("a free slot");
+        let opened: SessionId = "s-dropped".into();
+        let admitted = OPENING
+            .scope(Arc::clone(&slot.claim), async { limit.admit(&opened) })
+            .await;
+        assert!(admitted);
+        // The request is dropped before its response: the session still holds the slot.
+        drop(slot);
+        assert!(
+            ClaimedSlot::take(&limit, Some(ada.clone())).is_err(),
+            "the slot came back while the session lives"
+        );
+        limit.release(&opened);
+        let again = ClaimedSlot::take(&limit, Some(ada.clone())).expect("freed by the end");
+        // Settled normally with the same session named, nothing is counted twice.
+        let second: SessionId = "s-second".into();
+        OPENING
+            .scope(Arc::clone(&again.claim), async { limit.admit(&second) })
+            .await;
+        again.settle(Some(second.clone()));
+        limit.release(&second);
+        assert!(ClaimedSlot::take(&limit, Some(ada.clone())).is_ok());
     }
 }
