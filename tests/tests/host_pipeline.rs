@@ -851,6 +851,68 @@ async fn deadline_from_the_sla_times_out() {
     assert_eq!(result.error.unwrap().category, ErrorCategory::Temporary);
 }
 
+#[derive(Clone, Default)]
+struct Lookups;
+
+#[connector(id = "lookups")]
+impl Lookups {
+    /// A lookup that never answers in time; it takes the key, so its contract supports retries.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = public),
+        idempotency(required),
+        sla(timeout_ms = 50)
+    )]
+    async fn retried(
+        &self,
+        order: Order,
+        _key: IdempotencyKey,
+    ) -> Result<Receipt, ConnectorFailure> {
+        std::future::pending::<()>().await;
+        Ok(Receipt {
+            order_id: order.item,
+        })
+    }
+
+    /// The same lookup, without a key.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = public),
+        sla(timeout_ms = 50)
+    )]
+    async fn plain(&self, order: Order) -> Result<Receipt, ConnectorFailure> {
+        std::future::pending::<()>().await;
+        Ok(Receipt {
+            order_id: order.item,
+        })
+    }
+}
+
+/// A read's timeout is retryable only when its contract supports retries, which takes an
+/// `IdempotencyKey` parameter (upstream's rule, as docs/checklist.md tells a read's author);
+/// without one the timeout is not retryable, though the read's `retry_safety` is `safe` (found
+/// surprising by an operations trial).
+#[tokio::test]
+async fn a_reads_timeout_is_retryable_when_its_contract_supports_retries() {
+    let host = Host::builder()
+        .connector(Lookups)
+        .store(Arc::new(MemoryStore::default()))
+        .build()
+        .unwrap();
+    for (capability, retryable) in [
+        ("cap:lookups:retried", Some(true)),
+        ("cap:lookups:plain", Some(false)),
+    ] {
+        let action = Action::new(capability, json!({ "item": "x" })).with_idempotency_key("k-1");
+        let result = host.invoke(action, &caller()).await;
+        let error = result.error.expect("a timeout");
+        assert_eq!(error.code, codes::SLA_TIMEOUT_EXCEEDED, "{capability}");
+        assert_eq!(error.retryable, retryable, "{capability}");
+    }
+}
+
 /// `timeout_ms` is the caller's, any u64. The largest one is clamped to the host's
 /// `max_action_timeout_ms` (1 hour by default): the call runs, and its key stays reserved for
 /// that hour (plus the grace), not for ever should the host die mid-call, and not for a wrapped
