@@ -1151,6 +1151,12 @@ async fn every_approval_decision_is_logged_without_its_reason() {
     ] {
         assert!(recorded.contains(&field), "{field} not in {recorded}");
     }
+    // The gated call's own line names the approval its decisions' lines name.
+    let gated = line("action settled");
+    assert!(
+        gated.contains("status=pending_approval") && gated.contains(&format!("approval_id={id}")),
+        "{gated}"
+    );
     let refusal = line("approval decision refused");
     assert!(refusal.contains("WARN"), "{refusal}");
     for field in [

@@ -115,6 +115,8 @@ pub(crate) async fn run(
                 code = %error.code,
                 mode = %mode,
                 replay = result.is_idempotent_replay(),
+                // The approval a gated call waits for, which the decisions' lines name.
+                approval_id = result.approval_id().map(tracing::field::display),
                 "action settled"
             ),
             None => tracing::info!(
