@@ -342,6 +342,34 @@ async fn the_manifest_is_served_as_an_envelope_and_by_request() {
     running.stop().await;
 }
 
+/// `serve` answers a path it does not route, and a route asked with a method it does not
+/// serve, with an AIP error envelope like every other refusal (found by an operations trial:
+/// axum's were empty).
+#[tokio::test]
+async fn unknown_routes_and_methods_get_an_envelope() {
+    let running = start(Desk::default(), ServerConfig::default()).await;
+    let http = reqwest::Client::new();
+    for (request, status, code) in [
+        (
+            http.get(format!("{}/nope", running.base)),
+            404,
+            codes::RESOURCE_NOT_FOUND,
+        ),
+        (
+            http.get(format!("{}{MESSAGES_PATH}", running.base)),
+            405,
+            codes::TRANSPORT_UNSUPPORTED_MESSAGE,
+        ),
+    ] {
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status().as_u16(), status);
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["message_type"], "aip.core.v1.error", "{body}");
+        assert_eq!(body["body"]["error"]["error"]["code"], code, "{body}");
+    }
+    running.stop().await;
+}
+
 /// A malformed manifest query is refused after authentication, as an envelope. Found by a
 /// review: axum's own rejection (plain text, `400`) was sent before the authenticator ran.
 #[tokio::test]

@@ -313,8 +313,14 @@ impl AipServer {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        self.serve_with_routes(listener, Router::new(), shutdown)
-            .await
+        // Served alone, the AIP routes answer every other path and method with an envelope
+        // too (found by an operations trial: axum's were empty). Not in `router()`: an
+        // application's router with a fallback of its own could not merge it.
+        let router = self
+            .router()
+            .fallback(unknown_route)
+            .method_not_allowed_fallback(method_not_allowed);
+        self.serve_router(listener, router, shutdown).await
     }
 
     /// Like [`serve`](Self::serve), with `extra` routes merged into the AIP ones on the same
@@ -1282,6 +1288,28 @@ fn error_response(error: &ProtocolError, request: Option<&Envelope>) -> Response
     if let Some(seconds) = super::auth::retry_after(error) {
         response.headers_mut().insert(header::RETRY_AFTER, seconds);
     }
+    response
+}
+
+/// `404 resource.not_found` for a path no route serves (`serve` only).
+async fn unknown_route() -> Response {
+    error_response(
+        &refusal(codes::RESOURCE_NOT_FOUND, "no AIP route serves this path"),
+        None,
+    )
+}
+
+/// `405 transport.unsupported_message` for a route asked with a method it does not serve
+/// (`serve` only).
+async fn method_not_allowed() -> Response {
+    let mut response = error_response(
+        &refusal(
+            codes::TRANSPORT_UNSUPPORTED_MESSAGE,
+            "this AIP route does not serve this method",
+        ),
+        None,
+    );
+    *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
     response
 }
 
