@@ -84,7 +84,9 @@ pub use aip_connector_core::model::ExternalAccountRef;
 use crate::cache_line::CacheAligned;
 use crate::connector::Connector;
 use crate::connector::approval_required;
-use crate::store::{Clock, MemoryStore, Millis, Purged, SharedStore, StoreError, SystemClock};
+use crate::store::{
+    Clock, MemoryStore, Millis, Purged, SharedStore, StoreError, SystemClock, millis,
+};
 
 /// Deepest nesting of a handler's output, a connector failure's `details`, and (as the upper
 /// bound of [`HostLimits::max_input_depth`]) an action's input.
@@ -235,11 +237,6 @@ fn decision_name(kind: aip_connector_core::model::ApprovalDecisionKind) -> &'sta
         ApprovalDecisionKind::Expired => "expired",
         ApprovalDecisionKind::Revoked => "revoked",
     }
-}
-
-/// `period` in milliseconds, saturating (a retention beyond `u64::MAX` ms keeps forever).
-fn millis(period: std::time::Duration) -> Millis {
-    Millis::try_from(period.as_millis()).unwrap_or(Millis::MAX)
 }
 
 /// Runs `pass` (one bounded purge of at most `batch` records) until a pass deletes fewer, and

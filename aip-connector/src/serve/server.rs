@@ -221,12 +221,6 @@ impl Shared {
     }
 }
 
-/// A duration in whole milliseconds, as a number a log line can carry (`as_millis` is a
-/// `u128`, which JSON log formats write as a string).
-fn duration_ms(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
 /// The native AIP HTTP server around a [`Host`]. Cheap to clone.
 #[derive(Clone)]
 pub struct AipServer {
@@ -379,7 +373,7 @@ impl AipServer {
                 let delay = server.shared.config.shutdown_delay;
                 if !delay.is_zero() {
                     tracing::info!(
-                        delay_ms = duration_ms(delay),
+                        delay_ms = crate::store::millis(delay),
                         "shutting down: /ready answers 503; serving until the delay has passed"
                     );
                     tokio::time::sleep(delay).await;
@@ -387,7 +381,7 @@ impl AipServer {
                 server.begin_drain();
                 tracing::info!(
                     in_flight = server.shared.in_flight(),
-                    drain_timeout_ms = duration_ms(server.shared.config.drain_timeout),
+                    drain_timeout_ms = crate::store::millis(server.shared.config.drain_timeout),
                     "draining: new connections and messages are refused; in-flight actions may finish"
                 );
                 drained.cancel();
@@ -1241,8 +1235,7 @@ fn timed_out(shared: &Shared, what: &str) -> ProtocolError {
 
 fn temporary(shared: &Shared, code: &str, message: impl Into<String>) -> ProtocolError {
     let mut error = super::error(code, message, ErrorCategory::Temporary, true);
-    error.retry_after_ms =
-        Some(u64::try_from(shared.config.retry_after.as_millis()).unwrap_or(u64::MAX));
+    error.retry_after_ms = Some(crate::store::millis(shared.config.retry_after));
     error
 }
 

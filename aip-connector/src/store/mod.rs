@@ -42,6 +42,13 @@ pub use transaction::{TransactionRecord, TransactionStore, Transition, Transitio
 /// Milliseconds since the Unix epoch.
 pub type Millis = u64;
 
+/// `duration` in whole milliseconds, saturating (a duration beyond `u64::MAX` ms reads as
+/// `Millis::MAX`): the one conversion of settings to the stores' time unit, and a number a log
+/// line can carry (`Duration::as_millis` is a `u128`, which JSON log formats write as a string).
+pub(crate) fn millis(duration: std::time::Duration) -> Millis {
+    Millis::try_from(duration.as_millis()).unwrap_or(Millis::MAX)
+}
+
 /// Where the host reads the time.
 pub trait Clock: Send + Sync {
     /// Now, in milliseconds since the Unix epoch.

@@ -55,7 +55,7 @@ use crate::handler::HandlerError;
 use crate::invocation::BoxFuture;
 use crate::store::{
     Clock, IdempotencyRecord, IdempotencyStore, MemoryStore, Millis, Reservation, ReserveOutcome,
-    StoreError, SystemClock,
+    StoreError, SystemClock, millis,
 };
 
 /// The component named in webhook errors and failures.
@@ -541,10 +541,6 @@ impl std::fmt::Debug for WebhookReceiverBuilder {
             .field("secrets", &self.secrets.len())
             .finish_non_exhaustive()
     }
-}
-
-fn millis(duration: Duration) -> Millis {
-    Millis::try_from(duration.as_millis()).unwrap_or(Millis::MAX)
 }
 
 /// One webhook endpoint of a connector: a provider's signed deliveries, verified, deduplicated
