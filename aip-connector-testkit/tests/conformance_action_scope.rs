@@ -5,6 +5,8 @@
 //! passes the idempotency and restart scenarios, since the suite derives each commit's action id
 //! from its plan's, as a client resending a lost commit would.
 
+mod common;
+
 use aip_connector::model::ProviderOperationRef;
 use aip_connector::prelude::*;
 use aip_connector_testkit::conformance::{ConformanceReport, ConformanceSuite, Scenario};
@@ -48,24 +50,6 @@ async fn post_note(
     Ok(Changed { operation_id })
 }
 
-/// Asks the provider about a checkpointed note.
-async fn look_up_note(
-    client: &ProviderClient,
-    request: Reconciliation,
-) -> Result<ReconcileOutcome, ConnectorFailure> {
-    let path = format!("/operations/{}", request.provider_operation.operation_id);
-    let answer: Value = client.get(&path).send_json().await?;
-    Ok(match answer["state"].as_str() {
-        Some("committed") => ReconcileOutcome::Committed {
-            evidence: Some(answer),
-        },
-        Some("pending") => ReconcileOutcome::Pending { cursor: None },
-        _ => ReconcileOutcome::NotCommitted {
-            evidence: Some(answer),
-        },
-    })
-}
-
 /// Notes on bookings, each keyed by the action that adds it, executed directly.
 #[derive(Clone)]
 struct Notes {
@@ -95,7 +79,7 @@ impl Notes {
     }
 
     async fn look_up(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
-        look_up_note(&self.client, request).await
+        common::look_up_operation(&self.client, request).await
     }
 }
 
@@ -128,15 +112,8 @@ impl PlannedNotes {
     }
 
     async fn look_up(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
-        look_up_note(&self.client, request).await
+        common::look_up_operation(&self.client, request).await
     }
-}
-
-fn client(env: &aip_connector_testkit::conformance::Environment) -> ProviderClient {
-    ProviderClient::builder(env.provider_url())
-        .proxy_from_environment(false)
-        .build()
-        .expect("the double's URL is valid")
 }
 
 fn assert_restart_resent_the_same_action_only(report: &ConformanceReport) {
@@ -156,7 +133,7 @@ fn assert_restart_resent_the_same_action_only(report: &ConformanceReport) {
 #[test]
 fn an_action_scoped_executing_write_passes_every_scenario() {
     let report = ConformanceSuite::new(|env| Notes {
-        client: client(env),
+        client: common::double_client(env.provider_url()),
     })
     .run();
     assert!(report.passed(), "{report}");
@@ -166,7 +143,7 @@ fn an_action_scoped_executing_write_passes_every_scenario() {
 #[test]
 fn an_action_scoped_planned_write_passes_the_idempotency_and_restart_scenarios() {
     let report = ConformanceSuite::new(|env| PlannedNotes {
-        client: client(env),
+        client: common::double_client(env.provider_url()),
     })
     .run();
     for scenario in [

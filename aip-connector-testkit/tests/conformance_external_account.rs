@@ -7,6 +7,8 @@
 //! the provider receives are derived from that account. `conformance_tests!(suite = …)` takes a
 //! configured suite.
 
+mod common;
+
 use aip_connector::host::ExternalAccountRef;
 use aip_connector::model::ProviderOperationRef;
 use aip_connector::prelude::*;
@@ -87,30 +89,13 @@ impl Payments {
     }
 
     async fn look_up(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
-        let path = format!("/operations/{}", request.provider_operation.operation_id);
-        let answer: Value = self.client.get(&path).send_json().await?;
-        Ok(match answer["state"].as_str() {
-            Some("committed") => ReconcileOutcome::Committed {
-                evidence: Some(answer),
-            },
-            Some("pending") => ReconcileOutcome::Pending { cursor: None },
-            _ => ReconcileOutcome::NotCommitted {
-                evidence: Some(answer),
-            },
-        })
+        common::look_up_operation(&self.client, request).await
     }
-}
-
-fn client(url: &str) -> ProviderClient {
-    ProviderClient::builder(url)
-        .proxy_from_environment(false)
-        .build()
-        .expect("the double's URL is valid")
 }
 
 fn payments(url: &str) -> Payments {
     Payments {
-        client: client(url),
+        client: common::double_client(url),
         forwards_raw_key: false,
     }
 }

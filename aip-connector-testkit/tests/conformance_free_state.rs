@@ -5,6 +5,8 @@
 //!
 //! It passes the same scenarios as the `#[connector]` bookings of `conformance_positive_a.rs`.
 
+mod common;
+
 use aip_connector::BuiltConnector;
 use aip_connector::model::ProviderOperationRef;
 use aip_connector::prelude::*;
@@ -87,17 +89,7 @@ async fn look_up(
     State(bookings): State<Bookings>,
     request: Reconciliation,
 ) -> Result<ReconcileOutcome, ConnectorFailure> {
-    let path = format!("/operations/{}", request.provider_operation.operation_id);
-    let answer: Value = bookings.client.get(&path).send_json().await?;
-    Ok(match answer["state"].as_str() {
-        Some("committed") => ReconcileOutcome::Committed {
-            evidence: Some(answer),
-        },
-        Some("pending") => ReconcileOutcome::Pending { cursor: None },
-        _ => ReconcileOutcome::NotCommitted {
-            evidence: Some(answer),
-        },
-    })
+    common::look_up_operation(&bookings.client, request).await
 }
 
 /// Rename a booking. Resending the same rename replays it; another rename under the same key
@@ -132,10 +124,7 @@ async fn rename(
 }
 
 fn bookings(provider_url: &str) -> BuiltConnector<Bookings> {
-    let client = ProviderClient::builder(provider_url)
-        .proxy_from_environment(false)
-        .build()
-        .expect("the double's URL is valid");
+    let client = common::double_client(provider_url);
     ConnectorBuilder::with_state("bookings", Bookings { client })
         .capability::<create>()
         .capability::<rename>()

@@ -5,6 +5,8 @@
 //! (found by an author trial: the double read `Idempotency-Key` only, so such a connector
 //! failed `duplicate_suppressed` and `delivery_id_stable` unless tested with another client).
 
+mod common;
+
 use aip_connector::model::ProviderOperationRef;
 use aip_connector::prelude::*;
 use aip_connector_testkit::conformance::{ConformanceReport, ConformanceSuite, Scenario};
@@ -69,17 +71,7 @@ impl Mail {
     }
 
     async fn look_up(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
-        let path = format!("/operations/{}", request.provider_operation.operation_id);
-        let answer: Value = self.client.get(&path).send_json().await?;
-        Ok(match answer["state"].as_str() {
-            Some("committed") => ReconcileOutcome::Committed {
-                evidence: Some(answer),
-            },
-            Some("pending") => ReconcileOutcome::Pending { cursor: None },
-            _ => ReconcileOutcome::NotCommitted {
-                evidence: Some(answer),
-            },
-        })
+        common::look_up_operation(&self.client, request).await
     }
 }
 

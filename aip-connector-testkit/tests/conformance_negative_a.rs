@@ -6,6 +6,8 @@
 //! changed. The provider double deduplicates by idempotency key throughout, as a well-kept
 //! provider does: the duplicate effects below are the connectors' doing.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -30,31 +32,6 @@ struct Booking {
 struct Booked {
     /// The provider's operation for the booking.
     booking_id: String,
-}
-
-fn client(url: &str) -> ProviderClient {
-    ProviderClient::builder(url)
-        .proxy_from_environment(false)
-        .build()
-        .expect("the double's URL is valid")
-}
-
-/// Looks a provider operation up (the reconcile handler every fixture shares).
-async fn look_up(
-    client: &ProviderClient,
-    request: Reconciliation,
-) -> Result<ReconcileOutcome, ConnectorFailure> {
-    let path = format!("/operations/{}", request.provider_operation.operation_id);
-    let answer: Value = client.get(&path).send_json().await?;
-    Ok(match answer["state"].as_str() {
-        Some("committed") => ReconcileOutcome::Committed {
-            evidence: Some(answer),
-        },
-        Some("pending") => ReconcileOutcome::Pending { cursor: None },
-        _ => ReconcileOutcome::NotCommitted {
-            evidence: Some(answer),
-        },
-    })
 }
 
 // ---- Lie 1: declares idempotency, forwards no key --------------------------------------------
@@ -115,7 +92,7 @@ impl UnkeyedBookings {
     }
 
     async fn look_up(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
-        look_up(&self.client, request).await
+        common::look_up_operation(&self.client, request).await
     }
 }
 
@@ -239,7 +216,7 @@ impl KeyedBookings {
     }
 
     async fn look_up(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
-        look_up(&self.client, request).await
+        common::look_up_operation(&self.client, request).await
     }
 }
 
@@ -251,7 +228,7 @@ impl KeyedBookings {
 
 fn keyed(lie: Lie) -> ConformanceSuite {
     ConformanceSuite::new(move |env| KeyedBookings {
-        client: client(env.provider_url()),
+        client: common::double_client(env.provider_url()),
         lie,
         failures: Arc::default(),
     })
@@ -320,7 +297,7 @@ fn assert_caught_only_by(report: &ConformanceReport, scenario: Scenario, caught:
 #[test]
 fn forwarding_no_key_is_caught_by_idempotency_duplicates_only() {
     let report = ConformanceSuite::new(|env| UnkeyedBookings {
-        client: client(env.provider_url()),
+        client: common::double_client(env.provider_url()),
         operations: Arc::default(),
     })
     .run();
@@ -538,7 +515,7 @@ impl EchoingPreview {
 #[test]
 fn an_input_value_in_a_plan_preview_is_located_by_its_json_pointer() {
     let report = ConformanceSuite::new(|env| EchoingPreview {
-        client: client(env.provider_url()),
+        client: common::double_client(env.provider_url()),
     })
     .run();
     eprintln!("{report}");

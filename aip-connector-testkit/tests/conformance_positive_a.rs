@@ -5,6 +5,8 @@
 //!
 //! It passes every one of those checks, none of them vacuously.
 
+mod common;
+
 use aip_connector::model::ProviderOperationRef;
 use aip_connector::prelude::*;
 use aip_connector_testkit::conformance::{
@@ -158,25 +160,8 @@ impl Bookings {
     }
 
     async fn look_up(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
-        let path = format!("/operations/{}", request.provider_operation.operation_id);
-        let answer: Value = self.client.get(&path).send_json().await?;
-        Ok(match answer["state"].as_str() {
-            Some("committed") => ReconcileOutcome::Committed {
-                evidence: Some(answer),
-            },
-            Some("pending") => ReconcileOutcome::Pending { cursor: None },
-            _ => ReconcileOutcome::NotCommitted {
-                evidence: Some(answer),
-            },
-        })
+        common::look_up_operation(&self.client, request).await
     }
-}
-
-fn client(url: &str) -> ProviderClient {
-    ProviderClient::builder(url)
-        .proxy_from_environment(false)
-        .build()
-        .expect("the double's URL is valid")
 }
 
 fn check(report: &ConformanceReport, scenario: Scenario) -> &CheckResult {
@@ -188,7 +173,7 @@ fn check(report: &ConformanceReport, scenario: Scenario) -> &CheckResult {
 #[test]
 fn a_keyed_transactional_write_connector_passes_idempotency_retry_errors_and_audit() {
     let report = ConformanceSuite::new(|env| Bookings {
-        client: client(env.provider_url()),
+        client: common::double_client(env.provider_url()),
     })
     .run();
     eprintln!("{report}");

@@ -4,6 +4,8 @@
 //! the API's shape. A connector that never calls a provider (an in-memory fake) is told so, and
 //! one that declares no example input is told how to declare one.
 
+mod common;
+
 use aip_connector::model::ProviderOperationRef;
 use aip_connector::prelude::*;
 use aip_connector_testkit::conformance::{CheckStatus, ConformanceSuite, Scenario};
@@ -96,17 +98,9 @@ impl Tickets {
     }
 }
 
-/// A client of the scenario's provider double.
-fn client(url: &str) -> ProviderClient {
-    ProviderClient::builder(url)
-        .proxy_from_environment(false)
-        .build()
-        .expect("the double's URL is valid")
-}
-
 fn suite() -> ConformanceSuite {
     ConformanceSuite::new(|env| Tickets {
-        api: client(env.provider_url()),
+        api: common::double_client(env.provider_url()),
     })
 }
 
@@ -314,7 +308,7 @@ impl Unexampled {
 #[test]
 fn a_connector_without_examples_is_told_how_to_declare_them() {
     let report = ConformanceSuite::new(|env| Unexampled {
-        api: client(env.provider_url()),
+        api: common::double_client(env.provider_url()),
     })
     .run();
     eprintln!("{report}");
@@ -400,7 +394,7 @@ impl Lister {
 #[test]
 fn a_stream_that_fails_early_is_reported_by_its_failure() {
     let report = ConformanceSuite::new(|env| Lister {
-        api: client(env.provider_url()),
+        api: common::double_client(env.provider_url()),
     })
     .run();
     eprintln!("{report}");

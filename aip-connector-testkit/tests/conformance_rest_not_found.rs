@@ -4,6 +4,8 @@
 //! author trial had to give its fictional provider an operation-lookup API instead, because a
 //! shaped answer could not carry a status.
 
+mod common;
+
 use aip_connector::model::ProviderOperationRef;
 use aip_connector::prelude::*;
 use aip_connector_testkit::conformance::{ConformanceSuite, Scenario};
@@ -104,10 +106,7 @@ fn answer_like_the_api(provider: &ProviderHandle) {
 
 fn suite() -> ConformanceSuite {
     ConformanceSuite::new(|env| Tickets {
-        api: ProviderClient::builder(env.provider_url())
-            .proxy_from_environment(false)
-            .build()
-            .expect("the double's URL is valid"),
+        api: common::double_client(env.provider_url()),
     })
 }
 

@@ -11,6 +11,8 @@
 //! whole report passes; and a write that leaks its credential is caught by
 //! `identity_credentials`, which now calls it.
 
+mod common;
+
 use aip_connector::model::ProviderOperationRef;
 use aip_connector::prelude::*;
 use aip_connector_testkit::conformance::{
@@ -207,16 +209,9 @@ impl Ledger {
     }
 }
 
-fn client(url: &str) -> ProviderClient {
-    ProviderClient::builder(url)
-        .proxy_from_environment(false)
-        .build()
-        .expect("the double's URL is valid")
-}
-
 fn ledger(write: Write) -> ConformanceSuite {
     ConformanceSuite::new(move |env| Ledger {
-        api: client(env.provider_url()),
+        api: common::double_client(env.provider_url()),
         write,
     })
 }
@@ -745,7 +740,7 @@ impl TwoWrites {
 #[test]
 fn a_waiver_on_the_first_candidate_does_not_make_a_single_capability_scenario_vacuous() {
     let report = ConformanceSuite::new(|env| TwoWrites {
-        api: client(env.provider_url()),
+        api: common::double_client(env.provider_url()),
     })
     .with_unexercised_waiver("cap:twowrites:strict", "SFTP")
     .run();
@@ -774,7 +769,7 @@ fn a_waiver_on_the_first_candidate_does_not_make_a_single_capability_scenario_va
 #[test]
 fn restart_uses_the_first_candidate_whose_call_completes() {
     let report = ConformanceSuite::new(|env| TwoWrites {
-        api: client(env.provider_url()),
+        api: common::double_client(env.provider_url()),
     })
     .run();
     let restart = check(&report, Scenario::RestartReconnect);
@@ -826,7 +821,7 @@ impl StrictReader {
 #[test]
 fn a_read_only_connector_whose_call_fails_has_no_duplicate_effect_to_prevent() {
     let report = ConformanceSuite::new(|env| StrictReader {
-        api: client(env.provider_url()),
+        api: common::double_client(env.provider_url()),
     })
     .run();
     eprintln!("{}", report.summary());
@@ -1481,7 +1476,7 @@ impl SyncingNotes {
 fn a_connector_declared_local_that_reaches_a_provider_later_fails() {
     let report = ConformanceSuite::new(|env| SyncingNotes {
         notes: LocalNotes::default(),
-        sync: client(env.provider_url()),
+        sync: common::double_client(env.provider_url()),
     })
     .without_provider("notes live in memory")
     .run();
