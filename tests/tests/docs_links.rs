@@ -211,6 +211,39 @@ fn every_relative_link_of_the_docs_resolves() {
     );
 }
 
+/// The READMEs crates.io shows on each published crate's page, where a relative link has no
+/// repository to resolve against.
+const PUBLISHED_READMES: [&str; 4] = [
+    "aip-connector/README.md",
+    "aip-connector-core/README.md",
+    "aip-connector-macros/README.md",
+    "aip-connector-testkit/README.md",
+];
+
+#[test]
+fn published_readmes_link_only_absolutely() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate sits in the workspace");
+    let mut relative = Vec::new();
+    for readme in PUBLISHED_READMES {
+        let markdown = std::fs::read_to_string(root.join(readme)).expect("a readable README");
+        for (number, line) in prose_lines(&markdown) {
+            for target in link_targets(line) {
+                if !(target.starts_with("https://") || target.starts_with('#')) {
+                    relative.push(format!("{readme}:{number}: `{target}`"));
+                }
+            }
+        }
+    }
+    assert!(
+        relative.is_empty(),
+        "a published README links relatively (crates.io cannot resolve it; link to the \
+         repository's https://github.com/aip-connector/aip-connector/blob/main/... instead):\n{}",
+        relative.join("\n")
+    );
+}
+
 #[test]
 fn anchors_follow_githubs_rules() {
     let markdown = "# Where to find it\n\
