@@ -11,6 +11,8 @@
 //!
 //! No async and no I/O live here. Schema compilation (and therefore full admission) sits behind
 //! the default `schema-compiler` feature, which the macro crate turns off.
+// Every public type can be printed (secrets redacted by hand-written impls).
+#![warn(missing_debug_implementations)]
 
 pub mod ids;
 pub mod model;

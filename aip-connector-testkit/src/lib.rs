@@ -20,6 +20,8 @@
 //!   assertions on an `ActionResult` that say what it was instead when they fail.
 //! - [`snapshot`]: a committed JSON snapshot of a connector's manifest and a drift check that
 //!   classifies every change as breaking or compatible ([`assert_manifest_snapshot!`]).
+// Every public type can be printed (secrets redacted by hand-written impls).
+#![warn(missing_debug_implementations)]
 
 pub mod conformance;
 pub mod fixtures;

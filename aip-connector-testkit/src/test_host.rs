@@ -104,6 +104,7 @@ impl std::fmt::Debug for TestHost {
 }
 
 /// Builds a [`TestHost`]; see [`TestHost::builder`].
+#[must_use = "a builder does nothing until `build()` is called"]
 pub struct TestHostBuilder {
     connectors: Vec<Arc<dyn Connector>>,
     tenant: String,

@@ -1,5 +1,7 @@
 //! Items used only by code that `#[capability]` and `#[connector]` generate. Not public API:
 //! names here may change in any release; the macro crate is pinned to this crate's exact version.
+// Tables of function pointers the generated code reads; nobody prints them.
+#![allow(missing_debug_implementations)]
 
 pub use ::core::convert::From;
 pub use ::core::future::ready;

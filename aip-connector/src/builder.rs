@@ -324,6 +324,7 @@ pub enum BuildError {
 
 /// Builds a [`BuiltConnector`] from free capabilities, with the connector's state `S` (none by
 /// default; see [`ConnectorBuilder::with_state`]).
+#[must_use = "a builder does nothing until `build()` is called"]
 pub struct ConnectorBuilder<S = ()> {
     id: String,
     agent: Option<Principal>,
@@ -333,6 +334,21 @@ pub struct ConnectorBuilder<S = ()> {
     channels: Vec<Value>,
     state: S,
     capabilities: Vec<(CapabilityDefinition, FreeHandlers<S>)>,
+}
+
+/// Shows the connector's id and its capabilities' ids; the state `S` need not be `Debug`.
+impl<S> std::fmt::Debug for ConnectorBuilder<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let capabilities: Vec<&str> = self
+            .capabilities
+            .iter()
+            .map(|(definition, _)| definition.id().as_str())
+            .collect();
+        f.debug_struct("ConnectorBuilder")
+            .field("id", &self.id)
+            .field("capabilities", &capabilities)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ConnectorBuilder {
@@ -539,6 +555,16 @@ pub struct BuiltConnector<S = ()> {
     definition: ConnectorDefinition,
     handlers: BTreeMap<String, FreeHandlers<S>>,
     state: S,
+}
+
+/// Shows the connector's id and its capabilities' ids; the state `S` need not be `Debug`.
+impl<S> std::fmt::Debug for BuiltConnector<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuiltConnector")
+            .field("id", &self.definition.id)
+            .field("capabilities", &self.handlers.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
 }
 
 impl<S: ConnectorState> BuiltConnector<S> {

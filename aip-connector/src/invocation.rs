@@ -397,6 +397,28 @@ pub struct StaticInvocation {
     plan: Option<Arc<aip_connector_core::model::TransactionPlan>>,
 }
 
+/// Names the action and says which of the context's parts are set; never the input, the
+/// credential or the approvals.
+impl std::fmt::Debug for StaticInvocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StaticInvocation")
+            .field("action_id", &self.action.id)
+            .field("capability_id", &self.action.capability_id)
+            .field("caller", &self.caller)
+            .field("tenant", &self.tenant)
+            .field("idempotency_scope", &self.idempotency_scope)
+            .field("external_account", &self.external_account)
+            .field("deadline", &self.deadline)
+            .field("streams", &self.stream.is_some())
+            .field("checkpoints", &self.checkpoint.is_some())
+            .field("credential_set", &self.credential.is_some())
+            .field("approval_set", &self.approval.is_some())
+            .field("compensation_set", &self.compensation.is_some())
+            .field("plan_set", &self.plan.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 impl StaticInvocation {
     /// An invocation of `action` by `caller`, with a 60-second deadline and nothing else.
     ///
@@ -656,6 +678,24 @@ mod tests {
         assert_ne!(copied, Secret::new("tok_live_1234"), "other length");
         assert_eq!(taken.expose_str(), Ok("tok_live_123"));
         assert_eq!(format!("{taken:?}"), "Secret([REDACTED])");
+    }
+
+    #[test]
+    fn a_static_invocations_debug_shows_neither_input_nor_credential() {
+        let caller = super::CallerIdentity {
+            principal_id: "user:ada".into(),
+            issuer: "test".into(),
+        };
+        let action = aip_connector_core::model::Action::new(
+            "cap:x:y",
+            serde_json::json!({ "note": "input-canary" }),
+        );
+        let invocation = super::StaticInvocation::new(action, caller).with_credential(
+            super::CredentialHandle::new("cred-1", "vault", Secret::new("secret-canary")),
+        );
+        let shown = format!("{invocation:?}");
+        assert!(shown.contains("cap:x:y") && shown.contains("credential_set: true"));
+        assert!(!shown.contains("input-canary") && !shown.contains("secret-canary"));
     }
 
     #[test]

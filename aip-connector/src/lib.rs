@@ -20,6 +20,8 @@
 //!
 //! Features: `sqlite` and `postgres` (on by default) add the durable stores, `http` the AIP
 //! HTTP server and client, `mcp` the MCP projection (the crate README has the table).
+// Every public type can be printed (secrets redacted by hand-written impls).
+#![warn(missing_debug_implementations)]
 
 pub mod builder;
 mod cache_line;

@@ -205,8 +205,7 @@ fn the_builder_publishes_receivers_and_refuses_unbound_profiles() {
     let tool_without_profile = ConnectorBuilder::new("tools")
         .capability::<named_tool>()
         .build()
-        .err()
-        .expect("an MCP binding without the MCP profile is refused");
+        .expect_err("an MCP binding without the MCP profile is refused");
     assert_eq!(
         tool_without_profile,
         BuildError::BindingProfileUndeclared {
@@ -233,8 +232,7 @@ fn the_builder_publishes_receivers_and_refuses_unbound_profiles() {
         .profile(profiles::A2A_COMPAT)
         .compatibility(json!({"a2a": {"agent_card": "/.well-known/agent.json"}}))
         .build()
-        .err()
-        .expect("A2A without its JSON-RPC path is refused");
+        .expect_err("A2A without its JSON-RPC path is refused");
     assert_eq!(
         unbound,
         BuildError::ProfileUnbound {
@@ -253,8 +251,7 @@ fn the_builder_publishes_receivers_and_refuses_unbound_profiles() {
         .capability::<echo>()
         .profile(profiles::HTTP_WEBHOOK)
         .build()
-        .err()
-        .expect("the webhook profile without a receiver is refused");
+        .expect_err("the webhook profile without a receiver is refused");
     assert!(
         matches!(&no_receiver, BuildError::ProfileUnbound { profile, .. } if profile.as_str() == profiles::HTTP_WEBHOOK),
         "{no_receiver:?}"
@@ -271,8 +268,7 @@ fn the_builder_publishes_receivers_and_refuses_unbound_profiles() {
         .capability::<echo>()
         .compatibility(json!({"native_http": "/aip"}))
         .build()
-        .err()
-        .expect("a native_http entry that is not an object is refused");
+        .expect_err("a native_http entry that is not an object is refused");
     assert!(
         matches!(&odd_native, BuildError::ProfileUnbound { profile, .. } if profile.as_str() == profiles::NATIVE_HTTP),
         "{odd_native:?}"
@@ -314,8 +310,7 @@ fn the_builder_publishes_receivers_and_refuses_unbound_profiles() {
             .capability::<echo>()
             .channel(anonymous.clone())
             .build()
-            .err()
-            .expect("a channel without an identity is refused");
+            .expect_err("a channel without an identity is refused");
         assert_eq!(
             refused.to_string(),
             "channel must declare a non-empty id or name at /channels/0 (rule `manifest.channel.identifier_missing`)",
@@ -345,7 +340,7 @@ fn the_builder_publishes_receivers_and_refuses_unbound_profiles() {
         for profile in profiles {
             builder = builder.profile(*profile);
         }
-        let refused = builder.build().err().expect("refused");
+        let refused = builder.build().expect_err("refused");
         assert!(
             matches!(&refused, BuildError::InvalidProfile(p) if p == profiles[profiles.len() - 1]),
             "{profiles:?}: {refused}"

@@ -128,6 +128,17 @@ impl std::fmt::Display for StartError {
     }
 }
 
+/// Names the connector, the provider double's address and the store.
+impl std::fmt::Debug for Harness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Harness")
+            .field("connector", &self.probe)
+            .field("provider_url", &self.env.provider_url())
+            .field("no_provider", &self.no_provider)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Harness {
     /// A fresh world for one scenario.
     ///

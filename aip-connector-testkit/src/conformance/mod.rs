@@ -343,6 +343,7 @@ impl CheckResult {
 
 /// The outcome of a conformance run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
+#[must_use = "a report proves nothing until a test asserts it (`assert_passed`, `assert_check`)"]
 pub struct ConformanceReport {
     /// The connector checked.
     pub connector_id: String,

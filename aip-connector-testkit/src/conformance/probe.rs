@@ -76,6 +76,17 @@ pub struct ProbedConnector {
     state: Arc<Mutex<ProbeState>>,
 }
 
+/// Names the wrapped connector and counts the calls recorded so far.
+impl std::fmt::Debug for ProbedConnector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let recorded = self.state.lock().map_or(0, |state| state.records.len());
+        f.debug_struct("ProbedConnector")
+            .field("connector", &self.inner.definition().id)
+            .field("recorded", &recorded)
+            .finish_non_exhaustive()
+    }
+}
+
 impl ProbedConnector {
     /// Wraps `inner`.
     pub fn new(inner: Arc<dyn Connector>) -> Self {

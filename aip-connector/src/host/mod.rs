@@ -461,6 +461,7 @@ impl HostLimits {
 }
 
 /// Builds a [`Host`].
+#[must_use = "a builder does nothing until `build()` is called"]
 pub struct HostBuilder {
     connectors: Vec<Arc<dyn Connector>>,
     store: Option<SharedStore>,
@@ -472,6 +473,27 @@ pub struct HostBuilder {
     clock: Arc<dyn Clock>,
     policy: AdmissionPolicy,
     retention: Retention,
+}
+
+/// Names the connectors and shows the settings; the store, authority and clock only by whether
+/// one was set.
+impl std::fmt::Debug for HostBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let connectors: Vec<&str> = self
+            .connectors
+            .iter()
+            .map(|connector| connector.definition().id.as_str())
+            .collect();
+        f.debug_struct("HostBuilder")
+            .field("connectors", &connectors)
+            .field("store_set", &self.store.is_some())
+            .field("deployment", &self.deployment)
+            .field("authority_set", &self.authority.is_some())
+            .field("limits", &self.limits)
+            .field("policy", &self.policy)
+            .field("retention", &self.retention)
+            .finish_non_exhaustive()
+    }
 }
 
 impl HostBuilder {

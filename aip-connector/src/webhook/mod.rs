@@ -377,6 +377,7 @@ pub enum WebhookConfigError {
 }
 
 /// Builds a [`WebhookReceiver`]; see [`WebhookReceiver::builder`].
+#[must_use = "a builder does nothing until `build()` is called"]
 pub struct WebhookReceiverBuilder {
     id: String,
     scheme: Arc<dyn SignatureScheme>,
