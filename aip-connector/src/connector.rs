@@ -137,15 +137,22 @@ impl ConnectorDefinition {
 
 /// What a reconcile handler is asked: the transaction whose outcome is unknown and the
 /// provider operation its handler checkpointed.
+///
+/// Built by the host; a unit test of a reconcile handler builds one with
+/// [`Reconciliation::new`] and the `with_*` setters (new fields may come in minor versions).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Reconciliation {
     /// The transaction.
     pub transaction_id: TransactionId,
     /// The provider operation recorded by the handler's `Checkpoint`.
     pub provider_operation: ProviderOperationRef,
     /// The last cursor recorded: the one the handler's `Checkpoint` recorded, replaced by the
-    /// cursor of each later pending (non-terminal) answer that carries one.
+    /// cursor of each later pending (non-terminal) answer that carries one. Where to resume.
     pub cursor: Option<String>,
+    /// The cursor the handler's `Checkpoint` recorded, which no pending answer replaces: what
+    /// the handler wrote down about the call (a resource its input named).
+    pub checkpoint_cursor: Option<String>,
     /// The verified tenant of the `reconcile` action, to pick the tenant's provider account.
     pub tenant: Option<VerifiedTenant>,
     /// The credential resolved for the `reconcile` action, when the contract declares a
@@ -167,6 +174,7 @@ impl Reconciliation {
             transaction_id,
             provider_operation,
             cursor: None,
+            checkpoint_cursor: None,
             tenant: None,
             credential: None,
             compensation_for: None,
@@ -176,6 +184,21 @@ impl Reconciliation {
     /// With the cursor of an earlier, non-terminal answer.
     pub fn with_cursor(mut self, cursor: impl Into<String>) -> Self {
         self.cursor = Some(cursor.into());
+        self
+    }
+
+    /// With the cursor the handler's `Checkpoint` recorded (and, as no pending answer has
+    /// replaced it yet, the same [`cursor`](Self::cursor) unless one is set).
+    pub fn with_checkpoint_cursor(mut self, cursor: impl Into<String>) -> Self {
+        let cursor = cursor.into();
+        self.cursor.get_or_insert_with(|| cursor.clone());
+        self.checkpoint_cursor = Some(cursor);
+        self
+    }
+
+    /// As the reconciliation of the compensation of `action`, whose answer was lost.
+    pub fn with_compensation_for(mut self, action: ActionId) -> Self {
+        self.compensation_for = Some(action);
         self
     }
 

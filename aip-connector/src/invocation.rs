@@ -306,11 +306,12 @@ pub struct CompensationTarget {
     pub error: Option<ProtocolError>,
     /// The provider operation it checkpointed.
     pub provider_operation: Option<ProviderOperationRef>,
-    /// The cursor recorded last for its transaction: by its handler
-    /// (`checkpoint.record(operation, Some(cursor))`) or by a `Pending` reconciliation. Where an
+    /// The cursor its handler recorded (`checkpoint.record(operation, Some(cursor))`). Where an
     /// undo must find a resource the compensated action's *input* named (a close undone by a
-    /// reopen), the compensated handler records that resource here: the undo never sees the
-    /// input, and a target settled by reconciliation has no handler output.
+    /// reopen, a delete undone by a restore), the compensated handler records that resource
+    /// here: the undo never sees the input, and a target settled by reconciliation has no
+    /// handler output. A `Pending` reconciliation answer's cursor never replaces it (that one
+    /// reaches only the next reconciliation, as [`Reconciliation::cursor`](crate::Reconciliation::cursor)).
     pub cursor: Option<String>,
 }
 

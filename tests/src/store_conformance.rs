@@ -1321,6 +1321,7 @@ fn transaction(id: &str, action: &str, status: TransactionProtocolStatus) -> Tra
         result: None,
         provider_operation: None,
         reconciliation_cursor: None,
+        checkpoint_cursor: None,
         reconcile_after_ms: None,
         error: None,
         revision: 9,
@@ -1402,7 +1403,7 @@ fn plan_claim(commit_action: &str) -> Transition {
 }
 
 /// A transition from `expected` to `to` that writes every field a transition can write: a
-/// failed result of `act_a`, operation `op-1`, cursor `cursor-1`, a reconcile time of
+/// failed result of `act_a`, operation `op-1`, cursor `cursor-1`, checkpoint cursor `cp-1`, a reconcile time of
 /// `NOW + 5_000` and the temporary error `error_code`.
 fn writing_every_field(
     expected: &[TransactionProtocolStatus],
@@ -1416,6 +1417,7 @@ fn writing_every_field(
         )),
         provider_operation: Some(operation("op-1")),
         reconciliation_cursor: Some("cursor-1".to_owned()),
+        checkpoint_cursor: Some("cp-1".to_owned()),
         reconcile_after_ms: Some(NOW + 5_000),
         error: Some(temporary(error_code)),
         ..Transition::new(expected, to)
@@ -1709,6 +1711,7 @@ pub async fn check_transition_applies_and_bumps_revision(store: SharedStore) {
         result: unknown.result.clone(),
         provider_operation: Some(operation("op-1")),
         reconciliation_cursor: Some("cursor-1".to_owned()),
+        checkpoint_cursor: Some("cp-1".to_owned()),
         reconcile_after_ms: Some(NOW + 5_000),
         error: Some(temporary("sla.timeout_exceeded")),
         revision: 1,
@@ -1841,7 +1844,7 @@ pub async fn check_transition_of_a_missing_record_is_not_found(store: SharedStor
     assert_eq!(store.transaction(&id).await, Ok(None));
 }
 
-/// `None` provider operation and cursor keep the stored ones; result, error and
+/// `None` provider operation and cursors keep the stored ones; result, error and
 /// `reconcile_after` are always overwritten (`None` clears them).
 pub async fn check_transition_keeps_operation_and_cursor_but_overwrites_the_rest(
     store: SharedStore,
@@ -1874,6 +1877,7 @@ pub async fn check_transition_keeps_operation_and_cursor_but_overwrites_the_rest
         after_bare.reconciliation_cursor.as_deref(),
         Some("cursor-1")
     );
+    assert_eq!(after_bare.checkpoint_cursor.as_deref(), Some("cp-1"));
     assert_eq!(after_bare.result, None);
     assert_eq!(after_bare.error, None);
     assert_eq!(after_bare.reconcile_after_ms, None);
@@ -1897,7 +1901,10 @@ pub async fn check_transition_keeps_operation_and_cursor_but_overwrites_the_rest
         after_replace.reconciliation_cursor.as_deref(),
         Some("cursor-2")
     );
+    // A pending reconciliation's cursor replaces the resume cursor, never the handler's.
+    assert_eq!(after_replace.checkpoint_cursor.as_deref(), Some("cp-1"));
     assert_eq!(after_replace.revision, 3);
+    assert_eq!(store.transaction(&id).await, Ok(Some(after_replace)));
 }
 
 /// A claimed plan belongs to its commit action from then on; a transition without a rebind

@@ -89,7 +89,7 @@ impl Payments {
         key: IdempotencyKey,
         checkpoint: Checkpoint,
     ) -> Result<Charged, ConnectorFailure> {
-        if charge.behaviour == "cursor" {
+        if charge.behaviour == "cursor" || charge.behaviour == "cursor, then lost" {
             // The card the charge went to, recorded for its undo.
             checkpoint
                 .record(
@@ -103,7 +103,7 @@ impl Payments {
                 .await?;
         }
         match charge.behaviour.as_str() {
-            "uncertain" => Err(ConnectorFailure::new(
+            "uncertain" | "cursor, then lost" => Err(ConnectorFailure::new(
                 "pay.reset",
                 "connection reset after the request was sent",
                 ErrorCategory::Temporary,
@@ -154,6 +154,22 @@ impl Payments {
     /// The provider never saw uncertain charges; a refund whose answer was lost is in the
     /// ledger when it landed.
     async fn look_up(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
+        // A charge that recorded its card: the first lookup is still pending and names where
+        // the next one resumes; the next finds the charge.
+        if let Some(card) = &request.checkpoint_cursor {
+            self.ledger.push(format!(
+                "look-up:{card}:{}",
+                request.cursor.as_deref().unwrap_or("-")
+            ));
+            return Ok(if request.cursor.as_ref() == Some(card) {
+                ReconcileOutcome::Pending {
+                    cursor: Some(format!("page-2-of-{card}")),
+                }
+            } else {
+                self.ledger.push(format!("charge:{card}"));
+                ReconcileOutcome::Committed { evidence: None }
+            });
+        }
         if let Some(target) = &request.compensation_for {
             assert_eq!(
                 request.provider_operation.operation_id,
@@ -422,6 +438,48 @@ async fn the_undo_reads_the_cursor_its_target_recorded() {
         "{:?}",
         f.ledger.entries()
     );
+}
+
+/// Found by an author trial: a `Pending` reconciliation answer's cursor replaced the one the
+/// handler recorded, so the undo of a delete whose answer was lost restored the resource the
+/// pending answer named. The reconciliation resumes from the pending cursor; the undo, and the
+/// next lookup's `checkpoint_cursor`, still read the handler's.
+#[tokio::test]
+async fn a_pending_reconciliation_does_not_replace_the_cursor_the_undo_reads() {
+    let f = fixture();
+    let (target, lost) = charge(&f.host, "c7", "cursor, then lost").await;
+    assert_eq!(lost.status, ActionResultStatus::Failed, "{lost:?}");
+    let transaction = TransactionId::trusted(
+        lost.error.as_ref().unwrap().details.as_ref().unwrap()["transaction_id"]
+            .as_str()
+            .unwrap(),
+    );
+    f.clock.advance(5_000);
+    let pending = reconcile(&f, &transaction, "rec-1").await;
+    assert_eq!(
+        error_code(&pending),
+        codes::TRANSACTION_RECONCILIATION_PENDING,
+        "{pending:?}"
+    );
+    f.clock.advance(5_000);
+    reconciled_as(&f, &transaction, "rec-2", true).await;
+    assert_eq!(
+        f.ledger.entries(),
+        [
+            "look-up:card-c7:card-c7",
+            "look-up:card-c7:page-2-of-card-c7",
+            "charge:card-c7"
+        ]
+    );
+    let undone = compensate(&f, &target, "r7", "customer asked").await;
+    assert_eq!(undone.status, ActionResultStatus::Completed, "{undone:?}");
+    assert_eq!(
+        f.ledger.count("refund-cursor:"),
+        f.ledger.count("refund-cursor:card-c7"),
+        "{:?}",
+        f.ledger.entries()
+    );
+    assert_eq!(f.ledger.count("refund-cursor:card-c7"), 1);
 }
 
 /// A compensating handler's `Checkpoint` claims no transaction of its own: the capability

@@ -1314,6 +1314,7 @@ async fn reconcile(
         transaction_id: record.transaction_id.clone(),
         provider_operation: operation,
         cursor: record.reconciliation_cursor.clone(),
+        checkpoint_cursor: record.checkpoint_cursor.clone(),
         tenant,
         credential,
         compensation_for: record.transaction.compensation_for.clone(),

@@ -308,6 +308,7 @@ fn new_record(
         result: None,
         provider_operation: None,
         reconciliation_cursor: None,
+        checkpoint_cursor: None,
         reconcile_after_ms: None,
         error: None,
         revision: 0,
@@ -683,7 +684,7 @@ pub(crate) async fn admit_compensation(
         output: target.result.as_ref().and_then(|r| r.output.clone()),
         error: target.error.clone(),
         provider_operation: target.provider_operation.clone(),
-        cursor: target.reconciliation_cursor.clone(),
+        cursor: target.checkpoint_cursor.clone(),
     };
     let record = new_record(action, caller, Status::Compensating, now);
     if host
@@ -1571,6 +1572,8 @@ impl CheckpointRecorder for StoreCheckpoint {
                 // Recording again without a cursor keeps the stored one (the store only ever
                 // replaces a cursor), and `recorded()` must report what the store holds.
                 transition.reconciliation_cursor = kept.clone();
+                // The handler's own cursor, apart from the one reconciliation answers replace.
+                transition.checkpoint_cursor = cursor.clone();
                 match self
                     .store
                     .transition(

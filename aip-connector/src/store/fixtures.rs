@@ -54,6 +54,7 @@ pub(super) fn planned(id: &str, plan_id: &str) -> TransactionRecord {
         )),
         provider_operation: None,
         reconciliation_cursor: None,
+        checkpoint_cursor: None,
         reconcile_after_ms: None,
         error: None,
         revision: 0,

@@ -47,8 +47,13 @@ pub struct TransactionRecord {
     pub result: Option<ActionResult>,
     /// The provider operation the handler checkpointed.
     pub provider_operation: Option<ProviderOperationRef>,
-    /// Opaque reconciliation cursor.
+    /// Opaque reconciliation cursor: the one the handler's checkpoint recorded, replaced by the
+    /// cursor of each later pending reconciliation answer that carries one.
     pub reconciliation_cursor: Option<String>,
+    /// The cursor the handler's checkpoint recorded, which no reconciliation answer replaces:
+    /// what the handler wrote down for its undo and its lookups (a resource its input named).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_cursor: Option<String>,
     /// Earliest time reconciliation is useful.
     pub reconcile_after_ms: Option<Millis>,
     /// The last error.
@@ -157,6 +162,9 @@ pub struct Transition {
     pub provider_operation: Option<ProviderOperationRef>,
     /// The cursor to record (`None` keeps the stored one).
     pub reconciliation_cursor: Option<String>,
+    /// The handler's checkpoint cursor to record (`None` keeps the stored one); only a
+    /// checkpoint sets it.
+    pub checkpoint_cursor: Option<String>,
     /// Always overwritten.
     pub reconcile_after_ms: Option<Millis>,
     /// Always overwritten.
@@ -174,6 +182,7 @@ impl Transition {
             result: None,
             provider_operation: None,
             reconciliation_cursor: None,
+            checkpoint_cursor: None,
             reconcile_after_ms: None,
             error: None,
             rebind_action: None,
@@ -194,6 +203,9 @@ impl Transition {
         }
         if let Some(cursor) = &self.reconciliation_cursor {
             next.reconciliation_cursor = Some(cursor.clone());
+        }
+        if let Some(cursor) = &self.checkpoint_cursor {
+            next.checkpoint_cursor = Some(cursor.clone());
         }
         next.reconcile_after_ms = self.reconcile_after_ms;
         next.error = self.error.clone();
