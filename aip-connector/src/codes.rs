@@ -62,6 +62,9 @@ pub const ACTION_ID_TOO_LONG: &str = "action.id_too_long";
 pub const ACTION_CONTEXT_TOO_LARGE: &str = "action.context_too_large";
 /// A completed result's output violates the output schema (permanent, not retryable).
 pub const ACTION_OUTPUT_SCHEMA_INVALID: &str = "action.output_schema_invalid";
+/// A completed handler's output is larger than `HostLimits::max_output_bytes` (permanent, not
+/// retryable); `details {max_output_bytes}`. Like a schema violation, it replaces the result.
+pub const ACTION_OUTPUT_TOO_LARGE: &str = "action.output_too_large";
 /// A keyed action failed retryably `HostLimits::max_attempts_per_key` times: its key is
 /// dead-lettered (permanent; upstream's default dead-letter code). Replayed to every later
 /// attempt with the key; `details {attempts, last_error}`.

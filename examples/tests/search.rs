@@ -23,10 +23,7 @@ fn host(stream_buffer: usize) -> Host {
     Host::builder()
         .connector(Search::sample())
         .store(Arc::new(MemoryStore::new()))
-        .limits(HostLimits {
-            stream_buffer,
-            ..HostLimits::default()
-        })
+        .limits(HostLimits::default().stream_buffer(stream_buffer))
         .build()
         .unwrap()
 }

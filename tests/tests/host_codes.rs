@@ -380,10 +380,7 @@ async fn a_call_beyond_the_concurrency_limit_is_overloaded() {
     let theatre = Theatre::default();
     let host = Host::builder()
         .connector(theatre.clone())
-        .limits(HostLimits {
-            max_concurrent_actions: 1,
-            ..HostLimits::default()
-        })
+        .limits(HostLimits::default().max_concurrent_actions(1))
         .build()
         .unwrap();
     let started = theatre.gate.started.notified();

@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use aip_connector::VerifiedTenant;
 use aip_connector::codes;
-use aip_connector::host::{Host, TransactionSelector, TrustedContext, compensation_transaction_of};
+use aip_connector::host::{
+    Host, HostLimits, TransactionSelector, TrustedContext, compensation_transaction_of,
+};
 use aip_connector::ids::{ActionId, TransactionId};
 use aip_connector::model::{
     Action, ActionResult, ActionResultStatus, ActionTransaction, ConnectorOperation, Principal,
@@ -133,6 +135,13 @@ impl Payments {
                     "pay",
                 )
                 .with_committed_side_effects())
+            }
+            "long_output" => {
+                self.ledger.push(format!("charge:{}", key.as_str()));
+                Ok(Charged {
+                    charge_id: format!("ch-{}-{}", key.as_str(), "x".repeat(200)),
+                    amount_cents: charge.amount_cents,
+                })
             }
             "bad_output" => {
                 self.ledger.push(format!("charge:{}", key.as_str()));
@@ -323,6 +332,10 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
+    fixture_with(HostLimits::default())
+}
+
+fn fixture_with(limits: HostLimits) -> Fixture {
     let payments = Payments::default();
     let ledger = payments.ledger.clone();
     let clock = Arc::new(ManualClock::new());
@@ -331,6 +344,7 @@ fn fixture() -> Fixture {
         .connector(GuardedPayments)
         .store(Arc::new(MemoryStore::default()))
         .clock(clock.clone())
+        .limits(limits)
         .build()
         .unwrap();
     Fixture {
@@ -613,6 +627,29 @@ async fn a_completed_write_whose_output_is_refused_can_be_compensated() {
     assert_eq!(details["side_effects_committed"], true);
     assert_eq!(details["compensation_required"], true);
     assert!(details["violations"].is_array(), "{details}");
+    let result = f
+        .host
+        .invoke(
+            compensate_action("cap:pay:charge", &target, "r1"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    assert_eq!(f.ledger.count("refund:"), 1);
+}
+
+/// The same for an output larger than `max_output_bytes`: the charge happened, so the refusal
+/// says its side effects committed and the charge can still be undone.
+#[tokio::test]
+async fn a_completed_write_whose_output_is_too_large_can_be_compensated() {
+    let f = fixture_with(HostLimits::default().max_output_bytes(128));
+    let (target, charged) = charge(&f.host, "c1", "long_output").await;
+    let error = charged.error.as_ref().expect("the output is refused");
+    assert_eq!(error.code, codes::ACTION_OUTPUT_TOO_LARGE, "{charged:?}");
+    let details = error.details.as_ref().unwrap();
+    assert_eq!(details["side_effects_committed"], true, "{details}");
+    assert_eq!(details["compensation_required"], true, "{details}");
+    assert_eq!(details["max_output_bytes"], 128, "{details}");
     let result = f
         .host
         .invoke(

@@ -68,10 +68,7 @@ fn host(mailer: Mailer, store: SharedStore, max_attempts: u32) -> Host {
     Host::builder()
         .connector(mailer)
         .store(store)
-        .limits(HostLimits {
-            max_attempts_per_key: max_attempts,
-            ..HostLimits::default()
-        })
+        .limits(HostLimits::default().max_attempts_per_key(max_attempts))
         .build()
         .unwrap()
 }

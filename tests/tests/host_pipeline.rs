@@ -245,10 +245,7 @@ async fn invalid_input_fails_schema_validation_with_violations() {
 async fn envelope_and_size_limits_are_checked_first() {
     let host = Host::builder()
         .connector(Shop::default())
-        .limits(HostLimits {
-            max_input_bytes: 64,
-            ..HostLimits::default()
-        })
+        .limits(HostLimits::default().max_input_bytes(64))
         .build()
         .unwrap();
     let result = host
@@ -288,10 +285,7 @@ fn limited_host(limits: HostLimits) -> (Shop, MemoryStore, Host) {
 async fn an_idempotency_key_longer_than_the_limit_is_refused_before_the_store() {
     use aip_connector::store::IdempotencyStore;
 
-    let (shop, store, host) = limited_host(HostLimits {
-        max_idempotency_key_bytes: 8,
-        ..HostLimits::default()
-    });
+    let (shop, store, host) = limited_host(HostLimits::default().max_idempotency_key_bytes(8));
     let place = |key: &str| {
         Action::new("cap:shop:place", json!({ "item": "tea" })).with_idempotency_key(key)
     };
@@ -345,10 +339,7 @@ async fn an_id_longer_than_the_limit_is_refused_before_the_store() {
     use aip_connector::ids::{ActionId, TransactionId};
     use aip_connector::store::IdempotencyStore;
 
-    let (shop, store, host) = limited_host(HostLimits {
-        max_id_bytes: 12,
-        ..HostLimits::default()
-    });
+    let (shop, store, host) = limited_host(HostLimits::default().max_id_bytes(12));
     let action_id = |suffix: &str| ActionId::parse(format!("act_{suffix}")).unwrap();
     let place = |id: ActionId, key: &str| {
         let mut action =
@@ -493,10 +484,7 @@ async fn context_blocks_larger_than_the_limit_are_refused_before_the_store() {
     use aip_connector::model::{Callback, ComplianceContext};
     use aip_connector::store::IdempotencyStore;
 
-    let (shop, store, host) = limited_host(HostLimits {
-        max_context_bytes: 1024,
-        ..HostLimits::default()
-    });
+    let (shop, store, host) = limited_host(HostLimits::default().max_context_bytes(1024));
     let place = |key: &str| {
         Action::new("cap:shop:place", json!({ "item": "tea" })).with_idempotency_key(key)
     };

@@ -27,6 +27,12 @@ struct Depth {
 }
 
 #[derive(Deserialize, JsonSchema)]
+struct Size {
+    /// Bytes of text in the answer.
+    bytes: usize,
+}
+
+#[derive(Deserialize, JsonSchema)]
 struct Note {
     text: String,
 }
@@ -82,6 +88,37 @@ impl Archive {
         )
     }
 
+    /// Answers `{"text": …}` with `bytes` bytes of text.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+    )]
+    async fn fill(&self, size: Size, _key: IdempotencyKey) -> Result<Value, ConnectorFailure> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        Ok(json!({ "text": "x".repeat(size.bytes) }))
+    }
+
+    /// Fails with details of `{"text": …}` with `bytes` bytes of text.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+    )]
+    async fn refuse_at_length(
+        &self,
+        size: Size,
+        _key: IdempotencyKey,
+    ) -> Result<Saved, ConnectorFailure> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        Err(
+            ConnectorFailure::permanent("archive.refused", "refused", "archive")
+                .with_redacted_details(json!({ "text": "x".repeat(size.bytes) })),
+        )
+    }
+
     /// Saves a note once per key and principal.
     #[capability(
         risk = low,
@@ -103,9 +140,14 @@ fn caller(principal: &str) -> TrustedContext {
 }
 
 fn host(archive: Archive, store: SharedStore) -> Host {
+    limited_host(archive, store, HostLimits::default())
+}
+
+fn limited_host(archive: Archive, store: SharedStore, limits: HostLimits) -> Host {
     Host::builder()
         .connector(archive)
         .store(store)
+        .limits(limits)
         .build()
         .expect("the archive builds")
 }
@@ -207,12 +249,70 @@ async fn failure_details_too_deep_to_read_back_are_withheld() {
     .await;
 }
 
+/// An output larger than `max_output_bytes` would be stored whole under its key and sent back
+/// (twice over MCP): it fails `action.output_too_large`, without quoting it, and its key replays
+/// the failure. An output of exactly the limit passes.
+#[tokio::test]
+async fn an_output_larger_than_the_limit_fails_and_its_key_replays_the_failure() {
+    on_each_store(async |store| {
+        let archive = Archive::default();
+        let host = limited_host(
+            archive.clone(),
+            store,
+            HostLimits::default().max_output_bytes(64),
+        );
+        // `{"text":"…"}` is 11 bytes around its text.
+        let exact = keyed("cap:archive:fill", json!({ "bytes": 53 }), "exact");
+        let result = host.invoke(exact, &caller("user:ana")).await;
+        assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+
+        let over = keyed("cap:archive:fill", json!({ "bytes": 54 }), "over");
+        let first = host.invoke(over.clone(), &caller("user:ana")).await;
+        let error = failure(&first);
+        assert_eq!(error.code, codes::ACTION_OUTPUT_TOO_LARGE, "{error:?}");
+        assert_ne!(error.retryable, Some(true));
+        assert_eq!(error.details.as_ref().unwrap()["max_output_bytes"], 64);
+        assert!(!format!("{first:?}").contains("xxxxxxxx"), "{first:?}");
+        let again = host.invoke(over, &caller("user:ana")).await;
+        assert_eq!(failure(&again).code, codes::ACTION_OUTPUT_TOO_LARGE);
+        assert_eq!(
+            archive.runs.load(Ordering::SeqCst),
+            2,
+            "replayed, not rerun"
+        );
+    })
+    .await;
+}
+
+/// A connector failure's own details are bounded like an output: beyond `max_output_bytes` they
+/// are withheld, saying why.
+#[tokio::test]
+async fn failure_details_larger_than_the_output_limit_are_withheld() {
+    let host = limited_host(
+        Archive::default(),
+        Arc::new(aip_connector::store::MemoryStore::new()),
+        HostLimits::default().max_output_bytes(64),
+    );
+    let large = keyed("cap:archive:refuse_at_length", json!({ "bytes": 200 }), "l");
+    let result = host.invoke(large, &caller("user:ana")).await;
+    let error = failure(&result);
+    assert_eq!(error.code, "archive.refused");
+    let withheld = &error.details.as_ref().unwrap()["details"]["details_withheld"];
+    assert!(
+        withheld.as_str().unwrap().contains("larger than 64 bytes"),
+        "{error:?}"
+    );
+    let small = keyed("cap:archive:refuse_at_length", json!({ "bytes": 10 }), "s");
+    let result = host.invoke(small, &caller("user:ana")).await;
+    assert_eq!(
+        failure(&result).details.as_ref().unwrap()["details"],
+        json!({ "text": "x".repeat(10) })
+    );
+}
+
 #[test]
 fn an_input_depth_limit_beyond_what_stores_read_back_refuses_to_build() {
-    let limits = HostLimits {
-        max_input_depth: MAX_STORED_DEPTH + 1,
-        ..HostLimits::default()
-    };
+    let limits = HostLimits::default().max_input_depth(MAX_STORED_DEPTH + 1);
     let refused = Host::builder()
         .connector(Archive::default())
         .limits(limits)
@@ -229,10 +329,7 @@ fn an_input_depth_limit_beyond_what_stores_read_back_refuses_to_build() {
         ),
         "{refused:?}"
     );
-    let at_most = HostLimits {
-        max_input_depth: MAX_STORED_DEPTH,
-        ..HostLimits::default()
-    };
+    let at_most = HostLimits::default().max_input_depth(MAX_STORED_DEPTH);
     Host::builder()
         .connector(Archive::default())
         .limits(at_most)
@@ -251,11 +348,8 @@ fn limits_the_host_cannot_honour_refuse_to_build() {
             .limits(limits)
             .build()
     };
-    let refused = build(HostLimits {
-        stream_buffer: usize::MAX,
-        ..HostLimits::default()
-    })
-    .expect_err("an unbounded stream buffer is refused");
+    let refused = build(HostLimits::default().stream_buffer(usize::MAX))
+        .expect_err("an unbounded stream buffer is refused");
     assert!(
         matches!(
             refused,
@@ -264,17 +358,15 @@ fn limits_the_host_cannot_honour_refuse_to_build() {
         ),
         "{refused:?}"
     );
-    build(HostLimits {
-        stream_buffer: MAX_STREAM_BUFFER,
-        ..HostLimits::default()
-    })
-    .expect("the largest stream buffer builds");
+    build(HostLimits::default().stream_buffer(MAX_STREAM_BUFFER))
+        .expect("the largest stream buffer builds");
     type Zero = fn(&mut HostLimits);
-    let zeroed: [(&str, Zero); 8] = [
+    let zeroed: [(&str, Zero); 9] = [
         ("default_timeout_ms", |l| l.default_timeout_ms = 0),
         ("max_action_timeout_ms", |l| l.max_action_timeout_ms = 0),
         ("max_concurrent_actions", |l| l.max_concurrent_actions = 0),
         ("max_input_bytes", |l| l.max_input_bytes = 0),
+        ("max_output_bytes", |l| l.max_output_bytes = 0),
         ("max_input_depth", |l| l.max_input_depth = 0),
         ("max_id_bytes", |l| l.max_id_bytes = 0),
         ("max_idempotency_key_bytes", |l| {

@@ -311,10 +311,7 @@ async fn a_slow_consumer_holds_the_handler_at_the_buffer_size() {
     let feed = Feed::default();
     let host = Host::builder()
         .connector(feed.clone())
-        .limits(HostLimits {
-            stream_buffer: 2,
-            ..HostLimits::default()
-        })
+        .limits(HostLimits::default().stream_buffer(2))
         .build()
         .unwrap();
     let mut stream = host.invoke_stream(
@@ -462,10 +459,7 @@ async fn an_abandoned_stream_that_is_unsafe_to_retry_is_replayed_as_abandoned() 
 fn one_chunk_buffer_host(feed: &Feed) -> Host {
     Host::builder()
         .connector(feed.clone())
-        .limits(HostLimits {
-            stream_buffer: 1,
-            ..HostLimits::default()
-        })
+        .limits(HostLimits::default().stream_buffer(1))
         .build()
         .unwrap()
 }

@@ -103,8 +103,20 @@ pub const MAX_STORED_DEPTH: usize = 100;
 /// beyond a million chunks the buffer bounds nothing a deployment could hold anyway.
 pub const MAX_STREAM_BUFFER: usize = 1 << 20;
 
-/// Limits of one host.
+/// Limits of one host. Start from the defaults and set what differs; each field has a setter of
+/// its name (limits may be added in minor versions, so the struct is not built literally):
+///
+/// ```
+/// use aip_connector::host::HostLimits;
+///
+/// let limits = HostLimits::default()
+///     .max_input_bytes(256 * 1024)
+///     .max_output_bytes(1024 * 1024)
+///     .max_concurrent_actions(64);
+/// assert_eq!(limits.max_output_bytes, 1024 * 1024);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HostLimits {
     /// Deadline when neither the action nor the SLA sets one (upstream: 60 s).
     pub default_timeout_ms: u64,
@@ -115,6 +127,11 @@ pub struct HostLimits {
     pub max_action_timeout_ms: u64,
     /// Largest accepted `Action.input`, in bytes of compact JSON.
     pub max_input_bytes: usize,
+    /// Largest output a completed handler may return, in bytes of compact JSON; a larger one
+    /// fails `action.output_too_large`. The output is stored whole under the action's key and
+    /// in its transaction record, and sent back (twice over MCP), so it is bounded like the
+    /// input. A connector failure's own `details` are bounded by it too (withheld beyond it).
+    pub max_output_bytes: usize,
     /// Deepest accepted `Action.input` nesting; at most [`MAX_STORED_DEPTH`] (a pending
     /// approval stores the input, and a record that could not be read back would bind its key
     /// for good), else [`HostBuildError::LimitOutOfRange`].
@@ -155,6 +172,7 @@ impl Default for HostLimits {
             default_timeout_ms: 60_000,
             max_action_timeout_ms: 60 * 60 * 1000,
             max_input_bytes: 1024 * 1024,
+            max_output_bytes: 4 * 1024 * 1024,
             max_input_depth: 64,
             max_idempotency_key_bytes: 255,
             max_id_bytes: 255,
@@ -165,6 +183,100 @@ impl Default for HostLimits {
             max_concurrent_actions: 1024,
             max_attempts_per_key: 5,
         }
+    }
+}
+
+/// Setters, one per limit, for building limits from [`HostLimits::default`].
+impl HostLimits {
+    /// Sets [`default_timeout_ms`](Self::default_timeout_ms).
+    #[must_use]
+    pub const fn default_timeout_ms(mut self, value: u64) -> Self {
+        self.default_timeout_ms = value;
+        self
+    }
+
+    /// Sets [`max_action_timeout_ms`](Self::max_action_timeout_ms).
+    #[must_use]
+    pub const fn max_action_timeout_ms(mut self, value: u64) -> Self {
+        self.max_action_timeout_ms = value;
+        self
+    }
+
+    /// Sets [`max_input_bytes`](Self::max_input_bytes).
+    #[must_use]
+    pub const fn max_input_bytes(mut self, value: usize) -> Self {
+        self.max_input_bytes = value;
+        self
+    }
+
+    /// Sets [`max_output_bytes`](Self::max_output_bytes).
+    #[must_use]
+    pub const fn max_output_bytes(mut self, value: usize) -> Self {
+        self.max_output_bytes = value;
+        self
+    }
+
+    /// Sets [`max_input_depth`](Self::max_input_depth).
+    #[must_use]
+    pub const fn max_input_depth(mut self, value: usize) -> Self {
+        self.max_input_depth = value;
+        self
+    }
+
+    /// Sets [`max_idempotency_key_bytes`](Self::max_idempotency_key_bytes).
+    #[must_use]
+    pub const fn max_idempotency_key_bytes(mut self, value: usize) -> Self {
+        self.max_idempotency_key_bytes = value;
+        self
+    }
+
+    /// Sets [`max_id_bytes`](Self::max_id_bytes).
+    #[must_use]
+    pub const fn max_id_bytes(mut self, value: usize) -> Self {
+        self.max_id_bytes = value;
+        self
+    }
+
+    /// Sets [`max_context_bytes`](Self::max_context_bytes).
+    #[must_use]
+    pub const fn max_context_bytes(mut self, value: usize) -> Self {
+        self.max_context_bytes = value;
+        self
+    }
+
+    /// Sets [`max_decision_bytes`](Self::max_decision_bytes).
+    #[must_use]
+    pub const fn max_decision_bytes(mut self, value: usize) -> Self {
+        self.max_decision_bytes = value;
+        self
+    }
+
+    /// Sets [`max_violations`](Self::max_violations).
+    #[must_use]
+    pub const fn max_violations(mut self, value: usize) -> Self {
+        self.max_violations = value;
+        self
+    }
+
+    /// Sets [`stream_buffer`](Self::stream_buffer).
+    #[must_use]
+    pub const fn stream_buffer(mut self, value: usize) -> Self {
+        self.stream_buffer = value;
+        self
+    }
+
+    /// Sets [`max_concurrent_actions`](Self::max_concurrent_actions).
+    #[must_use]
+    pub const fn max_concurrent_actions(mut self, value: usize) -> Self {
+        self.max_concurrent_actions = value;
+        self
+    }
+
+    /// Sets [`max_attempts_per_key`](Self::max_attempts_per_key).
+    #[must_use]
+    pub const fn max_attempts_per_key(mut self, value: u32) -> Self {
+        self.max_attempts_per_key = value;
+        self
     }
 }
 
@@ -445,6 +557,7 @@ impl HostLimits {
             ("max_action_timeout_ms", self.max_action_timeout_ms == 0),
             ("max_concurrent_actions", self.max_concurrent_actions == 0),
             ("max_input_bytes", self.max_input_bytes == 0),
+            ("max_output_bytes", self.max_output_bytes == 0),
             ("max_input_depth", self.max_input_depth == 0),
             ("max_id_bytes", self.max_id_bytes == 0),
             (

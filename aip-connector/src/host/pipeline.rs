@@ -405,11 +405,21 @@ async fn execute(
     if let Some(error) = check_nul_characters(&action) {
         return failure::failed(&action.id, error);
     }
-    if let Err(message) = check_input_limits(
+    if let Err(exceeded) = check_json_limits(
         &action.input,
         host.limits.max_input_bytes,
         host.limits.max_input_depth,
     ) {
+        let message = match exceeded {
+            JsonLimit::Depth => format!(
+                "action input nests deeper than {} levels",
+                host.limits.max_input_depth
+            ),
+            JsonLimit::Bytes => format!(
+                "action input is larger than {} bytes",
+                host.limits.max_input_bytes
+            ),
+        };
         return failure::failed(
             &action.id,
             failure::permanent(codes::ACTION_INPUT_TOO_LARGE, message),
@@ -1166,15 +1176,14 @@ async fn settle_transaction(
 }
 
 /// A commit or execute whose handler completed but whose output the host refused
-/// (`action.output_schema_invalid`) did write: its failure says the side effects committed and
-/// need compensation, so the transaction settles `failed` with effects and stays compensable
-/// instead of reading as a write that never happened.
+/// (`action.output_schema_invalid`, `action.output_too_large`) did write: its failure says the
+/// side effects committed and need compensation, so the transaction settles `failed` with
+/// effects and stays compensable instead of reading as a write that never happened.
 fn mark_refused_output_as_committed(result: &mut ActionResult) {
-    let Some(error) = result
-        .error
-        .as_mut()
-        .filter(|error| error.code == codes::ACTION_OUTPUT_SCHEMA_INVALID)
-    else {
+    let Some(error) = result.error.as_mut().filter(|error| {
+        error.code == codes::ACTION_OUTPUT_SCHEMA_INVALID
+            || error.code == codes::ACTION_OUTPUT_TOO_LARGE
+    }) else {
         return;
     };
     let details = error.details.get_or_insert_with(|| json!({}));
@@ -1645,7 +1654,7 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
                 call.routed_hosted,
                 action,
                 output,
-                host.limits.max_violations,
+                &host.limits,
                 call.redact,
             );
             // A violation's message quotes the output, which may hold the credential.
@@ -1662,20 +1671,30 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
                 secret.as_ref(),
             );
             // Details are the connector's, stored with the result: too deep to read back, they
-            // would bind the key for good (see `MAX_STORED_DEPTH`).
-            if let Some(details) = error
-                .details
-                .as_mut()
-                .filter(|details| nests_deeper_than(details, super::MAX_STORED_DEPTH))
-            {
-                let withheld = json!({
-                    "details_withheld": format!(
+            // would bind the key for good (see `MAX_STORED_DEPTH`); larger than an output may
+            // be, they would be stored and sent where the output could not.
+            // The connector's own details sit under the failure's `details` key; the rest
+            // (operation, provider references) is the SDK's, shallow and small.
+            let max_bytes = host.limits.max_output_bytes;
+            let exceeded = error.details.as_ref().and_then(|details| {
+                check_json_limits(details, usize::MAX, super::MAX_STORED_DEPTH)
+                    .err()
+                    .or_else(|| {
+                        let own = details.get("details").unwrap_or(details);
+                        check_json_limits(own, max_bytes, usize::MAX).err()
+                    })
+            });
+            if let (Some(exceeded), Some(details)) = (exceeded, error.details.as_mut()) {
+                let why = match exceeded {
+                    JsonLimit::Depth => format!(
                         "the connector's details nest deeper than {} levels",
                         super::MAX_STORED_DEPTH
-                    )
-                });
-                // The connector's own details sit under the failure's `details` key; the rest
-                // (operation, provider references) is the SDK's and shallow.
+                    ),
+                    JsonLimit::Bytes => format!(
+                        "the connector's details are larger than {max_bytes} bytes (max_output_bytes)"
+                    ),
+                };
+                let withheld = json!({ "details_withheld": why });
                 match details.get_mut("details") {
                     Some(own) => *own = withheld,
                     None => *details = withheld,
@@ -2686,21 +2705,26 @@ fn first_field_with_nul<'t>(
         .find_map(|(field, text)| text.filter(|text| text.contains('\0')).map(|_| field))
 }
 
-/// Whether `value` nests deeper than `max_depth` levels (a scalar is one level), iteratively.
-fn nests_deeper_than(value: &Value, max_depth: usize) -> bool {
-    check_input_limits(value, usize::MAX, max_depth).is_err()
+/// The limit a JSON value exceeds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum JsonLimit {
+    /// Its compact JSON is longer than the byte limit.
+    Bytes,
+    /// It nests deeper than the depth limit (a scalar is one level).
+    Depth,
 }
 
-/// Rejects inputs larger or deeper than the limits, iteratively (no recursion on hostile input).
+/// Rejects a value (an input, an output, a failure's details) larger or deeper than the limits,
+/// iteratively (no recursion on hostile input).
 ///
-/// The size is the input's compact JSON, escapes included. Escapes are rare and costly to look
+/// The size is the value's compact JSON, escapes included. Escapes are rare and costly to look
 /// for, so the first pass measures strings by their bytes: an escape makes one byte at most six
-/// (`\u00XX`), so only an input that the limit might refuse because of escapes is measured
+/// (`\u00XX`), so only a value that the limit might refuse because of escapes is measured
 /// again, escapes counted.
-fn check_input_limits(input: &Value, max_bytes: usize, max_depth: usize) -> Result<(), String> {
-    let raw = measure_input(input, max_bytes, max_depth, str::len)?;
+fn check_json_limits(value: &Value, max_bytes: usize, max_depth: usize) -> Result<(), JsonLimit> {
+    let raw = measure_input(value, max_bytes, max_depth, str::len)?;
     if raw.bytes.saturating_add(raw.string_bytes.saturating_mul(5)) > max_bytes {
-        measure_input(input, max_bytes, max_depth, escaped_len)?;
+        measure_input(value, max_bytes, max_depth, escaped_len)?;
     }
     Ok(())
 }
@@ -2713,14 +2737,14 @@ struct Measured {
     string_bytes: usize,
 }
 
-/// One pass of [`check_input_limits`]: strings and keys measured by `string_len` (without
+/// One pass of [`check_json_limits`]: strings and keys measured by `string_len` (without
 /// their quotes), everything else exactly.
 fn measure_input(
     input: &Value,
     max_bytes: usize,
     max_depth: usize,
     string_len: impl Fn(&str) -> usize,
-) -> Result<Measured, String> {
+) -> Result<Measured, JsonLimit> {
     // Containers still to visit. Scalars are counted where they are found, so a flat object
     // (the usual input) never pushes anything and the check allocates nothing.
     let mut pending: Vec<(&Value, usize)> = Vec::new();
@@ -2745,7 +2769,7 @@ fn measure_input(
     let mut next = Some((input, 1usize));
     while let Some((value, depth)) = next.take().or_else(|| pending.pop()) {
         if depth > max_depth {
-            return Err(format!("action input nests deeper than {max_depth} levels"));
+            return Err(JsonLimit::Depth);
         }
         let children = match value {
             Value::Array(items) => {
@@ -2776,10 +2800,10 @@ fn measure_input(
         };
         // The members counted above sit one level down.
         if children > 0 && depth + 1 > max_depth {
-            return Err(format!("action input nests deeper than {max_depth} levels"));
+            return Err(JsonLimit::Depth);
         }
         if measured.bytes > max_bytes {
-            return Err(format!("action input is larger than {max_bytes} bytes"));
+            return Err(JsonLimit::Bytes);
         }
     }
     Ok(measured)
@@ -3958,26 +3982,44 @@ fn check_output(
     hosted: &HostedCapability,
     action: &Action,
     output: Value,
-    max_violations: usize,
+    limits: &super::HostLimits,
     redact: bool,
 ) -> ActionResult {
-    if nests_deeper_than(&output, super::MAX_STORED_DEPTH) {
-        return failure::failed(
-            &action.id,
-            failure::with_details(
-                failure::permanent(
-                    codes::ACTION_OUTPUT_SCHEMA_INVALID,
-                    format!(
-                        "the handler's output nests deeper than {} levels, more than the host can store and read back",
-                        super::MAX_STORED_DEPTH
+    match check_json_limits(&output, limits.max_output_bytes, super::MAX_STORED_DEPTH) {
+        Ok(()) => {}
+        Err(JsonLimit::Depth) => {
+            return failure::failed(
+                &action.id,
+                failure::with_details(
+                    failure::permanent(
+                        codes::ACTION_OUTPUT_SCHEMA_INVALID,
+                        format!(
+                            "the handler's output nests deeper than {} levels, more than the host can store and read back",
+                            super::MAX_STORED_DEPTH
+                        ),
                     ),
+                    json!({ "max_output_depth": super::MAX_STORED_DEPTH }),
                 ),
-                json!({ "max_output_depth": super::MAX_STORED_DEPTH }),
-            ),
-        );
+            );
+        }
+        Err(JsonLimit::Bytes) => {
+            return failure::failed(
+                &action.id,
+                failure::with_details(
+                    failure::permanent(
+                        codes::ACTION_OUTPUT_TOO_LARGE,
+                        format!(
+                            "the handler's output is larger than {} bytes of JSON, the host's `max_output_bytes`: return less per call (a page, a range) and say where the rest is",
+                            limits.max_output_bytes
+                        ),
+                    ),
+                    json!({ "max_output_bytes": limits.max_output_bytes }),
+                ),
+            );
+        }
     }
     if let Some(schema) = &hosted.output_schema
-        && let Err(violations) = schema.validate(&output, max_violations)
+        && let Err(violations) = schema.validate(&output, limits.max_violations)
     {
         let error = schema_error(
             codes::ACTION_OUTPUT_SCHEMA_INVALID,
@@ -4339,37 +4381,32 @@ mod tests {
         for _ in 0..100 {
             deep = json!([deep]);
         }
+        assert!(check_json_limits(&deep, 1 << 20, 64).unwrap_err() == JsonLimit::Depth);
         assert!(
-            check_input_limits(&deep, 1 << 20, 64)
-                .unwrap_err()
-                .contains("deeper")
+            check_json_limits(&json!({ "a": "x".repeat(100) }), 50, 64).unwrap_err()
+                == JsonLimit::Bytes
         );
-        assert!(
-            check_input_limits(&json!({ "a": "x".repeat(100) }), 50, 64)
-                .unwrap_err()
-                .contains("larger")
-        );
-        assert!(check_input_limits(&json!({ "a": [1, 2, 3] }), 1 << 20, 64).is_ok());
+        assert!(check_json_limits(&json!({ "a": [1, 2, 3] }), 1 << 20, 64).is_ok());
     }
 
     #[test]
     fn input_limits_are_exact_at_their_boundaries() {
         // Depth counts the root as level 1, scalars included.
         let nested = json!({ "a": [{ "b": 1 }] });
-        assert!(check_input_limits(&nested, 1 << 20, 4).is_ok());
-        assert!(check_input_limits(&nested, 1 << 20, 3).is_err());
+        assert!(check_json_limits(&nested, 1 << 20, 4).is_ok());
+        assert!(check_json_limits(&nested, 1 << 20, 3).is_err());
         // Empty containers have nothing one level down.
-        assert!(check_input_limits(&json!([[]]), 1 << 20, 2).is_ok());
-        assert!(check_input_limits(&json!([[]]), 1 << 20, 1).is_err());
-        assert!(check_input_limits(&json!("scalar root"), 1 << 20, 1).is_ok());
+        assert!(check_json_limits(&json!([[]]), 1 << 20, 2).is_ok());
+        assert!(check_json_limits(&json!([[]]), 1 << 20, 1).is_err());
+        assert!(check_json_limits(&json!("scalar root"), 1 << 20, 1).is_ok());
         // {"a":"xy"}: braces (2), the key with quotes and colon (4), the value (4).
         let flat = json!({ "a": "xy" });
-        assert!(check_input_limits(&flat, 10, 64).is_ok());
-        assert!(check_input_limits(&flat, 9, 64).is_err());
+        assert!(check_json_limits(&flat, 10, 64).is_ok());
+        assert!(check_json_limits(&flat, 9, 64).is_err());
         // The same member one level down adds the array's brackets.
         let wrapped = json!([{ "a": "xy" }]);
-        assert!(check_input_limits(&wrapped, 12, 64).is_ok());
-        assert!(check_input_limits(&wrapped, 11, 64).is_err());
+        assert!(check_json_limits(&wrapped, 12, 64).is_ok());
+        assert!(check_json_limits(&wrapped, 11, 64).is_err());
     }
 
     #[test]
@@ -4387,11 +4424,11 @@ mod tests {
         for sample in samples {
             let text = sample.to_string();
             assert!(
-                check_input_limits(&sample, text.len(), 64).is_ok(),
+                check_json_limits(&sample, text.len(), 64).is_ok(),
                 "{text} fits in its own length"
             );
             assert!(
-                check_input_limits(&sample, text.len() - 1, 64).is_err(),
+                check_json_limits(&sample, text.len() - 1, 64).is_err(),
                 "{text} does not fit in one byte less"
             );
         }
@@ -4423,11 +4460,11 @@ mod tests {
     #[test]
     fn scalars_count_as_their_text() {
         // `{"a":true}` is 10 bytes: braces (2), the key with quotes and colon (4), `true` (4).
-        assert!(check_input_limits(&json!({ "a": true }), 10, 64).is_ok());
-        assert!(check_input_limits(&json!({ "a": false }), 10, 64).is_err());
-        assert!(check_input_limits(&json!({ "a": null }), 10, 64).is_ok());
-        assert!(check_input_limits(&json!({ "a": -12.5 }), 11, 64).is_ok());
-        assert!(check_input_limits(&json!({ "a": -12.5 }), 10, 64).is_err());
+        assert!(check_json_limits(&json!({ "a": true }), 10, 64).is_ok());
+        assert!(check_json_limits(&json!({ "a": false }), 10, 64).is_err());
+        assert!(check_json_limits(&json!({ "a": null }), 10, 64).is_ok());
+        assert!(check_json_limits(&json!({ "a": -12.5 }), 11, 64).is_ok());
+        assert!(check_json_limits(&json!({ "a": -12.5 }), 10, 64).is_err());
     }
 
     #[test]

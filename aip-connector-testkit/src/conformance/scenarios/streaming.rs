@@ -348,10 +348,7 @@ async fn scenario(h: &Harness) -> Evidence {
     let tap = Tap::new(Arc::new(h.probe().clone()));
     let host = h.host_for(
         Arc::new(tap.clone()),
-        HostLimits {
-            stream_buffer: BUFFER,
-            ..HostLimits::default()
-        },
+        HostLimits::default().stream_buffer(BUFFER),
     );
     let mut action = h.action(capability, input, "conformance-streaming");
     action.mode = Some(aip_connector::model::ActionMode::Streaming);
