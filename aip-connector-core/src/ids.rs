@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 /// Why an identifier was refused by a checked constructor.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum IdParseError {
     /// The identifier is the empty string.
     #[error("identifier is empty")]

@@ -21,6 +21,7 @@ use crate::model::{Action, Capability, CapabilityContract, Manifest};
 
 /// What sort of parse failure happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ParseErrorCategory {
     /// The text is not valid JSON (including nesting deeper than the recursion limit).
     Syntax,

@@ -50,6 +50,7 @@ impl Default for SchemaLimits {
 
 /// Why a schema was rejected before or during compilation.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SchemaError {
     /// A complexity limit was exceeded; the text names the limit, as upstream words it.
     #[error("{0}")]

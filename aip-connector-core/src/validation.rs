@@ -19,6 +19,7 @@ pub const MAX_DELEGATION_HOPS: usize = 10;
 
 /// Why an action or result was refused. `Display` is upstream's text, prefix included.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ValidationError {
     /// A required value is absent or blank; carries the dotted path upstream names.
     #[error("missing required field `{0}`")]

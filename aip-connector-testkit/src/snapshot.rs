@@ -78,6 +78,7 @@ impl SnapshotMode {
 
 /// What a successful snapshot check did.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum SnapshotOutcome {
     /// The snapshot matches the manifest byte for byte (line endings aside).
     Unchanged,
@@ -96,6 +97,7 @@ pub enum SnapshotOutcome {
 
 /// Why a snapshot check failed.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum SnapshotError {
     /// There is no snapshot file yet ([`SnapshotMode::Check`]).
     Missing {

@@ -218,6 +218,7 @@ impl Reconciliation {
 /// A reconcile handler's answer. The host never turns `Committed` into a `committed`
 /// transaction; it records `reconciled`.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ReconcileOutcome {
     /// The provider applied the effect.
     Committed {

@@ -28,6 +28,7 @@ use crate::invocation::{
 /// compares them in constant evaluation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
+#[non_exhaustive]
 pub enum ExtractorKind {
     /// [`IdempotencyKey`]: the handler forwards the key downstream → `retry` support.
     IdempotencyKey = 1,

@@ -17,6 +17,7 @@ use serde_json::{Map, Value};
 
 /// How a schema is rendered for a client.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SchemaDialect {
     /// Draft 2020-12 exactly as schemars produces it: `$defs` and `$ref`, nullable fields as
     /// `["T", "null"]` or `anyOf [T, null]`.

@@ -82,6 +82,7 @@ pub const UNEXERCISED_WAIVERS: &str = "testkit.unexercised_waivers";
 /// One of upstream's connector conformance scenarios.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Scenario {
     /// The transport's actor is bound, tenants are isolated, credentials stay opaque.
     IdentityCredentials,
@@ -282,6 +283,7 @@ impl fmt::Display for Scenario {
 /// What became of one check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum CheckStatus {
     /// Executed; every required assertion held.
     Passed,

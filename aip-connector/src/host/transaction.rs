@@ -1626,6 +1626,7 @@ impl CheckpointRecorder for StoreCheckpoint {
 /// Which transaction [`Host::transaction`](super::Host::transaction) reads: exactly one of
 /// transaction id, plan id or action id, as the seed's transaction view is selected.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TransactionSelector {
     /// By transaction id.
     Transaction(TransactionId),

@@ -117,6 +117,7 @@ impl fmt::Debug for Token {
 
 /// What a cancel achieved.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum CancelReply {
     /// The action was executing there and the cancellation reached it: the result it settled
     /// with. Normally `cancelled`, but a handler that finished in the poll that saw the

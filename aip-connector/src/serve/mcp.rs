@@ -143,6 +143,7 @@ pub mod meta {
 
 /// Why a host cannot be projected.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum McpProjectionError {
     /// Two capabilities of different connectors project to the same tool name (admission only
     /// checks names inside one manifest).
@@ -159,6 +160,7 @@ pub enum McpProjectionError {
 
 /// Why [`McpProjection::serve_stdio`] stopped with an error.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum McpServeError {
     /// The MCP handshake failed.
     #[error("the MCP handshake failed: {0}")]
