@@ -1194,7 +1194,7 @@ impl Parser<'_> {
             Some(lit) => Some(lit.value()),
             None => {
                 self.cx
-                    .error_spanned_by(expr, format!("`{}` takes a string literal", item.name()));
+                    .error_spanned_by(expr, meta::string_literal_required(&item.name(), expr));
                 None
             }
         }

@@ -723,7 +723,7 @@ fn string(cx: &Ctxt, item: &MetaItem) -> Option<String> {
     let expr = value(cx, item)?;
     let lit = meta::as_str(expr);
     if lit.is_none() {
-        cx.error_spanned_by(expr, format!("`{}` takes a string literal", item.name()));
+        cx.error_spanned_by(expr, meta::string_literal_required(&item.name(), expr));
     }
     lit.map(|l| l.value())
 }

@@ -114,6 +114,33 @@ pub(crate) fn as_str(expr: &Expr) -> Option<LitStr> {
     }
 }
 
+/// The message for `name = expr` where a string literal is required. A constant's path
+/// (`Self::BOOK_ID`, `BOOK_ID`) gets the reason: the macro reads the value while it expands,
+/// before any constant has one. A bare lowercase word is text missing its quotes.
+pub(crate) fn string_literal_required(name: &str, expr: &Expr) -> String {
+    let is_constant = |path: &syn::ExprPath| {
+        path.path.segments.len() > 1
+            || path.path.segments.iter().all(|segment| {
+                let ident = segment.ident.to_string();
+                !ident.chars().any(|c| c.is_ascii_lowercase())
+            })
+    };
+    match expr {
+        Expr::Path(path) if !is_constant(path) => {
+            format!("`{name}` takes a string literal: write it in quotes, `{name} = \"...\"`")
+        }
+        Expr::Path(path) => {
+            let shown = quote::ToTokens::to_token_stream(path)
+                .to_string()
+                .replace(' ', "");
+            format!(
+                "`{name}` takes a string literal, not a path: the attribute is read while the macro expands, before `{shown}` has a value; write the text itself, `{name} = \"...\"`"
+            )
+        }
+        _ => format!("`{name}` takes a string literal"),
+    }
+}
+
 /// Whether `expr` is an integer literal (whatever its value: it may not fit any type).
 pub(crate) fn is_int_literal(expr: &Expr) -> bool {
     match expr {
