@@ -735,6 +735,7 @@ pub struct AnswerRequest<'a> {
     method: &'a str,
     path: &'a str,
     query: Option<&'a str>,
+    headers: &'a HeaderMap,
     body: &'a Value,
     idempotency_key: Option<&'a str>,
     operation_id: Option<&'a str>,
@@ -744,6 +745,15 @@ pub struct AnswerRequest<'a> {
     pending_lookups: &'a Cell<usize>,
     /// The status [`with_status`](Self::with_status) chose for this answer, if it did.
     status: &'a Cell<Option<u16>>,
+    /// The raw body [`with_bytes`](Self::with_bytes) chose for this answer, if it did.
+    raw: &'a std::cell::RefCell<Option<RawAnswer>>,
+}
+
+/// A read's answer that is not JSON: its content type and bytes.
+#[derive(Debug)]
+struct RawAnswer {
+    content_type: HeaderValue,
+    bytes: Bytes,
 }
 
 impl<'a> AnswerRequest<'a> {
@@ -767,6 +777,12 @@ impl<'a> AnswerRequest<'a> {
     /// query has no such parameter.
     pub fn query_param(&self, name: &str) -> Option<String> {
         query_param(self.query?, name)
+    }
+
+    /// The first value of the request header `name` (any case), when it is text: a download
+    /// shape reads `Range`, a conditional one `If-None-Match`.
+    pub fn header(&self, name: &str) -> Option<&'a str> {
+        self.headers.get(name)?.to_str().ok()
     }
 
     /// The request's JSON body (`null` when absent or not JSON).
@@ -865,12 +881,53 @@ impl<'a> AnswerRequest<'a> {
         self.status.set(Some(status));
         body
     }
+
+    /// Answers a read with raw `bytes` of `content_type` and HTTP `status` instead of JSON (a
+    /// file's content, a `206` range of it): returns `Value::Null`, so a shape ends with it.
+    ///
+    /// ```no_run
+    /// # use aip_connector_testkit::ProviderDouble;
+    /// # async fn demo() {
+    /// let (_double, provider) = ProviderDouble::start().await;
+    /// // GET /files/{id}/content: the whole file, or the range `Range: bytes=0-3` asks for.
+    /// provider.answer("GET /files/*", |request| {
+    ///     let content = b"hello, world".to_vec();
+    ///     match request.header("range") {
+    ///         Some("bytes=0-3") => request.with_bytes(206, "application/octet-stream", &content[..4]),
+    ///         _ => request.with_bytes(200, "application/octet-stream", content),
+    ///     }
+    /// });
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When `status` is not a final HTTP status (`200..=599`), when `content_type` is not a
+    /// valid header value, or when the request is a write: the double stores a write's answer
+    /// as its effect, in JSON, to replay and list it.
+    pub fn with_bytes(&self, status: u16, content_type: &str, bytes: impl Into<Vec<u8>>) -> Value {
+        assert!(
+            !self.is_write(),
+            "AnswerRequest::with_bytes: only a read may be answered with raw bytes; a write's answer is stored as JSON (`with_status` for its status)"
+        );
+        let content_type = HeaderValue::from_str(content_type).unwrap_or_else(|_| {
+            panic!("AnswerRequest::with_bytes: `{content_type}` is not a valid content type")
+        });
+        self.with_status(status, Value::Null);
+        *self.raw.borrow_mut() = Some(RawAnswer {
+            content_type,
+            bytes: Bytes::from(bytes.into()),
+        });
+        Value::Null
+    }
 }
 
-/// A shaped answer: the body, and the status [`AnswerRequest::with_status`] chose, if any.
+/// A shaped answer: the body, the status [`AnswerRequest::with_status`] chose, if any, and the
+/// raw body of [`AnswerRequest::with_bytes`], which replaces the JSON one.
 struct Shaped {
     body: Value,
     status: Option<StatusCode>,
+    raw: Option<RawAnswer>,
 }
 
 /// An answer shape, shared by the handle and the server.
@@ -1353,10 +1410,12 @@ impl State {
         let shape = &self.answers[route];
         let pending_lookups = Cell::new(self.pending_lookups);
         let status = Cell::new(None);
+        let raw = std::cell::RefCell::new(None);
         let answer = shape(&AnswerRequest {
             method: incoming.method.as_str(),
             path: &incoming.path,
             query: incoming.query.as_deref(),
+            headers: &incoming.headers,
             body,
             idempotency_key: incoming.idempotency_key.as_deref(),
             operation_id,
@@ -1364,11 +1423,13 @@ impl State {
             generic,
             pending_lookups: &pending_lookups,
             status: &status,
+            raw: &raw,
         });
         self.pending_lookups = pending_lookups.get();
         Some(Shaped {
             body: answer,
             status: status.get().map(status_code),
+            raw: raw.into_inner(),
         })
     }
 
@@ -1480,6 +1541,7 @@ struct Received {
     method: Method,
     path: String,
     query: Option<String>,
+    headers: HeaderMap,
     idempotency_key: Option<String>,
     operation_id: Option<String>,
     body: Bytes,
@@ -1545,6 +1607,7 @@ async fn handle(
             method: parts.method.clone(),
             path: parts.uri.path().to_owned(),
             query: parts.uri.query().map(str::to_owned),
+            headers: parts.headers.clone(),
             idempotency_key,
             operation_id: header(OPERATION_ID_HEADER),
             body,
@@ -1662,12 +1725,28 @@ fn normal(shared: &Shared, incoming: &Received) -> Response<ResponseBody> {
             .collect();
         let generic = json!({ "route": path, "operation_ids": operation_ids });
         let body = serde_json::from_slice(&incoming.body).unwrap_or(Value::Null);
-        let (status, answer) = match state.shaped(incoming, &body, None, &generic) {
-            Some(shaped) => (shaped.status.unwrap_or(StatusCode::OK), shaped.body),
-            None => (StatusCode::OK, generic),
-        };
+        let shaped = state.shaped(incoming, &body, None, &generic);
         drop(state);
-        return json_response(status, &answer, sequence);
+        return match shaped {
+            Some(Shaped {
+                status,
+                raw: Some(raw),
+                ..
+            }) => {
+                let mut response =
+                    bytes_response(status.unwrap_or(StatusCode::OK), raw.bytes, sequence);
+                response
+                    .headers_mut()
+                    .insert(CONTENT_TYPE, raw.content_type);
+                response
+            }
+            Some(shaped) => json_response(
+                shaped.status.unwrap_or(StatusCode::OK),
+                &shaped.body,
+                sequence,
+            ),
+            None => json_response(StatusCode::OK, &generic, sequence),
+        };
     }
     let committed = {
         let mut state = shared.lock();

@@ -246,6 +246,39 @@ async fn answers_take_the_shape_of_the_real_api() {
     );
 }
 
+/// A shape reads the request's headers and answers a read with raw bytes of its own content
+/// type: a download API's `GET` of a file, whole or the `Range` asked for (found by an author
+/// trial whose file-storage connector could only be tested against a JSON content API).
+#[tokio::test]
+async fn a_shape_answers_a_read_with_raw_bytes_and_reads_its_headers() {
+    let (double, handle) = ProviderDouble::start().await;
+    handle.answer("GET /files/*", |request| {
+        let content = b"hello, world".to_vec();
+        match request.header("Range") {
+            Some("bytes=0-4") => request.with_bytes(206, "application/octet-stream", &content[..5]),
+            _ => request.with_bytes(200, "text/plain; charset=utf-8", content),
+        }
+    });
+    let whole = http()
+        .get(double.url("/files/f_1/content"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(whole.status(), 200);
+    assert_eq!(whole.headers()["content-type"], "text/plain; charset=utf-8");
+    assert_eq!(whole.bytes().await.unwrap().as_ref(), b"hello, world");
+    let range = http()
+        .get(double.url("/files/f_1/content"))
+        .header("range", "bytes=0-4")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(range.status(), 206);
+    assert_eq!(range.headers()["content-type"], "application/octet-stream");
+    assert_eq!(range.bytes().await.unwrap().as_ref(), b"hello");
+    assert_eq!(handle.effect_total(), 0, "reads commit nothing");
+}
+
 /// A shape answers the status the real API would: a read `404` for what no write created, a
 /// refused write (outside `2xx`) commits nothing and leaves its key unused, a `2xx` write
 /// commits and its replay repeats the status.
