@@ -29,9 +29,12 @@ use aip_connector_core::ids::{ActionId, ApprovalId, CapabilityId, PrincipalId};
 use aip_connector_core::model::{
     Action, ActionResult, ApprovalDecision, ApprovalPolicy, IdempotencyKeyScope,
 };
-use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+/// The attribute the store traits are written with: a store of your own implements them under
+/// `#[aip_connector::store::async_trait]`, with no `async-trait` dependency of its own to keep
+/// in step.
+pub use ::async_trait::async_trait;
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};
