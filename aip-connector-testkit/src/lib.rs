@@ -22,6 +22,8 @@
 //!   classifies every change as breaking or compatible ([`assert_manifest_snapshot!`]).
 // Every public type can be printed (secrets redacted by hand-written impls).
 #![warn(missing_debug_implementations)]
+// docs.rs (nightly) labels each item with the features it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod conformance;
 pub mod fixtures;

@@ -22,6 +22,8 @@
 //! HTTP server and client, `mcp` the MCP projection (the crate README has the table).
 // Every public type can be printed (secrets redacted by hand-written impls).
 #![warn(missing_debug_implementations)]
+// docs.rs (nightly) labels each item with the features it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod builder;
 mod cache_line;
