@@ -27,7 +27,13 @@ use zeroize::Zeroizing;
 /// A boxed, sendable future, as returned by the object-safe traits of this module.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Everything a handler may learn about the call it serves. Implemented by the host.
+/// Everything a handler may learn about the call it serves. Implemented by the host, and by
+/// [`StaticInvocation`] for unit tests of a handler.
+///
+/// A context of your own (a wrapper that records or alters what a handler sees, as the
+/// conformance suite's does) implements every method and forwards the ones it does not change.
+/// Methods are required, not defaulted, so a wrapper cannot silently answer `None` for
+/// something the host knows; before 1.0, a minor version may add one (the CHANGELOG says so).
 pub trait InvocationContext: Send + Sync {
     /// The action being executed (its `input` is decoded separately).
     fn action(&self) -> &Action;

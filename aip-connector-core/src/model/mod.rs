@@ -4,6 +4,14 @@
 //! follows its optional/skip rules: `Option` fields are left out when `None`, `Vec` fields when
 //! empty, and defaulted `bool` fields are always written. Unknown keys are ignored on input, as
 //! upstream; the published JSON Schemas are stricter and are checked by admission's callers.
+//!
+//! # Stability
+//!
+//! The types mirror one frozen protocol version, AIP 1.0, field for field and value for value,
+//! so they are exhaustive on purpose: a struct can be built literally and an enum matched
+//! without a wildcard. An enum value AIP 1.0 does not define is refused when parsed (a peer
+//! speaking a later version is told so, rather than half understood). Support for a later AIP
+//! version, which may add fields and values, comes in a new major version of these crates.
 
 mod action;
 mod capability;
