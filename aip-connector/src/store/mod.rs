@@ -518,6 +518,12 @@ pub trait ApprovalStore: Send + Sync {
 }
 
 /// Every store family a host needs.
+///
+/// The SDK's stores ([`MemoryStore`], and `SqliteStore` and `PostgresStore` behind their
+/// features) implement all three families. A store of your own implements each trait under
+/// [`#[async_trait]`](macro@async_trait); every transition must be an atomic compare-and-set, as the method docs
+/// say. Before 1.0, a minor version may add a method or a record field (the CHANGELOG lists
+/// each, as it does every breaking change).
 pub trait Store: IdempotencyStore + ApprovalStore + TransactionStore {}
 
 impl<T: IdempotencyStore + ApprovalStore + TransactionStore> Store for T {}
