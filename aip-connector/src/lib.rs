@@ -52,13 +52,13 @@ pub struct ReadmeDoctests;
 
 pub use aip_connector_core as core;
 pub use aip_connector_core::{admission, discovery, ids, model, rules};
+pub use aip_connector_macros::{capability, connector};
 /// The `time` crate of the wire model's timestamps (`time::OffsetDateTime` in
 /// [`model`] fields), so a connector builds them without pinning a `time` of its own.
 pub use time;
 /// The token behind [`Cancellation`] and [`InvocationContext::cancellation`], so a connector
 /// names it without a `tokio-util` dependency of its own.
 pub use tokio_util::sync::CancellationToken;
-pub use aip_connector_macros::{capability, connector};
 
 pub use builder::{
     BuildError, BuiltConnector, ConnectorBuilder, ConnectorState, FreeCapability, FromRef, State,

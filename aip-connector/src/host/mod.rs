@@ -502,8 +502,9 @@ pub enum HostBuildError {
     /// A [`HostLimits`] field is 0 where 0 would refuse every call, or every call of a kind: a
     /// timeout of 0 times every handler out at once, no concurrent action answers every call
     /// `host.overloaded`, an input or id of at most 0 bytes (or 0 levels deep) admits no
-    /// action, a key of at most 0 bytes no keyed action, and a decision of at most 0 bytes
-    /// records no decision. (`max_context_bytes` may be 0: an action without context blocks
+    /// action, a key of at most 0 bytes no keyed action, an output of at most 0 bytes no
+    /// completed call, and a decision of at most 0 bytes records no decision.
+    /// (`max_context_bytes` may be 0: an action without context blocks
     /// still passes.)
     #[error(
         "host limit `{limit}` is 0, which would refuse every call it applies to; it must be at least 1"
