@@ -6,8 +6,21 @@
 //! is one long line. These macros panic with the result's status, error code, message and
 //! details, at the line of the test that called them (`#[track_caller]`):
 //!
-//! ```rust,ignore
+//! ```no_run
 //! use aip_connector_testkit::{assert_completed, assert_failed, assert_pending_approval};
+//! # use aip_connector::model::{Action, ProtocolError};
+//! # use aip_connector_testkit::TestHost;
+//! # #[derive(serde::Deserialize)]
+//! # struct Transfer {
+//! #     cents: u64,
+//! # }
+//! # fn transfer() -> Action {
+//! #     Action::new("cap:ledger:transfer", serde_json::json!({ "cents": 250_000 }))
+//! # }
+//! # fn overdrawn() -> Action {
+//! #     Action::new("cap:ledger:transfer", serde_json::json!({ "cents": 999_999_999 }))
+//! # }
+//! # async fn demo(test: TestHost) -> Result<(), ProtocolError> {
 //!
 //! let approval_id = assert_pending_approval!(test.invoke("user:ada", transfer()).await);
 //! test.approve(&approval_id, "user:cfo").await?;
@@ -15,6 +28,8 @@
 //! let refused = test.invoke("user:ada", overdrawn()).await;
 //! let error = assert_failed!(refused, "ledger.insufficient_funds");
 //! assert_eq!(error.retryable, Some(false));
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! Each takes an optional message after the result, `format!`-style, printed first.
@@ -27,9 +42,13 @@ use serde::de::DeserializeOwned;
 
 /// Asserts that a result is `pending_approval` and evaluates to the [`ApprovalId`] it waits for.
 ///
-/// ```rust,ignore
+/// ```no_run
+/// # use aip_connector::model::ActionResult;
+/// # use aip_connector_testkit::assert_pending_approval;
+/// # fn demo(result: ActionResult, cents: u64) {
 /// let approval_id = assert_pending_approval!(result);
 /// let approval_id = assert_pending_approval!(result, "a transfer of {} waits for finance", cents);
+/// # }
 /// ```
 #[macro_export]
 macro_rules! assert_pending_approval {
@@ -48,9 +67,17 @@ macro_rules! assert_pending_approval {
 /// context asks for (a replay's output as the first answer's, as
 /// [`ActionResult::output_as`] reads it).
 ///
-/// ```rust,ignore
+/// ```no_run
+/// # use aip_connector::model::ActionResult;
+/// # use aip_connector_testkit::assert_completed;
+/// # #[derive(serde::Deserialize)]
+/// # struct Transfer {
+/// #     cents: u64,
+/// # }
+/// # fn demo(result: ActionResult) {
 /// let posted: Transfer = assert_completed!(result);
 /// let _: serde_json::Value = assert_completed!(result, "the read answers");
+/// # }
 /// ```
 #[macro_export]
 macro_rules! assert_completed {
@@ -69,9 +96,14 @@ macro_rules! assert_completed {
 /// [`ProtocolError`], so the result may be a temporary (`test.invoke(..).await`) and stays
 /// usable when it is not.
 ///
-/// ```rust,ignore
+/// ```no_run
+/// # use aip_connector::codes;
+/// # use aip_connector::model::{Action, ActionResult};
+/// # use aip_connector_testkit::{TestHost, assert_failed};
+/// # async fn demo(test: TestHost, result: ActionResult, action: Action) {
 /// let error = assert_failed!(result, codes::CREDENTIAL_SCOPE_MISSING);
 /// let error = assert_failed!(test.invoke("user:ada", action).await, "ledger.insufficient_funds", "an overdraft is refused");
+/// # }
 /// ```
 #[macro_export]
 macro_rules! assert_failed {
@@ -90,10 +122,18 @@ macro_rules! assert_failed {
 /// Asserts that a result is `cancelled` (a cancel reached the action: `Host::cancel`,
 /// [`TestHost::cancel`](crate::TestHost::cancel)).
 ///
-/// ```rust,ignore
+/// ```no_run
+/// # use aip_connector::model::Action;
+/// # use aip_connector_testkit::{TestHost, assert_cancelled};
+/// # async fn demo(test: TestHost) -> Result<(), tokio::task::JoinError> {
+/// # let action = Action::new("cap:images:resize", serde_json::json!({ "width": 640 }));
+/// # let action_id = action.id.clone();
+/// # let resize = move || action;
 /// let running = test.spawn_invoke("user:ada", resize());
 /// test.cancel(&action_id, "user:ada");
 /// assert_cancelled!(running.await?);
+/// # Ok(())
+/// # }
 /// ```
 #[macro_export]
 macro_rules! assert_cancelled {

@@ -516,10 +516,41 @@ impl TestHostBuilder {
     /// expires (an approval's `ttl_ms`, a plan, an idempotency key's TTL) without waiting, with
     /// the same callers, approvers and helpers.
     ///
-    /// ```ignore
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use aip_connector::prelude::*;
+    /// # use aip_connector::store::ManualClock;
+    /// # use aip_connector_testkit::TestHost;
+    /// # #[derive(Deserialize, JsonSchema)]
+    /// # struct Lookup {
+    /// #     employee: String,
+    /// # }
+    /// # #[derive(Serialize, JsonSchema)]
+    /// # struct Employee {
+    /// #     name: String,
+    /// # }
+    /// # struct Hr;
+    /// # impl Hr {
+    /// #     fn new() -> Self {
+    /// #         Hr
+    /// #     }
+    /// # }
+    /// # #[connector(id = "hr")]
+    /// # impl Hr {
+    /// #     /// Looks an employee up.
+    /// #     #[capability(risk = low, side_effects = [read], data(sensitivity = internal))]
+    /// #     async fn employee(&self, input: Lookup) -> Result<Employee, ConnectorFailure> {
+    /// #         Ok(Employee { name: input.employee })
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), aip_connector::host::HostBuildError> {
     /// let clock = Arc::new(ManualClock::new());
     /// let test = TestHost::builder(Hr::new()).clock(clock.clone()).build()?;
     /// clock.advance(2 * 60 * 60 * 1000); // two hours later
+    /// # let _ = test;
+    /// # Ok(())
+    /// # }
     /// ```
     pub fn clock(mut self, clock: Arc<dyn aip_connector::store::Clock>) -> Self {
         self.clock = Some(clock);

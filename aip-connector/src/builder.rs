@@ -1,11 +1,35 @@
 //! Connectors assembled from free `#[capability]` functions, for authors who split capabilities
 //! across modules.
 //!
-//! ```ignore
+//! ```
+//! # use aip_connector::prelude::*;
+//! # #[derive(Deserialize, JsonSchema)]
+//! # struct NewBooking {
+//! #     starts_at: String,
+//! # }
+//! # #[derive(Serialize, Deserialize, JsonSchema)]
+//! # struct Booking {
+//! #     booking_id: String,
+//! # }
+//! # /// Creates a booking.
+//! # #[capability(
+//! #     id = "cap:calendar:booking:create",
+//! #     risk = medium,
+//! #     side_effects = [write],
+//! #     idempotency(required, scope = tenant),
+//! #     data(sensitivity = internal),
+//! # )]
+//! # async fn create_booking(input: NewBooking, _key: IdempotencyKey) -> Result<Booking, ConnectorFailure> {
+//! #     Ok(Booking { booking_id: input.starts_at })
+//! # }
+//! # fn main() -> Result<(), BuildError> {
 //! let connector = ConnectorBuilder::new("calendar")
 //!     .profile("aip.native.http.v1")
 //!     .capability::<create_booking>()
 //!     .build()?;
+//! # assert_eq!(connector.definition().capabilities.len(), 1);
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! A connector whose capabilities share something (a provider client, configuration) is built

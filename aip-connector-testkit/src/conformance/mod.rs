@@ -29,7 +29,34 @@
 //! In a connector crate, one line expands to one `#[test]` per check and writes a JSON report
 //! under `target/aip-conformance/`:
 //!
-//! ```ignore
+//! ```no_run
+//! # use aip_connector::prelude::*;
+//! # use aip_connector_testkit::conformance::ConformanceSuite;
+//! # #[derive(Deserialize, JsonSchema)]
+//! # struct Lookup {
+//! #     id: String,
+//! # }
+//! # #[derive(Serialize, Deserialize, JsonSchema)]
+//! # struct Record {
+//! #     id: String,
+//! # }
+//! # struct MyConnector {
+//! #     api: ProviderClient,
+//! # }
+//! # impl MyConnector {
+//! #     fn new(provider_url: &str) -> Self {
+//! #         Self { api: ProviderClient::new(provider_url).expect("a valid URL") }
+//! #     }
+//! # }
+//! # #[connector(id = "my-connector")]
+//! # impl MyConnector {
+//! #     /// Looks a record up.
+//! #     #[capability(risk = low, side_effects = [read], data(sensitivity = internal))]
+//! #     async fn lookup(&self, input: Lookup) -> Result<Record, ConnectorFailure> {
+//! #         self.api.get(&format!("/records/{}", path_segment(&input.id))).send_json().await
+//! #     }
+//! # }
+//! # fn main() {}
 //! aip_connector_testkit::conformance_tests!(|env| MyConnector::new(env.provider_url()));
 //! ```
 //!
@@ -985,7 +1012,33 @@ impl ConformanceSuite {
     /// Requires the manifest to advertise `profile` (check `discovery.profile_set`), as a
     /// gateway that reaches connectors through one profile does.
     ///
-    /// ```ignore
+    /// ```no_run
+    /// # use aip_connector::prelude::*;
+    /// # use aip_connector_testkit::conformance::ConformanceSuite;
+    /// # #[derive(Deserialize, JsonSchema)]
+    /// # struct Lookup {
+    /// #     id: String,
+    /// # }
+    /// # #[derive(Serialize, Deserialize, JsonSchema)]
+    /// # struct Record {
+    /// #     id: String,
+    /// # }
+    /// # struct Calendar {
+    /// #     api: ProviderClient,
+    /// # }
+    /// # impl Calendar {
+    /// #     fn new(provider_url: &str) -> Self {
+    /// #         Self { api: ProviderClient::new(provider_url).expect("a valid URL") }
+    /// #     }
+    /// # }
+    /// # #[connector(id = "calendar")]
+    /// # impl Calendar {
+    /// #     /// Looks a record up.
+    /// #     #[capability(risk = low, side_effects = [read], data(sensitivity = internal))]
+    /// #     async fn lookup(&self, input: Lookup) -> Result<Record, ConnectorFailure> {
+    /// #         self.api.get(&format!("/records/{}", path_segment(&input.id))).send_json().await
+    /// #     }
+    /// # }
     /// let suite = ConformanceSuite::new(|env| Calendar::new(env.provider_url()))
     ///     .with_required_profile("aip.mcp.compat.v1");
     /// ```
@@ -1000,7 +1053,34 @@ impl ConformanceSuite {
     /// its capability ids and the metadata each capability's binding for that profile carries.
     /// Without a boundary the check does not apply.
     ///
-    /// ```ignore
+    /// ```no_run
+    /// # use aip_connector::prelude::*;
+    /// # use aip_connector_testkit::conformance::ConformanceSuite;
+    /// # use aip_connector_testkit::conformance::ConnectorBoundary;
+    /// # #[derive(Deserialize, JsonSchema)]
+    /// # struct Lookup {
+    /// #     id: String,
+    /// # }
+    /// # #[derive(Serialize, Deserialize, JsonSchema)]
+    /// # struct Record {
+    /// #     id: String,
+    /// # }
+    /// # struct Calendar {
+    /// #     api: ProviderClient,
+    /// # }
+    /// # impl Calendar {
+    /// #     fn new(provider_url: &str) -> Self {
+    /// #         Self { api: ProviderClient::new(provider_url).expect("a valid URL") }
+    /// #     }
+    /// # }
+    /// # #[connector(id = "calendar")]
+    /// # impl Calendar {
+    /// #     /// Looks a record up.
+    /// #     #[capability(risk = low, side_effects = [read], data(sensitivity = internal))]
+    /// #     async fn lookup(&self, input: Lookup) -> Result<Record, ConnectorFailure> {
+    /// #         self.api.get(&format!("/records/{}", path_segment(&input.id))).send_json().await
+    /// #     }
+    /// # }
     /// let suite = ConformanceSuite::new(|env| Calendar::new(env.provider_url()))
     ///     .with_connector_boundary(
     ///         ConnectorBoundary::new("calendar", "aip.mcp.compat.v1", "cap:calendar:")
@@ -1020,7 +1100,34 @@ impl ConformanceSuite {
     /// before it says why. A scenario over the limit is dropped where it stands; its check fails
     /// saying so, with none of its assertions.
     ///
-    /// ```ignore
+    /// ```no_run
+    /// # use aip_connector::prelude::*;
+    /// # use aip_connector_testkit::conformance::ConformanceSuite;
+    /// # use std::time::Duration;
+    /// # #[derive(Deserialize, JsonSchema)]
+    /// # struct Lookup {
+    /// #     id: String,
+    /// # }
+    /// # #[derive(Serialize, Deserialize, JsonSchema)]
+    /// # struct Record {
+    /// #     id: String,
+    /// # }
+    /// # struct Tickets {
+    /// #     api: ProviderClient,
+    /// # }
+    /// # impl Tickets {
+    /// #     fn new(provider_url: &str) -> Self {
+    /// #         Self { api: ProviderClient::new(provider_url).expect("a valid URL") }
+    /// #     }
+    /// # }
+    /// # #[connector(id = "tickets")]
+    /// # impl Tickets {
+    /// #     /// Looks a record up.
+    /// #     #[capability(risk = low, side_effects = [read], data(sensitivity = internal))]
+    /// #     async fn lookup(&self, input: Lookup) -> Result<Record, ConnectorFailure> {
+    /// #         self.api.get(&format!("/records/{}", path_segment(&input.id))).send_json().await
+    /// #     }
+    /// # }
     /// let report = ConformanceSuite::new(|env| Tickets::new(env.provider_url()))
     ///     .with_scenario_time_limit(Duration::from_secs(60))
     ///     .run();
@@ -1036,7 +1143,34 @@ impl ConformanceSuite {
     /// API's responses strictly reads answers in that shape instead of the double's generic
     /// `{operation_id, route, …}`. The scenarios still script their faults on top.
     ///
-    /// ```ignore
+    /// ```no_run
+    /// # use aip_connector::prelude::*;
+    /// # use aip_connector_testkit::conformance::ConformanceSuite;
+    /// # use serde_json::json;
+    /// # #[derive(Deserialize, JsonSchema)]
+    /// # struct Lookup {
+    /// #     id: String,
+    /// # }
+    /// # #[derive(Serialize, Deserialize, JsonSchema)]
+    /// # struct Record {
+    /// #     id: String,
+    /// # }
+    /// # struct Tickets {
+    /// #     api: ProviderClient,
+    /// # }
+    /// # impl Tickets {
+    /// #     fn new(provider_url: &str) -> Self {
+    /// #         Self { api: ProviderClient::new(provider_url).expect("a valid URL") }
+    /// #     }
+    /// # }
+    /// # #[connector(id = "tickets")]
+    /// # impl Tickets {
+    /// #     /// Looks a record up.
+    /// #     #[capability(risk = low, side_effects = [read], data(sensitivity = internal))]
+    /// #     async fn lookup(&self, input: Lookup) -> Result<Record, ConnectorFailure> {
+    /// #         self.api.get(&format!("/records/{}", path_segment(&input.id))).send_json().await
+    /// #     }
+    /// # }
     /// let suite = ConformanceSuite::new(|env| Tickets::new(env.provider_url()))
     ///     .with_provider_setup(|provider| {
     ///         provider.answer("/tickets", |request| json!({ "id": request.operation_id() }));
@@ -1057,7 +1191,34 @@ impl ConformanceSuite {
     /// receives) and the account the handlers see in the action's trusted identity. The factory
     /// reads it as [`Environment::external_account`].
     ///
-    /// ```ignore
+    /// ```no_run
+    /// # use aip_connector::prelude::*;
+    /// # use aip_connector_testkit::conformance::ConformanceSuite;
+    /// # use aip_connector::host::ExternalAccountRef;
+    /// # #[derive(Deserialize, JsonSchema)]
+    /// # struct Lookup {
+    /// #     id: String,
+    /// # }
+    /// # #[derive(Serialize, Deserialize, JsonSchema)]
+    /// # struct Record {
+    /// #     id: String,
+    /// # }
+    /// # struct Payments {
+    /// #     api: ProviderClient,
+    /// # }
+    /// # impl Payments {
+    /// #     fn new(provider_url: &str) -> Self {
+    /// #         Self { api: ProviderClient::new(provider_url).expect("a valid URL") }
+    /// #     }
+    /// # }
+    /// # #[connector(id = "payments")]
+    /// # impl Payments {
+    /// #     /// Looks a record up.
+    /// #     #[capability(risk = low, side_effects = [read], data(sensitivity = internal))]
+    /// #     async fn lookup(&self, input: Lookup) -> Result<Record, ConnectorFailure> {
+    /// #         self.api.get(&format!("/records/{}", path_segment(&input.id))).send_json().await
+    /// #     }
+    /// # }
     /// let suite = ConformanceSuite::new(|env| Payments::new(env.provider_url()))
     ///     .with_external_account(ExternalAccountRef {
     ///         id: "acct_test_9".to_owned(),
@@ -1078,7 +1239,50 @@ impl ConformanceSuite {
     /// delivers it, then checks that a tampered copy, a stale or future-dated one and a replay
     /// (also after the restart) are refused and claim nothing.
     ///
-    /// ```ignore
+    /// ```no_run
+    /// # use aip_connector::prelude::*;
+    /// # use aip_connector_testkit::conformance::ConformanceSuite;
+    /// # #[derive(Deserialize, JsonSchema)]
+    /// # struct Lookup {
+    /// #     id: String,
+    /// # }
+    /// # #[derive(Serialize, Deserialize, JsonSchema)]
+    /// # struct Record {
+    /// #     id: String,
+    /// # }
+    /// # struct Calendar {
+    /// #     api: ProviderClient,
+    /// # }
+    /// # impl Calendar {
+    /// #     fn new(provider_url: &str) -> Self {
+    /// #         Self { api: ProviderClient::new(provider_url).expect("a valid URL") }
+    /// #     }
+    /// # }
+    /// # #[connector(id = "calendar")]
+    /// # impl Calendar {
+    /// #     /// Looks a record up.
+    /// #     #[capability(risk = low, side_effects = [read], data(sensitivity = internal))]
+    /// #     async fn lookup(&self, input: Lookup) -> Result<Record, ConnectorFailure> {
+    /// #         self.api.get(&format!("/records/{}", path_segment(&input.id))).send_json().await
+    /// #     }
+    /// # }
+    /// # mod calendar {
+    /// #     use std::sync::Arc;
+    /// #     use aip_connector::model::ConnectorFailure;
+    /// #     use aip_connector::store::IdempotencyStore;
+    /// #     use aip_connector::webhook::{StandardWebhooks, WebhookDelivery, WebhookReceiver, WebhookSecret};
+    /// #     async fn on_booking(_delivery: WebhookDelivery) -> Result<(), ConnectorFailure> {
+    /// #         Ok(())
+    /// #     }
+    /// #     pub fn bookings_receiver(_provider_url: &str, store: Arc<dyn IdempotencyStore>) -> WebhookReceiver {
+    /// #         WebhookReceiver::builder("bookings", StandardWebhooks)
+    /// #             .secret(WebhookSecret::standard("whsec_c2VjcmV0").expect("a whsec_ secret"))
+    /// #             .store(store)
+    /// #             .handler(on_booking)
+    /// #             .build()
+    /// #             .expect("a complete receiver")
+    /// #     }
+    /// # }
     /// let suite = ConformanceSuite::new(|env| Calendar::new(env.provider_url()))
     ///     .with_webhook(|env, store| calendar::bookings_receiver(env.provider_url(), store));
     /// ```
@@ -1100,9 +1304,41 @@ impl ConformanceSuite {
     /// scenarios are the same; what changes is the store that keeps their idempotency records,
     /// approvals and transactions, and that a restart opens anew.
     ///
-    /// ```ignore
+    /// ```no_run
+    /// # use aip_connector::prelude::*;
+    /// # use aip_connector_testkit::conformance::ConformanceSuite;
+    /// # use aip_connector_testkit::conformance::ConformanceStore;
+    /// # #[derive(Deserialize, JsonSchema)]
+    /// # struct Lookup {
+    /// #     id: String,
+    /// # }
+    /// # #[derive(Serialize, Deserialize, JsonSchema)]
+    /// # struct Record {
+    /// #     id: String,
+    /// # }
+    /// # struct Billing {
+    /// #     api: ProviderClient,
+    /// # }
+    /// # impl Billing {
+    /// #     fn new(provider_url: &str) -> Self {
+    /// #         Self { api: ProviderClient::new(provider_url).expect("a valid URL") }
+    /// #     }
+    /// # }
+    /// # #[connector(id = "billing")]
+    /// # impl Billing {
+    /// #     /// Looks a record up.
+    /// #     #[capability(risk = low, side_effects = [read], data(sensitivity = internal))]
+    /// #     async fn lookup(&self, input: Lookup) -> Result<Record, ConnectorFailure> {
+    /// #         self.api.get(&format!("/records/{}", path_segment(&input.id))).send_json().await
+    /// #     }
+    /// # }
+    /// # // `ConformanceStore::postgres` needs the feature `postgres`.
+    /// # #[cfg(feature = "postgres")]
+    /// # fn demo() -> Result<(), std::env::VarError> {
     /// let suite = ConformanceSuite::new(|env| Billing::new(env.provider_url()))
     ///     .with_store(ConformanceStore::postgres(std::env::var("DATABASE_URL")?));
+    /// # Ok(())
+    /// # }
     /// ```
     #[must_use]
     pub fn with_store(mut self, stores: ConformanceStore) -> Self {
@@ -1164,7 +1400,33 @@ impl ConformanceSuite {
     /// capability of the manifest (with the closest ids) and notes a waiver that waived nothing
     /// in the run.
     ///
-    /// ```ignore
+    /// ```no_run
+    /// # use aip_connector::prelude::*;
+    /// # use aip_connector_testkit::conformance::ConformanceSuite;
+    /// # #[derive(Deserialize, JsonSchema)]
+    /// # struct Lookup {
+    /// #     id: String,
+    /// # }
+    /// # #[derive(Serialize, Deserialize, JsonSchema)]
+    /// # struct Record {
+    /// #     id: String,
+    /// # }
+    /// # struct Ledger {
+    /// #     api: ProviderClient,
+    /// # }
+    /// # impl Ledger {
+    /// #     fn new(provider_url: &str) -> Self {
+    /// #         Self { api: ProviderClient::new(provider_url).expect("a valid URL") }
+    /// #     }
+    /// # }
+    /// # #[connector(id = "ledger")]
+    /// # impl Ledger {
+    /// #     /// Looks a record up.
+    /// #     #[capability(risk = low, side_effects = [read], data(sensitivity = internal))]
+    /// #     async fn lookup(&self, input: Lookup) -> Result<Record, ConnectorFailure> {
+    /// #         self.api.get(&format!("/records/{}", path_segment(&input.id))).send_json().await
+    /// #     }
+    /// # }
     /// let suite = ConformanceSuite::new(|env| Ledger::new(env.provider_url()))
     ///     .with_unexercised_waiver(
     ///         "cap:ledger:settle_batch",
@@ -1198,7 +1460,27 @@ impl ConformanceSuite {
     /// fails when a capability declares `external_network`. (A connector built on an in-memory fake of a remote API is not one: point it
     /// at [`Environment::provider_url`].)
     ///
-    /// ```ignore
+    /// ```no_run
+    /// # use aip_connector::prelude::*;
+    /// # use aip_connector_testkit::conformance::ConformanceSuite;
+    /// # #[derive(Deserialize, JsonSchema)]
+    /// # struct Lookup {
+    /// #     id: String,
+    /// # }
+    /// # #[derive(Serialize, Deserialize, JsonSchema)]
+    /// # struct Record {
+    /// #     id: String,
+    /// # }
+    /// # #[derive(Default)]
+    /// # struct Notes;
+    /// # #[connector(id = "notes")]
+    /// # impl Notes {
+    /// #     /// Looks a record up.
+    /// #     #[capability(risk = low, side_effects = [read], data(sensitivity = internal))]
+    /// #     async fn lookup(&self, input: Lookup) -> Result<Record, ConnectorFailure> {
+    /// #         Ok(Record { id: input.id })
+    /// #     }
+    /// # }
     /// let suite = ConformanceSuite::new(|_env| Notes::default())
     ///     .without_provider("notes live in the process's memory");
     /// ```
@@ -1773,14 +2055,69 @@ pub fn report_dir() -> PathBuf {
 /// plus the JSON report under [`report_dir`]. The argument is the connector factory given to
 /// [`ConformanceSuite::new`]:
 ///
-/// ```ignore
+/// ```no_run
+/// # use aip_connector::prelude::*;
+/// # use aip_connector_testkit::conformance::ConformanceSuite;
+/// # #[derive(Deserialize, JsonSchema)]
+/// # struct Lookup {
+/// #     id: String,
+/// # }
+/// # #[derive(Serialize, Deserialize, JsonSchema)]
+/// # struct Record {
+/// #     id: String,
+/// # }
+/// # struct Calendar {
+/// #     api: ProviderClient,
+/// # }
+/// # impl Calendar {
+/// #     fn new(provider_url: &str) -> Self {
+/// #         Self { api: ProviderClient::new(provider_url).expect("a valid URL") }
+/// #     }
+/// # }
+/// # #[connector(id = "calendar")]
+/// # impl Calendar {
+/// #     /// Looks a record up.
+/// #     #[capability(risk = low, side_effects = [read], data(sensitivity = internal))]
+/// #     async fn lookup(&self, input: Lookup) -> Result<Record, ConnectorFailure> {
+/// #         self.api.get(&format!("/records/{}", path_segment(&input.id))).send_json().await
+/// #     }
+/// # }
+/// # fn main() {}
 /// aip_connector_testkit::conformance_tests!(|env| Calendar::new(env.provider_url()));
 /// ```
 ///
 /// or, after `suite =`, a configured [`ConformanceSuite`] (evaluated inside the generated
 /// module, which imports the enclosing one and `ConformanceSuite` itself):
 ///
-/// ```ignore
+/// ```no_run
+/// # use aip_connector::prelude::*;
+/// # use aip_connector_testkit::conformance::ConformanceSuite;
+/// # use aip_connector::host::ExternalAccountRef;
+/// # #[derive(Deserialize, JsonSchema)]
+/// # struct Lookup {
+/// #     id: String,
+/// # }
+/// # #[derive(Serialize, Deserialize, JsonSchema)]
+/// # struct Record {
+/// #     id: String,
+/// # }
+/// # struct Payments {
+/// #     api: ProviderClient,
+/// # }
+/// # impl Payments {
+/// #     fn new(provider_url: &str) -> Self {
+/// #         Self { api: ProviderClient::new(provider_url).expect("a valid URL") }
+/// #     }
+/// # }
+/// # #[connector(id = "payments")]
+/// # impl Payments {
+/// #     /// Looks a record up.
+/// #     #[capability(risk = low, side_effects = [read], data(sensitivity = internal))]
+/// #     async fn lookup(&self, input: Lookup) -> Result<Record, ConnectorFailure> {
+/// #         self.api.get(&format!("/records/{}", path_segment(&input.id))).send_json().await
+/// #     }
+/// # }
+/// # fn main() {}
 /// aip_connector_testkit::conformance_tests!(
 ///     suite = ConformanceSuite::new(|env| Payments::new(env.provider_url()))
 ///         .with_external_account(ExternalAccountRef {

@@ -128,9 +128,42 @@ impl ChunkStream {
     /// other kinds (`progress`, `tool`, ...) are skipped. Reads the stream to its end, so the
     /// action settles whatever the outcome.
     ///
-    /// ```rust,ignore
+    /// ```
+    /// # use aip_connector::host::{Host, StreamDataError, TrustedContext};
+    /// # use aip_connector::model::{Action, ActionResultStatus, Principal, PrincipalKind};
+    /// # use aip_connector::prelude::*;
+    /// # #[derive(Deserialize, JsonSchema)]
+    /// # struct Query {
+    /// #     text: String,
+    /// # }
+    /// # #[derive(Serialize, Deserialize, JsonSchema)]
+    /// # struct Hit {
+    /// #     title: String,
+    /// # }
+    /// # #[derive(Serialize, JsonSchema)]
+    /// # struct Summary {
+    /// #     hits: u32,
+    /// # }
+    /// # struct Search;
+    /// # #[connector(id = "search")]
+    /// # impl Search {
+    /// #     /// Streams the documents that match.
+    /// #     #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    /// #     async fn find(&self, input: Query, hits: StreamSink<Hit>) -> Result<Summary, ConnectorFailure> {
+    /// #         hits.send(Hit { title: input.text }).await?;
+    /// #         Ok(Summary { hits: 1 })
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), StreamDataError> {
+    /// # let host = Host::builder().connector(Search).build().unwrap();
+    /// # let caller = TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "example");
+    /// # let action = Action::new("cap:search:find", serde_json::json!({ "text": "runbook" }));
     /// let (hits, result) = host.invoke_stream(action, caller).collect_data::<Hit>().await?;
     /// assert_eq!(result.status, ActionResultStatus::Completed);
+    /// # assert_eq!(hits.len(), 1);
+    /// # Ok(())
+    /// # }
     /// ```
     pub async fn collect_data<T: DeserializeOwned>(
         mut self,
