@@ -118,27 +118,40 @@ pub(crate) fn as_str(expr: &Expr) -> Option<LitStr> {
 /// (`Self::BOOK_ID`, `BOOK_ID`) gets the reason: the macro reads the value while it expands,
 /// before any constant has one. A bare lowercase word is text missing its quotes.
 pub(crate) fn string_literal_required(name: &str, expr: &Expr) -> String {
-    let is_constant = |path: &syn::ExprPath| {
-        path.path.segments.len() > 1
-            || path.path.segments.iter().all(|segment| {
-                let ident = segment.ident.to_string();
-                !ident.chars().any(|c| c.is_ascii_lowercase())
-            })
+    // A lone lowercase word (`id = cap_demo_look`) is most likely text missing its quotes.
+    let is_bare_word = |path: &syn::ExprPath| {
+        path.qself.is_none()
+            && path.path.segments.len() == 1
+            && path.path.segments[0]
+                .ident
+                .to_string()
+                .chars()
+                .any(|c| c.is_ascii_lowercase())
+    };
+    let why = |shown: String| {
+        format!(
+            "`{name}` takes a string literal, not {shown}: the attribute is read while the macro expands, before any constant or macro has a value; write the text itself, `{name} = \"...\"`"
+        )
     };
     match expr {
-        Expr::Path(path) if !is_constant(path) => {
+        Expr::Path(path) if is_bare_word(path) => {
             format!("`{name}` takes a string literal: write it in quotes, `{name} = \"...\"`")
         }
-        Expr::Path(path) => {
-            let shown = quote::ToTokens::to_token_stream(path)
-                .to_string()
-                .replace(' ', "");
-            format!(
-                "`{name}` takes a string literal, not a path: the attribute is read while the macro expands, before `{shown}` has a value; write the text itself, `{name} = \"...\"`"
-            )
-        }
+        Expr::Path(path) => why(format!("`{}`", tokens_shown(path))),
+        Expr::Macro(call) => why(format!("`{}!(..)`", tokens_shown(&call.mac.path))),
         _ => format!("`{name}` takes a string literal"),
     }
+}
+
+/// Tokens as the user wrote them, without the spaces `to_string` puts around `::`, `<`, `>`
+/// and `!` (`<Self as Trait>::ID`, not `<SelfasTrait>::ID` nor `< Self as Trait > :: ID`).
+fn tokens_shown(tokens: &impl quote::ToTokens) -> String {
+    let text = tokens.to_token_stream().to_string();
+    let mut shown = text.replace(" :: ", "::").replace(":: ", "::");
+    for (spaced, tight) in [("< ", "<"), (" >", ">"), (" !", "!"), (" ,", ",")] {
+        shown = shown.replace(spaced, tight);
+    }
+    shown
 }
 
 /// Whether `expr` is an integer literal (whatever its value: it may not fit any type).
@@ -259,6 +272,27 @@ pub(crate) fn one_of(candidates: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_string_key_given_a_path_or_macro_says_why() {
+        let message = |expr: &str| string_literal_required("id", &syn::parse_str(expr).unwrap());
+        assert!(message("cap_demo_look").contains("write it in quotes"));
+        for (expr, shown) in [
+            ("Self::BOOK_ID", "`Self::BOOK_ID`"),
+            ("BOOK_ID", "`BOOK_ID`"),
+            ("<Self as Ids>::BOOK_ID", "`<Self as Ids>::BOOK_ID`"),
+            ("crate::ids::book", "`crate::ids::book`"),
+            ("concat!(\"cap:\", \"x\")", "`concat!(..)`"),
+        ] {
+            let text = message(expr);
+            assert!(text.contains(&format!("not {shown}")), "{expr}: {text}");
+            assert!(
+                text.contains("before any constant or macro has a value"),
+                "{text}"
+            );
+        }
+        assert_eq!(message("5"), "`id` takes a string literal");
+    }
 
     #[test]
     fn suggestions_catch_typos_only() {

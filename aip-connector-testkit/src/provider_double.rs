@@ -904,7 +904,9 @@ impl<'a> AnswerRequest<'a> {
     ///
     /// When `status` is not a final HTTP status (`200..=599`), when `content_type` is not a
     /// valid header value, or when the request is a write: the double stores a write's answer
-    /// as its effect, in JSON, to replay and list it.
+    /// as its effect, in JSON, to replay and list it. The panic happens in the double's server
+    /// task and is printed there; the connector under test sees its connection closed without
+    /// an answer, and nothing is committed.
     pub fn with_bytes(&self, status: u16, content_type: &str, bytes: impl Into<Vec<u8>>) -> Value {
         assert!(
             !self.is_write(),

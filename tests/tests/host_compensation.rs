@@ -180,6 +180,13 @@ impl Payments {
             });
         }
         if let Some(target) = &request.compensation_for {
+            // A test that scripts it gets one pending lookup first, naming where to resume.
+            if self.ledger.count("script:pending-once") > self.ledger.count("pended") {
+                self.ledger.push("pended".to_owned());
+                return Ok(ReconcileOutcome::Pending {
+                    cursor: Some("page-2".to_owned()),
+                });
+            }
             assert_eq!(
                 request.provider_operation.operation_id,
                 format!("refund-{target}"),
@@ -207,6 +214,13 @@ impl Payments {
         compensation: Compensation,
         checkpoint: Checkpoint,
     ) -> Result<Refunded, ConnectorFailure> {
+        // A rerun sees what the earlier attempt recorded.
+        if let Some((_, cursor)) = checkpoint.recorded() {
+            self.ledger.push(format!(
+                "refund-rerun-cursor:{}",
+                cursor.as_deref().unwrap_or("-")
+            ));
+        }
         // The refund's own provider call, recorded on the compensation's transaction.
         checkpoint
             .record(
@@ -1220,4 +1234,34 @@ async fn a_compensation_that_failed_after_its_checkpoint_can_be_reconciled_and_r
     let retried = compensate(&f, &target, "r4", "customer asked").await;
     assert_eq!(retried.status, ActionResultStatus::Completed, "{retried:?}");
     assert_eq!(f.ledger.count(&format!("refund:{target}:")), 1);
+}
+
+/// A rerun's `Checkpoint::recorded()` reports what the earlier attempt's handler recorded, not
+/// the cursor a pending reconciliation wrote in between (a review of the checkpoint-cursor fix).
+#[tokio::test]
+async fn a_rerun_reads_what_its_handler_recorded_not_a_pending_reconciliations_cursor() {
+    let f = fixture();
+    let (target, _) = charge(&f.host, "c1", "").await;
+    let compensation = compensation_transaction_of(&target);
+    let lost = compensate(&f, &target, "r1", "lost request").await;
+    assert_eq!(lost.status, ActionResultStatus::Failed);
+    f.ledger.push("script:pending-once".to_owned());
+    f.clock.advance(5_000);
+    let pending = reconcile(&f, &compensation, "rec-1").await;
+    assert_eq!(
+        error_code(&pending),
+        codes::TRANSACTION_RECONCILIATION_PENDING,
+        "{pending:?}"
+    );
+    f.clock.advance(5_000);
+    reconciled_as(&f, &compensation, "rec-2", false).await;
+    let rerun = compensate(&f, &target, "r2", "customer asked").await;
+    assert_eq!(rerun.status, ActionResultStatus::Completed, "{rerun:?}");
+    assert_eq!(
+        f.ledger.count("refund-rerun-cursor:-"),
+        1,
+        "{:?}",
+        f.ledger.entries()
+    );
+    assert_eq!(f.ledger.count("refund-rerun-cursor:page-2"), 0);
 }

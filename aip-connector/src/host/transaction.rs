@@ -1498,10 +1498,11 @@ pub(crate) struct StoreCheckpoint {
 
 impl StoreCheckpoint {
     pub(crate) fn new(host: &HostInner, record: &TransactionRecord, fence: AttemptFence) -> Self {
+        // What the handler recorded: its own cursor, never one a pending reconciliation wrote.
         let last = record
             .provider_operation
             .clone()
-            .map(|op| (op, record.reconciliation_cursor.clone()));
+            .map(|op| (op, record.checkpoint_cursor.clone()));
         Self {
             store: host.store.clone(),
             clock: host.clock.clone(),
@@ -1569,11 +1570,12 @@ impl CheckpointRecorder for StoreCheckpoint {
                 transition.error = record.error.clone();
                 transition.reconcile_after_ms = record.reconcile_after_ms;
                 transition.provider_operation = Some(operation.clone());
-                // Recording again without a cursor keeps the stored one (the store only ever
+                // Recording again without a cursor keeps the stored ones (the store only ever
                 // replaces a cursor), and `recorded()` must report what the store holds.
-                transition.reconciliation_cursor = kept.clone();
+                transition.reconciliation_cursor = kept;
                 // The handler's own cursor, apart from the one reconciliation answers replace.
                 transition.checkpoint_cursor = cursor.clone();
+                let recorded = cursor.clone().or_else(|| record.checkpoint_cursor.clone());
                 match self
                     .store
                     .transition(
@@ -1587,7 +1589,7 @@ impl CheckpointRecorder for StoreCheckpoint {
                     Ok(TransitionOutcome::Applied(written)) => {
                         self.fence.advance(written.revision);
                         *self.last.lock().unwrap_or_else(|p| p.into_inner()) =
-                            Some((operation, kept));
+                            Some((operation, recorded));
                         return Ok(());
                     }
                     Ok(TransitionOutcome::RevisionConflict(_)) => {
