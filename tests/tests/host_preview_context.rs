@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use aip_connector::codes;
-use aip_connector::host::{Deployment, Host, TrustedContext};
+use aip_connector::host::{Deployment, Host, HostLimits, TrustedContext};
 use aip_connector::model::{
     Action, ActionResult, ActionResultStatus, ActionTransaction, Principal, PrincipalKind,
     TransactionMode,
@@ -112,6 +112,12 @@ impl Bank {
                 "bank",
             ));
         }
+        if transfer.answer == "long" {
+            return Ok(Quote {
+                fee: transfer.amount / 100,
+                note: Some("terms and conditions ".repeat(20)),
+            });
+        }
         Ok(Quote {
             fee: transfer.amount / 100,
             note: (transfer.answer == "echo")
@@ -139,11 +145,55 @@ fn host(bank: &Bank) -> Host {
 }
 
 fn host_with(bank: &Bank, credential: CredentialHandle) -> Host {
+    host_limited(bank, credential, HostLimits::default())
+}
+
+fn host_limited(bank: &Bank, credential: CredentialHandle, limits: HostLimits) -> Host {
     Host::builder()
         .connector(bank.clone())
         .deployment(Deployment::default().with_static_credential(credential))
+        .limits(limits)
         .build()
         .unwrap()
+}
+
+/// A validation's answer is stored in the plan and returned like an output, so it is bounded
+/// like one: larger than `max_output_bytes`, the preview fails `action.output_too_large`
+/// naming the validation (found by a review of the output limit).
+#[tokio::test]
+async fn a_validation_answer_larger_than_the_output_limit_fails_the_preview() {
+    let bank = Bank::default();
+    let host = host_limited(
+        &bank,
+        CredentialHandle::new("bank-token", "vault", Secret::new(TOKEN))
+            .with_scopes(["transfers.write"])
+            .with_tenant("t1"),
+        HostLimits::default().max_output_bytes(256),
+    );
+    let result = host
+        .invoke(
+            preview(
+                TransactionMode::Plan,
+                "plan-long",
+                json!({ "amount": 10, "answer": "long" }),
+            ),
+            &caller(),
+        )
+        .await;
+    let error = result.error.as_deref().expect("a failure");
+    assert_eq!(error.code, codes::ACTION_OUTPUT_TOO_LARGE, "{result:?}");
+    assert!(
+        error.message.contains("the validation's answer"),
+        "{error:?}"
+    );
+    assert!(!error.message.contains("terms and conditions"), "{error:?}");
+    let short = host
+        .invoke(
+            preview(TransactionMode::Plan, "plan-short", json!({ "amount": 10 })),
+            &caller(),
+        )
+        .await;
+    assert_eq!(short.status, ActionResultStatus::Completed, "{short:?}");
 }
 
 fn preview(mode: TransactionMode, key: &str, input: serde_json::Value) -> Action {

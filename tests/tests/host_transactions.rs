@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aip_connector::VerifiedTenant;
 use aip_connector::codes;
-use aip_connector::host::{Host, TrustedContext};
+use aip_connector::host::{Host, HostLimits, TrustedContext};
 use aip_connector::ids::TransactionId;
 use aip_connector::model::{
     Action, ActionResultStatus, ActionTransaction, ConnectorOperation, Principal, PrincipalKind,
@@ -350,6 +350,63 @@ async fn an_unknown_outcome_is_refused_until_reconciled_and_never_becomes_commit
     let record = store.transaction(&id).await.unwrap().unwrap();
     assert_eq!(record.status, TransactionProtocolStatus::Reconciled);
     assert_eq!(calendar.effects.load(Ordering::SeqCst), 1);
+}
+
+/// A reconciliation's evidence is stored with its result, so it is bounded like an output:
+/// evidence larger than `max_output_bytes` gives way to why, and the outcome stands (found by a
+/// review of the output limit).
+#[tokio::test]
+async fn evidence_larger_than_the_output_limit_is_withheld_and_the_outcome_stands() {
+    let calendar = Calendar::default();
+    let store = Arc::new(MemoryStore::default());
+    let host = Host::builder()
+        .connector(calendar)
+        .store(store.clone())
+        .limits(HostLimits::default().max_output_bytes(48))
+        .build()
+        .unwrap();
+    let id = TransactionId::new();
+    let mut transaction = ActionTransaction::new(TransactionMode::Execute);
+    transaction.transaction_id = Some(id.clone());
+    // The evidence, `{"found": "op-<key>"}`, is larger than 48 bytes with this key.
+    let key = "a-key-long-enough-to-make-the-evidence-too-large";
+    let uncertain = host
+        .invoke(
+            Action::new(
+                "cap:cal:book",
+                json!({ "slot": "9am", "behaviour": "uncertain" }),
+            )
+            .with_idempotency_key(key)
+            .with_transaction(transaction),
+            &caller(),
+        )
+        .await;
+    assert_eq!(uncertain.error.as_ref().unwrap().code, "cal.reset");
+    let mut reconcile = ActionTransaction::new(TransactionMode::Reconcile);
+    reconcile.transaction_id = Some(id.clone());
+    let reconciled = host
+        .invoke(
+            Action::new("cap:cal:book", json!({ "slot": "9am" }))
+                .with_idempotency_key("rec-1")
+                .with_transaction(reconcile),
+            &caller(),
+        )
+        .await;
+    assert_eq!(
+        reconciled.status,
+        ActionResultStatus::Completed,
+        "{reconciled:?}"
+    );
+    let evidence = &reconciled.output.as_ref().unwrap()["reconciliation"]["evidence"];
+    assert!(
+        evidence["evidence_withheld"]
+            .as_str()
+            .is_some_and(|why| why.contains("larger than 48 bytes")),
+        "{reconciled:?}"
+    );
+    assert_eq!(reconciled.reconciliation().unwrap().committed, Some(true));
+    let record = store.transaction(&id).await.unwrap().unwrap();
+    assert_eq!(record.status, TransactionProtocolStatus::Reconciled);
 }
 
 /// A retry of an approval-gated `execute` whose outcome is unknown is refused at once, before

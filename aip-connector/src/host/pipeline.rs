@@ -1264,17 +1264,30 @@ async fn validate_downstream(
             Arc::clone(&context) as Arc<dyn crate::invocation::InvocationContext>,
         )
     };
+    let max_bytes = call.host.limits.max_output_bytes;
     match companion(call, &context, start).await? {
         CompanionEnd::Answered(Ok(mut value)) => {
+            // Stored in the plan and returned like an output, so bounded like one.
+            if let Err(exceeded) = check_json_limits(&value, max_bytes, super::MAX_STORED_DEPTH) {
+                return Err(refused_output(
+                    exceeded,
+                    "the validation's answer",
+                    max_bytes,
+                ));
+            }
             withhold_credential_in_value(&mut value, secret);
             Ok(Validation::Answered(Some(value)))
         }
-        CompanionEnd::Answered(Err(failure)) => Err(connector_error(
-            &failure,
-            action,
-            redact.then_some(&call.routed.input_schema),
-            secret,
-        )),
+        CompanionEnd::Answered(Err(failure)) => {
+            let mut error = connector_error(
+                &failure,
+                action,
+                redact.then_some(&call.routed.input_schema),
+                secret,
+            );
+            bound_failure_details(&mut error, max_bytes);
+            Err(error)
+        }
         CompanionEnd::TimedOut => Err(companion_timed_out("validation", timeout_ms)),
         CompanionEnd::Interrupted { requested } => Ok(Validation::Interrupted { requested }),
     }
@@ -1337,6 +1350,7 @@ async fn reconcile(
         Ok(CompanionEnd::Answered(Err(failure))) => {
             let mut error = failure.to_protocol_error();
             withhold_credential(&mut error, secret.as_ref());
+            bound_failure_details(&mut error, call.host.limits.max_output_bytes);
             return failed(error);
         }
         Err(panicked) => return failed(panicked),
@@ -1348,7 +1362,19 @@ async fn reconcile(
             return companion_interrupted(action, requested);
         }
     };
-    let answer = aip_connector_core::model::ReconciliationResult::from(answer);
+    let mut answer = aip_connector_core::model::ReconciliationResult::from(answer);
+    // The evidence is stored with the result (and in the record's error while pending): one
+    // the host could not store and send as it is gives way to why, and the outcome stands.
+    let max_bytes = call.host.limits.max_output_bytes;
+    if let Some(Err(exceeded)) = answer
+        .evidence
+        .as_ref()
+        .map(|evidence| check_json_limits(evidence, max_bytes, super::MAX_STORED_DEPTH))
+    {
+        answer.evidence = Some(json!({
+            "evidence_withheld": exceeded.why("the reconciliation's evidence", max_bytes)
+        }));
+    }
     if answer.terminal {
         let output = json!({ "reconciliation": { "terminal": true, "committed": answer.committed, "cursor": answer.cursor, "evidence": answer.evidence } });
         return ActionResult::completed(action.id.clone(), output);
@@ -1670,36 +1696,7 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
                 call.redact.then_some(&call.routed.input_schema),
                 secret.as_ref(),
             );
-            // Details are the connector's, stored with the result: too deep to read back, they
-            // would bind the key for good (see `MAX_STORED_DEPTH`); larger than an output may
-            // be, they would be stored and sent where the output could not.
-            // The connector's own details sit under the failure's `details` key; the rest
-            // (operation, provider references) is the SDK's, shallow and small.
-            let max_bytes = host.limits.max_output_bytes;
-            let exceeded = error.details.as_ref().and_then(|details| {
-                check_json_limits(details, usize::MAX, super::MAX_STORED_DEPTH)
-                    .err()
-                    .or_else(|| {
-                        let own = details.get("details").unwrap_or(details);
-                        check_json_limits(own, max_bytes, usize::MAX).err()
-                    })
-            });
-            if let (Some(exceeded), Some(details)) = (exceeded, error.details.as_mut()) {
-                let why = match exceeded {
-                    JsonLimit::Depth => format!(
-                        "the connector's details nest deeper than {} levels",
-                        super::MAX_STORED_DEPTH
-                    ),
-                    JsonLimit::Bytes => format!(
-                        "the connector's details are larger than {max_bytes} bytes (max_output_bytes)"
-                    ),
-                };
-                let withheld = json!({ "details_withheld": why });
-                match details.get_mut("details") {
-                    Some(own) => *own = withheld,
-                    None => *details = withheld,
-                }
-            }
+            bound_failure_details(&mut error, host.limits.max_output_bytes);
             failure::failed(&action.id, error)
         }
         Outcome::TimedOut(refused) => timed_out(
@@ -2705,6 +2702,30 @@ fn first_field_with_nul<'t>(
         .find_map(|(field, text)| text.filter(|text| text.contains('\0')).map(|_| field))
 }
 
+/// Withholds a connector failure's own `details` that the host could not store and send as
+/// they are: too deep to read back (they would bind the key for good, see `MAX_STORED_DEPTH`),
+/// or larger than an output may be. The connector's own details sit under the failure's
+/// `details` key; the rest (operation, provider references) is the SDK's, shallow and small.
+fn bound_failure_details(error: &mut ProtocolError, max_bytes: usize) {
+    let exceeded = error.details.as_ref().and_then(|details| {
+        check_json_limits(details, usize::MAX, super::MAX_STORED_DEPTH)
+            .err()
+            .or_else(|| {
+                let own = details.get("details").unwrap_or(details);
+                check_json_limits(own, max_bytes, usize::MAX).err()
+            })
+    });
+    if let (Some(exceeded), Some(details)) = (exceeded, error.details.as_mut()) {
+        let withheld = json!({
+            "details_withheld": exceeded.why("the connector's details", max_bytes)
+        });
+        match details.get_mut("details") {
+            Some(own) => *own = withheld,
+            None => *details = withheld,
+        }
+    }
+}
+
 /// The limit a JSON value exceeds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum JsonLimit {
@@ -2721,6 +2742,20 @@ enum JsonLimit {
 /// for, so the first pass measures strings by their bytes: an escape makes one byte at most six
 /// (`\u00XX`), so only a value that the limit might refuse because of escapes is measured
 /// again, escapes counted.
+impl JsonLimit {
+    /// Why `what` (plural: "the connector's details") is withheld or refused.
+    fn why(self, what: &str, max_bytes: usize) -> String {
+        match self {
+            JsonLimit::Depth => {
+                format!("{what} nest deeper than {} levels", super::MAX_STORED_DEPTH)
+            }
+            JsonLimit::Bytes => {
+                format!("{what} are larger than {max_bytes} bytes (max_output_bytes)")
+            }
+        }
+    }
+}
+
 fn check_json_limits(value: &Value, max_bytes: usize, max_depth: usize) -> Result<(), JsonLimit> {
     let raw = measure_input(value, max_bytes, max_depth, str::len)?;
     if raw.bytes.saturating_add(raw.string_bytes.saturating_mul(5)) > max_bytes {
@@ -3977,6 +4012,33 @@ pub(crate) async fn resumable(
     Ok(Box::new(record))
 }
 
+/// The refusal of an output (`what`: the handler's, a validation's answer) the host cannot store
+/// and send as it is: `action.output_schema_invalid` when deeper than a store reads back,
+/// `action.output_too_large` when larger than `max_output_bytes`.
+fn refused_output(exceeded: JsonLimit, what: &str, max_bytes: usize) -> ProtocolError {
+    match exceeded {
+        JsonLimit::Depth => failure::with_details(
+            failure::permanent(
+                codes::ACTION_OUTPUT_SCHEMA_INVALID,
+                format!(
+                    "{what} nests deeper than {} levels, more than the host can store and read back",
+                    super::MAX_STORED_DEPTH
+                ),
+            ),
+            json!({ "max_output_depth": super::MAX_STORED_DEPTH }),
+        ),
+        JsonLimit::Bytes => failure::with_details(
+            failure::permanent(
+                codes::ACTION_OUTPUT_TOO_LARGE,
+                format!(
+                    "{what} is larger than {max_bytes} bytes of JSON, the host's `max_output_bytes`: return less per call (a page, a range) and say where the rest is"
+                ),
+            ),
+            json!({ "max_output_bytes": max_bytes }),
+        ),
+    }
+}
+
 /// Step 15: only completed results are checked; a violation replaces the result.
 fn check_output(
     hosted: &HostedCapability,
@@ -3985,38 +4047,13 @@ fn check_output(
     limits: &super::HostLimits,
     redact: bool,
 ) -> ActionResult {
-    match check_json_limits(&output, limits.max_output_bytes, super::MAX_STORED_DEPTH) {
-        Ok(()) => {}
-        Err(JsonLimit::Depth) => {
-            return failure::failed(
-                &action.id,
-                failure::with_details(
-                    failure::permanent(
-                        codes::ACTION_OUTPUT_SCHEMA_INVALID,
-                        format!(
-                            "the handler's output nests deeper than {} levels, more than the host can store and read back",
-                            super::MAX_STORED_DEPTH
-                        ),
-                    ),
-                    json!({ "max_output_depth": super::MAX_STORED_DEPTH }),
-                ),
-            );
-        }
-        Err(JsonLimit::Bytes) => {
-            return failure::failed(
-                &action.id,
-                failure::with_details(
-                    failure::permanent(
-                        codes::ACTION_OUTPUT_TOO_LARGE,
-                        format!(
-                            "the handler's output is larger than {} bytes of JSON, the host's `max_output_bytes`: return less per call (a page, a range) and say where the rest is",
-                            limits.max_output_bytes
-                        ),
-                    ),
-                    json!({ "max_output_bytes": limits.max_output_bytes }),
-                ),
-            );
-        }
+    if let Err(exceeded) =
+        check_json_limits(&output, limits.max_output_bytes, super::MAX_STORED_DEPTH)
+    {
+        return failure::failed(
+            &action.id,
+            refused_output(exceeded, "the handler's output", limits.max_output_bytes),
+        );
     }
     if let Some(schema) = &hosted.output_schema
         && let Err(violations) = schema.validate(&output, limits.max_violations)
