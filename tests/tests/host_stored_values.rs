@@ -272,6 +272,11 @@ async fn an_output_larger_than_the_limit_fails_and_its_key_replays_the_failure()
         assert_eq!(error.code, codes::ACTION_OUTPUT_TOO_LARGE, "{error:?}");
         assert_ne!(error.retryable, Some(true));
         assert_eq!(error.details.as_ref().unwrap()["max_output_bytes"], 64);
+        // The write ran: its refusal says its effects happened, though it is no transaction.
+        assert_eq!(
+            error.details.as_ref().unwrap()["side_effects_committed"],
+            true
+        );
         assert!(!format!("{first:?}").contains("xxxxxxxx"), "{first:?}");
         let again = host.invoke(over, &caller("user:ana")).await;
         assert_eq!(failure(&again).code, codes::ACTION_OUTPUT_TOO_LARGE);

@@ -1687,6 +1687,16 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
             if let Some(error) = result.error.as_mut() {
                 withhold_credential(error, secret.as_ref());
             }
+            // A handler that writes completed, so its effects happened whatever became of its
+            // output: the refusal says so, transactional or not.
+            if contract.is_some_and(|contract| {
+                contract
+                    .side_effects
+                    .iter()
+                    .any(|effect| effect.is_mutating())
+            }) {
+                mark_refused_output_as_committed(&mut result);
+            }
             result
         }
         Outcome::Failed(failure, secret) => {
