@@ -675,6 +675,43 @@ async fn a_completed_write_whose_output_is_too_large_can_be_compensated() {
     assert_eq!(f.ledger.count("refund:"), 1);
 }
 
+/// An undo whose handler completed did undo, even when the host refuses its output: its
+/// compensation settles `compensated` (not `failed`, which would read as an undo that never
+/// happened and could neither run again nor be reconciled), and no second undo runs (a review).
+#[tokio::test]
+async fn an_undo_whose_output_is_refused_still_settles_compensated() {
+    let f = fixture_with(HostLimits::default().max_output_bytes(128));
+    let (target, charged) = charge(&f.host, "c1", "").await;
+    assert_eq!(charged.status, ActionResultStatus::Completed, "{charged:?}");
+    // The refund echoes its reason, which makes its output larger than 128 bytes.
+    let undone = compensate(&f, &target, "r1", &"too long a reason ".repeat(10)).await;
+    assert_eq!(
+        error_code(&undone),
+        codes::ACTION_OUTPUT_TOO_LARGE,
+        "{undone:?}"
+    );
+    assert_eq!(
+        undone.error.as_ref().unwrap().details.as_ref().unwrap()["side_effects_committed"],
+        true
+    );
+    let view = f
+        .host
+        .transaction(
+            &TransactionSelector::Transaction(compensation_transaction_of(&target)),
+            &caller(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(view.status, TransactionProtocolStatus::Compensated);
+    let again = compensate(&f, &target, "r2", "again").await;
+    assert_eq!(
+        error_code(&again),
+        codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED
+    );
+    assert_eq!(f.ledger.count(&format!("refund:{target}:")), 1);
+}
+
 #[tokio::test]
 async fn only_a_durably_completed_target_can_be_compensated() {
     let f = fixture();

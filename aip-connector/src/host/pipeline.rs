@@ -1180,10 +1180,11 @@ async fn settle_transaction(
 /// side effects committed and need compensation, so the transaction settles `failed` with
 /// effects and stays compensable instead of reading as a write that never happened.
 fn mark_refused_output_as_committed(result: &mut ActionResult) {
-    let Some(error) = result.error.as_mut().filter(|error| {
-        error.code == codes::ACTION_OUTPUT_SCHEMA_INVALID
-            || error.code == codes::ACTION_OUTPUT_TOO_LARGE
-    }) else {
+    let Some(error) = result
+        .error
+        .as_mut()
+        .filter(|error| transaction::output_refused(Some(error)))
+    else {
         return;
     };
     let details = error.details.get_or_insert_with(|| json!({}));

@@ -1336,6 +1336,14 @@ pub(crate) async fn settle(
 /// Reads of the record [`settle`] makes before it gives up.
 const SETTLE_ATTEMPTS: usize = 3;
 
+/// Whether `error` is the host's refusal of a completed handler's output.
+pub(crate) fn output_refused(error: Option<&ProtocolError>) -> bool {
+    error.is_some_and(|error| {
+        error.code == codes::ACTION_OUTPUT_SCHEMA_INVALID
+            || error.code == codes::ACTION_OUTPUT_TOO_LARGE
+    })
+}
+
 /// One read and compare-and-set of [`settle`]: `None` when the compare-and-set lost to a
 /// revision this read did not see.
 async fn settle_once(
@@ -1390,6 +1398,12 @@ async fn settle_once(
         // while the provider might hold the undo (found by an author trial).
         (TransactionMode::Compensate, _) if uncertain => {
             Transition::new(&[Status::Compensating], Status::OutcomeUnknown)
+        }
+        // An undo whose handler completed did undo, even when the host then refused its output
+        // (too large, too deep, off its schema): settled `failed`, it would read as an undo
+        // that never happened and could neither run again nor be reconciled (a review).
+        (TransactionMode::Compensate, _) if output_refused(error.as_deref()) => {
+            Transition::new(&[Status::Compensating], Status::Compensated)
         }
         (TransactionMode::Compensate, _) => {
             Transition::new(&[Status::Compensating], Status::Failed)
