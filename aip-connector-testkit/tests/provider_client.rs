@@ -152,10 +152,7 @@ async fn the_handler_extractors_drive_key_deadline_and_cancellation() {
     let (_double, handle, client) = setup().await;
     let invocation = StaticInvocation::new(
         Action::new("cap:test:book", json!({})).with_idempotency_key("action-key"),
-        CallerIdentity {
-            principal_id: "user:ada".into(),
-            issuer: "test".into(),
-        },
+        CallerIdentity::new("user:ada", "test"),
     )
     // Long enough for the first call on a loaded machine, short against the 10 s delay below.
     .with_deadline(tokio::time::Instant::now() + Duration::from_millis(1500));

@@ -161,12 +161,8 @@ fn input() -> Value {
 
 /// The authenticated caller; the capability's keys are tenant-scoped, so it has a tenant.
 fn caller() -> TrustedContext {
-    TrustedContext::new(Principal::new("svc:bench", PrincipalKind::Service), "bench").with_tenant(
-        VerifiedTenant {
-            id: "tenant_bench".into(),
-            system: None,
-        },
-    )
+    TrustedContext::new(Principal::new("svc:bench", PrincipalKind::Service), "bench")
+        .with_tenant(VerifiedTenant::new("tenant_bench"))
 }
 
 /// A host serving [`Directory`] on `store`.

@@ -487,7 +487,7 @@ impl Credential {
     ///
     /// let handle = CredentialHandle::new("cred-1", "vault", Secret::new("tok"))
     ///     .with_expiry_ms(1_700_000_000_000);
-    /// let caller = CallerIdentity { principal_id: "user:ada".into(), issuer: "test".into() };
+    /// let caller = CallerIdentity::new("user:ada", "test");
     /// let context: Arc<dyn InvocationContext> = Arc::new(
     ///     StaticInvocation::new(Action::new("cap:x:y", serde_json::json!({})), caller)
     ///         .with_credential(handle),
@@ -707,7 +707,7 @@ impl Extractor for Compensation {
 ///     "metadata": {"connector_validation": {"fee_cents": 250}}
 /// }))
 /// .unwrap();
-/// let caller = CallerIdentity { principal_id: "user:ada".into(), issuer: "test".into() };
+/// let caller = CallerIdentity::new("user:ada", "test");
 /// let context: Arc<dyn InvocationContext> = Arc::new(
 ///     StaticInvocation::new(Action::new("cap:bank:send", json!({})), caller).with_plan(plan),
 /// );

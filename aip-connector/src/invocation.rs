@@ -126,8 +126,10 @@ pub trait CheckpointRecorder: Send + Sync {
     fn recorded(&self) -> Option<(ProviderOperationRef, Option<String>)>;
 }
 
-/// The caller as the transport authenticated it.
+/// The caller as the transport authenticated it. Built with [`CallerIdentity::new`] (fields
+/// may be added in minor versions).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CallerIdentity {
     /// Principal id.
     pub principal_id: PrincipalId,
@@ -135,8 +137,20 @@ pub struct CallerIdentity {
     pub issuer: String,
 }
 
-/// A tenant the deployment verified.
+impl CallerIdentity {
+    /// The principal `principal_id`, vouched for by `issuer`.
+    pub fn new(principal_id: impl Into<PrincipalId>, issuer: impl Into<String>) -> Self {
+        Self {
+            principal_id: principal_id.into(),
+            issuer: issuer.into(),
+        }
+    }
+}
+
+/// A tenant the deployment verified. Built with [`VerifiedTenant::new`] (fields may be added
+/// in minor versions).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct VerifiedTenant {
     /// Tenant id.
     pub id: String,
@@ -689,10 +703,7 @@ mod tests {
 
     #[test]
     fn a_static_invocations_debug_shows_neither_input_nor_credential() {
-        let caller = super::CallerIdentity {
-            principal_id: "user:ada".into(),
-            issuer: "test".into(),
-        };
+        let caller = super::CallerIdentity::new("user:ada", "test");
         let action = aip_connector_core::model::Action::new(
             "cap:x:y",
             serde_json::json!({ "note": "input-canary" }),

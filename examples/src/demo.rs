@@ -349,18 +349,12 @@ pub async fn run(config: &DemoConfig, out: &mut dyn Write) -> Result<DemoReport,
         )?))
         .store(store)
         .deployment(Deployment {
-            tenant: Some(VerifiedTenant {
-                id: TENANT.to_owned(),
-                system: None,
-            }),
+            tenant: Some(VerifiedTenant::new(TENANT.to_owned())),
             ..Deployment::default()
         })
         .build()?;
     let caller = TrustedContext::new(Principal::new(CALLER, PrincipalKind::Human), "aip-demo")
-        .with_tenant(VerifiedTenant {
-            id: TENANT.to_owned(),
-            system: None,
-        });
+        .with_tenant(VerifiedTenant::new(TENANT.to_owned()));
 
     writeln!(out, "aip-connector demo: the calendar example, end to end")?;
     writeln!(out, "  state    {} (embedded SQLite)", shown_path.display())?;

@@ -21,12 +21,8 @@ use aip_connector_testkit::provider_double::{Fault, ProviderDouble, ProviderHand
 use serde_json::{Value, json};
 
 fn caller_in(tenant: &str) -> TrustedContext {
-    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test").with_tenant(
-        VerifiedTenant {
-            id: tenant.into(),
-            system: None,
-        },
-    )
+    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new(tenant))
 }
 
 async fn world() -> (Host, ProviderHandle, ProviderDouble) {

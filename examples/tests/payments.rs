@@ -31,10 +31,7 @@ fn principal(id: &str) -> Principal {
 }
 
 fn as_user(id: &str) -> TrustedContext {
-    TrustedContext::new(principal(id), "test").with_tenant(VerifiedTenant {
-        id: TENANT.into(),
-        system: None,
-    })
+    TrustedContext::new(principal(id), "test").with_tenant(VerifiedTenant::new(TENANT))
 }
 
 fn member(roles: &[&str]) -> ApproverMemberships {
@@ -74,10 +71,7 @@ async fn world(scopes: &[&str]) -> World {
         ))
         .store(store.clone())
         .deployment(Deployment {
-            tenant: Some(VerifiedTenant {
-                id: TENANT.into(),
-                system: None,
-            }),
+            tenant: Some(VerifiedTenant::new(TENANT)),
             external_account: None,
             credentials: Some(Arc::new(StaticCredentialProvider(credential))),
         })

@@ -117,12 +117,8 @@ impl Calendar {
 }
 
 fn caller() -> TrustedContext {
-    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test").with_tenant(
-        VerifiedTenant {
-            id: "t1".into(),
-            system: None,
-        },
-    )
+    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new("t1"))
 }
 
 /// Where the two processes keep their state.

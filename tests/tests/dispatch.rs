@@ -109,10 +109,7 @@ impl Calendar {
 }
 
 fn caller() -> CallerIdentity {
-    CallerIdentity {
-        principal_id: "user:ada".into(),
-        issuer: "test".into(),
-    }
+    CallerIdentity::new("user:ada", "test")
 }
 
 fn invocation(capability: &str, input: serde_json::Value) -> StaticInvocation {

@@ -65,10 +65,7 @@ mod getting_started {
         use serde_json::json;
 
         let action = Action::new(Hello::GREET_ID, json!({ "name": "Ada" }));
-        let caller = CallerIdentity {
-            principal_id: "user:ada".into(),
-            issuer: "test".into(),
-        };
+        let caller = CallerIdentity::new("user:ada", "test");
         let context = Arc::new(StaticInvocation::new(action.clone(), caller));
 
         let output = Hello

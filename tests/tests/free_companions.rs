@@ -300,10 +300,7 @@ async fn a_capability_without_the_companion_answers_unsupported() {
     let context: Arc<dyn aip_connector::InvocationContext> =
         Arc::new(aip_connector::StaticInvocation::new(
             Action::new("cap:notes:create", json!({})),
-            aip_connector::CallerIdentity {
-                principal_id: "user:ada".into(),
-                issuer: "test".into(),
-            },
+            aip_connector::CallerIdentity::new("user:ada", "test"),
         ));
     let no_validation = connector
         .validate("cap:notes:create", &json!({ "text": "c" }), context)

@@ -97,12 +97,8 @@ fn finance() -> ApproverMemberships {
 }
 
 fn person(id: &str) -> TrustedContext {
-    TrustedContext::new(Principal::new(id, PrincipalKind::Human), "test").with_tenant(
-        VerifiedTenant {
-            id: "t1".into(),
-            system: None,
-        },
-    )
+    TrustedContext::new(Principal::new(id, PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new("t1"))
 }
 
 fn host(payments: Payments, clock: Arc<ManualClock>) -> Host {
@@ -757,10 +753,7 @@ async fn another_tenants_resend_does_not_learn_how_the_approval_ended() {
     decide(&host, &id, &["user:alice"], ApprovalDecisionKind::Denied).await;
 
     let elsewhere = TrustedContext::new(Principal::new("user:eve", PrincipalKind::Human), "test")
-        .with_tenant(VerifiedTenant {
-            id: "t2".into(),
-            system: None,
-        });
+        .with_tenant(VerifiedTenant::new("t2"));
     // Another tenant's record is never replayed (not even as the stale pending request): the
     // refusal names nothing of it.
     let replay = host.invoke(post(), &elsewhere).await;
@@ -964,10 +957,7 @@ async fn approvers_of_a_single_tenant_deployment_belong_to_its_tenant() {
 
     let elsewhere =
         TrustedContext::new(Principal::new("user:mallory", PrincipalKind::Human), "test")
-            .with_tenant(VerifiedTenant {
-                id: "t2".into(),
-                system: None,
-            });
+            .with_tenant(VerifiedTenant::new("t2"));
     let refused = host
         .record_approval_decision(
             decision(&id, "user:mallory", ApprovalDecisionKind::Approved),

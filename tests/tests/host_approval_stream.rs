@@ -64,12 +64,8 @@ impl Warehouse {
 }
 
 fn person(id: &str) -> TrustedContext {
-    TrustedContext::new(Principal::new(id, PrincipalKind::Human), "test").with_tenant(
-        VerifiedTenant {
-            id: "t1".into(),
-            system: None,
-        },
-    )
+    TrustedContext::new(Principal::new(id, PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new("t1"))
 }
 
 fn host(warehouse: Warehouse) -> Host {

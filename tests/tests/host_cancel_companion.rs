@@ -162,12 +162,8 @@ impl Jobs {
 }
 
 fn caller() -> TrustedContext {
-    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test").with_tenant(
-        VerifiedTenant {
-            id: "t1".into(),
-            system: None,
-        },
-    )
+    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new("t1"))
 }
 
 fn host(jobs: &Jobs) -> Host {

@@ -316,12 +316,8 @@ impl Ledger {
 }
 
 fn caller() -> TrustedContext {
-    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test").with_tenant(
-        VerifiedTenant {
-            id: "t1".into(),
-            system: None,
-        },
-    )
+    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new("t1"))
 }
 
 fn host(connector: impl Connector) -> Host {
@@ -723,10 +719,7 @@ async fn a_tenant_scoped_key_without_any_tenant_is_scope_missing() {
     let deployed = Host::builder()
         .connector(theatre.clone())
         .deployment(Deployment {
-            tenant: Some(VerifiedTenant {
-                id: "t1".into(),
-                system: None,
-            }),
+            tenant: Some(VerifiedTenant::new("t1")),
             ..Deployment::default()
         })
         .build()

@@ -137,12 +137,8 @@ fn finance(tenant: &str) -> ApproverMemberships {
 }
 
 fn person(id: &str) -> TrustedContext {
-    TrustedContext::new(Principal::new(id, PrincipalKind::Human), "test").with_tenant(
-        VerifiedTenant {
-            id: "t1".into(),
-            system: None,
-        },
-    )
+    TrustedContext::new(Principal::new(id, PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new("t1"))
 }
 
 /// Alice, Bob and the operator are finance approvers of tenant `t1`; Eve is one of `t2`.
@@ -384,10 +380,7 @@ async fn a_namesake_in_another_tenant_cannot_decide_the_request() {
     let host = host();
     let id = gate(&host, payment(), &person("user:req")).await;
     let namesake = TrustedContext::new(Principal::new("user:alice", PrincipalKind::Human), "test")
-        .with_tenant(VerifiedTenant {
-            id: "t2".into(),
-            system: None,
-        });
+        .with_tenant(VerifiedTenant::new("t2"));
     let error = host
         .record_approval_decision(
             decision(&id, "user:alice", ApprovalDecisionKind::Approved),
@@ -400,10 +393,7 @@ async fn a_namesake_in_another_tenant_cannot_decide_the_request() {
     // Nor does a decision another tenant's caller could only get wrong on a real request
     // (naming someone else as approver, or malformed) tell that the request exists.
     let mallory = TrustedContext::new(Principal::new("user:mallory", PrincipalKind::Human), "test")
-        .with_tenant(VerifiedTenant {
-            id: "t2".into(),
-            system: None,
-        });
+        .with_tenant(VerifiedTenant::new("t2"));
     for probe in [
         decision(&id, "user:alice", ApprovalDecisionKind::Approved),
         decision(&id, "user:mallory", ApprovalDecisionKind::Expired),
@@ -726,10 +716,7 @@ async fn a_resume_from_another_tenant_is_not_found() {
     let approved = decision(&id, "user:alice", ApprovalDecisionKind::Approved);
     assert_eq!(accepted(&host, approved).await, ApprovalStatus::Approved);
     let elsewhere = TrustedContext::new(Principal::new("user:req", PrincipalKind::Human), "test")
-        .with_tenant(VerifiedTenant {
-            id: "t2".into(),
-            system: None,
-        });
+        .with_tenant(VerifiedTenant::new("t2"));
     let resumed = host.resume_approved(&id, &elsewhere).await;
     assert_policy(failure(&resumed), codes::POLICY_APPROVAL_NOT_FOUND);
     assert_ne!(

@@ -327,12 +327,8 @@ impl GuardedPayments {
 }
 
 fn caller_in(tenant: &str) -> TrustedContext {
-    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test").with_tenant(
-        VerifiedTenant {
-            id: tenant.into(),
-            system: None,
-        },
-    )
+    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new(tenant))
 }
 
 fn caller() -> TrustedContext {

@@ -179,12 +179,8 @@ impl Shop {
 }
 
 fn caller() -> TrustedContext {
-    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test").with_tenant(
-        VerifiedTenant {
-            id: "t1".into(),
-            system: None,
-        },
-    )
+    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new("t1"))
 }
 
 /// Another person than `caller()`, of `tenant`.
@@ -738,10 +734,7 @@ async fn replay_mismatch_and_tenant_isolation() {
         .await;
     assert_eq!(code(&changed), codes::IDEMPOTENCY_INPUT_HASH_MISMATCH);
     // The same key in another tenant is another key.
-    let other = caller().with_tenant(VerifiedTenant {
-        id: "t2".into(),
-        system: None,
-    });
+    let other = caller().with_tenant(VerifiedTenant::new("t2"));
     let elsewhere = host
         .invoke(
             Action::new("cap:shop:place", json!({ "item": "coffee" })).with_idempotency_key("k"),
@@ -1116,14 +1109,8 @@ async fn a_cancel_before_dispatch_is_remembered_and_the_handler_never_runs() {
 async fn a_caller_cancels_only_its_own_actions() {
     let host = host_with(Shop::default(), None);
     let stranger = TrustedContext::new(Principal::new("user:eve", PrincipalKind::Human), "test")
-        .with_tenant(VerifiedTenant {
-            id: "t1".into(),
-            system: None,
-        });
-    let same_principal_other_tenant = caller().with_tenant(VerifiedTenant {
-        id: "t2".into(),
-        system: None,
-    });
+        .with_tenant(VerifiedTenant::new("t1"));
+    let same_principal_other_tenant = caller().with_tenant(VerifiedTenant::new("t2"));
     let action = Action::new("cap:shop:wait", json!({ "item": "x" })).with_timeout_ms(2_000);
     let id = action.id.clone();
     // A stranger's pending cancellation does not apply to the owner's action...
@@ -1343,10 +1330,7 @@ async fn credentials_are_checked_before_the_handler() {
         )
         .await;
     assert_eq!(wildcard.output.unwrap()["order_id"], "tea@vault");
-    let other_tenant = caller().with_tenant(VerifiedTenant {
-        id: "t9".into(),
-        system: None,
-    });
+    let other_tenant = caller().with_tenant(VerifiedTenant::new("t9"));
     let mismatch = host_with(Shop::default(), Some(credential(&["*"], "vault")))
         .invoke(
             Action::new("cap:shop:secret_lookup", input.clone()),
@@ -1513,10 +1497,7 @@ async fn the_handler_sees_the_verified_tenant_never_the_payloads() {
         .connector(Whoami)
         .store(Arc::new(MemoryStore::new()))
         .deployment(Deployment {
-            tenant: Some(VerifiedTenant {
-                id: "deployment_tenant".into(),
-                system: Some("erp".into()),
-            }),
+            tenant: Some(VerifiedTenant::new("deployment_tenant").with_system("erp")),
             ..Deployment::default()
         })
         .build()

@@ -62,12 +62,8 @@ impl Payroll {
 const MINUTE: u64 = 60_000;
 
 fn person(id: &str) -> TrustedContext {
-    TrustedContext::new(Principal::new(id, PrincipalKind::Human), "test").with_tenant(
-        VerifiedTenant {
-            id: "t1".into(),
-            system: None,
-        },
-    )
+    TrustedContext::new(Principal::new(id, PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new("t1"))
 }
 
 fn host(payroll: Payroll, clock: Arc<ManualClock>) -> Host {

@@ -205,12 +205,8 @@ fn host(store: Arc<MemoryStore>) -> Host {
 }
 
 fn caller() -> TrustedContext {
-    TrustedContext::new(Principal::new("user:doc", PrincipalKind::Human), "test").with_tenant(
-        VerifiedTenant {
-            id: "t1".into(),
-            system: None,
-        },
-    )
+    TrustedContext::new(Principal::new("user:doc", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new("t1"))
 }
 
 #[tokio::test]

@@ -302,10 +302,7 @@ fn setup() -> Setup {
 }
 
 fn person(id: &str, kind: PrincipalKind, tenant: &str) -> TrustedContext {
-    TrustedContext::new(Principal::new(id, kind), "test").with_tenant(VerifiedTenant {
-        id: tenant.into(),
-        system: None,
-    })
+    TrustedContext::new(Principal::new(id, kind), "test").with_tenant(VerifiedTenant::new(tenant))
 }
 
 fn ada() -> TrustedContext {

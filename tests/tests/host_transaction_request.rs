@@ -79,10 +79,7 @@ fn ada() -> Principal {
 }
 
 fn caller_in(tenant: &str) -> TrustedContext {
-    TrustedContext::new(ada(), "test").with_tenant(VerifiedTenant {
-        id: tenant.into(),
-        system: None,
-    })
+    TrustedContext::new(ada(), "test").with_tenant(VerifiedTenant::new(tenant))
 }
 
 fn caller() -> TrustedContext {

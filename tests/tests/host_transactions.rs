@@ -121,12 +121,8 @@ impl Calendar {
 }
 
 fn caller() -> TrustedContext {
-    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test").with_tenant(
-        VerifiedTenant {
-            id: "t1".into(),
-            system: None,
-        },
-    )
+    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new("t1"))
 }
 
 fn host(calendar: Calendar, store: Arc<MemoryStore>) -> Host {
@@ -237,12 +233,8 @@ async fn a_commit_must_match_its_plan() {
     );
     let (other, who) = commit(
         json!({ "slot": "9am" }),
-        TrustedContext::new(Principal::new("user:eve", PrincipalKind::Human), "test").with_tenant(
-            VerifiedTenant {
-                id: "t1".into(),
-                system: None,
-            },
-        ),
+        TrustedContext::new(Principal::new("user:eve", PrincipalKind::Human), "test")
+            .with_tenant(VerifiedTenant::new("t1")),
         "c-b",
     );
     assert_eq!(

@@ -186,12 +186,8 @@ impl Drop for CountOnDrop {
 }
 
 fn person(id: &str, tenant: &str) -> TrustedContext {
-    TrustedContext::new(Principal::new(id, PrincipalKind::Human), "bearer").with_tenant(
-        VerifiedTenant {
-            id: tenant.into(),
-            system: None,
-        },
-    )
+    TrustedContext::new(Principal::new(id, PrincipalKind::Human), "bearer")
+        .with_tenant(VerifiedTenant::new(tenant))
 }
 
 fn tokens() -> BearerTokens {

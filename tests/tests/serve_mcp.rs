@@ -346,12 +346,8 @@ const TOKEN: &str = "mcp-test-token";
 const OTHER_TOKEN: &str = "mcp-test-token-ben";
 
 fn person(id: &str) -> TrustedContext {
-    TrustedContext::new(Principal::new(id, PrincipalKind::Human), "test").with_tenant(
-        VerifiedTenant {
-            id: "t1".into(),
-            system: None,
-        },
-    )
+    TrustedContext::new(Principal::new(id, PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new("t1"))
 }
 
 fn host(directory: Directory) -> Host {

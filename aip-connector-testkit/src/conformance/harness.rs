@@ -486,10 +486,7 @@ fn caller_as(principal: &PrincipalId, tenant: &str) -> TrustedContext {
         Principal::new(principal.as_str(), PrincipalKind::Human),
         "aip-connector-testkit",
     )
-    .with_tenant(VerifiedTenant {
-        id: tenant.to_owned(),
-        system: None,
-    })
+    .with_tenant(VerifiedTenant::new(tenant.to_owned()))
 }
 
 /// A host over `store` for the probed connector, serving [`TENANT`] as `account`, with the
@@ -1211,10 +1208,7 @@ fn try_build_host_for(
         .shared_connector(connector)
         .store(store)
         .deployment(Deployment {
-            tenant: Some(VerifiedTenant {
-                id: tenant.to_owned(),
-                system: None,
-            }),
+            tenant: Some(VerifiedTenant::new(tenant.to_owned())),
             external_account: Some(account.clone()),
             credentials: Some(Arc::new(credentials)),
         })

@@ -1768,10 +1768,7 @@ mod tests {
             Principal::new(id, PrincipalKind::Human),
             "https://idp.example",
         )
-        .with_tenant(VerifiedTenant {
-            id: TENANT.to_owned(),
-            system: None,
-        })
+        .with_tenant(VerifiedTenant::new(TENANT.to_owned()))
     }
 
     /// Memberships in [`TENANT`] with `roles`.
@@ -2581,10 +2578,7 @@ mod tests {
             ..member(&["finance"])
         };
 
-        let elsewhere = context("alice").with_tenant(VerifiedTenant {
-            id: "tenant_other".to_owned(),
-            system: None,
-        });
+        let elsewhere = context("alice").with_tenant(VerifiedTenant::new("tenant_other"));
         let result = apply_decision(
             &record,
             decision(&record, "alice", Approved),
@@ -3449,10 +3443,7 @@ mod tests {
             Principal::new("alice", PrincipalKind::Human),
             "https://idp.example",
         )
-        .with_tenant(VerifiedTenant {
-            id: "tenant_other".to_owned(),
-            system: None,
-        });
+        .with_tenant(VerifiedTenant::new("tenant_other"));
         let hidden = record_decision(
             &store,
             &Unreachable,

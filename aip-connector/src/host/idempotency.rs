@@ -498,10 +498,7 @@ mod tests {
             ),
             "issuer",
         );
-        let tenant = VerifiedTenant {
-            id: "t1".to_owned(),
-            system: None,
-        };
+        let tenant = VerifiedTenant::new("t1");
         let account = aip_connector_core::model::ExternalAccountRef {
             id: "acct".to_owned(),
             system: "crm".to_owned(),

@@ -1426,10 +1426,7 @@ fn companion_context(
 ) -> Arc<HostInvocation> {
     Arc::new(HostInvocation {
         action: Arc::clone(call.action),
-        caller: CallerIdentity {
-            principal_id: call.caller.principal.id.clone(),
-            issuer: call.caller.issuer.clone(),
-        },
+        caller: CallerIdentity::new(call.caller.principal.id.clone(), call.caller.issuer.clone()),
         tenant: std::sync::OnceLock::from(call.tenant.cloned()),
         idempotency_scope: None,
         cancellation: CancelSignal::default(),
@@ -1795,10 +1792,7 @@ fn dispatch<'c>(
     let deadline = deadline_in(timeout_ms);
     let context = Arc::new(HostInvocation {
         action: Arc::clone(action),
-        caller: CallerIdentity {
-            principal_id: caller.principal.id.clone(),
-            issuer: caller.issuer.clone(),
-        },
+        caller: CallerIdentity::new(caller.principal.id.clone(), caller.issuer.clone()),
         tenant: std::sync::OnceLock::new(),
         idempotency_scope: handler.idempotency_scope,
         cancellation: CancelSignal::default(),
