@@ -310,6 +310,7 @@ impl CredentialHandle {
 /// The settled action a `compensate` undoes, as the host read it from the target's durable
 /// transaction record (see [`Compensation`](crate::extract::Compensation)).
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct CompensationTarget {
     /// The compensated action (`transaction.compensation_for`).
     pub action_id: ActionId,
@@ -336,6 +337,51 @@ pub struct CompensationTarget {
 }
 
 impl CompensationTarget {
+    /// The compensated action `action_id`, of `capability_id`, whose transaction
+    /// `transaction_id` is durably `status`; no output, error, provider operation or cursor
+    /// (for a unit test of an undo handler; the host fills in what it has).
+    pub fn new(
+        action_id: ActionId,
+        transaction_id: TransactionId,
+        capability_id: impl Into<CapabilityId>,
+        status: TransactionProtocolStatus,
+    ) -> Self {
+        Self {
+            action_id,
+            transaction_id,
+            capability_id: capability_id.into(),
+            status,
+            output: None,
+            error: None,
+            provider_operation: None,
+            cursor: None,
+        }
+    }
+
+    /// With the compensated action's output.
+    pub fn with_output(mut self, output: Value) -> Self {
+        self.output = Some(output);
+        self
+    }
+
+    /// With the error it failed with after committing side effects.
+    pub fn with_error(mut self, error: ProtocolError) -> Self {
+        self.error = Some(error);
+        self
+    }
+
+    /// With the provider operation its handler checkpointed.
+    pub fn with_provider_operation(mut self, operation: ProviderOperationRef) -> Self {
+        self.provider_operation = Some(operation);
+        self
+    }
+
+    /// With the cursor its handler checkpointed.
+    pub fn with_cursor(mut self, cursor: impl Into<String>) -> Self {
+        self.cursor = Some(cursor.into());
+        self
+    }
+
     /// The compensated action's output decoded as `T`, its capability's output type (what its
     /// handler returned: the id of the booking to cancel, say). `Ok(None)` when there is no
     /// such output: the action failed after committing side effects, or its unknown outcome
@@ -359,24 +405,23 @@ impl CompensationTarget {
     ///     reservation_id: String,
     /// }
     ///
-    /// let target = CompensationTarget {
-    ///     action_id: ActionId::new(),
-    ///     transaction_id: TransactionId::new(),
-    ///     capability_id: "cap:inventory:reserve_stock".into(),
-    ///     status: TransactionProtocolStatus::Committed,
-    ///     output: Some(json!({ "reservation_id": "res_42" })),
-    ///     error: None,
-    ///     provider_operation: None,
-    ///     cursor: None,
-    /// };
+    /// let target = CompensationTarget::new(
+    ///     ActionId::new(),
+    ///     TransactionId::new(),
+    ///     "cap:inventory:reserve_stock",
+    ///     TransactionProtocolStatus::Committed,
+    /// )
+    /// .with_output(json!({ "reservation_id": "res_42" }));
     /// let reserved: Option<Reserved> = target.output_as()?;
     /// assert_eq!(reserved.map(|r| r.reservation_id).as_deref(), Some("res_42"));
     ///
-    /// let reconciled = CompensationTarget {
-    ///     status: TransactionProtocolStatus::Reconciled,
-    ///     output: Some(json!({ "reconciliation": { "committed": true } })),
-    ///     ..target
-    /// };
+    /// let reconciled = CompensationTarget::new(
+    ///     target.action_id.clone(),
+    ///     target.transaction_id.clone(),
+    ///     "cap:inventory:reserve_stock",
+    ///     TransactionProtocolStatus::Reconciled,
+    /// )
+    /// .with_output(json!({ "reconciliation": { "committed": true } }));
     /// assert!(reconciled.output_as::<Reserved>()?.is_none());
     /// # Ok::<(), serde_json::Error>(())
     /// ```
