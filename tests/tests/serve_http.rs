@@ -1039,6 +1039,31 @@ async fn a_request_over_the_timeout_is_answered_and_its_action_cancelled() {
     running.stop().await;
 }
 
+/// A client that hangs up does not take the request timeout with it: hyper drops the request's
+/// future, which held the timer, yet the action is still abandoned at the request's deadline
+/// rather than running on to the host's own (found by an author trial: a polling call ran for
+/// minutes after `curl --max-time 1`).
+#[tokio::test]
+async fn an_action_whose_client_hung_up_is_abandoned_at_the_request_timeout() {
+    let desk = Desk::default();
+    let running = start(
+        desk.clone(),
+        ServerConfig::default().request_timeout(Duration::from_millis(300)),
+    )
+    .await;
+    let action = Action::new("cap:desk:wait", json!({ "text": "x" }));
+    let client = running.client("tok-ada");
+    let call = tokio::spawn(async move { client.invoke(action).await });
+    wait_until(|| desk.started.load(Ordering::SeqCst) == 1).await;
+    // The client goes away: its connection closes with the aborted call.
+    call.abort();
+    let _ = call.await;
+    // Its handler waits for cancellation, which the host deadline (60 s) would bring only
+    // much later than `wait_until`'s 5 s.
+    wait_until(|| desk.cancelled.load(Ordering::SeqCst) == 1).await;
+    running.stop().await;
+}
+
 #[tokio::test]
 async fn shutdown_drains_in_flight_actions_then_abandons_stragglers() {
     let logs = aip_connector_testkit::logs::LogCapture::new();

@@ -1039,11 +1039,18 @@ async fn run_bounded<T: Send + 'static>(
     task: impl Future<Output = T> + Send + 'static,
     permit: OwnedSemaphorePermit,
 ) -> Result<T, ProtocolError> {
-    let mut handle = crate::task::spawn_traced(async move {
+    let handle = crate::task::spawn_traced(async move {
         let outcome = task.await;
         drop(permit);
         outcome
     });
+    let mut watch = DetachedWatch {
+        handle: Some(handle),
+        shared: Arc::clone(shared),
+        caller: caller.clone(),
+        action_id: action_id.clone(),
+        deadline: tokio::time::Instant::now() + shared.config.request_timeout,
+    };
     let joined = |outcome: Result<T, tokio::task::JoinError>| {
         outcome.map_err(|_| {
             super::error(
@@ -1054,16 +1061,70 @@ async fn run_bounded<T: Send + 'static>(
             )
         })
     };
-    tokio::select! {
-        outcome = &mut handle => joined(outcome),
-        () = tokio::time::sleep(shared.config.request_timeout) => {
-            let abandoned = super::abandon_once_running(&shared.host, action_id, caller, &mut handle);
+    let handle = watch
+        .handle
+        .as_mut()
+        .expect("the watch holds the task until it returns");
+    let answer = tokio::select! {
+        outcome = &mut *handle => joined(outcome),
+        () = tokio::time::sleep_until(watch.deadline) => {
+            let abandoned = super::abandon_once_running(&shared.host, action_id, caller, handle);
             let _ = tokio::time::timeout(shared.config.cancel_grace, abandoned).await;
             Err(timed_out(shared, "the action did not finish; it was abandoned"))
         }
         () = shared.drain_expired.cancelled() => {
-            joined(super::abandon_once_running(&shared.host, action_id, caller, &mut handle).await)
+            joined(super::abandon_once_running(&shared.host, action_id, caller, handle).await)
         }
+    };
+    // Answered: the action was seen through, or abandoned already.
+    watch.handle = None;
+    answer
+}
+
+/// Keeps the request timeout (and the drain) bounding an action whose client went away. The
+/// timer lives in the request's future, which hyper drops with the connection, while the
+/// action's task, spawned so that a disconnect does not abort it halfway, would run on to the
+/// host's own deadline, holding its slot (found by an author trial: a call polling a provider
+/// ran for minutes after `curl --max-time 1`). Dropped before the request was answered, the
+/// watch hands the task to a watchdog that abandons it at the request's deadline.
+struct DetachedWatch<T: Send + 'static> {
+    /// The action's task, until the request is answered.
+    handle: Option<tokio::task::JoinHandle<T>>,
+    shared: Arc<Shared>,
+    caller: TrustedContext,
+    action_id: ActionId,
+    /// When the request times out.
+    deadline: tokio::time::Instant,
+}
+
+impl<T: Send + 'static> Drop for DetachedWatch<T> {
+    fn drop(&mut self) {
+        let Some(mut handle) = self.handle.take() else {
+            return;
+        };
+        if handle.is_finished() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (shared, caller, action_id, deadline) = (
+            Arc::clone(&self.shared),
+            self.caller.clone(),
+            self.action_id.clone(),
+            self.deadline,
+        );
+        runtime.spawn(async move {
+            tokio::select! {
+                _ = &mut handle => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    let _ = super::abandon_once_running(&shared.host, &action_id, &caller, &mut handle).await;
+                }
+                () = shared.drain_expired.cancelled() => {
+                    let _ = super::abandon_once_running(&shared.host, &action_id, &caller, &mut handle).await;
+                }
+            }
+        });
     }
 }
 
