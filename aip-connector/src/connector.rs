@@ -271,6 +271,10 @@ impl From<ReconcileOutcome> for ReconciliationResult {
 pub struct CancelRequest {
     /// The action to cancel.
     pub action_id: ActionId,
+    /// The stopped action's input, as its handler received it: what names the thing to stop
+    /// at the provider (a run id, a job) when the handler recorded nothing else (found by an
+    /// author trial whose `wait_for_run` companion could not tell which run to cancel).
+    pub input: Value,
     /// Its idempotency key, to find the provider operation: the key a handler sent with
     /// `ProviderRequest::idempotency` (its [`IdempotencyKey::for_provider`](crate::IdempotencyKey::for_provider)),
     /// since the caller's raw key is not unique at the provider.
@@ -285,16 +289,24 @@ pub struct CancelRequest {
 }
 
 impl CancelRequest {
-    /// A request to stop `action_id` after [`CancelReason::Requested`], with no key, tenant or
-    /// credential (for unit tests of a cancel handler; the host fills in all of them).
+    /// A request to stop `action_id` after [`CancelReason::Requested`], with a `null` input and
+    /// no key, tenant or credential (for unit tests of a cancel handler; the host fills in all
+    /// of them).
     pub fn new(action_id: ActionId) -> Self {
         Self {
             action_id,
+            input: Value::Null,
             idempotency_key: None,
             reason: CancelReason::Requested,
             tenant: None,
             credential: None,
         }
+    }
+
+    /// With the stopped action's input.
+    pub fn with_input(mut self, input: Value) -> Self {
+        self.input = input;
+        self
     }
 
     /// With the key the provider knows the action's operation by.

@@ -326,7 +326,7 @@ async fn the_cancel_companion_is_handed_the_handlers_tenant_and_credential() {
     let result = run_and_cancel(
         &jobs,
         &host,
-        Action::new("cap:jobs:run_signed", json!({})).with_idempotency_key("job-7"),
+        Action::new("cap:jobs:run_signed", json!({ "stop": "" })).with_idempotency_key("job-7"),
     )
     .await;
     assert_eq!(result.status, ActionResultStatus::Cancelled, "{result:?}");
@@ -339,6 +339,8 @@ async fn the_cancel_companion_is_handed_the_handlers_tenant_and_credential() {
     assert_eq!(stopped.len(), 1, "{stopped:?}");
     let request = &stopped[0];
     assert_eq!(request.reason, CancelReason::Requested);
+    // What names the thing to stop (a run id) when the handler recorded nothing else.
+    assert_eq!(request.input, json!({ "stop": "" }));
     assert_eq!(request.tenant.as_ref().map(|t| t.id.as_str()), Some("t1"));
     let credential = request
         .credential

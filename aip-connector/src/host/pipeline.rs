@@ -1944,6 +1944,7 @@ impl Supervised<'_> {
             let context: &HostInvocation = &this.context;
             let request = crate::connector::CancelRequest {
                 action_id: context.action.id.clone(),
+                input: context.action.input.clone(),
                 idempotency_key: crate::invocation::InvocationContext::scoped_idempotency_key(
                     context,
                 )
