@@ -626,17 +626,21 @@ async fn a_failure_with_committed_side_effects_can_be_compensated() {
 #[tokio::test]
 async fn a_completed_write_whose_output_is_refused_can_be_compensated() {
     let f = fixture();
-    let (target, charged) = charge(&f.host, "c1", "bad_output").await;
-    let error = charged.error.as_ref().expect("the output is refused");
-    assert_eq!(
-        error.code,
-        codes::ACTION_OUTPUT_SCHEMA_INVALID,
-        "{charged:?}"
-    );
-    let details = error.details.as_ref().unwrap();
-    assert_eq!(details["side_effects_committed"], true);
-    assert_eq!(details["compensation_required"], true);
+    let details =
+        refused_charge_is_compensated(&f, "bad_output", codes::ACTION_OUTPUT_SCHEMA_INVALID).await;
     assert!(details["violations"].is_array(), "{details}");
+}
+
+/// Charges with `behaviour`, whose output the host refuses with `code`, asserts the refusal
+/// says the charge's side effects committed and that the charge is then undone once; returns
+/// the refusal's details.
+async fn refused_charge_is_compensated(f: &Fixture, behaviour: &str, code: &str) -> Value {
+    let (target, charged) = charge(&f.host, "c1", behaviour).await;
+    let error = charged.error.as_ref().expect("the output is refused");
+    assert_eq!(error.code, code, "{charged:?}");
+    let details = error.details.clone().unwrap();
+    assert_eq!(details["side_effects_committed"], true, "{details}");
+    assert_eq!(details["compensation_required"], true, "{details}");
     let result = f
         .host
         .invoke(
@@ -646,6 +650,7 @@ async fn a_completed_write_whose_output_is_refused_can_be_compensated() {
         .await;
     assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
     assert_eq!(f.ledger.count("refund:"), 1);
+    details
 }
 
 /// The same for an output larger than `max_output_bytes`: the charge happened, so the refusal
@@ -653,22 +658,9 @@ async fn a_completed_write_whose_output_is_refused_can_be_compensated() {
 #[tokio::test]
 async fn a_completed_write_whose_output_is_too_large_can_be_compensated() {
     let f = fixture_with(HostLimits::default().max_output_bytes(128));
-    let (target, charged) = charge(&f.host, "c1", "long_output").await;
-    let error = charged.error.as_ref().expect("the output is refused");
-    assert_eq!(error.code, codes::ACTION_OUTPUT_TOO_LARGE, "{charged:?}");
-    let details = error.details.as_ref().unwrap();
-    assert_eq!(details["side_effects_committed"], true, "{details}");
-    assert_eq!(details["compensation_required"], true, "{details}");
+    let details =
+        refused_charge_is_compensated(&f, "long_output", codes::ACTION_OUTPUT_TOO_LARGE).await;
     assert_eq!(details["max_output_bytes"], 128, "{details}");
-    let result = f
-        .host
-        .invoke(
-            compensate_action("cap:pay:charge", &target, "r1"),
-            &caller(),
-        )
-        .await;
-    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
-    assert_eq!(f.ledger.count("refund:"), 1);
 }
 
 /// An undo whose handler completed did undo, even when the host refuses its output: its

@@ -1183,7 +1183,7 @@ fn mark_refused_output_as_committed(result: &mut ActionResult) {
     let Some(error) = result
         .error
         .as_mut()
-        .filter(|error| transaction::output_refused(Some(error)))
+        .filter(|error| transaction::output_refused(error))
     else {
         return;
     };
@@ -2741,13 +2741,6 @@ enum JsonLimit {
     Depth,
 }
 
-/// Rejects a value (an input, an output, a failure's details) larger or deeper than the limits,
-/// iteratively (no recursion on hostile input).
-///
-/// The size is the value's compact JSON, escapes included. Escapes are rare and costly to look
-/// for, so the first pass measures strings by their bytes: an escape makes one byte at most six
-/// (`\u00XX`), so only a value that the limit might refuse because of escapes is measured
-/// again, escapes counted.
 impl JsonLimit {
     /// Why `what` (plural: "the connector's details") is withheld or refused.
     fn why(self, what: &str, max_bytes: usize) -> String {
@@ -2762,6 +2755,13 @@ impl JsonLimit {
     }
 }
 
+/// Rejects a value (an input, an output, a failure's details) larger or deeper than the limits,
+/// iteratively (no recursion on hostile input).
+///
+/// The size is the value's compact JSON, escapes included. Escapes are rare and costly to look
+/// for, so the first pass measures strings by their bytes: an escape makes one byte at most six
+/// (`\u00XX`), so only a value that the limit might refuse because of escapes is measured
+/// again, escapes counted.
 fn check_json_limits(value: &Value, max_bytes: usize, max_depth: usize) -> Result<(), JsonLimit> {
     let raw = measure_input(value, max_bytes, max_depth, str::len)?;
     if raw.bytes.saturating_add(raw.string_bytes.saturating_mul(5)) > max_bytes {

@@ -1337,11 +1337,9 @@ pub(crate) async fn settle(
 const SETTLE_ATTEMPTS: usize = 3;
 
 /// Whether `error` is the host's refusal of a completed handler's output.
-pub(crate) fn output_refused(error: Option<&ProtocolError>) -> bool {
-    error.is_some_and(|error| {
-        error.code == codes::ACTION_OUTPUT_SCHEMA_INVALID
-            || error.code == codes::ACTION_OUTPUT_TOO_LARGE
-    })
+pub(crate) fn output_refused(error: &ProtocolError) -> bool {
+    error.code == codes::ACTION_OUTPUT_SCHEMA_INVALID
+        || error.code == codes::ACTION_OUTPUT_TOO_LARGE
 }
 
 /// One read and compare-and-set of [`settle`]: `None` when the compare-and-set lost to a
@@ -1402,7 +1400,7 @@ async fn settle_once(
         // An undo whose handler completed did undo, even when the host then refused its output
         // (too large, too deep, off its schema): settled `failed`, it would read as an undo
         // that never happened and could neither run again nor be reconciled (a review).
-        (TransactionMode::Compensate, _) if output_refused(error.as_deref()) => {
+        (TransactionMode::Compensate, _) if error.as_deref().is_some_and(output_refused) => {
             Transition::new(&[Status::Compensating], Status::Compensated)
         }
         (TransactionMode::Compensate, _) => {
