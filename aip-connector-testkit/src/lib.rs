@@ -18,6 +18,8 @@
 //! - [`results`]: [`assert_pending_approval!`], [`assert_completed!`], [`assert_failed!`] and
 //!   [`assert_cancelled!`],
 //!   assertions on an `ActionResult` that say what it was instead when they fail.
+//! - [`store_conformance`]: the rules every store must keep (the SDK's stores pass them), for a
+//!   store of your own: [`store_conformance_tests!`] for one `#[test]` per rule.
 //! - [`snapshot`]: a committed JSON snapshot of a connector's manifest and a drift check that
 //!   classifies every change as breaking or compatible ([`assert_manifest_snapshot!`]).
 // Every public type can be printed (secrets redacted by hand-written impls).
@@ -31,6 +33,7 @@ pub mod logs;
 pub mod provider_double;
 pub mod results;
 pub mod snapshot;
+pub mod store_conformance;
 pub mod test_host;
 
 pub use provider_double::{AnswerRequest, Fault, ProviderDouble, ProviderHandle};

@@ -1,4 +1,4 @@
-//! The store conformance suite ([`aip_connector_tests::store_conformance`]) against
+//! The store conformance suite ([`aip_connector_testkit::store_conformance`]) against
 //! [`PostgresStore`], one test per check (`postgres::*`), plus what only PostgreSQL has: races
 //! between independently connected stores, as several host replicas would be, replicas sharing
 //! one schema, and schema-name validation. The memory and SQLite backends run the same checks in
@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use aip_connector::store::{
     IdempotencyStore, PostgresOptions, PostgresStore, ReserveOutcome, SharedStore, StoreError,
 };
-use aip_connector_tests::store_conformance::{
+use aip_connector_testkit::store_conformance::{
     NOW, assert_single_winner, completed, race_claim_resume, race_plan_claims, race_take_over,
     reservation, reserve_concurrently,
 };
@@ -128,14 +128,35 @@ macro_rules! postgres {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $check() {
-                    super::on_fresh_schema(aip_connector_tests::store_conformance::$check).await;
+                    super::on_fresh_schema(aip_connector_testkit::store_conformance::$check).await;
                 }
             )+
         }
     };
 }
 
-aip_connector_tests::for_each_store_check!(postgres);
+aip_connector_testkit::for_each_store_check!(postgres);
+
+/// Runs every published cross-replica check on independently connected stores of a fresh
+/// schema, one test each (the races below repeat them for many rounds).
+macro_rules! postgres_replicas {
+    ($($check:ident),+ $(,)?) => {
+        mod postgres_replicas {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $check() {
+                    let Some(schema) = super::TestSchema::new() else {
+                        return;
+                    };
+                    let replicas = schema.replicas(super::REPLICAS).await;
+                    aip_connector_testkit::store_conformance::$check(replicas).await;
+                }
+            )+
+        }
+    };
+}
+
+aip_connector_testkit::for_each_replica_check!(postgres_replicas);
 
 /// 200 rounds of 8 replicas' callers racing to reserve one fresh key: one owner each round.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -85,7 +85,7 @@ macro_rules! over_tls {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $check() {
-                    super::on_tls_schema(aip_connector_tests::store_conformance::$check).await;
+                    super::on_tls_schema(aip_connector_testkit::store_conformance::$check).await;
                 }
             )+
         }

@@ -4,8 +4,8 @@
 //! (or several tasks of one host) can share a store without a lost update. Backends:
 //! [`MemoryStore`] (tests, demos; the host's default), `SqliteStore` (the embedded, durable
 //! store; feature `sqlite`, on by default) and `PostgresStore` (several host replicas sharing
-//! state; feature `postgres`). All of them pass the same conformance suite
-//! (`tests/tests/store_conformance.rs` in the workspace).
+//! state; feature `postgres`). All of them pass the same conformance suite, which a
+//! store of your own runs with `aip_connector_testkit::store_conformance_tests!`.
 //!
 //! Times are milliseconds since the Unix epoch, taken from the host's [`Clock`], so expiry is
 //! testable without sleeping.
@@ -522,8 +522,11 @@ pub trait ApprovalStore: Send + Sync {
 /// The SDK's stores ([`MemoryStore`], and `SqliteStore` and `PostgresStore` behind their
 /// features) implement all three families. A store of your own implements each trait under
 /// [`#[async_trait]`](macro@async_trait); every transition must be an atomic compare-and-set, as the method docs
-/// say. Before 1.0, a minor version may add a method or a record field (the CHANGELOG lists
-/// each, as it does every breaking change).
+/// say, and the testkit's store conformance suite
+/// (`aip_connector_testkit::store_conformance_tests!`, one test per rule, with races across
+/// replicas for a store several hosts share) checks that it does. Before 1.0, a minor version
+/// may add a method or a record field (the CHANGELOG lists each, as it does every breaking
+/// change), and the suite gains a check for it.
 pub trait Store: IdempotencyStore + ApprovalStore + TransactionStore {}
 
 impl<T: IdempotencyStore + ApprovalStore + TransactionStore> Store for T {}

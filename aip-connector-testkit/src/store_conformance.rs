@@ -1,13 +1,39 @@
-//! The store conformance suite: every check is written once against [`SharedStore`], and each
-//! backend's test file (`store_conformance.rs` for memory and SQLite, `store_postgres.rs` for
-//! PostgreSQL) runs all of them through [`for_each_store_check!`](crate::for_each_store_check),
-//! one test per check and backend, so the backends cannot drift apart.
+//! The store conformance suite: what a [`Store`](aip_connector::store::Store) must do for the
+//! host to keep its promises (one owner per idempotency key, fencing of an expired owner,
+//! versioned approval updates, one resume per approval, one claim per plan, hash-chained
+//! receipts, purges that delete only what expired), written once against [`SharedStore`].
 //!
-//! Every check takes a fresh, empty store. Times are explicit milliseconds, so expiry is tested
-//! without sleeping. The race helpers (`reserve_concurrently`, `race_take_over`,
-//! `race_claim_resume`, `race_plan_claims`) take several stores, so a backend whose stores can
-//! share state (two SQLite stores on one file, PostgreSQL replicas on one schema) races them
-//! across stores as well as within one.
+//! The SDK's own backends (memory, SQLite, PostgreSQL) pass every check; a store of your own
+//! (another database, a cache in front of one) runs the same checks with
+//! [`store_conformance_tests!`](crate::store_conformance_tests), one `#[test]` per check:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use aip_connector::store::{MemoryStore, SharedStore};
+//!
+//! // Stands in for your store's constructor: each check gets a fresh, empty store.
+//! async fn fresh_store() -> SharedStore {
+//!     Arc::new(MemoryStore::new())
+//! }
+//!
+//! aip_connector_testkit::store_conformance_tests! {
+//!     fresh_store = fresh_store().await,
+//! }
+//! # fn main() {}
+//! ```
+//!
+//! A store that several host replicas share (its state lives in a server, not in the process)
+//! should also pass the races *across* stores: name `replicas`, an expression giving several
+//! independently connected stores on one fresh, shared state, and four more tests race
+//! reservations, take-overs, plan claims and approval resumes across them.
+//!
+//! Every check takes a fresh, empty store. Times are explicit milliseconds, so expiry is
+//! tested without sleeping. The checks panic with a message that says what the store did
+//! wrong. To run them some other way (a test that skips without a database, a runtime of your
+//! own), list them with [`for_each_store_check!`](crate::for_each_store_check) and
+//! [`for_each_replica_check!`](crate::for_each_replica_check) and call each `check_*` function
+//! yourself.
 
 use std::sync::Arc;
 
@@ -2145,29 +2171,109 @@ pub async fn check_two_hundred_concurrent_plan_claims(store: SharedStore) {
     race_plan_claims(&[store], "race", 200).await;
 }
 
+// ---- races across replicas ----------------------------------------------------------------------
+
+/// How many callers each cross-replica race spreads over its stores, per store.
+const CALLERS_PER_REPLICA: usize = 8;
+
+/// Callers spread over `stores` racing to reserve one fresh key: one owner, every other caller
+/// told who it is.
+pub async fn check_replicas_race_reserve_of_a_fresh_key(stores: Vec<SharedStore>) {
+    assert_replicas(&stores);
+    let count = CALLERS_PER_REPLICA * stores.len();
+    let outcomes = reserve_concurrently(&stores, "Capability:cap:replicas", "r", count, NOW).await;
+    assert_single_winner(&outcomes);
+}
+
+/// Callers spread over `stores` racing to take over a reservation whose owner crashed: one
+/// does, and the crashed owner is fenced out.
+pub async fn check_replicas_race_take_over(stores: Vec<SharedStore>) {
+    assert_replicas(&stores);
+    let count = CALLERS_PER_REPLICA * stores.len();
+    race_take_over(&stores, "Capability:cap:replicas-take-over", count).await;
+}
+
+/// Commits spread over `stores` racing to claim one plan: one claim applies, and every store
+/// reads the winner.
+pub async fn check_replicas_race_plan_claims(stores: Vec<SharedStore>) {
+    assert_replicas(&stores);
+    let count = CALLERS_PER_REPLICA * stores.len();
+    race_plan_claims(&stores, "replicas", count).await;
+}
+
+/// Resumers spread over `stores` racing to resume one approved request: exactly one wins.
+pub async fn check_replicas_race_claim_resume(stores: Vec<SharedStore>) {
+    assert_replicas(&stores);
+    race_claim_resume(&stores, CALLERS_PER_REPLICA * stores.len()).await;
+}
+
+/// A race across replicas needs at least two stores to mean anything.
+fn assert_replicas(stores: &[SharedStore]) {
+    assert!(
+        stores.len() >= 2,
+        "a race across replicas needs at least two stores on one shared state, got {}",
+        stores.len()
+    );
+}
+
+/// Runs one check on a multi-thread runtime of its own (four workers, so the races race): what
+/// each test of [`store_conformance_tests!`](crate::store_conformance_tests) calls.
+pub fn run_check(check: impl std::future::Future<Output = ()>) {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("build the store conformance runtime")
+        .block_on(check);
+}
+
 /// Calls `$callback!` with the name of every check above, once: each backend's test file
 /// passes a macro that turns the list into one `#[tokio::test]` per check, so a check added
 /// here runs against every backend.
 ///
-/// ```ignore
+/// [`store_conformance_tests!`](crate::store_conformance_tests) does this for you; a runner of
+/// your own (one that skips without a database, say) looks like this:
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use aip_connector::store::{MemoryStore, SharedStore};
+///
+/// fn fresh_store() -> SharedStore {
+///     Arc::new(MemoryStore::new())
+/// }
+///
 /// macro_rules! memory_tests {
 ///     ($($check:ident),+ $(,)?) => {
 ///         mod memory {
 ///             $(
-///                 #[tokio::test]
+///                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 ///                 async fn $check() {
-///                     aip_connector_tests::store_conformance::$check(fresh_store()).await;
+///                     aip_connector_testkit::store_conformance::$check(super::fresh_store())
+///                         .await;
 ///                 }
 ///             )+
 ///         }
 ///     };
 /// }
-/// aip_connector_tests::for_each_store_check!(memory_tests);
+/// aip_connector_testkit::for_each_store_check!(memory_tests);
+/// # fn main() {}
 /// ```
 #[macro_export]
 macro_rules! for_each_store_check {
     ($callback:ident) => {
-        $callback!(
+        $crate::__store_check_list!([$callback] []);
+    };
+}
+
+/// The one list of single-store checks: calls `$($callback)*!` with `$($extra)*` and the
+/// names. [`for_each_store_check!`] and [`store_conformance_tests!`] both read it, so a check
+/// added here runs everywhere.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __store_check_list {
+    ([$($callback:tt)*] [$($extra:tt)*]) => {
+        $($callback)*!($($extra)*
             check_reserve_on_a_free_key_acquires,
             check_second_reserve_while_live_is_in_progress,
             check_reservation_reads_only_the_live_owner,
@@ -2213,5 +2319,84 @@ macro_rules! for_each_store_check {
             check_purge_finished_transactions_deletes_only_finished_records_past_the_cutoff,
             check_two_hundred_concurrent_plan_claims,
         );
+    };
+}
+
+/// Calls `$callback!` with the name of every cross-replica check (`check_replicas_*`, each
+/// taking a `Vec<SharedStore>` of independently connected stores on one fresh, shared state),
+/// as [`for_each_store_check!`](crate::for_each_store_check) does for the single-store checks.
+#[macro_export]
+macro_rules! for_each_replica_check {
+    ($callback:ident) => {
+        $crate::__replica_check_list!([$callback] []);
+    };
+}
+
+/// The one list of cross-replica checks (see [`__store_check_list!`]).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __replica_check_list {
+    ([$($callback:tt)*] [$($extra:tt)*]) => {
+        $($callback)*!(
+            $($extra)*
+            check_replicas_race_reserve_of_a_fresh_key,
+            check_replicas_race_take_over,
+            check_replicas_race_plan_claims,
+            check_replicas_race_claim_resume,
+        );
+    };
+}
+
+/// One `#[test]` per store conformance check, in a module `store_conformance` (see the
+/// [module](crate::store_conformance) for what the checks cover).
+///
+/// - `fresh_store = <expr>`: evaluated once per test, inside an `async` block (so it may
+///   `.await`), to a fresh, empty [`SharedStore`](aip_connector::store::SharedStore).
+/// - `replicas = <expr>` (optional): evaluated once per cross-replica test to a
+///   `Vec<SharedStore>` of at least two independently connected stores on one fresh, shared
+///   state, as several host replicas would hold. Give it for a store whose state lives in a
+///   server; without it those four tests are not generated.
+///
+/// Each test runs on a multi-thread runtime of its own ([`run_check`](crate::store_conformance::run_check));
+/// the crate needs no `tokio` dependency of its own.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use aip_connector::store::{MemoryStore, SharedStore};
+///
+/// aip_connector_testkit::store_conformance_tests! {
+///     fresh_store = Arc::new(MemoryStore::new()) as SharedStore,
+/// }
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! store_conformance_tests {
+    (fresh_store = $fresh:expr $(, replicas = $replicas:expr)? $(,)?) => {
+        mod store_conformance {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $crate::__store_check_list!([$crate::__store_check_tests] [($fresh);]);
+            $(
+                $crate::__replica_check_list!([$crate::__store_check_tests] [($replicas);]);
+            )?
+        }
+    };
+}
+
+/// One `#[test]` per named check, each passing a fresh `$stores` to it.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __store_check_tests {
+    (($stores:expr); $($check:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                $crate::store_conformance::run_check(async {
+                    $crate::store_conformance::$check($stores).await;
+                });
+            }
+        )+
     };
 }
