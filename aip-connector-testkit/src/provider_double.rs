@@ -41,8 +41,10 @@
 //! # Faults
 //!
 //! [`ProviderHandle::inject`] queues a [`Fault`] on a route: an exact path, a prefix pattern
-//! ending in `/*` (the prefix itself and every path below it), or `*` for every route. A fault applies to the next call (or the next `n`,
-//! or always), after the request is recorded; see [`Fault`] for whether the effect commits.
+//! ending in `/*` (the prefix itself and every path below it), or `*` for every route; a `*`
+//! segment inside a path stands for any one segment (`POST /holds/*/confirm`). A fault applies
+//! to the next call (or the next `n`, or always), after the request is recorded; see [`Fault`]
+//! for whether the effect commits.
 //!
 //! # Authentication
 //!
@@ -372,7 +374,8 @@ impl ProviderHandle {
 
     /// Queues `fault` on `route`: an exact path (`/bookings`), a prefix pattern
     /// (`/operations/*`: `/operations` and every path below it) or `*`, optionally after a
-    /// method (`POST /bookings`: only that method's requests). Faults on one route apply in the
+    /// method (`POST /bookings`: only that method's requests); a `*` segment inside a path
+    /// stands for any one segment (`POST /holds/*/confirm`). Faults on one route apply in the
     /// order they were queued; a more specific path wins over a pattern, and of two routes that
     /// name the path alike, the one that names the method wins.
     pub fn inject(&self, route: &str, fault: Fault) {
@@ -936,7 +939,7 @@ struct Shaped {
 type AnswerShape = Arc<dyn Fn(&AnswerRequest<'_>) -> Value + Send + Sync>;
 
 /// The most specific of `routes` that applies to a request of `method` on `path`: the exact
-/// path, else the longest `/prefix/*` pattern it falls under, else `*`; of two that name the
+/// path, else the longest pattern it falls under (see [`route_specificity`]), else `*`; of two that name the
 /// path alike, the one that names the method (`GET /tickets`) (the rule of faults and answer
 /// shapes).
 fn best_route<'r>(
@@ -951,9 +954,11 @@ fn best_route<'r>(
 }
 
 /// How specifically `route` names a request of `method` on `path`, if it applies at all: by
-/// path (`*` least, a `/prefix/*` pattern by the length of its prefix, the exact path most),
-/// then whether it names the method. A route is a path pattern, optionally after a method and
-/// a space (`POST /tickets`, `GET /tickets/*`); methods compare without regard to case.
+/// path (`*` least, a pattern by the length of its text, the exact path most), then whether it
+/// names the method. A route is a path pattern, optionally after a method and a space (`POST
+/// /tickets`, `GET /tickets/*`); methods compare without regard to case. In a pattern a `*`
+/// segment stands for any one segment (`/holds/*/confirm`), and a trailing `/*` for the path
+/// before it and everything below it (`/holds/*`: `/holds`, `/holds/h_1`, `/holds/h_1/confirm`).
 fn route_specificity(route: &str, method: &str, path: &str) -> Option<(usize, bool)> {
     let (named_method, pattern) = match route.split_once(' ') {
         Some((named, pattern)) => (Some(named), pattern.trim_start()),
@@ -966,17 +971,41 @@ fn route_specificity(route: &str, method: &str, path: &str) -> Option<(usize, bo
         usize::MAX
     } else if pattern == "*" {
         0
-    } else {
-        let prefix = pattern.strip_suffix("/*")?;
-        let below = path
-            .strip_prefix(prefix)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+    } else if let Some(prefix) = pattern.strip_suffix("/*") {
+        // The prefix's own segments (wildcards included) must match the path's first ones.
+        let mut segments = path.split('/');
+        let below = prefix.split('/').all(|wanted| {
+            segments
+                .next()
+                .is_some_and(|seg| segment_matches(wanted, seg))
+        });
         if !below {
             return None;
         }
         prefix.len() + 1
+    } else {
+        let mut segments = path.split('/');
+        let same = pattern.split('/').all(|wanted| {
+            segments
+                .next()
+                .is_some_and(|seg| segment_matches(wanted, seg))
+        }) && segments.next().is_none();
+        if !same {
+            return None;
+        }
+        pattern.len()
     };
     Some((by_path, named_method.is_some()))
+}
+
+/// Whether one segment of a route pattern matches one segment of a path: `*` matches any
+/// segment but an empty one, anything else only itself.
+fn segment_matches(wanted: &str, segment: &str) -> bool {
+    if wanted == "*" {
+        !segment.is_empty()
+    } else {
+        wanted == segment
+    }
 }
 
 /// A scripted misbehaviour for one route. Built with a constructor, then optionally
@@ -2076,6 +2105,39 @@ mod tests {
         assert_eq!(governing("GET", "/reportsx"), ["authorization=everywhere"]);
         assert_eq!(normalized_route(" get  /items "), "GET /items");
         assert_eq!(normalized_route("/reports/*"), "/reports/*");
+    }
+
+    #[test]
+    fn a_star_segment_stands_for_one_segment_and_a_trailing_star_for_a_subtree() {
+        let routes = ["/holds/*", "POST /holds/*/confirm", "/holds/*/lines/*", "*"];
+        let best = |method, path| best_route(routes.iter().copied(), method, path);
+        // A booking trial could not fault only the confirmation of a hold.
+        assert_eq!(
+            best("POST", "/holds/h_1/confirm"),
+            Some("POST /holds/*/confirm")
+        );
+        assert_eq!(best("GET", "/holds/h_1/confirm"), Some("/holds/*"));
+        assert_eq!(best("POST", "/holds"), Some("/holds/*"));
+        assert_eq!(best("POST", "/holds/h_1"), Some("/holds/*"));
+        assert_eq!(best("POST", "/holds/h_1/confirm/x"), Some("/holds/*"));
+        assert_eq!(best("PUT", "/holds/h_1/lines"), Some("/holds/*/lines/*"));
+        assert_eq!(best("PUT", "/holds/h_1/lines/2"), Some("/holds/*/lines/*"));
+        // `*` stands for one segment, never an empty one, never two.
+        assert_eq!(best("POST", "/holds//confirm"), Some("/holds/*"));
+        assert_eq!(best("POST", "/holdsx/h_1/confirm"), Some("*"));
+        assert_eq!(
+            route_specificity("/holds/*/confirm", "POST", "/holds/a/b/confirm"),
+            None
+        );
+        // An exact path still wins over every pattern.
+        assert_eq!(
+            best_route(
+                ["/holds/*/confirm", "/holds/h_1/confirm"].into_iter(),
+                "POST",
+                "/holds/h_1/confirm"
+            ),
+            Some("/holds/h_1/confirm")
+        );
     }
 
     #[test]
