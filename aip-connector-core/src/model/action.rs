@@ -91,15 +91,18 @@ impl Action {
         self
     }
 
-    /// Sets the transaction block.
-    pub fn with_transaction(mut self, transaction: ActionTransaction) -> Self {
-        self.transaction = Some(Box::new(transaction));
+    /// Sets the transaction block: an [`ActionTransaction`], or the box another action's
+    /// `transaction` holds (`action.with_transaction(commit.transaction.clone().unwrap())`, no
+    /// deref needed; a booking trial's `*commit.transaction…` met an E0308 inside this crate).
+    pub fn with_transaction(mut self, transaction: impl Into<Box<ActionTransaction>>) -> Self {
+        self.transaction = Some(transaction.into());
         self
     }
 
-    /// Sets the approval decision that authorizes the call (a re-submission after approval).
-    pub fn with_approval(mut self, decision: ApprovalDecision) -> Self {
-        self.approval = Some(Box::new(decision));
+    /// Sets the approval decision that authorizes the call (a re-submission after approval):
+    /// an [`ApprovalDecision`], or the box another action's `approval` holds.
+    pub fn with_approval(mut self, decision: impl Into<Box<ApprovalDecision>>) -> Self {
+        self.approval = Some(decision.into());
         self
     }
 
@@ -566,6 +569,15 @@ mod tests {
                 compensation_for: None,
             }
         );
+    }
+
+    #[test]
+    fn another_action_s_boxed_transaction_is_taken_as_it_is() {
+        let commit = Action::new("cap:hotel:book", json!({}))
+            .with_transaction(ActionTransaction::new(TransactionMode::Commit).with_plan_id("p"));
+        let resent = Action::new("cap:hotel:book", json!({}))
+            .with_transaction(commit.transaction.clone().expect("a transaction"));
+        assert_eq!(resent.transaction, commit.transaction);
     }
 
     #[test]
