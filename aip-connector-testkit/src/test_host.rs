@@ -680,10 +680,8 @@ impl CredentialProvider for IssuedPerCapability {
             .as_ref()
             .or_else(accepted)
             .map_or(TEST_ISSUER, String::as_str);
-        let credential = CredentialHandle {
-            issuer: issuer.to_owned(),
-            ..self.credential.clone()
-        };
+        let mut credential = self.credential.clone();
+        credential.issuer = issuer.to_owned();
         Box::pin(std::future::ready(Ok(Some(credential))))
     }
 }

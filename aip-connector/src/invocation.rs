@@ -252,7 +252,11 @@ impl PartialEq for Secret {
 impl Eq for Secret {}
 
 /// A credential resolved by the deployment's credential provider.
+///
+/// Build one with [`CredentialHandle::new`] and the `with_*` methods (new fields may come in
+/// minor versions); the fields stay public to read.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CredentialHandle {
     /// Credential reference id (not secret).
     pub id: String,

@@ -348,10 +348,7 @@ pub async fn run(config: &DemoConfig, out: &mut dyn Write) -> Result<DemoReport,
             calendar::CONNECTOR_ID,
         )?))
         .store(store)
-        .deployment(Deployment {
-            tenant: Some(VerifiedTenant::new(TENANT.to_owned())),
-            ..Deployment::default()
-        })
+        .deployment(Deployment::new().with_tenant(VerifiedTenant::new(TENANT.to_owned())))
         .build()?;
     let caller = TrustedContext::new(Principal::new(CALLER, PrincipalKind::Human), "aip-demo")
         .with_tenant(VerifiedTenant::new(TENANT.to_owned()));

@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use aip_connector::codes;
 use aip_connector::host::{
-    ApproverMemberships, Deployment, Host, StaticApprovalAuthority, StaticCredentialProvider,
-    TrustedContext,
+    ApproverMemberships, Deployment, Host, StaticApprovalAuthority, TrustedContext,
 };
 use aip_connector::ids::ApprovalId;
 use aip_connector::model::{
@@ -52,14 +51,9 @@ struct World {
 async fn world(scopes: &[&str]) -> World {
     let (double, provider) = ProviderDouble::start().await;
     let store = Arc::new(MemoryStore::new());
-    let credential = CredentialHandle {
-        id: "cred-payments".into(),
-        issuer: payments::ISSUER.into(),
-        scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
-        expires_at_ms: None,
-        tenant_id: Some(TENANT.into()),
-        secret: Secret::new(TOKEN),
-    };
+    let credential = CredentialHandle::new("cred-payments", payments::ISSUER, Secret::new(TOKEN))
+        .with_scopes(scopes.iter().copied())
+        .with_tenant(TENANT);
     let authority = StaticApprovalAuthority::new()
         .with("user:fin", member(&["finance"]))
         .with("user:lead", member(&["finance-lead"]))
@@ -70,11 +64,11 @@ async fn world(scopes: &[&str]) -> World {
             loopback_client(double.base_url(), "payments").unwrap(),
         ))
         .store(store.clone())
-        .deployment(Deployment {
-            tenant: Some(VerifiedTenant::new(TENANT)),
-            external_account: None,
-            credentials: Some(Arc::new(StaticCredentialProvider(credential))),
-        })
+        .deployment(
+            Deployment::new()
+                .with_tenant(VerifiedTenant::new(TENANT))
+                .with_static_credential(credential),
+        )
         .approval_authority(authority)
         .build()
         .unwrap();

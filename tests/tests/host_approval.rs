@@ -1,7 +1,6 @@
 //! The approval lifecycle through the host: gate, decisions with authority resolution, distinct
 //! principals, separation of duties, expiry, denial, and resume exactly once.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -89,11 +88,9 @@ impl Payments {
 }
 
 fn finance() -> ApproverMemberships {
-    ApproverMemberships {
-        tenant_id: Some("t1".into()),
-        roles: BTreeSet::from(["finance".to_owned()]),
-        ..ApproverMemberships::default()
-    }
+    ApproverMemberships::new()
+        .with_tenant("t1")
+        .with_role("finance")
 }
 
 fn person(id: &str) -> TrustedContext {
@@ -925,10 +922,7 @@ async fn without_retention_closed_approvals_are_kept() {
 #[tokio::test]
 async fn approvers_of_a_single_tenant_deployment_belong_to_its_tenant() {
     let payments = Payments::default();
-    let roles_only = ApproverMemberships {
-        roles: BTreeSet::from(["finance".to_owned()]),
-        ..ApproverMemberships::default()
-    };
+    let roles_only = ApproverMemberships::new().with_role("finance");
     let authority = StaticApprovalAuthority::new()
         .with("user:alice", roles_only.clone())
         .with("user:bob", roles_only.clone())

@@ -2,7 +2,6 @@
 //! `resume_approved` refuses it before claiming anything (it would run without the stream its
 //! handler needs and spend the approval on `execution.mode_unsupported`).
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -69,11 +68,9 @@ fn person(id: &str) -> TrustedContext {
 }
 
 fn host(warehouse: Warehouse) -> Host {
-    let steward = ApproverMemberships {
-        tenant_id: Some("t1".into()),
-        roles: BTreeSet::from(["steward".to_owned()]),
-        ..ApproverMemberships::default()
-    };
+    let steward = ApproverMemberships::new()
+        .with_tenant("t1")
+        .with_role("steward");
     Host::builder()
         .connector(warehouse)
         .store(Arc::new(MemoryStore::default()))

@@ -2,7 +2,6 @@
 //! transaction stages: each triggers the code through the public API and checks the category,
 //! the retryable flag and, where the host sets it, `retry_after_ms` (`docs/host-runtime.md` §3).
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -718,10 +717,7 @@ async fn a_tenant_scoped_key_without_any_tenant_is_scope_missing() {
     // The deployment's tenant scopes the key when the caller has none.
     let deployed = Host::builder()
         .connector(theatre.clone())
-        .deployment(Deployment {
-            tenant: Some(VerifiedTenant::new("t1")),
-            ..Deployment::default()
-        })
+        .deployment(Deployment::new().with_tenant(VerifiedTenant::new("t1")))
         .build()
         .unwrap();
     let completed = deployed.invoke(action(), &anonymous).await;
@@ -951,11 +947,9 @@ async fn an_output_that_violates_the_output_schema_replaces_the_result() {
 // ---- storage.unavailable ----------------------------------------------------------------------
 
 fn flaky_host(theatre: Theatre, store: Arc<HookedStore>) -> Host {
-    let clerk = ApproverMemberships {
-        tenant_id: Some("t1".into()),
-        roles: BTreeSet::from(["box_office".to_owned()]),
-        ..ApproverMemberships::default()
-    };
+    let clerk = ApproverMemberships::new()
+        .with_tenant("t1")
+        .with_role("box_office");
     Host::builder()
         .connector(theatre)
         .store(store)

@@ -2,7 +2,6 @@
 //! `record_approval_decision` or `resume_approved`, and its category and retryability checked
 //! (every approval refusal is `policy`, not retryable; `docs/host-runtime.md` §3.1, §3.2).
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -129,11 +128,9 @@ impl Treasury {
 }
 
 fn finance(tenant: &str) -> ApproverMemberships {
-    ApproverMemberships {
-        tenant_id: Some(tenant.into()),
-        roles: BTreeSet::from(["finance".to_owned()]),
-        ..ApproverMemberships::default()
-    }
+    ApproverMemberships::new()
+        .with_tenant(tenant)
+        .with_role("finance")
 }
 
 fn person(id: &str) -> TrustedContext {
@@ -875,11 +872,11 @@ impl Payouts {
 /// `critical`, or is unbounded, does.
 #[tokio::test]
 async fn a_delegation_bounded_below_the_capabilitys_risk_approves_nothing() {
-    let delegated = |max_risk| {
-        finance("t1").with_delegated(aip_connector::host::DelegatedScope {
-            scope: "payments".into(),
-            max_risk,
-            max_value: None,
+    let delegated = |max_risk: Option<aip_connector::model::RiskLevel>| {
+        let scope = aip_connector::host::DelegatedScope::new("payments");
+        finance("t1").with_delegated(match max_risk {
+            Some(risk) => scope.with_max_risk(risk),
+            None => scope,
         })
     };
     let host = Host::builder()

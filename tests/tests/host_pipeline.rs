@@ -5,9 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aip_connector::codes;
-use aip_connector::host::{
-    CancelOutcome, Deployment, Host, HostLimits, StaticCredentialProvider, TrustedContext,
-};
+use aip_connector::host::{CancelOutcome, Deployment, Host, HostLimits, TrustedContext};
 use aip_connector::model::{
     Action, ActionMode, ActionResult, ActionResultStatus, ActionTransaction, Principal,
     PrincipalKind, StreamChunkKind, TransactionMode,
@@ -190,9 +188,9 @@ fn person(id: &str, tenant: &str) -> TrustedContext {
 }
 
 fn host_with(shop: Shop, credential: Option<CredentialHandle>) -> Host {
-    let deployment = Deployment {
-        credentials: credential.map(|c| Arc::new(StaticCredentialProvider(c)) as _),
-        ..Deployment::default()
+    let deployment = match credential {
+        Some(credential) => Deployment::new().with_static_credential(credential),
+        None => Deployment::new(),
     };
     Host::builder()
         .connector(shop)
@@ -1255,14 +1253,9 @@ async fn collect_data_decodes_what_the_sink_sent_and_the_result() {
 }
 
 fn credential(scopes: &[&str], issuer: &str) -> CredentialHandle {
-    CredentialHandle {
-        id: "cred-1".into(),
-        issuer: issuer.into(),
-        scopes: scopes.iter().map(|s| s.to_string()).collect(),
-        expires_at_ms: None,
-        tenant_id: Some("t1".into()),
-        secret: Secret::new("canary-secret-4f1a"),
-    }
+    CredentialHandle::new("cred-1", issuer, Secret::new("canary-secret-4f1a"))
+        .with_scopes(scopes.iter().copied())
+        .with_tenant("t1")
 }
 
 #[tokio::test]
@@ -1308,10 +1301,7 @@ async fn credentials_are_checked_before_the_handler() {
     // Upstream's code for an expired credential is `scope_missing` too; the details say which.
     let expired = host_with(
         Shop::default(),
-        Some(CredentialHandle {
-            expires_at_ms: Some(1_000),
-            ..credential(&["*"], "vault")
-        }),
+        Some(credential(&["*"], "vault").with_expiry_ms(1_000)),
     )
     .invoke(
         Action::new("cap:shop:secret_lookup", input.clone()),
@@ -1496,10 +1486,10 @@ async fn the_handler_sees_the_verified_tenant_never_the_payloads() {
     let host = Host::builder()
         .connector(Whoami)
         .store(Arc::new(MemoryStore::new()))
-        .deployment(Deployment {
-            tenant: Some(VerifiedTenant::new("deployment_tenant").with_system("erp")),
-            ..Deployment::default()
-        })
+        .deployment(
+            Deployment::new()
+                .with_tenant(VerifiedTenant::new("deployment_tenant").with_system("erp")),
+        )
         .build()
         .unwrap();
     let spoofed = || {

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use aip_connector::codes;
-use aip_connector::host::{Deployment, Host, StaticCredentialProvider, TrustedContext};
+use aip_connector::host::{Deployment, Host, TrustedContext};
 use aip_connector::model::{Action, Principal, PrincipalKind};
 use aip_connector::prelude::*;
 use aip_connector::store::{IdempotencyStore, MemoryStore};
@@ -184,18 +184,9 @@ fn capture_logs() -> (LogCapture, tracing::dispatcher::DefaultGuard) {
 }
 
 fn host(store: Arc<MemoryStore>) -> Host {
-    let credential = CredentialHandle {
-        id: "cred-7".into(),
-        issuer: "vault".into(),
-        scopes: vec!["charts.write".into()],
-        expires_at_ms: None,
-        tenant_id: None,
-        secret: Secret::new(CANARY),
-    };
-    let deployment = Deployment {
-        credentials: Some(Arc::new(StaticCredentialProvider(credential))),
-        ..Deployment::default()
-    };
+    let credential =
+        CredentialHandle::new("cred-7", "vault", Secret::new(CANARY)).with_scopes(["charts.write"]);
+    let deployment = Deployment::new().with_static_credential(credential);
     Host::builder()
         .connector(Clinic)
         .store(store)
@@ -328,20 +319,12 @@ async fn no_input_value_or_secret_reaches_errors_records_or_logs() {
     );
 
     // Debug output of the host's configuration and of handles redacts the secret.
-    let handle = CredentialHandle {
-        id: "c".into(),
-        issuer: "i".into(),
-        scopes: vec![],
-        expires_at_ms: None,
-        tenant_id: None,
-        secret: Secret::new(CANARY),
-    };
+    let handle = CredentialHandle::new("c", "i", Secret::new(CANARY));
     assert!(!format!("{handle:?}").contains(CANARY));
     assert!(!format!("{:?} {:?}", ok, invalid).contains(CANARY));
 
     // The transport's trace id joins the host's log lines to the request's trace.
-    let mut traced = caller();
-    traced.trace_id = Some("trace-7f3a".into());
+    let traced = caller().with_trace_id("trace-7f3a");
     host.invoke(
         Action::new("cap:clinic:open_chart", json!({ "name": PII, "age": 40 }))
             .with_idempotency_key("k-3"),
@@ -597,21 +580,16 @@ async fn input_values_a_failure_quotes_are_withheld_when_redaction_is_required()
 async fn a_failure_quoting_the_credential_is_withheld_everywhere() {
     let (logs, _guard) = capture_logs();
     let store = Arc::new(MemoryStore::default());
-    let credential = CredentialHandle {
-        id: "cred-8".into(),
-        issuer: "vault".into(),
-        scopes: vec!["charts.write".into()],
-        expires_at_ms: None,
-        tenant_id: None,
-        secret: Secret::new("svc-user:canary pass/7d3e91"),
-    };
+    let credential = CredentialHandle::new(
+        "cred-8",
+        "vault",
+        Secret::new("svc-user:canary pass/7d3e91"),
+    )
+    .with_scopes(["charts.write"]);
     let host = Host::builder()
         .connector(Tokens)
         .store(store.clone())
-        .deployment(Deployment {
-            credentials: Some(Arc::new(StaticCredentialProvider(credential))),
-            ..Deployment::default()
-        })
+        .deployment(Deployment::new().with_static_credential(credential))
         .build()
         .unwrap();
     let forms = [
@@ -792,17 +770,12 @@ async fn an_output_schema_failure_does_not_quote_the_credential() {
     let host = Host::builder()
         .connector(Echoes)
         .store(Arc::new(MemoryStore::default()))
-        .deployment(Deployment {
-            credentials: Some(Arc::new(StaticCredentialProvider(CredentialHandle {
-                id: "cred-9".into(),
-                issuer: "vault".into(),
-                scopes: vec!["charts.write".into()],
-                expires_at_ms: None,
-                tenant_id: None,
-                secret: Secret::new(CANARY),
-            }))),
-            ..Deployment::default()
-        })
+        .deployment(
+            Deployment::new().with_static_credential(
+                CredentialHandle::new("cred-9", "vault", Secret::new(CANARY))
+                    .with_scopes(["charts.write"]),
+            ),
+        )
         .build()
         .unwrap();
     let result = host

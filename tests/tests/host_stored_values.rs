@@ -427,13 +427,7 @@ async fn a_trusted_identity_with_a_nul_character_is_refused_before_anything_is_s
                 TrustedContext::new(Principal::new("user:ana", PrincipalKind::Human), "test")
                     .with_tenant(VerifiedTenant::new("t1\0")),
             ),
-            (
-                "operator",
-                TrustedContext {
-                    operator: Some("svc\0".into()),
-                    ..caller("user:ana")
-                },
-            ),
+            ("operator", caller("user:ana").with_operator("svc\0".into())),
         ];
         for (field, caller) in cases {
             let result = host.invoke(save.clone(), &caller).await;

@@ -729,13 +729,10 @@ async fn a_commit_for_another_external_account_is_plan_external_account_mismatch
         bank.clone(),
         store.clone(),
         clock.clone(),
-        Deployment {
-            external_account: Some(ExternalAccountRef {
-                id: "acct_1".into(),
-                system: "bank".into(),
-            }),
-            ..Deployment::default()
-        },
+        Deployment::new().with_external_account(ExternalAccountRef {
+            id: "acct_1".into(),
+            system: "bank".into(),
+        }),
     );
     let without_account = host_on(bank.clone(), store, clock, Deployment::default());
     let planned = plan(&for_account, "p", json!({ "amount": 5 })).await;

@@ -1,7 +1,6 @@
 //! The native AIP HTTP binding end to end: the typed client against the axum server over
 //! loopback, through the real host pipeline.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -199,11 +198,9 @@ fn tokens() -> BearerTokens {
 }
 
 fn host(desk: Desk) -> Host {
-    let finance = ApproverMemberships {
-        tenant_id: Some("t1".into()),
-        roles: BTreeSet::from(["finance".to_owned()]),
-        ..ApproverMemberships::default()
-    };
+    let finance = ApproverMemberships::new()
+        .with_tenant("t1")
+        .with_role("finance");
     Host::builder()
         .connector(desk)
         .store(Arc::new(MemoryStore::default()))

@@ -3,7 +3,6 @@
 //! approval gate, idempotency through `_meta`, cancellation, authentication) and over a byte
 //! pipe as stdio would carry it (a fixed local caller).
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -351,11 +350,9 @@ fn person(id: &str) -> TrustedContext {
 }
 
 fn host(directory: Directory) -> Host {
-    let finance = ApproverMemberships {
-        tenant_id: Some("t1".into()),
-        roles: BTreeSet::from(["finance".to_owned()]),
-        ..ApproverMemberships::default()
-    };
+    let finance = ApproverMemberships::new()
+        .with_tenant("t1")
+        .with_role("finance");
     Host::builder()
         .connector(directory)
         .store(Arc::new(MemoryStore::default()))
@@ -930,11 +927,9 @@ impl Registry {
 #[tokio::test]
 async fn calling_a_redacted_gated_tool_again_after_approval_runs_it_once() {
     let registry = Registry::default();
-    let finance = ApproverMemberships {
-        tenant_id: Some("t1".into()),
-        roles: BTreeSet::from(["finance".to_owned()]),
-        ..ApproverMemberships::default()
-    };
+    let finance = ApproverMemberships::new()
+        .with_tenant("t1")
+        .with_role("finance");
     let host = Host::builder()
         .connector(registry.clone())
         .store(Arc::new(MemoryStore::default()))
@@ -1177,11 +1172,9 @@ impl Tracker {
 
 /// The tracker's host (finance approvers as in [`host`]) on `clock`.
 fn tracker_host(tracker: Tracker, clock: Arc<aip_connector::store::ManualClock>) -> Host {
-    let finance = ApproverMemberships {
-        tenant_id: Some("t1".into()),
-        roles: BTreeSet::from(["finance".to_owned()]),
-        ..ApproverMemberships::default()
-    };
+    let finance = ApproverMemberships::new()
+        .with_tenant("t1")
+        .with_role("finance");
     Host::builder()
         .connector(tracker)
         .store(Arc::new(MemoryStore::default()))
@@ -2261,11 +2254,9 @@ impl Exporter {
 
 /// The exporter's host, with the finance approvers of [`host`].
 fn exporter_host(exporter: Exporter) -> Host {
-    let finance = ApproverMemberships {
-        tenant_id: Some("t1".into()),
-        roles: BTreeSet::from(["finance".to_owned()]),
-        ..ApproverMemberships::default()
-    };
+    let finance = ApproverMemberships::new()
+        .with_tenant("t1")
+        .with_role("finance");
     Host::builder()
         .connector(exporter)
         .store(Arc::new(MemoryStore::default()))

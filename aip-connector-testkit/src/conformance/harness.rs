@@ -535,10 +535,7 @@ fn approvers(definition: &ConnectorDefinition) -> Vec<PrincipalId> {
 
 /// Memberships covering every leaf the declared policies name.
 fn memberships(definition: &ConnectorDefinition) -> ApproverMemberships {
-    let mut m = ApproverMemberships {
-        tenant_id: Some(TENANT.to_owned()),
-        ..ApproverMemberships::default()
-    };
+    let mut m = ApproverMemberships::new().with_tenant(TENANT);
     for policy in policies(definition) {
         match &policy.approver_selector {
             ApproverSelector::Role { name } => {
@@ -567,11 +564,8 @@ fn memberships(definition: &ConnectorDefinition) -> ApproverMemberships {
                     m.external_systems.insert(system.clone());
                 }
                 ApprovalRule::DelegatedAuthority { scope, .. } => {
-                    m.delegated.push(aip_connector::host::DelegatedScope {
-                        scope: scope.clone(),
-                        max_risk: None,
-                        max_value: None,
-                    });
+                    m.delegated
+                        .push(aip_connector::host::DelegatedScope::new(scope.clone()));
                 }
                 _ => {}
             });
@@ -1190,14 +1184,13 @@ fn try_build_host_for(
     // Each capability is served a credential of an issuer it accepts, as a deployment holding
     // one per identity provider serves it.
     let credentials = crate::test_host::IssuedPerCapability {
-        credential: CredentialHandle {
-            id: "cred-conformance".to_owned(),
-            issuer: crate::TEST_ISSUER.to_owned(),
-            scopes: vec!["*".to_owned()],
-            expires_at_ms: None,
-            tenant_id: Some(tenant.to_owned()),
-            secret: Secret::new(CANARY_SECRET),
-        },
+        credential: CredentialHandle::new(
+            "cred-conformance",
+            crate::TEST_ISSUER,
+            Secret::new(CANARY_SECRET),
+        )
+        .with_scopes(["*"])
+        .with_tenant(tenant),
         issuer: None,
     };
     let mut authority = StaticApprovalAuthority::new();
@@ -1207,11 +1200,12 @@ fn try_build_host_for(
     Host::builder()
         .shared_connector(connector)
         .store(store)
-        .deployment(Deployment {
-            tenant: Some(VerifiedTenant::new(tenant.to_owned())),
-            external_account: Some(account.clone()),
-            credentials: Some(Arc::new(credentials)),
-        })
+        .deployment(
+            Deployment::new()
+                .with_tenant(VerifiedTenant::new(tenant.to_owned()))
+                .with_external_account(account.clone())
+                .with_credentials(credentials),
+        )
         .approval_authority(authority)
         .limits(limits)
         .build()

@@ -125,7 +125,11 @@ const MATCH_BUDGET: u32 = 100_000;
 
 /// Memberships a trusted resolver vouches for; leaf predicates are evaluated only against
 /// these, never payload values. The default (all empty) vouches for nothing.
+///
+/// Build one with [`ApproverMemberships::new`] and the `with_*` methods (new fields may come in
+/// minor versions); the fields stay public to read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ApproverMemberships {
     /// The id the authority knows this principal by, when it resolves ids loosely (ignoring
     /// case, following aliases): decisions are recorded, counted and checked for separation of
@@ -201,7 +205,11 @@ impl ApproverMemberships {
 }
 
 /// Approval authority delegated to an approver within one scope.
+///
+/// Build one with [`DelegatedScope::new`] and the `with_*` methods (new fields may come in
+/// minor versions); the fields stay public to read.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DelegatedScope {
     /// The delegated scope, matched against a leaf's `scope`.
     pub scope: String,
@@ -211,6 +219,29 @@ pub struct DelegatedScope {
     pub max_risk: Option<RiskLevel>,
     /// Highest value the delegation covers; `None` is unbounded.
     pub max_value: Option<u64>,
+}
+
+impl DelegatedScope {
+    /// Authority within `scope`, unbounded in risk and value.
+    pub fn new(scope: impl Into<String>) -> Self {
+        Self {
+            scope: scope.into(),
+            max_risk: None,
+            max_value: None,
+        }
+    }
+
+    /// Bounds the risk it covers.
+    pub fn with_max_risk(mut self, max_risk: RiskLevel) -> Self {
+        self.max_risk = Some(max_risk);
+        self
+    }
+
+    /// Bounds the value it covers.
+    pub fn with_max_value(mut self, max_value: u64) -> Self {
+        self.max_value = Some(max_value);
+        self
+    }
 }
 
 /// Where the host learns what an approver is a member of. Implemented by the deployment

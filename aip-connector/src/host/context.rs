@@ -9,7 +9,11 @@ use crate::invocation::{BoxFuture, CredentialHandle, VerifiedTenant};
 
 /// The caller as the transport authenticated it. Payload identity (`Action.identity`) is never
 /// trusted: the host overwrites it from this context and the deployment.
+///
+/// Build one with [`TrustedContext::new`] and the `with_*` methods (new fields may come in
+/// minor versions); the fields stay public to read.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TrustedContext {
     /// The authenticated principal.
     pub principal: Principal,
@@ -46,6 +50,12 @@ impl TrustedContext {
         self.operator = Some(operator);
         self
     }
+
+    /// Sets the trace id.
+    pub fn with_trace_id(mut self, trace_id: impl Into<String>) -> Self {
+        self.trace_id = Some(trace_id.into());
+        self
+    }
 }
 
 /// Resolves the credential a capability needs, from the deployment's secret store.
@@ -74,7 +84,11 @@ impl CredentialProvider for StaticCredentialProvider {
 
 /// What the deployment itself vouches for: its tenant, its external account and where its
 /// credentials come from. Tenant- and account-scoped idempotency keys are built from these.
+///
+/// Build one with [`Deployment::new`] (or `default()`) and the `with_*` methods (new fields may
+/// come in minor versions); the fields stay public to read.
 #[derive(Clone, Default)]
+#[non_exhaustive]
 pub struct Deployment {
     /// The tenant this host serves, when it serves one.
     pub tenant: Option<VerifiedTenant>,
@@ -85,6 +99,11 @@ pub struct Deployment {
 }
 
 impl Deployment {
+    /// Vouches for nothing yet: no tenant, no external account, no credentials.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
     /// Serves `tenant`: callers whose transport verified no tenant act for it, and tenant-scoped
     /// keys and approvals are partitioned by it.
     pub fn with_tenant(mut self, tenant: VerifiedTenant) -> Self {
@@ -101,6 +120,12 @@ impl Deployment {
     /// Resolves credentials with `provider`.
     pub fn with_credentials(mut self, provider: impl CredentialProvider + 'static) -> Self {
         self.credentials = Some(Arc::new(provider));
+        self
+    }
+
+    /// Resolves credentials with a provider that is already shared.
+    pub fn with_shared_credentials(mut self, provider: Arc<dyn CredentialProvider>) -> Self {
+        self.credentials = Some(provider);
         self
     }
 
