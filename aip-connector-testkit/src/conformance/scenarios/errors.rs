@@ -11,7 +11,8 @@
 //!   reconcile handler, the provider commits the change and drops the connection. The
 //!   transaction must be `outcome_unknown`; executing it again (or committing its plan again) is
 //!   refused without running the handler; a `reconcile` settles it `reconciled`, reporting it
-//!   committed (the provider holds its effect); and the provider holds exactly the effects of
+//!   committed (the provider holds its effect: of the checkpointed operation, when the call's
+//!   writes name their operations, see `names_its_operations`); and the provider holds exactly the effects of
 //!   one call. Then the same call under a new key loses its request *before* the provider
 //!   takes it: the reconcile must not report it committed (the provider holds nothing), so a
 //!   companion that answers "committed" without looking fails. When no capability can be
@@ -435,6 +436,7 @@ async fn uncertain_outcome(
         ))
         .await;
     let clean_effects = scouted.effects.len();
+    let names_operations = super::names_its_operations(h, h.host(), &scouted).await;
     let Some(route) = scouted.route().map(str::to_owned) else {
         evidence.assert("uncertain_outcome_reconciled", false, || {
             format!("`{id}` made no provider request on its example, so no answer could be lost")
@@ -557,15 +559,21 @@ async fn uncertain_outcome(
     // And it settled it truthfully: the provider committed the change before the answer was
     // lost, so a reconciliation that says "not committed" never looked (an author trial's
     // companion answered so without asking, and passed this assertion).
-    let landed = h.provider().effect_total() - effects_before;
+    let landed = super::effects_answered_for(
+        h,
+        effects_before,
+        view.provider_operation.as_ref(),
+        names_operations,
+    );
     if terminal {
         evidence.assert(
             "uncertain_outcome_reconciled",
             committed == Some(landed > 0),
             || {
                 format!(
-                    "reconciling `{id}`'s transaction `{transaction_id}` reported committed: {}, but the provider holds {landed} effect(s) of the call: the reconcile companion must look the operation up at the provider",
-                    super::maybe(committed)
+                    "reconciling `{id}`'s transaction `{transaction_id}` reported committed: {}, but the provider holds {landed} effect(s) of {}: the reconcile companion must look the operation up at the provider",
+                    super::maybe(committed),
+                    super::operation_answered_for(view.provider_operation.as_ref(), names_operations)
                 )
             },
         );

@@ -13,8 +13,10 @@ mod streaming;
 mod transaction;
 mod webhook;
 
-use aip_connector::host::Host;
-use aip_connector::model::{Action, ActionResult, ActionResultStatus, TransactionMode};
+use aip_connector::host::{Host, TransactionSelector};
+use aip_connector::model::{
+    Action, ActionResult, ActionResultStatus, ProviderOperationRef, TransactionMode,
+};
 
 use super::harness::Scouted;
 use super::{Evidence, Harness, Scenario};
@@ -301,6 +303,66 @@ fn sent_keys<'a>(keys: impl IntoIterator<Item = Option<&'a str>>) -> String {
         .map(sent_key)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Whether the call's writes name their operations: in its clean run (`scouted`), one of the
+/// provider's effects was filed under the operation its transaction checkpointed (the
+/// request's `x-operation-id`). A reconcile companion of such a call answers for that
+/// operation alone, and a commit that writes more than once (a hold, then its confirmation,
+/// docs/transactions.md §3) is committed only when the checkpointed write landed: a booking
+/// trial's hold, whose answer the suite lost before the confirmation was sent, was "not
+/// committed", and the suite held 1 effect against that answer. A call whose effects the
+/// provider filed under ids of its own (no `x-operation-id`), or under ids other than the
+/// checkpointed one, answers for every effect, as before.
+pub(super) async fn names_its_operations(h: &Harness, host: &Host, scouted: &Scouted) -> bool {
+    let selector = TransactionSelector::Action(scouted.result.action_id.clone());
+    let Some(operation) = host
+        .transaction(&selector, &h.caller())
+        .await
+        .ok()
+        .flatten()
+        .and_then(|view| view.provider_operation)
+    else {
+        return false;
+    };
+    scouted
+        .effects
+        .iter()
+        .any(|effect| effect.operation_id == operation.operation_id)
+}
+
+/// What the effects a reconciliation answers for are, for a failure message: the checkpointed
+/// operation's, or the whole call's.
+pub(super) fn operation_answered_for(
+    operation: Option<&ProviderOperationRef>,
+    names_operations: bool,
+) -> String {
+    match operation.filter(|_| names_operations) {
+        Some(operation) => format!(
+            "the checkpointed operation `{}` (the call's other writes name other operations)",
+            operation.operation_id
+        ),
+        None => "the call".to_owned(),
+    }
+}
+
+/// The provider's effects since `since` that a reconciliation answers for: those filed under
+/// `operation` (the transaction's checkpointed one) when the call names its operations
+/// ([`names_its_operations`]), else all of them.
+pub(super) fn effects_answered_for(
+    h: &Harness,
+    since: usize,
+    operation: Option<&ProviderOperationRef>,
+    names_operations: bool,
+) -> usize {
+    let effects = h.provider().effects();
+    let new = effects.iter().skip(since);
+    match operation.filter(|_| names_operations) {
+        Some(operation) => new
+            .filter(|effect| effect.operation_id == operation.operation_id)
+            .count(),
+        None => new.count(),
+    }
 }
 
 /// A status (or anything) that may be missing, for a message: `` `outcome_unknown` `` or

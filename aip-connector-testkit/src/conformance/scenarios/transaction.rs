@@ -416,6 +416,7 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
         }
         return;
     };
+    let names_operations = super::names_its_operations(h, host, &scouted).await;
     let Some(call) = handler_call_or_fail(
         h,
         host,
@@ -516,11 +517,17 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
     )
     .await;
     let committed = reconciled_committed(&reconciled.result);
+    let answered = super::effects_answered_for(
+        h,
+        effects_start,
+        before.provider_operation.as_ref(),
+        names_operations,
+    );
     evidence.assert(
         "reconcile_before_retry",
         reconciled.result.status == ActionResultStatus::Completed
             && after.as_ref().map(|v| v.status) == Some(Status::Reconciled)
-            && committed == Some(landed > 0),
+            && committed == Some(answered > 0),
         || {
             let hint = if code(&reconciled.result) == codes::TRANSACTION_PROVIDER_OPERATION_REQUIRED {
                 " (the handler recorded its `Checkpoint` after the provider request, or not at all: record it before sending the request)"
@@ -531,10 +538,11 @@ async fn reconcile_before_retry(h: &Harness, evidence: &mut Evidence) {
             // copied the inner object from here and read `committed` at the wrong level.
             let output = shown_output(&reconciled.result);
             format!(
-                "reconciling the unknown outcome of `{id}` answered `{}` ({}) with {output}, leaving the transaction {}; the provider holds {landed} effect(s) of it{hint}",
+                "reconciling the unknown outcome of `{id}` answered `{}` ({}) with {output}, leaving the transaction {}; the provider holds {answered} effect(s) of {}{hint}",
                 reconciled.result.status,
                 shown_code(&reconciled.result),
-                super::maybe(after.as_ref().map(|v| v.status))
+                super::maybe(after.as_ref().map(|v| v.status)),
+                super::operation_answered_for(before.provider_operation.as_ref(), names_operations)
             )
         },
     );
