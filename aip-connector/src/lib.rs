@@ -16,7 +16,9 @@
 //!   replayed, handled once per delivery id.
 //!
 //! The wire model, the contract rules and manifest admission come from
-//! [`aip_connector_core`], re-exported as [`core`](mod@crate::core).
+//! [`aip_connector_core`], re-exported under its own name (not as `core`, which a glob import
+//! of this crate would make shadow the language's `core::`); [`model`], [`ids`], [`admission`],
+//! [`discovery`] and [`rules`] are re-exported at the top.
 //!
 //! Features: `sqlite` and `postgres` (on by default) add the durable stores, `http` the AIP
 //! HTTP server and client, `mcp` the MCP projection (the crate README has the table).
@@ -50,7 +52,7 @@ pub mod __private;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-pub use aip_connector_core as core;
+pub use aip_connector_core;
 pub use aip_connector_core::{admission, discovery, ids, model, rules};
 pub use aip_connector_macros::{capability, connector};
 /// The `time` crate of the wire model's timestamps (`time::OffsetDateTime` in

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use aip_connector::VerifiedTenant;
+use aip_connector::aip_connector_core::validation::validate_transaction_result;
 use aip_connector::codes;
-use aip_connector::core::validation::validate_transaction_result;
 use aip_connector::host::{Host, TransactionSelector, TrustedContext};
 use aip_connector::ids::TransactionId;
 use aip_connector::model::{

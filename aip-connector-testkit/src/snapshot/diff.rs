@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use aip_connector::core::naming::stable_profile_name;
+use aip_connector::aip_connector_core::naming::stable_profile_name;
 use aip_connector::ids::{CapabilityId, ProfileId};
 use aip_connector::model::{
     ApprovalPolicy, ApprovalRule, Capability, CapabilityContract, CompensationContract,

@@ -32,8 +32,8 @@
 //! handler does not run and the provider sees nothing. The resend of the same action id always
 //! collides; a new action with the key collides too unless keys are scoped to the action.
 
+use aip_connector::aip_connector_core::schema::{SchemaLimits, compile_draft202012};
 use aip_connector::codes;
-use aip_connector::core::schema::{SchemaLimits, compile_draft202012};
 use aip_connector::model::{
     ActionResultStatus, IdempotencyCollisionBehavior, IdempotencyKeyScope, IdempotencyRequirement,
 };

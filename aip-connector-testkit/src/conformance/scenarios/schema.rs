@@ -9,8 +9,8 @@
 //! its example.
 
 use aip_connector::CapabilityDefinition;
+use aip_connector::aip_connector_core::schema::{SchemaLimits, compile_draft202012};
 use aip_connector::codes;
-use aip_connector::core::schema::{SchemaLimits, compile_draft202012};
 use aip_connector::model::ActionResultStatus;
 use serde_json::{Map, Value, json};
 
