@@ -485,6 +485,10 @@ fn reports_of_one_connector_on_two_stores_or_names_keep_apart() {
         assert_eq!(named, dir.join("directory__account_2.postgres.json"));
     }
     let written = std::fs::read_to_string(&named).unwrap();
-    assert_eq!(written, report.to_json() + "\n");
+    assert_eq!(written, report.to_json_pretty() + "\n");
+    // The value is the same report, for a tool that reads fields instead of text.
+    let parsed: serde_json::Value = serde_json::from_str(&written).unwrap();
+    assert_eq!(report.to_json(), parsed);
+    assert_eq!(report.to_json()["connector_id"], "directory.v2");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -340,7 +340,7 @@ fn a_secret_in_a_failure_message_is_caught_by_error_secrets_redacted_only() {
     // The report quotes where the secret was found, never the secret.
     assert!(
         !report
-            .to_json()
+            .to_json_pretty()
             .contains(aip_connector_testkit::conformance::CANARY_SECRET)
     );
 }

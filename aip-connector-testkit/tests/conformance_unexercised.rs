@@ -458,7 +458,7 @@ fn a_credential_leaked_by_a_write_that_is_not_the_first_example_is_caught_by_ide
     // The report names where the secret was, never the secret.
     assert!(
         !report
-            .to_json()
+            .to_json_pretty()
             .contains(aip_connector_testkit::conformance::CANARY_SECRET)
     );
 }
@@ -665,7 +665,7 @@ fn waivers_cover_only_calls_the_double_kept_from_completing_and_must_name_capabi
         waivers.notes
     );
     assert!(!report.passed());
-    assert!(report.to_json().contains("secrte"));
+    assert!(report.to_json_pretty().contains("secrte"));
 }
 
 /// A suite without waivers has no waiver check; one whose waiver was used passes it.
@@ -934,7 +934,10 @@ fn capabilities_that_trust_different_issuers_each_get_a_credential_they_accept()
         assert_eq!(check.status, CheckStatus::Passed, "{report}");
         assert!(!check.detail.contains("not exercised"), "{}", check.detail);
     }
-    assert!(!report.to_json().contains("issuer_denied"), "{report}");
+    assert!(
+        !report.to_json_pretty().contains("issuer_denied"),
+        "{report}"
+    );
 }
 
 /// A waiver covers calls the provider double kept from completing, not a call the host refused

@@ -140,9 +140,9 @@ fn an_unreachable_database_fails_the_scenarios_saying_so() {
         scenario.detail
     );
     assert!(
-        !report.to_json().contains("hunter2"),
+        !report.to_json_pretty().contains("hunter2"),
         "{}",
-        report.to_json()
+        report.to_json_pretty()
     );
     assert!(
         report

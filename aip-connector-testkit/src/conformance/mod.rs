@@ -486,8 +486,14 @@ impl ConformanceReport {
         summary
     }
 
-    /// The report as pretty JSON.
-    pub fn to_json(&self) -> String {
+    /// The report as a JSON value (the shape [`write_to`](Self::write_to) writes), as
+    /// [`SnapshotDiff::to_json`](crate::SnapshotDiff::to_json) gives a diff.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+
+    /// The report as pretty JSON text, what [`write_to`](Self::write_to) writes.
+    pub fn to_json_pretty(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
 
@@ -503,7 +509,7 @@ impl ConformanceReport {
     fn write_named(&self, dir: &Path, file: &str) -> std::io::Result<PathBuf> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join(format!("{file}.json"));
-        std::fs::write(&path, self.to_json() + "\n")?;
+        std::fs::write(&path, self.to_json_pretty() + "\n")?;
         Ok(path)
     }
 
