@@ -616,6 +616,7 @@ impl ProviderHandle {
 /// failing assertion does not print them into a CI log;
 /// [`header`](Self::header) reads them.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct RecordedRequest {
     /// 1-based arrival order (also in the response's `x-request-id: req_<n>`).
     pub sequence: u64,
@@ -713,6 +714,7 @@ impl RecordedRequest {
 
 /// One committed effect.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Effect {
     /// 1-based commit order.
     pub sequence: u64,

@@ -226,9 +226,10 @@ impl SignatureScheme for TrustingScheme {
             .ok()
             .and_then(|t| t.parse::<u64>().ok())
             .map(|s| s * 1000);
-        Ok(SignedDelivery {
-            id: id.to_owned(),
-            timestamp_ms,
+        let delivery = SignedDelivery::new(id);
+        Ok(match timestamp_ms {
+            Some(at) => delivery.with_timestamp_ms(at),
+            None => delivery,
         })
     }
 
@@ -278,10 +279,7 @@ impl SignatureScheme for UntimedScheme {
         {
             return Err(WebhookError::AuthenticationFailed);
         }
-        Ok(SignedDelivery {
-            id: id.to_owned(),
-            timestamp_ms: None,
-        })
+        Ok(SignedDelivery::new(id))
     }
 
     fn sign(&self, secret: &WebhookSecret, delivery: &SignedDelivery, body: &[u8]) -> HeaderMap {

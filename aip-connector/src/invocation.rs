@@ -176,6 +176,7 @@ impl VerifiedTenant {
 
 /// The approvals that released an action.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct VerifiedApprovals {
     /// Approval request ids.
     pub approval_ids: Vec<ApprovalId>,

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 /// One handler call as the probe saw it.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ProbeRecord {
     /// The capability invoked.
     pub capability_id: String,

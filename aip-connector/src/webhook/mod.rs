@@ -325,6 +325,7 @@ where
 
 /// A delivery the handler took.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WebhookReceipt {
     /// The delivery id.
     pub delivery_id: String,

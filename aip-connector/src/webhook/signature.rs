@@ -236,6 +236,7 @@ pub struct InvalidSecret;
 /// anyone resend a captured body under a new id, past replay protection: such a scheme should
 /// return an id derived from what is signed (a hex SHA-256 of the body, say) instead.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SignedDelivery {
     /// The provider's id of the delivery, the same on every retry of one event: the key replays
     /// are recognised by.
@@ -243,6 +244,22 @@ pub struct SignedDelivery {
     /// When the provider signed it, in milliseconds since the Unix epoch, if the scheme signs a
     /// timestamp. Without one, the receiver cannot reject stale deliveries.
     pub timestamp_ms: Option<Millis>,
+}
+
+impl SignedDelivery {
+    /// A delivery with the provider's `id` and no signed timestamp.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            timestamp_ms: None,
+        }
+    }
+
+    /// With the time the provider signed it, in milliseconds since the Unix epoch.
+    pub fn with_timestamp_ms(mut self, timestamp_ms: Millis) -> Self {
+        self.timestamp_ms = Some(timestamp_ms);
+        self
+    }
 }
 
 /// How a provider signs its webhook deliveries.

@@ -147,6 +147,7 @@ impl std::fmt::Debug for SessionKey {
     "an MCP session key needs at least {min} bytes, this one has {len}",
     min = SessionKey::MIN_LEN
 )]
+#[non_exhaustive]
 pub struct SessionKeyTooShort {
     /// How many bytes the refused key had.
     pub len: usize,
