@@ -390,6 +390,32 @@ impl Harness {
             .is_some_and(|c| c.execution.supports_streaming && !c.execution.supports_sync)
     }
 
+    /// Sends `action` to `host` once, as a client of its capability would: streamed when the
+    /// capability only streams (the result rebuilt from the terminal chunk, with the chunks),
+    /// else with `invoke`. Nothing is approved, resumed or committed. A keyed streaming
+    /// capability sent with `invoke` is refused at the mode check (`execution.mode_unsupported`)
+    /// before its key is looked at: a warehouse trial's streamed query failed
+    /// `collision_rejected` that way.
+    pub(crate) async fn invoke_once(
+        &self,
+        host: &Host,
+        action: Action,
+    ) -> (ActionResult, Vec<StreamChunk>) {
+        let streams = self
+            .definition()
+            .capability(action.capability_id.as_str())
+            .is_some_and(Self::streams_only);
+        if streams {
+            let chunks = host
+                .invoke_stream(action.clone(), self.caller())
+                .collect()
+                .await;
+            (result_of_stream(&action, &chunks), chunks)
+        } else {
+            (host.invoke(action, &self.caller()).await, Vec::new())
+        }
+    }
+
     /// Runs `action` to its settled result on `host`: streams it when the capability only
     /// streams (the result is rebuilt from the terminal chunk), approves and resumes it when it
     /// waits for approval, and commits the plan when it was a `plan` whose capability cannot
@@ -400,28 +426,14 @@ impl Harness {
     /// commit gets). A plan action id within 7 bytes of the host's `max_id_bytes` gives a
     /// commit id over it (`action.id_too_long`).
     pub async fn settle(&self, host: &Host, action: Action) -> Settled {
-        let capability = self
-            .definition()
-            .capability(action.capability_id.as_str())
-            .cloned();
-        let streams = capability.as_ref().is_some_and(Self::streams_only);
         let mut settled = Settled {
             result: ActionResult::new(action.id.clone(), ActionResultStatus::Failed),
             chunks: Vec::new(),
             approval_id: None,
             plan_id: None,
         };
-        let mut result = if streams {
-            let chunks = host
-                .invoke_stream(action.clone(), self.caller())
-                .collect()
-                .await;
-            let result = result_of_stream(&action, &chunks);
-            settled.chunks = chunks;
-            result
-        } else {
-            host.invoke(action.clone(), &self.caller()).await
-        };
+        let (mut result, chunks) = self.invoke_once(host, action.clone()).await;
+        settled.chunks = chunks;
         if result.status == ActionResultStatus::PendingApproval
             && let Some(id) = approval_id_of(&result)
         {

@@ -300,7 +300,8 @@ async fn collision(
 
     // The same action id with another input, and (when the scope is wider than the action) a
     // new action with another input: both reuse the scoped key. The key is checked at the
-    // reservation (stage 7), before approvals and transactions, so one `invoke` shows it.
+    // reservation (stage 7), before approvals and transactions, so one call shows it (streamed
+    // for a capability that only streams, or the mode check at stage 3 refuses it first).
     let mut attempts = Vec::new();
     if contract.idempotency.key_scope == IdempotencyKeyScope::Action {
         evidence.note(format!(
@@ -319,7 +320,7 @@ async fn collision(
     for (who, action) in attempts {
         let calls_before = h.probe().calls(id);
         let requests_before = h.provider().request_count();
-        let result = h.host().invoke(action, &h.caller()).await;
+        let (result, _) = h.invoke_once(h.host(), action).await;
         let ran = h.probe().calls(id) - calls_before;
         let sent = h.provider().request_count() - requests_before;
         evidence.artifact(format!("action:{}", result.action_id));

@@ -836,6 +836,32 @@ fn shown_output(result: &aip_connector::model::ActionResult) -> String {
         .map_or_else(|| "no output".to_owned(), |o| format!("output {o}"))
 }
 
+/// Why `compensation_governed` had nothing to compensate: no capability names a compensating
+/// capability; the ones that declare their effects irreversible (`rollback_not_supported`,
+/// `manual_only`) are named, so that a connector with a declared-irreversible delete does not
+/// read "no capability declares compensation" (a warehouse trial's `drop_table`).
+fn uncompensable_note(h: &Harness) -> String {
+    let declared: Vec<String> = h
+        .definition()
+        .capabilities
+        .iter()
+        .filter_map(|c| {
+            let mode = c.capability.contract.as_ref()?.compensation.as_ref()?.mode;
+            let mode = serde_json::to_value(mode).ok()?;
+            Some(format!("`{}` ({})", c.id(), mode.as_str().unwrap_or("?")))
+        })
+        .collect();
+    if declared.is_empty() {
+        "compensation_governed: no capability declares compensation; nothing to compensate"
+            .to_owned()
+    } else {
+        format!(
+            "compensation_governed: no capability with an example names a compensating capability and the `compensate` mode; {} declare(s) compensation without an undo to run, so nothing was compensated",
+            declared.join(", ")
+        )
+    }
+}
+
 async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
     let candidates: Vec<_> = h
         .examples_where(|c| compensated_by(c).is_some())
@@ -844,9 +870,7 @@ async fn compensation_governed(h: &Harness, evidence: &mut Evidence) {
         .collect();
     let Some((capability, input, by)) = candidates.first().cloned() else {
         evidence.assert("compensation_governed", true, String::new);
-        evidence.note(
-            "compensation_governed: no capability declares compensation; nothing to compensate",
-        );
+        evidence.note(uncompensable_note(h));
         return;
     };
     let id = capability.id().to_string();
