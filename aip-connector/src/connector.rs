@@ -286,6 +286,11 @@ pub struct CancelRequest {
     /// The credential the stopped handler held (the contract declares a credential policy):
     /// the stop authenticates like the call it stops. (Its `Debug` never shows the secret.)
     pub credential: Option<CredentialHandle>,
+    /// What the handler named its provider work by with
+    /// [`Cancellation::set_handle`](crate::Cancellation::set_handle) (a query id the provider
+    /// assigned), as set last before it was stopped; `None` when it set none, or was stopped
+    /// before the provider answered with one: then the input and the key are all there is.
+    pub handle: Option<String>,
 }
 
 impl CancelRequest {
@@ -300,7 +305,14 @@ impl CancelRequest {
             reason: CancelReason::Requested,
             tenant: None,
             credential: None,
+            handle: None,
         }
+    }
+
+    /// With what the handler named its provider work by.
+    pub fn with_handle(mut self, handle: impl Into<String>) -> Self {
+        self.handle = Some(handle.into());
+        self
     }
 
     /// With the stopped action's input.

@@ -211,31 +211,73 @@ impl Extractor for IdempotencyKey {
 ///
 /// Taking it declares `execution.supports_cancel`: that the connector makes a cancellation
 /// reach its provider. For work the provider already accepted, that is a `cancel = ...`
-/// companion, which the host calls after it stopped the handler.
-#[derive(Clone, Debug)]
-pub struct Cancellation(CancellationToken);
+/// companion, which the host calls after it stopped the handler; when the provider named that
+/// work itself (a query id in its answer), hand the name on with
+/// [`set_handle`](Self::set_handle), and the companion reads it as
+/// [`CancelRequest::handle`](crate::CancelRequest::handle).
+#[derive(Clone)]
+pub struct Cancellation {
+    token: CancellationToken,
+    /// The call's context, for its [`CancelHandle`](crate::invocation::CancelHandle).
+    context: Arc<dyn InvocationContext>,
+}
+
+impl std::fmt::Debug for Cancellation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cancellation")
+            .field("cancelled", &self.token.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
 
 impl Cancellation {
     /// Whether cancellation was requested.
     pub fn is_cancelled(&self) -> bool {
-        self.0.is_cancelled()
+        self.token.is_cancelled()
     }
 
     /// Completes when cancellation is requested.
     pub async fn cancelled(&self) {
-        self.0.cancelled().await;
+        self.token.cancelled().await;
     }
 
     /// The underlying token, to hand to libraries that accept one.
     pub fn token(&self) -> &CancellationToken {
-        &self.0
+        &self.token
+    }
+
+    /// Names the provider work this call started, for the capability's cancel companion: once
+    /// a cancel or the deadline stops the handler, the companion gets it as
+    /// [`CancelRequest::handle`](crate::CancelRequest::handle) (the handle set last). Set it
+    /// as soon as the provider answers with the work's id, before waiting on the work:
+    ///
+    /// ```
+    /// # use aip_connector::prelude::*;
+    /// # async fn run(api: ProviderClient, cancellation: Cancellation) -> Result<(), ConnectorFailure> {
+    /// let started: serde_json::Value = api.post("/queries").send_json().await?;
+    /// cancellation.set_handle(started["id"].as_str().unwrap_or_default());
+    /// // ... poll the query; a cancel drops this future, and the companion sends
+    /// // `DELETE /queries/{handle}`.
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// Kept in memory for this call only, never stored or logged. Without a companion (or under
+    /// a context that calls none) it goes nowhere.
+    pub fn set_handle(&self, handle: impl Into<String>) {
+        if let Some(slot) = self.context.cancel_handle() {
+            slot.set(handle);
+        }
     }
 }
 
 impl Extractor for Cancellation {
     const KIND: ExtractorKind = ExtractorKind::Cancellation;
     fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure> {
-        Ok(Cancellation(context.cancellation().clone()))
+        Ok(Cancellation {
+            token: context.cancellation().clone(),
+            context: Arc::clone(context),
+        })
     }
 }
 
@@ -803,6 +845,26 @@ mod tests {
     #[allow(dead_code, reason = "only decoded")]
     struct SecretQuote {
         fee_cents: u64,
+    }
+
+    /// What a handler sets with `Cancellation::set_handle` is kept by the context (the last
+    /// one), so a unit test under `StaticInvocation` reads it as the host's companion would.
+    #[test]
+    fn a_handle_set_through_cancellation_is_kept_by_the_context() {
+        let invocation = crate::StaticInvocation::new(
+            aip_connector_core::model::Action::new("cap:warehouse:query", json!({})),
+            crate::CallerIdentity::new("user:ada", "test"),
+        );
+        let context: Arc<dyn InvocationContext> = Arc::new(invocation);
+        assert_eq!(context.cancel_handle().and_then(|h| h.get()), None);
+        let cancellation = Cancellation::extract(&context).expect("always extracts");
+        cancellation.set_handle("q-1");
+        cancellation.clone().set_handle("q-2");
+        assert_eq!(
+            context.cancel_handle().and_then(|h| h.get()).as_deref(),
+            Some("q-2")
+        );
+        assert!(!format!("{cancellation:?}").contains("q-2"));
     }
 
     /// A validation answer the commit's type cannot read is the connector's bug: a typed,

@@ -72,6 +72,44 @@ pub trait InvocationContext: Send + Sync {
     /// wrapper context cannot forget to forward it (the conformance suite's did, found by a
     /// review: every `ClaimedPlan` handler failed under it).
     fn plan(&self) -> Option<Arc<aip_connector_core::model::TransactionPlan>>;
+    /// Where the handler leaves what its cancel companion needs to stop the provider's work
+    /// ([`Cancellation::set_handle`](crate::Cancellation::set_handle)); the host hands it to
+    /// the companion as [`CancelRequest::handle`](crate::CancelRequest::handle). `None` for a
+    /// context that calls no companion.
+    fn cancel_handle(&self) -> Option<&CancelHandle>;
+}
+
+/// What a handler names its provider's work by, for its cancel companion: a query or job id the
+/// provider assigned, which neither the input nor the idempotency key can name (found by a
+/// warehouse trial, whose companion could not find the query to stop). Set through
+/// [`Cancellation::set_handle`](crate::Cancellation::set_handle), read once the handler is
+/// stopped as [`CancelRequest::handle`](crate::CancelRequest::handle). Kept in memory for the
+/// call only: never stored, logged or sent anywhere else.
+#[derive(Debug, Default)]
+pub struct CancelHandle(Mutex<Option<String>>);
+
+impl CancelHandle {
+    /// An empty handle.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the handle, replacing the one set before (a job the provider restarted under a new
+    /// id).
+    pub fn set(&self, handle: impl Into<String>) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(handle.into());
+    }
+
+    /// The handle set last, if any.
+    pub fn get(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
 }
 
 /// Receives the chunks a streaming handler emits. `send` waits while the buffer is full
@@ -466,6 +504,7 @@ pub struct StaticInvocation {
     approval: Option<VerifiedApprovals>,
     compensation: Option<Arc<CompensationTarget>>,
     plan: Option<Arc<aip_connector_core::model::TransactionPlan>>,
+    cancel_handle: CancelHandle,
 }
 
 /// Names the action and says which of the context's parts are set; never the input, the
@@ -486,6 +525,7 @@ impl std::fmt::Debug for StaticInvocation {
             .field("approval_set", &self.approval.is_some())
             .field("compensation_set", &self.compensation.is_some())
             .field("plan_set", &self.plan.is_some())
+            .field("cancel_handle", &self.cancel_handle.get())
             .finish_non_exhaustive()
     }
 }
@@ -511,6 +551,7 @@ impl StaticInvocation {
             approval: None,
             compensation: None,
             plan: None,
+            cancel_handle: CancelHandle::new(),
         }
     }
 
@@ -671,6 +712,10 @@ impl InvocationContext for StaticInvocation {
     }
     fn plan(&self) -> Option<Arc<aip_connector_core::model::TransactionPlan>> {
         self.plan.clone()
+    }
+    /// Kept, so a unit test reads what the handler set: `invocation.cancel_handle()`.
+    fn cancel_handle(&self) -> Option<&CancelHandle> {
+        Some(&self.cancel_handle)
     }
 }
 

@@ -75,7 +75,7 @@ pub use extract::{
 };
 pub use handler::{CapabilityInput, CapabilityOutput, HandlerError, HandlerResult};
 pub use invocation::{
-    CallerIdentity, CompensationTarget, CredentialHandle, InvocationContext, Secret,
+    CallerIdentity, CancelHandle, CompensationTarget, CredentialHandle, InvocationContext, Secret,
     StaticInvocation, VerifiedApprovals, VerifiedTenant,
 };
 pub use provider::{ProviderClient, ProviderResponse};
@@ -107,7 +107,7 @@ pub use schema::SchemaDialect;
 /// | [`Tenant`] | the verified tenant | [`id`][tenant-id], [`system`][tenant-sys] | nothing |
 /// | [`Credential`] | the credential resolved for this call | [`secret`][cred-secret], [`scopes`][cred-scopes], [`expires_at_ms`][cred-exp] | `credentials(...)`, a credential required |
 /// | [`Deadline`] | when the handler must be done | [`remaining`][dl-rem], [`at`][dl-at]; pass it to [`deadline`][rq-deadline] | nothing |
-/// | [`Cancellation`] | fires on cancel or deadline, and when the call ends | [`is_cancelled`][cancel-is], [`cancelled`][cancel-await], [`token`][cancel-token] | derives `execution(cancel)` |
+/// | [`Cancellation`] | fires on cancel or deadline, and when the call ends | [`is_cancelled`][cancel-is], [`cancelled`][cancel-await], [`token`][cancel-token], [`set_handle`][cancel-handle] | derives `execution(cancel)` |
 /// | [`State<S>`][x-state] | the connector's state, in a free capability | `State(client): State<Client>` | built by [`ConnectorBuilder::with_state`][with-state]; refused in `#[connector]` |
 /// | [`StreamSink<T>`][x-sink] | emits stream chunks, with back-pressure | [`send`][sink-send], [`progress`][sink-progress] | derives `execution(streaming)` only; `sync` and `async` are refused |
 ///
@@ -136,6 +136,7 @@ pub use schema::SchemaDialect;
 /// [cancel-is]: crate::Cancellation::is_cancelled
 /// [cancel-await]: crate::Cancellation::cancelled
 /// [cancel-token]: crate::Cancellation::token
+/// [cancel-handle]: crate::Cancellation::set_handle
 /// [x-state]: crate::State
 /// [with-state]: crate::ConnectorBuilder::with_state
 /// [x-sink]: crate::StreamSink
@@ -167,6 +168,7 @@ pub use schema::SchemaDialect;
 /// | [`CancelRequest::input`][cr-input] | its input: what names the thing to stop |
 /// | [`CancelRequest::idempotency_key`][cr-key] | its key as the provider knows it (`for_provider`) |
 /// | [`CancelRequest::reason`][cr-reason] | a [`CancelReason`]: [`Requested`][reason-req] or [`DeadlineExceeded`][reason-dl] |
+/// | [`CancelRequest::handle`][cr-handle] | what the handler named its provider work by ([`set_handle`][cancel-handle]) |
 /// | [`CancelRequest::tenant`][cr-tenant], [`credential`][cr-cred] | what the stopped handler held |
 /// | [`CancelRequest::new`][cr-new] and `with_*` | build one in a unit test |
 /// | `validate` | `async fn(&self, Input, extractors...) -> Result<T, E>`, `T: Serialize + JsonSchema` |
@@ -187,6 +189,7 @@ pub use schema::SchemaDialect;
 /// [cr-input]: crate::CancelRequest::input
 /// [cr-key]: crate::CancelRequest::idempotency_key
 /// [cr-reason]: crate::CancelRequest::reason
+/// [cr-handle]: crate::CancelRequest::handle
 /// [cr-tenant]: crate::CancelRequest::tenant
 /// [cr-cred]: crate::CancelRequest::credential
 /// [cr-new]: crate::CancelRequest::new

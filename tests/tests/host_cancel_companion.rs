@@ -84,6 +84,30 @@ impl Jobs {
         .with_retryable(true))
     }
 
+    /// The same job at a provider that names it in its first answer: the handler hands that
+    /// name to the companion (`Cancellation::set_handle`), since neither the input nor the key
+    /// can name it. `job.stop` is the id the provider assigns.
+    #[capability(
+        risk = low,
+        side_effects = [write],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        cancel = Self::stop,
+    )]
+    async fn run_tracked(
+        &self,
+        job: Job,
+        _key: IdempotencyKey,
+        cancellation: Cancellation,
+    ) -> Result<Started, ConnectorFailure> {
+        // Restarted once by the provider under a new id: the companion gets the last one.
+        cancellation.set_handle(format!("{}-first", job.stop));
+        cancellation.set_handle(job.stop.clone());
+        self.waiting.notify_one();
+        std::future::pending::<()>().await;
+        Ok(Started { job_id: job.stop })
+    }
+
     /// The same job, whose provider refuses or breaks on a stop.
     #[capability(
         risk = low,
@@ -197,6 +221,58 @@ async fn a_cancelled_action_calls_its_cancel_companion_with_the_providers_key() 
     assert_eq!(
         stopped[0].idempotency_key.as_deref(),
         Some(IdempotencyKey::provider_key_of("Tenant:t1:job-1").as_str())
+    );
+}
+
+#[tokio::test]
+async fn the_companion_gets_the_handle_the_handler_set_on_a_cancel_and_on_the_deadline() {
+    let jobs = Jobs::default();
+    let host = host(&jobs);
+    let cancelled = run_and_cancel(
+        &jobs,
+        &host,
+        Action::new("cap:jobs:run_tracked", json!({"stop": "q-7"})).with_idempotency_key("job-h1"),
+    )
+    .await;
+    assert_eq!(
+        cancelled.status,
+        ActionResultStatus::Cancelled,
+        "{cancelled:?}"
+    );
+    // A handler that set none hands none on.
+    run_and_cancel(
+        &jobs,
+        &host,
+        Action::new("cap:jobs:run", json!({})).with_idempotency_key("job-h3"),
+    )
+    .await;
+    // Last: its handler's notification finds no one waiting and stays behind.
+    let timed_out = host
+        .invoke(
+            Action::new("cap:jobs:run_tracked", json!({"stop": "q-8"}))
+                .with_idempotency_key("job-h2")
+                .with_timeout_ms(20),
+            &caller(),
+        )
+        .await;
+    assert_eq!(
+        timed_out.error.as_ref().map(|e| e.code.as_str()),
+        Some(codes::SLA_TIMEOUT_EXCEEDED)
+    );
+    let handles: Vec<_> = jobs
+        .stopped
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|request| (request.reason, request.handle.clone()))
+        .collect();
+    assert_eq!(
+        handles,
+        [
+            (CancelReason::Requested, Some("q-7".to_owned())),
+            (CancelReason::Requested, None),
+            (CancelReason::DeadlineExceeded, Some("q-8".to_owned())),
+        ]
     );
 }
 

@@ -345,4 +345,7 @@ impl InvocationContext for WrappedContext {
     fn plan(&self) -> Option<Arc<aip_connector::model::TransactionPlan>> {
         self.inner.plan()
     }
+    fn cancel_handle(&self) -> Option<&aip_connector::invocation::CancelHandle> {
+        self.inner.cancel_handle()
+    }
 }
