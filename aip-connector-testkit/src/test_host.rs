@@ -115,6 +115,7 @@ pub struct TestHostBuilder {
     limits: HostLimits,
     store: Option<SharedStore>,
     clock: Option<Arc<dyn aip_connector::store::Clock>>,
+    credential_provider: Option<Arc<dyn CredentialProvider>>,
 }
 
 impl TestHost {
@@ -131,6 +132,7 @@ impl TestHost {
             limits: HostLimits::default(),
             store: None,
             clock: None,
+            credential_provider: None,
         }
     }
 
@@ -439,6 +441,7 @@ impl std::fmt::Debug for TestHostBuilder {
             .field("approvers", &self.approvers)
             .field("scopes", &self.scopes)
             .field("external_account", &self.external_account)
+            .field("credential_provider", &self.credential_provider.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -489,6 +492,16 @@ impl TestHostBuilder {
     /// issuer its capability accepts.
     pub fn credential_issuer(mut self, issuer: impl Into<String>) -> Self {
         self.credential_issuer = Some(issuer.into());
+        self
+    }
+
+    /// Resolves credentials with the deployment's own `provider` instead of the test credential
+    /// of [`credential`](Self::credential), which it replaces: a provider that hands each tenant
+    /// its own credential, tested with the test host's callers of several tenants
+    /// ([`TestHost::caller_in`]) and its helpers (a warehouse trial had to leave `TestHost` for
+    /// a bare `Host` to test one).
+    pub fn credential_provider(mut self, provider: impl CredentialProvider + 'static) -> Self {
+        self.credential_provider = Some(Arc::new(provider));
         self
     }
 
@@ -586,6 +599,9 @@ impl TestHostBuilder {
                 .with_tenant(self.tenant.clone()),
                 issuer: self.credential_issuer,
             });
+        }
+        if let Some(provider) = self.credential_provider {
+            deployment = deployment.with_shared_credentials(provider);
         }
         if let Some(account) = self.external_account {
             deployment = deployment.with_external_account(account);

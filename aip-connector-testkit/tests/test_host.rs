@@ -116,6 +116,58 @@ impl Crm {
     }
 }
 
+/// A deployment's credential provider that hands each tenant its own account's credential.
+struct PerTenant;
+
+impl aip_connector::host::CredentialProvider for PerTenant {
+    fn resolve<'a>(
+        &'a self,
+        _capability: &'a aip_connector::model::Capability,
+        caller: &'a aip_connector::host::TrustedContext,
+    ) -> aip_connector::invocation::BoxFuture<
+        'a,
+        Result<Option<aip_connector::CredentialHandle>, ConnectorFailure>,
+    > {
+        let credential = caller.tenant.as_ref().map(|tenant| {
+            aip_connector::CredentialHandle::new(
+                format!("account-of-{}", tenant.id),
+                "idp.example",
+                Secret::new(format!("token-{}", tenant.id)),
+            )
+            .with_scopes(["payroll.read"])
+            .with_tenant(tenant.id.clone())
+        });
+        Box::pin(std::future::ready(Ok(credential)))
+    }
+}
+
+/// Found by a warehouse trial, which had to leave `TestHost` for a bare `Host` to test a
+/// provider that hands each tenant its own credential.
+#[tokio::test]
+async fn a_deployments_credential_provider_serves_each_tenants_callers() {
+    let test = TestHost::builder(Payroll::default())
+        .credential_provider(PerTenant)
+        .build()
+        .unwrap();
+    let balance = || Action::new("cap:payroll:balance", json!({"cents": 1}));
+    let mut outputs = Vec::new();
+    for tenant in ["acme", "globex"] {
+        let result = test
+            .host()
+            .invoke(balance(), &test.caller_in(tenant, "user:ada"))
+            .await;
+        assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+        outputs.push(result.output.unwrap()["payment_id"].clone());
+    }
+    assert_eq!(
+        outputs,
+        [
+            json!("balance-for-account-of-acme"),
+            json!("balance-for-account-of-globex")
+        ]
+    );
+}
+
 /// Found by an author trial: the test credential was always issued by `TEST_ISSUER`, so a
 /// capability that restricts issuers refused every call (the conformance suite already picked
 /// an accepted issuer). It now takes the first issuer the called capability accepts, or the
