@@ -461,7 +461,10 @@ async fn a_gated_execute_that_must_be_reconciled_is_refused_before_its_gate() {
     let mut other = booking.clone().with_idempotency_key("board-3");
     other.id = aip_connector::ids::ActionId::new();
     let refused = host.invoke(other, &caller()).await;
-    assert_eq!(refused.error.unwrap().code, codes::AUTH_NOT_AUTHORIZED);
+    let error = refused.error.unwrap();
+    assert_eq!(error.code, codes::AUTH_NOT_AUTHORIZED);
+    // The category points at credentials; the message says what a retry got wrong.
+    assert!(error.message.contains("resends its action id"), "{error:?}");
     // So is another principal of the tenant sending the very action.
     let colleague = TrustedContext::new(Principal::new("user:bo", PrincipalKind::Human), "test")
         .with_tenant(VerifiedTenant::new("t1"));

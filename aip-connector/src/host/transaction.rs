@@ -1158,10 +1158,13 @@ fn attempt_in_progress(record: &TransactionRecord, at: Millis, now: Millis) -> P
     error
 }
 
+/// Upstream's code and category (an authorization refusal: the execution may be another
+/// caller's). The message says what a caller who retried its own call got wrong, since the
+/// category points at credentials (a warehouse trial retried under a fresh action id).
 fn bound_elsewhere_error() -> ProtocolError {
     failure::error(
         codes::AUTH_NOT_AUTHORIZED,
-        "the transaction is already bound to a different execution",
+        "the transaction is already bound to a different execution (another action id, capability, caller or tenant): a retry of the same call resends its action id",
         ErrorCategory::Auth,
         false,
     )
