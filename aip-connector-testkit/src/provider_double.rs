@@ -941,7 +941,7 @@ struct Shaped {
 type AnswerShape = Arc<dyn Fn(&AnswerRequest<'_>) -> Value + Send + Sync>;
 
 /// The most specific of `routes` that applies to a request of `method` on `path`: the exact
-/// path, else the longest pattern it falls under (see [`route_specificity`]), else `*`; of two that name the
+/// path, else the most specific pattern it falls under (see [`PathRank`]), else `*`; of two that name the
 /// path alike, the one that names the method (`GET /tickets`) (the rule of faults and answer
 /// shapes).
 fn best_route<'r>(
@@ -955,13 +955,19 @@ fn best_route<'r>(
         .map(|(_, route)| route)
 }
 
+/// How specifically a route names a path: the exact path most, `*` least, a pattern by how
+/// many literal segments it names, then by how many of them lead before its first `*`. Not by
+/// the length of its text, which made `/accounts/*/refunds` beat `/accounts/acct_1/*` or lose
+/// to it depending on how long the account id was (found by a review).
+type PathRank = (usize, usize);
+
 /// How specifically `route` names a request of `method` on `path`, if it applies at all: by
-/// path (`*` least, a pattern by the length of its text, the exact path most), then whether it
-/// names the method. A route is a path pattern, optionally after a method and a space (`POST
-/// /tickets`, `GET /tickets/*`); methods compare without regard to case. In a pattern a `*`
-/// segment stands for any one segment (`/holds/*/confirm`), and a trailing `/*` for the path
-/// before it and everything below it (`/holds/*`: `/holds`, `/holds/h_1`, `/holds/h_1/confirm`).
-fn route_specificity(route: &str, method: &str, path: &str) -> Option<(usize, bool)> {
+/// path ([`PathRank`]), then whether it names the method. A route is a path pattern, optionally
+/// after a method and a space (`POST /tickets`, `GET /tickets/*`); methods compare without
+/// regard to case. In a pattern a `*` segment stands for any one segment (`/holds/*/confirm`),
+/// and a trailing `/*` for the path before it and everything below it (`/holds/*`: `/holds`,
+/// `/holds/h_1`, `/holds/h_1/confirm`).
+fn route_specificity(route: &str, method: &str, path: &str) -> Option<(PathRank, bool)> {
     let (named_method, pattern) = match route.split_once(' ') {
         Some((named, pattern)) => (Some(named), pattern.trim_start()),
         None => (None, route),
@@ -970,32 +976,34 @@ fn route_specificity(route: &str, method: &str, path: &str) -> Option<(usize, bo
         return None;
     }
     let by_path = if pattern == path {
-        usize::MAX
+        (usize::MAX, usize::MAX)
     } else if pattern == "*" {
-        0
-    } else if let Some(prefix) = pattern.strip_suffix("/*") {
-        // The prefix's own segments (wildcards included) must match the path's first ones.
-        let mut segments = path.split('/');
-        let below = prefix.split('/').all(|wanted| {
-            segments
-                .next()
-                .is_some_and(|seg| segment_matches(wanted, seg))
-        });
-        if !below {
-            return None;
-        }
-        prefix.len() + 1
+        (0, 0)
     } else {
+        // A trailing `/*` matches the path before it and everything below; otherwise the
+        // pattern's segments (wildcards included) match the path's one for one.
+        let (segments_of, subtree) = match pattern.strip_suffix("/*") {
+            Some(prefix) => (prefix, true),
+            None => (pattern, false),
+        };
         let mut segments = path.split('/');
-        let same = pattern.split('/').all(|wanted| {
+        let matched = segments_of.split('/').all(|wanted| {
             segments
                 .next()
                 .is_some_and(|seg| segment_matches(wanted, seg))
-        }) && segments.next().is_none();
-        if !same {
+        }) && (subtree || segments.next().is_none());
+        if !matched {
             return None;
         }
-        pattern.len()
+        let literal = |wanted: &&str| !wanted.is_empty() && *wanted != "*";
+        (
+            segments_of.split('/').filter(literal).count(),
+            segments_of
+                .split('/')
+                .filter(|wanted| !wanted.is_empty())
+                .take_while(|wanted| *wanted != "*")
+                .count(),
+        )
     };
     Some((by_path, named_method.is_some()))
 }
@@ -1279,7 +1287,7 @@ fn normalized_route(route: &str) -> String {
 /// route applies to it, the most specific (a route's over the one on every request, an exact
 /// path over a pattern, as for faults).
 fn governing<'a>(auth: &'a [Requirement], method: &str, path: &str) -> Vec<&'a Requirement> {
-    let mut chosen: Vec<(&Requirement, Option<(usize, bool)>)> = Vec::new();
+    let mut chosen: Vec<(&Requirement, Option<(PathRank, bool)>)> = Vec::new();
     for requirement in auth {
         let rank = match &requirement.route {
             None => None,
@@ -2124,6 +2132,20 @@ mod tests {
         assert_eq!(best("POST", "/holds/h_1/confirm/x"), Some("/holds/*"));
         assert_eq!(best("PUT", "/holds/h_1/lines"), Some("/holds/*/lines/*"));
         assert_eq!(best("PUT", "/holds/h_1/lines/2"), Some("/holds/*/lines/*"));
+        // More literal segments win, then leading ones, whatever the length of an id.
+        let accounts = ["/accounts/*/refunds", "/accounts/acct_1/*"];
+        for id in ["acct_1", "acct_1234567890"] {
+            let specific = format!("/accounts/{id}/*");
+            let routes = [accounts[0], specific.as_str()];
+            assert_eq!(
+                best_route(
+                    routes.into_iter(),
+                    "POST",
+                    &format!("/accounts/{id}/refunds")
+                ),
+                Some(specific.as_str())
+            );
+        }
         // `*` stands for one segment, never an empty one, never two.
         assert_eq!(best("POST", "/holds//confirm"), Some("/holds/*"));
         assert_eq!(best("POST", "/holdsx/h_1/confirm"), Some("*"));

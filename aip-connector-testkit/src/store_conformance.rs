@@ -2207,13 +2207,26 @@ pub async fn check_replicas_race_claim_resume(stores: Vec<SharedStore>) {
     race_claim_resume(&stores, CALLERS_PER_REPLICA * stores.len()).await;
 }
 
-/// A race across replicas needs at least two stores to mean anything.
+/// A race across replicas needs at least two stores to mean anything, and two of them must not
+/// be one store passed twice (`vec![store.clone(), store]` raced nothing across connections; a
+/// review found it passing).
 fn assert_replicas(stores: &[SharedStore]) {
     assert!(
         stores.len() >= 2,
         "a race across replicas needs at least two stores on one shared state, got {}",
         stores.len()
     );
+    for (at, store) in stores.iter().enumerate() {
+        if let Some(twin) = stores[at + 1..]
+            .iter()
+            .position(|other| std::ptr::addr_eq(Arc::as_ptr(store), Arc::as_ptr(other)))
+        {
+            panic!(
+                "replicas {at} and {} are the same store: connect each replica on its own (independently connected stores on one shared state)",
+                at + 1 + twin
+            );
+        }
+    }
 }
 
 /// Runs one check on a multi-thread runtime of its own (four workers, so the races race): what
@@ -2350,8 +2363,15 @@ macro_rules! __replica_check_list {
 /// One `#[test]` per store conformance check, in a module `store_conformance` (see the
 /// [module](crate::store_conformance) for what the checks cover).
 ///
+/// - `module = <name>` (optional, first): the generated module's name instead of
+///   `store_conformance`, to run the suite twice in one module (two configurations of a store)
+///   or beside a `use aip_connector_testkit::store_conformance;`.
 /// - `fresh_store = <expr>`: evaluated once per test, inside an `async` block (so it may
-///   `.await`), to a fresh, empty [`SharedStore`](aip_connector::store::SharedStore).
+///   `.await`), to a fresh, empty [`SharedStore`](aip_connector::store::SharedStore). It is
+///   written inside the generated module, which imports everything of the module the macro is
+///   invoked in (`use super::*`): name your items as you would there, but write a path that
+///   starts with `super::` or `self::` one level deeper (`super::super::x`), or use a
+///   `crate::` path.
 /// - `replicas = <expr>` (optional): evaluated once per cross-replica test to a
 ///   `Vec<SharedStore>` of at least two independently connected stores on one fresh, shared
 ///   state, as several host replicas would hold. Give it for a store whose state lives in a
@@ -2368,12 +2388,27 @@ macro_rules! __replica_check_list {
 /// aip_connector_testkit::store_conformance_tests! {
 ///     fresh_store = Arc::new(MemoryStore::new()) as SharedStore,
 /// }
+///
+/// // A second configuration in the same module needs a module name of its own.
+/// fn shared() -> SharedStore {
+///     Arc::new(MemoryStore::new())
+/// }
+/// aip_connector_testkit::store_conformance_tests! {
+///     module = second_configuration,
+///     fresh_store = shared(),
+/// }
 /// # fn main() {}
 /// ```
 #[macro_export]
 macro_rules! store_conformance_tests {
     (fresh_store = $fresh:expr $(, replicas = $replicas:expr)? $(,)?) => {
-        mod store_conformance {
+        $crate::store_conformance_tests! {
+            module = store_conformance,
+            fresh_store = $fresh $(, replicas = $replicas)?
+        }
+    };
+    (module = $module:ident, fresh_store = $fresh:expr $(, replicas = $replicas:expr)? $(,)?) => {
+        mod $module {
             #[allow(unused_imports)]
             use super::*;
 

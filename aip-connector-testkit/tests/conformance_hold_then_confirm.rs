@@ -38,6 +38,10 @@ enum Variant {
     /// One write sent under an operation id the checkpoint does not name, and a companion that
     /// answers "not committed" without looking.
     MisnamedWrite,
+    /// The main write sent without an operation id, then a second write under the checkpointed
+    /// one, which the companion looks up (a review's adversary: the main write landed, and the
+    /// companion truthfully says the second did not).
+    UnnamedMainWrite,
 }
 
 struct Hotel {
@@ -68,6 +72,23 @@ impl Hotel {
             request_id: None,
         };
         checkpoint.record(confirmation.clone(), None).await?;
+        if let Variant::UnnamedMainWrite = self.variant {
+            self.api
+                .post("/charges")
+                .idempotency(&key)
+                .json(&input)
+                .send_json::<Value>()
+                .await?;
+            self.api
+                .post("/receipts")
+                .idempotency_key(format!("receipt:{}", key.for_provider()))
+                .header(OPERATION_ID_HEADER, &confirmation.operation_id)
+                .send_json::<Value>()
+                .await?;
+            return Ok(Booked {
+                confirmation: confirmation.operation_id,
+            });
+        }
         if let Variant::MisnamedWrite = self.variant {
             self.api
                 .post("/bookings")
@@ -106,7 +127,9 @@ impl Hotel {
 
     async fn find(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
         match self.variant {
-            Variant::HoldThenConfirm => common::look_up_operation(&self.api, request).await,
+            Variant::HoldThenConfirm | Variant::UnnamedMainWrite => {
+                common::look_up_operation(&self.api, request).await
+            }
             Variant::ClaimsCommittedBlindly => Ok(ReconcileOutcome::Committed { evidence: None }),
             Variant::MisnamedWrite => Ok(ReconcileOutcome::NotCommitted { evidence: None }),
         }
@@ -153,5 +176,11 @@ fn a_companion_that_answers_committed_without_looking_still_fails() {
 #[test]
 fn a_write_filed_under_another_operation_than_the_checkpoint_counts_as_the_call_s() {
     let report = run(Variant::MisnamedWrite);
+    assert_eq!(reconciled(&report), [Some(false), Some(false)], "{report}");
+}
+
+#[test]
+fn a_main_write_that_names_no_operation_counts_with_every_effect() {
+    let report = run(Variant::UnnamedMainWrite);
     assert_eq!(reconciled(&report), [Some(false), Some(false)], "{report}");
 }

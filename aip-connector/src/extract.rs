@@ -218,8 +218,10 @@ impl Extractor for IdempotencyKey {
 #[derive(Clone)]
 pub struct Cancellation {
     token: CancellationToken,
-    /// The call's context, for its [`CancelHandle`](crate::invocation::CancelHandle).
-    context: Arc<dyn InvocationContext>,
+    /// The call's context, for its [`CancelHandle`](crate::invocation::CancelHandle). Weak: a
+    /// task the handler spawned with a clone keeps the token, not the call's credential, input
+    /// and approvals (a review's finding); a handle set after the call ended goes nowhere.
+    context: std::sync::Weak<dyn InvocationContext>,
 }
 
 impl std::fmt::Debug for Cancellation {
@@ -265,7 +267,9 @@ impl Cancellation {
     /// Kept in memory for this call only, never stored or logged. Without a companion (or under
     /// a context that calls none) it goes nowhere.
     pub fn set_handle(&self, handle: impl Into<String>) {
-        if let Some(slot) = self.context.cancel_handle() {
+        if let Some(context) = self.context.upgrade()
+            && let Some(slot) = context.cancel_handle()
+        {
             slot.set(handle);
         }
     }
@@ -276,7 +280,7 @@ impl Extractor for Cancellation {
     fn extract(context: &Arc<dyn InvocationContext>) -> Result<Self, ConnectorFailure> {
         Ok(Cancellation {
             token: context.cancellation().clone(),
-            context: Arc::clone(context),
+            context: Arc::downgrade(context),
         })
     }
 }
@@ -865,6 +869,14 @@ mod tests {
             Some("q-2")
         );
         assert!(!format!("{cancellation:?}").contains("q-2"));
+        let slot = context.cancel_handle().expect("kept");
+        assert_eq!(format!("{slot:?}"), "CancelHandle { set: true }");
+        // A clone held past the call (a spawned task's) does not keep the call's context, with
+        // its credential and input, alive; its handle then goes nowhere.
+        let kept = Arc::downgrade(&context);
+        drop(context);
+        assert!(kept.upgrade().is_none());
+        cancellation.set_handle("q-3");
     }
 
     /// A validation answer the commit's type cannot read is the connector's bug: a typed,

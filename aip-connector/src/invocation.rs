@@ -84,9 +84,18 @@ pub trait InvocationContext: Send + Sync {
 /// warehouse trial, whose companion could not find the query to stop). Set through
 /// [`Cancellation::set_handle`](crate::Cancellation::set_handle), read once the handler is
 /// stopped as [`CancelRequest::handle`](crate::CancelRequest::handle). Kept in memory for the
-/// call only: never stored, logged or sent anywhere else.
-#[derive(Debug, Default)]
+/// call only: the host never stores, logs or sends it anywhere else, and its `Debug` says only
+/// whether one is set.
+#[derive(Default)]
 pub struct CancelHandle(Mutex<Option<String>>);
+
+impl std::fmt::Debug for CancelHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CancelHandle")
+            .field("set", &self.get().is_some())
+            .finish()
+    }
+}
 
 impl CancelHandle {
     /// An empty handle.
@@ -525,7 +534,7 @@ impl std::fmt::Debug for StaticInvocation {
             .field("approval_set", &self.approval.is_some())
             .field("compensation_set", &self.compensation.is_some())
             .field("plan_set", &self.plan.is_some())
-            .field("cancel_handle", &self.cancel_handle.get())
+            .field("cancel_handle", &self.cancel_handle)
             .finish_non_exhaustive()
     }
 }

@@ -88,3 +88,16 @@ fn replica_checks_refuse_a_single_store() {
         )]),
     );
 }
+
+/// One store passed twice is not two replicas.
+#[test]
+#[should_panic(expected = "are the same store")]
+fn replica_checks_refuse_one_store_passed_twice() {
+    let store: aip_connector::store::SharedStore = Arc::new(MemoryStore::new());
+    aip_connector_testkit::store_conformance::run_check(
+        aip_connector_testkit::store_conformance::check_replicas_race_take_over(vec![
+            Arc::clone(&store),
+            store,
+        ]),
+    );
+}

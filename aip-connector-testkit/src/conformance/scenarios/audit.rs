@@ -16,10 +16,10 @@
 //! - `sensitive_fields_redacted`: for a capability whose data contract requires redaction, the
 //!   idempotency record, the transaction view and the approval record (outputs aside: they are
 //!   the connector's declared data) hold none of the example's string values (those of four
-//!   characters or more, looked for as words of their own inside the records' string values,
-//!   not their keys, so a provider's `2027-03-01T00:15:00Z` does not quote an input's
-//!   `2027-03-01`; a value inside the caller, tenant or account ids the harness writes itself is
-//!   skipped, with a note), a plan keeps its
+//!   characters or more, looked for inside the records' string values, not their keys; an
+//!   input date is not quoted by the date part of a provider's timestamp, `2027-03-01` by
+//!   `2027-03-01T00:15:00Z`; a value inside the caller, tenant or account ids the harness writes
+//!   itself is skipped, with a note), a plan keeps its
 //!   input as `{redacted: true, hash}`, an approval record keeps no input, the error for an
 //!   invalid input carries `details.input_hash` and not the input, and no log line quotes an
 //!   input value. Without such a capability it holds vacuously, with a note. A stored value
@@ -442,12 +442,10 @@ fn pointer_token(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
-/// Which of `values` a string value inside `value` quotes as a word of its own
-/// ([`quotes_as_a_word`]), each with the JSON pointers (from `value`) of the string values that
-/// quote it, so a failure says where to look. String values only: an input value that reads
-/// like one of a record's own keys (`status`, `output`) is not quoted by the key. As words: a
-/// booking trial's check-in date `2027-03-01` was "quoted" by the provider's own expiry
-/// `2027-03-01T00:15:00Z`, which is the provider's data, not an echo of the input.
+/// Which of `values` a string value inside `value` quotes ([`quotes_in_stored`]), each with the
+/// JSON pointers (from `value`) of the string values that quote it, so a failure says where to
+/// look. String values only: an input value that reads like one of a record's own keys
+/// (`status`, `output`) is not quoted by the key.
 fn quoted_in<'v>(value: &Value, values: &'v [String]) -> Vec<(&'v String, Vec<String>)> {
     let mut texts = Vec::new();
     string_values(value, String::new(), &mut texts);
@@ -456,7 +454,7 @@ fn quoted_in<'v>(value: &Value, values: &'v [String]) -> Vec<(&'v String, Vec<St
         .filter_map(|v| {
             let at: Vec<String> = texts
                 .iter()
-                .filter(|(_, text)| quotes_as_a_word(text, v))
+                .filter(|(_, text)| quotes_in_stored(text, v))
                 .map(|(pointer, _)| pointer.clone())
                 .collect();
             (!at.is_empty()).then_some((v, at))
@@ -489,7 +487,26 @@ fn to_text(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }
 
-/// Whether `line` (a log line or a stored string) quotes `value` as a word of its own: an occurrence whose neighbours, where the
+/// Whether a stored string quotes `value`: anywhere in it (an operation id built as
+/// `ssn_<value>` keeps the value), except as the date part of a timestamp. A booking trial's
+/// check-in date `2027-03-01` was "quoted" by the provider's own expiry `2027-03-01T00:15:00Z`,
+/// which is the provider's data; matching whole words instead hid values glued to a prefix
+/// (a review's `ssn_123456789`, `+15551234567`).
+fn quotes_in_stored(text: &str, value: &str) -> bool {
+    let is_date = value.len() == 10
+        && value.bytes().enumerate().all(|(at, byte)| match at {
+            4 | 7 => byte == b'-',
+            _ => byte.is_ascii_digit(),
+        });
+    text.match_indices(value).any(|(at, _)| {
+        let mut after = text[at + value.len()..].bytes();
+        let timestamp =
+            after.next() == Some(b'T') && after.next().is_some_and(|b| b.is_ascii_digit());
+        !(is_date && timestamp)
+    })
+}
+
+/// Whether `line` (a log line) quotes `value` as a word of its own: an occurrence whose neighbours, where the
 /// value's own edge is a letter or digit, are not letters, digits or `_`. Log lines come from
 /// every crate at every level (hyper's TRACE "spawning background dispatcher task"), so a
 /// plain substring match failed a connector whose input held `ground`. A value leaked into a
@@ -517,10 +534,17 @@ mod tests {
     use super::{quoted_in, quotes_as_a_word};
 
     #[test]
-    fn a_stored_value_quotes_an_input_value_only_as_a_word_of_its_own() {
-        let values = ["2027-03-01".to_owned(), "Ada Lovelace".to_owned()];
+    fn a_stored_value_quotes_an_input_value_anywhere_but_in_a_timestamps_date() {
+        let values = [
+            "2027-03-01".to_owned(),
+            "Ada Lovelace".to_owned(),
+            "123456789".to_owned(),
+        ];
         let provider_data = json!({"expires_at": "2027-03-01T00:15:00Z", "room": "A-12"});
         assert!(quoted_in(&provider_data, &values).is_empty());
+        // Glued to a prefix, a value is still there (an operation id built from it).
+        let glued = json!({"provider_operation": {"operation_id": "ssn_123456789"}});
+        assert_eq!(quoted_in(&glued, &values).len(), 1);
         let echo = json!({"plan": {"note": "booked for Ada Lovelace, 2027-03-01"}});
         let quoted = quoted_in(&echo, &values);
         assert_eq!(quoted.len(), 2, "{quoted:?}");

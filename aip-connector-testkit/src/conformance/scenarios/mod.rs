@@ -305,15 +305,19 @@ fn sent_keys<'a>(keys: impl IntoIterator<Item = Option<&'a str>>) -> String {
         .join(", ")
 }
 
-/// Whether the call's writes name their operations: in its clean run (`scouted`), one of the
-/// provider's effects was filed under the operation its transaction checkpointed (the
-/// request's `x-operation-id`). A reconcile companion of such a call answers for that
-/// operation alone, and a commit that writes more than once (a hold, then its confirmation,
-/// docs/transactions.md §3) is committed only when the checkpointed write landed: a booking
-/// trial's hold, whose answer the suite lost before the confirmation was sent, was "not
-/// committed", and the suite held 1 effect against that answer. A call whose effects the
-/// provider filed under ids of its own (no `x-operation-id`), or under ids other than the
-/// checkpointed one, answers for every effect, as before.
+/// Whether the call's writes name their operations: in its clean run (`scouted`), every
+/// mutating request carried an `x-operation-id`, and one of the provider's effects was filed
+/// under the operation its transaction checkpointed. A reconcile companion of such a call
+/// answers for that operation alone, and a commit that writes more than once (a hold, then its
+/// confirmation, docs/transactions.md §3) is committed only when the checkpointed write landed:
+/// a booking trial's hold, whose answer the suite lost before the confirmation was sent, was
+/// "not committed", and the suite held 1 effect against that answer. A call with a write that
+/// names no operation (the provider files it under an id of its own), or whose checkpointed
+/// operation no write carries, answers for every effect, as before: a review showed a charge
+/// sent without an id, followed by a receipt under the checkpointed one, passing with a
+/// companion that looked up the receipt alone. What the suite cannot tell is a provisional
+/// write (a hold that expires) from a main write filed under another named id: the checkpoint
+/// must name the write that commits.
 pub(super) async fn names_its_operations(h: &Harness, host: &Host, scouted: &Scouted) -> bool {
     let selector = TransactionSelector::Action(scouted.result.action_id.clone());
     let Some(operation) = host
@@ -325,10 +329,20 @@ pub(super) async fn names_its_operations(h: &Harness, host: &Host, scouted: &Sco
     else {
         return false;
     };
-    scouted
-        .effects
+    let every_write_named = scouted
+        .requests
         .iter()
-        .any(|effect| effect.operation_id == operation.operation_id)
+        .filter(|request| super::harness::is_mutating(&request.method))
+        .all(|request| {
+            request
+                .header(crate::provider_double::OPERATION_ID_HEADER)
+                .is_some_and(|id| !id.is_empty())
+        });
+    every_write_named
+        && scouted
+            .effects
+            .iter()
+            .any(|effect| effect.operation_id == operation.operation_id)
 }
 
 /// What the effects a reconciliation answers for are, for a failure message: the checkpointed
