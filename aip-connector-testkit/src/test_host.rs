@@ -167,8 +167,21 @@ impl TestHost {
     /// An action the approval gate holds (`pending_approval`) is remembered under its approval
     /// id, for [`resume`](Self::resume).
     pub async fn invoke(&self, principal: &str, action: Action) -> ActionResult {
+        self.invoke_as(&self.caller(principal), action).await
+    }
+
+    /// Runs `action` as [`caller_in(tenant, principal)`](Self::caller_in): a caller of another
+    /// tenant (isolation, a credential provider that serves each tenant its own account),
+    /// remembered for [`resume`](Self::resume) as [`invoke`](Self::invoke) does.
+    pub async fn invoke_in(&self, tenant: &str, principal: &str, action: Action) -> ActionResult {
+        self.invoke_as(&self.caller_in(tenant, principal), action)
+            .await
+    }
+
+    /// Runs `action` as `caller`, remembering a gated action for [`resume`](Self::resume).
+    async fn invoke_as(&self, caller: &TrustedContext, action: Action) -> ActionResult {
         let gated = action.clone();
-        let result = self.host.invoke(action, &self.caller(principal)).await;
+        let result = self.host.invoke(action, caller).await;
         if let Some(approval_id) = result.approval_id() {
             self.gated_actions().insert(approval_id, gated);
         }

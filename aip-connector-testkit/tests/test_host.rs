@@ -152,10 +152,7 @@ async fn a_deployments_credential_provider_serves_each_tenants_callers() {
     let balance = || Action::new("cap:payroll:balance", json!({"cents": 1}));
     let mut outputs = Vec::new();
     for tenant in ["acme", "globex"] {
-        let result = test
-            .host()
-            .invoke(balance(), &test.caller_in(tenant, "user:ada"))
-            .await;
+        let result = test.invoke_in(tenant, "user:ada", balance()).await;
         assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
         outputs.push(result.output.unwrap()["payment_id"].clone());
     }

@@ -202,9 +202,12 @@ impl Extractor for IdempotencyKey {
 /// Under a host, a cancel or the deadline also drops the handler's future (docs/host-runtime.md
 /// §7.2): code after the point where the handler waited does not run, whatever it checks. The
 /// token serves what outlives that future: work the handler spawned (give it
-/// [`token`](Self::token)`.clone()`), a library that takes a token, or a drop guard that tells a
-/// stopped call (cancelled, timed out or abandoned: the token fires before the future is
-/// dropped, so [`is_cancelled`](Self::is_cancelled) is true) from a finished one. A handler
+/// [`token`](Self::token)`.clone()`), or a library that takes a token. Work the handler started
+/// *at the provider* is stopped by the capability's cancel companion, with the name the
+/// handler gave it through [`set_handle`](Self::set_handle): not by a drop guard, since a
+/// handler may also *return* at its deadline (a provider call bounded by the deadline gives up
+/// with its own failure) and leave that work running (a warehouse trial's guard leaked a
+/// query so). A handler
 /// driven without a host (a test calling `Connector::invoke`) is not dropped, and can await
 /// [`cancelled`](Self::cancelled) alongside its provider calls or check `is_cancelled` between
 /// steps.
