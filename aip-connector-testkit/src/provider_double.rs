@@ -2133,10 +2133,9 @@ mod tests {
         assert_eq!(best("PUT", "/holds/h_1/lines"), Some("/holds/*/lines/*"));
         assert_eq!(best("PUT", "/holds/h_1/lines/2"), Some("/holds/*/lines/*"));
         // More literal segments win, then leading ones, whatever the length of an id.
-        let accounts = ["/accounts/*/refunds", "/accounts/acct_1/*"];
         for id in ["acct_1", "acct_1234567890"] {
             let specific = format!("/accounts/{id}/*");
-            let routes = [accounts[0], specific.as_str()];
+            let routes = ["/accounts/*/refunds", specific.as_str()];
             assert_eq!(
                 best_route(
                     routes.into_iter(),

@@ -9,7 +9,6 @@
 
 mod common;
 
-use aip_connector::model::ProviderOperationRef;
 use aip_connector::prelude::*;
 use aip_connector_testkit::conformance::{ConformanceReport, ConformanceSuite, Scenario};
 use aip_connector_testkit::provider_double::OPERATION_ID_HEADER;
@@ -66,11 +65,7 @@ impl Hotel {
         key: IdempotencyKey,
         checkpoint: Checkpoint,
     ) -> Result<Booked, ConnectorFailure> {
-        let confirmation = ProviderOperationRef {
-            provider: "hotel".into(),
-            operation_id: format!("bk-{}", key.for_provider()),
-            request_id: None,
-        };
+        let confirmation = checkpoint.operation_for(&key, "hotel", "bk");
         checkpoint.record(confirmation.clone(), None).await?;
         if let Variant::UnnamedMainWrite = self.variant {
             self.api

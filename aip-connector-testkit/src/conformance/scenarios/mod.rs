@@ -305,6 +305,19 @@ fn sent_keys<'a>(keys: impl IntoIterator<Item = Option<&'a str>>) -> String {
         .join(", ")
 }
 
+/// The transaction `selector` names, as the harness's caller reads it on `host`; `None` when
+/// there is none or the read failed.
+pub(super) async fn view(
+    h: &Harness,
+    host: &Host,
+    selector: TransactionSelector,
+) -> Option<aip_connector::model::TransactionResult> {
+    host.transaction(&selector, &h.caller())
+        .await
+        .ok()
+        .flatten()
+}
+
 /// Whether the call's writes name their operations: in its clean run (`scouted`), every
 /// mutating request carried an `x-operation-id`, and one of the provider's effects was filed
 /// under the operation its transaction checkpointed. A reconcile companion of such a call
@@ -320,11 +333,8 @@ fn sent_keys<'a>(keys: impl IntoIterator<Item = Option<&'a str>>) -> String {
 /// must name the write that commits.
 pub(super) async fn names_its_operations(h: &Harness, host: &Host, scouted: &Scouted) -> bool {
     let selector = TransactionSelector::Action(scouted.result.action_id.clone());
-    let Some(operation) = host
-        .transaction(&selector, &h.caller())
+    let Some(operation) = view(h, host, selector)
         .await
-        .ok()
-        .flatten()
         .and_then(|view| view.provider_operation)
     else {
         return false;

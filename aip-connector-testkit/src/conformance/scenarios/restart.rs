@@ -33,29 +33,18 @@ use aip_connector::codes;
 use aip_connector::host::{Host, HostLimits, TransactionSelector};
 use aip_connector::model::{
     ActionResultStatus, ActionTransaction, IdempotencyKeyScope, TransactionMode,
-    TransactionProtocolStatus as Status, TransactionResult,
+    TransactionProtocolStatus as Status,
 };
 use serde_json::Value;
 
 use super::streaming::Tap;
-use super::{code, handler_call_or_fail, runs_handler, shown_code, transaction_modes};
+use super::{code, handler_call_or_fail, runs_handler, shown_code, transaction_modes, view};
 use crate::Fault;
 use crate::conformance::harness::{declares_mutation, is_mutating};
 use crate::conformance::{Evidence, Harness, ProbedConnector};
 
 fn reconcilable(capability: &CapabilityDefinition) -> bool {
     transaction_modes(capability).contains(&TransactionMode::Reconcile) && runs_handler(capability)
-}
-
-async fn view(
-    h: &Harness,
-    host: &Host,
-    selector: TransactionSelector,
-) -> Option<TransactionResult> {
-    host.transaction(&selector, &h.caller())
-        .await
-        .ok()
-        .flatten()
 }
 
 /// A restarted process: a freshly built connector (probed, tapped) and a new host over the

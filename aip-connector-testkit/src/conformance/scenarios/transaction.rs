@@ -47,7 +47,9 @@ use aip_connector::model::{
 };
 use serde_json::Value;
 
-use super::{code, handler_call_or_fail, no_plan, runs_handler, shown_code, transaction_modes};
+use super::{
+    code, handler_call_or_fail, no_plan, runs_handler, shown_code, transaction_modes, view,
+};
 use crate::Fault;
 use crate::conformance::harness::Driven;
 use crate::conformance::probe::LostAnswer;
@@ -81,17 +83,6 @@ pub(super) fn compensated_by(capability: &CapabilityDefinition) -> Option<String
         .then(|| compensation.compensation_capability_id.clone())
         .flatten()
         .map(|id| id.to_string())
-}
-
-async fn view(
-    h: &Harness,
-    host: &Host,
-    selector: TransactionSelector,
-) -> Option<TransactionResult> {
-    host.transaction(&selector, &h.caller())
-        .await
-        .ok()
-        .flatten()
 }
 
 pub(super) fn transactional(
