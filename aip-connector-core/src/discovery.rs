@@ -4,7 +4,9 @@
 //! Admission ([`admission`](crate::admission)) decides whether a host may run a manifest; these
 //! checks decide whether a peer can *reach* what it advertises: a profile is only usable when
 //! the manifest says where it is served (`discovery.profile_bindings`). Each function returns
-//! the problems it found, empty when the check passes. The testkit's report runs them all;
+//! the problems it found as [`Issue`]s, empty when the check passes: the issue's code is the
+//! check's name below, its path a JSON Pointer to the offending field of the manifest (`""` for
+//! the manifest as a whole), and it carries the capability or profile it is about. The testkit's report runs them all;
 //! [`profile_binding_problems`] also runs in the `#[connector]` macro (at compile time) and in
 //! `ConnectorBuilder::build`, on the manifest [`fill_served_bindings`] completed, so that rule is
 //! written once.
@@ -24,7 +26,7 @@ use serde_json::{Map, Value};
 
 use crate::ids::ProfileId;
 use crate::ids::profiles;
-use crate::issue::Issue;
+use crate::issue::{Issue, escape_pointer_token};
 use crate::model::Manifest;
 
 /// Check name: the manifest's version, profiles, capability names and input schemas.
@@ -228,54 +230,80 @@ pub fn channel_issues(channels: &[Value]) -> Vec<Issue> {
 }
 
 /// `discovery.manifest`: a non-blank `manifest_version`, at least one profile, and per
-/// capability a non-blank name and an object `input_schema`.
-pub fn manifest_problems(manifest: &Manifest) -> Vec<String> {
+/// capability a non-blank name and an object `input_schema`. Each issue's code is
+/// [`DISCOVERY_MANIFEST`] and its path points at the offending field.
+pub fn manifest_problems(manifest: &Manifest) -> Vec<Issue> {
     let mut problems = Vec::new();
     if manifest.manifest_version.trim().is_empty() {
-        problems.push("manifest_version is empty".to_owned());
+        problems.push(Issue::new(
+            DISCOVERY_MANIFEST,
+            "/manifest_version",
+            "manifest_version is empty",
+        ));
     }
     if manifest.profiles.is_empty() {
-        problems.push("profiles must not be empty".to_owned());
+        problems.push(Issue::new(
+            DISCOVERY_MANIFEST,
+            "/profiles",
+            "profiles must not be empty",
+        ));
     }
-    for capability in &manifest.capabilities {
+    for (index, capability) in manifest.capabilities.iter().enumerate() {
         if capability.name.trim().is_empty() {
-            problems.push(format!("capability name is empty (`{}`)", capability.id));
+            problems.push(
+                Issue::new(
+                    DISCOVERY_MANIFEST,
+                    format!("/capabilities/{index}/name"),
+                    format!("capability name is empty (`{}`)", capability.id),
+                )
+                .with_capability(&capability.id),
+            );
         }
         if !capability.input_schema.is_object() {
-            problems.push(format!(
-                "capability input_schema must be a JSON object (`{}`)",
-                capability.id
-            ));
+            problems.push(
+                Issue::new(
+                    DISCOVERY_MANIFEST,
+                    format!("/capabilities/{index}/input_schema"),
+                    format!(
+                        "capability input_schema must be a JSON object (`{}`)",
+                        capability.id
+                    ),
+                )
+                .with_capability(&capability.id),
+            );
         }
     }
     problems
 }
 
 /// `discovery.profile_set`: no blank profile id, and every profile of `required` is advertised.
-pub fn profile_set_problems(manifest: &Manifest, required: &[ProfileId]) -> Vec<String> {
+/// Each issue's code is [`DISCOVERY_PROFILE_SET`]; a missing profile's issue carries it.
+pub fn profile_set_problems(manifest: &Manifest, required: &[ProfileId]) -> Vec<Issue> {
     let mut problems = Vec::new();
-    if manifest
+    if let Some(index) = manifest
         .profiles
         .iter()
-        .any(|p| p.as_str().trim().is_empty())
+        .position(|p| p.as_str().trim().is_empty())
     {
-        problems.push("a profile id is empty".to_owned());
+        problems.push(Issue::new(
+            DISCOVERY_PROFILE_SET,
+            format!("/profiles/{index}"),
+            "a profile id is empty",
+        ));
     }
     for profile in required {
         if !manifest.profiles.contains(profile) {
-            problems.push(format!("missing required profile `{profile}`"));
+            problems.push(
+                Issue::new(
+                    DISCOVERY_PROFILE_SET,
+                    "/profiles",
+                    format!("missing required profile `{profile}`"),
+                )
+                .with_profile(profile),
+            );
         }
     }
     problems
-}
-
-/// One advertised profile a peer cannot reach, for [`profile_binding_problems`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BindingProblem {
-    /// The profile.
-    pub profile: ProfileId,
-    /// What is missing, and where it goes.
-    pub message: String,
 }
 
 /// `discovery.profile_bindings`: each advertised profile says where it is served.
@@ -284,7 +312,11 @@ pub struct BindingProblem {
 /// `aip.mcp.compat.v1` needs `compatibility.mcp.jsonrpc`; `aip.a2a.compat.v1` needs
 /// `compatibility.a2a.agent_card` and `.jsonrpc`; `aip.http.webhook.v1` needs at least one
 /// channel. Other profiles have no binding rule.
-pub fn profile_binding_problems(manifest: &Manifest) -> Vec<BindingProblem> {
+///
+/// One issue per unreachable profile, code [`DISCOVERY_PROFILE_BINDINGS`], always carrying the
+/// profile ([`Issue::profile`]); its path is the binding's object under `compatibility`
+/// (`/compatibility/native_http`), or `/channels` for the webhook profile.
+pub fn profile_binding_problems(manifest: &Manifest) -> Vec<Issue> {
     let mut problems = Vec::new();
     for (index, profile) in manifest.profiles.iter().enumerate() {
         // A repeated profile is admission's to report (`manifest.profile.duplicate`), once.
@@ -293,12 +325,16 @@ pub fn profile_binding_problems(manifest: &Manifest) -> Vec<BindingProblem> {
         }
         if profile.as_str() == profiles::HTTP_WEBHOOK {
             if manifest.channels.is_empty() {
-                problems.push(BindingProblem {
-                    profile: profile.clone(),
-                    message: format!(
-                        "profile `{profile}` is advertised but the manifest has no channel: each webhook receiver is published as a channel"
-                    ),
-                });
+                problems.push(
+                    Issue::new(
+                        DISCOVERY_PROFILE_BINDINGS,
+                        "/channels",
+                        format!(
+                            "profile `{profile}` is advertised but the manifest has no channel: each webhook receiver is published as a channel"
+                        ),
+                    )
+                    .with_profile(profile),
+                );
             }
             continue;
         }
@@ -324,21 +360,26 @@ pub fn profile_binding_problems(manifest: &Manifest) -> Vec<BindingProblem> {
             .map(|field| format!("`/{}/{field}`", bound.key))
             .collect();
         if !missing.is_empty() {
-            problems.push(BindingProblem {
-                profile: profile.clone(),
-                message: format!(
-                    "profile `{profile}` is advertised but `compatibility` has no string at {}",
-                    missing.join(" and ")
-                ),
-            });
+            problems.push(
+                Issue::new(
+                    DISCOVERY_PROFILE_BINDINGS,
+                    format!("/compatibility/{}", bound.key),
+                    format!(
+                        "profile `{profile}` is advertised but `compatibility` has no string at {}",
+                        missing.join(" and ")
+                    ),
+                )
+                .with_profile(profile),
+            );
         }
     }
     problems
 }
 
 /// `connector.manifest`: the `compatibility` metadata (as JSON text) names `connector_id`, and
-/// the manifest offers at least one capability, resource or channel.
-pub fn connector_manifest_problems(manifest: &Manifest, connector_id: &str) -> Vec<String> {
+/// the manifest offers at least one capability, resource or channel. Each issue's code is
+/// [`CONNECTOR_MANIFEST`].
+pub fn connector_manifest_problems(manifest: &Manifest, connector_id: &str) -> Vec<Issue> {
     let mut problems = Vec::new();
     let text = manifest
         .compatibility
@@ -346,12 +387,10 @@ pub fn connector_manifest_problems(manifest: &Manifest, connector_id: &str) -> V
         .map(Value::to_string)
         .unwrap_or_default();
     if !text.contains(connector_id) {
-        problems.push(format!(
-            "`compatibility` does not name the connector `{connector_id}`"
-        ));
+        problems.push(unnamed_connector(CONNECTOR_MANIFEST, connector_id));
     }
     if no_surface(manifest) {
-        problems.push("the manifest offers no capability, resource or channel".to_owned());
+        problems.push(no_surface_issue(CONNECTOR_MANIFEST));
     }
     problems
 }
@@ -360,6 +399,23 @@ fn no_surface(manifest: &Manifest) -> bool {
     manifest.capabilities.is_empty()
         && manifest.resources.is_empty()
         && manifest.channels.is_empty()
+}
+
+/// The manifest as a whole (path `""`, the root) offers nothing a peer could call or read.
+fn no_surface_issue(check: &str) -> Issue {
+    Issue::new(
+        check,
+        "",
+        "the manifest offers no capability, resource or channel",
+    )
+}
+
+fn unnamed_connector(check: &str, connector_id: &str) -> Issue {
+    Issue::new(
+        check,
+        "/compatibility",
+        format!("`compatibility` does not name the connector `{connector_id}`"),
+    )
 }
 
 /// The boundary a deployment sets for one connector (upstream RFC 0003): the profile it must
@@ -408,33 +464,58 @@ impl ConnectorBoundary {
 pub fn connector_boundary_problems(
     manifest: &Manifest,
     boundary: &ConnectorBoundary,
-) -> Vec<String> {
+) -> Vec<Issue> {
+    let check = CONNECTOR_BOUNDARY;
     let mut problems = Vec::new();
     let profile = &boundary.connector_profile;
     if !manifest.profiles.contains(profile) {
-        problems.push(format!("the manifest does not advertise `{profile}`"));
+        problems.push(
+            Issue::new(
+                check,
+                "/profiles",
+                format!("the manifest does not advertise `{profile}`"),
+            )
+            .with_profile(profile),
+        );
     }
     if !names_connector(manifest.compatibility.as_ref(), &boundary.connector_id) {
-        problems.push(format!(
-            "`compatibility` does not name the connector `{}`",
-            boundary.connector_id
-        ));
+        problems.push(unnamed_connector(check, &boundary.connector_id));
     }
     if no_surface(manifest) {
-        problems.push("the manifest offers no capability, resource or channel".to_owned());
+        problems.push(no_surface_issue(check));
     }
-    for capability in &manifest.capabilities {
+    for (index, capability) in manifest.capabilities.iter().enumerate() {
         let id = &capability.id;
         if !id.as_str().starts_with(&boundary.capability_id_prefix) {
-            problems.push(format!(
-                "capability `{id}` does not start with `{}`",
-                boundary.capability_id_prefix
-            ));
+            problems.push(
+                Issue::new(
+                    check,
+                    format!("/capabilities/{index}/id"),
+                    format!(
+                        "capability `{id}` does not start with `{}`",
+                        boundary.capability_id_prefix
+                    ),
+                )
+                .with_capability(id),
+            );
         }
-        let Some(binding) = capability.binding(profile.as_str()) else {
-            problems.push(format!("capability `{id}` has no binding for `{profile}`"));
+        let Some(binding_index) = capability
+            .bindings
+            .iter()
+            .position(|b| b.profile == *profile)
+        else {
+            problems.push(
+                Issue::new(
+                    check,
+                    format!("/capabilities/{index}/bindings"),
+                    format!("capability `{id}` has no binding for `{profile}`"),
+                )
+                .with_capability(id)
+                .with_profile(profile),
+            );
             continue;
         };
+        let binding = &capability.bindings[binding_index];
         for key in &boundary.required_binding_metadata {
             let present = binding.metadata.get(key).is_some_and(|value| match value {
                 Value::Null => false,
@@ -444,9 +525,18 @@ pub fn connector_boundary_problems(
                 _ => true,
             });
             if !present {
-                problems.push(format!(
-                    "capability `{id}`'s `{profile}` binding has no `{key}`"
-                ));
+                problems.push(
+                    Issue::new(
+                        check,
+                        format!(
+                            "/capabilities/{index}/bindings/{binding_index}/{}",
+                            escape_pointer_token(key)
+                        ),
+                        format!("capability `{id}`'s `{profile}` binding has no `{key}`"),
+                    )
+                    .with_capability(id)
+                    .with_profile(profile),
+                );
             }
         }
     }

@@ -896,20 +896,24 @@ fn profile_bindings(cx: &Ctxt, attr: &ConnectorAttr, manifest: &mut Manifest) {
         .into_iter()
         .map(|(channel, _)| channel)
         .collect();
-    for problem in discovery::profile_binding_problems(manifest) {
+    // Every issue of this check carries its profile.
+    for (profile, message) in discovery::profile_binding_problems(manifest)
+        .into_iter()
+        .filter_map(|issue| Some((issue.profile?, issue.message)))
+    {
         let span = attr
             .profiles
             .iter()
-            .position(|p| *p == problem.profile.as_str())
+            .position(|p| *p == profile.as_str())
             .and_then(|index| attr.profile_spans.get(index))
             .or_else(|| attr.spans.get(keys::connector::COMPATIBILITY))
             .copied()
             .unwrap_or_else(Span::call_site);
-        let fix = if problem.profile.as_str() == HTTP_WEBHOOK {
+        let fix = if profile.as_str() == HTTP_WEBHOOK {
             "; name the connector's receivers (the ids given to `WebhookReceiver::builder`): `webhooks = [\"bookings\"]`, or declare the channels it is reached through: `channels = [r#\"{\"id\": \"...\"}\"#]`".to_owned()
         } else if let Some(served) = discovery::SERVED_BINDING_DEFAULTS
             .iter()
-            .find(|served| served.profile == problem.profile.as_str())
+            .find(|served| served.profile == profile.as_str())
         {
             // Served by the SDK: only a `compatibility` entry of the wrong shape gets here.
             format!(
@@ -919,7 +923,7 @@ fn profile_bindings(cx: &Ctxt, attr: &ConnectorAttr, manifest: &mut Manifest) {
         } else {
             let bound = discovery::PROFILE_BINDING_FIELDS
                 .iter()
-                .find(|bound| bound.profile == problem.profile.as_str())
+                .find(|bound| bound.profile == profile.as_str())
                 .expect("only bound profiles have problems");
             let key = bound.key;
             let example: Vec<String> = bound
@@ -935,8 +939,7 @@ fn profile_bindings(cx: &Ctxt, attr: &ConnectorAttr, manifest: &mut Manifest) {
         cx.error_at(
             span,
             format!(
-                "{}{fix} (rule `{}`)",
-                problem.message,
+                "{message}{fix} (rule `{}`)",
                 discovery::DISCOVERY_PROFILE_BINDINGS
             ),
         );

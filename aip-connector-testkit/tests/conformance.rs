@@ -371,13 +371,15 @@ fn a_deployment_s_required_profile_and_boundary_are_checked() {
     assert_eq!(profile_set.status, CheckStatus::Failed, "{report}");
     assert_eq!(
         profile_set.detail,
-        "missing required profile `aip.mcp.compat.v1`"
+        "missing required profile `aip.mcp.compat.v1` (at /profiles)"
     );
     let boundary = report.check("rfc0003.connector_boundary").unwrap();
     assert_eq!(boundary.status, CheckStatus::Failed, "{report}");
     assert_eq!(
         boundary.detail,
-        "capability `cap:directory:lookup` does not start with `cap:dir:`\ncapability `cap:directory:lookup` has no binding for `aip.native.http.v1`"
+        "capability `cap:directory:lookup` does not start with `cap:dir:` (at /capabilities/0/id)\n\
+         capability `cap:directory:lookup` has no binding for `aip.native.http.v1` (at /capabilities/0/bindings)",
+        "each problem says where in the manifest it is"
     );
     // The manifest's own checks still pass: only the deployment's requirements are unmet.
     for name in [

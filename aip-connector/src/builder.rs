@@ -557,14 +557,13 @@ impl<S: ConnectorState> ConnectorBuilder<S> {
             channels,
             capabilities: self.capabilities.into_iter().map(|(d, _)| d).collect(),
         };
-        if let Some(problem) = crate::discovery::profile_binding_problems(&definition.manifest())
-            .into_iter()
-            .next()
+        // Every issue of this check carries its profile.
+        if let Some((profile, message)) =
+            crate::discovery::profile_binding_problems(&definition.manifest())
+                .into_iter()
+                .find_map(|issue| Some((issue.profile?, issue.message)))
         {
-            return Err(BuildError::ProfileUnbound {
-                profile: problem.profile,
-                message: problem.message,
-            });
+            return Err(BuildError::ProfileUnbound { profile, message });
         }
         Ok(BuiltConnector {
             definition,

@@ -53,6 +53,9 @@ pub mod __private;
 pub struct ReadmeDoctests;
 
 pub use aip_connector_core;
+/// One problem found by a contract rule, admission or a discovery check: a stable code, a JSON
+/// Pointer into the checked manifest, and what to fix.
+pub use aip_connector_core::Issue;
 pub use aip_connector_core::{admission, discovery, ids, model, rules};
 pub use aip_connector_macros::{capability, connector};
 /// The `time` crate of the wire model's timestamps (`time::OffsetDateTime` in

@@ -5,7 +5,7 @@
 
 use aip_connector::ConnectorBuilder;
 use aip_connector::discovery::{
-    self, BindingProblem, connector_manifest_problems, manifest_problems, profile_binding_problems,
+    self, connector_manifest_problems, manifest_problems, profile_binding_problems,
 };
 use aip_connector::ids::{ProfileId, profiles};
 use aip_connector::prelude::*;
@@ -140,10 +140,7 @@ fn served_profiles_name_the_sdk_routes_and_receivers_are_channels() {
         discovery::webhook_receiver_ids(&manifest),
         vec!["bookings", "cancellations"]
     );
-    assert_eq!(
-        profile_binding_problems(&manifest),
-        Vec::<BindingProblem>::new()
-    );
+    assert_eq!(profile_binding_problems(&manifest), Vec::new());
     assert!(manifest_problems(&manifest).is_empty());
     assert!(connector_manifest_problems(&manifest, "calendar").is_empty());
 }

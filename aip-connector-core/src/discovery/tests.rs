@@ -18,8 +18,16 @@ fn manifest(profiles: &[&str]) -> Manifest {
     manifest
 }
 
-fn messages(problems: &[BindingProblem]) -> Vec<&str> {
+fn messages(problems: &[Issue]) -> Vec<&str> {
     problems.iter().map(|p| p.message.as_str()).collect()
+}
+
+/// Each issue as `(code, path, message)`.
+fn located(problems: &[Issue]) -> Vec<(&str, &str, &str)> {
+    problems
+        .iter()
+        .map(|p| (p.code.as_str(), p.path.as_str(), p.message.as_str()))
+        .collect()
 }
 
 #[test]
@@ -88,7 +96,27 @@ fn each_bound_profile_names_what_it_misses() {
             "profile `aip.http.webhook.v1` is advertised but the manifest has no channel: each webhook receiver is published as a channel",
         ]
     );
-    assert_eq!(problems[4].profile.as_str(), profiles::HTTP_WEBHOOK);
+    assert!(
+        problems
+            .iter()
+            .all(|p| p.code == DISCOVERY_PROFILE_BINDINGS && p.profile.is_some()),
+        "every binding issue names its check and carries its profile: {problems:?}"
+    );
+    assert_eq!(
+        problems[4].profile.as_ref().map(ProfileId::as_str),
+        Some(profiles::HTTP_WEBHOOK)
+    );
+    let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "/compatibility/native_http",
+            "/compatibility/native_nats",
+            "/compatibility/mcp",
+            "/compatibility/a2a",
+            "/channels",
+        ]
+    );
     m.channels.push(json!({"id": "bookings"}));
     assert_eq!(profile_binding_problems(&m).len(), 4);
     // A profile listed twice is reported once.
@@ -104,14 +132,35 @@ fn discovery_manifest_rules() {
     m.profiles.clear();
     m.capabilities[0].name = String::new();
     m.capabilities[0].input_schema = json!(true);
+    let problems = manifest_problems(&m);
     assert_eq!(
-        manifest_problems(&m),
+        located(&problems),
         vec![
-            "manifest_version is empty",
-            "profiles must not be empty",
-            "capability name is empty (`cap:cal:list`)",
-            "capability input_schema must be a JSON object (`cap:cal:list`)",
+            (
+                DISCOVERY_MANIFEST,
+                "/manifest_version",
+                "manifest_version is empty"
+            ),
+            (
+                DISCOVERY_MANIFEST,
+                "/profiles",
+                "profiles must not be empty"
+            ),
+            (
+                DISCOVERY_MANIFEST,
+                "/capabilities/0/name",
+                "capability name is empty (`cap:cal:list`)"
+            ),
+            (
+                DISCOVERY_MANIFEST,
+                "/capabilities/0/input_schema",
+                "capability input_schema must be a JSON object (`cap:cal:list`)"
+            ),
         ]
+    );
+    assert_eq!(
+        problems[2].capability_id.as_ref().map(|id| id.as_str()),
+        Some("cap:cal:list")
     );
 }
 
@@ -119,14 +168,27 @@ fn discovery_manifest_rules() {
 fn profile_set_requires_every_listed_profile() {
     let m = manifest(&[profiles::NATIVE_HTTP]);
     assert!(profile_set_problems(&m, &[ProfileId::from(profiles::NATIVE_HTTP)]).is_empty());
+    let missing = profile_set_problems(&m, &[ProfileId::from(profiles::MCP_COMPAT)]);
     assert_eq!(
-        profile_set_problems(&m, &[ProfileId::from(profiles::MCP_COMPAT)]),
-        vec!["missing required profile `aip.mcp.compat.v1`"]
+        located(&missing),
+        vec![(
+            DISCOVERY_PROFILE_SET,
+            "/profiles",
+            "missing required profile `aip.mcp.compat.v1`"
+        )]
     );
-    let blank = manifest(&[" "]);
     assert_eq!(
-        profile_set_problems(&blank, &[]),
-        vec!["a profile id is empty"]
+        missing[0].profile,
+        Some(ProfileId::from(profiles::MCP_COMPAT))
+    );
+    let blank = manifest(&[profiles::NATIVE_HTTP, " "]);
+    assert_eq!(
+        located(&profile_set_problems(&blank, &[])),
+        vec![(
+            DISCOVERY_PROFILE_SET,
+            "/profiles/1",
+            "a profile id is empty"
+        )]
     );
 }
 
@@ -135,13 +197,21 @@ fn connector_manifest_names_the_connector_and_offers_a_surface() {
     let mut m = manifest(&[profiles::NATIVE_HTTP]);
     assert!(connector_manifest_problems(&m, "cal").is_empty());
     assert_eq!(
-        connector_manifest_problems(&m, "payments"),
-        vec!["`compatibility` does not name the connector `payments`"]
+        located(&connector_manifest_problems(&m, "payments")),
+        vec![(
+            CONNECTOR_MANIFEST,
+            "/compatibility",
+            "`compatibility` does not name the connector `payments`"
+        )]
     );
     m.capabilities.clear();
     assert_eq!(
-        connector_manifest_problems(&m, "cal"),
-        vec!["the manifest offers no capability, resource or channel"]
+        located(&connector_manifest_problems(&m, "cal")),
+        vec![(
+            CONNECTOR_MANIFEST,
+            "",
+            "the manifest offers no capability, resource or channel"
+        )]
     );
     m.channels.push(json!({"name": "bookings"}));
     assert!(connector_manifest_problems(&m, "cal").is_empty());
@@ -154,28 +224,70 @@ fn connector_boundary_checks_profile_prefix_and_binding_metadata() {
     let boundary = ConnectorBoundary::new("cal", profiles::NATIVE_HTTP, "cap:cal:")
         .require_binding_metadata("operation_id");
     assert_eq!(
-        connector_boundary_problems(&m, &boundary),
-        vec!["capability `cap:cal:list` has no binding for `aip.native.http.v1`"]
+        located(&connector_boundary_problems(&m, &boundary)),
+        vec![(
+            CONNECTOR_BOUNDARY,
+            "/capabilities/0/bindings",
+            "capability `cap:cal:list` has no binding for `aip.native.http.v1`"
+        )]
     );
-    m.capabilities[0]
-        .bindings
-        .push(Binding::new(profiles::NATIVE_HTTP).with("operation_id", ""));
+    m.capabilities[0].bindings = vec![
+        Binding::new(profiles::MCP_COMPAT).with("tool_name", "list"),
+        Binding::new(profiles::NATIVE_HTTP).with("operation_id", ""),
+    ];
+    let missing = connector_boundary_problems(&m, &boundary);
     assert_eq!(
-        connector_boundary_problems(&m, &boundary),
-        vec!["capability `cap:cal:list`'s `aip.native.http.v1` binding has no `operation_id`"]
+        located(&missing),
+        vec![(
+            CONNECTOR_BOUNDARY,
+            "/capabilities/0/bindings/1/operation_id",
+            "capability `cap:cal:list`'s `aip.native.http.v1` binding has no `operation_id`"
+        )],
+        "the path points into the profile's binding, not the first one"
     );
-    m.capabilities[0].bindings[0] =
+    assert_eq!(
+        (
+            missing[0].capability_id.as_ref().map(|id| id.as_str()),
+            missing[0].profile.as_ref().map(ProfileId::as_str)
+        ),
+        (Some("cap:cal:list"), Some(profiles::NATIVE_HTTP))
+    );
+    let odd_key = ConnectorBoundary::new("cal", profiles::NATIVE_HTTP, "cap:cal:")
+        .require_binding_metadata("x/y~z");
+    assert_eq!(
+        connector_boundary_problems(&m, &odd_key)[0].path,
+        "/capabilities/0/bindings/1/x~1y~0z",
+        "a metadata key is escaped as a JSON Pointer token"
+    );
+    m.capabilities[0].bindings[1] =
         Binding::new(profiles::NATIVE_HTTP).with("operation_id", "listEvents");
     assert!(connector_boundary_problems(&m, &boundary).is_empty());
 
     let elsewhere = ConnectorBoundary::new("payments", profiles::MCP_COMPAT, "cap:payments:");
+    m.capabilities[0].bindings.remove(0);
     assert_eq!(
-        connector_boundary_problems(&m, &elsewhere),
+        located(&connector_boundary_problems(&m, &elsewhere)),
         vec![
-            "the manifest does not advertise `aip.mcp.compat.v1`",
-            "`compatibility` does not name the connector `payments`",
-            "capability `cap:cal:list` does not start with `cap:payments:`",
-            "capability `cap:cal:list` has no binding for `aip.mcp.compat.v1`",
+            (
+                CONNECTOR_BOUNDARY,
+                "/profiles",
+                "the manifest does not advertise `aip.mcp.compat.v1`"
+            ),
+            (
+                CONNECTOR_BOUNDARY,
+                "/compatibility",
+                "`compatibility` does not name the connector `payments`"
+            ),
+            (
+                CONNECTOR_BOUNDARY,
+                "/capabilities/0/id",
+                "capability `cap:cal:list` does not start with `cap:payments:`"
+            ),
+            (
+                CONNECTOR_BOUNDARY,
+                "/capabilities/0/bindings",
+                "capability `cap:cal:list` has no binding for `aip.mcp.compat.v1`"
+            ),
         ]
     );
 }

@@ -77,7 +77,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use aip_connector::Connector;
 use aip_connector::admission::{AdmissionPolicy, admit_manifest};
 use aip_connector::discovery;
 use aip_connector::host::ExternalAccountRef;
@@ -85,6 +84,7 @@ use aip_connector::ids::ProfileId;
 use aip_connector::model::{Manifest, TransactionMode};
 use aip_connector::store::IdempotencyStore;
 use aip_connector::webhook::WebhookReceiver;
+use aip_connector::{Connector, Issue};
 use serde::Serialize;
 
 use crate::provider_double::ProviderHandle;
@@ -1692,10 +1692,6 @@ impl ConformanceSuite {
         manifest: &Manifest,
     ) -> Vec<CheckResult> {
         let artifacts = || vec![format!("manifest:{}", definition.id)];
-        let bindings = discovery::profile_binding_problems(manifest)
-            .into_iter()
-            .map(|p| p.message)
-            .collect();
         let mut checks = vec![
             problems_check(
                 discovery::DISCOVERY_MANIFEST,
@@ -1722,7 +1718,7 @@ impl ConformanceSuite {
             ),
             problems_check(
                 discovery::DISCOVERY_PROFILE_BINDINGS,
-                bindings,
+                discovery::profile_binding_problems(manifest),
                 &format!(
                     "each advertised profile says where it is served ({})",
                     join(&manifest.profiles)
@@ -1911,10 +1907,11 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// A check that passes when `problems` is empty, else fails with one problem per line.
+/// A check of the discovery family: passed when `problems` is empty, else failed with one line
+/// per issue, each saying where in the manifest it is (`message (at /pointer)`).
 fn problems_check(
     name: &str,
-    problems: Vec<String>,
+    problems: Vec<Issue>,
     passed: &str,
     artifacts: Vec<String>,
 ) -> CheckResult {
@@ -1928,7 +1925,14 @@ fn problems_check(
         detail: if problems.is_empty() {
             passed.to_owned()
         } else {
-            problems.join("\n")
+            problems
+                .iter()
+                .map(|issue| match issue.path.as_str() {
+                    "" => issue.message.clone(),
+                    path => format!("{} (at {path})", issue.message),
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
         },
         assertions: BTreeMap::new(),
         artifacts,
