@@ -614,7 +614,7 @@ async fn purging_deletes_expired_records_in_batches_and_keeps_live_ones() {
         let result = host.invoke(hold(key), &caller()).await;
         assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
     }
-    // `place` keeps its records forever (no TTL): never purged.
+    // `place` keeps its records for a day (the macro's default TTL): not purged here.
     let place =
         Action::new("cap:shop:place", json!({ "item": "tea" })).with_idempotency_key("forever");
     let placed = host.invoke(place, &caller()).await;

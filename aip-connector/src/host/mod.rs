@@ -164,6 +164,14 @@ pub struct HostLimits {
     /// its last failure is stored as `action.dead_letter` (permanent) and replayed, so no
     /// further attempt runs the handler.
     pub max_attempts_per_key: u32,
+    /// How long a settled result is kept under its idempotency key, and a key's retry attempts
+    /// counted, when the capability publishes no `idempotency.ttl_ms`: requirement
+    /// `unsupported`, no contract, or a hand-written contract that leaves it out. A caller may
+    /// send a key to any capability, and upstream then keeps the record for good; bounded
+    /// here, so that no caller can keep an output (personal data included) or grow the store
+    /// without end. A published `ttl_ms` is honoured as declared. Default 24 hours, the
+    /// macro's default `ttl_ms`.
+    pub default_record_ttl_ms: u64,
 }
 
 impl Default for HostLimits {
@@ -182,6 +190,7 @@ impl Default for HostLimits {
             stream_buffer: 16,
             max_concurrent_actions: 1024,
             max_attempts_per_key: 5,
+            default_record_ttl_ms: 24 * 60 * 60 * 1000,
         }
     }
 }
@@ -248,6 +257,13 @@ impl HostLimits {
     #[must_use]
     pub const fn max_decision_bytes(mut self, value: usize) -> Self {
         self.max_decision_bytes = value;
+        self
+    }
+
+    /// Sets [`default_record_ttl_ms`](Self::default_record_ttl_ms).
+    #[must_use]
+    pub const fn default_record_ttl_ms(mut self, value: u64) -> Self {
+        self.default_record_ttl_ms = value;
         self
     }
 

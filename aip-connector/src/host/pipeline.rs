@@ -2278,11 +2278,13 @@ impl<'a> Settlement<'a> {
 
     /// The idempotency record of `result` under `reservation`.
     fn record(&self, reservation: &Reservation, result: ActionResult) -> IdempotencyRecord {
+        // Without a published TTL the record is still bounded (`HostLimits::default_record_ttl_ms`).
         let ttl = self
             .capability
             .contract
             .as_ref()
-            .and_then(|c| c.idempotency.ttl_ms);
+            .and_then(|c| c.idempotency.ttl_ms)
+            .unwrap_or(self.host.limits.default_record_ttl_ms);
         IdempotencyRecord {
             key: reservation.key.clone(),
             key_scope: self.scope,
@@ -2293,7 +2295,7 @@ impl<'a> Settlement<'a> {
             input_hash: reservation.input_hash.clone(),
             result,
             created_at_ms: self.now,
-            expires_at_ms: ttl.map(|ttl| self.now.saturating_add(ttl.max(1))),
+            expires_at_ms: Some(self.now.saturating_add(ttl.max(1))),
         }
     }
 }
