@@ -1545,6 +1545,53 @@ async fn a_body_that_repeats_a_key_is_a_parse_error() {
     assert_eq!(once.status(), 200);
 }
 
+/// A body rmcp cannot read is answered by the projection with a typed JSON-RPC error (HTTP 400,
+/// `application/json`) carrying the request's id when it has one; rmcp alone answered a plain
+/// `415` "fail to deserialize request body" and called a `tools/call` with array `arguments`
+/// "method not found" (found by a hostile-input review).
+#[tokio::test]
+async fn a_body_rmcp_cannot_read_gets_a_typed_json_rpc_error() {
+    let served = serve(McpProjection::new(host(Directory::default())).unwrap()).await;
+    let http = reqwest::Client::new();
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let cases: [(String, i64, Value); 6] = [
+        (r#"{"jsonrpc":"2.0","id":1,"method":"tools/ca"#.to_owned(), -32700, Value::Null),
+        ("hello".to_owned(), -32700, Value::Null),
+        (deep, -32700, Value::Null),
+        (
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"cap_directory_lookup","arguments":[1,2]}}"#.to_owned(),
+            -32602,
+            json!(4),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"five","method":"tools/call","params":5}"#.to_owned(),
+            -32602,
+            json!("five"),
+        ),
+        (r#"[{"jsonrpc":"2.0","id":6,"method":"tools/list"}]"#.to_owned(), -32600, Value::Null),
+    ];
+    for (body, code, id) in cases {
+        let response = http
+            .post(&served.url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .bearer_auth(TOKEN)
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{body}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/json",
+            "{body}"
+        );
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(answer["error"]["code"], code, "{body}: {answer}");
+        assert_eq!(answer["id"], id, "{body}: {answer}");
+    }
+}
+
 /// An authenticated client that stalls its upload is answered `408` once the projection's body
 /// timeout passes, and a client that never finishes its headers is disconnected by
 /// `serve_http`'s connection limits (a hostile review found both held for good).
@@ -2773,7 +2820,8 @@ async fn a_client_that_stops_reading_does_not_hold_a_streamed_action() {
     let exporter = Exporter::default();
     let projection = McpProjection::new(exporter_host(exporter.clone())).unwrap();
     let (server_io, client_io) = tokio::io::duplex(1024);
-    let server = tokio::spawn(projection.serve_io(server_io, person("user:local")));
+    let (server_read, server_write) = tokio::io::split(server_io);
+    let server = tokio::spawn(projection.serve_io(server_read, server_write, person("user:local")));
     let (read, mut write) = tokio::io::split(client_io);
     let mut lines = tokio::io::BufReader::new(read).lines();
     let mut send = async |message: Value| {
@@ -2807,7 +2855,8 @@ async fn a_client_that_stops_reading_does_not_hold_a_streamed_action() {
 async fn over_a_byte_pipe_every_call_runs_as_the_local_user() {
     let projection = McpProjection::new(host(Directory::default())).unwrap();
     let (server_io, client_io) = tokio::io::duplex(1 << 16);
-    let server = tokio::spawn(projection.serve_io(server_io, person("user:local")));
+    let (server_read, server_write) = tokio::io::split(server_io);
+    let server = tokio::spawn(projection.serve_io(server_read, server_write, person("user:local")));
     let client = ().serve(client_io).await.unwrap();
     let running = server.await.unwrap().unwrap();
 
@@ -2832,6 +2881,60 @@ async fn over_a_byte_pipe_every_call_runs_as_the_local_user() {
 
     client.cancel().await.unwrap();
     running.waiting().await.unwrap();
+}
+
+/// On a byte pipe each line is screened as an HTTP body is: a repeated key and non-object
+/// `arguments` are refused with the request's id, without running the tool; a line that is not
+/// JSON gets no answer (rmcp's rule) and the session goes on (found by a hostile-input review:
+/// stdio ran the last of two repeated keys).
+#[tokio::test]
+async fn over_a_byte_pipe_lines_are_screened_before_rmcp_reads_them() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+    let directory = Directory::default();
+    let projection = McpProjection::new(host(directory.clone())).unwrap();
+    let (server_io, client_io) = tokio::io::duplex(1 << 16);
+    let (server_read, server_write) = tokio::io::split(server_io);
+    let server = tokio::spawn(projection.serve_io(server_read, server_write, person("user:local")));
+    let (read, mut write) = tokio::io::split(client_io);
+    let mut lines = tokio::io::BufReader::new(read).lines();
+    let mut send = async |line: String| {
+        write
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    };
+    send(initialize_request().to_string()).await;
+    let initialized = lines.next_line().await.unwrap().unwrap();
+    assert!(initialized.contains("\"result\""), "{initialized}");
+    send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }).to_string()).await;
+    let _running = server.await.unwrap().unwrap();
+
+    send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"cap_directory_sync_profile","arguments":{"handle":"a","handle":"b"}}}"#.to_owned()).await;
+    let answer: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(
+        (answer["id"].clone(), answer["error"]["code"].clone()),
+        (json!(2), json!(-32700)),
+        "{answer}"
+    );
+    send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"cap_directory_sync_profile","arguments":[1]}}"#.to_owned()).await;
+    let answer: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(
+        (answer["id"].clone(), answer["error"]["code"].clone()),
+        (json!(3), json!(-32602)),
+        "{answer}"
+    );
+    // Not JSON: no answer; the next request is the next line answered.
+    send(r#"{"jsonrpc":"2.0","id":4,"method":"tools/list""#.to_owned()).await;
+    send(json!({ "jsonrpc": "2.0", "id": 5, "method": "tools/list" }).to_string()).await;
+    let answer: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(answer["id"], 5, "{answer}");
+    assert!(answer["result"]["tools"].is_array(), "{answer}");
+    assert_eq!(
+        directory.syncs.load(Ordering::SeqCst),
+        0,
+        "no refused call ran"
+    );
 }
 
 #[test]

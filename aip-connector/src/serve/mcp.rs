@@ -60,7 +60,6 @@ use rmcp::model::{
     ToolAnnotations,
 };
 use rmcp::service::{Peer, RequestContext, RunningService, ServerInitializeError};
-use rmcp::transport::IntoTransport;
 use rmcp::transport::streamable_http_server::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -74,6 +73,7 @@ use crate::host::{ChunkStream, Host, TrustedContext};
 use crate::schema::{self, SchemaDialect};
 use crate::store::ApprovalStatus;
 
+mod screen;
 mod sessions;
 
 /// The MCP compatibility profile: a capability's binding for it names the tool.
@@ -562,7 +562,7 @@ impl McpProjection {
         // caller learns nothing about the server's load; then the repeated-key check.
         Router::new()
             .route_service(MCP_PATH, service)
-            .route_layer(middleware::from_fn_with_state(body, refuse_repeated_keys))
+            .route_layer(middleware::from_fn_with_state(body, screen_request_body))
             .route_layer(middleware::from_fn_with_state(
                 guard,
                 sessions::guard_sessions,
@@ -594,25 +594,40 @@ impl McpProjection {
         .await
     }
 
-    /// Serves the projection over `transport` (any rmcp transport: a pair of byte streams, a
-    /// `tokio::io::duplex` end, ...) with every call run as `caller`. Returns once the client
-    /// has initialized the session; [`RunningService::waiting`] waits for it to end.
-    pub async fn serve_io<T, E, A>(
+    /// Serves the projection over a byte pipe, one JSON-RPC message per line read from
+    /// `reader` and written to `writer` (a child process's pipes, the halves of a
+    /// `tokio::io::split` duplex), with every call run as `caller`. Returns once the client has
+    /// initialized the session; [`RunningService::waiting`] waits for it to end.
+    ///
+    /// Each line is screened before rmcp reads it, as the HTTP endpoint screens a body: a
+    /// repeated key is refused (`-32700`), a `tools/call` whose `arguments` is not an object is
+    /// `-32602`, and a request rmcp cannot read is `-32600`, each with the request's id. A
+    /// line that is not JSON gets no answer (rmcp's rule, and every official MCP SDK's), and a
+    /// line longer than rmcp's `DEFAULT_MAX_LINE_LENGTH` (16 MiB) is dropped unread.
+    pub async fn serve_io<R, W>(
         self,
-        transport: T,
+        reader: R,
+        writer: W,
         caller: TrustedContext,
     ) -> Result<RunningService<RoleServer, Self>, ServerInitializeError>
     where
-        T: IntoTransport<RoleServer, E, A>,
-        E: std::error::Error + Send + Sync + 'static,
+        R: tokio::io::AsyncRead + Send + Unpin + 'static,
+        W: tokio::io::AsyncWrite + Send + Unpin + 'static,
     {
-        self.with_local_caller(caller).serve(transport).await
+        let pipe = screen::screened_pipe(
+            reader,
+            writer,
+            rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH,
+        );
+        self.with_local_caller(caller).serve(pipe).await
     }
 
     /// Serves the projection on this process's stdin and stdout, every call run as `caller`
     /// (the local user), until the client closes stdin. Nothing else may write to stdout.
     pub async fn serve_stdio(self, caller: TrustedContext) -> Result<(), McpServeError> {
-        let running = self.serve_io(rmcp::transport::io::stdio(), caller).await?;
+        let running = self
+            .serve_io(tokio::io::stdin(), tokio::io::stdout(), caller)
+            .await?;
         running.waiting().await?;
         Ok(())
     }
@@ -1384,7 +1399,7 @@ struct BodyLimits {
 /// otherwise.
 const DEFAULT_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-async fn refuse_repeated_keys(
+async fn screen_request_body(
     State(limits): State<BodyLimits>,
     request: Request,
     next: Next,
@@ -1419,12 +1434,10 @@ async fn refuse_repeated_keys(
             return json_rpc_parse_error(&format!("the request body could not be read: {why}"));
         }
     };
-    // Only a repeated key is refused here (a data error: the visitor's own); what is not JSON
-    // is rmcp's to refuse, in its own words.
-    if let Err(error) = super::unique_keys::check(&bytes)
-        && error.is_data()
-    {
-        return json_rpc_parse_error(&error.to_string());
+    // A repeated key, text that is not JSON, and messages rmcp would answer with a plain-text
+    // `415` or "method not found" are answered here, with the request's id.
+    if let Err(refusal) = screen::screen(&bytes, screen::Arrival::Http) {
+        return json_rpc_error(&refusal.response());
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
@@ -1433,11 +1446,15 @@ async fn refuse_repeated_keys(
 /// `400` with a JSON-RPC 2.0 parse error (`-32700`), the answer to a body the server will not
 /// read.
 fn json_rpc_parse_error(message: &str) -> Response {
-    let body = json!({
+    json_rpc_error(&json!({
         "jsonrpc": "2.0",
         "id": null,
-        "error": { "code": -32700, "message": message },
-    });
+        "error": { "code": screen::PARSE_ERROR, "message": message },
+    }))
+}
+
+/// `400` with a JSON-RPC 2.0 error response the projection answers itself, before rmcp.
+fn json_rpc_error(body: &Value) -> Response {
     let mut response = Response::new(Body::from(body.to_string()));
     *response.status_mut() = StatusCode::BAD_REQUEST;
     response.headers_mut().insert(
