@@ -112,6 +112,12 @@ enum Lie {
     InputInCheckpoint,
     /// Logs the credential's secret.
     LogsSecret,
+    /// Logs the slot glued to a prefix (`slot_2026-03-14T09:30`), which the word rule for log
+    /// lines let through (an HR author trial's `adj_987-65-4321`).
+    LogsInputGlued,
+    /// Logs the guest's name from a task it spawns with a plain `tokio::spawn`, outside the
+    /// call's log capture (the same trial).
+    LogsInputFromSpawnedTask,
     /// Forwards the caller's raw key (`key.as_str()`) instead of the scoped one, so two tenants'
     /// equal keys would be one operation at the provider.
     ForwardsRawKey,
@@ -166,6 +172,15 @@ impl KeyedBookings {
         let cursor =
             (self.lie == Lie::InputInCheckpoint).then(|| format!("guest={}", booking.guest));
         checkpoint.record(operation.clone(), cursor).await?;
+        if self.lie == Lie::LogsInputGlued {
+            tracing::info!("reserving slot_{}", booking.slot);
+        }
+        if self.lie == Lie::LogsInputFromSpawnedTask {
+            let guest = booking.guest.clone();
+            tokio::spawn(async move {
+                tracing::info!(guest = %guest, "background audit of a booking");
+            });
+        }
         if self.lie == Lie::LogsSecret {
             tracing::info!(
                 token = credential.secret().expose_str().unwrap_or_default(),
@@ -432,6 +447,38 @@ fn an_input_value_in_a_stored_cursor_is_caught_by_sensitive_fields_redacted_only
         "{}",
         check.detail
     );
+}
+
+#[test]
+fn an_input_value_logged_glued_to_a_prefix_is_caught_by_sensitive_fields_redacted_only() {
+    let report = keyed(Lie::LogsInputGlued).run();
+    assert_caught_only_by(
+        &report,
+        Scenario::AuditRedaction,
+        &["sensitive_fields_redacted"],
+    );
+    let check = report
+        .check(&Scenario::AuditRedaction.check_name())
+        .unwrap();
+    assert!(
+        check.detail.contains("`2026-03-14T09:30`"),
+        "{}",
+        check.detail
+    );
+}
+
+#[test]
+fn an_input_value_logged_by_a_spawned_task_is_caught_by_sensitive_fields_redacted_only() {
+    let report = keyed(Lie::LogsInputFromSpawnedTask).run();
+    assert_caught_only_by(
+        &report,
+        Scenario::AuditRedaction,
+        &["sensitive_fields_redacted"],
+    );
+    let check = report
+        .check(&Scenario::AuditRedaction.check_name())
+        .unwrap();
+    assert!(check.detail.contains("`Ada Lovelace`"), "{}", check.detail);
 }
 
 // ---- A plan preview that echoes personal data -------------------------------------------------

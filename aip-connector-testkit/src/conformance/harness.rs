@@ -28,6 +28,7 @@ use serde_json::Value;
 use super::probe::ProbedConnector;
 use super::store::{ConformanceStore, ScenarioStore};
 use super::{Factory, ProviderSetup, WebhookFactory};
+use crate::logs::LogCapture;
 use crate::provider_double::{ProviderDouble, ProviderHandle};
 
 /// The tenant the conformance host serves.
@@ -103,6 +104,8 @@ pub struct Harness {
     waived: std::collections::BTreeSet<String>,
     /// Why the connector has no provider, when the suite was told so.
     no_provider: Option<String>,
+    /// What the suite's runtime logs outside any capture ([`Harness::ambient_logs`]).
+    ambient_logs: Option<LogCapture>,
     /// Last: removed after the host and the store that use it are gone.
     place: ScenarioStore,
 }
@@ -197,6 +200,7 @@ impl Harness {
             webhooks,
             waived: std::collections::BTreeSet::new(),
             no_provider: None,
+            ambient_logs: None,
         })
     }
 
@@ -205,6 +209,19 @@ impl Harness {
     pub(super) fn with_no_provider(mut self, reason: Option<String>) -> Self {
         self.no_provider = reason;
         self
+    }
+
+    /// The harness, knowing the capture of what the suite's runtime logs outside any other
+    /// capture (see `ConformanceSuite::ambient_logs`); `None` under `run_async` on a runtime
+    /// of the caller's.
+    pub(super) fn with_ambient_logs(mut self, ambient: Option<LogCapture>) -> Self {
+        self.ambient_logs = ambient;
+        self
+    }
+
+    /// What the suite's runtime logged outside any capture, when it runs on its own runtime.
+    pub(crate) fn ambient_logs(&self) -> Option<&LogCapture> {
+        self.ambient_logs.as_ref()
     }
 
     /// Why the connector has no provider, when the suite was told so.

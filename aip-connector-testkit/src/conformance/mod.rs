@@ -87,6 +87,7 @@ use aip_connector::webhook::WebhookReceiver;
 use aip_connector::{Connector, Issue};
 use serde::Serialize;
 
+use crate::logs::LogCapture;
 use crate::provider_double::ProviderHandle;
 
 pub use aip_connector::discovery::ConnectorBoundary;
@@ -969,6 +970,10 @@ pub struct ConformanceSuite {
     without_provider: Option<String>,
     /// The report file's name, when not the connector's ([`ConformanceSuite::with_report_name`]).
     report_name: Option<String>,
+    /// Set by [`run`](Self::run): what its runtime's threads log outside any capture, such as a
+    /// task a handler spawned with a plain `tokio::spawn` (an HR author trial's handler logged
+    /// the input from one, and `sensitive_fields_redacted` never saw it).
+    ambient_logs: Option<LogCapture>,
 }
 
 /// How long one scenario may run before its check fails as stuck, unless
@@ -1012,6 +1017,7 @@ impl ConformanceSuite {
             unexercised_waivers: BTreeMap::new(),
             without_provider: None,
             report_name: None,
+            ambient_logs: None,
         }
     }
 
@@ -1514,14 +1520,27 @@ impl ConformanceSuite {
         // The scenarios drive the whole host pipeline; in debug builds their futures are large
         // enough to overflow a test thread's default 2 MiB stack, so the run gets a thread (and
         // worker threads) of its own with room to spare.
-        let suite = self.clone();
+        //
+        // Every thread of the runtime (workers, blocking pool, this one) logs into the ambient
+        // capture unless a call's own capture is attached, so a task a handler spawns is seen.
+        let ambient = LogCapture::new();
+        let suite = Self {
+            ambient_logs: Some(ambient.clone()),
+            ..self.clone()
+        };
         std::thread::Builder::new()
             .name("aip-conformance".to_owned())
             .stack_size(RUN_STACK_BYTES)
             .spawn(move || {
+                let _ambient = ambient.set_default();
+                let on_thread = ambient.clone();
                 tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(2)
                     .thread_stack_size(RUN_STACK_BYTES)
+                    .on_thread_start(move || {
+                        // The thread's default for its whole life: the guard is never dropped.
+                        std::mem::forget(on_thread.set_default());
+                    })
                     .enable_all()
                     .build()
                     .expect("the conformance runtime starts")
@@ -1602,7 +1621,8 @@ impl ConformanceSuite {
         {
             Ok(harness) => harness
                 .with_waived(self.unexercised_waivers.keys().cloned().collect())
-                .with_no_provider(self.without_provider.clone()),
+                .with_no_provider(self.without_provider.clone())
+                .with_ambient_logs(self.ambient_logs.clone()),
             // Every scenario needs a host; the manifest checks do not, and still run.
             Err(error) => {
                 return (

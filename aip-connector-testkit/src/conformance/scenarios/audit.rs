@@ -22,7 +22,8 @@
 //!   itself is skipped, with a note), a plan keeps its
 //!   input as `{redacted: true, hash}`, an approval record keeps no input, the error for an
 //!   invalid input carries `details.input_hash` and not the input, and no log line quotes an
-//!   input value. Without such a capability it holds vacuously, with a note. A stored value
+//!   input value (a log line of the calls' captures, or one the suite's runtime wrote meanwhile
+//!   outside them: a task a handler spawned). Without such a capability it holds vacuously, with a note. A stored value
 //!   that quotes an input value is named by its JSON pointer (a `validate` companion's echo sits
 //!   at `/plan/metadata/connector_validation/...` of the transaction view), with the fix when it
 //!   is the validation's output.
@@ -52,6 +53,8 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         return evidence;
     }
     let log = LogCapture::new();
+    // Where the suite's runtime logs outside `log`: a task a handler spawned writes there.
+    let ambient_from = h.ambient_logs().map_or(0, |ambient| ambient.text().len());
     // Everything the secret must not appear in: (what, serialized text).
     let mut seen: Vec<(String, String)> = Vec::new();
     let mut redacted_values: Vec<(String, String)> = Vec::new();
@@ -325,7 +328,19 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         );
     }
 
-    let lines = log.lines();
+    // A task a handler spawned may still be writing; give it a moment, then read what the
+    // runtime logged outside the calls' captures since this scenario began.
+    let mut lines = log.lines();
+    if let Some(ambient) = h.ambient_logs() {
+        tokio::time::sleep(SPAWNED_TASK_GRACE).await;
+        let text = ambient.text();
+        lines.extend(
+            text.get(ambient_from..)
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned),
+        );
+    }
     if !indistinct.is_empty() {
         evidence.note(format!(
             "sensitive_fields_redacted: not looked for, as they are part of what the harness itself writes (caller, tenants, account): {}",
@@ -345,7 +360,7 @@ pub(super) async fn run(h: &Harness) -> Evidence {
                     .iter()
                     .map(|(id, v)| (id.as_str(), v.as_str()))
                     .chain(std::iter::once(("an invalid input", INPUT_MARKER)))
-                    .find(|(_, v)| quotes_as_a_word(line, v))
+                    .find(|(_, v)| quotes_in_log(line, v))
                     .map(|(id, v)| format!("`{v}` of {id}"))
             })
             .collect();
@@ -506,6 +521,23 @@ fn quotes_in_stored(text: &str, value: &str) -> bool {
     })
 }
 
+/// How long the check waits for tasks a handler spawned to write their log lines.
+const SPAWNED_TASK_GRACE: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Whether a log line quotes an input `value`. A value with a digit and at least eight
+/// characters (an SSN, an IBAN, a phone number, an account number) counts anywhere, as in a
+/// stored string: glued to a prefix (`adj_987-65-4321`, `ibanDE89…`) it is still the whole
+/// value (an HR author trial's leak passed the word rule). Any other value counts only as a
+/// word of its own ([`quotes_as_a_word`]), since other crates' lines are full of common words.
+fn quotes_in_log(line: &str, value: &str) -> bool {
+    let distinctive = value.chars().count() >= 8 && value.bytes().any(|b| b.is_ascii_digit());
+    if distinctive {
+        quotes_in_stored(line, value)
+    } else {
+        quotes_as_a_word(line, value)
+    }
+}
+
 /// Whether `line` (a log line) quotes `value` as a word of its own: an occurrence whose neighbours, where the
 /// value's own edge is a letter or digit, are not letters, digits or `_`. Log lines come from
 /// every crate at every level (hyper's TRACE "spawning background dispatcher task"), so a
@@ -531,7 +563,25 @@ fn quotes_as_a_word(line: &str, value: &str) -> bool {
 mod tests {
     use serde_json::json;
 
-    use super::{quoted_in, quotes_as_a_word};
+    use super::{quoted_in, quotes_as_a_word, quotes_in_log};
+
+    #[test]
+    fn a_distinctive_value_is_found_in_a_log_line_even_glued_to_a_prefix() {
+        assert!(quotes_in_log(
+            "preparing adj_987-65-4321 now",
+            "987-65-4321"
+        ));
+        assert!(quotes_in_log(
+            "for ibanDE89370400440532013000",
+            "DE89370400440532013000"
+        ));
+        // A date in a provider's timestamp is the provider's, as in stored strings.
+        assert!(!quotes_in_log("expires 2027-03-01T00:15:00Z", "2027-03-01"));
+        // Short or letter-only values keep the word rule: other crates log common words.
+        assert!(!quotes_in_log("background dispatcher", "ground"));
+        assert!(!quotes_in_log("retry_1234567", "1234567"));
+        assert!(quotes_in_log("id 1234567 sent", "1234567"));
+    }
 
     #[test]
     fn a_stored_value_quotes_an_input_value_anywhere_but_in_a_timestamps_date() {
