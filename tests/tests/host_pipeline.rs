@@ -401,6 +401,17 @@ async fn an_id_longer_than_the_limit_is_refused_before_the_store() {
     assert_eq!(host.cancel(&over), too_long);
     assert_eq!(host.cancel_as(&over, &caller()), too_long);
     assert_eq!(host.cancel(&action_id("87654321")), CancelOutcome::Pending);
+    // Nor is one naming an id stage 0 refuses as invalid: empty, or with a NUL character.
+    // (The wire's ids are unchecked strings, so a server's cancel can name either.)
+    for invalid in ["", "act_\0x"] {
+        let id: ActionId = serde_json::from_value(json!(invalid)).unwrap();
+        assert_eq!(host.cancel(&id), CancelOutcome::IdInvalid, "{invalid:?}");
+        assert_eq!(
+            host.cancel_as(&id, &caller()),
+            CancelOutcome::IdInvalid,
+            "{invalid:?}"
+        );
+    }
 
     // The default limit is generous for generated ids (`act_` and 32 hex digits).
     assert_eq!(HostLimits::default().max_id_bytes, 255);

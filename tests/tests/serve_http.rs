@@ -957,6 +957,23 @@ async fn a_cancel_of_an_id_too_long_for_any_action_is_refused_for_good() {
     running.stop().await;
 }
 
+/// So is a cancel naming an id stage 0 refuses (empty, or with a NUL character): a permanent
+/// `action.invalid`, and nothing is remembered (a hostile-input review saw each answered
+/// `accepted` and held for a minute).
+#[tokio::test]
+async fn a_cancel_of_an_empty_or_nul_id_is_refused_for_good() {
+    let running = start(Desk::default(), ServerConfig::default()).await;
+    for (invalid, why) in [("", "is empty"), ("act_\0x", "contains a NUL character")] {
+        let id: aip_connector::ids::ActionId = serde_json::from_value(json!(invalid)).unwrap();
+        let error = remote(running.client("tok-ada").cancel(&id).await.unwrap_err());
+        assert_eq!(error.code, codes::ACTION_INVALID, "{error:?}");
+        assert_eq!(error.retryable, Some(false));
+        assert!(error.message.contains(why), "{error:?}");
+        assert_eq!(error.details, Some(json!({ "field": "id" })));
+    }
+    running.stop().await;
+}
+
 #[tokio::test]
 async fn a_full_server_refuses_at_once_with_a_retryable_error() {
     let desk = Desk::default();

@@ -1484,6 +1484,10 @@ pub enum CancelOutcome {
         /// The host's [`HostLimits::max_id_bytes`].
         max_id_bytes: usize,
     },
+    /// The id is empty or holds a NUL character: stage 0 refuses such an action
+    /// (`action.invalid`), so there is nothing to cancel, now or later. Nothing was remembered
+    /// (a hostile-input review found each such cancel holding a remembered slot for a minute).
+    IdInvalid,
     /// The action is not executing (not started yet, finished, or unknown). The cancellation is
     /// remembered for 60 s: if the action starts in that time it is answered `cancelled` before
     /// its handler runs. An action that already finished keeps its result, and a re-sent action
@@ -1669,6 +1673,9 @@ impl Host {
             return CancelOutcome::IdTooLong {
                 max_id_bytes: self.inner.limits.max_id_bytes,
             };
+        }
+        if action_id.as_str().is_empty() || action_id.as_str().contains('\0') {
+            return CancelOutcome::IdInvalid;
         }
         self.inner
             .active

@@ -918,6 +918,21 @@ async fn dispatch(
                 }));
                 return error_response(&error, Some(&envelope));
             }
+            (CancelOutcome::IdInvalid, _) => {
+                let why = if id.as_str().is_empty() {
+                    "is empty"
+                } else {
+                    "contains a NUL character"
+                };
+                let mut error = refusal(
+                    codes::ACTION_INVALID,
+                    format!(
+                        "the action id {why}: no such action can run here; there is nothing to cancel"
+                    ),
+                );
+                error.details = Some(json!({ "field": "id" }));
+                return error_response(&error, Some(&envelope));
+            }
         },
         MessageBody::Cancel(Cancel {
             target: CancelTarget::Session(_),
