@@ -728,6 +728,18 @@ async fn schema_violations_and_unknown_tools_are_rejected_visibly() {
     };
     assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
     assert!(error.message.contains("no_such_tool"), "{}", error.message);
+    // A caller's long or multi-line name is shown clipped and escaped: rmcp logs the error.
+    let long = format!("evil\nlevel=ERROR forged {}", "x".repeat(10_000));
+    let error = client.call_tool(call(&long, json!({}))).await.unwrap_err();
+    let rmcp::ServiceError::McpError(error) = error else {
+        panic!("expected a JSON-RPC error, got {error:?}");
+    };
+    assert!(error.message.len() < 300, "{}", error.message);
+    assert!(
+        !error.message.contains('\n') && error.message.contains("evil\\nlevel"),
+        "{}",
+        error.message
+    );
 
     // A non-string idempotency key in `_meta` is a malformed request.
     let mut params = call("cap_directory_sync_profile", json!({ "handle": "x" }));

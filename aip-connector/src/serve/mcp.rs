@@ -659,13 +659,15 @@ impl McpProjection {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let Some(&index) = self.inner.by_name.get(request.name.as_ref()) else {
+            // The caller's text: rmcp logs the error at `warn`, so it is clipped and its
+            // control characters escaped, as the host's log lines treat ids.
+            let shown = crate::host::Clipped::new(&request.name, SHOWN_TOOL_NAME_BYTES);
             let message = match self.inner.unlisted.get(request.name.as_ref()) {
                 Some((capability, reason)) => format!(
-                    "tool `{}` is not offered over MCP: capability `{capability}` is left out of \
-                     tools/list because {reason}",
-                    request.name
+                    "tool `{shown}` is not offered over MCP: capability `{capability}` is left \
+                     out of tools/list because {reason}"
                 ),
-                None => format!("unknown tool `{}`", request.name),
+                None => format!("unknown tool `{shown}`"),
             };
             return Err(ErrorData::invalid_params(message, None));
         };
@@ -1394,6 +1396,10 @@ struct BodyLimits {
     max_bytes: usize,
     timeout: std::time::Duration,
 }
+
+/// How much of an unknown tool's name its error shows: MCP tool names are at most 128
+/// characters, and the rest is the caller's text in a line rmcp logs.
+const SHOWN_TOOL_NAME_BYTES: usize = 128;
 
 /// How long a request body may take to arrive unless [`McpProjection::with_body_timeout`] says
 /// otherwise.
