@@ -65,6 +65,12 @@ pub(crate) enum Arrival {
 ///   over a pipe only for a request (a message with an `id`), which rmcp would otherwise answer
 ///   without it; a notification is never answered.
 pub(crate) fn screen(bytes: &[u8], arrival: Arrival) -> Result<(), Refusal> {
+    // rmcp's pipe reader drops a leading byte-order mark before it parses a line, so the check
+    // must too, or a marked line would pass it unread.
+    let bytes = match arrival {
+        Arrival::Pipe => bytes.strip_prefix(UTF8_BOM).unwrap_or(bytes),
+        Arrival::Http => bytes,
+    };
     if let Err(error) = crate::serve::unique_keys::check(bytes) {
         if error.is_data() {
             let id = serde_json::from_slice::<Value>(bytes)
@@ -116,6 +122,9 @@ pub(crate) fn screen(bytes: &[u8], arrival: Arrival) -> Result<(), Refusal> {
     }
     Ok(())
 }
+
+/// The UTF-8 byte-order mark.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// A message's `id`, when it is one JSON-RPC allows (a string or a number).
 fn request_id(message: &Value) -> Option<Value> {
@@ -290,6 +299,13 @@ mod tests {
                 "{refusal:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_byte_order_mark_does_not_hide_a_repeated_key_on_a_pipe() {
+        let line = b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"pay\",\"arguments\":{\"a\":1,\"a\":2}}}";
+        let refusal = screen(line, Arrival::Pipe).expect_err("a repeated key behind a mark");
+        assert_eq!((refusal.code, refusal.id), (PARSE_ERROR, Some(json!(1))));
     }
 
     #[test]
