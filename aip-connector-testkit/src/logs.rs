@@ -87,6 +87,15 @@ impl LogCapture {
         tracing::dispatcher::set_default(&self.dispatch)
     }
 
+    /// Forgets what was captured so far (the conformance suite's capture of its runtime,
+    /// which would otherwise hold every line of every scenario until the run ends).
+    pub(crate) fn clear(&self) {
+        self.buffer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
     /// Everything captured so far.
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.buffer.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
