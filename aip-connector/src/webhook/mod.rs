@@ -822,35 +822,79 @@ impl Inner {
         // The handler runs in a task of its own too, so a panic is caught and the claim
         // released instead of held until it expires.
         let mut run = crate::task::spawn_traced(async move { handler.handle(delivery).await });
-        let outcome = match tokio::time::timeout_at(deadline, &mut run).await {
-            Ok(Ok(Ok(()))) => Ok(()),
-            Ok(Ok(Err(failure))) => Err(WebhookError::HandlerFailed(failure)),
-            Ok(Err(_panicked)) => Err(WebhookError::HandlerFailed(panicked(&self.id))),
+        let finished = match tokio::time::timeout_at(deadline, &mut run).await {
+            Ok(finished) => finished,
             Err(_elapsed) => {
                 run.abort();
                 let timed_out = WebhookError::HandlerTimeout {
                     timeout: self.handler_timeout,
                 };
                 // An abort lands at the handler's next `.await`; one stuck in blocking code
-                // keeps running. Its claim is released only once it has stopped, or a retry
-                // would run beside it; otherwise the claim expires on its own.
-                if tokio::time::timeout(ABORT_GRACE, run).await.is_err() {
-                    tracing::error!(receiver = %self.id, "a timed-out webhook handler did not stop; its delivery id is held until its claim expires");
-                    return Err(timed_out);
+                // keeps running, and may yet succeed. A handler that succeeds within the grace
+                // did its work: the delivery is taken (a hostile review saw it released as a
+                // timeout and run again by the retry). One still running after it is answered
+                // as timed out, and its claim stays held until it ends: a success then is
+                // remembered, anything else released, so a retry never runs beside it nor
+                // repeats its work.
+                match tokio::time::timeout(ABORT_GRACE, &mut run).await {
+                    Ok(Ok(Ok(()))) => Ok(Ok(())),
+                    Ok(_) => {
+                        self.release(&reservation).await;
+                        return Err(timed_out);
+                    }
+                    Err(_grace_over) => {
+                        tracing::error!(receiver = %self.id, "a timed-out webhook handler did not stop; its delivery id is held until it ends");
+                        let inner = Arc::clone(&self);
+                        crate::task::spawn_traced(async move {
+                            match run.await {
+                                Ok(Ok(())) => {
+                                    inner
+                                        .remember(&reservation, delivery_id, remember_from, now)
+                                        .await;
+                                }
+                                _ => inner.release(&reservation).await,
+                            }
+                        });
+                        return Err(timed_out);
+                    }
                 }
-                Err(timed_out)
             }
         };
+        let outcome = match finished {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(failure)) => Err(WebhookError::HandlerFailed(failure)),
+            Err(_panicked) => Err(WebhookError::HandlerFailed(panicked(&self.id))),
+        };
         if let Err(error) = outcome {
-            if let Err(store_error) = self.store.release(&reservation).await {
-                // The claim then expires on its own and a retry runs.
-                tracing::error!(receiver = %self.id, error = %store_error, "a failed webhook delivery's claim could not be released");
-            }
+            self.release(&reservation).await;
             return Err(error);
         }
-        // Stored as an idempotency record: the stores' reservations, fencing, expiry and purge
-        // are exactly what replay protection needs. The scope is nominal (the key's
-        // `Webhook:` prefix is what partitions it); the action id is the claim's own.
+        Ok(self
+            .remember(&reservation, delivery_id, remember_from, now)
+            .await)
+    }
+
+    /// Gives the delivery id back after a handler that did not succeed: the provider's retry
+    /// runs it again.
+    async fn release(&self, reservation: &Reservation) {
+        if let Err(store_error) = self.store.release(reservation).await {
+            // The claim then expires on its own and a retry runs.
+            tracing::error!(receiver = %self.id, error = %store_error, "a failed webhook delivery's claim could not be released");
+        }
+    }
+
+    /// Remembers a handled delivery id for the replay window.
+    ///
+    /// Stored as an idempotency record: the stores' reservations, fencing, expiry and purge
+    /// are exactly what replay protection needs. The scope is nominal (the key's `Webhook:`
+    /// prefix is what partitions it); the action id is the claim's own.
+    async fn remember(
+        &self,
+        reservation: &Reservation,
+        delivery_id: String,
+        remember_from: Millis,
+        now: Millis,
+    ) -> WebhookReceipt {
         let owner = format!("webhook:{}", self.id);
         let record = IdempotencyRecord {
             key: reservation.key.clone(),
@@ -867,13 +911,13 @@ impl Inner {
             created_at_ms: now,
             expires_at_ms: Some(remember_from.saturating_add(self.replay_window_ms)),
         };
-        if let Err(store_error) = self.store.settle(&reservation, record).await {
+        if let Err(store_error) = self.store.settle(reservation, record).await {
             // The handler's work is done and must not be redone on the provider's behalf: the
             // delivery is answered as taken. Until its claim expires a resend is told
             // `webhook.in_progress`; after that a resend would run the handler again.
             tracing::error!(receiver = %self.id, error = %store_error, "a handled webhook delivery could not be remembered");
         }
-        Ok(WebhookReceipt { delivery_id })
+        WebhookReceipt { delivery_id }
     }
 
     /// How long a claim holds a delivery id: twice the handler timeout plus [`CLAIM_SLACK`], so

@@ -312,6 +312,65 @@ async fn a_handler_past_its_timeout_or_panicking_releases_the_id() {
     assert_eq!(finished.load(Ordering::SeqCst), 1);
 }
 
+/// A receiver whose handler blocks its thread for `blocked` (no `.await` an abort could land
+/// at), then succeeds, counting its runs, with a handler timeout of 100 ms.
+fn blocking_receiver(blocked: Duration) -> (WebhookReceiver, Arc<AtomicUsize>) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&runs);
+    let receiver = WebhookReceiver::builder("blocking", StandardWebhooks)
+        .secret(WebhookSecret::new("s"))
+        .handler_timeout(Duration::from_millis(100))
+        .handler(move |_| {
+            let counted = Arc::clone(&counted);
+            async move {
+                std::thread::sleep(blocked);
+                counted.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, ConnectorFailure>(())
+            }
+        })
+        .build()
+        .unwrap();
+    (receiver, runs)
+}
+
+/// A handler that blocks past its timeout and then succeeds did its work: within the abort's
+/// grace the delivery is answered as taken, and after it the success is still remembered once
+/// the handler ends, so no retry runs it again (a hostile review saw both run twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_that_succeeds_after_its_timeout_is_not_run_again() {
+    // Within the grace (1 s): the answer is the success.
+    let (receiver, runs) = blocking_receiver(Duration::from_millis(300));
+    deliver(&receiver, "msg_1", b"{}").await.unwrap();
+    let replay = deliver(&receiver, "msg_1", b"{}").await.unwrap_err();
+    assert_eq!(replay.code(), codes::WEBHOOK_REPLAYED);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+    // After the grace: answered as timed out, the id held while it runs, then remembered.
+    let (receiver, runs) = blocking_receiver(Duration::from_millis(1_600));
+    let timed_out = deliver(&receiver, "msg_2", b"{}").await.unwrap_err();
+    assert_eq!(timed_out.code(), codes::WEBHOOK_HANDLER_TIMEOUT);
+    let meanwhile = deliver(&receiver, "msg_2", b"{}").await.unwrap_err();
+    assert_eq!(meanwhile.code(), codes::WEBHOOK_IN_PROGRESS);
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while runs.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the blocked handler ends");
+    // The success is written just after the handler returns.
+    let mut answer = deliver(&receiver, "msg_2", b"{}").await;
+    for _ in 0..50 {
+        if !matches!(&answer, Err(e) if e.code() == codes::WEBHOOK_IN_PROGRESS) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        answer = deliver(&receiver, "msg_2", b"{}").await;
+    }
+    assert_eq!(answer.unwrap_err().code(), codes::WEBHOOK_REPLAYED);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
 #[tokio::test]
 async fn a_duplicate_arriving_while_the_first_runs_is_told_to_retry() {
     let gate = Arc::new(tokio::sync::Notify::new());
