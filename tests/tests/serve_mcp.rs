@@ -1471,6 +1471,48 @@ async fn cancelling_the_mcp_request_cancels_the_action() {
     client.cancel().await.unwrap();
 }
 
+/// Deleting a session abandons a tool call still running in it at once: rmcp alone let it run
+/// on for up to 5 s while it drained the session, during which the caller could open more
+/// sessions and run more calls than its session limit (a hostile review ran six at once under
+/// a limit of one).
+#[tokio::test]
+async fn deleting_a_session_abandons_its_running_call_at_once() {
+    let directory = Directory::default();
+    let served = serve(McpProjection::new(host(directory.clone())).unwrap()).await;
+    let session = RawSession::open(&served).await;
+    let started = directory.wait_started.notified();
+    let cancelled = directory.wait_cancelled.notified();
+    let call = tokio::spawn(
+        session
+            .http
+            .post(&session.url)
+            .bearer_auth(TOKEN)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &session.session)
+            .json(&json!({
+                "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": { "name": "cap_directory_wait", "arguments": {} }
+            }))
+            .send(),
+    );
+    tokio::time::timeout(Duration::from_secs(10), started)
+        .await
+        .expect("the call started");
+    let deleted = session
+        .http
+        .delete(&session.url)
+        .bearer_auth(TOKEN)
+        .header("mcp-session-id", &session.session)
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    tokio::time::timeout(Duration::from_secs(2), cancelled)
+        .await
+        .expect("the handler's cancellation fired at once, not after rmcp's 5 s drain");
+    call.abort();
+}
+
 #[tokio::test]
 async fn unauthenticated_requests_get_401_and_reach_no_mcp_code() {
     let served = serve(McpProjection::new(host(Directory::default())).unwrap()).await;

@@ -242,6 +242,9 @@ pub struct McpProjection {
     /// How much streamed data a streamed call's result carries (see
     /// [`Self::with_max_streamed_data_bytes`]).
     max_streamed_data_bytes: usize,
+    /// The router's sessions, whose end abandons the calls still running in them; `None`
+    /// outside [`Self::router`] (a pipe has one session, which ends with the pipe).
+    sessions: Option<Arc<SessionLimit>>,
 }
 
 impl fmt::Debug for McpProjection {
@@ -358,6 +361,7 @@ impl McpProjection {
             connections: super::ConnectionLimits::default(),
             session_key: None,
             max_streamed_data_bytes: DEFAULT_MAX_STREAMED_DATA_BYTES,
+            sessions: None,
         })
     }
 
@@ -544,6 +548,7 @@ impl McpProjection {
         };
         let projection = Self {
             caller: CallerSource::Transport,
+            sessions: Some(Arc::clone(&limit)),
             ..self
         };
         let body = BodyLimits {
@@ -651,6 +656,25 @@ impl McpProjection {
         }
     }
 
+    /// What stops the call of `context`: its request's cancellation, and the end of the HTTP
+    /// session it runs in (the router's sessions, found by the session header rmcp read).
+    fn stop_for(&self, context: &RequestContext<RoleServer>) -> Stop {
+        let session = self.sessions.as_ref().and_then(|sessions| {
+            let id = context
+                .extensions
+                .get::<Parts>()?
+                .headers
+                .get(sessions::SESSION_HEADER)?
+                .to_str()
+                .ok()?;
+            sessions.end_signal(&id.into())
+        });
+        Stop {
+            request: context.ct.clone(),
+            session,
+        }
+    }
+
     /// One `tools/call`: the action, its run on the host (cancelled when the request is), and
     /// the projected result. A streamed tool's action runs as a stream, relayed as it runs.
     async fn call(
@@ -703,13 +727,14 @@ impl McpProjection {
         action.input = input;
         let host = &self.inner.host;
         let action_id = action.id.clone();
+        let stop = self.stop_for(&context);
         let (result, relayed) = if tool.streamed {
             let mut relay = StreamRelay::new(progress, self.max_streamed_data_bytes);
             let chunks = host.invoke_stream(action, caller.clone());
-            let result = relay.run(chunks, &action_id, &context).await;
+            let result = relay.run(chunks, &action_id, &stop).await;
             let result = match resubmitted_input {
                 Some(input) => {
-                    self.resume_stream_if_approved(result, input, &caller, &context, &mut relay)
+                    self.resume_stream_if_approved(result, input, &caller, &stop, &mut relay)
                         .await
                 }
                 None => result,
@@ -720,15 +745,12 @@ impl McpProjection {
                 host,
                 &action_id,
                 &caller,
-                &context,
+                &stop,
                 host.invoke(action, &caller),
             )
             .await;
             let result = match resubmitted_input {
-                Some(input) => {
-                    self.resume_if_approved(result, input, &caller, &context)
-                        .await
-                }
+                Some(input) => self.resume_if_approved(result, input, &caller, &stop).await,
                 None => result,
             };
             (result, None)
@@ -789,7 +811,7 @@ impl McpProjection {
         result: ActionResult,
         input: Value,
         caller: &TrustedContext,
-        context: &RequestContext<RoleServer>,
+        stop: &Stop,
     ) -> ActionResult {
         let Some(resumption) = self.resumption(&result, input, caller).await else {
             return result;
@@ -801,12 +823,12 @@ impl McpProjection {
                 gated_id,
             } => {
                 let resumed = host.resume_approved(&approval_id, caller);
-                run_abandonable(host, &gated_id, caller, context, resumed).await
+                run_abandonable(host, &gated_id, caller, stop, resumed).await
             }
             Resumption::Resubmitted(resubmission) => {
                 let gated_id = resubmission.id.clone();
                 let resubmitted = host.invoke(*resubmission, caller);
-                run_abandonable(host, &gated_id, caller, context, resubmitted).await
+                run_abandonable(host, &gated_id, caller, stop, resubmitted).await
             }
         }
     }
@@ -821,7 +843,7 @@ impl McpProjection {
         result: ActionResult,
         input: Value,
         caller: &TrustedContext,
-        context: &RequestContext<RoleServer>,
+        stop: &Stop,
         relay: &mut StreamRelay,
     ) -> ActionResult {
         let Some(resumption) = self.resumption(&result, input, caller).await else {
@@ -841,7 +863,7 @@ impl McpProjection {
                 host.invoke_stream(*resubmission, caller.clone()),
             ),
         };
-        relay.run(chunks, &gated_id, context).await
+        relay.run(chunks, &gated_id, stop).await
     }
 
     /// How the gated action behind `result` is to run now, if it is to: `result` replays a
@@ -889,8 +911,29 @@ enum Resumption {
     Resubmitted(Box<Action>),
 }
 
-/// Runs `call` (the host running `action_id` for `caller`) until it ends or the MCP request is
-/// cancelled: `notifications/cancelled`, a closed session or a dropped HTTP request mean the
+/// What tells an MCP call that its client is no longer waiting: its request was cancelled
+/// (`notifications/cancelled`, a dropped HTTP request, rmcp's end of the session), or its
+/// session ended (a DELETE, the idle timeout), which [`SessionLimit::end_signal`] reports at
+/// once where rmcp would first let the call run on while it drains the session.
+struct Stop {
+    request: tokio_util::sync::CancellationToken,
+    session: Option<tokio_util::sync::CancellationToken>,
+}
+
+impl Stop {
+    /// Completes once the call should stop.
+    async fn stopped(&self) {
+        match &self.session {
+            Some(session) => tokio::select! {
+                () = self.request.cancelled() => {}
+                () = session.cancelled() => {}
+            },
+            None => self.request.cancelled().await,
+        }
+    }
+}
+
+/// Runs `call` (the host running `action_id` for `caller`) until it ends or `stop` says the
 /// client is no longer waiting. The host then abandons the handler once it runs
 /// (`action.abandoned`, its key released when the contract says a retry is safe) rather than
 /// storing a `cancelled` that the same call (same arguments, so the same derived key) would
@@ -899,14 +942,14 @@ async fn run_abandonable(
     host: &Host,
     action_id: &ActionId,
     caller: &TrustedContext,
-    context: &RequestContext<RoleServer>,
+    stop: &Stop,
     call: impl Future<Output = ActionResult>,
 ) -> ActionResult {
     let mut call = std::pin::pin!(call);
     tokio::select! {
         biased;
         result = &mut call => result,
-        () = context.ct.cancelled() => {
+        () = stop.stopped() => {
             super::abandon_once_running(host, action_id, caller, &mut call).await
         }
     }
@@ -966,7 +1009,7 @@ impl StreamRelay {
         &mut self,
         mut chunks: ChunkStream,
         action_id: &ActionId,
-        context: &RequestContext<RoleServer>,
+        stop: &Stop,
     ) -> ActionResult {
         let mut abandoned = false;
         loop {
@@ -977,7 +1020,7 @@ impl StreamRelay {
                 // keep the relay from noticing it.
                 tokio::select! {
                     biased;
-                    () = context.ct.cancelled() => {
+                    () = stop.stopped() => {
                         chunks.abandon();
                         abandoned = true;
                         continue;
@@ -1008,7 +1051,7 @@ impl StreamRelay {
             if let Some(message) = message {
                 tokio::select! {
                     biased;
-                    () = context.ct.cancelled() => {
+                    () = stop.stopped() => {
                         chunks.abandon();
                         abandoned = true;
                     }

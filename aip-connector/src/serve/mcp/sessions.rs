@@ -32,6 +32,7 @@ use aip_connector_core::ids::PrincipalId;
 use aip_connector_core::model::ErrorCategory;
 use hmac::Mac;
 use subtle::ConstantTimeEq;
+use tokio_util::sync::CancellationToken;
 use zeroize::Zeroizing;
 
 use crate::codes;
@@ -40,7 +41,7 @@ use crate::host::canonical::hex;
 use crate::invocation::Secret;
 
 /// The header that names the session of a request; a POST without it opens a session.
-const SESSION_HEADER: &str = "mcp-session-id";
+pub(super) const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Seconds a client refused for a full session table is told to wait (`Retry-After`).
 const RETRY_AFTER_SECONDS: &str = "1";
@@ -169,6 +170,9 @@ struct Sessions {
     /// The caller that opened each live session (sessions the middleware saw open), whose slot
     /// the session's end frees. (Who may use a session is its signed id's to say.)
     owners: HashMap<SessionId, CallerKey>,
+    /// Fired when the session ends, for the tool calls still running in it
+    /// ([`SessionLimit::end_signal`]); made when the first call asks.
+    ends: HashMap<SessionId, CancellationToken>,
 }
 
 impl Sessions {
@@ -256,6 +260,22 @@ impl SessionLimit {
         if let Some(owner) = state.owners.remove(id) {
             state.forget_one_of(&owner);
         }
+        if let Some(end) = state.ends.remove(id) {
+            end.cancel();
+        }
+    }
+
+    /// What fires when the live session `id` ends (a DELETE, rmcp's idle timeout, a shutdown),
+    /// so that a tool call still running in it is abandoned at once: rmcp itself lets such a
+    /// call run on for up to 5 s while it drains the session's answers, during which its
+    /// caller could open more sessions and run more calls than its limit (a hostile review
+    /// ran six at once under a limit of one). `None` for a session that is not live.
+    pub(super) fn end_signal(&self, id: &SessionId) -> Option<CancellationToken> {
+        let mut state = self.state();
+        if !state.live.contains(id) {
+            return None;
+        }
+        Some(state.ends.entry(id.clone()).or_default().clone())
     }
 
     /// Takes one of `caller`'s slots for a session about to be opened, or says why not. Taken
