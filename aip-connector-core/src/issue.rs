@@ -16,8 +16,9 @@ pub struct Issue {
     /// Stable machine code, e.g. `contract.idempotency.invalid_ttl`.
     pub code: String,
     /// JSON Pointer into the checked document: starts with `/`, or is `""` (the root) for an
-    /// issue about a lone capability checked under base path `""` (e.g.
-    /// `implementation.claim_unsupported`).
+    /// issue about the document as a whole: a lone capability checked under base path `""`
+    /// (e.g. `implementation.claim_unsupported`), or a manifest that offers nothing
+    /// (`connector.manifest`).
     pub path: String,
     /// The capability the issue is about.
     #[serde(default, skip_serializing_if = "Option::is_none")]

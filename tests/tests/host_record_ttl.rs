@@ -43,6 +43,23 @@ impl Journal {
         self.reads.fetch_add(1, Ordering::SeqCst);
         Ok(Recalled { copy: note.text })
     }
+
+    /// Read a note back once someone approved it: no `ttl_ms` published either.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        idempotency(unsupported),
+        approval(required, selector = role("archivist"), evidence = [reason]),
+        data(sensitivity = internal)
+    )]
+    async fn recall_approved(
+        &self,
+        note: Note,
+        _approval: Approval,
+    ) -> Result<Recalled, ConnectorFailure> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        Ok(Recalled { copy: note.text })
+    }
 }
 
 /// The scoped key: `unsupported` publishes the default scope, `tenant`.
@@ -122,4 +139,34 @@ async fn a_key_sent_to_a_capability_without_a_ttl_is_kept_for_the_default_record
         })
     );
     assert_eq!(store.record(KEY, stored_at).await, Ok(None));
+}
+
+/// A pending approval's record is the exception: it holds no output, and its requester resumes
+/// it by calling again with the key however long the approvers take, so it keeps the
+/// contract's TTL, here none (a review: a day's bound would have turned that call into a new
+/// request).
+#[tokio::test]
+async fn a_pending_approval_keeps_its_record_past_the_default_record_ttl() {
+    let store = MemoryStore::default();
+    let host = Host::builder()
+        .connector(Journal::default())
+        .store(Arc::new(store.clone()))
+        .limits(HostLimits::default().default_record_ttl_ms(5_000))
+        .build()
+        .expect("host builds");
+    let gated = Action::new("cap:journal:recall_approved", json!({ "text": "n1" }))
+        .with_idempotency_key("k1");
+    let pending = host.invoke(gated, &caller()).await;
+    assert_eq!(
+        pending.status,
+        ActionResultStatus::PendingApproval,
+        "{pending:?}"
+    );
+    let now = Clock::now_ms(&aip_connector::store::SystemClock);
+    let record = store
+        .record(KEY, now)
+        .await
+        .expect("the store answers")
+        .expect("the pending approval is stored under the key");
+    assert_eq!(record.expires_at_ms, None);
 }

@@ -366,7 +366,7 @@ fn limits_the_host_cannot_honour_refuse_to_build() {
     build(HostLimits::default().stream_buffer(MAX_STREAM_BUFFER))
         .expect("the largest stream buffer builds");
     type Zero = fn(&mut HostLimits);
-    let zeroed: [(&str, Zero); 9] = [
+    let zeroed: [(&str, Zero); 10] = [
         ("default_timeout_ms", |l| l.default_timeout_ms = 0),
         ("max_action_timeout_ms", |l| l.max_action_timeout_ms = 0),
         ("max_concurrent_actions", |l| l.max_concurrent_actions = 0),
@@ -378,6 +378,7 @@ fn limits_the_host_cannot_honour_refuse_to_build() {
             l.max_idempotency_key_bytes = 0
         }),
         ("max_decision_bytes", |l| l.max_decision_bytes = 0),
+        ("default_record_ttl_ms", |l| l.default_record_ttl_ms = 0),
     ];
     for (name, zero) in zeroed {
         let mut limits = HostLimits::default();

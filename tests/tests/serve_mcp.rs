@@ -2887,11 +2887,14 @@ async fn a_client_that_stops_reading_does_not_hold_a_streamed_action() {
     assert!(initialized.contains("\"result\""), "{initialized}");
     send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" })).await;
     let _running = server.await.unwrap().unwrap();
-    // 300 notifications of some 100 bytes each do not fit in the pipe, and nothing reads them.
-    send(export_request(2, 300, Some("tok-stalled"))).await;
+    // 3,000 notifications of some 100 bytes each overflow every buffer between the projection
+    // and the client (the 1 KiB pipe, and the screening pumps' 64 KiB pipe, reader and queue),
+    // and nothing reads them: the relay's notify then times out (5 s) and stops notifying.
+    let sent_at = std::time::Instant::now();
+    send(export_request(2, 3_000, Some("tok-stalled"))).await;
 
-    let streamed = tokio::time::timeout(Duration::from_secs(20), async {
-        while exporter.rows_sent.load(Ordering::SeqCst) < 300 {
+    let streamed = tokio::time::timeout(Duration::from_secs(30), async {
+        while exporter.rows_sent.load(Ordering::SeqCst) < 3_000 {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
@@ -2901,6 +2904,38 @@ async fn a_client_that_stops_reading_does_not_hold_a_streamed_action() {
         "the action waited on the client: {} rows sent",
         exporter.rows_sent.load(Ordering::SeqCst)
     );
+    assert!(
+        sent_at.elapsed() >= Duration::from_secs(5),
+        "the buffers took every notification, so the notify timeout never ran: {:?}",
+        sent_at.elapsed()
+    );
+}
+
+/// When rmcp ends the session first (cancelled, a failed handshake), the pipe ends too: the
+/// client reads the end of its input, and nothing more is answered (a review found the
+/// screening pumps holding the pipe open for good).
+#[tokio::test]
+async fn a_session_rmcp_ends_closes_the_pipe() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+    let projection = McpProjection::new(host(Directory::default())).unwrap();
+    let (server_io, client_io) = tokio::io::duplex(1 << 16);
+    let (server_read, server_write) = tokio::io::split(server_io);
+    let server = tokio::spawn(projection.serve_io(server_read, server_write, person("user:local")));
+    let (read, mut write) = tokio::io::split(client_io);
+    let mut lines = tokio::io::BufReader::new(read).lines();
+    write
+        .write_all(format!("{}\n", initialize_request()).as_bytes())
+        .await
+        .unwrap();
+    let initialized = lines.next_line().await.unwrap().unwrap();
+    assert!(initialized.contains("\"result\""), "{initialized}");
+    let running = server.await.unwrap().unwrap();
+    running.cancel().await.unwrap();
+    let end = tokio::time::timeout(Duration::from_secs(3), lines.next_line())
+        .await
+        .expect("the client reads the end of the pipe");
+    assert_eq!(end.unwrap(), None);
 }
 
 // ---- stdio (a byte pipe) -----------------------------------------------------------------------

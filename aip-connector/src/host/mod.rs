@@ -169,8 +169,9 @@ pub struct HostLimits {
     /// `unsupported`, no contract, or a hand-written contract that leaves it out. A caller may
     /// send a key to any capability, and upstream then keeps the record for good; bounded
     /// here, so that no caller can keep an output (personal data included) or grow the store
-    /// without end. A published `ttl_ms` is honoured as declared. Default 24 hours, the
-    /// macro's default `ttl_ms`.
+    /// without end. A published `ttl_ms` is honoured as declared, and a stored pending approval
+    /// (no output; its requester resumes it with the key) keeps the contract's rule. Not 0
+    /// ([`HostBuildError::LimitZero`]). Default 24 hours, the macro's default `ttl_ms`.
     pub default_record_ttl_ms: u64,
 }
 
@@ -582,6 +583,9 @@ impl HostLimits {
                 self.max_idempotency_key_bytes == 0,
             ),
             ("max_decision_bytes", self.max_decision_bytes == 0),
+            // A contract's `ttl_ms` of 0 is refused too (`contract.idempotency.invalid_ttl`):
+            // a record that expires at once makes every resend run again.
+            ("default_record_ttl_ms", self.default_record_ttl_ms == 0),
         ];
         match nonzero.into_iter().find(|(_, zero)| *zero) {
             Some((limit, _)) => Err(HostBuildError::LimitZero { limit }),

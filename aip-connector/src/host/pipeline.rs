@@ -2278,13 +2278,21 @@ impl<'a> Settlement<'a> {
 
     /// The idempotency record of `result` under `reservation`.
     fn record(&self, reservation: &Reservation, result: ActionResult) -> IdempotencyRecord {
-        // Without a published TTL the record is still bounded (`HostLimits::default_record_ttl_ms`).
-        let ttl = self
+        // Without a published TTL the record is still bounded (`HostLimits::default_record_ttl_ms`),
+        // except a pending approval's: it holds no output, its approval has a retention of its
+        // own, and its requester resumes it by calling again with the key however long the
+        // approvers take (a review: a day's bound would have made that call a new request).
+        let published = self
             .capability
             .contract
             .as_ref()
-            .and_then(|c| c.idempotency.ttl_ms)
-            .unwrap_or(self.host.limits.default_record_ttl_ms);
+            .and_then(|c| c.idempotency.ttl_ms);
+        let waiting = result.status == ActionResultStatus::PendingApproval;
+        let ttl = match (published, waiting) {
+            (Some(ttl), _) => Some(ttl),
+            (None, true) => None,
+            (None, false) => Some(self.host.limits.default_record_ttl_ms),
+        };
         IdempotencyRecord {
             key: reservation.key.clone(),
             key_scope: self.scope,
@@ -2295,7 +2303,7 @@ impl<'a> Settlement<'a> {
             input_hash: reservation.input_hash.clone(),
             result,
             created_at_ms: self.now,
-            expires_at_ms: Some(self.now.saturating_add(ttl.max(1))),
+            expires_at_ms: ttl.map(|ttl| self.now.saturating_add(ttl.max(1))),
         }
     }
 }

@@ -1485,8 +1485,12 @@ async fn screen_request_body(
     };
     // A repeated key, text that is not JSON, and messages rmcp would answer with a plain-text
     // `415` or "method not found" are answered here, with the request's id.
-    if let Err(refusal) = screen::screen(&bytes, screen::Arrival::Http) {
-        return json_rpc_error(&refusal.response());
+    match screen::screen(&bytes, screen::Arrival::Http) {
+        screen::Screened::Pass => {}
+        // Over HTTP every refused body is answered: `Drop` is for pipes only.
+        screen::Screened::Refuse(refusal) | screen::Screened::Drop(refusal) => {
+            return json_rpc_error(&refusal.response());
+        }
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await

@@ -530,12 +530,25 @@ const SPAWNED_TASK_GRACE: std::time::Duration = std::time::Duration::from_millis
 /// value (an HR author trial's leak passed the word rule). Any other value counts only as a
 /// word of its own ([`quotes_as_a_word`]), since other crates' lines are full of common words.
 fn quotes_in_log(line: &str, value: &str) -> bool {
+    let line = without_timestamp(line);
     let distinctive = value.chars().count() >= 8 && value.bytes().any(|b| b.is_ascii_digit());
     if distinctive {
         quotes_in_stored(line, value)
     } else {
         quotes_as_a_word(line, value)
     }
+}
+
+/// `line` without the time the subscriber wrote at its start (`2026-03-14T09:30:00.123456Z`):
+/// an input time of day (`09:30`) would otherwise be found in every line of that minute (a
+/// review).
+fn without_timestamp(line: &str) -> &str {
+    let (first, rest) = line.split_once(' ').unwrap_or((line, ""));
+    let stamp = first.len() >= 10
+        && first.as_bytes()[..4].iter().all(u8::is_ascii_digit)
+        && first.as_bytes()[4] == b'-'
+        && first.contains('T');
+    if stamp { rest } else { line }
 }
 
 /// Whether `line` (a log line) quotes `value` as a word of its own: an occurrence whose neighbours, where the
@@ -581,6 +594,15 @@ mod tests {
         assert!(!quotes_in_log("background dispatcher", "ground"));
         assert!(!quotes_in_log("retry_1234567", "1234567"));
         assert!(quotes_in_log("id 1234567 sent", "1234567"));
+        // The line's own time is the subscriber's, not a quote of an input time.
+        assert!(!quotes_in_log(
+            "2026-03-14T09:30:00.123456Z  INFO aip.invoke: action settled",
+            "2026-03-14T09:30"
+        ));
+        assert!(quotes_in_log(
+            "2026-03-14T09:31:00.000001Z  INFO booking slot=2026-03-14T09:30",
+            "2026-03-14T09:30"
+        ));
     }
 
     #[test]
