@@ -2282,17 +2282,13 @@ impl<'a> Settlement<'a> {
         // except a pending approval's: it holds no output, its approval has a retention of its
         // own, and its requester resumes it by calling again with the key however long the
         // approvers take (a review: a day's bound would have made that call a new request).
-        let published = self
+        let waiting = result.status == ActionResultStatus::PendingApproval;
+        let ttl = self
             .capability
             .contract
             .as_ref()
-            .and_then(|c| c.idempotency.ttl_ms);
-        let waiting = result.status == ActionResultStatus::PendingApproval;
-        let ttl = match (published, waiting) {
-            (Some(ttl), _) => Some(ttl),
-            (None, true) => None,
-            (None, false) => Some(self.host.limits.default_record_ttl_ms),
-        };
+            .and_then(|c| c.idempotency.ttl_ms)
+            .or((!waiting).then_some(self.host.limits.default_record_ttl_ms));
         IdempotencyRecord {
             key: reservation.key.clone(),
             key_scope: self.scope,

@@ -605,10 +605,12 @@ impl McpProjection {
     /// initialized the session; [`RunningService::waiting`] waits for it to end.
     ///
     /// Each line is screened before rmcp reads it, as the HTTP endpoint screens a body: a
-    /// repeated key is refused (`-32700`), a `tools/call` whose `arguments` is not an object is
-    /// `-32602`, and a request rmcp cannot read is `-32600`, each with the request's id. A
-    /// line that is not JSON gets no answer (rmcp's rule, and every official MCP SDK's), and a
-    /// line longer than rmcp's `DEFAULT_MAX_LINE_LENGTH` (16 MiB) is dropped unread.
+    /// repeated key is refused (`-32700`), a `tools/call` whose params do not read as
+    /// `{name, arguments}` is `-32602`, and a request rmcp cannot read is `-32600`, each with
+    /// the request's id when it is certain; a refused notification or response is dropped
+    /// unanswered. A line that is not JSON gets no answer (rmcp's rule, and every official MCP
+    /// SDK's), and a line longer than rmcp's `DEFAULT_MAX_LINE_LENGTH` (16 MiB) is dropped
+    /// unread. When either side ends (the client's pipe, or rmcp's session), so does the other.
     pub async fn serve_io<R, W>(
         self,
         reader: R,
@@ -1499,11 +1501,7 @@ async fn screen_request_body(
 /// `400` with a JSON-RPC 2.0 parse error (`-32700`), the answer to a body the server will not
 /// read.
 fn json_rpc_parse_error(message: &str) -> Response {
-    json_rpc_error(&json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": { "code": screen::PARSE_ERROR, "message": message },
-    }))
+    json_rpc_error(&screen::Refusal::new(screen::PARSE_ERROR, message, None).response())
 }
 
 /// `400` with a JSON-RPC 2.0 error response the projection answers itself, before rmcp.

@@ -844,17 +844,13 @@ impl Inner {
                     }
                     Err(_grace_over) => {
                         tracing::error!(receiver = %self.id, "a timed-out webhook handler did not stop; its delivery id is held until it ends");
-                        let inner = Arc::clone(&self);
-                        crate::task::spawn_traced(async move {
-                            match run.await {
-                                Ok(Ok(())) => {
-                                    inner
-                                        .remember(&reservation, delivery_id, remember_from, now)
-                                        .await;
-                                }
-                                _ => inner.release(&reservation).await,
-                            }
-                        });
+                        let late = LateHandler {
+                            reservation,
+                            delivery_id,
+                            remember_from,
+                            now,
+                        };
+                        crate::task::spawn_traced(Arc::clone(&self).settle_when_done(run, late));
                         return Err(timed_out);
                     }
                 }
@@ -872,6 +868,27 @@ impl Inner {
         Ok(self
             .remember(&reservation, delivery_id, remember_from, now)
             .await)
+    }
+
+    /// Waits for a handler that outran its timeout and its abort, then remembers its delivery
+    /// if it succeeded and gives the id back otherwise.
+    async fn settle_when_done(
+        self: Arc<Self>,
+        run: tokio::task::JoinHandle<Result<(), ConnectorFailure>>,
+        late: LateHandler,
+    ) {
+        match run.await {
+            Ok(Ok(())) => {
+                self.remember(
+                    &late.reservation,
+                    late.delivery_id,
+                    late.remember_from,
+                    late.now,
+                )
+                .await;
+            }
+            _ => self.release(&late.reservation).await,
+        }
     }
 
     /// Gives the delivery id back after a handler that did not succeed: the provider's retry
@@ -928,6 +945,14 @@ impl Inner {
             .saturating_mul(2)
             .saturating_add(millis(CLAIM_SLACK))
     }
+}
+
+/// What [`Inner::settle_when_done`] needs to remember or release a late handler's delivery.
+struct LateHandler {
+    reservation: Reservation,
+    delivery_id: String,
+    remember_from: Millis,
+    now: Millis,
 }
 
 /// How long a timed-out handler is given to stop after its abort.

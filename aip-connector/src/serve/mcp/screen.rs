@@ -33,7 +33,7 @@ pub(crate) struct Refusal {
 }
 
 impl Refusal {
-    fn new(code: i64, message: impl Into<String>, id: Option<Value>) -> Self {
+    pub(crate) fn new(code: i64, message: impl Into<String>, id: Option<Value>) -> Self {
         Self {
             code,
             message: message.into(),
