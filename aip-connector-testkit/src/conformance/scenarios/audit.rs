@@ -33,6 +33,7 @@
 //! [`TransactionReceipt::chain_is_intact`]: aip_connector::model::TransactionReceipt::chain_is_intact
 
 use aip_connector::CapabilityDefinition;
+use aip_connector::aip_connector_core::issue::pointer_join;
 use aip_connector::host::TransactionSelector;
 use aip_connector::model::{DataSensitivity, TransactionReceipt};
 use serde_json::{Value, json};
@@ -444,17 +445,12 @@ fn string_values<'v>(value: &'v Value, pointer: String, out: &mut Vec<(String, &
         Value::Array(items) => items
             .iter()
             .enumerate()
-            .for_each(|(n, item)| string_values(item, format!("{pointer}/{n}"), out)),
-        Value::Object(map) => map.iter().for_each(|(key, item)| {
-            string_values(item, format!("{pointer}/{}", pointer_token(key)), out)
-        }),
+            .for_each(|(n, item)| string_values(item, pointer_join(&pointer, n), out)),
+        Value::Object(map) => map
+            .iter()
+            .for_each(|(key, item)| string_values(item, pointer_join(&pointer, key), out)),
         _ => {}
     }
-}
-
-/// `key` as a JSON pointer reference token (RFC 6901: `~` is `~0`, `/` is `~1`).
-fn pointer_token(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
 }
 
 /// Which of `values` a string value inside `value` quotes ([`quotes_in_stored`]), each with the
@@ -625,6 +621,15 @@ mod tests {
                 .iter()
                 .all(|(_, at)| at == &["/plan/note".to_owned()])
         );
+    }
+
+    #[test]
+    fn a_quote_is_located_by_an_escaped_json_pointer() {
+        let values = ["Ada Lovelace".to_owned()];
+        let stored = json!({"notes/a~b": [{"by": "Ada Lovelace"}]});
+        let quoted = quoted_in(&stored, &values);
+        assert_eq!(quoted.len(), 1, "{quoted:?}");
+        assert_eq!(quoted[0].1, ["/notes~1a~0b/0/by".to_owned()]);
     }
 
     #[test]
