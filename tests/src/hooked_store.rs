@@ -1,8 +1,8 @@
 //! [`HookedStore`]: the memory store with a hook before each transaction transition and counts
 //! of the idempotency writes, for tests that hold a write back (to race two callers, or to drop
 //! a call while its settlement is in flight) or check how often the host wrote, and switches
-//! that make reservations, approval or transaction reads, approval updates or a transition's
-//! answer fail on demand.
+//! that make reservations, approval or transaction reads, approval updates, or the answer of a
+//! transition, a resume claim or a transaction insert fail on demand.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -85,6 +85,10 @@ pub struct HookedStore {
     approval_updates_lose: AtomicBool,
     /// The next `transition` is applied, then answered with an error.
     lose_next_transition_answer: AtomicBool,
+    /// The next `claim_resume` is applied, then answered with an error.
+    lose_next_claim_resume_answer: AtomicBool,
+    /// The next `insert_transaction` is applied, then answered with an error.
+    lose_next_insert_answer: AtomicBool,
     /// `transaction` reads fail with this error while set.
     transaction_reads_fail: Mutex<Option<StoreError>>,
 }
@@ -165,6 +169,19 @@ impl HookedStore {
     pub fn lose_next_transition_answer(&self) {
         self.lose_next_transition_answer
             .store(true, Ordering::SeqCst);
+    }
+
+    /// The next `ApprovalStore::claim_resume` is applied and then answered
+    /// `StoreError::Unavailable`, as a connection lost after its commit would answer.
+    pub fn lose_next_claim_resume_answer(&self) {
+        self.lose_next_claim_resume_answer
+            .store(true, Ordering::SeqCst);
+    }
+
+    /// The next `TransactionStore::insert_transaction` is applied and then answered
+    /// `StoreError::Unavailable`, as a connection lost after its commit would answer.
+    pub fn lose_next_insert_answer(&self) {
+        self.lose_next_insert_answer.store(true, Ordering::SeqCst);
     }
 
     /// While `error` is set, every `TransactionStore::transaction` read fails with it.
@@ -295,7 +312,14 @@ impl ApprovalStore for HookedStore {
     }
 
     async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError> {
-        self.inner.claim_resume(id, now).await
+        let claimed = self.inner.claim_resume(id, now).await;
+        if self
+            .lose_next_claim_resume_answer
+            .swap(false, Ordering::SeqCst)
+        {
+            return Err(lost_answer());
+        }
+        claimed
     }
 
     async fn release_resume(
@@ -328,7 +352,11 @@ impl ApprovalStore for HookedStore {
 #[async_trait::async_trait]
 impl TransactionStore for HookedStore {
     async fn insert_transaction(&self, record: &TransactionRecord) -> Result<bool, StoreError> {
-        self.inner.insert_transaction(record).await
+        let inserted = self.inner.insert_transaction(record).await;
+        if self.lose_next_insert_answer.swap(false, Ordering::SeqCst) {
+            return Err(lost_answer());
+        }
+        inserted
     }
 
     async fn transaction(
@@ -382,9 +410,7 @@ impl TransactionStore for HookedStore {
             .lose_next_transition_answer
             .swap(false, Ordering::SeqCst)
         {
-            return Err(StoreError::Unavailable(
-                "the connection closed after the commit".into(),
-            ));
+            return Err(lost_answer());
         }
         outcome
     }
@@ -402,4 +428,9 @@ impl TransactionStore for HookedStore {
             .purge_finished_transactions(updated_before, max_entries)
             .await
     }
+}
+
+/// What a store answers for a write that landed on a connection that closed before its answer.
+fn lost_answer() -> StoreError {
+    StoreError::Unavailable("the connection closed after the commit".into())
 }

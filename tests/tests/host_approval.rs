@@ -620,6 +620,41 @@ async fn a_resend_between_the_claim_and_the_reservation_is_told_to_retry() {
     assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
 }
 
+/// A claim on the resume that landed with its answer lost (a connection that closed after the
+/// commit) is given back: the caller is told `storage.unavailable`, retryable, and the retry runs
+/// the approved action once, by `resume_approved` as by a re-submission. The claim used to stay
+/// taken, and every retry was told the approval had already run an action that never ran (found
+/// by a hostile probe).
+#[tokio::test]
+async fn a_resume_claim_whose_answer_was_lost_is_given_back() {
+    let store = Arc::new(HookedStore::default());
+    let payments = Payments::default();
+    let host = host_on(payments.clone(), Arc::default(), store.clone());
+
+    let (_, id) = approved_refund(&host).await;
+    store.lose_next_claim_resume_answer();
+    let lost = host.resume_approved(&id, &person("user:req")).await;
+    let error = lost.error.expect("the store failed");
+    assert_eq!(error.code, codes::STORAGE_UNAVAILABLE, "{error:?}");
+    assert_eq!(error.retryable, Some(true));
+    let ran = host.resume_approved(&id, &person("user:req")).await;
+    assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
+
+    let other = refund_action().with_idempotency_key("refund-lost-claim");
+    let pending = host.invoke(other.clone(), &person("user:req")).await;
+    let id = pending.approval_id().expect("the gate names its approval");
+    decide(&host, &id, &QUORUM, ApprovalDecisionKind::Approved).await;
+    let resubmitted =
+        other.with_approval(decision(&id, "user:alice", ApprovalDecisionKind::Approved));
+    store.lose_next_claim_resume_answer();
+    let lost = host.invoke(resubmitted.clone(), &person("user:req")).await;
+    assert_eq!(lost.error.unwrap().code, codes::STORAGE_UNAVAILABLE);
+    let ran = host.invoke(resubmitted, &person("user:req")).await;
+    assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 2);
+}
+
 /// A client that resends its re-submission while the first one still runs (its answer is late,
 /// not lost) is told to come back (`idempotency.in_progress`, retryable), not that the approval
 /// already ran; coming back once the first finished replays its result. Another action carrying

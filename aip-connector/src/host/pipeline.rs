@@ -697,15 +697,24 @@ async fn execute(
             fingerprint: &mut fingerprint,
             now: claimed_at,
         }));
+        let claimed = ResumeClaim {
+            id: record.approval_id.clone(),
+            claimed_at_ms: claimed_at,
+        };
         match claim.await {
+            // Told to `run`, which gives the claim back if the result is retryable.
             Ok(()) => {
-                // Told to `run`, which gives the claim back if the result is retryable.
-                let _ = resume_claim.claim.set(ResumeClaim {
-                    id: record.approval_id.clone(),
-                    claimed_at_ms: claimed_at,
-                });
+                let _ = resume_claim.claim.set(claimed);
             }
-            Err(refused) => return refused,
+            // The claim may have landed with its answer lost (a connection that closed after
+            // the commit): `run` gives it back too, since the caller is told to retry, and the
+            // give-back undoes only a claim made at `claimed_at` (found by a hostile probe: the
+            // retry was told "already resumed" for an action that never ran).
+            Err(ResumeRefusal::Unanswered(failed)) => {
+                let _ = resume_claim.claim.set(claimed);
+                return failed;
+            }
+            Err(ResumeRefusal::Refused(refused)) => return refused,
         }
     }
     let resuming = approved.is_some();
@@ -891,7 +900,7 @@ struct ClaimResumeArgs<'a> {
 /// still holds its key gets the retryable `idempotency.in_progress`. Anything else that finds the
 /// resume taken — another action carrying the approval, a second `resume_approved` — gets
 /// `policy.approval_already_resumed`.
-async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ActionResult> {
+async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ResumeRefusal> {
     let ClaimResumeArgs {
         host,
         action,
@@ -905,7 +914,12 @@ async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ActionResult> {
     match host.store.claim_resume(approval_id, now).await {
         Ok(true) => return Ok(()),
         Ok(false) => {}
-        Err(error) => return Err(failure::failed(&action.id, failure::storage(&error))),
+        Err(error) => {
+            return Err(ResumeRefusal::Unanswered(failure::failed(
+                &action.id,
+                failure::storage(&error),
+            )));
+        }
     }
     if let (true, Some(key)) = (resubmitted, key) {
         let fingerprint = fingerprint.get_or_insert_with(|| idempotency::fingerprint(action));
@@ -916,10 +930,15 @@ async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ActionResult> {
                     && idempotency::of_tenant(record.tenant_id.as_deref(), tenant)
                     && !crate::store::is_pending_approval(&record.result) =>
             {
-                return Err(idempotency::replay(&record, action));
+                return Err(ResumeRefusal::Refused(idempotency::replay(&record, action)));
             }
             Ok(_) => {}
-            Err(error) => return Err(failure::failed(&action.id, failure::storage(&error))),
+            Err(error) => {
+                return Err(ResumeRefusal::Refused(failure::failed(
+                    &action.id,
+                    failure::storage(&error),
+                )));
+            }
         }
         // Not settled yet: a resend that arrives while the re-submission it repeats still runs
         // is told to come back (retryable), as a keyed duplicate is; it then gets the replay.
@@ -929,10 +948,17 @@ async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ActionResult> {
                     && holder.input_hash == *fingerprint
                     && idempotency::of_tenant(holder.tenant_id.as_deref(), tenant) =>
             {
-                return Err(idempotency::in_progress(action, &holder, tenant, now));
+                return Err(ResumeRefusal::Refused(idempotency::in_progress(
+                    action, &holder, tenant, now,
+                )));
             }
             Ok(_) => {}
-            Err(error) => return Err(failure::failed(&action.id, failure::storage(&error))),
+            Err(error) => {
+                return Err(ResumeRefusal::Refused(failure::failed(
+                    &action.id,
+                    failure::storage(&error),
+                )));
+            }
         }
         // Nothing of this re-submission under the approved action's own key, yet the resume
         // was claimed moments ago (the claimer is between its claim and its reservation) or
@@ -951,13 +977,26 @@ async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ActionResult> {
                             .resumed_at_ms
                             .is_some_and(|at| now.saturating_sub(at) < CLAIM_SETTLING_MS)) =>
             {
-                return Err(claim_settling(&action.id));
+                return Err(ResumeRefusal::Refused(claim_settling(&action.id)));
             }
             Ok(_) => {}
-            Err(error) => return Err(failure::failed(&action.id, failure::storage(&error))),
+            Err(error) => {
+                return Err(ResumeRefusal::Refused(failure::failed(
+                    &action.id,
+                    failure::storage(&error),
+                )));
+            }
         }
     }
-    Err(already_resumed(&action.id))
+    Err(ResumeRefusal::Refused(already_resumed(&action.id)))
+}
+
+/// Why [`claim_resume`] did not claim the resume: the answer to give the caller.
+enum ResumeRefusal {
+    /// The resume is not this call's to run (taken, replayed, or to be retried later).
+    Refused(ActionResult),
+    /// The store failed at the claim itself, which may have landed all the same.
+    Unanswered(ActionResult),
 }
 
 /// How long after a resume was claimed a re-submission's resend that finds nothing under the
