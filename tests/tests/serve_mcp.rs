@@ -2102,6 +2102,81 @@ async fn a_request_its_client_abandons_gives_its_callers_slot_back() {
     }
 }
 
+/// In stateless mode with SSE answers, rmcp sends a tool call's response headers before the
+/// call ends: a caller's slot is held until the answer's body ends, so one caller runs no more
+/// calls at once than its limit. Found by a hostile probe: the slot was given back with the
+/// headers, and one caller ran six calls at once under a limit of one.
+#[tokio::test]
+async fn a_stateless_call_holds_its_callers_slot_until_its_answer_ends() {
+    let directory = Directory::default();
+    let served = serve_configured(
+        McpProjection::new(host(directory.clone()))
+            .unwrap()
+            .with_max_sessions_per_caller(1),
+        Arc::new(
+            BearerTokens::new()
+                .with(TOKEN, person("user:ana"))
+                .with(OTHER_TOKEN, person("user:ben")),
+        ),
+        StreamableHttpServerConfig::default().with_legacy_session_mode(false),
+    )
+    .await;
+    let post = |token: &'static str, body: Value| {
+        reqwest::Client::new()
+            .post(&served.url)
+            .bearer_auth(token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body)
+            .send()
+    };
+    let lookup = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "cap_directory_lookup",
+        "arguments": { "name": "Ada", "address": { "city": "London", "zip": "12345" } }
+    }});
+    let started = directory.wait_started.notified();
+    let running = post(
+        TOKEN,
+        json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": { "name": "cap_directory_wait", "arguments": {} }
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(running.status(), 200);
+    tokio::time::timeout(Duration::from_secs(10), started)
+        .await
+        .expect("the wait started");
+
+    // Ana's one slot is her running call's, though its headers were sent.
+    let refused = post(TOKEN, lookup.clone()).await.unwrap();
+    assert_eq!(refused.status(), 503);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(
+        body["body"]["error"]["error"]["code"],
+        codes::TRANSPORT_OVERLOADED,
+        "{body}"
+    );
+    // Ben's slot is his own.
+    let other = post(OTHER_TOKEN, lookup.clone()).await.unwrap();
+    assert_eq!(other.status(), 200);
+
+    // Ana goes away: her call's answer is dropped, and her slot comes back.
+    drop(running);
+    let mut status = 0;
+    for _ in 0..100 {
+        status = post(TOKEN, lookup.clone()).await.unwrap().status().as_u16();
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        status, 200,
+        "the slot came back once the answer was dropped"
+    );
+}
+
 #[tokio::test]
 async fn serving_over_http_purges_expired_idempotency_records() {
     use aip_connector::store::IdempotencyStore;

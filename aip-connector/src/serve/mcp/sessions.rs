@@ -23,6 +23,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
 use http::{HeaderValue, Method, StatusCode, header};
+use http_body_util::BodyExt;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::{
     EventStore, RestoreOutcome, ServerSseMessage, SessionId, SessionManager,
@@ -522,7 +523,24 @@ pub(super) async fn guard_sessions(
         .get(SESSION_HEADER)
         .and_then(|value| value.to_str().ok())
         .map(SessionId::from);
-    slot.settle(opened);
+    let response = match opened {
+        Some(opened) => {
+            slot.settle(Some(opened));
+            response
+        }
+        // No session: the request is a call of its own (stateless mode, or a protocol version
+        // rmcp serves per request), and its slot is held until its answer's body ends or is
+        // dropped. rmcp sends the headers of an SSE answer before the tool call ends (at once in
+        // stateless mode, at the first progress notification with JSON answers), so a slot
+        // given back with the headers let one caller run any number of calls at once (found by
+        // a hostile probe: six under a limit of one).
+        None => response.map(|body| {
+            axum::body::Body::new(body.map_frame(move |frame| {
+                let _held_until_the_body_ends = &slot;
+                frame
+            }))
+        }),
+    };
     signed(response, &guard.key, caller.as_ref())
 }
 
