@@ -1094,7 +1094,8 @@ async fn transactional(
     } = *call;
     if mode == TransactionMode::Compensate {
         let (record, target) =
-            match transaction::admit_compensation(host, action, contract, caller).await {
+            match transaction::admit_compensation(host, action, contract, caller, timeout_ms).await
+            {
                 Ok(admitted) => admitted,
                 Err(error) => return failure::failed(&action.id, error),
             };

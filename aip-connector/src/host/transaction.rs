@@ -197,7 +197,7 @@ pub(crate) async fn refusal_before_gate(
             }
             needs_reconciliation_to_execute(&record).then(|| reconciliation_required(&record))
         }
-        TransactionMode::Compensate => compensation_claimed_before_gate(host, action).await,
+        TransactionMode::Compensate => compensation_claimed_before_gate(host, action, caller).await,
         // A commit whose plan it could never claim (missing, another tenant's, claimed, expired,
         // of other input or another planner, ...) would be refused after the approval: say so
         // now (found by an approval trial).
@@ -256,6 +256,7 @@ fn reconcile_target(
 async fn compensation_claimed_before_gate(
     host: &HostInner,
     action: &Action,
+    caller: &TrustedContext,
 ) -> Option<ProtocolError> {
     let target = action.transaction.as_ref()?.compensation_for.as_ref()?;
     let records = host.store.transactions_by_action(target).await.ok()?;
@@ -267,7 +268,10 @@ async fn compensation_claimed_before_gate(
         .transaction(&compensation_transaction_id(target))
         .await
         .ok()??;
-    if !of_actions_tenant(&existing, action) || compensation_may_run_again(&existing) {
+    if !of_actions_tenant(&existing, action)
+        || compensation_may_run_again(&existing)
+        || own_attempt(&existing, action, &caller.principal.id)
+    {
         return None;
     }
     Some(compensation_claimed(&existing))
@@ -636,6 +640,7 @@ pub(crate) async fn admit_compensation(
     action: &Action,
     contract: &CapabilityContract,
     caller: &TrustedContext,
+    timeout_ms: u64,
 ) -> Result<(TransactionRecord, CompensationTarget), ProtocolError> {
     let transaction = action.transaction.as_ref().expect("transactional action");
     let now = host.clock.now_ms();
@@ -686,7 +691,9 @@ pub(crate) async fn admit_compensation(
         provider_operation: target.provider_operation.clone(),
         cursor: target.checkpoint_cursor.clone(),
     };
-    let record = new_record(action, caller, Status::Compensating, now);
+    let over_at = attempt_over_at(now, timeout_ms);
+    let mut record = new_record(action, caller, Status::Compensating, now);
+    record.reconcile_after_ms = Some(over_at);
     if host
         .store
         .insert_transaction(&record)
@@ -708,11 +715,27 @@ pub(crate) async fn admit_compensation(
                 "a compensation of this action changed concurrently",
             )
         })?;
+    // This very compensation's earlier attempt: its insert's answer was lost, or its host died
+    // before the undo checkpointed anything.
+    if own_attempt(&existing, action, &caller.principal.id) {
+        let retake =
+            retake_own_attempt(&existing, now, over_at, host.limits.max_action_timeout_ms)?;
+        let record = apply(
+            host,
+            &existing,
+            &retake,
+            codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED,
+            "another attempt of this compensation started concurrently; retry",
+        )
+        .await?;
+        return Ok((record, compensation_target));
+    }
     if !compensation_may_run_again(&existing) {
         return Err(compensation_claimed(&existing));
     }
     let mut reopen = Transition::new(&[Status::Failed, Status::Reconciled], Status::Compensating);
     reopen.rebind_action = Some(action.id.clone());
+    reopen.reconcile_after_ms = Some(over_at);
     let record = apply(
         host,
         &existing,
@@ -861,9 +884,21 @@ async fn commit_plan(
 ) -> Result<Admitted, ProtocolError> {
     let record = load_plan(host, plan_id, stored).await?;
     check_plan_commit(&record, action, caller, plan_valid_at)?;
-    let mut claim = Transition::new(&[Status::Planned], Status::Committing);
-    claim.rebind_action = Some(action.id.clone());
-    claim.reconcile_after_ms = Some(over_at);
+    let claim = if record.status == Status::Committing {
+        // This commit's own claim (`check_plan_commit` let no other through): its answer was
+        // lost, or its host died before the handler checkpointed anything.
+        retake_own_attempt(
+            &record,
+            host.clock.now_ms(),
+            over_at,
+            host.limits.max_action_timeout_ms,
+        )?
+    } else {
+        let mut claim = Transition::new(&[Status::Planned], Status::Committing);
+        claim.rebind_action = Some(action.id.clone());
+        claim.reconcile_after_ms = Some(over_at);
+        claim
+    };
     let record = apply(
         host,
         &record,
@@ -921,6 +956,9 @@ fn check_plan_commit(
     }
     match record.status {
         Status::Planned => {}
+        // This commit's own claim, sent again: `commit_plan` tells it to wait, to reconcile, or
+        // lets it take the claim over, once the rest is rechecked.
+        Status::Committing if own_attempt(record, action, &caller.principal.id) => {}
         // The planner's own commit whose outcome is unknown (or being reconciled), sent again:
         // what it needs is a `reconcile`, as an `execute` retried in that state is told. Anyone
         // else learns only that the plan was claimed.
@@ -1046,19 +1084,12 @@ async fn execute_gate(
     if needs_reconciliation_to_execute(&record) {
         return Err(reconciliation_required(&record));
     }
-    let earlier_attempt_over_at = certainly_over_at(&record, host.limits.max_action_timeout_ms);
     match record.status {
-        // An earlier attempt that never reached its checkpoint and may still be running (its
-        // deadline has not passed): running this one too would run the handler twice.
-        Status::Prepared if now < earlier_attempt_over_at => {
-            Err(attempt_in_progress(&record, earlier_attempt_over_at, now))
-        }
-        // An earlier attempt that never reached its checkpoint and is certainly over (its host
-        // died): this attempt takes the record over, and the compare-and-set lets exactly one
-        // of racing attempts do so.
+        // An earlier attempt that never reached its checkpoint: told to wait while it may still
+        // run, taken over once it is certainly over (its host died, or its answer was lost).
         Status::Prepared => {
-            let mut retake = Transition::new(&[Status::Prepared], Status::Prepared);
-            retake.reconcile_after_ms = Some(over_at);
+            let retake =
+                retake_own_attempt(&record, now, over_at, host.limits.max_action_timeout_ms)?;
             let record = apply(
                 host,
                 &record,
@@ -1140,6 +1171,38 @@ fn bound_elsewhere(record: &TransactionRecord, action: &Action, principal: &Prin
         || record.capability_id != action.capability_id
         || record.principal_id != *principal
         || !of_actions_tenant(record, action)
+}
+
+/// Whether `record` is an attempt of this very action, run by `principal`: the same action id,
+/// capability, principal and tenant (a commit's claim rebinds its plan's record to the commit).
+fn own_attempt(record: &TransactionRecord, action: &Action, principal: &PrincipalId) -> bool {
+    !bound_elsewhere(record, action, principal)
+}
+
+/// The take-over of an earlier attempt of this very action that never settled (`prepared`,
+/// `committing`, `compensating`): a host that died, or a write whose answer was lost, so the
+/// caller was told to retry. Refused while the attempt may still run
+/// (`transaction.attempt_in_progress`, retryable once its deadline has passed: running this one
+/// too would run the handler twice), and when it checkpointed a provider operation
+/// (`transaction.reconciliation_required`: it may have reached the provider). Otherwise the
+/// same-state transition that restarts the attempt's deadline; applied as a compare-and-set, it
+/// lets exactly one of racing attempts take the record over.
+fn retake_own_attempt(
+    record: &TransactionRecord,
+    now: Millis,
+    over_at: Millis,
+    max_action_timeout_ms: u64,
+) -> Result<Transition, ProtocolError> {
+    if record.provider_operation.is_some() {
+        return Err(reconciliation_required(record));
+    }
+    let earlier_attempt_over_at = certainly_over_at(record, max_action_timeout_ms);
+    if now < earlier_attempt_over_at {
+        return Err(attempt_in_progress(record, earlier_attempt_over_at, now));
+    }
+    let mut retake = Transition::new(&[record.status], record.status);
+    retake.reconcile_after_ms = Some(over_at);
+    Ok(retake)
 }
 
 /// `transaction.attempt_in_progress`: an earlier attempt of this execution may still be running;

@@ -1,0 +1,213 @@
+//! A transactional attempt whose admission write landed with its answer lost (a PostgreSQL
+//! connection that closed after the commit): the caller is told `storage.unavailable`,
+//! retryable, and the retry it was told to make runs the handler once, after the first
+//! attempt is certainly over; before then it is told to wait (`transaction.attempt_in_progress`,
+//! retryable). Found by a store-failure probe: a commit's claim and a compensation's insert
+//! left the plan `committing` and the undo `compensating` for good, refused to every retry.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use aip_connector::VerifiedTenant;
+use aip_connector::codes;
+use aip_connector::host::{Host, TrustedContext};
+use aip_connector::model::{
+    Action, ActionResult, ActionResultStatus, ActionTransaction, Principal, PrincipalKind,
+    TransactionMode,
+};
+use aip_connector::prelude::*;
+use aip_connector::store::ManualClock;
+use aip_connector_tests::hooked_store::HookedStore;
+use serde_json::json;
+
+#[derive(Deserialize, JsonSchema)]
+struct Order {
+    item: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Ordered {
+    item: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Reason {
+    reason: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Undone {
+    reason: String,
+}
+
+/// Handler runs, by capability.
+#[derive(Clone, Default)]
+struct Shop {
+    orders: Arc<AtomicUsize>,
+    undos: Arc<AtomicUsize>,
+}
+
+#[connector(id = "shop")]
+impl Shop {
+    /// Order an item: planned and committed, or executed, and undone by `cap:shop:undo`.
+    #[capability(
+        id = "cap:shop:order",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+        transaction(modes = [execute, plan, commit, compensate], fidelity = policy_and_schema),
+        compensation(supported, capability = "cap:shop:undo", window_ms = 86_400_000),
+    )]
+    async fn order(
+        &self,
+        order: Order,
+        _key: IdempotencyKey,
+        _checkpoint: Checkpoint,
+    ) -> Result<Ordered, ConnectorFailure> {
+        self.orders.fetch_add(1, Ordering::SeqCst);
+        Ok(Ordered { item: order.item })
+    }
+
+    /// Undo an order: the compensating capability.
+    #[capability(
+        id = "cap:shop:undo",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal),
+        data(sensitivity = internal),
+    )]
+    async fn undo(
+        &self,
+        reason: Reason,
+        _key: IdempotencyKey,
+        _compensation: Compensation,
+        _checkpoint: Checkpoint,
+    ) -> Result<Undone, ConnectorFailure> {
+        self.undos.fetch_add(1, Ordering::SeqCst);
+        Ok(Undone {
+            reason: reason.reason,
+        })
+    }
+}
+
+fn caller() -> TrustedContext {
+    TrustedContext::new(Principal::new("user:ada", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new("t1"))
+}
+
+struct Fixture {
+    host: Host,
+    store: Arc<HookedStore>,
+    shop: Shop,
+    clock: Arc<ManualClock>,
+}
+
+fn fixture() -> Fixture {
+    let shop = Shop::default();
+    let store = Arc::new(HookedStore::default());
+    let clock = Arc::new(ManualClock::new());
+    let host = Host::builder()
+        .connector(shop.clone())
+        .store(store.clone())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    Fixture {
+        host,
+        store,
+        shop,
+        clock,
+    }
+}
+
+fn code(result: &ActionResult) -> &str {
+    result.error.as_ref().map_or("<none>", |e| e.code.as_str())
+}
+
+/// Asserts `result` failed with `code`, retryable.
+#[track_caller]
+fn assert_retryable(result: &ActionResult, expected: &str) {
+    assert_eq!(code(result), expected, "{result:?}");
+    assert_eq!(result.error.as_ref().unwrap().retryable, Some(true));
+}
+
+/// The first attempt lost its admission's answer; the same action sent again is told to wait
+/// while that attempt may still run, then runs once (past the first attempt's deadline, 60 s
+/// by default, plus 5 s), and a later resend replays it.
+async fn retried_after_a_lost_answer(f: &Fixture, action: &Action, runs: &AtomicUsize) {
+    let first = f.host.invoke(action.clone(), &caller()).await;
+    assert_retryable(&first, codes::STORAGE_UNAVAILABLE);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+
+    let soon = f.host.invoke(action.clone(), &caller()).await;
+    assert_retryable(&soon, codes::TRANSACTION_ATTEMPT_IN_PROGRESS);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+
+    f.clock.advance(65_000);
+    let ran = f.host.invoke(action.clone(), &caller()).await;
+    assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let replayed = f.host.invoke(action.clone(), &caller()).await;
+    assert!(replayed.is_idempotent_replay(), "{replayed:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_commit_whose_claim_lost_its_answer_runs_once_when_retried() {
+    let f = fixture();
+    let plan = f
+        .host
+        .invoke(
+            Action::new("cap:shop:order", json!({ "item": "lamp" }))
+                .with_idempotency_key("plan-1")
+                .with_transaction(ActionTransaction::new(TransactionMode::Plan)),
+            &caller(),
+        )
+        .await;
+    assert_eq!(plan.status, ActionResultStatus::Completed, "{plan:?}");
+    let plan_id = plan.output.unwrap()["plan"]["plan_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let commit = Action::new("cap:shop:order", json!({ "item": "lamp" }))
+        .with_idempotency_key("commit-1")
+        .with_transaction(ActionTransaction::commit(plan_id.clone()));
+
+    f.store.lose_next_transition_answer();
+    retried_after_a_lost_answer(&f, &commit, &f.shop.orders).await;
+
+    // Another commit of the plan still learns that a commit claimed it.
+    let other = Action::new("cap:shop:order", json!({ "item": "lamp" }))
+        .with_idempotency_key("commit-2")
+        .with_transaction(ActionTransaction::commit(plan_id));
+    let refused = f.host.invoke(other, &caller()).await;
+    assert_eq!(code(&refused), codes::TRANSACTION_PLAN_ALREADY_CLAIMED);
+}
+
+#[tokio::test]
+async fn a_compensation_whose_insert_lost_its_answer_runs_once_when_retried() {
+    let f = fixture();
+    let ordered = Action::new("cap:shop:order", json!({ "item": "chair" }))
+        .with_idempotency_key("order-1")
+        .with_transaction(ActionTransaction::new(TransactionMode::Execute));
+    let target = ordered.id.clone();
+    let result = f.host.invoke(ordered, &caller()).await;
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    let undo = Action::new("cap:shop:order", json!({ "reason": "broken" }))
+        .with_idempotency_key("undo-1")
+        .with_transaction(ActionTransaction::compensate(target.clone()));
+
+    f.store.lose_next_insert_answer();
+    retried_after_a_lost_answer(&f, &undo, &f.shop.undos).await;
+
+    // Another compensation of the target is refused: it was compensated once.
+    let again = Action::new("cap:shop:order", json!({ "reason": "twice" }))
+        .with_idempotency_key("undo-2")
+        .with_transaction(ActionTransaction::compensate(target));
+    let refused = f.host.invoke(again, &caller()).await;
+    assert_eq!(
+        code(&refused),
+        codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED
+    );
+}
