@@ -46,8 +46,8 @@ use aip_connector::model::{
 };
 use aip_connector::store::{
     ApprovalRecord, ApprovalStatus, ApprovalStore, IdempotencyRecord, IdempotencyStore, Millis,
-    Reservation, ReserveOutcome, SharedStore, StoreError, TransactionRecord, Transition,
-    TransitionOutcome,
+    PLAN_TTL_MS, Reservation, ReserveOutcome, SharedStore, StoreError, TransactionRecord,
+    Transition, TransitionOutcome,
 };
 use serde_json::json;
 
@@ -1466,10 +1466,11 @@ async fn insert_new(store: &SharedStore, record: &TransactionRecord) {
     );
 }
 
-/// Retention of transactions: `purge_finished_transactions` deletes exactly the finished records
-/// last updated before the cutoff, at most `max_entries` per call; a record that finishes or
-/// reopens through a transition is judged by its new status and time, and a purged plan's id is
-/// free again.
+/// Retention of transactions: `purge_finished_transactions` deletes exactly the records that
+/// finished before the cutoff (`TransactionRecord::finished_at_ms`: finished records by their
+/// last update, plans nobody committed by their expiry), at most `max_entries` per call; a
+/// record that finishes or reopens through a transition is judged by its new status and time,
+/// and a purged plan's id is free again.
 pub async fn check_purge_finished_transactions_deletes_only_finished_records_past_the_cutoff(
     store: SharedStore,
 ) {
@@ -1489,6 +1490,7 @@ pub async fn check_purge_finished_transactions_deletes_only_finished_records_pas
         }
     }
     assert_eq!(finished.len(), 7, "the finished statuses");
+    // Made at `NOW`, the plan of the loop above expires after the cutoff: kept.
     // Finished, but at the cutoff itself: kept.
     let young = TransactionRecord {
         updated_at_ms: NOW,
@@ -1496,6 +1498,22 @@ pub async fn check_purge_finished_transactions_deletes_only_finished_records_pas
     };
     insert_new(&store, &young).await;
     kept.push(inserted(&young));
+    // A plan nobody committed, expired before the cutoff: purged with its input. One that
+    // expires at the cutoff itself is kept.
+    let expired = TransactionRecord {
+        created_at_ms: NOW - PLAN_TTL_MS - 1,
+        updated_at_ms: NOW - PLAN_TTL_MS - 1,
+        ..planned("txn_plan_expired", "act_e", "plan:expired")
+    };
+    insert_new(&store, &expired).await;
+    finished.push(expired);
+    let expiring = TransactionRecord {
+        created_at_ms: NOW - PLAN_TTL_MS,
+        updated_at_ms: NOW - PLAN_TTL_MS,
+        ..planned("txn_plan_expiring", "act_e", "plan:expiring")
+    };
+    insert_new(&store, &expiring).await;
+    kept.push(inserted(&expiring));
     // A plan committed before the cutoff finishes through the transition.
     let plan = planned("txn_plan", "act_p", "plan:retention");
     insert_new(&store, &plan).await;
@@ -1540,7 +1558,7 @@ pub async fn check_purge_finished_transactions_deletes_only_finished_records_pas
     assert_eq!(
         purged,
         finished.len() + 1,
-        "the finished records and the plan"
+        "the finished records, the expired plan and the committed one"
     );
     for record in &finished {
         assert_eq!(store.transaction(&record.transaction_id).await, Ok(None));

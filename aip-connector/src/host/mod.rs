@@ -327,8 +327,13 @@ pub struct Retention {
     pub approvals: Option<std::time::Duration>,
     /// A finished transaction record
     /// ([`TransactionRecord::is_finished`](crate::store::TransactionRecord::is_finished)) is
-    /// deleted once it was last updated this long ago; `None` keeps it. Recoverable records and
-    /// `requires_human` ones are always kept. A deleted committed transaction can no longer be
+    /// deleted once it was last updated this long ago, and a plan nobody committed once it
+    /// expired this long ago
+    /// ([`TransactionRecord::finished_at_ms`](crate::store::TransactionRecord::finished_at_ms));
+    /// `None` keeps it. Other recoverable records and `requires_human` ones are always kept. A
+    /// commit released by an approval does not count the approval's wait against its plan, so
+    /// set this longer than the approval TTLs of gated commits: a plan deleted while its
+    /// commit waits for an approver answers that commit `transaction.plan_not_found`. A deleted committed transaction can no longer be
     /// compensated through the host, so this is also the compensation window. After deletion
     /// the transaction id is unknown: an `execute` re-sent under it runs again instead of
     /// replaying (unless its idempotency key still replays the result), so keep transactions as
@@ -1727,8 +1732,9 @@ impl Host {
     /// deletes nothing and does not touch the store.
     ///
     /// Only records nothing can change any more are deleted: approvals that are closed
-    /// ([`ApprovalRecord::is_closed`]) and transactions that are finished
-    /// ([`TransactionRecord::is_finished`](crate::store::TransactionRecord::is_finished)).
+    /// ([`ApprovalRecord::is_closed`]), transactions that are finished
+    /// ([`TransactionRecord::is_finished`](crate::store::TransactionRecord::is_finished)), and
+    /// plans nobody committed, once expired.
     /// Afterwards their ids are unknown: a decision on a deleted approval, or the re-submission
     /// of its action, is refused as for an id never issued. Keep approvals at least as long as
     /// the idempotency TTL of the capabilities they gate: a resend under the key of an action

@@ -22,10 +22,9 @@ use super::pipeline::Clipped;
 use super::{HostInner, failure};
 use crate::codes;
 use crate::invocation::{BoxFuture, CheckpointRecorder, CompensationTarget};
+pub(crate) use crate::store::PLAN_TTL_MS;
 use crate::store::{Millis, SharedStore, TransactionRecord, Transition, TransitionOutcome};
 
-/// Plans expire 15 minutes after they are made.
-pub(crate) const PLAN_TTL_MS: Millis = 15 * 60 * 1000;
 /// Reconcile no earlier than this after an unknown outcome, unless the failure says otherwise.
 pub(crate) const DEFAULT_RECONCILE_AFTER_MS: Millis = 5_000;
 

@@ -8,7 +8,8 @@ use aip_connector_core::model::{
 use serde_json::json;
 
 use super::{
-    ApprovalRecord, ApprovalStatus, ApprovalStore, Millis, TransactionRecord, TransactionStore,
+    ApprovalRecord, ApprovalStatus, ApprovalStore, Millis, PLAN_TTL_MS, TransactionRecord,
+    TransactionStore,
 };
 
 /// A pending approval request `id` without a TTL, created at 0, carrying a secret in its input.
@@ -64,9 +65,9 @@ pub(super) fn planned(id: &str, plan_id: &str) -> TransactionRecord {
     }
 }
 
-/// Rows an older build wrote, for the tests of the migration that adds the retention columns:
-/// a closed and an open approval created at 10, a finished and a running transaction last
-/// updated at 20.
+/// Rows an older build wrote, for the tests of the migrations that add and fill the retention
+/// columns: a closed and an open approval created at 10, a finished transaction and a plan
+/// nobody committed (made at 0, "running") last updated at 20.
 pub(super) struct RetentionRows {
     pub(super) closed: ApprovalRecord,
     pub(super) open: ApprovalRecord,
@@ -133,9 +134,17 @@ impl RetentionRows {
             store.transaction(&self.finished.transaction_id).await,
             Ok(None)
         );
+        let running = self.running.transaction_id.clone();
+        assert_eq!(store.transaction(&running).await, Ok(Some(self.running)));
+        // The running row is a plan nobody committed, made at 0: it ends when it expires.
         assert_eq!(
-            store.transaction(&self.running.transaction_id).await,
-            Ok(Some(self.running))
+            store.purge_finished_transactions(PLAN_TTL_MS, 10).await,
+            Ok(0)
         );
+        assert_eq!(
+            store.purge_finished_transactions(PLAN_TTL_MS + 1, 10).await,
+            Ok(1)
+        );
+        assert_eq!(store.transaction(&running).await, Ok(None));
     }
 }

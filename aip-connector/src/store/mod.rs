@@ -40,7 +40,9 @@ pub use memory::MemoryStore;
 pub use postgres::{PostgresOptions, PostgresStore};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
-pub use transaction::{TransactionRecord, TransactionStore, Transition, TransitionOutcome};
+pub use transaction::{
+    PLAN_TTL_MS, TransactionRecord, TransactionStore, Transition, TransitionOutcome,
+};
 
 /// Milliseconds since the Unix epoch.
 pub type Millis = u64;

@@ -30,7 +30,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::purgeable_approval_sql;
 use super::sql::{counter_to_sql, decode, encode, millis_to_sql, unsigned_from_sql};
-use super::transaction::finished_statuses_sql;
+use super::transaction::purgeable_statuses_sql;
 use super::{
     ApprovalRecord, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore, KeyEntry, Millis,
     Purged, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
@@ -73,6 +73,11 @@ const MIGRATIONS: &[Migration] = &[
         version: 5,
         name: "resumed_at",
         sql: include_str!("../../migrations/postgres/0005_resumed_at.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "plan_expiry",
+        sql: include_str!("../../migrations/postgres/0006_plan_expiry.sql"),
     },
 ];
 
@@ -1722,9 +1727,9 @@ impl TransactionStore for PostgresStore {
                     "DELETE FROM transactions WHERE transaction_id IN ( \
                        SELECT transaction_id FROM transactions \
                        WHERE finished_at_ms < $1 AND status IN ",
-                    finished_statuses_sql!(),
+                    purgeable_statuses_sql!(),
                     " LIMIT $2) AND finished_at_ms < $1 AND status IN ",
-                    finished_statuses_sql!()
+                    purgeable_statuses_sql!()
                 ),
                 &[&updated_before, &limit],
             )
@@ -1995,7 +2000,8 @@ mod tests {
                 (2, "retry_attempts".to_owned()),
                 (3, "expiry_indexes".to_owned()),
                 (4, "retention".to_owned()),
-                (5, "resumed_at".to_owned())
+                (5, "resumed_at".to_owned()),
+                (6, "plan_expiry".to_owned())
             ]
         );
         let tables: Vec<String> = client
@@ -2021,8 +2027,8 @@ mod tests {
         );
     }
 
-    /// Migration 4 fills the retention columns in from the bodies of the rows already there,
-    /// so records written before it are purged like new ones.
+    /// Migrations 4 and 6 fill the retention columns in from the bodies of the rows already
+    /// there, so records written before them are purged like new ones.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn rows_from_before_migration_4_gain_their_retention_columns() {
         use super::super::fixtures::RetentionRows;
@@ -2038,7 +2044,7 @@ mod tests {
              DROP INDEX transactions_finished;
              ALTER TABLE approval_records DROP COLUMN created_at_ms, DROP COLUMN expires_at_ms;
              ALTER TABLE transactions DROP COLUMN finished_at_ms;
-             DELETE FROM aip_connector_schema_migrations WHERE version = 4;",
+             DELETE FROM aip_connector_schema_migrations WHERE version IN (4, 6);",
         )
         .await;
         let rows = RetentionRows::new();

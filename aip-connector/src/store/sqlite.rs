@@ -20,7 +20,7 @@ use tokio::sync::Semaphore;
 
 use super::purgeable_approval_sql;
 use super::sql::{counter_to_sql, decode, encode, millis_to_sql, unsigned_from_sql};
-use super::transaction::finished_statuses_sql;
+use super::transaction::purgeable_statuses_sql;
 use super::{
     ApprovalRecord, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore, KeyEntry, Millis,
     Purged, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
@@ -38,7 +38,16 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_4,
     MIGRATION_5,
     MIGRATION_6,
+    MIGRATION_7,
 ];
+
+/// Migration 7: a plan nobody committed ends, for retention, when it expires
+/// (`TransactionRecord::finished_at_ms`: 15 minutes after it was made); this fills the column in
+/// for the plans already there (writers set it on every write).
+const MIGRATION_7: &str = "
+UPDATE transactions SET finished_at_ms = json_extract(body, '$.created_at_ms') + 900000
+    WHERE status = 'planned';
+";
 
 /// Migration 6: when an approval's single resume claimed it, so that retention keeps a resumed
 /// approval for its period after the resume (`ApprovalRecord::is_purgeable`). Rows resumed
@@ -1067,7 +1076,7 @@ impl TransactionStore for SqliteStore {
                 concat!(
                     "DELETE FROM transactions WHERE rowid IN ( \
                        SELECT rowid FROM transactions WHERE finished_at_ms < ?1 AND status IN ",
-                    finished_statuses_sql!(),
+                    purgeable_statuses_sql!(),
                     " LIMIT ?2)"
                 ),
                 params![updated_before, limit],
@@ -1267,7 +1276,7 @@ mod tests {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(version, SCHEMA_VERSION);
-        assert_eq!(SCHEMA_VERSION, 6);
+        assert_eq!(SCHEMA_VERSION, 7);
         assert_eq!(
             store.approval(&ApprovalId::trusted("appr_1")).await,
             Ok(Some(request))
@@ -1305,8 +1314,8 @@ mod tests {
         );
     }
 
-    /// Migration 5 fills the retention columns in from the bodies of the rows already there,
-    /// so records written before it are purged like new ones.
+    /// Migrations 5 and 7 fill the retention columns in from the bodies of the rows already
+    /// there, so records written before them are purged like new ones.
     #[tokio::test]
     async fn schema_4_rows_gain_their_retention_columns() {
         let file = TempFile::new("upgrade-retention");
@@ -1357,11 +1366,11 @@ mod tests {
     fn newer_schema_version_is_refused() {
         let file = TempFile::new("newer");
         let connection = Connection::open(&file.0).unwrap();
-        connection.pragma_update(None, "user_version", 7).unwrap();
+        connection.pragma_update(None, "user_version", 8).unwrap();
         drop(connection);
         let error = SqliteStore::open(&file.0).unwrap_err();
         assert!(
-            matches!(&error, StoreError::Unavailable(message) if message.contains("schema version 7")),
+            matches!(&error, StoreError::Unavailable(message) if message.contains("schema version 8")),
             "{error:?}"
         );
     }

@@ -11,18 +11,24 @@ use serde::{Deserialize, Serialize};
 
 use super::{Millis, StoreError};
 
-/// The `status` column values of the finished statuses ([`TransactionRecord::is_finished`]) as
-/// an SQL list, for the SQL stores' retention statements: the purge tests the status as well as
+/// How long a plan may be committed after it was made: 15 minutes (`aip-runtime.md` §3.5). A
+/// commit released by an approval does not count the time the approval waited for its
+/// decisions (docs/host-runtime.md §6.3).
+pub const PLAN_TTL_MS: Millis = 15 * 60 * 1000;
+
+/// The `status` column values of the statuses retention may delete (those whose
+/// [`TransactionRecord::finished_at_ms`] is set: the finished ones, and `planned`) as an SQL
+/// list, for the SQL stores' retention statements: the purge tests the status as well as
 /// `finished_at_ms`, which a host of an older build does not clear when it reopens a record.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-macro_rules! finished_statuses_sql {
+macro_rules! purgeable_statuses_sql {
     () => {
         "('dry_run_completed', 'committed', 'compensated', 'cancelled', \
-          'rollback_not_supported', 'failed', 'reconciled')"
+          'rollback_not_supported', 'failed', 'reconciled', 'planned')"
     };
 }
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(super) use finished_statuses_sql;
+pub(super) use purgeable_statuses_sql;
 
 /// The durable state of one transaction.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -126,10 +132,19 @@ impl TransactionRecord {
         }
     }
 
-    /// When the record finished: its last update once [`is_finished`](Self::is_finished), else
-    /// `None`. Retention counts from it; the SQL stores keep it in a column.
+    /// When the record finished, for retention, which counts from it (the SQL stores keep it
+    /// in a column): its last update once [`is_finished`](Self::is_finished); for a plan
+    /// nobody committed, the moment it expires ([`PLAN_TTL_MS`] after it was made), after which
+    /// no commit can claim it (unless an approval kept one waiting, whose wait the plan does not
+    /// count); else `None`. Before plans ended this way, a preview nobody committed kept its
+    /// input for good, whatever the retention (found by a store-failure probe).
     pub fn finished_at_ms(&self) -> Option<Millis> {
-        self.is_finished().then_some(self.updated_at_ms)
+        match self.status {
+            TransactionProtocolStatus::Planned => {
+                Some(self.created_at_ms.saturating_add(PLAN_TTL_MS))
+            }
+            _ => self.is_finished().then_some(self.updated_at_ms),
+        }
     }
 
     /// Whether a restarted host must look at this record (planned, prepared, committing,
@@ -274,8 +289,9 @@ pub trait TransactionStore: Send + Sync {
     /// transaction id.
     async fn recoverable(&self) -> Result<Vec<TransactionRecord>, StoreError>;
 
-    /// Deletes up to `max_entries` finished records ([`TransactionRecord::is_finished`]) last
-    /// updated before `updated_before`, and says how many went. Other records are never
+    /// Deletes up to `max_entries` records that finished before `updated_before`
+    /// ([`TransactionRecord::finished_at_ms`]: finished records by their last update, plans
+    /// nobody committed by their expiry), and says how many went. Other records are never
     /// deleted, however old.
     ///
     /// This is the transactions' retention (see `Retention` in the host module): after it, the
@@ -296,22 +312,25 @@ mod tests {
     use super::super::fixtures::planned;
     use super::*;
 
-    /// The SQL list names exactly the statuses `is_finished` accepts, in their JSON spelling.
+    /// The SQL list names exactly the statuses for which `finished_at_ms` is set, in their JSON
+    /// spelling.
     #[test]
-    fn the_sql_list_of_finished_statuses_matches_is_finished() {
-        let listed: Vec<String> = finished_statuses_sql!()
+    fn the_sql_list_of_purgeable_statuses_matches_finished_at_ms() {
+        let mut listed: Vec<String> = purgeable_statuses_sql!()
             .trim_matches(|c| c == '(' || c == ')')
             .split(',')
             .map(|name| name.trim().trim_matches('\'').to_owned())
             .collect();
-        let finished: Vec<String> = TransactionProtocolStatus::ALL
+        listed.sort();
+        let mut purgeable: Vec<String> = TransactionProtocolStatus::ALL
             .into_iter()
             .filter(|&status| {
                 TransactionRecord {
                     status,
                     ..planned("txn_1", "plan:1")
                 }
-                .is_finished()
+                .finished_at_ms()
+                .is_some()
             })
             .map(|status| {
                 serde_json::to_value(status)
@@ -321,6 +340,7 @@ mod tests {
                     .to_owned()
             })
             .collect();
-        assert_eq!(listed, finished);
+        purgeable.sort();
+        assert_eq!(listed, purgeable);
     }
 }
