@@ -74,6 +74,7 @@ pub struct HookedStore {
     before_transition: Option<TransitionHook>,
     before_reserve: Option<ReserveHook>,
     before_release_resume: Option<ReleaseResumeHook>,
+    after_claim_resume: Option<ReleaseResumeHook>,
     before_settle: Option<ReserveHook>,
     settles: AtomicUsize,
     releases: AtomicUsize,
@@ -117,6 +118,16 @@ impl HookedStore {
     ) -> Self {
         HookedStore {
             before_release_resume: Some(Box::new(hook)),
+            ..HookedStore::default()
+        }
+    }
+
+    /// A memory store whose `ApprovalStore::claim_resume` calls are applied, then answered
+    /// once what `hook` answers for them is done: a call dropped meanwhile leaves a claim that
+    /// landed, as SQLite's blocking task or a sent PostgreSQL statement would.
+    pub fn after_claim_resume(hook: impl Fn(&ApprovalId) -> Hold + Send + Sync + 'static) -> Self {
+        HookedStore {
+            after_claim_resume: Some(Box::new(hook)),
             ..HookedStore::default()
         }
     }
@@ -313,6 +324,9 @@ impl ApprovalStore for HookedStore {
 
     async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError> {
         let claimed = self.inner.claim_resume(id, now).await;
+        if let Some(hold) = self.after_claim_resume.as_ref().and_then(|hook| hook(id)) {
+            hold.await;
+        }
         if self
             .lose_next_claim_resume_answer
             .swap(false, Ordering::SeqCst)

@@ -655,6 +655,41 @@ async fn a_resume_claim_whose_answer_was_lost_is_given_back() {
     assert_eq!(payments.executions.load(Ordering::SeqCst), 2);
 }
 
+/// A call dropped while its claim on the resume is written (a transport's timeout), after the
+/// claim landed, gives the claim back on a task of its own: a retry runs the approved action.
+/// Nothing did before: the approval read as resumed by an action that never ran.
+#[tokio::test]
+async fn a_call_dropped_while_its_resume_claim_is_written_gives_it_back() {
+    let gate = Gate::default();
+    let store = Arc::new(HookedStore::after_claim_resume({
+        let gate = gate.clone();
+        move |_| gate.hold()
+    }));
+    let payments = Payments::default();
+    let host = host_on(payments.clone(), Arc::default(), store.clone());
+    let (_, id) = approved_refund(&host).await;
+
+    let first = tokio::spawn({
+        let (host, id) = (host.clone(), id.clone());
+        async move { host.resume_approved(&id, &person("user:req")).await }
+    });
+    gate.entered().await;
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    gate.open();
+    tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while host.approval(&id).await.unwrap().unwrap().resumed {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the dropped call's claim was given back");
+
+    let ran = host.resume_approved(&id, &person("user:req")).await;
+    assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
+}
+
 /// A client that resends its re-submission while the first one still runs (its answer is late,
 /// not lost) is told to come back (`idempotency.in_progress`, retryable), not that the approval
 /// already ran; coming back once the first finished replays its result. Another action carrying

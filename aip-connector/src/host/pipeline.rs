@@ -878,7 +878,7 @@ async fn execute(
 
 /// What [`claim_resume`] needs.
 struct ClaimResumeArgs<'a> {
-    host: &'a HostInner,
+    host: &'a Arc<HostInner>,
     action: &'a Action,
     approval_id: &'a ApprovalId,
     /// The action carried its approval (a re-submission), rather than being resumed from the
@@ -911,7 +911,20 @@ async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ResumeRefusal> {
         fingerprint,
         now,
     } = claim;
-    match host.store.claim_resume(approval_id, now).await {
+    // A call dropped while the claim is written (SQLite's blocking task and a sent PostgreSQL
+    // statement finish it all the same) gives it back on a task of its own: nothing else
+    // would, and the approval would read as resumed by an action that never ran. Disarmed as
+    // soon as the store answers: from then on the claim is `run`'s to give back, or not ours.
+    let mut held = Box::new(HoldReturn::giving_back(
+        host,
+        &ResumeClaim {
+            id: approval_id.clone(),
+            claimed_at_ms: now,
+        },
+    ));
+    let claimed = host.store.claim_resume(approval_id, now).await;
+    held.give_back = None;
+    match claimed {
         Ok(true) => return Ok(()),
         Ok(false) => {}
         Err(error) => {
