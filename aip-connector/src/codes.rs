@@ -89,6 +89,9 @@ pub const CREDENTIAL_SCOPE_MISSING: &str = "credential.scope_missing";
 pub const CREDENTIAL_ISSUER_DENIED: &str = "credential.issuer_denied";
 /// The resolved credential belongs to another tenant.
 pub const CREDENTIAL_TENANT_MISMATCH: &str = "credential.tenant_mismatch";
+/// The deployment's credential provider did not answer within the call's deadline, or panicked:
+/// nothing was attempted (temporary, retryable; ours).
+pub const CREDENTIAL_UNAVAILABLE: &str = "credential.unavailable";
 /// The caller is not authorized (principal kind refused, delegation too deep, ...).
 pub const AUTH_NOT_AUTHORIZED: &str = "auth.not_authorized";
 /// A tenant- or account-scoped key without the identity part to scope it.

@@ -826,3 +826,67 @@ async fn an_input_value_does_not_rename_the_sdks_fields() {
         );
     }
 }
+
+/// Quotes the provider's refusal, which names the credential, from a capability whose input is
+/// redacted: the caller's input is withheld from the failure as well as the credential.
+struct Keys;
+
+#[connector(id = "keys")]
+impl Keys {
+    /// Checks the caller's key against a patient's record.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = regulated, pii, redaction),
+        credentials(required, scopes = ["charts.write"]),
+    )]
+    async fn check(
+        &self,
+        _patient: Patient,
+        credential: Credential,
+    ) -> Result<Chart, ConnectorFailure> {
+        let secret = credential.secret().expose_str().unwrap_or_default();
+        Err(ConnectorFailure::temporary(
+            "keys.refused",
+            format!("provider said: bad key {secret}"),
+            "keys",
+        ))
+    }
+}
+
+/// An input value that overlaps the credential in the failure's text (here it ends with the
+/// credential's first characters) cannot uncover the rest of it: both are withheld as one.
+/// Found by a hostile probe: the longer input value was withheld first, which broke the
+/// credential's text up, and `[withheld]ary-secret-7d3e91` went out in the result, the stored
+/// record and the logs.
+#[tokio::test]
+async fn an_input_value_overlapping_the_credential_cannot_uncover_it() {
+    let (logs, _guard) = capture_logs();
+    let store = Arc::new(MemoryStore::default());
+    let credential =
+        CredentialHandle::new("cred-7", "vault", Secret::new(CANARY)).with_scopes(["charts.write"]);
+    let host = Host::builder()
+        .connector(Keys)
+        .store(store.clone())
+        .deployment(Deployment::new().with_static_credential(credential))
+        .build()
+        .unwrap();
+    for name in [
+        "provider said: bad key can",
+        "key canary-",
+        "secret-7d3e91 and more",
+    ] {
+        let action = Action::new("cap:keys:check", json!({ "name": name, "age": 40 }));
+        let failed = host.invoke(action, &caller()).await;
+        let shown = serde_json::to_string(&failed).unwrap();
+        assert_eq!(
+            failed.error.as_ref().unwrap().code,
+            "keys.refused",
+            "{shown}"
+        );
+        for tail in ["7d3e91", "ary-secret", "canary"] {
+            assert!(!shown.contains(tail), "{tail} of the credential in {shown}");
+            assert!(!logs.text().contains(tail), "{tail} in {}", logs.text());
+        }
+    }
+}

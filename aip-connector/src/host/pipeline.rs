@@ -608,6 +608,7 @@ async fn execute(
             routed_contract,
             caller,
             tenant,
+            effective_timeout(&action, contract, &host.limits),
         ))
         .await
         {
@@ -3150,31 +3151,39 @@ fn input_forms(input: &Value, schema: &Value) -> Vec<String> {
 /// material sits in the encoded bytes (`user:KEY` as Basic authentication sends it, `KEY:`):
 /// for each of the three alignments, the characters that encode material bytes only, so at
 /// most two bytes at either end stay readable (found by a hostile review). Material that is not
-/// UTF-8 cannot appear in an error's text, and material shorter than [`MIN_WITHHELD_LEN`] would
-/// blank out ordinary words.
+/// UTF-8 cannot appear in an error's text as it is, but its base64 can (a binary key a handler
+/// quoted encoded; found by a hostile probe). Material with whitespace around it (read from a
+/// file or an environment variable) is also withheld trimmed, as a handler must send it in a
+/// header (found by the same probe). Material shorter than [`MIN_WITHHELD_LEN`] would blank out
+/// ordinary words.
 fn secret_forms(secret: &crate::invocation::Secret) -> Vec<String> {
     use base64::Engine as _;
     use base64::engine::general_purpose::{STANDARD, URL_SAFE};
     /// A shorter base64 core would match unrelated text by chance.
     const MIN_BASE64_CORE: usize = 8;
     let mut forms = Vec::new();
-    let Ok(text) = secret.expose_str() else {
-        return forms;
-    };
-    if text.len() < MIN_WITHHELD_LEN {
+    let bytes = secret.expose_bytes();
+    if bytes.len() < MIN_WITHHELD_LEN {
         return forms;
     }
-    encoded_forms(text, &mut forms);
-    let lower: Vec<String> = forms[1..]
-        .iter()
-        .filter(|form| form.contains('%'))
-        .map(|form| lower_hex(form))
-        .collect();
-    forms.extend(lower);
-    if let Ok(quoted) = serde_json::to_string(text) {
-        forms.push(quoted[1..quoted.len() - 1].to_owned());
+    if let Ok(text) = secret.expose_str() {
+        for text in [text, text.trim()] {
+            if text.len() < MIN_WITHHELD_LEN {
+                continue;
+            }
+            let first = forms.len();
+            encoded_forms(text, &mut forms);
+            let lower: Vec<String> = forms[first + 1..]
+                .iter()
+                .filter(|form| form.contains('%'))
+                .map(|form| lower_hex(form))
+                .collect();
+            forms.extend(lower);
+            if let Ok(quoted) = serde_json::to_string(text) {
+                forms.push(quoted[1..quoted.len() - 1].to_owned());
+            }
+        }
     }
-    let bytes = text.as_bytes();
     for offset in 0..3 {
         let Some(rest) = bytes.get(offset..) else {
             break;
@@ -3219,13 +3228,48 @@ fn encoded_forms(text: &str, out: &mut Vec<String>) {
     out.push(crate::provider::query_encoded(text));
 }
 
-/// `text` with every form replaced by `[withheld]`.
+/// `text` with every occurrence of every form replaced by `[withheld]`. Occurrences are found in
+/// the text as it is, and overlapping or touching ones are withheld as one: replacing one form
+/// after another let an input value that overlaps the credential (`"bad key sk_"` against
+/// `"… bad key sk_live_…"`) break the credential's text up before its own turn came, so the
+/// rest of it went out in clear (found by a hostile probe).
 fn scrub(text: &mut String, forms: &[String]) {
-    for form in forms {
-        if text.contains(form.as_str()) {
-            *text = text.replace(form.as_str(), "[withheld]");
+    let mut found: Vec<std::ops::Range<usize>> = Vec::new();
+    for form in forms.iter().filter(|form| !form.is_empty()) {
+        let mut from = 0;
+        while let Some(at) = text.get(from..).and_then(|rest| rest.find(form.as_str())) {
+            let start = from + at;
+            found.push(start..start + form.len());
+            // The next occurrence may overlap this one: search again from its next character.
+            from = start + text[start..].chars().next().map_or(1, char::len_utf8);
         }
     }
+    if found.is_empty() {
+        return;
+    }
+    found.sort_by_key(|range| range.start);
+    let mut scrubbed = String::with_capacity(text.len());
+    let mut copied = 0;
+    let mut open: Option<std::ops::Range<usize>> = None;
+    for range in found {
+        match &mut open {
+            Some(current) if range.start <= current.end => current.end = current.end.max(range.end),
+            _ => {
+                if let Some(done) = open.replace(range) {
+                    scrubbed.push_str(&text[copied..done.start]);
+                    scrubbed.push_str("[withheld]");
+                    copied = done.end;
+                }
+            }
+        }
+    }
+    if let Some(done) = open {
+        scrubbed.push_str(&text[copied..done.start]);
+        scrubbed.push_str("[withheld]");
+        copied = done.end;
+    }
+    scrubbed.push_str(&text[copied..]);
+    *text = scrubbed;
 }
 /// [`scrub`] of every string and key in `value`, but the provider client's closed-valued
 /// fields ([`sdk_value`]).
@@ -3298,25 +3342,30 @@ fn withhold_credential_in_value(value: &mut Value, secret: Option<&crate::invoca
     if forms.is_empty() {
         return;
     }
-    longest_first(&mut forms);
+    distinct(&mut forms);
     scrub_value(value, &forms);
 }
 
-/// Longest first, so a form is replaced before a shorter one inside it; equal forms once.
-fn longest_first(forms: &mut Vec<String>) {
-    forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+/// Each form once: the credential's forms and an input's often coincide (a text that needs no
+/// escaping is its own path segment and query value).
+fn distinct(forms: &mut Vec<String>) {
+    forms.sort_unstable();
     forms.dedup();
 }
 
 /// Replaces every one of `forms` found in the connector's failure, its message and its details
-/// (object keys too), with `[withheld]`. The longest forms go first, so a value that contains
-/// another is withheld whole.
+/// (object keys too), with `[withheld]` ([`scrub`]: a value that contains or overlaps another is
+/// withheld whole).
 fn withhold(error: &mut ProtocolError, mut forms: Vec<String>) {
     if forms.is_empty() {
         return;
     }
-    longest_first(&mut forms);
+    distinct(&mut forms);
     scrub(&mut error.message, &forms);
+    // The connector names its own component there (`ConnectorFailure::source_component`).
+    if let Some(source) = error.source.as_mut() {
+        scrub_value(source, &forms);
+    }
     // The top level of the details is the SDK's (`ConnectorFailure::to_protocol_error`): its
     // keys are never renamed (an input `provider` made `provider_request_id` unreadable), and
     // its closed-valued fields are left as they are. Below it, in the connector's own
@@ -3419,6 +3468,53 @@ fn contract_checks(contract: &CapabilityContract, action: &Action) -> Result<(),
     Ok(())
 }
 
+/// The deployment's credential for the call, within `timeout_ms`: a provider that hangs (a
+/// secret store that does not answer) held the call, its host slot and, over HTTP, the
+/// server's in-flight slot for as long as it hung, past every deadline, and one that panicked
+/// unwound into the caller (an HTTP answer then said a handler had panicked; found by a hostile
+/// probe). Both are `credential.unavailable`, retryable: nothing was attempted.
+async fn resolve_credential(
+    provider: &dyn crate::host::CredentialProvider,
+    capability: &Capability,
+    caller: &TrustedContext,
+    timeout_ms: u64,
+) -> Result<Option<CredentialHandle>, ProtocolError> {
+    use futures_util::FutureExt as _;
+    let unavailable = |why: String, reason: &str| {
+        failure::with_details(
+            failure::error(
+                codes::CREDENTIAL_UNAVAILABLE,
+                why,
+                ErrorCategory::Temporary,
+                true,
+            ),
+            json!({ "reason": reason, "timeout_ms": timeout_ms }),
+        )
+    };
+    let panicked = || {
+        unavailable(
+            "the deployment's credential provider panicked; nothing was attempted".to_owned(),
+            "panicked",
+        )
+    };
+    let resolving = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        provider.resolve(capability, caller)
+    }))
+    .map_err(|_| panicked())?;
+    let resolving = std::panic::AssertUnwindSafe(resolving).catch_unwind();
+    match tokio::time::timeout(std::time::Duration::from_millis(timeout_ms), resolving).await {
+        Ok(Ok(resolved)) => resolved.map_err(|failure| failure.to_protocol_error()),
+        Ok(Err(_)) => Err(panicked()),
+        Err(_) => Err(unavailable(
+            format!(
+                "the deployment's credential provider did not answer within the call's deadline \
+                 ({timeout_ms} ms); nothing was attempted"
+            ),
+            "timeout",
+        )),
+    }
+}
+
 fn wire(value: &impl serde::Serialize) -> String {
     serde_json::to_value(value)
         .ok()
@@ -3426,22 +3522,23 @@ fn wire(value: &impl serde::Serialize) -> String {
         .unwrap_or_default()
 }
 
-/// Step 4: presence, expiry, issuer, tenant, scopes (`*` grants every scope).
+/// Step 4: presence, expiry, issuer, tenant, scopes (`*` grants every scope). The credential
+/// is resolved within `timeout_ms`, the call's own deadline.
 async fn credential_checks(
     host: &HostInner,
     capability: &Capability,
     contract: Option<&CapabilityContract>,
     caller: &TrustedContext,
     tenant: Option<&VerifiedTenant>,
+    timeout_ms: u64,
 ) -> Result<Option<CredentialHandle>, ProtocolError> {
     let Some(policy) = contract.and_then(|c| c.credentials.as_ref()) else {
         return Ok(None);
     };
     let resolved = match &host.deployment.credentials {
-        Some(provider) => provider
-            .resolve(capability, caller)
-            .await
-            .map_err(|f| f.to_protocol_error())?,
+        Some(provider) => {
+            resolve_credential(provider.as_ref(), capability, caller, timeout_ms).await?
+        }
         None => None,
     };
     let auth =
@@ -4174,6 +4271,80 @@ fn effective_timeout(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn scrubbed(text: &str, forms: &[&str]) -> String {
+        let mut text = text.to_owned();
+        let mut forms: Vec<String> = forms.iter().map(|form| (*form).to_owned()).collect();
+        distinct(&mut forms);
+        scrub(&mut text, &forms);
+        text
+    }
+
+    #[test]
+    fn a_binary_or_untrimmed_credential_is_withheld_in_the_forms_a_handler_sends() {
+        use base64::Engine as _;
+        let binary: Vec<u8> = (0_u8..24).map(|n| n.wrapping_mul(37) ^ 0xA5).collect();
+        let encoded = base64::engine::general_purpose::STANDARD.encode(&binary);
+        let forms = secret_forms(&crate::invocation::Secret::from(binary));
+        assert!(forms.contains(&encoded), "{forms:?}");
+        let mut error = failure::error(
+            "keys.refused",
+            format!("key {encoded} refused"),
+            ErrorCategory::Auth,
+            false,
+        );
+        withhold(&mut error, forms);
+        assert_eq!(error.message, "key [withheld] refused");
+
+        let forms = secret_forms(&crate::invocation::Secret::new("tok_live_0123456789\n"));
+        assert!(
+            forms.iter().any(|form| form == "tok_live_0123456789"),
+            "{forms:?}"
+        );
+    }
+
+    #[test]
+    fn a_failure_names_the_credential_nowhere_but_in_its_code() {
+        let secret = crate::invocation::Secret::new("sk_live_CANARY_0123456789");
+        let mut error = failure::error("vault.refused", "refused", ErrorCategory::Auth, false);
+        error.source = Some(json!({ "component": "vault@sk_live_CANARY_0123456789" }));
+        withhold_credential(&mut error, Some(&secret));
+        assert_eq!(
+            error.source,
+            Some(json!({ "component": "vault@[withheld]" }))
+        );
+    }
+
+    #[test]
+    fn a_form_overlapping_another_cannot_uncover_it() {
+        let secret = "sk_live_CANARY_0123456789";
+        // An input value that ends where the secret starts, longer than it or not.
+        let message = format!("provider said: bad key {secret}");
+        assert_eq!(
+            scrubbed(&message, &[secret, "provider said: bad key sk_"]),
+            "[withheld]"
+        );
+        assert_eq!(
+            scrubbed(&message, &[secret, "key sk"]),
+            "provider said: bad [withheld]"
+        );
+        // One that starts inside it and runs on.
+        assert_eq!(
+            scrubbed(&format!("{secret} expired"), &[secret, "789 expired"]),
+            "[withheld]"
+        );
+        // Touching occurrences are one; separate ones stay apart; overlapping repeats of one
+        // form are all found.
+        assert_eq!(scrubbed("abcdXYZW", &["abcd", "XYZW"]), "[withheld]");
+        assert_eq!(scrubbed("abcd-abcd", &["abcd"]), "[withheld]-[withheld]");
+        assert_eq!(scrubbed("aaaaa", &["aaaa"]), "[withheld]");
+        // Text around the matches, multibyte characters included, is kept as it is.
+        assert_eq!(
+            scrubbed("é Ada Lovelace ü", &["Ada Lovelace"]),
+            "é [withheld] ü"
+        );
+        assert_eq!(scrubbed("nothing here", &["secret"]), "nothing here");
+    }
 
     #[test]
     fn redacted_paths_keep_only_declared_property_names() {
