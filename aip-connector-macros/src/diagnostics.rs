@@ -76,7 +76,12 @@ pub(crate) const CAPABILITY_UNDER_CFG_ATTR: Diagnostic = Diagnostic {
 
 pub(crate) const PARAMETER_ATTRIBUTE: Diagnostic = Diagnostic {
     code: "item.parameter_attribute",
-    message: "a handler's parameter takes no doc comment or attribute (other than `cfg` and lint levels): the input is one type, and the doc comments of its fields become the schema's descriptions: put the parameters in one input type, each doc comment above its field (`/// The text to look for.` above `text: String`), and take `input: SearchInput`",
+    message: "a handler's parameter takes no doc comment or attribute (other than lint levels): the input is one type, and the doc comments of its fields become the schema's descriptions: put the parameters in one input type, each doc comment above its field (`/// The text to look for.` above `text: String`), and take `input: SearchInput`",
+};
+
+pub(crate) const PARAMETER_CFG: Diagnostic = Diagnostic {
+    code: "item.parameter_cfg",
+    message: "a handler's parameter cannot be configured out: the generated call passes every parameter the handler declares, and the published support record is derived from them; put the `#[cfg]` on the handler (a second handler under the opposite `#[cfg]` can take the other parameters)",
 };
 
 /// Every macro-only diagnostic, for the catalogue test.
@@ -96,4 +101,5 @@ pub(crate) const ALL: &[Diagnostic] = &[
     MCP_DESTRUCTIVE_DENIED,
     CAPABILITY_UNDER_CFG_ATTR,
     PARAMETER_ATTRIBUTE,
+    PARAMETER_CFG,
 ];

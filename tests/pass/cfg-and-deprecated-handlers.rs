@@ -27,7 +27,12 @@ impl Demo {
 
     #[cfg(all())]
     #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
-    async fn always_built(&self, day: Day) -> Result<String, ConnectorFailure> {
+    async fn always_built(
+        &self,
+        day: Day,
+        // A lint level, applied conditionally: allowed on a parameter (`cfg` is not).
+        #[cfg_attr(all(), allow(unused_variables))] cancel: Cancellation,
+    ) -> Result<String, ConnectorFailure> {
         Ok(day.day)
     }
 

@@ -849,3 +849,54 @@ fn support_map_equals_what_each_signature_implies() {
         );
     }
 }
+
+/// A `macro_rules!` that generates a connector, its extractors passed as `$t:ty` fragments
+/// (which reach the macros wrapped in invisible groups). Found by a hostile probe: the key was
+/// read as a second input and the handler refused.
+macro_rules! keyed_writer {
+    ($connector:ident, $id:literal, $key:ty, $cancel:ty, $input:ty) => {
+        struct $connector;
+
+        #[connector(id = "generated")]
+        impl $connector {
+            /// Saves a note.
+            #[capability(
+                        id = $id,
+                        risk = low,
+                        side_effects = [write],
+                        idempotency(required),
+                        data(sensitivity = internal),
+                    )]
+            async fn save(
+                &self,
+                input: $input,
+                _key: $key,
+                _cancel: $cancel,
+            ) -> Result<u32, ConnectorFailure> {
+                Ok(input.words)
+            }
+        }
+    };
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Note {
+    words: u32,
+}
+
+keyed_writer!(
+    Generated,
+    "cap:generated:save",
+    IdempotencyKey,
+    Cancellation,
+    Note
+);
+
+#[test]
+fn extractors_passed_through_macro_rules_fragments_are_recognised() {
+    let definition = Generated.definition();
+    let support = definition.implementation_support();
+    let save = &support["cap:generated:save"];
+    assert!(save.retry, "{save:?}");
+    assert!(save.cancellation, "{save:?}");
+}
