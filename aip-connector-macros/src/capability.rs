@@ -301,6 +301,20 @@ fn take_sdk_path(cx: &Ctxt, items: Vec<MetaItem>, in_connector: bool) -> Vec<Met
     items
 }
 
+/// Refuses, and removes, every `#[capability]` left in `attrs` once the handler's own was taken:
+/// a copy-paste slip that otherwise expanded the handler a second time as a free capability,
+/// which told a method in a `#[connector]` block to add `#[connector]` and gave a free function
+/// seven errors of rustc's (found by a hostile probe).
+pub(crate) fn refuse_repeated_capability(cx: &Ctxt, attrs: &mut Vec<syn::Attribute>) {
+    attrs.retain(|attribute| {
+        let repeated = crate::connector::is_capability_attribute(attribute);
+        if repeated {
+            cx.error_spanned_by(attribute, diagnostics::CAPABILITY_REPEATED.message);
+        }
+        !repeated
+    });
+}
+
 pub(crate) fn expand_free(args: TokenStream, item: TokenStream) -> TokenStream {
     crate::expand::set_sdk_path(None);
     let cx = Ctxt::new();
@@ -312,6 +326,7 @@ pub(crate) fn expand_free(args: TokenStream, item: TokenStream) -> TokenStream {
             return quote! { #errors #item };
         }
     };
+    refuse_repeated_capability(&cx, &mut function.attrs);
     let analyzed = analyze(
         &cx,
         args,

@@ -83,6 +83,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             continue;
         };
         let attribute = method.attrs.remove(index);
+        crate::capability::refuse_repeated_capability(&cx, &mut method.attrs);
         let args = match &attribute.meta {
             syn::Meta::List(list) => list.tokens.clone(),
             syn::Meta::Path(_) => TokenStream::new(),
@@ -998,7 +999,7 @@ fn capability_in_cfg_attr(meta: &syn::Meta) -> Option<(Vec<syn::Meta>, syn::Path
 
 /// `#[capability(...)]` however it is imported: `capability`, `aip_connector::capability`, or a
 /// renamed crate path (`aip::capability`).
-fn is_capability_attribute(attribute: &syn::Attribute) -> bool {
+pub(crate) fn is_capability_attribute(attribute: &syn::Attribute) -> bool {
     is_capability_path(attribute.path())
 }
 

@@ -84,6 +84,11 @@ pub(crate) const PARAMETER_CFG: Diagnostic = Diagnostic {
     message: "a handler's parameter cannot be configured out: the generated call passes every parameter the handler declares, and the published support record is derived from them; put the `#[cfg]` on the handler (a second handler under the opposite `#[cfg]` can take the other parameters)",
 };
 
+pub(crate) const CAPABILITY_REPEATED: Diagnostic = Diagnostic {
+    code: "item.capability_repeated",
+    message: "`#[capability]` is given twice on this handler: one handler is one capability; remove this one (two capabilities need two handlers)",
+};
+
 /// Every macro-only diagnostic, for the catalogue test.
 #[allow(dead_code)]
 pub(crate) const ALL: &[Diagnostic] = &[
@@ -102,4 +107,5 @@ pub(crate) const ALL: &[Diagnostic] = &[
     CAPABILITY_UNDER_CFG_ATTR,
     PARAMETER_ATTRIBUTE,
     PARAMETER_CFG,
+    CAPABILITY_REPEATED,
 ];
