@@ -234,13 +234,10 @@ fn companion_signatures(cx: &Ctxt, block: &ItemImpl, capabilities: &[CapabilityI
                     format!("`{name}` is the `{key}` companion of a capability and must be an `async fn` (`async fn {name}(&self, ...)`)"),
                 );
             }
-            // `&self`, or `self: &Self` (syn gives that one no `reference`, only its type).
             let takes_ref_self = matches!(
                 sig.inputs.first(),
                 Some(syn::FnArg::Receiver(receiver))
-                    if receiver.mutability.is_none()
-                        && (receiver.reference.is_some()
-                            || matches!(&*receiver.ty, syn::Type::Reference(r) if r.mutability.is_none()))
+                    if crate::signature::takes_shared_self(receiver)
             );
             let arity_fits = if key == keys::capability::VALIDATE {
                 sig.inputs.len() >= 2

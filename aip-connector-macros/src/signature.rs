@@ -460,6 +460,25 @@ impl HandlerSignature {
     }
 }
 
+/// Whether `receiver` is `&self` or `self: &Self`, with no lifetime of its own: what the
+/// generated code can call with the connector it borrows for one call. syn gives the second
+/// form no `reference`, only its type (found by a hostile probe: it was refused as `self` by
+/// value).
+pub(crate) fn takes_shared_self(receiver: &syn::Receiver) -> bool {
+    if receiver.mutability.is_some() {
+        return false;
+    }
+    match (&receiver.reference, &*receiver.ty) {
+        (Some((_, lifetime)), _) => lifetime.is_none(),
+        (None, Type::Reference(reference)) => {
+            reference.mutability.is_none()
+                && reference.lifetime.is_none()
+                && matches!(peeled(&reference.elem), Type::Path(path) if path.path.is_ident("Self"))
+        }
+        _ => false,
+    }
+}
+
 /// Reads `sig`, recording every problem in `cx`. `in_impl` says whether a receiver is allowed.
 /// Removes from `sig` what [`read`] refused and rustc would refuse again (a variadic `...`, and
 /// `self` outside an impl block), so the item emitted after the error compiles as far as it can
@@ -532,8 +551,8 @@ pub(crate) fn read(cx: &Ctxt, sig: &Signature, in_impl: bool) -> HandlerSignatur
                         receiver,
                         "`self` is only allowed on handlers inside a `#[connector]` impl block: put `#[connector(id = \"...\")]` on the impl block this method is in (a free capability function takes no `self`)",
                     );
-                } else if receiver.reference.is_none() || receiver.mutability.is_some() {
-                    cx.error_spanned_by(receiver, "a capability handler takes `&self`: the host calls handlers concurrently, so they cannot take `self` by value or `&mut self`");
+                } else if !takes_shared_self(receiver) {
+                    cx.error_spanned_by(receiver, "a capability handler takes `&self` (or `self: &Self`), without a lifetime: the host calls handlers concurrently, so they cannot take `self` by value or `&mut self`, and each call borrows the connector for that call only (`&'static self` would need the connector borrowed for ever)");
                 }
             }
             FnArg::Typed(typed) => {

@@ -1,4 +1,4 @@
-// Valid edge cases: `&self` and receiver-less handlers, multi-line doc descriptions, no input
+// Valid edge cases: `&self`, `self: &Self` and receiver-less handlers, multi-line doc descriptions, no input
 // parameter, a renamed import of the crate, and a waiver that publishes its reason.
 use aip_connector as aip;
 use aip::prelude::{ConnectorFailure, Deserialize, JsonSchema, Serialize};
@@ -44,6 +44,12 @@ impl Demo {
     async fn append(&self, query: Query) -> Result<Answer, ConnectorFailure> {
         Ok(Answer { text: query.text })
     }
+
+    /// Echoes the query, its receiver written out.
+    #[aip::capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn echo_again(self: &Self, query: Query) -> Result<Answer, ConnectorFailure> {
+        Ok(Answer { text: format!("{}{}", self.prefix, query.text) })
+    }
 }
 
 fn main() {
@@ -59,4 +65,5 @@ fn main() {
     let waivers = &manifest.governance.as_ref().unwrap()["contract_waivers"];
     assert_eq!(waivers[0]["code"], "contract.lint.mutating_without_idempotency");
     assert_eq!(waivers[0]["capability_id"], "cap:demo:append");
+    assert_eq!(definition.capabilities[3].capability.id.as_str(), "cap:demo:echo_again");
 }
