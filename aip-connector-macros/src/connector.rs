@@ -503,6 +503,9 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
                     meta::one_of(k::ALL)
                 ),
             );
+            // A misspelt `id` (`ID = "demo"`) already has its error, with the key meant: it is
+            // not also missing (as `#[capability]` treats its required keys).
+            id_given |= meta::did_you_mean(&name, k::ALL) == Some(k::ID);
             continue;
         }
         if !seen.insert(name.clone()) {

@@ -460,6 +460,29 @@ impl HandlerSignature {
     }
 }
 
+/// The first `impl Trait` written anywhere in `ty` (`Result<impl Serialize, _>`).
+fn impl_trait_in(ty: &Type) -> Option<&Type> {
+    match ty {
+        Type::ImplTrait(_) => Some(ty),
+        Type::Group(group) => impl_trait_in(&group.elem),
+        Type::Paren(paren) => impl_trait_in(&paren.elem),
+        Type::Reference(reference) => impl_trait_in(&reference.elem),
+        Type::Array(array) => impl_trait_in(&array.elem),
+        Type::Slice(slice) => impl_trait_in(&slice.elem),
+        Type::Tuple(tuple) => tuple.elems.iter().find_map(impl_trait_in),
+        Type::Path(path) => path.path.segments.iter().find_map(|segment| {
+            let PathArguments::AngleBracketed(args) = &segment.arguments else {
+                return None;
+            };
+            args.args.iter().find_map(|arg| match arg {
+                GenericArgument::Type(inner) => impl_trait_in(inner),
+                _ => None,
+            })
+        }),
+        _ => None,
+    }
+}
+
 /// Whether `receiver` is `&self` or `self: &Self`, with no lifetime of its own: what the
 /// generated code can call with the connector it borrows for one call. syn gives the second
 /// form no `reference`, only its type (found by a hostile probe: it was refused as `self` by
@@ -631,7 +654,15 @@ pub(crate) fn read(cx: &Ctxt, sig: &Signature, in_impl: bool) -> HandlerSignatur
         cx.error_spanned_by(&input.ty, message);
     }
     let output = match &sig.output {
-        ReturnType::Type(_, ty) => Some((**ty).clone()),
+        ReturnType::Type(_, ty) => {
+            if let Some(opaque) = impl_trait_in(ty) {
+                cx.error_spanned_by(
+                    opaque,
+                    "a capability handler's output cannot be an `impl Trait`: its type fixes the published output schema, and the generated code must name it; return the type itself (`Result<Booking, ConnectorFailure>`)",
+                );
+            }
+            Some((**ty).clone())
+        }
         ReturnType::Default => {
             cx.error_spanned_by(
                 &sig.ident,
