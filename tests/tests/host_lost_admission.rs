@@ -177,6 +177,14 @@ async fn a_commit_whose_claim_lost_its_answer_runs_once_when_retried() {
     f.store.lose_next_transition_answer();
     retried_after_a_lost_answer(&f, &commit, &f.shop.orders).await;
 
+    // The same commit action under another key finds its plan committed: refused.
+    let resent = f
+        .host
+        .invoke(commit.clone().with_idempotency_key("commit-1b"), &caller())
+        .await;
+    assert_eq!(code(&resent), codes::TRANSACTION_PLAN_ALREADY_CLAIMED);
+    assert_eq!(f.shop.orders.load(Ordering::SeqCst), 1);
+
     // Another commit of the plan still learns that a commit claimed it.
     let other = Action::new("cap:shop:order", json!({ "item": "lamp" }))
         .with_idempotency_key("commit-2")
@@ -200,6 +208,18 @@ async fn a_compensation_whose_insert_lost_its_answer_runs_once_when_retried() {
 
     f.store.lose_next_insert_answer();
     retried_after_a_lost_answer(&f, &undo, &f.shop.undos).await;
+
+    // The same compensate action under another key finds its compensation settled: refused,
+    // not taken over (only a `compensating` attempt is).
+    let resent = f
+        .host
+        .invoke(undo.clone().with_idempotency_key("undo-1b"), &caller())
+        .await;
+    assert_eq!(
+        code(&resent),
+        codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED
+    );
+    assert_eq!(f.shop.undos.load(Ordering::SeqCst), 1);
 
     // Another compensation of the target is refused: it was compensated once.
     let again = Action::new("cap:shop:order", json!({ "reason": "twice" }))

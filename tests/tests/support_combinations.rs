@@ -861,12 +861,12 @@ macro_rules! keyed_writer {
         impl $connector {
             /// Saves a note.
             #[capability(
-                                                        id = $id,
-                                                        risk = low,
-                                                        side_effects = [write],
-                                                        idempotency(required),
-                                                        data(sensitivity = internal),
-                                                    )]
+                                                                id = $id,
+                                                                risk = low,
+                                                                side_effects = [write],
+                                                                idempotency(required),
+                                                                data(sensitivity = internal),
+                                                            )]
             async fn save(
                 &self,
                 input: $input,

@@ -149,6 +149,17 @@ fn reconciled_committed(record: &TransactionRecord) -> Option<bool> {
         .as_bool()
 }
 
+/// Whether `existing` is this very compensate action's own attempt, still `compensating`:
+/// admission takes it over once it is certainly over ([`retake_own_attempt`]). A settled one
+/// (compensated, failed, unknown) is judged as any other compensation of the target.
+fn own_unsettled_compensation(
+    existing: &TransactionRecord,
+    action: &Action,
+    caller: &TrustedContext,
+) -> bool {
+    existing.status == Status::Compensating && own_attempt(existing, action, &caller.principal.id)
+}
+
 /// `transaction.compensation_already_claimed` for the target of `existing`.
 fn compensation_claimed(existing: &TransactionRecord) -> ProtocolError {
     let message = if existing.status == Status::OutcomeUnknown {
@@ -269,7 +280,7 @@ async fn compensation_claimed_before_gate(
         .ok()??;
     if !of_actions_tenant(&existing, action)
         || compensation_may_run_again(&existing)
-        || own_attempt(&existing, action, &caller.principal.id)
+        || own_unsettled_compensation(&existing, action, caller)
     {
         return None;
     }
@@ -714,9 +725,9 @@ pub(crate) async fn admit_compensation(
                 "a compensation of this action changed concurrently",
             )
         })?;
-    // This very compensation's earlier attempt: its insert's answer was lost, or its host died
-    // before the undo checkpointed anything.
-    if own_attempt(&existing, action, &caller.principal.id) {
+    // This very compensation's earlier attempt, unsettled: its insert's answer was lost, or its
+    // host died before the undo checkpointed anything.
+    if own_unsettled_compensation(&existing, action, caller) {
         let retake =
             retake_own_attempt(&existing, now, over_at, host.limits.max_action_timeout_ms)?;
         let record = apply(
