@@ -916,3 +916,32 @@ async fn data_sent_after_the_handler_returned_is_refused() {
         "{chunks:?}"
     );
 }
+
+/// A keyed action that asks to stream but is sent the plain way (`Host::invoke`, or an HTTP
+/// POST without `Accept: text/event-stream`) is refused before its key is reserved, so the
+/// streamed retry under the same key runs. Found by a hostile probe: the refusal came from the
+/// sink's extractor at stage 14, was stored under the key, and was replayed to the streamed
+/// retry for the key's whole TTL.
+#[tokio::test]
+async fn a_plain_call_that_asks_to_stream_leaves_its_key_free() {
+    let feed = Feed::default();
+    let host = Host::builder().connector(feed.clone()).build().unwrap();
+    let mut action =
+        Action::new("cap:feed:export", json!({ "count": 2 })).with_idempotency_key("plain-1");
+    action.mode = Some(aip_connector::model::ActionMode::Streaming);
+
+    let refused = host.invoke(action.clone(), &caller()).await;
+    let error = refused.error.expect("refused");
+    assert_eq!(error.code, codes::EXECUTION_MODE_UNSUPPORTED, "{error:?}");
+    assert!(error.message.contains("invoke_stream"), "{error:?}");
+    assert_eq!(feed.exports.load(Ordering::SeqCst), 0);
+
+    let mut stream = host.invoke_stream(action, caller());
+    let mut last = None;
+    while let Some(chunk) = stream.next().await {
+        last = Some(chunk);
+    }
+    let last = last.expect("a terminal chunk");
+    assert_eq!(last.kind, StreamChunkKind::Done, "{last:?}");
+    assert_eq!(feed.exports.load(Ordering::SeqCst), 1);
+}

@@ -527,7 +527,19 @@ async fn execute(
         return failure::failed(&action.id, error);
     }
 
-    // 3. Contract and mode checks.
+    // 3. Contract and mode checks. First, an action that asks to stream but was not invoked
+    // streamed: its handler could never get its sink, and the refusal the sink's extractor
+    // gave at stage 14 was stored under the key and replayed to the streamed retry (found by a
+    // hostile probe: the key was useless for its TTL).
+    if action.mode == Some(ActionMode::Streaming) && stream.is_none() {
+        return failure::failed(
+            &action.id,
+            failure::permanent(
+                codes::EXECUTION_MODE_UNSUPPORTED,
+                "the action asks for `streaming` execution and was not invoked streamed: invoke it with `Host::invoke_stream` (over HTTP, send it with `Accept: text/event-stream`); nothing was reserved",
+            ),
+        );
+    }
     if let Some(contract) = contract
         && let Err(mut error) = contract_checks(contract, &action)
     {
