@@ -249,13 +249,16 @@ pub(crate) enum DocComment {
     Parts(Vec<Expr>),
 }
 
-/// The doc comment of a handler (see [`Capability::description_from_doc`] for the rule).
+/// The doc comment of a handler (see [`Capability::description_from_doc`] for the rule). A
+/// written text of several lines (a `/** ... */` comment) loses its decoration first
+/// ([`Capability::undecorated_block_doc`]); an expression's text (`include_str!`) is left as it
+/// is.
 pub(crate) fn doc_comment(attrs: &[Attribute]) -> DocComment {
-    let values: Vec<&Expr> = attrs
+    let values: Vec<Expr> = attrs
         .iter()
         .filter(|a| a.path().is_ident(crate::keys::attributes::DOC))
         .filter_map(|a| match &a.meta {
-            syn::Meta::NameValue(nv) => Some(&nv.value),
+            syn::Meta::NameValue(nv) => Some(undecorated(&nv.value)),
             _ => None,
         })
         .collect();
@@ -267,7 +270,19 @@ pub(crate) fn doc_comment(attrs: &[Attribute]) -> DocComment {
         Some(lines) => DocComment::Text(Capability::description_from_doc(
             lines.iter().map(String::as_str),
         )),
-        None => DocComment::Parts(values.into_iter().cloned().collect()),
+        None => DocComment::Parts(values),
+    }
+}
+
+/// `value`, a doc attribute's value, with a written text of several lines undecorated.
+fn undecorated(value: &Expr) -> Expr {
+    match crate::meta::as_str(value) {
+        Some(text) if text.value().contains('\n') => {
+            let undecorated = Capability::undecorated_block_doc(&text.value());
+            let literal = syn::LitStr::new(&undecorated, text.span());
+            syn::parse_quote!(#literal)
+        }
+        _ => value.clone(),
     }
 }
 

@@ -491,11 +491,13 @@ pub(crate) fn takes_shared_self(receiver: &syn::Receiver) -> bool {
     if receiver.mutability.is_some() {
         return false;
     }
+    // `'_` is the anonymous lifetime: the same as none.
+    let anonymous = |lifetime: Option<&syn::Lifetime>| lifetime.is_none_or(|l| l.ident == "_");
     match (&receiver.reference, &*receiver.ty) {
-        (Some((_, lifetime)), _) => lifetime.is_none(),
+        (Some((_, lifetime)), _) => anonymous(lifetime.as_ref()),
         (None, Type::Reference(reference)) => {
             reference.mutability.is_none()
-                && reference.lifetime.is_none()
+                && anonymous(reference.lifetime.as_ref())
                 && matches!(peeled(&reference.elem), Type::Path(path) if path.path.is_ident("Self"))
         }
         _ => false,

@@ -50,6 +50,12 @@ impl Demo {
     async fn echo_again(self: &Self, query: Query) -> Result<Answer, ConnectorFailure> {
         Ok(Answer { text: format!("{}{}", self.prefix, query.text) })
     }
+
+    /// Echoes the query, its receiver's lifetime anonymous.
+    #[aip::capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn echo_anonymous(&'_ self, query: Query) -> Result<Answer, ConnectorFailure> {
+        Ok(Answer { text: format!("{}{}", self.prefix, query.text) })
+    }
 }
 
 fn main() {

@@ -153,23 +153,28 @@ async fn retried_after_a_lost_answer(f: &Fixture, action: &Action, runs: &Atomic
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
-#[tokio::test]
-async fn a_commit_whose_claim_lost_its_answer_runs_once_when_retried() {
-    let f = fixture();
+/// Plans an order of `item` under `key`; returns the plan id.
+async fn plan(f: &Fixture, item: &str, key: &str) -> String {
     let plan = f
         .host
         .invoke(
-            Action::new("cap:shop:order", json!({ "item": "lamp" }))
-                .with_idempotency_key("plan-1")
+            Action::new("cap:shop:order", json!({ "item": item }))
+                .with_idempotency_key(key)
                 .with_transaction(ActionTransaction::new(TransactionMode::Plan)),
             &caller(),
         )
         .await;
     assert_eq!(plan.status, ActionResultStatus::Completed, "{plan:?}");
-    let plan_id = plan.output.unwrap()["plan"]["plan_id"]
+    plan.output.unwrap()["plan"]["plan_id"]
         .as_str()
         .unwrap()
-        .to_owned();
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_commit_whose_claim_lost_its_answer_runs_once_when_retried() {
+    let f = fixture();
+    let plan_id = plan(&f, "lamp", "plan-1").await;
     let commit = Action::new("cap:shop:order", json!({ "item": "lamp" }))
         .with_idempotency_key("commit-1")
         .with_transaction(ActionTransaction::commit(plan_id.clone()));
@@ -230,4 +235,25 @@ async fn a_compensation_whose_insert_lost_its_answer_runs_once_when_retried() {
         code(&refused),
         codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED
     );
+}
+
+/// A plan claimed in time, whose claim's answer was lost, is taken over after the plan's 15
+/// minutes have passed: the take-over is not refused `transaction.plan_expired`, which left
+/// the record `committing` for good (found by a review).
+#[tokio::test]
+async fn a_commit_whose_claim_lost_its_answer_is_taken_over_after_the_plan_expired() {
+    let f = fixture();
+    let plan_id = plan(&f, "rug", "plan-2").await;
+    f.clock.advance(14 * 60_000);
+    let commit = Action::new("cap:shop:order", json!({ "item": "rug" }))
+        .with_idempotency_key("commit-3")
+        .with_transaction(ActionTransaction::commit(plan_id));
+    f.store.lose_next_transition_answer();
+    let first = f.host.invoke(commit.clone(), &caller()).await;
+    assert_retryable(&first, codes::STORAGE_UNAVAILABLE);
+
+    f.clock.advance(65_000);
+    let ran = f.host.invoke(commit, &caller()).await;
+    assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+    assert_eq!(f.shop.orders.load(Ordering::SeqCst), 1);
 }

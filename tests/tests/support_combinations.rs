@@ -900,3 +900,29 @@ fn extractors_passed_through_macro_rules_fragments_are_recognised() {
     assert!(save.retry, "{save:?}");
     assert!(save.cancellation, "{save:?}");
 }
+
+struct Documented;
+
+#[connector(id = "documented")]
+impl Documented {
+    /**
+     * Books a room.
+     *
+     * One night at a time.
+     */
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn book(&self) -> Result<u32, ConnectorFailure> {
+        Ok(1)
+    }
+}
+
+/// A Javadoc-style `/** ... */` comment is published without its ` * ` decoration, as rustdoc
+/// shows it (found by a hostile probe: the stars were published).
+#[test]
+fn a_block_doc_comment_is_published_without_its_decoration() {
+    let definition = Documented.definition();
+    assert_eq!(
+        definition.capabilities[0].capability.description.as_deref(),
+        Some("Books a room.\n\nOne night at a time.")
+    );
+}

@@ -49,27 +49,66 @@ pub struct Capability {
 impl Capability {
     /// The description a handler's doc comment gives: the text of each `#[doc]` attribute (one
     /// per `///` line) with one leading space removed and trailing blanks trimmed, joined by
-    /// newlines, trimmed; `None` when nothing is left. A part of several lines (a `/** ... */`
-    /// block comment is one) loses its decoration as rustdoc strips it: a blank first and last
-    /// line, then the leading ` * ` of every line when each has one, else the indentation the
-    /// lines share (found by a hostile probe: a Javadoc-style comment published its stars). The
-    /// `#[capability]` macro applies it at compile time to `///` lines, and at run time when a
-    /// doc attribute is an expression (`#[doc = include_str!("look.md")]`), so both give the
-    /// same text.
+    /// newlines, trimmed; `None` when nothing is left. The `#[capability]` macro applies it at
+    /// compile time to `///` lines, and at run time when a doc attribute is an expression
+    /// (`#[doc = include_str!("look.md")]`), so both give the same text. A written doc text of
+    /// several lines (a `/** ... */` comment) is first passed through
+    /// [`undecorated_block_doc`](Self::undecorated_block_doc) by the macro; an expression's
+    /// text (a file's) is taken as it is.
     pub fn description_from_doc<'a>(parts: impl IntoIterator<Item = &'a str>) -> Option<String> {
-        let lines: Vec<String> = parts
+        let lines: Vec<&str> = parts
             .into_iter()
-            .map(|part| {
-                if part.contains('\n') {
-                    undecorated_block(part)
-                } else {
-                    part.strip_prefix(' ').unwrap_or(part).trim_end().to_owned()
-                }
-            })
+            .map(|part| part.strip_prefix(' ').unwrap_or(part).trim_end())
             .collect();
         let text = lines.join("\n");
         let text = text.trim();
         (!text.is_empty()).then(|| text.to_owned())
+    }
+
+    /// A `/** ... */` doc comment's text without its decoration, as rustdoc strips it: blank
+    /// first and last lines dropped; then, on the lines after the first, the leading `*` (and
+    /// one space after it) when each non-blank one has one, else the indentation they share;
+    /// trailing blanks trimmed. Text on the `/**` line itself keeps its words. Found by a
+    /// hostile probe: a Javadoc-style comment published its stars.
+    pub fn undecorated_block_doc(part: &str) -> String {
+        let mut lines: Vec<&str> = part.lines().collect();
+        if lines.last().is_some_and(|line| line.trim().is_empty()) {
+            lines.pop();
+        }
+        let head = match lines.first() {
+            Some(first) if first.trim().is_empty() => {
+                lines.remove(0);
+                None
+            }
+            Some(_) => Some(lines.remove(0)),
+            None => None,
+        };
+        let starred = !lines.is_empty()
+            && lines
+                .iter()
+                .all(|line| line.trim().is_empty() || line.trim_start().starts_with('*'));
+        let shared_indent = lines
+            .iter()
+            .filter(|line| !line.trim().is_empty())
+            .map(|line| line.len() - line.trim_start().len())
+            .min()
+            .unwrap_or(0);
+        let body = lines.iter().map(|line| {
+            let line = if starred {
+                let rest = line.trim_start().strip_prefix('*').unwrap_or("");
+                rest.strip_prefix(' ').unwrap_or(rest)
+            } else {
+                let indent = line.len() - line.trim_start().len();
+                line.get(shared_indent.min(indent)..)
+                    .unwrap_or_else(|| line.trim_start())
+            };
+            line.trim_end()
+        });
+        head.map(|head| head.strip_prefix(' ').unwrap_or(head).trim_end())
+            .into_iter()
+            .chain(body)
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// A capability with the given identity and input schema and nothing else declared.
@@ -192,72 +231,30 @@ impl Binding {
     }
 }
 
-/// A doc part of several lines without the decoration of a block comment (see
-/// [`Capability::description_from_doc`]): blank first and last lines dropped, then either the
-/// leading `*` (and one space after it) of every line, when each non-blank line has one, or the
-/// indentation the non-blank lines share; trailing blanks trimmed.
-fn undecorated_block(part: &str) -> String {
-    let mut lines: Vec<&str> = part.lines().collect();
-    if lines.last().is_some_and(|line| line.trim().is_empty()) {
-        lines.pop();
-    }
-    if lines.first().is_some_and(|line| line.trim().is_empty()) {
-        lines.remove(0);
-    }
-    let starred = !lines.is_empty()
-        && lines
-            .iter()
-            .all(|line| line.trim().is_empty() || line.trim_start().starts_with('*'));
-    let shared_indent = lines
-        .iter()
-        .filter(|line| !line.trim().is_empty())
-        .map(|line| line.len() - line.trim_start().len())
-        .min()
-        .unwrap_or(0);
-    lines
-        .iter()
-        .map(|line| {
-            let line = if starred {
-                let rest = line.trim_start().strip_prefix('*').unwrap_or("");
-                rest.strip_prefix(' ').unwrap_or(rest)
-            } else {
-                let indent = line.len() - line.trim_start().len();
-                line.get(shared_indent.min(indent)..)
-                    .unwrap_or_else(|| line.trim_start())
-            };
-            line.trim_end()
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::Capability;
 
     #[test]
     fn a_block_doc_comment_loses_its_decoration() {
+        let undecorated = Capability::undecorated_block_doc;
         // `/**` on its own line, a star on each line, `*/` on its own line.
         let javadoc = "\n     * Creates a booking.\n     *\n     * Details here.\n     ";
-        assert_eq!(
-            Capability::description_from_doc([javadoc]).as_deref(),
-            Some("Creates a booking.\n\nDetails here.")
-        );
+        assert_eq!(undecorated(javadoc), "Creates a booking.\n\nDetails here.");
+        // Text on the `/**` line, stars after it.
+        let inline = " Creates a booking.\n     * Details here.\n     ";
+        assert_eq!(undecorated(inline), "Creates a booking.\nDetails here.");
         // No stars: the shared indentation goes, the relative one stays.
         let plain = "\n    Creates a booking.\n\n      - for one night\n    ";
         assert_eq!(
-            Capability::description_from_doc([plain]).as_deref(),
-            Some("Creates a booking.\n\n  - for one night")
+            undecorated(plain),
+            "Creates a booking.\n\n  - for one night"
         );
-        // `///` lines are as before, and a file's text keeps its own first column.
-        assert_eq!(
-            Capability::description_from_doc([" Looks up.", "", " More."]).as_deref(),
-            Some("Looks up.\n\nMore.")
-        );
-        let file = "# Booking\n\nCreates one.\n";
+        // A file's text, taken as it is by `description_from_doc`, keeps its bullets.
+        let file = "* one\n* two\n";
         assert_eq!(
             Capability::description_from_doc([file]).as_deref(),
-            Some("# Booking\n\nCreates one.")
+            Some("* one\n* two")
         );
     }
 }

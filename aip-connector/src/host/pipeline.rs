@@ -527,19 +527,7 @@ async fn execute(
         return failure::failed(&action.id, error);
     }
 
-    // 3. Contract and mode checks. First, an action that asks to stream but was not invoked
-    // streamed: its handler could never get its sink, and the refusal the sink's extractor
-    // gave at stage 14 was stored under the key and replayed to the streamed retry (found by a
-    // hostile probe: the key was useless for its TTL).
-    if action.mode == Some(ActionMode::Streaming) && stream.is_none() {
-        return failure::failed(
-            &action.id,
-            failure::permanent(
-                codes::EXECUTION_MODE_UNSUPPORTED,
-                "the action asks for `streaming` execution and was not invoked streamed: invoke it with `Host::invoke_stream` (over HTTP, send it with `Accept: text/event-stream`); nothing was reserved",
-            ),
-        );
-    }
+    // 3. Contract and mode checks.
     if let Some(contract) = contract
         && let Err(mut error) = contract_checks(contract, &action)
     {
@@ -555,6 +543,19 @@ async fn execute(
             ));
         }
         return failure::failed(&action.id, error);
+    }
+    // An action that asks to stream, on a capability that streams, but was not invoked
+    // streamed: its handler could never get its sink, and the refusal the sink's extractor gave
+    // at stage 14 was stored under the key and replayed to the streamed retry (found by a
+    // hostile probe: the key was useless for its TTL).
+    if action.mode == Some(ActionMode::Streaming) && stream.is_none() {
+        return failure::failed(
+            &action.id,
+            failure::permanent(
+                codes::EXECUTION_MODE_UNSUPPORTED,
+                "the action asks for `streaming` execution and was not invoked streamed: invoke it with `Host::invoke_stream` (over HTTP, send it with `Accept: text/event-stream`); nothing was reserved",
+            ),
+        );
     }
     // A compensating handler runs only routed from a `compensate` of the capability it undoes
     // (`hosted` is the capability the action names): named directly, it would fail for want of
@@ -924,20 +925,7 @@ async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ResumeRefusal> {
         fingerprint,
         now,
     } = claim;
-    // A call dropped while the claim is written (SQLite's blocking task and a sent PostgreSQL
-    // statement finish it all the same) gives it back on a task of its own: nothing else
-    // would, and the approval would read as resumed by an action that never ran. Disarmed as
-    // soon as the store answers: from then on the claim is `run`'s to give back, or not ours.
-    let mut held = Box::new(HoldReturn::giving_back(
-        host,
-        &ResumeClaim {
-            id: approval_id.clone(),
-            claimed_at_ms: now,
-        },
-    ));
-    let claimed = host.store.claim_resume(approval_id, now).await;
-    held.give_back = None;
-    match claimed {
+    match claim_on_own_task(host, approval_id, now).await {
         Ok(true) => return Ok(()),
         Ok(false) => {}
         Err(error) => {
@@ -1015,6 +1003,66 @@ async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ResumeRefusal> {
         }
     }
     Err(ResumeRefusal::Refused(already_resumed(&action.id)))
+}
+
+/// `ApprovalStore::claim_resume` of approval `id` at `now`, written on a task of its own that
+/// gives the claim back when it landed after the call that asked for it was dropped (a
+/// transport's timeout): the write lands all the same (SQLite's blocking task, a sent
+/// PostgreSQL statement), and the approval would read as resumed by an action that never ran.
+/// The task knows whether *its* claim landed, so it never gives back another call's; and it
+/// runs the give-back after the claim, on its own connection's order, where a give-back spawned
+/// by the dropped call could run before the claim committed (found by a review). Outside a
+/// Tokio runtime the claim is written in place.
+async fn claim_on_own_task(
+    host: &Arc<HostInner>,
+    id: &ApprovalId,
+    now: crate::store::Millis,
+) -> Result<bool, crate::store::StoreError> {
+    /// The answer's receiver: dropped with the answer unread (the call dropped between the
+    /// task's send and its own next poll), it gives a landed claim back itself.
+    struct Unheard {
+        answer: Option<tokio::sync::oneshot::Receiver<Result<bool, crate::store::StoreError>>>,
+        host: Arc<HostInner>,
+        claim: ResumeClaim,
+    }
+    impl Drop for Unheard {
+        fn drop(&mut self) {
+            if let Some(mut answer) = self.answer.take()
+                && let Ok(Ok(true)) = answer.try_recv()
+            {
+                let (host, claim) = (Arc::clone(&self.host), self.claim.clone());
+                crate::task::spawn_traced(async move { give_back_resume(&host, &claim).await });
+            }
+        }
+    }
+    if tokio::runtime::Handle::try_current().is_err() {
+        return host.store.claim_resume(id, now).await;
+    }
+    let claim = ResumeClaim {
+        id: id.clone(),
+        claimed_at_ms: now,
+    };
+    let (send, answer) = tokio::sync::oneshot::channel();
+    let (task_host, task_claim) = (Arc::clone(host), claim.clone());
+    crate::task::spawn_traced(async move {
+        let claimed = task_host.store.claim_resume(&task_claim.id, now).await;
+        if let Err(Ok(true)) = send.send(claimed) {
+            give_back_resume(&task_host, &task_claim).await;
+        }
+    });
+    let mut unheard = Unheard {
+        answer: Some(answer),
+        host: Arc::clone(host),
+        claim,
+    };
+    let answer = unheard.answer.as_mut().expect("set above");
+    let claimed = answer.await.unwrap_or_else(|_| {
+        Err(crate::store::StoreError::Unavailable(
+            "the task writing the resume claim ended without an answer".into(),
+        ))
+    });
+    unheard.answer = None;
+    claimed
 }
 
 /// Why [`claim_resume`] did not claim the resume: the answer to give the caller.
@@ -3196,14 +3244,16 @@ fn secret_forms(secret: &crate::invocation::Secret) -> Vec<String> {
             }
         }
     }
-    for offset in 0..3 {
-        let Some(rest) = bytes.get(offset..) else {
-            break;
-        };
-        let core = &rest[..rest.len() - rest.len() % 3];
-        if core.len() / 3 * 4 >= MIN_BASE64_CORE {
-            forms.push(STANDARD.encode(core));
-            forms.push(URL_SAFE.encode(core));
+    for bytes in [bytes, bytes.trim_ascii()] {
+        for offset in 0..3 {
+            let Some(rest) = bytes.get(offset..) else {
+                break;
+            };
+            let core = &rest[..rest.len() - rest.len() % 3];
+            if core.len() / 3 * 4 >= MIN_BASE64_CORE {
+                forms.push(STANDARD.encode(core));
+                forms.push(URL_SAFE.encode(core));
+            }
         }
     }
     forms
@@ -3374,9 +3424,14 @@ fn withhold(error: &mut ProtocolError, mut forms: Vec<String>) {
     }
     distinct(&mut forms);
     scrub(&mut error.message, &forms);
-    // The connector names its own component there (`ConnectorFailure::source_component`).
-    if let Some(source) = error.source.as_mut() {
-        scrub_value(source, &forms);
+    // The connector names its own component there (`ConnectorFailure::source_component`); the
+    // keys are the SDK's (`component`), and stay readable whatever the input was.
+    match error.source.as_mut() {
+        Some(Value::Object(source)) => source
+            .values_mut()
+            .for_each(|member| scrub_value(member, &forms)),
+        Some(source) => scrub_value(source, &forms),
+        None => {}
     }
     // The top level of the details is the SDK's (`ConnectorFailure::to_protocol_error`): its
     // keys are never renamed (an input `provider` made `provider_request_id` unreadable), and
@@ -4313,6 +4368,10 @@ mod tests {
             forms.iter().any(|form| form == "tok_live_0123456789"),
             "{forms:?}"
         );
+        // Its base64 too, aligned on the trimmed text (`user:` + the key, as Basic sends it).
+        let trimmed_core =
+            base64::engine::general_purpose::STANDARD.encode(&b"tok_live_0123456789"[..18]);
+        assert!(forms.contains(&trimmed_core), "{forms:?}");
     }
 
     #[test]
@@ -4321,6 +4380,14 @@ mod tests {
         let mut error = failure::error("vault.refused", "refused", ErrorCategory::Auth, false);
         error.source = Some(json!({ "component": "vault@sk_live_CANARY_0123456789" }));
         withhold_credential(&mut error, Some(&secret));
+        assert_eq!(
+            error.source,
+            Some(json!({ "component": "vault@[withheld]" }))
+        );
+        // The SDK's own key stays readable whatever an input value was.
+        let mut forms = secret_forms(&secret);
+        forms.push("component".to_owned());
+        withhold(&mut error, forms);
         assert_eq!(
             error.source,
             Some(json!({ "component": "vault@[withheld]" }))
