@@ -925,6 +925,10 @@ async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ResumeRefusal> {
         fingerprint,
         now,
     } = claim;
+    // A store failure after the claim was refused: nothing of this call's to give back.
+    let refused_by_store = |error: &crate::store::StoreError| {
+        ResumeRefusal::Refused(failure::failed(&action.id, failure::storage(error)))
+    };
     match claim_on_own_task(host, approval_id, now).await {
         Ok(true) => return Ok(()),
         Ok(false) => {}
@@ -947,12 +951,7 @@ async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ResumeRefusal> {
                 return Err(ResumeRefusal::Refused(idempotency::replay(&record, action)));
             }
             Ok(_) => {}
-            Err(error) => {
-                return Err(ResumeRefusal::Refused(failure::failed(
-                    &action.id,
-                    failure::storage(&error),
-                )));
-            }
+            Err(error) => return Err(refused_by_store(&error)),
         }
         // Not settled yet: a resend that arrives while the re-submission it repeats still runs
         // is told to come back (retryable), as a keyed duplicate is; it then gets the replay.
@@ -967,12 +966,7 @@ async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ResumeRefusal> {
                 )));
             }
             Ok(_) => {}
-            Err(error) => {
-                return Err(ResumeRefusal::Refused(failure::failed(
-                    &action.id,
-                    failure::storage(&error),
-                )));
-            }
+            Err(error) => return Err(refused_by_store(&error)),
         }
         // Nothing of this re-submission under the approved action's own key, yet the resume
         // was claimed moments ago (the claimer is between its claim and its reservation) or
@@ -994,12 +988,7 @@ async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ResumeRefusal> {
                 return Err(ResumeRefusal::Refused(claim_settling(&action.id)));
             }
             Ok(_) => {}
-            Err(error) => {
-                return Err(ResumeRefusal::Refused(failure::failed(
-                    &action.id,
-                    failure::storage(&error),
-                )));
-            }
+            Err(error) => return Err(refused_by_store(&error)),
         }
     }
     Err(ResumeRefusal::Refused(already_resumed(&action.id)))
@@ -3227,7 +3216,8 @@ fn secret_forms(secret: &crate::invocation::Secret) -> Vec<String> {
         return forms;
     }
     if let Ok(text) = secret.expose_str() {
-        for text in [text, text.trim()] {
+        let trimmed = (text.trim() != text).then(|| text.trim());
+        for text in std::iter::once(text).chain(trimmed) {
             if text.len() < MIN_WITHHELD_LEN {
                 continue;
             }
@@ -3244,7 +3234,8 @@ fn secret_forms(secret: &crate::invocation::Secret) -> Vec<String> {
             }
         }
     }
-    for bytes in [bytes, bytes.trim_ascii()] {
+    let trimmed = (bytes.trim_ascii() != bytes).then(|| bytes.trim_ascii());
+    for bytes in std::iter::once(bytes).chain(trimmed) {
         for offset in 0..3 {
             let Some(rest) = bytes.get(offset..) else {
                 break;

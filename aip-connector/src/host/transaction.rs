@@ -728,12 +728,11 @@ pub(crate) async fn admit_compensation(
     // This very compensation's earlier attempt, unsettled: its insert's answer was lost, or its
     // host died before the undo checkpointed anything.
     if own_unsettled_compensation(&existing, action, caller) {
-        let retake =
-            retake_own_attempt(&existing, now, over_at, host.limits.max_action_timeout_ms)?;
-        let record = apply(
+        let record = take_over_own_attempt(
             host,
             &existing,
-            &retake,
+            now,
+            over_at,
             codes::TRANSACTION_COMPENSATION_ALREADY_CLAIMED,
             "another attempt of this compensation started concurrently; retry",
         )
@@ -1103,12 +1102,11 @@ async fn execute_gate(
         // An earlier attempt that never reached its checkpoint: told to wait while it may still
         // run, taken over once it is certainly over (its host died, or its answer was lost).
         Status::Prepared => {
-            let retake =
-                retake_own_attempt(&record, now, over_at, host.limits.max_action_timeout_ms)?;
-            let record = apply(
+            let record = take_over_own_attempt(
                 host,
                 &record,
-                &retake,
+                now,
+                over_at,
                 codes::TRANSACTION_EXECUTE_STATE_INVALID,
                 "another attempt of this transaction started concurrently; retry",
             )
@@ -1218,6 +1216,20 @@ fn retake_own_attempt(
     let mut retake = Transition::new(&[record.status], record.status);
     retake.reconcile_after_ms = Some(over_at);
     Ok(retake)
+}
+
+/// [`retake_own_attempt`] of `record` at `now`, applied; a racing attempt that took it over
+/// first is refused with `lost_code`.
+async fn take_over_own_attempt(
+    host: &HostInner,
+    record: &TransactionRecord,
+    now: Millis,
+    over_at: Millis,
+    lost_code: &str,
+    lost_message: &str,
+) -> Result<TransactionRecord, ProtocolError> {
+    let retake = retake_own_attempt(record, now, over_at, host.limits.max_action_timeout_ms)?;
+    apply(host, record, &retake, lost_code, lost_message).await
 }
 
 /// `transaction.attempt_in_progress`: an earlier attempt of this execution may still be running;
