@@ -46,8 +46,8 @@ use aip_connector::model::{
 };
 use aip_connector::store::{
     ApprovalRecord, ApprovalStatus, ApprovalStore, IdempotencyRecord, IdempotencyStore, Millis,
-    PLAN_TTL_MS, Reservation, ReserveOutcome, SharedStore, StoreError, TransactionRecord,
-    Transition, TransitionOutcome,
+    PLAN_TTL_MS, Reservation, ReserveOutcome, ResumeClaim, SharedStore, StoreError,
+    TransactionRecord, Transition, TransitionOutcome,
 };
 use serde_json::json;
 
@@ -141,6 +141,7 @@ fn approval(id: &str) -> ApprovalRecord {
         expires_at_ms: Some(NOW + 60_000),
         resumed: false,
         resumed_at_ms: None,
+        resume_token: None,
         version: 7,
     }
 }
@@ -159,13 +160,13 @@ fn approve(id: &str) -> ApprovalDecision {
     }
 }
 
-/// `record` with the version and resume flag the store is expected to report.
-/// `record` as the store reads it back at `version`; a resumed one was claimed at [`NOW`].
-fn stored(record: &ApprovalRecord, version: u64, resumed: bool) -> ApprovalRecord {
+/// `record` as the store reads it back at `version`, resumed by `claim` if any.
+fn stored(record: &ApprovalRecord, version: u64, claim: Option<&ResumeClaim>) -> ApprovalRecord {
     ApprovalRecord {
         version,
-        resumed,
-        resumed_at_ms: resumed.then_some(NOW),
+        resumed: claim.is_some(),
+        resumed_at_ms: claim.map(|claim| claim.at_ms),
+        resume_token: claim.map(|claim| claim.token.clone()),
         ..record.clone()
     }
 }
@@ -871,46 +872,56 @@ pub async fn check_replayed_results_keep_their_key_order(store: SharedStore) {
 }
 
 /// `release_resume` gives a claimed resume back (bumping the version, so a writer holding the
-/// claimed version loses), only the claim made at the time it names, and changes nothing on a
-/// record that is not approved and resumed.
+/// claimed version loses), only the claim holding the token it names, even beside a claim made
+/// in the same millisecond, and changes nothing on a record that is not approved and resumed.
 pub async fn check_release_resume_gives_back_only_a_claimed_resume(store: SharedStore) {
     let id = ApprovalId::trusted("appr_release");
+    let first = ResumeClaim::new(NOW);
     assert_eq!(
-        store.release_resume(&id, NOW).await,
+        store.release_resume(&id, &first).await,
         Ok(false),
         "no such record"
     );
     let request = approval("appr_release");
     assert_eq!(store.insert_approval(&request).await, Ok(()));
-    assert_eq!(store.release_resume(&id, NOW).await, Ok(false), "pending");
+    assert_eq!(
+        store.release_resume(&id, &first).await,
+        Ok(false),
+        "pending"
+    );
     let approved = ApprovalRecord {
         status: ApprovalStatus::Approved,
         ..request.clone()
     };
     assert_eq!(store.update_approval(&approved, 0).await, Ok(true));
     assert_eq!(
-        store.release_resume(&id, NOW).await,
+        store.release_resume(&id, &first).await,
         Ok(false),
         "not resumed"
     );
     assert_eq!(
         store.approval(&id).await,
-        Ok(Some(stored(&approved, 1, false)))
+        Ok(Some(stored(&approved, 1, None)))
     );
 
-    assert_eq!(store.claim_resume(&id, NOW).await, Ok(true));
-    assert_eq!(
-        store.release_resume(&id, NOW + 1).await,
-        Ok(false),
-        "another claim's time"
-    );
-    assert_eq!(store.release_resume(&id, NOW).await, Ok(true));
+    assert_eq!(store.claim_resume(&id, &first).await, Ok(true));
     assert_eq!(
         store.approval(&id).await,
-        Ok(Some(stored(&approved, 3, false)))
+        Ok(Some(stored(&approved, 2, Some(&first)))),
+        "the claim's time and token are kept"
     );
     assert_eq!(
-        store.release_resume(&id, NOW).await,
+        store.release_resume(&id, &ResumeClaim::new(NOW)).await,
+        Ok(false),
+        "another claim's token, at the same time"
+    );
+    assert_eq!(store.release_resume(&id, &first).await, Ok(true));
+    assert_eq!(
+        store.approval(&id).await,
+        Ok(Some(stored(&approved, 3, None)))
+    );
+    assert_eq!(
+        store.release_resume(&id, &first).await,
         Ok(false),
         "given back once"
     );
@@ -919,27 +930,39 @@ pub async fn check_release_resume_gives_back_only_a_claimed_resume(store: Shared
         Ok(false),
         "the claimed version is stale"
     );
-    // A later claim survives the first claim's release written again (a dropped call's write
-    // finished on a task of its own after the first landed).
+    // A later claim, in the same millisecond, survives the first claim's release written again
+    // (a dropped call's write finished on a task of its own after the first landed, or the
+    // give-back of a claim whose answer was lost).
+    let second = ResumeClaim::new(NOW);
     assert_eq!(
-        store.claim_resume(&id, NOW + 5).await,
+        store.claim_resume(&id, &second).await,
         Ok(true),
         "the resume can be claimed again"
     );
-    assert_eq!(store.release_resume(&id, NOW).await, Ok(false));
-    let record = store.approval(&id).await.unwrap().unwrap();
-    assert!(record.resumed, "the later claim stands: {record:?}");
-    assert_eq!(record.resumed_at_ms, Some(NOW + 5));
+    assert_eq!(store.release_resume(&id, &first).await, Ok(false));
+    assert_eq!(
+        store.approval(&id).await,
+        Ok(Some(stored(&approved, 4, Some(&second)))),
+        "the later claim stands"
+    );
+    // An update keeps the claim (a decision recorded after the resume).
+    assert_eq!(store.update_approval(&approved, 4).await, Ok(true));
+    assert_eq!(
+        store.approval(&id).await,
+        Ok(Some(stored(&approved, 5, Some(&second))))
+    );
+    assert_eq!(store.release_resume(&id, &second).await, Ok(true));
 
     let denied = ApprovalRecord {
         status: ApprovalStatus::Denied,
         resumed: true,
         resumed_at_ms: Some(NOW),
+        resume_token: Some(first.token.clone()),
         ..approval("appr_release_denied")
     };
     assert_eq!(store.insert_approval(&denied).await, Ok(()));
     assert_eq!(
-        store.release_resume(&denied.approval_id, NOW).await,
+        store.release_resume(&denied.approval_id, &first).await,
         Ok(false),
         "only an approved record is given back"
     );
@@ -981,12 +1004,16 @@ pub async fn check_purge_closed_approvals_deletes_only_closed_records_created_be
         assert_eq!(store.insert_approval(record).await, Ok(()));
     }
     assert_eq!(
-        store.claim_resume(&closed[1].approval_id, NOW - 5).await,
+        store
+            .claim_resume(&closed[1].approval_id, &ResumeClaim::new(NOW - 5))
+            .await,
         Ok(true),
         "resumed through the store, as the host does"
     );
     assert_eq!(
-        store.claim_resume(&resumed_late.approval_id, NOW).await,
+        store
+            .claim_resume(&resumed_late.approval_id, &ResumeClaim::new(NOW))
+            .await,
         Ok(true)
     );
     for record in kept.iter().chain(&closed).chain([&resumed_late]) {
@@ -1018,7 +1045,7 @@ pub async fn check_purge_closed_approvals_deletes_only_closed_records_created_be
     for record in &kept {
         assert_eq!(
             store.approval(&record.approval_id).await,
-            Ok(Some(stored(record, 0, false))),
+            Ok(Some(stored(record, 0, None))),
             "{:?} is open or young",
             record.approval_id
         );
@@ -1048,17 +1075,14 @@ pub async fn check_approval_insert_get_and_versioned_update(store: SharedStore) 
     assert_eq!(store.insert_approval(&request).await, Ok(()));
     assert_eq!(
         store.approval(&id).await,
-        Ok(Some(stored(&request, 0, false)))
+        Ok(Some(stored(&request, 0, None)))
     );
 
     let mut voted = request.clone();
     voted.decisions.push(approve("appr_cas"));
     voted.status = ApprovalStatus::Approved;
     assert_eq!(store.update_approval(&voted, 0).await, Ok(true));
-    assert_eq!(
-        store.approval(&id).await,
-        Ok(Some(stored(&voted, 1, false)))
-    );
+    assert_eq!(store.approval(&id).await, Ok(Some(stored(&voted, 1, None))));
 
     let mut stale = request.clone();
     stale.status = ApprovalStatus::Denied;
@@ -1072,15 +1096,9 @@ pub async fn check_approval_insert_get_and_versioned_update(store: SharedStore) 
         Ok(false),
         "version 2 does not exist yet"
     );
-    assert_eq!(
-        store.approval(&id).await,
-        Ok(Some(stored(&voted, 1, false)))
-    );
+    assert_eq!(store.approval(&id).await, Ok(Some(stored(&voted, 1, None))));
     assert_eq!(store.update_approval(&stale, 1).await, Ok(true));
-    assert_eq!(
-        store.approval(&id).await,
-        Ok(Some(stored(&stale, 2, false)))
-    );
+    assert_eq!(store.approval(&id).await, Ok(Some(stored(&stale, 2, None))));
 
     assert_eq!(
         store.update_approval(&approval("appr_missing"), 0).await,
@@ -1103,7 +1121,7 @@ pub async fn check_duplicate_approval_insert_fails(store: SharedStore) {
     assert!(store.insert_approval(&impostor).await.is_err());
     assert_eq!(
         store.approval(&request.approval_id).await,
-        Ok(Some(stored(&request, 0, false)))
+        Ok(Some(stored(&request, 0, None)))
     );
 }
 
@@ -1138,7 +1156,7 @@ pub async fn check_every_approval_status_is_storable(store: SharedStore) {
         assert_eq!(store.insert_approval(&request).await, Ok(()), "{status:?}");
         assert_eq!(
             store.approval(&request.approval_id).await,
-            Ok(Some(stored(&request, 0, false)))
+            Ok(Some(stored(&request, 0, None)))
         );
     }
 }
@@ -1147,14 +1165,14 @@ pub async fn check_every_approval_status_is_storable(store: SharedStore) {
 pub async fn check_claim_resume_succeeds_once_and_only_when_approved(store: SharedStore) {
     let id = ApprovalId::trusted("appr_resume");
     assert_eq!(
-        store.claim_resume(&id, NOW).await,
+        store.claim_resume(&id, &ResumeClaim::new(NOW)).await,
         Ok(false),
         "no such record"
     );
     let request = approval("appr_resume");
     assert_eq!(store.insert_approval(&request).await, Ok(()));
     assert_eq!(
-        store.claim_resume(&id, NOW).await,
+        store.claim_resume(&id, &ResumeClaim::new(NOW)).await,
         Ok(false),
         "still pending"
     );
@@ -1164,15 +1182,16 @@ pub async fn check_claim_resume_succeeds_once_and_only_when_approved(store: Shar
         ..request.clone()
     };
     assert_eq!(store.update_approval(&approved, 0).await, Ok(true));
-    assert_eq!(store.claim_resume(&id, NOW).await, Ok(true));
+    let claim = ResumeClaim::new(NOW);
+    assert_eq!(store.claim_resume(&id, &claim).await, Ok(true));
     assert_eq!(
-        store.claim_resume(&id, NOW).await,
+        store.claim_resume(&id, &ResumeClaim::new(NOW)).await,
         Ok(false),
         "a resume is claimed once"
     );
     assert_eq!(
         store.approval(&id).await,
-        Ok(Some(stored(&approved, 2, true)))
+        Ok(Some(stored(&approved, 2, Some(&claim))))
     );
 
     // A writer that read the record before the claim must lose…
@@ -1181,14 +1200,18 @@ pub async fn check_claim_resume_succeeds_once_and_only_when_approved(store: Shar
     let rewritten = ApprovalRecord {
         resumed: false,
         resumed_at_ms: None,
+        resume_token: None,
         ..approved.clone()
     };
     assert_eq!(store.update_approval(&rewritten, 2).await, Ok(true));
     assert_eq!(
         store.approval(&id).await,
-        Ok(Some(stored(&approved, 3, true)))
+        Ok(Some(stored(&approved, 3, Some(&claim))))
     );
-    assert_eq!(store.claim_resume(&id, NOW).await, Ok(false));
+    assert_eq!(
+        store.claim_resume(&id, &ResumeClaim::new(NOW)).await,
+        Ok(false)
+    );
 
     for status in [
         ApprovalStatus::Denied,
@@ -1203,7 +1226,9 @@ pub async fn check_claim_resume_succeeds_once_and_only_when_approved(store: Shar
         };
         assert_eq!(store.update_approval(&decided, 0).await, Ok(true));
         assert_eq!(
-            store.claim_resume(&other.approval_id, NOW).await,
+            store
+                .claim_resume(&other.approval_id, &ResumeClaim::new(NOW))
+                .await,
             Ok(false),
             "{status:?}"
         );
@@ -1304,20 +1329,26 @@ pub async fn race_claim_resume(stores: &[SharedStore], claims: usize) {
         .map(|index| {
             let store = Arc::clone(&stores[index % stores.len()]);
             let id = request.approval_id.clone();
-            tokio::spawn(async move { store.claim_resume(&id, NOW).await })
+            tokio::spawn(async move {
+                let claim = ResumeClaim::new(NOW);
+                let claimed = store.claim_resume(&id, &claim).await;
+                (claim, claimed)
+            })
         })
         .collect();
-    let mut winners = 0;
+    let mut winners = Vec::new();
     for task in tasks {
-        if task.await.expect("task").expect("claim_resume") {
-            winners += 1;
+        let (claim, claimed) = task.await.expect("task");
+        if claimed.expect("claim_resume") {
+            winners.push(claim);
         }
     }
-    assert_eq!(winners, 1);
+    assert_eq!(winners.len(), 1, "exactly one claim wins");
     for store in stores {
         assert_eq!(
             store.approval(&request.approval_id).await,
-            Ok(Some(stored(&approved, 2, true)))
+            Ok(Some(stored(&approved, 2, winners.first()))),
+            "the winner's claim is the one kept"
         );
     }
 }
@@ -1711,8 +1742,9 @@ pub async fn check_lookups_by_a_selector_with_nul_find_nothing(store: SharedStor
     assert_eq!(store.reservation("k\0", NOW).await, Ok(None));
     let nul_approval = ApprovalId::trusted("appr_1\0");
     assert_eq!(store.approval(&nul_approval).await, Ok(None));
-    assert_eq!(store.claim_resume(&nul_approval, NOW).await, Ok(false));
-    assert_eq!(store.release_resume(&nul_approval, NOW).await, Ok(false));
+    let claim = ResumeClaim::new(NOW);
+    assert_eq!(store.claim_resume(&nul_approval, &claim).await, Ok(false));
+    assert_eq!(store.release_resume(&nul_approval, &claim).await, Ok(false));
     assert_eq!(
         store.update_approval(&approval("appr_1\0"), 0).await,
         Ok(false)

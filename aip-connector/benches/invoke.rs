@@ -989,18 +989,22 @@ impl ApprovalStore for CensusStore {
         self.inner.update_approval(record, expected_version).await
     }
 
-    async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError> {
+    async fn claim_resume(
+        &self,
+        id: &ApprovalId,
+        claim: &aip_connector::store::ResumeClaim,
+    ) -> Result<bool, StoreError> {
         self.other("claim_resume");
-        self.inner.claim_resume(id, now).await
+        self.inner.claim_resume(id, claim).await
     }
 
     async fn release_resume(
         &self,
         id: &ApprovalId,
-        claimed_at_ms: Millis,
+        claim: &aip_connector::store::ResumeClaim,
     ) -> Result<bool, StoreError> {
         self.other("release_resume");
-        self.inner.release_resume(id, claimed_at_ms).await
+        self.inner.release_resume(id, claim).await
     }
 
     async fn purge_closed_approvals(

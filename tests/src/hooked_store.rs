@@ -88,6 +88,8 @@ pub struct HookedStore {
     lose_next_transition_answer: AtomicBool,
     /// The next `claim_resume` is applied, then answered with an error.
     lose_next_claim_resume_answer: AtomicBool,
+    /// The next `claim_resume` is not applied, and answered with an error.
+    fail_next_claim_resume: AtomicBool,
     /// The next `insert_transaction` is applied, then answered with an error.
     lose_next_insert_answer: AtomicBool,
     /// `transaction` reads fail with this error while set.
@@ -187,6 +189,12 @@ impl HookedStore {
     pub fn lose_next_claim_resume_answer(&self) {
         self.lose_next_claim_resume_answer
             .store(true, Ordering::SeqCst);
+    }
+
+    /// The next `ApprovalStore::claim_resume` is not applied and is answered
+    /// `StoreError::Unavailable`, as a connection lost before its commit would answer.
+    pub fn fail_next_claim_resume(&self) {
+        self.fail_next_claim_resume.store(true, Ordering::SeqCst);
     }
 
     /// The next `TransactionStore::insert_transaction` is applied and then answered
@@ -322,8 +330,17 @@ impl ApprovalStore for HookedStore {
         self.inner.update_approval(record, expected_version).await
     }
 
-    async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError> {
-        let claimed = self.inner.claim_resume(id, now).await;
+    async fn claim_resume(
+        &self,
+        id: &ApprovalId,
+        claim: &aip_connector::store::ResumeClaim,
+    ) -> Result<bool, StoreError> {
+        if self.fail_next_claim_resume.swap(false, Ordering::SeqCst) {
+            return Err(StoreError::Unavailable(
+                "the connection closed before the commit".into(),
+            ));
+        }
+        let claimed = self.inner.claim_resume(id, claim).await;
         if let Some(hold) = self.after_claim_resume.as_ref().and_then(|hook| hook(id)) {
             hold.await;
         }
@@ -339,7 +356,7 @@ impl ApprovalStore for HookedStore {
     async fn release_resume(
         &self,
         id: &ApprovalId,
-        claimed_at_ms: Millis,
+        claim: &aip_connector::store::ResumeClaim,
     ) -> Result<bool, StoreError> {
         if let Some(hold) = self
             .before_release_resume
@@ -348,7 +365,7 @@ impl ApprovalStore for HookedStore {
         {
             hold.await;
         }
-        self.inner.release_resume(id, claimed_at_ms).await
+        self.inner.release_resume(id, claim).await
     }
 
     async fn purge_closed_approvals(

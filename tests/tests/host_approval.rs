@@ -655,6 +655,51 @@ async fn a_resume_claim_whose_answer_was_lost_is_given_back() {
     assert_eq!(payments.executions.load(Ordering::SeqCst), 2);
 }
 
+/// A claim that failed without landing is given back all the same (its answer was lost, so it
+/// might have landed); that give-back, held until another call has claimed the resume in the
+/// same millisecond and run the action, must not release the other call's claim. It did while
+/// claims were told apart by their time: the approval read as not resumed, and a third resume
+/// claimed it again.
+#[tokio::test]
+async fn a_failed_claims_give_back_leaves_another_claim_of_the_same_millisecond() {
+    let gate = Gate::default();
+    let store = Arc::new(HookedStore::before_release_resume({
+        let gate = gate.clone();
+        move |_| gate.hold()
+    }));
+    let payments = Payments::default();
+    // The manual clock stands still: every claim below is made in the same millisecond.
+    let host = host_on(payments.clone(), Arc::default(), store.clone());
+    let (_, id) = approved_refund(&host).await;
+
+    store.fail_next_claim_resume();
+    let failed = tokio::spawn({
+        let (host, id) = (host.clone(), id.clone());
+        async move { host.resume_approved(&id, &person("user:req")).await }
+    });
+    gate.entered().await;
+    let ran = host.resume_approved(&id, &person("user:req")).await;
+    assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+    let claimed = host.approval(&id).await.unwrap().unwrap();
+    assert!(claimed.resumed, "{claimed:?}");
+
+    gate.open();
+    let failed = failed.await.unwrap();
+    assert_eq!(
+        failed.error.expect("the claim failed").code,
+        codes::STORAGE_UNAVAILABLE
+    );
+    let after = host.approval(&id).await.unwrap().unwrap();
+    assert!(after.resumed, "the other call's claim stands: {after:?}");
+    assert_eq!(after.resume_token, claimed.resume_token);
+    let again = host.resume_approved(&id, &person("user:req")).await;
+    assert_eq!(
+        again.error.expect("resumed once").code,
+        codes::POLICY_APPROVAL_ALREADY_RESUMED
+    );
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
+}
+
 /// A call dropped while its claim on the resume is written (a transport's timeout), after the
 /// claim landed, gives the claim back on a task of its own: a retry runs the approved action.
 /// Nothing did before: the approval read as resumed by an action that never ran.

@@ -14,7 +14,7 @@ use aip_connector::ids::{ActionId, ApprovalId, CapabilityId, PrincipalId};
 use aip_connector::model::{Action, ActionResult, ApprovalPolicy, IdempotencyKeyScope};
 use aip_connector::store::{
     ApprovalRecord, ApprovalStatus, IdempotencyRecord, IdempotencyStore, Millis, Reservation,
-    ReserveOutcome, SharedStore, SqliteStore, StoreError,
+    ReserveOutcome, ResumeClaim, SharedStore, SqliteStore, StoreError,
 };
 use aip_connector_tests::TempStoreFile;
 use serde_json::json;
@@ -84,6 +84,7 @@ fn approved(id: &str) -> ApprovalRecord {
         expires_at_ms: None,
         resumed: false,
         resumed_at_ms: None,
+        resume_token: None,
         version: 0,
     }
 }
@@ -328,7 +329,7 @@ async fn two_stores_on_one_file_behave_as_one() {
         .map(|index| {
             let store = Arc::clone(&stores[index % 2]);
             let id = request.approval_id.clone();
-            tokio::spawn(async move { store.claim_resume(&id, 1).await })
+            tokio::spawn(async move { store.claim_resume(&id, &ResumeClaim::new(1)).await })
         })
         .collect();
     let mut claimed = 0;

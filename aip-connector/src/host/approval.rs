@@ -391,6 +391,7 @@ pub(crate) fn new_record(
         created_at_ms: now,
         resumed: false,
         resumed_at_ms: None,
+        resume_token: None,
         version: 0,
     }
 }
@@ -3104,16 +3105,20 @@ mod tests {
             Ok(updated)
         }
 
-        async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError> {
-            self.inner.claim_resume(id, now).await
+        async fn claim_resume(
+            &self,
+            id: &ApprovalId,
+            claim: &crate::store::ResumeClaim,
+        ) -> Result<bool, StoreError> {
+            self.inner.claim_resume(id, claim).await
         }
 
         async fn release_resume(
             &self,
             id: &ApprovalId,
-            claimed_at_ms: Millis,
+            claim: &crate::store::ResumeClaim,
         ) -> Result<bool, StoreError> {
-            self.inner.release_resume(id, claimed_at_ms).await
+            self.inner.release_resume(id, claim).await
         }
 
         async fn purge_closed_approvals(

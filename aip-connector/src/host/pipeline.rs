@@ -176,7 +176,8 @@ fn settled_key(
 /// call, so the approved action did not run.
 #[derive(Default)]
 struct ClaimedResume {
-    claim: OnceLock<ResumeClaim>,
+    /// Boxed: a call without a resume carries a word, not the claim's id and token.
+    claim: OnceLock<Box<HeldResume>>,
     unspent: std::sync::atomic::AtomicBool,
     /// The key's settlement gave the claim back already, before it released the key (see
     /// [`GiveBack`]).
@@ -189,23 +190,25 @@ impl ClaimedResume {
     /// The approval whose claim `run` gives back after a result that is `retryable` (or
     /// [`unattempted`] before any handler started), or that answered for another action
     /// (`unspent`); none when the key's settlement gave it back already.
-    fn to_give_back(&self, retryable: bool, unattempted: bool) -> Option<&ResumeClaim> {
+    fn to_give_back(&self, retryable: bool, unattempted: bool) -> Option<&HeldResume> {
         use std::sync::atomic::Ordering::Relaxed;
         let returns = retryable
             || (unattempted && !self.handler_started.load(Relaxed))
             || self.unspent.load(Relaxed);
         self.claim
             .get()
+            .map(Box::as_ref)
             .filter(|_| returns && !self.given_back.load(Relaxed))
     }
 }
 
-/// A call's claim on an approval's single resume: the approval, and the time the claim wrote
-/// ([`ApprovalRecord::resumed_at_ms`]), by which giving it back releases this claim only.
+/// A call's claim on an approval's single resume: the approval, and the claim written (its
+/// time and token, [`ApprovalRecord::resume_token`]), by whose token giving it back releases
+/// this claim only.
 #[derive(Clone, Debug)]
-struct ResumeClaim {
+struct HeldResume {
     id: ApprovalId,
-    claimed_at_ms: crate::store::Millis,
+    claim: crate::store::ResumeClaim,
 }
 
 /// A claimed resume to give back in the settlement of a retryable result, before the key is
@@ -213,7 +216,7 @@ struct ResumeClaim {
 /// and the resume still taken, and was told `policy.approval_already_resumed` (not retryable)
 /// for an action that never ran (found by a hostile review).
 struct GiveBack<'a> {
-    claim: ResumeClaim,
+    claim: HeldResume,
     /// Set once given back, so `run` does not give it back a second time (which could undo a
     /// later resume's claim).
     done: Option<&'a std::sync::atomic::AtomicBool>,
@@ -241,7 +244,7 @@ struct HoldReturn<'a> {
 
 impl<'a> HoldReturn<'a> {
     /// A hold of a claimed resume only: it gives `claim` back and holds no key.
-    fn giving_back(host: &'a Arc<HostInner>, claim: &ResumeClaim) -> Self {
+    fn giving_back(host: &'a Arc<HostInner>, claim: &HeldResume) -> Self {
         HoldReturn {
             host,
             give_back: Some(Box::new(GiveBack {
@@ -700,32 +703,32 @@ async fn execute(
     };
     if let Some(record) = &approved {
         let claimed_at = *now.get_or_insert_with(|| host.clock.now_ms());
+        let claimed = HeldResume {
+            id: record.approval_id.clone(),
+            claim: crate::store::ResumeClaim::new(claimed_at),
+        };
         // Boxed: its state (a rare replay included) would otherwise grow every call's pipeline.
         let claim = Box::pin(claim_resume(ClaimResumeArgs {
             host,
             action: &action,
-            approval_id: &record.approval_id,
+            held: &claimed,
             resubmitted,
             key: key.as_deref(),
             tenant,
             fingerprint: &mut fingerprint,
             now: claimed_at,
         }));
-        let claimed = ResumeClaim {
-            id: record.approval_id.clone(),
-            claimed_at_ms: claimed_at,
-        };
         match claim.await {
             // Told to `run`, which gives the claim back if the result is retryable.
             Ok(()) => {
-                let _ = resume_claim.claim.set(claimed);
+                let _ = resume_claim.claim.set(Box::new(claimed));
             }
             // The claim may have landed with its answer lost (a connection that closed after
             // the commit): `run` gives it back too, since the caller is told to retry, and the
-            // give-back undoes only a claim made at `claimed_at` (found by a hostile probe: the
-            // retry was told "already resumed" for an action that never ran).
+            // give-back undoes only a claim holding this claim's token (found by a hostile
+            // probe: the retry was told "already resumed" for an action that never ran).
             Err(ResumeRefusal::Unanswered(failed)) => {
-                let _ = resume_claim.claim.set(claimed);
+                let _ = resume_claim.claim.set(Box::new(claimed));
                 return failed;
             }
             Err(ResumeRefusal::Refused(refused)) => return refused,
@@ -894,7 +897,8 @@ async fn execute(
 struct ClaimResumeArgs<'a> {
     host: &'a Arc<HostInner>,
     action: &'a Action,
-    approval_id: &'a ApprovalId,
+    /// The approval and the claim to write on it.
+    held: &'a HeldResume,
     /// The action carried its approval (a re-submission), rather than being resumed from the
     /// stored request by `resume_approved`.
     resubmitted: bool,
@@ -918,7 +922,7 @@ async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ResumeRefusal> {
     let ClaimResumeArgs {
         host,
         action,
-        approval_id,
+        held,
         resubmitted,
         key,
         tenant,
@@ -929,7 +933,8 @@ async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ResumeRefusal> {
     let refused_by_store = |error: &crate::store::StoreError| {
         ResumeRefusal::Refused(failure::failed(&action.id, failure::storage(error)))
     };
-    match claim_on_own_task(host, approval_id, now).await {
+    let approval_id = &held.id;
+    match claim_on_own_task(host, held).await {
         Ok(true) => return Ok(()),
         Ok(false) => {}
         Err(error) => {
@@ -994,55 +999,53 @@ async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ResumeRefusal> {
     Err(ResumeRefusal::Refused(already_resumed(&action.id)))
 }
 
-/// `ApprovalStore::claim_resume` of approval `id` at `now`, written on a task of its own that
-/// gives the claim back when it landed after the call that asked for it was dropped (a
-/// transport's timeout): the write lands all the same (SQLite's blocking task, a sent
-/// PostgreSQL statement), and the approval would read as resumed by an action that never ran.
-/// The task knows whether *its* claim landed, so it never gives back another call's; and it
-/// runs the give-back after the claim, on its own connection's order, where a give-back spawned
-/// by the dropped call could run before the claim committed (found by a review). Outside a
-/// Tokio runtime the claim is written in place.
+/// `ApprovalStore::claim_resume` of `held`, written on a task of its own that gives the claim
+/// back when it landed after the call that asked for it was dropped (a transport's timeout): the
+/// write lands all the same (SQLite's blocking task, a sent PostgreSQL statement), and the
+/// approval would read as resumed by an action that never ran. The task knows whether *its*
+/// claim landed, so it never gives back another call's; and it runs the give-back after the
+/// claim, on its own connection's order, where a give-back spawned by the dropped call could run
+/// before the claim committed (found by a review). Outside a Tokio runtime the claim is written
+/// in place.
 async fn claim_on_own_task(
     host: &Arc<HostInner>,
-    id: &ApprovalId,
-    now: crate::store::Millis,
+    held: &HeldResume,
 ) -> Result<bool, crate::store::StoreError> {
     /// The answer's receiver: dropped with the answer unread (the call dropped between the
     /// task's send and its own next poll), it gives a landed claim back itself.
     struct Unheard {
         answer: Option<tokio::sync::oneshot::Receiver<Result<bool, crate::store::StoreError>>>,
         host: Arc<HostInner>,
-        claim: ResumeClaim,
+        held: HeldResume,
     }
     impl Drop for Unheard {
         fn drop(&mut self) {
             if let Some(mut answer) = self.answer.take()
                 && let Ok(Ok(true)) = answer.try_recv()
             {
-                let (host, claim) = (Arc::clone(&self.host), self.claim.clone());
-                crate::task::spawn_traced(async move { give_back_resume(&host, &claim).await });
+                let (host, held) = (Arc::clone(&self.host), self.held.clone());
+                crate::task::spawn_traced(async move { give_back_resume(&host, &held).await });
             }
         }
     }
     if tokio::runtime::Handle::try_current().is_err() {
-        return host.store.claim_resume(id, now).await;
+        return host.store.claim_resume(&held.id, &held.claim).await;
     }
-    let claim = ResumeClaim {
-        id: id.clone(),
-        claimed_at_ms: now,
-    };
     let (send, answer) = tokio::sync::oneshot::channel();
-    let (task_host, task_claim) = (Arc::clone(host), claim.clone());
+    let (task_host, task_held) = (Arc::clone(host), held.clone());
     crate::task::spawn_traced(async move {
-        let claimed = task_host.store.claim_resume(&task_claim.id, now).await;
+        let claimed = task_host
+            .store
+            .claim_resume(&task_held.id, &task_held.claim)
+            .await;
         if let Err(Ok(true)) = send.send(claimed) {
-            give_back_resume(&task_host, &task_claim).await;
+            give_back_resume(&task_host, &task_held).await;
         }
     });
     let mut unheard = Unheard {
         answer: Some(answer),
         host: Arc::clone(host),
-        claim,
+        held: held.clone(),
     };
     let answer = unheard.answer.as_mut().expect("set above");
     let claimed = answer.await.unwrap_or_else(|_| {
@@ -4065,7 +4068,7 @@ fn operator_changed() -> ProtocolError {
 async fn follow_up(
     host: &Arc<HostInner>,
     caller: &TrustedContext,
-    give_back: Option<&ResumeClaim>,
+    give_back: Option<&HeldResume>,
     result: ActionResult,
 ) -> ActionResult {
     let Some(claim) = give_back else {
@@ -4076,14 +4079,11 @@ async fn follow_up(
 }
 
 /// Gives back `claim`, the resume a call that ended retryably claimed, so a later resume runs
-/// the action again. Only that claim is released: written twice (a dropped call's writes are
-/// finished on a task of their own), it undoes no claim made in between.
-async fn give_back_resume(host: &HostInner, claim: &ResumeClaim) {
-    if let Err(error) = host
-        .store
-        .release_resume(&claim.id, claim.claimed_at_ms)
-        .await
-    {
+/// the action again. Only that claim is released (by its token): written twice (a dropped
+/// call's writes are finished on a task of their own), or for a claim that never landed (its
+/// answer was lost), it undoes no other call's claim, however close in time.
+async fn give_back_resume(host: &HostInner, claim: &HeldResume) {
+    if let Err(error) = host.store.release_resume(&claim.id, &claim.claim).await {
         tracing::warn!(
             error = %error,
             approval_id = %claim.id,

@@ -31,6 +31,7 @@ pub(super) fn approval(id: &str) -> ApprovalRecord {
         expires_at_ms: None,
         resumed: false,
         resumed_at_ms: None,
+        resume_token: None,
         version: 0,
     }
 }

@@ -13,8 +13,9 @@ use crate::cache_line::CacheAligned;
 
 use super::{
     ApprovalRecord, ApprovalStatus, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore,
-    Millis, Purged, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
-    Transition, TransitionOutcome, claim_settled, live_at, record_is_live, stored_under,
+    Millis, Purged, Reservation, ReserveOutcome, ResumeClaim, StoreError, TransactionRecord,
+    TransactionStore, Transition, TransitionOutcome, claim_settled, live_at, record_is_live,
+    stored_under,
 };
 
 /// A store that lives in this process's memory and is lost with it.
@@ -576,21 +577,28 @@ impl ApprovalStore for MemoryStore {
             .resumed_at_ms
             .or(record.resumed_at_ms)
             .filter(|_| resumed);
+        let resume_token = stored
+            .resume_token
+            .take()
+            .or_else(|| record.resume_token.clone())
+            .filter(|_| resumed);
         *stored = ApprovalRecord {
             version: next_version,
             resumed,
             resumed_at_ms,
+            resume_token,
             ..record.clone()
         };
         Ok(true)
     }
 
-    async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError> {
+    async fn claim_resume(&self, id: &ApprovalId, claim: &ResumeClaim) -> Result<bool, StoreError> {
         let mut approvals = self.approvals();
         match approvals.get_mut(id) {
             Some(stored) if stored.status == ApprovalStatus::Approved && !stored.resumed => {
                 stored.resumed = true;
-                stored.resumed_at_ms = Some(now);
+                stored.resumed_at_ms = Some(claim.at_ms);
+                stored.resume_token = Some(claim.token.clone());
                 // The claim is an update: a writer holding the pre-claim version must lose.
                 stored.version = stored.version.saturating_add(1);
                 Ok(true)
@@ -602,17 +610,18 @@ impl ApprovalStore for MemoryStore {
     async fn release_resume(
         &self,
         id: &ApprovalId,
-        claimed_at_ms: Millis,
+        claim: &ResumeClaim,
     ) -> Result<bool, StoreError> {
         let mut approvals = self.approvals();
         match approvals.get_mut(id) {
             Some(stored)
                 if stored.status == ApprovalStatus::Approved
                     && stored.resumed
-                    && stored.resumed_at_ms == Some(claimed_at_ms) =>
+                    && stored.resume_token.as_deref() == Some(claim.token.as_str()) =>
             {
                 stored.resumed = false;
                 stored.resumed_at_ms = None;
+                stored.resume_token = None;
                 stored.version = stored.version.saturating_add(1);
                 Ok(true)
             }

@@ -381,6 +381,11 @@ pub struct ApprovalRecord {
     /// a resume still running cannot lose its approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumed_at_ms: Option<Millis>,
+    /// The token of that claim ([`ResumeClaim::token`]), by which
+    /// [`ApprovalStore::release_resume`] gives back that claim and no other; `None` while not
+    /// resumed, and for records resumed by a build from before claims carried one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_token: Option<String>,
     /// Optimistic-concurrency version, bumped by every update.
     pub version: u64,
 }
@@ -463,6 +468,31 @@ impl ApprovalRecord {
     }
 }
 
+/// One claim on an approved action's single resume ([`ApprovalStore::claim_resume`]): when it
+/// was made, and a token its claimer drew that no other claim shares.
+///
+/// The token, not the time, tells claims apart: a call whose claim failed with its answer lost
+/// gives back the claim it may have made, and a call dropped while its give-back was in flight
+/// has it written again on a task of its own; either write may land after another call claimed
+/// the resume, in the same millisecond as easily as later, and must not release that claim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResumeClaim {
+    /// When the claim was made: the record's [`resumed_at_ms`](ApprovalRecord::resumed_at_ms).
+    pub at_ms: Millis,
+    /// The claim's own token: the record's [`resume_token`](ApprovalRecord::resume_token).
+    pub token: String,
+}
+
+impl ResumeClaim {
+    /// A claim made at `at_ms`, with a fresh token (a UUIDv7 in simple form).
+    pub fn new(at_ms: Millis) -> Self {
+        ResumeClaim {
+            at_ms,
+            token: uuid::Uuid::now_v7().simple().to_string(),
+        }
+    }
+}
+
 /// Approval records.
 #[async_trait]
 pub trait ApprovalStore: Send + Sync {
@@ -474,34 +504,36 @@ pub trait ApprovalStore: Send + Sync {
 
     /// Replaces the record if its stored version is `expected_version`; the stored version
     /// becomes `expected_version + 1`. False when someone else updated it first. It never
-    /// clears `resumed` or `resumed_at_ms`: only [`release_resume`](Self::release_resume) does.
+    /// clears `resumed`, `resumed_at_ms` or `resume_token`: only
+    /// [`release_resume`](Self::release_resume) does.
     async fn update_approval(
         &self,
         record: &ApprovalRecord,
         expected_version: u64,
     ) -> Result<bool, StoreError>;
 
-    /// Approved, not yet resumed → resumed at `now` ([`ApprovalRecord::resumed_at_ms`]); true
-    /// for exactly one caller. The claim bumps the version, so a writer holding the pre-claim
-    /// version loses.
-    async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError>;
+    /// Approved, not yet resumed → resumed by `claim` ([`ApprovalRecord::resumed_at_ms`] =
+    /// `claim.at_ms`, [`ApprovalRecord::resume_token`] = `claim.token`); true for exactly one
+    /// caller. The claim bumps the version, so a writer holding the pre-claim version loses.
+    async fn claim_resume(&self, id: &ApprovalId, claim: &ResumeClaim) -> Result<bool, StoreError>;
 
-    /// Approved, resumed, and claimed at `claimed_at_ms` → not resumed, `resumed_at_ms` cleared
-    /// (the version is bumped); true when it changed. The host calls it only after its own
-    /// [`claim_resume`](Self::claim_resume) with `now = claimed_at_ms` returned true, for a
-    /// resume whose result is retryable (the reservation of its idempotency key failed or found
-    /// the key busy, or the run failed retryably), so the approved action can be resumed again
-    /// instead of being stranded.
+    /// Approved, resumed, and claimed with `claim.token` → not resumed, `resumed_at_ms` and
+    /// `resume_token` cleared (the version is bumped); true when it changed. The host calls it
+    /// for its own [`claim_resume`](Self::claim_resume) with the same `claim`, which returned
+    /// true or failed (the claim may have landed with its answer lost), for a resume whose
+    /// result is retryable (the reservation of its idempotency key failed or found the key
+    /// busy, or the run failed retryably), so the approved action can be resumed again instead
+    /// of being stranded.
     ///
-    /// The claim time is compared so that only that claim is released: a release written again
-    /// (the call was dropped while the first write was in flight, and the host finished it on a
-    /// task of its own) must not undo a claim another call made once the first write landed
-    /// (found by a review). Two claims of one approval in the same millisecond, with a release
-    /// between them, are not told apart.
+    /// The token is compared so that only that claim is released: a release written late (the
+    /// call was dropped while the first write was in flight, and the host finished it on a task
+    /// of its own; or the claim's answer was lost and the claim never landed) must not undo a
+    /// claim another call made meanwhile, however close in time (found by a review and a
+    /// hostile probe).
     async fn release_resume(
         &self,
         id: &ApprovalId,
-        claimed_at_ms: Millis,
+        claim: &ResumeClaim,
     ) -> Result<bool, StoreError>;
 
     /// Deletes up to `max_entries` records that retention may delete

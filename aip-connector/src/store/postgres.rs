@@ -33,8 +33,9 @@ use super::sql::{counter_to_sql, decode, encode, millis_to_sql, unsigned_from_sq
 use super::transaction::purgeable_statuses_sql;
 use super::{
     ApprovalRecord, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore, KeyEntry, Millis,
-    Purged, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
-    Transition, TransitionOutcome, claim, record_is_live, reservation_is_live, stored_under,
+    Purged, Reservation, ReserveOutcome, ResumeClaim, StoreError, TransactionRecord,
+    TransactionStore, Transition, TransitionOutcome, claim, record_is_live, reservation_is_live,
+    stored_under,
 };
 
 /// One schema migration shipped with the crate.
@@ -78,6 +79,11 @@ const MIGRATIONS: &[Migration] = &[
         version: 6,
         name: "plan_expiry",
         sql: include_str!("../../migrations/postgres/0006_plan_expiry.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "resume_token",
+        sql: include_str!("../../migrations/postgres/0007_resume_token.sql"),
     },
 ];
 
@@ -1045,7 +1051,8 @@ fn entry_from_row(row: &Row) -> Result<KeyEntry, StoreError> {
     }
 }
 
-/// Decodes an `approval_records` row (`resumed`, `resumed_at_ms`, `version`, `body`).
+/// Decodes an `approval_records` row (`resumed`, `resumed_at_ms`, `resume_token`, `version`,
+/// `body`).
 fn approval_from_row(row: &Row) -> Result<ApprovalRecord, StoreError> {
     const WHAT: &str = "approval record row";
     let body: String = column(row, "body", WHAT)?;
@@ -1055,6 +1062,7 @@ fn approval_from_row(row: &Row) -> Result<ApprovalRecord, StoreError> {
     record.resumed_at_ms = column::<Option<i64>>(row, "resumed_at_ms", WHAT)?
         .map(|ms| unsigned_from_sql("approval resume time", ms))
         .transpose()?;
+    record.resume_token = column(row, "resume_token", WHAT)?;
     record.version = unsigned_from_sql("approval record version", column(row, "version", WHAT)?)?;
     Ok(record)
 }
@@ -1395,8 +1403,8 @@ impl ApprovalStore for PostgresStore {
                 "insert an approval record",
                 "INSERT INTO approval_records \
                  (approval_id, status, resumed, version, body, created_at_ms, expires_at_ms, \
-                  resumed_at_ms) \
-                 VALUES ($1, $2, $3, 0, $4::text::json, $5, $6, $7) \
+                  resumed_at_ms, resume_token) \
+                 VALUES ($1, $2, $3, 0, $4::text::json, $5, $6, $7, $8) \
                  ON CONFLICT (approval_id) DO NOTHING",
                 &[
                     &record.approval_id.as_str(),
@@ -1406,6 +1414,7 @@ impl ApprovalStore for PostgresStore {
                     &millis_to_sql(record.created_at_ms),
                     &record.expires_at_ms.map(millis_to_sql),
                     &record.resumed_at_ms.map(millis_to_sql),
+                    &record.resume_token,
                 ],
             )
             .await?;
@@ -1424,8 +1433,8 @@ impl ApprovalStore for PostgresStore {
         }
         self.query_opt(
             "read an approval record",
-            "SELECT resumed, resumed_at_ms, version, body::text AS body FROM approval_records \
-             WHERE approval_id = $1",
+            "SELECT resumed, resumed_at_ms, resume_token, version, body::text AS body \
+             FROM approval_records WHERE approval_id = $1",
             &[&id.as_str()],
         )
         .await?
@@ -1461,7 +1470,9 @@ impl ApprovalStore for PostgresStore {
                  SET status = $2, resumed = resumed OR $3, version = $4, body = $5::text::json, \
                      created_at_ms = $7, expires_at_ms = $8, \
                      resumed_at_ms = CASE WHEN resumed OR $3 \
-                                     THEN COALESCE(resumed_at_ms, $9) END \
+                                     THEN COALESCE(resumed_at_ms, $9) END, \
+                     resume_token = CASE WHEN resumed OR $3 \
+                                    THEN COALESCE(resume_token, $10) END \
                  WHERE approval_id = $1 AND version = $6",
                 &[
                     &record.approval_id.as_str(),
@@ -1473,13 +1484,14 @@ impl ApprovalStore for PostgresStore {
                     &millis_to_sql(record.created_at_ms),
                     &record.expires_at_ms.map(millis_to_sql),
                     &record.resumed_at_ms.map(millis_to_sql),
+                    &record.resume_token,
                 ],
             )
             .await?;
         Ok(changed == 1)
     }
 
-    async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError> {
+    async fn claim_resume(&self, id: &ApprovalId, claim: &ResumeClaim) -> Result<bool, StoreError> {
         if unstorable(id.as_str()) {
             return Ok(false);
         }
@@ -1488,9 +1500,10 @@ impl ApprovalStore for PostgresStore {
             .execute(
                 "claim an approval resume",
                 "UPDATE approval_records \
-                 SET resumed = TRUE, resumed_at_ms = $2, version = version + 1 \
+                 SET resumed = TRUE, resumed_at_ms = $2, resume_token = $3, \
+                     version = version + 1 \
                  WHERE approval_id = $1 AND status = 'approved' AND NOT resumed",
-                &[&id.as_str(), &millis_to_sql(now)],
+                &[&id.as_str(), &millis_to_sql(claim.at_ms), &claim.token],
             )
             .await?;
         Ok(changed == 1)
@@ -1499,19 +1512,20 @@ impl ApprovalStore for PostgresStore {
     async fn release_resume(
         &self,
         id: &ApprovalId,
-        claimed_at_ms: Millis,
+        claim: &ResumeClaim,
     ) -> Result<bool, StoreError> {
-        if unstorable(id.as_str()) {
+        if unstorable(id.as_str()) || unstorable(&claim.token) {
             return Ok(false);
         }
         let changed = self
             .execute(
                 "release an approval resume",
                 "UPDATE approval_records \
-                 SET resumed = FALSE, resumed_at_ms = NULL, version = version + 1 \
+                 SET resumed = FALSE, resumed_at_ms = NULL, resume_token = NULL, \
+                     version = version + 1 \
                  WHERE approval_id = $1 AND status = 'approved' AND resumed \
-                 AND resumed_at_ms = $2",
-                &[&id.as_str(), &millis_to_sql(claimed_at_ms)],
+                 AND resume_token = $2",
+                &[&id.as_str(), &claim.token],
             )
             .await?;
         Ok(changed == 1)
@@ -2001,7 +2015,8 @@ mod tests {
                 (3, "expiry_indexes".to_owned()),
                 (4, "retention".to_owned()),
                 (5, "resumed_at".to_owned()),
-                (6, "plan_expiry".to_owned())
+                (6, "plan_expiry".to_owned()),
+                (7, "resume_token".to_owned())
             ]
         );
         let tables: Vec<String> = client

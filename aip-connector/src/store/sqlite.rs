@@ -23,8 +23,9 @@ use super::sql::{counter_to_sql, decode, encode, millis_to_sql, unsigned_from_sq
 use super::transaction::purgeable_statuses_sql;
 use super::{
     ApprovalRecord, ApprovalStore, Claim, IdempotencyRecord, IdempotencyStore, KeyEntry, Millis,
-    Purged, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
-    Transition, TransitionOutcome, claim, record_is_live, reservation_is_live, stored_under,
+    Purged, Reservation, ReserveOutcome, ResumeClaim, StoreError, TransactionRecord,
+    TransactionStore, Transition, TransitionOutcome, claim, record_is_live, reservation_is_live,
+    stored_under,
 };
 
 /// How long a statement waits for another connection's write lock before failing.
@@ -39,7 +40,16 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_5,
     MIGRATION_6,
     MIGRATION_7,
+    MIGRATION_8,
 ];
+
+/// Migration 8: the token of an approval's resume claim (`ResumeClaim::token`), by which
+/// `release_resume` gives back that claim only; before, claims were told apart by their time,
+/// and two in the same millisecond were not. Rows resumed before it keep NULL: no host of this
+/// build holds their claims.
+const MIGRATION_8: &str = "
+ALTER TABLE approval_records ADD COLUMN resume_token TEXT;
+";
 
 /// Migration 7: a plan nobody committed ends, for retention, when it expires
 /// (`TransactionRecord::finished_at_ms`: 15 minutes after it was made); this fills the column in
@@ -134,7 +144,7 @@ const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 /// A store in one SQLite file (or in memory), the embedded durable store (feature `sqlite`, on
 /// by default; the host itself defaults to `MemoryStore`).
 ///
-/// - Opening creates the file and the schema (`PRAGMA user_version` 6; a file at an older
+/// - Opening creates the file and the schema (`PRAGMA user_version` 8; a file at an older
 ///   version is migrated in place), and sets `journal_mode = WAL`, `synchronous = FULL` and a
 ///   5 s busy timeout (several processes on one file wait for each other instead of failing).
 ///   Settlements, approvals and transactions are fsynced, so they survive a crash of the
@@ -169,19 +179,20 @@ impl fmt::Debug for SqliteStore {
 }
 
 impl SqliteStore {
-    /// Runs `statement`, an update of the approval record `?1` = `id` that sets its resume time
-    /// to, or compares it with, `?2` = `resumed_at_ms`, and says whether it changed that record.
+    /// Runs `statement`, an update of the approval record `?1` = `id` that sets its resume claim
+    /// to, or compares it with, `?2` = `claim.at_ms` and `?3` = `claim.token`, and says whether
+    /// it changed that record.
     async fn update_one_approval(
         &self,
         operation: &'static str,
         statement: &'static str,
         id: &ApprovalId,
-        resumed_at_ms: Option<Millis>,
+        claim: &ResumeClaim,
     ) -> Result<bool, StoreError> {
         let id = id.clone();
-        let resumed_at_ms = resumed_at_ms.map(millis_to_sql);
+        let (at_ms, token) = (millis_to_sql(claim.at_ms), claim.token.clone());
         self.run(operation, move |connection| {
-            Ok(execute_cached(connection, statement, params![id.as_str(), resumed_at_ms])? == 1)
+            Ok(execute_cached(connection, statement, params![id.as_str(), at_ms, token])? == 1)
         })
         .await
     }
@@ -779,8 +790,8 @@ impl ApprovalStore for SqliteStore {
                 connection,
                 "INSERT INTO approval_records \
                  (approval_id, status, resumed, version, body, created_at_ms, expires_at_ms, \
-                  resumed_at_ms) \
-                 VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7)",
+                  resumed_at_ms, resume_token) \
+                 VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8)",
                 params![
                     record.approval_id.as_str(),
                     record.status.as_str(),
@@ -788,7 +799,8 @@ impl ApprovalStore for SqliteStore {
                     body,
                     millis_to_sql(record.created_at_ms),
                     record.expires_at_ms.map(millis_to_sql),
-                    record.resumed_at_ms.map(millis_to_sql)
+                    record.resumed_at_ms.map(millis_to_sql),
+                    record.resume_token
                 ],
             );
             match inserted {
@@ -810,8 +822,8 @@ impl ApprovalStore for SqliteStore {
         self.run("read an approval record", move |connection| {
             let row = query_row_cached(
                 connection,
-                "SELECT resumed, version, body, resumed_at_ms FROM approval_records \
-                 WHERE approval_id = ?1",
+                "SELECT resumed, version, body, resumed_at_ms, resume_token \
+                 FROM approval_records WHERE approval_id = ?1",
                 params![id.as_str()],
                 |row| {
                     Ok((
@@ -819,11 +831,12 @@ impl ApprovalStore for SqliteStore {
                         row.get::<_, i64>(1)?,
                         row.get::<_, String>(2)?,
                         row.get::<_, Option<i64>>(3)?,
+                        row.get::<_, Option<String>>(4)?,
                     ))
                 },
             )
             .optional()?;
-            let Some((resumed, version, body, resumed_at_ms)) = row else {
+            let Some((resumed, version, body, resumed_at_ms, resume_token)) = row else {
                 return Ok(None);
             };
             let mut record: ApprovalRecord = decode("approval record row", &body)?;
@@ -832,6 +845,7 @@ impl ApprovalStore for SqliteStore {
             record.resumed_at_ms = resumed_at_ms
                 .map(|ms| unsigned_from_sql("approval resume time", ms))
                 .transpose()?;
+            record.resume_token = resume_token;
             record.version = unsigned_from_sql("approval record version", version)?;
             Ok(Some(record))
         })
@@ -863,7 +877,9 @@ impl ApprovalStore for SqliteStore {
                  SET status = ?2, resumed = MAX(resumed, ?3), version = ?4, body = ?5, \
                      created_at_ms = ?7, expires_at_ms = ?8, \
                      resumed_at_ms = CASE WHEN MAX(resumed, ?3) = 1 \
-                                     THEN COALESCE(resumed_at_ms, ?9) END \
+                                     THEN COALESCE(resumed_at_ms, ?9) END, \
+                     resume_token = CASE WHEN MAX(resumed, ?3) = 1 \
+                                    THEN COALESCE(resume_token, ?10) END \
                  WHERE approval_id = ?1 AND version = ?6",
                 params![
                     record.approval_id.as_str(),
@@ -874,7 +890,8 @@ impl ApprovalStore for SqliteStore {
                     expected,
                     millis_to_sql(record.created_at_ms),
                     record.expires_at_ms.map(millis_to_sql),
-                    record.resumed_at_ms.map(millis_to_sql)
+                    record.resumed_at_ms.map(millis_to_sql),
+                    record.resume_token
                 ],
             )?;
             Ok(changed == 1)
@@ -882,14 +899,15 @@ impl ApprovalStore for SqliteStore {
         .await
     }
 
-    async fn claim_resume(&self, id: &ApprovalId, now: Millis) -> Result<bool, StoreError> {
+    async fn claim_resume(&self, id: &ApprovalId, claim: &ResumeClaim) -> Result<bool, StoreError> {
         // The claim bumps the version: a writer holding the pre-claim version must lose.
         self.update_one_approval(
             "claim an approval resume",
-            "UPDATE approval_records SET resumed = 1, resumed_at_ms = ?2, version = version + 1 \
+            "UPDATE approval_records \
+             SET resumed = 1, resumed_at_ms = ?2, resume_token = ?3, version = version + 1 \
              WHERE approval_id = ?1 AND status = 'approved' AND resumed = 0",
             id,
-            Some(now),
+            claim,
         )
         .await
     }
@@ -897,14 +915,17 @@ impl ApprovalStore for SqliteStore {
     async fn release_resume(
         &self,
         id: &ApprovalId,
-        claimed_at_ms: Millis,
+        claim: &ResumeClaim,
     ) -> Result<bool, StoreError> {
+        // The token alone tells claims apart; `?2`, the claim's time, is left unread.
         self.update_one_approval(
             "release an approval resume",
-            "UPDATE approval_records SET resumed = 0, resumed_at_ms = NULL, version = version + 1 \
-             WHERE approval_id = ?1 AND status = 'approved' AND resumed = 1 AND resumed_at_ms = ?2",
+            "UPDATE approval_records \
+             SET resumed = 0, resumed_at_ms = NULL, resume_token = NULL, version = version + 1 \
+             WHERE approval_id = ?1 AND status = 'approved' AND resumed = 1 \
+             AND resume_token = ?3",
             id,
-            Some(claimed_at_ms),
+            claim,
         )
         .await
     }
@@ -1276,7 +1297,7 @@ mod tests {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(version, SCHEMA_VERSION);
-        assert_eq!(SCHEMA_VERSION, 7);
+        assert_eq!(SCHEMA_VERSION, 8);
         assert_eq!(
             store.approval(&ApprovalId::trusted("appr_1")).await,
             Ok(Some(request))
@@ -1366,11 +1387,11 @@ mod tests {
     fn newer_schema_version_is_refused() {
         let file = TempFile::new("newer");
         let connection = Connection::open(&file.0).unwrap();
-        connection.pragma_update(None, "user_version", 8).unwrap();
+        connection.pragma_update(None, "user_version", 9).unwrap();
         drop(connection);
         let error = SqliteStore::open(&file.0).unwrap_err();
         assert!(
-            matches!(&error, StoreError::Unavailable(message) if message.contains("schema version 8")),
+            matches!(&error, StoreError::Unavailable(message) if message.contains("schema version 9")),
             "{error:?}"
         );
     }
@@ -1618,7 +1639,9 @@ mod tests {
         };
         assert_eq!(store.update_approval(&approved, 0).await, Ok(true));
         assert_eq!(
-            store.claim_resume(&ApprovalId::trusted("appr_1"), 1).await,
+            store
+                .claim_resume(&ApprovalId::trusted("appr_1"), &ResumeClaim::new(1))
+                .await,
             Ok(true)
         );
         let stored = store

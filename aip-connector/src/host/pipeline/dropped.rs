@@ -20,7 +20,7 @@ use aip_connector_core::model::{
 };
 
 use super::{
-    ClaimedResume, GiveBack, HoldReturn, HostInner, HostInvocation, ResumeClaim, Settlement,
+    ClaimedResume, GiveBack, HeldResume, HoldReturn, HostInner, HostInvocation, Settlement,
     abandoned, abandoned_handler, cancelled_by_request, companion_timed_out, effective_timeout,
     failure, give_back_resume, timed_out, transaction,
 };
@@ -129,7 +129,7 @@ impl Drop for CompanionWatch<'_> {
 /// reservation landed is unknown, and one that did expires.
 pub(super) async fn reserve_holding_claim(
     host: &Arc<HostInner>,
-    claimed: &OnceLock<ResumeClaim>,
+    claimed: &OnceLock<Box<HeldResume>>,
     reservation: &Reservation,
     now: Millis,
 ) -> Result<crate::store::ReserveOutcome, crate::store::StoreError> {
@@ -243,7 +243,7 @@ impl<'a> Unsettled<'a> {
         let claimed: &'a ClaimedResume = self.claimed;
         let give_back = claimed.claim.get().map(|claim| {
             Box::new(GiveBack {
-                claim: claim.clone(),
+                claim: HeldResume::clone(claim),
                 done: Some(&claimed.given_back),
             })
         });
@@ -263,7 +263,11 @@ impl Drop for Unsettled<'_> {
             .get_mut()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        let claimed = self.claimed.claim.get().cloned();
+        let claimed = self
+            .claimed
+            .claim
+            .get()
+            .map(|claim| HeldResume::clone(claim));
         let host = settlement.host;
         let action = self.action;
         let handler_started = *self.handler_started.get_mut();
@@ -370,7 +374,7 @@ struct DroppedCall {
     tenant: Option<VerifiedTenant>,
     now: Millis,
     transaction: Option<Box<OpenTransaction>>,
-    claimed: Option<ResumeClaim>,
+    claimed: Option<HeldResume>,
 }
 
 impl DroppedCall {
