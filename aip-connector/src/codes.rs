@@ -33,6 +33,9 @@ pub const TRANSACTION_CHECKPOINT_INVALID: &str = "transaction.checkpoint_invalid
 pub const TRANSACTION_CHECKPOINT_CONFLICT: &str = "transaction.checkpoint_conflict";
 /// A streamed chunk could not be serialized.
 pub const STREAM_CHUNK_UNSERIALIZABLE: &str = "stream.chunk_unserializable";
+/// A streamed chunk is larger than the host's `max_output_bytes`, or nests deeper than it
+/// stores.
+pub const STREAM_CHUNK_TOO_LARGE: &str = "stream.chunk_too_large";
 /// A handler's output could not be serialized.
 pub const OUTPUT_UNSERIALIZABLE: &str = "connector.output_unserializable";
 /// The connector has no capability with the requested id.

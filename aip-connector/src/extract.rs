@@ -323,7 +323,9 @@ impl Extractor for Deadline {
 }
 
 /// Emits stream chunks of type `T`. `send` waits while the host's buffer is full
-/// (back-pressure); it fails once the stream is closed (cancelled or finished).
+/// (back-pressure); it fails once the stream is closed (cancelled or finished), and for an item
+/// larger than the host's `max_output_bytes` (`stream.chunk_too_large`: nothing is sent, and the
+/// stream goes on).
 ///
 /// A call not invoked in streaming mode fails the handler with `execution.mode_unsupported`.
 pub struct StreamSink<T> {

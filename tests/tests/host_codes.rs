@@ -1411,6 +1411,87 @@ async fn a_handler_sending_a_terminal_chunk_is_terminal_reserved() {
     );
 }
 
+// ---- stream.chunk_too_large ---------------------------------------------------------------------
+
+/// A hand-implemented streaming connector that sends a chunk too large, then one too deep, then
+/// a small one, and remembers the refusals.
+struct Oversender {
+    definition: ConnectorDefinition,
+    refusals: Arc<std::sync::Mutex<Vec<ConnectorFailure>>>,
+}
+
+impl Connector for Oversender {
+    fn definition(&self) -> &ConnectorDefinition {
+        &self.definition
+    }
+
+    fn invoke<'a>(
+        &'a self,
+        _capability_id: &'a str,
+        _input: &'a Value,
+        context: Arc<dyn InvocationContext>,
+    ) -> BoxFuture<'a, Result<Value, ConnectorFailure>> {
+        Box::pin(async move {
+            let sink = context.stream().expect("a streamed call has a sink");
+            let deep = (0..150).fold(json!(1), |inner, _| json!([inner]));
+            for chunk in [json!({ "text": "x".repeat(300) }), deep] {
+                if let Err(refusal) = sink.send(StreamChunkKind::Data, chunk).await {
+                    self.refusals.lock().unwrap().push(refusal);
+                }
+            }
+            sink.send(StreamChunkKind::Data, json!({ "n": 1 })).await?;
+            Ok(json!({ "booking_id": "b1" }))
+        })
+    }
+}
+
+/// A chunk is bounded as a result is: larger than `max_output_bytes` or deeper than the host
+/// stores, `send` refuses it (`stream.chunk_too_large`, connector, not retryable, the bound in
+/// its details) and nothing reaches the consumer; the stream goes on. Chunks had no bound before
+/// (a hostile probe), and an HTTP client fails a whole stream on one event beyond its limit.
+#[tokio::test]
+async fn a_chunk_larger_than_max_output_bytes_is_chunk_too_large() {
+    let refusals = Arc::default();
+    let oversender = Oversender {
+        definition: Connector::definition(&Theatre::default()).clone(),
+        refusals: Arc::clone(&refusals),
+    };
+    let host = Host::builder()
+        .connector(oversender)
+        .store(Arc::new(MemoryStore::default()))
+        .limits(HostLimits::default().max_output_bytes(256))
+        .build()
+        .expect("host builds");
+    let chunks = host
+        .invoke_stream(
+            Action::new("cap:theatre:seats", json!({ "seat": "k11" })),
+            caller(),
+        )
+        .collect()
+        .await;
+    let kinds: Vec<_> = chunks.iter().map(|chunk| chunk.kind).collect();
+    assert_eq!(kinds, [StreamChunkKind::Data, StreamChunkKind::Done]);
+    assert_eq!(chunks[0].data, Some(json!({ "n": 1 })));
+    assert_eq!(
+        chunks[0].sequence, 0,
+        "a refused chunk takes no sequence number"
+    );
+
+    let refusals = refusals.lock().unwrap();
+    let [large, deep] = refusals.as_slice() else {
+        panic!("two refusals: {refusals:?}");
+    };
+    for (refusal, details) in [
+        (large, json!({ "max_chunk_bytes": 256 })),
+        (deep, json!({ "max_chunk_depth": 100 })),
+    ] {
+        assert_eq!(refusal.code, codes::STREAM_CHUNK_TOO_LARGE);
+        assert_eq!(refusal.category, ErrorCategory::Connector);
+        assert!(!refusal.retryable);
+        assert_eq!(refusal.redacted_details, Some(details));
+    }
+}
+
 // ---- transaction.* ----------------------------------------------------------------------------
 
 fn ledger_action(transaction: ActionTransaction) -> Action {

@@ -130,7 +130,8 @@ pub struct HostLimits {
     /// Largest output a completed handler may return, in bytes of compact JSON; a larger one
     /// fails `action.output_too_large`. The output is stored whole under the action's key and
     /// in its transaction record, and sent back (twice over MCP), so it is bounded like the
-    /// input. A connector failure's own `details` are bounded by it too (withheld beyond it).
+    /// input. A connector failure's own `details` are bounded by it too (withheld beyond it),
+    /// and so is each chunk a streaming handler sends (`stream.chunk_too_large` beyond it).
     pub max_output_bytes: usize,
     /// Deepest accepted `Action.input` nesting; at most [`MAX_STORED_DEPTH`] (a pending
     /// approval stores the input, and a record that could not be read back would bind its key

@@ -2849,7 +2849,7 @@ fn bound_failure_details(error: &mut ProtocolError, max_bytes: usize) {
 
 /// The limit a JSON value exceeds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum JsonLimit {
+pub(super) enum JsonLimit {
     /// Its compact JSON is longer than the byte limit.
     Bytes,
     /// It nests deeper than the depth limit (a scalar is one level).
@@ -2877,7 +2877,11 @@ impl JsonLimit {
 /// for, so the first pass measures strings by their bytes: an escape makes one byte at most six
 /// (`\u00XX`), so only a value that the limit might refuse because of escapes is measured
 /// again, escapes counted.
-fn check_json_limits(value: &Value, max_bytes: usize, max_depth: usize) -> Result<(), JsonLimit> {
+pub(super) fn check_json_limits(
+    value: &Value,
+    max_bytes: usize,
+    max_depth: usize,
+) -> Result<(), JsonLimit> {
     let raw = measure_input(value, max_bytes, max_depth, str::len)?;
     if raw.bytes.saturating_add(raw.string_bytes.saturating_mul(5)) > max_bytes {
         measure_input(value, max_bytes, max_depth, escaped_len)?;

@@ -337,6 +337,13 @@ impl ChunkSink for ChannelSink {
                     codes::SOURCE_COMPONENT,
                 ));
             }
+            if let Err(exceeded) = pipeline::check_json_limits(
+                &data,
+                self.host.limits.max_output_bytes,
+                super::MAX_STORED_DEPTH,
+            ) {
+                return Err(chunk_too_large(exceeded, self.host.limits.max_output_bytes));
+            }
             self.push(kind, Some(data), false).await
         })
     }
@@ -355,6 +362,36 @@ impl ChunkSink for ChannelSink {
         }
         self.consumer.poll_gone(cx)
     }
+}
+
+/// `stream.chunk_too_large`: a chunk bounded as a result is (`max_output_bytes`, stored depth),
+/// so that no consumer has to take more in one chunk than in a whole result (found by a hostile
+/// probe: chunks had no bound, and `AipClient` fails the whole stream on an SSE event larger
+/// than its `max_response_bytes`). Nothing is sent; the handler may send less.
+fn chunk_too_large(exceeded: pipeline::JsonLimit, max_bytes: usize) -> ConnectorFailure {
+    let (message, details) = match exceeded {
+        pipeline::JsonLimit::Bytes => (
+            format!(
+                "stream chunk is larger than {max_bytes} bytes of JSON, the host's `max_output_bytes`: send it in smaller parts"
+            ),
+            serde_json::json!({ "max_chunk_bytes": max_bytes }),
+        ),
+        pipeline::JsonLimit::Depth => (
+            format!(
+                "stream chunk nests deeper than {} levels, more than the host sends",
+                super::MAX_STORED_DEPTH
+            ),
+            serde_json::json!({ "max_chunk_depth": super::MAX_STORED_DEPTH }),
+        ),
+    };
+    ConnectorFailure::new(
+        codes::STREAM_CHUNK_TOO_LARGE,
+        message,
+        ErrorCategory::Connector,
+        ConnectorOperation::Streaming,
+        codes::SOURCE_COMPONENT,
+    )
+    .with_redacted_details(details)
 }
 
 /// Streams `action` for `caller` (`Host::invoke_stream`).
