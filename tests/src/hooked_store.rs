@@ -2,7 +2,8 @@
 //! of the idempotency writes, for tests that hold a write back (to race two callers, or to drop
 //! a call while its settlement is in flight) or check how often the host wrote, and switches
 //! that make reservations, approval or transaction reads, approval updates, or the answer of a
-//! transition, a resume claim or a transaction insert fail on demand.
+//! transition, a resume claim or a transaction insert fail on demand (and transitions to a
+//! status, or a resume claim, fail without being applied).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -10,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use aip_connector::ids::{ActionId, ApprovalId, TransactionId};
+use aip_connector::model::TransactionProtocolStatus;
 use aip_connector::store::{
     ApprovalRecord, ApprovalStore, IdempotencyRecord, IdempotencyStore, MemoryStore, Millis,
     Purged, Reservation, ReserveOutcome, StoreError, TransactionRecord, TransactionStore,
@@ -60,6 +62,13 @@ impl Gate {
     }
 }
 
+/// Transitions to `status` that fail, `times` more times, after being applied or not.
+struct FailingTransitions {
+    status: TransactionProtocolStatus,
+    times: usize,
+    applied: bool,
+}
+
 type TransitionHook = Box<dyn Fn(&Transition) -> Hold + Send + Sync>;
 type ReserveHook = Box<dyn Fn(&Reservation) -> Hold + Send + Sync>;
 type ReleaseResumeHook = Box<dyn Fn(&ApprovalId) -> Hold + Send + Sync>;
@@ -90,6 +99,9 @@ pub struct HookedStore {
     lose_next_claim_resume_answer: AtomicBool,
     /// The next `claim_resume` is not applied, and answered with an error.
     fail_next_claim_resume: AtomicBool,
+    /// Transitions to this status are answered with an error this many times, applied first
+    /// or not.
+    fail_transitions_to: Mutex<Option<FailingTransitions>>,
     /// The next `insert_transaction` is applied, then answered with an error.
     lose_next_insert_answer: AtomicBool,
     /// `transaction` reads fail with this error while set.
@@ -195,6 +207,34 @@ impl HookedStore {
     /// `StoreError::Unavailable`, as a connection lost before its commit would answer.
     pub fn fail_next_claim_resume(&self) {
         self.fail_next_claim_resume.store(true, Ordering::SeqCst);
+    }
+
+    /// The next `times` `TransactionStore::transition`s to `status` are not applied and are
+    /// answered `StoreError::Unavailable`, as a statement that failed would be.
+    pub fn fail_transitions_to(&self, status: TransactionProtocolStatus, times: usize) {
+        self.set_failing_transitions(status, times, false);
+    }
+
+    /// The next `times` `TransactionStore::transition`s to `status` are applied and then
+    /// answered `StoreError::Unavailable`, as a connection lost after its commit would answer.
+    pub fn lose_transition_answers_to(&self, status: TransactionProtocolStatus, times: usize) {
+        self.set_failing_transitions(status, times, true);
+    }
+
+    fn set_failing_transitions(
+        &self,
+        status: TransactionProtocolStatus,
+        times: usize,
+        applied: bool,
+    ) {
+        *self
+            .fail_transitions_to
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(FailingTransitions {
+            status,
+            times,
+            applied,
+        });
     }
 
     /// The next `TransactionStore::insert_transaction` is applied and then answered
@@ -433,10 +473,29 @@ impl TransactionStore for HookedStore {
         {
             hold.await;
         }
+        let failing = {
+            let mut failing = self
+                .fail_transitions_to
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match failing.as_mut() {
+                Some(failing) if failing.status == transition.to && failing.times > 0 => {
+                    failing.times -= 1;
+                    Some(failing.applied)
+                }
+                _ => None,
+            }
+        };
+        if failing == Some(false) {
+            return Err(StoreError::Unavailable("the statement failed".into()));
+        }
         let outcome = self
             .inner
             .transition(id, expected_revision, transition, now)
             .await;
+        if failing == Some(true) {
+            return Err(lost_answer());
+        }
         if self
             .lose_next_transition_answer
             .swap(false, Ordering::SeqCst)

@@ -11,12 +11,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use aip_connector::VerifiedTenant;
 use aip_connector::codes;
 use aip_connector::host::{Host, TrustedContext};
+use aip_connector::ids::TransactionId;
 use aip_connector::model::{
     Action, ActionResult, ActionResultStatus, ActionTransaction, Principal, PrincipalKind,
-    TransactionMode,
+    TransactionMode, TransactionProtocolStatus,
 };
 use aip_connector::prelude::*;
-use aip_connector::store::ManualClock;
+use aip_connector::store::{ManualClock, TransactionStore};
 use aip_connector_tests::hooked_store::HookedStore;
 use serde_json::json;
 
@@ -255,5 +256,38 @@ async fn a_commit_whose_claim_lost_its_answer_is_taken_over_after_the_plan_expir
     f.clock.advance(65_000);
     let ran = f.host.invoke(commit, &caller()).await;
     assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+    assert_eq!(f.shop.orders.load(Ordering::SeqCst), 1);
+}
+
+/// An `execute` whose settlement failed (a statement that did not apply) is settled on the
+/// host's next read: the record reads `committed`, so the same action sent under another key
+/// is answered from it (a replay) instead of taking over a `prepared` attempt and running the
+/// handler again. Before (a store-failure probe), the failure was logged and the record stayed
+/// `prepared`, while the caller was told `completed`.
+#[tokio::test]
+async fn an_execute_whose_settlement_failed_is_settled_when_read_again() {
+    let f = fixture();
+    let mut transaction = ActionTransaction::new(TransactionMode::Execute);
+    transaction.transaction_id = Some(TransactionId::new());
+    let execute = Action::new("cap:shop:order", json!({ "item": "desk" }))
+        .with_idempotency_key("execute-1")
+        .with_transaction(transaction);
+    f.store
+        .fail_transitions_to(TransactionProtocolStatus::Committed, 2);
+    let ran = f.host.invoke(execute.clone(), &caller()).await;
+    assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+    let records = f.store.transactions_by_action(&execute.id).await.unwrap();
+    let [record] = records.as_slice() else {
+        panic!("one transaction record: {records:?}");
+    };
+    assert_eq!(record.status, TransactionProtocolStatus::Committed);
+
+    f.clock.advance(65_000);
+    let resent = f
+        .host
+        .invoke(execute.with_idempotency_key("execute-2"), &caller())
+        .await;
+    assert_eq!(resent.status, ActionResultStatus::Completed, "{resent:?}");
+    assert!(resent.is_idempotent_replay(), "{resent:?}");
     assert_eq!(f.shop.orders.load(Ordering::SeqCst), 1);
 }

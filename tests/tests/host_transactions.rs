@@ -1109,3 +1109,49 @@ async fn a_checkpoint_whose_answer_was_lost_is_still_the_attempts_own() {
     assert_eq!(operation.provider, "courier");
     assert!(operation.operation_id.starts_with("op-"), "{operation:?}");
 }
+
+/// A settlement that landed with its answer lost is the attempt's own: the uncertain `execute`
+/// is `outcome_unknown`, and its failure still names the transaction for the `reconcile` that
+/// follows. Before (a store-failure probe), the lost answer was only logged, and the failure did
+/// not name the transaction.
+#[tokio::test]
+async fn an_unknown_outcome_whose_settlement_answer_was_lost_still_names_its_transaction() {
+    let calendar = Calendar::default();
+    let store = Arc::new(aip_connector_tests::hooked_store::HookedStore::default());
+    let host = Host::builder()
+        .connector(calendar.clone())
+        .store(store.clone())
+        .build()
+        .unwrap();
+    store.lose_transition_answers_to(TransactionProtocolStatus::OutcomeUnknown, 1);
+    let uncertain = host
+        .invoke(
+            action(
+                TransactionMode::Execute,
+                "exec-lost",
+                json!({ "slot": "10am", "behaviour": "uncertain" }),
+            ),
+            &caller(),
+        )
+        .await;
+    let error = uncertain
+        .error
+        .as_ref()
+        .expect("the provider call was uncertain");
+    assert_eq!(error.code, "cal.reset");
+    let id = error.details.as_ref().expect("details")["transaction_id"]
+        .as_str()
+        .expect("the failure names the transaction")
+        .to_owned();
+    assert_eq!(
+        error.retryable,
+        Some(false),
+        "to be reconciled, not retried"
+    );
+    let record = store
+        .transaction(&TransactionId::trusted(id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.status, TransactionProtocolStatus::OutcomeUnknown);
+}

@@ -1414,20 +1414,61 @@ pub(crate) async fn settle(
 ) -> bool {
     // A lost compare-and-set is read again: the write that beat it may be this attempt's own
     // late checkpoint (its handler was dropped at its deadline while the write was in flight),
-    // which the fence adopts; another writer's is refused by the fence on the next read.
-    for _ in 0..SETTLE_ATTEMPTS {
-        if let Some(unknown) =
-            settle_once(host, transaction_id, mode, result, interruption, fence).await
+    // which the fence adopts; another writer's is refused by the fence on the next read. A store
+    // failure is read again too, after a pause: the settlement may have landed with its answer
+    // lost, or not at all, and a record left `prepared` after a completed handler would let the
+    // same action sent without its key (or with another) take it over and run the handler again
+    // (found by a store-failure probe).
+    let mut unanswered = None;
+    for attempt in 0..SETTLE_ATTEMPTS {
+        match settle_once(
+            host,
+            transaction_id,
+            mode,
+            result,
+            interruption,
+            fence,
+            &mut unanswered,
+        )
+        .await
         {
-            return unknown;
+            SettleStep::Settled(unknown) => return unknown,
+            SettleStep::Raced => {}
+            SettleStep::StoreFailed => {
+                if attempt + 1 < SETTLE_ATTEMPTS {
+                    tokio::time::sleep(SETTLE_RETRY_PAUSE * (1 << (2 * attempt))).await;
+                }
+            }
         }
     }
-    tracing::warn!(transaction_id = %escaped(transaction_id.as_str()), "transaction settlement kept losing races");
+    tracing::warn!(transaction_id = %escaped(transaction_id.as_str()), "transaction settlement was not written; the record keeps its earlier status");
     false
 }
 
 /// Reads of the record [`settle`] makes before it gives up.
-const SETTLE_ATTEMPTS: usize = 3;
+const SETTLE_ATTEMPTS: u32 = 3;
+
+/// The pause before [`settle`] reads the record again after a store failure; four times as
+/// long before each later read (50 ms, then 200 ms).
+const SETTLE_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// How one step of [`settle`] ended.
+enum SettleStep {
+    /// The record is settled (or nothing is for this attempt to settle); whether its outcome is
+    /// unknown.
+    Settled(bool),
+    /// The compare-and-set lost to a revision this read did not see.
+    Raced,
+    /// The store failed, at the read or at the write.
+    StoreFailed,
+}
+
+/// A settlement written without an answer: the revision and status it would leave, by which the
+/// next read tells that it landed.
+struct UnansweredSettlement {
+    revision: u64,
+    status: Status,
+}
 
 /// Whether `error` is the host's refusal of a completed handler's output.
 pub(crate) fn output_refused(error: &ProtocolError) -> bool {
@@ -1435,8 +1476,8 @@ pub(crate) fn output_refused(error: &ProtocolError) -> bool {
         || error.code == codes::ACTION_OUTPUT_TOO_LARGE
 }
 
-/// One read and compare-and-set of [`settle`]: `None` when the compare-and-set lost to a
-/// revision this read did not see.
+/// One read and compare-and-set of [`settle`]. `unanswered` is the settlement an earlier step
+/// wrote without an answer, if any.
 async fn settle_once(
     host: &HostInner,
     transaction_id: &TransactionId,
@@ -1444,22 +1485,36 @@ async fn settle_once(
     result: &ActionResult,
     interruption: Interruption,
     fence: &AttemptFence,
-) -> Option<bool> {
+    unanswered: &mut Option<UnansweredSettlement>,
+) -> SettleStep {
     // Reread: this attempt's checkpoints carry what the handler recorded.
     let record = match host.store.transaction(transaction_id).await {
         Ok(Some(record)) => record,
-        Ok(None) | Err(_) => {
+        Ok(None) => {
             tracing::warn!(transaction_id = %escaped(transaction_id.as_str()), "transaction record missing at settlement");
-            return Some(false);
+            return SettleStep::Settled(false);
+        }
+        Err(error) => {
+            tracing::warn!(transaction_id = %escaped(transaction_id.as_str()), error = %error, "transaction record could not be read at settlement");
+            return SettleStep::StoreFailed;
         }
     };
+    // This attempt's own settlement, landed with its answer lost: settled, not taken over. No
+    // other writer reaches a settled status one revision past this attempt's (a take-over
+    // rewrites the same status first, a reconciliation passes through `reconciling`).
+    if let Some(written) = unanswered.as_ref()
+        && record.revision == written.revision
+        && record.status == written.status
+    {
+        return SettleStep::Settled(written.status == Status::OutcomeUnknown);
+    }
     if !fence.holds(&record) {
         tracing::warn!(
             transaction_id = %escaped(transaction_id.as_str()),
             status = %record.status,
             "transaction taken over by a later attempt or a reconciliation; this attempt's result is not recorded"
         );
-        return Some(false);
+        return SettleStep::Settled(false);
     }
     let now = host.clock.now_ms();
     let error = result.error.clone();
@@ -1545,15 +1600,21 @@ async fn settle_once(
         .transition(&record.transaction_id, record.revision, &transition, now)
         .await
     {
-        Ok(TransitionOutcome::Applied(_)) => Some(transition.to == Status::OutcomeUnknown),
-        Ok(TransitionOutcome::RevisionConflict(_)) => None,
+        Ok(TransitionOutcome::Applied(_)) => {
+            SettleStep::Settled(transition.to == Status::OutcomeUnknown)
+        }
+        Ok(TransitionOutcome::RevisionConflict(_)) => SettleStep::Raced,
         Ok(other) => {
             tracing::warn!(transaction_id = %escaped(record.transaction_id.as_str()), outcome = ?std::mem::discriminant(&other), "transaction settlement lost a race");
-            Some(false)
+            SettleStep::Settled(false)
         }
         Err(error) => {
-            tracing::warn!(transaction_id = %escaped(record.transaction_id.as_str()), error = %error, "transaction settlement failed");
-            Some(false)
+            tracing::warn!(transaction_id = %escaped(record.transaction_id.as_str()), error = %error, "transaction settlement failed; the record is read again");
+            *unanswered = Some(UnansweredSettlement {
+                revision: record.revision.saturating_add(1),
+                status: transition.to,
+            });
+            SettleStep::StoreFailed
         }
     }
 }
