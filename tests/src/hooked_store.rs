@@ -86,6 +86,8 @@ pub struct HookedStore {
     after_claim_resume: Option<ReleaseResumeHook>,
     before_settle: Option<ReserveHook>,
     settles: AtomicUsize,
+    /// The next `settle`s fail, this many, applied first or not.
+    failing_settles: Mutex<(usize, bool)>,
     releases: AtomicUsize,
     /// `reserve` fails with this error while set.
     reservations_fail: Mutex<Option<StoreError>>,
@@ -209,6 +211,15 @@ impl HookedStore {
         self.fail_next_claim_resume.store(true, Ordering::SeqCst);
     }
 
+    /// The next `times` `IdempotencyStore::settle`s are not applied (`applied` false) or are
+    /// applied, and each is answered `StoreError::Unavailable`.
+    pub fn fail_next_settles(&self, times: usize, applied: bool) {
+        *self
+            .failing_settles
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = (times, applied);
+    }
+
     /// The next `times` `TransactionStore::transition`s to `status` are not applied and are
     /// answered `StoreError::Unavailable`, as a statement that failed would be.
     pub fn fail_transitions_to(&self, status: TransactionProtocolStatus, times: usize) {
@@ -295,7 +306,25 @@ impl IdempotencyStore for HookedStore {
         {
             hold.await;
         }
-        self.inner.settle(reservation, record).await
+        let failing = {
+            let mut failing = self
+                .failing_settles
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let (times, applied) = &mut *failing;
+            (*times > 0).then(|| {
+                *times -= 1;
+                *applied
+            })
+        };
+        match failing {
+            Some(false) => Err(StoreError::Unavailable("the statement failed".into())),
+            Some(true) => {
+                let _ = self.inner.settle(reservation, record).await;
+                Err(lost_answer())
+            }
+            None => self.inner.settle(reservation, record).await,
+        }
     }
 
     async fn forget_record(&self, record: &IdempotencyRecord) -> Result<bool, StoreError> {

@@ -291,3 +291,26 @@ async fn an_execute_whose_settlement_failed_is_settled_when_read_again() {
     assert!(resent.is_idempotent_replay(), "{resent:?}");
     assert_eq!(f.shop.orders.load(Ordering::SeqCst), 1);
 }
+
+/// A key whose settlement the store failed, once or twice, applied or not, is settled on the
+/// host's next write: the same action sent again under the key replays the result. Before (a
+/// store-failure probe), the failure was logged and the key stayed reserved, so the resend was
+/// told `idempotency.in_progress` until the reservation expired, and then ran the handler again.
+#[tokio::test]
+async fn a_key_whose_settlement_failed_is_settled_when_written_again() {
+    for (times, applied) in [(1, false), (2, false), (1, true)] {
+        let f = fixture();
+        let execute = Action::new("cap:shop:order", json!({ "item": "lamp" }))
+            .with_idempotency_key("settle-1")
+            .with_transaction(ActionTransaction::new(TransactionMode::Execute));
+        f.store.fail_next_settles(times, applied);
+        let ran = f.host.invoke(execute.clone(), &caller()).await;
+        assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+        let resent = f.host.invoke(execute, &caller()).await;
+        assert!(
+            resent.is_idempotent_replay(),
+            "{times} failed settlements (applied: {applied}): {resent:?}"
+        );
+        assert_eq!(f.shop.orders.load(Ordering::SeqCst), 1);
+    }
+}

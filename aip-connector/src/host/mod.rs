@@ -98,6 +98,14 @@ use crate::store::{
 /// output fails the call with `action.output_schema_invalid` before anything is stored.
 pub const MAX_STORED_DEPTH: usize = 100;
 
+/// The pauses before a settlement the store failed is written again (an idempotency key's, a
+/// transaction's): a store that failed one statement (a connection lost, a lock timeout) often
+/// answers the next, and a settlement left unwritten lets a duplicate run the handler again.
+pub(crate) const SETTLE_RETRY_PAUSES: [std::time::Duration; 2] = [
+    std::time::Duration::from_millis(50),
+    std::time::Duration::from_millis(200),
+];
+
 /// Largest accepted [`HostLimits::stream_buffer`]: chunks are buffered in a bounded channel,
 /// whose capacity has a ceiling of its own (a larger one made every `invoke_stream` panic);
 /// beyond a million chunks the buffer bounds nothing a deployment could hold anyway.

@@ -2329,6 +2329,8 @@ impl<'a> Settlement<'a> {
         });
         let max_attempts = self.host.limits.max_attempts_per_key;
         let now = self.now;
+        // Kept (four words) so that a settlement the store failed can be written again.
+        let shape = self.shape();
         // A call told to wait for an earlier attempt of its transaction did not attempt
         // anything: its key is released without counting towards the dead letter. Nor did one
         // that met a corrupt row (or a refused store configuration): not retryable, since a
@@ -2339,7 +2341,9 @@ impl<'a> Settlement<'a> {
                 return result;
             };
             if !(retryable || unattempted) {
-                written(host.store.settle(&reservation, *record).await);
+                if let Err(error) = host.store.settle(&reservation, *record).await {
+                    Box::pin(settle_again(host, &reservation, shape, &result, now, error)).await;
+                }
                 return result;
             }
             // Boxed: a rare step, kept out of every keyed call's settlement state. From here a
@@ -2384,6 +2388,38 @@ impl<'a> Settlement<'a> {
 
     /// The idempotency record of `result` under `reservation`.
     fn record(&self, reservation: &Reservation, result: ActionResult) -> IdempotencyRecord {
+        self.shape()
+            .record(&self.host.limits, reservation, result, self.now)
+    }
+
+    fn shape(&self) -> RecordShape<'a> {
+        RecordShape {
+            scope: self.scope,
+            capability: self.capability,
+            principal: self.principal,
+            tenant: self.tenant,
+        }
+    }
+}
+
+/// What an idempotency record holds besides its reservation's fields, its result and its time.
+#[derive(Clone, Copy)]
+struct RecordShape<'a> {
+    scope: aip_connector_core::model::IdempotencyKeyScope,
+    capability: &'a Capability,
+    principal: &'a aip_connector_core::ids::PrincipalId,
+    tenant: Option<&'a VerifiedTenant>,
+}
+
+impl RecordShape<'_> {
+    /// The idempotency record of `result` under `reservation`, made at `now`.
+    fn record(
+        self,
+        limits: &super::HostLimits,
+        reservation: &Reservation,
+        result: ActionResult,
+        now: crate::store::Millis,
+    ) -> IdempotencyRecord {
         // Without a published TTL the record is still bounded (`HostLimits::default_record_ttl_ms`),
         // except a pending approval's: it holds no output, its approval has a retention of its
         // own, and its requester resumes it by calling again with the key however long the
@@ -2394,7 +2430,7 @@ impl<'a> Settlement<'a> {
             .contract
             .as_ref()
             .and_then(|c| c.idempotency.ttl_ms)
-            .or((!waiting).then_some(self.host.limits.default_record_ttl_ms));
+            .or((!waiting).then_some(limits.default_record_ttl_ms));
         IdempotencyRecord {
             key: reservation.key.clone(),
             key_scope: self.scope,
@@ -2404,10 +2440,36 @@ impl<'a> Settlement<'a> {
             tenant_id: self.tenant.map(|t| t.id.clone()),
             input_hash: reservation.input_hash.clone(),
             result,
-            created_at_ms: self.now,
-            expires_at_ms: ttl.map(|ttl| self.now.saturating_add(ttl.max(1))),
+            created_at_ms: now,
+            expires_at_ms: ttl.map(|ttl| now.saturating_add(ttl.max(1))),
         }
     }
+}
+
+/// Settles `reservation` with `result` again after the store failed the first write (`error`),
+/// twice more at most, after a pause (50 ms, then 200 ms). A key whose settlement is lost stays
+/// reserved until its reservation expires, and the duplicate that then arrives runs the handler
+/// again, which the stored record would have answered (found by a store-failure probe).
+/// `Fenced` ends it: the earlier write landed with its answer lost (the reservation is gone, the
+/// record stored), or the reservation expired and another call took the key over.
+async fn settle_again(
+    host: &HostInner,
+    reservation: &Reservation,
+    shape: RecordShape<'_>,
+    result: &ActionResult,
+    now: crate::store::Millis,
+    mut error: crate::store::StoreError,
+) {
+    for pause in super::SETTLE_RETRY_PAUSES {
+        tracing::warn!(error = %error, "idempotency settlement failed; writing it again");
+        tokio::time::sleep(pause).await;
+        let record = shape.record(&host.limits, reservation, result.clone(), now);
+        match host.store.settle(reservation, record).await {
+            Ok(()) | Err(crate::store::StoreError::Fenced) => return,
+            Err(again) => error = again,
+        }
+    }
+    written(Err(error));
 }
 
 /// Logs a settlement write that failed: the result stands, a lost settlement only means a
@@ -4709,11 +4771,12 @@ mod tests {
     /// glibc's per-thread cache too, or every keyed call takes malloc's slow path (and a request
     /// of 1,008 bytes or more first consolidates the fast bins). It was 1,296 bytes with the
     /// record inline, 640 before the reservation carried its tenant, 688 before it carried the
-    /// claimed resume it gives back ahead of releasing the key.
+    /// claimed resume it gives back ahead of releasing the key, 696 before it kept what a
+    /// settlement the store failed is written again with (`RecordShape`, `settle_again`).
     #[test]
     fn the_settlement_fits_the_allocator_fast_path() {
         let size = future_size4(Settlement::settle);
-        assert!(size <= 696, "the settlement future is {size} bytes");
+        assert!(size <= 768, "the settlement future is {size} bytes");
     }
 
     /// Every call builds the handler's context; the rare parts are boxed. It was 416 bytes with

@@ -1420,7 +1420,8 @@ pub(crate) async fn settle(
     // same action sent without its key (or with another) take it over and run the handler again
     // (found by a store-failure probe).
     let mut unanswered = None;
-    for attempt in 0..SETTLE_ATTEMPTS {
+    let mut pauses = super::SETTLE_RETRY_PAUSES.into_iter();
+    for _ in 0..SETTLE_ATTEMPTS {
         match settle_once(
             host,
             transaction_id,
@@ -1434,23 +1435,19 @@ pub(crate) async fn settle(
         {
             SettleStep::Settled(unknown) => return unknown,
             SettleStep::Raced => {}
-            SettleStep::StoreFailed => {
-                if attempt + 1 < SETTLE_ATTEMPTS {
-                    tokio::time::sleep(SETTLE_RETRY_PAUSE * (1 << (2 * attempt))).await;
-                }
-            }
+            SettleStep::StoreFailed => match pauses.next() {
+                Some(pause) => tokio::time::sleep(pause).await,
+                None => break,
+            },
         }
     }
     tracing::warn!(transaction_id = %escaped(transaction_id.as_str()), "transaction settlement was not written; the record keeps its earlier status");
     false
 }
 
-/// Reads of the record [`settle`] makes before it gives up.
+/// Reads of the record [`settle`] makes before it gives up (after a store failure, one more
+/// than the pauses of [`SETTLE_RETRY_PAUSES`](super::SETTLE_RETRY_PAUSES)).
 const SETTLE_ATTEMPTS: u32 = 3;
-
-/// The pause before [`settle`] reads the record again after a store failure; four times as
-/// long before each later read (50 ms, then 200 ms).
-const SETTLE_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// How one step of [`settle`] ended.
 enum SettleStep {
