@@ -2341,8 +2341,14 @@ impl<'a> Settlement<'a> {
                 return result;
             };
             if !(retryable || unattempted) {
-                if let Err(error) = host.store.settle(&reservation, *record).await {
-                    Box::pin(settle_again(host, &reservation, shape, &result, now, error)).await;
+                match host.store.settle(&reservation, *record).await {
+                    Ok(()) => {}
+                    // Taken over (the reservation expired): nothing of this call's to write.
+                    Err(fenced @ crate::store::StoreError::Fenced) => written(Err(fenced)),
+                    Err(error) => {
+                        Box::pin(settle_again(host, &reservation, shape, &result, now, error))
+                            .await;
+                    }
                 }
                 return result;
             }
@@ -2446,8 +2452,8 @@ impl RecordShape<'_> {
     }
 }
 
-/// Settles `reservation` with `result` again after the store failed the first write (`error`),
-/// twice more at most, after a pause (50 ms, then 200 ms). A key whose settlement is lost stays
+/// Settles `reservation` with `result` again after the store failed the first write (`error`,
+/// not `Fenced`), twice more at most, after a pause (50 ms, then 200 ms). A key whose settlement is lost stays
 /// reserved until its reservation expires, and the duplicate that then arrives runs the handler
 /// again, which the stored record would have answered (found by a store-failure probe).
 /// `Fenced` ends it: the earlier write landed with its answer lost (the reservation is gone, the
