@@ -584,10 +584,13 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
                         cx.error_spanned_by(expr, "`profiles` takes an array of profile short names or ids: `profiles = [native_http, mcp]` or `profiles = [\"aip.native.http.v1\"]`");
                     }
                 }
-                let mut unique = HashSet::new();
-                for profile in &attr.profiles {
-                    if !unique.insert(profile) {
-                        cx.error_spanned_by(expr, format!("profile `{profile}` is listed twice"));
+                // Reported on the repeat, as a repeat in any list of the attributes is.
+                for (j, profile) in attr.profiles.iter().enumerate() {
+                    if attr.profiles[..j].contains(profile) {
+                        cx.error_at(
+                            attr.profile_spans[j],
+                            format!("profile `{profile}` is listed twice"),
+                        );
                     }
                 }
             }
