@@ -103,8 +103,11 @@ pub(crate) fn analyze(
     sig: &Signature,
     connector_id: Option<&str>,
 ) -> Option<CapabilityItem> {
-    let items = match syn::parse2::<MetaArgs>(args) {
-        Ok(MetaArgs(items)) => items,
+    let items = match syn::parse2::<MetaArgs>(args.clone()) {
+        Ok(MetaArgs(items)) => {
+            crate::meta::refuse_literal_suffixes(cx, &args);
+            items
+        }
         Err(error) => {
             cx.syn_error(error);
             return None;

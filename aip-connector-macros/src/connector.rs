@@ -481,8 +481,11 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
         profile_spans: Vec::new(),
         sdk_path: None,
     };
-    let items = match syn::parse2::<MetaArgs>(args) {
-        Ok(MetaArgs(items)) => items,
+    let items = match syn::parse2::<MetaArgs>(args.clone()) {
+        Ok(MetaArgs(items)) => {
+            meta::refuse_literal_suffixes(cx, &args);
+            items
+        }
         Err(error) => {
             cx.syn_error(error);
             return attr;

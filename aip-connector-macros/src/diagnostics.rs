@@ -99,6 +99,11 @@ pub(crate) const TAG_BLANK: Diagnostic = Diagnostic {
     message: "a blank tag names nothing to search or group capabilities by, yet it is published in the manifest: remove it, or write the tag, e.g. `tags = [\"calendar\"]`",
 };
 
+pub(crate) const LITERAL_SUFFIX: Diagnostic = Diagnostic {
+    code: "attribute.literal_suffix",
+    message: "a literal of the attribute takes no suffix: the macro reads the value alone, so a type suffix (`300u8`) is not checked against anything and any other suffix (`\"cap:demo:look\"x`) is dropped; write the value without it",
+};
+
 /// Every macro-only diagnostic, for the catalogue test.
 #[allow(dead_code)]
 pub(crate) const ALL: &[Diagnostic] = &[
@@ -120,4 +125,5 @@ pub(crate) const ALL: &[Diagnostic] = &[
     CAPABILITY_REPEATED,
     LIST_ITEM_REPEATED,
     TAG_BLANK,
+    LITERAL_SUFFIX,
 ];
