@@ -361,7 +361,7 @@ pub(crate) fn expand_free(args: TokenStream, item: TokenStream) -> TokenStream {
             .attrs
             .push(syn::parse_quote!(#[allow(unused_variables)]));
     }
-    crate::signature::strip_refused_parameters(&mut function.sig, false);
+    crate::signature::strip_refused_parameters(&mut function.sig);
     allow_unused_async(&mut function.attrs);
     match (cx.check(), analyzed) {
         (Ok(()), Some(capability)) => crate::expand::free_capability(&function, &capability),

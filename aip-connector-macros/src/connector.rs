@@ -112,7 +112,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             capabilities.push(capability);
         }
         any_failed |= cx.error_count() > errors_before;
-        crate::signature::strip_refused_parameters(&mut method.sig, true);
+        crate::signature::strip_refused_parameters(&mut method.sig);
         capability::allow_unused_async(&mut method.attrs);
     }
     allow_unused_async_in_companions(&mut block, &capabilities);
