@@ -583,6 +583,10 @@ pub(crate) fn connector(
         #markers
 
         #[automatically_derived]
+        // `arbitrary_source_item_ordering` (restriction): the constants and codecs follow the
+        // handlers' order, not the alphabet's, which a crate denying the lint would be told to
+        // fix in code it cannot edit (found by a hostile probe).
+        #[allow(clippy::arbitrary_source_item_ordering)]
         impl #self_ty {
             #id_consts
             #(#codecs)*
@@ -881,7 +885,7 @@ pub(crate) fn fallback_free_capability(
     quote! {
         #(#cfgs)*
         #[doc(hidden)]
-        #[allow(non_camel_case_types)]
+        #[allow(non_camel_case_types, clippy::exhaustive_structs)]
         #vis struct #ident {}
 
         #(#cfgs)*
@@ -949,7 +953,9 @@ pub(crate) fn free_capability(function: &syn::ItemFn, capability: &CapabilityIte
 
         #(#cfgs)*
         #[doc = #doc]
-        #[allow(non_camel_case_types)]
+        // `exhaustive_structs` (restriction): the descriptor is a type to name, never built, so
+        // `#[non_exhaustive]` would say nothing (found by a hostile probe).
+        #[allow(non_camel_case_types, clippy::exhaustive_structs)]
         #vis struct #ident {}
 
         #(#cfgs)*
