@@ -22,6 +22,7 @@ use syn::spanned::Spanned;
 use syn::{Expr, ExprCall};
 
 use crate::ctxt::Ctxt;
+use crate::diagnostics;
 use crate::keys;
 use crate::meta::{self, MetaItem, MetaKind};
 
@@ -263,10 +264,7 @@ impl Parser<'_> {
             k::TRANSACTION => attr.transaction = self.transaction(item),
             k::COMPENSATION => attr.compensation = self.compensation(item),
             k::BINDINGS => attr.bindings = self.bindings(item),
-            k::TAGS => {
-                attr.tags = self.strings(item).unwrap_or_default();
-                self.record("/tags", item.span());
-            }
+            k::TAGS => attr.tags = self.tags(item),
             k::EXAMPLES => attr.examples = self.examples(item),
             k::COST => {
                 attr.cost = self.json(item);
@@ -511,7 +509,7 @@ impl Parser<'_> {
                 }
                 k::EVIDENCE => {
                     policy.evidence_requirements = self
-                        .enum_list_item::<EvidenceRequirement>(
+                        .enum_set_item::<EvidenceRequirement>(
                             inner,
                             keys::values::EVIDENCE,
                             "evidence requirement",
@@ -1216,6 +1214,11 @@ impl Parser<'_> {
         let mut out = Vec::new();
         for element in elements {
             match meta::as_str(element) {
+                // A blank item is left to the rule about blanks of its list (a blank scope,
+                // issuer or tag), which a second, "repeated", error would only echo.
+                Some(lit) if !lit.value().trim().is_empty() && out.contains(&lit.value()) => {
+                    self.repeated(item, element, &format!("{:?}", lit.value()));
+                }
                 Some(lit) => out.push(lit.value()),
                 None => self
                     .cx
@@ -1223,6 +1226,58 @@ impl Parser<'_> {
             }
         }
         Some(out)
+    }
+
+    /// Reports `element`, an item of the list `item` that repeats an earlier one (`shown` as
+    /// written): every list of strings or names of the attribute is a set (scopes, issuers,
+    /// tags, regions, evidence), where a repeat means nothing yet would be published.
+    fn repeated(&self, item: &MetaItem, element: &Expr, shown: &str) {
+        self.cx.error_spanned_by(
+            element,
+            format!(
+                "`{}` lists {shown} twice; {}",
+                item.name(),
+                diagnostics::LIST_ITEM_REPEATED.message
+            ),
+        );
+    }
+
+    /// `tags = ["..."]`: a list of strings, none blank.
+    fn tags(&mut self, item: &MetaItem) -> Vec<String> {
+        self.record("/tags", item.span());
+        let tags = self.strings(item).unwrap_or_default();
+        let blanks = elements(item).into_iter().filter(|element| {
+            meta::as_str(element).is_some_and(|lit| lit.value().trim().is_empty())
+        });
+        for blank in blanks {
+            self.cx
+                .error_spanned_by(blank, diagnostics::TAG_BLANK.message);
+        }
+        tags
+    }
+
+    /// A list of enum values in which each counts once (`evidence = [reason, ticket]`): a repeat
+    /// is reported on the repeat. (`side_effects` and transaction `modes` have upstream's own
+    /// rules for a repeat, `contract.side_effect.duplicate` and
+    /// `contract.transaction.mode_duplicate`.)
+    fn enum_set_item<T: DeserializeOwned>(
+        &self,
+        item: &MetaItem,
+        names: &[&str],
+        what: &str,
+    ) -> Option<Vec<T>> {
+        let values = self.enum_list_item(item, names, what)?;
+        let mut seen = HashSet::new();
+        for element in elements(item) {
+            // An unknown name has its error already.
+            if let Some(ident) = meta::as_ident(element)
+                && names.contains(&ident.to_string().as_str())
+                && !seen.insert(ident.to_string())
+            {
+                self.repeated(item, element, &format!("`{ident}`"));
+            }
+        }
+        Some(values)
     }
 
     fn u64(&self, item: &MetaItem) -> Option<u64> {
@@ -1382,6 +1437,15 @@ impl Parser<'_> {
             );
             None
         }
+    }
+}
+
+/// The items of the array `item` holds, if it holds one (its shape is reported where it is
+/// read).
+fn elements(item: &MetaItem) -> Vec<&Expr> {
+    match &item.kind {
+        MetaKind::Value(expr) => meta::as_array(expr).unwrap_or_default(),
+        _ => Vec::new(),
     }
 }
 

@@ -103,8 +103,11 @@ pub(crate) fn analyze(
     sig: &Signature,
     connector_id: Option<&str>,
 ) -> Option<CapabilityItem> {
-    let items = match syn::parse2::<MetaArgs>(args) {
-        Ok(MetaArgs(items)) => items,
+    let items = match syn::parse2::<MetaArgs>(args.clone()) {
+        Ok(MetaArgs(items)) => {
+            crate::meta::refuse_literal_suffixes(cx, &args);
+            items
+        }
         Err(error) => {
             cx.syn_error(error);
             return None;
@@ -358,7 +361,7 @@ pub(crate) fn expand_free(args: TokenStream, item: TokenStream) -> TokenStream {
             .attrs
             .push(syn::parse_quote!(#[allow(unused_variables)]));
     }
-    crate::signature::strip_refused_parameters(&mut function.sig, false);
+    crate::signature::strip_refused_parameters(&mut function.sig);
     allow_unused_async(&mut function.attrs);
     match (cx.check(), analyzed) {
         (Ok(()), Some(capability)) => crate::expand::free_capability(&function, &capability),

@@ -89,6 +89,21 @@ pub(crate) const CAPABILITY_REPEATED: Diagnostic = Diagnostic {
     message: "`#[capability]` is given twice on this handler: one handler is one capability; remove this one (two capabilities need two handlers)",
 };
 
+pub(crate) const LIST_ITEM_REPEATED: Diagnostic = Diagnostic {
+    code: "attribute.list_item_repeated",
+    message: "an item of this list counts once, yet a repeat is published in the manifest as written: remove the repeat",
+};
+
+pub(crate) const TAG_BLANK: Diagnostic = Diagnostic {
+    code: "attribute.tag_blank",
+    message: "a blank tag names nothing to search or group capabilities by, yet it is published in the manifest: remove it, or write the tag, e.g. `tags = [\"calendar\"]`",
+};
+
+pub(crate) const LITERAL_SUFFIX: Diagnostic = Diagnostic {
+    code: "attribute.literal_suffix",
+    message: "a literal of the attribute takes no suffix: the macro reads the value alone, so a type suffix (`300u8`) is not checked against anything and any other suffix (`\"cap:demo:look\"x`) is dropped; write the value without it",
+};
+
 /// Every macro-only diagnostic, for the catalogue test.
 #[allow(dead_code)]
 pub(crate) const ALL: &[Diagnostic] = &[
@@ -108,4 +123,7 @@ pub(crate) const ALL: &[Diagnostic] = &[
     PARAMETER_ATTRIBUTE,
     PARAMETER_CFG,
     CAPABILITY_REPEATED,
+    LIST_ITEM_REPEATED,
+    TAG_BLANK,
+    LITERAL_SUFFIX,
 ];

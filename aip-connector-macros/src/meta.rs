@@ -103,6 +103,31 @@ impl Parse for MetaArgs {
     }
 }
 
+/// Reports every literal of `tokens` (an attribute's arguments, at any depth) written with a
+/// suffix, on the literal: the value is read without it, so `timeout_ms = 300u8` would publish
+/// `300` with a `u8` nothing checks, and `id = "x"suffix` would drop `suffix` unsaid.
+pub(crate) fn refuse_literal_suffixes(cx: &crate::ctxt::Ctxt, tokens: &proc_macro2::TokenStream) {
+    for tree in tokens.clone() {
+        match tree {
+            proc_macro2::TokenTree::Group(group) => refuse_literal_suffixes(cx, &group.stream()),
+            proc_macro2::TokenTree::Literal(literal) => {
+                let lit = Lit::new(literal);
+                if !lit.suffix().is_empty() {
+                    cx.error_spanned_by(
+                        &lit,
+                        format!(
+                            "remove the suffix `{}`: {}",
+                            lit.suffix(),
+                            crate::diagnostics::LITERAL_SUFFIX.message
+                        ),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// A string literal, if `expr` is one.
 pub(crate) fn as_str(expr: &Expr) -> Option<LitStr> {
     match expr {

@@ -504,22 +504,21 @@ pub(crate) fn takes_shared_self(receiver: &syn::Receiver) -> bool {
     }
 }
 
-/// Reads `sig`, recording every problem in `cx`. `in_impl` says whether a receiver is allowed.
-/// Removes from `sig` what [`read`] refused and rustc would refuse again (a variadic `...`, and
-/// `self` outside an impl block), so the item emitted after the error compiles as far as it can
-/// and the mistake yields one diagnostic, not one per compiler pass.
-pub(crate) fn strip_refused_parameters(sig: &mut Signature, in_impl: bool) {
+/// Removes from `sig` what [`read`] refused and rustc would refuse again (a variadic `...`, a
+/// parameter's refused attributes), so the item emitted after the error compiles as far as it
+/// can and the mistake yields one diagnostic, not one per compiler pass.
+///
+/// A `self` refused outside a `#[connector]` block is kept: the attribute cannot see the block
+/// around the function, and a receiver almost always means a method of an impl block, where
+/// removing it made rustc add an error of its own in a trait impl (`E0186`, "expected `&self`
+/// in impl" at a method that has it; found by a hostile probe). On a free function written with
+/// `self`, rustc's own error follows the macro's and says the same.
+pub(crate) fn strip_refused_parameters(sig: &mut Signature) {
     sig.variadic = None;
     for arg in &mut sig.inputs {
         if let FnArg::Typed(typed) = arg {
             typed.attrs.retain(is_parameter_attribute);
         }
-    }
-    if !in_impl {
-        sig.inputs = std::mem::take(&mut sig.inputs)
-            .into_pairs()
-            .filter(|pair| !matches!(pair.value(), FnArg::Receiver(_)))
-            .collect();
     }
 }
 
@@ -574,7 +573,7 @@ pub(crate) fn read(cx: &Ctxt, sig: &Signature, in_impl: bool) -> HandlerSignatur
                 if !in_impl {
                     cx.error_spanned_by(
                         receiver,
-                        "`self` is only allowed on handlers inside a `#[connector]` impl block: put `#[connector(id = \"...\")]` on the impl block this method is in (a free capability function takes no `self`)",
+                        "`self` is only allowed on handlers inside a `#[connector]` impl block: put `#[connector(id = \"...\")]` on the impl block this method is in; in a trait impl (`impl Trait for Type`), which cannot be a connector, move the handler to an inherent `impl Type` block with `#[connector]` and have the trait's method call it (a free capability function takes no `self`)",
                     );
                 } else if !takes_shared_self(receiver) {
                     cx.error_spanned_by(receiver, "a capability handler takes `&self` (or `self: &Self`), without a lifetime: the host calls handlers concurrently, so they cannot take `self` by value or `&mut self`, and each call borrows the connector for that call only (`&'static self` would need the connector borrowed for ever)");

@@ -465,3 +465,37 @@ async fn a_static_checkpoint_keeps_the_cursor_and_refuses_another_operation() {
         aip_connector::codes::TRANSACTION_CHECKPOINT_CONFLICT
     );
 }
+
+/// A connector whose every capability is configured out in this build: the macro cannot see
+/// it (`cfg` is evaluated after it), so the host refuses it when it is built (upstream would
+/// admit a manifest without capability, on which a peer could call nothing).
+struct Configured;
+
+#[connector(id = "configured")]
+impl Configured {
+    #[cfg(not(test))]
+    #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+    async fn only_in_release(&self) -> Result<String, ConnectorFailure> {
+        Ok("release".into())
+    }
+}
+
+#[test]
+fn a_connector_whose_capabilities_are_all_configured_out_is_refused_by_the_host() {
+    assert!(Configured.definition().capabilities.is_empty());
+    let refused = aip_connector::host::Host::builder()
+        .connector(Configured)
+        .build()
+        .expect_err("a connector without capability is refused");
+    assert!(
+        matches!(
+            &refused,
+            aip_connector::host::HostBuildError::NoCapability { connector } if connector == "configured"
+        ),
+        "{refused:?}"
+    );
+    assert!(
+        refused.to_string().contains("has no capability"),
+        "{refused}"
+    );
+}

@@ -158,6 +158,58 @@ pub mod no_prelude {
     }
 }
 
+/// Generated code is clean under restriction lints a crate may deny (found by a hostile probe:
+/// `exhaustive_structs` fired on a free capability's descriptor type, and
+/// `arbitrary_source_item_ordering` on the id constants and codecs generated for two handlers,
+/// which follow the handlers' order): the workspace's `cargo clippy -- -D warnings` checks this
+/// module. Its own items are ordered and documented as the lints ask.
+pub mod restriction {
+    #![deny(
+        clippy::arbitrary_source_item_ordering,
+        clippy::exhaustive_structs,
+        clippy::missing_docs_in_private_items,
+        clippy::pub_underscore_fields,
+        clippy::allow_attributes_without_reason,
+        clippy::allow_attributes,
+        missing_docs
+    )]
+
+    use super::{Found, Lookup};
+    use aip_connector::prelude::{ConnectorFailure, capability, connector};
+
+    /// A connector of a crate that denies restriction lints.
+    #[non_exhaustive]
+    pub struct Restricted;
+
+    #[connector(id = "restricted")]
+    impl Restricted {
+        /// Counts something (its codecs, `__aip_input_count` and `__aip_output_count`, come
+        /// before `lookup`'s: out of the alphabet's order).
+        #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+        pub async fn count(&self, input: Lookup) -> Result<Found, ConnectorFailure> {
+            Ok(Found {
+                hits: u32::try_from(input.query.len()).unwrap_or_default(),
+            })
+        }
+
+        /// Looks something up.
+        #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+        pub async fn lookup(&self, input: Lookup) -> Result<Found, ConnectorFailure> {
+            Ok(Found {
+                hits: u32::try_from(input.query.len()).unwrap_or_default(),
+            })
+        }
+    }
+
+    /// A free capability of a crate that denies restriction lints.
+    #[capability(id = "cap:restricted:ping", risk = low, side_effects = [read], data(sensitivity = public))]
+    pub async fn ping(input: Lookup) -> Result<Found, ConnectorFailure> {
+        Ok(Found {
+            hits: u32::try_from(input.query.len()).unwrap_or_default(),
+        })
+    }
+}
+
 #[test]
 fn a_connector_without_the_implicit_prelude_describes_itself() {
     use aip_connector::Connector as _;

@@ -499,6 +499,19 @@ pub enum HostBuildError {
     /// The host has no connector.
     #[error("a host needs at least one connector")]
     NoConnector,
+    /// A connector has no capability: every `#[capability]` of its `#[connector]` block is
+    /// configured out by `#[cfg(...)]` (which the macro cannot see, since `cfg` is evaluated
+    /// after it; a block without any `#[capability]` does not compile, and
+    /// [`ConnectorBuilder::build`](crate::ConnectorBuilder::build) refuses one without a
+    /// capability), or a hand-written [`Connector`] defines none. Upstream would admit its
+    /// manifest, but a peer could call nothing on it.
+    #[error(
+        "connector `{connector}` has no capability, so a peer could call nothing on it: if its `#[capability]` handlers are all under `#[cfg(...)]`, none is compiled into this build; enable one, or leave the connector out of the host"
+    )]
+    NoCapability {
+        /// The connector id.
+        connector: String,
+    },
     /// A capability's input schema does not describe only JSON objects (e.g. a `String` input;
     /// see [`crate::schema::has_object_root`]): `Action.input` is an object on the wire, so
     /// such a capability could never be called.
@@ -708,6 +721,11 @@ impl HostBuilder {
             let definition = connector.definition();
             if !connector_ids.insert(definition.id.as_str()) {
                 return Err(HostBuildError::DuplicateConnector {
+                    connector: definition.id.clone(),
+                });
+            }
+            if definition.capabilities.is_empty() {
+                return Err(HostBuildError::NoCapability {
                     connector: definition.id.clone(),
                 });
             }
