@@ -101,6 +101,8 @@ pub struct HookedStore {
     lose_next_claim_resume_answer: AtomicBool,
     /// The next `claim_resume` is not applied, and answered with an error.
     fail_next_claim_resume: AtomicBool,
+    /// The next `release_resume`s, this many, are not applied, and answered with an error.
+    failing_release_resumes: AtomicUsize,
     /// Transitions to this status are answered with an error this many times, applied first
     /// or not.
     fail_transitions_to: Mutex<Option<FailingTransitions>>,
@@ -209,6 +211,12 @@ impl HookedStore {
     /// `StoreError::Unavailable`, as a connection lost before its commit would answer.
     pub fn fail_next_claim_resume(&self) {
         self.fail_next_claim_resume.store(true, Ordering::SeqCst);
+    }
+
+    /// The next `times` `ApprovalStore::release_resume`s are not applied and are answered
+    /// `StoreError::Unavailable`.
+    pub fn fail_next_release_resumes(&self, times: usize) {
+        self.failing_release_resumes.store(times, Ordering::SeqCst);
     }
 
     /// The next `times` `IdempotencyStore::settle`s are not applied (`applied` false) or are
@@ -433,6 +441,14 @@ impl ApprovalStore for HookedStore {
             .and_then(|hook| hook(id))
         {
             hold.await;
+        }
+        let failing = self.failing_release_resumes.fetch_update(
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+            |times| times.checked_sub(1),
+        );
+        if failing.is_ok() {
+            return Err(StoreError::Unavailable("the statement failed".into()));
         }
         self.inner.release_resume(id, claim).await
     }

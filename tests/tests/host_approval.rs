@@ -624,7 +624,7 @@ async fn a_resend_between_the_claim_and_the_reservation_is_told_to_retry() {
 /// commit) is given back: the caller is told `storage.unavailable`, retryable, and the retry runs
 /// the approved action once, by `resume_approved` as by a re-submission. The claim used to stay
 /// taken, and every retry was told the approval had already run an action that never ran (found
-/// by a hostile probe).
+/// by a hostile probe). A give-back the store fails is written again (it was only logged).
 #[tokio::test]
 async fn a_resume_claim_whose_answer_was_lost_is_given_back() {
     let store = Arc::new(HookedStore::default());
@@ -641,6 +641,19 @@ async fn a_resume_claim_whose_answer_was_lost_is_given_back() {
     assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
     assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
 
+    // The give-back itself failing twice is written again.
+    store.lose_next_claim_resume_answer();
+    store.fail_next_release_resumes(2);
+    let other = refund_action().with_idempotency_key("refund-lost-give-back");
+    let pending = host.invoke(other.clone(), &person("user:req")).await;
+    let id = pending.approval_id().expect("the gate names its approval");
+    decide(&host, &id, &QUORUM, ApprovalDecisionKind::Approved).await;
+    let lost = host.resume_approved(&id, &person("user:req")).await;
+    assert_eq!(lost.error.unwrap().code, codes::STORAGE_UNAVAILABLE);
+    let ran = host.resume_approved(&id, &person("user:req")).await;
+    assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 2);
+
     let other = refund_action().with_idempotency_key("refund-lost-claim");
     let pending = host.invoke(other.clone(), &person("user:req")).await;
     let id = pending.approval_id().expect("the gate names its approval");
@@ -652,7 +665,7 @@ async fn a_resume_claim_whose_answer_was_lost_is_given_back() {
     assert_eq!(lost.error.unwrap().code, codes::STORAGE_UNAVAILABLE);
     let ran = host.invoke(resubmitted, &person("user:req")).await;
     assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
-    assert_eq!(payments.executions.load(Ordering::SeqCst), 2);
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 3);
 }
 
 /// A claim that failed without landing is given back all the same (its answer was lost, so it

@@ -4136,7 +4136,8 @@ fn operator_changed() -> ProtocolError {
 /// ([`ApprovalStore::release_resume`](crate::store::ApprovalStore::release_resume)) when the
 /// result is retryable: its key was left free for the next attempt (or never reserved), and the
 /// approval must let that attempt run too, instead of answering it "already resumed". A store
-/// that fails here leaves the approval reading as resumed: logged, as nothing else can be done.
+/// that fails here three times (see [`give_back_resume`]) leaves the approval reading as resumed:
+/// logged, as nothing else can be done.
 async fn follow_up(
     host: &Arc<HostInner>,
     caller: &TrustedContext,
@@ -4153,14 +4154,28 @@ async fn follow_up(
 /// Gives back `claim`, the resume a call that ended retryably claimed, so a later resume runs
 /// the action again. Only that claim is released (by its token): written twice (a dropped
 /// call's writes are finished on a task of their own), or for a claim that never landed (its
-/// answer was lost), it undoes no other call's claim, however close in time.
+/// answer was lost), it undoes no other call's claim, however close in time. A write the store
+/// fails is made again after the settlements' pauses, as it safely can be: a give-back left
+/// unwritten strands the approved action, which no resume could then run.
 async fn give_back_resume(host: &HostInner, claim: &HeldResume) {
-    if let Err(error) = host.store.release_resume(&claim.id, &claim.claim).await {
-        tracing::warn!(
-            error = %error,
-            approval_id = %claim.id,
-            "the resume of an approved action that ended retryably was not given back; the approval reads as resumed"
-        );
+    let mut pauses = super::SETTLE_RETRY_PAUSES.into_iter();
+    loop {
+        let Err(error) = host.store.release_resume(&claim.id, &claim.claim).await else {
+            return;
+        };
+        match pauses.next() {
+            Some(pause) if tokio::runtime::Handle::try_current().is_ok() => {
+                tokio::time::sleep(pause).await;
+            }
+            _ => {
+                tracing::warn!(
+                    error = %error,
+                    approval_id = %claim.id,
+                    "the resume of an approved action that ended retryably was not given back; the approval reads as resumed"
+                );
+                return;
+            }
+        }
     }
 }
 
