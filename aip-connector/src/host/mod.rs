@@ -99,8 +99,9 @@ use crate::store::{
 pub const MAX_STORED_DEPTH: usize = 100;
 
 /// The pauses before a settlement the store failed is written again (an idempotency key's, a
-/// transaction's): a store that failed one statement (a connection lost, a lock timeout) often
-/// answers the next, and a settlement left unwritten lets a duplicate run the handler again.
+/// transaction's, a resume's give-back): a store that failed one statement (a connection lost,
+/// a lock timeout) often answers the next, and a settlement left unwritten lets a duplicate run
+/// the handler again (or, for a give-back, strands the approved action).
 pub(crate) const SETTLE_RETRY_PAUSES: [std::time::Duration; 2] = [
     std::time::Duration::from_millis(50),
     std::time::Duration::from_millis(200),
