@@ -962,6 +962,14 @@ pub async fn check_release_resume_gives_back_only_a_claimed_resume(store: Shared
     };
     assert_eq!(store.insert_approval(&denied).await, Ok(()));
     assert_eq!(
+        store.approval(&denied.approval_id).await,
+        Ok(Some(ApprovalRecord {
+            version: 0,
+            ..denied.clone()
+        })),
+        "an inserted claim's time and token are read back"
+    );
+    assert_eq!(
         store.release_resume(&denied.approval_id, &first).await,
         Ok(false),
         "only an approved record is given back"
@@ -1200,7 +1208,7 @@ pub async fn check_claim_resume_succeeds_once_and_only_when_approved(store: Shar
     let rewritten = ApprovalRecord {
         resumed: false,
         resumed_at_ms: None,
-        resume_token: None,
+        resume_token: Some("another claim's token".to_owned()),
         ..approved.clone()
     };
     assert_eq!(store.update_approval(&rewritten, 2).await, Ok(true));

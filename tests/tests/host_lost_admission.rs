@@ -296,6 +296,8 @@ async fn an_execute_whose_settlement_failed_is_settled_when_read_again() {
 /// host's next write: the same action sent again under the key replays the result. Before (a
 /// store-failure probe), the failure was logged and the key stayed reserved, so the resend was
 /// told `idempotency.in_progress` until the reservation expired, and then ran the handler again.
+/// (The case of a write applied with its answer lost passed before too; it keeps the second
+/// write, which the first's landing fences, from being taken for a failure.)
 #[tokio::test]
 async fn a_key_whose_settlement_failed_is_settled_when_written_again() {
     for (times, applied) in [(1, false), (2, false), (1, true)] {
@@ -313,4 +315,39 @@ async fn a_key_whose_settlement_failed_is_settled_when_written_again() {
         );
         assert_eq!(f.shop.orders.load(Ordering::SeqCst), 1);
     }
+}
+
+/// A call dropped while its failed settlement waits to be written again (its transport timed
+/// out during the pause) still settles its key: the writes run on a task of their own (found by
+/// a review: the pending writes went with the dropped call, and the key stayed reserved).
+#[tokio::test]
+async fn a_call_dropped_while_its_settlement_is_written_again_still_settles_its_key() {
+    let f = fixture();
+    let execute = Action::new("cap:shop:order", json!({ "item": "rug" }))
+        .with_idempotency_key("settle-dropped")
+        .with_transaction(ActionTransaction::new(TransactionMode::Execute));
+    f.store.fail_next_settles(1, false);
+    let call = tokio::spawn({
+        let (host, execute) = (f.host.clone(), execute.clone());
+        async move { host.invoke(execute, &caller()).await }
+    });
+    tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while f.store.settles() == 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the first settlement was written");
+    call.abort();
+    let _ = call.await;
+    tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while f.store.settles() < 2 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the settlement was written again after the call was dropped");
+    let resent = f.host.invoke(execute, &caller()).await;
+    assert!(resent.is_idempotent_replay(), "{resent:?}");
+    assert_eq!(f.shop.orders.load(Ordering::SeqCst), 1);
 }

@@ -107,6 +107,26 @@ pub(crate) const SETTLE_RETRY_PAUSES: [std::time::Duration; 2] = [
     std::time::Duration::from_millis(200),
 ];
 
+/// Waits out `pause` before a settlement the store failed is written again; false when it cannot
+/// (outside a Tokio runtime), and the write is not made again. The wait runs on the blocking
+/// pool, which every Tokio runtime has: `tokio::time` needs a runtime built with `enable_time`,
+/// and the host creates no timer on a call's path unless its handler waits (a review: a store
+/// failure would have panicked in a runtime without timers).
+pub(crate) async fn pause_before_retry(pause: std::time::Duration) -> bool {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return false;
+    }
+    tokio::task::spawn_blocking(move || std::thread::sleep(pause))
+        .await
+        .is_ok()
+}
+
+/// Whether a store failure may go away when the write is made again: only an unavailable
+/// store's; a corrupt row or a refused configuration fails the same way every time.
+pub(crate) fn worth_retrying(error: &crate::store::StoreError) -> bool {
+    matches!(error, crate::store::StoreError::Unavailable(_))
+}
+
 /// Largest accepted [`HostLimits::stream_buffer`]: chunks are buffered in a bounded channel,
 /// whose capacity has a ceiling of its own (a larger one made every `invoke_stream` panic);
 /// beyond a million chunks the buffer bounds nothing a deployment could hold anyway.

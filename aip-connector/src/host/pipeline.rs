@@ -2346,8 +2346,15 @@ impl<'a> Settlement<'a> {
                     // Taken over (the reservation expired): nothing of this call's to write.
                     Err(fenced @ crate::store::StoreError::Fenced) => written(Err(fenced)),
                     Err(error) => {
-                        Box::pin(settle_again(host, &reservation, shape, &result, now, error))
-                            .await;
+                        // Written again on a task of its own, so a call dropped during a pause
+                        // (a transport's timeout) still settles its key (a review).
+                        let record = shape.record(&host.limits, &reservation, result.clone(), now);
+                        let again = settle_again(Arc::clone(host), reservation, record, error);
+                        if tokio::runtime::Handle::try_current().is_ok() {
+                            let _ = crate::task::spawn_traced(again).await;
+                        } else {
+                            Box::pin(again).await;
+                        }
                     }
                 }
                 return result;
@@ -2452,26 +2459,35 @@ impl RecordShape<'_> {
     }
 }
 
-/// Settles `reservation` with `result` again after the store failed the first write (`error`,
-/// not `Fenced`), twice more at most, after a pause (50 ms, then 200 ms). A key whose settlement is lost stays
-/// reserved until its reservation expires, and the duplicate that then arrives runs the handler
-/// again, which the stored record would have answered (found by a store-failure probe).
-/// `Fenced` ends it: the earlier write landed with its answer lost (the reservation is gone, the
-/// record stored), or the reservation expired and another call took the key over.
+/// Settles `reservation` with `record` again after the store failed the first write (`error`,
+/// not `Fenced`), twice more at most, after a pause (50 ms, then 200 ms), while the failure is
+/// one that may go away ([`worth_retrying`](super::worth_retrying)). A key whose settlement is
+/// lost stays reserved until its reservation expires, and the duplicate that then arrives runs
+/// the handler again, which the stored record would have answered (found by a store-failure
+/// probe). `Fenced` ends it: the earlier write landed with its answer lost (the reservation is
+/// gone, the record stored), or the reservation expired and another call took the key over.
 async fn settle_again(
-    host: &HostInner,
-    reservation: &Reservation,
-    shape: RecordShape<'_>,
-    result: &ActionResult,
-    now: crate::store::Millis,
+    host: Arc<HostInner>,
+    reservation: Reservation,
+    record: IdempotencyRecord,
     mut error: crate::store::StoreError,
 ) {
     for pause in super::SETTLE_RETRY_PAUSES {
+        if !super::worth_retrying(&error) {
+            break;
+        }
         tracing::warn!(error = %error, "idempotency settlement failed; writing it again");
-        tokio::time::sleep(pause).await;
-        let record = shape.record(&host.limits, reservation, result.clone(), now);
-        match host.store.settle(reservation, record).await {
-            Ok(()) | Err(crate::store::StoreError::Fenced) => return,
+        if !super::pause_before_retry(pause).await {
+            break;
+        }
+        match host.store.settle(&reservation, record.clone()).await {
+            Ok(()) => return,
+            Err(crate::store::StoreError::Fenced) => {
+                tracing::info!(
+                    "idempotency settlement written again was fenced: the first write landed, or another call took the key over"
+                );
+                return;
+            }
             Err(again) => error = again,
         }
     }
@@ -4164,9 +4180,8 @@ async fn give_back_resume(host: &HostInner, claim: &HeldResume) {
             return;
         };
         match pauses.next() {
-            Some(pause) if tokio::runtime::Handle::try_current().is_ok() => {
-                tokio::time::sleep(pause).await;
-            }
+            Some(pause)
+                if super::worth_retrying(&error) && super::pause_before_retry(pause).await => {}
             _ => {
                 tracing::warn!(
                     error = %error,

@@ -1421,7 +1421,7 @@ pub(crate) async fn settle(
     // (found by a store-failure probe).
     let mut unanswered = None;
     let mut pauses = super::SETTLE_RETRY_PAUSES.into_iter();
-    for _ in 0..SETTLE_ATTEMPTS {
+    for attempt in 1..=SETTLE_ATTEMPTS {
         match settle_once(
             host,
             transaction_id,
@@ -1435,9 +1435,12 @@ pub(crate) async fn settle(
         {
             SettleStep::Settled(unknown) => return unknown,
             SettleStep::Raced => {}
-            SettleStep::StoreFailed => match pauses.next() {
-                Some(pause) => tokio::time::sleep(pause).await,
-                None => break,
+            SettleStep::StoreFailed(retry) => match pauses.next() {
+                Some(pause)
+                    if retry
+                        && attempt < SETTLE_ATTEMPTS
+                        && super::pause_before_retry(pause).await => {}
+                _ => break,
             },
         }
     }
@@ -1456,15 +1459,17 @@ enum SettleStep {
     Settled(bool),
     /// The compare-and-set lost to a revision this read did not see.
     Raced,
-    /// The store failed, at the read or at the write.
-    StoreFailed,
+    /// The store failed, at the read or at the write; whether the failure may go away
+    /// ([`worth_retrying`](super::worth_retrying)).
+    StoreFailed(bool),
 }
 
-/// A settlement written without an answer: the revision and status it would leave, by which the
-/// next read tells that it landed.
+/// A settlement written without an answer: the revision, status and time it would leave, by
+/// which the next read tells that it landed.
 struct UnansweredSettlement {
     revision: u64,
     status: Status,
+    at_ms: crate::store::Millis,
 }
 
 /// Whether `error` is the host's refusal of a completed handler's output.
@@ -1493,15 +1498,17 @@ async fn settle_once(
         }
         Err(error) => {
             tracing::warn!(transaction_id = %escaped(transaction_id.as_str()), error = %error, "transaction record could not be read at settlement");
-            return SettleStep::StoreFailed;
+            return SettleStep::StoreFailed(super::worth_retrying(&error));
         }
     };
     // This attempt's own settlement, landed with its answer lost: settled, not taken over. No
     // other writer reaches a settled status one revision past this attempt's (a take-over
-    // rewrites the same status first, a reconciliation passes through `reconciling`).
+    // rewrites the same status first, a reconciliation passes through `reconciling`), and the
+    // write's time is compared too, should one ever do.
     if let Some(written) = unanswered.as_ref()
         && record.revision == written.revision
         && record.status == written.status
+        && record.updated_at_ms == written.at_ms
     {
         return SettleStep::Settled(written.status == Status::OutcomeUnknown);
     }
@@ -1610,8 +1617,9 @@ async fn settle_once(
             *unanswered = Some(UnansweredSettlement {
                 revision: record.revision.saturating_add(1),
                 status: transition.to,
+                at_ms: now,
             });
-            SettleStep::StoreFailed
+            SettleStep::StoreFailed(super::worth_retrying(&error))
         }
     }
 }
