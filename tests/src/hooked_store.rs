@@ -103,6 +103,8 @@ pub struct HookedStore {
     fail_next_claim_resume: AtomicBool,
     /// The next `release_resume`s, this many, are not applied, and answered with an error.
     failing_release_resumes: AtomicUsize,
+    /// The next `release`s, this many, are not applied, and answered with an error.
+    failing_releases: AtomicUsize,
     /// Transitions to this status are answered with an error this many times, applied first
     /// or not.
     fail_transitions_to: Mutex<Option<FailingTransitions>>,
@@ -217,6 +219,12 @@ impl HookedStore {
     /// `StoreError::Unavailable`.
     pub fn fail_next_release_resumes(&self, times: usize) {
         self.failing_release_resumes.store(times, Ordering::SeqCst);
+    }
+
+    /// The next `times` `IdempotencyStore::release`s are not applied and are answered
+    /// `StoreError::Unavailable`.
+    pub fn fail_next_releases(&self, times: usize) {
+        self.failing_releases.store(times, Ordering::SeqCst);
     }
 
     /// The next `times` `IdempotencyStore::settle`s are not applied (`applied` false) or are
@@ -341,6 +349,14 @@ impl IdempotencyStore for HookedStore {
 
     async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {
         self.releases.fetch_add(1, Ordering::SeqCst);
+        let failing =
+            self.failing_releases
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |times| {
+                    times.checked_sub(1)
+                });
+        if failing.is_ok() {
+            return Err(StoreError::Unavailable("the statement failed".into()));
+        }
         self.inner.release(reservation).await
     }
 

@@ -228,3 +228,37 @@ fn a_return_task_its_runtime_drops_says_what_it_left() {
     );
     assert_eq!(mailer.attempts.load(Ordering::SeqCst), 1);
 }
+
+/// A retryable failure's key release, and a dead letter's storing, that the store fails as
+/// unavailable are written again: the next attempt runs at once (the key is free), and the
+/// attempt after the dead letter gets it replayed. Before, each was written once, and the key
+/// stayed reserved until its reservation expired (`idempotency.in_progress` meanwhile).
+#[tokio::test]
+async fn a_release_or_dead_letter_the_store_failed_is_written_again() {
+    let store = Arc::new(HookedStore::default());
+    let mailer = Mailer {
+        failures: usize::MAX,
+        ..Mailer::default()
+    };
+    let host = host(mailer.clone(), store.clone(), 2);
+
+    store.fail_next_releases(2);
+    let first = host.invoke(send("k1"), &caller()).await;
+    assert_eq!(first.error.as_ref().unwrap().code, "mailer.unavailable");
+    assert_eq!(store.releases(), 3, "released on the third write");
+
+    store.fail_next_settles(2, false);
+    let second = host.invoke(send("k1"), &caller()).await;
+    assert_eq!(
+        second.error.as_ref().unwrap().code,
+        codes::ACTION_DEAD_LETTER,
+        "the key was free: {second:?}"
+    );
+    let third = host.invoke(send("k1"), &caller()).await;
+    assert_eq!(
+        third.error.as_ref().unwrap().code,
+        codes::ACTION_DEAD_LETTER,
+        "the dead letter was stored: {third:?}"
+    );
+    assert_eq!(mailer.attempts.load(Ordering::SeqCst), 2);
+}

@@ -121,6 +121,29 @@ pub(crate) async fn pause_before_retry(pause: std::time::Duration) -> bool {
         .is_ok()
 }
 
+/// `outcome`, the answer to a settlement write, or the answer to `write` made again after each
+/// of [`SETTLE_RETRY_PAUSES`] while the store fails as unavailable. `write` must be safe to make
+/// twice: every settlement write is conditional on what it settles (a reservation's token, a
+/// claim's token), so one that landed with its answer lost is fenced or changes nothing.
+pub(crate) async fn written_again<T, W>(
+    mut outcome: Result<T, crate::store::StoreError>,
+    mut write: impl FnMut() -> W,
+) -> Result<T, crate::store::StoreError>
+where
+    W: std::future::Future<Output = Result<T, crate::store::StoreError>>,
+{
+    for pause in SETTLE_RETRY_PAUSES {
+        match &outcome {
+            Err(error) if worth_retrying(error) && pause_before_retry(pause).await => {
+                tracing::warn!(error = %error, "a settlement write failed; writing it again");
+                outcome = write().await;
+            }
+            _ => break,
+        }
+    }
+    outcome
+}
+
 /// Whether a store failure may go away when the write is made again: only an unavailable
 /// store's; a corrupt row or a refused configuration fails the same way every time.
 pub(crate) fn worth_retrying(error: &crate::store::StoreError) -> bool {

@@ -266,7 +266,9 @@ impl<'a> HoldReturn<'a> {
             }
         }
         if let Some(reservation) = &self.release {
-            written(self.host.store.release(reservation).await);
+            let store = &self.host.store;
+            let first = store.release(reservation).await;
+            written(super::written_again(first, || store.release(reservation)).await);
             self.release = None;
         }
     }
@@ -305,13 +307,17 @@ impl Drop for HoldReturn<'_> {
             }
             match (release, dead_letter) {
                 (Some(reservation), Some(dead_letter)) => {
-                    match host.store.settle(&reservation, *dead_letter).await {
+                    let settle = || host.store.settle(&reservation, (*dead_letter).clone());
+                    match super::written_again(settle().await, settle).await {
                         // The dropped call's own write landed before it was dropped.
                         Err(crate::store::StoreError::Fenced) => {}
                         outcome => written(outcome),
                     }
                 }
-                (Some(reservation), None) => written(host.store.release(&reservation).await),
+                (Some(reservation), None) => {
+                    let release = || host.store.release(&reservation);
+                    written(super::written_again(release().await, release).await);
+                }
                 (None, _) => {}
             }
             std::mem::forget(unfinished);
@@ -2383,7 +2389,19 @@ impl<'a> Settlement<'a> {
                         let dead_letter = record.result.clone();
                         hold.dead_letter = Some(record.clone());
                         let reservation = hold.release.as_ref().expect("held until released");
-                        written(host.store.settle(reservation, *record).await);
+                        let stored = hold.dead_letter.as_deref().expect("set above");
+                        // Boxed with its writes again: a rare step, out of the settlement state.
+                        written(
+                            Box::pin(async {
+                                let again = || host.store.settle(reservation, stored.clone());
+                                super::written_again(
+                                    host.store.settle(reservation, *record).await,
+                                    again,
+                                )
+                                .await
+                            })
+                            .await,
+                        );
                         hold.release = None;
                         hold.dead_letter = None;
                         return dead_letter;
@@ -2470,28 +2488,15 @@ async fn settle_again(
     host: Arc<HostInner>,
     reservation: Reservation,
     record: IdempotencyRecord,
-    mut error: crate::store::StoreError,
+    error: crate::store::StoreError,
 ) {
-    for pause in super::SETTLE_RETRY_PAUSES {
-        if !super::worth_retrying(&error) {
-            break;
-        }
-        tracing::warn!(error = %error, "idempotency settlement failed; writing it again");
-        if !super::pause_before_retry(pause).await {
-            break;
-        }
-        match host.store.settle(&reservation, record.clone()).await {
-            Ok(()) => return,
-            Err(crate::store::StoreError::Fenced) => {
-                tracing::info!(
-                    "idempotency settlement written again was fenced: the first write landed, or another call took the key over"
-                );
-                return;
-            }
-            Err(again) => error = again,
-        }
+    let settle = || host.store.settle(&reservation, record.clone());
+    match super::written_again(Err(error), settle).await {
+        Err(crate::store::StoreError::Fenced) => tracing::info!(
+            "idempotency settlement written again was fenced: the first write landed, or another call took the key over"
+        ),
+        outcome => written(outcome),
     }
-    written(Err(error));
 }
 
 /// Logs a settlement write that failed: the result stands, a lost settlement only means a
@@ -4174,23 +4179,13 @@ async fn follow_up(
 /// fails is made again after the settlements' pauses, as it safely can be: a give-back left
 /// unwritten strands the approved action, which no resume could then run.
 async fn give_back_resume(host: &HostInner, claim: &HeldResume) {
-    let mut pauses = super::SETTLE_RETRY_PAUSES.into_iter();
-    loop {
-        let Err(error) = host.store.release_resume(&claim.id, &claim.claim).await else {
-            return;
-        };
-        match pauses.next() {
-            Some(pause)
-                if super::worth_retrying(&error) && super::pause_before_retry(pause).await => {}
-            _ => {
-                tracing::warn!(
-                    error = %error,
-                    approval_id = %claim.id,
-                    "the resume of an approved action that ended retryably was not given back; the approval reads as resumed"
-                );
-                return;
-            }
-        }
+    let release = || host.store.release_resume(&claim.id, &claim.claim);
+    if let Err(error) = super::written_again(release().await, release).await {
+        tracing::warn!(
+            error = %error,
+            approval_id = %claim.id,
+            "the resume of an approved action that ended retryably was not given back; the approval reads as resumed"
+        );
     }
 }
 
