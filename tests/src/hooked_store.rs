@@ -349,12 +349,7 @@ impl IdempotencyStore for HookedStore {
 
     async fn release(&self, reservation: &Reservation) -> Result<(), StoreError> {
         self.releases.fetch_add(1, Ordering::SeqCst);
-        let failing =
-            self.failing_releases
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |times| {
-                    times.checked_sub(1)
-                });
-        if failing.is_ok() {
+        if take_one(&self.failing_releases) {
             return Err(StoreError::Unavailable("the statement failed".into()));
         }
         self.inner.release(reservation).await
@@ -458,12 +453,7 @@ impl ApprovalStore for HookedStore {
         {
             hold.await;
         }
-        let failing = self.failing_release_resumes.fetch_update(
-            Ordering::SeqCst,
-            Ordering::SeqCst,
-            |times| times.checked_sub(1),
-        );
-        if failing.is_ok() {
+        if take_one(&self.failing_release_resumes) {
             return Err(StoreError::Unavailable("the statement failed".into()));
         }
         self.inner.release_resume(id, claim).await
@@ -579,6 +569,15 @@ impl TransactionStore for HookedStore {
             .purge_finished_transactions(updated_before, max_entries)
             .await
     }
+}
+
+/// Takes one from `times` (failures still to come): true when there was one.
+fn take_one(times: &AtomicUsize) -> bool {
+    times
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+            left.checked_sub(1)
+        })
+        .is_ok()
 }
 
 /// What a store answers for a write that landed on a connection that closed before its answer.

@@ -144,6 +144,17 @@ where
     outcome
 }
 
+/// `write` made, and made again as [`written_again`] says while the store fails as unavailable.
+pub(crate) async fn written_with_retries<T, W>(
+    mut write: impl FnMut() -> W,
+) -> Result<T, crate::store::StoreError>
+where
+    W: std::future::Future<Output = Result<T, crate::store::StoreError>>,
+{
+    let first = write().await;
+    written_again(first, write).await
+}
+
 /// Whether a store failure may go away when the write is made again: only an unavailable
 /// store's; a corrupt row or a refused configuration fails the same way every time.
 pub(crate) fn worth_retrying(error: &crate::store::StoreError) -> bool {

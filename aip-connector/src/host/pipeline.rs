@@ -267,8 +267,7 @@ impl<'a> HoldReturn<'a> {
         }
         if let Some(reservation) = &self.release {
             let store = &self.host.store;
-            let first = store.release(reservation).await;
-            written(super::written_again(first, || store.release(reservation)).await);
+            written(super::written_with_retries(|| store.release(reservation)).await);
             self.release = None;
         }
     }
@@ -308,7 +307,7 @@ impl Drop for HoldReturn<'_> {
             match (release, dead_letter) {
                 (Some(reservation), Some(dead_letter)) => {
                     let settle = || host.store.settle(&reservation, (*dead_letter).clone());
-                    match super::written_again(settle().await, settle).await {
+                    match super::written_with_retries(settle).await {
                         // The dropped call's own write landed before it was dropped.
                         Err(crate::store::StoreError::Fenced) => {}
                         outcome => written(outcome),
@@ -316,7 +315,7 @@ impl Drop for HoldReturn<'_> {
                 }
                 (Some(reservation), None) => {
                     let release = || host.store.release(&reservation);
-                    written(super::written_again(release().await, release).await);
+                    written(super::written_with_retries(release).await);
                 }
                 (None, _) => {}
             }
@@ -4180,7 +4179,7 @@ async fn follow_up(
 /// unwritten strands the approved action, which no resume could then run.
 async fn give_back_resume(host: &HostInner, claim: &HeldResume) {
     let release = || host.store.release_resume(&claim.id, &claim.claim);
-    if let Err(error) = super::written_again(release().await, release).await {
+    if let Err(error) = super::written_with_retries(release).await {
         tracing::warn!(
             error = %error,
             approval_id = %claim.id,
