@@ -41,7 +41,7 @@ pub(crate) const NOT_A_FUNCTION: Diagnostic = Diagnostic {
 
 pub(crate) const FREE_ID_MISSING: Diagnostic = Diagnostic {
     code: "attribute.id_missing",
-    message: "missing `id`: a free capability has no connector to derive its id from; add `id = \"cap:<connector>:<operation>\"`",
+    message: "missing `id`: a free capability has no connector to derive its id from; add `id = \"cap:<connector>:<operation>\"`, or, if this function is in an impl block, put `#[connector(id = \"...\")]` on the block (without it the macro sees a free function: a handler without `self` then fails with rustc's \"struct is not supported in `trait`s or `impl`s\")",
 };
 
 pub(crate) const FREE_COMPANION_SELF: Diagnostic = Diagnostic {

@@ -158,6 +158,19 @@ pub(crate) fn check_contract(
                 "{}. Name a free `async fn` as its companion: `reconcile = find_<operation>` (it takes `Reconciliation` and returns `Result<ReconcileOutcome, _>`), or remove `reconcile` from the transaction's `modes` (rule `{}`)",
                 issue.message, issue.code
             )
+        } else if let Some(lint) = is_claim(&issue, "`approval`")
+            .then(|| lint_asking_for_approval(resolved, &options))
+            .flatten()
+        {
+            // An author trial followed "stop requiring approval" on a `delete` and met the lint
+            // that demands it: offer only the fix this contract allows.
+            format!(
+                "{}. Add an `Approval` parameter to the handler (it receives the verified decisions). Approval cannot become optional here: `{}` would then refuse the contract ({}) (rule `{}`)",
+                issue.message,
+                lint.code,
+                without_fix(&lint.code, &lint.message),
+                issue.code
+            )
         } else if resolved.facts.compensation_handler
             && (issue.code == codes::CONTRACT_LINT_SIDE_EFFECT_WITHOUT_APPROVAL
                 || issue.code == codes::CONTRACT_LINT_RISK_WITHOUT_APPROVAL)
@@ -174,6 +187,22 @@ pub(crate) fn check_contract(
         };
         cx.error_at(span, message);
     }
+}
+
+/// The lint (side effects or risk) that would fire were the capability's approval not required,
+/// under the same waivers: why "stop requiring approval" is no fix for it.
+fn lint_asking_for_approval(
+    resolved: &ResolvedCapability,
+    options: &CheckOptions<'_>,
+) -> Option<aip_connector_core::Issue> {
+    let mut optional = resolved.capability.clone();
+    optional.contract.as_mut()?.approval.as_mut()?.required = false;
+    rules::check_capability(&optional, options)
+        .into_iter()
+        .find(|issue| {
+            issue.code == codes::CONTRACT_LINT_SIDE_EFFECT_WITHOUT_APPROVAL
+                || issue.code == codes::CONTRACT_LINT_RISK_WITHOUT_APPROVAL
+        })
 }
 
 /// Whether `issue` is the `implementation.claim_unsupported` of the claim of `operation` (as
@@ -226,14 +255,19 @@ fn stale_waivers(cx: &Ctxt, attr: &CapabilityAttr, resolved: &ResolvedCapability
 /// The codes of the capability lints, the rules a capability's waiver may name.
 const LINT_PREFIX: &str = "contract.lint.";
 
+/// A rule's message without the catalogue's fix it may carry, and without its final period.
+fn without_fix(code: &str, message: &str) -> String {
+    let bare =
+        rules::rule_info(code).map_or(message.to_owned(), |info| message.replace(info.fix, ""));
+    bare.trim_end().trim_end_matches('.').to_owned()
+}
+
 /// "message. Fix. (rule `code`)": the catalogue's fix is appended when the message lacks one;
 /// an unsupported claim gets the fix for that claim rather than the rule's list of all of them.
 pub(crate) fn render(code: &str, message: &str) -> String {
     if let Some(fix) = attribute_fix(code) {
         // In place of the catalogue's fix, which the rule's message may already carry.
-        let bare =
-            rules::rule_info(code).map_or(message.to_owned(), |info| message.replace(info.fix, ""));
-        let bare = bare.trim_end().trim_end_matches('.');
+        let bare = without_fix(code, message);
         return format!("{bare}. {fix} (rule `{code}`)");
     }
     let fix = if code == codes::IMPLEMENTATION_CLAIM_UNSUPPORTED {

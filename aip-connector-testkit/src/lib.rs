@@ -22,6 +22,7 @@
 //!   store of your own: [`store_conformance_tests!`] for one `#[test]` per rule.
 //! - [`snapshot`]: a committed JSON snapshot of a connector's manifest and a drift check that
 //!   classifies every change as breaking or compatible ([`assert_manifest_snapshot!`]).
+//! - [`prelude`]: one `use` for a connector's tests.
 // Every public type can be printed (secrets redacted by hand-written impls).
 #![warn(missing_debug_implementations)]
 // docs.rs (nightly) labels each item with the features it needs.
@@ -37,6 +38,47 @@ pub mod store_conformance;
 pub mod test_host;
 
 pub use provider_double::{AnswerRequest, Fault, ProviderDouble, ProviderHandle};
+
+/// What a connector's tests use, in one `use`: the SDK's
+/// [prelude](aip_connector::prelude) (handler types, `ProviderClient`, the derives), the action
+/// and its result, the test host, the provider double, the conformance suite, the result
+/// assertions and `json!`.
+///
+/// ```no_run
+/// use aip_connector_testkit::prelude::*;
+/// # struct Tickets;
+/// # #[connector(id = "tickets")]
+/// # impl Tickets {
+/// #     #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
+/// #     async fn look(&self) -> Result<(), ConnectorFailure> { Ok(()) }
+/// # }
+///
+/// # async fn run() {
+/// let (double, provider) = ProviderDouble::start().await;
+/// provider.answer("GET /tickets", |_| json!({ "tickets": [] }));
+/// let test = TestHost::builder(Tickets).build().expect("admitted");
+/// let looked = test.invoke("user:ada", Action::new(Tickets::LOOK_ID, json!({}))).await;
+/// let output: Value = assert_completed!(looked);
+/// assert_eq!(output, Value::Null);
+/// # drop(double);
+/// # }
+/// ```
+///
+/// An author trial's tests imported from six paths (`model`, `provider_double`, the testkit's
+/// root, `serde_json`, ...); this is those names, and nothing a test rarely needs.
+pub mod prelude {
+    pub use aip_connector::model::{Action, ActionResult, ActionResultStatus};
+    pub use aip_connector::prelude::*;
+    pub use serde_json::{Value, json};
+
+    pub use crate::conformance::ConformanceSuite;
+    pub use crate::provider_double::{AnswerRequest, Fault, ProviderDouble, ProviderHandle};
+    pub use crate::test_host::{TEST_CREDENTIAL_SECRET, TEST_TENANT, TestHost, TestHostBuilder};
+    pub use crate::{
+        assert_cancelled, assert_completed, assert_failed, assert_manifest_snapshot,
+        assert_pending_approval, conformance_tests,
+    };
+}
 pub use snapshot::{
     ChangeClass, ChangeKind, ManifestChange, SnapshotDiff, SnapshotError, SnapshotMode,
     SnapshotOutcome, diff_manifests,

@@ -212,7 +212,8 @@ pub struct ProviderClientBuilder {
     source_component: String,
     server_errors_uncertain: bool,
     user_agent: String,
-    proxy_from_environment: bool,
+    /// `None`: the environment's proxies, except for a loopback base URL.
+    proxy_from_environment: Option<bool>,
     error_message: Option<ErrorMessage>,
 }
 
@@ -381,10 +382,13 @@ impl ProviderClientBuilder {
         self
     }
 
-    /// Whether `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY` are honoured (default true). Tests against
-    /// a loopback double may turn it off so a developer's proxy settings cannot interfere.
+    /// Whether `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY` are honoured. By default they are, except
+    /// for a loopback base URL (`localhost`, `127.0.0.0/8`, `[::1]`): a test's provider double
+    /// listens there, and a developer's proxy would otherwise receive its requests (every test
+    /// built its client with `proxy_from_environment(false)` before, an author trial's most
+    /// repeated line). `true` sends loopback requests to the proxy too; `false` never uses one.
     pub fn proxy_from_environment(mut self, enabled: bool) -> Self {
-        self.proxy_from_environment = enabled;
+        self.proxy_from_environment = Some(enabled);
         self
     }
 
@@ -447,7 +451,10 @@ impl ProviderClientBuilder {
             .connect_timeout(self.connect_timeout)
             .user_agent(self.user_agent)
             .default_headers(default_headers);
-        if !self.proxy_from_environment {
+        if !self
+            .proxy_from_environment
+            .unwrap_or_else(|| !is_loopback(&base))
+        {
             http = http.no_proxy();
         }
         let http = http.build().map_err(|error| ProviderClientError::Http {
@@ -473,6 +480,21 @@ impl ProviderClientBuilder {
                 error_message: self.error_message,
             }),
         })
+    }
+}
+
+/// Whether `url` names this machine by a loopback name or address.
+fn is_loopback(url: &reqwest::Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<std::net::IpAddr>() {
+        Ok(address) => address.is_loopback(),
+        Err(_) => {
+            let name = host.to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
     }
 }
 
@@ -531,7 +553,7 @@ impl ProviderClient {
             source_component: codes::SOURCE_COMPONENT.to_owned(),
             server_errors_uncertain: false,
             user_agent: concat!("aip-connector/", env!("CARGO_PKG_VERSION")).to_owned(),
-            proxy_from_environment: true,
+            proxy_from_environment: None,
             error_message: None,
         }
     }

@@ -31,8 +31,8 @@ use aip_connector::ProviderClient;
 use aip_connector::provider::ProviderClientError;
 
 /// A provider client for a provider on this machine (the testkit's provider double, or any
-/// loopback server): failures name `source` as their component, and proxies configured in the
-/// environment are ignored, since a proxy cannot reach the machine's loopback interface.
+/// loopback server): failures name `source` as their component. Proxies configured in the
+/// environment are not used for a loopback URL (the builder's default there).
 ///
 /// # Errors
 ///
@@ -43,6 +43,5 @@ pub fn loopback_client(
 ) -> Result<ProviderClient, ProviderClientError> {
     ProviderClient::builder(base_url)
         .source_component(source)
-        .proxy_from_environment(false)
         .build()
 }

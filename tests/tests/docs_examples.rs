@@ -354,24 +354,25 @@ mod getting_started_provider {
     use aip_connector_testkit::provider_double::{Fault, ProviderDouble, ProviderHandle};
     use aip_connector_testkit::{TestHost, assert_completed};
 
-    /// The connector against the double (which listens on loopback: no proxy).
+    /// The connector against the double (on loopback, which a client reaches without the
+    /// environment's proxy).
     fn tickets(base_url: &str) -> Tickets {
         let api = ProviderClient::builder(base_url)
             .source_component("tickets")
-            .proxy_from_environment(false)
             .build()
             .expect("the double's URL is valid");
         Tickets::new(api)
     }
 
     /// The double answers as the real API does: `POST /tickets` with the ticket, `GET
-    /// /tickets/{id}` with it or a 404.
+    /// /tickets/{id}` with it or a 404. Each route names its method: a `/tickets/*` without one
+    /// would answer that 404 to a `DELETE /tickets/{id}` too.
     fn shape_tickets(provider: &ProviderHandle) {
         provider.answer(
-            "/tickets",
+            "POST /tickets",
             |request| json!({ "id": request.operation_id(), "title": request.body()["title"] }),
         );
-        provider.answer("/tickets/*", |request| {
+        provider.answer("GET /tickets/*", |request| {
             let id = request.path().trim_start_matches("/tickets/");
             match request.effects().iter().find(|e| e.operation_id == id) {
                 Some(opened) => opened.answer.clone(),

@@ -1284,7 +1284,8 @@ async fn credentials_are_checked_before_the_handler() {
         missing.error.as_ref().unwrap().message.ends_with(
             "the host's deployment has no credential provider: give it one \
              (Deployment::with_credentials, or Deployment::with_static_credential for a single \
-             credential)"
+             credential; in a testkit TestHost, TestHostBuilder::credential with the scopes it \
+             grants)"
         ),
         "{missing:?}"
     );

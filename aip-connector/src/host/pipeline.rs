@@ -3705,7 +3705,8 @@ async fn credential_checks(
             } else {
                 "the host's deployment has no credential provider: give it one \
                  (Deployment::with_credentials, or Deployment::with_static_credential for a \
-                 single credential)"
+                 single credential; in a testkit TestHost, TestHostBuilder::credential with the \
+                 scopes it grants)"
             };
             return Err(auth(
                 codes::CREDENTIAL_MISSING,
