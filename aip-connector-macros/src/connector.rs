@@ -13,6 +13,7 @@ use syn::{Expr, ImplItem, ItemImpl};
 
 use crate::capability::{self, CapabilityItem};
 use crate::ctxt::Ctxt;
+use crate::diagnostics;
 use crate::keys;
 use crate::meta::{self, MetaArgs, MetaItem, MetaKind};
 use crate::signature::Extractor;
@@ -572,12 +573,24 @@ fn parse_args(cx: &Ctxt, args: TokenStream) -> ConnectorAttr {
                             });
                             match written {
                                 Some((profile, span)) => {
+                                    if let Some((known, short)) = misspelt_profile(&profile) {
+                                        cx.error_at(span, format!("`{profile}` {}: write `{short}` (the id `{known}`); a profile of your own is named in your own namespace (rule `{}`)", diagnostics::PROFILE_TYPO.message, diagnostics::PROFILE_TYPO.code));
+                                    }
                                     attr.profiles.push(profile);
                                     attr.profile_spans.push(span);
                                 }
                                 None => {
                                     profiles_malformed = true;
-                                    cx.error_spanned_by(element, "a profile is a short name (`native_http`, `native_nats`, `mcp`, `a2a`, `webhook`, `sse`) or a non-empty string literal, e.g. \"aip.native.http.v1\"");
+                                    let short_names: Vec<&str> = crate::keys::bindings::ALIASES
+                                        .iter()
+                                        .map(|(name, _)| *name)
+                                        .collect();
+                                    let typo = meta::as_ident(element)
+                                        .map(|ident| {
+                                            meta::suggestion(&ident.to_string(), &short_names)
+                                        })
+                                        .unwrap_or_default();
+                                    cx.error_spanned_by(element, format!("a profile is a short name (`native_http`, `native_nats`, `mcp`, `a2a`, `webhook`, `sse`) or a non-empty string literal, e.g. \"aip.native.http.v1\"{typo}"));
                                 }
                             }
                         }
@@ -743,6 +756,32 @@ pub(crate) fn cfg_alternatives(a: &CapabilityItem, b: &CapabilityItem) -> bool {
     !a.is_empty()
         && !b.is_empty()
         && quote::quote!(#(#a)*).to_string() != quote::quote!(#(#b)*).to_string()
+}
+
+/// The well-known profile (its id and short name) that `written`, a profile id from a string
+/// literal the SDK does not know, misspells: within two edits of its id, or of its short name
+/// for a name without dots (`"mpc"`). The same id at another version (`aip.mcp.compat.v2`) is
+/// not a typo: it may be a later profile.
+fn misspelt_profile(written: &str) -> Option<(&'static str, &'static str)> {
+    const MAX_EDITS: usize = 2;
+    let versionless = |id: &str| match id.rsplit_once(".v") {
+        Some((stem, version))
+            if !version.is_empty() && version.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            stem.to_owned()
+        }
+        _ => id.to_owned(),
+    };
+    aip_connector_core::ids::profiles::SHORT_NAMES
+        .iter()
+        .filter(|(short, id)| written != *id && written != *short)
+        .map(|&(short, id)| {
+            let against = if written.contains('.') { id } else { short };
+            (meta::edit_distance(written, against), (id, short))
+        })
+        .filter(|&(edits, (id, _))| edits <= MAX_EDITS && versionless(written) != versionless(id))
+        .min_by_key(|&(edits, _)| edits)
+        .map(|(_, known)| known)
 }
 
 /// Cross-capability rules: unique ids, bindings to declared profiles, projected names that do
@@ -1019,9 +1058,35 @@ fn is_capability_path(path: &syn::Path) -> bool {
 mod tests {
     use quote::quote;
 
+    use super::misspelt_profile;
+
     /// Every path the generated code takes into the SDK goes through `crate = "..."` when given,
     /// for a `#[connector]` and a free `#[capability]` alike; without it, through
     /// `::aip_connector`.
+    #[test]
+    fn profile_typos_are_told_from_other_profiles() {
+        let mcp = Some(("aip.mcp.compat.v1", "mcp"));
+        assert_eq!(misspelt_profile("aip.mpc.compat.v1"), mcp);
+        assert_eq!(misspelt_profile("aip.mcp.compat.v"), mcp);
+        assert_eq!(misspelt_profile("mpc"), mcp);
+        assert_eq!(
+            misspelt_profile("aip.native.htp.v1"),
+            Some(("aip.native.http.v1", "native_http"))
+        );
+        // Known ids, other versions, other namespaces and distant names are not typos.
+        for fine in [
+            "aip.mcp.compat.v1",
+            "aip.mcp.compat.v2",
+            "aip.native.http.v10",
+            "aip.native.grpc.v1",
+            "aip.connector.dify.v1",
+            "acme.mcp.compat.v1",
+            "grpc",
+        ] {
+            assert_eq!(misspelt_profile(fine), None, "{fine}");
+        }
+    }
+
     #[test]
     fn the_sdk_path_is_the_attributes_crate_path() {
         let block = quote! {

@@ -104,6 +104,11 @@ pub(crate) const LITERAL_SUFFIX: Diagnostic = Diagnostic {
     message: "a literal of the attribute takes no suffix: the macro reads the value alone, so a type suffix (`300u8`) is not checked against anything and any other suffix (`\"cap:demo:look\"x`) is dropped; write the value without it",
 };
 
+pub(crate) const PROFILE_TYPO: Diagnostic = Diagnostic {
+    code: "attribute.profile_typo",
+    message: "is not a profile the SDK knows, but is a typo's distance from one: a misspelt profile compiles as a custom one, and nothing serves it",
+};
+
 /// Every macro-only diagnostic, for the catalogue test.
 #[allow(dead_code)]
 pub(crate) const ALL: &[Diagnostic] = &[
@@ -126,4 +131,5 @@ pub(crate) const ALL: &[Diagnostic] = &[
     LIST_ITEM_REPEATED,
     TAG_BLANK,
     LITERAL_SUFFIX,
+    PROFILE_TYPO,
 ];

@@ -254,7 +254,7 @@ pub(crate) fn sdk_path(cx: &crate::ctxt::Ctxt, item: &MetaItem) -> Option<syn::P
 }
 
 /// Levenshtein distance, for "did you mean" suggestions.
-fn edit_distance(a: &str, b: &str) -> usize {
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut previous: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {
