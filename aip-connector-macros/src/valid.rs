@@ -140,12 +140,20 @@ pub(crate) fn check_contract(
     let compensation_capability_missing = issues
         .iter()
         .any(|i| i.code == codes::CONTRACT_COMPENSATION_CAPABILITY_MISSING);
+    // Likewise, `execution(retry)` without an `IdempotencyKey` breaks the retry claim and, when
+    // retry safety is derived (`unsafe`, or `unknown` for a required key the handler never
+    // sees), the retry-safety rule: either fix of the claim (the key, or no `retry`) settles
+    // both, while the safety rule's own advice ("classify retries") settled nothing in an
+    // author trial.
+    let retry_claim_unsupported =
+        attr.execution.retry_safety.is_none() && issues.iter().any(|i| is_claim(i, "`retry`"));
     for issue in issues {
         // The input schema is derived at run time; its object root is checked there.
         if issue.code == codes::CAPABILITY_INPUT_SCHEMA_NOT_OBJECT
             || (side_effect_needs_approval
                 && issue.code == codes::CONTRACT_LINT_RISK_WITHOUT_APPROVAL)
             || (compensation_capability_missing && is_claim(&issue, "`compensation`"))
+            || (retry_claim_unsupported && issue.code == codes::CONTRACT_EXECUTION_RETRY_UNSAFE)
         {
             continue;
         }
