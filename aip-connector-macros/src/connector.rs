@@ -1060,9 +1060,6 @@ mod tests {
 
     use super::misspelt_profile;
 
-    /// Every path the generated code takes into the SDK goes through `crate = "..."` when given,
-    /// for a `#[connector]` and a free `#[capability]` alike; without it, through
-    /// `::aip_connector`.
     #[test]
     fn profile_typos_are_told_from_other_profiles() {
         let mcp = Some(("aip.mcp.compat.v1", "mcp"));
@@ -1087,6 +1084,9 @@ mod tests {
         }
     }
 
+    /// Every path the generated code takes into the SDK goes through `crate = "..."` when given,
+    /// for a `#[connector]` and a free `#[capability]` alike; without it, through
+    /// `::aip_connector`.
     #[test]
     fn the_sdk_path_is_the_attributes_crate_path() {
         let block = quote! {

@@ -38,6 +38,14 @@ pub mod store_conformance;
 pub mod test_host;
 
 pub use provider_double::{AnswerRequest, Fault, ProviderDouble, ProviderHandle};
+pub use snapshot::{
+    ChangeClass, ChangeKind, ManifestChange, SnapshotDiff, SnapshotError, SnapshotMode,
+    SnapshotOutcome, diff_manifests,
+};
+pub use test_host::{
+    TEST_CREDENTIAL_SECRET, TEST_DECISION_REASON, TEST_ISSUER, TEST_TENANT, TestHost,
+    TestHostBuilder,
+};
 
 /// What a connector's tests use, in one `use`: the SDK's
 /// [prelude](aip_connector::prelude) (handler types, `ProviderClient`, the derives), the action
@@ -54,13 +62,10 @@ pub use provider_double::{AnswerRequest, Fault, ProviderDouble, ProviderHandle};
 /// # }
 ///
 /// # async fn run() {
-/// let (double, provider) = ProviderDouble::start().await;
-/// provider.answer("GET /tickets", |_| json!({ "tickets": [] }));
 /// let test = TestHost::builder(Tickets).build().expect("admitted");
 /// let looked = test.invoke("user:ada", Action::new(Tickets::LOOK_ID, json!({}))).await;
 /// let output: Value = assert_completed!(looked);
 /// assert_eq!(output, Value::Null);
-/// # drop(double);
 /// # }
 /// ```
 ///
@@ -79,11 +84,3 @@ pub mod prelude {
         assert_pending_approval, conformance_tests,
     };
 }
-pub use snapshot::{
-    ChangeClass, ChangeKind, ManifestChange, SnapshotDiff, SnapshotError, SnapshotMode,
-    SnapshotOutcome, diff_manifests,
-};
-pub use test_host::{
-    TEST_CREDENTIAL_SECRET, TEST_DECISION_REASON, TEST_ISSUER, TEST_TENANT, TestHost,
-    TestHostBuilder,
-};
