@@ -548,6 +548,43 @@ async fn an_approval_the_host_cannot_match_is_unverified() {
     other.approval = Some(Box::new(approved));
     let error = host.invoke(other, &requester).await;
     assert_policy(failure(&error), codes::POLICY_APPROVAL_UNVERIFIED);
+    // The requester is told which action the approval releases (an author trial resent a fresh
+    // `Action::new` and had no way forward).
+    let refusal = error.error.as_ref().unwrap();
+    assert!(
+        refusal.message.contains("`details.approved_action_id`"),
+        "{}",
+        refusal.message
+    );
+    let details = refusal.details.as_ref().expect("details");
+    assert_eq!(details["approval_id"], serde_json::json!(id));
+    assert_eq!(details["differs"], "action_id");
+    let approved_action_id = details["approved_action_id"]
+        .as_str()
+        .expect("an action id");
+    let stored = host
+        .approval(&id)
+        .await
+        .expect("readable")
+        .expect("the record");
+    assert_eq!(approved_action_id, stored.action.id.as_str());
+    // Another tenant learns nothing of it: the approval reads as unknown, with no details.
+    let elsewhere = TrustedContext::new(Principal::new("user:req", PrincipalKind::Human), "test")
+        .with_tenant(VerifiedTenant::new("t2"));
+    let mut foreign = payment();
+    foreign.approval = Some(Box::new(decision(
+        &id,
+        "user:alice",
+        ApprovalDecisionKind::Approved,
+    )));
+    let error = host.invoke(foreign, &elsewhere).await;
+    let refusal = failure(&error);
+    assert_policy(refusal, codes::POLICY_APPROVAL_UNVERIFIED);
+    assert_eq!(
+        refusal.message,
+        "no approval with this id is known to the host"
+    );
+    assert!(refusal.details.is_none(), "{refusal:?}");
     assert_eq!(treasury.executions.load(Ordering::SeqCst), 0);
 }
 

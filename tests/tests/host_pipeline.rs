@@ -679,6 +679,11 @@ async fn missing_key_and_unsupported_modes_are_contract_failures() {
         )
         .await;
     assert_eq!(code(&result), codes::IDEMPOTENCY_REQUIRED);
+    // The refusal names the field to set.
+    assert_eq!(
+        result.error.as_ref().unwrap().message,
+        "this capability requires an idempotency key: set the action's `idempotency_key`"
+    );
     let mut streaming = Action::new("cap:shop:lookup", json!({ "item": "tea" }));
     streaming.mode = Some(ActionMode::Streaming);
     assert_eq!(

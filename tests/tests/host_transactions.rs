@@ -203,6 +203,88 @@ async fn plan_then_exactly_one_of_many_racing_commits_wins() {
     assert_eq!(record.status, TransactionProtocolStatus::Committed);
 }
 
+/// An author trial sent the commit under the key of its plan: the refusal says that the key
+/// answered the plan and that a commit takes a key of its own, not only that "the input"
+/// differs (it was the same; the transaction is part of the fingerprint). A plan sent without a
+/// key is told that it needs one too.
+#[tokio::test]
+async fn a_commit_under_its_plans_key_is_told_to_take_a_key_of_its_own() {
+    let calendar = Calendar::default();
+    let host = host(calendar.clone(), Arc::new(MemoryStore::default()));
+    // A plan without a key is told that a preview needs one too.
+    let keyless = host
+        .invoke(
+            Action::new("cap:cal:book", json!({ "slot": "9am" }))
+                .with_transaction(ActionTransaction::new(TransactionMode::Plan)),
+            &caller(),
+        )
+        .await;
+    let error = keyless.error.expect("refused");
+    assert_eq!(error.code, codes::IDEMPOTENCY_REQUIRED);
+    assert!(
+        error.message.ends_with(
+            "set the action's `idempotency_key`; a `plan` too: each step of a transaction \
+             takes a key of its own"
+        ),
+        "{}",
+        error.message
+    );
+    let planned = host
+        .invoke(
+            action(TransactionMode::Plan, "booking-1", json!({ "slot": "9am" })),
+            &caller(),
+        )
+        .await;
+    let plan_id = planned.plan_id().expect("a plan").to_owned();
+    let commit = Action::new("cap:cal:book", json!({ "slot": "9am" }))
+        .with_idempotency_key("booking-1")
+        .with_transaction(ActionTransaction::commit(plan_id.clone()));
+    let refused = host.invoke(commit, &caller()).await;
+    let error = refused.error.as_ref().expect("refused");
+    assert_eq!(error.code, codes::IDEMPOTENCY_INPUT_HASH_MISMATCH);
+    assert!(
+        error
+            .message
+            .starts_with("idempotency key was reused with different input: ")
+            && error.message.contains(&format!("plan `{plan_id}`"))
+            && error.message.contains("a `commit` is a request of its own"),
+        "{}",
+        error.message
+    );
+    let details = error.details.as_ref().expect("details");
+    assert_eq!(details["original_plan_id"], json!(plan_id));
+    assert_eq!(details["original_action_id"], json!(planned.action_id));
+    assert_eq!(calendar.effects.load(Ordering::SeqCst), 0, "nothing ran");
+
+    // Another input under a plain key keeps upstream's message as it is.
+    host.invoke(
+        action(
+            TransactionMode::Execute,
+            "booking-2",
+            json!({ "slot": "9am" }),
+        ),
+        &caller(),
+    )
+    .await;
+    let other = host
+        .invoke(
+            action(
+                TransactionMode::Execute,
+                "booking-2",
+                json!({ "slot": "10am" }),
+            ),
+            &caller(),
+        )
+        .await;
+    let error = other.error.expect("refused");
+    assert_eq!(error.code, codes::IDEMPOTENCY_INPUT_HASH_MISMATCH);
+    assert_eq!(
+        error.message,
+        "idempotency key was reused with different input"
+    );
+    assert!(error.details.unwrap().get("original_plan_id").is_none());
+}
+
 #[tokio::test]
 async fn a_commit_must_match_its_plan() {
     let host = host(Calendar::default(), Arc::new(MemoryStore::default()));

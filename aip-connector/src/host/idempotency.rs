@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use aip_connector_core::model::{
     Action, ActionResult, ActionResultStatus, IdempotencyCollisionBehavior, IdempotencyKeyScope,
-    ProtocolError, SIDE_EFFECTS_COMMITTED,
+    ProtocolError, SIDE_EFFECTS_COMMITTED, TransactionMode,
 };
+use aip_connector_core::rules::wire_name;
 use serde_json::{Value, json};
 
 use super::HostInner;
@@ -237,17 +238,42 @@ pub(crate) fn collision(
         IdempotencyCollisionBehavior::RevalidateInputHash if record.input_hash == fingerprint => {
             replay(record, action)
         }
-        IdempotencyCollisionBehavior::RevalidateInputHash => failure::failed(
-            &action.id,
-            failure::with_details(
-                failure::permanent(
-                    codes::IDEMPOTENCY_INPUT_HASH_MISMATCH,
-                    "idempotency key was reused with different input",
+        IdempotencyCollisionBehavior::RevalidateInputHash => {
+            let mut details = json!({ "original_action_id": record.action_id });
+            let message = match answered_another_step(record, action) {
+                Some((plan_id, mode)) => {
+                    details["original_plan_id"] = json!(plan_id);
+                    format!(
+                        "idempotency key was reused with different input: it answered the `plan` \
+                         of plan `{plan_id}`, and a `{mode}` is a request of its own (the key's \
+                         fingerprint covers the transaction); send each step of a transaction \
+                         under a key of its own"
+                    )
+                }
+                None => "idempotency key was reused with different input".to_owned(),
+            };
+            failure::failed(
+                &action.id,
+                failure::with_details(
+                    failure::permanent(codes::IDEMPOTENCY_INPUT_HASH_MISMATCH, message),
+                    details,
                 ),
-                json!({ "original_action_id": record.action_id }),
-            ),
-        ),
+            )
+        }
     }
+}
+
+/// The plan id and the action's transaction mode when the key's stored result is a completed
+/// `plan` and `action` is another step (most often its `commit`): an author trial sent the
+/// commit under the plan's key, and "reused with different input" sent it looking for a
+/// difference in an input that was the same.
+fn answered_another_step<'r>(
+    record: &'r IdempotencyRecord,
+    action: &Action,
+) -> Option<(&'r str, String)> {
+    let plan_id = record.result.plan_id()?;
+    let mode = action.transaction.as_ref().map(|t| t.mode)?;
+    (mode != TransactionMode::Plan).then(|| (plan_id, wire_name(&mode)))
 }
 
 /// The stored result, marked as a replay (`idempotent_replay: true`; an output that is not an

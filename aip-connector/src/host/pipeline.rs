@@ -3544,9 +3544,23 @@ fn contract_checks(contract: &CapabilityContract, action: &Action) -> Result<(),
             .as_deref()
             .is_none_or(|k| k.trim().is_empty())
     {
+        // Named where it goes, and for every step of a transaction: an author trial sent a
+        // `plan` (a preview, no effect) without one and looked for the field to set.
+        let step = action
+            .transaction
+            .as_ref()
+            .map(|t| {
+                format!(
+                    "; a `{}` too: each step of a transaction takes a key of its own",
+                    aip_connector_core::rules::wire_name(&t.mode)
+                )
+            })
+            .unwrap_or_default();
         return Err(failure::permanent(
             codes::IDEMPOTENCY_REQUIRED,
-            "this capability requires an idempotency key",
+            format!(
+                "this capability requires an idempotency key: set the action's `idempotency_key`{step}"
+            ),
         ));
     }
     let mode = action.mode.unwrap_or(ActionMode::Sync);
@@ -4036,17 +4050,9 @@ async fn provided_approval(
     )
     .await?
     .ok_or_else(unknown_approval)?;
-    if record.action.id != action.id
-        || record.capability_id != action.capability_id
-        || record.input_hash != fingerprint
-    {
-        return Err(failure::policy(
-            codes::POLICY_APPROVAL_UNVERIFIED,
-            "the approval was granted for another action or input",
-        ));
-    }
     // The same checks as `resume_approved`: a principal of the same name in another tenant is
-    // another requester.
+    // another requester. They come first, so that only the requester learns which action an
+    // approval was granted for (another tenant's approval reads as unknown whatever it names).
     match resuming_party(host, &record, caller) {
         Ok(()) => {}
         // Another tenant's approval reads as unknown, as for a resume.
@@ -4058,6 +4064,32 @@ async fn provided_approval(
             ));
         }
         Err(Mismatch::Operator) => return Err(operator_changed()),
+    }
+    let differs = if record.action.id != action.id {
+        Some("action_id")
+    } else if record.capability_id != action.capability_id {
+        Some("capability_id")
+    } else if record.input_hash != fingerprint {
+        Some("input")
+    } else {
+        None
+    };
+    if let Some(differs) = differs {
+        // An author trial resent the approved action as a new `Action::new` (a new id) and had
+        // no way forward: name the action the approval releases, and what differs.
+        return Err(failure::with_details(
+            failure::policy(
+                codes::POLICY_APPROVAL_UNVERIFIED,
+                "the approval was granted for another action or input: resend the action it was \
+                 granted for, with its id (`details.approved_action_id`) and the same \
+                 capability, input and transaction",
+            ),
+            json!({
+                "approval_id": record.approval_id,
+                "approved_action_id": record.action.id,
+                "differs": differs,
+            }),
+        ));
     }
     if record.status != ApprovalStatus::Approved {
         return Err(status_error(record.status));
