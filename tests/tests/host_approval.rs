@@ -372,10 +372,31 @@ async fn a_resend_after_the_approval_closed_answers_how_it_closed() {
     let replay = resend(host.clone()).await;
     assert_eq!(replay.status, ActionResultStatus::PendingApproval);
     assert_eq!(replay.output.as_ref().unwrap()["idempotent_replay"], true);
+    let pending_error = replay.error.clone().unwrap();
     decide(&host, &id, &QUORUM, ApprovalDecisionKind::Approved).await;
-    assert_eq!(
-        resend(host.clone()).await.status,
-        ActionResultStatus::PendingApproval
+    // Approved, not resumed: still pending (nothing ran), and saying that it was approved and
+    // how it runs (a deployment trial polled by resending and read "needs human approval").
+    let approved = resend(host.clone()).await;
+    assert_eq!(approved.status, ActionResultStatus::PendingApproval);
+    assert_eq!(approved.output.as_ref().unwrap()["idempotent_replay"], true);
+    let error = approved.error.as_ref().unwrap();
+    assert_eq!(error.code, pending_error.code);
+    assert!(
+        error
+            .message
+            .starts_with("this action was approved and has not run yet"),
+        "{}",
+        error.message
+    );
+    let details = error.details.as_ref().unwrap();
+    assert_eq!(details["approval_status"], "approved");
+    assert_eq!(details["approval_id"], json!(id));
+    assert!(
+        pending_error
+            .details
+            .unwrap()
+            .get("approval_status")
+            .is_none()
     );
     // Resumed, the key holds the real result.
     let resumed = host.resume_approved(&id, &person("user:req")).await;

@@ -3918,7 +3918,11 @@ async fn refresh_pending_replay(
                 codes::POLICY_APPROVAL_ALREADY_RESUMED,
                 "this approved action already ran (re-submitted under another key)",
             ),
-            ApprovalStatus::Pending | ApprovalStatus::Approved => return replayed,
+            ApprovalStatus::Pending => return replayed,
+            // Still pending for the protocol (nothing ran), but a caller polling by resending
+            // read "needs human approval" after the approval was granted (a deployment trial):
+            // say that it was, and how the action runs.
+            ApprovalStatus::Approved => return approved_not_resumed(replayed),
             status @ (ApprovalStatus::Denied
             | ApprovalStatus::Expired
             | ApprovalStatus::Revoked) => status_error(status),
@@ -3938,6 +3942,22 @@ async fn refresh_pending_replay(
     );
     result.mark_idempotent_replay();
     result
+}
+
+/// A replayed `pending_approval` whose approval was granted and not yet resumed: the same
+/// result, its message and `details.approval_status` saying that it was approved and how the
+/// action runs.
+fn approved_not_resumed(mut replayed: ActionResult) -> ActionResult {
+    if let Some(error) = replayed.error.as_mut() {
+        error.message = "this action was approved and has not run yet: send it again with an \
+            approving decision attached (`approval`, from the approval's record), or resume it \
+            by its approval id"
+            .to_owned();
+        if let Some(Value::Object(details)) = error.details.as_mut() {
+            details.insert("approval_status".to_owned(), json!("approved"));
+        }
+    }
+    replayed
 }
 
 /// The policy applied when approval is forced by risk or the legacy flag rather than declared.
