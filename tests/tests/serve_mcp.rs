@@ -3398,3 +3398,39 @@ async fn a_tagged_enum_input_is_admitted_validated_and_projected_as_an_object() 
     assert!(validator.is_valid(&json!({ "via": "email", "to": "a@x" })));
     assert!(!validator.is_valid(&json!({ "via": "email" })));
 }
+
+/// A build watch that may run ten minutes (its SLA) without reporting anything.
+struct Builds;
+
+#[connector(id = "builds", profiles = [native_http, mcp])]
+impl Builds {
+    /// Wait for a build to finish.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = public),
+        sla(timeout_ms = 600_000),
+    )]
+    async fn watch(&self) -> Result<(), ConnectorFailure> {
+        Ok(())
+    }
+}
+
+/// rmcp closes a session after 5 minutes without traffic and abandons the calls running in it;
+/// a call that reports nothing is no traffic, so a migration trial's 10-minute watch was cut at
+/// 5 minutes. Sessions now outlast the longest deadline a tool call gets, plus a minute.
+#[tokio::test]
+async fn sessions_outlast_the_longest_tool_deadline() {
+    let five_minutes = Duration::from_secs(300);
+    let short = McpProjection::new(host(Directory::default())).unwrap();
+    assert_eq!(short.session_keep_alive(), five_minutes, "rmcp's default");
+    let long = McpProjection::new(
+        Host::builder()
+            .connector(Builds)
+            .store(Arc::new(MemoryStore::default()))
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(long.session_keep_alive(), Duration::from_secs(600 + 60));
+}

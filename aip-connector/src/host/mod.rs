@@ -1618,6 +1618,18 @@ impl Host {
         self.inner.manifests.iter().map(|m| m.as_ref())
     }
 
+    /// The longest deadline a call that sets no timeout of its own gets here: the largest SLA
+    /// timeout of the hosted capabilities, or the default timeout when that is larger. (An MCP
+    /// call sets none: the MCP projection keeps its sessions open at least this long.)
+    pub(crate) fn longest_default_deadline_ms(&self) -> u64 {
+        self.inner
+            .manifests
+            .iter()
+            .flat_map(|admitted| admitted.manifest().capabilities.iter())
+            .filter_map(|capability| capability.contract.as_ref()?.sla.as_ref()?.timeout_ms)
+            .fold(self.inner.limits.default_timeout_ms, u64::max)
+    }
+
     /// Whether `capability` runs only as the compensation of another capability (its handler
     /// takes `Compensation`): an action naming it is refused (`transaction.context_missing`).
     pub fn compensates_only(&self, capability: &str) -> bool {

@@ -61,7 +61,7 @@ use rmcp::model::{
 };
 use rmcp::service::{Peer, RequestContext, RunningService, ServerInitializeError};
 use rmcp::transport::streamable_http_server::StreamableHttpService;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
@@ -274,6 +274,13 @@ impl fmt::Debug for McpProjection {
     }
 }
 
+/// Sessions whose keep-alive is [`McpProjection::session_keep_alive`].
+fn session_manager(keep_alive: std::time::Duration) -> LocalSessionManager {
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = Some(keep_alive);
+    manager
+}
+
 impl McpProjection {
     /// Projects every callable capability of every manifest `host` admitted (every kind but
     /// `resource`), in manifest order, except ones that neither run synchronously nor stream
@@ -386,10 +393,24 @@ impl McpProjection {
         }
     }
 
+    /// How long an MCP session served over HTTP may go without traffic before it is closed:
+    /// the longer of rmcp's default (5 minutes) and the longest deadline a tool call gets from
+    /// this host (the largest SLA timeout, or the host's default timeout), plus a minute.
+    ///
+    /// rmcp abandons the calls still running in a session it closes, and a running call whose
+    /// handler sends nothing (no progress, no chunk) is no traffic: with the 5-minute default,
+    /// a migration trial's 10-minute build watch was cut at 5 minutes (`action.abandoned`). A
+    /// session whose client went away without deleting it is held as long (its slot of
+    /// [`with_max_sessions`](Self::with_max_sessions) too).
+    pub fn session_keep_alive(&self) -> std::time::Duration {
+        let longest = std::time::Duration::from_millis(self.host().longest_default_deadline_ms())
+            .saturating_add(std::time::Duration::from_secs(60));
+        SessionConfig::DEFAULT_KEEP_ALIVE.max(longest)
+    }
+
     /// The same projection served over HTTP with at most `max_sessions` MCP sessions open at
     /// once (default [`DEFAULT_MAX_SESSIONS`]). A session lasts until its client deletes it or
-    /// it has been idle for rmcp's session keep-alive, 5 minutes, fixed (the
-    /// `LocalSessionManager` default; [`StreamableHttpServerConfig`] does not set it);
+    /// it has been idle for [`session_keep_alive`](Self::session_keep_alive);
     /// while the limit is reached, a request that would open another is answered
     /// `503 transport.overloaded` with `Retry-After`, and requests of open sessions still pass.
     /// Stateless mode opens no sessions, so the limit does not apply to it. At least 1.
@@ -546,6 +567,7 @@ impl McpProjection {
             limit: Arc::clone(&limit),
             key: self.session_key.clone().unwrap_or_else(SessionKey::random),
         };
+        let manager = session_manager(self.session_keep_alive());
         let projection = Self {
             caller: CallerSource::Transport,
             sessions: Some(Arc::clone(&limit)),
@@ -557,10 +579,7 @@ impl McpProjection {
         };
         let service = StreamableHttpService::new(
             move || Ok(projection.clone()),
-            Arc::new(BoundedSessions::new(
-                LocalSessionManager::default(),
-                Arc::clone(&limit),
-            )),
+            Arc::new(BoundedSessions::new(manager, Arc::clone(&limit))),
             config,
         );
         // The last layer runs first: authentication, then the session limit, so an unknown
