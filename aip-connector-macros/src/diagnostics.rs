@@ -109,6 +109,11 @@ pub(crate) const PROFILE_TYPO: Diagnostic = Diagnostic {
     message: "is not a profile the SDK knows, but is a typo's distance from one: a misspelt profile compiles as a custom one, and nothing serves it",
 };
 
+pub(crate) const MCP_BINDING_KEY: Diagnostic = Diagnostic {
+    code: "attribute.mcp_binding_key",
+    message: "sets nothing: the MCP projection reads only `tool_name` (or `operation_id`, `name`) and `destructive` from `mcp(...)`",
+};
+
 /// Every macro-only diagnostic, for the catalogue test.
 #[allow(dead_code)]
 pub(crate) const ALL: &[Diagnostic] = &[
@@ -132,4 +137,5 @@ pub(crate) const ALL: &[Diagnostic] = &[
     TAG_BLANK,
     LITERAL_SUFFIX,
     PROFILE_TYPO,
+    MCP_BINDING_KEY,
 ];

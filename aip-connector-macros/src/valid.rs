@@ -45,6 +45,66 @@ pub(crate) fn check_attribute(cx: &Ctxt, attr: &CapabilityAttr, attr_span: Span)
         cx.error_at(span, diagnostics::RESOURCE_KIND.message);
     }
     mcp_destructive(cx, attr, attr_span);
+    mcp_binding_keys(cx, attr, attr_span);
+}
+
+/// The keys of an `mcp(...)` binding the SDK reads: the projected name's (`tool_name`,
+/// `operation_id`, `name`, in that order) and `destructive`.
+const MCP_BINDING_KEYS: &[&str] = &["tool_name", "operation_id", "name", MCP_DESTRUCTIVE_KEY];
+
+/// The keys a misspelling is told of: not `name`, whose near neighbours (`note`, `same`) are
+/// plausible metadata of their own.
+const MCP_TYPO_TARGETS: &[&str] = &["tool_name", "operation_id", MCP_DESTRUCTIVE_KEY];
+
+/// rmcp's tool annotations and their short forms: an author moving a tool over writes them into
+/// `mcp(...)`, where any key is accepted as binding metadata and these set nothing.
+const MCP_ANNOTATION_KEYS: &[&str] = &[
+    "annotations",
+    "read_only_hint",
+    "destructive_hint",
+    "idempotent_hint",
+    "open_world_hint",
+    "read_only",
+    "idempotent",
+    "open_world",
+];
+
+/// An `mcp(...)` key that reads like an MCP annotation or a misspelt key the projection reads:
+/// binding metadata takes any key, so `destructive_hint = false` compiled and the tool stayed
+/// destructive (a migration trial). Other keys stay free metadata.
+fn mcp_binding_keys(cx: &Ctxt, attr: &CapabilityAttr, attr_span: Span) {
+    for (position, binding) in attr
+        .bindings
+        .iter()
+        .enumerate()
+        .filter(|(_, binding)| binding.profile == ids::profiles::MCP_COMPAT)
+    {
+        for key in binding.metadata.keys() {
+            if MCP_BINDING_KEYS.contains(&key.as_str()) {
+                continue;
+            }
+            let fix = if MCP_ANNOTATION_KEYS.contains(&key.as_str()) {
+                "; MCP's annotations are derived from the contract (docs/mcp.md §4): `side_effects = [read]` alone is `readOnlyHint`, a required `idempotency` or `retry_safety = safe` is `idempotentHint`, `external_network` is `openWorldHint`, and `mcp(destructive = false)` declares a `write` additive".to_owned()
+            } else if let Some(meant) = crate::meta::did_you_mean(key, MCP_TYPO_TARGETS) {
+                format!(" (did you mean `{meant}`?)")
+            } else {
+                continue;
+            };
+            let span = attr
+                .spans
+                .get(&format!("/bindings/{position}/{key}"))
+                .copied()
+                .unwrap_or(attr_span);
+            cx.error_at(
+                span,
+                format!(
+                    "`{key}` in `mcp(...)` {}{fix} (rule `{}`)",
+                    diagnostics::MCP_BINDING_KEY.message,
+                    diagnostics::MCP_BINDING_KEY.code
+                ),
+            );
+        }
+    }
 }
 
 /// `mcp(destructive = false)` declares a capability's `write` additive for MCP's
