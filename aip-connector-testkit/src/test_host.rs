@@ -201,6 +201,29 @@ impl TestHost {
         tokio::spawn(async move { test.invoke(&principal, action).await })
     }
 
+    /// [`spawn_invoke`](Self::spawn_invoke) for a capability that streams: starts
+    /// [`invoke_stream`](Self::invoke_stream) of `action` on a task of its own and returns a
+    /// handle to its result (the terminal chunk's), its chunks read and dropped. A migration
+    /// trial cancelled a streaming tool with `spawn_invoke`, which calls it the plain way and is
+    /// refused `execution.mode_unsupported`. Read the chunks with `invoke_stream` instead when
+    /// the test checks them.
+    ///
+    /// The handle's task panics if the stream ends without a terminal chunk (the host's task
+    /// was aborted), which `JoinHandle::await` reports as an error.
+    pub fn spawn_invoke_stream(
+        &self,
+        principal: &str,
+        action: Action,
+    ) -> tokio::task::JoinHandle<ActionResult> {
+        let chunks = self.invoke_stream(principal, action);
+        tokio::spawn(async move {
+            chunks
+                .result()
+                .await
+                .expect("the stream ended without a terminal chunk: the host's task was aborted")
+        })
+    }
+
     /// Cancels the action `action_id` that `principal` runs, as a server does on that caller's
     /// cancel (`Host::cancel_as`): `Cancelled` when it was executing, `Pending` when it has not
     /// reached its handler yet (the cancel is remembered for 60 s and the action ends

@@ -941,6 +941,50 @@ impl Jobs {
             "jobs",
         ))
     }
+
+    /// Watches a job, reporting progress, until it is stopped.
+    #[capability(risk = low, side_effects = [read], data(sensitivity = internal))]
+    async fn watch(
+        &self,
+        _payment: Payment,
+        sink: StreamSink<Paid>,
+        stop: Cancellation,
+    ) -> Result<Paid, ConnectorFailure> {
+        sink.progress(json!({ "stage": "queued" })).await?;
+        self.waiting.notify_one();
+        stop.cancelled().await;
+        Err(ConnectorFailure::permanent(
+            "jobs.stopped",
+            "the watch was stopped",
+            "jobs",
+        ))
+    }
+}
+
+/// A migration trial cancelled a streaming tool with `spawn_invoke`, which calls it the plain way
+/// (`execution.mode_unsupported`); `spawn_invoke_stream` starts it streaming.
+#[tokio::test]
+async fn a_running_stream_is_cancelled_through_the_test_host() {
+    use aip_connector::host::CancelOutcome;
+    use aip_connector_testkit::{assert_cancelled, assert_failed};
+
+    let jobs = Jobs::default();
+    let test = TestHost::builder(jobs.clone()).build().unwrap();
+    let plain = test
+        .spawn_invoke(
+            "user:ada",
+            Action::new("cap:jobs:watch", json!({ "cents": 1 })),
+        )
+        .await
+        .unwrap();
+    assert_failed!(plain, codes::EXECUTION_MODE_UNSUPPORTED);
+
+    let action = Action::new("cap:jobs:watch", json!({ "cents": 1 }));
+    let id = action.id.clone();
+    let running = test.spawn_invoke_stream("user:ada", action);
+    jobs.waiting.notified().await;
+    assert_eq!(test.cancel(&id, "user:ada"), CancelOutcome::Cancelled);
+    assert_cancelled!(running.await.unwrap());
 }
 
 /// An author trial cancelled a call through `Arc<TestHost>`, a spawned task and
