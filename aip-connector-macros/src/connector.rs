@@ -759,11 +759,12 @@ pub(crate) fn cfg_alternatives(a: &CapabilityItem, b: &CapabilityItem) -> bool {
 }
 
 /// The well-known profile (its id and short name) that `written`, a profile id from a string
-/// literal the SDK does not know, misspells: within two edits of its id, or of its short name
-/// for a name without dots (`"mpc"`). The same id at another version (`aip.mcp.compat.v2`) is
-/// not a typo: it may be a later profile.
+/// literal the SDK does not know, misspells: an id in the `aip.` namespace within two edits of a
+/// well-known id, or a name without dots of four characters or more one edit from a short name
+/// (`"native_htp"`). Ids of other namespaces (`"aws.sse.stream.v1"`), short dotless names
+/// (`"rss"`, `"acp"`) and the same id at another version (`aip.mcp.compat.v2`, may be a later
+/// profile) are not typos: profile ids are free-form, and this rule cannot be waived.
 fn misspelt_profile(written: &str) -> Option<(&'static str, &'static str)> {
-    const MAX_EDITS: usize = 2;
     let versionless = |id: &str| match id.rsplit_once(".v") {
         Some((stem, version))
             if !version.is_empty() && version.bytes().all(|b| b.is_ascii_digit()) =>
@@ -772,14 +773,26 @@ fn misspelt_profile(written: &str) -> Option<(&'static str, &'static str)> {
         }
         _ => id.to_owned(),
     };
+    let dotted = written.contains('.');
+    if dotted && !written.starts_with("aip.") {
+        return None;
+    }
+    // Dotted: the `aip.` ids, two edits; dotless: short names, one edit.
+    let max_edits = if dotted {
+        2
+    } else if written.chars().count() >= 4 {
+        1
+    } else {
+        return None;
+    };
     aip_connector_core::ids::profiles::SHORT_NAMES
         .iter()
         .filter(|(short, id)| written != *id && written != *short)
         .map(|&(short, id)| {
-            let against = if written.contains('.') { id } else { short };
+            let against = if dotted { id } else { short };
             (meta::edit_distance(written, against), (id, short))
         })
-        .filter(|&(edits, (id, _))| edits <= MAX_EDITS && versionless(written) != versionless(id))
+        .filter(|&(edits, (id, _))| edits <= max_edits && versionless(written) != versionless(id))
         .min_by_key(|&(edits, _)| edits)
         .map(|(_, known)| known)
 }
@@ -1065,11 +1078,9 @@ mod tests {
         let mcp = Some(("aip.mcp.compat.v1", "mcp"));
         assert_eq!(misspelt_profile("aip.mpc.compat.v1"), mcp);
         assert_eq!(misspelt_profile("aip.mcp.compat.v"), mcp);
-        assert_eq!(misspelt_profile("mpc"), mcp);
-        assert_eq!(
-            misspelt_profile("aip.native.htp.v1"),
-            Some(("aip.native.http.v1", "native_http"))
-        );
+        let http = Some(("aip.native.http.v1", "native_http"));
+        assert_eq!(misspelt_profile("aip.native.htp.v1"), http);
+        assert_eq!(misspelt_profile("native_htp"), http);
         // Known ids, other versions, other namespaces and distant names are not typos.
         for fine in [
             "aip.mcp.compat.v1",
@@ -1078,7 +1089,19 @@ mod tests {
             "aip.native.grpc.v1",
             "aip.connector.dify.v1",
             "acme.mcp.compat.v1",
+            "aws.sse.stream.v1",
+            "gcp.sse.stream.v1",
+            "api.mcp.compat.v1",
             "grpc",
+            "mpc",
+            "acp",
+            "ap2",
+            "rss",
+            "ws",
+            "ftp",
+            "sip",
+            "a2ui",
+            "amqp",
         ] {
             assert_eq!(misspelt_profile(fine), None, "{fine}");
         }

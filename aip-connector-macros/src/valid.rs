@@ -48,12 +48,11 @@ pub(crate) fn check_attribute(cx: &Ctxt, attr: &CapabilityAttr, attr_span: Span)
     mcp_binding_keys(cx, attr, attr_span);
 }
 
-/// The keys of an `mcp(...)` binding the SDK reads: the projected name's (`tool_name`,
-/// `operation_id`, `name`, in that order) and `destructive`.
-const MCP_BINDING_KEYS: &[&str] = &["tool_name", "operation_id", "name", MCP_DESTRUCTIVE_KEY];
-
-/// The keys a misspelling is told of: not `name`, whose near neighbours (`note`, `same`) are
-/// plausible metadata of their own.
+/// The keys a misspelling (one edit: `tool_nme`) is told of. Not `name`, whose neighbours
+/// (`note`, `same`) are plausible metadata of their own; and one edit only, since `tool_type`
+/// or `operation` may be too. The projection reads these and `name` ([`Binding::NAME_KEYS`]).
+///
+/// [`Binding::NAME_KEYS`]: aip_connector_core::model::Binding::NAME_KEYS
 const MCP_TYPO_TARGETS: &[&str] = &["tool_name", "operation_id", MCP_DESTRUCTIVE_KEY];
 
 /// rmcp's tool annotations and their short forms: an author moving a tool over writes them into
@@ -80,12 +79,19 @@ fn mcp_binding_keys(cx: &Ctxt, attr: &CapabilityAttr, attr_span: Span) {
         .filter(|(_, binding)| binding.profile == ids::profiles::MCP_COMPAT)
     {
         for key in binding.metadata.keys() {
-            if MCP_BINDING_KEYS.contains(&key.as_str()) {
+            if aip_connector_core::model::Binding::NAME_KEYS.contains(&key.as_str())
+                || key == MCP_DESTRUCTIVE_KEY
+            {
                 continue;
             }
             let fix = if MCP_ANNOTATION_KEYS.contains(&key.as_str()) {
                 "; MCP's annotations are derived from the contract (docs/mcp.md §4): `side_effects = [read]` alone is `readOnlyHint`, a required `idempotency` or `retry_safety = safe` is `idempotentHint`, `external_network` is `openWorldHint`, and `mcp(destructive = false)` declares a `write` additive".to_owned()
-            } else if let Some(meant) = crate::meta::did_you_mean(key, MCP_TYPO_TARGETS) {
+            } else if key == "title" || key == "description" {
+                "; the tool's title is the capability's `name = \"...\"` and its description the handler's doc comment".to_owned()
+            } else if let Some(meant) = MCP_TYPO_TARGETS
+                .iter()
+                .find(|target| crate::meta::edit_distance(key, target) == 1)
+            {
                 format!(" (did you mean `{meant}`?)")
             } else {
                 continue;

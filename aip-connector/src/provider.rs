@@ -383,10 +383,10 @@ impl ProviderClientBuilder {
     }
 
     /// Whether `HTTP_PROXY`/`HTTPS_PROXY`/`NO_PROXY` are honoured. By default they are, except
-    /// for a loopback base URL (`localhost`, `127.0.0.0/8`, `[::1]`): a test's provider double
-    /// listens there, and a developer's proxy would otherwise receive its requests (every test
-    /// built its client with `proxy_from_environment(false)` before, an author trial's most
-    /// repeated line). `true` sends loopback requests to the proxy too; `false` never uses one.
+    /// for a loopback base URL (`localhost` and `*.localhost`, `127.0.0.0/8`, `[::1]`, with or
+    /// without a trailing dot): a proxy elsewhere cannot reach this machine's loopback, and a
+    /// test's provider double listens there, so sending it a developer's proxy settings only
+    /// breaks tests. `true` sends loopback requests to the proxy too; `false` never uses one.
     pub fn proxy_from_environment(mut self, enabled: bool) -> Self {
         self.proxy_from_environment = Some(enabled);
         self
@@ -490,9 +490,10 @@ fn is_loopback(url: &reqwest::Url) -> bool {
     };
     let host = host.trim_start_matches('[').trim_end_matches(']');
     match host.parse::<std::net::IpAddr>() {
-        Ok(address) => address.is_loopback(),
+        // `::ffff:127.0.0.1` is an IPv4 loopback address too.
+        Ok(address) => address.to_canonical().is_loopback(),
         Err(_) => {
-            let name = host.to_ascii_lowercase();
+            let name = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
             name == "localhost" || name.ends_with(".localhost")
         }
     }
@@ -1723,6 +1724,32 @@ fn short_type_name(full: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_base_urls_are_told_from_others() {
+        let loopback = |url: &str| is_loopback(&reqwest::Url::parse(url).unwrap());
+        for url in [
+            "http://127.0.0.1:8080",
+            "http://127.8.9.10",
+            "http://[::1]:9000",
+            "http://[::ffff:127.0.0.1]",
+            "http://localhost",
+            "http://LocalHost:1",
+            "http://localhost.",
+            "http://api.localhost",
+        ] {
+            assert!(loopback(url), "{url}");
+        }
+        for url in [
+            "http://10.0.0.1",
+            "http://[::2]",
+            "http://localhost.example.com",
+            "http://example.com",
+            "http://notlocalhost",
+        ] {
+            assert!(!loopback(url), "{url}");
+        }
+    }
 
     #[test]
     fn a_type_name_loses_its_module_paths() {

@@ -223,8 +223,8 @@ async fn a_commit_under_its_plans_key_is_told_to_take_a_key_of_its_own() {
     assert_eq!(error.code, codes::IDEMPOTENCY_REQUIRED);
     assert!(
         error.message.ends_with(
-            "set the action's `idempotency_key`; a `plan` too: each step of a transaction \
-             takes a key of its own"
+            "set the action's `idempotency_key`; this `plan` step needs one too: each step of a \
+             transaction takes a key of its own"
         ),
         "{}",
         error.message

@@ -3414,6 +3414,19 @@ impl Builds {
     async fn watch(&self) -> Result<(), ConnectorFailure> {
         Ok(())
     }
+
+    /// Export every build log: asynchronous only, which the MCP projection leaves out, so its
+    /// six hours do not keep idle sessions open.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = public),
+        execution(async, sync = false, expected = async),
+        sla(timeout_ms = 21_600_000),
+    )]
+    async fn export(&self) -> Result<(), ConnectorFailure> {
+        Ok(())
+    }
 }
 
 /// rmcp closes a session after 5 minutes without traffic and abandons the calls running in it;

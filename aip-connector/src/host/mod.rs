@@ -1618,16 +1618,20 @@ impl Host {
         self.inner.manifests.iter().map(|m| m.as_ref())
     }
 
-    /// The longest deadline a call that sets no timeout of its own gets here: the largest SLA
-    /// timeout of the hosted capabilities, or the default timeout when that is larger. (An MCP
-    /// call sets none: the MCP projection keeps its sessions open at least this long.)
-    pub(crate) fn longest_default_deadline_ms(&self) -> u64 {
-        self.inner
-            .manifests
-            .iter()
-            .flat_map(|admitted| admitted.manifest().capabilities.iter())
-            .filter_map(|capability| capability.contract.as_ref()?.sla.as_ref()?.timeout_ms)
-            .fold(self.inner.limits.default_timeout_ms, u64::max)
+    /// The deadline a call of `capability` that sets no timeout of its own gets here: its SLA
+    /// timeout, else the host's default (`None` for a capability the host does not serve). An
+    /// MCP call sets none: the MCP projection keeps its sessions open at least this long.
+    #[cfg(feature = "mcp")]
+    pub(crate) fn default_deadline_ms(&self, capability: &CapabilityId) -> Option<u64> {
+        let hosted = self.inner.capabilities.get(capability)?;
+        Some(
+            hosted
+                .capability()
+                .contract
+                .as_ref()
+                .and_then(|contract| contract.sla.as_ref()?.timeout_ms)
+                .unwrap_or(self.inner.limits.default_timeout_ms),
+        )
     }
 
     /// Whether `capability` runs only as the compensation of another capability (its handler

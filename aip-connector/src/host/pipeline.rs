@@ -3546,13 +3546,25 @@ fn contract_checks(contract: &CapabilityContract, action: &Action) -> Result<(),
     {
         // Named where it goes, and for every step of a transaction: an author trial sent a
         // `plan` (a preview, no effect) without one and looked for the field to set.
+        use aip_connector_core::model::TransactionMode;
         let step = action
             .transaction
             .as_ref()
-            .map(|t| {
+            .map(|t| t.mode)
+            .filter(|mode| {
+                matches!(
+                    mode,
+                    TransactionMode::Plan
+                        | TransactionMode::DryRun
+                        | TransactionMode::Commit
+                        | TransactionMode::Compensate
+                        | TransactionMode::Reconcile
+                )
+            })
+            .map(|mode| {
                 format!(
-                    "; a `{}` too: each step of a transaction takes a key of its own",
-                    aip_connector_core::rules::wire_name(&t.mode)
+                    "; this `{}` step needs one too: each step of a transaction takes a key of its own",
+                    aip_connector_core::rules::wire_name(&mode)
                 )
             })
             .unwrap_or_default();
@@ -3887,8 +3899,8 @@ fn is_pending_replay(result: &ActionResult) -> bool {
 /// approval) would keep answering "pending" for an action that can no longer run. Those answer
 /// the matching `policy.*` failure instead, as a resume would; an approval whose action ran
 /// through a re-submission (under another key, so this key still holds the pending result)
-/// answers `policy.approval_already_resumed`. A pending approval, or an approved one not yet
-/// resumed, keeps the replay; so does an approval of another tenant (a capability-scoped key
+/// answers `policy.approval_already_resumed`. A pending approval keeps the replay, and an
+/// approved one not yet resumed keeps its status with a message saying so; so does an approval of another tenant (a capability-scoped key
 /// is shared across tenants; its approval's fate is not theirs to learn), and a store failure
 /// (logged): it is what the key holds, and the caller learns the rest from the approval.
 async fn refresh_pending_replay(
@@ -3949,9 +3961,8 @@ async fn refresh_pending_replay(
 /// action runs.
 fn approved_not_resumed(mut replayed: ActionResult) -> ActionResult {
     if let Some(error) = replayed.error.as_mut() {
-        error.message = "this action was approved and has not run yet: send it again with an \
-            approving decision attached (`approval`, from the approval's record), or resume it \
-            by its approval id"
+        error.message = "this action was approved and has not run yet: send it again, the same \
+            action, with an approving decision attached (`approval`, from the approval's record)"
             .to_owned();
         if let Some(Value::Object(details)) = error.details.as_mut() {
             details.insert("approval_status".to_owned(), json!("approved"));

@@ -394,8 +394,10 @@ impl McpProjection {
     }
 
     /// How long an MCP session served over HTTP may go without traffic before it is closed:
-    /// the longer of rmcp's default (5 minutes) and the longest deadline a tool call gets from
-    /// this host (the largest SLA timeout, or the host's default timeout), plus a minute.
+    /// the longer of rmcp's default (5 minutes) and the longest deadline a call of this
+    /// projection's tools gets (each tool's SLA timeout, or the host's default timeout), plus a
+    /// minute. Capabilities the projection leaves out (async-only ones, for instance) do not
+    /// count.
     ///
     /// rmcp abandons the calls still running in a session it closes, and a running call whose
     /// handler sends nothing (no progress, no chunk) is no traffic: with the 5-minute default,
@@ -403,7 +405,14 @@ impl McpProjection {
     /// session whose client went away without deleting it is held as long (its slot of
     /// [`with_max_sessions`](Self::with_max_sessions) too).
     pub fn session_keep_alive(&self) -> std::time::Duration {
-        let longest = std::time::Duration::from_millis(self.host().longest_default_deadline_ms())
+        let longest_ms = self
+            .inner
+            .tools
+            .iter()
+            .filter_map(|tool| self.host().default_deadline_ms(&tool.capability))
+            .max()
+            .unwrap_or(0);
+        let longest = std::time::Duration::from_millis(longest_ms)
             .saturating_add(std::time::Duration::from_secs(60));
         SessionConfig::DEFAULT_KEEP_ALIVE.max(longest)
     }

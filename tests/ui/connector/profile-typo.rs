@@ -5,7 +5,7 @@ use aip_connector::prelude::*;
 
 struct Demo;
 
-#[connector(id = "demo", profiles = [native_http, "aip.mpc.compat.v1", "mpc", "aip.mcp.compat.v2", "acme.feed.v1"])]
+#[connector(id = "demo", profiles = [native_http, "aip.mpc.compat.v1", "native_htp", "aip.mcp.compat.v2", "acme.feed.v1", "rss"])]
 impl Demo {
     #[capability(risk = low, side_effects = [read], data(sensitivity = public))]
     async fn look(&self) -> Result<(), ConnectorFailure> {

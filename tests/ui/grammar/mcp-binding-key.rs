@@ -21,7 +21,7 @@ impl Demo {
         risk = low,
         side_effects = [read],
         data(sensitivity = public),
-        bindings(mcp(tool_nme = "peek")),
+        bindings(mcp(tool_nme = "peek", title = "Peek", tool_type = "lookup", operation = "peek")),
     )]
     async fn peek(&self) -> Result<(), ConnectorFailure> {
         Ok(())
