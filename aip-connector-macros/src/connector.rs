@@ -765,14 +765,16 @@ pub(crate) fn cfg_alternatives(a: &CapabilityItem, b: &CapabilityItem) -> bool {
 /// (`"rss"`, `"acp"`) and the same id at another version (`aip.mcp.compat.v2`, may be a later
 /// profile) are not typos: profile ids are free-form, and this rule cannot be waived.
 fn misspelt_profile(written: &str) -> Option<(&'static str, &'static str)> {
-    let versionless = |id: &str| match id.rsplit_once(".v") {
-        Some((stem, version))
-            if !version.is_empty() && version.bytes().all(|b| b.is_ascii_digit()) =>
-        {
-            stem.to_owned()
+    fn versionless(id: &str) -> &str {
+        match id.rsplit_once(".v") {
+            Some((stem, version))
+                if !version.is_empty() && version.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                stem
+            }
+            _ => id,
         }
-        _ => id.to_owned(),
-    };
+    }
     let dotted = written.contains('.');
     if dotted && !written.starts_with("aip.") {
         return None;

@@ -72,12 +72,7 @@ const MCP_ANNOTATION_KEYS: &[&str] = &[
 /// binding metadata takes any key, so `destructive_hint = false` compiled and the tool stayed
 /// destructive (a migration trial). Other keys stay free metadata.
 fn mcp_binding_keys(cx: &Ctxt, attr: &CapabilityAttr, attr_span: Span) {
-    for (position, binding) in attr
-        .bindings
-        .iter()
-        .enumerate()
-        .filter(|(_, binding)| binding.profile == ids::profiles::MCP_COMPAT)
-    {
+    for (position, binding) in mcp_bindings(attr) {
         for key in binding.metadata.keys() {
             if aip_connector_core::model::Binding::NAME_KEYS.contains(&key.as_str())
                 || key == MCP_DESTRUCTIVE_KEY
@@ -96,13 +91,8 @@ fn mcp_binding_keys(cx: &Ctxt, attr: &CapabilityAttr, attr_span: Span) {
             } else {
                 continue;
             };
-            let span = attr
-                .spans
-                .get(&format!("/bindings/{position}/{key}"))
-                .copied()
-                .unwrap_or(attr_span);
             cx.error_at(
-                span,
+                binding_key_span(attr, position, key, attr_span),
                 format!(
                     "`{key}` in `mcp(...)` {}{fix} (rule `{}`)",
                     diagnostics::MCP_BINDING_KEY.message,
@@ -113,23 +103,33 @@ fn mcp_binding_keys(cx: &Ctxt, attr: &CapabilityAttr, attr_span: Span) {
     }
 }
 
-/// `mcp(destructive = false)` declares a capability's `write` additive for MCP's
-/// `destructiveHint`; it must be a boolean, and cannot speak for an effect that destroys.
-fn mcp_destructive(cx: &Ctxt, attr: &CapabilityAttr, attr_span: Span) {
-    let Some((position, value)) = attr
-        .bindings
+/// The capability's `mcp(...)` bindings, with their positions among its bindings.
+fn mcp_bindings(
+    attr: &CapabilityAttr,
+) -> impl Iterator<Item = (usize, &aip_connector_core::model::Binding)> {
+    attr.bindings
         .iter()
         .enumerate()
         .filter(|(_, binding)| binding.profile == ids::profiles::MCP_COMPAT)
+}
+
+/// Where the key `key` of the binding at `position` is written, else the attribute.
+fn binding_key_span(attr: &CapabilityAttr, position: usize, key: &str, attr_span: Span) -> Span {
+    attr.spans
+        .get(&format!("/bindings/{position}/{key}"))
+        .copied()
+        .unwrap_or(attr_span)
+}
+
+/// `mcp(destructive = false)` declares a capability's `write` additive for MCP's
+/// `destructiveHint`; it must be a boolean, and cannot speak for an effect that destroys.
+fn mcp_destructive(cx: &Ctxt, attr: &CapabilityAttr, attr_span: Span) {
+    let Some((position, value)) = mcp_bindings(attr)
         .find_map(|(j, binding)| Some((j, binding.metadata.get(MCP_DESTRUCTIVE_KEY)?)))
     else {
         return;
     };
-    let span = attr
-        .spans
-        .get(&format!("/bindings/{position}/{MCP_DESTRUCTIVE_KEY}"))
-        .copied()
-        .unwrap_or(attr_span);
+    let span = binding_key_span(attr, position, MCP_DESTRUCTIVE_KEY, attr_span);
     match value {
         serde_json::Value::Bool(false) => {
             if attr

@@ -8,7 +8,6 @@ use aip_connector_core::model::{
     Action, ActionResult, ActionResultStatus, IdempotencyCollisionBehavior, IdempotencyKeyScope,
     ProtocolError, SIDE_EFFECTS_COMMITTED, TransactionMode,
 };
-use aip_connector_core::rules::wire_name;
 use serde_json::{Value, json};
 
 use super::HostInner;
@@ -270,10 +269,10 @@ pub(crate) fn collision(
 fn answered_another_step<'r>(
     record: &'r IdempotencyRecord,
     action: &Action,
-) -> Option<(&'r str, String)> {
+) -> Option<(&'r str, &'static str)> {
     let plan_id = record.result.plan_id()?;
     let mode = action.transaction.as_ref().map(|t| t.mode)?;
-    (mode != TransactionMode::Plan).then(|| (plan_id, wire_name(&mode)))
+    (mode != TransactionMode::Plan).then_some((plan_id, mode.as_str()))
 }
 
 /// The stored result, marked as a replay (`idempotent_replay: true`; an output that is not an

@@ -3564,7 +3564,7 @@ fn contract_checks(contract: &CapabilityContract, action: &Action) -> Result<(),
             .map(|mode| {
                 format!(
                     "; this `{}` step needs one too: each step of a transaction takes a key of its own",
-                    aip_connector_core::rules::wire_name(&mode)
+                    mode.as_str()
                 )
             })
             .unwrap_or_default();
@@ -3899,10 +3899,11 @@ fn is_pending_replay(result: &ActionResult) -> bool {
 /// approval) would keep answering "pending" for an action that can no longer run. Those answer
 /// the matching `policy.*` failure instead, as a resume would; an approval whose action ran
 /// through a re-submission (under another key, so this key still holds the pending result)
-/// answers `policy.approval_already_resumed`. A pending approval keeps the replay, and an
-/// approved one not yet resumed keeps its status with a message saying so; so does an approval of another tenant (a capability-scoped key
-/// is shared across tenants; its approval's fate is not theirs to learn), and a store failure
-/// (logged): it is what the key holds, and the caller learns the rest from the approval.
+/// answers `policy.approval_already_resumed`; an approved one not yet resumed keeps its status,
+/// with a message saying it was approved. A pending approval keeps the replay as it is; so does
+/// an approval of another tenant (a capability-scoped key is shared across tenants; its
+/// approval's fate is not theirs to learn), and a store failure (logged): it is what the key
+/// holds, and the caller learns the rest from the approval.
 async fn refresh_pending_replay(
     host: &HostInner,
     caller: &TrustedContext,
