@@ -113,6 +113,44 @@ impl Calendar {
         self.book(booking, key, checkpoint).await
     }
 
+    /// The same booking, under a key whose reuse replays the first answer.
+    #[capability(
+        id = "cap:cal:book_replaying",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal, collision = return_original_result),
+        data(sensitivity = internal),
+        transaction(modes = [execute, plan, commit, reconcile], fidelity = policy_and_schema),
+        reconcile = Self::find,
+    )]
+    async fn book_replaying(
+        &self,
+        booking: Booking,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Booked, ConnectorFailure> {
+        self.book(booking, key, checkpoint).await
+    }
+
+    /// The same booking, under a key whose reuse is refused.
+    #[capability(
+        id = "cap:cal:book_rejecting",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal, collision = reject_conflict),
+        data(sensitivity = internal),
+        transaction(modes = [execute, plan, commit, reconcile], fidelity = policy_and_schema),
+        reconcile = Self::find,
+    )]
+    async fn book_rejecting(
+        &self,
+        booking: Booking,
+        key: IdempotencyKey,
+        checkpoint: Checkpoint,
+    ) -> Result<Booked, ConnectorFailure> {
+        self.book(booking, key, checkpoint).await
+    }
+
     async fn find(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
         Ok(ReconcileOutcome::Committed {
             evidence: Some(json!({ "found": request.provider_operation.operation_id })),
@@ -283,6 +321,53 @@ async fn a_commit_under_its_plans_key_is_told_to_take_a_key_of_its_own() {
         "idempotency key was reused with different input"
     );
     assert!(error.details.unwrap().get("original_plan_id").is_none());
+}
+
+/// Under `return_original_result` upstream replays the plan's stored result to a commit sent
+/// under the plan's key: a completed answer, marked as a replay, for a commit that never ran.
+/// Whatever the collision behaviour, another step under a plan's key is refused.
+#[tokio::test]
+async fn a_commit_under_its_plans_key_is_refused_under_every_collision_behaviour() {
+    for capability in ["cap:cal:book_replaying", "cap:cal:book_rejecting"] {
+        let calendar = Calendar::default();
+        let host = host(calendar.clone(), Arc::new(MemoryStore::default()));
+        let input = json!({ "slot": "9am" });
+        let plan = Action::new(capability, input.clone())
+            .with_idempotency_key("booking-1")
+            .with_transaction(ActionTransaction::new(TransactionMode::Plan));
+        let planned = host.invoke(plan.clone(), &caller()).await;
+        let plan_id = planned.plan_id().expect("a plan").to_owned();
+        // A resend of the plan itself is still its duplicate (another action id under
+        // `return_original_result`, the same one under `reject_conflict`).
+        let resent = if capability == "cap:cal:book_replaying" {
+            Action::new(capability, input.clone())
+                .with_idempotency_key("booking-1")
+                .with_transaction(ActionTransaction::new(TransactionMode::Plan))
+        } else {
+            plan
+        };
+        let replayed = host.invoke(resent, &caller()).await;
+        assert_eq!(replayed.plan_id(), Some(plan_id.as_str()), "{capability}");
+
+        let commit = Action::new(capability, input)
+            .with_idempotency_key("booking-1")
+            .with_transaction(ActionTransaction::commit(plan_id.clone()));
+        let refused = host.invoke(commit, &caller()).await;
+        let error = refused
+            .error
+            .as_ref()
+            .unwrap_or_else(|| panic!("{capability}: the commit was answered {refused:?}"));
+        assert_eq!(error.code, codes::IDEMPOTENCY_CONFLICT, "{capability}");
+        assert!(
+            error.message.contains(&format!("plan `{plan_id}`"))
+                && error.message.contains("a `commit` is a request of its own"),
+            "{capability}: {}",
+            error.message
+        );
+        let details = error.details.as_ref().expect("details");
+        assert_eq!(details["original_plan_id"], json!(plan_id), "{capability}");
+        assert_eq!(calendar.effects.load(Ordering::SeqCst), 0, "{capability}");
+    }
 }
 
 #[tokio::test]

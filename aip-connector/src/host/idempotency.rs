@@ -193,7 +193,9 @@ pub(crate) fn input_hash(input: &Value) -> String {
 /// exact resend of the *same action id* (a transport retry the caller cannot tell from a lost
 /// response) and reject every other reuse of the key; `revalidate_input_hash` replays any
 /// action with the same input. Whatever the behaviour, a key settled by another capability is
-/// `idempotency.conflict`. Documented in `docs/host-runtime.md`.
+/// `idempotency.conflict`, and so is a key that answered a `plan` and is sent with another step
+/// of a transaction (`idempotency.input_hash_mismatch` under `revalidate_input_hash`).
+/// Documented in `docs/host-runtime.md`.
 pub(crate) fn collision(
     behavior: IdempotencyCollisionBehavior,
     record: &IdempotencyRecord,
@@ -215,6 +217,32 @@ pub(crate) fn collision(
                 json!({
                     "original_action_id": record.action_id,
                     "original_capability_id": record.capability_id,
+                    "action_id": action.id,
+                }),
+            ),
+        );
+    }
+    // The key answered a `plan` and this is another step of a transaction (its `commit`, most
+    // often): never a duplicate, whatever the behaviour. Under `return_original_result` upstream
+    // replays the plan as a completed answer, and a caller reads it as a commit that ran when
+    // nothing was committed (`revalidate_input_hash` refuses it below, with its own code).
+    if let Some((plan_id, mode)) = answered_another_step(record, action)
+        && behavior != IdempotencyCollisionBehavior::RevalidateInputHash
+    {
+        return failure::failed(
+            &action.id,
+            failure::with_details(
+                failure::permanent(
+                    codes::IDEMPOTENCY_CONFLICT,
+                    format!(
+                        "idempotency key has already been used: it answered the `plan` of plan \
+                         `{plan_id}`, and a `{mode}` is a request of its own; send each step of \
+                         a transaction under a key of its own"
+                    ),
+                ),
+                json!({
+                    "original_action_id": record.action_id,
+                    "original_plan_id": plan_id,
                     "action_id": action.id,
                 }),
             ),
