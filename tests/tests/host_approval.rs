@@ -15,7 +15,9 @@ use aip_connector::model::{
     PrincipalKind,
 };
 use aip_connector::prelude::*;
-use aip_connector::store::{ApprovalStatus, ManualClock, MemoryStore, SharedStore};
+use aip_connector::store::{
+    ApprovalStatus, ApprovalStore, Clock, ManualClock, MemoryStore, ResumeClaim, SharedStore,
+};
 use aip_connector_tests::hooked_store::{Gate, HookedStore};
 use serde_json::json;
 
@@ -831,11 +833,14 @@ async fn a_resend_while_the_resubmission_runs_is_told_to_retry() {
 }
 
 /// An approved action that ran through a re-submission under another key: a resend under the
-/// key that still holds its pending result says it already ran, not that it waits.
+/// key that still holds its pending result says it already ran, not that it waits. Within five
+/// seconds of the resume's claim it is told to come back instead: so soon, the resume may still
+/// be on its way to this key (see the next test).
 #[tokio::test]
 async fn a_resend_after_a_resubmission_under_another_key_says_it_already_ran() {
     let payments = Payments::default();
-    let host = host(payments.clone(), Arc::default());
+    let clock = Arc::new(ManualClock::default());
+    let host = host(payments.clone(), clock.clone());
     let (original, id) = approved_refund(&host).await;
     let mut resubmitted = original.clone().with_idempotency_key("refund-1-again");
     resubmitted.approval = Some(Box::new(decision(
@@ -847,11 +852,57 @@ async fn a_resend_after_a_resubmission_under_another_key_says_it_already_ran() {
     assert_eq!(ran.status, ActionResultStatus::Completed, "{ran:?}");
     assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
 
+    let soon = host.invoke(original.clone(), &person("user:req")).await;
+    let error = soon.error.expect("told to come back");
+    assert_eq!(error.code, codes::IDEMPOTENCY_IN_PROGRESS);
+    assert_eq!(error.retryable, Some(true));
+
+    clock.advance(5_000);
     let resend = host.invoke(original, &person("user:req")).await;
     assert_eq!(resend.status, ActionResultStatus::Failed, "{resend:?}");
     let error = resend.error.unwrap();
     assert_eq!(error.code, codes::POLICY_APPROVAL_ALREADY_RESUMED);
     assert_eq!(error.details.unwrap()["approval_id"], json!(id));
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
+}
+
+/// A resume claims the approval, then reserves the key that holds the pending result. A plain
+/// resend of the gated action in between (a client polling for the result, racing the
+/// approver's resume on another replica) read "resumed" beside the pending record and was told,
+/// for good, that the action "already ran (re-submitted under another key)"; the resume then
+/// ran and succeeded under this very key (a deployment trial, 9 runs in 15). The resend is told
+/// to come back, and then gets the result.
+#[tokio::test]
+async fn a_resend_racing_the_resume_between_its_claim_and_its_reservation_is_told_to_retry() {
+    let payments = Payments::default();
+    let clock = Arc::new(ManualClock::default());
+    let store = Arc::new(MemoryStore::default());
+    let host = host_on(payments.clone(), clock.clone(), store.clone());
+    let (original, id) = approved_refund(&host).await;
+    // The resumer's claim, made as `resume_approved` makes it, before its reservation.
+    let claim = ResumeClaim::new(clock.now_ms());
+    assert!(store.claim_resume(&id, &claim).await.unwrap());
+
+    let polled = host.invoke(original.clone(), &person("user:req")).await;
+    assert_eq!(polled.status, ActionResultStatus::Failed, "{polled:?}");
+    let error = polled.error.expect("told to come back");
+    assert_eq!(
+        error.code,
+        codes::IDEMPOTENCY_IN_PROGRESS,
+        "{}",
+        error.message
+    );
+    assert_eq!(error.retryable, Some(true));
+    assert!(error.retry_after_ms.is_some_and(|ms| ms <= 1_000));
+    assert_eq!(payments.executions.load(Ordering::SeqCst), 0);
+
+    // The resumer carries on (here: gives its claim back and resumes through the host).
+    store.release_resume(&id, &claim).await.unwrap();
+    let resumed = host.resume_approved(&id, &person("user:req")).await;
+    assert_eq!(resumed.status, ActionResultStatus::Completed, "{resumed:?}");
+    let polled = host.invoke(original, &person("user:req")).await;
+    assert_eq!(polled.status, ActionResultStatus::Completed, "{polled:?}");
+    assert!(polled.is_idempotent_replay());
     assert_eq!(payments.executions.load(Ordering::SeqCst), 1);
 }
 

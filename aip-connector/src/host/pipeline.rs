@@ -1070,9 +1070,10 @@ enum ResumeRefusal {
     Unanswered(ActionResult),
 }
 
-/// How long after a resume was claimed a re-submission's resend that finds nothing under the
-/// key is told to come back rather than that the approval already ran: far longer than the
-/// store round trips between a claim and its reservation, or a give-back.
+/// How long after a resume was claimed a resend that finds nothing of it under the key (a
+/// re-submission's resend at stage 9, a plain resend finding the pending record at stage 7) is
+/// told to come back rather than that the approval already ran: far longer than the store
+/// round trips between a claim and its reservation, or a give-back.
 const CLAIM_SETTLING_MS: crate::store::Millis = 5_000;
 
 /// The answer to a resend that met a resume claimed moments ago with nothing under its key.
@@ -3927,6 +3928,18 @@ async fn refresh_pending_replay(
             return replayed;
         }
         Ok(Some(record)) => match record.status {
+            // A resume claims the approval before it reserves the key: a resend in between
+            // reads "resumed" beside the pending record. Answered "already ran" for good, a
+            // polling client (a deployment trial) recorded a failure for an action that then
+            // succeeded under this key; it is told to come back, as stage 9 tells a resend.
+            ApprovalStatus::Approved
+                if record.resumed
+                    && record
+                        .resumed_at_ms
+                        .is_some_and(|at| now.saturating_sub(at) < CLAIM_SETTLING_MS) =>
+            {
+                return claim_settling(&replayed.action_id);
+            }
             ApprovalStatus::Approved if record.resumed => failure::policy(
                 codes::POLICY_APPROVAL_ALREADY_RESUMED,
                 "this approved action already ran (re-submitted under another key)",
