@@ -641,7 +641,7 @@ pub struct RecordedRequest {
 }
 
 /// Whether a header's value is a credential, kept out of `Debug`.
-fn is_credential_header(name: &str) -> bool {
+pub(crate) fn is_credential_header(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
     matches!(
         name.as_str(),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use aip_connector::codes;
 use aip_connector::host::{Deployment, Host, TrustedContext};
-use aip_connector::model::{Action, Principal, PrincipalKind};
+use aip_connector::model::{Action, ActionResultStatus, Principal, PrincipalKind};
 use aip_connector::prelude::*;
 use aip_connector::store::{IdempotencyStore, MemoryStore};
 use aip_connector::{CredentialHandle, Secret, VerifiedTenant};
@@ -170,6 +170,42 @@ impl Echoes {
                 .expose_str()
                 .unwrap_or_default()
                 .to_owned(),
+        })
+    }
+}
+
+#[derive(Serialize, JsonSchema)]
+struct EchoedStatus {
+    status: String,
+    headers: Vec<String>,
+}
+
+/// A provider that echoes the request's `Authorization` header in its answer, which the handler
+/// passes on as its output (an author trial's provider did).
+struct EchoingProvider;
+
+#[connector(id = "echoing")]
+impl EchoingProvider {
+    /// Sends an invoice; the provider's answer quotes the request's headers.
+    #[capability(
+        risk = low,
+        side_effects = [read],
+        idempotency(required, scope = tenant),
+        data(sensitivity = internal),
+        credentials(required, scopes = ["charts.write"]),
+    )]
+    async fn status(
+        &self,
+        _key: IdempotencyKey,
+        credential: Credential,
+    ) -> Result<EchoedStatus, ConnectorFailure> {
+        let secret = credential.secret().expose_str().unwrap_or_default();
+        Ok(EchoedStatus {
+            status: format!("Bearer {secret}"),
+            headers: vec![
+                format!("authorization: Bearer {secret}"),
+                "accept: */*".into(),
+            ],
         })
     }
 }
@@ -787,6 +823,57 @@ async fn an_output_schema_failure_does_not_quote_the_credential() {
     assert!(shown.contains("[withheld]"), "{shown}");
     assert!(!shown.contains(CANARY), "{shown}");
     assert!(!logs.text().contains(CANARY), "{}", logs.text());
+}
+
+/// A completed output that quotes the call's credential is stored, replayed and returned with
+/// the material withheld, and the host warns that it did so (an author trial's provider echoed
+/// `Authorization` in its answer, and the token went back to the caller and into the store).
+#[tokio::test]
+async fn an_output_quoting_the_credential_is_withheld_before_it_is_stored() {
+    let (logs, _guard) = capture_logs();
+    let store = Arc::new(MemoryStore::default());
+    let host = Host::builder()
+        .connector(EchoingProvider)
+        .store(store.clone())
+        .deployment(
+            Deployment::new().with_static_credential(
+                CredentialHandle::new("cred-9", "vault", Secret::new(CANARY))
+                    .with_scopes(["charts.write"]),
+            ),
+        )
+        .build()
+        .unwrap();
+    let action = Action::new("cap:echoing:status", json!({})).with_idempotency_key("status-1");
+    let result = host.invoke(action.clone(), &caller()).await;
+    assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
+    let output = result.output.as_ref().expect("an output");
+    assert_eq!(output["status"], json!("Bearer [withheld]"));
+    assert_eq!(
+        output["headers"],
+        json!(["authorization: Bearer [withheld]", "accept: */*"])
+    );
+    let replayed = host.invoke(action, &caller()).await;
+    assert!(replayed.is_idempotent_replay());
+    let record = store
+        .record("Tenant:t1:status-1", 0)
+        .await
+        .unwrap()
+        .expect("the key's record");
+    for shown in [
+        serde_json::to_string(&result).unwrap(),
+        serde_json::to_string(&replayed).unwrap(),
+        serde_json::to_string(&record).unwrap(),
+        format!("{record:?}"),
+        logs.text(),
+    ] {
+        assert!(!shown.contains(CANARY), "{shown}");
+    }
+    assert!(
+        logs.text()
+            .contains("the handler's output quoted the call's credential"),
+        "{}",
+        logs.text()
+    );
 }
 
 /// An input value that is also a word of the SDK's own field names (`provider`, `details`)

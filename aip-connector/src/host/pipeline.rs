@@ -1786,7 +1786,18 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
         ..
     } = *call;
     match outcome {
-        Outcome::Completed(output, secret) => {
+        Outcome::Completed(mut output, secret) => {
+            // The output is stored, replayed and returned: a provider that echoes the
+            // credential (`"authorization": "Bearer …"`) must not carry it there (found by an
+            // author trial). Withheld before the output is checked, so what goes out is what
+            // was validated.
+            if withhold_credential_in_value(&mut output, secret.as_ref()) {
+                tracing::warn!(
+                    action_id = %Clipped::new(action.id.as_str(), host.limits.max_id_bytes),
+                    capability_id = %Clipped::new(call.routed.id.as_str(), host.limits.max_id_bytes),
+                    "the handler's output quoted the call's credential; it was withheld from the output"
+                );
+            }
             let mut result = check_output(
                 call.routed_hosted,
                 action,
@@ -3381,8 +3392,8 @@ fn encoded_forms(text: &str, out: &mut Vec<String>) {
 /// the text as it is, and overlapping or touching ones are withheld as one: replacing one form
 /// after another let an input value that overlaps the credential (`"bad key sk_"` against
 /// `"… bad key sk_live_…"`) break the credential's text up before its own turn came, so the
-/// rest of it went out in clear (found by a hostile probe).
-fn scrub(text: &mut String, forms: &[String]) {
+/// rest of it went out in clear (found by a hostile probe). Says whether anything was withheld.
+fn scrub(text: &mut String, forms: &[String]) -> bool {
     let mut found: Vec<std::ops::Range<usize>> = Vec::new();
     for form in forms.iter().filter(|form| !form.is_empty()) {
         let mut from = 0;
@@ -3394,7 +3405,7 @@ fn scrub(text: &mut String, forms: &[String]) {
         }
     }
     if found.is_empty() {
-        return;
+        return false;
     }
     found.sort_by_key(|range| range.start);
     let mut scrubbed = String::with_capacity(text.len());
@@ -3419,14 +3430,18 @@ fn scrub(text: &mut String, forms: &[String]) {
     }
     scrubbed.push_str(&text[copied..]);
     *text = scrubbed;
+    true
 }
 /// [`scrub`] of every string and key in `value`, but the provider client's closed-valued
-/// fields ([`sdk_value`]).
-fn scrub_value(value: &mut Value, forms: &[String]) {
+/// fields ([`sdk_value`]). Says whether anything was withheld.
+fn scrub_value(value: &mut Value, forms: &[String]) -> bool {
     match value {
         Value::String(text) => scrub(text, forms),
-        Value::Array(items) => items.iter_mut().for_each(|item| scrub_value(item, forms)),
+        Value::Array(items) => items
+            .iter_mut()
+            .fold(false, |any, item| scrub_value(item, forms) | any),
         Value::Object(members) => {
+            let mut any = false;
             let scrubbed: serde_json::Map<String, Value> = std::mem::take(members)
                 .into_iter()
                 .map(|(mut key, mut member)| {
@@ -3434,15 +3449,16 @@ fn scrub_value(value: &mut Value, forms: &[String]) {
                     // the connector's details: left alone only while they hold what the
                     // SDK writes there, a word or a flag.
                     if !sdk_value(&key, &member) {
-                        scrub(&mut key, forms);
-                        scrub_value(&mut member, forms);
+                        any |= scrub(&mut key, forms);
+                        any |= scrub_value(&mut member, forms);
                     }
                     (key, member)
                 })
                 .collect();
             *members = scrubbed;
+            any
         }
-        _ => {}
+        _ => false,
     }
 }
 /// Whether `key: value` is one of the provider client's closed-valued fields holding a
@@ -3483,16 +3499,19 @@ fn sdk_value(key: &str, value: &Value) -> bool {
 /// The credential's material withheld from a value the host keeps as the connector's answer: a
 /// validation's preview, which a plan stores and approvers read (found by a hostile review: a
 /// validation may answer `Ok` with the provider's refusal, quoting the request's token).
-fn withhold_credential_in_value(value: &mut Value, secret: Option<&crate::invocation::Secret>) {
+fn withhold_credential_in_value(
+    value: &mut Value,
+    secret: Option<&crate::invocation::Secret>,
+) -> bool {
     let Some(secret) = secret else {
-        return;
+        return false;
     };
     let mut forms = secret_forms(secret);
     if forms.is_empty() {
-        return;
+        return false;
     }
     distinct(&mut forms);
-    scrub_value(value, &forms);
+    scrub_value(value, &forms)
 }
 
 /// Each form once: the credential's forms and an input's often coincide (a text that needs no
@@ -3514,10 +3533,12 @@ fn withhold(error: &mut ProtocolError, mut forms: Vec<String>) {
     // The connector names its own component there (`ConnectorFailure::source_component`); the
     // keys are the SDK's (`component`), and stay readable whatever the input was.
     match error.source.as_mut() {
-        Some(Value::Object(source)) => source
-            .values_mut()
-            .for_each(|member| scrub_value(member, &forms)),
-        Some(source) => scrub_value(source, &forms),
+        Some(Value::Object(source)) => source.values_mut().for_each(|member| {
+            scrub_value(member, &forms);
+        }),
+        Some(source) => {
+            scrub_value(source, &forms);
+        }
         None => {}
     }
     // The top level of the details is the SDK's (`ConnectorFailure::to_protocol_error`): its

@@ -275,9 +275,6 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         .collect();
     for capability in &credentialed {
         let id = capability.id().as_str();
-        if received_credential(h, id) {
-            continue;
-        }
         let Some(input) = capability.examples.first() else {
             evidence.unexercised_unwaivable(
                 "credential_handle_opaque",
@@ -294,7 +291,17 @@ pub(super) async fn run(h: &Harness) -> Evidence {
             &format!("conformance-identity-credential-{id}"),
         );
         evidence.artifact(format!("action:{}", action.id));
+        // Every capability with a credential policy is called here, even one whose handler
+        // received the credential above: its own call's provider requests show whether it sends
+        // the credential at all (an author trial's handler took `Credential`, sent nothing, and
+        // passed the whole suite).
+        let before = h.provider().request_count();
         let called = h.settle(h.host(), action).await;
+        let sent = h
+            .provider()
+            .requests()
+            .split_off(before.min(h.provider().request_count()));
+        credential_sent(&mut evidence, id, &sent);
         if !received_credential(h, id) {
             // The deployment holds the credential: a handler that ran received it, so this one
             // never ran (the host refused its call), which is no provider double's doing.
@@ -355,6 +362,72 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         format!("the canary secret appeared in: {}", exposed.join(", "))
     });
     evidence
+}
+
+/// `credential_sent`: the provider requests of one call of capability `id`, whose handler was
+/// handed the canary credential, carry it (in a header, as it is or in HTTP Basic's base64, in
+/// the query or in the body). Requests with no credential header at all fail the assertion;
+/// requests with a credential header that does not carry the canary (a signature computed with
+/// it, a credential of the connector's own) are noted, not failed. A call that made no request
+/// asserts nothing.
+fn credential_sent(
+    evidence: &mut Evidence,
+    id: &str,
+    requests: &[crate::provider_double::RecordedRequest],
+) {
+    if requests.is_empty() {
+        return;
+    }
+    if requests.iter().any(carries_canary) {
+        evidence.assert("credential_sent", true, String::new);
+        return;
+    }
+    let headers: std::collections::BTreeSet<&str> = requests
+        .iter()
+        .flat_map(|request| request.headers.iter())
+        .map(|(name, _)| name.as_str())
+        .filter(|name| crate::provider_double::is_credential_header(name))
+        .collect();
+    if headers.is_empty() {
+        evidence.assert("credential_sent", false, || {
+            format!(
+                "`{id}` takes a credential, but none of the {} provider request(s) of its call carried it (no credential header, and not in the query or the body): send the handle's secret, e.g. `.bearer_auth(credential.secret())`",
+                requests.len()
+            )
+        });
+    } else {
+        evidence.note(format!(
+            "`{id}`'s provider requests carried {} but not the credential the host resolved for the call; fine if the connector signs with it, wrong if it sends a credential of its own",
+            headers
+                .iter()
+                .map(|name| format!("`{name}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+}
+
+/// Whether `request` carries [`CANARY_SECRET`]: in a header value (as it is, or inside the
+/// base64 of HTTP Basic authentication), in the query or in the body.
+fn carries_canary(request: &crate::provider_double::RecordedRequest) -> bool {
+    use base64::Engine as _;
+    let in_header = request.headers.iter().any(|(_, value)| {
+        value.contains(CANARY_SECRET)
+            || value
+                .strip_prefix("Basic ")
+                .and_then(|encoded| {
+                    base64::engine::general_purpose::STANDARD
+                        .decode(encoded.trim())
+                        .ok()
+                })
+                .is_some_and(|decoded| String::from_utf8_lossy(&decoded).contains(CANARY_SECRET))
+    });
+    in_header
+        || request
+            .query
+            .as_deref()
+            .is_some_and(|query| query.contains(CANARY_SECRET))
+        || String::from_utf8_lossy(&request.body).contains(CANARY_SECRET)
 }
 
 /// How a key scope is declared: `idempotency(scope = …)`.
