@@ -107,6 +107,33 @@ pub struct ProviderOperationRef {
     pub request_id: Option<String>,
 }
 
+impl ProviderOperationRef {
+    /// The operation `operation_id` at `provider` (the connector id, most often), without a
+    /// request id.
+    ///
+    /// ```
+    /// use aip_connector_core::model::ProviderOperationRef;
+    ///
+    /// let operation = ProviderOperationRef::new("travel", "fl_booking-42").with_request_id("req_7");
+    /// assert_eq!(operation.operation_id, "fl_booking-42");
+    /// assert_eq!(operation.request_id.as_deref(), Some("req_7"));
+    /// ```
+    pub fn new(provider: impl Into<String>, operation_id: impl Into<String>) -> Self {
+        Self {
+            provider: provider.into(),
+            operation_id: operation_id.into(),
+            request_id: None,
+        }
+    }
+
+    /// The same operation with the provider's request id.
+    #[must_use]
+    pub fn with_request_id(mut self, request_id: impl Into<String>) -> Self {
+        self.request_id = Some(request_id.into());
+        self
+    }
+}
+
 /// A durable plan produced by a `plan` action and claimed by a later `commit`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TransactionPlan {

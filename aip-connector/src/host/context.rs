@@ -72,6 +72,23 @@ pub trait CredentialProvider: Send + Sync {
 #[derive(Clone, Debug)]
 pub struct StaticCredentialProvider(pub CredentialHandle);
 
+impl StaticCredentialProvider {
+    /// A provider that answers every call with `handle`.
+    ///
+    /// ```
+    /// use aip_connector::host::StaticCredentialProvider;
+    /// use aip_connector::{CredentialHandle, Secret};
+    ///
+    /// let provider = StaticCredentialProvider::new(
+    ///     CredentialHandle::new("cred-1", "vault", Secret::new("tok_test")).with_scopes(["invoices:read"]),
+    /// );
+    /// assert_eq!(provider.0.scopes, ["invoices:read"]);
+    /// ```
+    pub fn new(handle: CredentialHandle) -> Self {
+        Self(handle)
+    }
+}
+
 impl CredentialProvider for StaticCredentialProvider {
     fn resolve<'a>(
         &'a self,
