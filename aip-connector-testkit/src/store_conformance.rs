@@ -98,10 +98,21 @@ fn record_for(
 /// process would have: for tests of purging.
 pub async fn settle_expired_record(store: &dyn IdempotencyStore, key: &str) {
     let owner = reservation(key, "expired", 1);
-    assert_eq!(store.reserve(&owner, 0).await, Ok(ReserveOutcome::Acquired));
+    assert_eq!(
+        store.reserve(&owner, 0).await,
+        Ok(ReserveOutcome::Acquired),
+        "reserve of a free key must acquire it"
+    );
     let record = record_for(&owner, ActionResultStatus::Completed, Some(1));
-    assert_eq!(store.settle(&owner, record).await, Ok(()));
-    assert!(store.record(key, 0).await.unwrap().is_some());
+    assert_eq!(
+        store.settle(&owner, record).await,
+        Ok(()),
+        "settle with the live reservation's token must store the record"
+    );
+    assert!(
+        store.record(key, 0).await.expect("record").is_some(),
+        "record must read a settled record before its expiry"
+    );
 }
 
 /// Leaves an approval `id` denied 1 ms after the epoch, as an earlier process would have: for
@@ -112,7 +123,11 @@ pub async fn insert_closed_approval(store: &dyn ApprovalStore, id: &str) {
         created_at_ms: 1,
         ..approval(id)
     };
-    assert_eq!(store.insert_approval(&record).await, Ok(()));
+    assert_eq!(
+        store.insert_approval(&record).await,
+        Ok(()),
+        "insert_approval of a new id must succeed"
+    );
 }
 
 /// A completed, never-expiring record settled by `owner`.
@@ -171,6 +186,125 @@ fn stored(record: &ApprovalRecord, version: u64, claim: Option<&ResumeClaim>) ->
     }
 }
 
+/// Asserts that `read` (what [`ApprovalStore::approval`] returned) is `Ok(Some(expected))`,
+/// comparing field by field, the version and the resume first: a failure names `rule` and the
+/// field that differs, instead of dumping two whole records (several kilobytes of `Debug`).
+/// Exactly as strict as comparing the records whole.
+#[track_caller]
+fn assert_approval_read(
+    read: Result<Option<ApprovalRecord>, StoreError>,
+    expected: &ApprovalRecord,
+    rule: &str,
+) {
+    match read {
+        Ok(Some(read)) => assert_approval_is(&read, expected, rule),
+        Ok(None) => panic!(
+            "{rule}: approval({:?}) found no record",
+            expected.approval_id
+        ),
+        Err(error) => panic!(
+            "{rule}: approval({:?}) failed: {error:?}",
+            expected.approval_id
+        ),
+    }
+}
+
+/// Asserts that `read` equals `expected`, field by field (see [`assert_approval_read`]).
+#[track_caller]
+fn assert_approval_is(read: &ApprovalRecord, expected: &ApprovalRecord, rule: &str) {
+    // Destructured, so a field added to the record is compared here too.
+    let ApprovalRecord {
+        approval_id,
+        action,
+        input_retained,
+        input_hash,
+        capability_id,
+        requested_by,
+        tenant_id,
+        policy,
+        policy_hash,
+        idempotency_key,
+        status,
+        decisions,
+        created_at_ms,
+        expires_at_ms,
+        resumed,
+        resumed_at_ms,
+        resume_token,
+        version,
+    } = expected;
+    let id = approval_id;
+    assert_eq!(
+        &read.approval_id, approval_id,
+        "{rule} ({id:?}: `approval_id`)"
+    );
+    assert_eq!(&read.version, version, "{rule} ({id:?}: `version`)");
+    assert_eq!(&read.resumed, resumed, "{rule} ({id:?}: `resumed`)");
+    assert_eq!(
+        &read.resumed_at_ms, resumed_at_ms,
+        "{rule} ({id:?}: `resumed_at_ms`)"
+    );
+    assert_eq!(
+        &read.resume_token, resume_token,
+        "{rule} ({id:?}: `resume_token`)"
+    );
+    assert_eq!(&read.status, status, "{rule} ({id:?}: `status`)");
+    assert_eq!(&read.decisions, decisions, "{rule} ({id:?}: `decisions`)");
+    assert_eq!(
+        &read.created_at_ms, created_at_ms,
+        "{rule} ({id:?}: `created_at_ms`)"
+    );
+    assert_eq!(
+        &read.expires_at_ms, expires_at_ms,
+        "{rule} ({id:?}: `expires_at_ms`)"
+    );
+    assert_eq!(&read.action, action, "{rule} ({id:?}: `action`)");
+    assert_eq!(
+        &read.input_retained, input_retained,
+        "{rule} ({id:?}: `input_retained`)"
+    );
+    assert_eq!(
+        &read.input_hash, input_hash,
+        "{rule} ({id:?}: `input_hash`)"
+    );
+    assert_eq!(
+        &read.capability_id, capability_id,
+        "{rule} ({id:?}: `capability_id`)"
+    );
+    assert_eq!(
+        &read.requested_by, requested_by,
+        "{rule} ({id:?}: `requested_by`)"
+    );
+    assert_eq!(&read.tenant_id, tenant_id, "{rule} ({id:?}: `tenant_id`)");
+    assert_eq!(&read.policy, policy, "{rule} ({id:?}: `policy`)");
+    assert_eq!(
+        &read.policy_hash, policy_hash,
+        "{rule} ({id:?}: `policy_hash`)"
+    );
+    assert_eq!(
+        &read.idempotency_key, idempotency_key,
+        "{rule} ({id:?}: `idempotency_key`)"
+    );
+}
+
+/// The approval `id`, which must exist.
+async fn read_approval(store: &SharedStore, id: &ApprovalId) -> ApprovalRecord {
+    match store.approval(id).await {
+        Ok(Some(record)) => record,
+        Ok(None) => panic!("approval({id:?}) found no record"),
+        Err(error) => panic!("approval({id:?}) failed: {error:?}"),
+    }
+}
+
+/// `record`'s resume: whether it is resumed, when, and by which claim's token.
+fn resume_of(record: &ApprovalRecord) -> (bool, Option<Millis>, Option<&str>) {
+    (
+        record.resumed,
+        record.resumed_at_ms,
+        record.resume_token.as_deref(),
+    )
+}
+
 /// Runs `count` concurrent `reserve` calls on `key` at `now`, tokens `<prefix><i>`, spread
 /// over `stores` in turn; returns each caller's token and outcome.
 pub async fn reserve_concurrently(
@@ -213,9 +347,14 @@ pub fn assert_single_winner(outcomes: &[(String, ReserveOutcome)]) {
         match outcome {
             ReserveOutcome::Acquired => {}
             ReserveOutcome::InProgress(live) => {
-                assert_eq!(&live.reservation_id, winners[0], "{token} saw a non-winner");
+                assert_eq!(
+                    &live.reservation_id, winners[0],
+                    "reserve: {token} got InProgress naming a reservation other than the winner's"
+                );
             }
-            ReserveOutcome::Settled(_) => panic!("{token} saw a settled record"),
+            ReserveOutcome::Settled(_) => {
+                panic!("reserve: {token} saw a settled record, but nothing was settled")
+            }
         }
     }
 }
@@ -224,9 +363,14 @@ pub fn assert_single_winner(outcomes: &[(String, ReserveOutcome)]) {
 async fn reserve_and_settle(store: &SharedStore, owner: &Reservation, record: &IdempotencyRecord) {
     assert_eq!(
         store.reserve(owner, NOW).await,
-        Ok(ReserveOutcome::Acquired)
+        Ok(ReserveOutcome::Acquired),
+        "reserve of a free key must acquire it"
     );
-    assert_eq!(store.settle(owner, record.clone()).await, Ok(()));
+    assert_eq!(
+        store.settle(owner, record.clone()).await,
+        Ok(()),
+        "settle with the live reservation's token must store the record"
+    );
 }
 
 /// A free key is claimed by the first caller.
@@ -234,12 +378,13 @@ pub async fn check_reserve_on_a_free_key_acquires(store: SharedStore) {
     let owner = reservation("Action:act_a:k", "a", NOW + 100);
     assert_eq!(
         store.reserve(&owner, NOW).await,
-        Ok(ReserveOutcome::Acquired)
+        Ok(ReserveOutcome::Acquired),
+        "reserve of a key that holds nothing must acquire it"
     );
     assert_eq!(
         store.record(&owner.key, NOW).await,
         Ok(None),
-        "a reservation is not a record"
+        "record must not read a reservation as a record"
     );
 }
 
@@ -253,72 +398,136 @@ pub async fn check_second_reserve_while_live_is_in_progress(store: SharedStore) 
     };
     assert_eq!(
         store.reserve(&owner, NOW).await,
-        Ok(ReserveOutcome::Acquired)
+        Ok(ReserveOutcome::Acquired),
+        "reserve of a free key must acquire it"
     );
     let duplicate = reservation("k", "b", NOW + 200);
     assert_eq!(
         store.reserve(&duplicate, NOW + 99).await,
-        Ok(ReserveOutcome::InProgress(owner.clone()))
+        Ok(ReserveOutcome::InProgress(owner.clone())),
+        "reserve of a key whose reservation is live (now < its expiry) must answer InProgress \
+         with the owner's reservation, whole (token, action, tenant, expiry)"
     );
     // The owner asking again is a duplicate too: reserve is not re-entrant.
     assert_eq!(
         store.reserve(&owner, NOW + 1).await,
-        Ok(ReserveOutcome::InProgress(owner))
+        Ok(ReserveOutcome::InProgress(owner)),
+        "reserve is not re-entrant: the owner reserving its live key again must get InProgress"
     );
 }
 
 /// `reservation` reads the live owner of a key, with its renewed expiry, and nothing else: not a
 /// free key, not an expired reservation, not a settled record.
 pub async fn check_reservation_reads_only_the_live_owner(store: SharedStore) {
-    assert_eq!(store.reservation("k", NOW).await, Ok(None));
+    assert_eq!(
+        store.reservation("k", NOW).await,
+        Ok(None),
+        "reservation of a free key must be None"
+    );
     let owner = reservation("k", "a", NOW + 100);
     assert_eq!(
         store.reserve(&owner, NOW).await,
-        Ok(ReserveOutcome::Acquired)
+        Ok(ReserveOutcome::Acquired),
+        "reserve of a free key must acquire it"
     );
-    assert_eq!(store.reservation("k", NOW).await, Ok(Some(owner.clone())));
-    assert_eq!(store.reservation("other", NOW).await, Ok(None));
+    assert_eq!(
+        store.reservation("k", NOW).await,
+        Ok(Some(owner.clone())),
+        "reservation must read the live owner's reservation, whole"
+    );
+    assert_eq!(
+        store.reservation("other", NOW).await,
+        Ok(None),
+        "reservation of another key must be None"
+    );
     // Expiry is exclusive, as for `reserve`.
-    assert_eq!(store.reservation("k", NOW + 100).await, Ok(None));
+    assert_eq!(
+        store.reservation("k", NOW + 100).await,
+        Ok(None),
+        "reservation at the reservation's expiry must be None (expired when now >= expires_at_ms)"
+    );
 
-    assert_eq!(store.renew(&owner, NOW + 500).await, Ok(true));
+    assert_eq!(
+        store.renew(&owner, NOW + 500).await,
+        Ok(true),
+        "renew with the key's token must succeed, even past the expiry"
+    );
     let renewed = Reservation {
         expires_at_ms: NOW + 500,
         ..owner.clone()
     };
-    assert_eq!(store.reservation("k", NOW + 100).await, Ok(Some(renewed)));
+    assert_eq!(
+        store.reservation("k", NOW + 100).await,
+        Ok(Some(renewed)),
+        "reservation must read the renewed expiry"
+    );
 
-    store.settle(&owner, completed(&owner)).await.unwrap();
-    assert_eq!(store.reservation("k", NOW + 100).await, Ok(None));
-    assert!(store.record("k", NOW + 100).await.unwrap().is_some());
+    store
+        .settle(&owner, completed(&owner))
+        .await
+        .expect("settle with the live token");
+    assert_eq!(
+        store.reservation("k", NOW + 100).await,
+        Ok(None),
+        "reservation of a settled key must be None: a record is not a reservation"
+    );
+    assert!(
+        store
+            .record("k", NOW + 100)
+            .await
+            .expect("record")
+            .is_some(),
+        "record must read the settled record"
+    );
 }
 
 /// A crashed owner's expired reservation is taken over, and the old owner is fenced out.
 pub async fn check_expired_reservation_is_taken_over_and_old_owner_is_fenced(store: SharedStore) {
     let old = reservation("k", "old", NOW + 100);
     let new = reservation("k", "new", NOW + 10_000);
-    assert_eq!(store.reserve(&old, NOW).await, Ok(ReserveOutcome::Acquired));
+    assert_eq!(
+        store.reserve(&old, NOW).await,
+        Ok(ReserveOutcome::Acquired),
+        "reserve of a free key must acquire it"
+    );
     // Expiry is exclusive: at `expires_at_ms` the reservation is no longer live.
     assert_eq!(
         store.reserve(&new, NOW + 100).await,
-        Ok(ReserveOutcome::Acquired)
+        Ok(ReserveOutcome::Acquired),
+        "reserve at the old reservation's expiry must take it over (expired when now >= \
+         expires_at_ms)"
     );
     assert_eq!(
         store.settle(&old, completed(&old)).await,
-        Err(StoreError::Fenced)
+        Err(StoreError::Fenced),
+        "settle by the owner whose reservation was taken over must be Fenced (the key holds \
+         another token)"
     );
-    assert_eq!(store.release(&old).await, Ok(()));
-    assert_eq!(store.renew(&old, NOW + 50_000).await, Ok(false));
+    assert_eq!(
+        store.release(&old).await,
+        Ok(()),
+        "release by a fenced owner must be a no-op, not an error"
+    );
+    assert_eq!(
+        store.renew(&old, NOW + 50_000).await,
+        Ok(false),
+        "renew by the owner whose reservation was taken over must be false"
+    );
     let third = reservation("k", "third", NOW + 20_000);
     assert_eq!(
         store.reserve(&third, NOW + 200).await,
         Ok(ReserveOutcome::InProgress(new.clone())),
         "the old owner's release must not free the new owner's key"
     );
-    assert_eq!(store.settle(&new, completed(&new)).await, Ok(()));
+    assert_eq!(
+        store.settle(&new, completed(&new)).await,
+        Ok(()),
+        "settle by the owner that took the key over must succeed"
+    );
     assert_eq!(
         store.record("k", NOW + 200).await,
-        Ok(Some(completed(&new)))
+        Ok(Some(completed(&new))),
+        "record must read the new owner's record"
     );
 }
 
@@ -329,19 +538,27 @@ pub async fn check_expired_reservation_not_taken_over_is_settled_by_its_owner(st
     let slow = reservation("slow", "slow-owner", NOW + 100);
     assert_eq!(
         store.reserve(&slow, NOW).await,
-        Ok(ReserveOutcome::Acquired)
+        Ok(ReserveOutcome::Acquired),
+        "reserve of a free key must acquire it"
     );
     for n in 0..2_000 {
         let other = reservation(&format!("other-{n}"), "other", NOW + 10_000);
         assert_eq!(
             store.reserve(&other, NOW + 500).await,
-            Ok(ReserveOutcome::Acquired)
+            Ok(ReserveOutcome::Acquired),
+            "reserve of the free key other-{n} must acquire it"
         );
     }
-    assert_eq!(store.settle(&slow, completed(&slow)).await, Ok(()));
+    assert_eq!(
+        store.settle(&slow, completed(&slow)).await,
+        Ok(()),
+        "settle checks the token, not the expiry: an expired reservation nobody took over must \
+         still settle, however many other keys were reserved meanwhile"
+    );
     assert_eq!(
         store.record("slow", NOW + 500).await,
-        Ok(Some(completed(&slow)))
+        Ok(Some(completed(&slow))),
+        "record must read the slow owner's settled record"
     );
 }
 
@@ -351,24 +568,36 @@ pub async fn check_release_frees_the_key_for_its_owner_only(store: SharedStore) 
     let stranger = reservation("k", "stranger", NOW + 100);
     assert_eq!(
         store.reserve(&owner, NOW).await,
-        Ok(ReserveOutcome::Acquired)
+        Ok(ReserveOutcome::Acquired),
+        "reserve of a free key must acquire it"
     );
-    assert_eq!(store.release(&stranger).await, Ok(()));
+    assert_eq!(
+        store.release(&stranger).await,
+        Ok(()),
+        "release with another token must be a no-op, not an error"
+    );
     assert_eq!(
         store.reserve(&stranger, NOW).await,
-        Ok(ReserveOutcome::InProgress(owner.clone()))
+        Ok(ReserveOutcome::InProgress(owner.clone())),
+        "release with another token must not free the owner's key"
     );
-    assert_eq!(store.release(&owner).await, Ok(()));
+    assert_eq!(
+        store.release(&owner).await,
+        Ok(()),
+        "release by the owner must succeed"
+    );
     assert_eq!(
         store.reserve(&stranger, NOW).await,
-        Ok(ReserveOutcome::Acquired)
+        Ok(ReserveOutcome::Acquired),
+        "release by the owner must free the key"
     );
     // Releasing a key that holds nothing of ours is a no-op as well.
     assert_eq!(
         store
             .release(&reservation("never-reserved", "a", NOW))
             .await,
-        Ok(())
+        Ok(()),
+        "release of a key that holds nothing must be a no-op, not an error"
     );
 }
 
@@ -381,50 +610,105 @@ pub async fn check_forget_record_deletes_only_the_record_read(store: SharedStore
     assert_eq!(
         store.forget_record(&failed).await,
         Ok(false),
-        "nothing under the key"
+        "forget_record of a key that holds nothing must be false"
     );
     assert_eq!(
         store.reserve(&owner, NOW).await,
-        Ok(ReserveOutcome::Acquired)
+        Ok(ReserveOutcome::Acquired),
+        "reserve of a free key must acquire it"
     );
     assert_eq!(
         store.forget_record(&failed).await,
         Ok(false),
-        "a reservation is not a settled record"
+        "forget_record must not delete a reservation (a reservation is not a settled record)"
     );
-    assert_eq!(store.reservation("k", NOW).await, Ok(Some(owner.clone())));
-    assert_eq!(store.settle(&owner, failed.clone()).await, Ok(()));
+    assert_eq!(
+        store.reservation("k", NOW).await,
+        Ok(Some(owner.clone())),
+        "forget_record must leave a reservation in place"
+    );
+    assert_eq!(
+        store.settle(&owner, failed.clone()).await,
+        Ok(()),
+        "settle with the live reservation's token must store the record"
+    );
 
     // Any other record deletes nothing: another action's, or another settlement of this one.
     let others = IdempotencyRecord {
         action_id: ActionId::trusted("act_other"),
         ..failed.clone()
     };
-    assert_eq!(store.forget_record(&others).await, Ok(false));
+    assert_eq!(
+        store.forget_record(&others).await,
+        Ok(false),
+        "forget_record of a record of another action must not delete the stored one"
+    );
     let later = IdempotencyRecord {
         created_at_ms: NOW + 1,
         ..failed.clone()
     };
-    assert_eq!(store.forget_record(&later).await, Ok(false));
-    assert_eq!(store.record("k", NOW).await, Ok(Some(failed.clone())));
+    assert_eq!(
+        store.forget_record(&later).await,
+        Ok(false),
+        "forget_record must compare the whole record: one that differs in created_at_ms must \
+         not delete the stored one"
+    );
+    assert_eq!(
+        store.record("k", NOW).await,
+        Ok(Some(failed.clone())),
+        "a forget_record of another record must leave the stored record in place"
+    );
 
     // The record read deletes it, once; the key is free again.
-    assert_eq!(store.forget_record(&failed).await, Ok(true));
-    assert_eq!(store.record("k", NOW).await, Ok(None));
-    assert_eq!(store.forget_record(&failed).await, Ok(false));
+    assert_eq!(
+        store.forget_record(&failed).await,
+        Ok(true),
+        "forget_record of the stored record, equal field for field, must delete it"
+    );
+    assert_eq!(
+        store.record("k", NOW).await,
+        Ok(None),
+        "record after forget_record deleted it must be None"
+    );
+    assert_eq!(
+        store.forget_record(&failed).await,
+        Ok(false),
+        "forget_record deletes once: the second call must be false"
+    );
     let next = reservation("k", "b", NOW + 100);
     assert_eq!(
         store.reserve(&next, NOW).await,
-        Ok(ReserveOutcome::Acquired)
+        Ok(ReserveOutcome::Acquired),
+        "reserve of a key whose record was forgotten must acquire it"
     );
 
     // The earlier action's late forget leaves the new claim, and then its record, alone.
-    assert_eq!(store.forget_record(&failed).await, Ok(false));
-    assert_eq!(store.reservation("k", NOW).await, Ok(Some(next.clone())));
+    assert_eq!(
+        store.forget_record(&failed).await,
+        Ok(false),
+        "a late forget_record of a forgotten record must not delete the new claim"
+    );
+    assert_eq!(
+        store.reservation("k", NOW).await,
+        Ok(Some(next.clone())),
+        "a late forget_record must leave the new reservation in place"
+    );
     let kept = completed(&next);
-    assert_eq!(store.settle(&next, kept.clone()).await, Ok(()));
-    assert_eq!(store.forget_record(&failed).await, Ok(false));
-    assert_eq!(store.record("k", NOW).await, Ok(Some(kept.clone())));
+    assert_eq!(
+        store.settle(&next, kept.clone()).await,
+        Ok(()),
+        "settle with the live reservation's token must store the record"
+    );
+    assert_eq!(
+        store.forget_record(&failed).await,
+        Ok(false),
+        "a late forget_record of a forgotten record must not delete the new claim's record"
+    );
+    assert_eq!(
+        store.record("k", NOW).await,
+        Ok(Some(kept.clone())),
+        "a late forget_record must leave the new claim's record in place"
+    );
 
     // A resend of the same action that claimed the key once the record read expired, and
     // settled a record of its own, keeps it: the late forget of the first record deletes
@@ -439,18 +723,29 @@ pub async fn check_forget_record_deletes_only_the_record_read(store: SharedStore
     };
     assert_eq!(
         store.reserve(&resend, NOW + 20).await,
-        Ok(ReserveOutcome::Acquired)
+        Ok(ReserveOutcome::Acquired),
+        "reserve after the record expired must acquire the key"
     );
     let resend_record = IdempotencyRecord {
         created_at_ms: NOW + 20,
         expires_at_ms: None,
         ..completed(&resend)
     };
-    assert_eq!(store.settle(&resend, resend_record.clone()).await, Ok(()));
-    assert_eq!(store.forget_record(&first_record).await, Ok(false));
+    assert_eq!(
+        store.settle(&resend, resend_record.clone()).await,
+        Ok(()),
+        "settle with the live reservation's token must store the record"
+    );
+    assert_eq!(
+        store.forget_record(&first_record).await,
+        Ok(false),
+        "forget_record of the first record must not delete the record a resend of the same \
+         action settled since (the action id alone does not tell them apart)"
+    );
     assert_eq!(
         store.record("again", NOW + 20).await,
-        Ok(Some(resend_record))
+        Ok(Some(resend_record)),
+        "the resend's record must stay after a late forget_record of the first one"
     );
 
     // An expired record goes too (nothing is left for a purge), and other keys are untouched.
@@ -458,31 +753,64 @@ pub async fn check_forget_record_deletes_only_the_record_read(store: SharedStore
     let expired = store
         .record("expired", 0)
         .await
-        .unwrap()
+        .expect("record")
         .expect("settled above");
-    assert_eq!(store.forget_record(&expired).await, Ok(true));
-    assert_eq!(store.purge_expired(NOW, 10).await.map(|p| p.records), Ok(0));
-    assert_eq!(store.record("k", NOW).await, Ok(Some(kept.clone())));
+    assert_eq!(
+        store.forget_record(&expired).await,
+        Ok(true),
+        "forget_record must delete the record read even once it expired"
+    );
+    assert_eq!(
+        store.purge_expired(NOW, 10).await.map(|p| p.records),
+        Ok(0),
+        "purge_expired after forget_record deleted the only expired record must delete nothing"
+    );
+    assert_eq!(
+        store.record("k", NOW).await,
+        Ok(Some(kept.clone())),
+        "forget_record of another key must leave this key's record in place"
+    );
     // A key nothing can store (a NUL) holds nothing to forget.
     let unstorable = IdempotencyRecord {
         key: "k\0".to_owned(),
         ..kept
     };
-    assert_eq!(store.forget_record(&unstorable).await, Ok(false));
+    assert_eq!(
+        store.forget_record(&unstorable).await,
+        Ok(false),
+        "forget_record of a key holding a NUL must be false, not an error"
+    );
 
     // A record that holds a NUL character anywhere (a failure quoting an input) is forgotten
     // like any other (PostgreSQL refused to read such a body's fields in SQL).
     let quoting = reservation("nul", "n", NOW + 100);
     assert_eq!(
         store.reserve(&quoting, NOW).await,
-        Ok(ReserveOutcome::Acquired)
+        Ok(ReserveOutcome::Acquired),
+        "reserve of a free key must acquire it"
     );
     let mut with_nul = completed(&quoting);
     with_nul.result.output = Some(json!({ "quoted": "a\u{0}b" }));
-    assert_eq!(store.settle(&quoting, with_nul.clone()).await, Ok(()));
-    assert_eq!(store.record("nul", NOW).await, Ok(Some(with_nul.clone())));
-    assert_eq!(store.forget_record(&with_nul).await, Ok(true));
-    assert_eq!(store.record("nul", NOW).await, Ok(None));
+    assert_eq!(
+        store.settle(&quoting, with_nul.clone()).await,
+        Ok(()),
+        "settle must store a record whose output holds a NUL character"
+    );
+    assert_eq!(
+        store.record("nul", NOW).await,
+        Ok(Some(with_nul.clone())),
+        "record must read back an output holding a NUL character unchanged"
+    );
+    assert_eq!(
+        store.forget_record(&with_nul).await,
+        Ok(true),
+        "forget_record must delete a record whose output holds a NUL character"
+    );
+    assert_eq!(
+        store.record("nul", NOW).await,
+        Ok(None),
+        "record after forget_record deleted it must be None"
+    );
 }
 
 /// Racing forgets of one record: exactly one of them deletes it.
@@ -503,8 +831,15 @@ pub async fn check_concurrent_forgets_delete_the_record_once(store: SharedStore)
             deleted += 1;
         }
     }
-    assert_eq!(deleted, 1, "exactly one forget deletes the record");
-    assert_eq!(store.record("k", NOW).await, Ok(None));
+    assert_eq!(
+        deleted, 1,
+        "forget_record must be true for exactly one of the racing calls"
+    );
+    assert_eq!(
+        store.record("k", NOW).await,
+        Ok(None),
+        "record after the racing forget_record calls must be None"
+    );
 }
 
 /// Once settled, every later reserve gets the stored record back.
@@ -515,15 +850,26 @@ pub async fn check_settled_record_is_replayed(store: SharedStore) {
     let duplicate = reservation("k", "b", NOW + 10_000);
     assert_eq!(
         store.reserve(&duplicate, NOW + 5_000).await,
-        Ok(ReserveOutcome::Settled(record.clone()))
+        Ok(ReserveOutcome::Settled(record.clone())),
+        "reserve of a key holding a live record must answer Settled with the record, whole"
     );
     assert_eq!(
         store.record("k", NOW + 5_000).await,
-        Ok(Some(record.clone()))
+        Ok(Some(record.clone())),
+        "record must read the settled record, whole"
     );
     // The settled owner's late release must not drop the record.
-    assert_eq!(store.release(&owner).await, Ok(()));
-    assert_eq!(store.record("k", NOW).await, Ok(Some(record)));
+    assert_eq!(
+        store.release(&owner).await,
+        Ok(()),
+        "release after settle must be a no-op, not an error"
+    );
+    assert_eq!(
+        store.record("k", NOW).await,
+        Ok(Some(record)),
+        "release checks for a reservation: the settled owner's late release must not drop the \
+         record"
+    );
 }
 
 /// A record is stored under its reservation's key: one naming another key is found under the
@@ -534,24 +880,39 @@ pub async fn check_settle_stores_the_record_under_the_reservation_key(store: Sha
     record.key = "other".to_owned();
     assert_eq!(
         store.reserve(&owner, NOW).await,
-        Ok(ReserveOutcome::Acquired)
+        Ok(ReserveOutcome::Acquired),
+        "reserve of a free key must acquire it"
     );
-    assert_eq!(store.settle(&owner, record.clone()).await, Ok(()));
+    assert_eq!(
+        store.settle(&owner, record.clone()).await,
+        Ok(()),
+        "settle with the live token must succeed whatever key the record names"
+    );
     let stored = IdempotencyRecord {
         key: "k".to_owned(),
         ..record
     };
-    assert_eq!(store.record("k", NOW).await, Ok(Some(stored.clone())));
+    assert_eq!(
+        store.record("k", NOW).await,
+        Ok(Some(stored.clone())),
+        "settle must store the record under the reservation's key, naming that key"
+    );
     assert_eq!(
         store.reserve(&reservation("k", "b", NOW + 100), NOW).await,
-        Ok(ReserveOutcome::Settled(stored))
+        Ok(ReserveOutcome::Settled(stored)),
+        "reserve must replay the record stored under the reservation's key, naming that key"
     );
-    assert_eq!(store.record("other", NOW).await, Ok(None));
+    assert_eq!(
+        store.record("other", NOW).await,
+        Ok(None),
+        "settle must not store anything under the key the record names"
+    );
     assert_eq!(
         store
             .reserve(&reservation("other", "c", NOW + 100), NOW)
             .await,
-        Ok(ReserveOutcome::Acquired)
+        Ok(ReserveOutcome::Acquired),
+        "the key the record named must stay free"
     );
 }
 
@@ -560,21 +921,30 @@ pub async fn check_settle_without_the_live_token_is_fenced(store: SharedStore) {
     let owner = reservation("k", "a", NOW + 100);
     assert_eq!(
         store.settle(&owner, completed(&owner)).await,
-        Err(StoreError::Fenced)
+        Err(StoreError::Fenced),
+        "settle of a key that holds no reservation must be Fenced: settle needs the key to hold \
+         the caller's fencing token (reservation_id)"
     );
     assert_eq!(
         store.record("k", NOW).await,
         Ok(None),
-        "a fenced settle stores nothing"
+        "a fenced settle must store nothing"
     );
     let first = completed(&owner);
     reserve_and_settle(&store, &owner, &first).await;
     let second = record_for(&owner, ActionResultStatus::Failed, None);
     assert_eq!(
         store.settle(&owner, second.clone()).await,
-        Err(StoreError::Fenced)
+        Err(StoreError::Fenced),
+        "settle of a key already settled must be Fenced, even with the same token: settle must \
+         check that the key still holds the caller's live reservation, and a settled record is \
+         not one"
     );
-    assert_eq!(store.record("k", NOW).await, Ok(Some(first)));
+    assert_eq!(
+        store.record("k", NOW).await,
+        Ok(Some(first)),
+        "a fenced settle must leave the first record in place"
+    );
 }
 
 /// An expired record reads as absent, and its key can be claimed again.
@@ -582,21 +952,39 @@ pub async fn check_expired_record_is_ignored_and_reservable(store: SharedStore) 
     let owner = reservation("k", "a", NOW + 100);
     let record = record_for(&owner, ActionResultStatus::Completed, Some(NOW + 500));
     reserve_and_settle(&store, &owner, &record).await;
-    assert_eq!(store.record("k", NOW + 499).await, Ok(Some(record.clone())));
+    assert_eq!(
+        store.record("k", NOW + 499).await,
+        Ok(Some(record.clone())),
+        "record 1 ms before the record's expiry must read it (live while now < expires_at_ms)"
+    );
     let early = reservation("k", "early", NOW + 1_000);
     assert_eq!(
         store.reserve(&early, NOW + 499).await,
-        Ok(ReserveOutcome::Settled(record))
+        Ok(ReserveOutcome::Settled(record)),
+        "reserve 1 ms before the record's expiry must replay it (live while now < expires_at_ms)"
     );
-    assert_eq!(store.record("k", NOW + 500).await, Ok(None));
+    assert_eq!(
+        store.record("k", NOW + 500).await,
+        Ok(None),
+        "record at the record's expiry must be None (expired when now >= expires_at_ms)"
+    );
     let late = reservation("k", "late", NOW + 1_000);
     assert_eq!(
         store.reserve(&late, NOW + 500).await,
-        Ok(ReserveOutcome::Acquired)
+        Ok(ReserveOutcome::Acquired),
+        "reserve at the record's expiry must acquire the key (expired when now >= expires_at_ms)"
     );
     let fresh = completed(&late);
-    assert_eq!(store.settle(&late, fresh.clone()).await, Ok(()));
-    assert_eq!(store.record("k", NOW + 500).await, Ok(Some(fresh)));
+    assert_eq!(
+        store.settle(&late, fresh.clone()).await,
+        Ok(()),
+        "settle by the owner that reserved the expired key must succeed"
+    );
+    assert_eq!(
+        store.record("k", NOW + 500).await,
+        Ok(Some(fresh)),
+        "record must read the new owner's record"
+    );
 }
 
 /// A record without an expiry is replayed forever.
@@ -606,12 +994,14 @@ pub async fn check_record_without_expiry_never_expires(store: SharedStore) {
     reserve_and_settle(&store, &owner, &record).await;
     assert_eq!(
         store.record("k", Millis::MAX).await,
-        Ok(Some(record.clone()))
+        Ok(Some(record.clone())),
+        "record must read a record without an expiry at any time, Millis::MAX included"
     );
     let much_later = reservation("k", "b", Millis::MAX);
     assert_eq!(
         store.reserve(&much_later, Millis::MAX - 1).await,
-        Ok(ReserveOutcome::Settled(record))
+        Ok(ReserveOutcome::Settled(record)),
+        "reserve must replay a record without an expiry at any time"
     );
 }
 
@@ -634,85 +1024,213 @@ pub async fn check_purge_deletes_only_expired_records_and_counts(store: SharedSt
     let running = reservation("r", "r", NOW + 50);
     assert_eq!(
         store.reserve(&running, NOW).await,
-        Ok(ReserveOutcome::Acquired)
+        Ok(ReserveOutcome::Acquired),
+        "reserve of a free key must acquire it"
     );
     for (key, expires_at_ms) in [
         ("x", Some(NOW + 100)),
         ("y", None),
         ("z", Some(NOW + 1_000)),
     ] {
-        assert_eq!(store.count_attempt(key, expires_at_ms, NOW).await, Ok(1));
+        assert_eq!(
+            store.count_attempt(key, expires_at_ms, NOW).await,
+            Ok(1),
+            "count_attempt of a new key {key:?} must count 1"
+        );
     }
 
     // One of each per pass, then the rest; a third pass finds nothing.
-    let first = store.purge_expired(NOW + 150, 1).await.unwrap();
-    assert_eq!((first.records, first.attempt_counts), (1, 1));
-    assert!(first.reached(1));
-    let second = store.purge_expired(NOW + 150, 10).await.unwrap();
-    assert_eq!((second.records, second.attempt_counts), (1, 0));
-    assert!(!second.reached(10));
+    let first = store
+        .purge_expired(NOW + 150, 1)
+        .await
+        .expect("purge_expired");
+    assert_eq!(
+        (first.records, first.attempt_counts),
+        (1, 1),
+        "purge_expired(max_entries = 1) must delete one expired record and one expired count \
+         (records, attempt_counts)"
+    );
+    assert!(
+        first.reached(1),
+        "Purged::reached(1) after a pass that deleted one of each"
+    );
+    let second = store
+        .purge_expired(NOW + 150, 10)
+        .await
+        .expect("purge_expired");
+    assert_eq!(
+        (second.records, second.attempt_counts),
+        (1, 0),
+        "the second purge_expired must delete the one expired record left and no count \
+         (records, attempt_counts): records without an expiry, live ones and reservations stay"
+    );
+    assert!(
+        !second.reached(10),
+        "Purged::reached(10) after a pass that deleted fewer than 10 of each"
+    );
     assert_eq!(
         store.purge_expired(NOW + 150, 10).await,
-        Ok(aip_connector::store::Purged::default())
+        Ok(aip_connector::store::Purged::default()),
+        "a third purge_expired must find nothing left to delete"
     );
 
     // Deleted, not merely expired: read at a time when they were still live, they are gone.
-    assert_eq!(store.record("a", NOW).await, Ok(None));
-    assert_eq!(store.record("d", NOW).await, Ok(None));
-    assert_eq!(store.record("b", NOW).await, Ok(Some(settled[1].clone())));
+    assert_eq!(
+        store.record("a", NOW).await,
+        Ok(None),
+        "purge_expired must delete the expired record, not merely hide it"
+    );
+    assert_eq!(
+        store.record("d", NOW).await,
+        Ok(None),
+        "purge_expired must delete the expired record, not merely hide it"
+    );
+    assert_eq!(
+        store.record("b", NOW).await,
+        Ok(Some(settled[1].clone())),
+        "purge_expired must keep a record that expires after now"
+    );
     assert_eq!(
         store.record("c", Millis::MAX).await,
-        Ok(Some(settled[2].clone()))
+        Ok(Some(settled[2].clone())),
+        "purge_expired must keep a record without an expiry"
     );
-    assert_eq!(store.count_attempt("x", Some(NOW + 100), NOW).await, Ok(1));
-    assert_eq!(store.count_attempt("y", None, NOW).await, Ok(2));
+    assert_eq!(
+        store.count_attempt("x", Some(NOW + 100), NOW).await,
+        Ok(1),
+        "purge_expired must delete the expired count: the key counts from 1 again"
+    );
+    assert_eq!(
+        store.count_attempt("y", None, NOW).await,
+        Ok(2),
+        "purge_expired must keep a count without an expiry"
+    );
     assert_eq!(
         store.count_attempt("z", Some(NOW + 1_000), NOW).await,
-        Ok(2)
+        Ok(2),
+        "purge_expired must keep a count that expires after now"
     );
     // The expired reservation is still its owner's to settle.
-    assert_eq!(store.settle(&running, completed(&running)).await, Ok(()));
+    assert_eq!(
+        store.settle(&running, completed(&running)).await,
+        Ok(()),
+        "purge_expired must leave reservations alone, even expired ones: the owner must still \
+         settle"
+    );
+}
+
+/// `purge_expired` at `now` deletes a record and an attempt count whose expiry is `now` itself
+/// (an entry expiring at `E` is expired once `now >= E`), and keeps the ones expiring 1 ms
+/// later.
+pub async fn check_purge_expired_deletes_entries_expiring_at_now(store: SharedStore) {
+    let expiry = NOW + 100;
+    let mut settled = Vec::new();
+    for (key, expires_at_ms) in [("at-now", expiry), ("after-now", expiry + 1)] {
+        let owner = reservation(key, key, NOW + 50);
+        let record = record_for(&owner, ActionResultStatus::Completed, Some(expires_at_ms));
+        reserve_and_settle(&store, &owner, &record).await;
+        settled.push(record);
+        assert_eq!(
+            store.count_attempt(key, Some(expires_at_ms), NOW).await,
+            Ok(1),
+            "count_attempt of a new key {key:?} must count 1"
+        );
+    }
+
+    let purged = store
+        .purge_expired(expiry, 10)
+        .await
+        .expect("purge_expired");
+    assert_eq!(
+        (purged.records, purged.attempt_counts),
+        (1, 1),
+        "purge_expired(now) must delete the record and the count whose expiry is now (an entry \
+         expiring at E is expired when now >= E: `expires_at_ms <= now`, not `<`), and nothing \
+         expiring at now + 1 (records, attempt_counts)"
+    );
+
+    // Which ones went: read at a time when all of them were live.
+    assert_eq!(
+        store.record("at-now", NOW).await,
+        Ok(None),
+        "purge_expired(now) must delete the record whose expiry is now"
+    );
+    assert_eq!(
+        store.record("after-now", NOW).await,
+        Ok(Some(settled[1].clone())),
+        "purge_expired(now) must keep the record expiring at now + 1"
+    );
+    assert_eq!(
+        store.count_attempt("at-now", Some(expiry), NOW).await,
+        Ok(1),
+        "purge_expired(now) must delete the count whose expiry is now: the key counts from 1 again"
+    );
+    assert_eq!(
+        store
+            .count_attempt("after-now", Some(expiry + 1), NOW)
+            .await,
+        Ok(2),
+        "purge_expired(now) must keep the count expiring at now + 1"
+    );
 }
 
 /// Retry attempts count up per key, independently per key, restart after their expiry, and
 /// never lose an increment when callers race.
 pub async fn check_retry_attempts_count_per_key_and_restart_after_expiry(store: SharedStore) {
-    assert_eq!(store.count_attempt("k", Some(NOW + 100), NOW).await, Ok(1));
+    assert_eq!(
+        store.count_attempt("k", Some(NOW + 100), NOW).await,
+        Ok(1),
+        "count_attempt of a new key must count 1"
+    );
     assert_eq!(
         store.count_attempt("k", Some(NOW + 100), NOW + 1).await,
-        Ok(2)
+        Ok(2),
+        "count_attempt of a key whose count is live must add 1"
     );
-    assert_eq!(store.count_attempt("other", None, NOW).await, Ok(1));
+    assert_eq!(
+        store.count_attempt("other", None, NOW).await,
+        Ok(1),
+        "count_attempt counts per key: a new key must count 1"
+    );
     assert_eq!(
         store.count_attempt("k", Some(NOW + 300), NOW + 2).await,
-        Ok(3)
+        Ok(3),
+        "count_attempt of a key whose count is live must add 1, and store the new expiry"
     );
     // Past the stored expiry the count starts again.
     assert_eq!(
         store.count_attempt("k", Some(NOW + 900), NOW + 300).await,
-        Ok(1)
+        Ok(1),
+        "count_attempt at the stored expiry must restart the count at 1: a count expiring at E \
+         is expired when now >= E (here now = E = the expiry stored by the last call)"
     );
     // A count without expiry never restarts.
     assert_eq!(
         store.count_attempt("other", None, Millis::MAX - 1).await,
-        Ok(2)
+        Ok(2),
+        "count_attempt of a key whose count has no expiry must never restart it"
     );
 
     let racers: Vec<_> = (0..50)
         .map(|_| {
             let store = store.clone();
-            tokio::spawn(async move { store.count_attempt("raced", None, NOW).await.unwrap() })
+            tokio::spawn(async move {
+                store
+                    .count_attempt("raced", None, NOW)
+                    .await
+                    .expect("count_attempt")
+            })
         })
         .collect();
     let mut counts = Vec::new();
     for racer in racers {
-        counts.push(racer.await.unwrap());
+        counts.push(racer.await.expect("a count_attempt task panicked"));
     }
     counts.sort_unstable();
     assert_eq!(
         counts,
         (1..=50).collect::<Vec<u32>>(),
-        "every racer got its own count"
+        "count_attempt must count atomically: every racer got its own count"
     );
 }
 
@@ -755,19 +1273,27 @@ pub async fn check_resume_pending_replaces_only_a_matching_pending_record(store:
         }
         assert_eq!(
             store.reserve(&resume, NOW + 10).await,
-            Ok(ReserveOutcome::Acquired)
+            Ok(ReserveOutcome::Acquired),
+            "{key}: reserve with resume_pending, the gate's action id and input hash must \
+             replace the {gate:?} record and acquire the key"
         );
         assert_eq!(
             store.record(key, NOW + 10).await,
             Ok(None),
-            "{key}: gate replaced"
+            "{key}: gate replaced (record must be None once the resume holds the key)"
         );
         assert_eq!(
             store.reserve(&refused[0], NOW + 20).await,
-            Ok(ReserveOutcome::InProgress(resume.clone()))
+            Ok(ReserveOutcome::InProgress(resume.clone())),
+            "{key}: reserve while the resume runs must answer InProgress with the resume's \
+             reservation"
         );
         let done = completed(&resume);
-        assert_eq!(store.settle(&resume, done.clone()).await, Ok(()));
+        assert_eq!(
+            store.settle(&resume, done.clone()).await,
+            Ok(()),
+            "{key}: settle by the resume must store its record"
+        );
         let again = Reservation {
             reservation_id: "resume-again".to_owned(),
             ..resume.clone()
@@ -796,7 +1322,9 @@ pub async fn check_resume_pending_never_replaces_a_final_record(store: SharedSto
         };
         assert_eq!(
             store.reserve(&resume, NOW + 10).await,
-            Ok(ReserveOutcome::Settled(record))
+            Ok(ReserveOutcome::Settled(record)),
+            "{key}: reserve with resume_pending must replay a {status:?} record, never replace \
+             it (only a pending_approval or requires_human record is replaced)"
         );
     }
 }
@@ -804,8 +1332,16 @@ pub async fn check_resume_pending_never_replaces_a_final_record(store: SharedSto
 /// Renewal extends the live reservation only; a stale or foreign token gets false.
 pub async fn check_renew_works_only_for_the_live_token(store: SharedStore) {
     let a = reservation("k", "a", NOW + 100);
-    assert_eq!(store.reserve(&a, NOW).await, Ok(ReserveOutcome::Acquired));
-    assert_eq!(store.renew(&a, NOW + 1_000).await, Ok(true));
+    assert_eq!(
+        store.reserve(&a, NOW).await,
+        Ok(ReserveOutcome::Acquired),
+        "reserve of a free key must acquire it"
+    );
+    assert_eq!(
+        store.renew(&a, NOW + 1_000).await,
+        Ok(true),
+        "renew with the key's live token must succeed"
+    );
     let b = reservation("k", "b", NOW + 5_000);
     assert_eq!(
         store.reserve(&b, NOW + 500).await,
@@ -818,31 +1354,39 @@ pub async fn check_renew_works_only_for_the_live_token(store: SharedStore) {
     assert_eq!(
         store.renew(&b, NOW + 9_000).await,
         Ok(false),
-        "b never held the key"
+        "renew by a caller that never held the key must be false"
     );
     assert_eq!(
         store.reserve(&b, NOW + 1_000).await,
-        Ok(ReserveOutcome::Acquired)
+        Ok(ReserveOutcome::Acquired),
+        "reserve at the renewed expiry must take the key over (expired when now >= \
+         expires_at_ms)"
     );
     assert_eq!(
         store.renew(&a, NOW + 9_000).await,
         Ok(false),
-        "a was taken over"
+        "renew by an owner whose reservation was taken over must be false"
     );
     let c = reservation("k", "c", NOW + 9_000);
     assert_eq!(
         store.reserve(&c, NOW + 1_001).await,
-        Ok(ReserveOutcome::InProgress(b.clone()))
+        Ok(ReserveOutcome::InProgress(b.clone())),
+        "a's failed renew must not extend or restore its reservation: b must still hold the key"
     );
-    assert_eq!(store.settle(&b, completed(&b)).await, Ok(()));
+    assert_eq!(
+        store.settle(&b, completed(&b)).await,
+        Ok(()),
+        "settle with the live token must succeed"
+    );
     assert_eq!(
         store.renew(&b, NOW + 9_000).await,
         Ok(false),
-        "a settled key has no reservation"
+        "renew of a settled key must be false: a settled key has no reservation"
     );
     assert_eq!(
         store.renew(&reservation("unknown", "a", 0), NOW).await,
-        Ok(false)
+        Ok(false),
+        "renew of a key that holds nothing must be false"
     );
 }
 
@@ -860,7 +1404,11 @@ pub async fn check_replayed_results_keep_their_key_order(store: SharedStore) {
         .reserve(&reservation("k", "b", NOW + 200), NOW + 1)
         .await
     {
-        Ok(ReserveOutcome::Settled(replayed)) => assert_eq!(output_text(&replayed), OUTPUT),
+        Ok(ReserveOutcome::Settled(replayed)) => assert_eq!(
+            output_text(&replayed),
+            OUTPUT,
+            "reserve must replay the output as stored, its object keys in their order"
+        ),
         other => panic!("expected the settled record, got {other:?}"),
     }
     let read = store
@@ -868,7 +1416,11 @@ pub async fn check_replayed_results_keep_their_key_order(store: SharedStore) {
         .await
         .expect("record")
         .expect("a live record");
-    assert_eq!(output_text(&read), OUTPUT);
+    assert_eq!(
+        output_text(&read),
+        OUTPUT,
+        "record must read the output as stored, its object keys in their order"
+    );
 }
 
 /// `release_resume` gives a claimed resume back (bumping the version, so a writer holding the
@@ -880,55 +1432,73 @@ pub async fn check_release_resume_gives_back_only_a_claimed_resume(store: Shared
     assert_eq!(
         store.release_resume(&id, &first).await,
         Ok(false),
-        "no such record"
+        "release_resume of an unknown id must be false"
     );
     let request = approval("appr_release");
-    assert_eq!(store.insert_approval(&request).await, Ok(()));
+    assert_eq!(
+        store.insert_approval(&request).await,
+        Ok(()),
+        "insert_approval of a new id must succeed"
+    );
     assert_eq!(
         store.release_resume(&id, &first).await,
         Ok(false),
-        "pending"
+        "release_resume of a pending record must be false"
     );
     let approved = ApprovalRecord {
         status: ApprovalStatus::Approved,
         ..request.clone()
     };
-    assert_eq!(store.update_approval(&approved, 0).await, Ok(true));
+    assert_eq!(
+        store.update_approval(&approved, 0).await,
+        Ok(true),
+        "update_approval at the stored version (0 after insert) must apply"
+    );
     assert_eq!(
         store.release_resume(&id, &first).await,
         Ok(false),
-        "not resumed"
+        "release_resume of an approved record not resumed must be false"
     );
-    assert_eq!(
+    assert_approval_read(
         store.approval(&id).await,
-        Ok(Some(stored(&approved, 1, None)))
+        &stored(&approved, 1, None),
+        "release_resume of a record not resumed must change nothing, not even the version",
     );
 
-    assert_eq!(store.claim_resume(&id, &first).await, Ok(true));
     assert_eq!(
+        store.claim_resume(&id, &first).await,
+        Ok(true),
+        "claim_resume of an approved record not resumed must succeed"
+    );
+    assert_approval_read(
         store.approval(&id).await,
-        Ok(Some(stored(&approved, 2, Some(&first)))),
-        "the claim's time and token are kept"
+        &stored(&approved, 2, Some(&first)),
+        "claim_resume must set resumed, keep the claim's time and token, and bump the version",
     );
     assert_eq!(
         store.release_resume(&id, &ResumeClaim::new(NOW)).await,
         Ok(false),
-        "another claim's token, at the same time"
+        "release_resume with another claim's token, made at the same time, must be false"
     );
-    assert_eq!(store.release_resume(&id, &first).await, Ok(true));
     assert_eq!(
+        store.release_resume(&id, &first).await,
+        Ok(true),
+        "release_resume with the claim's own token must give the resume back"
+    );
+    assert_approval_read(
         store.approval(&id).await,
-        Ok(Some(stored(&approved, 3, None)))
+        &stored(&approved, 3, None),
+        "release_resume must clear resumed, resumed_at_ms and resume_token, and bump the version",
     );
     assert_eq!(
         store.release_resume(&id, &first).await,
         Ok(false),
-        "given back once"
+        "release_resume gives a claim back once: the second call must be false"
     );
     assert_eq!(
         store.update_approval(&approved, 2).await,
         Ok(false),
-        "the claimed version is stale"
+        "update_approval at the pre-claim version must lose: the claimed version is stale"
     );
     // A later claim, in the same millisecond, survives the first claim's release written again
     // (a dropped call's write finished on a task of its own after the first landed, or the
@@ -937,21 +1507,43 @@ pub async fn check_release_resume_gives_back_only_a_claimed_resume(store: Shared
     assert_eq!(
         store.claim_resume(&id, &second).await,
         Ok(true),
-        "the resume can be claimed again"
+        "claim_resume after release_resume must succeed: the resume can be claimed again"
     );
-    assert_eq!(store.release_resume(&id, &first).await, Ok(false));
     assert_eq!(
+        store.release_resume(&id, &first).await,
+        Ok(false),
+        "release_resume with the first claim's token must not release the second claim, made \
+         in the same millisecond"
+    );
+    assert_approval_read(
         store.approval(&id).await,
-        Ok(Some(stored(&approved, 4, Some(&second)))),
-        "the later claim stands"
+        &stored(&approved, 4, Some(&second)),
+        "release_resume with the first claim's token must leave the later claim standing",
     );
     // An update keeps the claim (a decision recorded after the resume).
-    assert_eq!(store.update_approval(&approved, 4).await, Ok(true));
     assert_eq!(
-        store.approval(&id).await,
-        Ok(Some(stored(&approved, 5, Some(&second))))
+        store.update_approval(&approved, 4).await,
+        Ok(true),
+        "update_approval at the stored version must apply"
     );
-    assert_eq!(store.release_resume(&id, &second).await, Ok(true));
+    let updated = read_approval(&store, &id).await;
+    assert_eq!(
+        resume_of(&updated),
+        (true, Some(second.at_ms), Some(second.token.as_str())),
+        "update_approval never clears a claimed resume: writing `resumed: false` keeps resumed, \
+         resumed_at_ms and resume_token as stored (resumed, resumed_at_ms, resume_token)"
+    );
+    assert_approval_is(
+        &updated,
+        &stored(&approved, 5, Some(&second)),
+        "update_approval must store the rest of the record as written, at version \
+         expected_version + 1",
+    );
+    assert_eq!(
+        store.release_resume(&id, &second).await,
+        Ok(true),
+        "release_resume with the standing claim's token must give the resume back"
+    );
 
     let denied = ApprovalRecord {
         status: ApprovalStatus::Denied,
@@ -960,19 +1552,24 @@ pub async fn check_release_resume_gives_back_only_a_claimed_resume(store: Shared
         resume_token: Some(first.token.clone()),
         ..approval("appr_release_denied")
     };
-    assert_eq!(store.insert_approval(&denied).await, Ok(()));
     assert_eq!(
+        store.insert_approval(&denied).await,
+        Ok(()),
+        "insert_approval of a new id must succeed"
+    );
+    assert_approval_read(
         store.approval(&denied.approval_id).await,
-        Ok(Some(ApprovalRecord {
+        &ApprovalRecord {
             version: 0,
             ..denied.clone()
-        })),
-        "an inserted claim's time and token are read back"
+        },
+        "insert_approval must store the record as given, at version 0, a claim's time and \
+         token included",
     );
     assert_eq!(
         store.release_resume(&denied.approval_id, &first).await,
         Ok(false),
-        "only an approved record is given back"
+        "release_resume of a denied record must be false: only an approved record is given back"
     );
 }
 
@@ -1009,53 +1606,69 @@ pub async fn check_purge_closed_approvals_deletes_only_closed_records_created_be
     // Approved long ago, resumed just now: its resume may still be running.
     let resumed_late = old("appr_resumed_late", ApprovalStatus::Approved, ttl);
     for record in kept.iter().chain(&closed).chain([&resumed_late]) {
-        assert_eq!(store.insert_approval(record).await, Ok(()));
+        assert_eq!(
+            store.insert_approval(record).await,
+            Ok(()),
+            "insert_approval of the new id {:?} must succeed",
+            record.approval_id
+        );
     }
     assert_eq!(
         store
             .claim_resume(&closed[1].approval_id, &ResumeClaim::new(NOW - 5))
             .await,
         Ok(true),
-        "resumed through the store, as the host does"
+        "claim_resume of an approved record not resumed must succeed"
     );
     assert_eq!(
         store
             .claim_resume(&resumed_late.approval_id, &ResumeClaim::new(NOW))
             .await,
-        Ok(true)
+        Ok(true),
+        "claim_resume of an approved record not resumed must succeed"
     );
     for record in kept.iter().chain(&closed).chain([&resumed_late]) {
-        let read = store.approval(&record.approval_id).await.unwrap().unwrap();
+        let read = store
+            .approval(&record.approval_id)
+            .await
+            .expect("approval")
+            .unwrap_or_else(|| panic!("approval({:?}) must find the record", record.approval_id));
         assert_eq!(
             read.is_purgeable(NOW, NOW),
             closed.contains(record),
-            "{:?}: the Rust rule",
+            "{:?}: ApprovalRecord::is_purgeable of the record read back (the Rust rule) must \
+             hold exactly for the closed, old records",
             record.approval_id
         );
     }
     assert_eq!(
         store.purge_closed_approvals(NOW - 10, NOW, 100).await,
         Ok(0),
-        "nothing was created before the cutoff"
+        "purge_closed_approvals must delete nothing created at or after the cutoff"
     );
-    assert_eq!(store.purge_closed_approvals(NOW, NOW, 2).await, Ok(2));
-    assert_eq!(store.purge_closed_approvals(NOW, NOW, 2).await, Ok(2));
-    assert_eq!(store.purge_closed_approvals(NOW, NOW, 2).await, Ok(1));
-    assert_eq!(store.purge_closed_approvals(NOW, NOW, 2).await, Ok(0));
+    for (call, left) in [2, 2, 1, 0].into_iter().enumerate() {
+        assert_eq!(
+            store.purge_closed_approvals(NOW, NOW, 2).await,
+            Ok(left),
+            "purge_closed_approvals(max_entries = 2), call {call}: must delete at most 2 of the 5 \
+             closed, old records per call until none is left (2, 2, 1, 0), and no open or young \
+             one"
+        );
+    }
     for record in &closed {
         assert_eq!(
             store.approval(&record.approval_id).await,
             Ok(None),
-            "{:?} is closed and old",
+            "purge_closed_approvals must delete {:?}: closed at now and created before the cutoff",
             record.approval_id
         );
     }
     for record in &kept {
-        assert_eq!(
+        assert_approval_read(
             store.approval(&record.approval_id).await,
-            Ok(Some(stored(record, 0, None))),
-            "{:?} is open or young",
-            record.approval_id
+            &stored(record, 0, None),
+            "purge_closed_approvals must keep (unchanged) a record that is open or created at the \
+             cutoff",
         );
     }
 
@@ -1064,87 +1677,169 @@ pub async fn check_purge_closed_approvals_deletes_only_closed_records_created_be
         status: ApprovalStatus::Denied,
         ..kept[0].clone()
     };
-    assert_eq!(store.update_approval(&denied, 0).await, Ok(true));
-    assert_eq!(store.purge_closed_approvals(NOW, NOW, 100).await, Ok(1));
-    assert_eq!(store.approval(&denied.approval_id).await, Ok(None));
+    assert_eq!(
+        store.update_approval(&denied, 0).await,
+        Ok(true),
+        "update_approval at the stored version must apply"
+    );
+    assert_eq!(
+        store.purge_closed_approvals(NOW, NOW, 100).await,
+        Ok(1),
+        "purge_closed_approvals must delete a record closed by an update since the last purge"
+    );
+    assert_eq!(
+        store.approval(&denied.approval_id).await,
+        Ok(None),
+        "purge_closed_approvals must delete the record denied by an update"
+    );
 
     // The late resume is kept until the cutoff passes its resume (with the young denial).
-    let read = store.approval(&resumed_late.approval_id).await.unwrap();
-    assert_eq!(read.map(|r| r.resumed_at_ms), Some(Some(NOW)));
-    assert_eq!(store.purge_closed_approvals(NOW + 1, NOW, 100).await, Ok(2));
-    assert_eq!(store.approval(&resumed_late.approval_id).await, Ok(None));
+    let read = store
+        .approval(&resumed_late.approval_id)
+        .await
+        .expect("approval");
+    assert_eq!(
+        read.map(|r| r.resumed_at_ms),
+        Some(Some(NOW)),
+        "purge_closed_approvals must keep an approved record resumed at the cutoff, with its \
+         resumed_at_ms"
+    );
+    assert_eq!(
+        store.purge_closed_approvals(NOW + 1, NOW, 100).await,
+        Ok(2),
+        "purge_closed_approvals with the cutoff past the resume must delete the late resume and \
+         the young denial"
+    );
+    assert_eq!(
+        store.approval(&resumed_late.approval_id).await,
+        Ok(None),
+        "purge_closed_approvals must delete the resume once resumed_at_ms < cutoff"
+    );
 }
 
 /// Approvals: insert at version 0, read back, compare-and-set updates.
 pub async fn check_approval_insert_get_and_versioned_update(store: SharedStore) {
     let id = ApprovalId::trusted("appr_cas");
-    assert_eq!(store.approval(&id).await, Ok(None));
-    let request = approval("appr_cas");
-    assert_eq!(store.insert_approval(&request).await, Ok(()));
     assert_eq!(
         store.approval(&id).await,
-        Ok(Some(stored(&request, 0, None)))
+        Ok(None),
+        "approval of an unknown id must be None"
+    );
+    let request = approval("appr_cas");
+    assert_eq!(
+        store.insert_approval(&request).await,
+        Ok(()),
+        "insert_approval of a new id must succeed"
+    );
+    assert_approval_read(
+        store.approval(&id).await,
+        &stored(&request, 0, None),
+        "insert_approval must store the record as given, at version 0 (whatever version it \
+         carries)",
     );
 
     let mut voted = request.clone();
     voted.decisions.push(approve("appr_cas"));
     voted.status = ApprovalStatus::Approved;
-    assert_eq!(store.update_approval(&voted, 0).await, Ok(true));
-    assert_eq!(store.approval(&id).await, Ok(Some(stored(&voted, 1, None))));
+    assert_eq!(
+        store.update_approval(&voted, 0).await,
+        Ok(true),
+        "update_approval at the stored version (0 after insert) must apply"
+    );
+    assert_approval_read(
+        store.approval(&id).await,
+        &stored(&voted, 1, None),
+        "update_approval must store the record as written, at version expected_version + 1",
+    );
 
     let mut stale = request.clone();
     stale.status = ApprovalStatus::Denied;
     assert_eq!(
         store.update_approval(&stale, 0).await,
         Ok(false),
-        "version 0 is stale"
+        "update_approval at a stale version (0, stored 1) must be false"
     );
     assert_eq!(
         store.update_approval(&stale, 2).await,
         Ok(false),
-        "version 2 does not exist yet"
+        "update_approval at a version not reached yet (2, stored 1) must be false"
     );
-    assert_eq!(store.approval(&id).await, Ok(Some(stored(&voted, 1, None))));
-    assert_eq!(store.update_approval(&stale, 1).await, Ok(true));
-    assert_eq!(store.approval(&id).await, Ok(Some(stored(&stale, 2, None))));
+    assert_approval_read(
+        store.approval(&id).await,
+        &stored(&voted, 1, None),
+        "an update_approval at a version other than the stored one must change nothing",
+    );
+    assert_eq!(
+        store.update_approval(&stale, 1).await,
+        Ok(true),
+        "update_approval at the stored version must apply"
+    );
+    assert_approval_read(
+        store.approval(&id).await,
+        &stored(&stale, 2, None),
+        "update_approval must store the record as written, at version expected_version + 1",
+    );
 
     assert_eq!(
         store.update_approval(&approval("appr_missing"), 0).await,
-        Ok(false)
+        Ok(false),
+        "update_approval of an unknown id must be false"
     );
     assert_eq!(
         store.approval(&ApprovalId::trusted("appr_missing")).await,
-        Ok(None)
+        Ok(None),
+        "update_approval of an unknown id must not create it"
     );
 }
 
 /// Inserting an id that exists fails and leaves the stored record alone.
 pub async fn check_duplicate_approval_insert_fails(store: SharedStore) {
     let request = approval("appr_dup");
-    assert_eq!(store.insert_approval(&request).await, Ok(()));
+    assert_eq!(
+        store.insert_approval(&request).await,
+        Ok(()),
+        "insert_approval of a new id must succeed"
+    );
     let impostor = ApprovalRecord {
         status: ApprovalStatus::Approved,
         ..request.clone()
     };
-    assert!(store.insert_approval(&impostor).await.is_err());
-    assert_eq!(
+    let duplicate = store.insert_approval(&impostor).await;
+    assert!(
+        duplicate.is_err(),
+        "insert_approval of an id that exists must fail, got {duplicate:?}"
+    );
+    assert_approval_read(
         store.approval(&request.approval_id).await,
-        Ok(Some(stored(&request, 0, None)))
+        &stored(&request, 0, None),
+        "a failed insert_approval of an id that exists must leave the stored record alone",
     );
 }
 
 /// Duplicate inserts fail without quoting the record or its id.
 pub async fn check_store_errors_quote_no_record_contents(store: SharedStore) {
     let request = approval("appr_s3cr3t");
-    assert_eq!(store.insert_approval(&request).await, Ok(()));
+    assert_eq!(
+        store.insert_approval(&request).await,
+        Ok(()),
+        "insert_approval of a new id must succeed"
+    );
     let error = store
         .insert_approval(&request)
         .await
-        .expect_err("duplicate");
+        .expect_err("insert_approval of an id that exists must fail");
     let message = error.to_string();
-    assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
+    assert!(
+        matches!(error, StoreError::Unavailable(_)),
+        "insert_approval of an id that exists must fail with StoreError::Unavailable, got \
+         {error:?}"
+    );
     for secret in ["s3cr3t", "tenant-1", "policy-hash", "cap:store:test"] {
-        assert!(!message.contains(secret), "{message}");
+        assert!(
+            !message.contains(secret),
+            "a store error must quote no record contents, but the duplicate insert_approval's \
+             error quotes {secret:?}: {message}"
+        );
     }
 }
 
@@ -1161,10 +1856,15 @@ pub async fn check_every_approval_status_is_storable(store: SharedStore) {
             status,
             ..approval(&format!("appr_status_{status:?}"))
         };
-        assert_eq!(store.insert_approval(&request).await, Ok(()), "{status:?}");
         assert_eq!(
+            store.insert_approval(&request).await,
+            Ok(()),
+            "insert_approval of a {status:?} record must succeed"
+        );
+        assert_approval_read(
             store.approval(&request.approval_id).await,
-            Ok(Some(stored(&request, 0, None)))
+            &stored(&request, 0, None),
+            "insert_approval must store a record in every status, read back as given at version 0",
         );
     }
 }
@@ -1175,35 +1875,64 @@ pub async fn check_claim_resume_succeeds_once_and_only_when_approved(store: Shar
     assert_eq!(
         store.claim_resume(&id, &ResumeClaim::new(NOW)).await,
         Ok(false),
-        "no such record"
+        "claim_resume of an unknown id must be false"
     );
     let request = approval("appr_resume");
-    assert_eq!(store.insert_approval(&request).await, Ok(()));
+    assert_eq!(
+        store.insert_approval(&request).await,
+        Ok(()),
+        "insert_approval of a new id must succeed"
+    );
     assert_eq!(
         store.claim_resume(&id, &ResumeClaim::new(NOW)).await,
         Ok(false),
-        "still pending"
+        "claim_resume of a pending record must be false"
     );
 
     let approved = ApprovalRecord {
         status: ApprovalStatus::Approved,
         ..request.clone()
     };
-    assert_eq!(store.update_approval(&approved, 0).await, Ok(true));
+    assert_eq!(
+        store.update_approval(&approved, 0).await,
+        Ok(true),
+        "update_approval at the stored version (0 after insert) must apply"
+    );
     let claim = ResumeClaim::new(NOW);
-    assert_eq!(store.claim_resume(&id, &claim).await, Ok(true));
+    assert_eq!(
+        store.claim_resume(&id, &claim).await,
+        Ok(true),
+        "claim_resume of an approved record not resumed must succeed"
+    );
     assert_eq!(
         store.claim_resume(&id, &ResumeClaim::new(NOW)).await,
         Ok(false),
-        "a resume is claimed once"
+        "claim_resume succeeds once: a second claim must be false"
+    );
+    let claimed = read_approval(&store, &id).await;
+    assert_eq!(
+        resume_of(&claimed),
+        (true, Some(claim.at_ms), Some(claim.token.as_str())),
+        "claim_resume must store resumed = true with the claim's time and token (resumed, \
+         resumed_at_ms, resume_token)"
     );
     assert_eq!(
-        store.approval(&id).await,
-        Ok(Some(stored(&approved, 2, Some(&claim))))
+        claimed.version, 2,
+        "claim_resume must bump the version (1 after one update → 2), so that a writer holding \
+         the pre-claim version loses"
+    );
+    assert_approval_is(
+        &claimed,
+        &stored(&approved, 2, Some(&claim)),
+        "claim_resume must change nothing but the resume and the version",
     );
 
     // A writer that read the record before the claim must lose…
-    assert_eq!(store.update_approval(&approved, 1).await, Ok(false));
+    assert_eq!(
+        store.update_approval(&approved, 1).await,
+        Ok(false),
+        "update_approval at the pre-claim version must lose: claim_resume bumps the version"
+    );
     // …and a current writer cannot re-arm the resume by writing `resumed: false`.
     let rewritten = ApprovalRecord {
         resumed: false,
@@ -1211,14 +1940,33 @@ pub async fn check_claim_resume_succeeds_once_and_only_when_approved(store: Shar
         resume_token: Some("another claim's token".to_owned()),
         ..approved.clone()
     };
-    assert_eq!(store.update_approval(&rewritten, 2).await, Ok(true));
     assert_eq!(
-        store.approval(&id).await,
-        Ok(Some(stored(&approved, 3, Some(&claim))))
+        store.update_approval(&rewritten, 2).await,
+        Ok(true),
+        "update_approval at the stored version must apply"
+    );
+    let rewritten_read = read_approval(&store, &id).await;
+    assert_eq!(
+        resume_of(&rewritten_read),
+        (true, Some(claim.at_ms), Some(claim.token.as_str())),
+        "update_approval never clears a claimed resume: a current writer cannot re-arm the \
+         resume by writing `resumed: false`, nor replace the claim's time or token (only \
+         release_resume gives a claim back) (resumed, resumed_at_ms, resume_token)"
+    );
+    assert_eq!(
+        rewritten_read.version, 3,
+        "update_approval must store version expected_version + 1"
+    );
+    assert_approval_is(
+        &rewritten_read,
+        &stored(&approved, 3, Some(&claim)),
+        "update_approval must store the rest of the record as written",
     );
     assert_eq!(
         store.claim_resume(&id, &ResumeClaim::new(NOW)).await,
-        Ok(false)
+        Ok(false),
+        "claim_resume after an update that wrote `resumed: false` must still fail: the resume \
+         was claimed once"
     );
 
     for status in [
@@ -1227,18 +1975,26 @@ pub async fn check_claim_resume_succeeds_once_and_only_when_approved(store: Shar
         ApprovalStatus::Revoked,
     ] {
         let other = approval(&format!("appr_{status:?}"));
-        assert_eq!(store.insert_approval(&other).await, Ok(()));
+        assert_eq!(
+            store.insert_approval(&other).await,
+            Ok(()),
+            "insert_approval of a new id must succeed"
+        );
         let decided = ApprovalRecord {
             status,
             ..other.clone()
         };
-        assert_eq!(store.update_approval(&decided, 0).await, Ok(true));
+        assert_eq!(
+            store.update_approval(&decided, 0).await,
+            Ok(true),
+            "update_approval at the stored version (0 after insert) must apply"
+        );
         assert_eq!(
             store
                 .claim_resume(&other.approval_id, &ResumeClaim::new(NOW))
                 .await,
             Ok(false),
-            "{status:?}"
+            "claim_resume of a {status:?} record must fail: only an approved record resumes"
         );
     }
 }
@@ -1251,7 +2007,8 @@ pub async fn race_take_over(stores: &[SharedStore], key: &str, count: usize) {
     let crashed = reservation(key, "crashed", NOW + 100);
     assert_eq!(
         stores[0].reserve(&crashed, NOW).await,
-        Ok(ReserveOutcome::Acquired)
+        Ok(ReserveOutcome::Acquired),
+        "reserve of a free key must acquire it"
     );
     let outcomes = reserve_concurrently(stores, key, "t", count, NOW + 100).await;
     assert_single_winner(&outcomes);
@@ -1259,7 +2016,8 @@ pub async fn race_take_over(stores: &[SharedStore], key: &str, count: usize) {
         stores[stores.len() - 1]
             .settle(&crashed, completed(&crashed))
             .await,
-        Err(StoreError::Fenced)
+        Err(StoreError::Fenced),
+        "settle by the crashed owner after the take-over must be Fenced"
     );
 }
 
@@ -1287,39 +2045,57 @@ pub async fn check_different_keys_never_interfere(store: SharedStore) {
             async move { store.reserve(&owner, NOW).await },
         ));
     }
-    for task in tasks {
-        assert_eq!(task.await.expect("task"), Ok(ReserveOutcome::Acquired));
+    for (key, task) in keys.iter().zip(tasks) {
+        assert_eq!(
+            task.await.expect("a reserve task panicked"),
+            Ok(ReserveOutcome::Acquired),
+            "{key}: concurrent reserves of different free keys must each acquire their own key"
+        );
     }
     let owner = |key: &str| reservation(key, &format!("owner-{key}"), NOW + 100);
     let settled = completed(&owner(&keys[0]));
     assert_eq!(
         store.settle(&owner(&keys[0]), settled.clone()).await,
-        Ok(())
+        Ok(()),
+        "settle with the live token must succeed"
     );
-    assert_eq!(store.release(&owner(&keys[1])).await, Ok(()));
+    assert_eq!(
+        store.release(&owner(&keys[1])).await,
+        Ok(()),
+        "release by the owner must succeed"
+    );
     // A key that is a prefix of another is still another key.
     let prefix = reservation("Action:act_1", "prefix", NOW + 100);
     assert_eq!(
         store.reserve(&prefix, NOW).await,
-        Ok(ReserveOutcome::Acquired)
+        Ok(ReserveOutcome::Acquired),
+        "reserve of a key that is a prefix of a reserved key must acquire it: it is another key"
     );
 
     let late = |key: &str| reservation(key, "late", NOW + 1_000);
     assert_eq!(
         store.reserve(&late(&keys[0]), NOW + 1).await,
-        Ok(ReserveOutcome::Settled(settled))
+        Ok(ReserveOutcome::Settled(settled)),
+        "{}: reserve must replay the record settled under this key",
+        keys[0]
     );
     assert_eq!(
         store.reserve(&late(&keys[1]), NOW + 1).await,
-        Ok(ReserveOutcome::Acquired)
+        Ok(ReserveOutcome::Acquired),
+        "{}: reserve of the key its owner released must acquire it",
+        keys[1]
     );
     for key in &keys[2..] {
         assert_eq!(
             store.reserve(&late(key), NOW + 1).await,
             Ok(ReserveOutcome::InProgress(owner(key))),
-            "{key}"
+            "{key}: a settle or release on other keys must leave this key's reservation alone"
         );
-        assert_eq!(store.record(key, NOW + 1).await, Ok(None), "{key}");
+        assert_eq!(
+            store.record(key, NOW + 1).await,
+            Ok(None),
+            "{key}: a settle on another key must store no record under this one"
+        );
     }
 }
 
@@ -1327,12 +2103,20 @@ pub async fn check_different_keys_never_interfere(store: SharedStore) {
 /// spread over `stores`: exactly one wins, and every store reads the claimed record.
 pub async fn race_claim_resume(stores: &[SharedStore], claims: usize) {
     let request = approval("appr_race");
-    assert_eq!(stores[0].insert_approval(&request).await, Ok(()));
+    assert_eq!(
+        stores[0].insert_approval(&request).await,
+        Ok(()),
+        "insert_approval of a new id must succeed"
+    );
     let approved = ApprovalRecord {
         status: ApprovalStatus::Approved,
         ..request.clone()
     };
-    assert_eq!(stores[0].update_approval(&approved, 0).await, Ok(true));
+    assert_eq!(
+        stores[0].update_approval(&approved, 0).await,
+        Ok(true),
+        "update_approval at the stored version (0 after insert) must apply"
+    );
     let tasks: Vec<_> = (0..claims)
         .map(|index| {
             let store = Arc::clone(&stores[index % stores.len()]);
@@ -1351,12 +2135,16 @@ pub async fn race_claim_resume(stores: &[SharedStore], claims: usize) {
             winners.push(claim);
         }
     }
-    assert_eq!(winners.len(), 1, "exactly one claim wins");
-    for store in stores {
-        assert_eq!(
+    assert_eq!(
+        winners.len(),
+        1,
+        "claim_resume must succeed for exactly one of the racing claims"
+    );
+    for (index, store) in stores.iter().enumerate() {
+        assert_approval_read(
             store.approval(&request.approval_id).await,
-            Ok(Some(stored(&approved, 2, winners.first()))),
-            "the winner's claim is the one kept"
+            &stored(&approved, 2, winners.first()),
+            &format!("the winner's claim is the one kept (read on store {index})"),
         );
     }
 }
@@ -1438,6 +2226,186 @@ fn inserted(record: &TransactionRecord) -> TransactionRecord {
     }
 }
 
+/// Why a transition at revision 0 of a record just inserted must apply, for the messages of
+/// the checks that make one.
+const AT_REVISION_0: &str = "insert_transaction must store revision 0, whatever revision the \
+                             record carries (the fixtures carry 9)";
+
+/// A transaction record in a line: its id, status and revision.
+fn summary(record: &TransactionRecord) -> String {
+    format!(
+        "{:?}: {:?} at revision {}",
+        record.transaction_id, record.status, record.revision
+    )
+}
+
+/// A transition's outcome in a line (its record summarized).
+fn describe(outcome: &Result<TransitionOutcome, StoreError>) -> String {
+    match outcome {
+        Ok(TransitionOutcome::Applied(record)) => format!("Applied({})", summary(record)),
+        Ok(TransitionOutcome::NotFound) => "NotFound".to_owned(),
+        Ok(TransitionOutcome::RevisionConflict(record)) => {
+            format!("RevisionConflict({})", summary(record))
+        }
+        Ok(TransitionOutcome::StateConflict(record)) => {
+            format!("StateConflict({})", summary(record))
+        }
+        Err(error) => format!("Err({error:?})"),
+    }
+}
+
+/// The record a transition applied, or a panic naming `rule` and what happened instead.
+#[track_caller]
+fn applied(outcome: Result<TransitionOutcome, StoreError>, rule: &str) -> TransactionRecord {
+    match outcome {
+        Ok(TransitionOutcome::Applied(record)) => record,
+        other => panic!("{rule}: expected Applied, got {}", describe(&other)),
+    }
+}
+
+/// Asserts that `outcome` is `Ok(expected)`: the same outcome, its record equal field by field
+/// ([`assert_transaction_is`]). Exactly as strict as comparing the outcomes whole.
+#[track_caller]
+fn assert_outcome(
+    outcome: Result<TransitionOutcome, StoreError>,
+    expected: &TransitionOutcome,
+    rule: &str,
+) {
+    use TransitionOutcome as O;
+    match (&outcome, expected) {
+        (Ok(O::Applied(read)), O::Applied(expected))
+        | (Ok(O::RevisionConflict(read)), O::RevisionConflict(expected))
+        | (Ok(O::StateConflict(read)), O::StateConflict(expected)) => {
+            assert_transaction_is(read, expected, rule);
+        }
+        (Ok(O::NotFound), O::NotFound) => {}
+        _ => panic!(
+            "{rule}: expected {}, got {}",
+            describe(&Ok(expected.clone())),
+            describe(&outcome)
+        ),
+    }
+}
+
+/// Asserts that `read` (what a lookup of one transaction returned) is `Ok(expected)`, a
+/// record compared field by field ([`assert_transaction_is`]).
+#[track_caller]
+fn assert_transaction_read(
+    read: Result<Option<TransactionRecord>, StoreError>,
+    expected: Option<&TransactionRecord>,
+    rule: &str,
+) {
+    match (read, expected) {
+        (Ok(Some(read)), Some(expected)) => assert_transaction_is(&read, expected, rule),
+        (Ok(None), None) => {}
+        (Ok(Some(read)), None) => panic!("{rule}: expected no record, got {}", summary(&read)),
+        (Ok(None), Some(expected)) => {
+            panic!("{rule}: expected {}, got no record", summary(expected))
+        }
+        (Err(error), _) => panic!("{rule}: the lookup failed: {error:?}"),
+    }
+}
+
+/// Asserts that `read` (what a list of transactions returned) is `Ok(expected)`: the same
+/// transaction ids in the same order, then each record equal field by field.
+#[track_caller]
+fn assert_transaction_list(
+    read: Result<Vec<TransactionRecord>, StoreError>,
+    expected: &[TransactionRecord],
+    rule: &str,
+) {
+    let read = read.unwrap_or_else(|error| panic!("{rule}: the lookup failed: {error:?}"));
+    assert_eq!(
+        read.iter()
+            .map(|record| &record.transaction_id)
+            .collect::<Vec<_>>(),
+        expected
+            .iter()
+            .map(|record| &record.transaction_id)
+            .collect::<Vec<_>>(),
+        "{rule} (the transaction ids listed, in order)"
+    );
+    for (read, expected) in read.iter().zip(expected) {
+        assert_transaction_is(read, expected, rule);
+    }
+}
+
+/// Asserts that `read` equals `expected`, field by field, the revision and status first: a
+/// failure names `rule` and the field that differs, instead of dumping two whole records.
+#[track_caller]
+fn assert_transaction_is(read: &TransactionRecord, expected: &TransactionRecord, rule: &str) {
+    // Destructured, so a field added to the record is compared here too.
+    let TransactionRecord {
+        transaction_id,
+        action_id,
+        capability_id,
+        transaction,
+        principal_id,
+        identity,
+        status,
+        plan,
+        result,
+        provider_operation,
+        reconciliation_cursor,
+        checkpoint_cursor,
+        reconcile_after_ms,
+        error,
+        revision,
+        created_at_ms,
+        updated_at_ms,
+        receipts,
+    } = expected;
+    let id = transaction_id;
+    assert_eq!(
+        &read.transaction_id, transaction_id,
+        "{rule} ({id:?}: `transaction_id`)"
+    );
+    assert_eq!(&read.revision, revision, "{rule} ({id:?}: `revision`)");
+    assert_eq!(&read.status, status, "{rule} ({id:?}: `status`)");
+    assert_eq!(&read.action_id, action_id, "{rule} ({id:?}: `action_id`)");
+    assert_eq!(&read.result, result, "{rule} ({id:?}: `result`)");
+    assert_eq!(
+        &read.provider_operation, provider_operation,
+        "{rule} ({id:?}: `provider_operation`)"
+    );
+    assert_eq!(
+        &read.reconciliation_cursor, reconciliation_cursor,
+        "{rule} ({id:?}: `reconciliation_cursor`)"
+    );
+    assert_eq!(
+        &read.checkpoint_cursor, checkpoint_cursor,
+        "{rule} ({id:?}: `checkpoint_cursor`)"
+    );
+    assert_eq!(
+        &read.reconcile_after_ms, reconcile_after_ms,
+        "{rule} ({id:?}: `reconcile_after_ms`)"
+    );
+    assert_eq!(&read.error, error, "{rule} ({id:?}: `error`)");
+    assert_eq!(
+        &read.created_at_ms, created_at_ms,
+        "{rule} ({id:?}: `created_at_ms`)"
+    );
+    assert_eq!(
+        &read.updated_at_ms, updated_at_ms,
+        "{rule} ({id:?}: `updated_at_ms`)"
+    );
+    assert_eq!(
+        &read.capability_id, capability_id,
+        "{rule} ({id:?}: `capability_id`)"
+    );
+    assert_eq!(
+        &read.principal_id, principal_id,
+        "{rule} ({id:?}: `principal_id`)"
+    );
+    assert_eq!(&read.identity, identity, "{rule} ({id:?}: `identity`)");
+    assert_eq!(
+        &read.transaction, transaction,
+        "{rule} ({id:?}: `transaction`)"
+    );
+    assert_eq!(&read.plan, plan, "{rule} ({id:?}: `plan`)");
+    assert_eq!(&read.receipts, receipts, "{rule} ({id:?}: `receipts`)");
+}
+
 /// A provider operation `operation_id` at the test provider.
 fn operation(operation_id: &str) -> ProviderOperationRef {
     ProviderOperationRef {
@@ -1500,7 +2468,7 @@ async fn insert_new(store: &SharedStore, record: &TransactionRecord) {
     assert_eq!(
         store.insert_transaction(record).await,
         Ok(true),
-        "{:?} must be new",
+        "insert_transaction of the new id {:?} must be true",
         record.transaction_id
     );
 }
@@ -1528,7 +2496,11 @@ pub async fn check_purge_finished_transactions_deletes_only_finished_records_pas
             kept.push(inserted(&record));
         }
     }
-    assert_eq!(finished.len(), 7, "the finished statuses");
+    assert_eq!(
+        finished.len(),
+        7,
+        "the fixture covers the 7 finished statuses"
+    );
     // Made at `NOW`, the plan of the loop above expires after the cutoff: kept.
     // Finished, but at the cutoff itself: kept.
     let young = TransactionRecord {
@@ -1557,12 +2529,12 @@ pub async fn check_purge_finished_transactions_deletes_only_finished_records_pas
     let plan = planned("txn_plan", "act_p", "plan:retention");
     insert_new(&store, &plan).await;
     let committed = Transition::new(&[S::Planned], S::Committed);
-    assert!(matches!(
+    applied(
         store
             .transition(&plan.transaction_id, 0, &committed, NOW - 5)
             .await,
-        Ok(TransitionOutcome::Applied(_))
-    ));
+        &format!("transition planned → committed at revision 0 must apply: {AT_REVISION_0}"),
+    );
     // A failed record reopened before the cutoff is no longer finished.
     let reopened = TransactionRecord {
         updated_at_ms: NOW - 10,
@@ -1570,17 +2542,19 @@ pub async fn check_purge_finished_transactions_deletes_only_finished_records_pas
     };
     insert_new(&store, &reopened).await;
     let reopen = Transition::new(&[S::Failed], S::Prepared);
-    let Ok(TransitionOutcome::Applied(reopened)) = store
-        .transition(&reopened.transaction_id, 0, &reopen, NOW - 5)
-        .await
-    else {
-        panic!("the failed record reopens");
-    };
+    let reopened = applied(
+        store
+            .transition(&reopened.transaction_id, 0, &reopen, NOW - 5)
+            .await,
+        &format!("the failed record reopens (failed → prepared at revision 0): {AT_REVISION_0}"),
+    );
     kept.push(reopened);
 
     assert_eq!(
         store.purge_finished_transactions(NOW - 10, 100).await,
-        Ok(0)
+        Ok(0),
+        "purge_finished_transactions must delete nothing that finished at or after the cutoff \
+         (finished_at_ms < cutoff only)"
     );
     let mut purged = 0;
     loop {
@@ -1588,7 +2562,10 @@ pub async fn check_purge_finished_transactions_deletes_only_finished_records_pas
             .purge_finished_transactions(NOW, 3)
             .await
             .expect("purge");
-        assert!(pass <= 3, "at most max_entries per call");
+        assert!(
+            pass <= 3,
+            "purge_finished_transactions must delete at most max_entries (3) per call"
+        );
         purged += pass;
         if pass == 0 {
             break;
@@ -1597,19 +2574,33 @@ pub async fn check_purge_finished_transactions_deletes_only_finished_records_pas
     assert_eq!(
         purged,
         finished.len() + 1,
-        "the finished records, the expired plan and the committed one"
+        "purge_finished_transactions must delete the finished records, the expired plan and \
+         the committed one, and nothing else"
     );
     for record in &finished {
-        assert_eq!(store.transaction(&record.transaction_id).await, Ok(None));
-    }
-    assert_eq!(store.transaction(&plan.transaction_id).await, Ok(None));
-    assert_eq!(store.transaction_by_plan("plan:retention").await, Ok(None));
-    for record in &kept {
-        assert_eq!(
+        assert_transaction_read(
             store.transaction(&record.transaction_id).await,
-            Ok(Some(record.clone())),
-            "{:?} is not finished, or finished at the cutoff",
-            record.transaction_id
+            None,
+            "purge_finished_transactions must delete a record that finished before the cutoff \
+             (a plan nobody committed finishes when it expires)",
+        );
+    }
+    assert_transaction_read(
+        store.transaction(&plan.transaction_id).await,
+        None,
+        "purge_finished_transactions must delete a plan committed before the cutoff",
+    );
+    assert_transaction_read(
+        store.transaction_by_plan("plan:retention").await,
+        None,
+        "a purged record's plan id must be unknown to transaction_by_plan",
+    );
+    for record in &kept {
+        assert_transaction_read(
+            store.transaction(&record.transaction_id).await,
+            Some(record),
+            "purge_finished_transactions must keep (unchanged) a record that is not finished, \
+             or finished at the cutoff",
         );
     }
     insert_new(
@@ -1622,22 +2613,40 @@ pub async fn check_purge_finished_transactions_deletes_only_finished_records_pas
 /// Insert is insert-if-absent: a second record with the same id is refused and changes nothing.
 pub async fn check_transaction_insert_if_absent(store: SharedStore) {
     let id = TransactionId::trusted("txn_insert");
-    assert_eq!(store.transaction(&id).await, Ok(None));
+    assert_transaction_read(
+        store.transaction(&id).await,
+        None,
+        "transaction of an unknown id must be None",
+    );
     let record = transaction("txn_insert", "act_a", TransactionProtocolStatus::Committing);
     insert_new(&store, &record).await;
-    assert_eq!(store.transaction(&id).await, Ok(Some(inserted(&record))));
+    assert_transaction_read(
+        store.transaction(&id).await,
+        Some(&inserted(&record)),
+        "insert_transaction must store the record as given, but at revision 0, whatever revision \
+         it carries (the fixture carries 9)",
+    );
     let impostor = TransactionRecord {
         status: TransactionProtocolStatus::Committed,
         action_id: ActionId::trusted("act_impostor"),
         ..record.clone()
     };
-    assert_eq!(store.insert_transaction(&impostor).await, Ok(false));
-    assert_eq!(store.transaction(&id).await, Ok(Some(inserted(&record))));
     assert_eq!(
+        store.insert_transaction(&impostor).await,
+        Ok(false),
+        "insert_transaction of an id that exists must be false"
+    );
+    assert_transaction_read(
+        store.transaction(&id).await,
+        Some(&inserted(&record)),
+        "insert_transaction of an id that exists must leave the stored record alone",
+    );
+    assert_transaction_list(
         store
             .transactions_by_action(&ActionId::trusted("act_impostor"))
             .await,
-        Ok(Vec::new())
+        &[],
+        "a refused insert_transaction must not list the record under its action",
     );
 }
 
@@ -1651,22 +2660,39 @@ pub async fn check_transaction_plan_id_is_unique(store: SharedStore) {
         naming_plan("txn_other", "act_commit", "plan:s3cr3t"),
         planned("txn_other", "act_plan_2", "plan:s3cr3t"),
     ] {
-        let error = store.insert_transaction(&other).await.unwrap_err();
-        assert_eq!(error, StoreError::PlanIdTaken);
+        let error = store
+            .insert_transaction(&other)
+            .await
+            .expect_err("insert_transaction of a new id whose plan id is taken must fail");
+        assert_eq!(
+            error,
+            StoreError::PlanIdTaken,
+            "insert_transaction of a new id whose plan id another record answers to must fail \
+             with PlanIdTaken"
+        );
         let message = error.to_string();
         for value in ["s3cr3t", "txn_", "act_"] {
-            assert!(!message.contains(value), "{message}");
+            assert!(
+                !message.contains(value),
+                "the PlanIdTaken error must quote no value, but quotes {value:?}: {message}"
+            );
         }
-        assert_eq!(store.transaction(&other.transaction_id).await, Ok(None));
+        assert_transaction_read(
+            store.transaction(&other.transaction_id).await,
+            None,
+            "an insert_transaction refused with PlanIdTaken must store nothing",
+        );
     }
     assert_eq!(
         store.insert_transaction(&plan).await,
         Ok(false),
-        "an existing id is reported as such, even though its plan id is taken too"
+        "insert_transaction of an existing id must be false, even though its plan id is taken \
+         too (the id is checked first)"
     );
-    assert_eq!(
+    assert_transaction_read(
         store.transaction_by_plan("plan:s3cr3t").await,
-        Ok(Some(inserted(&plan)))
+        Some(&inserted(&plan)),
+        "transaction_by_plan must find the first record that took the plan id",
     );
     for index in 0..3 {
         let planless = transaction(
@@ -1690,49 +2716,61 @@ pub async fn check_transaction_lookups(store: SharedStore) {
     for record in [&lowercase, &planless, &from_block, &from_plan] {
         insert_new(&store, record).await;
     }
-    assert_eq!(
+    assert_transaction_read(
         store.transaction(&TransactionId::trusted("txn_3")).await,
-        Ok(Some(inserted(&planless)))
+        Some(&inserted(&planless)),
+        "transaction must read the record with that id, as inserted (at revision 0)",
     );
-    assert_eq!(
+    assert_transaction_read(
         store.transaction(&TransactionId::trusted("txn_4")).await,
-        Ok(None)
+        None,
+        "transaction of an unknown id must be None",
     );
-    assert_eq!(
+    assert_transaction_read(
         store.transaction_by_plan("plan:one").await,
-        Ok(Some(inserted(&from_plan)))
+        Some(&inserted(&from_plan)),
+        "transaction_by_plan must find a record by its plan's plan id",
     );
-    assert_eq!(
+    assert_transaction_read(
         store.transaction_by_plan("plan:two").await,
-        Ok(Some(inserted(&from_block)))
+        Some(&inserted(&from_block)),
+        "transaction_by_plan must find a record by the plan id of its transaction block",
     );
-    assert_eq!(store.transaction_by_plan("plan:three").await, Ok(None));
-    assert_eq!(
+    assert_transaction_read(
+        store.transaction_by_plan("plan:three").await,
+        None,
+        "transaction_by_plan of an unknown plan id must be None",
+    );
+    assert_transaction_read(
         store.transaction_by_plan("plan:").await,
-        Ok(None),
-        "a prefix of a plan id is another plan id"
+        None,
+        "transaction_by_plan of a prefix of a plan id must be None: it is another plan id",
     );
-    assert_eq!(
+    assert_transaction_list(
         store
             .transactions_by_action(&ActionId::trusted("act_a"))
             .await,
-        Ok(vec![
+        &[
             inserted(&from_plan),
             inserted(&from_block),
-            inserted(&lowercase)
-        ])
+            inserted(&lowercase),
+        ],
+        "transactions_by_action must list every record of the action, in byte order of \
+         transaction id (`txn_1`, `txn_B`, `txn_a`), whatever the insert order or the locale",
     );
-    assert_eq!(
+    assert_transaction_list(
         store
             .transactions_by_action(&ActionId::trusted("act_b"))
             .await,
-        Ok(vec![inserted(&planless)])
+        &[inserted(&planless)],
+        "transactions_by_action must list only the action's records",
     );
-    assert_eq!(
+    assert_transaction_list(
         store
             .transactions_by_action(&ActionId::trusted("act_c"))
             .await,
-        Ok(Vec::new())
+        &[],
+        "transactions_by_action of an action without records must be empty",
     );
 }
 
@@ -1741,36 +2779,70 @@ pub async fn check_transaction_lookups(store: SharedStore) {
 /// retryable storage error that a caller retries for ever.
 pub async fn check_lookups_by_a_selector_with_nul_find_nothing(store: SharedStore) {
     let owner = reservation("k", "a", NOW + 100);
-    store.reserve(&owner, NOW).await.unwrap();
-    store.settle(&owner, completed(&owner)).await.unwrap();
+    store.reserve(&owner, NOW).await.expect("reserve");
+    store
+        .settle(&owner, completed(&owner))
+        .await
+        .expect("settle with the live token");
     insert_closed_approval(store.as_ref(), "appr_1").await;
     insert_new(&store, &planned("txn_1", "act_a", "plan:one")).await;
 
-    assert_eq!(store.record("k\0", NOW).await, Ok(None));
-    assert_eq!(store.reservation("k\0", NOW).await, Ok(None));
+    assert_eq!(
+        store.record("k\0", NOW).await,
+        Ok(None),
+        "record of a key holding a NUL must be None, not an error"
+    );
+    assert_eq!(
+        store.reservation("k\0", NOW).await,
+        Ok(None),
+        "reservation of a key holding a NUL must be None, not an error"
+    );
     let nul_approval = ApprovalId::trusted("appr_1\0");
-    assert_eq!(store.approval(&nul_approval).await, Ok(None));
+    assert_eq!(
+        store.approval(&nul_approval).await,
+        Ok(None),
+        "approval of an id holding a NUL must be None, not an error"
+    );
     let claim = ResumeClaim::new(NOW);
-    assert_eq!(store.claim_resume(&nul_approval, &claim).await, Ok(false));
-    assert_eq!(store.release_resume(&nul_approval, &claim).await, Ok(false));
+    assert_eq!(
+        store.claim_resume(&nul_approval, &claim).await,
+        Ok(false),
+        "claim_resume of an id holding a NUL must be false, not an error"
+    );
+    assert_eq!(
+        store.release_resume(&nul_approval, &claim).await,
+        Ok(false),
+        "release_resume of an id holding a NUL must be false, not an error"
+    );
     assert_eq!(
         store.update_approval(&approval("appr_1\0"), 0).await,
-        Ok(false)
+        Ok(false),
+        "update_approval of an id holding a NUL must be false, not an error"
     );
     let nul_transaction = TransactionId::trusted("txn_1\0");
-    assert_eq!(store.transaction(&nul_transaction).await, Ok(None));
-    assert_eq!(store.transaction_by_plan("plan:one\0").await, Ok(None));
-    assert_eq!(
+    assert_transaction_read(
+        store.transaction(&nul_transaction).await,
+        None,
+        "transaction of an id holding a NUL must be None, not an error",
+    );
+    assert_transaction_read(
+        store.transaction_by_plan("plan:one\0").await,
+        None,
+        "transaction_by_plan of a plan id holding a NUL must be None, not an error",
+    );
+    assert_transaction_list(
         store
             .transactions_by_action(&ActionId::trusted("act_a\0"))
             .await,
-        Ok(Vec::new())
+        &[],
+        "transactions_by_action of an action id holding a NUL must be empty, not an error",
     );
-    assert_eq!(
+    assert_outcome(
         store
             .transition(&nul_transaction, 0, &plan_claim("act_commit"), NOW)
             .await,
-        Ok(TransitionOutcome::NotFound)
+        &TransitionOutcome::NotFound,
+        "transition of an id holding a NUL must be NotFound, not an error",
     );
 }
 
@@ -1803,13 +2875,19 @@ pub async fn check_transition_applies_and_bumps_revision(store: SharedStore) {
         ..inserted(&record)
     };
     after_unknown.record_receipt(NOW + 10);
-    assert_eq!(
+    assert_outcome(
         store.transition(&id, 0, &unknown, NOW + 10).await,
-        Ok(TransitionOutcome::Applied(after_unknown.clone()))
+        &TransitionOutcome::Applied(after_unknown.clone()),
+        &format!(
+            "transition at the stored revision from an expected status must apply as \
+             Transition::apply does: write every field it names, bump the revision by 1, stamp \
+             updated_at_ms and append the receipt of the status entered; {AT_REVISION_0}"
+        ),
     );
-    assert_eq!(
+    assert_transaction_read(
         store.transaction(&id).await,
-        Ok(Some(after_unknown.clone()))
+        Some(&after_unknown),
+        "transaction must read the record the transition applied",
     );
 
     let reconciling = Transition::new(
@@ -1826,11 +2904,17 @@ pub async fn check_transition_applies_and_bumps_revision(store: SharedStore) {
         ..after_unknown
     };
     after_reconciling.record_receipt(NOW + 20);
-    assert_eq!(
+    assert_outcome(
         store.transition(&id, 1, &reconciling, NOW + 20).await,
-        Ok(TransitionOutcome::Applied(after_reconciling.clone()))
+        &TransitionOutcome::Applied(after_reconciling.clone()),
+        "a second transition at the new revision (1) must apply: result, error and \
+         reconcile_after_ms cleared, operation and cursors kept, revision 2",
     );
-    assert_eq!(store.transaction(&id).await, Ok(Some(after_reconciling)));
+    assert_transaction_read(
+        store.transaction(&id).await,
+        Some(&after_reconciling),
+        "transaction must read the record the transition applied",
+    );
 }
 
 /// A transition at any revision but the stored one loses and reports the current record, even
@@ -1846,27 +2930,34 @@ pub async fn check_stale_revision_is_a_revision_conflict(store: SharedStore) {
         &[TransactionProtocolStatus::Prepared],
         TransactionProtocolStatus::Committed,
     );
-    let Ok(TransitionOutcome::Applied(current)) = store.transition(&id, 0, &commit, NOW + 1).await
-    else {
-        panic!("the first transition at revision 0 must apply");
-    };
+    let current = applied(
+        store.transition(&id, 0, &commit, NOW + 1).await,
+        &format!("the first transition at revision 0 must apply: {AT_REVISION_0}"),
+    );
     let reopen = Transition::new(
         &[TransactionProtocolStatus::Committed],
         TransactionProtocolStatus::Prepared,
     );
     for stale in [0, 2, u64::MAX] {
-        assert_eq!(
+        assert_outcome(
             store.transition(&id, stale, &reopen, NOW + 2).await,
-            Ok(TransitionOutcome::RevisionConflict(current.clone())),
-            "revision {stale}"
+            &TransitionOutcome::RevisionConflict(current.clone()),
+            &format!(
+                "transition at revision {stale}, not the stored 1, must be a RevisionConflict \
+                 carrying the current record"
+            ),
         );
     }
-    assert_eq!(
+    assert_outcome(
         store.transition(&id, 0, &commit, NOW + 2).await,
-        Ok(TransitionOutcome::RevisionConflict(current.clone())),
-        "stale and in the wrong state: the revision conflict wins"
+        &TransitionOutcome::RevisionConflict(current.clone()),
+        "stale and in the wrong state: the revision conflict wins",
     );
-    assert_eq!(store.transaction(&id).await, Ok(Some(current)));
+    assert_transaction_read(
+        store.transaction(&id).await,
+        Some(&current),
+        "a transition that lost on the revision must change nothing",
+    );
 }
 
 /// A transition from a status it does not expect is refused with the current record, and
@@ -1882,28 +2973,37 @@ pub async fn check_unexpected_status_is_a_state_conflict(store: SharedStore) {
             TransactionProtocolStatus::Reconciling,
         )
     };
-    assert_eq!(
+    assert_outcome(
         store.transition(&id, 0, &reconcile, NOW + 1).await,
-        Ok(TransitionOutcome::StateConflict(inserted(&record)))
+        &TransitionOutcome::StateConflict(inserted(&record)),
+        &format!(
+            "transition at the stored revision from a status it does not expect must be a \
+             StateConflict carrying the unchanged record; {AT_REVISION_0}"
+        ),
     );
-    assert_eq!(
+    assert_outcome(
         store
             .transition(
                 &id,
                 0,
                 &Transition::new(&[], TransactionProtocolStatus::Failed),
-                NOW + 1
+                NOW + 1,
             )
             .await,
-        Ok(TransitionOutcome::StateConflict(inserted(&record))),
-        "an empty expected list matches nothing"
+        &TransitionOutcome::StateConflict(inserted(&record)),
+        "transition with an empty expected list must be a StateConflict: it matches nothing",
     );
-    assert_eq!(store.transaction(&id).await, Ok(Some(inserted(&record))));
-    assert_eq!(
+    assert_transaction_read(
+        store.transaction(&id).await,
+        Some(&inserted(&record)),
+        "a transition refused with StateConflict must change nothing, not even the revision",
+    );
+    assert_transaction_list(
         store
             .transactions_by_action(&ActionId::trusted("act_b"))
             .await,
-        Ok(Vec::new())
+        &[],
+        "a transition refused with StateConflict must not rebind the record",
     );
 }
 
@@ -1919,13 +3019,19 @@ pub async fn check_transition_of_a_missing_record_is_not_found(store: SharedStor
         ),
     )
     .await;
-    assert_eq!(
+    assert_outcome(
         store
             .transition(&id, 0, &plan_claim("act_commit"), NOW)
             .await,
-        Ok(TransitionOutcome::NotFound)
+        &TransitionOutcome::NotFound,
+        "transition of an id that holds nothing must be NotFound (another id that extends it \
+         does not count)",
     );
-    assert_eq!(store.transaction(&id).await, Ok(None));
+    assert_transaction_read(
+        store.transaction(&id).await,
+        None,
+        "a transition that was NotFound must create nothing",
+    );
 }
 
 /// `None` provider operation and cursors keep the stored ones; result, error and
@@ -1944,28 +3050,50 @@ pub async fn check_transition_keeps_operation_and_cursor_but_overwrites_the_rest
         TransactionProtocolStatus::Prepared,
         "provider.slow",
     );
-    assert!(matches!(
+    applied(
         store.transition(&id, 0, &checkpoint, NOW + 1).await,
-        Ok(TransitionOutcome::Applied(_))
-    ));
+        &format!("a checkpoint (prepared → prepared) at revision 0 must apply: {AT_REVISION_0}"),
+    );
     let bare = Transition::new(
         &[TransactionProtocolStatus::Prepared],
         TransactionProtocolStatus::Committing,
     );
-    let Ok(TransitionOutcome::Applied(after_bare)) = store.transition(&id, 1, &bare, NOW + 2).await
-    else {
-        panic!("the bare transition must apply");
-    };
-    assert_eq!(after_bare.provider_operation, Some(operation("op-1")));
+    let after_bare = applied(
+        store.transition(&id, 1, &bare, NOW + 2).await,
+        "transition at the stored revision (1) from an expected status must apply",
+    );
+    assert_eq!(
+        after_bare.provider_operation,
+        Some(operation("op-1")),
+        "a transition without a provider operation must keep the stored one"
+    );
     assert_eq!(
         after_bare.reconciliation_cursor.as_deref(),
-        Some("cursor-1")
+        Some("cursor-1"),
+        "a transition without a reconciliation cursor must keep the stored one"
     );
-    assert_eq!(after_bare.checkpoint_cursor.as_deref(), Some("cp-1"));
-    assert_eq!(after_bare.result, None);
-    assert_eq!(after_bare.error, None);
-    assert_eq!(after_bare.reconcile_after_ms, None);
-    assert_eq!(store.transaction(&id).await, Ok(Some(after_bare)));
+    assert_eq!(
+        after_bare.checkpoint_cursor.as_deref(),
+        Some("cp-1"),
+        "a transition without a checkpoint cursor must keep the stored one"
+    );
+    assert_eq!(
+        after_bare.result, None,
+        "a transition without a result must clear the stored one (result is always overwritten)"
+    );
+    assert_eq!(
+        after_bare.error, None,
+        "a transition without an error must clear the stored one (error is always overwritten)"
+    );
+    assert_eq!(
+        after_bare.reconcile_after_ms, None,
+        "a transition without reconcile_after_ms must clear the stored one (always overwritten)"
+    );
+    assert_transaction_read(
+        store.transaction(&id).await,
+        Some(&after_bare),
+        "transaction must read the record the transition applied",
+    );
 
     let replaced = Transition {
         provider_operation: Some(operation("op-2")),
@@ -1975,20 +3103,35 @@ pub async fn check_transition_keeps_operation_and_cursor_but_overwrites_the_rest
             TransactionProtocolStatus::Committing,
         )
     };
-    let Ok(TransitionOutcome::Applied(after_replace)) =
-        store.transition(&id, 2, &replaced, NOW + 3).await
-    else {
-        panic!("the checkpoint must apply");
-    };
-    assert_eq!(after_replace.provider_operation, Some(operation("op-2")));
+    let after_replace = applied(
+        store.transition(&id, 2, &replaced, NOW + 3).await,
+        "transition at the stored revision (2) from an expected status must apply",
+    );
+    assert_eq!(
+        after_replace.provider_operation,
+        Some(operation("op-2")),
+        "a transition naming a provider operation must replace the stored one"
+    );
     assert_eq!(
         after_replace.reconciliation_cursor.as_deref(),
-        Some("cursor-2")
+        Some("cursor-2"),
+        "a transition naming a reconciliation cursor must replace the stored one"
     );
     // A pending reconciliation's cursor replaces the resume cursor, never the handler's.
-    assert_eq!(after_replace.checkpoint_cursor.as_deref(), Some("cp-1"));
-    assert_eq!(after_replace.revision, 3);
-    assert_eq!(store.transaction(&id).await, Ok(Some(after_replace)));
+    assert_eq!(
+        after_replace.checkpoint_cursor.as_deref(),
+        Some("cp-1"),
+        "a reconciliation cursor must not replace the checkpoint cursor"
+    );
+    assert_eq!(
+        after_replace.revision, 3,
+        "every applied transition must bump the revision by 1"
+    );
+    assert_transaction_read(
+        store.transaction(&id).await,
+        Some(&after_replace),
+        "transaction must read the record the transition applied",
+    );
 }
 
 /// A claimed plan belongs to its commit action from then on; a transition without a rebind
@@ -1997,39 +3140,53 @@ pub async fn check_transition_rebinds_the_action(store: SharedStore) {
     let id = TransactionId::trusted("txn_rebind");
     let plan = planned("txn_rebind", "act_plan", "plan:rebind");
     insert_new(&store, &plan).await;
-    let Ok(TransitionOutcome::Applied(claimed)) = store
-        .transition(&id, 0, &plan_claim("act_commit"), NOW + 1)
-        .await
-    else {
-        panic!("the plan claim must apply");
-    };
-    assert_eq!(claimed.action_id, ActionId::trusted("act_commit"));
-    assert_eq!(claimed.plan, plan.plan, "the plan itself is kept");
+    let claimed = applied(
+        store
+            .transition(&id, 0, &plan_claim("act_commit"), NOW + 1)
+            .await,
+        &format!("the plan claim must apply (planned → committing at revision 0): {AT_REVISION_0}"),
+    );
     assert_eq!(
+        claimed.action_id,
+        ActionId::trusted("act_commit"),
+        "a transition with rebind_action must rebind the record to that action"
+    );
+    assert_eq!(
+        claimed.plan, plan.plan,
+        "a transition must keep the record's plan"
+    );
+    assert_transaction_list(
         store
             .transactions_by_action(&ActionId::trusted("act_plan"))
             .await,
-        Ok(Vec::new())
+        &[],
+        "a rebound record must no longer be listed under its former action",
     );
-    assert_eq!(
+    assert_transaction_list(
         store
             .transactions_by_action(&ActionId::trusted("act_commit"))
             .await,
-        Ok(vec![claimed.clone()])
+        std::slice::from_ref(&claimed),
+        "a rebound record must be listed under its new action",
     );
-    assert_eq!(
+    assert_transaction_read(
         store.transaction_by_plan("plan:rebind").await,
-        Ok(Some(claimed))
+        Some(&claimed),
+        "a rebound record must keep its plan id",
     );
     let committed = Transition::new(
         &[TransactionProtocolStatus::Committing],
         TransactionProtocolStatus::Committed,
     );
-    let Ok(TransitionOutcome::Applied(done)) = store.transition(&id, 1, &committed, NOW + 2).await
-    else {
-        panic!("the commit result must apply");
-    };
-    assert_eq!(done.action_id, ActionId::trusted("act_commit"));
+    let done = applied(
+        store.transition(&id, 1, &committed, NOW + 2).await,
+        "transition at the stored revision (1) from an expected status must apply",
+    );
+    assert_eq!(
+        done.action_id,
+        ActionId::trusted("act_commit"),
+        "a transition without rebind_action must keep the record's action"
+    );
 }
 
 /// Every status change appends the receipt of the status entered, hash-linked to the one
@@ -2064,7 +3221,10 @@ pub async fn check_transitions_append_a_hash_chained_receipt_per_status(store: S
             .await
         {
             Ok(TransitionOutcome::Applied(applied)) => last_applied = Some(applied),
-            other => panic!("step {revision} must apply: {other:?}"),
+            other => panic!(
+                "step {revision} must apply (at revision {revision}; {AT_REVISION_0}), got {}",
+                describe(&other)
+            ),
         }
     }
     let stored = store
@@ -2072,7 +3232,11 @@ pub async fn check_transitions_append_a_hash_chained_receipt_per_status(store: S
         .await
         .expect("read the record")
         .expect("the record exists");
-    assert_eq!(Some(&stored), last_applied.as_ref());
+    assert_transaction_is(
+        &stored,
+        last_applied.as_ref().expect("the steps applied"),
+        "transaction must read the record the last transition applied",
+    );
     let receipts = &stored.receipts;
     assert_eq!(
         receipts
@@ -2085,11 +3249,14 @@ pub async fn check_transitions_append_a_hash_chained_receipt_per_status(store: S
             ReceiptKind::OutcomePending,
             ReceiptKind::ReconciliationStarted,
             ReceiptKind::Reconciled,
-        ]
+        ],
+        "every transition into a new status must append that status's receipt, once: a \
+         checkpoint in the same status, or a return to a status already receipted, appends none"
     );
     assert!(
         TransactionReceipt::chain_is_intact(receipts),
-        "{receipts:#?}"
+        "the stored receipts must form an intact hash chain, each linked to the one before: \
+         {receipts:#?}"
     );
     // Each receipt is stamped when its status was first entered, by the action owning the
     // transaction then.
@@ -2106,7 +3273,9 @@ pub async fn check_transitions_append_a_hash_chained_receipt_per_status(store: S
             (NOW + 3, &act_commit),
             (NOW + 4, &act_commit),
             (NOW + 7, &act_commit),
-        ]
+        ],
+        "each receipt must be stamped when its status was first entered, by the action owning \
+         the transaction then, and never restamped (recorded_at_ms, action_id)"
     );
     let mut gapped = receipts.clone();
     gapped.remove(2);
@@ -2121,7 +3290,11 @@ pub async fn check_transitions_append_a_hash_chained_receipt_per_status(store: S
 /// out of those states.
 pub async fn check_recoverable_lists_exactly_the_recoverable_statuses(store: SharedStore) {
     use TransactionProtocolStatus as S;
-    assert_eq!(store.recoverable().await, Ok(Vec::new()));
+    assert_transaction_list(
+        store.recoverable().await,
+        &[],
+        "recoverable of an empty store must be empty",
+    );
     let mut expected = Vec::new();
     for (index, status) in TransactionProtocolStatus::ALL.into_iter().enumerate() {
         let record = transaction(&format!("txn_{index:02}"), "act_a", status);
@@ -2138,7 +3311,12 @@ pub async fn check_recoverable_lists_exactly_the_recoverable_statuses(store: Sha
             expected.push(inserted(&record));
         }
     }
-    assert_eq!(store.recoverable().await, Ok(expected.clone()));
+    assert_transaction_list(
+        store.recoverable().await,
+        &expected,
+        "recoverable must list exactly the planned, prepared, committing, compensating, \
+         outcome-unknown and reconciling records, in byte order of transaction id",
+    );
 
     // A recoverable record that settles leaves the list; a failed one reopened joins it.
     let committing = expected
@@ -2147,30 +3325,35 @@ pub async fn check_recoverable_lists_exactly_the_recoverable_statuses(store: Sha
         .expect("a committing fixture");
     let settled = expected.remove(committing);
     let settle = Transition::new(&[S::Committing], S::Committed);
-    assert!(matches!(
+    applied(
         store
             .transition(&settled.transaction_id, 0, &settle, NOW + 1)
             .await,
-        Ok(TransitionOutcome::Applied(_))
-    ));
+        &format!("transition committing → committed at revision 0 must apply: {AT_REVISION_0}"),
+    );
     let failed = TransactionProtocolStatus::ALL
         .iter()
         .position(|status| *status == S::Failed)
         .expect("failed is a status");
     let reopen = Transition::new(&[S::Failed], S::Prepared);
-    let Ok(TransitionOutcome::Applied(reopened)) = store
-        .transition(
-            &TransactionId::trusted(format!("txn_{failed:02}")),
-            0,
-            &reopen,
-            NOW + 1,
-        )
-        .await
-    else {
-        panic!("a failed record reopens");
-    };
+    let reopened = applied(
+        store
+            .transition(
+                &TransactionId::trusted(format!("txn_{failed:02}")),
+                0,
+                &reopen,
+                NOW + 1,
+            )
+            .await,
+        &format!("a failed record reopens (failed → prepared at revision 0): {AT_REVISION_0}"),
+    );
     expected.push(reopened);
-    assert_eq!(store.recoverable().await, Ok(by_id(expected)));
+    assert_transaction_list(
+        store.recoverable().await,
+        &by_id(expected),
+        "recoverable must follow the records' statuses: a record committed leaves the list, a \
+         failed record reopened joins it",
+    );
 }
 
 /// Inserts the plan `plan:<name>` (transaction `txn_<name>`) on the first of `stores`, then
@@ -2197,29 +3380,44 @@ pub async fn race_plan_claims(stores: &[SharedStore], name: &str, claims: usize)
             TransitionOutcome::Applied(record) => winners.push(record),
             // Every claimer expects revision 0, and the revision is checked before the status.
             TransitionOutcome::RevisionConflict(current) => losers.push(current),
-            other => panic!("{name}: a claim neither applied nor lost on the revision: {other:?}"),
+            other => panic!(
+                "{name}: a claim neither applied nor lost on the revision: {} ({AT_REVISION_0}, \
+                 and the revision is checked before the status)",
+                describe(&Ok(other))
+            ),
         }
     }
-    assert_eq!(winners.len(), 1, "{name}: exactly one claim must apply");
+    assert_eq!(
+        winners.len(),
+        1,
+        "{name}: exactly one claim must apply ({AT_REVISION_0})"
+    );
     let winner = winners.remove(0);
     assert_eq!(
         (winner.status, winner.revision),
-        (TransactionProtocolStatus::Committing, 1)
+        (TransactionProtocolStatus::Committing, 1),
+        "{name}: the winning claim must leave the plan committing at revision 1 (status, revision)"
     );
     for loser in &losers {
-        assert_eq!(
-            loser, &winner,
-            "{name}: a loser saw an unclaimed or re-claimed plan"
+        assert_transaction_is(
+            loser,
+            &winner,
+            &format!("{name}: a loser saw an unclaimed or re-claimed plan"),
         );
     }
-    for store in stores {
-        assert_eq!(store.transaction(&id).await, Ok(Some(winner.clone())));
+    for (index, store) in stores.iter().enumerate() {
+        assert_transaction_read(
+            store.transaction(&id).await,
+            Some(&winner),
+            &format!("{name}: store {index} must read the winner's record"),
+        );
         assert_eq!(
             store
                 .transactions_by_action(&winner.action_id)
                 .await
                 .map(|records| records.len()),
-            Ok(1)
+            Ok(1),
+            "{name}: store {index} must list the claimed plan once under the winner's action"
         );
     }
 }
@@ -2363,6 +3561,7 @@ macro_rules! __store_check_list {
             check_renew_works_only_for_the_live_token,
             check_retry_attempts_count_per_key_and_restart_after_expiry,
             check_purge_deletes_only_expired_records_and_counts,
+            check_purge_expired_deletes_entries_expiring_at_now,
             check_replayed_results_keep_their_key_order,
             check_approval_insert_get_and_versioned_update,
             check_duplicate_approval_insert_fails,

@@ -9,6 +9,53 @@
 //!
 //! Times are milliseconds since the Unix epoch, taken from the host's [`Clock`], so expiry is
 //! testable without sleeping.
+//!
+//! # Time and conflict rules
+//!
+//! Every method and every backend keeps these; the method docs refer here rather than restate
+//! them.
+//!
+//! **Expiry.** An entry whose expiry is `E` (a reservation's or a settled record's
+//! `expires_at_ms`, a retry-attempt count's stored expiry, a pending approval's
+//! `expires_at_ms`) is *live* while `now < E` and *expired* once `now >= E`: at `now == E` it
+//! has already expired. An expiry of `None` never passes. So
+//! [`reserve`](IdempotencyStore::reserve) takes over an expired reservation and ignores an
+//! expired record; [`record`](IdempotencyStore::record) and
+//! [`reservation`](IdempotencyStore::reservation) read live entries only;
+//! [`count_attempt`](IdempotencyStore::count_attempt) restarts an expired count at 1;
+//! [`purge_expired`](IdempotencyStore::purge_expired) deletes the expired records and counts
+//! (`expires_at_ms <= now`); and a pending approval is closed once expired
+//! ([`ApprovalRecord::is_closed`]). The calls that present a reservation's fencing token
+//! ([`settle`](IdempotencyStore::settle), [`renew`](IdempotencyStore::renew),
+//! [`release`](IdempotencyStore::release)) check the token, not the expiry: an expired
+//! reservation nobody took over is still its owner's.
+//!
+//! **Retention cutoffs** keep what is at the cutoff `C`:
+//! [`purge_closed_approvals`](ApprovalStore::purge_closed_approvals) deletes records created
+//! (and, once resumed, resumed) before `C` (`< C`), and
+//! [`purge_finished_transactions`](TransactionStore::purge_finished_transactions) records whose
+//! [`finished_at_ms`](TransactionRecord::finished_at_ms) is before `C` (`< C`).
+//!
+//! **Conflicts.** Where a call could fail for more than one reason, the first check below
+//! decides, and a refused call changes nothing:
+//! - [`TransactionStore::transition`]: no record → `NotFound`; the stored revision is not
+//!   `expected_revision` → `RevisionConflict`, even when the status is not expected either (the
+//!   revision conflict wins); the status is not expected → `StateConflict`. Both conflicts carry
+//!   the current record.
+//! - [`TransactionStore::insert_transaction`]: an id that exists → `Ok(false)`, even when the
+//!   record's plan id is taken too; then a plan id another record answers to →
+//!   [`StoreError::PlanIdTaken`].
+//! - [`ApprovalStore::insert_approval`] never overwrites: an id that exists fails with
+//!   [`StoreError::Unavailable`] (quoting nothing of the record) and leaves the stored record
+//!   as it was.
+//! - [`ApprovalStore::update_approval`]: an unknown id or a version other than the stored one →
+//!   `Ok(false)`. Applied, it stores the record as written except its resume, which only ever
+//!   goes from not resumed to resumed: writing `resumed: true` sets it (no status is checked;
+//!   the host claims a resume with [`claim_resume`](ApprovalStore::claim_resume), which needs an
+//!   approved record not yet resumed), taking the written `resumed_at_ms` and `resume_token`
+//!   only where the stored record has none; writing `resumed: false` leaves a claimed resume, its
+//!   time and its token as stored; a record that stays not resumed keeps neither. Only
+//!   [`release_resume`](ApprovalStore::release_resume) gives a claim back.
 
 // Records the SQL stores' own unit tests share.
 #[cfg(all(test, any(feature = "sqlite", feature = "postgres")))]
@@ -184,7 +231,7 @@ pub struct Reservation {
 pub enum ReserveOutcome {
     /// The caller now owns the key.
     Acquired,
-    /// A settled, unexpired record exists.
+    /// A settled record live at `now` exists.
     Settled(IdempotencyRecord),
     /// Another owner holds a live reservation.
     InProgress(Reservation),
@@ -209,12 +256,13 @@ impl Purged {
 /// Idempotency records and reservations.
 #[async_trait]
 pub trait IdempotencyStore: Send + Sync {
-    /// Claims `reservation.key`:
-    /// - an unexpired record → `Settled` — except that a record whose result is
+    /// Claims `reservation.key` (live and expired at `now` as the
+    /// [time rules](crate::store#time-and-conflict-rules) say):
+    /// - a live record → `Settled` — except that a record whose result is
     ///   `pending_approval`/`requires_human` is atomically replaced by the reservation when
     ///   `reservation.resume_pending` is set and action id and input hash match;
     /// - an expired record is deleted and ignored;
-    /// - a live reservation (expires after `now`) → `InProgress`; an expired one is taken over;
+    /// - a live reservation → `InProgress`; an expired one is taken over;
     /// - otherwise the reservation is stored → `Acquired`.
     async fn reserve(
         &self,
@@ -260,21 +308,25 @@ pub trait IdempotencyStore: Send + Sync {
         expires_at_ms: Millis,
     ) -> Result<bool, StoreError>;
 
-    /// The unexpired record for `key`, if any.
+    /// The record for `key` if it is live at `now` (see the
+    /// [time rules](crate::store#time-and-conflict-rules)).
     async fn record(&self, key: &str, now: Millis)
     -> Result<Option<IdempotencyRecord>, StoreError>;
 
-    /// The live reservation of `key` (one that expires after `now`), if any: who is running the
-    /// call that holds the key. A settled record or an expired reservation reads as `None`.
+    /// The reservation of `key` if it is live at `now` (see the
+    /// [time rules](crate::store#time-and-conflict-rules)): who is running the call that holds
+    /// the key. A settled record or an expired reservation reads as `None`.
     ///
     /// The host reads it to answer a resend of an approved re-submission that arrives while the
     /// first one still runs with the retryable `idempotency.in_progress`.
     async fn reservation(&self, key: &str, now: Millis) -> Result<Option<Reservation>, StoreError>;
 
     /// Counts one more retryable failure under `key` and returns the count, atomically (racing
-    /// callers get distinct counts). A count whose expiry has passed (`now >= expires_at_ms`)
-    /// restarts at 1; `expires_at_ms` is stored with every count (`None`: never expires). The
-    /// host dead-letters the key when the count reaches `HostLimits::max_attempts_per_key`.
+    /// callers get distinct counts). A count whose stored expiry (the one the previous call
+    /// stored) has expired at `now` restarts at 1 (see the
+    /// [time rules](crate::store#time-and-conflict-rules)); `expires_at_ms` is then stored with
+    /// the new count (`None`: never expires). The host dead-letters the key when the count
+    /// reaches `HostLimits::max_attempts_per_key`.
     async fn count_attempt(
         &self,
         key: &str,
@@ -283,7 +335,8 @@ pub trait IdempotencyStore: Send + Sync {
     ) -> Result<u32, StoreError>;
 
     /// Deletes up to `max_entries` settled records and up to `max_entries` retry-attempt counts
-    /// whose expiry is at or before `now`, and says how many of each went.
+    /// expired at `now` (expiry at or before `now`: see the
+    /// [time rules](crate::store#time-and-conflict-rules)), and says how many of each went.
     ///
     /// An expired record already reads as absent, and an expired count restarts at 1, so this
     /// changes no answer of the store: it only frees what nothing will read again. A store
@@ -496,16 +549,20 @@ impl ResumeClaim {
 /// Approval records.
 #[async_trait]
 pub trait ApprovalStore: Send + Sync {
-    /// Stores a new record (`version` 0).
+    /// Stores a new record (`version` 0, whatever version it carries; the resume fields as
+    /// written). An id that exists fails with [`StoreError::Unavailable`] and leaves the stored
+    /// record as it was (see the [conflict rules](crate::store#time-and-conflict-rules)).
     async fn insert_approval(&self, record: &ApprovalRecord) -> Result<(), StoreError>;
 
     /// The record, if any.
     async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError>;
 
     /// Replaces the record if its stored version is `expected_version`; the stored version
-    /// becomes `expected_version + 1`. False when someone else updated it first. It never
-    /// clears `resumed`, `resumed_at_ms` or `resume_token`: only
-    /// [`release_resume`](Self::release_resume) does.
+    /// becomes `expected_version + 1`. False when someone else updated it first (or no record
+    /// has the id). The resume only goes from not resumed to resumed: writing `resumed: true`
+    /// may set it, writing `resumed: false` never clears it, and a claimed resume keeps its
+    /// stored `resumed_at_ms` and `resume_token`; only [`release_resume`](Self::release_resume)
+    /// gives a claim back (see the [conflict rules](crate::store#time-and-conflict-rules)).
     async fn update_approval(
         &self,
         record: &ApprovalRecord,
@@ -538,8 +595,9 @@ pub trait ApprovalStore: Send + Sync {
 
     /// Deletes up to `max_entries` records that retention may delete
     /// ([`ApprovalRecord::is_purgeable`] with `created_before` as the cutoff): closed at `now`,
-    /// created before `created_before`, and resumed before it when resumed. Says how many went.
-    /// Open records are never deleted, however old.
+    /// created before `created_before`, and resumed before it when resumed (strictly before: see
+    /// the [time rules](crate::store#time-and-conflict-rules)). Says how many went. Open records
+    /// are never deleted, however old.
     ///
     /// This is the approvals' retention (see `Retention` in the host module): after it, the
     /// approval id is unknown to every reader, as if it had never been issued.

@@ -243,7 +243,8 @@ pub enum TransitionOutcome {
     Applied(TransactionRecord),
     /// No record with that id.
     NotFound,
-    /// The stored revision is not the expected one (someone else moved first).
+    /// The stored revision is not the expected one (someone else moved first). Checked before
+    /// the status: a stale caller gets this even when the status would not match either.
     RevisionConflict(TransactionRecord),
     /// The record is not in an expected state.
     StateConflict(TransactionRecord),
@@ -252,9 +253,10 @@ pub enum TransitionOutcome {
 /// Transaction records.
 #[async_trait]
 pub trait TransactionStore: Send + Sync {
-    /// Inserts `record` if no record has its id (revision stored as 0); false if one exists.
-    /// [`StoreError::PlanIdTaken`] if another record already answers to its plan id (checked
-    /// after the id: an existing id is `false` even when its plan id is taken too).
+    /// Inserts `record` if no record has its id (revision stored as 0, whatever revision it
+    /// carries); false if one exists. [`StoreError::PlanIdTaken`] if another record already
+    /// answers to its plan id (checked after the id: an existing id is `false` even when its
+    /// plan id is taken too; see the [conflict rules](crate::store#time-and-conflict-rules)).
     async fn insert_transaction(&self, record: &TransactionRecord) -> Result<bool, StoreError>;
 
     /// The record, if any.
@@ -276,7 +278,10 @@ pub trait TransactionStore: Send + Sync {
     ) -> Result<Vec<TransactionRecord>, StoreError>;
 
     /// Applies `transition` atomically if the stored revision is `expected_revision` and the
-    /// status is expected (see [`Transition::apply`]).
+    /// status is expected (see [`Transition::apply`]). Otherwise it changes nothing and says why,
+    /// checking in this order: no record → `NotFound`; another revision → `RevisionConflict`
+    /// (which wins when the status is unexpected too); an unexpected status → `StateConflict`
+    /// (see the [conflict rules](crate::store#time-and-conflict-rules)).
     async fn transition(
         &self,
         id: &TransactionId,
@@ -290,9 +295,10 @@ pub trait TransactionStore: Send + Sync {
     async fn recoverable(&self) -> Result<Vec<TransactionRecord>, StoreError>;
 
     /// Deletes up to `max_entries` records that finished before `updated_before`
-    /// ([`TransactionRecord::finished_at_ms`]: finished records by their last update, plans
-    /// nobody committed by their expiry), and says how many went. Other records are never
-    /// deleted, however old.
+    /// ([`TransactionRecord::finished_at_ms`] `< updated_before`: finished records by their last
+    /// update, plans nobody committed by their expiry; one that finished at `updated_before` is
+    /// kept, see the [time rules](crate::store#time-and-conflict-rules)), and says how many went.
+    /// Other records are never deleted, however old.
     ///
     /// This is the transactions' retention (see `Retention` in the host module): after it, the
     /// transaction and its plan id are unknown to every reader, so a committed transaction can
