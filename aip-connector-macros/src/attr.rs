@@ -19,7 +19,7 @@ use proc_macro2::Span;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use syn::spanned::Spanned;
-use syn::{Expr, ExprCall};
+use syn::{Expr, ExprCall, LitStr};
 
 use crate::ctxt::Ctxt;
 use crate::diagnostics;
@@ -121,7 +121,10 @@ pub(crate) struct CompensationAttr {
 pub(crate) struct WaiverAttr {
     pub(crate) code: String,
     pub(crate) reason: String,
+    /// The `waive` key.
     pub(crate) span: Span,
+    /// The code's string literal, for errors about the code itself.
+    pub(crate) code_span: Span,
 }
 
 /// Parses the attribute arguments of `#[capability(...)]`.
@@ -455,6 +458,7 @@ impl Parser<'_> {
                 }
                 k::SCOPES => {
                     policy.required_scopes = self.strings(inner).unwrap_or_default();
+                    self.scope_format(inner);
                     self.record(format!("{BASE}/required_scopes"), inner.span());
                 }
                 k::OAUTH_REFRESH => {
@@ -1138,10 +1142,16 @@ impl Parser<'_> {
         use keys::waive as k;
         let list = self.list(item)?;
         let mut code = None;
+        let mut code_span = item.span();
         let mut reason = None;
         for key in self.unique(list, k::ALL, "waive(...)") {
             match key.name().as_str() {
-                k::CODE => code = self.string(key),
+                k::CODE => {
+                    code = self.string(key);
+                    if let MetaKind::Value(value) = &key.kind {
+                        code_span = value.span();
+                    }
+                }
                 _ => reason = self.string(key),
             }
         }
@@ -1150,6 +1160,7 @@ impl Parser<'_> {
                 code,
                 reason,
                 span: item.span(),
+                code_span,
             }),
             _ => {
                 self.cx.error_at(item.span(), "`waive` needs both `code = \"<rule code>\"` and `reason = \"<why this capability is exempt>\"`");
@@ -1201,18 +1212,13 @@ impl Parser<'_> {
     fn strings(&self, item: &MetaItem) -> Option<Vec<String>> {
         let expr = self.value(item)?;
         let Some(elements) = meta::as_array(expr) else {
-            self.cx.error_spanned_by(
-                expr,
-                format!(
-                    "`{}` takes an array of string literals: `{} = [\"...\"]`",
-                    item.name(),
-                    item.name()
-                ),
-            );
+            self.cx
+                .error_spanned_by(expr, meta::string_array_required(&item.name(), "\"...\""));
             return None;
         };
         let mut out = Vec::new();
-        for element in elements {
+        let mut unquoted = None;
+        for element in &elements {
             match meta::as_str(element) {
                 // A blank item is left to the rule about blanks of its list (a blank scope,
                 // issuer or tag), which a second, "repeated", error would only echo.
@@ -1220,12 +1226,37 @@ impl Parser<'_> {
                     self.repeated(item, element, &format!("{:?}", lit.value()));
                 }
                 Some(lit) => out.push(lit.value()),
+                // Text without its quotes is reported once, below, with the list rewritten.
+                None if meta::unquoted_text(element).is_some() => {
+                    unquoted = unquoted.or(Some(*element));
+                }
                 None => self
                     .cx
                     .error_spanned_by(element, "expected a string literal"),
             }
         }
+        if let Some(first) = unquoted {
+            self.unquoted_strings(item, first, &elements);
+            return None;
+        }
         Some(out)
+    }
+
+    /// `scopes = [invoices:write]`: text without its quotes (an author trial met syn's "expected
+    /// `,` or `;`" at the `:`). Reported once, on the first such item, with the list as it
+    /// should be written.
+    fn unquoted_strings(&self, item: &MetaItem, first: &Expr, elements: &[&Expr]) {
+        let shown: Vec<String> = elements
+            .iter()
+            .map(|element| match meta::unquoted_text(element) {
+                Some(text) => format!("{text:?}"),
+                None => quote::ToTokens::to_token_stream(element).to_string(),
+            })
+            .collect();
+        self.cx.error_spanned_by(
+            first,
+            meta::string_array_required(&item.name(), &shown.join(", ")),
+        );
     }
 
     /// Reports `element`, an item of the list `item` that repeats an earlier one (`shown` as
@@ -1254,6 +1285,71 @@ impl Parser<'_> {
                 .error_spanned_by(blank, diagnostics::TAG_BLANK.message);
         }
         tags
+    }
+
+    /// `scopes = [...]`: each item is one scope, which the host matches by its exact name
+    /// against the credential's granted scopes; only a granted `*` grants every scope (host
+    /// stage 4). An author trial wrote OAuth's space-separated form, `["invoices:read
+    /// invoices:write"]`, which demands one scope of that name, and `["invoices:*"]`, which
+    /// demands a scope named `invoices:*`: both compiled, and the host then refused every
+    /// credential (`credential.scope_missing`). Reported on the scope. A blank scope is
+    /// upstream's `contract.credentials.scope_empty`.
+    fn scope_format(&self, item: &MetaItem) {
+        let scopes: Vec<LitStr> = elements(item)
+            .into_iter()
+            .filter_map(meta::as_str)
+            .filter(|lit| !lit.value().trim().is_empty())
+            .collect();
+        let rule = diagnostics::SCOPE_FORMAT;
+        let name = item.name();
+        for lit in &scopes {
+            let scope = lit.value();
+            if scope.contains(char::is_whitespace) {
+                let parts: Vec<String> = scope
+                    .split_whitespace()
+                    .map(|part| format!("`{part}`"))
+                    .collect();
+                // The list as it should be written: every scope split, each once.
+                let mut fixed: Vec<String> = Vec::new();
+                for lit in &scopes {
+                    for part in lit.value().split_whitespace() {
+                        let part = format!("{part:?}");
+                        if !fixed.contains(&part) {
+                            fixed.push(part);
+                        }
+                    }
+                }
+                self.cx.error_spanned_by(
+                    lit,
+                    format!(
+                        "the scope {scope:?} holds whitespace: {}, so the host would demand one scope named `{scope}` and refuse a credential granted {} (`credential.scope_missing`); write each scope as its own string (`{name}` is not OAuth's space-separated `scope` parameter): `{name} = [{}]` (rule `{}`)",
+                        rule.message,
+                        and_list(&parts),
+                        fixed.join(", "),
+                        rule.code
+                    ),
+                );
+            } else if scope.contains('*') && scope != "*" {
+                // `invoices:*` → `invoices:read`, a scope the author meant it to cover.
+                let covered = scope
+                    .strip_suffix('*')
+                    .filter(|prefix| !prefix.is_empty() && !prefix.contains('*'))
+                    .map(|prefix| format!("{prefix}read"));
+                let refused = covered
+                    .as_ref()
+                    .map(|covered| format!(" and refuse one granted `{covered}`"))
+                    .unwrap_or_default();
+                let example = covered.unwrap_or_else(|| "calendar.read".to_owned());
+                self.cx.error_spanned_by(
+                    lit,
+                    format!(
+                        "the scope {scope:?} is no wildcard: {}; there are no partial wildcards, so the host would demand a credential granted a scope named `{scope}`{refused} (`credential.scope_missing`); name each scope the capability needs, `{name} = [{example:?}]`, or require `\"*\"` alone for a credential granted every scope (rule `{}`)",
+                        rule.message,
+                        rule.code
+                    ),
+                );
+            }
+        }
     }
 
     /// A list of enum values in which each counts once (`evidence = [reason, ticket]`): a repeat
@@ -1449,6 +1545,15 @@ fn elements(item: &MetaItem) -> Vec<&Expr> {
     }
 }
 
+/// "`a`", "`a` and `b`", "`a`, `b` and `c`".
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [only] => only.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
 /// Keys that may appear more than once in the same list.
 fn is_repeatable(context: &str, name: &str) -> bool {
     context == "#[capability]" && name == keys::capability::WAIVE
@@ -1468,5 +1573,90 @@ fn call_parts(expr: &Expr) -> Option<(String, Vec<Expr>)> {
         }
         Expr::Group(group) => call_parts(&group.expr),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_capability;
+    use crate::ctxt::Ctxt;
+    use crate::meta::MetaArgs;
+
+    /// The messages `#[capability(<args>)]` gets from parsing alone.
+    fn errors(args: &str) -> Vec<String> {
+        let MetaArgs(items) = syn::parse_str(args).expect("the attribute parses");
+        let cx = Ctxt::new();
+        let _ = parse_capability(&cx, &items);
+        match cx.check() {
+            Ok(()) => Vec::new(),
+            Err(error) => error.into_iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    fn scopes(list: &str) -> Vec<String> {
+        errors(&format!("credentials(required, scopes = [{list}])"))
+    }
+
+    #[test]
+    fn scopes_are_single_names_or_the_whole_wildcard() {
+        for fine in [
+            r#""invoices:read""#,
+            r#""invoices:read", "invoices:write""#,
+            r#""*""#,
+            r#""https://www.googleapis.com/auth/calendar.readonly""#,
+            // A blank scope is upstream's `contract.credentials.scope_empty`, not this rule.
+            r#""calendar.read", " ""#,
+        ] {
+            assert_eq!(scopes(fine), Vec::<String>::new(), "{fine}");
+        }
+        let spaced = scopes(r#""invoices:read invoices:write", "invoices:read""#);
+        assert_eq!(spaced.len(), 1, "{spaced:?}");
+        assert!(spaced[0].contains("attribute.scope_format"), "{spaced:?}");
+        assert!(
+            spaced[0].contains(r#"`scopes = ["invoices:read", "invoices:write"]`"#),
+            "{spaced:?}"
+        );
+        let padded = scopes(r#"" calendar.read""#);
+        assert!(
+            padded[0].contains(r#"`scopes = ["calendar.read"]`"#),
+            "{padded:?}"
+        );
+        for partial in [r#""invoices:*""#, r#""*.read""#, r#""a*b""#, r#""**""#] {
+            let refused = scopes(partial);
+            assert_eq!(refused.len(), 1, "{partial}: {refused:?}");
+            assert!(refused[0].contains("is no wildcard"), "{refused:?}");
+        }
+        assert!(scopes(r#""invoices:*""#)[0].contains(r#"`scopes = ["invoices:read"]`"#));
+        // Only `scopes` is matched this way: issuers and tags are names of their own.
+        assert_eq!(
+            errors(r#"credentials(required, scopes = ["a"], issuers = ["idp *"]), tags = ["a b"]"#),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn unquoted_text_in_a_list_of_strings_is_shown_quoted() {
+        assert_eq!(
+            scopes("invoices:write"),
+            [r#"`scopes` takes an array of string literals: `scopes = ["invoices:write"]`"#]
+        );
+        assert_eq!(
+            scopes(r#""invoices:read", invoices:write, crm.read"#),
+            [
+                r#"`scopes` takes an array of string literals: `scopes = ["invoices:read", "invoices:write", "crm.read"]`"#
+            ]
+        );
+        assert_eq!(
+            errors("tags = [billing]"),
+            [r#"`tags` takes an array of string literals: `tags = ["billing"]`"#]
+        );
+        // Not text: a number, a constant.
+        assert_eq!(scopes("5"), ["expected a string literal"]);
+        assert_eq!(scopes("Self::SCOPE"), ["expected a string literal"]);
+        assert_eq!(scopes("SCOPE"), ["expected a string literal"]);
+        // A list of names is unchanged: `[read:write]` is reported at its item.
+        let names = errors("risk = low, side_effects = [read:write]");
+        assert_eq!(names.len(), 1, "{names:?}");
+        assert!(names[0].starts_with("expected a side effect"), "{names:?}");
     }
 }

@@ -114,6 +114,11 @@ pub(crate) const MCP_BINDING_KEY: Diagnostic = Diagnostic {
     message: "sets nothing: the MCP projection reads only `tool_name` (or `operation_id`, `name`) and `destructive` from `mcp(...)`",
 };
 
+pub(crate) const SCOPE_FORMAT: Diagnostic = Diagnostic {
+    code: "attribute.scope_format",
+    message: "each string of `scopes` is one scope, which the host matches by its exact name against the credential's granted scopes, and only a granted `*` grants every scope (docs/host-runtime.md §2, stage 4)",
+};
+
 /// Every macro-only diagnostic, for the catalogue test.
 #[allow(dead_code)]
 pub(crate) const ALL: &[Diagnostic] = &[
@@ -138,4 +143,5 @@ pub(crate) const ALL: &[Diagnostic] = &[
     LITERAL_SUFFIX,
     PROFILE_TYPO,
     MCP_BINDING_KEY,
+    SCOPE_FORMAT,
 ];

@@ -84,7 +84,62 @@ fn parse_value(input: ParseStream<'_>) -> syn::Result<Expr> {
             path: ident.into(),
         }));
     }
+    if input.peek(syn::token::Bracket) {
+        let fork = input.fork();
+        let error = match fork.parse::<Expr>() {
+            Ok(expr) => {
+                input.advance_to(&fork);
+                return Ok(expr);
+            }
+            Err(error) => error,
+        };
+        // `scopes = [invoices:write]`: syn's "expected `,` or `;`" at the `:` named no fix, and
+        // stopped the whole attribute. Read the brackets item by item instead, so the key's own
+        // parser reports the item it cannot take, saying what it takes.
+        let fork = input.fork();
+        return match array_of_items(&fork) {
+            Ok(expr) if fork.is_empty() || fork.peek(Token![,]) => {
+                input.advance_to(&fork);
+                Ok(expr)
+            }
+            _ => Err(error),
+        };
+    }
     input.parse()
+}
+
+/// `[...]` that is no expression, as an array of its comma-separated items: each item that is no
+/// expression (`invoices:write`) is kept as its tokens, an `Expr::Verbatim`, for the key's
+/// parser to report. An empty item (`[a,,b]`) is no array.
+fn array_of_items(input: ParseStream<'_>) -> syn::Result<Expr> {
+    let content;
+    let bracket_token = syn::bracketed!(content in input);
+    let tokens: proc_macro2::TokenStream = content.parse()?;
+    let mut items = vec![proc_macro2::TokenStream::new()];
+    let mut trailing_comma = false;
+    for tree in tokens {
+        trailing_comma = matches!(&tree, proc_macro2::TokenTree::Punct(p) if p.as_char() == ',');
+        if trailing_comma {
+            items.push(proc_macro2::TokenStream::new());
+        } else {
+            items.last_mut().expect("never empty").extend([tree]);
+        }
+    }
+    if trailing_comma {
+        items.pop();
+    }
+    let mut elems = Punctuated::new();
+    for item in items {
+        if item.is_empty() {
+            return Err(input.error("an empty item"));
+        }
+        elems.push(syn::parse2::<Expr>(item.clone()).unwrap_or(Expr::Verbatim(item)));
+    }
+    Ok(Expr::Array(syn::ExprArray {
+        attrs: Vec::new(),
+        bracket_token,
+        elems,
+    }))
 }
 
 /// Parses a comma-separated list of items (trailing comma allowed).
@@ -166,6 +221,45 @@ pub(crate) fn string_literal_required(name: &str, expr: &Expr) -> String {
         Expr::Macro(call) => why(format!("`{}!(..)`", tokens_shown(&call.mac.path))),
         _ => format!("`{name}` takes a string literal"),
     }
+}
+
+/// "`name` takes an array of string literals: `name = [shown]`", the shape of every list of
+/// strings (`shown` is the array's content as it should be written).
+pub(crate) fn string_array_required(name: &str, shown: &str) -> String {
+    format!("`{name}` takes an array of string literals: `{name} = [{shown}]`")
+}
+
+/// The text an item of a list of strings holds when it is text written without its quotes
+/// (`invoices:write`, `calendar.read`, `reports`, `crm-*`): words joined by `:`, `.`, `-`, `/`
+/// or `*`, the first with a lowercase letter. A constant (`SCOPE`, `Self::SCOPE`) or any other
+/// expression is not text.
+pub(crate) fn unquoted_text(expr: &Expr) -> Option<String> {
+    let mut text = String::new();
+    let mut after_word = false;
+    for tree in quote::ToTokens::to_token_stream(expr) {
+        match tree {
+            proc_macro2::TokenTree::Ident(ident) => {
+                let word = ident.unraw().to_string();
+                let first = text.is_empty();
+                if after_word
+                    || (first && !word.chars().any(|c| c.is_ascii_lowercase()))
+                    || matches!(word.as_str(), "Self" | "self" | "crate" | "super")
+                {
+                    return None;
+                }
+                text.push_str(&word);
+                after_word = true;
+            }
+            proc_macro2::TokenTree::Punct(punct)
+                if !text.is_empty() && ":.-/*".contains(punct.as_char()) =>
+            {
+                text.push(punct.as_char());
+                after_word = false;
+            }
+            _ => return None,
+        }
+    }
+    (!text.is_empty()).then_some(text)
 }
 
 /// Tokens as the user wrote them, without the spaces `to_string` puts around `::`, `<`, `>`
@@ -317,6 +411,35 @@ mod tests {
             );
         }
         assert_eq!(message("5"), "`id` takes a string literal");
+    }
+
+    #[test]
+    fn unquoted_text_is_words_and_separators() {
+        let text = |expr: &str| unquoted_text(&syn::parse_str(expr).unwrap());
+        assert_eq!(text("reports").as_deref(), Some("reports"));
+        assert_eq!(text("calendar.read").as_deref(), Some("calendar.read"));
+        assert_eq!(text("calendar-read").as_deref(), Some("calendar-read"));
+        assert_eq!(text("invoices::write").as_deref(), Some("invoices::write"));
+        for not_text in ["SCOPE", "Self::SCOPE", "5", "f(x)", "\"quoted\"", "-x"] {
+            assert_eq!(text(not_text), None, "{not_text}");
+        }
+    }
+
+    #[test]
+    fn an_array_that_is_no_expression_is_read_item_by_item() {
+        let args: MetaArgs =
+            syn::parse_str("scopes = [invoices:write, \"a\",], risk = low").unwrap();
+        let MetaKind::Value(value) = &args.0[0].kind else {
+            panic!("value")
+        };
+        let items = as_array(value).expect("an array");
+        assert!(matches!(items[0], Expr::Verbatim(_)));
+        assert_eq!(unquoted_text(items[0]).as_deref(), Some("invoices:write"));
+        assert_eq!(as_str(items[1]).unwrap().value(), "a");
+        assert_eq!(args.0[1].name(), "risk");
+        // An empty item, or tokens after the brackets, keep syn's error.
+        assert!(syn::parse_str::<MetaArgs>("scopes = [a:b,,c]").is_err());
+        assert!(syn::parse_str::<MetaArgs>("scopes = [a:b] x").is_err());
     }
 
     #[test]

@@ -172,10 +172,13 @@ pub(crate) fn check_contract(
     for waiver in &attr.waivers {
         match rules::rule_info(&waiver.code) {
             None => cx.error_at(
-                waiver.span,
+                waiver.code_span,
                 format!(
-                    "`{}` is not a rule code; see docs/diagnostics.md for the catalogue",
-                    waiver.code
+                    "`{}` is not a rule code{}; see docs/diagnostics.md for the catalogue",
+                    waiver.code,
+                    code_suggestion(&waiver.code)
+                        .map(|meant| format!(" (did you mean `{meant}`?)"))
+                        .unwrap_or_default()
                 ),
             ),
             Some(info) if !info.waivable => cx.error_at(
@@ -324,6 +327,34 @@ fn stale_waivers(cx: &Ctxt, attr: &CapabilityAttr, resolved: &ResolvedCapability
             );
         }
     }
+}
+
+/// The rule code a waiver's unknown code was most likely meant to be (an author trial wrote
+/// `side_effects_without_approval` for `side_effect_without_approval`): a waivable code a few
+/// edits away, else a code that ends with it (its family left out), else any code a few edits
+/// away.
+fn code_suggestion(given: &str) -> Option<&'static str> {
+    /// Far enough for a plural, a transposition or a changed ending; the codes share long
+    /// prefixes, so the looser distance of key typos would name unrelated rules.
+    const MAX_EDITS: usize = 3;
+    let closest = |waivable_only: bool| {
+        rules::RULES
+            .iter()
+            .filter(|rule| rule.waivable || !waivable_only)
+            .map(|rule| (crate::meta::edit_distance(given, rule.code), rule.code))
+            .filter(|(distance, _)| *distance <= MAX_EDITS)
+            .min_by_key(|(distance, _)| *distance)
+            .map(|(_, code)| code)
+    };
+    let family_left_out = || {
+        rules::RULES
+            .iter()
+            .map(|rule| rule.code)
+            .find(|code| !given.is_empty() && code.ends_with(&format!(".{given}")))
+    };
+    closest(true)
+        .or_else(family_left_out)
+        .or_else(|| closest(false))
 }
 
 /// The codes of the capability lints, the rules a capability's waiver may name.
@@ -545,5 +576,30 @@ fn longest_prefix(spans: &SpanMap, path: &str) -> Option<Span> {
         if candidate.is_empty() {
             return None;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::code_suggestion;
+
+    #[test]
+    fn a_waivers_misspelt_code_gets_the_code_meant() {
+        assert_eq!(
+            code_suggestion("contract.lint.side_effects_without_approval"),
+            Some("contract.lint.side_effect_without_approval")
+        );
+        assert_eq!(
+            code_suggestion("contract.lint.mutating_without_idempotence"),
+            Some("contract.lint.mutating_without_idempotency")
+        );
+        // The family left out.
+        assert_eq!(
+            code_suggestion("side_effect_without_approval"),
+            Some("contract.lint.side_effect_without_approval")
+        );
+        // Far from every code.
+        assert_eq!(code_suggestion("contract.lint.made_up"), None);
+        assert_eq!(code_suggestion(""), None);
     }
 }
