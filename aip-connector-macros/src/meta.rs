@@ -96,9 +96,11 @@ fn parse_value(input: ParseStream<'_>) -> syn::Result<Expr> {
         // `scopes = [invoices:write]`: syn's "expected `,` or `;`" at the `:` named no fix, and
         // stopped the whole attribute. Read the brackets item by item instead, so the key's own
         // parser reports the item it cannot take, saying what it takes.
+        // Only for text written without quotes: any other item that is no expression (a missing
+        // comma, `["a" "b"]`) keeps syn's error, which points at the missing comma.
         let fork = input.fork();
         return match array_of_items(&fork) {
-            Ok(expr) if fork.is_empty() || fork.peek(Token![,]) => {
+            Ok(expr) if (fork.is_empty() || fork.peek(Token![,])) && holds_unquoted_text(&expr) => {
                 input.advance_to(&fork);
                 Ok(expr)
             }
@@ -106,6 +108,17 @@ fn parse_value(input: ParseStream<'_>) -> syn::Result<Expr> {
         };
     }
     input.parse()
+}
+
+/// Whether one of `array`'s items that is no expression is [`unquoted_text`].
+fn holds_unquoted_text(array: &Expr) -> bool {
+    let Expr::Array(array) = array else {
+        return false;
+    };
+    array
+        .elems
+        .iter()
+        .any(|item| matches!(item, Expr::Verbatim(_)) && unquoted_text(item).is_some())
 }
 
 /// `[...]` that is no expression, as an array of its comma-separated items: each item that is no
@@ -440,6 +453,21 @@ mod tests {
         // An empty item, or tokens after the brackets, keep syn's error.
         assert!(syn::parse_str::<MetaArgs>("scopes = [a:b,,c]").is_err());
         assert!(syn::parse_str::<MetaArgs>("scopes = [a:b] x").is_err());
+        // So does a missing comma between items that are each fine: syn's "expected `,`"
+        // points at it, where the key's parser would say the item is no string.
+        for missing_comma in [
+            r#"tags = ["a" "b"]"#,
+            "side_effects = [read write]",
+            r##"examples = [r#"{}"# r#"{}"#]"##,
+        ] {
+            let Err(error) = syn::parse_str::<MetaArgs>(missing_comma) else {
+                panic!("{missing_comma} parsed");
+            };
+            assert!(
+                error.to_string().contains("expected `,`"),
+                "{missing_comma}: {error}"
+            );
+        }
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! An author trial's handler took `Credential`, never sent it, and passed the whole suite (the
 //! double answered without asking for it); its identity check now fails. A connector that signs
 //! its requests with the credential (a credential header without the secret itself) passes, with
-//! a note, and so does one that sends it in HTTP Basic authentication.
+//! a note, and so does one that sends it in HTTP Basic authentication. A capability whose
+//! credential is optional cannot take one, and is not asserted on.
 
 use aip_connector::prelude::*;
 use aip_connector_testkit::conformance::{ConformanceReport, ConformanceSuite, Scenario};
@@ -70,6 +71,25 @@ impl Invoices {
         let _: Value = request.send_json().await?;
         Ok(Invoice { id: lookup.id })
     }
+
+    /// List invoices; a credential is optional, so the handler cannot take one, and sends
+    /// none: `credential_sent` is not asserted on it.
+    #[capability(
+        id = "cap:invoices:list",
+        risk = low,
+        side_effects = [read],
+        data(sensitivity = internal),
+        credentials(optional, scopes = ["invoices:read"]),
+        examples = [r#"{"id": "inv-1"}"#],
+    )]
+    async fn list(&self, lookup: Lookup) -> Result<Invoice, ConnectorFailure> {
+        let _: Value = self
+            .client
+            .get(&format!("/invoices/{}", lookup.id))
+            .send_json()
+            .await?;
+        Ok(Invoice { id: lookup.id })
+    }
 }
 
 fn run(auth: Auth) -> ConformanceReport {
@@ -96,7 +116,8 @@ fn a_handler_that_never_sends_its_credential_fails_the_identity_check() {
     assert!(
         check.detail.contains(
             "`cap:invoices:get` takes a credential, but none of the 1 provider request(s) of its call carried it"
-        ) && check.detail.contains(".bearer_auth(credential.secret())"),
+        ) && check.detail.contains(".bearer_auth(credential.secret())")
+            && !check.detail.contains("`cap:invoices:list` takes a credential"),
         "{}",
         check.detail
     );

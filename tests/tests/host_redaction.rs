@@ -186,7 +186,7 @@ struct EchoingProvider;
 
 #[connector(id = "echoing")]
 impl EchoingProvider {
-    /// Sends an invoice; the provider's answer quotes the request's headers.
+    /// Reads a status; the provider's answer quotes the request's headers.
     #[capability(
         risk = low,
         side_effects = [read],

@@ -151,6 +151,27 @@ impl Calendar {
         self.book(booking, key, checkpoint).await
     }
 
+    /// The same booking, planned and committed only, under a key whose reuse replays.
+    #[capability(
+        id = "cap:cal:book_planned",
+        risk = medium,
+        side_effects = [write],
+        idempotency(required, scope = principal, collision = return_original_result),
+        data(sensitivity = internal),
+        transaction(modes = [plan, commit], fidelity = policy_and_schema),
+    )]
+    async fn book_planned(
+        &self,
+        booking: Booking,
+        _key: IdempotencyKey,
+        _checkpoint: Checkpoint,
+    ) -> Result<Booked, ConnectorFailure> {
+        self.effects.fetch_add(1, Ordering::SeqCst);
+        Ok(Booked {
+            booking_id: format!("bk-{}", booking.slot),
+        })
+    }
+
     async fn find(&self, request: Reconciliation) -> Result<ReconcileOutcome, ConnectorFailure> {
         Ok(ReconcileOutcome::Committed {
             evidence: Some(json!({ "found": request.provider_operation.operation_id })),
@@ -368,6 +389,34 @@ async fn a_commit_under_its_plans_key_is_refused_under_every_collision_behaviour
         assert_eq!(details["original_plan_id"], json!(plan_id), "{capability}");
         assert_eq!(calendar.effects.load(Ordering::SeqCst), 0, "{capability}");
     }
+
+    // A plain call (no transaction block) of a capability that only plans and commits never
+    // meets the plan's key: it is refused before its reservation.
+    let calendar = Calendar::default();
+    let host = host(calendar.clone(), Arc::new(MemoryStore::default()));
+    let input = json!({ "slot": "9am" });
+    let planned = host
+        .invoke(
+            Action::new("cap:cal:book_planned", input.clone())
+                .with_idempotency_key("booking-1")
+                .with_transaction(ActionTransaction::new(TransactionMode::Plan)),
+            &caller(),
+        )
+        .await;
+    assert!(planned.plan_id().is_some(), "{planned:?}");
+    let plain = host
+        .invoke(
+            Action::new("cap:cal:book_planned", input).with_idempotency_key("booking-1"),
+            &caller(),
+        )
+        .await;
+    assert_eq!(
+        plain.error.as_ref().map(|e| e.code.as_str()),
+        Some(codes::TRANSACTION_CONTEXT_MISSING),
+        "{plain:?}"
+    );
+    assert!(!plain.is_idempotent_replay());
+    assert_eq!(calendar.effects.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]
@@ -886,7 +935,8 @@ async fn retention_deletes_finished_transactions_once_old_and_keeps_unfinished_o
 type Given = (Option<String>, Option<String>);
 
 /// A provider account per tenant, reached with a bearer credential: the reconcile companion
-/// must authenticate like the write it settles.
+/// must authenticate like the write it settles (and its evidence, which quotes the provider's
+/// echo of the request, must not carry the credential out).
 #[derive(Clone, Default)]
 struct Vault {
     reconciled_with: Arc<std::sync::Mutex<Vec<Given>>>,
@@ -930,11 +980,15 @@ impl Vault {
             .credential
             .as_ref()
             .and_then(|c| c.secret.expose_str().ok().map(str::to_owned));
+        // The provider's answer echoes the request's authentication, as some do.
+        let evidence = json!({ "request": { "authorization": format!("Bearer {}", secret.clone().unwrap_or_default()) } });
         self.reconciled_with
             .lock()
             .unwrap()
             .push((request.tenant.map(|t| t.id), secret));
-        Ok(ReconcileOutcome::Committed { evidence: None })
+        Ok(ReconcileOutcome::Committed {
+            evidence: Some(evidence),
+        })
     }
 }
 
@@ -984,6 +1038,17 @@ async fn the_reconcile_companion_gets_the_tenant_and_credential_of_the_reconcile
     assert_eq!(
         *vault.reconciled_with.lock().unwrap(),
         vec![(Some("t1".to_owned()), Some("tok_reconcile".to_owned()))]
+    );
+    // The evidence is stored and returned like an output: the credential it quoted is withheld.
+    let output = settled.output.as_ref().expect("the reconciliation");
+    assert_eq!(
+        output["reconciliation"]["evidence"]["request"]["authorization"],
+        json!("Bearer [withheld]")
+    );
+    assert!(
+        !serde_json::to_string(&settled)
+            .unwrap()
+            .contains("tok_reconcile")
     );
 }
 

@@ -294,6 +294,10 @@ pub(crate) fn collision(
 /// `plan` and `action` is another step (most often its `commit`): an author trial sent the
 /// commit under the plan's key, and "reused with different input" sent it looking for a
 /// difference in an input that was the same.
+///
+/// An action without a transaction block never gets here: a capability that plans takes a
+/// `Checkpoint`, and a plain call of one that does not `execute` is refused at stage 3
+/// (`transaction.context_missing`).
 fn answered_another_step<'r>(
     record: &'r IdempotencyRecord,
     action: &Action,

@@ -1080,7 +1080,7 @@ const CLAIM_SETTLING_MS: crate::store::Millis = 5_000;
 fn claim_settling(action_id: &aip_connector_core::ids::ActionId) -> ActionResult {
     let mut error = failure::error(
         codes::IDEMPOTENCY_IN_PROGRESS,
-        "another call of this approved action holds its resume and has not yet reserved the key, or is giving the resume back; retry",
+        "another call of this approved action claimed its resume moments ago: it has not yet reserved the key, is giving the resume back, or ran under another key; retry",
         ErrorCategory::Temporary,
         true,
     );
@@ -1488,6 +1488,18 @@ async fn reconcile(
             "evidence_withheld": exceeded.why("the reconciliation's evidence", max_bytes)
         }));
     }
+    // Stored and returned like a handler's output, and the companion held the credential: a
+    // lookup that quotes the provider's echo of the request must not carry it out.
+    if let Some(secret) = &secret {
+        let mut forms = secret_forms(secret);
+        distinct(&mut forms);
+        if let Some(evidence) = answer.evidence.as_mut() {
+            scrub_value(evidence, &forms);
+        }
+        if let Some(cursor) = answer.cursor.as_mut() {
+            scrub(cursor, &forms);
+        }
+    }
     if answer.terminal {
         let output = json!({ "reconciliation": { "terminal": true, "committed": answer.committed, "cursor": answer.cursor, "evidence": answer.evidence } });
         return ActionResult::completed(action.id.clone(), output);
@@ -1786,24 +1798,14 @@ fn settle_outcome(call: &Call<'_>, outcome: Outcome) -> ActionResult {
         ..
     } = *call;
     match outcome {
-        Outcome::Completed(mut output, secret) => {
-            // The output is stored, replayed and returned: a provider that echoes the
-            // credential (`"authorization": "Bearer …"`) must not carry it there (found by an
-            // author trial). Withheld before the output is checked, so what goes out is what
-            // was validated.
-            if withhold_credential_in_value(&mut output, secret.as_ref()) {
-                tracing::warn!(
-                    action_id = %Clipped::new(action.id.as_str(), host.limits.max_id_bytes),
-                    capability_id = %Clipped::new(call.routed.id.as_str(), host.limits.max_id_bytes),
-                    "the handler's output quoted the call's credential; it was withheld from the output"
-                );
-            }
+        Outcome::Completed(output, secret) => {
             let mut result = check_output(
                 call.routed_hosted,
                 action,
                 output,
                 &host.limits,
                 call.redact,
+                secret.as_ref(),
             );
             // A violation's message quotes the output, which may hold the credential.
             if let Some(error) = result.error.as_mut() {
@@ -3432,6 +3434,13 @@ fn scrub(text: &mut String, forms: &[String]) -> bool {
     *text = scrubbed;
     true
 }
+/// Whether [`scrub`] would change `text`: some form occurs in it.
+fn holds_form(text: &str, forms: &[String]) -> bool {
+    forms
+        .iter()
+        .any(|form| !form.is_empty() && text.contains(form.as_str()))
+}
+
 /// [`scrub`] of every string and key in `value`, but the provider client's closed-valued
 /// fields ([`sdk_value`]). Says whether anything was withheld.
 fn scrub_value(value: &mut Value, forms: &[String]) -> bool {
@@ -3442,6 +3451,19 @@ fn scrub_value(value: &mut Value, forms: &[String]) -> bool {
             .fold(false, |any, item| scrub_value(item, forms) | any),
         Value::Object(members) => {
             let mut any = false;
+            // The map is rebuilt only when a key must change (a key cannot be changed in
+            // place); otherwise its values are searched where they are.
+            let key_hit = members
+                .iter()
+                .any(|(key, member)| !sdk_value(key, member) && holds_form(key, forms));
+            if !key_hit {
+                for (key, member) in members.iter_mut() {
+                    if !sdk_value(key, member) {
+                        any |= scrub_value(member, forms);
+                    }
+                }
+                return any;
+            }
             let scrubbed: serde_json::Map<String, Value> = std::mem::take(members)
                 .into_iter()
                 .map(|(mut key, mut member)| {
@@ -3921,7 +3943,9 @@ fn is_pending_replay(result: &ActionResult) -> bool {
 /// approval) would keep answering "pending" for an action that can no longer run. Those answer
 /// the matching `policy.*` failure instead, as a resume would; an approval whose action ran
 /// through a re-submission (under another key, so this key still holds the pending result)
-/// answers `policy.approval_already_resumed`; an approved one not yet resumed keeps its status,
+/// answers `policy.approval_already_resumed`, once its resume was claimed [`CLAIM_SETTLING_MS`]
+/// ago or more (before that, the resume may be on its way to this key: `idempotency.in_progress`,
+/// see [`claim_settling`]); an approved one not yet resumed keeps its status,
 /// with a message saying it was approved. A pending approval keeps the replay as it is; so does
 /// an approval of another tenant (a capability-scoped key is shared across tenants; its
 /// approval's fate is not theirs to learn), and a store failure (logged): it is what the key
@@ -3950,9 +3974,9 @@ async fn refresh_pending_replay(
         }
         Ok(Some(record)) => match record.status {
             // A resume claims the approval before it reserves the key: a resend in between
-            // reads "resumed" beside the pending record. Answered "already ran" for good, a
-            // polling client (a deployment trial) recorded a failure for an action that then
-            // succeeded under this key; it is told to come back, as stage 9 tells a resend.
+            // reads "resumed" beside the pending record, and "already ran" would be a permanent
+            // failure for an action about to run and succeed under this key (a replica trial's
+            // poller). It is told to come back, as stage 9 tells a resend.
             ApprovalStatus::Approved
                 if record.resumed
                     && record
@@ -4458,12 +4482,19 @@ fn refused_output(exceeded: JsonLimit, what: &str, max_bytes: usize) -> Protocol
 }
 
 /// Step 15: only completed results are checked; a violation replaces the result.
+///
+/// The output is stored, replayed and returned: a provider that echoes the call's credential
+/// (`"authorization": "Bearer …"`) must not carry it there (found by an author trial). The
+/// credential is withheld once the output is known to be within the limits (the search is
+/// recursive, and an oversized output is refused unread) and before the schema check, so what
+/// goes out is what was validated.
 fn check_output(
     hosted: &HostedCapability,
     action: &Action,
-    output: Value,
+    mut output: Value,
     limits: &super::HostLimits,
     redact: bool,
+    secret: Option<&crate::invocation::Secret>,
 ) -> ActionResult {
     if let Err(exceeded) =
         check_json_limits(&output, limits.max_output_bytes, super::MAX_STORED_DEPTH)
@@ -4471,6 +4502,13 @@ fn check_output(
         return failure::failed(
             &action.id,
             refused_output(exceeded, "the handler's output", limits.max_output_bytes),
+        );
+    }
+    if withhold_credential_in_value(&mut output, secret) {
+        tracing::warn!(
+            action_id = %Clipped::new(action.id.as_str(), limits.max_id_bytes),
+            capability_id = %Clipped::new(hosted.capability().id.as_str(), limits.max_id_bytes),
+            "the handler's output quoted the call's credential; it was withheld from the output"
         );
     }
     if let Some(schema) = &hosted.output_schema

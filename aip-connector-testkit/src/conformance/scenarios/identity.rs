@@ -295,13 +295,14 @@ pub(super) async fn run(h: &Harness) -> Evidence {
         // received the credential above: its own call's provider requests show whether it sends
         // the credential at all (an author trial's handler took `Credential`, sent nothing, and
         // passed the whole suite).
+        // Only under a required policy: a handler under an optional one cannot take
+        // `Credential` (`implementation.credentials_undeclared`), so it has nothing to send.
         let before = h.provider().request_count();
         let called = h.settle(h.host(), action).await;
-        let sent = h
-            .provider()
-            .requests()
-            .split_off(before.min(h.provider().request_count()));
-        credential_sent(&mut evidence, id, &sent);
+        if requires_credential(capability) {
+            let sent = h.provider().requests().split_off(before);
+            credential_sent(&mut evidence, id, &sent);
+        }
         if !received_credential(h, id) {
             // The deployment holds the credential: a handler that ran received it, so this one
             // never ran (the host refused its call), which is no provider double's doing.
@@ -364,12 +365,13 @@ pub(super) async fn run(h: &Harness) -> Evidence {
     evidence
 }
 
-/// `credential_sent`: the provider requests of one call of capability `id`, whose handler was
-/// handed the canary credential, carry it (in a header, as it is or in HTTP Basic's base64, in
-/// the query or in the body). Requests with no credential header at all fail the assertion;
-/// requests with a credential header that does not carry the canary (a signature computed with
-/// it, a credential of the connector's own) are noted, not failed. A call that made no request
-/// asserts nothing.
+/// `credential_sent`: the provider requests of one call of capability `id`, whose contract
+/// requires a credential and whose handler was handed the canary, carry it (in a header, as it
+/// is or in HTTP Basic's base64, in the query or in the body). Requests with no credential
+/// header and no credential-like query parameter fail the assertion; requests with one that
+/// does not carry the canary (a signature computed with it, a presigned URL, a credential of the
+/// connector's own) are noted, not failed. A call that made no request asserts nothing.
+/// Requests are this call's by arrival: the scenario's calls run one after another.
 fn credential_sent(
     evidence: &mut Evidence,
     id: &str,
@@ -382,12 +384,20 @@ fn credential_sent(
         evidence.assert("credential_sent", true, String::new);
         return;
     }
-    let headers: std::collections::BTreeSet<&str> = requests
-        .iter()
-        .flat_map(|request| request.headers.iter())
-        .map(|(name, _)| name.as_str())
-        .filter(|name| crate::provider_double::is_credential_header(name))
-        .collect();
+    let headers: std::collections::BTreeSet<String> =
+        requests
+            .iter()
+            .flat_map(|request| {
+                let query = request.query.as_deref().unwrap_or_default();
+                request.headers.iter().map(|(name, _)| name.clone()).chain(
+                    query.split('&').filter_map(|pair| {
+                        let name = pair.split('=').next().unwrap_or_default();
+                        (!name.is_empty()).then(|| format!("?{name}"))
+                    }),
+                )
+            })
+            .filter(|name| credential_like(name.trim_start_matches('?')))
+            .collect();
     if headers.is_empty() {
         evidence.assert("credential_sent", false, || {
             format!(
@@ -405,6 +415,15 @@ fn credential_sent(
                 .join(", ")
         ));
     }
+}
+
+/// Whether a header or query parameter name is one a credential or a signature travels in
+/// (the double's credential headers, and Azure's `sig`), but not an idempotency key's header,
+/// which every keyed write sends whatever its authentication.
+fn credential_like(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower == "sig"
+        || (crate::provider_double::is_credential_header(&lower) && !lower.contains("idempotency"))
 }
 
 /// Whether `request` carries [`CANARY_SECRET`]: in a header value (as it is, or inside the
@@ -448,6 +467,17 @@ fn has_credential_policy(capability: &CapabilityDefinition) -> bool {
         .contract
         .as_ref()
         .is_some_and(|c| c.credentials.is_some())
+}
+
+/// Whether `capability`'s contract requires a credential: only then may its handler take
+/// `Credential`.
+fn requires_credential(capability: &CapabilityDefinition) -> bool {
+    capability
+        .capability
+        .contract
+        .as_ref()
+        .and_then(|c| c.credentials.as_ref())
+        .is_some_and(|c| c.required)
 }
 
 /// Whether a handler call of capability `id` has received a credential in this scenario.
