@@ -50,16 +50,24 @@ pub(crate) fn resolve(
         dry_run_fidelity: t.fidelity.unwrap_or(DryRunFidelity::SchemaOnly),
     });
     let approval_required = attr.approval.as_ref().is_some_and(|a| a.required);
-    let compensation = attr.compensation.as_ref().map(|c| CompensationContract {
-        mode: c.mode.unwrap_or(if c.capability.is_some() {
+    let compensation = attr.compensation.as_ref().map(|c| {
+        let mode = c.mode.unwrap_or(if c.capability.is_some() {
             CompensationMode::Supported
         } else {
             CompensationMode::NotRequired
-        }),
-        compensation_capability_id: c.capability.clone().map(Into::into),
-        compensation_window_ms: c.window_ms,
-        // Compensation is a new governed action: it needs approval when the original did.
-        requires_approval: c.requires_approval.unwrap_or(approval_required),
+        });
+        CompensationContract {
+            mode,
+            compensation_capability_id: c.capability.clone().map(Into::into),
+            compensation_window_ms: c.window_ms,
+            // Compensation is a new governed action: it needs approval when the original did.
+            // Where there is none to run (`not_required`, `rollback_not_supported`), a manifest
+            // saying compensations need approval reads as if one could run (upstream's own
+            // fixtures publish `false` there; a porting trial).
+            requires_approval: c
+                .requires_approval
+                .unwrap_or(approval_required && mode == CompensationMode::Supported),
+        }
     });
 
     let contract = CapabilityContract {

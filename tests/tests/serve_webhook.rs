@@ -340,3 +340,35 @@ async fn concurrent_copies_of_one_delivery_run_the_handler_once() {
 fn bytes_of(text: &'static str) -> aip_connector::webhook::Bytes {
     aip_connector::webhook::Bytes::from_static(text.as_bytes())
 }
+
+/// `serve_with_routes` answers a path nothing routes, and a route asked with a method it does
+/// not serve, with an AIP error envelope as `serve` does: merging the webhook receiver took
+/// them away (bare `404` and `405`, found by a wire trial).
+#[tokio::test]
+async fn merged_routes_keep_the_envelope_for_unknown_paths_and_methods() {
+    let running = start(Arc::new(MemoryStore::new()), 1024).await;
+    let http = reqwest::Client::new();
+    for (request, status, code) in [
+        (
+            http.get(format!("{}/nope", running.base)),
+            404,
+            codes::RESOURCE_NOT_FOUND,
+        ),
+        (
+            http.get(format!("{}/aip/v1/messages", running.base)),
+            405,
+            codes::TRANSPORT_UNSUPPORTED_MESSAGE,
+        ),
+        (
+            http.get(format!("{}{PATH}", running.base)),
+            405,
+            codes::TRANSPORT_UNSUPPORTED_MESSAGE,
+        ),
+    ] {
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status().as_u16(), status);
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["message_type"], "aip.core.v1.error", "{body}");
+        assert_eq!(body["body"]["error"]["error"]["code"], code, "{body}");
+    }
+}

@@ -426,6 +426,12 @@ pub(crate) fn of_tenant(owner: Option<&str>, tenant: Option<&VerifiedTenant>) ->
     owner == tenant.map(|t| t.id.as_str())
 }
 
+/// The longest `retry_after_ms` an `idempotency.in_progress` asks for. Upstream sends the time
+/// left on the holder's reservation, its deadline plus a minute: two minutes for a call that
+/// takes a second, so a client that obeys it waits long after the answer is there (two trials
+/// did). The reservation's expiry stays in `details.reservation_expires_at_ms`.
+pub(crate) const IN_PROGRESS_RETRY_AFTER_MS: Millis = 1_000;
+
 /// The failure for a key another execution holds.
 ///
 /// The holder's action id is named only to a caller of the holder's tenant: under a scope that
@@ -443,7 +449,12 @@ pub(crate) fn in_progress(
         aip_connector_core::model::ErrorCategory::Temporary,
         true,
     );
-    error.retry_after_ms = Some(holder.expires_at_ms.saturating_sub(now).max(1));
+    error.retry_after_ms = Some(
+        holder
+            .expires_at_ms
+            .saturating_sub(now)
+            .clamp(1, IN_PROGRESS_RETRY_AFTER_MS),
+    );
     error.details = Some(if of_tenant(holder.tenant_id.as_deref(), tenant) {
         json!({ "owner_action_id": holder.action_id, "reservation_expires_at_ms": holder.expires_at_ms })
     } else {

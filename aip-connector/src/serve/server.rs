@@ -319,6 +319,11 @@ impl AipServer {
 
     /// Like [`serve`](Self::serve), with `extra` routes merged into the AIP ones on the same
     /// listener (the MCP projection's `/mcp`, an application's own), under the same drain.
+    /// As under `serve`, a path no route serves is answered `404 resource.not_found` and a
+    /// method a route does not serve `405 transport.unsupported_message`, in an error envelope
+    /// (merging a webhook receiver took them away, found by a wire trial); they replace a
+    /// fallback `extra` has of its own: serve such a router with
+    /// [`serve_router`](Self::serve_router).
     ///
     /// # Panics
     ///
@@ -330,7 +335,11 @@ impl AipServer {
         extra: Router,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let router = self.router().merge(extra);
+        let router = self
+            .router()
+            .merge(extra)
+            .fallback(unknown_route)
+            .method_not_allowed_fallback(method_not_allowed);
         self.serve_router(listener, router, shutdown).await
     }
 
@@ -875,7 +884,9 @@ async fn dispatch(
                 status: AckStatus::Accepted,
                 reason: Some(
                     "the action is not executing here; the cancellation is remembered for 60 s \
-                     and a finished action keeps its result"
+                     and cancels the action if it starts meanwhile, a resend of a finished \
+                     action without an idempotency key included (a keyed one replays its \
+                     stored result)"
                         .to_owned(),
                 ),
                 retry_after_ms: None,
@@ -1360,21 +1371,21 @@ fn error_response(error: &ProtocolError, request: Option<&Envelope>) -> Response
     response
 }
 
-/// `404 resource.not_found` for a path no route serves (`serve` only).
+/// `404 resource.not_found` for a path no route serves (`serve` and `serve_with_routes`).
 async fn unknown_route() -> Response {
     error_response(
-        &refusal(codes::RESOURCE_NOT_FOUND, "no AIP route serves this path"),
+        &refusal(codes::RESOURCE_NOT_FOUND, "no route serves this path"),
         None,
     )
 }
 
 /// `405 transport.unsupported_message` for a route asked with a method it does not serve
-/// (`serve` only).
+/// (`serve` and `serve_with_routes`).
 async fn method_not_allowed() -> Response {
     let mut response = error_response(
         &refusal(
             codes::TRANSPORT_UNSUPPORTED_MESSAGE,
-            "this AIP route does not serve this method",
+            "this route does not serve this method",
         ),
         None,
     );
