@@ -154,3 +154,21 @@ fn a_handler_that_signs_with_its_credential_passes_with_a_note() {
     );
     assert!(report.passed(), "{report}");
 }
+
+/// The manifest's metadata extension holds what a capability declared: examples without tags
+/// publish no empty `tags` (a porting trial read `"tags": []` as a declaration).
+#[test]
+fn the_metadata_extension_leaves_out_what_was_not_declared() {
+    use aip_connector::Connector as _;
+    let connector = Invoices {
+        client: ProviderClient::new("http://127.0.0.1:9").expect("a valid URL"),
+        auth: Auth::Nothing,
+    };
+    let manifest = connector.definition().manifest();
+    let entry = &manifest
+        .extensions
+        .as_ref()
+        .expect("the metadata extension")["aip_connector"]["capabilities"]["cap:invoices:get"];
+    assert_eq!(entry["examples"], serde_json::json!([{ "id": "inv-1" }]));
+    assert!(entry.get("tags").is_none(), "{entry}");
+}

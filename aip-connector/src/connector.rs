@@ -109,10 +109,16 @@ impl ConnectorDefinition {
             .iter()
             .filter(|c| !c.tags.is_empty() || !c.examples.is_empty())
             .map(|c| {
-                (
-                    c.capability.id.to_string(),
-                    json!({ "tags": c.tags, "examples": c.examples }),
-                )
+                // Only what was declared: an empty list says nothing (a porting trial read
+                // `"tags": []` as a declaration).
+                let mut entry = serde_json::Map::new();
+                if !c.tags.is_empty() {
+                    entry.insert("tags".to_owned(), json!(c.tags));
+                }
+                if !c.examples.is_empty() {
+                    entry.insert("examples".to_owned(), json!(c.examples));
+                }
+                (c.capability.id.to_string(), Value::Object(entry))
             })
             .collect();
         if !metadata.is_empty() {

@@ -314,8 +314,16 @@ async fn the_manifest_is_served_as_an_envelope_and_by_request() {
         .await
         .unwrap();
     assert_eq!(by_request, manifest);
-    let missing = client.manifest(Some("nobody")).await.unwrap_err();
-    assert_eq!(remote(missing).code, codes::RESOURCE_NOT_FOUND);
+    // Named by the connector's name rather than its agent id: told which ids there are.
+    let missing = remote(client.manifest(Some("desk")).await.unwrap_err());
+    assert_eq!(missing.code, codes::RESOURCE_NOT_FOUND);
+    assert!(
+        missing
+            .message
+            .ends_with("`?connector=` takes an agent id: `agent:desk`"),
+        "{}",
+        missing.message
+    );
     // The manifest is not public unless configured so, and the refusal is logged (its code,
     // nothing the caller sent).
     let logs = aip_connector_testkit::logs::LogCapture::new();

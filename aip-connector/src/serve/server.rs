@@ -579,7 +579,19 @@ fn pick_manifest(
         [one] => Ok((*one).clone()),
         [] => Err(refusal(
             codes::RESOURCE_NOT_FOUND,
-            "no admitted manifest matches the request",
+            // A caller that named the connector by the manifest's connector name (`notes`)
+            // rather than its agent id (`agent:notes`) is told which ids there are (a wire
+            // trial); the caller passed authentication, and the manifests are theirs to read.
+            match agent {
+                Some(_) => format!(
+                    "no admitted manifest matches the request; `?connector=` takes an agent id: {}",
+                    host.manifests()
+                        .map(|admitted| format!("`{}`", admitted.manifest().agent.id.as_str()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None => "no admitted manifest matches the request".to_owned(),
+            },
         )),
         several => Err(refusal(
             codes::TRANSPORT_UNSUPPORTED_MESSAGE,
@@ -626,7 +638,8 @@ async fn messages(State(shared): State<Arc<Shared>>, request: Request) -> Respon
         return error_response(
             &refusal(
                 codes::TRANSPORT_UNSUPPORTED_MEDIA_TYPE,
-                "send the envelope with `Content-Type: application/json`",
+                "send the envelope with one `Content-Type: application/json`, in UTF-8 (a \
+                 `charset` parameter other than `utf-8` is refused)",
             ),
             None,
         );

@@ -80,8 +80,15 @@ pub enum WebhookError {
     AuthenticationFailed,
     /// The signed timestamp is too far from the receiver's clock.
     #[error(
-        "the delivery was signed {skew_ms} ms {direction} the receiver's clock, more than its tolerance of {tolerance_ms} ms",
-        direction = if *ahead { "ahead of" } else { "behind" }
+        "the delivery was signed {skew_ms} ms {direction} the receiver's clock, more than its tolerance of {tolerance_ms} ms{hint}",
+        direction = if *ahead { "ahead of" } else { "behind" },
+        // Decades ahead: the signer wrote milliseconds, the most common signer bug (a wire
+        // trial's).
+        hint = if *ahead && *skew_ms > 1_000_000_000_000 {
+            " (the signed timestamp is in Unix seconds, not milliseconds)"
+        } else {
+            ""
+        }
     )]
     TimestampSkew {
         /// How far off the timestamp is.

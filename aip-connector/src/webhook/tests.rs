@@ -136,6 +136,19 @@ async fn stale_and_future_timestamps_are_refused_either_side_of_the_tolerance() 
         "{future}"
     );
     assert!(future.to_string().contains("ahead of"), "{future}");
+    assert!(!future.to_string().contains("Unix seconds"), "{future}");
+    // A timestamp written in milliseconds reads as decades ahead: the message says the unit.
+    let in_millis = WebhookError::TimestampSkew {
+        skew_ms: 1_794_830_285_086_380,
+        ahead: true,
+        tolerance_ms: 300_000,
+    };
+    assert!(
+        in_millis
+            .to_string()
+            .ends_with("(the signed timestamp is in Unix seconds, not milliseconds)"),
+        "{in_millis}"
+    );
     // Within the tolerance, either way: taken (timestamps are signed in whole seconds).
     for (id, offset) in [("msg_3", -59_000_i64), ("msg_4", 59_000)] {
         let at = receiver.now_ms().saturating_add_signed(offset);
