@@ -687,8 +687,23 @@ async fn missing_key_and_unsupported_modes_are_contract_failures() {
     let mut streaming = Action::new("cap:shop:lookup", json!({ "item": "tea" }));
     streaming.mode = Some(ActionMode::Streaming);
     assert_eq!(
-        code(&host.invoke(streaming, &caller()).await),
+        code(&host.invoke(streaming.clone(), &caller()).await),
         codes::EXECUTION_MODE_UNSUPPORTED
+    );
+    // Streamed (over HTTP: `Accept: text/event-stream`), the refusal says how to call it.
+    let streamed = host
+        .invoke_stream(streaming, caller())
+        .result()
+        .await
+        .expect("a terminal chunk");
+    let error = streamed.error.expect("refused");
+    assert_eq!(error.code, codes::EXECUTION_MODE_UNSUPPORTED);
+    assert!(
+        error.message.ends_with(
+            "it answers once; invoke it plainly (`Host::invoke`; over HTTP, send the action without `Accept: text/event-stream`)"
+        ),
+        "{}",
+        error.message
     );
     let planned = Action::new("cap:shop:lookup", json!({ "item": "tea" }))
         .with_transaction(ActionTransaction::new(TransactionMode::Plan));

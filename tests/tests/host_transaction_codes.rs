@@ -200,6 +200,7 @@ impl Bank {
         idempotency(required, scope = principal),
         data(sensitivity = internal),
         transaction(modes = [execute, rollback_not_supported]),
+        compensation(rollback_not_supported),
     )]
     async fn close(
         &self,
@@ -425,6 +426,25 @@ async fn rollback_not_supported_is_refused_without_running_anything() {
         )
         .await;
     assert_policy(&result, codes::TRANSACTION_ROLLBACK_NOT_SUPPORTED);
+    assert_eq!(bank.calls.load(Ordering::SeqCst), 0);
+    // A compensate of it says its effects cannot be compensated, not only that the mode is
+    // not declared (a porting trial).
+    let compensate = ActionTransaction::compensate(aip_connector::ids::ActionId::new());
+    let refused = host
+        .invoke(
+            action_on("cap:bank:close", compensate, "cp", json!({ "amount": 1 })),
+            &ada(),
+        )
+        .await;
+    let error = refused.error.expect("refused");
+    assert!(
+        error.message.ends_with(
+            "; its contract says `compensation.mode = rollback_not_supported`: its effects cannot be compensated"
+        ),
+        "{}: {}",
+        error.code,
+        error.message
+    );
     assert_eq!(bank.calls.load(Ordering::SeqCst), 0);
 }
 

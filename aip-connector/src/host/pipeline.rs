@@ -3629,6 +3629,8 @@ fn contract_checks(contract: &CapabilityContract, action: &Action) -> Result<(),
         // The usual case is a streaming-only capability called the plain way: say how to call it.
         let how = if contract.execution.supports_streaming && mode != ActionMode::Streaming {
             ": it streams; invoke it streamed (`Host::invoke_stream`; over HTTP, send the action with `Accept: text/event-stream`)"
+        } else if mode == ActionMode::Streaming {
+            ": it answers once; invoke it plainly (`Host::invoke`; over HTTP, send the action without `Accept: text/event-stream`)"
         } else {
             ""
         };
@@ -3641,11 +3643,24 @@ fn contract_checks(contract: &CapabilityContract, action: &Action) -> Result<(),
         ));
     }
     if let Some(transaction) = &action.transaction {
+        // A `compensate` of a capability that declares its effects irreversible: the refusal
+        // says so, not only which contract is missing (a porting trial read "declares no
+        // transaction contract" beside its `compensation(rollback_not_supported)`).
+        let irreversible = if transaction.mode == TransactionMode::Compensate
+            && contract.compensation.as_ref().is_some_and(|c| {
+                c.mode == aip_connector_core::model::CompensationMode::RollbackNotSupported
+            }) {
+            "; its contract says `compensation.mode = rollback_not_supported`: its effects cannot be compensated"
+        } else {
+            ""
+        };
         let Some(declared) = &contract.transaction else {
             if transaction.mode != TransactionMode::Execute {
                 return Err(failure::permanent(
                     codes::TRANSACTION_UNSUPPORTED,
-                    "the capability declares no transaction contract; only `execute` is allowed",
+                    format!(
+                        "the capability declares no transaction contract; only `execute` is allowed{irreversible}"
+                    ),
                 ));
             }
             return Ok(());
@@ -3654,7 +3669,7 @@ fn contract_checks(contract: &CapabilityContract, action: &Action) -> Result<(),
             return Err(failure::permanent(
                 codes::TRANSACTION_MODE_UNSUPPORTED,
                 format!(
-                    "the capability does not declare transaction mode `{}`",
+                    "the capability does not declare transaction mode `{}`{irreversible}",
                     wire(&transaction.mode)
                 ),
             ));

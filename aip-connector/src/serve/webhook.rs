@@ -79,19 +79,35 @@ async fn deliver(State(receiver): State<WebhookReceiver>, request: Request<Body>
 }
 
 fn refused(error: &WebhookError) -> Response {
-    let mut response = json_response(
-        error.status(),
-        &json!({ "error": error.to_protocol_error() }),
-    );
+    let mut body = error.to_protocol_error();
     // Every refusal worth sending again says when: a provider without the hint backs off by its
-    // own schedule (a billing trial found a handler timeout answered without one).
+    // own schedule (a billing trial found a handler timeout answered without one). The body
+    // says it too, as the AIP routes' errors do.
+    if error.is_retryable() && body.retry_after_ms.is_none() {
+        body.retry_after_ms = Some(RETRY_AFTER_MS);
+    }
+    let mut response = json_response(error.status(), &json!({ "error": body }));
     if error.is_retryable() {
         response
             .headers_mut()
             .insert(RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
     }
+    // A `401` carries a challenge (RFC 9110 §15.5.2): the delivery's signature is what this
+    // route authenticates.
+    if response.status() == http::StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(
+            http::header::WWW_AUTHENTICATE,
+            HeaderValue::from_static(WEBHOOK_CHALLENGE),
+        );
+    }
     response
 }
+
+/// `RETRY_AFTER_SECONDS` in the body's unit.
+const RETRY_AFTER_MS: u64 = 5_000;
+
+/// The challenge of a refused delivery's `401`: a signed delivery is what the route takes.
+const WEBHOOK_CHALLENGE: &str = "Signature realm=\"webhook\"";
 
 #[cfg(test)]
 mod tests {
@@ -128,5 +144,43 @@ mod tests {
         ] {
             assert_eq!(retry_after(&final_answer), None, "{final_answer}");
         }
+    }
+
+    /// The body of a retryable refusal says when too (a wire trial's client read only the
+    /// body), and a `401` carries a challenge, as RFC 9110 asks.
+    #[tokio::test]
+    async fn a_retryable_body_says_when_and_a_401_challenges() {
+        use http_body_util::BodyExt as _;
+        let body = |response: Response| async move {
+            let bytes = response.into_body().collect().await.unwrap().to_bytes();
+            serde_json::from_slice::<serde_json::Value>(&bytes).unwrap()
+        };
+        let in_progress = refused(&WebhookError::InProgress {
+            delivery_id: "d".into(),
+        });
+        assert_eq!(
+            body(in_progress).await["error"]["retry_after_ms"],
+            json!(RETRY_AFTER_MS)
+        );
+        let forged = refused(&WebhookError::AuthenticationFailed);
+        assert_eq!(forged.status(), http::StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            forged.headers().get(http::header::WWW_AUTHENTICATE),
+            Some(&HeaderValue::from_static(WEBHOOK_CHALLENGE))
+        );
+        let conflict = refused(&WebhookError::DeliveryConflict {
+            delivery_id: "d".into(),
+        });
+        assert!(
+            conflict
+                .headers()
+                .get(http::header::WWW_AUTHENTICATE)
+                .is_none()
+        );
+        assert!(
+            body(conflict).await["error"]
+                .get("retry_after_ms")
+                .is_none()
+        );
     }
 }
