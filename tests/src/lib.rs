@@ -209,3 +209,17 @@ where
         Box::pin(std::future::ready(Ok(memberships)))
     }
 }
+
+/// Sends `GET base + path` for each `(path, status, code)` and asserts the answer is an AIP error
+/// envelope with that HTTP status and error code: what a server answers for a path nothing
+/// routes, or a route asked with a method it does not serve.
+pub async fn assert_get_refused_with_envelopes(base: &str, cases: &[(&str, u16, &str)]) {
+    let http = reqwest::Client::new();
+    for (path, status, code) in cases {
+        let response = http.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), *status, "GET {path}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["message_type"], "aip.core.v1.error", "{body}");
+        assert_eq!(body["body"]["error"]["error"]["code"], *code, "{body}");
+    }
+}

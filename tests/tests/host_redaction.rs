@@ -220,13 +220,17 @@ fn capture_logs() -> (LogCapture, tracing::dispatcher::DefaultGuard) {
 }
 
 fn host(store: Arc<MemoryStore>) -> Host {
+    host_of(Clinic, store)
+}
+
+/// A host of `connector` on `store` whose deployment serves the canary credential.
+fn host_of(connector: impl aip_connector::Connector, store: Arc<MemoryStore>) -> Host {
     let credential =
         CredentialHandle::new("cred-7", "vault", Secret::new(CANARY)).with_scopes(["charts.write"]);
-    let deployment = Deployment::new().with_static_credential(credential);
     Host::builder()
-        .connector(Clinic)
+        .connector(connector)
         .store(store)
-        .deployment(deployment)
+        .deployment(Deployment::new().with_static_credential(credential))
         .build()
         .unwrap()
 }
@@ -803,17 +807,7 @@ async fn a_redacted_failure_keeps_the_operation_reconciliation_looks_up() {
 #[tokio::test]
 async fn an_output_schema_failure_does_not_quote_the_credential() {
     let (logs, _guard) = capture_logs();
-    let host = Host::builder()
-        .connector(Echoes)
-        .store(Arc::new(MemoryStore::default()))
-        .deployment(
-            Deployment::new().with_static_credential(
-                CredentialHandle::new("cred-9", "vault", Secret::new(CANARY))
-                    .with_scopes(["charts.write"]),
-            ),
-        )
-        .build()
-        .unwrap();
+    let host = host_of(Echoes, Arc::new(MemoryStore::default()));
     let result = host
         .invoke(Action::new("cap:echoes:show", json!({})), &caller())
         .await;
@@ -832,17 +826,7 @@ async fn an_output_schema_failure_does_not_quote_the_credential() {
 async fn an_output_quoting_the_credential_is_withheld_before_it_is_stored() {
     let (logs, _guard) = capture_logs();
     let store = Arc::new(MemoryStore::default());
-    let host = Host::builder()
-        .connector(EchoingProvider)
-        .store(store.clone())
-        .deployment(
-            Deployment::new().with_static_credential(
-                CredentialHandle::new("cred-9", "vault", Secret::new(CANARY))
-                    .with_scopes(["charts.write"]),
-            ),
-        )
-        .build()
-        .unwrap();
+    let host = host_of(EchoingProvider, store.clone());
     let action = Action::new("cap:echoing:status", json!({})).with_idempotency_key("status-1");
     let result = host.invoke(action.clone(), &caller()).await;
     assert_eq!(result.status, ActionResultStatus::Completed, "{result:?}");
@@ -950,14 +934,7 @@ impl Keys {
 async fn an_input_value_overlapping_the_credential_cannot_uncover_it() {
     let (logs, _guard) = capture_logs();
     let store = Arc::new(MemoryStore::default());
-    let credential =
-        CredentialHandle::new("cred-7", "vault", Secret::new(CANARY)).with_scopes(["charts.write"]);
-    let host = Host::builder()
-        .connector(Keys)
-        .store(store.clone())
-        .deployment(Deployment::new().with_static_credential(credential))
-        .build()
-        .unwrap();
+    let host = host_of(Keys, store.clone());
     for name in [
         "provider said: bad key can",
         "key canary-",

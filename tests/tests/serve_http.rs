@@ -349,25 +349,14 @@ async fn the_manifest_is_served_as_an_envelope_and_by_request() {
 #[tokio::test]
 async fn unknown_routes_and_methods_get_an_envelope() {
     let running = start(Desk::default(), ServerConfig::default()).await;
-    let http = reqwest::Client::new();
-    for (request, status, code) in [
-        (
-            http.get(format!("{}/nope", running.base)),
-            404,
-            codes::RESOURCE_NOT_FOUND,
-        ),
-        (
-            http.get(format!("{}{MESSAGES_PATH}", running.base)),
-            405,
-            codes::TRANSPORT_UNSUPPORTED_MESSAGE,
-        ),
-    ] {
-        let response = request.send().await.unwrap();
-        assert_eq!(response.status().as_u16(), status);
-        let body: Value = response.json().await.unwrap();
-        assert_eq!(body["message_type"], "aip.core.v1.error", "{body}");
-        assert_eq!(body["body"]["error"]["error"]["code"], code, "{body}");
-    }
+    aip_connector_tests::assert_get_refused_with_envelopes(
+        &running.base,
+        &[
+            ("/nope", 404, codes::RESOURCE_NOT_FOUND),
+            (MESSAGES_PATH, 405, codes::TRANSPORT_UNSUPPORTED_MESSAGE),
+        ],
+    )
+    .await;
     running.stop().await;
 }
 

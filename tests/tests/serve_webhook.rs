@@ -347,28 +347,17 @@ fn bytes_of(text: &'static str) -> aip_connector::webhook::Bytes {
 #[tokio::test]
 async fn merged_routes_keep_the_envelope_for_unknown_paths_and_methods() {
     let running = start(Arc::new(MemoryStore::new()), 1024).await;
-    let http = reqwest::Client::new();
-    for (request, status, code) in [
-        (
-            http.get(format!("{}/nope", running.base)),
-            404,
-            codes::RESOURCE_NOT_FOUND,
-        ),
-        (
-            http.get(format!("{}/aip/v1/messages", running.base)),
-            405,
-            codes::TRANSPORT_UNSUPPORTED_MESSAGE,
-        ),
-        (
-            http.get(format!("{}{PATH}", running.base)),
-            405,
-            codes::TRANSPORT_UNSUPPORTED_MESSAGE,
-        ),
-    ] {
-        let response = request.send().await.unwrap();
-        assert_eq!(response.status().as_u16(), status);
-        let body: Value = response.json().await.unwrap();
-        assert_eq!(body["message_type"], "aip.core.v1.error", "{body}");
-        assert_eq!(body["body"]["error"]["error"]["code"], code, "{body}");
-    }
+    aip_connector_tests::assert_get_refused_with_envelopes(
+        &running.base,
+        &[
+            ("/nope", 404, codes::RESOURCE_NOT_FOUND),
+            (
+                "/aip/v1/messages",
+                405,
+                codes::TRANSPORT_UNSUPPORTED_MESSAGE,
+            ),
+            (PATH, 405, codes::TRANSPORT_UNSUPPORTED_MESSAGE),
+        ],
+    )
+    .await;
 }

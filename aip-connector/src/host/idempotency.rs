@@ -223,29 +223,35 @@ pub(crate) fn collision(
         );
     }
     // The key answered a `plan` and this is another step of a transaction (its `commit`, most
-    // often): never a duplicate, whatever the behaviour. Under `return_original_result` upstream
-    // replays the plan as a completed answer, and a caller reads it as a commit that ran when
-    // nothing was committed (`revalidate_input_hash` refuses it below, with its own code).
-    if let Some((plan_id, mode)) = answered_another_step(record, action)
-        && behavior != IdempotencyCollisionBehavior::RevalidateInputHash
-    {
-        return failure::failed(
-            &action.id,
-            failure::with_details(
-                failure::permanent(
-                    codes::IDEMPOTENCY_CONFLICT,
-                    format!(
-                        "idempotency key has already been used: it answered the `plan` of plan \
-                         `{plan_id}`, and a `{mode}` is a request of its own; send each step of \
-                         a transaction under a key of its own"
-                    ),
-                ),
+    // often): never a duplicate, whatever the behaviour (its fingerprint differs: it covers the
+    // transaction). Under `return_original_result` upstream replays the plan as a completed
+    // answer, and a caller reads it as a commit that ran when nothing was committed.
+    if let Some((plan_id, mode)) = answered_another_step(record, action) {
+        let (code, refusal, why, details) = match behavior {
+            IdempotencyCollisionBehavior::RevalidateInputHash => (
+                codes::IDEMPOTENCY_INPUT_HASH_MISMATCH,
+                "idempotency key was reused with different input",
+                " (the key's fingerprint covers the transaction)",
+                json!({ "original_action_id": record.action_id, "original_plan_id": plan_id }),
+            ),
+            _ => (
+                codes::IDEMPOTENCY_CONFLICT,
+                "idempotency key has already been used",
+                "",
                 json!({
                     "original_action_id": record.action_id,
                     "original_plan_id": plan_id,
                     "action_id": action.id,
                 }),
             ),
+        };
+        let message = format!(
+            "{refusal}: it answered the `plan` of plan `{plan_id}`, and a `{mode}` is a request of \
+             its own{why}; send each step of a transaction under a key of its own"
+        );
+        return failure::failed(
+            &action.id,
+            failure::with_details(failure::permanent(code, message), details),
         );
     }
     let same_action = record.action_id == action.id && record.input_hash == fingerprint;
@@ -265,28 +271,16 @@ pub(crate) fn collision(
         IdempotencyCollisionBehavior::RevalidateInputHash if record.input_hash == fingerprint => {
             replay(record, action)
         }
-        IdempotencyCollisionBehavior::RevalidateInputHash => {
-            let mut details = json!({ "original_action_id": record.action_id });
-            let message = match answered_another_step(record, action) {
-                Some((plan_id, mode)) => {
-                    details["original_plan_id"] = json!(plan_id);
-                    format!(
-                        "idempotency key was reused with different input: it answered the `plan` \
-                         of plan `{plan_id}`, and a `{mode}` is a request of its own (the key's \
-                         fingerprint covers the transaction); send each step of a transaction \
-                         under a key of its own"
-                    )
-                }
-                None => "idempotency key was reused with different input".to_owned(),
-            };
-            failure::failed(
-                &action.id,
-                failure::with_details(
-                    failure::permanent(codes::IDEMPOTENCY_INPUT_HASH_MISMATCH, message),
-                    details,
+        IdempotencyCollisionBehavior::RevalidateInputHash => failure::failed(
+            &action.id,
+            failure::with_details(
+                failure::permanent(
+                    codes::IDEMPOTENCY_INPUT_HASH_MISMATCH,
+                    "idempotency key was reused with different input",
                 ),
-            )
-        }
+                json!({ "original_action_id": record.action_id }),
+            ),
+        ),
     }
 }
 

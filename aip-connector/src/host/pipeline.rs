@@ -990,10 +990,7 @@ async fn claim_resume(claim: ClaimResumeArgs<'_>) -> Result<(), ResumeRefusal> {
             Ok(Some(record))
                 if record.status == crate::store::ApprovalStatus::Approved
                     && record.action.idempotency_key == action.idempotency_key
-                    && (!record.resumed
-                        || record
-                            .resumed_at_ms
-                            .is_some_and(|at| now.saturating_sub(at) < CLAIM_SETTLING_MS)) =>
+                    && (!record.resumed || claimed_moments_ago(&record, now)) =>
             {
                 return Err(ResumeRefusal::Refused(claim_settling(&action.id)));
             }
@@ -1075,6 +1072,14 @@ enum ResumeRefusal {
 /// told to come back rather than that the approval already ran: far longer than the store
 /// round trips between a claim and its reservation, or a give-back.
 const CLAIM_SETTLING_MS: crate::store::Millis = 5_000;
+
+/// Whether `record`'s resume was claimed less than [`CLAIM_SETTLING_MS`] before `now` (a claim
+/// recorded without its time, by an older build, is not).
+fn claimed_moments_ago(record: &ApprovalRecord, now: crate::store::Millis) -> bool {
+    record
+        .resumed_at_ms
+        .is_some_and(|at| now.saturating_sub(at) < CLAIM_SETTLING_MS)
+}
 
 /// The answer to a resend that met a resume claimed moments ago with nothing under its key.
 fn claim_settling(action_id: &aip_connector_core::ids::ActionId) -> ActionResult {
@@ -1490,9 +1495,8 @@ async fn reconcile(
     }
     // Stored and returned like a handler's output, and the companion held the credential: a
     // lookup that quotes the provider's echo of the request must not carry it out.
-    if let Some(secret) = &secret {
-        let mut forms = secret_forms(secret);
-        distinct(&mut forms);
+    let forms = credential_forms(secret.as_ref());
+    if !forms.is_empty() {
         if let Some(evidence) = answer.evidence.as_mut() {
             scrub_value(evidence, &forms);
         }
@@ -3520,20 +3524,21 @@ fn sdk_value(key: &str, value: &Value) -> bool {
 
 /// The credential's material withheld from a value the host keeps as the connector's answer: a
 /// validation's preview, which a plan stores and approvers read (found by a hostile review: a
-/// validation may answer `Ok` with the provider's refusal, quoting the request's token).
+/// validation may answer `Ok` with the provider's refusal, quoting the request's token), or a
+/// handler's output. Says whether anything was withheld.
 fn withhold_credential_in_value(
     value: &mut Value,
     secret: Option<&crate::invocation::Secret>,
 ) -> bool {
-    let Some(secret) = secret else {
-        return false;
-    };
-    let mut forms = secret_forms(secret);
-    if forms.is_empty() {
-        return false;
-    }
+    let forms = credential_forms(secret);
+    !forms.is_empty() && scrub_value(value, &forms)
+}
+
+/// [`secret_forms`] of the call's credential, each once; none without a credential.
+fn credential_forms(secret: Option<&crate::invocation::Secret>) -> Vec<String> {
+    let mut forms = secret.map(secret_forms).unwrap_or_default();
     distinct(&mut forms);
-    scrub_value(value, &forms)
+    forms
 }
 
 /// Each form once: the credential's forms and an input's often coincide (a text that needs no
@@ -3992,12 +3997,7 @@ async fn refresh_pending_replay(
             // reads "resumed" beside the pending record, and "already ran" would be a permanent
             // failure for an action about to run and succeed under this key (a replica trial's
             // poller). It is told to come back, as stage 9 tells a resend.
-            ApprovalStatus::Approved
-                if record.resumed
-                    && record
-                        .resumed_at_ms
-                        .is_some_and(|at| now.saturating_sub(at) < CLAIM_SETTLING_MS) =>
-            {
+            ApprovalStatus::Approved if record.resumed && claimed_moments_ago(&record, now) => {
                 return claim_settling(&replayed.action_id);
             }
             ApprovalStatus::Approved if record.resumed => failure::policy(

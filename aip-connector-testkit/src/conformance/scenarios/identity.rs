@@ -458,26 +458,29 @@ fn scope_name(scope: IdempotencyKeyScope) -> String {
     format!("`scope = {name}`")
 }
 
-/// Whether `capability`'s contract has a credential policy, required or optional: the host then
-/// resolves the deployment's credential for its calls (and refuses one bound to another tenant)
-/// and hands it to the handler.
-fn has_credential_policy(capability: &CapabilityDefinition) -> bool {
+/// `capability`'s credential policy, required or optional: with one the host resolves the
+/// deployment's credential for its calls (and refuses one bound to another tenant) and hands it
+/// to the handler.
+fn credential_policy(
+    capability: &CapabilityDefinition,
+) -> Option<&aip_connector::model::CredentialPolicy> {
     capability
         .capability
         .contract
+        .as_ref()?
+        .credentials
         .as_ref()
-        .is_some_and(|c| c.credentials.is_some())
+}
+
+/// Whether `capability`'s contract has a credential policy, required or optional.
+fn has_credential_policy(capability: &CapabilityDefinition) -> bool {
+    credential_policy(capability).is_some()
 }
 
 /// Whether `capability`'s contract requires a credential: only then may its handler take
 /// `Credential`.
 fn requires_credential(capability: &CapabilityDefinition) -> bool {
-    capability
-        .capability
-        .contract
-        .as_ref()
-        .and_then(|c| c.credentials.as_ref())
-        .is_some_and(|c| c.required)
+    credential_policy(capability).is_some_and(|c| c.required)
 }
 
 /// Whether a handler call of capability `id` has received a credential in this scenario.
